@@ -1,0 +1,163 @@
+/**
+ * Configuration: read once at start from the environment (DESIGN.md §10 names) and
+ * CLI flags, validated, then frozen. A bad value is a {@link StartupError} naming the
+ * variable and what it accepts.
+ */
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import ms from 'ms';
+import { StartupError } from '../errors.js';
+import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
+
+/** The validated, frozen configuration. Units are in the names (ms, bytes). */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  /** Absolute path of the data root. */
+  readonly dataDir: string;
+  /** Unset: a local `redis-server` is started under the data dir. */
+  readonly redisUrl: string | undefined;
+  readonly redisPrefix: string;
+  readonly redisCommandTimeoutMs: number;
+  readonly partitions: number;
+  readonly storeDurability: 'fsync' | 'relaxed';
+  readonly storeCacheBytes: number;
+  readonly messageTtlMs: number;
+  readonly sweepIntervalMs: number;
+  readonly maxMessageBytes: number;
+  readonly maxBodyBytes: number;
+  readonly inboxCap: number;
+  readonly apiToken: string | undefined;
+  readonly jwtSecret: string | undefined;
+  readonly jwtPublicKey: string | undefined;
+  readonly jwksUrl: string | undefined;
+  readonly allowedOrigins: readonly string[];
+  readonly maxClientFrameBytes: number;
+  readonly maxConnectionsPerUser: number;
+  readonly deliveryWindow: number;
+  readonly ackTimeoutMs: number;
+  readonly redeliveryBackoffMs: readonly number[];
+  readonly heartbeatMs: number;
+  readonly idleTimeoutMs: number;
+  readonly socketHighWaterBytes: number;
+  readonly socketHardCapBytes: number;
+  readonly pausedTimeoutMs: number;
+  readonly broadcastStreamCap: number;
+  readonly roomSizeCap: number;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+/** Setting values given as text, keyed by setting name (what CLI flags produce). */
+export type ConfigOverrides = Partial<Record<SettingKey, string>>;
+
+function parseDuration(text: string): number | undefined {
+  const t = text.trim();
+  if (/^\d+$/.test(t)) return Number(t);
+  const v = ms(t as ms.StringValue);
+  return typeof v === 'number' && Number.isFinite(v) ? Math.round(v) : undefined;
+}
+
+/** Turns one setting's text into its typed value; `undefined` when it cannot be read. */
+function parseText(spec: SettingSpec, text: string): unknown {
+  switch (spec.kind) {
+    case 'string':
+    case 'enum':
+      return text;
+    case 'int':
+      return /^-?\d+$/.test(text.trim()) ? Number(text.trim()) : undefined;
+    case 'duration':
+      return parseDuration(text);
+    case 'durations': {
+      const parts = text.split(',').map((p) => parseDuration(p));
+      return parts.some((p) => p === undefined) ? undefined : parts;
+    }
+    case 'list':
+      return text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  }
+}
+
+/** What a setting accepts, in words, for error messages. */
+function accepts(spec: SettingSpec): string {
+  const bounds =
+    spec.min !== undefined && spec.max !== undefined
+      ? ` (${spec.min}..${spec.max}${spec.kind.startsWith('duration') ? ' ms' : ''})`
+      : '';
+  const choices = spec.choices ? ` (one of: ${spec.choices.join(', ')})` : '';
+  return `${spec.doc}${bounds}${choices}`;
+}
+
+function schemaFor(spec: SettingSpec): Record<string, unknown> {
+  const num = { minimum: spec.min, maximum: spec.max };
+  switch (spec.kind) {
+    case 'string':
+      return { type: 'string', ...spec.schema };
+    case 'enum':
+      return { type: 'string', enum: spec.choices };
+    case 'int':
+    case 'duration':
+      return { type: 'integer', ...num, ...spec.schema };
+    case 'durations':
+      return { type: 'array', minItems: 1, maxItems: 20, items: { type: 'integer', ...num } };
+    case 'list':
+      return { type: 'array', items: { type: 'string', minLength: 1 } };
+  }
+}
+
+const keys = Object.keys(SETTINGS) as SettingKey[];
+const ajv = new Ajv({ allErrors: true });
+const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]))]));
+
+/**
+ * Reads, validates and freezes the configuration.
+ *
+ * Precedence: `overrides` (CLI flags) over `env` over the defaults of DESIGN.md §10.
+ * An empty environment variable counts as unset.
+ *
+ * @param env the environment, normally `process.env`
+ * @param overrides setting text by key, normally from CLI flags
+ * @returns the frozen {@link Config}; `dataDir` is made absolute against the cwd
+ * @throws StartupError naming the variable (or flag) and what it accepts, for every
+ *   bad value at once; also when more than one JWT key source is set
+ */
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: ConfigOverrides = {},
+): Config {
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const key of keys) {
+    const spec: SettingSpec = SETTINGS[key];
+    const fromFlag = overrides[key];
+    const fromEnv = env[spec.env];
+    const text = fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined);
+    const source = fromFlag !== undefined ? `--${spec.flag}` : spec.env;
+    if (text === undefined) {
+      out[key] = spec.default;
+      continue;
+    }
+    const value = parseText(spec, text);
+    const validate = validators.get(key);
+    if (value === undefined || (validate !== undefined && !validate(value))) {
+      problems.push(`${source}=${JSON.stringify(text)} is not valid: it accepts ${accepts(spec)}`);
+      continue;
+    }
+    out[key] = value;
+  }
+  const keySources = ['jwtSecret', 'jwtPublicKey', 'jwksUrl'].filter((k) => out[k] !== undefined);
+  if (keySources.length > 1) {
+    problems.push(
+      `set only one of PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY, PIXIU_JWKS_URL (found ${keySources.length})`,
+    );
+  }
+  if (typeof out.socketHardCapBytes === 'number' && typeof out.socketHighWaterBytes === 'number'
+    && out.socketHardCapBytes < out.socketHighWaterBytes) {
+    problems.push('PIXIU_SOCKET_HARD_CAP_BYTES must be at least PIXIU_SOCKET_HIGH_WATER_BYTES');
+  }
+  if (problems.length > 0) {
+    throw new StartupError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  }
+  out.dataDir = path.resolve(String(out.dataDir));
+  out.redeliveryBackoffMs = Object.freeze([...(out.redeliveryBackoffMs as number[])]);
+  out.allowedOrigins = Object.freeze([...(out.allowedOrigins as string[])]);
+  return Object.freeze(out) as unknown as Config;
+}

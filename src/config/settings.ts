@@ -1,0 +1,83 @@
+/**
+ * The table of every setting: its key, environment variable, CLI flag, default and
+ * what it accepts. DESIGN.md §10 is the contract for the names and defaults; this
+ * table is its single implementation (the CLI builds its flags from it, the docs
+ * list it with `pixiu serve --help`).
+ */
+
+/** How a setting's text (from the environment or a flag) is read. */
+export type SettingKind =
+  | 'string'
+  | 'int'
+  /** a duration: whole milliseconds, or a string the `ms` package reads ("10s", "7d") */
+  | 'duration'
+  /** a comma-separated list of durations, in ms */
+  | 'durations'
+  /** a comma-separated list of strings */
+  | 'list'
+  /** one of `choices` */
+  | 'enum';
+
+/** One row of the table. */
+export interface SettingSpec {
+  /** Environment variable (DESIGN.md §10). */
+  readonly env: string;
+  /** CLI flag of `pixiu serve`, without the dashes. */
+  readonly flag: string;
+  readonly kind: SettingKind;
+  /** The default value, already parsed; `undefined` means unset. */
+  readonly default: unknown;
+  /** What the setting means and what it accepts, shown in errors and `--help`. */
+  readonly doc: string;
+  /** Inclusive bounds for numbers (ms for durations, bytes for sizes). */
+  readonly min?: number;
+  readonly max?: number;
+  /** Allowed values for `enum`. */
+  readonly choices?: readonly string[];
+  /** Extra JSON-schema keywords for the parsed value (e.g. a `pattern`). */
+  readonly schema?: Readonly<Record<string, unknown>>;
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const SECOND = 1000;
+const DAY = 86_400 * SECOND;
+
+/** Every setting, keyed by its name in the {@link Config} object. */
+export const SETTINGS = {
+  host: { env: 'PIXIU_HOST', flag: 'host', kind: 'string', default: '127.0.0.1', doc: 'listen address (an IP or host name)', schema: { minLength: 1 } },
+  port: { env: 'PIXIU_PORT', flag: 'port', kind: 'int', default: 8080, min: 0, max: 65535, doc: 'HTTP and WebSocket port, 0 to 65535 (0: any free port)' },
+  dataDir: { env: 'PIXIU_DATA_DIR', flag: 'data-dir', kind: 'string', default: 'storage', doc: 'data root: store partitions, generated secrets, the local Redis (a path)', schema: { minLength: 1 } },
+  redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' } },
+  redisPrefix: { env: 'PIXIU_REDIS_PREFIX', flag: 'redis-prefix', kind: 'string', default: 'px:', doc: 'prefix of every Redis key (1-32 chars, no braces or whitespace)', schema: { pattern: '^[^{}\\s]{1,32}$' } },
+  redisCommandTimeoutMs: { env: 'PIXIU_REDIS_COMMAND_TIMEOUT', flag: 'redis-command-timeout', kind: 'duration', default: 2 * SECOND, min: 10, max: 60 * SECOND, doc: 'how long one Redis command may take before it fails as UNAVAILABLE, 10ms to 60s' },
+  partitions: { env: 'PIXIU_PARTITIONS', flag: 'partitions', kind: 'int', default: 8, min: 1, max: 256, doc: 'store partitions, a power of two from 1 to 256', schema: { enum: [1, 2, 4, 8, 16, 32, 64, 128, 256] } },
+  storeDurability: { env: 'PIXIU_STORE_DURABILITY', flag: 'store-durability', kind: 'enum', default: 'fsync', choices: ['fsync', 'relaxed'], doc: 'fsync: a put resolves after fsync; relaxed: after the OS write (a machine crash may lose the last writes)' },
+  storeCacheBytes: { env: 'PIXIU_STORE_CACHE_BYTES', flag: 'store-cache-bytes', kind: 'int', default: 64 * MiB, min: 0, max: 16 * 1024 * MiB, doc: 'size of the store read cache in bytes (0 turns it off)' },
+  messageTtlMs: { env: 'PIXIU_MESSAGE_TTL', flag: 'message-ttl', kind: 'duration', default: 7 * DAY, min: SECOND, max: 30 * DAY, doc: 'default message retention, 1s to 30d' },
+  sweepIntervalMs: { env: 'PIXIU_SWEEP_INTERVAL', flag: 'sweep-interval', kind: 'duration', default: 30 * SECOND, min: 10, max: DAY, doc: 'how often each partition deletes expired messages' },
+  maxMessageBytes: { env: 'PIXIU_MAX_MESSAGE_BYTES', flag: 'max-message-bytes', kind: 'int', default: 64 * KiB, min: KiB, max: 16 * MiB, doc: 'largest encoded message in UTF-8 bytes of its JSON {type, from, data}' },
+  maxBodyBytes: { env: 'PIXIU_MAX_BODY_BYTES', flag: 'max-body-bytes', kind: 'int', default: 8 * MiB, min: KiB, max: 256 * MiB, doc: 'largest HTTP request body in bytes (a batch counts as one body)' },
+  inboxCap: { env: 'PIXIU_INBOX_CAP', flag: 'inbox-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'entries kept per user inbox; older ones are trimmed (clients see a gap)' },
+  apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, at least 16 chars; unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 } },
+  jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 } },
+  jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI) verifying client JWTs (RS256, ES256 or EdDSA)', schema: { pattern: '-----BEGIN PUBLIC KEY-----' } },
+  jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https:// or http://) with the keys verifying client JWTs', schema: { pattern: '^https?://' } },
+  allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect, * for any; empty: only the request\'s own host' },
+  maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },
+  maxConnectionsPerUser: { env: 'PIXIU_MAX_CONNECTIONS_PER_USER', flag: 'max-connections-per-user', kind: 'int', default: 5, min: 1, max: 1000, doc: 'open connections allowed per user, across nodes' },
+  deliveryWindow: { env: 'PIXIU_DELIVERY_WINDOW', flag: 'delivery-window', kind: 'int', default: 100, min: 1, max: 10_000, doc: 'unacked messages in flight per connection' },
+  ackTimeoutMs: { env: 'PIXIU_ACK_TIMEOUT', flag: 'ack-timeout', kind: 'duration', default: 10 * SECOND, min: 10, max: 600 * SECOND, doc: 'time without an ack before the first redelivery' },
+  redeliveryBackoffMs: { env: 'PIXIU_REDELIVERY_BACKOFF', flag: 'redelivery-backoff', kind: 'durations', default: [2 * SECOND, 4 * SECOND, 6 * SECOND], min: 10, max: 600 * SECOND, doc: 'comma-separated waits between redelivery rounds; after the last, close 4008' },
+  heartbeatMs: { env: 'PIXIU_HEARTBEAT', flag: 'heartbeat', kind: 'duration', default: 25 * SECOND, min: 10, max: 600 * SECOND, doc: 'server ping interval; each also pulls the inbox' },
+  idleTimeoutMs: { env: 'PIXIU_IDLE_TIMEOUT', flag: 'idle-timeout', kind: 'duration', default: 60 * SECOND, min: 20, max: 3600 * SECOND, doc: 'a connection silent this long is closed' },
+  socketHighWaterBytes: { env: 'PIXIU_SOCKET_HIGH_WATER_BYTES', flag: 'socket-high-water-bytes', kind: 'int', default: MiB, min: KiB, max: 1024 * MiB, doc: 'socket buffer above which a connection is paused, bytes' },
+  socketHardCapBytes: { env: 'PIXIU_SOCKET_HARD_CAP_BYTES', flag: 'socket-hard-cap-bytes', kind: 'int', default: 8 * MiB, min: KiB, max: 4096 * MiB, doc: 'socket buffer above which a connection is closed 4009, bytes' },
+  pausedTimeoutMs: { env: 'PIXIU_PAUSED_TIMEOUT', flag: 'paused-timeout', kind: 'duration', default: 30 * SECOND, min: 10, max: 3600 * SECOND, doc: 'a connection paused by backpressure this long is closed 4009' },
+  broadcastStreamCap: { env: 'PIXIU_BROADCAST_STREAM_CAP', flag: 'broadcast-stream-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'broadcasts retained for catch-up' },
+  roomSizeCap: { env: 'PIXIU_ROOM_SIZE_CAP', flag: 'room-size-cap', kind: 'int', default: 10_000, min: 1, max: 1_000_000, doc: 'most members a room may have' },
+  logLevel: { env: 'PIXIU_LOG_LEVEL', flag: 'log-level', kind: 'enum', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], doc: 'pino log level' },
+} as const satisfies Record<string, SettingSpec>;
+
+/** A setting's name. */
+export type SettingKey = keyof typeof SETTINGS;

@@ -1,0 +1,102 @@
+/**
+ * The error catalogue: every error Pixiu answers with, its stable code, its HTTP
+ * status and, where one applies, the WebSocket close code (DESIGN.md §6, §7).
+ *
+ * Clients see `{"error": {"code", "message"}}` and never a stack trace. Code that
+ * fails throws a {@link PixiuError} built from one entry here, so the mapping from a
+ * failure to what the client sees lives in exactly one place.
+ */
+
+/** One catalogue entry. */
+export interface ErrorSpec {
+  /** Stable machine-readable code, e.g. `INVALID_REQUEST`. */
+  readonly code: string;
+  /** HTTP status answered for this error (DESIGN.md §7). */
+  readonly status: number;
+  /** WebSocket close code when the error ends a connection (DESIGN.md §6), if any. */
+  readonly closeCode?: number;
+  /** Whether a client may retry the same request later (503: with Retry-After). */
+  readonly retryable: boolean;
+}
+
+/** The catalogue, keyed by code. A test checks its shape. */
+export const ERRORS = Object.freeze({
+  /** Malformed input: bad JSON, a schema violation, a malformed MsgID or user id. */
+  INVALID_REQUEST: { code: 'INVALID_REQUEST', status: 400, closeCode: 4003, retryable: false },
+  /** Missing, wrong or expired credentials. */
+  UNAUTHORIZED: { code: 'UNAUTHORIZED', status: 401, closeCode: 4001, retryable: false },
+  /** Valid credentials, but not allowed (e.g. an Origin not in the allowed list). */
+  FORBIDDEN: { code: 'FORBIDDEN', status: 403, closeCode: 1008, retryable: false },
+  /** The addressed thing does not exist (or has expired). */
+  NOT_FOUND: { code: 'NOT_FOUND', status: 404, retryable: false },
+  /** A body or an encoded message over its byte limit; a client frame over its cap. */
+  PAYLOAD_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', status: 413, closeCode: 1009, retryable: false },
+  /** Over a rate or connection limit. */
+  RATE_LIMITED: { code: 'RATE_LIMITED', status: 429, closeCode: 1008, retryable: true },
+  /** A dependency (Redis, the store) failed or timed out; retry later (Retry-After). */
+  UNAVAILABLE: { code: 'UNAVAILABLE', status: 503, closeCode: 1011, retryable: true },
+  /** A fault of Pixiu's own; logged at error with its stack, never shown to the client. */
+  INTERNAL: { code: 'INTERNAL', status: 500, closeCode: 1011, retryable: false },
+} as const satisfies Record<string, ErrorSpec>);
+
+/** A code from the catalogue. */
+export type ErrorCode = keyof typeof ERRORS;
+
+/**
+ * An error with a catalogue code. `message` is safe to show a client: it names what
+ * was wrong with their input or which dependency is unavailable, never internals.
+ * `cause` keeps the underlying error for the logs.
+ */
+export class PixiuError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly closeCode: number | undefined;
+  readonly retryable: boolean;
+
+  /**
+   * @param code a catalogue code
+   * @param message a client-safe sentence
+   * @param options.cause the underlying error, for logs only
+   */
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    const spec: ErrorSpec = ERRORS[code];
+    this.name = 'PixiuError';
+    this.code = code;
+    this.status = spec.status;
+    this.closeCode = spec.closeCode;
+    this.retryable = spec.retryable;
+  }
+
+  /** The JSON error body of DESIGN.md §7. */
+  toBody(): { error: { code: ErrorCode; message: string } } {
+    return { error: { code: this.code, message: this.message } };
+  }
+}
+
+/** Shorthand: `new PixiuError('INVALID_REQUEST', message)`. */
+export function invalid(message: string): PixiuError {
+  return new PixiuError('INVALID_REQUEST', message);
+}
+
+/** Shorthand: `new PixiuError('UNAVAILABLE', message, {cause})`. */
+export function unavailable(message: string, cause?: unknown): PixiuError {
+  return new PixiuError('UNAVAILABLE', message, { cause });
+}
+
+/** True when `err` is a {@link PixiuError} with the given code. */
+export function isPixiuError(err: unknown, code?: ErrorCode): err is PixiuError {
+  return err instanceof PixiuError && (code === undefined || err.code === code);
+}
+
+/**
+ * A start-up failure: a bad configuration value, a store partition that cannot be
+ * opened, a missing `redis-server`. The process prints `message` and exits non-zero;
+ * it is never answered to a client.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * MsgID: the 64-bit identifier of one stored message (DESIGN.md §2).
+ *
+ * Layout, most significant first: 8-bit partition, 8-bit kind, 48-bit per-partition
+ * counter. Written as 16 lower-case hex digits (a JSON number cannot hold 64 bits).
+ * Its 8 big-endian bytes are the store key, so within one partition and kind, key
+ * order is counter order.
+ */
+import { invalid } from '../errors.js';
+
+/** Message kinds (DESIGN.md §2). */
+export const MsgKind = Object.freeze({ user: 1, room: 2, broadcast: 3, channel: 4 } as const);
+/** A kind's number, 1..4. */
+export type MsgKind = (typeof MsgKind)[keyof typeof MsgKind];
+/** A kind's name. */
+export type MsgKindName = keyof typeof MsgKind;
+
+/** Largest counter: 2^48 - 1. */
+export const MAX_COUNTER = 2 ** 48 - 1;
+/** Bytes in an encoded MsgID. */
+export const MSG_ID_BYTES = 8;
+
+const HEX_ID = /^[0-9a-f]{16}$/;
+
+/** The three fields of a MsgID. */
+export interface MsgIdParts {
+  /** 0..255 */
+  readonly partition: number;
+  readonly kind: MsgKind;
+  /** 1..2^48-1 (0 is never issued) */
+  readonly counter: number;
+}
+
+function isKind(n: number): n is MsgKind {
+  return n >= 1 && n <= 4;
+}
+
+/**
+ * Encodes parts into the 16-hex-digit MsgID.
+ * @throws RangeError when a field is out of range (a programming error, not input)
+ */
+export function encodeMsgId(parts: MsgIdParts): string {
+  const { partition, kind, counter } = parts;
+  if (!Number.isInteger(partition) || partition < 0 || partition > 255) throw new RangeError(`partition ${partition} out of range`);
+  if (!isKind(kind)) throw new RangeError(`kind ${String(kind)} out of range`);
+  if (!Number.isInteger(counter) || counter < 1 || counter > MAX_COUNTER) throw new RangeError(`counter ${counter} out of range`);
+  return (
+    partition.toString(16).padStart(2, '0') +
+    kind.toString(16).padStart(2, '0') +
+    counter.toString(16).padStart(12, '0')
+  );
+}
+
+/**
+ * Decodes a MsgID string. Use at the edge for foreign input.
+ * @throws PixiuError INVALID_REQUEST when `id` is not 16 lower-case hex digits with a
+ *   known kind and a non-zero counter
+ */
+export function decodeMsgId(id: unknown): MsgIdParts {
+  const parts = typeof id === 'string' ? tryDecodeMsgId(id) : undefined;
+  if (parts === undefined) {
+    throw invalid(`not a message id: ${JSON.stringify(String(id).slice(0, 40))} (expected 16 lower-case hex digits)`);
+  }
+  return parts;
+}
+
+/** Like {@link decodeMsgId} but answers `undefined` instead of throwing. */
+export function tryDecodeMsgId(id: string): MsgIdParts | undefined {
+  if (!HEX_ID.test(id)) return undefined;
+  const partition = parseInt(id.slice(0, 2), 16);
+  const kind = parseInt(id.slice(2, 4), 16);
+  const counter = parseInt(id.slice(4), 16);
+  if (!isKind(kind) || counter < 1) return undefined;
+  return { partition, kind, counter };
+}
+
+/** The 8 big-endian bytes of a valid MsgID string (the store key). */
+export function msgIdToBytes(id: string): Buffer {
+  return Buffer.from(id, 'hex');
+}
+
+/** The MsgID string of 8 big-endian bytes. */
+export function msgIdFromBytes(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, MSG_ID_BYTES).toString('hex');
+}

@@ -1,0 +1,108 @@
+/**
+ * Redis connections: one factory with Pixiu's failure policy, and the one place that
+ * turns a Redis failure into a catalogue error.
+ *
+ * Policy: commands never wait for a connection that is down. With the offline queue
+ * off, a command issued while Redis is unreachable fails at once; a command already
+ * sent when the connection dies fails within `commandTimeoutMs`. Either way the caller
+ * gets {@link PixiuError} UNAVAILABLE and may retry; every Pixiu script is idempotent,
+ * so a command that did run before its reply was lost is harmless to resend.
+ */
+import { Redis, type RedisOptions } from 'ioredis';
+import { PixiuError, unavailable } from '../errors.js';
+import type { Logger } from '../logger.js';
+
+/** Options of {@link createRedis}. */
+export interface RedisClientOptions {
+  /** `redis://`, `rediss://` or `unix://` URL. */
+  readonly url: string;
+  /** Bound on one command, ms; past it the command fails as UNAVAILABLE. */
+  readonly commandTimeoutMs: number;
+  /** Shown in `CLIENT LIST`, e.g. `pixiu:ingest`. */
+  readonly name?: string;
+  /** Where connection errors are logged (at warn, one line per failed reconnect). */
+  readonly logger?: Logger;
+  /** For a connection that runs blocking reads (XREAD BLOCK): no command timeout. */
+  readonly blocking?: boolean;
+}
+
+/** Reconnect back-off: 50 ms doubling to at most 2 s, with jitter. */
+function retryDelayMs(times: number): number {
+  return Math.min(50 * 2 ** Math.min(times, 6), 2000) + Math.floor(Math.random() * 50);
+}
+
+/** Turns a `unix:///path/to.sock` URL into ioredis's `{path}` option. */
+function connectionOptions(url: string): RedisOptions | string {
+  if (url.startsWith('unix://')) return { path: decodeURIComponent(url.slice('unix://'.length)) };
+  return url;
+}
+
+/**
+ * Creates a connected client. Resolves once Redis answers; rejects with UNAVAILABLE
+ * when it cannot be reached within the command timeout (or 5 s, the larger).
+ * Auto-pipelining is on: calls made in one tick share one round trip.
+ *
+ * @throws PixiuError UNAVAILABLE when Redis is unreachable at start
+ */
+export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
+  const base: RedisOptions = {
+    lazyConnect: true,
+    enableAutoPipelining: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: opts.blocking ? undefined : opts.commandTimeoutMs,
+    connectTimeout: Math.max(opts.commandTimeoutMs, 5000),
+    retryStrategy: retryDelayMs,
+    connectionName: opts.name,
+  };
+  const target = connectionOptions(opts.url);
+  const redis = typeof target === 'string' ? new Redis(target, base) : new Redis({ ...base, ...target });
+  let lastError = '';
+  redis.on('error', (err: Error) => {
+    // ioredis emits one error per failed (re)connect; log changes, not repeats.
+    if (err.message !== lastError) opts.logger?.warn({ err, redis: opts.name }, 'redis connection error');
+    lastError = err.message;
+  });
+  redis.on('ready', () => {
+    if (lastError) opts.logger?.info({ redis: opts.name }, 'redis connection restored');
+    lastError = '';
+  });
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}`, err);
+  }
+  return redis;
+}
+
+/** The URL without its password, for messages and logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}
+
+/**
+ * Maps any error from a Redis call to a catalogue error. Already-catalogued errors
+ * pass through; script error replies that start with a catalogue code
+ * (`INVALID_REQUEST …`) keep it; everything else (timeouts, closed connections,
+ * refused connects, OOM, LOADING) is UNAVAILABLE.
+ */
+export function toRedisError(err: unknown): PixiuError {
+  if (err instanceof PixiuError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND) (.*)$/s.exec(message);
+  if (m && m[1] !== undefined && m[2] !== undefined) return new PixiuError(m[1] as 'INVALID_REQUEST' | 'NOT_FOUND', m[2], { cause: err });
+  return unavailable('Redis is unavailable, retry later', err);
+}
+
+/**
+ * Runs one Redis call and maps its failure with {@link toRedisError}.
+ * @throws PixiuError UNAVAILABLE (or the script's catalogue code)
+ */
+export async function redisCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toRedisError(err);
+  }
+}

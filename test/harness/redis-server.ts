@@ -1,0 +1,129 @@
+/**
+ * A private `redis-server` for one test file (or one bench): a free port, a temp dir,
+ * AOF on or off. It can be stopped, SIGKILLed and restarted on the same port and data,
+ * so tests can inject Redis faults. Tests never touch the machine's Redis on 6379.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+
+/** Options of {@link RedisServer.start}. */
+export interface RedisServerOptions {
+  /** Append-only file with `appendfsync everysec`; default false. */
+  aof?: boolean;
+  /** Extra `redis-server` arguments, e.g. `['--maxmemory', '10mb']`. */
+  args?: string[];
+}
+
+/** Asks the OS for a free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const { port } = srv.address() as net.AddressInfo;
+  srv.close();
+  await once(srv, 'close');
+  return port;
+}
+
+/** A running private `redis-server`. */
+export class RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly #opts: RedisServerOptions;
+  #child: ChildProcess | undefined;
+
+  private constructor(port: number, dir: string, opts: RedisServerOptions) {
+    this.port = port;
+    this.dir = dir;
+    this.#opts = opts;
+  }
+
+  /** Starts a server on a free port in a new temp dir and waits until it answers. */
+  static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-redis-'));
+    const server = new RedisServer(await freePort(), dir, opts);
+    await server.restart();
+    return server;
+  }
+
+  /** `redis://127.0.0.1:<port>` */
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** True while the process runs. */
+  get running(): boolean {
+    return this.#child !== undefined;
+  }
+
+  /** (Re)starts the server on the same port and data dir; resolves when it accepts commands. */
+  async restart(): Promise<void> {
+    if (this.#child) throw new Error('redis-server already running');
+    const args = [
+      '--port', String(this.port),
+      '--bind', '127.0.0.1',
+      '--dir', this.dir,
+      '--save', '',
+      '--appendonly', this.#opts.aof ? 'yes' : 'no',
+      '--appendfsync', 'everysec',
+      '--daemonize', 'no',
+      '--logfile', '',
+      ...(this.#opts.args ?? []),
+    ];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child = child;
+    let log = '';
+    const ready = new Promise<void>((resolve, reject) => {
+      const onData = (chunk: Buffer): void => {
+        log += chunk.toString();
+        if (log.includes('Ready to accept connections')) resolve();
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`redis-server exited (${code}) before ready:\n${log}`)));
+    });
+    child.once('exit', () => {
+      if (this.#child === child) this.#child = undefined;
+    });
+    try {
+      await ready;
+    } catch (err) {
+      this.#child = undefined;
+      // The port may have been taken between freePort() and the bind: report it plainly.
+      throw err;
+    }
+    // Keep draining output so the pipe never fills and blocks the server.
+    child.stdout?.resume();
+    child.stderr?.resume();
+  }
+
+  /** Stops the server with SIGTERM (a clean shutdown that finishes the AOF). */
+  async stop(): Promise<void> {
+    await this.#signal('SIGTERM');
+  }
+
+  /** Kills the server with SIGKILL, as a crash. */
+  async kill(): Promise<void> {
+    await this.#signal('SIGKILL');
+  }
+
+  /** Stops the server and removes its temp dir. */
+  async destroy(): Promise<void> {
+    await this.#signal('SIGKILL');
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  async #signal(signal: NodeJS.Signals): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    const exited = once(child, 'exit');
+    child.kill(signal);
+    await exited;
+    this.#child = undefined;
+  }
+}
