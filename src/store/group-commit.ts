@@ -1,0 +1,122 @@
+/**
+ * Group commit for one partition (DESIGN.md §3): every item added while a write is in
+ * flight goes into the next single write, so one fsync covers many puts.
+ *
+ * One write is in flight at a time. Before each write the loop yields one turn of the
+ * event loop (`setImmediate`), so callers woken by the previous write, who add their
+ * next item from a promise continuation, make it into the next batch instead of
+ * leaving a batch of one behind them.
+ *
+ * A batch holds at most `maxBatch` items (bounding one write's size and latency);
+ * the rest wait for the next one.
+ *
+ * Exclusive jobs (the sweeper's chunks) run between writes, never beside one, so a
+ * job sees no write half done; items that arrive meanwhile wait for the next write,
+ * which runs before the next job (a long sweep never starves writes).
+ */
+
+interface Waiter<R> {
+  resolve(result: R): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * What {@link GroupCommit} calls to write one batch: answers one result per item, in
+ * the items' order.
+ */
+export type BatchWriter<T, R> = (items: readonly T[]) => Promise<readonly R[]>;
+
+/** Queue of items written in batches, one batch in flight at a time. */
+export class GroupCommit<T, R> {
+  readonly #write: BatchWriter<T, R>;
+  readonly #onBatch: ((size: number, ms: number) => void) | undefined;
+  readonly #maxBatch: number;
+  #items: T[] = [];
+  #waiters: Waiter<R>[] = [];
+  #jobs: (() => Promise<void>)[] = [];
+  #running = false;
+  #idle: (() => void)[] = [];
+
+  /**
+   * @param write writes one batch; its rejection rejects every item of that batch
+   * @param maxBatch most items in one batch
+   * @param onBatch called after each successful write with the batch's item count and
+   *   its duration in ms (metrics)
+   */
+  constructor(write: BatchWriter<T, R>, maxBatch: number, onBatch?: (size: number, ms: number) => void) {
+    this.#write = write;
+    this.#maxBatch = maxBatch;
+    this.#onBatch = onBatch;
+  }
+
+  /** Adds an item to the next batch; resolves with its result once that batch is written. */
+  add(item: T): Promise<R> {
+    this.#items.push(item);
+    const done = new Promise<R>((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    this.#start();
+    return done;
+  }
+
+  /** Runs `job` between two writes, with no write in flight; answers its result. */
+  exclusive<J>(job: () => Promise<J>): Promise<J> {
+    return new Promise<J>((resolve, reject) => {
+      this.#jobs.push(() => Promise.resolve().then(job).then(resolve, reject));
+      this.#start();
+    });
+  }
+
+  /** Resolves once nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (!this.#running) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    void this.#run();
+  }
+
+  async #run(): Promise<void> {
+    while (this.#items.length > 0 || this.#jobs.length > 0) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.#items.length > 0) await this.#flush();
+      const job = this.#jobs.shift();
+      if (job !== undefined) await job();
+    }
+    this.#running = false;
+    for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
+  async #flush(): Promise<void> {
+    let items = this.#items;
+    let waiters = this.#waiters;
+    if (items.length > this.#maxBatch) {
+      items = this.#items.splice(0, this.#maxBatch);
+      waiters = this.#waiters.splice(0, this.#maxBatch);
+    } else {
+      this.#items = [];
+      this.#waiters = [];
+    }
+    const started = performance.now();
+    let results: readonly R[];
+    try {
+      results = await this.#write(items);
+      if (results.length !== items.length) throw new Error(`batch writer answered ${results.length} results for ${items.length} items`);
+    } catch (err) {
+      for (const w of waiters) w.reject(err);
+      return;
+    }
+    const ms = performance.now() - started;
+    // Lengths were checked above, so every index holds a result.
+    waiters.forEach((w, i) => w.resolve(results[i] as R));
+    try {
+      this.#onBatch?.(items.length, ms);
+    } catch (err) {
+      // A faulty metrics hook must not stop the write loop; surface it, loudly.
+      queueMicrotask(() => {
+        throw err;
+      });
+    }
+  }
+}

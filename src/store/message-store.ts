@@ -1,0 +1,210 @@
+/**
+ * The message store, "Xiu" (DESIGN.md §3): message content in P classic-level
+ * partitions under one data folder (`<dir>/<p>`), with a read cache in front.
+ *
+ * A put picks its partition by {@link choosePartition}, is checked and encoded before
+ * it takes an id, and resolves once its batch is written (fsynced with `sync: true`).
+ * Reads route by the partition byte inside the MsgID. Expired records are never
+ * returned, swept or not. Each partition's sweeper deletes expired records every
+ * `sweepIntervalMs`.
+ */
+import path from 'node:path';
+import { StartupError, unavailable } from '../errors.js';
+import { tryDecodeMsgId } from '../ids/msg-id.js';
+import type { Logger } from '../logger.js';
+import { checkLayout } from './layout.js';
+import { Partition } from './partition.js';
+import { RecordArena } from './record-arena.js';
+import { RecordCache } from './record-cache.js';
+import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
+import { choosePartition } from './route.js';
+import { Sweeper } from './sweeper.js';
+
+export type { NewMessage, PutResult, StoredMessage } from './record.js';
+
+/** Options of {@link MessageStore.open}; defaults live in the configuration (DESIGN.md §10). */
+export interface MessageStoreOptions {
+  /** Data folder of the store; partition p lives in `<dir>/<p>` (e.g. `storage/xiu`). */
+  readonly dir: string;
+  /** Partition count P: a power of two, 1..256 (DESIGN.md §3). */
+  readonly partitions: number;
+  /** true (durability `fsync`): a put resolves after fsync; false: `relaxed`. */
+  readonly sync: boolean;
+  /** Read-cache size in bytes of record JSON; 0 turns it off. */
+  readonly cacheBytes: number;
+  /** Retention of a message that names none, ms (default 7 days). */
+  readonly defaultTtlMs: number;
+  /** Largest UTF-8 JSON of `{type, from, data}`, bytes (default 64 KiB). */
+  readonly maxMessageBytes: number;
+  /** Wait between expiry sweeps of each partition, ms. */
+  readonly sweepIntervalMs: number;
+  readonly logger?: Logger;
+  /** Clock, ms since the epoch; default `Date.now`. Tests inject one to skip time. */
+  readonly now?: () => number;
+  /** Called after each batch write with its put count and duration in ms (metrics). */
+  readonly onBatch?: (size: number, ms: number) => void;
+}
+
+/** The partitioned, durable message store. */
+export class MessageStore {
+  readonly #partitions: readonly Partition[];
+  readonly #sweepers: readonly Sweeper[];
+  readonly #cache: RecordCache;
+  readonly #arena = new RecordArena();
+  readonly #limits: RecordLimits;
+  readonly #now: () => number;
+  readonly #logger: Logger | undefined;
+  #closing: Promise<void> | undefined;
+
+  private constructor(partitions: readonly Partition[], cache: RecordCache, opts: MessageStoreOptions) {
+    this.#partitions = partitions;
+    this.#cache = cache;
+    this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
+    this.#now = opts.now ?? Date.now;
+    this.#logger = opts.logger;
+    this.#sweepers = partitions.map((p) =>
+      new Sweeper(() => p.sweep(), opts.sweepIntervalMs, opts.logger?.child({ partition: p.index })));
+  }
+
+  /**
+   * Opens (creating if missing) every partition folder and starts the sweepers.
+   * @throws StartupError when `partitions` is not a power of two in 1..256, or when a
+   *   partition folder is locked by another process or cannot be read; the message
+   *   names each such folder; when the store was created with another partition
+   *   count (src/store/layout.ts). Partitions already opened are closed again.
+   */
+  static async open(opts: MessageStoreOptions): Promise<MessageStore> {
+    const count = opts.partitions;
+    if (!Number.isInteger(count) || count < 1 || count > 256 || (count & (count - 1)) !== 0) {
+      throw new StartupError(`store partitions must be a power of two from 1 to 256, got ${count}`);
+    }
+    await checkLayout(opts.dir, count);
+    const cache = new RecordCache(opts.cacheBytes);
+    const partitionOptions = {
+      sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
+      onWritten: (id: string, bytes: Buffer) => cache.setWritten(id, bytes),
+    };
+    const opened = await Promise.allSettled(
+      Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), p, partitionOptions)));
+    const partitions = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failures = opened.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    if (failures.length > 0) {
+      await Promise.allSettled(partitions.map((p) => p.close()));
+      const first = failures[0];
+      if (failures.length === 1 && first instanceof StartupError) throw first;
+      const lines = failures.map((f) => (f instanceof Error ? f.message : String(f)));
+      throw new StartupError(`the message store cannot open:\n  ${lines.join('\n  ')}`, { cause: first });
+    }
+    const store = new MessageStore(partitions, cache, opts);
+    for (const s of store.#sweepers) s.start();
+    opts.logger?.info({ dir: opts.dir, partitions: count, durability: opts.sync ? 'fsync' : 'relaxed',
+      counters: partitions.map((p) => p.counter) }, 'message store open');
+    return store;
+  }
+
+  /** Partition count P. */
+  get partitions(): number {
+    return this.#partitions.length;
+  }
+
+  /** False once {@link close} has been called. */
+  get isOpen(): boolean {
+    return this.#closing === undefined;
+  }
+
+  /**
+   * Stores a message durably, or answers the first message stored under its
+   * `clientMsgId` with `duplicate: true` (DESIGN.md §3).
+   * @throws PixiuError INVALID_REQUEST for a bad field or non-JSON `data`
+   * @throws PixiuError PAYLOAD_TOO_LARGE over `maxMessageBytes`; nothing is stored
+   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   */
+  put(msg: NewMessage): Promise<PutResult> {
+    // Not async: one promise less per put on the hottest path; errors still reject.
+    try {
+      this.#assertOpen();
+      const prep = prepareRecord(msg, this.#now(), this.#limits, this.#arena);
+      const partition = this.#partitions[choosePartition(msg, this.#partitions.length)];
+      if (partition === undefined) throw new RangeError('partition out of range');
+      return partition.put(prep);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * One record by MsgID; null when missing, expired, malformed or of a partition
+   * this store does not have. See {@link getMany}.
+   */
+  async get(id: string): Promise<StoredMessage | null> {
+    const [record] = await this.getMany([id]);
+    return record ?? null;
+  }
+
+  /**
+   * Records by MsgID, in the order asked, read with one LevelDB `getMany` per
+   * partition after the cache. Returned records are deep-frozen (shared with the
+   * cache).
+   * @returns per id, the record or null (missing, expired, not a MsgID, or naming a
+   *   partition ≥ P): a bad id is never a throw
+   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   */
+  async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
+    this.#assertOpen();
+    const now = this.#now();
+    const out: (StoredMessage | null)[] = new Array<StoredMessage | null>(ids.length).fill(null);
+    const misses = new Map<Partition, { at: number[]; ids: string[] }>();
+    ids.forEach((id, at) => {
+      const parts = typeof id === 'string' ? tryDecodeMsgId(id) : undefined;
+      const partition = parts === undefined ? undefined : this.#partitions[parts.partition];
+      if (partition === undefined) return;
+      const cached = this.#cache.get(id, now);
+      if (cached !== undefined) {
+        out[at] = cached;
+        return;
+      }
+      let miss = misses.get(partition);
+      if (miss === undefined) misses.set(partition, (miss = { at: [], ids: [] }));
+      miss.at.push(at);
+      miss.ids.push(id);
+    });
+    await Promise.all([...misses].map(async ([partition, miss]) => {
+      const found = await partition.read(miss.ids);
+      found.forEach((bytes, i) => {
+        const at = miss.at[i];
+        const id = miss.ids[i];
+        if (bytes === undefined || at === undefined || id === undefined) return;
+        const record = decodeRecord(bytes, id);
+        if (record.expiresAt <= now) return;
+        this.#cache.setRead(record, bytes.length);
+        out[at] = record;
+      });
+    }));
+    return out;
+  }
+
+  /**
+   * Sweeps every partition now (as the sweepers do on their timer).
+   * @returns how many expired records were deleted
+   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   */
+  async sweepNow(): Promise<number> {
+    this.#assertOpen();
+    const counts = await Promise.all(this.#partitions.map((p) => p.sweep()));
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** Stops the sweepers, lets queued puts finish, closes every partition. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.all(this.#sweepers.map((s) => s.stop()));
+      await Promise.all(this.#partitions.map((p) => p.close()));
+      this.#logger?.info('message store closed');
+    })();
+    return this.#closing;
+  }
+
+  #assertOpen(): void {
+    if (this.#closing !== undefined) throw unavailable('message store is closed');
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * One store partition: one classic-level (LevelDB) database in its own folder
+ * (`<dir>/<p>`, DESIGN.md §3), with its counter, its group commit, its idempotency
+ * index and its expiry sweep. The key layout is documented in `keys.ts`.
+ *
+ * Guarantees:
+ * - A put resolves after the batch holding it is written, and with `sync: true` only
+ *   after LevelDB fsynced it (DESIGN.md §3, §11).
+ * - MsgIDs are never reused: the counter is recovered on open from the larger of the
+ *   high-water key and the last record key of each kind.
+ * - Within a partition, counters are assigned when a batch is built, in the order the
+ *   puts were issued, and puts resolve in counter order (one batch is written at a
+ *   time). A put refused before it is queued (too large, invalid) takes no counter; a
+ *   duplicate takes none either.
+ * - One `clientMsgId` is stored once: a put registers itself in an in-memory map
+ *   before it is queued, so a duplicate arriving while the first is queued or being
+ *   written waits for it and answers its MsgID; the batch writer looks up the others
+ *   in the `c` index (one `getMany` per batch, with no write in flight).
+ */
+import { PixiuError, unavailable } from '../errors.js';
+import { MAX_COUNTER } from '../ids/msg-id.js';
+import { sweepStep } from './expiry-sweep.js';
+import { GroupCommit } from './group-commit.js';
+import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
+import { openPartitionDb, type PartitionDb } from './partition-db.js';
+import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+
+/**
+ * Records deleted per sweep step (a step ends after the expiry entry that reaches
+ * it): bounds how long a sweep holds the writer.
+ */
+export const SWEEP_CHUNK_RECORDS = 500;
+/** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
+export const MAX_BATCH_PUTS = 2000;
+
+/** Options of {@link Partition.open}. */
+export interface PartitionOptions {
+  /** true: a put resolves after fsync (durability `fsync`); false: `relaxed`. */
+  readonly sync: boolean;
+  /** Clock, ms since the epoch (injectable so tests need not sleep). */
+  readonly now: () => number;
+  /** Called after each batch write with its put count and duration in ms. */
+  readonly onBatch?: (size: number, ms: number) => void;
+  /**
+   * Called for each new record once its batch is written, before its put resolves,
+   * with its MsgID and stored bytes (the store's read cache).
+   */
+  readonly onWritten?: (id: string, bytes: Buffer) => void;
+}
+
+/** One partition of the message store. */
+export class Partition {
+  /** Partition number, 0..255: the first byte of its MsgIDs. */
+  readonly index: number;
+  /** The partition's folder. */
+  readonly location: string;
+  readonly #db: PartitionDb;
+  readonly #sync: boolean;
+  readonly #now: () => number;
+  readonly #onWritten: ((id: string, bytes: Buffer) => void) | undefined;
+  readonly #commit: GroupCommit<PreparedRecord, PutResult>;
+  /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
+  readonly #pending = new Map<string, { put: Promise<PutResult>; bytes: Buffer }>();
+  /** The MsgID's first 4 hex digits per kind (partition and kind bytes). */
+  readonly #idPrefix: readonly string[];
+  #counter: number;
+  #sweeping: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  private constructor(db: PartitionDb, location: string, index: number, counter: number, options: PartitionOptions) {
+    this.#db = db;
+    this.location = location;
+    this.index = index;
+    this.#counter = counter;
+    this.#sync = options.sync;
+    this.#now = options.now;
+    this.#onWritten = options.onWritten;
+    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch);
+    this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
+  }
+
+  /**
+   * Opens (creating if missing) the partition in `location` and recovers its counter.
+   * @throws StartupError naming the folder: locked by another process, or cannot be
+   *   read (not a folder, corrupt LevelDB files)
+   */
+  static async open(location: string, index: number, options: PartitionOptions): Promise<Partition> {
+    const { db, counter } = await openPartitionDb(location, index);
+    return new Partition(db, location, index, counter, options);
+  }
+
+  /** The last counter assigned (0 when none ever was). */
+  get counter(): number {
+    return this.#counter;
+  }
+
+  /**
+   * Stores a prepared record, or answers the first record stored under its
+   * `clientMsgId` (an expired one does not count: the message is stored anew).
+   * @throws PixiuError UNAVAILABLE when the partition is closed or LevelDB fails
+   */
+  put(prep: PreparedRecord): Promise<PutResult> {
+    if (this.#closed) return Promise.reject(closedError());
+    const cid = prep.message.clientMsgId;
+    if (cid === undefined) return this.#commit.add(prep);
+    const first = this.#pending.get(cid);
+    if (first !== undefined) return first.put.then((r) => duplicateOf(r, first.bytes));
+    const put = this.#commit.add(prep);
+    this.#pending.set(cid, { put, bytes: prep.bytes });
+    const forget = (): void => {
+      this.#pending.delete(cid);
+    };
+    put.then(forget, forget);
+    return put;
+  }
+
+  /**
+   * Writes one batch: answers the duplicates from the `c` index, gives the others
+   * their MsgIDs in queue order, and writes them with one expiry entry per expiry
+   * second and the counter's high-water mark, in one LevelDB batch.
+   */
+  async #writeBatch(preps: readonly PreparedRecord[]): Promise<PutResult[]> {
+    try {
+      const out = await this.#findDuplicates(preps);
+      // Once every slot is filled (here, or by the loop below) `out` has no undefined.
+      if (!out.includes(undefined)) return out as PutResult[];
+      const batch = this.#db.batch();
+      const keyScratch = Buffer.allocUnsafe(9);
+      // Expiry entries of this batch, by expiry second: first MsgID and listed lines.
+      const expiring = new Map<number, { firstId: string; lines: string }>();
+      preps.forEach((prep, i) => {
+        if (out[i] !== undefined) return;
+        const { message } = prep;
+        const id = this.#nextId(message.kind);
+        message.id = id;
+        out[i] = { id, duplicate: false, message };
+        batch.put(messageKey(id, keyScratch), prep.bytes);
+        const cid = message.clientMsgId;
+        if (cid !== undefined) batch.put(clientIdKey(cid), Buffer.from(id, 'latin1'));
+        const bucket = expiryBucket(message.expiresAt);
+        const entry = expiring.get(bucket);
+        if (entry === undefined) expiring.set(bucket, { firstId: id, lines: expiryLine(id, cid) });
+        else entry.lines += expiryLine(id, cid);
+      });
+      for (const [bucket, { firstId, lines }] of expiring) batch.put(expiryKey(bucket, firstId), Buffer.from(lines, 'latin1'));
+      // Every batch carries the high-water mark, so the counter outlives the records.
+      batch.put(HIGH_WATER_KEY, Buffer.from(String(this.#counter), 'latin1'));
+      await batch.write({ sync: this.#sync });
+      const onWritten = this.#onWritten;
+      if (onWritten !== undefined) {
+        out.forEach((r, i) => {
+          const prep = preps[i];
+          if (r !== undefined && !r.duplicate && prep !== undefined) onWritten(r.id, prep.bytes);
+        });
+      }
+      return out as PutResult[];
+    } catch (err) {
+      throw this.#unavailable(err);
+    }
+  }
+
+  /** Per prepared record, its duplicate answer when its `clientMsgId` is stored and live. */
+  async #findDuplicates(preps: readonly PreparedRecord[]): Promise<(PutResult | undefined)[]> {
+    const out = new Array<PutResult | undefined>(preps.length).fill(undefined);
+    const asked: { i: number; cid: string }[] = [];
+    preps.forEach((p, i) => {
+      if (p.message.clientMsgId !== undefined) asked.push({ i, cid: p.message.clientMsgId });
+    });
+    if (asked.length === 0) return out;
+    const firstIds = await this.#db.getMany(asked.map((a) => clientIdKey(a.cid)));
+    const found: { i: number; id: string }[] = [];
+    asked.forEach((a, k) => {
+      const id = firstIds[k]?.toString('latin1');
+      if (id !== undefined) found.push({ i: a.i, id });
+    });
+    if (found.length === 0) return out;
+    const records = await this.#db.getMany(found.map((f) => messageKey(f.id)));
+    const now = this.#now();
+    found.forEach(({ i, id }, k) => {
+      const bytes = records[k];
+      const first = bytes === undefined ? null : decodeRecord(bytes, id);
+      if (first !== null && first.expiresAt > now) out[i] = { id, duplicate: true, message: first };
+    });
+    return out;
+  }
+
+  #nextId(kind: number): string {
+    // 2^48 ids per partition: at a million puts a second, nine years.
+    if (this.#counter >= MAX_COUNTER) throw unavailable(`message store partition ${this.index} has used every message id`);
+    const counter = ++this.#counter;
+    return `${this.#idPrefix[kind] ?? ''}${counter.toString(16).padStart(12, '0')}`;
+  }
+
+  /**
+   * Reads stored records by MsgID (ids already known to be valid and of this
+   * partition). Expiry is the caller's to check.
+   * @returns the record bytes (UTF-8 JSON) per id, in order; undefined where none
+   * @throws PixiuError UNAVAILABLE when the partition is closed or LevelDB fails
+   */
+  read(ids: readonly string[]): Promise<(Buffer | undefined)[]> {
+    if (this.#closed) return Promise.reject(closedError());
+    return this.#guard(this.#db.getMany(ids.map((id) => messageKey(id))));
+  }
+
+  /**
+   * Deletes every record expired at the time of the call, with its expiry and
+   * idempotency entries, in steps of about {@link SWEEP_CHUNK_RECORDS} records that
+   * each take one turn between batch writes, so puts keep flowing during a long
+   * sweep. Sweeps of one partition run one after another.
+   * @returns the number of records deleted
+   * @throws PixiuError UNAVAILABLE when LevelDB fails
+   */
+  sweep(): Promise<number> {
+    const run = this.#sweeping.then(() => this.#sweepAll());
+    this.#sweeping = run.catch(() => undefined);
+    return run;
+  }
+
+  async #sweepAll(): Promise<number> {
+    const now = this.#now();
+    let deleted = 0;
+    while (!this.#closed) {
+      const step = await this.#commit.exclusive(() => this.#guard(sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS)));
+      deleted += step.deleted;
+      if (step.done) break;
+    }
+    return deleted;
+  }
+
+  /**
+   * Stops taking puts, waits for queued puts and a running sweep, and closes the
+   * database. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...[...this.#pending.values()].map((p) => p.put), this.#sweeping]);
+    await this.#commit.idle();
+    await this.#db.close();
+  }
+
+  async #guard<T>(op: Promise<T>): Promise<T> {
+    try {
+      return await op;
+    } catch (err) {
+      throw this.#unavailable(err);
+    }
+  }
+
+  #unavailable(err: unknown): PixiuError {
+    if (err instanceof PixiuError) return err;
+    return unavailable(`message store partition ${this.index} is unavailable`, err);
+  }
+}
+
+function closedError(): PixiuError {
+  return unavailable('message store is closed');
+}
+
+/** The answer to a duplicate of a put in flight, from the first put's result and bytes. */
+function duplicateOf(first: PutResult, bytes: Buffer): PutResult {
+  // Answer the record as stored (frozen), not the first caller's own `data` object.
+  const message: StoredMessage = first.duplicate ? first.message : decodeRecord(bytes, first.id);
+  return { id: first.id, duplicate: true, message };
+}
+
+function hex2(n: number): string {
+  return n.toString(16).padStart(2, '0');
+}

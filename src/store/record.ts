@@ -1,0 +1,268 @@
+/**
+ * The message record of the store ("Xiu", DESIGN.md §3): its types, the checks a new
+ * message passes before anything is stored, and its encoding.
+ *
+ * Encoding is JSON, chosen over msgpack because JSON round-trips every string exactly:
+ * `JSON.stringify` escapes each control character and each lone surrogate
+ * (`"\ud800"`), so the UTF-8 bytes on disk hold any JavaScript string without loss
+ * (DESIGN.md §3: "payload bytes round-trip exactly").
+ *
+ * A record's JSON is built by concatenating the `JSON.stringify` output of each field,
+ * so `data` is serialised once per put, and written once, straight into the stored
+ * bytes, which are measured against the size limit. The stored JSON leaves out `id`
+ * (it is the record's key) and begins with `expiresAt` (see {@link expiresAtOf}).
+ */
+import { PixiuError, invalid } from '../errors.js';
+import { MsgKind } from '../ids/msg-id.js';
+import { RecordArena } from './record-arena.js';
+
+/** A message handed to {@link MessageStore.put}. */
+export interface NewMessage {
+  /** user, room, broadcast or channel (DESIGN.md §2). */
+  kind: MsgKind;
+  /** Application message type, 1–64 chars (DESIGN.md §3). */
+  type: string;
+  /** Sender user id, if any. */
+  from?: string;
+  /** Any JSON value; `undefined`, functions, symbols, BigInts and cycles are refused. */
+  data: unknown;
+  /** Recipient user ids (up to 1,000); not counted against the size limit. */
+  to?: readonly string[];
+  /** Room id, for room messages. */
+  room?: string;
+  /** Producer's idempotency key, 1–128 printable ASCII chars (DESIGN.md §2). */
+  clientMsgId?: string;
+  /** Retention in ms; default the store's `defaultTtlMs` (DESIGN.md §10: 7 days). */
+  ttlMs?: number;
+}
+
+/**
+ * A message as stored and read back. Records read from the store are deep-frozen,
+ * because one object is shared by the read cache and every reader.
+ */
+export interface StoredMessage {
+  /** MsgID, 16 lower-case hex digits (DESIGN.md §2). */
+  id: string;
+  kind: MsgKind;
+  type: string;
+  from?: string;
+  /** The JSON value as it went in (as `JSON.stringify` writes it). */
+  data: unknown;
+  to?: string[];
+  room?: string;
+  /** When the store accepted it, ms since the epoch. */
+  ts: number;
+  clientMsgId?: string;
+  /** When it expires, ms since the epoch; it is never returned from then on. */
+  expiresAt: number;
+}
+
+/** What a put answers. */
+export interface PutResult {
+  /** The MsgID: the new one, or the first one stored under the same `clientMsgId`. */
+  id: string;
+  /** True when `clientMsgId` was already stored: nothing new was written. */
+  duplicate: boolean;
+  /**
+   * The record. For a new message `data` is the caller's own value (not a copy); for a
+   * duplicate it is the first record, as stored.
+   */
+  message: StoredMessage;
+}
+
+/** A validated, encoded new message, waiting for its MsgID. */
+export interface PreparedRecord {
+  /**
+   * The record, its `id` still empty; `data` is the caller's value. It becomes the
+   * put's {@link PutResult.message} once the id is set.
+   */
+  readonly message: StoredMessage;
+  /**
+   * The stored bytes: UTF-8 JSON of every field but `id`, which is the record's key
+   * (see `keys.ts`) and is added back by {@link decodeRecord}. Encoded before the put
+   * is queued, so nothing but this buffer waits for the batch.
+   */
+  readonly bytes: Buffer;
+  /** UTF-8 bytes of the JSON `{type, from, data}` (what the size limit counts). */
+  readonly contentBytes: number;
+}
+
+/** Limits of {@link prepareRecord}, from the configuration (DESIGN.md §10). */
+export interface RecordLimits {
+  /** Retention when the message gives none, ms. */
+  readonly defaultTtlMs: number;
+  /** Largest `{type, from, data}` JSON in UTF-8 bytes (default 64 KiB). */
+  readonly maxMessageBytes: number;
+}
+
+const MAX_TYPE_CHARS = 64;
+/** The arena of callers that bring none (tests, tools). */
+const sharedArena = new RecordArena();
+/** How every stored record begins (see {@link expiresAtOf}). */
+const EXPIRES_AT_PREFIX = '{"expiresAt":';
+const CLIENT_MSG_ID = /^[\x20-\x7e]{1,128}$/;
+/** Expiry times are written as 6-byte big-endian numbers in the expiry index. */
+const MAX_EXPIRES_AT = 2 ** 48 - 1;
+
+function isKind(kind: unknown): kind is MsgKind {
+  return kind === MsgKind.user || kind === MsgKind.room || kind === MsgKind.broadcast || kind === MsgKind.channel;
+}
+
+/** `JSON.stringify(data)`, or INVALID_REQUEST when `data` is not a JSON value. */
+function dataJson(data: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(data);
+  } catch (err) {
+    // BigInt and cyclic structures throw TypeError.
+    throw new PixiuError('INVALID_REQUEST', `data is not JSON-serialisable: ${(err as Error).message}`);
+  }
+  if (json === undefined) throw invalid('data must be a JSON value (not undefined, a function or a symbol)');
+  return json;
+}
+
+function isStringArray(value: unknown): boolean {
+  if (!Array.isArray(value)) return false;
+  for (const v of value) if (typeof v !== 'string') return false;
+  return true;
+}
+
+function checkShape(msg: NewMessage): void {
+  if (!isKind(msg.kind)) throw invalid(`kind must be 1..4, got ${String(msg.kind)}`);
+  if (typeof msg.type !== 'string' || msg.type.length < 1 || msg.type.length > MAX_TYPE_CHARS) {
+    throw invalid(`type must be a string of 1-${MAX_TYPE_CHARS} chars`);
+  }
+  if (msg.from !== undefined && typeof msg.from !== 'string') throw invalid('from must be a string');
+  if (msg.room !== undefined && typeof msg.room !== 'string') throw invalid('room must be a string');
+  if (msg.to !== undefined && !isStringArray(msg.to)) throw invalid('to must be an array of user ids');
+  if (msg.clientMsgId !== undefined && (typeof msg.clientMsgId !== 'string' || !CLIENT_MSG_ID.test(msg.clientMsgId))) {
+    throw invalid('client_msg_id must be 1-128 printable ASCII chars');
+  }
+  if (msg.ttlMs !== undefined && (!Number.isSafeInteger(msg.ttlMs) || msg.ttlMs < 1)) {
+    throw invalid('ttl must be a whole number of ms, at least 1');
+  }
+}
+
+/**
+ * Checks and encodes a new message, before it takes a MsgID (so a refused message
+ * consumes no counter).
+ *
+ * @param msg the message
+ * @param nowMs the store's clock, ms since the epoch: becomes `ts`
+ * @param limits default TTL and the size limit
+ * @param arena where small records' bytes go (the store's own; default one shared)
+ * @throws PixiuError INVALID_REQUEST for a bad field or data that is not JSON
+ * @throws PixiuError PAYLOAD_TOO_LARGE when the UTF-8 JSON of `{type, from, data}` is
+ *   over `maxMessageBytes` (DESIGN.md §3, §10); the recipient list is not counted
+ */
+export function prepareRecord(
+  msg: NewMessage, nowMs: number, limits: RecordLimits, arena: RecordArena = sharedArena,
+): PreparedRecord {
+  checkShape(msg);
+  const data = dataJson(msg.data);
+  const typeJson = JSON.stringify(msg.type);
+  const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
+  const expiresAt = nowMs + (msg.ttlMs ?? limits.defaultTtlMs);
+  if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
+
+  const fields: StoredMessage = { id: '', kind: msg.kind, type: msg.type, data: msg.data, ts: nowMs, expiresAt };
+  // The stored JSON in three pieces, so that `data`, the large one, is copied once,
+  // straight from its string into the stored bytes. `expiresAt` comes first: see
+  // expiresAtOf.
+  const head = `${EXPIRES_AT_PREFIX}${expiresAt},"kind":${msg.kind},"type":${typeJson}${fromJson},"data":`;
+  let rest = '';
+  if (msg.from !== undefined) fields.from = msg.from;
+  if (msg.to !== undefined) {
+    fields.to = msg.to.slice();
+    rest += `,"to":${JSON.stringify(fields.to)}`;
+  }
+  if (msg.room !== undefined) {
+    fields.room = msg.room;
+    rest += `,"room":${JSON.stringify(msg.room)}`;
+  }
+  rest += `,"ts":${nowMs}`;
+  if (msg.clientMsgId !== undefined) {
+    fields.clientMsgId = msg.clientMsgId;
+    rest += `,"clientMsgId":${JSON.stringify(msg.clientMsgId)}`;
+  }
+  rest += '}';
+
+  // Byte length of exactly JSON.stringify({type, from, data}), without building it.
+  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + '{"type":,"data":}'.length;
+  // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
+  // that much arena space and measured by what was written, sparing a scan of `data`
+  // to count its bytes first; a large one is measured first and given its own buffer.
+  const maxBytes = 3 * (head.length + data.length + rest.length);
+  let bytes: Buffer;
+  let dataBytes: number;
+  if (maxBytes <= arena.maxReserve) {
+    const start = arena.reserve(maxBytes);
+    const slab = arena.slab;
+    let at = start + slab.write(head, start);
+    dataBytes = slab.write(data, at);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes);
+    at += dataBytes;
+    at += slab.write(rest, at);
+    bytes = arena.commit(at - start);
+  } else {
+    dataBytes = Buffer.byteLength(data);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes);
+    bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(head) + dataBytes + Buffer.byteLength(rest));
+    const at = bytes.write(head);
+    bytes.write(rest, at + bytes.write(data, at));
+  }
+  return { message: fields, bytes, contentBytes: overheadBytes + dataBytes };
+}
+
+/** @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit */
+function checkSize(contentBytes: number, maxMessageBytes: number): void {
+  if (contentBytes > maxMessageBytes) {
+    throw new PixiuError('PAYLOAD_TOO_LARGE',
+      `message is ${contentBytes} bytes (JSON of type, from and data), over the limit of ${maxMessageBytes} bytes`);
+  }
+}
+
+/**
+ * The `expiresAt` of stored bytes without decoding them. Every record is written
+ * starting `{"expiresAt":<ms>,` (by {@link prepareRecord}), so the read cache can
+ * check a cached record's expiry without keeping it decoded or keeping a second
+ * object beside its bytes.
+ * @returns the expiry in ms, or NaN when the bytes do not start that way
+ */
+export function expiresAtOf(bytes: Buffer): number {
+  const start = EXPIRES_AT_PREFIX.length;
+  if (bytes.toString('latin1', 0, start) !== EXPIRES_AT_PREFIX) return NaN;
+  let n = 0;
+  let at = start;
+  for (let c = bytes[at]; c !== undefined && c >= 0x30 && c <= 0x39; c = bytes[++at]) n = n * 10 + (c - 0x30);
+  return at > start && bytes[at] === 0x2c ? n : NaN;
+}
+
+/**
+ * Decodes a stored record and deep-freezes it.
+ * @param bytes the stored bytes
+ * @param id the record's MsgID (its key)
+ * @throws PixiuError INTERNAL when the stored bytes are not a record (disk corruption)
+ */
+export function decodeRecord(bytes: Buffer, id: string): StoredMessage {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch (err) {
+    throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`, { cause: err });
+  }
+  if (typeof value !== 'object' || value === null || typeof (value as StoredMessage).expiresAt !== 'number') {
+    throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`);
+  }
+  return deepFreeze({ id, ...value }) as StoredMessage;
+}
+
+/** Freezes a JSON value and everything in it; iterative, so deep nesting cannot overflow. */
+function deepFreeze(root: object): object {
+  const stack: object[] = [root];
+  for (let o = stack.pop(); o !== undefined; o = stack.pop()) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) if (typeof v === 'object' && v !== null) stack.push(v as object);
+  }
+  return root;
+}

@@ -1,0 +1,119 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { SWEEP_CHUNK_RECORDS } from '../../src/store/partition.js';
+import { countKeys, fakeClock, idOfMessageKey, openStore, partitionOf, rawKeys, tempDir } from './fixtures/store-harness.js';
+
+test('an expired record is never returned, then swept from all three key spaces; its client_msg_id stores anew', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const opts = { partitions: 1, now: clock.now };
+  const store = await openStore(t, dir, opts);
+  const short = await store.put({ kind: 1, type: 't', data: 'short', to: ['a'], clientMsgId: 'k1', ttlMs: 1000 });
+  const long = await store.put({ kind: 1, type: 't', data: 'long', to: ['a'], clientMsgId: 'k2', ttlMs: 60_000 });
+  assert.equal((await store.get(short.id))?.data, 'short');
+
+  clock.ms = short.message.expiresAt;
+  // Not swept yet, and still in the read cache: neither may answer it.
+  assert.equal(await store.get(short.id), null);
+  assert.deepEqual((await store.getMany([short.id, long.id])).map((r) => r?.data ?? null), [null, 'long']);
+
+  clock.ms += 1000;
+  assert.equal(await store.sweepNow(), 1);
+  assert.equal(await store.sweepNow(), 0, 'a second sweep finds nothing');
+  await store.close();
+
+  const keys = await rawKeys(dir, 0);
+  assert.deepEqual(keys.message.map(idOfMessageKey), [long.id]);
+  assert.deepEqual([...keys.clientIdValues], [['k2', long.id]]);
+  assert.equal(keys.expiry.length, 1, 'only the long-lived record is left in the expiry index');
+  assert.equal(keys.expiry[0]?.subarray(9).toString('hex'), long.id);
+
+  const reopened = await openStore(t, dir, opts);
+  const again = await reopened.put({ kind: 1, type: 't', data: 'again', to: ['a'], clientMsgId: 'k1' });
+  assert.equal(again.duplicate, false);
+  assert.notEqual(again.id, short.id);
+  assert.equal(await reopened.get(short.id), null);
+});
+
+test('an expired but unswept client_msg_id stores anew, and sweeping the old record keeps the new entry', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  // No cache: the expiry check on records read from disk is what answers here.
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, cacheBytes: 0 });
+  const old = await store.put({ kind: 1, type: 't', data: 'old', to: ['a'], clientMsgId: 'reused', ttlMs: 1000 });
+  clock.ms += 2000;
+  assert.deepEqual(await store.getMany([old.id]), [null]);
+  const fresh = await store.put({ kind: 1, type: 't', data: 'fresh', to: ['a'], clientMsgId: 'reused' });
+  assert.equal(fresh.duplicate, false, 'an expired first record does not make a duplicate');
+
+  assert.equal(await store.sweepNow(), 1);
+  const dup = await store.put({ kind: 1, type: 't', data: 'dup', to: ['a'], clientMsgId: 'reused' });
+  assert.deepEqual([dup.id, dup.duplicate, dup.message.data], [fresh.id, true, 'fresh']);
+  await store.close();
+  const keys = await rawKeys(dir, 0);
+  assert.equal(keys.clientIdValues.get('reused'), fresh.id);
+  assert.deepEqual(keys.message.map(idOfMessageKey), [fresh.id]);
+  assert.notEqual(old.id, fresh.id);
+});
+
+test('a sweep of many expiry entries goes in bounded steps and deletes them all', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 2, now: clock.now });
+  const ids: string[] = [];
+  // 40 rounds one second apart: 1,600 records in 40 expiry entries per partition,
+  // about 800 records per partition, so each sweeps in more than one step of 500.
+  for (let round = 0; round < 40; round++) {
+    const puts = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+      store.put({ kind: 1, type: 't', data: i, to: [`u${i}`], clientMsgId: i % 3 === 0 ? `r${round}-${i}` : undefined, ttlMs: 1000 })));
+    ids.push(...puts.map((p) => p.id));
+    clock.ms += 1000;
+  }
+  const keep = await store.put({ kind: 1, type: 't', data: 'keep', to: ['u'], ttlMs: 3_600_000 });
+  clock.ms += 1000;
+  const perPartition = [0, 1].map((p) => ids.filter((id) => partitionOf(id) === p).length);
+  assert.ok(Math.max(...perPartition) > SWEEP_CHUNK_RECORDS, `a partition needs several steps (${perPartition.join(', ')})`);
+
+  const sweeping = store.sweepNow();
+  // Puts still go through while the sweep runs.
+  const during = await store.put({ kind: 1, type: 't', data: 'during', to: ['u'] });
+  assert.equal(await sweeping, 1600);
+  assert.ok((await store.getMany(ids)).every((r) => r === null));
+  assert.equal((await store.get(during.id))?.data, 'during');
+  assert.equal((await store.get(keep.id))?.data, 'keep');
+  await store.close();
+  assert.deepEqual(await countKeys(dir, 2), { message: 2, clientId: 0, expiry: 2 }, 'only keep and during are left');
+});
+
+test('the sweeper runs on its timer and logs what it deleted', { timeout: 10_000 }, async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const lines: Record<string, unknown>[] = [];
+  let onLine: (() => void) | undefined;
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      onLine?.();
+      done();
+    },
+  });
+  const logger = pino({ level: 'debug' }, sink);
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, sweepIntervalMs: 10, logger });
+  const { id } = await store.put({ kind: 1, type: 't', data: 1, to: ['a'], ttlMs: 1000 });
+  const swept = new Promise<void>((resolve) => {
+    onLine = () => {
+      if (lines.some((l) => l.msg === 'expired messages swept')) resolve();
+    };
+  });
+  clock.ms += 2000;
+  // The sweeper's timer is unref'd (it must not keep a server alive): hold the loop open.
+  const keepAlive = setInterval(() => undefined, 1000);
+  await swept;
+  clearInterval(keepAlive);
+  assert.deepEqual(lines.find((l) => l.msg === 'expired messages swept')?.deleted, 1);
+  await store.close();
+  const keys = await rawKeys(dir, 0);
+  assert.equal(keys.message.length, 0, `${id} was swept by the timer`);
+});

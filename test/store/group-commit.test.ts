@@ -1,0 +1,104 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GroupCommit } from '../../src/store/group-commit.js';
+
+/** A promise with its resolve, to hold a fake write open. */
+function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** A writer that records its batches and holds each open until released. */
+function heldWriter(): {
+  batches: number[][];
+  started: () => Promise<void>;
+  release: () => void;
+  write: (items: readonly number[]) => Promise<number[]>;
+} {
+  const batches: number[][] = [];
+  let startedSignal = deferred();
+  let gate = deferred();
+  return {
+    batches,
+    started: () => startedSignal.promise,
+    release: () => gate.resolve(),
+    write: async (items) => {
+      batches.push([...items]);
+      const myGate = gate;
+      startedSignal.resolve();
+      startedSignal = deferred();
+      await myGate.promise;
+      gate = deferred();
+      return items.map((i) => i * 10);
+    },
+  };
+}
+
+test('items added while a write is in flight all go into the next single write', async () => {
+  const w = heldWriter();
+  const commit = new GroupCommit<number, number>(w.write, 1000);
+  const first = commit.add(1);
+  await w.started();
+  const later = [2, 3, 4, 5].map((i) => commit.add(i));
+  w.release();
+  assert.equal(await first, 10);
+  await w.started();
+  w.release();
+  assert.deepEqual(await Promise.all(later), [20, 30, 40, 50]);
+  assert.deepEqual(w.batches, [[1], [2, 3, 4, 5]]);
+});
+
+test('items added in one turn share one write; a batch holds at most maxBatch items', async () => {
+  const batches: number[][] = [];
+  const commit = new GroupCommit<number, number>(async (items) => {
+    batches.push([...items]);
+    return [...items];
+  }, 2);
+  const results = await Promise.all([1, 2, 3, 4, 5].map((i) => commit.add(i)));
+  assert.deepEqual(results, [1, 2, 3, 4, 5]);
+  assert.deepEqual(batches, [[1, 2], [3, 4], [5]]);
+});
+
+test('exclusive jobs run between writes, and items queued during a job are written before the next job', async () => {
+  const log: string[] = [];
+  const jobGate = deferred();
+  const job1Started = deferred();
+  const commit = new GroupCommit<string, string>(async (items) => {
+    log.push(`write ${items.join(',')}`);
+    return [...items];
+  }, 100);
+  const job1 = commit.exclusive(async () => {
+    log.push('job1 start');
+    job1Started.resolve();
+    await jobGate.promise;
+    log.push('job1 end');
+    return 1;
+  });
+  const job2 = commit.exclusive(async () => {
+    log.push('job2');
+    return 2;
+  });
+  // Let job1 start, then queue items while it runs.
+  await job1Started.promise;
+  const during = [commit.add('a'), commit.add('b')];
+  jobGate.resolve();
+  assert.deepEqual(await Promise.all([job1, job2, ...during]), [1, 2, 'a', 'b']);
+  assert.deepEqual(log, ['job1 start', 'job1 end', 'write a,b', 'job2']);
+  await commit.idle();
+});
+
+test('a failed write rejects its own items only; the next batch is written', async () => {
+  let calls = 0;
+  const commit = new GroupCommit<number, number>(async (items) => {
+    calls++;
+    if (calls === 1) throw new Error('disk full');
+    return [...items];
+  }, 100);
+  const failed = [commit.add(1), commit.add(2)];
+  await assert.rejects(failed[0] as Promise<number>, /disk full/);
+  await assert.rejects(failed[1] as Promise<number>, /disk full/);
+  assert.equal(await commit.add(3), 3);
+});

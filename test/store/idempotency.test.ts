@@ -1,0 +1,57 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { countKeys, counterOf, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
+
+test('200 concurrent puts with one client_msg_id store one record and answer one MsgID', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir);
+  const results = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+    store.put({ kind: 1, type: 'chat', data: { attempt: i }, to: [`user-${i}`], clientMsgId: 'once' })));
+
+  assert.equal(new Set(results.map((r) => r.id)).size, 1, 'one MsgID');
+  assert.equal(results.filter((r) => r.duplicate).length, 199);
+  const first = results.find((r) => !r.duplicate);
+  assert.deepEqual(first?.message.data, { attempt: 0 }, 'the first put is the one stored');
+  for (const dup of results.filter((r) => r.duplicate)) assert.deepEqual(dup.message.data, { attempt: 0 }, 'duplicates answer the stored record');
+  await store.close();
+
+  const keys = await countKeys(dir, 8);
+  assert.deepEqual(keys, { message: 1, clientId: 1, expiry: 1 }, 'exactly one record on disk, one index entry each');
+});
+
+test('a duplicate in a later batch, and after a reopen, answers the first id and stores nothing', async (t) => {
+  const dir = await tempDir(t);
+  // One partition, so counters of different client_msg_ids are comparable.
+  const store = await openStore(t, dir, { partitions: 1 });
+  const first = await store.put({ kind: 2, type: 'room', data: 1, room: 'r1', clientMsgId: 'k' });
+  // Mixed into a batch of other puts of the same partition.
+  const mixed = await Promise.all([
+    store.put({ kind: 2, type: 'room', data: 'other-1', room: 'r1', clientMsgId: 'k-other' }),
+    store.put({ kind: 2, type: 'room', data: 2, room: 'r1', clientMsgId: 'k' }),
+    store.put({ kind: 2, type: 'room', data: 'other-2', room: 'r1' }),
+  ]);
+  assert.deepEqual(mixed.map((r) => r.duplicate), [false, true, false]);
+  assert.equal(mixed[1]?.id, first.id);
+  assert.equal(mixed[1]?.message.data, 1);
+  await store.close();
+
+  const reopened = await openStore(t, dir, { partitions: 1 });
+  const again = await reopened.put({ kind: 2, type: 'room', data: 3, room: 'r1', clientMsgId: 'k' });
+  assert.deepEqual([again.id, again.duplicate, again.message.data], [first.id, true, 1]);
+  const next = await reopened.put({ kind: 2, type: 'room', data: 4, room: 'r1', clientMsgId: 'k-new' });
+  await reopened.close();
+  assert.equal(counterOf(next.id), 4, 'duplicates took no counter (1: first, 2 and 3: the other two)');
+
+  const keys = await rawKeys(dir, 0);
+  assert.equal(keys.clientIdValues.get('k'), first.id);
+  assert.equal(keys.message.length, 4);
+});
+
+test('the same client_msg_id routes to the same partition whatever the recipients', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir);
+  const a = await store.put({ kind: 1, type: 't', data: 1, to: ['alice'], clientMsgId: 'route-me' });
+  const b = await store.put({ kind: 1, type: 't', data: 1, to: ['zed'], clientMsgId: 'route-me' });
+  assert.equal(b.id, a.id);
+  assert.equal(b.duplicate, true);
+});

@@ -1,0 +1,140 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isPixiuError } from '../../src/errors.js';
+import { encodeMsgId } from '../../src/ids/msg-id.js';
+import { MessageStore, type StoredMessage } from '../../src/store/message-store.js';
+import { counterOf, openStore, partitionOf, storeOptions, tempDir } from './fixtures/store-harness.js';
+
+test('10,000 concurrent puts over 8 partitions: ids unique, all readable, counters rise in issue and resolution order', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir);
+  const resolved: string[] = [];
+  const puts = Array.from({ length: 10_000 }, (_, i) =>
+    store.put({ kind: 1, type: 'chat', data: { i }, to: [`user-${i}`] }).then((r) => {
+      resolved.push(r.id);
+      return r;
+    }));
+  const results = await Promise.all(puts);
+  const ids = results.map((r) => r.id);
+
+  assert.equal(new Set(ids).size, 10_000, 'ids are unique');
+  assert.ok(results.every((r) => !r.duplicate));
+  assert.equal(new Set(ids.map(partitionOf)).size, 8, 'every partition got puts');
+
+  // Guaranteed per partition (partition.ts): counters are assigned in issue order and
+  // puts resolve in counter order. Across partitions there is no order.
+  for (const order of [ids, resolved]) {
+    const last = new Map<number, number>();
+    for (const id of order) {
+      const p = partitionOf(id);
+      assert.ok(counterOf(id) > (last.get(p) ?? 0), `counter of ${id} rises within partition ${p}`);
+      last.set(p, counterOf(id));
+    }
+  }
+
+  const read = await store.getMany(ids);
+  read.forEach((r, i) => {
+    assert.equal(r?.id, ids[i]);
+    assert.deepEqual(r?.data, { i });
+  });
+});
+
+test('getMany answers in the order asked, null in place of missing, malformed and out-of-range ids', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { partitions: 4 });
+  const a = await store.put({ kind: 1, type: 't', data: 'a', to: ['alice'] });
+  const b = await store.put({ kind: 2, type: 't', data: 'b', room: 'room-9' });
+  const c = await store.put({ kind: 3, type: 't', data: 'c' });
+  assert.notEqual(partitionOf(a.id), partitionOf(b.id), 'fixture: two partitions at least');
+
+  const missing = encodeMsgId({ partition: 1, kind: 1, counter: 999_999 });
+  const beyondP = encodeMsgId({ partition: 200, kind: 1, counter: 1 });
+  const asked = [b.id, 'not-an-id', a.id, missing, beyondP, c.id, 'ABCDEF0123456789', '', b.id, 42 as unknown as string];
+  const got = await store.getMany(asked);
+  assert.deepEqual(got.map((r) => r?.data ?? null), ['b', null, 'a', null, null, 'c', null, null, 'b', null]);
+  assert.equal(await store.get('zz'), null);
+  assert.equal((await store.get(b.id))?.room, 'room-9');
+});
+
+test('a record reads back with every field it was stored with', async (t) => {
+  const dir = await tempDir(t);
+  const clock = { ms: 1_800_000_000_123 };
+  const store = await openStore(t, dir, { now: () => clock.ms, defaultTtlMs: 5000 });
+  const put = await store.put({ kind: 1, type: 'dm', from: 'bob', data: { x: 1 }, to: ['alice', 'carol'], clientMsgId: 'k-1', ttlMs: 9000 });
+  const expected: StoredMessage = {
+    id: put.id, kind: 1, type: 'dm', from: 'bob', data: { x: 1 }, to: ['alice', 'carol'], ts: 1_800_000_000_123,
+    clientMsgId: 'k-1', expiresAt: 1_800_000_009_123,
+  };
+  assert.deepEqual(put.message, expected);
+  await store.close();
+  const reopened = await openStore(t, dir, { now: () => clock.ms });
+  const read = await reopened.get(put.id);
+  assert.deepEqual(read, expected);
+  assert.ok(Object.isFrozen(read) && Object.isFrozen(read?.to), 'records read are frozen: the cache shares them');
+  const other = await reopened.put({ kind: 1, type: 'dm', data: null, to: ['x'] });
+  assert.equal(other.message.expiresAt, clock.ms + 3_600_000, 'default TTL when none is given');
+});
+
+const controls = Array.from({ length: 31 }, (_, i) => String.fromCharCode(i + 1)).join('');
+const unicode = {
+  emoji: '😀👍🏽🇯🇵👨‍👩‍👧‍👦',
+  cjk: '漢字かなカナ한국어中文',
+  nul: '\u0000',
+  controls,
+  escapes: '"\\/\b\f\n\r\t',
+  lone: ['\ud800', '\udfff', 'a\ud800b', '\udfff\ud800', '\udbff'],
+  separators: '\u2028\u2029\ufeff\uffff',
+  nested: { a: [1, -2.5, 1e21, 0, -0.000001, null, true, false, { b: [[], {}] }], s: '', n: null },
+};
+const bigText = 'xy€😀漢'.repeat(60 * 1024 / 12);
+
+test('Unicode round-trips exactly: emoji, CJK, NUL, every control char, lone surrogates, a 60 KiB string', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir);
+  const small = await store.put({ kind: 1, type: 'unicode', from: '\ud800from', data: unicode, to: ['😀', '\u0000'] });
+  const big = await store.put({ kind: 1, type: 'big', data: bigText, to: ['u'] });
+  assert.equal(Buffer.byteLength(bigText), 60 * 1024);
+  const check = (got: (StoredMessage | null)[]): void => {
+    assert.deepEqual(got[0]?.data, unicode);
+    assert.equal(got[0]?.from, '\ud800from');
+    assert.deepEqual(got[0]?.to, ['😀', '\u0000']);
+    assert.equal(got[1]?.data, bigText);
+  };
+  check(await store.getMany([small.id, big.id]));
+  await store.close();
+  // Reopened: the cache is empty, the bytes come from disk.
+  const reopened = await openStore(t, dir, { cacheBytes: 0 });
+  check(await reopened.getMany([small.id, big.id]));
+});
+
+test('relaxed durability stores and reads back the same way', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { sync: false });
+  const results = await Promise.all(Array.from({ length: 500 }, (_, i) => store.put({ kind: 1, type: 'r', data: i, to: [`u${i}`] })));
+  await store.close();
+  const reopened = await openStore(t, dir, { sync: false });
+  const read = await reopened.getMany(results.map((r) => r.id));
+  assert.deepEqual(read.map((r) => r?.data), results.map((_, i) => i));
+});
+
+test('a closed store refuses puts and reads as UNAVAILABLE', async (t) => {
+  const dir = await tempDir(t);
+  const store = await MessageStore.open(storeOptions(dir, { partitions: 2 }));
+  const { id } = await store.put({ kind: 1, type: 't', data: 1, to: ['a'] });
+  assert.equal(store.isOpen, true);
+  await store.close();
+  assert.equal(store.isOpen, false);
+  await assert.rejects(store.put({ kind: 1, type: 't', data: 1, to: ['a'] }), (err) => isPixiuError(err, 'UNAVAILABLE'));
+  await assert.rejects(store.getMany([id]), (err) => isPixiuError(err, 'UNAVAILABLE'));
+  await store.close();
+});
+
+test('puts in flight when close is called complete first', async (t) => {
+  const dir = await tempDir(t);
+  const store = await MessageStore.open(storeOptions(dir, { partitions: 2 }));
+  const puts = Array.from({ length: 300 }, (_, i) => store.put({ kind: 1, type: 't', data: i, to: [`u${i}`], clientMsgId: i % 2 ? `c${i}` : undefined }));
+  await store.close();
+  const ids = (await Promise.all(puts)).map((r) => r.id);
+  const reopened = await openStore(t, dir, { partitions: 2 });
+  assert.ok((await reopened.getMany(ids)).every((r) => r !== null));
+});
