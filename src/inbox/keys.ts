@@ -1,0 +1,129 @@
+/**
+ * The one place that builds Redis key names for a user (DESIGN.md §4). No other module
+ * concatenates a key string: they ask a {@link Keys} for it.
+ *
+ * Every key of one user is `<prefix>{<uid>}:<role>`. The `{uid}` hash tag puts all of a
+ * user's keys in one Redis Cluster slot, so every script touches a single slot
+ * (Redis Cluster spec, "Hash tags").
+ */
+import { invalid } from '../errors.js';
+
+/** The default key prefix (DESIGN.md §4, setting `redisPrefix`). */
+export const DEFAULT_PREFIX = 'px:';
+
+/** Longest user id accepted, in UTF-16 code units: keys stay short enough to log. */
+export const MAX_UID_LENGTH = 256;
+
+const BRACES = /[{}%]/;
+const BRACES_G = /[{}%]/g;
+const ESCAPES: Readonly<Record<string, string>> = { '{': '%7B', '}': '%7D', '%': '%25' };
+function escapeChar(c: string): string {
+  return ESCAPES[c] ?? c;
+}
+
+/** Same rule as the `redisPrefix` setting: 1–32 chars, no braces, no whitespace. */
+const PREFIX_RULE = /^[^{}\s]{1,32}$/;
+
+/**
+ * The names of one user's keys. Each name is built when read, so a caller that needs
+ * three of them allocates three strings (the append path runs this per recipient).
+ */
+export class UserKeys {
+  /** `<prefix>{uid}`: the part every key of the user starts with. */
+  readonly #tag: string;
+
+  /** Use {@link Keys.user}, which validates the uid. */
+  constructor(tag: string) {
+    this.#tag = tag;
+  }
+
+  /** Stream: entry ID `<seq>-0`, fields `id` (MsgID), `kind`, `room` when given. */
+  get inbox(): string {
+    return `${this.#tag}:inbox`;
+  }
+
+  /** Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch). */
+  get meta(): string {
+    return `${this.#tag}:meta`;
+  }
+
+  /** Hash: device → highest acked seq. */
+  get acks(): string {
+    return `${this.#tag}:acks`;
+  }
+
+  /** Sorted set: MsgID → seq, the retained window only. */
+  get ids(): string {
+    return `${this.#tag}:ids`;
+  }
+
+  /** Hash: conn → presence record (DESIGN.md §4; used by presence, not by the inbox). */
+  get conns(): string {
+    return `${this.#tag}:conns`;
+  }
+
+  /** Every key, by role. */
+  toJSON(): Record<'inbox' | 'meta' | 'acks' | 'ids' | 'conns', string> {
+    return { inbox: this.inbox, meta: this.meta, acks: this.acks, ids: this.ids, conns: this.conns };
+  }
+}
+
+/**
+ * Builds key names under one prefix.
+ *
+ * A uid must be 1–{@link MAX_UID_LENGTH} characters. The API allows braces in user ids
+ * (its rule is only: no whitespace or control characters), but a brace inside the hash
+ * tag would end the tag early, and an empty tag makes Redis hash the whole key,
+ * scattering one user's keys over several slots. So `{`, `}` and `%` are
+ * percent-encoded inside the tag (`%7B`, `%7D`, `%25`): an injective mapping, so two
+ * users never share keys, and every tag is a non-empty brace-free string.
+ */
+export class Keys {
+  readonly prefix: string;
+
+  /**
+   * @param prefix key prefix, default `px:`
+   * @throws PixiuError INVALID_REQUEST when the prefix breaks the `redisPrefix` rule
+   */
+  constructor(prefix: string = DEFAULT_PREFIX) {
+    if (!PREFIX_RULE.test(prefix)) throw invalid('redis key prefix must be 1-32 characters without braces or whitespace');
+    this.prefix = prefix;
+  }
+
+  /** All keys of one user. @throws PixiuError INVALID_REQUEST for a bad uid */
+  user(uid: string): UserKeys {
+    return new UserKeys(this.#tag(uid));
+  }
+
+  /** `<prefix>{uid}:inbox`, the stream. @throws PixiuError INVALID_REQUEST for a bad uid */
+  inbox(uid: string): string {
+    return this.user(uid).inbox;
+  }
+
+  /** `<prefix>{uid}:meta`, the epoch and counter hash. @throws PixiuError INVALID_REQUEST for a bad uid */
+  meta(uid: string): string {
+    return this.user(uid).meta;
+  }
+
+  /** `<prefix>{uid}:acks`, the device cursors. @throws PixiuError INVALID_REQUEST for a bad uid */
+  acks(uid: string): string {
+    return this.user(uid).acks;
+  }
+
+  /** `<prefix>{uid}:ids`, MsgID → seq. @throws PixiuError INVALID_REQUEST for a bad uid */
+  ids(uid: string): string {
+    return this.user(uid).ids;
+  }
+
+  /** `<prefix>{uid}:conns`, presence. @throws PixiuError INVALID_REQUEST for a bad uid */
+  conns(uid: string): string {
+    return this.user(uid).conns;
+  }
+
+  #tag(uid: string): string {
+    if (typeof uid !== 'string' || uid.length === 0 || uid.length > MAX_UID_LENGTH) {
+      throw invalid(`user id must be 1-${MAX_UID_LENGTH} characters`);
+    }
+    return `${this.prefix}{${BRACES.test(uid) ? uid.replace(BRACES_G, escapeChar) : uid}}`;
+  }
+}

@@ -1,0 +1,96 @@
+--[[
+append-3: append one MsgID to one user's inbox, exactly once (DESIGN.md §4).
+
+Steps
+  1. Read the meta hash (epoch, seq counter). If there is no epoch, the inbox is new or
+     Redis lost it: take ARGV[4] as the epoch and record `created`.
+  2. If the MsgID is already in the ids set, return its seq with dup = 1; the stream is
+     not touched (a retried append is harmless).
+  3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
+     means a seq is never reused even when the counter (or the whole meta hash) was
+     lost while the stream remained.
+  4. XADD with the explicit ID `<seq>-0`, trimming to EXACTLY ARGV[3] entries
+     (`MAXLEN cap`, not DESIGN.md's `MAXLEN ~ cap`): the first retained seq is then always
+     latest - cap + 1, which callers and tests can rely on. The cost is one listpack
+     edit per append once the cap is reached.
+  5. ZADD the MsgID with its seq, drop ids at or below seq - cap (the window the stream
+     keeps), and store the counter.
+
+KEYS
+  1. inbox stream  `<prefix>{uid}:inbox`
+  2. meta hash     `<prefix>{uid}:meta`
+  3. ids zset      `<prefix>{uid}:ids`
+
+ARGV
+  1. MsgID, 16 lower-case hex digits
+  2. kind, "1".."4" (user, room, broadcast, channel)
+  3. cap, entries kept in the stream, a positive integer
+  4. epoch to create when the inbox has none, a non-empty string (used only then)
+  5. now, ms since the Unix epoch, stored as `created` with a new epoch
+  6. room id to store with the entry, or "" for none
+
+Returns
+  {seq, epoch, dup}: seq (integer >= 1), the inbox epoch (string), dup 1 when the MsgID
+  was already present, else 0.
+
+Error replies
+  INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
+  (a wrong-type key fails with Redis's own WRONGTYPE error)
+]]
+
+local inboxKey, metaKey, idsKey = KEYS[1], KEYS[2], KEYS[3]
+local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+
+if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
+  return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
+end
+if kind ~= '1' and kind ~= '2' and kind ~= '3' and kind ~= '4' then
+  return redis.error_reply('INVALID_REQUEST kind must be 1, 2, 3 or 4')
+end
+if type(capArg) ~= 'string' or not string.match(capArg, '^[1-9]%d*$') or #capArg > 15 then
+  return redis.error_reply('INVALID_REQUEST cap must be a positive integer')
+end
+if type(newEpoch) ~= 'string' or newEpoch == '' or type(nowMs) ~= 'string' or type(room) ~= 'string' then
+  return redis.error_reply('INVALID_REQUEST epoch, now and room must be given')
+end
+
+local meta = redis.call('HMGET', metaKey, 'epoch', 'seq')
+local epoch = meta[1]
+local created = false
+if not epoch then
+  epoch = newEpoch
+  created = true
+end
+
+local dupSeq = redis.call('ZSCORE', idsKey, msgId)
+if dupSeq then
+  if created then redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs) end
+  return {tonumber(dupSeq), epoch, 1}
+end
+
+local top = tonumber(meta[2]) or 0
+local last = redis.call('XREVRANGE', inboxKey, '+', '-', 'COUNT', 1)[1]
+if last then
+  local lastSeq = tonumber(string.match(last[1], '^(%d+)-'))
+  if lastSeq > top then top = lastSeq end
+end
+local seq = top + 1
+-- %d, not tostring: Lua 5.1 prints large numbers with an exponent.
+local seqText = string.format('%d', seq)
+
+if room == '' then
+  redis.call('XADD', inboxKey, 'MAXLEN', capArg, seqText .. '-0', 'id', msgId, 'kind', kind)
+else
+  redis.call('XADD', inboxKey, 'MAXLEN', capArg, seqText .. '-0', 'id', msgId, 'kind', kind, 'room', room)
+end
+redis.call('ZADD', idsKey, seqText, msgId)
+local floor = seq - tonumber(capArg)
+if floor > 0 then
+  redis.call('ZREMRANGEBYSCORE', idsKey, '-inf', string.format('%d', floor))
+end
+if created then
+  redis.call('HSET', metaKey, 'seq', seqText, 'epoch', epoch, 'created', nowMs)
+else
+  redis.call('HSET', metaKey, 'seq', seqText)
+end
+return {seq, epoch, 0}

@@ -1,0 +1,212 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { RedisServer } from '../harness/redis-server.js';
+import { createRedis, redisCall } from '../../src/redis/client.js';
+import { isPixiuError } from '../../src/errors.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+import { Keys } from '../../src/inbox/keys.js';
+
+let server: RedisServer;
+let redis: Redis;
+let inbox: Inbox;
+const keys = new Keys('px:');
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  inbox = new Inbox(redis, { prefix: 'px:', cap: 10_000 });
+});
+
+after(async () => {
+  await redis?.quit();
+  await server?.destroy();
+});
+
+/** The n-th test MsgID. */
+function msgId(n: number, kind: MsgKind = MsgKind.user): string {
+  return encodeMsgId({ partition: 0, kind, counter: n });
+}
+
+/** Appends MsgIDs 1..count (offset by `from`) one after another; returns their seqs. */
+async function appendMany(target: Inbox, uid: string, count: number, from = 0): Promise<number[]> {
+  const seqs: number[] = [];
+  for (let i = 1; i <= count; i++) seqs.push((await target.append(uid, msgId(from + i), MsgKind.user)).seq);
+  return seqs;
+}
+
+function invalidRequest(err: unknown): boolean {
+  return isPixiuError(err, 'INVALID_REQUEST');
+}
+
+test('appending the same MsgID again returns its seq as a duplicate and writes nothing', async () => {
+  const uid = 'dup';
+  const first = await inbox.append(uid, msgId(1), MsgKind.user);
+  await inbox.append(uid, msgId(2), MsgKind.user);
+  const xlen = await redis.xlen(keys.inbox(uid));
+  const again = await inbox.append(uid, msgId(1), MsgKind.user);
+  assert.deepEqual(first, { seq: 1, epoch: first.epoch, duplicate: false });
+  assert.deepEqual(again, { seq: 1, epoch: first.epoch, duplicate: true });
+  assert.equal(await redis.xlen(keys.inbox(uid)), xlen, 'XLEN does not grow');
+  assert.equal((await inbox.append(uid, msgId(3), MsgKind.user)).seq, 3, 'the duplicate used no seq');
+});
+
+test('appends to one user issued in one tick get seqs in issue order, across pipeline batches', async () => {
+  const uid = 'one-tick';
+  const count = 1200; // more than one pipeline batch (500)
+  const results = await Promise.all(Array.from({ length: count }, (_, i) => inbox.append(uid, msgId(i + 1), MsgKind.user)));
+  assert.deepEqual(results.map((r) => r.seq), Array.from({ length: count }, (_, i) => i + 1));
+  const page = await inbox.range(uid, 0, count);
+  assert.deepEqual(page.entries.map((e) => e.id), Array.from({ length: count }, (_, i) => msgId(i + 1)));
+});
+
+test('the epoch is created by the first append and stays the same afterwards', async () => {
+  const uid = 'epoch';
+  assert.equal((await inbox.range(uid, 0, 10)).epoch, null, 'no inbox, no epoch');
+  const first = await inbox.append(uid, msgId(1), MsgKind.user);
+  assert.match(first.epoch, /^[A-Za-z0-9_-]{12}$/);
+  const created = await redis.hget(keys.meta(uid), 'created');
+  assert.ok(Number(created) > 0, 'created is recorded in ms');
+  for (let i = 2; i <= 5; i++) assert.equal((await inbox.append(uid, msgId(i), MsgKind.user)).epoch, first.epoch);
+  assert.equal((await inbox.range(uid, 0, 10)).epoch, first.epoch);
+  assert.equal(await redis.hget(keys.meta(uid), 'created'), created, 'created is written once');
+});
+
+test('the counter key lost while the stream remains never makes a seq be reused', async () => {
+  const uid = 'counter-lost';
+  await appendMany(inbox, uid, 5);
+  await redis.hdel(keys.meta(uid), 'seq');
+  const afterHdel = await inbox.append(uid, msgId(6), MsgKind.user);
+  assert.equal(afterHdel.seq, 6, 'continues above the last entry after HDEL meta seq');
+
+  await redis.del(keys.meta(uid));
+  const afterDel = await inbox.append(uid, msgId(7), MsgKind.user);
+  assert.equal(afterDel.seq, 7, 'continues above the last entry after DEL meta');
+  assert.notEqual(afterDel.epoch, afterHdel.epoch, 'a lost meta hash means a new epoch (clients are told reset)');
+  const page = await inbox.range(uid, 0, 100);
+  assert.deepEqual(page.entries.map((e) => e.seq), [1, 2, 3, 4, 5, 6, 7]);
+});
+
+test('cap 10 and 25 appends keep exactly seqs 16..25 in the stream and the ids set', async () => {
+  const small = new Inbox(redis, { prefix: 'px:', cap: 10 });
+  const uid = 'capped';
+  await appendMany(small, uid, 25);
+  const page = await small.range(uid, 0, 100);
+  assert.equal(page.firstSeq, 16);
+  assert.equal(page.latestSeq, 25);
+  assert.deepEqual(page.entries.map((e) => e.seq), [16, 17, 18, 19, 20, 21, 22, 23, 24, 25]);
+  assert.deepEqual(page.entries.map((e) => e.id), Array.from({ length: 10 }, (_, i) => msgId(16 + i)));
+  assert.equal(await redis.xlen(keys.inbox(uid)), 10);
+  const ids = await redis.zrange(keys.ids(uid), '0', '-1', 'WITHSCORES');
+  assert.equal(ids.length, 20, 'the ids set is trimmed to the same 10');
+  assert.equal(ids[1], '16', 'its lowest seq is the first retained');
+  assert.equal((await small.append(uid, msgId(25), MsgKind.user)).duplicate, true, 'a retained MsgID is still deduplicated');
+});
+
+test('an ack cursor never decreases, per device, devices independent', async () => {
+  const uid = 'acks';
+  assert.deepEqual(await inbox.cursors(uid), {});
+  assert.equal(await inbox.ack(uid, 'phone', 5), 5);
+  assert.equal(await inbox.ack(uid, 'phone', 3), 5, 'acking below the cursor keeps it');
+  assert.equal(await inbox.ack(uid, 'laptop', 2), 2);
+  assert.deepEqual(await inbox.cursors(uid), { phone: 5, laptop: 2 });
+  assert.equal(await inbox.ack(uid, 'phone', 7), 7);
+  assert.equal(await inbox.ack(uid, 'laptop', 0), 2);
+  assert.deepEqual(await inbox.cursors(uid), { phone: 7, laptop: 2 });
+});
+
+test('range pages through 250 entries 100 at a time, in order, continuing after the last seq', async () => {
+  const uid = 'pages';
+  const appended = await Promise.all(Array.from({ length: 250 }, (_, i) => inbox.append(uid, msgId(i + 1), MsgKind.user)));
+  const seqToId = new Map(appended.map((r, i) => [r.seq, msgId(i + 1)]));
+  const sizes: number[] = [];
+  const seen: number[] = [];
+  let afterSeq = 0;
+  for (;;) {
+    const page = await inbox.range(uid, afterSeq, 100);
+    assert.equal(page.firstSeq, 1);
+    assert.equal(page.latestSeq, 250);
+    if (page.entries.length === 0) break;
+    sizes.push(page.entries.length);
+    for (const e of page.entries) {
+      seen.push(e.seq);
+      assert.equal(e.id, seqToId.get(e.seq));
+      assert.equal(e.kind, MsgKind.user);
+    }
+    afterSeq = page.entries.at(-1)?.seq ?? afterSeq;
+  }
+  assert.deepEqual(sizes, [100, 100, 50]);
+  assert.deepEqual(seen, Array.from({ length: 250 }, (_, i) => i + 1));
+});
+
+test('range edge values: no inbox, after_seq at or beyond latest', async () => {
+  assert.deepEqual(await inbox.range('nobody', 0, 10), { epoch: null, firstSeq: 1, latestSeq: 0, entries: [] });
+  assert.deepEqual(await inbox.range('nobody', 42, 10), { epoch: null, firstSeq: 1, latestSeq: 0, entries: [] });
+  const uid = 'edges';
+  const { epoch } = await inbox.append(uid, msgId(1), MsgKind.user);
+  await inbox.append(uid, msgId(2), MsgKind.user);
+  assert.deepEqual(await inbox.range(uid, 2, 10), { epoch, firstSeq: 1, latestSeq: 2, entries: [] });
+  assert.deepEqual(await inbox.range(uid, 99, 10), { epoch, firstSeq: 1, latestSeq: 2, entries: [] });
+  assert.deepEqual((await inbox.range(uid, 1, 10)).entries.map((e) => e.seq), [2]);
+});
+
+test('a room message keeps its kind and room in the entry', async () => {
+  const uid = 'roomy';
+  await inbox.append(uid, msgId(1, MsgKind.room), MsgKind.room, { room: 'team-7' });
+  await inbox.append(uid, msgId(2), MsgKind.user);
+  const { entries } = await inbox.range(uid, 0, 10);
+  assert.deepEqual(entries, [
+    { seq: 1, id: msgId(1, MsgKind.room), kind: MsgKind.room, room: 'team-7' },
+    { seq: 2, id: msgId(2), kind: MsgKind.user },
+  ]);
+});
+
+test('after FLUSHALL the next append creates a new epoch and starts at seq 1', async () => {
+  const uid = 'flushed';
+  await appendMany(inbox, uid, 3);
+  const before = await inbox.append(uid, msgId(4), MsgKind.user);
+  assert.equal(before.seq, 4);
+  await redis.flushall();
+  const afterFlush = await inbox.append(uid, msgId(5), MsgKind.user);
+  assert.equal(afterFlush.seq, 1);
+  assert.equal(afterFlush.duplicate, false);
+  assert.notEqual(afterFlush.epoch, before.epoch);
+});
+
+test('script error replies map to catalogue codes', async () => {
+  const k = keys.user('scripted');
+  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', '-1')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, '', '1')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
+  const err = await redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')).catch((e: unknown) => e);
+  assert.ok(isPixiuError(err, 'INVALID_REQUEST'));
+  assert.equal(err.message, 'seq must be a non-negative integer', 'the code is stripped from the message');
+  assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0, 'a rejected call writes nothing');
+});
+
+test('malformed arguments are INVALID_REQUEST and nothing is sent', async () => {
+  const uid = 'args';
+  await assert.rejects(inbox.range(uid, -1, 10), invalidRequest);
+  await assert.rejects(inbox.range(uid, 1.5, 10), invalidRequest);
+  await assert.rejects(inbox.range(uid, Number.NaN, 10), invalidRequest);
+  await assert.rejects(inbox.range(uid, 0, 0), invalidRequest);
+  await assert.rejects(inbox.range(uid, 0, 10_001), invalidRequest);
+  await assert.rejects(inbox.ack(uid, 'phone', -1), invalidRequest);
+  await assert.rejects(inbox.ack(uid, 'phone', 2 ** 53), invalidRequest);
+  await assert.rejects(inbox.ack(uid, 'bad device!', 1), invalidRequest);
+  await assert.rejects(inbox.append(uid, 'not-a-msg-id', MsgKind.user), invalidRequest);
+  await assert.rejects(inbox.append(uid, msgId(0xabc).toUpperCase(), MsgKind.user), invalidRequest);
+  await assert.rejects(inbox.append(uid, msgId(1), MsgKind.room, { room: '' }), invalidRequest);
+  await assert.rejects(inbox.append('', msgId(1), MsgKind.user), invalidRequest);
+  await assert.rejects(inbox.append('x'.repeat(257), msgId(1), MsgKind.user), invalidRequest);
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 0 }), invalidRequest);
+  assert.throws(() => new Inbox(redis, { prefix: 'p{x}', cap: 10 }), invalidRequest);
+  const k = keys.user(uid);
+  assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0);
+});

@@ -1,0 +1,112 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import { RedisServer } from '../harness/redis-server.js';
+import { createRedis } from '../../src/redis/client.js';
+import { isPixiuError } from '../../src/errors.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+
+/** A short command timeout, so a lost reply is noticed quickly. */
+const COMMAND_TIMEOUT_MS = 300;
+/** Slack for scheduling and the event loop on a loaded test machine. */
+const MARGIN_MS = 700;
+/** How long Redis may take to come back and the client to reconnect. */
+const RECOVERY_BOUND_MS = 10_000;
+
+let server: RedisServer;
+let redis: Redis;
+let inbox: Inbox;
+
+before(async () => {
+  // DEBUG SLEEP stands in for a Redis that is up but not answering.
+  server = await RedisServer.start({ args: ['--enable-debug-command', 'yes'] });
+  redis = await createRedis({ url: server.url, commandTimeoutMs: COMMAND_TIMEOUT_MS });
+  inbox = new Inbox(redis, { prefix: 'px:', cap: 1000 });
+});
+
+after(async () => {
+  redis?.disconnect();
+  await server?.destroy();
+});
+
+function msgId(n: number): string {
+  return encodeMsgId({ partition: 0, kind: MsgKind.user, counter: n });
+}
+
+function unavailable(err: unknown): boolean {
+  return isPixiuError(err, 'UNAVAILABLE');
+}
+
+/** Runs `fn` and returns how long it took to settle, asserting it failed UNAVAILABLE. */
+async function failsUnavailable(fn: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await assert.rejects(fn(), unavailable);
+  return performance.now() - start;
+}
+
+/**
+ * Retries `fn` until it succeeds, waiting for the client's `ready` event between tries
+ * while it is reconnecting (no sleeping), within {@link RECOVERY_BOUND_MS}.
+ */
+async function whenWorking<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + RECOVERY_BOUND_MS;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!unavailable(err) || performance.now() > deadline) throw err;
+      if (redis.status !== 'ready') {
+        await once(redis, 'ready', { signal: AbortSignal.timeout(Math.max(1, Math.ceil(deadline - performance.now()))) });
+      }
+    }
+  }
+}
+
+test('with Redis SIGKILLed calls fail fast as UNAVAILABLE, and work again after restart on the same client', async () => {
+  const uid = 'crash';
+  const before = await inbox.append(uid, msgId(1), MsgKind.user);
+  assert.equal(before.seq, 1);
+
+  // Calls already issued when Redis dies settle too: done or UNAVAILABLE, never hanging.
+  const start = performance.now();
+  const inFlight = Array.from({ length: 50 }, (_, i) => inbox.append(uid, msgId(100 + i), MsgKind.user));
+  await server.kill();
+  const settled = await Promise.allSettled(inFlight);
+  assert.ok(performance.now() - start < COMMAND_TIMEOUT_MS + MARGIN_MS, 'in-flight calls settle within the bound');
+  for (const s of settled) if (s.status === 'rejected') assert.ok(unavailable(s.reason), String(s.reason));
+
+  const bound = COMMAND_TIMEOUT_MS + MARGIN_MS;
+  const elapsed = [
+    await failsUnavailable(() => inbox.append(uid, msgId(2), MsgKind.user)),
+    await failsUnavailable(() => inbox.range(uid, 0, 10)),
+    await failsUnavailable(() => inbox.ack(uid, 'phone', 1)),
+    await failsUnavailable(() => inbox.cursors(uid)),
+  ];
+  for (const ms of elapsed) assert.ok(ms < bound, `failed after ${Math.round(ms)} ms, bound ${bound} ms`);
+
+  await server.restart();
+  const afterRestart = await whenWorking(() => inbox.append(uid, msgId(3), MsgKind.user));
+  // The server ran without persistence, so it came back empty: a new inbox.
+  assert.equal(afterRestart.seq, 1);
+  assert.notEqual(afterRestart.epoch, before.epoch);
+  assert.equal((await inbox.range(uid, 0, 10)).latestSeq, 1);
+  assert.equal(await inbox.ack(uid, 'phone', 1), 1);
+});
+
+test('a Redis that stops answering makes a call fail as UNAVAILABLE within the command timeout', async () => {
+  const uid = 'stalled';
+  await whenWorking(() => inbox.append(uid, msgId(1), MsgKind.user));
+  // Same tick, same auto-pipeline: DEBUG SLEEP reaches Redis first, the append waits behind it.
+  const sleeping = redis.call('DEBUG', 'SLEEP', '1').catch(() => 'timed out');
+  const elapsed = await failsUnavailable(() => inbox.append(uid, msgId(2), MsgKind.user));
+  assert.ok(elapsed < COMMAND_TIMEOUT_MS + MARGIN_MS, `failed after ${Math.round(elapsed)} ms`);
+  await sleeping;
+  const next = await whenWorking(() => inbox.append(uid, msgId(3), MsgKind.user));
+  // The timed-out append may still have run once Redis woke: idempotent either way.
+  assert.ok(next.seq === 2 || next.seq === 3, `seq ${next.seq}`);
+  const retried = await inbox.append(uid, msgId(2), MsgKind.user);
+  assert.equal(retried.seq <= 3, true, 'retrying the timed-out append is harmless');
+});
