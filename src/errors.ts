@@ -31,6 +31,8 @@ export const ERRORS = Object.freeze({
   NOT_FOUND: { code: 'NOT_FOUND', status: 404, retryable: false },
   /** A body or an encoded message over its byte limit; a client frame over its cap. */
   PAYLOAD_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', status: 413, closeCode: 1009, retryable: false },
+  /** A request body in a media type other than `application/json`. */
+  UNSUPPORTED_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', status: 415, retryable: false },
   /** Over a rate or connection limit. */
   RATE_LIMITED: { code: 'RATE_LIMITED', status: 429, closeCode: 1008, retryable: true },
   /** A dependency (Redis, the store) failed or timed out; retry later (Retry-After). */

@@ -53,7 +53,9 @@ export type ConfigOverrides = Partial<Record<SettingKey, string>>;
 function parseDuration(text: string): number | undefined {
   const t = text.trim();
   if (/^\d+$/.test(t)) return Number(t);
-  const v = ms(t as ms.StringValue);
+  if (t.length === 0 || t.length > 100) return undefined;
+  // `ms` answers undefined for text it cannot read; it throws only on non-strings.
+  const v = ms(t as ms.StringValue) as number | undefined;
   return typeof v === 'number' && Number.isFinite(v) ? Math.round(v) : undefined;
 }
 

@@ -1,0 +1,65 @@
+/**
+ * The HTTP application: fastify with Pixiu's validation, error catalogue, auth and
+ * routes (DESIGN.md §7). The OpenAPI document is served at `GET /v1/openapi.json`.
+ */
+import swagger from '@fastify/swagger';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { apiTokenChecker } from '../auth/api-token.js';
+import type { Logger } from '../logger.js';
+import type { ApiDeps } from './deps.js';
+import { installErrorHandlers } from './error-handler.js';
+import { healthRoutes } from './routes/health.js';
+import { historyRoutes } from './routes/history.js';
+import { messageRoutes } from './routes/messages.js';
+import { describeErrors, installValidators } from './validation.js';
+
+/** Path of the OpenAPI document. */
+export const OPENAPI_PATH = '/v1/openapi.json';
+
+/**
+ * Builds the app (not yet listening).
+ * @param deps the service's parts
+ * @param logger the root logger; requests log through a child
+ */
+export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyInstance> {
+  const app = Fastify({
+    // pino's Logger is a FastifyBaseLogger; naming the base type keeps the instance's
+    // type the default one that route modules take.
+    loggerInstance: logger as FastifyBaseLogger,
+    // No line per request: at thousands of messages per second that is most of the
+    // log. Failures are logged by the error handler.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: deps.config.maxBodyBytes,
+    return503OnClosing: true,
+    schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
+  });
+  installValidators(app);
+  installErrorHandlers(app, (err) => {
+    deps.metrics.httpErrors.inc({ code: err.code });
+    if (err.code === 'UNAVAILABLE') deps.metrics.redisErrors.inc({ kind: 'request' });
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      info: {
+        title: 'Pixiu',
+        version: '1',
+        description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}.',
+      },
+      components: { securitySchemes: { apiToken: { type: 'http', scheme: 'bearer' } } },
+      security: [{ apiToken: [] }],
+    },
+  });
+
+  healthRoutes(app, deps);
+  app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
+
+  // Producer and admin routes: the API token, checked before the body is read.
+  const checkToken = apiTokenChecker(deps.apiToken);
+  await app.register(async (producer) => {
+    producer.addHook('onRequest', async (req) => checkToken(req.headers.authorization));
+    messageRoutes(producer, deps);
+    historyRoutes(producer, deps);
+  });
+  return app;
+}

@@ -1,0 +1,23 @@
+/**
+ * What the HTTP routes need from the rest of the service, passed in explicitly so a
+ * route module depends on interfaces, not on how the service was assembled.
+ */
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.js';
+import type { Inbox } from '../inbox/inbox.js';
+import type { Ingest } from '../ingest/ingest.js';
+import type { MessageStore } from '../store/message-store.js';
+import type { Metrics } from './metrics.js';
+
+/** The service's parts, as the routes see them. */
+export interface ApiDeps {
+  readonly config: Config;
+  readonly store: MessageStore;
+  readonly inbox: Inbox;
+  readonly ingest: Ingest;
+  /** The command connection, for readiness (PING). */
+  readonly redis: Redis;
+  readonly metrics: Metrics;
+  /** The producer/admin bearer token. */
+  readonly apiToken: string;
+}

@@ -1,0 +1,63 @@
+/**
+ * The HTTP face of the error catalogue: every failure becomes
+ * `{"error": {"code", "message"}}` with the catalogue's status (DESIGN.md §7),
+ * 503s carry `Retry-After`, and no stack or internal detail reaches a client.
+ * Server faults are logged at error with their stack; client faults at debug.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { PixiuError, type ErrorCode } from '../errors.js';
+
+/** Seconds a client should wait before retrying a 503. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/** fastify's own error codes, mapped to the catalogue. */
+const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string }>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: 'request body is over the size limit' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'the body must be application/json' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', message: 'Content-Length does not match the body' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the JSON body is empty' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the body is not valid JSON' },
+};
+
+/** Turns any thrown value into a catalogue error (unknown faults become INTERNAL). */
+export function toHttpError(err: unknown): PixiuError {
+  if (err instanceof PixiuError) return err;
+  const fe = err as Partial<FastifyError> & { validation?: unknown; validationContext?: string };
+  if (fe.validation !== undefined) {
+    return new PixiuError('INVALID_REQUEST', fe.message ?? 'invalid request', { cause: err });
+  }
+  const mapped = fe.code !== undefined ? FASTIFY_CODES[fe.code] : undefined;
+  if (mapped) return new PixiuError(mapped.code, mapped.message ?? fe.message ?? mapped.code, { cause: err });
+  if (err instanceof SyntaxError || (typeof fe.statusCode === 'number' && fe.statusCode === 400)) {
+    return new PixiuError('INVALID_REQUEST', 'the body is not valid JSON', { cause: err });
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode === 413) {
+    return new PixiuError('PAYLOAD_TOO_LARGE', 'request body is over the size limit', { cause: err });
+  }
+  return new PixiuError('INTERNAL', 'internal error', { cause: err });
+}
+
+/** Sends a catalogue error as the JSON error body. */
+export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
+  if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+  return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
+}
+
+/**
+ * Installs the error and not-found handlers on an app.
+ * @param onError called with each mapped error (metrics)
+ */
+export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
+  app.setErrorHandler((raw: unknown, req, reply) => {
+    const err = toHttpError(raw);
+    if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
+    else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
+    onError?.(err, req);
+    return sendError(reply, err);
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const err = new PixiuError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`);
+    onError?.(err, req);
+    return sendError(reply, err);
+  });
+}

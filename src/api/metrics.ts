@@ -1,0 +1,69 @@
+/**
+ * Prometheus metrics (prom-client), one registry per service instance so several
+ * instances in one process (tests) do not collide. Exposed at `GET /metrics`.
+ */
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
+export class Metrics {
+  readonly registry = new Registry();
+
+  /** Messages ingested, by route and outcome: `created`, `duplicate` or an error code. */
+  readonly ingestMessages = new Counter({
+    name: 'pixiu_ingest_messages_total',
+    help: 'Messages handed to Pixiu by producers, by route and outcome',
+    labelNames: ['route', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  /** Time from request to answer on the ingest routes. */
+  readonly ingestDuration = new Histogram({
+    name: 'pixiu_ingest_duration_seconds',
+    help: 'Ingest request latency in seconds, by route',
+    labelNames: ['route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
+  /** Puts per group-commit batch of the store. */
+  readonly storeBatchSize = new Histogram({
+    name: 'pixiu_store_batch_size',
+    help: 'Puts written per store group-commit batch',
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
+    registers: [this.registry],
+  });
+
+  /** Duration of one store batch write (with fsync when durable). */
+  readonly storeBatchDuration = new Histogram({
+    name: 'pixiu_store_batch_duration_seconds',
+    help: 'Store batch write time in seconds, fsync included',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+
+  /** Redis failures: connection errors and commands that failed as UNAVAILABLE. */
+  readonly redisErrors = new Counter({
+    name: 'pixiu_redis_errors_total',
+    help: 'Redis connection errors and failed commands',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  /** HTTP answers by status class and error code. */
+  readonly httpErrors = new Counter({
+    name: 'pixiu_http_errors_total',
+    help: 'HTTP requests answered with an error, by code',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
+  }
+
+  /** Records one store batch (the store's `onBatch` hook). */
+  observeBatch(size: number, ms: number): void {
+    this.storeBatchSize.observe(size);
+    this.storeBatchDuration.observe(ms / 1000);
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Producer routes for user messages (DESIGN.md §7): `POST /v1/messages`,
+ * `POST /v1/messages/batch`, `GET /v1/messages/{id}`.
+ */
+// Adds the OpenAPI fields (summary, tags) to route schema types.
+import type {} from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { PixiuError, invalid } from '../../errors.js';
+import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
+import type { UserMessageInput } from '../../ingest/ingest.js';
+import type { ApiDeps } from '../deps.js';
+import { toHttpError } from '../error-handler.js';
+import { clientMsgId, errorBody, messageType, msgId, ttlSeconds, userId } from '../schemas.js';
+import { compileBodySchema, describeErrors } from '../validation.js';
+
+/** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
+export const MAX_RECIPIENTS = 1000;
+export const MAX_BATCH = 1000;
+
+/** The body of `POST /v1/messages`: `to` (user messages) or `room` (rooms). */
+export const messageBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['type', 'data'],
+  properties: {
+    to: {
+      type: ['string', 'array'],
+      description: `a user id, or a list of 1–${MAX_RECIPIENTS} user ids (repeats are delivered once)`,
+      minLength: 1,
+      pattern: userId.pattern,
+      minItems: 1,
+      maxItems: MAX_RECIPIENTS,
+      items: userId,
+    },
+    room: { ...userId, description: 'a room id (instead of to)' },
+    from: { ...userId, description: 'the sender, shown to recipients' },
+    type: messageType,
+    data: { description: 'any JSON value; the JSON of {type, from, data} is at most 64 KiB by default' },
+    client_msg_id: clientMsgId,
+    ttl: ttlSeconds,
+  },
+} as const;
+
+const recipientsSchema = {
+  type: 'array',
+  items: {
+    type: 'object',
+    properties: { user: { type: 'string' }, seq: { type: 'integer' } },
+    required: ['user', 'seq'],
+  },
+} as const;
+
+/** The answer to a created (or repeated) message. */
+export const ingestResult = {
+  type: 'object',
+  properties: {
+    id: msgId,
+    recipients: recipientsSchema,
+    duplicate: { type: 'boolean' },
+  },
+  required: ['id', 'recipients', 'duplicate'],
+} as const;
+
+type MessageBody = UserMessageInput & { room?: string };
+
+const validateItem = compileBodySchema(messageBody);
+
+/**
+ * Checks what the schema cannot say: exactly one of `to` and `room`.
+ * @throws PixiuError INVALID_REQUEST
+ */
+function checkAddressing(body: { to?: unknown; room?: unknown }, where: string): void {
+  if (body.room !== undefined) {
+    if (body.to !== undefined) throw invalid(`${where} has both to and room; give one`);
+    throw invalid(`${where}/room: rooms are not available yet; address users with to`);
+  }
+  if (body.to === undefined) throw invalid(`${where} must have to (a user id or a list of them)`);
+}
+
+/** Registers the message routes. */
+export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { ingest, metrics } = deps;
+
+  app.post<{ Body: MessageBody }>('/v1/messages', {
+    schema: {
+      summary: 'Send a message to users',
+      description: 'Stores the message once and appends it to every recipient\'s inbox. 201 when created; 200 with duplicate: true when the same client_msg_id was already completed.',
+      tags: ['messages'],
+      body: messageBody,
+      response: { 200: ingestResult, 201: ingestResult, '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req, reply) => {
+    const end = metrics.ingestDuration.startTimer({ route: 'message' });
+    try {
+      checkAddressing(req.body, 'body');
+      const result = await ingest.sendToUsers(req.body);
+      metrics.ingestMessages.inc({ route: 'message', outcome: result.duplicate ? 'duplicate' : 'created' });
+      return reply.code(result.duplicate ? 200 : 201).send(result);
+    } catch (err) {
+      metrics.ingestMessages.inc({ route: 'message', outcome: toHttpError(err).code });
+      throw err;
+    } finally {
+      end();
+    }
+  });
+
+  app.post<{ Body: { messages: unknown[] } }>('/v1/messages/batch', {
+    schema: {
+      summary: 'Send up to 1,000 messages',
+      description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
+      tags: ['messages'],
+      body: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['messages'],
+        properties: { messages: { type: 'array', minItems: 1, maxItems: MAX_BATCH, items: { type: 'object' } } },
+      },
+    },
+  }, async (req) => {
+    const end = metrics.ingestDuration.startTimer({ route: 'batch' });
+    try {
+      const results = await Promise.all(req.body.messages.map(async (item, i) => {
+        try {
+          if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
+          const body = item as MessageBody;
+          checkAddressing(body, `messages/${i}`);
+          const r = await ingest.sendToUsers(body);
+          metrics.ingestMessages.inc({ route: 'batch', outcome: r.duplicate ? 'duplicate' : 'created' });
+          return { status: r.duplicate ? 200 : 201, ...r };
+        } catch (err) {
+          const e = toHttpError(err);
+          if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
+          metrics.ingestMessages.inc({ route: 'batch', outcome: e.code });
+          return { status: e.status, ...e.toBody() };
+        }
+      }));
+      return { results };
+    } finally {
+      end();
+    }
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/messages/:id', {
+    schema: {
+      summary: 'Read a stored message and where it was delivered',
+      tags: ['messages'],
+      params: { type: 'object', properties: { id: { type: 'string', maxLength: 64 } }, required: ['id'] },
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    decodeMsgId(req.params.id);
+    const record = await deps.store.get(req.params.id);
+    if (record === null) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
+    const users = record.to ?? [];
+    const placed = await Promise.all(users.map((user) => deps.inbox.locate(user, record.id)));
+    return {
+      id: record.id,
+      kind: (Object.keys(MsgKind) as (keyof typeof MsgKind)[]).find((k) => MsgKind[k] === record.kind),
+      type: record.type,
+      ...(record.from !== undefined ? { from: record.from } : {}),
+      ...(record.room !== undefined ? { room: record.room } : {}),
+      ts: record.ts,
+      expires_at: record.expiresAt,
+      ...(record.clientMsgId !== undefined ? { client_msg_id: record.clientMsgId } : {}),
+      data: record.data,
+      recipients: users.map((user, i) => {
+        const p = placed[i];
+        const seq = p?.seq ?? null;
+        const ackedBy = seq === null || p === undefined ? [] : Object.keys(p.cursors).filter((d) => (p.cursors[d] ?? 0) >= seq).sort();
+        return { user, seq, acked_by: ackedBy };
+      }),
+    };
+  });
+}

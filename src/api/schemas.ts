@@ -1,0 +1,80 @@
+/**
+ * JSON schemas of the HTTP API's shared pieces (DESIGN.md §2, §7). Routes compose
+ * them; the OpenAPI document is generated from them, so the rules are stated once.
+ *
+ * Rules decided here (documented in docs/api.md):
+ * - user id (and room id): 1–128 Unicode code points, none of them whitespace, a
+ *   control character (Cc) or a lone surrogate (Cs, which cannot be stored as UTF-8
+ *   without being replaced, so two different ids would collide);
+ * - `type`: 1–64 of `[A-Za-z0-9._:-]`;
+ * - `client_msg_id`: 1–128 printable ASCII characters (0x20–0x7E);
+ * - `ttl`: whole seconds, 1 s to 30 days;
+ * - device: 1–64 of `[A-Za-z0-9._:-]`.
+ */
+
+/** Pattern of a user or room id (Ajv compiles patterns with the `u` flag). */
+export const USER_ID_PATTERN = '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$';
+
+/** A user id. */
+export const userId = {
+  type: 'string',
+  minLength: 1,
+  pattern: USER_ID_PATTERN,
+  description: '1–128 characters, no whitespace or control characters',
+} as const;
+
+/** A message type. */
+export const messageType = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9._:-]{1,64}$',
+  description: '1–64 of A-Z a-z 0-9 . _ : -',
+} as const;
+
+/** A producer's idempotency key. */
+export const clientMsgId = {
+  type: 'string',
+  pattern: '^[\\x20-\\x7e]{1,128}$',
+  description: '1–128 printable ASCII characters; the same key again returns the first result',
+} as const;
+
+/** Message retention in seconds. */
+export const ttlSeconds = {
+  type: 'integer',
+  minimum: 1,
+  maximum: 30 * 86_400,
+  description: 'retention in seconds, 1 to 2592000 (30 days); default 7 days',
+} as const;
+
+/** A device name. */
+export const device = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9._:-]{1,64}$',
+  description: '1–64 of A-Z a-z 0-9 . _ : -',
+} as const;
+
+/** A MsgID in its 16-hex-digit form (DESIGN.md §2). */
+export const msgId = {
+  type: 'string',
+  pattern: '^[0-9a-f]{16}$',
+  description: '16 lower-case hex digits',
+} as const;
+
+/** A seq cursor: 0 means "before the first". */
+export const seqCursor = {
+  type: 'integer',
+  minimum: 0,
+  maximum: Number.MAX_SAFE_INTEGER,
+} as const;
+
+/** The JSON error body of DESIGN.md §7. */
+export const errorBody = {
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: { code: { type: 'string' }, message: { type: 'string' } },
+      required: ['code', 'message'],
+    },
+  },
+  required: ['error'],
+} as const;

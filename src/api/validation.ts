@@ -1,0 +1,37 @@
+/**
+ * Schema validation for the HTTP API. Bodies are validated strictly: no type
+ * coercion (a number is not a user id) and no removal of unknown fields (a typo in a
+ * field name must be an error, not silently dropped). Query strings and path
+ * parameters arrive as text, so there numbers are coerced and defaults applied.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+
+const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
+const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
+
+/** Compiles a schema with the strict (body) rules; for validating batch items one by one. */
+export function compileBodySchema(schema: object): ValidateFunction {
+  return strict.compile(schema);
+}
+
+/** Makes fastify validate bodies strictly and everything else with coercion. */
+export function installValidators(app: FastifyInstance): void {
+  app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
+    (httpPart === 'body' ? strict : lenient).compile(schema as object),
+  );
+}
+
+/**
+ * Formats the first Ajv error like `body/messages/3/type must match pattern "…"`,
+ * naming the offending field for unknown ones (fastify's default does not).
+ */
+export function describeErrors(prefix: string, errors: readonly ErrorObject[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return `${prefix} is invalid`;
+  if (e.keyword === 'additionalProperties') {
+    const field = String((e.params as { additionalProperty?: string }).additionalProperty);
+    return `${prefix}${e.instancePath} has an unknown field ${JSON.stringify(field)}`;
+  }
+  return `${prefix}${e.instancePath} ${e.message ?? 'is invalid'}`;
+}

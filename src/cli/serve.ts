@@ -1,0 +1,44 @@
+/**
+ * `pixiu serve`: runs the service until SIGTERM or SIGINT, then shuts down gracefully
+ * (stop accepting, finish requests in flight, close Redis, the store and the embedded
+ * redis-server) and exits 0. A second signal exits at once with code 1.
+ */
+import path from 'node:path';
+import { Command } from 'commander';
+import { createLogger } from '../logger.js';
+import { startService } from '../service/service.js';
+import { addConfigOptions, configFromOptions } from './config-options.js';
+
+/** Builds the `serve` subcommand. */
+export function serveCommand(): Command {
+  const cmd = new Command('serve')
+    .description('run the Pixiu service (HTTP ingest API and WebSocket gateway); every option is also an environment variable');
+  addConfigOptions(cmd);
+  cmd.action(async () => {
+    const config = configFromOptions(cmd);
+    const logger = createLogger(config.logLevel);
+    const service = await startService(config, logger);
+    for (const name of service.secrets.generated) {
+      const file = path.join(service.secrets.dir, name);
+      const value = name === 'api-token' ? service.secrets.apiToken
+        : service.secrets.jwt.kind === 'secret' ? service.secrets.jwt.secret : '';
+      const what = name === 'api-token'
+        ? 'API token for producers (Authorization: Bearer <token>)'
+        : 'HS256 secret for client JWTs (mint one with `pixiu token <uid>`)';
+      process.stderr.write(`pixiu: generated the ${what}; it is kept in ${file} and shown only now:\n  ${value}\n`);
+    }
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal, exiting now');
+        process.exit(1);
+      }
+      stopping = true;
+      logger.info({ signal }, 'shutting down');
+      void service.close().then(() => process.exit(0));
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  return cmd;
+}

@@ -1,0 +1,103 @@
+/**
+ * Ingest: the path of a producer's message (DESIGN.md §1, §7). The content is stored
+ * once in the message store (fsynced), then its MsgID is appended to every
+ * recipient's inbox. Only when both are done is the message acknowledged.
+ *
+ * Retries: with the same `client_msg_id` the store answers the first MsgID, and the
+ * inbox append is idempotent per MsgID, so a retry after any failure completes what
+ * the first attempt left undone and never appends twice (DESIGN.md §7). Without a
+ * `client_msg_id`, a retry stores and delivers a second message.
+ */
+import { MsgKind } from '../ids/msg-id.js';
+import type { Inbox } from '../inbox/inbox.js';
+import type { MessageStore } from '../store/message-store.js';
+
+/** A user message as the API accepts it (already schema-validated). */
+export interface UserMessageInput {
+  /** One recipient or up to 1,000; repeats are delivered once. */
+  readonly to: string | readonly string[];
+  readonly from?: string;
+  readonly type: string;
+  /** Any JSON value. */
+  readonly data: unknown;
+  readonly client_msg_id?: string;
+  /** Retention in seconds. */
+  readonly ttl?: number;
+}
+
+/** Where one recipient's copy landed. */
+export interface RecipientSeq {
+  readonly user: string;
+  readonly seq: number;
+}
+
+/** What the producer is answered. */
+export interface IngestResult {
+  /** The MsgID. */
+  readonly id: string;
+  /** One per distinct recipient, in the order first named. */
+  readonly recipients: RecipientSeq[];
+  /**
+   * True when nothing new happened: the `client_msg_id` was stored before and every
+   * recipient's inbox already held the message. A retry that completed a partial
+   * earlier attempt is not a duplicate.
+   */
+  readonly duplicate: boolean;
+}
+
+/** Called after a message is appended to a user's inbox (the delivery notify hook). */
+export type AppendedHook = (user: string, seq: number, id: string) => void;
+
+/** Dependencies of {@link Ingest}. */
+export interface IngestDeps {
+  readonly store: MessageStore;
+  readonly inbox: Inbox;
+  readonly onAppended?: AppendedHook;
+}
+
+/** The ingest path for user messages. */
+export class Ingest {
+  readonly #deps: IngestDeps;
+
+  constructor(deps: IngestDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Stores a user message and appends it to every recipient's inbox.
+   *
+   * @throws PixiuError PAYLOAD_TOO_LARGE when the encoded message is over the limit
+   *   (nothing stored); UNAVAILABLE when the store or Redis failed part-way (retry
+   *   with the same `client_msg_id` to complete it); INVALID_REQUEST for a value the
+   *   store refuses
+   */
+  async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
+    const { store, inbox, onAppended } = this.#deps;
+    const named = typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
+    const put = await store.put({
+      kind: MsgKind.user,
+      type: input.type,
+      ...(input.from !== undefined ? { from: input.from } : {}),
+      data: input.data,
+      to: named,
+      ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
+      ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
+    });
+    // A retry answers for the recipients of the first request, which the store kept.
+    const recipients = put.duplicate ? (put.message.to ?? named) : named;
+    const appends = await Promise.all(recipients.map((user) => inbox.append(user, put.id, MsgKind.user)));
+    const result: RecipientSeq[] = [];
+    let duplicate = put.duplicate;
+    for (let i = 0; i < recipients.length; i++) {
+      const user = recipients[i] as string;
+      const a = appends[i];
+      if (a === undefined) continue;
+      result.push({ user, seq: a.seq });
+      if (!a.duplicate) {
+        duplicate = false;
+        onAppended?.(user, a.seq, put.id);
+      }
+    }
+    return { id: put.id, recipients: result, duplicate };
+  }
+}

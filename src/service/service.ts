@@ -1,0 +1,115 @@
+/**
+ * The service: assembles the parts in the order a message flows through them
+ * (DESIGN.md §1) — Redis (or the embedded one), the message store, the inbox, ingest,
+ * the HTTP app — and takes them down in reverse on shutdown.
+ */
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { buildApp } from '../api/app.js';
+import { Metrics } from '../api/metrics.js';
+import { loadSecrets, type Secrets } from '../auth/secrets.js';
+import type { Config } from '../config/config.js';
+import { StartupError, isPixiuError } from '../errors.js';
+import { Inbox } from '../inbox/inbox.js';
+import { Ingest } from '../ingest/ingest.js';
+import type { Logger } from '../logger.js';
+import { createRedis, redactUrl } from '../redis/client.js';
+import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
+import { MessageStore } from '../store/message-store.js';
+
+/** A running service. */
+export interface Service {
+  /** `http://host:port` it listens on. */
+  readonly url: string;
+  readonly app: FastifyInstance;
+  readonly secrets: Secrets;
+  /**
+   * Graceful stop: stop accepting, finish requests in flight, close Redis, the store
+   * and the embedded redis-server. Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+/** Runs `steps` in order, each even when an earlier one failed; logs failures. */
+async function closeAll(logger: Logger, steps: ReadonlyArray<[string, () => Promise<unknown>]>): Promise<void> {
+  for (const [what, step] of steps) {
+    try {
+      await step();
+    } catch (err) {
+      logger.error({ err, what }, 'shutdown step failed');
+    }
+  }
+}
+
+/**
+ * Starts the service and resolves once it listens.
+ *
+ * @throws StartupError when Redis cannot be reached or started, a store partition
+ *   cannot be opened, or the port cannot be bound; what was started is stopped again
+ */
+export async function startService(config: Config, logger: Logger): Promise<Service> {
+  const cleanup: Array<[string, () => Promise<unknown>]> = [];
+  try {
+    const secrets = await loadSecrets(config);
+
+    let local: LocalRedis | undefined;
+    let redisUrl = config.redisUrl;
+    if (redisUrl === undefined) {
+      local = await startLocalRedis({ dataDir: config.dataDir, logger });
+      redisUrl = local.url;
+      const stopLocal = local.stop;
+      cleanup.unshift(['local redis-server', stopLocal]);
+    }
+    const metrics = new Metrics();
+    let redis: Redis;
+    try {
+      redis = await createRedis({ url: redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu', logger });
+    } catch (err) {
+      throw new StartupError(`cannot reach Redis at ${redactUrl(redisUrl)}: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`, { cause: err });
+    }
+    redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
+    cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect())]);
+
+    const store = await MessageStore.open({
+      dir: path.join(config.dataDir, 'xiu'),
+      partitions: config.partitions,
+      sync: config.storeDurability === 'fsync',
+      cacheBytes: config.storeCacheBytes,
+      defaultTtlMs: config.messageTtlMs,
+      maxMessageBytes: config.maxMessageBytes,
+      sweepIntervalMs: config.sweepIntervalMs,
+      logger,
+      onBatch: (size, ms) => metrics.observeBatch(size, ms),
+    });
+    cleanup.unshift(['store', () => store.close()]);
+
+    const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
+    const ingest = new Ingest({ store, inbox });
+    const app = await buildApp({ config, store, inbox, ingest, redis, metrics, apiToken: secrets.apiToken }, logger);
+    cleanup.unshift(['http', () => app.close()]);
+    try {
+      await app.listen({ host: config.host, port: config.port });
+    } catch (err) {
+      throw new StartupError(`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`, { cause: err });
+    }
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${port}`;
+    logger.info({ url, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions }, 'pixiu listening');
+
+    let closing: Promise<void> | undefined;
+    return {
+      url,
+      app,
+      secrets,
+      close: () => (closing ??= closeAll(logger, cleanup).then(() => logger.info('pixiu stopped'))),
+    };
+  } catch (err) {
+    await closeAll(logger, cleanup);
+    if (err instanceof StartupError) throw err;
+    if (isPixiuError(err)) throw new StartupError(err.message, { cause: err });
+    throw err;
+  }
+}

@@ -1,0 +1,96 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { loadConfig } from '../../src/config/config.js';
+import { SETTINGS } from '../../src/config/settings.js';
+import { StartupError } from '../../src/errors.js';
+
+test('defaults are those of DESIGN.md §10', () => {
+  const c = loadConfig({});
+  assert.equal(c.host, '127.0.0.1');
+  assert.equal(c.port, 8080);
+  assert.equal(c.partitions, 8);
+  assert.equal(c.messageTtlMs, 7 * 86_400_000);
+  assert.equal(c.inboxCap, 10_000);
+  assert.equal(c.maxMessageBytes, 65_536);
+  assert.equal(c.maxClientFrameBytes, 4096);
+  assert.equal(c.maxConnectionsPerUser, 5);
+  assert.equal(c.deliveryWindow, 100);
+  assert.equal(c.ackTimeoutMs, 10_000);
+  assert.deepEqual(c.redeliveryBackoffMs, [2000, 4000, 6000]);
+  assert.equal(c.heartbeatMs, 25_000);
+  assert.equal(c.idleTimeoutMs, 60_000);
+  assert.equal(c.socketHighWaterBytes, 1024 * 1024);
+  assert.equal(c.socketHardCapBytes, 8 * 1024 * 1024);
+  assert.equal(c.broadcastStreamCap, 10_000);
+  assert.equal(c.roomSizeCap, 10_000);
+  assert.equal(c.redisUrl, undefined);
+  assert.equal(c.dataDir, path.resolve('storage'));
+});
+
+test('the configuration is frozen', () => {
+  const c = loadConfig({});
+  assert.ok(Object.isFrozen(c));
+  assert.ok(Object.isFrozen(c.redeliveryBackoffMs));
+  assert.throws(() => { (c as { port: number }).port = 1; }, TypeError);
+});
+
+test('environment values are parsed: integers, durations, lists', () => {
+  const c = loadConfig({
+    PIXIU_PORT: '9000', PIXIU_MESSAGE_TTL: '2h', PIXIU_ACK_TIMEOUT: '1500',
+    PIXIU_REDELIVERY_BACKOFF: '1s, 2s', PIXIU_ALLOWED_ORIGINS: 'https://a.example, https://b.example',
+    PIXIU_PARTITIONS: '16', PIXIU_STORE_DURABILITY: 'relaxed', PIXIU_REDIS_URL: 'redis://127.0.0.1:7000',
+  });
+  assert.equal(c.port, 9000);
+  assert.equal(c.messageTtlMs, 7_200_000);
+  assert.equal(c.ackTimeoutMs, 1500);
+  assert.deepEqual(c.redeliveryBackoffMs, [1000, 2000]);
+  assert.deepEqual(c.allowedOrigins, ['https://a.example', 'https://b.example']);
+  assert.equal(c.partitions, 16);
+  assert.equal(c.storeDurability, 'relaxed');
+  assert.equal(c.redisUrl, 'redis://127.0.0.1:7000');
+});
+
+test('flags override the environment, and an empty variable counts as unset', () => {
+  const c = loadConfig({ PIXIU_PORT: '9000', PIXIU_HOST: '' }, { port: '9100' });
+  assert.equal(c.port, 9100);
+  assert.equal(c.host, '127.0.0.1');
+});
+
+test('a bad value is a startup error naming the variable and what it accepts', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PIXIU_PORT: 'eighty' }, /PIXIU_PORT="eighty".*0\.\.65535/],
+    [{ PIXIU_PORT: '70000' }, /PIXIU_PORT/],
+    [{ PIXIU_PARTITIONS: '3' }, /PIXIU_PARTITIONS="3".*power of two/],
+    [{ PIXIU_PARTITIONS: '512' }, /PIXIU_PARTITIONS/],
+    [{ PIXIU_MESSAGE_TTL: 'forever' }, /PIXIU_MESSAGE_TTL="forever".*1s to 30d/],
+    [{ PIXIU_MESSAGE_TTL: '90d' }, /PIXIU_MESSAGE_TTL/],
+    [{ PIXIU_STORE_DURABILITY: 'maybe' }, /PIXIU_STORE_DURABILITY.*one of: fsync, relaxed/],
+    [{ PIXIU_REDIS_URL: 'localhost:6379' }, /PIXIU_REDIS_URL/],
+    [{ PIXIU_API_TOKEN: 'short' }, /PIXIU_API_TOKEN/],
+    [{ PIXIU_REDELIVERY_BACKOFF: '1s,,x' }, /PIXIU_REDELIVERY_BACKOFF/],
+    [{ PIXIU_JWT_SECRET: 'x'.repeat(40), PIXIU_JWKS_URL: 'https://idp.example/jwks' }, /only one of/],
+    [{ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '2048' }, /HARD_CAP/],
+  ];
+  for (const [env, pattern] of cases) {
+    assert.throws(() => loadConfig(env), (err: unknown) => err instanceof StartupError && pattern.test(err.message), JSON.stringify(env));
+  }
+});
+
+test('every bad value is reported at once, with the flag name when it came from a flag', () => {
+  assert.throws(
+    () => loadConfig({ PIXIU_PORT: 'x' }, { partitions: '5' }),
+    (err: unknown) => err instanceof StartupError && /PIXIU_PORT/.test(err.message) && /--partitions="5"/.test(err.message),
+  );
+});
+
+test('every setting has a PIXIU_ variable, a flag and a doc', () => {
+  const envs = new Set<string>();
+  for (const spec of Object.values(SETTINGS)) {
+    assert.match(spec.env, /^PIXIU_[A-Z_]+$/);
+    assert.match(spec.flag, /^[a-z][a-z-]+$/);
+    assert.ok(spec.doc.length > 10);
+    assert.ok(!envs.has(spec.env));
+    envs.add(spec.env);
+  }
+});

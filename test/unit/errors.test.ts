@@ -1,0 +1,35 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ERRORS, PixiuError } from '../../src/errors.js';
+import { toRedisError } from '../../src/redis/client.js';
+
+test('the catalogue: each code is its key, with an HTTP error status (DESIGN.md §7)', () => {
+  const expected: Record<string, number> = {
+    INVALID_REQUEST: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404,
+    PAYLOAD_TOO_LARGE: 413, UNSUPPORTED_MEDIA_TYPE: 415, RATE_LIMITED: 429, UNAVAILABLE: 503, INTERNAL: 500,
+  };
+  assert.deepEqual(Object.fromEntries(Object.entries(ERRORS).map(([k, v]) => [k, v.status])), expected);
+  for (const [key, spec] of Object.entries(ERRORS)) {
+    assert.equal(spec.code, key);
+    if ('closeCode' in spec) assert.ok(spec.closeCode === 1008 || spec.closeCode === 1009 || spec.closeCode === 1011 || (spec.closeCode >= 4000 && spec.closeCode < 5000));
+  }
+});
+
+test('a PixiuError carries its catalogue entry and renders the JSON error body', () => {
+  const err = new PixiuError('PAYLOAD_TOO_LARGE', 'message is 70000 bytes, the limit is 65536', { cause: new Error('x') });
+  assert.ok(err instanceof Error);
+  assert.equal(err.status, 413);
+  assert.equal(err.closeCode, 1009);
+  assert.deepEqual(err.toBody(), { error: { code: 'PAYLOAD_TOO_LARGE', message: 'message is 70000 bytes, the limit is 65536' } });
+});
+
+test('Redis failures map to UNAVAILABLE; script replies keep their catalogue code', () => {
+  assert.equal(toRedisError(new Error('Command timed out')).code, 'UNAVAILABLE');
+  assert.equal(toRedisError(new Error("Stream isn't writeable and enableOfflineQueue options is false")).code, 'UNAVAILABLE');
+  const fromScript = toRedisError(new Error('INVALID_REQUEST seq must be a positive integer'));
+  assert.equal(fromScript.code, 'INVALID_REQUEST');
+  assert.equal(fromScript.message, 'seq must be a positive integer');
+  assert.equal(toRedisError(new Error('ERR user_script:12: NOT_FOUND no such room')).code, 'NOT_FOUND');
+  const own = new PixiuError('FORBIDDEN', 'no');
+  assert.equal(toRedisError(own), own);
+});
