@@ -18,7 +18,8 @@ import { RedisServer } from '../test/harness/redis-server.js';
 import { createRedis } from '../src/redis/client.js';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { Inbox } from '../src/inbox/inbox.js';
-import { INBOX_SCRIPTS, scriptSource } from '../src/inbox/scripts.js';
+import { INBOX_SCRIPTS } from '../src/inbox/scripts.js';
+import { scriptSource } from '../src/redis/scripts.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
 const USERS = 100_000;
@@ -69,7 +70,7 @@ async function runRaw(raw: Redis, sha: string, prefix: string, from: number, to:
       const now = String(Date.now());
       for (let i = first; i < next; i++) {
         const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, 3, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, ids[i] ?? '', '1', cap, epoch, now, '');
+        pipeline.evalsha(sha, 5, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '');
       }
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([err]) => err !== null);

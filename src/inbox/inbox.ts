@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import { PixiuError, invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError } from '../redis/client.js';
-import { Keys, type UserKeys } from './keys.js';
+import { Keys, type UserKeys } from '../redis/keys.js';
 import { defineInboxScripts, type AppendArgs, type RawStreamEntry } from './scripts.js';
 import { TickPipeline } from './tick-pipeline.js';
 
@@ -57,6 +57,11 @@ export interface AppendResult {
    * append's and nothing was written. A MsgID already trimmed away is appended anew.
    */
   readonly duplicate: boolean;
+  /**
+   * Nodes holding a live connection of the user, read from presence in the same
+   * script (DESIGN.md §4), to notify; empty for a duplicate.
+   */
+  readonly nodes: readonly string[];
 }
 
 /** One inbox entry. */
@@ -128,7 +133,7 @@ function toAppendResult(reply: unknown): AppendResult {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'string') {
     throw new PixiuError('INTERNAL', 'unexpected reply from the inbox append script');
   }
-  return { seq: reply[0], epoch: reply[1], duplicate: reply[2] === 1 };
+  return { seq: reply[0], epoch: reply[1], duplicate: reply[2] === 1, nodes: reply.slice(3) as string[] };
 }
 
 function rejectAsRedisError(err: unknown): never {
@@ -165,7 +170,7 @@ function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
   }
   const seq = seqOf(entryId);
   if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only append-3.lua writes entries; anything else is a fault of ours or of an operator.
+    // Only append-5.lua writes entries; anything else is a fault of ours or of an operator.
     throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
   }
   return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
@@ -200,7 +205,7 @@ export class Inbox {
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
     defineInboxScripts(redis);
-    this.#appends = new TickPipeline<AppendArgs>(redis, (pipeline, args) => pipeline.pxAppendV1(...args), MAX_APPEND_BATCH);
+    this.#appends = new TickPipeline<AppendArgs>(redis, (pipeline, args) => pipeline.pxAppendV3(...args), MAX_APPEND_BATCH);
   }
 
   /** The key builder this inbox uses (the same prefix). */
@@ -209,7 +214,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-3.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-5.lua`).
    * Creates the inbox (and its epoch) when it has none. The seq is one more than the
    * highest ever assigned, so seqs are contiguous and never reused. The stream is then
    * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`.
@@ -231,7 +236,7 @@ export class Inbox {
       return Promise.reject(err);
     }
     return this.#appends
-      .call([keys.inbox, keys.meta, keys.ids, msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? ''])
+      .call([keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks, msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? ''])
       .then(toAppendResult, rejectAsRedisError);
   }
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { createRedis } from '../../src/redis/client.js';
-import { Keys } from '../../src/inbox/keys.js';
+import { Keys } from '../../src/redis/keys.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/append-many.ts', import.meta.url));
 const PER_PROCESS = 1000;

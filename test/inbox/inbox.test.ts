@@ -6,7 +6,7 @@ import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
-import { Keys } from '../../src/inbox/keys.js';
+import { Keys } from '../../src/redis/keys.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -46,8 +46,8 @@ test('appending the same MsgID again returns its seq as a duplicate and writes n
   await inbox.append(uid, msgId(2), MsgKind.user);
   const xlen = await redis.xlen(keys.inbox(uid));
   const again = await inbox.append(uid, msgId(1), MsgKind.user);
-  assert.deepEqual(first, { seq: 1, epoch: first.epoch, duplicate: false });
-  assert.deepEqual(again, { seq: 1, epoch: first.epoch, duplicate: true });
+  assert.deepEqual(first, { seq: 1, epoch: first.epoch, duplicate: false, nodes: [] });
+  assert.deepEqual(again, { seq: 1, epoch: first.epoch, duplicate: true, nodes: [] });
   assert.equal(await redis.xlen(keys.inbox(uid)), xlen, 'XLEN does not grow');
   assert.equal((await inbox.append(uid, msgId(3), MsgKind.user)).seq, 3, 'the duplicate used no seq');
 });
@@ -179,9 +179,9 @@ test('script error replies map to catalogue codes', async () => {
   await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', '-1')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, '', '1')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV1(k.inbox, k.meta, k.ids, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
   const err = await redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')).catch((e: unknown) => e);
@@ -209,4 +209,33 @@ test('malformed arguments are INVALID_REQUEST and nothing is sent', async () => 
   assert.throws(() => new Inbox(redis, { prefix: 'p{x}', cap: 10 }), invalidRequest);
   const k = keys.user(uid);
   assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0);
+});
+
+test('append names the nodes of the user\'s live presence entries, once each, and none for a duplicate', async () => {
+  const uid = 'present';
+  const k = keys.user(uid);
+  const future = Date.now() + 60_000;
+  await redis.hset(k.conns,
+    'c1', `${future}|node-a|phone|1`,
+    'c2', `${future}|node-a|laptop|1`,
+    'c3', `${future}|node-b|tablet|1`,
+    'c4', `${Date.now() - 1000}|node-c|old|1`);
+  const first = await inbox.append(uid, msgId(0x77), MsgKind.user);
+  assert.deepEqual([...first.nodes].sort(), ['node-a', 'node-b']);
+  const again = await inbox.append(uid, msgId(0x77), MsgKind.user);
+  assert.deepEqual(again.nodes, []);
+});
+
+test('a new epoch drops the ack cursors of the lost inbox; an existing epoch keeps them', async () => {
+  const uid = 'recreated';
+  const k = keys.user(uid);
+  await appendMany(inbox, uid, 5);
+  await inbox.ack(uid, 'phone', 5);
+  await inbox.append(uid, msgId(0x600), MsgKind.user);
+  assert.deepEqual(await inbox.cursors(uid), { phone: 5 }, 'appends to a live inbox keep cursors');
+  // Redis lost the meta hash (and the stream), as after a restore from an older snapshot.
+  await redis.del(k.meta, k.inbox, k.ids);
+  const fresh = await inbox.append(uid, msgId(0x601), MsgKind.user);
+  assert.equal(fresh.seq, 1);
+  assert.deepEqual(await inbox.cursors(uid), {}, 'cursors of the old epoch are gone');
 });

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
-import { DEFAULT_PREFIX, Keys, MAX_UID_LENGTH } from '../../src/inbox/keys.js';
+import { DEFAULT_PREFIX, Keys, MAX_UID_LENGTH } from '../../src/redis/keys.js';
 
 /** The hash tag Redis Cluster hashes: between the first `{` and the next `}`. */
 function hashTag(key: string): string | undefined {

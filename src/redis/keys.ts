@@ -1,6 +1,6 @@
 /**
- * The one place that builds Redis key names for a user (DESIGN.md §4). No other module
- * concatenates a key string: they ask a {@link Keys} for it.
+ * The one place that builds Redis key and channel names (DESIGN.md §4, §9). No other
+ * module concatenates a key string: they ask a {@link Keys} for it.
  *
  * Every key of one user is `<prefix>{<uid>}:<role>`. The `{uid}` hash tag puts all of a
  * user's keys in one Redis Cluster slot, so every script touches a single slot
@@ -118,6 +118,16 @@ export class Keys {
   /** `<prefix>{uid}:conns`, presence. @throws PixiuError INVALID_REQUEST for a bad uid */
   conns(uid: string): string {
     return this.user(uid).conns;
+  }
+
+  /** Sorted set of live nodes: node id → registration expiry, ms (DESIGN.md §9). */
+  nodes(): string {
+    return `${this.prefix}nodes`;
+  }
+
+  /** Pub/Sub channel of one node: notifies and kicks addressed to it (DESIGN.md §9). */
+  nodeChannel(node: string): string {
+    return `${this.prefix}node:${node}`;
   }
 
   #tag(uid: string): string {

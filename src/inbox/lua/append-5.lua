@@ -1,9 +1,12 @@
 --[[
-append-3: append one MsgID to one user's inbox, exactly once (DESIGN.md §4).
+append-5: append one MsgID to one user's inbox, exactly once, and name the nodes
+holding the user's live connections (DESIGN.md §4, §9).
 
 Steps
   1. Read the meta hash (epoch, seq counter). If there is no epoch, the inbox is new or
-     Redis lost it: take ARGV[4] as the epoch and record `created`.
+     Redis lost it: take ARGV[4] as the epoch and record `created`, and drop the ack
+     cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
+     would make every reconnect without last_seq look like a reset).
   2. If the MsgID is already in the ids set, return its seq with dup = 1; the stream is
      not touched (a retried append is harmless).
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
@@ -15,11 +18,16 @@ Steps
      edit per append once the cap is reached.
   5. ZADD the MsgID with its seq, drop ids at or below seq - cap (the window the stream
      keeps), and store the counter.
+  6. Read the presence hash and list, once each, the nodes of entries that have not
+     expired, so the caller can notify them without another round trip. Expired
+     entries are left for presence to prune (this script stays cheap).
 
 KEYS
   1. inbox stream  `<prefix>{uid}:inbox`
   2. meta hash     `<prefix>{uid}:meta`
   3. ids zset      `<prefix>{uid}:ids`
+  4. conns hash    `<prefix>{uid}:conns` (presence; values `<expiresAtMs>|<node>|…`, read only)
+  5. acks hash     `<prefix>{uid}:acks` (deleted when a new epoch is created)
 
 ARGV
   1. MsgID, 16 lower-case hex digits
@@ -30,15 +38,16 @@ ARGV
   6. room id to store with the entry, or "" for none
 
 Returns
-  {seq, epoch, dup}: seq (integer >= 1), the inbox epoch (string), dup 1 when the MsgID
-  was already present, else 0.
+  {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch (string), dup 1 when
+  the MsgID was already present, else 0; then the distinct nodes holding a live
+  connection of the user (none for a duplicate: nothing new to deliver).
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
   (a wrong-type key fails with Redis's own WRONGTYPE error)
 ]]
 
-local inboxKey, metaKey, idsKey = KEYS[1], KEYS[2], KEYS[3]
+local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
@@ -60,6 +69,7 @@ local created = false
 if not epoch then
   epoch = newEpoch
   created = true
+  redis.call('DEL', acksKey)
 end
 
 local dupSeq = redis.call('ZSCORE', idsKey, msgId)
@@ -93,4 +103,14 @@ if created then
 else
   redis.call('HSET', metaKey, 'seq', seqText)
 end
-return {seq, epoch, 0}
+local reply = {seq, epoch, 0}
+local now = tonumber(nowMs) or 0
+local seen = {}
+for _, value in ipairs(redis.call('HVALS', connsKey)) do
+  local expires, node = string.match(value, '^(%d+)|([^|]+)|')
+  if expires and tonumber(expires) > now and not seen[node] then
+    seen[node] = true
+    reply[#reply + 1] = node
+  end
+end
+return reply
