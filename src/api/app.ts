@@ -6,7 +6,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { apiTokenChecker } from '../auth/api-token.js';
 import type { Logger } from '../logger.js';
-import type { ApiDeps } from './deps.js';
+import type { ApiDeps, ProducerScope } from './deps.js';
 import { installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
@@ -46,7 +46,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
         version: '1',
         description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}.',
       },
-      components: { securitySchemes: { apiToken: { type: 'http', scheme: 'bearer' } } },
+      components: {
+        securitySchemes: {
+          apiToken: { type: 'http', scheme: 'bearer', description: 'the producer/admin API token' },
+          userToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'a client JWT (sub = user id)' },
+        },
+      },
       security: [{ apiToken: [] }],
     },
   });
@@ -56,10 +61,16 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
 
   // Producer and admin routes: the API token, checked before the body is read.
   const checkToken = apiTokenChecker(deps.apiToken);
-  await app.register(async (producer) => {
-    producer.addHook('onRequest', async (req) => checkToken(req.headers.authorization));
-    messageRoutes(producer, deps);
-    historyRoutes(producer, deps);
+  const producerScope: ProducerScope = async (routes) => {
+    await app.register(async (scope) => {
+      scope.addHook('onRequest', async (req) => checkToken(req.headers.authorization));
+      routes(scope);
+    });
+  };
+  await producerScope((scope) => {
+    messageRoutes(scope, deps);
+    historyRoutes(scope, deps);
   });
+  await deps.extend?.(app, producerScope);
   return app;
 }

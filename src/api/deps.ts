@@ -2,6 +2,7 @@
  * What the HTTP routes need from the rest of the service, passed in explicitly so a
  * route module depends on interfaces, not on how the service was assembled.
  */
+import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import type { Inbox } from '../inbox/inbox.js';
@@ -20,4 +21,12 @@ export interface ApiDeps {
   readonly metrics: Metrics;
   /** The producer/admin bearer token. */
   readonly apiToken: string;
+  /**
+   * Registers more routes (the gateway) on the app; `producerScope` registers routes
+   * behind the API token.
+   */
+  readonly extend?: (app: FastifyInstance, producerScope: ProducerScope) => Promise<void>;
 }
+
+/** Registers routes in a scope that requires the API token. */
+export type ProducerScope = (routes: (scope: FastifyInstance) => void) => Promise<void>;

@@ -2,7 +2,7 @@
  * Prometheus metrics (prom-client), one registry per service instance so several
  * instances in one process (tests) do not collide. Exposed at `GET /metrics`.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
 export class Metrics {
@@ -53,6 +53,29 @@ export class Metrics {
   readonly httpErrors = new Counter({
     name: 'pixiu_http_errors_total',
     help: 'HTTP requests answered with an error, by code',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
+  /** Open WebSocket connections on this node. */
+  readonly wsConnections = new Gauge({
+    name: 'pixiu_ws_connections',
+    help: 'Open WebSocket connections on this node',
+    registers: [this.registry],
+  });
+
+  /** Frames written to WebSocket clients, by frame type. */
+  readonly wsFrames = new Counter({
+    name: 'pixiu_ws_frames_sent_total',
+    help: 'Frames sent to WebSocket clients, by type',
+    labelNames: ['t'] as const,
+    registers: [this.registry],
+  });
+
+  /** WebSocket connections closed, by close code. */
+  readonly wsCloses = new Counter({
+    name: 'pixiu_ws_closes_total',
+    help: 'WebSocket connections closed, by close code',
     labelNames: ['code'] as const,
     registers: [this.registry],
   });

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `pixiu`: the one binary (DESIGN.md §10). Subcommands: `serve`, `token`, `inspect`.
+ * `pixiu`: the one binary (DESIGN.md §10). Subcommands: `serve`, `token`, `connect`,
+ * `inspect`.
  * Every subcommand has `--help`. A start-up error prints one clear message and exits 1.
  */
 import { readFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { StartupError } from '../errors.js';
 import { serveCommand } from './serve.js';
 import { tokenCommand } from './token.js';
 import { inspectCommand } from './inspect.js';
+import { connectCommand } from './connect.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -19,6 +21,7 @@ const program = new Command()
   .showHelpAfterError('(add --help for usage)')
   .addCommand(serveCommand())
   .addCommand(tokenCommand())
+  .addCommand(connectCommand())
   .addCommand(inspectCommand());
 
 try {

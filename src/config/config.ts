@@ -42,6 +42,8 @@ export interface Config {
   readonly socketHighWaterBytes: number;
   readonly socketHardCapBytes: number;
   readonly pausedTimeoutMs: number;
+  /** Wake delivery on append (true), or rely on heartbeat pulls only (false). */
+  readonly notify: boolean;
   readonly broadcastStreamCap: number;
   readonly roomSizeCap: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -159,6 +161,7 @@ export function loadConfig(
     throw new StartupError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   }
   out.dataDir = path.resolve(String(out.dataDir));
+  out.notify = out.notify === 'on';
   out.redeliveryBackoffMs = Object.freeze([...(out.redeliveryBackoffMs as number[])]);
   out.allowedOrigins = Object.freeze([...(out.allowedOrigins as string[])]);
   return Object.freeze(out) as unknown as Config;

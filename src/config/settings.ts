@@ -74,6 +74,7 @@ export const SETTINGS = {
   socketHighWaterBytes: { env: 'PIXIU_SOCKET_HIGH_WATER_BYTES', flag: 'socket-high-water-bytes', kind: 'int', default: MiB, min: KiB, max: 1024 * MiB, doc: 'socket buffer above which a connection is paused, bytes' },
   socketHardCapBytes: { env: 'PIXIU_SOCKET_HARD_CAP_BYTES', flag: 'socket-hard-cap-bytes', kind: 'int', default: 8 * MiB, min: KiB, max: 4096 * MiB, doc: 'socket buffer above which a connection is closed 4009, bytes' },
   pausedTimeoutMs: { env: 'PIXIU_PAUSED_TIMEOUT', flag: 'paused-timeout', kind: 'duration', default: 30 * SECOND, min: 10, max: 3600 * SECOND, doc: 'a connection paused by backpressure this long is closed 4009' },
+  notify: { env: 'PIXIU_NOTIFY', flag: 'notify', kind: 'enum', default: 'on', choices: ['on', 'off'], doc: 'on: an append wakes delivery at once (in-process or Pub/Sub); off: delivery relies on heartbeat pulls only (for testing that path)' },
   broadcastStreamCap: { env: 'PIXIU_BROADCAST_STREAM_CAP', flag: 'broadcast-stream-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'broadcasts retained for catch-up' },
   roomSizeCap: { env: 'PIXIU_ROOM_SIZE_CAP', flag: 'room-size-cap', kind: 'int', default: 10_000, min: 1, max: 1_000_000, doc: 'most members a room may have' },
   logLevel: { env: 'PIXIU_LOG_LEVEL', flag: 'log-level', kind: 'enum', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], doc: 'pino log level' },

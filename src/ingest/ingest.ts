@@ -45,8 +45,11 @@ export interface IngestResult {
   readonly duplicate: boolean;
 }
 
-/** Called after a message is appended to a user's inbox (the delivery notify hook). */
-export type AppendedHook = (user: string, seq: number, id: string) => void;
+/**
+ * Called after a message is appended to a user's inbox (the delivery notify hook);
+ * `nodes` hold the user's live connections (presence, read by the append script).
+ */
+export type AppendedHook = (user: string, seq: number, nodes: readonly string[]) => void;
 
 /** Dependencies of {@link Ingest}. */
 export interface IngestDeps {
@@ -95,7 +98,7 @@ export class Ingest {
       result.push({ user, seq: a.seq });
       if (!a.duplicate) {
         duplicate = false;
-        onAppended?.(user, a.seq, put.id);
+        onAppended?.(user, a.seq, a.nodes);
       }
     }
     return { id: put.id, recipients: result, duplicate };

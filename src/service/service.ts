@@ -1,7 +1,8 @@
 /**
  * The service: assembles the parts in the order a message flows through them
- * (DESIGN.md §1) — Redis (or the embedded one), the message store, the inbox, ingest,
- * the HTTP app — and takes them down in reverse on shutdown.
+ * (DESIGN.md §1) — Redis (or the embedded one), the message store, the inbox, the
+ * gateway, ingest, the HTTP app — and takes them down on shutdown: sockets first,
+ * then HTTP, then Redis, the store and the embedded redis-server.
  */
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -17,6 +18,9 @@ import type { Logger } from '../logger.js';
 import { createRedis, redactUrl } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
+import { createVerifier } from '../auth/jwt.js';
+import { Gateway } from '../gateway/gateway.js';
+import { Keys } from '../redis/keys.js';
 
 /** A running service. */
 export interface Service {
@@ -85,9 +89,19 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     cleanup.unshift(['store', () => store.close()]);
 
     const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
-    const ingest = new Ingest({ store, inbox });
-    const app = await buildApp({ config, store, inbox, ingest, redis, metrics, apiToken: secrets.apiToken }, logger);
-    cleanup.unshift(['http', () => app.close()]);
+    const gateway = await Gateway.start({
+      config, redis, redisUrl, keys: new Keys(config.redisPrefix), inbox, store,
+      verify: createVerifier(secrets.jwt), logger, metrics,
+    });
+    cleanup.unshift(['gateway', () => gateway.close()]);
+    const ingest = new Ingest({ store, inbox, onAppended: (user, seq, nodes) => gateway.appended(user, seq, nodes) });
+    const app = await buildApp({
+      config, store, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
+      extend: (root, producerScope) => gateway.register(root, producerScope),
+    }, logger);
+    // Shutdown order (DESIGN.md §6): sockets closed 1001 and cursors flushed first,
+    // then HTTP stops accepting and finishes what is in flight, then Redis and the store.
+    cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['http', () => app.close()]);
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (err) {

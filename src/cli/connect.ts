@@ -1,0 +1,118 @@
+/**
+ * `pixiu connect <uid>`: a small WebSocket client for trying Pixiu out and for ops.
+ * It mints its own token with the configured key, connects, prints every frame as a
+ * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
+ * server closing) prints `{"last_seq", "epoch"}` — the values to resume with.
+ */
+import { Command, Option } from 'commander';
+import WebSocket from 'ws';
+import { mintToken } from '../auth/jwt.js';
+import { resolveJwtKey } from '../auth/secrets.js';
+import { StartupError } from '../errors.js';
+import { addConfigOptions, configFromOptions } from './config-options.js';
+
+const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
+
+interface ConnectOptions {
+  url?: string;
+  device: string;
+  lastSeq?: string;
+  epoch?: string;
+  fromLatest?: boolean;
+  ack: boolean;
+  count?: string;
+  tags?: string;
+}
+
+/** Builds the `connect` subcommand. */
+export function connectCommand(): Command {
+  const cmd = new Command('connect')
+    .description('connect as <uid> over WebSocket, print each frame as a JSON line, ack, and print last_seq and epoch on exit')
+    .argument('<uid>', 'the user to connect as (a token is minted with the configured key)')
+    .option('--url <url>', 'service URL (default http://PIXIU_HOST:PIXIU_PORT)')
+    .addOption(new Option('--device <device>', 'device id').default('cli'))
+    .option('--last-seq <n>', 'resume after this seq')
+    .option('--epoch <epoch>', 'the epoch --last-seq belongs to')
+    .option('--from-latest', 'skip history: only new messages')
+    .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
+    .option('--count <n>', 'exit after this many msg frames')
+    .option('--tags <list>', 'comma-separated tags for the minted token');
+  addConfigOptions(cmd, KEYS);
+  cmd.action(async (uid: string) => {
+    const opts = cmd.opts<ConnectOptions>();
+    const config = configFromOptions(cmd, KEYS);
+    const { source } = await resolveJwtKey(config);
+    const tags = (opts.tags ?? '').split(',').map((t) => t.trim()).filter((t) => t.length > 0);
+    let token: string;
+    try {
+      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags });
+    } catch (err) {
+      throw new StartupError((err as Error).message, { cause: err });
+    }
+    const base = new URL(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
+    base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+    base.pathname = '/v1/connect';
+    base.searchParams.set('device', opts.device);
+    if (opts.lastSeq !== undefined) base.searchParams.set('last_seq', opts.lastSeq);
+    if (opts.epoch !== undefined) base.searchParams.set('epoch', opts.epoch);
+    if (opts.fromLatest) base.searchParams.set('from', 'latest');
+    const count = opts.count === undefined ? Infinity : Number(opts.count);
+    await run(base, token, opts.ack, count);
+  });
+  return cmd;
+}
+
+/** Connects and prints frames until the socket closes or the process is interrupted. */
+async function run(url: URL, token: string, ack: boolean, count: number): Promise<void> {
+  let lastSeq: number | undefined;
+  let epoch: string | null | undefined;
+  let received = 0;
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  const finished = new Promise<void>((resolve, reject) => {
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => { body += c.toString(); });
+      res.on('end', () => reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}`)));
+    });
+    ws.on('error', (err) => reject(new StartupError(`cannot connect to ${url.origin}: ${err.message}`)));
+    ws.on('message', (data) => {
+      const text = data.toString();
+      process.stdout.write(`${text}\n`);
+      let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number };
+      try {
+        frame = JSON.parse(text) as typeof frame;
+      } catch {
+        return;
+      }
+      if (frame.t === 'welcome') {
+        epoch = frame.epoch;
+        lastSeq = (frame.resume_from ?? 1) - 1;
+      } else if (frame.t === 'reset') {
+        epoch = frame.epoch;
+        lastSeq = 0;
+      } else if (frame.t === 'gap' && typeof frame.to === 'number') {
+        lastSeq = frame.to;
+        if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.to }));
+      } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
+        lastSeq = frame.seq;
+        received += 1;
+        if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.seq }));
+        if (received >= count) ws.close(1000, 'done');
+      }
+    });
+    ws.on('close', (code, reason) => {
+      process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}\n`);
+      resolve();
+    });
+  });
+  const stop = (): void => ws.close(1000, 'bye');
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    await finished;
+  } finally {
+    process.removeListener('SIGINT', stop);
+    process.removeListener('SIGTERM', stop);
+    process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The node bus (DESIGN.md §9): Redis Pub/Sub, one channel per node. Appends for users
+ * held by other nodes are announced to those nodes (`notify`); admin disconnects and
+ * device replacements reach the node holding the connection (`kick`).
+ *
+ * Notifies are coalesced per node per tick into one PUBLISH. A PUBLISH that reaches
+ * no subscriber means the node is gone: its presence entries for those users are
+ * cleared (via `onGone`). Pub/Sub is at-most-once; a lost notify costs latency only,
+ * because heartbeats pull (DESIGN.md §5).
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+
+/** A kick: close connections of a user on the receiving node. */
+export interface KickMessage {
+  readonly t: 'kick';
+  readonly user: string;
+  /** Only this connection; else every connection of the user (of `device`, if given). */
+  readonly conn?: string;
+  readonly device?: string;
+  readonly code: number;
+  readonly reason: string;
+}
+
+/** A notify: appends happened for these users (user, latest seq). */
+export interface NotifyMessage {
+  readonly t: 'notify';
+  readonly users: ReadonlyArray<readonly [string, number]>;
+}
+
+/** What travels on a node channel. */
+export type BusMessage = NotifyMessage | KickMessage;
+
+/** What the bus needs. */
+export interface BusOptions {
+  readonly node: string;
+  /** Publishes. */
+  readonly redis: Redis;
+  /** A connection of its own, in subscriber mode. */
+  readonly subscriber: Redis;
+  readonly keys: Keys;
+  readonly logger: Logger;
+  readonly onNotify: (user: string, seq: number) => void;
+  readonly onKick: (kick: KickMessage) => void;
+  /** A node received nothing: it is gone; clear its presence for these users. */
+  readonly onGone: (node: string, users: readonly string[]) => void;
+}
+
+function isBusMessage(v: unknown): v is BusMessage {
+  if (typeof v !== 'object' || v === null) return false;
+  const m = v as { t?: unknown; users?: unknown; user?: unknown; code?: unknown };
+  if (m.t === 'notify') return Array.isArray(m.users);
+  return m.t === 'kick' && typeof m.user === 'string' && typeof m.code === 'number';
+}
+
+/** The node bus. */
+export class Bus {
+  readonly #opts: BusOptions;
+  readonly #channel: string;
+  /** node → user → latest seq, published at the end of the tick. */
+  #pending = new Map<string, Map<string, number>>();
+  #scheduled = false;
+
+  constructor(opts: BusOptions) {
+    this.#opts = opts;
+    this.#channel = opts.keys.nodeChannel(opts.node);
+  }
+
+  /** Subscribes to this node's channel. @throws PixiuError UNAVAILABLE */
+  async start(): Promise<void> {
+    this.#opts.subscriber.on('message', (channel: string, text: string) => {
+      if (channel !== this.#channel) return;
+      let msg: unknown;
+      try {
+        msg = JSON.parse(text);
+      } catch {
+        msg = undefined;
+      }
+      if (!isBusMessage(msg)) {
+        this.#opts.logger.warn({ channel }, 'malformed bus message ignored');
+        return;
+      }
+      if (msg.t === 'kick') this.#opts.onKick(msg);
+      else for (const [user, seq] of msg.users) this.#opts.onNotify(user, seq);
+    });
+    await redisCall(() => this.#opts.subscriber.subscribe(this.#channel));
+  }
+
+  /** Announces an append for `user` to `node` (coalesced per tick). */
+  notify(node: string, user: string, seq: number): void {
+    let users = this.#pending.get(node);
+    if (users === undefined) {
+      users = new Map();
+      this.#pending.set(node, users);
+    }
+    if ((users.get(user) ?? 0) < seq) users.set(user, seq);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => this.#flush());
+    }
+  }
+
+  /** Sends a kick to `node`. Resolves false when no node received it. */
+  async kick(node: string, kick: KickMessage): Promise<boolean> {
+    const receivers = await redisCall(() => this.#opts.redis.publish(this.#opts.keys.nodeChannel(node), JSON.stringify(kick)));
+    return receivers > 0;
+  }
+
+  /** Unsubscribes. Never rejects. */
+  async stop(): Promise<void> {
+    await redisCall(() => this.#opts.subscriber.unsubscribe(this.#channel)).catch(() => undefined);
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const pending = this.#pending;
+    this.#pending = new Map();
+    for (const [node, users] of pending) {
+      const message: NotifyMessage = { t: 'notify', users: [...users] };
+      redisCall(() => this.#opts.redis.publish(this.#opts.keys.nodeChannel(node), JSON.stringify(message))).then(
+        (receivers) => {
+          if (receivers === 0) this.#opts.onGone(node, [...users.keys()]);
+        },
+        (err: unknown) => this.#opts.logger.debug({ err, node }, 'notify publish failed; heartbeats will pull'),
+      );
+    }
+  }
+}

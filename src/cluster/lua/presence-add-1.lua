@@ -1,0 +1,75 @@
+--[[
+presence-add-1: record one new connection of a user, within the per-user connection
+limit, replacing the same device's older connections (DESIGN.md §4 `conns`, §6).
+
+Steps
+  1. Walk the user's presence entries. Drop those past their expiry (each entry
+     expires on its own). Entries of the same device are to be replaced; the others
+     count against the limit.
+  2. If the counted entries reach ARGV[5], refuse: return {0}. Nothing else changes
+     (besides the pruning of expired entries).
+  3. Else delete the same-device entries, write the new one, and make sure the hash
+     lives at least as long as the new entry (PTTL only ever grows here, so an entry
+     refreshed later is never cut short).
+
+KEYS
+  1. conns hash `<prefix>{uid}:conns`: conn id → `<expiresAtMs>|<node>|<device>|<sinceMs>`
+
+ARGV
+  1. conn id of the new connection
+  2. its entry value, `<expiresAtMs>|<node>|<device>|<sinceMs>`
+  3. its device
+  4. now, ms since the Unix epoch
+  5. the limit: most live connections per user, a positive integer
+  6. the entry's lifetime, ms (for the hash's own expiry)
+
+Returns
+  {1, conn, node, conn, node, ...}: admitted; then each replaced connection and the
+  node holding it. {0}: refused, the user is at the limit.
+
+Error replies
+  INVALID_REQUEST <reason>  an argument is malformed (nothing is written)
+]]
+
+local connsKey = KEYS[1]
+local conn, value, device = ARGV[1], ARGV[2], ARGV[3]
+local now, limit, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+
+if not now or not limit or limit < 1 or not ttl or ttl < 1 or conn == '' or device == '' then
+  return redis.error_reply('INVALID_REQUEST now, limit and ttl must be positive numbers, conn and device non-empty')
+end
+if not string.match(value, '^%d+|[^|]+|[^|]+|%d+$') then
+  return redis.error_reply('INVALID_REQUEST entry must be <expiresAt>|<node>|<device>|<since>')
+end
+
+local entries = redis.call('HGETALL', connsKey)
+local live = 0
+local replaced = {}
+for i = 1, #entries, 2 do
+  local id, entry = entries[i], entries[i + 1]
+  local expires, node, dev = string.match(entry, '^(%d+)|([^|]+)|([^|]+)|')
+  if not expires or tonumber(expires) <= now then
+    redis.call('HDEL', connsKey, id)
+  elseif dev == device and id ~= conn then
+    replaced[#replaced + 1] = id
+    replaced[#replaced + 1] = node
+  elseif id ~= conn then
+    live = live + 1
+  end
+end
+
+if live >= limit then
+  return {0}
+end
+
+local reply = {1}
+for i = 1, #replaced, 2 do
+  redis.call('HDEL', connsKey, replaced[i])
+  reply[#reply + 1] = replaced[i]
+  reply[#reply + 1] = replaced[i + 1]
+end
+redis.call('HSET', connsKey, conn, value)
+if redis.call('PTTL', connsKey) < ttl then
+  redis.call('PEXPIRE', connsKey, ttl)
+end
+return reply

@@ -1,0 +1,74 @@
+/**
+ * Node registry (DESIGN.md §9): every node registers itself in Redis with a TTL
+ * renewed by its own heartbeat, in a sorted set of node id → expiry. Presence readers
+ * use it to drop the connections of nodes that died without cleaning up.
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+
+/** A fresh node id: host, pid and a random suffix, `[A-Za-z0-9._-]` only. */
+export function newNodeId(): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 40) || 'host';
+  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}
+
+/** Options of {@link NodeRegistry}. */
+export interface NodeRegistryOptions {
+  readonly node: string;
+  /** Renewal period, ms. */
+  readonly intervalMs: number;
+  /** A node not renewed for this long is gone, ms (a few intervals). */
+  readonly ttlMs: number;
+  readonly logger: Logger;
+}
+
+/** This node's registration and a cached view of the live nodes. */
+export class NodeRegistry {
+  readonly node: string;
+  readonly #redis: Redis;
+  readonly #key: string;
+  readonly #opts: NodeRegistryOptions;
+  #live = new Set<string>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(redis: Redis, keys: Keys, opts: NodeRegistryOptions) {
+    this.#redis = redis;
+    this.#key = keys.nodes();
+    this.#opts = opts;
+    this.node = opts.node;
+  }
+
+  /** Registers now, then renews every interval. A failed renewal logs and retries next time. */
+  async start(): Promise<void> {
+    await this.#renew();
+    this.#timer = setInterval(() => {
+      this.#renew().catch((err: unknown) => this.#opts.logger.warn({ err }, 'node registration renewal failed'));
+    }, this.#opts.intervalMs);
+    this.#timer.unref();
+  }
+
+  /** Whether a node is registered (as of the last renewal; this node always is). */
+  isLive(node: string): boolean {
+    return node === this.node || this.#live.has(node);
+  }
+
+  /** Stops renewing and deregisters. Never rejects. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
+  }
+
+  async #renew(): Promise<void> {
+    const now = Date.now();
+    const [, , live] = await redisCall(() => Promise.all([
+      this.#redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
+      this.#redis.zremrangebyscore(this.#key, '-inf', String(now)),
+      this.#redis.zrange(this.#key, '0', '-1'),
+    ]));
+    this.#live = new Set(live);
+  }
+}

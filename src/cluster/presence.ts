@@ -1,0 +1,128 @@
+/**
+ * Presence (DESIGN.md §4 `conns`, §9): which connections a user has, on which node,
+ * from which device. One hash per user; each entry carries its own expiry and is
+ * refreshed on every server heartbeat of its connection, so the connections of a
+ * crashed node vanish on their own while the user's other devices stay online.
+ * Readers ignore (and prune) entries past their expiry or of nodes no longer
+ * registered.
+ *
+ * Entry value: `<expiresAtMs>|<node>|<device>|<sinceMs>` (the append script reads the
+ * first two fields to name the nodes to notify).
+ */
+import type { Redis } from 'ioredis';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { definePresenceScripts } from './scripts.js';
+
+/** One live connection of a user. */
+export interface PresenceEntry {
+  readonly conn: string;
+  readonly node: string;
+  readonly device: string;
+  /** When it connected, ms since the epoch. */
+  readonly since: number;
+  /** When the entry lapses unless refreshed, ms since the epoch. */
+  readonly expiresAt: number;
+}
+
+/** Outcome of {@link Presence.add}. */
+export interface AddResult {
+  /** False: the user is at the connection limit; nothing was written. */
+  readonly admitted: boolean;
+  /** Older connections of the same device, now replaced (to close with 4002). */
+  readonly replaced: ReadonlyArray<{ readonly conn: string; readonly node: string }>;
+}
+
+/** Options of {@link Presence}. */
+export interface PresenceOptions {
+  /** This node's id. */
+  readonly node: string;
+  /** Lifetime of an entry without a refresh, ms. */
+  readonly ttlMs: number;
+  /** Most live connections per user, across nodes (DESIGN.md §6). */
+  readonly maxPerUser: number;
+  /** Whether a node is still registered; entries of other nodes are dropped. */
+  readonly isNodeLive: (node: string) => boolean;
+}
+
+function entryValue(expiresAt: number, node: string, device: string, since: number): string {
+  return `${expiresAt}|${node}|${device}|${since}`;
+}
+
+function parseEntry(conn: string, value: string): PresenceEntry | undefined {
+  const m = /^(\d+)\|([^|]+)\|([^|]+)\|(\d+)$/.exec(value);
+  if (!m) return undefined;
+  return { conn, node: m[2] as string, device: m[3] as string, since: Number(m[4]), expiresAt: Number(m[1]) };
+}
+
+/** Presence over Redis. Every method rejects with PixiuError UNAVAILABLE when Redis fails. */
+export class Presence {
+  readonly #redis: Redis;
+  readonly #keys: Keys;
+  readonly #opts: PresenceOptions;
+
+  constructor(redis: Redis, keys: Keys, opts: PresenceOptions) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#opts = opts;
+    definePresenceScripts(redis);
+  }
+
+  /**
+   * Records a new connection on this node, unless the user is at the limit; replaces
+   * the same device's older connections (DESIGN.md §6: the same device connecting
+   * again replaces its old connection).
+   */
+  async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
+    const now = Date.now();
+    const reply = await redisCall(() => this.#redis.pxPresenceAddV1(
+      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
+      String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
+    if (reply[0] !== 1) return { admitted: false, replaced: [] };
+    const replaced: { conn: string; node: string }[] = [];
+    for (let i = 1; i + 1 < reply.length; i += 2) replaced.push({ conn: String(reply[i]), node: String(reply[i + 1]) });
+    return { admitted: true, replaced };
+  }
+
+  /** Extends a connection's entry (each server heartbeat). */
+  async refresh(user: string, conn: string, device: string, since: number): Promise<void> {
+    const expiresAt = Date.now() + this.#opts.ttlMs;
+    await redisCall(() => this.#redis.pxPresenceRefreshV1(
+      this.#keys.conns(user), conn, entryValue(expiresAt, this.#opts.node, device, since), String(this.#opts.ttlMs)));
+  }
+
+  /** Removes a connection's entry (it closed). */
+  async remove(user: string, conn: string): Promise<void> {
+    await redisCall(() => this.#redis.hdel(this.#keys.conns(user), conn));
+  }
+
+  /** Removes every entry of `node` for `user` (the node is gone). */
+  async removeNode(user: string, node: string): Promise<void> {
+    const stale = (await this.#read(user)).filter((e) => e.node === node).map((e) => e.conn);
+    if (stale.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...stale));
+  }
+
+  /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
+  async list(user: string): Promise<PresenceEntry[]> {
+    const now = Date.now();
+    const all = await this.#read(user);
+    const live: PresenceEntry[] = [];
+    const dead: string[] = [];
+    for (const e of all) {
+      if (e.expiresAt > now && (e.node === this.#opts.node || this.#opts.isNodeLive(e.node))) live.push(e);
+      else dead.push(e.conn);
+    }
+    if (dead.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...dead)).catch(() => undefined);
+    return live.sort((a, b) => a.since - b.since);
+  }
+
+  async #read(user: string): Promise<PresenceEntry[]> {
+    const raw = await redisCall(() => this.#redis.hgetall(this.#keys.conns(user)));
+    const out: PresenceEntry[] = [];
+    for (const [conn, value] of Object.entries(raw)) {
+      const e = parseEntry(conn, value);
+      if (e) out.push(e);
+    }
+    return out;
+  }
+}

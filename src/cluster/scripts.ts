@@ -1,0 +1,26 @@
+/**
+ * The presence scripts (`lua/*.lua`) and their typed commands. Loading and
+ * registration: src/redis/scripts.ts.
+ */
+import type { Redis, Result } from 'ioredis';
+import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+
+/** The presence scripts; each file's header documents its KEYS, ARGV and reply. */
+export const PRESENCE_SCRIPTS = {
+  add: { command: 'pxPresenceAddV1', file: new URL('./lua/presence-add-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+  refresh: { command: 'pxPresenceRefreshV1', file: new URL('./lua/presence-refresh-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+} as const satisfies Record<string, ScriptSpec>;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** `presence-add-1.lua`: KEYS conns; ARGV conn, entry, device, nowMs, limit, ttlMs. */
+    pxPresenceAddV1(conns: string, conn: string, entry: string, device: string, nowMs: string, limit: string, ttlMs: string): Result<(number | string)[], Context>;
+    /** `presence-refresh-1.lua`: KEYS conns; ARGV conn, entry, ttlMs. */
+    pxPresenceRefreshV1(conns: string, conn: string, entry: string, ttlMs: string): Result<number, Context>;
+  }
+}
+
+/** Registers the presence scripts on `redis` (once per client). */
+export function definePresenceScripts(redis: Redis): void {
+  defineScripts(redis, Object.values(PRESENCE_SCRIPTS));
+}

@@ -1,0 +1,56 @@
+/**
+ * Server → client frames of the WebSocket protocol v1 (DESIGN.md §6). Each frame is
+ * one JSON object with a `t` field. Defined here, beside the delivery state machine
+ * that produces most of them, so the machine and the gateway share one vocabulary.
+ */
+import type { MessageView } from './message-view.js';
+
+/** First frame of every connection. */
+export interface WelcomeFrame {
+  t: 'welcome';
+  /** This connection's id. */
+  conn: string;
+  user: string;
+  device: string;
+  /** The inbox epoch; null when the user has no inbox yet. */
+  epoch: string | null;
+  /** Latest seq of the inbox (0: none). */
+  seq: number;
+  /** The first seq this connection will be sent (delivery starts here). */
+  resume_from: number;
+  /** Server heartbeat interval, seconds. */
+  heartbeat: number;
+}
+
+/** A message at its seq; `redelivered` when it was sent before on this connection. */
+export type MsgFrame = { t: 'msg'; redelivered?: true } & MessageView;
+
+/** Seqs `from..to` (inclusive) cannot be delivered: trimmed or expired. */
+export interface GapFrame {
+  t: 'gap';
+  from: number;
+  to: number;
+}
+
+/** The inbox was recreated: forget the old last_seq; seqs restart under `epoch`. */
+export interface ResetFrame {
+  t: 'reset';
+  epoch: string | null;
+  /** Latest seq of the new inbox. */
+  seq: number;
+}
+
+/** Answer to a client `ping`. */
+export interface PongFrame {
+  t: 'pong';
+}
+
+/** A client frame was refused; the connection stays open unless a close follows. */
+export interface ErrorFrame {
+  t: 'error';
+  code: string;
+  message: string;
+}
+
+/** Every frame the server sends on the inbox path. */
+export type ServerFrame = WelcomeFrame | MsgFrame | GapFrame | ResetFrame | PongFrame | ErrorFrame;

@@ -1,0 +1,373 @@
+/**
+ * The per-user delivery state machine (DESIGN.md §5), with no I/O.
+ *
+ * One machine per locally connected user holds the cursor of each of that user's
+ * local connections. Events (login, heartbeat, notify, ack, drain, logout, a finished
+ * fetch, a redelivery timer) go in; effects come out: fetch the inbox after a seq,
+ * send a frame on a connection, persist an ack cursor, arm a timer, close a
+ * connection. The driver (session.ts) performs the effects and feeds results back.
+ *
+ * Rules kept here:
+ * - At most one fetch in flight per user. An event during a fetch marks the machine
+ *   dirty; it fetches again when the current fetch ends. Connections at the same
+ *   cursor share one fetch.
+ * - A connection has at most `window` unacked messages; acks pace delivery.
+ * - Frames go out in seq order per connection; a message is sent twice on one
+ *   connection only as a redelivery, marked `redelivered`.
+ * - Redelivery after `ackTimeoutMs` without ack progress, then after each wait in
+ *   `backoffMs`; after the last wait, close 4008.
+ * - Resume on login with `gap` and `reset` (DESIGN.md §5 "Resume rules"); content
+ *   that expired or vanished is a `gap` of its seq, never an empty message or a stall.
+ * - A user whose inbox epoch changed, or whose latest seq fell below what a
+ *   connection was already sent, is reset on that connection (DESIGN.md §11).
+ */
+import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { StoredMessage } from '../store/message-store.js';
+import type { GapFrame, MsgFrame, ServerFrame } from './frames.js';
+import { messageView } from './message-view.js';
+
+/** WebSocket close code for an ack timeout (DESIGN.md §6). */
+export const CLOSE_ACK_TIMEOUT = 4008;
+
+/** Settings of a machine (DESIGN.md §10). */
+export interface MachineConfig {
+  /** Unacked messages per connection. */
+  readonly window: number;
+  /** Time without ack progress before the first redelivery, ms. */
+  readonly ackTimeoutMs: number;
+  /** Waits after each redelivery round, ms; after the last one, close 4008. */
+  readonly backoffMs: readonly number[];
+  /** Server heartbeat interval, ms (shown in `welcome`). */
+  readonly heartbeatMs: number;
+}
+
+/** Where a connection asks to start (DESIGN.md §5 "Resume rules"). */
+export type ResumeRequest =
+  /** After `seq`: the client's `last_seq` (with its `epoch` if it gave one), or the device's stored cursor. */
+  | { readonly kind: 'after'; readonly seq: number; readonly epoch?: string }
+  /** `from=latest`: only messages appended from now on. */
+  | { readonly kind: 'latest' }
+  /** Nothing known: from the first retained entry. */
+  | { readonly kind: 'first' };
+
+/** What the driver must do. */
+export type Effect =
+  /** Read up to `limit` inbox entries after `afterSeq`, with their content; answer with `fetched` or `fetchFailed`. */
+  | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number }
+  /** Write a frame on a connection. */
+  | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
+  /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */
+  | { readonly kind: 'ack'; readonly device: string; readonly seq: number }
+  /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */
+  | { readonly kind: 'timer'; readonly conn: string; readonly delayMs: number | null }
+  /** Close a connection. */
+  | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string };
+
+/** A connection's delivery state. */
+interface Conn {
+  readonly id: string;
+  readonly device: string;
+  /** `joining` until the first fetch decides where it starts and `welcome` is sent. */
+  phase: 'joining' | 'ready';
+  readonly resume: ResumeRequest;
+  /** Cumulative ack: every seq ≤ acked is done. */
+  acked: number;
+  /** Highest seq written (as `msg` or `gap`). */
+  sent: number;
+  /** Seqs of `msg` frames sent and not yet acked, ascending; at most `window`. */
+  inflight: number[];
+  /** Seqs up to this one are sent again as redeliveries (marked). */
+  redeliverUpTo: number;
+  /** Redelivery rounds since the last ack progress. */
+  rounds: number;
+  /** Backpressure: the socket is over its high-water mark. */
+  paused: boolean;
+  /** Fairness: when this connection was last the target of a fetch. */
+  servedAt: number;
+}
+
+/** The newest seq a `reset` or a resume from the first retained entry starts after. */
+function beforeFirst(page: InboxPage): number {
+  return Math.max(0, Math.min(page.firstSeq - 1, page.latestSeq));
+}
+
+/** One user's delivery state machine. See the module comment for its rules. */
+export class UserMachine {
+  readonly user: string;
+  readonly #config: MachineConfig;
+  readonly #conns = new Map<string, Conn>();
+  /** The inbox epoch as last seen; undefined before the first fetch. */
+  #epoch: string | null | undefined = undefined;
+  /** Highest seq known to exist. */
+  #latest = 0;
+  /** The fetch in flight: its start, or undefined. */
+  #fetchAfter: number | undefined;
+  /** An event arrived during the fetch: fetch again when it ends. */
+  #dirty = false;
+  /** A heartbeat asked to pull even though nothing is known to be new. */
+  #force = false;
+  #clock = 0;
+
+  constructor(user: string, config: MachineConfig) {
+    this.user = user;
+    this.#config = config;
+  }
+
+  /** Number of connections. */
+  get size(): number {
+    return this.#conns.size;
+  }
+
+  /** True while a fetch is in flight. */
+  get fetching(): boolean {
+    return this.#fetchAfter !== undefined;
+  }
+
+  /** A connection's cursors, for tests and presence reports. */
+  cursor(conn: string): { acked: number; sent: number; inflight: number; paused: boolean } | undefined {
+    const c = this.#conns.get(conn);
+    return c && { acked: c.acked, sent: c.sent, inflight: c.inflight.length, paused: c.paused };
+  }
+
+  /** login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch. */
+  login(conn: string, device: string, resume: ResumeRequest): Effect[] {
+    this.#conns.set(conn, {
+      id: conn, device, phase: 'joining', resume, acked: 0, sent: 0, inflight: [],
+      redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0,
+    });
+    return this.#pump();
+  }
+
+  /** logout: the connection closed. */
+  logout(conn: string): Effect[] {
+    this.#conns.delete(conn);
+    return [];
+  }
+
+  /** notify: an append happened; `seq` when known. */
+  notify(seq?: number): Effect[] {
+    if (seq !== undefined && seq > this.#latest) this.#latest = seq;
+    else if (seq === undefined) this.#force = true;
+    return this.#pump();
+  }
+
+  /** heartbeat: pull even if nothing is known to be new (covers lost notifies). */
+  heartbeat(): Effect[] {
+    this.#force = true;
+    return this.#pump();
+  }
+
+  /** pause: the socket passed its high-water mark; send nothing more to it. */
+  pause(conn: string): Effect[] {
+    const c = this.#conns.get(conn);
+    if (c) c.paused = true;
+    return [];
+  }
+
+  /** drain: the socket went below its low-water mark. */
+  drain(conn: string): Effect[] {
+    const c = this.#conns.get(conn);
+    if (!c || !c.paused) return [];
+    c.paused = false;
+    return this.#pump();
+  }
+
+  /**
+   * ack: the client acknowledged every seq up to `seq` (cumulative). An ack at or
+   * below the cursor changes nothing; an ack above the last seq sent is refused with
+   * an `error` frame and moves nothing.
+   */
+  ack(conn: string, seq: number): Effect[] {
+    const c = this.#conns.get(conn);
+    if (!c) return [];
+    if (c.phase !== 'ready') {
+      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: 'ack before welcome' } }];
+    }
+    if (seq > c.sent) {
+      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: `ack ${seq} is above the last seq sent (${c.sent})` } }];
+    }
+    if (seq <= c.acked) return [];
+    c.acked = seq;
+    let drop = 0;
+    while (drop < c.inflight.length && (c.inflight[drop] ?? 0) <= seq) drop++;
+    c.inflight.splice(0, drop);
+    c.rounds = 0;
+    const effects: Effect[] = [
+      { kind: 'ack', device: c.device, seq },
+      { kind: 'timer', conn, delayMs: c.inflight.length > 0 ? this.#config.ackTimeoutMs : null },
+    ];
+    return effects.concat(this.#pump());
+  }
+
+  /** The connection's redelivery timer fired. */
+  redeliveryDue(conn: string): Effect[] {
+    const c = this.#conns.get(conn);
+    if (!c || c.phase !== 'ready' || c.inflight.length === 0) return [];
+    const waits = this.#config.backoffMs;
+    if (c.rounds >= waits.length) {
+      return [{ kind: 'close', conn, code: CLOSE_ACK_TIMEOUT, reason: 'ack timeout' }];
+    }
+    c.rounds += 1;
+    // Send again from acked + 1: rewind the cursor; what was sent before is marked.
+    c.redeliverUpTo = Math.max(c.redeliverUpTo, c.sent);
+    c.sent = c.acked;
+    c.inflight = [];
+    const effects: Effect[] = [{ kind: 'timer', conn, delayMs: waits[c.rounds - 1] ?? null }];
+    return effects.concat(this.#pump());
+  }
+
+  /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
+  fetchFailed(): Effect[] {
+    this.#fetchAfter = undefined;
+    this.#dirty = false;
+    return [];
+  }
+
+  /**
+   * The fetch ended: `page` is the inbox after the fetch's start, `records[i]` the
+   * content of `page.entries[i]` (null when expired or missing).
+   */
+  fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
+    const after = this.#fetchAfter ?? 0;
+    this.#fetchAfter = undefined;
+    const effects: Effect[] = [];
+    this.#detectReset(page, effects);
+    this.#epoch = page.epoch;
+    // The page is the truth as of the fetch; a notify that arrived during it (dirty)
+    // may name a newer seq, which must not be forgotten.
+    this.#latest = this.#dirty ? Math.max(page.latestSeq, this.#latest) : page.latestSeq;
+    for (const c of this.#conns.values()) {
+      if (c.phase === 'joining') this.#join(c, page, effects);
+    }
+    for (const c of this.#conns.values()) {
+      if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
+    }
+    const progressed = effects.length > 0;
+    // A fetch that moved nothing does not loop: the next event pulls again.
+    if (!progressed && !this.#dirty) return effects;
+    this.#dirty = false;
+    return effects.concat(this.#pump());
+  }
+
+  /** The inbox was recreated under a connection (DESIGN.md §11): `reset` it. */
+  #detectReset(page: InboxPage, effects: Effect[]): void {
+    const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
+    for (const c of this.#conns.values()) {
+      if (c.phase !== 'ready' || (!epochChanged && page.latestSeq >= c.sent)) continue;
+      effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
+      c.acked = c.sent = beforeFirst(page);
+      c.inflight = [];
+      c.redeliverUpTo = 0;
+      c.rounds = 0;
+      effects.push({ kind: 'timer', conn: c.id, delayMs: null });
+    }
+  }
+
+  /** Decides where a joining connection starts; sends `welcome`, then `reset` or `gap`. */
+  #join(c: Conn, page: InboxPage, effects: Effect[]): void {
+    let start: number;
+    let extra: ServerFrame | undefined;
+    const r = c.resume;
+    if (r.kind === 'latest') {
+      start = page.latestSeq;
+    } else if (r.kind === 'first') {
+      start = beforeFirst(page);
+    } else if ((r.epoch !== undefined && r.epoch !== page.epoch) || r.seq > page.latestSeq) {
+      start = beforeFirst(page);
+      extra = { t: 'reset', epoch: page.epoch, seq: page.latestSeq };
+    } else if (r.seq < beforeFirst(page)) {
+      start = beforeFirst(page);
+      extra = { t: 'gap', from: r.seq + 1, to: start };
+    } else {
+      start = r.seq;
+    }
+    effects.push({
+      kind: 'send',
+      conn: c.id,
+      frame: {
+        t: 'welcome', conn: c.id, user: this.user, device: c.device, epoch: page.epoch,
+        seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.round(this.#config.heartbeatMs / 1000),
+      },
+    });
+    if (extra) effects.push({ kind: 'send', conn: c.id, frame: extra });
+    c.phase = 'ready';
+    c.acked = c.sent = start;
+  }
+
+  /** Sends a ready connection what the page holds after its cursor, within its window. */
+  #deliver(c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], effects: Effect[]): void {
+    if (c.phase !== 'ready') return;
+    // Trimmed by the cap while this connection was behind.
+    const trimmedTo = beforeFirst(page);
+    if (c.sent < trimmedTo) {
+      effects.push({ kind: 'send', conn: c.id, frame: { t: 'gap', from: c.sent + 1, to: trimmedTo } });
+      c.sent = trimmedTo;
+    }
+    const wasIdle = c.inflight.length === 0;
+    let gap: GapFrame | undefined;
+    const entries = page.entries;
+    for (let i = 0; i < entries.length && c.inflight.length < this.#config.window; i++) {
+      const entry = entries[i] as InboxEntry;
+      if (entry.seq <= c.sent) continue;
+      if (entry.seq !== c.sent + 1) break;
+      const record = records[i];
+      if (!record) {
+        // Content expired or vanished: a gap of that seq (merged with the one before).
+        if (gap) gap.to = entry.seq;
+        else {
+          gap = { t: 'gap', from: entry.seq, to: entry.seq };
+          effects.push({ kind: 'send', conn: c.id, frame: gap });
+        }
+      } else {
+        gap = undefined;
+        const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
+        if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
+        effects.push({ kind: 'send', conn: c.id, frame });
+        c.inflight.push(entry.seq);
+      }
+      c.sent = entry.seq;
+    }
+    if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
+      effects.push({ kind: 'timer', conn: c.id, delayMs: this.#config.ackTimeoutMs });
+    }
+  }
+
+  /** Whether a connection needs a fetch now. */
+  #wants(c: Conn): boolean {
+    if (c.phase === 'joining') return true;
+    if (c.paused || c.inflight.length >= this.#config.window) return false;
+    return c.sent < this.#latest || this.#force;
+  }
+
+  /** Starts a fetch when one is needed and none is in flight. */
+  #pump(): Effect[] {
+    let target: Conn | undefined;
+    for (const c of this.#conns.values()) {
+      if (this.#wants(c) && (target === undefined || c.servedAt < target.servedAt)) target = c;
+    }
+    if (target === undefined) {
+      this.#force = false;
+      return [];
+    }
+    if (this.#fetchAfter !== undefined) {
+      this.#dirty = true;
+      return [];
+    }
+    target.servedAt = ++this.#clock;
+    const afterSeq = target.phase === 'joining' ? this.#joinCursor(target) : target.sent;
+    this.#fetchAfter = afterSeq;
+    this.#force = false;
+    return [{ kind: 'fetch', afterSeq, limit: this.#config.window }];
+  }
+
+  /**
+   * Where a joining connection's first fetch starts. For `from=latest` nothing after
+   * the start is wanted yet, so the fetch only reads the inbox's bounds.
+   */
+  #joinCursor(c: Conn): number {
+    const r = c.resume;
+    if (r.kind === 'after') return r.seq;
+    if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
+    return 0;
+  }
+}

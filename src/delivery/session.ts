@@ -1,0 +1,189 @@
+/**
+ * The I/O around one user's delivery state machine (DESIGN.md §5): performs its
+ * effects — inbox reads with their content, frames written to connections, coalesced
+ * ack-cursor writes, redelivery timers, closes — and feeds the results back as events.
+ * The decisions all live in machine.ts; this file only carries them out.
+ */
+import type { Inbox } from '../inbox/inbox.js';
+import type { Logger } from '../logger.js';
+import type { MessageStore } from '../store/message-store.js';
+import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
+import type { ServerFrame } from './frames.js';
+
+/** A connection as delivery sees it; the gateway implements it over a WebSocket. */
+export interface DeliveryConnection {
+  readonly id: string;
+  readonly device: string;
+  /** Writes one serialised frame. Never throws; a closed connection drops it. */
+  send(text: string): void;
+  /** Closes with a WebSocket close code (DESIGN.md §6). */
+  close(code: number, reason: string): void;
+}
+
+/** What a session needs. */
+export interface SessionDeps {
+  readonly inbox: Inbox;
+  readonly store: MessageStore;
+  readonly machine: MachineConfig;
+  readonly logger: Logger;
+  /** Ack cursors are written at most this often per user, ms (DESIGN.md §5: 100). */
+  readonly ackFlushMs: number;
+  /** Wait before pulling again after a failed fetch, ms. */
+  readonly retryMs: number;
+  /** Counts frames written, by type (metrics). */
+  readonly onFrame?: (t: ServerFrame['t']) => void;
+}
+
+/** One locally connected user: its machine and its connections. */
+export class UserSession {
+  readonly user: string;
+  readonly #deps: SessionDeps;
+  readonly #machine: UserMachine;
+  readonly #conns = new Map<string, DeliveryConnection>();
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+  /** device → highest acked seq not yet written to Redis. */
+  #pendingAcks = new Map<string, number>();
+  #ackTimer: NodeJS.Timeout | undefined;
+  /** The last ack write, chained. */
+  #ackFlush: Promise<void> = Promise.resolve();
+  #retryTimer: NodeJS.Timeout | undefined;
+
+  constructor(user: string, deps: SessionDeps) {
+    this.user = user;
+    this.#deps = deps;
+    this.#machine = new UserMachine(user, deps.machine);
+  }
+
+  /** Connections of this user on this node. */
+  get connections(): readonly DeliveryConnection[] {
+    return [...this.#conns.values()];
+  }
+
+  /** The state machine (read-only use: cursors for reports and tests). */
+  get machine(): UserMachine {
+    return this.#machine;
+  }
+
+  /** login */
+  login(conn: DeliveryConnection, resume: ResumeRequest): void {
+    this.#conns.set(conn.id, conn);
+    this.#run(this.#machine.login(conn.id, conn.device, resume));
+  }
+
+  /** logout; returns true when the user has no connection left here. */
+  logout(connId: string): boolean {
+    this.#setTimer(connId, null);
+    this.#conns.delete(connId);
+    this.#run(this.#machine.logout(connId));
+    if (this.#conns.size > 0) return false;
+    clearTimeout(this.#retryTimer);
+    void this.flushAcks();
+    return true;
+  }
+
+  /** ack from a client. */
+  ack(connId: string, seq: number): void {
+    this.#run(this.#machine.ack(connId, seq));
+  }
+
+  /** notify: an append for this user happened (`seq` when known). */
+  notify(seq?: number): void {
+    this.#run(this.#machine.notify(seq));
+  }
+
+  /** heartbeat: pull in case a notify was lost. */
+  heartbeat(): void {
+    this.#run(this.#machine.heartbeat());
+  }
+
+  /** The socket passed its high-water mark. */
+  pause(connId: string): void {
+    this.#run(this.#machine.pause(connId));
+  }
+
+  /** The socket drained below its low-water mark. */
+  drain(connId: string): void {
+    this.#run(this.#machine.drain(connId));
+  }
+
+  /** Writes pending ack cursors now (shutdown, last logout). Never rejects. */
+  flushAcks(): Promise<void> {
+    clearTimeout(this.#ackTimer);
+    this.#ackTimer = undefined;
+    if (this.#pendingAcks.size > 0) {
+      const batch = this.#pendingAcks;
+      this.#pendingAcks = new Map();
+      // Chained: writes of one user stay in order, and a caller waits for all before it.
+      this.#ackFlush = this.#ackFlush.then(() => this.#writeAcks(batch));
+    }
+    return this.#ackFlush;
+  }
+
+  async #writeAcks(batch: ReadonlyMap<string, number>): Promise<void> {
+    const results = await Promise.allSettled(
+      [...batch].map(([device, seq]) => this.#deps.inbox.ack(this.user, device, seq)));
+    if (results.some((r) => r.status === 'rejected')) {
+      // Keep them for the next flush; a cursor only grows, so writing again is harmless.
+      for (const [device, seq] of batch) this.#queueAck(device, seq, this.#deps.retryMs);
+      this.#deps.logger.warn({ user: this.user }, 'ack cursor write failed, will retry');
+    }
+  }
+
+  #queueAck(device: string, seq: number, delayMs = this.#deps.ackFlushMs): void {
+    if ((this.#pendingAcks.get(device) ?? 0) < seq) this.#pendingAcks.set(device, seq);
+    this.#ackTimer ??= setTimeout(() => void this.flushAcks(), delayMs);
+  }
+
+  #run(effects: readonly Effect[]): void {
+    for (const e of effects) {
+      switch (e.kind) {
+        case 'send': {
+          const conn = this.#conns.get(e.conn);
+          if (conn) {
+            conn.send(JSON.stringify(e.frame));
+            this.#deps.onFrame?.(e.frame.t);
+          }
+          break;
+        }
+        case 'fetch':
+          void this.#fetch(e.afterSeq, e.limit);
+          break;
+        case 'ack':
+          this.#queueAck(e.device, e.seq);
+          break;
+        case 'timer':
+          this.#setTimer(e.conn, e.delayMs);
+          break;
+        case 'close':
+          this.#conns.get(e.conn)?.close(e.code, e.reason);
+          break;
+      }
+    }
+  }
+
+  #setTimer(connId: string, delayMs: number | null): void {
+    clearTimeout(this.#timers.get(connId));
+    this.#timers.delete(connId);
+    if (delayMs === null) return;
+    const timer = setTimeout(() => {
+      this.#timers.delete(connId);
+      this.#run(this.#machine.redeliveryDue(connId));
+    }, delayMs);
+    this.#timers.set(connId, timer);
+  }
+
+  async #fetch(afterSeq: number, limit: number): Promise<void> {
+    let effects: Effect[];
+    try {
+      const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
+      const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
+      effects = this.#machine.fetched(page, records);
+    } catch (err) {
+      this.#deps.logger.warn({ err, user: this.user }, 'delivery fetch failed, will retry');
+      effects = this.#machine.fetchFailed();
+      clearTimeout(this.#retryTimer);
+      this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs);
+    }
+    this.#run(effects);
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * `GET /v1/connect` (DESIGN.md §6): the WebSocket endpoint. Everything that can refuse
+ * a connection runs before the upgrade, so a refusal is an HTTP status with the JSON
+ * error body: 403 Origin not allowed, 401 bad or expired token, 400 bad parameters,
+ * 429 over the per-user connection limit (counted across nodes through presence),
+ * 503 when Redis is down or the node is shutting down.
+ */
+import { randomBytes } from 'node:crypto';
+// Adds `websocket: true` routes and the OpenAPI fields to fastify's route types.
+import type {} from '@fastify/swagger';
+import type {} from '@fastify/websocket';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { bearerToken } from '../auth/api-token.js';
+import type { ClientClaims } from '../auth/jwt.js';
+import { PixiuError } from '../errors.js';
+import type { ResumeRequest } from '../delivery/machine.js';
+import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
+import type { GatewayDeps } from './gateway-deps.js';
+import { CloseCode, WsConnection } from './ws-connection.js';
+
+/** Query of `/v1/connect`. */
+interface ConnectQuery {
+  device: string;
+  last_seq?: number;
+  epoch?: string;
+  from?: 'latest';
+  last_bseq?: string;
+  token?: string;
+}
+
+/** What the checks before the upgrade established. */
+interface Handshake {
+  readonly claims: ClientClaims;
+  readonly conn: string;
+  readonly resume: ResumeRequest;
+  readonly since: number;
+}
+
+const connectQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    device: { ...deviceSchema, default: 'default' },
+    last_seq: { ...seqCursor, description: 'the last seq this device received; delivery resumes after it' },
+    epoch: { type: 'string', minLength: 1, maxLength: 64, description: 'the epoch last_seq belongs to' },
+    from: { type: 'string', enum: ['latest'], description: 'latest: skip history, only new messages' },
+    last_bseq: { type: 'string', pattern: '^\\d{1,20}-\\d{1,20}$', description: 'the last broadcast received' },
+    token: { type: 'string', minLength: 1, maxLength: 8192, description: 'the JWT, when no Authorization header can be set' },
+  },
+} as const;
+
+/**
+ * Whether a browser Origin may connect (DESIGN.md §10 `PIXIU_ALLOWED_ORIGINS`): no
+ * Origin (a non-browser client) is allowed; `*` allows any; an empty list allows only
+ * an Origin whose host is the request's own Host.
+ */
+export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
+  if (origin === undefined) return true;
+  if (allowed.includes('*')) return true;
+  if (allowed.length > 0) return allowed.includes(origin);
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
+}
+
+/** A new connection id: 16 hex digits. */
+function newConnId(): string {
+  return randomBytes(8).toString('hex');
+}
+
+/** Registers `/v1/connect`. */
+export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
+  const handshakes = new WeakMap<FastifyRequest, Handshake>();
+  const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
+
+  app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
+    websocket: true,
+    schema: {
+      summary: 'Open the WebSocket (protocol v1)',
+      description: 'Upgrades to a WebSocket carrying JSON frames (see docs/protocol.md). Refusals happen before the upgrade with an HTTP status and the JSON error body.',
+      tags: ['gateway'],
+      querystring: connectQuery,
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+    // Origin, then the token: before the query is even validated, nothing about the
+    // service is revealed to a client that may not connect.
+    onRequest: async (req) => {
+      if (!deps.state.accepting) throw new PixiuError('UNAVAILABLE', 'this node is shutting down; reconnect');
+      if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
+        throw new PixiuError('FORBIDDEN', 'Origin not allowed');
+      }
+      const raw = bearerToken(req.headers.authorization) ?? new URL(req.url, 'http://x').searchParams.get('token') ?? undefined;
+      if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
+      claimsOf.set(req, await deps.verify(raw));
+    },
+    preHandler: async (req) => {
+      const claims = claimsOf.get(req);
+      if (!claims) throw new PixiuError('UNAUTHORIZED', 'a token is required');
+      const q = req.query;
+      if (q.from !== undefined && q.last_seq !== undefined) {
+        throw new PixiuError('INVALID_REQUEST', 'give last_seq or from=latest, not both');
+      }
+      if (q.epoch !== undefined && q.last_seq === undefined) {
+        throw new PixiuError('INVALID_REQUEST', 'epoch goes with last_seq');
+      }
+      let resume: ResumeRequest;
+      if (q.from === 'latest') resume = { kind: 'latest' };
+      else if (q.last_seq !== undefined) resume = q.epoch === undefined ? { kind: 'after', seq: q.last_seq } : { kind: 'after', seq: q.last_seq, epoch: q.epoch };
+      else {
+        const cursor = (await deps.inbox.cursors(claims.user))[q.device];
+        resume = cursor === undefined ? { kind: 'first' } : { kind: 'after', seq: cursor };
+      }
+      const conn = newConnId();
+      const since = Date.now();
+      const added = await deps.presence.add(claims.user, conn, q.device, since);
+      if (!added.admitted) {
+        throw new PixiuError('RATE_LIMITED', `user ${claims.user} already has ${deps.config.maxConnectionsPerUser} connections`);
+      }
+      for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
+      handshakes.set(req, { claims, conn, resume, since });
+    },
+  }, (socket, req) => {
+    const hs = handshakes.get(req);
+    if (!hs) {
+      socket.close(CloseCode.policy, 'handshake missing');
+      return;
+    }
+    const connection = new WsConnection(socket, {
+      id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
+    }, deps.connection);
+    connection.start(hs.resume);
+    deps.onOpen(connection, hs.claims);
+  });
+}

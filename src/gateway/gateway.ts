@@ -1,0 +1,218 @@
+/**
+ * The gateway: WebSocket delivery end to end (DESIGN.md §5, §6, §9). Assembles the
+ * local hub of user sessions, presence, the node registry and the node bus, and
+ * registers the gateway routes. Ingest calls {@link Gateway.appended} after each
+ * inbox append: a local user's session is woken in-process, other nodes holding the
+ * user get a Pub/Sub notify. Heartbeats pull, so a lost notify costs latency only.
+ */
+import websocket from '@fastify/websocket';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
+import { Bus, type KickMessage } from '../cluster/bus.js';
+import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
+import { Presence } from '../cluster/presence.js';
+import type { Config } from '../config/config.js';
+import { Hub } from '../delivery/hub.js';
+import type { Inbox } from '../inbox/inbox.js';
+import type { Logger } from '../logger.js';
+import { createRedis } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import type { MessageStore } from '../store/message-store.js';
+import type { ProducerScope } from '../api/deps.js';
+import type { Metrics } from '../api/metrics.js';
+import { connectRoute } from './connect-route.js';
+import type { GatewayDeps } from './gateway-deps.js';
+import { meRoutes } from './me-routes.js';
+import { presenceRoutes } from './presence-routes.js';
+import { CloseCode, type ConnectionDeps, type WsConnection } from './ws-connection.js';
+
+/** How often a node renews its registration, ms; it lapses after three missed renewals. */
+const NODE_RENEW_MS = 5000;
+/** Ack cursors are written at most this often per user, ms (DESIGN.md §5). */
+const ACK_FLUSH_MS = 100;
+/** Wait before pulling again after a failed fetch, ms. */
+const FETCH_RETRY_MS = 1000;
+
+/** What the gateway is built from. */
+export interface GatewayOptions {
+  readonly config: Config;
+  /** The command connection. */
+  readonly redis: Redis;
+  /** URL for the gateway's own subscriber connection. */
+  readonly redisUrl: string;
+  readonly keys: Keys;
+  readonly inbox: Inbox;
+  readonly store: MessageStore;
+  readonly verify: TokenVerifier;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+}
+
+/** The running gateway of this node. */
+export class Gateway implements GatewayDeps {
+  readonly node: string;
+  readonly config: Config;
+  readonly inbox: Inbox;
+  readonly store: MessageStore;
+  readonly verify: TokenVerifier;
+  readonly presence: Presence;
+  readonly hub: Hub;
+  readonly logger: Logger;
+  readonly state = { accepting: true };
+  readonly connection: ConnectionDeps;
+  readonly #registry: NodeRegistry;
+  readonly #bus: Bus;
+  readonly #subscriber: Redis;
+  readonly #metrics: Metrics;
+
+  private constructor(opts: GatewayOptions, node: string, subscriber: Redis) {
+    const { config, redis, keys, logger, metrics } = opts;
+    this.node = node;
+    this.config = config;
+    this.inbox = opts.inbox;
+    this.store = opts.store;
+    this.verify = opts.verify;
+    this.logger = logger;
+    this.#metrics = metrics;
+    this.#subscriber = subscriber;
+    this.#registry = new NodeRegistry(redis, keys, { node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_RENEW_MS * 3, logger });
+    this.presence = new Presence(redis, keys, {
+      node,
+      // Refreshed every heartbeat; two missed heartbeats and a margin make it lapse.
+      ttlMs: config.heartbeatMs * 2 + 5000,
+      maxPerUser: config.maxConnectionsPerUser,
+      isNodeLive: (n) => this.#registry.isLive(n),
+    });
+    this.hub = new Hub({
+      inbox: opts.inbox,
+      store: opts.store,
+      logger,
+      ackFlushMs: ACK_FLUSH_MS,
+      retryMs: FETCH_RETRY_MS,
+      machine: {
+        window: config.deliveryWindow,
+        ackTimeoutMs: config.ackTimeoutMs,
+        backoffMs: config.redeliveryBackoffMs,
+        heartbeatMs: config.heartbeatMs,
+      },
+      onFrame: (t) => metrics.wsFrames.inc({ t }),
+    });
+    this.#bus = new Bus({
+      node, redis, subscriber, keys, logger,
+      onNotify: (user, seq) => this.hub.notify(user, seq),
+      onKick: (kick) => this.#kickLocal(kick),
+      onGone: (gone, users) => {
+        for (const u of users) void this.presence.removeNode(u, gone).catch(() => undefined);
+      },
+    });
+    this.connection = {
+      config,
+      hub: this.hub,
+      verify: opts.verify,
+      logger,
+      onHeartbeat: (c) => {
+        this.presence.refresh(c.user, c.id, c.device, c.since)
+          .catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
+      },
+      onClosed: (c, code) => {
+        metrics.wsConnections.dec();
+        metrics.wsCloses.inc({ code: String(code) });
+        this.presence.remove(c.user, c.id).catch(() => undefined);
+      },
+    };
+  }
+
+  /**
+   * Starts the gateway: its subscriber connection, the node registration and the bus.
+   * @throws PixiuError UNAVAILABLE when Redis cannot be reached
+   */
+  static async start(opts: GatewayOptions): Promise<Gateway> {
+    const node = newNodeId();
+    const subscriber = await createRedis({
+      url: opts.redisUrl, commandTimeoutMs: opts.config.redisCommandTimeoutMs, name: `pixiu:bus:${node}`, logger: opts.logger,
+    });
+    const gateway = new Gateway(opts, node, subscriber);
+    try {
+      await gateway.#registry.start();
+      await gateway.#bus.start();
+    } catch (err) {
+      await gateway.#registry.stop();
+      subscriber.disconnect();
+      throw err;
+    }
+    opts.logger.info({ node }, 'gateway started');
+    return gateway;
+  }
+
+  /** Registers `@fastify/websocket` and the gateway routes; presence routes go behind the API token. */
+  async register(app: FastifyInstance, producerScope: ProducerScope): Promise<void> {
+    await producerScope((scope) => presenceRoutes(scope, this));
+    await meRoutes(app, this);
+    await app.register(async (ws) => {
+      await ws.register(websocket, {
+        options: { maxPayload: this.config.maxClientFrameBytes },
+        // Shutdown closes sockets itself (1001, after flushing cursors): see close().
+        preClose: (done) => done(),
+      });
+      connectRoute(ws, this);
+    });
+  }
+
+  /**
+   * The ingest hook: `user`'s inbox got `seq`; `nodes` hold the user's connections
+   * (from presence, in the append script).
+   */
+  appended(user: string, seq: number, nodes: readonly string[]): void {
+    if (!this.config.notify) return;
+    this.hub.notify(user, seq);
+    for (const n of nodes) if (n !== this.node) this.#bus.notify(n, user, seq);
+  }
+
+  /** Closes one connection, here or on the node holding it. */
+  kickConnection(user: string, conn: string, node: string, code: number, reason: string): void {
+    if (node === this.node) {
+      this.hub.connection(conn)?.close(code, reason);
+      return;
+    }
+    this.#bus.kick(node, { t: 'kick', user, conn, code, reason })
+      .catch((err: unknown) => this.logger.warn({ err, node, conn }, 'kick could not be sent'));
+  }
+
+  /** Closes a user's connections on every node (all, or one device's). */
+  async kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number> {
+    const entries = (await this.presence.list(user)).filter((e) => device === undefined || e.device === device);
+    const nodes = new Set(entries.map((e) => e.node));
+    for (const n of nodes) {
+      const kick: KickMessage = device === undefined ? { t: 'kick', user, code, reason } : { t: 'kick', user, device, code, reason };
+      if (n === this.node) this.#kickLocal(kick);
+      else await this.#bus.kick(n, kick);
+    }
+    return entries.length;
+  }
+
+  /** A connection opened (metrics). */
+  onOpen(_conn: WsConnection, _claims: ClientClaims): void {
+    this.#metrics.wsConnections.inc();
+  }
+
+  /**
+   * Shutdown (DESIGN.md §6): refuse new connections, close every socket with 1001,
+   * write every pending ack cursor, leave the bus and the registry. Never rejects.
+   */
+  async close(): Promise<void> {
+    this.state.accepting = false;
+    await this.hub.closeAll(CloseCode.goingAway, 'server shutting down');
+    await this.#bus.stop();
+    await this.#registry.stop();
+    await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
+  }
+
+  #kickLocal(kick: KickMessage): void {
+    for (const c of this.hub.connectionsOf(kick.user)) {
+      if ((kick.conn === undefined || c.id === kick.conn) && (kick.device === undefined || c.device === kick.device)) {
+        c.close(kick.code, kick.reason);
+      }
+    }
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Client routes for devices without a socket (DESIGN.md §7): `GET /v1/me/messages`
+ * and `POST /v1/me/ack`, authenticated with the user's JWT (`Authorization: Bearer`).
+ */
+import type {} from '@fastify/swagger';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { bearerToken } from '../auth/api-token.js';
+import type { ClientClaims } from '../auth/jwt.js';
+import { PixiuError } from '../errors.js';
+import { readHistory } from '../api/history.js';
+import { historyQuery } from '../api/routes/history.js';
+import { device, errorBody, seqCursor } from '../api/schemas.js';
+import type { GatewayDeps } from './gateway-deps.js';
+
+/** Registers the `/v1/me/...` routes in their own scope (JWT, not the API token). */
+export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
+  await app.register(async (me) => {
+    const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
+    const user = (req: FastifyRequest): string => {
+      const c = claimsOf.get(req);
+      if (!c) throw new PixiuError('UNAUTHORIZED', 'a token is required');
+      return c.user;
+    };
+    me.addHook('onRequest', async (req) => {
+      const token = bearerToken(req.headers.authorization);
+      if (token === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt>');
+      claimsOf.set(req, await deps.verify(token));
+    });
+
+    me.get<{ Querystring: { after_seq: number; limit: number } }>('/v1/me/messages', {
+      schema: {
+        summary: 'Read my inbox (user JWT)',
+        tags: ['client'],
+        security: [{ userToken: [] }],
+        querystring: historyQuery,
+        response: { '4xx': errorBody, '5xx': errorBody },
+      },
+    }, async (req) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit));
+
+    me.post<{ Body: { device: string; seq: number } }>('/v1/me/ack', {
+      schema: {
+        summary: 'Acknowledge my messages up to a seq (user JWT)',
+        description: 'Moves the device\'s ack cursor to seq; a cursor never moves back. A seq above the latest is refused.',
+        tags: ['client'],
+        security: [{ userToken: [] }],
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['device', 'seq'],
+          properties: { device, seq: seqCursor },
+        },
+        response: { '4xx': errorBody, '5xx': errorBody },
+      },
+    }, async (req) => {
+      const uid = user(req);
+      const { latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
+      if (req.body.seq > latestSeq) {
+        throw new PixiuError('INVALID_REQUEST', `seq ${req.body.seq} is above the latest seq (${latestSeq})`);
+      }
+      const cursor = await deps.inbox.ack(uid, req.body.device, req.body.seq);
+      return { device: req.body.device, cursor };
+    });
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * Presence and disconnect routes for producers and admins (DESIGN.md §7, API token):
+ * `GET /v1/users/{uid}/presence`, `POST /v1/presence/query`,
+ * `DELETE /v1/users/{uid}/connections[?device=]`.
+ */
+import type {} from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { device, errorBody, userId } from '../api/schemas.js';
+import type { PresenceEntry } from '../cluster/presence.js';
+import type { GatewayDeps } from './gateway-deps.js';
+import { CloseCode } from './ws-connection.js';
+
+/** Most users one presence query may name. */
+export const MAX_PRESENCE_QUERY = 1000;
+
+function view(e: PresenceEntry): { conn: string; device: string; node: string; since: number } {
+  return { conn: e.conn, device: e.device, node: e.node, since: e.since };
+}
+
+/** Registers the presence routes (call inside the API-token scope). */
+export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
+  const uidParams = { type: 'object', properties: { uid: userId }, required: ['uid'] } as const;
+
+  app.get<{ Params: { uid: string } }>('/v1/users/:uid/presence', {
+    schema: {
+      summary: 'Is a user online, and on which devices',
+      tags: ['presence'],
+      params: uidParams,
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const entries = await deps.presence.list(req.params.uid);
+    return { user: req.params.uid, online: entries.length > 0, connections: entries.map(view) };
+  });
+
+  app.post<{ Body: { users: string[] } }>('/v1/presence/query', {
+    schema: {
+      summary: 'Presence of up to 1,000 users',
+      tags: ['presence'],
+      body: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['users'],
+        properties: { users: { type: 'array', minItems: 1, maxItems: MAX_PRESENCE_QUERY, items: userId } },
+      },
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const users = [...new Set(req.body.users)];
+    const lists = await Promise.all(users.map((u) => deps.presence.list(u)));
+    const out: Record<string, { online: boolean; devices: string[] }> = {};
+    users.forEach((u, i) => {
+      const entries = lists[i] ?? [];
+      out[u] = { online: entries.length > 0, devices: [...new Set(entries.map((e) => e.device))].sort() };
+    });
+    return { users: out };
+  });
+
+  app.delete<{ Params: { uid: string }; Querystring: { device?: string } }>('/v1/users/:uid/connections', {
+    schema: {
+      summary: 'Disconnect a user (all devices, or one)',
+      description: 'Closes the user\'s connections on every node with code 1008. The answer counts the connections asked to close.',
+      tags: ['presence'],
+      params: uidParams,
+      querystring: { type: 'object', additionalProperties: false, properties: { device } },
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const closed = await deps.kickUser(req.params.uid, req.query.device, CloseCode.policy, 'disconnected by the service');
+    return { user: req.params.uid, closed };
+  });
+}

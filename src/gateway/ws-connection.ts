@@ -1,0 +1,241 @@
+/**
+ * One WebSocket connection (DESIGN.md §6): client frames in, delivery frames out, and
+ * the connection's own clocks — server pings and the idle close, token expiry, and
+ * backpressure (DESIGN.md §5: pause above the high-water mark; close 4009 when paused
+ * too long or over the hard cap).
+ */
+import type { WebSocket, RawData } from 'ws';
+import type { TokenVerifier } from '../auth/jwt.js';
+import type { Config } from '../config/config.js';
+import { PixiuError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { ResumeRequest } from '../delivery/machine.js';
+import type { DeliveryConnection, UserSession } from '../delivery/session.js';
+import type { Hub } from '../delivery/hub.js';
+import type { ErrorFrame } from '../delivery/frames.js';
+import { parseClientFrame, type ClientFrame } from './client-frames.js';
+
+/** Close codes (DESIGN.md §6). */
+export const CloseCode = Object.freeze({
+  normal: 1000,
+  goingAway: 1001,
+  policy: 1008,
+  tooBig: 1009,
+  tokenExpired: 4001,
+  replaced: 4002,
+  protocolAbuse: 4003,
+  ackTimeout: 4008,
+  slowConsumer: 4009,
+} as const);
+
+/** Longest delay a Node timer takes (2^31 - 1 ms); a later token expiry re-arms. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** Refused frames tolerated on one connection before it is closed 4003. */
+const MAX_BAD_FRAMES = 20;
+/** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
+const CLOSE_GRACE_MS = 5000;
+
+/** What a connection needs from the service. */
+export interface ConnectionDeps {
+  readonly config: Config;
+  readonly hub: Hub;
+  readonly verify: TokenVerifier;
+  readonly logger: Logger;
+  /** Each server heartbeat of the connection (presence refresh). */
+  readonly onHeartbeat: (conn: WsConnection) => void;
+  /** The connection closed (presence removal, metrics). */
+  readonly onClosed: (conn: WsConnection, code: number) => void;
+  /** A channel frame (`sub` / `unsub`); answers an error frame when channels are not served. */
+  readonly onChannelFrame?: (conn: WsConnection, frame: Extract<ClientFrame, { t: 'sub' | 'unsub' }>) => void;
+}
+
+/** Who is on the connection. */
+export interface ConnectionIdentity {
+  readonly id: string;
+  readonly user: string;
+  readonly device: string;
+  /** Token expiry, ms since the epoch. */
+  readonly expiresAtMs: number;
+  /** Connected at, ms since the epoch. */
+  readonly since: number;
+}
+
+/** A live WebSocket connection of one user's device. */
+export class WsConnection implements DeliveryConnection {
+  readonly id: string;
+  readonly user: string;
+  readonly device: string;
+  readonly since: number;
+  readonly #ws: WebSocket;
+  readonly #deps: ConnectionDeps;
+  readonly #log: Logger;
+  #session: UserSession | undefined;
+  #expiresAtMs: number;
+  #lastSeen = Date.now();
+  #paused = false;
+  #badFrames = 0;
+  #closed = false;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  #pausedTimer: NodeJS.Timeout | undefined;
+
+  constructor(ws: WebSocket, who: ConnectionIdentity, deps: ConnectionDeps) {
+    this.#ws = ws;
+    this.id = who.id;
+    this.user = who.user;
+    this.device = who.device;
+    this.since = who.since;
+    this.#expiresAtMs = who.expiresAtMs;
+    this.#deps = deps;
+    this.#log = deps.logger.child({ conn: who.id, user: who.user, device: who.device });
+  }
+
+  /** Starts the connection: wires the socket, arms its clocks, logs it in to delivery. */
+  start(resume: ResumeRequest): void {
+    const ws = this.#ws;
+    ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
+    ws.on('pong', () => {
+      this.#lastSeen = Date.now();
+    });
+    ws.on('close', (code) => this.#onClose(code));
+    ws.on('error', (err) => this.#log.debug({ err }, 'websocket error'));
+    this.#heartbeatTimer = setInterval(() => this.#heartbeat(), this.#deps.config.heartbeatMs);
+    this.#armExpiry();
+    this.#session = this.#deps.hub.attach(this.user, this, resume);
+    this.#log.debug({ resume }, 'connection open');
+  }
+
+  /** Bytes queued on the socket. */
+  get bufferedBytes(): number {
+    return this.#ws.bufferedAmount;
+  }
+
+  /** Writes one frame; pauses delivery above the high-water mark (DESIGN.md §5). */
+  send(text: string): void {
+    if (this.#closed) return;
+    this.#ws.send(text, this.#onWritten);
+    const buffered = this.#ws.bufferedAmount;
+    if (buffered > this.#deps.config.socketHardCapBytes) {
+      this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
+    } else if (!this.#paused && buffered > this.#deps.config.socketHighWaterBytes) {
+      this.#paused = true;
+      this.#session?.pause(this.id);
+      this.#pausedTimer = setTimeout(
+        () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'),
+        this.#deps.config.pausedTimeoutMs,
+      );
+    }
+  }
+
+  /** Sends an `error` frame. */
+  sendError(err: PixiuError): void {
+    const frame: ErrorFrame = { t: 'error', code: err.code, message: err.message };
+    this.send(JSON.stringify(frame));
+  }
+
+  /** Closes with a code (DESIGN.md §6); a peer that does not answer is cut after a grace period. */
+  close(code: number, reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#log.debug({ code, reason }, 'closing connection');
+    this.#ws.close(code, reason.slice(0, 120));
+    setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
+  }
+
+  /** The socket drained: resume delivery once below half the high-water mark. */
+  readonly #onWritten = (): void => {
+    if (this.#paused && this.#ws.bufferedAmount < this.#deps.config.socketHighWaterBytes / 2) {
+      this.#paused = false;
+      clearTimeout(this.#pausedTimer);
+      this.#session?.drain(this.id);
+    }
+  };
+
+  #onMessage(data: RawData, isBinary: boolean): void {
+    this.#lastSeen = Date.now();
+    if (isBinary) {
+      this.#refuse(new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text'));
+      return;
+    }
+    let frame: ClientFrame;
+    try {
+      frame = parseClientFrame(data.toString());
+    } catch (err) {
+      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
+      return;
+    }
+    switch (frame.t) {
+      case 'ack':
+        this.#session?.ack(this.id, frame.seq);
+        break;
+      case 'ping':
+        this.send('{"t":"pong"}');
+        this.#session?.heartbeat();
+        break;
+      case 'refresh':
+        void this.#refresh(frame.token);
+        break;
+      case 'sub':
+      case 'unsub':
+        if (this.#deps.onChannelFrame) this.#deps.onChannelFrame(this, frame);
+        else this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available yet'));
+        break;
+    }
+  }
+
+  /** Answers a bad frame; too many close the connection 4003 (protocol abuse). */
+  #refuse(err: PixiuError): void {
+    this.#badFrames += 1;
+    if (this.#badFrames > MAX_BAD_FRAMES) {
+      this.close(CloseCode.protocolAbuse, 'too many malformed frames');
+      return;
+    }
+    this.sendError(err);
+  }
+
+  async #refresh(token: string): Promise<void> {
+    try {
+      const claims = await this.#deps.verify(token);
+      if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
+      this.#expiresAtMs = claims.expiresAtMs;
+      // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
+      this.#armExpiry();
+    } catch (err) {
+      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAUTHORIZED', 'invalid token'));
+    }
+  }
+
+  /** Closes 4001 at the token's expiry; a far-future expiry re-arms in steps (timers cap at ~24.8 days). */
+  #armExpiry(): void {
+    clearTimeout(this.#expiryTimer);
+    const remaining = this.#expiresAtMs - Date.now();
+    if (remaining <= 0) {
+      this.close(CloseCode.tokenExpired, 'token expired');
+      return;
+    }
+    this.#expiryTimer = setTimeout(() => this.#armExpiry(), Math.min(remaining, MAX_TIMER_MS));
+  }
+
+  /** Server heartbeat: close if silent too long; else ping, pull and refresh presence. */
+  #heartbeat(): void {
+    if (Date.now() - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
+      this.#log.debug('idle connection terminated');
+      this.#closed = true;
+      this.#ws.terminate();
+      return;
+    }
+    this.#ws.ping();
+    this.#session?.heartbeat();
+    this.#deps.onHeartbeat(this);
+  }
+
+  #onClose(code: number): void {
+    this.#closed = true;
+    clearInterval(this.#heartbeatTimer);
+    clearTimeout(this.#expiryTimer);
+    clearTimeout(this.#pausedTimer);
+    this.#deps.hub.detach(this.user, this.id);
+    this.#deps.onClosed(this, code);
+    this.#log.debug({ code }, 'connection closed');
+  }
+}
