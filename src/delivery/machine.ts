@@ -147,7 +147,11 @@ export class UserMachine {
   /** notify: an append happened; `seq` when known. */
   notify(seq?: number): Effect[] {
     if (seq !== undefined && seq > this.#latest) this.#latest = seq;
-    else if (seq === undefined) this.#force = true;
+    // No seq, or one at or below the latest known: pull anyway. A seq that is not new
+    // is either a late notify (one cheap fetch) or an inbox restored with less or
+    // recreated, whose new appends reuse old seqs; without a pull those would wait for
+    // a heartbeat, and be skipped if appends passed the old latest first (DESIGN.md §11).
+    else this.#force = true;
     return this.#pump();
   }
 
@@ -183,11 +187,17 @@ export class UserMachine {
     if (c.phase !== 'ready') {
       return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: 'ack before welcome' } }];
     }
-    if (seq > c.sent) {
-      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: `ack ${seq} is above the last seq sent (${c.sent})` } }];
+    // A redelivery rewinds `sent` to `acked` until its resend goes out; a seq written
+    // before the rewind (up to `redeliverUpTo`) was sent all the same, and the client's
+    // late ack of it is valid.
+    const highestSent = Math.max(c.sent, c.redeliverUpTo);
+    if (seq > highestSent) {
+      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: `ack ${seq} is above the last seq sent (${highestSent})` } }];
     }
     if (seq <= c.acked) return [];
     c.acked = seq;
+    // Acked seqs need no resend.
+    if (c.sent < seq) c.sent = seq;
     let drop = 0;
     while (drop < c.inflight.length && (c.inflight[drop] ?? 0) <= seq) drop++;
     c.inflight.splice(0, drop);
@@ -202,8 +212,16 @@ export class UserMachine {
   /** The connection's redelivery timer fired. */
   redeliveryDue(conn: string): Effect[] {
     const c = this.#conns.get(conn);
-    if (!c || c.phase !== 'ready' || c.inflight.length === 0) return [];
+    if (!c || c.phase !== 'ready') return [];
     const waits = this.#config.backoffMs;
+    if (c.inflight.length === 0) {
+      if (c.sent >= c.redeliverUpTo) return [];
+      // The last round's resend has not gone out (its fetch failed or is slow, or the
+      // socket is paused): keep the timer, or nothing would ever resend or close. The
+      // client was sent nothing to answer, so this wait is not counted as a round.
+      const wait: Effect[] = [{ kind: 'timer', conn, delayMs: waits[c.rounds - 1] ?? this.#config.ackTimeoutMs }];
+      return wait.concat(this.#pump());
+    }
     if (c.rounds >= waits.length) {
       return [{ kind: 'close', conn, code: CLOSE_ACK_TIMEOUT, reason: 'ack timeout' }];
     }
@@ -253,7 +271,8 @@ export class UserMachine {
   #detectReset(page: InboxPage, effects: Effect[]): void {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
-      if (c.phase !== 'ready' || (!epochChanged && page.latestSeq >= c.sent)) continue;
+      // Against the highest seq ever written: a redelivery may have rewound `sent`.
+      if (c.phase !== 'ready' || (!epochChanged && page.latestSeq >= Math.max(c.sent, c.redeliverUpTo))) continue;
       effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
       c.acked = c.sent = beforeFirst(page);
       c.inflight = [];
@@ -342,8 +361,17 @@ export class UserMachine {
   /** Starts a fetch when one is needed and none is in flight. */
   #pump(): Effect[] {
     let target: Conn | undefined;
+    let targetBehind = false;
     for (const c of this.#conns.values()) {
-      if (this.#wants(c) && (target === undefined || c.servedAt < target.servedAt)) target = c;
+      if (!this.#wants(c)) continue;
+      // A connection known to be behind goes before one that only a heartbeat's pull
+      // wants: a pull that brings nothing ends the fetching, and (after a failed fetch)
+      // the one behind would wait for the next event.
+      const behind = c.phase === 'joining' || c.sent < this.#latest;
+      if (target === undefined || (behind && !targetBehind) || (behind === targetBehind && c.servedAt < target.servedAt)) {
+        target = c;
+        targetBehind = behind;
+      }
     }
     if (target === undefined) {
       this.#force = false;

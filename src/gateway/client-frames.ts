@@ -4,7 +4,7 @@
  * `ack {seq}`, `ping {}`, `refresh {token}`, `sub {channel}`, `unsub {channel}`.
  * A frame that does not parse is answered with an `error` frame, never a crash.
  */
-import { PixiuError, invalid } from '../errors.js';
+import { invalid } from '../errors.js';
 
 /** A parsed client frame. */
 export type ClientFrame =
@@ -44,8 +44,11 @@ export function parseClientFrame(text: string): ClientFrame {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('frame must be a JSON object with a "t" field');
   const o = v as Record<string, unknown>;
-  if (typeof o.t !== 'string' || !KNOWN.has(o.t)) {
-    throw new PixiuError('INVALID_REQUEST', `unknown frame type ${JSON.stringify(String(o.t ?? '')).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
+  // A missing or non-string `t` is named as such: `unknown frame type ""` told the
+  // client nothing about what was wrong.
+  if (typeof o.t !== 'string') throw invalid('frame needs "t": one of ack, ping, refresh, sub or unsub');
+  if (!KNOWN.has(o.t)) {
+    throw invalid(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
   }
   switch (o.t) {
     case 'ack': {

@@ -1,0 +1,80 @@
+/**
+ * Client → server frames (src/gateway/client-frames.ts, DESIGN.md §6): what parses,
+ * and that everything else is a PixiuError INVALID_REQUEST whose message names the
+ * problem (it goes back to the client in an `error` frame).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseClientFrame } from '../../src/gateway/client-frames.js';
+import { isPixiuError } from '../../src/errors.js';
+
+/** Asserts that `text` is refused with INVALID_REQUEST and a message matching `message`. */
+function refused(text: string, message: RegExp): void {
+  assert.throws(() => parseClientFrame(text), (err: unknown) => {
+    assert.ok(isPixiuError(err, 'INVALID_REQUEST'), `${text}: ${String(err)}`);
+    assert.match(err.message, message, text);
+    return true;
+  });
+}
+
+test('valid frames parse to their typed form', () => {
+  assert.deepEqual(parseClientFrame('{"t":"ack","seq":0}'), { t: 'ack', seq: 0 });
+  assert.deepEqual(parseClientFrame('{"t":"ack","seq":42}'), { t: 'ack', seq: 42 });
+  assert.deepEqual(parseClientFrame(`{"t":"ack","seq":${Number.MAX_SAFE_INTEGER}}`), { t: 'ack', seq: Number.MAX_SAFE_INTEGER });
+  assert.deepEqual(parseClientFrame('{"t":"ping"}'), { t: 'ping' });
+  assert.deepEqual(parseClientFrame(' { "t" : "ping" } '), { t: 'ping' });
+  assert.deepEqual(parseClientFrame('{"t":"refresh","token":"a.b.c"}'), { t: 'refresh', token: 'a.b.c' });
+  assert.deepEqual(parseClientFrame('{"t":"sub","channel":"news"}'), { t: 'sub', channel: 'news' });
+  assert.deepEqual(parseClientFrame('{"t":"sub","channel":"news","since":"12-0"}'), { t: 'sub', channel: 'news', since: '12-0' });
+  assert.deepEqual(parseClientFrame('{"t":"unsub","channel":"news"}'), { t: 'unsub', channel: 'news' });
+});
+
+test('a frame that is not JSON is refused', () => {
+  for (const text of ['', 'ack 3', '{"t":"ack","seq":3', "{'t':'ping'}", '{"t":"ping"}{"t":"ping"}']) {
+    refused(text, /not valid JSON/);
+  }
+});
+
+test('JSON that is not an object is refused', () => {
+  for (const text of ['[]', '[{"t":"ping"}]', 'null', '"ping"', '3', 'true']) {
+    refused(text, /must be a JSON object with a "t" field/);
+  }
+});
+
+test('an unknown or missing t is refused, naming the types that exist', () => {
+  refused('{"t":"subscribe","channel":"x"}', /unknown frame type "subscribe"; expected ack, ping, refresh, sub or unsub/);
+  refused('{"t":"ACK","seq":1}', /unknown frame type "ACK"/);
+  refused('{"t":"__proto__"}', /unknown frame type/);
+  refused('{"t":"toString"}', /unknown frame type/);
+  refused('{"t":7}', /frame needs "t": one of ack, ping, refresh, sub or unsub/);
+  refused('{"t":null}', /frame needs "t"/);
+  refused('{"seq":1}', /frame needs "t"/);
+  refused('{}', /frame needs "t"/);
+  refused(`{"t":"${'x'.repeat(5_000)}"}`, /^unknown frame type "x{1,40}; expected/);
+});
+
+test('ack needs seq: a non-negative safe integer', () => {
+  for (const seq of ['"3"', '-1', '1.5', '1e300', String(2 ** 53), '9007199254740993', 'null', 'true', '[3]', '{}']) {
+    refused(`{"t":"ack","seq":${seq}}`, /ack frame needs seq: a non-negative integer/);
+  }
+  refused('{"t":"ack"}', /ack frame needs seq/);
+});
+
+test('unknown fields are refused, named in the message', () => {
+  refused('{"t":"ack","seq":1,"device":"x"}', /ack frame has an unknown field "device"/);
+  refused('{"t":"ping","x":1}', /ping frame has an unknown field "x"/);
+  refused('{"t":"refresh","token":"a","sub":"u2"}', /refresh frame has an unknown field "sub"/);
+  refused('{"t":"unsub","channel":"c","since":"1-0"}', /unsub frame has an unknown field "since"/);
+  refused('{"t":"ping","__proto__":{"seq":1}}', /unknown field "__proto__"/);
+});
+
+test('string fields must be non-empty and bounded', () => {
+  refused('{"t":"refresh"}', /refresh frame needs token: a string of 1-8192 characters/);
+  refused('{"t":"refresh","token":""}', /needs token/);
+  refused('{"t":"refresh","token":42}', /needs token/);
+  refused(`{"t":"refresh","token":"${'a'.repeat(8193)}"}`, /needs token/);
+  refused('{"t":"sub"}', /sub frame needs channel: a string of 1-256 characters/);
+  refused(`{"t":"sub","channel":"${'c'.repeat(257)}"}`, /needs channel/);
+  refused('{"t":"sub","channel":"c","since":5}', /needs since/);
+  refused('{"t":"unsub","channel":""}', /unsub frame needs channel/);
+});

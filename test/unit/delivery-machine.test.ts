@@ -1,0 +1,768 @@
+/**
+ * The per-user delivery state machine (src/delivery/machine.ts, DESIGN.md §5, §6, §11),
+ * driven by hand with no I/O. A small in-memory inbox answers each `fetch` effect with
+ * the page Redis would give (a double of data, not of the network); a driver records
+ * every effect and checks, on every batch, the rules that must hold whatever happens:
+ * at most one fetch in flight, `welcome` first, no seq skipped or repeated unmarked on
+ * a connection, never more than the window in flight.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CLOSE_ACK_TIMEOUT, UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
+import type { GapFrame, MsgFrame, ServerFrame } from '../../src/delivery/frames.js';
+import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
+import type { StoredMessage } from '../../src/store/record.js';
+import { MsgKind } from '../../src/ids/msg-id.js';
+
+const CONFIG: MachineConfig = { window: 3, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 };
+const FIRST: ResumeRequest = { kind: 'first' };
+const LATEST: ResumeRequest = { kind: 'latest' };
+const after = (seq: number, epoch?: string): ResumeRequest => (epoch === undefined ? { kind: 'after', seq } : { kind: 'after', seq, epoch });
+
+type FetchEffect = Extract<Effect, { kind: 'fetch' }>;
+
+/** One user's inbox in memory, with the semantics of `Inbox.range` (InboxPage's doc). */
+class FakeInbox {
+  epoch: string | null = 'ep1';
+  latest = 0;
+  /** Oldest retained seq; `latest + 1` when nothing is retained. */
+  first = 1;
+  readonly #content = new Map<number, StoredMessage | null>();
+  /** Bumped when the inbox is recreated or restored: a seq reused then names another message. */
+  #generation = 0;
+
+  /** The MsgID at `seq` in this generation of the inbox. */
+  idOf(seq: number): string {
+    return (this.#generation * 2 ** 40 + seq).toString(16).padStart(16, '0');
+  }
+
+  /** Appends `n` messages; returns the last seq. */
+  append(n = 1): number {
+    for (let i = 0; i < n; i++) {
+      this.latest += 1;
+      const seq = this.latest;
+      this.#content.set(seq, { id: this.idOf(seq), kind: MsgKind.user, type: 'chat', data: { n: seq }, ts: 1_000 + seq, expiresAt: 9e15 });
+    }
+    return this.latest;
+  }
+
+  /** The content of these seqs expired in the store (the inbox entries stay). */
+  expire(...seqs: number[]): void {
+    for (const s of seqs) this.#content.set(s, null);
+  }
+
+  /** Trimmed by the cap: entries below `first` are gone. */
+  trimTo(first: number): void {
+    for (let s = this.first; s < first; s++) this.#content.delete(s);
+    this.first = first;
+  }
+
+  /** A new inbox (FLUSHALL, then an append): new epoch, seqs restart. */
+  recreate(epoch: string | null): void {
+    this.#content.clear();
+    this.#generation += 1;
+    this.epoch = epoch;
+    this.latest = 0;
+    this.first = 1;
+  }
+
+  /** Redis restored from an older snapshot: the same epoch with less in it. */
+  restoreTo(latest: number): void {
+    for (let s = latest + 1; s <= this.latest; s++) this.#content.delete(s);
+    this.#generation += 1;
+    this.latest = latest;
+    this.first = Math.min(this.first, latest + 1);
+  }
+
+  /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
+  read(afterSeq: number, limit: number): { page: InboxPage; records: (StoredMessage | null)[] } {
+    const entries: InboxEntry[] = [];
+    const records: (StoredMessage | null)[] = [];
+    for (let s = Math.max(afterSeq + 1, this.first); s <= this.latest && entries.length < limit; s++) {
+      entries.push({ seq: s, id: this.idOf(s), kind: MsgKind.user });
+      records.push(this.#content.get(s) ?? null);
+    }
+    const first = this.latest >= this.first ? this.first : this.latest + 1;
+    return { page: { epoch: this.epoch, firstSeq: first, latestSeq: this.latest, entries }, records };
+  }
+}
+
+/** What the driver checks per connection, frame by frame. */
+interface Seen {
+  welcomed: boolean;
+  /** Highest seq covered by a `msg` or `gap`; null right after a `reset` (cursors restart). */
+  high: number | null;
+  frames: ServerFrame[];
+}
+
+/** Drives a machine by hand: records effects, answers fetches from the fake inbox. */
+class Driver {
+  readonly m: UserMachine;
+  readonly inbox = new FakeInbox();
+  readonly #config: MachineConfig;
+  /** The fetch in flight and the snapshot it read (Redis answers as of the read). */
+  pending: { effect: FetchEffect; snapshot: ReturnType<FakeInbox['read']> } | undefined;
+  fetches: FetchEffect[] = [];
+  readonly seen = new Map<string, Seen>();
+  readonly timers = new Map<string, number | null>();
+  readonly acks: { device: string; seq: number }[] = [];
+  readonly closes: { conn: string; code: number }[] = [];
+
+  constructor(config: MachineConfig = CONFIG) {
+    this.#config = config;
+    this.m = new UserMachine('u1', config);
+  }
+
+  /** Records one batch of effects and checks the invariants. */
+  take(effects: Effect[]): Effect[] {
+    for (const e of effects) {
+      switch (e.kind) {
+        case 'fetch':
+          assert.equal(this.pending, undefined, 'a second fetch was started while one is in flight');
+          assert.ok(e.limit >= 1);
+          this.pending = { effect: e, snapshot: this.inbox.read(e.afterSeq, e.limit) };
+          this.fetches.push(e);
+          break;
+        case 'send':
+          this.#check(e.conn, e.frame);
+          break;
+        case 'timer':
+          this.timers.set(e.conn, e.delayMs);
+          break;
+        case 'ack':
+          this.acks.push({ device: e.device, seq: e.seq });
+          break;
+        case 'close':
+          this.closes.push({ conn: e.conn, code: e.code });
+          break;
+      }
+    }
+    for (const conn of this.seen.keys()) {
+      const c = this.m.cursor(conn);
+      if (c) assert.ok(c.inflight <= this.#config.window, `${conn} has ${c.inflight} in flight, window ${this.#config.window}`);
+    }
+    return effects;
+  }
+
+  #check(conn: string, frame: ServerFrame): void {
+    let s = this.seen.get(conn);
+    if (!s) this.seen.set(conn, (s = { welcomed: false, high: null, frames: [] }));
+    s.frames.push(frame);
+    if (frame.t === 'error' || frame.t === 'pong') return;
+    if (frame.t === 'welcome') {
+      assert.equal(s.welcomed, false, `${conn}: a second welcome`);
+      s.welcomed = true;
+      s.high = frame.resume_from - 1;
+      return;
+    }
+    assert.ok(s.welcomed, `${conn}: ${frame.t} before welcome`);
+    if (frame.t === 'reset') {
+      s.high = null;
+    } else if (frame.t === 'gap') {
+      assert.ok(frame.from <= frame.to, `${conn}: gap ${frame.from}..${frame.to}`);
+      if (s.high !== null) assert.ok(frame.from <= s.high + 1, `${conn}: gap from ${frame.from} skips after ${s.high}`);
+      s.high = Math.max(s.high ?? 0, frame.to);
+    } else if (frame.t === 'msg') {
+      if (frame.redelivered) {
+        assert.ok(s.high !== null && frame.seq <= s.high, `${conn}: seq ${frame.seq} marked redelivered but never sent`);
+      } else {
+        if (s.high !== null) assert.equal(frame.seq, s.high + 1, `${conn}: msg ${frame.seq} after ${s.high} (skipped or repeated unmarked)`);
+        s.high = frame.seq;
+      }
+    }
+  }
+
+  /** Answers the fetch in flight with the snapshot it read. */
+  answer(): Effect[] {
+    const p = this.pending;
+    assert.ok(p, 'no fetch in flight');
+    this.pending = undefined;
+    return this.take(this.m.fetched(p.snapshot.page, p.snapshot.records));
+  }
+
+  /** Answers fetches until none is in flight; a fetch loop fails the test. */
+  settle(): void {
+    for (let i = 0; this.pending; i++) {
+      assert.ok(i < 100, 'fetch loop: 100 fetches without settling');
+      this.answer();
+    }
+  }
+
+  fail(): Effect[] {
+    assert.ok(this.pending, 'no fetch in flight');
+    this.pending = undefined;
+    return this.take(this.m.fetchFailed());
+  }
+
+  login(conn: string, resume: ResumeRequest = FIRST, device = `dev-${conn}`): Effect[] {
+    return this.take(this.m.login(conn, device, resume));
+  }
+
+  ack(conn: string, seq: number): Effect[] {
+    return this.take(this.m.ack(conn, seq));
+  }
+
+  notify(seq?: number): Effect[] {
+    return this.take(this.m.notify(seq));
+  }
+
+  heartbeat(): Effect[] {
+    return this.take(this.m.heartbeat());
+  }
+
+  /** The connection's redelivery timer fired (and so is no longer armed). */
+  due(conn: string): Effect[] {
+    this.timers.set(conn, null);
+    return this.take(this.m.redeliveryDue(conn));
+  }
+
+  /** Frames sent on `conn` since the last call (they are forgotten here, not by the checks). */
+  frames(conn: string): ServerFrame[] {
+    const s = this.seen.get(conn);
+    if (!s) return [];
+    const out = s.frames;
+    s.frames = [];
+    return out;
+  }
+
+  /** Frames since the last call, in a compact form: `msg 3`, `msg 3 r`, `gap 4-6`, `reset`… */
+  brief(conn: string): string[] {
+    return this.frames(conn).map(briefOf);
+  }
+}
+
+function briefOf(f: ServerFrame): string {
+  switch (f.t) {
+    case 'msg': return `msg ${f.seq}${f.redelivered ? ' r' : ''}`;
+    case 'gap': return `gap ${f.from}-${f.to}`;
+    case 'reset': return `reset ${f.epoch} ${f.seq}`;
+    case 'welcome': return `welcome ${f.resume_from}`;
+    default: return f.t;
+  }
+}
+
+/** A driver whose connection `a` logged in to an inbox of `n` messages and got what its window allows. */
+function loggedIn(n: number, config: MachineConfig = CONFIG): Driver {
+  const d = new Driver(config);
+  d.inbox.append(n);
+  d.login('a');
+  d.settle();
+  return d;
+}
+
+/** A driver whose connection `a` got and acked all `n` messages of the inbox (n ≤ window); its frames so far are forgotten. */
+function caughtUp(n: number, config: MachineConfig = CONFIG): Driver {
+  const d = loggedIn(n, config);
+  d.ack('a', n);
+  d.settle();
+  d.frames('a');
+  return d;
+}
+
+const fetchesIn = (effects: Effect[]): Effect[] => effects.filter((e) => e.kind === 'fetch');
+const msgs = (n: number, from = 1): string[] => Array.from({ length: n }, (_, i) => `msg ${from + i}`);
+
+// ---------------------------------------------------------------- one fetch per user
+
+test('events during a fetch start no second fetch; they cause exactly one more after it', () => {
+  const d = new Driver({ ...CONFIG, window: 100 });
+  d.inbox.append(3);
+  d.login('a');
+  assert.equal(d.fetches.length, 1);
+  d.inbox.append(2);
+  // Each of these would want a fetch; the driver fails the test if one starts now.
+  for (const effects of [d.notify(4), d.notify(5), d.heartbeat(), d.notify(), d.login('b')]) {
+    assert.deepEqual(fetchesIn(effects), []);
+  }
+  d.answer();
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(3)]);
+  assert.ok(d.pending, 'the dirty machine fetches again');
+  d.answer();
+  assert.deepEqual(d.brief('a'), ['msg 4', 'msg 5']);
+  assert.deepEqual(d.brief('b'), ['welcome 1', ...msgs(5)]);
+  assert.equal(d.pending, undefined, 'one more fetch, not two');
+  assert.equal(d.fetches.length, 2);
+});
+
+test('connections at the same cursor share one fetch', () => {
+  const d = new Driver({ ...CONFIG, window: 100 });
+  d.inbox.append(2);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  assert.deepEqual(d.brief('b'), ['welcome 1', 'msg 1', 'msg 2']);
+  assert.equal(d.fetches.length, 1);
+  d.inbox.append();
+  d.notify(3);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+  assert.deepEqual(d.brief('b'), ['msg 3']);
+  assert.equal(d.fetches.length, 2);
+  assert.deepEqual(d.fetches[1], { kind: 'fetch', afterSeq: 2, limit: 100 });
+});
+
+test('one page serves every connection it covers, whatever its cursor', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(2);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  d.take(d.m.pause('a'));
+  d.inbox.append(2);
+  d.notify(4);
+  d.settle();
+  d.frames('a');
+  assert.deepEqual(d.brief('b').slice(-2), ['msg 3', 'msg 4']);
+  d.inbox.append(); // seq 5, not notified yet
+  const before = d.fetches.length;
+  d.take(d.m.drain('a')); // a fetch after 2, for a
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4', 'msg 5']);
+  assert.deepEqual(d.brief('b'), ['msg 5'], 'b, at 4, is served by the same page');
+  assert.equal(d.fetches.length, before + 1);
+});
+
+test('a fetch that brings nothing new does not fetch again', () => {
+  const d = loggedIn(2);
+  d.ack('a', 2);
+  d.settle();
+  const before = d.fetches.length;
+  d.heartbeat();
+  assert.equal(d.fetches.length, before + 1, 'a heartbeat pulls');
+  d.answer();
+  assert.equal(d.pending, undefined);
+  d.notify();
+  d.answer();
+  assert.equal(d.pending, undefined);
+  assert.deepEqual(d.brief('a').slice(3), []);
+});
+
+test('a notify with a newer seq during a fetch is not lost', () => {
+  const d = loggedIn(2, { ...CONFIG, window: 100 });
+  d.frames('a');
+  d.heartbeat(); // a fetch in flight that read the inbox at latest 2
+  d.inbox.append();
+  d.notify(3);
+  d.answer(); // nothing new in that snapshot
+  assert.ok(d.pending, 'the notify made the machine fetch again');
+  d.answer();
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+  assert.equal(d.pending, undefined);
+});
+
+// ---------------------------------------------------------------- login and resume
+
+test('login: welcome first with its fields, then messages in seq order', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(4);
+  d.login('c1', FIRST, 'phone');
+  d.settle();
+  const frames = d.frames('c1');
+  assert.deepEqual(frames[0], { t: 'welcome', conn: 'c1', user: 'u1', device: 'phone', epoch: 'ep1', seq: 4, resume_from: 1, heartbeat: 25 });
+  const first = frames[1] as MsgFrame;
+  assert.deepEqual(first, { t: 'msg', seq: 1, id: d.inbox.idOf(1), type: 'chat', ts: 1_001, data: { n: 1 } });
+  assert.deepEqual(frames.slice(1).map(briefOf), msgs(4));
+});
+
+test('resume: no last_seq and no cursor starts at the first retained entry, with no gap', () => {
+  const d = new Driver();
+  d.inbox.append(10);
+  d.inbox.trimTo(6);
+  d.login('a', FIRST);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 6', ...msgs(3, 6)]);
+});
+
+test('resume: last_seq within the retained range starts after it', () => {
+  for (const resume of [after(4), after(4, 'ep1')]) {
+    const d = new Driver();
+    d.inbox.append(10);
+    d.inbox.trimTo(3);
+    d.login('a', resume);
+    d.settle();
+    assert.deepEqual(d.brief('a'), ['welcome 5', ...msgs(3, 5)]);
+  }
+  const edge = new Driver();
+  edge.inbox.append(10);
+  edge.inbox.trimTo(6);
+  edge.login('a', after(5)); // first retained − 1: nothing is missing
+  edge.settle();
+  assert.deepEqual(edge.brief('a'), ['welcome 6', ...msgs(3, 6)]);
+});
+
+test('resume: last_seq below the first retained − 1 sends gap {last_seq+1, first−1}, then from first', () => {
+  const d = new Driver();
+  d.inbox.append(25);
+  d.inbox.trimTo(16);
+  d.login('a', after(0, 'ep1'));
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 16', 'gap 1-15', ...msgs(3, 16)]);
+});
+
+test('resume: another epoch, or last_seq above latest, sends reset {epoch, seq} then from the first retained', () => {
+  for (const resume of [after(3, 'old-epoch'), after(11), after(11, 'ep1')]) {
+    const d = new Driver();
+    d.inbox.append(10);
+    d.inbox.trimTo(4);
+    d.login('a', resume);
+    d.settle();
+    const frames = d.frames('a');
+    assert.deepEqual(frames[1], { t: 'reset', epoch: 'ep1', seq: 10 }, JSON.stringify(resume));
+    assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1 10', ...msgs(3, 4)]);
+  }
+});
+
+test('resume: from=latest sends nothing old, then what is appended', () => {
+  const d = new Driver();
+  d.inbox.append(5);
+  d.login('a', LATEST);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 6']);
+  d.inbox.append();
+  d.notify(6);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 6']);
+});
+
+test('a user with no inbox yet: welcome with epoch null, then the first message without a reset', () => {
+  const d = new Driver();
+  d.inbox.recreate(null);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.frames('a'), [{ t: 'welcome', conn: 'a', user: 'u1', device: 'dev-a', epoch: null, seq: 0, resume_from: 1, heartbeat: 25 }]);
+  d.inbox.epoch = 'ep1';
+  d.inbox.append();
+  d.notify(1);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 1']);
+});
+
+// ---------------------------------------------------------------- window
+
+test('window: exactly W in flight, nothing more until an ack, then more', () => {
+  const d = loggedIn(10);
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(3)]);
+  const fetches = d.fetches.length;
+  d.notify(10);
+  d.heartbeat();
+  d.settle();
+  assert.equal(d.fetches.length, fetches, 'a full window does not even fetch');
+  assert.deepEqual(d.brief('a'), []);
+  d.ack('a', 2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 4', 'msg 5']);
+  assert.equal(d.m.cursor('a')?.inflight, 3);
+  d.ack('a', 5);
+  d.settle();
+  assert.deepEqual(d.brief('a'), msgs(3, 6));
+});
+
+test('gaps do not consume the window', () => {
+  const d = new Driver();
+  d.inbox.append(8);
+  d.inbox.expire(2, 3);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'msg 5']);
+  assert.equal(d.m.cursor('a')?.inflight, 3);
+});
+
+// ---------------------------------------------------------------- acks
+
+test('acks are cumulative and persisted with the device; at or below the cursor they change nothing', () => {
+  const d = new Driver();
+  d.inbox.append(3);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  const effects = d.ack('a', 3);
+  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3 }]);
+  assert.deepEqual(d.m.cursor('a'), { acked: 3, sent: 3, inflight: 0, paused: false });
+  assert.equal(d.timers.get('a'), null, 'nothing in flight: the redelivery timer is cancelled');
+  assert.deepEqual(d.ack('a', 3), []);
+  assert.deepEqual(d.ack('a', 1), []);
+  assert.deepEqual(d.ack('a', 0), []);
+  assert.deepEqual(d.acks, [{ device: 'phone', seq: 3 }]);
+});
+
+test('an ack above the last seq sent is an error frame and moves nothing', () => {
+  const d = loggedIn(5);
+  d.frames('a');
+  const effects = d.ack('a', 4);
+  assert.equal(effects.length, 1);
+  const frame = d.frames('a')[0];
+  assert.equal(frame?.t, 'error');
+  assert.equal(frame.t === 'error' && frame.code, 'INVALID_REQUEST');
+  assert.deepEqual(d.m.cursor('a'), { acked: 0, sent: 3, inflight: 3, paused: false });
+  assert.deepEqual(d.acks, []);
+});
+
+test('an ack before welcome is an error frame', () => {
+  const d = new Driver();
+  d.inbox.append(1);
+  d.login('a');
+  const effects = d.ack('a', 0);
+  assert.deepEqual(effects.map((e) => e.kind), ['send']);
+  assert.equal(d.frames('a')[0]?.t, 'error');
+});
+
+test('two devices of one user have independent cursors', () => {
+  const d = new Driver();
+  d.inbox.append(6);
+  d.login('a', FIRST, 'phone');
+  d.login('b', FIRST, 'laptop');
+  d.settle();
+  d.ack('a', 3);
+  d.settle();
+  assert.deepEqual(d.acks, [{ device: 'phone', seq: 3 }]);
+  assert.deepEqual(d.m.cursor('a'), { acked: 3, sent: 6, inflight: 3, paused: false });
+  assert.deepEqual(d.m.cursor('b'), { acked: 0, sent: 3, inflight: 3, paused: false });
+  assert.deepEqual(d.brief('b'), ['welcome 1', ...msgs(3)]);
+  d.due('b'); // laptop never acked: its own redelivery, phone's cursor untouched
+  d.settle();
+  assert.deepEqual(d.brief('b'), ['msg 1 r', 'msg 2 r', 'msg 3 r']);
+  assert.deepEqual(d.m.cursor('a'), { acked: 3, sent: 6, inflight: 3, paused: false });
+  d.ack('b', 1);
+  assert.deepEqual(d.acks, [{ device: 'phone', seq: 3 }, { device: 'laptop', seq: 1 }]);
+});
+
+// ---------------------------------------------------------------- redelivery
+
+test('redelivery: timer armed when something goes in flight, resent from acked+1 marked, back-off, then 4008', () => {
+  const d = loggedIn(3);
+  assert.equal(d.timers.get('a'), 10_000);
+  d.ack('a', 1);
+  assert.equal(d.timers.get('a'), 10_000, 'ack progress re-arms the ack timeout');
+  d.frames('a');
+  for (const wait of [2_000, 4_000, 6_000]) {
+    d.due('a');
+    d.settle();
+    assert.equal(d.timers.get('a'), wait);
+    assert.deepEqual(d.brief('a'), ['msg 2 r', 'msg 3 r']);
+    assert.deepEqual(d.closes, []);
+  }
+  const last = d.due('a');
+  assert.deepEqual(last, [{ kind: 'close', conn: 'a', code: CLOSE_ACK_TIMEOUT, reason: 'ack timeout' }]);
+});
+
+test('redelivery: only what was sent before is marked; what follows is new', () => {
+  const d = loggedIn(2);
+  d.inbox.append(3);
+  d.frames('a');
+  d.due('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 1 r', 'msg 2 r', 'msg 3']);
+});
+
+test('redelivery: an ack between rounds resets the rounds', () => {
+  const d = loggedIn(5);
+  d.due('a');
+  d.settle();
+  d.due('a');
+  d.settle();
+  assert.equal(d.timers.get('a'), 4_000);
+  d.ack('a', 1);
+  d.settle();
+  assert.equal(d.timers.get('a'), 10_000);
+  for (const wait of [2_000, 4_000, 6_000]) {
+    d.due('a');
+    d.settle();
+    assert.equal(d.timers.get('a'), wait);
+  }
+  assert.deepEqual(d.closes, []);
+  d.due('a');
+  assert.deepEqual(d.closes, [{ conn: 'a', code: 4008 }]);
+});
+
+test('redelivery: an ack of a seq sent before the round, arriving while the resend is fetched, is accepted', () => {
+  const d = new Driver();
+  d.inbox.append(5);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  d.due('a'); // rewinds; the resend's fetch is in flight
+  assert.ok(d.pending);
+  d.frames('a');
+  const effects = d.ack('a', 3);
+  assert.deepEqual(d.frames('a').filter((f) => f.t === 'error'), [], 'seq 3 was sent: acking it is no error');
+  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3 }]);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 4', 'msg 5']);
+  assert.equal(d.m.cursor('a')?.acked, 3);
+});
+
+test('redelivery: a round whose resend could not go out keeps the timer (no silent stall)', () => {
+  const d = loggedIn(3);
+  d.due('a');
+  d.fail(); // the resend's fetch failed
+  d.due('a'); // the round's wait passed
+  assert.notEqual(d.timers.get('a'), null, 'a redelivery timer is still armed');
+  d.heartbeat(); // the driver's retry
+  d.settle();
+  assert.deepEqual(d.brief('a').slice(-3), ['msg 1 r', 'msg 2 r', 'msg 3 r']);
+  for (let i = 0; i < 5 && d.closes.length === 0; i++) {
+    d.due('a');
+    d.settle();
+  }
+  assert.deepEqual(d.closes, [{ conn: 'a', code: 4008 }], 'unanswered rounds still end in 4008');
+});
+
+// ---------------------------------------------------------------- gaps, trimming
+
+test('expired content is a gap of its seq (consecutive ones merged) and delivery continues after it', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(7);
+  d.inbox.expire(2, 3, 5);
+  d.login('a');
+  d.settle();
+  const frames = d.frames('a');
+  assert.deepEqual(frames.map(briefOf), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'gap 5-5', 'msg 6', 'msg 7']);
+  assert.deepEqual(frames[2] as GapFrame, { t: 'gap', from: 2, to: 3 });
+});
+
+test('pages of nothing but expired content never stall delivery', () => {
+  const d = new Driver({ ...CONFIG, window: 2 });
+  d.inbox.append(9);
+  d.inbox.expire(1, 2, 3, 4, 5, 6, 7, 8);
+  d.login('a');
+  d.settle();
+  const frames = d.brief('a');
+  assert.equal(frames.at(-1), 'msg 9');
+  assert.ok(frames.every((f) => f.startsWith('welcome') || f.startsWith('gap') || f === 'msg 9'));
+  assert.equal(d.m.cursor('a')?.sent, 9);
+});
+
+test('trimmed while connected: a gap for what was trimmed, then the rest', () => {
+  const d = caughtUp(3);
+  d.inbox.append(9);
+  d.inbox.trimTo(9);
+  d.notify(12);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['gap 4-8', 'msg 9', 'msg 10', 'msg 11']);
+});
+
+// ---------------------------------------------------------------- reset while connected
+
+test('a page with another epoch resets each connection; cursors restart and later messages arrive', () => {
+  const d = new Driver();
+  d.inbox.append(3);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  d.ack('a', 3);
+  d.settle();
+  d.frames('a');
+  d.frames('b');
+  d.inbox.recreate('ep2');
+  d.inbox.append();
+  d.notify(1);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep2 1', 'msg 1']);
+  assert.deepEqual(d.brief('b'), ['reset ep2 1', 'msg 1']);
+  assert.deepEqual(d.m.cursor('a'), { acked: 0, sent: 1, inflight: 1, paused: false });
+  d.ack('a', 1);
+  d.inbox.append(2);
+  d.notify(3);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 2', 'msg 3']);
+});
+
+test('a page with another epoch resets even when the new inbox is already past what was sent', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  d.inbox.recreate('ep2');
+  d.inbox.append(5);
+  d.notify(5);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep2 5', ...msgs(5)]);
+});
+
+test('Redis restored with less (same epoch, latest below what was sent) resets the connection', () => {
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  d.inbox.restoreTo(2);
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep1 2', 'msg 1', 'msg 2']);
+  d.inbox.append(2);
+  d.notify(4);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4']);
+});
+
+test('Redis restored with less: notifies of seqs at or below the old latest pull, so new messages are not skipped', () => {
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  d.inbox.restoreTo(2);
+  d.inbox.append(); // seq 3 again, a different message
+  d.notify(3);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep1 3', ...msgs(3)]);
+});
+
+test('a restore below what a connection was sent is seen even while its redelivery has rewound it', () => {
+  const d = loggedIn(5, { ...CONFIG, window: 10 });
+  d.ack('a', 1);
+  d.frames('a');
+  d.inbox.restoreTo(3);
+  d.due('a'); // cursor back at 1; its resend fetch reads the restored inbox
+  d.settle();
+  const frames = d.brief('a');
+  assert.equal(frames[0], 'reset ep1 3', `seqs 4 and 5 were sent; latest 3 is a reset, got ${frames.join(', ')}`);
+});
+
+// ---------------------------------------------------------------- backpressure, failures, logout
+
+test('pause: nothing is sent to a paused connection; drain resumes where it stopped', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(2);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  d.frames('a');
+  d.frames('b');
+  assert.deepEqual(d.take(d.m.pause('a')), []);
+  d.inbox.append(2);
+  d.notify(4);
+  d.settle();
+  assert.deepEqual(d.brief('a'), []);
+  assert.deepEqual(d.brief('b'), ['msg 3', 'msg 4']);
+  assert.equal(d.m.cursor('a')?.paused, true);
+  d.take(d.m.drain('a'));
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4']);
+  assert.deepEqual(d.take(d.m.drain('a')), [], 'drain of a connection not paused does nothing');
+});
+
+test('fetchFailed: no fetch loop; a later heartbeat fetches again', () => {
+  const d = new Driver();
+  d.inbox.append(2);
+  d.login('a');
+  assert.deepEqual(d.fail(), []);
+  assert.equal(d.pending, undefined);
+  assert.deepEqual(d.brief('a'), []);
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+});
+
+test('fetchFailed with connections at different cursors: one heartbeat serves them all', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  d.inbox.append(3);
+  d.login('b', after(5));
+  d.answer(); // b joins at 5; a, at 2, is not served by that page
+  assert.deepEqual(d.pending?.effect, { kind: 'fetch', afterSeq: 2, limit: 10 });
+  d.fail(); // a's fetch
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.brief('a'), msgs(3, 3));
+  assert.deepEqual(d.brief('b'), ['welcome 6']);
+});
+
+test('logout of the connection a fetch was for: the fetch ends quietly', () => {
+  const d = new Driver();
+  d.inbox.append(2);
+  d.login('a');
+  assert.deepEqual(d.take(d.m.logout('a')), []);
+  d.settle();
+  assert.equal(d.fetches.length, 1);
+  assert.equal(d.m.size, 0);
+  assert.deepEqual(d.due('a'), []);
+  assert.deepEqual(d.ack('a', 1), []);
+});
