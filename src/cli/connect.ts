@@ -40,6 +40,10 @@ export function connectCommand(): Command {
   addConfigOptions(cmd, KEYS);
   cmd.action(async (uid: string) => {
     const opts = cmd.opts<ConnectOptions>();
+    // Checked before connecting: `Number('abc')` is NaN, and a NaN count never ends the run.
+    if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
+      throw new StartupError(`invalid --count ${JSON.stringify(opts.count)}: a whole number of msg frames, at least 1`);
+    }
     const config = configFromOptions(cmd, KEYS);
     const { source } = await resolveJwtKey(config);
     const tags = (opts.tags ?? '').split(',').map((t) => t.trim()).filter((t) => t.length > 0);

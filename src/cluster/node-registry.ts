@@ -56,6 +56,25 @@ export class NodeRegistry {
     return node === this.node || this.#live.has(node);
   }
 
+  /**
+   * Which of `nodes` are registered. The cached view of the last renewal answers for
+   * the nodes it knows; when it does not know one, the registry is read again first.
+   * Why: a node that registered after this node's last renewal is live but not yet in
+   * the cache, and presence readers prune the entries of nodes they think are gone —
+   * they would delete a new node's live connections (up to a renewal interval after
+   * it started) and undercount the per-user connection limit.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async liveAmong(nodes: Iterable<string>): Promise<ReadonlySet<string>> {
+    const asked = new Set(nodes);
+    if ([...asked].some((n) => !this.isLive(n))) {
+      const now = Date.now();
+      const live = await redisCall(() => this.#redis.zrangebyscore(this.#key, `(${now}`, '+inf'));
+      this.#live = new Set(live);
+    }
+    return new Set([...asked].filter((n) => this.isLive(n)));
+  }
+
   /** Stops renewing and deregisters. Never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);

@@ -41,8 +41,8 @@ export interface PresenceOptions {
   readonly ttlMs: number;
   /** Most live connections per user, across nodes (DESIGN.md §6). */
   readonly maxPerUser: number;
-  /** Whether a node is still registered; entries of other nodes are dropped. */
-  readonly isNodeLive: (node: string) => boolean;
+  /** Which of these nodes are still registered; entries of the others are dropped. */
+  readonly liveNodes: (nodes: readonly string[]) => Promise<ReadonlySet<string>>;
 }
 
 function entryValue(expiresAt: number, node: string, device: string, since: number): string {
@@ -71,17 +71,27 @@ export class Presence {
   /**
    * Records a new connection on this node, unless the user is at the limit; replaces
    * the same device's older connections (DESIGN.md §6: the same device connecting
-   * again replaces its old connection).
+   * again replaces its old connection). Only live entries count: expired ones and
+   * those of nodes no longer registered.
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
-    const now = Date.now();
-    const reply = await redisCall(() => this.#redis.pxPresenceAddV1(
-      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
-      String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
+    let reply = await this.#add(user, conn, device, since);
+    // The script prunes only expired entries: it cannot see the node registry (another
+    // slot). Entries of a node that died count until they expire, so a refusal checks
+    // the registry once: when that prunes anything, the user may have room after all.
+    if (reply[0] !== 1 && (await this.#prune(user)).pruned > 0) reply = await this.#add(user, conn, device, since);
     if (reply[0] !== 1) return { admitted: false, replaced: [] };
     const replaced: { conn: string; node: string }[] = [];
     for (let i = 1; i + 1 < reply.length; i += 2) replaced.push({ conn: String(reply[i]), node: String(reply[i + 1]) });
     return { admitted: true, replaced };
+  }
+
+  /** Runs `presence-add-1.lua` for a new connection of this node. */
+  #add(user: string, conn: string, device: string, since: number): Promise<(number | string)[]> {
+    const now = Date.now();
+    return redisCall(() => this.#redis.pxPresenceAddV1(
+      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
+      String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
   }
 
   /** Extends a connection's entry (each server heartbeat). */
@@ -104,16 +114,22 @@ export class Presence {
 
   /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
   async list(user: string): Promise<PresenceEntry[]> {
+    return (await this.#prune(user)).live;
+  }
+
+  /** Reads the user's entries, deletes the dead ones, and answers the live ones (oldest first) and how many were deleted. */
+  async #prune(user: string): Promise<{ live: PresenceEntry[]; pruned: number }> {
     const now = Date.now();
     const all = await this.#read(user);
+    const liveNodes = await this.#opts.liveNodes([...new Set(all.map((e) => e.node))]);
     const live: PresenceEntry[] = [];
     const dead: string[] = [];
     for (const e of all) {
-      if (e.expiresAt > now && (e.node === this.#opts.node || this.#opts.isNodeLive(e.node))) live.push(e);
+      if (e.expiresAt > now && (e.node === this.#opts.node || liveNodes.has(e.node))) live.push(e);
       else dead.push(e.conn);
     }
     if (dead.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...dead)).catch(() => undefined);
-    return live.sort((a, b) => a.since - b.since);
+    return { live: live.sort((a, b) => a.since - b.since), pruned: dead.length };
   }
 
   async #read(user: string): Promise<PresenceEntry[]> {

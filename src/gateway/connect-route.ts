@@ -34,6 +34,8 @@ interface Handshake {
   readonly conn: string;
   readonly resume: ResumeRequest;
   readonly since: number;
+  /** Set once the WebSocket is open; until then the presence entry is provisional. */
+  opened: boolean;
 }
 
 const connectQuery = {
@@ -51,17 +53,35 @@ const connectQuery = {
 
 /**
  * Whether a browser Origin may connect (DESIGN.md §10 `PIXIU_ALLOWED_ORIGINS`): no
- * Origin (a non-browser client) is allowed; `*` allows any; an empty list allows only
- * an Origin whose host is the request's own Host.
+ * Origin (a non-browser client) is allowed; `*` allows any; a list allows its origins;
+ * an empty list allows only an Origin whose host is the request's own Host.
+ *
+ * A browser sends its serialized origin (RFC 6454 §6.1: `scheme://host[:port]`, lower
+ * case, no default port, no path or credentials). An Origin that is not one
+ * (`https://host/path`, `https://user@host`, `null`) does not come from a browser and
+ * is refused, rather than being matched on the host it happens to contain.
  */
 export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
   if (origin === undefined) return true;
   if (allowed.includes('*')) return true;
-  if (allowed.length > 0) return allowed.includes(origin);
+  // Exact first: it also covers origins with no URL serialization (`chrome-extension://id`).
+  if (allowed.includes(origin)) return true;
+  const own = serializedOrigin(origin);
+  if (own !== origin) return false;
+  // A list entry is compared as an origin, so `https://App.example.com/` names `https://app.example.com`.
+  if (allowed.length > 0) return allowed.some((a) => serializedOrigin(a) === own);
+  // Host is case-insensitive and may carry the default port (RFC 9110 §7.2): compare it
+  // as an origin of the Origin's scheme.
+  return host !== undefined && serializedOrigin(`${new URL(origin).protocol}//${host}`) === own;
+}
+
+/** The RFC 6454 serialization of a URL's origin; undefined when it has none. */
+function serializedOrigin(text: string): string | undefined {
   try {
-    return host !== undefined && new URL(origin).host === host;
+    const origin = new URL(text).origin;
+    return origin === 'null' ? undefined : origin;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -98,6 +118,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     preHandler: async (req) => {
       const claims = claimsOf.get(req);
       if (!claims) throw new PixiuError('UNAUTHORIZED', 'a token is required');
+      // A plain GET would reach the presence write below and leave an entry of a
+      // connection that never exists (counted against the user's limit until it
+      // expires), then get an empty 404 from @fastify/websocket: refuse it here.
+      if (!req.ws) throw new PixiuError('INVALID_REQUEST', 'GET /v1/connect is a WebSocket endpoint: send an Upgrade: websocket request');
       const q = req.query;
       if (q.from !== undefined && q.last_seq !== undefined) {
         throw new PixiuError('INVALID_REQUEST', 'give last_seq or from=latest, not both');
@@ -119,7 +143,16 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         throw new PixiuError('RATE_LIMITED', `user ${claims.user} already has ${deps.config.maxConnectionsPerUser} connections`);
       }
       for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
-      handshakes.set(req, { claims, conn, resume, since });
+      const hs: Handshake = { claims, conn, resume, since, opened: false };
+      handshakes.set(req, hs);
+      // The upgrade can still fail after this (`ws` answers a bad Sec-WebSocket-Key or
+      // version with 400 itself) or the client can go away: then no connection will
+      // ever remove this entry, so the socket's close does, unless the WebSocket opened.
+      const dropUnopened = (): void => {
+        if (!hs.opened) deps.presence.remove(claims.user, conn).catch(() => undefined);
+      };
+      if (req.raw.socket.destroyed) dropUnopened();
+      else req.raw.socket.once('close', dropUnopened);
     },
   }, (socket, req) => {
     const hs = handshakes.get(req);
@@ -127,6 +160,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       socket.close(CloseCode.policy, 'handshake missing');
       return;
     }
+    hs.opened = true;
     const connection = new WsConnection(socket, {
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
     }, deps.connection);

@@ -82,7 +82,7 @@ export class Gateway implements GatewayDeps {
       // Refreshed every heartbeat; two missed heartbeats and a margin make it lapse.
       ttlMs: config.heartbeatMs * 2 + 5000,
       maxPerUser: config.maxConnectionsPerUser,
-      isNodeLive: (n) => this.#registry.isLive(n),
+      liveNodes: (nodes) => this.#registry.liveAmong(nodes),
     });
     this.hub = new Hub({
       inbox: opts.inbox,

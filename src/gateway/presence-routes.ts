@@ -13,7 +13,15 @@ import { CloseCode } from './ws-connection.js';
 /** Most users one presence query may name. */
 export const MAX_PRESENCE_QUERY = 1000;
 
-function view(e: PresenceEntry): { conn: string; device: string; node: string; since: number } {
+/** One connection as the presence routes show it; `since` in ms since the epoch. */
+interface ConnectionView {
+  conn: string;
+  device: string;
+  node: string;
+  since: number;
+}
+
+function view(e: PresenceEntry): ConnectionView {
   return { conn: e.conn, device: e.device, node: e.node, since: e.since };
 }
 
@@ -48,10 +56,12 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
   }, async (req) => {
     const users = [...new Set(req.body.users)];
     const lists = await Promise.all(users.map((u) => deps.presence.list(u)));
-    const out: Record<string, { online: boolean; devices: string[] }> = {};
+    // DESIGN.md §7 promises this route what the single-user one answers: the
+    // connections with device and node (`devices` is the short summary beside them).
+    const out: Record<string, { online: boolean; devices: string[]; connections: ConnectionView[] }> = {};
     users.forEach((u, i) => {
       const entries = lists[i] ?? [];
-      out[u] = { online: entries.length > 0, devices: [...new Set(entries.map((e) => e.device))].sort() };
+      out[u] = { online: entries.length > 0, devices: [...new Set(entries.map((e) => e.device))].sort(), connections: entries.map(view) };
     });
     return { users: out };
   });

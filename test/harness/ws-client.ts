@@ -13,9 +13,9 @@ export interface Frame {
   [field: string]: unknown;
 }
 
-/** A refusal before the upgrade: the HTTP status and the JSON body. */
+/** A refusal before the upgrade: the HTTP status, its headers and the JSON body. */
 export class Refused extends Error {
-  constructor(readonly status: number, readonly body: unknown, readonly text: string) {
+  constructor(readonly status: number, readonly body: unknown, readonly text: string, readonly headers: Headers) {
     super(`connection refused: HTTP ${status} ${text}`);
   }
 }
@@ -98,7 +98,9 @@ export class TestClient {
         res.on('end', () => {
           let body: unknown;
           try { body = JSON.parse(text); } catch { body = undefined; }
-          reject(new Refused(res.statusCode ?? 0, body, text));
+          const headers = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') headers.set(k, v);
+          reject(new Refused(res.statusCode ?? 0, body, text, headers));
         });
       });
       ws.once('error', (err) => reject(err));

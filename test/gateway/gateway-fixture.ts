@@ -1,0 +1,100 @@
+/**
+ * What the gateway tests share: an in-process service with a known JWT secret, clients
+ * of its users, messages posted to them, and the check of a refusal before the upgrade
+ * (an HTTP status with the JSON error body of DESIGN.md §7).
+ */
+import assert from 'node:assert/strict';
+import type { ConfigOverrides } from '../../src/config/config.js';
+import type { JwtKeySource } from '../../src/auth/secrets.js';
+import { expectError } from '../harness/checks.js';
+import { startInProcess, type CleanupContext, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
+import { Refused, TestClient, testToken, type ConnectParams, type Frame } from '../harness/ws-client.js';
+
+/** The HS256 secret every gateway test service verifies client tokens with. */
+export const JWT_SECRET = 'gateway-tests-hs256-secret-of-32-chars-or-more';
+/** {@link JWT_SECRET} as a key source, to mint tokens. */
+export const JWT_KEY: JwtKeySource = { kind: 'secret', secret: JWT_SECRET };
+
+/** How a test client connects. */
+export interface ConnectAs {
+  device?: string;
+  /** Query parameters besides `device`. */
+  params?: ConnectParams;
+  headers?: Record<string, string>;
+  /** A token to use instead of a fresh one for the user. */
+  token?: string;
+}
+
+/** A running service and helpers bound to it. */
+export interface GatewayFixture extends InProcessServer {
+  readonly url: string;
+  /** Connects as `user` with a one-hour token; resolves once open (the welcome is the first frame). */
+  connect(user: string, as?: ConnectAs): Promise<TestClient>;
+  /** {@link connect}, then reads the welcome frame. */
+  connectWelcomed(user: string, as?: ConnectAs): Promise<{ client: TestClient; welcome: Frame }>;
+  /** Posts `count` messages to `user`; resolves with their seqs. */
+  post(user: string, count?: number): Promise<number[]>;
+}
+
+/**
+ * Starts the service in this process with {@link JWT_SECRET} and the given settings;
+ * every client it connects is closed when the test ends.
+ */
+export async function startGateway(t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }): Promise<GatewayFixture> {
+  const server = await startInProcess(t, { jwtSecret: JWT_SECRET, ...overrides });
+  const url = server.service.url;
+  const clients: TestClient[] = [];
+  t.after(() => Promise.all(clients.map((c) => c.close())));
+  const connect = async (user: string, as: ConnectAs = {}): Promise<TestClient> => {
+    const token = as.token ?? await testToken(JWT_KEY, user);
+    const params: ConnectParams = { ...as.params, ...(as.device !== undefined ? { device: as.device } : {}) };
+    const client = await TestClient.connect(url, { token, params, ...(as.headers ? { headers: as.headers } : {}) });
+    clients.push(client);
+    return client;
+  };
+  return {
+    ...server,
+    url,
+    connect,
+    connectWelcomed: async (user, as) => {
+      const client = await connect(user, as);
+      const welcome = await client.next();
+      assert.equal(welcome.t, 'welcome', JSON.stringify(welcome));
+      return { client, welcome };
+    },
+    post: async (user, count = 1) => {
+      const seqs: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const answer = await server.client.post('/v1/messages', { to: user, type: 'note', data: { i } });
+        assert.equal(answer.status, 201, answer.text);
+        seqs.push((answer.body as { recipients: Array<{ seq: number }> }).recipients[0]?.seq ?? 0);
+      }
+      return seqs;
+    },
+  };
+}
+
+/**
+ * Asserts that a connection attempt was refused before the upgrade with `status` and
+ * the JSON error body `{error: {code, message}}` (no stack trace).
+ * @returns the error message
+ */
+export async function expectRefused(attempt: Promise<TestClient>, status: number, code: string, message?: RegExp): Promise<string> {
+  let refusal: Refused;
+  try {
+    const client = await attempt;
+    await client.close();
+    return assert.fail(`connected; expected HTTP ${status} ${code}`);
+  } catch (err) {
+    if (!(err instanceof Refused)) throw err;
+    refusal = err;
+  }
+  const answer: HttpAnswer = { status: refusal.status, headers: refusal.headers, text: refusal.text, body: refusal.body, elapsedMs: 0 };
+  return expectError(answer, status, code, message);
+}
+
+/** Sends a ping and waits for its pong: the connection still answers, and every frame sent before it was handled. */
+export async function expectPong(client: TestClient): Promise<void> {
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.nextOf('pong'), { t: 'pong' });
+}

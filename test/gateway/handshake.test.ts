@@ -1,0 +1,272 @@
+/**
+ * `GET /v1/connect` before and around the upgrade (DESIGN.md §6, §10): every refusal is
+ * an HTTP status with the JSON error body, before any WebSocket exists — bad, expired,
+ * forged or missing tokens (401), Origins (403), the per-user connection limit across
+ * nodes (429) and bad query parameters (400). Then what a token means for a live
+ * connection: the same device replaces its old connection (4002), expiry closes 4001,
+ * `refresh` extends it, and a far-future `exp` arms no overflowing timer.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { decodeJwt } from 'jose';
+import { mintToken } from '../../src/auth/jwt.js';
+import { expectError, waitUntil } from '../harness/checks.js';
+import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
+import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url });
+});
+
+after(async () => {
+  await cleanup.run();
+  await redis?.destroy();
+});
+
+/** Base64url of a JSON value, as a JWT segment. */
+function segment(value: object): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
+}
+
+/** `exp` of a token, ms since the epoch. */
+function expiryMs(token: string): number {
+  const { exp } = decodeJwt(token);
+  assert.equal(typeof exp, 'number');
+  return (exp as number) * 1000;
+}
+
+describe('tokens', () => {
+  test('an expired token is refused with 401 before the upgrade', async () => {
+    const token = await testToken(JWT_KEY, 'ann', { ttlSec: -5 });
+    await expectRefused(gw.connect('ann', { token }), 401, 'UNAUTHORIZED', /expired/);
+  });
+
+  test('a token signed with another key is refused with 401', async () => {
+    const token = await testToken({ kind: 'secret', secret: 'another-hs256-secret-of-32-chars-or-more' }, 'ann');
+    await expectRefused(gw.connect('ann', { token }), 401, 'UNAUTHORIZED', /invalid token/);
+  });
+
+  test('an unsigned token (alg none) is refused with 401', async () => {
+    const exp = Math.floor(Date.now() / 1000) + 3600;
+    const token = `${segment({ alg: 'none', typ: 'JWT' })}.${segment({ sub: 'ann', exp })}.`;
+    await expectRefused(gw.connect('ann', { token }), 401, 'UNAUTHORIZED');
+    await expectRefused(gw.connect('ann', { params: { token } }), 401, 'UNAUTHORIZED');
+  });
+
+  test('a missing token is refused with 401 naming both ways to send one', async () => {
+    await expectRefused(TestClient.connect(gw.url), 401, 'UNAUTHORIZED', /Authorization: Bearer.*\?token=/);
+  });
+
+  test('a token in ?token= is accepted', async () => {
+    // With `params.token` the test client sends no Authorization header.
+    const { client, welcome } = await gw.connectWelcomed('tokq', { device: 'web', params: { token: await testToken(JWT_KEY, 'tokq') } });
+    assert.equal(welcome.user, 'tokq');
+    assert.equal(welcome.device, 'web');
+    await expectPong(client);
+  });
+});
+
+describe('Origin', () => {
+  test('without PIXIU_ALLOWED_ORIGINS: another host is refused 403, the same host and no Origin are allowed', async () => {
+    const host = new URL(gw.url).host;
+    const port = Number(new URL(gw.url).port);
+    for (const origin of ['https://evil.example', `http://127.0.0.1:${port + 1}`, `http://localhost:${port}`, 'null']) {
+      await expectRefused(gw.connect('ori', { headers: { origin } }), 403, 'FORBIDDEN', /Origin/);
+    }
+    // The Origin is checked before the token: a stranger learns nothing more.
+    await expectRefused(TestClient.connect(gw.url, { headers: { origin: 'https://evil.example' } }), 403, 'FORBIDDEN');
+    const same = await gw.connect('ori', { device: 'browser', headers: { origin: `http://${host}` } });
+    assert.equal((await same.next()).t, 'welcome');
+    const none = await gw.connect('ori', { device: 'native' });
+    assert.equal((await none.next()).t, 'welcome');
+  });
+
+  test('with PIXIU_ALLOWED_ORIGINS: only the listed origins are allowed; no Origin still is', async (t) => {
+    const listed = await startGateway(t, { redisUrl: redis.url, allowedOrigins: 'https://app.example,https://admin.example' });
+    const ownHost = `http://${new URL(listed.url).host}`;
+    for (const origin of ['https://evil.example', 'http://app.example', ownHost]) {
+      await expectRefused(listed.connect('ori2', { headers: { origin } }), 403, 'FORBIDDEN', /Origin/);
+    }
+    for (const [i, origin] of ['https://app.example', 'https://admin.example'].entries()) {
+      const client = await listed.connect('ori2', { device: `d${i}`, headers: { origin } });
+      assert.equal((await client.next()).t, 'welcome');
+    }
+    const none = await listed.connect('ori2', { device: 'native' });
+    assert.equal((await none.next()).t, 'welcome');
+  });
+});
+
+test('bad query parameters are refused with 400', async () => {
+  const cases: Array<Record<string, string>> = [
+    { last_seq: '-1' },
+    { last_seq: 'abc' },
+    { last_seq: '1.5' },
+    { device: 'my phone' },
+    { device: 'x'.repeat(65) },
+    { from: 'oldest' },
+    { last_seq: '3', from: 'latest' },
+    { epoch: 'abc' },
+    { unknown: '1' },
+  ];
+  for (const params of cases) {
+    const message = await expectRefused(gw.connect('parm', { params }), 400, 'INVALID_REQUEST');
+    assert.ok(message.length > 0, JSON.stringify(params));
+  }
+  // The same user with good parameters connects: the refusals were about the parameters.
+  const good = await gw.connect('parm', { params: { last_seq: '0', from: undefined } });
+  assert.equal((await good.next()).t, 'welcome');
+});
+
+test('the 6th connection of a user is refused 429, counted across nodes through presence', async (t) => {
+  // Two nodes on one Redis: the limit (5) holds for the user across both.
+  const settings = { redisUrl: redis.url, redisPrefix: 'limit:' };
+  const a = await startGateway(t, settings);
+  const b = await startGateway(t, settings);
+  const open = new Map<string, TestClient>();
+  for (const [device, node] of [['d1', a], ['d2', a], ['d3', a], ['d4', b], ['d5', b]] as const) {
+    const { client } = await node.connectWelcomed('lim', { device });
+    open.set(device, client);
+  }
+  await expectRefused(a.connect('lim', { device: 'd6' }), 429, 'RATE_LIMITED', /5 connections/);
+  await expectRefused(b.connect('lim', { device: 'd6' }), 429, 'RATE_LIMITED');
+  // The same device again is a replacement, not one more: admitted on the other node,
+  // and the old connection is closed 4002 across the bus.
+  const { client: again } = await b.connectWelcomed('lim', { device: 'd1' });
+  assert.equal((await open.get('d1')?.waitClose())?.code, 4002);
+  await expectPong(again);
+  await expectRefused(a.connect('lim', { device: 'd6' }), 429, 'RATE_LIMITED');
+  // One closes: once presence has dropped it, there is room again.
+  await open.get('d4')?.close();
+  await waitUntil('presence drops the closed connection', async () => (await presenceOf('lim', a)).length === 4);
+  const { welcome } = await a.connectWelcomed('lim', { device: 'd6' });
+  assert.equal(welcome.device, 'd6');
+});
+
+/** Sends a GET /v1/connect upgrade request by hand; resolves with the HTTP status `ws` refuses it with. */
+function rawUpgrade(url: string, token: string, headers: Record<string, string>): Promise<number> {
+  const u = new URL('/v1/connect?device=raw', url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(u, {
+      headers: {
+        authorization: `Bearer ${token}`, connection: 'Upgrade', upgrade: 'websocket',
+        'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-version': '13', ...headers,
+      },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      reject(new Error('upgraded'));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('a request that never becomes a WebSocket holds no place in presence', async () => {
+  const token = await testToken(JWT_KEY, 'plain');
+  // A plain GET is refused with the JSON error body, before presence is written.
+  const asUser = new PixiuClient(gw.url, token);
+  for (let i = 0; i < 6; i++) expectError(await asUser.get(`/v1/connect?device=d${i}`), 400, 'INVALID_REQUEST', /WebSocket/);
+  // An upgrade that `ws` itself refuses after the checks passed (an unknown version).
+  assert.equal(await rawUpgrade(gw.url, token, { 'sec-websocket-version': '99' }), 400);
+  await waitUntil('no presence entry is left behind', async () => (await presenceOf('plain')).length === 0);
+  // The user still has all five places.
+  for (let i = 0; i < 5; i++) await gw.connectWelcomed('plain', { device: `w${i}` });
+  assert.equal((await presenceOf('plain')).length, 5);
+});
+
+/** The connections `GET /v1/users/{uid}/presence` lists. */
+async function presenceOf(user: string, on: GatewayFixture = gw): Promise<unknown[]> {
+  const answer = await on.client.get(`/v1/users/${user}/presence`);
+  return (answer.body as { connections: unknown[] }).connections;
+}
+
+test('the same device connecting again replaces its old connection (4002); other devices are untouched', async () => {
+  const { client: phone1 } = await gw.connectWelcomed('rep', { device: 'phone' });
+  const { client: laptop } = await gw.connectWelcomed('rep', { device: 'laptop' });
+  const { client: phone2, welcome } = await gw.connectWelcomed('rep', { device: 'phone' });
+  const closed = await phone1.waitClose();
+  assert.equal(closed.code, 4002);
+  const [seq] = await gw.post('rep');
+  for (const client of [phone2, laptop]) {
+    const [msg] = await client.msgs(1, { ack: true });
+    assert.equal(msg?.seq, seq);
+  }
+  await expectPong(laptop);
+  assert.equal(phone1.frames.filter((f) => f.t === 'msg').length, 0, 'the replaced connection got nothing new');
+  const presence = await gw.client.get('/v1/users/rep/presence');
+  const conns = (presence.body as { connections: Array<{ conn: string; device: string }> }).connections;
+  assert.deepEqual(conns.map((c) => c.device).sort(), ['laptop', 'phone']);
+  assert.ok(conns.some((c) => c.conn === welcome.conn), 'the new phone connection is the one present');
+});
+
+// Each of these waits for a token's expiry: they run side by side.
+describe('token lifetime on a live connection', { concurrency: true }, () => {
+  test('a token expiring mid-connection closes it 4001 within a second of exp; a refresh for another user does not extend it', async () => {
+    const token = await testToken(JWT_KEY, 'exp1', { ttlSec: 2 });
+    const expMs = expiryMs(token);
+    const { client } = await gw.connectWelcomed('exp1', { token });
+    client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'someone-else', { ttlSec: 3600 }) });
+    const refused = await client.nextOf('error');
+    assert.equal(refused.code, 'FORBIDDEN');
+    assert.match(String(refused.message), /another user/);
+    client.send({ t: 'refresh', token: 'not-a-jwt' });
+    assert.equal((await client.nextOf('error')).code, 'UNAUTHORIZED');
+    await expectPong(client);
+    const { code } = await client.waitClose(5000);
+    const closedAt = Date.now();
+    assert.equal(code, 4001);
+    assert.ok(closedAt >= expMs - 50 && closedAt <= expMs + 1000, `closed ${closedAt - expMs} ms after exp`);
+  });
+
+  test('a refresh with a new token for the same user extends the connection to the new exp', async () => {
+    const token = await testToken(JWT_KEY, 'exp2', { ttlSec: 2 });
+    const oldExpMs = expiryMs(token);
+    const { client } = await gw.connectWelcomed('exp2', { token });
+    const renewed = await testToken(JWT_KEY, 'exp2', { ttlSec: 4 });
+    const newExpMs = expiryMs(renewed);
+    assert.ok(newExpMs - oldExpMs >= 2000);
+    client.send({ t: 'refresh', token: renewed });
+    const { code } = await client.waitClose(8000);
+    const closedAt = Date.now();
+    assert.equal(code, 4001);
+    assert.ok(closedAt >= newExpMs - 50, `closed ${newExpMs - closedAt} ms before the new exp (old exp ${oldExpMs - closedAt} ms ahead)`);
+    assert.ok(closedAt <= newExpMs + 1000, `closed ${closedAt - newExpMs} ms after the new exp`);
+    assert.equal(client.frames.filter((f) => f.t === 'error').length, 0, 'the refresh was accepted silently');
+  });
+
+  test('a far-future exp (100 years) arms no overflowing timer: the connection stays open and works', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w);
+    };
+    process.on('warning', onWarning);
+    try {
+      const token = await mintToken(JWT_KEY, { user: 'exp3', ttlSec: 100 * 365 * 86_400 });
+      const { client } = await gw.connectWelcomed('exp3', { token });
+      // A refresh re-arms the expiry with another far-future exp.
+      client.send({ t: 'refresh', token: await mintToken(JWT_KEY, { user: 'exp3', ttlSec: 200 * 365 * 86_400 }) });
+      await expectPong(client);
+      const [seq] = await gw.post('exp3');
+      const [msg] = await client.msgs(1, { ack: true });
+      assert.equal(msg?.seq, seq);
+      await expectPong(client);
+      assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+      assert.deepEqual(warnings.filter((w) => w.name === 'TimeoutOverflowWarning').map((w) => w.message), []);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -1,0 +1,216 @@
+/**
+ * Presence and the client routes (DESIGN.md §4 `conns`, §7, §9): who is online, on
+ * which device and node, as written on connect and removed on close; disconnecting a
+ * user or one device; entries of dead nodes or past their own expiry never reported
+ * (nor counted against the connection limit); and `/v1/me/...` with the user's JWT.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { Keys } from '../../src/redis/keys.js';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { expectError, openInbox, waitUntil } from '../harness/checks.js';
+import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+let inbox: Inbox;
+let raw: Redis;
+const keys = new Keys('px:');
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url });
+  ({ inbox, redis: raw } = await openInbox(cleanup, redis.url));
+});
+
+after(async () => {
+  await cleanup.run();
+  await redis?.destroy();
+});
+
+/** One connection as `GET /v1/users/{uid}/presence` reports it. */
+interface Conn {
+  conn: string;
+  device: string;
+  node: string;
+  since: number;
+}
+
+/** `GET /v1/users/{uid}/presence` on `on` (default: the file's service). */
+async function presence(user: string, on: GatewayFixture = gw): Promise<{ user: string; online: boolean; connections: Conn[] }> {
+  const answer = await on.client.get(`/v1/users/${user}/presence`);
+  assert.equal(answer.status, 200, answer.text);
+  return answer.body as { user: string; online: boolean; connections: Conn[] };
+}
+
+/** Waits until presence lists exactly `count` connections of `user`. */
+function presenceCount(user: string, count: number): Promise<void> {
+  return waitUntil(`${user} has ${count} connections in presence`, async () => (await presence(user)).connections.length === count);
+}
+
+/** A presence entry written straight into Redis, as another node would. */
+async function writeEntry(user: string, conn: string, entry: { node: string; device: string; expiresAt: number }): Promise<void> {
+  await raw.hset(keys.conns(user), conn, `${entry.expiresAt}|${entry.node}|${entry.device}|${Date.now()}`);
+}
+
+describe('presence', () => {
+  test('a connection shows with its device and node while open, and is gone after close', async () => {
+    const before = Date.now();
+    const { client, welcome } = await gw.connectWelcomed('pia', { device: 'phone' });
+    const seen = await presence('pia');
+    assert.equal(seen.user, 'pia');
+    assert.equal(seen.online, true);
+    assert.equal(seen.connections.length, 1);
+    const [c] = seen.connections as [Conn];
+    assert.equal(c.conn, welcome.conn);
+    assert.equal(c.device, 'phone');
+    assert.ok(c.since >= before - 1000 && c.since <= Date.now(), `since ${c.since}`);
+    // The node is this service's registration in the node registry.
+    const score = await raw.zscore(keys.nodes(), c.node);
+    assert.ok(score !== null && Number(score) > Date.now(), `node ${c.node} is registered`);
+    await client.close();
+    await presenceCount('pia', 0);
+    assert.deepEqual(await presence('pia'), { user: 'pia', online: false, connections: [] });
+    assert.equal(await raw.hlen(keys.conns('pia')), 0, 'the entry is removed, not only hidden');
+  });
+
+  test('POST /v1/presence/query answers for several users at once, with the same connections as the single-user route', async () => {
+    await gw.connectWelcomed('qa', { device: 'phone' });
+    await gw.connectWelcomed('qa', { device: 'laptop' });
+    await gw.connectWelcomed('qb', { device: 'tablet' });
+    const answer = await gw.client.post('/v1/presence/query', { users: ['qa', 'qb', 'qc', 'qa'] });
+    assert.equal(answer.status, 200, answer.text);
+    assert.deepEqual(answer.body, {
+      users: {
+        qa: { online: true, devices: ['laptop', 'phone'], connections: (await presence('qa')).connections },
+        qb: { online: true, devices: ['tablet'], connections: (await presence('qb')).connections },
+        qc: { online: false, devices: [], connections: [] },
+      },
+    });
+    expectError(await gw.client.post('/v1/presence/query', { users: [] }), 400, 'INVALID_REQUEST');
+    expectError(await gw.client.post('/v1/presence/query', { users: ['qa'] }, { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+  });
+
+  test('presence routes need the API token, not a user JWT', async () => {
+    const asUser = new PixiuClient(gw.url, await testToken(JWT_KEY, 'pia'));
+    expectError(await asUser.get('/v1/users/pia/presence'), 401, 'UNAUTHORIZED');
+    expectError(await asUser.request('DELETE', '/v1/users/pia/connections'), 401, 'UNAUTHORIZED');
+  });
+
+  test('DELETE /v1/users/{uid}/connections?device= closes only that device; without it, every device', async () => {
+    const { client: phone } = await gw.connectWelcomed('kia', { device: 'phone' });
+    const { client: laptop } = await gw.connectWelcomed('kia', { device: 'laptop' });
+    const { client: tablet } = await gw.connectWelcomed('kia', { device: 'tablet' });
+    const { client: other } = await gw.connectWelcomed('kib', { device: 'phone' });
+
+    const one = await gw.client.request('DELETE', '/v1/users/kia/connections?device=phone');
+    assert.equal(one.status, 200, one.text);
+    assert.deepEqual(one.body, { user: 'kia', closed: 1 });
+    assert.equal((await phone.waitClose()).code, 1008);
+    await expectPong(laptop);
+    await expectPong(tablet);
+    await presenceCount('kia', 2);
+
+    const all = await gw.client.request('DELETE', '/v1/users/kia/connections');
+    assert.deepEqual(all.body, { user: 'kia', closed: 2 });
+    assert.equal((await laptop.waitClose()).code, 1008);
+    assert.equal((await tablet.waitClose()).code, 1008);
+    await presenceCount('kia', 0);
+    await expectPong(other);
+
+    const none = await gw.client.request('DELETE', '/v1/users/kia/connections');
+    assert.deepEqual(none.body, { user: 'kia', closed: 0 });
+    expectError(await gw.client.request('DELETE', '/v1/users/kia/connections?device=a%20b'), 400, 'INVALID_REQUEST');
+  });
+
+  test('an entry of a node that is not registered, or whose registration expired, or past its own expiry, is not reported', async () => {
+    const { welcome } = await gw.connectWelcomed('ghost', { device: 'phone' });
+    const node = (await presence('ghost')).connections[0]?.node as string;
+    const later = Date.now() + 60_000;
+    await raw.zadd(keys.nodes(), String(Date.now() - 1000), 'lapsed-node');
+    await writeEntry('ghost', 'c-unregistered', { node: 'never-registered', device: 'tablet', expiresAt: later });
+    await writeEntry('ghost', 'c-lapsed', { node: 'lapsed-node', device: 'watch', expiresAt: later });
+    await writeEntry('ghost', 'c-expired', { node, device: 'laptop', expiresAt: Date.now() - 1 });
+    const seen = await presence('ghost');
+    assert.deepEqual(seen.connections.map((c) => c.conn), [welcome.conn]);
+    const query = await gw.client.post('/v1/presence/query', { users: ['ghost'] });
+    assert.deepEqual((query.body as { users: { ghost: { devices: string[] } } }).users.ghost.devices, ['phone']);
+    assert.deepEqual(Object.keys(await raw.hgetall(keys.conns('ghost'))), [welcome.conn], 'the dead entries are pruned');
+  });
+
+  test('connections of a dead node do not count against the connection limit', async () => {
+    const later = Date.now() + 60_000;
+    for (let i = 1; i <= 5; i++) await writeEntry('crashed', `c${i}`, { node: 'crashed-node', device: `d${i}`, expiresAt: later });
+    const { welcome } = await gw.connectWelcomed('crashed', { device: 'd6' });
+    assert.equal(welcome.device, 'd6');
+    assert.deepEqual((await presence('crashed')).connections.map((c) => c.device), ['d6']);
+  });
+
+  test('a node sees the connections of a node that started after it', async (t) => {
+    const settings = { redisUrl: redis.url, redisPrefix: 'late:' };
+    const early = await startGateway(t, settings);
+    const late = await startGateway(t, settings);
+    const { welcome } = await late.connectWelcomed('lena', { device: 'phone' });
+    const seen = await presence('lena', early);
+    assert.deepEqual(seen.connections.map((c) => c.conn), [welcome.conn]);
+    assert.deepEqual((await presence('lena', late)).connections.map((c) => c.conn), [welcome.conn]);
+    // And a kick from the early node reaches the connection on the late one.
+    const kicked = await early.client.request('DELETE', '/v1/users/lena/connections');
+    assert.deepEqual(kicked.body, { user: 'lena', closed: 1 });
+  });
+});
+
+describe('/v1/me with the user JWT', () => {
+  test('GET /v1/me/messages reads the caller\'s own inbox; no token or the API token is 401', async () => {
+    await gw.post('mia', 3);
+    await gw.post('mo', 1);
+    const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'mia'));
+    const page = await me.get('/v1/me/messages?after_seq=1&limit=10');
+    assert.equal(page.status, 200, page.text);
+    const body = page.body as { epoch: string; first_seq: number; latest_seq: number; messages: Array<{ seq: number; data: unknown }> };
+    assert.equal(body.latest_seq, 3);
+    assert.deepEqual(body.messages.map((m) => m.seq), [2, 3]);
+    assert.deepEqual(body.messages.map((m) => m.data), [{ i: 1 }, { i: 2 }]);
+    expectError(await me.get('/v1/me/messages', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+    expectError(await gw.client.get('/v1/me/messages'), 401, 'UNAUTHORIZED');
+    const expired = new PixiuClient(gw.url, await testToken(JWT_KEY, 'mia', { ttlSec: -5 }));
+    expectError(await expired.get('/v1/me/messages'), 401, 'UNAUTHORIZED', /expired/);
+    expectError(await me.get('/v1/me/messages?after_seq=-1'), 400, 'INVALID_REQUEST');
+  });
+
+  test('POST /v1/me/ack moves the device cursor, never back, and refuses a seq above the latest', async () => {
+    await gw.post('max', 3);
+    const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'max'));
+    const ack = (device: string, seq: number): ReturnType<PixiuClient['post']> => me.post('/v1/me/ack', { device, seq });
+    assert.deepEqual((await ack('web', 2)).body, { device: 'web', cursor: 2 });
+    assert.deepEqual((await ack('web', 1)).body, { device: 'web', cursor: 2 }, 'a cursor never moves back');
+    expectError(await ack('web', 4), 400, 'INVALID_REQUEST', /above the latest/);
+    assert.deepEqual(await inbox.cursors('max'), { web: 2 });
+    assert.deepEqual((await ack('web', 3)).body, { device: 'web', cursor: 3 });
+    assert.deepEqual((await ack('tv', 1)).body, { device: 'tv', cursor: 1 });
+    assert.deepEqual(await inbox.cursors('max'), { web: 3, tv: 1 });
+    expectError(await ack('a b', 1), 400, 'INVALID_REQUEST');
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: '3' }), 400, 'INVALID_REQUEST');
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 3 }, { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+    assert.deepEqual(await inbox.cursors('max'), { web: 3, tv: 1 });
+    // Another user's token acks that user's cursors, never these.
+    const other = new PixiuClient(gw.url, await testToken(JWT_KEY, 'mo'));
+    expectError(await other.post('/v1/me/ack', { device: 'web', seq: 3 }), 400, 'INVALID_REQUEST');
+    assert.deepEqual(await inbox.cursors('max'), { web: 3, tv: 1 });
+  });
+
+  test('a device that acked over HTTP resumes after its cursor on the socket', async () => {
+    await gw.post('rex', 3);
+    const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'rex'));
+    assert.equal((await me.post('/v1/me/ack', { device: 'pad', seq: 2 })).status, 200);
+    const { client, welcome } = await gw.connectWelcomed('rex', { device: 'pad' });
+    assert.equal(welcome.resume_from, 3);
+    const [msg] = await client.msgs(1);
+    assert.equal(msg?.seq, 3);
+  });
+});

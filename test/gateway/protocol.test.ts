@@ -1,0 +1,188 @@
+/**
+ * Client frames on an open connection (DESIGN.md §6): `ping` → `pong`; every bad frame
+ * gets its documented answer (an `error` frame, or close 1009 for a frame over the cap,
+ * or close 4003 after many) and leaves the connection and every ack cursor as they
+ * were; the server's own heartbeat keeps a connection that answers pings and cuts one
+ * that does not.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import WebSocket from 'ws';
+import { openInbox, waitUntil } from '../harness/checks.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken, type TestClient } from '../harness/ws-client.js';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+let inbox: Inbox;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url });
+  inbox = (await openInbox(cleanup, redis.url)).inbox;
+});
+
+after(async () => {
+  await cleanup.run();
+  await redis?.destroy();
+});
+
+/** Posts one message to `user` and reads it on `client`, acking it: delivery still works. */
+async function expectDelivery(client: TestClient, user: string): Promise<number> {
+  const [seq] = await gw.post(user);
+  const [msg] = await client.msgs(1, { ack: true });
+  assert.equal(msg?.seq, seq);
+  return seq as number;
+}
+
+test('ping is answered with pong', async () => {
+  const { client } = await gw.connectWelcomed('pinger');
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' });
+  client.send('{"t":"ping"}');
+  assert.deepEqual(await client.next(), { t: 'pong' });
+});
+
+test('each bad frame is answered with an error frame; the connection stays healthy after each', async () => {
+  const { client } = await gw.connectWelcomed('frames');
+  const cases: Array<{ what: string; frame: string | Buffer; message: RegExp }> = [
+    { what: 'not JSON', frame: 'hello', message: /not valid JSON/ },
+    { what: 'JSON but not an object', frame: '[1,2]', message: /JSON object/ },
+    { what: 'an unknown t', frame: '{"t":"shout"}', message: /unknown frame type/ },
+    { what: 'no t', frame: '{"seq":1}', message: /"t"|frame type/ },
+    { what: 'an ack with a string seq', frame: '{"t":"ack","seq":"1"}', message: /seq/ },
+    { what: 'an ack with a negative seq', frame: '{"t":"ack","seq":-1}', message: /seq/ },
+    { what: 'a ping with an unknown field', frame: '{"t":"ping","x":1}', message: /unknown field/ },
+    { what: 'a refresh without a token', frame: '{"t":"refresh"}', message: /token/ },
+    { what: 'a binary frame', frame: Buffer.from('{"t":"ping"}'), message: /binary/ },
+    { what: 'a sub frame (channels are not served yet)', frame: '{"t":"sub","channel":"news"}', message: /channels/ },
+  ];
+  for (const { what, frame, message } of cases) {
+    client.ws.send(frame);
+    const error = await client.next();
+    assert.equal(error.t, 'error', `${what}: ${JSON.stringify(error)}`);
+    assert.equal(error.code, 'INVALID_REQUEST', what);
+    assert.match(String(error.message), message, what);
+    await expectPong(client);
+    await expectDelivery(client, 'frames');
+  }
+});
+
+test('an ack of a seq never sent, or with a string seq, is an error frame and moves no cursor', async () => {
+  const { client: phone } = await gw.connectWelcomed('acker', { device: 'phone' });
+  const { client: laptop } = await gw.connectWelcomed('acker', { device: 'laptop' });
+  await gw.post('acker', 3);
+  await phone.msgs(3);
+  const laptopMsgs = await laptop.msgs(3);
+  laptop.ack(laptopMsgs[0]?.seq as number);
+  phone.ack(2);
+  await waitUntil('both cursors written', async () => {
+    const c = await inbox.cursors('acker');
+    return c.phone === 2 && c.laptop === 1;
+  });
+
+  phone.ack(99);
+  const never = await phone.next();
+  assert.equal(never.t, 'error');
+  assert.equal(never.code, 'INVALID_REQUEST');
+  assert.match(String(never.message), /99.*above the last seq sent/);
+  phone.send({ t: 'ack', seq: '3' });
+  assert.equal((await phone.next()).t, 'error');
+  phone.send({ t: 'ack', seq: 2.5 });
+  assert.equal((await phone.next()).t, 'error');
+  // A good ack after the bad ones: its cursor is exactly 3, so none of them counted
+  // (a cursor only grows, so 99 would have stuck).
+  phone.ack(3);
+  await expectPong(phone);
+  await waitUntil('the good ack is written', async () => (await inbox.cursors('acker')).phone !== 2);
+  assert.deepEqual(await inbox.cursors('acker'), { phone: 3, laptop: 1 });
+  // Acking below the cursor changes nothing either.
+  phone.ack(1);
+  await expectPong(phone);
+  await expectDelivery(phone, 'acker');
+  await expectPong(laptop);
+});
+
+test('a 5 KiB frame closes the connection 1009; the user reconnects fine', async () => {
+  const { client } = await gw.connectWelcomed('bigframe');
+  client.send({ t: 'ping', pad: 'x'.repeat(5 * 1024) });
+  const { code } = await client.waitClose();
+  assert.equal(code, 1009);
+  const { client: again } = await gw.connectWelcomed('bigframe');
+  await expectPong(again);
+  await expectDelivery(again, 'bigframe');
+});
+
+test('a frame just under the cap is handled as usual', async () => {
+  const { client } = await gw.connectWelcomed('nearcap');
+  const frame = JSON.stringify({ t: 'refresh', token: 'x'.repeat(4000) });
+  assert.ok(Buffer.byteLength(frame) < 4096);
+  client.send(frame);
+  assert.equal((await client.next()).code, 'UNAUTHORIZED');
+  await expectPong(client);
+});
+
+test('many malformed frames close the connection 4003', async () => {
+  const { client } = await gw.connectWelcomed('abuser');
+  for (let i = 0; i < 50; i++) client.send('not json');
+  const { code } = await client.waitClose();
+  assert.equal(code, 4003);
+  const errors = client.frames.filter((f) => f.t === 'error').length;
+  assert.ok(errors > 0 && errors < 50, `${errors} error frames before the close`);
+});
+
+describe('server heartbeat', () => {
+  const HEARTBEAT_MS = 100;
+  const IDLE_MS = 400;
+  let fast: GatewayFixture;
+  before(async () => {
+    fast = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'hb:', heartbeatMs: String(HEARTBEAT_MS), idleTimeoutMs: String(IDLE_MS) });
+  });
+
+  test('a client that answers pings stays connected well past the idle timeout', async () => {
+    const { client } = await fast.connectWelcomed('alive');
+    const openedAt = Date.now();
+    let pings = 0;
+    await new Promise<void>((resolve) => {
+      client.ws.on('ping', () => {
+        pings += 1;
+        if (Date.now() - openedAt > IDLE_MS * 3) resolve();
+      });
+    });
+    assert.ok(pings >= 3, `${pings} pings`);
+    assert.equal(client.ws.readyState, WebSocket.OPEN);
+    await expectPong(client);
+  });
+
+  test('a client that never answers pings is closed after the idle timeout', async () => {
+    const ws = new WebSocket(new URL('/v1/connect', fast.url.replace(/^http/, 'ws')), {
+      autoPong: false,
+      headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'mute')}` },
+    });
+    let pings = 0;
+    ws.on('ping', () => {
+      pings += 1;
+    });
+    ws.on('error', () => undefined);
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('unexpected-response', () => reject(new Error('refused')));
+    });
+    const openedAt = Date.now();
+    const code = await closed;
+    const lived = Date.now() - openedAt;
+    assert.ok(pings >= 2, `${pings} pings went unanswered`);
+    assert.ok(lived >= IDLE_MS && lived <= IDLE_MS + 1500, `closed after ${lived} ms`);
+    // Cut, not closed politely: a peer that does not answer pings may be gone.
+    assert.equal(code, 1006);
+    await waitUntil('presence drops the cut connection', async () => {
+      const answer = await fast.client.get('/v1/users/mute/presence');
+      return (answer.body as { online: boolean }).online === false;
+    });
+  });
+});
