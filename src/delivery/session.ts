@@ -10,6 +10,17 @@ import type { MessageStore } from '../store/message-store.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { ServerFrame } from './frames.js';
 
+/**
+ * Most inbox entries read per fetch, whatever the window. Every entry of a page is
+ * written in one synchronous run, and backpressure (DESIGN.md §5) can only stop a
+ * connection between runs: with a page as large as a big window (up to 10,000), one run
+ * of ~1 KiB messages put ~10 MiB in a socket buffer past its high-water mark (and a
+ * client that was reading fine got closed 4009 by the hard cap). 100 entries (the
+ * default window) bound a run's overshoot to 100 messages; the machine asks for the
+ * next page when this one ends, with an event-loop turn between pages.
+ */
+export const FETCH_PAGE_MAX = 100;
+
 /** A connection as delivery sees it; the gateway implements it over a WebSocket. */
 export interface DeliveryConnection {
   readonly id: string;
@@ -146,7 +157,7 @@ export class UserSession {
           break;
         }
         case 'fetch':
-          void this.#fetch(e.afterSeq, e.limit);
+          void this.#fetch(e.afterSeq, Math.min(e.limit, FETCH_PAGE_MAX));
           break;
         case 'ack':
           this.#queueAck(e.device, e.seq);

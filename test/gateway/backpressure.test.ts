@@ -1,0 +1,207 @@
+/**
+ * Backpressure on the WebSocket (DESIGN.md §5 "Backpressure", §6 close 4009) with real
+ * clients that stop reading (`ws` pause: the socket stops being read, so the server's
+ * send buffer fills): the connection is paused above the high-water mark, closed 4009
+ * when paused too long or over the hard cap, resumes when the client reads again, and
+ * the server's memory for it stays bounded. Each test has its own service (the limits
+ * differ) on one private redis-server. Every wait is on a frame, a close, or a bounded
+ * poll of the server's own send buffer (its end of the socket, seen in this process).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { ConfigOverrides } from '../../src/config/config.js';
+import { FETCH_PAGE_MAX } from '../../src/delivery/session.js';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { RedisServer } from '../harness/redis-server.js';
+import type { CleanupContext } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
+import type { TestClient } from '../harness/ws-client.js';
+import type { GatewayFixture } from './gateway-fixture.js';
+import {
+  expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
+} from './delivery-fixture.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+/** Window large enough that the socket, not the window, stops delivery (the setting's maximum). */
+const WINDOW = 10_000;
+/** A message's data: about 1 KiB, so a window's worth is more than the kernel's socket buffers hold. */
+const bulky = (i: number): unknown => ({ i, pad: 'x'.repeat(1000) });
+/** Longest `msg` frame of {@link bulky} data, bytes, with the WebSocket header. */
+const MAX_FRAME_BYTES = 1200;
+
+// A forced collection before each memory reading, so garbage does not hide or fake growth.
+v8.setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** This process's memory after a full collection, bytes. */
+function memory(): { heap: number; buffers: number; rss: number } {
+  // Twice: buffers are released by the first collection's weak callbacks.
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return { heap: m.heapUsed, buffers: m.arrayBuffers, rss: m.rss };
+}
+
+const mb = (bytes: number): string => `${(bytes / MiB).toFixed(1)} MiB`;
+
+let redis: RedisServer;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+/** A service under test, and the server's end of each upgraded socket by its `device`. */
+interface Setup {
+  readonly gw: GatewayFixture;
+  readonly inbox: Inbox;
+  readonly sockets: Map<string, Duplex>;
+}
+
+/**
+ * A service with these limits, the largest window, room for 50,000 messages per inbox,
+ * and no read cache (so memory readings show delivery, not the cache).
+ */
+async function serve(t: CleanupContext, prefix: string, limits: ConfigOverrides): Promise<Setup> {
+  const { gw, inbox } = await startDelivery(t, prefix, {
+    redisUrl: redis.url, storeCacheBytes: '0', deliveryWindow: String(WINDOW), inboxCap: '100000', ...limits,
+  });
+  const sockets = new Map<string, Duplex>();
+  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
+    if (device !== null) sockets.set(device, socket);
+  });
+  return { gw, inbox, sockets };
+}
+
+/** Connects `user`'s `device` and stops reading at once; returns the client and the server's end of its socket. */
+async function connectStalled(setup: Setup, user: string, device: string): Promise<{ client: TestClient; sock: Duplex }> {
+  const client = await setup.gw.connect(user, { device });
+  client.ws.pause();
+  const sock = setup.sockets.get(device);
+  assert.ok(sock, `the server end of ${device}'s socket`);
+  return { client, sock };
+}
+
+/**
+ * Resumes a paused client and reads what the server had buffered for it, to the close:
+ * after the `welcome`, every frame must be a `msg`, seq 1, 2, 3 … with no gap or repeat.
+ * @returns the close and the last seq received
+ */
+async function drainToClose(client: TestClient, ids: readonly string[]): Promise<{ code: number; last: number }> {
+  client.ws.resume();
+  const { code } = await client.waitClose(30_000);
+  let last = 0;
+  for (const f of client.frames) {
+    if (f.t === 'welcome') continue;
+    assert.equal(f.t, 'msg', JSON.stringify(f).slice(0, 200));
+    assert.equal(seqOf(f), last + 1, 'in order, none skipped or repeated');
+    assert.equal(f.id, ids[last]);
+    last += 1;
+  }
+  return { code, last };
+}
+
+test('a client that stops reading while 50,000 messages are sent to it is closed 4009, memory bounded, others unaffected; reconnected it gets all 50,000', async (t) => {
+  const HIGH_WATER = 64 * KiB;
+  const PAUSED_MS = 300;
+  const COUNT = 50_000;
+  const setup = await serve(t, 'bp-slow', {
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(8 * MiB), pausedTimeoutMs: String(PAUSED_MS),
+  });
+  const server = setup.gw;
+  const ids = await postMany(server.client, 'sam', COUNT, 1, { data: bulky });
+  const other = await server.connect('ola', { device: 'phone' });
+  await expectWelcome(other, 1, 0);
+  const base = memory();
+
+  // The slow client stops reading at once; the server starts sending it 50,000.
+  const { client: slow, sock } = await connectStalled(setup, 'sam', 'slow');
+  await waitUntil('the slow connection is paused (send buffer over the high-water mark)', async () => sock.writableLength > HIGH_WATER);
+  const held = memory();
+  const buffered = sock.writableLength;
+
+  // Another user's delivery meanwhile: prompt.
+  const posted = performance.now();
+  const live = await postOne(server.client, 'ola');
+  const got = await expectFrame(other, 'msg', 2000);
+  const latencyMs = performance.now() - posted;
+  assert.deepEqual([got.seq, got.id], [live.seq, live.id]);
+
+  const totalBytes = COUNT * MAX_FRAME_BYTES;
+  const growth = held.heap - base.heap + held.buffers - base.buffers;
+  t.diagnostic(`slow socket's server send buffer while stalled: ${buffered} bytes (high-water ${HIGH_WATER}); the ${COUNT} messages ≈ ${mb(totalBytes)}`);
+  t.diagnostic(`memory after GC, before the slow client → while it is stalled: heap ${mb(base.heap)} → ${mb(held.heap)}, array buffers ${mb(base.buffers)} → ${mb(held.buffers)}, rss ${mb(base.rss)} → ${mb(held.rss)}`);
+  t.diagnostic(`other user's message arrived ${latencyMs.toFixed(0)} ms after its POST`);
+  // Bounded: the server holds about a high-water mark for the stalled socket, not the
+  // messages it has to send (without backpressure it would hold a window, ~10 MiB).
+  assert.ok(buffered < HIGH_WATER + FETCH_PAGE_MAX * MAX_FRAME_BYTES, `send buffer ${buffered} bytes`);
+  assert.ok(growth < totalBytes / 20, `retained growth ${mb(growth)} is well below the messages' ${mb(totalBytes)}`);
+
+  // Node runs timers in the order they were armed: a timer armed now, after the pause
+  // was seen, with the same delay fires after the server's paused-timeout timer. So
+  // when it fires, the server has decided the close and queued its close frame.
+  await delay(PAUSED_MS);
+  const { code, last } = await drainToClose(slow, ids);
+  assert.equal(code, 4009, 'slow consumer');
+  assert.ok(last < COUNT, `the stalled client got only part (${last}) before the close`);
+  t.diagnostic(`before its 4009 the slow client had been sent ${last} messages`);
+
+  const again = await server.connect('sam', { device: 'slow' });
+  // It never acked: it starts from the first.
+  await expectWelcome(again, 1, COUNT);
+  await expectMsgs(again, 1, COUNT, ids, 1, { ackEvery: 500 });
+  await waitCursor(setup.inbox, 'sam', 'slow', COUNT);
+  assert.equal(await again.receivesWithin(100), false, 'nothing after the last');
+});
+
+test('a paused connection whose client reads again resumes at the drain and gets everything, without a close', async (t) => {
+  const HIGH_WATER = 16 * KiB;
+  const COUNT = 15_000;
+  const setup = await serve(t, 'bp-drain', {
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * MiB), pausedTimeoutMs: '60s',
+  });
+  const ids = await postMany(setup.gw.client, 'dan', COUNT, 1, { data: bulky });
+  const { client, sock } = await connectStalled(setup, 'dan', 'tab');
+  // A few MiB fill the kernel's buffers; then the server's own buffer passes the
+  // high-water mark and the connection is paused.
+  await waitUntil('the connection is paused', async () => sock.writableLength > HIGH_WATER);
+  t.diagnostic(`paused with ${sock.writableLength} bytes in the server's send buffer`);
+  client.ws.resume();
+  await expectWelcome(client, 1, COUNT);
+  // Acks do not restart a paused connection (nothing is fetched for it until the
+  // drain): without the drain this stalls after the first few thousand.
+  await expectMsgs(client, 1, COUNT, ids, 1, { ackEvery: 500 });
+  assert.equal(await client.receivesWithin(100), false);
+  assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+});
+
+test('a send that takes the buffer past the hard cap closes the connection 4009 at once, and nothing is queued after it', async (t) => {
+  // The hard cap equal to the high-water mark: no pause band, so the first send past it
+  // closes. (With a band, whether a run ends inside it or passes the cap depends on
+  // where a page ends; the paused-timeout test above covers the band.)
+  const HARD_CAP = 64 * KiB;
+  const COUNT = 8000;
+  const setup = await serve(t, 'bp-cap', {
+    socketHighWaterBytes: String(HARD_CAP), socketHardCapBytes: String(HARD_CAP), pausedTimeoutMs: '60s',
+  });
+  // ~8 MiB: more than the kernel's socket buffers take from a client that does not read.
+  const ids = await postMany(setup.gw.client, 'hal', COUNT, 1, { data: bulky });
+  const { client, sock } = await connectStalled(setup, 'hal', 'cap');
+  await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > HARD_CAP);
+  const buffered = sock.writableLength;
+  t.diagnostic(`server send buffer at the close: ${buffered} bytes (hard cap ${HARD_CAP})`);
+  assert.ok(buffered <= HARD_CAP + MAX_FRAME_BYTES + 64, 'nothing queued after the send that passed the cap but the close frame');
+  const { code, last } = await drainToClose(client, ids);
+  assert.equal(code, 4009);
+  assert.ok(last > 0 && last < COUNT, `cut after ${last}`);
+});

@@ -1,0 +1,309 @@
+/**
+ * Delivery end to end (DESIGN.md §5, §6, §11): a producer POSTs over HTTP, real `ws`
+ * clients receive on `/v1/connect` of the real service on a real port, with a private
+ * redis-server. Catch-up, live delivery and the heartbeat pull, resume with `last_seq`
+ * and `epoch`, several devices, the window, redelivery and 4008, `gap` and `reset`,
+ * expired content, and Redis going away under a connected device. Tests with the
+ * default settings share one service; the others start their own with short timers.
+ * Every wait is on a frame, a close, or a bounded poll of a value with no event (an ack
+ * cursor written coalesced, an expiry).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
+import type { TestClient } from '../harness/ws-client.js';
+import type { GatewayFixture } from './gateway-fixture.js';
+import {
+  expectFrame, expectMsgs, expectWelcome as welcome, postMany, postOne, seqOf, startDelivery, waitCursor,
+} from './delivery-fixture.js';
+
+let redis: RedisServer;
+/** The service with the default settings, shared by the tests that need nothing else. */
+let shared: GatewayFixture;
+let sharedInbox: Inbox;
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  ({ gw: shared, inbox: sharedInbox } = await startDelivery(files, 'px', { redisUrl: redis.url }));
+});
+
+after(async () => {
+  await files.run();
+  await redis?.destroy();
+});
+
+/**
+ * Clean-up for a test with a Redis of its own: run last added first when the test ends,
+ * so the service and its clients go before their Redis.
+ */
+function ownSteps(t: CleanupContext): CleanupList {
+  const steps = cleanupList();
+  t.after(() => steps.run());
+  return steps;
+}
+
+test('an offline user with 500 messages connects without last_seq: seq 1..500 in order, once each; the ack cursor reaches 500', async () => {
+  const ids = await postMany(shared.client, 'olga', 500);
+  const client = await shared.connect('olga', { device: 'phone' });
+  await welcome(client, 1, 500);
+  await expectMsgs(client, 1, 500, ids);
+  assert.equal(await client.receivesWithin(200), false, 'nothing after 500: no repeat');
+  await waitCursor(sharedInbox, 'olga', 'phone', 500);
+  const report = await shared.client.get(`/v1/messages/${ids[499]}`);
+  assert.equal(report.status, 200, report.text);
+  assert.deepEqual((report.body as { recipients: unknown }).recipients, [{ user: 'olga', seq: 500, acked_by: ['phone'] }]);
+});
+
+test('a connected device gets a newly POSTed message live, the frame as DESIGN.md §6 names it', async () => {
+  const client = await shared.connect('liv', { device: 'phone' });
+  const w = await welcome(client, 1, 0);
+  assert.equal(w.epoch, null, 'no inbox yet');
+  const sent = await postOne(shared.client, 'liv', { from: 'ann', type: 'chat.text', data: { text: 'hi 👋' } });
+  const f = await expectFrame(client, 'msg', 2000);
+  assert.deepEqual(f, { t: 'msg', seq: 1, id: sent.id, type: 'chat.text', from: 'ann', ts: f.ts, data: { text: 'hi 👋' } });
+  assert.equal(typeof f.ts, 'number');
+});
+
+test('with notify off, a POSTed message still arrives, pulled by the next heartbeat', async (t) => {
+  const HEARTBEAT_MS = 200;
+  const { gw: server } = await startDelivery(t, 'hb', { redisUrl: redis.url, notify: 'off', heartbeatMs: String(HEARTBEAT_MS) });
+  const client = await server.connect('hugo', { device: 'phone' });
+  await welcome(client, 1, 0);
+  const posted = performance.now();
+  const sent = await postOne(server.client, 'hugo');
+  // Bounded by a few heartbeats: without the heartbeat's pull it never comes.
+  const f = await expectFrame(client, 'msg', 10 * HEARTBEAT_MS);
+  t.diagnostic(`arrived ${(performance.now() - posted).toFixed(0)} ms after the POST (heartbeat ${HEARTBEAT_MS} ms)`);
+  assert.deepEqual([f.seq, f.id], [1, sent.id]);
+});
+
+test('reconnecting mid-stream with last_seq and epoch loses nothing; the only repeats carry the same id and seq', async () => {
+  const ids = await postMany(shared.client, 'rey', 300);
+  const first = await shared.connect('rey', { device: 'tab' });
+  const w = await welcome(first, 1, 300);
+  await expectMsgs(first, 1, 120, ids, 1, { ackEvery: 10 });
+  await expectMsgs(first, 121, 150, ids, 1, { ackEvery: 0 });
+  // Gone without a close, with frames in flight; more messages while it is away.
+  first.ws.terminate();
+  ids.push(...await postMany(shared.client, 'rey', 50, 301));
+  const second = await shared.connect('rey', { device: 'tab', params: { last_seq: 120, epoch: w.epoch as string } });
+  await welcome(second, 121, 350);
+  await expectMsgs(second, 121, 350, ids, 1, { ackEvery: 25 });
+  // Every frame either connection got: each seq with one id, the one posted at it.
+  const seen = new Map<number, Set<unknown>>();
+  for (const f of [...first.frames, ...second.frames]) {
+    if (f.t !== 'msg') continue;
+    const at = seen.get(seqOf(f)) ?? new Set();
+    at.add(f.id);
+    seen.set(seqOf(f), at);
+  }
+  assert.deepEqual([...seen.keys()].sort((a, b) => a - b), ids.map((_, i) => i + 1), 'every seq, none lost');
+  for (const [seq, at] of seen) assert.deepEqual([...at], [ids[seq - 1]], `seq ${seq} always carries its id`);
+});
+
+test('two devices of one user both get everything; their cursors move independently', async () => {
+  const a = await shared.connect('duo', { device: 'a' });
+  const b = await shared.connect('duo', { device: 'b' });
+  await welcome(a, 1, 0);
+  await welcome(b, 1, 0);
+  const ids = await postMany(shared.client, 'duo', 40);
+  await expectMsgs(a, 1, 40, ids);
+  await expectMsgs(b, 1, 40, ids, 1, { ackEvery: 0 });
+  b.ack(15);
+  await waitCursor(sharedInbox, 'duo', 'a', 40);
+  await waitCursor(sharedInbox, 'duo', 'b', 15);
+  ids.push(...await postMany(shared.client, 'duo', 10, 41));
+  await expectMsgs(a, 41, 50, ids);
+  await expectMsgs(b, 41, 50, ids, 1, { ackEvery: 0 });
+  const cursors = await waitCursor(sharedInbox, 'duo', 'a', 50);
+  assert.equal(cursors.b, 15, "a's acks did not move b");
+  // b, back without last_seq, resumes after its own cursor.
+  await b.close();
+  const b2 = await shared.connect('duo', { device: 'b' });
+  await welcome(b2, 16, 50);
+  await expectMsgs(b2, 16, 50, ids);
+  await waitCursor(sharedInbox, 'duo', 'b', 50);
+});
+
+test('window: a client that never acks gets exactly W messages, then nothing until it acks; then it continues', async (t) => {
+  const W = 10;
+  const QUIET_MS = 300;
+  const { gw: server } = await startDelivery(t, 'win', { redisUrl: redis.url, deliveryWindow: String(W) });
+  const ids = await postMany(server.client, 'wes', 25);
+  const client = await server.connect('wes', { device: 'phone' });
+  await welcome(client, 1, 25);
+  await expectMsgs(client, 1, 10, ids, 1, { ackEvery: 0 });
+  assert.equal(await client.receivesWithin(QUIET_MS), false, 'nothing past the window');
+  client.ack(4);
+  await expectMsgs(client, 11, 14, ids, 1, { ackEvery: 0 });
+  assert.equal(await client.receivesWithin(QUIET_MS), false, 'four acked, four more');
+  client.ack(14);
+  await expectMsgs(client, 15, 24, ids, 1, { ackEvery: 0 });
+  assert.equal(await client.receivesWithin(QUIET_MS), false);
+  client.ack(24);
+  await expectMsgs(client, 25, 25, ids);
+});
+
+test('redelivery: an unacked message is resent marked redelivered after the ack timeout; after the last round the connection is closed 4008', async (t) => {
+  const ACK_TIMEOUT_MS = 200;
+  const BACKOFF = [50, 50, 50];
+  const { gw: server } = await startDelivery(t, 'redo', { redisUrl: redis.url, ackTimeoutMs: String(ACK_TIMEOUT_MS), redeliveryBackoffMs: BACKOFF.join(',') });
+  const ids = await postMany(server.client, 'ria', 2);
+  // Before the connection: the originals go out after this, the redelivery an ack timeout after them.
+  const connectedAt = performance.now();
+  const client = await server.connect('ria', { device: 'phone' });
+  await welcome(client, 1, 2);
+  await expectMsgs(client, 1, 2, ids, 1, { ackEvery: 0 });
+  for (let round = 1; round <= BACKOFF.length; round++) {
+    for (const seq of [1, 2]) {
+      const f = await expectFrame(client, 'msg');
+      assert.deepEqual([f.seq, f.id, f.redelivered], [seq, ids[seq - 1], true], `round ${round}`);
+      if (round === 1 && seq === 1) {
+        assert.ok(performance.now() - connectedAt >= ACK_TIMEOUT_MS, 'not before the ack timeout');
+      }
+    }
+  }
+  const { code } = await client.waitClose();
+  assert.equal(code, 4008, 'ack timeout');
+  assert.equal(client.frames.filter((f) => f.t === 'msg').length, 2 * (1 + BACKOFF.length), 'no other sends');
+});
+
+test('an ack after a redelivery stops the rounds: nothing more is resent and the connection stays open', async (t) => {
+  const ACK_TIMEOUT_MS = 200;
+  // The round after the first waits 300 ms: the ack lands well before it even on a busy loop.
+  const ROUND_MS = 300;
+  const { gw: server } = await startDelivery(t, 'redo2', { redisUrl: redis.url, ackTimeoutMs: String(ACK_TIMEOUT_MS), redeliveryBackoffMs: `${ROUND_MS},${ROUND_MS},${ROUND_MS}` });
+  const ids = await postMany(server.client, 'rob', 2);
+  const client = await server.connect('rob', { device: 'phone' });
+  await welcome(client, 1, 2);
+  await expectMsgs(client, 1, 2, ids, 1, { ackEvery: 0 });
+  const again = await expectFrame(client, 'msg');
+  assert.deepEqual([again.seq, again.redelivered], [1, true]);
+  await expectFrame(client, 'msg');
+  client.ack(2);
+  // Longer than the wait before the next round, had the ack been ignored.
+  assert.equal(await client.receivesWithin(2 * ROUND_MS), false, 'no further round');
+  assert.equal(client.ws.readyState, client.ws.OPEN);
+});
+
+test('gap: inbox cap 10, 25 messages while offline, last_seq 0 → gap {from 1, to 15}, then 16..25', async (t) => {
+  const { gw: server } = await startDelivery(t, 'gap', { redisUrl: redis.url, inboxCap: '10' });
+  const ids = await postMany(server.client, 'gus', 25);
+  const client = await server.connect('gus', { device: 'phone', params: { last_seq: 0 } });
+  await welcome(client, 16, 25);
+  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 15 });
+  await expectMsgs(client, 16, 25, ids);
+});
+
+test('a live message POSTed while a device catches up on a 2,000-message backlog: all 2,001 in seq order, none skipped', async () => {
+  const ids = await postMany(shared.client, 'cato', 2000);
+  const client = await shared.connect('cato', { device: 'laptop' });
+  await welcome(client, 1, 2000);
+  await expectMsgs(client, 1, 200, ids, 1, { ackEvery: 50 });
+  // Mid catch-up: the window (100) means the server has sent at most 300 so far.
+  const live = await postOne(shared.client, 'cato', { data: { live: true } });
+  assert.equal(live.seq, 2001);
+  ids.push(live.id);
+  await expectMsgs(client, 201, 2001, ids, 1, { ackEvery: 50 });
+  assert.deepEqual(client.frames.at(-1)?.data, { live: true });
+  assert.equal(await client.receivesWithin(100), false);
+});
+
+test('content that expired reaches the client as a gap of its seq, and later messages still arrive', async () => {
+  const first = await postOne(shared.client, 'eve');
+  const expiring = await postOne(shared.client, 'eve', { ttl: 1 });
+  await waitUntil('the 1 s message expired (GET /v1/messages/{id} is 404)',
+    async () => (await shared.client.get(`/v1/messages/${expiring.id}`)).status === 404, 5000);
+  const last = await postOne(shared.client, 'eve');
+  const client = await shared.connect('eve', { device: 'phone' });
+  await welcome(client, 1, 3);
+  await expectMsgs(client, 1, 1, [first.id]);
+  assert.deepEqual(await client.next(), { t: 'gap', from: 2, to: 2 });
+  await expectMsgs(client, 3, 3, [first.id, expiring.id, last.id]);
+  // Live after the gap too.
+  const live = await postOne(shared.client, 'eve');
+  await expectMsgs(client, 4, 4, [live.id], 4);
+});
+
+/**
+ * A service on a Redis of its own, and `user`'s phone connected and caught up on 3
+ * messages; `flushall` wipes that Redis (the inbox lost, as DESIGN.md §11 imagines).
+ */
+async function caughtUpOnOwnRedis(t: CleanupContext, prefix: string, user: string): Promise<{
+  server: GatewayFixture; client: TestClient; epoch: string; flushall: () => Promise<unknown>;
+}> {
+  const steps = ownSteps(t);
+  const own = await RedisServer.start();
+  steps.after(() => own.destroy());
+  const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url });
+  const { redis: raw } = await openInbox(steps, own.url, `${prefix}:`);
+  const ids = await postMany(server.client, user, 3);
+  const client = await server.connect(user, { device: 'phone' });
+  const w = await welcome(client, 1, 3);
+  await expectMsgs(client, 1, 3, ids);
+  return { server, client, epoch: w.epoch as string, flushall: () => raw.flushall() };
+}
+
+test('reset: after FLUSHALL, reconnecting with the old epoch and last_seq gets `reset`, then the new messages from seq 1', async (t) => {
+  const { server, client: old, epoch, flushall } = await caughtUpOnOwnRedis(t, 'rst', 'ros');
+  await old.close();
+  await flushall();
+  const fresh = await postOne(server.client, 'ros');
+  assert.equal(fresh.seq, 1, 'a new inbox');
+
+  const after1 = await server.connect('ros', { device: 'phone', params: { last_seq: 3, epoch } });
+  const w2 = await welcome(after1, 1, 1);
+  assert.notEqual(w2.epoch, epoch);
+  assert.deepEqual(await after1.next(), { t: 'reset', epoch: w2.epoch, seq: 1 });
+  await expectMsgs(after1, 1, 1, [fresh.id]);
+  await after1.close();
+
+  // The epoch alone decides: last_seq 3 exists again in the new inbox, still a reset.
+  const more = await postMany(server.client, 'ros', 2, 2);
+  const after2 = await server.connect('ros', { device: 'phone', params: { last_seq: 3, epoch } });
+  await welcome(after2, 1, 3);
+  assert.deepEqual(await after2.next(), { t: 'reset', epoch: w2.epoch, seq: 3 });
+  await expectMsgs(after2, 1, 3, [fresh.id, ...more]);
+});
+
+test('a connected device whose inbox is lost (FLUSHALL) gets `reset`, then the new message, without waiting for a heartbeat', async (t) => {
+  const { server, client, epoch, flushall } = await caughtUpOnOwnRedis(t, 'rst2', 'rua');
+  await flushall();
+  const fresh = await postOne(server.client, 'rua');
+  // The heartbeat is 25 s: the append's notify must be enough.
+  const reset = await expectFrame(client, 'reset', 2000);
+  assert.notEqual(reset.epoch, epoch);
+  assert.equal(reset.seq, 1);
+  await expectMsgs(client, 1, 1, [fresh.id]);
+});
+
+test('Redis stopped under a connected device: the connection stays, and delivery resumes with no loss once Redis is back', async (t) => {
+  const steps = ownSteps(t);
+  const own = await RedisServer.start({ aof: true });
+  steps.after(() => own.destroy());
+  const { gw: server, inbox } = await startDelivery(steps, 'down', {
+    redisUrl: own.url, deliveryWindow: '10', heartbeatMs: '200', redisCommandTimeoutMs: '300',
+  });
+  const ids = await postMany(server.client, 'dora', 30);
+  const client = await server.connect('dora', { device: 'phone' });
+  await welcome(client, 1, 30);
+  await expectMsgs(client, 1, 10, ids, 1, { ackEvery: 0 });
+  await own.stop();
+  try {
+    // The ack wants 11..20 while the inbox cannot be read: its fetch, the retry and the
+    // heartbeats' pulls (every 200 ms) fail while this waits.
+    client.ack(10);
+    assert.equal(await client.receivesWithin(500), false, 'nothing can be sent while Redis is down');
+    assert.equal(client.ws.readyState, client.ws.OPEN, 'the connection stays');
+  } finally {
+    await own.restart();
+  }
+  await expectMsgs(client, 11, 30, ids, 1, { ackEvery: 10, timeoutMs: 15_000 });
+  const live = await postOne(server.client, 'dora');
+  await expectMsgs(client, 31, 31, [...ids, live.id]);
+  await waitCursor(inbox, 'dora', 'phone', 31);
+});
