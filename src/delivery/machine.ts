@@ -29,6 +29,15 @@ import { messageView } from './message-view.js';
 /** WebSocket close code for an ack timeout (DESIGN.md §6). */
 export const CLOSE_ACK_TIMEOUT = 4008;
 
+/**
+ * Most inbox entries read per fetch, whatever the window. Every entry of a page is
+ * written in one synchronous run, and backpressure (DESIGN.md §5) can only stop a
+ * connection between runs: with a page as large as a big window (up to 10,000), one
+ * run of ~1 KiB messages put ~10 MiB in a socket buffer past its high-water mark. 100
+ * entries bound a run's overshoot; the machine asks for the next page when one ends.
+ */
+export const DEFAULT_PAGE_MAX = 100;
+
 /** Settings of a machine (DESIGN.md §10). */
 export interface MachineConfig {
   /** Unacked messages per connection. */
@@ -37,8 +46,10 @@ export interface MachineConfig {
   readonly ackTimeoutMs: number;
   /** Waits after each redelivery round, ms; after the last one, close 4008. */
   readonly backoffMs: readonly number[];
-  /** Server heartbeat interval, ms (shown in `welcome`). */
+  /** Server heartbeat interval, ms (shown in `welcome`, in whole seconds, at least 1). */
   readonly heartbeatMs: number;
+  /** Most entries per fetch; default {@link DEFAULT_PAGE_MAX}. */
+  readonly pageMax?: number;
 }
 
 /** Where a connection asks to start (DESIGN.md §5 "Resume rules"). */
@@ -57,7 +68,7 @@ export type Effect =
   /** Write a frame on a connection. */
   | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
   /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */
-  | { readonly kind: 'ack'; readonly device: string; readonly seq: number }
+  | { readonly kind: 'ack'; readonly device: string; readonly seq: number; readonly epoch: string | undefined }
   /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */
   | { readonly kind: 'timer'; readonly conn: string; readonly delayMs: number | null }
   /** Close a connection. */
@@ -203,7 +214,9 @@ export class UserMachine {
     c.inflight.splice(0, drop);
     c.rounds = 0;
     const effects: Effect[] = [
-      { kind: 'ack', device: c.device, seq },
+      // The epoch travels with the ack: written after the inbox was recreated, an ack of
+      // the old seqs would make the next resume skip new messages (ack-2.lua).
+      { kind: 'ack', device: c.device, seq, epoch: this.#epoch ?? undefined },
       { kind: 'timer', conn, delayMs: c.inflight.length > 0 ? this.#config.ackTimeoutMs : null },
     ];
     return effects.concat(this.#pump());
@@ -305,7 +318,7 @@ export class UserMachine {
       conn: c.id,
       frame: {
         t: 'welcome', conn: c.id, user: this.user, device: c.device, epoch: page.epoch,
-        seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.round(this.#config.heartbeatMs / 1000),
+        seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.max(1, Math.round(this.#config.heartbeatMs / 1000)),
       },
     });
     if (extra) effects.push({ kind: 'send', conn: c.id, frame: extra });
@@ -328,7 +341,16 @@ export class UserMachine {
     for (let i = 0; i < entries.length && c.inflight.length < this.#config.window; i++) {
       const entry = entries[i] as InboxEntry;
       if (entry.seq <= c.sent) continue;
-      if (entry.seq !== c.sent + 1) break;
+      if (entry.seq !== c.sent + 1) {
+        // A hole in the stream (an entry removed by hand): the page starts at or before
+        // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
+        if (gap && gap.to === c.sent) gap.to = entry.seq - 1;
+        else {
+          gap = { t: 'gap', from: c.sent + 1, to: entry.seq - 1 };
+          effects.push({ kind: 'send', conn: c.id, frame: gap });
+        }
+        c.sent = entry.seq - 1;
+      }
       const record = records[i];
       if (!record) {
         // Content expired or vanished: a gap of that seq (merged with the one before).
@@ -385,7 +407,7 @@ export class UserMachine {
     const afterSeq = target.phase === 'joining' ? this.#joinCursor(target) : target.sent;
     this.#fetchAfter = afterSeq;
     this.#force = false;
-    return [{ kind: 'fetch', afterSeq, limit: this.#config.window }];
+    return [{ kind: 'fetch', afterSeq, limit: Math.min(this.#config.window, this.#config.pageMax ?? DEFAULT_PAGE_MAX) }];
   }
 
   /**

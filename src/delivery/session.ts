@@ -10,16 +10,12 @@ import type { MessageStore } from '../store/message-store.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { ServerFrame } from './frames.js';
 
-/**
- * Most inbox entries read per fetch, whatever the window. Every entry of a page is
- * written in one synchronous run, and backpressure (DESIGN.md §5) can only stop a
- * connection between runs: with a page as large as a big window (up to 10,000), one run
- * of ~1 KiB messages put ~10 MiB in a socket buffer past its high-water mark (and a
- * client that was reading fine got closed 4009 by the hard cap). 100 entries (the
- * default window) bound a run's overshoot to 100 messages; the machine asks for the
- * next page when this one ends, with an event-loop turn between pages.
- */
-export const FETCH_PAGE_MAX = 100;
+/** An ack cursor waiting to be written. */
+interface PendingAck {
+  readonly seq: number;
+  /** The inbox epoch it counts in; undefined: not known (written unchecked). */
+  readonly epoch: string | undefined;
+}
 
 /** A connection as delivery sees it; the gateway implements it over a WebSocket. */
 export interface DeliveryConnection {
@@ -52,8 +48,8 @@ export class UserSession {
   readonly #machine: UserMachine;
   readonly #conns = new Map<string, DeliveryConnection>();
   readonly #timers = new Map<string, NodeJS.Timeout>();
-  /** device → highest acked seq not yet written to Redis. */
-  #pendingAcks = new Map<string, number>();
+  /** device → highest acked seq not yet written to Redis, and its epoch. */
+  #pendingAcks = new Map<string, PendingAck>();
   #ackTimer: NodeJS.Timeout | undefined;
   /** The last ack write, chained. */
   #ackFlush: Promise<void> = Promise.resolve();
@@ -130,18 +126,20 @@ export class UserSession {
     return this.#ackFlush;
   }
 
-  async #writeAcks(batch: ReadonlyMap<string, number>): Promise<void> {
+  async #writeAcks(batch: ReadonlyMap<string, PendingAck>): Promise<void> {
     const results = await Promise.allSettled(
-      [...batch].map(([device, seq]) => this.#deps.inbox.ack(this.user, device, seq)));
+      [...batch].map(([device, a]) => this.#deps.inbox.ack(this.user, device, a.seq, a.epoch)));
     if (results.some((r) => r.status === 'rejected')) {
       // Keep them for the next flush; a cursor only grows, so writing again is harmless.
-      for (const [device, seq] of batch) this.#queueAck(device, seq, this.#deps.retryMs);
+      for (const [device, a] of batch) this.#queueAck(device, a, this.#deps.retryMs);
       this.#deps.logger.warn({ user: this.user }, 'ack cursor write failed, will retry');
     }
   }
 
-  #queueAck(device: string, seq: number, delayMs = this.#deps.ackFlushMs): void {
-    if ((this.#pendingAcks.get(device) ?? 0) < seq) this.#pendingAcks.set(device, seq);
+  #queueAck(device: string, ack: PendingAck, delayMs = this.#deps.ackFlushMs): void {
+    const held = this.#pendingAcks.get(device);
+    // A newer epoch replaces whatever was held; within one epoch the cursor only grows.
+    if (held === undefined || held.epoch !== ack.epoch || held.seq < ack.seq) this.#pendingAcks.set(device, ack);
     this.#ackTimer ??= setTimeout(() => void this.flushAcks(), delayMs);
   }
 
@@ -157,10 +155,10 @@ export class UserSession {
           break;
         }
         case 'fetch':
-          void this.#fetch(e.afterSeq, Math.min(e.limit, FETCH_PAGE_MAX));
+          void this.#fetch(e.afterSeq, e.limit);
           break;
         case 'ack':
-          this.#queueAck(e.device, e.seq);
+          this.#queueAck(e.device, { seq: e.seq, epoch: e.epoch });
           break;
         case 'timer':
           this.#setTimer(e.conn, e.delayMs);

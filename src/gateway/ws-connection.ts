@@ -218,6 +218,9 @@ export class WsConnection implements DeliveryConnection {
 
   /** Server heartbeat: close if silent too long; else ping, pull and refresh presence. */
   #heartbeat(): void {
+    // Closed by the server, waiting for the peer's close: no ping, and above all no
+    // presence refresh, which would re-add the entry a replacement just removed.
+    if (this.#closed) return;
     if (Date.now() - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
       this.#log.debug('idle connection terminated');
       this.#closed = true;

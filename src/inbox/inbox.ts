@@ -264,18 +264,21 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-1.lua`). A cursor never moves back: acking below it changes nothing.
+   * `ack-2.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `epoch`, an ack made under another inbox epoch (the inbox was recreated since)
+   * changes nothing either.
    *
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`
    * @param seq the highest acked seq, a non-negative integer
+   * @param epoch the epoch `seq` belongs to; omitted: any
    * @returns the device's cursor after the call
    * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
    */
-  async ack(uid: string, device: string, seq: number): Promise<number> {
-    const acks = this.#keys.acks(uid);
+  async ack(uid: string, device: string, seq: number, epoch?: string): Promise<number> {
+    const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return redisCall(() => this.#redis.pxAckV1(acks, device, String(seq)));
+    return redisCall(() => this.#redis.pxAckV2(keys.acks, keys.meta, device, String(seq), epoch ?? ''));
   }
 
   /**

@@ -9,7 +9,7 @@ import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 export const INBOX_SCRIPTS = {
   append: { command: 'pxAppendV3', file: new URL('./lua/append-5.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
-  ack: { command: 'pxAckV1', file: new URL('./lua/ack-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+  ack: { command: 'pxAckV2', file: new URL('./lua/ack-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
 /** Arguments of `append-5.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room. */
@@ -33,8 +33,8 @@ declare module 'ioredis' {
     pxAppendV3(...args: AppendArgs): Result<AppendReply, Context>;
     /** `range-2.lua`: KEYS inbox, meta; ARGV afterSeq, limit. */
     pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
-    /** `ack-1.lua`: KEYS acks; ARGV device, seq. Returns the cursor after. */
-    pxAckV1(acks: string, device: string, seq: string): Result<number, Context>;
+    /** `ack-2.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any). Returns the cursor after. */
+    pxAckV2(acks: string, meta: string, device: string, seq: string, epoch: string): Result<number, Context>;
   }
 }
 

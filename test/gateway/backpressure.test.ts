@@ -15,7 +15,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { ConfigOverrides } from '../../src/config/config.js';
-import { FETCH_PAGE_MAX } from '../../src/delivery/session.js';
+import { DEFAULT_PAGE_MAX as FETCH_PAGE_MAX } from '../../src/delivery/machine.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';

@@ -176,15 +176,15 @@ test('after FLUSHALL the next append creates a new epoch and starts at seq 1', a
 
 test('script error replies map to catalogue codes', async () => {
   const k = keys.user('scripted');
-  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, 'phone', '-1')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV1(k.acks, '', '1')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', 'abc', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', '-1', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, '', '1', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV3(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
-  const err = await redisCall(() => redis.pxAckV1(k.acks, 'phone', 'abc')).catch((e: unknown) => e);
+  const err = await redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', 'abc', '')).catch((e: unknown) => e);
   assert.ok(isPixiuError(err, 'INVALID_REQUEST'));
   assert.equal(err.message, 'seq must be a non-negative integer', 'the code is stripped from the message');
   assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0, 'a rejected call writes nothing');
@@ -238,4 +238,19 @@ test('a new epoch drops the ack cursors of the lost inbox; an existing epoch kee
   const fresh = await inbox.append(uid, msgId(0x601), MsgKind.user);
   assert.equal(fresh.seq, 1);
   assert.deepEqual(await inbox.cursors(uid), {}, 'cursors of the old epoch are gone');
+});
+
+test('an ack made under an epoch that is gone changes no cursor', async () => {
+  const uid = 'stale-ack';
+  const k = keys.user(uid);
+  const first = await inbox.append(uid, msgId(0x700), MsgKind.user);
+  assert.equal(await inbox.ack(uid, 'phone', 1, first.epoch), 1);
+  await redis.del(k.meta, k.inbox, k.ids);
+  const fresh = await inbox.append(uid, msgId(0x701), MsgKind.user);
+  assert.notEqual(fresh.epoch, first.epoch);
+  // An ack of seq 50 held from the old inbox arrives late: refused.
+  assert.equal(await inbox.ack(uid, 'phone', 50, first.epoch), 0);
+  assert.deepEqual(await inbox.cursors(uid), {});
+  // The same ack under the current epoch counts.
+  assert.equal(await inbox.ack(uid, 'phone', 1, fresh.epoch), 1);
 });

@@ -51,6 +51,9 @@ class FakeInbox {
     for (const s of seqs) this.#content.set(s, null);
   }
 
+  /** Entries deleted by hand (XDEL): holes in the stream. */
+  readonly holes = new Set<number>();
+
   /** Trimmed by the cap: entries below `first` are gone. */
   trimTo(first: number): void {
     for (let s = this.first; s < first; s++) this.#content.delete(s);
@@ -79,6 +82,7 @@ class FakeInbox {
     const entries: InboxEntry[] = [];
     const records: (StoredMessage | null)[] = [];
     for (let s = Math.max(afterSeq + 1, this.first); s <= this.latest && entries.length < limit; s++) {
+      if (this.holes.has(s)) continue;
       entries.push({ seq: s, id: this.idOf(s), kind: MsgKind.user });
       records.push(this.#content.get(s) ?? null);
     }
@@ -476,7 +480,7 @@ test('acks are cumulative and persisted with the device; at or below the cursor 
   d.login('a', FIRST, 'phone');
   d.settle();
   const effects = d.ack('a', 3);
-  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3 }]);
+  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3, epoch: 'ep1' }]);
   assert.deepEqual(d.m.cursor('a'), { acked: 3, sent: 3, inflight: 0, paused: false });
   assert.equal(d.timers.get('a'), null, 'nothing in flight: the redelivery timer is cancelled');
   assert.deepEqual(d.ack('a', 3), []);
@@ -584,7 +588,7 @@ test('redelivery: an ack of a seq sent before the round, arriving while the rese
   d.frames('a');
   const effects = d.ack('a', 3);
   assert.deepEqual(d.frames('a').filter((f) => f.t === 'error'), [], 'seq 3 was sent: acking it is no error');
-  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3 }]);
+  assert.deepEqual(effects.filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 3, epoch: 'ep1' }]);
   d.settle();
   assert.deepEqual(d.brief('a'), ['msg 4', 'msg 5']);
   assert.equal(d.m.cursor('a')?.acked, 3);
@@ -765,4 +769,31 @@ test('logout of the connection a fetch was for: the fetch ends quietly', () => {
   assert.equal(d.m.size, 0);
   assert.deepEqual(d.due('a'), []);
   assert.deepEqual(d.ack('a', 1), []);
+});
+
+test('a hole in the stream is a gap, never a stall', () => {
+  const d = new Driver();
+  d.inbox.append(5);
+  // Seqs 2 and 3 removed by hand (XDEL): the stream has 1, 4, 5.
+  d.inbox.holes.add(2).add(3);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'msg 5']);
+});
+
+test('welcome announces the heartbeat in whole seconds, at least 1', () => {
+  const d = new Driver({ ...CONFIG, heartbeatMs: 200 });
+  d.inbox.append(1);
+  d.login('a');
+  d.settle();
+  const welcome = d.frames('a')[0];
+  assert.equal(welcome?.t === 'welcome' ? welcome.heartbeat : undefined, 1);
+});
+
+test('a fetch reads at most the page cap, however large the window', () => {
+  const d = new Driver({ ...CONFIG, window: 5000, pageMax: 100 });
+  d.inbox.append(1000);
+  const effects = d.m.login('a', 'phone', FIRST);
+  const fetch = effects.find((e) => e.kind === 'fetch');
+  assert.deepEqual(fetch, { kind: 'fetch', afterSeq: 0, limit: 100 });
 });
