@@ -18,8 +18,7 @@ import { RedisServer } from '../test/harness/redis-server.js';
 import { createRedis } from '../src/redis/client.js';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { Inbox } from '../src/inbox/inbox.js';
-import { INBOX_SCRIPTS } from '../src/inbox/scripts.js';
-import { scriptSource } from '../src/redis/scripts.js';
+import { loadRawAppend, runRawAppends } from './lib/raw-inbox.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
 const USERS = 100_000;
@@ -58,28 +57,8 @@ async function runInbox(inbox: Inbox, from: number, to: number): Promise<number>
 }
 
 /** The same script, raw: EVALSHA in plain pipelines of BATCH under `prefix`. Returns ms taken. */
-async function runRaw(raw: Redis, sha: string, prefix: string, from: number, to: number): Promise<number> {
-  const cap = String(CAP);
-  const epoch = 'bench-epoch0';
-  let next = from;
-  const worker = async (): Promise<void> => {
-    while (next < to) {
-      const first = next;
-      next = Math.min(to, next + BATCH);
-      const pipeline = raw.pipeline();
-      const now = String(Date.now());
-      for (let i = first; i < next; i++) {
-        const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, 5, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '');
-      }
-      const results = (await pipeline.exec()) ?? [];
-      const failed = results.find(([err]) => err !== null);
-      if (failed) throw failed[0];
-    }
-  };
-  const start = performance.now();
-  await Promise.all(Array.from({ length: BATCHES_IN_FLIGHT }, worker));
-  return performance.now() - start;
+function runRaw(raw: Redis, sha: string, prefix: string, from: number, to: number): Promise<number> {
+  return runRawAppends({ raw, sha, prefix, ids, uidOf, from, to, batch: BATCH, pipelinesInFlight: BATCHES_IN_FLIGHT, cap: CAP });
 }
 
 function sum(values: readonly number[]): number {
@@ -96,7 +75,7 @@ async function main(): Promise<void> {
   const redis = await createRedis({ url: server.url, commandTimeoutMs: 30_000, name: 'pixiu:bench' });
   const raw = new Redis(server.url);
   try {
-    const sha = String(await raw.script('LOAD', scriptSource(INBOX_SCRIPTS.append)));
+    const sha = await loadRawAppend(raw);
     const version = /redis_version:(\S+)/.exec(await raw.info('server'))?.[1] ?? 'unknown';
     printConditions({
       redis: `${version} (private, AOF off)`,

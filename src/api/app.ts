@@ -7,10 +7,11 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { apiTokenChecker } from '../auth/api-token.js';
 import type { Logger } from '../logger.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
-import { installErrorHandlers } from './error-handler.js';
+import { answerFrameworkError, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
+import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators } from './validation.js';
 
 /** Path of the OpenAPI document. */
@@ -31,6 +32,11 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.config.maxBodyBytes,
     return503OnClosing: true,
+    // A user id may be 128 code points, percent-encoded in a path; fastify's default
+    // (100 characters) would refuse valid ids with its own 414 body.
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // Router errors (a bad percent-encoding) answer with the catalogue's body too.
+    frameworkErrors: answerFrameworkError,
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);

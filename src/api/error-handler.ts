@@ -17,6 +17,10 @@ const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', message: 'Content-Length does not match the body' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the JSON body is empty' },
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the body is not valid JSON' },
+  // Raised by the router before any route runs; they reach a handler only through
+  // fastify's `frameworkErrors` option (see answerFrameworkError).
+  FST_ERR_BAD_URL: { code: 'INVALID_REQUEST', message: 'the URL is not validly percent-encoded' },
+  FST_ERR_MAX_PARAM_LENGTH: { code: 'INVALID_REQUEST', message: 'a path parameter is too long' },
 };
 
 /** Turns any thrown value into a catalogue error (unknown faults become INTERNAL). */
@@ -41,6 +45,15 @@ export function toHttpError(err: unknown): PixiuError {
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
+}
+
+/**
+ * For fastify's `frameworkErrors` option: a malformed URL or an over-long path
+ * parameter, found by the router before any hook or handler runs, answered with the
+ * catalogue's body like every other error (fastify's own body is not Pixiu's).
+ */
+export function answerFrameworkError(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  void sendError(reply, toHttpError(err));
 }
 
 /**

@@ -15,6 +15,13 @@
 /** Pattern of a user or room id (Ajv compiles patterns with the `u` flag). */
 export const USER_ID_PATTERN = '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$';
 
+/**
+ * Longest path parameter the router accepts (fastify's `maxParamLength`, default 100):
+ * a user id of 128 code points, each up to 4 UTF-8 bytes written as `%XX`. Longer
+ * parameters are refused by the router; shorter ones are checked by the schemas.
+ */
+export const MAX_PATH_PARAM_LENGTH = 128 * 4 * 3;
+
 /** A user id. */
 export const userId = {
   type: 'string',

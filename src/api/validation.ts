@@ -15,8 +15,13 @@ export function compileBodySchema(schema: object): ValidateFunction {
   return strict.compile(schema);
 }
 
-/** Makes fastify validate bodies strictly and everything else with coercion. */
+/**
+ * Makes fastify validate bodies strictly and everything else with coercion, and
+ * accept only JSON bodies: fastify also parses `text/plain` by default, which would
+ * turn a wrong content type into a schema error (400) instead of 415.
+ */
 export function installValidators(app: FastifyInstance): void {
+  app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     (httpPart === 'body' ? strict : lenient).compile(schema as object),
   );

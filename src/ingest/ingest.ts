@@ -10,7 +10,7 @@
  */
 import { MsgKind } from '../ids/msg-id.js';
 import type { Inbox } from '../inbox/inbox.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { MessageStore, PutResult } from '../store/message-store.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -75,9 +75,29 @@ export class Ingest {
    *   store refuses
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
-    const { store, inbox, onAppended } = this.#deps;
-    const named = typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
-    const put = await store.put({
+    const named = distinctRecipients(input);
+    return this.#append(await this.#store(input, named), named);
+  }
+
+  /**
+   * Sends a batch of user messages. Every message is stored at once; then the appends
+   * of all of them are issued in batch order, so a user named by several messages gets
+   * them in the batch's order (appends go out on one Redis connection in the order
+   * issued). The messages are independent: each settles alone, with its result or
+   * the error {@link sendToUsers} would have thrown for it.
+   *
+   * @returns one settled result per input, in order
+   */
+  async sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
+    const named = inputs.map(distinctRecipients);
+    const puts = await Promise.allSettled(inputs.map((input, i) => this.#store(input, named[i] ?? [])));
+    return Promise.allSettled(puts.map((put, i) =>
+      (put.status === 'fulfilled' ? this.#append(put.value, named[i] ?? []) : Promise.reject(put.reason))));
+  }
+
+  /** Stores the content once (or finds the first message of its `client_msg_id`). */
+  #store(input: UserMessageInput, named: readonly string[]): Promise<PutResult> {
+    return this.#deps.store.put({
       kind: MsgKind.user,
       type: input.type,
       ...(input.from !== undefined ? { from: input.from } : {}),
@@ -86,6 +106,14 @@ export class Ingest {
       ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
       ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
     });
+  }
+
+  /**
+   * Appends a stored message to every recipient's inbox. Every append is issued before
+   * this first yields, which is what keeps {@link sendBatch} in order.
+   */
+  async #append(put: PutResult, named: readonly string[]): Promise<IngestResult> {
+    const { inbox, onAppended } = this.#deps;
     // A retry answers for the recipients of the first request, which the store kept.
     const recipients = put.duplicate ? (put.message.to ?? named) : named;
     const appends = await Promise.all(recipients.map((user) => inbox.append(user, put.id, MsgKind.user)));
@@ -103,4 +131,9 @@ export class Ingest {
     }
     return { id: put.id, recipients: result, duplicate };
   }
+}
+
+/** The recipients of a message, each once, in the order first named. */
+function distinctRecipients(input: UserMessageInput): string[] {
+  return typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
 }

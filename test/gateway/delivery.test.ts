@@ -32,8 +32,12 @@ before(async () => {
 });
 
 after(async () => {
-  await files.run();
-  await redis?.destroy();
+  // The private redis-server must die even when a clean-up step fails, or the run hangs.
+  try {
+    await files.run();
+  } finally {
+    await redis?.destroy();
+  }
 });
 
 /**

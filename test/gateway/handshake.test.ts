@@ -28,8 +28,12 @@ before(async () => {
 });
 
 after(async () => {
-  await cleanup.run();
-  await redis?.destroy();
+  // The private redis-server must die even when a clean-up step fails, or the run hangs.
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
 });
 
 /** Base64url of a JSON value, as a JWT segment. */

@@ -29,8 +29,12 @@ before(async () => {
 });
 
 after(async () => {
-  await cleanup.run();
-  await redis?.destroy();
+  // The private redis-server must die even when a clean-up step fails, or the run hangs.
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
 });
 
 /** One connection as `GET /v1/users/{uid}/presence` reports it. */

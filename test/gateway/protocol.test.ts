@@ -27,8 +27,12 @@ before(async () => {
 });
 
 after(async () => {
-  await cleanup.run();
-  await redis?.destroy();
+  // The private redis-server must die even when a clean-up step fails, or the run hangs.
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
 });
 
 /** Posts one message to `user` and reads it on `client`, acking it: delivery still works. */

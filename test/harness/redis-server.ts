@@ -1,7 +1,8 @@
 /**
  * A private `redis-server` for one test file (or one bench): a free port, a temp dir,
- * AOF on or off. It can be stopped, SIGKILLed and restarted on the same port and data,
- * so tests can inject Redis faults. Tests never touch the machine's Redis on 6379.
+ * AOF on or off. It can be stopped, SIGKILLed, frozen (SIGSTOP) and restarted on the
+ * same port and data, so tests can inject Redis faults. Tests never touch the
+ * machine's Redis on 6379.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -112,8 +113,22 @@ export class RedisServer {
     await this.#signal('SIGKILL');
   }
 
+  /**
+   * Freezes the server with SIGSTOP: connections stay open but nothing is answered, as
+   * with a Redis stalled by a long command or a paused VM. {@link resume} thaws it.
+   */
+  pause(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  /** Thaws a server frozen by {@link pause} (SIGCONT); it answers what was queued. */
+  resume(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
   /** Stops the server and removes its temp dir. */
   async destroy(): Promise<void> {
+    this.resume();
     await this.#signal('SIGKILL');
     await rm(this.dir, { recursive: true, force: true });
   }

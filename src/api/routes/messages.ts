@@ -77,6 +77,17 @@ function checkAddressing(body: { to?: unknown; room?: unknown }, where: string):
   if (body.to === undefined) throw invalid(`${where} must have to (a user id or a list of them)`);
 }
 
+/** Validates batch item `i` as `POST /v1/messages` would; answers it, or its error. */
+function checkItem(item: unknown, i: number): MessageBody | PixiuError {
+  try {
+    if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
+    checkAddressing(item as MessageBody, `messages/${i}`);
+    return item as MessageBody;
+  } catch (err) {
+    return toHttpError(err);
+  }
+}
+
 /** Registers the message routes. */
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
@@ -113,27 +124,38 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         type: 'object',
         additionalProperties: false,
         required: ['messages'],
-        properties: { messages: { type: 'array', minItems: 1, maxItems: MAX_BATCH, items: { type: 'object' } } },
+        properties: {
+          messages: {
+            type: 'array',
+            minItems: 1,
+            maxItems: MAX_BATCH,
+            // No item schema here: each item is validated alone, so a malformed one
+            // (even a non-object) fails by itself instead of failing the whole batch.
+            items: { description: 'a message as POST /v1/messages takes it' },
+          },
+        },
       },
     },
   }, async (req) => {
     const end = metrics.ingestDuration.startTimer({ route: 'batch' });
     try {
-      const results = await Promise.all(req.body.messages.map(async (item, i) => {
-        try {
-          if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
-          const body = item as MessageBody;
-          checkAddressing(body, `messages/${i}`);
-          const r = await ingest.sendToUsers(body);
+      // Each item is checked alone; the valid ones go to ingest together, which
+      // appends them in batch order (a user named twice gets them in that order).
+      const checked = req.body.messages.map((item, i) => checkItem(item, i));
+      const sent = await ingest.sendBatch(checked.filter((c): c is MessageBody => !(c instanceof PixiuError)));
+      let next = 0;
+      const results = checked.map((c, i) => {
+        const outcome = c instanceof PixiuError ? undefined : sent[next++];
+        if (outcome?.status === 'fulfilled') {
+          const r = outcome.value;
           metrics.ingestMessages.inc({ route: 'batch', outcome: r.duplicate ? 'duplicate' : 'created' });
           return { status: r.duplicate ? 200 : 201, ...r };
-        } catch (err) {
-          const e = toHttpError(err);
-          if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
-          metrics.ingestMessages.inc({ route: 'batch', outcome: e.code });
-          return { status: e.status, ...e.toBody() };
         }
-      }));
+        const e = toHttpError(c instanceof PixiuError ? c : outcome?.reason);
+        if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
+        metrics.ingestMessages.inc({ route: 'batch', outcome: e.code });
+        return { status: e.status, ...e.toBody() };
+      });
       return { results };
     } finally {
       end();

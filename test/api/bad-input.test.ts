@@ -1,0 +1,188 @@
+/**
+ * Every kind of bad input to the HTTP API gets its exact status and error code in
+ * the JSON error body of DESIGN.md §7, and stores nothing.
+ *
+ * Each case runs against a fresh service with one store partition and its own Redis
+ * key prefix. Every bad message names `alice` among its recipients; after the
+ * rejection a good message to `alice` must be the store's first (MsgID counter 1) and
+ * her inbox's first (seq 1), and her inbox must hold only it.
+ */
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ConfigOverrides } from '../../src/config/config.js';
+import { decodeMsgId } from '../../src/ids/msg-id.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { startInProcess, type HttpAnswer, type InProcessServer, type PixiuClient } from '../harness/pixiu-server.js';
+import { expectError, openInbox, readWholeInbox } from '../harness/checks.js';
+
+const RECIPIENT = 'alice';
+
+let redis: RedisServer;
+let prefixes = 0;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+/** A fresh service: one partition, its own key prefix. */
+async function freshServer(t: TestContext, overrides: ConfigOverrides = {}): Promise<InProcessServer> {
+  return startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `bad${++prefixes}:`, ...overrides });
+}
+
+/** Asserts that nothing was stored or appended before: the next good message is the first. */
+async function assertNothingStored(t: TestContext, server: InProcessServer): Promise<void> {
+  const good = await server.client.post('/v1/messages', { to: RECIPIENT, type: 't', data: 'good' });
+  assert.equal(good.status, 201, good.text);
+  const body = good.body as { id: string; recipients: unknown };
+  assert.equal(decodeMsgId(body.id).counter, 1, 'the store holds nothing before the good message');
+  assert.deepEqual(body.recipients, [{ user: RECIPIENT, seq: 1 }]);
+  const { inbox } = await openInbox(t, redis.url, server.config.redisPrefix);
+  assert.deepEqual((await readWholeInbox(inbox, RECIPIENT)).map((e) => e.id), [body.id]);
+}
+
+/**
+ * One rejection case: sends with a fresh service, checks the error body, then that
+ * nothing was stored.
+ */
+async function rejects(
+  t: TestContext,
+  send: (client: PixiuClient) => Promise<HttpAnswer>,
+  status: number, code: string, message?: RegExp,
+  overrides: ConfigOverrides = {},
+): Promise<HttpAnswer> {
+  const server = await freshServer(t, overrides);
+  const answer = await send(server.client);
+  expectError(answer, status, code, message);
+  await assertNothingStored(t, server);
+  return answer;
+}
+
+/** A valid message to `alice` with `change` applied. */
+function message(change: Record<string, unknown> = {}): Record<string, unknown> {
+  return { to: [RECIPIENT, 'bob'], type: 'chat.text', data: { text: 'hello' }, ...change };
+}
+
+const post = (body: unknown) => (c: PixiuClient) => c.post('/v1/messages', body);
+
+test('invalid JSON is 400 INVALID_REQUEST', async (t) => {
+  await rejects(t, post('{"to": "alice", "type": "t", "data": '), 400, 'INVALID_REQUEST', /not valid JSON/);
+});
+
+test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
+  await rejects(t, (c) => c.request('POST', '/v1/messages', {
+    body: JSON.stringify(message()), headers: { 'content-type': 'text/plain' },
+  }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+});
+
+test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
+  await rejects(t, (c) => c.request('POST', '/v1/messages', {
+    body: 'to=alice&type=t&data=1', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+});
+
+test('a message without type is 400 naming type', async (t) => {
+  await rejects(t, post({ to: RECIPIENT, data: 1 }), 400, 'INVALID_REQUEST', /type/);
+});
+
+test('a type of 65 characters is 400, and one of 64 is accepted', async (t) => {
+  await rejects(t, post(message({ type: 'a'.repeat(65) })), 400, 'INVALID_REQUEST', /body\/type/);
+  const server = await freshServer(t);
+  const ok = await server.client.post('/v1/messages', message({ type: 'a'.repeat(64) }));
+  assert.equal(ok.status, 201, ok.text);
+});
+
+test('1,001 recipients is 400, and 1,000 are accepted', async (t) => {
+  const users = (n: number): string[] => [RECIPIENT, ...Array.from({ length: n - 1 }, (_, i) => `user-${i}`)];
+  await rejects(t, post(message({ to: users(1001) })), 400, 'INVALID_REQUEST', /body\/to must NOT have more than 1000 items/);
+  const server = await freshServer(t);
+  const ok = await server.client.post('/v1/messages', message({ to: users(1000) }));
+  assert.equal(ok.status, 201, ok.text);
+  assert.equal((ok.body as { recipients: unknown[] }).recipients.length, 1000);
+});
+
+test('a user id with a space is 400', async (t) => {
+  await rejects(t, post(message({ to: [RECIPIENT, 'bo b'] })), 400, 'INVALID_REQUEST', /body\/to\/1/);
+  await rejects(t, post(message({ to: 'al ice' })), 400, 'INVALID_REQUEST', /body\/to/);
+});
+
+test('a user id with a control character is 400', async (t) => {
+  await rejects(t, post(message({ to: [RECIPIENT, 'bob\u0007'] })), 400, 'INVALID_REQUEST', /body\/to\/1/);
+  await rejects(t, post(message({ to: [RECIPIENT], from: 'eve\u0000' })), 400, 'INVALID_REQUEST', /body\/from/);
+});
+
+test('a user id that is not a string is 400', async (t) => {
+  await rejects(t, post(message({ to: [RECIPIENT, 42] })), 400, 'INVALID_REQUEST', /body\/to\/1 must be string/);
+  await rejects(t, post(message({ to: 42 })), 400, 'INVALID_REQUEST', /body\/to/);
+});
+
+test('a negative ttl is 400, and so is one over 30 days', async (t) => {
+  await rejects(t, post(message({ ttl: -1 })), 400, 'INVALID_REQUEST', /body\/ttl/);
+  await rejects(t, post(message({ ttl: 30 * 86_400 + 1 })), 400, 'INVALID_REQUEST', /body\/ttl/);
+});
+
+test('an unknown field is 400 and the message names it', async (t) => {
+  await rejects(t, post(message({ clientMsgId: 'typo' })), 400, 'INVALID_REQUEST', /unknown field "clientMsgId"/);
+});
+
+test('data of 65 KiB is 413 PAYLOAD_TOO_LARGE', async (t) => {
+  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE', /65536/);
+});
+
+test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) => {
+  // Not even JSON: a 413 (not a 400) shows the size was refused before parsing.
+  const oversized = `{"to": "alice", "type": "t", "data": "${'x'.repeat(2000)}`;
+  await rejects(t, post(oversized), 413, 'PAYLOAD_TOO_LARGE', undefined, { maxBodyBytes: '1024' });
+});
+
+test('room is 400 saying rooms are not available yet', async (t) => {
+  await rejects(t, post({ room: 'lobby', type: 't', data: 1 }), 400, 'INVALID_REQUEST', /rooms are not available yet/);
+  await rejects(t, post(message({ room: 'lobby' })), 400, 'INVALID_REQUEST', /both to and room/);
+});
+
+test('a malformed MsgID in the path is 400', async (t) => {
+  const server = await freshServer(t);
+  for (const id of ['xyz', '0001', '0001000000000001aa', '0001000000000000', 'ABCDEF0123456789', '0009000000000001']) {
+    expectError(await server.client.get(`/v1/messages/${id}`), 400, 'INVALID_REQUEST', /not a message id/);
+  }
+});
+
+test('no token is 401 UNAUTHORIZED, and nothing is stored', async (t) => {
+  await rejects(t, (c) => c.post('/v1/messages', message(), { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+  const server = await freshServer(t);
+  expectError(await server.client.get('/v1/users/alice/messages', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+  expectError(await server.client.get('/v1/messages/0001000000000001', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
+});
+
+test('a wrong token is 401 and the answer holds no hint of the right one', async (t) => {
+  let right = '';
+  const answer = await rejects(t, (c) => {
+    right = c.token;
+    return c.post('/v1/messages', message(), { headers: { authorization: `Bearer ${c.token.slice(0, -1)}x` } });
+  }, 401, 'UNAUTHORIZED');
+  assert.ok(right.length >= 16);
+  assert.ok(!answer.text.includes(right), 'the right token is not in the body');
+  assert.ok(![...answer.headers.values()].some((v) => v.includes(right)), 'nor in a header');
+  const server = await freshServer(t);
+  expectError(await server.client.post('/v1/messages', message(), { headers: { authorization: `Basic ${server.client.token}` } }), 401, 'UNAUTHORIZED');
+});
+
+test('an unknown route is 404 NOT_FOUND', async (t) => {
+  const server = await freshServer(t);
+  expectError(await server.client.get('/v1/nothing-here'), 404, 'NOT_FOUND', /GET \/v1\/nothing-here/);
+  expectError(await server.client.request('DELETE', '/v1/messages'), 404, 'NOT_FOUND');
+});
+
+test('a 128-character user id is readable in the history path; a bad encoding is a catalogue error', async (t) => {
+  const server = await freshServer(t);
+  const uid = 'u'.repeat(128);
+  const sent = await server.client.post('/v1/messages', { to: uid, type: 't', data: 1 });
+  assert.equal(sent.status, 201, sent.text);
+  const answer = await server.client.get(`/v1/users/${uid}/messages`);
+  assert.equal(answer.status, 200, answer.text);
+  expectError(await server.client.get(`/v1/users/${'u'.repeat(2000)}/messages`), 400, 'INVALID_REQUEST');
+  expectError(await server.client.get('/v1/users/%zz/messages'), 400, 'INVALID_REQUEST');
+});

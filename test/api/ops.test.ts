@@ -1,0 +1,84 @@
+/**
+ * The operations routes (DESIGN.md §7): liveness, readiness, Prometheus metrics and
+ * the OpenAPI document, against the real service on a real port.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RedisServer } from '../harness/redis-server.js';
+import { startInProcess } from '../harness/pixiu-server.js';
+
+let redis: RedisServer;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+/** The value of one sample line of a Prometheus text exposition, or undefined. */
+function sample(text: string, line: string): number | undefined {
+  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
+  return found === undefined ? undefined : Number(found.slice(line.length + 1));
+}
+
+test('/healthz and /readyz answer 200 without a token', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url });
+  const noToken = { headers: { authorization: '' } };
+  const health = await client.get('/healthz', noToken);
+  assert.equal(health.status, 200);
+  assert.deepEqual(health.body, { status: 'ok' });
+  const ready = await client.get('/readyz', noToken);
+  assert.equal(ready.status, 200);
+  assert.deepEqual(ready.body, { status: 'ready' });
+});
+
+test('/metrics counts ingest outcomes, store batches and Redis errors, with the default process metrics', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'metrics:' });
+  const message = { to: ['mia', 'noa'], type: 't', data: 1 };
+  for (let i = 0; i < 3; i++) assert.equal((await client.post('/v1/messages', message)).status, 201);
+  assert.equal((await client.post('/v1/messages', { ...message, client_msg_id: 'm' })).status, 201);
+  assert.equal((await client.post('/v1/messages', { ...message, client_msg_id: 'm' })).status, 200);
+  assert.equal((await client.post('/v1/messages', { ...message, data: 'x'.repeat(70_000) })).status, 413);
+  assert.equal((await client.post('/v1/messages/batch', { messages: [message, { room: 'r', type: 't', data: 1 }] })).status, 200);
+
+  const answer = await client.get('/metrics', { headers: { authorization: '' } });
+  assert.equal(answer.status, 200);
+  assert.match(answer.headers.get('content-type') ?? '', /^text\/plain/);
+  const text = answer.text;
+  const ingest = (route: string, outcome: string): number | undefined =>
+    sample(text, `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`);
+  assert.equal(ingest('message', 'created'), 4);
+  assert.equal(ingest('message', 'duplicate'), 1);
+  assert.equal(ingest('message', 'PAYLOAD_TOO_LARGE'), 1);
+  assert.equal(ingest('batch', 'created'), 1);
+  assert.equal(ingest('batch', 'INVALID_REQUEST'), 1);
+  assert.equal(sample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 6);
+  // Six puts reached the store: five new messages and the duplicate, whose lookup
+  // rides a batch too; the refused ones never did.
+  assert.equal(sample(text, 'pixiu_store_batch_size_sum'), 6);
+  assert.ok((sample(text, 'pixiu_store_batch_size_count') ?? 0) >= 1);
+  assert.match(text, /^# TYPE pixiu_store_batch_duration_seconds histogram$/m);
+  assert.match(text, /^# TYPE pixiu_redis_errors_total counter$/m);
+  assert.ok((sample(text, 'pixiu_process_cpu_user_seconds_total') ?? 0) > 0, 'default process metrics');
+  assert.ok((sample(text, 'pixiu_nodejs_heap_size_total_bytes') ?? 0) > 0, 'default Node metrics');
+  assert.match(text, /^pixiu_nodejs_eventloop_lag_p99_seconds /m);
+});
+
+test('GET /v1/openapi.json lists every route with its methods', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url });
+  const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
+  assert.equal(answer.status, 200);
+  const doc = answer.body as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { securitySchemes: Record<string, unknown> } };
+  assert.match(doc.openapi, /^3\./);
+  const routes = Object.entries(doc.paths).flatMap(([p, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${p}`));
+  for (const route of [
+    'POST /v1/messages', 'POST /v1/messages/batch', 'GET /v1/messages/{id}', 'GET /v1/users/{uid}/messages',
+    'GET /healthz', 'GET /readyz', 'GET /metrics',
+  ]) assert.ok(routes.includes(route), `${route} in ${routes.join(', ')}`);
+  assert.deepEqual(Object.entries(doc.components.securitySchemes.apiToken ?? {}).filter(([k]) => k !== 'description'),
+    [['type', 'http'], ['scheme', 'bearer']]);
+  const post = doc.paths['/v1/messages']?.post as { requestBody?: { content?: Record<string, { schema?: { required?: string[] } }> } };
+  assert.deepEqual(post.requestBody?.content?.['application/json']?.schema?.required, ['type', 'data']);
+});

@@ -1,0 +1,82 @@
+/**
+ * Checks shared by the API and service tests: the JSON error body of DESIGN.md §7,
+ * a whole inbox read through the `Inbox` class, and a bounded wait on a condition
+ * that has no event to wait on.
+ */
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
+import { createRedis } from '../../src/redis/client.js';
+import type { CleanupContext, HttpAnswer } from './pixiu-server.js';
+
+/**
+ * Asserts that `answer` is exactly `{"error": {"code", "message"}}` with `status` and
+ * `code`, JSON, and without a stack trace.
+ * @param message when given, the error message must match it
+ * @returns the message
+ */
+export function expectError(answer: HttpAnswer, status: number, code: string, message?: RegExp): string {
+  assert.equal(answer.status, status, `status of ${answer.text}`);
+  assert.match(answer.headers.get('content-type') ?? '', /^application\/json/);
+  const body = answer.body as { error?: { code?: unknown; message?: unknown } } | undefined;
+  assert.ok(body !== undefined && typeof body === 'object', `a JSON body: ${answer.text}`);
+  assert.deepEqual(Object.keys(body), ['error'], answer.text);
+  assert.ok(body.error !== undefined && typeof body.error === 'object', answer.text);
+  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message'], answer.text);
+  assert.equal(body.error.code, code, answer.text);
+  assert.equal(typeof body.error.message, 'string');
+  const text = body.error.message as string;
+  assert.doesNotMatch(answer.text, /\bat .*\.[jt]s:\d+|"stack"/, 'no stack trace');
+  if (message !== undefined) assert.match(text, message);
+  return text;
+}
+
+/**
+ * An `Inbox` on a client of its own (closed when the test ends), to look at what the
+ * service wrote without going through it.
+ * @param prefix the service's `redisPrefix`
+ */
+export async function openInbox(t: CleanupContext, redisUrl: string, prefix = 'px:'): Promise<{ inbox: Inbox; redis: Redis }> {
+  const redis = await createRedis({ url: redisUrl, commandTimeoutMs: 10_000, name: 'pixiu:test' });
+  // Not QUIT: after a Redis restart the client may be between connections.
+  t.after(() => redis.disconnect());
+  return { inbox: new Inbox(redis, { prefix, cap: 10_000 }), redis };
+}
+
+/**
+ * Resolves once `redis` is connected: at once when it is, else at its `ready` event
+ * (after a Redis restart it reconnects on its own back-off).
+ * @throws AbortError when it is not ready within `boundMs`
+ */
+export async function whenConnected(redis: Redis, boundMs = 15_000): Promise<void> {
+  if (redis.status === 'ready') return;
+  await once(redis, 'ready', { signal: AbortSignal.timeout(boundMs) });
+}
+
+/** Every retained entry of a user's inbox, oldest first, read in pages. */
+export async function readWholeInbox(inbox: Inbox, uid: string): Promise<InboxEntry[]> {
+  const all: InboxEntry[] = [];
+  let after = 0;
+  for (;;) {
+    const page = await inbox.range(uid, after, 1000);
+    all.push(...page.entries);
+    const last = page.entries[page.entries.length - 1];
+    if (last === undefined) return all;
+    after = last.seq;
+  }
+}
+
+/**
+ * Polls `check` until it answers true, every `everyMs`, for at most `boundMs`. Only for
+ * conditions with no event to wait on (a reconnect inside the service, a port).
+ * @throws AssertionError naming `what` when the bound passes
+ */
+export async function waitUntil(what: string, check: () => Promise<boolean>, boundMs = 10_000, everyMs = 50): Promise<void> {
+  const deadline = performance.now() + boundMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) assert.fail(`${what}: not true within ${boundMs} ms`);
+    await delay(everyMs);
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * The real Pixiu service for tests, two ways:
+ *
+ * - {@link startInProcess}: `startService` in the test's own process, on port 0 and a
+ *   temp data dir, closed when the test ends. For route tests that also want to reach
+ *   into Redis or the service's parts.
+ * - {@link spawnServe}: the real `pixiu serve` command as a child process, so a test
+ *   can SIGTERM or SIGKILL it and read its exit code and output; {@link runCli} runs
+ *   any other subcommand to completion.
+ *
+ * Both talk HTTP on a real socket through {@link PixiuClient} (global fetch).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, type Config, type ConfigOverrides } from '../../src/config/config.js';
+import { createLogger } from '../../src/logger.js';
+import { startService, type Service } from '../../src/service/service.js';
+
+/** The repository root (where `src/cli/main.ts` and `node_modules` are). */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
+/** How long a spawned `pixiu serve` may take to print its listening line. */
+const LISTEN_TIMEOUT_MS = 30_000;
+
+/** What a test context offers for clean-up (`TestContext` has it). */
+export interface CleanupContext {
+  after(fn: () => unknown): void;
+}
+
+/** Clean-up steps gathered for a whole file (`before` … `after`), run in reverse. */
+export interface CleanupList extends CleanupContext {
+  /** Runs every step, last added first, each even when an earlier one failed. */
+  run(): Promise<void>;
+}
+
+/** A {@link CleanupList} for services started in `before` and stopped in `after`. */
+export function cleanupList(): CleanupList {
+  const steps: Array<() => unknown> = [];
+  return {
+    after: (fn) => { steps.push(fn); },
+    run: async () => {
+      const errors: unknown[] = [];
+      for (const step of steps.splice(0).reverse()) {
+        try {
+          await step();
+        } catch (err) {
+          errors.push(err);
+        }
+      }
+      if (errors.length > 0) throw new AggregateError(errors, 'clean-up failed');
+    },
+  };
+}
+
+/** A new temp dir under os.tmpdir(), removed when the test ends. */
+export async function tempDataDir(t: CleanupContext, prefix = 'pixiu-data-'): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** One HTTP answer, its body read as text and, when it is JSON, parsed. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** The parsed JSON body; `undefined` when the body is not JSON. */
+  readonly body: unknown;
+  /** Wall time from sending to the last body byte, ms. */
+  readonly elapsedMs: number;
+}
+
+/** Options of one {@link PixiuClient.request}. */
+export interface RequestOptions {
+  /** Sent as JSON (content type application/json) unless it is already a string. */
+  readonly body?: unknown;
+  /** Extra or replacing headers; `authorization: ''` removes the token. */
+  readonly headers?: Record<string, string>;
+}
+
+/** Authorized requests to one Pixiu server. */
+export class PixiuClient {
+  /**
+   * @param url `http://host:port`
+   * @param token the API token sent as `Authorization: Bearer <token>`
+   */
+  constructor(readonly url: string, readonly token: string) {}
+
+  /** Sends one request; never throws for an HTTP status (only for a network failure). */
+  async request(method: string, route: string, opts: RequestOptions = {}): Promise<HttpAnswer> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}` };
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+      headers['content-type'] = 'application/json';
+    }
+    for (const [k, v] of Object.entries(opts.headers ?? {})) headers[k.toLowerCase()] = v;
+    if (headers.authorization === '') delete headers.authorization;
+    const start = performance.now();
+    const res = await fetch(new URL(route, this.url), { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    const elapsedMs = performance.now() - start;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, headers: res.headers, text, body: parsed, elapsedMs };
+  }
+
+  /** `GET route`. */
+  get(route: string, opts?: RequestOptions): Promise<HttpAnswer> {
+    return this.request('GET', route, opts);
+  }
+
+  /** `POST route` with a JSON body. */
+  post(route: string, body: unknown, opts?: Omit<RequestOptions, 'body'>): Promise<HttpAnswer> {
+    return this.request('POST', route, { ...opts, body });
+  }
+}
+
+/** A service started in the test's process. */
+export interface InProcessServer {
+  readonly service: Service;
+  readonly config: Config;
+  /** Authorized with the service's API token. */
+  readonly client: PixiuClient;
+}
+
+/**
+ * Starts the service in this process: temp data dir, port 0, log level silent, and the
+ * given settings (at least the test's `redisUrl`). Closed, and its data dir removed,
+ * when the test ends. The machine's environment is not read.
+ */
+export async function startInProcess(
+  t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string },
+): Promise<InProcessServer> {
+  const dataDir = overrides.dataDir ?? await tempDataDir(t);
+  const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, ...overrides });
+  const service = await startService(config, createLogger(config.logLevel));
+  t.after(() => service.close());
+  return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken) };
+}
+
+/** The environment for a child `pixiu`: the parent's, minus every `PIXIU_` variable. */
+function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
+  return { ...base, ...env };
+}
+
+/** How a child process ended. */
+export interface ExitStatus {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+/** A running server child process (`pixiu serve`, or a bench's own server). */
+export interface ServeProcess {
+  readonly proc: ChildProcess;
+  /** `http://host:port` from its listening log line. */
+  readonly url: string;
+  /** Everything it wrote so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when it has exited (at once if it already has). */
+  readonly exited: Promise<ExitStatus>;
+  /** SIGTERM (graceful shutdown); resolves with how it exited. */
+  term(): Promise<ExitStatus>;
+  /** SIGKILL (a crash); resolves once it is gone. */
+  kill(): Promise<ExitStatus>;
+}
+
+/** Collects a child's stdout and stderr as text. */
+function collect(proc: ChildProcess): { stdout: () => string; stderr: () => string } {
+  let out = '';
+  let err = '';
+  proc.stdout?.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+  proc.stderr?.on('data', (chunk: Buffer) => { err += chunk.toString(); });
+  return { stdout: () => out, stderr: () => err };
+}
+
+/** Resolves when the process has exited and its output is closed; call right after spawn. */
+function exitOf(proc: ChildProcess): Promise<ExitStatus> {
+  return once(proc, 'close').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
+}
+
+/** Sends a signal unless the process has already exited, and waits for its exit. */
+function signalAndWait(proc: ChildProcess, exited: Promise<ExitStatus>, signal: NodeJS.Signals): Promise<ExitStatus> {
+  if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+  return exited;
+}
+
+/** The `url` of a complete JSON log line whose `msg` is `listening`, if `line` is one. */
+function listeningUrl(line: string, listening: string): string | undefined {
+  if (!line.includes(listening)) return undefined;
+  try {
+    const entry = JSON.parse(line) as { msg?: unknown; url?: unknown };
+    return entry.msg === listening && typeof entry.url === 'string' ? entry.url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs a TypeScript program (`node --import tsx <args…>`) from the repository root with
+ * `env` added to an environment cleared of `PIXIU_` variables, and resolves once it
+ * prints a JSON line `{"msg": <listening>, "url": …}` on stdout.
+ *
+ * @param t when given, the process is SIGKILLed when the test ends, if still running
+ * @throws Error with its output when it exits or stays silent for 30 s before listening
+ */
+export async function spawnListening(
+  args: readonly string[], env: Record<string, string>, t?: CleanupContext, listening = 'pixiu listening',
+): Promise<ServeProcess> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = collect(proc);
+  const exited = exitOf(proc);
+  t?.after(() => signalAndWait(proc, exited, 'SIGKILL'));
+  const url = await new Promise<string>((resolve, reject) => {
+    let seen = 0;
+    const onData = (): void => {
+      const text = output.stdout();
+      const end = text.lastIndexOf('\n') + 1;
+      for (const line of text.slice(seen, end).split('\n')) {
+        const found = listeningUrl(line, listening);
+        if (found !== undefined) return done(() => resolve(found));
+      }
+      seen = Math.max(seen, end);
+    };
+    const timer = setTimeout(() => done(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${args.join(' ')} did not listen within ${LISTEN_TIMEOUT_MS} ms:\n${output.stderr()}`));
+    }), LISTEN_TIMEOUT_MS);
+    const onExit = (code: number | null): void => done(() =>
+      reject(new Error(`${args.join(' ')} exited (${code}) before listening:\n${output.stderr()}\n${output.stdout()}`)));
+    function done(settle: () => void): void {
+      clearTimeout(timer);
+      proc.stdout?.off('data', onData);
+      proc.off('exit', onExit);
+      settle();
+    }
+    proc.stdout?.on('data', onData);
+    proc.once('exit', onExit);
+  });
+  return {
+    proc,
+    url,
+    stdout: output.stdout,
+    stderr: output.stderr,
+    exited,
+    term: () => signalAndWait(proc, exited, 'SIGTERM'),
+    kill: () => signalAndWait(proc, exited, 'SIGKILL'),
+  };
+}
+
+/**
+ * Runs `pixiu serve` (`node --import tsx src/cli/main.ts serve`) with `env` added to an
+ * environment cleared of `PIXIU_` variables, and resolves once its `pixiu listening`
+ * log line is on stdout (the log level must be info or lower).
+ *
+ * @param t when given, the process is SIGKILLed when the test ends, if still running
+ * @throws Error with its output when it exits or stays silent for 30 s before listening
+ */
+export function spawnServe(env: Record<string, string>, t?: CleanupContext): Promise<ServeProcess> {
+  return spawnListening([CLI_MAIN, 'serve'], env, t);
+}
+
+/** What a finished CLI run printed, and its exit code. */
+export interface CliResult extends ExitStatus {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs `pixiu <args…>` to completion with `env` added to an environment cleared of
+ * `PIXIU_` variables.
+ */
+export async function runCli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, ...args], {
+    cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = collect(proc);
+  const status = await exitOf(proc);
+  return { ...status, stdout: output.stdout(), stderr: output.stderr() };
+}

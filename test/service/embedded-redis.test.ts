@@ -1,0 +1,60 @@
+/**
+ * `pixiu serve` without PIXIU_REDIS_URL (DESIGN.md §10): it starts its own
+ * `redis-server` on a unix socket under the data dir, stops it on SIGTERM, and a
+ * second start on the same data dir finds the first one's messages. Generated
+ * secrets are kept in the data dir and printed once.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { localRedisSocket } from '../../src/redis/local-server.js';
+import { PixiuClient, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+
+/** True while a process with this pid exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTERM, and a restart finds the messages', { timeout: 60_000 }, async (t) => {
+  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
+  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  // Should the test fail with serve SIGKILLed, its redis-server would outlive it.
+  t.after(async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+
+  const first = await spawnServe(env, t);
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  assert.ok(redisPid > 0 && alive(redisPid), 'a redis-server process runs');
+  const socket = localRedisSocket(dataDir);
+  assert.equal(socket, path.join(dataDir, 'redis', 'redis.sock'));
+  assert.ok(existsSync(socket), 'its socket is under <dataDir>/redis');
+
+  const token = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
+  assert.ok(token.length >= 32);
+  const sent = await new PixiuClient(first.url, token).post('/v1/messages', { to: 'kim', type: 't', data: { n: 1 } });
+  assert.equal(sent.status, 201, sent.text);
+
+  const exit = await first.term();
+  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.ok(!alive(redisPid), 'the redis-server it started is gone');
+  assert.ok(first.stderr().includes(token), 'the generated API token is printed on first start');
+  assert.match(first.stdout(), /"msg":"pixiu stopped"/);
+
+  const second = await spawnServe(env, t);
+  const history = await new PixiuClient(second.url, token).get('/v1/users/kim/messages');
+  assert.equal(history.status, 200, history.text);
+  const page = history.body as { messages: Array<{ id: string; seq: number; data: unknown }> };
+  assert.deepEqual(page.messages.map((m) => [m.seq, m.id, m.data]), [[1, (sent.body as { id: string }).id, { n: 1 }]]);
+  assert.deepEqual(await second.term(), { code: 0, signal: null });
+  assert.ok(!second.stderr().includes(token), 'the token is not printed again');
+});
