@@ -45,6 +45,10 @@ export interface Config {
   /** Wake delivery on append (true), or rely on heartbeat pulls only (false). */
   readonly notify: boolean;
   readonly broadcastStreamCap: number;
+  /** Broadcast frames per second per node. */
+  readonly broadcastRate: number;
+  /** Publications kept per channel. */
+  readonly channelHistory: number;
   readonly roomSizeCap: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }

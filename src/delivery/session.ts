@@ -25,6 +25,8 @@ export interface DeliveryConnection {
   send(text: string): void;
   /** Closes with a WebSocket close code (DESIGN.md §6). */
   close(code: number, reason: string): void;
+  /** Called right after its `welcome` frame was written (other feeds may start then). */
+  welcomed?(): void;
 }
 
 /** What a session needs. */
@@ -150,6 +152,7 @@ export class UserSession {
           const conn = this.#conns.get(e.conn);
           if (conn) {
             conn.send(JSON.stringify(e.frame));
+            if (e.frame.t === 'welcome') conn.welcomed?.();
             this.#deps.onFrame?.(e.frame.t);
           }
           break;

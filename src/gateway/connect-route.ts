@@ -163,8 +163,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     hs.opened = true;
     const connection = new WsConnection(socket, {
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
+      tags: hs.claims.tags, channels: hs.claims.channels,
     }, deps.connection);
-    connection.start(hs.resume);
+    connection.start(hs.resume, req.query.last_bseq);
     deps.onOpen(connection, hs.claims);
   });
 }

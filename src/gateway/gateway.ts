@@ -9,6 +9,11 @@ import websocket from '@fastify/websocket';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
+import { BroadcastStream } from '../broadcast/broadcast-stream.js';
+import { BroadcastFanout } from '../broadcast/fanout.js';
+import { BroadcastReader } from '../broadcast/reader.js';
+import { ChannelHub } from '../channels/channel-hub.js';
+import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus, type KickMessage } from '../cluster/bus.js';
 import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { Presence } from '../cluster/presence.js';
@@ -31,6 +36,8 @@ import { CloseCode, type ConnectionDeps, type WsConnection } from './ws-connecti
 const NODE_RENEW_MS = 5000;
 /** Ack cursors are written at most this often per user, ms (DESIGN.md §5). */
 const ACK_FLUSH_MS = 100;
+/** Broadcast receivers served between two yields to the event loop. */
+const FANOUT_CHUNK = 500;
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
 
@@ -61,12 +68,19 @@ export class Gateway implements GatewayDeps {
   readonly logger: Logger;
   readonly state = { accepting: true };
   readonly connection: ConnectionDeps;
+  /** The broadcast stream every node reads (DESIGN.md §8). */
+  readonly broadcastStream: BroadcastStream;
+  /** Channel publishing and history (DESIGN.md §8). */
+  readonly channelStream: ChannelStream;
   readonly #registry: NodeRegistry;
   readonly #bus: Bus;
   readonly #subscriber: Redis;
   readonly #metrics: Metrics;
+  readonly #fanout: BroadcastFanout;
+  readonly #reader: BroadcastReader;
+  readonly #channelHub: ChannelHub;
 
-  private constructor(opts: GatewayOptions, node: string, subscriber: Redis) {
+  private constructor(opts: GatewayOptions, node: string, subscriber: Redis, readerRedis: Redis) {
     const { config, redis, keys, logger, metrics } = opts;
     this.node = node;
     this.config = config;
@@ -106,8 +120,24 @@ export class Gateway implements GatewayDeps {
         for (const u of users) void this.presence.removeNode(u, gone).catch(() => undefined);
       },
     });
+    this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);
+    this.channelStream = new ChannelStream(redis, keys, config.channelHistory);
+    this.#fanout = new BroadcastFanout({
+      framesPerSecond: config.broadcastRate,
+      chunkSize: FANOUT_CHUNK,
+      onSent: (n) => metrics.wsFrames.inc({ t: 'bcast' }, n),
+    });
+    this.#reader = new BroadcastReader({
+      redis: readerRedis,
+      key: this.broadcastStream.key,
+      logger,
+      onEntries: (entries) => this.#fanout.deliver(entries),
+    });
+    this.#channelHub = new ChannelHub(subscriber, keys, logger);
     this.connection = {
       config,
+      broadcast: { fanout: this.#fanout, stream: this.broadcastStream },
+      channels: { hub: this.#channelHub, stream: this.channelStream },
       hub: this.hub,
       verify: opts.verify,
       logger,
@@ -132,13 +162,25 @@ export class Gateway implements GatewayDeps {
     const subscriber = await createRedis({
       url: opts.redisUrl, commandTimeoutMs: opts.config.redisCommandTimeoutMs, name: `pixiu:bus:${node}`, logger: opts.logger,
     });
-    const gateway = new Gateway(opts, node, subscriber);
+    let readerRedis: Redis;
+    try {
+      // Its own connection: a blocked XREAD must never hold up other Redis traffic.
+      readerRedis = await createRedis({
+        url: opts.redisUrl, commandTimeoutMs: opts.config.redisCommandTimeoutMs, name: `pixiu:broadcast:${node}`, logger: opts.logger, blocking: true,
+      });
+    } catch (err) {
+      subscriber.disconnect();
+      throw err;
+    }
+    const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
       await gateway.#bus.start();
+      await gateway.#reader.start();
     } catch (err) {
       await gateway.#registry.stop();
       subscriber.disconnect();
+      readerRedis.disconnect();
       throw err;
     }
     opts.logger.info({ node }, 'gateway started');
@@ -203,6 +245,7 @@ export class Gateway implements GatewayDeps {
   async close(): Promise<void> {
     this.state.accepting = false;
     await this.hub.closeAll(CloseCode.goingAway, 'server shutting down');
+    await this.#reader.stop();
     await this.#bus.stop();
     await this.#registry.stop();
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());

@@ -14,6 +14,10 @@ import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { Hub } from '../delivery/hub.js';
 import type { ErrorFrame } from '../delivery/frames.js';
 import { parseClientFrame, type ClientFrame } from './client-frames.js';
+import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
+import type { BroadcastFanout } from '../broadcast/fanout.js';
+import { BroadcastSubscription } from '../broadcast/subscription.js';
+import { ConnectionChannels, type ChannelDeps } from '../channels/connection-channels.js';
 
 /** Close codes (DESIGN.md §6). */
 export const CloseCode = Object.freeze({
@@ -45,8 +49,10 @@ export interface ConnectionDeps {
   readonly onHeartbeat: (conn: WsConnection) => void;
   /** The connection closed (presence removal, metrics). */
   readonly onClosed: (conn: WsConnection, code: number) => void;
-  /** A channel frame (`sub` / `unsub`); answers an error frame when channels are not served. */
-  readonly onChannelFrame?: (conn: WsConnection, frame: Extract<ClientFrame, { t: 'sub' | 'unsub' }>) => void;
+  /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */
+  readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream };
+  /** Channels; absent: `sub`/`unsub` answer an error frame. */
+  readonly channels?: ChannelDeps;
 }
 
 /** Who is on the connection. */
@@ -54,6 +60,10 @@ export interface ConnectionIdentity {
   readonly id: string;
   readonly user: string;
   readonly device: string;
+  /** The JWT's `tags` (broadcast filters). */
+  readonly tags: readonly string[];
+  /** The JWT's `channels` patterns. */
+  readonly channels: readonly string[];
   /** Token expiry, ms since the epoch. */
   readonly expiresAtMs: number;
   /** Connected at, ms since the epoch. */
@@ -69,6 +79,10 @@ export class WsConnection implements DeliveryConnection {
   readonly #ws: WebSocket;
   readonly #deps: ConnectionDeps;
   readonly #log: Logger;
+  readonly #broadcast: BroadcastSubscription | undefined;
+  readonly #channels: ConnectionChannels | undefined;
+  /** `last_bseq` from the handshake: where the broadcast feed resumes after `welcome`. */
+  #lastBseq: string | undefined;
   #session: UserSession | undefined;
   #expiresAtMs: number;
   #lastSeen = Date.now();
@@ -88,10 +102,19 @@ export class WsConnection implements DeliveryConnection {
     this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
     this.#log = deps.logger.child({ conn: who.id, user: who.user, device: who.device });
+    const send = (text: string): void => this.send(text);
+    this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), send) : undefined;
+    this.#channels = deps.channels ? new ConnectionChannels(deps.channels, who.channels, send) : undefined;
   }
 
-  /** Starts the connection: wires the socket, arms its clocks, logs it in to delivery. */
-  start(resume: ResumeRequest): void {
+  /**
+   * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
+   * @param lastBseq the client's `last_bseq`: broadcasts it missed follow `welcome`
+   */
+  start(resume: ResumeRequest, lastBseq?: string): void {
+    this.#lastBseq = lastBseq;
+    // Registered at once but held: live broadcasts queue until `welcome` is out.
+    if (this.#broadcast) this.#deps.broadcast?.fanout.add(this.#broadcast);
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => {
@@ -176,10 +199,16 @@ export class WsConnection implements DeliveryConnection {
         void this.#refresh(frame.token);
         break;
       case 'sub':
-      case 'unsub':
-        if (this.#deps.onChannelFrame) this.#deps.onChannelFrame(this, frame);
-        else this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available yet'));
+      case 'unsub': {
+        const channels = this.#channels;
+        if (!channels) {
+          this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'));
+          break;
+        }
+        const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
+        done.catch((err: unknown) => this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry')));
         break;
+      }
     }
   }
 
@@ -197,6 +226,7 @@ export class WsConnection implements DeliveryConnection {
     try {
       const claims = await this.#deps.verify(token);
       if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
+      this.#channels?.setPatterns(claims.channels);
       this.#expiresAtMs = claims.expiresAtMs;
       // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
       this.#armExpiry();
@@ -232,7 +262,20 @@ export class WsConnection implements DeliveryConnection {
     this.#deps.onHeartbeat(this);
   }
 
+  /** `welcome` is out: start the broadcast feed (catching up from `last_bseq`). */
+  welcomed(): void {
+    const feed = this.#broadcast;
+    const deps = this.#deps.broadcast;
+    if (!feed || !deps) return;
+    feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
+      this.#log.warn({ err }, 'broadcast catch-up failed; live broadcasts continue');
+      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
+    });
+  }
+
   #onClose(code: number): void {
+    if (this.#broadcast) this.#deps.broadcast?.fanout.remove(this.#broadcast);
+    void this.#channels?.closeAll();
     this.#closed = true;
     clearInterval(this.#heartbeatTimer);
     clearTimeout(this.#expiryTimer);

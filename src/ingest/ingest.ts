@@ -11,6 +11,8 @@
 import { MsgKind } from '../ids/msg-id.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { MessageStore, PutResult } from '../store/message-store.js';
+import { PixiuError } from '../errors.js';
+import type { Rooms } from '../rooms/membership.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -23,6 +25,27 @@ export interface UserMessageInput {
   readonly client_msg_id?: string;
   /** Retention in seconds. */
   readonly ttl?: number;
+}
+
+/** A room message as the API accepts it (already schema-validated). */
+export interface RoomMessageInput {
+  readonly room: string;
+  readonly from?: string;
+  readonly type: string;
+  readonly data: unknown;
+  readonly client_msg_id?: string;
+  /** Retention in seconds. */
+  readonly ttl?: number;
+}
+
+/** What the producer of a room message is answered. */
+export interface RoomIngestResult {
+  readonly id: string;
+  readonly room: string;
+  /** Members whose inbox got it (those who were members when it was first sent). */
+  readonly recipients: number;
+  /** As {@link IngestResult.duplicate}. */
+  readonly duplicate: boolean;
 }
 
 /** Where one recipient's copy landed. */
@@ -55,6 +78,8 @@ export type AppendedHook = (user: string, seq: number, nodes: readonly string[])
 export interface IngestDeps {
   readonly store: MessageStore;
   readonly inbox: Inbox;
+  /** Room membership; without it room messages are refused. */
+  readonly rooms?: Rooms;
   readonly onAppended?: AppendedHook;
 }
 
@@ -93,6 +118,42 @@ export class Ingest {
     const puts = await Promise.allSettled(inputs.map((input, i) => this.#store(input, named[i] ?? [])));
     return Promise.allSettled(puts.map((put, i) =>
       (put.status === 'fulfilled' ? this.#append(put.value, named[i] ?? []) : Promise.reject(put.reason))));
+  }
+
+  /**
+   * Stores a room message once and appends its MsgID, with the room named, to the
+   * inbox of every member who had joined when it was first sent (DESIGN.md §8): a
+   * member added later never gets it, also not from a retry; a removed member gets
+   * nothing new. A retry with the same `client_msg_id` appends to no one twice.
+   *
+   * @throws PixiuError NOT_FOUND for a room without members (nothing stored);
+   *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST as {@link sendToUsers}
+   */
+  async sendToRoom(input: RoomMessageInput): Promise<RoomIngestResult> {
+    const { rooms, store, inbox, onAppended } = this.#deps;
+    if (!rooms) throw new PixiuError('INVALID_REQUEST', 'rooms are not available on this service');
+    if ((await rooms.size(input.room)) === 0) {
+      throw new PixiuError('NOT_FOUND', `no room ${input.room} (a room exists while it has members)`);
+    }
+    const put = await store.put({
+      kind: MsgKind.room,
+      type: input.type,
+      room: input.room,
+      ...(input.from !== undefined ? { from: input.from } : {}),
+      data: input.data,
+      ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
+      ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
+    });
+    const room = put.message.room ?? input.room;
+    const members = await rooms.membersAt(room, put.message.ts);
+    const appends = await Promise.all(members.map((user) => inbox.append(user, put.id, MsgKind.room, { room })));
+    let duplicate = put.duplicate;
+    appends.forEach((a, i) => {
+      if (a.duplicate) return;
+      duplicate = false;
+      onAppended?.(members[i] as string, a.seq, a.nodes);
+    });
+    return { id: put.id, room, recipients: members.length, duplicate };
   }
 
   /** Stores the content once (or finds the first message of its `client_msg_id`). */

@@ -130,10 +130,38 @@ export class Keys {
     return `${this.prefix}node:${node}`;
   }
 
+  /** The capped broadcast stream (DESIGN.md §8): one for all nodes. */
+  broadcast(): string {
+    return `${this.prefix}broadcast`;
+  }
+
+  /**
+   * A room's members: sorted set of user id → join time, ms (DESIGN.md §8). Its own
+   * hash tag, `room:{<room>}`. @throws PixiuError INVALID_REQUEST for a bad room id
+   */
+  roomMembers(room: string): string {
+    return `${this.prefix}room:${this.#hashTag(room, 'room id')}:members`;
+  }
+
+  /** A channel's capped history stream (DESIGN.md §8). @throws PixiuError INVALID_REQUEST for a bad channel */
+  channelHistory(channel: string): string {
+    return `${this.prefix}ch:${this.#hashTag(channel, 'channel')}:history`;
+  }
+
+  /** A channel's Pub/Sub topic (not a key: Pub/Sub names live outside the keyspace). */
+  channelTopic(channel: string): string {
+    return `${this.prefix}ch:${channel}`;
+  }
+
   #tag(uid: string): string {
-    if (typeof uid !== 'string' || uid.length === 0 || uid.length > MAX_UID_LENGTH) {
-      throw invalid(`user id must be 1-${MAX_UID_LENGTH} characters`);
+    return `${this.prefix}${this.#hashTag(uid, 'user id')}`;
+  }
+
+  /** `{id}` with braces and `%` escaped (see the class comment). */
+  #hashTag(id: string, what: string): string {
+    if (typeof id !== 'string' || id.length === 0 || id.length > MAX_UID_LENGTH) {
+      throw invalid(`${what} must be 1-${MAX_UID_LENGTH} characters`);
     }
-    return `${this.prefix}{${BRACES.test(uid) ? uid.replace(BRACES_G, escapeChar) : uid}}`;
+    return `{${BRACES.test(id) ? id.replace(BRACES_G, escapeChar) : id}}`;
   }
 }

@@ -163,8 +163,9 @@ function forwardLog(child: ChildProcess, logger: Logger): void {
   const onData = (chunk: Buffer): void => {
     for (const line of chunk.toString().split('\n')) {
       if (!line.trim()) continue;
-      // Redis marks levels with a char before the message: '#' warning, '*' notice.
-      if (/ # /.test(line)) logger.warn({ redis: line }, 'redis-server log');
+      // Redis marks '#' both warnings and routine shutdown notes; only lines that say
+      // WARNING or error are worth a warn in Pixiu's log.
+      if (/WARNING|error/i.test(line)) logger.warn({ redis: line }, 'redis-server log');
       else logger.debug({ redis: line }, 'redis-server log');
     }
   };

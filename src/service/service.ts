@@ -21,6 +21,10 @@ import { MessageStore } from '../store/message-store.js';
 import { createVerifier } from '../auth/jwt.js';
 import { Gateway } from '../gateway/gateway.js';
 import { Keys } from '../redis/keys.js';
+import { broadcastRoutes } from '../broadcast/routes.js';
+import { channelRoutes } from '../channels/routes.js';
+import { Rooms } from '../rooms/membership.js';
+import { roomRoutes } from '../rooms/routes.js';
 
 /** A running service. */
 export interface Service {
@@ -89,15 +93,24 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     cleanup.unshift(['store', () => store.close()]);
 
     const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
+    const keys = new Keys(config.redisPrefix);
     const gateway = await Gateway.start({
-      config, redis, redisUrl, keys: new Keys(config.redisPrefix), inbox, store,
+      config, redis, redisUrl, keys, inbox, store,
       verify: createVerifier(secrets.jwt), logger, metrics,
     });
     cleanup.unshift(['gateway', () => gateway.close()]);
-    const ingest = new Ingest({ store, inbox, onAppended: (user, seq, nodes) => gateway.appended(user, seq, nodes) });
+    const rooms = new Rooms(redis, keys, config.roomSizeCap);
+    const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, seq, nodes) => gateway.appended(user, seq, nodes) });
     const app = await buildApp({
       config, store, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
-      extend: (root, producerScope) => gateway.register(root, producerScope),
+      extend: async (root, producerScope) => {
+        await gateway.register(root, producerScope);
+        await producerScope((scope) => {
+          roomRoutes(scope, rooms);
+          broadcastRoutes(scope, store, gateway.broadcastStream);
+          channelRoutes(scope, gateway.channelStream);
+        });
+      },
     }, logger);
     // Shutdown order (DESIGN.md §6): sockets closed 1001 and cursors flushed first,
     // then HTTP stops accepting and finishes what is in flight, then Redis and the store.

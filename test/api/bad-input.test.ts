@@ -138,9 +138,10 @@ test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) =>
   await rejects(t, post(oversized), 413, 'PAYLOAD_TOO_LARGE', undefined, { maxBodyBytes: '1024' });
 });
 
-test('room is 400 saying rooms are not available yet', async (t) => {
-  await rejects(t, post({ room: 'lobby', type: 't', data: 1 }), 400, 'INVALID_REQUEST', /rooms are not available yet/);
+test('an unknown room is 404; to and room together, or neither, are 400', async (t) => {
+  await rejects(t, post({ room: 'lobby', type: 't', data: 1 }), 404, 'NOT_FOUND', /no room lobby/);
   await rejects(t, post(message({ room: 'lobby' })), 400, 'INVALID_REQUEST', /both to and room/);
+  await rejects(t, post({ type: 't', data: 1 }), 400, 'INVALID_REQUEST', /must have to .* or room/);
 });
 
 test('a malformed MsgID in the path is 400', async (t) => {

@@ -87,10 +87,10 @@ test('POST /v1/messages/batch answers per item in order; an invalid item fails a
   });
   assert.equal(answer.status, 200, answer.text);
   const { results } = answer.body as { results: Array<{ status: number; id?: string; error?: { code: string; message: string } }> };
-  assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 413, 200, 400, 400]);
-  assert.deepEqual(results.map((r) => r.error?.code), [undefined, 'INVALID_REQUEST', undefined, 'PAYLOAD_TOO_LARGE', undefined, 'INVALID_REQUEST', 'INVALID_REQUEST']);
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 413, 200, 404, 400]);
+  assert.deepEqual(results.map((r) => r.error?.code), [undefined, 'INVALID_REQUEST', undefined, 'PAYLOAD_TOO_LARGE', undefined, 'NOT_FOUND', 'INVALID_REQUEST']);
   assert.match(results[1]?.error?.message ?? '', /messages\/1\/type/);
-  assert.match(results[5]?.error?.message ?? '', /rooms are not available yet/);
+  assert.match(results[5]?.error?.message ?? '', /no room lobby/);
   assert.match(results[6]?.error?.message ?? '', /messages\/6/);
   assert.equal(results[4]?.id, results[0]?.id, 'the repeated client_msg_id answers the first id');
   const quinn = await readWholeInbox(inbox, 'quinn');

@@ -53,7 +53,7 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.equal(ingest('message', 'duplicate'), 1);
   assert.equal(ingest('message', 'PAYLOAD_TOO_LARGE'), 1);
   assert.equal(ingest('batch', 'created'), 1);
-  assert.equal(ingest('batch', 'INVALID_REQUEST'), 1);
+  assert.equal(ingest('batch', 'NOT_FOUND'), 1);
   assert.equal(sample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 6);
   // Six puts reached the store: five new messages and the duplicate, whose lookup
   // rides a batch too; the refused ones never did.

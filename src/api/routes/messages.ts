@@ -7,7 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
-import type { UserMessageInput } from '../../ingest/ingest.js';
+import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { clientMsgId, errorBody, messageType, msgId, ttlSeconds, userId } from '../schemas.js';
@@ -61,7 +61,21 @@ export const ingestResult = {
   required: ['id', 'recipients', 'duplicate'],
 } as const;
 
-type MessageBody = UserMessageInput & { room?: string };
+/** The answer to a room message. */
+export const roomIngestResult = {
+  type: 'object',
+  properties: {
+    id: msgId,
+    room: { type: 'string' },
+    recipients: { type: 'integer', description: 'members whose inbox got it' },
+    duplicate: { type: 'boolean' },
+  },
+  required: ['id', 'room', 'recipients', 'duplicate'],
+} as const;
+
+const anyIngestResult = { anyOf: [ingestResult, roomIngestResult] } as const;
+
+type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
 
 const validateItem = compileBodySchema(messageBody);
 
@@ -70,11 +84,14 @@ const validateItem = compileBodySchema(messageBody);
  * @throws PixiuError INVALID_REQUEST
  */
 function checkAddressing(body: { to?: unknown; room?: unknown }, where: string): void {
-  if (body.room !== undefined) {
-    if (body.to !== undefined) throw invalid(`${where} has both to and room; give one`);
-    throw invalid(`${where}/room: rooms are not available yet; address users with to`);
+  if (body.room !== undefined && body.to !== undefined) throw invalid(`${where} has both to and room; give one`);
+  if (body.room === undefined && body.to === undefined) {
+    throw invalid(`${where} must have to (a user id or a list of them) or room`);
   }
-  if (body.to === undefined) throw invalid(`${where} must have to (a user id or a list of them)`);
+}
+
+function isRoomMessage(body: MessageBody): body is RoomMessageInput & MessageBody {
+  return body.room !== undefined;
 }
 
 /** Validates batch item `i` as `POST /v1/messages` would; answers it, or its error. */
@@ -94,17 +111,18 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.post<{ Body: MessageBody }>('/v1/messages', {
     schema: {
-      summary: 'Send a message to users',
-      description: 'Stores the message once and appends it to every recipient\'s inbox. 201 when created; 200 with duplicate: true when the same client_msg_id was already completed.',
+      summary: 'Send a message to users, or to a room',
+      description: 'Stores the message once and appends it to every recipient\'s inbox (with room: every member\'s). 201 when created; 200 with duplicate: true when the same client_msg_id was already completed.',
       tags: ['messages'],
       body: messageBody,
-      response: { 200: ingestResult, 201: ingestResult, '4xx': errorBody, '5xx': errorBody },
+      response: { 200: anyIngestResult, 201: anyIngestResult, '4xx': errorBody, '5xx': errorBody },
     },
   }, async (req, reply) => {
     const end = metrics.ingestDuration.startTimer({ route: 'message' });
     try {
       checkAddressing(req.body, 'body');
-      const result = await ingest.sendToUsers(req.body);
+      const body = req.body;
+      const result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
       metrics.ingestMessages.inc({ route: 'message', outcome: result.duplicate ? 'duplicate' : 'created' });
       return reply.code(result.duplicate ? 200 : 201).send(result);
     } catch (err) {
@@ -142,10 +160,17 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // Each item is checked alone; the valid ones go to ingest together, which
       // appends them in batch order (a user named twice gets them in that order).
       const checked = req.body.messages.map((item, i) => checkItem(item, i));
-      const sent = await ingest.sendBatch(checked.filter((c): c is MessageBody => !(c instanceof PixiuError)));
-      let next = 0;
+      const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
+      const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
+      const [sentToUsers, sentToRooms] = await Promise.all([
+        ingest.sendBatch(userItems),
+        Promise.allSettled(valid.filter(isRoomMessage).map((c) => ingest.sendToRoom(c))),
+      ]);
+      let nextUser = 0;
+      let nextRoom = 0;
       const results = checked.map((c, i) => {
-        const outcome = c instanceof PixiuError ? undefined : sent[next++];
+        const outcome: PromiseSettledResult<IngestResult | RoomIngestResult> | undefined = c instanceof PixiuError ? undefined
+          : isRoomMessage(c) ? sentToRooms[nextRoom++] : sentToUsers[nextUser++];
         if (outcome?.status === 'fulfilled') {
           const r = outcome.value;
           metrics.ingestMessages.inc({ route: 'batch', outcome: r.duplicate ? 'duplicate' : 'created' });

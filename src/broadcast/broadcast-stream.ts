@@ -1,0 +1,117 @@
+/**
+ * The broadcast stream `px:broadcast` (DESIGN.md §8): one capped Redis stream that
+ * every node reads. Each entry carries the whole broadcast — MsgID, type, time, the
+ * data as JSON text and the tag filter — so a node fans it out without a store read
+ * (the content is also stored once in the message store, kind broadcast, for the
+ * record). Its entry ID is the broadcast's `bseq`.
+ */
+import type { Redis, Result } from 'ioredis';
+import { invalid } from '../errors.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { isStreamId } from '../streams/stream-id.js';
+import type { TagFilter } from './filter.js';
+
+/** One broadcast as read from the stream. */
+export interface BroadcastEntry {
+  /** The `bseq`: the stream entry ID. */
+  readonly id: string;
+  /** The MsgID. */
+  readonly msgId: string;
+  readonly filter: TagFilter | undefined;
+  /** The `bcast` frame, serialised once per node (DESIGN.md §8). */
+  readonly frame: string;
+}
+
+/** What the stream retains (see broadcast-bounds-1.lua). */
+export interface BroadcastBounds {
+  /** First retained bseq; undefined when the stream is empty or missing. */
+  readonly first: string | undefined;
+  /** Last bseq ever generated; undefined when the stream is missing. */
+  readonly last: string | undefined;
+  /** Highest bseq removed by trimming, `0-0` when none. */
+  readonly maxDeleted: string;
+}
+
+const BOUNDS: ScriptSpec = {
+  command: 'pxBroadcastBoundsV1', file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1, readOnly: true,
+};
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** `broadcast-bounds-1.lua`: KEYS broadcast. */
+    pxBroadcastBoundsV1(stream: string): Result<[string, string, string], Context>;
+  }
+}
+
+/** A raw stream entry: `[id, [field, value, …]]`. */
+type RawEntry = [string, string[]];
+
+/** Builds an entry (and its frame) from the raw reply; undefined when malformed. */
+export function parseBroadcastEntry([id, fields]: RawEntry): BroadcastEntry | undefined {
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
+  const { m, y, s, d } = f;
+  if (m === undefined || y === undefined || s === undefined || d === undefined) return undefined;
+  let filter: TagFilter | undefined;
+  if (f.f) {
+    try {
+      filter = JSON.parse(f.f) as TagFilter;
+    } catch {
+      return undefined;
+    }
+  }
+  // The data is already JSON text: the frame is assembled around it, not re-encoded.
+  const frame = `{"t":"bcast","bseq":${JSON.stringify(id)},"id":${JSON.stringify(m)},"type":${JSON.stringify(y)},"ts":${Number(s)},"data":${d}}`;
+  return { id, msgId: m, filter, frame };
+}
+
+/** The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
+export class BroadcastStream {
+  readonly #redis: Redis;
+  readonly #key: string;
+  readonly #cap: string;
+
+  /** @param cap entries retained (setting `broadcastStreamCap`) */
+  constructor(redis: Redis, keys: Keys, cap: number) {
+    this.#redis = redis;
+    this.#key = keys.broadcast();
+    this.#cap = String(cap);
+    defineScripts(redis, [BOUNDS]);
+  }
+
+  /** The stream's key (for the node reader). */
+  get key(): string {
+    return this.#key;
+  }
+
+  /**
+   * Appends a broadcast, trimming the stream to exactly the cap.
+   * @param dataJson the data, already JSON-encoded
+   * @returns its bseq
+   */
+  async publish(msgId: string, type: string, ts: number, dataJson: string, filter: TagFilter | undefined): Promise<string> {
+    const fields = ['m', msgId, 'y', type, 's', String(ts), 'd', dataJson];
+    if (filter) fields.push('f', JSON.stringify(filter));
+    const id = await redisCall(() => this.#redis.xadd(this.#key, 'MAXLEN', this.#cap, '*', ...fields));
+    if (id === null) throw new Error('XADD returned no id');
+    return id;
+  }
+
+  /**
+   * Up to `count` entries after `afterId` (exclusive), oldest first.
+   * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID
+   */
+  async range(afterId: string, count: number): Promise<BroadcastEntry[]> {
+    if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
+    const raw = await redisCall(() => this.#redis.xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))) as RawEntry[];
+    return raw.map(parseBroadcastEntry).filter((e): e is BroadcastEntry => e !== undefined);
+  }
+
+  /** What the stream retains. */
+  async bounds(): Promise<BroadcastBounds> {
+    const [first, last, maxDeleted] = await redisCall(() => this.#redis.pxBroadcastBoundsV1(this.#key));
+    return { first: first || undefined, last: last || undefined, maxDeleted: maxDeleted || '0-0' };
+  }
+}

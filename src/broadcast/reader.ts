@@ -1,0 +1,101 @@
+/**
+ * The node's broadcast reader (DESIGN.md §8): one blocking `XREAD` loop on a Redis
+ * connection of its own, so a blocked read never holds up other Redis traffic (the
+ * socket.io Redis Streams adapter's shape). It hands each batch of new entries to the
+ * fan-out, in order, and waits for it before reading on.
+ *
+ * It recovers by itself: a failed read (Redis restarted, connection lost) is logged
+ * and retried with back-off, from the last entry it handed out, so nothing is handed
+ * out twice and nothing still retained is skipped.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { parseBroadcastEntry, type BroadcastEntry } from './broadcast-stream.js';
+
+/** How long one XREAD blocks, ms; the loop notices `stop()` within this. */
+const BLOCK_MS = 5000;
+/** Entries per read. */
+const READ_COUNT = 200;
+/** Back-off after a failed read: doubling from the first to the last, ms. */
+const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000] as const;
+
+/** Options of {@link BroadcastReader}. */
+export interface BroadcastReaderOptions {
+  /** A connection for this reader alone (blocking reads; no command timeout). */
+  readonly redis: Redis;
+  /** The broadcast stream key. */
+  readonly key: string;
+  readonly logger: Logger;
+  /** Receives each batch, in order; the reader waits for it before reading on. */
+  readonly onEntries: (entries: readonly BroadcastEntry[]) => Promise<void>;
+}
+
+/** The read loop. */
+export class BroadcastReader {
+  readonly #opts: BroadcastReaderOptions;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  /** ID of the last entry handed out (or the stream's end at start). */
+  #last = '0-0';
+
+  constructor(opts: BroadcastReaderOptions) {
+    this.#opts = opts;
+  }
+
+  /** The last bseq handed out. */
+  get last(): string {
+    return this.#last;
+  }
+
+  /**
+   * Starts reading after the stream's current end (broadcasts are live: a node that
+   * starts does not replay history; clients catch up with `last_bseq`).
+   * @throws PixiuError UNAVAILABLE when Redis cannot be reached
+   */
+  async start(): Promise<void> {
+    const newest = await this.#opts.redis.xrevrange(this.#opts.key, '+', '-', 'COUNT', '1');
+    this.#last = newest[0]?.[0] ?? '0-0';
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  /** Stops the loop (interrupting a blocked read) and waits for it. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#opts.redis.disconnect();
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (this.#running) {
+      let reply: [string, [string, string[]][]][] | null;
+      try {
+        reply = await this.#opts.redis.xread('COUNT', String(READ_COUNT), 'BLOCK', String(BLOCK_MS), 'STREAMS', this.#opts.key, this.#last) as [string, [string, string[]][]][] | null;
+        if (failures > 0) this.#opts.logger.info({ after: this.#last }, 'broadcast reader recovered');
+        failures = 0;
+      } catch (err) {
+        if (!this.#running) break;
+        const wait = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)] ?? 5000;
+        failures += 1;
+        this.#opts.logger.warn({ err, after: this.#last, retryInMs: wait }, 'broadcast read failed');
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
+      const raw = reply?.[0]?.[1] ?? [];
+      if (raw.length === 0) continue;
+      const entries: BroadcastEntry[] = [];
+      for (const r of raw) {
+        const e = parseBroadcastEntry(r);
+        if (e) entries.push(e);
+        else this.#opts.logger.warn({ bseq: r[0] }, 'malformed broadcast entry skipped');
+      }
+      this.#last = raw[raw.length - 1]?.[0] ?? this.#last;
+      try {
+        await this.#opts.onEntries(entries);
+      } catch (err) {
+        this.#opts.logger.error({ err }, 'broadcast fan-out failed');
+      }
+    }
+  }
+}

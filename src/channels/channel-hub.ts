@@ -1,0 +1,89 @@
+/**
+ * This node's channel subscriptions (DESIGN.md §8): which local connections follow
+ * which channel. The node subscribes to a channel's Redis Pub/Sub topic while it has
+ * at least one local subscriber and drops it when the last one leaves. A publication
+ * arriving from Redis is turned into one `pub` frame and offered to each subscriber.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { pubFrame, type ChannelEntry } from './channel-stream.js';
+
+/** A local subscriber of a channel. */
+export interface ChannelSubscriber {
+  offerPub(channel: string, entry: ChannelEntry): void;
+}
+
+/** The node's channel subscriptions. */
+export class ChannelHub {
+  readonly #subscriber: Redis;
+  readonly #keys: Keys;
+  readonly #logger: Logger;
+  /** channel → its local subscribers, and the SUBSCRIBE that the first of them sent. */
+  readonly #channels = new Map<string, { subs: Set<ChannelSubscriber>; ready: Promise<unknown> }>();
+  /** Pub/Sub topic → channel. */
+  readonly #topics = new Map<string, string>();
+
+  /** @param subscriber a connection in subscriber mode (shared with the node bus) */
+  constructor(subscriber: Redis, keys: Keys, logger: Logger) {
+    this.#subscriber = subscriber;
+    this.#keys = keys;
+    this.#logger = logger;
+    subscriber.on('message', (topic: string, text: string) => this.#onMessage(topic, text));
+  }
+
+  /** Channels with local subscribers. */
+  get channels(): readonly string[] {
+    return [...this.#channels.keys()];
+  }
+
+  /**
+   * Adds a local subscriber; the first one subscribes the node to the topic, the
+   * others wait for that same subscription.
+   * @throws PixiuError UNAVAILABLE when Redis fails (the subscriber is not added)
+   */
+  async join(channel: string, sub: ChannelSubscriber): Promise<void> {
+    const topic = this.#keys.channelTopic(channel);
+    let state = this.#channels.get(channel);
+    if (state === undefined) {
+      this.#topics.set(topic, channel);
+      state = { subs: new Set(), ready: redisCall(() => this.#subscriber.subscribe(topic)) };
+      this.#channels.set(channel, state);
+    }
+    try {
+      await state.ready;
+    } catch (err) {
+      if (this.#channels.get(channel) === state) {
+        this.#channels.delete(channel);
+        this.#topics.delete(topic);
+      }
+      throw err;
+    }
+    state.subs.add(sub);
+  }
+
+  /** Removes a local subscriber; the last one unsubscribes the node. Never rejects. */
+  async leave(channel: string, sub: ChannelSubscriber): Promise<void> {
+    const state = this.#channels.get(channel);
+    if (!state?.subs.delete(sub) || state.subs.size > 0) return;
+    this.#channels.delete(channel);
+    const topic = this.#keys.channelTopic(channel);
+    this.#topics.delete(topic);
+    await redisCall(() => this.#subscriber.unsubscribe(topic))
+      .catch((err: unknown) => this.#logger.warn({ err, channel }, 'channel unsubscribe failed'));
+  }
+
+  #onMessage(topic: string, text: string): void {
+    const channel = this.#topics.get(topic);
+    if (channel === undefined) return;
+    const bar = text.indexOf('|');
+    if (bar <= 0) {
+      this.#logger.warn({ channel }, 'malformed channel publication ignored');
+      return;
+    }
+    const id = text.slice(0, bar);
+    const entry: ChannelEntry = { id, frame: pubFrame(channel, id, text.slice(bar + 1)) };
+    for (const sub of this.#channels.get(channel)?.subs ?? []) sub.offerPub(channel, entry);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Channel publications (DESIGN.md §8): live and at-most-once, through Redis Pub/Sub to
+ * the nodes with subscribers, plus a small capped history stream per channel so `sub`
+ * with `since` can catch up. A publication's id is its history stream entry ID.
+ */
+import type { Redis, Result } from 'ioredis';
+import { invalid } from '../errors.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { isStreamId } from '../streams/stream-id.js';
+
+const PUBLISH: ScriptSpec = {
+  command: 'pxChannelPublishV1', file: new URL('./lua/channel-publish-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+};
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** `channel-publish-1.lua`: KEYS history; ARGV cap, topic, payload. Returns the id. */
+    pxChannelPublishV1(history: string, cap: string, topic: string, payload: string): Result<string, Context>;
+  }
+}
+
+/** One publication, ready to send. */
+export interface ChannelEntry {
+  /** Its id: the history stream entry ID. */
+  readonly id: string;
+  /** The `pub` frame, serialised once per node. */
+  readonly frame: string;
+}
+
+/** Builds the `pub` frame around a payload `{"type":…,"ts":…,"data":…}` without re-encoding it. */
+export function pubFrame(channel: string, id: string, payload: string): string {
+  return `{"t":"pub","channel":${JSON.stringify(channel)},"id":${JSON.stringify(id)},${payload.slice(1)}`;
+}
+
+/** Channel publishing and history. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
+export class ChannelStream {
+  readonly #redis: Redis;
+  readonly #keys: Keys;
+  readonly #cap: string;
+
+  /** @param historyCap publications kept per channel for catch-up */
+  constructor(redis: Redis, keys: Keys, historyCap: number) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#cap = String(historyCap);
+    defineScripts(redis, [PUBLISH]);
+  }
+
+  /**
+   * Publishes to a channel.
+   * @param dataJson the data, already JSON-encoded
+   * @returns the publication's id
+   */
+  async publish(channel: string, type: string, ts: number, dataJson: string): Promise<string> {
+    const payload = `{"type":${JSON.stringify(type)},"ts":${ts},"data":${dataJson}}`;
+    return redisCall(() => this.#redis.pxChannelPublishV1(
+      this.#keys.channelHistory(channel), this.#cap, this.#keys.channelTopic(channel), payload));
+  }
+
+  /**
+   * Up to `count` publications after `afterId` (exclusive), oldest first.
+   * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id
+   */
+  async range(channel: string, afterId: string, count: number): Promise<ChannelEntry[]> {
+    if (!isStreamId(afterId)) throw invalid('since must be a publication id like 1700000000000-0');
+    const raw = await redisCall(() =>
+      this.#redis.xrange(this.#keys.channelHistory(channel), `(${afterId}`, '+', 'COUNT', String(count))) as [string, string[]][];
+    const out: ChannelEntry[] = [];
+    for (const [id, fields] of raw) {
+      const payload = fields[1];
+      if (fields[0] === 'p' && payload !== undefined) out.push({ id, frame: pubFrame(channel, id, payload) });
+    }
+    return out;
+  }
+}

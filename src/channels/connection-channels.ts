@@ -1,0 +1,100 @@
+/**
+ * One connection's channel subscriptions (DESIGN.md §6, §8): `sub {channel, since?}`
+ * and `unsub {channel}` frames. A channel may be followed when a pattern in the JWT's
+ * `channels` claim allows it (src/channels/patterns.ts); otherwise the answer is an
+ * `error` frame. `since` catches up from the channel's short history first.
+ */
+import { PixiuError } from '../errors.js';
+import { StreamFollower } from '../streams/follower.js';
+import { isStreamId } from '../streams/stream-id.js';
+import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
+import type { ChannelEntry, ChannelStream } from './channel-stream.js';
+import { channelAllowed, isChannelName } from './patterns.js';
+
+/** Most channels one connection may follow at once. */
+export const MAX_CHANNELS_PER_CONNECTION = 100;
+/** Entries per catch-up read. */
+const CATCH_UP_PAGE = 100;
+
+/** What a connection's channels need. */
+export interface ChannelDeps {
+  readonly hub: ChannelHub;
+  readonly stream: ChannelStream;
+}
+
+/** The channels of one connection. */
+export class ConnectionChannels implements ChannelSubscriber {
+  readonly #deps: ChannelDeps;
+  readonly #send: (text: string) => void;
+  readonly #followers = new Map<string, StreamFollower<ChannelEntry>>();
+  #patterns: readonly string[];
+
+  /**
+   * @param patterns the JWT's `channels` claim
+   * @param send writes one frame to the connection
+   */
+  constructor(deps: ChannelDeps, patterns: readonly string[], send: (text: string) => void) {
+    this.#deps = deps;
+    this.#patterns = patterns;
+    this.#send = send;
+  }
+
+  /** Channels followed. */
+  get channels(): readonly string[] {
+    return [...this.#followers.keys()];
+  }
+
+  /** A refreshed token may allow other channels (already followed ones stay). */
+  setPatterns(patterns: readonly string[]): void {
+    this.#patterns = patterns;
+  }
+
+  /**
+   * Follows a channel (a second `sub` of the same channel changes nothing).
+   * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
+   *   pattern of the token allows it; RATE_LIMITED over the per-connection limit;
+   *   UNAVAILABLE when Redis fails
+   */
+  async sub(channel: string, since: string | undefined): Promise<void> {
+    if (!isChannelName(channel)) throw new PixiuError('INVALID_REQUEST', `not a channel name: ${JSON.stringify(channel.slice(0, 40))}`);
+    if (!channelAllowed(channel, this.#patterns)) {
+      throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
+    }
+    if (since !== undefined && !isStreamId(since)) {
+      throw new PixiuError('INVALID_REQUEST', 'since must be a publication id like 1700000000000-0');
+    }
+    if (this.#followers.has(channel)) return;
+    if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
+      throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
+    }
+    const follower = new StreamFollower<ChannelEntry>((e) => this.#send(e.frame));
+    follower.hold();
+    this.#followers.set(channel, follower);
+    try {
+      await this.#deps.hub.join(channel, this);
+    } catch (err) {
+      this.#followers.delete(channel);
+      throw err;
+    }
+    if (since === undefined) follower.release();
+    else await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
+  }
+
+  /** Stops following a channel. */
+  async unsub(channel: string): Promise<void> {
+    if (!this.#followers.delete(channel)) return;
+    await this.#deps.hub.leave(channel, this);
+  }
+
+  /** Leaves every channel (the connection closed). */
+  async closeAll(): Promise<void> {
+    const channels = [...this.#followers.keys()];
+    this.#followers.clear();
+    await Promise.all(channels.map((c) => this.#deps.hub.leave(c, this)));
+  }
+
+  /** A live publication from the node's hub. */
+  offerPub(channel: string, entry: ChannelEntry): void {
+    this.#followers.get(channel)?.offer(entry);
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Channel names and the patterns in a JWT's `channels` claim (DESIGN.md §6, §8).
+ *
+ * A channel name is 1–128 characters of `A-Z a-z 0-9 . _ : -`, in segments separated
+ * by `.` (e.g. `live.stream42.chat`). A pattern is a channel name in which a segment
+ * may be `*`, matching exactly one whole segment: `live.*.chat` allows
+ * `live.stream42.chat`, not `live.a.b.chat`; a pattern `*` allows any one-segment name.
+ */
+
+/** A channel name. */
+export const CHANNEL_PATTERN = '^[A-Za-z0-9_:-]+(\\.[A-Za-z0-9_:-]+)*$';
+const CHANNEL = new RegExp(CHANNEL_PATTERN);
+
+/** Longest channel name. */
+export const MAX_CHANNEL_LENGTH = 128;
+
+/** True when `name` is a valid channel name. */
+export function isChannelName(name: string): boolean {
+  return name.length > 0 && name.length <= MAX_CHANNEL_LENGTH && CHANNEL.test(name);
+}
+
+/** True when `pattern` allows `channel` (segment by segment, `*` matching one segment). */
+export function patternAllows(pattern: string, channel: string): boolean {
+  const p = pattern.split('.');
+  const c = channel.split('.');
+  if (p.length !== c.length) return false;
+  return p.every((seg, i) => seg === '*' || seg === c[i]);
+}
+
+/** True when any of `patterns` allows `channel`. */
+export function channelAllowed(channel: string, patterns: readonly string[]): boolean {
+  return isChannelName(channel) && patterns.some((p) => patternAllows(p, channel));
+}

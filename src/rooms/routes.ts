@@ -1,0 +1,73 @@
+/**
+ * Room membership routes (DESIGN.md §7, §8), behind the API token:
+ * `PUT /v1/rooms/{room}/members {users}` adds, `DELETE` removes, `GET` lists (paged).
+ * Room ids follow the user-id rule. A room exists while it has members.
+ */
+import type {} from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { PixiuError } from '../errors.js';
+import { errorBody, userId } from '../api/schemas.js';
+import type { Rooms } from './membership.js';
+
+/** Most users one membership call may name. */
+export const MAX_MEMBERS_PER_CALL = 1000;
+
+const roomParams = { type: 'object', properties: { room: { ...userId, description: 'a room id (the user-id rule)' } }, required: ['room'] } as const;
+const usersBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['users'],
+  properties: { users: { type: 'array', minItems: 1, maxItems: MAX_MEMBERS_PER_CALL, items: userId } },
+} as const;
+
+/** Registers the membership routes (call inside the API-token scope). */
+export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
+  app.put<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
+    schema: {
+      summary: 'Add members to a room (creating it)',
+      description: `All or none: a call that would take the room over its size cap (default 10,000) adds nobody; use a channel for bigger audiences. Up to ${MAX_MEMBERS_PER_CALL} users per call. Members added later do not get earlier room messages.`,
+      tags: ['rooms'],
+      params: roomParams,
+      body: usersBody,
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const r = await rooms.add(req.params.room, req.body.users);
+    return { room: req.params.room, added: r.added, size: r.size };
+  });
+
+  app.delete<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
+    schema: {
+      summary: 'Remove members from a room',
+      description: 'Removed members get no new room messages. Absent users are ignored.',
+      tags: ['rooms'],
+      params: roomParams,
+      body: usersBody,
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const r = await rooms.remove(req.params.room, req.body.users);
+    return { room: req.params.room, removed: r.removed, size: r.size };
+  });
+
+  app.get<{ Params: { room: string }; Querystring: { cursor: number; limit: number } }>('/v1/rooms/:room/members', {
+    schema: {
+      summary: 'List a room\'s members, in join order, paged',
+      tags: ['rooms'],
+      params: roomParams,
+      querystring: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          cursor: { type: 'integer', minimum: 0, default: 0, description: 'next_cursor of the previous page' },
+          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+        },
+      },
+      response: { '4xx': errorBody, '5xx': errorBody },
+    },
+  }, async (req) => {
+    const page = await rooms.list(req.params.room, req.query.cursor, req.query.limit);
+    if (page.size === 0) throw new PixiuError('NOT_FOUND', `no room ${req.params.room} (a room exists while it has members)`);
+    return { room: req.params.room, size: page.size, members: page.members, next_cursor: page.nextCursor };
+  });
+}

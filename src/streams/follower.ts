@@ -1,0 +1,97 @@
+/**
+ * Following a Redis stream for one connection: first a catch-up read from where the
+ * client says it was, then the live entries the node's reader hands out, in ID order
+ * and each at most once. Used for broadcasts (`last_bseq`) and channel histories
+ * (`sub` with `since`), both live and at-most-once with a short catch-up (DESIGN.md §8).
+ *
+ * The race it closes: a live entry can be read by the node's reader while this
+ * connection is still catching up. Live entries that arrive during the catch-up are
+ * queued; when the catch-up reads come back empty the queue is flushed, skipping what
+ * the catch-up already sent. JavaScript runs one thing at a time, so no entry falls
+ * between the last catch-up read and the switch to live.
+ */
+import { compareStreamIds } from './stream-id.js';
+
+/** What a follower forwards: anything with a stream entry ID. */
+export interface StreamEntry {
+  readonly id: string;
+}
+
+/** Reads entries after `afterId` (exclusive), oldest first; empty when none. */
+export type PageReader<E extends StreamEntry> = (afterId: string) => Promise<readonly E[]>;
+
+/** Most live entries queued during one catch-up; past it the oldest are dropped. */
+export const MAX_CATCH_UP_QUEUE = 10_000;
+
+/** One connection's position in one stream. */
+export class StreamFollower<E extends StreamEntry> {
+  readonly #send: (entry: E) => void;
+  /** ID of the last entry sent; undefined: nothing yet (live from now). */
+  #last: string | undefined;
+  #catchingUp = false;
+  #queue: E[] = [];
+
+  /** @param send writes one entry to the connection */
+  constructor(send: (entry: E) => void) {
+    this.#send = send;
+  }
+
+  /** ID of the last entry sent, if any. */
+  get last(): string | undefined {
+    return this.#last;
+  }
+
+  /** A live entry from the node's reader. */
+  offer(entry: E): void {
+    if (this.#catchingUp) {
+      if (this.#queue.length >= MAX_CATCH_UP_QUEUE) this.#queue.shift();
+      this.#queue.push(entry);
+      return;
+    }
+    this.#forward(entry);
+  }
+
+  /** Queues live entries until {@link catchUp} or {@link release} (before the connection's first frame). */
+  hold(): void {
+    this.#catchingUp = true;
+  }
+
+  /** Ends a {@link hold} without a catch-up: live from here (queued entries go out now). */
+  release(): void {
+    this.#catchingUp = false;
+    this.#flush();
+  }
+
+  /**
+   * Sends what was appended after `afterId`, page by page, then switches to live.
+   * A read that fails ends the catch-up early (at-most-once: what it could not read
+   * is not sent) and rethrows after switching to live.
+   */
+  async catchUp(afterId: string, read: PageReader<E>): Promise<void> {
+    this.#catchingUp = true;
+    this.#last = afterId;
+    try {
+      for (;;) {
+        const before: string = this.#last ?? afterId;
+        const page = await read(before);
+        for (const entry of page) this.#forward(entry);
+        // Empty, or nothing newer (a reader that is not exclusive): caught up.
+        if (this.#last === before) break;
+      }
+    } finally {
+      this.release();
+    }
+  }
+
+  #flush(): void {
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const entry of queued) this.#forward(entry);
+  }
+
+  #forward(entry: E): void {
+    if (this.#last !== undefined && compareStreamIds(entry.id, this.#last) <= 0) return;
+    this.#last = entry.id;
+    this.#send(entry);
+  }
+}
