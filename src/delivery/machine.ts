@@ -25,6 +25,9 @@ import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import type { GapFrame, MsgFrame, ServerFrame } from './frames.js';
 import { messageView } from './message-view.js';
+import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
+
+export type { ResumeRequest } from './resume.js';
 
 /** WebSocket close code for an ack timeout (DESIGN.md §6). */
 export const CLOSE_ACK_TIMEOUT = 4008;
@@ -51,15 +54,6 @@ export interface MachineConfig {
   /** Most entries per fetch; default {@link DEFAULT_PAGE_MAX}. */
   readonly pageMax?: number;
 }
-
-/** Where a connection asks to start (DESIGN.md §5 "Resume rules"). */
-export type ResumeRequest =
-  /** After `seq`: the client's `last_seq` (with its `epoch` if it gave one), or the device's stored cursor. */
-  | { readonly kind: 'after'; readonly seq: number; readonly epoch?: string }
-  /** `from=latest`: only messages appended from now on. */
-  | { readonly kind: 'latest' }
-  /** Nothing known: from the first retained entry. */
-  | { readonly kind: 'first' };
 
 /** What the driver must do. */
 export type Effect =
@@ -95,11 +89,6 @@ interface Conn {
   paused: boolean;
   /** Fairness: when this connection was last the target of a fetch. */
   servedAt: number;
-}
-
-/** The newest seq a `reset` or a resume from the first retained entry starts after. */
-function beforeFirst(page: InboxPage): number {
-  return Math.max(0, Math.min(page.firstSeq - 1, page.latestSeq));
 }
 
 /** One user's delivery state machine. See the module comment for its rules. */
@@ -297,22 +286,7 @@ export class UserMachine {
 
   /** Decides where a joining connection starts; sends `welcome`, then `reset` or `gap`. */
   #join(c: Conn, page: InboxPage, effects: Effect[]): void {
-    let start: number;
-    let extra: ServerFrame | undefined;
-    const r = c.resume;
-    if (r.kind === 'latest') {
-      start = page.latestSeq;
-    } else if (r.kind === 'first') {
-      start = beforeFirst(page);
-    } else if ((r.epoch !== undefined && r.epoch !== page.epoch) || r.seq > page.latestSeq) {
-      start = beforeFirst(page);
-      extra = { t: 'reset', epoch: page.epoch, seq: page.latestSeq };
-    } else if (r.seq < beforeFirst(page)) {
-      start = beforeFirst(page);
-      extra = { t: 'gap', from: r.seq + 1, to: start };
-    } else {
-      start = r.seq;
-    }
+    const { start, notice } = resumePoint(c.resume, page);
     effects.push({
       kind: 'send',
       conn: c.id,
@@ -321,7 +295,7 @@ export class UserMachine {
         seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.max(1, Math.round(this.#config.heartbeatMs / 1000)),
       },
     });
-    if (extra) effects.push({ kind: 'send', conn: c.id, frame: extra });
+    if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
     c.phase = 'ready';
     c.acked = c.sent = start;
   }

@@ -1,0 +1,47 @@
+/**
+ * Where a connection's delivery starts (DESIGN.md §5 "Resume rules"), decided from
+ * what the client asked for and what the inbox holds. Pure: no I/O.
+ *
+ * - `last_seq` given and the epoch matches (or none given) → after it;
+ * - the epoch differs, or `last_seq` is above the latest seq → `reset`, then from the
+ *   first retained entry;
+ * - `last_seq` below the first retained seq − 1 → `gap` of the missing range, then from
+ *   the first retained entry;
+ * - no `last_seq`: the device's stored cursor (handled as `after` without an epoch),
+ *   else the first retained entry, with no `gap` (the device never had anything);
+ * - `from=latest` → after the latest seq.
+ */
+import type { InboxPage } from '../inbox/inbox.js';
+import type { GapFrame, ResetFrame } from './frames.js';
+
+/** Where a connection asks to start. */
+export type ResumeRequest =
+  /** After `seq`: the client's `last_seq` (with its `epoch` if it gave one), or the device's stored cursor. */
+  | { readonly kind: 'after'; readonly seq: number; readonly epoch?: string }
+  /** `from=latest`: only messages appended from now on. */
+  | { readonly kind: 'latest' }
+  /** Nothing known: from the first retained entry. */
+  | { readonly kind: 'first' };
+
+/** The decision: deliver after `start`; send `notice` first when there is one. */
+export interface ResumePoint {
+  readonly start: number;
+  readonly notice?: GapFrame | ResetFrame;
+}
+
+/** The newest seq a `reset` or a resume from the first retained entry starts after. */
+export function beforeFirst(page: InboxPage): number {
+  return Math.max(0, Math.min(page.firstSeq - 1, page.latestSeq));
+}
+
+/** Applies the resume rules to one request and the inbox's bounds. */
+export function resumePoint(r: ResumeRequest, page: InboxPage): ResumePoint {
+  if (r.kind === 'latest') return { start: page.latestSeq };
+  const first = beforeFirst(page);
+  if (r.kind === 'first') return { start: first };
+  if ((r.epoch !== undefined && r.epoch !== page.epoch) || r.seq > page.latestSeq) {
+    return { start: first, notice: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } };
+  }
+  if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first } };
+  return { start: r.seq };
+}
