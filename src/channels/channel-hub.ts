@@ -24,6 +24,12 @@ export class ChannelHub {
   readonly #channels = new Map<string, { subs: Set<ChannelSubscriber>; ready: Promise<unknown> }>();
   /** Pub/Sub topic → channel. */
   readonly #topics = new Map<string, string>();
+  /**
+   * Topic → channel, for topics nobody here follows whose UNSUBSCRIBE failed (Redis
+   * was unreachable). ioredis re-subscribes every topic it still counts when it
+   * reconnects, so these are unsubscribed again once the connection is back.
+   */
+  readonly #stale = new Map<string, string>();
 
   /** @param subscriber a connection in subscriber mode (shared with the node bus) */
   constructor(subscriber: Redis, keys: Keys, logger: Logger) {
@@ -31,6 +37,9 @@ export class ChannelHub {
     this.#keys = keys;
     this.#logger = logger;
     subscriber.on('message', (topic: string, text: string) => this.#onMessage(topic, text));
+    // ioredis emits `ready` on the tick after it re-sent its SUBSCRIBEs, so these
+    // UNSUBSCRIBEs reach Redis after them.
+    subscriber.on('ready', () => this.#dropStale());
   }
 
   /** Channels with local subscribers. */
@@ -40,27 +49,33 @@ export class ChannelHub {
 
   /**
    * Adds a local subscriber; the first one subscribes the node to the topic, the
-   * others wait for that same subscription.
+   * others wait for that same subscription. The subscriber is registered at once, so
+   * a {@link leave} that comes while the SUBSCRIBE is in flight finds it (and, being
+   * the last, sends the UNSUBSCRIBE after it): the node is never left subscribed to a
+   * channel nobody follows. When this resolves the subscriber may already have left;
+   * the caller knows whether it did.
    * @throws PixiuError UNAVAILABLE when Redis fails (the subscriber is not added)
    */
   async join(channel: string, sub: ChannelSubscriber): Promise<void> {
     const topic = this.#keys.channelTopic(channel);
     let state = this.#channels.get(channel);
     if (state === undefined) {
+      this.#stale.delete(topic);
       this.#topics.set(topic, channel);
       state = { subs: new Set(), ready: redisCall(() => this.#subscriber.subscribe(topic)) };
       this.#channels.set(channel, state);
     }
+    state.subs.add(sub);
     try {
       await state.ready;
     } catch (err) {
+      state.subs.delete(sub);
       if (this.#channels.get(channel) === state) {
         this.#channels.delete(channel);
         this.#topics.delete(topic);
       }
       throw err;
     }
-    state.subs.add(sub);
   }
 
   /** Removes a local subscriber; the last one unsubscribes the node. Never rejects. */
@@ -70,8 +85,26 @@ export class ChannelHub {
     this.#channels.delete(channel);
     const topic = this.#keys.channelTopic(channel);
     this.#topics.delete(topic);
-    await redisCall(() => this.#subscriber.unsubscribe(topic))
-      .catch((err: unknown) => this.#logger.warn({ err, channel }, 'channel unsubscribe failed'));
+    await this.#unsubscribe(topic, channel);
+  }
+
+  /** Unsubscribes the node from a topic; on failure it is retried when Redis is back. Never rejects. */
+  async #unsubscribe(topic: string, channel: string): Promise<void> {
+    try {
+      await redisCall(() => this.#subscriber.unsubscribe(topic));
+    } catch (err) {
+      this.#stale.set(topic, channel);
+      this.#logger.warn({ err, channel }, 'channel unsubscribe failed; retried when redis is back');
+    }
+  }
+
+  /** The subscriber (re)connected: drops the topics left subscribed while it was down. */
+  #dropStale(): void {
+    const stale = [...this.#stale];
+    this.#stale.clear();
+    for (const [topic, channel] of stale) {
+      if (!this.#topics.has(topic)) void this.#unsubscribe(topic, channel);
+    }
   }
 
   #onMessage(topic: string, text: string): void {

@@ -9,7 +9,7 @@ import { StreamFollower } from '../streams/follower.js';
 import { isStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
 import type { ChannelEntry, ChannelStream } from './channel-stream.js';
-import { channelAllowed, isChannelName } from './patterns.js';
+import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH } from './patterns.js';
 
 /** Most channels one connection may follow at once. */
 export const MAX_CHANNELS_PER_CONNECTION = 100;
@@ -20,6 +20,10 @@ const CATCH_UP_PAGE = 100;
 export interface ChannelDeps {
   readonly hub: ChannelHub;
   readonly stream: ChannelStream;
+}
+
+function notAChannel(channel: string): PixiuError {
+  return new PixiuError('INVALID_REQUEST', `not a channel name: ${JSON.stringify(channel.slice(0, 40))} (1-${MAX_CHANNEL_LENGTH} of A-Z a-z 0-9 _ : - in segments separated by .)`);
 }
 
 /** The channels of one connection. */
@@ -56,7 +60,7 @@ export class ConnectionChannels implements ChannelSubscriber {
    *   UNAVAILABLE when Redis fails
    */
   async sub(channel: string, since: string | undefined): Promise<void> {
-    if (!isChannelName(channel)) throw new PixiuError('INVALID_REQUEST', `not a channel name: ${JSON.stringify(channel.slice(0, 40))}`);
+    if (!isChannelName(channel)) throw notAChannel(channel);
     if (!channelAllowed(channel, this.#patterns)) {
       throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
     }
@@ -73,15 +77,21 @@ export class ConnectionChannels implements ChannelSubscriber {
     try {
       await this.#deps.hub.join(channel, this);
     } catch (err) {
-      this.#followers.delete(channel);
+      if (this.#followers.get(channel) === follower) this.#followers.delete(channel);
       throw err;
     }
+    // An `unsub` (or the close) that came during the join already left the hub.
+    if (this.#followers.get(channel) !== follower) return;
     if (since === undefined) follower.release();
     else await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
   }
 
-  /** Stops following a channel. */
+  /**
+   * Stops following a channel (one not followed: nothing happens).
+   * @throws PixiuError INVALID_REQUEST for a bad name
+   */
   async unsub(channel: string): Promise<void> {
+    if (!isChannelName(channel)) throw notAChannel(channel);
     if (!this.#followers.delete(channel)) return;
     await this.#deps.hub.leave(channel, this);
   }

@@ -1,10 +1,13 @@
 /**
  * `POST /v1/channels/{channel}/publish {type, data}` → `{id}` (DESIGN.md §7, §8),
  * behind the API token. Live, at-most-once: subscribers connected now get a `pub`
- * frame; a short history lets `sub` with `since` catch up.
+ * frame; a short history lets `sub` with `since` catch up. A publication is held to
+ * the message size limit (DESIGN.md §10) like a stored message: every subscriber
+ * gets it and the history keeps up to `channelHistory` of them.
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
+import { PixiuError } from '../errors.js';
 import { errorBody, messageType } from '../api/schemas.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
@@ -17,11 +20,18 @@ export const channelSchema = {
   description: `1–${MAX_CHANNEL_LENGTH} of A-Z a-z 0-9 _ : - in segments separated by .`,
 } as const;
 
+/** What the channel route needs besides the stream. */
+export interface ChannelRouteOptions {
+  /** Largest publication: UTF-8 bytes of the JSON of `{type, data}` (setting `maxMessageBytes`). */
+  readonly maxMessageBytes: number;
+}
+
 /** Registers the channel route (call inside the API-token scope). */
-export function channelRoutes(app: FastifyInstance, stream: ChannelStream): void {
+export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts: ChannelRouteOptions): void {
   app.post<{ Params: { channel: string }; Body: { type: string; data: unknown } }>('/v1/channels/:channel/publish', {
     schema: {
       summary: 'Publish to a channel\'s live subscribers',
+      description: 'Live and at-most-once; kept in the channel\'s short history for sub with since. The JSON of {type, data} is at most 64 KiB by default (413 over it).',
       tags: ['channels'],
       params: { type: 'object', properties: { channel: channelSchema }, required: ['channel'] },
       body: {
@@ -37,7 +47,14 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream): void
       },
     },
   }, async (req, reply) => {
-    const id = await stream.publish(req.params.channel, req.body.type, Date.now(), JSON.stringify(req.body.data));
+    const dataJson = JSON.stringify(req.body.data);
+    // Bytes of exactly JSON.stringify({type, data}), as the store counts a message.
+    const bytes = Buffer.byteLength(dataJson) + Buffer.byteLength(JSON.stringify(req.body.type)) + '{"type":,"data":}'.length;
+    if (bytes > opts.maxMessageBytes) {
+      throw new PixiuError('PAYLOAD_TOO_LARGE',
+        `publication is ${bytes} bytes (JSON of type and data), over the limit of ${opts.maxMessageBytes} bytes`);
+    }
+    const id = await stream.publish(req.params.channel, req.body.type, Date.now(), dataJson);
     return reply.code(201).send({ id });
   });
 }

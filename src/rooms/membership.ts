@@ -1,23 +1,36 @@
 /**
- * Room membership (DESIGN.md §8): a sorted set per room, user id → join time (ms). A
- * room exists while it has members. The join time lets a room message go only to
- * those who were members when it was sent — also when it is retried later — so a
- * member added later never receives earlier room messages.
+ * Room membership (DESIGN.md §8): a sorted set per room, user id → join slot (the join
+ * time in ms × 1000 plus a counter: see `lua/room-add-1.lua`). A room exists while it
+ * has members. The slot orders members by when they joined and lets a room message go
+ * only to those who were members when it was sent — also when it is retried later — so
+ * a member added later never receives earlier room messages.
  */
 import type { Redis, Result } from 'ioredis';
+import { PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
 const ADD: ScriptSpec = {
-  command: 'pxRoomAddV1', file: new URL('./lua/room-add-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxRoomAddV2', file: new URL('./lua/room-add-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `room-add-1.lua`: KEYS members; ARGV cap, nowMs, users… Returns [added, size]. */
-    pxRoomAddV1(members: string, cap: string, nowMs: string, ...users: string[]): Result<[number, number], Context>;
+    pxRoomAddV2(members: string, cap: string, nowMs: string, ...users: string[]): Result<[number, number], Context>;
   }
+}
+
+/** Slots per millisecond of join time (`lua/room-add-1.lua`). */
+const SLOTS_PER_MS = 1000;
+
+/** A page cursor: the join slot of the last member listed, a decimal integer. */
+export const MEMBER_CURSOR_PATTERN = '^[0-9]{1,17}$';
+
+/** The error for a room without members: it does not exist (DESIGN.md §8). */
+export function roomNotFound(room: string): PixiuError {
+  return new PixiuError('NOT_FOUND', `no room ${room} (a room exists while it has members)`);
 }
 
 /** One page of members. */
@@ -26,8 +39,12 @@ export interface MemberPage {
   readonly members: string[];
   /** Members in the room. */
   readonly size: number;
-  /** Pass as `cursor` for the next page; null at the end. */
-  readonly nextCursor: number | null;
+  /**
+   * Pass as `cursor` for the next page; null at the end. It is the join slot of the
+   * last member listed, so members leaving or joining between pages make the next page
+   * neither skip nor repeat anyone (newcomers come last).
+   */
+  readonly nextCursor: string | null;
 }
 
 /** Room membership over Redis. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
@@ -56,7 +73,7 @@ export class Rooms {
    */
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
     const [added, size] = await redisCall(() =>
-      this.#redis.pxRoomAddV1(this.#keys.roomMembers(room), String(this.#cap), String(Date.now()), ...users));
+      this.#redis.pxRoomAddV2(this.#keys.roomMembers(room), String(this.#cap), String(Date.now()), ...users));
     return { added, size };
   }
 
@@ -72,17 +89,34 @@ export class Rooms {
     return redisCall(() => this.#redis.zcard(this.#keys.roomMembers(room)));
   }
 
-  /** A page of members in join order, from `cursor` (an offset). */
-  async list(room: string, cursor: number, limit: number): Promise<MemberPage> {
+  /**
+   * A page of members in join order, after `cursor` (a {@link MemberPage.nextCursor};
+   * undefined: from the first member).
+   */
+  async list(room: string, cursor: string | undefined, limit: number): Promise<MemberPage> {
     const key = this.#keys.roomMembers(room);
-    const [members, size] = await redisCall(() =>
-      Promise.all([this.#redis.zrange(key, String(cursor), String(cursor + limit - 1)), this.#redis.zcard(key)]));
-    const next = cursor + members.length;
-    return { members, size, nextCursor: next < size ? next : null };
+    const from = cursor === undefined ? '-inf' : `(${cursor}`;
+    // One more than asked tells whether another page follows.
+    const [flat, size] = await redisCall(() => Promise.all([
+      this.#redis.zrange(key, from, '+inf', 'BYSCORE', 'LIMIT', 0, limit + 1, 'WITHSCORES'),
+      this.#redis.zcard(key),
+    ]));
+    const members: string[] = [];
+    let lastSlot = '';
+    for (let i = 0; i + 1 < flat.length && members.length < limit; i += 2) {
+      members.push(flat[i] as string);
+      // Re-formatted: how Redis writes a double score differs across versions.
+      lastSlot = String(Number(flat[i + 1]));
+    }
+    return { members, size, nextCursor: flat.length > 2 * limit ? lastSlot : null };
   }
 
-  /** Members who joined at or before `atMs` (the recipients of a room message sent then). */
+  /**
+   * Members who joined at or before `atMs` (the recipients of a room message sent then),
+   * in join order.
+   */
   async membersAt(room: string, atMs: number): Promise<string[]> {
-    return redisCall(() => this.#redis.zrange(this.#keys.roomMembers(room), '-inf', String(atMs), 'BYSCORE'));
+    const below = (Math.floor(atMs) + 1) * SLOTS_PER_MS;
+    return redisCall(() => this.#redis.zrange(this.#keys.roomMembers(room), '-inf', `(${below}`, 'BYSCORE'));
   }
 }

@@ -1,13 +1,13 @@
 /**
  * Room membership routes (DESIGN.md §7, §8), behind the API token:
  * `PUT /v1/rooms/{room}/members {users}` adds, `DELETE` removes, `GET` lists (paged).
- * Room ids follow the user-id rule. A room exists while it has members.
+ * Room ids follow the user-id rule. A room exists while it has members: GET, DELETE
+ * and room messages answer 404 for a room without any.
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { PixiuError } from '../errors.js';
 import { errorBody, userId } from '../api/schemas.js';
-import type { Rooms } from './membership.js';
+import { MEMBER_CURSOR_PATTERN, roomNotFound, type Rooms } from './membership.js';
 
 /** Most users one membership call may name. */
 export const MAX_MEMBERS_PER_CALL = 1000;
@@ -39,7 +39,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
   app.delete<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
     schema: {
       summary: 'Remove members from a room',
-      description: 'Removed members get no new room messages. Absent users are ignored.',
+      description: 'Removed members get no new room messages. Absent users are ignored; a room without members is 404.',
       tags: ['rooms'],
       params: roomParams,
       body: usersBody,
@@ -47,19 +47,21 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
     },
   }, async (req) => {
     const r = await rooms.remove(req.params.room, req.body.users);
+    if (r.removed === 0 && r.size === 0) throw roomNotFound(req.params.room);
     return { room: req.params.room, removed: r.removed, size: r.size };
   });
 
-  app.get<{ Params: { room: string }; Querystring: { cursor: number; limit: number } }>('/v1/rooms/:room/members', {
+  app.get<{ Params: { room: string }; Querystring: { cursor?: string; limit: number } }>('/v1/rooms/:room/members', {
     schema: {
       summary: 'List a room\'s members, in join order, paged',
+      description: 'Follow next_cursor (null on the last page). Members who leave or join between pages make no page skip or repeat anyone; newcomers come last.',
       tags: ['rooms'],
       params: roomParams,
       querystring: {
         type: 'object',
         additionalProperties: false,
         properties: {
-          cursor: { type: 'integer', minimum: 0, default: 0, description: 'next_cursor of the previous page' },
+          cursor: { type: 'string', pattern: MEMBER_CURSOR_PATTERN, description: 'next_cursor of the previous page; absent: from the first member' },
           limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
         },
       },
@@ -67,7 +69,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
     },
   }, async (req) => {
     const page = await rooms.list(req.params.room, req.query.cursor, req.query.limit);
-    if (page.size === 0) throw new PixiuError('NOT_FOUND', `no room ${req.params.room} (a room exists while it has members)`);
+    if (page.size === 0) throw roomNotFound(req.params.room);
     return { room: req.params.room, size: page.size, members: page.members, next_cursor: page.nextCursor };
   });
 }

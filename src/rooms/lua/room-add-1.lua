@@ -1,14 +1,21 @@
 --[[
 room-add-1: add members to a room, all or none, within the room size cap (DESIGN.md §8).
 
+A member's score is its join slot: the join time in ms × 1000 plus a counter, so every
+member has its own slot (ms × 1000 stays below 2^53, exact in a double, until the year
+2255). New members get slots after the room's newest one, in the order named: listing
+by score is join order even for members added in one call or in one millisecond, and
+a slot is a cursor that neither skips nor repeats members when others leave. A room
+message sent at ts ms goes to the members whose slot is below (ts + 1) × 1000.
+
 Steps
-  1. Count the given users not yet members.
+  1. Count the given users not yet members (a user named twice counts once).
   2. If the room would then hold more than ARGV[1] members, refuse: nothing is written.
-  3. Else add each new member with its join time (members already in keep theirs:
-     ZADD NX), so a member added later never receives earlier room messages.
+  3. Else give each new member the next slot, starting at the larger of now × 1000 and
+     the newest member's slot + 1; members already in keep theirs.
 
 KEYS
-  1. members sorted set `<prefix>room:{<room>}:members` (user id → join time, ms)
+  1. members sorted set `<prefix>room:{<room>}:members` (user id → join slot)
 
 ARGV
   1. cap: most members a room may have, a positive integer
@@ -19,12 +26,13 @@ Returns
   {added, size}: how many were new, and the room's size after.
 
 Error replies
-  INVALID_REQUEST room would have <n> members, over the cap of <cap>  (nothing written)
+  INVALID_REQUEST room would have <n> members, over the cap of <cap>; use a channel …  (nothing written)
+  INVALID_REQUEST cap, now and at least one user are required  (nothing written)
 ]]
 
 local key = KEYS[1]
-local cap, now = tonumber(ARGV[1]), ARGV[2]
-if not cap or cap < 1 or not tonumber(now) or #ARGV < 3 then
+local cap, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not cap or cap < 1 or not now or now < 0 or #ARGV < 3 then
   return redis.error_reply('INVALID_REQUEST cap, now and at least one user are required')
 end
 local size = redis.call('ZCARD', key)
@@ -38,9 +46,20 @@ for i = 3, #ARGV do
   seen[user] = true
 end
 if size + #fresh > cap then
-  return redis.error_reply(string.format('INVALID_REQUEST room would have %d members, over the cap of %d; use a channel for bigger audiences', size + #fresh, cap))
+  return redis.error_reply(string.format(
+    'INVALID_REQUEST room would have %d members, over the cap of %d; use a channel for bigger audiences',
+    size + #fresh, cap))
 end
-for _, user in ipairs(fresh) do
-  redis.call('ZADD', key, 'NX', now, user)
+if #fresh == 0 then
+  return {0, size}
+end
+local slot = math.floor(now) * 1000
+local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) + 1 > slot then
+  slot = tonumber(newest[2]) + 1
+end
+for i, user in ipairs(fresh) do
+  -- '%.0f': a plain integer; tostring() would round a 16-digit number to 14 digits.
+  redis.call('ZADD', key, 'NX', string.format('%.0f', slot + i - 1), user)
 end
 return {#fresh, size + #fresh}

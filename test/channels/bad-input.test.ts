@@ -1,0 +1,126 @@
+/**
+ * Bad channel input (DESIGN.md §6, §7): a publish to a malformed channel, or with a
+ * malformed or oversized body, is a 400 (413) with the JSON error body and publishes
+ * nothing; a malformed `sub` / `unsub` frame is answered with an `error` frame and
+ * the connection stays healthy (it still answers `ping` and still receives).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { expectError, openInbox } from '../harness/checks.js';
+import { fileRedis } from '../harness/file-redis.js';
+import type { HttpAnswer } from '../harness/pixiu-server.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { connectWith, expectErrorFrame, expectPub, publish, subscribe, waitTopics } from './channel-fixture.js';
+
+let gw: GatewayFixture;
+let probe: Redis;
+const P = 'chb:';
+/** The service's message size limit, small so the oversized case stays small. */
+const MAX_MESSAGE_BYTES = 2048;
+
+fileRedis(async ({ redis, cleanup }) => {
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: P, maxMessageBytes: String(MAX_MESSAGE_BYTES) });
+  probe = (await openInbox(cleanup, redis.url)).redis;
+});
+
+/** The channel history keys under the service's prefix: a refused publish writes none. */
+async function historyKeys(): Promise<string[]> {
+  return (await probe.keys(`${P}ch:*`)).sort();
+}
+
+test('publishing to a malformed channel name is 400 and publishes nothing', async () => {
+  const before = await historyKeys();
+  const send = (path: string): Promise<HttpAnswer> => gw.client.post(`/v1/channels/${path}/publish`, { type: 't', data: 1 });
+  const cases: Array<{ what: string; path: string }> = [
+    { what: 'a * in the name', path: 'live.*.chat' },
+    { what: 'a bare *', path: '*' },
+    { what: 'a space', path: 'live%20chat' },
+    { what: 'an empty segment', path: 'live..chat' },
+    { what: 'a leading dot', path: '.live' },
+    { what: 'a trailing dot', path: 'live.' },
+    { what: 'a slash, encoded', path: 'a%2Fb' },
+    { what: 'a brace', path: '%7Bx%7D' },
+    { what: 'non-ASCII', path: encodeURIComponent('caf\u00e9') },
+    { what: '129 characters', path: 'c'.repeat(129) },
+    { what: 'an empty name', path: '' },
+  ];
+  for (const k of cases) {
+    const answer = await send(k.path);
+    try {
+      expectError(answer, 400, 'INVALID_REQUEST', /channel/);
+    } catch (err) {
+      assert.fail(`${k.what}: ${(err as Error).message}`);
+    }
+  }
+  assert.deepEqual(await historyKeys(), before, 'no history written');
+  // 128 characters is the longest name, and fine.
+  await publish(gw.client, 'c'.repeat(128), 1);
+});
+
+test('a malformed publish body is 400; an oversized one 413; nothing is published', async () => {
+  const channel = 'body.checks';
+  const client = await connectWith(gw, 'bodies', ['body.*']);
+  await subscribe(client, probe, P, channel);
+  const path = `/v1/channels/${channel}/publish`;
+  const cases: Array<{ what: string; body: unknown; status: number; code: string; message: RegExp }> = [
+    { what: 'an unknown field', body: { type: 't', data: 1, to: 'x' }, status: 400, code: 'INVALID_REQUEST', message: /unknown field "to"/ },
+    { what: 'no type', body: { data: 1 }, status: 400, code: 'INVALID_REQUEST', message: /type/ },
+    { what: 'no data', body: { type: 't' }, status: 400, code: 'INVALID_REQUEST', message: /data/ },
+    { what: 'a bad type', body: { type: 'has space', data: 1 }, status: 400, code: 'INVALID_REQUEST', message: /type/ },
+    { what: 'not an object', body: [1, 2], status: 400, code: 'INVALID_REQUEST', message: /body/ },
+    { what: 'not JSON', body: '{"type":', status: 400, code: 'INVALID_REQUEST', message: /JSON/i },
+    {
+      what: 'data over the message size limit', body: { type: 't', data: 'x'.repeat(MAX_MESSAGE_BYTES) },
+      status: 413, code: 'PAYLOAD_TOO_LARGE', message: /2048/,
+    },
+  ];
+  for (const k of cases) {
+    const answer = await gw.client.post(path, k.body);
+    try {
+      expectError(answer, k.status, k.code, k.message);
+    } catch (err) {
+      assert.fail(`${k.what}: ${(err as Error).message}`);
+    }
+  }
+  // The subscriber got none of them: the next frame is this good publication.
+  const id = await publish(gw.client, channel, 'x'.repeat(MAX_MESSAGE_BYTES - 100));
+  await expectPub(client, channel, id, 'x'.repeat(MAX_MESSAGE_BYTES - 100));
+  assert.equal(await probe.xlen(`${P}ch:{${channel}}:history`), 1);
+});
+
+test('publishing needs the API token', async () => {
+  const answer = await gw.client.post('/v1/channels/open/publish', { type: 't', data: 1 }, { headers: { authorization: '' } });
+  expectError(answer, 401, 'UNAUTHORIZED');
+});
+
+test('bad sub and unsub frames get an error frame; the connection stays healthy and still receives', async () => {
+  const client = await connectWith(gw, 'framer', ['ok.*', '*']);
+  const cases: Array<{ what: string; frame: object; message: RegExp }> = [
+    { what: 'sub without channel', frame: { t: 'sub' }, message: /channel/ },
+    { what: 'sub with an empty channel', frame: { t: 'sub', channel: '' }, message: /channel/ },
+    { what: 'sub with a 300-char channel', frame: { t: 'sub', channel: 'x'.repeat(300) }, message: /channel/ },
+    { what: 'sub with a 200-char channel', frame: { t: 'sub', channel: 'x'.repeat(200) }, message: /not a channel name/ },
+    { what: 'sub with a numeric channel', frame: { t: 'sub', channel: 42 }, message: /channel/ },
+    { what: 'sub with a bad since', frame: { t: 'sub', channel: 'ok.a', since: 'yesterday' }, message: /since/ },
+    { what: 'sub with a numeric since', frame: { t: 'sub', channel: 'ok.a', since: 5 }, message: /since/ },
+    { what: 'sub with an empty since', frame: { t: 'sub', channel: 'ok.a', since: '' }, message: /since/ },
+    { what: 'sub with an unknown field', frame: { t: 'sub', channel: 'ok.a', from: 'x' }, message: /unknown field "from"/ },
+    { what: 'unsub without channel', frame: { t: 'unsub' }, message: /channel/ },
+    { what: 'unsub with a bad name', frame: { t: 'unsub', channel: 'a b' }, message: /not a channel name/ },
+    { what: 'unsub with since', frame: { t: 'unsub', channel: 'ok.a', since: '1-0' }, message: /unknown field "since"/ },
+  ];
+  for (const k of cases) {
+    client.send(k.frame);
+    try {
+      await expectErrorFrame(client, 'INVALID_REQUEST', k.message);
+    } catch (err) {
+      assert.fail(`${k.what}: ${(err as Error).message}`);
+    }
+  }
+  // A refused `sub … since` subscribed nothing.
+  await waitTopics(probe, P, { 'ok.a': false });
+  await subscribe(client, probe, P, 'ok.a');
+  const id = await publish(gw.client, 'ok.a', 'still here');
+  await expectPub(client, 'ok.a', id, 'still here');
+});

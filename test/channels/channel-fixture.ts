@@ -1,0 +1,102 @@
+/**
+ * What the channel tests share (DESIGN.md §6, §8): a service whose clients carry a
+ * `channels` claim, publications over the real HTTP API, the node's Redis Pub/Sub
+ * subscriptions read from the test's own Redis connection (`PUBSUB CHANNELS`,
+ * `PUBSUB NUMSUB`), and `pub` / `error` frames read with every field asserted.
+ *
+ * `sub` has no success frame (DESIGN.md §6), so a test that must know a subscription
+ * is live waits, with a bounded poll, for the node's Pub/Sub subscription; a second
+ * subscriber on the same node is live once a `ping` sent after its `sub` is answered.
+ */
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { Keys } from '../../src/redis/keys.js';
+import { waitUntil } from '../harness/checks.js';
+import type { PixiuClient } from '../harness/pixiu-server.js';
+import { testToken, type Frame, type TestClient } from '../harness/ws-client.js';
+import { JWT_KEY, expectPong, type GatewayFixture } from '../gateway/gateway-fixture.js';
+
+/** The channel's Pub/Sub topic under the service's key prefix. */
+export function topicOf(prefix: string, channel: string): string {
+  return new Keys(prefix).channelTopic(channel);
+}
+
+/** How many subscribers (nodes: a node counts once) Redis has for each channel's topic. */
+export async function numsub(redis: Redis, prefix: string, channels: readonly string[]): Promise<Record<string, number>> {
+  const reply = (await redis.pubsub('NUMSUB', ...channels.map((c) => topicOf(prefix, c)))) as Array<string | number>;
+  return Object.fromEntries(channels.map((c, i) => [c, Number(reply[2 * i + 1])]));
+}
+
+/**
+ * Waits (bounded poll) until Redis has a subscription to each channel's topic exactly
+ * where `want` says true (`{ 'room.x': true, 'room.y': false }`).
+ */
+export async function waitTopics(redis: Redis, prefix: string, want: Record<string, boolean>): Promise<void> {
+  const channels = Object.keys(want);
+  let seen: Record<string, number> = {};
+  try {
+    await waitUntil(`topics ${JSON.stringify(want)}`, async () => {
+      seen = await numsub(redis, prefix, channels);
+      return channels.every((c) => (seen[c] ?? 0) > 0 === want[c]);
+    }, 5000, 20);
+  } catch (err) {
+    assert.fail(`${(err as Error).message}; NUMSUB: ${JSON.stringify(seen)}`);
+  }
+}
+
+/** Connects `user` with a `channels` claim and reads the welcome. */
+export async function connectWith(gw: GatewayFixture, user: string, channels: readonly string[]): Promise<TestClient> {
+  const token = await testToken(JWT_KEY, user, { channels: [...channels] });
+  return (await gw.connectWelcomed(user, { token, params: { from: 'latest' } })).client;
+}
+
+/**
+ * Sends `sub` and waits until it is live: the node's Pub/Sub subscription exists in
+ * Redis, and a `ping` sent after the `sub` is answered (so the connection's own
+ * subscription was taken in by then). Any `error` frame fails.
+ */
+export async function subscribe(client: TestClient, redis: Redis, prefix: string, channel: string, since?: string): Promise<void> {
+  client.send({ t: 'sub', channel, ...(since !== undefined ? { since } : {}) });
+  await waitTopics(redis, prefix, { [channel]: true });
+  client.send({ t: 'ping' });
+  const f = await client.next();
+  assert.deepEqual(f, { t: 'pong' }, `expected pong after sub ${channel}, got ${JSON.stringify(f)}`);
+}
+
+/** `POST /v1/channels/{channel}/publish` → 201; returns the publication id. */
+export async function publish(client: PixiuClient, channel: string, data: unknown, type = 'chat.line'): Promise<string> {
+  const answer = await client.post(`/v1/channels/${encodeURIComponent(channel)}/publish`, { type, data });
+  assert.equal(answer.status, 201, answer.text);
+  const { id } = answer.body as { id: string };
+  assert.match(id, /^\d+-\d+$/, 'a stream entry ID');
+  return id;
+}
+
+/** Reads the next frame and asserts it is exactly the publication `id` on `channel`. */
+export async function expectPub(client: TestClient, channel: string, id: string, data: unknown, type = 'chat.line'): Promise<Frame> {
+  const f = await client.next();
+  assert.equal(typeof f.ts, 'number', JSON.stringify(f));
+  assert.deepEqual(f, { t: 'pub', channel, id, type, ts: f.ts, data });
+  return f;
+}
+
+/** Reads `n` frames that must all be `pub`; returns their ids. */
+export async function pubIds(client: TestClient, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const f = await client.next();
+    assert.equal(f.t, 'pub', `frame ${i}: ${JSON.stringify(f)}`);
+    ids.push(f.id as string);
+  }
+  return ids;
+}
+
+/** Reads the next frame and asserts it is an `error` with `code` (and a message matching `message`); then the connection still answers a ping. */
+export async function expectErrorFrame(client: TestClient, code: string, message?: RegExp): Promise<void> {
+  const f = await client.next();
+  assert.equal(f.t, 'error', JSON.stringify(f));
+  assert.equal(f.code, code, JSON.stringify(f));
+  assert.equal(typeof f.message, 'string');
+  if (message !== undefined) assert.match(f.message as string, message);
+  await expectPong(client);
+}

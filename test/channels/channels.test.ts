@@ -1,0 +1,236 @@
+/**
+ * Channels end to end (DESIGN.md §6, §8): live, at-most-once publications to the
+ * clients that `sub`scribed, allowed by the JWT's `channels` patterns; a node holds a
+ * Redis Pub/Sub subscription exactly while it has local subscribers; `sub` with
+ * `since` catches up from the capped history, then goes live, sending nothing twice.
+ * Real Redis, the real service, real WebSocket clients. "Nothing more arrived" is
+ * checked by the next frame being a later publication on another channel, never by
+ * waiting; the node's Pub/Sub state is read from Redis with a bounded poll.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { openInbox } from '../harness/checks.js';
+import { fileRedis } from '../harness/file-redis.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import {
+  connectWith, expectErrorFrame, expectPub, pubIds, publish, subscribe, waitTopics,
+} from './channel-fixture.js';
+
+let gw: GatewayFixture;
+/** A service keeping 3 publications per channel. */
+let short: GatewayFixture;
+/** The test's own Redis connection, to read PUBSUB state and keys. */
+let probe: Redis;
+const P = 'ch1:';
+const SHORT = 'ch2:';
+
+fileRedis(async ({ redis, cleanup }) => {
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: P, storeDurability: 'relaxed' });
+  short = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: SHORT, storeDurability: 'relaxed', channelHistory: '3' });
+  probe = (await openInbox(cleanup, redis.url)).redis;
+});
+
+test('subscribe, publish, receive: the pub frame carries channel, id, type, ts and data', async () => {
+  const client = await connectWith(gw, 'viewer', ['live.*.chat']);
+  await subscribe(client, probe, P, 'live.s1.chat');
+  const before = Date.now();
+  const data = { text: 'héllo 👋', n: [1, 2, { deep: null }] };
+  const id = await publish(gw.client, 'live.s1.chat', data);
+  const f = await expectPub(client, 'live.s1.chat', id, data);
+  assert.ok((f.ts as number) >= before - 1000 && (f.ts as number) <= Date.now() + 1000, 'ts is the publish time, ms');
+  const id2 = await publish(gw.client, 'live.s1.chat', 'second', 'chat.other');
+  await expectPub(client, 'live.s1.chat', id2, 'second', 'chat.other');
+  assert.ok(id2 > id || id2.length > id.length, 'ids increase');
+});
+
+test('unsubscribe stops publications; the other channels of the connection keep flowing', async () => {
+  const client = await connectWith(gw, 'quitter', ['q.*']);
+  await subscribe(client, probe, P, 'q.one');
+  await subscribe(client, probe, P, 'q.two');
+  const first = await publish(gw.client, 'q.one', 1);
+  await expectPub(client, 'q.one', first, 1);
+
+  client.send({ t: 'unsub', channel: 'q.one' });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' });
+  await publish(gw.client, 'q.one', 'after unsub');
+  const marker = await publish(gw.client, 'q.two', 'marker');
+  await expectPub(client, 'q.two', marker, 'marker');
+  // Unsubscribing again, or from a channel never followed, is a no-op.
+  client.send({ t: 'unsub', channel: 'q.one' });
+  client.send({ t: 'unsub', channel: 'q.never' });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' });
+});
+
+test('a channel no pattern allows is FORBIDDEN, a bad name INVALID_REQUEST; the connection stays healthy', async () => {
+  const client = await connectWith(gw, 'limited', ['sports.*', 'news']);
+  const refusals: Array<{ channel: string; code: string; message: RegExp }> = [
+    { channel: 'weather', code: 'FORBIDDEN', message: /does not allow channel weather/ },
+    { channel: 'news.local', code: 'FORBIDDEN', message: /news\.local/ },
+    { channel: 'sports', code: 'FORBIDDEN', message: /sports/ },
+    { channel: 'sports.a.b', code: 'FORBIDDEN', message: /sports\.a\.b/ },
+    { channel: 'sports.*', code: 'INVALID_REQUEST', message: /not a channel name/ },
+    { channel: 'has space', code: 'INVALID_REQUEST', message: /not a channel name/ },
+    { channel: 'a..b', code: 'INVALID_REQUEST', message: /not a channel name/ },
+    { channel: '.lead', code: 'INVALID_REQUEST', message: /not a channel name/ },
+    { channel: 'x'.repeat(129), code: 'INVALID_REQUEST', message: /not a channel name/ },
+  ];
+  for (const r of refusals) {
+    client.send({ t: 'sub', channel: r.channel });
+    await expectErrorFrame(client, r.code, r.message);
+  }
+  await waitTopics(probe, P, Object.fromEntries(refusals.map((r) => [r.channel, false])));
+  // The refusals left nothing behind: an allowed channel works as ever.
+  await subscribe(client, probe, P, 'news');
+  const id = await publish(gw.client, 'news', 'ok');
+  await expectPub(client, 'news', id, 'ok');
+  client.send({ t: 'unsub', channel: 'news' });
+  await waitTopics(probe, P, { news: false });
+});
+
+test('a token without a channels claim may follow no channel', async () => {
+  const { client } = await gw.connectWelcomed('claimless');
+  client.send({ t: 'sub', channel: 'news' });
+  await expectErrorFrame(client, 'FORBIDDEN');
+});
+
+test('patterns: * matches exactly one whole segment, anywhere; literal segments match exactly', async () => {
+  const client = await connectWith(gw, 'matcher', ['*', 'a.*.c', '*.tail', 'exact.name']);
+  // `*` alone allows every one-segment name, `exact` included.
+  const allowed = ['solo', 'exact', 'a.b.c', 'a.xyz.c', 'head.tail', 'exact.name'];
+  const refused = ['a.c', 'a.b.b.c', 'a.b.cc', 'b.b.c', 'head.mid.tail', 'exact.name.more', 'Exact.name', 'x.y'];
+  for (const channel of refused) {
+    client.send({ t: 'sub', channel });
+    await expectErrorFrame(client, 'FORBIDDEN');
+  }
+  for (const channel of allowed) await subscribe(client, probe, P, channel);
+  for (const channel of allowed) {
+    const id = await publish(gw.client, channel, channel);
+    await expectPub(client, channel, id, channel);
+  }
+  for (const channel of allowed) client.send({ t: 'unsub', channel });
+  await waitTopics(probe, P, Object.fromEntries([...allowed, ...refused].map((c) => [c, false])));
+});
+
+test('the node holds a Pub/Sub subscription exactly while it has a local subscriber; two subscribers, one leaves, the other still receives', async () => {
+  const a = await connectWith(gw, 'sub-a', ['room.*']);
+  const b = await connectWith(gw, 'sub-b', ['room.*']);
+  await waitTopics(probe, P, { 'room.x': false });
+  await subscribe(a, probe, P, 'room.x');
+  await subscribe(b, probe, P, 'room.x');
+  await waitTopics(probe, P, { 'room.x': true });
+  const both = await publish(gw.client, 'room.x', 'both');
+  await expectPub(a, 'room.x', both, 'both');
+  await expectPub(b, 'room.x', both, 'both');
+
+  a.send({ t: 'unsub', channel: 'room.x' });
+  a.send({ t: 'ping' });
+  assert.deepEqual(await a.next(), { t: 'pong' });
+  await waitTopics(probe, P, { 'room.x': true });
+  const onlyB = await publish(gw.client, 'room.x', 'only b');
+  await expectPub(b, 'room.x', onlyB, 'only b');
+
+  // The last local subscriber leaving by closing its connection drops the subscription.
+  await b.close();
+  await waitTopics(probe, P, { 'room.x': false });
+  // A later subscriber brings it back.
+  await subscribe(a, probe, P, 'room.x');
+  const again = await publish(gw.client, 'room.x', 'again');
+  await expectPub(a, 'room.x', again, 'again');
+  await a.close();
+  await waitTopics(probe, P, { 'room.x': false });
+});
+
+test('sub and unsub sent back to back, or a close right after sub, leave no Pub/Sub subscription behind', async () => {
+  const client = await connectWith(gw, 'flicker', ['f.*']);
+  for (let i = 0; i < 5; i++) {
+    client.send({ t: 'sub', channel: `f.${i}` });
+    client.send({ t: 'unsub', channel: `f.${i}` });
+  }
+  // Subscribed, unsubscribed and subscribed again before Redis answered: it stays.
+  client.send({ t: 'sub', channel: 'f.keep' });
+  client.send({ t: 'unsub', channel: 'f.keep' });
+  client.send({ t: 'sub', channel: 'f.keep' });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' });
+  const flickered = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`f.${i}`, false]));
+  await waitTopics(probe, P, { ...flickered, 'f.keep': true });
+  const id = await publish(gw.client, 'f.keep', 'kept');
+  await expectPub(client, 'f.keep', id, 'kept');
+
+  const closer = await connectWith(gw, 'closer', ['g.*']);
+  closer.send({ t: 'sub', channel: 'g.gone' });
+  await closer.close();
+  await client.close();
+  await waitTopics(probe, P, { ...flickered, 'f.keep': false, 'g.gone': false });
+});
+
+test('sub with since catches up from the history, then goes live, nothing twice', async () => {
+  const channel = 'cu.feed';
+  const ids: string[] = [];
+  for (let i = 1; i <= 5; i++) ids.push(await publish(gw.client, channel, i));
+  const client = await connectWith(gw, 'catcher', ['cu.*']);
+  await subscribe(client, probe, P, 'cu.other');
+  client.send({ t: 'sub', channel, since: ids[1] });
+  for (let i = 3; i <= 5; i++) await expectPub(client, channel, ids[i - 1] as string, i);
+  const live = await publish(gw.client, channel, 6);
+  await expectPub(client, channel, live, 6);
+  const marker = await publish(gw.client, 'cu.other', 'marker');
+  await expectPub(client, 'cu.other', marker, 'marker');
+
+  // since = the newest: nothing old, then live.
+  const late = await connectWith(gw, 'catcher2', ['cu.*']);
+  late.send({ t: 'sub', channel, since: live });
+  const seven = await publish(gw.client, channel, 7);
+  await expectPub(late, channel, seven, 7);
+  // since before everything (0-0): the whole retained history, in order.
+  const all = await connectWith(gw, 'catcher3', ['cu.*']);
+  all.send({ t: 'sub', channel, since: '0-0' });
+  assert.deepEqual(await pubIds(all, 7), [...ids, live, seven]);
+});
+
+test('publications during a catch-up arrive once each, in order, with none lost', async () => {
+  const channel = 'race.feed';
+  const first = await publish(gw.client, channel, 0);
+  const client = await connectWith(gw, 'racer', ['race.*']);
+  const rounds = 30;
+  client.send({ t: 'sub', channel, since: first });
+  const published: string[] = [];
+  for (let i = 1; i <= rounds; i++) published.push(await publish(gw.client, channel, i));
+  // Some of these were read by the catch-up, some arrived live: together, each once.
+  assert.deepEqual(await pubIds(client, rounds), published);
+  const marker = await publish(gw.client, channel, 'end');
+  await expectPub(client, channel, marker, 'end');
+});
+
+test('the history keeps the newest channelHistory publications: since older than that catches up from the oldest kept', async () => {
+  const channel = 'capped';
+  const ids: string[] = [];
+  for (let i = 1; i <= 6; i++) ids.push(await publish(short.client, channel, i));
+  assert.equal(await probe.xlen(`${SHORT}ch:{${channel}}:history`), 3, 'trimmed to exactly 3');
+  const client = await connectWith(short, 'hist', ['capped']);
+  client.send({ t: 'sub', channel, since: ids[0] });
+  for (let i = 4; i <= 6; i++) await expectPub(client, channel, ids[i - 1] as string, i);
+  const live = await publish(short.client, channel, 7);
+  await expectPub(client, channel, live, 7);
+});
+
+test('publishing with no subscribers is 201 and kept in the history', async () => {
+  const channel = 'empty.room';
+  const id = await publish(gw.client, channel, { alone: true });
+  await waitTopics(probe, P, { [channel]: false });
+  const client = await connectWith(gw, 'latecomer', ['empty.*']);
+  client.send({ t: 'sub', channel, since: '0-0' });
+  await expectPub(client, channel, id, { alone: true });
+});
+
+test('the same channel named twice by one connection is followed once', async () => {
+  const client = await connectWith(gw, 'twice', ['dup']);
+  await subscribe(client, probe, P, 'dup');
+  await subscribe(client, probe, P, 'dup');
+  const one = await publish(gw.client, 'dup', 1);
+  const two = await publish(gw.client, 'dup', 2);
+  assert.deepEqual(await pubIds(client, 2), [one, two]);
+});
