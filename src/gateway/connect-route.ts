@@ -6,6 +6,9 @@
  * 503 when Redis is down or the node is shutting down.
  */
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { WebSocket } from 'ws';
 // Adds `websocket: true` routes and the OpenAPI fields to fastify's route types.
 import type {} from '@fastify/swagger';
 import type {} from '@fastify/websocket';
@@ -34,6 +37,8 @@ interface Handshake {
   readonly conn: string;
   readonly resume: ResumeRequest;
   readonly since: number;
+  /** Removes the presence entry if the WebSocket never opens (bound to the socket's close). */
+  dropUnopened: () => void;
   /** Set once the WebSocket is open; until then the presence entry is provisional. */
   opened: boolean;
 }
@@ -83,6 +88,24 @@ function serializedOrigin(text: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The net socket as Node's HTTP server leaves it: `_httpMessage` is the response it belongs to. */
+type UpgradedSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/**
+ * Lets go of the upgrade request once the WebSocket is open. @fastify/websocket leaves
+ * the HTTP response assigned to the socket and an `error` listener whose closure holds
+ * the fastify request and reply; through them the request's headers (the JWT among
+ * them), its logger and fastify's objects stayed alive as long as the connection:
+ * about 3 KiB of heap per idle connection (bench:e2e, case c). The connection's own
+ * `error` listener (ws-connection.ts) replaces the plugin's.
+ */
+function releaseUpgradeRequest(req: FastifyRequest, socket: WebSocket, hs: Handshake): void {
+  const raw = req.raw.socket as UpgradedSocket;
+  raw.off('close', hs.dropUnopened);
+  raw._httpMessage?.detachSocket(raw);
+  socket.removeAllListeners('error');
 }
 
 /** A new connection id: 16 hex digits. */
@@ -143,16 +166,16 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         throw new PixiuError('RATE_LIMITED', `user ${claims.user} already has ${deps.config.maxConnectionsPerUser} connections`);
       }
       for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
-      const hs: Handshake = { claims, conn, resume, since, opened: false };
+      const hs: Handshake = { claims, conn, resume, since, opened: false, dropUnopened: () => undefined };
       handshakes.set(req, hs);
       // The upgrade can still fail after this (`ws` answers a bad Sec-WebSocket-Key or
       // version with 400 itself) or the client can go away: then no connection will
       // ever remove this entry, so the socket's close does, unless the WebSocket opened.
-      const dropUnopened = (): void => {
+      hs.dropUnopened = (): void => {
         if (!hs.opened) deps.presence.remove(claims.user, conn).catch(() => undefined);
       };
-      if (req.raw.socket.destroyed) dropUnopened();
-      else req.raw.socket.once('close', dropUnopened);
+      if (req.raw.socket.destroyed) hs.dropUnopened();
+      else req.raw.socket.once('close', hs.dropUnopened);
     },
   }, (socket, req) => {
     const hs = handshakes.get(req);
@@ -161,6 +184,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       return;
     }
     hs.opened = true;
+    releaseUpgradeRequest(req, socket, hs);
     const connection = new WsConnection(socket, {
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
