@@ -4,6 +4,13 @@
  * proceeds in chunks that yield to the event loop between them, under a per-node rate
  * limit in frames per second (the `limiter` package's token bucket), so a broadcast to
  * many connections never stalls live inbox delivery.
+ *
+ * A batch of broadcasts (what one read of the stream returned: one, or a burst) goes
+ * out connection by connection: each connection gets all of the batch's broadcasts
+ * for it at once, in order, written to its socket together (one system call, not one
+ * per frame: see {@link BroadcastTarget.offerBroadcasts}). For a burst this is what
+ * costs the most — bench:broadcast measured ~half of the fan-out's CPU in `writev`
+ * when every frame was written on its own.
  */
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { RateLimiter } from 'limiter';
@@ -11,12 +18,26 @@ import type { BroadcastEntry } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
 import type { BroadcastTarget } from './subscription.js';
 
+/**
+ * Longest run of writes between two yields to the event loop, ms. Live delivery of an
+ * inbox message takes several turns of the loop (request, store, Redis, fetch, send),
+ * and each may wait behind one run: a chunk of 500 single frames ran ~5 ms here, which
+ * the live-latency test saw as tens of ms added to its p99 during broadcasts.
+ */
+const SLICE_MS = 1;
+
 /** Options of {@link BroadcastFanout}. */
 export interface FanoutOptions {
   /** Frames per second this node may send to broadcast receivers. */
   readonly framesPerSecond: number;
-  /** Connections handled between two yields to the event loop. */
-  readonly chunkSize: number;
+  /** Frames sent between two yields to the event loop (at most; see the constructor). */
+  readonly chunkFrames: number;
+  /**
+   * Most bytes of broadcasts written to one socket in one go, then a yield: a burst of
+   * large broadcasts (one stream read holds up to 200 of up to 64 KiB) would otherwise
+   * land on every socket at once, past the hard cap, and close even fast clients 4009.
+   */
+  readonly maxBatchBytes: number;
   /** Counts frames sent (metrics). */
   readonly onSent?: (frames: number) => void;
 }
@@ -27,11 +48,18 @@ export class BroadcastFanout {
   readonly #limiter: RateLimiter;
   readonly #chunk: number;
   readonly #onSent: ((frames: number) => void) | undefined;
+  readonly #maxBatchBytes: number;
 
   constructor(opts: FanoutOptions) {
-    this.#limiter = new RateLimiter({ tokensPerInterval: opts.framesPerSecond, interval: 'second' });
-    // A chunk may never ask for more tokens than the bucket holds.
-    this.#chunk = Math.max(1, Math.min(opts.chunkSize, opts.framesPerSecond));
+    this.#maxBatchBytes = opts.maxBatchBytes;
+    const perTwentieth = Math.floor(opts.framesPerSecond / 20);
+    // A chunk is at most a twentieth of a second's allowance, and the bucket holds a
+    // twentieth of a second's allowance (at least one chunk), refilled at the rate:
+    // frames go out smoothly (at a low rate, a chunk every 50 ms) rather than a
+    // second's allowance at once and then nothing.
+    this.#chunk = Math.max(1, Math.min(opts.chunkFrames, perTwentieth));
+    const bucket = Math.max(this.#chunk, perTwentieth);
+    this.#limiter = new RateLimiter({ tokensPerInterval: bucket, interval: (bucket * 1000) / opts.framesPerSecond });
     this.#onSent = opts.onSent;
   }
 
@@ -48,18 +76,69 @@ export class BroadcastFanout {
     this.#targets.delete(target);
   }
 
-  /** Sends each entry, in order, to every matching receiver. */
+  /**
+   * Sends a batch of entries (in stream order) to every receiver whose tags match
+   * each. Each receiver gets its matching entries in order; resolves once all went out.
+   */
   async deliver(entries: readonly BroadcastEntry[]): Promise<void> {
-    for (const entry of entries) {
-      // A snapshot: receivers that leave meanwhile are skipped by their own state.
-      const targets = [...this.#targets].filter((t) => matchesFilter(entry.filter, t.tags));
-      for (let i = 0; i < targets.length; i += this.#chunk) {
-        const chunk = targets.slice(i, i + this.#chunk);
-        await this.#limiter.removeTokens(chunk.length);
-        for (const t of chunk) t.offerBroadcast(entry);
-        this.#onSent?.(chunk.length);
-        if (i + this.#chunk < targets.length) await yieldToLoop();
+    // Groups of at most maxBatchBytes (at least one entry each), one after the other:
+    // sockets drain between them.
+    let start = 0;
+    while (start < entries.length) {
+      let end = start;
+      let bytes = 0;
+      do {
+        bytes += (entries[end] as BroadcastEntry).frame.length;
+        end += 1;
+      } while (end < entries.length && bytes + (entries[end] as BroadcastEntry).frame.length <= this.#maxBatchBytes);
+      if (start > 0) await yieldToLoop();
+      await this.#deliverGroup(entries.slice(start, end));
+      start = end;
+    }
+  }
+
+  async #deliverGroup(entries: readonly BroadcastEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    // A snapshot: receivers that leave meanwhile are skipped by their own state;
+    // those that join meanwhile get none of this batch (they connected after it).
+    const targets = [...this.#targets];
+    const filtered = entries.some((e) => e.filter !== undefined);
+    /** Receivers and their entries for the chunk being gathered. */
+    let chunk: Array<[BroadcastTarget, readonly BroadcastEntry[]]> = [];
+    let frames = 0;
+    for (const target of targets) {
+      let mine = filtered ? entries.filter((e) => matchesFilter(e.filter, target.tags)) : entries;
+      if (mine.length === 0) continue;
+      // A receiver's entries go in one chunk, written together, unless they alone are
+      // over the budget (a low rate): then in pieces, in order.
+      if (frames > 0 && frames + mine.length > this.#chunk) {
+        await this.#send(chunk, frames);
+        chunk = [];
+        frames = 0;
+        await yieldToLoop();
+      }
+      while (mine.length > this.#chunk) {
+        await this.#send([[target, mine.slice(0, this.#chunk)]], this.#chunk);
+        mine = mine.slice(this.#chunk);
+        await yieldToLoop();
+      }
+      chunk.push([target, mine]);
+      frames += mine.length;
+    }
+    if (frames > 0) await this.#send(chunk, frames);
+  }
+
+  /** Takes the chunk's tokens, then writes it, yielding whenever a slice of it ran {@link SLICE_MS}. */
+  async #send(chunk: ReadonlyArray<[BroadcastTarget, readonly BroadcastEntry[]]>, frames: number): Promise<void> {
+    await this.#limiter.removeTokens(frames);
+    let sliceStart = performance.now();
+    for (const [target, mine] of chunk) {
+      target.offerBroadcasts(mine);
+      if (performance.now() - sliceStart >= SLICE_MS) {
+        await yieldToLoop();
+        sliceStart = performance.now();
       }
     }
+    this.#onSent?.(frames);
   }
 }

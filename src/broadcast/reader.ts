@@ -30,6 +30,12 @@ export interface BroadcastReaderOptions {
   readonly onEntries: (entries: readonly BroadcastEntry[]) => Promise<void>;
 }
 
+/** What a read or a back-off wait ends with when {@link BroadcastReader.stop} interrupts it. */
+const STOPPED = Symbol('stopped');
+
+/** A raw XREAD reply: per stream, its entries `[id, [field, value, …]]`. */
+type XreadReply = [string, [string, string[]][]][] | null;
+
 /** The read loop. */
 export class BroadcastReader {
   readonly #opts: BroadcastReaderOptions;
@@ -37,6 +43,8 @@ export class BroadcastReader {
   #loop: Promise<void> | undefined;
   /** ID of the last entry handed out (or the stream's end at start). */
   #last = '0-0';
+  /** Ends the loop's current wait (a read or a back-off) with {@link STOPPED}; set while it waits. */
+  #interrupt: (() => void) | undefined;
 
   constructor(opts: BroadcastReaderOptions) {
     this.#opts = opts;
@@ -59,9 +67,16 @@ export class BroadcastReader {
     this.#loop = this.#run();
   }
 
-  /** Stops the loop (interrupting a blocked read) and waits for it. */
+  /**
+   * Stops the loop (interrupting a blocked read or a back-off wait) and waits for it.
+   * It does not wait on the read itself: a read in flight when the connection dropped
+   * is kept by ioredis to be sent again on reconnect, and disconnecting does not
+   * reject it, so with Redis down it never settles (the service's shutdown used to
+   * hang there for as long as Redis stayed down).
+   */
   async stop(): Promise<void> {
     this.#running = false;
+    this.#interrupt?.();
     this.#opts.redis.disconnect();
     await this.#loop;
   }
@@ -69,9 +84,15 @@ export class BroadcastReader {
   async #run(): Promise<void> {
     let failures = 0;
     while (this.#running) {
-      let reply: [string, [string, string[]][]][] | null;
+      let reply: XreadReply;
       try {
-        reply = await this.#opts.redis.xread('COUNT', String(READ_COUNT), 'BLOCK', String(BLOCK_MS), 'STREAMS', this.#opts.key, this.#last) as [string, [string, string[]][]][] | null;
+        const read = this.#opts.redis.xread('COUNT', String(READ_COUNT), 'BLOCK', String(BLOCK_MS), 'STREAMS', this.#opts.key, this.#last) as Promise<XreadReply>;
+        const settled = await this.#unlessStopped(read);
+        if (settled === STOPPED) {
+          read.catch(() => undefined);
+          break;
+        }
+        reply = settled;
         if (failures > 0) this.#opts.logger.info({ after: this.#last }, 'broadcast reader recovered');
         failures = 0;
       } catch (err) {
@@ -79,7 +100,9 @@ export class BroadcastReader {
         const wait = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)] ?? 5000;
         failures += 1;
         this.#opts.logger.warn({ err, after: this.#last, retryInMs: wait }, 'broadcast read failed');
-        await new Promise((r) => setTimeout(r, wait));
+        let timer: NodeJS.Timeout | undefined;
+        await this.#unlessStopped(new Promise<void>((resolve) => { timer = setTimeout(resolve, wait); }));
+        clearTimeout(timer);
         continue;
       }
       const raw = reply?.[0]?.[1] ?? [];
@@ -97,5 +120,19 @@ export class BroadcastReader {
         this.#opts.logger.error({ err }, 'broadcast fan-out failed');
       }
     }
+  }
+
+  /**
+   * `work`'s outcome, or {@link STOPPED} as soon as stop() is called. (One resolver per
+   * wait, dropped after it: racing one long-lived promise would keep a reaction per
+   * read on it for the life of the node.)
+   */
+  #unlessStopped<T>(work: Promise<T>): Promise<T | typeof STOPPED> {
+    return new Promise<T | typeof STOPPED>((resolve, reject) => {
+      this.#interrupt = () => resolve(STOPPED);
+      work.then(resolve, reject);
+    }).finally(() => {
+      this.#interrupt = undefined;
+    });
   }
 }

@@ -76,7 +76,7 @@ export const SETTINGS = {
   pausedTimeoutMs: { env: 'PIXIU_PAUSED_TIMEOUT', flag: 'paused-timeout', kind: 'duration', default: 30 * SECOND, min: 10, max: 3600 * SECOND, doc: 'a connection paused by backpressure this long is closed 4009' },
   notify: { env: 'PIXIU_NOTIFY', flag: 'notify', kind: 'enum', default: 'on', choices: ['on', 'off'], doc: 'on: an append wakes delivery at once (in-process or Pub/Sub); off: delivery relies on heartbeat pulls only (for testing that path)' },
   broadcastStreamCap: { env: 'PIXIU_BROADCAST_STREAM_CAP', flag: 'broadcast-stream-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'broadcasts retained for catch-up' },
-  broadcastRate: { env: 'PIXIU_BROADCAST_RATE', flag: 'broadcast-rate', kind: 'int', default: 200_000, min: 100, max: 10_000_000, doc: 'broadcast frames per second one node may send (a token bucket; live inbox delivery keeps flowing beside it)' },
+  broadcastRate: { env: 'PIXIU_BROADCAST_RATE', flag: 'broadcast-rate', kind: 'int', default: 50_000, min: 100, max: 10_000_000, doc: 'broadcast frames per second one node may send (a token bucket, so live inbox delivery keeps flowing beside a broadcast; a 2-core node sends ~100k/s at most)' },
   channelHistory: { env: 'PIXIU_CHANNEL_HISTORY', flag: 'channel-history', kind: 'int', default: 100, min: 1, max: 100_000, doc: 'publications kept per channel for sub with since' },
   roomSizeCap: { env: 'PIXIU_ROOM_SIZE_CAP', flag: 'room-size-cap', kind: 'int', default: 10_000, min: 1, max: 1_000_000, doc: 'most members a room may have' },
   logLevel: { env: 'PIXIU_LOG_LEVEL', flag: 'log-level', kind: 'enum', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], doc: 'pino log level' },

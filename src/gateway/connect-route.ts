@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
 // Adds `websocket: true` routes and the OpenAPI fields to fastify's route types.
 import type {} from '@fastify/swagger';
@@ -188,7 +188,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     const connection = new WsConnection(socket, {
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
-    }, deps.connection);
+    }, deps.connection, req.raw.socket instanceof Socket ? req.raw.socket : undefined);
     connection.start(hs.resume, req.query.last_bseq);
     deps.onOpen(connection, hs.claims);
   });

@@ -36,8 +36,8 @@ import { CloseCode, type ConnectionDeps, type WsConnection } from './ws-connecti
 const NODE_RENEW_MS = 5000;
 /** Ack cursors are written at most this often per user, ms (DESIGN.md §5). */
 const ACK_FLUSH_MS = 100;
-/** Broadcast receivers served between two yields to the event loop. */
-const FANOUT_CHUNK = 500;
+/** Broadcast frames sent between two yields to the event loop (~2–5 ms of work here). */
+const FANOUT_CHUNK_FRAMES = 500;
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
 
@@ -124,7 +124,8 @@ export class Gateway implements GatewayDeps {
     this.channelStream = new ChannelStream(redis, keys, config.channelHistory);
     this.#fanout = new BroadcastFanout({
       framesPerSecond: config.broadcastRate,
-      chunkSize: FANOUT_CHUNK,
+      chunkFrames: FANOUT_CHUNK_FRAMES,
+      maxBatchBytes: Math.max(64 * 1024, Math.floor(config.socketHighWaterBytes / 2)),
       onSent: (n) => metrics.wsFrames.inc({ t: 'bcast' }, n),
     });
     this.#reader = new BroadcastReader({

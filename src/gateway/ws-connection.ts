@@ -4,6 +4,7 @@
  * backpressure (DESIGN.md §5: pause above the high-water mark; close 4009 when paused
  * too long or over the hard cap).
  */
+import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
 import type { TokenVerifier } from '../auth/jwt.js';
 import type { Config } from '../config/config.js';
@@ -31,6 +32,9 @@ export const CloseCode = Object.freeze({
   ackTimeout: 4008,
   slowConsumer: 4009,
 } as const);
+
+/** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
+const TEXT_FRAME: { readonly binary: false } = { binary: false };
 
 /** Longest delay a Node timer takes (2^31 - 1 ms); a later token expiry re-arms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -77,6 +81,8 @@ export class WsConnection implements DeliveryConnection {
   readonly device: string;
   readonly since: number;
   readonly #ws: WebSocket;
+  /** The TCP socket under {@link #ws}, to write several frames at once; undefined: not found. */
+  readonly #socket: Socket | undefined;
   readonly #deps: ConnectionDeps;
   readonly #log: Logger;
   readonly #broadcast: BroadcastSubscription | undefined;
@@ -93,8 +99,14 @@ export class WsConnection implements DeliveryConnection {
   #expiryTimer: NodeJS.Timeout | undefined;
   #pausedTimer: NodeJS.Timeout | undefined;
 
-  constructor(ws: WebSocket, who: ConnectionIdentity, deps: ConnectionDeps) {
+  /**
+   * @param ws the upgraded WebSocket
+   * @param tcp the TCP socket under it (the upgrade request's), to write several frames at once
+   */
+  constructor(ws: WebSocket, who: ConnectionIdentity, deps: ConnectionDeps, tcp?: Socket) {
     this.#ws = ws;
+    // Corked around several frames (sendFrames); without it frames go one by one.
+    this.#socket = tcp;
     this.id = who.id;
     this.user = who.user;
     this.device = who.device;
@@ -102,9 +114,8 @@ export class WsConnection implements DeliveryConnection {
     this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
     this.#log = deps.logger.child({ conn: who.id, user: who.user, device: who.device });
-    const send = (text: string): void => this.send(text);
-    this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), send) : undefined;
-    this.#channels = deps.channels ? new ConnectionChannels(deps.channels, who.channels, send) : undefined;
+    this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), this) : undefined;
+    this.#channels = deps.channels ? new ConnectionChannels(deps.channels, who.channels, (text: string): void => this.send(text)) : undefined;
   }
 
   /**
@@ -133,10 +144,41 @@ export class WsConnection implements DeliveryConnection {
     return this.#ws.bufferedAmount;
   }
 
-  /** Writes one frame; pauses delivery above the high-water mark (DESIGN.md §5). */
-  send(text: string): void {
+  /**
+   * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5).
+   * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
+   *   per node and written to every socket as is)
+   */
+  send(frame: string | Buffer): void {
     if (this.#closed) return;
-    this.#ws.send(text, this.#onWritten);
+    if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
+    else this.#ws.send(frame, TEXT_FRAME, this.#onWritten);
+    this.#checkBuffered();
+  }
+
+  /**
+   * Writes several frames in order (a batch of broadcasts), corking the socket around
+   * them so that they leave in one system call: bench:broadcast measured `writev` at
+   * about half of the fan-out's CPU when every frame was written on its own. Only the
+   * last write carries the drain callback (when it is written, so are the others),
+   * and the buffer is checked once, after the batch.
+   */
+  sendFrames(entries: readonly { readonly frame: Buffer }[]): void {
+    const n = entries.length;
+    if (this.#closed || n === 0) return;
+    const socket = n > 1 ? this.#socket : undefined;
+    socket?.cork();
+    try {
+      for (let i = 0; i < n - 1; i++) this.#ws.send((entries[i] as { readonly frame: Buffer }).frame, TEXT_FRAME);
+      this.#ws.send((entries[n - 1] as { readonly frame: Buffer }).frame, TEXT_FRAME, this.#onWritten);
+    } finally {
+      socket?.uncork();
+    }
+    this.#checkBuffered();
+  }
+
+  /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (DESIGN.md §5). */
+  #checkBuffered(): void {
     const buffered = this.#ws.bufferedAmount;
     if (buffered > this.#deps.config.socketHardCapBytes) {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
@@ -206,7 +248,13 @@ export class WsConnection implements DeliveryConnection {
           break;
         }
         const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
-        done.catch((err: unknown) => this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry')));
+        done.catch((err: unknown) => {
+          const e = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry');
+          // A refused sub (bad name, not allowed) is a bad frame like any other and
+          // counts towards the abuse limit; an outage is not the client's fault.
+          if (e.code === 'INVALID_REQUEST' || e.code === 'FORBIDDEN') this.#refuse(e);
+          else this.sendError(e);
+        });
         break;
       }
     }

@@ -1,0 +1,86 @@
+/**
+ * What the broadcast tests share (DESIGN.md §6, §8): the secrets every test service
+ * uses, posting a broadcast over the real HTTP API, and reading a client's broadcast
+ * frames with every frame asserted — none is skipped, so a repeat, a stray or a frame
+ * out of order fails the test.
+ */
+import assert from 'node:assert/strict';
+import { PixiuClient, spawnServe, tempDataDir, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
+import type { Frame, TestClient } from '../harness/ws-client.js';
+import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+
+/** The API token of every broadcast test service. */
+export const API_TOKEN = 'broadcast-tests-api-token-0123456789';
+
+/**
+ * `pixiu serve` on `redisUrl` with its own data dir and port, the tests' API token and
+ * JWT secret, the store's relaxed durability (these tests are about delivery), and
+ * `env` on top; SIGKILLed at clean-up if still running.
+ */
+export async function serveBroadcasts(
+  t: CleanupContext, redisUrl: string, env: Record<string, string> = {},
+): Promise<{ serve: ServeProcess; api: PixiuClient }> {
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redisUrl, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN,
+    PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed', ...env,
+  }, t);
+  return { serve, api: new PixiuClient(serve.url, API_TOKEN) };
+}
+
+/** A broadcast as `POST /v1/broadcast` answered it. */
+export interface Posted {
+  readonly id: string;
+  readonly bseq: string;
+}
+
+/** Posts a broadcast and asserts the 201 `{id, bseq}`. */
+export async function postBroadcast(api: PixiuClient, body: Record<string, unknown>): Promise<Posted> {
+  const answer = await api.post('/v1/broadcast', { type: 'test.news', data: { n: 0 }, ...body });
+  assert.equal(answer.status, 201, answer.text);
+  const posted = answer.body as Posted;
+  assert.match(posted.id, /^[0-9a-f]{16}$/, answer.text);
+  assert.match(posted.bseq, /^\d+-\d+$/, answer.text);
+  return posted;
+}
+
+/** Reads the next frame and asserts it is a `bcast` (its `bseq` a string). */
+export async function nextBcast(client: TestClient, timeoutMs?: number): Promise<Frame> {
+  const f = await client.next(timeoutMs);
+  assert.equal(f.t, 'bcast', `expected a bcast frame, got ${JSON.stringify(f)}`);
+  assert.equal(typeof f.bseq, 'string', JSON.stringify(f));
+  return f;
+}
+
+/**
+ * Reads `bcast` frames until the one with bseq `marker` (included) and returns their
+ * bseqs in arrival order. Any other frame fails.
+ */
+export async function bcastsUntil(client: TestClient, marker: string, timeoutMs?: number): Promise<string[]> {
+  const seen: string[] = [];
+  for (;;) {
+    const f = await nextBcast(client, timeoutMs);
+    seen.push(f.bseq as string);
+    if (f.bseq === marker) return seen;
+    assert.ok(seen.length <= 1000, `no marker ${marker} in ${seen.length} broadcasts`);
+  }
+}
+
+/** Reads the next frame and asserts its type. */
+export async function expectFrame(client: TestClient, t: string): Promise<Frame> {
+  const f = await client.next();
+  assert.equal(f.t, t, `expected a ${t} frame, got ${JSON.stringify(f)}`);
+  return f;
+}
+
+/** Runs `fn` over `items` with at most `limit` at a time, in order of start. */
+export async function inBatches<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T, i);
+    }
+  }));
+  return out;
+}

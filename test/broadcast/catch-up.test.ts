@@ -1,0 +1,145 @@
+/**
+ * Broadcast catch-up with `last_bseq` (DESIGN.md §6, §8; docs/protocol.md): with no
+ * `last_bseq` a connection gets live broadcasts only; with one it first gets the
+ * retained broadcasts after it, in order. A stream trimmed past `last_bseq` is told as
+ * `gap {stream: "broadcast", from, to}` (both bounds exclusive); a `last_bseq` the
+ * stream cannot have held (it was lost: FLUSHALL) as `reset {stream: "broadcast",
+ * bseq}`; either way the retained broadcasts follow, then live ones.
+ *
+ * The service keeps 5 broadcasts (`broadcastStreamCap`); every case reads each frame
+ * in turn and ends on a live marker, so a missing, extra or repeated frame fails.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { openInbox } from '../harness/checks.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import type { TestClient } from '../harness/ws-client.js';
+import { expectRefused, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { expectFrame, nextBcast, postBroadcast, type Posted } from './broadcast-fixture.js';
+
+const CAP = 5;
+const cleanup = cleanupList();
+let redis: RedisServer;
+let gw: GatewayFixture;
+let admin: Redis;
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', broadcastStreamCap: String(CAP) });
+  admin = (await openInbox(cleanup, redis.url)).redis;
+});
+
+after(() => cleanup.run());
+
+/** Every broadcast posted since the stream was last flushed, in order. */
+let stream: Posted[] = [];
+
+/** Posts `n` broadcasts, in order. */
+async function postMany(n: number, tag: string): Promise<Posted[]> {
+  const out: Posted[] = [];
+  for (let i = 0; i < n; i++) out.push(await postBroadcast(gw.client, { data: { tag, i } }));
+  stream.push(...out);
+  return out;
+}
+
+/** What the stream retains now: the last {@link CAP} posted. */
+function retained(): Posted[] {
+  return stream.slice(-CAP);
+}
+
+/** Connects `user` (resuming after `lastBseq` when given) and reads the welcome. */
+async function connect(user: string, lastBseq?: string): Promise<TestClient> {
+  const client = await gw.connect(user, lastBseq !== undefined ? { params: { last_bseq: lastBseq } } : {});
+  await expectFrame(client, 'welcome');
+  return client;
+}
+
+/** Reads `bcast` frames and asserts they are exactly `expected`, in order. */
+async function expectBcasts(client: TestClient, expected: readonly Posted[]): Promise<void> {
+  for (const p of expected) {
+    const f = await nextBcast(client);
+    assert.equal(f.bseq, p.bseq, `expected ${p.bseq}, got ${JSON.stringify(f)}`);
+    assert.equal(f.id, p.id);
+  }
+}
+
+/** `user` connects, gets one live broadcast and leaves; resolves with that broadcast. */
+async function seenThenGone(user: string): Promise<Posted> {
+  const client = await connect(user);
+  const [seen] = await postMany(1, 'seen') as [Posted];
+  await expectBcasts(client, [seen]);
+  await client.close();
+  return seen;
+}
+
+/** Posts a live marker and asserts it is the next frame. */
+async function expectLiveNext(client: TestClient): Promise<void> {
+  const [marker] = await postMany(1, 'marker') as [Posted];
+  await expectBcasts(client, [marker]);
+}
+
+test('without last_bseq a connection gets live broadcasts only', async () => {
+  await postMany(2, 'before');
+  const client = await connect('live-only');
+  const [live] = await postMany(1, 'live') as [Posted];
+  // The next frame is the live one: nothing from before the connection came first.
+  await expectBcasts(client, [live]);
+  await client.close();
+});
+
+test('last_bseq trimmed past: gap {stream: broadcast} to the first retained, the retained ones, then live', async () => {
+  const seen = await seenThenGone('trimmed');
+  await postMany(12, 'offline');
+  assert.equal(await admin.xlen('px:broadcast'), CAP);
+  const back = await connect('trimmed', seen.bseq);
+  assert.deepEqual(await expectFrame(back, 'gap'), { t: 'gap', stream: 'broadcast', from: seen.bseq, to: (retained()[0] as Posted).bseq });
+  await expectBcasts(back, retained());
+  await expectLiveNext(back);
+  await back.close();
+
+  // At the edge: last_bseq is the newest trimmed entry, so nothing after it is missing.
+  const edge = await connect('trimmed-edge', (stream[stream.length - CAP - 1] as Posted).bseq);
+  await expectBcasts(edge, retained());
+  await expectLiveNext(edge);
+  await edge.close();
+  // One older: a gap again.
+  const older = await connect('trimmed-older', (stream[stream.length - CAP - 2] as Posted).bseq);
+  assert.equal((await expectFrame(older, 'gap')).to, (retained()[0] as Posted).bseq);
+  await expectBcasts(older, retained());
+  await expectLiveNext(older);
+  await older.close();
+  // Within what is retained: the rest of it, no gap.
+  const within = await connect('trimmed-within', (retained()[1] as Posted).bseq);
+  await expectBcasts(within, retained().slice(2));
+  await expectLiveNext(within);
+  await within.close();
+});
+
+test('last_bseq beyond the stream (FLUSHALL): reset {stream: broadcast}, the retained ones, then live', async () => {
+  const seen = await seenThenGone('flushed');
+  await admin.flushall();
+  stream = [];
+
+  // Nothing retained: the reset, then live broadcasts.
+  const empty = await connect('flushed', seen.bseq);
+  assert.deepEqual(await expectFrame(empty, 'reset'), { t: 'reset', stream: 'broadcast', bseq: '0-0' });
+  await expectLiveNext(empty);
+  await empty.close();
+
+  // New broadcasts since the loss: the old last_bseq was never an entry of this stream.
+  await admin.flushall();
+  stream = [];
+  const since = await postMany(2, 'since');
+  const back = await connect('flushed', seen.bseq);
+  assert.deepEqual(await expectFrame(back, 'reset'), { t: 'reset', stream: 'broadcast', bseq: (since[1] as Posted).bseq });
+  await expectBcasts(back, since);
+  await expectLiveNext(back);
+  await back.close();
+});
+
+test('a malformed last_bseq is refused before the upgrade (400)', async () => {
+  await expectRefused(gw.connect('bad-bseq', { params: { last_bseq: 'yesterday' } }), 400, 'INVALID_REQUEST');
+});

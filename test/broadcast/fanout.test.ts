@@ -1,0 +1,90 @@
+/**
+ * The node's fan-out loop (no I/O): a batch of broadcasts reaches each receiver whose
+ * tags match, in stream order, connection by connection; chunks never exceed their
+ * frame budget (a receiver's share may straddle two chunks, still in order); and the
+ * rate limit holds over a run.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
+import { BroadcastFanout } from '../../src/broadcast/fanout.js';
+import type { TagFilter } from '../../src/broadcast/filter.js';
+import type { BroadcastTarget } from '../../src/broadcast/subscription.js';
+
+/** A receiver that records each call's bseqs. */
+class Recorder implements BroadcastTarget {
+  readonly calls: string[][] = [];
+  constructor(readonly tags: ReadonlySet<string>) {}
+  offerBroadcasts(entries: readonly BroadcastEntry[]): void {
+    this.calls.push(entries.map((e) => e.id));
+  }
+  get got(): string[] {
+    return this.calls.flat();
+  }
+}
+
+function entry(id: string, filter?: TagFilter): BroadcastEntry {
+  return { id, msgId: '0300000000000001', filter, frame: Buffer.from(`{"t":"bcast","bseq":"${id}"}`) };
+}
+
+test('each receiver gets the batch entries it matches, in order, in one call', async () => {
+  const sent: number[] = [];
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 1 << 20, onSent: (n) => sent.push(n) });
+  const vip = new Recorder(new Set(['vip']));
+  const plain = new Recorder(new Set());
+  for (const r of [vip, plain]) fanout.add(r);
+  await fanout.deliver([entry('1-0'), entry('2-0', { all: ['vip'] }), entry('3-0')]);
+  assert.deepEqual(vip.calls, [['1-0', '2-0', '3-0']]);
+  assert.deepEqual(plain.calls, [['1-0', '3-0']]);
+  assert.deepEqual(sent, [5]);
+  fanout.remove(plain);
+  await fanout.deliver([entry('4-0')]);
+  assert.deepEqual(plain.got, ['1-0', '3-0']);
+  assert.deepEqual(vip.got, ['1-0', '2-0', '3-0', '4-0']);
+});
+
+test('chunks hold at most their frame budget; the entries of one receiver stay in one chunk unless over it', async () => {
+  const sent: number[] = [];
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 4, maxBatchBytes: 1 << 20, onSent: (n) => sent.push(n) });
+  const rs = [new Recorder(new Set()), new Recorder(new Set()), new Recorder(new Set())];
+  for (const r of rs) fanout.add(r);
+  await fanout.deliver([entry('1-0'), entry('2-0'), entry('3-0')]);
+  assert.deepEqual(sent, [3, 3, 3]);
+  for (const r of rs) assert.deepEqual(r.calls, [['1-0', '2-0', '3-0']]);
+  // Over the budget alone: in pieces of the budget, in order.
+  sent.length = 0;
+  const six = ['4-0', '5-0', '6-0', '7-0', '8-0', '9-0'];
+  await fanout.deliver(six.map((id) => entry(id)));
+  assert.deepEqual(sent, [4, 2, 4, 2, 4, 2]);
+  for (const r of rs) assert.deepEqual(r.calls.slice(1), [six.slice(0, 4), six.slice(4)]);
+});
+
+test('the rate limit holds: 600 frames at 2,000/s take at least (600 − bucket) / rate', async () => {
+  const rate = 2000;
+  const bucket = rate / 20;
+  const fanout = new BroadcastFanout({ framesPerSecond: rate, chunkFrames: 500, maxBatchBytes: 1 << 20 });
+  const rs = Array.from({ length: 60 }, () => new Recorder(new Set()));
+  for (const r of rs) fanout.add(r);
+  const start = performance.now();
+  for (let i = 0; i < 10; i++) await fanout.deliver([entry(`${i + 1}-0`)]);
+  const ms = performance.now() - start;
+  assert.ok(ms >= ((600 - bucket) / rate) * 1000 * 0.95, `600 frames in ${ms.toFixed(0)} ms`);
+  for (const r of rs) assert.equal(r.got.length, 10);
+});
+
+test('a burst of large broadcasts reaches a socket in groups of at most maxBatchBytes, in order', async () => {
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 100 });
+  const r = new Recorder(new Set());
+  fanout.add(r);
+  const big = (id: string): BroadcastEntry => ({ ...entry(id), frame: Buffer.alloc(40, 0x20) });
+  const ids = ['1-0', '2-0', '3-0', '4-0', '5-0'];
+  await fanout.deliver(ids.map(big));
+  // 40-byte frames, at most 100 bytes a group: two, two, then one.
+  assert.deepEqual(r.calls, [['1-0', '2-0'], ['3-0', '4-0'], ['5-0']]);
+  // A frame over the limit alone still goes out, alone.
+  const huge = new Recorder(new Set());
+  fanout.remove(r);
+  fanout.add(huge);
+  await fanout.deliver([{ ...entry('6-0'), frame: Buffer.alloc(500) }, entry('7-0')]);
+  assert.deepEqual(huge.calls, [['6-0'], ['7-0']]);
+});

@@ -1,0 +1,69 @@
+/**
+ * The per-node broadcast rate limit (DESIGN.md §8, `PIXIU_BROADCAST_RATE`): a `pixiu
+ * serve` limited to 1,000 frames/s sends 50 broadcasts to 50 connections (2,500
+ * frames) at that rate — measured at the clients, not far above it (nor far below) —
+ * and every connection still gets every broadcast once, in order.
+ *
+ * The limiter is a token bucket holding 1/20 s of frames (50 here), so the bound
+ * checked is the bucket's: over the whole run, frames after the first bucketful
+ * arrive at ≤ 1.1 × the rate; and no one-second window holds more than the rate plus
+ * a bucketful (+10 %). The lower bound is loose (0.5 × the rate): a busy machine may
+ * slow the sender, never speed it up.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cleanupList, type PixiuClient, type ServeProcess } from '../harness/pixiu-server.js';
+import { compareStreamIds } from '../../src/streams/stream-id.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
+import { JWT_KEY } from '../gateway/gateway-fixture.js';
+import { bcastsUntil, expectFrame, inBatches, postBroadcast, serveBroadcasts, type Posted } from './broadcast-fixture.js';
+
+const RATE = 1000;
+const BUCKET = RATE / 20;
+const CLIENTS = 50;
+const BROADCASTS = 50;
+
+const cleanup = cleanupList();
+let serve: ServeProcess;
+let api: PixiuClient;
+
+before(async () => {
+  const redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  ({ serve, api } = await serveBroadcasts(cleanup, redis.url, { PIXIU_BROADCAST_RATE: String(RATE) }));
+});
+
+after(() => cleanup.run());
+
+test(`PIXIU_BROADCAST_RATE=${RATE}: ${CLIENTS * BROADCASTS} frames arrive at about ${RATE}/s, each once and in order`, { timeout: 60_000 }, async (t) => {
+  /** Arrival time of every broadcast frame, any client, ms. */
+  const arrivals: number[] = [];
+  const clients = await inBatches(Array.from({ length: CLIENTS }, (_, i) => i), 25, async (i) => {
+    const client = await TestClient.connect(serve.url, { token: await testToken(JWT_KEY, `rate-${i}`), timeoutMs: 20_000 });
+    cleanup.after(() => client.close());
+    await expectFrame(client, 'welcome');
+    client.ws.on('message', () => arrivals.push(performance.now()));
+    return client;
+  });
+  // All at once, so the limiter, not the posting, is what paces the frames; a client
+  // gets them in stream order.
+  const posted = (await Promise.all(Array.from({ length: BROADCASTS }, (_, i) => postBroadcast(api, { data: { i } }))))
+    .sort((x, y) => compareStreamIds(x.bseq, y.bseq));
+  const last = posted[posted.length - 1] as Posted;
+  await Promise.all(clients.map(async (c) => assert.deepEqual(await bcastsUntil(c, last.bseq, 30_000), posted.map((p) => p.bseq))));
+
+  const n = arrivals.length;
+  assert.equal(n, CLIENTS * BROADCASTS);
+  const spanMs = (arrivals[n - 1] as number) - (arrivals[0] as number);
+  const rate = ((n - BUCKET) * 1000) / spanMs;
+  let busiest = 0;
+  for (let i = 0, j = 0; i < n; i++) {
+    while ((arrivals[i] as number) - (arrivals[j] as number) >= 1000) j++;
+    busiest = Math.max(busiest, i - j + 1);
+  }
+  t.diagnostic(`${n} frames over ${Math.round(spanMs)} ms: ${Math.round(rate)} frames/s after the first bucketful (limit ${RATE}); busiest 1 s window: ${busiest} frames`);
+  assert.ok(rate <= RATE * 1.1, `${Math.round(rate)} frames/s is above the limit of ${RATE}`);
+  assert.ok(rate >= RATE * 0.5, `${Math.round(rate)} frames/s is far below the limit of ${RATE}`);
+  assert.ok(busiest <= (RATE + BUCKET) * 1.1, `${busiest} frames in one second`);
+});

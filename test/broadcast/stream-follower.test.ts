@@ -1,0 +1,95 @@
+/**
+ * Pure logic under the broadcast feed (no I/O): stream-ID order, the follower's
+ * catch-up-then-live without duplicates or gaps, and tag filters.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { compareStreamIds, isStreamId, normalizeStreamId } from '../../src/streams/stream-id.js';
+import { StreamFollower } from '../../src/streams/follower.js';
+import { matchesFilter } from '../../src/broadcast/filter.js';
+
+test('stream IDs order as pairs of integers of any length, leading zeros ignored', () => {
+  const ordered = ['0-0', '0-1', '1-0', '9-99', '10-0', '10-1', '1700000000000-0', '1700000000000-2', '1700000000000-10', '99999999999999999999-0'];
+  for (let i = 0; i < ordered.length; i++) {
+    for (let j = 0; j < ordered.length; j++) {
+      const a = ordered[i] as string;
+      const b = ordered[j] as string;
+      assert.equal(Math.sign(compareStreamIds(a, b)), Math.sign(i - j), `${a} vs ${b}`);
+    }
+  }
+  assert.equal(compareStreamIds('007-0', '7-0'), 0);
+  assert.ok(compareStreamIds('0010-0', '9-5') > 0);
+  assert.ok(compareStreamIds('5-010', '5-9') > 0);
+  assert.equal(normalizeStreamId('0012-0003'), '12-3');
+  assert.equal(normalizeStreamId('0-0'), '0-0');
+  assert.equal(normalizeStreamId('000-000'), '0-0');
+  assert.throws(() => compareStreamIds('12', '1-0'), TypeError);
+  assert.ok(isStreamId('1-0') && !isStreamId('1') && !isStreamId('a-1') && !isStreamId('1-'));
+});
+
+/** A follower that records what it sends. */
+function recording(): { follower: StreamFollower<{ id: string }>; sent: string[] } {
+  const sent: string[] = [];
+  return { follower: new StreamFollower((e) => sent.push(e.id)), sent };
+}
+
+const ids = (...xs: string[]): Array<{ id: string }> => xs.map((id) => ({ id }));
+
+test('a held follower queues live entries and sends them on release', () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  for (const e of ids('5-0', '6-0')) follower.offer(e);
+  assert.deepEqual(sent, []);
+  assert.equal(follower.settled, false);
+  follower.release();
+  assert.deepEqual(sent, ['5-0', '6-0']);
+  follower.offer({ id: '7-0' });
+  assert.deepEqual(sent, ['5-0', '6-0', '7-0']);
+  assert.equal(follower.settled, true);
+});
+
+test('catch-up then live: entries the catch-up sent are not sent again, nothing is skipped', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  const stream = ids('1-0', '2-0', '3-0', '4-0', '5-0');
+  const reads: string[] = [];
+  await follower.catchUp('1-0', async (after) => {
+    reads.push(after);
+    // While the catch-up reads, the node's reader hands out 4-0 and 5-0 live, and then
+    // 6-0 (appended after the catch-up's read).
+    if (reads.length === 1) for (const e of ids('4-0', '5-0', '6-0')) follower.offer(e);
+    return stream.filter((e) => compareStreamIds(e.id, after) > 0).slice(0, 2);
+  });
+  assert.deepEqual(reads, ['1-0', '3-0', '5-0']);
+  assert.deepEqual(sent, ['2-0', '3-0', '4-0', '5-0', '6-0']);
+  // Live again: an entry the catch-up already sent is dropped; then a newer one settles it.
+  follower.offer({ id: '6-0' });
+  assert.equal(follower.settled, false);
+  follower.offer({ id: '7-0' });
+  assert.deepEqual(sent, ['2-0', '3-0', '4-0', '5-0', '6-0', '7-0']);
+  assert.equal(follower.settled, true);
+});
+
+test('a catch-up read that fails switches to live and rethrows', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  follower.offer({ id: '9-0' });
+  await assert.rejects(follower.catchUp('1-0', async () => {
+    throw new Error('redis down');
+  }), /redis down/);
+  assert.deepEqual(sent, ['9-0']);
+  follower.offer({ id: '10-0' });
+  assert.deepEqual(sent, ['9-0', '10-0']);
+});
+
+test('tag filters: all, any, both, none', () => {
+  const tags = new Set(['vip', 'fr']);
+  assert.equal(matchesFilter(undefined, tags), true);
+  assert.equal(matchesFilter({ all: ['vip', 'fr'] }, tags), true);
+  assert.equal(matchesFilter({ all: ['vip', 'beta'] }, tags), false);
+  assert.equal(matchesFilter({ any: ['beta', 'fr'] }, tags), true);
+  assert.equal(matchesFilter({ any: ['beta', 'en'] }, tags), false);
+  assert.equal(matchesFilter({ all: ['vip'], any: ['en', 'fr'] }, tags), true);
+  assert.equal(matchesFilter({ all: ['vip'], any: ['en'] }, tags), false);
+  assert.equal(matchesFilter({ all: ['vip'] }, new Set()), false);
+});
