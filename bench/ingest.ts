@@ -11,7 +11,10 @@
  *   message costs one inbox append, so that is what a batch cannot beat.
  *
  * The load comes from autocannon in this process; the servers run in their own
- * processes so the load generator does not share their event loop. Redis is a private
+ * processes so the load generator does not share their event loop. Each case runs in
+ * slices alternating with its ceiling; the ratio rows give the ratio of the totals and,
+ * in their note, the spread of the per-round ratios (a slice against its ceiling's
+ * slice of the same round), which shows how far load from other processes moved it. Redis is a private
  * redis-server from the test harness with AOF off; the store is fsynced (the default
  * durability).
  *
@@ -71,9 +74,12 @@ class Slices {
   #errors = 0;
   readonly #p50: number[] = [];
   readonly #p99: number[] = [];
+  /** Each slice's 2xx answers per second, in order. */
+  readonly rates: number[] = [];
 
   /** Adds one autocannon result. */
   add(result: autocannon.Result): void {
+    this.rates.push(perSecond(result['2xx'], result.duration * 1000));
     this.#ok += result['2xx'];
     this.#seconds += result.duration;
     this.#failed += result.non2xx;
@@ -90,6 +96,16 @@ class Slices {
       failures: this.#failed + this.#errors === 0 ? '' : `, ${this.#failed} non-2xx and ${this.#errors} errors`,
     };
   }
+}
+
+/**
+ * The ratio of each slice to its ceiling's slice of the same round, as `min – max
+ * (median m)`: how far load from other processes moved the ratio from round to round.
+ */
+function sliceRatios(values: readonly number[], ceilings: readonly number[]): string {
+  const ratios = values.map((v, i) => v / (ceilings[i] ?? Number.NaN)).filter(Number.isFinite);
+  const fmt = (r: number): string => r.toFixed(2);
+  return `per-round ratios ${fmt(Math.min(...ratios))} – ${fmt(Math.max(...ratios))} (median ${fmt(median(ratios))})`;
 }
 
 function median(values: readonly number[]): number {
@@ -152,12 +168,15 @@ async function main(): Promise<void> {
     const singleSlices = new Slices();
     const batchSlices = new Slices();
     let rawMs = 0;
+    const rawRates: number[] = [];
     const rawSlice = RAW_APPENDS / SLICES;
     for (let k = 0; k < SLICES; k++) {
       bareSlices.add(await load(bare.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('bare')));
       singleSlices.add(await load(pixiu.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('single')));
       const from = RAW_WARMUP + k * rawSlice;
-      rawMs += await runRawAppends({ ...rawRun, prefix: 'raw:', from, to: from + rawSlice });
+      const ms = await runRawAppends({ ...rawRun, prefix: 'raw:', from, to: from + rawSlice });
+      rawMs += ms;
+      rawRates.push(perSecond(rawSlice, ms));
       batchSlices.add(await load(pixiu.url, '/v1/messages/batch', BATCH_CONNECTIONS, SLICE_SECONDS, batchBody('batch')));
     }
     const bareRun = bareSlices.run;
@@ -169,10 +188,10 @@ async function main(): Promise<void> {
     const figures: Figure[] = [
       { case: 'bare fastify route, single (ceiling)', value: bareRun.rate, unit: 'req/s', note: `p50 ${bareRun.p50} ms, p99 ${bareRun.p99} ms${bareRun.failures}` },
       { case: 'POST /v1/messages, single message', value: singleRun.rate, unit: 'msg/s', note: `p50 ${singleRun.p50} ms, p99 ${singleRun.p99} ms${singleRun.failures}` },
-      { case: 'single / bare ceiling (target >= 0.4)', value: singleRun.rate / bareRun.rate, unit: 'ratio' },
+      { case: 'single / bare ceiling (target >= 0.4)', value: singleRun.rate / bareRun.rate, unit: 'ratio', note: sliceRatios(singleSlices.rates, bareSlices.rates) },
       { case: 'raw inbox script, EVALSHA pipelines (ceiling)', value: rawRate, unit: 'appends/s' },
       { case: `POST /v1/messages/batch of ${BATCH_SIZE}`, value: batchRate, unit: 'msg/s', note: `${Math.round(batchRun.rate)} req/s, per request p50 ${batchRun.p50} ms, p99 ${batchRun.p99} ms${batchRun.failures}` },
-      { case: 'batch / raw inbox ceiling (target >= 0.6)', value: batchRate / rawRate, unit: 'ratio' },
+      { case: 'batch / raw inbox ceiling (target >= 0.6)', value: batchRate / rawRate, unit: 'ratio', note: sliceRatios(batchSlices.rates.map((r) => r * BATCH_SIZE), rawRates) },
     ];
     printTable(figures);
     printHeadline('ingest single message', singleRun.rate, 'msg/s', bareRun.rate);

@@ -4,6 +4,22 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** The ingest routes, as the `route` label names them. */
+export type IngestRoute = 'message' | 'batch';
+
+/**
+ * Label sets of the ingest metrics, built once: prom-client validates and hashes the
+ * labels of every call, and these calls run once per request or message.
+ */
+const ROUTE_LABELS: Readonly<Record<IngestRoute, { route: IngestRoute }>> = {
+  message: Object.freeze({ route: 'message' }),
+  batch: Object.freeze({ route: 'batch' }),
+};
+const OUTCOME_LABELS: Readonly<Record<IngestRoute, Readonly<Record<'created' | 'duplicate', { route: IngestRoute; outcome: string }>>>> = {
+  message: { created: Object.freeze({ route: 'message', outcome: 'created' }), duplicate: Object.freeze({ route: 'message', outcome: 'duplicate' }) },
+  batch: { created: Object.freeze({ route: 'batch', outcome: 'created' }), duplicate: Object.freeze({ route: 'batch', outcome: 'duplicate' }) },
+};
+
 /** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
 export class Metrics {
   readonly registry = new Registry();
@@ -82,6 +98,24 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
+  }
+
+  /**
+   * Counts ingested messages of one route by outcome.
+   * @param outcome `created`, `duplicate` or an error code
+   * @param count how many messages had it
+   */
+  countIngest(route: IngestRoute, outcome: string, count = 1): void {
+    const labels = outcome === 'created' || outcome === 'duplicate' ? OUTCOME_LABELS[route][outcome] : { route, outcome };
+    this.ingestMessages.inc(labels, count);
+  }
+
+  /**
+   * Records one ingest request's latency.
+   * @param startedMs when it began, from `performance.now()`
+   */
+  observeIngest(route: IngestRoute, startedMs: number): void {
+    this.ingestDuration.observe(ROUTE_LABELS[route], (performance.now() - startedMs) / 1000);
   }
 
   /** Records one store batch (the store's `onBatch` hook). */

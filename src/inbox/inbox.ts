@@ -136,10 +136,6 @@ function toAppendResult(reply: unknown): AppendResult {
   return { seq: reply[0], epoch: reply[1], duplicate: reply[2] === 1, nodes: reply.slice(3) as string[] };
 }
 
-function rejectAsRedisError(err: unknown): never {
-  throw toRedisError(err);
-}
-
 function checkSeq(name: string, seq: number): void {
   if (!Number.isSafeInteger(seq) || seq < 0) throw invalid(`${name} must be a non-negative integer`);
 }
@@ -190,7 +186,7 @@ export class Inbox {
   /** The cap as the script's ARGV, formatted once. */
   readonly #cap: string;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
-  readonly #appends: TickPipeline<AppendArgs>;
+  readonly #appends: TickPipeline<AppendArgs, AppendResult>;
 
   /**
    * @param redis a client from `createRedis` (auto-pipelining on, offline queue off)
@@ -205,7 +201,11 @@ export class Inbox {
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
     defineInboxScripts(redis);
-    this.#appends = new TickPipeline<AppendArgs>(redis, (pipeline, args) => pipeline.pxAppendV3(...args), MAX_APPEND_BATCH);
+    this.#appends = new TickPipeline<AppendArgs, AppendResult>(redis, {
+      add: (pipeline, args) => pipeline.pxAppendV3(...args),
+      reply: toAppendResult,
+      error: toRedisError,
+    }, MAX_APPEND_BATCH);
   }
 
   /** The key builder this inbox uses (the same prefix). */
@@ -235,9 +235,10 @@ export class Inbox {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.#appends
-      .call([keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks, msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? ''])
-      .then(toAppendResult, rejectAsRedisError);
+    return this.#appends.call([
+      keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
+      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? '',
+    ]);
   }
 
   /**

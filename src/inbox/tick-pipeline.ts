@@ -14,8 +14,18 @@
  */
 import type { ChainableCommander, Redis } from 'ioredis';
 
-interface Waiter {
-  readonly resolve: (reply: unknown) => void;
+/** How one kind of call is sent and answered. */
+export interface PipelinedCall<Args, R> {
+  /** Queues one call's command on a pipeline. */
+  add(pipeline: ChainableCommander, args: Args): void;
+  /** Turns the command's reply into the call's result; a throw rejects the call. */
+  reply(raw: unknown): R;
+  /** Turns the command's failure (error reply, timeout, connection) into the call's rejection. */
+  error(err: unknown): unknown;
+}
+
+interface Waiter<R> {
+  readonly resolve: (result: R) => void;
   readonly reject: (err: unknown) => void;
 }
 
@@ -23,31 +33,34 @@ interface Waiter {
  * Batches calls of one command into pipelines.
  *
  * @typeParam Args what one call needs, handed to `add`
+ * @typeParam R what one call resolves with
  */
-export class TickPipeline<Args> {
+export class TickPipeline<Args, R> {
   readonly #redis: Redis;
-  readonly #add: (pipeline: ChainableCommander, args: Args) => void;
+  readonly #call: PipelinedCall<Args, R>;
   readonly #maxBatch: number;
   #pipeline: ChainableCommander | undefined;
-  #waiters: Waiter[] = [];
+  #waiters: Waiter<R>[] = [];
   #scheduled = false;
 
   /**
    * @param redis the client whose connection carries the pipelines
-   * @param add queues one call's command on a pipeline
+   * @param call how a call is queued, and how its reply or failure is answered
    * @param maxBatch most calls in one pipeline; a fuller tick is split
    */
-  constructor(redis: Redis, add: (pipeline: ChainableCommander, args: Args) => void, maxBatch: number) {
+  constructor(redis: Redis, call: PipelinedCall<Args, R>, maxBatch: number) {
     this.#redis = redis;
-    this.#add = add;
+    this.#call = call;
     this.#maxBatch = maxBatch;
   }
 
   /**
    * Queues one call; it is sent when this tick ends (or at once when the batch is full).
-   * Resolves with the command's raw reply, rejects with its error (unmapped).
+   * Resolves with `call.reply` of the command's reply; rejects with `call.error` of its
+   * failure. The reply is mapped here, as the pipeline's replies are handed out, so a
+   * call costs one promise, not a chain of them.
    */
-  call(args: Args): Promise<unknown> {
+  call(args: Args): Promise<R> {
     return new Promise((resolve, reject) => {
       let pipeline = this.#pipeline;
       if (pipeline === undefined) {
@@ -60,7 +73,7 @@ export class TickPipeline<Args> {
           setImmediate(this.#onTickEnd);
         }
       }
-      this.#add(pipeline, args);
+      this.#call.add(pipeline, args);
       this.#waiters.push({ resolve, reject });
       if (this.#waiters.length >= this.#maxBatch) this.#flush();
     });
@@ -77,16 +90,28 @@ export class TickPipeline<Args> {
     const waiters = this.#waiters;
     this.#pipeline = undefined;
     this.#waiters = [];
+    const call = this.#call;
     pipeline.exec().then(
       (results) => {
         for (let i = 0; i < waiters.length; i++) {
-          const [err, reply] = results?.[i] ?? [new Error('pipeline returned no reply'), null];
-          if (err) waiters[i]?.reject(err);
-          else waiters[i]?.resolve(reply);
+          const w = waiters[i] as Waiter<R>;
+          const [err, raw] = results?.[i] ?? [new Error('pipeline returned no reply'), null];
+          if (err) {
+            w.reject(call.error(err));
+            continue;
+          }
+          let result: R;
+          try {
+            result = call.reply(raw);
+          } catch (e) {
+            w.reject(e);
+            continue;
+          }
+          w.resolve(result);
         }
       },
       (err: unknown) => {
-        for (const w of waiters) w.reject(err);
+        for (const w of waiters) w.reject(call.error(err));
       },
     );
   }

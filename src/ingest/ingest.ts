@@ -10,9 +10,9 @@
  */
 import { MsgKind } from '../ids/msg-id.js';
 import type { Inbox } from '../inbox/inbox.js';
-import type { MessageStore, PutResult } from '../store/message-store.js';
+import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
-import type { Rooms } from '../rooms/membership.js';
+import { roomNotFound, type Rooms } from '../rooms/membership.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -105,19 +105,31 @@ export class Ingest {
   }
 
   /**
-   * Sends a batch of user messages. Every message is stored at once; then the appends
-   * of all of them are issued in batch order, so a user named by several messages gets
-   * them in the batch's order (appends go out on one Redis connection in the order
-   * issued). The messages are independent: each settles alone, with its result or
-   * the error {@link sendToUsers} would have thrown for it.
+   * Sends a batch of user messages. Every message is stored at once, and each one's
+   * appends are issued as soon as it is stored and every earlier message of the batch
+   * that names one of its recipients has had its appends issued: a user named by
+   * several messages gets them in the batch's order (appends go out on one Redis
+   * connection in the order issued), while messages with no recipient in common need
+   * not wait for each other — the appends of messages stored in a fast partition go
+   * out while a slower partition is still writing. The messages are independent: each
+   * settles alone, with its result or the error {@link sendToUsers} would have thrown
+   * for it.
    *
    * @returns one settled result per input, in order
    */
-  async sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
+  sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
-    const puts = await Promise.allSettled(inputs.map((input, i) => this.#store(input, named[i] ?? [])));
-    return Promise.allSettled(puts.map((put, i) =>
-      (put.status === 'fulfilled' ? this.#append(put.value, named[i] ?? []) : Promise.reject(put.reason))));
+    const order = new RecipientOrder(named);
+    return Promise.allSettled(inputs.map((input, i) => {
+      const recipients = named[i] ?? [];
+      const stored = this.#store(input, recipients);
+      return new Promise<IngestResult>((resolve, reject) => {
+        stored.then(
+          (put) => order.release(i, () => this.#append(put, recipients).then(resolve, reject)),
+          (err: unknown) => order.release(i, () => reject(err)),
+        );
+      });
+    }));
   }
 
   /**
@@ -130,22 +142,47 @@ export class Ingest {
    *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST as {@link sendToUsers}
    */
   async sendToRoom(input: RoomMessageInput): Promise<RoomIngestResult> {
-    const { rooms, store, inbox, onAppended } = this.#deps;
-    if (!rooms) throw new PixiuError('INVALID_REQUEST', 'rooms are not available on this service');
-    if ((await rooms.size(input.room)) === 0) {
-      throw new PixiuError('NOT_FOUND', `no room ${input.room} (a room exists while it has members)`);
-    }
-    const put = await store.put({
-      kind: MsgKind.room,
-      type: input.type,
-      room: input.room,
-      ...(input.from !== undefined ? { from: input.from } : {}),
-      data: input.data,
-      ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
-      ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
-    });
-    const room = put.message.room ?? input.room;
-    const members = await rooms.membersAt(room, put.message.ts);
+    const [outcome] = await this.sendRoomBatch([input]);
+    if (outcome?.status !== 'fulfilled') throw outcome?.reason;
+    return outcome.value;
+  }
+
+  /**
+   * Sends room messages as {@link sendToRoom} does, in batch order: every message is
+   * stored at once and the members of each are read, then the appends of all of them
+   * are issued in batch order, so a member of several of the rooms (or of one room
+   * named twice) gets them in the batch's order. Each message settles alone.
+   *
+   * @returns one settled result per input, in order
+   */
+  async sendRoomBatch(inputs: readonly RoomMessageInput[]): Promise<PromiseSettledResult<RoomIngestResult>[]> {
+    const { rooms, store } = this.#deps;
+    if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
+    const targets = await Promise.allSettled(inputs.map(async (input) => {
+      if ((await rooms.size(input.room)) === 0) throw roomNotFound(input.room);
+      const put = await store.put({
+        kind: MsgKind.room,
+        type: input.type,
+        room: input.room,
+        ...(input.from !== undefined ? { from: input.from } : {}),
+        data: input.data,
+        ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
+        ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
+      });
+      // A retry names the room of the first message, whatever the new body says.
+      const room = put.message.room ?? input.room;
+      return { put, room, members: await rooms.membersAt(room, put.message.ts) };
+    }));
+    return Promise.allSettled(targets.map((t) =>
+      (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members) : Promise.reject(t.reason))));
+  }
+
+  /**
+   * Appends a stored room message to its members' inboxes. Every append is issued
+   * before this first yields, which is what keeps {@link sendRoomBatch} in order.
+   */
+  async #appendToMembers(put: PutResult, room: string, members: readonly string[]): Promise<RoomIngestResult> {
+    const { inbox, onAppended } = this.#deps;
     const appends = await Promise.all(members.map((user) => inbox.append(user, put.id, MsgKind.room, { room })));
     let duplicate = put.duplicate;
     appends.forEach((a, i) => {
@@ -158,25 +195,28 @@ export class Ingest {
 
   /** Stores the content once (or finds the first message of its `client_msg_id`). */
   #store(input: UserMessageInput, named: readonly string[]): Promise<PutResult> {
-    return this.#deps.store.put({
-      kind: MsgKind.user,
-      type: input.type,
-      ...(input.from !== undefined ? { from: input.from } : {}),
-      data: input.data,
-      to: named,
-      ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
-      ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
-    });
+    const msg: NewMessage = { kind: MsgKind.user, type: input.type, data: input.data, to: named };
+    if (input.from !== undefined) msg.from = input.from;
+    if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
+    if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
+    return this.#deps.store.put(msg);
   }
 
   /**
    * Appends a stored message to every recipient's inbox. Every append is issued before
-   * this first yields, which is what keeps {@link sendBatch} in order.
+   * this first yields, which is what keeps {@link sendBatch} in order per recipient.
    */
   async #append(put: PutResult, named: readonly string[]): Promise<IngestResult> {
     const { inbox, onAppended } = this.#deps;
     // A retry answers for the recipients of the first request, which the store kept.
     const recipients = put.duplicate ? (put.message.to ?? named) : named;
+    if (recipients.length === 1) {
+      // The common case, without the array of promises and Promise.all around it.
+      const user = recipients[0] as string;
+      const a = await inbox.append(user, put.id, MsgKind.user);
+      if (!a.duplicate) onAppended?.(user, a.seq, a.nodes);
+      return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
+    }
     const appends = await Promise.all(recipients.map((user) => inbox.append(user, put.id, MsgKind.user)));
     const result: RecipientSeq[] = [];
     let duplicate = put.duplicate;
@@ -191,6 +231,73 @@ export class Ingest {
       }
     }
     return { id: put.id, recipients: result, duplicate };
+  }
+}
+
+/**
+ * The order in which a batch's messages may have their appends issued: message `i`
+ * goes once it is ready (stored, or failed) and every earlier message naming one of
+ * its recipients has gone. Messages go in batch order per recipient, and otherwise as
+ * soon as they are ready.
+ */
+class RecipientOrder {
+  /** Per recipient, the batch indices of the messages naming it that have not gone, in order. */
+  readonly #waiting = new Map<string, number[]>();
+  readonly #named: readonly (readonly string[])[];
+  /** What to run when a ready message may go; undefined until it is ready. */
+  readonly #actions: ((() => void) | undefined)[];
+  /** True when no recipient is named twice: every message may go as soon as it is ready. */
+  readonly #independent: boolean;
+
+  /** @param named the distinct recipients of each message, in batch order */
+  constructor(named: readonly (readonly string[])[]) {
+    this.#named = named;
+    this.#actions = new Array<(() => void) | undefined>(named.length).fill(undefined);
+    let independent = true;
+    named.forEach((users, i) => {
+      for (const user of users) {
+        const queue = this.#waiting.get(user);
+        if (queue === undefined) {
+          this.#waiting.set(user, [i]);
+        } else {
+          queue.push(i);
+          independent = false;
+        }
+      }
+    });
+    this.#independent = independent;
+  }
+
+  /**
+   * Message `i` is ready: runs `go` now if no earlier message naming one of its
+   * recipients is still waiting, else once the last of them has gone; then runs every
+   * later message that was waiting only for it.
+   */
+  release(i: number, go: () => void): void {
+    if (this.#independent) {
+      go();
+      return;
+    }
+    this.#actions[i] = go;
+    const runnable = [i];
+    for (let next = runnable.pop(); next !== undefined; next = runnable.pop()) {
+      const action = this.#actions[next];
+      if (action === undefined || !this.#isFirst(next)) continue;
+      this.#actions[next] = undefined;
+      for (const user of this.#named[next] ?? []) {
+        const queue = this.#waiting.get(user);
+        queue?.shift();
+        const head = queue?.[0];
+        if (head !== undefined) runnable.push(head);
+      }
+      action();
+    }
+  }
+
+  /** True when `i` is first in the queue of every recipient it names. */
+  #isFirst(i: number): boolean {
+    for (const user of this.#named[i] ?? []) if (this.#waiting.get(user)?.[0] !== i) return false;
+    return true;
   }
 }
 

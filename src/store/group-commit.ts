@@ -13,7 +13,12 @@
  * Exclusive jobs (the sweeper's chunks) run between writes, never beside one, so a
  * job sees no write half done; items that arrive meanwhile wait for the next write,
  * which runs before the next job (a long sweep never starves writes).
+ *
+ * With {@link WriteSlots} shared by several queues (a store's partitions), a queue
+ * takes a slot before each write and gives it back after; while it waits for one, its
+ * next batch stays open and keeps taking items (see `write-slots.ts`).
  */
+import type { WriteSlots } from './write-slots.js';
 
 interface Waiter<R> {
   resolve(result: R): void;
@@ -31,6 +36,7 @@ export class GroupCommit<T, R> {
   readonly #write: BatchWriter<T, R>;
   readonly #onBatch: ((size: number, ms: number) => void) | undefined;
   readonly #maxBatch: number;
+  readonly #slots: WriteSlots | undefined;
   #items: T[] = [];
   #waiters: Waiter<R>[] = [];
   #jobs: (() => Promise<void>)[] = [];
@@ -42,11 +48,13 @@ export class GroupCommit<T, R> {
    * @param maxBatch most items in one batch
    * @param onBatch called after each successful write with the batch's item count and
    *   its duration in ms (metrics)
+   * @param slots shared with other queues: at most that many of their writes at once
    */
-  constructor(write: BatchWriter<T, R>, maxBatch: number, onBatch?: (size: number, ms: number) => void) {
+  constructor(write: BatchWriter<T, R>, maxBatch: number, onBatch?: (size: number, ms: number) => void, slots?: WriteSlots) {
     this.#write = write;
     this.#maxBatch = maxBatch;
     this.#onBatch = onBatch;
+    this.#slots = slots;
   }
 
   /** Adds an item to the next batch; resolves with its result once that batch is written. */
@@ -80,7 +88,16 @@ export class GroupCommit<T, R> {
   async #run(): Promise<void> {
     while (this.#items.length > 0 || this.#jobs.length > 0) {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (this.#items.length > 0) await this.#flush();
+      if (this.#items.length > 0) {
+        // The batch stays open while this waits: items added meanwhile join it.
+        const slot = this.#slots?.acquire();
+        if (slot !== undefined) await slot;
+        try {
+          await this.#flush();
+        } finally {
+          this.#slots?.release();
+        }
+      }
       const job = this.#jobs.shift();
       if (job !== undefined) await job();
     }

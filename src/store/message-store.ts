@@ -19,6 +19,7 @@ import { RecordCache } from './record-cache.js';
 import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
 import { choosePartition } from './route.js';
 import { Sweeper } from './sweeper.js';
+import { WriteSlots, threadPoolSize } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 
@@ -83,6 +84,8 @@ export class MessageStore {
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
       onWritten: (id: string, bytes: Buffer) => cache.setWritten(id, bytes),
+      // No more writes at once than the libuv pool has threads (write-slots.ts).
+      slots: new WriteSlots(threadPoolSize()),
     };
     const opened = await Promise.allSettled(
       Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), p, partitionOptions)));

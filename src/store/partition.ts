@@ -15,7 +15,8 @@
  * - One `clientMsgId` is stored once: a put registers itself in an in-memory map
  *   before it is queued, so a duplicate arriving while the first is queued or being
  *   written waits for it and answers its MsgID; the batch writer looks up the others
- *   in the `c` index (one `getMany` per batch, with no write in flight).
+ *   in the `c` index when the batch is built, with no write in flight (synchronous
+ *   gets), and forgets the map's entries once their batch is written or failed.
  */
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER } from '../ids/msg-id.js';
@@ -24,12 +25,19 @@ import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
 import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+import type { WriteSlots } from './write-slots.js';
 
 /**
  * Records deleted per sweep step (a step ends after the expiry entry that reaches
  * it): bounds how long a sweep holds the writer.
  */
 export const SWEEP_CHUNK_RECORDS = 500;
+/**
+ * Most records of earlier puts (found by their `clientMsgId`) that one batch reads
+ * synchronously on the event loop; more are read in one `getMany` (see
+ * `#findDuplicates`).
+ */
+export const SYNC_READS_MAX = 16;
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
 export const MAX_BATCH_PUTS = 2000;
 
@@ -46,6 +54,8 @@ export interface PartitionOptions {
    * with its MsgID and stored bytes (the store's read cache).
    */
   readonly onWritten?: (id: string, bytes: Buffer) => void;
+  /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
+  readonly slots?: WriteSlots;
 }
 
 /** One partition of the message store. */
@@ -75,7 +85,7 @@ export class Partition {
     this.#sync = options.sync;
     this.#now = options.now;
     this.#onWritten = options.onWritten;
-    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch);
+    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
   }
 
@@ -106,11 +116,8 @@ export class Partition {
     const first = this.#pending.get(cid);
     if (first !== undefined) return first.put.then((r) => duplicateOf(r, first.bytes));
     const put = this.#commit.add(prep);
+    // Forgotten by the batch writer once the batch is written or failed (#forget).
     this.#pending.set(cid, { put, bytes: prep.bytes });
-    const forget = (): void => {
-      this.#pending.delete(cid);
-    };
-    put.then(forget, forget);
     return put;
   }
 
@@ -128,8 +135,9 @@ export class Partition {
       const keyScratch = Buffer.allocUnsafe(9);
       // Expiry entries of this batch, by expiry second: first MsgID and listed lines.
       const expiring = new Map<number, { firstId: string; lines: string }>();
-      preps.forEach((prep, i) => {
-        if (out[i] !== undefined) return;
+      for (let i = 0; i < preps.length; i++) {
+        const prep = preps[i] as PreparedRecord;
+        if (out[i] !== undefined) continue;
         const { message } = prep;
         const id = this.#nextId(message.kind);
         message.id = id;
@@ -141,40 +149,67 @@ export class Partition {
         const entry = expiring.get(bucket);
         if (entry === undefined) expiring.set(bucket, { firstId: id, lines: expiryLine(id, cid) });
         else entry.lines += expiryLine(id, cid);
-      });
+      }
       for (const [bucket, { firstId, lines }] of expiring) batch.put(expiryKey(bucket, firstId), Buffer.from(lines, 'latin1'));
       // Every batch carries the high-water mark, so the counter outlives the records.
       batch.put(HIGH_WATER_KEY, Buffer.from(String(this.#counter), 'latin1'));
       await batch.write({ sync: this.#sync });
       const onWritten = this.#onWritten;
       if (onWritten !== undefined) {
-        out.forEach((r, i) => {
-          const prep = preps[i];
-          if (r !== undefined && !r.duplicate && prep !== undefined) onWritten(r.id, prep.bytes);
-        });
+        for (let i = 0; i < preps.length; i++) {
+          const r = out[i];
+          if (r !== undefined && !r.duplicate) onWritten(r.id, (preps[i] as PreparedRecord).bytes);
+        }
       }
       return out as PutResult[];
     } catch (err) {
       throw this.#unavailable(err);
+    } finally {
+      this.#forget(preps);
     }
   }
 
-  /** Per prepared record, its duplicate answer when its `clientMsgId` is stored and live. */
+  /**
+   * Drops the batch's puts from {@link #pending} once the batch is written (their
+   * `c` entries are then in the database, where the next put of the same
+   * `clientMsgId` finds them) or has failed (a retry must be able to store it).
+   */
+  #forget(preps: readonly PreparedRecord[]): void {
+    for (const prep of preps) {
+      const cid = prep.message.clientMsgId;
+      if (cid !== undefined && this.#pending.get(cid)?.bytes === prep.bytes) this.#pending.delete(cid);
+    }
+  }
+
+  /**
+   * Per prepared record, its duplicate answer when its `clientMsgId` is stored and live.
+   *
+   * The `c` keys are looked up synchronously (`getSync`): a key that was never written
+   * is refuted by LevelDB's memtable and bloom filters without a disk read, in a few
+   * microseconds of this thread, less than handing a `getMany` to the libuv pool, where
+   * it would queue behind other partitions' fsyncs and hold the batch back by a
+   * round trip. The records of the keys found (retries) are real reads: a few are read
+   * synchronously too, many go to the pool in one `getMany`.
+   */
   async #findDuplicates(preps: readonly PreparedRecord[]): Promise<(PutResult | undefined)[]> {
     const out = new Array<PutResult | undefined>(preps.length).fill(undefined);
-    const asked: { i: number; cid: string }[] = [];
+    const asked: number[] = [];
+    const keys: Buffer[] = [];
     preps.forEach((p, i) => {
-      if (p.message.clientMsgId !== undefined) asked.push({ i, cid: p.message.clientMsgId });
+      const cid = p.message.clientMsgId;
+      if (cid === undefined) return;
+      asked.push(i);
+      keys.push(clientIdKey(cid));
     });
-    if (asked.length === 0) return out;
-    const firstIds = await this.#db.getMany(asked.map((a) => clientIdKey(a.cid)));
+    if (keys.length === 0) return out;
+    const firstIds = keys.map((key) => this.#db.getSync(key));
     const found: { i: number; id: string }[] = [];
-    asked.forEach((a, k) => {
+    asked.forEach((i, k) => {
       const id = firstIds[k]?.toString('latin1');
-      if (id !== undefined) found.push({ i: a.i, id });
+      if (id !== undefined) found.push({ i, id });
     });
     if (found.length === 0) return out;
-    const records = await this.#db.getMany(found.map((f) => messageKey(f.id)));
+    const records = await this.#getAll(found.map((f) => messageKey(f.id)));
     const now = this.#now();
     found.forEach(({ i, id }, k) => {
       const bytes = records[k];
@@ -182,6 +217,12 @@ export class Partition {
       if (first !== null && first.expiresAt > now) out[i] = { id, duplicate: true, message: first };
     });
     return out;
+  }
+
+  /** Values of `keys`, in order: synchronously for a few, else in one `getMany` (see #findDuplicates). */
+  #getAll(keys: Buffer[]): (Buffer | undefined)[] | Promise<(Buffer | undefined)[]> {
+    if (keys.length > SYNC_READS_MAX) return this.#db.getMany(keys);
+    return keys.map((key) => this.#db.getSync(key));
   }
 
   #nextId(kind: number): string {

@@ -118,18 +118,18 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: { 200: anyIngestResult, 201: anyIngestResult, '4xx': errorBody, '5xx': errorBody },
     },
   }, async (req, reply) => {
-    const end = metrics.ingestDuration.startTimer({ route: 'message' });
+    const started = performance.now();
     try {
       checkAddressing(req.body, 'body');
       const body = req.body;
       const result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
-      metrics.ingestMessages.inc({ route: 'message', outcome: result.duplicate ? 'duplicate' : 'created' });
+      metrics.countIngest('message', result.duplicate ? 'duplicate' : 'created');
       return reply.code(result.duplicate ? 200 : 201).send(result);
     } catch (err) {
-      metrics.ingestMessages.inc({ route: 'message', outcome: toHttpError(err).code });
+      metrics.countIngest('message', toHttpError(err).code);
       throw err;
     } finally {
-      end();
+      metrics.observeIngest('message', started);
     }
   });
 
@@ -155,7 +155,12 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       },
     },
   }, async (req) => {
-    const end = metrics.ingestDuration.startTimer({ route: 'batch' });
+    const started = performance.now();
+    // Outcome → messages, counted once per request rather than once per item.
+    const outcomes = new Map<string, number>();
+    const count = (outcome: string): void => {
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
+    };
     try {
       // Each item is checked alone; the valid ones go to ingest together, which
       // appends them in batch order (a user named twice gets them in that order).
@@ -164,7 +169,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
       const [sentToUsers, sentToRooms] = await Promise.all([
         ingest.sendBatch(userItems),
-        Promise.allSettled(valid.filter(isRoomMessage).map((c) => ingest.sendToRoom(c))),
+        ingest.sendRoomBatch(valid.filter(isRoomMessage)),
       ]);
       let nextUser = 0;
       let nextRoom = 0;
@@ -173,17 +178,18 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           : isRoomMessage(c) ? sentToRooms[nextRoom++] : sentToUsers[nextUser++];
         if (outcome?.status === 'fulfilled') {
           const r = outcome.value;
-          metrics.ingestMessages.inc({ route: 'batch', outcome: r.duplicate ? 'duplicate' : 'created' });
+          count(r.duplicate ? 'duplicate' : 'created');
           return { status: r.duplicate ? 200 : 201, ...r };
         }
         const e = toHttpError(c instanceof PixiuError ? c : outcome?.reason);
         if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
-        metrics.ingestMessages.inc({ route: 'batch', outcome: e.code });
+        count(e.code);
         return { status: e.status, ...e.toBody() };
       });
       return { results };
     } finally {
-      end();
+      for (const [outcome, n] of outcomes) metrics.countIngest('batch', outcome, n);
+      metrics.observeIngest('batch', started);
     }
   });
 

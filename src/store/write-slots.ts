@@ -1,0 +1,51 @@
+/**
+ * How many partitions of one store may have a batch write in flight at once.
+ *
+ * Every batch write (LevelDB's log write and, with `sync: true`, its fsync) holds a
+ * thread of the libuv pool for as long as it takes, and the pool has
+ * `UV_THREADPOOL_SIZE` threads (4 unless set; libuv docs, "Thread pool work
+ * scheduling"). With more partitions than threads, writes handed to the pool beyond its
+ * size only wait in its queue with their batch already closed, so a put arriving
+ * meanwhile misses them and waits for one more write after them. Held back here
+ * instead, a waiting partition's batch stays open and takes in every put that arrives
+ * until a thread is free: the same wait, one write less for the late puts, and fewer,
+ * larger writes (fewer fsyncs) when the pool is the bottleneck.
+ */
+
+/** The size of the libuv thread pool of this process: `UV_THREADPOOL_SIZE`, default 4. */
+export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
+  const n = Number(env.UV_THREADPOOL_SIZE);
+  // libuv clamps the setting to 1..1024 and takes 4 when it is unset or not a number.
+  return Number.isInteger(n) && n > 0 ? Math.min(n, 1024) : 4;
+}
+
+/** A counting semaphore of write slots, granted in request order. */
+export class WriteSlots {
+  #free: number;
+  readonly #waiting: (() => void)[] = [];
+
+  /** @param size slots, at least 1 */
+  constructor(size: number) {
+    if (!Number.isInteger(size) || size < 1) throw new RangeError(`write slots must be a positive integer, got ${size}`);
+    this.#free = size;
+  }
+
+  /**
+   * Takes a slot: at once (returns undefined) when one is free, else resolves once one
+   * is handed over. Every slot taken must be given back with {@link release}.
+   */
+  acquire(): Promise<void> | undefined {
+    if (this.#free > 0) {
+      this.#free--;
+      return undefined;
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  /** Gives a slot back: to the longest waiter, else to the free count. */
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next !== undefined) next();
+    else this.#free++;
+  }
+}
