@@ -26,6 +26,7 @@ import type { Keys } from '../redis/keys.js';
 import type { MessageStore } from '../store/message-store.js';
 import type { ProducerScope } from '../api/deps.js';
 import type { Metrics } from '../api/metrics.js';
+import { ConnectionClock } from './connection-clock.js';
 import { connectRoute } from './connect-route.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
@@ -137,6 +138,7 @@ export class Gateway implements GatewayDeps {
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
     this.connection = {
       config,
+      clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream },
       channels: { hub: this.#channelHub, stream: this.channelStream },
       hub: this.hub,
@@ -246,6 +248,7 @@ export class Gateway implements GatewayDeps {
   async close(): Promise<void> {
     this.state.accepting = false;
     await this.hub.closeAll(CloseCode.goingAway, 'server shutting down');
+    this.connection.clock.stop();
     await this.#reader.stop();
     await this.#bus.stop();
     await this.#registry.stop();

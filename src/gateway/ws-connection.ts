@@ -15,6 +15,7 @@ import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { Hub } from '../delivery/hub.js';
 import type { ErrorFrame } from '../delivery/frames.js';
 import { parseClientFrame, type ClientFrame } from './client-frames.js';
+import type { ConnectionClock, Ticking } from './connection-clock.js';
 import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
 import { BroadcastSubscription } from '../broadcast/subscription.js';
@@ -36,8 +37,6 @@ export const CloseCode = Object.freeze({
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 
-/** Longest delay a Node timer takes (2^31 - 1 ms); a later token expiry re-arms. */
-const MAX_TIMER_MS = 2_147_483_647;
 /** Refused frames tolerated on one connection before it is closed 4003. */
 const MAX_BAD_FRAMES = 20;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
@@ -49,6 +48,8 @@ export interface ConnectionDeps {
   readonly hub: Hub;
   readonly verify: TokenVerifier;
   readonly logger: Logger;
+  /** The node's clock: pings, idle closes and token expiry for every connection. */
+  readonly clock: ConnectionClock;
   /** Each server heartbeat of the connection (presence refresh). */
   readonly onHeartbeat: (conn: WsConnection) => void;
   /** The connection closed (presence removal, metrics). */
@@ -75,7 +76,7 @@ export interface ConnectionIdentity {
 }
 
 /** A live WebSocket connection of one user's device. */
-export class WsConnection implements DeliveryConnection {
+export class WsConnection implements DeliveryConnection, Ticking {
   readonly id: string;
   readonly user: string;
   readonly device: string;
@@ -84,9 +85,13 @@ export class WsConnection implements DeliveryConnection {
   /** The TCP socket under {@link #ws}, to write several frames at once; undefined: not found. */
   readonly #socket: Socket | undefined;
   readonly #deps: ConnectionDeps;
-  readonly #log: Logger;
+  /** Created on first use: most connections never log, and each child logger costs memory. */
+  #logger: Logger | undefined;
+  /** The JWT's `channels` patterns, until the first `sub` creates {@link #channels}. */
+  #channelPatterns: readonly string[];
   readonly #broadcast: BroadcastSubscription | undefined;
-  readonly #channels: ConnectionChannels | undefined;
+  /** Created by the first `sub`: most connections follow no channel. */
+  #channels: ConnectionChannels | undefined;
   /** `last_bseq` from the handshake: where the broadcast feed resumes after `welcome`. */
   #lastBseq: string | undefined;
   #session: UserSession | undefined;
@@ -95,8 +100,8 @@ export class WsConnection implements DeliveryConnection {
   #paused = false;
   #badFrames = 0;
   #closed = false;
-  #heartbeatTimer: NodeJS.Timeout | undefined;
-  #expiryTimer: NodeJS.Timeout | undefined;
+  /** When the next server ping is due, ms since the epoch. */
+  #nextPingAt = 0;
   #pausedTimer: NodeJS.Timeout | undefined;
 
   /**
@@ -113,9 +118,22 @@ export class WsConnection implements DeliveryConnection {
     this.since = who.since;
     this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
-    this.#log = deps.logger.child({ conn: who.id, user: who.user, device: who.device });
+    this.#channelPatterns = who.channels;
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), this) : undefined;
-    this.#channels = deps.channels ? new ConnectionChannels(deps.channels, who.channels, (text: string): void => this.send(text)) : undefined;
+
+  }
+
+  /** The connection's child logger (user, conn, device bound), made on first use. */
+  get #log(): Logger {
+    this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device });
+    return this.#logger;
+  }
+
+  /** The connection's channels, made on the first `sub`/`unsub`; undefined when channels are not served. */
+  #channelsOf(): ConnectionChannels | undefined {
+    const deps = this.#deps.channels;
+    if (deps) this.#channels ??= new ConnectionChannels(deps, this.#channelPatterns, (text: string): void => this.send(text));
+    return this.#channels;
   }
 
   /**
@@ -133,8 +151,8 @@ export class WsConnection implements DeliveryConnection {
     });
     ws.on('close', (code) => this.#onClose(code));
     ws.on('error', (err) => this.#log.debug({ err }, 'websocket error'));
-    this.#heartbeatTimer = setInterval(() => this.#heartbeat(), this.#deps.config.heartbeatMs);
-    this.#armExpiry();
+    this.#nextPingAt = Date.now() + this.#deps.config.heartbeatMs;
+    this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#log.debug({ resume }, 'connection open');
   }
@@ -242,7 +260,7 @@ export class WsConnection implements DeliveryConnection {
         break;
       case 'sub':
       case 'unsub': {
-        const channels = this.#channels;
+        const channels = this.#channelsOf();
         if (!channels) {
           this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'));
           break;
@@ -274,24 +292,29 @@ export class WsConnection implements DeliveryConnection {
     try {
       const claims = await this.#deps.verify(token);
       if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
+      this.#channelPatterns = claims.channels;
       this.#channels?.setPatterns(claims.channels);
-      this.#expiresAtMs = claims.expiresAtMs;
       // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
-      this.#armExpiry();
+      this.#expiresAtMs = claims.expiresAtMs;
     } catch (err) {
       this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAUTHORIZED', 'invalid token'));
     }
   }
 
-  /** Closes 4001 at the token's expiry; a far-future expiry re-arms in steps (timers cap at ~24.8 days). */
-  #armExpiry(): void {
-    clearTimeout(this.#expiryTimer);
-    const remaining = this.#expiresAtMs - Date.now();
-    if (remaining <= 0) {
+  /**
+   * The node's clock (connection-clock.ts): closes 4001 once the token has expired
+   * (DESIGN.md §6), and runs the server heartbeat when it is due.
+   */
+  tick(nowMs: number): void {
+    if (this.#closed) return;
+    if (nowMs >= this.#expiresAtMs) {
       this.close(CloseCode.tokenExpired, 'token expired');
       return;
     }
-    this.#expiryTimer = setTimeout(() => this.#armExpiry(), Math.min(remaining, MAX_TIMER_MS));
+    if (nowMs >= this.#nextPingAt) {
+      this.#nextPingAt = nowMs + this.#deps.config.heartbeatMs;
+      this.#heartbeat();
+    }
   }
 
   /** Server heartbeat: close if silent too long; else ping, pull and refresh presence. */
@@ -325,8 +348,7 @@ export class WsConnection implements DeliveryConnection {
     if (this.#broadcast) this.#deps.broadcast?.fanout.remove(this.#broadcast);
     void this.#channels?.closeAll();
     this.#closed = true;
-    clearInterval(this.#heartbeatTimer);
-    clearTimeout(this.#expiryTimer);
+    this.#deps.clock.delete(this);
     clearTimeout(this.#pausedTimer);
     this.#deps.hub.detach(this.user, this.id);
     this.#deps.onClosed(this, code);

@@ -108,7 +108,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         await producerScope((scope) => {
           roomRoutes(scope, rooms);
           broadcastRoutes(scope, store, gateway.broadcastStream);
-          channelRoutes(scope, gateway.channelStream);
+          channelRoutes(scope, gateway.channelStream, { maxMessageBytes: config.maxMessageBytes });
         });
       },
     }, logger);
