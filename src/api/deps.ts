@@ -7,13 +7,17 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Ingest } from '../ingest/ingest.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
 import type { Metrics } from './metrics.js';
 
 /** The service's parts, as the routes see them. */
 export interface ApiDeps {
   readonly config: Config;
-  readonly store: MessageStore;
+  /**
+   * Message records by MsgID: this node's partitions from its store, the others from
+   * the nodes owning them (src/cluster/store-router.ts, DESIGN.md §9).
+   */
+  readonly store: RecordReader;
   readonly inbox: Inbox;
   readonly ingest: Ingest;
   /** The command connection, for readiness (PING). */

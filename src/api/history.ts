@@ -5,7 +5,7 @@
  * (DESIGN.md §11).
  */
 import type { Inbox } from '../inbox/inbox.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
 
 /** One page of history. */
@@ -28,10 +28,11 @@ export interface HistoryPage {
 
 /**
  * Reads up to `limit` messages after `afterSeq`.
- * @throws PixiuError UNAVAILABLE when Redis or the store fails
+ * @throws PixiuError UNAVAILABLE when Redis or the store fails, or a record's owning
+ *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After)
  */
 export async function readHistory(
-  inbox: Inbox, store: MessageStore, user: string, afterSeq: number, limit: number,
+  inbox: Inbox, store: RecordReader, user: string, afterSeq: number, limit: number,
 ): Promise<HistoryPage> {
   const page = await inbox.range(user, afterSeq, limit);
   const gaps: SeqGap[] = [];

@@ -13,18 +13,31 @@ export function bearerToken(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
+/** The SHA-256 of a secret, what {@link bearerMatches} compares against. */
+export function secretDigest(secret: string): Buffer {
+  return createHash('sha256').update(secret).digest();
+}
+
 /**
- * Builds a checker for the API token. Both sides are hashed first so the comparison
- * takes the same time whatever the length of the presented token.
+ * Whether `header` is `Bearer <token>` with the token whose digest is `expected`. Both
+ * sides are hashed so the comparison takes the same time whatever the length of the
+ * presented token, and it is constant-time (`timingSafeEqual`).
+ */
+export function bearerMatches(header: string | undefined, expected: Buffer): boolean {
+  const token = bearerToken(header);
+  const given = secretDigest(token ?? '');
+  return token !== undefined && timingSafeEqual(given, expected);
+}
+
+/**
+ * Builds a checker for the API token (see {@link bearerMatches}).
  *
  * @returns a function that throws PixiuError UNAUTHORIZED unless `header` carries the token
  */
 export function apiTokenChecker(apiToken: string): (header: string | undefined) => void {
-  const expected = createHash('sha256').update(apiToken).digest();
+  const expected = secretDigest(apiToken);
   return (header) => {
-    const token = bearerToken(header);
-    const given = createHash('sha256').update(token ?? '').digest();
-    if (token === undefined || !timingSafeEqual(given, expected)) {
+    if (!bearerMatches(header, expected)) {
       throw new PixiuError('UNAUTHORIZED', 'missing or invalid API token (Authorization: Bearer <token>)');
     }
   };

@@ -15,6 +15,11 @@ export interface Config {
   readonly port: number;
   /** Absolute path of the data root. */
   readonly dataDir: string;
+  /**
+   * Base URL other nodes read this node's store partitions at (DESIGN.md §9);
+   * unset: `http://<host>:<port>` (src/cluster/store-ownership.ts).
+   */
+  readonly advertiseUrl: string | undefined;
   /** Unset: a local `redis-server` is started under the data dir. */
   readonly redisUrl: string | undefined;
   readonly redisPrefix: string;

@@ -6,9 +6,12 @@
  */
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { ServerFrame } from './frames.js';
+
+/** The retry wait after failed fetches grows up to this many times `retryMs`. */
+export const MAX_RETRY_FACTOR = 4;
 
 /** An ack cursor waiting to be written. */
 interface PendingAck {
@@ -32,12 +35,16 @@ export interface DeliveryConnection {
 /** What a session needs. */
 export interface SessionDeps {
   readonly inbox: Inbox;
-  readonly store: MessageStore;
+  /** Message records, wherever their partition is (src/cluster/store-router.ts). */
+  readonly store: RecordReader;
   readonly machine: MachineConfig;
   readonly logger: Logger;
   /** Ack cursors are written at most this often per user, ms (DESIGN.md §5: 100). */
   readonly ackFlushMs: number;
-  /** Wait before pulling again after a failed fetch, ms. */
+  /**
+   * Wait before pulling again after a failed fetch, ms; it doubles with each failure
+   * in a row, up to {@link MAX_RETRY_FACTOR} times.
+   */
   readonly retryMs: number;
   /** Counts frames written, by type (metrics). */
   readonly onFrame?: (t: ServerFrame['t']) => void;
@@ -56,6 +63,8 @@ export class UserSession {
   /** The last ack write, chained. */
   #ackFlush: Promise<void> = Promise.resolve();
   #retryTimer: NodeJS.Timeout | undefined;
+  /** Fetches failed in a row (for the retry back-off). */
+  #failures = 0;
 
   constructor(user: string, deps: SessionDeps) {
     this.user = user;
@@ -190,11 +199,21 @@ export class UserSession {
       const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
       const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
       effects = this.#machine.fetched(page, records);
+      this.#failures = 0;
     } catch (err) {
-      this.#deps.logger.warn({ err, user: this.user }, 'delivery fetch failed, will retry');
+      // Nothing is skipped or closed: the machine fetches the same seqs again on the
+      // next pull (Redis down, or a record's owning node unreachable: DESIGN.md §9).
+      // The wait doubles from retryMs up to MAX_RETRY_FACTOR × retryMs; a notify or a
+      // heartbeat in the meantime pulls at once. One warning per failing streak.
+      this.#failures++;
+      const { logger } = this.#deps;
+      const context = { err, user: this.user, failures: this.#failures };
+      if (this.#failures === 1) logger.warn(context, 'delivery fetch failed, will retry');
+      else logger.debug(context, 'delivery fetch failed, will retry');
       effects = this.#machine.fetchFailed();
       clearTimeout(this.#retryTimer);
-      this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs);
+      const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
+      this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
     }
     this.#run(effects);
   }

@@ -8,14 +8,15 @@ import type { Config } from '../config/config.js';
 import type { Hub } from '../delivery/hub.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
 import type { ConnectionDeps, WsConnection } from './ws-connection.js';
 
 /** The gateway's parts, as its routes see them. */
 export interface GatewayDeps {
   readonly config: Config;
   readonly inbox: Inbox;
-  readonly store: MessageStore;
+  /** Message records, wherever their partition is (src/cluster/store-router.ts). */
+  readonly store: RecordReader;
   readonly verify: TokenVerifier;
   readonly presence: Presence;
   readonly hub: Hub;

@@ -23,7 +23,7 @@ import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import type { MessageStore } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
 import type { ProducerScope } from '../api/deps.js';
 import type { Metrics } from '../api/metrics.js';
 import { ConnectionClock } from './connection-clock.js';
@@ -51,7 +51,8 @@ export interface GatewayOptions {
   readonly redisUrl: string;
   readonly keys: Keys;
   readonly inbox: Inbox;
-  readonly store: MessageStore;
+  /** Message records, wherever their partition is (src/cluster/store-router.ts). */
+  readonly store: RecordReader;
   readonly verify: TokenVerifier;
   readonly logger: Logger;
   readonly metrics: Metrics;
@@ -62,7 +63,7 @@ export class Gateway implements GatewayDeps {
   readonly node: string;
   readonly config: Config;
   readonly inbox: Inbox;
-  readonly store: MessageStore;
+  readonly store: RecordReader;
   readonly verify: TokenVerifier;
   readonly presence: Presence;
   readonly hub: Hub;

@@ -153,6 +153,35 @@ export class Keys {
     return `${this.prefix}ch:${channel}`;
   }
 
+  /**
+   * Hash of store partition claims: MsgID partition byte (decimal) → store id
+   * (DESIGN.md §9; src/cluster/lua/partition-claim-2.lua). The store keys share the
+   * hash tag `{store}`, so the claim script touches one Cluster slot; they begin with
+   * `xiu:`, where no user key does (those begin with `{`).
+   */
+  storePartitions(): string {
+    return `${this.prefix}xiu:{store}:partitions`;
+  }
+
+  /** Hash: store id → JSON description of the store (data dir, host), for messages. */
+  storeDescriptions(): string {
+    return `${this.prefix}xiu:{store}:stores`;
+  }
+
+  /**
+   * String with a TTL: a store's lease, JSON `{url, node}` — where the node owning the
+   * store reads it for others, renewed by that node's heartbeat (DESIGN.md §9).
+   * @param storeId `[A-Za-z0-9._-]{1,64}` (checked by the layout file)
+   */
+  storeLease(storeId: string): string {
+    return `${this.prefix}xiu:{store}:lease:${storeId}`;
+  }
+
+  /** String: the secret nodes present to each other's internal routes (DESIGN.md §9). */
+  clusterSecret(): string {
+    return `${this.prefix}cluster:secret`;
+  }
+
   #tag(uid: string): string {
     return `${this.prefix}${this.#hashTag(uid, 'user id')}`;
   }

@@ -25,6 +25,12 @@ import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
+import { ClusterSecret } from '../cluster/cluster-secret.js';
+import { PartitionClaims } from '../cluster/partition-claims.js';
+import { recordsRoute } from '../cluster/records-route.js';
+import { StoreDirectory } from '../cluster/store-directory.js';
+import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
+import { StoreRouter } from '../cluster/store-router.js';
 
 /** A running service. */
 export interface Service {
@@ -79,9 +85,18 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect())]);
 
+    // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
+    // in Redis before the store mints any id, and the secret nodes read each other with.
+    const keys = new Keys(config.redisPrefix);
+    const storeDir = path.join(config.dataDir, 'xiu');
+    const claims = new PartitionClaims(redis, keys);
+    const ownership = await StoreOwnership.claim({ claims, dir: storeDir, partitions: config.partitions, logger });
+    const clusterSecret = await ClusterSecret.load(redis, keys);
+
     const store = await MessageStore.open({
-      dir: path.join(config.dataDir, 'xiu'),
+      dir: storeDir,
       partitions: config.partitions,
+      partitionBase: ownership.partitionBase,
       sync: config.storeDurability === 'fsync',
       cacheBytes: config.storeCacheBytes,
       defaultTtlMs: config.messageTtlMs,
@@ -91,19 +106,28 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
     cleanup.unshift(['store', () => store.close()]);
+    // Every read of records goes through the router: other nodes' partitions are read
+    // from their owners; the local store stays local.
+    const records = new StoreRouter({
+      local: store,
+      owners: new StoreDirectory(claims),
+      auth: clusterSecret,
+      timeoutMs: config.redisCommandTimeoutMs,
+      logger,
+    });
 
     const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
-    const keys = new Keys(config.redisPrefix);
     const gateway = await Gateway.start({
-      config, redis, redisUrl, keys, inbox, store,
+      config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt), logger, metrics,
     });
     cleanup.unshift(['gateway', () => gateway.close()]);
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
     const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, seq, nodes) => gateway.appended(user, seq, nodes) });
     const app = await buildApp({
-      config, store, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
+      config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
       extend: async (root, producerScope) => {
+        await recordsRoute(root, { store, storeId: ownership.storeId, secret: clusterSecret });
         await gateway.register(root, producerScope);
         await producerScope((scope) => {
           roomRoutes(scope, rooms);
@@ -124,7 +148,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
-    logger.info({ url, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions }, 'pixiu listening');
+    // The lease: where other nodes read this store, from now until shutdown. Dropped
+    // right after the sockets close, so readers stop waiting on this node at once.
+    const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
+    cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['store lease', () => ownership.stop()]);
+    await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason));
+    logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
+      partitionBase: ownership.partitionBase }, 'pixiu listening');
 
     let closing: Promise<void> | undefined;
     return {

@@ -1,57 +1,130 @@
 /**
  * The store's layout file, `<dir>/LAYOUT`: the partition count P and the partition
- * hash the data was written with. Both are on-disk contracts (DESIGN.md §3): a MsgID
- * names its partition, and a retry's `client_msg_id` is looked up in the partition
- * its hash picks, so reopening with another P would answer stored ids as missing and
- * store retried messages twice. The file is written on first open and checked on
- * every later one.
+ * hash the data was written with, the store's id and its partition base. All are
+ * on-disk contracts (DESIGN.md §3): a MsgID names its partition, and a retry's
+ * `client_msg_id` is looked up in the partition its hash picks, so reopening with
+ * another P would answer stored ids as missing and store retried messages twice.
+ *
+ * Partition base B (DESIGN.md §2, §9): the store's P partitions mint the MsgID
+ * partition bytes B..B+P-1, so that stores of several nodes sharing one Redis never
+ * mint the same ids. The base is claimed in Redis on the first start of a data dir
+ * (src/cluster/store-ownership.ts) and pinned here; a file written before bases
+ * existed (no `storeId`) keeps base 0. A file with a `storeId` and no base is a store
+ * whose claim has not been pinned yet (a first start that stopped half-way).
+ *
+ * The file is written on first open, rewritten (atomically) only to pin the base or
+ * add a store id, and checked on every later open.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 
 /** The partition hash in use (src/store/route.ts). */
 export const PARTITION_HASH = 'fnv1a-32-utf16';
 
+/** What a store id looks like: the generated ones are 16 hex digits. */
+const STORE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
 /** Contents of the layout file. */
 export interface StoreLayout {
   readonly format: 1;
   readonly partitions: number;
   readonly hash: string;
+  /**
+   * The store's id (random, 16 hex digits when generated): names its partition claim
+   * and its lease in Redis. Absent only in files written before ids existed.
+   */
+  readonly storeId?: string;
+  /**
+   * First MsgID partition byte of the store: its partitions are
+   * `partitionBase .. partitionBase + partitions - 1`. Absent: 0 when there is no
+   * `storeId` (an older store), else not claimed yet.
+   */
+  readonly partitionBase?: number;
+}
+
+/** A layout with its store id (every layout once {@link openLayout} has run). */
+export type IdentifiedLayout = StoreLayout & { readonly storeId: string };
+
+/** A fresh random store id: 16 hex digits. */
+export function newStoreId(): string {
+  return randomBytes(8).toString('hex');
+}
+
+function layoutFile(dir: string): string {
+  return path.join(dir, 'LAYOUT');
 }
 
 /**
- * Checks `dir`'s layout against `partitions`, writing the file when the store is new.
- * @throws StartupError when the store was created with another partition count or
- *   hash, or the file cannot be read or written; the message names the folder
+ * Reads `dir`'s layout file.
+ * @returns the layout, or undefined when the store is new (no file)
+ * @throws StartupError when the file cannot be read or is not a layout
  */
-export async function checkLayout(dir: string, partitions: number): Promise<void> {
-  const file = path.join(dir, 'LAYOUT');
-  let text: string | undefined;
+async function readLayout(dir: string): Promise<StoreLayout | undefined> {
+  const file = layoutFile(dir);
+  let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      throw new StartupError(`cannot read the store layout ${file}: ${(err as Error).message}`, { cause: err });
-    }
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new StartupError(`cannot read the store layout ${file}: ${(err as Error).message}`, { cause: err });
   }
-  if (text === undefined) {
-    const layout: StoreLayout = { format: 1, partitions, hash: PARTITION_HASH };
-    try {
-      await mkdir(dir, { recursive: true });
-      await writeFile(file, `${JSON.stringify(layout)}\n`, { flag: 'wx' });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return checkLayout(dir, partitions);
-      throw new StartupError(`cannot write the store layout ${file}: ${(err as Error).message}`, { cause: err });
-    }
-    return;
-  }
-  let layout: Partial<StoreLayout>;
+  let layout: StoreLayout;
   try {
-    layout = JSON.parse(text) as Partial<StoreLayout>;
+    layout = JSON.parse(text) as StoreLayout;
   } catch (err) {
     throw new StartupError(`the store layout ${file} is not valid JSON; restore it or move the store folder away`, { cause: err });
   }
+  if (typeof layout !== 'object' || layout === null) {
+    throw new StartupError(`the store layout ${file} is not a layout; restore it or move the store folder away`);
+  }
+  if (layout.storeId !== undefined && (typeof layout.storeId !== 'string' || !STORE_ID.test(layout.storeId))) {
+    throw new StartupError(`the store layout ${file} has a malformed storeId ${JSON.stringify(layout.storeId)}`);
+  }
+  const base = layout.partitionBase;
+  if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + Number(layout.partitions) > 256)) {
+    throw new StartupError(`the store layout ${file} has a partition base ${JSON.stringify(base)} out of range`);
+  }
+  return layout;
+}
+
+/**
+ * Writes `layout` as `dir`'s layout file. `exclusive`: only when there is none (a new
+ * store; resolves false when another open created it first). Otherwise the file is
+ * replaced atomically: written beside it, fsynced, renamed over it.
+ * @throws StartupError when the file cannot be written
+ */
+async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
+  const file = layoutFile(dir);
+  const text = `${JSON.stringify(layout)}\n`;
+  try {
+    await mkdir(dir, { recursive: true });
+    if (exclusive) {
+      await writeFile(file, text, { flag: 'wx' });
+      return true;
+    }
+    const temp = `${file}.${process.pid}.tmp`;
+    const handle = await open(temp, 'w');
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+    return true;
+  } catch (err) {
+    if (exclusive && (err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw new StartupError(`cannot write the store layout ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Checks a layout's partition count and hash against this process's.
+ * @throws StartupError naming the folder and what to do
+ */
+function checkCompatible(dir: string, layout: StoreLayout, partitions: number): void {
   if (layout.partitions !== partitions) {
     throw new StartupError(
       `the store in ${dir} was created with ${String(layout.partitions)} partitions, not ${partitions}: ` +
@@ -59,5 +132,72 @@ export async function checkLayout(dir: string, partitions: number): Promise<void
   }
   if (layout.hash !== PARTITION_HASH) {
     throw new StartupError(`the store in ${dir} uses partition hash ${String(layout.hash)}, this version uses ${PARTITION_HASH}`);
+  }
+}
+
+/**
+ * Opens `dir`'s layout for claiming (src/cluster/store-ownership.ts): creates it for a
+ * new store, with a new store id and no base yet; gives an older store (no store id)
+ * an id and base 0; otherwise checks it.
+ * @returns the layout; `partitionBase` is undefined when the base is still to claim
+ * @throws StartupError when the store was created with another partition count or
+ *   hash, or the file cannot be read or written; the message names the folder
+ */
+export async function openLayout(dir: string, partitions: number): Promise<IdentifiedLayout> {
+  for (;;) {
+    const layout = await readLayout(dir);
+    if (layout === undefined) {
+      const created: IdentifiedLayout = { format: 1, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
+      if (await writeLayout(dir, created, true)) return created;
+      continue; // another open created it first: read theirs
+    }
+    checkCompatible(dir, layout, partitions);
+    if (layout.storeId !== undefined) return layout as IdentifiedLayout;
+    // Written before store ids: its ids were minted from partitions 0..P-1.
+    const identified: IdentifiedLayout = { ...layout, storeId: newStoreId(), partitionBase: layout.partitionBase ?? 0 };
+    await writeLayout(dir, identified, false);
+    return identified;
+  }
+}
+
+/**
+ * Pins the claimed partition base in `dir`'s layout (after {@link openLayout}).
+ * @throws StartupError when the file cannot be written, or already pins another base
+ */
+export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, base: number): Promise<IdentifiedLayout> {
+  if (layout.partitionBase === base) return layout;
+  if (layout.partitionBase !== undefined) {
+    throw new StartupError(`the store in ${dir} has partition base ${layout.partitionBase}; it cannot move to ${base}`);
+  }
+  const pinned: IdentifiedLayout = { ...layout, partitionBase: base };
+  await writeLayout(dir, pinned, false);
+  return pinned;
+}
+
+/**
+ * Checks `dir`'s layout against `partitions` and `base`, writing the file (with a new
+ * store id) when the store is new.
+ * @param base the store's first partition number; 0 for a store used without Redis
+ *   (tools, tests)
+ * @throws StartupError when the store was created with another partition count, hash
+ *   or base, has not pinned its base yet, or the file cannot be read or written; the
+ *   message names the folder
+ */
+export async function checkLayout(dir: string, partitions: number, base = 0): Promise<void> {
+  let layout = await readLayout(dir);
+  if (layout === undefined) {
+    const created: StoreLayout = { format: 1, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };
+    if (await writeLayout(dir, created, true)) return;
+    layout = await readLayout(dir);
+    if (layout === undefined) throw new StartupError(`the store layout ${layoutFile(dir)} vanished while it was being created`);
+  }
+  checkCompatible(dir, layout, partitions);
+  const pinned = layout.partitionBase ?? (layout.storeId === undefined ? 0 : undefined);
+  if (pinned === undefined) {
+    throw new StartupError(`the store in ${dir} has not claimed its partitions yet: start \`pixiu serve\` on it once`);
+  }
+  if (pinned !== base) {
+    throw new StartupError(
+      `the store in ${dir} mints partitions ${pinned}..${pinned + partitions - 1}, not ${base}..${base + partitions - 1}`);
   }
 }

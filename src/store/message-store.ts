@@ -16,10 +16,11 @@ import { checkLayout } from './layout.js';
 import { Partition } from './partition.js';
 import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
+import type { RecordReader } from './record-reader.js';
 import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
 import { choosePartition } from './route.js';
 import { Sweeper } from './sweeper.js';
-import { WriteSlots, threadPoolSize } from './write-slots.js';
+import { WriteSlots, writeConcurrency } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 
@@ -29,6 +30,12 @@ export interface MessageStoreOptions {
   readonly dir: string;
   /** Partition count P: a power of two, 1..256 (DESIGN.md §3). */
   readonly partitions: number;
+  /**
+   * First MsgID partition byte B: partition folder `<dir>/<p>` mints ids of partition
+   * B+p (DESIGN.md §9; claimed per data dir, src/cluster/store-ownership.ts). B+P ≤ 256.
+   * Default 0. Checked against the store's LAYOUT file.
+   */
+  readonly partitionBase?: number;
   /** true (durability `fsync`): a put resolves after fsync; false: `relaxed`. */
   readonly sync: boolean;
   /** Read-cache size in bytes of record JSON; 0 turns it off. */
@@ -47,8 +54,9 @@ export interface MessageStoreOptions {
 }
 
 /** The partitioned, durable message store. */
-export class MessageStore {
+export class MessageStore implements RecordReader {
   readonly #partitions: readonly Partition[];
+  readonly #base: number;
   readonly #sweepers: readonly Sweeper[];
   readonly #cache: RecordCache;
   readonly #arena = new RecordArena();
@@ -56,9 +64,11 @@ export class MessageStore {
   readonly #now: () => number;
   readonly #logger: Logger | undefined;
   #closing: Promise<void> | undefined;
+  #writesSuspended: string | undefined;
 
   private constructor(partitions: readonly Partition[], cache: RecordCache, opts: MessageStoreOptions) {
     this.#partitions = partitions;
+    this.#base = opts.partitionBase ?? 0;
     this.#cache = cache;
     this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
     this.#now = opts.now ?? Date.now;
@@ -72,23 +82,28 @@ export class MessageStore {
    * @throws StartupError when `partitions` is not a power of two in 1..256, or when a
    *   partition folder is locked by another process or cannot be read; the message
    *   names each such folder; when the store was created with another partition
-   *   count (src/store/layout.ts). Partitions already opened are closed again.
+   *   count or base (src/store/layout.ts); when the base leaves no room for P
+   *   partitions below 256. Partitions already opened are closed again.
    */
   static async open(opts: MessageStoreOptions): Promise<MessageStore> {
     const count = opts.partitions;
+    const base = opts.partitionBase ?? 0;
     if (!Number.isInteger(count) || count < 1 || count > 256 || (count & (count - 1)) !== 0) {
       throw new StartupError(`store partitions must be a power of two from 1 to 256, got ${count}`);
     }
-    await checkLayout(opts.dir, count);
+    if (!Number.isInteger(base) || base < 0 || base + count > 256) {
+      throw new StartupError(`store partition base must leave room for ${count} partitions below 256, got ${base}`);
+    }
+    await checkLayout(opts.dir, count, base);
     const cache = new RecordCache(opts.cacheBytes);
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
       onWritten: (id: string, bytes: Buffer) => cache.setWritten(id, bytes),
       // No more writes at once than the libuv pool has threads (write-slots.ts).
-      slots: new WriteSlots(threadPoolSize()),
+      slots: new WriteSlots(writeConcurrency()),
     };
     const opened = await Promise.allSettled(
-      Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), p, partitionOptions)));
+      Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions)));
     const partitions = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const failures = opened.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
     if (failures.length > 0) {
@@ -100,7 +115,7 @@ export class MessageStore {
     }
     const store = new MessageStore(partitions, cache, opts);
     for (const s of store.#sweepers) s.start();
-    opts.logger?.info({ dir: opts.dir, partitions: count, durability: opts.sync ? 'fsync' : 'relaxed',
+    opts.logger?.info({ dir: opts.dir, partitions: count, partitionBase: base, durability: opts.sync ? 'fsync' : 'relaxed',
       counters: partitions.map((p) => p.counter) }, 'message store open');
     return store;
   }
@@ -108,6 +123,26 @@ export class MessageStore {
   /** Partition count P. */
   get partitions(): number {
     return this.#partitions.length;
+  }
+
+  /** First MsgID partition byte B of this store: it holds partitions B..B+P-1. */
+  get partitionBase(): number {
+    return this.#base;
+  }
+
+  /** True when MsgID partition byte `partition` is one of this store's (B..B+P-1). */
+  hasPartition(partition: number): boolean {
+    return partition >= this.#base && partition < this.#base + this.#partitions.length;
+  }
+
+  /**
+   * Refuses new puts (UNAVAILABLE, with `reason`) while `reason` is set, e.g. while
+   * another store holds this store's partition claim (src/cluster/store-ownership.ts):
+   * minting ids then could collide with that store's. Reads are not affected.
+   * `undefined` takes puts again.
+   */
+  suspendWrites(reason: string | undefined): void {
+    this.#writesSuspended = reason;
   }
 
   /** False once {@link close} has been called. */
@@ -120,12 +155,14 @@ export class MessageStore {
    * `clientMsgId` with `duplicate: true` (DESIGN.md §3).
    * @throws PixiuError INVALID_REQUEST for a bad field or non-JSON `data`
    * @throws PixiuError PAYLOAD_TOO_LARGE over `maxMessageBytes`; nothing is stored
-   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   * @throws PixiuError UNAVAILABLE when the store is closed, its writes are
+   *   suspended ({@link suspendWrites}) or LevelDB fails
    */
   put(msg: NewMessage): Promise<PutResult> {
     // Not async: one promise less per put on the hottest path; errors still reject.
     try {
       this.#assertOpen();
+      if (this.#writesSuspended !== undefined) throw unavailable(this.#writesSuspended);
       const prep = prepareRecord(msg, this.#now(), this.#limits, this.#arena);
       const partition = this.#partitions[choosePartition(msg, this.#partitions.length)];
       if (partition === undefined) throw new RangeError('partition out of range');
@@ -137,7 +174,8 @@ export class MessageStore {
 
   /**
    * One record by MsgID; null when missing, expired, malformed or of a partition
-   * this store does not have. See {@link getMany}.
+   * this store does not have (other nodes' partitions: src/cluster/store-router.ts).
+   * See {@link getMany}.
    */
   async get(id: string): Promise<StoredMessage | null> {
     const [record] = await this.getMany([id]);
@@ -149,7 +187,7 @@ export class MessageStore {
    * partition after the cache. Returned records are deep-frozen (shared with the
    * cache).
    * @returns per id, the record or null (missing, expired, not a MsgID, or naming a
-   *   partition ≥ P): a bad id is never a throw
+   *   partition outside B..B+P-1): a bad id is never a throw
    * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
    */
   async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
@@ -159,7 +197,7 @@ export class MessageStore {
     const misses = new Map<Partition, { at: number[]; ids: string[] }>();
     ids.forEach((id, at) => {
       const parts = typeof id === 'string' ? tryDecodeMsgId(id) : undefined;
-      const partition = parts === undefined ? undefined : this.#partitions[parts.partition];
+      const partition = parts === undefined ? undefined : this.#partitions[parts.partition - this.#base];
       if (partition === undefined) return;
       const cached = this.#cache.get(id, now);
       if (cached !== undefined) {

@@ -251,10 +251,20 @@ export function decodeRecord(bytes: Buffer, id: string): StoredMessage {
   } catch (err) {
     throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`, { cause: err });
   }
+  return recordOf(value, id);
+}
+
+/**
+ * A record from its parsed JSON (stored bytes, or a record another node sent,
+ * src/cluster/store-router.ts), with `id` set, deep-frozen like every record read.
+ * @throws PixiuError INTERNAL when `value` is not a record
+ */
+export function recordOf(value: unknown, id: string): StoredMessage {
   if (typeof value !== 'object' || value === null || typeof (value as StoredMessage).expiresAt !== 'number') {
     throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`);
   }
-  return deepFreeze({ id, ...value }) as StoredMessage;
+  // `id` first, as the stored JSON leaves it out; a sent record's own `id` cannot replace it.
+  return deepFreeze(Object.assign({ id }, value, { id })) as StoredMessage;
 }
 
 /** Freezes a JSON value and everything in it; iterative, so deep nesting cannot overflow. */

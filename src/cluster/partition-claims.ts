@@ -1,0 +1,173 @@
+/**
+ * Store partition claims and leases in Redis (DESIGN.md §2, §9): which store (one data
+ * dir) holds which MsgID partition bytes, and where the node running a store can be
+ * asked for its records.
+ *
+ * - A claim is permanent: partition number → store id, in one hash, taken by
+ *   `lua/partition-claim-2.lua` (lowest free aligned block on a data dir's first
+ *   start, re-asserted on every start and heartbeat). No two stores hold one
+ *   partition, so no two nodes mint the same MsgID.
+ * - A lease is temporary: store id → `{url, node}` with a TTL, renewed by the node's
+ *   heartbeat. A claimed partition whose store has no lease is owned by a node that
+ *   is not running: its records cannot be read now (UNAVAILABLE), they are not gone.
+ */
+import type { Redis, Result } from 'ioredis';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+
+/** MsgID partition bytes in all (DESIGN.md §2: an 8-bit partition). */
+export const PARTITION_SPACE = 256;
+
+/** The claim script; its header documents KEYS, ARGV and reply. */
+export const CLAIM_SCRIPTS = {
+  claim: { command: 'pxPartitionClaimV1', file: new URL('./lua/partition-claim-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+} as const satisfies Record<string, ScriptSpec>;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** `partition-claim-2.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
+    pxPartitionClaimV1(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
+  }
+}
+
+/** What a store tells others about itself, for their error messages. */
+export interface StoreDescription {
+  /** Absolute path of its store folder (`<dataDir>/xiu`). */
+  readonly dir: string;
+  /** Host name of the machine it was last started on. */
+  readonly host: string;
+}
+
+/** Where a running store can be read: the value of its lease. */
+export interface StoreLease {
+  /** Base URL of the node's HTTP server (PIXIU_ADVERTISE_URL), e.g. `http://10.0.0.5:8080`. */
+  readonly url: string;
+  /** The node id (src/cluster/node-registry.ts), for logs. */
+  readonly node: string;
+}
+
+/** The answer of a claim or re-assertion. */
+export type ClaimAnswer =
+  /** The block `base .. base + count - 1` is this store's. */
+  | { readonly kind: 'held'; readonly base: number }
+  /** `partition` of the block is held by store `owner`; nothing was written. */
+  | { readonly kind: 'conflict'; readonly partition: number; readonly owner: string; readonly description: StoreDescription | undefined }
+  /** No free block of the store's size is left among the 256 partitions. */
+  | { readonly kind: 'full' };
+
+/**
+ * Reads the claim script's reply (see its header).
+ * @throws Error for a reply of another shape (a script of another version)
+ */
+export function parseClaimReply(reply: readonly (number | string)[]): ClaimAnswer {
+  const [status, a, b, c] = reply;
+  if (status === 1 && typeof a === 'number') return { kind: 'held', base: a };
+  if (status === -1) return { kind: 'full' };
+  if (status === 0 && typeof a === 'number' && typeof b === 'string') {
+    return { kind: 'conflict', partition: a, owner: b, description: parseDescription(typeof c === 'string' ? c : '') };
+  }
+  throw new Error(`unexpected partition claim reply ${JSON.stringify(reply)}`);
+}
+
+function parseDescription(text: string): StoreDescription | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<StoreDescription> | null;
+    if (typeof value?.dir === 'string' && typeof value.host === 'string') return { dir: value.dir, host: value.host };
+  } catch {
+    // An entry written by something else: say nothing about it.
+  }
+  return undefined;
+}
+
+/** The lease value, or undefined when absent or not a lease. */
+function parseLease(text: string | null): StoreLease | undefined {
+  if (text === null) return undefined;
+  try {
+    const value = JSON.parse(text) as Partial<StoreLease> | null;
+    if (typeof value?.url === 'string' && typeof value.node === 'string') return { url: value.url, node: value.node };
+  } catch {
+    // Not a lease: treated as none.
+  }
+  return undefined;
+}
+
+/** `8..15` (or `8` for a block of one): how messages name a block of partitions. */
+export function partitionSpan(base: number, count: number): string {
+  return count === 1 ? String(base) : `${base}..${base + count - 1}`;
+}
+
+/**
+ * The startup error message for a claim that was not granted: names the data dir, the
+ * partitions, and the other store with where it lives.
+ * @param dir this store's folder
+ * @param base the block this store holds (undefined on a first start)
+ * @param count partitions per store (P)
+ */
+export function claimRefusal(dir: string, base: number | undefined, count: number, answer: ClaimAnswer): string {
+  if (answer.kind === 'full') {
+    return `the store in ${dir} cannot claim ${count} partitions: every block of ${count} among the ` +
+      `${PARTITION_SPACE} MsgID partitions is held by another store (see docs/decisions.md, "Several nodes")`;
+  }
+  if (answer.kind === 'held') return `the store in ${dir} holds partitions ${partitionSpan(answer.base, count)}`;
+  const where = answer.description === undefined ? '' : ` (store folder ${answer.description.dir} on host ${answer.description.host})`;
+  const mine = base === undefined ? `${count} partitions` : `partitions ${partitionSpan(base, count)}`;
+  return `the store in ${dir} cannot claim ${mine}: partition ${answer.partition} is held by store ` +
+    `${answer.owner}${where}; two stores on one Redis must not mint the same message ids. ` +
+    'Give each node its own data dir, or if that store is gone for good, remove its claim ' +
+    '(see docs/decisions.md, "Several nodes")';
+}
+
+/** Claims, leases and owner lookups on one Redis under one key prefix. */
+export class PartitionClaims {
+  readonly #redis: Redis;
+  readonly #keys: Keys;
+
+  constructor(redis: Redis, keys: Keys) {
+    defineScripts(redis, Object.values(CLAIM_SCRIPTS));
+    this.#redis = redis;
+    this.#keys = keys;
+  }
+
+  /**
+   * Claims a block of `count` partitions for `storeId` (base undefined: the lowest free
+   * aligned block, or the one it already holds), or re-asserts the block at `base`.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async claim(storeId: string, count: number, base: number | undefined, description: StoreDescription): Promise<ClaimAnswer> {
+    const reply = await redisCall(() => this.#redis.pxPartitionClaimV1(
+      this.#keys.storePartitions(), this.#keys.storeDescriptions(),
+      storeId, String(count), base === undefined ? '' : String(base), JSON.stringify(description)));
+    return parseClaimReply(reply);
+  }
+
+  /**
+   * The store id holding `partition`, or null when no store claims it.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async ownerOf(partition: number): Promise<string | null> {
+    return redisCall(() => this.#redis.hget(this.#keys.storePartitions(), String(partition)));
+  }
+
+  /**
+   * The lease of `storeId`: where its node is read; undefined when it has none (the
+   * node is stopped, or missed its renewals).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async leaseOf(storeId: string): Promise<StoreLease | undefined> {
+    return parseLease(await redisCall(() => this.#redis.get(this.#keys.storeLease(storeId))));
+  }
+
+  /**
+   * Writes `storeId`'s lease for `ttlMs`.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async renewLease(storeId: string, lease: StoreLease, ttlMs: number): Promise<void> {
+    await redisCall(() => this.#redis.set(this.#keys.storeLease(storeId), JSON.stringify(lease), 'PX', ttlMs));
+  }
+
+  /** Drops `storeId`'s lease (shutdown), so readers stop trying its node at once. Never rejects. */
+  async releaseLease(storeId: string): Promise<void> {
+    await redisCall(() => this.#redis.del(this.#keys.storeLease(storeId))).catch(() => undefined);
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Store partition claims (DESIGN.md §2, §9; src/cluster/partition-claims.ts and
+ * lua/partition-claim-2.lua) against a private redis-server, each test under its own
+ * key prefix; the claim's life in a data dir (src/cluster/store-ownership.ts,
+ * src/store/layout.ts); and the pure helpers.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { StartupError } from '../../src/errors.js';
+import { createLogger } from '../../src/logger.js';
+import { createRedis } from '../../src/redis/client.js';
+import { Keys } from '../../src/redis/keys.js';
+import {
+  PartitionClaims, claimRefusal, parseClaimReply, partitionSpan, type ClaimAnswer, type StoreDescription,
+} from '../../src/cluster/partition-claims.js';
+import { StoreOwnership, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
+import { MessageStore } from '../../src/store/message-store.js';
+import { checkLayout } from '../../src/store/layout.js';
+import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+let server: RedisServer;
+let redis: Redis;
+let nextPrefix = 0;
+const logger = createLogger('silent');
+const HERE: StoreDescription = { dir: '/data/a/xiu', host: 'host-a' };
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+});
+
+after(async () => {
+  await redis?.quit();
+  await server?.destroy();
+});
+
+/** Claims on a key prefix no other test uses. */
+function freshClaims(): { claims: PartitionClaims; keys: Keys } {
+  const keys = new Keys(`c${nextPrefix++}:`);
+  return { claims: new PartitionClaims(redis, keys), keys };
+}
+
+/** A temp store folder, removed when the test ends. */
+async function storeDir(t: { after(fn: () => unknown): void }): Promise<string> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-claims-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  return path.join(root, 'xiu');
+}
+
+function held(answer: ClaimAnswer): number {
+  assert.equal(answer.kind, 'held', JSON.stringify(answer));
+  return (answer as { base: number }).base;
+}
+
+test('first claims take the lowest free aligned block; a store asking again gets the block it holds', async () => {
+  const { claims, keys } = freshClaims();
+  assert.equal(held(await claims.claim('s1', 8, undefined, HERE)), 0);
+  assert.equal(held(await claims.claim('s2', 8, undefined, HERE)), 8);
+  // A lost answer retried: the same block, nothing new taken.
+  assert.equal(held(await claims.claim('s2', 8, undefined, HERE)), 8);
+  // Another size lands on its own alignment, after what is held.
+  assert.equal(held(await claims.claim('s3', 16, undefined, HERE)), 16);
+  assert.equal(held(await claims.claim('s4', 4, undefined, HERE)), 32);
+  const owners = await redis.hgetall(keys.storePartitions());
+  assert.equal(Object.keys(owners).length, 8 + 8 + 16 + 4);
+  assert.equal(owners['0'], 's1');
+  assert.equal(owners['15'], 's2');
+  assert.equal(owners['31'], 's3');
+  assert.equal(owners['35'], 's4');
+  assert.deepEqual(JSON.parse(await redis.hget(keys.storeDescriptions(), 's3') ?? ''), HERE);
+});
+
+test('a re-assertion writes the block back after the claims were lost; a held block is a conflict naming its owner', async () => {
+  const { claims, keys } = freshClaims();
+  assert.equal(held(await claims.claim('old', 8, 0, HERE)), 0);
+  await redis.del(keys.storePartitions(), keys.storeDescriptions());
+  assert.equal(await claims.ownerOf(3), null);
+  assert.equal(held(await claims.claim('old', 8, 0, HERE)), 0);
+  assert.equal(await claims.ownerOf(3), 'old');
+
+  const answer = await claims.claim('intruder', 8, 0, { dir: '/data/b/xiu', host: 'host-b' });
+  assert.deepEqual(answer, { kind: 'conflict', partition: 0, owner: 'old', description: HERE });
+  // Overlapping only in part is a conflict too, and writes nothing.
+  assert.deepEqual(await claims.claim('intruder', 4, 6, HERE), { kind: 'conflict', partition: 6, owner: 'old', description: HERE });
+  assert.equal(await claims.ownerOf(9), null);
+  assert.equal(await redis.hget(keys.storePartitions(), '7'), 'old');
+});
+
+test('when every block is held, a new store is told so; a store whose holdings are not one block is refused', async () => {
+  const { claims } = freshClaims();
+  assert.equal(held(await claims.claim('big', 128, undefined, HERE)), 0);
+  assert.equal(held(await claims.claim('big2', 128, undefined, HERE)), 128);
+  assert.deepEqual(await claims.claim('late', 1, undefined, HERE), { kind: 'full' });
+  const fresh = freshClaims();
+  await redis.hset(fresh.keys.storePartitions(), '0', 'split', '2', 'split');
+  await assert.rejects(fresh.claims.claim('split', 2, undefined, HERE), /not one block of 2/);
+});
+
+test('leases are written with a TTL, read back, and dropped', async () => {
+  const { claims, keys } = freshClaims();
+  assert.equal(await claims.leaseOf('s1'), undefined);
+  await claims.renewLease('s1', { url: 'http://127.0.0.1:1234', node: 'n1' }, 15_000);
+  assert.deepEqual(await claims.leaseOf('s1'), { url: 'http://127.0.0.1:1234', node: 'n1' });
+  const ttl = await redis.pttl(keys.storeLease('s1'));
+  assert.ok(ttl > 10_000 && ttl <= 15_000, String(ttl));
+  await claims.releaseLease('s1');
+  assert.equal(await claims.leaseOf('s1'), undefined);
+});
+
+test('a new data dir claims a block and pins it in LAYOUT; restarted, it keeps it; its store mints ids of its block', async (t) => {
+  const { claims } = freshClaims();
+  await claims.claim('someone-else', 8, 0, HERE);
+  const dir = await storeDir(t);
+  const first = await StoreOwnership.claim({ claims, dir, partitions: 8, logger });
+  assert.equal(first.partitionBase, 8);
+  assert.match(first.storeId, /^[0-9a-f]{16}$/);
+  const layout = JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
+  assert.deepEqual({ storeId: layout.storeId, partitionBase: layout.partitionBase }, { storeId: first.storeId, partitionBase: 8 });
+
+  await claims.claim('third', 8, undefined, HERE);
+  const again = await StoreOwnership.claim({ claims, dir, partitions: 8, logger });
+  assert.deepEqual([again.storeId, again.partitionBase], [first.storeId, 8]);
+
+  const store = await MessageStore.open({
+    dir, partitions: 8, partitionBase: 8, sync: false, cacheBytes: 0, defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 60_000,
+  });
+  t.after(() => store.close());
+  const puts = await Promise.all(Array.from({ length: 32 }, (_, i) => store.put({ kind: MsgKind.user, type: 't', data: i, to: [`u${i}`] })));
+  for (const p of puts) {
+    const { partition } = decodeMsgId(p.id);
+    assert.ok(partition >= 8 && partition < 16, p.id);
+    assert.ok(store.hasPartition(partition));
+  }
+  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), puts.map((_, i) => i));
+  // Opening the folder at another base is refused: its ids would change meaning.
+  await assert.rejects(checkLayout(dir, 8, 0), /mints partitions 8\.\.15, not 0\.\.7/);
+});
+
+test('a data dir whose block is held by another store is refused at start, naming the dir, the partitions and the owner', async (t) => {
+  const { claims, keys } = freshClaims();
+  const dir = await storeDir(t);
+  const mine = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  // Forge: the claims are lost and another store takes the block first.
+  await redis.del(keys.storePartitions());
+  await claims.claim('other-store', 4, undefined, { dir: '/srv/other/xiu', host: 'box-2' });
+  await assert.rejects(StoreOwnership.claim({ claims, dir, partitions: 4, logger }), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.match(err.message, new RegExp(`the store in ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot claim partitions 0\\.\\.3`));
+    assert.match(err.message, /held by store other-store \(store folder \/srv\/other\/xiu on host box-2\)/);
+    return true;
+  });
+  assert.equal(mine.partitionBase, 0);
+});
+
+test('a store written before partition bases keeps base 0 and gets a store id; a half-claimed one claims on the next start', async (t) => {
+  const { claims } = freshClaims();
+  await claims.claim('first', 8, undefined, HERE);
+  const legacy = await storeDir(t);
+  await MessageStore.open({
+    dir: legacy, partitions: 2, sync: false, cacheBytes: 0, defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 60_000,
+  }).then((s) => s.close());
+  await writeFile(path.join(legacy, 'LAYOUT'), `${JSON.stringify({ format: 1, partitions: 2, hash: 'fnv1a-32-utf16' })}\n`);
+  await assert.rejects(StoreOwnership.claim({ claims, dir: legacy, partitions: 2, logger }), /cannot claim partitions 0\.\.1: partition 0 is held by store first/);
+  const layout = JSON.parse(await readFile(path.join(legacy, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
+  assert.equal(layout.partitionBase, 0);
+  assert.match(String(layout.storeId), /^[0-9a-f]{16}$/);
+
+  // A first start that stopped between writing LAYOUT and pinning its base.
+  const half = await storeDir(t);
+  await mkdir(half, { recursive: true });
+  await writeFile(path.join(half, 'LAYOUT'), `${JSON.stringify({ format: 1, partitions: 2, hash: 'fnv1a-32-utf16', storeId: 'half-done' })}\n`);
+  await assert.rejects(checkLayout(half, 2, 0), /has not claimed its partitions yet/);
+  const claimed = await StoreOwnership.claim({ claims, dir: half, partitions: 2, logger });
+  assert.deepEqual([claimed.storeId, claimed.partitionBase], ['half-done', 8]);
+});
+
+test('pure helpers: the claim reply, partition spans, refusal messages, the default advertise URL', () => {
+  assert.deepEqual(parseClaimReply([1, 8]), { kind: 'held', base: 8 });
+  assert.deepEqual(parseClaimReply([-1]), { kind: 'full' });
+  assert.deepEqual(parseClaimReply([0, 3, 'x', '{"dir":"/d","host":"h"}']), { kind: 'conflict', partition: 3, owner: 'x', description: { dir: '/d', host: 'h' } });
+  assert.deepEqual(parseClaimReply([0, 3, 'x', '']), { kind: 'conflict', partition: 3, owner: 'x', description: undefined });
+  assert.throws(() => parseClaimReply(['?']), /unexpected partition claim reply/);
+  assert.equal(partitionSpan(8, 8), '8..15');
+  assert.equal(partitionSpan(5, 1), '5');
+  assert.match(claimRefusal('/d/xiu', undefined, 8, { kind: 'full' }), /^the store in \/d\/xiu cannot claim 8 partitions: every block of 8/);
+  assert.match(claimRefusal('/d/xiu', 16, 8, { kind: 'conflict', partition: 17, owner: 'o', description: undefined }),
+    /^the store in \/d\/xiu cannot claim partitions 16\.\.23: partition 17 is held by store o; /);
+  assert.equal(defaultAdvertiseUrl('0.0.0.0', 8080), 'http://127.0.0.1:8080');
+  assert.equal(defaultAdvertiseUrl('::', 81), 'http://127.0.0.1:81');
+  assert.equal(defaultAdvertiseUrl('10.1.2.3', 80), 'http://10.1.2.3:80');
+  assert.equal(defaultAdvertiseUrl('fe80::1', 80), 'http://[fe80::1]:80');
+  assert.equal(defaultAdvertiseUrl('node-a.internal', 80), 'http://node-a.internal:80');
+});

@@ -1,0 +1,61 @@
+/**
+ * A node's claim and lease outlive a FLUSHALL (DESIGN.md §9;
+ * src/cluster/store-ownership.ts): its heartbeat writes them back. If another store
+ * took the block in between, the node stops minting ids (503) until the block is its
+ * own again. Bounded waits: the heartbeat is the only event (every 5 s).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { Keys } from '../../src/redis/keys.js';
+import { LEASE_RENEW_MS } from '../../src/cluster/store-ownership.js';
+import { expectError, openInbox, waitUntil } from '../harness/checks.js';
+import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const PREFIX = 'fl:';
+const keys = new Keys(PREFIX);
+const cleanup = cleanupList();
+let redis: RedisServer;
+let server: InProcessServer;
+let direct: Redis;
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  server = await startInProcess(cleanup, { redisUrl: redis.url, redisPrefix: PREFIX, storeDurability: 'relaxed' });
+  direct = (await openInbox(cleanup, redis.url, PREFIX)).redis;
+});
+
+after(() => cleanup.run());
+
+/** Waits for the node's next heartbeat or two. */
+const HEARTBEATS = LEASE_RENEW_MS * 3;
+
+test('after a FLUSHALL the node writes its claim and lease back', { timeout: 60_000 }, async () => {
+  const claims = await direct.hgetall(keys.storePartitions());
+  const storeId = claims['0'];
+  assert.ok(storeId !== undefined, JSON.stringify(claims));
+  assert.deepEqual(Object.keys(claims).sort((x, y) => Number(x) - Number(y)), ['0', '1', '2', '3', '4', '5', '6', '7']);
+  const lease = JSON.parse(await direct.get(keys.storeLease(storeId)) ?? '{}') as { url?: string };
+  assert.equal(lease.url, server.service.url);
+
+  await direct.flushall();
+  await waitUntil('claims and lease written back', async () =>
+    (await direct.hlen(keys.storePartitions())) === 8 && (await direct.exists(keys.storeLease(storeId))) === 1, HEARTBEATS, 100);
+  assert.deepEqual(await direct.hgetall(keys.storePartitions()), claims);
+});
+
+test('when another store took the block meanwhile, puts are refused until the block is the node\'s own again', { timeout: 60_000 }, async () => {
+  await direct.flushall();
+  await direct.hset(keys.storePartitions(), '3', 'intruder');
+  await waitUntil('puts refused', async () => {
+    const answer = await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 1 });
+    if (answer.status === 201) return false;
+    expectError(answer, 503, 'UNAVAILABLE', /writes are suspended: .*partition 3 is held by store intruder/);
+    return true;
+  }, HEARTBEATS, 100);
+  await direct.hdel(keys.storePartitions(), '3');
+  await waitUntil('puts taken again', async () =>
+    (await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 2 })).status === 201, HEARTBEATS, 100);
+});

@@ -1,0 +1,186 @@
+/**
+ * Reads across nodes (DESIGN.md §9; src/cluster/store-router.ts), with a real local
+ * store, a stubbed owner directory and a stand-in peer node on a real socket whose
+ * answers each test chooses: records merged in the order asked, one request per owner,
+ * and every way a read of another node can fail is UNAVAILABLE — never a null.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { isPixiuError } from '../../src/errors.js';
+import { MsgKind, encodeMsgId } from '../../src/ids/msg-id.js';
+import { MessageStore } from '../../src/store/message-store.js';
+import { StoreRouter, type PeerAuth } from '../../src/cluster/store-router.js';
+import { RECORDS_PATH } from '../../src/cluster/records-route.js';
+import type { OwnerLookup, PartitionOwner } from '../../src/cluster/store-directory.js';
+import { freePort } from '../harness/redis-server.js';
+
+/** How the stand-in peer answers one request: status and body, or never. */
+type PeerHandler = (ids: string[], auth: string | undefined) => { status: number; body: unknown } | 'hang';
+
+let dir: string;
+let local: MessageStore;
+let peer: Server;
+let peerUrl: string;
+let handler: PeerHandler;
+/** Requests the peer got: their ids. */
+let requests: string[][] = [];
+const hanging: ServerResponse[] = [];
+
+before(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-router-'));
+  local = await MessageStore.open({
+    dir, partitions: 2, sync: false, cacheBytes: 0, defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 60_000,
+  });
+  peer = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let text = '';
+    req.on('data', (c: Buffer) => { text += c.toString(); });
+    req.on('end', () => {
+      assert.equal(req.url, RECORDS_PATH);
+      const { ids } = JSON.parse(text) as { ids: string[] };
+      requests.push(ids);
+      const answer = handler(ids, req.headers.authorization);
+      if (answer === 'hang') {
+        hanging.push(res);
+        return;
+      }
+      res.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(answer.body));
+    });
+  });
+  peer.listen(0, '127.0.0.1');
+  await once(peer, 'listening');
+  peerUrl = `http://127.0.0.1:${(peer.address() as AddressInfo).port}`;
+});
+
+after(async () => {
+  for (const res of hanging) res.destroy();
+  peer.closeAllConnections();
+  peer.close();
+  await local.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A record as a peer store would send it. */
+function remoteRecord(id: string, data: unknown): Record<string, unknown> {
+  return { id, kind: 1, type: 'remote', data, to: ['u'], ts: 1, expiresAt: Date.now() + 60_000 };
+}
+
+/** A peer that answers store `store`'s records for every id, data = the id. */
+function answering(store: string): PeerHandler {
+  return (ids) => ({ status: 200, body: { store, records: ids.map((id) => (id.endsWith('dead') ? null : remoteRecord(id, id))) } });
+}
+
+/** An owner directory from a fixed table; records which stores were forgotten. */
+function directory(table: Record<number, PartitionOwner>): OwnerLookup & { forgotten: string[] } {
+  const forgotten: string[] = [];
+  return {
+    forgotten,
+    owners: async (partitions) => new Map([...partitions].map((p) => [p, table[p] ?? { state: 'unclaimed' }])),
+    forget: (s) => { forgotten.push(s); },
+  };
+}
+
+const auth: PeerAuth = { header: 'Bearer s3cret', refresh: async () => false };
+
+function router(owners: OwnerLookup, opts: { auth?: PeerAuth; timeoutMs?: number } = {}): StoreRouter {
+  return new StoreRouter({ local, owners, auth: opts.auth ?? auth, timeoutMs: opts.timeoutMs ?? 2000 });
+}
+
+function id(partition: number, counter: number): string {
+  return encodeMsgId({ partition, kind: MsgKind.user, counter });
+}
+
+const unavailable = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE');
+
+test('local and remote ids come back in the order asked, one request per owner; unclaimed partitions and missing records are null', async () => {
+  const mine = await local.put({ kind: MsgKind.user, type: 'local', data: 'here', to: ['u'] });
+  const ownerA = { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } } as const;
+  const ownerB = { state: 'owned', storeId: 'B', lease: { url: `${peerUrl}/`, node: 'nb' } } as const;
+  requests = [];
+  handler = (ids, header) => {
+    assert.equal(header, 'Bearer s3cret');
+    return answering(ids[0]?.startsWith('10') ? 'B' : 'A')(ids, header);
+  };
+  const asked = [id(9, 1), mine.id, id(16, 7), id(9, 2), id(200, 1), 'not-an-id', id(1, 999), id(16, 8)];
+  const got = await router(directory({ 9: ownerA, 16: ownerB })).getMany(asked);
+  assert.deepEqual(got.map((r) => (r === null ? null : r.data)), [id(9, 1), 'here', id(16, 7), id(9, 2), null, null, null, id(16, 8)]);
+  assert.equal(got[0]?.id, id(9, 1));
+  assert.ok(Object.isFrozen(got[0]) && Object.isFrozen(got[0]?.to), 'remote records are frozen like local ones');
+  assert.deepEqual(requests.map((r) => r.join()).sort(), [[id(9, 1), id(9, 2)].join(), [id(16, 7), id(16, 8)].join()]);
+  // Only local ids: no owner lookup, no request.
+  requests = [];
+  assert.deepEqual((await router(directory({})).getMany([mine.id])).map((r) => r?.data), ['here']);
+  assert.equal(requests.length, 0);
+});
+
+test('more ids than one request may carry go in several requests to the same owner', async () => {
+  requests = [];
+  handler = answering('A');
+  const ids = Array.from({ length: 2500 }, (_, i) => id(9, i + 1));
+  const got = await router(directory({ 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } } })).getMany(ids);
+  assert.deepEqual(got.map((r) => r?.id), ids);
+  assert.deepEqual(requests.map((r) => r.length).sort((a, b) => a - b), [500, 1000, 1000]);
+});
+
+test('a claimed partition whose store has no lease is UNAVAILABLE, not null', async () => {
+  requests = [];
+  const r = router(directory({ 9: { state: 'owned', storeId: 'A', lease: undefined } }));
+  await assert.rejects(r.getMany([id(9, 1)]), (err: unknown) => unavailable(err) && /store A, whose node is not running/.test((err as Error).message));
+  await assert.rejects(r.get(id(9, 1)), unavailable);
+  assert.equal(requests.length, 0);
+});
+
+test('an owner that cannot be reached, times out, refuses or answers for another store is UNAVAILABLE, and its lease is looked up again', async () => {
+  const closed = `http://127.0.0.1:${await freePort()}`;
+  const lookup = directory({
+    9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } },
+    20: { state: 'owned', storeId: 'Z', lease: { url: closed, node: 'gone' } },
+  });
+  await assert.rejects(router(lookup).getMany([id(20, 1)]), unavailable);
+  assert.deepEqual(lookup.forgotten, ['Z']);
+
+  handler = () => 'hang';
+  const started = performance.now();
+  await assert.rejects(router(lookup, { timeoutMs: 200 }).getMany([id(9, 1)]), unavailable);
+  assert.ok(performance.now() - started < 2000, 'bounded by the timeout');
+
+  for (const answer of [
+    { status: 503, body: { error: { code: 'UNAVAILABLE', message: 'x' } } },
+    { status: 400, body: { error: { code: 'INVALID_REQUEST', message: 'not of this store' } } },
+    { status: 200, body: { store: 'other', records: [null] } },
+    { status: 200, body: { store: 'A', records: [] } },
+    { status: 200, body: { store: 'A', records: [remoteRecord(id(9, 2), 1)] } },
+    { status: 200, body: 'garbage' },
+  ]) {
+    handler = () => answer;
+    await assert.rejects(router(lookup).getMany([id(9, 1)]), unavailable, JSON.stringify(answer));
+  }
+  assert.ok(lookup.forgotten.filter((s) => s === 'A').length >= 7);
+});
+
+test('a 401 re-reads the cluster secret and tries once more', async () => {
+  let secret = 'old';
+  let refreshes = 0;
+  const rotating: PeerAuth = {
+    get header() { return `Bearer ${secret}`; },
+    refresh: async () => {
+      refreshes++;
+      const changed = secret !== 'new';
+      secret = 'new';
+      return changed;
+    },
+  };
+  handler = (ids, header) => (header === 'Bearer new' ? answering('A')(ids, header) : { status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'no' } } });
+  const lookup = directory({ 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } } });
+  assert.equal((await router(lookup, { auth: rotating }).get(id(9, 5)))?.id, id(9, 5));
+  assert.equal(refreshes, 1);
+  // Still refused with the secret Redis holds: UNAVAILABLE, after one refresh.
+  handler = () => ({ status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'no' } } });
+  await assert.rejects(router(lookup, { auth: rotating }).get(id(9, 5)), unavailable);
+  assert.equal(refreshes, 2);
+});

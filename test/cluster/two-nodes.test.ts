@@ -1,0 +1,206 @@
+/**
+ * Several nodes on one Redis (DESIGN.md §2, §3, §9): two `pixiu serve` processes A and
+ * B, each with its own data dir, port and API token, the same JWT secret.
+ *
+ * - They mint MsgIDs from disjoint partition blocks, so messages posted to both for
+ *   one user all land in the inbox (none taken for a duplicate of another).
+ * - A message stored on A is read by B from A (delivery, history, GET by id) and is
+ *   never a `gap`; while A is stopped it cannot be read, which is a 503 (history) or a
+ *   wait (delivery), and once A is back on the same data dir (same block) it is there.
+ * - A data dir claiming a block another store holds is refused at start.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { decodeMsgId } from '../../src/ids/msg-id.js';
+import { expectError } from '../harness/checks.js';
+import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir, type ServeProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
+import { JWT_KEY, JWT_SECRET } from '../gateway/gateway-fixture.js';
+
+/** Partitions per store (the default). */
+const P = 8;
+/** How long one frame may take to come, ms: a retry after a failed remote read waits up to 4 s. */
+const FRAME_MS = 20_000;
+
+/** One node: its process, its client (with its own API token) and its data dir. */
+interface Node {
+  serve: ServeProcess;
+  api: PixiuClient;
+  readonly dataDir: string;
+  readonly token: string;
+}
+
+const cleanup = cleanupList();
+let redis: RedisServer;
+let a: Node;
+let b: Node;
+
+function envOf(node: Pick<Node, 'dataDir' | 'token'>): Record<string, string> {
+  return {
+    PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: node.dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: node.token,
+    PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed',
+  };
+}
+
+async function start(dataDir: string, token: string): Promise<Node> {
+  const serve = await spawnServe(envOf({ dataDir, token }), cleanup);
+  return { serve, api: new PixiuClient(serve.url, token), dataDir, token };
+}
+
+/** The data dir's store LAYOUT (src/store/layout.ts). */
+async function layoutOf(node: Pick<Node, 'dataDir'>): Promise<{ storeId: string; partitionBase: number }> {
+  return JSON.parse(await readFile(path.join(node.dataDir, 'xiu', 'LAYOUT'), 'utf8')) as { storeId: string; partitionBase: number };
+}
+
+/** Posts one message; returns its id and seq. */
+async function post(node: Node, user: string, data: unknown): Promise<{ id: string; seq: number }> {
+  const answer = await node.api.post('/v1/messages', { to: user, type: 'test.cluster', data });
+  assert.equal(answer.status, 201, answer.text);
+  const body = answer.body as { id: string; recipients: { user: string; seq: number }[] };
+  return { id: body.id, seq: body.recipients[0]?.seq ?? 0 };
+}
+
+async function connect(node: Node, user: string, device: string): Promise<TestClient> {
+  const client = await TestClient.connect(node.serve.url, { token: await testToken(JWT_KEY, user), params: { device }, timeoutMs: FRAME_MS });
+  cleanup.after(() => client.close());
+  return client;
+}
+
+async function expectFrame(client: TestClient, t: string): Promise<Frame> {
+  const frame = await client.next(FRAME_MS);
+  assert.equal(frame.t, t, `expected ${t}, got ${JSON.stringify(frame)}`);
+  return frame;
+}
+
+/** The partition block a MsgID says it was minted in. */
+function inBlock(id: string, base: number): boolean {
+  const { partition } = decodeMsgId(id);
+  return partition >= base && partition < base + P;
+}
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  const [dirA, dirB] = await Promise.all([tempDataDir(cleanup, 'pixiu-node-a-'), tempDataDir(cleanup, 'pixiu-node-b-')]);
+  // One after the other, so that A takes the first block (either order would do).
+  a = await start(dirA, 'node-a-api-token-0123456789');
+  b = await start(dirB, 'node-b-api-token-9876543210');
+});
+
+after(() => cleanup.run());
+
+test('the two data dirs mint from disjoint partition blocks; 200 messages posted alternately all land in the inbox, seqs 1..200', { timeout: 60_000 }, async () => {
+  const [la, lb] = await Promise.all([layoutOf(a), layoutOf(b)]);
+  assert.notEqual(la.storeId, lb.storeId);
+  assert.deepEqual([la.partitionBase, lb.partitionBase].sort((x, y) => x - y), [0, P]);
+
+  const posted: { id: string; seq: number; node: 'a' | 'b' }[] = [];
+  for (let i = 0; i < 200; i += 20) {
+    const round = await Promise.all(Array.from({ length: 20 }, (_, k) => {
+      const node = (i + k) % 2 === 0 ? 'a' : 'b';
+      return post(node === 'a' ? a : b, 'alice', { i: i + k }).then((r) => ({ ...r, node }) as const);
+    }));
+    posted.push(...round);
+  }
+  assert.equal(new Set(posted.map((p) => p.id)).size, 200, 'every message has its own id');
+  assert.deepEqual(posted.map((p) => p.seq).sort((x, y) => x - y), Array.from({ length: 200 }, (_, i) => i + 1));
+  for (const p of posted) assert.ok(inBlock(p.id, p.node === 'a' ? la.partitionBase : lb.partitionBase), `${p.id} from ${p.node}`);
+
+  // Either node reads the whole inbox, half of it from the other node.
+  for (const node of [a, b]) {
+    const page = await node.api.get('/v1/users/alice/messages?limit=1000');
+    assert.equal(page.status, 200, page.text);
+    const body = page.body as { latest_seq: number; gaps: unknown[]; messages: { seq: number; id: string }[] };
+    assert.equal(body.latest_seq, 200);
+    assert.deepEqual(body.gaps, []);
+    assert.deepEqual(body.messages.map((m) => m.seq), Array.from({ length: 200 }, (_, i) => i + 1));
+    const bySeq = new Map(posted.map((p) => [p.seq, p.id]));
+    for (const m of body.messages) assert.equal(m.id, bySeq.get(m.seq));
+  }
+});
+
+test('a message posted to A for a user connected to B arrives on B as a msg with its data; B shows it in history and by id', { timeout: 60_000 }, async () => {
+  const client = await connect(b, 'carol', 'phone');
+  await expectFrame(client, 'welcome');
+  const data = { text: 'from A to B 🌉', n: [1, 2, 3] };
+  const sent = await post(a, 'carol', data);
+  assert.ok(inBlock(sent.id, (await layoutOf(a)).partitionBase));
+  const msg = await expectFrame(client, 'msg');
+  assert.deepEqual({ seq: msg.seq, id: msg.id, data: msg.data }, { seq: 1, id: sent.id, data });
+  client.ack(1);
+
+  const history = await b.api.get('/v1/users/carol/messages');
+  assert.equal(history.status, 200, history.text);
+  const page = history.body as { gaps: unknown[]; messages: { seq: number; id: string; data: unknown }[] };
+  assert.deepEqual(page.gaps, []);
+  assert.deepEqual(page.messages.map((m) => ({ seq: m.seq, id: m.id, data: m.data })), [{ seq: 1, id: sent.id, data }]);
+
+  const byId = await b.api.get(`/v1/messages/${sent.id}`);
+  assert.equal(byId.status, 200, byId.text);
+  const record = byId.body as { id: string; data: unknown; recipients: { user: string; seq: number }[] };
+  assert.deepEqual({ id: record.id, data: record.data, seq: record.recipients[0]?.seq }, { id: sent.id, data, seq: 1 });
+});
+
+test('while A is stopped its message is a 503 in B\'s history, not a gap; once A is back on its data dir, history and devices get it', { timeout: 120_000 }, async () => {
+  const before = await layoutOf(a);
+  const fromA = await post(a, 'erin', { text: 'stored on A' });
+  const fromB = await post(b, 'erin', { text: 'stored on B' });
+  assert.deepEqual([fromA.seq, fromB.seq], [1, 2]);
+  assert.deepEqual(await a.serve.term(), { code: 0, signal: null });
+
+  const refused = await b.api.get('/v1/users/erin/messages');
+  expectError(refused, 503, 'UNAVAILABLE', /not running|cannot be read now/);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  // A page after A's message is B's own, and reads fine.
+  const rest = await b.api.get('/v1/users/erin/messages?after_seq=1');
+  assert.equal(rest.status, 200, rest.text);
+  assert.deepEqual((rest.body as { messages: { id: string }[] }).messages.map((m) => m.id), [fromB.id]);
+  expectError(await b.api.get(`/v1/messages/${fromA.id}`), 503, 'UNAVAILABLE');
+
+  // A device connecting meanwhile waits: it is not told gap, nor skipped past seq 1.
+  const waiting = await connect(b, 'erin', 'tablet');
+
+  a = { ...a, ...(await start(a.dataDir, a.token)) };
+  assert.deepEqual(await layoutOf(a), before, 'the same store id and block after a restart');
+  const after = await post(a, 'frank', { text: 'minted after the restart' });
+  assert.ok(inBlock(after.id, before.partitionBase), after.id);
+
+  const welcome = await expectFrame(waiting, 'welcome');
+  assert.equal(welcome.resume_from, 1);
+  const first = await expectFrame(waiting, 'msg');
+  assert.deepEqual({ seq: first.seq, id: first.id, data: first.data }, { seq: 1, id: fromA.id, data: { text: 'stored on A' } });
+  assert.equal((await expectFrame(waiting, 'msg')).id, fromB.id);
+
+  const history = await b.api.get('/v1/users/erin/messages');
+  assert.equal(history.status, 200, history.text);
+  const page = history.body as { gaps: unknown[]; messages: { id: string }[] };
+  assert.deepEqual(page.gaps, []);
+  assert.deepEqual(page.messages.map((m) => m.id), [fromA.id, fromB.id]);
+
+  const again = await connect(b, 'erin', 'phone');
+  await expectFrame(again, 'welcome');
+  assert.deepEqual([(await expectFrame(again, 'msg')).id, (await expectFrame(again, 'msg')).id], [fromA.id, fromB.id]);
+});
+
+test('a data dir claiming a block another store holds is refused at start, naming the dir, the partitions and the owner', { timeout: 60_000 }, async () => {
+  const owner = await layoutOf(b);
+  const forged = await tempDataDir(cleanup, 'pixiu-node-c-');
+  await mkdir(path.join(forged, 'xiu'), { recursive: true });
+  await writeFile(path.join(forged, 'xiu', 'LAYOUT'), `${JSON.stringify({
+    format: 1, partitions: P, hash: 'fnv1a-32-utf16', storeId: 'forged-store', partitionBase: owner.partitionBase,
+  })}\n`);
+  const run = await runCli(['serve'], envOf({ dataDir: forged, token: 'node-c-api-token-0123456789' }));
+  assert.equal(run.code, 1, run.stderr);
+  const line = run.stderr.trim().split('\n').find((l) => l.startsWith('pixiu: ')) ?? run.stderr;
+  assert.ok(line.includes(`the store in ${path.join(forged, 'xiu')} cannot claim partitions ${owner.partitionBase}..${owner.partitionBase + P - 1}`), line);
+  assert.ok(line.includes(`held by store ${owner.storeId}`), line);
+  assert.ok(line.includes(path.join(b.dataDir, 'xiu')), `names where the owner lives: ${line}`);
+  // Nothing of B's was taken: B still mints in its block and A reads it.
+  const sent = await post(b, 'gina', { ok: true });
+  assert.ok(inBlock(sent.id, owner.partitionBase));
+  const read = await a.api.get(`/v1/messages/${sent.id}`);
+  assert.equal(read.status, 200, read.text);
+});
