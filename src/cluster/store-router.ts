@@ -14,6 +14,7 @@
  *   null, which readers would show as a `gap` and the user would lose the message.
  *   Delivery retries later; history answers 503 with Retry-After.
  */
+import { LRUCache } from 'lru-cache';
 import { PixiuError, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
@@ -46,23 +47,60 @@ export interface StoreRouterOptions {
   readonly auth: PeerAuth;
   /** Bound on one request to another node, body included, ms (PIXIU_REDIS_COMMAND_TIMEOUT). */
   readonly timeoutMs: number;
+  /**
+   * Budget of the cache of records read from other nodes, bytes (approximate: the
+   * JSON length of each record's `data` plus {@link RECORD_OVERHEAD_BYTES}); 0 turns it
+   * off.
+   */
+  readonly cacheBytes: number;
   readonly logger?: Logger;
 }
 
-/** Where the ids of one owner sit in the answer. */
+/** What a cached remote record counts for besides its `data`, bytes. */
+export const RECORD_OVERHEAD_BYTES = 256;
+
+/** A read of one remote record that other reads of the same id wait on. */
+interface SharedRead {
+  readonly partition: number;
+  /** Where the record goes in this call's answer. */
+  readonly at: number[];
+  readonly promise: Promise<StoredMessage | null>;
+  resolve(record: StoredMessage | null): void;
+  reject(err: unknown): void;
+}
+
+function sharedRead(partition: number, at: number): SharedRead {
+  let resolve!: (record: StoredMessage | null) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<StoredMessage | null>((res, rej) => { resolve = res; reject = rej; });
+  // Its failure is the failure of the call that started it (which throws it); the
+  // calls that wait on it see it too. Never unhandled.
+  promise.catch(() => undefined);
+  return { partition, at: [at], promise, resolve, reject };
+}
+
+/** The ids one owner is asked for. */
 interface RemoteBatch {
   readonly storeId: string;
   readonly lease: StoreLease;
-  readonly at: number[];
   readonly ids: string[];
 }
 
-/** Reads records wherever their partition is. */
+/**
+ * Reads records wherever their partition is. Records read from other nodes are kept
+ * in a cache (by bytes) and a record being read is read once: a room message read by
+ * every member's session, or a page read by several devices, costs one request to its
+ * owner per node, not one per reader (DESIGN.md §3, "read from disk once").
+ */
 export class StoreRouter implements RecordReader {
   readonly #opts: StoreRouterOptions;
+  readonly #recent: LRUCache<string, StoredMessage> | undefined;
+  /** Remote reads in flight, by MsgID. */
+  readonly #reading = new Map<string, Promise<StoredMessage | null>>();
 
   constructor(opts: StoreRouterOptions) {
     this.#opts = opts;
+    this.#recent = opts.cacheBytes > 0 ? new LRUCache<string, StoredMessage>({ maxSize: opts.cacheBytes }) : undefined;
   }
 
   get isOpen(): boolean {
@@ -83,59 +121,95 @@ export class StoreRouter implements RecordReader {
    */
   async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
     const { local } = this.#opts;
+    const now = Date.now();
+    const out = new Array<StoredMessage | null>(ids.length).fill(null);
     const localAt: number[] = [];
-    const remote = new Map<number, number[]>();
+    const waits: Promise<unknown>[] = [];
+    const mine = new Map<string, SharedRead>();
     ids.forEach((id, at) => {
       const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
       if (partition === undefined || local.hasPartition(partition)) {
         localAt.push(at);
         return;
       }
-      let list = remote.get(partition);
-      if (list === undefined) remote.set(partition, (list = []));
-      list.push(at);
+      const cached = this.#recent?.get(id);
+      if (cached !== undefined && cached.expiresAt > now) {
+        out[at] = cached;
+        return;
+      }
+      const own = mine.get(id);
+      if (own !== undefined) {
+        own.at.push(at);
+        return;
+      }
+      const shared = this.#reading.get(id);
+      if (shared !== undefined) {
+        waits.push(shared.then((r) => { out[at] = r; }));
+        return;
+      }
+      const read = sharedRead(partition, at);
+      mine.set(id, read);
+      this.#reading.set(id, read.promise);
     });
-    if (remote.size === 0) return local.getMany(ids);
+    if (localAt.length === ids.length) return local.getMany(ids);
 
-    const out = new Array<StoredMessage | null>(ids.length).fill(null);
-    const batches = await this.#batches(ids, remote);
-    const reads: Promise<void>[] = [];
     if (localAt.length > 0) {
-      reads.push(local.getMany(localAt.map((at) => ids[at] as string)).then((records) => {
+      waits.push(local.getMany(localAt.map((at) => ids[at] as string)).then((records) => {
         records.forEach((r, i) => { out[localAt[i] as number] = r; });
       }));
     }
-    for (const batch of batches) {
-      for (let from = 0; from < batch.ids.length; from += MAX_RECORD_IDS) {
-        const chunk = batch.ids.slice(from, from + MAX_RECORD_IDS);
-        reads.push(this.#fetch(batch, chunk).then((records) => {
-          records.forEach((r, i) => { out[batch.at[from + i] as number] = r; });
-        }));
-      }
+    if (mine.size > 0) {
+      waits.push(this.#readRemote(mine));
+      for (const read of mine.values()) waits.push(read.promise.then((r) => { for (const at of read.at) out[at] = r; }));
     }
-    await Promise.all(reads);
+    await Promise.all(waits);
     return out;
   }
 
   /**
-   * Groups the remote ids by owning store.
+   * Reads `reads` from their owners, settling each; rejects with the first failure
+   * (after rejecting every read still open).
+   */
+  async #readRemote(reads: ReadonlyMap<string, SharedRead>): Promise<void> {
+    try {
+      const batches = await this.#batches(reads);
+      await Promise.all(batches.flatMap((batch) => {
+        const chunks: string[][] = [];
+        for (let from = 0; from < batch.ids.length; from += MAX_RECORD_IDS) chunks.push(batch.ids.slice(from, from + MAX_RECORD_IDS));
+        return chunks.map(async (chunk) => {
+          const records = await this.#fetch(batch, chunk);
+          chunk.forEach((id, i) => {
+            const record = records[i] ?? null;
+            if (record !== null) this.#recent?.set(id, record, { size: JSON.stringify(record.data).length + RECORD_OVERHEAD_BYTES });
+            reads.get(id)?.resolve(record);
+          });
+        });
+      }));
+      for (const read of reads.values()) read.resolve(null); // unclaimed partitions (settled ones ignore it)
+    } catch (err) {
+      for (const read of reads.values()) read.reject(err);
+      throw err;
+    } finally {
+      for (const [id, read] of reads) if (this.#reading.get(id) === read.promise) this.#reading.delete(id);
+    }
+  }
+
+  /**
+   * Groups the ids by owning store; ids of unclaimed partitions are left out (null).
    * @throws PixiuError UNAVAILABLE for a claimed partition without a lease
    */
-  async #batches(ids: readonly string[], remote: ReadonlyMap<number, number[]>): Promise<RemoteBatch[]> {
-    const owners = await this.#opts.owners.owners(remote.keys());
+  async #batches(reads: ReadonlyMap<string, SharedRead>): Promise<RemoteBatch[]> {
+    const owners = await this.#opts.owners.owners([...reads.values()].map((r) => r.partition));
     const byStore = new Map<string, RemoteBatch>();
-    for (const [partition, ats] of remote) {
+    for (const [id, { partition }] of reads) {
       const owner = owners.get(partition);
-      if (owner === undefined || owner.state === 'unclaimed') continue; // answered null
+      if (owner === undefined || owner.state === 'unclaimed') continue;
       if (owner.lease === undefined) {
         throw unavailable(`message partition ${partition} is held by store ${owner.storeId}, whose node is not running; retry later`);
       }
       let batch = byStore.get(owner.storeId);
-      if (batch === undefined) byStore.set(owner.storeId, (batch = { storeId: owner.storeId, lease: owner.lease, at: [], ids: [] }));
-      for (const at of ats) {
-        batch.at.push(at);
-        batch.ids.push(ids[at] as string);
-      }
+      if (batch === undefined) byStore.set(owner.storeId, (batch = { storeId: owner.storeId, lease: owner.lease, ids: [] }));
+      batch.ids.push(id);
     }
     return [...byStore.values()];
   }

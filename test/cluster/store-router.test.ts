@@ -87,8 +87,8 @@ function directory(table: Record<number, PartitionOwner>): OwnerLookup & { forgo
 
 const auth: PeerAuth = { header: 'Bearer s3cret', refresh: async () => false };
 
-function router(owners: OwnerLookup, opts: { auth?: PeerAuth; timeoutMs?: number } = {}): StoreRouter {
-  return new StoreRouter({ local, owners, auth: opts.auth ?? auth, timeoutMs: opts.timeoutMs ?? 2000 });
+function router(owners: OwnerLookup, opts: { auth?: PeerAuth; timeoutMs?: number; cacheBytes?: number } = {}): StoreRouter {
+  return new StoreRouter({ local, owners, auth: opts.auth ?? auth, timeoutMs: opts.timeoutMs ?? 2000, cacheBytes: opts.cacheBytes ?? 1 << 20 });
 }
 
 function id(partition: number, counter: number): string {
@@ -183,4 +183,38 @@ test('a 401 re-reads the cluster secret and tries once more', async () => {
   handler = () => ({ status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'no' } } });
   await assert.rejects(router(lookup, { auth: rotating }).get(id(9, 5)), unavailable);
   assert.equal(refreshes, 2);
+});
+
+test('a remote record is read once per node: concurrent reads share one request, later ones hit the cache; failures are not kept', async () => {
+  const lookup = directory({ 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } } });
+  const r = router(lookup);
+  requests = [];
+  handler = answering('A');
+  const [x, y, z] = await Promise.all([r.get(id(9, 40)), r.getMany([id(9, 41), id(9, 40)]), r.get(id(9, 40))]);
+  assert.deepEqual([x?.id, y.map((m) => m?.id), z?.id], [id(9, 40), [id(9, 41), id(9, 40)], id(9, 40)]);
+  assert.deepEqual(requests, [[id(9, 40)], [id(9, 41)]]);
+  assert.equal((await r.get(id(9, 40)))?.id, id(9, 40));
+  assert.equal(requests.length, 2, 'served from the cache');
+  // A missing record is not cached: asked for again next time.
+  requests = [];
+  handler = (ids) => ({ status: 200, body: { store: 'A', records: ids.map(() => null) } });
+  assert.equal(await r.get(id(9, 77)), null);
+  assert.equal(await r.get(id(9, 77)), null);
+  assert.equal(requests.length, 2);
+
+  // A failing read fails every reader waiting on it, and is not remembered.
+  requests = [];
+  handler = () => ({ status: 503, body: { error: { code: 'UNAVAILABLE', message: 'x' } } });
+  const both = await Promise.allSettled([r.get(id(9, 50)), r.get(id(9, 50))]);
+  assert.deepEqual(both.map((s) => s.status === 'rejected' && unavailable(s.reason)), [true, true]);
+  assert.equal(requests.length, 1);
+  handler = answering('A');
+  assert.equal((await r.get(id(9, 50)))?.id, id(9, 50));
+
+  // Without a cache every read asks the owner.
+  const uncached = router(lookup, { cacheBytes: 0 });
+  requests = [];
+  await uncached.get(id(9, 40));
+  await uncached.get(id(9, 40));
+  assert.equal(requests.length, 2);
 });
