@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
+import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import type { CleanupContext, PixiuClient } from '../harness/pixiu-server.js';
 import type { Frame, TestClient } from '../harness/ws-client.js';
@@ -19,9 +20,10 @@ import { startGateway, type GatewayFixture } from './gateway-fixture.js';
  */
 export async function startDelivery(
   t: CleanupContext, prefix: string, settings: ConfigOverrides & { redisUrl: string },
-): Promise<{ gw: GatewayFixture; inbox: Inbox }> {
+): Promise<{ gw: GatewayFixture; inbox: Inbox; redis: Redis }> {
   const gw = await startGateway(t, { redisPrefix: `${prefix}:`, storeDurability: 'relaxed', ...settings });
-  return { gw, inbox: (await openInbox(t, settings.redisUrl, `${prefix}:`)).inbox };
+  const { inbox, redis } = await openInbox(t, settings.redisUrl, `${prefix}:`);
+  return { gw, inbox, redis };
 }
 
 /** Most messages in one `POST /v1/messages/batch` (DESIGN.md §7). */

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
 import type { GatewayFixture } from './gateway-fixture.js';
 import {
@@ -289,7 +289,7 @@ test('Redis stopped under a connected device: the connection stays, and delivery
   const steps = ownSteps(t);
   const own = await RedisServer.start({ aof: true });
   steps.after(() => own.destroy());
-  const { gw: server, inbox } = await startDelivery(steps, 'down', {
+  const { gw: server, inbox, redis: testRedis } = await startDelivery(steps, 'down', {
     redisUrl: own.url, deliveryWindow: '10', heartbeatMs: '200', redisCommandTimeoutMs: '300',
   });
   const ids = await postMany(server.client, 'dora', 30);
@@ -309,5 +309,7 @@ test('Redis stopped under a connected device: the connection stays, and delivery
   await expectMsgs(client, 11, 30, ids, 1, { ackEvery: 10, timeoutMs: 15_000 });
   const live = await postOne(server.client, 'dora');
   await expectMsgs(client, 31, 31, [...ids, live.id]);
+  // The test's own client reconnects on its own back-off, maybe after the server's.
+  await whenConnected(testRedis);
   await waitCursor(inbox, 'dora', 'phone', 31);
 });
