@@ -61,17 +61,46 @@ async function ensureDir(dir: string): Promise<void> {
 }
 
 /**
+ * Reads `<dir>/<name>` for a client command, which must never generate a secret: one
+ * made up here would sign tokens the service rejects (its own secret is elsewhere).
+ *
+ * @throws StartupError naming the file, and how to point at the service's data dir
+ */
+async function readExisting(dir: string, name: string): Promise<string> {
+  const file = path.join(dir, name);
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new StartupError(missing
+      ? `no ${name} at ${file}: start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR), or pass the key with --jwt-secret (PIXIU_JWT_SECRET)`
+      : `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Options of {@link resolveJwtKey}. */
+export interface ResolveJwtKeyOptions {
+  /**
+   * Generate the secret when the data dir has none (the service, on its first start).
+   * Client commands (`pixiu token`, `pixiu connect`) pass false. Default true.
+   */
+  readonly create?: boolean;
+}
+
+/**
  * The JWT key source: the configured one, else the HS256 secret kept in
- * `<dataDir>/secrets/jwt-secret` (generated when missing).
+ * `<dataDir>/secrets/jwt-secret` (generated when missing, unless `create` is false).
  *
  * @returns the source and whether this call generated the secret
- * @throws StartupError when the secrets folder cannot be read or written
+ * @throws StartupError when the secrets folder cannot be read or written, or the
+ *   secret is missing and `create` is false
  */
-export async function resolveJwtKey(config: Config): Promise<{ source: JwtKeySource; generated: boolean }> {
+export async function resolveJwtKey(config: Config, opts: ResolveJwtKeyOptions = {}): Promise<{ source: JwtKeySource; generated: boolean }> {
   if (config.jwtSecret !== undefined) return { source: { kind: 'secret', secret: config.jwtSecret }, generated: false };
   if (config.jwtPublicKey !== undefined) return { source: { kind: 'public-key', pem: config.jwtPublicKey }, generated: false };
   if (config.jwksUrl !== undefined) return { source: { kind: 'jwks', url: config.jwksUrl }, generated: false };
   const dir = secretsDir(config);
+  if (opts.create === false) return { source: { kind: 'secret', secret: await readExisting(dir, 'jwt-secret') }, generated: false };
   await ensureDir(dir);
   const r = await readOrCreate(dir, 'jwt-secret');
   return { source: { kind: 'secret', secret: r.value }, generated: r.created };

@@ -5,6 +5,8 @@
 import { Command, Option } from 'commander';
 import { loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
 import { SETTINGS, type SettingKey } from '../config/settings.js';
+import { USER_ID_PATTERN } from '../api/schemas.js';
+import { StartupError } from '../errors.js';
 
 /** Adds `--<flag> <value>` for every setting, or for the listed ones. */
 export function addConfigOptions(cmd: Command, only?: readonly SettingKey[]): Command {
@@ -31,3 +33,17 @@ export function configFromOptions(cmd: Command, only?: readonly SettingKey[]): C
   }
   return loadConfig(process.env, overrides);
 }
+
+/**
+ * Checks a user id given on the command line with the API's rule (docs/api.md, "Input
+ * rules"), so a command never mints a token the service would refuse.
+ *
+ * @throws StartupError naming the id and the rule
+ */
+export function checkUserId(uid: string): void {
+  if (!USER_ID_RE.test(uid)) {
+    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: 1–128 characters, no whitespace or control characters`);
+  }
+}
+
+const USER_ID_RE = new RegExp(USER_ID_PATTERN, 'u');

@@ -9,7 +9,7 @@ import WebSocket from 'ws';
 import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
-import { addConfigOptions, configFromOptions } from './config-options.js';
+import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
 
@@ -39,13 +39,14 @@ export function connectCommand(): Command {
     .option('--tags <list>', 'comma-separated tags for the minted token');
   addConfigOptions(cmd, KEYS);
   cmd.action(async (uid: string) => {
+    checkUserId(uid);
     const opts = cmd.opts<ConnectOptions>();
     // Checked before connecting: `Number('abc')` is NaN, and a NaN count never ends the run.
     if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
       throw new StartupError(`invalid --count ${JSON.stringify(opts.count)}: a whole number of msg frames, at least 1`);
     }
     const config = configFromOptions(cmd, KEYS);
-    const { source } = await resolveJwtKey(config);
+    const { source } = await resolveJwtKey(config, { create: false });
     const tags = (opts.tags ?? '').split(',').map((t) => t.trim()).filter((t) => t.length > 0);
     let token: string;
     try {
@@ -80,6 +81,9 @@ async function run(url: URL, token: string, ack: boolean, count: number): Promis
     });
     ws.on('error', (err) => reject(new StartupError(`cannot connect to ${url.origin}: ${err.message}`)));
     ws.on('message', (data) => {
+      // After --count msg frames the socket is closing: frames already on the way are
+      // neither printed nor acked, so the printed last_seq is the last one acked.
+      if (received >= count) return;
       const text = data.toString();
       process.stdout.write(`${text}\n`);
       let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number };

@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
+import { loadSecrets } from '../auth/secrets.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
@@ -17,16 +18,19 @@ export function serveCommand(): Command {
   cmd.action(async () => {
     const config = configFromOptions(cmd);
     const logger = createLogger(config.logLevel);
-    const service = await startService(config, logger);
-    for (const name of service.secrets.generated) {
-      const file = path.join(service.secrets.dir, name);
-      const value = name === 'api-token' ? service.secrets.apiToken
-        : service.secrets.jwt.kind === 'secret' ? service.secrets.jwt.secret : '';
+    // Secrets are resolved (and generated on a first start) before anything else starts,
+    // and shown at once: a start that fails later (a port in use) must not swallow them.
+    const secrets = await loadSecrets(config);
+    for (const name of secrets.generated) {
+      const file = path.join(secrets.dir, name);
+      const value = name === 'api-token' ? secrets.apiToken
+        : secrets.jwt.kind === 'secret' ? secrets.jwt.secret : '';
       const what = name === 'api-token'
         ? 'API token for producers (Authorization: Bearer <token>)'
         : 'HS256 secret for client JWTs (mint one with `pixiu token <uid>`)';
       process.stderr.write(`pixiu: generated the ${what}; it is kept in ${file} and shown only now:\n  ${value}\n`);
     }
+    const service = await startService(config, logger);
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {

@@ -8,8 +8,7 @@ import ms from 'ms';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
-import { USER_ID_PATTERN } from '../api/schemas.js';
-import { addConfigOptions, configFromOptions } from './config-options.js';
+import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 function list(text: string | undefined): string[] {
   return (text ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
@@ -25,16 +24,14 @@ export function tokenCommand(): Command {
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');
   addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
   cmd.action(async (uid: string) => {
-    if (!new RegExp(USER_ID_PATTERN, 'u').test(uid)) {
-      throw new StartupError(`invalid user id ${JSON.stringify(uid)}: 1–128 characters, no whitespace or control characters`);
-    }
+    checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
     const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : (ms(opts.ttl as ms.StringValue) as number | undefined);
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000) {
       throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a duration of at least 1s, e.g. 30m, 1h, 7d`);
     }
     const config = configFromOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
-    const { source } = await resolveJwtKey(config);
+    const { source } = await resolveJwtKey(config, { create: false });
     try {
       const token = await mintToken(source, {
         user: uid, ttlSec: Math.floor(ttlMs / 1000), tags: list(opts.tags), channels: list(opts.channels),

@@ -106,6 +106,15 @@ describe('the command line', { concurrency: true }, () => {
     const refused = await runCli(['connect', 'cleo', '--url', proc.url, '--last-seq', '-1'], env);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /HTTP 400 .*INVALID_REQUEST/);
+
+    // --count 2 with 6 waiting: exactly 2 printed, and last_seq is the last one acked.
+    await postToAll(api, ['dina'], 6);
+    const counted = await runCli(['connect', 'dina', '--count', '2', '--url', proc.url], env);
+    assert.equal(counted.code, 0, counted.stderr);
+    const printed = counted.stdout.trim().split('\n').map((l) => JSON.parse(l) as Frame);
+    assert.deepEqual(printed.filter((f) => f.t === 'msg').map((m) => m.seq), [1, 2]);
+    assert.equal((printed.at(-1) as { last_seq?: number }).last_seq, 2);
+    await waitUntil('the CLI acked 2', async () => (await inbox.cursors('dina')).cli === 2);
   });
 
   test('pixiu connect --count with anything but a positive whole number exits 1 naming --count', async (t) => {

@@ -5,18 +5,21 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { createVerifier } from '../../src/auth/jwt.js';
 import { runCli, tempDataDir } from '../harness/pixiu-server.js';
 
 test('pixiu token <uid> --tags a,b --ttl 1h prints a JWT that verifies with the data dir secret', async (t) => {
   const dataDir = await tempDataDir(t);
+  await mkdir(path.join(dataDir, 'secrets'));
+  await writeFile(path.join(dataDir, 'secrets', 'jwt-secret'), 'the-data-dir-secret-of-at-least-32-chars\n');
   const run = await runCli(['token', 'ann', '--tags', 'a,b', '--ttl', '1h'], { PIXIU_DATA_DIR: dataDir });
   assert.equal(run.code, 0, run.stderr);
   const token = run.stdout.trim();
   assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/);
-  const secret = (await readFile(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8')).trim();
+  const secret = 'the-data-dir-secret-of-at-least-32-chars';
   const claims = await createVerifier({ kind: 'secret', secret })(token);
   assert.equal(claims.user, 'ann');
   assert.deepEqual(claims.tags, ['a', 'b']);
@@ -31,8 +34,32 @@ test('pixiu token signs with PIXIU_JWT_SECRET when it is set', async (t) => {
   assert.equal((await createVerifier({ kind: 'secret', secret })(run.stdout.trim())).user, 'bo');
 });
 
+test('pixiu token and pixiu connect never generate a secret: with none in the data dir they exit 1 saying where to look', async (t) => {
+  const dataDir = await tempDataDir(t);
+  for (const args of [['token', 'ann'], ['connect', 'ann', '--port', '1']]) {
+    const run = await runCli(args, { PIXIU_DATA_DIR: dataDir });
+    assert.equal(run.code, 1, args.join(' '));
+    assert.equal(run.stdout, '');
+    assert.match(run.stderr, /no jwt-secret at .*secrets.*jwt-secret: start `pixiu serve` with this data dir first.*--data-dir/);
+  }
+  assert.deepEqual(await readdir(dataDir), [], 'nothing was created');
+});
+
+test('pixiu serve shows generated secrets even when the start fails afterwards (port in use)', async (t) => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.after(() => blocker.close());
+  const port = (blocker.address() as net.AddressInfo).port;
+  const dataDir = await tempDataDir(t);
+  const run = await runCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: String(port), PIXIU_REDIS_URL: 'redis://127.0.0.1:1' });
+  assert.equal(run.code, 1);
+  const apiToken = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
+  const jwtSecret = (await readFile(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8')).trim();
+  assert.ok(run.stderr.includes(apiToken) && run.stderr.includes(jwtSecret), run.stderr);
+});
+
 test('pixiu token with a bad user id or --ttl exits 1 with a clear message', async (t) => {
-  const env = { PIXIU_DATA_DIR: await tempDataDir(t) };
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
   const badUid = await runCli(['token', 'a b'], env);
   assert.equal(badUid.code, 1);
   assert.equal(badUid.stdout, '');
