@@ -5,7 +5,13 @@
  *
  * If a previous Pixiu process died without stopping its Redis (SIGKILL), that Redis
  * is still serving the same data dir; it is adopted rather than started twice on one
- * AOF (two servers on one append-only file would corrupt it).
+ * AOF (two servers on one append-only file would corrupt it), and from then on it is
+ * this process's own: stopped on exit like one it started.
+ *
+ * The server is supervised: if it exits while Pixiu runs (killed, crashed, shut down
+ * by hand), it is started again on the same data with a back-off (0.2 s doubling to
+ * 5 s), and logged. Until it is back, Redis calls fail fast with UNAVAILABLE (503 with
+ * Retry-After) as for any Redis outage, and the clients reconnect on their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -35,9 +41,9 @@ const STOP_TIMEOUT_MS = 10_000;
 export interface LocalRedis {
   /** `unix://…/redis.sock` */
   readonly url: string;
-  /** True when this process started it (and so stops it); false when adopted. */
+  /** False when it was adopted from an earlier process (it is stopped all the same). */
   readonly owned: boolean;
-  /** Stops the server if this process started it; a no-op otherwise. Waits for exit. */
+  /** Ends supervision and stops the server (SIGTERM, then SIGKILL after 10 s); waits for exit. */
   stop(): Promise<void>;
 }
 
@@ -80,14 +86,13 @@ async function answersPing(sock: string): Promise<boolean> {
   });
 }
 
-async function pidAlive(pidFile: string): Promise<boolean> {
+/** The pid in Redis's pid file when that process is alive, else undefined. */
+async function pidOf(pidFile: string): Promise<number | undefined> {
   try {
     const pid = Number((await readFile(pidFile, 'utf8')).trim());
-    if (!Number.isInteger(pid) || pid <= 0) return false;
-    process.kill(pid, 0);
-    return true;
+    return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -104,11 +109,6 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
   const pidFile = path.join(dir, 'redis.pid');
   const url = `unix://${sock}`;
 
-  if ((await pidAlive(pidFile)) && (await answersPing(sock))) {
-    opts.logger.warn({ socket: sock }, 'adopting redis-server left running by an earlier pixiu process');
-    return { url, owned: false, stop: async () => {} };
-  }
-
   const args = [
     opts.confPath ?? REDIS_CONF_PATH,
     '--dir', dir,
@@ -117,13 +117,151 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
     '--pidfile', pidFile,
     '--logfile', '',
   ];
-  // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
-  // has flushed and closed its connections; Pixiu stops it last.
-  const child = spawn(opts.binary ?? 'redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  await waitReady(child, opts.binary ?? 'redis-server');
-  opts.logger.info({ socket: sock, dir, pid: child.pid }, 'local redis-server started');
-  forwardLog(child, opts.logger);
-  return { url, owned: true, stop: () => stopChild(child) };
+  const binary = opts.binary ?? 'redis-server';
+  const supervisor = new Supervisor(opts.logger, pidFile, sock, async () => {
+    // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
+    // has flushed and closed its connections; Pixiu stops it last.
+    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    await waitReady(child, binary);
+    opts.logger.info({ socket: sock, dir, pid: child.pid }, 'local redis-server started');
+    forwardLog(child, opts.logger);
+    return child;
+  });
+  const adopted = await adoptedPid(pidFile, sock);
+  if (adopted !== undefined) {
+    opts.logger.warn({ socket: sock, redisPid: adopted }, 'adopting redis-server left running by an earlier pixiu process; it is stopped with this one');
+    supervisor.adopt(adopted);
+  } else {
+    await supervisor.start();
+  }
+  return { url, owned: adopted === undefined, stop: () => supervisor.stop() };
+}
+
+/** The pid of a Redis left running on this data dir that still answers, else undefined. */
+async function adoptedPid(pidFile: string, sock: string): Promise<number | undefined> {
+  const pid = await pidOf(pidFile);
+  return pid !== undefined && (await answersPing(sock)) ? pid : undefined;
+}
+
+/** How often an adopted server (not our child: no exit event) is checked, ms. */
+const ADOPTED_POLL_MS = 1000;
+const RESTART_BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
+
+/**
+ * Keeps the embedded server running: restarts it when it exits unexpectedly, stops it
+ * on request. Watches a child through its exit event and an adopted server by polling
+ * its pid.
+ */
+class Supervisor {
+  readonly #logger: Logger;
+  readonly #pidFile: string;
+  readonly #sock: string;
+  readonly #spawn: () => Promise<ChildProcess>;
+  #child: ChildProcess | undefined;
+  #adopted: number | undefined;
+  #poll: NodeJS.Timeout | undefined;
+  #stopping = false;
+  #restarting: Promise<void> | undefined;
+
+  constructor(logger: Logger, pidFile: string, sock: string, spawnServer: () => Promise<ChildProcess>) {
+    this.#logger = logger;
+    this.#pidFile = pidFile;
+    this.#sock = sock;
+    this.#spawn = spawnServer;
+  }
+
+  /** Starts the server and watches it. @throws StartupError as {@link startLocalRedis} */
+  async start(): Promise<void> {
+    this.#watch(await this.#spawn());
+  }
+
+  /** Takes over a server started by an earlier process and watches its pid. */
+  adopt(pid: number): void {
+    this.#adopted = pid;
+    this.#poll = setInterval(() => {
+      if (this.#stopping || isAlive(pid)) return;
+      clearInterval(this.#poll);
+      this.#adopted = undefined;
+      this.#onExit(`adopted redis-server (pid ${pid}) is gone`);
+    }, ADOPTED_POLL_MS);
+    this.#poll.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#poll);
+    await this.#restarting;
+    if (this.#child !== undefined) await stopChild(this.#child);
+    if (this.#adopted !== undefined) await stopPid(this.#adopted);
+  }
+
+  #watch(child: ChildProcess): void {
+    this.#child = child;
+    child.once('exit', (code, signal) => {
+      if (this.#stopping) return;
+      this.#child = undefined;
+      this.#onExit(`redis-server exited (code ${code}, signal ${signal})`);
+    });
+  }
+
+  #onExit(what: string): void {
+    this.#logger.error({ socket: this.#sock }, `${what} while pixiu runs; restarting it`);
+    this.#restarting = this.#restart().finally(() => { this.#restarting = undefined; });
+  }
+
+  async #restart(): Promise<void> {
+    for (let attempt = 0; !this.#stopping; attempt++) {
+      await sleep(RESTART_BACKOFF_MS[Math.min(attempt, RESTART_BACKOFF_MS.length - 1)] as number);
+      if (this.#stopping) return;
+      try {
+        // Someone may have started it by hand meanwhile: adopt that one rather than
+        // run two servers on one AOF.
+        const pid = await adoptedPid(this.#pidFile, this.#sock);
+        if (pid !== undefined) {
+          this.adopt(pid);
+        } else {
+          await this.start();
+        }
+        this.#logger.warn({ socket: this.#sock, attempt: attempt + 1 }, 'local redis-server is back');
+        return;
+      } catch (err) {
+        this.#logger.error({ err, attempt: attempt + 1 }, 'cannot restart the local redis-server; retrying');
+      }
+    }
+  }
+}
+
+function sleep(msDelay: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, msDelay).unref());
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to a process that is not our child, then SIGKILL after the timeout; polls for its end. */
+async function stopPid(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        return;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function waitReady(child: ChildProcess, binary: string): Promise<void> {

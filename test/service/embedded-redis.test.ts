@@ -11,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { localRedisSocket } from '../../src/redis/local-server.js';
 import { PixiuClient, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
 
 /** True while a process with this pid exists. */
 function alive(pid: number): boolean {
@@ -57,4 +58,48 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
   assert.deepEqual(page.messages.map((m) => [m.seq, m.id, m.data]), [[1, (sent.body as { id: string }).id, { n: 1 }]]);
   assert.deepEqual(await second.term(), { code: 0, signal: null });
   assert.ok(!second.stderr().includes(token), 'the token is not printed again');
+});
+
+test('the embedded redis-server is supervised: killed while serving, it is restarted and ingest works again', { timeout: 60_000 }, async (t) => {
+  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
+  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  t.after(async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const serve = await spawnServe(env, t);
+  const token = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
+  const api = new PixiuClient(serve.url, token);
+  const firstPid = Number(await readFile(pidFile, 'utf8'));
+  process.kill(firstPid, 'SIGKILL');
+  await waitUntil('a new redis-server runs', async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    return pid > 0 && pid !== firstPid && alive(pid);
+  }, 20_000);
+  await waitUntil('ingest works again', async () =>
+    (await api.post('/v1/messages', { to: 'lou', type: 't', data: 1, client_msg_id: 'again' })).status === 201, 20_000);
+  assert.match(serve.stdout(), /redis-server exited .* restarting it/);
+  const restartedPid = Number(await readFile(pidFile, 'utf8'));
+  assert.deepEqual(await serve.term(), { code: 0, signal: null });
+  assert.ok(!alive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
+});
+
+test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped when the adopting pixiu stops', { timeout: 60_000 }, async (t) => {
+  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
+  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  t.after(async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const first = await spawnServe(env, t);
+  const orphan = Number(await readFile(pidFile, 'utf8'));
+  await first.kill();
+  assert.ok(alive(orphan), 'its redis-server outlives a SIGKILLed pixiu (own process group)');
+  const second = await spawnServe(env, t);
+  assert.match(second.stdout(), /adopting redis-server left running/);
+  assert.equal(Number(await readFile(pidFile, 'utf8')), orphan, 'no second server on the same AOF');
+  assert.deepEqual(await second.term(), { code: 0, signal: null });
+  assert.ok(!alive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
 });
