@@ -4,7 +4,7 @@
  * second start on the same data dir finds the first one's messages. Generated
  * secrets are kept in the data dir and printed once.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -23,15 +23,22 @@ function alive(pid: number): boolean {
   }
 }
 
-test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTERM, and a restart finds the messages', { timeout: 60_000 }, async (t) => {
+/**
+ * A temp data dir for serve without PIXIU_REDIS_URL. Should a test fail with serve
+ * SIGKILLed, its redis-server would outlive it: clean-up kills it by its pid file.
+ */
+async function embeddedDataDir(t: TestContext): Promise<{ dataDir: string; env: Record<string, string>; pidFile: string }> {
   const dataDir = await tempDataDir(t, 'pixiu-embedded-');
-  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  // Should the test fail with serve SIGKILLed, its redis-server would outlive it.
   t.after(async () => {
     const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
     if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
   });
+  return { dataDir, env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' }, pidFile };
+}
+
+test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTERM, and a restart finds the messages', { timeout: 60_000 }, async (t) => {
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
 
   const first = await spawnServe(env, t);
   const redisPid = Number(await readFile(pidFile, 'utf8'));
@@ -61,13 +68,7 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
 });
 
 test('the embedded redis-server is supervised: killed while serving, it is restarted and ingest works again', { timeout: 60_000 }, async (t) => {
-  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
-  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
-  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  t.after(async () => {
-    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
-  });
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
   const serve = await spawnServe(env, t);
   const token = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
   const api = new PixiuClient(serve.url, token);
@@ -86,13 +87,7 @@ test('the embedded redis-server is supervised: killed while serving, it is resta
 });
 
 test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped when the adopting pixiu stops', { timeout: 60_000 }, async (t) => {
-  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
-  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
-  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  t.after(async () => {
-    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
-  });
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
   const first = await spawnServe(env, t);
   const orphan = Number(await readFile(pidFile, 'utf8'));
   await first.kill();
