@@ -3,6 +3,7 @@
  * names and docs cannot drift apart (DESIGN.md §10: every setting has both).
  */
 import { Command, Option } from 'commander';
+import ms from 'ms';
 import { loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
 import { SETTINGS, type SettingKey } from '../config/settings.js';
 import { USER_ID_PATTERN } from '../api/schemas.js';
@@ -13,8 +14,12 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[]): Co
   const keys = only ?? (Object.keys(SETTINGS) as SettingKey[]);
   for (const key of keys) {
     const spec = SETTINGS[key];
-    const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.join(',') : String(spec.default)}]`;
-    cmd.addOption(new Option(`--${spec.flag} <value>`, `${spec.doc} (env ${spec.env})${def}`).hideHelp(false));
+    const isDuration = spec.kind === 'duration' || spec.kind === 'durations';
+    const show = (v: unknown): string => (isDuration && typeof v === 'number' ? ms(v) : String(v));
+    const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}]`;
+    // A bare number is milliseconds, unlike the HTTP API's `ttl` (seconds): say so.
+    const unit = isDuration ? '; a duration such as 500ms, 30s, 1h, 7d (a bare number is milliseconds)' : '';
+    cmd.addOption(new Option(`--${spec.flag} <value>`, `${spec.doc}${unit} (env ${spec.env})${def}`).hideHelp(false));
   }
   return cmd;
 }

@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { loadSecrets } from '../auth/secrets.js';
+import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
@@ -18,6 +19,8 @@ export function serveCommand(): Command {
   cmd.action(async () => {
     const config = configFromOptions(cmd);
     const logger = createLogger(config.logLevel);
+    const unknown = unknownSettingVariables(process.env);
+    if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');
     // Secrets are resolved (and generated on a first start) before anything else starts,
     // and shown at once: a start that fails later (a port in use) must not swallow them.
     const secrets = await loadSecrets(config);

@@ -121,6 +121,18 @@ const ajv = new Ajv({ allErrors: true });
 const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]))]));
 
 /**
+ * The `PIXIU_` variables of `env` that name no setting: most likely typos
+ * (`PIXIU_PROT`), which would otherwise be ignored without a word. Not an error, so
+ * that a variable of a newer version does not stop an older one from starting.
+ *
+ * @returns the names, sorted
+ */
+export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
+  const known = new Set(Object.values(SETTINGS).map((spec) => spec.env));
+  return Object.keys(env).filter((name) => name.startsWith('PIXIU_') && !known.has(name)).sort();
+}
+
+/**
  * Reads, validates and freezes the configuration.
  *
  * Precedence: `overrides` (CLI flags) over `env` over the defaults of DESIGN.md §10.

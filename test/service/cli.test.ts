@@ -84,3 +84,11 @@ test('pixiu serve with PIXIU_PORT=abc exits 1 naming PIXIU_PORT', async (t) => {
   assert.match(run.stderr, /PIXIU_PORT="abc" is not valid/);
   assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
 });
+
+test('pixiu serve --help states the unit of durations, with readable defaults', async () => {
+  const run = await runCli(['serve', '--help']);
+  assert.equal(run.code, 0, run.stderr);
+  const text = run.stdout.replace(/\s+/g, ' ');
+  assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 1h, 7d \(a bare number is milliseconds\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
+  assert.match(text, /\(env PIXIU_REDELIVERY_BACKOFF\) \[default: 2s,4s,6s\]/);
+});

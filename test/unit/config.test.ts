@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { loadConfig } from '../../src/config/config.js';
+import { loadConfig, unknownSettingVariables } from '../../src/config/config.js';
 import { SETTINGS } from '../../src/config/settings.js';
 import { StartupError } from '../../src/errors.js';
 
@@ -93,4 +93,9 @@ test('every setting has a PIXIU_ variable, a flag and a doc', () => {
     assert.ok(!envs.has(spec.env));
     envs.add(spec.env);
   }
+});
+
+test('unknownSettingVariables names PIXIU_ variables that are no setting (typos), and nothing else', () => {
+  assert.deepEqual(unknownSettingVariables({ PIXIU_PROT: '9000', PIXIU_PORT: '9000', PATH: '/bin', PIXIU_REDIS_URL: 'redis://x' }), ['PIXIU_PROT']);
+  assert.deepEqual(unknownSettingVariables({}), []);
 });
