@@ -29,10 +29,14 @@ export const ERRORS = Object.freeze({
   FORBIDDEN: { code: 'FORBIDDEN', status: 403, closeCode: 1008, retryable: false },
   /** The addressed thing does not exist (or has expired). */
   NOT_FOUND: { code: 'NOT_FOUND', status: 404, retryable: false },
+  /** The request took longer than the server waits for its headers or body. */
+  REQUEST_TIMEOUT: { code: 'REQUEST_TIMEOUT', status: 408, retryable: true },
   /** A body or an encoded message over its byte limit; a client frame over its cap. */
   PAYLOAD_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', status: 413, closeCode: 1009, retryable: false },
   /** A request body in a media type other than `application/json`. */
   UNSUPPORTED_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', status: 415, retryable: false },
+  /** The request line and headers together are over Node's limit (16 KiB by default). */
+  HEADERS_TOO_LARGE: { code: 'HEADERS_TOO_LARGE', status: 431, retryable: false },
   /** Over a rate or connection limit. */
   RATE_LIMITED: { code: 'RATE_LIMITED', status: 429, closeCode: 1008, retryable: true },
   /** A dependency (Redis, the store) failed or timed out; retry later (Retry-After). */

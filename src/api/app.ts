@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { apiTokenChecker } from '../auth/api-token.js';
 import type { Logger } from '../logger.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
-import { answerFrameworkError, installErrorHandlers } from './error-handler.js';
+import { answerFrameworkError, clientErrorAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -37,6 +37,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Router errors (a bad percent-encoding) answer with the catalogue's body too.
     frameworkErrors: answerFrameworkError,
+    // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
+    clientErrorHandler: clientErrorAnswerer((err) => deps.metrics.httpErrors.inc({ code: err.code })),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);

@@ -4,6 +4,8 @@
  * 503s carry `Retry-After`, and no stack or internal detail reaches a client.
  * Server faults are logged at error with their stack; client faults at debug.
  */
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, type ErrorCode } from '../errors.js';
 
@@ -54,6 +56,37 @@ export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
  */
 export function answerFrameworkError(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
   void sendError(reply, toHttpError(err));
+}
+
+/**
+ * For fastify's `clientErrorHandler` option: a request Node's HTTP parser refuses
+ * before fastify sees it (a malformed request line, `Content-Length: abc`, both
+ * `Content-Length` and `Transfer-Encoding`, bytes after the body that are not a
+ * request, headers over the limit, a request too slow to arrive) is answered with the
+ * catalogue's body too, written raw on the socket, which is then closed: after a
+ * parse error the stream has no next request boundary (Node's 'clientError' event,
+ * https://nodejs.org/api/http.html#event-clienterror).
+ * @param onError called with each mapped error (metrics)
+ */
+export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: Error & { code?: string }, socket: Duplex) => void {
+  return (err, socket) => {
+    // A reset connection has nobody to answer.
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const answer = err.code === 'HPE_HEADER_OVERFLOW'
+      ? new PixiuError('HEADERS_TOO_LARGE', `the request line and headers are over ${maxHeaderSize} bytes`, { cause: err })
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new PixiuError('REQUEST_TIMEOUT', 'the request did not arrive in time', { cause: err })
+        : new PixiuError('INVALID_REQUEST', 'the request is not valid HTTP/1.1', { cause: err });
+    onError?.(answer);
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify(answer.toBody());
+    socket.end(`HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
+      + 'Content-Type: application/json; charset=utf-8\r\n'
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  };
 }
 
 /**

@@ -7,6 +7,7 @@
 import type { Inbox } from '../inbox/inbox.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
+import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../store/data-depth.js';
 
 /** One page of history. */
 export interface HistoryPage {
@@ -19,7 +20,7 @@ export interface HistoryPage {
   messages: MessageView[];
   /**
    * Seqs after `after_seq` that cannot be read: trimmed by the inbox cap (below
-   * `first_seq`) or whose content expired.
+   * `first_seq`), or whose content expired or nests deeper than `MAX_READABLE_DEPTH`.
    */
   gaps: SeqGap[];
   /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end. */
@@ -43,7 +44,9 @@ export async function readHistory(
   const messages: MessageView[] = [];
   page.entries.forEach((entry, i) => {
     const record = records[i];
-    if (record) messages.push(messageView(entry, record));
+    // Content too deep to serialise (stored before ingest limited depth) is unreadable
+    // like expired content: a gap, never a failed page.
+    if (record && !nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) messages.push(messageView(entry, record));
     else addGap(gaps, entry.seq, entry.seq);
   });
   const last = page.entries[page.entries.length - 1];

@@ -6,6 +6,7 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifySchema } from 'fastify';
+import { invalid } from '../errors.js';
 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
@@ -22,9 +23,33 @@ export function compileBodySchema(schema: object): ValidateFunction {
  */
 export function installValidators(app: FastifyInstance): void {
   app.removeContentTypeParser('text/plain');
+  // fastify's JSON parser (secure-json-parse) refuses `__proto__` and
+  // `constructor.prototype` keys, which could poison prototypes once merged into an
+  // object, but answers "not valid JSON" for them. Same parser, truthful answer.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    parseJson(req, body as string, (err, value) => {
+      if (err !== null && isPlainJson(body as string)) {
+        done(invalid('keys named __proto__ or constructor.prototype are not accepted'), undefined);
+      } else {
+        done(err, value);
+      }
+    });
+  });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     (httpPart === 'body' ? strict : lenient).compile(schema as object),
   );
+}
+
+/** True when `text` parses as JSON (only asked after the guarded parser refused it). */
+function isPlainJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

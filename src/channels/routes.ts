@@ -9,6 +9,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../errors.js';
 import { errorBody, messageType } from '../api/schemas.js';
+import { checkDataDepth } from '../store/data-depth.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
 
@@ -47,6 +48,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       },
     },
   }, async (req, reply) => {
+    checkDataDepth(req.body.data);
     const dataJson = JSON.stringify(req.body.data);
     // Bytes of exactly JSON.stringify({type, data}), as the store counts a message.
     const bytes = Buffer.byteLength(dataJson) + Buffer.byteLength(JSON.stringify(req.body.type)) + '{"type":,"data":}'.length;

@@ -211,6 +211,20 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
+  /**
+   * undeliverable: the `msg` frame of `seq` could not be serialised and a `gap` went
+   * out in its place (session.ts). Like expired content, it awaits no ack: it leaves
+   * the window, so the connection neither stalls nor times out on it.
+   */
+  undeliverable(conn: string, seq: number): Effect[] {
+    const c = this.#conns.get(conn);
+    const at = c?.inflight.indexOf(seq) ?? -1;
+    if (!c || at < 0) return [];
+    c.inflight.splice(at, 1);
+    const effects: Effect[] = c.inflight.length === 0 ? [{ kind: 'timer', conn, delayMs: null }] : [];
+    return effects.concat(this.#pump());
+  }
+
   /** The connection's redelivery timer fired. */
   redeliveryDue(conn: string): Effect[] {
     const c = this.#conns.get(conn);

@@ -155,14 +155,25 @@ export class UserSession {
   }
 
   #run(effects: readonly Effect[]): void {
+    /** `msg` frames sent as gaps: the machine is told once this batch is done. */
+    let unsendable: { conn: string; seq: number }[] | undefined;
     for (const e of effects) {
       switch (e.kind) {
         case 'send': {
           const conn = this.#conns.get(e.conn);
           if (conn) {
-            conn.send(JSON.stringify(e.frame));
-            if (e.frame.t === 'welcome') conn.welcomed?.();
-            this.#deps.onFrame?.(e.frame.t);
+            let frame: ServerFrame = e.frame;
+            let text = this.#serialise(frame);
+            if (text === undefined) {
+              if (frame.t !== 'msg') break;
+              // In its place, in seq order: the gap an expired message would be.
+              (unsendable ??= []).push({ conn: e.conn, seq: frame.seq });
+              frame = { t: 'gap', from: frame.seq, to: frame.seq };
+              text = JSON.stringify(frame);
+            }
+            conn.send(text);
+            if (frame.t === 'welcome') conn.welcomed?.();
+            this.#deps.onFrame?.(frame.t);
           }
           break;
         }
@@ -179,6 +190,23 @@ export class UserSession {
           this.#conns.get(e.conn)?.close(e.code, e.reason);
           break;
       }
+    }
+    for (const u of unsendable ?? []) this.#run(this.#machine.undeliverable(u.conn, u.seq));
+  }
+
+  /**
+   * The JSON of a frame, or undefined when it cannot be serialised. Ingest refuses
+   * data nested past `MAX_DATA_DEPTH`, but a record stored before that limit (or any
+   * other serialiser failure) must cost its seq, never the process: the failure is
+   * logged with the MsgID and the seq is then treated like expired content (a `gap`).
+   */
+  #serialise(frame: ServerFrame): string | undefined {
+    try {
+      return JSON.stringify(frame);
+    } catch (err) {
+      const context = frame.t === 'msg' ? { msgId: frame.id, seq: frame.seq } : {};
+      this.#deps.logger.error({ err, user: this.user, t: frame.t, ...context }, 'frame cannot be serialised (a msg goes out as a gap)');
+      return undefined;
     }
   }
 

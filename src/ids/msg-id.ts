@@ -58,10 +58,16 @@ export function encodeMsgId(parts: MsgIdParts): string {
  */
 export function decodeMsgId(id: unknown): MsgIdParts {
   const parts = typeof id === 'string' ? tryDecodeMsgId(id) : undefined;
-  if (parts === undefined) {
-    throw invalid(`not a message id: ${JSON.stringify(String(id).slice(0, 40))} (expected 16 lower-case hex digits)`);
-  }
+  if (parts === undefined) throw invalid(`not a message id: ${JSON.stringify(String(id).slice(0, 40))} (${whyNotMsgId(id)})`);
   return parts;
+}
+
+/** What is wrong with something that is not a MsgID, for the error message. */
+function whyNotMsgId(id: unknown): string {
+  if (typeof id !== 'string' || !HEX_ID.test(id)) return 'expected 16 lower-case hex digits';
+  const kind = id.slice(2, 4);
+  if (!isKind(parseInt(kind, 16))) return `digits 3-4 are the kind, 01-04 (user, room, broadcast, channel), not ${kind}`;
+  return 'the last 12 digits are a counter, never 0';
 }
 
 /** Like {@link decodeMsgId} but answers `undefined` instead of throwing. */

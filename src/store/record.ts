@@ -14,6 +14,7 @@
  */
 import { PixiuError, invalid } from '../errors.js';
 import { MsgKind } from '../ids/msg-id.js';
+import { checkDataDepth } from './data-depth.js';
 import { RecordArena } from './record-arena.js';
 
 /** A message handed to {@link MessageStore.put}. */
@@ -108,14 +109,18 @@ function isKind(kind: unknown): kind is MsgKind {
   return kind === MsgKind.user || kind === MsgKind.room || kind === MsgKind.broadcast || kind === MsgKind.channel;
 }
 
-/** `JSON.stringify(data)`, or INVALID_REQUEST when `data` is not a JSON value. */
+/**
+ * `JSON.stringify(data)`, or INVALID_REQUEST when `data` is not a JSON value or nests
+ * deeper than `MAX_DATA_DEPTH` (checked first, so the serialiser never overflows).
+ */
 function dataJson(data: unknown): string {
+  checkDataDepth(data);
   let json: string | undefined;
   try {
     json = JSON.stringify(data);
   } catch (err) {
-    // BigInt and cyclic structures throw TypeError.
-    throw new PixiuError('INVALID_REQUEST', `data is not JSON-serialisable: ${(err as Error).message}`);
+    // BigInt and cyclic structures throw TypeError; its text stays in the logs only.
+    throw new PixiuError('INVALID_REQUEST', 'data is not a JSON value (a BigInt or a cycle)', { cause: err });
   }
   if (json === undefined) throw invalid('data must be a JSON value (not undefined, a function or a symbol)');
   return json;
@@ -151,7 +156,8 @@ function checkShape(msg: NewMessage): void {
  * @param nowMs the store's clock, ms since the epoch: becomes `ts`
  * @param limits default TTL and the size limit
  * @param arena where small records' bytes go (the store's own; default one shared)
- * @throws PixiuError INVALID_REQUEST for a bad field or data that is not JSON
+ * @throws PixiuError INVALID_REQUEST for a bad field, data that is not JSON, or data
+ *   nested deeper than `MAX_DATA_DEPTH` (data-depth.ts)
  * @throws PixiuError PAYLOAD_TOO_LARGE when the UTF-8 JSON of `{type, from, data}` is
  *   over `maxMessageBytes` (DESIGN.md §3, §10); the recipient list is not counted
  */

@@ -7,6 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
+import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
@@ -204,6 +205,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     decodeMsgId(req.params.id);
     const record = await deps.store.get(req.params.id);
     if (record === null) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
+    if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+      // Stored before ingest limited depth: unreadable like expired content, not a 500.
+      req.log.error({ msgId: record.id }, 'stored message nests too deep to serialise');
+      throw new PixiuError('NOT_FOUND', `message ${record.id} cannot be read: its data nests deeper than ${MAX_READABLE_DEPTH} levels`);
+    }
     const users = record.to ?? [];
     const placed = await Promise.all(users.map((user) => deps.inbox.locate(user, record.id)));
     return {

@@ -1,0 +1,153 @@
+/**
+ * Input that is valid JSON but hostile, and requests Node's HTTP parser refuses, are
+ * answered with the documented `{"error": {"code", "message"}}` body and an honest
+ * message (docs/api.md, "Errors" and "Input rules"), and store nothing:
+ * - `data` nested deeper than MAX_DATA_DEPTH, on every path that takes data (single,
+ *   batch item, room, broadcast, channel publish);
+ * - `__proto__` / `constructor.prototype` keys;
+ * - malformed HTTP (request line, Content-Length, CL+TE, garbage after the body,
+ *   headers over the limit), over a raw socket;
+ * - 16-hex-digit ids that are not MsgIDs say what is wrong with them.
+ */
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { decodeMsgId } from '../../src/ids/msg-id.js';
+import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
+import { expectError } from '../harness/checks.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+
+let redis: RedisServer;
+let prefixes = 0;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+async function freshServer(t: TestContext): Promise<InProcessServer> {
+  return startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `hostile${++prefixes}:`, storeDurability: 'relaxed' });
+}
+
+/** JSON text of `depth` nested arrays around 1, built as text (no recursion). */
+function nestedJson(depth: number): string {
+  return `${'['.repeat(depth)}1${']'.repeat(depth)}`;
+}
+
+/** A message body with `data` nested `depth` levels, as raw JSON text. */
+function deepMessage(depth: number, extra = '"to":"poison"'): string {
+  return `{${extra},"type":"x","data":${nestedJson(depth)}}`;
+}
+
+/** The next message stored gets counter 1: nothing was stored before. */
+async function assertNothingStored(server: InProcessServer): Promise<void> {
+  const good = await server.client.post('/v1/messages', { to: 'poison', type: 'x', data: 'good' });
+  assert.equal(good.status, 201, good.text);
+  assert.equal(decodeMsgId((good.body as { id: string }).id).counter, 1, 'nothing was stored before');
+}
+
+const TOO_DEEP = new RegExp(`data nests deeper than ${MAX_DATA_DEPTH} levels`);
+
+test('data nested deeper than the limit is 400 INVALID_REQUEST at every depth, and nothing is stored', async (t) => {
+  const server = await freshServer(t);
+  for (const depth of [MAX_DATA_DEPTH + 1, 3000, 5000, 100_000]) {
+    const answer = await server.client.post('/v1/messages', deepMessage(depth));
+    expectError(answer, 400, 'INVALID_REQUEST', TOO_DEEP);
+    assert.doesNotMatch(answer.text, /call stack|serialisable/);
+  }
+  await assertNothingStored(server);
+  const atLimit = await server.client.post('/v1/messages', deepMessage(MAX_DATA_DEPTH));
+  assert.equal(atLimit.status, 201, atLimit.text);
+});
+
+test('a too-deep batch item fails alone; room, broadcast and channel data are held to the same depth', async (t) => {
+  const server = await freshServer(t);
+  const batch = await server.client.post('/v1/messages/batch',
+    `{"messages":[{"to":"poison","type":"x","data":"ok"},${deepMessage(3000)},{"to":"poison","type":"x","data":"ok too"}]}`);
+  assert.equal(batch.status, 200, batch.text);
+  const results = (batch.body as { results: { status: number; error?: { code: string; message: string } }[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 201]);
+  assert.equal(results[1]?.error?.code, 'INVALID_REQUEST');
+  assert.match(results[1]?.error?.message ?? '', TOO_DEEP);
+
+  const joined = await server.client.request('PUT', '/v1/rooms/deep-room/members', { body: { users: ['poison'] } });
+  assert.equal(joined.status, 200, joined.text);
+  expectError(await server.client.post('/v1/messages', deepMessage(3000, '"room":"deep-room"')), 400, 'INVALID_REQUEST', TOO_DEEP);
+  expectError(await server.client.post('/v1/broadcast', `{"type":"x","data":${nestedJson(5000)}}`), 400, 'INVALID_REQUEST', TOO_DEEP);
+  expectError(await server.client.post('/v1/channels/deep.chan/publish', `{"type":"x","data":${nestedJson(5000)}}`),
+    400, 'INVALID_REQUEST', TOO_DEEP);
+});
+
+test('__proto__ and constructor.prototype keys are refused as such, not as invalid JSON', async (t) => {
+  const server = await freshServer(t);
+  for (const data of ['{"__proto__":1}', '{"constructor":{"prototype":1}}', '[{"a":{"__proto__":{"x":1}}}]']) {
+    const answer = await server.client.post('/v1/messages', `{"to":"poison","type":"x","data":${data}}`);
+    expectError(answer, 400, 'INVALID_REQUEST', /^keys named __proto__ or constructor\.prototype are not accepted$/);
+  }
+  expectError(await server.client.post('/v1/messages', '{"to":"poison","type":"x","data":'), 400, 'INVALID_REQUEST', /not valid JSON/);
+  const fine = await server.client.post('/v1/messages', '{"to":"poison","type":"x","data":{"constructor":"c"}}');
+  assert.equal(fine.status, 201, fine.text);
+});
+
+/** Writes `request` on a raw socket and reads until the server closes it. */
+function rawExchange(url: string, request: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+  });
+}
+
+/** The last response on a raw exchange: status and parsed JSON body. */
+function lastResponse(text: string): { status: number; head: string; body: unknown } {
+  const at = text.lastIndexOf('HTTP/1.1 ');
+  const response = text.slice(at);
+  const split = response.indexOf('\r\n\r\n');
+  const head = response.slice(0, split);
+  return { status: Number(response.slice(9, 12)), head, body: JSON.parse(response.slice(split + 4)) };
+}
+
+test('requests the HTTP parser refuses get the JSON error body and Connection: close', async (t) => {
+  const server = await freshServer(t);
+  const auth = `Authorization: Bearer ${server.client.token}\r\n`;
+  const cases: { name: string; request: string; status: number; code: string }[] = [
+    { name: 'malformed request line', request: 'GARBAGE\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'Content-Length: abc', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: abc\r\n\r\n{}`, status: 400, code: 'INVALID_REQUEST' },
+    {
+      name: 'Content-Length and Transfer-Encoding',
+      request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+      status: 400, code: 'INVALID_REQUEST',
+    },
+    { name: 'garbage after the body', request: 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02 not a request\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'a 100 KB URL', request: `GET /v1/messages/${'a'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, status: 431, code: 'HEADERS_TOO_LARGE' },
+  ];
+  for (const c of cases) {
+    const { status, head, body } = lastResponse(await rawExchange(server.service.url, c.request));
+    assert.equal(status, c.status, c.name);
+    assert.match(head, /\r\nconnection: close/i, c.name);
+    assert.match(head, /\r\ncontent-type: application\/json/i, c.name);
+    const error = (body as { error?: { code?: string; message?: string } }).error;
+    assert.equal(error?.code, c.code, `${c.name}: ${JSON.stringify(body)}`);
+    assert.equal(typeof error?.message, 'string', c.name);
+    assert.deepEqual(Object.keys(body as object), ['error'], c.name);
+  }
+  // The server still answers.
+  assert.equal((await server.client.get('/healthz')).status, 200);
+});
+
+test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (t) => {
+  const server = await freshServer(t);
+  expectError(await server.client.get('/v1/messages/ffffffffffffffff'), 400, 'INVALID_REQUEST', /kind, 01-04 .*not ff/);
+  expectError(await server.client.get('/v1/messages/0200000000000001'), 400, 'INVALID_REQUEST', /kind, 01-04 .*not 00/);
+  expectError(await server.client.get('/v1/messages/0001000000000000'), 400, 'INVALID_REQUEST', /counter, never 0/);
+  expectError(await server.client.get('/v1/messages/XYZ'), 400, 'INVALID_REQUEST', /16 lower-case hex digits/);
+  // Well-formed, but not stored (a partition of no store here): not found.
+  expectError(await server.client.get('/v1/messages/ff01000000000001'), 404, 'NOT_FOUND');
+});
