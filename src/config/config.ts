@@ -128,7 +128,7 @@ const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]
  * @returns the names, sorted
  */
 export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
-  const known = new Set(Object.values(SETTINGS).map((spec) => spec.env));
+  const known: ReadonlySet<string> = new Set(Object.values(SETTINGS).map((spec): string => spec.env));
   return Object.keys(env).filter((name) => name.startsWith('PIXIU_') && !known.has(name)).sort();
 }
 
