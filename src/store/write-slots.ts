@@ -10,13 +10,7 @@
  * instead, a waiting partition's batch stays open and takes in every put that arrives
  * until a thread is free: the same wait, one write less for the late puts, and fewer,
  * larger writes (fewer fsyncs) when the pool is the bottleneck.
- *
- * Nor more than the machine has cores: a write wakes a pool thread, which competes
- * for a core with the event loop (and Redis, on a small machine). On 2 cores, 2 slots
- * put 9,000 – 9,600 single-message POSTs/s through against 6,300 – 8,600 with 4
- * (bench:ingest's load, alternating runs, 2026-11-30).
  */
-import os from 'node:os';
 
 /** The size of the libuv thread pool of this process: `UV_THREADPOOL_SIZE`, default 4. */
 export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
@@ -26,11 +20,12 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
 }
 
 /**
- * How many partition writes may run at once: the libuv pool's size, at most the
- * number of cores this process may use (`os.availableParallelism()`).
+ * How many partition writes may run at once: the libuv pool's size. (Capping it at the
+ * number of cores was tried: on 2 cores, 2 slots gained 3–5 % on single-message POSTs
+ * but lost ~20 % of store puts at concurrency 100; bench/README.md, 2026-11-30.)
  */
 export function writeConcurrency(env: NodeJS.ProcessEnv = process.env): number {
-  return Math.max(1, Math.min(threadPoolSize(env), os.availableParallelism()));
+  return threadPoolSize(env);
 }
 
 /** A counting semaphore of write slots, granted in request order. */
