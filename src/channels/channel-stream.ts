@@ -4,11 +4,14 @@
  * with `since` can catch up. A publication's id is its history stream entry ID.
  */
 import type { Redis, Result } from 'ioredis';
-import { invalid } from '../errors.js';
+import { invalid, PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
-import { isStreamId } from '../streams/stream-id.js';
+import { isInvalidStreamIdReply, isStreamId } from '../streams/stream-id.js';
+
+/** The refusal of a malformed `since`. */
+export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
 const PUBLISH: ScriptSpec = {
   command: 'pxChannelPublishV1', file: new URL('./lua/channel-publish-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
@@ -64,9 +67,16 @@ export class ChannelStream {
    * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id
    */
   async range(channel: string, afterId: string, count: number): Promise<ChannelEntry[]> {
-    if (!isStreamId(afterId)) throw invalid('since must be a publication id like 1700000000000-0');
-    const raw = await redisCall(() =>
-      this.#redis.xrange(this.#keys.channelHistory(channel), `(${afterId}`, '+', 'COUNT', String(count))) as [string, string[]][];
+    if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
+    let raw: [string, string[]][];
+    try {
+      raw = await redisCall(() =>
+        this.#redis.xrange(this.#keys.channelHistory(channel), `(${afterId}`, '+', 'COUNT', String(count))) as [string, string[]][];
+    } catch (err) {
+      // Redis refusing the ID is the client's input, not an outage (`(<max>-<max>` is one such).
+      if (isInvalidStreamIdReply(err)) throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED, { cause: err });
+      throw err;
+    }
     const out: ChannelEntry[] = [];
     for (const [id, fields] of raw) {
       const payload = fields[1];

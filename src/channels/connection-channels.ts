@@ -4,11 +4,11 @@
  * `channels` claim allows it (src/channels/patterns.ts); otherwise the answer is an
  * `error` frame. `since` catches up from the channel's short history first.
  */
-import { PixiuError } from '../errors.js';
+import { isPixiuError, PixiuError } from '../errors.js';
 import { StreamFollower } from '../streams/follower.js';
 import { isStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
-import type { ChannelEntry, ChannelStream } from './channel-stream.js';
+import { SINCE_MALFORMED, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH } from './patterns.js';
 
 /** Most channels one connection may follow at once. */
@@ -65,7 +65,7 @@ export class ConnectionChannels implements ChannelSubscriber {
       throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
     }
     if (since !== undefined && !isStreamId(since)) {
-      throw new PixiuError('INVALID_REQUEST', 'since must be a publication id like 1700000000000-0');
+      throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED);
     }
     if (this.#followers.has(channel)) return;
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
@@ -82,8 +82,21 @@ export class ConnectionChannels implements ChannelSubscriber {
     }
     // An `unsub` (or the close) that came during the join already left the hub.
     if (this.#followers.get(channel) !== follower) return;
-    if (since === undefined) follower.release();
-    else await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
+    if (since === undefined) {
+      follower.release();
+      return;
+    }
+    try {
+      await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
+    } catch (err) {
+      // A `since` Redis refused makes the sub refused: it follows nothing. (A failed
+      // read otherwise leaves the channel live: catchUp's at-most-once rule.)
+      if (isPixiuError(err, 'INVALID_REQUEST') && this.#followers.get(channel) === follower) {
+        this.#followers.delete(channel);
+        await this.#deps.hub.leave(channel, this);
+      }
+      throw err;
+    }
   }
 
   /**

@@ -50,6 +50,19 @@ export interface ErrorFrame {
   t: 'error';
   code: string;
   message: string;
+  /**
+   * The frame refused, when it is one whose answer a client needs to match: `sub`
+   * and `unsub` name their `channel`, `refresh` names only its `t`. Absent for a frame
+   * that could not be parsed and for an `ack`. (Errors also come in the order of the
+   * frames they answer: src/gateway/ws-connection.ts.)
+   */
+  ref?: ErrorRef;
+}
+
+/** What an {@link ErrorFrame} refuses. */
+export interface ErrorRef {
+  t: 'sub' | 'unsub' | 'refresh';
+  channel?: string;
 }
 
 /** Every frame the server sends on the inbox path. */

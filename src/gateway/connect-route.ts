@@ -18,6 +18,7 @@ import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
+import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode, WsConnection } from './ws-connection.js';
 
@@ -151,6 +152,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       }
       if (q.epoch !== undefined && q.last_seq === undefined) {
         throw new PixiuError('INVALID_REQUEST', 'epoch goes with last_seq');
+      }
+      // The schema checks the shape; a part above 2^64 − 1 has it but is no stream id.
+      if (q.last_bseq !== undefined && !isStreamId(q.last_bseq)) {
+        throw new PixiuError('INVALID_REQUEST', 'last_bseq must be a bseq like 1700000000000-0 (two integers of at most 2^64-1)');
       }
       let resume: ResumeRequest;
       if (q.from === 'latest') resume = { kind: 'latest' };

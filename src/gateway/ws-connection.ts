@@ -3,6 +3,10 @@
  * the connection's own clocks — server pings and the idle close, token expiry, and
  * backpressure (DESIGN.md §5: pause above the high-water mark; close 4009 when paused
  * too long or over the hard cap).
+ *
+ * Client frames are handled one at a time, in the order they came, and none before
+ * `welcome` is out (frame-queue.ts), so every answer goes out in the order of the
+ * frames it answers.
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
@@ -13,8 +17,9 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { Hub } from '../delivery/hub.js';
-import type { ErrorFrame } from '../delivery/frames.js';
+import type { ErrorFrame, ErrorRef } from '../delivery/frames.js';
 import { parseClientFrame, type ClientFrame } from './client-frames.js';
+import { FrameQueue } from './frame-queue.js';
 import type { ConnectionClock, Ticking } from './connection-clock.js';
 import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
@@ -37,8 +42,14 @@ export const CloseCode = Object.freeze({
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 
-/** Refused frames tolerated on one connection before it is closed 4003. */
+/** Malformed frames tolerated on one connection before it is closed 4003. */
 const MAX_BAD_FRAMES = 20;
+/**
+ * Client frames held before `welcome`, or behind a frame still being handled; one
+ * more closes the connection 4003. Frames are at most `PIXIU_MAX_CLIENT_FRAME_BYTES`,
+ * so this bounds a connection's held bytes (64 × 4 KiB by default).
+ */
+export const MAX_HELD_FRAMES = 64;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -100,6 +111,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #paused = false;
   #badFrames = 0;
   #closed = false;
+  /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
+  #closeCode: number | undefined;
+  /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
+  readonly #frames = new FrameQueue<{ readonly data: RawData; readonly isBinary: boolean }>(
+    MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary));
   /** When the next server ping is due, ms since the epoch. */
   #nextPingAt = 0;
   #pausedTimer: NodeJS.Timeout | undefined;
@@ -210,17 +226,33 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
   }
 
-  /** Sends an `error` frame. */
-  sendError(err: PixiuError): void {
-    const frame: ErrorFrame = { t: 'error', code: err.code, message: err.message };
+  /**
+   * Sends an `error` frame.
+   * @param ref the frame refused, for frames a client must match the answer to
+   */
+  sendError(err: PixiuError, ref?: ErrorRef): void {
+    const frame: ErrorFrame = ref ? { t: 'error', code: err.code, message: err.message, ref } : { t: 'error', code: err.code, message: err.message };
     this.send(JSON.stringify(frame));
   }
 
-  /** Closes with a code (DESIGN.md §6); a peer that does not answer is cut after a grace period. */
+  /**
+   * Closes with a code (DESIGN.md §6); a peer that does not answer is cut after a grace
+   * period. The code is what the close is counted and logged as, even when the peer,
+   * not reading, never sees the close frame and the socket ends as 1006.
+   */
   close(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#log.debug({ code, reason }, 'closing connection');
+    this.#closeCode = code;
+    this.#frames.stop();
+    if (code === CloseCode.slowConsumer) {
+      // Operators need to see these: the client itself usually sees only 1006.
+      this.#log.warn({ code, reason, bufferedBytes: this.#ws.bufferedAmount }, 'slow consumer closed');
+    } else if (code === CloseCode.protocolAbuse || code === CloseCode.ackTimeout) {
+      this.#log.info({ code, reason }, 'connection closed by the server');
+    } else {
+      this.#log.debug({ code, reason }, 'closing connection');
+    }
     this.#ws.close(code, reason.slice(0, 120));
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
@@ -236,79 +268,111 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#lastSeen = Date.now();
+    if (this.#closed) return;
+    if (!this.#frames.push({ data, isBinary })) {
+      this.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
+    }
+  }
+
+  /**
+   * Handles one client frame.
+   * @returns a promise (never rejecting) when the frame's answer waits on Redis or the
+   *   key source; the next frame waits for it
+   */
+  #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
     if (isBinary) {
       this.#refuse(new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text'));
-      return;
+      return undefined;
     }
     let frame: ClientFrame;
     try {
       frame = parseClientFrame(data.toString());
     } catch (err) {
       this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
-      return;
+      return undefined;
     }
     switch (frame.t) {
       case 'ack':
         this.#session?.ack(this.id, frame.seq);
-        break;
+        return undefined;
       case 'ping':
         this.send('{"t":"pong"}');
         this.#session?.heartbeat();
-        break;
+        return undefined;
       case 'refresh':
-        void this.#refresh(frame.token);
-        break;
+        return this.#refresh(frame.token);
       case 'sub':
-      case 'unsub': {
-        const channels = this.#channelsOf();
-        if (!channels) {
-          this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'));
-          break;
-        }
-        const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
-        done.catch((err: unknown) => {
-          const e = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry');
-          // A refused sub (bad name, not allowed) is a bad frame like any other and
-          // counts towards the abuse limit; an outage is not the client's fault.
-          if (e.code === 'INVALID_REQUEST' || e.code === 'FORBIDDEN') this.#refuse(e);
-          else this.sendError(e);
-        });
-        break;
-      }
+      case 'unsub':
+        return this.#channelFrame(frame);
     }
   }
 
-  /** Answers a bad frame; too many close the connection 4003 (protocol abuse). */
-  #refuse(err: PixiuError): void {
+  /** `sub` / `unsub`: success is silent; a refusal is an error frame naming the channel. */
+  #channelFrame(frame: Extract<ClientFrame, { t: 'sub' | 'unsub' }>): Promise<void> | undefined {
+    const ref: ErrorRef = { t: frame.t, channel: frame.channel };
+    const channels = this.#channelsOf();
+    if (!channels) {
+      this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'), ref);
+      return undefined;
+    }
+    const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
+    return done.catch((err: unknown) => {
+      const e = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry');
+      // A malformed sub (bad name or since) is a bad frame and counts towards the
+      // abuse limit; a well-formed one refused (FORBIDDEN, RATE_LIMITED) or an outage
+      // is not the client's protocol fault (docs/protocol.md, "Client → server").
+      if (e.code === 'INVALID_REQUEST') this.#refuse(e, ref);
+      else this.sendError(e, ref);
+    });
+  }
+
+  /** Answers a malformed frame; too many close the connection 4003 (protocol abuse). */
+  #refuse(err: PixiuError, ref?: ErrorRef): void {
     this.#badFrames += 1;
     if (this.#badFrames > MAX_BAD_FRAMES) {
       this.close(CloseCode.protocolAbuse, 'too many malformed frames');
       return;
     }
-    this.sendError(err);
+    this.sendError(err, ref);
   }
 
+  /**
+   * `refresh`: a token for the same user that expires no earlier than the current one
+   * replaces it (its `exp` and `channels`). One expiring earlier is refused, so a late
+   * or repeated refresh never shortens the session (docs/protocol.md).
+   */
   async #refresh(token: string): Promise<void> {
+    const ref: ErrorRef = { t: 'refresh' };
     try {
       const claims = await this.#deps.verify(token);
       if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
+      if (claims.expiresAtMs < this.#expiresAtMs) throw new PixiuError('INVALID_REQUEST', 'the new token expires before the current one');
       this.#channelPatterns = claims.channels;
       this.#channels?.setPatterns(claims.channels);
       // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
       this.#expiresAtMs = claims.expiresAtMs;
     } catch (err) {
-      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAUTHORIZED', 'invalid token'));
+      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAUTHORIZED', 'invalid token'), ref);
     }
   }
 
   /**
    * The node's clock (connection-clock.ts): closes 4001 once the token has expired
-   * (DESIGN.md §6), and runs the server heartbeat when it is due.
+   * (DESIGN.md §6), terminates a connection silent for the idle timeout, and runs the
+   * server heartbeat when it is due. Each is checked on every tick, so each happens
+   * within a tick of its time.
    */
   tick(nowMs: number): void {
     if (this.#closed) return;
     if (nowMs >= this.#expiresAtMs) {
       this.close(CloseCode.tokenExpired, 'token expired');
+      return;
+    }
+    if (nowMs - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
+      // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
+      this.#log.info({ silentMs: nowMs - this.#lastSeen }, 'idle connection terminated');
+      this.#closed = true;
+      this.#ws.terminate();
       return;
     }
     if (nowMs >= this.#nextPingAt) {
@@ -317,24 +381,21 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
   }
 
-  /** Server heartbeat: close if silent too long; else ping, pull and refresh presence. */
+  /** Server heartbeat: ping, pull and refresh presence. */
   #heartbeat(): void {
     // Closed by the server, waiting for the peer's close: no ping, and above all no
     // presence refresh, which would re-add the entry a replacement just removed.
     if (this.#closed) return;
-    if (Date.now() - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
-      this.#log.debug('idle connection terminated');
-      this.#closed = true;
-      this.#ws.terminate();
-      return;
-    }
     this.#ws.ping();
     this.#session?.heartbeat();
     this.#deps.onHeartbeat(this);
   }
 
-  /** `welcome` is out: start the broadcast feed (catching up from `last_bseq`). */
+  /** `welcome` is out: handle the client frames held so far; start the broadcast feed (catching up from `last_bseq`). */
   welcomed(): void {
+    // After the frames the session is writing with `welcome` (its gap, reset or first
+    // messages): an ack handled now could run the machine inside its own effects.
+    queueMicrotask(() => this.#frames.open());
     const feed = this.#broadcast;
     const deps = this.#deps.broadcast;
     if (!feed || !deps) return;
@@ -351,7 +412,9 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#deps.clock.delete(this);
     clearTimeout(this.#pausedTimer);
     this.#deps.hub.detach(this.user, this.id);
-    this.#deps.onClosed(this, code);
-    this.#log.debug({ code }, 'connection closed');
+    this.#frames.stop();
+    // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
+    this.#deps.onClosed(this, this.#closeCode ?? code);
+    this.#log.debug({ code, decided: this.#closeCode }, 'connection closed');
   }
 }

@@ -7,9 +7,39 @@
 /** A stream entry ID, `<ms>-<seq>` with decimal parts. */
 export const STREAM_ID_PATTERN = /^(\d{1,20})-(\d{1,20})$/;
 
-/** True when `id` is a well-formed stream entry ID. */
+/** The largest value of either part of a stream entry ID: 2^64 − 1 (Redis keeps both as unsigned 64-bit integers). */
+const MAX_PART = 18446744073709551615n;
+
+/**
+ * True when `id` is a stream entry ID Redis accepts: `<ms>-<seq>`, each part a
+ * decimal integer of at most 2^64 − 1. A part above that (`99999999999999999999-0`)
+ * has the shape but Redis refuses it ("Invalid stream ID"), so it is malformed too.
+ */
 export function isStreamId(id: string): boolean {
-  return STREAM_ID_PATTERN.test(id);
+  const m = STREAM_ID_PATTERN.exec(id);
+  if (m === null) return false;
+  // Up to 19 digits always fit; only 20-digit parts need the exact comparison.
+  return (m[1] as string).length < 20 && (m[2] as string).length < 20
+    ? true
+    : BigInt(m[1] as string) <= MAX_PART && BigInt(m[2] as string) <= MAX_PART;
+}
+
+/**
+ * True when a failed Redis call was refused for a stream ID ("ERR Invalid stream ID
+ * specified as stream command argument", or "ERR invalid start ID for the interval"
+ * for an exclusive start `(` at the largest ID): the caller's input cannot be used,
+ * so it is INVALID_REQUEST, not an outage. `redisCall` wraps the reply as UNAVAILABLE with the
+ * reply as its `cause`; both are looked at.
+ */
+export function isInvalidStreamIdReply(err: unknown): boolean {
+  // ioredis's reply errors are not always `Error` instances: look at any `message`.
+  let e: unknown = err;
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 3; depth++) {
+    const { message, cause } = e as { message?: unknown; cause?: unknown };
+    if (typeof message === 'string' && /Invalid stream ID|invalid start ID/i.test(message)) return true;
+    e = cause;
+  }
+  return false;
 }
 
 /** `id` without leading zeros in either part (the form Redis answers with). */

@@ -124,3 +124,28 @@ test('bad sub and unsub frames get an error frame; the connection stays healthy 
   const id = await publish(gw.client, 'ok.a', 'still here');
   await expectPub(client, 'ok.a', id, 'still here');
 });
+
+test('a since out of the stream id range is INVALID_REQUEST naming the frame, never UNAVAILABLE', async () => {
+  const client = await connectWith(gw, 'ranger', ['ok.*']);
+  await publish(gw.client, 'ok.r', 'history');
+  const cases: Array<{ what: string; since: string }> = [
+    { what: 'a millisecond part over 2^64-1', since: '99999999999999999999-0' },
+    { what: 'a sequence part over 2^64-1', since: '0-18446744073709551616' },
+    // Well formed, but Redis refuses an exclusive start at the largest id: its reply maps to INVALID_REQUEST.
+    { what: 'the largest id', since: '18446744073709551615-18446744073709551615' },
+  ];
+  for (const k of cases) {
+    client.send({ t: 'sub', channel: 'ok.r', since: k.since });
+    const f = await client.next();
+    assert.deepEqual(f, {
+      t: 'error', code: 'INVALID_REQUEST', message: f.message, ref: { t: 'sub', channel: 'ok.r' },
+    }, k.what);
+    assert.match(String(f.message), /since/, k.what);
+  }
+  // Refused, also when Redis refused it after the node subscribed: nothing is followed.
+  await waitTopics(probe, P, { 'ok.r': false });
+  await subscribe(client, probe, P, 'ok.r');
+  const id = await publish(gw.client, 'ok.r', 'live');
+  await expectPub(client, 'ok.r', id, 'live');
+});
+

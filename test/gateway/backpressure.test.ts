@@ -205,3 +205,28 @@ test('a send that takes the buffer past the hard cap closes the connection 4009 
   assert.equal(code, 4009);
   assert.ok(last > 0 && last < COUNT, `cut after ${last}`);
 });
+
+/** `pixiu_ws_closes_total` by close code, from `/metrics`. */
+async function closesByCode(gw: GatewayFixture): Promise<Record<string, number>> {
+  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+  const counts: Record<string, number> = {};
+  for (const m of text.matchAll(/^pixiu_ws_closes_total\{code="(\d+)"\} (\d+)/gm)) counts[m[1] as string] = Number(m[2]);
+  return counts;
+}
+
+test('a slow consumer that never reads again is counted as closed 4009, not as the 1006 its socket ends with', async (t) => {
+  const HARD_CAP = 64 * KiB;
+  const setup = await serve(t, 'bp-count', {
+    socketHighWaterBytes: String(HARD_CAP), socketHardCapBytes: String(HARD_CAP), pausedTimeoutMs: '60s',
+  });
+  await postMany(setup.gw.client, 'stuck', 4000, 1, { data: bulky });
+  const { client, sock } = await connectStalled(setup, 'stuck', 'never');
+  await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > HARD_CAP);
+  // The client never reads the close frame: the server cuts the socket after its grace
+  // period, and the close is counted by the code the server decided.
+  await waitUntil('the close is counted', async () => Object.keys(await closesByCode(setup.gw)).length > 0, 15_000, 100);
+  assert.deepEqual(await closesByCode(setup.gw), { 4009: 1 });
+  // Read again: the client sees its socket end (what a non-reading client usually sees).
+  client.ws.resume();
+  assert.equal((await client.waitClose(30_000)).code, 1006);
+});

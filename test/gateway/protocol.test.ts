@@ -162,14 +162,11 @@ describe('server heartbeat', () => {
     await expectPong(client);
   });
 
-  test('a client that never answers pings is closed after the idle timeout', async () => {
-    const ws = new WebSocket(new URL('/v1/connect', fast.url.replace(/^http/, 'ws')), {
+  /** Opens a connection of `user` whose client never answers pings; resolves once open. */
+  async function openMute(target: GatewayFixture, user: string): Promise<{ ws: WebSocket; closed: Promise<number> }> {
+    const ws = new WebSocket(new URL('/v1/connect', target.url.replace(/^http/, 'ws')), {
       autoPong: false,
-      headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'mute')}` },
-    });
-    let pings = 0;
-    ws.on('ping', () => {
-      pings += 1;
+      headers: { authorization: `Bearer ${await testToken(JWT_KEY, user)}` },
     });
     ws.on('error', () => undefined);
     const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
@@ -177,7 +174,16 @@ describe('server heartbeat', () => {
       ws.once('open', resolve);
       ws.once('unexpected-response', () => reject(new Error('refused')));
     });
+    return { ws, closed };
+  }
+
+  test('a client that never answers pings is closed after the idle timeout', async () => {
+    const { ws, closed } = await openMute(fast, 'mute');
     const openedAt = Date.now();
+    let pings = 0;
+    ws.on('ping', () => {
+      pings += 1;
+    });
     const code = await closed;
     const lived = Date.now() - openedAt;
     assert.ok(pings >= 2, `${pings} pings went unanswered`);
@@ -188,5 +194,15 @@ describe('server heartbeat', () => {
       const answer = await fast.client.get('/v1/users/mute/presence');
       return (answer.body as { online: boolean }).online === false;
     });
+  });
+
+  test('the idle cut comes within a tick of the idle timeout, not at the next heartbeat after it', async () => {
+    // Heartbeats 2 s apart, idle timeout 2.2 s: checked only at heartbeats, the cut would come at 4 s.
+    const slow = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'hb2:', heartbeatMs: '2000', idleTimeoutMs: '2200' });
+    const { closed } = await openMute(slow, 'mute2');
+    const openedAt = Date.now();
+    assert.equal(await closed, 1006);
+    const lived = Date.now() - openedAt;
+    assert.ok(lived >= 2200 && lived < 3200, `cut after ${lived} ms (idle timeout 2200 ms, heartbeat 2000 ms)`);
   });
 });

@@ -1,0 +1,96 @@
+/**
+ * What a client token may say, wherever one is verified (connect, the `/v1/me` routes,
+ * `refresh`): its `sub` follows the user-id rule (docs/decisions.md: 1–128 code points,
+ * no whitespace, control character or lone surrogate), and a `refresh` never shortens
+ * the session (docs/protocol.md, "Client → server").
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decodeJwt } from 'jose';
+import { expectError } from '../harness/checks.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'tok:' });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+const NOT_A_USER_ID = /^the token's sub is not a valid user id$/;
+
+/** `sub`s that are no user id: lone surrogates (both would read U+FFFD's inbox), whitespace, controls, 129 code points. */
+const BAD_SUBS: ReadonlyArray<{ what: string; sub: string }> = [
+  { what: 'a lone high surrogate', sub: '\ud800' },
+  { what: 'a lone low surrogate', sub: 'x\udfff' },
+  { what: 'a space', sub: 'a b' },
+  { what: 'a tab', sub: 'a\tb' },
+  { what: 'NUL', sub: 'x\u0000y' },
+  { what: 'DEL', sub: 'x\u007fy' },
+  { what: '129 characters', sub: 'u'.repeat(129) },
+  { what: '129 emoji (code points, not UTF-16 units)', sub: '😀'.repeat(129) },
+];
+
+test('a token whose sub is not a valid user id is refused 401 at connect', async () => {
+  for (const { what, sub } of BAD_SUBS) {
+    const token = await testToken(JWT_KEY, sub);
+    await expectRefused(gw.connect('ignored', { token }), 401, 'UNAUTHORIZED', NOT_A_USER_ID).catch((err: unknown) => {
+      throw new Error(`${what}: ${(err as Error).message}`);
+    });
+  }
+  // The edges of the rule still connect: 128 characters, 128 emoji, U+FFFD itself.
+  for (const sub of ['u'.repeat(128), '😀'.repeat(128), '\ufffd']) {
+    const client = await gw.connect('ignored', { token: await testToken(JWT_KEY, sub) });
+    assert.equal((await client.next()).user, sub);
+    await client.close();
+  }
+});
+
+test('the /v1/me routes refuse a token whose sub is not a valid user id with 401', async () => {
+  for (const { what, sub } of BAD_SUBS) {
+    const authorization = `Bearer ${await testToken(JWT_KEY, sub)}`;
+    const read = await gw.client.get('/v1/me/messages', { headers: { authorization } });
+    expectError(read, 401, 'UNAUTHORIZED', NOT_A_USER_ID);
+    const ack = await gw.client.post('/v1/me/ack', { device: 'd', seq: 0 }, { headers: { authorization } });
+    assert.equal(ack.status, 401, `${what}: ${ack.text}`);
+  }
+});
+
+test('a refresh whose sub is not a valid user id is refused UNAUTHORIZED, naming the refresh', async () => {
+  const { client } = await gw.connectWelcomed('\ufffd');
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, '\ud800') });
+  const refused = await client.nextOf('error');
+  assert.deepEqual(refused, { t: 'error', code: 'UNAUTHORIZED', message: "the token's sub is not a valid user id", ref: { t: 'refresh' } });
+  await expectPong(client);
+});
+
+test('a refresh with a token expiring before the current one is refused and keeps the later exp', async () => {
+  const long = await testToken(JWT_KEY, 'refresher', { ttlSec: 3600 });
+  const { client } = await gw.connectWelcomed('refresher', { token: long });
+  const short = await testToken(JWT_KEY, 'refresher', { ttlSec: 2 });
+  const shortExpMs = (decodeJwt(short).exp as number) * 1000;
+  client.send({ t: 'refresh', token: short });
+  assert.deepEqual(await client.next(), {
+    t: 'error', code: 'INVALID_REQUEST', message: 'the new token expires before the current one', ref: { t: 'refresh' },
+  });
+  // Still open past the short token's exp: the session kept the hour-long one. Waiting
+  // on pongs until then (the clock closes within a tick of exp, so a close would come first).
+  while (Date.now() < shortExpMs + 1000) await expectPong(client);
+  // A token expiring later (or at the same time) is still taken, silently.
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'refresher', { ttlSec: 7200 }) });
+  await expectPong(client);
+  assert.equal(client.frames.filter((f) => f.t === 'error').length, 1);
+});

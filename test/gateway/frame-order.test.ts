@@ -1,0 +1,161 @@
+/**
+ * The order of what a client gets (docs/protocol.md): `welcome` first, whatever the
+ * client sent right after the upgrade; then answers in the order of the frames they
+ * answer, including the asynchronous ones (`sub`, `refresh`), each refusal of a `sub`
+ * or `refresh` naming the frame it refuses; and a well-formed `sub` refused FORBIDDEN
+ * is not a "bad frame" towards the 4003 limit.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken, type Frame } from '../harness/ws-client.js';
+import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'ord:' });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+/** Drops the variable `message` of error frames, to compare sequences of frames. */
+function shape(f: Frame): Frame {
+  if (f.t !== 'error') return f;
+  const { message: _message, ...rest } = f;
+  return rest;
+}
+
+/** A client text frame (masked with a zero key, which RFC 6455 §5.3 allows). */
+function clientFrame(text: string): Buffer {
+  const payload = Buffer.from(text);
+  assert.ok(payload.length < 126);
+  return Buffer.concat([Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload]);
+}
+
+/** Splits server frames (unmasked) off `buf`; returns their texts and the rest. */
+function serverFrames(buf: Buffer): { texts: string[]; rest: Buffer } {
+  const texts: string[] = [];
+  let at = 0;
+  for (;;) {
+    if (buf.length < at + 2) break;
+    let len = (buf[at + 1] as number) & 0x7f;
+    let head = 2;
+    if (len === 126) {
+      if (buf.length < at + 4) break;
+      len = buf.readUInt16BE(at + 2);
+      head = 4;
+    } else if (len === 127) {
+      if (buf.length < at + 10) break;
+      len = Number(buf.readBigUInt64BE(at + 2));
+      head = 10;
+    }
+    if (buf.length < at + head + len) break;
+    if (((buf[at] as number) & 0x0f) === 1) texts.push(buf.subarray(at + head, at + head + len).toString());
+    at += head + len;
+  }
+  return { texts, rest: buf.subarray(at) };
+}
+
+test('welcome is the first frame even when client frames come with the upgrade request; they are answered after it, in order', async () => {
+  await gw.post('early', 3);
+  const token = await testToken(JWT_KEY, 'early');
+  const { port } = new URL(gw.url);
+  const sock = net.connect(Number(port), '127.0.0.1');
+  const frames: Frame[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    let buf: Buffer = Buffer.alloc(0);
+    let upgraded = false;
+    sock.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const status = buf.subarray(0, buf.indexOf('\r\n')).toString();
+        if (!status.includes(' 101 ')) reject(new Error(status));
+        upgraded = true;
+        buf = buf.subarray(end + 4);
+      }
+      const { texts, rest } = serverFrames(buf);
+      buf = rest;
+      for (const t of texts) {
+        const f = JSON.parse(t) as Frame;
+        if (f.t !== 'msg') frames.push(shape(f));
+      }
+      if (frames.filter((x) => x.t === 'pong').length === 2) resolve();
+    });
+    sock.on('error', reject);
+    sock.on('close', () => reject(new Error(`closed after ${JSON.stringify(frames)}`)));
+  });
+  // One write: the frames arrive with the upgrade, before the server can have read the inbox.
+  sock.write(Buffer.concat([
+    Buffer.from([
+      'GET /v1/connect HTTP/1.1', `Host: 127.0.0.1:${port}`, 'Upgrade: websocket', 'Connection: Upgrade',
+      `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13',
+      `Authorization: Bearer ${token}`, '', '',
+    ].join('\r\n')),
+    clientFrame('{"t":"ping"}'),
+    ...Array.from({ length: 20 }, () => clientFrame('{"t":"bogus"}')),
+    clientFrame('{"t":"ack","seq":1}'),
+    clientFrame('{"t":"ping"}'),
+  ]));
+  try {
+    await done;
+  } finally {
+    sock.destroy();
+  }
+  assert.equal(frames[0]?.t, 'welcome', `first frame: ${JSON.stringify(frames[0])}`);
+  assert.deepEqual(frames.slice(1), [
+    { t: 'pong' },
+    ...Array.from({ length: 20 }, () => ({ t: 'error', code: 'INVALID_REQUEST' })),
+    // The held ack was taken after welcome: no "ack before welcome" refusal.
+    { t: 'pong' },
+  ]);
+});
+
+test('answers to sub and refresh come in the order of the frames, and each refusal names its frame', async () => {
+  const token = await testToken(JWT_KEY, 'orderly', { channels: ['ok.*'] });
+  const { client } = await gw.connectWelcomed('orderly', { token, params: { from: 'latest' } });
+  client.send({ t: 'sub', channel: 'no.way' });
+  client.send({ t: 'sub', channel: 'ok.a', since: 'yesterday' });
+  client.send({ t: 'refresh', token: 'not-a-jwt' });
+  client.send({ t: 'sub', channel: 'ok.b' });
+  client.send({ t: 'unsub', channel: 'bad name' });
+  client.send({ t: 'ping' });
+  const got: Frame[] = [];
+  for (let i = 0; i < 5; i++) got.push(shape(await client.next()));
+  assert.deepEqual(got, [
+    { t: 'error', code: 'FORBIDDEN', ref: { t: 'sub', channel: 'no.way' } },
+    { t: 'error', code: 'INVALID_REQUEST', ref: { t: 'sub', channel: 'ok.a' } },
+    { t: 'error', code: 'UNAUTHORIZED', ref: { t: 'refresh' } },
+    { t: 'error', code: 'INVALID_REQUEST', ref: { t: 'unsub', channel: 'bad name' } },
+    { t: 'pong' },
+  ]);
+});
+
+test('sub refused FORBIDDEN does not count towards the malformed-frame limit (4003)', async () => {
+  const token = await testToken(JWT_KEY, 'curious', { channels: ['mine.*'] });
+  const { client } = await gw.connectWelcomed('curious', { token, params: { from: 'latest' } });
+  const N = 30;
+  for (let i = 0; i < N; i++) client.send({ t: 'sub', channel: `other.${i}` });
+  await expectPong(client);
+  const refused = client.frames.filter((f) => f.t === 'error');
+  assert.equal(refused.length, N);
+  assert.ok(refused.every((f) => f.code === 'FORBIDDEN'));
+  // Malformed frames still count: 20 are answered, the 21st closes 4003.
+  for (let i = 0; i < 21; i++) client.send('not json');
+  assert.equal((await client.waitClose()).code, 4003);
+  assert.equal(client.frames.filter((f) => f.t === 'error').length, N + 20);
+});
