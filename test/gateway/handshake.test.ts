@@ -120,6 +120,9 @@ test('bad query parameters are refused with 400', async () => {
     { last_seq: '3', from: 'latest' },
     { epoch: 'abc' },
     { unknown: '1' },
+    // The shape of a bseq, but a part above 2^64 - 1: no stream id.
+    { last_bseq: '99999999999999999999-0' },
+    { last_bseq: '0-18446744073709551616' },
   ];
   for (const params of cases) {
     const message = await expectRefused(gw.connect('parm', { params }), 400, 'INVALID_REQUEST');
