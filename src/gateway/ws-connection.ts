@@ -167,7 +167,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
     });
     ws.on('close', (code) => this.#onClose(code));
     ws.on('error', (err) => this.#log.debug({ err }, 'websocket error'));
-    this.#nextPingAt = Date.now() + this.#deps.config.heartbeatMs;
+    // The first heartbeat comes after a random 50–100 % of the period, then every
+    // period: connections made together (a node restart, a reconnect storm) would
+    // otherwise ping, pull their inbox and refresh presence in the same instant every
+    // period, a burst that stalls live delivery (bench:e2e's p99).
+    this.#nextPingAt = Date.now() + Math.round(this.#deps.config.heartbeatMs * (0.5 + Math.random() * 0.5));
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#log.debug({ resume }, 'connection open');
