@@ -32,7 +32,9 @@
  *     after a warm-up catch-up of 1,000; every backlog is posted before the first.
  *
  * Environment: BENCH_E2E_CASES (default `c,a,b`) runs a subset; BENCH_E2E_CPU_PROF=<dir>
- * runs the server with --cpu-prof into that dir (written at its graceful exit).
+ * runs the server with --cpu-prof into that dir (written at its graceful exit);
+ * BENCH_E2E_SERVER_ENV='{"PIXIU_STORE_DURABILITY":"relaxed"}' (a JSON object) adds
+ * environment variables to the server's, to compare settings.
  *
  * Run: npm run bench:e2e
  */
@@ -155,7 +157,7 @@ async function main(): Promise<void> {
     const profArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
     const pixiu = await spawnListening([...profArgs, '--import', GC_HOOK, CLI_MAIN, 'serve'], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
-      PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc',
+      PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc', ...JSON.parse(process.env.BENCH_E2E_SERVER_ENV ?? '{}') as Record<string, string>,
     }, files);
     const bare = await spawnListening(['--import', GC_HOOK, 'bench/lib/bare-ws-relay.ts'], { NODE_OPTIONS: '--expose-gc' }, files, 'bare ws relay listening');
     const servers: Record<TargetKind, ServeProcess> = { pixiu, bare };
