@@ -19,7 +19,7 @@ export function tokenCommand(): Command {
   const cmd = new Command('token')
     .description('print a client JWT for <uid>, signed with the configured key')
     .argument('<uid>', 'the user id (the token\'s sub)')
-    .addOption(new Option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d').default('1h'))
+    .addOption(new Option('--ttl <duration>', 'lifetime, e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
     .option('--tags <list>', 'comma-separated broadcast tags')
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');
   addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
