@@ -2,7 +2,9 @@
  * The HTTP face of the error catalogue: every failure becomes
  * `{"error": {"code", "message"}}` with the catalogue's status (DESIGN.md §7),
  * 503s carry `Retry-After`, and no stack or internal detail reaches a client.
- * Server faults are logged at error with their stack; client faults at debug.
+ * Server faults (500) are logged at error with their stack; 503 UNAVAILABLE (an outage
+ * of Redis or another node, expected and retried) at warn with its message and its
+ * cause's, no stack; client faults at debug.
  */
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -96,7 +98,15 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
 export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
   app.setErrorHandler((raw: unknown, req, reply) => {
     const err = toHttpError(raw);
-    if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
+    if (err.code === 'UNAVAILABLE') {
+      // Expected while Redis or another node is down, and answered 503 + Retry-After:
+      // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug).
+      const cause = err.cause as { message?: unknown } | undefined;
+      req.log.warn({
+        code: err.code, reason: err.message,
+        ...(typeof cause?.message === 'string' && cause.message !== err.message ? { cause: cause.message } : {}),
+      }, 'request unavailable');
+    } else if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
     else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
     onError?.(err, req);
     return sendError(reply, err);

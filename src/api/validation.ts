@@ -38,8 +38,41 @@ export function installValidators(app: FastifyInstance): void {
     });
   });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
-    (httpPart === 'body' ? strict : lenient).compile(schema as object),
+    httpPart === 'body' ? strict.compile(schema as object) : withPlainIntegers(lenient.compile(schema as object), schema),
   );
+}
+
+/** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */
+const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
+
+/**
+ * Wraps a coercing validator so that its integer properties accept only plain decimal
+ * digits: Ajv's coercion reads the text with `Number()`, which also takes `1e3`,
+ * `0x10`, `" 1"` and `1.0`, and `after_seq=1e3` would then page from 1000.
+ */
+export function withPlainIntegers(validate: ValidateFunction, schema: unknown): ValidateFunction {
+  const props = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
+  const integers = Object.keys(props).filter((k) => props[k]?.type === 'integer');
+  if (integers.length === 0) return validate;
+  const wrapped = ((data: unknown, ...rest: unknown[]) => {
+    if (typeof data === 'object' && data !== null) {
+      for (const name of integers) {
+        const v = (data as Record<string, unknown>)[name];
+        if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {
+          wrapped.errors = [{
+            instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'type',
+            params: { type: 'integer' }, message: 'must be an integer written in decimal digits (like 0 or 42)',
+          }];
+          return false;
+        }
+      }
+    }
+    const ok = (validate as (d: unknown, ...r: unknown[]) => boolean)(data, ...rest);
+    wrapped.errors = validate.errors;
+    return ok;
+  }) as ValidateFunction;
+  wrapped.schema = validate.schema;
+  return wrapped;
 }
 
 /** True when `text` parses as JSON (only asked after the guarded parser refused it). */

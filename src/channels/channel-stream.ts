@@ -8,7 +8,7 @@ import { invalid, PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
-import { isInvalidStreamIdReply, isStreamId } from '../streams/stream-id.js';
+import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
 
 /** The refusal of a malformed `since`. */
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
@@ -68,6 +68,8 @@ export class ChannelStream {
    */
   async range(channel: string, afterId: string, count: number): Promise<ChannelEntry[]> {
     if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
+    // Nothing can follow the largest ID, and Redis refuses it as an exclusive start.
+    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return [];
     let raw: [string, string[]][];
     try {
       raw = await redisCall(() =>
@@ -83,5 +85,12 @@ export class ChannelStream {
       if (fields[0] === 'p' && payload !== undefined) out.push({ id, frame: pubFrame(channel, id, payload) });
     }
     return out;
+  }
+
+  /** The id of the channel's newest publication in its history; undefined when it has none. */
+  async newestId(channel: string): Promise<string | undefined> {
+    const raw = await redisCall(() =>
+      this.#redis.xrevrange(this.#keys.channelHistory(channel), '+', '-', 'COUNT', '1')) as [string, string[]][];
+    return raw[0]?.[0];
   }
 }

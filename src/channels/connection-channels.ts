@@ -6,7 +6,7 @@
  */
 import { isPixiuError, PixiuError } from '../errors.js';
 import { StreamFollower } from '../streams/follower.js';
-import { isStreamId } from '../streams/stream-id.js';
+import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
 import { SINCE_MALFORMED, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH } from './patterns.js';
@@ -87,6 +87,21 @@ export class ConnectionChannels implements ChannelSubscriber {
       return;
     }
     try {
+      // A `since` ahead of the channel's newest publication (a bogus or foreign id, or
+      // a history lost since) would hold back every live publication up to it: it is
+      // taken as "now", live from here. Read after the join, so a publication between
+      // this read and the release is queued and goes out.
+      let newest: string | undefined;
+      try {
+        newest = await this.#deps.stream.newestId(channel);
+      } catch (err) {
+        follower.release();
+        throw err;
+      }
+      if (newest === undefined || compareStreamIds(since, newest) > 0) {
+        follower.release();
+        return;
+      }
       await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
     } catch (err) {
       // A `since` Redis refused makes the sub refused: it follows nothing. (A failed

@@ -178,6 +178,13 @@ export function loadConfig(
     && out.socketHardCapBytes < out.socketHighWaterBytes) {
     problems.push('PIXIU_SOCKET_HARD_CAP_BYTES must be at least PIXIU_SOCKET_HIGH_WATER_BYTES');
   }
+  // A client that relies on the server's pings is silent between them: an idle timeout
+  // no longer than the ping interval would cut every such client.
+  if (typeof out.idleTimeoutMs === 'number' && typeof out.heartbeatMs === 'number'
+    && out.idleTimeoutMs <= out.heartbeatMs) {
+    problems.push(`PIXIU_IDLE_TIMEOUT (${out.idleTimeoutMs} ms) must be longer than PIXIU_HEARTBEAT `
+      + `(${out.heartbeatMs} ms): a connection that only answers the server's pings would be closed as idle`);
+  }
   if (problems.length > 0) {
     throw new StartupError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   }

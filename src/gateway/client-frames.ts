@@ -4,6 +4,7 @@
  * `ack {seq}`, `ping {}`, `refresh {token}`, `sub {channel}`, `unsub {channel}`.
  * A frame that does not parse is answered with an `error` frame, never a crash.
  */
+import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
 import { invalid } from '../errors.js';
 
 /** A parsed client frame. */
@@ -67,12 +68,12 @@ export function parseClientFrame(text: string): ClientFrame {
       return { t: 'refresh', token: nonEmptyString(o, 'token', 8192) };
     case 'sub': {
       onlyFields(o, ['channel', 'since']);
-      const channel = nonEmptyString(o, 'channel', 256);
+      const channel = nonEmptyString(o, 'channel', MAX_CHANNEL_LENGTH);
       if (o.since === undefined) return { t: 'sub', channel };
       return { t: 'sub', channel, since: nonEmptyString(o, 'since', 64) };
     }
     default:
       onlyFields(o, ['channel']);
-      return { t: 'unsub', channel: nonEmptyString(o, 'channel', 256) };
+      return { t: 'unsub', channel: nonEmptyString(o, 'channel', MAX_CHANNEL_LENGTH) };
   }
 }

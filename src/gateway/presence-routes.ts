@@ -58,7 +58,9 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
     const lists = await Promise.all(users.map((u) => deps.presence.list(u)));
     // DESIGN.md §7 promises this route what the single-user one answers: the
     // connections with device and node (`devices` is the short summary beside them).
-    const out: Record<string, { online: boolean; devices: string[]; connections: ConnectionView[] }> = {};
+    // A map keyed by user ids with no prototype: `__proto__` is a valid user id, and on a
+    // plain object assigning it would set the prototype instead of adding the entry.
+    const out: Record<string, { online: boolean; devices: string[]; connections: ConnectionView[] }> = Object.create(null);
     users.forEach((u, i) => {
       const entries = lists[i] ?? [];
       out[u] = { online: entries.length > 0, devices: [...new Set(entries.map((e) => e.device))].sort(), connections: entries.map(view) };

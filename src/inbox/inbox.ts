@@ -140,11 +140,13 @@ function checkSeq(name: string, seq: number): void {
   if (!Number.isSafeInteger(seq) || seq < 0) throw invalid(`${name} must be a non-negative integer`);
 }
 
-/** The acks hash as device → seq. */
+/**
+ * The acks hash as device → seq. Built with `Object.fromEntries` (which defines each
+ * key as its own property): `__proto__` is a valid device name, and assigning it on a
+ * plain object would set the prototype instead of adding the entry.
+ */
 function parseCursors(raw: Record<string, string>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [device, seq] of Object.entries(raw)) out[device] = Number(seq);
-  return out;
+  return Object.fromEntries(Object.entries(raw).map(([device, seq]) => [device, Number(seq)]));
 }
 
 /** Seq of a stream entry id `<seq>-0`. */

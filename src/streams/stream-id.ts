@@ -10,6 +10,9 @@ export const STREAM_ID_PATTERN = /^(\d{1,20})-(\d{1,20})$/;
 /** The largest value of either part of a stream entry ID: 2^64 − 1 (Redis keeps both as unsigned 64-bit integers). */
 const MAX_PART = 18446744073709551615n;
 
+/** The largest stream entry ID; nothing can come after it. */
+export const MAX_STREAM_ID = '18446744073709551615-18446744073709551615';
+
 /**
  * True when `id` is a stream entry ID Redis accepts: `<ms>-<seq>`, each part a
  * decimal integer of at most 2^64 − 1. A part above that (`99999999999999999999-0`)

@@ -187,3 +187,19 @@ test('a 128-character user id is readable in the history path; a bad encoding is
   expectError(await server.client.get(`/v1/users/${'u'.repeat(2000)}/messages`), 400, 'INVALID_REQUEST');
   expectError(await server.client.get('/v1/users/%zz/messages'), 400, 'INVALID_REQUEST');
 });
+
+test('integer query parameters take plain decimal digits only: 1e3, 0x10, " 1", 1.0, +1, 007 are 400 naming the parameter', async (t) => {
+  const server = await freshServer(t);
+  for (let i = 0; i < 3; i++) assert.equal((await server.client.post('/v1/messages', { to: RECIPIENT, type: 't', data: i })).status, 201);
+  for (const bad of ['1e3', '0x10', '%20%201', '1%20', '1.0', '%2B1', '007', '', '-0']) {
+    for (const param of ['after_seq', 'limit']) {
+      const message = expectError(await server.client.get(`/v1/users/${RECIPIENT}/messages?${param}=${bad}`), 400, 'INVALID_REQUEST');
+      assert.match(message, new RegExp(`querystring/${param} must be an integer`), `${param}=${bad}`);
+    }
+  }
+  // Plain digits still work, 0 included.
+  const page = await server.client.get(`/v1/users/${RECIPIENT}/messages?after_seq=1&limit=1`);
+  assert.equal(page.status, 200, page.text);
+  assert.deepEqual((page.body as { messages: Array<{ seq: number }> }).messages.map((m) => m.seq), [2]);
+  assert.equal((await server.client.get(`/v1/users/${RECIPIENT}/messages?after_seq=0`)).status, 200);
+});

@@ -114,6 +114,11 @@ test('bad query parameters are refused with 400', async () => {
     { last_seq: '-1' },
     { last_seq: 'abc' },
     { last_seq: '1.5' },
+    // Only plain decimal digits: Number() would read these as 10, 5 and 3.
+    { last_seq: '1e1' },
+    { last_seq: '0x5' },
+    { last_seq: ' 3' },
+    { last_seq: '03' },
     { device: 'my phone' },
     { device: 'x'.repeat(65) },
     { from: 'oldest' },
@@ -127,6 +132,7 @@ test('bad query parameters are refused with 400', async () => {
   for (const params of cases) {
     const message = await expectRefused(gw.connect('parm', { params }), 400, 'INVALID_REQUEST');
     assert.ok(message.length > 0, JSON.stringify(params));
+    if (params.last_seq !== undefined && params.from === undefined) assert.match(message, /last_seq/, JSON.stringify(params));
   }
   // The same user with good parameters connects: the refusals were about the parameters.
   const good = await gw.connect('parm', { params: { last_seq: '0', from: undefined } });

@@ -100,6 +100,31 @@ describe('presence', () => {
     expectError(await gw.client.post('/v1/presence/query', { users: ['qa'] }, { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
   });
 
+  test('users and devices named __proto__ or constructor get their own entries in presence answers and acked_by', async () => {
+    await gw.connectWelcomed('__proto__', { device: 'phone' });
+    const answer = await gw.client.post('/v1/presence/query', { users: ['__proto__', 'constructor', 'toString'] });
+    assert.equal(answer.status, 200, answer.text);
+    const users = (answer.body as { users: Record<string, { online: boolean; devices: string[] }> }).users;
+    assert.deepEqual(Object.keys(users).sort(), ['__proto__', 'constructor', 'toString']);
+    const entries = new Map(Object.entries(users));
+    assert.equal(entries.get('__proto__')?.online, true, answer.text);
+    assert.deepEqual(entries.get('__proto__')?.devices, ['phone']);
+    assert.equal(entries.get('constructor')?.online, false);
+    // Devices named so: the ack cursors, and the message report's acked_by.
+    const posted = await gw.client.post('/v1/messages', { to: 'protodev', type: 'note', data: 1 });
+    assert.equal(posted.status, 201, posted.text);
+    const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'protodev'));
+    for (const device of ['__proto__', 'constructor', 'web']) {
+      assert.equal((await me.post('/v1/me/ack', { device, seq: 1 })).status, 200);
+    }
+    const cursors = await inbox.cursors('protodev');
+    assert.deepEqual(Object.keys(cursors).sort(), ['__proto__', 'constructor', 'web']);
+    assert.equal(cursors['__proto__'], 1);
+    const report = await gw.client.get(`/v1/messages/${(posted.body as { id: string }).id}`);
+    assert.equal(report.status, 200, report.text);
+    assert.deepEqual((report.body as { recipients: unknown }).recipients, [{ user: 'protodev', seq: 1, acked_by: ['__proto__', 'constructor', 'web'] }]);
+  });
+
   test('presence routes need the API token, not a user JWT', async () => {
     const asUser = new PixiuClient(gw.url, await testToken(JWT_KEY, 'pia'));
     expectError(await asUser.get('/v1/users/pia/presence'), 401, 'UNAUTHORIZED');

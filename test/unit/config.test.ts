@@ -71,6 +71,9 @@ test('a bad value is a startup error naming the variable and what it accepts', (
     [{ PIXIU_REDELIVERY_BACKOFF: '1s,,x' }, /PIXIU_REDELIVERY_BACKOFF/],
     [{ PIXIU_JWT_SECRET: 'x'.repeat(40), PIXIU_JWKS_URL: 'https://idp.example/jwks' }, /only one of/],
     [{ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '2048' }, /HARD_CAP/],
+    [{ PIXIU_IDLE_TIMEOUT: '3s', PIXIU_HEARTBEAT: '60s' }, /PIXIU_IDLE_TIMEOUT \(3000 ms\) must be longer than PIXIU_HEARTBEAT \(60000 ms\)/],
+    [{ PIXIU_IDLE_TIMEOUT: '25s' }, /PIXIU_IDLE_TIMEOUT \(25000 ms\) must be longer than PIXIU_HEARTBEAT \(25000 ms\)/],
+    [{ PIXIU_HEARTBEAT: '120s' }, /PIXIU_IDLE_TIMEOUT \(60000 ms\) must be longer than PIXIU_HEARTBEAT/],
   ];
   for (const [env, pattern] of cases) {
     assert.throws(() => loadConfig(env), (err: unknown) => err instanceof StartupError && pattern.test(err.message), JSON.stringify(env));
@@ -98,4 +101,10 @@ test('every setting has a PIXIU_ variable, a flag and a doc', () => {
 test('unknownSettingVariables names PIXIU_ variables that are no setting (typos), and nothing else', () => {
   assert.deepEqual(unknownSettingVariables({ PIXIU_PROT: '9000', PIXIU_PORT: '9000', PATH: '/bin', PIXIU_REDIS_URL: 'redis://x' }), ['PIXIU_PROT']);
   assert.deepEqual(unknownSettingVariables({}), []);
+});
+
+test('an idle timeout longer than the heartbeat is accepted, however close', () => {
+  const c = loadConfig({ PIXIU_HEARTBEAT: '2000', PIXIU_IDLE_TIMEOUT: '2001' });
+  assert.equal(c.heartbeatMs, 2000);
+  assert.equal(c.idleTimeoutMs, 2001);
 });

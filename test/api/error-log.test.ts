@@ -1,0 +1,87 @@
+/**
+ * How failed requests are logged (docs/api.md): a 503 UNAVAILABLE (Redis or another
+ * node down: expected, answered with Retry-After) is a warning naming the reason and
+ * its cause, with no stack; only 500 INTERNAL (a bug) is an error with the stack.
+ * The real service in this process, its log captured from a pino destination.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { installErrorHandlers } from '../../src/api/error-handler.js';
+import { loadConfig } from '../../src/config/config.js';
+import { startService } from '../../src/service/service.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
+import { expectError } from '../harness/checks.js';
+
+type LogLine = Record<string, unknown> & { level: number; msg?: string };
+
+/** A logger whose JSON lines are kept in `lines`. */
+function capturingLogger(): { logger: Logger; lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done): void {
+      for (const text of chunk.toString('utf8').split('\n')) if (text.trim() !== '') lines.push(JSON.parse(text) as LogLine);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'debug' }, sink), lines };
+}
+
+let redis: RedisServer;
+let client: PixiuClient;
+let lines: LogLine[];
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  const dataDir = await tempDataDir(files);
+  const config = loadConfig({}, { port: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300' });
+  const captured = capturingLogger();
+  lines = captured.lines;
+  const service = await startService(config, captured.logger);
+  files.after(() => service.close());
+  client = new PixiuClient(service.url, service.secrets.apiToken);
+});
+
+after(() => files.run());
+
+test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause, without a stack', async () => {
+  assert.equal((await client.get('/v1/users/ada/messages')).status, 200);
+  await redis.stop();
+  const from = lines.length;
+  try {
+    expectError(await client.get('/v1/users/ada/messages'), 503, 'UNAVAILABLE');
+  } finally {
+    await redis.restart();
+  }
+  const logged = lines.slice(from);
+  const warn = logged.find((l) => l.msg === 'request unavailable');
+  assert.ok(warn !== undefined, JSON.stringify(logged));
+  assert.equal(warn.level, 40, 'warn');
+  assert.equal(warn.code, 'UNAVAILABLE');
+  assert.equal(typeof warn.reason, 'string');
+  assert.ok(!JSON.stringify(warn).includes('"stack"'), `no stack: ${JSON.stringify(warn)}`);
+  const errors = logged.filter((l) => l.level >= 50 && l.msg === 'request failed');
+  assert.deepEqual(errors, [], 'no error-level request log for a 503');
+});
+
+test('a 500 INTERNAL is still logged at error with the stack', async () => {
+  const { logger, lines: own } = capturingLogger();
+  const app = Fastify({ loggerInstance: logger as FastifyBaseLogger });
+  installErrorHandlers(app);
+  app.get('/boom', async () => { throw new TypeError('a bug'); });
+  try {
+    const answer = await app.inject({ method: 'GET', url: '/boom' });
+    assert.equal(answer.statusCode, 500);
+    const line = own.find((l) => l.msg === 'request failed');
+    assert.ok(line !== undefined, JSON.stringify(own));
+    assert.equal(line.level, 50);
+    assert.match(String((line.err as { stack?: unknown }).stack), /TypeError: a bug/);
+  } finally {
+    await app.close();
+  }
+});
