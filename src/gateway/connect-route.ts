@@ -12,7 +12,7 @@ import type { WebSocket } from 'ws';
 // Adds `websocket: true` routes and the OpenAPI fields to fastify's route types.
 import type {} from '@fastify/swagger';
 import type {} from '@fastify/websocket';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
@@ -109,6 +109,49 @@ function releaseUpgradeRequest(req: FastifyRequest, socket: WebSocket, hs: Hands
   socket.removeAllListeners('error');
 }
 
+/** What `ws` accepts as a Sec-WebSocket-Key: 16 bytes in base64 (RFC 6455 §4.1). */
+const WS_KEY = /^[+/0-9A-Za-z]{22}==$/;
+
+/**
+ * The handshake headers `ws` checks in its upgrade, checked first: `ws` would refuse
+ * them with its own 400 in text/html, after the presence entry is written; here the
+ * refusal is the catalogue's JSON body like every other one.
+ */
+function checkWebSocketHeaders(req: FastifyRequest, reply: FastifyReply): void {
+  const upgrade = req.headers.upgrade;
+  if (upgrade === undefined || upgrade.toLowerCase() !== 'websocket') {
+    throw new PixiuError('INVALID_REQUEST', `Upgrade header must be websocket, not ${JSON.stringify(upgrade ?? '')}`);
+  }
+  const key = req.headers['sec-websocket-key'];
+  if (typeof key !== 'string' || !WS_KEY.test(key)) {
+    throw new PixiuError('INVALID_REQUEST', 'missing or invalid Sec-WebSocket-Key header (16 bytes in base64)');
+  }
+  const version = Number(req.headers['sec-websocket-version']);
+  if (version !== 13 && version !== 8) {
+    // RFC 6455 §4.4: the refusal names the versions the server speaks.
+    reply.header('sec-websocket-version', '13, 8');
+    throw new PixiuError('INVALID_REQUEST', 'missing or invalid Sec-WebSocket-Version header (13 or 8)');
+  }
+  const protocols = req.headers['sec-websocket-protocol'];
+  if (protocols !== undefined && !validProtocolList(protocols)) {
+    throw new PixiuError('INVALID_REQUEST', 'invalid Sec-WebSocket-Protocol header (a comma-separated list of distinct tokens)');
+  }
+}
+
+/** An RFC 7230 token. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Whether a Sec-WebSocket-Protocol value is one `ws` accepts: distinct tokens, comma-separated. */
+function validProtocolList(header: string): boolean {
+  const seen = new Set<string>();
+  for (const part of header.split(',')) {
+    const protocol = part.replace(/^[ \t]+|[ \t]+$/g, '');
+    if (!TOKEN.test(protocol) || seen.has(protocol)) return false;
+    seen.add(protocol);
+  }
+  return true;
+}
+
 /** A new connection id: 16 hex digits. */
 function newConnId(): string {
   return randomBytes(8).toString('hex');
@@ -139,13 +182,14 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
       claimsOf.set(req, await deps.verify(raw));
     },
-    preHandler: async (req) => {
+    preHandler: async (req, reply) => {
       const claims = claimsOf.get(req);
       if (!claims) throw new PixiuError('UNAUTHORIZED', 'a token is required');
       // A plain GET would reach the presence write below and leave an entry of a
       // connection that never exists (counted against the user's limit until it
       // expires), then get an empty 404 from @fastify/websocket: refuse it here.
       if (!req.ws) throw new PixiuError('INVALID_REQUEST', 'GET /v1/connect is a WebSocket endpoint: send an Upgrade: websocket request');
+      checkWebSocketHeaders(req, reply);
       const q = req.query;
       if (q.from !== undefined && q.last_seq !== undefined) {
         throw new PixiuError('INVALID_REQUEST', 'give last_seq or from=latest, not both');
@@ -173,9 +217,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
       const hs: Handshake = { claims, conn, resume, since, opened: false, dropUnopened: () => undefined };
       handshakes.set(req, hs);
-      // The upgrade can still fail after this (`ws` answers a bad Sec-WebSocket-Key or
-      // version with 400 itself) or the client can go away: then no connection will
-      // ever remove this entry, so the socket's close does, unless the WebSocket opened.
+      // The upgrade can still fail after this (the client goes away, or `ws` refuses a
+      // handshake the checks above let through): then no connection will ever remove
+      // this entry, so the socket's close does, unless the WebSocket opened.
       hs.dropUnopened = (): void => {
         if (!hs.opened) deps.presence.remove(claims.user, conn).catch(() => undefined);
       };

@@ -28,6 +28,7 @@ import type { ProducerScope } from '../api/deps.js';
 import type { Metrics } from '../api/metrics.js';
 import { ConnectionClock } from './connection-clock.js';
 import { connectRoute } from './connect-route.js';
+import { guardUpgrades } from './upgrade-guard.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
 import { presenceRoutes } from './presence-routes.js';
@@ -203,6 +204,8 @@ export class Gateway implements GatewayDeps {
       });
       connectRoute(ws, this);
     });
+    // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts).
+    guardUpgrades(app);
   }
 
   /**

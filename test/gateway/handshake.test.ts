@@ -164,7 +164,7 @@ test('the 6th connection of a user is refused 429, counted across nodes through 
   assert.equal(welcome.device, 'd6');
 });
 
-/** Sends a GET /v1/connect upgrade request by hand; resolves with the HTTP status `ws` refuses it with. */
+/** Sends a GET /v1/connect upgrade request by hand; resolves with the HTTP status it is refused with. */
 function rawUpgrade(url: string, token: string, headers: Record<string, string>): Promise<number> {
   const u = new URL('/v1/connect?device=raw', url);
   return new Promise((resolve, reject) => {
@@ -192,7 +192,7 @@ test('a request that never becomes a WebSocket holds no place in presence', asyn
   // A plain GET is refused with the JSON error body, before presence is written.
   const asUser = new PixiuClient(gw.url, token);
   for (let i = 0; i < 6; i++) expectError(await asUser.get(`/v1/connect?device=d${i}`), 400, 'INVALID_REQUEST', /WebSocket/);
-  // An upgrade that `ws` itself refuses after the checks passed (an unknown version).
+  // An upgrade refused for its handshake headers (an unknown version).
   assert.equal(await rawUpgrade(gw.url, token, { 'sec-websocket-version': '99' }), 400);
   await waitUntil('no presence entry is left behind', async () => (await presenceOf('plain')).length === 0);
   // The user still has all five places.

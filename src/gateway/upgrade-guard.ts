@@ -1,0 +1,89 @@
+/**
+ * Every socket that arrives through Node's `upgrade` event (any request with
+ * `Connection: Upgrade` and an `Upgrade` header, whatever its path, method or
+ * protocol) leaves Node's HTTP machinery for good: Node no longer reads from it, never
+ * closes it, and `server.close()` waits for it. @fastify/websocket routes it through
+ * fastify on a ServerResponse of its own, so a route that does not upgrade (an unknown
+ * path, `POST /v1/connect`, `GET /healthz` with `Upgrade: h2c`, a refused handshake)
+ * answers normally, and then nothing ever closes the socket: it stayed half-closed
+ * (CLOSE-WAIT) after the client left, and SIGTERM waited for it forever.
+ *
+ * {@link guardUpgrades} closes such a socket once its HTTP answer is written (the answer
+ * says `Connection: close`), and on shutdown destroys whatever upgrade sockets (and
+ * HTTP connections) are still open once the grace period is over.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+
+/**
+ * How long shutdown lets the remaining sockets finish (an HTTP answer being written, a
+ * WebSocket close handshake already started by the gateway) before destroying them.
+ */
+export const SHUTDOWN_GRACE_MS = 5_000;
+
+/** A socket as Node's HTTP server leaves it: `_httpMessage` is the response it carries. */
+type UpgradeSocket = Socket & { _httpMessage?: ServerResponse | null };
+
+/** What {@link guardUpgrades} exposes (for tests and metrics). */
+export interface UpgradeGuard {
+  /** Upgrade sockets currently open (WebSockets included). */
+  readonly open: number;
+}
+
+/**
+ * Installs the guard on `app.server`. Call right after registering @fastify/websocket:
+ * its `upgrade` listener must run first, so the response it made is on the socket.
+ * @param graceMs shutdown grace before remaining sockets are destroyed
+ */
+export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS): UpgradeGuard {
+  const sockets = new Set<Socket>();
+  const server = app.server;
+
+  const onUpgrade = (_req: unknown, socket: UpgradeSocket): void => {
+    if (socket.destroyed) return;
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    const res = socket._httpMessage;
+    // @fastify/websocket assigned its response to the socket (a synchronous step of
+    // its listener); without one there is nobody to answer: nothing to keep open for.
+    if (!res) {
+      socket.destroy();
+      return;
+    }
+    const close = (): void => { socket.destroySoon(); };
+    // A WebSocket is answered 101 on the socket itself (the reply is hijacked): the
+    // response never finishes, and `ws` owns the socket from then on. `ws` closes the
+    // socket itself after a refusal it writes (a bad Sec-WebSocket-Key, …).
+    if (res.writableFinished) close();
+    else res.once('finish', close);
+  };
+  server.on('upgrade', onUpgrade);
+  // The answer ends the connection: nothing reads from an upgrade socket any more, so a
+  // following request on it could never be answered. (Node sets `req.upgrade` on every
+  // request it hands to the `upgrade` event.) A hook, as the not-found handler answers
+  // before the listener above can reach the response.
+  app.addHook('onRequest', (req, reply, done) => {
+    if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
+    done();
+  });
+
+  // After the gateway has closed the WebSockets (1001) and fastify refuses new requests:
+  // what is still open after the grace period (a client that never answers the close
+  // handshake, a request stuck in flight) is destroyed, so `server.close()` completes.
+  // The listener stays: once @fastify/websocket has removed its own, a late upgrade
+  // request has no response on its socket and is destroyed at once.
+  app.addHook('preClose', (done) => {
+    const timer = setTimeout(() => {
+      for (const socket of sockets) socket.destroy();
+      server.closeAllConnections();
+    }, graceMs);
+    timer.unref();
+    server.once('close', () => clearTimeout(timer));
+    done();
+  });
+
+  return {
+    get open() { return sockets.size; },
+  };
+}
