@@ -205,7 +205,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (q.from === 'latest') resume = { kind: 'latest' };
       else if (q.last_seq !== undefined) resume = q.epoch === undefined ? { kind: 'after', seq: q.last_seq } : { kind: 'after', seq: q.last_seq, epoch: q.epoch };
       else {
-        const cursor = (await deps.inbox.cursors(claims.user))[q.device];
+        const cursors = await deps.inbox.cursors(claims.user);
+        // Own keys only: a device named `constructor` or `toString` has no cursor yet.
+        const cursor = Object.hasOwn(cursors, q.device) ? cursors[q.device] : undefined;
         resume = cursor === undefined ? { kind: 'first' } : { kind: 'after', seq: cursor };
       }
       const conn = newConnId();

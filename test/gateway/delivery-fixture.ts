@@ -137,7 +137,7 @@ export async function waitCursor(inbox: Inbox, user: string, device: string, seq
   let cursors: Record<string, number> = {};
   await waitUntil(`${user}/${device} cursor at ${seq}`, async () => {
     cursors = await inbox.cursors(user);
-    const at = cursors[device] ?? 0;
+    const at = (Object.hasOwn(cursors, device) ? cursors[device] : undefined) ?? 0;
     assert.ok(at <= seq, `${user}/${device} cursor ${at} went past ${seq}`);
     return at === seq;
   }, boundMs, 20);

@@ -62,6 +62,17 @@ test('an offline user with 500 messages connects without last_seq: seq 1..500 in
   assert.deepEqual((report.body as { recipients: unknown }).recipients, [{ user: 'olga', seq: 500, acked_by: ['phone'] }]);
 });
 
+test('devices named like Object.prototype members (constructor, toString) start from seq 1, with no inherited cursor', async () => {
+  const ids = await postMany(shared.client, 'proto-dev', 3);
+  for (const device of ['constructor', 'toString']) {
+    const client = await shared.connect('proto-dev', { device });
+    await welcome(client, 1, 3);
+    await expectMsgs(client, 1, 3, ids);
+    await waitCursor(sharedInbox, 'proto-dev', device, 3);
+    await client.close();
+  }
+});
+
 test('a connected device gets a newly POSTed message live, the frame as DESIGN.md §6 names it', async () => {
   const client = await shared.connect('liv', { device: 'phone' });
   const w = await welcome(client, 1, 0);
