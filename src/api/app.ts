@@ -2,6 +2,7 @@
  * The HTTP application: fastify with Pixiu's validation, error catalogue, auth and
  * routes (DESIGN.md §7). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
+import { PixiuError } from '../errors.js';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { apiTokenChecker } from '../auth/api-token.js';
@@ -42,6 +43,17 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);
+  // Bodies are read as they come: a compressed one would be parsed as JSON and refused
+  // with a misleading "not valid JSON". Say what is wrong instead (RFC 9110 §15.5.16:
+  // 415 for an unsupported content coding).
+  app.addHook('onRequest', (req, _reply, done) => {
+    const coding = req.headers['content-encoding'];
+    if (coding === undefined || coding.trim().toLowerCase() === 'identity') {
+      done();
+      return;
+    }
+    done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));
+  });
   installErrorHandlers(app, (err) => {
     deps.metrics.httpErrors.inc({ code: err.code });
     if (err.code === 'UNAVAILABLE') deps.metrics.redisErrors.inc({ kind: 'request' });

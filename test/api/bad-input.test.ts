@@ -8,6 +8,7 @@
  * her inbox's first (seq 1), and her inbox must hold only it.
  */
 import { after, before, test, type TestContext } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
@@ -82,6 +83,19 @@ test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_ME
   await rejects(t, (c) => c.request('POST', '/v1/messages', {
     body: 'to=alice&type=t&data=1', headers: { 'content-type': 'application/x-www-form-urlencoded' },
   }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+});
+
+test('a gzip-encoded body is 415 UNSUPPORTED_MEDIA_TYPE naming the coding, not "not valid JSON"', async (t) => {
+  const server = await freshServer(t);
+  const res = await fetch(new URL('/v1/messages', server.client.url), {
+    method: 'POST', body: gzipSync(JSON.stringify(message())),
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: `Bearer ${server.client.token}` },
+  });
+  assert.equal(res.status, 415);
+  const body = await res.json() as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
+  assert.match(body.error.message, /Content-Encoding "gzip" is not supported/);
+  await assertNothingStored(t, server);
 });
 
 test('a message without type is 400 naming type', async (t) => {
