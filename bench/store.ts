@@ -16,6 +16,8 @@
  * on the machine lowers a round rather than one side of the ratio.
  *
  * Run: `npm run bench:store`. Prints a table, then the headline JSON line.
+ * BENCH_STORE_CACHE=<bytes> sets the read cache of the put cases (default 64 MiB, the
+ * service's default; 0 turns it off), to see what caching written records costs.
  */
 import { ClassicLevel } from 'classic-level';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -63,7 +65,7 @@ async function tempDir(name: string): Promise<string> {
   return mkdtemp(path.join(os.tmpdir(), `pixiu-bench-${name}-`));
 }
 
-function openStore(dir: string, cacheBytes = 64 * 1024 * 1024): Promise<MessageStore> {
+function openStore(dir: string, cacheBytes = Number(process.env.BENCH_STORE_CACHE ?? 64 * 1024 * 1024)): Promise<MessageStore> {
   return MessageStore.open({
     dir, partitions: PARTITIONS, sync: true, cacheBytes, defaultTtlMs: 7 * DAY_MS,
     maxMessageBytes: 64 * 1024, sweepIntervalMs: 60_000,
