@@ -16,6 +16,15 @@ import { parseBroadcastEntry, type BroadcastEntry } from './broadcast-stream.js'
 const BLOCK_MS = 5000;
 /** Entries per read. */
 const READ_COUNT = 200;
+/**
+ * After a read that woke on fewer than READ_COUNT entries, how long the reader waits
+ * before collecting what arrived meanwhile (one non-blocking read), ms. Broadcasts
+ * POSTed together reach the stream over a few ms (each is stored and fsynced first);
+ * fanned out as one batch, each socket gets them in one write instead of one per
+ * read. It costs a live broadcast this much latency, a few per cent of a fan-out to
+ * thousands of sockets (bench:broadcast).
+ */
+const COALESCE_MS = 2;
 /** Back-off after a failed read: doubling from the first to the last, ms. */
 const BACKOFF_MS = [100, 200, 500, 1000, 2000, 5000] as const;
 
@@ -105,8 +114,15 @@ export class BroadcastReader {
         clearTimeout(timer);
         continue;
       }
-      const raw = reply?.[0]?.[1] ?? [];
+      let raw = reply?.[0]?.[1] ?? [];
       if (raw.length === 0) continue;
+      if (raw.length < READ_COUNT) {
+        let timer: NodeJS.Timeout | undefined;
+        await this.#unlessStopped(new Promise<void>((resolve) => { timer = setTimeout(resolve, COALESCE_MS); }));
+        clearTimeout(timer);
+        if (!this.#running) break;
+        raw = raw.concat(await this.#readMore(raw[raw.length - 1]?.[0] ?? this.#last, READ_COUNT - raw.length));
+      }
       const entries: BroadcastEntry[] = [];
       for (const r of raw) {
         const e = parseBroadcastEntry(r);
@@ -119,6 +135,20 @@ export class BroadcastReader {
       } catch (err) {
         this.#opts.logger.error({ err }, 'broadcast fan-out failed');
       }
+    }
+  }
+
+  /**
+   * Entries after `afterId` that are already in the stream (a read that does not
+   * block), at most `count`. A failure answers none: the next blocking read, from the
+   * last entry handed out, gets them.
+   */
+  async #readMore(afterId: string, count: number): Promise<[string, string[]][]> {
+    try {
+      const more = await this.#opts.redis.xread('COUNT', String(count), 'STREAMS', this.#opts.key, afterId) as XreadReply;
+      return more?.[0]?.[1] ?? [];
+    } catch {
+      return [];
     }
   }
 
