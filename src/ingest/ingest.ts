@@ -9,7 +9,7 @@
  * `client_msg_id`, a retry stores and delivers a second message.
  */
 import { MsgKind } from '../ids/msg-id.js';
-import type { Inbox } from '../inbox/inbox.js';
+import type { AppendResult, Inbox } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
@@ -182,8 +182,9 @@ export class Ingest {
    * before this first yields, which is what keeps {@link sendRoomBatch} in order.
    */
   async #appendToMembers(put: PutResult, room: string, members: readonly string[]): Promise<RoomIngestResult> {
-    const { inbox, onAppended } = this.#deps;
+    const { inbox, onAppended, store } = this.#deps;
     const appends = await Promise.all(members.map((user) => inbox.append(user, put.id, MsgKind.room, { room })));
+    rememberIfOnline(store, put, appends);
     let duplicate = put.duplicate;
     appends.forEach((a, i) => {
       if (a.duplicate) return;
@@ -207,17 +208,22 @@ export class Ingest {
    * this first yields, which is what keeps {@link sendBatch} in order per recipient.
    */
   async #append(put: PutResult, named: readonly string[]): Promise<IngestResult> {
-    const { inbox, onAppended } = this.#deps;
+    const { inbox, onAppended, store } = this.#deps;
     // A retry answers for the recipients of the first request, which the store kept.
     const recipients = put.duplicate ? (put.message.to ?? named) : named;
     if (recipients.length === 1) {
       // The common case, without the array of promises and Promise.all around it.
       const user = recipients[0] as string;
       const a = await inbox.append(user, put.id, MsgKind.user);
-      if (!a.duplicate) onAppended?.(user, a.seq, a.nodes);
+      if (!a.duplicate) {
+        // Online somewhere: its delivery reads the record now, from the cache.
+        if (a.nodes.length > 0) store.remember(put);
+        onAppended?.(user, a.seq, a.nodes);
+      }
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }
     const appends = await Promise.all(recipients.map((user) => inbox.append(user, put.id, MsgKind.user)));
+    rememberIfOnline(store, put, appends);
     const result: RecipientSeq[] = [];
     let duplicate = put.duplicate;
     for (let i = 0; i < recipients.length; i++) {
@@ -299,6 +305,14 @@ class RecipientOrder {
     for (const user of this.#named[i] ?? []) if (this.#waiting.get(user)?.[0] !== i) return false;
     return true;
   }
+}
+
+/**
+ * Caches the record when a recipient it was just appended for is online (presence
+ * names a node): their delivery reads it at once. Before any notify goes out.
+ */
+function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly AppendResult[]): void {
+  if (appends.some((a) => !a.duplicate && a.nodes.length > 0)) store.remember(put);
 }
 
 /** The recipients of a message, each once, in the order first named. */

@@ -1,6 +1,7 @@
 /**
  * The message store, "Xiu" (DESIGN.md §3): message content in P classic-level
- * partitions under one data folder (`<dir>/<p>`), with a read cache in front.
+ * partitions under one data folder (`<dir>/<p>`), with a read cache in front (filled
+ * by reads, and by {@link MessageStore.remember} for records about to be read).
  *
  * A put picks its partition by {@link choosePartition}, is checked and encoded before
  * it takes an id, and resolves once its batch is written (fsynced with `sync: true`).
@@ -98,7 +99,6 @@ export class MessageStore implements RecordReader {
     const cache = new RecordCache(opts.cacheBytes);
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
-      onWritten: (id: string, bytes: Buffer) => cache.setWritten(id, bytes),
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(writeConcurrency()),
     };
@@ -170,6 +170,19 @@ export class MessageStore implements RecordReader {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * Keeps a stored record in the read cache, for a read expected soon: ingest calls it
+   * when a recipient is online, so live delivery reads the record without a disk read.
+   * Puts do not cache what they write: a record for offline recipients is read once,
+   * maybe days later, and caching every write cost ~10 – 15 % of put throughput
+   * (bench:store, `BENCH_STORE_CACHE`).
+   *
+   * @param put a put's result (new or duplicate)
+   */
+  remember(put: PutResult): void {
+    this.#cache.setWritten(put.id, put.bytes);
   }
 
   /**

@@ -49,11 +49,6 @@ export interface PartitionOptions {
   readonly now: () => number;
   /** Called after each batch write with its put count and duration in ms. */
   readonly onBatch?: (size: number, ms: number) => void;
-  /**
-   * Called for each new record once its batch is written, before its put resolves,
-   * with its MsgID and stored bytes (the store's read cache).
-   */
-  readonly onWritten?: (id: string, bytes: Buffer) => void;
   /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
   readonly slots?: WriteSlots;
 }
@@ -67,7 +62,6 @@ export class Partition {
   readonly #db: PartitionDb;
   readonly #sync: boolean;
   readonly #now: () => number;
-  readonly #onWritten: ((id: string, bytes: Buffer) => void) | undefined;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
   /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
   readonly #pending = new Map<string, { put: Promise<PutResult>; bytes: Buffer }>();
@@ -84,7 +78,6 @@ export class Partition {
     this.#counter = counter;
     this.#sync = options.sync;
     this.#now = options.now;
-    this.#onWritten = options.onWritten;
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
   }
@@ -141,7 +134,7 @@ export class Partition {
         const { message } = prep;
         const id = this.#nextId(message.kind);
         message.id = id;
-        out[i] = { id, duplicate: false, message };
+        out[i] = { id, duplicate: false, message, bytes: prep.bytes };
         batch.put(messageKey(id, keyScratch), prep.bytes);
         const cid = message.clientMsgId;
         if (cid !== undefined) batch.put(clientIdKey(cid), Buffer.from(id, 'latin1'));
@@ -154,13 +147,6 @@ export class Partition {
       // Every batch carries the high-water mark, so the counter outlives the records.
       batch.put(HIGH_WATER_KEY, Buffer.from(String(this.#counter), 'latin1'));
       await batch.write({ sync: this.#sync });
-      const onWritten = this.#onWritten;
-      if (onWritten !== undefined) {
-        for (let i = 0; i < preps.length; i++) {
-          const r = out[i];
-          if (r !== undefined && !r.duplicate) onWritten(r.id, (preps[i] as PreparedRecord).bytes);
-        }
-      }
       return out as PutResult[];
     } catch (err) {
       throw this.#unavailable(err);
@@ -214,7 +200,7 @@ export class Partition {
     found.forEach(({ i, id }, k) => {
       const bytes = records[k];
       const first = bytes === undefined ? null : decodeRecord(bytes, id);
-      if (first !== null && first.expiresAt > now) out[i] = { id, duplicate: true, message: first };
+      if (first !== null && first.expiresAt > now && bytes !== undefined) out[i] = { id, duplicate: true, message: first, bytes };
     });
     return out;
   }
@@ -302,7 +288,7 @@ function closedError(): PixiuError {
 function duplicateOf(first: PutResult, bytes: Buffer): PutResult {
   // Answer the record as stored (frozen), not the first caller's own `data` object.
   const message: StoredMessage = first.duplicate ? first.message : decodeRecord(bytes, first.id);
-  return { id: first.id, duplicate: true, message };
+  return { id: first.id, duplicate: true, message, bytes };
 }
 
 function hex2(n: number): string {

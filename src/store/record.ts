@@ -69,6 +69,8 @@ export interface PutResult {
    * duplicate it is the first record, as stored.
    */
   message: StoredMessage;
+  /** The record as stored (its JSON bytes): what {@link MessageStore.remember} caches. */
+  bytes: Buffer;
 }
 
 /** A validated, encoded new message, waiting for its MsgID. */
