@@ -152,6 +152,9 @@ async function main(): Promise<void> {
   files.after(() => redis.destroy());
   const raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
+  // Redis records every event (command, fork, AOF fsync…) over 20 ms: printed at the
+  // end, it tells whether a latency pause of the run was Redis's.
+  await raw.config('SET', 'latency-monitor-threshold', '20');
   try {
     // --cpu-prof is not allowed in NODE_OPTIONS: it goes with the node arguments.
     const profArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
@@ -346,6 +349,8 @@ async function main(): Promise<void> {
     const exit = await pixiu.term();
     if (cpuProfDir) console.log(`server profile in ${cpuProfDir} (pixiu exit ${exit.code ?? exit.signal ?? ''})`);
     console.log(`load average at end: ${loadavg()} · run took ${fmt((performance.now() - began) / 1000, 0)} s`);
+    const latency = await raw.call('LATENCY', 'LATEST') as [string, number, number, number][];
+    console.log(`redis events over 20 ms (LATENCY LATEST: event, latest ms, max ms): ${latency.length === 0 ? 'none' : latency.map(([event, , last, max]) => `${event} ${last}/${max}`).join(', ')}`);
     printTable(figures);
     if (headline) printHeadline('e2e live delivery', headline.value, 'msg/s', headline.limit);
   } finally {
