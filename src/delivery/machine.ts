@@ -23,50 +23,14 @@
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
-import type { GapFrame, MsgFrame, ServerFrame } from './frames.js';
+import { CloseCode } from './close-codes.js';
+import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
+import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView } from './message-view.js';
 import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
-
-/** WebSocket close code for an ack timeout (DESIGN.md §6). */
-export const CLOSE_ACK_TIMEOUT = 4008;
-
-/**
- * Most inbox entries read per fetch, whatever the window. Every entry of a page is
- * written in one synchronous run, and backpressure (DESIGN.md §5) can only stop a
- * connection between runs: with a page as large as a big window (up to 10,000), one
- * run of ~1 KiB messages put ~10 MiB in a socket buffer past its high-water mark. 100
- * entries bound a run's overshoot; the machine asks for the next page when one ends.
- */
-export const DEFAULT_PAGE_MAX = 100;
-
-/** Settings of a machine (DESIGN.md §10). */
-export interface MachineConfig {
-  /** Unacked messages per connection. */
-  readonly window: number;
-  /** Time without ack progress before the first redelivery, ms. */
-  readonly ackTimeoutMs: number;
-  /** Waits after each redelivery round, ms; after the last one, close 4008. */
-  readonly backoffMs: readonly number[];
-  /** Server heartbeat interval, ms (shown in `welcome`, in whole seconds, at least 1). */
-  readonly heartbeatMs: number;
-  /** Most entries per fetch; default {@link DEFAULT_PAGE_MAX}. */
-  readonly pageMax?: number;
-}
-
-/** What the driver must do. */
-export type Effect =
-  /** Read up to `limit` inbox entries after `afterSeq`, with their content; answer with `fetched` or `fetchFailed`. */
-  | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number }
-  /** Write a frame on a connection. */
-  | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
-  /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */
-  | { readonly kind: 'ack'; readonly device: string; readonly seq: number; readonly epoch: string | undefined }
-  /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */
-  | { readonly kind: 'timer'; readonly conn: string; readonly delayMs: number | null }
-  /** Close a connection. */
-  | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string };
+export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 
 /** A connection's delivery state. */
 interface Conn {
@@ -239,7 +203,7 @@ export class UserMachine {
       return wait.concat(this.#pump());
     }
     if (c.rounds >= waits.length) {
-      return [{ kind: 'close', conn, code: CLOSE_ACK_TIMEOUT, reason: 'ack timeout' }];
+      return [{ kind: 'close', conn, code: CloseCode.ackTimeout, reason: 'ack timeout' }];
     }
     c.rounds += 1;
     // Send again from acked + 1: rewind the cursor; what was sent before is marked.

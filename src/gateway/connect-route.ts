@@ -20,7 +20,8 @@ import type { ResumeRequest } from '../delivery/machine.js';
 import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
 import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
-import { CloseCode, WsConnection } from './ws-connection.js';
+import { CloseCode } from '../delivery/close-codes.js';
+import { WsConnection } from './ws-connection.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {

@@ -9,7 +9,11 @@ import type { Hub } from '../delivery/hub.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
-import type { ConnectionDeps, WsConnection } from './ws-connection.js';
+import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
+import type { BroadcastFanout } from '../broadcast/fanout.js';
+import type { ChannelDeps } from '../channels/connection-channels.js';
+import type { ConnectionClock } from './connection-clock.js';
+import type { WsConnection } from './ws-connection.js';
 
 /** The gateway's parts, as its routes see them. */
 export interface GatewayDeps {
@@ -35,4 +39,37 @@ export interface GatewayDeps {
   kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number>;
   /** A connection was opened (metrics). */
   onOpen(conn: WsConnection, claims: ClientClaims): void;
+}
+
+/** What a connection needs from the service. */
+export interface ConnectionDeps {
+  readonly config: Config;
+  readonly hub: Hub;
+  readonly verify: TokenVerifier;
+  readonly logger: Logger;
+  /** The node's clock: pings, idle closes and token expiry for every connection. */
+  readonly clock: ConnectionClock;
+  /** Each server heartbeat of the connection (presence refresh). */
+  readonly onHeartbeat: (conn: WsConnection) => void;
+  /** The connection closed (presence removal, metrics). */
+  readonly onClosed: (conn: WsConnection, code: number) => void;
+  /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */
+  readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream };
+  /** Channels; absent: `sub`/`unsub` answer an error frame. */
+  readonly channels?: ChannelDeps;
+}
+
+/** Who is on the connection. */
+export interface ConnectionIdentity {
+  readonly id: string;
+  readonly user: string;
+  readonly device: string;
+  /** The JWT's `tags` (broadcast filters). */
+  readonly tags: readonly string[];
+  /** The JWT's `channels` patterns. */
+  readonly channels: readonly string[];
+  /** Token expiry, ms since the epoch. */
+  readonly expiresAtMs: number;
+  /** Connected at, ms since the epoch. */
+  readonly since: number;
 }

@@ -32,7 +32,9 @@ import { guardUpgrades } from './upgrade-guard.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
 import { presenceRoutes } from './presence-routes.js';
-import { CloseCode, type ConnectionDeps, type WsConnection } from './ws-connection.js';
+import { CloseCode } from '../delivery/close-codes.js';
+import type { ConnectionDeps } from './gateway-deps.js';
+import type { WsConnection } from './ws-connection.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;

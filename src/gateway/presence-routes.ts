@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { device, errorBody, userId } from '../api/schemas.js';
 import type { PresenceEntry } from '../cluster/presence.js';
 import type { GatewayDeps } from './gateway-deps.js';
-import { CloseCode } from './ws-connection.js';
+import { CloseCode } from '../delivery/close-codes.js';
 
 /** Most users one presence query may name. */
 export const MAX_PRESENCE_QUERY = 1000;

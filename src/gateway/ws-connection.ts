@@ -10,34 +10,20 @@
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
-import type { TokenVerifier } from '../auth/jwt.js';
-import type { Config } from '../config/config.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
-import type { Hub } from '../delivery/hub.js';
 import type { ErrorFrame, ErrorRef } from '../delivery/frames.js';
 import { parseClientFrame, type ClientFrame } from './client-frames.js';
+import { Backpressure } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import type { ConnectionClock, Ticking } from './connection-clock.js';
-import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
-import type { BroadcastFanout } from '../broadcast/fanout.js';
+import { CloseCode } from '../delivery/close-codes.js';
+import type { Ticking } from './connection-clock.js';
+import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { BroadcastSubscription } from '../broadcast/subscription.js';
-import { ConnectionChannels, type ChannelDeps } from '../channels/connection-channels.js';
+import { ConnectionChannels } from '../channels/connection-channels.js';
 
-/** Close codes (DESIGN.md §6). */
-export const CloseCode = Object.freeze({
-  normal: 1000,
-  goingAway: 1001,
-  policy: 1008,
-  tooBig: 1009,
-  tokenExpired: 4001,
-  replaced: 4002,
-  protocolAbuse: 4003,
-  ackTimeout: 4008,
-  slowConsumer: 4009,
-} as const);
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
@@ -52,39 +38,6 @@ const MAX_BAD_FRAMES = 20;
 export const MAX_HELD_FRAMES = 64;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
-
-/** What a connection needs from the service. */
-export interface ConnectionDeps {
-  readonly config: Config;
-  readonly hub: Hub;
-  readonly verify: TokenVerifier;
-  readonly logger: Logger;
-  /** The node's clock: pings, idle closes and token expiry for every connection. */
-  readonly clock: ConnectionClock;
-  /** Each server heartbeat of the connection (presence refresh). */
-  readonly onHeartbeat: (conn: WsConnection) => void;
-  /** The connection closed (presence removal, metrics). */
-  readonly onClosed: (conn: WsConnection, code: number) => void;
-  /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */
-  readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream };
-  /** Channels; absent: `sub`/`unsub` answer an error frame. */
-  readonly channels?: ChannelDeps;
-}
-
-/** Who is on the connection. */
-export interface ConnectionIdentity {
-  readonly id: string;
-  readonly user: string;
-  readonly device: string;
-  /** The JWT's `tags` (broadcast filters). */
-  readonly tags: readonly string[];
-  /** The JWT's `channels` patterns. */
-  readonly channels: readonly string[];
-  /** Token expiry, ms since the epoch. */
-  readonly expiresAtMs: number;
-  /** Connected at, ms since the epoch. */
-  readonly since: number;
-}
 
 /** A live WebSocket connection of one user's device. */
 export class WsConnection implements DeliveryConnection, Ticking {
@@ -108,7 +61,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #session: UserSession | undefined;
   #expiresAtMs: number;
   #lastSeen = Date.now();
-  #paused = false;
+  readonly #backpressure: Backpressure;
   #badFrames = 0;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
@@ -118,7 +71,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary));
   /** When the next server ping is due, ms since the epoch. */
   #nextPingAt = 0;
-  #pausedTimer: NodeJS.Timeout | undefined;
 
   /**
    * @param ws the upgraded WebSocket
@@ -136,7 +88,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#deps = deps;
     this.#channelPatterns = who.channels;
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), this) : undefined;
-
+    this.#backpressure = new Backpressure(deps.config);
   }
 
   /** The connection's child logger (user, conn, device bound), made on first use. */
@@ -215,20 +167,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#checkBuffered();
   }
 
-  /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (DESIGN.md §5). */
+  /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (backpressure.ts). */
   #checkBuffered(): void {
-    const buffered = this.#ws.bufferedAmount;
-    if (buffered > this.#deps.config.socketHardCapBytes) {
-      this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
-    } else if (!this.#paused && buffered > this.#deps.config.socketHighWaterBytes) {
-      this.#paused = true;
-      this.#session?.pause(this.id);
-      this.#pausedTimer = setTimeout(
-        () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'),
-        this.#deps.config.pausedTimeoutMs,
-      );
-    }
+    const verdict = this.#backpressure.afterWrite(this.#ws.bufferedAmount, this.#onPausedTooLong);
+    if (verdict === 'close') this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
+    else if (verdict === 'pause') this.#session?.pause(this.id);
   }
+
+  readonly #onPausedTooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
 
   /**
    * Sends an `error` frame.
@@ -263,11 +209,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** The socket drained: resume delivery once below half the high-water mark. */
   readonly #onWritten = (): void => {
-    if (this.#paused && this.#ws.bufferedAmount < this.#deps.config.socketHighWaterBytes / 2) {
-      this.#paused = false;
-      clearTimeout(this.#pausedTimer);
-      this.#session?.drain(this.id);
-    }
+    if (this.#backpressure.drained(this.#ws.bufferedAmount)) this.#session?.drain(this.id);
   };
 
   #onMessage(data: RawData, isBinary: boolean): void {
@@ -414,7 +356,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     void this.#channels?.closeAll();
     this.#closed = true;
     this.#deps.clock.delete(this);
-    clearTimeout(this.#pausedTimer);
+    this.#backpressure.stop();
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.

@@ -8,7 +8,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLOSE_ACK_TIMEOUT, UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
+import { CloseCode } from '../../src/delivery/close-codes.js';
+import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
 import type { GapFrame, MsgFrame, ServerFrame } from '../../src/delivery/frames.js';
 import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
 import type { StoredMessage } from '../../src/store/record.js';
@@ -546,7 +547,7 @@ test('redelivery: timer armed when something goes in flight, resent from acked+1
     assert.deepEqual(d.closes, []);
   }
   const last = d.due('a');
-  assert.deepEqual(last, [{ kind: 'close', conn: 'a', code: CLOSE_ACK_TIMEOUT, reason: 'ack timeout' }]);
+  assert.deepEqual(last, [{ kind: 'close', conn: 'a', code: CloseCode.ackTimeout, reason: 'ack timeout' }]);
 });
 
 test('redelivery: only what was sent before is marked; what follows is new', () => {

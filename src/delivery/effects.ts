@@ -1,0 +1,41 @@
+/**
+ * The contract between the delivery machine (machine.ts) and its driver (session.ts):
+ * the machine's settings and the effects it asks the driver to perform (DESIGN.md §5).
+ */
+import type { ServerFrame } from './frames.js';
+
+/**
+ * Most inbox entries read per fetch, whatever the window. Every entry of a page is
+ * written in one synchronous run, and backpressure (DESIGN.md §5) can only stop a
+ * connection between runs: with a page as large as a big window (up to 10,000), one
+ * run of ~1 KiB messages put ~10 MiB in a socket buffer past its high-water mark. 100
+ * entries bound a run's overshoot; the machine asks for the next page when one ends.
+ */
+export const DEFAULT_PAGE_MAX = 100;
+
+/** Settings of a machine (DESIGN.md §10). */
+export interface MachineConfig {
+  /** Unacked messages per connection. */
+  readonly window: number;
+  /** Time without ack progress before the first redelivery, ms. */
+  readonly ackTimeoutMs: number;
+  /** Waits after each redelivery round, ms; after the last one, close 4008. */
+  readonly backoffMs: readonly number[];
+  /** Server heartbeat interval, ms (shown in `welcome`, in whole seconds, at least 1). */
+  readonly heartbeatMs: number;
+  /** Most entries per fetch; default {@link DEFAULT_PAGE_MAX}. */
+  readonly pageMax?: number;
+}
+
+/** What the driver must do. */
+export type Effect =
+  /** Read up to `limit` inbox entries after `afterSeq`, with their content; answer with `fetched` or `fetchFailed`. */
+  | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number }
+  /** Write a frame on a connection. */
+  | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
+  /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */
+  | { readonly kind: 'ack'; readonly device: string; readonly seq: number; readonly epoch: string | undefined }
+  /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */
+  | { readonly kind: 'timer'; readonly conn: string; readonly delayMs: number | null }
+  /** Close a connection. */
+  | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string };
