@@ -14,6 +14,12 @@
 
 /** Pattern of a user or room id (Ajv compiles patterns with the `u` flag). */
 export const USER_ID_PATTERN = '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$';
+const USER_ID_RE = new RegExp(USER_ID_PATTERN, 'u');
+
+/** True when `id` follows the user-id rule ({@link USER_ID_PATTERN}): for ids that come from elsewhere than a validated body (a JWT `sub`, the command line). */
+export function isUserId(id: string): boolean {
+  return USER_ID_RE.test(id);
+}
 
 /**
  * Longest path parameter the router accepts (fastify's `maxParamLength`, default 100):

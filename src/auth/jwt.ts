@@ -6,7 +6,7 @@
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { SignJWT, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { USER_ID_PATTERN } from '../api/schemas.js';
+import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -24,9 +24,6 @@ export interface ClientClaims {
 
 /** Verifies a compact JWT and returns its claims. */
 export type TokenVerifier = (token: string) => Promise<ClientClaims>;
-
-/** The user-id rule of the HTTP API (src/api/schemas.ts), with the `u` flag Ajv compiles it with. */
-const USER_ID = new RegExp(USER_ID_PATTERN, 'u');
 
 const ASYMMETRIC_ALGS: Record<string, string[]> = {
   rsa: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
@@ -51,7 +48,7 @@ function toClaims(payload: JWTPayload): ClientClaims {
   // The rule every user id follows (docs/decisions.md): a lone surrogate would become
   // U+FFFD in UTF-8 and read another user's inbox; whitespace, control characters and
   // over-long ids could never be posted to.
-  if (!USER_ID.test(payload.sub)) throw new PixiuError('UNAUTHORIZED', "the token's sub is not a valid user id");
+  if (!isUserId(payload.sub)) throw new PixiuError('UNAUTHORIZED', "the token's sub is not a valid user id");
   if (typeof payload.exp !== 'number') throw new PixiuError('UNAUTHORIZED', 'invalid token: "exp" is required');
   return {
     user: payload.sub,

@@ -59,11 +59,6 @@ export class BroadcastReader {
     this.#opts = opts;
   }
 
-  /** The last bseq handed out. */
-  get last(): string {
-    return this.#last;
-  }
-
   /**
    * Starts reading after the stream's current end (broadcasts are live: a node that
    * starts does not replay history; clients catch up with `last_bseq`).

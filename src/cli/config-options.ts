@@ -6,7 +6,7 @@ import { Command, Option } from 'commander';
 import ms from 'ms';
 import { loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
 import { SETTINGS, type SettingKey } from '../config/settings.js';
-import { USER_ID_PATTERN } from '../api/schemas.js';
+import { isUserId } from '../api/schemas.js';
 import { StartupError } from '../errors.js';
 
 /** Adds `--<flag> <value>` for every setting, or for the listed ones. */
@@ -46,9 +46,7 @@ export function configFromOptions(cmd: Command, only?: readonly SettingKey[]): C
  * @throws StartupError naming the id and the rule
  */
 export function checkUserId(uid: string): void {
-  if (!USER_ID_RE.test(uid)) {
+  if (!isUserId(uid)) {
     throw new StartupError(`invalid user id ${JSON.stringify(uid)}: 1–128 characters, no whitespace or control characters`);
   }
 }
-
-const USER_ID_RE = new RegExp(USER_ID_PATTERN, 'u');

@@ -33,7 +33,7 @@ export function serveCommand(): Command {
         : 'HS256 secret for client JWTs (mint one with `pixiu token <uid>`)';
       process.stderr.write(`pixiu: generated the ${what}; it is kept in ${file} and shown only now:\n  ${value}\n`);
     }
-    const service = await startService(config, logger);
+    const service = await startService(config, logger, secrets);
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {

@@ -6,7 +6,6 @@
  * 503 when Redis is down or the node is shutting down.
  */
 import { randomBytes } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
 // Adds `websocket: true` routes and the OpenAPI fields to fastify's route types.
@@ -22,6 +21,7 @@ import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
+import type { UpgradeSocket } from './upgrade-guard.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -92,9 +92,6 @@ function serializedOrigin(text: string): string | undefined {
   }
 }
 
-/** The net socket as Node's HTTP server leaves it: `_httpMessage` is the response it belongs to. */
-type UpgradedSocket = Socket & { _httpMessage?: ServerResponse | null };
-
 /**
  * Lets go of the upgrade request once the WebSocket is open. @fastify/websocket leaves
  * the HTTP response assigned to the socket and an `error` listener whose closure holds
@@ -104,7 +101,7 @@ type UpgradedSocket = Socket & { _httpMessage?: ServerResponse | null };
  * `error` listener (ws-connection.ts) replaces the plugin's.
  */
 function releaseUpgradeRequest(req: FastifyRequest, socket: WebSocket, hs: Handshake): void {
-  const raw = req.raw.socket as UpgradedSocket;
+  const raw = req.raw.socket as UpgradeSocket;
   raw.off('close', hs.dropUnopened);
   raw._httpMessage?.detachSocket(raw);
   socket.removeAllListeners('error');

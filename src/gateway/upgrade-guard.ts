@@ -23,7 +23,7 @@ import type { FastifyInstance } from 'fastify';
 export const SHUTDOWN_GRACE_MS = 5_000;
 
 /** A socket as Node's HTTP server leaves it: `_httpMessage` is the response it carries. */
-type UpgradeSocket = Socket & { _httpMessage?: ServerResponse | null };
+export type UpgradeSocket = Socket & { _httpMessage?: ServerResponse | null };
 
 /** What {@link guardUpgrades} exposes (for tests and metrics). */
 export interface UpgradeGuard {

@@ -309,6 +309,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * within a tick of its time.
    */
   tick(nowMs: number): void {
+    // Closed by the server, waiting for the peer's close: no ping, and above all no
+    // presence refresh, which would re-add the entry a replacement just removed.
     if (this.#closed) return;
     if (nowMs >= this.#expiresAtMs) {
       this.close(CloseCode.tokenExpired, 'token expired');
@@ -327,11 +329,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
   }
 
-  /** Server heartbeat: ping, pull and refresh presence. */
+  /** Server heartbeat: ping, pull and refresh presence. Only from {@link tick}, on an open connection. */
   #heartbeat(): void {
-    // Closed by the server, waiting for the peer's close: no ping, and above all no
-    // presence refresh, which would re-add the entry a replacement just removed.
-    if (this.#closed) return;
     this.#ws.ping();
     this.#session?.heartbeat();
     this.#deps.onHeartbeat(this);

@@ -59,13 +59,15 @@ async function closeAll(logger: Logger, steps: ReadonlyArray<[string, () => Prom
 /**
  * Starts the service and resolves once it listens.
  *
+ * @param given secrets resolved already (serve.ts does, to show generated ones before
+ *   anything can fail); default: resolved here with `loadSecrets`
  * @throws StartupError when Redis cannot be reached or started, a store partition
  *   cannot be opened, or the port cannot be bound; what was started is stopped again
  */
-export async function startService(config: Config, logger: Logger): Promise<Service> {
+export async function startService(config: Config, logger: Logger, given?: Secrets): Promise<Service> {
   const cleanup: Array<[string, () => Promise<unknown>]> = [];
   try {
-    const secrets = await loadSecrets(config);
+    const secrets = given ?? await loadSecrets(config);
 
     let local: LocalRedis | undefined;
     let redisUrl = config.redisUrl;

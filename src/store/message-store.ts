@@ -21,7 +21,7 @@ import type { RecordReader } from './record-reader.js';
 import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
 import { choosePartition } from './route.js';
 import { Sweeper } from './sweeper.js';
-import { WriteSlots, writeConcurrency } from './write-slots.js';
+import { WriteSlots, threadPoolSize } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 
@@ -100,7 +100,7 @@ export class MessageStore implements RecordReader {
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
       // No more writes at once than the libuv pool has threads (write-slots.ts).
-      slots: new WriteSlots(writeConcurrency()),
+      slots: new WriteSlots(threadPoolSize()),
     };
     const opened = await Promise.allSettled(
       Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions)));

@@ -19,15 +19,6 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   return Number.isInteger(n) && n > 0 ? Math.min(n, 1024) : 4;
 }
 
-/**
- * How many partition writes may run at once: the libuv pool's size. (Capping it at the
- * number of cores was tried: on 2 cores, 2 slots gained 3–5 % on single-message POSTs
- * but lost ~20 % of store puts at concurrency 100; bench/README.md, 2026-11-30.)
- */
-export function writeConcurrency(env: NodeJS.ProcessEnv = process.env): number {
-  return threadPoolSize(env);
-}
-
 /** A counting semaphore of write slots, granted in request order. */
 export class WriteSlots {
   #free: number;

@@ -43,11 +43,6 @@ export class StreamFollower<E extends StreamEntry> {
     this.#send = send;
   }
 
-  /** ID of the last entry sent, if any. */
-  get last(): string | undefined {
-    return this.#last;
-  }
-
   /**
    * Live, and past what a catch-up sent: every entry offered from now on is new, so
    * a caller may hand live entries straight to the connection instead (in ID order).
