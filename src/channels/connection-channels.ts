@@ -31,13 +31,14 @@ export class ConnectionChannels implements ChannelSubscriber {
   readonly #deps: ChannelDeps;
   readonly #send: (text: string) => void;
   readonly #followers = new Map<string, StreamFollower<ChannelEntry>>();
-  #patterns: readonly string[];
+  /** The token's `channels` patterns, as they are now (a `refresh` may change them; channels already followed stay). */
+  readonly #patterns: () => readonly string[];
 
   /**
-   * @param patterns the JWT's `channels` claim
+   * @param patterns the JWT's `channels` claim as it is now (read at each `sub`: a `refresh` may change it)
    * @param send writes one frame to the connection
    */
-  constructor(deps: ChannelDeps, patterns: readonly string[], send: (text: string) => void) {
+  constructor(deps: ChannelDeps, patterns: () => readonly string[], send: (text: string) => void) {
     this.#deps = deps;
     this.#patterns = patterns;
     this.#send = send;
@@ -48,11 +49,6 @@ export class ConnectionChannels implements ChannelSubscriber {
     return [...this.#followers.keys()];
   }
 
-  /** A refreshed token may allow other channels (already followed ones stay). */
-  setPatterns(patterns: readonly string[]): void {
-    this.#patterns = patterns;
-  }
-
   /**
    * Follows a channel (a second `sub` of the same channel changes nothing).
    * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
@@ -61,7 +57,7 @@ export class ConnectionChannels implements ChannelSubscriber {
    */
   async sub(channel: string, since: string | undefined): Promise<void> {
     if (!isChannelName(channel)) throw notAChannel(channel);
-    if (!channelAllowed(channel, this.#patterns)) {
+    if (!channelAllowed(channel, this.#patterns())) {
       throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
     }
     if (since !== undefined && !isStreamId(since)) {

@@ -51,7 +51,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   readonly #deps: ConnectionDeps;
   /** Created on first use: most connections never log, and each child logger costs memory. */
   #logger: Logger | undefined;
-  /** The JWT's `channels` patterns, until the first `sub` creates {@link #channels}. */
+  /** The JWT's `channels` patterns (replaced by a `refresh`); {@link #channels} reads them at each `sub`. */
   #channelPatterns: readonly string[];
   readonly #broadcast: BroadcastSubscription | undefined;
   /** Created by the first `sub`: most connections follow no channel. */
@@ -100,7 +100,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** The connection's channels, made on the first `sub`/`unsub`; undefined when channels are not served. */
   #channelsOf(): ConnectionChannels | undefined {
     const deps = this.#deps.channels;
-    if (deps) this.#channels ??= new ConnectionChannels(deps, this.#channelPatterns, (text: string): void => this.send(text));
+    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, (text: string): void => this.send(text));
     return this.#channels;
   }
 
@@ -294,7 +294,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
       if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
       if (claims.expiresAtMs < this.#expiresAtMs) throw new PixiuError('INVALID_REQUEST', 'the new token expires before the current one');
       this.#channelPatterns = claims.channels;
-      this.#channels?.setPatterns(claims.channels);
       // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
       this.#expiresAtMs = claims.expiresAtMs;
     } catch (err) {
