@@ -101,7 +101,7 @@ export class Ingest {
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
     const named = distinctRecipients(input);
-    return this.#append(await this.#store(input, named), named);
+    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), named);
   }
 
   /**
@@ -122,7 +122,7 @@ export class Ingest {
     const order = new RecipientOrder(named);
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
-      const stored = this.#store(input, recipients);
+      const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
           (put) => order.release(i, () => this.#append(put, recipients).then(resolve, reject)),
@@ -156,19 +156,11 @@ export class Ingest {
    * @returns one settled result per input, in order
    */
   async sendRoomBatch(inputs: readonly RoomMessageInput[]): Promise<PromiseSettledResult<RoomIngestResult>[]> {
-    const { rooms, store } = this.#deps;
+    const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
     const targets = await Promise.allSettled(inputs.map(async (input) => {
       if ((await rooms.size(input.room)) === 0) throw roomNotFound(input.room);
-      const put = await store.put({
-        kind: MsgKind.room,
-        type: input.type,
-        room: input.room,
-        ...(input.from !== undefined ? { from: input.from } : {}),
-        data: input.data,
-        ...(input.client_msg_id !== undefined ? { clientMsgId: input.client_msg_id } : {}),
-        ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
-      });
+      const put = await this.#store(input, { kind: MsgKind.room, room: input.room });
       // A retry names the room of the first message, whatever the new body says.
       const room = put.message.room ?? input.room;
       return { put, room, members: await rooms.membersAt(room, put.message.ts) };
@@ -182,21 +174,35 @@ export class Ingest {
    * before this first yields, which is what keeps {@link sendRoomBatch} in order.
    */
   async #appendToMembers(put: PutResult, room: string, members: readonly string[]): Promise<RoomIngestResult> {
+    const { duplicate } = await this.#appendAll(put, members, MsgKind.room, { room });
+    return { id: put.id, room, recipients: members.length, duplicate };
+  }
+
+  /**
+   * Appends a stored message to each user's inbox, all issued before the first yield
+   * (what keeps batches in order), caches the record when one of them is online,
+   * notifies each new entry, and tells whether every append was a duplicate.
+   */
+  async #appendAll(
+    put: PutResult, users: readonly string[], kind: MsgKind, extra?: { room: string },
+  ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
     const { inbox, onAppended, store } = this.#deps;
-    const appends = await Promise.all(members.map((user) => inbox.append(user, put.id, MsgKind.room, { room })));
+    const appends = await Promise.all(users.map((user) => inbox.append(user, put.id, kind, extra)));
     rememberIfOnline(store, put, appends);
     let duplicate = put.duplicate;
     appends.forEach((a, i) => {
       if (a.duplicate) return;
       duplicate = false;
-      onAppended?.(members[i] as string, a.seq, a.nodes);
+      onAppended?.(users[i] as string, a.seq, a.nodes);
     });
-    return { id: put.id, room, recipients: members.length, duplicate };
+    return { appends, duplicate };
   }
 
-  /** Stores the content once (or finds the first message of its `client_msg_id`). */
-  #store(input: UserMessageInput, named: readonly string[]): Promise<PutResult> {
-    const msg: NewMessage = { kind: MsgKind.user, type: input.type, data: input.data, to: named };
+  /** Stores the content once (or finds the first message of its `client_msg_id`), for its recipients or its room. */
+  #store(input: UserMessageInput | RoomMessageInput, target: { kind: MsgKind; to?: readonly string[]; room?: string }): Promise<PutResult> {
+    const msg: NewMessage = { kind: target.kind, type: input.type, data: input.data };
+    if (target.to !== undefined) msg.to = target.to;
+    if (target.room !== undefined) msg.room = target.room;
     if (input.from !== undefined) msg.from = input.from;
     if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
     if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
@@ -216,27 +222,13 @@ export class Ingest {
       const user = recipients[0] as string;
       const a = await inbox.append(user, put.id, MsgKind.user);
       if (!a.duplicate) {
-        // Online somewhere: its delivery reads the record now, from the cache.
-        if (a.nodes.length > 0) store.remember(put);
+        rememberIfOnline(store, put, [a]);
         onAppended?.(user, a.seq, a.nodes);
       }
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }
-    const appends = await Promise.all(recipients.map((user) => inbox.append(user, put.id, MsgKind.user)));
-    rememberIfOnline(store, put, appends);
-    const result: RecipientSeq[] = [];
-    let duplicate = put.duplicate;
-    for (let i = 0; i < recipients.length; i++) {
-      const user = recipients[i] as string;
-      const a = appends[i];
-      if (a === undefined) continue;
-      result.push({ user, seq: a.seq });
-      if (!a.duplicate) {
-        duplicate = false;
-        onAppended?.(user, a.seq, a.nodes);
-      }
-    }
-    return { id: put.id, recipients: result, duplicate };
+    const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user);
+    return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
 }
 
