@@ -293,24 +293,13 @@ export class UserMachine {
     for (let i = 0; i < entries.length && c.inflight.length < this.#config.window; i++) {
       const entry = entries[i] as InboxEntry;
       if (entry.seq <= c.sent) continue;
-      if (entry.seq !== c.sent + 1) {
-        // A hole in the stream (an entry removed by hand): the page starts at or before
-        // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
-        if (gap && gap.to === c.sent) gap.to = entry.seq - 1;
-        else {
-          gap = { t: 'gap', from: c.sent + 1, to: entry.seq - 1 };
-          effects.push({ kind: 'send', conn: c.id, frame: gap });
-        }
-        c.sent = entry.seq - 1;
-      }
+      // A hole in the stream (an entry removed by hand): the page starts at or before
+      // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
+      if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects);
       const record = records[i];
       if (!record) {
         // Content expired or vanished: a gap of that seq (merged with the one before).
-        if (gap) gap.to = entry.seq;
-        else {
-          gap = { t: 'gap', from: entry.seq, to: entry.seq };
-          effects.push({ kind: 'send', conn: c.id, frame: gap });
-        }
+        gap = gapThrough(c, entry.seq, gap, effects);
       } else {
         gap = undefined;
         const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
@@ -372,4 +361,21 @@ export class UserMachine {
     if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
     return 0;
   }
+}
+
+/**
+ * Reports seqs `c.sent + 1 .. to` as missing on connection `c`: by extending `gap`,
+ * the gap frame sent last, when it ends right before them (its effect is not performed
+ * yet), else with a new gap frame. Advances `c.sent` to `to`.
+ * @returns the gap frame that now ends at `to`
+ */
+function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame {
+  if (gap && gap.to === c.sent) {
+    gap.to = to;
+  } else {
+    gap = { t: 'gap', from: c.sent + 1, to };
+    effects.push({ kind: 'send', conn: c.id, frame: gap });
+  }
+  c.sent = to;
+  return gap;
 }
