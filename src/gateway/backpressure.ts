@@ -3,58 +3,32 @@
  * on the socket pass the high-water mark (`PIXIU_SOCKET_HIGH_WATER`), resumes once
  * they drain below half of it, and the connection is closed 4009 when the queue
  * passes the hard cap (`PIXIU_SOCKET_HARD_CAP`) or stays paused longer than
- * `PIXIU_PAUSED_TIMEOUT`. This decides; the connection acts (ws-connection.ts).
+ * `PIXIU_PAUSED_TIMEOUT`. These functions decide; the connection keeps the one piece
+ * of state (its paused-too-long timer) and acts (ws-connection.ts). No object per
+ * connection: an idle connection's memory is a target (bench:e2e, case c).
  */
 
-/** The settings it reads (bytes, ms). */
+/** The settings read (bytes). */
 export interface BackpressureLimits {
   readonly socketHighWaterBytes: number;
   readonly socketHardCapBytes: number;
-  readonly pausedTimeoutMs: number;
 }
 
 /** What a write asks of the connection. */
 export type WriteVerdict = 'ok' | 'pause' | 'close';
 
-/** One socket's pause state: paused exactly while its paused-too-long timer runs. */
-export class Backpressure {
-  readonly #limits: BackpressureLimits;
-  #pausedTimer: NodeJS.Timeout | undefined;
+/**
+ * After a write that left `buffered` bytes queued.
+ * @param paused whether delivery is paused already
+ * @returns `close` over the hard cap; `pause` when this write crossed the high-water
+ *   mark (pause delivery and start the paused-too-long timer); `ok` otherwise
+ */
+export function afterWrite(buffered: number, paused: boolean, limits: BackpressureLimits): WriteVerdict {
+  if (buffered > limits.socketHardCapBytes) return 'close';
+  return !paused && buffered > limits.socketHighWaterBytes ? 'pause' : 'ok';
+}
 
-  constructor(limits: BackpressureLimits) {
-    this.#limits = limits;
-  }
-
-  get paused(): boolean {
-    return this.#pausedTimer !== undefined;
-  }
-
-  /**
-   * After a write that left `buffered` bytes queued.
-   * @param onPausedTooLong run if a pause this write starts lasts `pausedTimeoutMs`
-   * @returns `close` over the hard cap; `pause` when this write crossed the high-water
-   *   mark (delivery must pause); `ok` otherwise
-   */
-  afterWrite(buffered: number, onPausedTooLong: () => void): WriteVerdict {
-    if (buffered > this.#limits.socketHardCapBytes) return 'close';
-    if (this.paused || buffered <= this.#limits.socketHighWaterBytes) return 'ok';
-    this.#pausedTimer = setTimeout(onPausedTooLong, this.#limits.pausedTimeoutMs);
-    return 'pause';
-  }
-
-  /**
-   * A write completed with `buffered` bytes still queued.
-   * @returns true when a pause ends here (below half the high-water mark): resume delivery
-   */
-  drained(buffered: number): boolean {
-    if (!this.paused || buffered >= this.#limits.socketHighWaterBytes / 2) return false;
-    this.stop();
-    return true;
-  }
-
-  /** Ends a pause without resuming (the connection closed). */
-  stop(): void {
-    clearTimeout(this.#pausedTimer);
-    this.#pausedTimer = undefined;
-  }
+/** A write completed with `buffered` bytes still queued: true when a pause ends (below half the high-water mark). */
+export function drained(buffered: number, paused: boolean, limits: BackpressureLimits): boolean {
+  return paused && buffered < limits.socketHighWaterBytes / 2;
 }

@@ -16,7 +16,7 @@ import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef } from '../delivery/frames.js';
 import { parseClientFrame, type ClientFrame } from './client-frames.js';
-import { Backpressure } from './backpressure.js';
+import { afterWrite, drained } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { Ticking } from './connection-clock.js';
@@ -61,7 +61,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #session: UserSession | undefined;
   #expiresAtMs: number;
   #lastSeen = Date.now();
-  readonly #backpressure: Backpressure;
+  /** Runs while delivery is paused by backpressure: paused exactly while set (backpressure.ts). */
+  #pausedTimer: NodeJS.Timeout | undefined;
   #badFrames = 0;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
@@ -88,7 +89,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#deps = deps;
     this.#channelPatterns = who.channels;
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), this) : undefined;
-    this.#backpressure = new Backpressure(deps.config);
   }
 
   /** The connection's child logger (user, conn, device bound), made on first use. */
@@ -169,12 +169,17 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (backpressure.ts). */
   #checkBuffered(): void {
-    const verdict = this.#backpressure.afterWrite(this.#ws.bufferedAmount, this.#onPausedTooLong);
-    if (verdict === 'close') this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
-    else if (verdict === 'pause') this.#session?.pause(this.id);
+    const verdict = afterWrite(this.#ws.bufferedAmount, this.#pausedTimer !== undefined, this.#deps.config);
+    if (verdict === 'close') {
+      this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
+    } else if (verdict === 'pause') {
+      this.#pausedTimer = setTimeout(
+        () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'),
+        this.#deps.config.pausedTimeoutMs,
+      );
+      this.#session?.pause(this.id);
+    }
   }
-
-  readonly #onPausedTooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
 
   /**
    * Sends an `error` frame.
@@ -209,7 +214,10 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** The socket drained: resume delivery once below half the high-water mark. */
   readonly #onWritten = (): void => {
-    if (this.#backpressure.drained(this.#ws.bufferedAmount)) this.#session?.drain(this.id);
+    if (!drained(this.#ws.bufferedAmount, this.#pausedTimer !== undefined, this.#deps.config)) return;
+    clearTimeout(this.#pausedTimer);
+    this.#pausedTimer = undefined;
+    this.#session?.drain(this.id);
   };
 
   #onMessage(data: RawData, isBinary: boolean): void {
@@ -354,7 +362,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     void this.#channels?.closeAll();
     this.#closed = true;
     this.#deps.clock.delete(this);
-    this.#backpressure.stop();
+    clearTimeout(this.#pausedTimer);
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
