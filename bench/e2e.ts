@@ -42,7 +42,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../test/harness/redis-server.js';
-import { PixiuClient, REPO_ROOT, cleanupList, spawnListening, tempDataDir, type ServeProcess } from '../test/harness/pixiu-server.js';
+import { waitUntil } from '../test/harness/checks.js';
+import { CLI_MAIN, PixiuClient, REPO_ROOT, cleanupList, spawnListening, tempDataDir, type ServeProcess } from '../test/harness/pixiu-server.js';
+import { MESSAGE_TEXT } from './lib/message-text.js';
 import type { StepResult, TargetKind } from './lib/e2e-protocol.js';
 import { LoadProcess } from './lib/load-process.js';
 import { CpuMeter } from './lib/proc-stats.js';
@@ -68,10 +70,6 @@ const CONFIRM_STEP_DOWNS = 2;
 const WARMUP = { rate: 500, seconds: 2 };
 /** prom-client's event-loop delay sampling interval (its `eventLoopMonitoringPrecision` default), ms. */
 const LOOP_SAMPLE_MS = 10;
-/** The body's `data.text`, as bench:ingest's messages carry (~160 characters). */
-const TEXT = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(3).slice(0, 160);
-
-const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
 const GC_HOOK = path.join(REPO_ROOT, 'bench/lib/gc-hook.ts');
 const TARGETS = ['pixiu', 'bare'] as const;
 
@@ -129,19 +127,10 @@ async function gcSettle(server: ServeProcess): Promise<Memory & { exposed: boole
   const lines = (): string[] => server.stdout().split('\n').filter((l) => l.includes('"bench gc done"'));
   const before = lines().length;
   server.proc.kill('SIGUSR2');
-  await waitFor(() => lines().length > before, 10_000, 'the server gc hook');
+  await waitUntil('the server gc hook', async () => lines().length > before, 10_000, 20);
   const line = JSON.parse(lines()[lines().length - 1] ?? '{}') as Memory & { exposed: boolean };
   if (!line.exposed) throw new Error('the server runs without --expose-gc');
   return line;
-}
-
-/** Polls `cond` every 20 ms. @throws Error after `timeoutMs` */
-async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function main(): Promise<void> {
@@ -192,7 +181,7 @@ async function main(): Promise<void> {
           return { rss: gauge(text, 'pixiu_process_resident_memory_bytes'), heapUsed: gauge(text, 'pixiu_nodejs_heap_size_used_bytes'), heapTotal: gauge(text, 'pixiu_nodejs_heap_size_total_bytes') };
         };
         const serverCounts = async (n: number): Promise<void> => {
-          if (target === 'pixiu') await waitFor(async () => gauge(await pixiuMetrics(pixiu.url), 'pixiu_ws_connections') === n, 10_000, `${n} connections on the server`);
+          if (target === 'pixiu') await waitUntil(`${n} connections on the server`, async () => gauge(await pixiuMetrics(pixiu.url), 'pixiu_ws_connections') === n, 10_000, 20);
         };
         // A few connections first, so that the code paths are compiled before the baseline.
         await connect(target, 'warm', 'warm-', 200);
@@ -321,7 +310,7 @@ async function main(): Promise<void> {
           const batches = [];
           for (let k = 0; k < 4 && sent < count; k++, sent += 500) {
             const first = sent;
-            const messages = Array.from({ length: Math.min(500, count - first) }, (_, i) => ({ to: user, type: 'chat.text', data: { k: first + i, text: TEXT } }));
+            const messages = Array.from({ length: Math.min(500, count - first) }, (_, i) => ({ to: user, type: 'chat.text', data: { k: first + i, text: MESSAGE_TEXT } }));
             batches.push(producer.post('/v1/messages/batch', { messages }));
           }
           for (const answer of await Promise.all(batches)) {

@@ -21,6 +21,7 @@
  * Run: npm run bench:ingest
  */
 import autocannon from 'autocannon';
+import { MESSAGE_TEXT } from './lib/message-text.js';
 import { Redis } from 'ioredis';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { RedisServer } from '../test/harness/redis-server.js';
@@ -46,7 +47,7 @@ const RAW_BATCH = 1_000;
 const RAW_PIPELINES = 2;
 const CAP = 10_000;
 
-const DATA = { text: 'Lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(3).slice(0, 160), n: 1 };
+const DATA = { text: MESSAGE_TEXT, n: 1 };
 let sent = 0;
 
 /** One message body, each with a new client_msg_id and the next recipient. */

@@ -15,6 +15,7 @@
  *   overloaded drops the POSTs still queued in the agent ({@link SHED_BACKLOG_S}).
  */
 import http from 'node:http';
+import { MESSAGE_TEXT } from './message-text.js';
 import WebSocket, { type RawData } from 'ws';
 import { testToken } from '../../test/harness/ws-client.js';
 import type {
@@ -35,8 +36,6 @@ const DRAIN_MAX_MS = 20_000;
  * are dropped (shed) rather than sent, so that the backlog drains before the next step.
  */
 const SHED_BACKLOG_S = 0.5;
-/** ~160 characters of text, as bench:ingest's messages carry. */
-const TEXT = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(3).slice(0, 160);
 
 /** A server frame, as far as the load reads it. */
 interface InFrame {
@@ -271,7 +270,7 @@ async function step(cmd: Extract<LoadCommand, { op: 'step' }>): Promise<StepResu
   const issue = (): void => {
     const user = users[Math.floor(Math.random() * users.length)] as string;
     const t0 = performance.now();
-    const body = JSON.stringify({ to: user, type: 'chat.text', data: { t0, s: rec.step, k: ++messages, text: TEXT } });
+    const body = JSON.stringify({ to: user, type: 'chat.text', data: { t0, s: rec.step, k: ++messages, text: MESSAGE_TEXT } });
     issued += 1;
     lastIssueAt = t0;
     const p = post(target, cmd.apiToken, body);

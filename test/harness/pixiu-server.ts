@@ -22,7 +22,8 @@ import { startService, type Service } from '../../src/service/service.js';
 
 /** The repository root (where `src/cli/main.ts` and `node_modules` are). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
+/** The `pixiu` command's entry point, run through tsx. */
+export const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
 /** How long a spawned `pixiu serve` may take to print its listening line. */
 const LISTEN_TIMEOUT_MS = 30_000;
 
