@@ -14,11 +14,11 @@
  *   null, which readers would show as a `gap` and the user would lose the message.
  *   Delivery retries later; history answers 503 with Retry-After.
  */
-import { LRUCache } from 'lru-cache';
 import { PixiuError, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
+import { RecordCache } from '../store/record-cache.js';
 import { recordOf, type StoredMessage } from '../store/record.js';
 import { MAX_RECORD_IDS, RECORDS_PATH, type RecordsAnswer } from './records-route.js';
 import type { OwnerLookup } from './store-directory.js';
@@ -94,13 +94,13 @@ interface RemoteBatch {
  */
 export class StoreRouter implements RecordReader {
   readonly #opts: StoreRouterOptions;
-  readonly #recent: LRUCache<string, StoredMessage> | undefined;
+  readonly #recent: RecordCache;
   /** Remote reads in flight, by MsgID. */
   readonly #reading = new Map<string, Promise<StoredMessage | null>>();
 
   constructor(opts: StoreRouterOptions) {
     this.#opts = opts;
-    this.#recent = opts.cacheBytes > 0 ? new LRUCache<string, StoredMessage>({ maxSize: opts.cacheBytes }) : undefined;
+    this.#recent = new RecordCache(opts.cacheBytes);
   }
 
   get isOpen(): boolean {
@@ -132,8 +132,9 @@ export class StoreRouter implements RecordReader {
         localAt.push(at);
         return;
       }
-      const cached = this.#recent?.get(id);
-      if (cached !== undefined && cached.expiresAt > now) {
+      // Expired (null, and evicted) reads through like a miss: the owner answers it.
+      const cached = this.#recent.get(id, now);
+      if (cached) {
         out[at] = cached;
         return;
       }
@@ -180,7 +181,7 @@ export class StoreRouter implements RecordReader {
           const records = await this.#fetch(batch, chunk);
           chunk.forEach((id, i) => {
             const record = records[i] ?? null;
-            if (record !== null) this.#recent?.set(id, record, { size: JSON.stringify(record.data).length + RECORD_OVERHEAD_BYTES });
+            if (record !== null) this.#recent.setRead(record, JSON.stringify(record.data).length + RECORD_OVERHEAD_BYTES);
             reads.get(id)?.resolve(record);
           });
         });
