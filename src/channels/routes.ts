@@ -7,9 +7,8 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { PixiuError } from '../errors.js';
 import { errorBody, messageType } from '../api/schemas.js';
-import { checkDataDepth } from '../store/data-depth.js';
+import { publicationDataJson } from '../store/record.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
 
@@ -48,14 +47,8 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       },
     },
   }, async (req, reply) => {
-    checkDataDepth(req.body.data);
-    const dataJson = JSON.stringify(req.body.data);
-    // Bytes of exactly JSON.stringify({type, data}), as the store counts a message.
-    const bytes = Buffer.byteLength(dataJson) + Buffer.byteLength(JSON.stringify(req.body.type)) + '{"type":,"data":}'.length;
-    if (bytes > opts.maxMessageBytes) {
-      throw new PixiuError('PAYLOAD_TOO_LARGE',
-        `publication is ${bytes} bytes (JSON of type and data), over the limit of ${opts.maxMessageBytes} bytes`);
-    }
+    // Checked and measured as a stored message's content is (no `from` here).
+    const dataJson = publicationDataJson(req.body.type, req.body.data, opts.maxMessageBytes);
     const id = await stream.publish(req.params.channel, req.body.type, Date.now(), dataJson);
     return reply.code(201).send({ id });
   });

@@ -107,6 +107,9 @@ const CLIENT_MSG_ID = /^[\x20-\x7e]{1,128}$/;
 /** Expiry times are written as 6-byte big-endian numbers in the expiry index. */
 const MAX_EXPIRES_AT = 2 ** 48 - 1;
 
+/** Bytes of `{"type":,"data":}`: the JSON of a message's content around its values. */
+const CONTENT_FRAME_BYTES = '{"type":,"data":}'.length;
+
 function isKind(kind: unknown): kind is MsgKind {
   return kind === MsgKind.user || kind === MsgKind.room || kind === MsgKind.broadcast || kind === MsgKind.channel;
 }
@@ -196,7 +199,7 @@ export function prepareRecord(
   rest += '}';
 
   // Byte length of exactly JSON.stringify({type, from, data}), without building it.
-  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + '{"type":,"data":}'.length;
+  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
   // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
   // that much arena space and measured by what was written, sparing a scan of `data`
   // to count its bytes first; a large one is measured first and given its own buffer.
@@ -222,12 +225,29 @@ export function prepareRecord(
   return { message: fields, bytes, contentBytes: overheadBytes + dataBytes };
 }
 
-/** @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit */
-function checkSize(contentBytes: number, maxMessageBytes: number): void {
+/**
+ * @param what what is measured and of which fields, for the error's message
+ * @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit
+ */
+function checkSize(contentBytes: number, maxMessageBytes: number, what = { name: 'message', fields: 'type, from and data' }): void {
   if (contentBytes > maxMessageBytes) {
     throw new PixiuError('PAYLOAD_TOO_LARGE',
-      `message is ${contentBytes} bytes (JSON of type, from and data), over the limit of ${maxMessageBytes} bytes`);
+      `${what.name} is ${contentBytes} bytes (JSON of ${what.fields}), over the limit of ${maxMessageBytes} bytes`);
   }
+}
+
+/**
+ * The JSON of a channel publication's `data` (channels are not stored), checked as a
+ * message's content is ({@link prepareRecord}): a JSON value nested at most
+ * `MAX_DATA_DEPTH` levels, and `JSON.stringify({type, data})` at most `maxBytes`.
+ *
+ * @throws PixiuError INVALID_REQUEST for data that is no JSON value or nests too
+ *   deep; PAYLOAD_TOO_LARGE over `maxBytes`
+ */
+export function publicationDataJson(type: string, data: unknown, maxBytes: number): string {
+  const json = dataJson(data);
+  checkSize(Buffer.byteLength(json) + Buffer.byteLength(JSON.stringify(type)) + CONTENT_FRAME_BYTES, maxBytes, { name: 'publication', fields: 'type and data' });
+  return json;
 }
 
 /**
