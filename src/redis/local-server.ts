@@ -123,7 +123,7 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
     // has flushed and closed its connections; Pixiu stops it last.
     const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     await waitReady(child, binary);
-    opts.logger.info({ socket: sock, dir, pid: child.pid }, 'local redis-server started');
+    opts.logger.info({ socket: sock, dir, redisPid: child.pid }, 'local redis-server started');
     forwardLog(child, opts.logger);
     return child;
   });
