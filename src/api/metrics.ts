@@ -88,6 +88,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Inbox reads by delivery sessions (DESIGN.md §5 fetches). A live message to a
+   * caught-up local connection needs none; logins, heartbeats, remote notifies and
+   * connections catching up do.
+   */
+  readonly deliveryFetches = new Counter({
+    name: 'pixiu_delivery_fetches_total',
+    help: 'Inbox reads by delivery sessions (logins, heartbeats, catch-up, remote notifies)',
+    registers: [this.registry],
+  });
+
   /** WebSocket connections closed, by close code. */
   readonly wsCloses = new Counter({
     name: 'pixiu_ws_closes_total',

@@ -3,6 +3,9 @@
  * (centrifuge's "hub"). Notifies for local users land here in-process; the gateway
  * attaches and detaches connections; shutdown closes them all.
  */
+import type { InboxEntry } from '../inbox/inbox.js';
+import type { StoredMessage } from '../store/record.js';
+import { AckRounds } from './ack-rounds.js';
 import type { ResumeRequest } from './machine.js';
 import { UserSession, type DeliveryConnection, type SessionDeps } from './session.js';
 
@@ -10,11 +13,17 @@ import { UserSession, type DeliveryConnection, type SessionDeps } from './sessio
 export class Hub {
   readonly #deps: SessionDeps;
   readonly #sessions = new Map<string, UserSession>();
+  readonly #ackRounds: AckRounds;
   /** conn id → its user, for kicks and lookups by id. */
   readonly #owners = new Map<string, string>();
 
-  constructor(deps: SessionDeps) {
+  /**
+   * @param ackFlushMs time between the node's rounds of ack-cursor writes, ms
+   *   (DESIGN.md §5: at most every 100 ms per user)
+   */
+  constructor(deps: SessionDeps, ackFlushMs: number) {
     this.#deps = deps;
+    this.#ackRounds = new AckRounds(ackFlushMs);
   }
 
   /** Users with at least one connection here. */
@@ -52,7 +61,7 @@ export class Hub {
   attach(user: string, conn: DeliveryConnection, resume: ResumeRequest): UserSession {
     let session = this.#sessions.get(user);
     if (session === undefined) {
-      session = new UserSession(user, this.#deps);
+      session = new UserSession(user, this.#deps, this.#ackRounds);
       this.#sessions.set(user, session);
     }
     this.#owners.set(conn.id, user);
@@ -70,6 +79,11 @@ export class Hub {
   /** An append for `user` happened: wake its session if it is here. */
   notify(user: string, seq?: number): void {
     this.#sessions.get(user)?.notify(seq);
+  }
+
+  /** A local append for `user` (its entry, epoch and record): hand it to its session if it is here. */
+  offer(user: string, entry: InboxEntry, epoch: string, record: StoredMessage): void {
+    this.#sessions.get(user)?.offer(entry, epoch, record);
   }
 
   /** Closes every connection (shutdown: 1001) and writes every pending ack cursor. */

@@ -119,6 +119,26 @@ export class UserMachine {
     return this.#pump();
   }
 
+  /**
+   * offer: a notify that carries the appended entry, its inbox epoch and its record (an
+   * append made on this node). When the machine is exactly caught up with it — no
+   * fetch in flight, no connection joining, the epoch as last fetched, and `entry.seq`
+   * right after the latest seq known — it is delivered as a fetch of that one entry
+   * would deliver it, with no read: connections at the latest seq get it, within their
+   * window and unless paused, and any connection behind starts a fetch as usual. In any
+   * other case it is `notify(entry.seq)`. Docs: docs/decisions.md "Local appends are
+   * delivered without a read".
+   *
+   * @param record the stored record of `entry.id` (what the store's getMany returns)
+   */
+  offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
+    if (this.#fetchAfter !== undefined || this.#epoch !== epoch || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
+      return this.notify(entry.seq);
+    }
+    this.#fetchAfter = entry.seq - 1;
+    return this.fetched({ epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] }, [record]);
+  }
+
   /** heartbeat: pull even if nothing is known to be new (covers lost notifies). */
   heartbeat(): Effect[] {
     this.#force = true;
@@ -312,6 +332,12 @@ export class UserMachine {
     if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
       effects.push({ kind: 'timer', conn: c.id, delayMs: this.#config.ackTimeoutMs });
     }
+  }
+
+  /** True while a connection waits for the fetch that decides where it starts. */
+  #hasJoining(): boolean {
+    for (const c of this.#conns.values()) if (c.phase === 'joining') return true;
+    return false;
   }
 
   /** Whether a connection needs a fetch now. */

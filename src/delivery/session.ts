@@ -1,13 +1,15 @@
 /**
  * The I/O around one user's delivery state machine (DESIGN.md §5): performs its
- * effects — inbox reads with their content, frames written to connections, coalesced
- * ack-cursor writes, redelivery timers, closes — and feeds the results back as events.
+ * effects — inbox reads with their content, frames written to connections, ack-cursor
+ * writes coalesced into the node's rounds (ack-rounds.ts), redelivery timers, closes — and feeds the results back as events.
  * The decisions all live in machine.ts; this file only carries them out.
  */
-import type { Inbox } from '../inbox/inbox.js';
+import type { Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
+import type { StoredMessage } from '../store/record.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
+import type { AckRounds } from './ack-rounds.js';
 import type { ServerFrame } from './frames.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
@@ -39,8 +41,6 @@ export interface SessionDeps {
   readonly store: RecordReader;
   readonly machine: MachineConfig;
   readonly logger: Logger;
-  /** Ack cursors are written at most this often per user, ms (DESIGN.md §5: 100). */
-  readonly ackFlushMs: number;
   /**
    * Wait before pulling again after a failed fetch, ms; it doubles with each failure
    * in a row, up to {@link MAX_RETRY_FACTOR} times.
@@ -48,6 +48,8 @@ export interface SessionDeps {
   readonly retryMs: number;
   /** Counts frames written, by type (metrics). */
   readonly onFrame?: (t: ServerFrame['t']) => void;
+  /** Counts inbox reads (metrics). */
+  readonly onFetch?: () => void;
 }
 
 /** One locally connected user: its machine and its connections. */
@@ -59,16 +61,21 @@ export class UserSession {
   readonly #timers = new Map<string, NodeJS.Timeout>();
   /** device → highest acked seq not yet written to Redis, and its epoch. */
   #pendingAcks = new Map<string, PendingAck>();
-  #ackTimer: NodeJS.Timeout | undefined;
+  /** The node's ack-write rounds, joined while acks are pending. */
+  readonly #ackRounds: AckRounds;
+  /** Pending after a failed write: the next round is joined after `retryMs`. */
+  #ackRetryTimer: NodeJS.Timeout | undefined;
   /** The last ack write, chained. */
   #ackFlush: Promise<void> = Promise.resolve();
   #retryTimer: NodeJS.Timeout | undefined;
   /** Fetches failed in a row (for the retry back-off). */
   #failures = 0;
 
-  constructor(user: string, deps: SessionDeps) {
+  /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
+  constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
     this.user = user;
     this.#deps = deps;
+    this.#ackRounds = ackRounds;
     this.#machine = new UserMachine(user, deps.machine);
   }
 
@@ -109,6 +116,11 @@ export class UserSession {
     this.#run(this.#machine.notify(seq));
   }
 
+  /** offer: a local append for this user, with its record (machine.ts `offer`). */
+  offer(entry: InboxEntry, epoch: string, record: StoredMessage): void {
+    this.#run(this.#machine.offer(entry, epoch, record));
+  }
+
   /** heartbeat: pull in case a notify was lost. */
   heartbeat(): void {
     this.#run(this.#machine.heartbeat());
@@ -126,8 +138,9 @@ export class UserSession {
 
   /** Writes pending ack cursors now (shutdown, last logout). Never rejects. */
   flushAcks(): Promise<void> {
-    clearTimeout(this.#ackTimer);
-    this.#ackTimer = undefined;
+    this.#ackRounds.delete(this);
+    clearTimeout(this.#ackRetryTimer);
+    this.#ackRetryTimer = undefined;
     if (this.#pendingAcks.size > 0) {
       const batch = this.#pendingAcks;
       this.#pendingAcks = new Map();
@@ -141,17 +154,26 @@ export class UserSession {
     const results = await Promise.allSettled(
       [...batch].map(([device, a]) => this.#deps.inbox.ack(this.user, device, a.seq, a.epoch)));
     if (results.some((r) => r.status === 'rejected')) {
-      // Keep them for the next flush; a cursor only grows, so writing again is harmless.
-      for (const [device, a] of batch) this.#queueAck(device, a, this.#deps.retryMs);
+      // Keep them for a later round; a cursor only grows, so writing again is harmless.
+      for (const [device, a] of batch) this.#holdAck(device, a);
+      this.#ackRetryTimer ??= setTimeout(() => {
+        this.#ackRetryTimer = undefined;
+        this.#ackRounds.add(this);
+      }, this.#deps.retryMs);
       this.#deps.logger.warn({ user: this.user }, 'ack cursor write failed, will retry');
     }
   }
 
-  #queueAck(device: string, ack: PendingAck, delayMs = this.#deps.ackFlushMs): void {
+  /** Holds an ack cursor for the next round of writes. */
+  #queueAck(device: string, ack: PendingAck): void {
+    this.#holdAck(device, ack);
+    if (this.#ackRetryTimer === undefined) this.#ackRounds.add(this);
+  }
+
+  #holdAck(device: string, ack: PendingAck): void {
     const held = this.#pendingAcks.get(device);
     // A newer epoch replaces whatever was held; within one epoch the cursor only grows.
     if (held === undefined || held.epoch !== ack.epoch || held.seq < ack.seq) this.#pendingAcks.set(device, ack);
-    this.#ackTimer ??= setTimeout(() => void this.flushAcks(), delayMs);
   }
 
   #run(effects: readonly Effect[]): void {
@@ -223,6 +245,7 @@ export class UserSession {
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {
     let effects: Effect[];
+    this.#deps.onFetch?.();
     try {
       const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
       const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];

@@ -19,11 +19,12 @@ import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
-import type { Inbox } from '../inbox/inbox.js';
+import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import type { RecordReader } from '../store/record-reader.js';
+import type { StoredMessage } from '../store/record.js';
 import type { ProducerScope } from '../api/deps.js';
 import type { Metrics } from '../api/metrics.js';
 import { ConnectionClock } from './connection-clock.js';
@@ -107,7 +108,6 @@ export class Gateway implements GatewayDeps {
       inbox: opts.inbox,
       store: opts.store,
       logger,
-      ackFlushMs: ACK_FLUSH_MS,
       retryMs: FETCH_RETRY_MS,
       machine: {
         window: config.deliveryWindow,
@@ -116,7 +116,8 @@ export class Gateway implements GatewayDeps {
         heartbeatMs: config.heartbeatMs,
       },
       onFrame: (t) => metrics.wsFrames.inc({ t }),
-    });
+      onFetch: () => metrics.deliveryFetches.inc(),
+    }, ACK_FLUSH_MS);
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,
       onNotify: (user, seq) => this.hub.notify(user, seq),
@@ -211,13 +212,15 @@ export class Gateway implements GatewayDeps {
   }
 
   /**
-   * The ingest hook: `user`'s inbox got `seq`; `nodes` hold the user's connections
-   * (from presence, in the append script).
+   * The ingest hook (src/ingest/ingest.ts `AppendedHook`): `user`'s inbox got `entry`
+   * (`append` is the script's answer; its `nodes` hold the user's connections, from
+   * presence). A local session is offered the entry with its record; other nodes get
+   * a notify of its seq and pull.
    */
-  appended(user: string, seq: number, nodes: readonly string[]): void {
+  appended(user: string, append: AppendResult, entry: InboxEntry, record: StoredMessage): void {
     if (!this.config.notify) return;
-    this.hub.notify(user, seq);
-    for (const n of nodes) if (n !== this.node) this.#bus.notify(n, user, seq);
+    this.hub.offer(user, entry, append.epoch, record);
+    for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq);
   }
 
   /** Closes one connection, here or on the node holding it. */

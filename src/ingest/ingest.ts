@@ -9,8 +9,8 @@
  * `client_msg_id`, a retry stores and delivers a second message.
  */
 import { MsgKind } from '../ids/msg-id.js';
-import type { AppendResult, Inbox } from '../inbox/inbox.js';
-import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
+import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
+import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
 
@@ -69,10 +69,13 @@ export interface IngestResult {
 }
 
 /**
- * Called after a message is appended to a user's inbox (the delivery notify hook);
- * `nodes` hold the user's live connections (presence, read by the append script).
+ * Called after a message is appended to a user's inbox (the delivery notify hook):
+ * `append` is the script's answer (seq, epoch, and in `nodes` the nodes holding the
+ * user's live connections, from presence), `entry` the new inbox entry and `record`
+ * the stored message it names, so a local session can deliver it without reading
+ * either back (docs/decisions.md "Local appends are delivered without a read").
  */
-export type AppendedHook = (user: string, seq: number, nodes: readonly string[]) => void;
+export type AppendedHook = (user: string, append: AppendResult, entry: InboxEntry, record: StoredMessage) => void;
 
 /** Dependencies of {@link Ingest}. */
 export interface IngestDeps {
@@ -193,7 +196,8 @@ export class Ingest {
     appends.forEach((a, i) => {
       if (a.duplicate) return;
       duplicate = false;
-      onAppended?.(users[i] as string, a.seq, a.nodes);
+      const entry: InboxEntry = extra ? { seq: a.seq, id: put.id, kind, room: extra.room } : { seq: a.seq, id: put.id, kind };
+      onAppended?.(users[i] as string, a, entry, put.message);
     });
     return { appends, duplicate };
   }
@@ -223,7 +227,7 @@ export class Ingest {
       const a = await inbox.append(user, put.id, MsgKind.user);
       if (!a.duplicate) {
         rememberIfOnline(store, put, [a]);
-        onAppended?.(user, a.seq, a.nodes);
+        onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);
       }
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }

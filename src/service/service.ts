@@ -127,7 +127,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     });
     cleanup.unshift(['gateway', () => gateway.close()]);
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
-    const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, seq, nodes) => gateway.appended(user, seq, nodes) });
+    const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
     const app = await buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
       extend: async (root, producerScope) => {

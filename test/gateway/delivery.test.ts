@@ -83,6 +83,32 @@ test('a connected device gets a newly POSTed message live, the frame as DESIGN.m
   assert.equal(typeof f.ts, 'number');
 });
 
+test('live messages to a caught-up device are sent without reading the inbox, as a reconnect would read them', async () => {
+  const client = await shared.connect('ofra', { device: 'phone' });
+  await welcome(client, 1, 0);
+  // The first append creates the inbox: its epoch is new to the session, which reads it.
+  await postOne(shared.client, 'ofra');
+  client.ack((await expectFrame(client, 'msg', 2000)).seq as number);
+  const before = await deliveryFetches(shared);
+  const live = [];
+  for (let i = 0; i < 20; i++) {
+    const body = i % 2 === 0 ? { from: 'ann', type: 'chat.text', data: { i, text: 'é 👋' } } : { type: 'test.n', data: [i, null] };
+    const sent = await postOne(shared.client, 'ofra', body);
+    const f = await expectFrame(client, 'msg', 2000);
+    assert.deepEqual([f.seq, f.id], [sent.seq, sent.id]);
+    client.ack(f.seq as number);
+    live.push(f);
+  }
+  const reads = (await deliveryFetches(shared)) - before;
+  // A server heartbeat of the connection may fall in the run and pull once.
+  assert.ok(reads <= 1, `${reads} inbox reads for 20 live messages`);
+  const again = await shared.connect('ofra', { device: 'tablet', params: { last_seq: 1 } });
+  await welcome(again, 2, 21);
+  const read = [];
+  for (let i = 0; i < 20; i++) read.push(await expectFrame(again, 'msg', 2000));
+  assert.deepEqual(live, read, 'the frames sent live are the frames a fetch builds');
+});
+
 test('with notify off, a POSTed message still arrives, pulled by the next heartbeat', async (t) => {
   const HEARTBEAT_MS = 200;
   const { gw: server } = await startDelivery(t, 'hb', { redisUrl: redis.url, notify: 'off', heartbeatMs: String(HEARTBEAT_MS) });
@@ -324,3 +350,11 @@ test('Redis stopped under a connected device: the connection stays, and delivery
   await whenConnected(testRedis);
   await waitCursor(inbox, 'dora', 'phone', 31);
 });
+
+/** `pixiu_delivery_fetches_total` of a service, from `/metrics`. */
+async function deliveryFetches(gw: GatewayFixture): Promise<number> {
+  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+  const m = /^pixiu_delivery_fetches_total (\d+)/m.exec(text);
+  assert.ok(m, 'pixiu_delivery_fetches_total is exported');
+  return Number(m[1]);
+}

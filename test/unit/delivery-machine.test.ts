@@ -215,6 +215,19 @@ class Driver {
     return this.take(this.m.heartbeat());
   }
 
+  /**
+   * Appends one message to the inbox and offers it (a local append: the entry, its
+   * epoch and its record, as ingest hands them over); `epoch` overrides the inbox's.
+   */
+  offer(epoch?: string): Effect[] {
+    const seq = this.inbox.append();
+    const { page, records } = this.inbox.read(seq - 1, 1);
+    const entry = page.entries[0];
+    const record = records[0];
+    assert.ok(entry && record);
+    return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record));
+  }
+
   /** The connection's redelivery timer fired (and so is no longer armed). */
   due(conn: string): Effect[] {
     this.timers.set(conn, null);
@@ -797,4 +810,116 @@ test('a fetch reads at most the page cap, however large the window', () => {
   const effects = d.m.login('a', 'phone', FIRST);
   const fetch = effects.find((e) => e.kind === 'fetch');
   assert.deepEqual(fetch, { kind: 'fetch', afterSeq: 0, limit: 100 });
+});
+
+// ---------------------------------------------------------------- offers (local appends)
+
+test('offer: a caught-up connection gets the appended message with no fetch', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  const fetches = d.fetches.length;
+  const effects = d.offer();
+  assert.equal(d.fetches.length, fetches, 'no fetch');
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+  assert.deepEqual(effects.filter((e) => e.kind === 'timer'), [{ kind: 'timer', conn: 'a', delayMs: CONFIG.ackTimeoutMs }], 'the redelivery timer is armed');
+  d.offer();
+  d.offer();
+  assert.deepEqual(d.brief('a'), ['msg 4', 'msg 5']);
+  assert.equal(d.fetches.length, fetches);
+  d.ack('a', 5);
+  assert.equal(d.pending, undefined, 'an ack of everything fetches nothing');
+  assert.deepEqual(d.m.cursor('a'), { acked: 5, sent: 5, inflight: 0, paused: false });
+});
+
+test('offer: the frame is the one a fetch of that seq would send', () => {
+  const viaFetch = caughtUp(2);
+  viaFetch.inbox.append();
+  viaFetch.notify(3);
+  viaFetch.settle();
+  const viaOffer = caughtUp(2);
+  viaOffer.offer();
+  assert.deepEqual(viaOffer.frames('a'), viaFetch.frames('a'));
+});
+
+test('offer: during a fetch it is a notify (no second fetch; one more after)', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  d.heartbeat(); // a fetch in flight that read the inbox at latest 2
+  const fetches = d.fetches.length;
+  d.offer();
+  assert.equal(d.fetches.length, fetches, 'no second fetch while one is in flight');
+  d.answer();
+  assert.ok(d.pending, 'the offer made the machine fetch again');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+});
+
+test('offer: a seq past the next one (an earlier append not yet seen) fetches from the cursor', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  d.inbox.append(); // seq 3, its notify still on the way
+  d.offer(); // seq 4
+  assert.deepEqual(d.pending?.effect, { kind: 'fetch', afterSeq: 2, limit: 10 });
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4']);
+});
+
+test('offer: another epoch than the one last fetched fetches (and so resets)', () => {
+  const d = caughtUp(2, { ...CONFIG, window: 10 });
+  d.inbox.recreate('ep2');
+  const effects = d.offer();
+  assert.equal(fetchesIn(effects).length, 1, 'a fetch, not a delivery');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep2 1', 'msg 1']);
+});
+
+test('offer: a full window or a paused connection is sent nothing; an ack or a drain goes on', () => {
+  const d = caughtUp(0, { ...CONFIG, window: 2 });
+  d.offer();
+  d.offer();
+  d.offer();
+  assert.deepEqual(d.brief('a'), ['msg 1', 'msg 2'], 'the window holds');
+  d.ack('a', 2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+  d.ack('a', 3);
+  d.take(d.m.pause('a'));
+  d.offer();
+  assert.deepEqual(d.brief('a'), []);
+  d.take(d.m.drain('a'));
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 4']);
+});
+
+test('offer: with one connection behind, the caught-up one gets it at once and the other is fetched for', () => {
+  const d = new Driver({ ...CONFIG, window: 2 });
+  d.inbox.append(1);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  d.ack('a', 1);
+  d.offer(); // seq 2: both can take it
+  d.offer(); // seq 3: a has room, b is full (2 in flight)
+  assert.deepEqual(d.brief('a').slice(-2), ['msg 2', 'msg 3']);
+  assert.deepEqual(d.brief('b').slice(-1), ['msg 2']);
+  d.ack('b', 2);
+  d.settle();
+  assert.deepEqual(d.brief('b'), ['msg 3']);
+});
+
+test('offer: a connection still joining is served by a fetch, welcome first', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(1);
+  d.login('a');
+  d.fail(); // its first fetch failed: still joining, no fetch in flight
+  d.offer();
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+});
+
+test('offer: a connection that has not fetched yet (no epoch known) is fetched for', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  const effects = d.offer(); // the first append creates the inbox
+  assert.equal(fetchesIn(effects).length, 0, 'no connection: nothing to do');
+  d.login('a');
+  d.settle();
+  d.offer();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
 });

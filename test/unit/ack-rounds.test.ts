@@ -1,0 +1,64 @@
+/**
+ * The node-wide rounds of ack-cursor writes (src/delivery/ack-rounds.ts, DESIGN.md §5):
+ * every session that joined is flushed together, once, one interval after the round
+ * opened; a session that flushed on its own leaves the round. Timers are node:test's
+ * mock timers.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AckRounds, type AckFlushable } from '../../src/delivery/ack-rounds.js';
+
+/** A session double that counts its flushes. */
+function session(): AckFlushable & { flushes: number } {
+  const s = {
+    flushes: 0,
+    flushAcks: () => {
+      s.flushes += 1;
+      return Promise.resolve();
+    },
+  };
+  return s;
+}
+
+test('every session of a round is flushed once, together, one interval after the round opened', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const rounds = new AckRounds(100);
+  const [a, b, c] = [session(), session(), session()];
+  rounds.add(a);
+  t.mock.timers.tick(60);
+  rounds.add(b);
+  rounds.add(a);
+  rounds.add(c);
+  assert.equal(rounds.pending, 3);
+  t.mock.timers.tick(39);
+  assert.deepEqual([a.flushes, b.flushes, c.flushes], [0, 0, 0], 'not before the interval');
+  t.mock.timers.tick(1);
+  assert.deepEqual([a.flushes, b.flushes, c.flushes], [1, 1, 1]);
+  assert.equal(rounds.pending, 0);
+  t.mock.timers.tick(1000);
+  assert.deepEqual([a.flushes, b.flushes, c.flushes], [1, 1, 1], 'nothing pending: no more flushes');
+});
+
+test('a session joining after a round is in the next one, an interval later', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const rounds = new AckRounds(100);
+  const a = session();
+  rounds.add(a);
+  t.mock.timers.tick(100);
+  rounds.add(a);
+  t.mock.timers.tick(99);
+  assert.equal(a.flushes, 1, 'at most one write per interval');
+  t.mock.timers.tick(1);
+  assert.equal(a.flushes, 2);
+});
+
+test('a session that flushed on its own leaves the round', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const rounds = new AckRounds(100);
+  const [a, b] = [session(), session()];
+  rounds.add(a);
+  rounds.add(b);
+  rounds.delete(a);
+  t.mock.timers.tick(100);
+  assert.deepEqual([a.flushes, b.flushes], [0, 1]);
+});
