@@ -13,7 +13,7 @@ import { PixiuError, invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { defineInboxScripts, type AppendArgs, type RawStreamEntry } from './scripts.js';
+import { INBOX_SCRIPTS, defineInboxScripts, type AppendArgs, type RawStreamEntry } from './scripts.js';
 import { TickPipeline } from './tick-pipeline.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
@@ -204,7 +204,8 @@ export class Inbox {
     this.#cap = String(opts.cap);
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgs, AppendResult>(redis, {
-      add: (pipeline, args) => pipeline.pxAppendV3(...args),
+      command: INBOX_SCRIPTS.append.command,
+      send: (client, args) => client.pxAppendV3(...args),
       reply: toAppendResult,
       error: toRedisError,
     }, MAX_APPEND_BATCH);

@@ -1,118 +1,117 @@
 /**
- * Pipelining of one kind of call, per tick, with several pipelines in flight.
+ * Pipelining of one kind of call, per tick, with any number of commands in flight.
  *
  * Why not only ioredis auto-pipelining: it keeps ONE pipeline in flight per client and
  * queues the next one until every reply of the current one has arrived, so Redis sits
  * idle while Node handles a batch of replies and serializes the next batch. Under load
  * that held the inbox append at ~55-60 % Redis utilisation (bench/README.md, "inbox").
- * Here calls made in one tick still share one pipeline (one round trip for many
- * recipients), but a pipeline is sent as soon as the tick ends or it holds `maxBatch`
- * calls, whatever is still in flight; Redis runs them in order on the one connection.
  *
- * Each command keeps the client's policy: the command timeout applies to it, and with
- * the offline queue off it fails at once while Redis is down.
+ * Why not an ioredis `Pipeline` per tick either: building one copies every script
+ * defined on the client onto it, and at one or a few calls per tick (single-message
+ * POSTs) those objects were half of what the server promoted to V8's old generation,
+ * which sets how often its full collections pause the event loop (bench/README.md,
+ * "e2e"). Here the calls of one tick are sent as plain commands on the client, with its
+ * socket corked meanwhile, so they still leave in one write (one round trip for many
+ * recipients); a tick of more than `maxBatch` calls is written in chunks of that many,
+ * so Redis can start on the first while Node builds the next. Replies come back in
+ * order on the one connection, whatever is still in flight.
+ *
+ * The command must not be auto-pipelined on the client (that would build a pipeline per
+ * tick again): the constructor excludes it (`excludeFromAutoPipelining`). Each command
+ * keeps the client's policy: the command timeout applies to it, and with the offline
+ * queue off it fails at once while Redis is down.
  */
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { excludeFromAutoPipelining } from '../redis/client.js';
 
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
-  /** Queues one call's command on a pipeline. */
-  add(pipeline: ChainableCommander, args: Args): void;
+  /** The ioredis command it sends (e.g. a script's name given to `defineCommand`). */
+  readonly command: string;
+  /** Sends one call's command on `redis`; resolves with the raw reply. */
+  send(redis: Redis, args: Args): Promise<unknown>;
   /** Turns the command's reply into the call's result; a throw rejects the call. */
   reply(raw: unknown): R;
   /** Turns the command's failure (error reply, timeout, connection) into the call's rejection. */
   error(err: unknown): unknown;
 }
 
-interface Waiter<R> {
+interface Queued<Args, R> {
+  readonly args: Args;
   readonly resolve: (result: R) => void;
   readonly reject: (err: unknown) => void;
 }
 
+/** The part of a Node socket used here (ioredis's `stream`). */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 /**
- * Batches calls of one command into pipelines.
+ * Batches calls of one command per tick.
  *
- * @typeParam Args what one call needs, handed to `add`
+ * @typeParam Args what one call needs, handed to `send`
  * @typeParam R what one call resolves with
  */
 export class TickPipeline<Args, R> {
   readonly #redis: Redis;
   readonly #call: PipelinedCall<Args, R>;
   readonly #maxBatch: number;
-  #pipeline: ChainableCommander | undefined;
-  #waiters: Waiter<R>[] = [];
-  #scheduled = false;
+  #queued: Queued<Args, R>[] = [];
 
   /**
-   * @param redis the client whose connection carries the pipelines
-   * @param call how a call is queued, and how its reply or failure is answered
-   * @param maxBatch most calls in one pipeline; a fuller tick is split
+   * @param redis the client whose connection carries the commands
+   * @param call how a call is sent, and how its reply or failure is answered
+   * @param maxBatch most commands in one write; a fuller tick is split
    */
   constructor(redis: Redis, call: PipelinedCall<Args, R>, maxBatch: number) {
     this.#redis = redis;
     this.#call = call;
     this.#maxBatch = maxBatch;
+    excludeFromAutoPipelining(redis, call.command);
   }
 
   /**
-   * Queues one call; it is sent when this tick ends (or at once when the batch is full).
-   * Resolves with `call.reply` of the command's reply; rejects with `call.error` of its
-   * failure. The reply is mapped here, as the pipeline's replies are handed out, so a
-   * call costs one promise, not a chain of them.
+   * Queues one call; it is sent when this tick ends. Resolves with `call.reply` of the
+   * command's reply; rejects with `call.error` of its failure.
    */
   call(args: Args): Promise<R> {
     return new Promise((resolve, reject) => {
-      let pipeline = this.#pipeline;
-      if (pipeline === undefined) {
-        pipeline = this.#redis.pipeline();
-        this.#pipeline = pipeline;
-        if (!this.#scheduled) {
-          this.#scheduled = true;
-          // setImmediate, as ioredis does: calls made by I/O callbacks already queued in
-          // this turn of the event loop join the same pipeline.
-          setImmediate(this.#onTickEnd);
-        }
-      }
-      this.#call.add(pipeline, args);
-      this.#waiters.push({ resolve, reject });
-      if (this.#waiters.length >= this.#maxBatch) this.#flush();
+      // setImmediate, as ioredis auto-pipelining does: calls made by I/O callbacks
+      // already queued in this turn of the event loop join the same write.
+      if (this.#queued.length === 0) setImmediate(this.#onTickEnd);
+      this.#queued.push({ args, resolve, reject });
     });
   }
 
   readonly #onTickEnd = (): void => {
-    this.#scheduled = false;
-    this.#flush();
+    const queued = this.#queued;
+    this.#queued = [];
+    for (let from = 0; from < queued.length; from += this.#maxBatch) {
+      // The stream of the moment: ioredis replaces it on reconnect.
+      const stream = this.#redis.stream as Corkable | undefined;
+      stream?.cork();
+      const to = Math.min(queued.length, from + this.#maxBatch);
+      for (let i = from; i < to; i++) this.#send(queued[i] as Queued<Args, R>);
+      stream?.uncork();
+    }
   };
 
-  #flush(): void {
-    const pipeline = this.#pipeline;
-    if (pipeline === undefined) return;
-    const waiters = this.#waiters;
-    this.#pipeline = undefined;
-    this.#waiters = [];
+  #send(q: Queued<Args, R>): void {
     const call = this.#call;
-    pipeline.exec().then(
-      (results) => {
-        for (let i = 0; i < waiters.length; i++) {
-          const w = waiters[i] as Waiter<R>;
-          const [err, raw] = results?.[i] ?? [new Error('pipeline returned no reply'), null];
-          if (err) {
-            w.reject(call.error(err));
-            continue;
-          }
-          let result: R;
-          try {
-            result = call.reply(raw);
-          } catch (e) {
-            w.reject(e);
-            continue;
-          }
-          w.resolve(result);
+    call.send(this.#redis, q.args).then(
+      (raw) => {
+        let result: R;
+        try {
+          result = call.reply(raw);
+        } catch (e) {
+          q.reject(e);
+          return;
         }
+        q.resolve(result);
       },
-      (err: unknown) => {
-        for (const w of waiters) w.reject(call.error(err));
-      },
+      (err: unknown) => q.reject(call.error(err)),
     );
   }
 }

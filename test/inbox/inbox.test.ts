@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
@@ -59,6 +60,26 @@ test('appends to one user issued in one tick get seqs in issue order, across pip
   assert.deepEqual(results.map((r) => r.seq), Array.from({ length: count }, (_, i) => i + 1));
   const page = await inbox.range(uid, 0, count);
   assert.deepEqual(page.entries.map((e) => e.id), Array.from({ length: count }, (_, i) => msgId(i + 1)));
+});
+
+test('appends issued in one tick leave in one socket write per batch of 500, not one write each', async (t) => {
+  const own = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  t.after(() => own.disconnect());
+  const target = new Inbox(own, { prefix: 'px:', cap: 10_000 });
+  await target.append('writes-warm', msgId(1), MsgKind.user); // loads the script on this connection
+  // Counts the writes Node's socket hands to the kernel (one per call of these).
+  const socket = own.stream as net.Socket & { _write: (...a: unknown[]) => void; _writev?: (...a: unknown[]) => void };
+  let writes = 0;
+  const write = socket._write.bind(socket);
+  const writev = socket._writev?.bind(socket);
+  socket._write = (...a) => { writes += 1; write(...a); };
+  if (writev) socket._writev = (...a) => { writes += 1; writev(...a); };
+  for (const count of [1, 100, 1200]) {
+    writes = 0;
+    const results = await Promise.all(Array.from({ length: count }, (_, i) => target.append(`writes-${count}-${i % 7}`, msgId(i + 1), MsgKind.user)));
+    assert.equal(results.length, count);
+    assert.equal(writes, Math.ceil(count / 500), `${count} appends took ${writes} socket writes`);
+  }
 });
 
 test('the epoch is created by the first append and stays the same afterwards', async () => {
