@@ -34,7 +34,10 @@
  * Environment: BENCH_E2E_CASES (default `c,a,b`) runs a subset; BENCH_E2E_CPU_PROF=<dir>
  * runs the server with --cpu-prof into that dir (written at its graceful exit);
  * BENCH_E2E_SERVER_ENV='{"PIXIU_STORE_DURABILITY":"relaxed"}' (a JSON object) adds
- * environment variables to the server's, to compare settings.
+ * environment variables to the server's, to compare settings; BENCH_E2E_TRACE_MS=<ms> makes
+ * the load process print, after each step of (a), the spells of messages slower than
+ * that (when they were sent, how long the spell lasted, the worst latency), to line
+ * them up with the server's GC or event-loop stalls.
  *
  * Run: npm run bench:e2e
  */

@@ -115,6 +115,10 @@ class StepRecorder {
   windowEnd = Number.POSITIVE_INFINITY;
   graceEnd = Number.POSITIVE_INFINITY;
   readonly latencies: number[] = [];
+  /** With BENCH_E2E_TRACE_MS: [send time (epoch ms), latency ms] of each slower message. */
+  readonly slow: [number, number][] = [];
+  /** When the step began (`performance.now()`). */
+  startedAt = 0;
   inWindow = 0;
   inGrace = 0;
   total = 0;
@@ -124,6 +128,28 @@ class StepRecorder {
 
   constructor(step: number) {
     this.step = step;
+  }
+}
+
+/** BENCH_E2E_TRACE_MS=N: each step prints, on stderr, the spells of messages slower than N ms. */
+const TRACE_MS = Number(process.env.BENCH_E2E_TRACE_MS ?? 0);
+
+/** Prints the spells of slow messages of `rec`: runs of them sent no more than 50 ms apart. */
+function printSlowSpells(rec: StepRecorder): void {
+  const slow = rec.slow.sort((a, b) => a[0] - b[0]);
+  let i = 0;
+  while (i < slow.length) {
+    let j = i;
+    let max = 0;
+    while (j < slow.length && (j === i || (slow[j]?.[0] ?? 0) - (slow[j - 1]?.[0] ?? 0) <= 50)) {
+      max = Math.max(max, slow[j]?.[1] ?? 0);
+      j += 1;
+    }
+    const from = slow[i]?.[0] ?? 0;
+    const to = slow[j - 1]?.[0] ?? 0;
+    const at = from - performance.timeOrigin - rec.startedAt;
+    process.stderr.write(`[trace] step ${rec.step}: ${j - i} messages over ${TRACE_MS} ms, sent ${from.toFixed(0)}..${to.toFixed(0)} (${at.toFixed(0)} ms into the step, for ${(to - from).toFixed(0)} ms), max ${max.toFixed(1)} ms\n`);
+    i = j;
   }
 }
 
@@ -144,7 +170,9 @@ const onLiveFrame: FrameHandler = (client, frame, receivedAt) => {
     rec.lastProgressAt = receivedAt;
     if (receivedAt <= rec.windowEnd) rec.inWindow += 1;
     else if (receivedAt <= rec.graceEnd) rec.inGrace += 1;
-    rec.latencies.push(receivedAt - (frame.data.t0 ?? receivedAt));
+    const latency = receivedAt - (frame.data.t0 ?? receivedAt);
+    rec.latencies.push(latency);
+    if (TRACE_MS > 0 && latency > TRACE_MS) rec.slow.push([performance.timeOrigin + (frame.data.t0 ?? receivedAt), latency]);
   } else if (frame.t === 'gap' && frame.to !== undefined) {
     client.ack(frame.to);
     if (current) current.gaps += 1;
@@ -292,6 +320,7 @@ async function step(cmd: Extract<LoadCommand, { op: 'step' }>): Promise<StepResu
   };
 
   const start = performance.now();
+  rec.startedAt = start;
   rec.windowEnd = start + cmd.seconds * 1000;
   rec.graceEnd = rec.windowEnd + cmd.graceMs;
   current = rec;
@@ -319,6 +348,7 @@ async function step(cmd: Extract<LoadCommand, { op: 'step' }>): Promise<StepResu
   });
   const wallMs = performance.now() - start;
   current = undefined;
+  if (TRACE_MS > 0) printSlowSpells(rec);
   const result: StepResult = {
     rate: cmd.rate, seconds: cmd.seconds, issued, postOk, postFailed, shed, issueSpanMs: lastIssueAt - start,
     deliveredInWindow: rec.inWindow, deliveredInGrace: rec.inGrace, deliveredTotal: rec.total,
