@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { openInbox, whenConnected } from '../harness/checks.js';
+import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
@@ -41,6 +41,8 @@ test('after a Redis restart, subscribers keep receiving; one that left during th
   await expectErrorFrame(stays, 'UNAVAILABLE');
   await redis.restart();
   await whenConnected(probe);
+  // The service's own connection reconnects on its back-off, maybe after the probe's.
+  await waitUntil('the service answers /readyz again', async () => (await gw.client.get('/readyz')).status === 200);
 
   await waitTopics(probe, P, { 'r.kept': true, 'r.dropped': false, 'r.later': false });
   const id = await publish(gw.client, 'r.kept', 'after restart');
