@@ -111,11 +111,17 @@ test('an ack of a seq never sent, or with a string seq, is an error frame and mo
   await expectPong(laptop);
 });
 
-test('a 5 KiB frame closes the connection 1009; the user reconnects fine', async () => {
+test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconnects fine', async () => {
+  const closes = async (): Promise<number> => {
+    const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+    return Number(/^pixiu_ws_closes_total\{code="1009"\} (\d+)/m.exec(text)?.[1] ?? 0);
+  };
+  const before = await closes();
   const { client } = await gw.connectWelcomed('bigframe');
   client.send({ t: 'ping', pad: 'x'.repeat(5 * 1024) });
   const { code } = await client.waitClose();
   assert.equal(code, 1009);
+  await waitUntil('the close is counted as 1009', async () => (await closes()) === before + 1);
   const { client: again } = await gw.connectWelcomed('bigframe');
   await expectPong(again);
   await expectDelivery(again, 'bigframe');
