@@ -29,6 +29,12 @@ export function installValidators(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    // A request no route matches is answered 404 whatever its body: fastify parses the
+    // body before its not-found handler runs, so a bad or empty one would be a 400.
+    if (req.is404) {
+      done(null, undefined);
+      return;
+    }
     parseJson(req, body as string, (err, value) => {
       if (err !== null && isPlainJson(body as string)) {
         done(invalid('keys named __proto__ or constructor.prototype are not accepted'), undefined);

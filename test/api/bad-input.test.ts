@@ -189,6 +189,11 @@ test('an unknown route is 404 NOT_FOUND', async (t) => {
   const server = await freshServer(t);
   expectError(await server.client.get('/v1/nothing-here'), 404, 'NOT_FOUND', /GET \/v1\/nothing-here/);
   expectError(await server.client.request('DELETE', '/v1/messages'), 404, 'NOT_FOUND');
+  // With a JSON content type too, and a body that is empty or not JSON: still 404.
+  const json = { 'content-type': 'application/json' };
+  expectError(await server.client.request('DELETE', '/v1/messages', { headers: json }), 404, 'NOT_FOUND');
+  expectError(await server.client.request('POST', '/v1/nope', { body: '{' }), 404, 'NOT_FOUND');
+  expectError(await server.client.request('DELETE', '/healthz', { body: '{"a":1}' }), 404, 'NOT_FOUND');
 });
 
 test('a 128-character user id is readable in the history path; a bad encoding is a catalogue error', async (t) => {
