@@ -42,12 +42,6 @@ interface Queued<Args, R> {
   readonly reject: (err: unknown) => void;
 }
 
-/** The part of a Node socket used here (ioredis's `stream`). */
-interface Corkable {
-  cork(): void;
-  uncork(): void;
-}
-
 /**
  * Batches calls of one command per tick.
  *
@@ -89,8 +83,9 @@ export class TickPipeline<Args, R> {
     const queued = this.#queued;
     this.#queued = [];
     for (let from = 0; from < queued.length; from += this.#maxBatch) {
-      // The stream of the moment: ioredis replaces it on reconnect.
-      const stream = this.#redis.stream as Corkable | undefined;
+      // The stream of the moment: ioredis replaces it on reconnect, and has none before
+      // its first connect (its type says otherwise).
+      const stream: Redis['stream'] | undefined = this.#redis.stream;
       stream?.cork();
       const to = Math.min(queued.length, from + this.#maxBatch);
       for (let i = from; i < to; i++) this.#send(queued[i] as Queued<Args, R>);
