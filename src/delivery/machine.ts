@@ -25,6 +25,7 @@ import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import { CloseCode } from './close-codes.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
+import { gapThrough, type Conn } from './connection-state.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView } from './message-view.js';
 import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
@@ -32,28 +33,6 @@ import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 export type { ResumeRequest } from './resume.js';
 export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 
-/** A connection's delivery state. */
-interface Conn {
-  readonly id: string;
-  readonly device: string;
-  /** `joining` until the first fetch decides where it starts and `welcome` is sent. */
-  phase: 'joining' | 'ready';
-  readonly resume: ResumeRequest;
-  /** Cumulative ack: every seq ≤ acked is done. */
-  acked: number;
-  /** Highest seq written (as `msg` or `gap`). */
-  sent: number;
-  /** Seqs of `msg` frames sent and not yet acked, ascending; at most `window`. */
-  inflight: number[];
-  /** Seqs up to this one are sent again as redeliveries (marked). */
-  redeliverUpTo: number;
-  /** Redelivery rounds since the last ack progress. */
-  rounds: number;
-  /** Backpressure: the socket is over its high-water mark. */
-  paused: boolean;
-  /** Fairness: when this connection was last the target of a fetch. */
-  servedAt: number;
-}
 
 /** One user's delivery state machine. See the module comment for its rules. */
 export class UserMachine {
@@ -387,21 +366,4 @@ export class UserMachine {
     if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
     return 0;
   }
-}
-
-/**
- * Reports seqs `c.sent + 1 .. to` as missing on connection `c`: by extending `gap`,
- * the gap frame sent last, when it ends right before them (its effect is not performed
- * yet), else with a new gap frame. Advances `c.sent` to `to`.
- * @returns the gap frame that now ends at `to`
- */
-function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame {
-  if (gap && gap.to === c.sent) {
-    gap.to = to;
-  } else {
-    gap = { t: 'gap', from: c.sent + 1, to };
-    effects.push({ kind: 'send', conn: c.id, frame: gap });
-  }
-  c.sent = to;
-  return gap;
 }

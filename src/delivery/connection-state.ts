@@ -1,0 +1,48 @@
+/**
+ * One connection's delivery state inside the per-user machine (machine.ts, DESIGN.md
+ * §5: `acked`, `sent`, the window in flight), and how a run of seqs it cannot be sent
+ * is reported to it as a `gap` frame.
+ */
+import type { Effect } from './effects.js';
+import type { GapFrame } from './frames.js';
+import type { ResumeRequest } from './resume.js';
+
+/** A connection's delivery state. */
+export interface Conn {
+  readonly id: string;
+  readonly device: string;
+  /** `joining` until the first fetch decides where it starts and `welcome` is sent. */
+  phase: 'joining' | 'ready';
+  readonly resume: ResumeRequest;
+  /** Cumulative ack: every seq ≤ acked is done. */
+  acked: number;
+  /** Highest seq written (as `msg` or `gap`). */
+  sent: number;
+  /** Seqs of `msg` frames sent and not yet acked, ascending; at most `window`. */
+  inflight: number[];
+  /** Seqs up to this one are sent again as redeliveries (marked). */
+  redeliverUpTo: number;
+  /** Redelivery rounds since the last ack progress. */
+  rounds: number;
+  /** Backpressure: the socket is over its high-water mark. */
+  paused: boolean;
+  /** Fairness: when this connection was last the target of a fetch. */
+  servedAt: number;
+}
+
+/**
+ * Reports seqs `c.sent + 1 .. to` as missing on connection `c`: by extending `gap`,
+ * the gap frame sent last, when it ends right before them (its effect is not performed
+ * yet), else with a new gap frame. Advances `c.sent` to `to`.
+ * @returns the gap frame that now ends at `to`
+ */
+export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame {
+  if (gap && gap.to === c.sent) {
+    gap.to = to;
+  } else {
+    gap = { t: 'gap', from: c.sent + 1, to };
+    effects.push({ kind: 'send', conn: c.id, frame: gap });
+  }
+  c.sent = to;
+  return gap;
+}
