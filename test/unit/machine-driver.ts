@@ -1,0 +1,299 @@
+/**
+ * A hand driver for the per-user delivery state machine (src/delivery/machine.ts),
+ * shared by its example tests (delivery-machine.test.ts) and its property test
+ * (delivery-machine.property.test.ts). A small in-memory inbox answers each `fetch`
+ * effect with the page Redis would give (a double of data, not of the network); the
+ * driver records every effect and checks, on every batch, the rules that must hold
+ * whatever happens: at most one fetch in flight, `welcome` first, no seq skipped or
+ * repeated unmarked on a connection, never more than the window in flight, and no ack
+ * cursor written backwards within an epoch.
+ */
+import assert from 'node:assert/strict';
+import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
+import type { ServerFrame } from '../../src/delivery/frames.js';
+import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
+import type { StoredMessage } from '../../src/store/record.js';
+import { MsgKind } from '../../src/ids/msg-id.js';
+
+/** A small window and the default timings. */
+export const CONFIG: MachineConfig = { window: 3, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 };
+export const FIRST: ResumeRequest = { kind: 'first' };
+
+export type FetchEffect = Extract<Effect, { kind: 'fetch' }>;
+
+/** One user's inbox in memory, with the semantics of `Inbox.range` (InboxPage's doc). */
+export class FakeInbox {
+  epoch: string | null = 'ep1';
+  latest = 0;
+  /** Oldest retained seq; `latest + 1` when nothing is retained. */
+  first = 1;
+  readonly #content = new Map<number, StoredMessage | null>();
+  /** Bumped when the inbox is recreated or restored: a seq reused then names another message. */
+  #generation = 0;
+
+  /** The MsgID at `seq` in this generation of the inbox. */
+  idOf(seq: number): string {
+    return (this.#generation * 2 ** 40 + seq).toString(16).padStart(16, '0');
+  }
+
+  /** Appends `n` messages; returns the last seq. */
+  append(n = 1): number {
+    for (let i = 0; i < n; i++) {
+      this.latest += 1;
+      const seq = this.latest;
+      this.#content.set(seq, { id: this.idOf(seq), kind: MsgKind.user, type: 'chat', data: { n: seq }, ts: 1_000 + seq, expiresAt: 9e15 });
+    }
+    return this.latest;
+  }
+
+  /** The content of these seqs expired in the store (the inbox entries stay). */
+  expire(...seqs: number[]): void {
+    for (const s of seqs) this.#content.set(s, null);
+  }
+
+  /** Entries deleted by hand (XDEL): holes in the stream. */
+  readonly holes = new Set<number>();
+
+  /**
+   * True when `seq` can rightly be reported as a gap: trimmed, deleted by hand, or its
+   * content expired. (Not meaningful across `recreate` or `restoreTo`.)
+   */
+  isMissing(seq: number): boolean {
+    return seq < this.first || this.holes.has(seq) || (seq <= this.latest && this.#content.get(seq) === null);
+  }
+
+  /** Trimmed by the cap: entries below `first` are gone. */
+  trimTo(first: number): void {
+    for (let s = this.first; s < first; s++) this.#content.delete(s);
+    this.first = first;
+  }
+
+  /** A new inbox (FLUSHALL, then an append): new epoch, seqs restart. */
+  recreate(epoch: string | null): void {
+    this.#content.clear();
+    this.#generation += 1;
+    this.epoch = epoch;
+    this.latest = 0;
+    this.first = 1;
+  }
+
+  /** Redis restored from an older snapshot: the same epoch with less in it. */
+  restoreTo(latest: number): void {
+    for (let s = latest + 1; s <= this.latest; s++) this.#content.delete(s);
+    this.#generation += 1;
+    this.latest = latest;
+    this.first = Math.min(this.first, latest + 1);
+  }
+
+  /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
+  read(afterSeq: number, limit: number): { page: InboxPage; records: (StoredMessage | null)[] } {
+    const entries: InboxEntry[] = [];
+    const records: (StoredMessage | null)[] = [];
+    for (let s = Math.max(afterSeq + 1, this.first); s <= this.latest && entries.length < limit; s++) {
+      if (this.holes.has(s)) continue;
+      entries.push({ seq: s, id: this.idOf(s), kind: MsgKind.user });
+      records.push(this.#content.get(s) ?? null);
+    }
+    const first = this.latest >= this.first ? this.first : this.latest + 1;
+    return { page: { epoch: this.epoch, firstSeq: first, latestSeq: this.latest, entries }, records };
+  }
+}
+
+/** What the driver checks per connection, frame by frame. */
+interface Seen {
+  welcomed: boolean;
+  /** Highest seq covered by a `msg` or `gap`; null right after a `reset` (cursors restart). */
+  high: number | null;
+  frames: ServerFrame[];
+}
+
+/** Drives a machine by hand: records effects, answers fetches from the fake inbox. */
+export class Driver {
+  readonly m: UserMachine;
+  readonly inbox = new FakeInbox();
+  readonly #config: MachineConfig;
+  /** The fetch in flight and the snapshot it read (Redis answers as of the read). */
+  pending: { effect: FetchEffect; snapshot: ReturnType<FakeInbox['read']> } | undefined;
+  fetches: FetchEffect[] = [];
+  readonly seen = new Map<string, Seen>();
+  readonly timers = new Map<string, number | null>();
+  readonly acks: { device: string; seq: number }[] = [];
+  readonly closes: { conn: string; code: number }[] = [];
+  /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
+  readonly #ackHigh = new Map<string, number>();
+  readonly #strict: boolean;
+
+  /**
+   * @param strict also check each frame against the inbox as it is now: a `msg` carries
+   *   the MsgID of its seq, and a `gap` covers only seqs that are missing
+   *   (`FakeInbox.isMissing`; trims and expiries are one-way, so what a fetch read as
+   *   missing still is). Only for runs that never recreate or restore the inbox.
+   */
+  constructor(config: MachineConfig = CONFIG, { strict = false }: { strict?: boolean } = {}) {
+    this.#config = config;
+    this.#strict = strict;
+    this.m = new UserMachine('u1', config);
+  }
+
+  /** Records one batch of effects and checks the invariants. */
+  take(effects: Effect[]): Effect[] {
+    for (const e of effects) {
+      switch (e.kind) {
+        case 'fetch':
+          assert.equal(this.pending, undefined, 'a second fetch was started while one is in flight');
+          assert.ok(e.limit >= 1);
+          this.pending = { effect: e, snapshot: this.inbox.read(e.afterSeq, e.limit) };
+          this.fetches.push(e);
+          break;
+        case 'send':
+          this.#check(e.conn, e.frame);
+          break;
+        case 'timer':
+          this.timers.set(e.conn, e.delayMs);
+          break;
+        case 'ack':
+          this.acks.push({ device: e.device, seq: e.seq });
+          this.#checkAck(e.device, e.seq, e.epoch);
+          break;
+        case 'close':
+          this.closes.push({ conn: e.conn, code: e.code });
+          break;
+      }
+    }
+    for (const conn of this.seen.keys()) {
+      const c = this.m.cursor(conn);
+      if (c) assert.ok(c.inflight <= this.#config.window, `${conn} has ${c.inflight} in flight, window ${this.#config.window}`);
+    }
+    return effects;
+  }
+
+  #checkAck(device: string, seq: number, epoch: string | undefined): void {
+    const key = `${device}\u0000${epoch ?? ''}`;
+    const high = this.#ackHigh.get(key) ?? 0;
+    assert.ok(seq > high, `ack cursor of ${device} written backwards or again: ${seq} after ${high} (epoch ${epoch})`);
+    this.#ackHigh.set(key, seq);
+  }
+
+  #check(conn: string, frame: ServerFrame): void {
+    if (this.#strict) this.#checkAgainstInbox(conn, frame);
+    let s = this.seen.get(conn);
+    if (!s) this.seen.set(conn, (s = { welcomed: false, high: null, frames: [] }));
+    s.frames.push(frame);
+    if (frame.t === 'error' || frame.t === 'pong') return;
+    if (frame.t === 'welcome') {
+      assert.equal(s.welcomed, false, `${conn}: a second welcome`);
+      s.welcomed = true;
+      s.high = frame.resume_from - 1;
+      return;
+    }
+    assert.ok(s.welcomed, `${conn}: ${frame.t} before welcome`);
+    if (frame.t === 'reset') {
+      // Right after `welcome` it is the resume notice: `resume_from` already says where
+      // the cursor restarts. Later, the restart point is not in the frame.
+      const previous = s.frames[s.frames.length - 2];
+      if (previous?.t !== 'welcome') s.high = null;
+    } else if (frame.t === 'gap') {
+      assert.ok(frame.from <= frame.to, `${conn}: gap ${frame.from}..${frame.to}`);
+      if (s.high !== null) assert.ok(frame.from <= s.high + 1, `${conn}: gap from ${frame.from} skips after ${s.high}`);
+      s.high = Math.max(s.high ?? 0, frame.to);
+    } else if (frame.t === 'msg') {
+      if (frame.redelivered) {
+        assert.ok(s.high !== null && frame.seq <= s.high, `${conn}: seq ${frame.seq} marked redelivered but never sent`);
+      } else {
+        if (s.high !== null) assert.equal(frame.seq, s.high + 1, `${conn}: msg ${frame.seq} after ${s.high} (skipped or repeated unmarked)`);
+        s.high = frame.seq;
+      }
+    }
+  }
+
+  #checkAgainstInbox(conn: string, frame: ServerFrame): void {
+    if (frame.t === 'msg') {
+      assert.equal(frame.id, this.inbox.idOf(frame.seq), `${conn}: msg ${frame.seq} carries another message's id`);
+    } else if (frame.t === 'gap') {
+      for (let s = frame.from; s <= frame.to; s++) {
+        assert.ok(this.inbox.isMissing(s), `${conn}: gap ${frame.from}-${frame.to} covers seq ${s}, which is in the inbox`);
+      }
+    }
+  }
+
+  /** Answers the fetch in flight with the snapshot it read. */
+  answer(): Effect[] {
+    const p = this.pending;
+    assert.ok(p, 'no fetch in flight');
+    this.pending = undefined;
+    return this.take(this.m.fetched(p.snapshot.page, p.snapshot.records));
+  }
+
+  /** Answers fetches until none is in flight; a fetch loop fails the test. */
+  settle(): void {
+    for (let i = 0; this.pending; i++) {
+      assert.ok(i < 100, 'fetch loop: 100 fetches without settling');
+      this.answer();
+    }
+  }
+
+  fail(): Effect[] {
+    assert.ok(this.pending, 'no fetch in flight');
+    this.pending = undefined;
+    return this.take(this.m.fetchFailed());
+  }
+
+  login(conn: string, resume: ResumeRequest = FIRST, device = `dev-${conn}`): Effect[] {
+    return this.take(this.m.login(conn, device, resume));
+  }
+
+  ack(conn: string, seq: number): Effect[] {
+    return this.take(this.m.ack(conn, seq));
+  }
+
+  notify(seq?: number): Effect[] {
+    return this.take(this.m.notify(seq));
+  }
+
+  heartbeat(): Effect[] {
+    return this.take(this.m.heartbeat());
+  }
+
+  /**
+   * Appends one message to the inbox and offers it (a local append: the entry, its
+   * epoch and its record, as ingest hands them over); `epoch` overrides the inbox's.
+   */
+  offer(epoch?: string): Effect[] {
+    const seq = this.inbox.append();
+    const { page, records } = this.inbox.read(seq - 1, 1);
+    const entry = page.entries[0];
+    const record = records[0];
+    assert.ok(entry && record);
+    return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record));
+  }
+
+  /** The connection's redelivery timer fired (and so is no longer armed). */
+  due(conn: string): Effect[] {
+    this.timers.set(conn, null);
+    return this.take(this.m.redeliveryDue(conn));
+  }
+
+  /** Frames sent on `conn` since the last call (they are forgotten here, not by the checks). */
+  frames(conn: string): ServerFrame[] {
+    const s = this.seen.get(conn);
+    if (!s) return [];
+    const out = s.frames;
+    s.frames = [];
+    return out;
+  }
+
+  /** Frames since the last call, in a compact form: `msg 3`, `msg 3 r`, `gap 4-6`, `reset`… */
+  brief(conn: string): string[] {
+    return this.frames(conn).map(briefOf);
+  }
+}
+
+export function briefOf(f: ServerFrame): string {
+  switch (f.t) {
+    case 'msg': return `msg ${f.seq}${f.redelivered ? ' r' : ''}`;
+    case 'gap': return `gap ${f.from}-${f.to}`;
+    case 'reset': return `reset ${f.epoch} ${f.seq}`;
+    case 'welcome': return `welcome ${f.resume_from}`;
+    default: return f.t;
+  }
+}
