@@ -324,10 +324,12 @@ async function main(): Promise<void> {
       console.log(`[b] ${backlogs.length} backlogs posted in ${fmt(performance.now() - postStart, 0)} ms`);
       const times: number[] = [];
       for (const { user, count } of backlogs) {
+        const fetchesBefore = gauge(await pixiuMetrics(pixiu.url), 'pixiu_delivery_fetches_total');
         const c = await load.request({ op: 'catchup', url: pixiu.url, user, expect: count, jwtSecret: JWT_SECRET, timeoutMs: 60_000 });
+        const fetches = gauge(await pixiuMetrics(pixiu.url), 'pixiu_delivery_fetches_total') - fetchesBefore;
         if (count === BACKLOG) times.push(c.ms);
         console.log(`[b] ${user}: caught up on ${count} in ${fmt(c.ms, 0)} ms (welcome ${fmt(c.welcomeMs, 1)} ms, `
-          + `${c.msgs} msgs, ${c.gaps} gaps, ${c.redelivered} redelivered, ${c.outOfOrder} out of order)`);
+          + `${c.msgs} msgs, ${c.gaps} gaps, ${c.redelivered} redelivered, ${c.outOfOrder} out of order; ${fetches} inbox reads)`);
       }
       const sorted = [...times].sort((x, y) => x - y);
       figures.push({

@@ -1,11 +1,12 @@
 /**
  * One connection's delivery state inside the per-user machine (machine.ts, DESIGN.md
- * §5: `acked`, `sent`, the window in flight), and how a run of seqs it cannot be sent
- * is reported to it as a `gap` frame.
+ * §5: `acked`, `sent`, the window in flight), how a run of seqs it cannot be sent is
+ * reported to it as a `gap` frame, and how it is `reset`.
  */
+import type { InboxPage } from '../inbox/inbox.js';
 import type { Effect } from './effects.js';
 import type { GapFrame } from './frames.js';
-import type { ResumeRequest } from './resume.js';
+import { beforeFirst, type ResumeRequest } from './resume.js';
 
 /** A connection's delivery state. */
 export interface Conn {
@@ -45,4 +46,18 @@ export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effec
   }
   c.sent = to;
   return gap;
+}
+
+/**
+ * Sends `reset` on connection `c` (its inbox was recreated or restored with less under
+ * it, DESIGN.md §11) and restarts its cursors before the first seq `page` holds: no
+ * message in flight, no redelivery pending, its timer cancelled.
+ */
+export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
+  effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
+  c.acked = c.sent = beforeFirst(page);
+  c.inflight = [];
+  c.redeliverUpTo = 0;
+  c.rounds = 0;
+  effects.push({ kind: 'timer', conn: c.id, delayMs: null });
 }

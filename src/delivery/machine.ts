@@ -10,7 +10,8 @@
  * Rules kept here:
  * - At most one fetch in flight per user. An event during a fetch marks the machine
  *   dirty; it fetches again when the current fetch ends. Connections at the same
- *   cursor share one fetch.
+ *   cursor share one fetch, and what a page held beyond a connection's window is kept
+ *   for it (read-ahead.ts): it fetches again only past that.
  * - A connection has at most `window` unacked messages; acks pace delivery.
  * - Frames go out in seq order per connection; a message is sent twice on one
  *   connection only as a redelivery, marked `redelivered`.
@@ -25,9 +26,10 @@ import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import { CloseCode } from './close-codes.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { gapThrough, type Conn } from './connection-state.js';
+import { gapThrough, resetTo, type Conn } from './connection-state.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView } from './message-view.js';
+import { ReadAhead } from './read-ahead.js';
 import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
@@ -50,10 +52,13 @@ export class UserMachine {
   /** A heartbeat asked to pull even though nothing is known to be new. */
   #force = false;
   #clock = 0;
+  /** Entries read but not yet sent to every connection (read-ahead.ts). */
+  readonly #ahead: ReadAhead;
 
   constructor(user: string, config: MachineConfig) {
     this.user = user;
     this.#config = config;
+    this.#ahead = new ReadAhead(2 * (config.pageMax ?? DEFAULT_PAGE_MAX));
   }
 
   /** Number of connections. */
@@ -94,7 +99,11 @@ export class UserMachine {
     // is either a late notify (one cheap fetch) or an inbox restored with less or
     // recreated, whose new appends reuse old seqs; without a pull those would wait for
     // a heartbeat, and be skipped if appends passed the old latest first (DESIGN.md §11).
-    else this.#force = true;
+    // For that last reason, what was read ahead is read again.
+    else {
+      this.#force = true;
+      if (seq !== undefined) this.#ahead.clear();
+    }
     return this.#pump();
   }
 
@@ -121,6 +130,8 @@ export class UserMachine {
   /** heartbeat: pull even if nothing is known to be new (covers lost notifies). */
   heartbeat(): Effect[] {
     this.#force = true;
+    // Read again what was read ahead: its content may have expired since (read-ahead.ts).
+    this.#ahead.clear();
     return this.#pump();
   }
 
@@ -239,6 +250,8 @@ export class UserMachine {
     for (const c of this.#conns.values()) {
       if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
     }
+    this.#ahead.absorb(after, page, records);
+    this.#serveAhead(effects);
     const progressed = effects.length > 0;
     // A fetch that moved nothing does not loop: the next event pulls again.
     if (!progressed && !this.#dirty) return effects;
@@ -251,13 +264,7 @@ export class UserMachine {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
       // Against the highest seq ever written: a redelivery may have rewound `sent`.
-      if (c.phase !== 'ready' || (!epochChanged && page.latestSeq >= Math.max(c.sent, c.redeliverUpTo))) continue;
-      effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
-      c.acked = c.sent = beforeFirst(page);
-      c.inflight = [];
-      c.redeliverUpTo = 0;
-      c.rounds = 0;
-      effects.push({ kind: 'timer', conn: c.id, delayMs: null });
+      if (c.phase === 'ready' && (epochChanged || page.latestSeq < Math.max(c.sent, c.redeliverUpTo))) resetTo(c, page, effects);
     }
   }
 
@@ -326,8 +333,29 @@ export class UserMachine {
     return c.sent < this.#latest || this.#force;
   }
 
-  /** Starts a fetch when one is needed and none is in flight. */
+  /**
+   * Sends each ready connection whose cursor lies inside the read-ahead what its window
+   * takes from there, then drops what every connection has been sent.
+   */
+  #serveAhead(effects: Effect[]): void {
+    const view = this.#ahead.view();
+    if (view === undefined) return;
+    let minSent = Number.POSITIVE_INFINITY;
+    for (const c of this.#conns.values()) {
+      if (c.phase !== 'ready') continue;
+      if (!c.paused && c.inflight.length < this.#config.window && this.#ahead.covers(c.sent)) {
+        this.#deliver(c, view.page, view.records, effects);
+      }
+      minSent = Math.min(minSent, c.sent);
+    }
+    if (minSent === Number.POSITIVE_INFINITY) this.#ahead.clear();
+    else this.#ahead.dropThrough(minSent);
+  }
+
+  /** Serves what the read-ahead holds; then starts a fetch when one is needed and none is in flight. */
   #pump(): Effect[] {
+    const effects: Effect[] = [];
+    this.#serveAhead(effects);
     let target: Conn | undefined;
     let targetBehind = false;
     for (const c of this.#conns.values()) {
@@ -343,17 +371,18 @@ export class UserMachine {
     }
     if (target === undefined) {
       this.#force = false;
-      return [];
+      return effects;
     }
     if (this.#fetchAfter !== undefined) {
       this.#dirty = true;
-      return [];
+      return effects;
     }
     target.servedAt = ++this.#clock;
     const afterSeq = target.phase === 'joining' ? this.#joinCursor(target) : target.sent;
     this.#fetchAfter = afterSeq;
     this.#force = false;
-    return [{ kind: 'fetch', afterSeq, limit: Math.min(this.#config.window, this.#config.pageMax ?? DEFAULT_PAGE_MAX) }];
+    effects.push({ kind: 'fetch', afterSeq, limit: Math.min(this.#config.window, this.#config.pageMax ?? DEFAULT_PAGE_MAX) });
+    return effects;
   }
 
   /**

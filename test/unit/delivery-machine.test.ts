@@ -77,7 +77,7 @@ test('connections at the same cursor share one fetch', () => {
   assert.deepEqual(d.fetches[1], { kind: 'fetch', afterSeq: 2, limit: 100 });
 });
 
-test('one page serves every connection it covers, whatever its cursor', () => {
+test('a connection behind is served from what was read for another, with no new fetch', () => {
   const d = new Driver({ ...CONFIG, window: 10 });
   d.inbox.append(2);
   d.login('a');
@@ -91,10 +91,37 @@ test('one page serves every connection it covers, whatever its cursor', () => {
   assert.deepEqual(d.brief('b').slice(-2), ['msg 3', 'msg 4']);
   d.inbox.append(); // seq 5, not notified yet
   const before = d.fetches.length;
-  d.take(d.m.drain('a')); // a fetch after 2, for a
+  d.take(d.m.drain('a'));
+  assert.equal(d.pending, undefined, 'seqs 3 and 4 were read for b: no fetch');
+  assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4']);
+  d.notify(5);
   d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 5']);
+  assert.deepEqual(d.brief('b'), ['msg 5'], 'both at 4: one fetch');
+  assert.equal(d.fetches.length, before + 1);
+});
+
+test('one page serves every connection it covers, whatever its cursor', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(2);
+  d.login('a');
+  d.login('b');
+  d.settle();
+  d.take(d.m.pause('a'));
+  d.inbox.append(2);
+  d.notify(4);
+  d.settle();
+  d.frames('a');
+  assert.deepEqual(d.brief('b').slice(-2), ['msg 3', 'msg 4']);
+  d.inbox.append(); // seq 5, not notified yet
+  d.heartbeat(); // drops what was read ahead; b pulls after 4
+  d.take(d.m.drain('a')); // a, at 2, waits for that fetch
+  const before = d.fetches.length;
+  d.answer();
+  assert.deepEqual(d.brief('b'), ['msg 5']);
+  d.answer(); // after 2, for a: it covers b's cursor too, which has nothing more
   assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4', 'msg 5']);
-  assert.deepEqual(d.brief('b'), ['msg 5'], 'b, at 4, is served by the same page');
+  assert.equal(d.pending, undefined);
   assert.equal(d.fetches.length, before + 1);
 });
 
