@@ -62,7 +62,8 @@ function toClaims(payload: JWTPayload): ClientClaims {
  * Builds the verifier for a key source.
  *
  * @returns a function that resolves the claims, or rejects with PixiuError
- *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key)
+ *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key), or
+ *   UNAVAILABLE when the JWKS cannot be fetched (unreachable, timed out, not a 200)
  * @throws Error when a PEM key cannot be parsed (a start-up error)
  */
 export function createVerifier(source: JwtKeySource): TokenVerifier {
@@ -83,10 +84,21 @@ export function createVerifier(source: JwtKeySource): TokenVerifier {
       if (algorithms.length === 0) throw new Error(`unsupported public key type ${keyObject.asymmetricKeyType}`);
       break;
     }
-    case 'jwks':
-      key = createRemoteJWKSet(new URL(source.url));
+    case 'jwks': {
+      const remote = createRemoteJWKSet(new URL(source.url));
+      key = async (header, token) => {
+        try {
+          return await remote(header, token);
+        } catch (err) {
+          // jose passes a failed fetch (connection refused, DNS, TLS) on as fetch's own
+          // TypeError: the key source is down, which is no fault of the token (401).
+          if (err instanceof joseErrors.JOSEError) throw err;
+          throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
+        }
+      };
       algorithms = Object.values(ASYMMETRIC_ALGS).flat();
       break;
+    }
   }
   return async (token) => {
     try {

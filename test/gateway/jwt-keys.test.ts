@@ -1,0 +1,227 @@
+/**
+ * Client tokens verified with asymmetric keys (DESIGN.md §6, §10): a PEM public key
+ * (`PIXIU_JWT_PUBLIC_KEY`, setting `jwtPublicKey`) and a JWKS URL (`PIXIU_JWKS_URL`,
+ * setting `jwksUrl`). The keys are made here with `jose`; the JWKS is served by a real
+ * HTTP server of this file; clients connect over a real WebSocket. A token signed by
+ * the configured key opens the socket (`welcome` for its `sub`) and reads `/v1/me`;
+ * one signed by any other key, one whose `kid` is not in the set, an expired one, and
+ * an HS256 token keyed with the public key's own text are refused 401 before the
+ * upgrade. An unreachable JWKS URL is an outage (503), not a bad token.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SignJWT, exportJWK, exportSPKI, generateKeyPair, type CryptoKey, type JWK } from 'jose';
+import { expectError } from '../harness/checks.js';
+import { PixiuClient, cleanupList, startInProcess, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { Refused, TestClient, type Frame } from '../harness/ws-client.js';
+import { expectRefused } from './gateway-fixture.js';
+
+/** The asymmetric algorithms these tests sign with. */
+type Alg = 'RS256' | 'ES256';
+
+/** What an invalid (not expired) token is refused with: no detail of the key. */
+const INVALID_TOKEN = /^invalid token$/;
+
+let redis: RedisServer;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  // The private redis-server must die even when a clean-up step fails, or the run hangs.
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+/** Options of {@link sign}. */
+interface SignOptions {
+  /** `kid` header; none when absent. */
+  kid?: string;
+  /** Lifetime in seconds (negative: already expired); default one hour. */
+  ttlSec?: number;
+}
+
+/** Signs a client token for `sub` with `key` under `alg`, as an identity provider would. */
+function sign(key: CryptoKey | Uint8Array, alg: Alg | 'HS256', sub: string, opts: SignOptions = {}): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg, typ: 'JWT', ...(opts.kid !== undefined ? { kid: opts.kid } : {}) })
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime(Math.floor(Date.now() / 1000) + (opts.ttlSec ?? 3600))
+    .sign(key);
+}
+
+/** A key pair of `alg`. */
+function keyPair(alg: Alg): Promise<{ publicKey: CryptoKey; privateKey: CryptoKey }> {
+  return generateKeyPair(alg);
+}
+
+/** The service in this process, verifying client tokens with `key` (one key source), on its own key prefix. */
+function startWith(t: CleanupContext, prefix: string, key: { jwtPublicKey: string } | { jwksUrl: string }): Promise<InProcessServer> {
+  return startInProcess(t, { redisUrl: redis.url, redisPrefix: `${prefix}:`, storeDurability: 'relaxed', ...key });
+}
+
+/**
+ * Connects with `token` and asserts the first frame is the `welcome` of `user` on
+ * `device`; the socket is closed again before this returns.
+ */
+async function expectWelcome(server: InProcessServer, token: string, user: string, device: string): Promise<Frame> {
+  const client = await TestClient.connect(server.service.url, { token, params: { device } });
+  try {
+    const welcome = await client.next();
+    assert.equal(welcome.t, 'welcome', JSON.stringify(welcome));
+    assert.equal(welcome.user, user);
+    assert.equal(welcome.device, device);
+    return welcome;
+  } finally {
+    await client.close();
+  }
+}
+
+/** Asserts `GET /v1/me/messages` with `token` answers 200 with the token user's inbox (empty here). */
+async function expectMeReads(server: InProcessServer, token: string): Promise<void> {
+  const answer = await new PixiuClient(server.service.url, token).get('/v1/me/messages');
+  assert.equal(answer.status, 200, answer.text);
+  assert.deepEqual((answer.body as { messages: unknown[] }).messages, []);
+}
+
+/** Asserts a connection with `token` is refused 401 UNAUTHORIZED with a message matching `message`. */
+async function expectUnauthorized(server: InProcessServer, token: string, message: RegExp): Promise<void> {
+  await expectRefused(TestClient.connect(server.service.url, { token, params: { device: 'd' } }), 401, 'UNAUTHORIZED', message);
+  // The same verifier guards the client HTTP routes.
+  expectError(await new PixiuClient(server.service.url, token).get('/v1/me/messages'), 401, 'UNAUTHORIZED', message);
+}
+
+describe('PIXIU_JWT_PUBLIC_KEY: a PEM public key', () => {
+  for (const alg of ['ES256', 'RS256'] as const) {
+    test(`${alg}: its private key's token connects; another ${alg} key, an expired token and an HS256 token keyed with the PEM are 401`, async (t) => {
+      const mine = await keyPair(alg);
+      const other = await keyPair(alg);
+      const pem = await exportSPKI(mine.publicKey);
+      assert.match(pem, /^-----BEGIN PUBLIC KEY-----/);
+      const server = await startWith(t, `pem-${alg}`, { jwtPublicKey: pem });
+
+      const good = await sign(mine.privateKey, alg, 'ana');
+      await expectWelcome(server, good, 'ana', 'phone');
+      await expectMeReads(server, good);
+
+      await expectUnauthorized(server, await sign(other.privateKey, alg, 'ana'), INVALID_TOKEN);
+      await expectUnauthorized(server, await sign(mine.privateKey, alg, 'ana', { ttlSec: -5 }), /^token expired$/);
+      // Algorithm confusion: the public key is public, so an HMAC keyed with its text
+      // must not pass for a signature by the private key.
+      await expectUnauthorized(server, await sign(new TextEncoder().encode(pem), 'HS256', 'ana'), INVALID_TOKEN);
+
+      // A refusal changes nothing for the right key.
+      await expectWelcome(server, good, 'ana', 'tablet');
+    });
+  }
+});
+
+/** A JWKS document served over HTTP by this test file, counting its requests. */
+interface JwksServer {
+  readonly url: string;
+  /** GET requests for the JWKS so far. */
+  readonly requests: () => number;
+}
+
+/** Serves `{keys}` as `application/json` at `/.well-known/jwks.json` on 127.0.0.1; closed at clean-up. */
+async function serveJwks(t: CleanupContext, keys: readonly JWK[]): Promise<JwksServer> {
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
+      requests += 1;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, 'close');
+  });
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/.well-known/jwks.json`, requests: () => requests };
+}
+
+/** A public JWK as an identity provider publishes it: with its `kid`, `alg` and `use`. */
+async function publicJwk(key: CryptoKey, kid: string, alg: Alg): Promise<JWK> {
+  return { ...(await exportJWK(key)), kid, alg, use: 'sig' };
+}
+
+describe('PIXIU_JWKS_URL: keys from a JWKS served over HTTP', () => {
+  let rsa: { publicKey: CryptoKey; privateKey: CryptoKey };
+  let ec: { publicKey: CryptoKey; privateKey: CryptoKey };
+  let jwks: JwksServer;
+  let server: InProcessServer;
+
+  before(async () => {
+    rsa = await keyPair('RS256');
+    ec = await keyPair('ES256');
+    jwks = await serveJwks(cleanup, [await publicJwk(rsa.publicKey, 'rsa-1', 'RS256'), await publicJwk(ec.publicKey, 'ec-1', 'ES256')]);
+    server = await startWith(cleanup, 'jwks', { jwksUrl: jwks.url });
+  });
+
+  test('a token signed by a key of the set, naming its kid, connects and reads /v1/me; the keys came from the JWKS URL', async () => {
+    assert.equal(jwks.requests(), 0, 'nothing fetched before the first token');
+    const byRsa = await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-1' });
+    await expectWelcome(server, byRsa, 'bea', 'phone');
+    assert.ok(jwks.requests() >= 1, 'the JWKS was fetched from its URL');
+    await expectMeReads(server, byRsa);
+    await expectWelcome(server, await sign(ec.privateKey, 'ES256', 'cid', { kid: 'ec-1' }), 'cid', 'laptop');
+  });
+
+  test('a token signed by another key under a kid of the set is 401', async () => {
+    const forger = await keyPair('RS256');
+    await expectUnauthorized(server, await sign(forger.privateKey, 'RS256', 'bea', { kid: 'rsa-1' }), INVALID_TOKEN);
+    const ecForger = await keyPair('ES256');
+    await expectUnauthorized(server, await sign(ecForger.privateKey, 'ES256', 'bea', { kid: 'ec-1' }), INVALID_TOKEN);
+    // A kid of the set with the other key's algorithm: the kid names the key, whatever signed.
+    await expectUnauthorized(server, await sign(ec.privateKey, 'ES256', 'bea', { kid: 'rsa-1' }), INVALID_TOKEN);
+  });
+
+  test('a token whose kid is not in the set is 401, even when signed by a key of the set', async () => {
+    const stranger = await keyPair('ES256');
+    await expectUnauthorized(server, await sign(stranger.privateKey, 'ES256', 'bea', { kid: 'ec-2' }), INVALID_TOKEN);
+    await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-2' }), INVALID_TOKEN);
+    // And the keys of the set still verify.
+    await expectWelcome(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-1' }), 'bea', 'phone');
+  });
+
+  test('an expired token signed by a key of the set is 401 token expired', async () => {
+    await expectUnauthorized(server, await sign(ec.privateKey, 'ES256', 'bea', { kid: 'ec-1', ttlSec: -5 }), /^token expired$/);
+  });
+
+  test('a JWKS URL nobody answers at is an outage: 503 with Retry-After, not 401', async (t) => {
+    // A port that was just listening and is closed now: connections to it are refused.
+    const probe = http.createServer();
+    probe.listen(0, '127.0.0.1');
+    await once(probe, 'listening');
+    const { port } = probe.address() as AddressInfo;
+    probe.close();
+    await once(probe, 'close');
+    const down = await startWith(t, 'jwks-down', { jwksUrl: `http://127.0.0.1:${port}/.well-known/jwks.json` });
+    const token = await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-1' });
+    let refused: Refused | undefined;
+    const message = await expectRefused(TestClient.connect(down.service.url, { token, params: { device: 'd' } }).catch((err: unknown) => {
+      if (err instanceof Refused) refused = err;
+      throw err;
+    }), 503, 'UNAVAILABLE');
+    assert.match(message, /keys/);
+    assert.equal(refused?.headers.get('retry-after'), '1');
+    const answer = await new PixiuClient(down.service.url, token).get('/v1/me/messages');
+    expectError(answer, 503, 'UNAVAILABLE');
+    assert.equal(answer.headers.get('retry-after'), '1');
+  });
+});
