@@ -42,6 +42,8 @@ export interface Config {
   readonly deliveryWindow: number;
   readonly ackTimeoutMs: number;
   readonly redeliveryBackoffMs: readonly number[];
+  /** Time between the node's rounds of ack-cursor writes (DESIGN.md §5: 100 ms). */
+  readonly ackFlushIntervalMs: number;
   readonly heartbeatMs: number;
   readonly idleTimeoutMs: number;
   readonly socketHighWaterBytes: number;

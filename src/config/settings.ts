@@ -70,6 +70,7 @@ export const SETTINGS = {
   deliveryWindow: { env: 'PIXIU_DELIVERY_WINDOW', flag: 'delivery-window', kind: 'int', default: 100, min: 1, max: 10_000, doc: 'unacked messages in flight per connection' },
   ackTimeoutMs: { env: 'PIXIU_ACK_TIMEOUT', flag: 'ack-timeout', kind: 'duration', default: 10 * SECOND, min: 10, max: 600 * SECOND, doc: 'time without an ack before the first redelivery' },
   redeliveryBackoffMs: { env: 'PIXIU_REDELIVERY_BACKOFF', flag: 'redelivery-backoff', kind: 'durations', default: [2 * SECOND, 4 * SECOND, 6 * SECOND], min: 10, max: 600 * SECOND, doc: 'comma-separated waits between redelivery rounds; after the last, close 4008' },
+  ackFlushIntervalMs: { env: 'PIXIU_ACK_FLUSH_INTERVAL', flag: 'ack-flush-interval', kind: 'duration', default: 100, min: 10, max: 3600 * SECOND, doc: 'how often acked cursors are written to Redis, coalesced per user (a user\'s last logout and shutdown write at once)' },
   heartbeatMs: { env: 'PIXIU_HEARTBEAT', flag: 'heartbeat', kind: 'duration', default: 25 * SECOND, min: 10, max: 600 * SECOND, doc: 'server ping interval; each also pulls the inbox' },
   idleTimeoutMs: { env: 'PIXIU_IDLE_TIMEOUT', flag: 'idle-timeout', kind: 'duration', default: 60 * SECOND, min: 20, max: 3600 * SECOND, doc: 'a connection silent this long is closed' },
   socketHighWaterBytes: { env: 'PIXIU_SOCKET_HIGH_WATER_BYTES', flag: 'socket-high-water-bytes', kind: 'int', default: MiB, min: KiB, max: 1024 * MiB, doc: 'socket buffer above which a connection is paused, bytes' },

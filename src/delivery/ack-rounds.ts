@@ -19,7 +19,7 @@ export class AckRounds {
   #due = new Set<AckFlushable>();
   #timer: NodeJS.Timeout | undefined;
 
-  /** @param intervalMs time between rounds, ms (gateway.ts ACK_FLUSH_MS: 100) */
+  /** @param intervalMs time between rounds, ms (setting `ackFlushIntervalMs`, default 100) */
   constructor(intervalMs: number) {
     this.#intervalMs = intervalMs;
   }

@@ -39,8 +39,6 @@ import type { WsConnection } from './ws-connection.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;
-/** Ack cursors are written at most this often per user, ms (DESIGN.md §5). */
-const ACK_FLUSH_MS = 100;
 /** Broadcast frames sent between two yields to the event loop (~2–5 ms of work here). */
 const FANOUT_CHUNK_FRAMES = 500;
 /** Wait before pulling again after a failed fetch, ms. */
@@ -117,7 +115,7 @@ export class Gateway implements GatewayDeps {
       },
       onFrame: (t) => metrics.wsFrames.inc({ t }),
       onFetch: () => metrics.deliveryFetches.inc(),
-    }, ACK_FLUSH_MS);
+    }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,
       onNotify: (user, seq) => this.hub.notify(user, seq),

@@ -14,7 +14,8 @@ import { CloseCode } from '../delivery/close-codes.js';
 export const MAX_PRESENCE_QUERY = 1000;
 
 /** One connection as the presence routes show it; `since` in ms since the epoch. */
-interface ConnectionView {
+/** One connection as the presence routes report it (docs/api.md). */
+export interface ConnectionView {
   conn: string;
   device: string;
   node: string;

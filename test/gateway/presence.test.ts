@@ -14,6 +14,7 @@ import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import type { ConnectionView as Conn } from '../../src/gateway/presence-routes.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -37,13 +38,6 @@ after(async () => {
   }
 });
 
-/** One connection as `GET /v1/users/{uid}/presence` reports it. */
-interface Conn {
-  conn: string;
-  device: string;
-  node: string;
-  since: number;
-}
 
 /** `GET /v1/users/{uid}/presence` on `on` (default: the file's service). */
 async function presence(user: string, on: GatewayFixture = gw): Promise<{ user: string; online: boolean; connections: Conn[] }> {
