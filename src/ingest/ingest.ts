@@ -185,21 +185,46 @@ export class Ingest {
    * Appends a stored message to each user's inbox, all issued before the first yield
    * (what keeps batches in order), caches the record when one of them is online,
    * notifies each new entry, and tells whether every append was a duplicate.
+   *
+   * @throws the first append's failure when any failed, after notifying the entries of
+   *   the appends that went through: those users have the message now, and a retry
+   *   finds their appends duplicates and notifies nobody (without this, a user online
+   *   waited for a heartbeat pull to get it)
    */
   async #appendAll(
     put: PutResult, users: readonly string[], kind: MsgKind, extra?: { room: string },
   ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
-    const { inbox, onAppended, store } = this.#deps;
-    const appends = await Promise.all(users.map((user) => inbox.append(user, put.id, kind, extra)));
+    const { inbox } = this.#deps;
+    const pending = users.map((user) => inbox.append(user, put.id, kind, extra));
+    let appends: AppendResult[];
+    try {
+      appends = await Promise.all(pending);
+    } catch (err) {
+      const settled = await Promise.allSettled(pending);
+      this.#announce(put, users, settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined)), kind, extra);
+      throw err;
+    }
+    return { appends, duplicate: this.#announce(put, users, appends, kind, extra) };
+  }
+
+  /**
+   * Caches the record when a user it was just appended for is online, and notifies
+   * each new entry (`appends[i]` is `users[i]`'s; undefined when it failed).
+   * @returns true when nothing new happened: every append was a duplicate of a stored message
+   */
+  #announce(
+    put: PutResult, users: readonly string[], appends: readonly (AppendResult | undefined)[], kind: MsgKind, extra?: { room: string },
+  ): boolean {
+    const { onAppended, store } = this.#deps;
     rememberIfOnline(store, put, appends);
     let duplicate = put.duplicate;
     appends.forEach((a, i) => {
-      if (a.duplicate) return;
+      if (a === undefined || a.duplicate) return;
       duplicate = false;
       const entry: InboxEntry = extra ? { seq: a.seq, id: put.id, kind, room: extra.room } : { seq: a.seq, id: put.id, kind };
       onAppended?.(users[i] as string, a, entry, put.message);
     });
-    return { appends, duplicate };
+    return duplicate;
   }
 
   /** Stores the content once (or finds the first message of its `client_msg_id`), for its recipients or its room. */
@@ -307,8 +332,8 @@ class RecipientOrder {
  * Caches the record when a recipient it was just appended for is online (presence
  * names a node): their delivery reads it at once. Before any notify goes out.
  */
-function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly AppendResult[]): void {
-  if (appends.some((a) => !a.duplicate && a.nodes.length > 0)) store.remember(put);
+function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
+  if (appends.some((a) => a !== undefined && !a.duplicate && a.nodes.length > 0)) store.remember(put);
 }
 
 /** The recipients of a message, each once, in the order first named. */
