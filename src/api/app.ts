@@ -32,6 +32,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // log. Failures are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.config.maxBodyBytes,
+    // A request that reaches routing while the server drains (on a keep-alive connection
+    // already open, or pipelined behind one in flight) is refused with fastify's own
+    // 503 and `Connection: close`, before anything is done: serving it instead would
+    // store a message whose answer Node may never deliver (the connection ends after
+    // the answer in flight), and a producer would send it again. Its body is fastify's,
+    // not the catalogue's (docs/decisions.md "HTTP").
     return503OnClosing: true,
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.
@@ -43,6 +49,20 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);
+  // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
+  // stops listening), the answers of the requests still in flight end their
+  // connections. Node closes only the connections idle when the server closes; a
+  // keep-alive connection whose request was in flight would stay open after its
+  // answer and hold the close up until the grace period (src/gateway/upgrade-guard.ts).
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (closing) void reply.header('connection', 'close');
+    done(null, payload);
+  });
   // Bodies are read as they come: a compressed one would be parsed as JSON and refused
   // with a misleading "not valid JSON". Say what is wrong instead (RFC 9110 §15.5.16:
   // 415 for an unsupported content coding).

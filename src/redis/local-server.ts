@@ -235,7 +235,8 @@ function sleep(msDelay: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, msDelay).unref());
 }
 
-function isAlive(pid: number): boolean {
+/** True while a process with this pid exists (signal 0: nothing is sent). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

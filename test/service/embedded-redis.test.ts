@@ -9,19 +9,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { localRedisSocket } from '../../src/redis/local-server.js';
+import { isAlive, localRedisSocket } from '../../src/redis/local-server.js';
 import { PixiuClient, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
-
-/** True while a process with this pid exists. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * A temp data dir for serve without PIXIU_REDIS_URL. Should a test fail with serve
@@ -32,7 +22,7 @@ async function embeddedDataDir(t: TestContext): Promise<{ dataDir: string; env: 
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
   t.after(async () => {
     const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
   });
   return { dataDir, env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' }, pidFile };
 }
@@ -42,7 +32,7 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
 
   const first = await spawnServe(env, t);
   const redisPid = Number(await readFile(pidFile, 'utf8'));
-  assert.ok(redisPid > 0 && alive(redisPid), 'a redis-server process runs');
+  assert.ok(redisPid > 0 && isAlive(redisPid), 'a redis-server process runs');
   const socket = localRedisSocket(dataDir);
   assert.equal(socket, path.join(dataDir, 'redis', 'redis.sock'));
   assert.ok(existsSync(socket), 'its socket is under <dataDir>/redis');
@@ -54,7 +44,7 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
 
   const exit = await first.term();
   assert.deepEqual(exit, { code: 0, signal: null });
-  assert.ok(!alive(redisPid), 'the redis-server it started is gone');
+  assert.ok(!isAlive(redisPid), 'the redis-server it started is gone');
   assert.ok(first.stderr().includes(token), 'the generated API token is printed on first start');
   assert.match(first.stdout(), /"msg":"pixiu stopped"/);
 
@@ -76,14 +66,14 @@ test('the embedded redis-server is supervised: killed while serving, it is resta
   process.kill(firstPid, 'SIGKILL');
   await waitUntil('a new redis-server runs', async () => {
     const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    return pid > 0 && pid !== firstPid && alive(pid);
+    return pid > 0 && pid !== firstPid && isAlive(pid);
   }, 20_000);
   await waitUntil('ingest works again', async () =>
     (await api.post('/v1/messages', { to: 'lou', type: 't', data: 1, client_msg_id: 'again' })).status === 201, 20_000);
   assert.match(serve.stdout(), /redis-server exited .* restarting it/);
   const restartedPid = Number(await readFile(pidFile, 'utf8'));
   assert.deepEqual(await serve.term(), { code: 0, signal: null });
-  assert.ok(!alive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
+  assert.ok(!isAlive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
 });
 
 test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped when the adopting pixiu stops', { timeout: 60_000 }, async (t) => {
@@ -91,10 +81,10 @@ test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped w
   const first = await spawnServe(env, t);
   const orphan = Number(await readFile(pidFile, 'utf8'));
   await first.kill();
-  assert.ok(alive(orphan), 'its redis-server outlives a SIGKILLed pixiu (own process group)');
+  assert.ok(isAlive(orphan), 'its redis-server outlives a SIGKILLed pixiu (own process group)');
   const second = await spawnServe(env, t);
   assert.match(second.stdout(), /adopting redis-server left running/);
   assert.equal(Number(await readFile(pidFile, 'utf8')), orphan, 'no second server on the same AOF');
   assert.deepEqual(await second.term(), { code: 0, signal: null });
-  assert.ok(!alive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
+  assert.ok(!isAlive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
 });

@@ -1,0 +1,82 @@
+/**
+ * Page sizes of the history routes (DESIGN.md §7, docs/api.md): `GET
+ * /v1/users/{uid}/messages` and its client twin `GET /v1/me/messages` return 100
+ * messages when `limit` is not given, and take `limit` up to 1,000 — against the real
+ * service on a real port and a private redis-server, with more messages than either.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MAX_BATCH } from '../../src/api/routes/messages.js';
+import { expectError } from '../harness/checks.js';
+import { PixiuClient, cleanupList, startInProcess, type HttpAnswer } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+
+const JWT_SECRET = 'history-tests-hs256-secret-of-32-chars-or-more';
+/** One more than the largest page, so that no page can hold them all. */
+const MESSAGES = 1001;
+const USER = 'hal';
+
+interface Page {
+  user: string;
+  latest_seq: number;
+  messages: Array<{ seq: number; data: unknown }>;
+  gaps: unknown[];
+  next_after_seq: number;
+}
+
+let api: PixiuClient;
+/** As {@link USER}, with a client JWT. */
+let me: PixiuClient;
+const files = cleanupList();
+
+before(async () => {
+  const redis = await RedisServer.start();
+  // Registered first, so it runs last, and runs even when an earlier step fails.
+  files.after(() => redis.destroy());
+  const server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  api = server.client;
+  me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, USER));
+  // Posted with the batch route, in as few requests as it takes.
+  for (let first = 0; first < MESSAGES; first += MAX_BATCH) {
+    const count = Math.min(MAX_BATCH, MESSAGES - first);
+    const messages = Array.from({ length: count }, (_, k) => ({ to: USER, type: 't', data: { i: first + k } }));
+    const answer = await api.post('/v1/messages/batch', { messages });
+    assert.equal(answer.status, 200, answer.text);
+    const results = (answer.body as { results: Array<{ status: number }> }).results;
+    assert.deepEqual(results.map((r) => r.status), new Array<number>(count).fill(201));
+  }
+});
+
+after(() => files.run());
+
+/** Asserts a 200 page holding exactly seqs `from`..`to`, in order, each with its data. */
+function expectPage(answer: HttpAnswer, from: number, to: number): void {
+  assert.equal(answer.status, 200, answer.text.slice(0, 500));
+  const page = answer.body as Page;
+  assert.equal(page.user, USER);
+  assert.equal(page.latest_seq, MESSAGES);
+  assert.deepEqual(page.gaps, []);
+  const seqs = Array.from({ length: to - from + 1 }, (_, k) => from + k);
+  assert.equal(page.messages.length, seqs.length, 'messages on the page');
+  assert.deepEqual(page.messages.map((m) => m.seq), seqs);
+  assert.deepEqual(page.messages.map((m) => m.data), seqs.map((seq) => ({ i: seq - 1 })));
+  assert.equal(page.next_after_seq, to);
+}
+
+test('GET /v1/users/{uid}/messages without limit answers exactly 100 messages, the oldest first', async () => {
+  expectPage(await api.get(`/v1/users/${USER}/messages`), 1, 100);
+  expectPage(await api.get(`/v1/users/${USER}/messages?after_seq=100`), 101, 200);
+});
+
+test('GET /v1/users/{uid}/messages takes limit=1000 (exactly 1000 of 1001), and refuses limit=1001', async () => {
+  expectPage(await api.get(`/v1/users/${USER}/messages?limit=1000`), 1, 1000);
+  expectPage(await api.get(`/v1/users/${USER}/messages?after_seq=1000&limit=1000`), 1001, 1001);
+  expectError(await api.get(`/v1/users/${USER}/messages?limit=1001`), 400, 'INVALID_REQUEST', /limit/);
+});
+
+test('GET /v1/me/messages has the same page sizes: 100 without limit, 1000 with limit=1000', async () => {
+  expectPage(await me.get('/v1/me/messages'), 1, 100);
+  expectPage(await me.get('/v1/me/messages?limit=1000'), 1, 1000);
+  expectError(await me.get('/v1/me/messages?limit=1001'), 400, 'INVALID_REQUEST', /limit/);
+});

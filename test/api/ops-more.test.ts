@@ -1,0 +1,116 @@
+/**
+ * More of the operations routes (DESIGN.md §7), each on a real socket and a private
+ * redis-server: `/readyz` is 503 when the message store is not open, even with Redis
+ * answering; and `pixiu_redis_errors_total` counts a Redis outage while it lasts.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { buildApp } from '../../src/api/app.js';
+import { Metrics } from '../../src/api/metrics.js';
+import { ClusterSecret } from '../../src/cluster/cluster-secret.js';
+import { PartitionClaims } from '../../src/cluster/partition-claims.js';
+import { StoreDirectory } from '../../src/cluster/store-directory.js';
+import { StoreRouter } from '../../src/cluster/store-router.js';
+import { loadConfig } from '../../src/config/config.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+import { Ingest } from '../../src/ingest/ingest.js';
+import { createLogger } from '../../src/logger.js';
+import { createRedis } from '../../src/redis/client.js';
+import { Keys } from '../../src/redis/keys.js';
+import { MessageStore } from '../../src/store/message-store.js';
+import { expectError, waitUntil } from '../harness/checks.js';
+import { PixiuClient, cleanupList, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const API_TOKEN = 'ops-more-test-api-token-0123456789';
+/** Longest the service's client may take to reconnect (its back-off tops out at 2 s). */
+const RECOVERY_BOUND_MS = 15_000;
+
+let redis: RedisServer;
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  // Registered first, so it runs last, and runs even when an earlier step fails.
+  files.after(() => redis.destroy());
+});
+
+after(() => files.run());
+
+/** The value of one sample line of a Prometheus text exposition, or undefined. */
+function sample(text: string, line: string): number | undefined {
+  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
+  return found === undefined ? undefined : Number(found.slice(line.length + 1));
+}
+
+test('/readyz is 503 UNAVAILABLE once the message store is closed, though Redis answers PING', async (t) => {
+  // The service closes HTTP before the store, so its own /readyz never sees a closed
+  // store: the HTTP app is assembled here as the service assembles it (the store
+  // behind a StoreRouter), on a real store and Redis, to close the store under it.
+  const dataDir = await tempDataDir(t);
+  const config = loadConfig({}, { redisUrl: redis.url, redisPrefix: 'ready:', dataDir, port: '0', logLevel: 'silent', apiToken: API_TOKEN });
+  const logger = createLogger(config.logLevel);
+  const client: Redis = await createRedis({ url: redis.url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:test' });
+  t.after(() => client.disconnect());
+  const keys = new Keys(config.redisPrefix);
+  const store = await MessageStore.open({
+    dir: path.join(dataDir, 'xiu'), partitions: 1, sync: false, cacheBytes: 0, defaultTtlMs: config.messageTtlMs,
+    maxMessageBytes: config.maxMessageBytes, sweepIntervalMs: config.sweepIntervalMs,
+  });
+  t.after(() => store.close());
+  const records = new StoreRouter({
+    local: store, owners: new StoreDirectory(new PartitionClaims(client, keys)), auth: await ClusterSecret.load(client, keys),
+    timeoutMs: config.redisCommandTimeoutMs, cacheBytes: 0,
+  });
+  const inbox = new Inbox(client, { prefix: config.redisPrefix, cap: config.inboxCap });
+  const app = await buildApp({
+    config, store: records, inbox, ingest: new Ingest({ store, inbox }), redis: client, metrics: new Metrics(), apiToken: API_TOKEN,
+  }, logger);
+  t.after(() => app.close());
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  const api = new PixiuClient(url, API_TOKEN);
+
+  const ready = await api.get('/readyz', { headers: { authorization: '' } });
+  assert.equal(ready.status, 200, `ready while the store is open: ${ready.text}`);
+  await store.close();
+  assert.equal(await client.ping(), 'PONG', 'Redis still answers');
+  const notReady = await api.get('/readyz', { headers: { authorization: '' } });
+  expectError(notReady, 503, 'UNAVAILABLE', /the message store is not open/);
+  assert.equal((await api.get('/healthz')).status, 200, 'liveness holds');
+});
+
+test('pixiu_redis_errors_total rises while Redis is down (failed requests and reconnects), and ingest works after Redis is back', { timeout: 60_000 }, async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'rerr:', redisCommandTimeoutMs: '500' });
+  const metrics = async (): Promise<{ request: number; connection: number }> => {
+    const answer = await client.get('/metrics', { headers: { authorization: '' } });
+    assert.equal(answer.status, 200, 'metrics answer without Redis');
+    return {
+      request: sample(answer.text, 'pixiu_redis_errors_total{kind="request"}') ?? 0,
+      connection: sample(answer.text, 'pixiu_redis_errors_total{kind="connection"}') ?? 0,
+    };
+  };
+  assert.equal((await client.post('/v1/messages', { to: 'rex', type: 't', data: 1 })).status, 201);
+  const before = await metrics();
+  assert.deepEqual(before, { request: 0, connection: 0 }, 'no errors while Redis is up');
+
+  await redis.stop();
+  try {
+    expectError(await client.post('/v1/messages', { to: 'rex', type: 't', data: 2 }), 503, 'UNAVAILABLE');
+    const afterOne = await metrics();
+    assert.equal(afterOne.request, before.request + 1, 'the failed request is counted');
+    expectError(await client.get('/v1/users/rex/messages'), 503, 'UNAVAILABLE');
+    assert.equal((await metrics()).request, before.request + 2, 'and the next');
+    // The service's connection retries on its own back-off; each refused try counts.
+    await waitUntil('a failed reconnect is counted', async () => (await metrics()).connection > before.connection, RECOVERY_BOUND_MS);
+  } finally {
+    await redis.restart();
+  }
+  // (Each 503 from /readyz while the client reconnects counts as a failed request too.)
+  await waitUntil('/readyz is 200 again', async () => (await client.get('/readyz')).status === 200, RECOVERY_BOUND_MS);
+  const recovered = await metrics();
+  const back = await client.post('/v1/messages', { to: 'rex', type: 't', data: 3 });
+  assert.equal(back.status, 201, back.text);
+  assert.equal((await metrics()).request, recovered.request, 'a request that succeeds is not counted');
+});

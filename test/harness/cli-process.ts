@@ -1,0 +1,143 @@
+/**
+ * A `pixiu` subcommand run as a child process that the test talks to while it runs:
+ * its stdout is read line by line as it comes (a test waits for a line, never for a
+ * time), and it can be signalled alone or, as a terminal's Ctrl-C does, with its whole
+ * process group. For a run to completion, see `runCli` in pixiu-server.ts.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { CLI_MAIN, REPO_ROOT, type CleanupContext, type ExitStatus } from './pixiu-server.js';
+
+/** How long {@link CliProcess.line} waits by default, ms. */
+const LINE_TIMEOUT_MS = 30_000;
+
+/** Options of {@link spawnCli}. */
+export interface SpawnCliOptions {
+  /**
+   * Start the child as the leader of a process group of its own, so that
+   * `signal(…, { group: true })` reaches it and whatever shares its group, as a
+   * terminal's Ctrl-C reaches the foreground job (default false).
+   */
+  readonly detached?: boolean;
+}
+
+/** A running `pixiu` child process. */
+export interface CliProcess {
+  readonly proc: ChildProcess;
+  /** Everything it wrote to stdout so far. */
+  stdout(): string;
+  /** Everything it wrote to stderr so far. */
+  stderr(): string;
+  /** Its complete stdout lines so far. */
+  lines(): readonly string[];
+  /** Resolves when it has exited and its output is closed (at once if it has). */
+  readonly exited: Promise<ExitStatus>;
+  /**
+   * Resolves with the first complete stdout line (already printed or still to come)
+   * that `match` accepts.
+   * @param what names the line in the error
+   * @throws Error with the output so far when the process exits first or `boundMs` passes
+   */
+  line(match: (line: string) => boolean, what: string, boundMs?: number): Promise<string>;
+  /**
+   * Sends `signal` to the process, or with `group` to its whole process group. Does
+   * nothing once it has exited.
+   * @throws Error for `group` when the process was not started `detached`
+   */
+  signal(signal: NodeJS.Signals, opts?: { group?: boolean }): void;
+}
+
+/**
+ * Starts `pixiu <args…>` (`node --import tsx src/cli/main.ts`) from the repository root
+ * with `env` added to the test's environment cleared of `PIXIU_` variables.
+ *
+ * @param t when given, the process is SIGKILLed when the test ends, if still running
+ */
+export function spawnCli(args: readonly string[], env: Record<string, string>, t?: CleanupContext, opts: SpawnCliOptions = {}): CliProcess {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
+  const proc = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, ...args], {
+    cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
+  });
+  let out = '';
+  let err = '';
+  const complete: string[] = [];
+  const listeners = new Set<() => void>();
+  proc.stdout?.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    const lines = out.split('\n');
+    lines.pop();
+    if (lines.length > complete.length) {
+      complete.push(...lines.slice(complete.length));
+      for (const wake of listeners) wake();
+    }
+  });
+  proc.stderr?.on('data', (chunk: Buffer) => { err += chunk.toString(); });
+  const exited = once(proc, 'close').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null }));
+  const running = (): boolean => proc.exitCode === null && proc.signalCode === null;
+  t?.after(async () => {
+    if (running()) proc.kill('SIGKILL');
+    await exited;
+  });
+
+  const line = (match: (l: string) => boolean, what: string, boundMs = LINE_TIMEOUT_MS): Promise<string> =>
+    new Promise<string>((resolve, reject) => {
+      let checked = 0;
+      let settled = false;
+      const settle = (): void => {
+        settled = true;
+        clearTimeout(timer);
+        listeners.delete(check);
+      };
+      const check = (): void => {
+        for (; !settled && checked < complete.length; checked++) {
+          const candidate = complete[checked] as string;
+          if (match(candidate)) {
+            settle();
+            resolve(candidate);
+          }
+        }
+      };
+      const fail = (why: string): void => {
+        if (settled) return;
+        settle();
+        reject(new Error(`pixiu ${args.join(' ')}: ${why} before ${what}\nstdout:\n${out}\nstderr:\n${err}`));
+      };
+      const timer = setTimeout(() => fail(`${boundMs} ms passed`), boundMs);
+      listeners.add(check);
+      check();
+      // The last lines come before the close: look at them before giving up.
+      void exited.then(() => {
+        check();
+        fail('it exited');
+      });
+    });
+
+  return {
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    lines: () => complete,
+    exited,
+    line,
+    signal: (signal, sigOpts = {}) => {
+      if (sigOpts.group && opts.detached !== true) throw new Error('a process group signal needs a child spawned detached');
+      if (!running() || proc.pid === undefined) return;
+      if (sigOpts.group) process.kill(-proc.pid, signal);
+      else proc.kill(signal);
+    },
+  };
+}
+
+/**
+ * The `url` of a `pixiu serve` JSON log line `{"msg": "pixiu listening", "url": …}`,
+ * or undefined when `line` is not one.
+ */
+export function listeningUrl(line: string): string | undefined {
+  if (!line.includes('pixiu listening')) return undefined;
+  try {
+    const entry = JSON.parse(line) as { msg?: unknown; url?: unknown };
+    return entry.msg === 'pixiu listening' && typeof entry.url === 'string' ? entry.url : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * `pixiu connect <uid>` ended with Ctrl-C, as the README walkthrough does: the client
+ * closes 1000 (`closed 1000 bye` on stderr), exits 0, and its last stdout line is the
+ * `{"last_seq", "epoch"}` to resume from — against the real service on a real port.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openInbox, waitUntil } from '../harness/checks.js';
+import { spawnCli } from '../harness/cli-process.js';
+import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const JWT_SECRET = 'cli-connect-tests-hs256-secret-of-32-chars';
+
+let redis: RedisServer;
+let server: InProcessServer;
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  // Registered first, so it runs last, and runs even when an earlier step fails.
+  files.after(() => redis.destroy());
+  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
+});
+
+after(() => files.run());
+
+/** Posts one chat message to `user`; resolves with its seq. */
+async function post(user: string, text: string): Promise<number> {
+  const answer = await server.client.post('/v1/messages', { to: user, type: 'chat.text', data: { text } });
+  assert.equal(answer.status, 201, answer.text);
+  return (answer.body as { recipients: Array<{ seq: number }> }).recipients[0]?.seq as number;
+}
+
+/** A predicate for the stdout line of the `msg` frame with `seq`. */
+function msgLine(seq: number): (line: string) => boolean {
+  return (line) => {
+    try {
+      const frame = JSON.parse(line) as { t?: unknown; seq?: unknown };
+      return frame.t === 'msg' && frame.seq === seq;
+    } catch {
+      return false;
+    }
+  };
+}
+
+test('Ctrl-C on pixiu connect: close 1000 bye, exit 0, and a last line {"last_seq", "epoch"} with the last seq it got', { timeout: 60_000 }, async (t) => {
+  for (let i = 1; i <= 3; i++) await post('alice', `hello ${i}`);
+  const connect = spawnCli(['connect', 'alice', '--device', 'phone', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t, { detached: true });
+  const welcome = JSON.parse(await connect.line((l) => l.startsWith('{"t":"welcome"'), 'the welcome frame')) as { epoch: string; seq: number };
+  assert.equal(welcome.seq, 3);
+  await connect.line(msgLine(3), 'msg 3');
+  // One more, live, as in the walkthrough.
+  assert.equal(await post('alice', 'live!'), 4);
+  await connect.line(msgLine(4), 'the live msg 4');
+  assert.equal(connect.proc.exitCode, null, 'it keeps running until interrupted');
+
+  // A terminal's Ctrl-C: SIGINT to the whole foreground process group.
+  connect.signal('SIGINT', { group: true });
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
+  assert.equal(connect.stderr(), 'closed 1000 bye\n');
+  const lines = connect.lines();
+  assert.deepEqual(JSON.parse(lines.at(-1) as string), { last_seq: 4, epoch: welcome.epoch });
+  assert.equal(lines.filter((l) => l.startsWith('{"last_seq"')).length, 1, 'printed once');
+  const history = await server.client.get('/v1/users/alice/messages');
+  assert.equal((history.body as { epoch: string }).epoch, welcome.epoch, "the epoch is the inbox's");
+  // It acked what it printed: the device resumes from there without --last-seq.
+  const { inbox } = await openInbox(t, redis.url);
+  await waitUntil('the ack of seq 4 is kept', async () => (await inbox.cursors('alice')).phone === 4);
+});

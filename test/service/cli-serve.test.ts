@@ -1,0 +1,129 @@
+/**
+ * `pixiu serve` from the outside (DESIGN.md §10, README): without `redis-server` it
+ * exits 1 with the command that installs it; secrets it generates on a first start are
+ * kept in the data dir, printed that once, and used again by the next start; and
+ * `PIXIU_JWT_SECRET` is the HS256 key as its UTF-8 bytes.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { SignJWT } from 'jose';
+import { REDIS_INSTALL_HINT } from '../../src/redis/local-server.js';
+import { expectError } from '../harness/checks.js';
+import { PixiuClient, runCli, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
+
+let redis: RedisServer;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+/** A generated secret as serve prints it on stderr: where it is kept, and its value. */
+interface Printed {
+  readonly file: string;
+  readonly value: string;
+}
+
+/** The generated secret `what` (`API token`, `HS256 secret`) printed on `stderr`, if any. */
+function printed(stderr: string, what: string): Printed | undefined {
+  const m = new RegExp(`^pixiu: generated the ${what}[^\\n]*; it is kept in (\\S+) and shown only now:\\n {2}(\\S+)$`, 'm').exec(stderr);
+  return m === null ? undefined : { file: m[1] as string, value: m[2] as string };
+}
+
+/** Connects to `url` with `token` and resolves with the first frame's type and user. */
+async function welcomeOf(url: string, token: string): Promise<{ t: string; user: unknown }> {
+  const client = await TestClient.connect(url, { token, params: { device: 'phone' } });
+  try {
+    const first = await client.next();
+    return { t: first.t, user: first.user };
+  } finally {
+    await client.close();
+  }
+}
+
+test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with the install command', { timeout: 30_000 }, async (t) => {
+  // node itself is run by its absolute path; the PATH it hands serve has nothing on it.
+  const emptyBin = await mkdtemp(path.join(os.tmpdir(), 'pixiu-empty-path-'));
+  t.after(() => rm(emptyBin, { recursive: true, force: true }));
+  const run = await runCli(['serve'], { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info', PATH: emptyBin });
+  assert.deepEqual({ code: run.code, signal: run.signal }, { code: 1, signal: null }, run.stderr);
+  assert.ok(run.stderr.includes(`pixiu: redis-server not found: ${REDIS_INSTALL_HINT}\n`), run.stderr);
+  assert.match(run.stderr, /`sudo apt-get install -y redis-server`/, 'the install command, as the README gives it');
+  assert.match(run.stderr, /PIXIU_REDIS_URL/, 'and the other way out');
+  assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
+  assert.doesNotMatch(run.stdout, /pixiu listening/);
+});
+
+test('first start generates the API token and JWT secret, keeps them in the data dir and prints them; a second start prints neither and uses both', { timeout: 60_000 }, async (t) => {
+  const dataDir = await tempDataDir(t);
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'gen:', PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
+
+  const first = await spawnServe(env, t);
+  const apiToken = printed(first.stderr(), 'API token');
+  const jwtSecret = printed(first.stderr(), 'HS256 secret');
+  assert.ok(apiToken !== undefined && jwtSecret !== undefined, `both printed:\n${first.stderr()}`);
+  assert.equal(first.stderr().split(apiToken.value).length - 1, 1, 'the API token is printed once');
+  assert.equal(first.stderr().split(jwtSecret.value).length - 1, 1, 'the JWT secret is printed once');
+  assert.notEqual(apiToken.value, jwtSecret.value);
+  for (const [secret, name] of [[apiToken, 'api-token'], [jwtSecret, 'jwt-secret']] as const) {
+    assert.equal(secret.file, path.join(dataDir, 'secrets', name));
+    assert.equal((await readFile(secret.file, 'utf8')).trim(), secret.value, `${name} is what was printed`);
+    assert.equal((await stat(secret.file)).mode & 0o777, 0o600, `${name} is readable by its owner only`);
+    assert.ok(secret.value.length >= 32, name);
+  }
+  const api1 = new PixiuClient(first.url, apiToken.value);
+  const sent = await api1.post('/v1/messages', { to: 'uma', type: 't', data: 1 });
+  assert.equal(sent.status, 201, sent.text);
+  // Minted during the first run with the printed secret, used against both runs.
+  const clientToken = await testToken({ kind: 'secret', secret: jwtSecret.value }, 'uma');
+  assert.deepEqual(await welcomeOf(first.url, clientToken), { t: 'welcome', user: 'uma' });
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
+
+  const second = await spawnServe(env, t);
+  assert.doesNotMatch(second.stderr(), /generated/, 'nothing is generated again');
+  assert.ok(!second.stderr().includes(apiToken.value) && !second.stderr().includes(jwtSecret.value), `neither is printed again:\n${second.stderr()}`);
+  assert.ok(!second.stdout().includes(apiToken.value) && !second.stdout().includes(jwtSecret.value), 'nor logged');
+  const again = await new PixiuClient(second.url, apiToken.value).post('/v1/messages', { to: 'uma', type: 't', data: 2 });
+  assert.equal(again.status, 201, `the first start's API token still works: ${again.text}`);
+  assert.deepEqual((again.body as { recipients: unknown }).recipients, [{ user: 'uma', seq: 2 }]);
+  expectError(await new PixiuClient(second.url, 'some-other-token-of-enough-length').post('/v1/messages', { to: 'uma', type: 't', data: 3 }), 401, 'UNAUTHORIZED');
+  assert.deepEqual(await welcomeOf(second.url, clientToken), { t: 'welcome', user: 'uma' }, "the first start's JWT secret still verifies");
+  for (const secret of [apiToken, jwtSecret]) assert.equal((await readFile(secret.file, 'utf8')).trim(), secret.value, 'kept as it was');
+  assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
+});
+
+test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over those is accepted, one over latin1 bytes is refused', { timeout: 60_000 }, async (t) => {
+  const secret = 'clé-secrète-🔑-pour-les-jetons-des-clients';
+  const utf8 = new TextEncoder().encode(secret);
+  const latin1 = new Uint8Array(Buffer.from(secret, 'latin1'));
+  assert.notDeepEqual(latin1, utf8, 'the two encodings differ, or the test would prove nothing');
+  const apiToken = 'jwt-utf8-test-api-token-0123456789';
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'utf8:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+    PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: apiToken, PIXIU_JWT_SECRET: secret,
+  }, t);
+  const sent = await new PixiuClient(serve.url, apiToken).post('/v1/messages', { to: 'zoé', type: 't', data: { n: 1 } });
+  assert.equal(sent.status, 201, sent.text);
+
+  /** A token for zoé signed, with jose, over `key`. */
+  const sign = (key: Uint8Array): Promise<string> => new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setSubject('zoé').setIssuedAt().setExpirationTime('1h').sign(key);
+  const asUser = (token: string): PixiuClient => new PixiuClient(serve.url, token);
+
+  const accepted = await asUser(await sign(utf8)).get('/v1/me/messages');
+  assert.equal(accepted.status, 200, accepted.text);
+  const page = accepted.body as { user: string; messages: Array<{ seq: number; data: unknown }> };
+  assert.equal(page.user, 'zoé');
+  assert.deepEqual(page.messages.map((m) => [m.seq, m.data]), [[1, { n: 1 }]]);
+
+  expectError(await asUser(await sign(latin1)).get('/v1/me/messages'), 401, 'UNAUTHORIZED', /invalid token/);
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
+});

@@ -1,0 +1,208 @@
+/**
+ * Graceful shutdown of `pixiu serve` (src/cli/serve.ts, DESIGN.md §6): SIGINT — a
+ * terminal's Ctrl-C, sent to the whole foreground process group — does what SIGTERM
+ * does: exit 0 and stop the embedded redis-server, which Ctrl-C itself must not reach;
+ * and a request in flight when the signal arrives is finished and answered normally
+ * before the process exits, its answer ending its connection, so that a request
+ * pipelined behind it is neither answered nor done.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import net from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
+import { listeningUrl, spawnCli } from '../harness/cli-process.js';
+import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { isAlive } from '../../src/redis/local-server.js';
+
+const API_TOKEN = 'shutdown-test-api-token-0123456789';
+
+
+/** The JSON log lines of a serve's stdout whose `msg` is `msg`. */
+function logLines(stdout: string, msg: string): Array<Record<string, unknown>> {
+  return stdout.split('\n').flatMap((line) => {
+    if (!line.includes(msg)) return [];
+    try {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      return entry.msg === msg ? [entry] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+test('Ctrl-C (SIGINT to the process group) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sigint-'));
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  // At debug level serve forwards redis-server's own log, which names the signal it got.
+  const serve = spawnCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'debug', PIXIU_API_TOKEN: API_TOKEN }, t, { detached: true });
+  // Clean-up runs in the order added: serve is killed first (spawnCli), then, should
+  // the test have failed, the redis-server it leaves running, by its pid file, and
+  // only then is the data dir removed.
+  t.after(async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const url = listeningUrl(await serve.line((l) => listeningUrl(l) !== undefined, 'the listening line')) as string;
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  assert.ok(redisPid > 0 && isAlive(redisPid), 'a redis-server runs');
+  const sent = await fetch(`${url}/v1/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ to: 'ivy', type: 't', data: 1 }),
+  });
+  assert.equal(sent.status, 201, 'the service works on its own redis-server');
+
+  serve.signal('SIGINT', { group: true });
+  const exit = await serve.exited;
+  assert.deepEqual(exit, { code: 0, signal: null }, serve.stderr());
+  assert.ok(!isAlive(redisPid), 'the redis-server it started is gone');
+  assert.deepEqual(logLines(serve.stdout(), 'shutting down').map((l) => l.signal), ['SIGINT']);
+  assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1, 'the shutdown ran to its end');
+  // Ctrl-C reached only Pixiu: its redis-server, in a process group of its own, was
+  // stopped by Pixiu (SIGTERM) once the rest was closed, not shut down under it by the
+  // SIGINT (then restarted by the supervisor, or failing the last cursor flushes).
+  assert.doesNotMatch(serve.stdout(), /Received SIGINT/);
+  assert.doesNotMatch(serve.stdout(), /restarting it|shutdown step failed/);
+});
+
+/** One HTTP/1.1 response read off a raw socket. */
+interface RawResponse {
+  readonly status: number;
+  /** Header names in lower case. */
+  readonly headers: ReadonlyMap<string, string>;
+  readonly body: string;
+}
+
+/**
+ * The complete responses at the start of `text` (HTTP/1.1, each with Content-Length,
+ * as fastify sends them; interim `100 Continue` included).
+ */
+function parseResponses(text: string): RawResponse[] {
+  const out: RawResponse[] = [];
+  let rest = text;
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end < 0) return out;
+    const [statusLine = '', ...lines] = rest.slice(0, end).split('\r\n');
+    const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+    const length = Number(headers.get('content-length') ?? 0);
+    if (rest.length < end + 4 + length) return out;
+    out.push({ status: Number(statusLine.split(' ')[1]), headers, body: rest.slice(end + 4, end + 4 + length) });
+    rest = rest.slice(end + 4 + length);
+  }
+}
+
+/** A serve draining with one POST in flight on a raw connection. */
+interface Draining {
+  readonly serve: ServeProcess;
+  readonly inbox: Inbox;
+  /** The raw connection the POST is on. */
+  readonly socket: net.Socket;
+  /** The rest of the POST's body, not sent yet. */
+  readonly rest: string;
+  /** Resolves with serve's exit. */
+  readonly stopped: Promise<ExitStatus>;
+  /** Resolves with the responses once there are `count` (interim ones included). */
+  responses(count: number): Promise<RawResponse[]>;
+  /** Resolves with every response received once the connection has closed. */
+  readonly closed: Promise<RawResponse[]>;
+}
+
+/**
+ * Starts `pixiu serve`, sends it the headers and half the body of a POST to `ola`, and
+ * SIGTERMs it once the request is in flight; resolves once serve has stopped accepting
+ * connections, the POST still open. Deterministic: with `Expect: 100-continue` the
+ * server answers 100 once fastify has the request, and the closed port shows that its
+ * close has begun.
+ */
+async function drainWithPostInFlight(t: CleanupContext, prefix: string): Promise<Draining> {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: prefix, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+    PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info',
+  }, t);
+  const { inbox } = await openInbox(t, redis.url, prefix);
+  const port = Number(new URL(serve.url).port);
+  const socket = net.connect(port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  let received = '';
+  const arrived = new Set<() => void>();
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    received += chunk;
+    for (const wake of arrived) wake();
+  });
+  const closed = once(socket, 'close').then(() => parseResponses(received));
+  const responses = (count: number): Promise<RawResponse[]> => new Promise((resolve, reject) => {
+    const check = (): void => {
+      const parsed = parseResponses(received);
+      if (parsed.length < count) return;
+      arrived.delete(check);
+      resolve(parsed);
+    };
+    arrived.add(check);
+    check();
+    void closed.then((all) => {
+      check();
+      reject(new Error(`connection closed with ${all.length} of ${count} responses:\n${received}`));
+    });
+  });
+  await once(socket, 'connect');
+
+  const body = JSON.stringify({ to: 'ola', type: 't', data: { text: 'sent across the shutdown' }, client_msg_id: 'in-flight' });
+  const half = Math.floor(body.length / 2);
+  socket.write(['POST /v1/messages HTTP/1.1', 'Host: 127.0.0.1', `Authorization: Bearer ${API_TOKEN}`,
+    'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`, 'Expect: 100-continue', '', ''].join('\r\n'));
+  const [interim] = await responses(1);
+  assert.equal(interim?.status, 100, 'the server has the request');
+  socket.write(body.slice(0, half));
+
+  const stopped = serve.term();
+  await waitUntil('serve stops accepting connections', () => new Promise<boolean>((resolve) => {
+    const probe = net.connect(port, '127.0.0.1');
+    probe.once('connect', () => { probe.destroy(); resolve(false); });
+    probe.once('error', () => resolve(true));
+  }), 20_000);
+  assert.equal(serve.proc.exitCode, null, 'serve still runs, finishing the request');
+  return { serve, inbox, socket, rest: body.slice(half), stopped, responses, closed };
+}
+
+test('a POST in flight when SIGTERM arrives is finished and answered 201, then serve exits 0', { timeout: 60_000 }, async (t: TestContext) => {
+  const { serve, inbox, socket, rest, stopped, responses } = await drainWithPostInFlight(t, 'flight:');
+  // The rest of the body only now, with the server closing.
+  socket.write(rest);
+  const [, answer] = await responses(2);
+  assert.equal(answer?.status, 201, answer?.body);
+  // It ends its connection: a keep-alive connection left open would hold the close up.
+  assert.equal(answer.headers.get('connection'), 'close');
+  const created = JSON.parse(answer.body) as { id: string; recipients: unknown; duplicate: boolean };
+  assert.deepEqual(created.recipients, [{ user: 'ola', seq: 1 }]);
+  assert.equal(created.duplicate, false);
+  assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
+  assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1);
+  // It was really done, not just answered: the inbox holds it.
+  assert.deepEqual((await readWholeInbox(inbox, 'ola')).map((e) => [e.seq, e.id]), [[1, created.id]]);
+});
+
+test('while serve drains, a request pipelined behind the one in flight is not done: the connection ends after the first answer', { timeout: 60_000 }, async (t: TestContext) => {
+  const { serve, inbox, socket, closed, rest, stopped, responses } = await drainWithPostInFlight(t, 'drain:');
+  // The end of the POST and, pipelined behind it, a second one.
+  const next = JSON.stringify({ to: 'ola', type: 't', data: 2 });
+  socket.write([`${rest}POST /v1/messages HTTP/1.1`, 'Host: 127.0.0.1', `Authorization: Bearer ${API_TOKEN}`,
+    'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(next)}`, '', next].join('\r\n'));
+  const [, first] = await responses(2);
+  assert.equal(first?.status, 201, first?.body);
+  assert.equal(first.headers.get('connection'), 'close', 'the answer says the connection ends');
+  // Unanswered, and undone: the producer may send it again, elsewhere or later.
+  assert.deepEqual((await closed).map((r) => r.status), [100, 201]);
+  assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
+  assert.deepEqual((await readWholeInbox(inbox, 'ola')).map((e) => e.seq), [1], 'only the request in flight was done');
+});
