@@ -13,7 +13,10 @@ import { PixiuError, invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { INBOX_SCRIPTS, defineInboxScripts, type AppendArgs, type RawStreamEntry } from './scripts.js';
+import { evalshaCommand, isNoScript } from '../redis/scripts.js';
+import {
+  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv, type RawStreamEntry,
+} from './scripts.js';
 import { TickPipeline } from './tick-pipeline.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
@@ -188,7 +191,7 @@ export class Inbox {
   /** The cap as the script's ARGV, formatted once. */
   readonly #cap: string;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
-  readonly #appends: TickPipeline<AppendArgs, AppendResult>;
+  readonly #appends: TickPipeline<AppendArgv, AppendResult>;
 
   /**
    * @param redis a client from `createRedis` (auto-pipelining on, offline queue off)
@@ -203,9 +206,16 @@ export class Inbox {
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
     defineInboxScripts(redis);
-    this.#appends = new TickPipeline<AppendArgs, AppendResult>(redis, {
+    this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       command: INBOX_SCRIPTS.append.command,
-      send: (client, args) => client.pxAppendV3(...args),
+      // EVALSHA as a plain command (scripts.ts `evalshaCommand`); when the script is not
+      // loaded, the registered command sends it as EVAL, which loads it.
+      send: (client, argv) => {
+        const command = evalshaCommand(argv);
+        client.sendCommand(command);
+        return command.promise;
+      },
+      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV3(...appendArgsOf(argv)) : undefined),
       reply: toAppendResult,
       error: toRedisError,
     }, MAX_APPEND_BATCH);
@@ -239,7 +249,7 @@ export class Inbox {
       return Promise.reject(err);
     }
     return this.#appends.call([
-      keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
+      APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
       msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? '',
     ]);
   }

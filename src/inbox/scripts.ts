@@ -3,7 +3,7 @@
  * registration: src/redis/scripts.ts.
  */
 import type { Redis, Result } from 'ioredis';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
 
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
@@ -17,6 +17,20 @@ export type AppendArgs = [
   inbox: string, meta: string, ids: string, conns: string, acks: string,
   msgId: string, kind: string, cap: string, epoch: string, nowMs: string, room: string,
 ];
+
+/** The whole EVALSHA of `append-5.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
+export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
+
+/** `append-5.lua`'s SHA-1, for {@link AppendArgv}. */
+export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
+/** `append-5.lua`'s number of keys, as EVALSHA takes it. */
+export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
+
+/** The script's arguments of an {@link AppendArgv} (for the registered command). */
+export function appendArgsOf(argv: AppendArgv): AppendArgs {
+  const [, , ...args] = argv;
+  return args;
+}
 
 /** Reply of `append-5.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];

@@ -34,6 +34,12 @@ export interface PipelinedCall<Args, R> {
   reply(raw: unknown): R;
   /** Turns the command's failure (error reply, timeout, connection) into the call's rejection. */
   error(err: unknown): unknown;
+  /**
+   * Given the failure of `send`, sends the call again another way and resolves with the
+   * raw reply (e.g. as EVAL after NOSCRIPT), or returns undefined to fail the call.
+   * Optional; only failures pay for it.
+   */
+  resend?(redis: Redis, args: Args, err: unknown): Promise<unknown> | undefined;
 }
 
 interface Queued<Args, R> {
@@ -95,18 +101,21 @@ export class TickPipeline<Args, R> {
 
   #send(q: Queued<Args, R>): void {
     const call = this.#call;
-    call.send(this.#redis, q.args).then(
-      (raw) => {
-        let result: R;
-        try {
-          result = call.reply(raw);
-        } catch (e) {
-          q.reject(e);
-          return;
-        }
-        q.resolve(result);
-      },
-      (err: unknown) => q.reject(call.error(err)),
-    );
+    const answer = (raw: unknown): void => {
+      let result: R;
+      try {
+        result = call.reply(raw);
+      } catch (e) {
+        q.reject(e);
+        return;
+      }
+      q.resolve(result);
+    };
+    const fail = (err: unknown): void => q.reject(call.error(err));
+    call.send(this.#redis, q.args).then(answer, (err: unknown) => {
+      const again = call.resend?.(this.#redis, q.args, err);
+      if (again === undefined) fail(err);
+      else again.then(answer, fail);
+    });
   }
 }

@@ -123,6 +123,14 @@ export class Ingest {
   sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
+    if (order.independent) {
+      // No recipient named twice: each message's appends go as soon as it is stored,
+      // with none of the ordering's promise and closures per message.
+      return Promise.allSettled(inputs.map((input, i) => {
+        const recipients = named[i] ?? [];
+        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => this.#append(put, recipients));
+      }));
+    }
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
@@ -274,7 +282,7 @@ class RecipientOrder {
   /** What to run when a ready message may go; undefined until it is ready. */
   readonly #actions: ((() => void) | undefined)[];
   /** True when no recipient is named twice: every message may go as soon as it is ready. */
-  readonly #independent: boolean;
+  readonly independent: boolean;
 
   /** @param named the distinct recipients of each message, in batch order */
   constructor(named: readonly (readonly string[])[]) {
@@ -292,7 +300,7 @@ class RecipientOrder {
         }
       }
     });
-    this.#independent = independent;
+    this.independent = independent;
   }
 
   /**
@@ -301,7 +309,7 @@ class RecipientOrder {
    * later message that was waiting only for it.
    */
   release(i: number, go: () => void): void {
-    if (this.#independent) {
+    if (this.independent) {
       go();
       return;
     }

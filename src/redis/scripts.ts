@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import { Command, type Redis } from 'ioredis';
 
 /** One script: the file it lives in and the command it is registered as. */
 export interface ScriptSpec {
@@ -58,4 +58,26 @@ export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
     redis.defineCommand(spec.command, { lua: scriptSource(spec), numberOfKeys: spec.numberOfKeys, readOnly: spec.readOnly });
     done.add(spec.command);
   }
+}
+
+/** Command options of {@link evalshaCommand}: replies decoded as UTF-8 strings. */
+const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
+
+/**
+ * An EVALSHA of a script as one plain ioredis `Command`, for a hot path: `argv` is the
+ * whole of it (the SHA from {@link scriptSha}, the number of keys, then KEYS and ARGV),
+ * built once by the caller. A command registered by {@link defineScripts} copies its arguments
+ * twice, wraps the command in a subclass with a closure and adds a promise for its
+ * NOSCRIPT fallback, per call; this has none of that, so the caller must handle
+ * NOSCRIPT itself ({@link isNoScript}), e.g. by calling the defined command once, which
+ * sends EVAL and so loads the script.
+ * @returns the command; send it with `redis.sendCommand`, which resolves with the reply
+ */
+export function evalshaCommand(argv: readonly string[]): Command {
+  return new Command('evalsha', argv as string[], UTF8_REPLY);
+}
+
+/** True for Redis's NOSCRIPT error: the script is not loaded (a restart, SCRIPT FLUSH). */
+export function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }

@@ -7,6 +7,7 @@ import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
+import { APPEND_SHA } from '../../src/inbox/scripts.js';
 import { Keys } from '../../src/redis/keys.js';
 
 let server: RedisServer;
@@ -193,6 +194,19 @@ test('after FLUSHALL the next append creates a new epoch and starts at seq 1', a
   assert.equal(afterFlush.seq, 1);
   assert.equal(afterFlush.duplicate, false);
   assert.notEqual(afterFlush.epoch, before.epoch);
+});
+
+test('appends go on after SCRIPT FLUSH (NOSCRIPT): each call of a tick is sent again and loads the script', async () => {
+  const uid = 'noscript';
+  await appendMany(inbox, uid, 2);
+  await redis.script('FLUSH');
+  // One tick of appends: every EVALSHA of it meets NOSCRIPT and is sent again.
+  const results = await Promise.all([3, 4, 5].map((n) => inbox.append(uid, msgId(n), MsgKind.user)));
+  assert.deepEqual(results.map((r) => [r.seq, r.duplicate]), [[3, false], [4, false], [5, false]]);
+  const [exists] = await redis.script('EXISTS', APPEND_SHA) as number[];
+  assert.equal(exists, 1, 'the script is loaded again');
+  assert.equal((await inbox.append(uid, msgId(6), MsgKind.user)).seq, 6);
+  assert.equal(await redis.xlen(keys.inbox(uid)), 6, 'each message appended once');
 });
 
 test('script error replies map to catalogue codes', async () => {
