@@ -19,6 +19,11 @@ export interface SpawnCliOptions {
    * terminal's Ctrl-C reaches the foreground job (default false).
    */
   readonly detached?: boolean;
+  /**
+   * Runs this program and its arguments instead of `pixiu <args…>` (e.g. `['npm',
+   * 'start']`, the README's run command), with the same environment and handling.
+   */
+  readonly command?: readonly [string, ...string[]];
 }
 
 /** A running `pixiu` child process. */
@@ -55,7 +60,8 @@ export interface CliProcess {
  */
 export function spawnCli(args: readonly string[], env: Record<string, string>, t?: CleanupContext, opts: SpawnCliOptions = {}): CliProcess {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
-  const proc = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, ...args], {
+  const [program, ...argv] = opts.command ?? [process.execPath, '--import', 'tsx', CLI_MAIN, ...args];
+  const proc = spawn(program, argv, {
     cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
   });
   let out = '';

@@ -72,6 +72,31 @@ test('Ctrl-C (SIGINT to the process group) on serve with its own redis-server: e
   assert.doesNotMatch(serve.stdout(), /restarting it|shutdown step failed/);
 });
 
+test('SIGTERM to `npm start` (the README\'s run command, as a supervisor sends it) stops the server and its redis-server, not only npm', { timeout: 120_000 }, async (t: TestContext) => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-npm-start-'));
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  let servePid = 0;
+  // Added first, so it runs first: should the test fail, a server left running holds
+  // npm's output open, and the wait for it below would never end.
+  t.after(async () => {
+    for (const pid of [servePid, Number(await readFile(pidFile, 'utf8').catch(() => ''))]) if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const npm = spawnCli([], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN }, t, { command: ['npm', 'start'] });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  // `npm start` builds first: the bound covers tsc.
+  const listening = await npm.line((l) => listeningUrl(l) !== undefined, 'the listening line', 90_000);
+  servePid = Number((JSON.parse(listening) as { pid?: number }).pid);
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  assert.ok(servePid > 0 && servePid !== npm.proc.pid, 'serve runs in a process of its own');
+
+  npm.proc.kill('SIGTERM'); // npm alone, not its process group
+  // Its exit, not its output's end: a server left running would hold that open.
+  if (npm.proc.exitCode === null && npm.proc.signalCode === null) await once(npm.proc, 'exit');
+  await waitUntil('the serve process to exit', async () => !isAlive(servePid), 15_000);
+  assert.ok(!isAlive(redisPid), 'its redis-server is stopped too');
+  assert.equal(logLines(npm.stdout(), 'pixiu stopped').length, 1, 'serve ran its shutdown');
+});
+
 /** One HTTP/1.1 response read off a raw socket. */
 interface RawResponse {
   readonly status: number;
