@@ -33,6 +33,8 @@ export const ERRORS = Object.freeze({
   REQUEST_TIMEOUT: { code: 'REQUEST_TIMEOUT', status: 408, retryable: true },
   /** A body or an encoded message over its byte limit; a client frame over its cap. */
   PAYLOAD_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', status: 413, closeCode: 1009, retryable: false },
+  /** A `client_msg_id` sent again with another message than the one first stored under it. */
+  CONFLICT: { code: 'CONFLICT', status: 409, retryable: false },
   /** A request body in a media type other than `application/json`. */
   UNSUPPORTED_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', status: 415, retryable: false },
   /** The request line and headers together are over Node's limit (16 KiB by default). */

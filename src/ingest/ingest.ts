@@ -104,7 +104,9 @@ export class Ingest {
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
     const named = distinctRecipients(input);
-    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), named);
+    const put = await this.#store(input, { kind: MsgKind.user, to: named });
+    if (put.duplicate) checkSameMessage(put, input, named);
+    return this.#append(put, named);
   }
 
   /**
@@ -128,7 +130,10 @@ export class Ingest {
       // with none of the ordering's promise and closures per message.
       return Promise.allSettled(inputs.map((input, i) => {
         const recipients = named[i] ?? [];
-        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => this.#append(put, recipients));
+        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => {
+          if (put.duplicate) checkSameMessage(put, input, recipients);
+          return this.#append(put, recipients);
+        });
       }));
     }
     return Promise.allSettled(inputs.map((input, i) => {
@@ -136,7 +141,15 @@ export class Ingest {
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
-          (put) => order.release(i, () => this.#append(put, recipients).then(resolve, reject)),
+          (put) => order.release(i, () => {
+            try {
+              if (put.duplicate) checkSameMessage(put, input, recipients);
+            } catch (err) {
+              reject(err);
+              return;
+            }
+            this.#append(put, recipients).then(resolve, reject);
+          }),
           (err: unknown) => order.release(i, () => reject(err)),
         );
       });
@@ -172,6 +185,7 @@ export class Ingest {
     const targets = await Promise.allSettled(inputs.map(async (input) => {
       if ((await rooms.size(input.room)) === 0) throw roomNotFound(input.room);
       const put = await this.#store(input, { kind: MsgKind.room, room: input.room });
+      if (put.duplicate) checkSameMessage(put, input);
       // A retry names the room of the first message, whatever the new body says.
       const room = put.message.room ?? input.room;
       return { put, room, members: await rooms.membersAt(room, put.message.ts) };
@@ -342,6 +356,31 @@ class RecipientOrder {
  */
 function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
   if (appends.some((a) => a !== undefined && !a.duplicate && a.nodes.length > 0)) store.remember(put);
+}
+
+/**
+ * A `client_msg_id` names one message (DESIGN.md §7): sent again, the body must be
+ * the one first stored under it, as an idempotency key is reused only with the same
+ * request. Compared: the recipients (as a set) or the room, `type`, `from` and `data`
+ * (as JSON); not `ttl`. Only for a duplicate put, so only retries pay for it.
+ *
+ * @param named the new request's distinct recipients; undefined for a room message
+ * @throws PixiuError CONFLICT when they differ (nothing is appended)
+ */
+function checkSameMessage(put: PutResult, input: UserMessageInput | RoomMessageInput, named?: readonly string[]): void {
+  const first = put.message;
+  const sameTarget = named === undefined
+    ? 'room' in input && first.room === input.room && first.to === undefined
+    : first.room === undefined && sameSet(first.to ?? [], named);
+  if (sameTarget && first.type === input.type && first.from === input.from && JSON.stringify(first.data) === JSON.stringify(input.data)) return;
+  throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(first.clientMsgId ?? '')} was first used for another message `
+    + `(${put.id}: its recipients or room, type, from or data differ); send a new message with a new client_msg_id`);
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  const inA = new Set(a);
+  return b.every((x) => inA.has(x));
 }
 
 /** The recipients of a message, each once, in the order first named. */

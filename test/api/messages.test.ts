@@ -64,9 +64,14 @@ test('the same client_msg_id again answers 200 with the same id and seqs, duplic
   const first = await send(body, 201);
   const again = await send(body, 200);
   assert.deepEqual(again, { ...first, duplicate: true });
-  // A retry with other content or recipients still answers the first message.
-  const changed = await send({ ...body, to: 'zed', data: { v: 2 } }, 200);
-  assert.deepEqual(changed, { ...first, duplicate: true });
+  // The recipients in another order are the same message.
+  assert.deepEqual(await send({ ...body, to: ['pam', 'oli'] }, 200), { ...first, duplicate: true });
+  // Another message under the same client_msg_id is refused, not answered as the first.
+  for (const other of [{ to: 'zed' }, { to: ['oli', 'pam', 'zed'] }, { data: { v: 2 } }, { type: 'u' }, { from: 'ann' }]) {
+    const answer = await client.post('/v1/messages', { ...body, ...other });
+    expectError(answer, 409, 'CONFLICT', /client_msg_id "dup-1" was first used for another message/);
+    assert.match(answer.text, new RegExp(first.id));
+  }
   for (const user of ['oli', 'pam']) {
     assert.deepEqual((await readWholeInbox(inbox, user)).map((e) => e.id), [first.id], user);
   }
@@ -80,15 +85,16 @@ test('POST /v1/messages/batch answers per item in order; an invalid item fails a
       { to: 'quinn', type: 'x'.repeat(65), data: 2 },
       { to: ['quinn', 'rae'], type: 't', data: 3 },
       { to: 'quinn', type: 't', data: 'y'.repeat(65 * 1024) },
-      { to: 'quinn', type: 't', data: 4, client_msg_id: 'b-1' },
+      { to: 'quinn', type: 't', data: 1, client_msg_id: 'b-1' },
       { room: 'lobby', type: 't', data: 5 },
       'not an object',
+      { to: 'quinn', type: 't', data: 4, client_msg_id: 'b-1' },
     ],
   });
   assert.equal(answer.status, 200, answer.text);
   const { results } = answer.body as { results: Array<{ status: number; id?: string; error?: { code: string; message: string } }> };
-  assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 413, 200, 404, 400]);
-  assert.deepEqual(results.map((r) => r.error?.code), [undefined, 'INVALID_REQUEST', undefined, 'PAYLOAD_TOO_LARGE', undefined, 'NOT_FOUND', 'INVALID_REQUEST']);
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 413, 200, 404, 400, 409]);
+  assert.deepEqual(results.map((r) => r.error?.code), [undefined, 'INVALID_REQUEST', undefined, 'PAYLOAD_TOO_LARGE', undefined, 'NOT_FOUND', 'INVALID_REQUEST', 'CONFLICT']);
   assert.match(results[1]?.error?.message ?? '', /messages\/1\/type/);
   assert.match(results[5]?.error?.message ?? '', /no room lobby/);
   assert.match(results[6]?.error?.message ?? '', /messages\/6/);

@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Inbox } from '../../src/inbox/inbox.js';
-import { openInbox, readWholeInbox } from '../harness/checks.js';
+import { expectError, openInbox, readWholeInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { TestClient } from '../harness/ws-client.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
@@ -82,9 +82,12 @@ test('a retried room POST with the same client_msg_id is appended to no member t
   const first = await postRoom(gw.client, body, { status: 201, recipients: 5 });
   await expectRoomMsg(live, { seq: 1, id: first.id, room });
 
-  const again = await postRoom(gw.client, { ...body, data: { text: 'changed on retry' } }, { status: 200, recipients: 5 });
+  const again = await postRoom(gw.client, body, { status: 200, recipients: 5 });
   assert.equal(again.id, first.id, 'the retry answers the first message');
-  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ type: 'room.text', data: 1, ...body }] });
+  // Other content under the same client_msg_id is another message: refused, appended nowhere.
+  const changed = await gw.client.post('/v1/messages', { type: 'room.text', data: { text: 'changed on retry' }, ...body });
+  expectError(changed, 409, 'CONFLICT', /retry-room-1/);
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ type: 'room.text', data: { text: 'hello room' }, ...body }] });
   assert.equal(batch.status, 200, batch.text);
   assert.deepEqual((batch.body as { results: unknown[] }).results, [{ status: 200, id: first.id, room, recipients: 5, duplicate: true }]);
 
@@ -122,7 +125,7 @@ test('a member added after a message does not get it, also not when it is retrie
   const late = await connectAt('lc-late', 1, 0);
   const retried = await postRoom(gw.client, body, { status: 200, recipients: 1 });
   assert.equal(retried.id, early.id);
-  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ type: 'room.text', data: 1, ...body }] });
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ type: 'room.text', data: { text: 'hello room' }, ...body }] });
   assert.deepEqual((batch.body as { results: unknown[] }).results, [{ status: 200, id: early.id, room, recipients: 1, duplicate: true }]);
 
   const next = await postRoom(gw.client, { room }, { status: 201, recipients: 2 });
@@ -158,7 +161,7 @@ test('POST /v1/messages/batch with room items: each answered in order, members g
       { room: 'no such room', type: 'room.text', data: 3 },
       { room: 'batch-room-unknown', type: 'room.text', data: 4 },
       { room, to: 'br-b', type: 'room.text', data: 5 },
-      { room, type: 'room.text', data: 6, client_msg_id: 'batch-room-2' },
+      { room, type: 'room.text', data: 2, client_msg_id: 'batch-room-2' },
       { room, type: 'room.text', data: 7 },
     ],
   });
