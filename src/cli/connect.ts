@@ -32,7 +32,7 @@ export function connectCommand(): Command {
     .option('--url <url>', 'service URL (default http://PIXIU_HOST:PIXIU_PORT)')
     .addOption(new Option('--device <device>', 'device id').default('cli'))
     .option('--last-seq <n>', 'resume after this seq')
-    .option('--epoch <epoch>', 'the epoch --last-seq belongs to')
+    .option('--epoch <epoch>', 'the epoch --last-seq belongs to (as printed on exit; null: none)')
     .option('--from-latest', 'skip history: only new messages')
     .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
     .option('--count <n>', 'exit after this many msg frames')
@@ -59,7 +59,8 @@ export function connectCommand(): Command {
     base.pathname = '/v1/connect';
     base.searchParams.set('device', opts.device);
     if (opts.lastSeq !== undefined) base.searchParams.set('last_seq', opts.lastSeq);
-    if (opts.epoch !== undefined) base.searchParams.set('epoch', opts.epoch);
+    // `null` is what the exit line prints for an inbox that had no epoch yet: no epoch.
+    if (opts.epoch !== undefined && opts.epoch !== 'null' && opts.epoch !== '') base.searchParams.set('epoch', opts.epoch);
     if (opts.fromLatest) base.searchParams.set('from', 'latest');
     const count = opts.count === undefined ? Infinity : Number(opts.count);
     await run(base, token, opts.ack, count);
@@ -121,6 +122,32 @@ async function run(url: URL, token: string, ack: boolean, count: number): Promis
   } finally {
     process.removeListener('SIGINT', stop);
     process.removeListener('SIGTERM', stop);
+    // Welcomed before the inbox existed (epoch null), the socket never said the epoch
+    // its messages came with; the history route does.
+    if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(url, token, lastSeq ?? 0);
     process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
+  }
+}
+
+/** How long the exit line waits for the epoch from the history route, ms. */
+const EPOCH_LOOKUP_MS = 2000;
+
+/**
+ * The user's inbox epoch from `GET /v1/me/messages` (docs/api.md), or null when it
+ * cannot be had within {@link EPOCH_LOOKUP_MS}.
+ * @param wsUrl the connect URL (its origin, as http, serves the route)
+ */
+async function inboxEpoch(wsUrl: URL, token: string, afterSeq: number): Promise<string | null> {
+  const url = new URL('/v1/me/messages', wsUrl);
+  url.protocol = wsUrl.protocol === 'wss:' ? 'https:' : 'http:';
+  url.searchParams.set('after_seq', String(afterSeq));
+  url.searchParams.set('limit', '1');
+  try {
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(EPOCH_LOOKUP_MS) });
+    if (!res.ok) return null;
+    const body = (await res.json()) as { epoch?: unknown };
+    return typeof body.epoch === 'string' ? body.epoch : null;
+  } catch {
+    return null;
   }
 }

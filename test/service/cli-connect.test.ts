@@ -68,3 +68,25 @@ test('Ctrl-C on pixiu connect: close 1000 bye, exit 0, and a last line {"last_se
   const { inbox } = await openInbox(t, redis.url);
   await waitUntil('the ack of seq 4 is kept', async () => (await inbox.cursors('alice')).phone === 4);
 });
+
+test('pixiu connect to an inbox that did not exist yet (welcome epoch null) prints the epoch its messages came with; --epoch null is no epoch', { timeout: 60_000 }, async (t) => {
+  const connect = spawnCli(['connect', 'newbie', '--device', 'phone', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t, { detached: true });
+  const welcome = JSON.parse(await connect.line((l) => l.startsWith('{"t":"welcome"'), 'the welcome frame')) as { epoch: string | null };
+  assert.equal(welcome.epoch, null, 'no inbox yet');
+  await post('newbie', 'first');
+  await post('newbie', 'second');
+  await connect.line(msgLine(2), 'msg 2');
+  connect.signal('SIGINT', { group: true });
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
+  const history = await server.client.get('/v1/users/newbie/messages');
+  const epoch = (history.body as { epoch: string }).epoch;
+  assert.equal(typeof epoch, 'string');
+  assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 2, epoch });
+
+  // Resuming as printed by an older run (`--epoch null`): from seq 3, no reset.
+  await post('newbie', 'third');
+  const again = spawnCli(['connect', 'newbie', '--device', 'phone', '--last-seq', '2', '--epoch', 'null', '--count', '1', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  assert.deepEqual(await again.exited, { code: 0, signal: null }, again.stderr());
+  const frames = again.lines().filter((l) => l.startsWith('{"t"')).map((l) => JSON.parse(l) as { t: string; seq?: number });
+  assert.deepEqual(frames.map((f) => (f.t === 'msg' ? `msg ${f.seq}` : f.t)), ['welcome', 'msg 3']);
+});
