@@ -7,10 +7,11 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { isAlive, localRedisSocket } from '../../src/redis/local-server.js';
-import { PixiuClient, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { PixiuClient, spawnServe } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 
 /**
@@ -18,12 +19,14 @@ import { waitUntil } from '../harness/checks.js';
  * SIGKILLed, its redis-server would outlive it: clean-up kills it by its pid file.
  */
 async function embeddedDataDir(t: TestContext): Promise<{ dataDir: string; env: Record<string, string>; pidFile: string }> {
-  const dataDir = await tempDataDir(t, 'pixiu-embedded-');
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-embedded-'));
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  // Clean-up runs in the order added: the pid file is read before the dir is removed.
   t.after(async () => {
     const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
     if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
   });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
   return { dataDir, env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' }, pidFile };
 }
 
