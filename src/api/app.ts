@@ -66,13 +66,20 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // Bodies are read as they come: a compressed one would be parsed as JSON and refused
   // with a misleading "not valid JSON". Say what is wrong instead (RFC 9110 §15.5.16:
   // 415 for an unsupported content coding).
+  // Likewise a charset other than UTF-8: JSON exchanged between systems is UTF-8 (RFC
+  // 8259 §8.1), and a body declared otherwise would be read as UTF-8 all the same.
   app.addHook('onRequest', (req, _reply, done) => {
     const coding = req.headers['content-encoding'];
-    if (coding === undefined || coding.trim().toLowerCase() === 'identity') {
-      done();
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));
       return;
     }
-    done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));
+    const charset = charsetOf(req.headers['content-type']);
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `charset ${JSON.stringify(charset)} is not supported: JSON bodies are UTF-8`));
+      return;
+    }
+    done();
   });
   installErrorHandlers(app, (err) => {
     deps.metrics.httpErrors.inc({ code: err.code });
@@ -123,4 +130,11 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   await deps.extend?.(app, producerScope);
   return app;
+}
+
+/** The `charset` parameter of a Content-Type, lower-cased and unquoted; undefined when none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  if (contentType === undefined || !contentType.toLowerCase().includes('charset')) return undefined;
+  const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType);
+  return m?.[1]?.toLowerCase();
 }

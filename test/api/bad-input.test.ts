@@ -98,6 +98,25 @@ test('a gzip-encoded body is 415 UNSUPPORTED_MEDIA_TYPE naming the coding, not "
   await assertNothingStored(t, server);
 });
 
+test('a JSON body declared in a charset other than UTF-8 is 415 naming it; utf-8 in any spelling is accepted', async (t) => {
+  const server = await freshServer(t);
+  const send = (contentType: string): Promise<Response> => fetch(new URL('/v1/messages', server.client.url), {
+    method: 'POST', body: JSON.stringify(message()),
+    headers: { 'content-type': contentType, authorization: `Bearer ${server.client.token}` },
+  });
+  for (const contentType of ['application/json; charset=latin1', 'application/json;charset="ISO-8859-1"', 'application/json; charset=utf-16']) {
+    const res = await send(contentType);
+    assert.equal(res.status, 415, contentType);
+    const body = await res.json() as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
+    assert.match(body.error.message, /charset "[^"]+" is not supported: JSON bodies are UTF-8/);
+  }
+  await assertNothingStored(t, server);
+  for (const contentType of ['application/json; charset=utf-8', 'application/json; charset="UTF-8"', 'application/json;charset=utf8']) {
+    assert.equal((await send(contentType)).status, 201, contentType);
+  }
+});
+
 test('a message without type is 400 naming type', async (t) => {
   await rejects(t, post({ to: RECIPIENT, data: 1 }), 400, 'INVALID_REQUEST', /type/);
 });
