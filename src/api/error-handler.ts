@@ -6,7 +6,7 @@
  * of Redis or another node, expected and retried) at warn with its message and its
  * cause's, no stack; client faults at debug.
  */
-import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import { maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, type ErrorCode } from '../errors.js';
@@ -65,12 +65,13 @@ export function answerFrameworkError(err: FastifyError, _req: FastifyRequest, re
  * before fastify sees it (a malformed request line, `Content-Length: abc`, both
  * `Content-Length` and `Transfer-Encoding`, bytes after the body that are not a
  * request, headers over the limit, a request too slow to arrive) is answered with the
- * catalogue's body too, written raw on the socket, which is then closed: after a
+ * catalogue's body too, written raw on the socket after the answers to the requests
+ * before it (see `endAfterAnswers`), and the socket is then closed: after a
  * parse error the stream has no next request boundary (Node's 'clientError' event,
  * https://nodejs.org/api/http.html#event-clienterror).
  * @param onError called with each mapped error (metrics)
  */
-export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: Error & { code?: string }, socket: Duplex) => void {
+export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: Error & { code?: string }, socket: HttpServerSocket) => void {
   return (err, socket) => {
     // A reset connection has nobody to answer.
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
@@ -80,15 +81,39 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
         ? new PixiuError('REQUEST_TIMEOUT', 'the request did not arrive in time', { cause: err })
         : new PixiuError('INVALID_REQUEST', 'the request is not valid HTTP/1.1', { cause: err });
     onError?.(answer);
-    if (!socket.writable) {
-      socket.destroy();
-      return;
-    }
     const body = JSON.stringify(answer.toBody());
-    socket.end(`HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
+    endAfterAnswers(socket, `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
       + 'Content-Type: application/json; charset=utf-8\r\n'
       + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   };
+}
+
+/** A server socket as Node's HTTP server keeps it: the response it is writing, if any. */
+interface HttpServerSocket extends Duplex {
+  /** Node's own (undocumented, long-standing) link to the response on the socket. */
+  _httpMessage?: ServerResponse | null;
+}
+
+/**
+ * Writes `text` and closes the socket once the answers of the requests parsed before
+ * the bad bytes are written: requests pipelined in the same packet as trailing junk
+ * were read and are being served, and their answers must reach the producer before
+ * the error, not be cut off by it (a `400` for a message that was stored would make a
+ * producer drop or resend it).
+ */
+function endAfterAnswers(socket: HttpServerSocket, text: string): void {
+  const current = socket._httpMessage;
+  if (current !== undefined && current !== null && !socket.destroyed) {
+    // 'close': the answer is complete or its connection is gone. Node hands the socket
+    // to the next pipelined answer in the same turn, hence the look again after it.
+    current.once('close', () => setImmediate(() => endAfterAnswers(socket, text)));
+    return;
+  }
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  socket.end(text);
 }
 
 /**

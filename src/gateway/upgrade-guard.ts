@@ -15,6 +15,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { PixiuError } from '../errors.js';
 
 /**
  * How long shutdown lets the remaining sockets finish (an HTTP answer being written, a
@@ -63,8 +64,20 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
   // following request on it could never be answered. (Node sets `req.upgrade` on every
   // request it hands to the `upgrade` event.) A hook, as the not-found handler answers
   // before the listener above can reach the response.
+  // Node does not read the body of such a request either (it is the upgraded stream's
+  // first bytes): a POST with `Upgrade: h2c` (as `curl --http2` sends on http://) would
+  // fail as a body shorter than its Content-Length. It is refused for what it is.
   app.addHook('onRequest', (req, reply, done) => {
-    if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
+    if ((req.raw as { upgrade?: boolean }).upgrade !== true) {
+      done();
+      return;
+    }
+    void reply.header('connection', 'close');
+    const length = req.headers['content-length'];
+    if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) {
+      done(new PixiuError('INVALID_REQUEST', 'a request with a body cannot ask for a protocol upgrade (Connection: Upgrade, e.g. h2c): send it without one'));
+      return;
+    }
     done();
   });
 

@@ -8,6 +8,7 @@
  * the first attempt left undone and never appends twice (DESIGN.md §7). Without a
  * `client_msg_id`, a retry stores and delivers a second message.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { MsgKind } from '../ids/msg-id.js';
 import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
@@ -362,7 +363,8 @@ function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly
  * A `client_msg_id` names one message (DESIGN.md §7): sent again, the body must be
  * the one first stored under it, as an idempotency key is reused only with the same
  * request. Compared: the recipients (as a set) or the room, `type`, `from` and `data`
- * (as JSON); not `ttl`. Only for a duplicate put, so only retries pay for it.
+ * (as the JSON value it is stored as: object keys in any order, `1.0` is `1`); not
+ * `ttl`. Only for a duplicate put, so only retries pay for it.
  *
  * @param named the new request's distinct recipients; undefined for a room message
  * @throws PixiuError CONFLICT when they differ (nothing is appended)
@@ -372,9 +374,15 @@ function checkSameMessage(put: PutResult, input: UserMessageInput | RoomMessageI
   const sameTarget = named === undefined
     ? 'room' in input && first.room === input.room && first.to === undefined
     : first.room === undefined && sameSet(first.to ?? [], named);
-  if (sameTarget && first.type === input.type && first.from === input.from && JSON.stringify(first.data) === JSON.stringify(input.data)) return;
+  if (sameTarget && first.type === input.type && first.from === input.from && isDeepStrictEqual(asStored(first.data), asStored(input.data))) return;
   throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(first.clientMsgId ?? '')} was first used for another message `
     + `(${put.id}: its recipients or room, type, from or data differ); send a new message with a new client_msg_id`);
+}
+
+/** A value as storing it as JSON and reading it back gives it (`-0` is 0, `1e400` null, …). */
+function asStored(value: unknown): unknown {
+  const json = JSON.stringify(value);
+  return json === undefined ? undefined : JSON.parse(json) as unknown;
 }
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {

@@ -142,6 +142,24 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
   assert.equal((await server.client.get('/healthz')).status, 200);
 });
 
+test('requests pipelined in one packet before bytes that are not a request are answered first, then the 400 closes', async (t) => {
+  const server = await freshServer(t);
+  const post = (user: string): string => {
+    const body = JSON.stringify({ to: user, type: 't', data: 1 });
+    return `POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n`
+      + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  };
+  const text = await rawExchange(server.service.url, `${post('pipe-a')}${post('pipe-b')}garbage\r\n\r\n`);
+  const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+  assert.deepEqual(statuses, [201, 201, 400], text);
+  assert.equal(lastResponse(text).status, 400);
+  assert.match(lastResponse(text).head, /\r\nconnection: close/i);
+  for (const user of ['pipe-a', 'pipe-b']) {
+    const history = await server.client.get(`/v1/users/${user}/messages`);
+    assert.equal((history.body as { messages: unknown[] }).messages.length, 1, `${user}: stored once, and its producer was told so`);
+  }
+});
+
 test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (t) => {
   const server = await freshServer(t);
   expectError(await server.client.get('/v1/messages/ffffffffffffffff'), 400, 'INVALID_REQUEST', /kind, 01-04 .*not ff/);

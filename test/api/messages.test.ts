@@ -64,8 +64,13 @@ test('the same client_msg_id again answers 200 with the same id and seqs, duplic
   const first = await send(body, 201);
   const again = await send(body, 200);
   assert.deepEqual(again, { ...first, duplicate: true });
-  // The recipients in another order are the same message.
+  // The recipients in another order, or data with its keys in another order, are the same message.
   assert.deepEqual(await send({ ...body, to: ['pam', 'oli'] }, 200), { ...first, duplicate: true });
+  const nested = { to: 'quip', type: 't', data: { x: 1, y: [1, { a: 1, b: 2 }] }, client_msg_id: 'dup-order' };
+  const stored = await send(nested, 201);
+  assert.deepEqual(await send({ ...nested, data: { y: [1, { b: 2, a: 1 }], x: 1 } }, 200), { ...stored, duplicate: true });
+  const reordered = await client.post('/v1/messages', { ...nested, data: { x: 1, y: [{ a: 1, b: 2 }, 1] } });
+  expectError(reordered, 409, 'CONFLICT', /dup-order/);
   // Another message under the same client_msg_id is refused, not answered as the first.
   for (const other of [{ to: 'zed' }, { to: ['oli', 'pam', 'zed'] }, { data: { v: 2 } }, { type: 'u' }, { from: 'ann' }]) {
     const answer = await client.post('/v1/messages', { ...body, ...other });

@@ -107,6 +107,13 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
     { name: 'an unknown path with Upgrade: websocket', request: `GET /nope HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`, status: 404, code: 'NOT_FOUND' },
     { name: 'GET /healthz with WebSocket headers (answered normally)', request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${WS_HEADERS}\r\n`, status: 200 },
     { name: 'GET /healthz with Upgrade: h2c (answered normally)', request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n', status: 200 },
+    {
+      name: 'POST /v1/messages with a body and Upgrade: h2c (curl --http2 on http://)',
+      request: 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer upgrade-sockets-test-api-token\r\n'
+        + 'Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n'
+        + 'Content-Type: application/json\r\nContent-Length: 31\r\n\r\n{"to":"h2","type":"t","data":1}',
+      status: 400, code: 'INVALID_REQUEST', message: /a request with a body cannot ask for a protocol upgrade/,
+    },
     { name: '/v1/connect without a token', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${WS_HEADERS}\r\n`, status: 401, code: 'UNAUTHORIZED' },
     { name: '/v1/connect with Upgrade: h2c', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n`, status: 400, code: 'INVALID_REQUEST', message: /Upgrade header/ },
     {
