@@ -52,13 +52,12 @@ export class UserMachine {
   /** A heartbeat asked to pull even though nothing is known to be new. */
   #force = false;
   #clock = 0;
-  /** Entries read but not yet sent to every connection (read-ahead.ts). */
-  readonly #ahead: ReadAhead;
+  /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
+  #ahead: ReadAhead | undefined;
 
   constructor(user: string, config: MachineConfig) {
     this.user = user;
     this.#config = config;
-    this.#ahead = new ReadAhead(2 * (config.pageMax ?? DEFAULT_PAGE_MAX));
   }
 
   /** Number of connections. */
@@ -102,7 +101,7 @@ export class UserMachine {
     // For that last reason, what was read ahead is read again.
     else {
       this.#force = true;
-      if (seq !== undefined) this.#ahead.clear();
+      if (seq !== undefined) this.#ahead?.clear();
     }
     return this.#pump();
   }
@@ -131,7 +130,7 @@ export class UserMachine {
   heartbeat(): Effect[] {
     this.#force = true;
     // Read again what was read ahead: its content may have expired since (read-ahead.ts).
-    this.#ahead.clear();
+    this.#ahead?.clear();
     return this.#pump();
   }
 
@@ -250,7 +249,8 @@ export class UserMachine {
     for (const c of this.#conns.values()) {
       if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
     }
-    this.#ahead.absorb(after, page, records);
+    if (this.#ahead === undefined && page.entries.length > 0) this.#ahead = new ReadAhead(2 * (this.#config.pageMax ?? DEFAULT_PAGE_MAX));
+    this.#ahead?.absorb(after, page, records);
     this.#serveAhead(effects);
     const progressed = effects.length > 0;
     // A fetch that moved nothing does not loop: the next event pulls again.
@@ -338,18 +338,19 @@ export class UserMachine {
    * takes from there, then drops what every connection has been sent.
    */
   #serveAhead(effects: Effect[]): void {
-    const view = this.#ahead.view();
-    if (view === undefined) return;
+    const ahead = this.#ahead;
+    const view = ahead?.view();
+    if (ahead === undefined || view === undefined) return;
     let minSent = Number.POSITIVE_INFINITY;
     for (const c of this.#conns.values()) {
       if (c.phase !== 'ready') continue;
-      if (!c.paused && c.inflight.length < this.#config.window && this.#ahead.covers(c.sent)) {
+      if (!c.paused && c.inflight.length < this.#config.window && ahead.covers(c.sent)) {
         this.#deliver(c, view.page, view.records, effects);
       }
       minSent = Math.min(minSent, c.sent);
     }
-    if (minSent === Number.POSITIVE_INFINITY) this.#ahead.clear();
-    else this.#ahead.dropThrough(minSent);
+    if (minSent === Number.POSITIVE_INFINITY) ahead.clear();
+    else ahead.dropThrough(minSent);
   }
 
   /** Serves what the read-ahead holds; then starts a fetch when one is needed and none is in flight. */
