@@ -8,12 +8,13 @@
  * the first attempt left undone and never appends twice (DESIGN.md §7). Without a
  * `client_msg_id`, a retry stores and delivers a second message.
  */
-import { isDeepStrictEqual } from 'node:util';
 import { MsgKind } from '../ids/msg-id.js';
 import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
+import { RecipientOrder } from './recipient-order.js';
+import { checkSameMessage } from './same-message.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -285,110 +286,11 @@ export class Ingest {
 }
 
 /**
- * The order in which a batch's messages may have their appends issued: message `i`
- * goes once it is ready (stored, or failed) and every earlier message naming one of
- * its recipients has gone. Messages go in batch order per recipient, and otherwise as
- * soon as they are ready.
- */
-class RecipientOrder {
-  /** Per recipient, the batch indices of the messages naming it that have not gone, in order. */
-  readonly #waiting = new Map<string, number[]>();
-  readonly #named: readonly (readonly string[])[];
-  /** What to run when a ready message may go; undefined until it is ready. */
-  readonly #actions: ((() => void) | undefined)[];
-  /** True when no recipient is named twice: every message may go as soon as it is ready. */
-  readonly independent: boolean;
-
-  /** @param named the distinct recipients of each message, in batch order */
-  constructor(named: readonly (readonly string[])[]) {
-    this.#named = named;
-    this.#actions = new Array<(() => void) | undefined>(named.length).fill(undefined);
-    let independent = true;
-    named.forEach((users, i) => {
-      for (const user of users) {
-        const queue = this.#waiting.get(user);
-        if (queue === undefined) {
-          this.#waiting.set(user, [i]);
-        } else {
-          queue.push(i);
-          independent = false;
-        }
-      }
-    });
-    this.independent = independent;
-  }
-
-  /**
-   * Message `i` is ready: runs `go` now if no earlier message naming one of its
-   * recipients is still waiting, else once the last of them has gone; then runs every
-   * later message that was waiting only for it.
-   */
-  release(i: number, go: () => void): void {
-    if (this.independent) {
-      go();
-      return;
-    }
-    this.#actions[i] = go;
-    const runnable = [i];
-    for (let next = runnable.pop(); next !== undefined; next = runnable.pop()) {
-      const action = this.#actions[next];
-      if (action === undefined || !this.#isFirst(next)) continue;
-      this.#actions[next] = undefined;
-      for (const user of this.#named[next] ?? []) {
-        const queue = this.#waiting.get(user);
-        queue?.shift();
-        const head = queue?.[0];
-        if (head !== undefined) runnable.push(head);
-      }
-      action();
-    }
-  }
-
-  /** True when `i` is first in the queue of every recipient it names. */
-  #isFirst(i: number): boolean {
-    for (const user of this.#named[i] ?? []) if (this.#waiting.get(user)?.[0] !== i) return false;
-    return true;
-  }
-}
-
-/**
  * Caches the record when a recipient it was just appended for is online (presence
  * names a node): their delivery reads it at once. Before any notify goes out.
  */
 function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
   if (appends.some((a) => a !== undefined && !a.duplicate && a.nodes.length > 0)) store.remember(put);
-}
-
-/**
- * A `client_msg_id` names one message (DESIGN.md §7): sent again, the body must be
- * the one first stored under it, as an idempotency key is reused only with the same
- * request. Compared: the recipients (as a set) or the room, `type`, `from` and `data`
- * (as the JSON value it is stored as: object keys in any order, `1.0` is `1`); not
- * `ttl`. Only for a duplicate put, so only retries pay for it.
- *
- * @param named the new request's distinct recipients; undefined for a room message
- * @throws PixiuError CONFLICT when they differ (nothing is appended)
- */
-function checkSameMessage(put: PutResult, input: UserMessageInput | RoomMessageInput, named?: readonly string[]): void {
-  const first = put.message;
-  const sameTarget = named === undefined
-    ? 'room' in input && first.room === input.room && first.to === undefined
-    : first.room === undefined && sameSet(first.to ?? [], named);
-  if (sameTarget && first.type === input.type && first.from === input.from && isDeepStrictEqual(asStored(first.data), asStored(input.data))) return;
-  throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(first.clientMsgId ?? '')} was first used for another message `
-    + `(${put.id}: its recipients or room, type, from or data differ); send a new message with a new client_msg_id`);
-}
-
-/** A value as storing it as JSON and reading it back gives it (`-0` is 0, `1e400` null, …). */
-function asStored(value: unknown): unknown {
-  const json = JSON.stringify(value);
-  return json === undefined ? undefined : JSON.parse(json) as unknown;
-}
-
-function sameSet(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false;
-  const inA = new Set(a);
-  return b.every((x) => inA.has(x));
 }
 
 /** The recipients of a message, each once, in the order first named. */
