@@ -39,6 +39,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // the answer in flight), and a producer would send it again. Its body is fastify's,
     // not the catalogue's (docs/decisions.md "HTTP").
     return503OnClosing: true,
+    // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
+    // catalogue's body, rather than by Node with an empty 400.
+    http: { requireHostHeader: false },
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
@@ -68,7 +71,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // 415 for an unsupported content coding).
   // Likewise a charset other than UTF-8: JSON exchanged between systems is UTF-8 (RFC
   // 8259 §8.1), and a body declared otherwise would be read as UTF-8 all the same.
-  app.addHook('onRequest', (req, _reply, done) => {
+  app.addHook('onRequest', (req, reply, done) => {
+    if (req.headers.host === undefined && req.raw.httpVersion === '1.1') {
+      void reply.header('connection', 'close');
+      done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
+      return;
+    }
     const coding = req.headers['content-encoding'];
     if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
       done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));

@@ -126,6 +126,7 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
       status: 400, code: 'INVALID_REQUEST',
     },
     { name: 'garbage after the body', request: 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02 not a request\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'no Host header', request: 'GET /healthz HTTP/1.1\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     { name: 'a 100 KB URL', request: `GET /v1/messages/${'a'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, status: 431, code: 'HEADERS_TOO_LARGE' },
   ];
   for (const c of cases) {
