@@ -145,8 +145,9 @@ async function inboxEpoch(wsUrl: URL, token: string, afterSeq: number): Promise<
   try {
     const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(EPOCH_LOOKUP_MS) });
     if (!res.ok) return null;
-    const body = (await res.json()) as { epoch?: unknown };
-    return typeof body.epoch === 'string' ? body.epoch : null;
+    const body: unknown = await res.json();
+    const epoch = typeof body === 'object' && body !== null && 'epoch' in body ? body.epoch : undefined;
+    return typeof epoch === 'string' ? epoch : null;
   } catch {
     return null;
   }

@@ -13,7 +13,7 @@ import { PixiuError, invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { evalshaCommand, isNoScript } from '../redis/scripts.js';
+import { isNoScript, sendEvalsha } from '../redis/scripts.js';
 import {
   APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv, type RawStreamEntry,
 } from './scripts.js';
@@ -208,13 +208,9 @@ export class Inbox {
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       command: INBOX_SCRIPTS.append.command,
-      // EVALSHA as a plain command (scripts.ts `evalshaCommand`); when the script is not
+      // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
       // loaded, the registered command sends it as EVAL, which loads it.
-      send: (client, argv) => {
-        const command = evalshaCommand(argv);
-        client.sendCommand(command);
-        return command.promise;
-      },
+      send: sendEvalsha,
       resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV3(...appendArgsOf(argv)) : undefined),
       reply: toAppendResult,
       error: toRedisError,

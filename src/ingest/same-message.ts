@@ -30,7 +30,9 @@ export function checkSameMessage(put: PutResult, input: UserMessageInput | RoomM
 /** A value as storing it as JSON and reading it back gives it (`-0` is 0, `1e400` null, …). */
 function asStored(value: unknown): unknown {
   const json = JSON.stringify(value);
-  return json === undefined ? undefined : JSON.parse(json) as unknown;
+  if (json === undefined) return undefined;
+  const parsed: unknown = JSON.parse(json);
+  return parsed;
 }
 
 function sameSet(a: readonly string[], b: readonly string[]): boolean {

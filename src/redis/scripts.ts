@@ -60,21 +60,25 @@ export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
   }
 }
 
-/** Command options of {@link evalshaCommand}: replies decoded as UTF-8 strings. */
+/** Command options of {@link sendEvalsha}: replies decoded as UTF-8 strings. */
 const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
 
 /**
- * An EVALSHA of a script as one plain ioredis `Command`, for a hot path: `argv` is the
- * whole of it (the SHA from {@link scriptSha}, the number of keys, then KEYS and ARGV),
- * built once by the caller. A command registered by {@link defineScripts} copies its arguments
- * twice, wraps the command in a subclass with a closure and adds a promise for its
- * NOSCRIPT fallback, per call; this has none of that, so the caller must handle
- * NOSCRIPT itself ({@link isNoScript}), e.g. by calling the defined command once, which
- * sends EVAL and so loads the script.
- * @returns the command; send it with `redis.sendCommand`, which resolves with the reply
+ * Sends an EVALSHA of a script as one plain ioredis `Command`, for a hot path: `argv` is
+ * the whole of it (the SHA from {@link scriptSha}, the number of keys, then KEYS and
+ * ARGV), built once by the caller. A command registered by {@link defineScripts} copies
+ * its arguments twice, wraps the command in a subclass with a closure and adds a
+ * promise for its NOSCRIPT fallback, per call; this has none of that, so the caller
+ * must handle NOSCRIPT itself ({@link isNoScript}), e.g. by calling the registered
+ * command once, which sends EVAL and so loads the script.
+ * @returns the raw reply; rejects with the command's failure
  */
-export function evalshaCommand(argv: readonly string[]): Command {
-  return new Command('evalsha', argv as string[], UTF8_REPLY);
+export function sendEvalsha(redis: Redis, argv: string[]): Promise<unknown> {
+  const command = new Command('evalsha', argv, UTF8_REPLY);
+  redis.sendCommand(command);
+  // ioredis types the promise `any`: it is the raw reply, unknown to the caller.
+  const reply: Promise<unknown> = command.promise;
+  return reply;
 }
 
 /** True for Redis's NOSCRIPT error: the script is not loaded (a restart, SCRIPT FLUSH). */
