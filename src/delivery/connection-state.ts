@@ -1,12 +1,12 @@
 /**
  * One connection's delivery state inside the per-user machine (machine.ts, DESIGN.md
- * §5: `acked`, `sent`, the window in flight), how a run of seqs it cannot be sent is
- * reported to it as a `gap` frame, and how it is `reset`.
+ * §5: `acked`, `sent`, the window in flight), how it starts (`welcome`), how a run of
+ * seqs it cannot be sent is reported to it as a `gap` frame, and how it is `reset`.
  */
 import type { InboxPage } from '../inbox/inbox.js';
 import type { Effect } from './effects.js';
 import type { GapFrame } from './frames.js';
-import { beforeFirst, type ResumeRequest } from './resume.js';
+import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 
 /** A connection's delivery state. */
 export interface Conn {
@@ -60,4 +60,25 @@ export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
   c.redeliverUpTo = 0;
   c.rounds = 0;
   effects.push({ kind: 'timer', conn: c.id, delayMs: null });
+}
+
+/**
+ * Decides where joining connection `c` starts (DESIGN.md §5 "Resume rules") from the
+ * first page it waited for; sends `welcome`, then `reset` or `gap` when the resume
+ * point asks for one, and makes it ready there.
+ * @param heartbeatMs the server heartbeat, shown in `welcome` in whole seconds (at least 1)
+ */
+export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: number, effects: Effect[]): void {
+  const { start, notice } = resumePoint(c.resume, page);
+  effects.push({
+    kind: 'send',
+    conn: c.id,
+    frame: {
+      t: 'welcome', conn: c.id, user, device: c.device, epoch: page.epoch,
+      seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.max(1, Math.round(heartbeatMs / 1000)),
+    },
+  });
+  if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
+  c.phase = 'ready';
+  c.acked = c.sent = start;
 }

@@ -26,15 +26,14 @@ import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import { CloseCode } from './close-codes.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { gapThrough, resetTo, type Conn } from './connection-state.js';
+import { gapThrough, joinAt, resetTo, type Conn } from './connection-state.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView } from './message-view.js';
 import { ReadAhead } from './read-ahead.js';
-import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
+import { beforeFirst, joinCursor, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-
 
 /** One user's delivery state machine. See the module comment for its rules. */
 export class UserMachine {
@@ -55,9 +54,13 @@ export class UserMachine {
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
   #ahead: ReadAhead | undefined;
 
+  /** Entries per fetch: a window's worth, at most the page bound. */
+  readonly #fetchLimit: number;
+
   constructor(user: string, config: MachineConfig) {
     this.user = user;
     this.#config = config;
+    this.#fetchLimit = Math.min(config.window, config.pageMax ?? DEFAULT_PAGE_MAX);
   }
 
   /** Number of connections. */
@@ -244,14 +247,20 @@ export class UserMachine {
     // may name a newer seq, which must not be forgotten.
     this.#latest = this.#dirty ? Math.max(page.latestSeq, this.#latest) : page.latestSeq;
     for (const c of this.#conns.values()) {
-      if (c.phase === 'joining') this.#join(c, page, effects);
+      if (c.phase === 'joining') joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
     }
     for (const c of this.#conns.values()) {
       if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
     }
-    if (this.#ahead === undefined && page.entries.length > 0) this.#ahead = new ReadAhead(2 * (this.#config.pageMax ?? DEFAULT_PAGE_MAX));
-    this.#ahead?.absorb(after, page, records);
-    this.#serveAhead(effects);
+    // Kept only while a connection has not been sent all of it (a live message, sent
+    // to everyone at once, is not copied in to be dropped again).
+    const last = page.entries[page.entries.length - 1];
+    if (last !== undefined && this.#anyReadyBefore(last.seq)) {
+      (this.#ahead ??= new ReadAhead(2 * this.#fetchLimit)).absorb(after, page, records);
+      this.#serveAhead(effects);
+    } else {
+      this.#ahead?.clear();
+    }
     const progressed = effects.length > 0;
     // A fetch that moved nothing does not loop: the next event pulls again.
     if (!progressed && !this.#dirty) return effects;
@@ -266,22 +275,6 @@ export class UserMachine {
       // Against the highest seq ever written: a redelivery may have rewound `sent`.
       if (c.phase === 'ready' && (epochChanged || page.latestSeq < Math.max(c.sent, c.redeliverUpTo))) resetTo(c, page, effects);
     }
-  }
-
-  /** Decides where a joining connection starts; sends `welcome`, then `reset` or `gap`. */
-  #join(c: Conn, page: InboxPage, effects: Effect[]): void {
-    const { start, notice } = resumePoint(c.resume, page);
-    effects.push({
-      kind: 'send',
-      conn: c.id,
-      frame: {
-        t: 'welcome', conn: c.id, user: this.user, device: c.device, epoch: page.epoch,
-        seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.max(1, Math.round(this.#config.heartbeatMs / 1000)),
-      },
-    });
-    if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
-    c.phase = 'ready';
-    c.acked = c.sent = start;
   }
 
   /** Sends a ready connection what the page holds after its cursor, within its window. */
@@ -318,6 +311,12 @@ export class UserMachine {
     if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
       effects.push({ kind: 'timer', conn: c.id, delayMs: this.#config.ackTimeoutMs });
     }
+  }
+
+  /** True when a ready connection (paused or not) has not been sent `seq` yet. */
+  #anyReadyBefore(seq: number): boolean {
+    for (const c of this.#conns.values()) if (c.phase === 'ready' && c.sent < seq) return true;
+    return false;
   }
 
   /** True while a connection waits for the fetch that decides where it starts. */
@@ -379,21 +378,11 @@ export class UserMachine {
       return effects;
     }
     target.servedAt = ++this.#clock;
-    const afterSeq = target.phase === 'joining' ? this.#joinCursor(target) : target.sent;
+    const afterSeq = target.phase === 'joining' ? joinCursor(target.resume) : target.sent;
     this.#fetchAfter = afterSeq;
     this.#force = false;
-    effects.push({ kind: 'fetch', afterSeq, limit: Math.min(this.#config.window, this.#config.pageMax ?? DEFAULT_PAGE_MAX) });
+    effects.push({ kind: 'fetch', afterSeq, limit: this.#fetchLimit });
     return effects;
   }
 
-  /**
-   * Where a joining connection's first fetch starts. For `from=latest` nothing after
-   * the start is wanted yet, so the fetch only reads the inbox's bounds.
-   */
-  #joinCursor(c: Conn): number {
-    const r = c.resume;
-    if (r.kind === 'after') return r.seq;
-    if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
-    return 0;
-  }
 }

@@ -45,3 +45,13 @@ export function resumePoint(r: ResumeRequest, page: InboxPage): ResumePoint {
   if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first } };
   return { start: r.seq };
 }
+
+/**
+ * Where a joining connection's first fetch starts. For `from=latest` nothing after the
+ * start is wanted yet, so the fetch only reads the inbox's bounds.
+ */
+export function joinCursor(r: ResumeRequest): number {
+  if (r.kind === 'after') return r.seq;
+  if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
+  return 0;
+}
