@@ -16,8 +16,10 @@
  * so Redis can start on the first while Node builds the next. Replies come back in
  * order on the one connection, whatever is still in flight.
  *
- * The command must not be auto-pipelined on the client (that would build a pipeline per
- * tick again): the constructor excludes it (`excludeFromAutoPipelining`). Each command
+ * `call.command`, the registered command a failed call may be sent again with
+ * (`resend`), is excluded from auto-pipelining (`excludeFromAutoPipelining`): a resend
+ * is then written at once, in the order the failures come back, ahead of calls queued
+ * for the next tick, so appends to one user keep their order through it. Each command
  * keeps the client's policy: the command timeout applies to it, and with the offline
  * queue off it fails at once while Redis is down.
  */
@@ -26,7 +28,7 @@ import { excludeFromAutoPipelining } from '../redis/client.js';
 
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
-  /** The ioredis command it sends (e.g. a script's name given to `defineCommand`). */
+  /** The registered ioredis command `resend` uses (e.g. a script's name given to `defineCommand`). */
   readonly command: string;
   /** Sends one call's command on `redis`; resolves with the raw reply. */
   send(redis: Redis, args: Args): Promise<unknown>;

@@ -106,9 +106,7 @@ export class Ingest {
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
     const named = distinctRecipients(input);
-    const put = await this.#store(input, { kind: MsgKind.user, to: named });
-    if (put.duplicate) checkSameMessage(put, input, named);
-    return this.#append(put, named);
+    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named);
   }
 
   /**
@@ -132,10 +130,7 @@ export class Ingest {
       // with none of the ordering's promise and closures per message.
       return Promise.allSettled(inputs.map((input, i) => {
         const recipients = named[i] ?? [];
-        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => {
-          if (put.duplicate) checkSameMessage(put, input, recipients);
-          return this.#append(put, recipients);
-        });
+        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => this.#append(put, input, recipients));
       }));
     }
     return Promise.allSettled(inputs.map((input, i) => {
@@ -143,15 +138,7 @@ export class Ingest {
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
-          (put) => order.release(i, () => {
-            try {
-              if (put.duplicate) checkSameMessage(put, input, recipients);
-            } catch (err) {
-              reject(err);
-              return;
-            }
-            this.#append(put, recipients).then(resolve, reject);
-          }),
+          (put) => order.release(i, () => this.#append(put, input, recipients).then(resolve, reject)),
           (err: unknown) => order.release(i, () => reject(err)),
         );
       });
@@ -187,10 +174,9 @@ export class Ingest {
     const targets = await Promise.allSettled(inputs.map(async (input) => {
       if ((await rooms.size(input.room)) === 0) throw roomNotFound(input.room);
       const put = await this.#store(input, { kind: MsgKind.room, room: input.room });
-      if (put.duplicate) checkSameMessage(put, input);
-      // A retry names the room of the first message, whatever the new body says.
-      const room = put.message.room ?? input.room;
-      return { put, room, members: await rooms.membersAt(room, put.message.ts) };
+      // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
+      checkSameMessage(put, input);
+      return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
     }));
     return Promise.allSettled(targets.map((t) =>
       (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members) : Promise.reject(t.reason))));
@@ -265,8 +251,11 @@ export class Ingest {
   /**
    * Appends a stored message to every recipient's inbox. Every append is issued before
    * this first yields, which is what keeps {@link sendBatch} in order per recipient.
+   * A duplicate put whose `input` is another message rejects with CONFLICT first
+   * (same-message.ts), appending nothing.
    */
-  async #append(put: PutResult, named: readonly string[]): Promise<IngestResult> {
+  async #append(put: PutResult, input: UserMessageInput, named: readonly string[]): Promise<IngestResult> {
+    checkSameMessage(put, input, named);
     const { inbox, onAppended, store } = this.#deps;
     // A retry answers for the recipients of the first request, which the store kept.
     const recipients = put.duplicate ? (put.message.to ?? named) : named;

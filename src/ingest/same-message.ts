@@ -12,12 +12,13 @@ import type { RoomMessageInput, UserMessageInput } from './ingest.js';
  * the one first stored under it, as an idempotency key is reused only with the same
  * request. Compared: the recipients (as a set) or the room, `type`, `from` and `data`
  * (as the JSON value it is stored as: object keys in any order, `1.0` is `1`); not
- * `ttl`. Only for a duplicate put, so only retries pay for it.
+ * `ttl`. A put that stored a new message passes at once, so only retries pay for it.
  *
  * @param named the new request's distinct recipients; undefined for a room message
  * @throws PixiuError CONFLICT when they differ (nothing is appended)
  */
 export function checkSameMessage(put: PutResult, input: UserMessageInput | RoomMessageInput, named?: readonly string[]): void {
+  if (!put.duplicate) return;
   const first = put.message;
   const sameTarget = named === undefined
     ? 'room' in input && first.room === input.room && first.to === undefined
