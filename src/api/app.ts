@@ -2,10 +2,10 @@
  * The HTTP application: fastify with Pixiu's validation, error catalogue, auth and
  * routes (DESIGN.md §7). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
-import { PixiuError } from '../errors.js';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { apiTokenChecker } from '../auth/api-token.js';
+import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import { answerFrameworkError, clientErrorAnswerer, installErrorHandlers } from './error-handler.js';

@@ -7,7 +7,7 @@
  * cause's, no stack; client faults at debug.
  */
 import { maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, type ErrorCode } from '../errors.js';
 
@@ -88,11 +88,12 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
   };
 }
 
-/** A server socket as Node's HTTP server keeps it: the response it is writing, if any. */
-interface HttpServerSocket extends Duplex {
-  /** Node's own (undocumented, long-standing) link to the response on the socket. */
-  _httpMessage?: ServerResponse | null;
-}
+/**
+ * A socket as Node's HTTP server keeps it: `_httpMessage`, Node's own (undocumented,
+ * long-standing) link to the response it is writing, if any. Also what the upgrade
+ * guard reads (src/gateway/upgrade-guard.ts).
+ */
+export type HttpServerSocket = Socket & { _httpMessage?: ServerResponse | null };
 
 /**
  * Writes `text` and closes the socket once the answers of the requests parsed before

@@ -21,7 +21,7 @@ import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
-import type { UpgradeSocket } from './upgrade-guard.js';
+import type { HttpServerSocket } from '../api/error-handler.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -101,7 +101,7 @@ function serializedOrigin(text: string): string | undefined {
  * `error` listener (ws-connection.ts) replaces the plugin's.
  */
 function releaseUpgradeRequest(req: FastifyRequest, socket: WebSocket, hs: Handshake): void {
-  const raw = req.raw.socket as UpgradeSocket;
+  const raw = req.raw.socket as HttpServerSocket;
   raw.off('close', hs.dropUnopened);
   raw._httpMessage?.detachSocket(raw);
   socket.removeAllListeners('error');

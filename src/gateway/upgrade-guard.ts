@@ -12,9 +12,9 @@
  * says `Connection: close`), and on shutdown destroys whatever upgrade sockets (and
  * HTTP connections) are still open once the grace period is over.
  */
-import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import type { HttpServerSocket } from '../api/error-handler.js';
 import { PixiuError } from '../errors.js';
 
 /**
@@ -23,8 +23,6 @@ import { PixiuError } from '../errors.js';
  */
 export const SHUTDOWN_GRACE_MS = 5_000;
 
-/** A socket as Node's HTTP server leaves it: `_httpMessage` is the response it carries. */
-export type UpgradeSocket = Socket & { _httpMessage?: ServerResponse | null };
 
 /** What {@link guardUpgrades} exposes (for tests and metrics). */
 export interface UpgradeGuard {
@@ -41,7 +39,7 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
   const sockets = new Set<Socket>();
   const server = app.server;
 
-  const onUpgrade = (_req: unknown, socket: UpgradeSocket): void => {
+  const onUpgrade = (_req: unknown, socket: HttpServerSocket): void => {
     if (socket.destroyed) return;
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
