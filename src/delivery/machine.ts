@@ -119,10 +119,15 @@ export class UserMachine {
    * other case it is `notify(entry.seq)`. Docs: docs/decisions.md "Local appends are
    * delivered without a read".
    *
+   * "The epoch as last fetched" includes a user who had no inbox at the last read
+   * (epoch null): the append that creates the inbox is its seq 1, in a new epoch, and
+   * a fetch would have answered exactly that entry (a null epoch is never `reset`).
+   *
    * @param record the stored record of `entry.id` (what the store's getMany returns)
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
-    if (this.#fetchAfter !== undefined || this.#epoch !== epoch || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
+    const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
+    if (this.#fetchAfter !== undefined || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;

@@ -654,6 +654,48 @@ test('offer: another epoch than the one last fetched fetches (and so resets)', (
   assert.deepEqual(d.brief('a'), ['reset ep2 1', 'msg 1']);
 });
 
+test('offer: a user with no inbox at login gets its first message with no fetch', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.recreate(null);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1']);
+  const fetches = d.fetches.length;
+  const effects = d.offer(); // creates the inbox: seq 1 of a new epoch
+  assert.equal(fetchesIn(effects).length, 0, 'no fetch');
+  assert.equal(d.fetches.length, fetches);
+  assert.deepEqual(d.brief('a'), ['msg 1'], 'no reset: the connection never had an epoch');
+  d.offer();
+  assert.deepEqual(d.brief('a'), ['msg 2'], 'the new epoch is now the one known');
+  d.ack('a', 2);
+  assert.equal(d.m.cursor('a')?.acked, 2);
+});
+
+test('offer: with no inbox at login, an entry other than seq 1 is fetched for', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.recreate(null);
+  d.login('a');
+  d.settle();
+  d.inbox.append(); // seq 1 from another node, its notify still on the way
+  const effects = d.offer(); // seq 2
+  assert.equal(fetchesIn(effects).length, 1, 'a fetch, not a delivery');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+});
+
+test('offer: with no inbox at the last read, a seq past 1 already notified is fetched for, never sent over a gap', () => {
+  const d = new Driver({ ...CONFIG, window: 10 }, { strict: true });
+  d.inbox.recreate(null);
+  d.login('a');
+  d.settle(); // read: no inbox
+  d.inbox.append(); // seq 1 from another node creates it
+  d.notify(1);
+  d.fail(); // that pull failed: the epoch known is still null, the latest seq 1
+  d.offer(); // seq 2, local
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+});
+
 test('offer: a full window or a paused connection is sent nothing; an ack or a drain goes on', () => {
   const d = caughtUp(0, { ...CONFIG, window: 2 });
   d.offer();

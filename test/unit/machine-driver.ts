@@ -36,8 +36,9 @@ export class FakeInbox {
     return (this.#generation * 2 ** 40 + seq).toString(16).padStart(16, '0');
   }
 
-  /** Appends `n` messages; returns the last seq. */
+  /** Appends `n` messages; returns the last seq. An inbox that does not exist (epoch null) is created by the first, in a new epoch, as the append script does. */
   append(n = 1): number {
+    if (this.epoch === null) this.epoch = `ep-created-${this.#generation}`;
     for (let i = 0; i < n; i++) {
       this.latest += 1;
       const seq = this.latest;
