@@ -206,6 +206,22 @@ test('a send that takes the buffer past the hard cap closes the connection 4009 
   assert.ok(last > 0 && last < COUNT, `cut after ${last}`);
 });
 
+test('a client that reads is never paused or closed by a burst of one tick, even one larger than the hard cap', async (t) => {
+  // A page of 100 bulky messages (~120 KiB) goes out in one tick, corked (ws-connection.ts
+  // #corkForThisTick): the corked bytes must not count as a slow consumer's backlog.
+  const CAP = 64 * KiB;
+  const COUNT = 2000;
+  const setup = await serve(t, 'bp-burst', {
+    socketHighWaterBytes: String(CAP), socketHardCapBytes: String(CAP), pausedTimeoutMs: '60s',
+  });
+  const ids = await postMany(setup.gw.client, 'rex', COUNT, 1, { data: bulky });
+  const client = await setup.gw.connect('rex', { device: 'reader' });
+  await expectWelcome(client, 1, COUNT);
+  await expectMsgs(client, 1, COUNT, ids, 1, { ackEvery: 100 });
+  assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+  assert.deepEqual(await closesByCode(setup.gw), {});
+});
+
 /** `pixiu_ws_closes_total` by close code, from `/metrics`. */
 async function closesByCode(gw: GatewayFixture): Promise<Record<string, number>> {
   const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
