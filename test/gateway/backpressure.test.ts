@@ -185,22 +185,32 @@ test('a paused connection whose client reads again resumes at the drain and gets
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
 });
 
+/** The hard cap and high-water mark of {@link serveCapped}, bytes. */
+const CAPPED = 64 * KiB;
+
+/**
+ * A service whose hard cap equals its high-water mark ({@link CAPPED}): no pause band,
+ * so the first send past it closes 4009. With `count` bulky messages posted to `user`.
+ */
+async function serveCapped(t: CleanupContext, prefix: string, user: string, count: number): Promise<{ setup: Setup; ids: string[] }> {
+  const setup = await serve(t, prefix, {
+    socketHighWaterBytes: String(CAPPED), socketHardCapBytes: String(CAPPED), pausedTimeoutMs: '60s',
+  });
+  return { setup, ids: await postMany(setup.gw.client, user, count, 1, { data: bulky }) };
+}
+
 test('a send that takes the buffer past the hard cap closes the connection 4009 at once, and nothing is queued after it', async (t) => {
   // The hard cap equal to the high-water mark: no pause band, so the first send past it
   // closes. (With a band, whether a run ends inside it or passes the cap depends on
   // where a page ends; the paused-timeout test above covers the band.)
-  const HARD_CAP = 64 * KiB;
   const COUNT = 8000;
-  const setup = await serve(t, 'bp-cap', {
-    socketHighWaterBytes: String(HARD_CAP), socketHardCapBytes: String(HARD_CAP), pausedTimeoutMs: '60s',
-  });
   // ~8 MiB: more than the kernel's socket buffers take from a client that does not read.
-  const ids = await postMany(setup.gw.client, 'hal', COUNT, 1, { data: bulky });
+  const { setup, ids } = await serveCapped(t, 'bp-cap', 'hal', COUNT);
   const { client, sock } = await connectStalled(setup, 'hal', 'cap');
-  await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > HARD_CAP);
+  await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > CAPPED);
   const buffered = sock.writableLength;
-  t.diagnostic(`server send buffer at the close: ${buffered} bytes (hard cap ${HARD_CAP})`);
-  assert.ok(buffered <= HARD_CAP + MAX_FRAME_BYTES + 64, 'nothing queued after the send that passed the cap but the close frame');
+  t.diagnostic(`server send buffer at the close: ${buffered} bytes (hard cap ${CAPPED})`);
+  assert.ok(buffered <= CAPPED + MAX_FRAME_BYTES + 64, 'nothing queued after the send that passed the cap but the close frame');
   const { code, last } = await drainToClose(client, ids);
   assert.equal(code, 4009);
   assert.ok(last > 0 && last < COUNT, `cut after ${last}`);
@@ -209,12 +219,8 @@ test('a send that takes the buffer past the hard cap closes the connection 4009 
 test('a client that reads is never paused or closed by a burst of one tick, even one larger than the hard cap', async (t) => {
   // A page of 100 bulky messages (~120 KiB) goes out in one tick, corked (ws-connection.ts
   // #corkForThisTick): the corked bytes must not count as a slow consumer's backlog.
-  const CAP = 64 * KiB;
   const COUNT = 2000;
-  const setup = await serve(t, 'bp-burst', {
-    socketHighWaterBytes: String(CAP), socketHardCapBytes: String(CAP), pausedTimeoutMs: '60s',
-  });
-  const ids = await postMany(setup.gw.client, 'rex', COUNT, 1, { data: bulky });
+  const { setup, ids } = await serveCapped(t, 'bp-burst', 'rex', COUNT);
   const client = await setup.gw.connect('rex', { device: 'reader' });
   await expectWelcome(client, 1, COUNT);
   await expectMsgs(client, 1, COUNT, ids, 1, { ackEvery: 100 });
