@@ -1,7 +1,9 @@
 /**
  * `pixiu serve`: runs the service until SIGTERM or SIGINT, then shuts down gracefully
  * (stop accepting, finish requests in flight, close Redis, the store and the embedded
- * redis-server) and exits 0. A second signal exits at once with code 1.
+ * redis-server) and exits 0. A second signal exits at once with code 1 (the embedded
+ * redis-server is told to stop all the same); a repeat within
+ * {@link REPEATED_SIGNAL_MS} of the first is the same request, not a second one.
  */
 import path from 'node:path';
 import { Command } from 'commander';
@@ -10,6 +12,14 @@ import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
+
+/**
+ * A signal this soon after the first (ms) repeats it rather than asking for a forced
+ * exit: Ctrl-C in a terminal reaches serve from the terminal (its process group) and
+ * again from `npm start`, which passes the signals it gets on to its script, about a
+ * millisecond apart. A person's second Ctrl-C comes later than this.
+ */
+export const REPEATED_SIGNAL_MS = 500;
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -34,13 +44,19 @@ export function serveCommand(): Command {
       process.stderr.write(`pixiu: generated the ${what}; it is kept in ${file} and shown only now:\n  ${value}\n`);
     }
     const service = await startService(config, logger, secrets);
-    let stopping = false;
+    /** When the shutdown began (performance.now()), once it has. */
+    let stoppingSince: number | undefined;
     const onSignal = (signal: NodeJS.Signals): void => {
-      if (stopping) {
+      if (stoppingSince !== undefined) {
+        if (performance.now() - stoppingSince < REPEATED_SIGNAL_MS) {
+          logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already');
+          return;
+        }
         logger.warn({ signal }, 'second signal, exiting now');
+        service.abandon();
         process.exit(1);
       }
-      stopping = true;
+      stoppingSince = performance.now();
       logger.info({ signal }, 'shutting down');
       void service.close().then(() => process.exit(0));
     };

@@ -45,6 +45,12 @@ export interface LocalRedis {
   readonly owned: boolean;
   /** Ends supervision and stops the server (SIGTERM, then SIGKILL after 10 s); waits for exit. */
   stop(): Promise<void>;
+  /**
+   * Ends supervision and sends the server SIGTERM without waiting: for a process about
+   * to exit at once (a second Ctrl-C). Redis then shuts down on its own (writing its
+   * AOF), so the exit leaves no orphan behind.
+   */
+  terminate(): void;
 }
 
 /** Options of {@link startLocalRedis}. */
@@ -134,7 +140,7 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
   } else {
     await supervisor.start();
   }
-  return { url, owned: adopted === undefined, stop: () => supervisor.stop() };
+  return { url, owned: adopted === undefined, stop: () => supervisor.stop(), terminate: () => supervisor.terminate() };
 }
 
 /** The pid of a Redis left running on this data dir that still answers, else undefined. */
@@ -193,6 +199,18 @@ class Supervisor {
     await this.#restarting;
     if (this.#child !== undefined) await stopChild(this.#child);
     if (this.#adopted !== undefined) await stopPid(this.#adopted);
+  }
+
+  /** {@link LocalRedis.terminate}. */
+  terminate(): void {
+    this.#stopping = true;
+    clearInterval(this.#poll);
+    const pid = this.#child?.pid ?? this.#adopted;
+    try {
+      if (pid !== undefined) process.kill(pid, 'SIGTERM');
+    } catch {
+      // Gone already.
+    }
   }
 
   #watch(child: ChildProcess): void {

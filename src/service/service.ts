@@ -43,6 +43,11 @@ export interface Service {
    * and the embedded redis-server. Idempotent.
    */
   close(): Promise<void>;
+  /**
+   * For a process about to exit without {@link close} (a second signal): tells the
+   * embedded redis-server to stop (it shuts down on its own); nothing else. Idempotent.
+   */
+  abandon(): void;
 }
 
 /** Runs `steps` in order, each even when an earlier one failed; logs failures. */
@@ -166,6 +171,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       app,
       secrets,
       close: () => (closing ??= closeAll(logger, cleanup).then(() => logger.info('pixiu stopped'))),
+      abandon: () => local?.terminate(),
     };
   } catch (err) {
     await closeAll(logger, cleanup);

@@ -1,7 +1,9 @@
 /**
  * Graceful shutdown of `pixiu serve` (src/cli/serve.ts, DESIGN.md §6): SIGINT — a
  * terminal's Ctrl-C, sent to the whole foreground process group — does what SIGTERM
- * does: exit 0 and stop the embedded redis-server, which Ctrl-C itself must not reach;
+ * does: exit 0 and stop the embedded redis-server, which Ctrl-C itself must not reach
+ * (a repeat of the signal, as `npm start` passes it on, is the same request; a second
+ * Ctrl-C later exits 1 at once, still stopping that redis-server);
  * and a request in flight when the signal arrives is finished and answered normally
  * before the process exits, its answer ending its connection, so that a request
  * pipelined behind it is neither answered nor done.
@@ -13,11 +15,13 @@ import net from 'node:net';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 import { listeningUrl, spawnCli } from '../harness/cli-process.js';
 import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { REPEATED_SIGNAL_MS } from '../../src/cli/serve.js';
 import { isAlive } from '../../src/redis/local-server.js';
 
 const API_TOKEN = 'shutdown-test-api-token-0123456789';
@@ -36,7 +40,7 @@ function logLines(stdout: string, msg: string): Array<Record<string, unknown>> {
   });
 }
 
-test('Ctrl-C (SIGINT to the process group) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
+test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sigint-'));
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
   // At debug level serve forwards redis-server's own log, which names the signal it got.
@@ -59,9 +63,13 @@ test('Ctrl-C (SIGINT to the process group) on serve with its own redis-server: e
   });
   assert.equal(sent.status, 201, 'the service works on its own redis-server');
 
+  // A terminal sends Ctrl-C to the process group, and `npm start` passes the SIGINT it
+  // got on to its script: serve gets it twice, a millisecond apart. That is one request.
   serve.signal('SIGINT', { group: true });
+  serve.signal('SIGINT');
   const exit = await serve.exited;
   assert.deepEqual(exit, { code: 0, signal: null }, serve.stderr());
+  assert.doesNotMatch(serve.stdout(), /second signal/);
   assert.ok(!isAlive(redisPid), 'the redis-server it started is gone');
   assert.deepEqual(logLines(serve.stdout(), 'shutting down').map((l) => l.signal), ['SIGINT']);
   assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1, 'the shutdown ran to its end');
@@ -70,6 +78,36 @@ test('Ctrl-C (SIGINT to the process group) on serve with its own redis-server: e
   // SIGINT (then restarted by the supervisor, or failing the last cursor flushes).
   assert.doesNotMatch(serve.stdout(), /Received SIGINT/);
   assert.doesNotMatch(serve.stdout(), /restarting it|shutdown step failed/);
+});
+
+test('a second Ctrl-C while serve drains exits 1 at once, and its own redis-server is stopped all the same', { timeout: 60_000 }, async (t: TestContext) => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sigint2-'));
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  const serve = spawnCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN }, t, { detached: true });
+  t.after(async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const url = new URL(listeningUrl(await serve.line((l) => listeningUrl(l) !== undefined, 'the listening line')) as string);
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  // A POST whose body never ends holds the graceful shutdown open.
+  const socket = net.connect(Number(url.port), '127.0.0.1');
+  t.after(() => socket.destroy());
+  await once(socket, 'connect');
+  socket.write(['POST /v1/messages HTTP/1.1', 'Host: 127.0.0.1', `Authorization: Bearer ${API_TOKEN}`,
+    'Content-Type: application/json', 'Content-Length: 100', 'Expect: 100-continue', '', ''].join('\r\n'));
+  await once(socket, 'data'); // 100 Continue: the server has the request
+
+  serve.signal('SIGINT', { group: true });
+  await serve.line((l) => l.includes('"shutting down"'), 'the shutdown line');
+  // The rule is one of time: a repeat within REPEATED_SIGNAL_MS is the same Ctrl-C.
+  await delay(REPEATED_SIGNAL_MS + 100);
+  assert.equal(serve.proc.exitCode, null, 'still draining');
+  serve.signal('SIGINT', { group: true });
+  assert.deepEqual(await serve.exited, { code: 1, signal: null }, serve.stderr());
+  assert.equal(logLines(serve.stdout(), 'second signal, exiting now').length, 1);
+  await waitUntil('its redis-server to stop', async () => !isAlive(redisPid), 15_000);
 });
 
 test('SIGTERM to `npm start` (the README\'s run command, as a supervisor sends it) stops the server and its redis-server, not only npm', { timeout: 120_000 }, async (t: TestContext) => {
