@@ -11,6 +11,7 @@ import type { StoredMessage } from '../store/record.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
 import type { ServerFrame } from './frames.js';
+import { LazyTimers } from './lazy-timers.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -58,7 +59,8 @@ export class UserSession {
   readonly #deps: SessionDeps;
   readonly #machine: UserMachine;
   readonly #conns = new Map<string, DeliveryConnection>();
-  readonly #timers = new Map<string, NodeJS.Timeout>();
+  /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one). */
+  readonly #timers = new LazyTimers<string>((connId) => this.#run(this.#machine.redeliveryDue(connId)));
   /** device → highest acked seq not yet written to Redis, and its epoch. */
   #pendingAcks = new Map<string, PendingAck>();
   /** The node's ack-write rounds, joined while acks are pending. */
@@ -233,14 +235,7 @@ export class UserSession {
   }
 
   #setTimer(connId: string, delayMs: number | null): void {
-    clearTimeout(this.#timers.get(connId));
-    this.#timers.delete(connId);
-    if (delayMs === null) return;
-    const timer = setTimeout(() => {
-      this.#timers.delete(connId);
-      this.#run(this.#machine.redeliveryDue(connId));
-    }, delayMs);
-    this.#timers.set(connId, timer);
+    this.#timers.set(connId, delayMs);
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {
