@@ -21,6 +21,7 @@ import { FrameQueue } from './frame-queue.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
+import { corkFlushBytes, corkForThisTick, flushCorked } from './tick-cork.js';
 import { BroadcastSubscription } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
 
@@ -38,8 +39,6 @@ const MAX_BAD_FRAMES = 20;
 export const MAX_HELD_FRAMES = 64;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
-/** Most bytes a socket holds corked before they are written ({@link WsConnection#flushCorked}). */
-const CORK_FLUSH_BYTES = 16 * 1024;
 
 /** A live WebSocket connection of one user's device. */
 export class WsConnection implements DeliveryConnection, Ticking {
@@ -74,8 +73,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary));
   /** When the next server ping is due, ms since the epoch. */
   #nextPingAt = 0;
-  /** The socket is corked until the end of this tick ({@link #corkForThisTick}). */
-  #corked = false;
 
   /**
    * @param ws the upgraded WebSocket
@@ -149,10 +146,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
    */
   send(frame: string | Buffer): void {
     if (this.#closed) return;
-    this.#corkForThisTick();
+    const socket = this.#socket;
+    if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
     else this.#ws.send(frame, TEXT_FRAME, this.#onWritten);
-    this.#flushCorked();
+    if (socket !== undefined) flushCorked(socket, corkFlushBytes(this.#deps.config.socketHighWaterBytes));
     this.#checkBuffered();
   }
 
@@ -175,43 +173,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
       socket?.uncork();
     }
     this.#checkBuffered();
-  }
-
-  /**
-   * Corks the socket until the current tick's work is done (`process.nextTick`, the
-   * pattern Node's stream docs give for `cork`), so that the frames written meanwhile
-   * leave in one system call. A catch-up sends a frame per ack, and the acks of a
-   * whole window arrive in one read: written one by one, each frame was a `write` of
-   * its own (tens of µs each on a VM). A single live frame still leaves at once, at the
-   * end of the callback that sent it. See {@link #flushCorked} for how this stays out
-   * of the backpressure decisions.
-   */
-  #corkForThisTick(): void {
-    if (this.#corked || this.#socket === undefined) return;
-    this.#corked = true;
-    this.#socket.cork();
-    process.nextTick(WsConnection.#uncork, this);
-  }
-
-  static #uncork(conn: WsConnection): void {
-    conn.#corked = false;
-    conn.#socket?.uncork();
-  }
-
-  /**
-   * Writes what is corked at once when the socket's queue reaches a quarter of the
-   * high-water mark (at most {@link CORK_FLUSH_BYTES}). Corked bytes count in
-   * `bufferedAmount` though the kernel was never offered them; flushed here, the
-   * backpressure check after each send sees at most that many of them, so a burst of
-   * one tick (a window of large messages) cannot pause or close (4009) a client that
-   * reads, while one that does not is still caught at the send that passes the mark.
-   */
-  #flushCorked(): void {
-    const socket = this.#socket;
-    if (!this.#corked || socket === undefined) return;
-    if (socket.writableLength < Math.min(CORK_FLUSH_BYTES, this.#deps.config.socketHighWaterBytes / 4)) return;
-    this.#corked = false;
-    socket.uncork();
   }
 
   /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (backpressure.ts). */

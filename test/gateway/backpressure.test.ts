@@ -217,8 +217,8 @@ test('a send that takes the buffer past the hard cap closes the connection 4009 
 });
 
 test('a client that reads is never paused or closed by a burst of one tick, even one larger than the hard cap', async (t) => {
-  // A page of 100 bulky messages (~120 KiB) goes out in one tick, corked (ws-connection.ts
-  // #corkForThisTick): the corked bytes must not count as a slow consumer's backlog.
+  // A page of 100 bulky messages (~120 KiB) goes out in one tick, corked
+  // (src/gateway/tick-cork.ts): the corked bytes must not count as a slow consumer's backlog.
   const COUNT = 2000;
   const { setup, ids } = await serveCapped(t, 'bp-burst', 'rex', COUNT);
   const client = await setup.gw.connect('rex', { device: 'reader' });
