@@ -59,8 +59,8 @@ export class UserSession {
   readonly #deps: SessionDeps;
   readonly #machine: UserMachine;
   readonly #conns = new Map<string, DeliveryConnection>();
-  /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one). */
-  readonly #timers = new LazyTimers<string>((connId) => this.#run(this.#machine.redeliveryDue(connId)));
+  /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one); made on first use. */
+  #timers: LazyTimers<string> | undefined;
   /** device → highest acked seq not yet written to Redis, and its epoch. */
   #pendingAcks = new Map<string, PendingAck>();
   /** The node's ack-write rounds, joined while acks are pending. */
@@ -235,6 +235,9 @@ export class UserSession {
   }
 
   #setTimer(connId: string, delayMs: number | null): void {
+    // Made on first use: an idle connection's session never arms one (bench:e2e case c).
+    if (delayMs === null && this.#timers === undefined) return;
+    this.#timers ??= new LazyTimers<string>((id) => this.#run(this.#machine.redeliveryDue(id)));
     this.#timers.set(connId, delayMs);
   }
 
