@@ -158,11 +158,22 @@ export class TestClient {
     return this.#closeInfo as { code: number; reason: string };
   }
 
-  /** Closes the socket and waits for it. */
+  /**
+   * Closes the socket and waits for it. A client a test had stop reading is read again
+   * first (else it never sees the server's answer), and one whose close handshake does
+   * not end in time is cut, so that clean-up after a failed test leaves no socket
+   * keeping the test process alive.
+   */
   async close(code = 1000): Promise<void> {
     if (this.#closeInfo) return;
+    if (this.ws.isPaused) this.ws.resume();
     this.ws.close(code);
-    await this.waitClose();
+    try {
+      await this.waitClose();
+    } catch (err) {
+      this.ws.terminate();
+      throw err;
+    }
   }
 
   #wake(): void {
