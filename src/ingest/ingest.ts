@@ -125,17 +125,12 @@ export class Ingest {
   sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
-    if (order.independent) {
-      // No recipient named twice: each message's appends go as soon as it is stored,
-      // with none of the ordering's promise and closures per message.
-      return Promise.allSettled(inputs.map((input, i) => {
-        const recipients = named[i] ?? [];
-        return this.#store(input, { kind: MsgKind.user, to: recipients }).then((put) => this.#append(put, input, recipients));
-      }));
-    }
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
+      // No recipient named twice: each message's appends go as soon as it is stored,
+      // with none of the ordering's promise and closures per message.
+      if (order.independent) return stored.then((put) => this.#append(put, input, recipients));
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
           (put) => order.release(i, () => this.#append(put, input, recipients).then(resolve, reject)),

@@ -40,13 +40,10 @@ export class RecipientOrder {
   /**
    * Message `i` is ready: runs `go` now if no earlier message naming one of its
    * recipients is still waiting, else once the last of them has gone; then runs every
-   * later message that was waiting only for it.
+   * later message that was waiting only for it. (With {@link independent} true, every
+   * message may go when ready: callers need not ask.)
    */
   release(i: number, go: () => void): void {
-    if (this.independent) {
-      go();
-      return;
-    }
     this.#actions[i] = go;
     const runnable = [i];
     for (let next = runnable.pop(); next !== undefined; next = runnable.pop()) {
