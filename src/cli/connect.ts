@@ -54,8 +54,9 @@ export function connectCommand(): Command {
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }
-    const base = new URL(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
-    base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+    const service = new URL(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
+    const base = new URL(service);
+    base.protocol = service.protocol === 'https:' ? 'wss:' : 'ws:';
     base.pathname = '/v1/connect';
     base.searchParams.set('device', opts.device);
     if (opts.lastSeq !== undefined) base.searchParams.set('last_seq', opts.lastSeq);
@@ -63,13 +64,16 @@ export function connectCommand(): Command {
     if (opts.epoch !== undefined && opts.epoch !== 'null' && opts.epoch !== '') base.searchParams.set('epoch', opts.epoch);
     if (opts.fromLatest) base.searchParams.set('from', 'latest');
     const count = opts.count === undefined ? Infinity : Number(opts.count);
-    await run(base, token, opts.ack, count);
+    await run(base, service, token, opts.ack, count);
   });
   return cmd;
 }
 
-/** Connects and prints frames until the socket closes or the process is interrupted. */
-async function run(url: URL, token: string, ack: boolean, count: number): Promise<void> {
+/**
+ * Connects and prints frames until the socket closes or the process is interrupted.
+ * @param url the `/v1/connect` URL; `service` the HTTP URL it was made from
+ */
+async function run(url: URL, service: URL, token: string, ack: boolean, count: number): Promise<void> {
   let lastSeq: number | undefined;
   let epoch: string | null | undefined;
   let received = 0;
@@ -124,7 +128,7 @@ async function run(url: URL, token: string, ack: boolean, count: number): Promis
     process.removeListener('SIGTERM', stop);
     // Welcomed before the inbox existed (epoch null), the socket never said the epoch
     // its messages came with; the history route does.
-    if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(url, token, lastSeq ?? 0);
+    if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(service, token, lastSeq ?? 0);
     process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
   }
 }
@@ -135,11 +139,10 @@ const EPOCH_LOOKUP_MS = 2000;
 /**
  * The user's inbox epoch from `GET /v1/me/messages` (docs/api.md), or null when it
  * cannot be had within {@link EPOCH_LOOKUP_MS}.
- * @param wsUrl the connect URL (its origin, as http, serves the route)
+ * @param service the service's HTTP URL (its origin serves the route)
  */
-async function inboxEpoch(wsUrl: URL, token: string, afterSeq: number): Promise<string | null> {
-  const url = new URL('/v1/me/messages', wsUrl);
-  url.protocol = wsUrl.protocol === 'wss:' ? 'https:' : 'http:';
+async function inboxEpoch(service: URL, token: string, afterSeq: number): Promise<string | null> {
+  const url = new URL('/v1/me/messages', service);
   url.searchParams.set('after_seq', String(afterSeq));
   url.searchParams.set('limit', '1');
   try {
