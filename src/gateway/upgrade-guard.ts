@@ -23,7 +23,6 @@ import { PixiuError } from '../errors.js';
  */
 export const SHUTDOWN_GRACE_MS = 5_000;
 
-
 /** What {@link guardUpgrades} exposes (for tests and metrics). */
 export interface UpgradeGuard {
   /** Upgrade sockets currently open (WebSockets included). */

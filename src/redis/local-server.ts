@@ -194,8 +194,7 @@ class Supervisor {
   }
 
   async stop(): Promise<void> {
-    this.#stopping = true;
-    clearInterval(this.#poll);
+    this.#endSupervision();
     await this.#restarting;
     if (this.#child !== undefined) await stopChild(this.#child);
     if (this.#adopted !== undefined) await stopPid(this.#adopted);
@@ -203,14 +202,19 @@ class Supervisor {
 
   /** {@link LocalRedis.terminate}. */
   terminate(): void {
-    this.#stopping = true;
-    clearInterval(this.#poll);
+    this.#endSupervision();
     const pid = this.#child?.pid ?? this.#adopted;
     try {
       if (pid !== undefined) process.kill(pid, 'SIGTERM');
     } catch {
       // Gone already.
     }
+  }
+
+  /** No restart from now on: an exit is expected. */
+  #endSupervision(): void {
+    this.#stopping = true;
+    clearInterval(this.#poll);
   }
 
   #watch(child: ChildProcess): void {
