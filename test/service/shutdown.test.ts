@@ -18,7 +18,7 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
-import { listeningUrl, spawnCli } from '../harness/cli-process.js';
+import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
 import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/serve.js';
@@ -40,14 +40,17 @@ function logLines(stdout: string, msg: string): Array<Record<string, unknown>> {
   });
 }
 
-test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sigint-'));
+/**
+ * `pixiu serve` in a process group of its own (so a test can send Ctrl-C to the group)
+ * with no PIXIU_REDIS_URL: it runs its own redis-server in a new data dir. Clean-up runs
+ * in the order added: serve is killed first (spawnCli), then, should the test have
+ * failed, the redis-server it leaves running, by its pid file, and only then is the
+ * data dir removed.
+ */
+async function serveWithOwnRedis(t: TestContext, prefix: string, env: Record<string, string> = {}): Promise<{ serve: CliProcess; url: string; redisPid: number }> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), prefix));
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  // At debug level serve forwards redis-server's own log, which names the signal it got.
-  const serve = spawnCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'debug', PIXIU_API_TOKEN: API_TOKEN }, t, { detached: true });
-  // Clean-up runs in the order added: serve is killed first (spawnCli), then, should
-  // the test have failed, the redis-server it leaves running, by its pid file, and
-  // only then is the data dir removed.
+  const serve = spawnCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN, ...env }, t, { detached: true });
   t.after(async () => {
     const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
     if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
@@ -56,6 +59,12 @@ test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on
   const url = listeningUrl(await serve.line((l) => listeningUrl(l) !== undefined, 'the listening line')) as string;
   const redisPid = Number(await readFile(pidFile, 'utf8'));
   assert.ok(redisPid > 0 && isAlive(redisPid), 'a redis-server runs');
+  return { serve, url, redisPid };
+}
+
+test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
+  // At debug level serve forwards redis-server's own log, which names the signal it got.
+  const { serve, url, redisPid } = await serveWithOwnRedis(t, 'pixiu-sigint-', { PIXIU_LOG_LEVEL: 'debug' });
   const sent = await fetch(`${url}/v1/messages`, {
     method: 'POST',
     headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
@@ -81,18 +90,9 @@ test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on
 });
 
 test('a second Ctrl-C while serve drains exits 1 at once, and its own redis-server is stopped all the same', { timeout: 60_000 }, async (t: TestContext) => {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sigint2-'));
-  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  const serve = spawnCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN }, t, { detached: true });
-  t.after(async () => {
-    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
-  });
-  t.after(() => rm(dataDir, { recursive: true, force: true }));
-  const url = new URL(listeningUrl(await serve.line((l) => listeningUrl(l) !== undefined, 'the listening line')) as string);
-  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  const { serve, url, redisPid } = await serveWithOwnRedis(t, 'pixiu-sigint2-');
   // A POST whose body never ends holds the graceful shutdown open.
-  const socket = net.connect(Number(url.port), '127.0.0.1');
+  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
   t.after(() => socket.destroy());
   await once(socket, 'connect');
   socket.write(['POST /v1/messages HTTP/1.1', 'Host: 127.0.0.1', `Authorization: Bearer ${API_TOKEN}`,
