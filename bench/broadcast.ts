@@ -26,7 +26,8 @@
  */
 import os from 'node:os';
 import { RedisServer } from '../test/harness/redis-server.js';
-import { cleanupList, PixiuClient, spawnListening, spawnServe, tempDataDir } from '../test/harness/pixiu-server.js';
+import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
+import { serveNodeFlags } from './lib/serve-flags.js';
 import { WsSwarm, type SwarmConn } from '../test/harness/ws-swarm.js';
 import { printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -74,10 +75,9 @@ try {
     PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN,
     PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_BROADCAST_RATE: String(RATE), PIXIU_LOG_LEVEL: 'info',
   };
-  // `pixiu serve` as spawnServe runs it, with the profiler's flags when asked for.
-  const pixiu = profileDir === undefined
-    ? await spawnServe(env, cleanup)
-    : await spawnListening(['--cpu-prof', `--cpu-prof-dir=${profileDir}`, 'src/cli/main.ts', 'serve'], env, cleanup);
+  // `pixiu serve` with npm start's node flags, and the profiler's when asked for.
+  const profArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  const pixiu = await spawnListening([...serveNodeFlags(), ...profArgs, CLI_MAIN, 'serve'], env, cleanup);
   // A profile is written when the process exits by itself: SIGTERM before the clean-up's SIGKILL.
   if (profileDir !== undefined) cleanup.after(() => pixiu.term());
   const api = new PixiuClient(pixiu.url, API_TOKEN);
@@ -129,6 +129,7 @@ try {
   }
 
   printConditions({
+    pixiu: `pixiu serve child process, node ${serveNodeFlags().join(' ')} as npm start`,
     connections: CONNECTIONS, burst: BURST, rounds: ROUNDS, 'PIXIU_BROADCAST_RATE': RATE,
     'frame bytes': Buffer.byteLength(frame), 'load avg (1 min) during rounds': range(loads, 2),
   });
