@@ -22,6 +22,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -92,6 +93,27 @@ async function answersPing(sock: string): Promise<boolean> {
   });
 }
 
+/**
+ * The clients connected to the Redis on `sock`, this probe not counted (`CLIENT LIST`,
+ * one line per connection); 0 when it cannot be asked within a second.
+ */
+async function clientCount(sock: string): Promise<number> {
+  const probe = new Redis({
+    path: sock, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0,
+    retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    const list = String(await probe.client('LIST'));
+    return Math.max(0, list.split('\n').filter((line) => line.trim() !== '').length - 1);
+  } catch {
+    return 0;
+  } finally {
+    probe.disconnect();
+  }
+}
+
 /** The pid in Redis's pid file when that process is alive, else undefined. */
 async function pidOf(pidFile: string): Promise<number | undefined> {
   try {
@@ -135,6 +157,14 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
   });
   const adopted = await adoptedPid(pidFile, sock);
   if (adopted !== undefined) {
+    // A Redis left by a SIGKILLed pixiu has no clients: the kernel closed its
+    // connections. One with clients serves a pixiu that still runs on this data dir
+    // (a second `npm start`, say); adopting it would stop it under that one.
+    const clients = await clientCount(sock);
+    if (clients > 0) {
+      throw new StartupError(`data dir ${opts.dataDir} is in use: its redis-server (pid ${adopted}) has ${clients} client connection(s), `
+        + 'most likely a pixiu that is still running on it; stop that one first, or give this one another PIXIU_DATA_DIR');
+    }
     opts.logger.warn({ socket: sock, redisPid: adopted }, 'adopting redis-server left running by an earlier pixiu process; it is stopped with this one');
     supervisor.adopt(adopted);
   } else {

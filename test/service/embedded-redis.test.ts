@@ -11,7 +11,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { isAlive, localRedisSocket } from '../../src/redis/local-server.js';
-import { PixiuClient, spawnServe } from '../harness/pixiu-server.js';
+import { PixiuClient, runCli, spawnServe } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 
 /**
@@ -90,4 +90,21 @@ test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped w
   assert.equal(Number(await readFile(pidFile, 'utf8')), orphan, 'no second server on the same AOF');
   assert.deepEqual(await second.term(), { code: 0, signal: null });
   assert.ok(!isAlive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
+});
+
+test('a second serve on a data dir in use refuses to start and leaves the running one and its redis-server alone', { timeout: 60_000 }, async (t) => {
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
+  const first = await spawnServe(env, t);
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  const second = await runCli(['serve'], env);
+  assert.equal(second.code, 1, second.stdout + second.stderr);
+  assert.match(second.stderr + second.stdout, /data dir .* is in use: its redis-server \(pid \d+\) has \d+ client connection/);
+  assert.doesNotMatch(second.stdout, /adopting redis-server/);
+  assert.ok(isAlive(redisPid), 'the running pixiu keeps its redis-server');
+  assert.doesNotMatch(first.stdout(), /redis-server exited/);
+  const token = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
+  const posted = await new PixiuClient(first.url, token).post('/v1/messages', { to: 'ana', type: 't', data: 1 });
+  assert.equal(posted.status, 201, posted.text);
+  assert.deepEqual(await first.term(), { code: 0, signal: null });
+  assert.ok(!isAlive(redisPid), 'and stops it on SIGTERM as before');
 });
