@@ -32,6 +32,11 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // log. Failures are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.config.maxBodyBytes,
+    // A request whose line, headers or body stop arriving is answered 408 and its
+    // connection closed (clientErrorAnswerer), not held open for good: fastify's own
+    // default turns Node's requestTimeout off. Node checks every
+    // connectionsCheckingInterval, so the answer comes up to a quarter late.
+    requestTimeout: deps.config.requestTimeoutMs,
     // A request that reaches routing while the server drains (on a keep-alive connection
     // already open, or pipelined behind one in flight) is refused with fastify's own
     // 503 and `Connection: close`, before anything is done: serving it instead would
@@ -40,8 +45,13 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // not the catalogue's (docs/decisions.md "HTTP").
     return503OnClosing: true,
     // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
-    // catalogue's body, rather than by Node with an empty 400.
-    http: { requireHostHeader: false },
+    // catalogue's body, rather than by Node with an empty 400. Headers must arrive
+    // within the request timeout too (Node's default is 60 s whatever it is).
+    http: {
+      requireHostHeader: false,
+      headersTimeout: Math.min(60_000, deps.config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(25, Math.floor(deps.config.requestTimeoutMs / 4))),
+    },
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },

@@ -82,9 +82,14 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
         : new PixiuError('INVALID_REQUEST', 'the request is not valid HTTP/1.1', { cause: err });
     onError?.(answer);
     const body = JSON.stringify(answer.toBody());
-    endAfterAnswers(socket, `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
+    const text = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
       + 'Content-Type: application/json; charset=utf-8\r\n'
-      + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+    // A request whose body stopped arriving has its answer attached but not begun,
+    // and it never will be: that answer is the 408 itself.
+    const current = socket._httpMessage;
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && current != null && !current.headersSent) socket.end(text);
+    else endAfterAnswers(socket, text);
   };
 }
 

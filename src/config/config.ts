@@ -30,6 +30,8 @@ export interface Config {
   readonly messageTtlMs: number;
   readonly sweepIntervalMs: number;
   readonly maxMessageBytes: number;
+  /** Node's `requestTimeout` and (up to 60 s) `headersTimeout`, ms (docs/api.md, 408). */
+  readonly requestTimeoutMs: number;
   readonly maxBodyBytes: number;
   readonly inboxCap: number;
   readonly apiToken: string | undefined;

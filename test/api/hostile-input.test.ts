@@ -170,3 +170,22 @@ test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (
   // Well-formed, but not stored (a partition of no store here): not found.
   expectError(await server.client.get('/v1/messages/ff01000000000001'), 404, 'NOT_FOUND');
 });
+
+test('a request whose body or headers stop arriving is answered 408 REQUEST_TIMEOUT and closed, and nothing is stored', async (t) => {
+  const server = await startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `hostile${++prefixes}:`, storeDurability: 'relaxed', requestTimeoutMs: '400ms' });
+  const auth = `Authorization: Bearer ${server.client.token}\r\n`;
+  const stalled = {
+    body: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to":`,
+    headers: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Ty`,
+  };
+  for (const [part, request] of Object.entries(stalled)) {
+    const started = performance.now();
+    const answer = lastResponse(await rawExchange(server.service.url, request));
+    assert.equal(answer.status, 408, part);
+    assert.match(answer.head, /connection: close/i, part);
+    assert.deepEqual((answer.body as { error: { code: string } }).error.code, 'REQUEST_TIMEOUT', part);
+    // Node checks every quarter of the timeout: the answer is at most that late (and some slack).
+    assert.ok(performance.now() - started < 2000, `${part}: answered after ${Math.round(performance.now() - started)} ms`);
+  }
+  await assertNothingStored(server);
+});
