@@ -82,6 +82,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // Likewise a charset other than UTF-8: JSON exchanged between systems is UTF-8 (RFC
   // 8259 §8.1), and a body declared otherwise would be read as UTF-8 all the same.
   app.addHook('onRequest', (req, reply, done) => {
+    // A request that asked for an upgrade ends its connection after its answer, whoever
+    // gives it (src/gateway/upgrade-guard.ts); said here, in the first hook, so that
+    // answers of later hooks (a refused token) say so too.
+    if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
     if (req.headers.host === undefined && req.raw.httpVersion === '1.1') {
       void reply.header('connection', 'close');
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));

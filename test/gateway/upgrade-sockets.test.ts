@@ -114,6 +114,13 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
         + 'Content-Type: application/json\r\nContent-Length: 31\r\n\r\n{"to":"h2","type":"t","data":1}',
       status: 400, code: 'INVALID_REQUEST', message: /a request with a body cannot ask for a protocol upgrade/,
     },
+    {
+      name: 'POST /v1/messages with a body and Upgrade: h2c, without a token',
+      request: 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n'
+        + 'Content-Type: application/json\r\nContent-Length: 31\r\n\r\n{"to":"h2","type":"t","data":1}',
+      status: 401, code: 'UNAUTHORIZED',
+    },
+    { name: 'GET /v1/me/messages with Upgrade: h2c, without a token', request: 'GET /v1/me/messages HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n', status: 401, code: 'UNAUTHORIZED' },
     { name: '/v1/connect without a token', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${WS_HEADERS}\r\n`, status: 401, code: 'UNAUTHORIZED' },
     { name: '/v1/connect with Upgrade: h2c', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n`, status: 400, code: 'INVALID_REQUEST', message: /Upgrade header/ },
     {
