@@ -4,6 +4,7 @@
  * field name must be an error, not silently dropped). Query strings and path
  * parameters arrive as text, so there numbers are coerced and defaults applied.
  */
+import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { invalid } from '../errors.js';
@@ -28,15 +29,22 @@ export function installValidators(app: FastifyInstance): void {
   // object, but answers "not valid JSON" for them. Same parser, truthful answer.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     // A request no route matches is answered 404 whatever its body: fastify parses the
     // body before its not-found handler runs, so a bad or empty one would be a 400.
     if (req.is404) {
       done(null, undefined);
       return;
     }
-    parseJson(req, body as string, (err, value) => {
-      if (err !== null && isPlainJson(body as string)) {
+    // JSON between systems is UTF-8 (RFC 8259 §8.1). Decoded anyway, bytes that are
+    // not would become U+FFFD: another user id, another client_msg_id, silently.
+    if (!isUtf8(body as Buffer)) {
+      done(invalid('the body is not valid UTF-8 (JSON is UTF-8, RFC 8259 §8.1)'), undefined);
+      return;
+    }
+    const text = (body as Buffer).toString('utf8');
+    parseJson(req, text, (err, value) => {
+      if (err !== null && isPlainJson(text)) {
         done(invalid('keys named __proto__ or constructor.prototype are not accepted'), undefined);
       } else {
         done(err, value);

@@ -117,6 +117,27 @@ test('a JSON body declared in a charset other than UTF-8 is 415 naming it; utf-8
   }
 });
 
+test('a body that is not valid UTF-8 is 400 naming it, not a user id with U+FFFD in it; valid multi-byte UTF-8 is accepted', async (t) => {
+  const server = await freshServer(t);
+  const send = (bytes: Buffer): Promise<Response> => fetch(new URL('/v1/messages', server.client.url), {
+    method: 'POST', body: bytes, headers: { 'content-type': 'application/json', authorization: `Bearer ${server.client.token}` },
+  });
+  const json = (to: string): Buffer => Buffer.from(JSON.stringify({ to, type: 't', data: 1 }), 'utf8');
+  const broken = [
+    Buffer.concat([Buffer.from('{"to":"c'), Buffer.from([0xff]), Buffer.from('arol","type":"t","data":1}')]),
+    Buffer.concat([Buffer.from('{"to":"carol","type":"t","data":"'), Buffer.from([0xe2, 0x82]), Buffer.from('"}')]),
+  ];
+  for (const bytes of broken) {
+    const res = await send(bytes);
+    assert.equal(res.status, 400);
+    const body = await res.json() as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'INVALID_REQUEST');
+    assert.match(body.error.message, /not valid UTF-8/);
+  }
+  await assertNothingStored(t, server);
+  assert.equal((await send(json('zoë-€-😀'))).status, 201);
+});
+
 test('a message without type is 400 naming type', async (t) => {
   await rejects(t, post({ to: RECIPIENT, data: 1 }), 400, 'INVALID_REQUEST', /type/);
 });
