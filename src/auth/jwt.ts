@@ -107,6 +107,10 @@ export function createVerifier(source: JwtKeySource): TokenVerifier {
     } catch (err) {
       if (err instanceof PixiuError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw new PixiuError('UNAUTHORIZED', 'token expired', { cause: err });
+      // Claims are checked once the signature holds: naming the claim tells the key's
+      // holder what to fix and nobody else anything (jose's message, e.g. 'missing
+      // required "exp" claim').
+      if (err instanceof joseErrors.JWTClaimValidationFailed) throw new PixiuError('UNAUTHORIZED', `invalid token: ${err.message}`, { cause: err });
       if (err instanceof joseErrors.JOSEError && (err.code === 'ERR_JWKS_TIMEOUT' || err.code === 'ERR_JOSE_GENERIC')) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
       }

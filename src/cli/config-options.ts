@@ -9,11 +9,23 @@ import { SETTINGS, type SettingKey } from '../config/settings.js';
 import { isUserId } from '../api/schemas.js';
 import { StartupError } from '../errors.js';
 
-/** Adds `--<flag> <value>` for every setting, or for the listed ones. */
-export function addConfigOptions(cmd: Command, only?: readonly SettingKey[]): Command {
+/**
+ * What `host` and `port` mean to a command that talks to a running service rather than
+ * being it (connect): the settings table words them for `serve`.
+ */
+export const CLIENT_DOCS: Partial<Record<SettingKey, string>> = {
+  host: 'host of the running service (an IP or host name)',
+  port: 'port of the running service',
+};
+
+/**
+ * Adds `--<flag> <value>` for every setting, or for the listed ones.
+ * @param docs help text to use instead of the settings table's, by setting
+ */
+export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], docs: Partial<Record<SettingKey, string>> = {}): Command {
   const keys = only ?? (Object.keys(SETTINGS) as SettingKey[]);
   for (const key of keys) {
-    const spec = SETTINGS[key];
+    const spec = { ...SETTINGS[key], doc: docs[key] ?? SETTINGS[key].doc };
     const isDuration = spec.kind === 'duration' || spec.kind === 'durations';
     const show = (v: unknown): string => (isDuration && typeof v === 'number' ? ms(v) : String(v));
     const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}]`;

@@ -9,7 +9,7 @@ import WebSocket from 'ws';
 import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
-import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
 
@@ -37,7 +37,7 @@ export function connectCommand(): Command {
     .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
     .option('--count <n>', 'exit after this many msg frames')
     .option('--tags <list>', 'comma-separated tags for the minted token');
-  addConfigOptions(cmd, KEYS);
+  addConfigOptions(cmd, KEYS, CLIENT_DOCS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
     const opts = cmd.opts<ConnectOptions>();

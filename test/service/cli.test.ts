@@ -78,6 +78,15 @@ test('pixiu serve --help exits 0 and lists the settings by environment name', as
   for (const name of ['PIXIU_PORT', 'PIXIU_REDIS_URL', 'PIXIU_DATA_DIR', 'PIXIU_API_TOKEN']) assert.match(run.stdout, new RegExp(name));
 });
 
+test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
+  const run = await runCli(['connect', '--help']);
+  assert.equal(run.code, 0, run.stderr);
+  const text = run.stdout.replace(/\s+/g, ' ');
+  assert.match(text, /--host <value> host of the running service .*\(env PIXIU_HOST\)/);
+  assert.match(text, /--port <value> port of the running service \(env PIXIU_PORT\)/);
+  assert.doesNotMatch(text, /listen address|any free port/);
+});
+
 test('pixiu serve with PIXIU_PORT=abc exits 1 naming PIXIU_PORT', async (t) => {
   const run = await runCli(['serve'], { PIXIU_PORT: 'abc', PIXIU_DATA_DIR: await tempDataDir(t) });
   assert.equal(run.code, 1);
