@@ -45,9 +45,16 @@ export function toHttpError(err: unknown): PixiuError {
   return new PixiuError('INTERNAL', 'internal error', { cause: err });
 }
 
-/** Sends a catalogue error as the JSON error body. */
+/**
+ * Sends a catalogue error as the JSON error body. An error answered before the
+ * request's body has all arrived (a refused token, found by a hook before the body is
+ * read) ends the connection: Node would otherwise keep reading that body to keep the
+ * connection, and a body that never comes would earn the same request a second
+ * answer, the 408 of `PIXIU_REQUEST_TIMEOUT`.
+ */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+  if (!reply.request.raw.complete) reply.header('connection', 'close');
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
 }
 

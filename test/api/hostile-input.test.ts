@@ -188,4 +188,11 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
     assert.ok(performance.now() - started < 2000, `${part}: answered after ${Math.round(performance.now() - started)} ms`);
   }
   await assertNothingStored(server);
+  // Refused before its body arrived (no token): one answer, and the connection ends,
+  // instead of a 401 now and a 408 for the same request later.
+  const refused = await rawExchange(server.service.url, 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"to":"a",');
+  assert.equal(refused.match(/HTTP\/1\.1 /g)?.length, 1, refused);
+  const only = lastResponse(refused);
+  assert.equal(only.status, 401);
+  assert.match(only.head, /connection: close/i);
 });
