@@ -12,7 +12,9 @@
  * says `Connection: close`), and on shutdown destroys whatever upgrade sockets (and
  * HTTP connections) are still open once the grace period is over.
  */
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { HttpServerSocket } from '../api/error-handler.js';
 import { PixiuError } from '../errors.js';
@@ -22,6 +24,24 @@ import { PixiuError } from '../errors.js';
  * WebSocket close handshake already started by the gateway) before destroying them.
  */
 export const SHUTDOWN_GRACE_MS = 5_000;
+
+type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/**
+ * Runs `fn` once no answer of an earlier request on `socket` is being written (at once
+ * when none is); never when the socket is gone meanwhile.
+ */
+function whenAnswersLeft(socket: HttpServerSocket, fn: () => void): void {
+  if (socket.destroyed) return;
+  const current = socket._httpMessage;
+  if (current === undefined || current === null) {
+    fn();
+    return;
+  }
+  // 'close': that answer is complete or its connection gone. Node hands the socket to
+  // the next pipelined answer in the same turn, hence the look again after it.
+  current.once('close', () => setImmediate(() => whenAnswersLeft(socket, fn)));
+}
 
 /** What {@link guardUpgrades} exposes (for tests and metrics). */
 export interface UpgradeGuard {
@@ -40,8 +60,6 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
 
   const onUpgrade = (_req: unknown, socket: HttpServerSocket): void => {
     if (socket.destroyed) return;
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
     const res = socket._httpMessage;
     // @fastify/websocket assigned its response to the socket (a synchronous step of
     // its listener); without one there is nobody to answer: nothing to keep open for.
@@ -56,7 +74,22 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
     if (res.writableFinished) close();
     else res.once('finish', close);
   };
-  server.on('upgrade', onUpgrade);
+  // Node emits `upgrade` as soon as it has parsed the request, also when the request
+  // came pipelined behind others whose answers are still being written: their
+  // ServerResponse then holds the socket, @fastify/websocket cannot give the upgrade
+  // request one of its own (ERR_HTTP_SOCKET_ASSIGNED, logged), and the request went
+  // unanswered. The listeners registered before the guard (the plugin's) are therefore
+  // called once the answers ahead have left.
+  const earlier = server.listeners('upgrade') as UpgradeListener[];
+  server.removeAllListeners('upgrade');
+  server.on('upgrade', (req: IncomingMessage, socket: HttpServerSocket, head: Buffer) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    whenAnswersLeft(socket, () => {
+      for (const listener of earlier) listener.call(server, req, socket, head);
+      onUpgrade(req, socket);
+    });
+  });
   // The answer ends the connection: nothing reads from an upgrade socket any more, so a
   // following request on it could never be answered. (Node sets `req.upgrade` on every
   // request it hands to the `upgrade` event.) A hook, as the not-found handler answers

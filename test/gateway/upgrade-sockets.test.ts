@@ -212,3 +212,33 @@ test('SIGTERM completes with upgrade sockets open and a WebSocket that never ans
   assert.ok(tookMs < 15_000, `SIGTERM took ${tookMs} ms`);
   await Promise.all(closed);
 });
+
+test('an upgrade request pipelined behind other requests is answered after them: a refusal with Connection: close, a handshake with 101 and welcome', { timeout: 60_000 }, async (t) => {
+  const proc = await serve(t, 'upgpipe:');
+  const token = await testToken(JWT_KEY, 'piper');
+  const healthz = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+  const text = await rawText(proc.url, `${healthz}${healthz}GET /nope HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n`);
+  assert.deepEqual([...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]), ['200', '200', '404'], text);
+  assert.match(text.slice(text.lastIndexOf('HTTP/1.1')), /^connection: close$/im);
+  const ws = await rawText(proc.url, `${healthz}GET /v1/connect?device=d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n${WS_HEADERS}\r\n`, 1_500);
+  assert.deepEqual([...ws.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]), ['200', '101'], ws);
+  assert.match(ws, /"t":"welcome"/);
+  assert.doesNotMatch(proc.stdout(), /websocket upgrade failed/);
+});
+
+/** Everything the server sent on one connection until it closed it, or `waitMs` passed. */
+function rawText(url: string, request: string, waitMs = 5_000): Promise<string> {
+  const { port, hostname } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => { data += chunk; });
+    socket.on('error', reject);
+    const timer = setTimeout(() => socket.destroy(), waitMs);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(data);
+    });
+  });
+}
