@@ -93,9 +93,15 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
     for (const listener of earlier) listener.call(server, req, socket, head);
     onUpgrade(req, socket);
   };
+  // Set by the preClose hook below: a late upgrade request has nobody to answer it.
+  let closing = false;
   server.on('upgrade', (req: IncomingMessage, socket: HttpServerSocket, head: Buffer) => {
+    if (closing) {
+      socket.destroy();
+      return;
+    }
     track(socket);
-    whenAnswersLeft(socket, () => dispatch(req, socket, head));
+    whenAnswersLeft(socket, () => (closing ? socket.destroy() : dispatch(req, socket, head)));
   });
   // The answer ends the connection: nothing reads from an upgrade socket any more, so a
   // following request on it could never be answered. (Node sets `req.upgrade` on every
@@ -122,9 +128,11 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
   // After the gateway has closed the WebSockets (1001) and fastify refuses new requests:
   // what is still open after the grace period (a client that never answers the close
   // handshake, a request stuck in flight) is destroyed, so `server.close()` completes.
-  // The listener stays: once @fastify/websocket has removed its own, a late upgrade
-  // request has no response on its socket and is destroyed at once.
+  // From here a late upgrade request is destroyed at once (`closing`): the plugin
+  // stops taking them at this point too (its own preClose removes its listener, which
+  // the guard calls).
   app.addHook('preClose', (done) => {
+    closing = true;
     const timer = setTimeout(() => {
       for (const socket of sockets) socket.destroy();
       server.closeAllConnections();
