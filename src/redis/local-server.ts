@@ -22,7 +22,6 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -77,41 +76,30 @@ export function localRedisSocket(dataDir: string): string {
   return path.join(os.tmpdir(), `pixiu-redis-${digest}.sock`);
 }
 
-/** Answers true when a Redis on `sock` replies to PING within a second. */
-async function answersPing(sock: string): Promise<boolean> {
-  if (!existsSync(sock)) return false;
-  return await new Promise<boolean>((resolve) => {
-    const conn = net.createConnection(sock);
-    const done = (ok: boolean): void => {
-      conn.destroy();
-      resolve(ok);
-    };
-    conn.setTimeout(1000, () => done(false));
-    conn.once('error', () => done(false));
-    conn.once('connect', () => conn.write('PING\r\n'));
-    conn.once('data', (d) => done(d.toString().startsWith('+PONG')));
-  });
-}
-
 /**
- * The clients connected to the Redis on `sock`, this probe not counted (`CLIENT LIST`,
- * one line per connection); 0 when it cannot be asked within a second.
+ * Asks the Redis on `sock` for its client count (`INFO clients`), this probe not
+ * counted. Undefined when nothing there answers as Redis within a second.
  */
-async function clientCount(sock: string): Promise<number> {
-  const probe = new Redis({
-    path: sock, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0,
-    retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000,
+async function otherClients(sock: string): Promise<number | undefined> {
+  if (!existsSync(sock)) return undefined;
+  return await new Promise<number | undefined>((resolve) => {
+    const conn = net.createConnection(sock);
+    let reply = '';
+    const done = (clients: number | undefined): void => {
+      conn.destroy();
+      resolve(clients);
+    };
+    conn.setTimeout(1000, () => done(undefined));
+    conn.once('error', () => done(undefined));
+    conn.once('connect', () => conn.write('INFO clients\r\n'));
+    conn.on('data', (d: Buffer) => {
+      reply += d.toString('latin1');
+      // A bulk string ($) is Redis answering; anything else is not a Redis we can use.
+      if (!reply.startsWith('$')) return done(undefined);
+      const count = /connected_clients:(\d+)\r\n/.exec(reply)?.[1];
+      if (count !== undefined) done(Math.max(0, Number(count) - 1));
+    });
   });
-  probe.on('error', () => undefined);
-  try {
-    await probe.connect();
-    const list = String(await probe.client('LIST'));
-    return Math.max(0, list.split('\n').filter((line) => line.trim() !== '').length - 1);
-  } catch {
-    return 0;
-  } finally {
-    probe.disconnect();
-  }
 }
 
 /** The pid in Redis's pid file when that process is alive, else undefined. */
@@ -155,28 +143,32 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
     forwardLog(child, opts.logger);
     return child;
   });
-  const adopted = await adoptedPid(pidFile, sock);
-  if (adopted !== undefined) {
+  const left = await leftRunning(pidFile, sock);
+  if (left !== undefined) {
     // A Redis left by a SIGKILLed pixiu has no clients: the kernel closed its
     // connections. One with clients serves a pixiu that still runs on this data dir
     // (a second `npm start`, say); adopting it would stop it under that one.
-    const clients = await clientCount(sock);
-    if (clients > 0) {
-      throw new StartupError(`data dir ${opts.dataDir} is in use: its redis-server (pid ${adopted}) has ${clients} client connection(s), `
+    if (left.clients > 0) {
+      throw new StartupError(`data dir ${opts.dataDir} is in use: its redis-server (pid ${left.pid}) has ${left.clients} client connection(s), `
         + 'most likely a pixiu that is still running on it; stop that one first, or give this one another PIXIU_DATA_DIR');
     }
-    opts.logger.warn({ socket: sock, redisPid: adopted }, 'adopting redis-server left running by an earlier pixiu process; it is stopped with this one');
-    supervisor.adopt(adopted);
+    opts.logger.warn({ socket: sock, redisPid: left.pid }, 'adopting redis-server left running by an earlier pixiu process; it is stopped with this one');
+    supervisor.adopt(left.pid);
   } else {
     await supervisor.start();
   }
-  return { url, owned: adopted === undefined, stop: () => supervisor.stop(), terminate: () => supervisor.terminate() };
+  return { url, owned: left === undefined, stop: () => supervisor.stop(), terminate: () => supervisor.terminate() };
 }
 
-/** The pid of a Redis left running on this data dir that still answers, else undefined. */
-async function adoptedPid(pidFile: string, sock: string): Promise<number | undefined> {
+/**
+ * A Redis left running on this data dir (its pid file names a live process) that still
+ * answers: its pid, and how many clients it has; else undefined.
+ */
+async function leftRunning(pidFile: string, sock: string): Promise<{ pid: number; clients: number } | undefined> {
   const pid = await pidOf(pidFile);
-  return pid !== undefined && (await answersPing(sock)) ? pid : undefined;
+  if (pid === undefined) return undefined;
+  const clients = await otherClients(sock);
+  return clients === undefined ? undefined : { pid, clients };
 }
 
 /** How often an adopted server (not our child: no exit event) is checked, ms. */
@@ -268,9 +260,9 @@ class Supervisor {
       try {
         // Someone may have started it by hand meanwhile: adopt that one rather than
         // run two servers on one AOF.
-        const pid = await adoptedPid(this.#pidFile, this.#sock);
-        if (pid !== undefined) {
-          this.adopt(pid);
+        const left = await leftRunning(this.#pidFile, this.#sock);
+        if (left !== undefined) {
+          this.adopt(left.pid);
         } else {
           await this.start();
         }
