@@ -44,6 +44,8 @@ export interface GatewayDeps {
 /** What a connection needs from the service. */
 export interface ConnectionDeps {
   readonly config: Config;
+  /** Corked frames are written out once a socket's queue holds this many bytes (tick-cork.ts `corkFlushBytes`). */
+  readonly corkFlushBytes: number;
   readonly hub: Hub;
   readonly verify: TokenVerifier;
   readonly logger: Logger;

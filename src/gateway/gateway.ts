@@ -29,6 +29,7 @@ import type { ProducerScope } from '../api/deps.js';
 import type { Metrics } from '../api/metrics.js';
 import { ConnectionClock } from './connection-clock.js';
 import { connectRoute } from './connect-route.js';
+import { corkFlushBytes } from './tick-cork.js';
 import { guardUpgrades } from './upgrade-guard.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
@@ -141,6 +142,7 @@ export class Gateway implements GatewayDeps {
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
     this.connection = {
       config,
+      corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream },
       channels: { hub: this.#channelHub, stream: this.channelStream },

@@ -21,7 +21,7 @@ import { FrameQueue } from './frame-queue.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
-import { corkFlushBytes, corkForThisTick, flushCorked } from './tick-cork.js';
+import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { BroadcastSubscription } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
 
@@ -150,7 +150,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
     else this.#ws.send(frame, TEXT_FRAME, this.#onWritten);
-    if (socket !== undefined) flushCorked(socket, corkFlushBytes(this.#deps.config.socketHighWaterBytes));
+    if (socket !== undefined) flushCorked(socket, this.#deps.corkFlushBytes);
     this.#checkBuffered();
   }
 
