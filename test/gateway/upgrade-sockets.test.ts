@@ -55,6 +55,8 @@ interface RawAnswer {
   readonly body: unknown;
   /** The server closed the connection (the client never did). */
   readonly closedByServer: boolean;
+  /** Everything the server sent (several answers, when requests were pipelined). */
+  readonly text: string;
 }
 
 /**
@@ -84,7 +86,7 @@ function raw(url: string, request: string, opts: { halfClose?: boolean; waitMs?:
       } catch {
         body = undefined;
       }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body, closedByServer });
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body, closedByServer, text: data });
     });
   });
 }
@@ -217,28 +219,13 @@ test('an upgrade request pipelined behind other requests is answered after them:
   const proc = await serve(t, 'upgpipe:');
   const token = await testToken(JWT_KEY, 'piper');
   const healthz = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
-  const text = await rawText(proc.url, `${healthz}${healthz}GET /nope HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n`);
+  const refused = await raw(proc.url, `${healthz}${healthz}GET /nope HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n`);
+  assert.ok(refused.closedByServer, 'the server closes the connection after the last answer');
+  const text = refused.text;
   assert.deepEqual([...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]), ['200', '200', '404'], text);
   assert.match(text.slice(text.lastIndexOf('HTTP/1.1')), /^connection: close$/im);
-  const ws = await rawText(proc.url, `${healthz}GET /v1/connect?device=d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n${WS_HEADERS}\r\n`, 1_500);
+  const ws = (await raw(proc.url, `${healthz}GET /v1/connect?device=d HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n${WS_HEADERS}\r\n`, { waitMs: 1_500 })).text;
   assert.deepEqual([...ws.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]), ['200', '101'], ws);
   assert.match(ws, /"t":"welcome"/);
   assert.doesNotMatch(proc.stdout(), /websocket upgrade failed/);
 });
-
-/** Everything the server sent on one connection until it closed it, or `waitMs` passed. */
-function rawText(url: string, request: string, waitMs = 5_000): Promise<string> {
-  const { port, hostname } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write(request));
-    let data = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => { data += chunk; });
-    socket.on('error', reject);
-    const timer = setTimeout(() => socket.destroy(), waitMs);
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve(data);
-    });
-  });
-}
