@@ -50,7 +50,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     http: {
       requireHostHeader: false,
       headersTimeout: Math.min(60_000, deps.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.max(25, Math.floor(deps.config.requestTimeoutMs / 4))),
+      connectionsCheckingInterval: Math.min(30_000, Math.floor(deps.config.requestTimeoutMs / 4)),
     },
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.
