@@ -27,7 +27,7 @@
 import os from 'node:os';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { serveNodeFlags } from './lib/serve-flags.js';
+import { SERVE_NODE_FLAGS } from './lib/serve-flags.js';
 import { WsSwarm, type SwarmConn } from '../test/harness/ws-swarm.js';
 import { printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -77,7 +77,7 @@ try {
   };
   // `pixiu serve` with npm start's node flags, and the profiler's when asked for.
   const profArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
-  const pixiu = await spawnListening([...serveNodeFlags(), ...profArgs, CLI_MAIN, 'serve'], env, cleanup);
+  const pixiu = await spawnListening([...SERVE_NODE_FLAGS, ...profArgs, CLI_MAIN, 'serve'], env, cleanup);
   // A profile is written when the process exits by itself: SIGTERM before the clean-up's SIGKILL.
   if (profileDir !== undefined) cleanup.after(() => pixiu.term());
   const api = new PixiuClient(pixiu.url, API_TOKEN);
@@ -129,7 +129,7 @@ try {
   }
 
   printConditions({
-    pixiu: `pixiu serve child process, node ${serveNodeFlags().join(' ')} as npm start`,
+    pixiu: `pixiu serve child process, node ${SERVE_NODE_FLAGS.join(' ')} as npm start`,
     connections: CONNECTIONS, burst: BURST, rounds: ROUNDS, 'PIXIU_BROADCAST_RATE': RATE,
     'frame bytes': Buffer.byteLength(frame), 'load avg (1 min) during rounds': range(loads, 2),
   });

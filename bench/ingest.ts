@@ -26,7 +26,7 @@ import { Redis } from 'ioredis';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { CLI_MAIN, cleanupList, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { serveNodeFlags } from './lib/serve-flags.js';
+import { SERVE_NODE_FLAGS } from './lib/serve-flags.js';
 import { loadRawAppend, runRawAppends } from './lib/raw-inbox.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -138,7 +138,7 @@ async function main(): Promise<void> {
   const raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
   try {
-    const pixiu = await spawnListening([...serveNodeFlags(), CLI_MAIN, 'serve'], {
+    const pixiu = await spawnListening([...SERVE_NODE_FLAGS, CLI_MAIN, 'serve'], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info',
     }, files);
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     const batchBody = (tag: string) => () => JSON.stringify({ messages: Array.from({ length: BATCH_SIZE }, () => message(tag)) });
     printConditions({
       redis: `${version} (private, AOF off)`,
-      pixiu: `pixiu serve child process, node ${serveNodeFlags().join(' ')} as npm start, store fsync, 8 partitions`,
+      pixiu: `pixiu serve child process, node ${SERVE_NODE_FLAGS.join(' ')} as npm start, store fsync, 8 partitions`,
       single: `${singleBytes}-byte body, 1 recipient of ${USERS}, unique client_msg_id, ${CONNECTIONS} connections`,
       batch: `${BATCH_SIZE} such messages per request, ${BATCH_CONNECTIONS} connections`,
       'raw inbox': `${RAW_APPENDS} appends, pipelines of ${RAW_BATCH} x ${RAW_PIPELINES}`,

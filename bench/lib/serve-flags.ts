@@ -21,3 +21,6 @@ export function serveNodeFlags(): string[] {
   if (match === null) throw new Error(`package.json's start script is not "… exec node [flags] dist/cli/main.js serve": ${start}`);
   return (match[1] ?? '').trim().split(' ').filter(Boolean);
 }
+
+/** {@link serveNodeFlags}, read once when a bench loads. */
+export const SERVE_NODE_FLAGS: readonly string[] = serveNodeFlags();
