@@ -108,6 +108,24 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
 export type HttpServerSocket = Socket & { _httpMessage?: ServerResponse | null };
 
 /**
+ * Runs `fn` once no answer of an earlier request on `socket` is being written (at once
+ * when none is); never when the socket is gone meanwhile. Pipelined requests are
+ * answered in order, so what follows them (an error for bytes after them, an upgrade)
+ * must wait for their answers.
+ */
+export function whenAnswersLeft(socket: HttpServerSocket, fn: () => void): void {
+  if (socket.destroyed) return;
+  const current = socket._httpMessage;
+  if (current === undefined || current === null) {
+    fn();
+    return;
+  }
+  // 'close': the answer is complete or its connection is gone. Node hands the socket
+  // to the next pipelined answer in the same turn, hence the look again after it.
+  current.once('close', () => setImmediate(() => whenAnswersLeft(socket, fn)));
+}
+
+/**
  * Writes `text` and closes the socket once the answers of the requests parsed before
  * the bad bytes are written: requests pipelined in the same packet as trailing junk
  * were read and are being served, and their answers must reach the producer before
@@ -115,18 +133,10 @@ export type HttpServerSocket = Socket & { _httpMessage?: ServerResponse | null }
  * producer drop or resend it).
  */
 function endAfterAnswers(socket: HttpServerSocket, text: string): void {
-  const current = socket._httpMessage;
-  if (current !== undefined && current !== null && !socket.destroyed) {
-    // 'close': the answer is complete or its connection is gone. Node hands the socket
-    // to the next pipelined answer in the same turn, hence the look again after it.
-    current.once('close', () => setImmediate(() => endAfterAnswers(socket, text)));
-    return;
-  }
-  if (!socket.writable) {
-    socket.destroy();
-    return;
-  }
-  socket.end(text);
+  whenAnswersLeft(socket, () => {
+    if (socket.writable) socket.end(text);
+    else socket.destroy();
+  });
 }
 
 /**

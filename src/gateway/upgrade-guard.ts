@@ -16,7 +16,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { HttpServerSocket } from '../api/error-handler.js';
+import { whenAnswersLeft, type HttpServerSocket } from '../api/error-handler.js';
 import { PixiuError } from '../errors.js';
 
 /**
@@ -26,22 +26,6 @@ import { PixiuError } from '../errors.js';
 export const SHUTDOWN_GRACE_MS = 5_000;
 
 type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
-
-/**
- * Runs `fn` once no answer of an earlier request on `socket` is being written (at once
- * when none is); never when the socket is gone meanwhile.
- */
-function whenAnswersLeft(socket: HttpServerSocket, fn: () => void): void {
-  if (socket.destroyed) return;
-  const current = socket._httpMessage;
-  if (current === undefined || current === null) {
-    fn();
-    return;
-  }
-  // 'close': that answer is complete or its connection gone. Node hands the socket to
-  // the next pipelined answer in the same turn, hence the look again after it.
-  current.once('close', () => setImmediate(() => whenAnswersLeft(socket, fn)));
-}
 
 /** What {@link guardUpgrades} exposes (for tests and metrics). */
 export interface UpgradeGuard {
