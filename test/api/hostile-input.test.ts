@@ -16,6 +16,7 @@ import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
 import { expectError } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
+import type { ConfigOverrides } from '../../src/config/config.js';
 import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 
 let redis: RedisServer;
@@ -29,8 +30,8 @@ after(async () => {
   await redis?.destroy();
 });
 
-async function freshServer(t: TestContext): Promise<InProcessServer> {
-  return startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `hostile${++prefixes}:`, storeDurability: 'relaxed' });
+async function freshServer(t: TestContext, overrides: ConfigOverrides = {}): Promise<InProcessServer> {
+  return startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `hostile${++prefixes}:`, storeDurability: 'relaxed', ...overrides });
 }
 
 /** JSON text of `depth` nested arrays around 1, built as text (no recursion). */
@@ -172,7 +173,7 @@ test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (
 });
 
 test('a request whose body or headers stop arriving is answered 408 REQUEST_TIMEOUT and closed, and nothing is stored', async (t) => {
-  const server = await startInProcess(t, { redisUrl: redis.url, partitions: '1', redisPrefix: `hostile${++prefixes}:`, storeDurability: 'relaxed', requestTimeoutMs: '400ms' });
+  const server = await freshServer(t, { requestTimeoutMs: '400ms' });
   const auth = `Authorization: Bearer ${server.client.token}\r\n`;
   const stalled = {
     body: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to":`,
