@@ -214,6 +214,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (!added.admitted) {
         throw new PixiuError('RATE_LIMITED', `user ${claims.user} already has ${deps.config.maxConnectionsPerUser} connections`);
       }
+      // Until its WebSocket opens, a kick of this connection (another handshake of the
+      // same device, an admin disconnect) is kept for it (pending-handshakes.ts).
+      deps.handshakes.add(conn, claims.user, q.device);
       for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
       const hs: Handshake = { claims, conn, resume, since, opened: false, dropUnopened: () => undefined };
       handshakes.set(req, hs);
@@ -221,7 +224,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // handshake the checks above let through): then no connection will ever remove
       // this entry, so the socket's close does, unless the WebSocket opened.
       hs.dropUnopened = (): void => {
-        if (!hs.opened) deps.presence.remove(claims.user, conn).catch(() => undefined);
+        if (hs.opened) return;
+        deps.handshakes.settle(conn);
+        deps.presence.remove(claims.user, conn).catch(() => undefined);
       };
       if (req.raw.socket.destroyed) hs.dropUnopened();
       else req.raw.socket.once('close', hs.dropUnopened);
@@ -230,6 +235,14 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     const hs = handshakes.get(req);
     if (!hs) {
       socket.close(CloseCode.policy, 'handshake missing');
+      return;
+    }
+    const kick = deps.handshakes.settle(hs.conn);
+    if (kick !== undefined) {
+      // Kicked while its upgrade was under way (a newer handshake of the same device
+      // replaced it): closed at once, never delivered to; the socket's close drops its
+      // presence entry if it still has one.
+      socket.close(kick.code, kick.reason);
       return;
     }
     hs.opened = true;

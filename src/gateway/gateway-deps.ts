@@ -13,6 +13,7 @@ import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
 import type { ChannelDeps } from '../channels/connection-channels.js';
 import type { ConnectionClock } from './connection-clock.js';
+import type { PendingHandshakes } from './pending-handshakes.js';
 import type { WsConnection } from './ws-connection.js';
 
 /** The gateway's parts, as its routes see them. */
@@ -27,9 +28,11 @@ export interface GatewayDeps {
   readonly logger: Logger;
   /** False once shutdown began: new connections are refused with 503. */
   readonly state: { accepting: boolean };
+  /** Connections admitted to presence whose WebSocket is not open yet, and the kicks kept for them. */
+  readonly handshakes: PendingHandshakes;
   /** Handed to every {@link WsConnection}. */
   readonly connection: ConnectionDeps;
-  /** Closes one connection, here or on the node holding it. */
+  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it. */
   kickConnection(user: string, conn: string, node: string, code: number, reason: string): void;
   /**
    * Closes a user's connections on every node (all, or one device's).

@@ -33,6 +33,7 @@ import { corkFlushBytes } from './tick-cork.js';
 import { guardUpgrades } from './upgrade-guard.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
+import { PendingHandshakes } from './pending-handshakes.js';
 import { presenceRoutes } from './presence-routes.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
@@ -72,6 +73,7 @@ export class Gateway implements GatewayDeps {
   readonly hub: Hub;
   readonly logger: Logger;
   readonly state = { accepting: true };
+  readonly handshakes = new PendingHandshakes();
   readonly connection: ConnectionDeps;
   /** The broadcast stream every node reads (DESIGN.md §8). */
   readonly broadcastStream: BroadcastStream;
@@ -223,10 +225,10 @@ export class Gateway implements GatewayDeps {
     for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq);
   }
 
-  /** Closes one connection, here or on the node holding it. */
+  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it. */
   kickConnection(user: string, conn: string, node: string, code: number, reason: string): void {
     if (node === this.node) {
-      this.hub.connection(conn)?.close(code, reason);
+      this.#kickLocal({ t: 'kick', user, conn, code, reason });
       return;
     }
     this.#bus.kick(node, { t: 'kick', user, conn, code, reason })
@@ -264,7 +266,9 @@ export class Gateway implements GatewayDeps {
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
   }
 
+  /** Closes the local connections a kick names, and marks its pending handshakes. */
   #kickLocal(kick: KickMessage): void {
+    this.handshakes.kick(kick, { code: kick.code, reason: kick.reason });
     for (const c of this.hub.connectionsOf(kick.user)) {
       if ((kick.conn === undefined || c.id === kick.conn) && (kick.device === undefined || c.device === kick.device)) {
         c.close(kick.code, kick.reason);

@@ -225,6 +225,27 @@ test('the same device connecting again replaces its old connection (4002); other
   assert.ok(conns.some((c) => c.conn === welcome.conn), 'the new phone connection is the one present');
 });
 
+test('handshakes of one device made at the same moment leave one connection: the others close 4002, and the limit holds', async () => {
+  // All ten upgrades are under way at once: each one's presence write replaces the one
+  // before it while that one's WebSocket is not open yet (pending-handshakes.ts).
+  const token = await testToken(JWT_KEY, 'burst');
+  const clients = await Promise.all(Array.from({ length: 10 }, () => gw.connect('burst', { device: 'phone', token })));
+  const codes: number[] = [];
+  for (const c of clients) void c.closed.then(({ code }) => codes.push(code));
+  await waitUntil('nine of the ten are closed', async () => codes.length === 9);
+  assert.deepEqual(codes, Array.from({ length: 9 }, () => 4002));
+  const survivor = clients.find((c) => c.ws.readyState === c.ws.OPEN);
+  assert.ok(survivor, 'one connection stays open');
+  const [seq] = await gw.post('burst');
+  const [msg] = await survivor.msgs(1, { ack: true });
+  assert.equal(msg?.seq, seq);
+  for (const c of clients) if (c !== survivor) assert.equal(c.frames.filter((f) => f.t === 'msg').length, 0, 'a replaced connection got a message');
+  assert.equal((await presenceOf('burst')).length, 1);
+  // The user holds one connection, so four more devices fit and a sixth connection does not.
+  for (let i = 0; i < 4; i++) await gw.connectWelcomed('burst', { device: `more${i}`, token });
+  await expectRefused(gw.connect('burst', { device: 'one-too-many', token }), 429, 'RATE_LIMITED');
+});
+
 // Each of these waits for a token's expiry: they run side by side.
 describe('token lifetime on a live connection', { concurrency: true }, () => {
   test('a token expiring mid-connection closes it 4001 within a second of exp; a refresh for another user does not extend it', async () => {
