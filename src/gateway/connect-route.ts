@@ -203,6 +203,11 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (q.from === 'latest') resume = { kind: 'latest' };
       else if (q.last_seq !== undefined) resume = q.epoch === undefined ? { kind: 'after', seq: q.last_seq } : { kind: 'after', seq: q.last_seq, epoch: q.epoch };
       else {
+        // The acks this node holds for the user go to Redis first: a device that acked,
+        // closed and came straight back (or replaced its live connection) resumes after
+        // its last ack, not after the last one written (cursors are written every
+        // PIXIU_ACK_FLUSH_INTERVAL). flushAcks never rejects.
+        await deps.hub.session(claims.user)?.flushAcks();
         const cursors = await deps.inbox.cursors(claims.user);
         // Own keys only: a device named `constructor` or `toString` has no cursor yet.
         const cursor = Object.hasOwn(cursors, q.device) ? cursors[q.device] : undefined;

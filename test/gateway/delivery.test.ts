@@ -15,7 +15,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
 import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
-import type { GatewayFixture } from './gateway-fixture.js';
+import { expectPong, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome as welcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -168,6 +168,29 @@ test('two devices of one user both get everything; their cursors move independen
   await welcome(b2, 16, 50);
   await expectMsgs(b2, 16, 50, ids);
   await waitCursor(sharedInbox, 'duo', 'b', 50);
+});
+
+test('a device that acked and comes straight back resumes after its last ack, before the node has written it', async (t) => {
+  // Cursors are written every minute here: what the device acked is only in this
+  // node's memory when it comes back (closed, or replacing its live connection).
+  const { gw: server } = await startDelivery(t, 'quick', { redisUrl: redis.url, ackFlushIntervalMs: '60000' });
+  // Another device keeps the user's session on this node (a last logout writes at once).
+  const laptop = await server.connect('quick', { device: 'laptop' });
+  await welcome(laptop, 1, 0);
+  const phone = await server.connect('quick', { device: 'phone' });
+  await welcome(phone, 1, 0);
+  const ids = await postMany(server.client, 'quick', 3);
+  await expectMsgs(phone, 1, 3, ids);
+  await expectPong(phone);
+  await phone.close();
+  const back = await server.connect('quick', { device: 'phone' });
+  await welcome(back, 4, 3);
+  ids.push(...await postMany(server.client, 'quick', 2, 4));
+  await expectMsgs(back, 4, 5, ids);
+  await expectPong(back);
+  const again = await server.connect('quick', { device: 'phone' });
+  await welcome(again, 6, 5);
+  assert.equal((await back.waitClose()).code, 4002);
 });
 
 test('window: a client that never acks gets exactly W messages, then nothing until it acks; then it continues', async (t) => {
