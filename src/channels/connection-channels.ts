@@ -56,12 +56,14 @@ export class ConnectionChannels implements ChannelSubscriber {
    *   UNAVAILABLE when Redis fails
    */
   async sub(channel: string, since: string | undefined): Promise<void> {
+    // A malformed frame is INVALID_REQUEST whatever the token allows: it counts towards
+    // the bad-frame limit, where a well-formed refused one (FORBIDDEN) does not.
     if (!isChannelName(channel)) throw notAChannel(channel);
-    if (!channelAllowed(channel, this.#patterns())) {
-      throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
-    }
     if (since !== undefined && !isStreamId(since)) {
       throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED);
+    }
+    if (!channelAllowed(channel, this.#patterns())) {
+      throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
     }
     if (this.#followers.has(channel)) return;
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {

@@ -52,8 +52,9 @@ export interface ErrorFrame {
   message: string;
   /**
    * The frame refused, when it is one whose answer a client needs to match: `sub`
-   * and `unsub` name their `channel`, `refresh` names only its `t`. Absent for a frame
-   * that could not be parsed and for an `ack`. (Errors also come in the order of the
+   * and `unsub` name their `channel` (when it is a string), `refresh` names only its
+   * `t`, malformed ones too (client-frames.ts `FrameRefused`). Absent for a frame that
+   * is not JSON, not an object or of no known `t`, and for an `ack`. (Errors also come in the order of the
    * frames they answer: src/gateway/ws-connection.ts.)
    */
   ref?: ErrorRef;

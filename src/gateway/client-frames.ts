@@ -5,7 +5,8 @@
  * A frame that does not parse is answered with an `error` frame, never a crash.
  */
 import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
-import { invalid } from '../errors.js';
+import type { ErrorRef } from '../delivery/frames.js';
+import { PixiuError, invalid } from '../errors.js';
 
 /** A parsed client frame. */
 export type ClientFrame =
@@ -16,6 +17,27 @@ export type ClientFrame =
   | { readonly t: 'unsub'; readonly channel: string };
 
 const KNOWN = new Set(['ack', 'ping', 'refresh', 'sub', 'unsub']);
+
+/**
+ * A frame refused while parsing (INVALID_REQUEST). `ref` names it when it is a `sub`,
+ * `unsub` or `refresh`, whose answers a client matches to its frames (docs/protocol.md,
+ * the `error` frame); undefined for one that is not JSON, not an object, of no known
+ * `t`, or an `ack`.
+ */
+export class FrameRefused extends PixiuError {
+  readonly ref: ErrorRef | undefined;
+
+  constructor(message: string, ref: ErrorRef | undefined) {
+    super('INVALID_REQUEST', message);
+    this.ref = ref;
+  }
+}
+
+/** The `ref` of a refused `sub`, `unsub` or `refresh`: its `t`, and its `channel` when that is a string. */
+function refOf(o: Record<string, unknown>): ErrorRef | undefined {
+  if (o.t !== 'sub' && o.t !== 'unsub' && o.t !== 'refresh') return undefined;
+  return typeof o.channel === 'string' && o.t !== 'refresh' ? { t: o.t, channel: o.channel } : { t: o.t };
+}
 
 function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): void {
   for (const k of Object.keys(o)) {
@@ -33,15 +55,16 @@ function nonEmptyString(o: Record<string, unknown>, field: string, max: number):
 
 /**
  * Parses one text frame.
- * @throws PixiuError INVALID_REQUEST naming what is wrong (not JSON, not an object,
- *   unknown `t`, a field of the wrong type, an unknown field)
+ * @throws FrameRefused (INVALID_REQUEST) naming what is wrong (not JSON, not an
+ *   object, unknown `t`, a field of the wrong type, an unknown field), with the
+ *   frame's `ref` for a `sub`, `unsub` or `refresh`
  */
 export function parseClientFrame(text: string): ClientFrame {
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch {
-    throw invalid('frame is not valid JSON');
+    throw new FrameRefused('frame is not valid JSON', undefined);
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('frame must be a JSON object with a "t" field');
   const o = v as Record<string, unknown>;
@@ -51,6 +74,15 @@ export function parseClientFrame(text: string): ClientFrame {
   if (!KNOWN.has(o.t)) {
     throw invalid(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
   }
+  try {
+    return fieldsOf(o);
+  } catch (err) {
+    throw new FrameRefused(err instanceof Error ? err.message : 'malformed frame', refOf(o));
+  }
+}
+
+/** The frame of a known `t`, its fields checked. @throws PixiuError INVALID_REQUEST */
+function fieldsOf(o: Record<string, unknown>): ClientFrame {
   switch (o.t) {
     case 'ack': {
       onlyFields(o, ['seq']);

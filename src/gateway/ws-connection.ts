@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef } from '../delivery/frames.js';
-import { parseClientFrame, type ClientFrame } from './client-frames.js';
+import { FrameRefused, parseClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -250,7 +250,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     try {
       frame = parseClientFrame(data.toString());
     } catch (err) {
-      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
+      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'), err instanceof FrameRefused ? err.ref : undefined);
       return undefined;
     }
     switch (frame.t) {

@@ -113,8 +113,12 @@ test('bad sub and unsub frames get an error frame; the connection stays healthy 
   ];
   for (const k of cases) {
     client.send(k.frame);
+    // Every refused sub or unsub is named in `ref`, its channel too when it is a string.
+    const { t, channel } = k.frame as { t: string; channel?: unknown };
+    const ref = typeof channel === 'string' ? { t, channel } : { t };
     try {
-      await expectErrorFrame(client, 'INVALID_REQUEST', k.message);
+      const f = await expectErrorFrame(client, 'INVALID_REQUEST', k.message);
+      assert.deepEqual(f.ref, ref);
     } catch (err) {
       assert.fail(`${k.what}: ${(err as Error).message}`);
     }
@@ -124,6 +128,21 @@ test('bad sub and unsub frames get an error frame; the connection stays healthy 
   await subscribe(client, probe, P, 'ok.a');
   const id = await publish(gw.client, 'ok.a', 'still here');
   await expectPub(client, 'ok.a', id, 'still here');
+});
+
+test('a malformed sub is INVALID_REQUEST also on a channel the token does not allow, and counts towards the bad-frame limit', async () => {
+  const client = await connectWith(gw, 'narrow', ['ok.*']);
+  // Well-formed but not allowed: FORBIDDEN, which does not count.
+  client.send({ t: 'sub', channel: 'zz.a' });
+  await expectErrorFrame(client, 'FORBIDDEN', /does not allow/);
+  // A bad since is a malformed frame whatever the channel.
+  client.send({ t: 'sub', channel: 'zz.a', since: 'not-an-id' });
+  const f = await expectErrorFrame(client, 'INVALID_REQUEST', /since must be a publication id/);
+  assert.deepEqual(f.ref, { t: 'sub', channel: 'zz.a' });
+  // Twenty of them are tolerated (one is above); the next closes the connection 4003.
+  for (let i = 1; i < 20; i++) client.send({ t: 'sub', channel: 'zz.a', since: 'not-an-id' });
+  client.send({ t: 'sub', channel: 'zz.a', since: 'not-an-id' });
+  assert.equal((await client.waitClose()).code, 4003);
 });
 
 test('a since out of the stream id range is INVALID_REQUEST naming the frame, never UNAVAILABLE', async () => {

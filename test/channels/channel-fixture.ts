@@ -92,11 +92,12 @@ export async function pubIds(client: TestClient, n: number): Promise<string[]> {
 }
 
 /** Reads the next frame and asserts it is an `error` with `code` (and a message matching `message`); then the connection still answers a ping. */
-export async function expectErrorFrame(client: TestClient, code: string, message?: RegExp): Promise<void> {
+export async function expectErrorFrame(client: TestClient, code: string, message?: RegExp): Promise<Frame> {
   const f = await client.next();
   assert.equal(f.t, 'error', JSON.stringify(f));
   assert.equal(f.code, code, JSON.stringify(f));
   assert.equal(typeof f.message, 'string');
   if (message !== undefined) assert.match(f.message as string, message);
   await expectPong(client);
+  return f;
 }

@@ -77,6 +77,17 @@ test('a refresh whose sub is not a valid user id is refused UNAUTHORIZED, naming
   await expectPong(client);
 });
 
+test('a refresh frame without a usable token is refused INVALID_REQUEST, naming the refresh', async () => {
+  const { client } = await gw.connectWelcomed('refresh-shape');
+  for (const frame of [{ t: 'refresh' }, { t: 'refresh', token: 5 }, { t: 'refresh', token: '' }]) {
+    client.send(frame);
+    assert.deepEqual(await client.nextOf('error'), {
+      t: 'error', code: 'INVALID_REQUEST', message: 'refresh frame needs token: a string of 1-8192 characters', ref: { t: 'refresh' },
+    }, JSON.stringify(frame));
+  }
+  await expectPong(client);
+});
+
 test('a refresh with a token expiring before the current one is refused and keeps the later exp', async () => {
   const long = await testToken(JWT_KEY, 'refresher', { ttlSec: 3600 });
   const { client } = await gw.connectWelcomed('refresher', { token: long });
