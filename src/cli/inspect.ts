@@ -15,7 +15,7 @@ import { Inbox } from '../inbox/inbox.js';
 import { createRedis } from '../redis/client.js';
 import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
-import { addConfigOptions, configFromOptions } from './config-options.js';
+import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs', 'inboxCap'] as const;
 
@@ -49,8 +49,10 @@ export function inspectCommand(): Command {
     .argument('<uid>', 'the user id')
     .option('--after-seq <n>', 'list entries after this seq', '0')
     .option('--limit <n>', 'most entries to list (1-10000)', '20');
-  addConfigOptions(inboxCmd, KEYS);
+  // inspect reads a running service's Redis; it never starts one.
+  addConfigOptions(inboxCmd, KEYS, { redisUrl: 'Redis to read, redis://, rediss:// or unix:// URL; unset: the embedded Redis of a `pixiu serve` running on the data dir' });
   inboxCmd.action(async (uid: string) => {
+    checkUserId(uid);
     const config = configFromOptions(inboxCmd, KEYS);
     const opts = inboxCmd.opts<{ afterSeq: string; limit: string }>();
     const after = intOption(opts.afterSeq, '--after-seq', 0, Number.MAX_SAFE_INTEGER, 0);

@@ -1,0 +1,69 @@
+/**
+ * `pixiu inspect` (ops): `id` decodes a MsgID; `inbox` prints a user's inbox bounds,
+ * entries and ack cursors from Redis, reading a running service's Redis and never
+ * starting one. Bad input exits 1 with a message saying what was wrong.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { openInbox } from '../harness/checks.js';
+import { cleanupList, runCli, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+let redis: RedisServer;
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  try {
+    await files.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+test('inspect id decodes a MsgID; a malformed one exits 1 naming the rule', async () => {
+  const id = encodeMsgId({ partition: 5, kind: MsgKind.room, counter: 42 });
+  const run = await runCli(['inspect', 'id', id]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout), { id, partition: 5, kind: 'room', counter: 42 });
+  const bad = await runCli(['inspect', 'id', 'xyz']);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /16/);
+});
+
+test('inspect inbox prints the epoch, bounds, entries after --after-seq and the ack cursors', async () => {
+  const { inbox } = await openInbox(files, redis.url, 'insp:');
+  const ids = [1, 2, 3].map((counter) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter }));
+  let epoch = '';
+  for (const id of ids) epoch = (await inbox.append('ann', id, MsgKind.user)).epoch;
+  await inbox.ack('ann', 'phone', 2, epoch);
+  const run = await runCli(['inspect', 'inbox', 'ann', '--after-seq', '1', '--limit', '1'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' });
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout), {
+    user: 'ann', epoch, firstSeq: 1, latestSeq: 3, entries: [{ seq: 2, id: ids[1], kind: MsgKind.user }], cursors: { phone: 2 },
+  });
+});
+
+test('inspect inbox refuses a user id that is not one, and says so', async () => {
+  for (const uid of ['a b', 'tab\there', '']) {
+    const run = await runCli(['inspect', 'inbox', uid], { PIXIU_REDIS_URL: redis.url });
+    assert.equal(run.code, 1, uid);
+    assert.equal(run.stdout, '');
+    assert.match(run.stderr, /invalid user id/, uid);
+  }
+});
+
+test('inspect inbox without a Redis URL reads the embedded Redis of a running serve, never starts one; --help says so', async (t) => {
+  const dataDir = await tempDataDir(t);
+  const run = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_DATA_DIR: dataDir });
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /no PIXIU_REDIS_URL and no embedded Redis running under .*start `pixiu serve` or set PIXIU_REDIS_URL/);
+  const help = await runCli(['inspect', 'inbox', '--help']);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout.replace(/\s+/g, ' '), /--redis-url <value> Redis to read, .* unset: the embedded Redis of a `pixiu serve` running on the data dir/);
+  assert.doesNotMatch(help.stdout, /start a local redis-server/);
+});
