@@ -3,26 +3,19 @@
  * entries and ack cursors from Redis, reading a running service's Redis and never
  * starting one. Bad input exits 1 with a message saying what was wrong.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { openInbox } from '../harness/checks.js';
-import { cleanupList, runCli, tempDataDir } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
+import { runCli, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
 
 let redis: RedisServer;
-const files = cleanupList();
+let files: CleanupList;
 
-before(async () => {
-  redis = await RedisServer.start();
-});
-
-after(async () => {
-  try {
-    await files.run();
-  } finally {
-    await redis?.destroy();
-  }
+fileRedis(async (ctx) => {
+  ({ redis, cleanup: files } = ctx);
 });
 
 test('inspect id decodes a MsgID; a malformed one exits 1 naming the rule', async () => {
