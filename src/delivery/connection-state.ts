@@ -34,14 +34,16 @@ export interface Conn {
 /**
  * Reports seqs `c.sent + 1 .. to` as missing on connection `c`: by extending `gap`,
  * the gap frame sent last, when it ends right before them (its effect is not performed
- * yet), else with a new gap frame. Advances `c.sent` to `to`.
+ * yet) and is marked alike, else with a new gap frame. Advances `c.sent` to `to`.
+ * @param redelivered the seqs were sent on `c` before (a redelivery round): the gap is
+ *   marked `redelivered`, as a `msg` sent again is (docs/protocol.md)
  * @returns the gap frame that now ends at `to`
  */
-export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame {
-  if (gap && gap.to === c.sent) {
+export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[], redelivered = false): GapFrame {
+  if (gap && gap.to === c.sent && (gap.redelivered === true) === redelivered) {
     gap.to = to;
   } else {
-    gap = { t: 'gap', from: c.sent + 1, to };
+    gap = redelivered ? { t: 'gap', from: c.sent + 1, to, redelivered: true } : { t: 'gap', from: c.sent + 1, to };
     effects.push({ kind: 'send', conn: c.id, frame: gap });
   }
   c.sent = to;

@@ -30,6 +30,8 @@ export interface GapFrame {
   t: 'gap';
   from: number;
   to: number;
+  /** True when these seqs were sent on this connection before (as `msg`) and their content expired since: a redelivery round's gap. */
+  redelivered?: true;
 }
 
 /** The inbox was recreated: forget the old last_seq; seqs restart under `epoch`. */

@@ -299,11 +299,12 @@ export class UserMachine {
       if (entry.seq <= c.sent) continue;
       // A hole in the stream (an entry removed by hand): the page starts at or before
       // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
-      if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects);
+      if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects, entry.seq - 1 <= c.redeliverUpTo);
       const record = records[i];
       if (!record) {
-        // Content expired or vanished: a gap of that seq (merged with the one before).
-        gap = gapThrough(c, entry.seq, gap, effects);
+        // Content expired or vanished: a gap of that seq (merged with the one before),
+        // marked when the seq went out before (its content expired since).
+        gap = gapThrough(c, entry.seq, gap, effects, entry.seq <= c.redeliverUpTo);
       } else {
         gap = undefined;
         const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };

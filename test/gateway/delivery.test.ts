@@ -277,6 +277,23 @@ test('a live message POSTed while a device catches up on a 2,000-message backlog
   assert.equal(await client.receivesWithin(100), false);
 });
 
+test('a sent message whose content expires before its redelivery round comes back as a gap marked redelivered', async (t) => {
+  const { gw: server } = await startDelivery(t, 'redo-exp', { redisUrl: redis.url, ackTimeoutMs: '1500', redeliveryBackoffMs: '5000' });
+  const client = await server.connect('rexp', { device: 'phone' });
+  await welcome(client, 1, 0);
+  const expiring = await postOne(server.client, 'rexp', { ttl: 1 });
+  const kept = await postOne(server.client, 'rexp');
+  await expectMsgs(client, 1, 2, [expiring.id, kept.id], 1, { ackEvery: 0 });
+  // The round an ack timeout later: seq 1 expired meanwhile, seq 2 is resent.
+  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 1, redelivered: true });
+  const again = await expectFrame(client, 'msg');
+  assert.deepEqual([again.seq, again.id, again.redelivered], [2, kept.id, true]);
+  // A new message after it is neither.
+  const live = await postOne(server.client, 'rexp');
+  const next = await expectFrame(client, 'msg');
+  assert.deepEqual([next.seq, next.id, next.redelivered], [3, live.id, undefined]);
+});
+
 test('content that expired reaches the client as a gap of its seq, and later messages still arrive', async () => {
   const first = await postOne(shared.client, 'eve');
   const expiring = await postOne(shared.client, 'eve', { ttl: 1 });
