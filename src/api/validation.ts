@@ -36,6 +36,12 @@ export function installValidators(app: FastifyInstance): void {
       done(null, undefined);
       return;
     }
+    // A route that takes no body (DELETE …/connections, GET) is not refused for an
+    // empty one sent with a JSON content type, as many HTTP clients do by default.
+    if ((body as Buffer).length === 0 && req.routeOptions.schema?.body === undefined) {
+      done(null, undefined);
+      return;
+    }
     // JSON between systems is UTF-8 (RFC 8259 §8.1). Decoded anyway, bytes that are
     // not would become U+FFFD: another user id, another client_msg_id, silently.
     if (!isUtf8(body as Buffer)) {
