@@ -2,7 +2,8 @@
  * `pixiu connect <uid>`: a small WebSocket client for trying Pixiu out and for ops.
  * It mints its own token with the configured key, connects, prints every frame as a
  * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
- * server closing) prints `{"last_seq", "epoch"}` — the values to resume with.
+ * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. It exits
+ * 0 when it closed the connection itself, 1 when the server did (4002, 4001, 1001, …).
  */
 import { Command, Option } from 'commander';
 import WebSocket from 'ws';
@@ -29,7 +30,7 @@ export function connectCommand(): Command {
   const cmd = new Command('connect')
     .description('connect as <uid> over WebSocket, print each frame as a JSON line, ack, and print last_seq and epoch on exit')
     .argument('<uid>', 'the user to connect as (a token is minted with the configured key)')
-    .option('--url <url>', 'service URL (default http://PIXIU_HOST:PIXIU_PORT)')
+    .option('--url <url>', 'service URL, http(s) or ws(s) (default http://PIXIU_HOST:PIXIU_PORT)')
     .addOption(new Option('--device <device>', 'device id').default('cli'))
     .option('--last-seq <n>', 'resume after this seq')
     .option('--epoch <epoch>', 'the epoch --last-seq belongs to (as printed on exit; null: none)')
@@ -54,7 +55,7 @@ export function connectCommand(): Command {
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }
-    const service = new URL(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
+    const service = serviceUrl(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
     const base = new URL(service);
     base.protocol = service.protocol === 'https:' ? 'wss:' : 'ws:';
     base.pathname = '/v1/connect';
@@ -70,7 +71,28 @@ export function connectCommand(): Command {
 }
 
 /**
+ * The service's HTTP URL from `--url`: http(s), or ws(s) for the same service.
+ * @throws StartupError for text that is not such a URL
+ */
+function serviceUrl(text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new StartupError(`invalid --url ${JSON.stringify(text)}: give the service's URL, like http://127.0.0.1:8080`);
+  }
+  const secure = url.protocol === 'https:' || url.protocol === 'wss:';
+  if (!secure && url.protocol !== 'http:' && url.protocol !== 'ws:') {
+    throw new StartupError(`invalid --url ${JSON.stringify(text)}: the scheme must be http, https, ws or wss`);
+  }
+  url.protocol = secure ? 'https:' : 'http:';
+  return url;
+}
+
+/**
  * Connects and prints frames until the socket closes or the process is interrupted.
+ * The exit code becomes 1 when the server ended the connection (any close but the
+ * client's own 1000: replaced 4002, token expired 4001, shutdown 1001, …).
  * @param url the `/v1/connect` URL; `service` the HTTP URL it was made from
  */
 async function run(url: URL, service: URL, token: string, ack: boolean, count: number): Promise<void> {
@@ -104,10 +126,11 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
         epoch = frame.epoch;
         lastSeq = 0;
       } else if (frame.t === 'gap' && typeof frame.to === 'number') {
-        lastSeq = frame.to;
+        // A redelivery round's gap or msg is of a seq sent before: last_seq never goes back.
+        lastSeq = Math.max(lastSeq ?? 0, frame.to);
         if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.to }));
       } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
-        lastSeq = frame.seq;
+        lastSeq = Math.max(lastSeq ?? 0, frame.seq);
         received += 1;
         if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.seq }));
         if (received >= count) ws.close(1000, 'done');
@@ -115,6 +138,7 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
     });
     ws.on('close', (code, reason) => {
       process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}\n`);
+      if (code !== 1000) process.exitCode = 1;
       resolve();
     });
   });

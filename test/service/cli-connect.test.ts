@@ -2,12 +2,13 @@
  * `pixiu connect <uid>` ended with Ctrl-C, as the README walkthrough does: the client
  * closes 1000 (`closed 1000 bye` on stderr), exits 0, and its last stdout line is the
  * `{"last_seq", "epoch"}` to resume from — against the real service on a real port.
+ * Closed by the server instead (4002), it exits 1; a --url it cannot use exits 1.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
 const JWT_SECRET = 'cli-connect-tests-hs256-secret-of-32-chars';
@@ -89,4 +90,27 @@ test('pixiu connect to an inbox that did not exist yet (welcome epoch null) prin
   assert.deepEqual(await again.exited, { code: 0, signal: null }, again.stderr());
   const frames = again.lines().filter((l) => l.startsWith('{"t"')).map((l) => JSON.parse(l) as { t: string; seq?: number });
   assert.deepEqual(frames.map((f) => (f.t === 'msg' ? `msg ${f.seq}` : f.t)), ['welcome', 'msg 3']);
+});
+
+test('pixiu connect closed by the server (replaced by the same device, 4002) exits 1, still printing where to resume', { timeout: 60_000 }, async (t) => {
+  assert.equal(await post('bruno', 'one'), 1);
+  const first = spawnCli(['connect', 'bruno', '--device', 'phone', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  const welcome = JSON.parse(await first.line((l) => l.startsWith('{"t":"welcome"'), 'the welcome frame')) as { epoch: string };
+  await first.line(msgLine(1), 'msg 1');
+  // The same device again, through a ws:// URL (the same service).
+  const second = spawnCli(['connect', 'bruno', '--device', 'phone', '--url', server.service.url.replace(/^http/, 'ws')], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  await second.line((l) => l.startsWith('{"t":"welcome"'), 'the second welcome frame');
+  assert.deepEqual(await first.exited, { code: 1, signal: null }, first.stderr());
+  assert.match(first.stderr(), /^closed 4002 replaced by a new connection of the same device\n$/);
+  assert.deepEqual(JSON.parse(first.lines().at(-1) as string), { last_seq: 1, epoch: welcome.epoch });
+  second.signal('SIGINT');
+  assert.deepEqual(await second.exited, { code: 0, signal: null }, second.stderr());
+});
+
+test('pixiu connect --url with another scheme, or not a URL, exits 1 naming --url', async () => {
+  for (const url of ['ftp://127.0.0.1:8080', 'not a url']) {
+    const run = await runCli(['connect', 'cleo', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET });
+    assert.equal(run.code, 1, url);
+    assert.match(run.stderr, /invalid --url/, url);
+  }
 });
