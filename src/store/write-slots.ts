@@ -10,6 +10,10 @@
  * instead, a waiting partition's batch stays open and takes in every put that arrives
  * until a thread is free: the same wait, one write less for the late puts, and fewer,
  * larger writes (fewer fsyncs) when the pool is the bottleneck.
+ *
+ * Fewer slots than threads (1 or 2) made larger batches still (10.3 and 6.1 puts per
+ * write against 3.3 under single POSTs) but no faster ingest, single or batch, in
+ * alternating runs of bench:ingest (bench/README.md, 2026-12-01 AMD session).
  */
 
 /** The size of the libuv thread pool of this process: `UV_THREADPOOL_SIZE`, default 4. */
