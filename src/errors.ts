@@ -97,6 +97,33 @@ export function isPixiuError(err: unknown, code?: ErrorCode): err is PixiuError 
   return err instanceof PixiuError && (code === undefined || err.code === code);
 }
 
+/** Log fields of an expected outage: see {@link outageFields}. */
+export interface OutageFields {
+  /** The failure's message. */
+  readonly reason: string;
+  /** Its cause's message, when it has one that says something else. */
+  readonly cause?: string;
+  /** Its code, when it has a string one (`UNAVAILABLE`, `ECONNREFUSED`, …). */
+  readonly code?: string;
+}
+
+/**
+ * What to log of a failure that an outage explains (Redis or another node down,
+ * expected and retried): its message, its cause's and its code, no stack, as the HTTP
+ * API logs its 503s (src/api/error-handler.ts, docs/api.md "Errors"). A stack per
+ * retry, every few seconds for the length of an outage, says nothing more.
+ */
+export function outageFields(err: unknown): OutageFields {
+  const e = err as { message?: unknown; code?: unknown; cause?: { message?: unknown } } | null | undefined;
+  const reason = typeof e?.message === 'string' ? e.message : String(err);
+  const cause = e?.cause?.message;
+  return {
+    reason,
+    ...(typeof cause === 'string' && cause !== reason ? { cause } : {}),
+    ...(typeof e?.code === 'string' ? { code: e.code } : {}),
+  };
+}
+
 /**
  * A start-up failure: a bad configuration value, a store partition that cannot be
  * opened, a missing `redis-server`. The process prints `message` and exits non-zero;

@@ -9,7 +9,7 @@
 import { maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { PixiuError, type ErrorCode } from '../errors.js';
+import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -149,11 +149,7 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
     if (err.code === 'UNAVAILABLE') {
       // Expected while Redis or another node is down, and answered 503 + Retry-After:
       // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug).
-      const cause = err.cause as { message?: unknown } | undefined;
-      req.log.warn({
-        code: err.code, reason: err.message,
-        ...(typeof cause?.message === 'string' && cause.message !== err.message ? { cause: cause.message } : {}),
-      }, 'request unavailable');
+      req.log.warn(outageFields(err), 'request unavailable');
     } else if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
     else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
     onError?.(err, req);

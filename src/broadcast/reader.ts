@@ -11,6 +11,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { parseBroadcastEntry, type BroadcastEntry } from './broadcast-stream.js';
+import { outageFields } from '../errors.js';
 
 /** How long one XREAD blocks, ms; the loop notices `stop()` within this. */
 const BLOCK_MS = 5000;
@@ -103,7 +104,7 @@ export class BroadcastReader {
         if (!this.#running) break;
         const wait = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)] ?? 5000;
         failures += 1;
-        this.#opts.logger.warn({ err, after: this.#last, retryInMs: wait }, 'broadcast read failed');
+        this.#opts.logger.warn({ ...outageFields(err), after: this.#last, retryInMs: wait }, 'broadcast read failed');
         let timer: NodeJS.Timeout | undefined;
         await this.#unlessStopped(new Promise<void>((resolve) => { timer = setTimeout(resolve, wait); }));
         clearTimeout(timer);

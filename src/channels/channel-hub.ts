@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { pubFrame, type ChannelEntry } from './channel-stream.js';
+import { outageFields } from '../errors.js';
 
 /** A local subscriber of a channel. */
 export interface ChannelSubscriber {
@@ -94,7 +95,7 @@ export class ChannelHub {
       await redisCall(() => this.#subscriber.unsubscribe(topic));
     } catch (err) {
       this.#stale.set(topic, channel);
-      this.#logger.warn({ err, channel }, 'channel unsubscribe failed; retried when redis is back');
+      this.#logger.warn({ ...outageFields(err), channel }, 'channel unsubscribe failed; retried when redis is back');
     }
   }
 

@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
+import { outageFields } from '../errors.js';
 
 /** A fresh node id: host, pid and a random suffix, `[A-Za-z0-9._-]` only. */
 export function newNodeId(): string {
@@ -46,7 +47,7 @@ export class NodeRegistry {
   async start(): Promise<void> {
     await this.#renew();
     this.#timer = setInterval(() => {
-      this.#renew().catch((err: unknown) => this.#opts.logger.warn({ err }, 'node registration renewal failed'));
+      this.#renew().catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'node registration renewal failed'));
     }, this.#opts.intervalMs);
     this.#timer.unref();
   }

@@ -18,7 +18,7 @@
  */
 import os from 'node:os';
 import type { Logger } from '../logger.js';
-import { StartupError } from '../errors.js';
+import { StartupError, outageFields } from '../errors.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 
@@ -113,7 +113,7 @@ export class StoreOwnership {
     logger.info({ store: this.storeId, url: lease.url }, 'store lease held');
     this.#timer = setInterval(() => {
       this.#renewing ??= renew()
-        .catch((err: unknown) => logger.warn({ err, store: this.storeId }, 'store lease renewal failed'))
+        .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId }, 'store lease renewal failed'))
         .finally(() => { this.#renewing = undefined; });
     }, LEASE_RENEW_MS);
     this.#timer.unref();

@@ -14,7 +14,7 @@
  *   null, which readers would show as a `gap` and the user would lose the message.
  *   Delivery retries later; history answers 503 with Retry-After.
  */
-import { PixiuError, unavailable } from '../errors.js';
+import { PixiuError, outageFields, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
@@ -243,7 +243,7 @@ export class StoreRouter implements RecordReader {
     } catch (err) {
       this.#opts.owners.forget(storeId);
       if (err instanceof PixiuError && err.code === 'UNAVAILABLE') throw err;
-      this.#opts.logger?.warn({ err, store: storeId, url: lease.url, node: lease.node }, 'remote record read failed');
+      this.#opts.logger?.warn({ ...outageFields(err), store: storeId, url: lease.url, node: lease.node }, 'remote record read failed');
       throw unavailable(`the node holding message store ${storeId} cannot be read now; retry later`, err);
     }
   }

@@ -38,6 +38,7 @@ import { presenceRoutes } from './presence-routes.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
+import { outageFields } from '../errors.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;
@@ -232,7 +233,7 @@ export class Gateway implements GatewayDeps {
       return;
     }
     this.#bus.kick(node, { t: 'kick', user, conn, code, reason })
-      .catch((err: unknown) => this.logger.warn({ err, node, conn }, 'kick could not be sent'));
+      .catch((err: unknown) => this.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent'));
   }
 
   /** Closes a user's connections on every node (all, or one device's). */

@@ -10,7 +10,7 @@
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
-import { PixiuError } from '../errors.js';
+import { PixiuError, outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
@@ -360,7 +360,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     const deps = this.#deps.broadcast;
     if (!feed || !deps) return;
     feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
-      this.#log.warn({ err }, 'broadcast catch-up failed; live broadcasts continue');
+      this.#log.warn(outageFields(err), 'broadcast catch-up failed; live broadcasts continue');
       this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
     });
   }

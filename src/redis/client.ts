@@ -9,7 +9,7 @@
  * so a command that did run before its reply was lost is harmless to resend.
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { PixiuError, unavailable } from '../errors.js';
+import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 /** Options of {@link createRedis}. */
@@ -60,7 +60,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   let lastError = '';
   redis.on('error', (err: Error) => {
     // ioredis emits one error per failed (re)connect; log changes, not repeats.
-    if (err.message !== lastError) opts.logger?.warn({ err, redis: opts.name }, 'redis connection error');
+    if (err.message !== lastError) opts.logger?.warn({ ...outageFields(err), redis: opts.name }, 'redis connection error');
     lastError = err.message;
   });
   redis.on('ready', () => {

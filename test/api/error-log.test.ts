@@ -1,7 +1,8 @@
 /**
  * How failed requests are logged (docs/api.md): a 503 UNAVAILABLE (Redis or another
  * node down: expected, answered with Retry-After) is a warning naming the reason and
- * its cause, with no stack; only 500 INTERNAL (a bug) is an error with the stack.
+ * its cause, with no stack, and so are the warnings of background work the outage
+ * fails; only 500 INTERNAL (a bug) is an error with the stack.
  * The real service in this process, its log captured from a pino destination.
  */
 import { after, before, test } from 'node:test';
@@ -14,7 +15,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { startService } from '../../src/service/service.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
-import { expectError } from '../harness/checks.js';
+import { expectError, waitUntil } from '../harness/checks.js';
 
 type LogLine = Record<string, unknown> & { level: number; msg?: string };
 
@@ -67,6 +68,22 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.ok(!JSON.stringify(warn).includes('"stack"'), `no stack: ${JSON.stringify(warn)}`);
   const errors = logged.filter((l) => l.level >= 50 && l.msg === 'request failed');
   assert.deepEqual(errors, [], 'no error-level request log for a 503');
+});
+
+test('background work that an outage fails warns with its reason, without a stack', async () => {
+  await redis.stop();
+  const from = lines.length;
+  try {
+    // The clients' reconnect attempts fail while Redis is away: one warning each.
+    await waitUntil('a redis connection error is logged', async () => lines.slice(from).some((l) => l.msg === 'redis connection error'), 10_000);
+  } finally {
+    await redis.restart();
+  }
+  const background = lines.slice(from).filter((l) => l.level === 40);
+  const connection = background.find((l) => l.msg === 'redis connection error');
+  assert.equal(typeof connection?.reason, 'string', JSON.stringify(connection));
+  const withStack = background.filter((l) => JSON.stringify(l).includes('"stack"'));
+  assert.deepEqual(withStack, [], 'no stack in an outage warning');
 });
 
 test('a 500 INTERNAL is still logged at error with the stack', async () => {
