@@ -69,9 +69,4 @@ export class PendingHandshakes {
     this.#byConn.delete(conn);
     return p?.kick;
   }
-
-  /** How many handshakes are pending (tests, metrics). */
-  get size(): number {
-    return this.#byConn.size;
-  }
 }
