@@ -68,14 +68,28 @@ const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
 /**
  * Wraps a coercing validator so that its integer properties accept only plain decimal
  * digits: Ajv's coercion reads the text with `Number()`, which also takes `1e3`,
- * `0x10`, `" 1"` and `1.0`, and `after_seq=1e3` would then page from 1000.
+ * `0x10`, `" 1"` and `1.0`, and `after_seq=1e3` would then page from 1000. A
+ * parameter that is not a list and is given more than once is refused as such.
  */
 export function withPlainIntegers(validate: ValidateFunction, schema: unknown): ValidateFunction {
   const props = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
   const integers = Object.keys(props).filter((k) => props[k]?.type === 'integer');
-  if (integers.length === 0) return validate;
+  // A parameter given twice (`?limit=1&limit=2`) arrives as an array: say so, rather
+  // than "must be integer" about a value the client never wrote.
+  const singles = Object.keys(props).filter((k) => props[k]?.type !== 'array');
+  if (integers.length === 0 && singles.length === 0) return validate;
   const wrapped = ((data: unknown, ...rest: unknown[]) => {
     if (typeof data === 'object' && data !== null) {
+      for (const name of singles) {
+        const v = (data as Record<string, unknown>)[name];
+        if (Array.isArray(v)) {
+          wrapped.errors = [{
+            instancePath: `/${name}`, schemaPath: `#/properties/${name}`, keyword: 'type',
+            params: { type: 'single value' }, message: `is given ${v.length} times; give it once`,
+          }];
+          return false;
+        }
+      }
       for (const name of integers) {
         const v = (data as Record<string, unknown>)[name];
         if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {

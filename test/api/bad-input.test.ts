@@ -256,6 +256,11 @@ test('integer query parameters take plain decimal digits only: 1e3, 0x10, " 1", 
       assert.match(message, new RegExp(`querystring/${param} must be an integer`), `${param}=${bad}`);
     }
   }
+  // Given twice: said as such, not as a type error about a value never written.
+  for (const param of ['after_seq', 'limit']) {
+    const message = expectError(await server.client.get(`/v1/users/${RECIPIENT}/messages?${param}=1&${param}=2`), 400, 'INVALID_REQUEST');
+    assert.equal(message, `querystring/${param} is given 2 times; give it once`);
+  }
   // Plain digits still work, 0 included.
   const page = await server.client.get(`/v1/users/${RECIPIENT}/messages?after_seq=1&limit=1`);
   assert.equal(page.status, 200, page.text);

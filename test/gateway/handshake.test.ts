@@ -134,6 +134,13 @@ test('bad query parameters are refused with 400', async () => {
     assert.ok(message.length > 0, JSON.stringify(params));
     if (params.last_seq !== undefined && params.from === undefined) assert.match(message, /last_seq/, JSON.stringify(params));
   }
+  // A parameter given twice is refused as such, before the upgrade.
+  const token = await testToken(JWT_KEY, 'parm');
+  for (const name of ['device', 'last_seq']) {
+    const answer = await upgradeAnswer(new URL(`/v1/connect?${name}=1&${name}=2`, gw.url), token);
+    assert.equal(answer.status, 400, name);
+    assert.deepEqual(JSON.parse(answer.body), { error: { code: 'INVALID_REQUEST', message: `querystring/${name} is given 2 times; give it once` } });
+  }
   // The same user with good parameters connects: the refusals were about the parameters.
   const good = await gw.connect('parm', { params: { last_seq: '0', from: undefined } });
   assert.equal((await good.next()).t, 'welcome');
@@ -164,19 +171,19 @@ test('the 6th connection of a user is refused 429, counted across nodes through 
   assert.equal(welcome.device, 'd6');
 });
 
-/** Sends a GET /v1/connect upgrade request by hand; resolves with the HTTP status it is refused with. */
-function rawUpgrade(url: string, token: string, headers: Record<string, string>): Promise<number> {
-  const u = new URL('/v1/connect?device=raw', url);
+/** Sends an upgrade request to `url` by hand; resolves with the HTTP status and body it is refused with. */
+function upgradeAnswer(url: URL, token: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(u, {
+    const req = http.request(url, {
       headers: {
         authorization: `Bearer ${token}`, connection: 'Upgrade', upgrade: 'websocket',
         'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-version': '13', ...headers,
       },
     });
     req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
+      let body = '';
+      res.on('data', (c: Buffer) => { body += c.toString(); });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('upgrade', (_res, socket) => {
       socket.destroy();
@@ -193,7 +200,7 @@ test('a request that never becomes a WebSocket holds no place in presence', asyn
   const asUser = new PixiuClient(gw.url, token);
   for (let i = 0; i < 6; i++) expectError(await asUser.get(`/v1/connect?device=d${i}`), 400, 'INVALID_REQUEST', /WebSocket/);
   // An upgrade refused for its handshake headers (an unknown version).
-  assert.equal(await rawUpgrade(gw.url, token, { 'sec-websocket-version': '99' }), 400);
+  assert.equal((await upgradeAnswer(new URL('/v1/connect?device=raw', gw.url), token, { 'sec-websocket-version': '99' })).status, 400);
   await waitUntil('no presence entry is left behind', async () => (await presenceOf('plain')).length === 0);
   // The user still has all five places.
   for (let i = 0; i < 5; i++) await gw.connectWelcomed('plain', { device: `w${i}` });
