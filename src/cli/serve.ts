@@ -12,6 +12,7 @@ import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
+import { nonWebOrigins } from '../gateway/connect-route.js';
 
 /**
  * A signal this soon after the first (ms) repeats it rather than asking for a forced
@@ -31,6 +32,10 @@ export function serveCommand(): Command {
     const logger = createLogger(config.logLevel);
     const unknown = unknownSettingVariables(process.env);
     if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');
+    const oddOrigins = nonWebOrigins(config.allowedOrigins);
+    if (oddOrigins.length > 0) {
+      logger.warn({ origins: oddOrigins }, 'PIXIU_ALLOWED_ORIGINS entries that name no web origin (scheme://host[:port]): each allows only an Origin header equal to it (right for chrome-extension://…, a typo otherwise)');
+    }
     // Secrets are resolved (and generated on a first start) before anything else starts,
     // and shown at once: a start that fails later (a port in use) must not swallow them.
     const secrets = await loadSecrets(config);

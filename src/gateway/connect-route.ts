@@ -82,6 +82,18 @@ export function originAllowed(origin: string | undefined, host: string | undefin
   return host !== undefined && serializedOrigin(`${new URL(origin).protocol}//${host}`) === own;
 }
 
+/**
+ * The entries of a `PIXIU_ALLOWED_ORIGINS` list that name no web origin (RFC 6454:
+ * `scheme://host[:port]`, an http(s) URL): a typo like `notaurl`, or a non-web origin
+ * like `chrome-extension://id`. Such an entry allows only an Origin header equal to
+ * it, which is right for the second and silently useless for the first; `serve` warns
+ * about them at start. (`https://App.example.com/` is a web origin: it is compared as
+ * `https://app.example.com`.)
+ */
+export function nonWebOrigins(allowed: readonly string[]): string[] {
+  return allowed.filter((a) => a !== '*' && serializedOrigin(a) === undefined);
+}
+
 /** The RFC 6454 serialization of a URL's origin; undefined when it has none. */
 function serializedOrigin(text: string): string | undefined {
   try {

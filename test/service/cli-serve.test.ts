@@ -127,3 +127,14 @@ test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over thos
   expectError(await asUser(await sign(latin1)).get('/v1/me/messages'), 401, 'UNAUTHORIZED', /invalid token/);
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
+
+test('an entry of PIXIU_ALLOWED_ORIGINS that names no web origin is warned about at start', { timeout: 60_000 }, async (t) => {
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'origins:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+    PIXIU_LOG_LEVEL: 'info', PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com',
+  }, t);
+  const warned = serve.stdout().split('\n').filter((l) => l.includes('PIXIU_ALLOWED_ORIGINS')).map((l) => JSON.parse(l) as { level: number; origins: string[] });
+  assert.equal(warned.length, 1, serve.stdout());
+  assert.deepEqual([warned[0]?.level, warned[0]?.origins], [40, ['notaurl']]);
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
+});

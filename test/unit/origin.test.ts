@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { originAllowed } from '../../src/gateway/connect-route.js';
+import { nonWebOrigins, originAllowed } from '../../src/gateway/connect-route.js';
 
 test('a request without Origin (a non-browser client) is allowed under every setting', () => {
   for (const allowed of [[], ['*'], ['https://app.example.com']]) {
@@ -74,4 +74,10 @@ test('a malformed Origin is refused', () => {
     assert.equal(originAllowed(origin, 'pixiu.example.com', []), false, `same-host rule: ${JSON.stringify(origin)}`);
     assert.equal(originAllowed(origin, 'pixiu.example.com', ['https://pixiu.example.com']), false, `list: ${JSON.stringify(origin)}`);
   }
+});
+
+test('nonWebOrigins names the list entries that are no serialized web origin, for the start-up warning', () => {
+  // Entries compared as origins (a trailing slash, upper case) are web origins.
+  assert.deepEqual(nonWebOrigins(['*', 'https://app.example.com', 'http://localhost:3000', 'https://App.example.com/']), []);
+  assert.deepEqual(nonWebOrigins(['notaurl', 'chrome-extension://abc', 'https://ok.example', 'null']), ['notaurl', 'chrome-extension://abc', 'null']);
 });
