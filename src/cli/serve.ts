@@ -48,6 +48,11 @@ export function serveCommand(): Command {
         : 'HS256 secret for client JWTs (mint one with `pixiu token <uid>`)';
       process.stderr.write(`pixiu: generated the ${what}; it is kept in ${file} and shown only now:\n  ${value}\n`);
     }
+    for (const name of secrets.overridden) {
+      logger.warn({ file: path.join(secrets.dir, name) }, name === 'jwt-secret'
+        ? 'the client-token key is configured, so this generated jwt-secret is not used; pixiu token and pixiu connect with this data dir sign with it unless given the same key'
+        : 'PIXIU_API_TOKEN is set, so this generated api-token is not used');
+    }
     const service = await startService(config, logger, secrets);
     /** When the shutdown began (performance.now()), once it has. */
     let stoppingSince: number | undefined;

@@ -138,3 +138,18 @@ test('an entry of PIXIU_ALLOWED_ORIGINS that names no web origin is warned about
   assert.deepEqual([warned[0]?.level, warned[0]?.origins], [40, ['notaurl']]);
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
+
+test('a start with a configured key and token warns about the generated secrets of an earlier start that they override', { timeout: 60_000 }, async (t) => {
+  const dataDir = await tempDataDir(t);
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'override:', PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' };
+  const warnings = (stdout: string): string[] => stdout.split('\n').filter((l) => l.includes('is not used'))
+    .map((l) => (JSON.parse(l) as { file: string }).file);
+  // A first start generates both; it has nothing to warn about.
+  const first = await spawnServe(env, t);
+  assert.deepEqual(warnings(first.stdout()), []);
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
+  // Then both are configured: the generated files are left, and named.
+  const second = await spawnServe({ ...env, PIXIU_API_TOKEN: 'override-test-api-token-0123456789', PIXIU_JWT_SECRET: 'override-test-jwt-secret-of-32-chars-or-more' }, t);
+  assert.deepEqual(warnings(second.stdout()).sort(), [path.join(dataDir, 'secrets', 'api-token'), path.join(dataDir, 'secrets', 'jwt-secret')]);
+  assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
+});
