@@ -7,7 +7,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifySchema } from 'fastify';
-import { invalid } from '../errors.js';
+import { PixiuError, invalid } from '../errors.js';
 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
@@ -56,6 +56,18 @@ export function installValidators(app: FastifyInstance): void {
         done(err, value);
       }
     });
+  });
+  // Any other content type is 415, but an empty body on a route that takes none is
+  // accepted whatever it is labelled (clients that always send a Content-Type), and a
+  // request no route matches is 404. Decided from the headers: a refused body is not read.
+  app.addContentTypeParser('*', (req, _payload, done) => {
+    const length = req.headers['content-length'];
+    const empty = length === '0' || (length === undefined && req.headers['transfer-encoding'] === undefined);
+    if (req.is404 || (empty && req.routeOptions.schema?.body === undefined)) {
+      done(null, undefined);
+      return;
+    }
+    done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
   });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     httpPart === 'body' ? strict.compile(schema as object) : withPlainIntegers(lenient.compile(schema as object), schema),

@@ -77,6 +77,8 @@ test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
   await rejects(t, (c) => c.request('POST', '/v1/messages', {
     body: JSON.stringify(message()), headers: { 'content-type': 'text/plain' },
   }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+  // Also an empty one: the route takes a body, and it must be JSON.
+  await rejects(t, (c) => c.request('POST', '/v1/messages', { headers: { 'content-type': 'text/plain', 'content-length': '0' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
 });
 
 test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
@@ -234,6 +236,8 @@ test('an unknown route is 404 NOT_FOUND', async (t) => {
   expectError(await server.client.request('DELETE', '/v1/messages', { headers: json }), 404, 'NOT_FOUND');
   expectError(await server.client.request('POST', '/v1/nope', { body: '{' }), 404, 'NOT_FOUND');
   expectError(await server.client.request('DELETE', '/healthz', { body: '{"a":1}' }), 404, 'NOT_FOUND');
+  // And with a content type that is not JSON.
+  expectError(await server.client.request('POST', '/v1/nope', { body: 'x', headers: { 'content-type': 'text/plain' } }), 404, 'NOT_FOUND');
 });
 
 test('a 128-character user id is readable in the history path; a bad encoding is a catalogue error', async (t) => {

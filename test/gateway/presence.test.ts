@@ -149,9 +149,11 @@ describe('presence', () => {
     const none = await gw.client.request('DELETE', '/v1/users/kia/connections');
     assert.deepEqual(none.body, { user: 'kia', closed: 0 });
     // Many HTTP clients send a JSON content type with no body: not a 400 on a route that takes none.
-    const typed = await gw.client.request('DELETE', '/v1/users/kia/connections', { headers: { 'content-type': 'application/json' } });
-    assert.equal(typed.status, 200, typed.text);
-    assert.deepEqual(typed.body, { user: 'kia', closed: 0 });
+    for (const contentType of ['application/json', 'text/plain']) {
+      const typed = await gw.client.request('DELETE', '/v1/users/kia/connections', { headers: { 'content-type': contentType } });
+      assert.equal(typed.status, 200, `${contentType}: ${typed.text}`);
+      assert.deepEqual(typed.body, { user: 'kia', closed: 0 });
+    }
     expectError(await gw.client.request('DELETE', '/v1/users/kia/connections?device=a%20b'), 400, 'INVALID_REQUEST');
   });
 
