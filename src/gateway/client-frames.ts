@@ -66,13 +66,13 @@ export function parseClientFrame(text: string): ClientFrame {
   } catch {
     throw new FrameRefused('frame is not valid JSON', undefined);
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('frame must be a JSON object with a "t" field');
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new FrameRefused('frame must be a JSON object with a "t" field', undefined);
   const o = v as Record<string, unknown>;
   // A missing or non-string `t` is named as such: `unknown frame type ""` told the
   // client nothing about what was wrong.
-  if (typeof o.t !== 'string') throw invalid('frame needs "t": one of ack, ping, refresh, sub or unsub');
+  if (typeof o.t !== 'string') throw new FrameRefused('frame needs "t": one of ack, ping, refresh, sub or unsub', undefined);
   if (!KNOWN.has(o.t)) {
-    throw invalid(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
+    throw new FrameRefused(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`, undefined);
   }
   try {
     return fieldsOf(o);

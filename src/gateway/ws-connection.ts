@@ -250,7 +250,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     try {
       frame = parseClientFrame(data.toString());
     } catch (err) {
-      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'), err instanceof FrameRefused ? err.ref : undefined);
+      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
       return undefined;
     }
     switch (frame.t) {
@@ -288,8 +288,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     });
   }
 
-  /** Answers a malformed frame; too many close the connection 4003 (protocol abuse). */
-  #refuse(err: PixiuError, ref?: ErrorRef): void {
+  /** Answers a malformed frame (`ref`: by default the one a FrameRefused names); too many close the connection 4003 (protocol abuse). */
+  #refuse(err: PixiuError, ref = err instanceof FrameRefused ? err.ref : undefined): void {
     this.#badFrames += 1;
     if (this.#badFrames > MAX_BAD_FRAMES) {
       this.close(CloseCode.protocolAbuse, 'too many malformed frames');
