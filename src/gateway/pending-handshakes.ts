@@ -40,24 +40,12 @@ export class PendingHandshakes {
     this.#byConn.set(conn, { user, device });
   }
 
-  /**
-   * Marks every pending handshake `target` names to close with `kick` once open.
-   * @returns how many were marked
-   */
-  kick(target: KickTarget, kick: Kick): number {
-    let marked = 0;
-    const mark = (p: Pending): void => {
-      if (p.user !== target.user || (target.device !== undefined && p.device !== target.device)) return;
-      p.kick ??= kick;
-      marked++;
-    };
-    if (target.conn !== undefined) {
-      const p = this.#byConn.get(target.conn);
-      if (p !== undefined) mark(p);
-    } else {
-      for (const p of this.#byConn.values()) mark(p);
+  /** Marks every pending handshake `target` names to close with `kick` once open (the first kick stays). */
+  kick(target: KickTarget, kick: Kick): void {
+    const pending = target.conn !== undefined ? [this.#byConn.get(target.conn)] : this.#byConn.values();
+    for (const p of pending) {
+      if (p !== undefined && p.user === target.user && (target.device === undefined || p.device === target.device)) p.kick ??= kick;
     }
-    return marked;
   }
 
   /**
