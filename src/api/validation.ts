@@ -6,7 +6,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { FastifyInstance, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { PixiuError, invalid } from '../errors.js';
 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
@@ -30,15 +30,7 @@ export function installValidators(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    // A request no route matches is answered 404 whatever its body: fastify parses the
-    // body before its not-found handler runs, so a bad or empty one would be a 400.
-    if (req.is404) {
-      done(null, undefined);
-      return;
-    }
-    // A route that takes no body (DELETE …/connections, GET) is not refused for an
-    // empty one sent with a JSON content type, as many HTTP clients do by default.
-    if ((body as Buffer).length === 0 && req.routeOptions.schema?.body === undefined) {
+    if (bodyIgnored(req, (body as Buffer).length === 0)) {
       done(null, undefined);
       return;
     }
@@ -57,21 +49,29 @@ export function installValidators(app: FastifyInstance): void {
       }
     });
   });
-  // Any other content type is 415, but an empty body on a route that takes none is
-  // accepted whatever it is labelled (clients that always send a Content-Type), and a
-  // request no route matches is 404. Decided from the headers: a refused body is not read.
+  // Any other content type is 415, unless the body is ignored (bodyIgnored). Decided
+  // from the headers: a refused body is not read.
   app.addContentTypeParser('*', (req, _payload, done) => {
     const length = req.headers['content-length'];
-    const empty = length === '0' || (length === undefined && req.headers['transfer-encoding'] === undefined);
-    if (req.is404 || (empty && req.routeOptions.schema?.body === undefined)) {
+    if (bodyIgnored(req, length === '0' || (length === undefined && req.headers['transfer-encoding'] === undefined))) {
       done(null, undefined);
       return;
     }
     done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
   });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
-    httpPart === 'body' ? strict.compile(schema as object) : withPlainIntegers(lenient.compile(schema as object), schema),
+    httpPart === 'body' ? strict.compile(schema as object) : withPlainParameters(lenient.compile(schema as object), schema),
   );
+}
+
+/**
+ * True when a request's body is not parsed, whatever its content type: no route matches
+ * it (404 whatever the body; fastify parses the body before its not-found handler runs,
+ * so a bad or empty one would be a 400), or it is empty and its route takes none
+ * (`DELETE …/connections` from HTTP clients that always send a Content-Type).
+ */
+function bodyIgnored(req: FastifyRequest, empty: boolean): boolean {
+  return req.is404 || (empty && req.routeOptions.schema?.body === undefined);
 }
 
 /** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */
@@ -83,13 +83,14 @@ const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
  * `0x10`, `" 1"` and `1.0`, and `after_seq=1e3` would then page from 1000. A
  * parameter that is not a list and is given more than once is refused as such.
  */
-export function withPlainIntegers(validate: ValidateFunction, schema: unknown): ValidateFunction {
+export function withPlainParameters(validate: ValidateFunction, schema: unknown): ValidateFunction {
   const props = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
   const integers = Object.keys(props).filter((k) => props[k]?.type === 'integer');
   // A parameter given twice (`?limit=1&limit=2`) arrives as an array: say so, rather
   // than "must be integer" about a value the client never wrote.
   const singles = Object.keys(props).filter((k) => props[k]?.type !== 'array');
-  if (integers.length === 0 && singles.length === 0) return validate;
+  // (Integers are among the singles.)
+  if (singles.length === 0) return validate;
   const wrapped = ((data: unknown, ...rest: unknown[]) => {
     if (typeof data === 'object' && data !== null) {
       for (const name of singles) {
