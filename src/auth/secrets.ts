@@ -5,7 +5,8 @@
  * `PIXIU_JWKS_URL`) is configured. Each is printed once, when it is generated.
  */
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
@@ -132,16 +133,6 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
   const jwt = await resolveJwtKey(config);
   if (jwt.generated) generated.push('jwt-secret');
   const configured = { 'api-token': config.apiToken !== undefined, 'jwt-secret': jwt.source.kind !== 'secret' || config.jwtSecret !== undefined };
-  const overridden: string[] = [];
-  for (const [name, set] of Object.entries(configured)) if (set && await exists(path.join(dir, name))) overridden.push(name);
+  const overridden = Object.entries(configured).filter(([name, set]) => set && existsSync(path.join(dir, name))).map(([name]) => name);
   return { apiToken, jwt: jwt.source, generated, overridden, dir };
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await access(file);
-    return true;
-  } catch {
-    return false;
-  }
 }
