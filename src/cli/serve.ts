@@ -53,6 +53,9 @@ export function serveCommand(): Command {
         ? 'the client-token key is configured, so this generated jwt-secret is not used; pixiu token and pixiu connect with this data dir sign with it unless given the same key'
         : 'PIXIU_API_TOKEN is set, so this generated api-token is not used');
     }
+    // A crash (an uncaught exception, or a rejection no one handled) still exits 1 with
+    // Node's report on stderr; the log gets it too, as one fatal line with its stack.
+    process.on('uncaughtExceptionMonitor', (err, origin) => logger.fatal({ err, origin }, 'pixiu crashed'));
     const service = await startService(config, logger, secrets);
     /** When the shutdown began (performance.now()), once it has. */
     let stoppingSince: number | undefined;

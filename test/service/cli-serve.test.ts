@@ -2,13 +2,14 @@
  * `pixiu serve` from the outside (DESIGN.md §10, README): without `redis-server` it
  * exits 1 with the command that installs it; secrets it generates on a first start are
  * kept in the data dir, printed that once, and used again by the next start; and
- * `PIXIU_JWT_SECRET` is the HS256 key as its UTF-8 bytes.
+ * `PIXIU_JWT_SECRET` is the HS256 key as its UTF-8 bytes; and a crash is logged.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { SignJWT } from 'jose';
 import { REDIS_INSTALL_HINT } from '../../src/redis/local-server.js';
 import { expectError } from '../harness/checks.js';
@@ -152,4 +153,19 @@ test('a start with a configured key and token warns about the generated secrets 
   const second = await spawnServe({ ...env, PIXIU_API_TOKEN: 'override-test-api-token-0123456789', PIXIU_JWT_SECRET: 'override-test-jwt-secret-of-32-chars-or-more' }, t);
   assert.deepEqual(warnings(second.stdout()).sort(), [path.join(dataDir, 'secrets', 'api-token'), path.join(dataDir, 'secrets', 'jwt-secret')]);
   assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
+});
+
+test('a crash of serve (a rejection no one handled) is one fatal log line with its stack, and exit 1', { timeout: 60_000 }, async (t) => {
+  const preload = fileURLToPath(new URL('../harness/crash-on-signal.mjs', import.meta.url));
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'crash:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+    PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: `--import ${preload}`,
+  }, t);
+  serve.proc.kill('SIGUSR2');
+  assert.deepEqual(await serve.exited, { code: 1, signal: null }, serve.stderr());
+  const fatal = serve.stdout().split('\n').filter((l) => l.includes('"level":60')).map((l) => JSON.parse(l) as { msg: string; origin: string; err: { message: string; stack: string } });
+  assert.equal(fatal.length, 1, serve.stdout());
+  assert.equal(fatal[0]?.msg, 'pixiu crashed');
+  assert.equal(fatal[0]?.origin, 'unhandledRejection');
+  assert.match(fatal[0]?.err.stack ?? '', /induced crash[^\n]*\n\s+at /);
 });

@@ -30,6 +30,11 @@ async function embeddedDataDir(t: TestContext): Promise<{ dataDir: string; env: 
   return { dataDir, env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' }, pidFile };
 }
 
+/** What a serve printed, for the message of a failed exit check: stderr, then the end of its log. */
+function output(serve: { stdout(): string; stderr(): string }): string {
+  return `stderr:\n${serve.stderr()}\nstdout (end):\n${serve.stdout().slice(-6000)}`;
+}
+
 test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTERM, and a restart finds the messages', { timeout: 60_000 }, async (t) => {
   const { dataDir, env, pidFile } = await embeddedDataDir(t);
 
@@ -45,8 +50,7 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
   const sent = await new PixiuClient(first.url, token).post('/v1/messages', { to: 'kim', type: 't', data: { n: 1 } });
   assert.equal(sent.status, 201, sent.text);
 
-  const exit = await first.term();
-  assert.deepEqual(exit, { code: 0, signal: null });
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, output(first));
   assert.ok(!isAlive(redisPid), 'the redis-server it started is gone');
   assert.ok(first.stderr().includes(token), 'the generated API token is printed on first start');
   assert.match(first.stdout(), /"msg":"pixiu stopped"/);
@@ -56,7 +60,7 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
   assert.equal(history.status, 200, history.text);
   const page = history.body as { messages: Array<{ id: string; seq: number; data: unknown }> };
   assert.deepEqual(page.messages.map((m) => [m.seq, m.id, m.data]), [[1, (sent.body as { id: string }).id, { n: 1 }]]);
-  assert.deepEqual(await second.term(), { code: 0, signal: null });
+  assert.deepEqual(await second.term(), { code: 0, signal: null }, output(second));
   assert.ok(!second.stderr().includes(token), 'the token is not printed again');
 });
 
@@ -75,7 +79,7 @@ test('the embedded redis-server is supervised: killed while serving, it is resta
     (await api.post('/v1/messages', { to: 'lou', type: 't', data: 1, client_msg_id: 'again' })).status === 201, 20_000);
   assert.match(serve.stdout(), /redis-server exited .* restarting it/);
   const restartedPid = Number(await readFile(pidFile, 'utf8'));
-  assert.deepEqual(await serve.term(), { code: 0, signal: null });
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
   assert.ok(!isAlive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
 });
 
@@ -88,7 +92,7 @@ test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped w
   const second = await spawnServe(env, t);
   assert.equal(second.stdout().match(/adopting redis-server left running/g)?.length, 1, second.stdout());
   assert.equal(Number(await readFile(pidFile, 'utf8')), orphan, 'no second server on the same AOF');
-  assert.deepEqual(await second.term(), { code: 0, signal: null });
+  assert.deepEqual(await second.term(), { code: 0, signal: null }, output(second));
   assert.ok(!isAlive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
 });
 
@@ -105,6 +109,6 @@ test('a second serve on a data dir in use refuses to start and leaves the runnin
   const token = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
   const posted = await new PixiuClient(first.url, token).post('/v1/messages', { to: 'ana', type: 't', data: 1 });
   assert.equal(posted.status, 201, posted.text);
-  assert.deepEqual(await first.term(), { code: 0, signal: null });
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, output(first));
   assert.ok(!isAlive(redisPid), 'and stops it on SIGTERM as before');
 });
