@@ -1,12 +1,19 @@
 /**
- * The node flags `npm start` gives `pixiu serve`, read from package.json's start
- * script, so that the benches run the server as a user's `npm start` does (today:
- * V8's heap growing factor, see docs/decisions.md, "Garbage collection").
+ * How `npm start` runs `pixiu serve`, so that the benches run the server as a user's
+ * `npm start` does: the compiled `dist/cli/main.js` (built first, as the start script
+ * builds it), with the node flags of package.json's start script (today: V8's heap
+ * growing factor, see docs/decisions.md, "Garbage collection").
+ *
+ * Why the compiled build and not the TypeScript source under tsx, which the tests run:
+ * tsx's transform wraps every function it names in a `__name(fn, "…")` call (esbuild's
+ * keepNames), closures made per message included; batch ingest ran 12 – 15 % faster
+ * from dist/ in four alternating 8 s runs (2026-12-01, bench/README.md).
  *
  * @throws Error when the start script no longer has the shape
  *   `… exec node [--flag=value …] dist/cli/main.js serve`: the benches would
  *   otherwise measure a server set up unlike the one users run
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT } from '../../test/harness/pixiu-server.js';
@@ -24,3 +31,17 @@ export function serveNodeFlags(): string[] {
 
 /** {@link serveNodeFlags}, read once when a bench loads. */
 export const SERVE_NODE_FLAGS: readonly string[] = serveNodeFlags();
+
+/** The entry point the start script runs: `dist/cli/main.js`, absolute. */
+export const SERVE_MAIN = path.join(REPO_ROOT, 'dist/cli/main.js');
+
+/**
+ * Builds `dist/` as the start script does (`npm run build`), so {@link SERVE_MAIN} is
+ * the code of this tree. Call once before spawning the server; the build's errors go
+ * to stderr.
+ *
+ * @throws Error when the build fails
+ */
+export function buildServe(): void {
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+}
