@@ -27,7 +27,7 @@ const KNOWN = new Set(['ack', 'ping', 'refresh', 'sub', 'unsub']);
 export class FrameRefused extends PixiuError {
   readonly ref: ErrorRef | undefined;
 
-  constructor(message: string, ref: ErrorRef | undefined) {
+  constructor(message: string, ref?: ErrorRef) {
     super('INVALID_REQUEST', message);
     this.ref = ref;
   }
@@ -64,15 +64,15 @@ export function parseClientFrame(text: string): ClientFrame {
   try {
     v = JSON.parse(text);
   } catch {
-    throw new FrameRefused('frame is not valid JSON', undefined);
+    throw new FrameRefused('frame is not valid JSON');
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new FrameRefused('frame must be a JSON object with a "t" field', undefined);
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new FrameRefused('frame must be a JSON object with a "t" field');
   const o = v as Record<string, unknown>;
   // A missing or non-string `t` is named as such: `unknown frame type ""` told the
   // client nothing about what was wrong.
-  if (typeof o.t !== 'string') throw new FrameRefused('frame needs "t": one of ack, ping, refresh, sub or unsub', undefined);
+  if (typeof o.t !== 'string') throw new FrameRefused('frame needs "t": one of ack, ping, refresh, sub or unsub');
   if (!KNOWN.has(o.t)) {
-    throw new FrameRefused(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`, undefined);
+    throw new FrameRefused(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
   }
   try {
     return fieldsOf(o);
