@@ -27,7 +27,7 @@
 import os from 'node:os';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { cleanupList, PixiuClient, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { buildServe, SERVE_MAIN, SERVE_NODE_FLAGS } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
 import { WsSwarm, type SwarmConn } from '../test/harness/ws-swarm.js';
 import { printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -78,7 +78,7 @@ try {
   // `pixiu serve` built and run as npm start does, and the profiler's flags when asked for.
   buildServe();
   const profArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
-  const pixiu = await spawnListening([...SERVE_NODE_FLAGS, ...profArgs, SERVE_MAIN, 'serve'], env, cleanup);
+  const pixiu = await spawnListening(serveArgs(profArgs), env, cleanup);
   // A profile is written when the process exits by itself: SIGTERM before the clean-up's SIGKILL.
   if (profileDir !== undefined) cleanup.after(() => pixiu.term());
   const api = new PixiuClient(pixiu.url, API_TOKEN);
@@ -130,7 +130,7 @@ try {
   }
 
   printConditions({
-    pixiu: `pixiu serve child process, node ${SERVE_NODE_FLAGS.join(' ')} dist/cli/main.js as npm start`,
+    pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}`,
     connections: CONNECTIONS, burst: BURST, rounds: ROUNDS, 'PIXIU_BROADCAST_RATE': RATE,
     'frame bytes': Buffer.byteLength(frame), 'load avg (1 min) during rounds': range(loads, 2),
   });

@@ -50,7 +50,7 @@ import { PixiuClient, REPO_ROOT, cleanupList, spawnListening, tempDataDir, type 
 import { MESSAGE_TEXT } from './lib/message-text.js';
 import type { StepResult, TargetKind } from './lib/e2e-protocol.js';
 import { LoadProcess } from './lib/load-process.js';
-import { buildServe, SERVE_MAIN, SERVE_NODE_FLAGS } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
 import { CpuMeter } from './lib/proc-stats.js';
 import { CRITERION, GRACE_MS, RateSearch, judge, roundRate } from './lib/rate-search.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
   try {
     // --cpu-prof is not allowed in NODE_OPTIONS: it goes with the node arguments.
     const profArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
-    const pixiu = await spawnListening([...SERVE_NODE_FLAGS, ...profArgs, '--import', GC_HOOK, SERVE_MAIN, 'serve'], {
+    const pixiu = await spawnListening(serveArgs([...profArgs, '--import', GC_HOOK]), {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc', ...JSON.parse(process.env.BENCH_E2E_SERVER_ENV ?? '{}') as Record<string, string>,
     }, files);
@@ -172,7 +172,7 @@ async function main(): Promise<void> {
     printConditions({
       'load average at start': loadAtStart,
       redis: `${/redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown'} (private, AOF off)`,
-      pixiu: `pixiu serve child process, node ${SERVE_NODE_FLAGS.join(' ')} dist/cli/main.js as npm start, default settings (store fsync, 8 partitions, window 100)${cpuProfDir ? ', --cpu-prof' : ''}`,
+      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, default settings (store fsync, 8 partitions, window 100)${cpuProfDir ? ', --cpu-prof' : ''}`,
       load: 'one child process: ws clients (one device per user, ack per msg) + node:http producers (64 keep-alive connections, open loop), '
         + 'single messages without client_msg_id, ~250-byte bodies',
     });

@@ -26,7 +26,7 @@ import { Redis } from 'ioredis';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { cleanupList, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { buildServe, SERVE_MAIN, SERVE_NODE_FLAGS } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
 import { loadRawAppend, runRawAppends } from './lib/raw-inbox.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -139,7 +139,7 @@ async function main(): Promise<void> {
   const raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
   try {
-    const pixiu = await spawnListening([...SERVE_NODE_FLAGS, SERVE_MAIN, 'serve'], {
+    const pixiu = await spawnListening(serveArgs(), {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info',
     }, files);
@@ -149,7 +149,7 @@ async function main(): Promise<void> {
     const batchBody = (tag: string) => () => JSON.stringify({ messages: Array.from({ length: BATCH_SIZE }, () => message(tag)) });
     printConditions({
       redis: `${version} (private, AOF off)`,
-      pixiu: `pixiu serve child process, node ${SERVE_NODE_FLAGS.join(' ')} dist/cli/main.js as npm start, store fsync, 8 partitions`,
+      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, store fsync, 8 partitions`,
       single: `${singleBytes}-byte body, 1 recipient of ${USERS}, unique client_msg_id, ${CONNECTIONS} connections`,
       batch: `${BATCH_SIZE} such messages per request, ${BATCH_CONNECTIONS} connections`,
       'raw inbox': `${RAW_APPENDS} appends, pipelines of ${RAW_BATCH} x ${RAW_PIPELINES}`,

@@ -36,6 +36,18 @@ export const SERVE_NODE_FLAGS: readonly string[] = serveNodeFlags();
 export const SERVE_MAIN = path.join(REPO_ROOT, 'dist/cli/main.js');
 
 /**
+ * The node arguments that run `pixiu serve` as the start script does: its flags,
+ * `nodeArgs` (a profiler's, a preload), then {@link SERVE_MAIN} `serve`. For
+ * `spawnListening` after {@link buildServe}.
+ */
+export function serveArgs(nodeArgs: readonly string[] = []): string[] {
+  return [...SERVE_NODE_FLAGS, ...nodeArgs, SERVE_MAIN, 'serve'];
+}
+
+/** How the benches' conditions line names the server: `node <flags> dist/cli/main.js as npm start`. */
+export const SERVE_DESCRIPTION = `node ${SERVE_NODE_FLAGS.join(' ')} dist/cli/main.js as npm start`;
+
+/**
  * Builds `dist/` as the start script does (`npm run build`), so {@link SERVE_MAIN} is
  * the code of this tree. Call once before spawning the server; the build's errors go
  * to stderr.
