@@ -27,7 +27,7 @@
 import os from 'node:os';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { cleanupList, PixiuClient, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, spawnCompiledServe } from './lib/serve-flags.js';
 import { WsSwarm, type SwarmConn } from '../test/harness/ws-swarm.js';
 import { printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -78,7 +78,7 @@ try {
   // `pixiu serve` built and run as npm start does, and the profiler's flags when asked for.
   buildServe();
   const profArgs = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
-  const pixiu = await spawnListening(serveArgs(profArgs), env, cleanup);
+  const pixiu = await spawnCompiledServe(profArgs, env, cleanup);
   // A profile is written when the process exits by itself: SIGTERM before the clean-up's SIGKILL.
   if (profileDir !== undefined) cleanup.after(() => pixiu.term());
   const api = new PixiuClient(pixiu.url, API_TOKEN);

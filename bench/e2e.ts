@@ -8,7 +8,7 @@
  * (c) Memory per idle connection, first, on the fresh server: 10,000 idle connections
  *     (one user each); the server's RSS and heap used from its own /metrics after a
  *     full GC (the server runs with --expose-gc in NODE_OPTIONS and a bench-only
- *     preload, bench/lib/gc-hook.ts, that collects on SIGUSR2), before and after,
+ *     preload, bench/lib/gc-hook.mjs, that collects on SIGUSR2), before and after,
  *     divided by the count. The bare relay below is measured the same way (from the
  *     hook's line: it has no /metrics), as the floor of Node + `ws`.
  * (a) Live delivery: 2,000 connected users (one device each, acking every msg);
@@ -50,7 +50,7 @@ import { PixiuClient, REPO_ROOT, cleanupList, spawnListening, tempDataDir, type 
 import { MESSAGE_TEXT } from './lib/message-text.js';
 import type { StepResult, TargetKind } from './lib/e2e-protocol.js';
 import { LoadProcess } from './lib/load-process.js';
-import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, spawnCompiledServe } from './lib/serve-flags.js';
 import { CpuMeter } from './lib/proc-stats.js';
 import { CRITERION, GRACE_MS, RateSearch, judge, roundRate } from './lib/rate-search.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
@@ -82,7 +82,7 @@ const CONFIRM_STEP_DOWNS = 2;
 const WARMUP = { rate: 500, seconds: 2 };
 /** prom-client's event-loop delay sampling interval (its `eventLoopMonitoringPrecision` default), ms. */
 const LOOP_SAMPLE_MS = 10;
-const GC_HOOK = path.join(REPO_ROOT, 'bench/lib/gc-hook.ts');
+const GC_HOOK = path.join(REPO_ROOT, 'bench/lib/gc-hook.mjs');
 const TARGETS = ['pixiu', 'bare'] as const;
 
 const cases = new Set((process.env.BENCH_E2E_CASES ?? 'c,a,b').split(',').map((s) => s.trim()));
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
   try {
     // --cpu-prof is not allowed in NODE_OPTIONS: it goes with the node arguments.
     const profArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
-    const pixiu = await spawnListening(serveArgs([...profArgs, '--import', GC_HOOK]), {
+    const pixiu = await spawnCompiledServe([...profArgs, '--import', GC_HOOK], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc', ...JSON.parse(process.env.BENCH_E2E_SERVER_ENV ?? '{}') as Record<string, string>,
     }, files);

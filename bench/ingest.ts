@@ -26,7 +26,7 @@ import { Redis } from 'ioredis';
 import { encodeMsgId, MsgKind } from '../src/ids/msg-id.js';
 import { RedisServer } from '../test/harness/redis-server.js';
 import { cleanupList, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
-import { buildServe, SERVE_DESCRIPTION, serveArgs } from './lib/serve-flags.js';
+import { buildServe, SERVE_DESCRIPTION, spawnCompiledServe } from './lib/serve-flags.js';
 import { loadRawAppend, runRawAppends } from './lib/raw-inbox.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
@@ -139,7 +139,7 @@ async function main(): Promise<void> {
   const raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
   try {
-    const pixiu = await spawnListening(serveArgs(), {
+    const pixiu = await spawnCompiledServe([], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info',
     }, files);

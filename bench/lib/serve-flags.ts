@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT } from '../../test/harness/pixiu-server.js';
+import { REPO_ROOT, spawnListening, type CleanupContext, type ServeProcess } from '../../test/harness/pixiu-server.js';
 
 const START = /\bexec node((?: --[a-z0-9-]+(?:=\S+)?)*) dist\/cli\/main\.js serve\b/;
 
@@ -37,11 +37,23 @@ export const SERVE_MAIN = path.join(REPO_ROOT, 'dist/cli/main.js');
 
 /**
  * The node arguments that run `pixiu serve` as the start script does: its flags,
- * `nodeArgs` (a profiler's, a preload), then {@link SERVE_MAIN} `serve`. For
- * `spawnListening` after {@link buildServe}.
+ * `nodeArgs` (a profiler's, a preload), then {@link SERVE_MAIN} `serve`.
  */
 export function serveArgs(nodeArgs: readonly string[] = []): string[] {
   return [...SERVE_NODE_FLAGS, ...nodeArgs, SERVE_MAIN, 'serve'];
+}
+
+/**
+ * Starts `pixiu serve` as the start script does, after {@link buildServe}: plain
+ * `node` (no tsx loader, whose module hooks run a thread of their own) with
+ * {@link serveArgs}`(nodeArgs)`. A preload in `nodeArgs` must be JavaScript.
+ *
+ * @param env added to the environment, as `spawnListening` does
+ * @param t the process is SIGKILLed when it runs its clean-ups
+ * @throws Error with its output when it exits or stays silent before listening
+ */
+export function spawnCompiledServe(nodeArgs: readonly string[], env: Record<string, string>, t: CleanupContext): Promise<ServeProcess> {
+  return spawnListening(serveArgs(nodeArgs), env, t, 'pixiu listening', { tsx: false });
 }
 
 /** How the benches' conditions line names the server: `node <flags> dist/cli/main.js as npm start`. */

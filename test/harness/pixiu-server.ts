@@ -207,18 +207,31 @@ function listeningUrl(line: string, listening: string): string | undefined {
   }
 }
 
+/** How {@link spawnListening} runs its program. */
+export interface SpawnOptions {
+  /**
+   * Load tsx first (`node --import tsx …`), so that `.ts` programs run; default true.
+   * False runs plain `node …`, as `npm start` runs the compiled `dist/cli/main.js`: the
+   * benches measure the server without tsx's module hooks and its loader thread.
+   */
+  readonly tsx?: boolean;
+}
+
 /**
- * Runs a TypeScript program (`node --import tsx <args…>`) from the repository root with
- * `env` added to an environment cleared of `PIXIU_` variables, and resolves once it
- * prints a JSON line `{"msg": <listening>, "url": …}` on stdout.
+ * Runs a program (`node --import tsx <args…>`, or `node <args…>` with `tsx: false`)
+ * from the repository root with `env` added to an environment cleared of `PIXIU_`
+ * variables, and resolves once it prints a JSON line `{"msg": <listening>, "url": …}`
+ * on stdout.
  *
  * @param t when given, the process is SIGKILLed when the test ends, if still running
  * @throws Error with its output when it exits or stays silent for 30 s before listening
  */
 export async function spawnListening(
   args: readonly string[], env: Record<string, string>, t?: CleanupContext, listening = 'pixiu listening',
+  opts: SpawnOptions = {},
 ): Promise<ServeProcess> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], {
+  const loader = opts.tsx === false ? [] : ['--import', 'tsx'];
+  const proc = spawn(process.execPath, [...loader, ...args], {
     cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = collect(proc);

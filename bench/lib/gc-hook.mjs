@@ -8,9 +8,9 @@
  * reads its own /metrics after this line; the bare relay has no /metrics, so the line
  * is its figure.
  *
- * Loaded with `--import` beside tsx; the process must run with `--expose-gc` (the
- * bench gives it in NODE_OPTIONS). Nothing of it is in src/: the service exposes no
- * new hook.
+ * Loaded with `--import`; plain JavaScript, so that the server runs without tsx, as
+ * `npm start` runs it. The process must run with `--expose-gc` (the bench gives it in
+ * NODE_OPTIONS). Nothing of it is in src/: the service exposes no new hook.
  */
 let collections = 0;
 
