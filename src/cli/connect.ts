@@ -4,6 +4,8 @@
  * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
  * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. It exits
  * 0 when it closed the connection itself, 1 when the server did (4002, 4001, 1001, …).
+ * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
+ * with no close and no exit line: there was no connection to resume.
  */
 import { Command, Option } from 'commander';
 import WebSocket from 'ws';
@@ -99,8 +101,12 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
   let lastSeq: number | undefined;
   let epoch: string | null | undefined;
   let received = 0;
+  // Until the upgrade succeeds there is no connection to report on: a refusal or a
+  // failure to connect is one error line, with no close and no exit line.
+  let opened = false;
   const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
   const finished = new Promise<void>((resolve, reject) => {
+    ws.on('open', () => { opened = true; });
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (c: Buffer) => { body += c.toString(); });
@@ -137,6 +143,7 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
       }
     });
     ws.on('close', (code, reason) => {
+      if (!opened) return;
       process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}\n`);
       if (code !== 1000) process.exitCode = 1;
       resolve();
@@ -150,10 +157,12 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
   } finally {
     process.removeListener('SIGINT', stop);
     process.removeListener('SIGTERM', stop);
-    // Welcomed before the inbox existed (epoch null), the socket never said the epoch
-    // its messages came with; the history route does.
-    if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(service, token, lastSeq ?? 0);
-    process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
+    if (opened) {
+      // Welcomed before the inbox existed (epoch null), the socket never said the epoch
+      // its messages came with; the history route does.
+      if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(service, token, lastSeq ?? 0);
+      process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * Client frames on an open connection (DESIGN.md §6): `ping` → `pong`; every bad frame
  * gets its documented answer (an `error` frame, or close 1009 for a frame over the cap,
- * or close 4003 after many) and leaves the connection and every ack cursor as they
+ * 1007 for a text frame that is not UTF-8, or close 4003 after many) and leaves the connection and every ack cursor as they
  * were; the server's own heartbeat keeps a connection that answers pings and cuts one
  * that does not.
  */
@@ -125,6 +125,18 @@ test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconn
   const { client: again } = await gw.connectWelcomed('bigframe');
   await expectPong(again);
   await expectDelivery(again, 'bigframe');
+});
+
+test('a text frame that is not valid UTF-8 closes the connection 1007 (RFC 6455 §8.1); the user reconnects fine', async () => {
+  const { client } = await gw.connectWelcomed('badutf8');
+  // A text frame (binary: false) whose bytes are not UTF-8: 0xC3 starts a two-byte
+  // sequence that 0x28 does not continue.
+  client.ws.send(Buffer.from([0x7b, 0xc3, 0x28, 0x7d]), { binary: false });
+  const { code } = await client.waitClose();
+  assert.equal(code, 1007);
+  const { client: again } = await gw.connectWelcomed('badutf8');
+  await expectPong(again);
+  await expectDelivery(again, 'badutf8');
 });
 
 test('a frame just under the cap is handled as usual', async () => {

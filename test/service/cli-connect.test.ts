@@ -2,10 +2,13 @@
  * `pixiu connect <uid>` ended with Ctrl-C, as the README walkthrough does: the client
  * closes 1000 (`closed 1000 bye` on stderr), exits 0, and its last stdout line is the
  * `{"last_seq", "epoch"}` to resume from — against the real service on a real port.
- * Closed by the server instead (4002), it exits 1; a --url it cannot use exits 1.
+ * Closed by the server instead (4002), it exits 1; a --url it cannot use exits 1; a
+ * refused upgrade or a port nobody listens on is one error line and exit 1.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { cleanupList, runCli, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
@@ -113,4 +116,22 @@ test('pixiu connect --url with another scheme, or not a URL, exits 1 naming --ur
     assert.equal(run.code, 1, url);
     assert.match(run.stderr, /invalid --url/, url);
   }
+});
+
+test('pixiu connect refused before the upgrade (400), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
+  const refused = await runCli(['connect', 'dora', '--last-seq', 'abc', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.equal(refused.stdout, '');
+  assert.match(refused.stderr, /connection refused: HTTP 400 .*last_seq/);
+  assert.doesNotMatch(refused.stderr, /closed/);
+  // A port nothing listens on: one just closed.
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  const nobody = await runCli(['connect', 'dora', '--url', `http://127.0.0.1:${port}`], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(nobody.code, 1, nobody.stderr);
+  assert.equal(nobody.stdout, '');
+  assert.match(nobody.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+  assert.doesNotMatch(nobody.stderr, /closed/);
 });
