@@ -11,9 +11,13 @@
  * - `ttl`: whole seconds, 1 s to 30 days;
  * - device: 1–64 of `[A-Za-z0-9._:-]`.
  */
+import { wordedPattern } from './pattern-rules.js';
+
+/** The user-id rule in words, as errors say it (the API's and the CLI's). */
+export const USER_ID_RULE = '1–128 characters, no whitespace or control characters';
 
 /** Pattern of a user or room id (Ajv compiles patterns with the `u` flag). */
-export const USER_ID_PATTERN = '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$';
+export const USER_ID_PATTERN = wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,128}$', USER_ID_RULE);
 const USER_ID_RE = new RegExp(USER_ID_PATTERN, 'u');
 
 /** True when `id` follows the user-id rule ({@link USER_ID_PATTERN}): for ids that come from elsewhere than a validated body (a JWT `sub`, the command line). */
@@ -33,20 +37,23 @@ export const userId = {
   type: 'string',
   minLength: 1,
   pattern: USER_ID_PATTERN,
-  description: '1–128 characters, no whitespace or control characters',
+  description: USER_ID_RULE,
 } as const;
+
+/** Pattern of a message type and of a device name. */
+const NAME_PATTERN = wordedPattern('^[A-Za-z0-9._:-]{1,64}$', '1–64 characters, each one of A-Z a-z 0-9 . _ : -');
 
 /** A message type. */
 export const messageType = {
   type: 'string',
-  pattern: '^[A-Za-z0-9._:-]{1,64}$',
+  pattern: NAME_PATTERN,
   description: '1–64 of A-Z a-z 0-9 . _ : -',
 } as const;
 
 /** A producer's idempotency key. */
 export const clientMsgId = {
   type: 'string',
-  pattern: '^[\\x20-\\x7e]{1,128}$',
+  pattern: wordedPattern('^[\\x20-\\x7e]{1,128}$', '1–128 printable ASCII characters (space to ~)'),
   description: '1–128 printable ASCII characters; the same key again returns the first result',
 } as const;
 
@@ -61,14 +68,14 @@ export const ttlSeconds = {
 /** A device name. */
 export const device = {
   type: 'string',
-  pattern: '^[A-Za-z0-9._:-]{1,64}$',
+  pattern: NAME_PATTERN,
   description: '1–64 of A-Z a-z 0-9 . _ : -',
 } as const;
 
 /** A MsgID in its 16-hex-digit form (DESIGN.md §2). */
 export const msgId = {
   type: 'string',
-  pattern: '^[0-9a-f]{16}$',
+  pattern: wordedPattern('^[0-9a-f]{16}$', 'a message id: 16 lower-case hex digits'),
   description: '16 lower-case hex digits',
 } as const;
 

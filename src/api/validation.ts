@@ -8,6 +8,7 @@ import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { PixiuError, invalid } from '../errors.js';
+import { patternFailure } from './pattern-rules.js';
 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
@@ -133,8 +134,9 @@ function isPlainJson(text: string): boolean {
 }
 
 /**
- * Formats the first Ajv error like `body/messages/3/type must match pattern "…"`,
- * naming the offending field for unknown ones (fastify's default does not).
+ * Formats the first Ajv error like `body/messages/3/type must be 1–64 characters, …`,
+ * naming the offending field for unknown ones (fastify's default does not), and the
+ * rule of a `pattern` in words (src/api/pattern-rules.ts), never the pattern.
  */
 export function describeErrors(prefix: string, errors: readonly ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
@@ -142,6 +144,9 @@ export function describeErrors(prefix: string, errors: readonly ErrorObject[] | 
   if (e.keyword === 'additionalProperties') {
     const field = String((e.params as { additionalProperty?: string }).additionalProperty);
     return `${prefix}${e.instancePath} has an unknown field ${JSON.stringify(field)}`;
+  }
+  if (e.keyword === 'pattern') {
+    return `${prefix}${e.instancePath} ${patternFailure(String((e.params as { pattern?: unknown }).pattern))}`;
   }
   return `${prefix}${e.instancePath} ${e.message ?? 'is invalid'}`;
 }

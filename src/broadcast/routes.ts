@@ -4,6 +4,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
+import { wordedPattern } from '../api/pattern-rules.js';
 import { errorBody, messageType, msgId, ttlSeconds } from '../api/schemas.js';
 import type { MessageStore } from '../store/message-store.js';
 import type { BroadcastStream } from './broadcast-stream.js';
@@ -11,7 +12,7 @@ import { publishBroadcast, type BroadcastInput } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
 
 /** A tag: 1–64 characters, no whitespace or control characters. */
-export const tagSchema = { type: 'string', pattern: '^[^\\s\\p{Cc}\\p{Cs}]{1,64}$' } as const;
+export const tagSchema = { type: 'string', pattern: wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,64}$', '1–64 characters, no whitespace or control characters') } as const;
 
 const tagList = { type: 'array', minItems: 1, maxItems: MAX_FILTER_TAGS, items: tagSchema } as const;
 

@@ -6,9 +6,10 @@
  * may be `*`, matching exactly one whole segment: `live.*.chat` allows
  * `live.stream42.chat`, not `live.a.b.chat`; a pattern `*` allows any one-segment name.
  */
+import { wordedPattern } from '../api/pattern-rules.js';
 
 /** A channel name. */
-export const CHANNEL_PATTERN = '^[A-Za-z0-9_:-]+(\\.[A-Za-z0-9_:-]+)*$';
+export const CHANNEL_PATTERN = wordedPattern('^[A-Za-z0-9_:-]+(\\.[A-Za-z0-9_:-]+)*$', 'a channel name: segments of A-Z a-z 0-9 _ : - separated by single dots (like live.stream42.chat)');
 const CHANNEL = new RegExp(CHANNEL_PATTERN);
 
 /** Longest channel name. */

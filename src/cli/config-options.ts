@@ -6,7 +6,7 @@ import { Command, Option } from 'commander';
 import ms from 'ms';
 import { loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
 import { SETTINGS, type SettingKey } from '../config/settings.js';
-import { isUserId } from '../api/schemas.js';
+import { isUserId, USER_ID_RULE } from '../api/schemas.js';
 import { StartupError } from '../errors.js';
 
 /**
@@ -59,6 +59,6 @@ export function configFromOptions(cmd: Command, only?: readonly SettingKey[]): C
  */
 export function checkUserId(uid: string): void {
   if (!isUserId(uid)) {
-    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: 1–128 characters, no whitespace or control characters`);
+    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: ${USER_ID_RULE}`);
   }
 }

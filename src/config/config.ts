@@ -4,7 +4,7 @@
  * variable and what it accepts.
  */
 import path from 'node:path';
-import { Ajv } from 'ajv';
+import { Ajv, type ErrorObject } from 'ajv';
 import ms from 'ms';
 import { StartupError } from '../errors.js';
 import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
@@ -103,6 +103,22 @@ function accepts(spec: SettingSpec): string {
   return `${spec.doc}${bounds}${choices}`;
 }
 
+/**
+ * What is wrong with the value of a {@link SettingSpec.secret} setting, without the
+ * value: its length against the bound it misses (in characters, as Ajv counts
+ * `minLength`: code points), or that its form is not the one required.
+ */
+function secretProblem(text: string, errors: readonly ErrorObject[] | null | undefined): string {
+  const length = [...text].length;
+  const said = new Set((errors ?? []).map((e) => {
+    const limit = (e.params as { limit?: number }).limit;
+    if (e.keyword === 'minLength') return `it is ${length} characters long, under the minimum of ${limit}`;
+    if (e.keyword === 'maxLength') return `it is ${length} characters long, over the maximum of ${limit}`;
+    return 'it does not have the required form';
+  }));
+  return said.size > 0 ? [...said].join('; ') : 'it cannot be read';
+}
+
 function schemaFor(spec: SettingSpec): Record<string, unknown> {
   const num = { minimum: spec.min, maximum: spec.max };
   switch (spec.kind) {
@@ -146,7 +162,8 @@ export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
  * @param overrides setting text by key, normally from CLI flags
  * @returns the frozen {@link Config}; `dataDir` is made absolute against the cwd
  * @throws StartupError naming the variable (or flag) and what it accepts, for every
- *   bad value at once; also when more than one JWT key source is set
+ *   bad value at once, with the value unless the setting is secret (then what is wrong
+ *   with it instead); also when more than one JWT key source is set
  */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -167,7 +184,9 @@ export function loadConfig(
     const value = parseText(spec, text);
     const validate = validators.get(key);
     if (value === undefined || (validate !== undefined && !validate(value))) {
-      problems.push(`${source}=${JSON.stringify(text)} is not valid: it accepts ${accepts(spec)}`);
+      problems.push(spec.secret === true
+        ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); it accepts ${accepts(spec)}`
+        : `${source}=${JSON.stringify(text)} is not valid: it accepts ${accepts(spec)}`);
       continue;
     }
     out[key] = value;

@@ -36,6 +36,13 @@ export interface SettingSpec {
   readonly choices?: readonly string[];
   /** Extra JSON-schema keywords for the parsed value (e.g. a `pattern`). */
   readonly schema?: Readonly<Record<string, unknown>>;
+  /**
+   * The value is a credential or may hold one (a password in a URL, a private key
+   * given for a public one): an error about it names the setting and what is wrong
+   * (its length against the bound, or that its form is wrong), never the value, so
+   * that a near-miss secret does not land in a terminal or a log.
+   */
+  readonly secret?: boolean;
 }
 
 const KiB = 1024;
@@ -49,7 +56,7 @@ export const SETTINGS = {
   port: { env: 'PIXIU_PORT', flag: 'port', kind: 'int', default: 8080, min: 0, max: 65535, doc: 'HTTP and WebSocket port, 0 to 65535 (0: any free port)' },
   dataDir: { env: 'PIXIU_DATA_DIR', flag: 'data-dir', kind: 'string', default: 'storage', doc: 'data root: store partitions, generated secrets, the local Redis (a path)', schema: { minLength: 1 } },
   advertiseUrl: { env: 'PIXIU_ADVERTISE_URL', flag: 'advertise-url', kind: 'string', default: undefined, doc: 'base URL other nodes reach this node at, to read the messages its store holds (http:// or https://); unset: http://<host>:<port>, with 0.0.0.0 and :: read as 127.0.0.1 (one machine only)', schema: { pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' } },
-  redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' } },
+  redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' }, secret: true },
   redisPrefix: { env: 'PIXIU_REDIS_PREFIX', flag: 'redis-prefix', kind: 'string', default: 'px:', doc: 'prefix of every Redis key (1-32 chars, no braces or whitespace)', schema: { pattern: '^[^{}\\s]{1,32}$' } },
   redisCommandTimeoutMs: { env: 'PIXIU_REDIS_COMMAND_TIMEOUT', flag: 'redis-command-timeout', kind: 'duration', default: 2 * SECOND, min: 10, max: 60 * SECOND, doc: 'how long one Redis command may take before it fails as UNAVAILABLE, 10ms to 60s' },
   partitions: { env: 'PIXIU_PARTITIONS', flag: 'partitions', kind: 'int', default: 8, min: 1, max: 256, doc: 'store partitions, a power of two from 1 to 256', schema: { enum: [1, 2, 4, 8, 16, 32, 64, 128, 256] } },
@@ -61,9 +68,9 @@ export const SETTINGS = {
   requestTimeoutMs: { env: 'PIXIU_REQUEST_TIMEOUT', flag: 'request-timeout', kind: 'duration', default: 60 * SECOND, min: 100, max: 600 * SECOND, doc: 'time an HTTP request (line, headers and body) may take to arrive, 100ms to 600s; over it: 408 and the connection is closed (checked every quarter of it, at most every 30s)' },
   maxBodyBytes: { env: 'PIXIU_MAX_BODY_BYTES', flag: 'max-body-bytes', kind: 'int', default: 8 * MiB, min: KiB, max: 256 * MiB, doc: 'largest HTTP request body in bytes (a batch counts as one body)' },
   inboxCap: { env: 'PIXIU_INBOX_CAP', flag: 'inbox-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'entries kept per user inbox; older ones are trimmed (clients see a gap)' },
-  apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, at least 16 chars; unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 } },
-  jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 } },
-  jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI) verifying client JWTs (RS256, ES256 or EdDSA)', schema: { pattern: '-----BEGIN PUBLIC KEY-----' } },
+  apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, at least 16 chars; unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 }, secret: true },
+  jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 }, secret: true },
+  jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI) verifying client JWTs (RS256, ES256 or EdDSA)', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true },
   jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https:// or http://) with the keys verifying client JWTs', schema: { pattern: '^https?://' } },
   allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect, * for any; empty: only the request\'s own host' },
   maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },

@@ -16,6 +16,7 @@ import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import type { ResumeRequest } from '../delivery/machine.js';
+import { wordedPattern } from '../api/pattern-rules.js';
 import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
 import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
@@ -53,7 +54,7 @@ const connectQuery = {
     last_seq: { ...seqCursor, description: 'the last seq this device received; delivery resumes after it' },
     epoch: { type: 'string', minLength: 1, maxLength: 64, description: 'the epoch last_seq belongs to' },
     from: { type: 'string', enum: ['latest'], description: 'latest: skip history, only new messages' },
-    last_bseq: { type: 'string', pattern: '^\\d{1,20}-\\d{1,20}$', description: 'the last broadcast received' },
+    last_bseq: { type: 'string', pattern: wordedPattern('^\\d{1,20}-\\d{1,20}$', 'a bseq as a bcast frame gives it: two whole numbers joined by - (like 1718000000000-0)'), description: 'the last broadcast received' },
     token: { type: 'string', minLength: 1, maxLength: 8192, description: 'the JWT, when no Authorization header can be set' },
   },
 } as const;

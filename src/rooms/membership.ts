@@ -6,6 +6,7 @@
  * a member added later never receives earlier room messages.
  */
 import type { Redis, Result } from 'ioredis';
+import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
@@ -26,7 +27,7 @@ declare module 'ioredis' {
 const SLOTS_PER_MS = 1000;
 
 /** A page cursor: the join slot of the last member listed, a decimal integer. */
-export const MEMBER_CURSOR_PATTERN = '^[0-9]{1,17}$';
+export const MEMBER_CURSOR_PATTERN = wordedPattern('^[0-9]{1,17}$', 'the next_cursor of an earlier page (1–17 decimal digits)');
 
 /** The error for a room without members: it does not exist (DESIGN.md §8). */
 export function roomNotFound(room: string): PixiuError {

@@ -94,6 +94,22 @@ test('pixiu serve with PIXIU_PORT=abc exits 1 naming PIXIU_PORT', async (t) => {
   assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
 });
 
+test('pixiu serve and pixiu token with a bad secret exit 1 naming the setting, and never print the secret', async (t) => {
+  const dataDir = await tempDataDir(t);
+  const runs: Array<[string[], Record<string, string>, string, RegExp]> = [
+    [['serve'], { PIXIU_JWT_SECRET: 'supersecretvalue-too-short' }, 'supersecretvalue-too-short', /PIXIU_JWT_SECRET is not valid: it is 26 characters long, under the minimum of 32/],
+    [['serve'], { PIXIU_API_TOKEN: 'near-miss-api-t' }, 'near-miss-api-t', /PIXIU_API_TOKEN is not valid: it is 15 characters long, under the minimum of 16/],
+    [['token', 'alice', '--jwt-secret', 'sh0rt-s3cret'], {}, 'sh0rt-s3cret', /--jwt-secret is not valid: it is 12 characters long, under the minimum of 32/],
+  ];
+  for (const [args, env, secret, expected] of runs) {
+    const run = await runCli(args, { PIXIU_DATA_DIR: dataDir, ...env });
+    assert.equal(run.code, 1, args.join(' '));
+    assert.match(run.stderr, expected);
+    assert.ok(!run.stderr.includes(secret) && !run.stdout.includes(secret), `the secret is printed: ${run.stderr}${run.stdout}`);
+  }
+  assert.deepEqual(await readdir(dataDir), [], 'nothing was started or created');
+});
+
 test('pixiu serve --help states the unit of durations, with readable defaults', async () => {
   const run = await runCli(['serve', '--help']);
   assert.equal(run.code, 0, run.stderr);

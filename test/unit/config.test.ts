@@ -80,6 +80,30 @@ test('a bad value is a startup error naming the variable and what it accepts', (
   }
 });
 
+test('a bad secret is never shown: the message names the setting and what is wrong with the value', () => {
+  const privateKey = '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHiddenKeyMaterial\n-----END PRIVATE KEY-----';
+  const cases: Array<[Record<string, string>, Partial<Record<'jwtSecret', string>>, string, RegExp]> = [
+    [{ PIXIU_JWT_SECRET: 'supersecretvalue-too-short' }, {}, 'supersecretvalue-too-short', /PIXIU_JWT_SECRET is not valid: it is 26 characters long, under the minimum of 32 \(the value is not shown\); it accepts HS256 secret/],
+    [{}, { jwtSecret: 'sh0rt-s3cret' }, 'sh0rt-s3cret', /--jwt-secret is not valid: it is 12 characters long, under the minimum of 32/],
+    [{ PIXIU_API_TOKEN: 'near-miss-token' }, {}, 'near-miss-token', /PIXIU_API_TOKEN is not valid: it is 15 characters long, under the minimum of 16/],
+    [{ PIXIU_API_TOKEN: 'k'.repeat(513) }, {}, 'k'.repeat(20), /PIXIU_API_TOKEN is not valid: it is 513 characters long, over the maximum of 512/],
+    // Characters, as the bound counts them: code points, not UTF-16 units or bytes.
+    [{ PIXIU_API_TOKEN: '🔑'.repeat(15) }, {}, '🔑', /PIXIU_API_TOKEN is not valid: it is 15 characters long/],
+    // Not secret itself, but a private key pasted by mistake must not be printed either.
+    [{ PIXIU_JWT_PUBLIC_KEY: privateKey }, {}, 'HiddenKeyMaterial', /PIXIU_JWT_PUBLIC_KEY is not valid: it does not have the required form \(the value is not shown\)/],
+    // A Redis URL may carry a password.
+    [{ PIXIU_REDIS_URL: 'http://:hunter2-password@redis.example:6379' }, {}, 'hunter2', /PIXIU_REDIS_URL is not valid: it does not have the required form.*redis:\/\//],
+  ];
+  for (const [env, flags, secret, expected] of cases) {
+    assert.throws(() => loadConfig(env, flags), (err: unknown) => {
+      assert.ok(err instanceof StartupError);
+      assert.match(err.message, expected);
+      assert.ok(!err.message.includes(secret), `the value is shown: ${err.message}`);
+      return true;
+    });
+  }
+});
+
 test('every bad value is reported at once, with the flag name when it came from a flag', () => {
   assert.throws(
     () => loadConfig({ PIXIU_PORT: 'x' }, { partitions: '5' }),

@@ -1,0 +1,34 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { hasWords, wordedPattern } from '../../src/api/pattern-rules.js';
+import { USER_ID_PATTERN } from '../../src/api/schemas.js';
+import { compileBodySchema, describeErrors } from '../../src/api/validation.js';
+
+/** describeErrors of `value` against a string schema with `pattern`. */
+function refusal(pattern: string, value: string): string {
+  const validate = compileBodySchema({ type: 'object', properties: { f: { type: 'string', pattern } } });
+  assert.equal(validate({ f: value }), false);
+  return describeErrors('body', validate.errors);
+}
+
+test('a pattern declared with words is refused with them', () => {
+  assert.equal(refusal(USER_ID_PATTERN, 'a\u0001b'), 'body/f must be 1–128 characters, no whitespace or control characters');
+  const digits = wordedPattern('^[0-9]{3}$', 'three decimal digits');
+  assert.equal(refusal(digits, '12a'), 'body/f must be three decimal digits');
+});
+
+test('a pattern declared without words is refused in general terms, never with the pattern', () => {
+  const pattern = '^[a-z]\\d+$';
+  assert.equal(hasWords(pattern), false);
+  const message = refusal(pattern, 'A1');
+  assert.equal(message, 'body/f has characters that are not allowed');
+  assert.doesNotMatch(message, /pattern|\\/);
+});
+
+test('one pattern has one wording: declaring it again with the same words is fine, with others an error', () => {
+  const pattern = '^[xy]{2}$';
+  assert.equal(wordedPattern(pattern, 'two of x and y'), pattern);
+  assert.equal(wordedPattern(pattern, 'two of x and y'), pattern);
+  assert.throws(() => wordedPattern(pattern, 'xx, xy, yx or yy'), /declared twice with other words/);
+  assert.equal(refusal(pattern, 'zz'), 'body/f must be two of x and y');
+});
