@@ -10,6 +10,14 @@
  * - `client_msg_id`: 1–128 printable ASCII characters (0x20–0x7E);
  * - `ttl`: whole seconds, 1 s to 30 days;
  * - device: 1–64 of `[A-Za-z0-9._:-]`.
+ *
+ * Response schemas: fastify serializes an answer whose status has a schema with
+ * fast-json-stringify, which drops the properties an object schema does not declare
+ * and coerces values to the declared type (null to 0 for an integer). So a success
+ * answer's schema declares every field its route writes, with `null` in the type where
+ * it can be null, and content of any JSON value untyped ({@link anyJson}); its objects
+ * are open ({@link answerObject}, the OpenAPI meaning of an object schema too), so a
+ * field added to an answer later is not lost on the way.
  */
 import { wordedPattern } from './pattern-rules.js';
 
@@ -98,3 +106,40 @@ export const errorBody = {
   },
   required: ['error'],
 } as const;
+
+/**
+ * The error responses of a route, for its `response` schema: {@link errorBody} with
+ * what each class of status means (the OpenAPI document shows the `description`).
+ */
+export const errorResponses = {
+  '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, …; docs/api.md, "Errors")' },
+  '5xx': { ...errorBody, description: 'Not done: 503 UNAVAILABLE (Redis or the store failed; retry after Retry-After) or 500 INTERNAL (a bug)' },
+} as const;
+
+/**
+ * The query schema of a route that takes no query parameters: any parameter is
+ * refused (400 INVALID_REQUEST naming it), as the routes that take some refuse
+ * unknown ones, so a typo is never silently ignored (docs/api.md, "Input rules").
+ */
+export const noQuery = { type: 'object', additionalProperties: false, properties: {} } as const;
+
+/**
+ * An object of a success answer, for a `response` schema: open (`additionalProperties:
+ * true`, see the module comment), so nothing the route writes is dropped.
+ * @param properties every field the route writes, in the order it writes them
+ * @param required the fields it always writes; fast-json-stringify writes these first,
+ *   and answers 500 when one is missing, so only fields that are never `undefined`
+ * @param description what the answer means (the OpenAPI document shows it)
+ */
+export function answerObject<const P extends Record<string, object>>(
+  properties: P, required: readonly (keyof P & string)[], description?: string,
+) {
+  return { type: 'object', ...(description !== undefined ? { description } : {}), additionalProperties: true, properties, required } as const;
+}
+
+/**
+ * Content that is any JSON value (a message's `data`), in a response schema. No `type`:
+ * fastify's serializer (fast-json-stringify) writes such a value with JSON.stringify,
+ * exactly as stored; a `type` would coerce it, and an object schema would drop keys.
+ */
+export const anyJson = { description: 'any JSON value, exactly as it was sent' } as const;

@@ -5,7 +5,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
-import { errorBody, messageType, msgId, ttlSeconds } from '../api/schemas.js';
+import { errorResponses, messageType, msgId, noQuery, ttlSeconds } from '../api/schemas.js';
 import type { MessageStore } from '../store/message-store.js';
 import type { BroadcastStream } from './broadcast-stream.js';
 import { publishBroadcast, type BroadcastInput } from './broadcaster.js';
@@ -23,6 +23,7 @@ export function broadcastRoutes(app: FastifyInstance, store: MessageStore, strea
       summary: 'Broadcast to every online connection, optionally filtered by JWT tags',
       description: `Live and at-most-once. tags.all: every tag present; tags.any: at least one (each list 1–${MAX_FILTER_TAGS} tags); no tags: everyone. Clients that reconnect with last_bseq get the retained broadcasts they missed.`,
       tags: ['broadcast'],
+      querystring: noQuery,
       body: {
         type: 'object',
         additionalProperties: false,
@@ -35,9 +36,13 @@ export function broadcastRoutes(app: FastifyInstance, store: MessageStore, strea
         },
       },
       response: {
-        201: { type: 'object', properties: { id: msgId, bseq: { type: 'string' } }, required: ['id', 'bseq'] },
-        '4xx': errorBody,
-        '5xx': errorBody,
+        201: {
+          type: 'object',
+          description: 'Stored and published to every node\'s connections',
+          properties: { id: msgId, bseq: { type: 'string', description: 'its position in the broadcast stream (a client\'s last_bseq)' } },
+          required: ['id', 'bseq'],
+        },
+        ...errorResponses,
       },
     },
   }, async (req, reply) => reply.code(201).send(await publishBroadcast(store, stream, req.body)));

@@ -7,7 +7,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { errorBody, messageType } from '../api/schemas.js';
+import { errorResponses, messageType, noQuery } from '../api/schemas.js';
 import { publicationDataJson } from '../store/record.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
@@ -34,6 +34,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       description: 'Live and at-most-once; kept in the channel\'s short history for sub with since. The JSON of {type, data} is at most 64 KiB by default (413 over it).',
       tags: ['channels'],
       params: { type: 'object', properties: { channel: channelSchema }, required: ['channel'] },
+      querystring: noQuery,
       body: {
         type: 'object',
         additionalProperties: false,
@@ -41,9 +42,13 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
         properties: { type: messageType, data: { description: 'any JSON value' } },
       },
       response: {
-        201: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-        '4xx': errorBody,
-        '5xx': errorBody,
+        201: {
+          type: 'object',
+          description: 'Published (also when nobody is subscribed)',
+          properties: { id: { type: 'string', description: 'its id in the channel\'s history (a subscriber\'s since)' } },
+          required: ['id'],
+        },
+        ...errorResponses,
       },
     },
   }, async (req, reply) => {

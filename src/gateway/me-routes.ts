@@ -8,8 +8,8 @@ import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { readHistory } from '../api/history.js';
-import { historyQuery } from '../api/routes/history.js';
-import { device, errorBody, seqCursor } from '../api/schemas.js';
+import { historyPage, historyQuery } from '../api/routes/history.js';
+import { answerObject, device, errorResponses, noQuery, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
 
 /** Registers the `/v1/me/...` routes in their own scope (JWT, not the API token). */
@@ -33,7 +33,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         tags: ['client'],
         security: [{ userToken: [] }],
         querystring: historyQuery,
-        response: { '4xx': errorBody, '5xx': errorBody },
+        response: { 200: historyPage, ...errorResponses },
       },
     }, async (req) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit));
 
@@ -43,13 +43,20 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         description: 'Moves the device\'s ack cursor to seq; a cursor never moves back. A seq above the latest is refused.',
         tags: ['client'],
         security: [{ userToken: [] }],
+        querystring: noQuery,
         body: {
           type: 'object',
           additionalProperties: false,
           required: ['device', 'seq'],
           properties: { device, seq: seqCursor },
         },
-        response: { '4xx': errorBody, '5xx': errorBody },
+        response: {
+          200: answerObject({
+            device: { type: 'string' },
+            cursor: { type: 'integer', description: 'the highest seq the device acked; never moves back' },
+          }, ['device', 'cursor'], 'The device\'s ack cursor now'),
+          ...errorResponses,
+        },
       },
     }, async (req) => {
       const uid = user(req);

@@ -5,7 +5,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { device, errorBody, userId } from '../api/schemas.js';
+import { answerObject, device, errorResponses, noQuery, userId } from '../api/schemas.js';
 import type { PresenceEntry } from '../cluster/presence.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -13,14 +13,30 @@ import { CloseCode } from '../delivery/close-codes.js';
 /** Most users one presence query may name. */
 export const MAX_PRESENCE_QUERY = 1000;
 
-/** One connection as the presence routes show it; `since` in ms since the epoch. */
-/** One connection as the presence routes report it (docs/api.md). */
+/** One connection as the presence routes report it (docs/api.md); `since` in ms since the epoch. */
 export interface ConnectionView {
   conn: string;
   device: string;
   node: string;
   since: number;
 }
+
+/** {@link ConnectionView} in a response schema. */
+const connectionView = answerObject({
+  conn: { type: 'string', description: 'the connection id' },
+  device: { type: 'string' },
+  node: { type: 'string', description: 'the node holding it' },
+  since: { type: 'integer', description: 'when it was opened, ms since the epoch' },
+}, ['conn', 'device', 'node', 'since']);
+
+const connectionList = { type: 'array', items: connectionView } as const;
+
+/** The presence of one user in `POST /v1/presence/query`'s answer. */
+const presenceSummary = answerObject({
+  online: { type: 'boolean' },
+  devices: { type: 'array', items: { type: 'string' }, description: 'the devices connected, sorted, each once' },
+  connections: connectionList,
+}, ['online', 'devices', 'connections']);
 
 function view(e: PresenceEntry): ConnectionView {
   return { conn: e.conn, device: e.device, node: e.node, since: e.since };
@@ -35,7 +51,11 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
       summary: 'Is a user online, and on which devices',
       tags: ['presence'],
       params: uidParams,
-      response: { '4xx': errorBody, '5xx': errorBody },
+      querystring: noQuery,
+      response: {
+        200: answerObject({ user: { type: 'string' }, online: { type: 'boolean' }, connections: connectionList }, ['user', 'online', 'connections'], 'The user\'s connections on every node'),
+        ...errorResponses,
+      },
     },
   }, async (req) => {
     const entries = await deps.presence.list(req.params.uid);
@@ -46,13 +66,17 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
     schema: {
       summary: 'Presence of up to 1,000 users',
       tags: ['presence'],
+      querystring: noQuery,
       body: {
         type: 'object',
         additionalProperties: false,
         required: ['users'],
         properties: { users: { type: 'array', minItems: 1, maxItems: MAX_PRESENCE_QUERY, items: userId } },
       },
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: {
+        200: answerObject({ users: { type: 'object', additionalProperties: presenceSummary } }, ['users'], 'Each user named once, keyed by user id'),
+        ...errorResponses,
+      },
     },
   }, async (req) => {
     const users = [...new Set(req.body.users)];
@@ -76,7 +100,13 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
       tags: ['presence'],
       params: uidParams,
       querystring: { type: 'object', additionalProperties: false, properties: { device } },
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: {
+        200: answerObject({
+          user: { type: 'string' },
+          closed: { type: 'integer', description: 'how many connections were asked to close' },
+        }, ['user', 'closed'], 'The connections asked to close'),
+        ...errorResponses,
+      },
     },
   }, async (req) => {
     const closed = await deps.kickUser(req.params.uid, req.query.device, CloseCode.policy, 'disconnected by the service');

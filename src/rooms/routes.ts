@@ -6,7 +6,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { errorBody, userId } from '../api/schemas.js';
+import { answerObject, errorResponses, noQuery, userId } from '../api/schemas.js';
 import { MEMBER_CURSOR_PATTERN, roomNotFound, type Rooms } from './membership.js';
 
 /** Most users one membership call may name. */
@@ -20,6 +20,18 @@ const usersBody = {
   properties: { users: { type: 'array', minItems: 1, maxItems: MAX_MEMBERS_PER_CALL, items: userId } },
 } as const;
 
+/**
+ * The answer of a membership change: the room, how many users `count` names (`added`
+ * or `removed`), and the room's size after it.
+ */
+function membershipChange(count: 'added' | 'removed', description: string) {
+  return answerObject({
+    room: { type: 'string' },
+    [count]: { type: 'integer', description: `users ${count} by this call (those already ${count === 'added' ? 'members' : 'absent'} are not counted)` },
+    size: { type: 'integer', description: 'members in the room now' },
+  }, ['room', count, 'size'], description);
+}
+
 /** Registers the membership routes (call inside the API-token scope). */
 export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
   app.put<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
@@ -28,8 +40,9 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
       description: `All or none: a call that would take the room over its size cap (default 10,000) adds nobody; use a channel for bigger audiences. Up to ${MAX_MEMBERS_PER_CALL} users per call. Members added later do not get earlier room messages.`,
       tags: ['rooms'],
       params: roomParams,
+      querystring: noQuery,
       body: usersBody,
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: { 200: membershipChange('added', 'Added (all of them)'), ...errorResponses },
     },
   }, async (req) => {
     const r = await rooms.add(req.params.room, req.body.users);
@@ -42,8 +55,9 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
       description: 'Removed members get no new room messages. Absent users are ignored; a room without members is 404.',
       tags: ['rooms'],
       params: roomParams,
+      querystring: noQuery,
       body: usersBody,
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: { 200: membershipChange('removed', 'Removed'), ...errorResponses },
     },
   }, async (req) => {
     const r = await rooms.remove(req.params.room, req.body.users);
@@ -65,7 +79,15 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
           limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
         },
       },
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: {
+        200: answerObject({
+          room: { type: 'string' },
+          size: { type: 'integer', description: 'members in the room' },
+          members: { type: 'array', items: { type: 'string' }, description: 'user ids, in join order' },
+          next_cursor: { type: ['string', 'null'], description: 'cursor of the next page; null on the last page' },
+        }, ['room', 'size', 'members', 'next_cursor'], 'One page of members, in join order'),
+        ...errorResponses,
+      },
     },
   }, async (req) => {
     const page = await rooms.list(req.params.room, req.query.cursor, req.query.limit);

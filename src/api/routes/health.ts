@@ -1,25 +1,41 @@
 /**
  * Operations routes (DESIGN.md §7): liveness, readiness and Prometheus metrics. They
- * need no token, like most health endpoints, so probes and scrapers can reach them.
+ * need no token, like most health endpoints, so probes and scrapers can reach them
+ * (`security: []` says so in the OpenAPI document), and they ignore query parameters:
+ * a probe or scraper that adds some still gets its answer.
  */
-// Adds the OpenAPI fields (summary, tags) to route schema types.
+// Adds the OpenAPI fields (summary, tags, security) to route schema types.
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
 import type { ApiDeps } from '../deps.js';
-import { errorBody } from '../schemas.js';
+import { answerObject, errorBody } from '../schemas.js';
+
+/** An answer `{"status": <value>}`. */
+function statusBody(value: string, description: string) {
+  return answerObject({ status: { type: 'string', enum: [value] } }, ['status'], description);
+}
 
 /** Registers `/healthz`, `/readyz` and `/metrics`. */
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/healthz', {
-    schema: { summary: 'Liveness: the process answers', tags: ['ops'] },
+    schema: {
+      summary: 'Liveness: the process answers',
+      tags: ['ops'],
+      security: [],
+      response: { 200: statusBody('ok', 'The process runs') },
+    },
   }, async () => ({ status: 'ok' }));
 
   app.get('/readyz', {
     schema: {
       summary: 'Readiness: Redis answers PING and the store is open',
       tags: ['ops'],
-      response: { 503: errorBody },
+      security: [],
+      response: {
+        200: statusBody('ready', 'Ready: Redis answers PING and the message store is open'),
+        503: { ...errorBody, description: 'Not ready: UNAVAILABLE, Redis does not answer or the store is not open' },
+      },
     },
   }, async () => {
     if (!deps.store.isOpen) throw new PixiuError('UNAVAILABLE', 'the message store is not open');
@@ -32,7 +48,20 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.get('/metrics', {
-    schema: { summary: 'Prometheus metrics', tags: ['ops'] },
+    schema: {
+      summary: 'Prometheus metrics',
+      tags: ['ops'],
+      security: [],
+      response: {
+        // Described per content type, so the document says text/plain. fastify sends a
+        // string answer of a non-JSON content type as it is: this schema never
+        // serializes the text.
+        200: {
+          description: 'The metrics in the Prometheus text exposition format (version 0.0.4)',
+          content: { 'text/plain': { schema: { type: 'string' } } },
+        },
+      },
+    },
   }, async (_req, reply) => {
     reply.type(deps.metrics.registry.contentType);
     return deps.metrics.registry.metrics();

@@ -8,7 +8,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
 import { readHistory } from '../history.js';
-import { errorBody, seqCursor, userId } from '../schemas.js';
+import { answerObject, anyJson, errorResponses, msgId, seqCursor, userId } from '../schemas.js';
 
 /** Most messages one history page returns. */
 export const MAX_HISTORY_LIMIT = 1000;
@@ -25,6 +25,36 @@ export const historyQuery = {
   },
 } as const;
 
+/**
+ * One message of a history page: the WebSocket `msg` frame's fields
+ * (src/delivery/message-view.ts), in the order that module writes them.
+ */
+const messageView = answerObject({
+  seq: { type: 'integer', description: 'its position in the user\'s inbox' },
+  id: msgId,
+  type: { type: 'string' },
+  ts: { type: 'integer', description: 'when it was accepted, ms since the epoch' },
+  data: anyJson,
+  from: { type: 'string', description: 'absent when the producer gave none' },
+  room: { type: 'string', description: 'for a room message' },
+}, ['seq', 'id', 'type', 'ts', 'data']);
+
+/** The answer of the history routes: one page of an inbox (src/api/history.ts). */
+export const historyPage = answerObject({
+  user: { type: 'string' },
+  epoch: { type: ['string', 'null'], description: 'the inbox epoch; null when the user never received anything' },
+  first_seq: { type: 'integer', description: 'the oldest seq the inbox still holds' },
+  latest_seq: { type: 'integer' },
+  messages: { type: 'array', items: messageView },
+  gaps: {
+    type: 'array',
+    description: 'runs of seqs after after_seq that cannot be read: trimmed, expired, or unreadable content',
+    items: answerObject({ from: { type: 'integer', description: 'inclusive' }, to: { type: 'integer', description: 'inclusive' } }, ['from', 'to']),
+  },
+  next_after_seq: { type: 'integer', description: 'after_seq of the next page; latest_seq at the end' },
+}, ['user', 'epoch', 'first_seq', 'latest_seq', 'messages', 'gaps', 'next_after_seq'],
+'One page of the inbox, oldest first; seqs that cannot be read are in gaps');
+
 /** Registers the producer-side history route. */
 export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get<{ Params: { uid: string }; Querystring: { after_seq: number; limit: number } }>('/v1/users/:uid/messages', {
@@ -34,7 +64,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
-      response: { '4xx': errorBody, '5xx': errorBody },
+      response: { 200: historyPage, ...errorResponses },
     },
   }, async (req) => readHistory(deps.inbox, deps.store, req.params.uid, req.query.after_seq, req.query.limit));
 }

@@ -11,7 +11,7 @@ import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
-import { clientMsgId, errorBody, messageType, msgId, ttlSeconds, userId } from '../schemas.js';
+import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors } from '../validation.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
@@ -76,6 +76,43 @@ export const roomIngestResult = {
 
 const anyIngestResult = { anyOf: [ingestResult, roomIngestResult] } as const;
 
+/** The status of a batch item that was done: 201 created, 200 a duplicate. */
+const doneStatus = { status: { type: 'integer', enum: [200, 201], description: '201 created; 200 a duplicate' } } as const;
+
+/** One result of `POST /v1/messages/batch`: an item's status beside its answer or its error. */
+const batchItemResult = {
+  anyOf: [
+    answerObject({ ...doneStatus, ...ingestResult.properties }, ['status', ...ingestResult.required], 'an item sent to users'),
+    answerObject({ ...doneStatus, ...roomIngestResult.properties }, ['status', ...roomIngestResult.required], 'an item sent to a room'),
+    answerObject({ status: { type: 'integer', description: 'its HTTP status, 4xx or 5xx' }, error: errorBody.properties.error }, ['status', 'error'], 'an item that failed alone'),
+  ],
+} as const;
+
+/** The answer to `POST /v1/messages/batch`. */
+export const batchResult = answerObject({ results: { type: 'array', items: batchItemResult } }, ['results'], 'One result per item, in order; check each status');
+
+/** The answer to `GET /v1/messages/{id}`: the stored record and where it was delivered. */
+export const messageRecord = answerObject({
+  id: msgId,
+  kind: { type: 'string', enum: ['user', 'room', 'broadcast', 'channel'] },
+  type: { type: 'string' },
+  from: { type: 'string', description: 'absent when the producer gave none' },
+  room: { type: 'string', description: 'for a room message' },
+  ts: { type: 'integer', description: 'when it was accepted, ms since the epoch' },
+  expires_at: { type: 'integer', description: 'when it expires, ms since the epoch' },
+  client_msg_id: { type: 'string', description: 'absent when the producer gave none' },
+  data: anyJson,
+  recipients: {
+    type: 'array',
+    items: answerObject({
+      user: { type: 'string' },
+      seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there' },
+      acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
+    }, ['user', 'seq', 'acked_by']),
+  },
+}, ['id', 'type', 'ts', 'expires_at', 'data', 'recipients'],
+'The stored message; recipients is [] for a room message (the record names the room, not its members)');
+
 type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
 
 const validateItem = compileBodySchema(messageBody);
@@ -115,8 +152,13 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       summary: 'Send a message to users, or to a room',
       description: 'Stores the message once and appends it to every recipient\'s inbox (with room: every member\'s). 201 when created; 200 with duplicate: true when the same client_msg_id was already completed.',
       tags: ['messages'],
+      querystring: noQuery,
       body: messageBody,
-      response: { 200: anyIngestResult, 201: anyIngestResult, '4xx': errorBody, '5xx': errorBody },
+      response: {
+        200: { ...anyIngestResult, description: 'A duplicate: the same client_msg_id was already completed; the same id and seqs, nothing appended twice' },
+        201: { ...anyIngestResult, description: 'Stored and appended to every recipient\'s inbox' },
+        ...errorResponses,
+      },
     },
   }, async (req, reply) => {
     const started = performance.now();
@@ -139,6 +181,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       summary: 'Send up to 1,000 messages',
       description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
       tags: ['messages'],
+      querystring: noQuery,
       body: {
         type: 'object',
         additionalProperties: false,
@@ -154,6 +197,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           },
         },
       },
+      response: { 200: batchResult, ...errorResponses },
     },
   }, async (req) => {
     const started = performance.now();
@@ -199,7 +243,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       summary: 'Read a stored message and where it was delivered',
       tags: ['messages'],
       params: { type: 'object', properties: { id: { type: 'string', maxLength: 64 } }, required: ['id'] },
-      response: { '4xx': errorBody, '5xx': errorBody },
+      querystring: noQuery,
+      response: { 200: messageRecord, ...errorResponses },
     },
   }, async (req) => {
     decodeMsgId(req.params.id);

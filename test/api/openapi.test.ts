@@ -1,0 +1,103 @@
+/**
+ * The OpenAPI document (`GET /v1/openapi.json`, docs/api.md) against the real service
+ * on a real port: which credential each route takes (none for the operations routes,
+ * the user's JWT for `/v1/me/…`), and a described success answer with its schema for
+ * every route, besides described error answers.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { startWithOwnRedis } from './api-fixture.js';
+
+/** The parts of an OpenAPI 3 document these tests read. */
+interface Operation {
+  security?: Array<Record<string, string[]>>;
+  responses?: Record<string, { description?: string; content?: Record<string, { schema?: unknown }> }>;
+}
+interface Document {
+  security?: Array<Record<string, string[]>>;
+  paths: Record<string, Record<string, Operation>>;
+}
+
+/** fastify-swagger's description of a response given none. */
+const PLACEHOLDER = 'Default Response';
+/** Routes that need no credential (docs/api.md, "Authentication"). */
+const OPEN_ROUTES = ['GET /healthz', 'GET /readyz', 'GET /metrics'];
+/** Routes that take the user's JWT. */
+const CLIENT_ROUTES = ['GET /v1/me/messages', 'POST /v1/me/ack'];
+
+let doc: Document;
+/** Every documented route as `METHOD /path`, with its operation. */
+let operations: Array<[string, Operation]>;
+const files = cleanupList();
+
+before(async () => {
+  const { client } = await startWithOwnRedis(files);
+  const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
+  assert.equal(answer.status, 200, answer.text);
+  doc = answer.body as Document;
+  operations = Object.entries(doc.paths).flatMap(([p, methods]) =>
+    Object.entries(methods).map(([m, op]): [string, Operation] => [`${m.toUpperCase()} ${p}`, op]));
+});
+
+after(() => files.run());
+
+/** The operation of `route` (`METHOD /path`); fails when the document lacks it. */
+function operation(route: string): Operation {
+  const found = operations.find(([r]) => r === route);
+  assert.ok(found, `${route} in ${operations.map(([r]) => r).join(', ')}`);
+  return found[1];
+}
+
+test('/healthz, /readyz and /metrics are marked open (security: []), under the global apiToken', () => {
+  assert.deepEqual(doc.security, [{ apiToken: [] }]);
+  for (const route of OPEN_ROUTES) assert.deepEqual(operation(route).security, [], route);
+});
+
+test('the client routes name the userToken scheme; every other route keeps the global apiToken', () => {
+  for (const route of CLIENT_ROUTES) assert.deepEqual(operation(route).security, [{ userToken: [] }], route);
+  for (const [route, op] of operations) {
+    if (OPEN_ROUTES.includes(route) || CLIENT_ROUTES.includes(route)) continue;
+    assert.equal(op.security, undefined, `${route} inherits the API token`);
+  }
+});
+
+test('every documented route has a described 2xx answer with a schema, and described error answers', () => {
+  assert.ok(operations.length >= 17, `${operations.length} routes`);
+  for (const [route, op] of operations) {
+    const responses = Object.entries(op.responses ?? {});
+    const success = responses.filter(([status]) => /^2/.test(status));
+    assert.ok(success.length > 0, `${route} has a 2xx answer: ${responses.map(([s]) => s).join(', ')}`);
+    for (const [status, response] of responses) {
+      assert.ok(response.description !== undefined && response.description !== PLACEHOLDER, `${route} ${status} is described: ${response.description}`);
+      const media = Object.entries(response.content ?? {});
+      assert.ok(media.length > 0 && media.every(([, m]) => m.schema !== undefined), `${route} ${status} has a schema`);
+    }
+    // Every route but the probes and the scrape answers errors with the JSON error body.
+    if (!OPEN_ROUTES.includes(route)) {
+      for (const status of ['4XX', '5XX']) assert.ok(op.responses?.[status], `${route} documents ${status}`);
+    }
+  }
+});
+
+test('/readyz documents 200 {status} and 503; /metrics answers text/plain, not JSON', () => {
+  const ready = operation('GET /readyz').responses ?? {};
+  assert.deepEqual(Object.keys(ready).sort(), ['200', '503']);
+  const readySchema = ready['200']?.content?.['application/json']?.schema as { required?: string[] };
+  assert.deepEqual(readySchema.required, ['status']);
+  const metrics = operation('GET /metrics').responses?.['200'];
+  assert.deepEqual(Object.keys(metrics?.content ?? {}), ['text/plain']);
+});
+
+test('a message\'s data is documented as any JSON value (no type), in the record and in history', () => {
+  const schemaOf = (route: string): { properties: Record<string, unknown> } =>
+    operation(route).responses?.['200']?.content?.['application/json']?.schema as { properties: Record<string, unknown> };
+  const record = schemaOf('GET /v1/messages/{id}');
+  assert.equal((record.properties.data as { type?: unknown }).type, undefined);
+  const page = schemaOf('GET /v1/users/{uid}/messages');
+  const item = (page.properties.messages as { items: { properties: Record<string, { type?: unknown }> } }).items;
+  assert.equal(item.properties.data?.type, undefined);
+  // null where the route answers null: OpenAPI 3.0 says so with nullable.
+  const epoch = page.properties.epoch as { type?: unknown; nullable?: unknown };
+  assert.deepEqual([epoch.type, epoch.nullable], ['string', true]);
+});
