@@ -16,6 +16,7 @@ import { createRedis } from '../redis/client.js';
 import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
 import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { unixUrl } from '../redis/url.js';
 
 const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs', 'inboxCap'] as const;
 
@@ -63,7 +64,7 @@ export function inspectCommand(): Command {
       if (!existsSync(sock)) {
         throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir} (start \`pixiu serve\` or set PIXIU_REDIS_URL)`);
       }
-      url = `unix://${sock}`;
+      url = unixUrl(sock);
     }
     const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
       .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });

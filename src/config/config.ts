@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import ms from 'ms';
 import { StartupError } from '../errors.js';
+import { redisUrlProblem } from '../redis/url.js';
 import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
 
 /** The validated, frozen configuration. Units are in the names (ms, bytes). */
@@ -93,11 +94,16 @@ function parseText(spec: SettingSpec, text: string): unknown {
   }
 }
 
-/** What a setting accepts, in words, for error messages. */
+/**
+ * What a setting accepts, in words, for error messages: its doc, then its bounds
+ * unless the doc says them already ("0 to 65535", "1s to 30d"), then its choices.
+ */
 function accepts(spec: SettingSpec): string {
+  const duration = spec.kind.startsWith('duration');
+  const said = (n: number): string => (duration ? ms(n) : String(n));
   const bounds =
-    spec.min !== undefined && spec.max !== undefined
-      ? ` (${spec.min}..${spec.max}${spec.kind.startsWith('duration') ? ' ms' : ''})`
+    spec.min !== undefined && spec.max !== undefined && !/\d\S* to \d/.test(spec.doc)
+      ? `, from ${said(spec.min)} to ${said(spec.max)}`
       : '';
   const choices = spec.choices ? ` (one of: ${spec.choices.join(', ')})` : '';
   return `${spec.doc}${bounds}${choices}`;
@@ -185,11 +191,19 @@ export function loadConfig(
     const validate = validators.get(key);
     if (value === undefined || (validate !== undefined && !validate(value))) {
       problems.push(spec.secret === true
-        ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); it accepts ${accepts(spec)}`
-        : `${source}=${JSON.stringify(text)} is not valid: it accepts ${accepts(spec)}`);
+        ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); expected: ${accepts(spec)}`
+        : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}`);
       continue;
     }
     out[key] = value;
+  }
+  // A Redis URL of the right scheme that still cannot be used (a bad port, a broken
+  // percent-encoding) is refused here, before anything starts, and without its value.
+  if (typeof out.redisUrl === 'string') {
+    const problem = redisUrlProblem(out.redisUrl);
+    if (problem !== undefined) {
+      problems.push(`${overrides.redisUrl !== undefined ? '--redis-url' : SETTINGS.redisUrl.env} is not valid: ${problem} (the value is not shown)`);
+    }
   }
   const keySources = ['jwtSecret', 'jwtPublicKey', 'jwksUrl'].filter((k) => out[k] !== undefined);
   if (keySources.length > 1) {

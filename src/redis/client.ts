@@ -11,6 +11,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { redactUrl, redisTarget } from './url.js';
 
 /** Options of {@link createRedis}. */
 export interface RedisClientOptions {
@@ -31,18 +32,14 @@ function retryDelayMs(times: number): number {
   return Math.min(50 * 2 ** Math.min(times, 6), 2000) + Math.floor(Math.random() * 50);
 }
 
-/** Turns a `unix:///path/to.sock` URL into ioredis's `{path}` option. */
-function connectionOptions(url: string): RedisOptions | string {
-  if (url.startsWith('unix://')) return { path: decodeURIComponent(url.slice('unix://'.length)) };
-  return url;
-}
-
 /**
  * Creates a connected client. Resolves once Redis answers; rejects with UNAVAILABLE
  * when it cannot be reached within the command timeout (or 5 s, the larger).
  * Auto-pipelining is on: calls made in one tick share one round trip.
  *
- * @throws PixiuError UNAVAILABLE when Redis is unreachable at start
+ * @throws PixiuError UNAVAILABLE when Redis is unreachable at start, with the reason
+ *   Redis or the socket gave (a wrong password, a refused connection)
+ * @throws RedisUrlError when the URL cannot be read (src/redis/url.ts)
  */
 export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   const base: RedisOptions = {
@@ -55,7 +52,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     retryStrategy: retryDelayMs,
     connectionName: opts.name,
   };
-  const target = connectionOptions(opts.url);
+  const target = redisTarget(opts.url);
   const redis = typeof target === 'string' ? new Redis(target, base) : new Redis({ ...base, ...target });
   let lastError = '';
   redis.on('error', (err: Error) => {
@@ -71,14 +68,12 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}`, err);
+    // connect() itself often says only "Connection is closed."; the error event before
+    // it says why (WRONGPASS, ECONNREFUSED, …).
+    const reason = lastError !== '' ? lastError : (err as Error).message;
+    throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}`, err);
   }
   return redis;
-}
-
-/** The URL without its password, for messages and logs. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }
 
 /**

@@ -24,6 +24,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { unixUrl } from './url.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
 export const REDIS_CONF_PATH = fileURLToPath(new URL('../../storage/redis.conf', import.meta.url));
@@ -123,7 +124,7 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
   await mkdir(dir, { recursive: true });
   const sock = localRedisSocket(opts.dataDir);
   const pidFile = path.join(dir, 'redis.pid');
-  const url = `unix://${sock}`;
+  const url = unixUrl(sock);
 
   const args = [
     opts.confPath ?? REDIS_CONF_PATH,

@@ -15,7 +15,8 @@ import { StartupError, isPixiuError } from '../errors.js';
 import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
-import { createRedis, redactUrl } from '../redis/client.js';
+import { createRedis } from '../redis/client.js';
+import { redactUrl } from '../redis/url.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
 import { createVerifier } from '../auth/jwt.js';
@@ -87,7 +88,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     try {
       redis = await createRedis({ url: redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu', logger });
     } catch (err) {
-      throw new StartupError(`cannot reach Redis at ${redactUrl(redisUrl)}: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`, { cause: err });
+      // createRedis's message names the URL without its password, and the reason.
+      throw new StartupError((err as Error).message, { cause: err });
     }
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect())]);

@@ -59,7 +59,7 @@ test('flags override the environment, and an empty variable counts as unset', ()
 
 test('a bad value is a startup error naming the variable and what it accepts', () => {
   const cases: Array<[Record<string, string>, RegExp]> = [
-    [{ PIXIU_PORT: 'eighty' }, /PIXIU_PORT="eighty".*0\.\.65535/],
+    [{ PIXIU_PORT: 'eighty' }, /PIXIU_PORT="eighty" is not valid; expected: HTTP and WebSocket port, 0 to 65535 \(0: any free port\)$/m],
     [{ PIXIU_PORT: '70000' }, /PIXIU_PORT/],
     [{ PIXIU_PARTITIONS: '3' }, /PIXIU_PARTITIONS="3".*power of two/],
     [{ PIXIU_PARTITIONS: '512' }, /PIXIU_PARTITIONS/],
@@ -83,7 +83,7 @@ test('a bad value is a startup error naming the variable and what it accepts', (
 test('a bad secret is never shown: the message names the setting and what is wrong with the value', () => {
   const privateKey = '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHiddenKeyMaterial\n-----END PRIVATE KEY-----';
   const cases: Array<[Record<string, string>, Partial<Record<'jwtSecret', string>>, string, RegExp]> = [
-    [{ PIXIU_JWT_SECRET: 'supersecretvalue-too-short' }, {}, 'supersecretvalue-too-short', /PIXIU_JWT_SECRET is not valid: it is 26 characters long, under the minimum of 32 \(the value is not shown\); it accepts HS256 secret/],
+    [{ PIXIU_JWT_SECRET: 'supersecretvalue-too-short' }, {}, 'supersecretvalue-too-short', /PIXIU_JWT_SECRET is not valid: it is 26 characters long, under the minimum of 32 \(the value is not shown\); expected: HS256 secret/],
     [{}, { jwtSecret: 'sh0rt-s3cret' }, 'sh0rt-s3cret', /--jwt-secret is not valid: it is 12 characters long, under the minimum of 32/],
     [{ PIXIU_API_TOKEN: 'near-miss-token' }, {}, 'near-miss-token', /PIXIU_API_TOKEN is not valid: it is 15 characters long, under the minimum of 16/],
     [{ PIXIU_API_TOKEN: 'k'.repeat(513) }, {}, 'k'.repeat(20), /PIXIU_API_TOKEN is not valid: it is 513 characters long, over the maximum of 512/],

@@ -1,0 +1,78 @@
+/**
+ * PIXIU_REDIS_URL with a password, against a real password-protected `redis-server`
+ * (src/redis/url.ts): the password works in the user part, as a `?password=` option
+ * and in a `unix://` URL, and is never printed — not in the listening line, not in
+ * the error of a wrong password (which says WRONGPASS), not in a refused URL.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const PASSWORD = 'redis-pw-Kq7xZ93';
+const API_TOKEN = 'redis-url-test-api-token-0123456789';
+let redis: RedisServer;
+let socket: string;
+const files = cleanupList();
+
+before(async () => {
+  // The socket goes in a directory of its own, known before the server starts.
+  const dir = await tempDataDir(files, 'pixiu-redis-sock-');
+  socket = path.join(dir, 'redis.sock');
+  redis = await RedisServer.start({ args: ['--requirepass', PASSWORD, '--unixsocket', socket, '--unixsocketperm', '700'] });
+  files.after(() => redis.destroy());
+});
+
+after(() => files.run());
+
+test('the password of a redis:// URL (user part or ?password=) or a unix:// URL is used and never printed', { timeout: 60_000 }, async (t) => {
+  const urls = [
+    `redis://:${PASSWORD}@127.0.0.1:${redis.port}/0`,
+    `redis://127.0.0.1:${redis.port}/0?password=${PASSWORD}`,
+    `unix://:${PASSWORD}@${socket}?db=0`,
+  ];
+  for (const [i, url] of urls.entries()) {
+    const serve = await spawnServe({
+      PIXIU_REDIS_URL: url, PIXIU_REDIS_PREFIX: `pw${i}:`, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+      PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: API_TOKEN,
+    }, t);
+    const sent = await new PixiuClient(serve.url, API_TOKEN).post('/v1/messages', { to: 'ana', type: 't', data: { i } });
+    assert.equal(sent.status, 201, `${url}: ${sent.text}`);
+    const listening = serve.stdout().split('\n').find((l) => l.includes('pixiu listening')) ?? '';
+    assert.match(listening, /"redis":"(redis|unix):\/\/[^"]*\*\*\*/, listening);
+    assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
+    assert.ok(!serve.stdout().includes(PASSWORD) && !serve.stderr().includes(PASSWORD), `${url} printed its password:\n${serve.stdout()}${serve.stderr()}`);
+  }
+});
+
+test('a wrong password is a start-up error saying WRONGPASS, without the password', { timeout: 60_000 }, async (t) => {
+  const wrong = 'not-the-pw-8Hd2';
+  for (const url of [`redis://127.0.0.1:${redis.port}/0?password=${wrong}`, `unix://:${wrong}@${socket}`]) {
+    const run = await runCli(['serve'], {
+      PIXIU_REDIS_URL: url, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN,
+    });
+    assert.equal(run.code, 1, url);
+    assert.match(run.stderr, /cannot reach Redis at .*\*\*\*.*: WRONGPASS/, url);
+    assert.ok(!run.stderr.includes(wrong) && !run.stdout.includes(wrong), `${url} printed its password:\n${run.stdout}${run.stderr}`);
+  }
+});
+
+test('a Redis URL that cannot be read is refused before start-up, naming the setting and not the value', async (t) => {
+  const cases: Array<[string, RegExp]> = [
+    ['redis://admin:hunter2-%zz@127.0.0.1:6379/0', /the password has a % that does not start a valid percent-encoding/],
+    ['redis://admin:hunter2-secret@127.0.0.1:notaport/0', /not a URL that can be read/],
+    ['redis://admin:hunter2-secret@127.0.0.1:6379/zero', /database number/],
+    ['unix://:hunter2-secret@', /needs the socket path/],
+  ];
+  for (const [url, expected] of cases) {
+    const dataDir = await tempDataDir(t);
+    const run = await runCli(['serve'], { PIXIU_REDIS_URL: url, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0' });
+    assert.equal(run.code, 1, url);
+    assert.match(run.stderr, /PIXIU_REDIS_URL is not valid: /, url);
+    assert.match(run.stderr, expected, url);
+    assert.ok(!run.stderr.includes('hunter2') && !run.stdout.includes('hunter2'), `${url} was printed:\n${run.stderr}`);
+    // Refused before anything started: no secrets were generated and printed.
+    assert.doesNotMatch(run.stdout + run.stderr, /generated the/, url);
+  }
+});

@@ -1,0 +1,53 @@
+/** src/redis/url.ts: the Redis URL forms, their ioredis options, and how they are shown. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { redactUrl, redisTarget, redisUrlProblem, unixUrl } from '../../src/redis/url.js';
+
+test('redactUrl hides the password of the user part, a user part without ":", and ?password=', () => {
+  const cases: Array<[string, string]> = [
+    ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379'],
+    ['redis://admin:pw@host:6379/0', 'redis://admin:***@host:6379/0'],
+    ['redis://:pw@host', 'redis://:***@host'],
+    ['rediss://lonepw@host', 'rediss://***@host'],
+    ['redis://host/0?password=pw&family=6', 'redis://host/0?password=***&family=6'],
+    ['redis://host/0?family=6&PASSWORD=pw', 'redis://host/0?family=6&PASSWORD=***'],
+    ['unix://:pw@/tmp/r.sock?db=1', 'unix://:***@/tmp/r.sock?db=1'],
+    ['unix:///tmp/a@b.sock', 'unix:///tmp/a@b.sock'],
+  ];
+  for (const [url, shown] of cases) assert.equal(redactUrl(url), shown, url);
+});
+
+test('redisTarget reads unix:// URLs with credentials and options; redis:// URLs go to ioredis as they are', () => {
+  assert.deepEqual(redisTarget('unix:///tmp/r.sock'), { path: '/tmp/r.sock' });
+  assert.deepEqual(redisTarget('unix:///tmp/my%20redis.sock'), { path: '/tmp/my redis.sock' });
+  assert.deepEqual(redisTarget('unix://:p%40ss@/tmp/r.sock?db=2'), { path: '/tmp/r.sock', username: '', password: 'p@ss', db: 2 });
+  assert.deepEqual(redisTarget('unix://ops:pw@/tmp/r.sock?password=other'), { path: '/tmp/r.sock', username: 'ops', password: 'pw' });
+  assert.equal(redisTarget('redis://:pw@127.0.0.1:6379/3'), 'redis://:pw@127.0.0.1:6379/3');
+});
+
+test('redisUrlProblem says what is wrong in words, never quoting the URL', () => {
+  const cases: Array<[string, RegExp]> = [
+    ['http://host:6379', /scheme must be redis:\/\/, rediss:\/\/ or unix:\/\//],
+    ['redis://u:s3cr%zz@host', /password has a %/],
+    ['redis://u%zz:s3cr@host', /user name has a %/],
+    ['redis://u:s3cr@host:port/0', /not a URL that can be read/],
+    ['redis://u:s3cr@host/db0', /database number/],
+    ['unix://u:s3cr@', /needs the socket path/],
+    ['unix:///tmp/r.sock?db=x', /db must be a database number/],
+  ];
+  for (const [url, expected] of cases) {
+    const problem = redisUrlProblem(url);
+    assert.ok(problem !== undefined, url);
+    assert.match(problem, expected, url);
+    assert.ok(!problem.includes('s3cr'), problem);
+  }
+  for (const ok of ['redis://127.0.0.1:6379', 'rediss://u:p@h:6380/15', 'redis://[::1]:6379', 'unix:///tmp/r.sock']) {
+    assert.equal(redisUrlProblem(ok), undefined, ok);
+  }
+});
+
+test('unixUrl encodes a socket path that redisTarget reads back whole, % ? # @ and spaces included', () => {
+  for (const sock of ['/var/run/redis.sock', '/data/100% sure/redis.sock', '/d/a?b#c/u@h:p/redis.sock']) {
+    assert.deepEqual(redisTarget(unixUrl(sock)), { path: sock }, sock);
+  }
+});
