@@ -113,8 +113,11 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       info: {
         title: 'Pixiu',
         version: '1',
-        description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}.',
+        // No `license`: package.json declares none, and the document does not invent one.
+        description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}. No license is declared for this project.',
       },
+      // Relative: the routes are served by whatever host and port serve this document.
+      servers: [{ url: '/', description: 'the Pixiu node that serves this document' }],
       components: {
         securitySchemes: {
           apiToken: { type: 'http', scheme: 'bearer', description: 'the producer/admin API token' },

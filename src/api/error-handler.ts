@@ -10,6 +10,7 @@ import { maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
+import { BODY_REQUIRED } from './validation.js';
 
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -19,7 +20,7 @@ const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: 'request body is over the size limit' },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'the body must be application/json' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', message: 'Content-Length does not match the body' },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the JSON body is empty' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: BODY_REQUIRED },
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the body is not valid JSON' },
   // Raised by the router before any route runs; they reach a handler only through
   // fastify's `frameworkErrors` option (see answerFrameworkError).

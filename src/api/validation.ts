@@ -8,9 +8,12 @@ import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { PixiuError, invalid } from '../errors.js';
-import { patternFailure } from './pattern-rules.js';
+import { unknownFieldOf, wordError } from './error-words.js';
 
-const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false });
+// `verbose` gives an error its data and schema: describeErrors names an unknown field
+// of an object that also misses a required one (error-words.ts, unknownFieldOf).
+// Built only when validation fails.
+const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false, verbose: true });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
 
 /** Compiles a schema with the strict (body) rules; for validating batch items one by one. */
@@ -31,8 +34,19 @@ export function installValidators(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    if (bodyIgnored(req, (body as Buffer).length === 0)) {
+    const empty = (body as Buffer).length === 0;
+    if (bodyIgnored(req, empty)) {
       done(null, undefined);
+      return;
+    }
+    if (!takesBody(req)) {
+      done(invalid(NO_BODY), undefined);
+      return;
+    }
+    // fastify's parser would say "the JSON body is empty": an empty body is answered as
+    // a missing one is (the preValidation hook below), in the same words.
+    if (empty) {
+      done(invalid(BODY_REQUIRED), undefined);
       return;
     }
     // JSON between systems is UTF-8 (RFC 8259 §8.1). Decoded anyway, bytes that are
@@ -50,19 +64,62 @@ export function installValidators(app: FastifyInstance): void {
       }
     });
   });
-  // Any other content type is 415, unless the body is ignored (bodyIgnored). Decided
-  // from the headers: a refused body is not read.
-  app.addContentTypeParser('*', (req, _payload, done) => {
+  // Any other content type (or none, with a body) is 415, unless the body is ignored
+  // (bodyIgnored), or 400 on a route that takes no body. Decided from the headers: a
+  // refused body is not read. Only a chunked body on a route that takes none is read,
+  // as far as its first byte, since its headers cannot say it is empty.
+  app.addContentTypeParser('*', (req, payload, done) => {
     const length = req.headers['content-length'];
-    if (bodyIgnored(req, length === '0' || (length === undefined && req.headers['transfer-encoding'] === undefined))) {
+    const chunked = length === undefined && req.headers['transfer-encoding'] !== undefined;
+    if (bodyIgnored(req, length === '0' || (length === undefined && !chunked))) {
       done(null, undefined);
       return;
     }
-    done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
+    if (takesBody(req)) {
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
+      return;
+    }
+    if (!chunked) {
+      done(invalid(NO_BODY), undefined);
+      return;
+    }
+    let answered = false;
+    const answer = (err: Error | null): void => {
+      if (answered) return;
+      answered = true;
+      payload.removeAllListeners('data');
+      done(err, undefined);
+    };
+    payload.on('data', (chunk: Buffer) => {
+      if (chunk.length > 0) answer(invalid(NO_BODY));
+    });
+    payload.once('end', () => answer(null));
+    payload.once('error', (err) => answer(err));
+  });
+  // A route that takes a body and got none (no Content-Type, no body: fastify parses
+  // nothing and the schema would say "body must be object").
+  app.addHook('preValidation', (req, _reply, done) => {
+    if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
+    else done();
   });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     httpPart === 'body' ? strict.compile(schema as object) : withPlainParameters(lenient.compile(schema as object), schema),
   );
+}
+
+/** What a route that takes a JSON body answers when it gets none, or an empty one. */
+export const BODY_REQUIRED = 'a JSON body is required';
+
+/**
+ * What a route that takes no body (`DELETE …/connections`) answers when it gets one:
+ * ignoring it would silently ignore whatever the client meant by it (docs/api.md,
+ * "Input rules"). An empty one, of any content type, is accepted.
+ */
+export const NO_BODY = 'this route takes no body';
+
+/** True when the request's route declares a body schema. */
+function takesBody(req: FastifyRequest): boolean {
+  return req.routeOptions.schema?.body !== undefined;
 }
 
 /**
@@ -72,7 +129,7 @@ export function installValidators(app: FastifyInstance): void {
  * (`DELETE …/connections` from HTTP clients that always send a Content-Type).
  */
 function bodyIgnored(req: FastifyRequest, empty: boolean): boolean {
-  return req.is404 || (empty && req.routeOptions.schema?.body === undefined);
+  return req.is404 || (empty && !takesBody(req));
 }
 
 /** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */
@@ -97,9 +154,10 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
       for (const name of singles) {
         const v = (data as Record<string, unknown>)[name];
         if (Array.isArray(v)) {
+          // Keywords of our own: describeErrors says their message as it is.
           wrapped.errors = [{
-            instancePath: `/${name}`, schemaPath: `#/properties/${name}`, keyword: 'type',
-            params: { type: 'single value' }, message: `is given ${v.length} times; give it once`,
+            instancePath: `/${name}`, schemaPath: `#/properties/${name}`, keyword: 'singleValue',
+            params: {}, message: `is given ${v.length} times; give it once`,
           }];
           return false;
         }
@@ -108,8 +166,8 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
         const v = (data as Record<string, unknown>)[name];
         if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {
           wrapped.errors = [{
-            instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'type',
-            params: { type: 'integer' }, message: 'must be an integer written in decimal digits (like 0 or 42)',
+            instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'plainInteger',
+            params: {}, message: 'must be an integer written in decimal digits (like 0 or 42)',
           }];
           return false;
         }
@@ -134,19 +192,20 @@ function isPlainJson(text: string): boolean {
 }
 
 /**
- * Formats the first Ajv error like `body/messages/3/type must be 1–64 characters, …`,
- * naming the offending field for unknown ones (fastify's default does not), and the
- * rule of a `pattern` in words (src/api/pattern-rules.ts), never the pattern.
+ * Formats the first Ajv error like `body/messages/3/type must be 1–64 characters, …`:
+ * the field's path and the rule in plain words (error-words.ts), naming the offending
+ * field for unknown ones (fastify's default does not), and the rule of a `pattern` in
+ * words (src/api/pattern-rules.ts), never the pattern. An object that misses a
+ * required field and has an unknown one is told of the unknown one first, since it is
+ * likely the missing one misspelt (`{"msgs": []}`).
  */
 export function describeErrors(prefix: string, errors: readonly ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
   if (!e) return `${prefix} is invalid`;
-  if (e.keyword === 'additionalProperties') {
-    const field = String((e.params as { additionalProperty?: string }).additionalProperty);
-    return `${prefix}${e.instancePath} has an unknown field ${JSON.stringify(field)}`;
+  const path = `${prefix}${e.instancePath}`;
+  const unknown = e.keyword === 'required' ? unknownFieldOf(e) : undefined;
+  if (unknown !== undefined) {
+    return `${path} has an unknown field ${JSON.stringify(unknown)} (and ${wordError(e)})`;
   }
-  if (e.keyword === 'pattern') {
-    return `${prefix}${e.instancePath} ${patternFailure(String((e.params as { pattern?: unknown }).pattern))}`;
-  }
-  return `${prefix}${e.instancePath} ${e.message ?? 'is invalid'}`;
+  return `${path} ${wordError(e)}`;
 }

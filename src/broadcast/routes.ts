@@ -21,6 +21,7 @@ export function broadcastRoutes(app: FastifyInstance, store: MessageStore, strea
   app.post<{ Body: BroadcastInput }>('/v1/broadcast', {
     schema: {
       summary: 'Broadcast to every online connection, optionally filtered by JWT tags',
+      operationId: 'sendBroadcast',
       description: `Live and at-most-once. tags.all: every tag present; tags.any: at least one (each list 1–${MAX_FILTER_TAGS} tags); no tags: everyone. Clients that reconnect with last_bseq get the retained broadcasts they missed.`,
       tags: ['broadcast'],
       querystring: noQuery,

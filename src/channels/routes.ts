@@ -31,6 +31,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
   app.post<{ Params: { channel: string }; Body: { type: string; data: unknown } }>('/v1/channels/:channel/publish', {
     schema: {
       summary: 'Publish to a channel\'s live subscribers',
+      operationId: 'publishToChannel',
       description: 'Live and at-most-once; kept in the channel\'s short history for sub with since. The JSON of {type, data} is at most 64 KiB by default (413 over it).',
       tags: ['channels'],
       params: { type: 'object', properties: { channel: channelSchema }, required: ['channel'] },

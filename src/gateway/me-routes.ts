@@ -30,6 +30,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
     me.get<{ Querystring: { after_seq: number; limit: number } }>('/v1/me/messages', {
       schema: {
         summary: 'Read my inbox (user JWT)',
+        operationId: 'getMyMessages',
         tags: ['client'],
         security: [{ userToken: [] }],
         querystring: historyQuery,
@@ -40,6 +41,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
     me.post<{ Body: { device: string; seq: number } }>('/v1/me/ack', {
       schema: {
         summary: 'Acknowledge my messages up to a seq (user JWT)',
+        operationId: 'ackMyMessages',
         description: 'Moves the device\'s ack cursor to seq; a cursor never moves back. A seq above the latest is refused.',
         tags: ['client'],
         security: [{ userToken: [] }],

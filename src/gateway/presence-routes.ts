@@ -49,6 +49,7 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
   app.get<{ Params: { uid: string } }>('/v1/users/:uid/presence', {
     schema: {
       summary: 'Is a user online, and on which devices',
+      operationId: 'getPresence',
       tags: ['presence'],
       params: uidParams,
       querystring: noQuery,
@@ -65,6 +66,7 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
   app.post<{ Body: { users: string[] } }>('/v1/presence/query', {
     schema: {
       summary: 'Presence of up to 1,000 users',
+      operationId: 'queryPresence',
       tags: ['presence'],
       querystring: noQuery,
       body: {
@@ -96,6 +98,7 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
   app.delete<{ Params: { uid: string }; Querystring: { device?: string } }>('/v1/users/:uid/connections', {
     schema: {
       summary: 'Disconnect a user (all devices, or one)',
+      operationId: 'disconnectUser',
       description: 'Closes the user\'s connections on every node with code 1008. The answer counts the connections asked to close.',
       tags: ['presence'],
       params: uidParams,

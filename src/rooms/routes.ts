@@ -37,6 +37,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
   app.put<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
     schema: {
       summary: 'Add members to a room (creating it)',
+      operationId: 'addRoomMembers',
       description: `All or none: a call that would take the room over its size cap (default 10,000) adds nobody; use a channel for bigger audiences. Up to ${MAX_MEMBERS_PER_CALL} users per call. Members added later do not get earlier room messages.`,
       tags: ['rooms'],
       params: roomParams,
@@ -52,6 +53,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
   app.delete<{ Params: { room: string }; Body: { users: string[] } }>('/v1/rooms/:room/members', {
     schema: {
       summary: 'Remove members from a room',
+      operationId: 'removeRoomMembers',
       description: 'Removed members get no new room messages. Absent users are ignored; a room without members is 404.',
       tags: ['rooms'],
       params: roomParams,
@@ -68,6 +70,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
   app.get<{ Params: { room: string }; Querystring: { cursor?: string; limit: number } }>('/v1/rooms/:room/members', {
     schema: {
       summary: 'List a room\'s members, in join order, paged',
+      operationId: 'listRoomMembers',
       description: 'Follow next_cursor (null on the last page). Members who leave or join between pages make no page skip or repeat anyone; newcomers come last.',
       tags: ['rooms'],
       params: roomParams,

@@ -1,8 +1,10 @@
 /**
  * The OpenAPI document (`GET /v1/openapi.json`, docs/api.md) against the real service
  * on a real port: which credential each route takes (none for the operations routes,
- * the user's JWT for `/v1/me/…`), and a described success answer with its schema for
- * every route, besides described error answers.
+ * the user's JWT for `/v1/me/…`), a described success answer with its schema for
+ * every route, besides described error answers, a unique operationId for every route
+ * (generated clients name their methods by it) and a server that works wherever the
+ * service runs.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,10 +13,12 @@ import { startWithOwnRedis } from './api-fixture.js';
 
 /** The parts of an OpenAPI 3 document these tests read. */
 interface Operation {
+  operationId?: string;
   security?: Array<Record<string, string[]>>;
   responses?: Record<string, { description?: string; content?: Record<string, { schema?: unknown }> }>;
 }
 interface Document {
+  servers?: Array<{ url: string; description?: string }>;
   security?: Array<Record<string, string[]>>;
   paths: Record<string, Record<string, Operation>>;
 }
@@ -100,4 +104,23 @@ test('a message\'s data is documented as any JSON value (no type), in the record
   // null where the route answers null: OpenAPI 3.0 says so with nullable.
   const epoch = page.properties.epoch as { type?: unknown; nullable?: unknown };
   assert.deepEqual([epoch.type, epoch.nullable], ['string', true]);
+});
+
+test('every documented route has its own operationId, a camelCase verb phrase', () => {
+  const seen = new Map<string, string>();
+  for (const [route, op] of operations) {
+    const id = op.operationId;
+    assert.ok(id !== undefined, `${route} has an operationId`);
+    assert.match(id, /^[a-z]+(?:[A-Z][a-z]*)*$/, `${route}: ${id} is camelCase`);
+    assert.equal(seen.get(id), undefined, `${route} and ${seen.get(id)} share ${id}`);
+    seen.set(id, route);
+  }
+  assert.equal(operation('POST /v1/messages').operationId, 'sendMessage');
+  assert.equal(operation('POST /v1/messages/batch').operationId, 'sendBatch');
+  assert.equal(operation('GET /v1/messages/{id}').operationId, 'getMessage');
+});
+
+test('the document names a server relative to where it is served, so it works on any host and port', () => {
+  assert.deepEqual(doc.servers?.map((s) => s.url), ['/']);
+  assert.ok((doc.servers?.[0]?.description ?? '').length > 0, 'the server is described');
 });

@@ -46,11 +46,11 @@ test('a malformed body is 400 INVALID_REQUEST naming what is wrong', async () =>
   const cases: Array<[unknown, RegExp]> = [
     ['{not json', /not valid JSON/],
     [{}, /ids/],
-    [{ ids: [] }, /fewer than 1/],
+    [{ ids: [] }, /ids must not be empty/],
     [{ ids: 'x' }, /array/],
     [{ ids: ['0001zz'] }, /must be a message id: 16 lower-case hex digits/],
     [{ ids: [ok], more: 1 }, /unknown field "more"/],
-    [{ ids: Array.from({ length: 1001 }, () => ok) }, /more than 1000/],
+    [{ ids: Array.from({ length: 1001 }, () => ok) }, /ids must have at most 1000 items/],
     [{ ids: [encodeMsgId({ partition: 200, kind: MsgKind.user, counter: 1 })] }, /not of this store's partitions 0\.\.7/],
   ];
   for (const [body, message] of cases) {

@@ -21,6 +21,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/healthz', {
     schema: {
       summary: 'Liveness: the process answers',
+      operationId: 'getHealth',
       tags: ['ops'],
       security: [],
       response: { 200: statusBody('ok', 'The process runs') },
@@ -30,6 +31,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/readyz', {
     schema: {
       summary: 'Readiness: Redis answers PING and the store is open',
+      operationId: 'getReadiness',
       tags: ['ops'],
       security: [],
       response: {
@@ -50,6 +52,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get('/metrics', {
     schema: {
       summary: 'Prometheus metrics',
+      operationId: 'getMetrics',
       tags: ['ops'],
       security: [],
       response: {

@@ -60,6 +60,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get<{ Params: { uid: string }; Querystring: { after_seq: number; limit: number } }>('/v1/users/:uid/messages', {
     schema: {
       summary: 'Read a user\'s inbox',
+      operationId: 'getUserMessages',
       description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps.',
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },

@@ -7,7 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
-import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
+import { checkDataDepth, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
@@ -132,11 +132,16 @@ function isRoomMessage(body: MessageBody): body is RoomMessageInput & MessageBod
   return body.room !== undefined;
 }
 
-/** Validates batch item `i` as `POST /v1/messages` would; answers it, or its error. */
+/**
+ * Validates batch item `i` as `POST /v1/messages` would; answers it, or its error, which
+ * names the item (`messages/3/to …`). Its data's depth is checked here too, so that
+ * error names the item like the others (ingest checks it again, unnamed).
+ */
 function checkItem(item: unknown, i: number): MessageBody | PixiuError {
   try {
     if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
     checkAddressing(item as MessageBody, `messages/${i}`);
+    checkDataDepth((item as MessageBody).data, `messages/${i}/data`);
     return item as MessageBody;
   } catch (err) {
     return toHttpError(err);
@@ -150,6 +155,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<{ Body: MessageBody }>('/v1/messages', {
     schema: {
       summary: 'Send a message to users, or to a room',
+      operationId: 'sendMessage',
       description: 'Stores the message once and appends it to every recipient\'s inbox (with room: every member\'s). 201 when created; 200 with duplicate: true when the same client_msg_id was already completed.',
       tags: ['messages'],
       querystring: noQuery,
@@ -179,6 +185,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.post<{ Body: { messages: unknown[] } }>('/v1/messages/batch', {
     schema: {
       summary: 'Send up to 1,000 messages',
+      operationId: 'sendBatch',
       description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
       tags: ['messages'],
       querystring: noQuery,
@@ -241,8 +248,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get<{ Params: { id: string } }>('/v1/messages/:id', {
     schema: {
       summary: 'Read a stored message and where it was delivered',
+      operationId: 'getMessage',
       tags: ['messages'],
-      params: { type: 'object', properties: { id: { type: 'string', maxLength: 64 } }, required: ['id'] },
+      // No rule here but a string: decodeMsgId answers every malformed id alike, with
+      // what is wrong with it ("not a message id: … (expected 16 lower-case hex digits)").
+      params: { type: 'object', properties: { id: { type: 'string', description: 'a message id: 16 lower-case hex digits' } }, required: ['id'] },
       querystring: noQuery,
       response: { 200: messageRecord, ...errorResponses },
     },

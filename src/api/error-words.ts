@@ -1,0 +1,104 @@
+/**
+ * What a schema violation is told, in plain words: `must not be empty`, `must be a
+ * string or an array`, `must be at most 128 characters long`, rather than Ajv's own
+ * messages (`must NOT have fewer than 1 characters`, `must be string,array`), which
+ * read as a validator's, not as an API's (docs/api.md, "Input rules"). A `pattern` is
+ * worded by the rule declared with it (pattern-rules.ts), never shown.
+ *
+ * Ajv's keywords and their `params` are those of Ajv 8
+ * (https://ajv.js.org/api.html#error-parameters).
+ */
+import type { ErrorObject } from 'ajv';
+import { patternFailure } from './pattern-rules.js';
+
+/** A JSON-schema type with its article, as it follows "must be". */
+const TYPE_WORDS: Readonly<Record<string, string>> = {
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+/** `a`, `a or b`, `a, b or c`. */
+function either(words: readonly string[]): string {
+  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} or ${words[words.length - 1] ?? ''}`;
+}
+
+/** `1 item`, `2 items`. */
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/** The schema types of a `type` error: Ajv gives one name, a list, or the list joined by commas. */
+function typeNames(type: unknown): string[] {
+  const names = Array.isArray(type) ? type.map(String) : String(type).split(',');
+  return names.map((n) => TYPE_WORDS[n] ?? n);
+}
+
+/**
+ * The words that follow a field's path for one Ajv error: `must not be empty`,
+ * `must be an integer`, `has an unknown field "x"`. A keyword not worded here keeps
+ * Ajv's message (which is also where checks of our own put theirs), in lower case.
+ */
+export function wordError(e: ErrorObject): string {
+  const p = e.params as Record<string, unknown>;
+  const limit = Number(p.limit);
+  switch (e.keyword) {
+    case 'type':
+      return `must be ${either(typeNames(p.type))}`;
+    case 'minLength':
+      return limit === 1 ? 'must not be empty' : `must be at least ${count(limit, 'character')} long`;
+    case 'maxLength':
+      return `must be at most ${count(limit, 'character')} long`;
+    case 'minItems':
+      return limit === 1 ? 'must not be empty' : `must have at least ${count(limit, 'item')}`;
+    case 'maxItems':
+      return `must have at most ${count(limit, 'item')}`;
+    case 'minProperties':
+      return limit === 1 ? 'must not be empty' : `must have at least ${count(limit, 'field')}`;
+    case 'maxProperties':
+      return `must have at most ${count(limit, 'field')}`;
+    case 'minimum':
+      return `must be at least ${limit}`;
+    case 'maximum':
+      return `must be at most ${limit}`;
+    case 'exclusiveMinimum':
+      return `must be more than ${limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${limit}`;
+    case 'multipleOf':
+      return `must be a multiple of ${String(p.multipleOf)}`;
+    case 'enum':
+      return `must be ${either((p.allowedValues as unknown[] | undefined ?? []).map((v) => JSON.stringify(v)))}`;
+    case 'const':
+      return `must be ${JSON.stringify(p.allowedValue)}`;
+    case 'required':
+      return `is missing the required field ${JSON.stringify(String(p.missingProperty))}`;
+    case 'additionalProperties':
+      return `has an unknown field ${JSON.stringify(String(p.additionalProperty))}`;
+    case 'pattern':
+      return patternFailure(String(p.pattern));
+    case 'uniqueItems':
+      return `must not repeat an item (items ${String(p.j)} and ${String(p.i)} are the same)`;
+    default:
+      return (e.message ?? 'is invalid').replace(/\bNOT\b/g, 'not');
+  }
+}
+
+/**
+ * The field an object has that its schema does not allow (`additionalProperties:
+ * false`), for an error Ajv reported on that object before it looked at its fields
+ * (a `required` one: Ajv checks `required` first). Needs the error's `data` and
+ * `parentSchema`, which Ajv adds with its `verbose` option.
+ * @returns the first unknown field, or undefined when there is none or it cannot tell
+ */
+export function unknownFieldOf(e: ErrorObject): string | undefined {
+  const schema = e.parentSchema as { additionalProperties?: unknown; patternProperties?: unknown; properties?: Record<string, unknown> } | undefined;
+  const data = e.data;
+  if (schema?.additionalProperties !== false || schema.patternProperties !== undefined || typeof data !== 'object' || data === null || Array.isArray(data)) return undefined;
+  const known = schema.properties ?? {};
+  return Object.keys(data).find((k) => !Object.hasOwn(known, k));
+}

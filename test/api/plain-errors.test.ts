@@ -1,0 +1,181 @@
+/**
+ * Errors a user reads say what is wrong in plain words, on the real service on a real
+ * port: schema violations name the field and the rule (`body/to must not be empty`,
+ * `must be a string or an array`), never Ajv's wording (`must NOT have fewer than 1
+ * characters`, `must be string,array`); a missing body and an empty one say the same;
+ * an unknown field is named before the required one it likely misspells; a batch item
+ * names itself in every error; and a route that takes no body refuses one instead of
+ * ignoring it, while an empty one is still accepted.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { expectError } from '../harness/checks.js';
+import { cleanupList, type HttpAnswer, type PixiuClient } from '../harness/pixiu-server.js';
+import { startWithOwnRedis } from './api-fixture.js';
+
+let client: PixiuClient;
+const files = cleanupList();
+
+before(async () => {
+  ({ client } = await startWithOwnRedis(files));
+});
+
+after(() => files.run());
+
+/** A valid message to alice with `change` applied. */
+function message(change: Record<string, unknown> = {}): Record<string, unknown> {
+  return { to: 'alice', type: 't', data: 1, ...change };
+}
+
+/** Asserts a 400 INVALID_REQUEST whose message is exactly `expected`. */
+function expectInvalid(answer: HttpAnswer, expected: string, what: string): void {
+  assert.equal(expectError(answer, 400, 'INVALID_REQUEST'), expected, what);
+}
+
+/** An answer of {@link send}: status and parsed JSON body. */
+interface RawAnswer {
+  status: number;
+  body: { error?: { code: string; message: string } } & Record<string, unknown>;
+}
+
+/**
+ * Sends one request with exactly these headers (plus Host and the token) and body:
+ * `fetch` adds a Content-Type to a text body and a Content-Length to every body.
+ * @param chunks when given, the body is sent chunked, one write per chunk
+ */
+function send(method: string, path: string, headers: Record<string, string>, body?: string, chunks?: string[]): Promise<RawAnswer> {
+  const url = new URL(path, client.url);
+  // Node's client sends a DELETE's body with no length of its own (then the server
+  // would read it as the next request): give one.
+  const framing = body !== undefined && headers['content-length'] === undefined && headers['transfer-encoding'] === undefined
+    ? { 'content-length': String(Buffer.byteLength(body)) } : {};
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers: { authorization: `Bearer ${client.token}`, ...framing, ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as RawAnswer['body'] }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (chunks !== undefined) {
+      for (const c of chunks) req.write(c);
+      req.end();
+    } else {
+      req.end(body);
+    }
+  });
+}
+
+test('schema violations are worded plainly: empty, type, length and count, never Ajv\'s wording', async () => {
+  const longChannel = 'c'.repeat(129);
+  const cases: Array<[string, () => Promise<HttpAnswer>, string]> = [
+    ['an empty to', () => client.post('/v1/messages', message({ to: '' })), 'body/to must not be empty'],
+    ['an empty list of recipients', () => client.post('/v1/messages', message({ to: [] })), 'body/to must not be empty'],
+    ['to as a number', () => client.post('/v1/messages', message({ to: 5 })), 'body/to must be a string or an array'],
+    ['a recipient as a number', () => client.post('/v1/messages', message({ to: ['alice', 42] })), 'body/to/1 must be a string'],
+    ['a ttl with a fraction', () => client.post('/v1/messages', message({ ttl: 1.5 })), 'body/ttl must be an integer'],
+    ['a ttl of 0', () => client.post('/v1/messages', message({ ttl: 0 })), 'body/ttl must be at least 1'],
+    ['a ttl over 30 days', () => client.post('/v1/messages', message({ ttl: 2_592_001 })), 'body/ttl must be at most 2592000'],
+    ['a body that is a list', () => client.post('/v1/messages', [1]), 'body must be an object'],
+    ['a missing type', () => client.post('/v1/messages', { to: 'alice', data: 1 }), 'body is missing the required field "type"'],
+    ['an empty batch', () => client.post('/v1/messages/batch', { messages: [] }), 'body/messages must not be empty'],
+    ['tags as a list', () => client.post('/v1/broadcast', { type: 't', data: 1, tags: ['a'] }), 'body/tags must be an object'],
+    ['1,001 users to query', () => client.post('/v1/presence/query', { users: Array.from({ length: 1001 }, (_, i) => `u${i}`) }), 'body/users must have at most 1000 items'],
+    ['a channel name of 129 characters', () => client.post(`/v1/channels/${longChannel}/publish`, { type: 't', data: 1 }), 'params/channel must be at most 128 characters long'],
+    ['a limit of 0', () => client.get('/v1/users/alice/messages?limit=0'), 'querystring/limit must be at least 1'],
+  ];
+  for (const [what, sendIt, expected] of cases) {
+    const answer = await sendIt();
+    expectInvalid(answer, expected, what);
+    assert.doesNotMatch(answer.text, /NOT|must be (string|integer|number|object|array)\b|required property/, what);
+  }
+});
+
+test('an over-long message id gets the "not a message id" answer of every other malformed id', async () => {
+  const expected = /^not a message id: "[^"]*" \(expected 16 lower-case hex digits\)$/;
+  for (const id of ['a'.repeat(65), 'a'.repeat(300), 'xyz', 'a'.repeat(17)]) {
+    expectError(await client.get(`/v1/messages/${id}`), 400, 'INVALID_REQUEST', expected);
+  }
+});
+
+test('a route that takes a body says "a JSON body is required" for none and for an empty one alike', async () => {
+  const routes: Array<[string, string]> = [
+    ['POST', '/v1/messages'],
+    ['POST', '/v1/messages/batch'],
+    ['PUT', '/v1/rooms/r1/members'],
+    ['DELETE', '/v1/rooms/r1/members'],
+    ['POST', '/v1/presence/query'],
+    ['POST', '/v1/broadcast'],
+    ['POST', '/v1/channels/live.a/publish'],
+  ];
+  for (const [method, path] of routes) {
+    for (const [what, headers] of [
+      ['no body, no Content-Type', {}],
+      ['no body, Content-Length: 0', { 'content-length': '0' }],
+      ['an empty JSON body', { 'content-type': 'application/json', 'content-length': '0' }],
+      ['an empty chunked JSON body', { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }],
+    ] as const) {
+      const answer = await send(method, path, headers);
+      assert.equal(answer.status, 400, `${method} ${path}, ${what}`);
+      assert.deepEqual(answer.body, { error: { code: 'INVALID_REQUEST', message: 'a JSON body is required' } }, `${method} ${path}, ${what}`);
+    }
+  }
+});
+
+test('an unknown field is named before the required field it likely misspells', async () => {
+  expectInvalid(await client.post('/v1/messages/batch', { msgs: [] }),
+    'body has an unknown field "msgs" (and is missing the required field "messages")', 'the batch');
+  expectInvalid(await client.post('/v1/presence/query', { user: ['a'] }),
+    'body has an unknown field "user" (and is missing the required field "users")', 'a presence query');
+  // In a batch item too.
+  const answer = await client.post('/v1/messages/batch', { messages: [{ to: 'alice', kind: 't', data: 1 }] });
+  assert.equal(answer.status, 200, answer.text);
+  const [item] = (answer.body as { results: Array<{ error?: { message: string } }> }).results;
+  assert.equal(item?.error?.message, 'messages/0 has an unknown field "kind" (and is missing the required field "type")');
+});
+
+test('a batch item whose data nests too deep is named by its path, like the other item errors', async () => {
+  let deep: unknown = 1;
+  for (let i = 0; i < 65; i++) deep = [deep];
+  const answer = await client.post('/v1/messages/batch', {
+    messages: [message(), message({ data: deep }), message({ to: 'a b' }), message()],
+  });
+  assert.equal(answer.status, 200, answer.text);
+  const results = (answer.body as { results: Array<{ status: number; error?: { code: string; message: string } }> }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 400, 201]);
+  assert.deepEqual(results[1]?.error, { code: 'INVALID_REQUEST', message: 'messages/1/data nests deeper than 64 levels' });
+  assert.match(results[2]?.error?.message ?? '', /^messages\/2\/to /);
+});
+
+test('a route that takes no body refuses one (400) instead of ignoring it; an empty one is accepted', async () => {
+  const path = '/v1/users/nobody/connections';
+  const refused: Array<[string, Record<string, string>, string | undefined, string[]?]> = [
+    ['a JSON object', { 'content-type': 'application/json' }, '{"a":1}'],
+    ['JSON null', { 'content-type': 'application/json' }, 'null'],
+    ['a text body', { 'content-type': 'text/plain' }, 'device=phone'],
+    ['a body without a Content-Type', {}, 'device='],
+    ['a chunked body without a Content-Type', { 'transfer-encoding': 'chunked' }, undefined, ['', '{"a":1}']],
+  ];
+  for (const [what, headers, body, chunks] of refused) {
+    const answer = await send('DELETE', path, headers, body, chunks);
+    assert.equal(answer.status, 400, what);
+    assert.deepEqual(answer.body, { error: { code: 'INVALID_REQUEST', message: 'this route takes no body' } }, what);
+  }
+  const accepted: Array<[string, Record<string, string>, string[]?]> = [
+    ['no body, no headers', {}],
+    ['Content-Length: 0', { 'content-length': '0' }],
+    ['Content-Length: 0 with a JSON Content-Type', { 'content-type': 'application/json', 'content-length': '0' }],
+    ['Content-Length: 0 with another Content-Type', { 'content-type': 'text/plain', 'content-length': '0' }],
+    ['an empty chunked body without a Content-Type', { 'transfer-encoding': 'chunked' }, []],
+    ['an empty chunked JSON body', { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, []],
+  ];
+  for (const [what, headers, chunks] of accepted) {
+    const answer = await send('DELETE', path, headers, undefined, chunks);
+    assert.equal(answer.status, 200, `${what}: ${JSON.stringify(answer.body)}`);
+    assert.deepEqual(answer.body, { user: 'nobody', closed: 0 }, what);
+  }
+});
