@@ -38,4 +38,10 @@ export type Effect =
   /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */
   | { readonly kind: 'timer'; readonly conn: string; readonly delayMs: number | null }
   /** Close a connection. */
-  | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string };
+  | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string }
+  /**
+   * Give the inbox a new epoch if it is still `epoch` (Inbox.rotateEpoch): it came back
+   * from Redis with less than a connection was sent (DESIGN.md §11). Answer with
+   * `epochRotated`, whether it worked or not; no fetch starts until then.
+   */
+  | { readonly kind: 'rotate-epoch'; readonly epoch: string };

@@ -19,8 +19,11 @@
  *   `backoffMs`; after the last wait, close 4008.
  * - Resume on login with `gap` and `reset` (DESIGN.md §5 "Resume rules"); content
  *   that expired or vanished is a `gap` of its seq, never an empty message or a stall.
- * - A user whose inbox epoch changed, or whose latest seq fell below what a
- *   connection was already sent, is reset on that connection (DESIGN.md §11).
+ * - A user whose inbox epoch changed is reset on every connection. One whose latest
+ *   seq fell below what a connection was already sent (Redis gave the inbox back with
+ *   less, under the same epoch) first gets a new epoch (`rotate-epoch`), so that every
+ *   device holding a cursor of the old one, offline ones included, is reset too; no
+ *   fetch starts until `epochRotated`, whose pull then resets them all (DESIGN.md §11).
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
@@ -53,6 +56,8 @@ export class UserMachine {
   #clock = 0;
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
   #ahead: ReadAhead | undefined;
+  /** A `rotate-epoch` is in flight: no fetch until `epochRotated`. */
+  #rotating = false;
 
   /** Entries per fetch: a window's worth, at most the page bound. */
   readonly #fetchLimit: number;
@@ -127,7 +132,7 @@ export class UserMachine {
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
-    if (this.#fetchAfter !== undefined || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
+    if (this.#fetchAfter !== undefined || this.#rotating || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;
@@ -231,6 +236,18 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
+  /**
+   * epochRotated: the `rotate-epoch` asked for has been tried (done, done by another
+   * node, or failed: the pull that follows then fails too, and is retried as any
+   * failed fetch). Pulls at once: a new epoch resets every connection.
+   */
+  epochRotated(): Effect[] {
+    this.#rotating = false;
+    this.#force = true;
+    this.#ahead?.clear();
+    return this.#pump();
+  }
+
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
     this.#fetchAfter = undefined;
@@ -247,6 +264,12 @@ export class UserMachine {
     this.#fetchAfter = undefined;
     const effects: Effect[] = [];
     this.#detectReset(page, effects);
+    if (this.#rotating) {
+      // Nothing from a page whose epoch is being replaced: the pull after
+      // `epochRotated` resets every connection and joins those waiting.
+      this.#ahead?.clear();
+      return effects;
+    }
     this.#epoch = page.epoch;
     // The page is the truth as of the fetch; a notify that arrived during it (dirty)
     // may name a newer seq, which must not be forgotten.
@@ -273,12 +296,29 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
-  /** The inbox was recreated under a connection (DESIGN.md §11): `reset` it. */
+  /**
+   * The inbox was recreated under a connection (DESIGN.md §11): `reset` it. One that
+   * came back with less under the same epoch gets a new epoch first (`rotate-epoch`);
+   * the pull after `epochRotated` resets every connection under it.
+   */
   #detectReset(page: InboxPage, effects: Effect[]): void {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
+      if (c.phase !== 'ready') continue;
+      if (epochChanged) {
+        resetTo(c, page, effects);
+        continue;
+      }
       // Against the highest seq ever written: a redelivery may have rewound `sent`.
-      if (c.phase === 'ready' && (epochChanged || page.latestSeq < Math.max(c.sent, c.redeliverUpTo))) resetTo(c, page, effects);
+      if (page.latestSeq >= Math.max(c.sent, c.redeliverUpTo)) continue;
+      if (page.epoch === null) {
+        // No inbox at all (its keys lost, no append since): nothing to rotate; the
+        // append that recreates it brings a new epoch, and this connection is reset.
+        resetTo(c, page, effects);
+      } else if (!this.#rotating) {
+        this.#rotating = true;
+        effects.push({ kind: 'rotate-epoch', epoch: page.epoch });
+      }
     }
   }
 
@@ -379,7 +419,7 @@ export class UserMachine {
       this.#force = false;
       return effects;
     }
-    if (this.#fetchAfter !== undefined) {
+    if (this.#fetchAfter !== undefined || this.#rotating) {
       this.#dirty = true;
       return effects;
     }

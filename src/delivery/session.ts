@@ -213,6 +213,9 @@ export class UserSession {
         case 'close':
           this.#conns.get(e.conn)?.close(e.code, e.reason);
           break;
+        case 'rotate-epoch':
+          void this.#rotateEpoch(e.epoch);
+          break;
       }
     }
     for (const u of unsendable ?? []) this.#run(this.#machine.undeliverable(u.conn, u.seq));
@@ -239,6 +242,24 @@ export class UserSession {
     if (delayMs === null && this.#timers === undefined) return;
     this.#timers ??= new LazyTimers<string>((id) => this.#run(this.#machine.redeliveryDue(id)));
     this.#timers.set(connId, delayMs);
+  }
+
+  /**
+   * The inbox came back from Redis with less than a connection was sent (DESIGN.md
+   * §11): a new epoch for it, then the machine pulls and resets every connection. A
+   * failure is left to that pull, which fails too and is retried as any failed fetch;
+   * it rotates again if the inbox still has less.
+   */
+  async #rotateEpoch(epoch: string): Promise<void> {
+    const { logger } = this.#deps;
+    try {
+      const after = await this.#deps.inbox.rotateEpoch(this.user, epoch);
+      logger.warn({ user: this.user, epoch, newEpoch: after },
+        'inbox came back from Redis with less than was delivered: new epoch, its devices are reset');
+    } catch (err) {
+      logger.warn({ err, user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
+    }
+    this.#run(this.#machine.epochRotated());
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {

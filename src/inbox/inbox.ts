@@ -292,6 +292,28 @@ export class Inbox {
   }
 
   /**
+   * Gives the user's inbox a new epoch if it is still `epoch`, and deletes the stored
+   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-2.lua`). For
+   * an inbox that Redis gave back with less than a connection was already sent: its
+   * lost seqs will name other messages, so every device holding a cursor of `epoch`
+   * must be told `reset`. Done by one node when several see it (the epoch is compared
+   * and set in one script).
+   *
+   * @param epoch the epoch the delivery read the shrunken inbox under
+   * @returns the inbox's epoch after the call (a new one, or whatever another node set);
+   *   null when the inbox has none
+   * @throws PixiuError INVALID_REQUEST for a bad uid or an empty epoch; UNAVAILABLE when Redis fails
+   */
+  async rotateEpoch(uid: string, epoch: string): Promise<string | null> {
+    const keys = this.#keys.user(uid);
+    if (epoch === '') throw invalid('epoch must be a non-empty string');
+    let fresh = newEpoch();
+    while (fresh === epoch) fresh = newEpoch();
+    const after = await redisCall(() => this.#redis.pxRotateV1(keys.meta, keys.acks, epoch, fresh));
+    return after === '' ? null : after;
+  }
+
+  /**
    * The ack cursor of every device of a user that has acked anything.
    *
    * @returns device → highest acked seq; `{}` when none

@@ -351,6 +351,57 @@ test('reset: after FLUSHALL, reconnecting with the old epoch and last_seq gets `
   await expectMsgs(after2, 1, 3, [fresh.id, ...more]);
 });
 
+test('Redis gives an inbox back with less (its keys restored from before the last messages): a new epoch; the connected device, and an offline one resuming in the old epoch, are reset; stored cursors are dropped', async (t) => {
+  const steps = ownSteps(t);
+  const own = await RedisServer.start();
+  steps.after(() => own.destroy());
+  const { gw: server } = await startDelivery(steps, 'rbk', { redisUrl: own.url });
+  const { redis: raw, inbox } = await openInbox(steps, own.url, 'rbk:');
+  const user = 'rolf';
+  const keys = inbox.keys.user(user);
+  const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
+  const before = await postMany(server.client, user, 3);
+  // The tablet gets and acks 1..3; then the user's keys are what a snapshot taken now holds.
+  const tablet = await server.connect(user, { device: 'tablet' });
+  const w = await welcome(tablet, 1, 3);
+  const epoch = w.epoch as string;
+  await expectMsgs(tablet, 1, 3, before);
+  await waitCursor(inbox, user, 'tablet', 3);
+  const snapshot = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+  // Two more, which the tablet gets and acks before it goes offline, and the phone too.
+  const lost = await postMany(server.client, user, 2, 4);
+  await expectMsgs(tablet, 4, 5, [...before, ...lost]);
+  await waitCursor(inbox, user, 'tablet', 5);
+  await tablet.close();
+  const phone = await server.connect(user, { device: 'phone' });
+  await welcome(phone, 1, 5);
+  await expectMsgs(phone, 1, 5, [...before, ...lost]);
+
+  // Redis comes back with the snapshot's keys: seqs 4 and 5 are gone under the same epoch.
+  for (const [i, key] of names.entries()) {
+    const dump = snapshot[i];
+    if (dump === null || dump === undefined) await raw.del(key);
+    else await raw.restore(key, 0, dump, 'REPLACE');
+  }
+  const again = await postOne(server.client, user);
+  assert.equal(again.seq, 4, 'seq 4 again, for another message');
+  // The connected phone: reset under a new epoch, then everything retained.
+  const reset = await expectFrame(phone, 'reset', 5000);
+  assert.notEqual(reset.epoch, epoch, 'a new epoch');
+  assert.equal(reset.seq, 4);
+  await expectMsgs(phone, 1, 4, [...before, again.id]);
+  const cursors = await inbox.cursors(user);
+  assert.equal(Object.hasOwn(cursors, 'tablet'), false, `the tablet's cursor counted seqs of the old epoch: ${JSON.stringify(cursors)}`);
+
+  // Two more: the inbox's latest passes the tablet's last_seq (5) again. Resuming in the
+  // old epoch it is reset, not sent seq 6 alone (which would skip the new 4 and 5).
+  const newer = await postMany(server.client, user, 2, 5);
+  const back = await server.connect(user, { device: 'tablet', params: { last_seq: 5, epoch } });
+  await welcome(back, 1, 6);
+  assert.deepEqual(await back.next(), { t: 'reset', epoch: reset.epoch, seq: 6 });
+  await expectMsgs(back, 1, 6, [...before, again.id, ...newer]);
+});
+
 test('a connected device whose inbox is lost (FLUSHALL) gets `reset`, then the new message, without waiting for a heartbeat', async (t) => {
   const { server, client, epoch, flushall } = await caughtUpOnOwnRedis(t, 'rst2', 'rua');
   await flushall();

@@ -289,3 +289,25 @@ test('an ack made under an epoch that is gone changes no cursor', async () => {
   // The same ack under the current epoch counts.
   assert.equal(await inbox.ack(uid, 'phone', 1, fresh.epoch), 1);
 });
+
+test('rotateEpoch gives the inbox a new epoch and drops its ack cursors, only while it still has the one given; seqs go on', async () => {
+  const [, second] = await appendMany(inbox, 'rota', 2, 700);
+  const first = await inbox.range('rota', 0, 10);
+  const old = first.epoch as string;
+  await inbox.ack('rota', 'phone', 2, old);
+  const fresh = await inbox.rotateEpoch('rota', old);
+  assert.ok(fresh !== null && fresh !== old, `a new epoch, got ${fresh}`);
+  const page = await inbox.range('rota', 0, 10);
+  assert.equal(page.epoch, fresh);
+  assert.deepEqual(page.entries.map((e) => e.seq), [1, 2], 'the entries stay');
+  assert.deepEqual(await inbox.cursors('rota'), {}, 'cursors of the old epoch are dropped');
+  // Another node asking with the old epoch changes nothing and learns the new one.
+  assert.equal(await inbox.rotateEpoch('rota', old), fresh);
+  assert.equal((await inbox.range('rota', 0, 1)).epoch, fresh);
+  // Seqs go on under the new epoch.
+  const next = await inbox.append('rota', msgId(703), MsgKind.user);
+  assert.deepEqual([next.seq, next.epoch], [(second ?? 0) + 1, fresh]);
+  // No inbox: nothing to rotate.
+  assert.equal(await inbox.rotateEpoch('rota-none', 'whatever'), null);
+  await assert.rejects(inbox.rotateEpoch('rota', ''), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
+});

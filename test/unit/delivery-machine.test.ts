@@ -477,12 +477,13 @@ test('a page with another epoch resets even when the new inbox is already past w
   assert.deepEqual(d.brief('a'), ['reset ep2 5', ...msgs(5)]);
 });
 
-test('Redis restored with less (same epoch, latest below what was sent) resets the connection', () => {
+test('Redis restored with less (same epoch, latest below what was sent): a new epoch, then the connection is reset under it', () => {
   const d = caughtUp(5, { ...CONFIG, window: 10 });
   d.inbox.restoreTo(2);
   d.heartbeat();
   d.settle();
-  assert.deepEqual(d.brief('a'), ['reset ep1 2', 'msg 1', 'msg 2']);
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 2', 'msg 1', 'msg 2']);
+  assert.deepEqual(d.rotations, ['ep1'], 'the epoch of the shrunken inbox is replaced, once');
   d.inbox.append(2);
   d.notify(4);
   d.settle();
@@ -495,7 +496,7 @@ test('Redis restored with less: notifies of seqs at or below the old latest pull
   d.inbox.append(); // seq 3 again, a different message
   d.notify(3);
   d.settle();
-  assert.deepEqual(d.brief('a'), ['reset ep1 3', ...msgs(3)]);
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 3', ...msgs(3)]);
 });
 
 test('a restore below what a connection was sent is seen even while its redelivery has rewound it', () => {
@@ -506,7 +507,50 @@ test('a restore below what a connection was sent is seen even while its redelive
   d.due('a'); // cursor back at 1; its resend fetch reads the restored inbox
   d.settle();
   const frames = d.brief('a');
-  assert.equal(frames[0], 'reset ep1 3', `seqs 4 and 5 were sent; latest 3 is a reset, got ${frames.join(', ')}`);
+  assert.equal(frames[0], 'reset ep1-rotated 3', `seqs 4 and 5 were sent; latest 3 is a reset under a new epoch, got ${frames.join(', ')}`);
+});
+
+test('Redis restored with less: no fetch and no direct delivery while the new epoch is being set; every connection, and one joining, is reset under it', () => {
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  // b is behind the restored latest (a resume after 1): nothing of its own was lost, but
+  // the seqs above the latest will name other messages for everyone.
+  d.login('b', { kind: 'after', seq: 1, epoch: 'ep1' });
+  d.settle();
+  d.frames('b');
+  d.inbox.restoreTo(3);
+  d.heartbeat();
+  d.answer();
+  assert.equal(d.rotating, true, 'latest 3 is below what a was sent: a new epoch is asked for');
+  assert.deepEqual(d.rotations, ['ep1']);
+  // While it is set: no fetch starts, and a local append is not delivered from the old epoch.
+  d.inbox.append(); // seq 4 again, another message
+  // offer appends seq 5 and hands it over as a local append would.
+  for (const effects of [d.heartbeat(), d.notify(4), d.offer(), d.login('c', { kind: 'after', seq: 5, epoch: 'ep1' })]) {
+    assert.deepEqual(effects.filter((e) => e.kind === 'fetch' || e.kind === 'send'), []);
+  }
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep1'], 'one rotation');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 5', ...msgs(5)]);
+  assert.deepEqual(d.brief('b'), ['reset ep1-rotated 5', ...msgs(5)]);
+  // c asked to resume in ep1, which is gone: reset, then everything (protocol.md rule 2).
+  assert.deepEqual(d.brief('c'), ['welcome 1', 'reset ep1-rotated 5', ...msgs(5)]);
+});
+
+test('a failed epoch rotation is retried by the pull that follows, while the inbox still has less', () => {
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  d.inbox.restoreTo(2);
+  d.heartbeat();
+  d.answer();
+  assert.equal(d.rotating, true);
+  // The rotation failed (Redis down): the inbox kept its epoch; then the pull fails too.
+  d.rotating = false;
+  d.take(d.m.epochRotated());
+  d.fail();
+  // Redis back: the retry's pull sees the same shrunken inbox and asks again.
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep1', 'ep1']);
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 2', ...msgs(2)]);
 });
 
 // ---------------------------------------------------------------- backpressure, failures, logout

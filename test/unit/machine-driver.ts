@@ -86,6 +86,11 @@ export class FakeInbox {
     this.first = Math.min(this.first, latest + 1);
   }
 
+  /** `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-2.lua); the seqs stay. */
+  rotateEpoch(expected: string): void {
+    if (this.epoch === expected) this.epoch = `${expected}-rotated`;
+  }
+
   /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
   read(afterSeq: number, limit: number): { page: InboxPage; records: (StoredMessage | null)[] } {
     const entries: InboxEntry[] = [];
@@ -120,6 +125,10 @@ export class Driver {
   readonly timers = new Map<string, number | null>();
   readonly acks: { device: string; seq: number }[] = [];
   readonly closes: { conn: string; code: number }[] = [];
+  /** A `rotate-epoch` was asked for and not yet answered ({@link rotated}). */
+  rotating = false;
+  /** The epochs each `rotate-epoch` asked to replace, in order. */
+  readonly rotations: string[] = [];
   /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
   readonly #ackHigh = new Map<string, number>();
   readonly #strict: boolean;
@@ -158,6 +167,11 @@ export class Driver {
           break;
         case 'close':
           this.closes.push({ conn: e.conn, code: e.code });
+          break;
+        case 'rotate-epoch':
+          assert.equal(this.rotating, false, 'a second rotate-epoch while one is in flight');
+          this.rotating = true;
+          this.rotations.push(e.epoch);
           break;
       }
     }
@@ -225,11 +239,20 @@ export class Driver {
     return this.take(this.m.fetched(p.snapshot.page, p.snapshot.records));
   }
 
-  /** Answers fetches until none is in flight; a fetch loop fails the test. */
+  /** Performs the `rotate-epoch` asked for on the inbox, and answers `epochRotated`. */
+  rotated(): Effect[] {
+    assert.ok(this.rotating, 'no rotate-epoch in flight');
+    this.rotating = false;
+    this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string);
+    return this.take(this.m.epochRotated());
+  }
+
+  /** Answers fetches and epoch rotations until none is in flight; a fetch loop fails the test. */
   settle(): void {
-    for (let i = 0; this.pending; i++) {
+    for (let i = 0; this.pending || this.rotating; i++) {
       assert.ok(i < 100, 'fetch loop: 100 fetches without settling');
-      this.answer();
+      if (this.rotating) this.rotated();
+      else this.answer();
     }
   }
 
