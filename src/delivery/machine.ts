@@ -58,6 +58,11 @@ export class UserMachine {
   #ahead: ReadAhead | undefined;
   /** A `rotate-epoch` is in flight: no fetch until `epochRotated`. */
   #rotating = false;
+  /** The fetch in flight was started before a `rotate-epoch`: its page is dropped. */
+  #staleFetch = false;
+  /** The highest seq delivered under `#epoch` (sent as a msg or a gap) and its MsgID. */
+  #topSeq = 0;
+  #topId = '';
 
   /** Entries per fetch: a window's worth, at most the page bound. */
   readonly #fetchLimit: number;
@@ -131,6 +136,17 @@ export class UserMachine {
    * @param record the stored record of `entry.id` (what the store's getMany returns)
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
+    // A seq already delivered under this epoch, now naming another message: Redis gave
+    // the inbox back with less and assigned the seq again (DESIGN.md §11). Appends that
+    // pass the old latest in one burst never let a pull see the inbox shrunken, but
+    // seqs are contiguous, so one of them lands on the highest seq delivered.
+    if (!this.#rotating && epoch === this.#epoch && entry.seq === this.#topSeq && entry.id !== this.#topId) {
+      this.#rotating = true;
+      // A fetch in flight read the old epoch: what it brings is not delivered.
+      this.#staleFetch = this.#fetchAfter !== undefined;
+      this.#ahead?.clear();
+      return [{ kind: 'rotate-epoch', epoch }];
+    }
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
     if (this.#fetchAfter !== undefined || this.#rotating || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
       return this.notify(entry.seq);
@@ -251,6 +267,7 @@ export class UserMachine {
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
     this.#fetchAfter = undefined;
+    this.#staleFetch = false;
     this.#dirty = false;
     return [];
   }
@@ -262,6 +279,14 @@ export class UserMachine {
   fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
+    if (this.#staleFetch) {
+      // Read before a new epoch was asked for: its entries may name old-epoch seqs.
+      this.#staleFetch = false;
+      this.#ahead?.clear();
+      if (this.#rotating) return [];
+      this.#force = true;
+      return this.#pump();
+    }
     const effects: Effect[] = [];
     this.#detectReset(page, effects);
     if (this.#rotating) {
@@ -269,6 +294,10 @@ export class UserMachine {
       // `epochRotated` resets every connection and joins those waiting.
       this.#ahead?.clear();
       return effects;
+    }
+    if (page.epoch !== this.#epoch) {
+      this.#topSeq = 0;
+      this.#topId = '';
     }
     this.#epoch = page.epoch;
     // The page is the truth as of the fetch; a notify that arrived during it (dirty)
@@ -353,6 +382,10 @@ export class UserMachine {
         c.inflight.push(entry.seq);
       }
       c.sent = entry.seq;
+      if (entry.seq > this.#topSeq) {
+        this.#topSeq = entry.seq;
+        this.#topId = entry.id;
+      }
     }
     if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
       effects.push({ kind: 'timer', conn: c.id, delayMs: this.#config.ackTimeoutMs });

@@ -351,15 +351,37 @@ test('reset: after FLUSHALL, reconnecting with the old epoch and last_seq gets `
   await expectMsgs(after2, 1, 3, [fresh.id, ...more]);
 });
 
-test('Redis gives an inbox back with less (its keys restored from before the last messages): a new epoch; the connected device, and an offline one resuming in the old epoch, are reset; stored cursors are dropped', async (t) => {
+/**
+ * A service on a Redis of its own, and a snapshot of `user`'s keys: `restore` puts them
+ * back as they were when `snapshot` was called (Redis giving the inbox back with less:
+ * a restored snapshot, a failover, a lost last second of AOF; DESIGN.md §11).
+ */
+async function rollbackable(t: CleanupContext, prefix: string, user: string): Promise<{
+  server: GatewayFixture; inbox: Inbox; snapshot: () => Promise<() => Promise<void>>;
+}> {
   const steps = ownSteps(t);
   const own = await RedisServer.start();
   steps.after(() => own.destroy());
-  const { gw: server } = await startDelivery(steps, 'rbk', { redisUrl: own.url });
-  const { redis: raw, inbox } = await openInbox(steps, own.url, 'rbk:');
-  const user = 'rolf';
+  const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url });
+  const { redis: raw, inbox } = await openInbox(steps, own.url, `${prefix}:`);
   const keys = inbox.keys.user(user);
   const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
+  const snapshot = async (): Promise<() => Promise<void>> => {
+    const dumps = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+    return async () => {
+      for (const [i, key] of names.entries()) {
+        const dump = dumps[i];
+        if (dump === null || dump === undefined) await raw.del(key);
+        else await raw.restore(key, 0, dump, 'REPLACE');
+      }
+    };
+  };
+  return { server, inbox, snapshot };
+}
+
+test('Redis gives an inbox back with less (its keys restored from before the last messages): a new epoch; the connected device, and an offline one resuming in the old epoch, are reset; stored cursors are dropped', async (t) => {
+  const user = 'rolf';
+  const { server, inbox, snapshot } = await rollbackable(t, 'rbk', user);
   const before = await postMany(server.client, user, 3);
   // The tablet gets and acks 1..3; then the user's keys are what a snapshot taken now holds.
   const tablet = await server.connect(user, { device: 'tablet' });
@@ -367,7 +389,7 @@ test('Redis gives an inbox back with less (its keys restored from before the las
   const epoch = w.epoch as string;
   await expectMsgs(tablet, 1, 3, before);
   await waitCursor(inbox, user, 'tablet', 3);
-  const snapshot = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+  const restore = await snapshot();
   // Two more, which the tablet gets and acks before it goes offline, and the phone too.
   const lost = await postMany(server.client, user, 2, 4);
   await expectMsgs(tablet, 4, 5, [...before, ...lost]);
@@ -378,11 +400,7 @@ test('Redis gives an inbox back with less (its keys restored from before the las
   await expectMsgs(phone, 1, 5, [...before, ...lost]);
 
   // Redis comes back with the snapshot's keys: seqs 4 and 5 are gone under the same epoch.
-  for (const [i, key] of names.entries()) {
-    const dump = snapshot[i];
-    if (dump === null || dump === undefined) await raw.del(key);
-    else await raw.restore(key, 0, dump, 'REPLACE');
-  }
+  await restore();
   const again = await postOne(server.client, user);
   assert.equal(again.seq, 4, 'seq 4 again, for another message');
   // The connected phone: reset under a new epoch, then everything retained.
@@ -400,6 +418,28 @@ test('Redis gives an inbox back with less (its keys restored from before the las
   await welcome(back, 1, 6);
   assert.deepEqual(await back.next(), { t: 'reset', epoch: reset.epoch, seq: 6 });
   await expectMsgs(back, 1, 6, [...before, again.id, ...newer]);
+});
+
+test('Redis gives an inbox back with less, then one batch passes the old latest before any read: the connected device is still reset under a new epoch, nothing skipped', async (t) => {
+  const user = 'rudi';
+  const { server, inbox, snapshot } = await rollbackable(t, 'rbb', user);
+  const phone = await server.connect(user, { device: 'phone' });
+  await welcome(phone, 1, 0);
+  const kept = await postMany(server.client, user, 2);
+  await expectMsgs(phone, 1, 2, kept);
+  await waitCursor(inbox, user, 'phone', 2);
+  const restore = await snapshot();
+  const epoch = (await inbox.range(user, 0, 1)).epoch;
+  assert.ok(epoch !== null);
+  const lost = await postMany(server.client, user, 2, 3);
+  await expectMsgs(phone, 3, 4, [...kept, ...lost]);
+  await restore();
+  // One batch: seqs 3, 4 and 5 are assigned before the phone's session reads anything.
+  const batch = await postMany(server.client, user, 3, 3);
+  const reset = await expectFrame(phone, 'reset', 5000);
+  assert.notEqual(reset.epoch, epoch, 'a new epoch');
+  assert.equal(reset.seq, 5);
+  await expectMsgs(phone, 1, 5, [...kept, ...batch]);
 });
 
 test('a connected device whose inbox is lost (FLUSHALL) gets `reset`, then the new message, without waiting for a heartbeat', async (t) => {

@@ -8,6 +8,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { InboxEntry } from '../../src/inbox/inbox.js';
+import type { StoredMessage } from '../../src/store/record.js';
 import { CloseCode } from '../../src/delivery/close-codes.js';
 import type { Effect, MachineConfig, ResumeRequest } from '../../src/delivery/machine.js';
 import type { GapFrame, MsgFrame } from '../../src/delivery/frames.js';
@@ -534,6 +536,20 @@ test('Redis restored with less: no fetch and no direct delivery while the new ep
   assert.deepEqual(d.brief('b'), ['reset ep1-rotated 5', ...msgs(5)]);
   // c asked to resume in ep1, which is gone: reset, then everything (protocol.md rule 2).
   assert.deepEqual(d.brief('c'), ['welcome 1', 'reset ep1-rotated 5', ...msgs(5)]);
+});
+
+test('Redis restored with less, then appends passing the old latest before any pull (a batch): the local append landing on the highest seq delivered, as another message, brings the new epoch', () => {
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  d.inbox.restoreTo(2);
+  // Seqs 3..7 appended at once (one batch), then offered one by one as ingest does.
+  d.inbox.append(5);
+  for (let seq = 3; seq <= 7; seq++) {
+    const { page, records } = d.inbox.read(seq - 1, 1);
+    d.take(d.m.offer(page.entries[0] as InboxEntry, d.inbox.epoch as string, records[0] as StoredMessage));
+  }
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep1'], 'seq 5 came back as another message: one rotation');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 7', ...msgs(7)]);
 });
 
 test('a failed epoch rotation is retried by the pull that follows, while the inbox still has less', () => {
