@@ -1,11 +1,16 @@
 /**
  * One connection's delivery state inside the per-user machine (machine.ts, DESIGN.md
  * §5: `acked`, `sent`, the window in flight), how it starts (`welcome`), how a run of
- * seqs it cannot be sent is reported to it as a `gap` frame, and how it is `reset`.
+ * seqs it cannot be sent is reported to it as a `gap` frame, how a page is delivered
+ * to it within its window, how its acks and redelivery rounds move it, and how it is
+ * `reset`.
  */
-import type { InboxPage } from '../inbox/inbox.js';
-import type { Effect } from './effects.js';
-import type { GapFrame } from './frames.js';
+import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { StoredMessage } from '../store/message-store.js';
+import { CloseCode } from './close-codes.js';
+import type { Effect, MachineConfig } from './effects.js';
+import type { GapFrame, MsgFrame } from './frames.js';
+import { messageView } from './message-view.js';
 import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 
 /** A connection's delivery state. */
@@ -83,4 +88,107 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
   c.phase = 'ready';
   c.acked = c.sent = start;
+}
+
+/**
+ * Sends a ready connection what `page` holds after its cursor, within its window: a
+ * `gap` for seqs trimmed while it was behind, for holes in the stream and for content
+ * that expired or vanished (`records[i]` null), else a `msg`, marked `redelivered` up
+ * to `c.redeliverUpTo`; arms its redelivery timer when it had nothing in flight.
+ * @param records the content of `page.entries[i]`
+ * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
+ */
+export function deliverPage(
+  c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
+): InboxEntry | undefined {
+  if (c.phase !== 'ready') return undefined;
+  // Trimmed by the cap while this connection was behind.
+  const trimmedTo = beforeFirst(page);
+  if (c.sent < trimmedTo) {
+    effects.push({ kind: 'send', conn: c.id, frame: { t: 'gap', from: c.sent + 1, to: trimmedTo } });
+    c.sent = trimmedTo;
+  }
+  const wasIdle = c.inflight.length === 0;
+  let gap: GapFrame | undefined;
+  let last: InboxEntry | undefined;
+  const entries = page.entries;
+  for (let i = 0; i < entries.length && c.inflight.length < config.window; i++) {
+    const entry = entries[i] as InboxEntry;
+    if (entry.seq <= c.sent) continue;
+    // A hole in the stream (an entry removed by hand): the page starts at or before
+    // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
+    if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects, entry.seq - 1 <= c.redeliverUpTo);
+    const record = records[i];
+    if (!record) {
+      // Content expired or vanished: a gap of that seq (merged with the one before),
+      // marked when the seq went out before (its content expired since).
+      gap = gapThrough(c, entry.seq, gap, effects, entry.seq <= c.redeliverUpTo);
+    } else {
+      gap = undefined;
+      const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
+      if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
+      effects.push({ kind: 'send', conn: c.id, frame });
+      c.inflight.push(entry.seq);
+    }
+    c.sent = entry.seq;
+    last = entry;
+  }
+  if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
+    effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });
+  }
+  return last;
+}
+
+/**
+ * Applies a client's cumulative ack of every seq up to `seq` to `c` (DESIGN.md §5): the
+ * cursor moves, what it covers leaves the window, and the redelivery rounds start over.
+ * @returns `moved`; `stale` for an ack at or below the cursor (nothing changes); or the
+ *   reason it is refused (before `welcome`, or above the last seq sent): nothing moves
+ */
+export function applyAck(c: Conn, seq: number): 'moved' | 'stale' | { refused: string } {
+  if (c.phase !== 'ready') return { refused: 'ack before welcome' };
+  // A redelivery rewinds `sent` to `acked` until its resend goes out; a seq written
+  // before the rewind (up to `redeliverUpTo`) was sent all the same, and the client's
+  // late ack of it is valid.
+  const highestSent = Math.max(c.sent, c.redeliverUpTo);
+  if (seq > highestSent) return { refused: `ack ${seq} is above the last seq sent (${highestSent})` };
+  if (seq <= c.acked) return 'stale';
+  c.acked = seq;
+  // Acked seqs need no resend.
+  if (c.sent < seq) c.sent = seq;
+  let drop = 0;
+  while (drop < c.inflight.length && (c.inflight[drop] ?? 0) <= seq) drop++;
+  c.inflight.splice(0, drop);
+  c.rounds = 0;
+  return 'moved';
+}
+
+/**
+ * The redelivery timer of a ready connection fired (DESIGN.md §5): send again from
+ * `acked + 1` (what was sent before goes out marked `redelivered`) and wait the next
+ * back-off, or, after the last one, close 4008.
+ * @returns true when the machine should pump: the connection's cursor was rewound, or
+ *   the last round's resend has not gone out yet
+ */
+export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>, effects: Effect[]): boolean {
+  const waits = config.backoffMs;
+  if (c.inflight.length === 0) {
+    if (c.sent >= c.redeliverUpTo) return false;
+    // The last round's resend has not gone out (its fetch failed or is slow, or the
+    // socket is paused): keep the timer, or nothing would ever resend or close. The
+    // client was sent nothing to answer, so this wait is not counted as a round.
+    effects.push({ kind: 'timer', conn: c.id, delayMs: waits[c.rounds - 1] ?? config.ackTimeoutMs });
+    return true;
+  }
+  if (c.rounds >= waits.length) {
+    effects.push({ kind: 'close', conn: c.id, code: CloseCode.ackTimeout, reason: 'ack timeout' });
+    return false;
+  }
+  c.rounds += 1;
+  // Send again from acked + 1: rewind the cursor; what was sent before is marked.
+  c.redeliverUpTo = Math.max(c.redeliverUpTo, c.sent);
+  c.sent = c.acked;
+  c.inflight = [];
+  effects.push({ kind: 'timer', conn: c.id, delayMs: waits[c.rounds - 1] ?? null });
+  return true;
 }

@@ -27,13 +27,11 @@
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
-import { CloseCode } from './close-codes.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { gapThrough, joinAt, resetTo, type Conn } from './connection-state.js';
-import type { GapFrame, MsgFrame } from './frames.js';
-import { messageView } from './message-view.js';
+import { applyAck, deliverPage, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
+import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
-import { beforeFirst, joinCursor, type ResumeRequest } from './resume.js';
+import { joinCursor, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
@@ -56,13 +54,8 @@ export class UserMachine {
   #clock = 0;
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
   #ahead: ReadAhead | undefined;
-  /** A `rotate-epoch` is in flight: no fetch until `epochRotated`. */
-  #rotating = false;
-  /** The fetch in flight was started before a `rotate-epoch`: its page is dropped. */
-  #staleFetch = false;
-  /** The highest seq delivered under `#epoch` (sent as a msg or a gap) and its MsgID. */
-  #topSeq = 0;
-  #topId = '';
+  /** Whether Redis gave the inbox back with less, and the new epoch asked for then (epoch-guard.ts). */
+  readonly #guard = new EpochGuard();
 
   /** Entries per fetch: a window's worth, at most the page bound. */
   readonly #fetchLimit: number;
@@ -140,15 +133,15 @@ export class UserMachine {
     // the inbox back with less and assigned the seq again (DESIGN.md §11). Appends that
     // pass the old latest in one burst never let a pull see the inbox shrunken, but
     // seqs are contiguous, so one of them lands on the highest seq delivered.
-    if (!this.#rotating && epoch === this.#epoch && entry.seq === this.#topSeq && entry.id !== this.#topId) {
-      this.#rotating = true;
+    if (!this.#guard.rotating && epoch === this.#epoch && this.#guard.reuses(entry)) {
+      const effects: Effect[] = [];
       // A fetch in flight read the old epoch: what it brings is not delivered.
-      this.#staleFetch = this.#fetchAfter !== undefined;
+      this.#guard.rotate(epoch, this.#fetchAfter !== undefined, effects);
       this.#ahead?.clear();
-      return [{ kind: 'rotate-epoch', epoch }];
+      return effects;
     }
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
-    if (this.#fetchAfter !== undefined || this.#rotating || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
+    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;
@@ -186,24 +179,9 @@ export class UserMachine {
   ack(conn: string, seq: number): Effect[] {
     const c = this.#conns.get(conn);
     if (!c) return [];
-    if (c.phase !== 'ready') {
-      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: 'ack before welcome' } }];
-    }
-    // A redelivery rewinds `sent` to `acked` until its resend goes out; a seq written
-    // before the rewind (up to `redeliverUpTo`) was sent all the same, and the client's
-    // late ack of it is valid.
-    const highestSent = Math.max(c.sent, c.redeliverUpTo);
-    if (seq > highestSent) {
-      return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: `ack ${seq} is above the last seq sent (${highestSent})` } }];
-    }
-    if (seq <= c.acked) return [];
-    c.acked = seq;
-    // Acked seqs need no resend.
-    if (c.sent < seq) c.sent = seq;
-    let drop = 0;
-    while (drop < c.inflight.length && (c.inflight[drop] ?? 0) <= seq) drop++;
-    c.inflight.splice(0, drop);
-    c.rounds = 0;
+    const outcome = applyAck(c, seq);
+    if (outcome === 'stale') return [];
+    if (outcome !== 'moved') return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: outcome.refused } }];
     const effects: Effect[] = [
       // The epoch travels with the ack: written after the inbox was recreated, an ack of
       // the old seqs would make the next resume skip new messages (ack-2.lua).
@@ -227,29 +205,12 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
-  /** The connection's redelivery timer fired. */
+  /** The connection's redelivery timer fired (redeliveryRound). */
   redeliveryDue(conn: string): Effect[] {
     const c = this.#conns.get(conn);
     if (!c || c.phase !== 'ready') return [];
-    const waits = this.#config.backoffMs;
-    if (c.inflight.length === 0) {
-      if (c.sent >= c.redeliverUpTo) return [];
-      // The last round's resend has not gone out (its fetch failed or is slow, or the
-      // socket is paused): keep the timer, or nothing would ever resend or close. The
-      // client was sent nothing to answer, so this wait is not counted as a round.
-      const wait: Effect[] = [{ kind: 'timer', conn, delayMs: waits[c.rounds - 1] ?? this.#config.ackTimeoutMs }];
-      return wait.concat(this.#pump());
-    }
-    if (c.rounds >= waits.length) {
-      return [{ kind: 'close', conn, code: CloseCode.ackTimeout, reason: 'ack timeout' }];
-    }
-    c.rounds += 1;
-    // Send again from acked + 1: rewind the cursor; what was sent before is marked.
-    c.redeliverUpTo = Math.max(c.redeliverUpTo, c.sent);
-    c.sent = c.acked;
-    c.inflight = [];
-    const effects: Effect[] = [{ kind: 'timer', conn, delayMs: waits[c.rounds - 1] ?? null }];
-    return effects.concat(this.#pump());
+    const effects: Effect[] = [];
+    return redeliveryRound(c, this.#config, effects) ? effects.concat(this.#pump()) : effects;
   }
 
   /**
@@ -258,7 +219,7 @@ export class UserMachine {
    * failed fetch). Pulls at once: a new epoch resets every connection.
    */
   epochRotated(): Effect[] {
-    this.#rotating = false;
+    this.#guard.rotated();
     this.#force = true;
     this.#ahead?.clear();
     return this.#pump();
@@ -267,7 +228,7 @@ export class UserMachine {
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
     this.#fetchAfter = undefined;
-    this.#staleFetch = false;
+    this.#guard.fetchEnded();
     this.#dirty = false;
     return [];
   }
@@ -279,26 +240,22 @@ export class UserMachine {
   fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
-    if (this.#staleFetch) {
+    if (this.#guard.fetchEnded()) {
       // Read before a new epoch was asked for: its entries may name old-epoch seqs.
-      this.#staleFetch = false;
       this.#ahead?.clear();
-      if (this.#rotating) return [];
+      if (this.#guard.rotating) return [];
       this.#force = true;
       return this.#pump();
     }
     const effects: Effect[] = [];
     this.#detectReset(page, effects);
-    if (this.#rotating) {
+    if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced: the pull after
       // `epochRotated` resets every connection and joins those waiting.
       this.#ahead?.clear();
       return effects;
     }
-    if (page.epoch !== this.#epoch) {
-      this.#topSeq = 0;
-      this.#topId = '';
-    }
+    if (page.epoch !== this.#epoch) this.#guard.epochChanged();
     this.#epoch = page.epoch;
     // The page is the truth as of the fetch; a notify that arrived during it (dirty)
     // may name a newer seq, which must not be forgotten.
@@ -344,52 +301,16 @@ export class UserMachine {
         // No inbox at all (its keys lost, no append since): nothing to rotate; the
         // append that recreates it brings a new epoch, and this connection is reset.
         resetTo(c, page, effects);
-      } else if (!this.#rotating) {
-        this.#rotating = true;
-        effects.push({ kind: 'rotate-epoch', epoch: page.epoch });
+      } else {
+        this.#guard.rotate(page.epoch, false, effects);
       }
     }
   }
 
-  /** Sends a ready connection what the page holds after its cursor, within its window. */
+  /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */
   #deliver(c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], effects: Effect[]): void {
-    if (c.phase !== 'ready') return;
-    // Trimmed by the cap while this connection was behind.
-    const trimmedTo = beforeFirst(page);
-    if (c.sent < trimmedTo) {
-      effects.push({ kind: 'send', conn: c.id, frame: { t: 'gap', from: c.sent + 1, to: trimmedTo } });
-      c.sent = trimmedTo;
-    }
-    const wasIdle = c.inflight.length === 0;
-    let gap: GapFrame | undefined;
-    const entries = page.entries;
-    for (let i = 0; i < entries.length && c.inflight.length < this.#config.window; i++) {
-      const entry = entries[i] as InboxEntry;
-      if (entry.seq <= c.sent) continue;
-      // A hole in the stream (an entry removed by hand): the page starts at or before
-      // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
-      if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects, entry.seq - 1 <= c.redeliverUpTo);
-      const record = records[i];
-      if (!record) {
-        // Content expired or vanished: a gap of that seq (merged with the one before),
-        // marked when the seq went out before (its content expired since).
-        gap = gapThrough(c, entry.seq, gap, effects, entry.seq <= c.redeliverUpTo);
-      } else {
-        gap = undefined;
-        const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
-        if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
-        effects.push({ kind: 'send', conn: c.id, frame });
-        c.inflight.push(entry.seq);
-      }
-      c.sent = entry.seq;
-      if (entry.seq > this.#topSeq) {
-        this.#topSeq = entry.seq;
-        this.#topId = entry.id;
-      }
-    }
-    if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
-      effects.push({ kind: 'timer', conn: c.id, delayMs: this.#config.ackTimeoutMs });
-    }
+    const last = deliverPage(c, page, records, this.#config, effects);
+    if (last !== undefined) this.#guard.delivered(last);
   }
 
   /** True when a ready connection (paused or not) has not been sent `seq` yet. */
@@ -452,7 +373,7 @@ export class UserMachine {
       this.#force = false;
       return effects;
     }
-    if (this.#fetchAfter !== undefined || this.#rotating) {
+    if (this.#fetchAfter !== undefined || this.#guard.rotating) {
       this.#dirty = true;
       return effects;
     }

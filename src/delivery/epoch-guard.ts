@@ -1,0 +1,76 @@
+/**
+ * Whether a user's inbox came back from Redis with less than was delivered from it,
+ * under the same epoch (a restored snapshot, a failover to a replica that was behind,
+ * the last second of an `everysec` AOF lost with its machine: DESIGN.md §11), and the
+ * new epoch the machine (machine.ts) then asks for with a `rotate-epoch` effect. The
+ * lost seqs are assigned again to other messages, so every device holding a cursor of
+ * the old epoch must be told `reset`; docs/decisions.md "Redis with less than it had".
+ *
+ * Two signs, both seen by the machine: a read whose latest seq is below what a
+ * connection was sent, and a local append that lands on the highest seq delivered as
+ * another message (a batch that passes the old latest before any read: seqs are
+ * contiguous, so one of its appends lands there). This module keeps what the second
+ * needs and the state of the rotation in flight.
+ */
+import type { InboxEntry } from '../inbox/inbox.js';
+import type { Effect } from './effects.js';
+
+/** One user's watch over its inbox epoch; owned by its machine. */
+export class EpochGuard {
+  #rotating = false;
+  /** The fetch in flight when the rotation was asked for: its page is dropped. */
+  #staleFetch = false;
+  /** The highest seq delivered under the machine's epoch (as a msg or a gap) and its MsgID. */
+  #topSeq = 0;
+  #topId = '';
+
+  /** True while a `rotate-epoch` is in flight: the machine starts no fetch. */
+  get rotating(): boolean {
+    return this.#rotating;
+  }
+
+  /** `entry` was delivered (as a msg or a gap) under the machine's epoch. */
+  delivered(entry: InboxEntry): void {
+    if (entry.seq > this.#topSeq) {
+      this.#topSeq = entry.seq;
+      this.#topId = entry.id;
+    }
+  }
+
+  /** The machine reads another epoch now: what was delivered under the old one no longer counts. */
+  epochChanged(): void {
+    this.#topSeq = 0;
+    this.#topId = '';
+  }
+
+  /**
+   * True when `entry`, appended under the epoch delivered from, is the highest seq
+   * delivered naming another message: that seq was lost and assigned again.
+   */
+  reuses(entry: InboxEntry): boolean {
+    return entry.seq === this.#topSeq && entry.id !== this.#topId;
+  }
+
+  /**
+   * Asks for a new epoch in place of `epoch`, unless a rotation is in flight already.
+   * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
+   */
+  rotate(epoch: string, fetchInFlight: boolean, effects: Effect[]): void {
+    if (this.#rotating) return;
+    this.#rotating = true;
+    this.#staleFetch = fetchInFlight;
+    effects.push({ kind: 'rotate-epoch', epoch });
+  }
+
+  /** The rotation asked for was tried (done, done by another node, or failed). */
+  rotated(): void {
+    this.#rotating = false;
+  }
+
+  /** The fetch in flight ended (answered or failed). @returns true when its page is to be dropped */
+  fetchEnded(): boolean {
+    const stale = this.#staleFetch;
+    this.#staleFetch = false;
+    return stale;
+  }
+}
