@@ -7,7 +7,6 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import ms from 'ms';
 import { StartupError } from '../errors.js';
-import { redisUrlProblem } from '../redis/url.js';
 import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
 
 /** The validated, frozen configuration. Units are in the names (ms, bytes). */
@@ -195,15 +194,16 @@ export function loadConfig(
         : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}`);
       continue;
     }
-    out[key] = value;
-  }
-  // A Redis URL of the right scheme that still cannot be used (a bad port, a broken
-  // percent-encoding) is refused here, before anything starts, and without its value.
-  if (typeof out.redisUrl === 'string') {
-    const problem = redisUrlProblem(out.redisUrl);
+    // What the schema cannot say (a Redis URL whose port is not a number), refused here
+    // before anything starts.
+    const problem = typeof value === 'string' ? spec.check?.(value) : undefined;
     if (problem !== undefined) {
-      problems.push(`${overrides.redisUrl !== undefined ? '--redis-url' : SETTINGS.redisUrl.env} is not valid: ${problem} (the value is not shown)`);
+      problems.push(spec.secret === true
+        ? `${source} is not valid: ${problem} (the value is not shown)`
+        : `${source}=${JSON.stringify(text)} is not valid: ${problem}`);
+      continue;
     }
+    out[key] = value;
   }
   const keySources = ['jwtSecret', 'jwtPublicKey', 'jwksUrl'].filter((k) => out[k] !== undefined);
   if (keySources.length > 1) {

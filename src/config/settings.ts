@@ -4,6 +4,7 @@
  * table is its single implementation (the CLI builds its flags from it, the docs
  * list it with `pixiu serve --help`).
  */
+import { redisUrlProblem } from '../redis/url.js';
 
 /** How a setting's text (from the environment or a flag) is read. */
 export type SettingKind =
@@ -43,6 +44,11 @@ export interface SettingSpec {
    * that a near-miss secret does not land in a terminal or a log.
    */
   readonly secret?: boolean;
+  /**
+   * A check of a string value beyond its schema: what is wrong with it, in words that
+   * never quote it; undefined when it is good.
+   */
+  readonly check?: (value: string) => string | undefined;
 }
 
 const KiB = 1024;
@@ -56,7 +62,7 @@ export const SETTINGS = {
   port: { env: 'PIXIU_PORT', flag: 'port', kind: 'int', default: 8080, min: 0, max: 65535, doc: 'HTTP and WebSocket port, 0 to 65535 (0: any free port)' },
   dataDir: { env: 'PIXIU_DATA_DIR', flag: 'data-dir', kind: 'string', default: 'storage', doc: 'data root: store partitions, generated secrets, the local Redis (a path)', schema: { minLength: 1 } },
   advertiseUrl: { env: 'PIXIU_ADVERTISE_URL', flag: 'advertise-url', kind: 'string', default: undefined, doc: 'base URL other nodes reach this node at, to read the messages its store holds (http:// or https://); unset: http://<host>:<port>, with 0.0.0.0 and :: read as 127.0.0.1 (one machine only)', schema: { pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' } },
-  redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' }, secret: true },
+  redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' }, secret: true, check: redisUrlProblem },
   redisPrefix: { env: 'PIXIU_REDIS_PREFIX', flag: 'redis-prefix', kind: 'string', default: 'px:', doc: 'prefix of every Redis key (1-32 chars, no braces or whitespace)', schema: { pattern: '^[^{}\\s]{1,32}$' } },
   redisCommandTimeoutMs: { env: 'PIXIU_REDIS_COMMAND_TIMEOUT', flag: 'redis-command-timeout', kind: 'duration', default: 2 * SECOND, min: 10, max: 60 * SECOND, doc: 'how long one Redis command may take before it fails as UNAVAILABLE, 10ms to 60s' },
   partitions: { env: 'PIXIU_PARTITIONS', flag: 'partitions', kind: 'int', default: 8, min: 1, max: 256, doc: 'store partitions, a power of two from 1 to 256', schema: { enum: [1, 2, 4, 8, 16, 32, 64, 128, 256] } },
