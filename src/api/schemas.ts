@@ -48,14 +48,17 @@ export const userId = {
   description: USER_ID_RULE,
 } as const;
 
+/** The rule of a message type and of a device name, in words. */
+const NAME_RULE = '1–64 characters, each one of A-Z a-z 0-9 . _ : -';
+
 /** Pattern of a message type and of a device name. */
-const NAME_PATTERN = wordedPattern('^[A-Za-z0-9._:-]{1,64}$', '1–64 characters, each one of A-Z a-z 0-9 . _ : -');
+const NAME_PATTERN = wordedPattern('^[A-Za-z0-9._:-]{1,64}$', NAME_RULE);
 
 /** A message type. */
 export const messageType = {
   type: 'string',
   pattern: NAME_PATTERN,
-  description: '1–64 of A-Z a-z 0-9 . _ : -',
+  description: NAME_RULE,
 } as const;
 
 /** A producer's idempotency key. */
@@ -77,7 +80,7 @@ export const ttlSeconds = {
 export const device = {
   type: 'string',
   pattern: NAME_PATTERN,
-  description: '1–64 of A-Z a-z 0-9 . _ : -',
+  description: NAME_RULE,
 } as const;
 
 /** A MsgID in its 16-hex-digit form (DESIGN.md §2). */
