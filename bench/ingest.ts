@@ -14,7 +14,11 @@
  * processes so the load generator does not share their event loop. Each case runs in
  * slices alternating with its ceiling; the ratio rows give the ratio of the totals and,
  * in their note, the spread of the per-round ratios (a slice against its ceiling's
- * slice of the same round), which shows how far load from other processes moved it. Redis is a private
+ * slice of the same round), which shows how far load from other processes moved it. The
+ * notes also give each case's CPU time per message by process (server, Redis), which
+ * other load on the machine hardly moves, and Pixiu's store puts per batch write (each
+ * write an fsync of one partition). `BENCH_PARTITIONS=n` runs the server with n store
+ * partitions instead of DESIGN.md's default 8. Redis is a private
  * redis-server from the test harness with AOF off; the store is fsynced (the default
  * durability).
  *
@@ -28,6 +32,7 @@ import { RedisServer } from '../test/harness/redis-server.js';
 import { cleanupList, spawnListening, tempDataDir } from '../test/harness/pixiu-server.js';
 import { buildServe, SERVE_DESCRIPTION, spawnCompiledServe } from './lib/serve-flags.js';
 import { loadRawAppend, runRawAppends } from './lib/raw-inbox.js';
+import { cpuMs } from './lib/proc-stats.js';
 import { perSecond, printConditions, printHeadline, printTable, type Figure } from './lib/report.js';
 
 const CONNECTIONS = 64;
@@ -47,6 +52,12 @@ const RAW_WARMUP = 20_000;
 const RAW_BATCH = 1_000;
 const RAW_PIPELINES = 2;
 const CAP = 10_000;
+/**
+ * Store partitions of the server: DESIGN.md's default 8 unless `BENCH_PARTITIONS` names
+ * another count (to measure what the partition split costs single POSTs: each
+ * partition fsyncs its own batches, bench/README.md).
+ */
+const PARTITIONS = process.env.BENCH_PARTITIONS ?? '8';
 
 const DATA = { text: MESSAGE_TEXT, n: 1 };
 let sent = 0;
@@ -79,8 +90,8 @@ class Slices {
   /** Each slice's 2xx answers per second, in order. */
   readonly rates: number[] = [];
 
-  /** Adds one autocannon result. */
-  add(result: autocannon.Result): void {
+  /** Adds one autocannon result; answers its 2xx count. */
+  add(result: autocannon.Result): number {
     this.rates.push(perSecond(result['2xx'], result.duration * 1000));
     this.#ok += result['2xx'];
     this.#seconds += result.duration;
@@ -88,6 +99,7 @@ class Slices {
     this.#errors += result.errors;
     this.#p50.push(result.latency.p50);
     this.#p99.push(result.latency.p99);
+    return result['2xx'];
   }
 
   get run(): Run {
@@ -98,6 +110,60 @@ class Slices {
       failures: this.#failed + this.#errors === 0 ? '' : `, ${this.#failed} non-2xx and ${this.#errors} errors`,
     };
   }
+}
+
+/**
+ * CPU time per message of one case over all its slices, by process (all threads, from
+ * /proc): unlike a rate, it hardly moves with the load other processes put on the
+ * machine, so it shows what a change costs or saves. Pixiu's slices also count the
+ * store's batch writes (from /metrics), each one an fsync per partition written.
+ */
+class CpuCost {
+  readonly #pids: Record<string, number>;
+  readonly #ms: Record<string, number> = {};
+  #messages = 0;
+  #puts = 0;
+  #writes = 0;
+
+  /** @param pids the processes to charge, by the name the note gives them */
+  constructor(pids: Record<string, number>) {
+    this.#pids = pids;
+  }
+
+  /**
+   * Runs one slice and charges the CPU time each process used meanwhile to the
+   * messages it completed.
+   * @param slice runs the slice; answers how many messages it completed
+   * @param metricsUrl a Pixiu server's base URL, to count its store writes
+   */
+  async measure(slice: () => Promise<number>, metricsUrl?: string): Promise<void> {
+    const names = Object.keys(this.#pids);
+    const before = names.map((n) => cpuMs(this.#pids[n] ?? 0));
+    const batches = metricsUrl === undefined ? undefined : await storeBatches(metricsUrl);
+    this.#messages += await slice();
+    names.forEach((n, i) => {
+      this.#ms[n] = (this.#ms[n] ?? 0) + cpuMs(this.#pids[n] ?? 0) - (before[i] ?? 0);
+    });
+    if (metricsUrl !== undefined && batches !== undefined) {
+      const after = await storeBatches(metricsUrl);
+      this.#puts += after.puts - batches.puts;
+      this.#writes += after.writes - batches.writes;
+    }
+  }
+
+  /** E.g. `CPU per msg: server 171 µs, redis 30 µs; 3.7 puts per store write`. */
+  note(unit = 'msg'): string {
+    const parts = Object.keys(this.#pids).map((n) => `${n} ${Math.round((1000 * (this.#ms[n] ?? 0)) / Math.max(1, this.#messages))} µs`);
+    const writes = this.#writes > 0 ? `; ${(this.#puts / this.#writes).toFixed(1)} puts per store write` : '';
+    return `CPU per ${unit}: ${parts.join(', ')}${writes}`;
+  }
+}
+
+/** The store's batch writes so far, from a Pixiu server's /metrics (`pixiu_store_batch_size`). */
+async function storeBatches(url: string): Promise<{ puts: number; writes: number }> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).text();
+  const read = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { puts: read('pixiu_store_batch_size_sum'), writes: read('pixiu_store_batch_size_count') };
 }
 
 /**
@@ -141,7 +207,7 @@ async function main(): Promise<void> {
   try {
     const pixiu = await spawnCompiledServe([], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
-      PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info',
+      PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info', PIXIU_PARTITIONS: PARTITIONS,
     }, files);
     const bare = await spawnListening(['bench/lib/bare-fastify.ts'], {}, files, 'bare fastify listening');
     const version = /redis_version:(\S+)/.exec(await raw.info('server'))?.[1] ?? 'unknown';
@@ -149,7 +215,7 @@ async function main(): Promise<void> {
     const batchBody = (tag: string) => () => JSON.stringify({ messages: Array.from({ length: BATCH_SIZE }, () => message(tag)) });
     printConditions({
       redis: `${version} (private, AOF off)`,
-      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, store fsync, 8 partitions`,
+      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, store fsync, ${PARTITIONS} partitions`,
       single: `${singleBytes}-byte body, 1 recipient of ${USERS}, unique client_msg_id, ${CONNECTIONS} connections`,
       batch: `${BATCH_SIZE} such messages per request, ${BATCH_CONNECTIONS} connections`,
       'raw inbox': `${RAW_APPENDS} appends, pipelines of ${RAW_BATCH} x ${RAW_PIPELINES}`,
@@ -170,17 +236,26 @@ async function main(): Promise<void> {
     const bareSlices = new Slices();
     const singleSlices = new Slices();
     const batchSlices = new Slices();
+    const redisPid = Number(/process_id:(\d+)/.exec(await raw.info('server'))?.[1] ?? 0);
+    const pixiuPids = { server: pixiu.proc.pid ?? 0, redis: redisPid };
+    const bareCost = new CpuCost({ server: bare.proc.pid ?? 0 });
+    const singleCost = new CpuCost(pixiuPids);
+    const rawCost = new CpuCost({ redis: redisPid });
+    const batchCost = new CpuCost(pixiuPids);
     let rawMs = 0;
     const rawRates: number[] = [];
     const rawSlice = RAW_APPENDS / SLICES;
     for (let k = 0; k < SLICES; k++) {
-      bareSlices.add(await load(bare.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('bare')));
-      singleSlices.add(await load(pixiu.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('single')));
+      await bareCost.measure(async () => bareSlices.add(await load(bare.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('bare'))));
+      await singleCost.measure(async () => singleSlices.add(await load(pixiu.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('single'))), pixiu.url);
       const from = RAW_WARMUP + k * rawSlice;
-      const ms = await runRawAppends({ ...rawRun, prefix: 'raw:', from, to: from + rawSlice });
-      rawMs += ms;
-      rawRates.push(perSecond(rawSlice, ms));
-      batchSlices.add(await load(pixiu.url, '/v1/messages/batch', BATCH_CONNECTIONS, SLICE_SECONDS, batchBody('batch')));
+      await rawCost.measure(async () => {
+        const ms = await runRawAppends({ ...rawRun, prefix: 'raw:', from, to: from + rawSlice });
+        rawMs += ms;
+        rawRates.push(perSecond(rawSlice, ms));
+        return rawSlice;
+      });
+      await batchCost.measure(async () => BATCH_SIZE * batchSlices.add(await load(pixiu.url, '/v1/messages/batch', BATCH_CONNECTIONS, SLICE_SECONDS, batchBody('batch'))), pixiu.url);
     }
     const bareRun = bareSlices.run;
     const singleRun = singleSlices.run;
@@ -189,11 +264,11 @@ async function main(): Promise<void> {
     const batchRate = batchRun.rate * BATCH_SIZE;
 
     const figures: Figure[] = [
-      { case: 'bare fastify route, single (ceiling)', value: bareRun.rate, unit: 'req/s', note: `p50 ${bareRun.p50} ms, p99 ${bareRun.p99} ms${bareRun.failures}` },
-      { case: 'POST /v1/messages, single message', value: singleRun.rate, unit: 'msg/s', note: `p50 ${singleRun.p50} ms, p99 ${singleRun.p99} ms${singleRun.failures}` },
+      { case: 'bare fastify route, single (ceiling)', value: bareRun.rate, unit: 'req/s', note: `p50 ${bareRun.p50} ms, p99 ${bareRun.p99} ms${bareRun.failures}; ${bareCost.note('req')}` },
+      { case: 'POST /v1/messages, single message', value: singleRun.rate, unit: 'msg/s', note: `p50 ${singleRun.p50} ms, p99 ${singleRun.p99} ms${singleRun.failures}; ${singleCost.note()}` },
       { case: 'single / bare ceiling (target >= 0.4)', value: singleRun.rate / bareRun.rate, unit: 'ratio', note: sliceRatios(singleSlices.rates, bareSlices.rates) },
-      { case: 'raw inbox script, EVALSHA pipelines (ceiling)', value: rawRate, unit: 'appends/s' },
-      { case: `POST /v1/messages/batch of ${BATCH_SIZE}`, value: batchRate, unit: 'msg/s', note: `${Math.round(batchRun.rate)} req/s, per request p50 ${batchRun.p50} ms, p99 ${batchRun.p99} ms${batchRun.failures}` },
+      { case: 'raw inbox script, EVALSHA pipelines (ceiling)', value: rawRate, unit: 'appends/s', note: rawCost.note('append') },
+      { case: `POST /v1/messages/batch of ${BATCH_SIZE}`, value: batchRate, unit: 'msg/s', note: `${Math.round(batchRun.rate)} req/s, per request p50 ${batchRun.p50} ms, p99 ${batchRun.p99} ms${batchRun.failures}; ${batchCost.note()}` },
       { case: 'batch / raw inbox ceiling (target >= 0.6)', value: batchRate / rawRate, unit: 'ratio', note: sliceRatios(batchSlices.rates.map((r) => r * BATCH_SIZE), rawRates) },
     ];
     printTable(figures);
