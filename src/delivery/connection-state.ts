@@ -22,6 +22,14 @@ export interface Conn {
   readonly resume: ResumeRequest;
   /** Cumulative ack: every seq ≤ acked is done. */
   acked: number;
+  /**
+   * The highest seq the client itself acked on this connection, 0 before its first
+   * ack (and again after a `reset`): what the device's stored cursor was last asked to
+   * hold. Below `acked` when the connection started above what the device had stored
+   * (`from=latest`, a `last_seq`, a `gap` on login): the client's ack of such a start
+   * moves no cursor of the connection but must still be stored (docs/protocol.md, "ack").
+   */
+  stored: number;
   /** Highest seq written (as `msg` or `gap`). */
   sent: number;
   /** Seqs of `msg` frames sent and not yet acked, ascending; at most `window`. */
@@ -63,6 +71,8 @@ export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effec
 export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
   c.acked = c.sent = beforeFirst(page);
+  // Seqs of the old inbox: an ack of the new one's first seqs must be stored again.
+  c.stored = 0;
   c.inflight = [];
   c.redeliverUpTo = 0;
   c.rounds = 0;
@@ -142,18 +152,25 @@ export function deliverPage(
 /**
  * Applies a client's cumulative ack of every seq up to `seq` to `c` (DESIGN.md §5): the
  * cursor moves, what it covers leaves the window, and the redelivery rounds start over.
- * @returns `moved`; `stale` for an ack at or below the cursor (nothing changes); or the
- *   reason it is refused (before `welcome`, or above the last seq sent): nothing moves
+ * @returns `moved`; `store` for an ack at or below the cursor that is above what the
+ *   client acked before on this connection (the cursor stays, but the device's stored
+ *   cursor is to be moved to it: the connection started above it); `stale` for one
+ *   that changes nothing; or the reason it is refused (before `welcome`, or above the
+ *   last seq sent): nothing moves
  */
-export function applyAck(c: Conn, seq: number): 'moved' | 'stale' | { refused: string } {
+export function applyAck(c: Conn, seq: number): 'moved' | 'store' | 'stale' | { refused: string } {
   if (c.phase !== 'ready') return { refused: 'ack before welcome' };
   // A redelivery rewinds `sent` to `acked` until its resend goes out; a seq written
   // before the rewind (up to `redeliverUpTo`) was sent all the same, and the client's
   // late ack of it is valid.
   const highestSent = Math.max(c.sent, c.redeliverUpTo);
   if (seq > highestSent) return { refused: `ack ${seq} is above the last seq sent (${highestSent})` };
-  if (seq <= c.acked) return 'stale';
-  c.acked = seq;
+  if (seq <= c.acked) {
+    if (seq <= c.stored) return 'stale';
+    c.stored = seq;
+    return 'store';
+  }
+  c.acked = c.stored = seq;
   // Acked seqs need no resend.
   if (c.sent < seq) c.sent = seq;
   let drop = 0;

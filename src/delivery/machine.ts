@@ -85,7 +85,7 @@ export class UserMachine {
   /** login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch. */
   login(conn: string, device: string, resume: ResumeRequest): Effect[] {
     this.#conns.set(conn, {
-      id: conn, device, phase: 'joining', resume, acked: 0, sent: 0, inflight: [],
+      id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
       redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0,
     });
     return this.#pump();
@@ -173,21 +173,22 @@ export class UserMachine {
 
   /**
    * ack: the client acknowledged every seq up to `seq` (cumulative). An ack at or
-   * below the cursor changes nothing; an ack above the last seq sent is refused with
-   * an `error` frame and moves nothing.
+   * below the connection's cursor moves nothing on it, but is stored as the device's
+   * cursor when the connection started there (`from=latest`, `last_seq`, a `gap`) and
+   * the client had not acked it yet: a plain reconnect then resumes after it; an ack
+   * above the last seq sent is refused with an `error` frame and moves nothing.
    */
   ack(conn: string, seq: number): Effect[] {
     const c = this.#conns.get(conn);
     if (!c) return [];
     const outcome = applyAck(c, seq);
     if (outcome === 'stale') return [];
-    if (outcome !== 'moved') return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: outcome.refused } }];
-    const effects: Effect[] = [
-      // The epoch travels with the ack: written after the inbox was recreated, an ack of
-      // the old seqs would make the next resume skip new messages (ack-2.lua).
-      { kind: 'ack', device: c.device, seq, epoch: this.#epoch ?? undefined },
-      { kind: 'timer', conn, delayMs: c.inflight.length > 0 ? this.#config.ackTimeoutMs : null },
-    ];
+    if (outcome !== 'moved' && outcome !== 'store') return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: outcome.refused } }];
+    // The epoch travels with the ack: written after the inbox was recreated, an ack of
+    // the old seqs would make the next resume skip new messages (ack-2.lua).
+    const stored: Effect = { kind: 'ack', device: c.device, seq, epoch: this.#epoch ?? undefined };
+    if (outcome === 'store') return [stored];
+    const effects: Effect[] = [stored, { kind: 'timer', conn, delayMs: c.inflight.length > 0 ? this.#config.ackTimeoutMs : null }];
     return effects.concat(this.#pump());
   }
 

@@ -193,6 +193,27 @@ test('a device that acked and comes straight back resumes after its last ack, be
   assert.equal((await back.waitClose()).code, 4002);
 });
 
+test('an ack of where a from=latest or last_seq connection started is stored: a plain reconnect resumes after it', async () => {
+  const ids = await postMany(shared.client, 'lately', 3);
+  const fresh = await shared.connect('lately', { device: 'phone', params: { from: 'latest' } });
+  await welcome(fresh, 4, 3);
+  fresh.ack(3);
+  await waitCursor(sharedInbox, 'lately', 'phone', 3);
+  await fresh.close();
+  const back = await shared.connect('lately', { device: 'phone' });
+  await welcome(back, 4, 3);
+  assert.equal(await back.receivesWithin(200), false, 'nothing of 1..3 again');
+  ids.push(...await postMany(shared.client, 'lately', 1, 4));
+  await expectMsgs(back, 4, 4, ids);
+  await back.close();
+  // The same for a last_seq above the stored cursor (4): the client's ack of 5 is stored.
+  ids.push(...await postMany(shared.client, 'lately', 1, 5));
+  const resumed = await shared.connect('lately', { device: 'phone', params: { last_seq: '5' } });
+  await welcome(resumed, 6, 5);
+  resumed.ack(5);
+  await waitCursor(sharedInbox, 'lately', 'phone', 5);
+});
+
 test('window: a client that never acks gets exactly W messages, then nothing until it acks; then it continues', async (t) => {
   const W = 10;
   const QUIET_MS = 300;

@@ -289,6 +289,44 @@ test('acks are cumulative and persisted with the device; at or below the cursor 
   assert.deepEqual(d.acks, [{ device: 'phone', seq: 3 }]);
 });
 
+test('an ack of the seq a connection started at (from=latest, last_seq) is stored for the device, once; the cursor stays', () => {
+  const d = new Driver();
+  d.inbox.append(5);
+  d.login('a', LATEST, 'phone');
+  d.settle();
+  // The start (5) is the connection's cursor but was never the device's: its ack is stored.
+  assert.deepEqual(d.ack('a', 5), [{ kind: 'ack', device: 'phone', seq: 5, epoch: 'ep1' }]);
+  assert.deepEqual(d.m.cursor('a'), { acked: 5, sent: 5, inflight: 0, paused: false });
+  assert.deepEqual(d.ack('a', 5), [], 'stored already');
+  assert.deepEqual(d.ack('a', 4), [], 'below what was stored');
+  d.login('b', after(4), 'tablet');
+  d.settle();
+  assert.deepEqual(d.ack('b', 2).filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'tablet', seq: 2, epoch: 'ep1' }]);
+  assert.deepEqual(d.ack('b', 4).filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'tablet', seq: 4, epoch: 'ep1' }]);
+  assert.deepEqual(d.m.cursor('b'), { acked: 4, sent: 5, inflight: 1, paused: false }, 'msg 5 still in flight');
+  assert.deepEqual(d.acks, [{ device: 'phone', seq: 5 }, { device: 'tablet', seq: 2 }, { device: 'tablet', seq: 4 }]);
+});
+
+test('after a reset, an ack of the new inbox\'s seqs is stored even below what the old inbox had stored', () => {
+  const d = new Driver();
+  d.inbox.append(5);
+  d.login('a', LATEST, 'phone');
+  d.settle();
+  d.ack('a', 5);
+  d.inbox.append();
+  d.notify(6);
+  d.settle();
+  d.ack('a', 6);
+  d.frames('a');
+  d.inbox.recreate('ep2');
+  d.inbox.append(2);
+  d.notify(2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep2 2', 'msg 1', 'msg 2']);
+  assert.deepEqual(d.ack('a', 2).filter((e) => e.kind === 'ack'), [{ kind: 'ack', device: 'phone', seq: 2, epoch: 'ep2' }]);
+  assert.deepEqual(d.acks, [{ device: 'phone', seq: 5 }, { device: 'phone', seq: 6 }, { device: 'phone', seq: 2 }]);
+});
+
 test('an ack above the last seq sent is an error frame and moves nothing', () => {
   const d = loggedIn(5);
   d.frames('a');
