@@ -83,18 +83,21 @@ export function installValidators(app: FastifyInstance): void {
       done(invalid(NO_BODY), undefined);
       return;
     }
-    let answered = false;
-    const answer = (err: Error | null): void => {
-      if (answered) return;
-      answered = true;
-      payload.removeAllListeners('data');
-      done(err, undefined);
-    };
-    payload.on('data', (chunk: Buffer) => {
-      if (chunk.length > 0) answer(invalid(NO_BODY));
-    });
-    payload.once('end', () => answer(null));
-    payload.once('error', (err) => answer(err));
+    refuseUnlessEmpty(payload, (err) => done(err, undefined));
+  });
+  // fastify never parses a GET or HEAD body (RFC 9110 §9.3.1: it has no defined
+  // meaning), so none of the above sees one; it is refused as on any route that takes
+  // no body, rather than silently ignored. (An upgrade request with a body, the
+  // WebSocket handshake included, is refused by the gateway's upgrade guard.)
+  app.addHook('onRequest', (req, _reply, done) => {
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || req.is404 || (req.raw as { upgrade?: boolean }).upgrade === true) {
+      done();
+      return;
+    }
+    const length = req.headers['content-length'];
+    if (length !== undefined) done(Number(length) === 0 ? undefined : invalid(NO_BODY));
+    else if (req.headers['transfer-encoding'] !== undefined) refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
+    else done();
   });
   // A route that takes a body and got none (no Content-Type, no body: fastify parses
   // nothing and the schema would say "body must be object").
@@ -105,6 +108,25 @@ export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     httpPart === 'body' ? strict.compile(schema as object) : withPlainParameters(lenient.compile(schema as object), schema),
   );
+}
+
+/**
+ * Reads a chunked body as far as its first byte: calls `done` with a NO_BODY error as
+ * soon as one arrives, with null when the body ends empty, or with the stream's error.
+ */
+function refuseUnlessEmpty(body: NodeJS.ReadableStream, done: (err: Error | null) => void): void {
+  let answered = false;
+  const answer = (err: Error | null): void => {
+    if (answered) return;
+    answered = true;
+    body.removeAllListeners('data');
+    done(err);
+  };
+  body.on('data', (chunk: Buffer) => {
+    if (chunk.length > 0) answer(invalid(NO_BODY));
+  });
+  body.once('end', () => answer(null));
+  body.once('error', (err: Error) => answer(err));
 }
 
 /** What a route that takes a JSON body answers when it gets none, or an empty one. */

@@ -179,3 +179,27 @@ test('a route that takes no body refuses one (400) instead of ignoring it; an em
     assert.deepEqual(answer.body, { user: 'nobody', closed: 0 }, what);
   }
 });
+
+test('a GET with a body is refused (400) like any route that takes none; an empty one is accepted', async () => {
+  for (const path of ['/v1/users/u1/presence', '/v1/users/u1/messages', '/healthz']) {
+    const refused: Array<[string, Record<string, string>, string | undefined, string[]?]> = [
+      ['a text body', { 'content-type': 'text/plain' }, 'garbage'],
+      ['a JSON body', { 'content-type': 'application/json' }, '{"limit":5}'],
+      ['a chunked body', { 'transfer-encoding': 'chunked' }, undefined, ['', 'x']],
+    ];
+    for (const [what, headers, body, chunks] of refused) {
+      const answer = await send('GET', path, headers, body, chunks);
+      assert.equal(answer.status, 400, `${path}, ${what}`);
+      assert.deepEqual(answer.body, { error: { code: 'INVALID_REQUEST', message: 'this route takes no body' } }, `${path}, ${what}`);
+    }
+    const accepted: Array<[string, Record<string, string>, string[]?]> = [
+      ['no body', {}],
+      ['Content-Length: 0', { 'content-length': '0' }],
+      ['an empty chunked body', { 'transfer-encoding': 'chunked' }, []],
+    ];
+    for (const [what, headers, chunks] of accepted) {
+      const answer = await send('GET', path, headers, undefined, chunks);
+      assert.equal(answer.status, 200, `${path}, ${what}: ${JSON.stringify(answer.body)}`);
+    }
+  }
+});

@@ -141,6 +141,11 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
       status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Key/,
     },
     {
+      name: '/v1/connect with a body',
+      request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}${WS_HEADERS}Content-Length: 5\r\n\r\nhello`,
+      status: 400, code: 'INVALID_REQUEST', message: /a request with a body cannot ask for a protocol upgrade/,
+    },
+    {
       name: '/v1/connect with a bad Sec-WebSocket-Protocol',
       request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}${WS_HEADERS}Sec-WebSocket-Protocol: a,,b\r\n\r\n`,
       status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Protocol/,
