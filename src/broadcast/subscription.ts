@@ -19,6 +19,7 @@ import { compareStreamIds, normalizeStreamId } from '../streams/stream-id.js';
 import { StreamFollower } from '../streams/follower.js';
 import type { BroadcastBounds, BroadcastEntry, BroadcastStream } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
+import type { FrameType } from '../delivery/frames.js';
 
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 200;
@@ -32,9 +33,9 @@ export interface BroadcastTarget {
 
 /** Where a feed writes its frames: the connection. */
 export interface FrameSink {
-  /** Writes one text frame (a Buffer holds its UTF-8 bytes). */
-  send(frame: string | Buffer): void;
-  /** Writes the frames of several entries, in order, together where the socket allows. */
+  /** Writes one text frame (a Buffer holds its UTF-8 bytes) of type `t` (counted by type). */
+  send(frame: string | Buffer, t: FrameType): void;
+  /** Writes the `bcast` frames of several entries, in order, together where the socket allows. */
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void;
 }
 
@@ -57,7 +58,7 @@ export class BroadcastSubscription implements BroadcastTarget {
     this.#sink = sink;
     // Catch-up reads are not filtered by the fan-out: match them here.
     this.#follower = new StreamFollower((e) => {
-      if (matchesFilter(e.filter, this.tags)) sink.send(e.frame);
+      if (matchesFilter(e.filter, this.tags)) sink.send(e.frame, 'bcast');
     });
     this.#follower.hold();
   }
@@ -86,10 +87,10 @@ export class BroadcastSubscription implements BroadcastTarget {
     try {
       const bounds = await stream.bounds();
       if (bounds.last === undefined || compareStreamIds(after, bounds.last) > 0 || lostBefore(after, bounds)) {
-        this.#sink.send(JSON.stringify({ t: 'reset', stream: 'broadcast', bseq: bounds.last ?? '0-0' }));
+        this.#sink.send(JSON.stringify({ t: 'reset', stream: 'broadcast', bseq: bounds.last ?? '0-0' }), 'reset');
         after = '0-0';
       } else if (compareStreamIds(after, bounds.maxDeleted) < 0) {
-        this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: after, to: bounds.first ?? bounds.last }));
+        this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: after, to: bounds.first ?? bounds.last }), 'gap');
       }
     } catch (err) {
       this.#follower.release();

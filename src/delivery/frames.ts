@@ -70,3 +70,11 @@ export interface ErrorRef {
 
 /** Every frame the server sends on the inbox path. */
 export type ServerFrame = WelcomeFrame | MsgFrame | GapFrame | ResetFrame | PongFrame | ErrorFrame;
+
+/**
+ * Every kind of frame the server writes (docs/protocol.md "Server → client"): the
+ * delivery frames above, and the broadcast (`bcast`, and `gap`/`reset` of the broadcast
+ * stream) and channel (`pub`) frames written as ready-made text. The label of
+ * `pixiu_ws_frames_sent_total`.
+ */
+export type FrameType = ServerFrame['t'] | 'bcast' | 'pub';

@@ -10,7 +10,7 @@ import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
-import type { ServerFrame } from './frames.js';
+import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
@@ -27,8 +27,8 @@ interface PendingAck {
 export interface DeliveryConnection {
   readonly id: string;
   readonly device: string;
-  /** Writes one serialised frame. Never throws; a closed connection drops it. */
-  send(text: string): void;
+  /** Writes one serialised frame of type `t` (counted by type). Never throws; a closed connection drops it. */
+  send(text: string, t: FrameType): void;
   /** Closes with a WebSocket close code (DESIGN.md §6). */
   close(code: number, reason: string): void;
   /** Called right after its `welcome` frame was written (other feeds may start then). */
@@ -47,8 +47,6 @@ export interface SessionDeps {
    * in a row, up to {@link MAX_RETRY_FACTOR} times.
    */
   readonly retryMs: number;
-  /** Counts frames written, by type (metrics). */
-  readonly onFrame?: (t: ServerFrame['t']) => void;
   /** Counts inbox reads (metrics). */
   readonly onFetch?: () => void;
 }
@@ -195,9 +193,8 @@ export class UserSession {
               frame = { t: 'gap', from: frame.seq, to: frame.seq };
               text = JSON.stringify(frame);
             }
-            conn.send(text);
+            conn.send(text, frame.t);
             if (frame.t === 'welcome') conn.welcomed?.();
-            this.#deps.onFrame?.(frame.t);
           }
           break;
         }

@@ -6,6 +6,7 @@ import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
 import type { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import type { Hub } from '../delivery/hub.js';
+import type { FrameType } from '../delivery/frames.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
@@ -56,6 +57,8 @@ export interface ConnectionDeps {
   readonly clock: ConnectionClock;
   /** Each server heartbeat of the connection (presence refresh). */
   readonly onHeartbeat: (conn: WsConnection) => void;
+  /** Frames written to the socket: `n` of type `t` (metrics). */
+  readonly onFrames: (t: FrameType, n: number) => void;
   /** The connection closed (presence removal, metrics). */
   readonly onClosed: (conn: WsConnection, code: number) => void;
   /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */

@@ -117,7 +117,6 @@ export class Gateway implements GatewayDeps {
         backoffMs: config.redeliveryBackoffMs,
         heartbeatMs: config.heartbeatMs,
       },
-      onFrame: (t) => metrics.wsFrames.inc({ t }),
       onFetch: () => metrics.deliveryFetches.inc(),
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
@@ -134,7 +133,6 @@ export class Gateway implements GatewayDeps {
       framesPerSecond: config.broadcastRate,
       chunkFrames: FANOUT_CHUNK_FRAMES,
       maxBatchBytes: Math.max(64 * 1024, Math.floor(config.socketHighWaterBytes / 2)),
-      onSent: (n) => metrics.wsFrames.inc({ t: 'bcast' }, n),
     });
     this.#reader = new BroadcastReader({
       redis: readerRedis,
@@ -156,6 +154,7 @@ export class Gateway implements GatewayDeps {
         this.presence.refresh(c.user, c.id, c.device, c.since)
           .catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
       },
+      onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
       onClosed: (c, code) => {
         metrics.wsConnections.dec();
         metrics.wsCloses.inc({ code: String(code) });

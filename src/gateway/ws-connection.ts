@@ -14,7 +14,7 @@ import { PixiuError, outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
-import type { ErrorFrame, ErrorRef } from '../delivery/frames.js';
+import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { FrameRefused, parseClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
@@ -101,7 +101,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** The connection's channels, made on the first `sub`/`unsub`; undefined when channels are not served. */
   #channelsOf(): ConnectionChannels | undefined {
     const deps = this.#deps.channels;
-    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, (text: string): void => this.send(text));
+    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, (text: string): void => this.send(text, 'pub'));
     return this.#channels;
   }
 
@@ -143,9 +143,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5).
    * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
    *   per node and written to every socket as is)
+   * @param t its type, counted in `pixiu_ws_frames_sent_total`
    */
-  send(frame: string | Buffer): void {
+  send(frame: string | Buffer, t: FrameType): void {
     if (this.#closed) return;
+    this.#deps.onFrames(t, 1);
     const socket = this.#socket;
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
@@ -164,6 +166,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void {
     const n = entries.length;
     if (this.#closed || n === 0) return;
+    this.#deps.onFrames('bcast', n);
     const socket = n > 1 ? this.#socket : undefined;
     socket?.cork();
     try {
@@ -195,7 +198,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    */
   sendError(err: PixiuError, ref?: ErrorRef): void {
     const frame: ErrorFrame = ref ? { t: 'error', code: err.code, message: err.message, ref } : { t: 'error', code: err.code, message: err.message };
-    this.send(JSON.stringify(frame));
+    this.send(JSON.stringify(frame), 'error');
   }
 
   /**
@@ -258,7 +261,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
         this.#session?.ack(this.id, frame.seq);
         return undefined;
       case 'ping':
-        this.send('{"t":"pong"}');
+        this.send('{"t":"pong"}', 'pong');
         this.#session?.heartbeat();
         return undefined;
       case 'refresh':
