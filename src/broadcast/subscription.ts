@@ -86,6 +86,12 @@ export class BroadcastSubscription implements BroadcastTarget {
     let after = normalizeStreamId(lastBseq);
     try {
       const bounds = await stream.bounds();
+      // No stream (none posted yet, or it was lost): `0-0`, what a `reset` of an empty
+      // stream gives, has missed nothing; any other bseq was of a stream that is gone.
+      if (bounds.last === undefined && after === '0-0') {
+        this.#follower.release();
+        return;
+      }
       if (bounds.last === undefined || compareStreamIds(after, bounds.last) > 0 || lostBefore(after, bounds)) {
         this.#sink.send(JSON.stringify({ t: 'reset', stream: 'broadcast', bseq: bounds.last ?? '0-0' }), 'reset');
         after = '0-0';

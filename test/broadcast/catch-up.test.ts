@@ -126,8 +126,14 @@ test('last_bseq beyond the stream (FLUSHALL): reset {stream: broadcast}, the ret
   // Nothing retained: the reset, then live broadcasts.
   const empty = await connect('flushed', seen.bseq);
   assert.deepEqual(await expectFrame(empty, 'reset'), { t: 'reset', stream: 'broadcast', bseq: '0-0' });
-  await expectLiveNext(empty);
+  // Another device with the bseq that reset gave (0-0), the stream still missing:
+  // nothing was missed since, so no reset, only live broadcasts (the next frame).
+  const again = await connect('flushed-again', '0-0');
+  const [marker] = await postMany(1, 'marker') as [Posted];
+  await expectBcasts(empty, [marker]);
+  await expectBcasts(again, [marker]);
   await empty.close();
+  await again.close();
 
   // New broadcasts since the loss: the old last_bseq was never an entry of this stream.
   await admin.flushall();
