@@ -45,6 +45,10 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   const base: RedisOptions = {
     lazyConnect: true,
     enableAutoPipelining: true,
+    // A readiness probe's PING goes out at once: auto-pipelined, it would wait for the
+    // pipeline in flight before it (ioredis runs one at a time), so with Redis hung
+    // /readyz answered after up to two command timeouts instead of one.
+    autoPipeliningIgnoredCommands: ['ping'],
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: opts.blocking ? undefined : opts.commandTimeoutMs,

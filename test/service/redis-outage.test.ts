@@ -11,6 +11,7 @@ import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess, type HttpAnswer, type PixiuClient } from '../harness/pixiu-server.js';
 import type { Redis } from 'ioredis';
+import { createRedis } from '../../src/redis/client.js';
 import { expectError, openInbox, readWholeInbox, waitUntil, whenConnected } from '../harness/checks.js';
 
 /** The service's Redis command timeout, short so a stalled Redis is noticed fast. */
@@ -94,6 +95,23 @@ test('with Redis frozen: POST and /readyz fail as 503 within the command timeout
   assert.ok(retry.status === 200 || retry.status === 201, retry.text);
   const id = (retry.body as { id: string }).id;
   assert.deepEqual((await readWholeInbox(inbox, 'bea')).map((e) => e.id), [id]);
+});
+
+test('the readiness PING is written at once, not queued behind an auto-pipeline waiting on a frozen Redis', async (t) => {
+  await untilReady();
+  const probe = await createRedis({ url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, name: 'pixiu:probe-test' });
+  t.after(() => probe.disconnect());
+  redis.pause();
+  try {
+    const stuck = probe.get('anything').catch(() => 'timed out');
+    // The GET's pipeline is written on the next turn and waits for Redis from then on.
+    await new Promise((resolve) => setImmediate(resolve));
+    const ping = probe.ping().catch(() => 'timed out');
+    assert.equal(probe.autoPipelineQueueSize, 0, 'nothing waits for the pipeline in flight');
+    assert.deepEqual(await Promise.all([stuck, ping]), ['timed out', 'timed out']);
+  } finally {
+    redis.resume();
+  }
 });
 
 test('a POST that failed with 503 while Redis was down, retried after, is in every inbox exactly once', async () => {
