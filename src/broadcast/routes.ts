@@ -13,6 +13,12 @@ import { MAX_FILTER_TAGS } from './filter.js';
 
 /** A tag: 1–64 characters, no whitespace or control characters. */
 export const tagSchema = { type: 'string', pattern: wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,64}$', '1–64 characters, no whitespace or control characters') } as const;
+const TAG = new RegExp(tagSchema.pattern, 'u');
+
+/** True when `tag` is a valid broadcast tag ({@link tagSchema}): one a filter can name. */
+export function isTag(tag: string): boolean {
+  return TAG.test(tag);
+}
 
 const tagList = { type: 'array', minItems: 1, maxItems: MAX_FILTER_TAGS, items: tagSchema } as const;
 

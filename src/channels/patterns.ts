@@ -20,6 +20,17 @@ export function isChannelName(name: string): boolean {
   return name.length > 0 && name.length <= MAX_CHANNEL_LENGTH && CHANNEL.test(name);
 }
 
+/** One segment of a channel name. */
+const SEGMENT = /^[A-Za-z0-9_:-]+$/;
+
+/**
+ * True when `pattern` is one a `channels` claim can use: a channel name (1–128
+ * characters) whose segments may also be `*`. Any other pattern allows no channel.
+ */
+export function isChannelPattern(pattern: string): boolean {
+  return pattern.length > 0 && pattern.length <= MAX_CHANNEL_LENGTH && pattern.split('.').every((seg) => seg === '*' || SEGMENT.test(seg));
+}
+
 /** True when `pattern` allows `channel` (segment by segment, `*` matching one segment). */
 export function patternAllows(pattern: string, channel: string): boolean {
   const p = pattern.split('.');

@@ -13,6 +13,7 @@ import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { checkClaims, listOption } from './claims.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
 
@@ -50,14 +51,15 @@ export function connectCommand(): Command {
     }
     const config = configFromOptions(cmd, KEYS);
     const { source } = await resolveJwtKey(config, { create: false });
-    const tags = (opts.tags ?? '').split(',').map((t) => t.trim()).filter((t) => t.length > 0);
+    const tags = listOption(opts.tags);
+    checkClaims(tags, []);
     let token: string;
     try {
       token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }
-    const service = serviceUrl(opts.url ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`);
+    const service = opts.url !== undefined ? serviceUrl(opts.url) : hostUrl(config.host, config.port);
     const base = new URL(service);
     base.protocol = service.protocol === 'https:' ? 'wss:' : 'ws:';
     base.pathname = '/v1/connect';
@@ -70,6 +72,18 @@ export function connectCommand(): Command {
     await run(base, service, token, opts.ack, count);
   });
   return cmd;
+}
+
+/**
+ * The service's HTTP URL from `--host` and `--port` (or PIXIU_HOST and PIXIU_PORT).
+ * @throws StartupError naming `--host` when it is not a host name or address
+ */
+function hostUrl(host: string, port: number): URL {
+  try {
+    return new URL(`http://${host.includes(':') ? `[${host}]` : host}:${port}`);
+  } catch {
+    throw new StartupError(`invalid --host ${JSON.stringify(host)} (or PIXIU_HOST): give a host name or address of the service, like 127.0.0.1 or pixiu.internal`);
+  }
 }
 
 /**

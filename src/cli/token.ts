@@ -8,6 +8,7 @@ import ms from 'ms';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
+import { checkClaims, listOption } from './claims.js';
 import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 /**
@@ -16,9 +17,8 @@ import { addConfigOptions, checkUserId, configFromOptions } from './config-optio
  */
 const MAX_TOKEN_TTL_SEC = 365 * 24 * 3600;
 
-function list(text: string | undefined): string[] {
-  return (text ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
-}
+/** The bytes of a `refresh` frame around its token: `{"t":"refresh","token":""}`. */
+const REFRESH_FRAME_OVERHEAD = 26;
 
 /** Builds the `token` subcommand. */
 export function tokenCommand(): Command {
@@ -36,15 +36,23 @@ export function tokenCommand(): Command {
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000) {
       throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a duration from 1s to 365d, e.g. 30m, 1h, 7d`);
     }
+    const tags = listOption(opts.tags);
+    const channels = listOption(opts.channels);
+    checkClaims(tags, channels);
     const config = configFromOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
     const { source } = await resolveJwtKey(config, { create: false });
+    let token: string;
     try {
-      const token = await mintToken(source, {
-        user: uid, ttlSec: Math.floor(ttlMs / 1000), tags: list(opts.tags), channels: list(opts.channels),
-      });
-      process.stdout.write(`${token}\n`);
+      token = await mintToken(source, { user: uid, ttlSec: Math.floor(ttlMs / 1000), tags, channels });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
+    }
+    process.stdout.write(`${token}\n`);
+    // It connects (a header has no such limit), but a client's `refresh` frame is held
+    // to the client frame limit: a bigger one closes the connection 1009.
+    const frameBytes = Buffer.byteLength(token) + REFRESH_FRAME_OVERHEAD;
+    if (frameBytes > config.maxClientFrameBytes) {
+      process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels, or a higher limit on the service\n`);
     }
   });
   return cmd;

@@ -77,6 +77,13 @@ describe('tokens', () => {
     assert.equal(welcome.device, 'web');
     await expectPong(client);
   });
+
+  test('with a token in both the header and ?token=, the header is used and the query is not read', async () => {
+    const good = await testToken(JWT_KEY, 'tokboth');
+    const { welcome } = await gw.connectWelcomed('tokboth', { headers: { authorization: `Bearer ${good}` }, params: { token: 'not-a-jwt' } });
+    assert.equal(welcome.user, 'tokboth');
+    await expectRefused(TestClient.connect(gw.url, { headers: { authorization: 'Bearer not-a-jwt' }, params: { token: good } }), 401, 'UNAUTHORIZED');
+  });
 });
 
 describe('Origin', () => {

@@ -72,6 +72,38 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
   }
 });
 
+test('pixiu token refuses tags and channel patterns that could never match, and warns when the token is too big for a refresh frame', async (t) => {
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
+  for (const [flag, value, bad] of [
+    ['--tags', 'a b', 'a b'], ['--tags', `ok,${'t'.repeat(65)}`, 't'.repeat(65)],
+    ['--channels', 'live.*.chat,bad name', 'bad name'], ['--channels', '**', '**'], ['--channels', 'a..b', 'a..b'], ['--channels', 'live.*x', 'live.*x'],
+  ] as const) {
+    const run = await runCli(['token', 'ann', flag, value], env);
+    assert.equal(run.code, 1, `${flag} ${value}`);
+    assert.equal(run.stdout, '');
+    assert.ok(run.stderr.includes(`invalid ${flag} entry ${JSON.stringify(bad)}`), run.stderr);
+  }
+  const fine = await runCli(['token', 'ann', '--tags', 'vip,beta:2', '--channels', 'live.*.chat,*,news'], env);
+  assert.equal(fine.code, 0, fine.stderr);
+  assert.equal(fine.stderr, '', 'no warning for a small token');
+  const many = Array.from({ length: 180 }, (_, i) => `tenant${i}.room.*`).join(',');
+  const big = await runCli(['token', 'ann', '--channels', many], env);
+  assert.equal(big.code, 0, big.stderr);
+  assert.match(big.stdout.trim(), /^[\w-]+\.[\w-]+\.[\w-]+$/, 'the token is still printed');
+  assert.match(big.stderr, /warning: a refresh frame carrying this token is \d+ bytes, over the client frame limit of 4096 bytes/);
+});
+
+test('pixiu connect names the option at fault: a bad --host, a bad --tags entry', async (t) => {
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
+  const host = await runCli(['connect', 'ann', '--host', 'bad host', '--port', '1'], env);
+  assert.equal(host.code, 1);
+  assert.match(host.stderr, /invalid --host "bad host" \(or PIXIU_HOST\)/);
+  assert.doesNotMatch(host.stderr, /--url/);
+  const tags = await runCli(['connect', 'ann', '--tags', 'a b', '--port', '1'], env);
+  assert.equal(tags.code, 1);
+  assert.match(tags.stderr, /invalid --tags entry "a b"/);
+});
+
 test('pixiu serve --help exits 0 and lists the settings by environment name', async () => {
   const run = await runCli(['serve', '--help']);
   assert.equal(run.code, 0, run.stderr);
