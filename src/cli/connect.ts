@@ -121,10 +121,17 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
   const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
   const finished = new Promise<void>((resolve, reject) => {
     ws.on('open', () => { opened = true; });
-    ws.on('unexpected-response', (_req, res) => {
+    ws.on('unexpected-response', (req, res) => {
+      // `ws` leaves a refused request to its listener: after a keep-alive answer the
+      // socket stays open, and the process with it, unless it is destroyed (taken now:
+      // once the answer has ended it is no longer the request's or the answer's).
+      const socket = req.socket;
       let body = '';
       res.on('data', (c: Buffer) => { body += c.toString(); });
-      res.on('end', () => reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}`)));
+      res.on('end', () => {
+        socket?.destroy();
+        reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}`));
+      });
     });
     ws.on('error', (err) => reject(new StartupError(`cannot connect to ${url.origin}: ${err.message}`)));
     ws.on('message', (data) => {

@@ -7,7 +7,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
@@ -116,6 +116,25 @@ test('pixiu connect --url with another scheme, or not a URL, exits 1 naming --ur
     assert.equal(run.code, 1, url);
     assert.match(run.stderr, /invalid --url/, url);
   }
+});
+
+test('pixiu connect refused by a server that keeps the connection alive exits 1 all the same', { timeout: 60_000 }, async (t) => {
+  // Not Pixiu (whose refusals close the connection): a 404 that keeps the socket open.
+  const sockets = new Set<Socket>();
+  const other = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.write('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n'));
+  });
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => {
+    for (const s of sockets) s.destroy();
+    other.close(() => resolve());
+  }));
+  const { port } = other.address() as AddressInfo;
+  const run = await runCli(['connect', 'kai', '--url', `http://127.0.0.1:${port}`], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /connection refused: HTTP 404/);
 });
 
 test('pixiu connect refused before the upgrade (400), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
