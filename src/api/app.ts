@@ -13,7 +13,7 @@ import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
-import { describeErrors, installValidators } from './validation.js';
+import { describeErrors, installValidators, takesBody } from './validation.js';
 
 /** Path of the OpenAPI document. */
 export const OPENAPI_PATH = '/v1/openapi.json';
@@ -89,6 +89,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     if (req.headers.host === undefined && req.raw.httpVersion === '1.1') {
       void reply.header('connection', 'close');
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
+      return;
+    }
+    // A route that takes no body (or none matched) accepts an empty one whatever its
+    // headers say, and refuses any other as "this route takes no body" (validation.ts).
+    if (!takesBody(req) || req.is404) {
+      done();
       return;
     }
     const coding = req.headers['content-encoding'];

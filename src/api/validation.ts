@@ -139,8 +139,8 @@ export const BODY_REQUIRED = 'a JSON body is required';
  */
 export const NO_BODY = 'this route takes no body';
 
-/** True when the request's route declares a body schema. */
-function takesBody(req: FastifyRequest): boolean {
+/** True when the request's route declares a body schema (a route that takes a JSON body). */
+export function takesBody(req: FastifyRequest): boolean {
   return req.routeOptions.schema?.body !== undefined;
 }
 

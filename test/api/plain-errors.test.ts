@@ -203,3 +203,29 @@ test('a GET with a body is refused (400) like any route that takes none; an empt
     }
   }
 });
+
+test('on a route that takes no body, a charset or Content-Encoding changes nothing: empty is accepted, a body is 400', async () => {
+  const routes: Array<[string, string, unknown]> = [
+    ['GET', '/v1/users/u1/presence', undefined],
+    ['DELETE', '/v1/users/nobody/connections', { user: 'nobody', closed: 0 }],
+  ];
+  const headerSets: Record<string, string>[] = [
+    { 'content-type': 'application/json; charset=latin1' },
+    { 'content-encoding': 'gzip' },
+    { 'content-type': 'text/plain; charset=utf-16', 'content-encoding': 'br' },
+  ];
+  for (const [method, path, emptyAnswer] of routes) {
+    for (const headers of headerSets) {
+      const what = `${method} ${path} ${JSON.stringify(headers)}`;
+      const empty = await send(method, path, { ...headers, 'content-length': '0' });
+      assert.equal(empty.status, 200, `${what}, empty: ${JSON.stringify(empty.body)}`);
+      if (emptyAnswer !== undefined) assert.deepEqual(empty.body, emptyAnswer, what);
+      const full = await send(method, path, headers, '{}');
+      assert.equal(full.status, 400, `${what}, with a body`);
+      assert.deepEqual(full.body, { error: { code: 'INVALID_REQUEST', message: 'this route takes no body' } }, what);
+    }
+  }
+  // A route that takes a body still refuses them (415), before reading it.
+  const latin1 = await send('POST', '/v1/messages', { 'content-type': 'application/json; charset=latin1' }, '{"to":"a","type":"t","data":1}');
+  assert.equal(latin1.status, 415);
+});
