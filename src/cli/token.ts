@@ -3,6 +3,7 @@
  * signed with the configured HS256 key (PIXIU_JWT_SECRET, or the one generated in
  * the data dir), for trying Pixiu out.
  */
+import { maxHeaderSize } from 'node:http';
 import { Command, Option } from 'commander';
 import ms from 'ms';
 import { resolveJwtKey } from '../auth/secrets.js';
@@ -16,6 +17,9 @@ import { addConfigOptions, checkUserId, configFromOptions } from './config-optio
  * meant to outlive a year is better re-minted than trusted that long.
  */
 const MAX_TOKEN_TTL_SEC = 365 * 24 * 3600;
+
+/** Room left for the rest of a connect request's line and headers besides its token, bytes. */
+const HEADER_ALLOWANCE = 512;
 
 /** The bytes of a `refresh` frame around its token: `{"t":"refresh","token":""}`. */
 const REFRESH_FRAME_OVERHEAD = 26;
@@ -48,10 +52,12 @@ export function tokenCommand(): Command {
       throw new StartupError((err as Error).message, { cause: err });
     }
     process.stdout.write(`${token}\n`);
-    // It connects (a header has no such limit), but a client's `refresh` frame is held
-    // to the client frame limit: a bigger one closes the connection 1009.
+    // The request line and headers of a connect are held to Node's header limit (431
+    // past it), and a client's `refresh` frame to the client frame limit (1009).
     const frameBytes = Buffer.byteLength(token) + REFRESH_FRAME_OVERHEAD;
-    if (frameBytes > config.maxClientFrameBytes) {
+    if (Buffer.byteLength(token) + HEADER_ALLOWANCE > maxHeaderSize) {
+      process.stderr.write(`pixiu token: warning: this token is ${Buffer.byteLength(token)} bytes, too big for the service's limit of ${maxHeaderSize} bytes on a request's headers: no connect or /v1/me request can carry it (431); use fewer --channels or --tags\n`);
+    } else if (frameBytes > config.maxClientFrameBytes) {
       process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels, or a higher limit on the service\n`);
     }
   });

@@ -54,12 +54,22 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.equal((await client.get('/v1/users/ada/messages')).status, 200);
   await redis.stop();
   const from = lines.length;
+  let batch;
   try {
     expectError(await client.get('/v1/users/ada/messages'), 503, 'UNAVAILABLE');
+    batch = await client.post('/v1/messages/batch', { messages: [{ to: 'ada', type: 't', data: 1 }] });
   } finally {
     await redis.restart();
   }
+  assert.equal(batch.status, 200, batch.text);
   const logged = lines.slice(from);
+  // A batch item that fails on the outage is logged the same way, with its index.
+  const item = logged.find((l) => l.msg === 'batch item unavailable');
+  assert.ok(item !== undefined, JSON.stringify(logged));
+  assert.equal(item.level, 40, 'warn');
+  assert.equal(item.item, 0);
+  assert.ok(!JSON.stringify(item).includes('"stack"'), `no stack: ${JSON.stringify(item)}`);
+  assert.ok(!logged.some((l) => l.msg === 'batch item failed'), 'not an error');
   const warn = logged.find((l) => l.msg === 'request unavailable');
   assert.ok(warn !== undefined, JSON.stringify(logged));
   assert.equal(warn.level, 40, 'warn');

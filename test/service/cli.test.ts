@@ -91,6 +91,9 @@ test('pixiu token refuses tags and channel patterns that could never match, and 
   assert.equal(big.code, 0, big.stderr);
   assert.match(big.stdout.trim(), /^[\w-]+\.[\w-]+\.[\w-]+$/, 'the token is still printed');
   assert.match(big.stderr, /warning: a refresh frame carrying this token is \d+ bytes, over the client frame limit of 4096 bytes/);
+  const huge = await runCli(['token', 'ann', '--channels', Array.from({ length: 700 }, (_, i) => `tenant${i}.room.*`).join(',')], env);
+  assert.equal(huge.code, 0, huge.stderr);
+  assert.match(huge.stderr, /warning: this token is \d+ bytes, too big for the service's limit of 16384 bytes on a request's headers/);
 });
 
 test('pixiu connect names the option at fault: a bad --host, a bad --tags entry', async (t) => {

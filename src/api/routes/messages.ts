@@ -5,7 +5,7 @@
 // Adds the OpenAPI fields (summary, tags) to route schema types.
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { PixiuError, invalid } from '../../errors.js';
+import { PixiuError, invalid, outageFields } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
 import { checkDataDepth, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
@@ -234,7 +234,10 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           return { status: r.duplicate ? 200 : 201, ...r };
         }
         const e = toHttpError(c instanceof PixiuError ? c : outcome?.reason);
-        if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
+        // As the error handler logs a whole request: an outage is a warning without a
+        // stack (docs/api.md "Errors"), anything else at 5xx an error with its stack.
+        if (e.code === 'UNAVAILABLE') req.log.warn({ ...outageFields(e), item: i }, 'batch item unavailable');
+        else if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
         count(e.code);
         return { status: e.status, ...e.toBody() };
       });
