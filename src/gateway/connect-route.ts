@@ -210,7 +210,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       }
       // The schema checks the shape; a part above 2^64 − 1 has it but is no stream id.
       if (q.last_bseq !== undefined && !isStreamId(q.last_bseq)) {
-        throw new PixiuError('INVALID_REQUEST', 'last_bseq must be a bseq like 1700000000000-0 (two integers of at most 2^64-1)');
+        // Worded as the schema words its shape (the querystring path, the same rule), plus the range.
+        throw new PixiuError('INVALID_REQUEST', 'querystring/last_bseq must be a bseq as a bcast frame gives it: two whole numbers joined by - (like 1718000000000-0), each at most 2^64-1');
       }
       let resume: ResumeRequest;
       if (q.from === 'latest') resume = { kind: 'latest' };
