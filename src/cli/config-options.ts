@@ -38,9 +38,11 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], doc
 
 /**
  * Reads the configuration from the environment and the flags `addConfigOptions` added.
+ * @param docs the command's own words for settings, as given to `addConfigOptions`: a
+ *   bad value is told what the command expects (see loadConfig)
  * @throws StartupError for a bad value (see loadConfig)
  */
-export function configFromOptions(cmd: Command, only?: readonly SettingKey[]): Config {
+export function configFromOptions(cmd: Command, only?: readonly SettingKey[], docs: Partial<Record<SettingKey, string>> = {}): Config {
   const opts = cmd.opts<Record<string, string | undefined>>();
   const overrides: ConfigOverrides = {};
   for (const key of only ?? (Object.keys(SETTINGS) as SettingKey[])) {
@@ -48,7 +50,7 @@ export function configFromOptions(cmd: Command, only?: readonly SettingKey[]): C
     const v = opts[attr];
     if (v !== undefined) overrides[key] = v;
   }
-  return loadConfig(process.env, overrides);
+  return loadConfig(process.env, overrides, docs);
 }
 
 /**

@@ -49,7 +49,7 @@ export function connectCommand(): Command {
     if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
       throw new StartupError(`invalid --count ${JSON.stringify(opts.count)}: a whole number of msg frames, at least 1`);
     }
-    const config = configFromOptions(cmd, KEYS);
+    const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
     const { source } = await resolveJwtKey(config, { create: false });
     const tags = listOption(opts.tags);
     checkClaims(tags, []);

@@ -165,6 +165,8 @@ export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
  *
  * @param env the environment, normally `process.env`
  * @param overrides setting text by key, normally from CLI flags
+ * @param docs what a setting is, by key, for a command that reads it in another sense
+ *   than the service does (its error then says so): `pixiu connect`'s --host
  * @returns the frozen {@link Config}; `dataDir` is made absolute against the cwd
  * @throws StartupError naming the variable (or flag) and what it accepts, for every
  *   bad value at once, with the value unless the setting is secret (then what is wrong
@@ -173,11 +175,15 @@ export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: ConfigOverrides = {},
+  docs: Partial<Record<SettingKey, string>> = {},
 ): Config {
   const out: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const key of keys) {
-    const spec: SettingSpec = SETTINGS[key];
+    // A command that reads a setting in another sense (a client's --host is the
+    // service's host, not a listen address) words what it expects its own way.
+    const words = docs[key];
+    const spec: SettingSpec = words === undefined ? SETTINGS[key] : { ...SETTINGS[key], doc: words };
     const fromFlag = overrides[key];
     const fromEnv = env[spec.env];
     const text = fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined);

@@ -102,6 +102,11 @@ test('pixiu connect names the option at fault: a bad --host, a bad --tags entry'
   assert.equal(host.code, 1);
   assert.match(host.stderr, /invalid --host "bad host" \(or PIXIU_HOST\)/);
   assert.doesNotMatch(host.stderr, /--url/);
+  // An empty one is refused by the settings' rule, in a client's words.
+  const empty = await runCli(['connect', 'ann', '--host', '', '--port', '1'], env);
+  assert.equal(empty.code, 1);
+  assert.match(empty.stderr, /--host="" is not valid; expected: host of the running service/);
+  assert.doesNotMatch(empty.stderr, /listen address/);
   const tags = await runCli(['connect', 'ann', '--tags', 'a b', '--port', '1'], env);
   assert.equal(tags.code, 1);
   assert.match(tags.stderr, /invalid --tags entry "a b"/);
