@@ -22,6 +22,7 @@ import { CloseCode } from '../delivery/close-codes.js';
 import type { Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
+import { refusalCloseCode } from './receiver-refusals.js';
 import { BroadcastSubscription } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
 
@@ -379,25 +380,5 @@ export class WsConnection implements DeliveryConnection, Ticking {
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
     this.#deps.onClosed(this, this.#closeCode ?? code);
     this.#log.debug({ code, decided: this.#closeCode }, 'connection closed');
-  }
-}
-
-/**
- * The close code `ws` sends when its receiver refuses a client frame (RFC 6455 §7.4.1):
- * 1009 for a frame over the size cap, 1008 for too many fragments, 1007 for text that
- * is not UTF-8, 1002 for any other protocol error. Undefined for other errors (a socket
- * error: the peer is gone, 1006).
- */
-export function refusalCloseCode(err: Error & { code?: string }): number | undefined {
-  switch (err.code) {
-    case 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH':
-    case 'WS_ERR_UNSUPPORTED_DATA_PAYLOAD_LENGTH':
-      return 1009;
-    case 'WS_ERR_TOO_MANY_BUFFERED_PARTS':
-      return 1008;
-    case 'WS_ERR_INVALID_UTF8':
-      return 1007;
-    default:
-      return err.code?.startsWith('WS_ERR_') === true ? 1002 : undefined;
   }
 }
