@@ -20,15 +20,16 @@ export function isChannelName(name: string): boolean {
   return name.length > 0 && name.length <= MAX_CHANNEL_LENGTH && CHANNEL.test(name);
 }
 
-/** One segment of a channel name. */
-const SEGMENT = /^[A-Za-z0-9_:-]+$/;
+/** Each whole `*` segment of a pattern. */
+const WILDCARD_SEGMENT = /(?<=^|\.)\*(?=\.|$)/g;
 
 /**
- * True when `pattern` is one a `channels` claim can use: a channel name (1–128
- * characters) whose segments may also be `*`. Any other pattern allows no channel.
+ * True when `pattern` is one a `channels` claim can use: a channel name whose
+ * segments may also be `*` (each read as a one-character segment, so the name's
+ * length limit holds too). Any other pattern allows no channel.
  */
 export function isChannelPattern(pattern: string): boolean {
-  return pattern.length > 0 && pattern.length <= MAX_CHANNEL_LENGTH && pattern.split('.').every((seg) => seg === '*' || SEGMENT.test(seg));
+  return isChannelName(pattern.replace(WILDCARD_SEGMENT, 'x'));
 }
 
 /** True when `pattern` allows `channel` (segment by segment, `*` matching one segment). */

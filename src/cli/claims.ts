@@ -2,8 +2,9 @@
  * The claims a CLI command puts in a client token it mints (`pixiu token`, `pixiu
  * connect`): read from comma-separated options and checked with the service's rules.
  */
-import { isTag } from '../broadcast/routes.js';
-import { isChannelPattern } from '../channels/patterns.js';
+import { patternFailure } from '../api/pattern-rules.js';
+import { isTag, tagSchema } from '../broadcast/routes.js';
+import { CHANNEL_PATTERN, isChannelPattern } from '../channels/patterns.js';
 import { StartupError } from '../errors.js';
 
 /** A comma-separated option as a list: each entry trimmed, empty ones dropped. */
@@ -19,9 +20,10 @@ export function listOption(text: string | undefined): string[] {
  */
 export function checkClaims(tags: readonly string[], channels: readonly string[]): void {
   const tag = tags.find((t) => !isTag(t));
-  if (tag !== undefined) throw new StartupError(`invalid --tags entry ${JSON.stringify(tag)}: a tag is 1–64 characters, no whitespace or control characters`);
+  // In the words the API answers a bad tag or channel with (pattern-rules.ts).
+  if (tag !== undefined) throw new StartupError(`invalid --tags entry ${JSON.stringify(tag)}: ${patternFailure(tagSchema.pattern)}`);
   const pattern = channels.find((p) => !isChannelPattern(p));
   if (pattern !== undefined) {
-    throw new StartupError(`invalid --channels entry ${JSON.stringify(pattern)}: a pattern is a channel name (up to 128 characters, segments of A-Z a-z 0-9 _ : - separated by single dots) whose segments may be *, like live.*.chat`);
+    throw new StartupError(`invalid --channels entry ${JSON.stringify(pattern)}: ${patternFailure(CHANNEL_PATTERN)}, at most 128 characters, any segment of which may be * (like live.*.chat)`);
   }
 }

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH, patternAllows } from '../../src/channels/patterns.js';
+import { channelAllowed, isChannelName, isChannelPattern, MAX_CHANNEL_LENGTH, patternAllows } from '../../src/channels/patterns.js';
 
 test('channel names: segments of A-Z a-z 0-9 _ : - separated by single dots, 1-128 characters', () => {
   for (const name of ['a', 'live', 'live.stream42.chat', 'A_b-c:d', 'x.y.z.w', '0', 'user:42.inbox', 'c'.repeat(MAX_CHANNEL_LENGTH)]) {
@@ -66,4 +66,9 @@ test('channelAllowed: any pattern of the claim allows; none, an empty claim, or 
   assert.equal(channelAllowed('', ['']), false);
   assert.equal(channelAllowed('*', ['*']), false, 'the pattern * is not itself a channel');
   assert.equal(channelAllowed('x'.repeat(MAX_CHANNEL_LENGTH + 1), ['*']), false);
+});
+
+test('isChannelPattern: a channel name whose whole segments may be *, within the name\'s length', () => {
+  for (const p of ['live.*.chat', '*', '*.*', 'news', '*.a.*', 'x'.repeat(128)]) assert.equal(isChannelPattern(p), true, p);
+  for (const p of ['', '**', 'a..b', 'live.*x', 'x*.y', '.', 'a.*.', 'bad name', 'x'.repeat(129)]) assert.equal(isChannelPattern(p), false, p);
 });
