@@ -91,9 +91,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
       return;
     }
-    // A route that takes no body (or none matched) accepts an empty one whatever its
-    // headers say, and refuses any other as "this route takes no body" (validation.ts).
-    if (!takesBody(req) || req.is404) {
+    // A route that takes no body (the not-found one included) accepts an empty one
+    // whatever its headers say, and refuses any other as "this route takes no body"
+    // (validation.ts).
+    if (!takesBody(req)) {
       done();
       return;
     }

@@ -69,9 +69,8 @@ export function installValidators(app: FastifyInstance): void {
   // refused body is not read. Only a chunked body on a route that takes none is read,
   // as far as its first byte, since its headers cannot say it is empty.
   app.addContentTypeParser('*', (req, payload, done) => {
-    const length = req.headers['content-length'];
-    const chunked = length === undefined && req.headers['transfer-encoding'] !== undefined;
-    if (bodyIgnored(req, length === '0' || (length === undefined && !chunked))) {
+    const framing = bodyFraming(req);
+    if (bodyIgnored(req, framing === 'empty')) {
       done(null, undefined);
       return;
     }
@@ -79,7 +78,7 @@ export function installValidators(app: FastifyInstance): void {
       done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
       return;
     }
-    if (!chunked) {
+    if (framing === 'sized') {
       done(invalid(NO_BODY), undefined);
       return;
     }
@@ -94,10 +93,9 @@ export function installValidators(app: FastifyInstance): void {
       done();
       return;
     }
-    const length = req.headers['content-length'];
-    if (length !== undefined) done(Number(length) === 0 ? undefined : invalid(NO_BODY));
-    else if (req.headers['transfer-encoding'] !== undefined) refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
-    else done();
+    const framing = bodyFraming(req);
+    if (framing === 'chunked') refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
+    else done(framing === 'empty' ? undefined : invalid(NO_BODY));
   });
   // A route that takes a body and got none (no Content-Type, no body: fastify parses
   // nothing and the schema would say "body must be object").
@@ -108,6 +106,17 @@ export function installValidators(app: FastifyInstance): void {
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
     httpPart === 'body' ? strict.compile(schema as object) : withPlainParameters(lenient.compile(schema as object), schema),
   );
+}
+
+/**
+ * What a request's headers say of its body: `empty` (`Content-Length: 0`, or no length
+ * and no `Transfer-Encoding`), `sized` (a length above 0), or `chunked` (no length: only
+ * reading it tells whether it is empty, see {@link refuseUnlessEmpty}).
+ */
+function bodyFraming(req: FastifyRequest): 'empty' | 'sized' | 'chunked' {
+  const length = req.headers['content-length'];
+  if (length !== undefined) return Number(length) === 0 ? 'empty' : 'sized';
+  return req.headers['transfer-encoding'] !== undefined ? 'chunked' : 'empty';
 }
 
 /**
