@@ -38,7 +38,11 @@ export interface FanoutOptions {
    * land on every socket at once, past the hard cap, and close even fast clients 4009.
    */
   readonly maxBatchBytes: number;
-  /** Counts frames sent (metrics). */
+  /**
+   * Called after each chunk with the frames it wrote: how the fan-out chunked a batch
+   * (tests). The frame metric is counted where every frame is written, per connection
+   * (ws-connection.ts `sendFrames`), not here.
+   */
   readonly onSent?: (frames: number) => void;
 }
 

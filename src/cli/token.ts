@@ -54,9 +54,10 @@ export function tokenCommand(): Command {
     process.stdout.write(`${token}\n`);
     // The request line and headers of a connect are held to Node's header limit (431
     // past it), and a client's `refresh` frame to the client frame limit (1009).
-    const frameBytes = Buffer.byteLength(token) + REFRESH_FRAME_OVERHEAD;
-    if (Buffer.byteLength(token) + HEADER_ALLOWANCE > maxHeaderSize) {
-      process.stderr.write(`pixiu token: warning: this token is ${Buffer.byteLength(token)} bytes, too big for the service's limit of ${maxHeaderSize} bytes on a request's headers: no connect or /v1/me request can carry it (431); use fewer --channels or --tags\n`);
+    const tokenBytes = Buffer.byteLength(token);
+    const frameBytes = tokenBytes + REFRESH_FRAME_OVERHEAD;
+    if (tokenBytes + HEADER_ALLOWANCE > maxHeaderSize) {
+      process.stderr.write(`pixiu token: warning: this token is ${tokenBytes} bytes, too big for the service's limit of ${maxHeaderSize} bytes on a request's headers: no connect or /v1/me request can carry it (431); use fewer --channels or --tags\n`);
     } else if (frameBytes > config.maxClientFrameBytes) {
       process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels, or a higher limit on the service\n`);
     }
