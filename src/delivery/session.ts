@@ -4,6 +4,7 @@
  * writes coalesced into the node's rounds (ack-rounds.ts), redelivery timers, closes — and feeds the results back as events.
  * The decisions all live in machine.ts; this file only carries them out.
  */
+import { outageFields } from '../errors.js';
 import type { Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
@@ -254,7 +255,7 @@ export class UserSession {
       logger.warn({ user: this.user, epoch, newEpoch: after },
         'inbox came back from Redis with less than was delivered: new epoch, its devices are reset');
     } catch (err) {
-      logger.warn({ err, user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
+      logger.warn({ ...outageFields(err), user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
     }
     this.#run(this.#machine.epochRotated());
   }
@@ -274,7 +275,8 @@ export class UserSession {
       // heartbeat in the meantime pulls at once. One warning per failing streak.
       this.#failures++;
       const { logger } = this.#deps;
-      const context = { err, user: this.user, failures: this.#failures };
+      // An outage's warning: its reason, no stack (docs/api.md "Errors").
+      const context = { ...outageFields(err), user: this.user, failures: this.#failures };
       if (this.#failures === 1) logger.warn(context, 'delivery fetch failed, will retry');
       else logger.debug(context, 'delivery fetch failed, will retry');
       effects = this.#machine.fetchFailed();
