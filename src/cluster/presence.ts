@@ -106,6 +106,16 @@ export class Presence {
     await redisCall(() => this.#redis.hdel(this.#keys.conns(user), conn));
   }
 
+  /**
+   * Removes the entries of `conns` (connections asked to close, DELETE
+   * /v1/users/{uid}/connections): their slots are free at once, also when the node
+   * holding them is dead or frozen and never closes them. A live connection's node
+   * writes its entry back on its next refresh, should the close not reach it.
+   */
+  async removeConns(user: string, conns: readonly string[]): Promise<void> {
+    if (conns.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...conns));
+  }
+
   /** Removes every entry of `node` for `user` (the node is gone). */
   async removeNode(user: string, node: string): Promise<void> {
     const stale = (await this.#read(user)).filter((e) => e.node === node).map((e) => e.conn);

@@ -244,6 +244,9 @@ export class Gateway implements GatewayDeps {
       if (n === this.node) this.#kickLocal(kick);
       else await this.#bus.kick(n, kick);
     }
+    // Freed now rather than when each node closes them: a crashed node's connections
+    // would hold the user's slots until its registration lapsed (docs/api.md "Presence").
+    await this.presence.removeConns(user, entries.map((e) => e.conn));
     return entries.length;
   }
 

@@ -99,7 +99,7 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
     schema: {
       summary: 'Disconnect a user (all devices, or one)',
       operationId: 'disconnectUser',
-      description: 'Closes the user\'s connections on every node with code 1008. The answer counts the connections asked to close.',
+      description: 'Closes the user\'s connections on every node with code 1008. The answer counts the connections asked to close; their presence entries are removed at once, freeing their slots of the connection limit even when the node holding them has crashed.',
       tags: ['presence'],
       params: uidParams,
       querystring: { type: 'object', additionalProperties: false, properties: { device } },

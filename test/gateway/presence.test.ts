@@ -13,7 +13,7 @@ import { expectError, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
-import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import type { ConnectionView as Conn } from '../../src/gateway/presence-routes.js';
 
 let redis: RedisServer;
@@ -178,6 +178,25 @@ describe('presence', () => {
     const { welcome } = await gw.connectWelcomed('crashed', { device: 'd6' });
     assert.equal(welcome.device, 'd6');
     assert.deepEqual((await presence('crashed')).connections.map((c) => c.device), ['d6']);
+  });
+
+  test('DELETE frees the slots of connections held by a node that never closes them (crashed, not yet lapsed)', async () => {
+    // A node still registered (its registration has not lapsed) that will never act on
+    // the kick: its 5 connections hold every slot of the user until DELETE frees them.
+    const later = Date.now() + 60_000;
+    await raw.zadd(keys.nodes(), String(later), 'frozen-node');
+    for (let i = 1; i <= 5; i++) await writeEntry('stuck', `c${i}`, { node: 'frozen-node', device: `d${i}`, expiresAt: later });
+    await expectRefused(gw.connect('stuck', { device: 'd6' }), 429, 'RATE_LIMITED');
+    const one = await gw.client.request('DELETE', '/v1/users/stuck/connections?device=d1');
+    assert.deepEqual(one.body, { user: 'stuck', closed: 1 });
+    assert.deepEqual((await presence('stuck')).connections.map((c) => c.device), ['d2', 'd3', 'd4', 'd5']);
+    const { welcome } = await gw.connectWelcomed('stuck', { device: 'd6' });
+    assert.equal(welcome.device, 'd6');
+    const all = await gw.client.request('DELETE', '/v1/users/stuck/connections');
+    assert.deepEqual(all.body, { user: 'stuck', closed: 5 }, 'the four left and the local one');
+    const again = await gw.client.request('DELETE', '/v1/users/stuck/connections');
+    assert.deepEqual(again.body, { user: 'stuck', closed: 0 }, 'nothing is counted twice');
+    await raw.zrem(keys.nodes(), 'frozen-node');
   });
 
   test('a node sees the connections of a node that started after it', async (t) => {
