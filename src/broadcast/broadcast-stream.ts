@@ -21,6 +21,12 @@ export interface BroadcastEntry {
   readonly msgId: string;
   readonly filter: TagFilter | undefined;
   /**
+   * When the broadcast's `ttl` ends, ms since the epoch: past it, it is sent to no one
+   * (a catch-up, or a node reading late). Undefined for an entry without one (written
+   * before entries carried it): such an entry never lapses.
+   */
+  readonly expiresAt: number | undefined;
+  /**
    * The `bcast` frame as UTF-8 bytes, serialised and encoded once per node (DESIGN.md
    * §8) and written as is to every matching socket: sent as a string, each socket
    * would encode it again (bench:broadcast measured the bytes ~10 % cheaper per frame).
@@ -61,8 +67,10 @@ type RawEntry = [string, string[]];
 export function parseBroadcastEntry([id, fields]: RawEntry): BroadcastEntry | undefined {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
-  const { m, y, s, d } = f;
+  const { m, y, s, d, e } = f;
   if (m === undefined || y === undefined || s === undefined || d === undefined) return undefined;
+  const expiresAt = e === undefined ? undefined : Number(e);
+  if (expiresAt !== undefined && !Number.isSafeInteger(expiresAt)) return undefined;
   let filter: TagFilter | undefined;
   if (f.f) {
     try {
@@ -73,7 +81,12 @@ export function parseBroadcastEntry([id, fields]: RawEntry): BroadcastEntry | un
   }
   // The data is already JSON text: the frame is assembled around it, not re-encoded.
   const frame = Buffer.from(`{"t":"bcast","bseq":${JSON.stringify(id)},"id":${JSON.stringify(m)},"type":${JSON.stringify(y)},"ts":${Number(s)},"data":${d}}`);
-  return { id, msgId: m, filter, frame };
+  return { id, msgId: m, filter, expiresAt, frame };
+}
+
+/** True when `entry`'s `ttl` has ended at `now` (ms since the epoch): it is sent to no one. */
+export function isExpired(entry: BroadcastEntry, now: number): boolean {
+  return entry.expiresAt !== undefined && entry.expiresAt <= now;
 }
 
 /** The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
@@ -100,10 +113,11 @@ export class BroadcastStream {
    * highest ID trimmed (broadcast-publish-1.lua: a plain `XADD MAXLEN` leaves no trace
    * of what it trimmed, so a `gap` could not be told).
    * @param dataJson the data, already JSON-encoded
+   * @param expiresAt when its `ttl` ends, ms since the epoch (the stored record's expiry)
    * @returns its bseq
    */
-  publish(msgId: string, type: string, ts: number, dataJson: string, filter: TagFilter | undefined): Promise<string> {
-    const fields = ['m', msgId, 'y', type, 's', String(ts), 'd', dataJson];
+  publish(msgId: string, type: string, ts: number, dataJson: string, filter: TagFilter | undefined, expiresAt: number): Promise<string> {
+    const fields = ['m', msgId, 'y', type, 's', String(ts), 'd', dataJson, 'e', String(expiresAt)];
     if (filter) fields.push('f', JSON.stringify(filter));
     return redisCall(() => this.#redis.pxBroadcastPublishV1(this.#key, this.#cap, ...fields));
   }

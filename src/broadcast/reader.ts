@@ -10,7 +10,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { parseBroadcastEntry, type BroadcastEntry } from './broadcast-stream.js';
+import { isExpired, parseBroadcastEntry, type BroadcastEntry } from './broadcast-stream.js';
 import { outageFields } from '../errors.js';
 
 /** How long one XREAD blocks, ms; the loop notices `stop()` within this. */
@@ -120,10 +120,13 @@ export class BroadcastReader {
         raw = raw.concat(await this.#readMore(raw[raw.length - 1]?.[0] ?? this.#last, READ_COUNT - raw.length));
       }
       const entries: BroadcastEntry[] = [];
+      const now = Date.now();
       for (const r of raw) {
         const e = parseBroadcastEntry(r);
-        if (e) entries.push(e);
-        else this.#opts.logger.warn({ bseq: r[0] }, 'malformed broadcast entry skipped');
+        // Read after its `ttl` ended (this node read late): sent to no one.
+        if (e) {
+          if (!isExpired(e, now)) entries.push(e);
+        } else this.#opts.logger.warn({ bseq: r[0] }, 'malformed broadcast entry skipped');
       }
       this.#last = raw[raw.length - 1]?.[0] ?? this.#last;
       try {

@@ -17,7 +17,7 @@
  */
 import { compareStreamIds, normalizeStreamId } from '../streams/stream-id.js';
 import { StreamFollower } from '../streams/follower.js';
-import type { BroadcastBounds, BroadcastEntry, BroadcastStream } from './broadcast-stream.js';
+import { isExpired, type BroadcastBounds, type BroadcastEntry, type BroadcastStream } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
 import type { FrameType } from '../delivery/frames.js';
 
@@ -58,7 +58,8 @@ export class BroadcastSubscription implements BroadcastTarget {
     this.#sink = sink;
     // Catch-up reads are not filtered by the fan-out: match them here.
     this.#follower = new StreamFollower((e) => {
-      if (matchesFilter(e.filter, this.tags)) sink.send(e.frame, 'bcast');
+      // A broadcast whose `ttl` ended while the client was away is not sent late.
+      if (matchesFilter(e.filter, this.tags) && !isExpired(e, Date.now())) sink.send(e.frame, 'bcast');
     });
     this.#follower.hold();
   }

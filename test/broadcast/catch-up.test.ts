@@ -118,6 +118,28 @@ test('last_bseq trimmed past: gap {stream: broadcast} to the first retained, the
   await within.close();
 });
 
+test('a broadcast whose ttl has ended is sent to no one: not on catch-up, not live; its entry carries the end of its ttl', async () => {
+  const seen = await seenThenGone('lapsed');
+  const live = await connect('lapsed-live');
+  const [kept] = await postMany(1, 'kept-ttl') as [Posted];
+  // The entry carries when the ttl ends: the stored record's expiry.
+  const record = await gw.client.get(`/v1/messages/${kept.id}`);
+  const entry = await admin.xrange('px:broadcast', kept.bseq, kept.bseq);
+  const fields = entry[0]?.[1] ?? [];
+  assert.equal(fields[fields.indexOf('e') + 1], String((record.body as { expires_at: number }).expires_at));
+  // One whose ttl has ended, as the stream holds it when a node or a client reads late.
+  const lapsed: Posted = { id: '0300000000000fff', bseq: await admin.xadd('px:broadcast', '*', 'm', '0300000000000fff', 'y', 'test.news',
+    's', String(Date.now() - 5000), 'd', '{"lapsed":true}', 'e', String(Date.now() - 1)) as string };
+  stream.push(lapsed);
+  const [after] = await postMany(1, 'after-lapsed') as [Posted];
+  await expectBcasts(live, [kept, after]);
+  const back = await connect('lapsed', seen.bseq);
+  await expectBcasts(back, [kept, after]);
+  await expectLiveNext(back);
+  await back.close();
+  await live.close();
+});
+
 test('last_bseq beyond the stream (FLUSHALL): reset {stream: broadcast}, the retained ones, then live', async () => {
   const seen = await seenThenGone('flushed');
   await admin.flushall();

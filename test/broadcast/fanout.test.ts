@@ -24,7 +24,7 @@ class Recorder implements BroadcastTarget {
 }
 
 function entry(id: string, filter?: TagFilter): BroadcastEntry {
-  return { id, msgId: '0300000000000001', filter, frame: Buffer.from(`{"t":"bcast","bseq":"${id}"}`) };
+  return { id, msgId: '0300000000000001', filter, expiresAt: undefined, frame: Buffer.from(`{"t":"bcast","bseq":"${id}"}`) };
 }
 
 test('each receiver gets the batch entries it matches, in order, in one call', async () => {
