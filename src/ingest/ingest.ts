@@ -167,7 +167,9 @@ export class Ingest {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
     const targets = await Promise.allSettled(inputs.map(async (input) => {
-      if ((await rooms.size(input.room)) === 0) throw roomNotFound(input.room);
+      // A room with no members takes no new message; a retry of one it took (the
+      // members have all left since) is answered as any retry is.
+      if ((await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
       const put = await this.#store(input, { kind: MsgKind.room, room: input.room });
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
@@ -175,6 +177,12 @@ export class Ingest {
     }));
     return Promise.allSettled(targets.map((t) =>
       (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members) : Promise.reject(t.reason))));
+  }
+
+  /** True when a message is stored under `input`'s `client_msg_id` (the same message or not: the put tells). */
+  async #isRetry(input: RoomMessageInput): Promise<boolean> {
+    if (input.client_msg_id === undefined) return false;
+    return (await this.#deps.store.findByClientMsgId(input.client_msg_id)) !== null;
   }
 
   /**

@@ -19,7 +19,7 @@ import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
 import type { RecordReader } from './record-reader.js';
 import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
-import { choosePartition } from './route.js';
+import { choosePartition, partitionOfClientMsgId } from './route.js';
 import { Sweeper } from './sweeper.js';
 import { WriteSlots, threadPoolSize } from './write-slots.js';
 
@@ -170,6 +170,19 @@ export class MessageStore implements RecordReader {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * The live message stored under `clientMsgId` (in the partition its puts go to,
+   * route.ts), without storing anything.
+   * @returns the record, or null when none is stored or it has expired
+   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   */
+  async findByClientMsgId(clientMsgId: string): Promise<StoredMessage | null> {
+    this.#assertOpen();
+    const partition = this.#partitions[partitionOfClientMsgId(clientMsgId, this.#partitions.length)];
+    if (partition === undefined) throw new RangeError('partition out of range');
+    return (await partition.findByClientMsgId(clientMsgId)) ?? null;
   }
 
   /**

@@ -115,6 +115,32 @@ export class Partition {
   }
 
   /**
+   * The live record stored under `clientMsgId`, if any: a put of it in flight is
+   * waited for; else the `c` index is read. Reads only: a caller that must not store
+   * a message unless it is a retry (a room message to a room now empty) asks first.
+   * @returns the record, or undefined when none is stored or it has expired
+   * @throws PixiuError UNAVAILABLE when the partition is closed or LevelDB fails
+   */
+  async findByClientMsgId(clientMsgId: string): Promise<StoredMessage | undefined> {
+    if (this.#closed) throw closedError();
+    const pending = this.#pending.get(clientMsgId);
+    if (pending !== undefined) return (await pending.put).message;
+    let bytes: Buffer | undefined;
+    let id: string;
+    try {
+      const first = this.#db.getSync(clientIdKey(clientMsgId));
+      if (first === undefined) return undefined;
+      id = first.toString('latin1');
+      [bytes] = await this.#getAll([messageKey(id)]);
+    } catch (err) {
+      throw this.#unavailable(err);
+    }
+    if (bytes === undefined) return undefined;
+    const record = decodeRecord(bytes, id);
+    return record.expiresAt > this.#now() ? record : undefined;
+  }
+
+  /**
    * Writes one batch: answers the duplicates from the `c` index, gives the others
    * their MsgIDs in queue order, and writes them with one expiry entry per expiry
    * second and the counter's high-water mark, in one LevelDB batch.

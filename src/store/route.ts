@@ -26,7 +26,18 @@ export function fnv1a32(text: string): number {
  * @returns a partition number in 0..P-1
  */
 export function choosePartition(msg: NewMessage, partitions: number): number {
-  const key = msg.clientMsgId ?? msg.to?.[0] ?? msg.room;
+  if (msg.clientMsgId !== undefined) return partitionOfClientMsgId(msg.clientMsgId, partitions);
+  const key = msg.to?.[0] ?? msg.room;
   if (key === undefined) return Math.floor(Math.random() * partitions);
   return fnv1a32(key) % partitions;
+}
+
+/**
+ * The partition where the message stored under `clientMsgId` is, and where its
+ * retries go ({@link choosePartition}).
+ * @param partitions the partition count P (1..256)
+ * @returns a partition number in 0..P-1
+ */
+export function partitionOfClientMsgId(clientMsgId: string, partitions: number): number {
+  return fnv1a32(clientMsgId) % partitions;
 }

@@ -188,3 +188,41 @@ test('POST /v1/messages/batch with room items: each answered in order, members g
   assert.deepEqual(frames.map((f) => f.id), a);
   assert.deepEqual(frames.map((f) => f.room ?? null), a.map((id) => (id === results[1]?.id ? null : room)));
 });
+
+test('a retry of a room message after every member left answers the first id (recipients 0), not 404; a new message there is 404 and stores nothing', async () => {
+  const room = 'emptied';
+  await addMembers(gw.client, room, ['em-a', 'em-b']);
+  const body = { room, client_msg_id: 'emptied-1' };
+  const first = await postRoom(gw.client, body, { status: 201, recipients: 2 });
+  await deleteMembers(gw.client, room, ['em-a', 'em-b']);
+  const retried = await postRoom(gw.client, body, { status: 200, recipients: 0 });
+  assert.equal(retried.id, first.id);
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ type: 'room.text', data: { text: 'hello room' }, ...body }] });
+  assert.deepEqual((batch.body as { results: unknown[] }).results, [{ status: 200, id: first.id, room, recipients: 0, duplicate: true }]);
+  // Another message under the key is still a conflict; a new key is a room not found.
+  expectError(await gw.client.post('/v1/messages', { ...body, type: 'room.text', data: 'other' }), 409, 'CONFLICT', /emptied-1/);
+  expectError(await gw.client.post('/v1/messages', { room, client_msg_id: 'emptied-2', type: 'room.text', data: 1 }), 404, 'NOT_FOUND', /no room emptied/);
+  for (const u of ['em-a', 'em-b']) assert.deepEqual(await inboxIds(u), [first.id], u);
+  // Nothing was stored for the refused one: the key is free for a later message once the room has members.
+  await addMembers(gw.client, room, ['em-c']);
+  await postRoom(gw.client, { room, client_msg_id: 'emptied-2' }, { status: 201, recipients: 1 });
+});
+
+test('a batch whose room item and later user item share a client_msg_id: the room item (first) is the message, the user item a 409 naming it', async () => {
+  const room = 'key-order';
+  await addMembers(gw.client, room, ['ko-a']);
+  for (const [first, second] of [['room', 'user'], ['user', 'room']] as const) {
+    const key = `key-order-${first}`;
+    const item = (kind: 'room' | 'user') => (kind === 'room' ? { room } : { to: 'ko-b' });
+    const answer = await gw.client.post('/v1/messages/batch', {
+      messages: [{ ...item(first), type: 't', data: 1, client_msg_id: key }, { ...item(second), type: 't', data: 1, client_msg_id: key }],
+    });
+    type Item = { status: number; id?: string; error?: { code: string; message: string } };
+    const [a, b] = (answer.body as { results: Item[] }).results as [Item, Item];
+    assert.equal(a.status, 201, `${first} first: ${answer.text}`);
+    assert.equal(b.status, 409, answer.text);
+    assert.match(b.error?.message ?? '', new RegExp(`"${key}" was first used for another message \\(item 0 of this batch`));
+  }
+  assert.equal((await inboxIds('ko-a')).length, 1, 'the room message, once');
+  assert.equal((await inboxIds('ko-b')).length, 1, 'the user message, once');
+});

@@ -148,6 +148,33 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
   }
 }
 
+/**
+ * Refuses, with CONFLICT, each batch item whose `client_msg_id` an earlier item of the
+ * batch already names with the other addressing (a room against users): one key, one
+ * message, and the first item in the batch is that message. Items of one kind need no
+ * help: ingest stores them in batch order, so the first one's put takes the key and
+ * the later ones meet it as duplicates (or conflicts); but room items are stored after
+ * their room is looked up, so without this a later user item could take the key first.
+ *
+ * @param checked the checked items, in batch order (errors kept as they are)
+ * @returns the same list with such items replaced by their CONFLICT
+ */
+function claimKeysInOrder(checked: readonly (MessageBody | PixiuError)[]): (MessageBody | PixiuError)[] {
+  const first = new Map<string, { index: number; room: boolean }>();
+  return checked.map((c, i) => {
+    const key = c instanceof PixiuError ? undefined : c.client_msg_id;
+    if (key === undefined || c instanceof PixiuError) return c;
+    const earlier = first.get(key);
+    if (earlier === undefined) {
+      first.set(key, { index: i, room: isRoomMessage(c) });
+      return c;
+    }
+    if (earlier.room === isRoomMessage(c)) return c;
+    return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(key)} was first used for another message `
+      + `(item ${earlier.index} of this batch, sent to ${earlier.room ? 'a room' : 'users'}); send a new message with a new client_msg_id`);
+  });
+}
+
 /** Registers the message routes. */
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
@@ -216,7 +243,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       // Each item is checked alone; the valid ones go to ingest together, which
       // appends them in batch order (a user named twice gets them in that order).
-      const checked = req.body.messages.map((item, i) => checkItem(item, i));
+      const checked = claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i)));
       const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
       const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
       const [sentToUsers, sentToRooms] = await Promise.all([
