@@ -167,6 +167,15 @@ function bodyIgnored(req: FastifyRequest, empty: boolean): boolean {
 const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
 
 /**
+ * True when `text` is a whole number written as the API takes one in a query or path
+ * (decimal digits, no sign, no leading zero: not `1e3`, `0x10`, `1.0` or ``); the CLI
+ * holds its numeric options to the same rule.
+ */
+export function isPlainInteger(text: string): boolean {
+  return PLAIN_INTEGER.test(text);
+}
+
+/**
  * Wraps a coercing validator so that its integer properties accept only plain decimal
  * digits: Ajv's coercion reads the text with `Number()`, which also takes `1e3`,
  * `0x10`, `" 1"` and `1.0`, and `after_seq=1e3` would then page from 1000. A

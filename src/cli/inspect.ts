@@ -15,16 +15,29 @@ import { Inbox } from '../inbox/inbox.js';
 import { createRedis } from '../redis/client.js';
 import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
+import { isPlainInteger } from '../api/validation.js';
 import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
 
 const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs', 'inboxCap'] as const;
 
+/**
+ * A numeric option, held to the API's rule for integers in a query (decimal digits
+ * only: `0x2`, `1e3` and an empty value are refused, not read as 2, 1000 and 0).
+ * @throws StartupError naming the option and its range
+ */
 function intOption(text: string | undefined, name: string, min: number, max: number, def: number): number {
   if (text === undefined) return def;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) throw new StartupError(`${name} must be an integer from ${min} to ${max}`);
+  if (!isPlainInteger(text) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new StartupError(`${name} must be an integer from ${min} to ${max} written in decimal digits, got ${JSON.stringify(text)}`);
+  }
   return n;
+}
+
+/** A kind's name as the API writes it (`user`, `room`, …). */
+function kindName(kind: number): string | undefined {
+  return (Object.keys(MsgKind) as (keyof typeof MsgKind)[]).find((k) => MsgKind[k] === kind);
 }
 
 /** Builds the `inspect` subcommand and its children. */
@@ -41,8 +54,7 @@ export function inspectCommand(): Command {
       } catch (err) {
         throw new StartupError((err as Error).message);
       }
-      const kind = (Object.keys(MsgKind) as (keyof typeof MsgKind)[]).find((k) => MsgKind[k] === parts.kind);
-      process.stdout.write(`${JSON.stringify({ id, partition: parts.partition, kind, counter: parts.counter })}\n`);
+      process.stdout.write(`${JSON.stringify({ id, partition: parts.partition, kind: kindName(parts.kind), counter: parts.counter })}\n`);
     });
 
   const inboxCmd = inspect.command('inbox')
@@ -71,7 +83,10 @@ export function inspectCommand(): Command {
     try {
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
       const [page, cursors] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid)]);
-      process.stdout.write(`${JSON.stringify({ user: uid, ...page, cursors }, null, 2)}\n`);
+      // Named as the API names them (GET /v1/users/{uid}/messages, GET /v1/messages/{id}).
+      const entries = page.entries.map((e) => ({ seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) }));
+      const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, entries, cursors };
+      process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
     } finally {
       redis.disconnect();
     }

@@ -37,8 +37,18 @@ test('inspect inbox prints the epoch, bounds, entries after --after-seq and the 
   const run = await runCli(['inspect', 'inbox', 'ann', '--after-seq', '1', '--limit', '1'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' });
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), {
-    user: 'ann', epoch, firstSeq: 1, latestSeq: 3, entries: [{ seq: 2, id: ids[1], kind: MsgKind.user }], cursors: { phone: 2 },
+    user: 'ann', epoch, first_seq: 1, latest_seq: 3, entries: [{ seq: 2, id: ids[1], kind: 'user' }], cursors: { phone: 2 },
   });
+});
+
+test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1 and 1.5 exit 1 naming the option', async () => {
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' };
+  for (const [option, value] of [['--after-seq', '0x2'], ['--after-seq', '1e3'], ['--after-seq', ''], ['--after-seq', '-1'], ['--limit', '1e1'], ['--limit', '0x2'], ['--limit', '1.5'], ['--limit', '0']] as const) {
+    const run = await runCli(['inspect', 'inbox', 'ann', `${option}=${value}`], env);
+    assert.equal(run.code, 1, `${option} ${value}: ${run.stdout}`);
+    assert.equal(run.stdout, '');
+    assert.match(run.stderr, new RegExp(`${option} must be an integer from \\d+ to \\d+ written in decimal digits, got "${value.replace('.', '\\.')}"`), `${option} ${value}`);
+  }
 });
 
 test('inspect inbox refuses a user id that is not one, and says so', async () => {
