@@ -15,7 +15,7 @@ import { StartupError } from '../errors.js';
  */
 export const CLIENT_DOCS: Partial<Record<SettingKey, string>> = {
   host: 'host of the running service (an IP or host name)',
-  port: 'port of the running service',
+  port: 'port of the running service, 1 to 65535',
 };
 
 /**

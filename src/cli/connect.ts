@@ -33,7 +33,7 @@ export function connectCommand(): Command {
   const cmd = new Command('connect')
     .description('connect as <uid> over WebSocket, print each frame as a JSON line, ack, and print last_seq and epoch on exit')
     .argument('<uid>', 'the user to connect as (a token is minted with the configured key)')
-    .option('--url <url>', 'service URL, http(s) or ws(s) (default http://PIXIU_HOST:PIXIU_PORT)')
+    .option('--url <url>', 'service URL, http(s) or ws(s); a path is a prefix the routes are under (a proxy\'s, e.g. https://example.com/pixiu) (default http://PIXIU_HOST:PIXIU_PORT)')
     .addOption(new Option('--device <device>', 'device id').default('cli'))
     .option('--last-seq <n>', 'resume after this seq')
     .option('--epoch <epoch>', 'the epoch --last-seq belongs to (as printed on exit; null: none)')
@@ -62,7 +62,7 @@ export function connectCommand(): Command {
     const service = opts.url !== undefined ? serviceUrl(opts.url) : hostUrl(config.host, config.port);
     const base = new URL(service);
     base.protocol = service.protocol === 'https:' ? 'wss:' : 'ws:';
-    base.pathname = '/v1/connect';
+    base.pathname = routePath(service, '/v1/connect');
     base.searchParams.set('device', opts.device);
     if (opts.lastSeq !== undefined) base.searchParams.set('last_seq', opts.lastSeq);
     // `null` is what the exit line prints for an inbox that had no epoch yet: no epoch.
@@ -79,6 +79,8 @@ export function connectCommand(): Command {
  * @throws StartupError naming `--host` when it is not a host name or address
  */
 function hostUrl(host: string, port: number): URL {
+  // 0 means "any free port" to `serve`; no service is reached at it.
+  if (port === 0) throw new StartupError('--port 0 (or PIXIU_PORT=0) names no service to connect to: give the port the service listens on, or --url');
   try {
     return new URL(`http://${host.includes(':') ? `[${host}]` : host}:${port}`);
   } catch {
@@ -101,8 +103,20 @@ function serviceUrl(text: string): URL {
   if (!secure && url.protocol !== 'http:' && url.protocol !== 'ws:') {
     throw new StartupError(`invalid --url ${JSON.stringify(text)}: the scheme must be http, https, ws or wss`);
   }
+  // The connection's parameters come from the options; a query here would be dropped.
+  if (url.search !== '' || url.hash !== '') {
+    throw new StartupError(`invalid --url ${JSON.stringify(text)}: give it without a query or fragment (use --device, --last-seq, --epoch, --from-latest)`);
+  }
   url.protocol = secure ? 'https:' : 'http:';
   return url;
+}
+
+/**
+ * The path of a route (`/v1/connect`) under the service URL's path, which is a prefix
+ * (a reverse proxy's): `http://h/pixiu/` and `http://h/pixiu` both give `/pixiu/v1/connect`.
+ */
+function routePath(service: URL, route: string): string {
+  return `${service.pathname.replace(/\/+$/, '')}${route}`;
 }
 
 /**
@@ -193,10 +207,10 @@ const EPOCH_LOOKUP_MS = 2000;
 /**
  * The user's inbox epoch from `GET /v1/me/messages` (docs/api.md), or null when it
  * cannot be had within {@link EPOCH_LOOKUP_MS}.
- * @param service the service's HTTP URL (its origin serves the route)
+ * @param service the service's HTTP URL (its origin serves the route, under its path)
  */
 async function inboxEpoch(service: URL, token: string, afterSeq: number): Promise<string | null> {
-  const url = new URL('/v1/me/messages', service);
+  const url = new URL(routePath(service, '/v1/me/messages'), service);
   url.searchParams.set('after_seq', String(afterSeq));
   url.searchParams.set('limit', '1');
   try {

@@ -110,12 +110,36 @@ test('pixiu connect closed by the server (replaced by the same device, 4002) exi
   assert.deepEqual(await second.exited, { code: 0, signal: null }, second.stderr());
 });
 
-test('pixiu connect --url with another scheme, or not a URL, exits 1 naming --url', async () => {
-  for (const url of ['ftp://127.0.0.1:8080', 'not a url']) {
+test('pixiu connect --url with another scheme, not a URL, or with a query, exits 1 naming --url; --port 0 exits 1 naming it', async () => {
+  for (const url of ['ftp://127.0.0.1:8080', 'not a url', 'http://127.0.0.1:8080/?device=x', 'http://127.0.0.1:8080/#top']) {
     const run = await runCli(['connect', 'cleo', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET });
     assert.equal(run.code, 1, url);
     assert.match(run.stderr, /invalid --url/, url);
   }
+  const zero = await runCli(['connect', 'cleo', '--port', '0'], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(zero.code, 1, zero.stderr);
+  assert.match(zero.stderr, /--port 0 \(or PIXIU_PORT=0\) names no service to connect to/);
+});
+
+test('pixiu connect --url with a path connects under it, as behind a proxy that serves Pixiu at a prefix', { timeout: 60_000 }, async (t) => {
+  // Not Pixiu: a server that records the request line and refuses it.
+  const lines: string[] = [];
+  const other = createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', (chunk: Buffer) => {
+      lines.push(chunk.toString('latin1').split('\r\n')[0] ?? '');
+      socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    });
+  });
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => other.close(() => resolve())));
+  const { port } = other.address() as AddressInfo;
+  for (const url of [`http://127.0.0.1:${port}/pixiu`, `ws://127.0.0.1:${port}/pixiu/`]) {
+    const run = await runCli(['connect', 'kai', '--device', 'tab', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET });
+    assert.equal(run.code, 1, run.stderr);
+  }
+  assert.equal(lines.length, 2);
+  for (const line of lines) assert.match(line, /^GET \/pixiu\/v1\/connect\?device=tab HTTP\/1\.1$/);
 });
 
 test('pixiu connect refused by a server that keeps the connection alive exits 1 all the same', { timeout: 60_000 }, async (t) => {
