@@ -32,6 +32,7 @@ import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
+import { checkListenable } from './listen-check.js';
 
 /** A running service. */
 export interface Service {
@@ -73,6 +74,8 @@ async function closeAll(logger: Logger, steps: ReadonlyArray<[string, () => Prom
 export async function startService(config: Config, logger: Logger, given?: Secrets): Promise<Service> {
   const cleanup: Array<[string, () => Promise<unknown>]> = [];
   try {
+    // Before anything is started or claimed (listen-check.ts).
+    await checkListenable(config.host, config.port);
     const secrets = given ?? await loadSecrets(config);
 
     let local: LocalRedis | undefined;

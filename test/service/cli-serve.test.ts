@@ -10,6 +10,8 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer, type AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
 import { SignJWT } from 'jose';
 import { REDIS_INSTALL_HINT } from '../../src/redis/local-server.js';
 import { expectError } from '../harness/checks.js';
@@ -61,6 +63,26 @@ test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with t
   assert.match(run.stderr, /PIXIU_REDIS_URL/, 'and the other way out');
   assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
   assert.doesNotMatch(run.stdout, /pixiu listening/);
+});
+
+test('a port in use or a host not of this machine: serve exits 1 naming the address, before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+  const { port } = taken.address() as AddressInfo;
+  const prefix = 'listen-check:';
+  for (const [host, listenPort, reason] of [['127.0.0.1', port, /EADDRINUSE/], ['192.0.2.1', 8089, /EADDRNOTAVAIL/]] as const) {
+    const run = await runCli(['serve'], {
+      PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_HOST: host, PIXIU_PORT: String(listenPort), PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: prefix,
+    });
+    assert.deepEqual({ code: run.code, signal: run.signal }, { code: 1, signal: null }, run.stderr);
+    assert.match(run.stderr, new RegExp(`cannot listen on ${host.replace(/\./g, '\\.')}:${listenPort}: .*`), run.stderr);
+    assert.match(run.stderr, reason);
+    assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
+  }
+  const admin = new Redis(redis.url);
+  t.after(() => admin.disconnect());
+  assert.deepEqual(await admin.keys(`${prefix}*`), [], 'nothing claimed, nothing written');
 });
 
 test('first start generates the API token and JWT secret, keeps them in the data dir and prints them; a second start prints neither and uses both', { timeout: 60_000 }, async (t) => {
