@@ -1,7 +1,7 @@
 /**
  * The rule of every JSON-schema `pattern` the API validates with, in words. A value
  * that does not match is answered with the field and its rule in words
- * (`body/to must be 1–128 characters, no whitespace or control characters`), never
+ * (`body/to must be 1–128 characters, no whitespace, control characters or lone surrogates`), never
  * with the regular expression, which means little to an API user.
  *
  * Each pattern is declared where it is defined, with {@link wordedPattern}, so that a

@@ -22,7 +22,7 @@
 import { wordedPattern } from './pattern-rules.js';
 
 /** The user-id rule in words, as errors say it (the API's and the CLI's). */
-export const USER_ID_RULE = '1–128 characters, no whitespace or control characters';
+export const USER_ID_RULE = '1–128 characters, no whitespace, control characters or lone surrogates';
 
 /** Pattern of a user or room id (Ajv compiles patterns with the `u` flag). */
 export const USER_ID_PATTERN = wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,128}$', USER_ID_RULE);

@@ -14,7 +14,7 @@ import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectRefused, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 
-const USER_ID_WORDS = 'must be 1–128 characters, no whitespace or control characters';
+const USER_ID_WORDS = 'must be 1–128 characters, no whitespace, control characters or lone surrogates';
 const NAME_WORDS = 'must be 1–64 characters, each one of A-Z a-z 0-9 . _ : -';
 
 let gw: GatewayFixture;

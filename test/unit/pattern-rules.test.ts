@@ -12,7 +12,7 @@ function refusal(pattern: string, value: string): string {
 }
 
 test('a pattern declared with words is refused with them', () => {
-  assert.equal(refusal(USER_ID_PATTERN, 'a\u0001b'), 'body/f must be 1–128 characters, no whitespace or control characters');
+  assert.equal(refusal(USER_ID_PATTERN, 'a\u0001b'), 'body/f must be 1–128 characters, no whitespace, control characters or lone surrogates');
   const digits = wordedPattern('^[0-9]{3}$', 'three decimal digits');
   assert.equal(refusal(digits, '12a'), 'body/f must be three decimal digits');
 });
