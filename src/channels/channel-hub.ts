@@ -40,7 +40,10 @@ export class ChannelHub {
     subscriber.on('message', (topic: string, text: string) => this.#onMessage(topic, text));
     // ioredis emits `ready` on the tick after it re-sent its SUBSCRIBEs, so these
     // UNSUBSCRIBEs reach Redis after them.
-    subscriber.on('ready', () => this.#dropStale());
+    subscriber.on('ready', () => {
+      this.#resubscribe();
+      this.#dropStale();
+    });
   }
 
   /** Channels with local subscribers. */
@@ -97,6 +100,19 @@ export class ChannelHub {
       this.#stale.set(topic, channel);
       this.#logger.warn({ ...outageFields(err), channel }, 'channel unsubscribe failed; retried when redis is back');
     }
+  }
+
+  /**
+   * The subscriber (re)connected: subscribes again to every followed channel. ioredis
+   * re-subscribes on its own, but one that fails (the connection dropped again) is
+   * forgotten, and the followers would get nothing more; SUBSCRIBE to a topic already
+   * followed is a no-op.
+   */
+  #resubscribe(): void {
+    const topics = [...this.#topics.keys()];
+    if (topics.length === 0) return;
+    redisCall(() => this.#subscriber.subscribe(...topics))
+      .catch((err: unknown) => this.#logger.warn(outageFields(err), 'channel re-subscribe failed; retried on the next reconnect'));
   }
 
   /** The subscriber (re)connected: drops the topics left subscribed while it was down. */

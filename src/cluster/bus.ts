@@ -10,6 +10,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { outageFields } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 
@@ -84,6 +85,14 @@ export class Bus {
       }
       if (msg.t === 'kick') this.#opts.onKick(msg);
       else for (const [user, seq] of msg.users) this.#opts.onNotify(user, seq);
+    });
+    // After every reconnect: ioredis re-subscribes on its own, but a re-subscribe that
+    // fails (the connection dropped again) is forgotten, and the node would hear no
+    // notify or kick until it restarted. SUBSCRIBE to a channel already followed is a
+    // no-op.
+    this.#opts.subscriber.on('ready', () => {
+      redisCall(() => this.#opts.subscriber.subscribe(this.#channel))
+        .catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'bus re-subscribe failed; retried on the next reconnect'));
     });
     await redisCall(() => this.#opts.subscriber.subscribe(this.#channel));
   }

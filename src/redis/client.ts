@@ -58,6 +58,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   };
   const target = redisTarget(opts.url);
   const redis = typeof target === 'string' ? new Redis(target, base) : new Redis({ ...base, ...target });
+  handleRestoreFailures(redis);
   let lastError = '';
   redis.on('error', (err: Error) => {
     // ioredis emits one error per failed (re)connect; log changes, not repeats.
@@ -78,6 +79,32 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}`, err);
   }
   return redis;
+}
+
+/** The calls ioredis makes on its own after a reconnect, to restore a client's state. */
+const RESTORE_CALLS = ['subscribe', 'psubscribe', 'ssubscribe', 'select'] as const;
+
+/**
+ * Makes every promise of the calls ioredis 6.0.0 makes on its own after a reconnect
+ * (re-SUBSCRIBE, re-SELECT: `readyHandler` in its event_handler.js) a handled one.
+ * It makes them fire-and-forget, so when the connection drops again at that moment
+ * (Redis stopping right after it came back) the rejection went unhandled, and an
+ * unhandled rejection ends the process (Node's default; src/cli/serve.ts logs it as "pixiu crashed"). Fixed upstream in
+ * redis/ioredis#2187, not in a release yet. A caller of these methods still gets the
+ * rejection; the restore that failed is followed by another reconnect, and the
+ * subscribers re-subscribe what they need on every `ready` (bus.ts, channel-hub.ts).
+ */
+function handleRestoreFailures(redis: Redis): void {
+  const methods = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  for (const name of RESTORE_CALLS) {
+    const original = methods[name]?.bind(redis);
+    if (original === undefined) continue;
+    methods[name] = (...args: unknown[]) => {
+      const reply = original(...args);
+      reply.catch(() => undefined);
+      return reply;
+    };
+  }
 }
 
 /**

@@ -123,7 +123,7 @@ test('pixiu connect --help words --host and --port for a client, not as serve\'s
   assert.equal(run.code, 0, run.stderr);
   const text = run.stdout.replace(/\s+/g, ' ');
   assert.match(text, /--host <value> host of the running service .*\(env PIXIU_HOST\)/);
-  assert.match(text, /--port <value> port of the running service \(env PIXIU_PORT\)/);
+  assert.match(text, /--port <value> port of the running service, 1 to 65535 \(env PIXIU_PORT\)/);
   assert.doesNotMatch(text, /listen address|any free port/);
 });
 
