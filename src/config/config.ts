@@ -33,6 +33,8 @@ export interface Config {
   /** Node's `requestTimeout` and (up to 60 s) `headersTimeout`, ms (docs/api.md, 408). */
   readonly requestTimeoutMs: number;
   readonly maxBodyBytes: number;
+  /** Most recipients of one batch, room members counted (src/api/routes/batch-items.ts). */
+  readonly batchMaxRecipients: number;
   readonly inboxCap: number;
   readonly apiToken: string | undefined;
   readonly jwtSecret: string | undefined;

@@ -156,6 +156,14 @@ export class Ingest {
   }
 
   /**
+   * Members of a room now (0: no such room, or rooms are not available).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async roomSize(room: string): Promise<number> {
+    return (await this.#deps.rooms?.size(room)) ?? 0;
+  }
+
+  /**
    * Sends room messages as {@link sendToRoom} does, in batch order: every message is
    * stored at once and the members of each are read, then the appends of all of them
    * are issued in batch order, so a member of several of the rooms (or of one room

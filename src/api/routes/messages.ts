@@ -13,6 +13,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors } from '../validation.js';
+import { claimKeysInOrder, isRoomMessage, limitRecipients, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -113,8 +114,6 @@ export const messageRecord = answerObject({
 }, ['id', 'type', 'ts', 'expires_at', 'data', 'recipients'],
 'The stored message; recipients is [] for a room message (the record names the room, not its members)');
 
-type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
-
 const validateItem = compileBodySchema(messageBody);
 
 /**
@@ -126,10 +125,6 @@ function checkAddressing(body: { to?: unknown; room?: unknown }, where: string):
   if (body.room === undefined && body.to === undefined) {
     throw invalid(`${where} must have to (a user id or a list of them) or room`);
   }
-}
-
-function isRoomMessage(body: MessageBody): body is RoomMessageInput & MessageBody {
-  return body.room !== undefined;
 }
 
 /**
@@ -146,33 +141,6 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
   } catch (err) {
     return toHttpError(err);
   }
-}
-
-/**
- * Refuses, with CONFLICT, each batch item whose `client_msg_id` an earlier item of the
- * batch already names with the other addressing (a room against users): one key, one
- * message, and the first item in the batch is that message. Items of one kind need no
- * help: ingest stores them in batch order, so the first one's put takes the key and
- * the later ones meet it as duplicates (or conflicts); but room items are stored after
- * their room is looked up, so without this a later user item could take the key first.
- *
- * @param checked the checked items, in batch order (errors kept as they are)
- * @returns the same list with such items replaced by their CONFLICT
- */
-function claimKeysInOrder(checked: readonly (MessageBody | PixiuError)[]): (MessageBody | PixiuError)[] {
-  const first = new Map<string, { index: number; room: boolean }>();
-  return checked.map((c, i) => {
-    const key = c instanceof PixiuError ? undefined : c.client_msg_id;
-    if (key === undefined || c instanceof PixiuError) return c;
-    const earlier = first.get(key);
-    if (earlier === undefined) {
-      first.set(key, { index: i, room: isRoomMessage(c) });
-      return c;
-    }
-    if (earlier.room === isRoomMessage(c)) return c;
-    return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(key)} was first used for another message `
-      + `(item ${earlier.index} of this batch, sent to ${earlier.room ? 'a room' : 'users'}); send a new message with a new client_msg_id`);
-  });
 }
 
 /** Registers the message routes. */
@@ -213,7 +181,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Send up to 1,000 messages',
       operationId: 'sendBatch',
-      description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
+      description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. At most PIXIU_BATCH_MAX_RECIPIENTS (100,000) recipients in all, room members counted: the item past it and all after it are 400. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
       tags: ['messages'],
       querystring: noQuery,
       body: {
@@ -243,7 +211,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       // Each item is checked alone; the valid ones go to ingest together, which
       // appends them in batch order (a user named twice gets them in that order).
-      const checked = claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i)));
+      const checked = await limitRecipients(claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i))), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
       const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
       const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
       const [sentToUsers, sentToRooms] = await Promise.all([

@@ -1,0 +1,74 @@
+/**
+ * Rules over the items of one `POST /v1/messages/batch` taken together (docs/api.md,
+ * "Messages"): who owns a `client_msg_id` that several items name, and how many
+ * recipients the whole batch may reach. Each item is checked alone first (messages.ts);
+ * these see the batch in order and replace an item by its error, so it fails alone.
+ */
+import { PixiuError } from '../../errors.js';
+import type { RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
+
+/** A batch item as validated: a user message (`to`) or a room message (`room`). */
+export type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
+
+export function isRoomMessage(body: MessageBody): body is RoomMessageInput & MessageBody {
+  return body.room !== undefined;
+}
+
+/**
+ * Refuses, with CONFLICT, each batch item whose `client_msg_id` an earlier item of the
+ * batch already names with the other addressing (a room against users): one key, one
+ * message, and the first item in the batch is that message. Items of one kind need no
+ * help: ingest stores them in batch order, so the first one's put takes the key and
+ * the later ones meet it as duplicates (or conflicts); but room items are stored after
+ * their room is looked up, so without this a later user item could take the key first.
+ *
+ * @param checked the checked items, in batch order (errors kept as they are)
+ * @returns the same list with such items replaced by their CONFLICT
+ */
+export function claimKeysInOrder(checked: readonly (MessageBody | PixiuError)[]): (MessageBody | PixiuError)[] {
+  const first = new Map<string, { index: number; room: boolean }>();
+  return checked.map((c, i) => {
+    if (c instanceof PixiuError || c.client_msg_id === undefined) return c;
+    const key = c.client_msg_id;
+    const earlier = first.get(key);
+    if (earlier === undefined) {
+      first.set(key, { index: i, room: isRoomMessage(c) });
+      return c;
+    }
+    if (earlier.room === isRoomMessage(c)) return c;
+    return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(key)} was first used for another message `
+      + `(item ${earlier.index} of this batch, sent to ${earlier.room ? 'a room' : 'users'}); send a new message with a new client_msg_id`);
+  });
+}
+
+/**
+ * Holds the batch to `max` recipients in all (setting `batchMaxRecipients`, default
+ * 100,000: 100 messages to 1,000 users each). Every recipient is an inbox append; a
+ * batch of 1,000 messages to 1,000 users each took minutes and gigabytes of memory.
+ * Counting in batch order (a user item its distinct recipients, a room item its
+ * members now), the item that goes past the limit and every item after it are refused
+ * with INVALID_REQUEST, so what is sent is a prefix of the batch and what is refused
+ * can be sent as the next batch, in order.
+ *
+ * @param checked the items, in batch order (errors kept as they are; they count nothing)
+ * @param roomSize members of a room now (each room named is read once)
+ * @throws PixiuError UNAVAILABLE when a room's size cannot be read (nothing is sent)
+ */
+export async function limitRecipients(
+  checked: readonly (MessageBody | PixiuError)[], max: number, roomSize: (room: string) => Promise<number>,
+): Promise<(MessageBody | PixiuError)[]> {
+  const rooms = [...new Set(checked.flatMap((c) => (c instanceof PixiuError || !isRoomMessage(c) ? [] : [c.room])))];
+  const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
+  let total = 0;
+  let over: number | undefined;
+  return checked.map((c, i) => {
+    if (c instanceof PixiuError) return c;
+    if (over === undefined) {
+      total += isRoomMessage(c) ? sizes.get(c.room) ?? 0 : typeof c.to === 'string' ? 1 : new Set(c.to).size;
+      if (total <= max) return c;
+      over = i;
+    }
+    return new PixiuError('INVALID_REQUEST', `messages/${i}: the batch reaches more than ${max} recipients in all `
+      + `from item ${over} on (each item's recipients, room members counted); send items ${over} and after in another batch`);
+  });
+}

@@ -1,0 +1,56 @@
+/**
+ * A batch is held to `PIXIU_BATCH_MAX_RECIPIENTS` recipients in all (docs/api.md,
+ * "Messages"): counted in batch order, a user item its distinct recipients and a room
+ * item its members; the item that goes past the limit and every item after it are 400
+ * and stored nowhere, the ones before it go through. The real service with a limit of
+ * 10, real Redis.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { openInbox, readWholeInbox } from '../harness/checks.js';
+import { fileRedis } from '../harness/file-redis.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { addMembers } from '../rooms/room-fixture.js';
+
+let gw: GatewayFixture;
+let inbox: Inbox;
+
+fileRedis(async ({ redis, cleanup }) => {
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10' });
+  inbox = (await openInbox(cleanup, redis.url)).inbox;
+});
+
+type Item = { status: number; error?: { code: string; message: string } };
+
+test('the item past the batch\'s recipient limit and every later one are 400 and stored nowhere; the earlier ones go through', async () => {
+  await addMembers(gw.client, 'lim-room', ['lr-1', 'lr-2', 'lr-3', 'lr-4']);
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { to: ['la', 'lb', 'lc'], type: 't', data: 0 }, // 3
+      { to: 'la', type: 't', data: 'not valid', ttl: -1 }, // refused alone, counts nothing
+      { room: 'lim-room', type: 't', data: 1 }, // 4 members: 7
+      { to: ['ld', 'ld', 'le'], type: 't', data: 2 }, // 2 distinct: 9
+      { to: ['lf', 'lg'], type: 't', data: 3 }, // 11: over
+      { to: 'la', type: 't', data: 4 }, // after it: refused too
+      { room: 'lim-room', type: 't', data: 5 },
+    ],
+  });
+  assert.equal(answer.status, 200, answer.text);
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 201, 400, 400, 400]);
+  for (const i of [4, 5, 6]) {
+    assert.equal(results[i]?.error?.code, 'INVALID_REQUEST');
+    assert.match(results[i]?.error?.message ?? '', new RegExp(`^messages/${i}: the batch reaches more than 10 recipients in all from item 4 on .*send items 4 and after in another batch$`));
+  }
+  assert.match(results[1]?.error?.message ?? '', /ttl/);
+  const count = async (user: string): Promise<number> => (await readWholeInbox(inbox, user)).length;
+  assert.deepEqual(await Promise.all(['la', 'lb', 'ld', 'le', 'lf', 'lg', 'lr-1'].map(count)), [1, 1, 1, 1, 0, 0, 1]);
+});
+
+test('exactly at the limit every item goes through', async () => {
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: Array.from({ length: 5 }, (_, i) => ({ to: [`at-${i}-a`, `at-${i}-b`], type: 't', data: i })),
+  });
+  assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
+});
