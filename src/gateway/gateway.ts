@@ -46,6 +46,8 @@ const NODE_RENEW_MS = 5000;
 const FANOUT_CHUNK_FRAMES = 500;
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
+/** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
+const RECONNECT_HEARTBEAT_SPREAD_MS = 1000;
 
 /** What the gateway is built from. */
 export interface GatewayOptions {
@@ -83,6 +85,8 @@ export class Gateway implements GatewayDeps {
   readonly #registry: NodeRegistry;
   readonly #bus: Bus;
   readonly #subscriber: Redis;
+  /** The connections open here (opened and not yet closed). */
+  readonly #open = new Set<WsConnection>();
   readonly #metrics: Metrics;
   readonly #fanout: BroadcastFanout;
   readonly #reader: BroadcastReader;
@@ -141,6 +145,11 @@ export class Gateway implements GatewayDeps {
       onEntries: (entries) => this.#fanout.deliver(entries),
     });
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
+    // Redis is back after an outage: each connection's heartbeat comes within a second
+    // (ws-connection.ts heartbeatSoon), writing presence back and pulling its inbox.
+    redis.on('ready', () => {
+      for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
+    });
     this.connection = {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
@@ -156,6 +165,7 @@ export class Gateway implements GatewayDeps {
       },
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
       onClosed: (c, code) => {
+        this.#open.delete(c);
         metrics.wsConnections.dec();
         metrics.wsCloses.inc({ code: String(code) });
         this.presence.remove(c.user, c.id).catch(() => undefined);
@@ -251,7 +261,8 @@ export class Gateway implements GatewayDeps {
   }
 
   /** A connection opened (metrics). */
-  onOpen(_conn: WsConnection, _claims: ClientClaims): void {
+  onOpen(conn: WsConnection, _claims: ClientClaims): void {
+    this.#open.add(conn);
     this.#metrics.wsConnections.inc();
   }
 

@@ -348,6 +348,20 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
   }
 
+  /**
+   * Brings the next server heartbeat forward to within `withinMs` (at a random point,
+   * so that a node's connections do not all pull at once). After Redis came back from
+   * an outage (the gateway calls this on every reconnect) presence is written back and
+   * the inbox pulled — a `reset` when Redis lost it — without waiting up to a whole
+   * heartbeat: presence entries lapse in an outage longer than their lifetime, and
+   * until rewritten the user's connections neither counted against the connection
+   * limit nor received notifies. A closed connection ignores it.
+   */
+  heartbeatSoon(withinMs: number, nowMs = Date.now()): void {
+    if (this.#closed) return;
+    this.#nextPingAt = Math.min(this.#nextPingAt, nowMs + Math.floor(Math.random() * withinMs));
+  }
+
   /** Server heartbeat: ping, pull and refresh presence. Only from {@link tick}, on an open connection. */
   #heartbeat(): void {
     this.#ws.ping();
