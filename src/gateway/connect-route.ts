@@ -254,6 +254,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     const hs = handshakes.get(req);
     if (!hs) {
       socket.close(CloseCode.policy, 'handshake missing');
+      deps.onClosedAtOpen(CloseCode.policy);
       return;
     }
     const kick = deps.handshakes.settle(hs.conn);
@@ -262,6 +263,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // replaced it): closed at once, never delivered to; the socket's close drops its
       // presence entry if it still has one.
       socket.close(kick.code, kick.reason);
+      deps.onClosedAtOpen(kick.code);
       return;
     }
     hs.opened = true;

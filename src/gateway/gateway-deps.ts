@@ -43,6 +43,12 @@ export interface GatewayDeps {
   kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number>;
   /** A connection was opened (metrics). */
   onOpen(conn: WsConnection, claims: ClientClaims): void;
+  /**
+   * A WebSocket closed by the server as it opened, before it became a connection (a
+   * handshake replaced while its upgrade was under way: 4002), with its close code
+   * (metrics: every close the server decides is counted, docs/protocol.md).
+   */
+  onClosedAtOpen(code: number): void;
 }
 
 /** What a connection needs from the service. */

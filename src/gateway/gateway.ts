@@ -260,7 +260,12 @@ export class Gateway implements GatewayDeps {
     return entries.length;
   }
 
-  /** A connection opened (metrics). */
+  /** A WebSocket closed as it opened, before it became a connection (metrics). */
+  onClosedAtOpen(code: number): void {
+    this.#metrics.wsCloses.inc({ code: String(code) });
+  }
+
+  /** A connection opened (metrics; the connections a Redis reconnect wakes). */
   onOpen(conn: WsConnection, _claims: ClientClaims): void {
     this.#open.add(conn);
     this.#metrics.wsConnections.inc();

@@ -245,11 +245,18 @@ test('handshakes of one device made at the same moment leave one connection: the
   // All ten upgrades are under way at once: each one's presence write replaces the one
   // before it while that one's WebSocket is not open yet (pending-handshakes.ts).
   const token = await testToken(JWT_KEY, 'burst');
+  const replacedCloses = async (): Promise<number> => {
+    const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+    return Number(/^pixiu_ws_closes_total\{code="4002"\} (\d+)/m.exec(text)?.[1] ?? 0);
+  };
+  const before = await replacedCloses();
   const clients = await Promise.all(Array.from({ length: 10 }, () => gw.connect('burst', { device: 'phone', token })));
   const codes: number[] = [];
   for (const c of clients) void c.closed.then(({ code }) => codes.push(code));
   await waitUntil('nine of the ten are closed', async () => codes.length === 9);
   assert.deepEqual(codes, Array.from({ length: 9 }, () => 4002));
+  // Each counted once, whether it was replaced open or while its upgrade was under way.
+  await waitUntil('nine 4002 closes counted', async () => (await replacedCloses()) - before === 9);
   const survivor = clients.find((c) => c.ws.readyState === c.ws.OPEN);
   assert.ok(survivor, 'one connection stays open');
   const [seq] = await gw.post('burst');
