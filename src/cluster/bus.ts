@@ -45,8 +45,10 @@ export interface BusOptions {
   readonly logger: Logger;
   readonly onNotify: (user: string, seq: number) => void;
   readonly onKick: (kick: KickMessage) => void;
-  /** A node received nothing: it is gone; clear its presence for these users. */
+  /** A node received nothing: it may be gone; clear its presence for these users if so. */
   readonly onGone: (node: string, users: readonly string[]) => void;
+  /** This node's channel was subscribed again after a reconnect (notifies sent meanwhile were lost). */
+  readonly onResubscribed?: () => void;
 }
 
 function isBusMessage(v: unknown): v is BusMessage {
@@ -92,7 +94,8 @@ export class Bus {
     // no-op.
     this.#opts.subscriber.on('ready', () => {
       redisCall(() => this.#opts.subscriber.subscribe(this.#channel))
-        .catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'bus re-subscribe failed; retried on the next reconnect'));
+        .then(() => this.#opts.onResubscribed?.(),
+          (err: unknown) => this.#opts.logger.warn(outageFields(err), 'bus re-subscribe failed; retried on the next reconnect'));
     });
     await redisCall(() => this.#opts.subscriber.subscribe(this.#channel));
   }

@@ -46,11 +46,16 @@ export class NodeRegistry {
   /** Registers now, then renews every interval. A failed renewal logs and retries next time. */
   async start(): Promise<void> {
     await this.#renew();
-    this.#timer = setInterval(() => {
-      this.#renew().catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'node registration renewal failed'));
-    }, this.#opts.intervalMs);
+    this.#timer = setInterval(this.#renewLogged, this.#opts.intervalMs);
     this.#timer.unref();
+    // Registered again as soon as Redis is back: a Redis restarted empty would otherwise
+    // know no node for up to an interval, and other nodes would take this one for gone.
+    this.#redis.on('ready', this.#renewLogged);
   }
+
+  readonly #renewLogged = (): void => {
+    this.#renew().catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'node registration renewal failed'));
+  };
 
   /** Whether a node is registered (as of the last renewal; this node always is). */
   isLive(node: string): boolean {
@@ -76,9 +81,21 @@ export class NodeRegistry {
     return new Set([...asked].filter((n) => this.isLive(n)));
   }
 
+  /**
+   * Whether `node` is registered now, read from Redis (not the cached view): for the
+   * rare question "is a node that received nothing gone?".
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async isRegistered(node: string): Promise<boolean> {
+    if (node === this.node) return true;
+    const expiry = await redisCall(() => this.#redis.zscore(this.#key, node));
+    return expiry !== null && Number(expiry) > Date.now();
+  }
+
   /** Stops renewing and deregisters. Never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
+    this.#redis.off('ready', this.#renewLogged);
     await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
   }
 

@@ -128,7 +128,17 @@ export class Gateway implements GatewayDeps {
       onNotify: (user, seq) => this.hub.notify(user, seq),
       onKick: (kick) => this.#kickLocal(kick),
       onGone: (gone, users) => {
-        for (const u of users) void this.presence.removeNode(u, gone).catch(() => undefined);
+        // No subscriber got the notify. A node still registered is not gone: its
+        // subscriber may be reconnecting (Redis restarted), and dropping its presence
+        // would leave its users without notifies until their next heartbeat.
+        this.#registry.isRegistered(gone).then((registered) => {
+          if (!registered) for (const u of users) void this.presence.removeNode(u, gone).catch(() => undefined);
+        }, () => undefined);
+      },
+      // The subscriber is back: notifies published meanwhile were lost, so every
+      // connection pulls within a second (as after the main connection's reconnect).
+      onResubscribed: () => {
+        for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
       },
     });
     this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);

@@ -199,6 +199,25 @@ describe('presence', () => {
     await raw.zrem(keys.nodes(), 'frozen-node');
   });
 
+  test('a notify no subscriber receives drops the presence of a node only once that node is no longer registered', async () => {
+    // A registered node whose subscriber is away (reconnecting after a Redis restart):
+    // its users keep their presence, so the next notifies reach it once it is back.
+    const publishes = async (): Promise<number> => Number(/cmdstat_publish:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
+    const postAndPublish = async (): Promise<void> => {
+      const before = await publishes();
+      await gw.post('hush');
+      await waitUntil('the notify is published', async () => (await publishes()) > before);
+    };
+    await raw.zadd(keys.nodes(), String(Date.now() + 60_000), 'quiet-node');
+    await writeEntry('hush', 'c-quiet', { node: 'quiet-node', device: 'tv', expiresAt: Date.now() + 60_000 });
+    await postAndPublish();
+    await postAndPublish();
+    assert.deepEqual(Object.keys(await raw.hgetall(keys.conns('hush'))), ['c-quiet'], 'kept: the node is registered');
+    await raw.zrem(keys.nodes(), 'quiet-node');
+    await postAndPublish();
+    await waitUntil('the entry of the unregistered node is dropped', async () => Object.keys(await raw.hgetall(keys.conns('hush'))).length === 0);
+  });
+
   test('a node sees the connections of a node that started after it', async (t) => {
     const settings = { redisUrl: redis.url, redisPrefix: 'late:' };
     const early = await startGateway(t, settings);
