@@ -12,6 +12,7 @@ import { answerFrameworkError, clientErrorAnswerer, installErrorHandlers } from 
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
+import { BatchBudget } from './routes/batch-items.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators, takesBody } from './validation.js';
 
@@ -112,7 +113,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   installErrorHandlers(app, (err) => {
     deps.metrics.httpErrors.inc({ code: err.code });
-    if (err.code === 'UNAVAILABLE') deps.metrics.redisErrors.inc({ kind: 'request' });
+    // A batch refused because the node is busy is no Redis error.
+    if (err.code === 'UNAVAILABLE' && err.cause !== BatchBudget.busy) deps.metrics.redisErrors.inc({ kind: 'request' });
   });
 
   await app.register(swagger, {

@@ -73,6 +73,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Recipients of the batches in progress on this node (src/api/routes/batch-items.ts
+   * BatchBudget): a batch that would take it past twice `PIXIU_BATCH_MAX_RECIPIENTS` is 503.
+   */
+  readonly batchRecipientsInProgress = new Gauge({
+    name: 'pixiu_batch_recipients_in_progress',
+    help: 'Recipients of the batches being sent on this node',
+    registers: [this.registry],
+  });
+
   /** Open WebSocket connections on this node. */
   readonly wsConnections = new Gauge({
     name: 'pixiu_ws_connections',

@@ -7,18 +7,20 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
 import type { Inbox } from '../../src/inbox/inbox.js';
-import { openInbox, readWholeInbox } from '../harness/checks.js';
+import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { addMembers } from '../rooms/room-fixture.js';
 
 let gw: GatewayFixture;
 let inbox: Inbox;
+let probe: Redis;
 
 fileRedis(async ({ redis, cleanup }) => {
-  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10' });
-  inbox = (await openInbox(cleanup, redis.url)).inbox;
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10', redisCommandTimeoutMs: '10s' });
+  ({ inbox, redis: probe } = await openInbox(cleanup, redis.url));
 });
 
 type Item = { status: number; error?: { code: string; message: string } };
@@ -53,4 +55,26 @@ test('exactly at the limit every item goes through', async () => {
     messages: Array.from({ length: 5 }, (_, i) => ({ to: [`at-${i}-a`, `at-${i}-b`], type: 't', data: i })),
   });
   assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
+});
+
+test('batches in progress hold a node-wide budget of twice the limit: one more is 503 with Retry-After and stores nothing; once they finish it goes through', async () => {
+  const batch = (tag: string) => ({ messages: Array.from({ length: 5 }, (_, i) => ({ to: [`${tag}-${i}-a`, `${tag}-${i}-b`], type: 't', data: i })) });
+  const inProgress = async (): Promise<number> =>
+    Number(/^pixiu_batch_recipients_in_progress (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? -1);
+  // Redis holds every write for 3 s (the command timeout is 10 s): the two batches stay in progress.
+  await probe.client('PAUSE', '3000', 'WRITE');
+  const first = gw.client.post('/v1/messages/batch', batch('bud1'));
+  const second = gw.client.post('/v1/messages/batch', batch('bud2'));
+  await waitUntil('both batches are in progress', async () => (await inProgress()) === 20);
+  const refused = await gw.client.post('/v1/messages/batch', batch('bud3'));
+  assert.equal(refused.status, 503, refused.text);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.match(refused.text, /busy with other batches \(20 recipients in progress\)/);
+  for (const answer of [await first, await second]) {
+    assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201], answer.text);
+  }
+  assert.equal(await inProgress(), 0);
+  assert.equal((await readWholeInbox(inbox, 'bud3-0-a')).length, 0, 'the refused batch stored nothing');
+  const later = await gw.client.post('/v1/messages/batch', batch('bud3'));
+  assert.deepEqual((later.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
 });

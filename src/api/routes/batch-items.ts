@@ -4,7 +4,7 @@
  * recipients the whole batch may reach. Each item is checked alone first (messages.ts);
  * these see the batch in order and replace an item by its error, so it fails alone.
  */
-import { PixiuError } from '../../errors.js';
+import { PixiuError, unavailable } from '../../errors.js';
 import type { RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 
 /** A batch item as validated: a user message (`to`) or a room message (`room`). */
@@ -52,23 +52,83 @@ export function claimKeysInOrder(checked: readonly (MessageBody | PixiuError)[])
  *
  * @param checked the items, in batch order (errors kept as they are; they count nothing)
  * @param roomSize members of a room now (each room named is read once)
+ * @returns the items, those refused replaced by their error, and the recipients of
+ *   the items kept
  * @throws PixiuError UNAVAILABLE when a room's size cannot be read (nothing is sent)
  */
 export async function limitRecipients(
   checked: readonly (MessageBody | PixiuError)[], max: number, roomSize: (room: string) => Promise<number>,
-): Promise<(MessageBody | PixiuError)[]> {
+): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number }> {
   const rooms = [...new Set(checked.flatMap((c) => (c instanceof PixiuError || !isRoomMessage(c) ? [] : [c.room])))];
   const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
   let total = 0;
   let over: number | undefined;
-  return checked.map((c, i) => {
+  let admitted = 0;
+  const items = checked.map((c, i) => {
     if (c instanceof PixiuError) return c;
     if (over === undefined) {
       total += isRoomMessage(c) ? sizes.get(c.room) ?? 0 : typeof c.to === 'string' ? 1 : new Set(c.to).size;
-      if (total <= max) return c;
+      if (total <= max) {
+        admitted = total;
+        return c;
+      }
       over = i;
     }
     return new PixiuError('INVALID_REQUEST', `messages/${i}: the batch reaches more than ${max} recipients in all `
       + `from item ${over} on (each item's recipients, room members counted); send items ${over} and after in another batch`);
   });
+  return { items, recipients: admitted };
+}
+
+const BUSY = new Error('the node-wide batch budget is taken by batches in progress');
+
+/**
+ * The recipients that batches being sent on this node reach, against a node-wide bound
+ * (twice `batchMaxRecipients`): each is an inbox append waiting its turn, and ~1.5 KB of
+ * memory until it is done, so twenty full batches at once held 3 GB and stalled the
+ * event loop (and `/healthz`) for seconds. A batch that does not fit is refused whole
+ * with UNAVAILABLE (503, `Retry-After`) before anything is stored; one batch alone
+ * always fits.
+ */
+export class BatchBudget {
+  /** The cause of the UNAVAILABLE it throws: the node is busy, Redis is fine (not a Redis error in the metrics). */
+  static readonly busy: Error = BUSY;
+
+  readonly #limit: number;
+  readonly #onChange: ((inUse: number) => void) | undefined;
+  #inUse = 0;
+
+  /**
+   * @param limit recipients in progress node-wide
+   * @param onChange told the recipients in progress after each change (a metric)
+   */
+  constructor(limit: number, onChange?: (inUse: number) => void) {
+    this.#limit = limit;
+    this.#onChange = onChange;
+  }
+
+  /** Recipients of the batches in progress. */
+  get inUse(): number {
+    return this.#inUse;
+  }
+
+  /**
+   * Takes `recipients` from the budget for one batch.
+   * @returns the function that gives them back (call it once the batch is answered)
+   * @throws PixiuError UNAVAILABLE when other batches hold too much of it
+   */
+  take(recipients: number): () => void {
+    if (this.#inUse > 0 && this.#inUse + recipients > this.#limit) {
+      throw unavailable(`this node is busy with other batches (${this.#inUse} recipients in progress); retry the batch shortly`, BUSY);
+    }
+    this.#inUse += recipients;
+    this.#onChange?.(this.#inUse);
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      this.#inUse -= recipients;
+      this.#onChange?.(this.#inUse);
+    };
+  }
 }

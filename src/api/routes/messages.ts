@@ -13,7 +13,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors } from '../validation.js';
-import { claimKeysInOrder, isRoomMessage, limitRecipients, type MessageBody } from './batch-items.js';
+import { BatchBudget, claimKeysInOrder, isRoomMessage, limitRecipients, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -146,6 +146,7 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
 /** Registers the message routes. */
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
+  const budget = new BatchBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
 
   app.post<{ Body: MessageBody }>('/v1/messages', {
     schema: {
@@ -208,10 +209,13 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const count = (outcome: string): void => {
       outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
     };
+    let giveBack: (() => void) | undefined;
     try {
       // Each item is checked alone; the valid ones go to ingest together, which
       // appends them in batch order (a user named twice gets them in that order).
-      const checked = await limitRecipients(claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i))), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
+      const limited = await limitRecipients(claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i))), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
+      const checked = limited.items;
+      giveBack = budget.take(limited.recipients);
       const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
       const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
       const [sentToUsers, sentToRooms] = await Promise.all([
@@ -238,6 +242,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       });
       return { results };
     } finally {
+      giveBack?.();
       for (const [outcome, n] of outcomes) metrics.countIngest('batch', outcome, n);
       metrics.observeIngest('batch', started);
     }
