@@ -33,6 +33,9 @@ export interface AddResult {
   readonly replaced: ReadonlyArray<{ readonly conn: string; readonly node: string }>;
 }
 
+/** What {@link Presence.refresh} did with a connection's entry. */
+export type RefreshOutcome = 'kept' | 'readded' | 'replaced' | 'over-limit';
+
 /** Options of {@link Presence}. */
 export interface PresenceOptions {
   /** This node's id. */
@@ -94,11 +97,19 @@ export class Presence {
       String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
   }
 
-  /** Extends a connection's entry (each server heartbeat). */
-  async refresh(user: string, conn: string, device: string, since: number): Promise<void> {
-    const expiresAt = Date.now() + this.#opts.ttlMs;
-    await redisCall(() => this.#redis.pxPresenceRefreshV1(
-      this.#keys.conns(user), conn, entryValue(expiresAt, this.#opts.node, device, since), String(this.#opts.ttlMs)));
+  /**
+   * Extends a connection's entry (each server heartbeat), or writes it back when it
+   * was lost (Redis lost presence) — unless a newer connection of the same device
+   * holds its place (`replaced`: close it 4002) or the user is at the limit without it
+   * (`over-limit`), as when it connected (`presence-refresh-2.lua`).
+   * @returns `kept`, `readded`, `replaced` or `over-limit`
+   */
+  async refresh(user: string, conn: string, device: string, since: number): Promise<RefreshOutcome> {
+    const now = Date.now();
+    const reply = await redisCall(() => this.#redis.pxPresenceRefreshV2(
+      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
+      String(now), String(this.#opts.maxPerUser)));
+    return reply === 1 ? 'kept' : reply === 0 ? 'readded' : reply === -1 ? 'replaced' : 'over-limit';
   }
 
   /** Removes a connection's entry (it closed). */

@@ -8,15 +8,15 @@ import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 /** The presence scripts; each file's header documents its KEYS, ARGV and reply. */
 export const PRESENCE_SCRIPTS = {
   add: { command: 'pxPresenceAddV1', file: new URL('./lua/presence-add-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
-  refresh: { command: 'pxPresenceRefreshV1', file: new URL('./lua/presence-refresh-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+  refresh: { command: 'pxPresenceRefreshV2', file: new URL('./lua/presence-refresh-2.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `presence-add-1.lua`: KEYS conns; ARGV conn, entry, device, nowMs, limit, ttlMs. */
     pxPresenceAddV1(conns: string, conn: string, entry: string, device: string, nowMs: string, limit: string, ttlMs: string): Result<(number | string)[], Context>;
-    /** `presence-refresh-1.lua`: KEYS conns; ARGV conn, entry, ttlMs. */
-    pxPresenceRefreshV1(conns: string, conn: string, entry: string, ttlMs: string): Result<number, Context>;
+    /** `presence-refresh-2.lua`: KEYS conns; ARGV conn, entry, ttlMs, nowMs, limit. */
+    pxPresenceRefreshV2(conns: string, conn: string, entry: string, ttlMs: string, nowMs: string, limit: string): Result<number, Context>;
   }
 }
 

@@ -170,8 +170,11 @@ export class Gateway implements GatewayDeps {
       verify: opts.verify,
       logger,
       onHeartbeat: (c) => {
-        this.presence.refresh(c.user, c.id, c.device, c.since)
-          .catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
+        this.presence.refresh(c.user, c.id, c.device, c.since).then((outcome) => {
+          // Its entry was lost (Redis lost presence) and the user connected again meanwhile.
+          if (outcome === 'replaced') c.close(CloseCode.replaced, 'replaced by a newer connection of this device');
+          else if (outcome === 'over-limit') c.close(CloseCode.policy, 'the user is at the connection limit without this connection');
+        }, (err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
       },
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
       onClosed: (c, code) => {

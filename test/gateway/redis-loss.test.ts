@@ -4,7 +4,10 @@
  * away. On the reconnect every connection's heartbeat is brought forward to within a
  * second, so presence is written back at once: the connection limit holds again
  * (6th device 429), and a new message reaches the connected devices as `reset` and
- * then the message without waiting for a heartbeat. Real Redis, the real service.
+ * then the message without waiting for a heartbeat. After a FLUSHALL (no reconnect) the
+ * connections write their entries back at their heartbeats, under the rules of a new
+ * connection: a device that connected again meanwhile replaces its old connection
+ * (4002), and the limit holds. Real Redis, the real service.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,12 +20,15 @@ import { expectRefused, startGateway, type GatewayFixture } from './gateway-fixt
 
 let redis: RedisServer;
 let gw: GatewayFixture;
+/** A second service (its own key prefix) with a 1 s heartbeat. */
+let fast: GatewayFixture;
 let probe: Redis;
 
 fileRedis(async ({ redis: server, cleanup }) => {
   redis = server;
   // The default heartbeat (25 s): nothing here may wait for one.
   gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', redisCommandTimeoutMs: '500' });
+  fast = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', redisPrefix: 'fast:', heartbeatMs: '1s' });
   probe = (await openInbox(cleanup, redis.url)).redis;
 });
 
@@ -53,4 +59,31 @@ test('after Redis restarts empty, presence is back within seconds, the connectio
     const msg = await d.next(8000);
     assert.deepEqual([msg.t, msg.seq], ['msg', 1], JSON.stringify(msg));
   }
+});
+
+test('after a FLUSHALL, a device that connected again replaces its old connection (4002) and the limit holds, once the old ones heartbeat', async () => {
+  const old = new Map<string, TestClient>();
+  for (const device of ['d1', 'd2', 'd3']) old.set(device, (await fast.connectWelcomed('flushed', { device })).client);
+  await probe.flushall();
+  // Presence is gone until each connection's next heartbeat (1 s here): meanwhile the
+  // same device connects again, and more devices than the limit leaves room for try.
+  const fresh: TestClient[] = [(await fast.connectWelcomed('flushed', { device: 'd1' })).client];
+  for (const device of ['d4', 'd5', 'd6']) {
+    try {
+      fresh.push((await fast.connectWelcomed('flushed', { device })).client);
+    } catch {
+      // 429 when old connections were written back first: the limit held.
+    }
+  }
+  // The old d1 is replaced, whoever was written first.
+  assert.equal((await (old.get('d1') as TestClient).waitClose(8000)).code, 4002);
+  // Two heartbeats later: each device once, at most the limit (5), in presence and open.
+  const open = (): TestClient[] => [...old.values(), ...fresh].filter((c) => c.ws.readyState === c.ws.OPEN);
+  await waitUntil('presence settles on the open connections', async () => {
+    const listed = ((await fast.client.get('/v1/users/flushed/presence')).body as { connections: Array<{ device: string }> }).connections;
+    return listed.length === open().length && open().length <= 5;
+  }, 8000);
+  const devices = ((await fast.client.get('/v1/users/flushed/presence')).body as { connections: Array<{ device: string }> }).connections.map((c) => c.device);
+  assert.equal(new Set(devices).size, devices.length, `one connection per device: ${devices.join(',')}`);
+  assert.ok(devices.length <= 5, `at most 5: ${devices.join(',')}`);
 });
