@@ -66,7 +66,11 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
   const first = gw.client.post('/v1/messages/batch', batch('bud1'));
   const second = gw.client.post('/v1/messages/batch', batch('bud2'));
   await waitUntil('both batches are in progress', async () => (await inProgress()) === 20);
+  const redisErrors = async (): Promise<number> =>
+    Number(/^pixiu_redis_errors_total\{kind="request"\} (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? 0);
+  const errorsBefore = await redisErrors();
   const refused = await gw.client.post('/v1/messages/batch', batch('bud3'));
+  assert.equal(await redisErrors(), errorsBefore, 'a busy node is not a Redis error');
   assert.equal(refused.status, 503, refused.text);
   assert.equal(refused.headers.get('retry-after'), '1');
   assert.match(refused.text, /busy with other batches \(20 recipients in progress\)/);
