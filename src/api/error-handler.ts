@@ -55,8 +55,51 @@ export function toHttpError(err: unknown): PixiuError {
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
-  if (!reply.request.raw.complete) reply.header('connection', 'close');
+  if (!reply.request.raw.complete) {
+    reply.header('connection', 'close');
+    lingerOnClose(reply.request.raw.socket);
+  }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
+}
+
+/** How long a connection closed after an early answer keeps reading what the client still sends, ms. */
+export const LINGER_MS = 2000;
+/** Most bytes read (and dropped) meanwhile: past it the connection is cut. */
+export const LINGER_MAX_BYTES = 64 * 1024 * 1024;
+
+const lingering = new WeakSet<Socket>();
+
+/**
+ * A lingering close (RFC 9112 §9.6) for a connection answered before its request body
+ * has all arrived (a body over the limit, a refused token): once the answer is out,
+ * the server stops writing (FIN) but keeps reading and dropping what the client still
+ * sends, until the client closes, {@link LINGER_MS} pass or {@link LINGER_MAX_BYTES}
+ * arrive. Closed at once instead, data still arriving made the kernel answer with a
+ * reset, and a client still uploading (Node's `fetch` with a 24 MiB body) saw EPIPE
+ * rather than the 413 it had been sent.
+ */
+function lingerOnClose(socket: Socket | null | undefined): void {
+  if (!socket || lingering.has(socket)) return;
+  lingering.add(socket);
+  // Node ends a `Connection: close` response's socket with destroySoon (FIN, then destroy
+  // once written); here the destroy waits for the client instead.
+  socket.destroySoon = function lingeringClose(this: Socket): void {
+    const stop = (): void => {
+      clearTimeout(timer);
+      this.destroy();
+    };
+    const timer = setTimeout(stop, LINGER_MS);
+    timer.unref();
+    let dropped = 0;
+    this.on('data', (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped > LINGER_MAX_BYTES) stop();
+    });
+    this.once('end', stop);
+    this.once('error', stop);
+    if (this.writable) this.end();
+    this.resume();
+  };
 }
 
 /**

@@ -191,3 +191,24 @@ test('a crash of serve (a rejection no one handled) is one fatal log line with i
   assert.equal(fatal[0]?.origin, 'unhandledRejection');
   assert.match(fatal[0]?.err.stack ?? '', /induced crash[^\n]*\n\s+at /);
 });
+
+test('a body far over the limit, or with a wrong token, still shows its 413 or 401 to Node\'s fetch while it uploads (a lingering close, not EPIPE)', { timeout: 60_000 }, async (t) => {
+  const apiToken = 'linger-test-api-token-0123456789';
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'linger:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
+    PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: apiToken, PIXIU_MAX_BODY_BYTES: '1024',
+  }, t);
+  // Far larger than the socket buffers between the two processes: the answer comes
+  // while fetch is still writing, and closing at once reset the connection under it.
+  const body = `{"messages": [{"to": "ann", "type": "t", "data": "${'x'.repeat(24 * 1024 * 1024)}"}]}`;
+  const send = (token: string): Promise<Response> => fetch(`${serve.url}/v1/messages/batch`, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body,
+  });
+  const tooLarge = await send(apiToken);
+  assert.equal(tooLarge.status, 413);
+  assert.equal(((await tooLarge.json()) as { error: { code: string } }).error.code, 'PAYLOAD_TOO_LARGE');
+  const refused = await send('not-the-api-token-at-all');
+  assert.equal(refused.status, 401);
+  assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'UNAUTHORIZED');
+  assert.equal((await fetch(`${serve.url}/healthz`)).status, 200);
+});
