@@ -114,7 +114,7 @@ export function claimRefusal(dir: string, base: number | undefined, count: numbe
   const mine = base === undefined ? `${count} partitions` : `partitions ${partitionSpan(base, count)}`;
   return `the store in ${dir} cannot claim ${mine}: partition ${answer.partition} is held by store ` +
     `${answer.owner}${where}; two stores on one Redis must not mint the same message ids. ` +
-    'Give each node its own data dir, or if that store is gone for good, remove its claim ' +
+    'Give each node its own data dir, or if that store is gone for good, retire its partitions ' +
     '(see docs/decisions.md, "Several nodes")';
 }
 

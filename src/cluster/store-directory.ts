@@ -20,10 +20,23 @@ export const LEASE_CACHE_MS = 2000;
 /** How long "unclaimed" and "no lease" are cached, ms. */
 export const ABSENT_CACHE_MS = 1000;
 
+/**
+ * The claim an operator writes for the partitions of a data dir gone for good
+ * (docs/decisions.md "Several nodes"): their records read as missing (gaps), and no
+ * store may claim them again (their ids were minted once).
+ */
+export const RETIRED_STORE = 'retired';
+
 /** The owner of one MsgID partition, as the directory knows it. */
 export type PartitionOwner =
-  /** No store claims it: nobody ever minted ids in it (or Redis lost the claims). */
+  /**
+   * No store claims it now: Redis lost the claims (restarted empty, flushed) and the
+   * owner has not re-asserted its claim yet, or nobody ever minted ids in it. Its
+   * records cannot be read now; they are not known to be gone.
+   */
   | { readonly state: 'unclaimed' }
+  /** Claimed as {@link RETIRED_STORE}: its store is gone for good; its records are missing. */
+  | { readonly state: 'retired' }
   /**
    * Store `storeId` holds it; `lease` says where its node is read, undefined when the
    * store has no live lease (its node is stopped or unreachable from Redis).
@@ -71,14 +84,14 @@ export class StoreDirectory implements OwnerLookup {
   async owners(partitions: Iterable<number>): Promise<Map<number, PartitionOwner>> {
     const asked = [...new Set(partitions)];
     const storeIds = await Promise.all(asked.map((p) => this.#claims.fetch(p)));
-    const distinct = [...new Set(storeIds.filter((s): s is string => s !== undefined && s !== ''))];
+    const distinct = [...new Set(storeIds.filter((s): s is string => s !== undefined && s !== '' && s !== RETIRED_STORE))];
     const leases = new Map(await Promise.all(distinct.map(async (s) => [s, (await this.#leases.fetch(s))?.lease] as const)));
     const out = new Map<number, PartitionOwner>();
     asked.forEach((p, i) => {
       const storeId = storeIds[i];
       out.set(p, storeId === undefined || storeId === ''
         ? { state: 'unclaimed' }
-        : { state: 'owned', storeId, lease: leases.get(storeId) });
+        : storeId === RETIRED_STORE ? { state: 'retired' } : { state: 'owned', storeId, lease: leases.get(storeId) });
     });
     return out;
   }

@@ -61,6 +61,7 @@ export class StoreOwnership {
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   #conflict: string | undefined;
+  #renewNow: (() => void) | undefined;
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription) {
     this.#opts = opts;
@@ -111,18 +112,29 @@ export class StoreOwnership {
     };
     await renew();
     logger.info({ store: this.storeId, url: lease.url }, 'store lease held');
-    this.#timer = setInterval(() => {
+    this.#renewNow = () => {
       this.#renewing ??= renew()
         .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId }, 'store lease renewal failed'))
         .finally(() => { this.#renewing = undefined; });
-    }, LEASE_RENEW_MS);
+    };
+    this.#timer = setInterval(this.#renewNow, LEASE_RENEW_MS);
     this.#timer.unref();
+  }
+
+  /**
+   * Re-asserts the claim and renews the lease now (Redis is back after an outage: it
+   * may have lost both, and other nodes cannot read this store's records until they
+   * are written back). Does nothing before {@link advertise} or after {@link stop}.
+   */
+  renewNow(): void {
+    this.#renewNow?.();
   }
 
   /** Stops renewing and drops the lease. Idempotent; never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#renewNow = undefined;
     await this.#renewing;
     await this.#opts.claims.releaseLease(this.storeId);
   }

@@ -8,8 +8,10 @@
  *
  * What a read of another node's partition answers:
  * - the owner answers: its records (null where it has none, or expired);
- * - the partition is claimed by no store: null (nobody minted ids there);
- * - the owner has no lease (stopped), cannot be reached, times out, refuses, or
+ * - the partition is retired (its data dir is gone for good, an operator said so): null;
+ * - the partition is claimed by no store now (Redis lost the claims and the owner has
+ *   not re-asserted its claim yet), the owner has no lease (stopped), cannot be
+ *   reached, times out, refuses, or
  *   answers something else: PixiuError UNAVAILABLE for the whole read — never a
  *   null, which readers would show as a `gap` and the user would lose the message.
  *   Delivery retries later; history answers 503 with Retry-After.
@@ -186,7 +188,7 @@ export class StoreRouter implements RecordReader {
           });
         });
       }));
-      for (const read of reads.values()) read.resolve(null); // unclaimed partitions (settled ones ignore it)
+      for (const read of reads.values()) read.resolve(null); // retired partitions (settled ones ignore it)
     } catch (err) {
       for (const read of reads.values()) read.reject(err);
       throw err;
@@ -196,15 +198,21 @@ export class StoreRouter implements RecordReader {
   }
 
   /**
-   * Groups the ids by owning store; ids of unclaimed partitions are left out (null).
-   * @throws PixiuError UNAVAILABLE for a claimed partition without a lease
+   * Groups the ids by owning store; ids of retired partitions are left out (null).
+   * @throws PixiuError UNAVAILABLE for a partition no store claims now, or one claimed
+   *   by a store without a lease
    */
   async #batches(reads: ReadonlyMap<string, SharedRead>): Promise<RemoteBatch[]> {
     const owners = await this.#opts.owners.owners([...reads.values()].map((r) => r.partition));
     const byStore = new Map<string, RemoteBatch>();
     for (const [id, { partition }] of reads) {
       const owner = owners.get(partition);
-      if (owner === undefined || owner.state === 'unclaimed') continue;
+      if (owner?.state === 'retired') continue;
+      if (owner === undefined || owner.state === 'unclaimed') {
+        // Not known to be gone: Redis lost the claims (its owner writes them back within
+        // a heartbeat), so a gap here would lose a message that is still stored.
+        throw unavailable(`message partition ${partition} is claimed by no store now (Redis lost the claims?); retry later`);
+      }
       if (owner.lease === undefined) {
         throw unavailable(`message partition ${partition} is held by store ${owner.storeId}, whose node is not running; retry later`);
       }

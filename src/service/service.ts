@@ -167,6 +167,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
     cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['store lease', () => ownership.stop()]);
     await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason));
+    // Redis back after an outage: claims and lease are written back at once, so other
+    // nodes read this store's records again without waiting for the next renewal.
+    redis.on('ready', () => ownership.renewNow());
     logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase }, 'pixiu listening');
 

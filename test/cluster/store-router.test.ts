@@ -97,7 +97,7 @@ function id(partition: number, counter: number): string {
 
 const unavailable = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE');
 
-test('local and remote ids come back in the order asked, one request per owner; unclaimed partitions and missing records are null', async () => {
+test('local and remote ids come back in the order asked, one request per owner; retired partitions and missing records are null', async () => {
   const mine = await local.put({ kind: MsgKind.user, type: 'local', data: 'here', to: ['u'] });
   const ownerA = { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } } as const;
   const ownerB = { state: 'owned', storeId: 'B', lease: { url: `${peerUrl}/`, node: 'nb' } } as const;
@@ -107,7 +107,7 @@ test('local and remote ids come back in the order asked, one request per owner; 
     return answering(ids[0]?.startsWith('10') ? 'B' : 'A')(ids, header);
   };
   const asked = [id(9, 1), mine.id, id(16, 7), id(9, 2), id(200, 1), 'not-an-id', id(1, 999), id(16, 8)];
-  const got = await router(directory({ 9: ownerA, 16: ownerB })).getMany(asked);
+  const got = await router(directory({ 9: ownerA, 16: ownerB, 200: { state: 'retired' }, 1: { state: 'retired' } })).getMany(asked);
   assert.deepEqual(got.map((r) => (r === null ? null : r.data)), [id(9, 1), 'here', id(16, 7), id(9, 2), null, null, null, id(16, 8)]);
   assert.equal(got[0]?.id, id(9, 1));
   assert.ok(Object.isFrozen(got[0]) && Object.isFrozen(got[0]?.to), 'remote records are frozen like local ones');
@@ -125,6 +125,13 @@ test('more ids than one request may carry go in several requests to the same own
   const got = await router(directory({ 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } } })).getMany(ids);
   assert.deepEqual(got.map((r) => r?.id), ids);
   assert.deepEqual(requests.map((r) => r.length).sort((a, b) => a - b), [500, 1000, 1000]);
+});
+
+test('a partition no store claims now (Redis lost the claims) is UNAVAILABLE, not null: its records are not known to be gone', async () => {
+  requests = [];
+  const r = router(directory({}));
+  await assert.rejects(r.getMany([id(9, 1)]), (err: unknown) => unavailable(err) && /partition 9 is claimed by no store now/.test((err as Error).message));
+  assert.equal(requests.length, 0);
 });
 
 test('a claimed partition whose store has no lease is UNAVAILABLE, not null', async () => {
