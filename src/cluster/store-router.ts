@@ -26,6 +26,9 @@ import { MAX_RECORD_IDS, RECORDS_PATH, type RecordsAnswer } from './records-rout
 import type { OwnerLookup } from './store-directory.js';
 import type { StoreLease } from './partition-claims.js';
 
+/** The cause of the UNAVAILABLE for a partition no store claims now. */
+const UNCLAIMED = new Error('no store claims the partition now');
+
 /** The local store as the router uses it (MessageStore is one). */
 export interface LocalRecords extends RecordReader {
   /** True when MsgID partition byte `partition` is one of the local store's. */
@@ -109,17 +112,27 @@ export class StoreRouter implements RecordReader {
     return this.#opts.local.isOpen;
   }
 
-  /** One record; see {@link getMany}. */
+  /**
+   * One record asked for by its id (`GET /v1/messages/{id}`): as {@link getMany}, but
+   * an id of a partition no store claims now is null (404), not UNAVAILABLE — the id
+   * comes from a caller, who may have made it up, not from an inbox.
+   */
   async get(id: string): Promise<StoredMessage | null> {
-    const [record] = await this.getMany([id]);
-    return record ?? null;
+    try {
+      const [record] = await this.getMany([id]);
+      return record ?? null;
+    } catch (err) {
+      if (err instanceof PixiuError && err.cause === UNCLAIMED) return null;
+      throw err;
+    }
   }
 
   /**
-   * Records in the order asked; null where missing, expired, malformed, or of a
-   * partition no store claims.
-   * @throws PixiuError UNAVAILABLE when the local store fails, or a partition's owner
-   *   cannot be read now (no lease, unreachable, timed out, refused): never a null then
+   * Records in the order asked (ids read from inboxes: delivery, history); null where
+   * missing, expired, malformed, or of a retired partition.
+   * @throws PixiuError UNAVAILABLE when the local store fails, a partition is claimed
+   *   by no store now (Redis lost the claims), or its owner cannot be read now (no
+   *   lease, unreachable, timed out, refused): never a null then
    */
   async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
     const { local } = this.#opts;
@@ -211,7 +224,7 @@ export class StoreRouter implements RecordReader {
       if (owner === undefined || owner.state === 'unclaimed') {
         // Not known to be gone: Redis lost the claims (its owner writes them back within
         // a heartbeat), so a gap here would lose a message that is still stored.
-        throw unavailable(`message partition ${partition} is claimed by no store now (Redis lost the claims?); retry later`);
+        throw unavailable(`message partition ${partition} is claimed by no store now (Redis lost the claims?); retry later`, UNCLAIMED);
       }
       if (owner.lease === undefined) {
         throw unavailable(`message partition ${partition} is held by store ${owner.storeId}, whose node is not running; retry later`);

@@ -131,6 +131,8 @@ test('a partition no store claims now (Redis lost the claims) is UNAVAILABLE, no
   requests = [];
   const r = router(directory({}));
   await assert.rejects(r.getMany([id(9, 1)]), (err: unknown) => unavailable(err) && /partition 9 is claimed by no store now/.test((err as Error).message));
+  // One id a caller asks for (GET /v1/messages/{id}) may be made up: not found.
+  assert.equal(await r.get(id(9, 1)), null);
   assert.equal(requests.length, 0);
 });
 
