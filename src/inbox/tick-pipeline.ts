@@ -95,7 +95,7 @@ export class TickPipeline<Args, R> {
     excludeFromAutoPipelining(redis, call.command);
   }
 
-  /** Calls sent and not yet answered, and calls waiting to be sent (metrics, tests). */
+  /** Calls sent and not yet answered, and calls waiting to be sent (what tests check the bound with). */
   get load(): { inFlight: number; waiting: number } {
     return { inFlight: this.#inFlight, waiting: this.#queue.length - this.#head };
   }

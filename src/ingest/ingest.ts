@@ -293,7 +293,7 @@ function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly
   if (appends.some((a) => a !== undefined && !a.duplicate && a.nodes.length > 0)) store.remember(put);
 }
 
-/** The recipients of a message, each once, in the order first named. */
-function distinctRecipients(input: UserMessageInput): string[] {
+/** The recipients of a message, each once, in the order first named (also what a batch's recipient limit counts). */
+export function distinctRecipients(input: UserMessageInput): string[] {
   return typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
 }

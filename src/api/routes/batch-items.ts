@@ -5,7 +5,7 @@
  * these see the batch in order and replace an item by its error, so it fails alone.
  */
 import { PixiuError, unavailable } from '../../errors.js';
-import type { RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
+import { distinctRecipients, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
 
 /** A batch item as validated: a user message (`to`) or a room message (`room`). */
 export type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
@@ -63,13 +63,12 @@ export async function limitRecipients(
   const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
   let total = 0;
   let over: number | undefined;
-  let admitted = 0;
   const items = checked.map((c, i) => {
     if (c instanceof PixiuError) return c;
     if (over === undefined) {
-      total += isRoomMessage(c) ? sizes.get(c.room) ?? 0 : typeof c.to === 'string' ? 1 : new Set(c.to).size;
-      if (total <= max) {
-        admitted = total;
+      const n = isRoomMessage(c) ? sizes.get(c.room) ?? 0 : distinctRecipients(c as UserMessageInput).length;
+      if (total + n <= max) {
+        total += n;
         return c;
       }
       over = i;
@@ -77,7 +76,7 @@ export async function limitRecipients(
     return new PixiuError('INVALID_REQUEST', `messages/${i}: the batch reaches more than ${max} recipients in all `
       + `from item ${over} on (each item's recipients, room members counted); send items ${over} and after in another batch`);
   });
-  return { items, recipients: admitted };
+  return { items, recipients: total };
 }
 
 const BUSY = new Error('the node-wide batch budget is taken by batches in progress');
@@ -105,11 +104,6 @@ export class BatchBudget {
   constructor(limit: number, onChange?: (inUse: number) => void) {
     this.#limit = limit;
     this.#onChange = onChange;
-  }
-
-  /** Recipients of the batches in progress. */
-  get inUse(): number {
-    return this.#inUse;
   }
 
   /**
