@@ -114,7 +114,7 @@ export class Presence {
 
   /** Removes a connection's entry (it closed). */
   async remove(user: string, conn: string): Promise<void> {
-    await redisCall(() => this.#redis.hdel(this.#keys.conns(user), conn));
+    await this.removeConns(user, [conn]);
   }
 
   /**
@@ -129,8 +129,7 @@ export class Presence {
 
   /** Removes every entry of `node` for `user` (the node is gone). */
   async removeNode(user: string, node: string): Promise<void> {
-    const stale = (await this.#read(user)).filter((e) => e.node === node).map((e) => e.conn);
-    if (stale.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...stale));
+    await this.removeConns(user, (await this.#read(user)).filter((e) => e.node === node).map((e) => e.conn));
   }
 
   /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
@@ -149,7 +148,7 @@ export class Presence {
       if (e.expiresAt > now && (e.node === this.#opts.node || liveNodes.has(e.node))) live.push(e);
       else dead.push(e.conn);
     }
-    if (dead.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...dead)).catch(() => undefined);
+    await this.removeConns(user, dead).catch(() => undefined);
     return { live: live.sort((a, b) => a.since - b.since), pruned: dead.length };
   }
 

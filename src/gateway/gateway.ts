@@ -135,11 +135,8 @@ export class Gateway implements GatewayDeps {
           if (!registered) for (const u of users) void this.presence.removeNode(u, gone).catch(() => undefined);
         }, () => undefined);
       },
-      // The subscriber is back: notifies published meanwhile were lost, so every
-      // connection pulls within a second (as after the main connection's reconnect).
-      onResubscribed: () => {
-        for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
-      },
+      // The subscriber is back: notifies published meanwhile were lost.
+      onResubscribed: () => this.#heartbeatAllSoon(),
     });
     this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);
     this.channelStream = new ChannelStream(redis, keys, config.channelHistory);
@@ -155,11 +152,8 @@ export class Gateway implements GatewayDeps {
       onEntries: (entries) => this.#fanout.deliver(entries),
     });
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
-    // Redis is back after an outage: each connection's heartbeat comes within a second
-    // (ws-connection.ts heartbeatSoon), writing presence back and pulling its inbox.
-    redis.on('ready', () => {
-      for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
-    });
+    // Redis is back after an outage: presence may be lost, inboxes may have changed.
+    redis.on('ready', () => this.#heartbeatAllSoon());
     this.connection = {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
@@ -296,6 +290,15 @@ export class Gateway implements GatewayDeps {
     await this.#bus.stop();
     await this.#registry.stop();
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
+  }
+
+  /**
+   * Brings every local connection's heartbeat forward to within a second
+   * (ws-connection.ts heartbeatSoon): presence written back, inbox pulled. After a
+   * reconnect of the main Redis connection or of the bus subscriber.
+   */
+  #heartbeatAllSoon(): void {
+    for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
   }
 
   /** Closes the local connections a kick names, and marks its pending handshakes. */
