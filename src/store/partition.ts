@@ -125,19 +125,11 @@ export class Partition {
     if (this.#closed) throw closedError();
     const pending = this.#pending.get(clientMsgId);
     if (pending !== undefined) return (await pending.put).message;
-    let bytes: Buffer | undefined;
-    let id: string;
     try {
-      const first = this.#db.getSync(clientIdKey(clientMsgId));
-      if (first === undefined) return undefined;
-      id = first.toString('latin1');
-      [bytes] = await this.#getAll([messageKey(id)]);
+      return (await this.#storedUnder([clientMsgId]))[0]?.message;
     } catch (err) {
       throw this.#unavailable(err);
     }
-    if (bytes === undefined) return undefined;
-    const record = decodeRecord(bytes, id);
-    return record.expiresAt > this.#now() ? record : undefined;
   }
 
   /**
@@ -206,27 +198,38 @@ export class Partition {
   async #findDuplicates(preps: readonly PreparedRecord[]): Promise<(PutResult | undefined)[]> {
     const out = new Array<PutResult | undefined>(preps.length).fill(undefined);
     const asked: number[] = [];
-    const keys: Buffer[] = [];
+    const cids: string[] = [];
     preps.forEach((p, i) => {
       const cid = p.message.clientMsgId;
       if (cid === undefined) return;
       asked.push(i);
-      keys.push(clientIdKey(cid));
+      cids.push(cid);
     });
-    if (keys.length === 0) return out;
-    const firstIds = keys.map((key) => this.#db.getSync(key));
-    const found: { i: number; id: string }[] = [];
-    asked.forEach((i, k) => {
-      const id = firstIds[k]?.toString('latin1');
-      if (id !== undefined) found.push({ i, id });
+    if (cids.length === 0) return out;
+    const firsts = await this.#storedUnder(cids);
+    asked.forEach((i, k) => { out[i] = firsts[k]; });
+    return out;
+  }
+
+  /**
+   * Per `clientMsgId`, the live record first stored under it, as a duplicate put's
+   * answer; undefined where none is stored or it has expired (see #findDuplicates for
+   * why the `c` keys are read synchronously).
+   */
+  async #storedUnder(cids: readonly string[]): Promise<(PutResult | undefined)[]> {
+    const out = new Array<PutResult | undefined>(cids.length).fill(undefined);
+    const found: { k: number; id: string }[] = [];
+    cids.forEach((cid, k) => {
+      const id = this.#db.getSync(clientIdKey(cid))?.toString('latin1');
+      if (id !== undefined) found.push({ k, id });
     });
     if (found.length === 0) return out;
     const records = await this.#getAll(found.map((f) => messageKey(f.id)));
     const now = this.#now();
-    found.forEach(({ i, id }, k) => {
-      const bytes = records[k];
+    found.forEach(({ k, id }, j) => {
+      const bytes = records[j];
       const first = bytes === undefined ? null : decodeRecord(bytes, id);
-      if (first !== null && first.expiresAt > now && bytes !== undefined) out[i] = { id, duplicate: true, message: first, bytes };
+      if (first !== null && first.expiresAt > now && bytes !== undefined) out[k] = { id, duplicate: true, message: first, bytes };
     });
     return out;
   }
