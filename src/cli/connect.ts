@@ -49,6 +49,11 @@ export function connectCommand(): Command {
     if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
       throw new StartupError(`invalid --count ${JSON.stringify(opts.count)}: a whole number of msg frames, at least 1`);
     }
+    // Checked here too so that a typo reads as one, not as the server's refusal of the
+    // query (`connection refused: HTTP 400 …`); the server still checks its range.
+    if (opts.lastSeq !== undefined && !/^\d{1,16}$/.test(opts.lastSeq)) {
+      throw new StartupError(`invalid --last-seq ${JSON.stringify(opts.lastSeq)}: the seq to resume after, a whole number from 0 (as printed on exit)`);
+    }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
     const { source } = await resolveJwtKey(config, { create: false });
     const tags = listOption(opts.tags);

@@ -162,11 +162,18 @@ test('pixiu connect refused by a server that keeps the connection alive exits 1 
 });
 
 test('pixiu connect refused before the upgrade (400), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
-  const refused = await runCli(['connect', 'dora', '--last-seq', 'abc', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  const refused = await runCli(['connect', 'dora', '--last-seq', '1', '--from-latest', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(refused.code, 1, refused.stderr);
   assert.equal(refused.stdout, '');
-  assert.match(refused.stderr, /connection refused: HTTP 400 .*last_seq/);
+  assert.match(refused.stderr, /connection refused: HTTP 400 .*last_seq or from=latest/);
   assert.doesNotMatch(refused.stderr, /closed/);
+  // A --last-seq that is no seq is refused before connecting, naming the flag.
+  for (const bad of ['abc', '-1', '1.5', '']) {
+    const typo = await runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+    assert.equal(typo.code, 1, typo.stderr);
+    assert.equal(typo.stdout, '');
+    assert.match(typo.stderr, /invalid --last-seq .*whole number/);
+  }
   // A port nothing listens on: one just closed.
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
