@@ -112,12 +112,12 @@ export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
 ): InboxEntry | undefined {
   if (c.phase !== 'ready') return undefined;
-  // Trimmed by the cap while this connection was behind.
+  // Trimmed by the cap while this connection was behind: marked `redelivered` as far
+  // as the seqs went out on it before (a redelivery round), as an expired one's is.
   const trimmedTo = beforeFirst(page);
-  if (c.sent < trimmedTo) {
-    effects.push({ kind: 'send', conn: c.id, frame: { t: 'gap', from: c.sent + 1, to: trimmedTo } });
-    c.sent = trimmedTo;
-  }
+  let trimmed: GapFrame | undefined;
+  if (c.sent < Math.min(trimmedTo, c.redeliverUpTo)) trimmed = gapThrough(c, Math.min(trimmedTo, c.redeliverUpTo), trimmed, effects, true);
+  if (c.sent < trimmedTo) gapThrough(c, trimmedTo, trimmed, effects);
   const wasIdle = c.inflight.length === 0;
   let gap: GapFrame | undefined;
   let last: InboxEntry | undefined;

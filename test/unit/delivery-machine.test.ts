@@ -482,6 +482,20 @@ test('trimmed while connected: a gap for what was trimmed, then the rest', () =>
   assert.deepEqual(d.brief('a'), ['gap 4-8', 'msg 9', 'msg 10', 'msg 11']);
 });
 
+test('trimmed before a redelivery round: the gap of seqs sent before is marked redelivered, the rest is not', () => {
+  const d = new Driver({ ...CONFIG, window: 5 });
+  d.inbox.append(5);
+  d.login('a');
+  d.settle();
+  d.frames('a');
+  // Nothing acked; 3 more appended and the cap trims 1..7 before the round.
+  d.inbox.append(3);
+  d.inbox.trimTo(8);
+  d.due('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['gap 1-5 r', 'gap 6-7', 'msg 8']);
+});
+
 // ---------------------------------------------------------------- reset while connected
 
 test('a page with another epoch resets each connection; cursors restart and later messages arrive', () => {

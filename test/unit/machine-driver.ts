@@ -315,7 +315,7 @@ export class Driver {
 export function briefOf(f: ServerFrame): string {
   switch (f.t) {
     case 'msg': return `msg ${f.seq}${f.redelivered ? ' r' : ''}`;
-    case 'gap': return `gap ${f.from}-${f.to}`;
+    case 'gap': return `gap ${f.from}-${f.to}${f.redelivered ? ' r' : ''}`;
     case 'reset': return `reset ${f.epoch} ${f.seq}`;
     case 'welcome': return `welcome ${f.resume_from}`;
     default: return f.t;
