@@ -10,6 +10,10 @@
  *   script by EVALSHA in plain pipelines, as bench:inbox measures it): every batched
  *   message costs one inbox append, so that is what a batch cannot beat.
  *
+ * - one largest batch (100 messages to 1,000 users each, the default recipient limit),
+ *   twice: its request time, and the longest `/healthz` answer while it runs, probed
+ *   back to back: how long the server's event loop is held at a stretch by it.
+ *
  * The load comes from autocannon in this process; the servers run in their own
  * processes so the load generator does not share their event loop. Each case runs in
  * slices alternating with its ceiling; the ratio rows give the ratio of the totals and,
@@ -181,6 +185,52 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
+/** The largest batch the default limits take: 100 messages to 1,000 users each (PIXIU_BATCH_MAX_RECIPIENTS). */
+const LARGE_ITEMS = 100;
+const LARGE_TO = 1_000;
+const LARGE_RUNS = 2;
+/** Gap between two `/healthz` probes while the large batch runs, ms. */
+const PROBE_GAP_MS = 5;
+
+/** What one largest batch cost: its request time, and the longest `/healthz` answer meanwhile. */
+interface LargeBatch {
+  readonly ms: number;
+  readonly stallMs: number;
+}
+
+/**
+ * Posts one largest batch while probing `/healthz` back to back: the longest probe is
+ * how long the server's event loop was held at a stretch (every connection's delivery
+ * waits as long), the request time what 100,000 inbox appends took.
+ * @throws Error when the batch is not answered 200 with every item 201
+ */
+async function largeBatch(url: string, run: number): Promise<LargeBatch> {
+  const body = JSON.stringify({
+    messages: Array.from({ length: LARGE_ITEMS }, (_, i) => ({
+      to: Array.from({ length: LARGE_TO }, (_, j) => `user-${(i * LARGE_TO + j) % USERS}-${run}`), type: 'chat.text', data: DATA,
+    })),
+  });
+  let probing = true;
+  let stallMs = 0;
+  const probes = (async () => {
+    while (probing) {
+      const start = performance.now();
+      await fetch(`${url}/healthz`);
+      stallMs = Math.max(stallMs, performance.now() - start);
+      await new Promise((resolve) => setTimeout(resolve, PROBE_GAP_MS));
+    }
+  })();
+  const start = performance.now();
+  const res = await fetch(`${url}/v1/messages/batch`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' }, body });
+  const answer = await res.json() as { results?: { status: number }[] };
+  const ms = performance.now() - start;
+  probing = false;
+  await probes;
+  const created = answer.results?.filter((r) => r.status === 201).length ?? 0;
+  if (res.status !== 200 || created !== LARGE_ITEMS) throw new Error(`largest batch: HTTP ${res.status}, ${created} of ${LARGE_ITEMS} items 201`);
+  return { ms, stallMs };
+}
+
 /**
  * Posts bodies from `body()` to `url` + `route` on `connections` connections for
  * `seconds`.
@@ -257,6 +307,8 @@ async function main(): Promise<void> {
       });
       await batchCost.measure(async () => BATCH_SIZE * batchSlices.add(await load(pixiu.url, '/v1/messages/batch', BATCH_CONNECTIONS, SLICE_SECONDS, batchBody('batch'))), pixiu.url);
     }
+    const large: LargeBatch[] = [];
+    for (let run = 0; run < LARGE_RUNS; run++) large.push(await largeBatch(pixiu.url, run));
     const bareRun = bareSlices.run;
     const singleRun = singleSlices.run;
     const batchRun = batchSlices.run;
@@ -270,6 +322,8 @@ async function main(): Promise<void> {
       { case: 'raw inbox script, EVALSHA pipelines (ceiling)', value: rawRate, unit: 'appends/s', note: rawCost.note('append') },
       { case: `POST /v1/messages/batch of ${BATCH_SIZE}`, value: batchRate, unit: 'msg/s', note: `${Math.round(batchRun.rate)} req/s, per request p50 ${batchRun.p50} ms, p99 ${batchRun.p99} ms${batchRun.failures}; ${batchCost.note()}` },
       { case: 'batch / raw inbox ceiling (target >= 0.6)', value: batchRate / rawRate, unit: 'ratio', note: sliceRatios(batchSlices.rates.map((r) => r * BATCH_SIZE), rawRates) },
+      { case: `largest batch (${LARGE_ITEMS} x ${LARGE_TO} recipients)`, value: median(large.map((l) => l.ms)), unit: 'ms', note: `median of ${LARGE_RUNS}: ${large.map((l) => Math.round(l.ms)).join(', ')} ms` },
+      { case: 'longest /healthz answer during it', value: Math.max(...large.map((l) => l.stallMs)), unit: 'ms', note: `probed every ${PROBE_GAP_MS} ms; per run ${large.map((l) => Math.round(l.stallMs)).join(', ')} ms (the event loop held at a stretch)` },
     ];
     printTable(figures);
     printHeadline('ingest single message', singleRun.rate, 'msg/s', bareRun.rate);

@@ -17,7 +17,9 @@ import { isNoScript, sendEvalsha } from '../redis/scripts.js';
 import {
   APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv, type RawStreamEntry,
 } from './scripts.js';
-import { TickPipeline } from './tick-pipeline.js';
+import { TickPipeline, type Flow } from './tick-pipeline.js';
+
+export type { Flow } from './tick-pipeline.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
 export const MAX_RANGE_LIMIT = 10_000;
@@ -232,9 +234,11 @@ export class Inbox {
    * @param msgId the MsgID, 16 lower-case hex digits
    * @param kind the message kind, stored so delivery needs no store read to know it
    * @param extra.room the room of a room message, 1–256 chars
+   * @param flow what it keeps order with (tick-pipeline.ts): appends of one flow are
+   *   sent in the order made, flows take turns; default: one flow shared by all callers
    * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
    */
-  append(uid: string, msgId: string, kind: MsgKind, extra?: { room?: string }): Promise<AppendResult> {
+  append(uid: string, msgId: string, kind: MsgKind, extra?: { room?: string }, flow?: Flow): Promise<AppendResult> {
     // Not async, and no redisCall closure: this runs once per recipient, and every
     // promise and closure saved here is garbage not made on the hottest path.
     let keys: UserKeys;
@@ -247,7 +251,37 @@ export class Inbox {
     return this.#appends.call([
       APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
       msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? '',
-    ]);
+    ], flow);
+  }
+
+  /**
+   * Appends one MsgID to the inbox of each of `uids`, as {@link append} does for each,
+   * queued as one call: the appends go out in order, in the bounded writes of the
+   * append pipeline, and are built only then, so queuing those of a message to 10,000
+   * users holds the event loop no longer than queuing one (tick-pipeline.ts).
+   *
+   * @param uids the recipients, each once
+   * @param flow as {@link append}'s
+   * @returns one settled result per uid, in order: the append's result, or its
+   *   PixiuError (INVALID_REQUEST for a bad uid, UNAVAILABLE when Redis fails)
+   * @throws PixiuError INVALID_REQUEST (as a rejection, nothing queued) for a bad
+   *   msgId, kind or room: the only way it rejects
+   */
+  appendEach(uids: readonly string[], msgId: string, kind: MsgKind, extra?: { room?: string }, flow?: Flow): Promise<PromiseSettledResult<AppendResult>[]> {
+    try {
+      checkAppend(msgId, kind, extra?.room);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const kindArg = KIND_ARG[kind];
+    const room = extra?.room ?? '';
+    return this.#appends.callEach(uids.length, (i) => {
+      const keys = this.#keys.user(uids[i] as string);
+      return [
+        APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
+        msgId, kindArg, this.#cap, newEpoch(), String(Date.now()), room,
+      ];
+    }, flow);
   }
 
   /**

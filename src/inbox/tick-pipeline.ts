@@ -16,6 +16,19 @@
  * so Redis can start on the first while Node builds the next. Replies come back in
  * order on the one connection, whatever is still in flight.
  *
+ * A message to many recipients is one queued call of many commands (`callEach`), each
+ * built only when it is sent: queuing the appends of a 10,000-member room or a batch
+ * of 100,000 recipients takes no time of its own, where building them all at once
+ * held the event loop for hundreds of ms (and every connection's delivery with it).
+ *
+ * Calls belong to flows (one per request: `Flow`). A flow's calls go out in the order
+ * queued; the flows with commands waiting take turns, one command each, so a batch of
+ * 100,000 appends shares Redis with the requests that come after it instead of making
+ * every one of them wait until it is done (which took 5 – 17 s on this 2-core machine:
+ * every POST of the node answered when the batch did). Nothing orders two requests
+ * running at once, so nothing is lost by interleaving them; within a request (a batch:
+ * per recipient, in batch order, DESIGN.md §7) the one flow keeps the order.
+ *
  * At most `maxInFlight` commands are in flight; the others wait here, in order, and go
  * out as replies come back. A command's timeout (ioredis `commandTimeout`) starts when
  * it is sent, so it measures Redis, not this process's own backlog: a batch of 100,000
@@ -53,10 +66,50 @@ export interface PipelinedCall<Args, R> {
   resend?(redis: Redis, args: Args, err: unknown): Promise<unknown> | undefined;
 }
 
-interface Queued<Args, R> {
-  readonly args: Args;
-  readonly resolve: (result: R) => void;
-  readonly reject: (err: unknown) => void;
+/**
+ * One queued call: `count` commands of one kind (one per recipient of a message, or
+ * one), each built by `argsAt(i)` only when it is sent, so queuing a call costs the
+ * same for one recipient as for ten thousand and the per-command work happens in the
+ * bounded writes of {@link TickPipeline.#onTickEnd}.
+ */
+interface Queued<Args> {
+  readonly count: number;
+  readonly argsAt: (i: number) => Args;
+  /** Commands of this call sent (or failed before sending) so far. */
+  next: number;
+  /** Answers command `i`: `ok` with the call's result, or not with its rejection reason. */
+  readonly settle: (i: number, ok: boolean, value: unknown) => void;
+}
+
+/**
+ * What keeps calls in order: calls of one flow are sent in the order queued; calls of
+ * different flows take turns. Any object serves (e.g. `{}` per request); calls given
+ * none share {@link TickPipeline.sharedFlow}.
+ */
+export type Flow = object;
+
+/** The calls of one flow not wholly sent yet, oldest first from `head`. */
+class FlowQueue<Args> {
+  calls: Queued<Args>[] = [];
+  head = 0;
+
+  constructor(readonly flow: Flow) {}
+
+  get empty(): boolean {
+    return this.head === this.calls.length;
+  }
+
+  /** Drops the head call, wholly sent. */
+  advance(): void {
+    this.head += 1;
+    if (this.head === this.calls.length) {
+      this.calls = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.calls.length) {
+      this.calls = this.calls.slice(this.head);
+      this.head = 0;
+    }
+  }
 }
 
 /** ioredis's rejection of a command that got no reply within `commandTimeout`. */
@@ -67,23 +120,30 @@ function isTimeout(err: unknown): boolean {
 /**
  * Batches calls of one command per tick, with a bounded number in flight.
  *
- * @typeParam Args what one call needs, handed to `send`
- * @typeParam R what one call resolves with
+ * @typeParam Args what one command needs, handed to `send`
+ * @typeParam R what one command resolves with
  */
 export class TickPipeline<Args, R> {
+  /** The flow of calls given none: they keep the order they were queued in. */
+  static readonly sharedFlow: Flow = Object.freeze({});
+
   readonly #redis: Redis;
   readonly #call: PipelinedCall<Args, R>;
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
-  /** Calls not sent yet, oldest first from {@link #head}. */
-  #queue: Queued<Args, R>[] = [];
-  #head = 0;
+  /** The flows with commands waiting, by flow. */
+  readonly #flows = new Map<Flow, FlowQueue<Args>>();
+  /** The same flows, in the order they take turns; {@link #turn} is next. */
+  #ring: FlowQueue<Args>[] = [];
+  #turn = 0;
+  /** Commands of the queued calls not sent yet. */
+  #waiting = 0;
   #inFlight = 0;
   #scheduled = false;
 
   /**
    * @param redis the client whose connection carries the commands
-   * @param call how a call is sent, and how its reply or failure is answered
+   * @param call how a command is sent, and how its reply or failure is answered
    * @param maxBatch most commands in one write; a fuller tick is split
    * @param maxInFlight most commands sent and not yet answered (default 4 × maxBatch)
    */
@@ -95,21 +155,61 @@ export class TickPipeline<Args, R> {
     excludeFromAutoPipelining(redis, call.command);
   }
 
-  /** Calls sent and not yet answered, and calls waiting to be sent (what tests check the bound with). */
+  /** Commands sent and not yet answered, and commands waiting to be sent (what tests check the bound with). */
   get load(): { inFlight: number; waiting: number } {
-    return { inFlight: this.#inFlight, waiting: this.#queue.length - this.#head };
+    return { inFlight: this.#inFlight, waiting: this.#waiting };
   }
 
   /**
-   * Queues one call; it is sent when this tick ends, or once earlier calls are answered
-   * when {@link load} is at the bound. Resolves with `call.reply` of the command's
-   * reply; rejects with `call.error` of its failure.
+   * Queues one command; it is sent when this tick ends, or once earlier commands are
+   * answered when {@link load} is at the bound, after the calls queued before it in
+   * its flow. Resolves with `call.reply` of the command's reply; rejects with
+   * `call.error` of its failure.
+   * @param flow the flow it keeps order in (default {@link sharedFlow})
    */
-  call(args: Args): Promise<R> {
+  call(args: Args, flow: Flow = TickPipeline.sharedFlow): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ args, resolve, reject });
-      this.#schedule();
+      this.#enqueue(flow, { count: 1, argsAt: () => args, next: 0, settle: (_i, ok, value) => (ok ? resolve(value as R) : reject(value)) });
     });
+  }
+
+  /**
+   * Queues `count` commands as one call, in order, each built by `argsAt(i)` when it is
+   * sent: what {@link call} does `count` times, without a promise per command, and
+   * without building any of them now. A throw from `argsAt(i)` fails that command alone
+   * (with what was thrown), unsent. Resolves, never rejects, once every command is
+   * answered, with one settled result per command, in order.
+   * @param flow the flow it keeps order in (default {@link sharedFlow})
+   */
+  callEach(count: number, argsAt: (i: number) => Args, flow: Flow = TickPipeline.sharedFlow): Promise<PromiseSettledResult<R>[]> {
+    return new Promise((resolve) => {
+      const results = new Array<PromiseSettledResult<R>>(count);
+      if (count === 0) {
+        resolve(results);
+        return;
+      }
+      let left = count;
+      this.#enqueue(flow, {
+        count, argsAt, next: 0,
+        settle: (i, ok, value) => {
+          results[i] = ok ? { status: 'fulfilled', value: value as R } : { status: 'rejected', reason: value };
+          left -= 1;
+          if (left === 0) resolve(results);
+        },
+      });
+    });
+  }
+
+  #enqueue(flow: Flow, q: Queued<Args>): void {
+    let queue = this.#flows.get(flow);
+    if (queue === undefined) {
+      queue = new FlowQueue<Args>(flow);
+      this.#flows.set(flow, queue);
+      this.#ring.push(queue);
+    }
+    queue.calls.push(q);
+    this.#waiting += q.count;
+    this.#schedule();
   }
 
   /**
@@ -124,45 +224,66 @@ export class TickPipeline<Args, R> {
 
   readonly #onTickEnd = (): void => {
     this.#scheduled = false;
-    while (this.#head < this.#queue.length && this.#inFlight < this.#maxInFlight) {
+    while (this.#ring.length > 0 && this.#inFlight < this.#maxInFlight) {
       // The stream of the moment: ioredis replaces it on reconnect, and has none before
       // its first connect (its type says otherwise).
       const stream: Redis['stream'] | undefined = this.#redis.stream;
       stream?.cork();
-      const n = Math.min(this.#maxBatch, this.#maxInFlight - this.#inFlight, this.#queue.length - this.#head);
-      for (let i = 0; i < n; i++) this.#send(this.#take());
+      let n = Math.min(this.#maxBatch, this.#maxInFlight - this.#inFlight);
+      while (n > 0 && this.#ring.length > 0) {
+        const [q, i] = this.#next();
+        if (this.#send(q, i)) n -= 1;
+      }
       stream?.uncork();
     }
   };
 
-  /** The oldest waiting call (there is one). */
-  #take(): Queued<Args, R> {
-    const q = this.#queue[this.#head] as Queued<Args, R>;
-    this.#head += 1;
-    if (this.#head === this.#queue.length) {
-      this.#queue = [];
-      this.#head = 0;
-    } else if (this.#head >= 1024 && this.#head * 2 >= this.#queue.length) {
-      this.#queue = this.#queue.slice(this.#head);
-      this.#head = 0;
+  /** The next command to send: the head call of the flow whose turn it is, and which of its commands. */
+  #next(): [Queued<Args>, number] {
+    if (this.#turn >= this.#ring.length) this.#turn = 0;
+    const queue = this.#ring[this.#turn] as FlowQueue<Args>;
+    const q = queue.calls[queue.head] as Queued<Args>;
+    const i = q.next;
+    q.next += 1;
+    this.#waiting -= 1;
+    if (q.next === q.count) queue.advance();
+    if (queue.empty) {
+      // Done for now: the flow leaves the ring, and the next one takes this place.
+      this.#ring.splice(this.#turn, 1);
+      this.#flows.delete(queue.flow);
+    } else {
+      this.#turn += 1;
     }
-    return q;
+    return [q, i];
   }
 
-  /** Fails every call still waiting with `err` (Redis timed out: they would only wait for it). */
+  /** Fails every command still waiting with `err` (Redis timed out: they would only wait for it). */
   #failWaiting(err: unknown): void {
-    const waiting = this.#queue.slice(this.#head);
-    this.#queue = [];
-    this.#head = 0;
-    for (const q of waiting) q.reject(this.#call.error(err));
+    const waiting = this.#ring.flatMap((queue) => queue.calls.slice(queue.head));
+    this.#flows.clear();
+    this.#ring = [];
+    this.#turn = 0;
+    this.#waiting = 0;
+    for (const q of waiting) {
+      for (let i = q.next; i < q.count; i++) q.settle(i, false, this.#call.error(err));
+      q.next = q.count;
+    }
   }
 
-  #send(q: Queued<Args, R>): void {
+  /** Sends command `i` of `q`; false when building its arguments failed it instead. */
+  #send(q: Queued<Args>, i: number): boolean {
+    let args: Args;
+    try {
+      args = q.argsAt(i);
+    } catch (err) {
+      q.settle(i, false, err);
+      return false;
+    }
     const call = this.#call;
     this.#inFlight += 1;
     const settled = (): void => {
       this.#inFlight -= 1;
-      if (this.#head < this.#queue.length) this.#schedule();
+      if (this.#ring.length > 0) this.#schedule();
     };
     const answer = (raw: unknown): void => {
       settled();
@@ -170,20 +291,21 @@ export class TickPipeline<Args, R> {
       try {
         result = call.reply(raw);
       } catch (e) {
-        q.reject(e);
+        q.settle(i, false, e);
         return;
       }
-      q.resolve(result);
+      q.settle(i, true, result);
     };
     const fail = (err: unknown): void => {
       if (isTimeout(err)) this.#failWaiting(err);
       settled();
-      q.reject(call.error(err));
+      q.settle(i, false, call.error(err));
     };
-    call.send(this.#redis, q.args).then(answer, (err: unknown) => {
-      const again = call.resend?.(this.#redis, q.args, err);
+    call.send(this.#redis, args).then(answer, (err: unknown) => {
+      const again = call.resend?.(this.#redis, args, err);
       if (again === undefined) fail(err);
       else again.then(answer, fail);
     });
+    return true;
   }
 }

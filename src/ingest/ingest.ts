@@ -9,7 +9,7 @@
  * `client_msg_id`, a retry stores and delivers a second message.
  */
 import { MsgKind } from '../ids/msg-id.js';
-import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
+import type { AppendResult, Flow, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
@@ -106,7 +106,9 @@ export class Ingest {
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
     const named = distinctRecipients(input);
-    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named);
+    // A message to many is a flow of its own (tick-pipeline.ts), taking turns with the
+    // others; one to a single user joins the flow all such appends share.
+    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named, named.length > 1 ? {} : undefined);
   }
 
   /**
@@ -116,7 +118,9 @@ export class Ingest {
    * several messages gets them in the batch's order (appends go out on one Redis
    * connection in the order issued), while messages with no recipient in common need
    * not wait for each other — the appends of messages stored in a fast partition go
-   * out while a slower partition is still writing. The messages are independent: each
+   * out while a slower partition is still writing. The batch's appends are one flow of
+   * the append pipeline (tick-pipeline.ts): they keep that order, and take turns with
+   * other requests' instead of holding them up. The messages are independent: each
    * settles alone, with its result or the error {@link sendToUsers} would have thrown
    * for it.
    *
@@ -125,15 +129,16 @@ export class Ingest {
   sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
+    const flow: Flow = {};
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
       // No recipient named twice: each message's appends go as soon as it is stored,
       // with none of the ordering's promise and closures per message.
-      if (order.independent) return stored.then((put) => this.#append(put, input, recipients));
+      if (order.independent) return stored.then((put) => this.#append(put, input, recipients, flow));
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
-          (put) => order.release(i, () => this.#append(put, input, recipients).then(resolve, reject)),
+          (put) => order.release(i, () => this.#append(put, input, recipients, flow).then(resolve, reject)),
           (err: unknown) => order.release(i, () => reject(err)),
         );
       });
@@ -174,6 +179,8 @@ export class Ingest {
   async sendRoomBatch(inputs: readonly RoomMessageInput[]): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
+    // One flow for the batch: its appends keep batch order, and take turns with other requests'.
+    const flow: Flow = {};
     const targets = await Promise.allSettled(inputs.map(async (input) => {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
@@ -184,7 +191,7 @@ export class Ingest {
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
     }));
     return Promise.allSettled(targets.map((t) =>
-      (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members) : Promise.reject(t.reason))));
+      (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow) : Promise.reject(t.reason))));
   }
 
   /** True when a message is stored under `input`'s `client_msg_id` (the same message or not: the put tells). */
@@ -197,13 +204,13 @@ export class Ingest {
    * Appends a stored room message to its members' inboxes. Every append is issued
    * before this first yields, which is what keeps {@link sendRoomBatch} in order.
    */
-  async #appendToMembers(put: PutResult, room: string, members: readonly string[]): Promise<RoomIngestResult> {
-    const { duplicate } = await this.#appendAll(put, members, MsgKind.room, { room });
+  async #appendToMembers(put: PutResult, room: string, members: readonly string[], flow: Flow): Promise<RoomIngestResult> {
+    const { duplicate } = await this.#appendAll(put, members, MsgKind.room, flow, { room });
     return { id: put.id, room, recipients: members.length, duplicate };
   }
 
   /**
-   * Appends a stored message to each user's inbox, all issued before the first yield
+   * Appends a stored message to each user's inbox, all queued before the first yield
    * (what keeps batches in order), caches the record when one of them is online,
    * notifies each new entry, and tells whether every append was a duplicate.
    *
@@ -213,19 +220,18 @@ export class Ingest {
    *   waited for a heartbeat pull to get it)
    */
   async #appendAll(
-    put: PutResult, users: readonly string[], kind: MsgKind, extra?: { room: string },
+    put: PutResult, users: readonly string[], kind: MsgKind, flow: Flow, extra?: { room: string },
   ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
-    const { inbox } = this.#deps;
-    const pending = users.map((user) => inbox.append(user, put.id, kind, extra));
-    let appends: AppendResult[];
-    try {
-      appends = await Promise.all(pending);
-    } catch (err) {
-      const settled = await Promise.allSettled(pending);
-      this.#announce(put, users, settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined)), kind, extra);
-      throw err;
-    }
-    return { appends, duplicate: this.#announce(put, users, appends, kind, extra) };
+    const settled = await this.#deps.inbox.appendEach(users, put.id, kind, extra, flow);
+    let failure: PromiseRejectedResult | undefined;
+    const appends = settled.map((s) => {
+      if (s.status === 'fulfilled') return s.value;
+      failure ??= s;
+      return undefined;
+    });
+    const duplicate = this.#announce(put, users, appends, kind, extra);
+    if (failure !== undefined) throw failure.reason;
+    return { appends: appends as AppendResult[], duplicate };
   }
 
   /**
@@ -264,8 +270,9 @@ export class Ingest {
    * this first yields, which is what keeps {@link sendBatch} in order per recipient.
    * A duplicate put whose `input` is another message rejects with CONFLICT first
    * (same-message.ts), appending nothing.
+   * @param flow the append pipeline's flow to keep order in (undefined: the shared one)
    */
-  async #append(put: PutResult, input: UserMessageInput, named: readonly string[]): Promise<IngestResult> {
+  async #append(put: PutResult, input: UserMessageInput, named: readonly string[], flow: Flow | undefined): Promise<IngestResult> {
     checkSameMessage(put, input, named);
     const { inbox, onAppended, store } = this.#deps;
     // A retry answers for the recipients of the first request, which the store kept.
@@ -273,14 +280,14 @@ export class Ingest {
     if (recipients.length === 1) {
       // The common case, without the array of promises and Promise.all around it.
       const user = recipients[0] as string;
-      const a = await inbox.append(user, put.id, MsgKind.user);
+      const a = await inbox.append(user, put.id, MsgKind.user, undefined, flow);
       if (!a.duplicate) {
         rememberIfOnline(store, put, [a]);
         onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);
       }
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }
-    const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user);
+    const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
 }
