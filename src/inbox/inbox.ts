@@ -64,7 +64,8 @@ export interface AppendResult {
   readonly duplicate: boolean;
   /**
    * Nodes holding a live connection of the user, read from presence in the same
-   * script (DESIGN.md §4), to notify; empty for a duplicate.
+   * script (DESIGN.md §4), to notify; for a duplicate too (its first append's notify
+   * may never have gone out: the reply was lost).
    */
   readonly nodes: readonly string[];
 }
@@ -173,7 +174,8 @@ function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
   }
   const seq = seqOf(entryId);
   if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only append-5.lua writes entries; anything else is a fault of ours or of an operator.
+    // Only the append script (append-6.lua and the versions before it) writes entries;
+    // anything else is a fault of ours or of an operator.
     throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
   }
   return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
@@ -213,7 +215,7 @@ export class Inbox {
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
       // loaded, the registered command sends it as EVAL, which loads it.
       send: sendEvalsha,
-      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV3(...appendArgsOf(argv)) : undefined),
+      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV4(...appendArgsOf(argv)) : undefined),
       reply: toAppendResult,
       error: toRedisError,
     }, MAX_APPEND_BATCH);
@@ -225,7 +227,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-5.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-6.lua`).
    * Creates the inbox (and its epoch) when it has none. The seq is one more than the
    * highest ever assigned, so seqs are contiguous and never reused. The stream is then
    * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`.

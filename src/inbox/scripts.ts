@@ -7,24 +7,24 @@ import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
 
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
-  append: { command: 'pxAppendV3', file: new URL('./lua/append-5.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
+  append: { command: 'pxAppendV4', file: new URL('./lua/append-6.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
   ack: { command: 'pxAckV2', file: new URL('./lua/ack-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   rotate: { command: 'pxRotateV1', file: new URL('./lua/rotate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
-/** Arguments of `append-5.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room. */
+/** Arguments of `append-6.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room. */
 export type AppendArgs = [
   inbox: string, meta: string, ids: string, conns: string, acks: string,
   msgId: string, kind: string, cap: string, epoch: string, nowMs: string, room: string,
 ];
 
-/** The whole EVALSHA of `append-5.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
+/** The whole EVALSHA of `append-6.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
 export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
 
-/** `append-5.lua`'s SHA-1, for {@link AppendArgv}. */
+/** `append-6.lua`'s SHA-1, for {@link AppendArgv}. */
 export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
-/** `append-5.lua`'s number of keys, as EVALSHA takes it. */
+/** `append-6.lua`'s number of keys, as EVALSHA takes it. */
 export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
 
 /** The script's arguments of an {@link AppendArgv} (for the registered command). */
@@ -33,7 +33,7 @@ export function appendArgsOf(argv: AppendArgv): AppendArgs {
   return args;
 }
 
-/** Reply of `append-5.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
+/** Reply of `append-6.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];
 
 /** One raw stream entry: `["<seq>-0", [field, value, ...]]`. */
@@ -44,8 +44,8 @@ export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, en
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `append-5.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room. */
-    pxAppendV3(...args: AppendArgs): Result<AppendReply, Context>;
+    /** `append-6.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room. */
+    pxAppendV4(...args: AppendArgs): Result<AppendReply, Context>;
     /** `range-2.lua`: KEYS inbox, meta; ARGV afterSeq, limit. */
     pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
     /** `ack-2.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any). Returns the cursor after. */
@@ -57,7 +57,7 @@ declare module 'ioredis' {
 
 /**
  * Registers every inbox script on `redis` (once per client; later calls do nothing).
- * Makes `redis.pxAppendV3` and friends callable; nothing is sent to Redis until first
+ * Makes `redis.pxAppendV4` and friends callable; nothing is sent to Redis until first
  * use.
  */
 export function defineInboxScripts(redis: Redis): void {

@@ -236,7 +236,11 @@ export class Ingest {
 
   /**
    * Caches the record when a user it was just appended for is online, and notifies
-   * each new entry (`appends[i]` is `users[i]`'s; undefined when it failed).
+   * each entry (`appends[i]` is `users[i]`'s; undefined when it failed), a duplicate
+   * too: when the first attempt's append timed out (Redis stalled) but Redis made it,
+   * its notify never went out, and the retry that finds it is the only one left to
+   * send it; without it an online device waited for a heartbeat pull. A notify of an
+   * entry already delivered costs the device's session one read (machine.ts `offer`).
    * @returns true when nothing new happened: every append was a duplicate of a stored message
    */
   #announce(
@@ -246,8 +250,8 @@ export class Ingest {
     rememberIfOnline(store, put, appends);
     let duplicate = put.duplicate;
     appends.forEach((a, i) => {
-      if (a === undefined || a.duplicate) return;
-      duplicate = false;
+      if (a === undefined) return;
+      if (!a.duplicate) duplicate = false;
       const entry: InboxEntry = extra ? { seq: a.seq, id: put.id, kind, room: extra.room } : { seq: a.seq, id: put.id, kind };
       onAppended?.(users[i] as string, a, entry, put.message);
     });
@@ -281,10 +285,9 @@ export class Ingest {
       // The common case, without the array of promises and Promise.all around it.
       const user = recipients[0] as string;
       const a = await inbox.append(user, put.id, MsgKind.user, undefined, flow);
-      if (!a.duplicate) {
-        rememberIfOnline(store, put, [a]);
-        onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);
-      }
+      // A duplicate too (see #announce).
+      rememberIfOnline(store, put, [a]);
+      onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }
     const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
@@ -297,7 +300,7 @@ export class Ingest {
  * names a node): their delivery reads it at once. Before any notify goes out.
  */
 function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
-  if (appends.some((a) => a !== undefined && !a.duplicate && a.nodes.length > 0)) store.remember(put);
+  if (appends.some((a) => a !== undefined && a.nodes.length > 0)) store.remember(put);
 }
 
 /** The recipients of a message, each once, in the order first named (also what a batch's recipient limit counts). */

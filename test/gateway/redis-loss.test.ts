@@ -87,3 +87,25 @@ test('after a FLUSHALL, a device that connected again replaces its old connectio
   assert.equal(new Set(devices).size, devices.length, `one connection per device: ${devices.join(',')}`);
   assert.ok(devices.length <= 5, `at most 5: ${devices.join(',')}`);
 });
+
+test('Redis stalled past the command timeout: the POST is 503, Redis makes the append anyway, and the retry (a duplicate) notifies the connected device at once', async () => {
+  const { client: device } = await gw.connectWelcomed('stalled');
+  await gw.post('stalled');
+  assert.deepEqual([(await device.next()).seq], [1]);
+  const body = { to: 'stalled', type: 't', data: 'stalled', client_msg_id: 'stalled-1' };
+  // Writes wait 2 s; the service's command timeout is 500 ms.
+  await probe.client('PAUSE', '2000', 'WRITE');
+  const first = await gw.client.post('/v1/messages', body);
+  assert.equal(first.status, 503, first.text);
+  let retry = first;
+  await waitUntil('a retry goes through once Redis writes again', async () => {
+    retry = await gw.client.post('/v1/messages', body);
+    return retry.status !== 503;
+  }, 8000);
+  // The first attempt's append ran when the pause ended: the retry found it.
+  assert.equal(retry.status, 200, retry.text);
+  assert.deepEqual(retry.body, { id: (retry.body as { id: string }).id, recipients: [{ user: 'stalled', seq: 2 }], duplicate: true });
+  // Not at the next heartbeat (25 s away): now.
+  const msg = await device.next(5000);
+  assert.deepEqual([msg.t, msg.seq, msg.data], ['msg', 2, 'stalled'], JSON.stringify(msg));
+});

@@ -1,14 +1,17 @@
 --[[
-append-5: append one MsgID to one user's inbox, exactly once, and name the nodes
-holding the user's live connections (DESIGN.md §4, §9).
+append-6: append one MsgID to one user's inbox, exactly once, and name the nodes
+holding the user's live connections (DESIGN.md §4, §9), also for a MsgID already there
+(append-5 named none then; but when the first append's reply was lost, e.g. it timed
+out while Redis was stalled, no notify went out for it, and the retry that found it was
+the only one left to send one: without it an online device waited for a heartbeat).
 
 Steps
   1. Read the meta hash (epoch, seq counter). If there is no epoch, the inbox is new or
      Redis lost it: take ARGV[4] as the epoch and record `created`, and drop the ack
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
      would make every reconnect without last_seq look like a reset).
-  2. If the MsgID is already in the ids set, return its seq with dup = 1; the stream is
-     not touched (a retried append is harmless).
+  2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes
+     of step 6; the stream is not touched (a retried append is harmless).
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
      means a seq is never reused even when the counter (or the whole meta hash) was
      lost while the stream remained.
@@ -40,7 +43,7 @@ ARGV
 Returns
   {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch (string), dup 1 when
   the MsgID was already present, else 0; then the distinct nodes holding a live
-  connection of the user (none for a duplicate: nothing new to deliver).
+  connection of the user (for a duplicate too).
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
@@ -72,10 +75,24 @@ if not epoch then
   redis.call('DEL', acksKey)
 end
 
+-- Appends the distinct nodes of the presence entries that have not expired to `reply`.
+local function withLiveNodes(reply)
+  local now = tonumber(nowMs) or 0
+  local seen = {}
+  for _, value in ipairs(redis.call('HVALS', connsKey)) do
+    local expires, node = string.match(value, '^(%d+)|([^|]+)|')
+    if expires and tonumber(expires) > now and not seen[node] then
+      seen[node] = true
+      reply[#reply + 1] = node
+    end
+  end
+  return reply
+end
+
 local dupSeq = redis.call('ZSCORE', idsKey, msgId)
 if dupSeq then
   if created then redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs) end
-  return {tonumber(dupSeq), epoch, 1}
+  return withLiveNodes({tonumber(dupSeq), epoch, 1})
 end
 
 local top = tonumber(meta[2]) or 0
@@ -103,14 +120,4 @@ if created then
 else
   redis.call('HSET', metaKey, 'seq', seqText)
 end
-local reply = {seq, epoch, 0}
-local now = tonumber(nowMs) or 0
-local seen = {}
-for _, value in ipairs(redis.call('HVALS', connsKey)) do
-  local expires, node = string.match(value, '^(%d+)|([^|]+)|')
-  if expires and tonumber(expires) > now and not seen[node] then
-    seen[node] = true
-    reply[#reply + 1] = node
-  end
-end
-return reply
+return withLiveNodes({seq, epoch, 0})
