@@ -70,15 +70,23 @@ export interface PipelinedCall<Args, R> {
  * One queued call: `count` commands of one kind (one per recipient of a message, or
  * one), each built by `argsAt(i)` only when it is sent, so queuing a call costs the
  * same for one recipient as for ten thousand and the per-command work happens in the
- * bounded writes of {@link TickPipeline.#onTickEnd}.
+ * bounded writes of {@link TickPipeline.#onTickEnd}. A call of one command carries its
+ * `args` instead, and its promise's `resolve` and `reject`: the commonest call (a
+ * message to one user) makes no closure and no result array.
  */
-interface Queued<Args> {
+interface Queued<Args, R> {
   readonly count: number;
-  readonly argsAt: (i: number) => Args;
+  /** The one command's arguments (a call of one), else undefined. */
+  readonly args: Args | undefined;
+  readonly argsAt: ((i: number) => Args) | undefined;
   /** Commands of this call sent (or failed before sending) so far. */
   next: number;
-  /** Answers command `i`: `ok` with the call's result, or not with its rejection reason. */
-  readonly settle: (i: number, ok: boolean, value: unknown) => void;
+  /** A call of one: its promise's; a call of many: `resolve` answers the results once all are in. */
+  readonly resolve: (value: unknown) => void;
+  readonly reject: ((reason: unknown) => void) | undefined;
+  /** A call of many: one settled result per command, and how many are still to come. */
+  readonly results: PromiseSettledResult<R>[] | undefined;
+  left: number;
 }
 
 /**
@@ -89,8 +97,8 @@ interface Queued<Args> {
 export type Flow = object;
 
 /** The calls of one flow not wholly sent yet, oldest first from `head`. */
-class FlowQueue<Args> {
-  calls: Queued<Args>[] = [];
+class FlowQueue<Args, R> {
+  calls: Queued<Args, R>[] = [];
   head = 0;
 
   constructor(readonly flow: Flow) {}
@@ -132,9 +140,9 @@ export class TickPipeline<Args, R> {
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   /** The flows with commands waiting, by flow. */
-  readonly #flows = new Map<Flow, FlowQueue<Args>>();
+  readonly #flows = new Map<Flow, FlowQueue<Args, R>>();
   /** The same flows, in the order they take turns; {@link #turn} is next. */
-  #ring: FlowQueue<Args>[] = [];
+  #ring: FlowQueue<Args, R>[] = [];
   #turn = 0;
   /** Commands of the queued calls not sent yet. */
   #waiting = 0;
@@ -169,7 +177,7 @@ export class TickPipeline<Args, R> {
    */
   call(args: Args, flow: Flow = TickPipeline.sharedFlow): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.#enqueue(flow, { count: 1, argsAt: () => args, next: 0, settle: (_i, ok, value) => (ok ? resolve(value as R) : reject(value)) });
+      this.#enqueue(flow, { count: 1, args, argsAt: undefined, next: 0, resolve: resolve as (value: unknown) => void, reject, results: undefined, left: 1 });
     });
   }
 
@@ -184,26 +192,28 @@ export class TickPipeline<Args, R> {
   callEach(count: number, argsAt: (i: number) => Args, flow: Flow = TickPipeline.sharedFlow): Promise<PromiseSettledResult<R>[]> {
     return new Promise((resolve) => {
       const results = new Array<PromiseSettledResult<R>>(count);
-      if (count === 0) {
-        resolve(results);
-        return;
-      }
-      let left = count;
-      this.#enqueue(flow, {
-        count, argsAt, next: 0,
-        settle: (i, ok, value) => {
-          results[i] = ok ? { status: 'fulfilled', value: value as R } : { status: 'rejected', reason: value };
-          left -= 1;
-          if (left === 0) resolve(results);
-        },
-      });
+      if (count === 0) resolve(results);
+      else this.#enqueue(flow, { count, args: undefined, argsAt, next: 0, resolve: resolve as (value: unknown) => void, reject: undefined, results, left: count });
     });
   }
 
-  #enqueue(flow: Flow, q: Queued<Args>): void {
+  /** Answers command `i` of `q`: `ok` with its result, or not with its rejection reason. */
+  #settle(q: Queued<Args, R>, i: number, ok: boolean, value: unknown): void {
+    const { results } = q;
+    if (results === undefined) {
+      if (ok) q.resolve(value);
+      else q.reject?.(value);
+      return;
+    }
+    results[i] = ok ? { status: 'fulfilled', value: value as R } : { status: 'rejected', reason: value };
+    q.left -= 1;
+    if (q.left === 0) q.resolve(results);
+  }
+
+  #enqueue(flow: Flow, q: Queued<Args, R>): void {
     let queue = this.#flows.get(flow);
     if (queue === undefined) {
-      queue = new FlowQueue<Args>(flow);
+      queue = new FlowQueue<Args, R>(flow);
       this.#flows.set(flow, queue);
       this.#ring.push(queue);
     }
@@ -231,19 +241,21 @@ export class TickPipeline<Args, R> {
       stream?.cork();
       let n = Math.min(this.#maxBatch, this.#maxInFlight - this.#inFlight);
       while (n > 0 && this.#ring.length > 0) {
-        const [q, i] = this.#next();
-        if (this.#send(q, i)) n -= 1;
+        const q = this.#next();
+        if (this.#send(q, q.next - 1)) n -= 1;
       }
       stream?.uncork();
     }
   };
 
-  /** The next command to send: the head call of the flow whose turn it is, and which of its commands. */
-  #next(): [Queued<Args>, number] {
+  /**
+   * The call whose command goes next: the head call of the flow whose turn it is; the
+   * command is its `next - 1`th (counted here).
+   */
+  #next(): Queued<Args, R> {
     if (this.#turn >= this.#ring.length) this.#turn = 0;
-    const queue = this.#ring[this.#turn] as FlowQueue<Args>;
-    const q = queue.calls[queue.head] as Queued<Args>;
-    const i = q.next;
+    const queue = this.#ring[this.#turn] as FlowQueue<Args, R>;
+    const q = queue.calls[queue.head] as Queued<Args, R>;
     q.next += 1;
     this.#waiting -= 1;
     if (q.next === q.count) queue.advance();
@@ -254,7 +266,7 @@ export class TickPipeline<Args, R> {
     } else {
       this.#turn += 1;
     }
-    return [q, i];
+    return q;
   }
 
   /** Fails every command still waiting with `err` (Redis timed out: they would only wait for it). */
@@ -265,19 +277,23 @@ export class TickPipeline<Args, R> {
     this.#turn = 0;
     this.#waiting = 0;
     for (const q of waiting) {
-      for (let i = q.next; i < q.count; i++) q.settle(i, false, this.#call.error(err));
+      for (let i = q.next; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
       q.next = q.count;
     }
   }
 
   /** Sends command `i` of `q`; false when building its arguments failed it instead. */
-  #send(q: Queued<Args>, i: number): boolean {
+  #send(q: Queued<Args, R>, i: number): boolean {
     let args: Args;
-    try {
-      args = q.argsAt(i);
-    } catch (err) {
-      q.settle(i, false, err);
-      return false;
+    if (q.argsAt === undefined) {
+      args = q.args as Args;
+    } else {
+      try {
+        args = q.argsAt(i);
+      } catch (err) {
+        this.#settle(q, i, false, err);
+        return false;
+      }
     }
     const call = this.#call;
     this.#inFlight += 1;
@@ -291,15 +307,15 @@ export class TickPipeline<Args, R> {
       try {
         result = call.reply(raw);
       } catch (e) {
-        q.settle(i, false, e);
+        this.#settle(q, i, false, e);
         return;
       }
-      q.settle(i, true, result);
+      this.#settle(q, i, true, result);
     };
     const fail = (err: unknown): void => {
       if (isTimeout(err)) this.#failWaiting(err);
       settled();
-      q.settle(i, false, call.error(err));
+      this.#settle(q, i, false, call.error(err));
     };
     call.send(this.#redis, args).then(answer, (err: unknown) => {
       const again = call.resend?.(this.#redis, args, err);
