@@ -6,7 +6,7 @@
  * of Redis or another node, expected and retried) at warn with its message and its
  * cause's, no stack; client faults at debug.
  */
-import { maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
+import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
@@ -55,11 +55,23 @@ export function toHttpError(err: unknown): PixiuError {
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
-  if (!reply.request.raw.complete) {
+  if (bodyPending(reply.request.raw)) {
     reply.header('connection', 'close');
     lingerOnClose(reply.request.raw.socket);
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
+}
+
+/**
+ * True when the request has a body that has not all arrived. A request with neither
+ * `Content-Length` nor `Transfer-Encoding` has none (RFC 9112 §6.3), though Node marks
+ * it `complete` only after its handlers ran: a 404 or 401 of a GET keeps its
+ * keep-alive connection.
+ */
+function bodyPending(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** How long a connection closed after an early answer keeps reading what the client still sends, ms. */

@@ -162,6 +162,17 @@ test('requests pipelined in one packet before bytes that are not a request are a
   }
 });
 
+test('an error answer to a request with no body keeps the keep-alive connection: the requests behind it are answered', async (t) => {
+  const server = await freshServer(t);
+  const text = await rawExchange(server.service.url, 'GET /nope HTTP/1.1\r\nHost: x\r\n\r\n'
+    + 'GET /v1/users/a/messages HTTP/1.1\r\nHost: x\r\n\r\n'
+    + `GET /v1/messages/XYZ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n\r\n`
+    + 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const heads = text.split('HTTP/1.1 ').slice(1);
+  assert.deepEqual(heads.map((h) => Number(h.slice(0, 3))), [404, 401, 400, 200], text);
+  for (const head of heads.slice(0, 3)) assert.doesNotMatch(head.slice(0, head.indexOf('\r\n\r\n')), /\r\nconnection: close/i);
+});
+
 test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (t) => {
   const server = await freshServer(t);
   expectError(await server.client.get('/v1/messages/ffffffffffffffff'), 400, 'INVALID_REQUEST', /kind, 01-04 .*not ff/);
