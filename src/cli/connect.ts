@@ -49,9 +49,10 @@ export function connectCommand(): Command {
     if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
       throw new StartupError(`invalid --count ${JSON.stringify(opts.count)}: a whole number of msg frames, at least 1`);
     }
-    // Checked here too so that a typo reads as one, not as the server's refusal of the
-    // query (`connection refused: HTTP 400 …`); the server still checks its range.
-    if (opts.lastSeq !== undefined && !/^\d{1,16}$/.test(opts.lastSeq)) {
+    // The server's rule (docs/api.md: decimal digits, no leading zero, at most 2^53 − 1),
+    // checked here too so that a typo reads as one, not as the server's refusal of the
+    // query (`connection refused: HTTP 400 …`).
+    if (opts.lastSeq !== undefined && !(/^(?:0|[1-9]\d{0,15})$/.test(opts.lastSeq) && Number.isSafeInteger(Number(opts.lastSeq)))) {
       throw new StartupError(`invalid --last-seq ${JSON.stringify(opts.lastSeq)}: the seq to resume after, a whole number from 0 (as printed on exit)`);
     }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);

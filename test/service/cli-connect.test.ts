@@ -168,7 +168,7 @@ test('pixiu connect refused before the upgrade (400), or with nothing listening,
   assert.match(refused.stderr, /connection refused: HTTP 400 .*last_seq or from=latest/);
   assert.doesNotMatch(refused.stderr, /closed/);
   // A --last-seq that is no seq is refused before connecting, naming the flag.
-  for (const bad of ['abc', '-1', '1.5', '']) {
+  for (const bad of ['abc', '-1', '1.5', '', '007', '9007199254740992']) {
     const typo = await runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
     assert.equal(typo.code, 1, typo.stderr);
     assert.equal(typo.stdout, '');
