@@ -7,7 +7,7 @@
  */
 import type { Redis, Result } from 'ioredis';
 import { invalid } from '../errors.js';
-import { redisCall } from '../redis/client.js';
+import { redisCall, toRedisError } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
@@ -122,19 +122,37 @@ export class BroadcastStream {
     return redisCall(() => this.#redis.pxBroadcastPublishV1(this.#key, this.#cap, ...fields));
   }
 
-  /**
-   * Up to `count` entries after `afterId` (exclusive), oldest first.
-   * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID
-   */
-  async range(afterId: string, count: number): Promise<BroadcastEntry[]> {
-    if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
-    const raw = await redisCall(() => this.#redis.xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))) as RawEntry[];
-    return raw.map(parseBroadcastEntry).filter((e): e is BroadcastEntry => e !== undefined);
-  }
-
   /** What the stream retains. */
   async bounds(): Promise<BroadcastBounds> {
-    const [first, last, maxDeleted] = await redisCall(() => this.#redis.pxBroadcastBoundsV1(this.#key));
-    return { first: first || undefined, last: last || undefined, maxDeleted: maxDeleted || '0-0' };
+    return boundsOf(await redisCall(() => this.#redis.pxBroadcastBoundsV1(this.#key)));
   }
+
+  /**
+   * {@link range} and {@link bounds} read as one snapshot (MULTI/EXEC): whether the
+   * stream was trimmed past `afterId` before this page was read is then known exactly.
+   * A catch-up reads page after page while publishes trim the stream; bounds read apart
+   * from the page would miss a trim between two pages, and the entries it removed would
+   * be skipped without a `gap` (subscription.ts).
+   * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID; UNAVAILABLE when Redis fails
+   */
+  async rangeWithBounds(afterId: string, count: number): Promise<{ entries: BroadcastEntry[]; bounds: BroadcastBounds }> {
+    if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
+    const replies = await redisCall(() => this.#redis.multi()
+      .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
+      .pxBroadcastBoundsV1(this.#key)
+      .exec());
+    const [range, bounds] = replies ?? [];
+    const failed = range?.[0] ?? bounds?.[0] ?? (replies === null ? new Error('the transaction was aborted') : undefined);
+    if (failed) throw toRedisError(failed);
+    const raw = (range?.[1] ?? []) as RawEntry[];
+    return {
+      entries: raw.map(parseBroadcastEntry).filter((e): e is BroadcastEntry => e !== undefined),
+      bounds: boundsOf(bounds?.[1] as [string, string, string]),
+    };
+  }
+}
+
+/** The bounds script's reply as {@link BroadcastBounds}. */
+function boundsOf([first, last, maxDeleted]: [string, string, string]): BroadcastBounds {
+  return { first: first || undefined, last: last || undefined, maxDeleted: maxDeleted || '0-0' };
 }

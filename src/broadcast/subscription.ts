@@ -8,7 +8,9 @@
  *   `{"t":"gap","stream":"broadcast","from":"<last_bseq>","to":"<first retained bseq>"}`
  *   — broadcasts after `from` and before `to` (both exclusive) are gone; the retained
  *   ones follow. A `last_bseq` that was itself the newest entry trimmed gets no `gap`:
- *   nothing after it is missing.
+ *   nothing after it is missing. The same holds between two catch-up pages: when
+ *   publishes trimmed the stream past the last entry sent meanwhile, a `gap` from it
+ *   to the first retained entry comes before the next page.
  * - `last_bseq` the stream cannot have held: beyond its last ID, or between the newest
  *   trimmed ID and the first retained one (the stream was lost and recreated, e.g.
  *   Redis restarted without persistence or was flushed, and has new entries since):
@@ -85,6 +87,8 @@ export class BroadcastSubscription implements BroadcastTarget {
       return;
     }
     let after = normalizeStreamId(lastBseq);
+    /** After a `reset`: every retained entry follows, with no `gap` before them. */
+    let reset = false;
     try {
       const bounds = await stream.bounds();
       // No stream (none posted yet, or it was lost): `0-0`, what a `reset` of an empty
@@ -96,14 +100,22 @@ export class BroadcastSubscription implements BroadcastTarget {
       if (bounds.last === undefined || compareStreamIds(after, bounds.last) > 0 || lostBefore(after, bounds)) {
         this.#sink.send(JSON.stringify({ t: 'reset', stream: 'broadcast', bseq: bounds.last ?? '0-0' }), 'reset');
         after = '0-0';
-      } else if (compareStreamIds(after, bounds.maxDeleted) < 0) {
-        this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: after, to: bounds.first ?? bounds.last }), 'gap');
+        reset = true;
       }
     } catch (err) {
       this.#follower.release();
       throw err;
     }
-    await this.#follower.catchUp(after, (a) => stream.range(a, CATCH_UP_PAGE));
+    // Each page is read with the stream's bounds at that moment: trimmed past the
+    // cursor — before the first page, or between two pages while publishes trim the
+    // stream — is a `gap` to the first retained entry, never a silent skip.
+    await this.#follower.catchUp(after, async (cursor) => {
+      const { entries, bounds } = await stream.rangeWithBounds(cursor, CATCH_UP_PAGE);
+      if (!(reset && cursor === '0-0') && compareStreamIds(cursor, bounds.maxDeleted) < 0) {
+        this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: cursor, to: bounds.first ?? bounds.last }), 'gap');
+      }
+      return entries;
+    });
   }
 }
 
