@@ -14,6 +14,30 @@ export function isRoomMessage(body: MessageBody): body is RoomMessageInput & Mes
   return body.room !== undefined;
 }
 
+/** Consecutive items of one kind, in batch order ({@link runsOfOneKind}). */
+export type BatchRun =
+  | { readonly room: false; readonly items: UserMessageInput[] }
+  | { readonly room: true; readonly items: RoomMessageInput[] };
+
+/**
+ * Splits a batch's valid items into runs of consecutive items of one kind (user or
+ * room), in batch order. Ingest keeps batch order within a run; the runs are sent one
+ * after another, so a user named by a user item and reached by a room item gets them
+ * in batch order too (docs/api.md): user items are appended as soon as stored, room
+ * items only once their members are read, so sent together a later user item went
+ * first. A batch of one kind is one run, sent as before.
+ */
+export function runsOfOneKind(items: readonly MessageBody[]): BatchRun[] {
+  const runs: BatchRun[] = [];
+  for (const item of items) {
+    const room = isRoomMessage(item);
+    const last = runs.at(-1);
+    if (last !== undefined && last.room === room) (last.items as MessageBody[]).push(item);
+    else runs.push(room ? { room: true, items: [item] } : { room: false, items: [item as UserMessageInput] });
+  }
+  return runs;
+}
+
 /**
  * Refuses, with CONFLICT, each batch item whose `client_msg_id` an earlier item of the
  * batch already names with the other addressing (a room against users): one key, one

@@ -13,7 +13,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors } from '../validation.js';
-import { BatchBudget, claimKeysInOrder, isRoomMessage, limitRecipients, type MessageBody } from './batch-items.js';
+import { BatchBudget, claimKeysInOrder, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -211,17 +211,19 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     };
     let giveBack: (() => void) | undefined;
     try {
-      // Each item is checked alone; the valid ones go to ingest together, which
-      // appends them in batch order (a user named twice gets them in that order).
+      // Each item is checked alone; the valid ones go to ingest in runs of one kind,
+      // one run after another (batch-items.ts `runsOfOneKind`), and ingest appends each
+      // run in batch order: a user named twice gets them in that order.
       const limited = await limitRecipients(claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i))), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
       const checked = limited.items;
       giveBack = budget.take(limited.recipients);
       const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
-      const userItems = valid.filter((c) => !isRoomMessage(c)) as UserMessageInput[];
-      const [sentToUsers, sentToRooms] = await Promise.all([
-        ingest.sendBatch(userItems),
-        ingest.sendRoomBatch(valid.filter(isRoomMessage)),
-      ]);
+      const sentToUsers: PromiseSettledResult<IngestResult>[] = [];
+      const sentToRooms: PromiseSettledResult<RoomIngestResult>[] = [];
+      for (const run of runsOfOneKind(valid)) {
+        if (run.room) sentToRooms.push(...await ingest.sendRoomBatch(run.items));
+        else sentToUsers.push(...await ingest.sendBatch(run.items));
+      }
       let nextUser = 0;
       let nextRoom = 0;
       const results = checked.map((c, i) => {
