@@ -200,6 +200,8 @@ export function prepareRecord(
 
   // Byte length of exactly JSON.stringify({type, from, data}), without building it.
   const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
+  // What the error names: a broadcast (or a message sent without `from`) has no `from`.
+  const measured = msg.from === undefined ? MEASURED_WITHOUT_FROM : MEASURED_WITH_FROM;
   // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
   // that much arena space and measured by what was written, sparing a scan of `data`
   // to count its bytes first; a large one is measured first and given its own buffer.
@@ -211,13 +213,13 @@ export function prepareRecord(
     const slab = arena.slab;
     let at = start + slab.write(head, start);
     dataBytes = slab.write(data, at);
-    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measured);
     at += dataBytes;
     at += slab.write(rest, at);
     bytes = arena.commit(at - start);
   } else {
     dataBytes = Buffer.byteLength(data);
-    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measured);
     bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(head) + dataBytes + Buffer.byteLength(rest));
     const at = bytes.write(head);
     bytes.write(rest, at + bytes.write(data, at));
@@ -225,11 +227,15 @@ export function prepareRecord(
   return { message: fields, bytes, contentBytes: overheadBytes + dataBytes };
 }
 
+/** How the size error names what it measured ({@link checkSize}). */
+const MEASURED_WITH_FROM = { name: 'message', fields: 'type, from and data' };
+const MEASURED_WITHOUT_FROM = { name: 'message', fields: 'type and data' };
+
 /**
  * @param what what is measured and of which fields, for the error's message
  * @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit
  */
-function checkSize(contentBytes: number, maxMessageBytes: number, what = { name: 'message', fields: 'type, from and data' }): void {
+function checkSize(contentBytes: number, maxMessageBytes: number, what: { name: string; fields: string }): void {
   if (contentBytes > maxMessageBytes) {
     throw new PixiuError('PAYLOAD_TOO_LARGE',
       `${what.name} is ${contentBytes} bytes (JSON of ${what.fields}), over the limit of ${maxMessageBytes} bytes`);

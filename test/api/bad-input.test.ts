@@ -186,6 +186,7 @@ test('an unknown field is 400 and the message names it', async (t) => {
 
 test('data of 65 KiB is 413 PAYLOAD_TOO_LARGE', async (t) => {
   await rejects(t, post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE', /65536/);
+  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024), from: 'svc' })), 413, 'PAYLOAD_TOO_LARGE', /JSON of type, from and data\)/);
 });
 
 test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) => {
