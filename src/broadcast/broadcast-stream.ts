@@ -128,8 +128,9 @@ export class BroadcastStream {
   }
 
   /**
-   * {@link range} and {@link bounds} read as one snapshot (MULTI/EXEC): whether the
-   * stream was trimmed past `afterId` before this page was read is then known exactly.
+   * Up to `count` entries after `afterId` (exclusive), oldest first, and the stream's
+   * {@link bounds}, read as one snapshot (MULTI/EXEC): whether the stream was trimmed
+   * past `afterId` before this page was read is then known exactly.
    * A catch-up reads page after page while publishes trim the stream; bounds read apart
    * from the page would miss a trim between two pages, and the entries it removed would
    * be skipped without a `gap` (subscription.ts).

@@ -115,8 +115,9 @@ export function deliverPage(
   // Trimmed by the cap while this connection was behind: marked `redelivered` as far
   // as the seqs went out on it before (a redelivery round), as an expired one's is.
   const trimmedTo = beforeFirst(page);
+  const sentBefore = Math.min(trimmedTo, c.redeliverUpTo);
   let trimmed: GapFrame | undefined;
-  if (c.sent < Math.min(trimmedTo, c.redeliverUpTo)) trimmed = gapThrough(c, Math.min(trimmedTo, c.redeliverUpTo), trimmed, effects, true);
+  if (c.sent < sentBefore) trimmed = gapThrough(c, sentBefore, trimmed, effects, true);
   if (c.sent < trimmedTo) gapThrough(c, trimmedTo, trimmed, effects);
   const wasIdle = c.inflight.length === 0;
   let gap: GapFrame | undefined;

@@ -106,9 +106,7 @@ export class Ingest {
    */
   async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
     const named = distinctRecipients(input);
-    // A message to many is a flow of its own (tick-pipeline.ts), taking turns with the
-    // others; one to a single user joins the flow all such appends share.
-    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named, named.length > 1 ? {} : undefined);
+    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named, undefined);
   }
 
   /**
@@ -274,7 +272,9 @@ export class Ingest {
    * this first yields, which is what keeps {@link sendBatch} in order per recipient.
    * A duplicate put whose `input` is another message rejects with CONFLICT first
    * (same-message.ts), appending nothing.
-   * @param flow the append pipeline's flow to keep order in (undefined: the shared one)
+   * @param flow the append pipeline's flow to keep order in (tick-pipeline.ts); undefined
+   *   outside a batch: a message to one user joins the flow all such appends share, one
+   *   to many is a flow of its own, taking turns with the others
    */
   async #append(put: PutResult, input: UserMessageInput, named: readonly string[], flow: Flow | undefined): Promise<IngestResult> {
     checkSameMessage(put, input, named);
@@ -282,7 +282,7 @@ export class Ingest {
     // A retry answers for the recipients of the first request, which the store kept.
     const recipients = put.duplicate ? (put.message.to ?? named) : named;
     if (recipients.length === 1) {
-      // The common case, without the array of promises and Promise.all around it.
+      // The common case, without appendEach's array of results.
       const user = recipients[0] as string;
       const a = await inbox.append(user, put.id, MsgKind.user, undefined, flow);
       // A duplicate too (see #announce).

@@ -43,8 +43,9 @@ export function runsOfOneKind(items: readonly MessageBody[]): BatchRun[] {
  * batch already names with the other addressing (a room against users): one key, one
  * message, and the first item in the batch is that message. Items of one kind need no
  * help: ingest stores them in batch order, so the first one's put takes the key and
- * the later ones meet it as duplicates (or conflicts); but room items are stored after
- * their room is looked up, so without this a later user item could take the key first.
+ * the later ones meet it as duplicates (or conflicts). Across kinds the runs of
+ * {@link runsOfOneKind} would end the same way (409), but only after the refused item
+ * was counted against the batch's recipient limit; this refuses it before that.
  *
  * @param checked the checked items, in batch order (errors kept as they are)
  * @returns the same list with such items replaced by their CONFLICT
