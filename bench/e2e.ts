@@ -24,8 +24,9 @@
  *     alternating with Pixiu step by step so that load from other processes falls on
  *     both alike. Headline and ceiling are each the most delivered in a sustainable
  *     step. Each step prints the CPU use of the server, Redis and the load process,
- *     how long each waited for a CPU (other work on the machine), and Pixiu's
- *     event-loop delay.
+ *     how long each waited for a CPU (other work on the machine), Pixiu's
+ *     event-loop delay, and its store batch writes (fsync included) over 25 and 100 ms:
+ *     one such write holds every message of its partition however idle the loop is.
  * (b) Catch-up: one device with a backlog of 10,000 messages (posted first, in
  *     batches) connects with no last_seq and acks every msg as it comes (window 100):
  *     time from the connect call to the receipt of the last. Three users, one each,
@@ -98,6 +99,12 @@ interface Step {
   readonly wait: Record<string, number>;
   /** Pixiu only: its event-loop delay during the step beyond prom-client's 10 ms sampling interval (from /metrics), ms. */
   readonly loopDelay?: { readonly p99: number; readonly max: number };
+  /**
+   * Pixiu only: its store batch writes (fsync included) during the step that took over
+   * 25 ms and over 100 ms (from /metrics): a write that slow holds every message of its
+   * partition, however idle the event loop.
+   */
+  readonly slowWrites?: { readonly over25: number; readonly over100: number };
   readonly ok: boolean;
   readonly why: string;
 }
@@ -119,12 +126,20 @@ function cpuNote(s: Step): string {
   const perMsg = s.r.deliveredTotal > 0 ? ((s.cpu.server ?? 0) / 100) * s.r.wallMs * 1000 / s.r.deliveredTotal : 0;
   const list = (use: Record<string, number>): string => Object.entries(use).map(([k, v]) => `${k} ${Math.round(v)}%`).join(', ');
   const loop = s.loopDelay ? `; server event-loop delay p99 ${fmt(s.loopDelay.p99, 1)} ms, max ${fmt(s.loopDelay.max, 1)} ms` : '';
-  return `CPU ${list(s.cpu)}; server ${fmt(perMsg, 0)} us CPU/msg; waiting for a CPU ${list(s.wait)}${loop}`;
+  const writes = s.slowWrites ? `; store writes over 25 ms: ${s.slowWrites.over25} (over 100 ms: ${s.slowWrites.over100})` : '';
+  return `CPU ${list(s.cpu)}; server ${fmt(perMsg, 0)} us CPU/msg; waiting for a CPU ${list(s.wait)}${loop}${writes}`;
 }
 
 /** A gauge of the Prometheus text. */
 function gauge(text: string, name: string): number {
   return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+/** Store batch writes that took longer than `le` seconds, from the duration histogram's buckets. */
+function writesOver(text: string, le: string): number {
+  const bucket = (bound: string): number =>
+    Number(new RegExp(`^pixiu_store_batch_duration_seconds_bucket\\{le="${bound.replace('+', '\\+')}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return bucket('+Inf') - bucket(le);
 }
 
 async function pixiuMetrics(url: string): Promise<string> {
@@ -234,7 +249,7 @@ async function main(): Promise<void> {
       const runStep = async (target: TargetKind, rate: number, seconds: number, label: string): Promise<Step> => {
         const meter = new CpuMeter({ server: servers[target].proc.pid ?? 0, redis: redisPid, load: load.pid });
         // prom-client's event-loop delay histogram restarts at each scrape: this one starts the step's.
-        if (target === 'pixiu') await pixiuMetrics(pixiu.url);
+        const before = target === 'pixiu' ? await pixiuMetrics(pixiu.url) : undefined;
         meter.start();
         const r = await load.request({ op: 'step', pool: target, postUrl: postUrl[target], apiToken: API_TOKEN, rate, seconds, graceMs: GRACE_MS });
         const use = meter.stop();
@@ -243,7 +258,11 @@ async function main(): Promise<void> {
         const lag = (name: string): number => Math.max(0, gauge(text ?? '', name) * 1000 - LOOP_SAMPLE_MS);
         const loopDelay = text === undefined ? undefined
           : { p99: lag('pixiu_nodejs_eventloop_lag_p99_seconds'), max: lag('pixiu_nodejs_eventloop_lag_max_seconds') };
-        const step: Step = { target, r, ...use, ...(loopDelay ? { loopDelay } : {}), ...judge(r) };
+        const slowWrites = text === undefined || before === undefined ? undefined : {
+          over25: writesOver(text, '0.025') - writesOver(before, '0.025'),
+          over100: writesOver(text, '0.1') - writesOver(before, '0.1'),
+        };
+        const step: Step = { target, r, ...use, ...(loopDelay ? { loopDelay, slowWrites } : {}), ...judge(r) };
         steps.push(step);
         console.log(`[a] ${label.padEnd(7)} ${target.padEnd(5)} ${fmt(rate, 0).padStart(6)} msg/s offered: delivered ${fmt(deliveredPerSecond(step), 0)}/s, `
           + `p50/p99/p999 ${fmt(r.latency.p50, 2)}/${fmt(r.latency.p99, 2)}/${fmt(r.latency.p999, 2)} ms, ${cpuNote(step)}: `
