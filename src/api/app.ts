@@ -7,12 +7,12 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { apiTokenChecker } from '../auth/api-token.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import { answerFrameworkError, clientErrorAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
-import { BatchBudget } from './routes/batch-items.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators, takesBody } from './validation.js';
 
@@ -113,8 +113,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   installErrorHandlers(app, (err) => {
     deps.metrics.httpErrors.inc({ code: err.code });
-    // A batch refused because the node is busy is no Redis error.
-    if (err.code === 'UNAVAILABLE' && err.cause !== BatchBudget.busy) deps.metrics.redisErrors.inc({ kind: 'request' });
+    // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
+    if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
   });
 
   await app.register(swagger, {

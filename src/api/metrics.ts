@@ -57,7 +57,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Redis failures: connection errors and commands that failed as UNAVAILABLE. */
+  /** Redis failures: connection errors (`connection`), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
   readonly redisErrors = new Counter({
     name: 'pixiu_redis_errors_total',
     help: 'Redis connection errors and failed commands',

@@ -107,18 +107,40 @@ function handleRestoreFailures(redis: Redis): void {
   }
 }
 
+/** The UNAVAILABLE errors made for a failed Redis call (see {@link isRedisFailure}). */
+const redisFailures = new WeakSet<PixiuError>();
+
+/**
+ * An UNAVAILABLE error for a Redis call that failed, marked as one: what
+ * `pixiu_redis_errors_total{kind="request"}` counts (src/api/app.ts), unlike an
+ * UNAVAILABLE of the store, of another node or of a busy node.
+ * @param message a client-safe sentence
+ * @param cause the Redis client's error, for logs only
+ */
+export function redisUnavailable(message: string, cause: unknown): PixiuError {
+  const err = unavailable(message, cause);
+  redisFailures.add(err);
+  return err;
+}
+
+/** True when `err` was made by {@link redisUnavailable} (or {@link toRedisError}) for a failed Redis call. */
+export function isRedisFailure(err: unknown): boolean {
+  return err instanceof PixiuError && redisFailures.has(err);
+}
+
 /**
  * Maps any error from a Redis call to a catalogue error. Already-catalogued errors
  * pass through; script error replies that start with a catalogue code
  * (`INVALID_REQUEST …`) keep it; everything else (timeouts, closed connections,
- * refused connects, OOM, LOADING) is UNAVAILABLE.
+ * refused connects, OOM, LOADING) is UNAVAILABLE, marked as a Redis failure
+ * ({@link isRedisFailure}).
  */
 export function toRedisError(err: unknown): PixiuError {
   if (err instanceof PixiuError) return err;
   const message = err instanceof Error ? err.message : String(err);
   const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND) (.*)$/s.exec(message);
   if (m && m[1] !== undefined && m[2] !== undefined) return new PixiuError(m[1] as 'INVALID_REQUEST' | 'NOT_FOUND', m[2], { cause: err });
-  return unavailable('Redis is unavailable, retry later', err);
+  return redisUnavailable('Redis is unavailable, retry later', err);
 }
 
 /**

@@ -102,6 +102,11 @@ test('pixiu_redis_errors_total rises while Redis is down (failed requests and re
     assert.equal(afterOne.request, before.request + 1, 'the failed request is counted');
     expectError(await client.get('/v1/users/rex/messages'), 503, 'UNAVAILABLE');
     assert.equal((await metrics()).request, before.request + 2, 'and the next');
+    // A batch answers 200 with an error per item: each item that met Redis down counts.
+    const batch = await client.post('/v1/messages/batch', { messages: [{ to: 'rex', type: 't', data: 4 }, { to: 'rey', type: 't', data: 5 }] });
+    assert.equal(batch.status, 200, batch.text);
+    assert.deepEqual((batch.body as { results: { status: number }[] }).results.map((r) => r.status), [503, 503]);
+    assert.equal((await metrics()).request, before.request + 4, 'each failed batch item');
     // The service's connection retries on its own back-off; each refused try counts.
     await waitUntil('a failed reconnect is counted', async () => (await metrics()).connection > before.connection, RECOVERY_BOUND_MS);
   } finally {

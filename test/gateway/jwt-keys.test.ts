@@ -223,5 +223,9 @@ describe('PIXIU_JWKS_URL: keys from a JWKS served over HTTP', () => {
     const answer = await new PixiuClient(down.service.url, token).get('/v1/me/messages');
     expectError(answer, 503, 'UNAVAILABLE');
     assert.equal(answer.headers.get('retry-after'), '1');
+    // An outage of the key set, not of Redis: pixiu_redis_errors_total is not raised.
+    const metrics = (await new PixiuClient(down.service.url, '').get('/metrics', { headers: { authorization: '' } })).text;
+    assert.match(metrics, /^pixiu_http_errors_total\{code="UNAVAILABLE"\} 2$/m, 'the refused connect and the GET are counted as HTTP errors');
+    assert.doesNotMatch(metrics, /^pixiu_redis_errors_total\{kind="request"\} [1-9]/m);
   });
 });

@@ -104,8 +104,6 @@ export async function limitRecipients(
   return { items, recipients: total };
 }
 
-const BUSY = new Error('the node-wide batch budget is taken by batches in progress');
-
 /**
  * The recipients that batches being sent on this node reach, against a node-wide bound
  * (twice `batchMaxRecipients`): each is an inbox append waiting its turn, and ~1.5 KB of
@@ -115,9 +113,6 @@ const BUSY = new Error('the node-wide batch budget is taken by batches in progre
  * always fits.
  */
 export class BatchBudget {
-  /** The cause of the UNAVAILABLE it throws: the node is busy, Redis is fine (not a Redis error in the metrics). */
-  static readonly busy: Error = BUSY;
-
   readonly #limit: number;
   readonly #onChange: ((inUse: number) => void) | undefined;
   #inUse = 0;
@@ -138,7 +133,7 @@ export class BatchBudget {
    */
   take(recipients: number): () => void {
     if (this.#inUse > 0 && this.#inUse + recipients > this.#limit) {
-      throw unavailable(`this node is busy with other batches (${this.#inUse} recipients in progress); retry the batch shortly`, BUSY);
+      throw unavailable(`this node is busy with other batches (${this.#inUse} recipients in progress); retry the batch shortly`);
     }
     this.#inUse += recipients;
     this.#onChange?.(this.#inUse);

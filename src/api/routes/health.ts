@@ -8,6 +8,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
+import { redisUnavailable } from '../../redis/client.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, errorBody } from '../schemas.js';
 
@@ -44,7 +45,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       await deps.redis.ping();
     } catch (err) {
-      throw new PixiuError('UNAVAILABLE', 'Redis does not answer', { cause: err });
+      throw redisUnavailable('Redis does not answer', err);
     }
     return { status: 'ready' };
   });

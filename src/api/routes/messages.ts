@@ -7,6 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid, outageFields } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
+import { isRedisFailure } from '../../redis/client.js';
 import { checkDataDepth, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
@@ -238,6 +239,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         // As the error handler logs a whole request: an outage is a warning without a
         // stack (docs/api.md "Errors"), anything else at 5xx an error with its stack.
         if (e.code === 'UNAVAILABLE') req.log.warn({ ...outageFields(e), item: i }, 'batch item unavailable');
+        // The batch answers 200, so the error handler never sees these: counted here.
+        if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
         else if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
         count(e.code);
         return { status: e.status, ...e.toBody() };
