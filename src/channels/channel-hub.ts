@@ -56,8 +56,8 @@ export class ChannelHub {
    * others wait for that same subscription. The subscriber is registered at once, so
    * a {@link leave} that comes while the SUBSCRIBE is in flight finds it (and, being
    * the last, sends the UNSUBSCRIBE after it): the node is never left subscribed to a
-   * channel nobody follows. When this resolves the subscriber may already have left;
-   * the caller knows whether it did.
+   * channel nobody follows, not even when the SUBSCRIBE fails or times out. When this
+   * resolves the subscriber may already have left; the caller knows whether it did.
    * @throws PixiuError UNAVAILABLE when Redis fails (the subscriber is not added)
    */
   async join(channel: string, sub: ChannelSubscriber): Promise<void> {
@@ -77,6 +77,9 @@ export class ChannelHub {
       if (this.#channels.get(channel) === state) {
         this.#channels.delete(channel);
         this.#topics.delete(topic);
+        // A SUBSCRIBE that timed out may still reach Redis and take effect: undone by
+        // an UNSUBSCRIBE after it on the same connection (or once Redis is back).
+        void this.#unsubscribe(topic, channel);
       }
       throw err;
     }

@@ -53,7 +53,8 @@ export class ConnectionChannels implements ChannelSubscriber {
    * Follows a channel (a second `sub` of the same channel changes nothing).
    * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
    *   pattern of the token allows it; RATE_LIMITED over the per-connection limit;
-   *   UNAVAILABLE when Redis fails
+   *   UNAVAILABLE when Redis fails. After any of these the channel is not followed
+   *   (part of its history may have been sent before a later page's read failed).
    */
   async sub(channel: string, since: string | undefined): Promise<void> {
     // A malformed frame is INVALID_REQUEST whatever the token allows: it counts towards
@@ -102,9 +103,10 @@ export class ConnectionChannels implements ChannelSubscriber {
       }
       await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
     } catch (err) {
-      // A `since` Redis refused makes the sub refused: it follows nothing. (A failed
-      // read otherwise leaves the channel live: catchUp's at-most-once rule.)
-      if (isPixiuError(err, 'INVALID_REQUEST') && this.#followers.get(channel) === follower) {
+      // A sub answered with an error follows nothing (a `since` Redis refused, a
+      // history read that failed), so the client's retry — with `since` the last id it
+      // got, as docs/protocol.md says — is a sub of its own and catches up again.
+      if (this.#followers.get(channel) === follower) {
         this.#followers.delete(channel);
         await this.#deps.hub.leave(channel, this);
       }
