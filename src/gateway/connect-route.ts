@@ -168,6 +168,11 @@ function newConnId(): string {
   return randomBytes(8).toString('hex');
 }
 
+/** The refusal of a handshake on a node that is shutting down (503, docs/protocol.md). */
+function shuttingDown(): PixiuError {
+  return new PixiuError('UNAVAILABLE', 'this node is shutting down; reconnect');
+}
+
 /** Registers `/v1/connect`. */
 export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   const handshakes = new WeakMap<FastifyRequest, Handshake>();
@@ -185,7 +190,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     // Origin, then the token: before the query is even validated, nothing about the
     // service is revealed to a client that may not connect.
     onRequest: async (req) => {
-      if (!deps.state.accepting) throw new PixiuError('UNAVAILABLE', 'this node is shutting down; reconnect');
+      if (!deps.state.accepting) throw shuttingDown();
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
         throw new PixiuError('FORBIDDEN', 'Origin not allowed');
       }
@@ -227,6 +232,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         const cursor = Object.hasOwn(cursors, q.device) ? cursors[q.device] : undefined;
         resume = cursor === undefined ? { kind: 'first' } : { kind: 'after', seq: cursor };
       }
+      // Shutdown may have begun while the token or the cursors were read: it closed the
+      // connections there were, so this one is refused (and once past here, closed
+      // 1001 as it opens, below).
+      if (!deps.state.accepting) throw shuttingDown();
       const conn = newConnId();
       const since = Date.now();
       const added = await deps.presence.add(claims.user, conn, q.device, since);
@@ -264,6 +273,13 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // presence entry if it still has one.
       socket.close(kick.code, kick.reason);
       deps.onClosedAtOpen(kick.code);
+      return;
+    }
+    if (!deps.state.accepting) {
+      // Shutdown began during the upgrade, after it closed every open connection
+      // (1001): this one gets the same close; the socket's close drops its presence.
+      socket.close(CloseCode.goingAway, 'server shutting down');
+      deps.onClosedAtOpen(CloseCode.goingAway);
       return;
     }
     hs.opened = true;

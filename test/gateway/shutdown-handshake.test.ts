@@ -1,0 +1,83 @@
+/**
+ * A handshake caught by shutdown (DESIGN.md §6: "On SIGTERM: stop accepting, close
+ * every socket with 1001"): one that passed the first "accepting" check before shutdown
+ * began, and finishes after the gateway closed its connections, is refused 503
+ * (docs/protocol.md: the node is shutting down — retry), never welcomed and left open
+ * until the process ends. The handshake is held in its token check by a JWKS server that
+ * answers only when the test says so.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import WebSocket from 'ws';
+import { waitUntil } from '../harness/checks.js';
+import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+let redis: RedisServer;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+});
+
+after(() => cleanup.run());
+
+test('a handshake in its token check when shutdown begins is refused 503 once it goes on, not welcomed', { timeout: 30_000 }, async () => {
+  const { publicKey, privateKey } = await generateKeyPair('RS256');
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let asked: () => void = () => undefined;
+  const keysAsked = new Promise<void>((resolve) => { asked = resolve; });
+  const jwks = http.createServer((_req, res) => {
+    asked();
+    void released.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+  });
+  jwks.listen(0, '127.0.0.1');
+  await once(jwks, 'listening');
+  cleanup.after(() => {
+    jwks.closeAllConnections();
+    jwks.close();
+  });
+  const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
+
+  const server = await startInProcess(cleanup, { redisUrl: redis.url, redisPrefix: 'shs:', storeDurability: 'relaxed', jwksUrl });
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setSubject('late')
+    .setIssuedAt().setExpirationTime(Math.floor(Date.now() / 1000) + 3600).sign(privateKey);
+
+  const ws = new WebSocket(`${server.service.url.replace(/^http/, 'ws')}/v1/connect?device=d`, { headers: { authorization: `Bearer ${token}` } });
+  const frames: string[] = [];
+  ws.on('message', (data) => frames.push(String(data)));
+  ws.on('error', () => undefined);
+  const refused = new Promise<{ status: number; body: string }>((resolve) => {
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => { body += chunk; }).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+  });
+  const opened = new Promise<string>((resolve) => ws.on('open', () => resolve('opened')));
+
+  await keysAsked; // past the first "accepting" check, waiting for the keys
+  const closing = server.service.close(); // SIGTERM
+  // The gateway has closed its connections, and HTTP takes no new ones.
+  await waitUntil('the node takes no new connections', async () => {
+    try {
+      await fetch(`${server.service.url}/healthz`);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  release();
+  const outcome = await Promise.race([refused, opened]);
+  assert.notEqual(outcome, 'opened', `the handshake opened; frames ${JSON.stringify(frames)}`);
+  const { status, body } = outcome as { status: number; body: string };
+  assert.equal(status, 503, body);
+  assert.equal((JSON.parse(body) as { error: { code: string } }).error.code, 'UNAVAILABLE');
+  await closing;
+});
