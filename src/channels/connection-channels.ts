@@ -63,10 +63,12 @@ export class ConnectionChannels implements ChannelSubscriber {
     if (since !== undefined && !isStreamId(since)) {
       throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED);
     }
+    // A channel followed already changes nothing, even one a `refresh` has since
+    // stopped allowing (docs/protocol.md: channels already followed stay).
+    if (this.#followers.has(channel)) return;
     if (!channelAllowed(channel, this.#patterns())) {
       throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
     }
-    if (this.#followers.has(channel)) return;
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
       throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
     }

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { testToken } from '../harness/ws-client.js';
 import {
   connectWith, expectErrorFrame, expectPub, pubIds, publish, subscribe, waitTopics,
 } from './channel-fixture.js';
@@ -257,4 +258,18 @@ test('the same channel named twice by one connection is followed once', async ()
   const one = await publish(gw.client, 'dup', 1);
   const two = await publish(gw.client, 'dup', 2);
   assert.deepEqual(await pubIds(client, 2), [one, two]);
+});
+
+test('after a refresh whose patterns no longer allow a followed channel, a sub of it changes nothing: no error, still followed', async () => {
+  const client = await connectWith(gw, 'refreshed', ['kept.*']);
+  await subscribe(client, probe, P, 'kept.one');
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'refreshed', { channels: ['other.*'] }) });
+  client.send({ t: 'sub', channel: 'kept.one' });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' }, 'the refresh and the sub answer nothing');
+  const id = await publish(gw.client, 'kept.one', 'still here');
+  assert.deepEqual(await pubIds(client, 1), [id], 'the channel followed before the refresh stays followed');
+  // A channel the new patterns do not allow and that is not followed is refused.
+  client.send({ t: 'sub', channel: 'kept.two' });
+  await expectErrorFrame(client, 'FORBIDDEN');
 });
