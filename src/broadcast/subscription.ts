@@ -39,6 +39,8 @@ export interface FrameSink {
   send(frame: string | Buffer, t: FrameType): void;
   /** Writes the `bcast` frames of several entries, in order, together where the socket allows. */
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void;
+  /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
+  whenWritable(): Promise<void> | undefined;
 }
 
 /** The feed of one connection. */
@@ -115,7 +117,7 @@ export class BroadcastSubscription implements BroadcastTarget {
         this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: cursor, to: bounds.first ?? bounds.last }), 'gap');
       }
       return entries;
-    });
+    }, () => this.#sink.whenWritable());
   }
 }
 

@@ -26,22 +26,30 @@ function notAChannel(channel: string): PixiuError {
   return new PixiuError('INVALID_REQUEST', `not a channel name: ${JSON.stringify(channel.slice(0, 40))} (1-${MAX_CHANNEL_LENGTH} of A-Z a-z 0-9 _ : - in segments separated by .)`);
 }
 
+/** Where a connection's channels write: the connection. */
+export interface PubSink {
+  /** Writes one frame of type `t`. */
+  send(text: string, t: 'pub'): void;
+  /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
+  whenWritable(): Promise<void> | undefined;
+}
+
 /** The channels of one connection. */
 export class ConnectionChannels implements ChannelSubscriber {
   readonly #deps: ChannelDeps;
-  readonly #send: (text: string) => void;
+  readonly #sink: PubSink;
   readonly #followers = new Map<string, StreamFollower<ChannelEntry>>();
   /** The token's `channels` patterns, as they are now (a `refresh` may change them; channels already followed stay). */
   readonly #patterns: () => readonly string[];
 
   /**
    * @param patterns the JWT's `channels` claim as it is now (read at each `sub`: a `refresh` may change it)
-   * @param send writes one frame to the connection
+   * @param sink the connection: its frames, and its backpressure for catch-ups
    */
-  constructor(deps: ChannelDeps, patterns: () => readonly string[], send: (text: string) => void) {
+  constructor(deps: ChannelDeps, patterns: () => readonly string[], sink: PubSink) {
     this.#deps = deps;
     this.#patterns = patterns;
-    this.#send = send;
+    this.#sink = sink;
   }
 
   /** Channels followed. */
@@ -72,7 +80,7 @@ export class ConnectionChannels implements ChannelSubscriber {
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
       throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
     }
-    const follower = new StreamFollower<ChannelEntry>((e) => this.#send(e.frame));
+    const follower = new StreamFollower<ChannelEntry>((e) => this.#sink.send(e.frame, 'pub'));
     follower.hold();
     this.#followers.set(channel, follower);
     try {
@@ -103,7 +111,7 @@ export class ConnectionChannels implements ChannelSubscriber {
         follower.release();
         return;
       }
-      await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE));
+      await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE), () => this.#sink.whenWritable());
     } catch (err) {
       // A sub answered with an error follows nothing (a `since` Redis refused, a
       // history read that failed), so the client's retry — with `since` the last id it

@@ -65,6 +65,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #lastSeen = Date.now();
   /** Runs while delivery is paused by backpressure: paused exactly while set (backpressure.ts). */
   #pausedTimer: NodeJS.Timeout | undefined;
+  /** Catch-ups waiting for a pause to end ({@link whenWritable}); undefined: none (most connections). */
+  #drainWaiters: (() => void)[] | undefined;
   #badFrames = 0;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
@@ -102,7 +104,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** The connection's channels, made on the first `sub`/`unsub`; undefined when channels are not served. */
   #channelsOf(): ConnectionChannels | undefined {
     const deps = this.#deps.channels;
-    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, (text: string): void => this.send(text, 'pub'));
+    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this);
     return this.#channels;
   }
 
@@ -224,12 +226,31 @@ export class WsConnection implements DeliveryConnection, Ticking {
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 
+  /**
+   * For a catch-up that writes page after page (broadcasts from `last_bseq`, a channel's
+   * history from `since`): undefined while the socket takes more; while delivery is
+   * paused by backpressure, a promise that resolves when the pause ends (or the
+   * connection closes). Waiting on it between frames keeps a catch-up from filling the
+   * socket's queue past the hard cap (4009) on a client that reads at its pace.
+   */
+  whenWritable(): Promise<void> | undefined {
+    if (this.#closed || this.#pausedTimer === undefined) return undefined;
+    return new Promise((resolve) => (this.#drainWaiters ??= []).push(resolve));
+  }
+
+  #wakeDrainWaiters(): void {
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = undefined;
+    if (waiters !== undefined) for (const wake of waiters) wake();
+  }
+
   /** The socket drained: resume delivery once below half the high-water mark. */
   readonly #onWritten = (): void => {
     if (!drained(this.#ws.bufferedAmount, this.#pausedTimer !== undefined, this.#deps.config)) return;
     clearTimeout(this.#pausedTimer);
     this.#pausedTimer = undefined;
     this.#session?.drain(this.id);
+    this.#wakeDrainWaiters();
   };
 
   #onMessage(data: RawData, isBinary: boolean): void {
@@ -389,6 +410,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#closed = true;
     this.#deps.clock.delete(this);
     clearTimeout(this.#pausedTimer);
+    this.#wakeDrainWaiters();
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.

@@ -25,6 +25,13 @@ export interface StreamEntry {
 /** Reads entries after `afterId` (exclusive), oldest first; empty when none. */
 export type PageReader<E extends StreamEntry> = (afterId: string) => Promise<readonly E[]>;
 
+/**
+ * Asked after each entry a catch-up sends: undefined when the connection takes more
+ * now, else a promise that resolves when it does (its backpressure pause ended, or it
+ * closed). See WsConnection.whenWritable.
+ */
+export type WhenWritable = () => Promise<void> | undefined;
+
 /** Most live entries queued during one catch-up; past it the oldest are dropped. */
 export const MAX_CATCH_UP_QUEUE = 10_000;
 
@@ -84,8 +91,11 @@ export class StreamFollower<E extends StreamEntry> {
    * Sends what was appended after `afterId`, page by page, then switches to live.
    * A read that fails ends the catch-up early (at-most-once: what it could not read
    * is not sent) and rethrows after switching to live.
+   * @param whenWritable asked after each entry sent: the catch-up waits while the
+   *   connection is paused by backpressure (DESIGN.md §5), so a long catch-up goes at
+   *   the client's pace instead of queueing past the hard cap
    */
-  async catchUp(afterId: string, read: PageReader<E>): Promise<void> {
+  async catchUp(afterId: string, read: PageReader<E>, whenWritable?: WhenWritable): Promise<void> {
     this.#catchingUp = true;
     this.#checkOrder = true;
     this.#last = afterId;
@@ -93,7 +103,11 @@ export class StreamFollower<E extends StreamEntry> {
       for (;;) {
         const before: string = this.#last ?? afterId;
         const page = await read(before);
-        for (const entry of page) this.#forward(entry);
+        for (const entry of page) {
+          this.#forward(entry);
+          const paused = whenWritable?.();
+          if (paused !== undefined) await paused;
+        }
         // Empty, or nothing newer (a reader that is not exclusive): caught up.
         if (this.#last === before) break;
       }

@@ -70,6 +70,30 @@ test('catch-up then live: entries the catch-up sent are not sent again, nothing 
   assert.equal(follower.settled, true);
 });
 
+test('a catch-up waits while the connection is paused: it sends on only once whenWritable resolves', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  const stream = ids('2-0', '3-0', '4-0', '5-0');
+  // Paused after the second entry sent, until the test lets it go on.
+  let resume: () => void = () => undefined;
+  const resumed = new Promise<void>((resolve) => { resume = resolve; });
+  let paused = false;
+  const done = follower.catchUp('1-0', async (after) => stream.filter((e) => compareStreamIds(e.id, after) > 0), () => {
+    if (sent.length === 2 && !paused) {
+      paused = true;
+      return resumed;
+    }
+    return undefined;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  // Live entries meanwhile are queued behind the catch-up.
+  follower.offer({ id: '6-0' });
+  assert.deepEqual(sent, ['2-0', '3-0'], 'nothing more is sent while paused');
+  resume();
+  await done;
+  assert.deepEqual(sent, ['2-0', '3-0', '4-0', '5-0', '6-0']);
+});
+
 test('a catch-up read that fails switches to live and rethrows', async () => {
   const { follower, sent } = recording();
   follower.hold();

@@ -66,6 +66,7 @@ test('trimmed past the last entry sent between two catch-up pages: a gap from it
   const sink = {
     send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); },
     sendFrames: (entries: readonly { frame: Buffer }[]) => { for (const e of entries) frames.push(JSON.parse(e.frame.toString()) as { t: string }); },
+    whenWritable: () => undefined,
   };
   const sub = new BroadcastSubscription(new Set(), sink);
   await sub.resume(stream, first[9]);
@@ -88,6 +89,7 @@ test('a stream trimmed past last_bseq before the first page: one gap, then the r
   const sink = {
     send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); },
     sendFrames: () => undefined,
+    whenWritable: () => undefined,
   };
   await new BroadcastSubscription(new Set(), sink).resume(stream, ids[0]);
   assert.deepEqual(frames.map((f) => f.t), ['gap', 'bcast', 'bcast', 'bcast', 'bcast', 'bcast']);

@@ -1,0 +1,94 @@
+/**
+ * Catch-ups go at the client's pace (DESIGN.md §5 "Backpressure"): the broadcasts
+ * missed (`last_bseq`) — and a channel's history (`sub` with `since`), through the same
+ * StreamFollower (its wait is unit-tested in test/broadcast/stream-follower.test.ts;
+ * a channel's history, at most 100 × 64 KiB, fits in the kernel's buffers here) — are
+ * written frame after frame while the socket takes them, and wait while delivery is
+ * paused above the high-water mark: a client is never closed 4009 for the size of what
+ * it asked to catch up on (only when it stays paused past `PIXIU_PAUSED_TIMEOUT`).
+ * Here ~41 MiB of missed broadcasts against a 256 KiB hard cap: the client stops
+ * reading until the server's queue for it is past the high-water mark (polled on the
+ * server's end of the socket, seen in this process), then reads on, and gets every
+ * entry on an open connection. Real sockets, a private redis-server.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { waitUntil } from '../harness/checks.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import type { TestClient } from '../harness/ws-client.js';
+import { startGateway, type ConnectAs, type GatewayFixture } from './gateway-fixture.js';
+import { postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
+
+const KiB = 1024;
+const HIGH_WATER = 64 * KiB;
+/**
+ * Entries of ~60 KiB each: 700 of them are ~41 MiB, more than this machine's kernel
+ * buffers hold for a loopback socket whose reader has stopped (up to 32 MiB received
+ * and 4 MiB sent: sysctl net.ipv4.tcp_rmem / tcp_wmem), so the server queues the rest.
+ */
+const BIG = 'x'.repeat(60 * KiB);
+const COUNT = 700;
+
+const cleanup = cleanupList();
+let redis: RedisServer;
+let gw: GatewayFixture;
+/** The server's end of each upgraded socket, by the connecting `device`. */
+const sockets = new Map<string, Duplex>();
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  gw = await startGateway(cleanup, {
+    redisUrl: redis.url, storeDurability: 'relaxed',
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * KiB), pausedTimeoutMs: '60s', storeCacheBytes: '0',
+  });
+  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
+    if (device !== null) sockets.set(device, socket);
+  });
+});
+
+after(() => cleanup.run());
+
+/** Connects, reads the welcome and stops reading; answers the client and the server's end of its socket. */
+async function connectStalled(user: string, as: ConnectAs): Promise<{ client: TestClient; sock: Duplex }> {
+  const client = await gw.connect(user, { device: user, ...as });
+  assert.equal((await client.next()).t, 'welcome');
+  client.ws.pause();
+  const sock = sockets.get(user);
+  assert.ok(sock, `the server end of ${user}'s socket`);
+  return { client, sock };
+}
+
+/**
+ * Waits until the server holds more than the high-water mark for `sock` (the kernel's
+ * buffers are full and delivery is paused), then reads on: `COUNT` frames of type `t`,
+ * and a pong on the open connection.
+ * @returns each frame's `field`
+ */
+async function readOnceStalled(client: TestClient, sock: Duplex, t: string, field: string): Promise<unknown[]> {
+  // (Or the socket is gone: a catch-up written all at once passes the hard cap, 4009.)
+  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > HIGH_WATER || sock.destroyed, 10_000, 5);
+  client.ws.resume();
+  const got: unknown[] = [];
+  while (got.length < COUNT) {
+    const f = await client.next(20_000);
+    got.push(f.t === t ? f[field] : f);
+    if (f.t !== t) break;
+  }
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' }, 'the connection is open');
+  return got;
+}
+
+test(`${COUNT} missed broadcasts of 60 KiB against a 256 KiB hard cap: every one arrives, the connection stays open`, async () => {
+  const first = await postBroadcast(gw.client, { data: { first: true } });
+  const missed: Posted[] = [];
+  for (let i = 0; i < COUNT; i++) missed.push(await postBroadcast(gw.client, { data: { i, pad: BIG } }));
+  const { client, sock } = await connectStalled('returning', { params: { last_bseq: first.bseq } });
+  assert.deepEqual(await readOnceStalled(client, sock, 'bcast', 'bseq'), missed.map((p) => p.bseq));
+  await client.close();
+});
