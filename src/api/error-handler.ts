@@ -37,6 +37,12 @@ export function toHttpError(err: unknown): PixiuError {
   }
   const mapped = fe.code !== undefined ? FASTIFY_CODES[fe.code] : undefined;
   if (mapped) return new PixiuError(mapped.code, mapped.message ?? fe.message ?? mapped.code, { cause: err });
+  // Node's request 'aborted' error: the connection closed (or was closed on a
+  // malformed body, see clientErrorAnswerer) before the body had all arrived. A
+  // client's doing, whatever route it hit, not a server fault.
+  if (fe.code === 'ECONNRESET') {
+    return new PixiuError('INVALID_REQUEST', 'the connection closed before the request body arrived', { cause: err });
+  }
   if (err instanceof SyntaxError || (typeof fe.statusCode === 'number' && fe.statusCode === 400)) {
     return new PixiuError('INVALID_REQUEST', 'the body is not valid JSON', { cause: err });
   }
@@ -148,10 +154,13 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
     const text = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
       + 'Content-Type: application/json; charset=utf-8\r\n'
       + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
-    // A request whose body stopped arriving has its answer attached but not begun,
-    // and it never will be: that answer is the 408 itself.
+    // A request whose body stopped arriving, or broke off malformed (a chunk size that
+    // is not hex, chunk data not followed by CRLF), has its answer attached but not
+    // begun, and it never will be (its handler waits for the rest of the body, or for
+    // its end): this error is that answer.
     const current = socket._httpMessage;
-    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && current != null && !current.headersSent) socket.end(text);
+    const unanswered = current != null && !current.headersSent;
+    if (unanswered && (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || bodyPending(current.req))) socket.end(text);
     else endAfterAnswers(socket, text);
   };
 }

@@ -7,6 +7,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import secureJson from 'secure-json-parse';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 
@@ -57,11 +58,18 @@ export function installValidators(app: FastifyInstance): void {
     }
     const text = (body as Buffer).toString('utf8');
     parseJson(req, text, (err, value) => {
-      if (err !== null && isPlainJson(text)) {
-        done(invalid('keys named __proto__ or constructor.prototype are not accepted'), undefined);
-      } else {
-        done(err, value);
+      if (err === null) {
+        done(null, value);
+        return;
       }
+      const plain = parsePlainJson(text);
+      if (plain === NOT_JSON) {
+        done(err, undefined);
+        return;
+      }
+      const isolated = req.routeOptions.config.itemsFailAlone === true ? isolatePoisonedItems(plain) : undefined;
+      if (isolated !== undefined) done(null, isolated);
+      else done(invalid(POISONED_KEYS), undefined);
     });
   });
   // Any other content type (or none, with a body) is 415, unless the body is ignored
@@ -222,13 +230,71 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
 }
 
 /** True when `text` parses as JSON (only asked after the guarded parser refused it). */
-function isPlainJson(text: string): boolean {
+const NOT_JSON = Symbol('not JSON');
+
+/** `text` parsed by JSON.parse (own properties only: nothing merged, no prototype set), or {@link NOT_JSON}. */
+function parsePlainJson(text: string): unknown {
   try {
-    JSON.parse(text);
+    return JSON.parse(text) as unknown;
+  } catch {
+    return NOT_JSON;
+  }
+}
+
+/** The error of a body, or of a batch item, holding a key that could poison a prototype. */
+export const POISONED_KEYS = 'keys named __proto__ or constructor.prototype are not accepted';
+
+/**
+ * A route's `config` as the JSON parser reads it (typed the way fastify documents).
+ * `itemsFailAlone`: the body is `{messages: [...]}` whose items fail alone
+ * (`POST /v1/messages/batch`), so an item holding a `__proto__` or
+ * `constructor.prototype` key is replaced by a placeholder ({@link isPoisonedItem})
+ * instead of failing the whole body.
+ */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    itemsFailAlone?: boolean;
+  }
+}
+
+const poisonedItems = new WeakSet<object>();
+
+/**
+ * True when `item` is the placeholder of a batch item that held a `__proto__` or
+ * `constructor.prototype` key: the item fails alone with {@link POISONED_KEYS}.
+ */
+export function isPoisonedItem(item: unknown): boolean {
+  return typeof item === 'object' && item !== null && poisonedItems.has(item);
+}
+
+/** True when `value` holds no `__proto__` key and no `constructor` key holding `prototype` (secure-json-parse's scan). */
+function holdsNoPoison(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true;
+  try {
+    secureJson.scan(value, { protoAction: 'error', constructorAction: 'error' });
     return true;
   } catch {
     return false;
   }
+}
+
+/**
+ * `{messages: [...]}` (parsed with JSON.parse) with each item that holds a poisoned key
+ * replaced by a placeholder, or undefined when a poisoned key is outside the items.
+ */
+function isolatePoisonedItems(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || !Array.isArray((body as { messages?: unknown }).messages)) return undefined;
+  const record = body as { messages: unknown[] };
+  const items = record.messages;
+  record.messages = [];
+  if (!holdsNoPoison(record)) return undefined;
+  record.messages = items.map((item) => {
+    if (holdsNoPoison(item)) return item;
+    const placeholder = {};
+    poisonedItems.add(placeholder);
+    return placeholder;
+  });
+  return record;
 }
 
 /**

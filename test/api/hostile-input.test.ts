@@ -92,6 +92,21 @@ test('__proto__ and constructor.prototype keys are refused as such, not as inval
   expectError(await server.client.post('/v1/messages', '{"to":"poison","type":"x","data":'), 400, 'INVALID_REQUEST', /not valid JSON/);
   const fine = await server.client.post('/v1/messages', '{"to":"poison","type":"x","data":{"constructor":"c"}}');
   assert.equal(fine.status, 201, fine.text);
+
+  // In a batch the item holding one fails alone, like any invalid item; the others go through.
+  const batch = await server.client.post('/v1/messages/batch', '{"messages":[{"to":"poison","type":"x","data":"a"},'
+    + '{"to":"poison","type":"x","data":{"__proto__":{"admin":true}}},{"to":"poison","type":"x","data":[{"constructor":{"prototype":1}}]},'
+    + '{"to":"poison","type":"x","data":"b"}]}');
+  assert.equal(batch.status, 200, batch.text);
+  const results = (batch.body as { results: { status: number; error?: { code: string; message: string } }[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 400, 400, 201], batch.text);
+  assert.equal(results[1]?.error?.message, 'messages/1: keys named __proto__ or constructor.prototype are not accepted');
+  assert.equal(results[2]?.error?.message, 'messages/2: keys named __proto__ or constructor.prototype are not accepted');
+  const history = await server.client.get('/v1/users/poison/messages');
+  assert.deepEqual((history.body as { messages: { data: unknown }[] }).messages.map((m) => m.data), [{ constructor: 'c' }, 'a', 'b']);
+  // Outside the items, the whole body is refused.
+  expectError(await server.client.post('/v1/messages/batch', '{"__proto__":{},"messages":[{"to":"poison","type":"x","data":"c"}]}'),
+    400, 'INVALID_REQUEST', /^keys named __proto__ or constructor\.prototype are not accepted$/);
 });
 
 /** Writes `request` on a raw socket and reads until the server closes it. */
@@ -142,6 +157,40 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
   }
   // The server still answers.
   assert.equal((await server.client.get('/healthz')).status, 200);
+});
+
+test('a malformed chunked body is answered 400 INVALID_REQUEST at once and closed, on a POST and on a GET, and nothing is stored', async (t) => {
+  const server = await freshServer(t);
+  const errors = (): Promise<string> => server.client.get('/metrics').then((r) => r.text);
+  const internalBefore = /pixiu_http_errors_total\{code="INTERNAL"\} (\d+)/.exec(await errors())?.[1] ?? '0';
+  const auth = `Authorization: Bearer ${server.client.token}\r\n`;
+  const chunked = 'Transfer-Encoding: chunked\r\n';
+  const json = `Content-Type: application/json\r\n${chunked}`;
+  const body = '{"to":"poison","type":"x","data":1}';
+  const size = body.length.toString(16);
+  const cases: { name: string; request: string }[] = [
+    { name: 'a chunk size that is not hex', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\nZZ\r\n${body}\r\n0\r\n\r\n` },
+    { name: 'no CRLF after the chunk data', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size}\r\n${body}XX0\r\n\r\n` },
+    { name: 'a bad chunk extension', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size};\x01\r\n${body}\r\n0\r\n\r\n` },
+    { name: 'a GET with a bad chunk', request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${chunked}\r\nZZ\r\nabc\r\n0\r\n\r\n` },
+  ];
+  for (const c of cases) {
+    const started = performance.now();
+    // The request timeout (60 s here) would answer 408 if nothing answered first.
+    const text = await Promise.race([
+      rawExchange(server.service.url, c.request),
+      new Promise<string>((resolve) => setTimeout(resolve, 5000, 'no answer in 5 s').unref()),
+    ]);
+    assert.equal(text.match(/HTTP\/1\.1 /g)?.length, 1, `${c.name}: one answer, not ${text}`);
+    const { status, head, body: answer } = lastResponse(text);
+    assert.equal(status, 400, c.name);
+    assert.match(head, /\r\nconnection: close/i, c.name);
+    assert.equal((answer as { error: { code: string } }).error.code, 'INVALID_REQUEST', c.name);
+    assert.ok(performance.now() - started < 2000, `${c.name}: answered after ${Math.round(performance.now() - started)} ms`);
+  }
+  await assertNothingStored(server);
+  const internalAfter = /pixiu_http_errors_total\{code="INTERNAL"\} (\d+)/.exec(await errors())?.[1] ?? '0';
+  assert.equal(internalAfter, internalBefore, 'bad bytes from a client are not a server fault');
 });
 
 test('requests pipelined in one packet before bytes that are not a request are answered first, then the 400 closes', async (t) => {

@@ -32,3 +32,13 @@ test('one pattern has one wording: declaring it again with the same words is fin
   assert.throws(() => wordedPattern(pattern, 'xx, xy, yx or yy'), /declared twice with other words/);
   assert.equal(refusal(pattern, 'zz'), 'body/f must be two of x and y');
 });
+
+test('the user id rule refuses exactly what docs/api.md calls whitespace: JavaScript \\s, U+FEFF included, not format characters', () => {
+  const validate = compileBodySchema({ type: 'object', properties: { f: { type: 'string', pattern: USER_ID_PATTERN } } });
+  for (const space of [' ', '\t', '\u00a0', '\u2003', '\u3000', '\u2028', '\ufeff']) {
+    assert.equal(validate({ f: `a${space}b` }), false, `U+${space.codePointAt(0)?.toString(16)} is whitespace`);
+  }
+  for (const format of ['\u200b', '\u200d', '\u2060']) {
+    assert.equal(validate({ f: `a${format}b` }), true, `U+${format.codePointAt(0)?.toString(16)} is allowed`);
+  }
+});

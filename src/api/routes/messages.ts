@@ -13,7 +13,7 @@ import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
-import { compileBodySchema, describeErrors } from '../validation.js';
+import { compileBodySchema, describeErrors, isPoisonedItem, POISONED_KEYS } from '../validation.js';
 import { BatchBudget, claimKeysInOrder, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
@@ -135,6 +135,7 @@ function checkAddressing(body: { to?: unknown; room?: unknown }, where: string):
  */
 function checkItem(item: unknown, i: number): MessageBody | PixiuError {
   try {
+    if (isPoisonedItem(item)) throw invalid(`messages/${i}: ${POISONED_KEYS}`);
     if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
     checkAddressing(item as MessageBody, `messages/${i}`);
     checkDataDepth((item as MessageBody).data, `messages/${i}/data`);
@@ -180,6 +181,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.post<{ Body: { messages: unknown[] } }>('/v1/messages/batch', {
+    config: { itemsFailAlone: true },
     schema: {
       summary: 'Send up to 1,000 messages',
       operationId: 'sendBatch',
