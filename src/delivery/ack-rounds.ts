@@ -35,9 +35,17 @@ export class AckRounds {
     this.#timer ??= setTimeout(() => this.#round(), this.#intervalMs);
   }
 
-  /** Takes `session` out of the next round (it flushed on its own: last logout, shutdown). */
+  /**
+   * Takes `session` out of the next round (it flushed on its own: last logout,
+   * shutdown). A round left with nobody is not kept waiting: its timer, which would hold
+   * a stopping process for up to `intervalMs`, is cleared.
+   */
   delete(session: AckFlushable): void {
     this.#due.delete(session);
+    if (this.#due.size === 0 && this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
   }
 
   #round(): void {

@@ -16,6 +16,13 @@ export class Hub {
   readonly #ackRounds: AckRounds;
   /** conn id → its user, for kicks and lookups by id. */
   readonly #owners = new Map<string, string>();
+  /**
+   * Sessions whose user left this node while they held ack cursors unwritten (a write
+   * failed on Redis and waits for its retry): kept until written, so a reconnect here
+   * writes them before it reads the cursors ({@link flushAcks}) instead of resuming
+   * before what the device acked.
+   */
+  readonly #leaving = new Map<string, Set<UserSession>>();
 
   /**
    * @param ackFlushMs time between the node's rounds of ack-cursor writes, ms
@@ -73,7 +80,35 @@ export class Hub {
   detach(user: string, connId: string): void {
     this.#owners.delete(connId);
     const session = this.#sessions.get(user);
-    if (session?.logout(connId)) this.#sessions.delete(user);
+    if (session?.logout(connId)) {
+      this.#sessions.delete(user);
+      if (session.holdsAcks) this.#keepUntilAcksWritten(user, session);
+    }
+  }
+
+  /** Keeps `session` in {@link #leaving} until it holds no unwritten ack. */
+  #keepUntilAcksWritten(user: string, session: UserSession): void {
+    let kept = this.#leaving.get(user);
+    if (kept === undefined) {
+      kept = new Set();
+      this.#leaving.set(user, kept);
+    }
+    kept.add(session);
+    session.whenAcksWritten(() => {
+      kept.delete(session);
+      if (kept.size === 0 && this.#leaving.get(user) === kept) this.#leaving.delete(user);
+    });
+  }
+
+  /**
+   * Writes the ack cursors this node holds for `user` (its session's, and those of a
+   * session it left with acks unwritten), for a connection about to read the cursors.
+   * Never rejects: a write that fails is kept for its retry.
+   */
+  async flushAcks(user: string): Promise<void> {
+    const current = this.#sessions.get(user);
+    const held = [...this.#leaving.get(user) ?? [], ...(current === undefined ? [] : [current])];
+    await Promise.all(held.map((s) => s.flushAcks()));
   }
 
   /** An append for `user` happened: wake its session if it is here. */
@@ -90,6 +125,7 @@ export class Hub {
   async closeAll(code: number, reason: string): Promise<void> {
     const sessions = [...this.#sessions.values()];
     for (const s of sessions) for (const c of s.connections) c.close(code, reason);
-    await Promise.all(sessions.map((s) => s.flushAcks()));
+    const leaving = [...this.#leaving.values()].flatMap((kept) => [...kept]);
+    await Promise.all([...sessions, ...leaving].map((s) => s.flushAcks()));
   }
 }

@@ -68,6 +68,10 @@ export class UserSession {
   #ackRetryTimer: NodeJS.Timeout | undefined;
   /** The last ack write, chained. */
   #ackFlush: Promise<void> = Promise.resolve();
+  /** Ack writes started and not yet settled. */
+  #ackWrites = 0;
+  /** Called once no ack is held, in flight or waiting for a retry ({@link whenAcksWritten}). */
+  #onAcksWritten: (() => void) | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   /** Fetches failed in a row (for the retry back-off). */
   #failures = 0;
@@ -146,9 +150,38 @@ export class UserSession {
       const batch = this.#pendingAcks;
       this.#pendingAcks = new Map();
       // Chained: writes of one user stay in order, and a caller waits for all before it.
-      this.#ackFlush = this.#ackFlush.then(() => this.#writeAcks(batch));
+      this.#ackWrites += 1;
+      this.#ackFlush = this.#ackFlush.then(() => this.#writeAcks(batch)).finally(() => {
+        this.#ackWrites -= 1;
+        this.#checkAcksWritten();
+      });
     }
     return this.#ackFlush;
+  }
+
+  /**
+   * True while an ack cursor is held here unwritten: pending, being written, or kept
+   * for a retry after a failed write.
+   */
+  get holdsAcks(): boolean {
+    return this.#pendingAcks.size > 0 || this.#ackWrites > 0 || this.#ackRetryTimer !== undefined;
+  }
+
+  /**
+   * Calls `fn` once, when {@link holdsAcks} turns false (at once if it is). The hub
+   * keeps a session its user left while it holds acks, so a reconnect on this node
+   * can write them before reading the cursors (hub.ts `flushAcks`).
+   */
+  whenAcksWritten(fn: () => void): void {
+    this.#onAcksWritten = fn;
+    this.#checkAcksWritten();
+  }
+
+  #checkAcksWritten(): void {
+    if (this.#onAcksWritten === undefined || this.holdsAcks) return;
+    const fn = this.#onAcksWritten;
+    this.#onAcksWritten = undefined;
+    fn();
   }
 
   async #writeAcks(batch: ReadonlyMap<string, PendingAck>): Promise<void> {

@@ -226,7 +226,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         // closed and came straight back (or replaced its live connection) resumes after
         // its last ack, not after the last one written (cursors are written every
         // PIXIU_ACK_FLUSH_INTERVAL). flushAcks never rejects.
-        await deps.hub.session(claims.user)?.flushAcks();
+        await deps.hub.flushAcks(claims.user);
         const cursors = await deps.inbox.cursors(claims.user);
         // Own keys only: a device named `constructor` or `toString` has no cursor yet.
         const cursor = Object.hasOwn(cursors, q.device) ? cursors[q.device] : undefined;

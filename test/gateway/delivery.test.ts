@@ -10,6 +10,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
@@ -191,6 +192,34 @@ test('a device that acked and comes straight back resumes after its last ack, be
   const again = await server.connect('quick', { device: 'phone' });
   await welcome(again, 6, 5);
   assert.equal((await back.waitClose()).code, 4002);
+});
+
+test('acks whose write failed when the device left are written when it comes back to the node, before its cursor is read', async (t) => {
+  const steps = ownSteps(t);
+  const own = await RedisServer.start({ aof: true });
+  steps.after(() => own.destroy());
+  // Cursors are written every minute here, so the failed write's retry (the next round)
+  // cannot come first: only the reconnect can write the acks in time.
+  const { gw: server } = await startDelivery(steps, 'left', { redisUrl: own.url, ackFlushIntervalMs: '60000', redisCommandTimeoutMs: '300' });
+  const ids = await postMany(server.client, 'lea', 3);
+  const phone = await server.connect('lea', { device: 'phone' });
+  await welcome(phone, 1, 3);
+  await expectMsgs(phone, 1, 3, ids);
+  await expectPong(phone);
+  await own.stop();
+  try {
+    // The user's last logout writes its acks at once, and that write fails.
+    await phone.close();
+    await delay(200);
+  } finally {
+    await own.restart();
+  }
+  await waitUntil('the service reaches Redis again', async () => (await server.client.get('/readyz')).status === 200);
+  const back = await server.connect('lea', { device: 'phone' });
+  // Resumed after what the device acked, not from seq 1.
+  await welcome(back, 4, 3);
+  const next = await postOne(server.client, 'lea');
+  await expectMsgs(back, 4, 4, [...ids, next.id]);
 });
 
 test('an ack of where a from=latest or last_seq connection started is stored: a plain reconnect resumes after it', async () => {

@@ -62,3 +62,18 @@ test('a session that flushed on its own leaves the round', (t) => {
   t.mock.timers.tick(100);
   assert.deepEqual([a.flushes, b.flushes], [0, 1]);
 });
+
+test('a round every session left keeps no timer: a stopping process is not held for an interval, and the next session opens a new round', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const rounds = new AckRounds(100);
+  const [a, b] = [session(), session()];
+  rounds.add(a);
+  t.mock.timers.tick(60);
+  rounds.delete(a);
+  rounds.add(b);
+  t.mock.timers.tick(40);
+  assert.equal(b.flushes, 0, 'the emptied round was dropped, not run for b at 100 ms');
+  t.mock.timers.tick(60);
+  assert.equal(b.flushes, 1, 'b has a round of its own, one interval after it joined');
+  assert.equal(a.flushes, 0);
+});
