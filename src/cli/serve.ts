@@ -8,6 +8,7 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { loadSecrets } from '../auth/secrets.js';
+import { checkListenable } from '../service/listen-check.js';
 import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
@@ -36,8 +37,11 @@ export function serveCommand(): Command {
     if (oddOrigins.length > 0) {
       logger.warn({ origins: oddOrigins }, 'PIXIU_ALLOWED_ORIGINS entries that name no web origin (scheme://host[:port]): each allows only an Origin header equal to it (right for chrome-extension://…, a typo otherwise)');
     }
+    // A port in use or a host not this machine's stops the start before anything is
+    // generated (startService checks again, for its other callers).
+    await checkListenable(config.host, config.port);
     // Secrets are resolved (and generated on a first start) before anything else starts,
-    // and shown at once: a start that fails later (a port in use) must not swallow them.
+    // and shown at once: a start that fails later (Redis unreachable) must not swallow them.
     const secrets = await loadSecrets(config);
     for (const name of secrets.generated) {
       const file = path.join(secrets.dir, name);

@@ -43,8 +43,21 @@ export interface StoreDescription {
 export interface StoreLease {
   /** Base URL of the node's HTTP server (PIXIU_ADVERTISE_URL), e.g. `http://10.0.0.5:8080`. */
   readonly url: string;
-  /** The node id (src/cluster/node-registry.ts), for logs. */
+  /** The node id (src/cluster/node-registry.ts): new on every start. */
   readonly node: string;
+  /**
+   * The host name and process id of the node, to tell at start whether a lease left
+   * on this machine belongs to a process still alive (src/cluster/store-ownership.ts);
+   * absent in leases of older releases.
+   */
+  readonly host?: string;
+  readonly pid?: number;
+}
+
+/** A lease as it stands in Redis: its value and the ms left before it lapses. */
+export interface LeaseState {
+  readonly lease: StoreLease;
+  readonly ttlMs: number;
 }
 
 /** The answer of a claim or re-assertion. */
@@ -85,7 +98,13 @@ function parseLease(text: string | null): StoreLease | undefined {
   if (text === null) return undefined;
   try {
     const value = JSON.parse(text) as Partial<StoreLease> | null;
-    if (typeof value?.url === 'string' && typeof value.node === 'string') return { url: value.url, node: value.node };
+    if (typeof value?.url === 'string' && typeof value.node === 'string') {
+      return {
+        url: value.url, node: value.node,
+        ...(typeof value.host === 'string' ? { host: value.host } : {}),
+        ...(Number.isSafeInteger(value.pid) ? { pid: value.pid } : {}),
+      };
+    }
   } catch {
     // Not a lease: treated as none.
   }
@@ -159,11 +178,25 @@ export class PartitionClaims {
   }
 
   /**
-   * Writes `storeId`'s lease for `ttlMs`.
+   * `storeId`'s lease and the ms left before it lapses; undefined when it has none.
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
-  async renewLease(storeId: string, lease: StoreLease, ttlMs: number): Promise<void> {
-    await redisCall(() => this.#redis.set(this.#keys.storeLease(storeId), JSON.stringify(lease), 'PX', ttlMs));
+  async leaseState(storeId: string): Promise<LeaseState | undefined> {
+    const key = this.#keys.storeLease(storeId);
+    // Sent together (auto-pipelined); a lease renewed between the two reads only looks
+    // a little younger than it is.
+    const [text, ttlMs] = await redisCall(() => Promise.all([this.#redis.get(key), this.#redis.pttl(key)]));
+    const lease = parseLease(text);
+    return lease === undefined || ttlMs < 0 ? undefined : { lease, ttlMs };
+  }
+
+  /**
+   * Writes `storeId`'s lease for `ttlMs` (SET … PX … GET, Redis 6.2+).
+   * @returns the lease it replaced, if any
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async renewLease(storeId: string, lease: StoreLease, ttlMs: number): Promise<StoreLease | undefined> {
+    return parseLease(await redisCall(() => this.#redis.set(this.#keys.storeLease(storeId), JSON.stringify(lease), 'PX', ttlMs, 'GET')));
   }
 
   /** Drops `storeId`'s lease (shutdown), so readers stop trying its node at once. Never rejects. */

@@ -15,17 +15,80 @@
  *   again, and logs at error.
  * - {@link StoreOwnership.stop}, on shutdown: stops renewing and drops the lease, so
  *   readers learn at once that the store cannot be read now.
+ *
+ * One store, one running node: a copy of a data dir has the same store id and mints
+ * the same MsgIDs, so two copies running at once overwrite each other's messages
+ * (acknowledged messages lost, one user's content shown to another). A node refuses to
+ * start while another live node holds its store's lease ({@link awaitLeaseFree}), and
+ * a running node that finds its lease replaced by another node's suspends its writes
+ * until it is alone again.
  */
 import os from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError, outageFields } from '../errors.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
-import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
+import { claimRefusal, partitionSpan, type LeaseState, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 
 /** Lease renewal (and claim re-assertion) period, ms: the node registry's heartbeat. */
 export const LEASE_RENEW_MS = 5000;
 /** A lease not renewed for this long lapses, ms (three missed renewals). */
 export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
+/** How often a starting node looks again at a lease held by a node of another host, ms. */
+export const LEASE_WATCH_MS = 250;
+/** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
+const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
+
+/** True when process `pid` of this machine exists (signal 0: nothing is sent). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The start-up error for a store another live node serves. */
+function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
+  const where = [lease.host === undefined ? '' : `host ${lease.host}`, lease.pid === undefined ? '' : `pid ${lease.pid}`].filter(Boolean).join(', ');
+  return `the store in ${dir} (store ${storeId}) is already served by node ${lease.node} at ${lease.url}${where === '' ? '' : ` (${where})`}: `
+    + 'another copy of this data dir is running. Two nodes serving one store mint the same message ids and lose messages. '
+    + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
+}
+
+/**
+ * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
+ * node). No lease: at once. A lease of a process of this machine: at once when that
+ * process is gone (a crash left it), refused when it is alive. A lease from another
+ * host (or an older release): watched every {@link LEASE_WATCH_MS} until it lapses
+ * (its node is gone; up to {@link LEASE_TTL_MS}), refused as soon as it is renewed
+ * (its node is alive).
+ * @throws StartupError when another live node holds the lease
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, dir: string, logger: Logger): Promise<void> {
+  let held: LeaseState | undefined = await claims.leaseState(storeId);
+  if (held === undefined) return;
+  const first = held.lease;
+  if (first.host === os.hostname() && first.pid !== undefined) {
+    if (processAlive(first.pid)) throw new StartupError(servedElsewhere(dir, storeId, first));
+    return;
+  }
+  logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
+    `store lease held by another node: waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s to see whether it is alive`);
+  const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
+  while (performance.now() < deadline) {
+    await delay(LEASE_WATCH_MS);
+    const now: LeaseState | undefined = await claims.leaseState(storeId);
+    if (now === undefined) return;
+    // Renewed (its time left grew) or taken by yet another node: someone serves it.
+    if (now.lease.node !== first.node || now.ttlMs > held.ttlMs) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
+    held = now;
+  }
+  // Never renewed, yet still there (written with a longer TTL by something else): nobody serves it.
+}
 
 /**
  * The URL other nodes reach a node at when PIXIU_ADVERTISE_URL is unset:
@@ -60,6 +123,7 @@ export class StoreOwnership {
   readonly #description: StoreDescription;
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
+  /** Why writes are suspended (the claim lost, or another node's lease found), if they are. */
   #conflict: string | undefined;
   #renewNow: (() => void) | undefined;
 
@@ -85,6 +149,7 @@ export class StoreOwnership {
     const answer = await opts.claims.claim(layout.storeId, opts.partitions, layout.partitionBase, description);
     if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));
     const pinned = await pinPartitionBase(opts.dir, layout, answer.base);
+    await awaitLeaseFree(opts.claims, pinned.storeId, opts.dir, opts.logger);
     opts.logger.info({ store: pinned.storeId, partitions: partitionSpan(answer.base, opts.partitions) }, 'store partitions claimed');
     return new StoreOwnership(opts, pinned.storeId, answer.base, description);
   }
@@ -92,23 +157,36 @@ export class StoreOwnership {
   /**
    * Writes the lease now, then renews it and re-asserts the claim every
    * {@link LEASE_RENEW_MS}. A failed renewal logs and is tried again next time.
-   * @param lease where this node is read
-   * @param onConflict called with a reason when another store holds the block (writes
-   *   must stop), and with undefined when the block is this store's again
+   * @param where where this node is read (its host name and pid are added)
+   * @param onConflict called with a reason when another store holds the block, or
+   *   another node this store's lease (writes must stop), and with undefined once
+   *   neither holds
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
-  async advertise(lease: StoreLease, onConflict: (reason: string | undefined) => void): Promise<void> {
+  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void): Promise<void> {
     const { claims, logger } = this.#opts;
+    const lease: StoreLease = { ...where, host: this.#description.host, pid: process.pid };
+    let written = false;
+    const report = (conflict: string | undefined): void => {
+      if (conflict === this.#conflict) return;
+      if (conflict !== undefined) logger.error({ store: this.storeId, reason: conflict }, 'store partitions not this node\'s alone: writes suspended');
+      else logger.warn({ store: this.storeId }, 'store partitions this node\'s alone again: writes resumed');
+      this.#conflict = conflict;
+      onConflict(conflict === undefined ? undefined : `message store writes are suspended: ${conflict}`);
+    };
     const renew = async (): Promise<void> => {
       const answer = await claims.claim(this.storeId, this.partitions, this.partitionBase, this.#description);
-      const conflict = answer.kind === 'held' ? undefined : claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer);
-      if (conflict !== this.#conflict) {
-        if (conflict !== undefined) logger.error({ store: this.storeId, reason: conflict }, 'store partition claim lost: writes suspended');
-        else logger.warn({ store: this.storeId }, 'store partition claim held again: writes resumed');
-        this.#conflict = conflict;
-        onConflict(conflict === undefined ? undefined : `message store writes are suspended: ${conflict}`);
+      if (answer.kind !== 'held') {
+        report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
+        await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
+        return;
       }
-      await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
+      const replaced = await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
+      // The first write may replace the lease of a process that died (awaitLeaseFree
+      // let it); later ones find this node's own lease, or none (lapsed, FLUSHALL).
+      const other = written && replaced !== undefined && replaced.node !== lease.node ? replaced : undefined;
+      written = true;
+      report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
     };
     await renew();
     logger.info({ store: this.storeId, url: lease.url }, 'store lease held');

@@ -6,7 +6,8 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
@@ -17,7 +18,7 @@ import { Keys } from '../../src/redis/keys.js';
 import {
   PartitionClaims, claimRefusal, parseClaimReply, partitionSpan, type ClaimAnswer, type StoreDescription,
 } from '../../src/cluster/partition-claims.js';
-import { StoreOwnership, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
+import { LEASE_TTL_MS, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
@@ -155,6 +156,54 @@ test('a data dir whose block is held by another store is refused at start, namin
     return true;
   });
   assert.equal(mine.partitionBase, 0);
+});
+
+test('a node does not start on a store another live node serves (a copied data dir); a lease a dead process left does not stop it', async (t) => {
+  const { claims } = freshClaims();
+  const dir = await storeDir(t);
+  const original = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  await original.advertise({ url: 'http://127.0.0.1:18001', node: 'node-a' }, () => undefined);
+  t.after(() => original.stop());
+  // A copy of the data dir: the same LAYOUT, so the same store id and block.
+  const copy = await storeDir(t);
+  await mkdir(copy, { recursive: true });
+  await copyFile(path.join(dir, 'LAYOUT'), path.join(copy, 'LAYOUT'));
+  await assert.rejects(StoreOwnership.claim({ claims, dir: copy, partitions: 4, logger }), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, new RegExp(`\\(store ${original.storeId}\\) is already served by node node-a at http://127\\.0\\.0\\.1:18001 \\(host ${os.hostname()}, pid ${process.pid}\\)`));
+    assert.match(err.message, /another copy of this data dir is running/);
+    return true;
+  });
+  // Once the original has stopped, the copy may serve the store (it was moved).
+  await original.stop();
+  const moved = await StoreOwnership.claim({ claims, dir: copy, partitions: 4, logger });
+  assert.equal(moved.storeId, original.storeId);
+
+  // A lease a crashed process of this machine left: taken at once.
+  const dead = spawnSync(process.execPath, ['-e', '']).pid;
+  await claims.renewLease(moved.storeId, { url: 'http://127.0.0.1:18002', node: 'node-crashed', host: os.hostname(), pid: dead }, LEASE_TTL_MS);
+  const started = performance.now();
+  await awaitLeaseFree(claims, moved.storeId, copy, logger);
+  assert.ok(performance.now() - started < 1000, 'no wait for a dead process');
+});
+
+test('a lease from another host is watched: refused as soon as it is renewed, taken once it lapses', async () => {
+  const { claims } = freshClaims();
+  const remote = { url: 'http://10.0.0.9:8080', node: 'node-far', host: 'far-away', pid: 1 };
+  await claims.renewLease('s-far', remote, 600);
+  const started = performance.now();
+  await awaitLeaseFree(claims, 's-far', '/data/far/xiu', logger);
+  const waited = performance.now() - started;
+  assert.ok(waited >= 300 && waited < 3000, `waited until it lapsed: ${Math.round(waited)} ms`);
+
+  await claims.renewLease('s-far', remote, 2000);
+  const renewing = setInterval(() => void claims.renewLease('s-far', remote, 2000), 100);
+  try {
+    await assert.rejects(awaitLeaseFree(claims, 's-far', '/data/far/xiu', logger),
+      (err: unknown) => err instanceof StartupError && /already served by node node-far at http:\/\/10\.0\.0\.9:8080 \(host far-away, pid 1\)/.test(err.message));
+  } finally {
+    clearInterval(renewing);
+  }
 });
 
 test('a store written before partition bases keeps base 0 and gets a store id; a half-claimed one claims on the next start', async (t) => {

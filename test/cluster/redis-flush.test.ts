@@ -1,11 +1,13 @@
 /**
  * A node's claim and lease outlive a FLUSHALL (DESIGN.md §9;
  * src/cluster/store-ownership.ts): its heartbeat writes them back. If another store
- * took the block in between, the node stops minting ids (503) until the block is its
- * own again. Bounded waits: the heartbeat is the only event (every 5 s).
+ * took the block in between, or another node wrote this store's lease (a copy of its
+ * data dir running), the node stops minting ids (503) until it is alone again.
+ * Bounded waits: the heartbeat is the only event (every 5 s).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
 import { LEASE_RENEW_MS } from '../../src/cluster/store-ownership.js';
@@ -58,4 +60,34 @@ test('when another store took the block meanwhile, puts are refused until the bl
   await direct.hdel(keys.storePartitions(), '3');
   await waitUntil('puts taken again', async () =>
     (await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 2 })).status === 201, HEARTBEATS, 100);
+});
+
+test('when another node writes this store\'s lease (a copy of the data dir running), puts are refused until it is gone', { timeout: 60_000 }, async () => {
+  const claims = await direct.hgetall(keys.storePartitions());
+  const storeId = claims['0'];
+  assert.ok(storeId !== undefined, JSON.stringify(claims));
+  const copy = JSON.stringify({ url: 'http://127.0.0.1:18999', node: 'node-copy', host: 'elsewhere', pid: 4242 });
+  // The copy renews its lease as a live node does (more often, to win every round here).
+  const renewCopy = (): Promise<unknown> => direct.set(keys.storeLease(storeId), copy, 'PX', 15_000);
+  await renewCopy();
+  const renewing = setInterval(() => void renewCopy(), 500);
+  const refused = (answer: Parameters<typeof expectError>[0]): string =>
+    expectError(answer, 503, 'UNAVAILABLE', /writes are suspended: .*already served by node node-copy at http:\/\/127\.0\.0\.1:18999/);
+  try {
+    await waitUntil('puts refused', async () => {
+      const answer = await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 3 });
+      if (answer.status === 201) return false;
+      refused(answer);
+      return true;
+    }, HEARTBEATS, 100);
+    // Still refused after the node's next renewal: the copy is still there.
+    await delay(LEASE_RENEW_MS + 500);
+    refused(await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 3 }));
+  } finally {
+    clearInterval(renewing);
+  }
+  // The copy stopped: its lease is gone (it drops it), and the node is alone again.
+  await direct.del(keys.storeLease(storeId));
+  await waitUntil('puts taken again', async () =>
+    (await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 4 })).status === 201, HEARTBEATS, 100);
 });

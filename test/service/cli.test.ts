@@ -45,17 +45,25 @@ test('pixiu token and pixiu connect never generate a secret: with none in the da
   assert.deepEqual(await readdir(dataDir), [], 'nothing was created');
 });
 
-test('pixiu serve shows generated secrets even when the start fails afterwards (port in use)', async (t) => {
+test('pixiu serve shows generated secrets even when the start fails afterwards (Redis unreachable); a port in use stops it before any is generated', async (t) => {
+  const dataDir = await tempDataDir(t);
+  const run = await runCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_REDIS_URL: 'redis://127.0.0.1:1' });
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /cannot reach Redis/);
+  const apiToken = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
+  const jwtSecret = (await readFile(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8')).trim();
+  assert.ok(run.stderr.includes(apiToken) && run.stderr.includes(jwtSecret), run.stderr);
+
   const blocker = net.createServer();
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
   t.after(() => blocker.close());
   const port = (blocker.address() as net.AddressInfo).port;
-  const dataDir = await tempDataDir(t);
-  const run = await runCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: String(port), PIXIU_REDIS_URL: 'redis://127.0.0.1:1' });
-  assert.equal(run.code, 1);
-  const apiToken = (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim();
-  const jwtSecret = (await readFile(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8')).trim();
-  assert.ok(run.stderr.includes(apiToken) && run.stderr.includes(jwtSecret), run.stderr);
+  const blockedDir = await tempDataDir(t);
+  const blocked = await runCli(['serve'], { PIXIU_DATA_DIR: blockedDir, PIXIU_PORT: String(port), PIXIU_REDIS_URL: 'redis://127.0.0.1:1' });
+  assert.equal(blocked.code, 1);
+  assert.match(blocked.stderr, /EADDRINUSE/);
+  assert.doesNotMatch(blocked.stderr, /generated/, 'no secret shown next to the failure');
+  assert.deepEqual(await readdir(blockedDir), [], 'nothing generated');
 });
 
 test('pixiu token with a bad user id or --ttl exits 1 with a clear message', async (t) => {
