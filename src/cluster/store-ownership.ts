@@ -60,11 +60,12 @@ function servedElsewhere(dir: string, storeId: string, lease: StoreLease): strin
 
 /**
  * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
- * node). No lease: at once. A lease of a process of this machine: at once when that
- * process is gone (a crash left it), refused when it is alive. A lease from another
- * host (or an older release): watched every {@link LEASE_WATCH_MS} until it lapses
- * (its node is gone; up to {@link LEASE_TTL_MS}), refused as soon as it is renewed
- * (its node is alive).
+ * node). No lease: at once. A lease of a process of this machine that is gone (a crash
+ * left it): at once. Any other (a live pid of this machine, which may also be a reused
+ * one — a container restarted after a crash runs under the pid it had —, another host,
+ * an older release): watched every {@link LEASE_WATCH_MS} until it lapses (its node is
+ * gone; up to {@link LEASE_TTL_MS}), refused as soon as it is renewed (its node is
+ * alive, and renews every {@link LEASE_RENEW_MS}).
  * @throws StartupError when another live node holds the lease
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
@@ -72,10 +73,7 @@ export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, d
   let held: LeaseState | undefined = await claims.leaseState(storeId);
   if (held === undefined) return;
   const first = held.lease;
-  if (first.host === os.hostname() && first.pid !== undefined) {
-    if (processAlive(first.pid)) throw new StartupError(servedElsewhere(dir, storeId, first));
-    return;
-  }
+  if (first.host === os.hostname() && first.pid !== undefined && first.pid !== process.pid && !processAlive(first.pid)) return;
   logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
     `store lease held by another node: waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s to see whether it is alive`);
   const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
