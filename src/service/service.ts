@@ -16,6 +16,7 @@ import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
+import { warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
@@ -96,6 +97,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     }
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect())]);
+    if (local === undefined) await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
 
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
     // in Redis before the store mints any id, and the secret nodes read each other with.

@@ -7,7 +7,6 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { installErrorHandlers } from '../../src/api/error-handler.js';
@@ -16,20 +15,7 @@ import { startService } from '../../src/service/service.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
 import { expectError, waitUntil } from '../harness/checks.js';
-
-type LogLine = Record<string, unknown> & { level: number; msg?: string };
-
-/** A logger whose JSON lines are kept in `lines`. */
-function capturingLogger(): { logger: Logger; lines: LogLine[] } {
-  const lines: LogLine[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done): void {
-      for (const text of chunk.toString('utf8').split('\n')) if (text.trim() !== '') lines.push(JSON.parse(text) as LogLine);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, sink), lines };
-}
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 
 let redis: RedisServer;
 let client: PixiuClient;

@@ -1,0 +1,50 @@
+/**
+ * A start-up look at how the Redis Pixiu was given keeps its data (DESIGN.md §4: "Redis
+ * must be configured to persist (AOF) wherever messages must survive a Redis
+ * restart"). Inboxes live only in Redis: on a Redis that does not persist, a restart
+ * loses every inbox entry, and a message acknowledged with 201 never reaches a
+ * recipient who was offline (its content stays in the store, unreachable). Pixiu runs
+ * anyway (a cache-only test setup is legitimate) but says so at warn, once.
+ *
+ * Read with `CONFIG GET`; a managed Redis that refuses or renames CONFIG is not
+ * second-guessed (logged at debug). The embedded `redis-server` runs with AOF on
+ * (storage/redis.conf), so it never warns.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+
+/** How a Redis persists, as `CONFIG GET appendonly` and `save` say. */
+export type Persistence = 'aof' | 'snapshots' | 'none';
+
+/**
+ * Reads the persistence of `redis`: `aof` (appendonly yes), `snapshots` (RDB `save`
+ * rules only: what was written since the last snapshot is lost on a restart), `none`.
+ * @returns undefined when CONFIG cannot be used (refused, renamed, or Redis failed)
+ */
+export async function readPersistence(redis: Redis): Promise<Persistence | undefined> {
+  try {
+    const [appendonly, save] = await Promise.all([redis.config('GET', 'appendonly'), redis.config('GET', 'save')]) as [string[], string[]];
+    if (appendonly[1] === 'yes') return 'aof';
+    if (appendonly[1] !== 'no') return undefined;
+    return (save[1] ?? '').trim() === '' ? 'none' : 'snapshots';
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Logs at warn when `redis` does not persist with AOF; nothing when it does.
+ * @param url the Redis URL as logged (password removed)
+ * @returns what was found (undefined: CONFIG could not be used)
+ */
+export async function warnUnlessPersistent(redis: Redis, url: string, logger: Logger): Promise<Persistence | undefined> {
+  const persistence = await readPersistence(redis);
+  if (persistence === undefined) {
+    logger.debug({ redis: url }, 'cannot read how Redis persists (CONFIG GET refused): make sure it runs with appendonly yes');
+  } else if (persistence === 'none') {
+    logger.warn({ redis: url, appendonly: 'no', save: '' }, 'Redis does not persist (appendonly no, no save rules): a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
+  } else if (persistence === 'snapshots') {
+    logger.warn({ redis: url, appendonly: 'no' }, 'Redis persists by snapshots only (appendonly no): a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
+  }
+  return persistence;
+}

@@ -1,0 +1,53 @@
+/**
+ * The start-up look at how the given Redis persists (src/redis/persistence-check.ts,
+ * DESIGN.md §4): a Redis without AOF is named in a warning — a restart of it loses
+ * inboxes, acknowledged messages included — and one with AOF is not. Real
+ * redis-servers, their settings changed with CONFIG SET.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { loadConfig } from '../../src/config/config.js';
+import { createRedis } from '../../src/redis/client.js';
+import { readPersistence } from '../../src/redis/persistence-check.js';
+import { startService } from '../../src/service/service.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+let server: RedisServer;
+let admin: Redis;
+const files = cleanupList();
+
+before(async () => {
+  server = await RedisServer.start({ aof: false });
+  files.after(() => server.destroy());
+  admin = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  files.after(() => admin.quit());
+});
+
+after(() => files.run());
+
+test('readPersistence tells AOF, snapshots only and nothing apart', async () => {
+  await admin.config('SET', 'appendonly', 'no');
+  await admin.config('SET', 'save', '');
+  assert.equal(await readPersistence(admin), 'none');
+  await admin.config('SET', 'save', '3600 1');
+  assert.equal(await readPersistence(admin), 'snapshots');
+  await admin.config('SET', 'appendonly', 'yes');
+  assert.equal(await readPersistence(admin), 'aof');
+});
+
+test('a service started on a Redis without AOF warns once, naming the risk; on one with AOF it does not', async (t) => {
+  for (const [appendonly, warned] of [['no', true], ['yes', false]] as const) {
+    await admin.config('SET', 'appendonly', appendonly);
+    await admin.config('SET', 'save', '');
+    const { logger, lines } = capturingLogger();
+    const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `persist-${appendonly}:`, storeDurability: 'relaxed' });
+    const service = await startService(config, logger);
+    await service.close();
+    const warnings = lines.filter((l) => l.level === 40 && /Redis does not persist/.test(l.msg ?? ''));
+    assert.equal(warnings.length, warned ? 1 : 0, `appendonly ${appendonly}: ${JSON.stringify(warnings)}`);
+    if (warned) assert.match(warnings[0]?.msg ?? '', /a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes/);
+  }
+});
