@@ -111,8 +111,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     }
     done();
   });
-  installErrorHandlers(app, (err) => {
+  installErrorHandlers(app, (err, req) => {
     deps.metrics.httpErrors.inc({ code: err.code });
+    const ingestRoute = req.routeOptions.config.ingestRoute;
+    if (ingestRoute === 'message') deps.metrics.countIngest(ingestRoute, err.code);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
   });

@@ -7,6 +7,17 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** The ingest routes, as the `route` label names them. */
 export type IngestRoute = 'message' | 'batch';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The ingest route a route is, for `pixiu_ingest_messages_total`: on
+     * `POST /v1/messages` a refused request is one refused message, whatever refused it
+     * (its JSON, its schema, its token, or ingest), so the error handler counts it.
+     */
+    ingestRoute?: IngestRoute;
+  }
+}
+
 /**
  * Label sets of the ingest metrics, built once: prom-client validates and hashes the
  * labels of every call, and these calls run once per request or message.

@@ -41,6 +41,10 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.equal((await client.post('/v1/messages', { ...message, client_msg_id: 'm' })).status, 201);
   assert.equal((await client.post('/v1/messages', { ...message, client_msg_id: 'm' })).status, 200);
   assert.equal((await client.post('/v1/messages', { ...message, data: 'x'.repeat(70_000) })).status, 413);
+  // Refused before the handler ran (schema, JSON, token): counted all the same, by code.
+  assert.equal((await client.post('/v1/messages', { ...message, to: 'a b' })).status, 400);
+  assert.equal((await client.post('/v1/messages', '{"to":')).status, 400);
+  assert.equal((await client.post('/v1/messages', message, { headers: { authorization: 'Bearer wrong' } })).status, 401);
   assert.equal((await client.post('/v1/messages/batch', { messages: [message, { room: 'r', type: 't', data: 1 }] })).status, 200);
 
   const answer = await client.get('/metrics', { headers: { authorization: '' } });
@@ -52,6 +56,8 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.equal(ingest('message', 'created'), 4);
   assert.equal(ingest('message', 'duplicate'), 1);
   assert.equal(ingest('message', 'PAYLOAD_TOO_LARGE'), 1);
+  assert.equal(ingest('message', 'INVALID_REQUEST'), 2);
+  assert.equal(ingest('message', 'UNAUTHORIZED'), 1);
   assert.equal(ingest('batch', 'created'), 1);
   assert.equal(ingest('batch', 'NOT_FOUND'), 1);
   assert.equal(sample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 6);

@@ -151,6 +151,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const budget = new BatchBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
 
   app.post<{ Body: MessageBody }>('/v1/messages', {
+    // Its errors are counted by the error handler (app.ts), refused before this handler or in it.
+    config: { ingestRoute: 'message' },
     schema: {
       summary: 'Send a message to users, or to a room',
       operationId: 'sendMessage',
@@ -172,9 +174,6 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
       metrics.countIngest('message', result.duplicate ? 'duplicate' : 'created');
       return reply.code(result.duplicate ? 200 : 201).send(result);
-    } catch (err) {
-      metrics.countIngest('message', toHttpError(err).code);
-      throw err;
     } finally {
       metrics.observeIngest('message', started);
     }
