@@ -35,6 +35,8 @@ export const ERRORS = Object.freeze({
   PAYLOAD_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', status: 413, closeCode: 1009, retryable: false },
   /** A `client_msg_id` sent again with another message than the one first stored under it. */
   CONFLICT: { code: 'CONFLICT', status: 409, retryable: false },
+  /** An `Expect` header asking for something other than `100-continue` (RFC 9110 §10.1.1). */
+  EXPECTATION_FAILED: { code: 'EXPECTATION_FAILED', status: 417, retryable: false },
   /** A request body in a media type other than `application/json`. */
   UNSUPPORTED_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', status: 415, retryable: false },
   /** The request line and headers together are over Node's limit (16 KiB by default). */

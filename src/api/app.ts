@@ -9,7 +9,7 @@ import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
-import { answerFrameworkError, clientErrorAnswerer, installErrorHandlers } from './error-handler.js';
+import { answerFrameworkError, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -63,6 +63,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);
+  // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
+  app.server.on('checkExpectation', expectationAnswerer((err) => deps.metrics.httpErrors.inc({ code: err.code })));
   // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
   // stops listening), the answers of the requests still in flight end their
   // connections. Node closes only the connections idle when the server closes; a

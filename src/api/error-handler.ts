@@ -166,6 +166,26 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
 }
 
 /**
+ * For the HTTP server's 'checkExpectation' event: a request whose `Expect` header is not
+ * `100-continue`, the only expectation HTTP defines (RFC 9110 §10.1.1), is answered 417
+ * EXPECTATION_FAILED with the catalogue's body and the connection closed (its body, if
+ * it has one, is not read). Without a listener Node answers a bare 417, no body; with
+ * one, Node hands the request here instead of to fastify.
+ * https://nodejs.org/api/http.html#event-checkexpectation
+ * @param onError called with the error (metrics)
+ */
+export function expectationAnswerer(onError?: (err: PixiuError) => void): (req: IncomingMessage, res: ServerResponse) => void {
+  return (_req, res) => {
+    const err = new PixiuError('EXPECTATION_FAILED', 'the Expect header asks for something other than 100-continue, '
+      + 'the only expectation HTTP defines (RFC 9110 §10.1.1); send the request without it');
+    onError?.(err);
+    const body = JSON.stringify(err.toBody());
+    res.writeHead(err.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  };
+}
+
+/**
  * A socket as Node's HTTP server keeps it: `_httpMessage`, Node's own (undocumented,
  * long-standing) link to the response it is writing, if any. Also what the upgrade
  * guard reads (src/gateway/upgrade-guard.ts).
