@@ -22,12 +22,15 @@ export const PARTITION_SPACE = 256;
 /** The claim script; its header documents KEYS, ARGV and reply. */
 export const CLAIM_SCRIPTS = {
   claim: { command: 'pxPartitionClaimV1', file: new URL('./lua/partition-claim-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  releaseLease: { command: 'pxLeaseReleaseV1', file: new URL('./lua/lease-release-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `partition-claim-2.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
     pxPartitionClaimV1(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
+    /** `lease-release-1.lua`: KEYS lease; ARGV the lease value this node wrote. */
+    pxLeaseReleaseV1(lease: string, value: string): Result<number, Context>;
   }
 }
 
@@ -190,17 +193,27 @@ export class PartitionClaims {
     return lease === undefined || ttlMs < 0 ? undefined : { lease, ttlMs };
   }
 
+  /** The text a lease is stored as: what {@link renewLease} writes and {@link releaseLease} compares. */
+  static leaseText(lease: StoreLease): string {
+    return JSON.stringify(lease);
+  }
+
   /**
    * Writes `storeId`'s lease for `ttlMs` (SET … PX … GET, Redis 6.2+).
    * @returns the lease it replaced, if any
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async renewLease(storeId: string, lease: StoreLease, ttlMs: number): Promise<StoreLease | undefined> {
-    return parseLease(await redisCall(() => this.#redis.set(this.#keys.storeLease(storeId), JSON.stringify(lease), 'PX', ttlMs, 'GET')));
+    return parseLease(await redisCall(() => this.#redis.set(this.#keys.storeLease(storeId), PartitionClaims.leaseText(lease), 'PX', ttlMs, 'GET')));
   }
 
-  /** Drops `storeId`'s lease (shutdown), so readers stop trying its node at once. Never rejects. */
-  async releaseLease(storeId: string): Promise<void> {
-    await redisCall(() => this.#redis.del(this.#keys.storeLease(storeId))).catch(() => undefined);
+  /**
+   * Drops `storeId`'s lease (shutdown), so readers stop trying its node at once; with
+   * `mine`, only while the lease is that one (`lua/lease-release-1.lua`: another node's
+   * lease is left in place). Never rejects.
+   */
+  async releaseLease(storeId: string, mine?: StoreLease): Promise<void> {
+    const key = this.#keys.storeLease(storeId);
+    await redisCall(() => (mine === undefined ? this.#redis.del(key) : this.#redis.pxLeaseReleaseV1(key, PartitionClaims.leaseText(mine)))).catch(() => undefined);
   }
 }

@@ -124,6 +124,8 @@ export class StoreOwnership {
   /** Why writes are suspended (the claim lost, or another node's lease found), if they are. */
   #conflict: string | undefined;
   #renewNow: (() => void) | undefined;
+  /** The lease this node writes, once {@link advertise} has run. */
+  #lease: StoreLease | undefined;
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription) {
     this.#opts = opts;
@@ -164,6 +166,7 @@ export class StoreOwnership {
   async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void): Promise<void> {
     const { claims, logger } = this.#opts;
     const lease: StoreLease = { ...where, host: this.#description.host, pid: process.pid };
+    this.#lease = lease;
     let written = false;
     const report = (conflict: string | undefined): void => {
       if (conflict === this.#conflict) return;
@@ -206,12 +209,14 @@ export class StoreOwnership {
     this.#renewNow?.();
   }
 
-  /** Stops renewing and drops the lease. Idempotent; never rejects. */
+  /** Stops renewing and drops this node's lease, if it is still in place. Idempotent; never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#renewNow = undefined;
     await this.#renewing;
-    await this.#opts.claims.releaseLease(this.storeId);
+    // Only this node's own lease (none before advertise): a copy's, found in its place,
+    // stays for the copy.
+    if (this.#lease !== undefined) await this.#opts.claims.releaseLease(this.storeId, this.#lease);
   }
 }

@@ -111,6 +111,16 @@ test('leases are written with a TTL, read back, and dropped', async () => {
   assert.ok(ttl > 10_000 && ttl <= 15_000, String(ttl));
   await claims.releaseLease('s1');
   assert.equal(await claims.leaseOf('s1'), undefined);
+
+  // A node drops only its own lease: another node's, written in its place, stays.
+  const mine = { url: 'http://127.0.0.1:1234', node: 'n1', host: 'h', pid: 7 };
+  const theirs = { url: 'http://127.0.0.1:5678', node: 'n2', host: 'h', pid: 8 };
+  assert.equal(await claims.renewLease('s2', mine, 15_000), undefined);
+  assert.deepEqual(await claims.renewLease('s2', theirs, 15_000), mine, 'SET … GET answers the lease it replaced');
+  await claims.releaseLease('s2', mine);
+  assert.deepEqual(await claims.leaseOf('s2'), theirs);
+  await claims.releaseLease('s2', theirs);
+  assert.equal(await claims.leaseOf('s2'), undefined);
 });
 
 test('a new data dir claims a block and pins it in LAYOUT; restarted, it keeps it; its store mints ids of its block', async (t) => {
