@@ -2,6 +2,7 @@
  * The HTTP application: fastify with Pixiu's validation, error catalogue, auth and
  * routes (DESIGN.md §7). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
+import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { apiTokenChecker } from '../auth/api-token.js';
@@ -9,6 +10,7 @@ import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
+import type { Metrics } from './metrics.js';
 import { answerFrameworkError, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
@@ -59,12 +61,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // Router errors (a bad percent-encoding) answer with the catalogue's body too.
     frameworkErrors: answerFrameworkError,
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
-    clientErrorHandler: clientErrorAnswerer((err) => deps.metrics.httpErrors.inc({ code: err.code })),
+    clientErrorHandler: clientErrorAnswerer((err, req) => countRawError(deps.metrics, err, req)),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
-  app.server.on('checkExpectation', expectationAnswerer((err) => deps.metrics.httpErrors.inc({ code: err.code })));
+  app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
   // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
   // stops listening), the answers of the requests still in flight end their
   // connections. Node closes only the connections idle when the server closes; a
@@ -175,4 +177,16 @@ function charsetOf(contentType: string | undefined): string | undefined {
   if (contentType === undefined || !contentType.toLowerCase().includes('charset')) return undefined;
   const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType);
   return m?.[1]?.toLowerCase();
+}
+
+/**
+ * Counts an error answered outside fastify (a client error, a 417): in
+ * `pixiu_http_errors_total`, and, when it answers a `POST /v1/messages`, in
+ * `pixiu_ingest_messages_total{route="message"}` by its code, as the error handler
+ * counts the route's other refusals (the route's `ingestRoute` config is not known
+ * there: the path is).
+ */
+function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
+  metrics.httpErrors.inc({ code: err.code });
+  if (req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages') metrics.countIngest('message', err.code);
 }

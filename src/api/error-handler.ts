@@ -138,31 +138,51 @@ export function answerFrameworkError(err: FastifyError, _req: FastifyRequest, re
  * before it (see `endAfterAnswers`), and the socket is then closed: after a
  * parse error the stream has no next request boundary (Node's 'clientError' event,
  * https://nodejs.org/api/http.html#event-clienterror).
- * @param onError called with each mapped error (metrics)
+ * @param onError called with each error as it is answered (metrics), and the request it
+ *   answers when it answers one (a timed-out or malformed body), not bytes after them
  */
-export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: Error & { code?: string }, socket: HttpServerSocket) => void {
+export function clientErrorAnswerer(onError?: (err: PixiuError, req?: IncomingMessage) => void): (err: Error & { code?: string }, socket: HttpServerSocket) => void {
   return (err, socket) => {
-    // A reset connection has nobody to answer.
-    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    // A reset connection has nobody to answer; one answered already (the parser's
+    // complaint at the end of a connection that timed out) gets no second answer.
+    if (err.code === 'ECONNRESET' || socket.destroyed || socket.writableEnded || answeredRaw.has(socket)) return;
     const answer = err.code === 'HPE_HEADER_OVERFLOW'
       ? new PixiuError('HEADERS_TOO_LARGE', `the request line and headers are over ${maxHeaderSize} bytes`, { cause: err })
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new PixiuError('REQUEST_TIMEOUT', 'the request did not arrive in time', { cause: err })
         : new PixiuError('INVALID_REQUEST', 'the request is not valid HTTP/1.1', { cause: err });
-    onError?.(answer);
     const body = JSON.stringify(answer.toBody());
     const text = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
       + 'Content-Type: application/json; charset=utf-8\r\n'
       + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
-    // A request whose body stopped arriving, or broke off malformed (a chunk size that
-    // is not hex, chunk data not followed by CRLF), has its answer attached but not
-    // begun, and it never will be (its handler waits for the rest of the body, or for
-    // its end): this error is that answer.
+    const answerWith = (req: IncomingMessage | undefined): void => {
+      onError?.(answer, req);
+      answeredRaw.add(socket);
+      if (socket.writable) socket.end(text);
+      else socket.destroy();
+    };
+    // A request whose headers or body stopped arriving has its answer attached but not
+    // begun, and it never will be: that answer is the 408.
     const current = socket._httpMessage;
-    const unanswered = current != null && !current.headersSent;
-    if (unanswered && (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || bodyPending(current.req))) socket.end(text);
-    else endAfterAnswers(socket, text);
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && current != null && !current.headersSent) answerWith(current.req);
+    // Else after the answers of the requests before the bad bytes (endAfterAnswers) — up
+    // to a request whose body broke off malformed (a chunk size that is not hex, chunk
+    // data not followed by CRLF), at once or pipelined behind others: its handler waits
+    // for a body that can never end, so this error is its answer.
+    else endAfterAnswers(socket, answerWith);
   };
+}
+
+/**
+ * Sockets a client error was answered on, raw (see clientErrorAnswerer): the request
+ * it answered then fails again as the socket closes (Node's 'aborted'), reaching the
+ * error handler with nobody to answer; that is neither logged nor counted twice.
+ */
+const answeredRaw = new WeakSet<Socket>();
+
+/** True when an answer to a request on `socket` was already written raw (a client error). */
+export function answeredRawly(socket: Socket | null | undefined): boolean {
+  return socket != null && answeredRaw.has(socket);
 }
 
 /**
@@ -174,11 +194,13 @@ export function clientErrorAnswerer(onError?: (err: PixiuError) => void): (err: 
  * https://nodejs.org/api/http.html#event-checkexpectation
  * @param onError called with the error (metrics)
  */
-export function expectationAnswerer(onError?: (err: PixiuError) => void): (req: IncomingMessage, res: ServerResponse) => void {
-  return (_req, res) => {
+export function expectationAnswerer(onError?: (err: PixiuError, req: IncomingMessage) => void): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
     const err = new PixiuError('EXPECTATION_FAILED', 'the Expect header asks for something other than 100-continue, '
       + 'the only expectation HTTP defines (RFC 9110 §10.1.1); send the request without it');
-    onError?.(err);
+    onError?.(err, req);
+    // Its body is not read: a client still sending it gets the 417, not a reset.
+    if (bodyPending(req)) lingerOnClose(res.socket);
     const body = JSON.stringify(err.toBody());
     res.writeHead(err.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);
@@ -197,17 +219,23 @@ export type HttpServerSocket = Socket & { _httpMessage?: ServerResponse | null }
  * when none is); never when the socket is gone meanwhile. Pipelined requests are
  * answered in order, so what follows them (an error for bytes after them, an upgrade)
  * must wait for their answers.
+ * @param stopAt an answer not to wait for (it will never be written): `fn` runs when
+ *   it is the socket's current one, and gets it
  */
-export function whenAnswersLeft(socket: HttpServerSocket, fn: () => void): void {
+export function whenAnswersLeft(socket: HttpServerSocket, fn: (stoppedAt?: ServerResponse) => void, stopAt?: (res: ServerResponse) => boolean): void {
   if (socket.destroyed) return;
   const current = socket._httpMessage;
   if (current === undefined || current === null) {
     fn();
     return;
   }
+  if (stopAt?.(current) === true) {
+    fn(current);
+    return;
+  }
   // 'close': the answer is complete or its connection is gone. Node hands the socket
   // to the next pipelined answer in the same turn, hence the look again after it.
-  current.once('close', () => setImmediate(() => whenAnswersLeft(socket, fn)));
+  current.once('close', () => setImmediate(() => whenAnswersLeft(socket, fn, stopAt)));
 }
 
 /**
@@ -215,13 +243,14 @@ export function whenAnswersLeft(socket: HttpServerSocket, fn: () => void): void 
  * the bad bytes are written: requests pipelined in the same packet as trailing junk
  * were read and are being served, and their answers must reach the producer before
  * the error, not be cut off by it (a `400` for a message that was stored would make a
- * producer drop or resend it).
+ * producer drop or resend it). The wait stops at an answer not begun whose request's
+ * body has not all arrived: after a parse error it never will, so that request is the
+ * one being answered.
+ * @param answer writes the error and ends the socket; gets the request it answers, if any
  */
-function endAfterAnswers(socket: HttpServerSocket, text: string): void {
-  whenAnswersLeft(socket, () => {
-    if (socket.writable) socket.end(text);
-    else socket.destroy();
-  });
+function endAfterAnswers(socket: HttpServerSocket, answer: (req: IncomingMessage | undefined) => void): void {
+  whenAnswersLeft(socket, (stoppedAt) => answer(stoppedAt?.req),
+    (res) => !res.headersSent && bodyPending(res.req));
 }
 
 /**
@@ -231,6 +260,9 @@ function endAfterAnswers(socket: HttpServerSocket, text: string): void {
 export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
   app.setErrorHandler((raw: unknown, req, reply) => {
     const err = toHttpError(raw);
+    // Answered already, raw, as a client error (its body broke off malformed): this is
+    // the request failing again as its socket closed, with nobody left to answer.
+    if (answeredRawly(req.raw.socket)) return sendError(reply, err);
     if (err.code === 'UNAVAILABLE') {
       // Expected while Redis or another node is down, and answered 503 + Retry-After:
       // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug).

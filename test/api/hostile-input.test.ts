@@ -12,9 +12,10 @@
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
-import { expectError } from '../harness/checks.js';
+import { expectError, metricSample } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
@@ -162,40 +163,65 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
   }
   // The server still answers.
   assert.equal((await server.client.get('/healthz')).status, 200);
+  assert.deepEqual(await errorCounts(server, 'EXPECTATION_FAILED'), { http: 1, ingest: 1 }, 'the 417 of a message is counted as one');
 });
 
-test('a malformed chunked body is answered 400 INVALID_REQUEST at once and closed, on a POST and on a GET, and nothing is stored', async (t) => {
+/** Samples of the error and ingest counters of a server, by code, from `/metrics`. */
+async function errorCounts(server: InProcessServer, code: string): Promise<{ http: number; ingest: number }> {
+  const text = (await server.client.get('/metrics')).text;
+  return {
+    http: metricSample(text, `pixiu_http_errors_total{code="${code}"}`) ?? 0,
+    ingest: metricSample(text, `pixiu_ingest_messages_total{route="message",outcome="${code}"}`) ?? 0,
+  };
+}
+
+/** rawExchange, or 'no answer in 5 s' (every answer here is due at once; the request timeout is 60 s). */
+function promptExchange(url: string, request: string): Promise<string> {
+  return Promise.race([
+    rawExchange(url, request),
+    new Promise<string>((resolve) => setTimeout(resolve, 5000, 'no answer in 5 s').unref()),
+  ]);
+}
+
+test('a malformed chunked body is answered 400 INVALID_REQUEST at once and closed, alone or pipelined, counted once, and nothing is stored', async (t) => {
   const server = await freshServer(t);
-  const errors = (): Promise<string> => server.client.get('/metrics').then((r) => r.text);
-  const internalBefore = /pixiu_http_errors_total\{code="INTERNAL"\} (\d+)/.exec(await errors())?.[1] ?? '0';
   const auth = `Authorization: Bearer ${server.client.token}\r\n`;
   const chunked = 'Transfer-Encoding: chunked\r\n';
   const json = `Content-Type: application/json\r\n${chunked}`;
   const body = '{"to":"poison","type":"x","data":1}';
   const size = body.length.toString(16);
-  const cases: { name: string; request: string }[] = [
-    { name: 'a chunk size that is not hex', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\nZZ\r\n${body}\r\n0\r\n\r\n` },
-    { name: 'no CRLF after the chunk data', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size}\r\n${body}XX0\r\n\r\n` },
-    { name: 'a bad chunk extension', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size};\x01\r\n${body}\r\n0\r\n\r\n` },
-    { name: 'a GET with a bad chunk', request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${chunked}\r\nZZ\r\nabc\r\n0\r\n\r\n` },
+  const cases: { name: string; request: string; post: boolean }[] = [
+    { name: 'a chunk size that is not hex', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\nZZ\r\n${body}\r\n0\r\n\r\n`, post: true },
+    { name: 'no CRLF after the chunk data', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size}\r\n${body}XX0\r\n\r\n`, post: true },
+    { name: 'a bad chunk extension', request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}${json}\r\n${size};\x01\r\n${body}\r\n0\r\n\r\n`, post: true },
+    { name: 'a GET with a bad chunk', request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${chunked}\r\nZZ\r\nabc\r\n0\r\n\r\n`, post: false },
   ];
   for (const c of cases) {
+    const before = await errorCounts(server, 'INVALID_REQUEST');
     const started = performance.now();
-    // The request timeout (60 s here) would answer 408 if nothing answered first.
-    const text = await Promise.race([
-      rawExchange(server.service.url, c.request),
-      new Promise<string>((resolve) => setTimeout(resolve, 5000, 'no answer in 5 s').unref()),
-    ]);
+    const text = await promptExchange(server.service.url, c.request);
     assert.equal(text.match(/HTTP\/1\.1 /g)?.length, 1, `${c.name}: one answer, not ${text}`);
     const { status, head, body: answer } = lastResponse(text);
     assert.equal(status, 400, c.name);
     assert.match(head, /\r\nconnection: close/i, c.name);
     assert.equal((answer as { error: { code: string } }).error.code, 'INVALID_REQUEST', c.name);
     assert.ok(performance.now() - started < 2000, `${c.name}: answered after ${Math.round(performance.now() - started)} ms`);
+    // Counted once (the request failing again as its socket closes is not a second
+    // error), in the ingest counter too when it was a message.
+    await delay(100);
+    assert.deepEqual(await errorCounts(server, 'INVALID_REQUEST'), { http: before.http + 1, ingest: before.ingest + (c.post ? 1 : 0) }, c.name);
   }
   await assertNothingStored(server);
-  const internalAfter = /pixiu_http_errors_total\{code="INTERNAL"\} (\d+)/.exec(await errors())?.[1] ?? '0';
-  assert.equal(internalAfter, internalBefore, 'bad bytes from a client are not a server fault');
+  assert.equal((await errorCounts(server, 'INTERNAL')).http, 0, 'bad bytes from a client are not a server fault');
+
+  // Pipelined behind a message being stored: that one is answered (201), then the
+  // broken one at once, not by the request timeout.
+  const good = JSON.stringify({ to: 'pipe-c', type: 't', data: 1 });
+  const first = `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ${good.length}\r\n\r\n${good}`;
+  const started = performance.now();
+  const text = await promptExchange(server.service.url, `${first}${cases[0]?.request ?? ''}`);
+  assert.deepEqual([...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1])), [201, 400], text);
+  assert.ok(performance.now() - started < 2000, `answered after ${Math.round(performance.now() - started)} ms`);
 });
 
 test('requests pipelined in one packet before bytes that are not a request are answered first, then the 400 closes', async (t) => {
@@ -244,6 +270,7 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
     body: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to":`,
     headers: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Ty`,
   };
+  const [timeoutsBefore, invalidBefore] = [await errorCounts(server, 'REQUEST_TIMEOUT'), await errorCounts(server, 'INVALID_REQUEST')];
   for (const [part, request] of Object.entries(stalled)) {
     const started = performance.now();
     const answer = lastResponse(await rawExchange(server.service.url, request));
@@ -253,6 +280,11 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
     // Node checks every quarter of the timeout: the answer is at most that late (and some slack).
     assert.ok(performance.now() - started < 2000, `${part}: answered after ${Math.round(performance.now() - started)} ms`);
   }
+  // Each counted once, and nothing else: the parser's complaint as such a connection
+  // ends is not a second error. The one whose headers arrived was a message.
+  await delay(100);
+  assert.deepEqual(await errorCounts(server, 'REQUEST_TIMEOUT'), { http: timeoutsBefore.http + 2, ingest: timeoutsBefore.ingest + 1 });
+  assert.deepEqual(await errorCounts(server, 'INVALID_REQUEST'), invalidBefore);
   await assertNothingStored(server);
   // Refused before its body arrived (no token): one answer, and the connection ends,
   // instead of a 401 now and a 408 for the same request later.

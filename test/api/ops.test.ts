@@ -6,6 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess } from '../harness/pixiu-server.js';
+import { metricSample } from '../harness/checks.js';
 
 let redis: RedisServer;
 
@@ -18,10 +19,6 @@ after(async () => {
 });
 
 /** The value of one sample line of a Prometheus text exposition, or undefined. */
-function sample(text: string, line: string): number | undefined {
-  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
-  return found === undefined ? undefined : Number(found.slice(line.length + 1));
-}
 
 test('/healthz and /readyz answer 200 without a token', async (t) => {
   const { client } = await startInProcess(t, { redisUrl: redis.url });
@@ -52,7 +49,7 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.match(answer.headers.get('content-type') ?? '', /^text\/plain/);
   const text = answer.text;
   const ingest = (route: string, outcome: string): number | undefined =>
-    sample(text, `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`);
+    metricSample(text, `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`);
   assert.equal(ingest('message', 'created'), 4);
   assert.equal(ingest('message', 'duplicate'), 1);
   assert.equal(ingest('message', 'PAYLOAD_TOO_LARGE'), 1);
@@ -60,15 +57,15 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.equal(ingest('message', 'UNAUTHORIZED'), 1);
   assert.equal(ingest('batch', 'created'), 1);
   assert.equal(ingest('batch', 'NOT_FOUND'), 1);
-  assert.equal(sample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 6);
+  assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 6);
   // Six puts reached the store: five new messages and the duplicate, whose lookup
   // rides a batch too; the refused ones never did.
-  assert.equal(sample(text, 'pixiu_store_batch_size_sum'), 6);
-  assert.ok((sample(text, 'pixiu_store_batch_size_count') ?? 0) >= 1);
+  assert.equal(metricSample(text, 'pixiu_store_batch_size_sum'), 6);
+  assert.ok((metricSample(text, 'pixiu_store_batch_size_count') ?? 0) >= 1);
   assert.match(text, /^# TYPE pixiu_store_batch_duration_seconds histogram$/m);
   assert.match(text, /^# TYPE pixiu_redis_errors_total counter$/m);
-  assert.ok((sample(text, 'pixiu_process_cpu_user_seconds_total') ?? 0) > 0, 'default process metrics');
-  assert.ok((sample(text, 'pixiu_nodejs_heap_size_total_bytes') ?? 0) > 0, 'default Node metrics');
+  assert.ok((metricSample(text, 'pixiu_process_cpu_user_seconds_total') ?? 0) > 0, 'default process metrics');
+  assert.ok((metricSample(text, 'pixiu_nodejs_heap_size_total_bytes') ?? 0) > 0, 'default Node metrics');
   assert.match(text, /^pixiu_nodejs_eventloop_lag_p99_seconds /m);
 });
 

@@ -1,7 +1,7 @@
 /**
  * Checks shared by the API and service tests: the JSON error body of DESIGN.md §7,
- * a whole inbox read through the `Inbox` class, and a bounded wait on a condition
- * that has no event to wait on.
+ * a whole inbox read through the `Inbox` class, a bounded wait on a condition
+ * that has no event to wait on, and one sample of `/metrics`.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -79,4 +79,13 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, bou
     if (performance.now() > deadline) assert.fail(`${what}: not true within ${boundMs} ms`);
     await delay(everyMs);
   }
+}
+
+/**
+ * The value of one sample in Prometheus text, e.g. `metricSample(text,
+ * 'pixiu_http_errors_total{code="INVALID_REQUEST"}')`; undefined when absent.
+ */
+export function metricSample(text: string, line: string): number | undefined {
+  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
+  return found === undefined ? undefined : Number(found.slice(line.length + 1));
 }
