@@ -49,12 +49,16 @@ export interface StoreLease {
   /** The node id (src/cluster/node-registry.ts): new on every start. */
   readonly node: string;
   /**
-   * The host name and process id of the node, to tell at start whether a lease left
-   * on this machine belongs to a process still alive (src/cluster/store-ownership.ts);
-   * absent in leases of older releases.
+   * The host name, PID namespace (`/proc/self/ns/pid`, where there is one) and process
+   * id of the node, to tell at start whether a lease left on this machine belongs to a
+   * process still alive (src/cluster/store-ownership.ts); absent in leases of older
+   * releases.
    */
   readonly host?: string;
+  readonly pidns?: string;
   readonly pid?: number;
+  /** Writes of this lease by its node so far: a starting node sees a live one renew by it changing. */
+  readonly renewal?: number;
 }
 
 /** A lease as it stands in Redis: its value and the ms left before it lapses. */
@@ -105,7 +109,9 @@ function parseLease(text: string | null): StoreLease | undefined {
       return {
         url: value.url, node: value.node,
         ...(typeof value.host === 'string' ? { host: value.host } : {}),
+        ...(typeof value.pidns === 'string' ? { pidns: value.pidns } : {}),
         ...(Number.isSafeInteger(value.pid) ? { pid: value.pid } : {}),
+        ...(Number.isSafeInteger(value.renewal) ? { renewal: value.renewal } : {}),
       };
     }
   } catch {

@@ -23,6 +23,7 @@
  * a running node that finds its lease replaced by another node's suspends its writes
  * until it is alone again.
  */
+import { readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
@@ -38,6 +39,22 @@ export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
 export const LEASE_WATCH_MS = 250;
 /** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
 const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
+
+/**
+ * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
+ * say (not Linux). Containers sharing a host name (host networking) each have their
+ * own: a pid is only meaningful within one.
+ */
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
+  }
+}
+
+/** {@link pidNamespace}, read once. */
+const PID_NAMESPACE = pidNamespace();
 
 /** True when process `pid` of this machine exists (signal 0: nothing is sent). */
 function processAlive(pid: number): boolean {
@@ -58,34 +75,48 @@ function servedElsewhere(dir: string, storeId: string, lease: StoreLease): strin
     + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
 }
 
+/** True when `now` is `before` written again by its node (or by another node). */
+function renewedSince(before: LeaseState, now: LeaseState): boolean {
+  if (now.lease.node !== before.lease.node) return true;
+  // A lease of this release counts its writes; one of an older release shows a renewal
+  // only by its time left growing (which a step of Redis's clock can fake).
+  if (now.lease.renewal !== undefined || before.lease.renewal !== undefined) return now.lease.renewal !== before.lease.renewal;
+  return now.ttlMs > before.ttlMs;
+}
+
 /**
  * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
- * node). No lease: at once. A lease of a process of this machine that is gone (a crash
- * left it): at once. Any other (a live pid of this machine, which may also be a reused
- * one — a container restarted after a crash runs under the pid it had —, another host,
- * an older release): watched every {@link LEASE_WATCH_MS} until it lapses (its node is
- * gone; up to {@link LEASE_TTL_MS}), refused as soon as it is renewed (its node is
- * alive, and renews every {@link LEASE_RENEW_MS}).
+ * node). No lease: at once. A lease of a process of this machine (same host name and
+ * PID namespace) that is gone (a crash left it): at once. Any other (a live pid of this
+ * machine, which may also be a reused one — a container restarted after a crash runs
+ * under the pid it had —, another host or container, an older release): watched every
+ * {@link LEASE_WATCH_MS} until it lapses (its node is gone; up to {@link LEASE_TTL_MS}),
+ * refused as soon as it is written again (its node is alive, and renews every
+ * {@link LEASE_RENEW_MS}).
+ * @returns the node id of a lease it found and judged left behind (its first write
+ *   may replace that one: see {@link StoreOwnership.advertise}), if any
  * @throws StartupError when another live node holds the lease
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
-export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, dir: string, logger: Logger): Promise<void> {
+export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, dir: string, logger: Logger): Promise<string | undefined> {
   let held: LeaseState | undefined = await claims.leaseState(storeId);
-  if (held === undefined) return;
+  if (held === undefined) return undefined;
   const first = held.lease;
-  if (first.host === os.hostname() && first.pid !== undefined && first.pid !== process.pid && !processAlive(first.pid)) return;
+  const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
+  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !processAlive(first.pid)) return first.node;
   logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
     `store lease held by another node: waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s to see whether it is alive`);
   const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
   while (performance.now() < deadline) {
     await delay(LEASE_WATCH_MS);
     const now: LeaseState | undefined = await claims.leaseState(storeId);
-    if (now === undefined) return;
-    // Renewed (its time left grew) or taken by yet another node: someone serves it.
-    if (now.lease.node !== first.node || now.ttlMs > held.ttlMs) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
+    if (now === undefined) return undefined;
+    // Renewed, or taken by yet another node: someone serves it.
+    if (renewedSince(held, now)) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
     held = now;
   }
   // Never renewed, yet still there (written with a longer TTL by something else): nobody serves it.
+  return first.node;
 }
 
 /**
@@ -124,11 +155,14 @@ export class StoreOwnership {
   /** Why writes are suspended (the claim lost, or another node's lease found), if they are. */
   #conflict: string | undefined;
   #renewNow: (() => void) | undefined;
-  /** The lease this node writes, once {@link advertise} has run. */
+  /** The lease this node last wrote, once {@link advertise} has run. */
   #lease: StoreLease | undefined;
+  /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
+  readonly #leftBehind: string | undefined;
 
-  private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription) {
+  private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined) {
     this.#opts = opts;
+    this.#leftBehind = leftBehind;
     this.storeId = storeId;
     this.partitionBase = base;
     this.partitions = opts.partitions;
@@ -145,13 +179,15 @@ export class StoreOwnership {
    */
   static async claim(opts: StoreOwnershipOptions): Promise<StoreOwnership> {
     const layout = await openLayout(opts.dir, opts.partitions);
+    // First, and only reading: a copy refused here writes nothing (not even the store's
+    // description, which names the running store's folder to other stores).
+    const leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
     const description: StoreDescription = { dir: opts.dir, host: os.hostname() };
     const answer = await opts.claims.claim(layout.storeId, opts.partitions, layout.partitionBase, description);
     if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));
     const pinned = await pinPartitionBase(opts.dir, layout, answer.base);
-    await awaitLeaseFree(opts.claims, pinned.storeId, opts.dir, opts.logger);
     opts.logger.info({ store: pinned.storeId, partitions: partitionSpan(answer.base, opts.partitions) }, 'store partitions claimed');
-    return new StoreOwnership(opts, pinned.storeId, answer.base, description);
+    return new StoreOwnership(opts, pinned.storeId, answer.base, description, leftBehind);
   }
 
   /**
@@ -165,8 +201,14 @@ export class StoreOwnership {
    */
   async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void): Promise<void> {
     const { claims, logger } = this.#opts;
-    const lease: StoreLease = { ...where, host: this.#description.host, pid: process.pid };
-    this.#lease = lease;
+    const base: StoreLease = { ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), pid: process.pid };
+    let renewal = 0;
+    /** The next lease to write: each write counts (a starting copy sees this node renew by it). */
+    const next = (): StoreLease => {
+      renewal += 1;
+      this.#lease = { ...base, renewal };
+      return this.#lease;
+    };
     let written = false;
     const report = (conflict: string | undefined): void => {
       if (conflict === this.#conflict) return;
@@ -179,18 +221,19 @@ export class StoreOwnership {
       const answer = await claims.claim(this.storeId, this.partitions, this.partitionBase, this.#description);
       if (answer.kind !== 'held') {
         report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
-        await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
+        await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
         return;
       }
-      const replaced = await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
-      // The first write may replace the lease of a process that died (awaitLeaseFree
-      // let it); later ones find this node's own lease, or none (lapsed, FLUSHALL).
-      const other = written && replaced !== undefined && replaced.node !== lease.node ? replaced : undefined;
+      const replaced = await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
+      // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first
+      // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
+      // (a copy that started in the moments between this node's check and this write).
+      const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.#leftBehind) ? replaced : undefined;
       written = true;
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
     };
     await renew();
-    logger.info({ store: this.storeId, url: lease.url }, 'store lease held');
+    logger.info({ store: this.storeId, url: base.url }, 'store lease held');
     this.#renewNow = () => {
       this.#renewing ??= renew()
         .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId }, 'store lease renewal failed'))

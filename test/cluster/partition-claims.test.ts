@@ -7,6 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -191,10 +192,28 @@ test('a node does not start on a store another live node serves (a copied data d
 
   // A lease a crashed process of this machine left: taken at once.
   const dead = spawnSync(process.execPath, ['-e', '']).pid;
-  await claims.renewLease(moved.storeId, { url: 'http://127.0.0.1:18002', node: 'node-crashed', host: os.hostname(), pid: dead }, LEASE_TTL_MS);
+  const pidns = readlinkSync('/proc/self/ns/pid');
+  await claims.renewLease(moved.storeId, { url: 'http://127.0.0.1:18002', node: 'node-crashed', host: os.hostname(), pidns, pid: dead }, LEASE_TTL_MS);
   const started = performance.now();
-  await awaitLeaseFree(claims, moved.storeId, copy, logger);
+  assert.equal(await awaitLeaseFree(claims, moved.storeId, copy, logger), 'node-crashed', 'judged left behind');
   assert.ok(performance.now() - started < 1000, 'no wait for a dead process');
+});
+
+test('two copies that both passed the start check: the second to write its lease finds the first one\'s and suspends at once', async (t) => {
+  const { claims } = freshClaims();
+  const dir = await storeDir(t);
+  const a = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  const copy = await storeDir(t);
+  await mkdir(copy, { recursive: true });
+  await copyFile(path.join(dir, 'LAYOUT'), path.join(copy, 'LAYOUT'));
+  const b = await StoreOwnership.claim({ claims, dir: copy, partitions: 4, logger });
+  const conflicts: (string | undefined)[] = [];
+  await a.advertise({ url: 'http://127.0.0.1:18011', node: 'node-a' }, (reason) => conflicts.push(`a: ${reason}`));
+  t.after(() => a.stop());
+  await b.advertise({ url: 'http://127.0.0.1:18012', node: 'node-b' }, (reason) => conflicts.push(`b: ${reason}`));
+  t.after(() => b.stop());
+  assert.equal(conflicts.length, 1, JSON.stringify(conflicts));
+  assert.match(conflicts[0] ?? '', /^b: message store writes are suspended: .*already served by node node-a at http:\/\/127\.0\.0\.1:18011/);
 });
 
 test('a lease from another host is watched: refused as soon as it is renewed, taken once it lapses', async () => {
