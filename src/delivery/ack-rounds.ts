@@ -32,7 +32,9 @@ export class AckRounds {
   /** Puts `session` in the next round (once, however often it asks). */
   add(session: AckFlushable): void {
     this.#due.add(session);
-    this.#timer ??= setTimeout(() => this.#round(), this.#intervalMs);
+    // Unref'd: a round is due while the node runs (its server holds the process), and
+    // must not hold a stopped one (a retry round after close() on a Redis outage).
+    this.#timer ??= setTimeout(() => this.#round(), this.#intervalMs).unref();
   }
 
   /**

@@ -193,7 +193,7 @@ export class UserSession {
       this.#ackRetryTimer ??= setTimeout(() => {
         this.#ackRetryTimer = undefined;
         this.#ackRounds.add(this);
-      }, this.#deps.retryMs);
+      }, this.#deps.retryMs).unref();
       this.#deps.logger.warn({ user: this.user }, 'ack cursor write failed, will retry');
     }
   }
