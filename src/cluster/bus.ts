@@ -14,6 +14,23 @@ import { outageFields } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 
+/** `text` with Redis glob characters (`* ? [ ] \\`) escaped, for a PUBSUB or SCAN pattern. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+/**
+ * How many nodes are running on this Redis and key prefix, as Pub/Sub sees them: node
+ * channels with a subscriber (PUBSUB CHANNELS; on a Redis Cluster, those of the shard
+ * asked). Unlike every key, subscriptions outlive a FLUSHALL: this is how a starting
+ * node tells "new Redis" from "Redis just lost its data under running nodes".
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function listeningNodes(redis: Redis, keys: Keys): Promise<number> {
+  const pattern = `${globEscape(keys.nodeChannel(''))}*`;
+  return (await redisCall(() => redis.pubsub('CHANNELS', pattern)) as string[]).length;
+}
+
 /** A kick: close connections of a user on the receiving node. */
 export interface KickMessage {
   readonly t: 'kick';

@@ -163,10 +163,25 @@ export class PartitionClaims {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async claim(storeId: string, count: number, base: number | undefined, description: StoreDescription): Promise<ClaimAnswer> {
+    await this.claimsAge();
     const reply = await redisCall(() => this.#redis.pxPartitionClaimV1(
       this.#keys.storePartitions(), this.#keys.storeDescriptions(),
       storeId, String(count), base === undefined ? '' : String(base), JSON.stringify(description)));
     return parseClaimReply(reply);
+  }
+
+  /**
+   * How long ago the claims were first written since Redis last lost them (created or
+   * flushed), ms by Redis's clock; marks it now (SET NX) when they were not, and
+   * answers 0. Every claim and re-assertion marks it.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async claimsAge(): Promise<number> {
+    const [sec, usec] = await redisCall(() => this.#redis.time());
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const prior = await redisCall(() => this.#redis.set(this.#keys.claimsSince(), String(now), 'NX', 'GET'));
+    const since = prior === null ? now : Number(prior);
+    return Number.isFinite(since) ? Math.max(0, now - since) : 0;
   }
 
   /**

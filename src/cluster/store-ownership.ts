@@ -39,6 +39,8 @@ export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
 export const LEASE_WATCH_MS = 250;
 /** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
 const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
+/** Claims younger than this make a new data dir wait before claiming, ms: every running node re-asserts within one renewal period. */
+export const CLAIMS_SETTLE_MS = LEASE_RENEW_MS + 1000;
 
 /**
  * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
@@ -139,6 +141,16 @@ export interface StoreOwnershipOptions {
   /** Partition count P of the store. */
   readonly partitions: number;
   readonly logger: Logger;
+  /**
+   * How long the claims must have been in Redis before a new data dir claims a block
+   * while other nodes run, ms ({@link CLAIMS_SETTLE_MS} on a shared Redis; 0 on the
+   * embedded one, which no other node uses): right after Redis lost them (FLUSHALL,
+   * restarted empty) the nodes still running have not re-asserted theirs yet, and a
+   * block taken meanwhile could be one of theirs, its ids minted already.
+   */
+  readonly settleMs?: number;
+  /** How many nodes run on this Redis now (bus.ts `listeningNodes`): with none, claims are not waited for. */
+  readonly runningNodes?: () => Promise<number>;
 }
 
 /** The partitions this node's store holds, and their lease. */
@@ -182,6 +194,14 @@ export class StoreOwnership {
     // First, and only reading: a copy refused here writes nothing (not even the store's
     // description, which names the running store's folder to other stores).
     const leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
+    if (layout.partitionBase === undefined && (opts.settleMs ?? 0) > 0) {
+      // A first claim picks the lowest free block: free must mean no running node's.
+      const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
+      if (waitMs > 0 && (opts.runningNodes === undefined || await opts.runningNodes() > 0)) {
+        opts.logger.info({ waitMs }, 'the partition claims in Redis are new (Redis was flushed, restarted empty, or is new): waiting for running nodes to re-assert theirs before claiming a block');
+        await delay(waitMs);
+      }
+    }
     const description: StoreDescription = { dir: opts.dir, host: os.hostname() };
     const answer = await opts.claims.claim(layout.storeId, opts.partitions, layout.partitionBase, description);
     if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));

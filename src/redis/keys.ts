@@ -169,7 +169,17 @@ export class Keys {
   }
 
   /**
-   * String with a TTL: a store's lease, JSON `{url, node}` — where the node owning the
+   * String: when the partition claims were first written since Redis last lost them
+   * (ms, Redis's clock; SET NX by every claim and re-assertion), so a new data dir can
+   * wait for the nodes still running to re-assert theirs before it claims a block
+   * (src/cluster/store-ownership.ts).
+   */
+  claimsSince(): string {
+    return `${this.prefix}xiu:{store}:claims-since`;
+  }
+
+  /**
+   * String with a TTL: a store's lease, JSON `{url, node, …}` — where the node owning the
    * store reads it for others, renewed by that node's heartbeat (DESIGN.md §9).
    * @param storeId `[A-Za-z0-9._-]{1,64}` (checked by the layout file)
    */

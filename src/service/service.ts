@@ -27,11 +27,12 @@ import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
+import { listeningNodes } from '../cluster/bus.js';
 import { ClusterSecret } from '../cluster/cluster-secret.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
-import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
+import { CLAIMS_SETTLE_MS, StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 
@@ -104,7 +105,12 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const keys = new Keys(config.redisPrefix);
     const storeDir = path.join(config.dataDir, 'xiu');
     const claims = new PartitionClaims(redis, keys);
-    const ownership = await StoreOwnership.claim({ claims, dir: storeDir, partitions: config.partitions, logger });
+    // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
+    // be re-asserted; the embedded one has no other node.
+    const ownership = await StoreOwnership.claim({
+      claims, dir: storeDir, partitions: config.partitions, logger,
+      settleMs: local === undefined ? CLAIMS_SETTLE_MS : 0, runningNodes: () => listeningNodes(redis, keys),
+    });
     const clusterSecret = await ClusterSecret.load(redis, keys);
 
     const store = await MessageStore.open({

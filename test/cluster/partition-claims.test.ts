@@ -20,6 +20,7 @@ import {
   PartitionClaims, claimRefusal, parseClaimReply, partitionSpan, type ClaimAnswer, type StoreDescription,
 } from '../../src/cluster/partition-claims.js';
 import { LEASE_TTL_MS, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
+import { listeningNodes } from '../../src/cluster/bus.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
@@ -233,6 +234,41 @@ test('a lease from another host is watched: refused as soon as it is renewed, ta
   } finally {
     clearInterval(renewing);
   }
+});
+
+test('after Redis lost the claims, a new data dir waits for running nodes to re-assert theirs before it claims; with no node running it claims at once', async (t) => {
+  const { claims, keys } = freshClaims();
+  const running = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger });
+  assert.equal(running.partitionBase, 0);
+  // FLUSHALL of this prefix: the running node has not re-asserted its block yet.
+  await redis.del(keys.storePartitions(), keys.storeDescriptions(), keys.claimsSince());
+  const reasserted = (async () => {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await claims.claim(running.storeId, 4, 0, HERE);
+  })();
+  const started = performance.now();
+  const fresh = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 1500, runningNodes: async () => 1 });
+  await reasserted;
+  assert.equal(fresh.partitionBase, 4, 'not the running node\'s block 0..3');
+  assert.ok(performance.now() - started >= 1000, `waited ${Math.round(performance.now() - started)} ms`);
+
+  // No node runs on this Redis (a new one, or every node stopped): nothing to wait for.
+  await redis.del(keys.storePartitions(), keys.storeDescriptions(), keys.claimsSince());
+  const alone = performance.now();
+  const first = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 60_000, runningNodes: async () => 0 });
+  assert.equal(first.partitionBase, 0);
+  assert.ok(performance.now() - alone < 1000);
+});
+
+test('listeningNodes counts the node channels of one key prefix with a subscriber, its glob characters taken literally', async (t) => {
+  const keys = new Keys('glob*[x]:');
+  const other = new Keys('globz[x]:');
+  const subscriber = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  t.after(() => subscriber.quit());
+  assert.equal(await listeningNodes(redis, keys), 0);
+  await subscriber.subscribe(keys.nodeChannel('n1'), keys.nodeChannel('n2'), other.nodeChannel('n3'));
+  assert.equal(await listeningNodes(redis, keys), 2);
+  assert.equal(await listeningNodes(redis, other), 1);
 });
 
 test('a store written before partition bases keeps base 0 and gets a store id; a half-claimed one claims on the next start', async (t) => {
