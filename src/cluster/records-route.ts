@@ -5,7 +5,7 @@
  * - Auth: `Authorization: Bearer <cluster secret>` (cluster-secret.ts), checked in
  *   constant time before the body is read; nodes with different API tokens trust each
  *   other through it. Missing or wrong: 401 UNAUTHORIZED.
- * - Body: `{ids: [MsgID, …]}`, 1 to {@link MAX_RECORD_IDS} ids, each of a partition
+ * - Body: `{ids: [MsgID, …]}`, 0 to {@link MAX_RECORD_IDS} ids, each of a partition
  *   this node's store holds; anything else is 400 INVALID_REQUEST (an id of another
  *   partition too: the caller's view of the owners is stale, and answering null for
  *   it would turn a message into a gap).
@@ -44,7 +44,8 @@ export const recordsBody = {
   additionalProperties: false,
   required: ['ids'],
   properties: {
-    ids: { type: 'array', minItems: 1, maxItems: MAX_RECORD_IDS, items: msgId },
+    // None: the answer only names the store (a node checking its advertised URL, advertise-check.ts).
+    ids: { type: 'array', minItems: 0, maxItems: MAX_RECORD_IDS, items: msgId },
   },
 } as const;
 

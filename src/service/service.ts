@@ -27,6 +27,7 @@ import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
+import { checkAdvertisedUrl } from '../cluster/advertise-check.js';
 import { listeningNodes } from '../cluster/bus.js';
 import { ClusterSecret } from '../cluster/cluster-secret.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
@@ -173,6 +174,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // The lease: where other nodes read this store, from now until shutdown. Dropped
     // right after the sockets close, so readers stop waiting on this node at once.
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
+    await checkAdvertisedUrl({
+      url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
+      timeoutMs: config.redisCommandTimeoutMs, logger,
+    });
     cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['store lease', () => ownership.stop()]);
     await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason));
     // Redis back after an outage: claims and lease are written back at once, so other

@@ -20,7 +20,7 @@ import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { MessageStore } from '../../src/store/message-store.js';
-import { expectError, waitUntil } from '../harness/checks.js';
+import { expectError, metricSample, waitUntil } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -38,12 +38,6 @@ before(async () => {
 });
 
 after(() => files.run());
-
-/** The value of one sample line of a Prometheus text exposition, or undefined. */
-function sample(text: string, line: string): number | undefined {
-  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
-  return found === undefined ? undefined : Number(found.slice(line.length + 1));
-}
 
 test('/readyz is 503 UNAVAILABLE once the message store is closed, though Redis answers PING', async (t) => {
   // The service closes HTTP before the store, so its own /readyz never sees a closed
@@ -87,8 +81,8 @@ test('pixiu_redis_errors_total rises while Redis is down (failed requests and re
     const answer = await client.get('/metrics', { headers: { authorization: '' } });
     assert.equal(answer.status, 200, 'metrics answer without Redis');
     return {
-      request: sample(answer.text, 'pixiu_redis_errors_total{kind="request"}') ?? 0,
-      connection: sample(answer.text, 'pixiu_redis_errors_total{kind="connection"}') ?? 0,
+      request: metricSample(answer.text, 'pixiu_redis_errors_total{kind="request"}') ?? 0,
+      connection: metricSample(answer.text, 'pixiu_redis_errors_total{kind="connection"}') ?? 0,
     };
   };
   assert.equal((await client.post('/v1/messages', { to: 'rex', type: 't', data: 1 })).status, 201);

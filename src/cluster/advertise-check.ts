@@ -1,0 +1,58 @@
+/**
+ * A start-up check of this node's advertised URL (PIXIU_ADVERTISE_URL; DESIGN.md §9):
+ * other nodes read this store's records at that URL, so it must lead back here. The
+ * node asks the records route there for no record, which answers only the store id,
+ * and looks at which store answers.
+ *
+ * - Another store answers, or anything that is not a Pixiu node of this cluster (a
+ *   401 of another cluster secret, a 404 of another service): the URL is wrong. The
+ *   node refuses to start — with it, other nodes would read the wrong node or none, and
+ *   every message stored here would wait for good in their deliveries and histories.
+ * - Nothing answers (refused, timed out): logged at warn and started anyway. The
+ *   address may be reachable from the other nodes but not from this one (a load
+ *   balancer without hairpin routing).
+ */
+import { StartupError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { RECORDS_PATH, type RecordsAnswer } from './records-route.js';
+
+/** Options of {@link checkAdvertisedUrl}. */
+export interface AdvertiseCheckOptions {
+  /** The advertised base URL, e.g. `http://10.0.0.5:8080`. */
+  readonly url: string;
+  /** This node's store id. */
+  readonly storeId: string;
+  /** `Authorization` header with the cluster secret (cluster-secret.ts). */
+  readonly authHeader: string;
+  /** How long to wait for the answer, ms. */
+  readonly timeoutMs: number;
+  readonly logger: Logger;
+}
+
+/**
+ * Checks that `url` reaches this node (see the module comment).
+ * @throws StartupError when something else answers there
+ */
+export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<void> {
+  const advice = 'set PIXIU_ADVERTISE_URL (--advertise-url) to an address of this node that the other nodes reach';
+  let res: Response;
+  try {
+    res = await fetch(`${opts.url.replace(/\/+$/, '')}${RECORDS_PATH}`, {
+      method: 'POST',
+      headers: { authorization: opts.authHeader, 'content-type': 'application/json' },
+      body: JSON.stringify({ ids: [] }),
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    });
+  } catch (err) {
+    opts.logger.warn({ url: opts.url, reason: (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message },
+      `the advertised URL does not reach this node from itself; unless the other nodes reach it by another route, they cannot read this node's messages: ${advice}`);
+    return;
+  }
+  const answer = res.ok ? await res.json().catch(() => undefined) as Partial<RecordsAnswer> | undefined : undefined;
+  if (!res.ok) await res.body?.cancel();
+  if (answer?.store === opts.storeId) return;
+  const found = answer?.store !== undefined ? `the node of store ${String(answer.store)}, not this one (store ${opts.storeId})`
+    : res.status === 401 ? 'a node of another cluster (it refused this cluster\'s secret)'
+      : `something that is not a Pixiu node of this cluster (HTTP ${res.status})`;
+  throw new StartupError(`the advertised URL ${opts.url} reaches ${found}: other nodes would not read this node's messages there; ${advice}`);
+}

@@ -1,0 +1,66 @@
+/**
+ * The start-up check of the advertised URL (src/cluster/advertise-check.ts, DESIGN.md
+ * §9): a node whose PIXIU_ADVERTISE_URL leads to another node, or to something that is
+ * not a node of its cluster, refuses to start; one whose URL nothing answers from here
+ * starts with a warning. Real services in this process on one private redis-server.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { loadConfig } from '../../src/config/config.js';
+import { StartupError } from '../../src/errors.js';
+import { startService } from '../../src/service/service.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { cleanupList, startInProcess, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+let redis: RedisServer;
+const files = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+});
+
+after(() => files.run());
+
+/** Starts a node on the shared Redis under `prefix` that advertises `advertiseUrl`. */
+async function startAdvertising(t: CleanupContext, prefix: string, advertiseUrl: string) {
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: prefix, storeDurability: 'relaxed', advertiseUrl, redisCommandTimeoutMs: '500' });
+  const start = startService(config, logger);
+  start.then((service) => t.after(() => service.close()), () => undefined);
+  return { start, lines };
+}
+
+test('a URL that leads to another node of the cluster, or to another service, refuses the start', async (t) => {
+  const a = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'adv:', storeDurability: 'relaxed' });
+  const other = await startAdvertising(t, 'adv:', a.service.url);
+  await assert.rejects(other.start, (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, new RegExp(`the advertised URL ${a.service.url.replace(/\./g, '\\.')} reaches the node of store [0-9a-f]{16}, not this one`));
+    assert.match(err.message, /set PIXIU_ADVERTISE_URL/);
+    return true;
+  });
+
+  const web: Server = createServer((_req, res) => res.writeHead(404).end('not here'));
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => web.close(() => resolve())));
+  const elsewhere = await startAdvertising(t, 'adv-web:', `http://127.0.0.1:${(web.address() as AddressInfo).port}`);
+  await assert.rejects(elsewhere.start, (err: unknown) => err instanceof StartupError && /not a Pixiu node of this cluster \(HTTP 404\)/.test(err.message));
+  // Still served: the refused nodes wrote no lease over A's.
+  assert.equal((await a.client.post('/v1/messages', { to: 'ada', type: 't', data: 1 })).status, 201);
+});
+
+test('a URL nothing answers from this node starts with a warning', async (t) => {
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const { port } = closed.address() as AddressInfo;
+  await new Promise<void>((resolve) => closed.close(() => resolve()));
+  const node = await startAdvertising(t, 'adv-far:', `http://127.0.0.1:${port}`);
+  await node.start;
+  const warning = node.lines.find((l) => l.level === 40 && /advertised URL does not reach this node from itself/.test(l.msg ?? ''));
+  assert.ok(warning !== undefined, JSON.stringify(node.lines.filter((l) => l.level >= 40)));
+  assert.equal(warning.url, `http://127.0.0.1:${port}`);
+});
