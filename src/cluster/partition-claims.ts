@@ -171,6 +171,31 @@ export class PartitionClaims {
   }
 
   /**
+   * Records the last counter `storeId` minted in each partition of its block
+   * (`counters[i]` for partition byte `base + i`).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async recordMinted(storeId: string, base: number, counters: readonly number[]): Promise<void> {
+    const fields = counters.flatMap((c, i) => [String(base + i), String(c)]);
+    if (fields.length > 0) await redisCall(() => this.#redis.hset(this.#keys.storeMinted(storeId), ...fields));
+  }
+
+  /** The key {@link recordMinted} writes, for the operator's message. */
+  mintedKey(storeId: string): string {
+    return this.#keys.storeMinted(storeId);
+  }
+
+  /**
+   * The last counters `storeId` minted as recorded, partition byte → counter (empty
+   * when none were: a new store, or Redis lost them).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async mintedOf(storeId: string): Promise<Map<number, number>> {
+    const raw = await redisCall(() => this.#redis.hgetall(this.#keys.storeMinted(storeId)));
+    return new Map(Object.entries(raw).map(([p, c]) => [Number(p), Number(c)] as const).filter(([p, c]) => Number.isInteger(p) && Number.isSafeInteger(c)));
+  }
+
+  /**
    * How long ago the claims were first written since Redis last lost them (created or
    * flushed), ms by Redis's clock; marks it now (SET NX) when they were not, and
    * answers 0. Every claim and re-assertion marks it.

@@ -171,6 +171,14 @@ export class StoreOwnership {
   #lease: StoreLease | undefined;
   /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
   readonly #leftBehind: string | undefined;
+  /** The store's counters, once {@link advertise} has them. */
+  #minted: (() => readonly number[]) | undefined;
+
+  /** Records the store's counters while this node serves the store alone. */
+  async #recordMinted(): Promise<void> {
+    if (this.#minted === undefined || this.#conflict !== undefined) return;
+    await this.#opts.claims.recordMinted(this.storeId, this.partitionBase, this.#minted());
+  }
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined) {
     this.#opts = opts;
@@ -211,15 +219,42 @@ export class StoreOwnership {
   }
 
   /**
+   * Refuses a data dir whose store is behind what it minted (DESIGN.md §2: a MsgID is
+   * minted once): an older copy of the data dir — a copy that ran elsewhere, a backup —
+   * would mint again ids the newer copy already gave to other messages, and the inboxes
+   * holding those would take the new ones for duplicates (lost) or show their content
+   * for another message. Compares the store's counters with those its node last wrote
+   * (every lease renewal, and at shutdown).
+   * @param counters the opened store's last counters, per partition (MessageStore.counters)
+   * @throws StartupError naming the partitions behind and what to do
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async checkMinted(counters: readonly number[]): Promise<void> {
+    const minted = await this.#opts.claims.mintedOf(this.storeId);
+    const behind = counters.flatMap((local, i) => {
+      const recorded = minted.get(this.partitionBase + i);
+      return recorded !== undefined && recorded > local ? [`partition ${this.partitionBase + i} at ${local}, minted up to ${recorded}`] : [];
+    });
+    if (behind.length === 0) return;
+    throw new StartupError(`the store in ${this.#opts.dir} (store ${this.storeId}) is behind the ids it already minted (${behind.join('; ')}): `
+      + 'this data dir is an older copy — a copy of it ran elsewhere, or it was restored from a backup — and would mint those ids again for other messages. '
+      + 'Start the newest copy instead; if this is the only one left, accept that the newer messages are gone with '
+      + `\`redis-cli DEL ${this.#opts.claims.mintedKey(this.storeId)}\` and start again`);
+  }
+
+  /**
    * Writes the lease now, then renews it and re-asserts the claim every
    * {@link LEASE_RENEW_MS}. A failed renewal logs and is tried again next time.
    * @param where where this node is read (its host name and pid are added)
    * @param onConflict called with a reason when another store holds the block, or
    *   another node this store's lease (writes must stop), and with undefined once
    *   neither holds
+   * @param minted the store's last counters (MessageStore.counters), recorded with each
+   *   renewal while this node is alone ({@link checkMinted})
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
-  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void): Promise<void> {
+  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, minted?: () => readonly number[]): Promise<void> {
+    this.#minted = minted;
     const { claims, logger } = this.#opts;
     const base: StoreLease = { ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), pid: process.pid };
     let renewal = 0;
@@ -251,6 +286,7 @@ export class StoreOwnership {
       const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.#leftBehind) ? replaced : undefined;
       written = true;
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
+      await this.#recordMinted();
     };
     await renew();
     logger.info({ store: this.storeId, url: base.url }, 'store lease held');
@@ -278,8 +314,9 @@ export class StoreOwnership {
     this.#timer = undefined;
     this.#renewNow = undefined;
     await this.#renewing;
-    // Only this node's own lease (none before advertise): a copy's, found in its place,
-    // stays for the copy.
+    // The counters as the store stops (it mints nothing more), then only this node's own
+    // lease (none before advertise): a copy's, found in its place, stays for the copy.
+    await this.#recordMinted().catch((err: unknown) => this.#opts.logger.warn({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters at shutdown'));
     if (this.#lease !== undefined) await this.#opts.claims.releaseLease(this.storeId, this.#lease);
   }
 }

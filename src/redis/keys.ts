@@ -169,6 +169,16 @@ export class Keys {
   }
 
   /**
+   * Hash: MsgID partition byte (decimal) → the last counter the store minted there, as
+   * its node last wrote it (every lease renewal and at shutdown), so a data dir that is
+   * behind it (an older copy) is refused at start (src/cluster/store-ownership.ts).
+   * @param storeId `[A-Za-z0-9._-]{1,64}` (checked by the layout file)
+   */
+  storeMinted(storeId: string): string {
+    return `${this.prefix}xiu:{store}:minted:${storeId}`;
+  }
+
+  /**
    * String: when the partition claims were first written since Redis last lost them
    * (ms, Redis's clock; SET NX by every claim and re-assertion), so a new data dir can
    * wait for the nodes still running to re-assert theirs before it claims a block

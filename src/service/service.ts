@@ -127,6 +127,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
     cleanup.unshift(['store', () => store.close()]);
+    // An older copy of this data dir would mint ids again (docs/decisions.md).
+    await ownership.checkMinted(store.counters);
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
     const records = new StoreRouter({
@@ -179,7 +181,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       timeoutMs: config.redisCommandTimeoutMs, logger,
     });
     cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['store lease', () => ownership.stop()]);
-    await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason));
+    await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
     redis.on('ready', () => ownership.renewNow());

@@ -120,6 +120,11 @@ export class MessageStore implements RecordReader {
     return store;
   }
 
+  /** Per partition (index 0..P-1, MsgID partition byte B+index): the last counter minted. */
+  get counters(): readonly number[] {
+    return this.#partitions.map((p) => p.counter);
+  }
+
   /** Partition count P. */
   get partitions(): number {
     return this.#partitions.length;

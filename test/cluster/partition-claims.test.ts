@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
@@ -234,6 +234,41 @@ test('a lease from another host is watched: refused as soon as it is renewed, ta
   } finally {
     clearInterval(renewing);
   }
+});
+
+test('an older copy of a data dir — its copy ran ahead elsewhere — is refused at start, not left to mint the same ids again', async (t) => {
+  const { claims } = freshClaims();
+  const original = await storeDir(t);
+  const open = (dir: string, base: number) => MessageStore.open({
+    dir, partitions: 4, partitionBase: base, sync: false, cacheBytes: 0, defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 60_000,
+  });
+  /** One run of a node on `dir`: claim, open, check, advertise, `puts` messages, stop. */
+  const run = async (dir: string, node: string, puts: number): Promise<void> => {
+    const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+    const store = await open(dir, ownership.partitionBase);
+    try {
+      await ownership.checkMinted(store.counters);
+      await ownership.advertise({ url: 'http://127.0.0.1:18021', node }, () => undefined, () => store.counters);
+      for (let i = 0; i < puts; i++) await store.put({ kind: MsgKind.user, type: 't', data: i, to: [`u${i}`] });
+      await ownership.stop();
+    } finally {
+      await store.close();
+    }
+  };
+  await run(original, 'node-1', 8);
+  // The data dir is copied (stopped), the copy runs and mints more, then stops.
+  const copy = await storeDir(t);
+  await cp(original, copy, { recursive: true });
+  await run(copy, 'node-copy', 8);
+  // The original again: behind what the store minted.
+  await assert.rejects(run(original, 'node-2', 0), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, /is behind the ids it already minted \(partition \d+ at \d+, minted up to \d+/);
+    assert.match(err.message, /an older copy/);
+    return true;
+  });
+  // The newest copy still starts, and may go on.
+  await run(copy, 'node-copy-2', 1);
 });
 
 test('after Redis lost the claims, a new data dir waits for running nodes to re-assert theirs before it claims; with no node running it claims at once', async (t) => {
