@@ -142,7 +142,9 @@ export function claimRefusal(dir: string, base: number | undefined, count: numbe
   const mine = base === undefined ? `${count} partitions` : `partitions ${partitionSpan(base, count)}`;
   return `the store in ${dir} cannot claim ${mine}: partition ${answer.partition} is held by store ` +
     `${answer.owner}${where}; two stores on one Redis must not mint the same message ids. ` +
-    'Give each node its own data dir, or if that store is gone for good, retire its partitions ' +
+    'Give each node its own data dir, or if that store is gone for good, retire its partitions. ' +
+    'If Redis lost its data (FLUSHALL, restarted empty) while this node was stopped, a new data dir may have taken this block: ' +
+    'start this node on a new data dir (what its store holds was named only by the inboxes Redis lost) ' +
     '(see docs/decisions.md, "Several nodes")';
 }
 

@@ -73,7 +73,7 @@ function processAlive(pid: number): boolean {
 function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
   const where = [lease.host === undefined ? '' : `host ${lease.host}`, lease.pid === undefined ? '' : `pid ${lease.pid}`].filter(Boolean).join(', ');
   return `the store in ${dir} (store ${storeId}) is already served by node ${lease.node} at ${lease.url}${where === '' ? '' : ` (${where})`}: `
-    + 'another copy of this data dir is running. Two nodes serving one store mint the same message ids and lose messages. '
+    + 'another node serves this data dir\'s store (this folder started twice, or a copy of it). Two nodes serving one store mint the same message ids and lose messages. '
     + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
 }
 
@@ -107,12 +107,15 @@ export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, d
   const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
   if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !processAlive(first.pid)) return first.node;
   logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
-    `store lease held by another node: waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s to see whether it is alive`);
+    `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
   const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
   while (performance.now() < deadline) {
     await delay(LEASE_WATCH_MS);
     const now: LeaseState | undefined = await claims.leaseState(storeId);
-    if (now === undefined) return undefined;
+    if (now === undefined) {
+      logger.info({ store: storeId, node: first.node }, 'store lease lapsed: its node is gone, this node serves the store');
+      return undefined;
+    }
     // Renewed, or taken by yet another node: someone serves it.
     if (renewedSince(held, now)) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
     held = now;
@@ -206,7 +209,7 @@ export class StoreOwnership {
       // A first claim picks the lowest free block: free must mean no running node's.
       const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
       if (waitMs > 0 && (opts.runningNodes === undefined || await opts.runningNodes() > 0)) {
-        opts.logger.info({ waitMs }, 'the partition claims in Redis are new (Redis was flushed, restarted empty, or is new): waiting for running nodes to re-assert theirs before claiming a block');
+        opts.logger.info({ waitMs }, 'the partition claims in Redis are under 6 s old and other nodes run (Redis is new, or lost its data): waiting until every running node has written its claim (within one 5 s heartbeat) before claiming a free block');
         await delay(waitMs);
       }
     }

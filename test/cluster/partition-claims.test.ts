@@ -183,7 +183,7 @@ test('a node does not start on a store another live node serves (a copied data d
   await assert.rejects(StoreOwnership.claim({ claims, dir: copy, partitions: 4, logger }), (err: unknown) => {
     assert.ok(err instanceof StartupError, String(err));
     assert.match(err.message, new RegExp(`\\(store ${original.storeId}\\) is already served by node node-a at http://127\\.0\\.0\\.1:18001 \\(host ${os.hostname()}, pid ${process.pid}\\)`));
-    assert.match(err.message, /another copy of this data dir is running/);
+    assert.match(err.message, /another node serves this data dir's store \(this folder started twice, or a copy of it\)/);
     return true;
   });
   // Once the original has stopped, the copy may serve the store (it was moved).
