@@ -4,13 +4,14 @@
  * node asks the records route there for no record, which answers only the store id,
  * and looks at which store answers.
  *
- * - Another store answers, or anything that is not a Pixiu node of this cluster (a
- *   401 of another cluster secret, a 404 of another service): the URL is wrong. The
- *   node refuses to start — with it, other nodes would read the wrong node or none, and
- *   every message stored here would wait for good in their deliveries and histories.
- * - Nothing answers (refused, timed out): logged at warn and started anyway. The
- *   address may be reachable from the other nodes but not from this one (a load
- *   balancer without hairpin routing).
+ * - Another Pixiu node answers — another store, or another cluster (a 401 with Pixiu's
+ *   error body: it refused this cluster's secret): the URL is wrong. The node refuses
+ *   to start — with it, other nodes would read the wrong node, and every message stored
+ *   here would wait for good in their deliveries and histories.
+ * - Nothing answers (refused, timed out), or something that is not a Pixiu node (a
+ *   proxy's 502/503 while this node is not marked healthy yet, another service):
+ *   logged at warn and started anyway. The address may be reachable from the other
+ *   nodes only (a load balancer without hairpin routing), or only once this node is up.
  */
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -48,11 +49,14 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
       `the advertised URL does not reach this node from itself; unless the other nodes reach it by another route, they cannot read this node's messages: ${advice}`);
     return;
   }
-  const answer = res.ok ? await res.json().catch(() => undefined) as Partial<RecordsAnswer> | undefined : undefined;
-  if (!res.ok) await res.body?.cancel();
-  if (answer?.store === opts.storeId) return;
-  const found = answer?.store !== undefined ? `the node of store ${String(answer.store)}, not this one (store ${opts.storeId})`
-    : res.status === 401 ? 'a node of another cluster (it refused this cluster\'s secret)'
-      : `something that is not a Pixiu node of this cluster (HTTP ${res.status})`;
-  throw new StartupError(`the advertised URL ${opts.url} reaches ${found}: other nodes would not read this node's messages there; ${advice}`);
+  const body = await res.json().catch(() => undefined) as (Partial<RecordsAnswer> & { error?: { code?: unknown } }) | undefined;
+  if (res.ok && body?.store === opts.storeId) return;
+  const found = res.ok && typeof body?.store === 'string' ? `the node of store ${body.store}, not this one (store ${opts.storeId})`
+    : res.status === 401 && body?.error?.code === 'UNAUTHORIZED' ? 'a Pixiu node of another cluster (it refused this cluster\'s secret)'
+      : undefined;
+  if (found !== undefined) {
+    throw new StartupError(`the advertised URL ${opts.url} reaches ${found}: other nodes would not read this node's messages there; ${advice}`);
+  }
+  opts.logger.warn({ url: opts.url, status: res.status },
+    `the advertised URL answers, but not as this node (HTTP ${res.status}: a proxy not yet routing to it, or another service); unless the other nodes reach this node there once it is up, they cannot read its messages: ${advice}`);
 }

@@ -34,7 +34,7 @@ async function startAdvertising(t: CleanupContext, prefix: string, advertiseUrl:
   return { start, lines };
 }
 
-test('a URL that leads to another node of the cluster, or to another service, refuses the start', async (t) => {
+test('a URL that leads to another node of the cluster refuses the start; one that leads to something else is a warning', async (t) => {
   const a = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'adv:', storeDurability: 'relaxed' });
   const other = await startAdvertising(t, 'adv:', a.service.url);
   await assert.rejects(other.start, (err: unknown) => {
@@ -44,12 +44,15 @@ test('a URL that leads to another node of the cluster, or to another service, re
     return true;
   });
 
-  const web: Server = createServer((_req, res) => res.writeHead(404).end('not here'));
+  // A proxy not routing to this node yet (502/503), or another service: not proof of a
+  // wrong URL, so the node starts and says so.
+  const web: Server = createServer((_req, res) => res.writeHead(503, { 'content-type': 'text/html' }).end('<h1>no upstream</h1>'));
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => web.close(() => resolve())));
-  const elsewhere = await startAdvertising(t, 'adv-web:', `http://127.0.0.1:${(web.address() as AddressInfo).port}`);
-  await assert.rejects(elsewhere.start, (err: unknown) => err instanceof StartupError && /not a Pixiu node of this cluster \(HTTP 404\)/.test(err.message));
-  // Still served: the refused nodes wrote no lease over A's.
+  const proxied = await startAdvertising(t, 'adv-web:', `http://127.0.0.1:${(web.address() as AddressInfo).port}`);
+  await proxied.start;
+  assert.ok(proxied.lines.some((l) => l.level === 40 && /answers, but not as this node \(HTTP 503/.test(l.msg ?? '')), JSON.stringify(proxied.lines.filter((l) => l.level >= 40)));
+  // Still served: the refused node wrote no lease over A's.
   assert.equal((await a.client.post('/v1/messages', { to: 'ada', type: 't', data: 1 })).status, 201);
 });
 
