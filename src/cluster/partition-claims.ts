@@ -23,6 +23,7 @@ export const PARTITION_SPACE = 256;
 export const CLAIM_SCRIPTS = {
   claim: { command: 'pxPartitionClaimV1', file: new URL('./lua/partition-claim-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   releaseLease: { command: 'pxLeaseReleaseV1', file: new URL('./lua/lease-release-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+  raiseMinted: { command: 'pxMintedRaiseV1', file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
 declare module 'ioredis' {
@@ -31,6 +32,8 @@ declare module 'ioredis' {
     pxPartitionClaimV1(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
     /** `lease-release-1.lua`: KEYS lease; ARGV the lease value this node wrote. */
     pxLeaseReleaseV1(lease: string, value: string): Result<number, Context>;
+    /** `minted-raise-1.lua`: KEYS minted hash; ARGV partition, counter pairs. */
+    pxMintedRaiseV1(minted: string, ...pairs: string[]): Result<number, Context>;
   }
 }
 
@@ -174,12 +177,13 @@ export class PartitionClaims {
 
   /**
    * Records the last counter `storeId` minted in each partition of its block
-   * (`counters[i]` for partition byte `base + i`).
+   * (`counters[i]` for partition byte `base + i`), never lowering a recorded one
+   * (`lua/minted-raise-1.lua`).
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async recordMinted(storeId: string, base: number, counters: readonly number[]): Promise<void> {
-    const fields = counters.flatMap((c, i) => [String(base + i), String(c)]);
-    if (fields.length > 0) await redisCall(() => this.#redis.hset(this.#keys.storeMinted(storeId), ...fields));
+    const pairs = counters.flatMap((c, i) => [String(base + i), String(c)]);
+    if (pairs.length > 0) await redisCall(() => this.#redis.pxMintedRaiseV1(this.#keys.storeMinted(storeId), ...pairs));
   }
 
   /** The key {@link recordMinted} writes, for the operator's message. */

@@ -222,27 +222,37 @@ export class StoreOwnership {
   }
 
   /**
-   * Refuses a data dir whose store is behind what it minted (DESIGN.md §2: a MsgID is
-   * minted once): an older copy of the data dir — a copy that ran elsewhere, a backup —
-   * would mint again ids the newer copy already gave to other messages, and the inboxes
-   * holding those would take the new ones for duplicates (lost) or show their content
-   * for another message. Compares the store's counters with those its node last wrote
-   * (every lease renewal, and at shutdown).
-   * @param counters the opened store's last counters, per partition (MessageStore.counters)
-   * @throws StartupError naming the partitions behind and what to do
-   * @throws PixiuError UNAVAILABLE when Redis fails
+   * Brings a store that is behind the ids it already minted (DESIGN.md §2: a MsgID is
+   * minted once) up to them: its node recorded its counters in Redis (every renewal and
+   * at shutdown), and a data dir whose counters are lower — an older copy whose copy
+   * ran elsewhere, a restore from a backup, writes lost to a power cut with relaxed
+   * durability — would mint those ids again for other messages (inboxes holding them
+   * would take the new messages for duplicates, or show their content for another
+   * message). Its counters are moved forward past them instead, and the gap is logged
+   * at error: the messages behind those ids are not in this data dir (they read as
+   * missing: `gap`s, 404).
+   * @param store the opened store: its counters, and how to move them
+   * @returns the partitions moved forward, as `partition p: a → b` (empty when none)
+   * @throws PixiuError UNAVAILABLE when Redis or the store fails
    */
-  async checkMinted(counters: readonly number[]): Promise<void> {
+  async catchUpMinted(store: { readonly counters: readonly number[]; advanceCounters(targets: readonly (number | undefined)[]): Promise<void> }): Promise<string[]> {
     const minted = await this.#opts.claims.mintedOf(this.storeId);
-    const behind = counters.flatMap((local, i) => {
+    const targets = store.counters.map((local, i) => {
       const recorded = minted.get(this.partitionBase + i);
-      return recorded !== undefined && recorded > local ? [`partition ${this.partitionBase + i} at ${local}, minted up to ${recorded}`] : [];
+      return recorded !== undefined && recorded > local ? recorded : undefined;
     });
-    if (behind.length === 0) return;
-    throw new StartupError(`the store in ${this.#opts.dir} (store ${this.storeId}) is behind the ids it already minted (${behind.join('; ')}): `
-      + 'this data dir is an older copy — a copy of it ran elsewhere, or it was restored from a backup — and would mint those ids again for other messages. '
-      + 'Start the newest copy instead; if this is the only one left, accept that the newer messages are gone with '
-      + `\`redis-cli DEL ${this.#opts.claims.mintedKey(this.storeId)}\` and start again`);
+    const moved = targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${this.partitionBase + i}: ${store.counters[i]} → ${t}`]));
+    if (moved.length === 0) return moved;
+    await store.advanceCounters(targets);
+    this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, moved },
+      'this data dir is behind the message ids its store already minted (an older copy of it ran on, a backup was restored, or writes were lost): '
+      + 'its counters are moved past them so no id is minted twice; the messages behind those ids are not in this data dir and read as missing');
+    return moved;
+  }
+
+  /** Records the store's counters now (shutdown, once the store is closed); a failure is logged. Never rejects. */
+  async recordMintedNow(): Promise<void> {
+    await this.#recordMinted().catch((err: unknown) => this.#opts.logger.warn({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters'));
   }
 
   /**
@@ -317,9 +327,10 @@ export class StoreOwnership {
     this.#timer = undefined;
     this.#renewNow = undefined;
     await this.#renewing;
-    // The counters as the store stops (it mints nothing more), then only this node's own
-    // lease (none before advertise): a copy's, found in its place, stays for the copy.
-    await this.#recordMinted().catch((err: unknown) => this.#opts.logger.warn({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters at shutdown'));
+    // The counters so far (the service records them again once the store is closed),
+    // then only this node's own lease (none before advertise): a copy's, found in its
+    // place, stays for the copy.
+    await this.recordMintedNow();
     if (this.#lease !== undefined) await this.#opts.claims.releaseLease(this.storeId, this.#lease);
   }
 }

@@ -127,8 +127,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
     cleanup.unshift(['store', () => store.close()]);
-    // An older copy of this data dir would mint ids again (docs/decisions.md).
-    await ownership.checkMinted(store.counters);
+    // An older copy of this data dir would mint ids again (docs/decisions.md): its
+    // counters move past what the store already minted. Recorded last once it closes.
+    await ownership.catchUpMinted(store);
+    cleanup.splice(cleanup.findIndex(([what]) => what === 'store') + 1, 0, ['store counters', () => ownership.recordMintedNow()]);
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
     const records = new StoreRouter({

@@ -120,9 +120,24 @@ export class MessageStore implements RecordReader {
     return store;
   }
 
-  /** Per partition (index 0..P-1, MsgID partition byte B+index): the last counter minted. */
+  /**
+   * Per partition (index 0..P-1, MsgID partition byte B+index): the last counter
+   * minted and written to disk (a failed batch write's counters are not counted).
+   */
   get counters(): readonly number[] {
-    return this.#partitions.map((p) => p.counter);
+    return this.#partitions.map((p) => p.written);
+  }
+
+  /**
+   * Moves each partition's counter forward to `targets[i]` where it is behind, storing
+   * the high-water marks (src/cluster/store-ownership.ts `catchUpMinted`).
+   * @throws PixiuError UNAVAILABLE when LevelDB fails
+   */
+  async advanceCounters(targets: readonly (number | undefined)[]): Promise<void> {
+    await Promise.all(this.#partitions.map(async (p, i) => {
+      const target = targets[i];
+      if (target !== undefined) await p.advanceTo(target);
+    }));
   }
 
   /** Partition count P. */

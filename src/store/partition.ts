@@ -68,6 +68,8 @@ export class Partition {
   /** The MsgID's first 4 hex digits per kind (partition and kind bytes). */
   readonly #idPrefix: readonly string[];
   #counter: number;
+  /** The highest counter a completed batch write carried: minted and on disk. */
+  #written: number;
   #sweeping: Promise<unknown> = Promise.resolve();
   #closed = false;
 
@@ -76,6 +78,7 @@ export class Partition {
     this.location = location;
     this.index = index;
     this.#counter = counter;
+    this.#written = counter;
     this.#sync = options.sync;
     this.#now = options.now;
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
@@ -95,6 +98,34 @@ export class Partition {
   /** The last counter assigned (0 when none ever was). */
   get counter(): number {
     return this.#counter;
+  }
+
+  /**
+   * The last counter written to disk: assigned in a batch write that completed. A
+   * failed write (disk full) assigned counters it never stored; they are not counted.
+   */
+  get written(): number {
+    return this.#written;
+  }
+
+  /**
+   * Moves the counter forward to `counter` (nothing when it is there already) and
+   * stores the high-water mark, so the ids up to it are never minted here (DESIGN.md
+   * §2: a MsgID is minted once). For a store behind what it minted before
+   * (src/cluster/store-ownership.ts `catchUpMinted`).
+   * @throws PixiuError UNAVAILABLE when LevelDB fails
+   */
+  async advanceTo(counter: number): Promise<void> {
+    await this.#commit.exclusive(async () => {
+      if (counter <= this.#counter) return;
+      try {
+        await this.#db.batch().put(HIGH_WATER_KEY, Buffer.from(String(counter), 'latin1')).write({ sync: true });
+      } catch (err) {
+        throw this.#unavailable(err);
+      }
+      this.#counter = counter;
+      this.#written = Math.max(this.#written, counter);
+    });
   }
 
   /**
@@ -163,8 +194,10 @@ export class Partition {
       }
       for (const [bucket, { firstId, lines }] of expiring) batch.put(expiryKey(bucket, firstId), Buffer.from(lines, 'latin1'));
       // Every batch carries the high-water mark, so the counter outlives the records.
-      batch.put(HIGH_WATER_KEY, Buffer.from(String(this.#counter), 'latin1'));
+      const mark = this.#counter;
+      batch.put(HIGH_WATER_KEY, Buffer.from(String(mark), 'latin1'));
       await batch.write({ sync: this.#sync });
+      this.#written = Math.max(this.#written, mark);
       return out as PutResult[];
     } catch (err) {
       throw this.#unavailable(err);
