@@ -39,8 +39,8 @@ export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
 export const LEASE_WATCH_MS = 250;
 /** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
 const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
-/** Claims younger than this make a new data dir wait before claiming, ms: every running node re-asserts within one renewal period. */
-export const CLAIMS_SETTLE_MS = LEASE_RENEW_MS + 1000;
+/** Longest a running node takes to reconnect to a restarted Redis, ms (its back-off tops out at 2 s; with the connect). */
+export const RECONNECT_BOUND_MS = 5000;
 
 /**
  * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
@@ -146,14 +146,20 @@ export interface StoreOwnershipOptions {
   readonly logger: Logger;
   /**
    * How long the claims must have been in Redis before a new data dir claims a block
-   * while other nodes run, ms ({@link CLAIMS_SETTLE_MS} on a shared Redis; 0 on the
-   * embedded one, which no other node uses): right after Redis lost them (FLUSHALL,
+   * while other nodes run, ms (setting `claimsSettleMs`, 6 s, on a shared Redis; 0 on
+   * the embedded one, which no other node uses): right after Redis lost them (FLUSHALL,
    * restarted empty) the nodes still running have not re-asserted theirs yet, and a
    * block taken meanwhile could be one of theirs, its ids minted already.
    */
   readonly settleMs?: number;
-  /** How many nodes run on this Redis now (bus.ts `listeningNodes`): with none, claims are not waited for. */
+  /**
+   * How many nodes run on this Redis now (bus.ts `listeningNodes`), and how long Redis
+   * has run, ms: with no node running and Redis up longer than {@link RECONNECT_BOUND_MS}
+   * (a Redis restarted empty drops the running nodes' subscriptions until they
+   * reconnect), claims are not waited for.
+   */
   readonly runningNodes?: () => Promise<number>;
+  readonly redisUptimeMs?: () => Promise<number>;
 }
 
 /** The partitions this node's store holds, and their lease. */
@@ -208,7 +214,9 @@ export class StoreOwnership {
     if (layout.partitionBase === undefined && (opts.settleMs ?? 0) > 0) {
       // A first claim picks the lowest free block: free must mean no running node's.
       const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
-      if (waitMs > 0 && (opts.runningNodes === undefined || await opts.runningNodes() > 0)) {
+      const othersMayRun = opts.runningNodes === undefined || await opts.runningNodes() > 0
+        || (opts.redisUptimeMs !== undefined && await opts.redisUptimeMs() < RECONNECT_BOUND_MS);
+      if (waitMs > 0 && othersMayRun) {
         opts.logger.info({ waitMs }, 'the partition claims in Redis are under 6 s old and other nodes run (Redis is new, or lost its data): waiting until every running node has written its claim (within one 5 s heartbeat) before claiming a free block');
         await delay(waitMs);
       }

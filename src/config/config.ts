@@ -46,6 +46,8 @@ export interface Config {
   readonly deliveryWindow: number;
   readonly ackTimeoutMs: number;
   readonly redeliveryBackoffMs: readonly number[];
+  /** How old the claims must be before a new data dir's first claim on a shared Redis, ms (src/cluster/store-ownership.ts). */
+  readonly claimsSettleMs: number;
   /** Time between the node's rounds of ack-cursor writes (DESIGN.md §5: 100 ms). */
   readonly ackFlushIntervalMs: number;
   readonly heartbeatMs: number;

@@ -1,5 +1,6 @@
 /**
- * A start-up look at how the Redis Pixiu was given keeps its data (DESIGN.md §4: "Redis
+ * Start-up looks at the Redis Pixiu was given: how long it has run
+ * ({@link redisUptimeMs}), and how it keeps its data (DESIGN.md §4: "Redis
  * must be configured to persist (AOF) wherever messages must survive a Redis
  * restart"). Inboxes live only in Redis: on a Redis that does not persist, a restart
  * loses every inbox entry, and a message acknowledged with 201 never reaches a
@@ -12,6 +13,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { redisCall } from './client.js';
 
 /** How a Redis persists, as `CONFIG GET appendonly` and `save` say. */
 export type Persistence = 'aof' | 'snapshots' | 'none';
@@ -47,4 +49,16 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
     logger.warn({ redis: url, appendonly: 'no' }, 'Redis persists by snapshots only (appendonly no): a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
   }
   return persistence;
+}
+
+/**
+ * How long the Redis server has run, ms (`INFO server` uptime_in_seconds): a Redis
+ * restarted moments ago may have come back empty, with the nodes that used it still
+ * reconnecting (src/cluster/store-ownership.ts).
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function redisUptimeMs(redis: Redis): Promise<number> {
+  const info = await redisCall(() => redis.info('server'));
+  const seconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1]);
+  return Number.isFinite(seconds) ? seconds * 1000 : Number.POSITIVE_INFINITY;
 }

@@ -16,7 +16,7 @@ import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
-import { warnUnlessPersistent } from '../redis/persistence-check.js';
+import { redisUptimeMs, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
@@ -33,7 +33,7 @@ import { ClusterSecret } from '../cluster/cluster-secret.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
-import { CLAIMS_SETTLE_MS, StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
+import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 
@@ -110,7 +110,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // be re-asserted; the embedded one has no other node.
     const ownership = await StoreOwnership.claim({
       claims, dir: storeDir, partitions: config.partitions, logger,
-      settleMs: local === undefined ? CLAIMS_SETTLE_MS : 0, runningNodes: () => listeningNodes(redis, keys),
+      settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
+      redisUptimeMs: () => redisUptimeMs(redis),
     });
     const clusterSecret = await ClusterSecret.load(redis, keys);
 

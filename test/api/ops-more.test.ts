@@ -44,7 +44,7 @@ test('/readyz is 503 UNAVAILABLE once the message store is closed, though Redis 
   // store: the HTTP app is assembled here as the service assembles it (the store
   // behind a StoreRouter), on a real store and Redis, to close the store under it.
   const dataDir = await tempDataDir(t);
-  const config = loadConfig({}, { redisUrl: redis.url, redisPrefix: 'ready:', dataDir, port: '0', logLevel: 'silent', apiToken: API_TOKEN });
+  const config = loadConfig({}, { claimsSettleMs: '0', redisUrl: redis.url, redisPrefix: 'ready:', dataDir, port: '0', logLevel: 'silent', apiToken: API_TOKEN });
   const logger = createLogger(config.logLevel);
   const client: Redis = await createRedis({ url: redis.url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:test' });
   t.after(() => client.disconnect());

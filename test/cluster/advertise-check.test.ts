@@ -28,7 +28,7 @@ after(() => files.run());
 /** Starts a node on the shared Redis under `prefix` that advertises `advertiseUrl`. */
 async function startAdvertising(t: CleanupContext, prefix: string, advertiseUrl: string) {
   const { logger, lines } = capturingLogger();
-  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: prefix, storeDurability: 'relaxed', advertiseUrl, redisCommandTimeoutMs: '500' });
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: prefix, storeDurability: 'relaxed', advertiseUrl, redisCommandTimeoutMs: '500' });
   const start = startService(config, logger);
   start.then((service) => t.after(() => service.close()), () => undefined);
   return { start, lines };

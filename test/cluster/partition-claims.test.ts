@@ -300,9 +300,22 @@ test('after Redis lost the claims, a new data dir waits for running nodes to re-
   // No node runs on this Redis (a new one, or every node stopped): nothing to wait for.
   await redis.del(keys.storePartitions(), keys.storeDescriptions(), keys.claimsSince());
   const alone = performance.now();
-  const first = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 60_000, runningNodes: async () => 0 });
+  const first = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 60_000, runningNodes: async () => 0, redisUptimeMs: async () => 3_600_000 });
   assert.equal(first.partitionBase, 0);
   assert.ok(performance.now() - alone < 1000);
+
+  // Redis restarted empty moments ago: the running nodes' subscriptions are gone until
+  // they reconnect, so none shows; its uptime says to wait all the same.
+  await redis.del(keys.storePartitions(), keys.storeDescriptions(), keys.claimsSince());
+  const restarted = performance.now();
+  const reasserting = (async () => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await claims.claim(first.storeId, 4, 0, HERE);
+  })();
+  const late = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 1000, runningNodes: async () => 0, redisUptimeMs: async () => 1500 });
+  await reasserting;
+  assert.notEqual(late.partitionBase, 0, 'not the block of the node that re-asserted');
+  assert.ok(performance.now() - restarted >= 700, `waited ${Math.round(performance.now() - restarted)} ms`);
 });
 
 test('listeningNodes counts the node channels of one key prefix with a subscriber, its glob characters taken literally', async (t) => {

@@ -142,7 +142,9 @@ export async function startInProcess(
   t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string },
 ): Promise<InProcessServer> {
   const dataDir = overrides.dataDir ?? await tempDataDir(t);
-  const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, ...overrides });
+  // No claims wait (PIXIU_CLAIMS_SETTLE): each test has a Redis, or a key prefix, of its
+  // own, started moments before; the tests of the wait set it.
+  const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, claimsSettleMs: '0', ...overrides });
   const service = await startService(config, createLogger(config.logLevel));
   t.after(() => service.close());
   return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken) };
@@ -151,7 +153,8 @@ export async function startInProcess(
 /** The environment for a child `pixiu`: the parent's, minus every `PIXIU_` variable. */
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
-  return { ...base, ...env };
+  // No claims wait unless a test asks for one (see startInProcess).
+  return { ...base, PIXIU_CLAIMS_SETTLE: '0', ...env };
 }
 
 /** How a child process ended. */

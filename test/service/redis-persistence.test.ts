@@ -43,7 +43,7 @@ test('a service started on a Redis without AOF warns once, naming the risk; on o
     await admin.config('SET', 'appendonly', appendonly);
     await admin.config('SET', 'save', '');
     const { logger, lines } = capturingLogger();
-    const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `persist-${appendonly}:`, storeDurability: 'relaxed' });
+    const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `persist-${appendonly}:`, storeDurability: 'relaxed' });
     const service = await startService(config, logger);
     await service.close();
     const warnings = lines.filter((l) => l.level === 40 && /Redis does not persist/.test(l.msg ?? ''));
