@@ -96,6 +96,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
       return;
     }
+    // A fragment never travels (a client strips it); one sent raw would be read as part
+    // of the last query value (`limit=1#x`: "limit must be an integer").
+    if (req.raw.url?.includes('#') === true) {
+      done(new PixiuError('INVALID_REQUEST', 'the request target has a fragment (#…): it is not sent to a server (RFC 9112 §3.2); percent-encode # as %23 in a value'));
+      return;
+    }
     // A route that takes no body (the not-found one included) accepts an empty one
     // whatever its headers say, and refuses any other as "this route takes no body"
     // (validation.ts).

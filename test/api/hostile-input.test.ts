@@ -253,6 +253,17 @@ test('an error answer to a request with no body keeps the keep-alive connection:
   for (const head of heads.slice(0, 3)) assert.doesNotMatch(head.slice(0, head.indexOf('\r\n\r\n')), /\r\nconnection: close/i);
 });
 
+test('a request target with a fragment is refused as such, not as a bad query value', async (t) => {
+  const server = await freshServer(t);
+  const auth = `Authorization: Bearer ${server.client.token}\r\n`;
+  const text = await rawExchange(server.service.url, `GET /v1/users/a/messages?limit=1#x HTTP/1.1\r\nHost: x\r\n${auth}Connection: close\r\n\r\n`);
+  const { status, body } = lastResponse(text);
+  assert.equal(status, 400, text);
+  assert.match((body as { error: { message: string } }).error.message, /^the request target has a fragment/);
+  // Percent-encoded, # is data like any other character (here a bad limit all the same).
+  expectError(await server.client.get('/v1/users/a/messages?limit=1%23x'), 400, 'INVALID_REQUEST', /limit/);
+});
+
 test('a 16-hex-digit id that is not a MsgID says what is wrong with it', async (t) => {
   const server = await freshServer(t);
   expectError(await server.client.get('/v1/messages/ffffffffffffffff'), 400, 'INVALID_REQUEST', /kind, 01-04 .*not ff/);
