@@ -12,7 +12,6 @@
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
 import { expectError, metricSample } from '../harness/checks.js';
@@ -175,6 +174,17 @@ async function errorCounts(server: InProcessServer, code: string): Promise<{ htt
   };
 }
 
+/**
+ * Resolves once the server has closed the next connection it accepts and handled what
+ * that close set off (a request still reading its body fails as 'aborted' then): the
+ * event to wait on before checking that nothing more was counted.
+ */
+function nextConnectionClosed(server: InProcessServer): Promise<void> {
+  return new Promise((resolve) => {
+    server.service.app.server.once('connection', (socket: net.Socket) => socket.once('close', () => setImmediate(resolve)));
+  });
+}
+
 /** rawExchange, or 'no answer in 5 s' (every answer here is due at once; the request timeout is 60 s). */
 function promptExchange(url: string, request: string): Promise<string> {
   return Promise.race([
@@ -198,6 +208,7 @@ test('a malformed chunked body is answered 400 INVALID_REQUEST at once and close
   ];
   for (const c of cases) {
     const before = await errorCounts(server, 'INVALID_REQUEST');
+    const closed = nextConnectionClosed(server);
     const started = performance.now();
     const text = await promptExchange(server.service.url, c.request);
     assert.equal(text.match(/HTTP\/1\.1 /g)?.length, 1, `${c.name}: one answer, not ${text}`);
@@ -208,7 +219,7 @@ test('a malformed chunked body is answered 400 INVALID_REQUEST at once and close
     assert.ok(performance.now() - started < 2000, `${c.name}: answered after ${Math.round(performance.now() - started)} ms`);
     // Counted once (the request failing again as its socket closes is not a second
     // error), in the ingest counter too when it was a message.
-    await delay(100);
+    await closed;
     assert.deepEqual(await errorCounts(server, 'INVALID_REQUEST'), { http: before.http + 1, ingest: before.ingest + (c.post ? 1 : 0) }, c.name);
   }
   await assertNothingStored(server);
@@ -283,6 +294,7 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
   };
   const [timeoutsBefore, invalidBefore] = [await errorCounts(server, 'REQUEST_TIMEOUT'), await errorCounts(server, 'INVALID_REQUEST')];
   for (const [part, request] of Object.entries(stalled)) {
+    const closed = nextConnectionClosed(server);
     const started = performance.now();
     const answer = lastResponse(await rawExchange(server.service.url, request));
     assert.equal(answer.status, 408, part);
@@ -290,10 +302,10 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
     assert.deepEqual((answer.body as { error: { code: string } }).error.code, 'REQUEST_TIMEOUT', part);
     // Node checks every quarter of the timeout: the answer is at most that late (and some slack).
     assert.ok(performance.now() - started < 2000, `${part}: answered after ${Math.round(performance.now() - started)} ms`);
+    await closed;
   }
   // Each counted once, and nothing else: the parser's complaint as such a connection
   // ends is not a second error. The one whose headers arrived was a message.
-  await delay(100);
   assert.deepEqual(await errorCounts(server, 'REQUEST_TIMEOUT'), { http: timeoutsBefore.http + 2, ingest: timeoutsBefore.ingest + 1 });
   assert.deepEqual(await errorCounts(server, 'INVALID_REQUEST'), invalidBefore);
   await assertNothingStored(server);

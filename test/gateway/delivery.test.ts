@@ -10,11 +10,10 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
-import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
+import { metricSample, openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
 import { expectPong, type GatewayFixture } from './gateway-fixture.js';
 import {
@@ -208,9 +207,11 @@ test('acks whose write failed when the device left are written when it comes bac
   await expectPong(phone);
   await own.stop();
   try {
-    // The user's last logout writes its acks at once, and that write fails.
+    // The user's last logout writes its acks at once, and that write fails (Redis is
+    // down: it is refused at once). The logout is done once the gauge shows it.
     await phone.close();
-    await delay(200);
+    await waitUntil('the server has let the connection go', async () =>
+      metricSample((await server.client.get('/metrics')).text, 'pixiu_ws_connections') === 0);
   } finally {
     await own.restart();
   }
