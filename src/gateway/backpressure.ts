@@ -32,3 +32,8 @@ export function afterWrite(buffered: number, paused: boolean, limits: Backpressu
 export function drained(buffered: number, paused: boolean, limits: BackpressureLimits): boolean {
   return paused && buffered < limits.socketHighWaterBytes / 2;
 }
+
+/** Calls each of `waiters` (a connection's catch-ups waiting for a pause to end), if any. */
+export function wakeAll(waiters: readonly (() => void)[] | undefined): void {
+  if (waiters !== undefined) for (const wake of waiters) wake();
+}

@@ -13,6 +13,18 @@ export interface Ticking {
   tick(nowMs: number): void;
 }
 
+/**
+ * When a new connection's first server heartbeat is due, ms since the epoch: after a
+ * random 50–100 % of the period (then every period). Connections made together (a node
+ * restart, a reconnect storm) would otherwise ping, pull their inbox and refresh
+ * presence in the same instant every period, a burst that stalls live delivery
+ * (bench:e2e's p99).
+ * @param heartbeatMs the heartbeat period, ms
+ */
+export function firstHeartbeatAt(nowMs: number, heartbeatMs: number): number {
+  return nowMs + Math.round(heartbeatMs * (0.5 + Math.random() * 0.5));
+}
+
 /** The node's connection clock. */
 export class ConnectionClock {
   readonly #members = new Set<Ticking>();

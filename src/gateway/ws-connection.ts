@@ -16,10 +16,11 @@ import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { FrameRefused, parseClientFrame, type ClientFrame } from './client-frames.js';
-import { afterWrite, drained } from './backpressure.js';
+import { afterWrite, drained, wakeAll } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
+import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
-import type { Ticking } from './connection-clock.js';
+import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { refusalCloseCode } from './receiver-refusals.js';
@@ -97,15 +98,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** The connection's child logger (user, conn, device bound), made on first use. */
   get #log(): Logger {
-    this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device });
-    return this.#logger;
-  }
-
-  /** The connection's channels, made on the first `sub`/`unsub`; undefined when channels are not served. */
-  #channelsOf(): ConnectionChannels | undefined {
-    const deps = this.#deps.channels;
-    if (deps) this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this);
-    return this.#channels;
+    return (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }));
   }
 
   /**
@@ -118,20 +111,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
     if (this.#broadcast) this.#deps.broadcast?.fanout.add(this.#broadcast);
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
-    ws.on('pong', () => {
-      this.#lastSeen = Date.now();
-    });
+    ws.on('pong', () => { this.#lastSeen = Date.now(); });
     ws.on('close', (code) => this.#onClose(code));
     ws.on('error', (err) => {
       // `ws` closes the connection itself when it refuses a frame; count that code.
       this.#closeCode ??= refusalCloseCode(err);
       this.#log.debug({ err }, 'websocket error');
     });
-    // The first heartbeat comes after a random 50–100 % of the period, then every
-    // period: connections made together (a node restart, a reconnect storm) would
-    // otherwise ping, pull their inbox and refresh presence in the same instant every
-    // period, a burst that stalls live delivery (bench:e2e's p99).
-    this.#nextPingAt = Date.now() + Math.round(this.#deps.config.heartbeatMs * (0.5 + Math.random() * 0.5));
+    this.#nextPingAt = firstHeartbeatAt(Date.now(), this.#deps.config.heartbeatMs);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#log.debug({ resume }, 'connection open');
@@ -187,10 +174,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     if (verdict === 'close') {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
     } else if (verdict === 'pause') {
-      this.#pausedTimer = setTimeout(
-        () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'),
-        this.#deps.config.pausedTimeoutMs,
-      );
+      const pausedTooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
+      this.#pausedTimer = setTimeout(pausedTooLong, this.#deps.config.pausedTimeoutMs);
       this.#session?.pause(this.id);
     }
   }
@@ -200,7 +185,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * @param ref the frame refused, for frames a client must match the answer to
    */
   sendError(err: PixiuError, ref?: ErrorRef): void {
-    const frame: ErrorFrame = ref ? { t: 'error', code: err.code, message: err.message, ref } : { t: 'error', code: err.code, message: err.message };
+    const frame: ErrorFrame = { t: 'error', code: err.code, message: err.message, ...(ref === undefined ? {} : { ref }) };
     this.send(JSON.stringify(frame), 'error');
   }
 
@@ -239,9 +224,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   #wakeDrainWaiters(): void {
-    const waiters = this.#drainWaiters;
+    wakeAll(this.#drainWaiters);
     this.#drainWaiters = undefined;
-    if (waiters !== undefined) for (const wake of waiters) wake();
   }
 
   /** The socket drained: resume delivery once below half the high-water mark. */
@@ -294,14 +278,18 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
   }
 
-  /** `sub` / `unsub`: success is silent; a refusal is an error frame naming the channel. */
+  /**
+   * `sub` / `unsub` (the connection's channels are made on the first one): success is
+   * silent; a refusal is an error frame naming the channel.
+   */
   #channelFrame(frame: Extract<ClientFrame, { t: 'sub' | 'unsub' }>): Promise<void> | undefined {
     const ref: ErrorRef = { t: frame.t, channel: frame.channel };
-    const channels = this.#channelsOf();
-    if (!channels) {
+    const deps = this.#deps.channels;
+    if (!deps) {
       this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'), ref);
       return undefined;
     }
+    const channels = (this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this));
     const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
     return done.catch((err: unknown) => {
       const e = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry');
@@ -323,22 +311,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.sendError(err, ref);
   }
 
-  /**
-   * `refresh`: a token for the same user that expires no earlier than the current one
-   * replaces it (its `exp` and `channels`). One expiring earlier is refused, so a late
-   * or repeated refresh never shortens the session (docs/protocol.md).
-   */
+  /** `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts). */
   async #refresh(token: string): Promise<void> {
-    const ref: ErrorRef = { t: 'refresh' };
     try {
-      const claims = await this.#deps.verify(token);
-      if (claims.user !== this.user) throw new PixiuError('FORBIDDEN', 'refresh token is for another user');
-      if (claims.expiresAtMs < this.#expiresAtMs) throw new PixiuError('INVALID_REQUEST', 'the new token expires before the current one');
+      const claims = await refreshedClaims(this.#deps.verify, token, { user: this.user, expiresAtMs: this.#expiresAtMs });
       this.#channelPatterns = claims.channels;
-      // Success is silent: DESIGN.md §6 has no frame for it; failure is an error frame.
       this.#expiresAtMs = claims.expiresAtMs;
     } catch (err) {
-      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAUTHORIZED', 'invalid token'), ref);
+      this.sendError(err as PixiuError, { t: 'refresh' });
     }
   }
 
