@@ -10,7 +10,7 @@ import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
-import type { Metrics } from './metrics.js';
+import type { IngestRoute, Metrics } from './metrics.js';
 import { answerFrameworkError, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
@@ -122,9 +122,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     done();
   });
   installErrorHandlers(app, (err, req) => {
-    deps.metrics.httpErrors.inc({ code: err.code });
-    const ingestRoute = req.routeOptions.config.ingestRoute;
-    if (ingestRoute === 'message') deps.metrics.countIngest(ingestRoute, err.code);
+    countError(deps.metrics, err, req.routeOptions.config.ingestRoute);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
   });
@@ -186,13 +184,19 @@ function charsetOf(contentType: string | undefined): string | undefined {
 }
 
 /**
- * Counts an error answered outside fastify (a client error, a 417): in
- * `pixiu_http_errors_total`, and, when it answers a `POST /v1/messages`, in
- * `pixiu_ingest_messages_total{route="message"}` by its code, as the error handler
- * counts the route's other refusals (the route's `ingestRoute` config is not known
- * there: the path is).
+ * Counts an error answer in `pixiu_http_errors_total`, and, on `POST /v1/messages`
+ * (route config `ingestRoute`), in `pixiu_ingest_messages_total{route="message"}` by its
+ * code: a refused request there is one refused message, whatever refused it.
+ */
+function countError(metrics: Metrics, err: PixiuError, ingestRoute: IngestRoute | undefined): void {
+  metrics.httpErrors.inc({ code: err.code });
+  if (ingestRoute === 'message') metrics.countIngest(ingestRoute, err.code);
+}
+
+/**
+ * {@link countError} for an error answered outside fastify (a client error, a 417):
+ * there the route is not known, the path is.
  */
 function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
-  metrics.httpErrors.inc({ code: err.code });
-  if (req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages') metrics.countIngest('message', err.code);
+  countError(metrics, err, req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages' ? 'message' : undefined);
 }
