@@ -60,14 +60,17 @@ export class UserSession {
   readonly #conns = new Map<string, DeliveryConnection>();
   /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one); made on first use. */
   #timers: LazyTimers<string> | undefined;
-  /** device → highest acked seq not yet written to Redis, and its epoch. */
-  #pendingAcks = new Map<string, PendingAck>();
+  /**
+   * device → highest acked seq not yet written to Redis, and its epoch; undefined while
+   * none is held (most sessions, between ack rounds: an idle connection keeps no map).
+   */
+  #pendingAcks: Map<string, PendingAck> | undefined;
   /** The node's ack-write rounds, joined while acks are pending. */
   readonly #ackRounds: AckRounds;
   /** Pending after a failed write: the next round is joined after `retryMs`. */
   #ackRetryTimer: NodeJS.Timeout | undefined;
-  /** The last ack write, chained. */
-  #ackFlush: Promise<void> = Promise.resolve();
+  /** The last ack write, chained; undefined until the first (an idle connection keeps no promise). */
+  #ackFlush: Promise<void> | undefined;
   /** Ack writes started and not yet settled. */
   #ackWrites = 0;
   /** Called once no ack is held, in flight or waiting for a retry ({@link whenAcksWritten}). */
@@ -146,17 +149,19 @@ export class UserSession {
     this.#ackRounds.delete(this);
     clearTimeout(this.#ackRetryTimer);
     this.#ackRetryTimer = undefined;
-    if (this.#pendingAcks.size > 0) {
-      const batch = this.#pendingAcks;
-      this.#pendingAcks = new Map();
+    const batch = this.#pendingAcks;
+    if (batch !== undefined) {
+      this.#pendingAcks = undefined;
       // Chained: writes of one user stay in order, and a caller waits for all before it.
       this.#ackWrites += 1;
-      this.#ackFlush = this.#ackFlush.then(() => this.#writeAcks(batch)).finally(() => {
+      this.#ackFlush = (this.#ackFlush ?? Promise.resolve()).then(() => this.#writeAcks(batch)).finally(() => {
         this.#ackWrites -= 1;
+        // The last in the chain: nothing to keep (callers hold the promise they were given).
+        if (this.#ackWrites === 0) this.#ackFlush = undefined;
         this.#checkAcksWritten();
       });
     }
-    return this.#ackFlush;
+    return this.#ackFlush ?? Promise.resolve();
   }
 
   /**
@@ -164,7 +169,7 @@ export class UserSession {
    * for a retry after a failed write.
    */
   get holdsAcks(): boolean {
-    return this.#pendingAcks.size > 0 || this.#ackWrites > 0 || this.#ackRetryTimer !== undefined;
+    return this.#pendingAcks !== undefined || this.#ackWrites > 0 || this.#ackRetryTimer !== undefined;
   }
 
   /**
@@ -205,9 +210,10 @@ export class UserSession {
   }
 
   #holdAck(device: string, ack: PendingAck): void {
-    const held = this.#pendingAcks.get(device);
+    const pending = (this.#pendingAcks ??= new Map());
+    const held = pending.get(device);
     // A newer epoch replaces whatever was held; within one epoch the cursor only grows.
-    if (held === undefined || held.epoch !== ack.epoch || held.seq < ack.seq) this.#pendingAcks.set(device, ack);
+    if (held === undefined || held.epoch !== ack.epoch || held.seq < ack.seq) pending.set(device, ack);
   }
 
   #run(effects: readonly Effect[]): void {

@@ -24,7 +24,7 @@ import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { refusalCloseCode } from './receiver-refusals.js';
-import { BroadcastSubscription } from '../broadcast/subscription.js';
+import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
 
 
@@ -93,12 +93,17 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
     this.#channelPatterns = who.channels;
-    this.#broadcast = deps.broadcast ? new BroadcastSubscription(new Set(who.tags), this) : undefined;
+    this.#broadcast = deps.broadcast ? new BroadcastSubscription(tagSet(who.tags), this) : undefined;
   }
 
   /** The connection's child logger (user, conn, device bound), made on first use. */
   get #log(): Logger {
     return (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }));
+  }
+
+  /** A debug line, through {@link #log} only when debug is on: a connection that logs nothing else keeps no child logger. */
+  #debug(fields: object, msg: string): void {
+    if (this.#deps.logger.isLevelEnabled('debug')) this.#debug(fields, msg);
   }
 
   /**
@@ -116,12 +121,12 @@ export class WsConnection implements DeliveryConnection, Ticking {
     ws.on('error', (err) => {
       // `ws` closes the connection itself when it refuses a frame; count that code.
       this.#closeCode ??= refusalCloseCode(err);
-      this.#log.debug({ err }, 'websocket error');
+      this.#debug({ err }, 'websocket error');
     });
     this.#nextPingAt = firstHeartbeatAt(Date.now(), this.#deps.config.heartbeatMs);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    this.#log.debug({ resume }, 'connection open');
+    this.#debug({ resume }, 'connection open');
   }
 
   /** Bytes queued on the socket. */
@@ -205,7 +210,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     } else if (code === CloseCode.protocolAbuse || code === CloseCode.ackTimeout) {
       this.#log.info({ code, reason }, 'connection closed by the server');
     } else {
-      this.#log.debug({ code, reason }, 'closing connection');
+      this.#debug({ code, reason }, 'closing connection');
     }
     this.#ws.close(code, reason.slice(0, 120));
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
@@ -395,6 +400,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
     this.#deps.onClosed(this, this.#closeCode ?? code);
-    this.#log.debug({ code, decided: this.#closeCode }, 'connection closed');
+    this.#debug({ code, decided: this.#closeCode }, 'connection closed');
   }
 }
