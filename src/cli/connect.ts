@@ -6,6 +6,10 @@
  * 0 when it closed the connection itself, 1 when the server did (4002, 4001, 1001, …).
  * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
  * with no close and no exit line: there was no connection to resume.
+ *
+ * SIGINT or SIGTERM closes the connection (1000 bye) and waits for the server's answer;
+ * a repeat within `REPEATED_SIGNAL_MS` is the same request, a later one stops at once
+ * (1006, exit 1). Either way the exit line is printed.
  */
 import { Command, Option } from 'commander';
 import WebSocket from 'ws';
@@ -14,6 +18,7 @@ import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { checkClaims, listOption } from './claims.js';
+import { onStopSignals } from './stop-signals.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
 
@@ -54,6 +59,13 @@ export function connectCommand(): Command {
     // query (`connection refused: HTTP 400 …`).
     if (opts.lastSeq !== undefined && !(/^(?:0|[1-9]\d{0,15})$/.test(opts.lastSeq) && Number.isSafeInteger(Number(opts.lastSeq)))) {
       throw new StartupError(`invalid --last-seq ${JSON.stringify(opts.lastSeq)}: the seq to resume after, a whole number from 0 (as printed on exit)`);
+    }
+    // The server's rules for the query (docs/protocol.md), said in the flags' words.
+    if (opts.epoch !== undefined && opts.lastSeq === undefined) {
+      throw new StartupError('--epoch goes with --last-seq (the seq it belongs to, as printed on exit)');
+    }
+    if (opts.fromLatest && opts.lastSeq !== undefined) {
+      throw new StartupError('--from-latest and --last-seq exclude each other: resume after a seq, or skip the history');
     }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
     const { source } = await resolveJwtKey(config, { create: false });
@@ -138,7 +150,24 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
   // Until the upgrade succeeds there is no connection to report on: a refusal or a
   // failure to connect is one error line, with no close and no exit line.
   let opened = false;
+  /** Set by a signal: the close (or the failure to connect) is the user's doing. */
+  let stopping = false;
+  /** Aborted by a second signal: stop waiting for the close handshake and the epoch lookup. */
+  const hurry = new AbortController();
   const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  // Installed for the whole run, exit line included: a repeat of the signal (a terminal's
+  // Ctrl-C also passed on by npm, `timeout -s INT` signalling the command and then its
+  // group) must not find Node's default action, which exits 130 with no exit line.
+  const removeSignalHandlers = onStopSignals({
+    stop: () => {
+      stopping = true;
+      ws.close(1000, 'bye');
+    },
+    force: () => {
+      hurry.abort();
+      ws.terminate();
+    },
+  });
   const finished = new Promise<void>((resolve, reject) => {
     ws.on('open', () => { opened = true; });
     ws.on('unexpected-response', (req, res) => {
@@ -153,7 +182,9 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
         reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}`));
       });
     });
-    ws.on('error', (err) => reject(new StartupError(`cannot connect to ${url.origin}: ${err.message}`)));
+    ws.on('error', (err) => reject(new StartupError(stopping && !opened
+      ? 'interrupted before the connection was open'
+      : `cannot connect to ${url.origin}: ${err.message}`)));
     ws.on('message', (data) => {
       // After --count msg frames the socket is closing: frames already on the way are
       // neither printed nor acked, so the printed last_seq is the last one acked.
@@ -190,20 +221,22 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
       resolve();
     });
   });
-  const stop = (): void => ws.close(1000, 'bye');
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
   try {
     await finished;
   } finally {
-    process.removeListener('SIGINT', stop);
-    process.removeListener('SIGTERM', stop);
     if (opened) {
       // Welcomed before the inbox existed (epoch null), the socket never said the epoch
       // its messages came with; the history route does.
-      if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) epoch = await inboxEpoch(service, token, lastSeq ?? 0);
+      if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) {
+        epoch = await inboxEpoch(service, token, lastSeq ?? 0, hurry.signal);
+        if (epoch === null) {
+          process.stderr.write('epoch unknown: the service could not be asked for it (GET /v1/me/messages); '
+            + 'a resume with --epoch null cannot tell an inbox Redis lost from this one\n');
+        }
+      }
       process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
     }
+    removeSignalHandlers();
   }
 }
 
@@ -214,13 +247,14 @@ const EPOCH_LOOKUP_MS = 2000;
  * The user's inbox epoch from `GET /v1/me/messages` (docs/api.md), or null when it
  * cannot be had within {@link EPOCH_LOOKUP_MS}.
  * @param service the service's HTTP URL (its origin serves the route, under its path)
+ * @param hurry aborted when the user asks to stop at once (null then)
  */
-async function inboxEpoch(service: URL, token: string, afterSeq: number): Promise<string | null> {
+async function inboxEpoch(service: URL, token: string, afterSeq: number, hurry: AbortSignal): Promise<string | null> {
   const url = new URL(routePath(service, '/v1/me/messages'), service);
   url.searchParams.set('after_seq', String(afterSeq));
   url.searchParams.set('limit', '1');
   try {
-    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(EPOCH_LOOKUP_MS) });
+    const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.any([AbortSignal.timeout(EPOCH_LOOKUP_MS), hurry]) });
     if (!res.ok) return null;
     const body: unknown = await res.json();
     const epoch = typeof body === 'object' && body !== null && 'epoch' in body ? body.epoch : undefined;

@@ -2,8 +2,8 @@
  * `pixiu serve`: runs the service until SIGTERM or SIGINT, then shuts down gracefully
  * (stop accepting, finish requests in flight, close Redis, the store and the embedded
  * redis-server) and exits 0. A second signal exits at once with code 1 (the embedded
- * redis-server is told to stop all the same); a repeat within
- * {@link REPEATED_SIGNAL_MS} of the first is the same request, not a second one.
+ * redis-server is told to stop all the same); a repeat within `REPEATED_SIGNAL_MS` of
+ * the first is the same request, not a second one (stop-signals.ts).
  */
 import path from 'node:path';
 import { Command } from 'commander';
@@ -14,14 +14,7 @@ import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
 import { nonWebOrigins } from '../gateway/connect-route.js';
-
-/**
- * A signal this soon after the first (ms) repeats it rather than asking for a forced
- * exit: Ctrl-C in a terminal reaches serve from the terminal (its process group) and
- * again from `npm start`, which passes the signals it gets on to its script, about a
- * millisecond apart. A person's second Ctrl-C comes later than this.
- */
-export const REPEATED_SIGNAL_MS = 500;
+import { onStopSignals } from './stop-signals.js';
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -61,24 +54,18 @@ export function serveCommand(): Command {
     // Node's report on stderr; the log gets it too, as one fatal line with its stack.
     process.on('uncaughtExceptionMonitor', (err, origin) => logger.fatal({ err, origin }, 'pixiu crashed'));
     const service = await startService(config, logger, secrets);
-    /** When the shutdown began (performance.now()), once it has. */
-    let stoppingSince: number | undefined;
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (stoppingSince !== undefined) {
-        if (performance.now() - stoppingSince < REPEATED_SIGNAL_MS) {
-          logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already');
-          return;
-        }
+    onStopSignals({
+      stop: (signal) => {
+        logger.info({ signal }, 'shutting down');
+        void service.close().then(() => process.exit(0));
+      },
+      repeated: (signal) => logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already'),
+      force: (signal) => {
         logger.warn({ signal }, 'second signal, exiting now');
         service.abandon();
         process.exit(1);
-      }
-      stoppingSince = performance.now();
-      logger.info({ signal }, 'shutting down');
-      void service.close().then(() => process.exit(0));
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
+      },
+    });
   });
   return cmd;
 }

@@ -8,6 +8,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
+import http from 'node:http';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
@@ -162,10 +165,10 @@ test('pixiu connect refused by a server that keeps the connection alive exits 1 
 });
 
 test('pixiu connect refused before the upgrade (400), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
-  const refused = await runCli(['connect', 'dora', '--last-seq', '1', '--from-latest', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  const refused = await runCli(['connect', 'dora', '--device', 'a b', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(refused.code, 1, refused.stderr);
   assert.equal(refused.stdout, '');
-  assert.match(refused.stderr, /connection refused: HTTP 400 .*last_seq or from=latest/);
+  assert.match(refused.stderr, /connection refused: HTTP 400 .*device/);
   assert.doesNotMatch(refused.stderr, /closed/);
   // A --last-seq that is no seq is refused before connecting, naming the flag.
   for (const bad of ['abc', '-1', '1.5', '', '007', '9007199254740992']) {
@@ -184,4 +187,89 @@ test('pixiu connect refused before the upgrade (400), or with nothing listening,
   assert.equal(nobody.stdout, '');
   assert.match(nobody.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
   assert.doesNotMatch(nobody.stderr, /closed/);
+});
+
+/**
+ * Not Pixiu: a WebSocket server at /v1/connect that sends `frames` and then reads no
+ * more (a close from the client gets no answer) until its socket is resumed (`sockets`),
+ * and answers every other request 503.
+ * @param then instead of that, what it does with the connection after the frames
+ */
+async function unanswering(t: { after(fn: () => unknown): void }, frames: readonly object[], then?: (ws: WebSocket) => void): Promise<{ url: string; sockets: Socket[] }> {
+  const sockets: Socket[] = [];
+  const web = http.createServer((_req, res) => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"UNAVAILABLE"}}'));
+  const wss = new WebSocketServer({ server: web, path: '/v1/connect' });
+  wss.on('connection', (ws, req) => {
+    for (const f of frames) ws.send(JSON.stringify(f));
+    if (then) then(ws);
+    else {
+      req.socket.pause();
+      sockets.push(req.socket);
+    }
+  });
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    web.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${(web.address() as AddressInfo).port}`, sockets };
+}
+
+test('pixiu connect given Ctrl-C again while its close is answered (a repeat: `timeout -s INT` signals the command, then its group): one graceful close, exit 0, the exit line', { timeout: 60_000 }, async (t) => {
+  const { url, sockets } = await unanswering(t, [
+    { t: 'welcome', conn: 'c1', epoch: 'E1', seq: 1, resume_from: 1, hb: 25 },
+    { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
+  ]);
+  const connect = spawnCli(['connect', 'ines', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  await connect.line(msgLine(1), 'msg 1');
+  connect.signal('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  connect.signal('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.equal(connect.proc.exitCode, null, 'still closing');
+  // The server reads the close now, and answers it.
+  for (const s of sockets) s.resume();
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
+  assert.equal(connect.stderr(), 'closed 1000 bye\n');
+  assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 1, epoch: 'E1' });
+});
+
+test('pixiu connect whose close the server never answers: a second Ctrl-C later stops it at once (1006, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
+  const { url } = await unanswering(t, [
+    { t: 'welcome', conn: 'c1', epoch: 'E1', seq: 2, resume_from: 1, hb: 25 },
+    { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
+    { t: 'msg', seq: 2, id: '0100000000000002', type: 'x', data: {}, ts: 1 },
+  ]);
+  const connect = spawnCli(['connect', 'jo', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  await connect.line(msgLine(2), 'msg 2');
+  connect.signal('SIGINT');
+  // The close handshake waits for an answer that never comes (ws gives up after 30 s).
+  await new Promise((resolve) => setTimeout(resolve, REPEATED_SIGNAL_MS + 200));
+  assert.equal(connect.proc.exitCode, null, 'still closing');
+  connect.signal('SIGINT');
+  assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
+  assert.match(connect.stderr(), /^closed 1006\n$/);
+  assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 2, epoch: 'E1' });
+});
+
+test('pixiu connect that cannot learn the epoch of an inbox it was welcomed to without one says so on stderr', { timeout: 60_000 }, async (t) => {
+  const { url } = await unanswering(t, [
+    { t: 'welcome', conn: 'c1', epoch: null, seq: 0, resume_from: 1, hb: 25 },
+    { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
+  ], (ws) => setTimeout(() => ws.close(1001, 'server shutting down'), 100));
+  const run = spawnCli(['connect', 'kim', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  assert.deepEqual(await run.exited, { code: 1, signal: null }, run.stderr());
+  assert.match(run.stderr(), /^closed 1001 server shutting down\nepoch unknown: the service could not be asked for it/);
+  assert.deepEqual(JSON.parse(run.lines().at(-1) as string), { last_seq: 1, epoch: null });
+});
+
+test('pixiu connect --epoch without --last-seq, or --from-latest with --last-seq, is refused before connecting', async () => {
+  const epoch = await runCli(['connect', 'lea', '--epoch', 'E1', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(epoch.code, 1, epoch.stderr);
+  assert.equal(epoch.stdout, '');
+  assert.match(epoch.stderr, /^pixiu: --epoch goes with --last-seq/);
+  const both = await runCli(['connect', 'lea', '--from-latest', '--last-seq', '3', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(both.code, 1, both.stderr);
+  assert.match(both.stderr, /^pixiu: --from-latest and --last-seq/);
 });

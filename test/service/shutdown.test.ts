@@ -21,7 +21,7 @@ import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
 import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { REPEATED_SIGNAL_MS } from '../../src/cli/serve.js';
+import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import { isAlive } from '../../src/redis/local-server.js';
 
 const API_TOKEN = 'shutdown-test-api-token-0123456789';
