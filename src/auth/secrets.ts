@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
@@ -62,7 +63,7 @@ function secretsDir(config: Config): string {
 
 async function ensureDir(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await makeDir(dir, 0o700);
   } catch (err) {
     throw new StartupError(`cannot create ${dir}: ${(err as Error).message}`, { cause: err });
   }

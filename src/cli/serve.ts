@@ -19,7 +19,9 @@ import { onStopSignals } from './stop-signals.js';
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
   const cmd = new Command('serve')
-    .description('run the Pixiu service (HTTP ingest API and WebSocket gateway); every option is also an environment variable');
+    .description('run the Pixiu service (HTTP ingest API and WebSocket gateway); every option is also an environment variable')
+    .addHelpText('after', '\nA flag wins over its environment variable. An empty variable counts as unset: its default applies\n'
+      + '(the start-up log line "pixiu listening" names the data dir and Redis in use).');
   addConfigOptions(cmd);
   cmd.action(async () => {
     const config = configFromOptions(cmd);

@@ -17,7 +17,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
+import { makeDir } from '../files/make-dir.js';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -121,7 +122,7 @@ async function pidOf(pidFile: string): Promise<number | undefined> {
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
-  await mkdir(dir, { recursive: true });
+  await makeDir(dir);
   const sock = localRedisSocket(opts.dataDir);
   const pidFile = path.join(dir, 'redis.pid');
   const url = unixUrl(sock);

@@ -16,7 +16,8 @@
  * add a store id, and checked on every later open.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
+import { open, readFile, rename, writeFile } from 'node:fs/promises';
+import { makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 
@@ -99,7 +100,7 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
   const file = layoutFile(dir);
   const text = `${JSON.stringify(layout)}\n`;
   try {
-    await mkdir(dir, { recursive: true });
+    await makeDir(dir);
     if (exclusive) {
       await writeFile(file, text, { flag: 'wx' });
       return true;

@@ -124,6 +124,7 @@ test('pixiu serve --help exits 0 and lists the settings by environment name', as
   const run = await runCli(['serve', '--help']);
   assert.equal(run.code, 0, run.stderr);
   for (const name of ['PIXIU_PORT', 'PIXIU_REDIS_URL', 'PIXIU_DATA_DIR', 'PIXIU_API_TOKEN']) assert.match(run.stdout, new RegExp(name));
+  assert.match(run.stdout, /An empty variable counts as unset/);
 });
 
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {

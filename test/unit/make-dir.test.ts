@@ -1,0 +1,60 @@
+/**
+ * makeDir (src/files/make-dir.ts): a folder that cannot be created is explained by the
+ * deepest folder that exists — read-only, not writable, not a directory — where Node's
+ * recursive mkdir said only ENOENT (a data dir on a read-only file system read as
+ * "no such file or directory").
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { makeDir } from '../../src/files/make-dir.js';
+
+test('makeDir creates every missing folder, with the mode given', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const dir = path.join(root, 'a', 'b', 'c');
+  await makeDir(dir, 0o700);
+  assert.equal((await stat(dir)).mode & 0o777, 0o700);
+  await makeDir(dir);
+});
+
+test('makeDir under a folder it may not write names that folder and why, not ENOENT', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  const locked = path.join(root, 'locked');
+  await makeDir(locked);
+  let undo = (): unknown => chmod(locked, 0o700);
+  // Hooks run in the order registered: the lock is undone before the folder is removed.
+  t.after(async () => {
+    await undo();
+    await rm(root, { recursive: true, force: true });
+  });
+  if (process.getuid?.() === 0) {
+    // Root writes through any mode: a read-only file system is what stops it.
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', locked], { stdio: 'ignore' });
+    } catch {
+      t.skip('running as root without the right to mount a read-only tmpfs');
+      return;
+    }
+    undo = () => execFileSync('umount', [locked]);
+  } else {
+    await chmod(locked, 0o500);
+  }
+  await assert.rejects(makeDir(path.join(locked, 'data', 'secrets')), (err: Error) => {
+    assert.equal(err.message.startsWith(`${locked} is not writable: `), true, err.message);
+    assert.match(err.message, /EROFS|EACCES/);
+    assert.equal((err.cause as NodeJS.ErrnoException).code, 'ENOENT');
+    return true;
+  });
+});
+
+test('makeDir where a file stands in the path says so', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const file = path.join(root, 'file');
+  await writeFile(file, 'x');
+  await assert.rejects(makeDir(path.join(file, 'data', 'secrets')), /ENOTDIR|is not a directory/);
+});
