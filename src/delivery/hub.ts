@@ -121,11 +121,20 @@ export class Hub {
     this.#sessions.get(user)?.offer(entry, epoch, record);
   }
 
-  /** Closes every connection (shutdown: 1001) and writes every pending ack cursor. */
-  async closeAll(code: number, reason: string): Promise<void> {
-    const sessions = [...this.#sessions.values()];
-    for (const s of sessions) for (const c of s.connections) c.close(code, reason);
+  /** Closes every connection (shutdown: 1001); their sessions keep what acks they hold ({@link flushAll}). */
+  closeAll(code: number, reason: string): void {
+    for (const s of this.#sessions.values()) for (const c of s.connections) c.close(code, reason);
+  }
+
+  /**
+   * Writes every ack cursor this node holds (shutdown, after {@link closeAll}). Never
+   * rejects.
+   * @returns the users whose cursors are still unwritten (the write failed: Redis down)
+   */
+  async flushAll(): Promise<string[]> {
     const leaving = [...this.#leaving.values()].flatMap((kept) => [...kept]);
-    await Promise.all([...sessions, ...leaving].map((s) => s.flushAcks()));
+    const all = [...this.#sessions.values(), ...leaving];
+    await Promise.all(all.map((s) => s.flushAcks()));
+    return [...new Set(all.filter((s) => s.holdsAcks).map((s) => s.user))];
   }
 }

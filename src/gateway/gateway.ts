@@ -279,16 +279,31 @@ export class Gateway implements GatewayDeps {
   }
 
   /**
-   * Shutdown (DESIGN.md §6): refuse new connections, close every socket with 1001,
-   * write every pending ack cursor, leave the bus and the registry. Never rejects.
+   * The first step of shutdown (DESIGN.md §6): refuse new connections (503) and close
+   * every socket with 1001. Waits on nothing, Redis included. Idempotent.
+   */
+  stopAccepting(): void {
+    this.state.accepting = false;
+    this.hub.closeAll(CloseCode.goingAway, 'server shutting down');
+  }
+
+  /**
+   * The rest of shutdown, after {@link stopAccepting} (done here too when it was not):
+   * write every pending ack cursor, stop the broadcast reader, leave the bus and the
+   * registry. These go to Redis together, so a Redis that does not answer costs one
+   * command timeout, not one per step. Never rejects.
    */
   async close(): Promise<void> {
-    this.state.accepting = false;
-    await this.hub.closeAll(CloseCode.goingAway, 'server shutting down');
+    this.stopAccepting();
     this.connection.clock.stop();
-    await this.#reader.stop();
-    await this.#bus.stop();
-    await this.#registry.stop();
+    const acks = this.hub.flushAll().then((unwritten) => {
+      if (unwritten.length === 0) return;
+      // Lost with this process: those devices get again what they acked since their
+      // last written cursor, unless they resume with last_seq (docs/protocol.md, "ack").
+      this.logger.error({ users: unwritten.length, sample: unwritten.slice(0, 10) },
+        'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again');
+    });
+    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop()]);
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
   }
 

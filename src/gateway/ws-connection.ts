@@ -103,7 +103,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** A debug line, through {@link #log} only when debug is on: a connection that logs nothing else keeps no child logger. */
   #debug(fields: object, msg: string): void {
-    if (this.#deps.logger.isLevelEnabled('debug')) this.#debug(fields, msg);
+    if (this.#deps.logger.isLevelEnabled('debug')) this.#log.debug(fields, msg);
   }
 
   /**

@@ -55,13 +55,32 @@ export interface Service {
   abandon(): void;
 }
 
-/** Runs `steps` in order, each even when an earlier one failed; logs failures. */
-async function closeAll(logger: Logger, steps: ReadonlyArray<[string, () => Promise<unknown>]>): Promise<void> {
-  for (const [what, step] of steps) {
+/**
+ * One step of the shutdown: its name, what it does, and for a step that waits on Redis
+ * how long it may take (ms) before the shutdown goes on without it.
+ */
+type CloseStep = [what: string, run: () => Promise<unknown>, boundMs?: number];
+
+/**
+ * Runs `steps` in order, each even when an earlier one failed or ran out of time; logs
+ * failures. A Redis that does not answer must not hold the rest (the store's close
+ * above all) for longer than a supervisor's grace period.
+ */
+async function closeAll(logger: Logger, steps: readonly CloseStep[]): Promise<void> {
+  for (const [what, step, boundMs] of steps) {
+    let timer: NodeJS.Timeout | undefined;
+    const started = performance.now();
     try {
-      await step();
+      logger.debug({ what }, 'shutdown step');
+      const run = step();
+      await (boundMs === undefined ? run : Promise.race([run, new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not done within ${boundMs} ms (Redis does not answer?); going on without it`)), boundMs);
+      })]));
     } catch (err) {
       logger.error({ err, what }, 'shutdown step failed');
+    } finally {
+      clearTimeout(timer);
+      logger.debug({ what, ms: Math.round(performance.now() - started) }, 'shutdown step ended');
     }
   }
 }
@@ -75,7 +94,9 @@ async function closeAll(logger: Logger, steps: ReadonlyArray<[string, () => Prom
  *   cannot be opened, or the port cannot be bound; what was started is stopped again
  */
 export async function startService(config: Config, logger: Logger, given?: Secrets): Promise<Service> {
-  const cleanup: Array<[string, () => Promise<unknown>]> = [];
+  const cleanup: CloseStep[] = [];
+  // A step that waits on Redis: a command or two, each bounded by the command timeout.
+  const redisBoundMs = 2 * config.redisCommandTimeoutMs + 1000;
   try {
     // Before anything is started or claimed (listen-check.ts).
     await checkListenable(config.host, config.port);
@@ -98,7 +119,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       throw new StartupError((err as Error).message, { cause: err });
     }
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
-    cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect())]);
+    cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect()), redisBoundMs]);
     if (local === undefined) await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
 
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
@@ -131,7 +152,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
-    cleanup.splice(cleanup.findIndex(([what]) => what === 'store') + 1, 0, ['store counters', () => ownership.recordMintedNow()]);
+    cleanup.splice(cleanup.findIndex(([what]) => what === 'store') + 1, 0, ['store counters', () => ownership.recordMintedNow(), redisBoundMs]);
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
     const records = new StoreRouter({
@@ -149,7 +170,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt), logger, metrics,
     });
-    cleanup.unshift(['gateway', () => gateway.close()]);
+    cleanup.unshift(['gateway', () => gateway.close(), redisBoundMs]);
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
     const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
     const app = await buildApp({
@@ -164,9 +185,14 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         });
       },
     }, logger);
-    // Shutdown order (DESIGN.md §6): sockets closed 1001 and cursors flushed first,
-    // then HTTP stops accepting and finishes what is in flight, then Redis and the store.
-    cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['http', () => app.close()]);
+    // Shutdown order (DESIGN.md §6): first stop accepting — new handshakes refused and
+    // every socket closed 1001, waiting on nothing — then HTTP stops accepting (new
+    // requests 503) and finishes what is in flight, then the cursors are flushed, and
+    // last Redis and the store. Nothing that waits on Redis comes before the HTTP side
+    // stops accepting: with Redis hung, each such step waits a command timeout, and
+    // the node took new work for all of that time (a fresh-user finding).
+    cleanup.unshift(['connections', () => Promise.resolve(gateway.stopAccepting())]);
+    cleanup.splice(1, 0, ['http', () => app.close()]);
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (err) {
@@ -177,13 +203,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
     // The lease: where other nodes read this store, from now until shutdown. Dropped
-    // right after the sockets close, so readers stop waiting on this node at once.
+    // once HTTP has stopped, so readers stop waiting on this node at once.
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
     await checkAdvertisedUrl({
       url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
       timeoutMs: config.redisCommandTimeoutMs, logger,
     });
-    cleanup.splice(cleanup.findIndex(([what]) => what === 'gateway') + 1, 0, ['store lease', () => ownership.stop()]);
+    cleanup.splice(cleanup.findIndex(([what]) => what === 'http') + 1, 0, ['store lease', () => ownership.stop(), redisBoundMs]);
     await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.

@@ -103,9 +103,9 @@ describe('the command line', { concurrency: true }, () => {
     assert.deepEqual(out.at(-1), { last_seq: 4, epoch: epoch.epoch });
 
     // A refusal before the upgrade is an exit 1 with the server's answer.
-    const refused = await runCli(['connect', 'cleo', '--url', proc.url, '--epoch', 'e1'], env);
+    const refused = await runCli(['connect', 'cleo', '--url', proc.url, '--device', 'no spaces'], env);
     assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /HTTP 400 .*INVALID_REQUEST.*epoch goes with last_seq/);
+    assert.match(refused.stderr, /HTTP 400 .*INVALID_REQUEST.*device/);
 
     // --count 2 with 6 waiting: exactly 2 printed, and last_seq is the last one acked.
     await postToAll(api, ['dina'], 6);

@@ -23,9 +23,19 @@ import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type Ser
 import { RedisServer } from '../harness/redis-server.js';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import { isAlive } from '../../src/redis/local-server.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
 
 const API_TOKEN = 'shutdown-test-api-token-0123456789';
 
+
+/** True when nothing accepts a TCP connection on 127.0.0.1:`port` (a serve that stopped listening). */
+function refusesConnections(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const probe = net.connect(port, '127.0.0.1');
+    probe.once('connect', () => { probe.destroy(); resolve(false); });
+    probe.once('error', () => resolve(true));
+  });
+}
 
 /** The JSON log lines of a serve's stdout whose `msg` is `msg`. */
 function logLines(stdout: string, msg: string): Array<Record<string, unknown>> {
@@ -229,11 +239,7 @@ async function drainWithPostInFlight(t: CleanupContext, prefix: string): Promise
   socket.write(body.slice(0, half));
 
   const stopped = serve.term();
-  await waitUntil('serve stops accepting connections', () => new Promise<boolean>((resolve) => {
-    const probe = net.connect(port, '127.0.0.1');
-    probe.once('connect', () => { probe.destroy(); resolve(false); });
-    probe.once('error', () => resolve(true));
-  }), 20_000);
+  await waitUntil('serve stops accepting connections', () => refusesConnections(port), 20_000);
   assert.equal(serve.proc.exitCode, null, 'serve still runs, finishing the request');
   return { serve, inbox, socket, rest: body.slice(half), stopped, responses, closed };
 }
@@ -269,3 +275,55 @@ test('while serve drains, a request pipelined behind the one in flight is not do
   assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
   assert.deepEqual((await readWholeInbox(inbox, 'ola')).map((e) => e.seq), [1], 'only the request in flight was done');
 });
+
+test('with Redis not answering, SIGTERM stops serve accepting at once, before any shutdown step that waits on Redis; the ack cursors it could not write are logged as an error; it exits 0', { timeout: 120_000 }, async (t: TestContext) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const dataDir = await tempDataDir(t, 'pixiu-hung-');
+  const jwtSecret = 'shutdown-test-jwt-secret-0123456789abcdef';
+  // A long command timeout: every step that waits on the frozen Redis waits this long.
+  // Acks are written once an hour: the client's ack is still held at the SIGTERM. Debug
+  // logging on: each connection then logs through a child logger of its own.
+  const serve = await spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: jwtSecret,
+    PIXIU_REDIS_COMMAND_TIMEOUT: '4s', PIXIU_CLAIMS_SETTLE: '0s', PIXIU_ACK_FLUSH_INTERVAL: '1h', PIXIU_LOG_LEVEL: 'debug',
+  }, t);
+  const port = Number(new URL(serve.url).port);
+  const client = await TestClient.connect(serve.url, { token: await testToken({ kind: 'secret', secret: jwtSecret }, 'una'), params: { device: 'phone' } });
+  t.after(() => client.close());
+  await client.nextOf('welcome');
+  assert.deepEqual(logLines(serve.stdout(), 'connection open').map((l) => [l.level, l.user, l.device]), [[20, 'una', 'phone']]);
+  const posted = await fetch(`${serve.url}/v1/messages`, {
+    method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ to: 'una', type: 't', data: 1 }),
+  });
+  assert.equal(posted.status, 201);
+  await client.msgs(1, { ack: true });
+  // Frames are handled in order: once the pong is back, the ack is held by the server.
+  client.send({ t: 'ping' });
+  await client.nextOf('pong');
+
+  redis.pause();
+  t.after(() => redis.resume());
+  const began = performance.now();
+  const stopped = serve.term();
+  // Refused within one command timeout: no step waited on Redis first (it took new
+  // work for ~11 s with the 2 s default, one command timeout per step).
+  await waitUntil('serve stops accepting connections', () => refusesConnections(port), 3_000);
+  assert.ok(performance.now() - began < 4_000, 'refused before a Redis command could time out');
+  assert.equal((await client.waitClose()).code, 1001);
+  assert.equal(serve.proc.exitCode, null, 'still stopping: its Redis steps wait');
+  // The ack write times out: the cursor dies with the process, and the log says so.
+  // (ioredis sends an auto-pipeline once the one before it is answered: with Redis
+  // hung, the shutdown's commands time out one batch after another.)
+  await waitUntil('the unwritten cursors are logged', async () => logLines(serve.stdout(), ACKS_LOST).length > 0, 60_000);
+  const [lost] = logLines(serve.stdout(), ACKS_LOST);
+  assert.equal(lost?.level, 50);
+  assert.equal(lost?.users, 1);
+  assert.deepEqual(lost?.sample, ['una']);
+  redis.resume();
+  assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
+  assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1);
+});
+
+const ACKS_LOST = 'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again';
