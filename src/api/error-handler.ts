@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -258,6 +259,7 @@ function endAfterAnswers(socket: HttpServerSocket, answer: (req: IncomingMessage
  * @param onError called with each mapped error (metrics)
  */
 export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
+  const outages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((raw: unknown, req, reply) => {
     const err = toHttpError(raw);
     // Answered already, raw, as a client error (its body broke off malformed): this is
@@ -265,8 +267,10 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
     if (answeredRawly(req.raw.socket)) return sendError(reply, err);
     if (err.code === 'UNAVAILABLE') {
       // Expected while Redis or another node is down, and answered 503 + Retry-After:
-      // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug).
-      req.log.warn(outageFields(err), 'request unavailable');
+      // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug);
+      // one per OUTAGE_LOG_INTERVAL_MS, with how many 503s went unlogged before it.
+      const left = outages.take();
+      if (left !== undefined) req.log.warn({ ...outageFields(err), ...thinnedFields(left) }, 'request unavailable');
     } else if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
     else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
     onError?.(err, req);

@@ -13,6 +13,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { AckRounds } from './ack-rounds.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
+import { thinnedFields, type LogThrottle } from '../log-throttle.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -50,6 +51,8 @@ export interface SessionDeps {
   readonly retryMs: number;
   /** Counts inbox reads (metrics). */
   readonly onFetch?: () => void;
+  /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */
+  readonly ackFailureLog?: LogThrottle;
 }
 
 /** One locally connected user: its machine and its connections. */
@@ -199,7 +202,9 @@ export class UserSession {
         this.#ackRetryTimer = undefined;
         this.#ackRounds.add(this);
       }, this.#deps.retryMs).unref();
-      this.#deps.logger.warn({ user: this.user }, 'ack cursor write failed, will retry');
+      const throttle = this.#deps.ackFailureLog;
+      const left = throttle === undefined ? 0 : throttle.take();
+      if (left !== undefined) this.#deps.logger.warn({ user: this.user, ...thinnedFields(left) }, 'ack cursor write failed, will retry');
     }
   }
 

@@ -39,6 +39,7 @@ import { CloseCode } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { outageFields } from '../errors.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;
@@ -122,6 +123,7 @@ export class Gateway implements GatewayDeps {
         heartbeatMs: config.heartbeatMs,
       },
       onFetch: () => metrics.deliveryFetches.inc(),
+      ackFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,

@@ -16,8 +16,11 @@ import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
 import { expectError, waitUntil } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
 
+const JWT_SECRET = 'error-log-tests-hs256-secret-of-32-chars';
 let redis: RedisServer;
+let serviceUrl: string;
 let client: PixiuClient;
 let lines: LogLine[];
 const files = cleanupList();
@@ -26,12 +29,13 @@ before(async () => {
   redis = await RedisServer.start();
   files.after(() => redis.destroy());
   const dataDir = await tempDataDir(files);
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300' });
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300', jwtSecret: JWT_SECRET });
   const captured = capturingLogger();
   lines = captured.lines;
   const service = await startService(config, captured.logger);
   files.after(() => service.close());
   client = new PixiuClient(service.url, service.secrets.apiToken);
+  serviceUrl = service.url;
 });
 
 after(() => files.run());
@@ -43,6 +47,9 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   let batch;
   try {
     expectError(await client.get('/v1/users/ada/messages'), 503, 'UNAVAILABLE');
+    // More of the same in the outage: answered alike, not logged again (log-throttle.ts).
+    expectError(await client.get('/v1/users/ada/messages'), 503, 'UNAVAILABLE');
+    expectError(await client.get('/v1/users/bob/messages'), 503, 'UNAVAILABLE');
     batch = await client.post('/v1/messages/batch', { messages: [{ to: 'ada', type: 't', data: 1 }] });
   } finally {
     await redis.restart();
@@ -56,6 +63,7 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.equal(item.item, 0);
   assert.ok(!JSON.stringify(item).includes('"stack"'), `no stack: ${JSON.stringify(item)}`);
   assert.ok(!logged.some((l) => l.msg === 'batch item failed'), 'not an error');
+  assert.equal(logged.filter((l) => l.msg === 'request unavailable').length, 1, 'one line for the three 503s');
   const warn = logged.find((l) => l.msg === 'request unavailable');
   assert.ok(warn !== undefined, JSON.stringify(logged));
   assert.equal(warn.level, 40, 'warn');
@@ -84,6 +92,39 @@ test('background work that an outage fails warns with its reason, without a stac
   const withStack = background.filter((l) => JSON.stringify(l).includes('"stack"'));
   assert.deepEqual(withStack, [], 'no stack in an outage warning');
 });
+
+test('ack cursor writes an outage fails for several users are one warning, not one per user', async () => {
+  await waitUntil('the service is ready again', async () => (await client.get('/readyz')).status === 200, 15_000);
+  const users = ['cy', 'di', 'ed'];
+  const devices = await Promise.all(users.map(async (user) => {
+    const device = await TestClient.connect(serviceUrl, { token: await testToken({ kind: 'secret', secret: JWT_SECRET }, user), params: { device: 'phone' } });
+    await device.nextOf('welcome');
+    return device;
+  }));
+  try {
+    for (const user of users) assert.equal((await client.post('/v1/messages', { to: user, type: 't', data: 1 })).status, 201);
+    // The acks are held for the next round (100 ms); Redis goes before it.
+    await Promise.all(devices.map((d) => d.msgs(1, { ack: true })));
+    await Promise.all(devices.map(async (d) => {
+      d.send({ t: 'ping' });
+      await d.nextOf('pong');
+    }));
+    const from = lines.length;
+    await redis.stop();
+    try {
+      await waitUntil('an ack write failure is logged', async () => lines.slice(from).some((l) => l.msg === ACK_FAILED), 10_000);
+      // The round's other writes failed with it; a request's round trip lets their settling run.
+      await client.get('/healthz');
+      assert.equal(lines.slice(from).filter((l) => l.msg === ACK_FAILED).length, 1, JSON.stringify(lines.slice(from)));
+    } finally {
+      await redis.restart();
+    }
+  } finally {
+    await Promise.all(devices.map((d) => d.close()));
+  }
+});
+
+const ACK_FAILED = 'ack cursor write failed, will retry';
 
 test('a 500 INTERNAL is still logged at error with the stack', async () => {
   const { logger, lines: own } = capturingLogger();

@@ -1,0 +1,42 @@
+/**
+ * Thinning of one log line that an outage repeats (a 503 per request, a failed ack
+ * write per user and retry): the first is logged, then at most one per interval, which
+ * carries how many were left out since. An operator sees the outage begin and go on
+ * without thousands of identical lines (a fresh-user finding: 12,758 lines of
+ * `request unavailable` over a few Redis outages).
+ */
+export class LogThrottle {
+  readonly #intervalMs: number;
+  /** When the next line may be logged, ms since the epoch. */
+  #nextAt = 0;
+  #left = 0;
+
+  /** @param intervalMs least time between two logged lines, ms */
+  constructor(intervalMs: number) {
+    this.#intervalMs = intervalMs;
+  }
+
+  /**
+   * Asks to log one more line now.
+   * @returns undefined when it is to be left out; else how many were left out since
+   *   the last one logged (0 for the first)
+   */
+  take(nowMs: number = Date.now()): number | undefined {
+    if (nowMs < this.#nextAt) {
+      this.#left += 1;
+      return undefined;
+    }
+    const left = this.#left;
+    this.#left = 0;
+    this.#nextAt = nowMs + this.#intervalMs;
+    return left;
+  }
+}
+
+/** How often a repeated outage line is logged at most, ms. */
+export const OUTAGE_LOG_INTERVAL_MS = 10_000;
+
+/** The fields a thinned line adds: `notLogged`, when lines were left out before it. */
+export function thinnedFields(left: number): { notLogged?: number } {
+  return left > 0 ? { notLogged: left } : {};
+}

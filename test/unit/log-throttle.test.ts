@@ -1,0 +1,25 @@
+/**
+ * LogThrottle (src/log-throttle.ts): the first line of an outage is logged, then at most
+ * one per interval, carrying how many were left out since.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { LogThrottle, thinnedFields } from '../../src/log-throttle.js';
+
+test('the first line is logged, repeats within the interval are counted, the next one after it says how many', () => {
+  const throttle = new LogThrottle(10_000);
+  assert.equal(throttle.take(1_000), 0);
+  assert.equal(throttle.take(1_001), undefined);
+  assert.equal(throttle.take(5_000), undefined);
+  assert.equal(throttle.take(10_999), undefined);
+  assert.equal(throttle.take(11_000), 3);
+  assert.equal(throttle.take(11_001), undefined);
+  // A quiet spell: the next one is logged at once, with nothing left out.
+  assert.equal(throttle.take(60_000), 1);
+  assert.equal(throttle.take(80_000), 0);
+});
+
+test('thinnedFields names the lines left out only when there were some', () => {
+  assert.deepEqual(thinnedFields(0), {});
+  assert.deepEqual(thinnedFields(7), { notLogged: 7 });
+});
