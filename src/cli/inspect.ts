@@ -74,7 +74,9 @@ export function inspectCommand(): Command {
     if (url === undefined) {
       const sock = localRedisSocket(config.dataDir);
       if (!existsSync(sock)) {
-        throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir} (start \`pixiu serve\` or set PIXIU_REDIS_URL)`);
+        throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir}: `
+          + 'set PIXIU_REDIS_URL to the Redis the service uses (a serve given PIXIU_REDIS_URL runs none of its own), '
+          + 'or start `pixiu serve` on this data dir without it');
       }
       url = unixUrl(sock);
     }

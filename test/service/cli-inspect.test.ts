@@ -64,7 +64,7 @@ test('inspect inbox without a Redis URL reads the embedded Redis of a running se
   const dataDir = await tempDataDir(t);
   const run = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_DATA_DIR: dataDir });
   assert.equal(run.code, 1);
-  assert.match(run.stderr, /no PIXIU_REDIS_URL and no embedded Redis running under .*start `pixiu serve` or set PIXIU_REDIS_URL/);
+  assert.match(run.stderr, /no PIXIU_REDIS_URL and no embedded Redis running under .*: set PIXIU_REDIS_URL to the Redis the service uses .*or start `pixiu serve` on this data dir without it/);
   const help = await runCli(['inspect', 'inbox', '--help']);
   assert.equal(help.code, 0);
   assert.match(help.stdout.replace(/\s+/g, ' '), /--redis-url <value> Redis to read, .* unset: the embedded Redis of a `pixiu serve` running on the data dir/);
