@@ -65,7 +65,7 @@ async function ensureDir(dir: string): Promise<void> {
   try {
     await makeDir(dir, 0o700);
   } catch (err) {
-    throw new StartupError(`cannot create ${dir}: ${(err as Error).message}`, { cause: err });
+    throw new StartupError((err as Error).message, { cause: err });
   }
 }
 

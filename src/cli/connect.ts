@@ -7,9 +7,10 @@
  * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
  * with no close and no exit line: there was no connection to resume.
  *
- * SIGINT or SIGTERM closes the connection (1000 bye) and waits for the server's answer;
- * a repeat within `REPEATED_SIGNAL_MS` is the same request, a later one stops at once
- * (1006, exit 1). Either way the exit line is printed.
+ * SIGINT or SIGTERM closes the connection (1000 bye) and waits up to 5 s for the
+ * server's answer (then drops the socket: 1006, exit 1); a repeat within
+ * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
+ * Either way the exit line is printed.
  */
 import { Command, Option } from 'commander';
 import WebSocket from 'ws';
@@ -162,6 +163,8 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
     stop: () => {
       stopping = true;
       ws.close(1000, 'bye');
+      // As the server does with a peer that does not answer (ws's own wait is 30 s).
+      setTimeout(() => ws.terminate(), CLOSE_ANSWER_MS).unref();
     },
     force: () => {
       hurry.abort();
@@ -239,6 +242,9 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
     removeSignalHandlers();
   }
 }
+
+/** How long a close the client began waits for the server's answer before the socket is dropped (1006), ms. */
+const CLOSE_ANSWER_MS = 5000;
 
 /** How long the exit line waits for the epoch from the history route, ms. */
 const EPOCH_LOOKUP_MS = 2000;

@@ -214,10 +214,13 @@ export class StoreOwnership {
     if (layout.partitionBase === undefined && (opts.settleMs ?? 0) > 0) {
       // A first claim picks the lowest free block: free must mean no running node's.
       const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
-      const othersMayRun = opts.runningNodes === undefined || await opts.runningNodes() > 0
-        || (opts.redisUptimeMs !== undefined && await opts.redisUptimeMs() < RECONNECT_BOUND_MS);
-      if (waitMs > 0 && othersMayRun) {
-        opts.logger.info({ waitMs }, 'the partition claims in Redis are under 6 s old and other nodes run (Redis is new, or lost its data): waiting until every running node has written its claim (within one 5 s heartbeat) before claiming a free block');
+      const nodesRun = opts.runningNodes === undefined || await opts.runningNodes() > 0;
+      // Nodes that ran before a Redis restart may not have reconnected yet.
+      const redisNew = !nodesRun && opts.redisUptimeMs !== undefined && await opts.redisUptimeMs() < RECONNECT_BOUND_MS;
+      if (waitMs > 0 && (nodesRun || redisNew)) {
+        opts.logger.info({ waitMs, why: nodesRun ? 'other nodes run' : 'Redis has just started' }, nodesRun
+          ? 'the partition claims in Redis are under 6 s old and other nodes run (Redis lost its data, or is new): waiting until every running node has written its claim (within one 5 s heartbeat) before claiming a free block'
+          : 'Redis has just started and its partition claims are under 6 s old: waiting until nodes that ran before it started have reconnected and written their claims (within one 5 s heartbeat) before claiming a free block');
         await delay(waitMs);
       }
     }

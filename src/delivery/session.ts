@@ -53,6 +53,8 @@ export interface SessionDeps {
   readonly onFetch?: () => void;
   /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */
   readonly ackFailureLog?: LogThrottle;
+  /** Thins the node's `delivery fetch failed` warnings (one per user whose pull fails); default: every one. */
+  readonly fetchFailureLog?: LogThrottle;
 }
 
 /** One locally connected user: its machine and its connections. */
@@ -321,7 +323,10 @@ export class UserSession {
       const { logger } = this.#deps;
       // An outage's warning: its reason, no stack (docs/api.md "Errors").
       const context = { ...outageFields(err), user: this.user, failures: this.#failures };
-      if (this.#failures === 1) logger.warn(context, 'delivery fetch failed, will retry');
+      // The first failure of a streak is a warning, thinned across the node's users.
+      const throttle = this.#deps.fetchFailureLog;
+      const left = this.#failures > 1 ? undefined : throttle === undefined ? 0 : throttle.take();
+      if (left !== undefined) logger.warn({ ...context, ...thinnedFields(left) }, 'delivery fetch failed, will retry');
       else logger.debug(context, 'delivery fetch failed, will retry');
       effects = this.#machine.fetchFailed();
       clearTimeout(this.#retryTimer);

@@ -1,38 +1,52 @@
 /**
- * Creating the data directory's folders with an error that names the real cause.
- * Node's recursive `mkdir` reports the first failure it met, ENOENT, when a parent could
- * not be made: on a read-only file system a missing data dir read as "no such file or
- * directory" (a fresh-user finding). Here a failure is explained by the deepest folder
- * that exists: not a directory, or not writable (EROFS, EACCES, …).
+ * Creating the data directory's folders, and reading files in it, with an error that
+ * names the real cause. Node's recursive `mkdir` reports the first failure it met:
+ * ENOENT when a parent could not be made (a data dir on a read-only file system read as
+ * "no such file or directory"), ENOTDIR when a file stands in the path, without saying
+ * which (fresh-user findings). Here such a failure is explained by the deepest path
+ * that exists: a file, or a folder that is not writable (EROFS, EACCES, …).
  */
 import { access, constants, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 
+/** The errors a missing or blocked ancestor gives, which {@link pathProblem} explains. */
+const ANCESTOR_CODES: ReadonlySet<string | undefined> = new Set(['ENOENT', 'ENOTDIR']);
+
 /**
  * `mkdir -p dir` (with `mode` for the folders it creates).
- * @throws Error whose message says why: the original error's, or, when that was ENOENT,
- *   what is wrong with the deepest existing ancestor (`/x is not a directory`,
- *   `/x is not writable: EROFS: read-only file system, …`); `cause` is the original
+ * @throws Error `cannot create <dir>: <why>`, where `why` names the deepest existing
+ *   path that stops it (`/x is a file, not a directory`, `/x is not writable: EROFS: …`)
+ *   or is the original error's message; `cause` is the original error
  */
 export async function makeDir(dir: string, mode?: number): Promise<void> {
   try {
     await mkdir(dir, { recursive: true, ...(mode === undefined ? {} : { mode }) });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    throw new Error(await whyNot(dir) ?? (err as Error).message, { cause: err });
+    throw new Error(`cannot create ${dir}: ${await explained(dir, err)}`, { cause: err });
   }
 }
 
-/** What keeps `dir` from being created, found at its deepest existing ancestor; undefined: nothing found. */
-async function whyNot(dir: string): Promise<string | undefined> {
-  let at = path.resolve(dir);
+/**
+ * What `err`, met at `target`, comes from: for ENOENT or ENOTDIR, the deepest existing
+ * path above `target` that is a file or is not writable, when there is one; else the
+ * error's own message.
+ */
+export async function explained(target: string, err: unknown): Promise<string> {
+  const own = err instanceof Error ? err.message : String(err);
+  if (!ANCESTOR_CODES.has((err as NodeJS.ErrnoException | undefined)?.code)) return own;
+  return (await pathProblem(target)) ?? own;
+}
+
+/** What keeps `target` from being made, found at its deepest existing ancestor; undefined: nothing found. */
+async function pathProblem(target: string): Promise<string | undefined> {
+  let at = path.resolve(target);
   for (;;) {
     const parent = path.dirname(at);
     if (parent === at) return undefined;
     at = parent;
     const info = await stat(at).catch(() => undefined);
     if (info === undefined) continue;
-    if (!info.isDirectory()) return `${at} is not a directory`;
+    if (!info.isDirectory()) return `${at} is a file, not a directory`;
     try {
       await access(at, constants.W_OK);
       return undefined;

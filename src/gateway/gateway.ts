@@ -124,6 +124,7 @@ export class Gateway implements GatewayDeps {
       },
       onFetch: () => metrics.deliveryFetches.inc(),
       ackFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
+      fetchFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,

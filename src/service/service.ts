@@ -36,6 +36,7 @@ import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
+import { closeAll, type CloseStep } from './shutdown-steps.js';
 
 /** A running service. */
 export interface Service {
@@ -56,36 +57,6 @@ export interface Service {
 }
 
 /**
- * One step of the shutdown: its name, what it does, and for a step that waits on Redis
- * how long it may take (ms) before the shutdown goes on without it.
- */
-type CloseStep = [what: string, run: () => Promise<unknown>, boundMs?: number];
-
-/**
- * Runs `steps` in order, each even when an earlier one failed or ran out of time; logs
- * failures. A Redis that does not answer must not hold the rest (the store's close
- * above all) for longer than a supervisor's grace period.
- */
-async function closeAll(logger: Logger, steps: readonly CloseStep[]): Promise<void> {
-  for (const [what, step, boundMs] of steps) {
-    let timer: NodeJS.Timeout | undefined;
-    const started = performance.now();
-    try {
-      logger.debug({ what }, 'shutdown step');
-      const run = step();
-      await (boundMs === undefined ? run : Promise.race([run, new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`not done within ${boundMs} ms (Redis does not answer?); going on without it`)), boundMs);
-      })]));
-    } catch (err) {
-      logger.error({ err, what }, 'shutdown step failed');
-    } finally {
-      clearTimeout(timer);
-      logger.debug({ what, ms: Math.round(performance.now() - started) }, 'shutdown step ended');
-    }
-  }
-}
-
-/**
  * Starts the service and resolves once it listens.
  *
  * @param given secrets resolved already (serve.ts does, to show generated ones before
@@ -95,8 +66,10 @@ async function closeAll(logger: Logger, steps: readonly CloseStep[]): Promise<vo
  */
 export async function startService(config: Config, logger: Logger, given?: Secrets): Promise<Service> {
   const cleanup: CloseStep[] = [];
-  // A step that waits on Redis: a command or two, each bounded by the command timeout.
-  const redisBoundMs = 2 * config.redisCommandTimeoutMs + 1000;
+  // A step that waits on Redis: a command or two, each bounded by the command timeout;
+  // all of them together get three (shutdown-steps.ts).
+  const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
+  const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
   try {
     // Before anything is started or claimed (listen-check.ts).
     await checkListenable(config.host, config.port);
@@ -108,7 +81,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       local = await startLocalRedis({ dataDir: config.dataDir, logger });
       redisUrl = local.url;
       const stopLocal = local.stop;
-      cleanup.unshift(['local redis-server', stopLocal]);
+      cleanup.unshift({ what: 'local redis-server', run: stopLocal });
     }
     const metrics = new Metrics();
     let redis: Redis;
@@ -119,7 +92,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       throw new StartupError((err as Error).message, { cause: err });
     }
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
-    cleanup.unshift(['redis', () => redis.quit().catch(() => redis.disconnect()), redisBoundMs]);
+    cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...redisBound, giveUp: () => redis.disconnect() } });
     if (local === undefined) await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
 
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
@@ -148,11 +121,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       logger,
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
-    cleanup.unshift(['store', () => store.close()]);
+    cleanup.unshift({ what: 'store', run: () => store.close() });
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
-    cleanup.splice(cleanup.findIndex(([what]) => what === 'store') + 1, 0, ['store counters', () => ownership.recordMintedNow(), redisBoundMs]);
+    cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
     const records = new StoreRouter({
@@ -170,7 +143,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt), logger, metrics,
     });
-    cleanup.unshift(['gateway', () => gateway.close(), redisBoundMs]);
+    cleanup.unshift({ what: 'gateway', run: () => gateway.close(), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
     const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
     const app = await buildApp({
@@ -191,8 +164,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // last Redis and the store. Nothing that waits on Redis comes before the HTTP side
     // stops accepting: with Redis hung, each such step waits a command timeout, and
     // the node took new work for all of that time (a fresh-user finding).
-    cleanup.unshift(['connections', () => Promise.resolve(gateway.stopAccepting())]);
-    cleanup.splice(1, 0, ['http', () => app.close()]);
+    cleanup.unshift({ what: 'connections', run: () => Promise.resolve(gateway.stopAccepting()) });
+    cleanup.splice(1, 0, { what: 'http', run: () => app.close() });
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (err) {
@@ -209,7 +182,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
       timeoutMs: config.redisCommandTimeoutMs, logger,
     });
-    cleanup.splice(cleanup.findIndex(([what]) => what === 'http') + 1, 0, ['store lease', () => ownership.stop(), redisBoundMs]);
+    // Dropped together with the gateway's Redis steps (cursors, bus, registry): one
+    // wait on a hung Redis instead of two.
+    const gatewayStep = cleanup.findIndex(({ what }) => what === 'gateway');
+    cleanup[gatewayStep] = { what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound };
     await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
@@ -222,11 +198,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       url,
       app,
       secrets,
-      close: () => (closing ??= closeAll(logger, cleanup).then(() => logger.info('pixiu stopped'))),
+      close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
     };
   } catch (err) {
-    await closeAll(logger, cleanup);
+    await closeAll(logger, cleanup, redisBudgetMs);
     if (err instanceof StartupError) throw err;
     if (isPixiuError(err)) throw new StartupError(err.message, { cause: err });
     throw err;

@@ -17,7 +17,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, writeFile } from 'node:fs/promises';
-import { makeDir } from '../files/make-dir.js';
+import { explained, makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 
@@ -69,7 +69,7 @@ async function readLayout(dir: string): Promise<StoreLayout | undefined> {
     text = await readFile(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new StartupError(`cannot read the store layout ${file}: ${(err as Error).message}`, { cause: err });
+    throw new StartupError(`cannot read the store layout ${file}: ${await explained(file, err)}`, { cause: err });
   }
   let layout: StoreLayout;
   try {

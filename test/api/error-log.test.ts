@@ -14,7 +14,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { startService } from '../../src/service/service.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
-import { expectError, waitUntil } from '../harness/checks.js';
+import { expectError, metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 
@@ -29,7 +29,7 @@ before(async () => {
   redis = await RedisServer.start();
   files.after(() => redis.destroy());
   const dataDir = await tempDataDir(files);
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300', jwtSecret: JWT_SECRET });
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300', jwtSecret: JWT_SECRET, heartbeatMs: '300' });
   const captured = capturingLogger();
   lines = captured.lines;
   const service = await startService(config, captured.logger);
@@ -93,7 +93,7 @@ test('background work that an outage fails warns with its reason, without a stac
   assert.deepEqual(withStack, [], 'no stack in an outage warning');
 });
 
-test('ack cursor writes an outage fails for several users are one warning, not one per user', async () => {
+test('ack cursor writes and delivery pulls an outage fails for several users are one warning each, not one per user', async () => {
   await waitUntil('the service is ready again', async () => (await client.get('/readyz')).status === 200, 15_000);
   const users = ['cy', 'di', 'ed'];
   const devices = await Promise.all(users.map(async (user) => {
@@ -110,12 +110,18 @@ test('ack cursor writes an outage fails for several users are one warning, not o
       await d.nextOf('pong');
     }));
     const from = lines.length;
+    const fetches = async (): Promise<number> => metricSample(await metricsText(), 'pixiu_delivery_fetches_total') ?? 0;
+    const fetchesBefore = await fetches();
     await redis.stop();
     try {
       await waitUntil('an ack write failure is logged', async () => lines.slice(from).some((l) => l.msg === ACK_FAILED), 10_000);
+      // Every device's heartbeat (300 ms here) pulls its inbox, and fails.
+      await waitUntil('each session pulled in the outage', async () => await fetches() >= fetchesBefore + 2 * users.length, 10_000);
       // The round's other writes failed with it; a request's round trip lets their settling run.
       await client.get('/healthz');
-      assert.equal(lines.slice(from).filter((l) => l.msg === ACK_FAILED).length, 1, JSON.stringify(lines.slice(from)));
+      const logged = lines.slice(from);
+      assert.equal(logged.filter((l) => l.msg === ACK_FAILED).length, 1, JSON.stringify(logged));
+      assert.equal(logged.filter((l) => l.msg === FETCH_FAILED && l.level === 40).length, 1, JSON.stringify(logged));
     } finally {
       await redis.restart();
     }
@@ -125,6 +131,12 @@ test('ack cursor writes an outage fails for several users are one warning, not o
 });
 
 const ACK_FAILED = 'ack cursor write failed, will retry';
+const FETCH_FAILED = 'delivery fetch failed, will retry';
+
+/** The service's /metrics text. */
+async function metricsText(): Promise<string> {
+  return (await client.get('/metrics')).text;
+}
 
 test('a 500 INTERNAL is still logged at error with the stack', async () => {
   const { logger, lines: own } = capturingLogger();

@@ -25,6 +25,7 @@ import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { capturingLogger } from '../harness/log-capture.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -292,7 +293,8 @@ test('after Redis lost the claims, a new data dir waits for running nodes to re-
     await claims.claim(running.storeId, 4, 0, HERE);
   })();
   const started = performance.now();
-  const fresh = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 1500, runningNodes: async () => 1 });
+  const waits = capturingLogger();
+  const fresh = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger: waits.logger, settleMs: 1500, runningNodes: async () => 1 });
   await reasserted;
   assert.equal(fresh.partitionBase, 4, 'not the running node\'s block 0..3');
   assert.ok(performance.now() - started >= 1000, `waited ${Math.round(performance.now() - started)} ms`);
@@ -312,8 +314,10 @@ test('after Redis lost the claims, a new data dir waits for running nodes to re-
     await new Promise((resolve) => setTimeout(resolve, 300));
     await claims.claim(first.storeId, 4, 0, HERE);
   })();
-  const late = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger, settleMs: 1000, runningNodes: async () => 0, redisUptimeMs: async () => 1500 });
+  const late = await StoreOwnership.claim({ claims, dir: await storeDir(t), partitions: 4, logger: waits.logger, settleMs: 1000, runningNodes: async () => 0, redisUptimeMs: async () => 1500 });
   await reasserting;
+  // Each wait says why it waited: nodes running, or a Redis just started (no node named).
+  assert.deepEqual(waits.lines.filter((l) => typeof l.why === 'string').map((l) => l.why), ['other nodes run', 'Redis has just started']);
   assert.notEqual(late.partitionBase, 0, 'not the block of the node that re-asserted');
   assert.ok(performance.now() - restarted >= 700, `waited ${Math.round(performance.now() - restarted)} ms`);
 });

@@ -253,6 +253,22 @@ test('pixiu connect whose close the server never answers: a second Ctrl-C later 
   assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 2, epoch: 'E1' });
 });
 
+test('pixiu connect whose close the server never answers drops the socket after 5 s (1006, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
+  const { url } = await unanswering(t, [
+    { t: 'welcome', conn: 'c1', epoch: 'E1', seq: 1, resume_from: 1, hb: 25 },
+    { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
+  ]);
+  const connect = spawnCli(['connect', 'max', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  await connect.line(msgLine(1), 'msg 1');
+  const began = performance.now();
+  connect.signal('SIGINT');
+  assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
+  // ws alone waits 30 s for the answer.
+  assert.ok(performance.now() - began < 15_000, `exited ${Math.round(performance.now() - began)} ms after Ctrl-C`);
+  assert.match(connect.stderr(), /^closed 1006\n$/);
+  assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 1, epoch: 'E1' });
+});
+
 test('pixiu connect that cannot learn the epoch of an inbox it was welcomed to without one says so on stderr', { timeout: 60_000 }, async (t) => {
   const { url } = await unanswering(t, [
     { t: 'welcome', conn: 'c1', epoch: null, seq: 0, resume_from: 1, hb: 25 },

@@ -7,10 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { makeDir } from '../../src/files/make-dir.js';
+import { explained, makeDir } from '../../src/files/make-dir.js';
 
 test('makeDir creates every missing folder, with the mode given', async (t) => {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
@@ -43,18 +43,26 @@ test('makeDir under a folder it may not write names that folder and why, not ENO
   } else {
     await chmod(locked, 0o500);
   }
-  await assert.rejects(makeDir(path.join(locked, 'data', 'secrets')), (err: Error) => {
-    assert.equal(err.message.startsWith(`${locked} is not writable: `), true, err.message);
+  const target = path.join(locked, 'data', 'secrets');
+  await assert.rejects(makeDir(target), (err: Error) => {
+    assert.equal(err.message.startsWith(`cannot create ${target}: ${locked} is not writable: `), true, err.message);
     assert.match(err.message, /EROFS|EACCES/);
     assert.equal((err.cause as NodeJS.ErrnoException).code, 'ENOENT');
     return true;
   });
 });
 
-test('makeDir where a file stands in the path says so', async (t) => {
+test('makeDir where a file stands in the path names that file', async (t) => {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   const file = path.join(root, 'file');
   await writeFile(file, 'x');
-  await assert.rejects(makeDir(path.join(file, 'data', 'secrets')), /ENOTDIR|is not a directory/);
+  const target = path.join(file, 'data', 'secrets');
+  await assert.rejects(makeDir(target), (err: Error) => {
+    assert.equal(err.message, `cannot create ${target}: ${file} is a file, not a directory`);
+    return true;
+  });
+  // Reading a file under it is explained the same way.
+  const read = await readFile(path.join(file, 'data', 'LAYOUT')).catch((e: unknown) => e);
+  assert.equal(await explained(path.join(file, 'data', 'LAYOUT'), read), `${file} is a file, not a directory`);
 });

@@ -1,0 +1,55 @@
+/**
+ * The steps of a service's shutdown, run in order (DESIGN.md §6; the order is set in
+ * service.ts). A Redis that does not answer must not hold the exit for longer than a
+ * supervisor's grace period, after which the process would be killed before its store
+ * closed: the steps that wait on Redis share one budget of time, and a step that runs
+ * out of it is given up (a fresh-user finding: with Redis hung, 14 – 45 s to exit).
+ */
+import type { Logger } from '../logger.js';
+
+/** One step of the shutdown. */
+export interface CloseStep {
+  /** Its name in the log. */
+  readonly what: string;
+  readonly run: () => Promise<unknown>;
+  /**
+   * Set for a step that waits on Redis: it may take at most `boundMs` and what is left
+   * of the shared budget; then, or when none is left before it starts, `giveUp` is
+   * called (e.g. drop the connection instead of QUIT) and the shutdown goes on.
+   */
+  readonly redis?: { readonly boundMs: number; readonly giveUp?: () => void };
+}
+
+/**
+ * Runs `steps` in order, each even when an earlier one failed or was given up, and
+ * logs failures (`shutdown step failed`, error) and steps given up (the same line,
+ * naming the time they had).
+ * @param redisBudgetMs time all the Redis steps may take together, ms, counted from the
+ *   start of the first of them
+ */
+export async function closeAll(logger: Logger, steps: readonly CloseStep[], redisBudgetMs: number): Promise<void> {
+  let budgetEnds: number | undefined;
+  for (const { what, run, redis } of steps) {
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    logger.debug({ what }, 'shutdown step');
+    try {
+      if (redis === undefined) {
+        await run();
+      } else {
+        budgetEnds ??= started + redisBudgetMs;
+        const allowedMs = Math.max(0, Math.min(redis.boundMs, budgetEnds - started));
+        if (allowedMs === 0) throw new Error('not run: the shutdown\'s time for Redis is spent (Redis does not answer?)');
+        await Promise.race([run(), new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`not done within ${Math.round(allowedMs)} ms (Redis does not answer?); going on without it`)), allowedMs);
+        })]);
+      }
+    } catch (err) {
+      redis?.giveUp?.();
+      logger.error({ err, what }, 'shutdown step failed');
+    } finally {
+      clearTimeout(timer);
+      logger.debug({ what, ms: Math.round(performance.now() - started) }, 'shutdown step ended');
+    }
+  }
+}
