@@ -160,8 +160,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     }, logger);
     // Shutdown order (DESIGN.md §6): first stop accepting — new handshakes refused and
     // every socket closed 1001, waiting on nothing — then HTTP stops accepting (new
-    // requests 503) and finishes what is in flight, then the cursors are flushed, and
-    // last Redis and the store. Nothing that waits on Redis comes before the HTTP side
+    // requests 503) and finishes what is in flight, then together the store lease is
+    // dropped and the cursors flushed, and last the store and Redis (shutdown-steps.ts
+    // bounds what waits on Redis). Nothing that waits on Redis comes before the HTTP side
     // stops accepting: with Redis hung, each such step waits a command timeout, and
     // the node took new work for all of that time (a fresh-user finding).
     cleanup.unshift({ what: 'connections', run: () => Promise.resolve(gateway.stopAccepting()) });
