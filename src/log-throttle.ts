@@ -33,6 +33,9 @@ export class LogThrottle {
   }
 }
 
+/** Thins nothing: every line is logged (`take` always answers 0). For a caller given no throttle. */
+export const EVERY_LINE = new LogThrottle(0);
+
 /** How often a repeated outage line is logged at most, ms. */
 export const OUTAGE_LOG_INTERVAL_MS = 10_000;
 

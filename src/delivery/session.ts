@@ -13,7 +13,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { AckRounds } from './ack-rounds.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
-import { thinnedFields, type LogThrottle } from '../log-throttle.js';
+import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -204,8 +204,7 @@ export class UserSession {
         this.#ackRetryTimer = undefined;
         this.#ackRounds.add(this);
       }, this.#deps.retryMs).unref();
-      const throttle = this.#deps.ackFailureLog;
-      const left = throttle === undefined ? 0 : throttle.take();
+      const left = (this.#deps.ackFailureLog ?? EVERY_LINE).take();
       if (left !== undefined) this.#deps.logger.warn({ user: this.user, ...thinnedFields(left) }, 'ack cursor write failed, will retry');
     }
   }
@@ -324,8 +323,7 @@ export class UserSession {
       // An outage's warning: its reason, no stack (docs/api.md "Errors").
       const context = { ...outageFields(err), user: this.user, failures: this.#failures };
       // The first failure of a streak is a warning, thinned across the node's users.
-      const throttle = this.#deps.fetchFailureLog;
-      const left = this.#failures > 1 ? undefined : throttle === undefined ? 0 : throttle.take();
+      const left = this.#failures === 1 ? (this.#deps.fetchFailureLog ?? EVERY_LINE).take() : undefined;
       if (left !== undefined) logger.warn({ ...context, ...thinnedFields(left) }, 'delivery fetch failed, will retry');
       else logger.debug(context, 'delivery fetch failed, will retry');
       effects = this.#machine.fetchFailed();

@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LogThrottle, thinnedFields } from '../../src/log-throttle.js';
+import { EVERY_LINE, LogThrottle, thinnedFields } from '../../src/log-throttle.js';
 
 test('the first line is logged, repeats within the interval are counted, the next one after it says how many', () => {
   const throttle = new LogThrottle(10_000);
@@ -22,4 +22,8 @@ test('the first line is logged, repeats within the interval are counted, the nex
 test('thinnedFields names the lines left out only when there were some', () => {
   assert.deepEqual(thinnedFields(0), {});
   assert.deepEqual(thinnedFields(7), { notLogged: 7 });
+});
+
+test('EVERY_LINE thins nothing, within the same millisecond too', () => {
+  for (let i = 0; i < 5; i++) assert.equal(EVERY_LINE.take(1_000), 0);
 });
