@@ -24,9 +24,9 @@ import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { refusalCloseCode } from './receiver-refusals.js';
+import { closeLogLine, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
-
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
@@ -96,14 +96,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(tagSet(who.tags), this) : undefined;
   }
 
-  /** The connection's child logger (user, conn, device bound), made on first use. */
-  get #log(): Logger {
-    return (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }));
-  }
-
-  /** A debug line, through {@link #log} only when debug is on: a connection that logs nothing else keeps no child logger. */
-  #debug(fields: object, msg: string): void {
-    if (this.#deps.logger.isLevelEnabled('debug')) this.#log.debug(fields, msg);
+  /**
+   * Logs one line through the connection's child logger (conn, user, device bound),
+   * made on first use and only for a level that is on: most connections log nothing
+   * (at debug level off, every one would keep a child logger for nothing).
+   */
+  #logLine(level: ConnectionLogLevel, fields: object, msg: string): void {
+    if (!this.#deps.logger.isLevelEnabled(level)) return;
+    (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }))[level](fields, msg);
   }
 
   /**
@@ -121,12 +121,12 @@ export class WsConnection implements DeliveryConnection, Ticking {
     ws.on('error', (err) => {
       // `ws` closes the connection itself when it refuses a frame; count that code.
       this.#closeCode ??= refusalCloseCode(err);
-      this.#debug({ err }, 'websocket error');
+      this.#logLine('debug', { err }, 'websocket error');
     });
     this.#nextPingAt = firstHeartbeatAt(Date.now(), this.#deps.config.heartbeatMs);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    this.#debug({ resume }, 'connection open');
+    this.#logLine('debug', { resume }, 'connection open');
   }
 
   /** Bytes queued on the socket. */
@@ -204,14 +204,9 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#closed = true;
     this.#closeCode = code;
     this.#frames.stop();
-    if (code === CloseCode.slowConsumer) {
-      // Operators need to see these: the client itself usually sees only 1006.
-      this.#log.warn({ code, reason, bufferedBytes: this.#ws.bufferedAmount }, 'slow consumer closed');
-    } else if (code === CloseCode.protocolAbuse || code === CloseCode.ackTimeout) {
-      this.#log.info({ code, reason }, 'connection closed by the server');
-    } else {
-      this.#debug({ code, reason }, 'closing connection');
-    }
+    // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
+    const line = closeLogLine(code);
+    this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, reason.slice(0, 120));
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
@@ -343,7 +338,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
     if (nowMs - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
-      this.#log.info({ silentMs: nowMs - this.#lastSeen }, 'idle connection terminated');
+      this.#logLine('info', { silentMs: nowMs - this.#lastSeen }, 'idle connection terminated');
       this.#closed = true;
       this.#ws.terminate();
       return;
@@ -384,7 +379,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     const deps = this.#deps.broadcast;
     if (!feed || !deps) return;
     feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
-      this.#log.warn(outageFields(err), 'broadcast catch-up failed; live broadcasts continue');
+      this.#logLine('warn', outageFields(err), 'broadcast catch-up failed; live broadcasts continue');
       this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
     });
   }
@@ -400,6 +395,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
     this.#deps.onClosed(this, this.#closeCode ?? code);
-    this.#debug({ code, decided: this.#closeCode }, 'connection closed');
+    this.#logLine('debug', { code, decided: this.#closeCode }, 'connection closed');
   }
 }
