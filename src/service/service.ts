@@ -143,7 +143,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt), logger, metrics,
     });
-    cleanup.unshift({ what: 'gateway', run: () => gateway.close(), redis: redisBound });
+    // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
+    cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
     const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
     const app = await buildApp({
@@ -183,10 +184,6 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
       timeoutMs: config.redisCommandTimeoutMs, logger,
     });
-    // Dropped together with the gateway's Redis steps (cursors, bus, registry): one
-    // wait on a hung Redis instead of two.
-    const gatewayStep = cleanup.findIndex(({ what }) => what === 'gateway');
-    cleanup[gatewayStep] = { what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound };
     await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
