@@ -292,6 +292,8 @@ test('with Redis not answering, SIGTERM stops serve accepting at once, before an
   const client = await TestClient.connect(serve.url, { token: await testToken({ kind: 'secret', secret: jwtSecret }, 'una'), params: { device: 'phone' } });
   t.after(() => client.close());
   await client.nextOf('welcome');
+  // The log reaches the test through serve's stdout, maybe after the welcome frame.
+  await waitUntil('the connection open line', async () => logLines(serve.stdout(), 'connection open').length > 0, 10_000);
   assert.deepEqual(logLines(serve.stdout(), 'connection open').map((l) => [l.level, l.user, l.device]), [[20, 'una', 'phone']]);
   const posted = await fetch(`${serve.url}/v1/messages`, {
     method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
