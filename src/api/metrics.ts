@@ -120,6 +120,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** What {@link presenceRemovalsPending} reads when scraped; set by the gateway. */
+  #pendingRemovals: () => number = () => 0;
+
+  /**
+   * Presence entries of connections closed while Redis failed, still to remove
+   * (src/cluster/presence-removals.ts): non-zero only during and just after an outage.
+   */
+  readonly presenceRemovalsPending: Gauge = new Gauge({
+    name: 'pixiu_presence_removals_pending',
+    help: 'Presence entries of closed connections whose removal failed (Redis unavailable) and waits for a retry',
+    registers: [this.registry],
+    collect: (): void => this.presenceRemovalsPending.set(this.#pendingRemovals()),
+  });
+
+  /** Makes {@link presenceRemovalsPending} read `count` (how many removals are pending) when scraped. */
+  readPresenceRemovals(count: () => number): void {
+    this.#pendingRemovals = count;
+  }
+
   /** WebSocket connections closed, by close code. */
   readonly wsCloses = new Counter({
     name: 'pixiu_ws_closes_total',

@@ -13,6 +13,10 @@ import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { definePresenceScripts } from './scripts.js';
+import { PendingRemovals } from './presence-removals.js';
+
+/** How often removals that failed are tried again while Redis fails, ms. */
+const REMOVAL_RETRY_MS = 1000;
 
 /** One live connection of a user. */
 export interface PresenceEntry {
@@ -63,12 +67,29 @@ export class Presence {
   readonly #redis: Redis;
   readonly #keys: Keys;
   readonly #opts: PresenceOptions;
+  readonly #removals: PendingRemovals;
 
   constructor(redis: Redis, keys: Keys, opts: PresenceOptions) {
     this.#redis = redis;
     this.#keys = keys;
     this.#opts = opts;
+    this.#removals = new PendingRemovals((user, conns) => this.removeConns(user, conns), REMOVAL_RETRY_MS);
     definePresenceScripts(redis);
+  }
+
+  /** Removals of closed connections' entries that failed and wait for a retry (presence-removals.ts). */
+  get pendingRemovals(): number {
+    return this.#removals.size;
+  }
+
+  /** Tries the pending removals now (Redis is back). Never rejects. */
+  retryRemovals(): Promise<void> {
+    return this.#removals.retryAll();
+  }
+
+  /** Stops retrying removals (shutdown). */
+  stop(): void {
+    this.#removals.stop();
   }
 
   /**
@@ -78,6 +99,8 @@ export class Presence {
    * those of nodes no longer registered.
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
+    // The user's connections that closed while Redis failed give their slots back first.
+    await this.#removals.retryUser(user);
     let reply = await this.#add(user, conn, device, since);
     // The script prunes only expired entries: it cannot see the node registry (another
     // slot). Entries of a node that died count until they expire, so a refusal checks
@@ -112,9 +135,20 @@ export class Presence {
     return reply === 1 ? 'kept' : reply === 0 ? 'readded' : reply === -1 ? 'replaced' : 'over-limit';
   }
 
-  /** Removes a connection's entry (it closed). */
+  /**
+   * Removes a connection's entry (it closed). When that fails, the removal is kept and
+   * tried again (every second, when Redis is back, and before the user's next connection
+   * is admitted or listed) until the entry would have expired anyway.
+   * @throws PixiuError UNAVAILABLE when Redis fails (the removal is then pending)
+   */
   async remove(user: string, conn: string): Promise<void> {
-    await this.removeConns(user, [conn]);
+    try {
+      await this.removeConns(user, [conn]);
+    } catch (err) {
+      // Its last refresh was before now, so its expiry is at most one lifetime away.
+      this.#removals.add(user, conn, Date.now() + this.#opts.ttlMs);
+      throw err;
+    }
   }
 
   /**
@@ -134,6 +168,7 @@ export class Presence {
 
   /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
   async list(user: string): Promise<PresenceEntry[]> {
+    await this.#removals.retryUser(user);
     return (await this.#prune(user)).live;
   }
 

@@ -111,6 +111,7 @@ export class Gateway implements GatewayDeps {
       maxPerUser: config.maxConnectionsPerUser,
       liveNodes: (nodes) => this.#registry.liveAmong(nodes),
     });
+    metrics.readPresenceRemovals(() => this.presence.pendingRemovals);
     this.hub = new Hub({
       inbox: opts.inbox,
       store: opts.store,
@@ -156,7 +157,10 @@ export class Gateway implements GatewayDeps {
     });
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
     // Redis is back after an outage: presence may be lost, inboxes may have changed.
-    redis.on('ready', () => this.#heartbeatAllSoon());
+    redis.on('ready', () => {
+      this.#heartbeatAllSoon();
+      void this.presence.retryRemovals();
+    });
     this.connection = {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
@@ -178,7 +182,8 @@ export class Gateway implements GatewayDeps {
         this.#open.delete(c);
         metrics.wsConnections.dec();
         metrics.wsCloses.inc({ code: String(code) });
-        this.presence.remove(c.user, c.id).catch(() => undefined);
+        // A failed removal is kept and retried (presence-removals.ts).
+        this.presence.remove(c.user, c.id).catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence removal failed, will retry'));
       },
     };
   }
@@ -299,6 +304,7 @@ export class Gateway implements GatewayDeps {
   async close(): Promise<void> {
     this.stopAccepting();
     this.connection.clock.stop();
+    this.presence.stop();
     const acks = this.hub.flushAll().then((unwritten) => {
       if (unwritten.length === 0) return;
       // Lost with this process: those devices get again what they acked since their

@@ -1,0 +1,69 @@
+/**
+ * PendingRemovals (src/cluster/presence-removals.ts): removals that failed are tried
+ * again on a timer until they succeed; one whose entry has expired meanwhile is dropped
+ * without a call; a user's own retry takes only theirs; stop() forgets everything. The
+ * removal function is the test's own: what reaches Redis is tested in
+ * test/gateway/presence-outage.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PendingRemovals } from '../../src/cluster/presence-removals.js';
+import { waitUntil } from '../harness/checks.js';
+
+/** A removal function that fails while `down` is set, recording each call. */
+function fakeRedis(): { down: boolean; calls: Array<[string, string[]]>; remove: (user: string, conns: readonly string[]) => Promise<void> } {
+  const state = {
+    down: true,
+    calls: [] as Array<[string, string[]]>,
+    remove: async (user: string, conns: readonly string[]) => {
+      state.calls.push([user, [...conns]]);
+      if (state.down) throw new Error('Redis is unavailable');
+    },
+  };
+  return state;
+}
+
+test('pending removals are retried on the timer until they succeed, then nothing more is sent', async () => {
+  const redis = fakeRedis();
+  const pending = new PendingRemovals(redis.remove, 20);
+  const until = Date.now() + 60_000;
+  pending.add('ann', 'c1', until);
+  pending.add('ann', 'c2', until);
+  pending.add('bob', 'c3', until);
+  assert.equal(pending.size, 3);
+  await waitUntil('a retry failed', async () => redis.calls.length >= 2);
+  assert.equal(pending.size, 3, 'failed retries keep them');
+  redis.down = false;
+  await waitUntil('all removed', async () => pending.size === 0);
+  const lastTwo = redis.calls.slice(-2).sort((x, y) => x[0].localeCompare(y[0]));
+  assert.deepEqual(lastTwo, [['ann', ['c1', 'c2']], ['bob', ['c3']]], 'one call per user');
+  const calls = redis.calls.length;
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(redis.calls.length, calls, 'no retry once none is pending');
+});
+
+test('a removal whose entry has expired is dropped without a call', async () => {
+  const redis = fakeRedis();
+  const pending = new PendingRemovals(redis.remove, 60_000);
+  pending.add('ann', 'old', Date.now() - 1);
+  await pending.retryAll();
+  assert.equal(pending.size, 0);
+  assert.deepEqual(redis.calls, []);
+  pending.stop();
+});
+
+test('retryUser takes only that user\'s removals; stop forgets the rest and retries nothing', async () => {
+  const redis = fakeRedis();
+  redis.down = false;
+  const pending = new PendingRemovals(redis.remove, 20);
+  pending.add('ann', 'c1', Date.now() + 60_000);
+  pending.add('bob', 'c2', Date.now() + 60_000);
+  await pending.retryUser('ann');
+  assert.deepEqual(redis.calls, [['ann', ['c1']]]);
+  assert.equal(pending.size, 1);
+  pending.stop();
+  assert.equal(pending.size, 0);
+  pending.add('cid', 'c3', Date.now() + 60_000);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(redis.calls, [['ann', ['c1']]], 'nothing after stop');
+});
