@@ -64,6 +64,21 @@ test('without PIXIU_REDIS_URL serve runs its own redis-server, stops it on SIGTE
   assert.ok(!second.stderr().includes(token), 'the token is not printed again');
 });
 
+test('a frozen embedded redis-server (SIGSTOP) is stopped with serve, within the shutdown\'s Redis budget', { timeout: 60_000 }, async (t) => {
+  const { env, pidFile } = await embeddedDataDir(t);
+  // Redis steps of the shutdown get three command timeouts and a second: 2.5 s here.
+  const serve = await spawnServe({ ...env, PIXIU_REDIS_COMMAND_TIMEOUT: '500ms' }, t);
+  const redisPid = Number(await readFile(pidFile, 'utf8'));
+  process.kill(redisPid, 'SIGSTOP');
+  const began = performance.now();
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
+  const tookMs = performance.now() - began;
+  // A stopped process handles SIGTERM only once continued: without a SIGCONT the stop
+  // waited for its 10 s SIGKILL timeout on top of the budget.
+  assert.ok(tookMs < 7_000, `exited ${Math.round(tookMs)} ms after SIGTERM`);
+  await waitUntil('the redis-server is gone', async () => !isAlive(redisPid), 5_000);
+});
+
 test('the embedded redis-server is supervised: killed while serving, it is restarted and ingest works again', { timeout: 60_000 }, async (t) => {
   const { dataDir, env, pidFile } = await embeddedDataDir(t);
   const serve = await spawnServe(env, t);
