@@ -13,6 +13,7 @@ import { Command } from 'commander';
 import { decodeMsgId, MsgKind } from '../ids/msg-id.js';
 import { Inbox } from '../inbox/inbox.js';
 import { createRedis } from '../redis/client.js';
+import { Keys } from '../redis/keys.js';
 import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/validation.js';
@@ -89,6 +90,12 @@ export function inspectCommand(): Command {
       const entries = page.entries.map((e) => ({ seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) }));
       const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, entries, cursors };
       process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
+      // An inbox that was never created reads the same as a key prefix no service uses
+      // (a wrong --redis-prefix): every service writes `<prefix>cluster:secret` at start.
+      if (page.epoch === null && (await redis.exists(new Keys(config.redisPrefix).clusterSecret())) === 0) {
+        process.stderr.write(`pixiu: no Pixiu service has used the key prefix ${JSON.stringify(config.redisPrefix)} on this Redis `
+          + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")\n');
+      }
     } finally {
       redis.disconnect();
     }

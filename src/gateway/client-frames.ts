@@ -45,6 +45,9 @@ function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): voi
   }
 }
 
+/** Longest token a `refresh` may carry, characters (as at connect, `?token=`); the frame limit is usually lower. */
+const MAX_TOKEN_CHARS = 8192;
+
 function nonEmptyString(o: Record<string, unknown>, field: string, max: number): string {
   const v = o[field];
   if (typeof v !== 'string' || v.length === 0 || v.length > max) {
@@ -97,7 +100,11 @@ function fieldsOf(o: Record<string, unknown>): ClientFrame {
       return { t: 'ping' };
     case 'refresh':
       onlyFields(o, ['token']);
-      return { t: 'refresh', token: nonEmptyString(o, 'token', 8192) };
+      // Not "a string of 1-8192 characters": the frame limit (4 KiB by default) closes
+      // the connection 1009 well before that, so naming 8192 promised what cannot be sent.
+      if (typeof o.token !== 'string' || o.token.length === 0) throw invalid('refresh frame needs token: the new JWT, a non-empty string');
+      if (o.token.length > MAX_TOKEN_CHARS) throw invalid(`refresh frame's token is over ${MAX_TOKEN_CHARS} characters`);
+      return { t: 'refresh', token: o.token };
     case 'sub': {
       onlyFields(o, ['channel', 'since']);
       const channel = nonEmptyString(o, 'channel', MAX_CHANNEL_LENGTH);

@@ -82,7 +82,7 @@ test('a refresh frame without a usable token is refused INVALID_REQUEST, naming 
   for (const frame of [{ t: 'refresh' }, { t: 'refresh', token: 5 }, { t: 'refresh', token: '' }]) {
     client.send(frame);
     assert.deepEqual(await client.nextOf('error'), {
-      t: 'error', code: 'INVALID_REQUEST', message: 'refresh frame needs token: a string of 1-8192 characters', ref: { t: 'refresh' },
+      t: 'error', code: 'INVALID_REQUEST', message: 'refresh frame needs token: the new JWT, a non-empty string', ref: { t: 'refresh' },
     }, JSON.stringify(frame));
   }
   await expectPong(client);

@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Keys } from '../../src/redis/keys.js';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { runCli, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
@@ -39,6 +40,20 @@ test('inspect inbox prints the epoch, bounds, entries after --after-seq and the 
   assert.deepEqual(JSON.parse(run.stdout), {
     user: 'ann', epoch, first_seq: 1, latest_seq: 3, entries: [{ seq: 2, id: ids[1], kind: 'user' }], cursors: { phone: 2 },
   });
+});
+
+test('inspect inbox of a key prefix no service has used says so on stderr; an empty inbox under a used one does not', async () => {
+  const unused = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'nobody:' });
+  assert.equal(unused.code, 0, unused.stderr);
+  assert.equal(JSON.parse(unused.stdout).epoch, null);
+  assert.match(unused.stderr, /no Pixiu service has used the key prefix "nobody:" on this Redis .*--redis-prefix/);
+  // A service writes its cluster secret at start (src/cluster/cluster-secret.ts).
+  const { redis: raw } = await openInbox(files, redis.url, 'used:');
+  await raw.set(new Keys('used:').clusterSecret(), 'secret');
+  const used = await runCli(['inspect', 'inbox', 'nobody-yet'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'used:' });
+  assert.equal(used.code, 0, used.stderr);
+  assert.equal(JSON.parse(used.stdout).epoch, null);
+  assert.equal(used.stderr, '');
 });
 
 test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1 and 1.5 exit 1 naming the option', async () => {
