@@ -2,7 +2,9 @@
  * `pixiu connect <uid>`: a small WebSocket client for trying Pixiu out and for ops.
  * It mints its own token with the configured key, connects, prints every frame as a
  * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
- * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. It exits
+ * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. With
+ * `--sub` it also follows channels (docs/protocol.md, "Channels") once welcomed, and
+ * prints their `pub` frames like the others. It exits
  * 0 when it closed the connection itself, 1 when the server did (4002, 4001, 1001, …).
  * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
  * with no close and no exit line: there was no connection to resume.
@@ -19,6 +21,8 @@ import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { checkClaims, listOption } from './claims.js';
+import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
+import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
@@ -32,7 +36,11 @@ interface ConnectOptions {
   ack: boolean;
   count?: string;
   tags?: string;
+  sub?: string;
 }
+
+/** Most channels a connection may follow (docs/protocol.md, "Channels"). */
+const MAX_SUBS = 100;
 
 /** Builds the `connect` subcommand. */
 export function connectCommand(): Command {
@@ -46,7 +54,8 @@ export function connectCommand(): Command {
     .option('--from-latest', 'skip history: only new messages')
     .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
     .option('--count <n>', 'exit after this many msg frames')
-    .option('--tags <list>', 'comma-separated tags for the minted token');
+    .option('--tags <list>', 'comma-separated tags for the minted token')
+    .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their pub frames are printed too');
   addConfigOptions(cmd, KEYS, CLIENT_DOCS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
@@ -71,10 +80,15 @@ export function connectCommand(): Command {
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
     const { source } = await resolveJwtKey(config, { create: false });
     const tags = listOption(opts.tags);
+    const subs = [...new Set(listOption(opts.sub))];
     checkClaims(tags, []);
+    // A pattern would be refused by the server's `sub` (it takes names): said here first.
+    const badSub = subs.find((c) => !isChannelName(c));
+    if (badSub !== undefined) throw new StartupError(`invalid --sub entry ${JSON.stringify(badSub)}: ${patternFailure(CHANNEL_PATTERN)}, at most 128 characters`);
+    if (subs.length > MAX_SUBS) throw new StartupError(`--sub names ${subs.length} channels: a connection follows at most ${MAX_SUBS}`);
     let token: string;
     try {
-      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags });
+      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, ...(subs.length > 0 ? { channels: subs } : {}) });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }
@@ -88,7 +102,7 @@ export function connectCommand(): Command {
     if (opts.epoch !== undefined && opts.epoch !== 'null' && opts.epoch !== '') base.searchParams.set('epoch', opts.epoch);
     if (opts.fromLatest) base.searchParams.set('from', 'latest');
     const count = opts.count === undefined ? Infinity : Number(opts.count);
-    await run(base, service, token, opts.ack, count);
+    await run(base, service, token, { ack: opts.ack, count, subs });
   });
   return cmd;
 }
@@ -143,8 +157,10 @@ function routePath(service: URL, route: string): string {
  * The exit code becomes 1 when the server ended the connection (any close but the
  * client's own 1000: replaced 4002, token expired 4001, shutdown 1001, …).
  * @param url the `/v1/connect` URL; `service` the HTTP URL it was made from
+ * @param how `ack` each msg; exit after `count` msg frames; `subs`: channels to follow once welcomed
  */
-async function run(url: URL, service: URL, token: string, ack: boolean, count: number): Promise<void> {
+async function run(url: URL, service: URL, token: string, how: { ack: boolean; count: number; subs: readonly string[] }): Promise<void> {
+  const { ack, count, subs } = how;
   let lastSeq: number | undefined;
   let epoch: string | null | undefined;
   let received = 0;
@@ -203,6 +219,7 @@ async function run(url: URL, service: URL, token: string, ack: boolean, count: n
       if (frame.t === 'welcome') {
         epoch = frame.epoch;
         lastSeq = (frame.resume_from ?? 1) - 1;
+        for (const channel of subs) ws.send(JSON.stringify({ t: 'sub', channel }));
       } else if (frame.t === 'reset') {
         epoch = frame.epoch;
         lastSeq = 0;

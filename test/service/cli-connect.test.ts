@@ -39,16 +39,18 @@ async function post(user: string, text: string): Promise<number> {
   return (answer.body as { recipients: Array<{ seq: number }> }).recipients[0]?.seq as number;
 }
 
+/** A stdout line as a frame, or undefined when it is not JSON. */
+function lineFrame(line: string): { t?: unknown; seq?: unknown; channel?: unknown } | undefined {
+  try {
+    return JSON.parse(line) as { t?: unknown; seq?: unknown; channel?: unknown };
+  } catch {
+    return undefined;
+  }
+}
+
 /** A predicate for the stdout line of the `msg` frame with `seq`. */
 function msgLine(seq: number): (line: string) => boolean {
-  return (line) => {
-    try {
-      const frame = JSON.parse(line) as { t?: unknown; seq?: unknown };
-      return frame.t === 'msg' && frame.seq === seq;
-    } catch {
-      return false;
-    }
-  };
+  return (line) => lineFrame(line)?.t === 'msg' && lineFrame(line)?.seq === seq;
 }
 
 test('Ctrl-C on pixiu connect: close 1000 bye, exit 0, and a last line {"last_seq", "epoch"} with the last seq it got', { timeout: 60_000 }, async (t) => {
@@ -308,6 +310,38 @@ test('pixiu connect that cannot learn the epoch of an inbox it was welcomed to w
   assert.deepEqual(await run.exited, { code: 1, signal: null }, run.stderr());
   assert.match(run.stderr(), /^closed 1001 server shutting down\nepoch unknown: the service could not be asked for it/);
   assert.deepEqual(JSON.parse(run.lines().at(-1) as string), { last_seq: 1, epoch: null });
+});
+
+/** True for the stdout line of a `pub` frame of `channel`. */
+function isPub(line: string, channel: string): boolean {
+  const frame = lineFrame(line);
+  return frame?.t === 'pub' && frame.channel === channel;
+}
+
+test('pixiu connect --sub follows the channels once welcomed and prints their pub frames; a pattern or a bad name is refused before connecting', { timeout: 60_000 }, async (t) => {
+  const connect = spawnCli(['connect', 'carl', '--sub', 'news.a, news.b', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t, { detached: true });
+  await connect.line((l) => l.startsWith('{"t":"welcome"'), 'the welcome frame');
+  // A subscription is in place a few ms after its `sub` (docs/protocol.md): publish
+  // until one arrives; then each channel's next publication is printed.
+  let n = 0;
+  await waitUntil('a pub frame of news.a is printed', async () => {
+    const published = await server.client.post('/v1/channels/news.a/publish', { type: 'note', data: { n: n++ } });
+    assert.equal(published.status, 201, published.text);
+    return connect.lines().some((l) => isPub(l, 'news.a'));
+  }, 10_000, 100);
+  assert.equal((await server.client.post('/v1/channels/news.b/publish', { type: 'note', data: { n: 'b' } })).status, 201);
+  const pub = JSON.parse(await connect.line((l) => isPub(l, 'news.b'), 'the pub frame of news.b')) as { data: unknown; type: string };
+  assert.deepEqual([pub.type, pub.data], ['note', { n: 'b' }]);
+  assert.ok(!connect.lines().some((l) => l.startsWith('{"t":"error"')), connect.stdout());
+  connect.signal('SIGINT', { group: true });
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
+
+  const pattern = await runCli(['connect', 'carl', '--sub', 'news.*', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(pattern.code, 1);
+  assert.match(pattern.stderr, /invalid --sub entry "news\.\*": .*channel name/);
+  const many = await runCli(['connect', 'carl', '--sub', Array.from({ length: 101 }, (_, i) => `c${i}`).join(','), '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(many.code, 1);
+  assert.match(many.stderr, /--sub names 101 channels: a connection follows at most 100/);
 });
 
 test('pixiu connect --epoch without --last-seq, or --from-latest with --last-seq, is refused before connecting', async () => {
