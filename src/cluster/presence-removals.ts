@@ -59,7 +59,9 @@ export class PendingRemovals {
 
   /**
    * Removes the pending entries of `user` now (before a connection of theirs is
-   * admitted, so their slots are free for it). Never rejects: what fails stays pending.
+   * admitted, so their slots are free for it). The removal is sent before this returns,
+   * so a command the caller sends next on the same connection runs after it. Never
+   * rejects: what fails stays pending.
    */
   async retryUser(user: string): Promise<void> {
     const conns = this.#pending.get(user);

@@ -100,7 +100,10 @@ export class Presence {
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
     // The user's connections that closed while Redis failed give their slots back first.
-    await this.#removals.retryUser(user);
+    // Not awaited: its HDEL is sent now, on this connection, so Redis runs it before the
+    // add script below (one connection answers in order), and a Redis that does not
+    // answer costs one command timeout, not two.
+    void this.#removals.retryUser(user);
     let reply = await this.#add(user, conn, device, since);
     // The script prunes only expired entries: it cannot see the node registry (another
     // slot). Entries of a node that died count until they expire, so a refusal checks
@@ -168,7 +171,7 @@ export class Presence {
 
   /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
   async list(user: string): Promise<PresenceEntry[]> {
-    await this.#removals.retryUser(user);
+    void this.#removals.retryUser(user); // runs before the read, as in add()
     return (await this.#prune(user)).live;
   }
 
