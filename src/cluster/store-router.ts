@@ -54,15 +54,12 @@ export interface StoreRouterOptions {
   readonly timeoutMs: number;
   /**
    * Budget of the cache of records read from other nodes, bytes (approximate: the
-   * JSON length of each record's `data` plus {@link RECORD_OVERHEAD_BYTES}); 0 turns it
-   * off.
+   * JSON length of each record's `data` and the cache's own overhead per record,
+   * record-cache.ts); 0 turns it off.
    */
   readonly cacheBytes: number;
   readonly logger?: Logger;
 }
-
-/** What a cached remote record counts for besides its `data`, bytes. */
-export const RECORD_OVERHEAD_BYTES = 256;
 
 /** A read of one remote record that other reads of the same id wait on. */
 interface SharedRead {
@@ -196,7 +193,7 @@ export class StoreRouter implements RecordReader {
           const records = await this.#fetch(batch, chunk);
           chunk.forEach((id, i) => {
             const record = records[i] ?? null;
-            if (record !== null) this.#recent.setRead(record, JSON.stringify(record.data).length + RECORD_OVERHEAD_BYTES);
+            if (record !== null) this.#recent.setRead(record, JSON.stringify(record.data).length);
             reads.get(id)?.resolve(record);
           });
         });
