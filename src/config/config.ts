@@ -36,6 +36,8 @@ export interface Config {
   /** Most recipients of one batch, room members counted (src/api/routes/batch-items.ts). */
   readonly batchMaxRecipients: number;
   readonly inboxCap: number;
+  /** Devices with an ack cursor kept per user (ack-3.lua). */
+  readonly maxDeviceCursors: number;
   readonly apiToken: string | undefined;
   readonly jwtSecret: string | undefined;
   readonly jwtPublicKey: string | undefined;

@@ -26,6 +26,8 @@ export const MAX_RANGE_LIMIT = 10_000;
 
 /** Largest accepted cap: the `inboxCap` setting's bound (DESIGN.md §10). */
 export const MAX_INBOX_CAP = 10_000_000;
+/** Highest `deviceCursors` an inbox takes. */
+export const MAX_DEVICE_CURSORS = 100_000;
 
 /** A device id (DESIGN.md §2): 1–64 chars of `[A-Za-z0-9._:-]`. */
 const DEVICE_RULE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -49,7 +51,16 @@ export interface InboxOptions {
   readonly prefix: string;
   /** Entries kept per user, 1..10,000,000 (setting `inboxCap`, default 10,000). */
   readonly cap: number;
+  /**
+   * Most devices with an ack cursor per user (setting `maxDeviceCursors`, default
+   * {@link DEFAULT_DEVICE_CURSORS}): past it, the cursors furthest behind are dropped
+   * (`ack-3.lua`).
+   */
+  readonly deviceCursors?: number;
 }
+
+/** Devices with an ack cursor kept per user unless configured (`PIXIU_MAX_DEVICE_CURSORS`). */
+export const DEFAULT_DEVICE_CURSORS = 100;
 
 /** Outcome of {@link Inbox.append}. */
 export interface AppendResult {
@@ -194,6 +205,7 @@ export class Inbox {
   readonly #keys: Keys;
   /** The cap as the script's ARGV, formatted once. */
   readonly #cap: string;
+  readonly #deviceCursors: string;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
 
@@ -209,6 +221,11 @@ export class Inbox {
     this.#redis = redis;
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
+    const devices = opts.deviceCursors ?? DEFAULT_DEVICE_CURSORS;
+    if (!Number.isSafeInteger(devices) || devices < 1 || devices > MAX_DEVICE_CURSORS) {
+      throw invalid(`the most device cursors must be an integer from 1 to ${MAX_DEVICE_CURSORS}`);
+    }
+    this.#deviceCursors = String(devices);
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       command: INBOX_SCRIPTS.append.command,
@@ -310,9 +327,10 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-2.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `ack-3.lua`). A cursor never moves back: acking below it changes nothing. With
    * `epoch`, an ack made under another inbox epoch (the inbox was recreated since)
-   * changes nothing either.
+   * changes nothing either. A device's first cursor that takes the user past the most
+   * device cursors drops those of the devices furthest behind.
    *
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`
    * @param seq the highest acked seq, a non-negative integer
@@ -324,7 +342,7 @@ export class Inbox {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return redisCall(() => this.#redis.pxAckV2(keys.acks, keys.meta, device, String(seq), epoch ?? ''));
+    return redisCall(() => this.#redis.pxAckV3(keys.acks, keys.meta, device, String(seq), epoch ?? '', this.#deviceCursors));
   }
 
   /**

@@ -9,7 +9,7 @@ import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
 export const INBOX_SCRIPTS = {
   append: { command: 'pxAppendV4', file: new URL('./lua/append-6.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
-  ack: { command: 'pxAckV2', file: new URL('./lua/ack-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  ack: { command: 'pxAckV3', file: new URL('./lua/ack-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   rotate: { command: 'pxRotateV1', file: new URL('./lua/rotate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
@@ -48,8 +48,8 @@ declare module 'ioredis' {
     pxAppendV4(...args: AppendArgs): Result<AppendReply, Context>;
     /** `range-2.lua`: KEYS inbox, meta; ARGV afterSeq, limit. */
     pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
-    /** `ack-2.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any). Returns the cursor after. */
-    pxAckV2(acks: string, meta: string, device: string, seq: string, epoch: string): Result<number, Context>;
+    /** `ack-3.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Returns the cursor after. */
+    pxAckV3(acks: string, meta: string, device: string, seq: string, epoch: string, maxDevices: string): Result<number, Context>;
     /** `rotate-2.lua`: KEYS meta, acks; ARGV the epoch to replace, the new one. Returns the epoch after ("" when none). */
     pxRotateV1(meta: string, acks: string, expected: string, fresh: string): Result<string, Context>;
   }

@@ -138,7 +138,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       logger,
     });
 
-    const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
+    const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt), logger, metrics,

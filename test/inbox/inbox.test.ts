@@ -209,17 +209,41 @@ test('appends go on after SCRIPT FLUSH (NOSCRIPT): each call of a tick is sent a
   assert.equal(await redis.xlen(keys.inbox(uid)), 6, 'each message appended once');
 });
 
+test('a user keeps at most deviceCursors ack cursors: a new device past it drops those furthest behind, never its own', async () => {
+  const few = new Inbox(redis, { prefix: 'px:', cap: 10_000, deviceCursors: 3 });
+  const uid = 'many-devices';
+  for (let i = 1; i <= 10; i++) await few.append(uid, msgId(i), MsgKind.user);
+  await few.ack(uid, 'phone', 9);
+  await few.ack(uid, 'tablet', 4);
+  await few.ack(uid, 'web-a', 7);
+  assert.deepEqual(await few.cursors(uid), { phone: 9, tablet: 4, 'web-a': 7 });
+  // A fourth device: the one furthest behind (tablet, at 4) goes.
+  await few.ack(uid, 'web-b', 8);
+  assert.deepEqual(await few.cursors(uid), { phone: 9, 'web-a': 7, 'web-b': 8 });
+  // Moving a kept cursor adds no field and drops nothing.
+  await few.ack(uid, 'web-a', 10);
+  assert.deepEqual(await few.cursors(uid), { phone: 9, 'web-a': 10, 'web-b': 8 });
+  // A new device behind all the others keeps its own cursor; the lowest of the others goes.
+  await few.ack(uid, 'web-c', 1);
+  assert.deepEqual(await few.cursors(uid), { phone: 9, 'web-a': 10, 'web-c': 1 });
+  // A hundred devices in turn: the hash stays at three.
+  for (let i = 0; i < 100; i++) await few.ack(uid, `session-${i}`, 10);
+  assert.equal(await redis.hlen(keys.acks(uid)), 3);
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: 0 }), invalidRequest);
+});
+
 test('script error replies map to catalogue codes', async () => {
   const k = keys.user('scripted');
-  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', 'abc', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', '-1', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV2(k.acks, k.meta, '', '1', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', 'abc', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', '-1', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, '', '1', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', '1', '', '0')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
-  const err = await redisCall(() => redis.pxAckV2(k.acks, k.meta, 'phone', 'abc', '')).catch((e: unknown) => e);
+  const err = await redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', 'abc', '', '100')).catch((e: unknown) => e);
   assert.ok(isPixiuError(err, 'INVALID_REQUEST'));
   assert.equal(err.message, 'seq must be a non-negative integer', 'the code is stripped from the message');
   assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0, 'a rejected call writes nothing');

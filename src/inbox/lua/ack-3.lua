@@ -1,0 +1,75 @@
+--[[
+ack-3: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
+ack counts seqs of an inbox epoch that is gone — and keep at most ARGV[4] devices'
+cursors per user (ack-2 kept one for every device id ever used, without end: a client
+that makes a new device id per session grew the hash by one field each time, a soak
+test's finding).
+
+Steps
+  1. If ARGV[3] names an epoch and the inbox's epoch is another one (the inbox was
+     lost and recreated since the ack was made), change nothing: the seq counts
+     messages of the old inbox and would skip new ones on the next resume.
+  2. Read the device's cursor (0 when it has none).
+  3. If ARGV[2] is above it, store ARGV[2].
+  4. If that added a field and the hash now holds more than ARGV[4] devices, drop the
+     cursors of the devices furthest behind (lowest cursor; by device id on a tie),
+     never this device's, until ARGV[4] are left. A device whose cursor was dropped
+     resumes as a new device would when it gives no last_seq (docs/protocol.md).
+  5. Return the cursor after the call.
+
+KEYS
+  1. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
+  2. meta hash  `<prefix>{uid}:meta` (read only: its `epoch`)
+
+ARGV
+  1. device id, a non-empty string
+  2. acked seq, a non-negative integer at most 2^53 - 1
+  3. the epoch the seq belongs to, or "" to skip the check
+  4. most devices with a cursor per user, a positive integer
+
+Returns
+  the device's cursor after the call: max(old cursor, ARGV[2]), an integer.
+
+Error replies
+  INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
+]]
+
+local acksKey, metaKey = KEYS[1], KEYS[2]
+local device, seqArg, epoch, maxArg = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4]
+
+if type(device) ~= 'string' or device == '' then
+  return redis.error_reply('INVALID_REQUEST device must be a non-empty string')
+end
+if type(seqArg) ~= 'string' or not string.match(seqArg, '^%d+$') or #seqArg > 16
+    or tonumber(seqArg) > 9007199254740991 then
+  return redis.error_reply('INVALID_REQUEST seq must be a non-negative integer')
+end
+if type(maxArg) ~= 'string' or not string.match(maxArg, '^[1-9]%d*$') or #maxArg > 9 then
+  return redis.error_reply('INVALID_REQUEST the most devices must be a positive integer')
+end
+
+local old = tonumber(redis.call('HGET', acksKey, device)) or 0
+if epoch ~= '' and redis.call('HGET', metaKey, 'epoch') ~= epoch then
+  return old
+end
+local seq = tonumber(seqArg)
+if seq <= old then
+  return old
+end
+local added = redis.call('HSET', acksKey, device, string.format('%d', seq))
+local most = tonumber(maxArg)
+if added == 1 and redis.call('HLEN', acksKey) > most then
+  local all = redis.call('HGETALL', acksKey)
+  local others = {}
+  for i = 1, #all, 2 do
+    if all[i] ~= device then others[#others + 1] = { all[i], tonumber(all[i + 1]) or 0 } end
+  end
+  table.sort(others, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[1] < b[1]
+  end)
+  for i = 1, #others + 1 - most do
+    redis.call('HDEL', acksKey, others[i][1])
+  end
+end
+return seq
