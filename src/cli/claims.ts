@@ -2,6 +2,7 @@
  * The claims a CLI command puts in a client token it mints (`pixiu token`, `pixiu
  * connect`): read from comma-separated options and checked with the service's rules.
  */
+import { maxHeaderSize } from 'node:http';
 import { patternFailure } from '../api/pattern-rules.js';
 import { isTag, tagSchema } from '../broadcast/routes.js';
 import { CHANNEL_PATTERN, isChannelPattern } from '../channels/patterns.js';
@@ -26,4 +27,16 @@ export function checkClaims(tags: readonly string[], channels: readonly string[]
   if (pattern !== undefined) {
     throw new StartupError(`invalid --channels entry ${JSON.stringify(pattern)}: ${patternFailure(CHANNEL_PATTERN)}, at most 128 characters, any segment of which may be * (like live.*.chat)`);
   }
+}
+
+/** Room left for the rest of a connect request's line and headers besides its token, bytes. */
+const HEADER_ALLOWANCE = 512;
+
+/**
+ * Whether a connect or `/v1/me` request can carry `token` in its `Authorization` header:
+ * the service holds a request's line and headers to Node's limit (`maxHeaderSize`,
+ * 16 KiB; 431 past it), and {@link HEADER_ALLOWANCE} is left for the rest.
+ */
+export function fitsRequestHeaders(token: string): boolean {
+  return Buffer.byteLength(token) + HEADER_ALLOWANCE <= maxHeaderSize;
 }

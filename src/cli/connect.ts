@@ -20,7 +20,7 @@ import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
-import { checkClaims, listOption } from './claims.js';
+import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
@@ -41,6 +41,13 @@ interface ConnectOptions {
 
 /** Most channels a connection may follow (docs/protocol.md, "Channels"). */
 const MAX_SUBS = 100;
+
+/**
+ * `sub` frames sent before a `ping` whose `pong` says they were handled: the server
+ * holds at most 64 frames ahead of their answers and closes a connection past it
+ * (4003), and a `sub` has no answer of its own (docs/protocol.md).
+ */
+const SUBS_PER_PING = 32;
 
 /** Builds the `connect` subcommand. */
 export function connectCommand(): Command {
@@ -91,6 +98,9 @@ export function connectCommand(): Command {
       token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, ...(subs.length > 0 ? { channels: subs } : {}) });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
+    }
+    if (!fitsRequestHeaders(token)) {
+      throw new StartupError(`the token for these --sub channels is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431); follow fewer or shorter channels`);
     }
     const service = opts.url !== undefined ? serviceUrl(opts.url) : hostUrl(config.host, config.port);
     const base = new URL(service);
@@ -160,7 +170,18 @@ function routePath(service: URL, route: string): string {
  * @param how `ack` each msg; exit after `count` msg frames; `subs`: channels to follow once welcomed
  */
 async function run(url: URL, service: URL, token: string, how: { ack: boolean; count: number; subs: readonly string[] }): Promise<void> {
-  const { ack, count, subs } = how;
+  const { ack, count } = how;
+  /** Channels still to follow, sent {@link SUBS_PER_PING} at a time. */
+  const subs = how.subs.slice();
+  /** Pings of our own whose pongs are not printed: each lets the next subs go. */
+  let pacingPings = 0;
+  const sendSubs = (): void => {
+    for (const channel of subs.splice(0, SUBS_PER_PING)) ws.send(JSON.stringify({ t: 'sub', channel }));
+    if (subs.length > 0) {
+      ws.send(JSON.stringify({ t: 'ping' }));
+      pacingPings += 1;
+    }
+  };
   let lastSeq: number | undefined;
   let epoch: string | null | undefined;
   let received = 0;
@@ -209,17 +230,23 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       // neither printed nor acked, so the printed last_seq is the last one acked.
       if (received >= count) return;
       const text = data.toString();
-      process.stdout.write(`${text}\n`);
       let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number };
       try {
         frame = JSON.parse(text) as typeof frame;
       } catch {
+        process.stdout.write(`${text}\n`);
         return;
       }
+      if (frame.t === 'pong' && pacingPings > 0) {
+        pacingPings -= 1;
+        sendSubs();
+        return;
+      }
+      process.stdout.write(`${text}\n`);
       if (frame.t === 'welcome') {
         epoch = frame.epoch;
         lastSeq = (frame.resume_from ?? 1) - 1;
-        for (const channel of subs) ws.send(JSON.stringify({ t: 'sub', channel }));
+        sendSubs();
       } else if (frame.t === 'reset') {
         epoch = frame.epoch;
         lastSeq = 0;

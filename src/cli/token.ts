@@ -9,7 +9,7 @@ import ms from 'ms';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
-import { checkClaims, listOption } from './claims.js';
+import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 
 /**
@@ -18,8 +18,6 @@ import { addConfigOptions, checkUserId, configFromOptions } from './config-optio
  */
 const MAX_TOKEN_TTL_SEC = 365 * 24 * 3600;
 
-/** Room left for the rest of a connect request's line and headers besides its token, bytes. */
-const HEADER_ALLOWANCE = 512;
 
 /** The bytes of a `refresh` frame around its token: `{"t":"refresh","token":""}`. */
 const REFRESH_FRAME_OVERHEAD = 26;
@@ -56,7 +54,7 @@ export function tokenCommand(): Command {
     // past it), and a client's `refresh` frame to the client frame limit (1009).
     const tokenBytes = Buffer.byteLength(token);
     const frameBytes = tokenBytes + REFRESH_FRAME_OVERHEAD;
-    if (tokenBytes + HEADER_ALLOWANCE > maxHeaderSize) {
+    if (!fitsRequestHeaders(token)) {
       process.stderr.write(`pixiu token: warning: this token is ${tokenBytes} bytes, too big for the service's limit of ${maxHeaderSize} bytes on a request's headers: no connect or /v1/me request can carry it (431); use fewer --channels or --tags\n`);
     } else if (frameBytes > config.maxClientFrameBytes) {
       process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels, or a higher limit on the service\n`);

@@ -342,6 +342,27 @@ test('pixiu connect --sub follows the channels once welcomed and prints their pu
   const many = await runCli(['connect', 'carl', '--sub', Array.from({ length: 101 }, (_, i) => `c${i}`).join(','), '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(many.code, 1);
   assert.match(many.stderr, /--sub names 101 channels: a connection follows at most 100/);
+  // 100 names of 120 characters: a token no request's headers can carry (431).
+  const long = await runCli(['connect', 'carl', '--sub', Array.from({ length: 100 }, (_, i) => `${i}`.padStart(120, 'x')).join(','), '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(long.code, 1);
+  assert.match(long.stderr, /the token for these --sub channels is \d+ bytes: more than a request's headers may carry/);
+});
+
+test('pixiu connect --sub of 100 channels follows them all: the subs go in batches under the 64-frame limit, and the pongs that pace them are not printed', { timeout: 60_000 }, async (t) => {
+  const channels = Array.from({ length: 100 }, (_, i) => `many.c${i}`);
+  const connect = spawnCli(['connect', 'dora', '--sub', channels.join(','), '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t, { detached: true });
+  await connect.line((l) => l.startsWith('{"t":"welcome"'), 'the welcome frame');
+  // The last channel is followed once its batch is handled: publish until its pub arrives.
+  let n = 0;
+  await waitUntil('a pub frame of the 100th channel is printed', async () => {
+    assert.equal(connect.proc.exitCode, null, `still connected: ${connect.stderr()}`);
+    const published = await server.client.post('/v1/channels/many.c99/publish', { type: 'note', data: { n: n++ } });
+    assert.equal(published.status, 201, published.text);
+    return connect.lines().some((l) => isPub(l, 'many.c99'));
+  }, 15_000, 100);
+  assert.deepEqual(connect.lines().filter((l) => lineFrame(l)?.t === 'pong' || lineFrame(l)?.t === 'error'), [], 'no pong, no error printed');
+  connect.signal('SIGINT', { group: true });
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
 });
 
 test('pixiu connect --epoch without --last-seq, or --from-latest with --last-seq, is refused before connecting', async () => {
