@@ -8,7 +8,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PendingRemovals } from '../../src/cluster/presence-removals.js';
-import { waitUntil } from '../harness/checks.js';
 
 /** A removal function that fails while `down` is set, recording each call. */
 function fakeRedis(): { down: boolean; calls: Array<[string, string[]]>; remove: (user: string, conns: readonly string[]) => Promise<void> } {
@@ -23,7 +22,11 @@ function fakeRedis(): { down: boolean; calls: Array<[string, string[]]>; remove:
   return state;
 }
 
-test('pending removals are retried on the timer until they succeed, then nothing more is sent', async () => {
+/** Lets the promise chains a timer started run to their end (timers here are mocked; setImmediate is not). */
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+test('pending removals are retried on the timer until they succeed, then nothing more is sent', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
   const redis = fakeRedis();
   const pending = new PendingRemovals(redis.remove, 20);
   const until = Date.now() + 60_000;
@@ -31,15 +34,19 @@ test('pending removals are retried on the timer until they succeed, then nothing
   pending.add('ann', 'c2', until);
   pending.add('bob', 'c3', until);
   assert.equal(pending.size, 3);
-  await waitUntil('a retry failed', async () => redis.calls.length >= 2);
+  t.mock.timers.tick(20);
+  await settle();
+  assert.equal(redis.calls.length, 2, 'one retry round: a call per user');
   assert.equal(pending.size, 3, 'failed retries keep them');
   redis.down = false;
-  await waitUntil('all removed', async () => pending.size === 0);
+  t.mock.timers.tick(20);
+  await settle();
+  assert.equal(pending.size, 0);
   const lastTwo = redis.calls.slice(-2).sort((x, y) => x[0].localeCompare(y[0]));
   assert.deepEqual(lastTwo, [['ann', ['c1', 'c2']], ['bob', ['c3']]], 'one call per user');
-  const calls = redis.calls.length;
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(redis.calls.length, calls, 'no retry once none is pending');
+  t.mock.timers.tick(1000);
+  await settle();
+  assert.equal(redis.calls.length, 4, 'no retry once none is pending');
 });
 
 test('a removal whose entry has expired is dropped without a call', async () => {
@@ -52,7 +59,8 @@ test('a removal whose entry has expired is dropped without a call', async () => 
   pending.stop();
 });
 
-test('retryUser takes only that user\'s removals; stop forgets the rest and retries nothing', async () => {
+test('retryUser takes only that user\'s removals; stop forgets the rest and retries nothing', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
   const redis = fakeRedis();
   redis.down = false;
   const pending = new PendingRemovals(redis.remove, 20);
@@ -64,6 +72,7 @@ test('retryUser takes only that user\'s removals; stop forgets the rest and retr
   pending.stop();
   assert.equal(pending.size, 0);
   pending.add('cid', 'c3', Date.now() + 60_000);
-  await new Promise((r) => setTimeout(r, 100));
+  t.mock.timers.tick(1000);
+  await settle();
   assert.deepEqual(redis.calls, [['ann', ['c1']]], 'nothing after stop');
 });
