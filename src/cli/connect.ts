@@ -22,6 +22,8 @@ import { StartupError } from '../errors.js';
 import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
+import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js';
+import { MAX_HELD_FRAMES } from '../gateway/ws-connection.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
 
@@ -39,15 +41,12 @@ interface ConnectOptions {
   sub?: string;
 }
 
-/** Most channels a connection may follow (docs/protocol.md, "Channels"). */
-const MAX_SUBS = 100;
-
 /**
  * `sub` frames sent before a `ping` whose `pong` says they were handled: the server
- * holds at most 64 frames ahead of their answers and closes a connection past it
- * (4003), and a `sub` has no answer of its own (docs/protocol.md).
+ * holds at most {@link MAX_HELD_FRAMES} frames ahead of their answers and closes a
+ * connection past it (4003), and a `sub` has no answer of its own (docs/protocol.md).
  */
-const SUBS_PER_PING = 32;
+const SUBS_PER_PING = MAX_HELD_FRAMES / 2;
 
 /** Builds the `connect` subcommand. */
 export function connectCommand(): Command {
@@ -92,7 +91,9 @@ export function connectCommand(): Command {
     // A pattern would be refused by the server's `sub` (it takes names): said here first.
     const badSub = subs.find((c) => !isChannelName(c));
     if (badSub !== undefined) throw new StartupError(`invalid --sub entry ${JSON.stringify(badSub)}: ${patternFailure(CHANNEL_PATTERN)}, at most 128 characters`);
-    if (subs.length > MAX_SUBS) throw new StartupError(`--sub names ${subs.length} channels: a connection follows at most ${MAX_SUBS}`);
+    if (subs.length > MAX_CHANNELS_PER_CONNECTION) {
+      throw new StartupError(`--sub names ${subs.length} channels: a connection follows at most ${MAX_CHANNELS_PER_CONNECTION}`);
+    }
     let token: string;
     try {
       token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, ...(subs.length > 0 ? { channels: subs } : {}) });

@@ -18,7 +18,6 @@ import { addConfigOptions, checkUserId, configFromOptions } from './config-optio
  */
 const MAX_TOKEN_TTL_SEC = 365 * 24 * 3600;
 
-
 /** The bytes of a `refresh` frame around its token: `{"t":"refresh","token":""}`. */
 const REFRESH_FRAME_OVERHEAD = 26;
 

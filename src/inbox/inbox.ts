@@ -18,6 +18,7 @@ import {
   APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv, type RawStreamEntry,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
+import { SETTINGS } from '../config/settings.js';
 
 export type { Flow } from './tick-pipeline.js';
 
@@ -26,8 +27,8 @@ export const MAX_RANGE_LIMIT = 10_000;
 
 /** Largest accepted cap: the `inboxCap` setting's bound (DESIGN.md §10). */
 export const MAX_INBOX_CAP = 10_000_000;
-/** Highest `deviceCursors` an inbox takes. */
-export const MAX_DEVICE_CURSORS = 100_000;
+/** Highest `deviceCursors` an inbox takes: the `maxDeviceCursors` setting's bound. */
+export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
 
 /** A device id (DESIGN.md §2): 1–64 chars of `[A-Za-z0-9._:-]`. */
 const DEVICE_RULE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -59,8 +60,8 @@ export interface InboxOptions {
   readonly deviceCursors?: number;
 }
 
-/** Devices with an ack cursor kept per user unless configured (`PIXIU_MAX_DEVICE_CURSORS`). */
-export const DEFAULT_DEVICE_CURSORS = 100;
+/** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
+export const DEFAULT_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.default;
 
 /** Outcome of {@link Inbox.append}. */
 export interface AppendResult {
