@@ -54,17 +54,22 @@ export class RecordCache {
       return null;
     }
     const message = decodeRecord(value, id);
-    lru.set(id, message, { size: value.length + ENTRY_OVERHEAD_BYTES });
+    this.#set(id, message, value.length);
     return message;
   }
 
   /** Keeps a written record's stored bytes, decoded on its first read. */
   setWritten(id: string, bytes: Buffer): void {
-    this.#lru?.set(id, bytes, { size: bytes.length + ENTRY_OVERHEAD_BYTES });
+    this.#set(id, bytes, bytes.length);
   }
 
   /** Keeps a record read from disk (or from another node), already decoded; `size` is its stored bytes. */
   setRead(message: StoredMessage, size: number): void {
-    this.#lru?.set(message.id, message, { size: size + ENTRY_OVERHEAD_BYTES });
+    this.#set(message.id, message, size);
+  }
+
+  /** Caches `value` as taking its stored bytes and {@link ENTRY_OVERHEAD_BYTES}. */
+  #set(id: string, value: Buffer | StoredMessage, storedBytes: number): void {
+    this.#lru?.set(id, value, { size: storedBytes + ENTRY_OVERHEAD_BYTES });
   }
 }

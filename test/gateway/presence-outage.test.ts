@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
-import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
+import { metricSample, openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import { cleanupList, type PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { expectRefused, startGateway } from './gateway-fixture.js';
@@ -42,10 +42,9 @@ after(() => files.run());
 
 /** The service's `pixiu_presence_removals_pending`. */
 async function pendingRemovals(client: PixiuClient): Promise<number> {
-  const text = (await client.get('/metrics')).text;
-  const m = /^pixiu_presence_removals_pending (\d+)$/m.exec(text);
-  assert.ok(m, 'the gauge is exported');
-  return Number(m[1]);
+  const value = metricSample((await client.get('/metrics')).text, 'pixiu_presence_removals_pending');
+  assert.ok(value !== undefined, 'the gauge is exported');
+  return value;
 }
 
 /** The devices `GET /v1/users/{user}/presence` lists. */
