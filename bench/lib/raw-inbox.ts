@@ -7,6 +7,11 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { scriptSource } from '../../src/redis/scripts.js';
+import { INBOX_RETENTION_GRACE_MS } from '../../src/inbox/inbox.js';
+import { SETTINGS } from '../../src/config/settings.js';
+
+/** The default message TTL, ms: the content expiry each raw append carries. */
+const CONTENT_TTL_MS = SETTINGS.messageTtlMs.default;
 
 /** One run of raw appends: MsgIDs `ids[from]` until `ids[to]`, to `uidOf(i)`. */
 export interface RawAppendRun {
@@ -42,6 +47,7 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
   const cap = String(run.cap);
   const keys = INBOX_SCRIPTS.append.numberOfKeys;
   const epoch = 'bench-epoch0';
+  const grace = String(INBOX_RETENTION_GRACE_MS);
   let next = run.from;
   const worker = async (): Promise<void> => {
     while (next < to) {
@@ -49,9 +55,11 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
       next = Math.min(to, next + batch);
       const pipeline = raw.pipeline();
       const now = String(Date.now());
+      // What ingest sends: the content's expiry (the default 7-day TTL) and the grace.
+      const expires = String(Date.now() + CONTENT_TTL_MS);
       for (let i = first; i < next; i++) {
         const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '');
+        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace);
       }
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([err]) => err !== null);

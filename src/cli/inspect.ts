@@ -59,7 +59,7 @@ export function inspectCommand(): Command {
     });
 
   const inboxCmd = inspect.command('inbox')
-    .description('print a user\'s inbox: epoch, first and latest seq, entries after --after-seq, ack cursors')
+    .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors')
     .argument('<uid>', 'the user id')
     .option('--after-seq <n>', 'list entries after this seq', '0')
     .option('--limit <n>', 'most entries to list (1-10000)', '20');
@@ -85,10 +85,11 @@ export function inspectCommand(): Command {
       .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
     try {
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
-      const [page, cursors] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid)]);
+      const [page, cursors, expiresAt] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid), inbox.expiresAt(uid)]);
       // Named as the API names them (GET /v1/users/{uid}/messages, GET /v1/messages/{id}).
       const entries = page.entries.map((e) => ({ seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) }));
-      const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, entries, cursors };
+      // expires_at: when the inbox's keys go (retention), ms; null: they do not.
+      const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, expires_at: expiresAt, entries, cursors };
       process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
       // An inbox that was never created reads the same as a key prefix no service uses
       // (a wrong --redis-prefix): every service writes `<prefix>cluster:secret` at start.

@@ -43,6 +43,22 @@ const MAX_ROOM_LENGTH = 256;
  */
 const MAX_APPEND_BATCH = 500;
 
+/**
+ * How long a user's inbox keys outlive the last content they point to, unless
+ * configured ({@link InboxOptions.retentionGraceMs}): long enough that a device coming
+ * back within a day of its last message's expiry is told `gap`, not `reset`, and short
+ * enough that a user who never comes back costs Redis nothing after that.
+ * docs/decisions.md, "Inbox retention".
+ */
+export const INBOX_RETENTION_GRACE_MS = 86_400_000;
+
+/**
+ * The content expiry assumed for an append given none: the longest a message may be
+ * kept (the `messageTtl` setting's bound, 30 days) from now, so keys never go before
+ * content they point to.
+ */
+const LONGEST_CONTENT_MS = SETTINGS.messageTtlMs.max;
+
 /** A kind as the script's ARGV, by kind number. */
 const KIND_ARG: Record<MsgKind, string> = { 1: '1', 2: '2', 3: '3', 4: '4' };
 
@@ -55,9 +71,15 @@ export interface InboxOptions {
   /**
    * Most devices with an ack cursor per user (setting `maxDeviceCursors`, default
    * {@link DEFAULT_DEVICE_CURSORS}): past it, the cursors furthest behind are dropped
-   * (`ack-3.lua`).
+   * (`ack-4.lua`).
    */
   readonly deviceCursors?: number;
+  /**
+   * How long, in ms, a user's inbox keys outlive the expiry of the last content
+   * appended (`append-7.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * 30 days.
+   */
+  readonly retentionGraceMs?: number;
 }
 
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
@@ -138,13 +160,35 @@ function isKind(n: number): n is MsgKind {
   return n === 1 || n === 2 || n === 3 || n === 4;
 }
 
+/** What an append may carry besides its MsgID and kind. */
+export interface AppendExtra {
+  /** The room of a room message, 1–256 chars. */
+  readonly room?: string;
+  /**
+   * When the message's content expires, ms since the Unix epoch (its record's
+   * `expiresAt`): the inbox keys are kept until at least then (retention). Default: 30
+   * days from now, the longest content is kept.
+   */
+  readonly expiresAt?: number;
+}
+
 /** @throws PixiuError INVALID_REQUEST when an append argument is malformed */
-function checkAppend(msgId: string, kind: MsgKind, room: string | undefined): void {
+function checkAppend(msgId: string, kind: MsgKind, extra: AppendExtra | undefined): void {
   if (!MSG_ID_RULE.test(msgId)) throw invalid('msg id must be 16 lower-case hex digits');
   if (!isKind(kind)) throw invalid('kind must be 1, 2, 3 or 4');
+  const room = extra?.room;
   if (room !== undefined && (typeof room !== 'string' || room.length === 0 || room.length > MAX_ROOM_LENGTH)) {
     throw invalid(`room must be 1-${MAX_ROOM_LENGTH} characters`);
   }
+  const expiresAt = extra?.expiresAt;
+  if (expiresAt !== undefined && (!Number.isSafeInteger(expiresAt) || expiresAt < 0)) {
+    throw invalid('expires at must be a non-negative integer (ms since the Unix epoch)');
+  }
+}
+
+/** The script's ARGV for the content expiry: the given one, else the longest from now. */
+function expiresArg(extra: AppendExtra | undefined, now: number): string {
+  return String(extra?.expiresAt ?? now + LONGEST_CONTENT_MS);
 }
 
 function toAppendResult(reply: unknown): AppendResult {
@@ -186,7 +230,7 @@ function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
   }
   const seq = seqOf(entryId);
   if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only the append script (append-6.lua and the versions before it) writes entries;
+    // Only the append script (append-7.lua and the versions before it) writes entries;
     // anything else is a fault of ours or of an operator.
     throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
   }
@@ -207,6 +251,8 @@ export class Inbox {
   /** The cap as the script's ARGV, formatted once. */
   readonly #cap: string;
   readonly #deviceCursors: string;
+  /** The retention grace as the script's ARGV. */
+  readonly #grace: string;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
 
@@ -227,13 +273,18 @@ export class Inbox {
       throw invalid(`the most device cursors must be an integer from 1 to ${MAX_DEVICE_CURSORS}`);
     }
     this.#deviceCursors = String(devices);
+    const grace = opts.retentionGraceMs ?? INBOX_RETENTION_GRACE_MS;
+    if (!Number.isSafeInteger(grace) || grace < 0 || grace > LONGEST_CONTENT_MS) {
+      throw invalid('the inbox retention grace must be an integer from 0 to 30 days, in ms');
+    }
+    this.#grace = String(grace);
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       command: INBOX_SCRIPTS.append.command,
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
       // loaded, the registered command sends it as EVAL, which loads it.
       send: sendEvalsha,
-      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV4(...appendArgsOf(argv)) : undefined),
+      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV5(...appendArgsOf(argv)) : undefined),
       reply: toAppendResult,
       error: toRedisError,
     }, MAX_APPEND_BATCH);
@@ -245,32 +296,35 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-6.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-7.lua`).
    * Creates the inbox (and its epoch) when it has none. The seq is one more than the
    * highest ever assigned, so seqs are contiguous and never reused. The stream is then
-   * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`.
+   * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`. The
+   * user's inbox keys are kept until the retention grace after the latest content
+   * expiry appended (docs/decisions.md, "Inbox retention").
    *
    * @param uid the recipient
    * @param msgId the MsgID, 16 lower-case hex digits
    * @param kind the message kind, stored so delivery needs no store read to know it
-   * @param extra.room the room of a room message, 1–256 chars
+   * @param extra the room of a room message, and when the content expires
    * @param flow what it keeps order with (tick-pipeline.ts): appends of one flow are
    *   sent in the order made, flows take turns; default: one flow shared by all callers
    * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
    */
-  append(uid: string, msgId: string, kind: MsgKind, extra?: { room?: string }, flow?: Flow): Promise<AppendResult> {
+  append(uid: string, msgId: string, kind: MsgKind, extra?: AppendExtra, flow?: Flow): Promise<AppendResult> {
     // Not async, and no redisCall closure: this runs once per recipient, and every
     // promise and closure saved here is garbage not made on the hottest path.
     let keys: UserKeys;
     try {
       keys = this.#keys.user(uid);
-      checkAppend(msgId, kind, extra?.room);
+      checkAppend(msgId, kind, extra);
     } catch (err) {
       return Promise.reject(err);
     }
+    const now = Date.now();
     return this.#appends.call([
       APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(Date.now()), extra?.room ?? '',
+      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(now), extra?.room ?? '', expiresArg(extra, now), this.#grace,
     ], flow);
   }
 
@@ -285,21 +339,23 @@ export class Inbox {
    * @returns one settled result per uid, in order: the append's result, or its
    *   PixiuError (INVALID_REQUEST for a bad uid, UNAVAILABLE when Redis fails)
    * @throws PixiuError INVALID_REQUEST (as a rejection, nothing queued) for a bad
-   *   msgId, kind or room: the only way it rejects
+   *   msgId, kind, room or content expiry: the only way it rejects
    */
-  appendEach(uids: readonly string[], msgId: string, kind: MsgKind, extra?: { room?: string }, flow?: Flow): Promise<PromiseSettledResult<AppendResult>[]> {
+  appendEach(uids: readonly string[], msgId: string, kind: MsgKind, extra?: AppendExtra, flow?: Flow): Promise<PromiseSettledResult<AppendResult>[]> {
     try {
-      checkAppend(msgId, kind, extra?.room);
+      checkAppend(msgId, kind, extra);
     } catch (err) {
       return Promise.reject(err);
     }
     const kindArg = KIND_ARG[kind];
     const room = extra?.room ?? '';
+    // Fixed when queued: an append sent later keeps the keys no shorter.
+    const expires = expiresArg(extra, Date.now());
     return this.#appends.callEach(uids.length, (i) => {
       const keys = this.#keys.user(uids[i] as string);
       return [
         APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-        msgId, kindArg, this.#cap, newEpoch(), String(Date.now()), room,
+        msgId, kindArg, this.#cap, newEpoch(), String(Date.now()), room, expires, this.#grace,
       ];
     }, flow);
   }
@@ -328,10 +384,12 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-3.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `ack-4.lua`). A cursor never moves back: acking below it changes nothing. With
    * `epoch`, an ack made under another inbox epoch (the inbox was recreated since)
-   * changes nothing either. A device's first cursor that takes the user past the most
-   * device cursors drops those of the devices furthest behind.
+   * changes nothing either, nor does an ack to a user with no inbox (none yet, or it
+   * expired: its next append drops every cursor anyway). A device's first cursor that
+   * takes the user past the most device cursors drops those of the devices furthest
+   * behind. The cursors expire with the inbox.
    *
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`
    * @param seq the highest acked seq, a non-negative integer
@@ -343,7 +401,7 @@ export class Inbox {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return redisCall(() => this.#redis.pxAckV3(keys.acks, keys.meta, device, String(seq), epoch ?? '', this.#deviceCursors));
+    return redisCall(() => this.#redis.pxAckV4(keys.acks, keys.meta, device, String(seq), epoch ?? '', this.#deviceCursors));
   }
 
   /**
@@ -366,6 +424,17 @@ export class Inbox {
     while (fresh === epoch) fresh = newEpoch();
     const after = await redisCall(() => this.#redis.pxRotateV1(keys.meta, keys.acks, epoch, fresh));
     return after === '' ? null : after;
+  }
+
+  /**
+   * When the user's inbox keys expire (retention, `append-7.lua` step 6), ms since the
+   * Unix epoch; null when they do not (no inbox, or one no append-7 has touched yet).
+   * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
+   */
+  async expiresAt(uid: string): Promise<number | null> {
+    const meta = this.#keys.meta(uid);
+    const at = await redisCall(() => this.#redis.pexpiretime(meta));
+    return at >= 0 ? at : null;
   }
 
   /**

@@ -220,7 +220,8 @@ export class Ingest {
   async #appendAll(
     put: PutResult, users: readonly string[], kind: MsgKind, flow: Flow, extra?: { room: string },
   ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
-    const settled = await this.#deps.inbox.appendEach(users, put.id, kind, extra, flow);
+    const expiresAt = put.message.expiresAt;
+    const settled = await this.#deps.inbox.appendEach(users, put.id, kind, extra ? { room: extra.room, expiresAt } : { expiresAt }, flow);
     let failure: PromiseRejectedResult | undefined;
     const appends = settled.map((s) => {
       if (s.status === 'fulfilled') return s.value;
@@ -284,7 +285,7 @@ export class Ingest {
     if (recipients.length === 1) {
       // The common case, without appendEach's array of results.
       const user = recipients[0] as string;
-      const a = await inbox.append(user, put.id, MsgKind.user, undefined, flow);
+      const a = await inbox.append(user, put.id, MsgKind.user, { expiresAt: put.message.expiresAt }, flow);
       // A duplicate too (see #announce).
       rememberIfOnline(store, put, [a]);
       onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);

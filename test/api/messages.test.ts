@@ -5,7 +5,9 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Inbox } from '../../src/inbox/inbox.js';
+import type { Redis } from 'ioredis';
+import { INBOX_RETENTION_GRACE_MS, type Inbox } from '../../src/inbox/inbox.js';
+import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess, type InProcessServer, type PixiuClient } from '../harness/pixiu-server.js';
 import { expectError, openInbox, readWholeInbox } from '../harness/checks.js';
@@ -20,6 +22,7 @@ let redis: RedisServer;
 let server: InProcessServer;
 let client: PixiuClient;
 let inbox: Inbox;
+let redisClient: Redis;
 const files = cleanupList();
 
 before(async () => {
@@ -28,7 +31,7 @@ before(async () => {
   files.after(() => redis.destroy());
   server = await startInProcess(files, { redisUrl: redis.url });
   client = server.client;
-  inbox = (await openInbox(files, redis.url)).inbox;
+  ({ inbox, redis: redisClient } = await openInbox(files, redis.url));
 });
 
 after(() => files.run());
@@ -46,6 +49,28 @@ test('POST /v1/messages to one user answers 201 with the id and the seq, and the
   assert.deepEqual(created, { id: created.id, recipients: [{ user: 'ann', seq: 1 }], duplicate: false });
   const entries = await readWholeInbox(inbox, 'ann');
   assert.deepEqual(entries.map((e) => [e.seq, e.id]), [[1, created.id]]);
+});
+
+test('each recipient keeps its inbox keys until a day after the content it was sent expires', async () => {
+  const keys = new Keys('px:');
+  const expiry = async (user: string): Promise<number[]> =>
+    Promise.all(Object.values(keys.user(user).toJSON()).filter((key) => !key.endsWith(':conns')).map((key) => redisClient.pexpiretime(key)));
+  const expiresAt = async (id: string): Promise<number> => ((await client.get(`/v1/messages/${id}`)).body as { expires_at: number }).expires_at;
+
+  const one = await send({ to: 'kept-a', type: 't', data: 1, ttl: 3600 });
+  await inbox.ack('kept-a', 'phone', 1);
+  const oneKeep = (await expiresAt(one.id)) + INBOX_RETENTION_GRACE_MS;
+  assert.deepEqual(await expiry('kept-a'), [oneKeep, oneKeep, oneKeep, oneKeep], 'inbox, meta, acks and ids');
+
+  const many = await send({ to: ['kept-b', 'kept-c'], type: 't', data: 2, ttl: 7200 });
+  const manyKeep = (await expiresAt(many.id)) + INBOX_RETENTION_GRACE_MS;
+  for (const user of ['kept-b', 'kept-c']) assert.equal(await redisClient.pexpiretime(keys.inbox(user)), manyKeep, user);
+
+  const batch = await client.post('/v1/messages/batch', { messages: [{ to: 'kept-d', type: 't', data: 3 }] });
+  assert.equal(batch.status, 200, batch.text);
+  const [item] = (batch.body as { results: Created[] }).results;
+  const batchKeep = (await expiresAt(item?.id ?? '')) + INBOX_RETENTION_GRACE_MS;
+  assert.equal(await redisClient.pexpiretime(keys.inbox('kept-d')), batchKeep, 'the default ttl, from a batch');
 });
 
 test('POST /v1/messages to a list stores once and appends to every recipient, repeats delivered once', async () => {

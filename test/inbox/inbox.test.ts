@@ -129,6 +129,7 @@ test('cap 10 and 25 appends keep exactly seqs 16..25 in the stream and the ids s
 test('an ack cursor never decreases, per device, devices independent', async () => {
   const uid = 'acks';
   assert.deepEqual(await inbox.cursors(uid), {});
+  await appendMany(inbox, uid, 7);
   assert.equal(await inbox.ack(uid, 'phone', 5), 5);
   assert.equal(await inbox.ack(uid, 'phone', 3), 5, 'acking below the cursor keeps it');
   assert.equal(await inbox.ack(uid, 'laptop', 2), 2);
@@ -232,18 +233,90 @@ test('a user keeps at most deviceCursors ack cursors: a new device past it drops
   assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: 0 }), invalidRequest);
 });
 
+test('an inbox keeps its keys until the grace after the latest content expiry appended, never less', async () => {
+  const grace = 60_000;
+  const kept = new Inbox(redis, { prefix: 'px:', cap: 10_000, retentionGraceMs: grace });
+  const uid = 'retained';
+  const k = keys.user(uid);
+  const expiry = async (): Promise<number[]> => Promise.all([k.inbox, k.meta, k.ids, k.acks].map((key) => redis.pexpiretime(key)));
+  const later = Date.now() + 3_600_000;
+  await kept.append(uid, msgId(1), MsgKind.user, { expiresAt: later });
+  await kept.ack(uid, 'phone', 1);
+  assert.deepEqual(await expiry(), [later + grace, later + grace, later + grace, later + grace], 'every key, the acks made after the append too');
+  assert.equal(await redis.hget(k.meta, 'keep'), String(later + grace));
+
+  // Content that expires sooner (a shorter ttl), or the same message again: no change.
+  await kept.append(uid, msgId(2), MsgKind.user, { expiresAt: later - 1_000 });
+  await kept.append(uid, msgId(1), MsgKind.user, { expiresAt: later + 10 * grace });
+  assert.deepEqual(await expiry(), [later + grace, later + grace, later + grace, later + grace]);
+  // Content that expires within the grace of the last setting: no change either (the keys
+  // already outlive it), so steady traffic touches the expiry once per grace period.
+  await kept.append(uid, msgId(3), MsgKind.user, { expiresAt: later + grace - 1 });
+  assert.equal(await redis.pexpiretime(k.inbox), later + grace);
+  // Content that outlives the keys moves them all.
+  await kept.append(uid, msgId(4), MsgKind.user, { expiresAt: later + grace + 5 });
+  const moved = later + 2 * grace + 5;
+  assert.deepEqual(await expiry(), [moved, moved, moved, moved]);
+
+  // Content already expired (a clock behind, a slow request): kept from now, never deleted.
+  const stale = 'retained-stale';
+  const before = Date.now();
+  await kept.append(stale, msgId(1), MsgKind.user, { expiresAt: 5 });
+  const at = await redis.pexpiretime(keys.inbox(stale));
+  assert.ok(at >= before + grace && at <= Date.now() + grace, `expires at ${at}, not ${before} + ${grace}`);
+  assert.equal((await kept.range(stale, 0, 10)).latestSeq, 1);
+
+  // No content expiry given: the longest a message is kept (30 days) from now.
+  const plain = 'retained-default';
+  const start = Date.now();
+  await kept.append(plain, msgId(1), MsgKind.user);
+  const longest = await redis.pexpiretime(keys.inbox(plain));
+  assert.ok(longest >= start + 30 * 86_400_000 + grace && longest <= Date.now() + 30 * 86_400_000 + grace);
+
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, retentionGraceMs: -1 }), invalidRequest);
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, retentionGraceMs: 31 * 86_400_000 }), invalidRequest);
+  await assert.rejects(kept.append(uid, msgId(9), MsgKind.user, { expiresAt: 1.5 }), invalidRequest);
+  await assert.rejects(kept.appendEach([uid], msgId(9), MsgKind.user, { expiresAt: -1 }), invalidRequest);
+});
+
+test('an expired inbox is gone with its cursors: the next append starts a new epoch at seq 1', async () => {
+  const quick = new Inbox(redis, { prefix: 'px:', cap: 10_000, retentionGraceMs: 0 });
+  const uid = 'expiring';
+  const k = keys.user(uid);
+  const first = await quick.append(uid, msgId(1), MsgKind.user, { expiresAt: Date.now() + 150 });
+  const [second] = await quick.appendEach([uid], msgId(2), MsgKind.room, { room: 'r', expiresAt: Date.now() + 200 });
+  assert.equal(second?.status === 'fulfilled' && second.value.seq, 2);
+  await quick.ack(uid, 'phone', 2, first.epoch);
+  assert.ok(await redis.pexpiretime(k.acks) > 0, 'the cursors expire with the inbox');
+  while (await redis.exists(k.inbox, k.meta, k.ids, k.acks) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+
+  // A device acking into the gone inbox leaves nothing behind.
+  assert.equal(await quick.ack(uid, 'phone', 2), 0);
+  assert.equal(await quick.ack(uid, 'laptop', 2, first.epoch), 0);
+  assert.equal(await redis.exists(k.acks), 0);
+  assert.deepEqual(await quick.range(uid, 0, 10), { epoch: null, firstSeq: 1, latestSeq: 0, entries: [] });
+  const next = await quick.append(uid, msgId(3), MsgKind.user, { expiresAt: Date.now() + 60_000 });
+  assert.equal(next.seq, 1);
+  assert.notEqual(next.epoch, first.epoch);
+  assert.deepEqual(await quick.cursors(uid), {});
+});
+
 test('script error replies map to catalogue codes', async () => {
   const k = keys.user('scripted');
-  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', 'abc', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', '-1', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, '', '1', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', '1', '', '0')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '9', '10', 'e', '0', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, 'XYZ', '1', '10', 'e', '0', '')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAppendV4(k.inbox, k.meta, k.ids, k.conns, k.acks, msgId(1), '1', '0', 'e', '0', '')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', 'abc', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '-1', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, '', '1', '', '100')), invalidRequest);
+  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '1', '', '0')), invalidRequest);
+  const append = (...argv: string[]) => redisCall(() => redis.pxAppendV5(k.inbox, k.meta, k.ids, k.conns, k.acks, ...(argv as [string, string, string, string, string, string, string, string])));
+  await assert.rejects(append(msgId(1), '9', '10', 'e', '0', '', '0', '0'), invalidRequest);
+  await assert.rejects(append('XYZ', '1', '10', 'e', '0', '', '0', '0'), invalidRequest);
+  await assert.rejects(append(msgId(1), '1', '0', 'e', '0', '', '0', '0'), invalidRequest);
+  await assert.rejects(append(msgId(1), '1', '10', 'e', '0', '', '-5', '0'), invalidRequest, 'a negative content expiry');
+  await assert.rejects(append(msgId(1), '1', '10', 'e', '0', '', '0', '1e9'), invalidRequest, 'a grace that is not an integer');
+  await assert.rejects(append(msgId(1), '1', '10', 'e', '0', ''), invalidRequest, 'append-6 arguments (no expiry, no grace)');
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
-  const err = await redisCall(() => redis.pxAckV3(k.acks, k.meta, 'phone', 'abc', '', '100')).catch((e: unknown) => e);
+  const err = await redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', 'abc', '', '100')).catch((e: unknown) => e);
   assert.ok(isPixiuError(err, 'INVALID_REQUEST'));
   assert.equal(err.message, 'seq must be a non-negative integer', 'the code is stripped from the message');
   assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0, 'a rejected call writes nothing');

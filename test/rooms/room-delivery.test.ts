@@ -9,7 +9,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Inbox } from '../../src/inbox/inbox.js';
+import type { Redis } from 'ioredis';
+import { INBOX_RETENTION_GRACE_MS, type Inbox } from '../../src/inbox/inbox.js';
+import { Keys } from '../../src/redis/keys.js';
 import { expectError, openInbox, readWholeInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { TestClient } from '../harness/ws-client.js';
@@ -18,11 +20,12 @@ import { addMembers, deleteMembers, expectRoomMsg, postRoom } from './room-fixtu
 
 let gw: GatewayFixture;
 let inbox: Inbox;
+let redisClient: Redis;
 
 fileRedis(async ({ redis, cleanup }) => {
   // Relaxed store durability: these tests are about fan-out, not fsync.
   gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
-  inbox = (await openInbox(cleanup, redis.url)).inbox;
+  ({ inbox, redis: redisClient } = await openInbox(cleanup, redis.url));
 });
 
 /** The MsgIDs in a user's inbox, oldest first. */
@@ -94,6 +97,16 @@ test('a retried room POST with the same client_msg_id is appended to no member t
   const next = await postRoom(gw.client, { room }, { status: 201, recipients: 5 });
   await expectRoomMsg(live, { seq: 2, id: next.id, room });
   for (const u of users) assert.deepEqual(await inboxIds(u), [first.id, next.id], u);
+});
+
+test('each member keeps its inbox keys until a day after the room message it was sent expires', async () => {
+  const room = 'kept-room';
+  const users = ['kr-a', 'kr-b'];
+  await addMembers(gw.client, room, users);
+  const sent = await postRoom(gw.client, { room, ttl: 600 }, { status: 201, recipients: 2 });
+  const { expires_at: expiresAt } = (await gw.client.get(`/v1/messages/${sent.id}`)).body as { expires_at: number };
+  const keys = new Keys('px:');
+  for (const u of users) assert.equal(await redisClient.pexpiretime(keys.inbox(u)), expiresAt + INBOX_RETENTION_GRACE_MS, u);
 });
 
 test('a removed member gets nothing new; the others still do', async () => {

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Keys } from '../../src/redis/keys.js';
+import { INBOX_RETENTION_GRACE_MS } from '../../src/inbox/inbox.js';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { runCli, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
@@ -29,16 +30,18 @@ test('inspect id decodes a MsgID; a malformed one exits 1 naming the rule', asyn
   assert.match(bad.stderr, /16/);
 });
 
-test('inspect inbox prints the epoch, bounds, entries after --after-seq and the ack cursors', async () => {
+test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq and the ack cursors', async () => {
   const { inbox } = await openInbox(files, redis.url, 'insp:');
   const ids = [1, 2, 3].map((counter) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter }));
   let epoch = '';
-  for (const id of ids) epoch = (await inbox.append('ann', id, MsgKind.user)).epoch;
+  const expiresAt = Date.now() + 3_600_000;
+  for (const id of ids) epoch = (await inbox.append('ann', id, MsgKind.user, { expiresAt })).epoch;
   await inbox.ack('ann', 'phone', 2, epoch);
   const run = await runCli(['inspect', 'inbox', 'ann', '--after-seq', '1', '--limit', '1'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' });
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), {
-    user: 'ann', epoch, first_seq: 1, latest_seq: 3, entries: [{ seq: 2, id: ids[1], kind: 'user' }], cursors: { phone: 2 },
+    user: 'ann', epoch, first_seq: 1, latest_seq: 3, expires_at: expiresAt + INBOX_RETENTION_GRACE_MS,
+    entries: [{ seq: 2, id: ids[1], kind: 'user' }], cursors: { phone: 2 },
   });
 });
 
@@ -46,6 +49,7 @@ test('inspect inbox of a key prefix no service has used says so on stderr; an em
   const unused = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'nobody:' });
   assert.equal(unused.code, 0, unused.stderr);
   assert.equal(JSON.parse(unused.stdout).epoch, null);
+  assert.equal(JSON.parse(unused.stdout).expires_at, null);
   assert.match(unused.stderr, /no Pixiu service has used the key prefix "nobody:" on this Redis .*--redis-prefix/);
   // A service writes its cluster secret at start (src/cluster/cluster-secret.ts).
   const { redis: raw } = await openInbox(files, redis.url, 'used:');

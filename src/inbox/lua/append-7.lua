@@ -1,9 +1,8 @@
 --[[
-append-6: append one MsgID to one user's inbox, exactly once, and name the nodes
-holding the user's live connections (DESIGN.md §4, §9), also for a MsgID already there
-(append-5 named none then; but when the first append's reply was lost, e.g. it timed
-out while Redis was stalled, no notify went out for it, and the retry that found it was
-the only one left to send one: without it an online device waited for a heartbeat).
+append-7: append one MsgID to one user's inbox, exactly once, name the nodes holding
+the user's live connections (DESIGN.md §4, §9), and keep the user's inbox keys only as
+long as something in them can still be delivered (append-6 set no expiry: the keys of
+a user who never came back stayed in Redis for good).
 
 Steps
   1. Read the meta hash (epoch, seq counter). If there is no epoch, the inbox is new or
@@ -11,7 +10,8 @@ Steps
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
      would make every reconnect without last_seq look like a reset).
   2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes
-     of step 6; the stream is not touched (a retried append is harmless).
+     of step 7; the stream is not touched (a retried append is harmless), nor is the
+     retention, unless step 1 recreated the meta hash (then step 6 runs).
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
      means a seq is never reused even when the counter (or the whole meta hash) was
      lost while the stream remained.
@@ -21,7 +21,15 @@ Steps
      edit per append once the cap is reached.
   5. ZADD the MsgID with its seq, drop ids at or below seq - cap (the window the stream
      keeps), and store the counter.
-  6. Read the presence hash and list, once each, the nodes of entries that have not
+  6. Retention: if the message's content expires (ARGV[7]) at or after the inbox's
+     `keep` (meta field; 0 when unset), set `keep` to ARGV[7] (or ARGV[5], now, if
+     later) + ARGV[8] (the grace) and
+     make the inbox, meta, ids and acks keys expire then (PEXPIREAT). So the keys
+     outlive every message appended, and go ARGV[8] ms after the last one's content
+     has: a user who comes back later finds no inbox, and the next append creates a
+     new epoch (devices are told `reset`, docs/decisions.md "Inbox retention"). With
+     messages of one TTL the keys are touched once per grace period, not per append.
+  7. Read the presence hash and list, once each, the nodes of entries that have not
      expired, so the caller can notify them without another round trip. Expired
      entries are left for presence to prune (this script stays cheap).
 
@@ -39,6 +47,8 @@ ARGV
   4. epoch to create when the inbox has none, a non-empty string (used only then)
   5. now, ms since the Unix epoch, stored as `created` with a new epoch
   6. room id to store with the entry, or "" for none
+  7. when the message's content expires, ms since the Unix epoch (its `expires_at`)
+  8. grace, ms: how long the keys outlive the last content they point to
 
 Returns
   {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch (string), dup 1 when
@@ -52,6 +62,7 @@ Error replies
 
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local expiresArg, graceArg = ARGV[7], ARGV[8]
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
   return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
@@ -65,8 +76,13 @@ end
 if type(newEpoch) ~= 'string' or newEpoch == '' or type(nowMs) ~= 'string' or type(room) ~= 'string' then
   return redis.error_reply('INVALID_REQUEST epoch, now and room must be given')
 end
+-- At most 15 digits each: their sum stays an exact integer in Lua's doubles.
+if type(expiresArg) ~= 'string' or not string.match(expiresArg, '^%d+$') or #expiresArg > 15
+    or type(graceArg) ~= 'string' or not string.match(graceArg, '^%d+$') or #graceArg > 15 then
+  return redis.error_reply('INVALID_REQUEST expires at and grace must be non-negative integers (ms)')
+end
 
-local meta = redis.call('HMGET', metaKey, 'epoch', 'seq')
+local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep')
 local epoch = meta[1]
 local created = false
 if not epoch then
@@ -89,9 +105,28 @@ local function withLiveNodes(reply)
   return reply
 end
 
+-- Step 6: the keys live until ARGV[8] ms after the latest content expiry appended.
+local function retain()
+  local expires = tonumber(expiresArg)
+  if expires < (tonumber(meta[3]) or 0) then return end
+  -- Never in the past (content that expired already, a clock behind): PEXPIREAT would
+  -- delete the inbox at once.
+  local now = tonumber(nowMs) or 0
+  if expires < now then expires = now end
+  local keepText = string.format('%d', expires + tonumber(graceArg))
+  redis.call('HSET', metaKey, 'keep', keepText)
+  redis.call('PEXPIREAT', inboxKey, keepText)
+  redis.call('PEXPIREAT', metaKey, keepText)
+  redis.call('PEXPIREAT', idsKey, keepText)
+  redis.call('PEXPIREAT', acksKey, keepText)
+end
+
 local dupSeq = redis.call('ZSCORE', idsKey, msgId)
 if dupSeq then
-  if created then redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs) end
+  if created then
+    redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs)
+    retain()
+  end
   return withLiveNodes({tonumber(dupSeq), epoch, 1})
 end
 
@@ -120,4 +155,5 @@ if created then
 else
   redis.call('HSET', metaKey, 'seq', seqText)
 end
+retain()
 return withLiveNodes({seq, epoch, 0})

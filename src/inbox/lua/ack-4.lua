@@ -1,17 +1,23 @@
 --[[
-ack-3: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
+ack-4: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
 ack counts seqs of an inbox epoch that is gone — and keep at most ARGV[4] devices'
 cursors per user (ack-2 kept one for every device id ever used, without end: a client
 that makes a new device id per session grew the hash by one field each time, a soak
-test's finding).
+test's finding). The cursors expire with the inbox (append-7.lua's retention); ack-3
+wrote them to a user with no inbox too, where they stayed for good.
 
 Steps
-  1. If ARGV[3] names an epoch and the inbox's epoch is another one (the inbox was
-     lost and recreated since the ack was made), change nothing: the seq counts
-     messages of the old inbox and would skip new ones on the next resume.
+  1. If the inbox has no epoch (never made, expired, or lost), change nothing: a
+     cursor counts seqs of an epoch, and the append that makes the next one drops
+     every cursor anyway. If ARGV[3] names an epoch and the inbox's epoch is another
+     one (the inbox was lost and recreated since the ack was made), change nothing
+     either: the seq counts messages of the old inbox and would skip new ones on the
+     next resume.
   2. Read the device's cursor (0 when it has none).
   3. If ARGV[2] is above it, store ARGV[2].
-  4. If that added a field and the hash now holds more than ARGV[4] devices, drop the
+  4. If that made the hash, give it the inbox's expiry (the meta hash's `keep`, set by
+     append-7.lua; none for an inbox no append-7 has touched yet).
+     If it added a field and the hash now holds more than ARGV[4] devices, drop the
      cursors of the devices furthest behind (lowest cursor; by device id on a tie),
      never this device's, until ARGV[4] are left. A device whose cursor was dropped
      resumes as a new device would when it gives no last_seq (docs/protocol.md).
@@ -19,7 +25,7 @@ Steps
 
 KEYS
   1. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
-  2. meta hash  `<prefix>{uid}:meta` (read only: its `epoch`)
+  2. meta hash  `<prefix>{uid}:meta` (read only: its `epoch` and `keep`)
 
 ARGV
   1. device id, a non-empty string
@@ -28,7 +34,8 @@ ARGV
   4. most devices with a cursor per user, a positive integer
 
 Returns
-  the device's cursor after the call: max(old cursor, ARGV[2]), an integer.
+  the device's cursor after the call, an integer: max(old cursor, ARGV[2]), or the old
+  cursor (0 when none) when step 1 changed nothing.
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
@@ -49,7 +56,8 @@ if type(maxArg) ~= 'string' or not string.match(maxArg, '^[1-9]%d*$') or #maxArg
 end
 
 local old = tonumber(redis.call('HGET', acksKey, device)) or 0
-if epoch ~= '' and redis.call('HGET', metaKey, 'epoch') ~= epoch then
+local meta = redis.call('HMGET', metaKey, 'epoch', 'keep')
+if not meta[1] or (epoch ~= '' and meta[1] ~= epoch) then
   return old
 end
 local seq = tonumber(seqArg)
@@ -58,7 +66,11 @@ if seq <= old then
 end
 local added = redis.call('HSET', acksKey, device, string.format('%d', seq))
 local most = tonumber(maxArg)
-if added == 1 and redis.call('HLEN', acksKey) > most then
+local devices = added == 1 and redis.call('HLEN', acksKey) or 0
+if devices == 1 and meta[2] then
+  redis.call('PEXPIREAT', acksKey, meta[2])
+end
+if devices > most then
   local all = redis.call('HGETALL', acksKey)
   local others = {}
   for i = 1, #all, 2 do
