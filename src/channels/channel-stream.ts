@@ -1,7 +1,8 @@
 /**
  * Channel publications (DESIGN.md §8): live and at-most-once, through Redis Pub/Sub to
  * the nodes with subscribers, plus a small capped history stream per channel so `sub`
- * with `since` can catch up. A publication's id is its history stream entry ID.
+ * with `since` can catch up, dropped a while after the channel's last publication. A
+ * publication's id is its history stream entry ID.
  */
 import type { Redis, Result } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
@@ -14,13 +15,13 @@ import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } f
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
 const PUBLISH: ScriptSpec = {
-  command: 'pxChannelPublishV1', file: new URL('./lua/channel-publish-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxChannelPublishV2', file: new URL('./lua/channel-publish-2.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `channel-publish-1.lua`: KEYS history; ARGV cap, topic, payload. Returns the id. */
-    pxChannelPublishV1(history: string, cap: string, topic: string, payload: string): Result<string, Context>;
+    /** `channel-publish-2.lua`: KEYS history; ARGV cap, topic, payload, history ttl (ms). Returns the id. */
+    pxChannelPublishV2(history: string, cap: string, topic: string, payload: string, ttlMs: string): Result<string, Context>;
   }
 }
 
@@ -42,12 +43,18 @@ export class ChannelStream {
   readonly #redis: Redis;
   readonly #keys: Keys;
   readonly #cap: string;
+  readonly #ttl: string;
 
-  /** @param historyCap publications kept per channel for catch-up */
-  constructor(redis: Redis, keys: Keys, historyCap: number) {
+  /**
+   * @param historyCap publications kept per channel for catch-up
+   * @param historyTtlMs how long a channel's history is kept after its last
+   *   publication, ms (setting `channelHistoryTtl`; docs/decisions.md, "Channels")
+   */
+  constructor(redis: Redis, keys: Keys, historyCap: number, historyTtlMs: number) {
     this.#redis = redis;
     this.#keys = keys;
     this.#cap = String(historyCap);
+    this.#ttl = String(historyTtlMs);
     defineScripts(redis, [PUBLISH]);
   }
 
@@ -58,8 +65,8 @@ export class ChannelStream {
    */
   async publish(channel: string, type: string, ts: number, dataJson: string): Promise<string> {
     const payload = `{"type":${JSON.stringify(type)},"ts":${ts},"data":${dataJson}}`;
-    return redisCall(() => this.#redis.pxChannelPublishV1(
-      this.#keys.channelHistory(channel), this.#cap, this.#keys.channelTopic(channel), payload));
+    return redisCall(() => this.#redis.pxChannelPublishV2(
+      this.#keys.channelHistory(channel), this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl));
   }
 
   /**

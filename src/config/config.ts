@@ -64,6 +64,8 @@ export interface Config {
   readonly broadcastRate: number;
   /** Publications kept per channel. */
   readonly channelHistory: number;
+  /** How long a channel's history is kept after its last publication, ms. */
+  readonly channelHistoryTtlMs: number;
   readonly roomSizeCap: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }

@@ -143,7 +143,7 @@ export class Gateway implements GatewayDeps {
       onResubscribed: () => this.#heartbeatAllSoon(),
     });
     this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);
-    this.channelStream = new ChannelStream(redis, keys, config.channelHistory);
+    this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs);
     this.#fanout = new BroadcastFanout({
       framesPerSecond: config.broadcastRate,
       chunkFrames: FANOUT_CHUNK_FRAMES,

@@ -25,10 +25,14 @@ let short: GatewayFixture;
 let probe: Redis;
 const P = 'ch1:';
 const SHORT = 'ch2:';
+/** A service keeping a channel's history 1 s after its last publication. */
+let fading: GatewayFixture;
+const FADING = 'ch3:';
 
 fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: P, storeDurability: 'relaxed' });
   short = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: SHORT, storeDurability: 'relaxed', channelHistory: '3' });
+  fading = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: FADING, storeDurability: 'relaxed', channelHistoryTtlMs: '1000' });
   probe = (await openInbox(cleanup, redis.url)).redis;
 });
 
@@ -240,6 +244,29 @@ test('the history keeps the newest channelHistory publications: since older than
   for (let i = 4; i <= 6; i++) await expectPub(client, channel, ids[i - 1] as string, i);
   const live = await publish(short.client, channel, 7);
   await expectPub(client, channel, live, 7);
+});
+
+test('a channel\'s history is dropped channelHistoryTtl after its last publication (a day by default); each publication keeps it longer', async () => {
+  const before = Date.now();
+  await publish(gw.client, 'day.kept', 1);
+  const day = await probe.pexpiretime(`${P}ch:{day.kept}:history`);
+  assert.ok(day >= before + 86_400_000 && day <= Date.now() + 86_400_000, `expires at ${day}`);
+
+  const channel = 'fading';
+  const key = `${FADING}ch:{${channel}}:history`;
+  const first = await publish(fading.client, channel, 1);
+  const firstExpiry = await probe.pexpiretime(key);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await publish(fading.client, channel, 2);
+  assert.ok(await probe.pexpiretime(key) > firstExpiry, 'moved by the second publication');
+  while (await probe.exists(key) === 1) await new Promise((resolve) => setTimeout(resolve, 50));
+  // Gone: a sub since the first publication catches up nothing, then gets what is live.
+  const client = await connectWith(fading, 'after-ttl', ['fading']);
+  client.send({ t: 'sub', channel, since: first });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' });
+  const live = await publish(fading.client, channel, 3);
+  await expectPub(client, channel, live, 3);
 });
 
 test('publishing with no subscribers is 201 and kept in the history', async () => {
