@@ -20,6 +20,11 @@ export interface ApiDeps {
   readonly store: RecordReader;
   readonly inbox: Inbox;
   readonly ingest: Ingest;
+  /**
+   * Why this node's store takes no messages now (a partition reopening after a failed
+   * write, writes suspended), for readiness; undefined when it takes them. Unset: never.
+   */
+  readonly writeProblem?: () => string | undefined;
   /** The command connection, for readiness (PING). */
   readonly redis: Redis;
   readonly metrics: Metrics;

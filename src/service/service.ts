@@ -149,6 +149,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
     const app = await buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
+      writeProblem: () => store.writeProblem,
       extend: async (root, producerScope) => {
         await recordsRoute(root, { store, storeId: ownership.storeId, secret: clusterSecret });
         await gateway.register(root, producerScope);

@@ -101,6 +101,7 @@ export class MessageStore implements RecordReader {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(threadPoolSize()),
+      logger: opts.logger,
     };
     const opened = await Promise.allSettled(
       Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions)));
@@ -163,6 +164,16 @@ export class MessageStore implements RecordReader {
    */
   suspendWrites(reason: string | undefined): void {
     this.#writesSuspended = reason;
+  }
+
+  /**
+   * Why the store takes no puts now, or some of them (undefined when it takes them
+   * all): its writes are suspended ({@link suspendWrites}), or a partition is
+   * reopening its database after a failed write (a full disk; partition.ts). For
+   * readiness (`GET /readyz`).
+   */
+  get writeProblem(): string | undefined {
+    return this.#writesSuspended ?? this.#partitions.find((p) => p.writeFailure !== undefined)?.writeFailure?.message;
   }
 
   /** False once {@link close} has been called. */

@@ -62,5 +62,8 @@ function openError(location: string, err: unknown): StartupError {
   const why = code === 'EEXIST' || code === 'ENOTDIR'
     ? 'the path exists and is not a folder'
     : String(cause?.message ?? (err as Error).message);
-  return new StartupError(`store partition folder ${location} cannot be read: ${why}`, { cause: err });
+  // Opening writes (a new log, a table of the old log's records): on a full disk it
+  // fails with LevelDB's IO error, which reads like damage. Say what it is.
+  const full = /No space left on device|ENOSPC/.test(why) ? ' — its disk is full: free space on it and start again' : '';
+  return new StartupError(`store partition folder ${location} cannot be read: ${why}${full}`, { cause: err });
 }

@@ -17,9 +17,21 @@
  *   written waits for it and answers its MsgID; the batch writer looks up the others
  *   in the `c` index when the batch is built, with no write in flight (synchronous
  *   gets), and forgets the map's entries once their batch is written or failed.
+ * - After a write fails (a full disk, an I/O error), the partition takes no write until
+ *   it has closed and reopened its database. The failed write may have left LevelDB's
+ *   log torn part way, and LevelDB goes on appending after the tear: every record
+ *   written after it, fsynced and acknowledged, was dropped the next time the database
+ *   opened (a fresh operator's try lost 238 acknowledged messages after one disk-full
+ *   episode and a restart). Reopening ends that log (recovery keeps every whole record
+ *   before the tear) and starts a new one. Reopen is tried every second, once the disk
+ *   has room for it; puts answer UNAVAILABLE meanwhile, reads go on.
  */
+import { readdir, stat, statfs } from 'node:fs/promises';
+import path from 'node:path';
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER } from '../ids/msg-id.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
+import type { Logger } from '../logger.js';
 import { sweepStep } from './expiry-sweep.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
@@ -40,6 +52,14 @@ export const SWEEP_CHUNK_RECORDS = 500;
 export const SYNC_READS_MAX = 16;
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
 export const MAX_BATCH_PUTS = 2000;
+/** Wait between two tries to reopen a partition whose write failed, ms. */
+export const REOPEN_RETRY_MS = 1000;
+/**
+ * Free bytes a reopen wants on the partition's file system besides its log's size:
+ * recovery writes what the log holds out as a table, and a new log and manifest. With
+ * less, the partition stays open for reads and tries again later.
+ */
+const REOPEN_SPARE_BYTES = 1024 * 1024;
 
 /** Options of {@link Partition.open}. */
 export interface PartitionOptions {
@@ -51,6 +71,8 @@ export interface PartitionOptions {
   readonly onBatch?: (size: number, ms: number) => void;
   /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
   readonly slots?: WriteSlots;
+  /** Where a failed write and the reopen after it are logged. */
+  readonly logger?: Logger;
 }
 
 /** One partition of the message store. */
@@ -72,6 +94,12 @@ export class Partition {
   #written: number;
   #sweeping: Promise<unknown> = Promise.resolve();
   #closed = false;
+  /** Set by a failed write until the database is reopened: what puts are refused with. */
+  #writeFailure: PixiuError | undefined;
+  #reopenTimer: NodeJS.Timeout | undefined;
+  readonly #logger: Logger | undefined;
+  /** Failed reopen tries, logged at most once per {@link OUTAGE_LOG_INTERVAL_MS}. */
+  readonly #reopenLog = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
 
   private constructor(db: PartitionDb, location: string, index: number, counter: number, options: PartitionOptions) {
     this.#db = db;
@@ -82,6 +110,7 @@ export class Partition {
     this.#sync = options.sync;
     this.#now = options.now;
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
+    this.#logger = options.logger?.child({ partition: index });
     this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
   }
 
@@ -109,6 +138,15 @@ export class Partition {
   }
 
   /**
+   * Why the partition takes no writes now (a write failed and the database has not
+   * reopened yet), as the UNAVAILABLE puts are refused with; undefined when it takes
+   * them.
+   */
+  get writeFailure(): PixiuError | undefined {
+    return this.#writeFailure;
+  }
+
+  /**
    * Moves the counter forward to `counter` (nothing when it is there already) and
    * stores the high-water mark, so the ids up to it are never minted here (DESIGN.md
    * §2: a MsgID is minted once). For a store behind what it minted before
@@ -118,10 +156,11 @@ export class Partition {
   async advanceTo(counter: number): Promise<void> {
     await this.#commit.exclusive(async () => {
       if (counter <= this.#counter) return;
+      if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
       try {
         await this.#db.batch().put(HIGH_WATER_KEY, Buffer.from(String(counter), 'latin1')).write({ sync: true });
       } catch (err) {
-        throw this.#unavailable(err);
+        throw this.#writeFailed(err);
       }
       this.#counter = counter;
       this.#written = Math.max(this.#written, counter);
@@ -131,10 +170,12 @@ export class Partition {
   /**
    * Stores a prepared record, or answers the first record stored under its
    * `clientMsgId` (an expired one does not count: the message is stored anew).
-   * @throws PixiuError UNAVAILABLE when the partition is closed or LevelDB fails
+   * @throws PixiuError UNAVAILABLE when the partition is closed, takes no writes after
+   *   a failed one ({@link writeFailure}) or LevelDB fails
    */
   put(prep: PreparedRecord): Promise<PutResult> {
     if (this.#closed) return Promise.reject(closedError());
+    if (this.#writeFailure !== undefined) return Promise.reject(this.#refusal(this.#writeFailure));
     const cid = prep.message.clientMsgId;
     if (cid === undefined) return this.#commit.add(prep);
     const first = this.#pending.get(cid);
@@ -170,6 +211,8 @@ export class Partition {
    */
   async #writeBatch(preps: readonly PreparedRecord[]): Promise<PutResult[]> {
     try {
+      // Puts queued before a write failed: none goes after the possible tear.
+      if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
       const out = await this.#findDuplicates(preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
       if (!out.includes(undefined)) return out as PutResult[];
@@ -196,7 +239,11 @@ export class Partition {
       // Every batch carries the high-water mark, so the counter outlives the records.
       const mark = this.#counter;
       batch.put(HIGH_WATER_KEY, Buffer.from(String(mark), 'latin1'));
-      await batch.write({ sync: this.#sync });
+      try {
+        await batch.write({ sync: this.#sync });
+      } catch (err) {
+        throw this.#writeFailed(err);
+      }
       this.#written = Math.max(this.#written, mark);
       return out as PutResult[];
     } catch (err) {
@@ -309,7 +356,15 @@ export class Partition {
     const now = this.#now();
     let deleted = 0;
     while (!this.#closed) {
-      const step = await this.#commit.exclusive(() => this.#guard(sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS)));
+      const step = await this.#commit.exclusive(async () => {
+        if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
+        try {
+          return await sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS);
+        } catch (err) {
+          // Its deletes are writes: treated as one that failed, whatever failed.
+          throw this.#writeFailed(err);
+        }
+      });
       deleted += step.deleted;
       if (step.done) break;
     }
@@ -323,6 +378,7 @@ export class Partition {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#reopenTimer);
     await Promise.allSettled([...[...this.#pending.values()].map((p) => p.put), this.#sweeping]);
     await this.#commit.idle();
     await this.#db.close();
@@ -334,6 +390,85 @@ export class Partition {
     } catch (err) {
       throw this.#unavailable(err);
     }
+  }
+
+  /**
+   * Takes the partition out of writes after a failed one (see the module comment) and
+   * starts the tries to reopen it. Answers the failure as the write's caller gets it.
+   */
+  #writeFailed(err: unknown): PixiuError {
+    const failure = this.#unavailable(err);
+    if (this.#writeFailure === undefined && !this.#closed) {
+      this.#writeFailure = unavailable(`message store partition ${this.index} is reopening its database after a failed write`, err);
+      this.#logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
+      this.#scheduleReopen();
+    }
+    return failure;
+  }
+
+  #scheduleReopen(): void {
+    if (this.#closed || this.#reopenTimer !== undefined) return;
+    this.#reopenTimer = setTimeout(() => {
+      this.#reopenTimer = undefined;
+      void this.#commit.exclusive(() => this.#reopen()).then((done) => {
+        if (!done) this.#scheduleReopen();
+      });
+    }, REOPEN_RETRY_MS);
+    this.#reopenTimer.unref();
+  }
+
+  /**
+   * Closes and opens the database, between writes; true once it is open again and
+   * takes writes. Waits, with the database left open for reads, while the disk has no
+   * room for the reopen.
+   */
+  async #reopen(): Promise<boolean> {
+    if (this.#closed || this.#writeFailure === undefined) return true;
+    try {
+      if (this.#db.status === 'open') {
+        const room = await this.#roomToReopen();
+        if (room !== undefined) {
+          this.#logReopenFailure(new Error(`${room.free} bytes free on its disk, ${room.needed} wanted`));
+          return false;
+        }
+        await this.#db.close();
+      }
+      await this.#db.open();
+    } catch (err) {
+      this.#logReopenFailure(err);
+      return false;
+    }
+    this.#writeFailure = undefined;
+    this.#logger?.warn('store partition reopened its database after a failed write: it takes writes again');
+    return true;
+  }
+
+  /** Undefined when the partition's disk has room to reopen it (or it cannot tell); else what it has and wants. */
+  async #roomToReopen(): Promise<{ free: number; needed: number } | undefined> {
+    try {
+      const [disk, names] = await Promise.all([statfs(this.location), readdir(this.location)]);
+      let logBytes = 0;
+      for (const name of names) {
+        if (name.endsWith('.log')) logBytes = Math.max(logBytes, (await stat(path.join(this.location, name))).size);
+      }
+      const free = disk.bavail * disk.bsize;
+      const needed = logBytes + REOPEN_SPARE_BYTES;
+      return free >= needed ? undefined : { free, needed };
+    } catch {
+      return undefined;
+    }
+  }
+
+  #logReopenFailure(err: unknown): void {
+    const left = this.#reopenLog.take();
+    if (left !== undefined) {
+      this.#logger?.warn({ err, ...thinnedFields(left) }, `store partition cannot reopen its database yet; tries again every ${REOPEN_RETRY_MS / 1000} s`);
+    }
+  }
+
+  /** A new error for each refused write, like `failure` (callers may add to what they get). */
+  #refusal(failure: PixiuError): PixiuError {
+    return unavailable(failure.message, failure.cause);
   }
 
   #unavailable(err: unknown): PixiuError {

@@ -50,17 +50,25 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
     // More of the same in the outage: answered alike, not logged again (log-throttle.ts).
     expectError(await client.get('/v1/users/ada/messages'), 503, 'UNAVAILABLE');
     expectError(await client.get('/v1/users/bob/messages'), 503, 'UNAVAILABLE');
-    batch = await client.post('/v1/messages/batch', { messages: [{ to: 'ada', type: 't', data: 1 }] });
+    batch = await client.post('/v1/messages/batch', { messages: [{ to: 'ada', type: 't', data: 1 }, { to: 'bob', type: 't', data: 2 }, { to: 'cy', type: 't', data: 3 }] });
+    // Another batch in the same outage: answered alike, not logged again.
+    assert.equal((await client.post('/v1/messages/batch', { messages: [{ to: 'ada', type: 't', data: 4 }] })).status, 200);
   } finally {
     await redis.restart();
   }
   assert.equal(batch.status, 200, batch.text);
   const logged = lines.slice(from);
-  // A batch item that fails on the outage is logged the same way, with its index.
-  const item = logged.find((l) => l.msg === 'batch item unavailable');
-  assert.ok(item !== undefined, JSON.stringify(logged));
+  // Batch items that fail on the outage are logged the same way, one line per batch
+  // (the first item's index and reason, and how many), thinned across batches.
+  assert.deepEqual((batch.body as { results: { status: number }[] }).results.map((r) => r.status), [503, 503, 503]);
+  const items = logged.filter((l) => l.msg === 'batch items unavailable');
+  assert.equal(items.length, 1, JSON.stringify(logged));
+  const [item] = items;
+  assert.ok(item !== undefined);
   assert.equal(item.level, 40, 'warn');
   assert.equal(item.item, 0);
+  assert.equal(item.items, 3);
+  assert.equal(item.code, 'UNAVAILABLE');
   assert.ok(!JSON.stringify(item).includes('"stack"'), `no stack: ${JSON.stringify(item)}`);
   assert.ok(!logged.some((l) => l.msg === 'batch item failed'), 'not an error');
   assert.equal(logged.filter((l) => l.msg === 'request unavailable').length, 1, 'one line for the three 503s');

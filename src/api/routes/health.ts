@@ -31,17 +31,23 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/readyz', {
     schema: {
-      summary: 'Readiness: Redis answers PING and the store is open',
+      summary: 'Readiness: Redis answers PING and the store is open and takes messages',
       operationId: 'getReadiness',
       tags: ['ops'],
       security: [],
       response: {
-        200: statusBody('ready', 'Ready: Redis answers PING and the message store is open'),
-        503: { ...errorBody, description: 'Not ready: UNAVAILABLE, Redis does not answer or the store is not open' },
+        200: statusBody('ready', 'Ready: Redis answers PING and the message store is open and takes messages'),
+        503: {
+          ...errorBody,
+          description: 'Not ready: UNAVAILABLE, Redis does not answer, or the store is not open or takes no messages now '
+            + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim)',
+        },
       },
     },
   }, async () => {
     if (!deps.store.isOpen) throw new PixiuError('UNAVAILABLE', 'the message store is not open');
+    const problem = deps.writeProblem?.();
+    if (problem !== undefined) throw new PixiuError('UNAVAILABLE', `the message store takes no messages now: ${problem}`);
     try {
       await deps.redis.ping();
     } catch (err) {

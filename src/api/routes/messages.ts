@@ -7,6 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid, outageFields } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-throttle.js';
 import { isRedisFailure } from '../../redis/client.js';
 import { checkDataDepth, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
@@ -149,6 +150,9 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
   const budget = new BatchBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
+  // A batch whose items an outage fails logs one warning, at most one per interval
+  // across batches (a fresh operator saw 18,520 lines, one per item, in one outage).
+  const batchOutages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
 
   app.post<{ Body: MessageBody }>('/v1/messages', {
     // Its errors are counted by the error handler (app.ts), refused before this handler or in it.
@@ -228,6 +232,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       }
       let nextUser = 0;
       let nextRoom = 0;
+      // The batch's items failed by an outage: logged as one line, the first one's reason.
+      const unavailable: { first?: { e: PixiuError; item: number }; items: number } = { items: 0 };
       const results = checked.map((c, i) => {
         const outcome: PromiseSettledResult<IngestResult | RoomIngestResult> | undefined = c instanceof PixiuError ? undefined
           : isRoomMessage(c) ? sentToRooms[nextRoom++] : sentToUsers[nextUser++];
@@ -238,14 +244,23 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         }
         const e = toHttpError(c instanceof PixiuError ? c : outcome?.reason);
         // As the error handler logs a whole request: an outage is a warning without a
-        // stack (docs/api.md "Errors"), anything else at 5xx an error with its stack.
-        if (e.code === 'UNAVAILABLE') req.log.warn({ ...outageFields(e), item: i }, 'batch item unavailable');
+        // stack (docs/api.md "Errors"), once per batch and thinned (below); anything else
+        // at 5xx an error with its stack.
+        if (e.code === 'UNAVAILABLE') {
+          unavailable.first ??= { e, item: i };
+          unavailable.items += 1;
+        }
         // The batch answers 200, so the error handler never sees these: counted here.
         if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
         else if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
         count(e.code);
         return { status: e.status, ...e.toBody() };
       });
+      const { first } = unavailable;
+      const left = first === undefined ? undefined : batchOutages.take();
+      if (first !== undefined && left !== undefined) {
+        req.log.warn({ ...outageFields(first.e), item: first.item, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
+      }
       return { results };
     } finally {
       giveBack?.();

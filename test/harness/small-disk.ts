@@ -1,0 +1,39 @@
+/**
+ * A real full disk for tests: a small tmpfs (root with the right to mount one; tests
+ * skip without it), and a file that fills it.
+ */
+import type { TestContext } from 'node:test';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+/** A fresh folder on a tmpfs of `size`, unmounted and removed when the test ends; undefined when none can be mounted. */
+export async function smallDisk(t: TestContext, size: string): Promise<string | undefined> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-full-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', root], { stdio: 'ignore' });
+  } catch {
+    await rm(root, { recursive: true, force: true });
+    return undefined;
+  }
+  t.after(async () => {
+    execFileSync('umount', ['-l', root]);
+    await rm(root, { recursive: true, force: true });
+  });
+  return root;
+}
+
+/** Fills the file system holding `dir` with one file; answers its path. */
+export async function fill(dir: string): Promise<string> {
+  const filler = path.join(dir, 'filler');
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  const parts: Buffer[] = [];
+  for (let i = 0; i < 256; i++) parts.push(chunk);
+  // One write of 16 MiB on a smaller disk: it writes what fits, then ENOSPC.
+  await writeFile(filler, Buffer.concat(parts)).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOSPC') throw err;
+  });
+  return filler;
+}
+

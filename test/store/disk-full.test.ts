@@ -1,0 +1,103 @@
+/**
+ * A write that fails part way (here: the disk is full) leaves LevelDB's log torn, and
+ * LevelDB itself goes on appending to it: every record written after the tear, fsynced
+ * and acknowledged, was dropped the next time the database opened (a fresh operator's
+ * try: 238 acknowledged messages gone after one disk-full episode and a restart). The
+ * store must take no write into a partition whose write failed until it has reopened
+ * it (recovery ends the torn log and starts a new one). Real LevelDB on a real full
+ * disk: a small tmpfs, so the test needs root with the right to mount one.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { isPixiuError, StartupError } from '../../src/errors.js';
+import { MessageStore, type PutResult } from '../../src/store/message-store.js';
+import { openStore, storeOptions } from './fixtures/store-harness.js';
+import { fill, smallDisk } from '../harness/small-disk.js';
+
+const DATA = 'x'.repeat(2000);
+
+/** A one-partition store on a 2 MiB tmpfs; undefined (the test skipped) when none can be mounted. */
+async function storeOnSmallDisk(t: TestContext): Promise<{ disk: string; dir: string; store: MessageStore } | undefined> {
+  const disk = await smallDisk(t, '2m');
+  if (disk === undefined) {
+    t.skip('no right to mount a tmpfs');
+    return undefined;
+  }
+  const dir = path.join(disk, 'xiu');
+  return { disk, dir, store: await openStore(t, dir, { partitions: 1 }) };
+}
+
+/** Puts one message; answers its result, or undefined when the store refused it as UNAVAILABLE. */
+async function tryPut(store: MessageStore, n: number): Promise<PutResult | undefined> {
+  try {
+    return await store.put({ kind: 1, type: 't', data: { n, DATA }, to: ['a'], clientMsgId: `m-${n}` });
+  } catch (err) {
+    if (isPixiuError(err, 'UNAVAILABLE')) return undefined;
+    throw err;
+  }
+}
+
+test('after a write failed on a full disk, no put is acknowledged until the partition reopened, and none acknowledged is lost', async (t) => {
+  const small = await storeOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, dir, store } = small;
+  const acknowledged: PutResult[] = [];
+  let n = 0;
+  for (; n < 20; n++) acknowledged.push(await tryPut(store, n) as PutResult);
+
+  const filler = await fill(disk);
+  let refused = 0;
+  while (refused === 0 && n < 2_000) {
+    const put = await tryPut(store, n++);
+    if (put === undefined) refused += 1;
+    else acknowledged.push(put);
+  }
+  assert.equal(refused, 1, 'a put was refused once the disk was full');
+  // Still full: the partition takes nothing (it may not write into its torn log), says
+  // why (readiness), and reads go on.
+  assert.equal(await tryPut(store, n++), undefined);
+  assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  assert.equal(await tryPut(store, n++), undefined, 'no reopen while the disk has no room for it');
+  assert.deepEqual((await store.getMany(acknowledged.map((p) => p.id))).map((r) => r?.id), acknowledged.map((p) => p.id));
+
+  await rm(filler);
+  // Space is back: puts are taken again once the partition has reopened.
+  const deadline = Date.now() + 20_000;
+  let taken = 0;
+  while (taken < 20 && Date.now() < deadline) {
+    const put = await tryPut(store, n++);
+    if (put === undefined) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      continue;
+    }
+    acknowledged.push(put);
+    taken += 1;
+  }
+  assert.equal(taken, 20, 'puts are taken again after the disk has room');
+  assert.equal(store.writeProblem, undefined);
+  // Reads answer throughout, from the reopened partition too.
+  assert.equal((await store.getMany([acknowledged[0]?.id ?? '']))[0]?.id, acknowledged[0]?.id);
+  await store.close();
+
+  const reopened = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
+  const found = await reopened.getMany(acknowledged.map((p) => p.id));
+  const lost = acknowledged.filter((p, i) => found[i]?.id !== p.id).map((p) => p.id);
+  assert.deepEqual(lost, [], `${lost.length} of ${acknowledged.length} acknowledged puts lost`);
+});
+
+test('a store that cannot open because its disk is full says so', async (t) => {
+  const small = await storeOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, dir, store } = small;
+  for (let n = 0; n < 20; n++) await tryPut(store, n);
+  await store.close();
+  await fill(disk);
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })), (err: Error) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, /^store partition folder .*\/xiu\/0 cannot be read: .*No space left on device — its disk is full: free space on it and start again$/);
+    return true;
+  });
+});
