@@ -97,7 +97,7 @@ export const SETTINGS = {
   broadcastStreamCap: { env: 'PIXIU_BROADCAST_STREAM_CAP', flag: 'broadcast-stream-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'broadcasts retained for catch-up' },
   broadcastRate: { env: 'PIXIU_BROADCAST_RATE', flag: 'broadcast-rate', kind: 'int', default: 50_000, min: 100, max: 10_000_000, doc: 'broadcast frames per second one node may send (a token bucket, so live inbox delivery keeps flowing beside a broadcast; a 2-core node sends ~100k/s at most)' },
   channelHistory: { env: 'PIXIU_CHANNEL_HISTORY', flag: 'channel-history', kind: 'int', default: 100, min: 1, max: 100_000, doc: 'publications kept per channel for sub with since' },
-  channelHistoryTtlMs: { env: 'PIXIU_CHANNEL_HISTORY_TTL', flag: 'channel-history-ttl', kind: 'duration', default: DAY, min: SECOND, max: 30 * DAY, doc: 'a channel\'s history is dropped this long after its last publication' },
+  channelHistoryTtlMs: { env: 'PIXIU_CHANNEL_HISTORY_TTL', flag: 'channel-history-ttl', kind: 'duration', default: DAY, min: SECOND, max: 30 * DAY, doc: 'a channel\'s history is dropped this long after its last publication, 1s to 30d' },
   roomSizeCap: { env: 'PIXIU_ROOM_SIZE_CAP', flag: 'room-size-cap', kind: 'int', default: 10_000, min: 1, max: 1_000_000, doc: 'most members a room may have' },
   logLevel: { env: 'PIXIU_LOG_LEVEL', flag: 'log-level', kind: 'enum', default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], doc: 'pino log level' },
 } as const satisfies Record<string, SettingSpec>;

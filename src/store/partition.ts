@@ -342,7 +342,8 @@ export class Partition {
    * Deletes every record expired at the time of the call, with its expiry and
    * idempotency entries, in steps of about {@link SWEEP_CHUNK_RECORDS} records that
    * each take one turn between batch writes, so puts keep flowing during a long
-   * sweep. Sweeps of one partition run one after another.
+   * sweep. Sweeps of one partition run one after another. A partition that takes no
+   * writes after a failed one ({@link writeFailure}) sweeps nothing until it does.
    * @returns the number of records deleted
    * @throws PixiuError UNAVAILABLE when LevelDB fails
    */
@@ -357,7 +358,9 @@ export class Partition {
     let deleted = 0;
     while (!this.#closed) {
       const step = await this.#commit.exclusive(async () => {
-        if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
+        // Reopening after a failed write: the sweep waits for the next round (the
+        // failure is logged once, not once per round as a failed sweep would be).
+        if (this.#writeFailure !== undefined) return { deleted: 0, done: true };
         try {
           return await sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS);
         } catch (err) {

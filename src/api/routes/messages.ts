@@ -252,7 +252,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         }
         // The batch answers 200, so the error handler never sees these: counted here.
         if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
-        else if (e.status >= 500) req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
+        else if (e.status >= 500 && e.code !== 'UNAVAILABLE') req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
         count(e.code);
         return { status: e.status, ...e.toBody() };
       });
