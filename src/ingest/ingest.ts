@@ -11,7 +11,9 @@
 import { MsgKind } from '../ids/msg-id.js';
 import type { AppendResult, Flow, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
-import { PixiuError } from '../errors.js';
+import { PixiuError, unavailable } from '../errors.js';
+import type { ClientIdClaims } from '../cluster/client-id-claims.js';
+import type { RecordReader } from '../store/record-reader.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
 import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
@@ -86,6 +88,13 @@ export interface IngestDeps {
   /** Room membership; without it room messages are refused. */
   readonly rooms?: Rooms;
   readonly onAppended?: AppendedHook;
+  /**
+   * Claims of `client_msg_id`s across the stores sharing Redis (DESIGN.md §3, §9;
+   * src/cluster/client-id-claims.ts), and the reader of other stores' records that
+   * answers a retry stored by another node. Without them, idempotency holds per store.
+   */
+  readonly claims?: ClientIdClaims;
+  readonly records?: RecordReader;
 }
 
 /** The ingest path for user messages. */
@@ -265,7 +274,40 @@ export class Ingest {
     if (input.from !== undefined) msg.from = input.from;
     if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
     if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
-    return this.#deps.store.put(msg);
+    const { claims } = this.#deps;
+    const cid = input.client_msg_id;
+    if (cid === undefined || claims === undefined || !claims.active) return this.#deps.store.put(msg);
+    return this.#storeClaimed(msg, cid, claims);
+  }
+
+  /**
+   * {@link #store} on a Redis shared with other stores: the `client_msg_id` is claimed
+   * first, so a retry another node stored is answered with that node's message, not
+   * stored again (src/cluster/client-id-claims.ts).
+   * @throws PixiuError UNAVAILABLE when another node is storing it now, or its record
+   *   cannot be read now (its node is stopped), or Redis fails
+   */
+  async #storeClaimed(msg: NewMessage, cid: string, claims: ClientIdClaims): Promise<PutResult> {
+    const { store, records } = this.#deps;
+    const claim = await claims.claim(cid);
+    if (claim.state === 'pending') {
+      throw unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
+    }
+    if (claim.state === 'stored' && !store.holds(claim.id) && records !== undefined) {
+      const first = await records.get(claim.id);
+      // The retry answers the first message (same-message.ts compares it), as a local one would.
+      if (first !== null) return { id: claim.id, duplicate: true, message: first, bytes: NO_BYTES };
+      // Expired (or its store retired): stored anew here, and the claim is this store's.
+    }
+    let put: PutResult;
+    try {
+      put = await store.put(msg);
+    } catch (err) {
+      if (claim.state === 'mine') void claims.release(cid);
+      throw err;
+    }
+    if (claim.state !== 'stored' || claim.id !== put.id) await claims.settle(cid, put.id, put.message.expiresAt);
+    return put;
   }
 
   /**
@@ -295,6 +337,9 @@ export class Ingest {
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
 }
+
+/** The bytes of a record read from another store: not cached here (`MessageStore.remember`). */
+const NO_BYTES = Buffer.alloc(0);
 
 /**
  * Caches the record when a recipient it was just appended for is online (presence

@@ -197,6 +197,15 @@ export class Keys {
     return `${this.prefix}xiu:{store}:lease:${storeId}`;
   }
 
+  /**
+   * String: which store claimed a `client_msg_id`, `P|<store id>` while it writes the
+   * message, then its MsgID (src/cluster/client-id-claims.ts). Its own hash tag.
+   * @throws PixiuError INVALID_REQUEST for an empty or over-long id
+   */
+  clientIdClaim(clientMsgId: string): string {
+    return `${this.prefix}cmid:${this.#hashTag(clientMsgId, 'client_msg_id')}`;
+  }
+
   /** String: the secret nodes present to each other's internal routes (DESIGN.md §9). */
   clusterSecret(): string {
     return `${this.prefix}cluster:secret`;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { buildApp } from '../api/app.js';
+import { ClientIdClaims } from '../cluster/client-id-claims.js';
 import { Metrics } from '../api/metrics.js';
 import { loadSecrets, type Secrets } from '../auth/secrets.js';
 import type { Config } from '../config/config.js';
@@ -146,7 +147,14 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
-    const ingest = new Ingest({ store, inbox, rooms, onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record) });
+    // client_msg_id across the stores sharing this Redis (DESIGN.md §3, §9).
+    const clientIds = new ClientIdClaims(redis, keys, ownership.storeId, logger);
+    await clientIds.start();
+    cleanup.unshift({ what: 'client id claims', run: () => Promise.resolve(clientIds.stop()) });
+    const ingest = new Ingest({
+      store, inbox, rooms, claims: clientIds, records,
+      onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record),
+    });
     const app = await buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
       writeProblem: () => store.writeProblem,

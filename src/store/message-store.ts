@@ -226,7 +226,16 @@ export class MessageStore implements RecordReader {
    * @param put a put's result (new or duplicate)
    */
   remember(put: PutResult): void {
+    // Another store's record (a retry answered from it, src/cluster/client-id-claims.ts)
+    // is not this cache's: reads of it go to its owner.
+    if (!this.holds(put.id)) return;
     this.#cache.setWritten(put.id, put.bytes);
+  }
+
+  /** True when MsgID `id` is of one of this store's partitions (B..B+P-1); false for a malformed id. */
+  holds(id: string): boolean {
+    const parts = tryDecodeMsgId(id);
+    return parts !== undefined && this.hasPartition(parts.partition);
   }
 
   /**

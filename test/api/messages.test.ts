@@ -106,6 +106,9 @@ test('the same client_msg_id again answers 200 with the same id and seqs, duplic
     assert.deepEqual((await readWholeInbox(inbox, user)).map((e) => e.id), [first.id], user);
   }
   assert.deepEqual(await readWholeInbox(inbox, 'zed'), []);
+  // One store on this Redis: its own index is the whole story, no claim is written
+  // (src/cluster/client-id-claims.ts: a single node pays no round trip for it).
+  assert.deepEqual(await redisClient.keys('px:cmid:*'), []);
 });
 
 test('POST /v1/messages/batch answers per item in order; an invalid item fails alone with its code', async () => {

@@ -13,8 +13,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { decodeMsgId } from '../../src/ids/msg-id.js';
-import { expectError } from '../harness/checks.js';
+import { decodeMsgId, encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Keys } from '../../src/redis/keys.js';
+import { expectError, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
@@ -142,6 +143,48 @@ test('a message posted to A for a user connected to B arrives on B as a msg with
   assert.equal(byId.status, 200, byId.text);
   const record = byId.body as { id: string; data: unknown; recipients: { user: string; seq: number }[] };
   assert.deepEqual({ id: record.id, data: record.data, seq: record.recipients[0]?.seq }, { id: sent.id, data, seq: 1 });
+});
+
+test('a client_msg_id stored on one node is answered as a duplicate on the other: one message, one inbox entry; other content under it is a 409', { timeout: 60_000 }, async () => {
+  const { redis: probe } = await openInbox(cleanup, redis.url);
+  // Each node reads whether another store shares its Redis every 5 s: A, started first,
+  // claims client_msg_ids once it has seen B's store (a claim key appears).
+  let n = 0;
+  await waitUntil('A claims client_msg_ids', async () => {
+    const cid = `probe-${n++}`;
+    assert.equal((await a.api.post('/v1/messages', { to: 'prober', type: 't', data: 1, client_msg_id: cid })).status, 201);
+    return (await probe.exists(new Keys('px:').clientIdClaim(cid))) === 1;
+  }, 15_000, 200);
+
+  for (const [first, second, user] of [[a, b, 'cid-ann'], [b, a, 'cid-bob']] as const) {
+    const body = { to: [user, `${user}-2`], type: 'test.cluster', data: { n: 1 }, client_msg_id: `order-${user}` };
+    const stored = await first.api.post('/v1/messages', body);
+    assert.equal(stored.status, 201, stored.text);
+    const retried = await second.api.post('/v1/messages', body);
+    assert.equal(retried.status, 200, retried.text);
+    assert.deepEqual(retried.body, { ...(stored.body as object), duplicate: true }, 'the first message, its recipients and seqs');
+    const batch = await second.api.post('/v1/messages/batch', { messages: [body] });
+    assert.deepEqual((batch.body as { results: unknown[] }).results, [{ status: 200, ...(retried.body as object) }]);
+    const changed = await second.api.post('/v1/messages', { ...body, data: { n: 2 } });
+    expectError(changed, 409, 'CONFLICT', new RegExp(`order-${user}`));
+    for (const node of [a, b]) {
+      const page = await node.api.get(`/v1/users/${user}/messages`);
+      const ids = (page.body as { messages: { id: string }[] }).messages.map((m) => m.id);
+      assert.deepEqual(ids, [(stored.body as { id: string }).id], 'one inbox entry');
+    }
+  }
+
+  const keys = new Keys('px:');
+  // Another store is writing it now (or crashed doing so, until the claim expires): 503, retry.
+  await probe.set(keys.clientIdClaim('in-flight'), 'P|another-store', 'PX', 30_000);
+  expectError(await b.api.post('/v1/messages', { to: 'cid-cy', type: 't', data: 1, client_msg_id: 'in-flight' }), 503, 'UNAVAILABLE',
+    /client_msg_id "in-flight" is being stored by another node now; retry/);
+  // A claim naming a message that is gone (expired): stored anew, and the claim is the new one's.
+  const gone = encodeMsgId({ partition: (await layoutOf(a)).partitionBase, kind: MsgKind.user, counter: 999_999 });
+  await probe.set(keys.clientIdClaim('gone-first'), gone);
+  const anew = await b.api.post('/v1/messages', { to: 'cid-cy', type: 't', data: 2, client_msg_id: 'gone-first' });
+  assert.equal(anew.status, 201, anew.text);
+  assert.equal(await probe.get(keys.clientIdClaim('gone-first')), (anew.body as { id: string }).id);
 });
 
 test('while A is stopped its message is a 503 in B\'s history, not a gap; once A is back on its data dir, history and devices get it', { timeout: 120_000 }, async () => {
