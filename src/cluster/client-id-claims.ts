@@ -8,23 +8,39 @@
  *
  * - `<prefix>cmid:{<client_msg_id>}` holds `P|<store id>` while that store writes the
  *   message (`SET NX GET`, expiring after {@link PENDING_MS}), then the MsgID, kept as
- *   long as the message is;
+ *   long as the message is — set only if the claim is still that store's
+ *   (`lua/client-id-settle-1.lua`): a node stalled past the expiry finds whose claim
+ *   took its place, and answers with that message instead of its own copy;
  * - a node that finds another store's MsgID answers the retry with it (the record read
  *   from that store, as every read of another node's message is); one that finds
  *   another store's pending claim answers 503 (the first attempt is being stored; retry);
  * - its own claim, pending or settled, is left to its own store's index.
  *
  * Only while the Redis is shared by more than one store (its store descriptions,
- * src/cluster/partition-claims.ts, re-read every {@link REFRESH_MS}): a single node pays
- * no round trip for it. Known window: a message stored before a second store first
- * started, retried on that store afterwards, is stored twice (docs/decisions.md,
- * "Several nodes").
+ * src/cluster/partition-claims.ts, re-read every {@link REFRESH_MS}; once seen shared,
+ * for good, and also while it names no store: Redis lost them and the nodes have not
+ * written theirs back yet): a single node pays no round trip for it. Known windows: a
+ * message stored before a second store first started, or whose claim Redis lost,
+ * retried on another store afterwards, is stored twice (docs/decisions.md, "Several
+ * nodes").
  */
-import type { Redis } from 'ioredis';
+import type { Redis, Result } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
+import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+
+const SETTLE: ScriptSpec = {
+  command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+};
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** `client-id-settle-1.lua`: KEYS claim; ARGV pending mark, found value, MsgID, expiry (ms). Returns the claim after. */
+    pxClientIdSettleV1(claim: string, mine: string, found: string, id: string, atMs: string): Result<string, Context>;
+  }
+}
 
 /** How long a claim stays pending without its store settling it (a node that crashed mid-write), ms. */
 export const PENDING_MS = 30_000;
@@ -47,6 +63,8 @@ export class ClientIdClaims {
   readonly #pending: string;
   readonly #logger: Logger | undefined;
   #shared = false;
+  /** Once the Redis was seen shared by several stores: it stays so (stores are not removed, only retired). */
+  #everShared = false;
   #timer: NodeJS.Timeout | undefined;
 
   /**
@@ -57,6 +75,7 @@ export class ClientIdClaims {
     this.#keys = keys;
     this.#pending = `P|${storeId}`;
     this.#logger = logger;
+    defineScripts(redis, [SETTLE]);
   }
 
   /** True while other stores share the Redis: ingest claims each `client_msg_id` then. */
@@ -69,9 +88,9 @@ export class ClientIdClaims {
    * @throws PixiuError UNAVAILABLE when the first read fails
    */
   async start(): Promise<void> {
-    await this.#refresh();
+    await this.refresh();
     this.#timer = setInterval(() => {
-      this.#refresh().catch((err: unknown) => this.#logger?.warn(outageFields(err), 'reading the stores sharing Redis failed'));
+      this.refresh().catch((err: unknown) => this.#logger?.warn(outageFields(err), 'reading the stores sharing Redis failed'));
     }, REFRESH_MS);
     this.#timer.unref();
   }
@@ -93,12 +112,17 @@ export class ClientIdClaims {
   }
 
   /**
-   * Records that `clientMsgId` names MsgID `id`, until `expiresAt` (the message's).
+   * Records that `clientMsgId` names MsgID `id`, until `expiresAt` (the message's), if
+   * the claim is still this store's: missing, its pending mark, or `found` (a claim
+   * naming a message that is gone, which this store stored anew).
+   * @returns the claim after the call: `id` when it was set, else the value that took
+   *   its place (another store's pending mark or MsgID)
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
-  async settle(clientMsgId: string, id: string, expiresAt: number): Promise<void> {
+  async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<string> {
     const key = this.#keys.clientIdClaim(clientMsgId);
-    await redisCall(() => this.#redis.set(key, id, 'PXAT', Math.max(expiresAt, Date.now() + 1)));
+    const at = String(Math.max(expiresAt, Date.now() + 1));
+    return redisCall(() => this.#redis.pxClientIdSettleV1(key, this.#pending, found, id, at));
   }
 
   /** Drops this store's pending claim after its write failed, so a retry anywhere goes on at once. Never rejects. */
@@ -111,8 +135,14 @@ export class ClientIdClaims {
     }
   }
 
-  async #refresh(): Promise<void> {
+  /**
+   * Reads again whether other stores share the Redis ({@link start} does every
+   * {@link REFRESH_MS}).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async refresh(): Promise<void> {
     const stores = await redisCall(() => this.#redis.hlen(this.#keys.storeDescriptions()));
-    this.#shared = stores > 1;
+    this.#everShared ||= stores > 1;
+    this.#shared = this.#everShared || stores !== 1;
   }
 }

@@ -18,6 +18,7 @@
  */
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { RecordCache } from '../store/record-cache.js';
@@ -97,6 +98,8 @@ interface RemoteBatch {
 export class StoreRouter implements RecordReader {
   readonly #opts: StoreRouterOptions;
   readonly #recent: RecordCache;
+  /** Failed reads of other nodes, logged at most once per {@link OUTAGE_LOG_INTERVAL_MS}. */
+  readonly #readFailures = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   /** Remote reads in flight, by MsgID. */
   readonly #reading = new Map<string, Promise<StoredMessage | null>>();
 
@@ -261,7 +264,13 @@ export class StoreRouter implements RecordReader {
     } catch (err) {
       this.#opts.owners.forget(storeId);
       if (err instanceof PixiuError && err.code === 'UNAVAILABLE') throw err;
-      this.#opts.logger?.warn({ ...outageFields(err), store: storeId, url: lease.url, node: lease.node }, 'remote record read failed');
+      // Every delivery and history read of that node's messages fails alike while it is
+      // away: the first is logged, then one per interval (a fresh operator saw ~180
+      // lines in 10 s, one per read).
+      const left = this.#readFailures.take();
+      if (left !== undefined) {
+        this.#opts.logger?.warn({ ...outageFields(err), store: storeId, url: lease.url, node: lease.node, ...thinnedFields(left) }, 'remote record read failed');
+      }
       throw unavailable(`the node holding message store ${storeId} cannot be read now; retry later`, err);
     }
   }

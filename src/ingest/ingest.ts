@@ -288,15 +288,12 @@ export class Ingest {
    *   cannot be read now (its node is stopped), or Redis fails
    */
   async #storeClaimed(msg: NewMessage, cid: string, claims: ClientIdClaims): Promise<PutResult> {
-    const { store, records } = this.#deps;
+    const { store } = this.#deps;
     const claim = await claims.claim(cid);
-    if (claim.state === 'pending') {
-      throw unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
-    }
-    if (claim.state === 'stored' && !store.holds(claim.id) && records !== undefined) {
-      const first = await records.get(claim.id);
-      // The retry answers the first message (same-message.ts compares it), as a local one would.
-      if (first !== null) return { id: claim.id, duplicate: true, message: first, bytes: NO_BYTES };
+    if (claim.state === 'pending') throw storingElsewhere(cid);
+    if (claim.state === 'stored' && !store.holds(claim.id)) {
+      const first = await this.#otherStoresRecord(claim.id);
+      if (first !== undefined) return first;
       // Expired (or its store retired): stored anew here, and the claim is this store's.
     }
     let put: PutResult;
@@ -306,8 +303,27 @@ export class Ingest {
       if (claim.state === 'mine') void claims.release(cid);
       throw err;
     }
-    if (claim.state !== 'stored' || claim.id !== put.id) await claims.settle(cid, put.id, put.message.expiresAt);
-    return put;
+    if (claim.state === 'stored' && claim.id === put.id) return put;
+    const settled = await claims.settle(cid, put.id, put.message.expiresAt, claim.state === 'stored' ? claim.id : '');
+    if (settled === put.id) return put;
+    // This node stalled past its claim's expiry and another store claimed, stored and
+    // settled it meanwhile: that message is the one (its own copy here stays unnamed,
+    // appended nowhere, until it expires).
+    if (settled.startsWith('P|')) throw storingElsewhere(cid);
+    const first = await this.#otherStoresRecord(settled);
+    if (first === undefined) throw unavailable(`the message first stored under client_msg_id ${JSON.stringify(cid)} cannot be read now; retry`);
+    return first;
+  }
+
+  /**
+   * A retry's answer from another store's first message (same-message.ts compares it
+   * with the retry, as with a local one); undefined when it is gone (expired, its store
+   * retired).
+   * @throws PixiuError UNAVAILABLE when its node cannot be read now
+   */
+  async #otherStoresRecord(id: string): Promise<PutResult | undefined> {
+    const first = await this.#deps.records?.get(id);
+    return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
   }
 
   /**
@@ -336,6 +352,11 @@ export class Ingest {
     const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
+}
+
+/** The refusal of a `client_msg_id` another store is storing now: the producer retries. */
+function storingElsewhere(cid: string): PixiuError {
+  return unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
 }
 
 /** The bytes of a record read from another store: not cached here (`MessageStore.remember`). */

@@ -18,6 +18,8 @@ import { MessageStore } from '../../src/store/message-store.js';
 import { StoreRouter, type PeerAuth } from '../../src/cluster/store-router.js';
 import { RECORDS_PATH } from '../../src/cluster/records-route.js';
 import type { OwnerLookup, PartitionOwner } from '../../src/cluster/store-directory.js';
+import type { Logger } from '../../src/logger.js';
+import { capturingLogger } from '../harness/log-capture.js';
 import { freePort } from '../harness/redis-server.js';
 
 /** How the stand-in peer answers one request: status and body, or never. */
@@ -87,8 +89,11 @@ function directory(table: Record<number, PartitionOwner>): OwnerLookup & { forgo
 
 const auth: PeerAuth = { header: 'Bearer s3cret', refresh: async () => false };
 
-function router(owners: OwnerLookup, opts: { auth?: PeerAuth; timeoutMs?: number; cacheBytes?: number } = {}): StoreRouter {
-  return new StoreRouter({ local, owners, auth: opts.auth ?? auth, timeoutMs: opts.timeoutMs ?? 2000, cacheBytes: opts.cacheBytes ?? 1 << 20 });
+function router(owners: OwnerLookup, opts: { auth?: PeerAuth; timeoutMs?: number; cacheBytes?: number; logger?: Logger } = {}): StoreRouter {
+  return new StoreRouter({
+    local, owners, auth: opts.auth ?? auth, timeoutMs: opts.timeoutMs ?? 2000, cacheBytes: opts.cacheBytes ?? 1 << 20,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
 }
 
 function id(partition: number, counter: number): string {
@@ -150,8 +155,13 @@ test('an owner that cannot be reached, times out, refuses or answers for another
     9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } },
     20: { state: 'owned', storeId: 'Z', lease: { url: closed, node: 'gone' } },
   });
-  await assert.rejects(router(lookup).getMany([id(20, 1)]), unavailable);
+  const { logger, lines } = capturingLogger();
+  const logged = router(lookup, { logger });
+  await assert.rejects(logged.getMany([id(20, 1)]), unavailable);
   assert.deepEqual(lookup.forgotten, ['Z']);
+  // The same outage again: not logged again (log-throttle.ts), one line for both.
+  await assert.rejects(logged.getMany([id(20, 2)]), unavailable);
+  assert.deepEqual(lines.filter((l) => l.msg === 'remote record read failed').map((l) => [l.level, l.store]), [[40, 'Z']]);
 
   handler = () => 'hang';
   const started = performance.now();

@@ -1,0 +1,124 @@
+/**
+ * `client_msg_id` claims across the stores sharing one Redis
+ * (src/cluster/client-id-claims.ts): when claims are made at all, and what a node whose
+ * write outlived its claim does. Two real stores (their own data dirs and partition
+ * blocks), one real inbox and a private redis-server; the only thing the test controls
+ * is when store A's put goes ahead, as a node stalled mid-write (a freeze, a disk
+ * stall) would let it.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+import { Ingest } from '../../src/ingest/ingest.js';
+import { Keys } from '../../src/redis/keys.js';
+import type { MessageStore, NewMessage, PutResult } from '../../src/store/message-store.js';
+import type { RecordReader } from '../../src/store/record-reader.js';
+import { openInbox, readWholeInbox } from '../harness/checks.js';
+import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { openStore } from '../store/fixtures/store-harness.js';
+
+const files = cleanupList();
+const keys = new Keys('px:');
+let server: RedisServer;
+let redis: Redis;
+let inbox: Inbox;
+
+before(async () => {
+  server = await RedisServer.start();
+  files.after(() => server.destroy());
+  ({ redis, inbox } = await openInbox(files, server.url));
+});
+
+after(() => files.run());
+
+/** Two stores as two nodes would have them, and a reader of both (what the store router is across nodes). */
+async function twoStores(t: Parameters<typeof openStore>[0]): Promise<{ a: MessageStore; b: MessageStore; records: RecordReader }> {
+  const a = await openStore(t, await tempDataDir(t), { partitions: 8, partitionBase: 0 });
+  const b = await openStore(t, await tempDataDir(t), { partitions: 8, partitionBase: 8 });
+  const owner = (id: string): MessageStore => (a.holds(id) ? a : b);
+  const records: RecordReader = {
+    isOpen: true,
+    get: (id) => owner(id).get(id),
+    getMany: async (ids) => Promise.all(ids.map((id) => owner(id).get(id))),
+  };
+  return { a, b, records };
+}
+
+test('claims are made while the Redis is shared by more than one store, or names none (lost), and stay on once it was shared', async () => {
+  const claims = new ClientIdClaims(redis, keys, 'solo');
+  await redis.hset(keys.storeDescriptions(), 'solo', '{}');
+  await claims.refresh();
+  assert.equal(claims.active, false, 'one store: its own index is enough');
+  await redis.hset(keys.storeDescriptions(), 'other', '{}');
+  await claims.refresh();
+  assert.equal(claims.active, true);
+  await redis.hdel(keys.storeDescriptions(), 'other');
+  await claims.refresh();
+  assert.equal(claims.active, true, 'once shared, for good (a FLUSHALL must not open a window)');
+  await redis.del(keys.storeDescriptions());
+  const fresh = new ClientIdClaims(redis, keys, 'new');
+  await fresh.refresh();
+  assert.equal(fresh.active, true, 'no store named: Redis lost them, other nodes may be writing theirs back');
+});
+
+test('a node whose write outlived its claim answers with the message another store settled meanwhile, and appends only that one', async (t) => {
+  const { a, b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsA = new ClientIdClaims(redis, keys, 'sa');
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await Promise.all([claimsA.refresh(), claimsB.refresh()]);
+  // Node A stalls between its claim and its store write.
+  let resume!: () => void;
+  const stalled = new Promise<void>((resolve) => { resume = resolve; });
+  const realPut = a.put.bind(a);
+  a.put = async (msg: NewMessage): Promise<PutResult> => {
+    await stalled;
+    return realPut(msg);
+  };
+  const ingestA = new Ingest({ store: a, inbox, claims: claimsA, records });
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records });
+  const body = { to: 'stalled-user', type: 't', data: { n: 1 }, client_msg_id: 'stall-1' };
+
+  const onA = ingestA.sendToUsers(body);
+  const claim = keys.clientIdClaim('stall-1');
+  await waitForValue(claim, 'P|sa');
+  // While A holds the claim, B refuses: it is being stored elsewhere.
+  await assert.rejects(ingestB.sendToUsers(body), /being stored by another node now; retry/);
+  // A's claim expires (30 s in life); B stores and settles the message.
+  await redis.del(claim);
+  const onB = await ingestB.sendToUsers(body);
+  assert.equal(b.holds(onB.id), true);
+  assert.equal(await redis.get(claim), onB.id);
+
+  resume();
+  const answer = await onA;
+  assert.deepEqual(answer, { id: onB.id, recipients: onB.recipients, duplicate: true }, 'A answers with B\'s message');
+  assert.equal(await redis.get(claim), onB.id, 'A did not take the claim back');
+  assert.deepEqual((await readWholeInbox(inbox, 'stalled-user')).map((e) => e.id), [onB.id], 'one inbox entry');
+});
+
+test('a claim naming a message that is gone is taken over by the store that stores it anew', async (t) => {
+  const { b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await claimsB.refresh();
+  const gone = '0001000000fffff0';
+  await redis.set(keys.clientIdClaim('gone-1'), gone);
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records });
+  const stored = await ingestB.sendToUsers({ to: 'gone-user', type: 't', data: 1, client_msg_id: 'gone-1' });
+  assert.notEqual(stored.id, gone);
+  assert.equal(await redis.get(keys.clientIdClaim('gone-1')), stored.id);
+  // Settling never takes another store's claim: here a pending mark that is not B's.
+  await redis.set(keys.clientIdClaim('other-1'), 'P|sa');
+  assert.equal(await claimsB.settle('other-1', stored.id, Date.now() + 60_000), 'P|sa');
+  assert.equal(await redis.get(keys.clientIdClaim('other-1')), 'P|sa');
+});
+
+/** Resolves once `key` holds `value` (the claim A makes before its stalled write). */
+async function waitForValue(key: string, value: string): Promise<void> {
+  for (let i = 0; i < 200 && (await redis.get(key)) !== value; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(await redis.get(key), value);
+}
