@@ -61,9 +61,13 @@ export class StoreDirectory implements OwnerLookup {
   readonly #leases: LRUCache<string, { readonly lease: StoreLease | undefined }>;
 
   constructor(claims: PartitionClaims) {
+    // ignoreFetchAbort: a lookup in flight when its entry is dropped (forget) still
+    // answers its callers, with what it read; without it lru-cache rejects them with
+    // Error('deleted'), which reached producers as a 500 (a fresh operator's finding).
     this.#claims = new LRUCache<number, string>({
       max: 256,
       ttl: CLAIM_CACHE_MS,
+      ignoreFetchAbort: true,
       fetchMethod: async (partition, _stale, { options }) => {
         const owner = await claims.ownerOf(partition);
         if (owner === null) options.ttl = ABSENT_CACHE_MS;
@@ -73,6 +77,7 @@ export class StoreDirectory implements OwnerLookup {
     this.#leases = new LRUCache<string, { readonly lease: StoreLease | undefined }>({
       max: 1024,
       ttl: LEASE_CACHE_MS,
+      ignoreFetchAbort: true,
       fetchMethod: async (storeId, _stale, { options }) => {
         const lease = await claims.leaseOf(storeId);
         if (lease === undefined) options.ttl = ABSENT_CACHE_MS;
