@@ -319,10 +319,15 @@ export class Ingest {
    * A retry's answer from another store's first message (same-message.ts compares it
    * with the retry, as with a local one); undefined when it is gone (expired, its store
    * retired).
-   * @throws PixiuError UNAVAILABLE when its node cannot be read now
+   * @throws PixiuError UNAVAILABLE when its node cannot be read now, or no store claims
+   *   its partition now
    */
   async #otherStoresRecord(id: string): Promise<PutResult | undefined> {
-    const first = await this.#deps.records?.get(id);
+    // getMany, not get: the id comes from a claim, not a caller, so a partition no store
+    // claims now (Redis lost the claims, and its owner has not written them back yet) is
+    // UNAVAILABLE, not "gone" — taken for gone, it was stored a second time right after
+    // a FLUSHALL (a fresh try of the claims).
+    const [first] = (await this.#deps.records?.getMany([id])) ?? [];
     return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
   }
 

@@ -10,6 +10,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
+import { PartitionClaims } from '../../src/cluster/partition-claims.js';
+import { StoreDirectory } from '../../src/cluster/store-directory.js';
+import { StoreRouter } from '../../src/cluster/store-router.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { Ingest } from '../../src/ingest/ingest.js';
 import { Keys } from '../../src/redis/keys.js';
@@ -115,6 +119,26 @@ test('a claim naming a message that is gone is taken over by the store that stor
   await redis.set(keys.clientIdClaim('other-1'), 'P|sa');
   assert.equal(await claimsB.settle('other-1', stored.id, Date.now() + 60_000), 'P|sa');
   assert.equal(await redis.get(keys.clientIdClaim('other-1')), 'P|sa');
+});
+
+test('a claim naming a message of a partition no store claims now (Redis lost the claims) is a 503, not stored anew', async (t) => {
+  const { b } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  await redis.del(keys.storePartitions());
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await claimsB.refresh();
+  // B reads other stores' records as a node does: through the store router and the
+  // claims in Redis, where A's partition 2 is claimed by no store now.
+  const records = new StoreRouter({
+    local: b, owners: new StoreDirectory(new PartitionClaims(redis, keys)),
+    auth: { header: 'Bearer unused', refresh: async () => false }, timeoutMs: 1000, cacheBytes: 1 << 20,
+  });
+  const ofA = encodeMsgId({ partition: 2, kind: MsgKind.user, counter: 7 });
+  await redis.set(keys.clientIdClaim('lost-claims'), ofA);
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records });
+  await assert.rejects(ingestB.sendToUsers({ to: 'lost-user', type: 't', data: 1, client_msg_id: 'lost-claims' }), /partition 2 is claimed by no store now/);
+  assert.equal(await redis.get(keys.clientIdClaim('lost-claims')), ofA, 'the claim still names A\'s message');
+  assert.deepEqual(await readWholeInbox(inbox, 'lost-user'), []);
 });
 
 /** Resolves once `key` holds `value` (the claim A makes before its stalled write). */
