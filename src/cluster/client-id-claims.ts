@@ -106,23 +106,28 @@ export class ClientIdClaims {
   async claim(clientMsgId: string): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
     const prior = await redisCall(() => this.#redis.set(key, this.#pending, 'PX', PENDING_MS, 'NX', 'GET'));
-    if (prior === null || prior === this.#pending) return { state: 'mine' };
-    if (prior.startsWith('P|')) return { state: 'pending', storeId: prior.slice(2) };
-    return { state: 'stored', id: prior };
+    return this.#answer(prior);
   }
 
   /**
    * Records that `clientMsgId` names MsgID `id`, until `expiresAt` (the message's), if
    * the claim is still this store's: missing, its pending mark, or `found` (a claim
    * naming a message that is gone, which this store stored anew).
-   * @returns the claim after the call: `id` when it was set, else the value that took
-   *   its place (another store's pending mark or MsgID)
+   * @returns the claim after the call: stored `id` when it was set, else what took its
+   *   place (another store's pending claim, or its MsgID)
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
-  async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<string> {
+  async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
     const at = String(Math.max(expiresAt, Date.now() + 1));
-    return redisCall(() => this.#redis.pxClientIdSettleV1(key, this.#pending, found, id, at));
+    return this.#answer(await redisCall(() => this.#redis.pxClientIdSettleV1(key, this.#pending, found, id, at)));
+  }
+
+  /** A claim's value as an answer: none or this store's pending mark is `mine`. */
+  #answer(value: string | null): ClaimAnswer {
+    if (value === null || value === this.#pending) return { state: 'mine' };
+    if (value.startsWith('P|')) return { state: 'pending', storeId: value.slice(2) };
+    return { state: 'stored', id: value };
   }
 
   /** Drops this store's pending claim after its write failed, so a retry anywhere goes on at once. Never rejects. */

@@ -305,12 +305,12 @@ export class Ingest {
     }
     if (claim.state === 'stored' && claim.id === put.id) return put;
     const settled = await claims.settle(cid, put.id, put.message.expiresAt, claim.state === 'stored' ? claim.id : '');
-    if (settled === put.id) return put;
+    if (settled.state === 'stored' && settled.id === put.id) return put;
     // This node stalled past its claim's expiry and another store claimed, stored and
     // settled it meanwhile: that message is the one (its own copy here stays unnamed,
     // appended nowhere, until it expires).
-    if (settled.startsWith('P|')) throw storingElsewhere(cid);
-    const first = await this.#otherStoresRecord(settled);
+    if (settled.state !== 'stored') throw storingElsewhere(cid);
+    const first = await this.#otherStoresRecord(settled.id);
     if (first === undefined) throw unavailable(`the message first stored under client_msg_id ${JSON.stringify(cid)} cannot be read now; retry`);
     return first;
   }

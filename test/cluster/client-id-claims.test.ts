@@ -117,7 +117,7 @@ test('a claim naming a message that is gone is taken over by the store that stor
   assert.equal(await redis.get(keys.clientIdClaim('gone-1')), stored.id);
   // Settling never takes another store's claim: here a pending mark that is not B's.
   await redis.set(keys.clientIdClaim('other-1'), 'P|sa');
-  assert.equal(await claimsB.settle('other-1', stored.id, Date.now() + 60_000), 'P|sa');
+  assert.deepEqual(await claimsB.settle('other-1', stored.id, Date.now() + 60_000), { state: 'pending', storeId: 'sa' });
   assert.equal(await redis.get(keys.clientIdClaim('other-1')), 'P|sa');
 });
 
