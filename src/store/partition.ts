@@ -26,13 +26,12 @@
  *   before the tear) and starts a new one. Reopen is tried every second, once the disk
  *   has room for it; puts answer UNAVAILABLE meanwhile, reads go on.
  */
-import { readdir, stat, statfs } from 'node:fs/promises';
-import path from 'node:path';
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER } from '../ids/msg-id.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import { sweepStep } from './expiry-sweep.js';
+import { lackOfRoomToReopen } from './reopen-room.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
@@ -54,12 +53,6 @@ export const SYNC_READS_MAX = 16;
 export const MAX_BATCH_PUTS = 2000;
 /** Wait between two tries to reopen a partition whose write failed, ms. */
 export const REOPEN_RETRY_MS = 1000;
-/**
- * Free bytes a reopen wants on the partition's file system besides its log's size:
- * recovery writes what the log holds out as a table, and a new log and manifest. With
- * less, the partition stays open for reads and tries again later.
- */
-const REOPEN_SPARE_BYTES = 1024 * 1024;
 
 /** Options of {@link Partition.open}. */
 export interface PartitionOptions {
@@ -429,7 +422,7 @@ export class Partition {
     if (this.#closed || this.#writeFailure === undefined) return true;
     try {
       if (this.#db.status === 'open') {
-        const room = await this.#roomToReopen();
+        const room = await lackOfRoomToReopen(this.location);
         if (room !== undefined) {
           this.#logReopenFailure(new Error(`${room.free} bytes free on its disk, ${room.needed} wanted`));
           return false;
@@ -444,22 +437,6 @@ export class Partition {
     this.#writeFailure = undefined;
     this.#logger?.warn('store partition reopened its database after a failed write: it takes writes again');
     return true;
-  }
-
-  /** Undefined when the partition's disk has room to reopen it (or it cannot tell); else what it has and wants. */
-  async #roomToReopen(): Promise<{ free: number; needed: number } | undefined> {
-    try {
-      const [disk, names] = await Promise.all([statfs(this.location), readdir(this.location)]);
-      let logBytes = 0;
-      for (const name of names) {
-        if (name.endsWith('.log')) logBytes = Math.max(logBytes, (await stat(path.join(this.location, name))).size);
-      }
-      const free = disk.bavail * disk.bsize;
-      const needed = logBytes + REOPEN_SPARE_BYTES;
-      return free >= needed ? undefined : { free, needed };
-    } catch {
-      return undefined;
-    }
   }
 
   #logReopenFailure(err: unknown): void {
