@@ -15,18 +15,21 @@ import { isPixiuError, StartupError } from '../../src/errors.js';
 import { MessageStore, type PutResult } from '../../src/store/message-store.js';
 import { openStore, storeOptions } from './fixtures/store-harness.js';
 import { fill, smallDisk } from '../harness/small-disk.js';
+import { waitUntil } from '../harness/checks.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 
 const DATA = 'x'.repeat(2000);
 
 /** A one-partition store on a 2 MiB tmpfs; undefined (the test skipped) when none can be mounted. */
-async function storeOnSmallDisk(t: TestContext): Promise<{ disk: string; dir: string; store: MessageStore } | undefined> {
+async function storeOnSmallDisk(t: TestContext): Promise<{ disk: string; dir: string; store: MessageStore; lines: LogLine[] } | undefined> {
   const disk = await smallDisk(t, '2m');
   if (disk === undefined) {
     t.skip('no right to mount a tmpfs');
     return undefined;
   }
   const dir = path.join(disk, 'xiu');
-  return { disk, dir, store: await openStore(t, dir, { partitions: 1 }) };
+  const { logger, lines } = capturingLogger();
+  return { disk, dir, store: await openStore(t, dir, { partitions: 1, logger }), lines };
 }
 
 /** Puts one message; answers its result, or undefined when the store refused it as UNAVAILABLE. */
@@ -42,7 +45,7 @@ async function tryPut(store: MessageStore, n: number): Promise<PutResult | undef
 test('after a write failed on a full disk, no put is acknowledged until the partition reopened, and none acknowledged is lost', async (t) => {
   const small = await storeOnSmallDisk(t);
   if (small === undefined) return;
-  const { disk, dir, store } = small;
+  const { disk, dir, store, lines } = small;
   const acknowledged: PutResult[] = [];
   let n = 0;
   for (; n < 20; n++) acknowledged.push(await tryPut(store, n) as PutResult);
@@ -59,7 +62,8 @@ test('after a write failed on a full disk, no put is acknowledged until the part
   // why (readiness), and reads go on.
   assert.equal(await tryPut(store, n++), undefined);
   assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // A try to reopen comes within a second, finds no room, and leaves the partition open.
+  await waitUntil('a reopen is tried', async () => lines.some((l) => l.msg?.startsWith('store partition cannot reopen its database yet') === true));
   assert.equal(await tryPut(store, n++), undefined, 'no reopen while the disk has no room for it');
   assert.deepEqual((await store.getMany(acknowledged.map((p) => p.id))).map((r) => r?.id), acknowledged.map((p) => p.id));
   // A sweep waits quietly for the reopen (a failed sweep is logged every round).
