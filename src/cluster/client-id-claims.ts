@@ -28,6 +28,7 @@ import type { Redis, Result } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { redisCall } from '../redis/client.js';
+import { deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
@@ -133,11 +134,9 @@ export class ClientIdClaims {
   /** Drops this store's pending claim after its write failed, so a retry anywhere goes on at once. Never rejects. */
   async release(clientMsgId: string): Promise<void> {
     const key = this.#keys.clientIdClaim(clientMsgId);
-    try {
-      if ((await redisCall(() => this.#redis.get(key))) === this.#pending) await redisCall(() => this.#redis.del(key));
-    } catch {
-      // It expires on its own after PENDING_MS.
-    }
+    // Compare-and-delete: a claim another store took after this one expired is kept.
+    // On failure it expires on its own after PENDING_MS.
+    await deleteIf(this.#redis, key, this.#pending).catch(() => undefined);
   }
 
   /**

@@ -13,16 +13,16 @@
  */
 import type { Redis, Result } from 'ioredis';
 import { redisCall } from '../redis/client.js';
+import { deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
 /** MsgID partition bytes in all (DESIGN.md §2: an 8-bit partition). */
 export const PARTITION_SPACE = 256;
 
-/** The claim script; its header documents KEYS, ARGV and reply. */
+/** The claim scripts; each header documents KEYS, ARGV and reply. */
 export const CLAIM_SCRIPTS = {
   claim: { command: 'pxPartitionClaimV1', file: new URL('./lua/partition-claim-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
-  releaseLease: { command: 'pxLeaseReleaseV1', file: new URL('./lua/lease-release-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
   raiseMinted: { command: 'pxMintedRaiseV1', file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
@@ -30,8 +30,6 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `partition-claim-2.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
     pxPartitionClaimV1(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
-    /** `lease-release-1.lua`: KEYS lease; ARGV the lease value this node wrote. */
-    pxLeaseReleaseV1(lease: string, value: string): Result<number, Context>;
     /** `minted-raise-1.lua`: KEYS minted hash; ARGV partition, counter pairs. */
     pxMintedRaiseV1(minted: string, ...pairs: string[]): Result<number, Context>;
   }
@@ -261,11 +259,11 @@ export class PartitionClaims {
 
   /**
    * Drops `storeId`'s lease (shutdown), so readers stop trying its node at once; with
-   * `mine`, only while the lease is that one (`lua/lease-release-1.lua`: another node's
+   * `mine`, only while the lease is that one (src/redis/delete-if.ts: another node's
    * lease is left in place). Never rejects.
    */
   async releaseLease(storeId: string, mine?: StoreLease): Promise<void> {
     const key = this.#keys.storeLease(storeId);
-    await redisCall(() => (mine === undefined ? this.#redis.del(key) : this.#redis.pxLeaseReleaseV1(key, PartitionClaims.leaseText(mine)))).catch(() => undefined);
+    await (mine === undefined ? redisCall(() => this.#redis.del(key)) : deleteIf(this.#redis, key, PartitionClaims.leaseText(mine))).catch(() => undefined);
   }
 }

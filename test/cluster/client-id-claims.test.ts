@@ -146,3 +146,24 @@ async function waitForValue(key: string, value: string): Promise<void> {
   for (let i = 0; i < 200 && (await redis.get(key)) !== value; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   assert.equal(await redis.get(key), value);
 }
+
+test("release drops only this store's own pending claim: another store's claim in its place is kept", async () => {
+  const a = new ClientIdClaims(redis, keys, 'release-a');
+  const b = new ClientIdClaims(redis, keys, 'release-b');
+  const key = keys.clientIdClaim('release-1');
+
+  assert.deepEqual(await a.claim('release-1'), { state: 'mine' });
+  await a.release('release-1');
+  assert.equal(await redis.get(key), null, 'its own pending mark is dropped');
+
+  // A's claim expired and B took it: A's late release must not drop B's.
+  assert.deepEqual(await b.claim('release-1'), { state: 'mine' });
+  await a.release('release-1');
+  assert.equal(await redis.get(key), 'P|release-b');
+  assert.deepEqual(await a.claim('release-1'), { state: 'pending', storeId: 'release-b' });
+
+  // Nor a settled MsgID.
+  await b.settle('release-1', '0123456789abcdef', Date.now() + 60_000);
+  await a.release('release-1');
+  assert.equal(await redis.get(key), '0123456789abcdef');
+});
