@@ -18,24 +18,18 @@
  *   in the `c` index when the batch is built, with no write in flight (synchronous
  *   gets), and forgets the map's entries once their batch is written or failed.
  * - After a write fails (a full disk, an I/O error), the partition takes no write until
- *   it has closed and reopened its database. The failed write may have left LevelDB's
- *   log torn part way, and LevelDB goes on appending after the tear: every record
- *   written after it, fsynced and acknowledged, was dropped the next time the database
- *   opened (a fresh operator's try lost 238 acknowledged messages after one disk-full
- *   episode and a restart). Reopening ends that log (recovery keeps every whole record
- *   before the tear) and starts a new one. Reopen is tried every second, once the disk
- *   has room for it; puts answer UNAVAILABLE meanwhile, reads go on.
+ *   it has closed and reopened its database (src/store/write-recovery.ts: the failed
+ *   write may have torn LevelDB's log); puts answer UNAVAILABLE meanwhile, reads go on.
  */
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER } from '../ids/msg-id.js';
-import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import { sweepStep } from './expiry-sweep.js';
-import { lackOfRoomToReopen } from './reopen-room.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
 import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+import { WriteRecovery } from './write-recovery.js';
 import type { WriteSlots } from './write-slots.js';
 
 /**
@@ -51,8 +45,6 @@ export const SWEEP_CHUNK_RECORDS = 500;
 export const SYNC_READS_MAX = 16;
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
 export const MAX_BATCH_PUTS = 2000;
-/** Wait between two tries to reopen a partition whose write failed, ms. */
-export const REOPEN_RETRY_MS = 1000;
 
 /** Options of {@link Partition.open}. */
 export interface PartitionOptions {
@@ -87,12 +79,8 @@ export class Partition {
   #written: number;
   #sweeping: Promise<unknown> = Promise.resolve();
   #closed = false;
-  /** Set by a failed write until the database is reopened: what puts are refused with. */
-  #writeFailure: PixiuError | undefined;
-  #reopenTimer: NodeJS.Timeout | undefined;
-  readonly #logger: Logger | undefined;
-  /** Failed reopen tries, logged at most once per {@link OUTAGE_LOG_INTERVAL_MS}. */
-  readonly #reopenLog = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  /** Refuses writes after a failed one until the database has reopened. */
+  readonly #recovery: WriteRecovery;
 
   private constructor(db: PartitionDb, location: string, index: number, counter: number, options: PartitionOptions) {
     this.#db = db;
@@ -103,7 +91,11 @@ export class Partition {
     this.#sync = options.sync;
     this.#now = options.now;
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
-    this.#logger = options.logger?.child({ partition: index });
+    this.#recovery = new WriteRecovery({
+      index, location, db, logger: options.logger?.child({ partition: index }),
+      exclusive: (job) => this.#commit.exclusive(job),
+      closed: () => this.#closed,
+    });
     this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
   }
 
@@ -136,7 +128,7 @@ export class Partition {
    * them.
    */
   get writeFailure(): PixiuError | undefined {
-    return this.#writeFailure;
+    return this.#recovery.failure;
   }
 
   /**
@@ -149,7 +141,8 @@ export class Partition {
   async advanceTo(counter: number): Promise<void> {
     await this.#commit.exclusive(async () => {
       if (counter <= this.#counter) return;
-      if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
+      const refusal = this.#recovery.refusal();
+      if (refusal !== undefined) throw refusal;
       try {
         await this.#db.batch().put(HIGH_WATER_KEY, Buffer.from(String(counter), 'latin1')).write({ sync: true });
       } catch (err) {
@@ -168,7 +161,8 @@ export class Partition {
    */
   put(prep: PreparedRecord): Promise<PutResult> {
     if (this.#closed) return Promise.reject(closedError());
-    if (this.#writeFailure !== undefined) return Promise.reject(this.#refusal(this.#writeFailure));
+    const refusal = this.#recovery.refusal();
+    if (refusal !== undefined) return Promise.reject(refusal);
     const cid = prep.message.clientMsgId;
     if (cid === undefined) return this.#commit.add(prep);
     const first = this.#pending.get(cid);
@@ -205,7 +199,8 @@ export class Partition {
   async #writeBatch(preps: readonly PreparedRecord[]): Promise<PutResult[]> {
     try {
       // Puts queued before a write failed: none goes after the possible tear.
-      if (this.#writeFailure !== undefined) throw this.#refusal(this.#writeFailure);
+      const refusal = this.#recovery.refusal();
+      if (refusal !== undefined) throw refusal;
       const out = await this.#findDuplicates(preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
       if (!out.includes(undefined)) return out as PutResult[];
@@ -353,7 +348,7 @@ export class Partition {
       const step = await this.#commit.exclusive(async () => {
         // Reopening after a failed write: the sweep waits for the next round (the
         // failure is logged once, not once per round as a failed sweep would be).
-        if (this.#writeFailure !== undefined) return { deleted: 0, done: true };
+        if (this.#recovery.failure !== undefined) return { deleted: 0, done: true };
         try {
           return await sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS);
         } catch (err) {
@@ -374,7 +369,7 @@ export class Partition {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    clearTimeout(this.#reopenTimer);
+    this.#recovery.stop();
     await Promise.allSettled([...[...this.#pending.values()].map((p) => p.put), this.#sweeping]);
     await this.#commit.idle();
     await this.#db.close();
@@ -388,67 +383,10 @@ export class Partition {
     }
   }
 
-  /**
-   * Takes the partition out of writes after a failed one (see the module comment) and
-   * starts the tries to reopen it. Answers the failure as the write's caller gets it.
-   */
+  /** Takes the partition out of writes after a failed one (write-recovery.ts); answers the failure as the write's caller gets it. */
   #writeFailed(err: unknown): PixiuError {
-    const failure = this.#unavailable(err);
-    if (this.#writeFailure === undefined && !this.#closed) {
-      this.#writeFailure = unavailable(`message store partition ${this.index} is reopening its database after a failed write`, err);
-      this.#logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
-      this.#scheduleReopen();
-    }
-    return failure;
-  }
-
-  #scheduleReopen(): void {
-    if (this.#closed || this.#reopenTimer !== undefined) return;
-    this.#reopenTimer = setTimeout(() => {
-      this.#reopenTimer = undefined;
-      void this.#commit.exclusive(() => this.#reopen()).then((done) => {
-        if (!done) this.#scheduleReopen();
-      });
-    }, REOPEN_RETRY_MS);
-    this.#reopenTimer.unref();
-  }
-
-  /**
-   * Closes and opens the database, between writes; true once it is open again and
-   * takes writes. Waits, with the database left open for reads, while the disk has no
-   * room for the reopen.
-   */
-  async #reopen(): Promise<boolean> {
-    if (this.#closed || this.#writeFailure === undefined) return true;
-    try {
-      if (this.#db.status === 'open') {
-        const room = await lackOfRoomToReopen(this.location);
-        if (room !== undefined) {
-          this.#logReopenFailure(new Error(`${room.free} bytes free on its disk, ${room.needed} wanted`));
-          return false;
-        }
-        await this.#db.close();
-      }
-      await this.#db.open();
-    } catch (err) {
-      this.#logReopenFailure(err);
-      return false;
-    }
-    this.#writeFailure = undefined;
-    this.#logger?.warn('store partition reopened its database after a failed write: it takes writes again');
-    return true;
-  }
-
-  #logReopenFailure(err: unknown): void {
-    const left = this.#reopenLog.take();
-    if (left !== undefined) {
-      this.#logger?.warn({ err, ...thinnedFields(left) }, `store partition cannot reopen its database yet; tries again every ${REOPEN_RETRY_MS / 1000} s`);
-    }
-  }
-
-  /** A new error for each refused write, like `failure` (callers may add to what they get). */
-  #refusal(failure: PixiuError): PixiuError {
-    return unavailable(failure.message, failure.cause);
+    this.#recovery.failed(err);
+    return this.#unavailable(err);
   }
 
   #unavailable(err: unknown): PixiuError {
