@@ -5,22 +5,27 @@
  * Every operation is one Lua script on the keys of a single user (one Redis Cluster
  * slot), so it is atomic and Cluster-safe. Many recipients cost one round trip: issue
  * their appends in one tick and they go out as one pipeline (tick-pipeline.ts; the
- * other calls ride ioredis auto-pipelining, on in `createRedis`).
+ * other calls ride ioredis auto-pipelining, on in `createRedis`). Arguments and
+ * replies are checked and read in codec.ts.
  */
-import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { PixiuError, invalid } from '../errors.js';
+import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
 import { isNoScript, sendEvalsha } from '../redis/scripts.js';
 import {
-  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv, type RawStreamEntry,
+  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult, toEntry,
+  type AppendExtra, type AppendResult, type InboxEntry,
+} from './codec.js';
+import {
+  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { SETTINGS } from '../config/settings.js';
 
 export type { Flow } from './tick-pipeline.js';
+export type { AppendExtra, AppendResult, InboxEntry } from './codec.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
 export const MAX_RANGE_LIMIT = 10_000;
@@ -29,13 +34,6 @@ export const MAX_RANGE_LIMIT = 10_000;
 export const MAX_INBOX_CAP = 10_000_000;
 /** Highest `deviceCursors` an inbox takes: the `maxDeviceCursors` setting's bound. */
 export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
-
-/** A device id (DESIGN.md §2): 1–64 chars of `[A-Za-z0-9._:-]`. */
-const DEVICE_RULE = /^[A-Za-z0-9._:-]{1,64}$/;
-/** A MsgID as written (DESIGN.md §2): 16 lower-case hex digits. */
-const MSG_ID_RULE = /^[0-9a-f]{16}$/;
-/** Longest room id stored with an entry, in UTF-16 code units. */
-const MAX_ROOM_LENGTH = 256;
 
 /**
  * Most appends in one pipeline: a bounded batch lets Redis start on it while Node still
@@ -51,16 +49,6 @@ const MAX_APPEND_BATCH = 500;
  * docs/decisions.md, "Inbox retention".
  */
 export const INBOX_RETENTION_GRACE_MS = 86_400_000;
-
-/**
- * The content expiry assumed for an append given none: the longest a message may be
- * kept (the `messageTtl` setting's bound, 30 days) from now, so keys never go before
- * content they point to.
- */
-const LONGEST_CONTENT_MS = SETTINGS.messageTtlMs.max;
-
-/** A kind as the script's ARGV, by kind number. */
-const KIND_ARG: Record<MsgKind, string> = { 1: '1', 2: '2', 3: '3', 4: '4' };
 
 /** Options of {@link Inbox}. */
 export interface InboxOptions {
@@ -85,37 +73,6 @@ export interface InboxOptions {
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
 export const DEFAULT_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.default;
 
-/** Outcome of {@link Inbox.append}. */
-export interface AppendResult {
-  /** The MsgID's position in the user's inbox, ≥ 1. */
-  readonly seq: number;
-  /** The inbox epoch at the time of the append (created by it if the inbox was new). */
-  readonly epoch: string;
-  /**
-   * True when the MsgID was already in the retained window: `seq` is the first
-   * append's and nothing was written. A MsgID already trimmed away is appended anew.
-   */
-  readonly duplicate: boolean;
-  /**
-   * Nodes holding a live connection of the user, read from presence in the same
-   * script (DESIGN.md §4), to notify; for a duplicate too (its first append's notify
-   * may never have gone out: the reply was lost).
-   */
-  readonly nodes: readonly string[];
-}
-
-/** One inbox entry. */
-export interface InboxEntry {
-  /** Position in the user's inbox, ≥ 1 (DESIGN.md §2). */
-  readonly seq: number;
-  /** The MsgID, 16 lower-case hex digits. */
-  readonly id: string;
-  /** The message kind, as given to {@link Inbox.append}. */
-  readonly kind: MsgKind;
-  /** The room the message was sent to, for room messages. */
-  readonly room?: string;
-}
-
 /**
  * One page of an inbox and its bounds, read as one snapshot.
  *
@@ -133,108 +90,6 @@ export interface InboxPage {
   readonly latestSeq: number;
   /** Entries with seq > afterSeq, oldest first, at most `limit`. */
   readonly entries: InboxEntry[];
-}
-
-/** Random bytes per epoch: 9 bytes give 12 base64url characters (72 bits). */
-const EPOCH_BYTES = 9;
-/** Epochs drawn per refill: one `randomBytes` call costs microseconds, a slice nanoseconds. */
-const EPOCH_POOL = 1024;
-let epochPool = Buffer.alloc(0);
-let epochOffset = 0;
-
-/**
- * A short random epoch candidate. Every append sends one (the script keeps it only
- * when it creates the inbox), so they are cut from a pooled random buffer.
- */
-function newEpoch(): string {
-  if (epochOffset + EPOCH_BYTES > epochPool.length) {
-    epochPool = randomBytes(EPOCH_BYTES * EPOCH_POOL);
-    epochOffset = 0;
-  }
-  const epoch = epochPool.toString('base64url', epochOffset, epochOffset + EPOCH_BYTES);
-  epochOffset += EPOCH_BYTES;
-  return epoch;
-}
-
-function isKind(n: number): n is MsgKind {
-  return n === 1 || n === 2 || n === 3 || n === 4;
-}
-
-/** What an append may carry besides its MsgID and kind. */
-export interface AppendExtra {
-  /** The room of a room message, 1–256 chars. */
-  readonly room?: string;
-  /**
-   * When the message's content expires, ms since the Unix epoch (its record's
-   * `expiresAt`): the inbox keys are kept until at least then (retention). Default: 30
-   * days from now, the longest content is kept.
-   */
-  readonly expiresAt?: number;
-}
-
-/** @throws PixiuError INVALID_REQUEST when an append argument is malformed */
-function checkAppend(msgId: string, kind: MsgKind, extra: AppendExtra | undefined): void {
-  if (!MSG_ID_RULE.test(msgId)) throw invalid('msg id must be 16 lower-case hex digits');
-  if (!isKind(kind)) throw invalid('kind must be 1, 2, 3 or 4');
-  const room = extra?.room;
-  if (room !== undefined && (typeof room !== 'string' || room.length === 0 || room.length > MAX_ROOM_LENGTH)) {
-    throw invalid(`room must be 1-${MAX_ROOM_LENGTH} characters`);
-  }
-  const expiresAt = extra?.expiresAt;
-  if (expiresAt !== undefined && (!Number.isSafeInteger(expiresAt) || expiresAt < 0)) {
-    throw invalid('expires at must be a non-negative integer (ms since the Unix epoch)');
-  }
-}
-
-/** The script's ARGV for the content expiry: the given one, else the longest from now. */
-function expiresArg(extra: AppendExtra | undefined, now: number): string {
-  return String(extra?.expiresAt ?? now + LONGEST_CONTENT_MS);
-}
-
-function toAppendResult(reply: unknown): AppendResult {
-  if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'string') {
-    throw new PixiuError('INTERNAL', 'unexpected reply from the inbox append script');
-  }
-  return { seq: reply[0], epoch: reply[1], duplicate: reply[2] === 1, nodes: reply.slice(3) as string[] };
-}
-
-function checkSeq(name: string, seq: number): void {
-  if (!Number.isSafeInteger(seq) || seq < 0) throw invalid(`${name} must be a non-negative integer`);
-}
-
-/**
- * The acks hash as device → seq. Built with `Object.fromEntries` (which defines each
- * key as its own property): `__proto__` is a valid device name, and assigning it on a
- * plain object would set the prototype instead of adding the entry.
- */
-function parseCursors(raw: Record<string, string>): Record<string, number> {
-  return Object.fromEntries(Object.entries(raw).map(([device, seq]) => [device, Number(seq)]));
-}
-
-/** Seq of a stream entry id `<seq>-0`. */
-function seqOf(entryId: string): number {
-  return Number.parseInt(entryId, 10);
-}
-
-function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
-  let id = '';
-  let kind = 0;
-  let room: string | undefined;
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const value = fields[i + 1] ?? '';
-    switch (fields[i]) {
-      case 'id': id = value; break;
-      case 'kind': kind = Number(value); break;
-      case 'room': room = value; break;
-    }
-  }
-  const seq = seqOf(entryId);
-  if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only the append script (append-7.lua and the versions before it) writes entries;
-    // anything else is a fault of ours or of an operator.
-    throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
-  }
-  return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
 }
 
 /**
