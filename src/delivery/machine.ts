@@ -99,6 +99,10 @@ export class UserMachine {
 
   /** notify: an append happened; `seq` when known. */
   notify(seq?: number): Effect[] {
+    // The page of a fetch in flight may have been read before this append: once it
+    // ends, it must not set the latest seq back below `seq` (fetched), whether or not
+    // a connection wants a fetch now (one whose window is full wants one after its ack).
+    if (this.#fetchAfter !== undefined) this.#dirty = true;
     if (seq !== undefined && seq > this.#latest) this.#latest = seq;
     // No seq, or one at or below the latest known: pull anyway. A seq that is not new
     // is either a late notify (one cheap fetch) or an inbox restored with less or
@@ -277,8 +281,10 @@ export class UserMachine {
       this.#ahead?.clear();
     }
     const progressed = effects.length > 0;
-    // A fetch that moved nothing does not loop: the next event pulls again.
-    if (!progressed && !this.#dirty) return effects;
+    // A fetch that moved nothing does not loop: the next event pulls again. Unless a
+    // connection at another cursor wants one: the fetch was for a connection that has
+    // closed or paused since, and the one behind would otherwise wait for a heartbeat.
+    if (!progressed && !this.#dirty && !this.#anyWantsBeside(after)) return effects;
     this.#dirty = false;
     return effects.concat(this.#pump());
   }
@@ -317,6 +323,12 @@ export class UserMachine {
   /** True when a ready connection (paused or not) has not been sent `seq` yet. */
   #anyReadyBefore(seq: number): boolean {
     for (const c of this.#conns.values()) if (c.phase === 'ready' && c.sent < seq) return true;
+    return false;
+  }
+
+  /** True when a connection wants a fetch from a cursor other than `after`. */
+  #anyWantsBeside(after: number): boolean {
+    for (const c of this.#conns.values()) if (this.#wants(c) && (c.phase === 'joining' || c.sent !== after)) return true;
     return false;
   }
 
@@ -370,10 +382,10 @@ export class UserMachine {
         targetBehind = behind;
       }
     }
-    if (target === undefined) {
-      this.#force = false;
-      return effects;
-    }
+    // No connection wants a fetch now (every window full, or paused): a pull asked for
+    // (a heartbeat, a notify of a recreated inbox's seq) stays asked for, and is made
+    // when a connection wants one again (an ack frees its window).
+    if (target === undefined) return effects;
     if (this.#fetchAfter !== undefined || this.#guard.rotating) {
       this.#dirty = true;
       return effects;

@@ -861,3 +861,74 @@ test('offer: a connection that has not fetched yet (no epoch known) is fetched f
   d.offer();
   assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
 });
+
+// A notified message waits for a heartbeat (25 s) only when the notify itself was lost
+// (DESIGN.md §5). Three ways it waited with the notify received (a fresh review's
+// finding, each shown by a test of its own).
+
+for (const how of ['notify', 'offer'] as const) {
+  test(`a ${how} during a fetch while the only connection's window is full is kept: its ack pulls the message`, () => {
+    const d = new Driver({ ...CONFIG, window: 1 });
+    d.inbox.append(1);
+    d.login('a');
+    d.settle(); // a: welcome, msg 1 (window full)
+    d.login('b'); // another device: a fetch after 0 in flight
+    d.take(d.m.logout('b')); // it goes away again
+    if (how === 'notify') d.notify(d.inbox.append());
+    else d.offer(); // seq 2
+    d.answer(); // the page read before the append: latest 1
+    d.brief('a');
+    d.ack('a', 1); // window free again
+    d.settle();
+    assert.deepEqual(d.brief('a'), ['msg 2'], `a=${JSON.stringify(d.m.cursor('a'))}`);
+  });
+}
+
+test('a notify of a recreated inbox\'s seq while every window is full is kept: the next ack pulls', () => {
+  const d = new Driver({ ...CONFIG, window: 1 });
+  d.inbox.append(1);
+  d.login('a');
+  d.settle(); // welcome, msg 1 (window full, and nothing more known)
+  d.inbox.recreate('ep-new');
+  d.notify(d.inbox.append()); // seq 1 of the new inbox: at or below the latest known
+  d.brief('a');
+  d.ack('a', 1);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep-new 1', 'msg 1']);
+});
+
+test('a fetch for a connection that closed before its page came does not leave another one behind waiting for a heartbeat', () => {
+  const d = new Driver({ ...CONFIG, window: 10, pageMax: 2 });
+  d.inbox.append(3);
+  d.login('a', after(0));
+  d.settle();
+  d.ack('a', 3);
+  d.settle();
+  d.heartbeat(); // a pull in flight (after 3)
+  d.login('c'); // a new device from the first entry
+  d.notify(d.inbox.append()); // seq 4 notified during the fetch
+  d.answer(); // c joins at 0; the pump picks c: a fetch after 0, limit 2
+  assert.deepEqual(d.pending?.effect, { kind: 'fetch', afterSeq: 0, limit: 2 });
+  d.take(d.m.logout('c')); // c goes away before its page comes
+  d.answer(); // seqs 1..2: nothing for a (at 3)
+  d.settle();
+  assert.equal(d.m.cursor('a')?.sent, 4);
+});
+
+test('the same when the connection the fetch was for paused meanwhile and then closed (4009)', () => {
+  const d = new Driver({ ...CONFIG, window: 10, pageMax: 2 });
+  d.inbox.append(3);
+  d.login('a', after(0));
+  d.settle();
+  d.ack('a', 3);
+  d.settle();
+  d.heartbeat();
+  d.login('c');
+  d.notify(d.inbox.append());
+  d.answer();
+  d.take(d.m.pause('c'));
+  d.answer();
+  d.take(d.m.logout('c'));
+  d.settle();
+  assert.equal(d.m.cursor('a')?.sent, 4);
+});

@@ -203,10 +203,11 @@ export class Driver {
     }
     assert.ok(s.welcomed, `${conn}: ${frame.t} before welcome`);
     if (frame.t === 'reset') {
-      // Right after `welcome` it is the resume notice: `resume_from` already says where
-      // the cursor restarts. Later, the restart point is not in the frame.
+      // Right after `welcome`, under its epoch, it is the resume notice: `resume_from`
+      // already says where the cursor restarts. Later, or under another epoch (the inbox
+      // was recreated while the first page was read), the restart point is not in the frame.
       const previous = s.frames[s.frames.length - 2];
-      if (previous?.t !== 'welcome') s.high = null;
+      if (previous?.t !== 'welcome' || previous.epoch !== frame.epoch) s.high = null;
     } else if (frame.t === 'gap') {
       assert.ok(frame.from <= frame.to, `${conn}: gap ${frame.from}..${frame.to}`);
       if (s.high !== null) assert.ok(frame.from <= s.high + 1, `${conn}: gap from ${frame.from} skips after ${s.high}`);
