@@ -897,7 +897,11 @@ test('a notify of a recreated inbox\'s seq while every window is full is kept: t
   assert.deepEqual(d.brief('a'), ['reset ep-new 1', 'msg 1']);
 });
 
-test('a fetch for a connection that closed before its page came does not leave another one behind waiting for a heartbeat', () => {
+/**
+ * `a` has acked seqs 1..3; a new device `c` logs in during a pull, seq 4 is notified
+ * during it too, and the fetch that follows is `c`'s (from the first entry, 2 at a time).
+ */
+function newDeviceFetching(): Driver {
   const d = new Driver({ ...CONFIG, window: 10, pageMax: 2 });
   d.inbox.append(3);
   d.login('a', after(0));
@@ -905,10 +909,15 @@ test('a fetch for a connection that closed before its page came does not leave a
   d.ack('a', 3);
   d.settle();
   d.heartbeat(); // a pull in flight (after 3)
-  d.login('c'); // a new device from the first entry
-  d.notify(d.inbox.append()); // seq 4 notified during the fetch
-  d.answer(); // c joins at 0; the pump picks c: a fetch after 0, limit 2
+  d.login('c');
+  d.notify(d.inbox.append()); // seq 4
+  d.answer(); // c joins at 0; the pump picks c
   assert.deepEqual(d.pending?.effect, { kind: 'fetch', afterSeq: 0, limit: 2 });
+  return d;
+}
+
+test('a fetch for a connection that closed before its page came does not leave another one behind waiting for a heartbeat', () => {
+  const d = newDeviceFetching();
   d.take(d.m.logout('c')); // c goes away before its page comes
   d.answer(); // seqs 1..2: nothing for a (at 3)
   d.settle();
@@ -916,16 +925,7 @@ test('a fetch for a connection that closed before its page came does not leave a
 });
 
 test('the same when the connection the fetch was for paused meanwhile and then closed (4009)', () => {
-  const d = new Driver({ ...CONFIG, window: 10, pageMax: 2 });
-  d.inbox.append(3);
-  d.login('a', after(0));
-  d.settle();
-  d.ack('a', 3);
-  d.settle();
-  d.heartbeat();
-  d.login('c');
-  d.notify(d.inbox.append());
-  d.answer();
+  const d = newDeviceFetching();
   d.take(d.m.pause('c'));
   d.answer();
   d.take(d.m.logout('c'));
