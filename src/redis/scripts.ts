@@ -7,6 +7,16 @@
  * Command names carry a version (`pxAppendV2`): bump it whenever a script's KEYS, ARGV
  * or reply changes, so two releases sharing one Redis never call each other's script
  * with the wrong contract.
+ *
+ * Each script is also loaded (SCRIPT LOAD) when it is registered on a connected client
+ * and again whenever the client reconnects, before any command of ours goes out on the
+ * new connection (SCRIPT is never auto-pipelined; the `ready` listener runs ahead of
+ * the commands queued as the client becomes ready). Without it, the first calls after a
+ * Redis restart got NOSCRIPT and were sent again as EVAL — and two appends to one user
+ * sent in one go could swap: the first failed NOSCRIPT, another node's EVAL loaded the
+ * script, the second went through, then the first's EVAL took the next seq (a fresh
+ * review's finding). Only a `SCRIPT FLUSH` on a live connection still takes the EVAL
+ * fallback now.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -41,23 +51,36 @@ export function scriptSha(spec: ScriptSpec): string {
   return createHash('sha1').update(scriptSource(spec)).digest('hex');
 }
 
-const defined = new WeakMap<Redis, Set<string>>();
+/** The scripts registered per client, by command name. */
+const defined = new WeakMap<Redis, Map<string, ScriptSpec>>();
 
 /**
- * Registers scripts on `redis` (each once per client; later calls do nothing).
- * Nothing is sent to Redis until first use.
+ * Registers scripts on `redis` (each once per client; later calls do nothing) and
+ * loads them: now when the client is connected, and again on every reconnect (see the
+ * module comment). A failed load is ignored: a call then falls back to EVAL.
  */
 export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
   let done = defined.get(redis);
   if (done === undefined) {
-    done = new Set();
-    defined.set(redis, done);
+    const mine = new Map<string, ScriptSpec>();
+    done = mine;
+    defined.set(redis, mine);
+    // Run as ioredis emits `ready`, before any command issued after it is written.
+    redis.on('ready', () => {
+      for (const spec of mine.values()) loadScript(redis, spec);
+    });
   }
   for (const spec of specs) {
     if (done.has(spec.command)) continue;
     redis.defineCommand(spec.command, { lua: scriptSource(spec), numberOfKeys: spec.numberOfKeys, readOnly: spec.readOnly });
-    done.add(spec.command);
+    done.set(spec.command, spec);
+    if (redis.status === 'ready') loadScript(redis, spec);
   }
+}
+
+/** Sends SCRIPT LOAD for `spec` (written at once: SCRIPT is not auto-pipelined); never rejects. */
+function loadScript(redis: Redis, spec: ScriptSpec): void {
+  redis.script('LOAD', scriptSource(spec)).catch(() => undefined);
 }
 
 /** Command options of {@link sendEvalsha}: replies decoded as UTF-8 strings. */

@@ -110,3 +110,19 @@ test('a Redis that stops answering makes a call fail as UNAVAILABLE within the c
   const retried = await inbox.append(uid, msgId(2), MsgKind.user);
   assert.equal(retried.seq <= 3, true, 'retrying the timed-out append is harmless');
 });
+
+test('the scripts are loaded again as the client reconnects, ahead of its first call: no NOSCRIPT, no EVAL fallback', async () => {
+  await whenWorking(() => inbox.append('reload', msgId(500), MsgKind.user));
+  await server.kill();
+  // Listening after the inbox registered its scripts: its own `ready` listener runs first.
+  const ready = once(redis, 'ready', { signal: AbortSignal.timeout(RECOVERY_BOUND_MS) });
+  await server.restart();
+  await ready;
+  const appended = await inbox.append('reload', msgId(501), MsgKind.user);
+  assert.equal(appended.seq, 1, 'the restarted server came back empty');
+  // A fresh server: these count only what this client sent since the restart.
+  const stats = await redis.info('commandstats');
+  assert.match(stats, /cmdstat_script\|load:calls=\d+/);
+  assert.doesNotMatch(stats, /cmdstat_eval:/, 'no call fell back to EVAL');
+  assert.doesNotMatch(await redis.info('errorstats'), /NOSCRIPT/);
+});
