@@ -139,6 +139,18 @@ export class Metrics {
     this.#pendingRemovals = count;
   }
 
+  /**
+   * Times this node's broadcast reader found broadcasts trimmed from the stream before
+   * it read them (src/broadcast/reader.ts): its connections were sent a `gap`. Non-zero
+   * means the fan-out's rate (`PIXIU_BROADCAST_RATE`) cannot keep up with bursts of
+   * broadcasts past the stream's cap (`PIXIU_BROADCAST_STREAM_CAP`).
+   */
+  readonly broadcastLosses = new Counter({
+    name: 'pixiu_broadcast_reader_losses_total',
+    help: 'Times the broadcast reader found broadcasts trimmed before it read them (connections were sent a gap)',
+    registers: [this.registry],
+  });
+
   /** WebSocket connections closed, by close code. */
   readonly wsCloses = new Counter({
     name: 'pixiu_ws_closes_total',

@@ -89,6 +89,17 @@ export function isExpired(entry: BroadcastEntry, now: number): boolean {
   return entry.expiresAt !== undefined && entry.expiresAt <= now;
 }
 
+/** One page of the stream and its bounds, read as one snapshot ({@link BroadcastStream.rangeWithBounds}). */
+export interface BroadcastPage {
+  /** The entries read, oldest first, malformed ones left out. */
+  readonly entries: BroadcastEntry[];
+  /** IDs of the entries read that could not be parsed (left out of `entries`). */
+  readonly malformed: string[];
+  /** ID of the last entry read, malformed or not; undefined when none was. */
+  readonly readUpTo: string | undefined;
+  readonly bounds: BroadcastBounds;
+}
+
 /** The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
 export class BroadcastStream {
   readonly #redis: Redis;
@@ -136,7 +147,7 @@ export class BroadcastStream {
    * be skipped without a `gap` (subscription.ts).
    * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID; UNAVAILABLE when Redis fails
    */
-  async rangeWithBounds(afterId: string, count: number): Promise<{ entries: BroadcastEntry[]; bounds: BroadcastBounds }> {
+  async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
     const replies = await redisCall(() => this.#redis.multi()
       .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
@@ -146,10 +157,14 @@ export class BroadcastStream {
     const failed = range?.[0] ?? bounds?.[0] ?? (replies === null ? new Error('the transaction was aborted') : undefined);
     if (failed) throw toRedisError(failed);
     const raw = (range?.[1] ?? []) as RawEntry[];
-    return {
-      entries: raw.map(parseBroadcastEntry).filter((e): e is BroadcastEntry => e !== undefined),
-      bounds: boundsOf(bounds?.[1] as [string, string, string]),
-    };
+    const entries: BroadcastEntry[] = [];
+    const malformed: string[] = [];
+    for (const r of raw) {
+      const e = parseBroadcastEntry(r);
+      if (e) entries.push(e);
+      else malformed.push(r[0]);
+    }
+    return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds: boundsOf(bounds?.[1] as [string, string, string]) };
   }
 }
 

@@ -14,7 +14,8 @@
  */
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { RateLimiter } from 'limiter';
-import type { BroadcastEntry } from './broadcast-stream.js';
+import type { LostRange } from '../streams/follower.js';
+import { isExpired, type BroadcastEntry } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
 import type { BroadcastTarget } from './subscription.js';
 
@@ -81,8 +82,26 @@ export class BroadcastFanout {
   }
 
   /**
+   * Tells every receiver that the node's reader lost broadcasts (trimmed before it read
+   * them), in their place: after the batches before and ahead of those after. One
+   * frame each, under the rate limit like any other.
+   */
+  async deliverLost(range: LostRange): Promise<void> {
+    const targets = [...this.#targets];
+    for (let i = 0; i < targets.length; i += this.#chunk) {
+      const chunk = targets.slice(i, i + this.#chunk);
+      if (i > 0) await yieldToLoop();
+      await this.#limiter.removeTokens(chunk.length);
+      for (const target of chunk) target.offerLost(range);
+      this.#onSent?.(chunk.length);
+    }
+  }
+
+  /**
    * Sends a batch of entries (in stream order) to every receiver whose tags match
    * each. Each receiver gets its matching entries in order; resolves once all went out.
+   * An entry whose `ttl` ends before its turn comes (the rate limit held it) is sent to
+   * no one from then on.
    */
   async deliver(entries: readonly BroadcastEntry[]): Promise<void> {
     // Groups of at most maxBatchBytes (at least one entry each), one after the other:
@@ -132,12 +151,20 @@ export class BroadcastFanout {
     if (frames > 0) await this.#send(chunk, frames);
   }
 
-  /** Takes the chunk's tokens, then writes it, yielding whenever a slice of it ran {@link SLICE_MS}. */
+  /**
+   * Takes the chunk's tokens, then writes it, yielding whenever a slice of it ran
+   * {@link SLICE_MS}; entries whose `ttl` has ended by then are left out.
+   */
   async #send(chunk: ReadonlyArray<[BroadcastTarget, readonly BroadcastEntry[]]>, frames: number): Promise<void> {
     await this.#limiter.removeTokens(frames);
     let sliceStart = performance.now();
-    for (const [target, mine] of chunk) {
-      target.offerBroadcasts(mine);
+    /** When the first of the chunk's entries lapses: until then none is checked on its own. */
+    let lapses = Number.POSITIVE_INFINITY;
+    for (const [, mine] of chunk) for (const e of mine) if (e.expiresAt !== undefined && e.expiresAt < lapses) lapses = e.expiresAt;
+    for (const [target, all] of chunk) {
+      const now = lapses === Number.POSITIVE_INFINITY ? 0 : Date.now();
+      const mine = now < lapses ? all : all.filter((e) => !isExpired(e, now));
+      if (mine.length > 0) target.offerBroadcasts(mine);
       if (performance.now() - sliceStart >= SLICE_MS) {
         await yieldToLoop();
         sliceStart = performance.now();

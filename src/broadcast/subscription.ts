@@ -16,9 +16,13 @@
  *   Redis restarted without persistence or was flushed, and has new entries since):
  *   `{"t":"reset","stream":"broadcast","bseq":"<last bseq or 0-0>"}`, then every
  *   retained broadcast.
+ * - Live, when the node's reader fell so far behind that broadcasts were trimmed
+ *   before it read them (a burst past the stream's cap while the fan-out waited on its
+ *   rate limit): the same `gap`, from the last broadcast the reader handed out to the
+ *   first it read after the loss, in their place among the live broadcasts.
  */
 import { compareStreamIds, normalizeStreamId } from '../streams/stream-id.js';
-import { StreamFollower } from '../streams/follower.js';
+import { StreamFollower, type LostRange } from '../streams/follower.js';
 import { isExpired, type BroadcastBounds, type BroadcastEntry, type BroadcastStream } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
 import type { FrameType } from '../delivery/frames.js';
@@ -43,6 +47,8 @@ export interface BroadcastTarget {
   readonly tags: ReadonlySet<string>;
   /** Live broadcasts, in stream order, whose filters the fan-out matched against {@link tags}. */
   offerBroadcasts(entries: readonly BroadcastEntry[]): void;
+  /** Broadcasts the node's reader lost (trimmed before it read them), in their place among the live ones. */
+  offerLost(range: LostRange): void;
 }
 
 /** Where a feed writes its frames: the connection. */
@@ -76,7 +82,7 @@ export class BroadcastSubscription implements BroadcastTarget {
     this.#follower = new StreamFollower((e) => {
       // A broadcast whose `ttl` ended while the client was away is not sent late.
       if (matchesFilter(e.filter, this.tags) && !isExpired(e, Date.now())) sink.send(e.frame, 'bcast');
-    });
+    }, (from, to) => sink.send(gapFrame(from, to), 'gap'));
     this.#follower.hold();
   }
 
@@ -88,6 +94,12 @@ export class BroadcastSubscription implements BroadcastTarget {
     }
     for (const e of entries) this.#follower.offer(e);
     this.#live = this.#follower.settled;
+  }
+
+  offerLost(range: LostRange): void {
+    // Live: it was handed every broadcast up to `range.after`.
+    if (this.#live) this.#sink.send(gapFrame(range.after, range.before), 'gap');
+    else this.#follower.offerLost(range);
   }
 
   /**
@@ -126,7 +138,7 @@ export class BroadcastSubscription implements BroadcastTarget {
     await this.#follower.catchUp(after, async (cursor) => {
       const { entries, bounds } = await stream.rangeWithBounds(cursor, CATCH_UP_PAGE);
       if (!(reset && cursor === '0-0') && compareStreamIds(cursor, bounds.maxDeleted) < 0) {
-        this.#sink.send(JSON.stringify({ t: 'gap', stream: 'broadcast', from: cursor, to: bounds.first ?? bounds.last }), 'gap');
+        this.#sink.send(gapFrame(cursor, bounds.first ?? bounds.last ?? cursor), 'gap');
       }
       return entries;
     }, () => this.#sink.whenWritable());
@@ -141,4 +153,9 @@ export class BroadcastSubscription implements BroadcastTarget {
  */
 function lostBefore(lastBseq: string, bounds: BroadcastBounds): boolean {
   return bounds.first !== undefined && compareStreamIds(lastBseq, bounds.maxDeleted) > 0 && compareStreamIds(lastBseq, bounds.first) < 0;
+}
+
+/** The `gap` frame of broadcasts after `from` and before `to` (both exclusive). */
+function gapFrame(from: string, to: string): string {
+  return JSON.stringify({ t: 'gap', stream: 'broadcast', from, to });
 }

@@ -151,9 +151,13 @@ export class Gateway implements GatewayDeps {
     });
     this.#reader = new BroadcastReader({
       redis: readerRedis,
-      key: this.broadcastStream.key,
+      stream: this.broadcastStream,
       logger,
       onEntries: (entries) => this.#fanout.deliver(entries),
+      onLost: (range) => {
+        metrics.broadcastLosses.inc();
+        return this.#fanout.deliverLost(range);
+      },
     });
     this.#channelHub = new ChannelHub(subscriber, keys, logger);
     // Redis is back after an outage: presence may be lost, inboxes may have changed.

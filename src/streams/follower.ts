@@ -14,6 +14,11 @@
  * after it are newer still (the node's reader hands entries out in ID order), so live
  * entries are no longer compared: a broadcast runs `offer` once per connection, and
  * the comparison was a measurable part of the fan-out's cost per frame.
+ *
+ * Entries the node's reader lost (trimmed from the stream before it read them) come as
+ * a {@link LostRange}, in their place among the live entries: a connection that had
+ * not been sent everything up to the last one lost is told with a gap, never skipped
+ * silently.
  */
 import { compareStreamIds } from './stream-id.js';
 
@@ -32,22 +37,42 @@ export type PageReader<E extends StreamEntry> = (afterId: string) => Promise<rea
  */
 export type WhenWritable = () => Promise<void> | undefined;
 
+/**
+ * Entries of the stream the node's reader lost: trimmed before it read them. Every
+ * entry after `after` and before `before` (both exclusive) it never handed out; the
+ * newest of them is at most `lastLost`.
+ */
+export interface LostRange {
+  /** The last entry the reader handed out before the loss. */
+  readonly after: string;
+  /** The first entry the reader read after it (the first retained then). */
+  readonly before: string;
+  /** The highest ID trimmed when the loss was seen (the stream's max deleted ID). */
+  readonly lastLost: string;
+}
+
 /** Most live entries queued during one catch-up; past it the oldest are dropped. */
 export const MAX_CATCH_UP_QUEUE = 10_000;
 
 /** One connection's position in one stream. */
 export class StreamFollower<E extends StreamEntry> {
   readonly #send: (entry: E) => void;
+  readonly #sendGap: (from: string, to: string) => void;
   /** ID of the last entry sent; undefined: nothing yet (live from now). */
   #last: string | undefined;
   #catchingUp = false;
   /** Live entries must be compared with {@link #last}: a catch-up may have sent them already. */
   #checkOrder = false;
-  #queue: E[] = [];
+  #queue: (E | LostMark)[] = [];
 
-  /** @param send writes one entry to the connection */
-  constructor(send: (entry: E) => void) {
+  /**
+   * @param send writes one entry to the connection
+   * @param sendGap tells the connection that entries after `from` and before `to` (both
+   *   exclusive) are gone (a {@link LostRange} it had not been sent all of)
+   */
+  constructor(send: (entry: E) => void, sendGap: (from: string, to: string) => void = () => undefined) {
     this.#send = send;
+    this.#sendGap = sendGap;
   }
 
   /**
@@ -74,6 +99,20 @@ export class StreamFollower<E extends StreamEntry> {
     }
     this.#last = entry.id;
     this.#send(entry);
+  }
+
+  /**
+   * Entries the node's reader lost, in their place among the live entries: a gap
+   * goes out unless everything up to the last one lost was sent already (a catch-up
+   * read them from the stream).
+   */
+  offerLost(range: LostRange): void {
+    if (this.#catchingUp) {
+      if (this.#queue.length >= MAX_CATCH_UP_QUEUE) this.#queue.shift();
+      this.#queue.push(new LostMark(range));
+      return;
+    }
+    this.#forwardLost(range);
   }
 
   /** Queues live entries until {@link catchUp} or {@link release} (before the connection's first frame). */
@@ -119,7 +158,18 @@ export class StreamFollower<E extends StreamEntry> {
   #flush(): void {
     const queued = this.#queue;
     this.#queue = [];
-    for (const entry of queued) this.#forward(entry);
+    for (const item of queued) {
+      if (item instanceof LostMark) this.#forwardLost(item.range);
+      else this.#forward(item);
+    }
+  }
+
+  #forwardLost(range: LostRange): void {
+    const last = this.#last;
+    if (last !== undefined && compareStreamIds(last, range.lastLost) >= 0) return;
+    this.#sendGap(last === undefined || compareStreamIds(last, range.after) < 0 ? range.after : last, range.before);
+    // Nothing lost is sent later; entries after the range are newer than its last.
+    if (last !== undefined) this.#last = range.lastLost;
   }
 
   /** Sends `entry` unless it is not newer than the last one sent. */
@@ -128,4 +178,9 @@ export class StreamFollower<E extends StreamEntry> {
     this.#last = entry.id;
     this.#send(entry);
   }
+}
+
+/** A {@link LostRange} in a follower's queue, told apart from the entries there. */
+class LostMark {
+  constructor(readonly range: LostRange) {}
 }

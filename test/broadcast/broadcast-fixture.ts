@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { PixiuClient, spawnServe, tempDataDir, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
 import type { Frame, TestClient } from '../harness/ws-client.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 
@@ -25,6 +26,13 @@ export async function serveBroadcasts(
     PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed', ...env,
   }, t);
   return { serve, api: new PixiuClient(serve.url, API_TOKEN) };
+}
+
+/** {@link serveBroadcasts} on a private redis-server of its own; `t` cleans up both. */
+export async function serveBroadcastsAlone(t: CleanupContext, env: Record<string, string> = {}): Promise<{ serve: ServeProcess; api: PixiuClient }> {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  return serveBroadcasts(t, redis.url, env);
 }
 
 /** A broadcast as `POST /v1/broadcast` answered it. */

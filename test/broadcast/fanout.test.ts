@@ -10,13 +10,17 @@ import type { BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
 import { BroadcastFanout } from '../../src/broadcast/fanout.js';
 import type { TagFilter } from '../../src/broadcast/filter.js';
 import type { BroadcastTarget } from '../../src/broadcast/subscription.js';
+import type { LostRange } from '../../src/streams/follower.js';
 
-/** A receiver that records each call's bseqs. */
+/** A receiver that records each call's bseqs (a loss as `lost <after>..<before>`). */
 class Recorder implements BroadcastTarget {
   readonly calls: string[][] = [];
   constructor(readonly tags: ReadonlySet<string>) {}
   offerBroadcasts(entries: readonly BroadcastEntry[]): void {
     this.calls.push(entries.map((e) => e.id));
+  }
+  offerLost(range: LostRange): void {
+    this.calls.push([`lost ${range.after}..${range.before}`]);
   }
   get got(): string[] {
     return this.calls.flat();
@@ -87,4 +91,27 @@ test('a burst of large broadcasts reaches a socket in groups of at most maxBatch
   fanout.add(huge);
   await fanout.deliver([{ ...entry('6-0'), frame: Buffer.alloc(500) }, entry('7-0')]);
   assert.deepEqual(huge.calls, [['6-0'], ['7-0']]);
+});
+
+test('a broadcast whose ttl ends while the rate limit holds it back is sent to no one after that', async () => {
+  // 100 frames/s: chunks of 5 frames (2 receivers of 2 entries each), the later ones
+  // each waiting ~40 ms for their tokens.
+  const fanout = new BroadcastFanout({ framesPerSecond: 100, chunkFrames: 500, maxBatchBytes: 1 << 20 });
+  const rs = Array.from({ length: 10 }, () => new Recorder(new Set()));
+  for (const r of rs) fanout.add(r);
+  const lapses = Date.now() + 60;
+  await fanout.deliver([{ ...entry('1-0'), expiresAt: lapses }, entry('2-0')]);
+  assert.deepEqual(rs[0]?.got, ['1-0', '2-0'], 'the first chunk goes out at once, before the ttl ends');
+  assert.deepEqual(rs[9]?.got, ['2-0'], 'the last one, ~150 ms later, without the lapsed broadcast');
+  for (const r of rs) assert.ok(r.got.includes('2-0'));
+});
+
+test('a loss goes to every receiver, in its place between batches', async () => {
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 2, maxBatchBytes: 1 << 20 });
+  const rs = Array.from({ length: 5 }, () => new Recorder(new Set(['x'])));
+  for (const r of rs) fanout.add(r);
+  await fanout.deliver([entry('1-0')]);
+  await fanout.deliverLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
+  await fanout.deliver([entry('9-0', { all: ['x'] })]);
+  for (const r of rs) assert.deepEqual(r.calls, [['1-0'], ['lost 1-0..9-0'], ['9-0']]);
 });

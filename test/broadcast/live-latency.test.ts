@@ -31,11 +31,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import { cleanupList, type PixiuClient, type ServeProcess } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 import { WsSwarm } from '../harness/ws-swarm.js';
 import { JWT_KEY, JWT_SECRET } from '../gateway/gateway-fixture.js';
-import { API_TOKEN, expectFrame, serveBroadcasts } from './broadcast-fixture.js';
+import { API_TOKEN, expectFrame, serveBroadcastsAlone } from './broadcast-fixture.js';
 
 const CONNECTIONS = 5000;
 /** Broadcasts per round, one after another (each to all, then the next)… */
@@ -54,9 +53,7 @@ let api: PixiuClient;
 let swarm: WsSwarm;
 
 before(async () => {
-  const redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  ({ serve, api } = await serveBroadcasts(cleanup, redis.url));
+  ({ serve, api } = await serveBroadcastsAlone(cleanup));
   swarm = WsSwarm.start(cleanup, 19);
   await swarm.connect(serve.url, Array.from({ length: CONNECTIONS }, (_, i) => ({ user: `crowd-${i}` })), { jwtSecret: JWT_SECRET, concurrency: 100, timeoutMs: 120_000 });
 });

@@ -14,10 +14,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cleanupList, type PixiuClient, type ServeProcess } from '../harness/pixiu-server.js';
 import { compareStreamIds } from '../../src/streams/stream-id.js';
-import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 import { JWT_KEY } from '../gateway/gateway-fixture.js';
-import { bcastsUntil, expectFrame, inBatches, postBroadcast, serveBroadcasts, type Posted } from './broadcast-fixture.js';
+import { bcastsUntil, expectFrame, inBatches, postBroadcast, serveBroadcastsAlone, type Posted } from './broadcast-fixture.js';
 
 const RATE = 1000;
 const BUCKET = RATE / 20;
@@ -29,9 +28,7 @@ let serve: ServeProcess;
 let api: PixiuClient;
 
 before(async () => {
-  const redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  ({ serve, api } = await serveBroadcasts(cleanup, redis.url, { PIXIU_BROADCAST_RATE: String(RATE) }));
+  ({ serve, api } = await serveBroadcastsAlone(cleanup, { PIXIU_BROADCAST_RATE: String(RATE) }));
 });
 
 after(() => cleanup.run());

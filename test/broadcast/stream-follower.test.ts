@@ -30,7 +30,7 @@ test('stream IDs order as pairs of integers of any length, leading zeros ignored
 /** A follower that records what it sends. */
 function recording(): { follower: StreamFollower<{ id: string }>; sent: string[] } {
   const sent: string[] = [];
-  return { follower: new StreamFollower((e) => sent.push(e.id)), sent };
+  return { follower: new StreamFollower((e) => sent.push(e.id), (from, to) => sent.push(`gap ${from}..${to}`)), sent };
 }
 
 const ids = (...xs: string[]): Array<{ id: string }> => xs.map((id) => ({ id }));
@@ -104,6 +104,43 @@ test('a catch-up read that fails switches to live and rethrows', async () => {
   assert.deepEqual(sent, ['9-0']);
   follower.offer({ id: '10-0' });
   assert.deepEqual(sent, ['9-0', '10-0']);
+});
+
+test('entries the node\'s reader lost: a gap in their place, from what the connection was sent last, unless a catch-up sent past them', async () => {
+  // Live: the gap goes out between the entries, from the reader's last entry.
+  const live = recording();
+  live.follower.release();
+  live.follower.offer({ id: '1-0' });
+  live.follower.offerLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
+  live.follower.offer({ id: '9-0' });
+  assert.deepEqual(live.sent, ['1-0', 'gap 1-0..9-0', '9-0']);
+
+  // Queued during a catch-up that read past the last one lost (from the stream, while
+  // they were still there): no gap.
+  const past = recording();
+  past.follower.hold();
+  await past.follower.catchUp('0-0', async (after) => {
+    if (after === '0-0') {
+      past.follower.offerLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
+      return ids('2-0', '8-0', '9-0');
+    }
+    return [];
+  });
+  past.follower.offer({ id: '10-0' });
+  assert.deepEqual(past.sent, ['2-0', '8-0', '9-0', '10-0']);
+
+  // A catch-up that stopped short of them: a gap from its last entry.
+  const short = recording();
+  short.follower.hold();
+  await short.follower.catchUp('0-0', async (after) => {
+    if (after === '0-0') {
+      short.follower.offerLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
+      return ids('2-0', '3-0');
+    }
+    return [];
+  });
+  short.follower.offer({ id: '9-0' });
+  assert.deepEqual(short.sent, ['2-0', '3-0', 'gap 3-0..9-0', '9-0']);
 });
 
 test('tag filters: all, any, both, none', () => {

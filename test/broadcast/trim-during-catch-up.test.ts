@@ -9,7 +9,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { BroadcastStream, type BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
+import { BroadcastStream, type BroadcastPage } from '../../src/broadcast/broadcast-stream.js';
 import { BroadcastSubscription } from '../../src/broadcast/subscription.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { createRedis } from '../../src/redis/client.js';
@@ -48,7 +48,7 @@ class StreamTrimmedAfterFirstPage extends BroadcastStream {
     super(redisClient, keys, CAP);
   }
 
-  override async rangeWithBounds(afterId: string, count: number): Promise<{ entries: BroadcastEntry[]; bounds: Awaited<ReturnType<BroadcastStream['bounds']>> }> {
+  override async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     this.#reads += 1;
     if (this.#reads === 2) await this.before();
     return super.rangeWithBounds(afterId, count);
