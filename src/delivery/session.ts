@@ -328,8 +328,11 @@ export class UserSession {
       else logger.debug(context, 'delivery fetch failed, will retry');
       effects = this.#machine.fetchFailed();
       clearTimeout(this.#retryTimer);
-      const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
-      this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
+      // A session whose last connection closed while the fetch ran has nobody to retry for.
+      if (this.#conns.size > 0) {
+        const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
+        this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
+      }
     }
     this.#run(effects);
   }
