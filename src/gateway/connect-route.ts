@@ -227,10 +227,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         // its last ack, not after the last one written (cursors are written every
         // PIXIU_ACK_FLUSH_INTERVAL). flushAcks never rejects.
         await deps.hub.flushAcks(claims.user);
-        const cursors = await deps.inbox.cursors(claims.user);
-        // Own keys only: a device named `constructor` or `toString` has no cursor yet.
-        const cursor = Object.hasOwn(cursors, q.device) ? cursors[q.device] : undefined;
-        resume = cursor === undefined ? { kind: 'first' } : { kind: 'after', seq: cursor };
+        // With the epoch it counts in: an inbox recreated before the first read resets it.
+        const cursor = await deps.inbox.deviceCursor(claims.user, q.device);
+        if (cursor === undefined) resume = { kind: 'first' };
+        else resume = cursor.epoch === undefined ? { kind: 'after', seq: cursor.seq } : { kind: 'after', seq: cursor.seq, epoch: cursor.epoch };
       }
       // Shutdown may have begun while the token or the cursors were read: it closed the
       // connections there were, so this one is refused (and once past here, closed

@@ -304,6 +304,29 @@ export class Inbox {
   }
 
   /**
+   * A device's ack cursor with the inbox epoch it counts in, read as one snapshot
+   * (MULTI): a device connecting without `last_seq` resumes after it, and with the
+   * epoch named, an inbox recreated before its first read resets it (DESIGN.md §5
+   * "Resume rules") instead of taking the old cursor for a seq of the new inbox.
+   *
+   * @returns undefined when the device has no cursor; `epoch` undefined when the inbox
+   *   has none (its meta hash is gone)
+   * @throws PixiuError INVALID_REQUEST for a bad uid or device; UNAVAILABLE when Redis fails
+   */
+  async deviceCursor(uid: string, device: string): Promise<{ seq: number; epoch: string | undefined } | undefined> {
+    const keys = this.#keys.user(uid);
+    if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
+    const replies = await redisCall(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec());
+    const [cursor, epoch] = replies ?? [];
+    const failed = cursor?.[0] ?? epoch?.[0] ?? (replies === null ? new Error('the transaction was aborted') : undefined);
+    if (failed) throw toRedisError(failed);
+    const seq = cursor?.[1];
+    if (typeof seq !== 'string') return undefined;
+    const e = epoch?.[1];
+    return { seq: Number(seq), epoch: typeof e === 'string' && e !== '' ? e : undefined };
+  }
+
+  /**
    * Where a MsgID sits in a user's inbox, and the user's ack cursors (for
    * `GET /v1/messages/{id}`: which devices acked it). Two reads of one user's keys in
    * one round trip; not a snapshot, which is fine for a report.

@@ -139,6 +139,20 @@ test('an ack cursor never decreases, per device, devices independent', async () 
   assert.deepEqual(await inbox.cursors(uid), { phone: 7, laptop: 2 });
 });
 
+test('a device\'s cursor is read with the epoch it counts in; none for a device that never acked', async () => {
+  const uid = 'device-cursor';
+  const first = await inbox.append(uid, msgId(1), MsgKind.user);
+  await appendMany(inbox, uid, 3);
+  assert.equal(await inbox.deviceCursor(uid, 'phone'), undefined);
+  await inbox.ack(uid, 'phone', 3);
+  assert.deepEqual(await inbox.deviceCursor(uid, 'phone'), { seq: 3, epoch: first.epoch });
+  assert.equal(await inbox.deviceCursor(uid, 'constructor'), undefined, 'only its own entry');
+  // The inbox's meta hash lost (the cursors kept): a cursor of no known epoch.
+  await redis.del(keys.meta(uid));
+  assert.deepEqual(await inbox.deviceCursor(uid, 'phone'), { seq: 3, epoch: undefined });
+  await assert.rejects(inbox.deviceCursor(uid, 'no spaces'), (err) => isPixiuError(err, 'INVALID_REQUEST'));
+});
+
 test('range pages through 250 entries 100 at a time, in order, continuing after the last seq', async () => {
   const uid = 'pages';
   const appended = await Promise.all(Array.from({ length: 250 }, (_, i) => inbox.append(uid, msgId(i + 1), MsgKind.user)));
