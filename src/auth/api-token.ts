@@ -6,6 +6,25 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PixiuError } from '../errors.js';
 
+/**
+ * The characters an API token may hold: visible ASCII (`!` to `~`). What a client can
+ * send after `Bearer ` in an Authorization header ({@link bearerToken} ends the token
+ * at whitespace, and a header holds no other characters safely: RFC 9110 §5.5).
+ */
+const SENDABLE_TOKEN = /^[\x21-\x7e]*$/;
+
+/**
+ * The settings-table check of `PIXIU_API_TOKEN` and of a kept `api-token` file: a
+ * token that no client could send is refused at start rather than at every request.
+ *
+ * @returns what is wrong with the token, never quoting it; undefined when good
+ */
+export function apiTokenProblem(token: string): string | undefined {
+  if (SENDABLE_TOKEN.test(token)) return undefined;
+  const where = /^\s|\s$/.test(token) ? 'leading or trailing whitespace' : /\s/.test(token) ? 'whitespace' : 'a character that is not visible ASCII';
+  return `it holds ${where}; an API token is visible ASCII (! to ~) only, so that a client can send it in an Authorization header`;
+}
+
 /** The token of a `Bearer` Authorization header, or undefined. RFC 6750 §2.1. */
 export function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
 import path from 'node:path';
-import type { Config } from '../config/config.js';
+import { secretFileProblem, type Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
 
 /** How client JWTs are verified; exactly one source. */
@@ -36,12 +36,35 @@ export interface Secrets {
   readonly dir: string;
 }
 
-/** Reads `<dir>/<name>`, or creates it (mode 0600, never overwriting) with a new random value. */
-async function readOrCreate(dir: string, name: string): Promise<{ value: string; created: boolean }> {
+/** The kept secrets and the setting each stands in for (its rules apply to the file). */
+type SecretName = 'api-token' | 'jwt-secret';
+const SETTING_OF = { 'api-token': 'apiToken', 'jwt-secret': 'jwtSecret' } as const;
+const VARIABLE_OF = { 'api-token': 'PIXIU_API_TOKEN', 'jwt-secret': 'PIXIU_JWT_SECRET' } as const;
+
+/**
+ * Reads a kept secret, trimmed, and checks it by its setting's rules.
+ * @throws StartupError naming the file and what is wrong (never the value), or
+ *   ErrnoException when it cannot be read
+ */
+async function readKept(file: string, name: SecretName): Promise<string> {
+  const value = (await readFile(file, 'utf8')).trim();
+  const problem = secretFileProblem(SETTING_OF[name], file, value);
+  if (problem !== undefined) {
+    throw new StartupError(`${problem}; fix or delete the file (pixiu serve generates a new one where none is), or set ${VARIABLE_OF[name]}`);
+  }
+  return value;
+}
+
+/**
+ * Reads `<dir>/<name>`, or creates it (mode 0600, never overwriting) with a new random value.
+ * @throws StartupError when it cannot be read or written, or holds a value its setting refuses
+ */
+async function readOrCreate(dir: string, name: SecretName): Promise<{ value: string; created: boolean }> {
   const file = path.join(dir, name);
   try {
-    return { value: (await readFile(file, 'utf8')).trim(), created: false };
+    return { value: await readKept(file, name), created: false };
   } catch (err) {
+    if (err instanceof StartupError) throw err;
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
       throw new StartupError(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
     }
@@ -73,13 +96,15 @@ async function ensureDir(dir: string): Promise<void> {
  * Reads `<dir>/<name>` for a client command, which must never generate a secret: one
  * made up here would sign tokens the service rejects (its own secret is elsewhere).
  *
- * @throws StartupError naming the file, and how to point at the service's data dir
+ * @throws StartupError naming the file, and how to point at the service's data dir;
+ *   or when it holds a value its setting refuses
  */
-async function readExisting(dir: string, name: string): Promise<string> {
+async function readExisting(dir: string, name: SecretName): Promise<string> {
   const file = path.join(dir, name);
   try {
-    return (await readFile(file, 'utf8')).trim();
+    return await readKept(file, name);
   } catch (err) {
+    if (err instanceof StartupError) throw err;
     const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
     throw new StartupError(missing
       ? `no ${name} at ${file}: start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR), or pass the key with --jwt-secret (PIXIU_JWT_SECRET)`
@@ -101,7 +126,8 @@ export interface ResolveJwtKeyOptions {
  * `<dataDir>/secrets/jwt-secret` (generated when missing, unless `create` is false).
  *
  * @returns the source and whether this call generated the secret
- * @throws StartupError when the secrets folder cannot be read or written, or the
+ * @throws StartupError when the secrets folder cannot be read or written, the kept
+ *   secret breaks the rules of `PIXIU_JWT_SECRET` (at least 32 characters), or the
  *   secret is missing and `create` is false
  */
 export async function resolveJwtKey(config: Config, opts: ResolveJwtKeyOptions = {}): Promise<{ source: JwtKeySource; generated: boolean }> {
@@ -119,7 +145,8 @@ export async function resolveJwtKey(config: Config, opts: ResolveJwtKeyOptions =
  * Resolves the API token and the JWT key source from the config, generating and
  * keeping what is unset in `<dataDir>/secrets`.
  *
- * @throws StartupError when the secrets folder cannot be read or written
+ * @throws StartupError when the secrets folder cannot be read or written, or a kept
+ *   secret breaks its setting's rules (the message names the file)
  */
 export async function loadSecrets(config: Config): Promise<Secrets> {
   const dir = secretsDir(config);

@@ -86,6 +86,7 @@ function parseDuration(text: string): number | undefined {
 function parseText(spec: SettingSpec, text: string): unknown {
   switch (spec.kind) {
     case 'string':
+      return spec.normalize ? spec.normalize(text) : text;
     case 'enum':
       return text;
     case 'int':
@@ -154,6 +155,45 @@ const ajv = new Ajv({ allErrors: true });
 const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]))]));
 
 /**
+ * Reads and checks one setting's text.
+ *
+ * @param source how the value is named in a problem: the variable, `--flag`, or a file
+ * @returns the parsed value, or the problem: naming the source and what the setting
+ *   accepts, with the value unless the setting is secret (then what is wrong with it)
+ */
+function readSetting(key: SettingKey, spec: SettingSpec, text: string, source: string): { value: unknown } | { problem: string } {
+  const value = parseText(spec, text);
+  const validate = validators.get(key);
+  if (value === undefined || (validate !== undefined && !validate(value))) {
+    return { problem: spec.secret === true
+      ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); expected: ${accepts(spec)}`
+      : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}` };
+  }
+  // What the schema cannot say (a Redis URL whose port is not a number), refused here
+  // before anything starts.
+  const problem = typeof value === 'string' ? spec.check?.(value) : undefined;
+  if (problem !== undefined) {
+    return { problem: spec.secret === true
+      ? `${source} is not valid: ${problem} (the value is not shown)`
+      : `${source}=${JSON.stringify(text)} is not valid: ${problem}` };
+  }
+  return { value };
+}
+
+/**
+ * Checks a secret kept in a file by the rules of the setting it stands in for: the
+ * `api-token` and `jwt-secret` generated in the data dir (src/auth/secrets.ts), which
+ * may have been edited or truncated since.
+ *
+ * @param text the file's content, trimmed
+ * @returns what is wrong, naming the file and never the value; undefined when good
+ */
+export function secretFileProblem(key: 'apiToken' | 'jwtSecret', file: string, text: string): string | undefined {
+  const read = readSetting(key, SETTINGS[key], text, file);
+  return 'problem' in read ? read.problem : undefined;
+}
+
+/**
  * The `PIXIU_` variables of `env` that name no setting: most likely typos
  * (`PIXIU_PROT`), which would otherwise be ignored without a word. Not an error, so
  * that a variable of a newer version does not stop an older one from starting.
@@ -200,24 +240,12 @@ export function loadConfig(
       out[key] = spec.default;
       continue;
     }
-    const value = parseText(spec, text);
-    const validate = validators.get(key);
-    if (value === undefined || (validate !== undefined && !validate(value))) {
-      problems.push(spec.secret === true
-        ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); expected: ${accepts(spec)}`
-        : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}`);
+    const read = readSetting(key, spec, text, source);
+    if ('problem' in read) {
+      problems.push(read.problem);
       continue;
     }
-    // What the schema cannot say (a Redis URL whose port is not a number), refused here
-    // before anything starts.
-    const problem = typeof value === 'string' ? spec.check?.(value) : undefined;
-    if (problem !== undefined) {
-      problems.push(spec.secret === true
-        ? `${source} is not valid: ${problem} (the value is not shown)`
-        : `${source}=${JSON.stringify(text)} is not valid: ${problem}`);
-      continue;
-    }
-    out[key] = value;
+    out[key] = read.value;
   }
   const keySources = ['jwtSecret', 'jwtPublicKey', 'jwksUrl'].filter((k) => out[k] !== undefined);
   if (keySources.length > 1) {

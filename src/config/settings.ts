@@ -5,6 +5,8 @@
  * list it with `pixiu serve --help`).
  */
 import { redisUrlProblem } from '../redis/url.js';
+import { apiTokenProblem } from '../auth/api-token.js';
+import { publicKeyProblem, unescapePem } from '../auth/pem-key.js';
 
 /** How a setting's text (from the environment or a flag) is read. */
 export type SettingKind =
@@ -49,6 +51,11 @@ export interface SettingSpec {
    * never quote it; undefined when it is good.
    */
   readonly check?: (value: string) => string | undefined;
+  /**
+   * Rewrites a string value before it is validated and kept (the PEM key's literal
+   * `\n` sequences become newlines).
+   */
+  readonly normalize?: (text: string) => string;
 }
 
 const KiB = 1024;
@@ -76,9 +83,9 @@ export const SETTINGS = {
   batchMaxRecipients: { env: 'PIXIU_BATCH_MAX_RECIPIENTS', flag: 'batch-max-recipients', kind: 'int', default: 100_000, min: 1, max: 1_000_000, doc: 'most recipients one POST /v1/messages/batch may reach in all (each item\'s distinct recipients, room members counted); items from the one past it are refused with 400' },
   maxDeviceCursors: { env: 'PIXIU_MAX_DEVICE_CURSORS', flag: 'max-device-cursors', kind: 'int', default: 100, min: 1, max: 100_000, doc: 'devices whose ack cursor is kept per user; past it the cursors furthest behind are dropped (such a device resumes as a new one unless it gives last_seq)' },
   inboxCap: { env: 'PIXIU_INBOX_CAP', flag: 'inbox-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'entries kept per user inbox; older ones are trimmed (clients see a gap)' },
-  apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, at least 16 chars; unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 }, secret: true },
+  apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, 16 to 512 visible ASCII characters (! to ~, no whitespace); unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 }, secret: true, check: apiTokenProblem },
   jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 }, secret: true },
-  jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI) verifying client JWTs (RS256, ES256 or EdDSA)', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true },
+  jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI, -----BEGIN PUBLIC KEY-----) verifying client JWTs; the two characters \\n stand for a newline (as in env files); RSA: RS256/384/512 or PS256/384/512, RSA-PSS: PS256/384/512, EC: ES256 (P-256), ES384 (P-384) or ES512 (P-521), Ed25519: EdDSA or Ed25519', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true, normalize: unescapePem, check: publicKeyProblem },
   jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https:// or http://) with the keys verifying client JWTs', schema: { pattern: '^https?://' } },
   allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect, * for any; empty: only the request\'s own host' },
   maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },

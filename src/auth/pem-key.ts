@@ -1,0 +1,76 @@
+/**
+ * The PEM public key of `PIXIU_JWT_PUBLIC_KEY`: read once, when the configuration is
+ * loaded (so a bad key stops the start before Redis or the store), and again by the
+ * verifier (src/auth/jwt.ts), with the same rules.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+
+/**
+ * The JWS algorithms (RFC 7518 §3.1, RFC 8037) a key of each Node key type verifies.
+ * An EC key verifies only the one of its curve (ES256: P-256, ES384: P-384, ES512:
+ * P-521), which jose checks; {@link EC_CURVES} are the curves accepted at all.
+ */
+export const ASYMMETRIC_ALGS: Readonly<Record<string, readonly string[]>> = {
+  rsa: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
+  'rsa-pss': ['PS256', 'PS384', 'PS512'],
+  ec: ['ES256', 'ES384', 'ES512'],
+  ed25519: ['EdDSA', 'Ed25519'],
+};
+
+/** Node's names of the EC curves an ES256/ES384/ES512 key may be on (RFC 7518 §3.4). */
+const EC_CURVES: readonly string[] = ['prime256v1', 'secp384r1', 'secp521r1'];
+
+/**
+ * Turns the two characters `\n` (and `\r\n`) into newlines: how a multi-line PEM is
+ * often written in an env file, a Kubernetes secret or a CI variable. A PEM never
+ * holds a backslash, so nothing else is changed.
+ *
+ * @returns the text with real line breaks
+ */
+export function unescapePem(text: string): string {
+  return text.replace(/\\r\\n|\\n/g, '\n');
+}
+
+/**
+ * Reads a PEM public key (SPKI, `-----BEGIN PUBLIC KEY-----`) and the algorithms it
+ * verifies.
+ *
+ * @param pem the key, with real newlines (see {@link unescapePem})
+ * @returns the key object and its algorithms (never empty)
+ * @throws Error whose message says what is wrong without quoting the key: it cannot be
+ *   parsed (junk around it, a broken body, a private key), or its type or curve is not
+ *   one a JWT can be verified with here
+ */
+export function readPublicKey(pem: string): { key: KeyObject; algorithms: readonly string[] } {
+  let key: KeyObject;
+  try {
+    key = createPublicKey({ key: pem, format: 'pem' });
+  } catch (err) {
+    // OpenSSL's message (`error:1E08010C:DECODER routines::unsupported`) names neither
+    // the setting nor the fault; the cause keeps it for a debugger.
+    throw new Error('it is not a readable PEM public key (one -----BEGIN PUBLIC KEY----- block, nothing else)', { cause: err });
+  }
+  const type = key.asymmetricKeyType ?? '';
+  const algorithms = ASYMMETRIC_ALGS[type];
+  if (key.type !== 'public' || algorithms === undefined) {
+    throw new Error(`it is a ${type || 'unknown'} key; accepted: RSA, RSA-PSS, EC (P-256, P-384, P-521) or Ed25519`);
+  }
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (type === 'ec' && (curve === undefined || !EC_CURVES.includes(curve))) {
+    throw new Error(`it is an EC key on curve ${curve ?? 'unknown'}; accepted curves: P-256, P-384, P-521`);
+  }
+  return { key, algorithms };
+}
+
+/**
+ * The settings-table check of `PIXIU_JWT_PUBLIC_KEY` (src/config/settings.ts `check`).
+ * @returns what is wrong with the key, in words that never quote it; undefined when good
+ */
+export function publicKeyProblem(pem: string): string | undefined {
+  try {
+    readPublicKey(pem);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}

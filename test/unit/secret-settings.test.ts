@@ -1,0 +1,96 @@
+/**
+ * The rules of the secret settings, checked when the configuration is loaded (before
+ * Redis or the store start) and applied alike to the secrets kept in the data dir:
+ * a PEM key that cannot be read, an API token no client can send, a kept jwt-secret
+ * or api-token that is too short or empty.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../src/config/config.js';
+import { loadSecrets, resolveJwtKey } from '../../src/auth/secrets.js';
+import { StartupError } from '../../src/errors.js';
+
+const ecPem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+function refused(env: Record<string, string>, expected: RegExp, hidden: string): void {
+  assert.throws(() => loadConfig(env), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.match(err.message, expected);
+    assert.ok(!err.message.includes(hidden), `the value is shown: ${err.message}`);
+    return true;
+  });
+}
+
+test('a PEM key written with the two characters \\n (env files, Kubernetes) is read as the key', () => {
+  const escaped = ecPem.trimEnd().replace(/\n/g, '\\n');
+  assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: escaped }).jwtPublicKey, ecPem.trimEnd());
+  assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: ecPem.replace(/\n/g, '\\r\\n') }).jwtPublicKey, ecPem);
+  assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: ecPem }).jwtPublicKey, ecPem);
+});
+
+test('a PEM key that cannot be read is a configuration error naming PIXIU_JWT_PUBLIC_KEY, not OpenSSL\'s', () => {
+  const body = ecPem.split('\n')[1] as string;
+  const broken = ecPem.replace('-----END', 'AAAAjunk\n-----END');
+  refused({ PIXIU_JWT_PUBLIC_KEY: broken }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is not a readable PEM public key.*\(the value is not shown\)/, body);
+  assert.throws(() => loadConfig({ PIXIU_JWT_PUBLIC_KEY: broken }), (err: unknown) => !/DECODER|error:1E/.test((err as Error).message));
+  const k1 = generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  refused({ PIXIU_JWT_PUBLIC_KEY: k1 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is an EC key on curve secp256k1; accepted curves: P-256/, k1.split('\n')[1] as string);
+  const x448 = generateKeyPairSync('ed448').publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  refused({ PIXIU_JWT_PUBLIC_KEY: x448 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is a ed448 key; accepted: RSA, RSA-PSS, EC/, x448.split('\n')[1] as string);
+});
+
+test('an API token no client can send (whitespace around or in it, non-ASCII) is refused, naming the rule', () => {
+  const good = 'api-token-0123456789abcdef';
+  assert.equal(loadConfig({ PIXIU_API_TOKEN: `${good}!~#` }).apiToken, `${good}!~#`);
+  for (const bad of [`${good}\n`, ` ${good}`, `${good} `]) {
+    refused({ PIXIU_API_TOKEN: bad }, /PIXIU_API_TOKEN is not valid: it holds leading or trailing whitespace; an API token is visible ASCII \(! to ~\) only/, good);
+  }
+  refused({ PIXIU_API_TOKEN: 'api-token 0123456789' }, /PIXIU_API_TOKEN is not valid: it holds whitespace;/, '0123456789');
+  refused({ PIXIU_API_TOKEN: `${good}é` }, /PIXIU_API_TOKEN is not valid: it holds a character that is not visible ASCII;/, good);
+});
+
+async function dataDirWith(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'pixiu-secrets-'));
+  await mkdir(path.join(dir, 'secrets'));
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(dir, 'secrets', name), text);
+  return dir;
+}
+
+test('a kept jwt-secret or api-token is held to its setting\'s rules, and the error names the file', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ 'jwt-secret': 'short\n', 'api-token': 'api-token-0123456789abcdef\n' }, /secrets\/jwt-secret is not valid: it is 5 characters long, under the minimum of 32 \(the value is not shown\).*set PIXIU_JWT_SECRET/],
+    [{ 'jwt-secret': '' }, /secrets\/jwt-secret is not valid: it is 0 characters long/],
+    [{ 'api-token': '\n' }, /secrets\/api-token is not valid: it is 0 characters long, under the minimum of 16.*set PIXIU_API_TOKEN/],
+    [{ 'api-token': 'api-token-0123456789\u00e9abc' }, /secrets\/api-token is not valid: it holds a character that is not visible ASCII/],
+  ];
+  for (const [files, expected] of cases) {
+    const dataDir = await dataDirWith(files);
+    t.after(() => rm(dataDir, { recursive: true, force: true }));
+    const config = loadConfig({ PIXIU_DATA_DIR: dataDir });
+    await assert.rejects(loadSecrets(config), (err: unknown) => {
+      assert.ok(err instanceof StartupError);
+      assert.match(err.message, expected);
+      assert.ok(!err.message.includes('short') && !err.message.includes('0123456789'), err.message);
+      return true;
+    }, JSON.stringify(files));
+  }
+});
+
+test('pixiu token\'s read of an empty jwt-secret says what is wrong with the file', async (t) => {
+  const dataDir = await dataDirWith({ 'jwt-secret': '' });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  await assert.rejects(resolveJwtKey(loadConfig({ PIXIU_DATA_DIR: dataDir }), { create: false }), /jwt-secret is not valid: it is 0 characters long, under the minimum of 32/);
+});
+
+test('good kept secrets are read as before, trimmed', async (t) => {
+  const dataDir = await dataDirWith({ 'jwt-secret': `${'s'.repeat(43)}\n`, 'api-token': `${'a'.repeat(43)}\n` });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const secrets = await loadSecrets(loadConfig({ PIXIU_DATA_DIR: dataDir }));
+  assert.equal(secrets.apiToken, 'a'.repeat(43));
+  assert.deepEqual(secrets.jwt, { kind: 'secret', secret: 's'.repeat(43) });
+  assert.deepEqual(secrets.generated, []);
+});
