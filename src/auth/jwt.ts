@@ -4,11 +4,33 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { createPublicKey, type KeyObject } from 'node:crypto';
 import { SignJWT, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
+import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
+
+/**
+ * How far `nbf` may be in the future, seconds: an identity provider whose clock is a
+ * little ahead mints tokens that are "not yet valid" here for that long. `exp` gets no
+ * such tolerance (see toClaims): a connection is closed 4001 at its token's `exp`.
+ */
+export const NBF_TOLERANCE_SEC = 5;
+
+/**
+ * Least time between two fetches of the JWKS for a `kid` it does not hold, ms (jose's
+ * `cooldownDuration`, 30 s by default). After a key rotation, tokens with the new `kid`
+ * are refused until the next fetch: 1 s keeps that window short, while a stream of
+ * tokens with made-up `kid`s costs the identity provider at most one request a second
+ * per node (jose also shares one fetch between concurrent verifications).
+ */
+export const JWKS_COOLDOWN_MS = 1000;
+
+/**
+ * How long a fetched JWKS is used before it is fetched again, ms (jose's
+ * `cacheMaxAge`, its default): a key removed from the JWKS keeps verifying until then.
+ */
+export const JWKS_CACHE_MAX_AGE_MS = 10 * 60 * 1000;
 
 /** The claims Pixiu reads from a verified client token. */
 export interface ClientClaims {
@@ -25,12 +47,19 @@ export interface ClientClaims {
 /** Verifies a compact JWT and returns its claims. */
 export type TokenVerifier = (token: string) => Promise<ClientClaims>;
 
-const ASYMMETRIC_ALGS: Record<string, string[]> = {
-  rsa: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
-  'rsa-pss': ['PS256', 'PS384', 'PS512'],
-  ec: ['ES256', 'ES384', 'ES512'],
-  ed25519: ['EdDSA', 'Ed25519'],
-};
+/** Claims checked beside the signature when configured (`PIXIU_JWT_AUDIENCE`, `PIXIU_JWT_ISSUER`). */
+export interface VerifierOptions {
+  /** The `aud` a token must hold (a string equal to it, or an array containing it). */
+  readonly audience?: string;
+  /** The `iss` a token must have. */
+  readonly issuer?: string;
+}
+
+/** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
+const JWKS_FAULTS: ReadonlySet<string> = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JOSE_GENERIC', 'ERR_JWKS_INVALID']);
+
+/** The one answer to any `sub` that is not a user id (docs/protocol.md). */
+const BAD_SUB = "the token's sub is not a valid user id";
 
 function stringArray(v: unknown, claim: string): string[] {
   if (v === undefined) return [];
@@ -40,16 +69,20 @@ function stringArray(v: unknown, claim: string): string[] {
   return v as string[];
 }
 
-/** Turns a verified payload into {@link ClientClaims}, checking the claim shapes. */
+/**
+ * Turns a verified payload into {@link ClientClaims}, checking the claim shapes.
+ * @throws PixiuError UNAUTHORIZED: a `sub` that is no user id, a missing `exp`, or
+ *   `token expired` when `exp` is not after now (jose was given a tolerance for `nbf`
+ *   that also loosens `exp`; here it is strict again)
+ */
 function toClaims(payload: JWTPayload): ClientClaims {
-  if (typeof payload.sub !== 'string' || payload.sub.length === 0) {
-    throw new PixiuError('UNAUTHORIZED', 'invalid token: "sub" must be the user id');
-  }
   // The rule every user id follows (docs/decisions.md): a lone surrogate would become
   // U+FFFD in UTF-8 and read another user's inbox; whitespace, control characters and
-  // over-long ids could never be posted to.
-  if (!isUserId(payload.sub)) throw new PixiuError('UNAUTHORIZED', "the token's sub is not a valid user id");
+  // over-long ids could never be posted to. A non-string or empty `sub` is no user id either.
+  if (typeof payload.sub !== 'string' || !isUserId(payload.sub)) throw new PixiuError('UNAUTHORIZED', BAD_SUB);
   if (typeof payload.exp !== 'number') throw new PixiuError('UNAUTHORIZED', 'invalid token: "exp" is required');
+  // jose's rule without its tolerance: expired once `exp` <= now, in whole seconds.
+  if (payload.exp <= Math.floor(Date.now() / 1000)) throw new PixiuError('UNAUTHORIZED', 'token expired');
   return {
     user: payload.sub,
     expiresAtMs: payload.exp * 1000,
@@ -59,16 +92,22 @@ function toClaims(payload: JWTPayload): ClientClaims {
 }
 
 /**
- * Builds the verifier for a key source.
+ * Builds the verifier for a key source. `nbf` may be up to {@link NBF_TOLERANCE_SEC}
+ * in the future; `exp` is strict. A JWKS is fetched on first use, again after
+ * {@link JWKS_CACHE_MAX_AGE_MS}, and for an unknown `kid` at most every
+ * {@link JWKS_COOLDOWN_MS}.
  *
+ * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
  *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key), or
- *   UNAVAILABLE when the JWKS cannot be fetched (unreachable, timed out, not a 200)
- * @throws Error when a PEM key cannot be parsed (a start-up error)
+ *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
+ *   a 200, not a JSON key set)
+ * @throws Error when a PEM key cannot be read or is of no accepted type (loadConfig
+ *   refuses such a key first, naming PIXIU_JWT_PUBLIC_KEY)
  */
-export function createVerifier(source: JwtKeySource): TokenVerifier {
+export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {}): TokenVerifier {
   let key: JWTVerifyGetKey;
-  let algorithms: string[];
+  let algorithms: readonly string[];
   switch (source.kind) {
     case 'secret':
       {
@@ -78,14 +117,13 @@ export function createVerifier(source: JwtKeySource): TokenVerifier {
       algorithms = ['HS256'];
       break;
     case 'public-key': {
-      const keyObject: KeyObject = createPublicKey(source.pem);
-      key = async () => keyObject;
-      algorithms = ASYMMETRIC_ALGS[keyObject.asymmetricKeyType ?? ''] ?? [];
-      if (algorithms.length === 0) throw new Error(`unsupported public key type ${keyObject.asymmetricKeyType}`);
+      const read = readPublicKey(source.pem);
+      key = async () => read.key;
+      algorithms = read.algorithms;
       break;
     }
     case 'jwks': {
-      const remote = createRemoteJWKSet(new URL(source.url));
+      const remote = createRemoteJWKSet(new URL(source.url), { cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS });
       key = async (header, token) => {
         try {
           return await remote(header, token);
@@ -100,9 +138,16 @@ export function createVerifier(source: JwtKeySource): TokenVerifier {
       break;
     }
   }
+  const checks = {
+    algorithms: [...algorithms],
+    requiredClaims: ['exp', 'sub'],
+    clockTolerance: NBF_TOLERANCE_SEC,
+    ...(opts.audience !== undefined ? { audience: opts.audience } : {}),
+    ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
+  };
   return async (token) => {
     try {
-      const { payload } = await jwtVerify(token, key, { algorithms, requiredClaims: ['exp', 'sub'] });
+      const { payload } = await jwtVerify(token, key, checks);
       return toClaims(payload);
     } catch (err) {
       if (err instanceof PixiuError) throw err;
@@ -111,7 +156,9 @@ export function createVerifier(source: JwtKeySource): TokenVerifier {
       // holder what to fix and nobody else anything (jose's message, e.g. 'missing
       // required "exp" claim').
       if (err instanceof joseErrors.JWTClaimValidationFailed) throw new PixiuError('UNAUTHORIZED', `invalid token: ${err.message}`, { cause: err });
-      if (err instanceof joseErrors.JOSEError && (err.code === 'ERR_JWKS_TIMEOUT' || err.code === 'ERR_JOSE_GENERIC')) {
+      // The JWKS timed out, answered no 200, or held no key set (not JSON: generic;
+      // JSON of another shape: ERR_JWKS_INVALID): the key source is at fault, not the token.
+      if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
       }
       throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
@@ -126,10 +173,15 @@ export interface MintOptions {
   readonly ttlSec: number;
   readonly tags?: readonly string[];
   readonly channels?: readonly string[];
+  /** `aud`, set when the service checks it (`PIXIU_JWT_AUDIENCE`). */
+  readonly audience?: string | undefined;
+  /** `iss`, set when the service checks it (`PIXIU_JWT_ISSUER`). */
+  readonly issuer?: string | undefined;
 }
 
 /**
- * Signs a client JWT with an HS256 secret (for `pixiu token`, tests and tools).
+ * Signs a client JWT with an HS256 secret (for `pixiu token`, tests and tools), with
+ * the `aud` and `iss` the service checks when given.
  * @throws Error when the key source is not a secret (a public key cannot sign)
  */
 export async function mintToken(source: JwtKeySource, opts: MintOptions): Promise<string> {
@@ -144,5 +196,7 @@ export async function mintToken(source: JwtKeySource, opts: MintOptions): Promis
     .setSubject(opts.user)
     .setIssuedAt()
     .setExpirationTime(Math.floor(Date.now() / 1000) + opts.ttlSec);
+  if (opts.audience !== undefined) jwt.setAudience(opts.audience);
+  if (opts.issuer !== undefined) jwt.setIssuer(opts.issuer);
   return jwt.sign(new TextEncoder().encode(source.secret));
 }

@@ -27,7 +27,7 @@ import { MAX_HELD_FRAMES } from '../gateway/ws-connection.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
 
-const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl'] as const;
+const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer'] as const;
 
 interface ConnectOptions {
   url?: string;
@@ -96,7 +96,7 @@ export function connectCommand(): Command {
     }
     let token: string;
     try {
-      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, ...(subs.length > 0 ? { channels: subs } : {}) });
+      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, audience: config.jwtAudience, issuer: config.jwtIssuer, ...(subs.length > 0 ? { channels: subs } : {}) });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }

@@ -29,7 +29,7 @@ export function tokenCommand(): Command {
     .addOption(new Option('--ttl <duration>', 'lifetime, 1s to 365d, e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
     .option('--tags <list>', 'comma-separated broadcast tags')
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');
-  addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
+  addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer']);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
@@ -40,11 +40,11 @@ export function tokenCommand(): Command {
     const tags = listOption(opts.tags);
     const channels = listOption(opts.channels);
     checkClaims(tags, channels);
-    const config = configFromOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl']);
+    const config = configFromOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer']);
     const { source } = await resolveJwtKey(config, { create: false });
     let token: string;
     try {
-      token = await mintToken(source, { user: uid, ttlSec: Math.floor(ttlMs / 1000), tags, channels });
+      token = await mintToken(source, { user: uid, ttlSec: Math.floor(ttlMs / 1000), tags, channels, audience: config.jwtAudience, issuer: config.jwtIssuer });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }

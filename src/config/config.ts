@@ -42,6 +42,10 @@ export interface Config {
   readonly jwtSecret: string | undefined;
   readonly jwtPublicKey: string | undefined;
   readonly jwksUrl: string | undefined;
+  /** The `aud` a client JWT must carry; undefined: not checked. */
+  readonly jwtAudience: string | undefined;
+  /** The `iss` a client JWT must carry; undefined: not checked. */
+  readonly jwtIssuer: string | undefined;
   readonly allowedOrigins: readonly string[];
   readonly maxClientFrameBytes: number;
   readonly maxConnectionsPerUser: number;

@@ -142,7 +142,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records,
-      verify: createVerifier(secrets.jwt), logger, metrics,
+      verify: createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer }), logger, metrics,
     });
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });

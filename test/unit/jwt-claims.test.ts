@@ -1,12 +1,13 @@
 /**
  * Client JWTs whose signature holds but whose claims do not (src/auth/jwt.ts): the
  * answer names the claim (the key's holder can fix it; nobody else learns anything),
- * while a token signed with another key stays a bare "invalid token".
+ * while a token signed with another key stays a bare "invalid token". nbf has a few
+ * seconds' tolerance, exp none; aud and iss are checked when configured.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT } from 'jose';
-import { createVerifier } from '../../src/auth/jwt.js';
+import { NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
 const key = new TextEncoder().encode(SECRET);
@@ -27,4 +28,39 @@ test('a token without exp or sub names the missing claim; a future nbf names nbf
 test('a token signed with another key says only "invalid token", whatever its claims', async () => {
   const other = new TextEncoder().encode('another-secret-of-at-least-32-characters');
   await assert.rejects(verify(await sign({ sub: 'ana' }, other)), { code: 'UNAUTHORIZED', message: 'invalid token' });
+});
+
+test('every sub that is not a user id (a number, empty, an array, whitespace) gets the one answer the docs give', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  for (const sub of [42, '', ' ana', 'a\u0000b', ['ana'], null]) {
+    const token = await new SignJWT({ sub, exp } as never).setProtectedHeader({ alg: 'HS256' }).sign(key);
+    await assert.rejects(verify(token), { code: 'UNAUTHORIZED', message: "the token's sub is not a valid user id" }, JSON.stringify(sub));
+  }
+});
+
+test('nbf may be a few seconds ahead (an identity provider\'s clock), not more; exp stays strict', async () => {
+  const now = Math.floor(Date.now() / 1000);
+  assert.equal((await verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 1 }))).user, 'ana');
+  assert.equal((await verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + NBF_TOLERANCE_SEC - 1 }))).user, 'ana');
+  await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + NBF_TOLERANCE_SEC + 2 })), { code: 'UNAUTHORIZED', message: /"nbf"/ });
+  // jose's tolerance would let these through; an expired token is refused however recent.
+  for (const exp of [now, now - 1, now - NBF_TOLERANCE_SEC + 1]) {
+    await assert.rejects(verify(await sign({ sub: 'ana', exp })), { code: 'UNAUTHORIZED', message: 'token expired' }, `exp ${exp - now}`);
+  }
+});
+
+test('aud and iss are checked when configured, and ignored when not', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  const strict = createVerifier({ kind: 'secret', secret: SECRET }, { audience: 'pixiu', issuer: 'https://idp.example' });
+  const token = (claims: Record<string, unknown>): Promise<string> =>
+    new SignJWT({ sub: 'ana', exp, ...claims }).setProtectedHeader({ alg: 'HS256' }).sign(key);
+  assert.equal((await strict(await token({ aud: 'pixiu', iss: 'https://idp.example' }))).user, 'ana');
+  assert.equal((await strict(await token({ aud: ['other', 'pixiu'], iss: 'https://idp.example' }))).user, 'ana');
+  await assert.rejects(strict(await token({ aud: 'other', iss: 'https://idp.example' })), { code: 'UNAUTHORIZED', message: 'invalid token: unexpected "aud" claim value' });
+  await assert.rejects(strict(await token({ aud: 'pixiu', iss: 'https://evil.example' })), { code: 'UNAUTHORIZED', message: 'invalid token: unexpected "iss" claim value' });
+  await assert.rejects(strict(await token({ iss: 'https://idp.example' })), { code: 'UNAUTHORIZED', message: 'invalid token: missing required "aud" claim' });
+  assert.equal((await verify(await token({ aud: 'other', iss: 'https://evil.example' }))).user, 'ana');
+  // What pixiu token mints for such a service passes its check.
+  const minted = await mintToken({ kind: 'secret', secret: SECRET }, { user: 'bo', ttlSec: 60, audience: 'pixiu', issuer: 'https://idp.example' });
+  assert.equal((await strict(minted)).user, 'bo');
 });

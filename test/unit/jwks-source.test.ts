@@ -1,0 +1,67 @@
+/**
+ * The JWKS key source (src/auth/jwt.ts). A key rotation (JWKS_COOLDOWN_MS): a token
+ * with a `kid` the cached set does not hold makes the verifier fetch the set again as
+ * soon as the cooldown since the last fetch is over (1 s), not after jose's default
+ * 30 s. A JWKS that answers but holds no key set is an outage (503), as an unreachable
+ * one is. The JWKS is served by an HTTP server of this file on 127.0.0.1.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
+import { JWKS_COOLDOWN_MS, createVerifier } from '../../src/auth/jwt.js';
+
+/** Serves what `body()` returns at any path of 127.0.0.1; closed after the test. */
+async function serve(t: TestContext, body: () => string): Promise<string> {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(body());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
+}
+
+test('a token with the kid of a key added to the JWKS is accepted within a couple of seconds', async (t) => {
+  const first = await generateKeyPair('ES256');
+  const second = await generateKeyPair('ES256');
+  const jwk = async (key: CryptoKey, kid: string): Promise<JWK> => ({ ...(await exportJWK(key)), kid, alg: 'ES256', use: 'sig' });
+  let keys: JWK[] = [await jwk(first.publicKey, 'k1')];
+  let fetches = 0;
+  const url = await serve(t, () => {
+    fetches += 1;
+    return JSON.stringify({ keys });
+  });
+  const verify = createVerifier({ kind: 'jwks', url });
+  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
+
+  assert.equal((await verify(await sign(first.privateKey, 'k1'))).user, 'ana');
+  keys = [...keys, await jwk(second.publicKey, 'k2')];
+  const rotated = await sign(second.privateKey, 'k2');
+  // Tried until it passes or the deadline: the first try may fall in the cooldown of
+  // the fetch just made; with a 30 s cooldown every try until the deadline fails.
+  const deadline = Date.now() + JWKS_COOLDOWN_MS + 3000;
+  for (;;) {
+    try {
+      assert.equal((await verify(rotated)).user, 'ana');
+      break;
+    } catch (err) {
+      assert.equal((err as { code?: string }).code, 'UNAUTHORIZED');
+      if (Date.now() > deadline) throw new Error(`the new kid was still refused after ${JWKS_COOLDOWN_MS + 3000} ms (fetches: ${fetches})`, { cause: err });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  assert.equal(fetches, 2, 'one fetch at the first token, one for the new kid');
+});
+
+test('a JWKS URL answering JSON that is no key set, or no JSON, is an outage (503), not a bad token', async (t) => {
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
+  for (const body of ['{"hello":"world"}', '<html>maintenance</html>']) {
+    const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => body) });
+    await assert.rejects(verify(token), { code: 'UNAVAILABLE', message: 'cannot fetch the keys to verify the token, retry later' }, body);
+  }
+});
