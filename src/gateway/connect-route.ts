@@ -65,17 +65,22 @@ const connectQuery = {
  * an empty list allows only an Origin whose host is the request's own Host.
  *
  * A browser sends its serialized origin (RFC 6454 §6.1: `scheme://host[:port]`, lower
- * case, no default port, no path or credentials). An Origin that is not one
- * (`https://host/path`, `https://user@host`, `null`) does not come from a browser and
- * is refused, rather than being matched on the host it happens to contain.
+ * case, no default port, no path or credentials). The Origin is compared as the
+ * WHATWG URL parser serializes it, like the list's entries, so `https://APP.example.com`
+ * and `https://app.example.com:443` are `https://app.example.com` (RFC 6454 §4: scheme
+ * and host are case-insensitive, the default port is no port). An Origin that is not
+ * of the form `scheme://host[:port]` (`https://host/path`, `https://user@host`, `null`)
+ * does not come from a browser and is refused, rather than being matched on the host
+ * it happens to contain.
  */
 export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
   if (origin === undefined) return true;
   if (allowed.includes('*')) return true;
   // Exact first: it also covers origins with no URL serialization (`chrome-extension://id`).
   if (allowed.includes(origin)) return true;
+  if (!ORIGIN_FORM.test(origin)) return false;
   const own = serializedOrigin(origin);
-  if (own !== origin) return false;
+  if (own === undefined) return false;
   // A list entry is compared as an origin, so `https://App.example.com/` names `https://app.example.com`.
   if (allowed.length > 0) return allowed.some((a) => serializedOrigin(a) === own);
   // Host is case-insensitive and may carry the default port (RFC 9110 §7.2): compare it
@@ -94,6 +99,9 @@ export function originAllowed(origin: string | undefined, host: string | undefin
 export function nonWebOrigins(allowed: readonly string[]): string[] {
   return allowed.filter((a) => a !== '*' && serializedOrigin(a) === undefined);
 }
+
+/** `scheme://host[:port]` with nothing after the authority and no credentials (RFC 6454 §7.1). */
+const ORIGIN_FORM = /^[a-z][a-z\d+.-]*:\/\/[^/?#@\s]+$/i;
 
 /** The RFC 6454 serialization of a URL's origin; undefined when it has none. */
 function serializedOrigin(text: string): string | undefined {

@@ -81,3 +81,15 @@ test('nonWebOrigins names the list entries that are no serialized web origin, fo
   assert.deepEqual(nonWebOrigins(['*', 'https://app.example.com', 'http://localhost:3000', 'https://App.example.com/']), []);
   assert.deepEqual(nonWebOrigins(['notaurl', 'chrome-extension://abc', 'https://ok.example', 'null']), ['notaurl', 'chrome-extension://abc', 'null']);
 });
+
+test('an Origin in capitals or with its default port is compared as its origin, by a list and by the own-host rule', () => {
+  const list = ['https://app.example.com'];
+  for (const origin of ['https://APP.example.com', 'HTTPS://app.example.com', 'https://app.example.com:443']) {
+    assert.equal(originAllowed(origin, 'pixiu.example.com', list), true, origin);
+  }
+  assert.equal(originAllowed('https://app.example.com:8443', 'pixiu.example.com', list), false, 'another port stays another origin');
+  assert.equal(originAllowed('HTTP://127.0.0.1:18200', '127.0.0.1:18200', []), true);
+  assert.equal(originAllowed('http://Pixiu.Example.com:80', 'pixiu.example.com', []), true);
+  assert.equal(originAllowed('https://pixiu.example.com/', 'pixiu.example.com', []), false, 'a path, even /, is no origin');
+  assert.equal(originAllowed('NULL', 'pixiu.example.com', []), false);
+});
