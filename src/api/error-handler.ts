@@ -1,7 +1,7 @@
 /**
  * The HTTP face of the error catalogue: every failure becomes
  * `{"error": {"code", "message"}}` with the catalogue's status (DESIGN.md §7),
- * 503s carry `Retry-After`, and no stack or internal detail reaches a client.
+ * 503s carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal detail reaches a client.
  * Server faults (500) are logged at error with their stack; 503 UNAVAILABLE (an outage
  * of Redis or another node, expected and retried) at warn with its message and its
  * cause's, no stack; client faults at debug.
@@ -9,6 +9,7 @@
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerToken } from '../auth/api-token.js';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
@@ -62,11 +63,31 @@ export function toHttpError(err: unknown): PixiuError {
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+  if (err.status === 401) reply.header('www-authenticate', bearerChallenge(reply.request.raw));
   if (bodyPending(reply.request.raw)) {
     reply.header('connection', 'close');
     lingerOnClose(reply.request.raw.socket);
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
+}
+
+/**
+ * The `WWW-Authenticate` of a 401: RFC 9110 §11.6.1 requires one, and every credential
+ * Pixiu takes is a Bearer token (RFC 6750). `Bearer` alone when the request carried no
+ * token; `Bearer error="invalid_token"` when it carried one that was refused (RFC 6750
+ * §3.1): in `Authorization: Bearer`, or `?token=` (read by `/v1/connect`; another
+ * route refuses an unknown parameter, after the token check).
+ */
+function bearerChallenge(req: IncomingMessage): string {
+  let given = bearerToken(req.headers.authorization) !== undefined;
+  if (!given) {
+    try {
+      given = new URL(req.url ?? '/', 'http://x').searchParams.has('token');
+    } catch {
+      // A URL that cannot be read carried no token Pixiu read.
+    }
+  }
+  return given ? 'Bearer error="invalid_token"' : 'Bearer';
 }
 
 /**

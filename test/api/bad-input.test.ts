@@ -228,6 +228,23 @@ test('a wrong token is 401 and the answer holds no hint of the right one', async
   expectError(await server.client.post('/v1/messages', message(), { headers: { authorization: `Basic ${server.client.token}` } }), 401, 'UNAUTHORIZED');
 });
 
+test('a 401 carries WWW-Authenticate: Bearer, with error="invalid_token" when a token was given and refused', async (t) => {
+  const server = await freshServer(t);
+  const challenge = async (authorization: string): Promise<string | null> => {
+    const answer = await server.client.get('/v1/users/alice/messages', { headers: { authorization } });
+    assert.equal(answer.status, 401, authorization);
+    return answer.headers.get('www-authenticate');
+  };
+  assert.equal(await challenge(''), 'Bearer');
+  assert.equal(await challenge(`Basic ${server.client.token}`), 'Bearer');
+  assert.equal(await challenge('Bearer wrong-token'), 'Bearer error="invalid_token"');
+  const me = await server.client.get('/v1/me/messages', { headers: { authorization: 'Bearer not.a.jwt' } });
+  assert.equal(me.status, 401);
+  assert.equal(me.headers.get('www-authenticate'), 'Bearer error="invalid_token"');
+  const ok = await server.client.get('/v1/users/alice/messages');
+  assert.equal(ok.headers.get('www-authenticate'), null, 'only on a 401');
+});
+
 test('an unknown route is 404 NOT_FOUND', async (t) => {
   const server = await freshServer(t);
   expectError(await server.client.get('/v1/nothing-here'), 404, 'NOT_FOUND', /GET \/v1\/nothing-here/);

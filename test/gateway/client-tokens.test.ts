@@ -10,7 +10,7 @@ import { decodeJwt } from 'jose';
 import { expectError } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { testToken } from '../harness/ws-client.js';
+import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
@@ -57,6 +57,21 @@ test('a token whose sub is not a valid user id is refused 401 at connect', async
     assert.equal((await client.next()).user, sub);
     await client.close();
   }
+});
+
+test('a refused connect carries WWW-Authenticate: Bearer, with error="invalid_token" for a token in the header or ?token=', async () => {
+  const challenge = async (opts: Parameters<GatewayFixture['connect']>[1]): Promise<string | null> => {
+    try {
+      await (await gw.connect('ana', opts)).close();
+    } catch (err) {
+      if (err instanceof Refused) return err.status === 401 ? err.headers.get('www-authenticate') : `HTTP ${err.status}`;
+      throw err;
+    }
+    return 'connected';
+  };
+  assert.equal(await challenge({ token: 'not.a.jwt' }), 'Bearer error="invalid_token"');
+  assert.equal(await challenge({ params: { token: 'not.a.jwt' } }), 'Bearer error="invalid_token"');
+  assert.equal(await challenge({ token: '' }), 'Bearer', 'no token given (an empty Bearer)');
 });
 
 test('the /v1/me routes refuse a token whose sub is not a valid user id with 401', async () => {
