@@ -26,7 +26,7 @@ export function tokenCommand(): Command {
   const cmd = new Command('token')
     .description('print a client JWT for <uid>, signed with the configured key')
     .argument('<uid>', 'the user id (the token\'s sub)')
-    .addOption(new Option('--ttl <duration>', 'lifetime, 1s to 365d, e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
+    .addOption(new Option('--ttl <duration>', 'lifetime, 1s to 365d in whole seconds (a JWT exp has no fractions: 1500ms is refused, not rounded), e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
     .option('--tags <list>', 'comma-separated broadcast tags')
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');
   addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer']);
@@ -34,8 +34,10 @@ export function tokenCommand(): Command {
     checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
     const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : (ms(opts.ttl as ms.StringValue) as number | undefined);
-    if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000) {
-      throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a duration from 1s to 365d, e.g. 30m, 1h, 7d`);
+    // A whole number of seconds: a token's `exp` has none smaller, and rounding would
+    // mint a token living shorter (or longer) than asked.
+    if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000 || ttlMs % 1000 !== 0) {
+      throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a whole number of seconds from 1s to 365d, e.g. 30m, 1h, 7d`);
     }
     const tags = listOption(opts.tags);
     const channels = listOption(opts.channels);
@@ -44,7 +46,7 @@ export function tokenCommand(): Command {
     const { source } = await resolveJwtKey(config, { create: false });
     let token: string;
     try {
-      token = await mintToken(source, { user: uid, ttlSec: Math.floor(ttlMs / 1000), tags, channels, audience: config.jwtAudience, issuer: config.jwtIssuer });
+      token = await mintToken(source, { user: uid, ttlSec: ttlMs / 1000, tags, channels, audience: config.jwtAudience, issuer: config.jwtIssuer });
     } catch (err) {
       throw new StartupError((err as Error).message, { cause: err });
     }
