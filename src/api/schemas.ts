@@ -45,7 +45,8 @@ export const userId = {
   type: 'string',
   minLength: 1,
   pattern: USER_ID_PATTERN,
-  description: USER_ID_RULE,
+  // `\p{Cc}` is a Unicode property escape: read without the u flag it means "p{Cc}".
+  description: `${USER_ID_RULE} (the pattern is an ECMA-262 regular expression with the u flag, as JSON Schema 2020-12 §6.4 reads patterns)`,
 } as const;
 
 /** The rule of a message type and of a device name, in words. */
@@ -65,7 +66,7 @@ export const messageType = {
 export const clientMsgId = {
   type: 'string',
   pattern: wordedPattern('^[\\x20-\\x7e]{1,128}$', '1–128 printable ASCII characters (space to ~)'),
-  description: '1–128 printable ASCII characters; the same key again returns the first result',
+  description: '1–128 printable ASCII characters, the idempotency key: the same key with the same message again returns the first result (duplicate: true); with other content (recipients, room, type, from or data) it is 409 CONFLICT',
 } as const;
 
 /** Message retention in seconds. */
