@@ -399,11 +399,17 @@ function closedError(): PixiuError {
   return unavailable('message store is closed');
 }
 
-/** The answer to a duplicate of a put in flight, from the first put's result and bytes. */
+/**
+ * The answer to a duplicate of a put in flight, from the first put's result and the
+ * bytes it asked to store. When that put was itself a duplicate (of a record already
+ * stored), its bytes were never written: the answer is the stored record and its own
+ * bytes — with the in-flight put's, a retry refused 409 (other content) was cached
+ * under the stored MsgID and served as it (a fresh review's finding).
+ */
 function duplicateOf(first: PutResult, bytes: Buffer): PutResult {
   // Answer the record as stored (frozen), not the first caller's own `data` object.
-  const message: StoredMessage = first.duplicate ? first.message : decodeRecord(bytes, first.id);
-  return { id: first.id, duplicate: true, message, bytes };
+  if (first.duplicate) return { id: first.id, duplicate: true, message: first.message, bytes: first.bytes };
+  return { id: first.id, duplicate: true, message: decodeRecord(bytes, first.id), bytes };
 }
 
 function hex2(n: number): string {

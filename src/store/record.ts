@@ -104,8 +104,8 @@ const sharedArena = new RecordArena();
 /** How every stored record begins (see {@link expiresAtOf}). */
 const EXPIRES_AT_PREFIX = '{"expiresAt":';
 const CLIENT_MSG_ID = /^[\x20-\x7e]{1,128}$/;
-/** Expiry times are written as 6-byte big-endian numbers in the expiry index. */
-const MAX_EXPIRES_AT = 2 ** 48 - 1;
+/** Expiry times are written, rounded up to the second (keys.ts `expiryBucket`), as 6-byte big-endian numbers in the expiry index. */
+const MAX_EXPIRES_AT = Math.floor((2 ** 48 - 1) / 1000) * 1000;
 
 /** Bytes of `{"type":,"data":}`: the JSON of a message's content around its values. */
 const CONTENT_FRAME_BYTES = '{"type":,"data":}'.length;

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { countKeys, counterOf, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
+import { isPixiuError } from '../../src/errors.js';
+import { decodeRecord } from '../../src/store/record.js';
+import { countKeys, counterOf, fakeClock, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
 
 test('200 concurrent puts with one client_msg_id store one record and answer one MsgID', async (t) => {
   const dir = await tempDir(t);
@@ -54,4 +56,41 @@ test('the same client_msg_id routes to the same partition whatever the recipient
   const b = await store.put({ kind: 1, type: 't', data: 1, to: ['zed'], clientMsgId: 'route-me' });
   assert.equal(b.id, a.id);
   assert.equal(b.duplicate, true);
+});
+
+test('retries racing after the first is stored answer the stored record and its bytes, never another retry\'s (what a cache keeps)', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now });
+  const first = await store.put({ kind: 1, type: 't', data: 'original', to: ['a'], clientMsgId: 'X', ttlMs: 60_000 });
+  clock.ms += 10_000;
+  // R1 (other content: the API refuses it 409) is queued first; R2 waits on R1.
+  const [r1, r2] = await Promise.all([
+    store.put({ kind: 1, type: 't', data: 'conflicting', to: ['a'], clientMsgId: 'X', ttlMs: 3_600_000 }),
+    store.put({ kind: 1, type: 't', data: 'original', to: ['a'], clientMsgId: 'X', ttlMs: 3_600_000 }),
+  ]);
+  for (const r of [r1, r2]) {
+    assert.equal(r.id, first.id);
+    assert.equal(r.duplicate, true);
+    assert.equal(r.message.data, 'original');
+    assert.deepEqual(decodeRecord(r.bytes, r.id), first.message, 'the bytes are the stored record\'s');
+  }
+  store.remember(r2); // what ingest does when a recipient is online
+  assert.equal((await store.get(first.id))?.data, 'original');
+  clock.ms = first.message.expiresAt + 1;
+  assert.equal(await store.get(first.id), null, 'expired at its own time, not the retry\'s');
+});
+
+test('a ttl at the top of the allowed range is stored (or refused as invalid), never failing the other puts of its batch', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now });
+  for (const expiresAt of [2 ** 48 - 1, Math.floor((2 ** 48 - 1) / 1000) * 1000]) {
+    const [plain, edge] = await Promise.allSettled([
+      store.put({ kind: 1, type: 't', data: 'plain', to: ['a'] }),
+      store.put({ kind: 1, type: 't', data: 'edge', to: ['b'], ttlMs: expiresAt - clock.ms }),
+    ]);
+    assert.equal(plain.status, 'fulfilled', `an ordinary put beside expiresAt ${expiresAt}`);
+    if (edge.status === 'rejected') assert.ok(isPixiuError(edge.reason, 'INVALID_REQUEST'), String(edge.reason));
+  }
 });
