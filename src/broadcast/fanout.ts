@@ -54,6 +54,8 @@ export class BroadcastFanout {
   readonly #chunk: number;
   readonly #onSent: ((frames: number) => void) | undefined;
   readonly #maxBatchBytes: number;
+  /** The last bseq handed to {@link deliver}, or where the reader started (see {@link add}). */
+  #position = '0-0';
 
   constructor(opts: FanoutOptions) {
     this.#maxBatchBytes = opts.maxBatchBytes;
@@ -68,13 +70,25 @@ export class BroadcastFanout {
     this.#onSent = opts.onSent;
   }
 
+  /** Where the node's reader starts (its first batch is newer): the position before any {@link deliver}. */
+  startAt(position: string): void {
+    this.#position = position;
+  }
+
   /** Receivers on this node. */
   get size(): number {
     return this.#targets.size;
   }
 
-  add(target: BroadcastTarget): void {
+  /**
+   * Adds a receiver. It is offered every broadcast newer than the returned position
+   * (the last one handed to this fan-out, whose batch may be going out now without
+   * it): older ones it gets only from the stream (a catch-up).
+   * @returns that position, a bseq (`0-0` before the first batch)
+   */
+  add(target: BroadcastTarget): string {
     this.#targets.add(target);
+    return this.#position;
   }
 
   remove(target: BroadcastTarget): void {
@@ -104,6 +118,8 @@ export class BroadcastFanout {
    * no one from then on.
    */
   async deliver(entries: readonly BroadcastEntry[]): Promise<void> {
+    const last = entries[entries.length - 1];
+    if (last !== undefined) this.#position = last.id;
     // Groups of at most maxBatchBytes (at least one entry each), one after the other:
     // sockets drain between them.
     let start = 0;

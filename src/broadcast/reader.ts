@@ -87,6 +87,11 @@ export class BroadcastReader {
     this.#loop = this.#run();
   }
 
+  /** The last bseq handed out (at start: the stream's last ID then). */
+  get position(): string {
+    return this.#last;
+  }
+
   /**
    * Stops the loop (interrupting a blocked read or a back-off wait) and waits for it.
    * It does not wait on the read itself: a read in flight when the connection dropped

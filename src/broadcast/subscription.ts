@@ -73,6 +73,12 @@ export class BroadcastSubscription implements BroadcastTarget {
    * showed as ~10 % of the fan-out's CPU samples).
    */
   #live = false;
+  /**
+   * The node reader's position when this feed joined the fan-out (BroadcastFanout
+   * `add`): every broadcast newer than it comes live, so a catch-up tells a `gap` only
+   * for trimmed ones no newer than it.
+   */
+  liveFrom: string | undefined = undefined;
 
   /** Starts held: live broadcasts queue until {@link resume} (after `welcome`). */
   constructor(tags: ReadonlySet<string>, sink: FrameSink) {
@@ -134,14 +140,14 @@ export class BroadcastSubscription implements BroadcastTarget {
     }
     // Each page is read with the stream's bounds at that moment: trimmed past the
     // cursor — before the first page, or between two pages while publishes trim the
-    // stream — is a `gap` to the first retained entry, never a silent skip.
+    // stream — is a `gap` to the next broadcast sent (the follower tells it, knowing
+    // what came live meanwhile), never a silent skip.
     await this.#follower.catchUp(after, async (cursor) => {
       const { entries, bounds } = await stream.rangeWithBounds(cursor, CATCH_UP_PAGE);
-      if (!(reset && cursor === '0-0') && compareStreamIds(cursor, bounds.maxDeleted) < 0) {
-        this.#sink.send(gapFrame(cursor, bounds.first ?? bounds.last ?? cursor), 'gap');
-      }
-      return entries;
-    }, () => this.#sink.whenWritable());
+      // After a `reset`, the first page is the whole stream: nothing before it is missed.
+      const lastTrimmed = reset && cursor === '0-0' ? undefined : bounds.maxDeleted;
+      return { entries, lastTrimmed, firstRetained: bounds.first ?? bounds.last };
+    }, () => this.#sink.whenWritable(), this.liveFrom);
   }
 }
 

@@ -216,6 +216,7 @@ export class Gateway implements GatewayDeps {
       await gateway.#registry.start();
       await gateway.#bus.start();
       await gateway.#reader.start();
+      gateway.#fanout.startAt(gateway.#reader.position);
     } catch (err) {
       await gateway.#registry.stop();
       subscriber.disconnect();

@@ -6,9 +6,19 @@
  *
  * The race it closes: a live entry can be read by the node's reader while this
  * connection is still catching up. Live entries that arrive during the catch-up are
- * queued; when the catch-up reads come back empty the queue is flushed, skipping what
- * the catch-up already sent. JavaScript runs one thing at a time, so no entry falls
+ * queued, and merged in ID order with what the catch-up reads: before each entry of a
+ * page goes out, the queued ones older than it go first. A history trimmed meanwhile
+ * past queued entries (a short cap, a catch-up held back by a slow client) can make a
+ * page jump over them; without the merge they were dropped as "already sent" (a fresh
+ * review's finding: live publications after a `sub` lost without a signal). When the
+ * catch-up reads come back empty the rest of the queue is flushed, skipping what the
+ * catch-up already sent. JavaScript runs one thing at a time, so no entry falls
  * between the last catch-up read and the switch to live.
+ *
+ * What the history lost (trimmed past the cursor before a page was read) is told with
+ * a gap when the page says so ({@link CatchUpPage.lastTrimmed}) and the loss is one the
+ * live feed cannot make up for: entries no newer than where the live feed began
+ * (`liveFrom`, when known) came from the history alone.
  *
  * Once a live entry newer than everything the catch-up sent has gone out, the ones
  * after it are newer still (the node's reader hands entries out in ID order), so live
@@ -27,8 +37,21 @@ export interface StreamEntry {
   readonly id: string;
 }
 
-/** Reads entries after `afterId` (exclusive), oldest first; empty when none. */
-export type PageReader<E extends StreamEntry> = (afterId: string) => Promise<readonly E[]>;
+/** One page of a catch-up, with what the stream says it trimmed. */
+export interface CatchUpPage<E extends StreamEntry> {
+  /** Entries after the page's start, oldest first; empty when none. */
+  readonly entries: readonly E[];
+  /**
+   * The highest ID trimmed from the stream when the page was read (`0-0`: none);
+   * undefined: not known (no gap is ever told).
+   */
+  readonly lastTrimmed?: string | undefined;
+  /** The first entry the stream retained then: what a gap leads to when nothing else follows. */
+  readonly firstRetained?: string | undefined;
+}
+
+/** Reads entries after `afterId` (exclusive): a page, or just its entries (nothing known of trimming). */
+export type PageReader<E extends StreamEntry> = (afterId: string) => Promise<readonly E[] | CatchUpPage<E>>;
 
 /**
  * Asked after each entry a catch-up sends: undefined when the connection takes more
@@ -133,16 +156,22 @@ export class StreamFollower<E extends StreamEntry> {
    * @param whenWritable asked after each entry sent: the catch-up waits while the
    *   connection is paused by backpressure (DESIGN.md §5), so a long catch-up goes at
    *   the client's pace instead of queueing past the hard cap
+   * @param liveFrom where the live feed began for this connection: every entry newer
+   *   than it is offered live (a trimmed one among them is no loss); undefined when
+   *   not known (any trim past the cursor is told as a gap)
    */
-  async catchUp(afterId: string, read: PageReader<E>, whenWritable?: WhenWritable): Promise<void> {
+  async catchUp(afterId: string, read: PageReader<E>, whenWritable?: WhenWritable, liveFrom?: string): Promise<void> {
     this.#catchingUp = true;
     this.#checkOrder = true;
     this.#last = afterId;
     try {
       for (;;) {
         const before: string = this.#last ?? afterId;
-        const page = await read(before);
-        for (const entry of page) {
+        const answer = await read(before);
+        const page: CatchUpPage<E> = isEntryList(answer) ? { entries: answer } : answer;
+        this.#tellTrimmed(before, page, liveFrom);
+        for (const entry of page.entries) {
+          this.#drainQueueBefore(entry.id);
           this.#forward(entry);
           const paused = whenWritable?.();
           if (paused !== undefined) await paused;
@@ -152,6 +181,34 @@ export class StreamFollower<E extends StreamEntry> {
       }
     } finally {
       this.release();
+    }
+  }
+
+  /**
+   * A gap from `cursor` when the stream was trimmed past it before `page` was read and
+   * what was trimmed is not all newer than `liveFrom` (newer ones come live, queued),
+   * to the next entry this connection gets: the page's first or the first queued.
+   */
+  #tellTrimmed(cursor: string, page: CatchUpPage<E>, liveFrom: string | undefined): void {
+    const trimmed = page.lastTrimmed;
+    if (trimmed === undefined || compareStreamIds(trimmed, cursor) <= 0) return;
+    if (liveFrom !== undefined && compareStreamIds(cursor, liveFrom) >= 0) return;
+    let next = page.entries[0]?.id;
+    const queued = this.#queue.find((item): item is E => !(item instanceof LostMark))?.id;
+    if (queued !== undefined && (next === undefined || compareStreamIds(queued, next) < 0)) next = queued;
+    next ??= page.firstRetained;
+    if (next !== undefined) this.#sendGap(cursor, next);
+  }
+
+  /** Sends the queued live entries (and losses) older than `id`, in order: see the module comment. */
+  #drainQueueBefore(id: string): void {
+    while (this.#queue.length > 0) {
+      const item = this.#queue[0] as E | LostMark;
+      const key = item instanceof LostMark ? item.range.lastLost : item.id;
+      if (compareStreamIds(key, id) >= 0) return;
+      this.#queue.shift();
+      if (item instanceof LostMark) this.#forwardLost(item.range);
+      else this.#forward(item);
     }
   }
 
@@ -183,4 +240,8 @@ export class StreamFollower<E extends StreamEntry> {
 /** A {@link LostRange} in a follower's queue, told apart from the entries there. */
 class LostMark {
   constructor(readonly range: LostRange) {}
+}
+
+function isEntryList<E extends StreamEntry>(page: readonly E[] | CatchUpPage<E>): page is readonly E[] {
+  return Array.isArray(page);
 }

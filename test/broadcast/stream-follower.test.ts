@@ -143,6 +143,46 @@ test('entries the node\'s reader lost: a gap in their place, from what the conne
   assert.deepEqual(short.sent, ['2-0', '3-0', 'gap 3-0..9-0', '9-0']);
 });
 
+test('live entries queued during a catch-up go out in ID order even when the history was trimmed past them before the catch-up read them', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  // The history held h1..h3 (1-0..3-0); live p1..p5 (11-0..15-0) arrive while the
+  // catch-up sends h1; the history (cap 3) keeps only p3..p5 when the next page is read.
+  await follower.catchUp('0-0', async (after) => {
+    if (after === '0-0') {
+      for (const e of ids('11-0', '12-0', '13-0', '14-0', '15-0')) follower.offer(e);
+      return ids('1-0', '2-0', '3-0');
+    }
+    return ids('13-0', '14-0', '15-0').filter((e) => compareStreamIds(e.id, after) > 0);
+  });
+  follower.offer({ id: '16-0' });
+  assert.deepEqual(sent, ['1-0', '2-0', '3-0', '11-0', '12-0', '13-0', '14-0', '15-0', '16-0']);
+});
+
+test('a history trimmed past the cursor is a gap only for what the live feed does not bring, up to the next entry sent', async () => {
+  // Trimmed through 12-0 when the page after 3-0 is read: 11-0 and 12-0 came live
+  // (queued); what lay between 3-0 and the live feed's start is gone.
+  const run = async (liveFrom: string | undefined): Promise<string[]> => {
+    const { follower, sent } = recording();
+    follower.hold();
+    await follower.catchUp('0-0', async (after) => {
+      if (after === '0-0') {
+        for (const e of ids('11-0', '12-0', '13-0')) follower.offer(e);
+        return ids('1-0', '2-0', '3-0');
+      }
+      if (after === '3-0') return { entries: ids('13-0'), lastTrimmed: '12-0', firstRetained: '13-0' };
+      return { entries: [], lastTrimmed: '12-0', firstRetained: '13-0' };
+    }, undefined, liveFrom);
+    return sent;
+  };
+  // The live feed began at 10-0: something between 3-0 and it (at least 10-0) is lost.
+  assert.deepEqual(await run('10-0'), ['1-0', '2-0', '3-0', 'gap 3-0..11-0', '11-0', '12-0', '13-0']);
+  // It began at 3-0: everything after the cursor came live; no gap.
+  assert.deepEqual(await run('3-0'), ['1-0', '2-0', '3-0', '11-0', '12-0', '13-0']);
+  // Not known: any trim past the cursor is told.
+  assert.deepEqual(await run(undefined), ['1-0', '2-0', '3-0', 'gap 3-0..11-0', '11-0', '12-0', '13-0']);
+});
+
 test('tag filters: all, any, both, none', () => {
   const tags = new Set(['vip', 'fr']);
   assert.equal(matchesFilter(undefined, tags), true);
