@@ -272,7 +272,9 @@ export class StoreOwnership {
    * @param where where this node is read (its host name and pid are added)
    * @param onConflict called with a reason when another store holds the block, or
    *   another node this store's lease (writes must stop), and with undefined once
-   *   neither holds
+   *   neither holds — also after the first lease write that finds neither: a node
+   *   starts with its writes suspended (service.ts), so that two copies of one data
+   *   dir started together never both take puts before either has written its lease
    * @param minted the store's last counters (MessageStore.counters), recorded with each
    *   renewal while this node is alone ({@link checkMinted})
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
@@ -289,10 +291,13 @@ export class StoreOwnership {
       return this.#lease;
     };
     let written = false;
+    let reported = false;
     const report = (conflict: string | undefined): void => {
-      if (conflict === this.#conflict) return;
+      if (reported && conflict === this.#conflict) return;
+      const first = !reported;
+      reported = true;
       if (conflict !== undefined) logger.error({ store: this.storeId, reason: conflict }, 'store partitions not this node\'s alone: writes suspended');
-      else logger.warn({ store: this.storeId }, 'store partitions this node\'s alone again: writes resumed');
+      else if (!first) logger.warn({ store: this.storeId }, 'store partitions this node\'s alone again: writes resumed');
       this.#conflict = conflict;
       onConflict(conflict === undefined ? undefined : `message store writes are suspended: ${conflict}`);
     };

@@ -123,6 +123,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
     cleanup.unshift({ what: 'store', run: () => store.close() });
+    // No put until this node's first lease write finds no other node serving this store
+    // (ownership.advertise lifts it): a copy of this data dir started at the same time
+    // passed the same start check, and both would mint the same ids meanwhile.
+    store.suspendWrites('message store writes are suspended: this node is starting and does not hold its store lease yet');
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
