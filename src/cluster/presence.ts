@@ -62,6 +62,12 @@ function parseEntry(conn: string, value: string): PresenceEntry | undefined {
   return { conn, node: m[2] as string, device: m[3] as string, since: Number(m[4]), expiresAt: Number(m[1]) };
 }
 
+/** An entry as read, with its raw value (what a compare-and-delete compares). */
+interface ReadEntry {
+  readonly entry: PresenceEntry;
+  readonly value: string;
+}
+
 /** Presence over Redis. Every method rejects with PixiuError UNAVAILABLE when Redis fails. */
 export class Presence {
   readonly #redis: Redis;
@@ -164,9 +170,9 @@ export class Presence {
     if (conns.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...conns));
   }
 
-  /** Removes every entry of `node` for `user` (the node is gone). */
+  /** Removes every entry of `node` for `user` (the node is gone), unless refreshed since it was read. */
   async removeNode(user: string, node: string): Promise<void> {
-    await this.removeConns(user, (await this.#read(user)).filter((e) => e.node === node).map((e) => e.conn));
+    await this.#deleteUnchanged(user, (await this.#read(user)).filter(({ entry }) => entry.node === node));
   }
 
   /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
@@ -179,23 +185,31 @@ export class Presence {
   async #prune(user: string): Promise<{ live: PresenceEntry[]; pruned: number }> {
     const now = Date.now();
     const all = await this.#read(user);
-    const liveNodes = await this.#opts.liveNodes([...new Set(all.map((e) => e.node))]);
+    const liveNodes = await this.#opts.liveNodes([...new Set(all.map(({ entry }) => entry.node))]);
     const live: PresenceEntry[] = [];
-    const dead: string[] = [];
-    for (const e of all) {
+    const dead: ReadEntry[] = [];
+    for (const read of all) {
+      const e = read.entry;
       if (e.expiresAt > now && (e.node === this.#opts.node || liveNodes.has(e.node))) live.push(e);
-      else dead.push(e.conn);
+      else dead.push(read);
     }
-    await this.removeConns(user, dead).catch(() => undefined);
-    return { live: live.sort((a, b) => a.since - b.since), pruned: dead.length };
+    const pruned = await this.#deleteUnchanged(user, dead).catch(() => 0);
+    return { live: live.sort((a, b) => a.since - b.since), pruned };
   }
 
-  async #read(user: string): Promise<PresenceEntry[]> {
+  /** Deletes the entries read, each only while its value is still the one read (`presence-prune-1.lua`); how many went. */
+  async #deleteUnchanged(user: string, entries: readonly ReadEntry[]): Promise<number> {
+    if (entries.length === 0) return 0;
+    const pairs = entries.flatMap(({ entry, value }) => [entry.conn, value]);
+    return redisCall(() => this.#redis.pxPresencePruneV1(this.#keys.conns(user), ...pairs));
+  }
+
+  async #read(user: string): Promise<ReadEntry[]> {
     const raw = await redisCall(() => this.#redis.hgetall(this.#keys.conns(user)));
-    const out: PresenceEntry[] = [];
+    const out: ReadEntry[] = [];
     for (const [conn, value] of Object.entries(raw)) {
-      const e = parseEntry(conn, value);
-      if (e) out.push(e);
+      const entry = parseEntry(conn, value);
+      if (entry) out.push({ entry, value });
     }
     return out;
   }
