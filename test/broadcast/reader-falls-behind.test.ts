@@ -8,7 +8,8 @@
  *
  * Made to happen every run: at 100 frames/s, one broadcast to 60 connections keeps the
  * fan-out busy ~0.55 s, while 12 more posted at once are stored in far less; with a cap
- * of 3, the first 9 of them are gone when the reader comes back.
+ * of 3, the first 9 of them are gone when the reader comes back. A client that comes
+ * back with `last_bseq` meanwhile must be told the same way.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -72,6 +73,14 @@ test('broadcasts trimmed before the node read them reach every connection as a g
     .sort(compareStreamIds);
   const posted = [first.bseq, ...burst];
   const last = posted[posted.length - 1] as string;
+  // A client back with last_bseq while the reader is still behind: a catch-up that
+  // read the history past where the reader was skipped what the reader then lost,
+  // with no gap (a fresh tester's finding).
+  const late = await TestClient.connect(serve.url, {
+    token: await testToken(JWT_KEY, 'behind-late'), params: { last_bseq: first.bseq }, timeoutMs: 30_000,
+  });
+  cleanup.after(() => late.close());
+  await expectFrame(late, 'welcome');
 
   let gaps = 0;
   for (const c of clients) {
@@ -80,6 +89,8 @@ test('broadcasts trimmed before the node read them reach every connection as a g
     gaps += checkFeed(c.frames.slice(1), posted);
   }
   assert.ok(gaps >= CLIENTS, `${gaps} gaps over ${CLIENTS} connections: the reader did not fall behind (the test did not test it)`);
+  while (!late.frames.some((f) => f.bseq === last || (f.t === 'gap' && compareStreamIds(f.to as string, last) > 0))) await late.nextOf('bcast');
+  assert.ok(checkFeed(late.frames.slice(1), burst) >= 1, 'the late client is told of what it cannot get');
   const metrics = await api.get('/metrics');
   assert.match(metrics.text, /^pixiu_broadcast_reader_losses_total [1-9]/m);
 });

@@ -183,6 +183,23 @@ test('a history trimmed past the cursor is a gap only for what the live feed doe
   assert.deepEqual(await run(undefined), ['1-0', '2-0', '3-0', 'gap 3-0..11-0', '11-0', '12-0', '13-0']);
 });
 
+test('a cursor at or past where the live feed began reads no history: a lagging reader brings the rest, its losses told in their place', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  const reads: string[] = [];
+  // The node's reader is at 5-0 (behind); the client comes back after 20-0.
+  await follower.catchUp('20-0', async (after) => {
+    reads.push(after);
+    return { entries: ids('40-0', '41-0'), lastTrimmed: '39-0', firstRetained: '40-0' };
+  }, undefined, '5-0');
+  assert.deepEqual(reads, [], 'the history is not read');
+  // The reader goes on: old entries, then the loss of 11-0..39-0, then 40-0.
+  for (const e of ids('6-0', '10-0')) follower.offer(e);
+  follower.offerLost({ after: '10-0', before: '40-0', lastLost: '39-0' });
+  for (const e of ids('40-0', '41-0')) follower.offer(e);
+  assert.deepEqual(sent, ['gap 20-0..40-0', '40-0', '41-0']);
+});
+
 test('tag filters: all, any, both, none', () => {
   const tags = new Set(['vip', 'fr']);
   assert.equal(matchesFilter(undefined, tags), true);
