@@ -12,10 +12,15 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
  */
 export const ASYMMETRIC_ALGS: Readonly<Record<string, readonly string[]>> = {
   rsa: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
-  'rsa-pss': ['PS256', 'PS384', 'PS512'],
   ec: ['ES256', 'ES384', 'ES512'],
   ed25519: ['EdDSA', 'Ed25519'],
 };
+
+/**
+ * Fewest bits of an RSA modulus: jose refuses to verify with a shorter key (RFC 7518
+ * §3.3 asks for 2048), so a shorter one would start and then refuse every token.
+ */
+const MIN_RSA_BITS = 2048;
 
 /** Node's names of the EC curves an ES256/ES384/ES512 key may be on (RFC 7518 §3.4). */
 const EC_CURVES: readonly string[] = ['prime256v1', 'secp384r1', 'secp521r1'];
@@ -42,6 +47,13 @@ export function unescapePem(text: string): string {
  *   one a JWT can be verified with here
  */
 export function readPublicKey(pem: string): { key: KeyObject; algorithms: readonly string[] } {
+  // Node reads the first PEM block and ignores the rest: a private key or a second key
+  // pasted beside it would start unnoticed (and the second key never verify).
+  const blocks = pem.match(/-----BEGIN [A-Z0-9 ]+-----/g) ?? [];
+  const outside = pem.replace(/-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g, '').trim();
+  if (blocks.length !== 1 || outside !== '') {
+    throw new Error(`it holds ${blocks.length === 1 ? 'text outside its PEM block' : `${blocks.length} PEM blocks`}; give one -----BEGIN PUBLIC KEY----- block, nothing else`);
+  }
   let key: KeyObject;
   try {
     key = createPublicKey({ key: pem, format: 'pem' });
@@ -52,8 +64,16 @@ export function readPublicKey(pem: string): { key: KeyObject; algorithms: readon
   }
   const type = key.asymmetricKeyType ?? '';
   const algorithms = ASYMMETRIC_ALGS[type];
+  if (type === 'rsa-pss') {
+    // jose verifies PS256/384/512 with a plain RSA key only (it refuses an id-RSASSA-PSS one).
+    throw new Error('it is an RSA-PSS (id-RSASSA-PSS) key, which cannot verify tokens here; give the same key as a plain RSA public key (rsaEncryption): PS256, PS384 and PS512 tokens verify with it');
+  }
   if (key.type !== 'public' || algorithms === undefined) {
-    throw new Error(`it is a ${type || 'unknown'} key; accepted: RSA, RSA-PSS, EC (P-256, P-384, P-521) or Ed25519`);
+    throw new Error(`it is a ${type || 'unknown'} key; accepted: RSA, EC (P-256, P-384, P-521) or Ed25519`);
+  }
+  const bits = key.asymmetricKeyDetails?.modulusLength;
+  if (type === 'rsa' && (bits === undefined || bits < MIN_RSA_BITS)) {
+    throw new Error(`it is an RSA key of ${bits ?? 'unknown'} bits; at least ${MIN_RSA_BITS} are needed to verify tokens`);
   }
   const curve = key.asymmetricKeyDetails?.namedCurve;
   if (type === 'ec' && (curve === undefined || !EC_CURVES.includes(curve))) {

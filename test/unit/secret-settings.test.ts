@@ -40,7 +40,23 @@ test('a PEM key that cannot be read is a configuration error naming PIXIU_JWT_PU
   const k1 = generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
   refused({ PIXIU_JWT_PUBLIC_KEY: k1 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is an EC key on curve secp256k1; accepted curves: P-256/, k1.split('\n')[1] as string);
   const x448 = generateKeyPairSync('ed448').publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  refused({ PIXIU_JWT_PUBLIC_KEY: x448 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is a ed448 key; accepted: RSA, RSA-PSS, EC/, x448.split('\n')[1] as string);
+  refused({ PIXIU_JWT_PUBLIC_KEY: x448 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is a ed448 key; accepted: RSA, EC/, x448.split('\n')[1] as string);
+});
+
+test('a PEM key that would start and then refuse every token, or that holds more than the key, is refused at start', () => {
+  const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  refused({ PIXIU_JWT_PUBLIC_KEY: pss }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is an RSA-PSS \(id-RSASSA-PSS\) key.*plain RSA public key/, pss.split('\n')[1] as string);
+  const short = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  refused({ PIXIU_JWT_PUBLIC_KEY: short }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is an RSA key of 1024 bits; at least 2048/, short.split('\n')[1] as string);
+  const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const privatePem = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const publicPem = pair.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  refused({ PIXIU_JWT_PUBLIC_KEY: publicPem + privatePem }, /PIXIU_JWT_PUBLIC_KEY is not valid: it holds 2 PEM blocks; give one/, privatePem.split('\n')[1] as string);
+  refused({ PIXIU_JWT_PUBLIC_KEY: publicPem + ecPem }, /it holds 2 PEM blocks/, ecPem.split('\n')[1] as string);
+  refused({ PIXIU_JWT_PUBLIC_KEY: `junk\n${publicPem}` }, /it holds text outside its PEM block/, publicPem.split('\n')[1] as string);
+  assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: `\n${publicPem}\n\n` }).jwtPublicKey?.includes('BEGIN PUBLIC KEY'), true, 'blank lines around it are fine');
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: rsa }).jwtPublicKey, rsa);
 });
 
 test('an API token no client can send (whitespace around or in it, non-ASCII) is refused, naming the rule', () => {
