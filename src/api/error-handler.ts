@@ -75,14 +75,15 @@ export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
  * The `WWW-Authenticate` of a 401: RFC 9110 §11.6.1 requires one, and every credential
  * Pixiu takes is a Bearer token (RFC 6750). `Bearer` alone when the request carried no
  * token; `Bearer error="invalid_token"` when it carried one that was refused (RFC 6750
- * §3.1): in `Authorization: Bearer`, or `?token=` (read by `/v1/connect`; another
- * route refuses an unknown parameter, after the token check).
+ * §3.1): in `Authorization: Bearer`, or `?token=` on `/v1/connect`, the one route that
+ * reads it (elsewhere it is no token: an unknown parameter, refused after the token check).
  */
 function bearerChallenge(req: IncomingMessage): string {
   let given = bearerToken(req.headers.authorization) !== undefined;
   if (!given) {
     try {
-      given = new URL(req.url ?? '/', 'http://x').searchParams.has('token');
+      const url = new URL(req.url ?? '/', 'http://x');
+      given = url.pathname === '/v1/connect' && url.searchParams.has('token');
     } catch {
       // A URL that cannot be read carried no token Pixiu read.
     }

@@ -13,7 +13,7 @@ import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import { startService } from '../service/service.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
-import { nonWebOrigins } from '../gateway/connect-route.js';
+import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
 
 /** Builds the `serve` subcommand. */
@@ -31,6 +31,10 @@ export function serveCommand(): Command {
     const oddOrigins = nonWebOrigins(config.allowedOrigins);
     if (oddOrigins.length > 0) {
       logger.warn({ origins: oddOrigins }, 'PIXIU_ALLOWED_ORIGINS entries that name no web origin (scheme://host[:port]): each allows only an Origin header equal to it (right for chrome-extension://…, a typo otherwise)');
+    }
+    const looseEntries = looseOrigins(config.allowedOrigins);
+    if (looseEntries.length > 0) {
+      logger.warn({ origins: looseEntries }, 'PIXIU_ALLOWED_ORIGINS entries with a path, credentials or a wildcard: only their origin (scheme://host[:port]) counts, and * is no wildcard');
     }
     // A port in use or a host not this machine's stops the start before anything is
     // generated (startService checks again, for its other callers).

@@ -33,7 +33,8 @@ export function tokenCommand(): Command {
   cmd.action(async (uid: string) => {
     checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
-    const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : (ms(opts.ttl as ms.StringValue) as number | undefined);
+    // `ms` throws on an empty string rather than answering undefined.
+    const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : opts.ttl.trim() === '' ? undefined : (ms(opts.ttl as ms.StringValue) as number | undefined);
     // A whole number of seconds: a token's `exp` has none smaller, and rounding would
     // mint a token living shorter (or longer) than asked.
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000 || ttlMs % 1000 !== 0) {

@@ -76,9 +76,10 @@ const connectQuery = {
 export function originAllowed(origin: string | undefined, host: string | undefined, allowed: readonly string[]): boolean {
   if (origin === undefined) return true;
   if (allowed.includes('*')) return true;
-  // Exact first: it also covers origins with no URL serialization (`chrome-extension://id`).
-  if (allowed.includes(origin)) return true;
+  // Before any match: an entry with a path or credentials must not admit an Origin equal to it.
   if (!ORIGIN_FORM.test(origin)) return false;
+  // Exact: it also covers origins with no URL serialization (`chrome-extension://id`).
+  if (allowed.includes(origin)) return true;
   const own = serializedOrigin(origin);
   if (own === undefined) return false;
   // A list entry is compared as an origin, so `https://App.example.com/` names `https://app.example.com`.
@@ -98,6 +99,16 @@ export function originAllowed(origin: string | undefined, host: string | undefin
  */
 export function nonWebOrigins(allowed: readonly string[]): string[] {
   return allowed.filter((a) => a !== '*' && serializedOrigin(a) === undefined);
+}
+
+/**
+ * The entries of a `PIXIU_ALLOWED_ORIGINS` list that say more than an origin and are
+ * read as less: a path (`https://app.example.com/login`: only its origin counts),
+ * credentials (ignored), or a wildcard (`https://*.example.com`: no wildcards; it
+ * allows only an Origin equal to it). `serve` warns about them at start.
+ */
+export function looseOrigins(allowed: readonly string[]): string[] {
+  return allowed.filter((a) => a !== '*' && serializedOrigin(a) !== undefined && (a.includes('*') || !ORIGIN_FORM.test(a.replace(/\/$/, ''))));
 }
 
 /** `scheme://host[:port]` with nothing after the authority and no credentials (RFC 6454 §7.1). */

@@ -243,6 +243,10 @@ test('a 401 carries WWW-Authenticate: Bearer, with error="invalid_token" when a 
   assert.equal(me.headers.get('www-authenticate'), 'Bearer error="invalid_token"');
   const ok = await server.client.get('/v1/users/alice/messages');
   assert.equal(ok.headers.get('www-authenticate'), null, 'only on a 401');
+  // `?token=` is read by /v1/connect alone: elsewhere the request carried no token.
+  const queried = await server.client.get('/v1/me/messages?token=not.a.jwt', { headers: { authorization: '' } });
+  assert.equal(queried.status, 401);
+  assert.equal(queried.headers.get('www-authenticate'), 'Bearer');
 });
 
 test('an unknown route is 404 NOT_FOUND', async (t) => {

@@ -72,7 +72,7 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
   assert.equal(badUid.code, 1);
   assert.equal(badUid.stdout, '');
   assert.match(badUid.stderr, /invalid user id "a b"/);
-  for (const ttl of ['soon', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999']) {
+  for (const ttl of ['soon', '', ' ', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999']) {
     const badTtl = await runCli(['token', 'ann', '--ttl', ttl], env);
     assert.equal(badTtl.code, 1, ttl);
     assert.equal(badTtl.stdout, '');

@@ -93,6 +93,8 @@ test('a bad secret is never shown: the message names the setting and what is wro
     [{ PIXIU_JWT_PUBLIC_KEY: privateKey }, {}, 'HiddenKeyMaterial', /PIXIU_JWT_PUBLIC_KEY is not valid: it does not have the required form \(the value is not shown\)/],
     // A Redis URL may carry a password.
     [{ PIXIU_REDIS_URL: 'http://:hunter2-password@redis.example:6379' }, {}, 'hunter2', /PIXIU_REDIS_URL is not valid: it does not have the required form.*redis:\/\//],
+    // So may a JWKS URL.
+    [{ PIXIU_JWKS_URL: 'ftp://user:s3cretpw@idp.example/jwks' }, {}, 's3cretpw', /PIXIU_JWKS_URL is not valid: it does not have the required form/],
   ];
   for (const [env, flags, secret, expected] of cases) {
     assert.throws(() => loadConfig(env, flags), (err: unknown) => {

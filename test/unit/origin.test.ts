@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nonWebOrigins, originAllowed } from '../../src/gateway/connect-route.js';
+import { looseOrigins, nonWebOrigins, originAllowed } from '../../src/gateway/connect-route.js';
 
 test('a request without Origin (a non-browser client) is allowed under every setting', () => {
   for (const allowed of [[], ['*'], ['https://app.example.com']]) {
@@ -92,4 +92,13 @@ test('an Origin in capitals or with its default port is compared as its origin, 
   assert.equal(originAllowed('http://Pixiu.Example.com:80', 'pixiu.example.com', []), true);
   assert.equal(originAllowed('https://pixiu.example.com/', 'pixiu.example.com', []), false, 'a path, even /, is no origin');
   assert.equal(originAllowed('NULL', 'pixiu.example.com', []), false);
+});
+
+test('a list entry with a path or credentials admits no Origin equal to it; looseOrigins names such entries and wildcards for the start-up warning', () => {
+  const list = ['https://app.example.com/path', 'https://user:pw@a.example', 'https://*.example.com'];
+  assert.equal(originAllowed('https://app.example.com/path', 'pixiu.example.com', list), false);
+  assert.equal(originAllowed('https://user:pw@a.example', 'pixiu.example.com', list), false);
+  assert.equal(originAllowed('https://app.example.com', 'pixiu.example.com', list), true, 'its origin counts');
+  assert.equal(originAllowed('https://x.example.com', 'pixiu.example.com', list), false, 'no wildcards');
+  assert.deepEqual(looseOrigins([...list, '*', 'https://ok.example', 'https://ok.example/', 'chrome-extension://abc']), list);
 });
