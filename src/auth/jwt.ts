@@ -4,9 +4,10 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { SignJWT, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
+import { cappedFetch } from './jwks-fetch.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -123,7 +124,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       break;
     }
     case 'jwks': {
-      const remote = createRemoteJWKSet(new URL(source.url), { cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS });
+      const remote = createRemoteJWKSet(new URL(source.url), {
+        cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, [customFetch]: cappedFetch,
+      });
       key = async (header, token) => {
         try {
           return await remote(header, token);

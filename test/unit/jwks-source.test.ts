@@ -12,6 +12,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import { JWKS_COOLDOWN_MS, createVerifier } from '../../src/auth/jwt.js';
+import { MAX_JWKS_BYTES } from '../../src/auth/jwks-fetch.js';
 
 /** Serves what `body()` returns at any path of 127.0.0.1; closed after the test. */
 async function serve(t: TestContext, body: () => string): Promise<string> {
@@ -64,4 +65,12 @@ test('a JWKS URL answering JSON that is no key set, or no JSON, is an outage (50
     const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => body) });
     await assert.rejects(verify(token), { code: 'UNAVAILABLE', message: 'cannot fetch the keys to verify the token, retry later' }, body);
   }
+});
+
+test('a JWKS answer over the size read is an outage (503), read no further', async (t) => {
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
+  const huge = JSON.stringify({ keys: [], pad: 'x'.repeat(MAX_JWKS_BYTES) });
+  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => huge) });
+  await assert.rejects(verify(token), { code: 'UNAVAILABLE' });
 });
