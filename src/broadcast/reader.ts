@@ -31,10 +31,9 @@ const BLOCK_MS = 5000;
 const READ_COUNT = 200;
 /**
  * After the blocking read woke, how long the reader waits before reading the page
- * (collecting what arrived meanwhile), ms. Broadcasts
- * POSTed together reach the stream over a few ms (each is stored and fsynced first);
- * fanned out as one batch, each socket gets them in one write instead of one per
- * read. It costs a live broadcast this much latency, a few per cent of a fan-out to
+ * (collecting what arrived meanwhile), ms. Broadcasts POSTed together reach the stream
+ * over a few ms (each is stored and fsynced first); fanned out as one batch, each
+ * socket gets them in one write instead of one per read. It costs a live broadcast this much latency, a few per cent of a fan-out to
  * thousands of sockets (bench:broadcast).
  */
 const COALESCE_MS = 2;
