@@ -1,10 +1,11 @@
 /**
  * Room membership (DESIGN.md §8): a sorted set per room, user id → join slot (the join
- * time in ms × 1000 plus a counter: see `lua/room-add-1.lua`). A room exists while it
+ * time in ms × 1000 plus a counter: see `lua/room-add-2.lua`). A room exists while it
  * has members. The slot orders members by when they joined and lets a room message go
  * only to those who were members when it was sent — also when it is retried later — so
  * a member added later never receives earlier room messages.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis, Result } from 'ioredis';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
@@ -13,18 +14,21 @@ import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
 const ADD: ScriptSpec = {
-  command: 'pxRoomAddV2', file: new URL('./lua/room-add-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxRoomAddV3', file: new URL('./lua/room-add-2.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `room-add-1.lua`: KEYS members; ARGV cap, nowMs, users… Returns [added, size]. */
-    pxRoomAddV2(members: string, cap: string, nowMs: string, ...users: string[]): Result<[number, number], Context>;
+    /** `room-add-2.lua`: KEYS members; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
+    pxRoomAddV3(members: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
   }
 }
 
-/** Slots per millisecond of join time (`lua/room-add-1.lua`). */
+/** Slots per millisecond of join time (`lua/room-add-2.lua`). */
 const SLOTS_PER_MS = 1000;
+
+/** Longest wait for a millisecond whose join slots are free, ms; past it the slots are taken ahead of the clock. */
+const MAX_SLOT_WAIT_MS = 1000;
 
 /** A page cursor: the join slot of the last member listed, a decimal integer. */
 export const MEMBER_CURSOR_PATTERN = wordedPattern('^[0-9]{1,17}$', 'the next_cursor of an earlier page (1–17 decimal digits)');
@@ -73,9 +77,21 @@ export class Rooms {
    * @throws PixiuError INVALID_REQUEST when the room would exceed the cap (nothing added)
    */
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
-    const [added, size] = await redisCall(() =>
-      this.#redis.pxRoomAddV2(this.#keys.roomMembers(room), String(this.#cap), String(Date.now()), ...users));
-    return { added, size };
+    const key = this.#keys.roomMembers(room);
+    for (;;) {
+      const now = Date.now();
+      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(now), '0', ...users));
+      if (added >= 0) return { added, size: at };
+      // The millisecond's join slots are taken (`lua/room-add-2.lua`): wait for the one
+      // the new members fit in. Far ahead (another node's clock runs ahead), take the
+      // slots anyway rather than wait for that clock.
+      const waitMs = at - Date.now();
+      if (waitMs > MAX_SLOT_WAIT_MS) {
+        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(Date.now()), '1', ...users));
+        return { added: forced, size };
+      }
+      await sleep(Math.max(1, waitMs));
+    }
   }
 
   /** Removes members (absent ones are ignored). @returns how many were removed and the size after */

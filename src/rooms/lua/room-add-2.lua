@@ -1,5 +1,5 @@
 --[[
-room-add-1: add members to a room, all or none, within the room size cap (DESIGN.md §8).
+room-add-2: add members to a room, all or none, within the room size cap (DESIGN.md §8).
 
 A member's score is its join slot: the join time in ms × 1000 plus a counter, so every
 member has its own slot (ms × 1000 stays below 2^53, exact in a double, until the year
@@ -8,11 +8,19 @@ by score is join order even for members added in one call or in one millisecond,
 a slot is a cursor that neither skips nor repeats members when others leave. A room
 message sent at ts ms goes to the members whose slot is below (ts + 1) × 1000.
 
+A slot never runs ahead of the clock: a millisecond holds 1,000 slots, and an add that
+would take slots of a later millisecond (more than 1,000 joins within one, from calls
+running together) writes nothing and asks the caller to come back then (room-add-1
+gave them anyway, and a room message sent in the next milliseconds skipped members
+whose add had already been answered: a fresh review's finding).
+
 Steps
   1. Count the given users not yet members (a user named twice counts once).
   2. If the room would then hold more than ARGV[1] members, refuse: nothing is written.
-  3. Else give each new member the next slot, starting at the larger of now × 1000 and
-     the newest member's slot + 1; members already in keep theirs.
+  3. The new members' slots start at the larger of now × 1000 and the newest member's
+     slot + 1. If the last of them would be past now × 1000 + 999 and ARGV[3] is not
+     "1", write nothing and reply {-1, ms}: try again at that ms, when they fit.
+  4. Else give each new member the next slot; members already in keep theirs.
 
 KEYS
   1. members sorted set `<prefix>room:{<room>}:members` (user id → join slot)
@@ -20,10 +28,13 @@ KEYS
 ARGV
   1. cap: most members a room may have, a positive integer
   2. now: the join time, ms since the Unix epoch
-  3.. the user ids to add (at least one)
+  3. "1" to take slots ahead of the clock anyway (the newest slot is far ahead: another
+     node's clock), else "0"
+  4.. the user ids to add (at least one)
 
 Returns
-  {added, size}: how many were new, and the room's size after.
+  {added, size}: how many were new, and the room's size after; or {-1, ms}: nothing
+  written, try again at that ms.
 
 Error replies
   INVALID_REQUEST room would have <n> members, over the cap of <cap>; use a channel …  (nothing written)
@@ -32,13 +43,14 @@ Error replies
 
 local key = KEYS[1]
 local cap, now = tonumber(ARGV[1]), tonumber(ARGV[2])
-if not cap or cap < 1 or not now or now < 0 or #ARGV < 3 then
+local ahead = ARGV[3] == '1'
+if not cap or cap < 1 or not now or now < 0 or #ARGV < 4 then
   return redis.error_reply('INVALID_REQUEST cap, now and at least one user are required')
 end
 local size = redis.call('ZCARD', key)
 local fresh = {}
 local seen = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local user = ARGV[i]
   if not seen[user] and not redis.call('ZSCORE', key, user) then
     fresh[#fresh + 1] = user
@@ -57,6 +69,10 @@ local slot = math.floor(now) * 1000
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] and tonumber(newest[2]) + 1 > slot then
   slot = tonumber(newest[2]) + 1
+end
+local last = slot + #fresh - 1
+if not ahead and last > math.floor(now) * 1000 + 999 then
+  return {-1, math.floor(last / 1000)}
 end
 for i, user in ipairs(fresh) do
   -- '%.0f': a plain integer; tostring() would round a 16-digit number to 14 digits.

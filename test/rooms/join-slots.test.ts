@@ -1,0 +1,60 @@
+/**
+ * Join slots never run ahead of the clock (src/rooms/lua/room-add-2.lua,
+ * `Rooms.add`): a millisecond holds 1,000 slots; an add that would need a later
+ * millisecond's writes nothing and is tried again then. Before, more than 1,000 joins
+ * in one millisecond took later milliseconds' slots, and a room message sent in those
+ * milliseconds skipped members whose add had already been answered (a fresh review:
+ * 5,000 joined at T, a message at T + 2 reached 3,000). A private redis-server.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { Rooms } from '../../src/rooms/membership.js';
+import { createRedis } from '../../src/redis/client.js';
+import { Keys } from '../../src/redis/keys.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const keys = new Keys('px:');
+let server: RedisServer;
+let redis: Redis;
+let rooms: Rooms;
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  rooms = new Rooms(redis, keys, 100_000);
+});
+
+after(async () => {
+  redis?.disconnect();
+  await server?.destroy();
+});
+
+const users = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+
+test('an add that would take a later millisecond\'s slots writes nothing and names the millisecond to come back at', async () => {
+  const key = keys.roomMembers('full-ms');
+  const T = 1_800_000_000_000;
+  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
+  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
+  assert.equal(await redis.zscore(key, 'late'), null, 'nothing written');
+  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T + 1), '0', 'late'), [1, 1001]);
+  // Every member's slot is within the millisecond it was added in.
+  const slots = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
+  assert.ok(slots.every((s) => s <= (T + 1) * 1000 + 999));
+  assert.equal((await rooms.membersAt('full-ms', T)).length, 1000);
+  assert.equal((await rooms.membersAt('full-ms', T + 1)).length, 1001);
+  // Asked to, it takes slots ahead (the newest slot far ahead: another node's clock).
+  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '1', 'ahead'), [1, 1002]);
+});
+
+test('concurrent adds of more than 1,000 members each reach every room message sent after they were answered', async () => {
+  const answered = await Promise.all([0, 1, 2, 3, 4].map(async (c) => {
+    await rooms.add('burst', users(`u${c}_`, 1000));
+    return { c, at: Date.now() };
+  }));
+  for (const { c, at } of answered) {
+    const members = new Set(await rooms.membersAt('burst', at));
+    for (const u of users(`u${c}_`, 1000)) assert.ok(members.has(u), `${u}, answered at ${at}, missing from a message sent then`);
+  }
+});
