@@ -30,6 +30,9 @@ import type { FrameType } from '../delivery/frames.js';
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 200;
 
+/** Where each catching-up feed joined the fan-out ({@link BroadcastSubscription.joinedAt}). */
+const liveFroms = new WeakMap<BroadcastSubscription, string>();
+
 /** The tags of every connection whose token has none: one set for all of them, never written. */
 const NO_TAGS: ReadonlySet<string> = new Set();
 
@@ -73,12 +76,6 @@ export class BroadcastSubscription implements BroadcastTarget {
    * showed as ~10 % of the fan-out's CPU samples).
    */
   #live = false;
-  /**
-   * The node reader's position when this feed joined the fan-out (BroadcastFanout
-   * `add`): every broadcast newer than it comes live, so a catch-up tells a `gap` only
-   * for trimmed ones no newer than it.
-   */
-  liveFrom: string | undefined = undefined;
 
   /** Starts held: live broadcasts queue until {@link resume} (after `welcome`). */
   constructor(tags: ReadonlySet<string>, sink: FrameSink) {
@@ -90,6 +87,16 @@ export class BroadcastSubscription implements BroadcastTarget {
       if (matchesFilter(e.filter, this.tags) && !isExpired(e, Date.now())) sink.send(e.frame, 'bcast');
     }, (from, to) => sink.send(gapFrame(from, to), 'gap'));
     this.#follower.hold();
+  }
+
+  /**
+   * Notes the node reader's position when this feed joined the fan-out (BroadcastFanout
+   * `add`): every broadcast newer than it comes live, so a catch-up reads the history
+   * only up to it. Only a feed that will catch up needs it (kept aside, not in a field:
+   * bench:e2e case c counts every byte of an idle connection).
+   */
+  joinedAt(position: string): void {
+    liveFroms.set(this, position);
   }
 
   /** Live broadcasts from the node's reader (already matched by the fan-out). */
@@ -147,7 +154,7 @@ export class BroadcastSubscription implements BroadcastTarget {
       // After a `reset`, the first page is the whole stream: nothing before it is missed.
       const lastTrimmed = reset && cursor === '0-0' ? undefined : bounds.maxDeleted;
       return { entries, lastTrimmed, firstRetained: bounds.first ?? bounds.last };
-    }, () => this.#sink.whenWritable(), this.liveFrom);
+    }, () => this.#sink.whenWritable(), liveFroms.get(this));
   }
 }
 
