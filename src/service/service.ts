@@ -125,8 +125,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     cleanup.unshift({ what: 'store', run: () => store.close() });
     // No put until this node's first lease write finds no other node serving this store
     // (ownership.advertise lifts it): a copy of this data dir started at the same time
-    // passed the same start check, and both would mint the same ids meanwhile.
+    // passed the same start check, and both would mint the same ids meanwhile. Puts
+    // made meanwhile wait for that, rather than being refused.
     store.suspendWrites('message store writes are suspended: this node is starting and does not hold its store lease yet');
+    let leaseSettled: () => void = () => undefined;
+    store.holdWritesUntil(new Promise<void>((resolve) => { leaseSettled = resolve; }));
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
@@ -193,11 +196,15 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // The lease: where other nodes read this store, from now until shutdown. Dropped
     // once HTTP has stopped, so readers stop waiting on this node at once.
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
-    await checkAdvertisedUrl({
-      url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
-      timeoutMs: config.redisCommandTimeoutMs, logger,
-    });
-    await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
+    try {
+      await checkAdvertisedUrl({
+        url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
+        timeoutMs: config.redisCommandTimeoutMs, logger,
+      });
+      await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
+    } finally {
+      leaseSettled();
+    }
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
     redis.on('ready', () => ownership.renewNow());

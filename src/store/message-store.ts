@@ -66,6 +66,8 @@ export class MessageStore implements RecordReader {
   readonly #logger: Logger | undefined;
   #closing: Promise<void> | undefined;
   #writesSuspended: string | undefined;
+  /** Puts wait for it (see {@link holdWritesUntil}); undefined when they go ahead. */
+  #hold: Promise<void> | undefined;
 
   private constructor(partitions: readonly Partition[], cache: RecordCache, opts: MessageStoreOptions) {
     this.#partitions = partitions;
@@ -167,6 +169,19 @@ export class MessageStore implements RecordReader {
   }
 
   /**
+   * Makes puts wait until `settled` settles, then go ahead under the suspension then in
+   * force ({@link suspendWrites}): for a node starting, whose writes are suspended
+   * until it holds its store lease (tens of ms after its port opens), so that a
+   * message posted meanwhile is stored once that is known rather than refused.
+   */
+  holdWritesUntil(settled: Promise<unknown>): void {
+    const hold: Promise<void> = settled.then(() => undefined, () => undefined).finally(() => {
+      if (this.#hold === hold) this.#hold = undefined;
+    });
+    this.#hold = hold;
+  }
+
+  /**
    * Why the store takes no puts now, or some of them (undefined when it takes them
    * all): its writes are suspended ({@link suspendWrites}), or a partition is
    * reopening its database after a failed write (a full disk; partition.ts). For
@@ -193,6 +208,7 @@ export class MessageStore implements RecordReader {
     // Not async: one promise less per put on the hottest path; errors still reject.
     try {
       this.#assertOpen();
+      if (this.#hold !== undefined) return this.#hold.then(() => this.put(msg));
       if (this.#writesSuspended !== undefined) throw unavailable(this.#writesSuspended);
       const prep = prepareRecord(msg, this.#now(), this.#limits, this.#arena);
       const partition = this.#partitions[choosePartition(msg, this.#partitions.length)];

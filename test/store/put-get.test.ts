@@ -138,3 +138,27 @@ test('puts in flight when close is called complete first', async (t) => {
   const reopened = await openStore(t, dir, { partitions: 2 });
   assert.ok((await reopened.getMany(ids)).every((r) => r !== null));
 });
+
+test('puts made while writes are held wait, then go ahead under the suspension in force then: stored, or refused with its reason', async (t) => {
+  const store = await openStore(t, await tempDir(t));
+  const message = { kind: 1 as const, type: 't', data: 'held', to: ['a'] };
+  // A node starting: suspended until its lease is held, puts held meanwhile.
+  store.suspendWrites('starting');
+  let release: () => void = () => undefined;
+  store.holdWritesUntil(new Promise<void>((resolve) => { release = resolve; }));
+  let settled = false;
+  const held = store.put(message).finally(() => { settled = true; });
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(settled, false, 'it waits');
+  assert.equal(store.writeProblem, 'starting', '/readyz says why');
+  store.suspendWrites(undefined); // the lease is held
+  release();
+  assert.equal((await held).message.data, 'held');
+  // The next start finds another node serving the store: the held put is refused.
+  store.suspendWrites('served elsewhere');
+  let release2: () => void = () => undefined;
+  store.holdWritesUntil(new Promise<void>((resolve) => { release2 = resolve; }));
+  const refused = store.put(message);
+  release2();
+  await assert.rejects(refused, (err) => isPixiuError(err, 'UNAVAILABLE') && /served elsewhere/.test((err as Error).message));
+});
