@@ -26,6 +26,7 @@ import { StreamFollower, type LostRange } from '../streams/follower.js';
 import { isExpired, type BroadcastBounds, type BroadcastEntry, type BroadcastStream } from './broadcast-stream.js';
 import { matchesFilter } from './filter.js';
 import type { FrameType } from '../delivery/frames.js';
+import type { BroadcastFanout } from './fanout.js';
 
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 200;
@@ -90,13 +91,14 @@ export class BroadcastSubscription implements BroadcastTarget {
   }
 
   /**
-   * Notes the node reader's position when this feed joined the fan-out (BroadcastFanout
-   * `add`): every broadcast newer than it comes live, so a catch-up reads the history
-   * only up to it. Only a feed that will catch up needs it (kept aside, not in a field:
-   * bench:e2e case c counts every byte of an idle connection).
+   * Joins the node's fan-out (held until {@link resume}). A feed that will catch up
+   * notes where the fan-out was then (BroadcastFanout `add`): every broadcast newer
+   * than it comes live, so the catch-up reads the history only up to it. Kept aside,
+   * not in a field: bench:e2e case c counts every byte of an idle connection.
    */
-  joinedAt(position: string): void {
-    liveFroms.set(this, position);
+  join(fanout: BroadcastFanout, catchingUp: boolean): void {
+    const position = fanout.add(this);
+    if (catchingUp) liveFroms.set(this, position);
   }
 
   /** Live broadcasts from the node's reader (already matched by the fan-out). */

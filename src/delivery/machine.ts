@@ -397,5 +397,4 @@ export class UserMachine {
     effects.push({ kind: 'fetch', afterSeq, limit: this.#fetchLimit });
     return effects;
   }
-
 }

@@ -113,10 +113,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   start(resume: ResumeRequest, lastBseq?: string): void {
     this.#lastBseq = lastBseq;
     // Registered at once but held: live broadcasts queue until `welcome` is out.
-    if (this.#broadcast && this.#deps.broadcast) {
-      const position = this.#deps.broadcast.fanout.add(this.#broadcast);
-      if (lastBseq !== undefined) this.#broadcast.joinedAt(position);
-    }
+    if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => { this.#lastSeen = Date.now(); });

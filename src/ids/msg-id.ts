@@ -44,11 +44,15 @@ export function encodeMsgId(parts: MsgIdParts): string {
   if (!Number.isInteger(partition) || partition < 0 || partition > 255) throw new RangeError(`partition ${partition} out of range`);
   if (!isKind(kind)) throw new RangeError(`kind ${String(kind)} out of range`);
   if (!Number.isInteger(counter) || counter < 1 || counter > MAX_COUNTER) throw new RangeError(`counter ${counter} out of range`);
-  return (
-    partition.toString(16).padStart(2, '0') +
-    kind.toString(16).padStart(2, '0') +
-    counter.toString(16).padStart(12, '0')
-  );
+  return msgIdPrefix(partition, kind) + counter.toString(16).padStart(12, '0');
+}
+
+/**
+ * A MsgID's first 4 hex digits: its partition and kind bytes (DESIGN.md §2), unchecked
+ * (callers check the range, as {@link encodeMsgId} does, or build them once per partition).
+ */
+export function msgIdPrefix(partition: number, kind: number): string {
+  return partition.toString(16).padStart(2, '0') + kind.toString(16).padStart(2, '0');
 }
 
 /**

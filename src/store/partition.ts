@@ -22,13 +22,13 @@
  *   write may have torn LevelDB's log); puts answer UNAVAILABLE meanwhile, reads go on.
  */
 import { PixiuError, unavailable } from '../errors.js';
-import { MAX_COUNTER } from '../ids/msg-id.js';
+import { MAX_COUNTER, msgIdPrefix } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
 import { sweepStep } from './expiry-sweep.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
-import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+import { decodeRecord, duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteSlots } from './write-slots.js';
 
@@ -96,7 +96,7 @@ export class Partition {
       exclusive: (job) => this.#commit.exclusive(job),
       closed: () => this.#closed,
     });
-    this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => hex2(index) + hex2(kind));
+    this.#idPrefix = [0, 1, 2, 3, 4].map((kind) => msgIdPrefix(index, kind));
   }
 
   /**
@@ -397,21 +397,4 @@ export class Partition {
 
 function closedError(): PixiuError {
   return unavailable('message store is closed');
-}
-
-/**
- * The answer to a duplicate of a put in flight, from the first put's result and the
- * bytes it asked to store. When that put was itself a duplicate (of a record already
- * stored), its bytes were never written: the answer is the stored record and its own
- * bytes — with the in-flight put's, a retry refused 409 (other content) was cached
- * under the stored MsgID and served as it (a fresh review's finding).
- */
-function duplicateOf(first: PutResult, bytes: Buffer): PutResult {
-  // Answer the record as stored (frozen), not the first caller's own `data` object.
-  if (first.duplicate) return { id: first.id, duplicate: true, message: first.message, bytes: first.bytes };
-  return { id: first.id, duplicate: true, message: decodeRecord(bytes, first.id), bytes };
-}
-
-function hex2(n: number): string {
-  return n.toString(16).padStart(2, '0');
 }

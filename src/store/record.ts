@@ -310,3 +310,16 @@ function deepFreeze(root: object): object {
   }
   return root;
 }
+
+/**
+ * The answer to a duplicate of a put in flight (partition.ts), from the first put's
+ * result and the bytes it asked to store. When that put was itself a duplicate (of a
+ * record already stored), its bytes were never written: the answer is the stored
+ * record and its own bytes — with the in-flight put's, a retry refused 409 (other
+ * content) was cached under the stored MsgID and served as it (a fresh review's finding).
+ */
+export function duplicateOf(first: PutResult, bytes: Buffer): PutResult {
+  // Answer the record as stored (frozen), not the first caller's own `data` object.
+  if (first.duplicate) return { id: first.id, duplicate: true, message: first.message, bytes: first.bytes };
+  return { id: first.id, duplicate: true, message: decodeRecord(bytes, first.id), bytes };
+}
