@@ -7,7 +7,7 @@
  */
 import type { Redis, Result } from 'ioredis';
 import { invalid } from '../errors.js';
-import { redisCall, toRedisError } from '../redis/client.js';
+import { redisCall, transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
@@ -149,14 +149,11 @@ export class BroadcastStream {
    */
   async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
-    const replies = await redisCall(() => this.#redis.multi()
+    const [range, bounds] = await transaction(() => this.#redis.multi()
       .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
       .pxBroadcastBoundsV1(this.#key)
       .exec());
-    const [range, bounds] = replies ?? [];
-    const failed = range?.[0] ?? bounds?.[0] ?? (replies === null ? new Error('the transaction was aborted') : undefined);
-    if (failed) throw toRedisError(failed);
-    const raw = (range?.[1] ?? []) as RawEntry[];
+    const raw = (range ?? []) as RawEntry[];
     const entries: BroadcastEntry[] = [];
     const malformed: string[] = [];
     for (const r of raw) {
@@ -164,7 +161,7 @@ export class BroadcastStream {
       if (e) entries.push(e);
       else malformed.push(r[0]);
     }
-    return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds: boundsOf(bounds?.[1] as [string, string, string]) };
+    return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds: boundsOf(bounds as [string, string, string]) };
   }
 }
 

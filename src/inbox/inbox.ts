@@ -11,7 +11,7 @@
 import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
-import { redisCall, toRedisError } from '../redis/client.js';
+import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
 import { isNoScript, sendEvalsha } from '../redis/scripts.js';
 import {
@@ -316,13 +316,8 @@ export class Inbox {
   async deviceCursor(uid: string, device: string): Promise<{ seq: number; epoch: string | undefined } | undefined> {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
-    const replies = await redisCall(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec());
-    const [cursor, epoch] = replies ?? [];
-    const failed = cursor?.[0] ?? epoch?.[0] ?? (replies === null ? new Error('the transaction was aborted') : undefined);
-    if (failed) throw toRedisError(failed);
-    const seq = cursor?.[1];
+    const [seq, e] = await transaction(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec());
     if (typeof seq !== 'string') return undefined;
-    const e = epoch?.[1];
     return { seq: Number(seq), epoch: typeof e === 'string' && e !== '' ? e : undefined };
   }
 

@@ -156,6 +156,20 @@ export async function redisCall<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * Runs a MULTI … EXEC (`exec` is the chained transaction's `exec()`) and answers its
+ * commands' replies, in order: read as one snapshot.
+ * @throws PixiuError as {@link toRedisError} maps it, when the transaction was aborted
+ *   or any command in it failed
+ */
+export async function transaction(exec: () => Promise<[Error | null, unknown][] | null>): Promise<unknown[]> {
+  const replies = await redisCall(exec);
+  if (replies === null) throw toRedisError(new Error('the transaction was aborted'));
+  const failed = replies.find(([err]) => err !== null)?.[0];
+  if (failed) throw toRedisError(failed);
+  return replies.map(([, reply]) => reply);
+}
+
+/**
  * Makes `redis` send `command` at once instead of auto-pipelining it, for a caller that
  * batches it itself (`src/inbox/tick-pipeline.ts`). ioredis reads the option's list
  * (`autoPipeliningIgnoredCommands`) on every call, so the change takes effect at once.
