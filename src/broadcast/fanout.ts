@@ -45,6 +45,11 @@ export interface FanoutOptions {
    * (ws-connection.ts `sendFrames`), not here.
    */
   readonly onSent?: (frames: number) => void;
+  /**
+   * The node reader's position (BroadcastReader `position`): the last bseq it handed
+   * out, or is handing out; every newer one is offered to the receivers there are then.
+   */
+  readonly position?: () => string;
 }
 
 /** The node's broadcast receivers and the loop that feeds them. */
@@ -54,8 +59,7 @@ export class BroadcastFanout {
   readonly #chunk: number;
   readonly #onSent: ((frames: number) => void) | undefined;
   readonly #maxBatchBytes: number;
-  /** The last bseq handed to {@link deliver}, or where the reader started (see {@link add}). */
-  #position = '0-0';
+  readonly #position: (() => string) | undefined;
 
   constructor(opts: FanoutOptions) {
     this.#maxBatchBytes = opts.maxBatchBytes;
@@ -68,11 +72,7 @@ export class BroadcastFanout {
     const bucket = Math.max(this.#chunk, perTwentieth);
     this.#limiter = new RateLimiter({ tokensPerInterval: bucket, interval: (bucket * 1000) / opts.framesPerSecond });
     this.#onSent = opts.onSent;
-  }
-
-  /** Where the node's reader starts (its first batch is newer): the position before any {@link deliver}. */
-  startAt(position: string): void {
-    this.#position = position;
+    this.#position = opts.position;
   }
 
   /** Receivers on this node. */
@@ -82,13 +82,13 @@ export class BroadcastFanout {
 
   /**
    * Adds a receiver. It is offered every broadcast newer than the returned position
-   * (the last one handed to this fan-out, whose batch may be going out now without
+   * (the last one the reader handed out, whose batch may be going out now without
    * it): older ones it gets only from the stream (a catch-up).
-   * @returns that position, a bseq (`0-0` before the first batch)
+   * @returns that position, a bseq (`0-0` without {@link FanoutOptions.position})
    */
   add(target: BroadcastTarget): string {
     this.#targets.add(target);
-    return this.#position;
+    return this.#position?.() ?? '0-0';
   }
 
   remove(target: BroadcastTarget): void {
@@ -118,8 +118,6 @@ export class BroadcastFanout {
    * no one from then on.
    */
   async deliver(entries: readonly BroadcastEntry[]): Promise<void> {
-    const last = entries[entries.length - 1];
-    if (last !== undefined) this.#position = last.id;
     // Groups of at most maxBatchBytes (at least one entry each), one after the other:
     // sockets drain between them.
     let start = 0;

@@ -86,7 +86,7 @@ export class BroadcastReader {
     this.#loop = this.#run();
   }
 
-  /** The last bseq handed out (at start: the stream's last ID then). */
+  /** The last bseq handed out, or being handed out (at start: the stream's last ID then). */
   get position(): string {
     return this.#last;
   }

@@ -148,6 +148,7 @@ export class Gateway implements GatewayDeps {
       framesPerSecond: config.broadcastRate,
       chunkFrames: FANOUT_CHUNK_FRAMES,
       maxBatchBytes: Math.max(64 * 1024, Math.floor(config.socketHighWaterBytes / 2)),
+      position: () => this.#reader.position,
     });
     this.#reader = new BroadcastReader({
       redis: readerRedis,
@@ -216,7 +217,6 @@ export class Gateway implements GatewayDeps {
       await gateway.#registry.start();
       await gateway.#bus.start();
       await gateway.#reader.start();
-      gateway.#fanout.startAt(gateway.#reader.position);
     } catch (err) {
       await gateway.#registry.stop();
       subscriber.disconnect();
