@@ -111,6 +111,16 @@ export class ClientIdClaims {
   }
 
   /**
+   * Reads the claim of `clientMsgId` without taking it: `mine` when there is none (or
+   * it is this store's pending mark). For a question asked before a store, e.g. whether
+   * a room message to a room without members is a retry (ingest.ts).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async lookup(clientMsgId: string): Promise<ClaimAnswer> {
+    return this.#answer(await redisCall(() => this.#redis.get(this.#keys.clientIdClaim(clientMsgId))));
+  }
+
+  /**
    * Records that `clientMsgId` names MsgID `id`, until `expiresAt` (the message's), if
    * the claim is still this store's: missing, its pending mark, or `found` (a claim
    * naming a message that is gone, which this store stored anew).

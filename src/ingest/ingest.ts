@@ -201,10 +201,21 @@ export class Ingest {
       (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow) : Promise.reject(t.reason))));
   }
 
-  /** True when a message is stored under `input`'s `client_msg_id` (the same message or not: the put tells). */
+  /**
+   * True when a message is stored under `input`'s `client_msg_id` (the same message or
+   * not: the put tells), in this store or, on a Redis shared with other stores, in
+   * another (its claim names a message still there), or another store is storing one
+   * under it now (the put answers 503, retry).
+   */
   async #isRetry(input: RoomMessageInput): Promise<boolean> {
-    if (input.client_msg_id === undefined) return false;
-    return (await this.#deps.store.findByClientMsgId(input.client_msg_id)) !== null;
+    const cid = input.client_msg_id;
+    if (cid === undefined) return false;
+    const { store, claims } = this.#deps;
+    if ((await store.findByClientMsgId(cid)) !== null) return true;
+    if (claims === undefined || !claims.active) return false;
+    const claim = await claims.lookup(cid);
+    if (claim.state === 'pending') return true;
+    return claim.state === 'stored' && (await this.#otherStoresRecord(claim.id)) !== undefined;
   }
 
   /**

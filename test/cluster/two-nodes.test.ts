@@ -174,6 +174,19 @@ test('a client_msg_id stored on one node is answered as a duplicate on the other
     }
   }
 
+  // A room message retried on the other node after every member left: the first
+  // message's answer (recipients 0), as on its own node, not a 404 for the empty room.
+  const room = { room: 'cid-room', type: 'test.cluster', data: { n: 1 }, client_msg_id: 'cid-room-1' };
+  const members = { body: { users: ['cid-dee'] } };
+  assert.equal((await a.api.request('PUT', '/v1/rooms/cid-room/members', members)).status, 200);
+  const sent = await a.api.post('/v1/messages', room);
+  assert.equal(sent.status, 201, sent.text);
+  assert.equal((await a.api.request('DELETE', '/v1/rooms/cid-room/members', members)).status, 200);
+  const roomRetry = await b.api.post('/v1/messages', room);
+  assert.equal(roomRetry.status, 200, roomRetry.text);
+  assert.deepEqual(roomRetry.body, { id: (sent.body as { id: string }).id, room: 'cid-room', recipients: 0, duplicate: true });
+  expectError(await b.api.post('/v1/messages', { ...room, client_msg_id: 'cid-room-2' }), 404, 'NOT_FOUND', /no room cid-room/);
+
   const keys = new Keys('px:');
   // Another store is writing it now (or crashed doing so, until the claim expires): 503, retry.
   await probe.set(keys.clientIdClaim('in-flight'), 'P|another-store', 'PX', 30_000);
