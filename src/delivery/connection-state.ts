@@ -191,7 +191,14 @@ export function applyAck(c: Conn, seq: number): 'moved' | 'store' | 'stale' | { 
 export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>, effects: Effect[]): boolean {
   const waits = config.backoffMs;
   if (c.inflight.length === 0) {
-    if (c.sent >= c.redeliverUpTo) return false;
+    if (c.sent >= c.redeliverUpTo) {
+      // The round's resend went out and awaits no ack (its seqs were gaps: content
+      // expired since, or unsendable): the round is over. Left counted, the next
+      // message would arm no timer (deliverPage arms one only at rounds 0) and never
+      // be redelivered nor closed 4008.
+      c.rounds = 0;
+      return false;
+    }
     // The last round's resend has not gone out (its fetch failed or is slow, or the
     // socket is paused): keep the timer, or nothing would ever resend or close. The
     // client was sent nothing to answer, so this wait is not counted as a round.

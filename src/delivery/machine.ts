@@ -206,7 +206,11 @@ export class UserMachine {
     const at = c?.inflight.indexOf(seq) ?? -1;
     if (!c || at < 0) return [];
     c.inflight.splice(at, 1);
-    const effects: Effect[] = c.inflight.length === 0 ? [{ kind: 'timer', conn, delayMs: null }] : [];
+    // Nothing left to wait for (and no resend of a round still to go out): the timer
+    // and the round end; else the timer stays for what is still awaited.
+    const idle = c.inflight.length === 0 && c.sent >= c.redeliverUpTo;
+    if (idle) c.rounds = 0;
+    const effects: Effect[] = idle ? [{ kind: 'timer', conn, delayMs: null }] : [];
     return effects.concat(this.#pump());
   }
 
