@@ -111,6 +111,11 @@ export class BroadcastSubscription implements BroadcastTarget {
     this.#live = this.#follower.settled;
   }
 
+  /** The connection closed: a catch-up in progress stops reading the stream. */
+  stop(): void {
+    this.#follower.stop();
+  }
+
   offerLost(range: LostRange): void {
     // Live: it was handed every broadcast up to `range.after`.
     if (this.#live) this.#sink.send(gapFrame(range.after, range.before), 'gap');

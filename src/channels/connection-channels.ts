@@ -130,13 +130,18 @@ export class ConnectionChannels implements ChannelSubscriber {
    */
   async unsub(channel: string): Promise<void> {
     if (!isChannelName(channel)) throw notAChannel(channel);
-    if (!this.#followers.delete(channel)) return;
+    const follower = this.#followers.get(channel);
+    if (follower === undefined) return;
+    this.#followers.delete(channel);
+    // A catch-up of its history still running reads no further.
+    follower.stop();
     await this.#deps.hub.leave(channel, this);
   }
 
   /** Leaves every channel (the connection closed). */
   async closeAll(): Promise<void> {
     const channels = [...this.#followers.keys()];
+    for (const follower of this.#followers.values()) follower.stop();
     this.#followers.clear();
     await Promise.all(channels.map((c) => this.#deps.hub.leave(c, this)));
   }

@@ -204,6 +204,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#closed = true;
     this.#closeCode = code;
     this.#frames.stop();
+    // Nothing more is written: a broadcast catch-up running reads no further.
+    this.#broadcast?.stop();
     // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
     const line = closeLogLine(code);
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
@@ -385,7 +387,10 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   #onClose(code: number): void {
-    if (this.#broadcast) this.#deps.broadcast?.fanout.remove(this.#broadcast);
+    if (this.#broadcast) {
+      this.#deps.broadcast?.fanout.remove(this.#broadcast);
+      this.#broadcast.stop();
+    }
     void this.#channels?.closeAll();
     this.#closed = true;
     this.#deps.clock.delete(this);

@@ -78,7 +78,7 @@ export interface LostRange {
   readonly lastLost: string;
 }
 
-/** Most live entries queued during one catch-up; past it the oldest are dropped. */
+/** Most live entries queued during one catch-up; past it the oldest are dropped, and told as a gap unless the catch-up sends them. */
 export const MAX_CATCH_UP_QUEUE = 10_000;
 
 /** One connection's position in one stream. */
@@ -88,9 +88,17 @@ export class StreamFollower<E extends StreamEntry> {
   /** ID of the last entry sent; undefined: nothing yet (live from now). */
   #last: string | undefined;
   #catchingUp = false;
+  /** The connection is gone ({@link stop}): a catch-up reads and sends nothing more. */
+  #stopped = false;
   /** Live entries must be compared with {@link #last}: a catch-up may have sent them already. */
   #checkOrder = false;
   #queue: (E | LostMark)[] = [];
+  /**
+   * The newest ID dropped from a full queue ({@link MAX_CATCH_UP_QUEUE}) and not told
+   * yet; undefined: none. Told as a gap before the next queued item goes out, unless
+   * what was sent by then covers it (a catch-up page read it from the stream).
+   */
+  #droppedUpTo: string | undefined;
 
   /**
    * @param send writes one entry to the connection
@@ -113,8 +121,7 @@ export class StreamFollower<E extends StreamEntry> {
   /** A live entry from the node's reader (entries come in ID order). */
   offer(entry: E): void {
     if (this.#catchingUp) {
-      if (this.#queue.length >= MAX_CATCH_UP_QUEUE) this.#queue.shift();
-      this.#queue.push(entry);
+      this.#enqueue(entry);
       return;
     }
     if (this.#checkOrder) {
@@ -135,8 +142,7 @@ export class StreamFollower<E extends StreamEntry> {
    */
   offerLost(range: LostRange): void {
     if (this.#catchingUp) {
-      if (this.#queue.length >= MAX_CATCH_UP_QUEUE) this.#queue.shift();
-      this.#queue.push(new LostMark(range));
+      this.#enqueue(new LostMark(range));
       return;
     }
     this.#forwardLost(range);
@@ -145,6 +151,16 @@ export class StreamFollower<E extends StreamEntry> {
   /** Queues live entries until {@link catchUp} or {@link release} (before the connection's first frame). */
   hold(): void {
     this.#catchingUp = true;
+  }
+
+  /**
+   * The connection closed: a catch-up running stops before its next read or entry
+   * (else, woken from its backpressure wait by the close, it read the rest of the
+   * history from Redis for nobody), and nothing queued is sent.
+   */
+  stop(): void {
+    this.#stopped = true;
+    this.#queue = [];
   }
 
   /** Ends a {@link hold} without a catch-up: live from here (queued entries go out now). */
@@ -170,6 +186,7 @@ export class StreamFollower<E extends StreamEntry> {
     this.#last = afterId;
     try {
       for (;;) {
+        if (this.#stopped) break;
         const before: string = this.#last ?? afterId;
         // From here on the live feed brings everything (see the module comment).
         if (liveFrom !== undefined && compareStreamIds(before, liveFrom) >= 0) break;
@@ -177,6 +194,7 @@ export class StreamFollower<E extends StreamEntry> {
         const page: CatchUpPage<E> = isEntryList(answer) ? { entries: answer } : answer;
         this.#tellTrimmed(before, page);
         for (const entry of page.entries) {
+          if (this.#stopped) break;
           this.#drainQueueBefore(entry.id);
           this.#forward(entry);
           const paused = whenWritable?.();
@@ -204,6 +222,15 @@ export class StreamFollower<E extends StreamEntry> {
     if (next !== undefined) this.#sendGap(cursor, next);
   }
 
+  /** Queues a live item; a full queue drops its oldest, noted for a gap ({@link #droppedUpTo}). */
+  #enqueue(item: E | LostMark): void {
+    if (this.#queue.length >= MAX_CATCH_UP_QUEUE) {
+      const dropped = this.#queue.shift() as E | LostMark;
+      this.#droppedUpTo = dropped instanceof LostMark ? dropped.range.lastLost : dropped.id;
+    }
+    this.#queue.push(item);
+  }
+
   /** Sends the queued live entries (and losses) older than `id`, in order: see the module comment. */
   #drainQueueBefore(id: string): void {
     while (this.#queue.length > 0) {
@@ -211,18 +238,26 @@ export class StreamFollower<E extends StreamEntry> {
       const key = item instanceof LostMark ? item.range.lastLost : item.id;
       if (compareStreamIds(key, id) >= 0) return;
       this.#queue.shift();
-      if (item instanceof LostMark) this.#forwardLost(item.range);
-      else this.#forward(item);
+      this.#forwardQueued(item);
     }
   }
 
   #flush(): void {
     const queued = this.#queue;
     this.#queue = [];
-    for (const item of queued) {
-      if (item instanceof LostMark) this.#forwardLost(item.range);
-      else this.#forward(item);
+    for (const item of queued) this.#forwardQueued(item);
+  }
+
+  /** Sends one queued item, after a gap for what a full queue dropped before it (unless already sent). */
+  #forwardQueued(item: E | LostMark): void {
+    const dropped = this.#droppedUpTo;
+    if (dropped !== undefined) {
+      this.#droppedUpTo = undefined;
+      const next = item instanceof LostMark ? item.range.before : item.id;
+      this.#forwardLost({ after: this.#last ?? '0-0', before: next, lastLost: dropped });
     }
+    if (item instanceof LostMark) this.#forwardLost(item.range);
+    else this.#forward(item);
   }
 
   #forwardLost(range: LostRange): void {
