@@ -8,14 +8,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Redis } from 'ioredis';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { waitUntil } from '../harness/checks.js';
-import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { JWT_KEY, serverSockets, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { publish, subscribe, waitTopics } from './channel-fixture.js';
 
 const KiB = 1024;
@@ -24,7 +23,7 @@ const cleanup = cleanupList();
 let gw: GatewayFixture;
 let probe: Redis;
 /** The server side of each connection, by device: to see what it has queued. */
-const sockets = new Map<string, Duplex>();
+let sockets: Map<string, Duplex>;
 
 before(async () => {
   const redis = await RedisServer.start();
@@ -36,10 +35,7 @@ before(async () => {
   });
   probe = new Redis(redis.url);
   cleanup.after(() => probe.quit());
-  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
-    if (device !== null) sockets.set(device, socket);
-  });
+  sockets = serverSockets(gw);
 });
 
 after(() => cleanup.run());

@@ -9,7 +9,6 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import v8 from 'node:v8';
@@ -21,7 +20,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
-import type { GatewayFixture } from './gateway-fixture.js';
+import { serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -75,11 +74,7 @@ async function serve(t: CleanupContext, prefix: string, limits: ConfigOverrides)
   const { gw, inbox } = await startDelivery(t, prefix, {
     redisUrl: redis.url, storeCacheBytes: '0', deliveryWindow: String(WINDOW), inboxCap: '100000', ...limits,
   });
-  const sockets = new Map<string, Duplex>();
-  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
-    if (device !== null) sockets.set(device, socket);
-  });
+  const sockets = serverSockets(gw);
   return { gw, inbox, sockets };
 }
 

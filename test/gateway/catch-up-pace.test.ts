@@ -13,17 +13,14 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
-import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { startGateway, type ConnectAs, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, startStallingGateway, type ConnectAs, type GatewayFixture } from './gateway-fixture.js';
 import { postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
-const HIGH_WATER = 64 * KiB;
 /**
  * Entries of ~60 KiB each: 700 of them are ~41 MiB, more than this machine's kernel
  * buffers hold for a loopback socket whose reader has stopped (up to 32 MiB received
@@ -33,22 +30,11 @@ const BIG = 'x'.repeat(60 * KiB);
 const COUNT = 700;
 
 const cleanup = cleanupList();
-let redis: RedisServer;
 let gw: GatewayFixture;
-/** The server's end of each upgraded socket, by the connecting `device`. */
-const sockets = new Map<string, Duplex>();
+let sockets: Map<string, Duplex>;
 
 before(async () => {
-  redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  gw = await startGateway(cleanup, {
-    redisUrl: redis.url, storeDurability: 'relaxed',
-    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * KiB), pausedTimeoutMs: '60s', storeCacheBytes: '0',
-  });
-  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
-    if (device !== null) sockets.set(device, socket);
-  });
+  ({ gw, sockets } = await startStallingGateway(cleanup, { pausedTimeoutMs: '60s' }));
 });
 
 after(() => cleanup.run());
@@ -71,7 +57,7 @@ async function connectStalled(user: string, as: ConnectAs): Promise<{ client: Te
  */
 async function readOnceStalled(client: TestClient, sock: Duplex, t: string, field: string): Promise<unknown[]> {
   // (Or the socket is gone: a catch-up written all at once passes the hard cap, 4009.)
-  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > HIGH_WATER || sock.destroyed, 10_000, 5);
+  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER || sock.destroyed, 10_000, 5);
   client.ws.resume();
   const got: unknown[] = [];
   while (got.length < COUNT) {

@@ -13,37 +13,23 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
-import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
-import { startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import { inBatches, postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
-const HIGH_WATER = 64 * KiB;
 const BIG = 'x'.repeat(60 * KiB);
 const COUNT = 1500;
 const LIVE = 10_600;
 
 const cleanup = cleanupList();
-let redis: RedisServer;
 let gw: GatewayFixture;
-const sockets = new Map<string, Duplex>();
+let sockets: Map<string, Duplex>;
 
 before(async () => {
-  redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  gw = await startGateway(cleanup, {
-    redisUrl: redis.url, storeDurability: 'relaxed',
-    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * KiB), pausedTimeoutMs: '600s', storeCacheBytes: '0',
-    broadcastStreamCap: '100000', broadcastRate: '10000000',
-  });
-  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
-    if (device !== null) sockets.set(device, socket);
-  });
+  ({ gw, sockets } = await startStallingGateway(cleanup, { broadcastStreamCap: '100000', broadcastRate: '10000000' }));
 });
 
 after(() => cleanup.run());
@@ -57,7 +43,7 @@ test(`live broadcasts queued behind a paused last_bseq catch-up: more than 10,00
   client.ws.pause();
   const sock = sockets.get('returning');
   assert.ok(sock);
-  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > HIGH_WATER, 20_000, 5);
+  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 20_000, 5);
   const live = await inBatches(Array.from({ length: LIVE }, (_, i) => i), 16, (i) => postBroadcast(gw.client, { data: { live: i } }));
   // Posted once every live one was answered: the highest bseq, read last.
   const marker = await postBroadcast(gw.client, { data: { marker: true } });

@@ -12,40 +12,29 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
-import { startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import { inBatches, postBroadcast } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-const HIGH_WATER = 64 * KiB;
 const BIG = 'x'.repeat(30 * KiB);
 const COUNT = 3000;
 
 const cleanup = cleanupList();
-let redis: RedisServer;
 let gw: GatewayFixture;
 let probe: Redis;
-const sockets = new Map<string, Duplex>();
+let sockets: Map<string, Duplex>;
 
 before(async () => {
-  redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  gw = await startGateway(cleanup, {
-    redisUrl: redis.url, storeDurability: 'relaxed',
-    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * KiB), pausedTimeoutMs: '600s', storeCacheBytes: '0',
-  });
+  let redis: RedisServer;
+  ({ redis, gw, sockets } = await startStallingGateway(cleanup));
   ({ redis: probe } = await openInbox(cleanup, redis.url, 'probe:'));
-  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
-    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
-    if (device !== null) sockets.set(device, socket);
-  });
 });
 
 after(() => cleanup.run());
@@ -66,7 +55,7 @@ test('a paused last_bseq catch-up stops reading the stream once its connection i
   client.ws.pause();
   const sock = sockets.get('leaver');
   assert.ok(sock);
-  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > HIGH_WATER, 30_000, 5);
+  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 30_000, 5);
   // Let the kernel's buffers fill to their most (autotuning), so the catch-up is stuck.
   await waitUntil('the catch-up stuck', async () => {
     const a = await stats();

@@ -4,9 +4,12 @@
  * (an HTTP status with the JSON error body of DESIGN.md §7).
  */
 import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
 import { expectError } from '../harness/checks.js';
+import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess, type CleanupContext, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import { Refused, TestClient, testToken, type ConnectParams, type Frame } from '../harness/ws-client.js';
 
@@ -97,4 +100,37 @@ export async function expectRefused(attempt: Promise<TestClient>, status: number
 export async function expectPong(client: TestClient): Promise<void> {
   client.send({ t: 'ping' });
   assert.deepEqual(await client.nextOf('pong'), { t: 'pong' });
+}
+
+/**
+ * The server's end of each socket upgraded from now on, by the connecting `device`
+ * query parameter: a test pauses one to stop reading on the client's behalf while the
+ * server keeps writing (backpressure, a catch-up held back).
+ */
+export function serverSockets(gw: Pick<InProcessServer, 'service'>): Map<string, Duplex> {
+  const sockets = new Map<string, Duplex>();
+  gw.service.app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    const device = new URL(req.url ?? '/', 'http://localhost').searchParams.get('device');
+    if (device !== null) sockets.set(device, socket);
+  });
+  return sockets;
+}
+
+/** The high-water mark of {@link startStallingGateway}'s connections, bytes. */
+export const STALL_HIGH_WATER = 64 * 1024;
+
+/**
+ * A gateway (on a private redis-server) whose connections pause at a 64 KiB
+ * high-water mark and close at 256 KiB, never for staying paused within
+ * `pausedTimeoutMs`, with no read cache: what a catch-up held back by a client that
+ * stopped reading needs. `overrides` adds to or replaces these settings.
+ */
+export async function startStallingGateway(t: CleanupContext, overrides: ConfigOverrides = {}): Promise<{ redis: RedisServer; gw: GatewayFixture; sockets: Map<string, Duplex> }> {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const gw = await startGateway(t, {
+    redisUrl: redis.url, storeDurability: 'relaxed', socketHighWaterBytes: String(STALL_HIGH_WATER), socketHardCapBytes: String(256 * 1024),
+    pausedTimeoutMs: '600s', storeCacheBytes: '0', ...overrides,
+  });
+  return { redis, gw, sockets: serverSockets(gw) };
 }
