@@ -216,6 +216,14 @@ export class Inbox {
   }
 
   /**
+   * Fails the appends of `flow` not sent yet, and every one made in it from now on, with
+   * `err` (the caller's request failed part-way: tick-pipeline.ts `breakFlow`).
+   */
+  breakFlow(flow: Flow, err: unknown): void {
+    this.#appends.breakFlow(flow, err);
+  }
+
+  /**
    * Reads up to `limit` entries after `afterSeq`, with the inbox's epoch and bounds, in
    * one snapshot (DESIGN.md §4 "Reads", `range-2.lua`). See {@link InboxPage} for the
    * edge values.

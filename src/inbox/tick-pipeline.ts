@@ -45,7 +45,7 @@
  * keeps the client's policy: the command timeout applies to it, and with the offline
  * queue off it fails at once while Redis is down.
  */
-import type { Redis } from 'ioredis';
+import { ReplyError, type Redis } from 'ioredis';
 import { excludeFromAutoPipelining } from '../redis/client.js';
 
 /** How one kind of call is sent and answered. */
@@ -76,6 +76,8 @@ export interface PipelinedCall<Args, R> {
  */
 interface Queued<Args, R> {
   readonly count: number;
+  /** The flow it was queued in. */
+  readonly flow: Flow;
   /** The one command's arguments (a call of one), else undefined. */
   readonly args: Args | undefined;
   readonly argsAt: ((i: number) => Args) | undefined;
@@ -148,6 +150,15 @@ export class TickPipeline<Args, R> {
   #waiting = 0;
   #inFlight = 0;
   #scheduled = false;
+  /**
+   * Flows (other than the shared one) a command of which failed without a reply from
+   * Redis (the connection dropped, a timeout): their later commands fail too, unsent,
+   * so nothing of a request goes on after a part of it failed that way. Without it, the
+   * commands sent while the connection was down failed at once and those sent once it
+   * was back went through: a batch's later item reached a user before its earlier one,
+   * which its retry then appended after it (out of batch order).
+   */
+  readonly #broken = new WeakMap<Flow, unknown>();
 
   /**
    * @param redis the client whose connection carries the commands
@@ -177,7 +188,7 @@ export class TickPipeline<Args, R> {
    */
   call(args: Args, flow: Flow = TickPipeline.sharedFlow): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.#enqueue(flow, { count: 1, args, argsAt: undefined, next: 0, resolve: resolve as (value: unknown) => void, reject, results: undefined, left: 1 });
+      this.#enqueue(flow, { count: 1, flow, args, argsAt: undefined, next: 0, resolve: resolve as (value: unknown) => void, reject, results: undefined, left: 1 });
     });
   }
 
@@ -193,7 +204,7 @@ export class TickPipeline<Args, R> {
     return new Promise((resolve) => {
       const results = new Array<PromiseSettledResult<R>>(count);
       if (count === 0) resolve(results);
-      else this.#enqueue(flow, { count, args: undefined, argsAt, next: 0, resolve: resolve as (value: unknown) => void, reject: undefined, results, left: count });
+      else this.#enqueue(flow, { count, flow, args: undefined, argsAt, next: 0, resolve: resolve as (value: unknown) => void, reject: undefined, results, left: count });
     });
   }
 
@@ -211,6 +222,11 @@ export class TickPipeline<Args, R> {
   }
 
   #enqueue(flow: Flow, q: Queued<Args, R>): void {
+    if (this.#broken.has(flow)) {
+      const err = this.#broken.get(flow);
+      for (let i = 0; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
+      return;
+    }
     let queue = this.#flows.get(flow);
     if (queue === undefined) {
       queue = new FlowQueue<Args, R>(flow);
@@ -282,6 +298,31 @@ export class TickPipeline<Args, R> {
     }
   }
 
+  /**
+   * Fails every command of `flow` still waiting, and every one queued in it from now on,
+   * with `err` (see {@link #broken}); the shared flow is never broken. For a request that
+   * failed part-way before its appends (a batch item its store or Redis refused).
+   */
+  breakFlow(flow: Flow, err: unknown): void {
+    this.#breakFlow(flow, err);
+  }
+
+  #breakFlow(flow: Flow, err: unknown): void {
+    if (flow === TickPipeline.sharedFlow || this.#broken.has(flow)) return;
+    this.#broken.set(flow, err);
+    const queue = this.#flows.get(flow);
+    if (queue === undefined) return;
+    this.#flows.delete(flow);
+    const at = this.#ring.indexOf(queue);
+    this.#ring.splice(at, 1);
+    if (at < this.#turn) this.#turn -= 1;
+    for (const q of queue.calls.slice(queue.head)) {
+      this.#waiting -= q.count - q.next;
+      for (let i = q.next; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
+      q.next = q.count;
+    }
+  }
+
   /** Sends command `i` of `q`; false when building its arguments failed it instead. */
   #send(q: Queued<Args, R>, i: number): boolean {
     let args: Args;
@@ -313,6 +354,7 @@ export class TickPipeline<Args, R> {
       this.#settle(q, i, true, result);
     };
     const fail = (err: unknown): void => {
+      if (!(err instanceof ReplyError)) this.#breakFlow(q.flow, err);
       if (isTimeout(err)) this.#failWaiting(err);
       settled();
       this.#settle(q, i, false, call.error(err));

@@ -131,22 +131,34 @@ export class Ingest {
    * settles alone, with its result or the error {@link sendToUsers} would have thrown
    * for it.
    *
+   * @param flow the append pipeline's flow (default: a new one); a batch sent as several
+   *   runs passes one for all of them, so a failure of one run's appends fails the
+   *   appends of the runs after it too (tick-pipeline.ts `#broken`)
    * @returns one settled result per input, in order
    */
-  sendBatch(inputs: readonly UserMessageInput[]): Promise<PromiseSettledResult<IngestResult>[]> {
+  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = {}): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
-    const flow: Flow = {};
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
       // No recipient named twice: each message's appends go as soon as it is stored,
       // with none of the ordering's promise and closures per message.
-      if (order.independent) return stored.then((put) => this.#append(put, input, recipients, flow));
+      if (order.independent) {
+        return stored.then((put) => this.#append(put, input, recipients, flow), (err: unknown) => {
+          // The batch's later runs (one flow, messages.ts) must not go ahead of it either.
+          if (isRetryable(err)) this.#deps.inbox.breakFlow(flow, err);
+          throw err;
+        });
+      }
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
           (put) => order.release(i, () => this.#append(put, input, recipients, flow).then(resolve, reject)),
-          (err: unknown) => order.release(i, () => reject(err)),
+          (err: unknown) => order.release(i, () => {
+            // A later message to one of its users must not go ahead of it: its retry would land after it.
+            if (isRetryable(err)) this.#deps.inbox.breakFlow(flow, err);
+            reject(err);
+          }),
         );
       });
     }));
@@ -181,13 +193,13 @@ export class Ingest {
    * are issued in batch order, so a member of several of the rooms (or of one room
    * named twice) gets them in the batch's order. Each message settles alone.
    *
+   * @param flow as {@link sendBatch}'s
    * @returns one settled result per input, in order
    */
-  async sendRoomBatch(inputs: readonly RoomMessageInput[]): Promise<PromiseSettledResult<RoomIngestResult>[]> {
+  async sendRoomBatch(inputs: readonly RoomMessageInput[], flow: Flow = {}): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
-    // One flow for the batch: its appends keep batch order, and take turns with other requests'.
-    const flow: Flow = {};
+    // One flow for the batch (by default): its appends keep batch order, and take turns with other requests'.
     const targets = await Promise.allSettled(inputs.map(async (input) => {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
@@ -197,8 +209,12 @@ export class Ingest {
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
     }));
-    return Promise.allSettled(targets.map((t) =>
-      (t.status === 'fulfilled' ? this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow) : Promise.reject(t.reason))));
+    return Promise.allSettled(targets.map((t) => {
+      if (t.status === 'fulfilled') return this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow);
+      // As in sendBatch: nothing after it goes ahead of its retry.
+      if (isRetryable(t.reason)) this.#deps.inbox.breakFlow(flow, t.reason);
+      return Promise.reject(t.reason);
+    }));
   }
 
   /**
@@ -368,6 +384,11 @@ export class Ingest {
     const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
+}
+
+/** True for a failure the producer retries (503 UNAVAILABLE): the store, Redis or another node failed. */
+function isRetryable(err: unknown): boolean {
+  return err instanceof PixiuError && err.code === 'UNAVAILABLE';
 }
 
 /** The refusal of a `client_msg_id` another store is storing now: the producer retries. */

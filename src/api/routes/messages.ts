@@ -226,9 +226,13 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
       const sentToUsers: PromiseSettledResult<IngestResult>[] = [];
       const sentToRooms: PromiseSettledResult<RoomIngestResult>[] = [];
+      // One append flow for every run: appends that fail for want of Redis (the
+      // connection dropped) fail those of the later runs too, so no later item reaches
+      // a user ahead of an earlier one that its retry would then append after it.
+      const flow = {};
       for (const run of runsOfOneKind(valid)) {
-        if (run.room) sentToRooms.push(...await ingest.sendRoomBatch(run.items));
-        else sentToUsers.push(...await ingest.sendBatch(run.items));
+        if (run.room) sentToRooms.push(...await ingest.sendRoomBatch(run.items, flow));
+        else sentToUsers.push(...await ingest.sendBatch(run.items, flow));
       }
       let nextUser = 0;
       let nextRoom = 0;
