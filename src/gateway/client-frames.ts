@@ -56,6 +56,17 @@ function nonEmptyString(o: Record<string, unknown>, field: string, max: number):
   return v;
 }
 
+/** True for a well-formed `ack` frame (one {@link parseClientFrame} takes as an `ack`). */
+export function isAckFrame(text: string): boolean {
+  // Cheap first: every other frame, and most malformed ones, stop here.
+  if (!text.includes('"ack"')) return false;
+  try {
+    return parseClientFrame(text).t === 'ack';
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Parses one text frame.
  * @throws FrameRefused (INVALID_REQUEST) naming what is wrong (not JSON, not an

@@ -5,6 +5,11 @@
  * A frame whose handling waits on something (`sub` on Redis, `refresh` on the key
  * source) holds the frames after it until it is done, so answers go out in the order
  * of the frames they answer. At most `max` frames are held.
+ *
+ * An item the `overtakes` test picks (an `ack`: cumulative, answered by nothing but a
+ * refusal) is handled on arrival once the queue is open, also while an item ahead of
+ * it waits, and is never held: a client acking a backlog as it reads it while a `sub`
+ * waited on Redis sent more than `max` acks behind it and was closed for it.
  */
 
 /** Handles one item; a promise (which must never reject) makes the next item wait for it. */
@@ -14,6 +19,7 @@ export type ItemHandler<T> = (item: T) => Promise<void> | undefined;
 export class FrameQueue<T> {
   readonly #max: number;
   readonly #handle: ItemHandler<T>;
+  readonly #overtakes: ((item: T) => boolean) | undefined;
   readonly #held: T[] = [];
   #open = false;
   #busy = false;
@@ -22,10 +28,13 @@ export class FrameQueue<T> {
   /**
    * @param max most items held at once (before opening, or behind a running one)
    * @param handle handles one item
+   * @param overtakes true for an item handled at once while an item ahead of it waits
+   *   (its handling must not wait: `handle` answers undefined for it)
    */
-  constructor(max: number, handle: ItemHandler<T>) {
+  constructor(max: number, handle: ItemHandler<T>, overtakes?: (item: T) => boolean) {
     this.#max = max;
     this.#handle = handle;
+    this.#overtakes = overtakes;
   }
 
   /**
@@ -34,6 +43,10 @@ export class FrameQueue<T> {
    */
   push(item: T): boolean {
     if (this.#stopped) return true;
+    if (this.#open && this.#busy && this.#overtakes?.(item) === true) {
+      void this.#handle(item);
+      return true;
+    }
     if (this.#held.length >= this.#max) return false;
     this.#held.push(item);
     this.#run();

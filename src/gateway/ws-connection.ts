@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { FrameRefused, parseClientFrame, type ClientFrame } from './client-frames.js';
+import { FrameRefused, isAckFrame, parseClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained, wakeAll } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
 import { refreshedClaims } from './token-refresh.js';
@@ -74,7 +74,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #closeCode: number | undefined;
   /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
   readonly #frames = new FrameQueue<{ readonly data: RawData; readonly isBinary: boolean }>(
-    MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary));
+    MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary), (f) => !f.isBinary && isAckFrame(f.data.toString()));
   /** When the next server ping is due, ms since the epoch. */
   #nextPingAt = 0;
 

@@ -10,9 +10,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { openInbox } from '../harness/checks.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { testToken } from '../harness/ws-client.js';
 import {
   connectWith, expectErrorFrame, expectPub, pubIds, publish, subscribe, waitTopics,
@@ -194,6 +194,24 @@ test('sub with since catches up from the history, then goes live, nothing twice'
   const all = await connectWith(gw, 'catcher3', ['cu.*']);
   all.send({ t: 'sub', channel, since: '0-0' });
   assert.deepEqual(await pubIds(all, 7), [...ids, live, seven]);
+});
+
+test('acks sent while a sub waits on Redis are applied at once and never count towards the 64 frames held: a client acking its backlog while it subscribes stays open', async () => {
+  const channel = 'ack.feed';
+  const ids: string[] = [];
+  for (let i = 1; i <= 3; i++) ids.push(await publish(gw.client, channel, i));
+  const seqs = await gw.post('acker', 100);
+  const token = await testToken(JWT_KEY, 'acker', { channels: ['ack.*'] });
+  const { client } = await gw.connectWelcomed('acker', { token, device: 'd1' });
+  const backlog = await client.msgs(100);
+  // The sub waits on Redis (its catch-up's read) while the 100 acks sent right behind
+  // it arrive, in the same read of the socket.
+  client.send({ t: 'sub', channel, since: '0-0' });
+  for (const m of backlog) client.ack(m.seq as number);
+  assert.deepEqual(await pubIds(client, 3), ids);
+  await expectPong(client);
+  assert.equal(await client.receivesWithin(200), false, 'no error frame, no close');
+  await waitUntil('the last ack is the stored cursor', async () => (await probe.hget(`${P}{acker}:acks`, 'd1')) === String(seqs.at(-1)), 5000, 20);
 });
 
 test('a since ahead of the channel\'s newest publication is taken as now: no history, live publications follow', async () => {
