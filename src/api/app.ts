@@ -129,6 +129,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
 
   await app.register(swagger, {
     openapi: {
+      // 3.1: its schemas are JSON Schema 2020-12, whose patterns are read with the u
+      // flag, as the id patterns (`\p{Cc}`) need; a 3.0 reader took `\p{Cc}` for "p{Cc}".
+      openapi: '3.1.0',
       info: {
         title: 'Pixiu',
         version: '1',

@@ -14,10 +14,12 @@ import { startWithOwnRedis } from './api-fixture.js';
 /** The parts of an OpenAPI 3 document these tests read. */
 interface Operation {
   operationId?: string;
+  parameters?: Array<{ name: string; in: string; schema?: unknown }>;
   security?: Array<Record<string, string[]>>;
   responses?: Record<string, { description?: string; content?: Record<string, { schema?: unknown }> }>;
 }
 interface Document {
+  openapi: string;
   servers?: Array<{ url: string; description?: string }>;
   security?: Array<Record<string, string[]>>;
   paths: Record<string, Record<string, Operation>>;
@@ -101,9 +103,17 @@ test('a message\'s data is documented as any JSON value (no type), in the record
   const page = schemaOf('GET /v1/users/{uid}/messages');
   const item = (page.properties.messages as { items: { properties: Record<string, { type?: unknown }> } }).items;
   assert.equal(item.properties.data?.type, undefined);
-  // null where the route answers null: OpenAPI 3.0 says so with nullable.
+  // null where the route answers null: OpenAPI 3.1 (JSON Schema) says so in `type`.
   const epoch = page.properties.epoch as { type?: unknown; nullable?: unknown };
-  assert.deepEqual([epoch.type, epoch.nullable], ['string', true]);
+  assert.deepEqual([epoch.type, epoch.nullable], [['string', 'null'], undefined]);
+});
+
+test('the document is OpenAPI 3.1, whose patterns are read with the u flag: the user-id pattern takes "alice" and refuses a control character', () => {
+  assert.equal(doc.openapi, '3.1.0');
+  const history = operation('GET /v1/users/{uid}/messages');
+  const uid = history.parameters?.find((p) => p.name === 'uid')?.schema as { pattern?: string } | undefined;
+  const pattern = new RegExp(uid?.pattern ?? '(?!)', 'u');
+  assert.ok(pattern.test('alice') && pattern.test('小明') && !pattern.test('a\u0007b') && !pattern.test('a b'), uid?.pattern);
 });
 
 test('every documented route has its own operationId, a camelCase verb phrase', () => {
