@@ -55,7 +55,8 @@ const connectQuery = {
     epoch: { type: 'string', minLength: 1, maxLength: 64, description: 'the epoch last_seq belongs to' },
     from: { type: 'string', enum: ['latest'], description: 'latest: skip history, only new messages' },
     last_bseq: { type: 'string', pattern: wordedPattern('^\\d{1,20}-\\d{1,20}$', 'a bseq as a bcast frame gives it: two whole numbers joined by - (like 1718000000000-0)'), description: 'the last broadcast received' },
-    token: { type: 'string', minLength: 1, maxLength: 8192, description: 'the JWT, when no Authorization header can be set' },
+    // Empty is no token: not read beside the header, "a token is required" without it.
+    token: { type: 'string', maxLength: 8192, description: 'the JWT, when no Authorization header can be set (not read when the header is sent; empty: none)' },
   },
 } as const;
 
@@ -213,7 +214,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
         throw new PixiuError('FORBIDDEN', 'Origin not allowed');
       }
-      const raw = bearerToken(req.headers.authorization) ?? new URL(req.url, 'http://x').searchParams.get('token') ?? undefined;
+      const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
       claimsOf.set(req, await deps.verify(raw));
     },

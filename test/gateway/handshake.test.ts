@@ -66,8 +66,9 @@ describe('tokens', () => {
     await expectRefused(gw.connect('ann', { params: { token } }), 401, 'UNAUTHORIZED');
   });
 
-  test('a missing token is refused with 401 naming both ways to send one', async () => {
+  test('a missing token is refused with 401 naming both ways to send one; an empty ?token= is none', async () => {
     await expectRefused(TestClient.connect(gw.url), 401, 'UNAUTHORIZED', /Authorization: Bearer.*\?token=/);
+    await expectRefused(TestClient.connect(gw.url, { params: { token: '' } }), 401, 'UNAUTHORIZED', /Authorization: Bearer.*\?token=/);
   });
 
   test('a token in ?token= is accepted', async () => {
@@ -82,6 +83,8 @@ describe('tokens', () => {
     const good = await testToken(JWT_KEY, 'tokboth');
     const { welcome } = await gw.connectWelcomed('tokboth', { headers: { authorization: `Bearer ${good}` }, params: { token: 'not-a-jwt' } });
     assert.equal(welcome.user, 'tokboth');
+    const empty = await gw.connectWelcomed('tokboth', { device: 'd2', headers: { authorization: `Bearer ${good}` }, params: { token: '' } });
+    assert.equal(empty.welcome.user, 'tokboth');
     await expectRefused(TestClient.connect(gw.url, { headers: { authorization: 'Bearer not-a-jwt' }, params: { token: good } }), 401, 'UNAUTHORIZED');
   });
 });
