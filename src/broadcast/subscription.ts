@@ -111,9 +111,14 @@ export class BroadcastSubscription implements BroadcastTarget {
     this.#live = this.#follower.settled;
   }
 
-  /** The connection closed: a catch-up in progress stops reading the stream. */
-  stop(): void {
+  /**
+   * The connection is closing: a catch-up in progress stops reading the stream (else,
+   * woken by the close, it read the rest of the history for nobody); with `fanout`
+   * (the socket closed), it also leaves the fan-out.
+   */
+  stop(fanout?: BroadcastFanout): void {
     this.#follower.stop();
+    fanout?.remove(this);
   }
 
   offerLost(range: LostRange): void {

@@ -84,7 +84,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
    */
   constructor(ws: WebSocket, who: ConnectionIdentity, deps: ConnectionDeps, tcp?: Socket) {
     this.#ws = ws;
-    // Corked around several frames (sendFrames); without it frames go one by one.
     this.#socket = tcp;
     this.id = who.id;
     this.user = who.user;
@@ -204,7 +203,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#closed = true;
     this.#closeCode = code;
     this.#frames.stop();
-    // Nothing more is written: a broadcast catch-up running reads no further.
     this.#broadcast?.stop();
     // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
     const line = closeLogLine(code);
@@ -387,10 +385,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   #onClose(code: number): void {
-    if (this.#broadcast) {
-      this.#deps.broadcast?.fanout.remove(this.#broadcast);
-      this.#broadcast.stop();
-    }
+    this.#broadcast?.stop(this.#deps.broadcast?.fanout);
     void this.#channels?.closeAll();
     this.#closed = true;
     this.#deps.clock.delete(this);
