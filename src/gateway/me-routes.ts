@@ -38,11 +38,11 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       },
     }, async (req) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit));
 
-    me.post<{ Body: { device: string; seq: number } }>('/v1/me/ack', {
+    me.post<{ Body: { device: string; seq: number; epoch?: string } }>('/v1/me/ack', {
       schema: {
         summary: 'Acknowledge my messages up to a seq (user JWT)',
         operationId: 'ackMyMessages',
-        description: 'Moves the device\'s ack cursor to seq; a cursor never moves back. A seq above the latest is refused.',
+        description: 'Moves the device\'s ack cursor to seq; a cursor never moves back. A seq above the latest is refused; with epoch (the one GET /v1/me/messages gave), an inbox of another epoch now is a 409.',
         tags: ['client'],
         security: [{ userToken: [] }],
         querystring: noQuery,
@@ -50,7 +50,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
           type: 'object',
           additionalProperties: false,
           required: ['device', 'seq'],
-          properties: { device, seq: seqCursor },
+          properties: { device, seq: seqCursor, epoch: { type: 'string', minLength: 1, maxLength: 64, description: 'the inbox epoch seq belongs to (GET /v1/me/messages)' } },
         },
         response: {
           200: answerObject({
@@ -62,12 +62,16 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       },
     }, async (req) => {
       const uid = user(req);
-      const { latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
-      if (req.body.seq > latestSeq) {
-        throw new PixiuError('INVALID_REQUEST', `seq ${req.body.seq} is above the latest seq (${latestSeq})`);
+      const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
+      const { device: dev, seq, epoch: given } = req.body;
+      // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
+      if (given !== undefined && given !== epoch) {
+        throw new PixiuError('CONFLICT', `epoch ${given} is not the inbox's (${epoch ?? 'none'}): it was lost since; read GET /v1/me/messages again`);
       }
-      const cursor = await deps.inbox.ack(uid, req.body.device, req.body.seq);
-      return { device: req.body.device, cursor };
+      if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
+      // Under the epoch just read: an inbox recreated between the two calls takes nothing.
+      const cursor = await deps.inbox.ack(uid, dev, seq, epoch ?? undefined);
+      return { device: dev, cursor };
     });
   });
 }

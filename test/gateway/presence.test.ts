@@ -271,6 +271,23 @@ describe('/v1/me with the user JWT', () => {
     assert.deepEqual(await inbox.cursors('max'), { web: 3, tv: 1 });
   });
 
+  test('POST /v1/me/ack with the epoch it read: acked under it; another epoch (the inbox was lost and made again) is a 409 that moves nothing', async () => {
+    await gw.post('eve', 2);
+    const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'eve'));
+    const { epoch } = (await me.get('/v1/me/messages')).body as { epoch: string };
+    assert.deepEqual((await me.post('/v1/me/ack', { device: 'web', seq: 1, epoch })).body, { device: 'web', cursor: 1 });
+    // Redis lost the inbox; the next message makes a new one (a new epoch) at seq 1.
+    const keys = new Keys('px:').user('eve');
+    await raw.del(keys.inbox, keys.meta, keys.ids, keys.acks);
+    await gw.post('eve', 2);
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch }), 409, 'CONFLICT', /epoch .* is not the inbox's/);
+    assert.deepEqual(await inbox.cursors('eve'), {}, 'nothing acked in the new inbox');
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 1, epoch: '' }), 400, 'INVALID_REQUEST');
+    const now = ((await me.get('/v1/me/messages')).body as { epoch: string }).epoch;
+    assert.notEqual(now, epoch);
+    assert.deepEqual((await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch: now })).body, { device: 'web', cursor: 2 });
+  });
+
   test('a device that acked over HTTP resumes after its cursor on the socket', async () => {
     await gw.post('rex', 3);
     const me = new PixiuClient(gw.url, await testToken(JWT_KEY, 'rex'));
