@@ -182,6 +182,19 @@ export function applyAck(c: Conn, seq: number): 'moved' | 'store' | 'stale' | { 
 }
 
 /**
+ * Ends the redelivery round of a connection that awaits no ack and has no resend of a
+ * round still to go out (its last message in flight became a gap): its timer can stop,
+ * and the next message sent starts a new round's count (deliverPage arms the timer at
+ * rounds 0). Left counted, that next message was never redelivered nor closed 4008.
+ * @returns true when the connection is idle (stop its timer); else the timer stays
+ */
+export function endRoundIfIdle(c: Conn): boolean {
+  const idle = c.inflight.length === 0 && c.sent >= c.redeliverUpTo;
+  if (idle) c.rounds = 0;
+  return idle;
+}
+
+/**
  * The redelivery timer of a ready connection fired (DESIGN.md §5): send again from
  * `acked + 1` (what was sent before goes out marked `redelivered`) and wait the next
  * back-off, or, after the last one, close 4008.

@@ -28,7 +28,7 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { applyAck, deliverPage, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
+import { applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
 import { joinCursor, type ResumeRequest } from './resume.js';
@@ -69,11 +69,6 @@ export class UserMachine {
   /** Number of connections. */
   get size(): number {
     return this.#conns.size;
-  }
-
-  /** True while a fetch is in flight. */
-  get fetching(): boolean {
-    return this.#fetchAfter !== undefined;
   }
 
   /** A connection's cursors, for tests and presence reports. */
@@ -180,11 +175,13 @@ export class UserMachine {
    * below the connection's cursor moves nothing on it, but is stored as the device's
    * cursor when the connection started there (`from=latest`, `last_seq`, a `gap`) and
    * the client had not acked it yet: a plain reconnect then resumes after it; an ack
-   * above the last seq sent is refused with an `error` frame and moves nothing.
+   * above the last seq sent is refused with an `error` frame and moves nothing. An ack
+   * naming an `epoch` other than the inbox's now (sent before the client read a `reset`)
+   * counts seqs of the inbox that is gone: it changes nothing, and is not refused.
    */
-  ack(conn: string, seq: number): Effect[] {
+  ack(conn: string, seq: number, epoch?: string): Effect[] {
     const c = this.#conns.get(conn);
-    if (!c) return [];
+    if (!c || (epoch !== undefined && epoch !== this.#epoch)) return [];
     const outcome = applyAck(c, seq);
     if (outcome === 'stale') return [];
     if (outcome !== 'moved' && outcome !== 'store') return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: outcome.refused } }];
@@ -206,11 +203,7 @@ export class UserMachine {
     const at = c?.inflight.indexOf(seq) ?? -1;
     if (!c || at < 0) return [];
     c.inflight.splice(at, 1);
-    // Nothing left to wait for (and no resend of a round still to go out): the timer
-    // and the round end; else the timer stays for what is still awaited.
-    const idle = c.inflight.length === 0 && c.sent >= c.redeliverUpTo;
-    if (idle) c.rounds = 0;
-    const effects: Effect[] = idle ? [{ kind: 'timer', conn, delayMs: null }] : [];
+    const effects: Effect[] = endRoundIfIdle(c) ? [{ kind: 'timer', conn, delayMs: null }] : [];
     return effects.concat(this.#pump());
   }
 

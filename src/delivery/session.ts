@@ -119,9 +119,9 @@ export class UserSession {
     return true;
   }
 
-  /** ack from a client. */
-  ack(connId: string, seq: number): void {
-    this.#run(this.#machine.ack(connId, seq));
+  /** ack from a client; `epoch`, when the client gave one, the epoch `seq` counts in (machine.ts `ack`). */
+  ack(connId: string, seq: number, epoch?: string): void {
+    this.#run(this.#machine.ack(connId, seq, epoch));
   }
 
   /** notify: an append for this user happened (`seq` when known). */

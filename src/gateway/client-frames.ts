@@ -10,7 +10,7 @@ import { PixiuError, invalid } from '../errors.js';
 
 /** A parsed client frame. */
 export type ClientFrame =
-  | { readonly t: 'ack'; readonly seq: number }
+  | { readonly t: 'ack'; readonly seq: number; readonly epoch?: string }
   | { readonly t: 'ping' }
   | { readonly t: 'refresh'; readonly token: string }
   | { readonly t: 'sub'; readonly channel: string; readonly since?: string }
@@ -99,12 +99,17 @@ export function parseClientFrame(text: string): ClientFrame {
 function fieldsOf(o: Record<string, unknown>): ClientFrame {
   switch (o.t) {
     case 'ack': {
-      onlyFields(o, ['seq']);
+      onlyFields(o, ['seq', 'epoch']);
       const seq = o.seq;
       if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) {
         throw invalid('ack frame needs seq: a non-negative integer');
       }
-      return { t: 'ack', seq };
+      // The epoch the seq counts in (welcome's or the last reset's); null: none known.
+      if (o.epoch === undefined || o.epoch === null) return { t: 'ack', seq };
+      if (typeof o.epoch !== 'string' || o.epoch.length === 0 || o.epoch.length > 64) {
+        throw invalid('ack frame\'s epoch, when given, is the epoch of welcome or reset: a string of 1-64 characters (or null)');
+      }
+      return { t: 'ack', seq, epoch: o.epoch };
     }
     case 'ping':
       onlyFields(o, []);

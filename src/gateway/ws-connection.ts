@@ -264,7 +264,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
     switch (frame.t) {
       case 'ack':
-        this.#session?.ack(this.id, frame.seq);
+        this.#session?.ack(this.id, frame.seq, frame.epoch);
         return undefined;
       case 'ping':
         this.send('{"t":"pong"}', 'pong');

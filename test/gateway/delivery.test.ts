@@ -366,18 +366,18 @@ test('content that expired reaches the client as a gap of its seq, and later mes
  * messages; `flushall` wipes that Redis (the inbox lost, as DESIGN.md §11 imagines).
  */
 async function caughtUpOnOwnRedis(t: CleanupContext, prefix: string, user: string): Promise<{
-  server: GatewayFixture; client: TestClient; epoch: string; flushall: () => Promise<unknown>;
+  server: GatewayFixture; client: TestClient; epoch: string; flushall: () => Promise<unknown>; inbox: Inbox;
 }> {
   const steps = ownSteps(t);
   const own = await RedisServer.start();
   steps.after(() => own.destroy());
   const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url });
-  const { redis: raw } = await openInbox(steps, own.url, `${prefix}:`);
+  const { redis: raw, inbox } = await openInbox(steps, own.url, `${prefix}:`);
   const ids = await postMany(server.client, user, 3);
   const client = await server.connect(user, { device: 'phone' });
   const w = await welcome(client, 1, 3);
   await expectMsgs(client, 1, 3, ids);
-  return { server, client, epoch: w.epoch as string, flushall: () => raw.flushall() };
+  return { server, client, epoch: w.epoch as string, flushall: () => raw.flushall(), inbox };
 }
 
 test('reset: after FLUSHALL, reconnecting with the old epoch and last_seq gets `reset`, then the new messages from seq 1', async (t) => {
@@ -502,6 +502,22 @@ test('a connected device whose inbox is lost (FLUSHALL) gets `reset`, then the n
   assert.notEqual(reset.epoch, epoch);
   assert.equal(reset.seq, 1);
   await expectMsgs(client, 1, 1, [fresh.id]);
+});
+
+test('an ack naming the epoch before a reset (sent before the client read the reset) moves nothing and is not refused; one naming the new epoch is stored', async (t) => {
+  const { server, client, epoch, flushall, inbox } = await caughtUpOnOwnRedis(t, 'rst3', 'rho');
+  await flushall();
+  const ids = await postMany(server.client, 'rho', 2);
+  const reset = await expectFrame(client, 'reset', 2000);
+  await expectMsgs(client, 1, 2, ids, 1, { ackEvery: 0 });
+  // Seq 2 of the old inbox: acked under the new one it would mark a message never read.
+  client.send({ t: 'ack', seq: 2, epoch });
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(), { t: 'pong' }, 'no error frame for it');
+  client.send({ t: 'ack', seq: 1, epoch: reset.epoch });
+  await waitCursor(inbox, 'rho', 'phone', 1);
+  client.send({ t: 'ack', seq: 1, epoch: '' });
+  assert.equal((await client.next()).t, 'error', 'an empty epoch is a bad frame');
 });
 
 test('Redis stopped under a connected device: the connection stays, and delivery resumes with no loss once Redis is back', async (t) => {
