@@ -254,11 +254,11 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       } else if (frame.t === 'gap' && typeof frame.to === 'number') {
         // A redelivery round's gap or msg is of a seq sent before: last_seq never goes back.
         lastSeq = Math.max(lastSeq ?? 0, frame.to);
-        if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.to }));
+        if (ack) ws.send(ackFrame(frame.to, epoch));
       } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
         lastSeq = Math.max(lastSeq ?? 0, frame.seq);
         received += 1;
-        if (ack) ws.send(JSON.stringify({ t: 'ack', seq: frame.seq }));
+        if (ack) ws.send(ackFrame(frame.seq, epoch));
         if (received >= count) ws.close(1000, 'done');
       }
     });
@@ -313,4 +313,12 @@ async function inboxEpoch(service: URL, token: string, afterSeq: number, hurry: 
   } catch {
     return null;
   }
+}
+
+/**
+ * An `ack` frame, naming the epoch the seq counts in when the client knows it
+ * (docs/protocol.md: an ack sent before a `reset` arrived then moves nothing).
+ */
+function ackFrame(seq: number, epoch: string | null | undefined): string {
+  return JSON.stringify(epoch ? { t: 'ack', seq, epoch } : { t: 'ack', seq });
 }
