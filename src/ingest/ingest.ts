@@ -204,7 +204,8 @@ export class Ingest {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
       if ((await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
-      const put = await this.#store(input, { kind: MsgKind.room, room: input.room });
+      // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.now.
+      const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.now() });
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
@@ -294,8 +295,9 @@ export class Ingest {
   }
 
   /** Stores the content once (or finds the first message of its `client_msg_id`), for its recipients or its room. */
-  #store(input: UserMessageInput | RoomMessageInput, target: { kind: MsgKind; to?: readonly string[]; room?: string }): Promise<PutResult> {
+  #store(input: UserMessageInput | RoomMessageInput, target: { kind: MsgKind; to?: readonly string[]; room?: string; ts?: number }): Promise<PutResult> {
     const msg: NewMessage = { kind: target.kind, type: input.type, data: input.data };
+    if (target.ts !== undefined) msg.tsMs = target.ts;
     if (target.to !== undefined) msg.to = target.to;
     if (target.room !== undefined) msg.room = target.room;
     if (input.from !== undefined) msg.from = input.from;

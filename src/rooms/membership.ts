@@ -72,6 +72,19 @@ export class Rooms {
   }
 
   /**
+   * Now on Redis's clock, ms since the epoch: the one clock of join slots and of room
+   * messages' times. Each node's own clock would do only if every node's agreed: a
+   * member added through a node whose clock runs ahead got a slot after the time of a
+   * room message sent later through another node, and was left out of it (and a member
+   * added later, through a node behind, got a retry of it).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async now(): Promise<number> {
+    const [sec, usec] = await redisCall(() => this.#redis.time());
+    return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  }
+
+  /**
    * Adds members, all or none.
    * @returns how many were new and the room's size after
    * @throws PixiuError INVALID_REQUEST when the room would exceed the cap (nothing added)
@@ -79,15 +92,15 @@ export class Rooms {
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
     const key = this.#keys.roomMembers(room);
     for (;;) {
-      const now = Date.now();
+      const now = await this.now();
       const [added, at] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(now), '0', ...users));
       if (added >= 0) return { added, size: at };
       // The millisecond's join slots are taken (`lua/room-add-2.lua`): wait for the one
-      // the new members fit in. Far ahead (another node's clock runs ahead), take the
-      // slots anyway rather than wait for that clock.
-      const waitMs = at - Date.now();
+      // the new members fit in. Far ahead (slots taken by an older release on another
+      // node's clock), take the slots anyway rather than wait for that clock.
+      const waitMs = at - now;
       if (waitMs > MAX_SLOT_WAIT_MS) {
-        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(Date.now()), '1', ...users));
+        const [forced, size] = await redisCall(async () => this.#redis.pxRoomAddV3(key, String(this.#cap), String(await this.now()), '1', ...users));
         return { added: forced, size };
       }
       await sleep(Math.max(1, waitMs));

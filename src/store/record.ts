@@ -35,6 +35,13 @@ export interface NewMessage {
   clientMsgId?: string;
   /** Retention in ms; default the store's `defaultTtlMs` (DESIGN.md §10: 7 days). */
   ttlMs?: number;
+  /**
+   * The message's time (`ts`), ms since the epoch, when the caller takes it from a
+   * clock other than the store's: a room message's is Redis's, the clock of the
+   * rooms' join slots (src/rooms/membership.ts), so that nodes whose clocks differ
+   * agree on who had joined when it was sent. Default: the store's clock.
+   */
+  tsMs?: number;
 }
 
 /**
@@ -151,6 +158,9 @@ function checkShape(msg: NewMessage): void {
   if (msg.ttlMs !== undefined && (!Number.isSafeInteger(msg.ttlMs) || msg.ttlMs < 1)) {
     throw invalid('ttl must be a whole number of ms, at least 1');
   }
+  if (msg.tsMs !== undefined && (!Number.isSafeInteger(msg.tsMs) || msg.tsMs < 0)) {
+    throw invalid('ts must be a whole number of ms since the epoch');
+  }
 }
 
 /**
@@ -167,9 +177,10 @@ function checkShape(msg: NewMessage): void {
  *   over `maxMessageBytes` (DESIGN.md §3, §10); the recipient list is not counted
  */
 export function prepareRecord(
-  msg: NewMessage, nowMs: number, limits: RecordLimits, arena: RecordArena = sharedArena,
+  msg: NewMessage, storeNowMs: number, limits: RecordLimits, arena: RecordArena = sharedArena,
 ): PreparedRecord {
   checkShape(msg);
+  const nowMs = msg.tsMs ?? storeNowMs;
   const data = dataJson(msg.data);
   const typeJson = JSON.stringify(msg.type);
   const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
