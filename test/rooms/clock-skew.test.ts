@@ -7,9 +7,9 @@
  * own clock, a member added through B was left out of a message sent right after
  * through A, and a member added after a message sent through B got its retry.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
+import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { addMembers } from './room-fixture.js';
@@ -19,8 +19,10 @@ const TOKEN = 'room-clock-skew-token-0123456789';
 const SKEW_MS = 400;
 const ROUNDS = 5;
 
-/** Nodes A and B on a fresh Redis, B's clock {@link SKEW_MS} ahead; their API clients. */
-async function nodesApart(t: CleanupContext): Promise<{ a: PixiuClient; b: PixiuClient }> {
+/** Nodes A and B on a fresh Redis, B's clock {@link SKEW_MS} ahead, stopped when the test ends; their API clients. */
+async function nodesApart(test: TestContext): Promise<{ a: PixiuClient; b: PixiuClient }> {
+  const t = cleanupList();
+  test.after(() => t.run());
   const redis = await RedisServer.start();
   t.after(() => redis.destroy());
   const env = async (): Promise<Record<string, string>> => ({
@@ -34,9 +36,7 @@ async function nodesApart(t: CleanupContext): Promise<{ a: PixiuClient; b: Pixiu
 }
 
 test('a member added through the node whose clock runs ahead gets a room message sent right after through the other node', { timeout: 60_000 }, async (t) => {
-  const cleanup = cleanupList();
-  t.after(() => cleanup.run());
-  const { a, b } = await nodesApart(cleanup);
+  const { a, b } = await nodesApart(t);
   let missed = 0;
   for (let i = 0; i < ROUNDS; i++) {
     const room = `skew-${i}`;
@@ -50,9 +50,7 @@ test('a member added through the node whose clock runs ahead gets a room message
 });
 
 test('a member added after a room message, through the node whose clock is behind the sender\'s, does not get its retry', { timeout: 60_000 }, async (t) => {
-  const cleanup = cleanupList();
-  t.after(() => cleanup.run());
-  const { a, b } = await nodesApart(cleanup);
+  const { a, b } = await nodesApart(t);
   let leaked = 0;
   for (let i = 0; i < ROUNDS; i++) {
     const room = `late-${i}`;
