@@ -99,6 +99,7 @@ export class BroadcastSubscription implements BroadcastTarget {
   join(fanout: BroadcastFanout, catchingUp: boolean): void {
     const position = fanout.add(this);
     if (catchingUp) liveFroms.set(this, position);
+    else this.#follower.startAfter(position);
   }
 
   /** Live broadcasts from the node's reader (already matched by the fan-out). */

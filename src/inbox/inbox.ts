@@ -8,7 +8,7 @@
  * other calls ride ioredis auto-pipelining, on in `createRedis`). Arguments and
  * replies are checked and read in codec.ts.
  */
-import type { Redis } from 'ioredis';
+import { ReplyError, type Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
@@ -40,6 +40,9 @@ export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
  * builds the next. Batches of 250 to 1,000 all kept Redis ~90 % busy in bench/inbox.ts.
  */
 const MAX_APPEND_BATCH = 500;
+
+/** Error replies about the state of Redis, not of the call: the next call may succeed (see breaksFlow). */
+const REDIS_STATE_REPLY = /^(?:READONLY|OOM|BUSY|LOADING|MASTERDOWN|NOREPLICAS|MISCONF|TRYAGAIN|CLUSTERDOWN)\b/;
 
 /**
  * How long a user's inbox keys outlive the last content they point to, unless
@@ -142,6 +145,10 @@ export class Inbox {
       resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV5(...appendArgsOf(argv)) : undefined),
       reply: toAppendResult,
       error: toRedisError,
+      // As a dropped connection: an error reply saying Redis cannot take writes now (a
+      // failover's READONLY, OOM, a busy script, …), which later appends may pass once
+      // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
+      breaksFlow: (err) => !(err instanceof ReplyError) || REDIS_STATE_REPLY.test((err as Error).message),
     }, MAX_APPEND_BATCH);
   }
 
@@ -216,8 +223,8 @@ export class Inbox {
   }
 
   /**
-   * Fails the appends of `flow` not sent yet, and every one made in it from now on, with
-   * `err` (the caller's request failed part-way: tick-pipeline.ts `breakFlow`).
+   * Fails every append made in `flow` from now on with `err` (the caller's request failed
+   * part-way: tick-pipeline.ts `breakFlow`); those made before go on.
    */
   breakFlow(flow: Flow, err: unknown): void {
     this.#appends.breakFlow(flow, err);

@@ -64,6 +64,13 @@ export interface PipelinedCall<Args, R> {
    * Optional; only failures pay for it.
    */
   resend?(redis: Redis, args: Args, err: unknown): Promise<unknown> | undefined;
+  /**
+   * True when a failure breaks its flow (see `TickPipeline.#broken`): one the caller
+   * retries, after which nothing later of the request may go on. Default: a failure
+   * without a reply from Redis (the connection dropped, a timeout). An error reply can
+   * be one too (READONLY after a failover, OOM, BUSY, LOADING, MASTERDOWN).
+   */
+  breaksFlow?(err: unknown): boolean;
 }
 
 /**
@@ -287,6 +294,11 @@ export class TickPipeline<Args, R> {
 
   /** Fails every command still waiting with `err` (Redis timed out: they would only wait for it). */
   #failWaiting(err: unknown): void {
+    // Their requests failed part-way for want of Redis as much as the one timed out:
+    // nothing later of them goes on either (see #broken).
+    for (const queue of this.#ring) {
+      if (queue.flow !== TickPipeline.sharedFlow) this.#broken.set(queue.flow, err);
+    }
     const waiting = this.#ring.flatMap((queue) => queue.calls.slice(queue.head));
     this.#flows.clear();
     this.#ring = [];
@@ -299,12 +311,15 @@ export class TickPipeline<Args, R> {
   }
 
   /**
-   * Fails every command of `flow` still waiting, and every one queued in it from now on,
-   * with `err` (see {@link #broken}); the shared flow is never broken. For a request that
-   * failed part-way before its appends (a batch item its store or Redis refused).
+   * Fails every call queued in `flow` from now on with `err` (see {@link #broken}); the
+   * shared flow is never broken. For a request that failed part-way before its appends
+   * (a batch item its store or Redis refused): the calls it queued before are those of
+   * its earlier items, which go on — failing them too (they were still waiting: the
+   * pipeline sends when the tick ends) failed items that had nothing wrong.
    */
   breakFlow(flow: Flow, err: unknown): void {
-    this.#breakFlow(flow, err);
+    if (flow === TickPipeline.sharedFlow || this.#broken.has(flow)) return;
+    this.#broken.set(flow, err);
   }
 
   #breakFlow(flow: Flow, err: unknown): void {
@@ -354,7 +369,7 @@ export class TickPipeline<Args, R> {
       this.#settle(q, i, true, result);
     };
     const fail = (err: unknown): void => {
-      if (!(err instanceof ReplyError)) this.#breakFlow(q.flow, err);
+      if (call.breaksFlow?.(err) ?? !(err instanceof ReplyError)) this.#breakFlow(q.flow, err);
       if (isTimeout(err)) this.#failWaiting(err);
       settled();
       this.#settle(q, i, false, call.error(err));

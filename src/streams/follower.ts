@@ -99,6 +99,8 @@ export class StreamFollower<E extends StreamEntry> {
    * what was sent by then covers it (a catch-up page read it from the stream).
    */
   #droppedUpTo: string | undefined;
+  /** Where the connection began taking the stream live, with no catch-up ({@link startAfter}); undefined: not told. */
+  #startedAfter: string | undefined;
 
   /**
    * @param send writes one entry to the connection
@@ -163,6 +165,15 @@ export class StreamFollower<E extends StreamEntry> {
     this.#queue = [];
   }
 
+  /**
+   * The connection takes the stream live from after `id` (where the node's reader was
+   * when it joined), with no catch-up: a gap for live entries a full queue dropped
+   * before its first frame starts there, not at the stream's beginning.
+   */
+  startAfter(id: string): void {
+    this.#startedAfter = id;
+  }
+
   /** Ends a {@link hold} without a catch-up: live from here (queued entries go out now). */
   release(): void {
     this.#catchingUp = false;
@@ -219,7 +230,10 @@ export class StreamFollower<E extends StreamEntry> {
     const queued = this.#queue.find((item): item is E => !(item instanceof LostMark))?.id;
     if (queued !== undefined && (next === undefined || compareStreamIds(queued, next) < 0)) next = queued;
     next ??= page.firstRetained;
-    if (next !== undefined) this.#sendGap(cursor, next);
+    if (next === undefined) return;
+    this.#sendGap(cursor, next);
+    // The gap covers what a full queue dropped before `next`: not told again.
+    if (this.#droppedUpTo !== undefined && compareStreamIds(this.#droppedUpTo, next) < 0) this.#droppedUpTo = undefined;
   }
 
   /** Queues a live item; a full queue drops its oldest, noted for a gap ({@link #droppedUpTo}). */
@@ -254,7 +268,7 @@ export class StreamFollower<E extends StreamEntry> {
     if (dropped !== undefined) {
       this.#droppedUpTo = undefined;
       const next = item instanceof LostMark ? item.range.before : item.id;
-      this.#forwardLost({ after: this.#last ?? '0-0', before: next, lastLost: dropped });
+      this.#forwardLost({ after: this.#last ?? this.#startedAfter ?? '0-0', before: next, lastLost: dropped });
     }
     if (item instanceof LostMark) this.#forwardLost(item.range);
     else this.#forward(item);

@@ -7,10 +7,13 @@
  *
  * - Redis: the node's command connection is dropped mid-batch (`CLIENT KILL`); the
  *   appends sent while it was down failed, and those sent once it was back went on.
+ * - Redis refused an append with an error reply that is a 503 (READONLY after a
+ *   failover), then took writes again.
  * - The store: one partition's folder is a small tmpfs, filled (root with the right to
- *   mount one; skipped without it).
+ *   mount one; skipped without it). There, too, an item failing before its appends
+ *   fails only the later items, not the earlier ones whose appends were still waiting.
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, unlink } from 'node:fs/promises';
@@ -74,36 +77,95 @@ test('a batch retried after the node\'s Redis connection dropped mid-batch leave
   assert.equal(wrong, 0, `${wrong} of ${users.length} users got the batch's messages out of batch order`);
 });
 
-test('a batch item refused by its full store partition lets no later item to the same user go first; retried, both land in batch order', { timeout: 60_000 }, async (t) => {
+/**
+ * A server on a data dir whose store partition holding `fullKey`'s messages is a 2 MiB
+ * tmpfs, and a function that fills it (answering the filler file, to unlink); undefined
+ * without the right to mount one (the test skips). Also the first `<prefix>-<n>` whose
+ * messages go to another partition.
+ */
+async function withFullPartition(t: TestContext, fullKey: string, prefix: string): Promise<{ server: InProcessServer; fillIt: () => Promise<string>; other: string } | undefined> {
   // Undone last first: the server, the mount, the folder.
   const undo = cleanupList();
   t.after(() => undo.run());
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-batch-order-'));
   undo.after(() => rm(dataDir, { recursive: true, force: true }));
-  // Item 0's partition is full; item 1 is stored in another, with room.
-  const full = partitionOfClientMsgId('order-0', 8);
-  let other = 1;
-  while (partitionOfClientMsgId(`order-${other}`, 8) === full) other += 1;
+  const full = partitionOfClientMsgId(fullKey, 8);
+  let n = 0;
+  while (partitionOfClientMsgId(`${prefix}-${n}`, 8) === full) n += 1;
   const disk = path.join(dataDir, 'xiu', String(full));
   await mkdir(disk, { recursive: true });
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', disk], { stdio: 'ignore' });
   } catch {
     t.skip('no right to mount a tmpfs');
-    return;
+    return undefined;
   }
   undo.after(() => execFileSync('umount', ['-l', disk]));
-  const server = await startInProcess(undo, { redisUrl: redis.url, redisPrefix: 'order:', dataDir, partitions: '8' });
+  const server = await startInProcess(undo, { redisUrl: redis.url, redisPrefix: `${fullKey}:`, dataDir, partitions: '8' });
+  return { server, fillIt: () => fill(disk), other: `${prefix}-${n}` };
+}
+
+test('a batch item refused by its full store partition lets no later item to the same user go first; retried, both land in batch order', { timeout: 60_000 }, async (t) => {
+  const setup = await withFullPartition(t, 'order-0', 'order');
+  if (setup === undefined) return;
+  const { server, fillIt, other } = setup;
   const data = 'x'.repeat(20_000);
   const body = { messages: [
     { to: 'alice', type: 't', data: { n: 0, data }, client_msg_id: 'order-0' },
-    { to: 'alice', type: 't', data: { n: 1, data }, client_msg_id: `order-${other}` },
+    { to: 'alice', type: 't', data: { n: 1, data }, client_msg_id: other },
   ] };
-  const filler = await fill(disk);
+  const filler = await fillIt();
   const first = await server.client.post('/v1/messages/batch', body);
   assert.deepEqual((first.body as { results: Item[] }).results.map((r) => r.status), [503, 503], first.text);
   // Room again: the producer retries the batch until every item is done.
   await unlink(filler);
   const results = await retryUntilDone(server, body);
   assert.deepEqual(await inboxIds(server, 'alice'), results.map((r) => r.id), 'alice holds the batch\'s messages in batch order');
+});
+
+test('a room batch whose second item fails 503 (its store partition is full) does not fail the first, queued before it', { timeout: 60_000 }, async (t) => {
+  const setup = await withFullPartition(t, 'late-1', 'early');
+  if (setup === undefined) return;
+  const { server, fillIt, other } = setup;
+  assert.equal((await server.client.request('PUT', '/v1/rooms/r1/members', { body: { users: ['alice', 'bob'] } })).status, 200);
+  const body = { messages: [
+    { room: 'r1', type: 't', data: { n: 0 }, client_msg_id: other },
+    { room: 'r1', type: 't', data: { n: 1, data: 'x'.repeat(20_000) }, client_msg_id: 'late-1' },
+  ] };
+  const filler = await fillIt();
+  const first = await server.client.post('/v1/messages/batch', body);
+  await unlink(filler);
+  assert.deepEqual((first.body as { results: Item[] }).results.map((r) => r.status), [201, 503], first.text.slice(0, 400));
+});
+
+/** EVAL/EVALSHA calls Redis refused or failed (READONLY): the batch's appends. */
+async function refusedAppends(): Promise<number> {
+  const info = await raw.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/cmdstat_eval(?:sha)?:[^\n]*rejected_calls=(\d+),failed_calls=(\d+)/g)) n += Number(m[1]) + Number(m[2]);
+  return n;
+}
+
+test('an item whose append Redis refuses with an error reply that is a 503 (READONLY: a failover) lets no later item to the same user go first', { timeout: 120_000 }, async (t) => {
+  const server = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'ro:' });
+  // Item 0 to alice, bob and 998 others, items 1-58 to bob and 999 others each, item 59
+  // to alice: bob chains items 0-58 in batch order, and item 59's append waits in the
+  // batch's flow behind ~59,000 others.
+  const group = (g: number): string[] => Array.from({ length: 1000 }, (_, i) => `u${g}-${i}`);
+  const messages = [{ to: ['alice', 'bob', ...group(0).slice(2)], type: 't', data: 0, client_msg_id: 'ro-0' }];
+  for (let g = 1; g < 59; g++) messages.push({ to: ['bob', ...group(g).slice(1)], type: 't', data: g, client_msg_id: `ro-${g}` });
+  messages.push({ to: ['alice'], type: 't', data: 59, client_msg_id: 'ro-59' });
+  const body = { messages };
+  // Warm: the append script loaded, the store's lease taken.
+  assert.equal((await server.client.post('/v1/messages', { to: 'warm', type: 't', data: 0 })).status, 201);
+  // Redis turns replica (a failover demotes the node's master), then master again
+  // right after it refused the first appends.
+  const refusedBefore = await refusedAppends();
+  await raw.call('REPLICAOF', '127.0.0.1', '1');
+  const answer = server.client.post('/v1/messages/batch', body);
+  await waitUntil('an append is refused', async () => (await refusedAppends()) > refusedBefore, 3000, 1);
+  await raw.call('REPLICAOF', 'NO', 'ONE');
+  await answer;
+  const results = await retryUntilDone(server, body);
+  assert.deepEqual(await inboxIds(server, 'alice'), [results[0]?.id, results[59]?.id], 'alice holds the batch\'s messages in batch order');
 });

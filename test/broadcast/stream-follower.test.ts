@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compareStreamIds, isStreamId, normalizeStreamId } from '../../src/streams/stream-id.js';
-import { StreamFollower } from '../../src/streams/follower.js';
+import { MAX_CATCH_UP_QUEUE, StreamFollower } from '../../src/streams/follower.js';
 import { matchesFilter } from '../../src/broadcast/filter.js';
 
 test('stream IDs order as pairs of integers of any length, leading zeros ignored', () => {
@@ -210,4 +210,32 @@ test('tag filters: all, any, both, none', () => {
   assert.equal(matchesFilter({ all: ['vip'], any: ['en', 'fr'] }, tags), true);
   assert.equal(matchesFilter({ all: ['vip'], any: ['en'] }, tags), false);
   assert.equal(matchesFilter({ all: ['vip'] }, new Set()), false);
+});
+
+test('a full catch-up queue\'s dropped entries are told once: not again when a gap for the trimmed history covered them', async () => {
+  const sent: string[] = [];
+  const gaps: string[] = [];
+  const f = new StreamFollower<{ id: string }>((e) => sent.push(e.id), (from, to) => gaps.push(`${from}..${to}`));
+  let reads = 0;
+  await f.catchUp('1-0', async () => {
+    reads += 1;
+    if (reads > 1) return { entries: [], lastTrimmed: '150-0' };
+    // While the first page is read, more live entries than the queue holds arrive.
+    for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
+    // The history was trimmed past all of them meanwhile.
+    return { entries: [{ id: '200-0' }], lastTrimmed: '150-0', firstRetained: '200-0' };
+  });
+  assert.equal(sent.length, MAX_CATCH_UP_QUEUE + 1, 'the 10,000 queued live entries kept, then the page\'s');
+  assert.deepEqual(gaps, ['1-0..100-1']);
+});
+
+test('live entries a full queue dropped while held for welcome (no catch-up) are told as a gap from where the connection began', () => {
+  const gaps: string[] = [];
+  const f = new StreamFollower<{ id: string }>(() => undefined, (from, to) => gaps.push(`${from}..${to}`));
+  f.hold();
+  f.startAfter('99-0');
+  for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
+  f.release();
+  // 100-0 was dropped; nothing before it was this connection's to get.
+  assert.deepEqual(gaps, ['99-0..100-1']);
 });

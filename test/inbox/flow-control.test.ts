@@ -180,3 +180,29 @@ test('flows take turns: a call queued behind 20,000 commands of another flow goe
   assert.equal(await later, 20_001, 'and its next call after them');
   assert.deepEqual(pipeline.load, { inFlight: 0, waiting: 0 });
 });
+
+// A request whose command failed for want of Redis fails its later commands unsent
+// (tick-pipeline.ts #broken), so nothing of it goes on after the failure: docs/api.md,
+// a batch item that fails 503 fails the later ones and the retry keeps batch order.
+test('a flow whose waiting command failed on another flow\'s timeout is broken too: its next call fails unsent', async () => {
+  const pipeline = incrPipeline(10, 10);
+  const other = {};
+  const batch = {};
+  // Redis hangs 800 ms: the other request's 10 commands fill the window and time out.
+  void patient.call('DEBUG', 'SLEEP', '0.8');
+  await new Promise((r) => setTimeout(r, 50));
+  const others = Array.from({ length: 10 }, () => pipeline.call('rv:other', other).catch((e: unknown) => e));
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(pipeline.load, { inFlight: 10, waiting: 0 }, 'the window is full');
+  // The batch's first item: waits behind them, fails with their timeout.
+  const firstCall = pipeline.call('rv:alice', batch).then(() => 'ok', (e: unknown) => String(e));
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(pipeline.load, { inFlight: 10, waiting: 1 }, 'the batch\'s call waits');
+  const first = await firstCall;
+  await Promise.all(others);
+  assert.match(first, /unavailable/i, 'the batch item failed 503 (a timeout of the other request)');
+  // Redis answers again; the batch's later item to the same user.
+  await new Promise((r) => setTimeout(r, 800));
+  const later = await pipeline.call('rv:alice', batch).then((v) => `appended (${v})`, (e: unknown) => `failed: ${String(e)}`);
+  assert.match(later, /failed/, `the batch's later call after its failed one: ${later}`);
+});
