@@ -193,7 +193,23 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
   let stopping = false;
   /** Aborted by a second signal: stop waiting for the close handshake and the epoch lookup. */
   const hurry = new AbortController();
-  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, handshakeTimeout: HANDSHAKE_MS });
+  /**
+   * Standard output was closed by its reader (a `| head` that had enough: EPIPE): nothing
+   * more is printed or acked, the connection is closed, and where it stopped goes to
+   * stderr instead of the exit line. What was printed before reached the pipe, not
+   * necessarily the reader, and was acked (README: use --no-ack with such readers).
+   */
+  let outputGone = false;
+  const onOutputError = (err: NodeJS.ErrnoException): void => {
+    if (outputGone) return;
+    outputGone = true;
+    process.stderr.write(`stdout closed (${err.code ?? err.message}): stopping; the last seq printed and acked was ${lastSeq ?? 'none'}\n`);
+    process.exitCode = 1;
+    ws.close(1000, 'output closed');
+    setTimeout(() => ws.terminate(), CLOSE_ANSWER_MS).unref();
+  };
+  process.stdout.on('error', onOutputError);
   // Installed for the whole run, exit line included: a repeat of the signal (a terminal's
   // Ctrl-C also passed on by npm, `timeout -s INT` signalling the command and then its
   // group) must not find Node's default action, which exits 130 with no exit line.
@@ -229,7 +245,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     ws.on('message', (data) => {
       // After --count msg frames the socket is closing: frames already on the way are
       // neither printed nor acked, so the printed last_seq is the last one acked.
-      if (received >= count) return;
+      if (received >= count || outputGone) return;
       const text = data.toString();
       let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number };
       try {
@@ -243,7 +259,18 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
         sendSubs();
         return;
       }
-      process.stdout.write(`${text}\n`);
+      // Counted when printed, for --count: frames of the same read beyond it are dropped.
+      if (frame.t === 'msg') received += 1;
+      // Acted on (acked, last_seq moved) once printed, in order: a frame whose line could
+      // not be written (the reader went away: EPIPE) is neither acked nor counted as got.
+      const got = frame;
+      process.stdout.write(`${text}\n`, (err) => {
+        if (err === null || err === undefined) onPrinted(got);
+      });
+    });
+    /** What a frame printed does: epoch and last_seq follow it, and a msg or gap is acked. */
+    let handled = 0;
+    const onPrinted = (frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number }): void => {
       if (frame.t === 'welcome') {
         epoch = frame.epoch;
         lastSeq = (frame.resume_from ?? 1) - 1;
@@ -257,11 +284,11 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
         if (ack) ws.send(ackFrame(frame.to, epoch));
       } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
         lastSeq = Math.max(lastSeq ?? 0, frame.seq);
-        received += 1;
+        handled += 1;
         if (ack) ws.send(ackFrame(frame.seq, epoch));
-        if (received >= count) ws.close(1000, 'done');
+        if (handled >= count) ws.close(1000, 'done');
       }
-    });
+    };
     ws.on('close', (code, reason) => {
       if (!opened) return;
       process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}\n`);
@@ -282,11 +309,14 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
             + 'a resume with --epoch null cannot tell an inbox Redis lost from this one\n');
         }
       }
-      process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
+      if (!outputGone) process.stdout.write(`${JSON.stringify({ last_seq: lastSeq ?? null, epoch: epoch ?? null })}\n`);
     }
     removeSignalHandlers();
   }
 }
+
+/** How long the WebSocket handshake may take before `pixiu connect` gives up (a server that accepts and never answers), ms. */
+const HANDSHAKE_MS = 10_000;
 
 /** How long a close the client began waits for the server's answer before the socket is dropped (1006), ms. */
 const CLOSE_ANSWER_MS = 5000;

@@ -191,6 +191,33 @@ test('pixiu connect refused before the upgrade (400), or with nothing listening,
   assert.doesNotMatch(nobody.stderr, /closed/);
 });
 
+test('pixiu connect to a server that accepts the connection and never answers the handshake gives up after 10 s, exit 1, one error line', { timeout: 60_000 }, async (t) => {
+  // Reads what comes (so it sees the client go) and never answers.
+  const silent = createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => silent.close(resolve)));
+  const { port } = silent.address() as AddressInfo;
+  const started = Date.now();
+  const hung = await runCli(['connect', 'dora', '--url', `http://127.0.0.1:${port}`], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(hung.code, 1, hung.stderr);
+  assert.equal(hung.stdout, '');
+  assert.match(hung.stderr, /^pixiu: cannot connect to ws:\/\/127\.0\.0\.1:\d+: .*handshake has timed out\n$/);
+  assert.ok(Date.now() - started < 20_000, `gave up after ${Date.now() - started} ms`);
+});
+
+test('pixiu connect whose stdout reader goes away (| head): no stack, exit 1, nothing acked after it, where it stopped on stderr', { timeout: 60_000 }, async (t) => {
+  for (let i = 1; i <= 3; i++) await post('piper', `m${i}`);
+  const connect = spawnCli(['connect', 'piper', '--device', 'pipe', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  await connect.line(msgLine(3), 'msg 3');
+  // The reader stops reading and closes its end: the next line printed fails (EPIPE).
+  connect.proc.stdout?.destroy();
+  await post('piper', 'after the reader left');
+  assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
+  assert.match(connect.stderr(), /^stdout closed \(EPIPE\): stopping; the last seq printed and acked was 3\nclosed 1000 output closed\n$/);
+  const { inbox } = await openInbox(t, redis.url);
+  assert.equal((await inbox.cursors('piper')).pipe, 3, 'seq 4, never printed, is not acked');
+});
+
 /** A server socket whose incoming bytes are held back from its WebSocket (see {@link unanswering}). */
 interface HeldSocket {
   /** Resolves once bytes from the client (its close frame) are held. */
