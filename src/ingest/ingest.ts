@@ -11,12 +11,13 @@
 import { MsgKind } from '../ids/msg-id.js';
 import type { AppendResult, Flow, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
-import { PixiuError, unavailable } from '../errors.js';
+import { PixiuError } from '../errors.js';
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
 import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
+import { otherStoresRecord, storeClaimed } from './claimed-store.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -232,7 +233,7 @@ export class Ingest {
     if (claims === undefined || !claims.active) return false;
     const claim = await claims.lookup(cid);
     if (claim.state === 'pending') return true;
-    return claim.state === 'stored' && (await this.#otherStoresRecord(claim.id)) !== undefined;
+    return claim.state === 'stored' && (await otherStoresRecord(this.#deps.records, claim.id)) !== undefined;
   }
 
   /**
@@ -306,58 +307,7 @@ export class Ingest {
     const { claims } = this.#deps;
     const cid = input.client_msg_id;
     if (cid === undefined || claims === undefined || !claims.active) return this.#deps.store.put(msg);
-    return this.#storeClaimed(msg, cid, claims);
-  }
-
-  /**
-   * {@link #store} on a Redis shared with other stores: the `client_msg_id` is claimed
-   * first, so a retry another node stored is answered with that node's message, not
-   * stored again (src/cluster/client-id-claims.ts).
-   * @throws PixiuError UNAVAILABLE when another node is storing it now, or its record
-   *   cannot be read now (its node is stopped), or Redis fails
-   */
-  async #storeClaimed(msg: NewMessage, cid: string, claims: ClientIdClaims): Promise<PutResult> {
-    const { store } = this.#deps;
-    const claim = await claims.claim(cid);
-    if (claim.state === 'pending') throw storingElsewhere(cid);
-    if (claim.state === 'stored' && !store.holds(claim.id)) {
-      const first = await this.#otherStoresRecord(claim.id);
-      if (first !== undefined) return first;
-      // Expired (or its store retired): stored anew here, and the claim is this store's.
-    }
-    let put: PutResult;
-    try {
-      put = await store.put(msg);
-    } catch (err) {
-      if (claim.state === 'mine') void claims.release(cid);
-      throw err;
-    }
-    if (claim.state === 'stored' && claim.id === put.id) return put;
-    const settled = await claims.settle(cid, put.id, put.message.expiresAt, claim.state === 'stored' ? claim.id : '');
-    if (settled.state === 'stored' && settled.id === put.id) return put;
-    // This node stalled past its claim's expiry and another store claimed, stored and
-    // settled it meanwhile: that message is the one (its own copy here stays unnamed,
-    // appended nowhere, until it expires).
-    if (settled.state !== 'stored') throw storingElsewhere(cid);
-    const first = await this.#otherStoresRecord(settled.id);
-    if (first === undefined) throw unavailable(`the message first stored under client_msg_id ${JSON.stringify(cid)} cannot be read now; retry`);
-    return first;
-  }
-
-  /**
-   * A retry's answer from another store's first message (same-message.ts compares it
-   * with the retry, as with a local one); undefined when it is gone (expired, its store
-   * retired).
-   * @throws PixiuError UNAVAILABLE when its node cannot be read now, or no store claims
-   *   its partition now
-   */
-  async #otherStoresRecord(id: string): Promise<PutResult | undefined> {
-    // getMany, not get: the id comes from a claim, not a caller, so a partition no store
-    // claims now (Redis lost the claims, and its owner has not written them back yet) is
-    // UNAVAILABLE, not "gone" — taken for gone, it was stored a second time right after
-    // a FLUSHALL (a fresh try of the claims).
-    const [first] = (await this.#deps.records?.getMany([id])) ?? [];
-    return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
+    return storeClaimed(this.#deps.store, this.#deps.records, msg, cid, claims);
   }
 
   /**
@@ -392,14 +342,6 @@ export class Ingest {
 function isRetryable(err: unknown): boolean {
   return err instanceof PixiuError && err.code === 'UNAVAILABLE';
 }
-
-/** The refusal of a `client_msg_id` another store is storing now: the producer retries. */
-function storingElsewhere(cid: string): PixiuError {
-  return unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
-}
-
-/** The bytes of a record read from another store: not cached here (`MessageStore.remember`). */
-const NO_BYTES = Buffer.alloc(0);
 
 /**
  * Caches the record when a recipient it was just appended for is online (presence

@@ -1,0 +1,70 @@
+/**
+ * Storing a message under a `client_msg_id` on a Redis shared with other stores
+ * (DESIGN.md §3, §9): the id is claimed first (src/cluster/client-id-claims.ts), so a
+ * retry another node stored is answered with that node's message, not stored again.
+ */
+import type { ClientIdClaims } from '../cluster/client-id-claims.js';
+import { PixiuError, unavailable } from '../errors.js';
+import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
+import type { RecordReader } from '../store/record-reader.js';
+
+/**
+ * Stores `msg` under `cid` after claiming it, or answers the first message another
+ * store stored under it.
+ * @param records reads other stores' records (undefined: none can be read, a claim of
+ *   another store's message is taken for gone)
+ * @throws PixiuError UNAVAILABLE when another node is storing it now, or its record
+ *   cannot be read now (its node is stopped), or Redis fails
+ */
+export async function storeClaimed(
+  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims,
+): Promise<PutResult> {
+  const claim = await claims.claim(cid);
+  if (claim.state === 'pending') throw storingElsewhere(cid);
+  if (claim.state === 'stored' && !store.holds(claim.id)) {
+    const first = await otherStoresRecord(records, claim.id);
+    if (first !== undefined) return first;
+    // Expired (or its store retired): stored anew here, and the claim is this store's.
+  }
+  let put: PutResult;
+  try {
+    put = await store.put(msg);
+  } catch (err) {
+    if (claim.state === 'mine') void claims.release(cid);
+    throw err;
+  }
+  if (claim.state === 'stored' && claim.id === put.id) return put;
+  const settled = await claims.settle(cid, put.id, put.message.expiresAt, claim.state === 'stored' ? claim.id : '');
+  if (settled.state === 'stored' && settled.id === put.id) return put;
+  // This node stalled past its claim's expiry and another store claimed, stored and
+  // settled it meanwhile: that message is the one (its own copy here stays unnamed,
+  // appended nowhere, until it expires).
+  if (settled.state !== 'stored') throw storingElsewhere(cid);
+  const first = await otherStoresRecord(records, settled.id);
+  if (first === undefined) throw unavailable(`the message first stored under client_msg_id ${JSON.stringify(cid)} cannot be read now; retry`);
+  return first;
+}
+
+/**
+ * A retry's answer from another store's first message (same-message.ts compares it
+ * with the retry, as with a local one); undefined when it is gone (expired, its store
+ * retired).
+ * @throws PixiuError UNAVAILABLE when its node cannot be read now, or no store claims
+ *   its partition now
+ */
+export async function otherStoresRecord(records: RecordReader | undefined, id: string): Promise<PutResult | undefined> {
+  // getMany, not get: the id comes from a claim, not a caller, so a partition no store
+  // claims now (Redis lost the claims, and its owner has not written them back yet) is
+  // UNAVAILABLE, not "gone" — taken for gone, it was stored a second time right after
+  // a FLUSHALL (a fresh try of the claims).
+  const [first] = (await records?.getMany([id])) ?? [];
+  return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
+}
+
+/** The refusal of a `client_msg_id` another store is storing now: the producer retries. */
+function storingElsewhere(cid: string): PixiuError {
+  return unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
+}
+
+/** The bytes of a record read from another store: not cached here (`MessageStore.remember`). */
+const NO_BYTES = Buffer.alloc(0);
