@@ -70,6 +70,5 @@ test('a paused last_bseq catch-up stops reading the stream once its connection i
   const later = await stats();
   const reads = later.xrange - atClose.xrange;
   const bytes = later.outBytes - atClose.outBytes;
-  console.log(`after the client was gone: ${reads} XRANGE pages, ${(bytes / MiB).toFixed(1)} MiB read from Redis`);
   assert.ok(reads <= 1 && bytes < 2 * MiB, `the catch-up of a closed connection read ${reads} more pages (${(bytes / MiB).toFixed(1)} MiB) from Redis`);
 });
