@@ -24,7 +24,7 @@ import { partitionOfClientMsgId } from '../../src/store/route.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { fill } from '../harness/small-disk.js';
+import { fill, mountSmallDisk } from '../harness/small-disk.js';
 
 interface Item { status: number; id?: string }
 
@@ -94,9 +94,7 @@ async function withFullPartition(t: TestContext, fullKey: string, prefix: string
   while (partitionOfClientMsgId(`${prefix}-${n}`, 8) === full) n += 1;
   const disk = path.join(dataDir, 'xiu', String(full));
   await mkdir(disk, { recursive: true });
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', disk], { stdio: 'ignore' });
-  } catch {
+  if (!mountSmallDisk(disk, '2m')) {
     t.skip('no right to mount a tmpfs');
     return undefined;
   }

@@ -11,9 +11,7 @@ import path from 'node:path';
 /** A fresh folder on a tmpfs of `size`, unmounted and removed when the test ends; undefined when none can be mounted. */
 export async function smallDisk(t: TestContext, size: string): Promise<string | undefined> {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-full-'));
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', root], { stdio: 'ignore' });
-  } catch {
+  if (!mountSmallDisk(root, size)) {
     await rm(root, { recursive: true, force: true });
     return undefined;
   }
@@ -22,6 +20,20 @@ export async function smallDisk(t: TestContext, size: string): Promise<string | 
     await rm(root, { recursive: true, force: true });
   });
   return root;
+}
+
+/**
+ * Mounts a tmpfs of `size` on the existing folder `dir` (e.g. one store partition's, in
+ * a data dir); false without the right to mount one. The caller unmounts it
+ * (`umount -l dir`), after whatever uses it has stopped.
+ */
+export function mountSmallDisk(dir: string, size: string): boolean {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Fills the file system holding `dir` with one file; answers its path. */
