@@ -146,23 +146,30 @@ export class Ingest {
       // No recipient named twice: each message's appends go as soon as it is stored,
       // with none of the ordering's promise and closures per message.
       if (order.independent) {
+        // (Its failure also stops the batch's later runs, one flow: messages.ts.)
         return stored.then((put) => this.#append(put, input, recipients, flow), (err: unknown) => {
-          // The batch's later runs (one flow, messages.ts) must not go ahead of it either.
-          if (isRetryable(err)) this.#deps.inbox.breakFlow(flow, err);
-          throw err;
+          throw this.#failedBeforeAppends(flow, err);
         });
       }
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
           (put) => order.release(i, () => this.#append(put, input, recipients, flow).then(resolve, reject)),
-          (err: unknown) => order.release(i, () => {
-            // A later message to one of its users must not go ahead of it: its retry would land after it.
-            if (isRetryable(err)) this.#deps.inbox.breakFlow(flow, err);
-            reject(err);
-          }),
+          (err: unknown) => order.release(i, () => reject(this.#failedBeforeAppends(flow, err))),
         );
       });
     }));
+  }
+
+  /**
+   * A batch item failed before its appends (its store put, its room's members). When the
+   * producer retries it (503 UNAVAILABLE: the store, Redis or another node failed),
+   * nothing later of the batch (`flow`) may go ahead of it: its retry would land after
+   * that (tick-pipeline.ts `breakFlow`).
+   * @returns `err`, to reject the item with
+   */
+  #failedBeforeAppends(flow: Flow, err: unknown): unknown {
+    if (err instanceof PixiuError && err.code === 'UNAVAILABLE') this.#deps.inbox.breakFlow(flow, err);
+    return err;
   }
 
   /**
@@ -213,9 +220,7 @@ export class Ingest {
     }));
     return Promise.allSettled(targets.map((t) => {
       if (t.status === 'fulfilled') return this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow);
-      // As in sendBatch: nothing after it goes ahead of its retry.
-      if (isRetryable(t.reason)) this.#deps.inbox.breakFlow(flow, t.reason);
-      return Promise.reject(t.reason);
+      return Promise.reject(this.#failedBeforeAppends(flow, t.reason));
     }));
   }
 
@@ -336,11 +341,6 @@ export class Ingest {
     const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
-}
-
-/** True for a failure the producer retries (503 UNAVAILABLE): the store, Redis or another node failed. */
-function isRetryable(err: unknown): boolean {
-  return err instanceof PixiuError && err.code === 'UNAVAILABLE';
 }
 
 /**
