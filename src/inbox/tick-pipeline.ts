@@ -230,8 +230,7 @@ export class TickPipeline<Args, R> {
 
   #enqueue(flow: Flow, q: Queued<Args, R>): void {
     if (this.#broken.has(flow)) {
-      const err = this.#broken.get(flow);
-      for (let i = 0; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
+      this.#failRest(q, this.#broken.get(flow));
       return;
     }
     let queue = this.#flows.get(flow);
@@ -296,18 +295,13 @@ export class TickPipeline<Args, R> {
   #failWaiting(err: unknown): void {
     // Their requests failed part-way for want of Redis as much as the one timed out:
     // nothing later of them goes on either (see #broken).
-    for (const queue of this.#ring) {
-      if (queue.flow !== TickPipeline.sharedFlow) this.#broken.set(queue.flow, err);
-    }
+    for (const queue of this.#ring) this.#markBroken(queue.flow, err);
     const waiting = this.#ring.flatMap((queue) => queue.calls.slice(queue.head));
     this.#flows.clear();
     this.#ring = [];
     this.#turn = 0;
     this.#waiting = 0;
-    for (const q of waiting) {
-      for (let i = q.next; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
-      q.next = q.count;
-    }
+    for (const q of waiting) this.#failRest(q, err);
   }
 
   /**
@@ -318,13 +312,19 @@ export class TickPipeline<Args, R> {
    * pipeline sends when the tick ends) failed items that had nothing wrong.
    */
   breakFlow(flow: Flow, err: unknown): void {
-    if (flow === TickPipeline.sharedFlow || this.#broken.has(flow)) return;
-    this.#broken.set(flow, err);
+    this.#markBroken(flow, err);
   }
 
-  #breakFlow(flow: Flow, err: unknown): void {
-    if (flow === TickPipeline.sharedFlow || this.#broken.has(flow)) return;
+  /** Marks `flow` broken with `err` (never the shared flow); false when it was not marked now. */
+  #markBroken(flow: Flow, err: unknown): boolean {
+    if (flow === TickPipeline.sharedFlow || this.#broken.has(flow)) return false;
     this.#broken.set(flow, err);
+    return true;
+  }
+
+  /** {@link breakFlow}, and the commands of `flow` still waiting fail now too (one of its commands failed). */
+  #breakFlow(flow: Flow, err: unknown): void {
+    if (!this.#markBroken(flow, err)) return;
     const queue = this.#flows.get(flow);
     if (queue === undefined) return;
     this.#flows.delete(flow);
@@ -333,9 +333,14 @@ export class TickPipeline<Args, R> {
     if (at < this.#turn) this.#turn -= 1;
     for (const q of queue.calls.slice(queue.head)) {
       this.#waiting -= q.count - q.next;
-      for (let i = q.next; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
-      q.next = q.count;
+      this.#failRest(q, err);
     }
+  }
+
+  /** Fails the commands of `q` not sent yet with `err`. */
+  #failRest(q: Queued<Args, R>, err: unknown): void {
+    for (let i = q.next; i < q.count; i++) this.#settle(q, i, false, this.#call.error(err));
+    q.next = q.count;
   }
 
   /** Sends command `i` of `q`; false when building its arguments failed it instead. */
