@@ -100,7 +100,7 @@ export class Rooms {
       // node's clock), take the slots anyway rather than wait for that clock.
       const waitMs = at - now;
       if (waitMs > MAX_SLOT_WAIT_MS) {
-        const [forced, size] = await redisCall(async () => this.#redis.pxRoomAddV3(key, String(this.#cap), String(await this.now()), '1', ...users));
+        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(now), '1', ...users));
         return { added: forced, size };
       }
       await sleep(Math.max(1, waitMs));
