@@ -294,7 +294,18 @@ export class UserMachine {
   #detectReset(page: InboxPage, effects: Effect[]): void {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
-      if (c.phase !== 'ready') continue;
+      if (c.phase !== 'ready') {
+        // A device resuming above the latest seq of the inbox's own epoch (its
+        // `last_seq`, or its stored cursor) was sent seqs the inbox no longer has: Redis
+        // gave it back with less while no connection was there to see it. As for a
+        // connection that sees it live, the epoch is replaced, or the lost seqs, assigned
+        // again, would be skipped by every other device holding a cursor of this epoch.
+        const r = c.resume;
+        if (r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq) {
+          this.#guard.rotate(page.epoch, false, effects);
+        }
+        continue;
+      }
       if (epochChanged) {
         resetTo(c, page, effects);
         continue;
