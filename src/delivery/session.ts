@@ -199,7 +199,9 @@ export class UserSession {
       [...batch].map(([device, a]) => this.#deps.inbox.ack(this.user, device, a.seq, a.epoch)));
     if (results.some((r) => r.status === 'rejected')) {
       // Keep them for a later round; a cursor only grows, so writing again is harmless.
-      for (const [device, a] of batch) this.#holdAck(device, a);
+      // Older than anything held now (acked while the write ran): a held cursor of
+      // another epoch (the inbox was reset meanwhile) is newer and stays.
+      for (const [device, a] of batch) this.#restoreAck(device, a);
       this.#ackRetryTimer ??= setTimeout(() => {
         this.#ackRetryTimer = undefined;
         this.#ackRounds.add(this);
@@ -213,6 +215,13 @@ export class UserSession {
   #queueAck(device: string, ack: PendingAck): void {
     this.#holdAck(device, ack);
     if (this.#ackRetryTimer === undefined) this.#ackRounds.add(this);
+  }
+
+  /** Holds again an ack whose write failed, unless one acked since (any epoch) supersedes it. */
+  #restoreAck(device: string, ack: PendingAck): void {
+    const pending = (this.#pendingAcks ??= new Map());
+    const held = pending.get(device);
+    if (held === undefined || (held.epoch === ack.epoch && held.seq < ack.seq)) pending.set(device, ack);
   }
 
   #holdAck(device: string, ack: PendingAck): void {

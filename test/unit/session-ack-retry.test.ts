@@ -1,0 +1,62 @@
+/**
+ * A user session's ack write that fails (src/delivery/session.ts) keeps its cursors for
+ * the next round (docs/protocol.md: acks whose write failed are kept and written
+ * first), but only where nothing newer is held: the failed batch is older than any ack
+ * made while it was in flight. When the inbox's epoch changed meanwhile (a reset) and
+ * the client acked under the new epoch, putting the old-epoch cursor back over the new
+ * one lost the new ack (ack-4.lua refuses the old epoch's). The inbox here is a
+ * stand-in whose ack writes the test settles by hand; the machine and the session are
+ * the real ones.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
+import type { RecordReader } from '../../src/store/record-reader.js';
+import type { StoredMessage } from '../../src/store/record.js';
+import { AckRounds } from '../../src/delivery/ack-rounds.js';
+import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
+import { createLogger } from '../../src/logger.js';
+import { waitUntil } from '../harness/checks.js';
+import { CONFIG } from '../unit/machine-driver.js';
+
+const id = (n: number): string => n.toString(16).padStart(16, '0');
+const record = (n: number): StoredMessage => ({ id: id(n), kind: 1, type: 't', data: { n }, ts: 1, expiresAt: Number.MAX_SAFE_INTEGER });
+
+test('an ack write that fails does not put its old-epoch cursor back over an ack made under the new epoch meanwhile', async () => {
+  let page: InboxPage = { epoch: 'A', firstSeq: 1, latestSeq: 3, entries: [1, 2, 3].map((s) => ({ seq: s, id: id(s), kind: 1 as const })) };
+  const writes: Array<{ device: string; seq: number; epoch: string | undefined; settle: (err?: Error) => void }> = [];
+  const inbox = {
+    range: async (_u: string, after: number, limit: number): Promise<InboxPage> =>
+      ({ ...page, entries: page.entries.filter((e) => e.seq > after).slice(0, limit) }),
+    ack: (_u: string, device: string, seq: number, epoch?: string) => new Promise<number>((resolve, reject) => {
+      writes.push({ device, seq, epoch, settle: (err) => (err ? reject(err) : resolve(seq)) });
+    }),
+  } as unknown as Inbox;
+  const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
+  const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(1_000_000));
+  const frames: Array<Record<string, unknown>> = [];
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+
+  session.login(conn, { kind: 'first' });
+  await waitUntil('msgs 1..3 of epoch A', async () => frames.filter((f) => f.t === 'msg').length === 3, 5000, 5);
+  session.ack('c', 3, 'A');
+  void session.flushAcks();
+  await waitUntil('the write of (A, 3) in flight', async () => writes.length === 1, 5000, 5);
+
+  // While it is in flight the inbox is recreated: epoch B, one message; the client acks it.
+  page = { epoch: 'B', firstSeq: 1, latestSeq: 1, entries: [{ seq: 1, id: id(9), kind: 1 }] };
+  session.heartbeat();
+  await waitUntil('reset, then msg 1 of epoch B', async () => frames.some((f) => f.t === 'msg' && f.id === id(9)), 5000, 5);
+  session.ack('c', 1, 'B');
+
+  // The write of (A, 3) fails (Redis timed out); the session keeps what it holds for the next round.
+  writes[0]?.settle(new Error('Command timed out'));
+  await waitUntil('the failed write settled', async () => session.holdsAcks && writes.length === 1, 5000, 5);
+  await new Promise((r) => setTimeout(r, 10));
+  void session.flushAcks();
+  await waitUntil('the next write', async () => writes.length >= 2, 5000, 5);
+  const next = writes.slice(1).map((w) => ({ device: w.device, seq: w.seq, epoch: w.epoch }));
+  for (const w of writes.slice(1)) w.settle();
+  assert.deepEqual(next, [{ device: 'phone', seq: 1, epoch: 'B' }], 'the ack made under the new epoch is written, not the failed old-epoch one');
+  session.logout('c');
+});
