@@ -1,5 +1,5 @@
 /**
- * `pixiu serve`: runs the service until SIGTERM or SIGINT, then shuts down gracefully
+ * `pixiu serve`: runs the service until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully
  * (stop accepting, finish requests in flight, close Redis, the store and the embedded
  * redis-server) and exits 0. A second signal exits at once with code 1 (the embedded
  * redis-server is told to stop all the same); a repeat within `REPEATED_SIGNAL_MS` of
@@ -11,7 +11,8 @@ import { loadSecrets } from '../auth/secrets.js';
 import { checkListenable } from '../service/listen-check.js';
 import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
-import { startService } from '../service/service.js';
+import { startService, type Service } from '../service/service.js';
+import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
 import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
@@ -56,22 +57,56 @@ export function serveCommand(): Command {
         ? 'the client-token key is configured, so this generated jwt-secret is not used; pixiu token and pixiu connect with this data dir sign with it unless given the same key'
         : 'PIXIU_API_TOKEN is set, so this generated api-token is not used');
     }
+    let service: Service | undefined;
+    let local: LocalRedis | undefined;
     // A crash (an uncaught exception, or a rejection no one handled) still exits 1 with
     // Node's report on stderr; the log gets it too, as one fatal line with its stack.
-    process.on('uncaughtExceptionMonitor', (err, origin) => logger.fatal({ err, origin }, 'pixiu crashed'));
-    const service = await startService(config, logger, secrets);
+    // The embedded redis-server runs in a process group of its own: told to stop here
+    // (it shuts down on its own, writing its AOF), or the crash would leave it running.
+    process.on('uncaughtExceptionMonitor', (err, origin) => {
+      logger.fatal({ err, origin }, 'pixiu crashed');
+      if (service !== undefined) service.abandon();
+      else local?.terminate();
+    });
+    // Installed before the start: a signal while it runs (its redis-server already
+    // spawned, in a process group of its own) would otherwise kill this process by Node's
+    // default action and leave that redis-server running. Such a stop gives the start up,
+    // which stops what it started.
+    const starting = new AbortController();
     onStopSignals({
       stop: (signal) => {
         logger.info({ signal }, 'shutting down');
-        void service.close().then(() => process.exit(0));
+        if (service !== undefined) {
+          void service.close().then(() => process.exit(0));
+        } else if (config.redisUrl !== undefined) {
+          // No redis-server of ours to stop, and the start may be waiting long (the
+          // claims settle time on a shared Redis): stop at once, as before the start.
+          logger.info('pixiu stopped');
+          process.exit(0);
+        } else {
+          starting.abort();
+        }
       },
       repeated: (signal) => logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already'),
       force: (signal) => {
         logger.warn({ signal }, 'second signal, exiting now');
-        service.abandon();
+        if (service !== undefined) service.abandon();
+        else local?.terminate();
         process.exit(1);
       },
-    });
+    // SIGHUP too: a terminal that goes away (an ssh session dropped) would otherwise end
+    // this process by Node's default action and leave the embedded redis-server running.
+    }, ['SIGINT', 'SIGTERM', 'SIGHUP']);
+    try {
+      service = await startService(config, logger, secrets, { signal: starting.signal, onLocalRedis: (l) => { local = l; } });
+    } catch (err) {
+      // Asked to stop: what the start began is stopped; a graceful stop exits 0.
+      if (starting.signal.aborted) {
+        logger.info('pixiu stopped');
+        process.exit(0);
+      }
+      throw err;
+    }
   });
   return cmd;
 }

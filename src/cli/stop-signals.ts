@@ -24,12 +24,12 @@ export interface StopHandlers {
 }
 
 /**
- * Handles SIGINT and SIGTERM until the returned function is called. The handlers stay
+ * Handles SIGINT and SIGTERM (or `signals`) until the returned function is called. The handlers stay
  * installed after the first signal: with none, a repeat would kill the process by
  * Node's default action (exit 130) in the middle of its graceful stop.
  * @returns removes the handlers
  */
-export function onStopSignals(handlers: StopHandlers): () => void {
+export function onStopSignals(handlers: StopHandlers, signals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM']): () => void {
   /** When the first signal came (performance.now(), ms), once one has. */
   let firstAt: number | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
@@ -42,10 +42,8 @@ export function onStopSignals(handlers: StopHandlers): () => void {
       handlers.force(signal);
     }
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  for (const signal of signals) process.on(signal, onSignal);
   return () => {
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    for (const signal of signals) process.removeListener(signal, onSignal);
   };
 }

@@ -28,6 +28,8 @@ export interface AdvertiseCheckOptions {
   /** How long to wait for the answer, ms. */
   readonly timeoutMs: number;
   readonly logger: Logger;
+  /** Aborted when the start is given up (a stop signal): no answer is waited for, nothing logged. */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -42,9 +44,10 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
       method: 'POST',
       headers: { authorization: opts.authHeader, 'content-type': 'application/json' },
       body: JSON.stringify({ ids: [] }),
-      signal: AbortSignal.timeout(opts.timeoutMs),
+      signal: opts.signal === undefined ? AbortSignal.timeout(opts.timeoutMs) : AbortSignal.any([AbortSignal.timeout(opts.timeoutMs), opts.signal]),
     });
   } catch (err) {
+    if (opts.signal?.aborted === true) return;
     opts.logger.warn({ url: opts.url, reason: (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message },
       `the advertised URL does not reach this node from itself; unless the other nodes reach it by another route, they cannot read this node's messages: ${advice}`);
     return;

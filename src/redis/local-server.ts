@@ -14,6 +14,7 @@
  * Retry-After) as for any Redis outage, and the clients reconnect on their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { ClassicLevel } from 'classic-level';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
@@ -123,6 +124,50 @@ async function pidOf(pidFile: string): Promise<number | undefined> {
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
   await makeDir(dir);
+  // Held from before the pid-file check until the server is stopped: two starts on one
+  // data dir at once would otherwise both find no server (or one with no client yet)
+  // and run two on one AOF and one socket.
+  const lock = await lockRedisDir(dir, opts.dataDir);
+  try {
+    const local = await startLocked(opts, dir);
+    return {
+      ...local,
+      stop: async () => {
+        try {
+          await local.stop();
+        } finally {
+          await lock.close();
+        }
+      },
+    };
+  } catch (err) {
+    await lock.close();
+    throw err;
+  }
+}
+
+/**
+ * Takes the embedded Redis's lock of a data dir: a LevelDB at `<dir>/lock`, whose LOCK
+ * the OS holds for this process until it is closed or the process ends (SIGKILL too).
+ * @throws StartupError when another process holds it
+ */
+async function lockRedisDir(dir: string, dataDir: string): Promise<{ close(): Promise<void> }> {
+  const location = path.join(dir, 'lock');
+  const db = new ClassicLevel(location);
+  try {
+    await db.open();
+  } catch (err) {
+    const code = (err as { cause?: { code?: unknown } }).cause?.code;
+    if (code === 'LEVEL_LOCKED') {
+      throw new StartupError(`data dir ${dataDir} is in use: another pixiu is starting or running on it (${location} is locked); `
+        + 'stop that one first, or give this one another PIXIU_DATA_DIR', { cause: err });
+    }
+    throw new StartupError(`cannot open ${location}: ${String((err as { cause?: { message?: unknown } }).cause?.message ?? (err as Error).message)}`, { cause: err });
+  }
+  return { close: () => db.close() };
+}
+
+async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalRedis> {
   const sock = localRedisSocket(opts.dataDir);
   const pidFile = path.join(dir, 'redis.pid');
   const url = unixUrl(sock);

@@ -57,24 +57,42 @@ export interface Service {
   abandon(): void;
 }
 
+/** Options of {@link startService}. */
+export interface StartOptions {
+  /**
+   * Aborted when the process is asked to stop while the service is still starting (a
+   * signal before `pixiu listening`): the start gives up at its next step, stops what
+   * it started (the embedded redis-server included) and throws {@link StartupError}.
+   */
+  readonly signal?: AbortSignal;
+  /** Told the embedded redis-server as soon as it runs (for a forced exit during the start). */
+  readonly onLocalRedis?: (local: LocalRedis) => void;
+}
+
 /**
  * Starts the service and resolves once it listens.
  *
  * @param given secrets resolved already (serve.ts does, to show generated ones before
  *   anything can fail); default: resolved here with `loadSecrets`
  * @throws StartupError when Redis cannot be reached or started, a store partition
- *   cannot be opened, or the port cannot be bound; what was started is stopped again
+ *   cannot be opened, or the port cannot be bound, or `opts.signal` is aborted; what
+ *   was started is stopped again
  */
-export async function startService(config: Config, logger: Logger, given?: Secrets): Promise<Service> {
+export async function startService(config: Config, logger: Logger, given?: Secrets, opts: StartOptions = {}): Promise<Service> {
   const cleanup: CloseStep[] = [];
+  const stopAsked = (): void => {
+    if (opts.signal?.aborted === true) throw new StartupError('stopped by a signal while starting');
+  };
   // A step that waits on Redis: a command or two, each bounded by the command timeout;
   // all of them together get three (shutdown-steps.ts).
   const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
   try {
     // Before anything is started or claimed (listen-check.ts).
+    stopAsked();
     await checkListenable(config.host, config.port);
     const secrets = given ?? await loadSecrets(config);
+    stopAsked();
 
     let local: LocalRedis | undefined;
     let redisUrl = config.redisUrl;
@@ -83,6 +101,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       redisUrl = local.url;
       const stopLocal = local.stop;
       cleanup.unshift({ what: 'local redis-server', run: stopLocal });
+      opts.onLocalRedis?.(local);
+      stopAsked();
     }
     const metrics = new Metrics();
     let redis: Redis;
@@ -94,6 +114,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     }
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...redisBound, giveUp: () => redis.disconnect() } });
+    stopAsked();
     if (local === undefined) await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
 
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
@@ -109,6 +130,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       redisUptimeMs: () => redisUptimeMs(redis),
     });
     const clusterSecret = await ClusterSecret.load(redis, keys);
+    stopAsked();
 
     const store = await MessageStore.open({
       dir: storeDir,
@@ -123,6 +145,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
     });
     cleanup.unshift({ what: 'store', run: () => store.close() });
+    stopAsked();
     // No put until this node's first lease write finds no other node serving this store
     // (ownership.advertise lifts it): a copy of this data dir started at the same time
     // passed the same start check, and both would mint the same ids meanwhile. Puts
@@ -158,6 +181,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const clientIds = new ClientIdClaims(redis, keys, ownership.storeId, logger);
     await clientIds.start();
     cleanup.unshift({ what: 'client id claims', run: () => Promise.resolve(clientIds.stop()) });
+    stopAsked();
     const ingest = new Ingest({
       store, inbox, rooms, claims: clientIds, records,
       onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record),
@@ -184,6 +208,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // the node took new work for all of that time (a fresh-user finding).
     cleanup.unshift({ what: 'connections', run: () => Promise.resolve(gateway.stopAccepting()) });
     cleanup.splice(1, 0, { what: 'http', run: () => app.close() });
+    stopAsked();
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (err) {
@@ -199,8 +224,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     try {
       await checkAdvertisedUrl({
         url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header,
-        timeoutMs: config.redisCommandTimeoutMs, logger,
+        timeoutMs: config.redisCommandTimeoutMs, logger, signal: opts.signal,
       });
+      stopAsked();
       await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
     } finally {
       leaseSettled();
