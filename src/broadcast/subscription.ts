@@ -155,7 +155,9 @@ export class BroadcastSubscription implements BroadcastTarget {
         reset = true;
       }
     } catch (err) {
-      this.#follower.release();
+      // The retained broadcasts after `last_bseq` cannot be read: a gap from it before
+      // the next broadcast sent, not a silent skip.
+      this.#follower.releaseUnread(after);
       throw err;
     }
     // Each page is read with the stream's bounds at that moment: trimmed past the

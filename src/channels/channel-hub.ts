@@ -10,6 +10,7 @@ import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { pubFrame, type ChannelEntry } from './channel-stream.js';
 import { outageFields } from '../errors.js';
+import { isStreamId } from '../streams/stream-id.js';
 
 /** A local subscriber of a channel. */
 export interface ChannelSubscriber {
@@ -131,11 +132,15 @@ export class ChannelHub {
     const channel = this.#topics.get(topic);
     if (channel === undefined) return;
     const bar = text.indexOf('|');
-    if (bar <= 0) {
+    const id = bar > 0 ? text.slice(0, bar) : '';
+    // Anything that can PUBLISH on this Redis reaches here: an id that is no stream ID
+    // made the followers' id comparison throw inside ioredis's event (an uncaught
+    // exception, the end of the process), and a payload that is no JSON object made a
+    // broken `pub` frame.
+    if (!isStreamId(id) || text.charCodeAt(bar + 1) !== 123 /* { */) {
       this.#logger.warn({ channel }, 'malformed channel publication ignored');
       return;
     }
-    const id = text.slice(0, bar);
     const entry: ChannelEntry = { id, frame: pubFrame(channel, id, text.slice(bar + 1)) };
     for (const sub of this.#channels.get(channel)?.subs ?? []) sub.offerPub(channel, entry);
   }

@@ -104,6 +104,9 @@ export class ConnectionChannels implements ChannelSubscriber {
       try {
         newest = await this.#deps.stream.newestId(channel);
       } catch (err) {
+        // Live publications queued meanwhile are not sent: this sub follows nothing,
+        // and a client retrying with `since` the last id it got must not skip history.
+        follower.stop();
         follower.release();
         throw err;
       }
@@ -111,7 +114,25 @@ export class ConnectionChannels implements ChannelSubscriber {
         follower.release();
         return;
       }
-      await follower.catchUp(since, (after) => this.#deps.stream.range(channel, after, CATCH_UP_PAGE), () => this.#sink.whenWritable());
+      // Every publication after `newest` (read after the join) comes live, in order:
+      // the history is read only up to it. A page's newer entries are left to the live
+      // feed: sent from the page, they made the live copies of publications the page
+      // jumped over (trimmed), still on their way on the subscriber connection, look
+      // already sent, and those were dropped.
+      const upTo = newest;
+      await follower.catchUp(since, async (after) => {
+        try {
+          const page = await this.#deps.stream.range(channel, after, CATCH_UP_PAGE);
+          return page.filter((e) => compareStreamIds(e.id, upTo) <= 0);
+        } catch (err) {
+          // The sub is answered with an error and follows nothing: the live publications
+          // queued behind the catch-up are dropped, not flushed before the error (they
+          // were: a client retrying with `since` the last id received, as
+          // docs/protocol.md says, then skipped the history between).
+          follower.stop();
+          throw err;
+        }
+      }, () => this.#sink.whenWritable(), upTo);
     } catch (err) {
       // A sub answered with an error follows nothing (a `since` Redis refused, a
       // history read that failed), so the client's retry — with `since` the last id it

@@ -99,6 +99,11 @@ export class StreamFollower<E extends StreamEntry> {
    * what was sent by then covers it (a catch-up page read it from the stream).
    */
   #droppedUpTo: string | undefined;
+  /**
+   * A catch-up read failed: the entries after this ID it had not sent yet are not sent.
+   * Told as a gap before the next entry (or loss) that goes out; undefined: none.
+   */
+  #unreadAfter: string | undefined;
   /** Where the connection began taking the stream live, with no catch-up ({@link startAfter}); undefined: not told. */
   #startedAfter: string | undefined;
 
@@ -181,6 +186,18 @@ export class StreamFollower<E extends StreamEntry> {
   }
 
   /**
+   * Ends a {@link hold} when a catch-up from `afterId` could not even begin (its first
+   * read failed): live from here, nothing at or before `afterId` sent again, and a gap
+   * from `afterId` before the next entry that goes out (what it skipped is told).
+   */
+  releaseUnread(afterId: string): void {
+    this.#last = afterId;
+    this.#checkOrder = true;
+    this.#unreadAfter = afterId;
+    this.release();
+  }
+
+  /**
    * Sends what was appended after `afterId`, page by page, then switches to live.
    * A read that fails ends the catch-up early (at-most-once: what it could not read
    * is not sent) and rethrows after switching to live.
@@ -201,7 +218,15 @@ export class StreamFollower<E extends StreamEntry> {
         const before: string = this.#last ?? afterId;
         // From here on the live feed brings everything (see the module comment).
         if (liveFrom !== undefined && compareStreamIds(before, liveFrom) >= 0) break;
-        const answer = await read(before);
+        let answer: Awaited<ReturnType<PageReader<E>>>;
+        try {
+          answer = await read(before);
+        } catch (err) {
+          // What it could not read is gone for this connection: told as a gap before
+          // the next entry sent (a live one), not skipped silently.
+          this.#unreadAfter = before;
+          throw err;
+        }
         const page: CatchUpPage<E> = isEntryList(answer) ? { entries: answer } : answer;
         this.#tellTrimmed(before, page);
         for (const entry of page.entries) {
@@ -277,7 +302,9 @@ export class StreamFollower<E extends StreamEntry> {
   #forwardLost(range: LostRange): void {
     const last = this.#last;
     if (last !== undefined && compareStreamIds(last, range.lastLost) >= 0) return;
-    this.#sendGap(last === undefined || compareStreamIds(last, range.after) < 0 ? range.after : last, range.before);
+    const unread = this.#unreadAfter;
+    this.#unreadAfter = undefined;
+    this.#sendGap(unread ?? (last === undefined || compareStreamIds(last, range.after) < 0 ? range.after : last), range.before);
     // Nothing lost is sent later; entries after the range are newer than its last.
     if (last !== undefined) this.#last = range.lastLost;
   }
@@ -285,6 +312,11 @@ export class StreamFollower<E extends StreamEntry> {
   /** Sends `entry` unless it is not newer than the last one sent. */
   #forward(entry: E): void {
     if (this.#last !== undefined && compareStreamIds(entry.id, this.#last) <= 0) return;
+    const unread = this.#unreadAfter;
+    if (unread !== undefined) {
+      this.#unreadAfter = undefined;
+      this.#sendGap(unread, entry.id);
+    }
     this.#last = entry.id;
     this.#send(entry);
   }

@@ -1,0 +1,59 @@
+/**
+ * A broadcast catch-up (`last_bseq`) whose read fails (Redis refuses or drops it) ends,
+ * and live broadcasts still flow. What it could not read is told as a
+ * `gap {stream: "broadcast"}` before the next `bcast` (docs/protocol.md, "Broadcasts").
+ * Before, the retained broadcasts it could not read were skipped silently: the next
+ * `bcast` was a live one past them, so the client's `last_bseq` moved over them and not
+ * even a reconnect brought them back.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { openInbox } from '../harness/checks.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import type { Frame } from '../harness/ws-client.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { postBroadcast, type Posted } from './broadcast-fixture.js';
+import { compareStreamIds } from '../../src/streams/stream-id.js';
+
+const cleanup = cleanupList();
+let gw: GatewayFixture;
+let admin: Redis;
+
+before(async () => {
+  const redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  admin = (await openInbox(cleanup, redis.url)).redis;
+});
+
+after(() => cleanup.run());
+
+test('a broadcast catch-up whose read fails tells the broadcasts it skipped as a gap before the next bcast', { timeout: 60_000 }, async (t) => {
+  t.after(() => admin.acl('SETUSER', 'default', '+multi'));
+  const posted: Posted[] = [];
+  for (let i = 0; i < 5; i++) posted.push(await postBroadcast(gw.client, { data: { i } }));
+  const lastSeen = (posted[0] as Posted).bseq;
+  // The catch-up's page reads (MULTI … EXEC) are refused.
+  await admin.acl('SETUSER', 'default', '-multi');
+  const client = await gw.connect('bob', { params: { from: 'latest', last_bseq: lastSeen } });
+  assert.equal((await client.next()).t, 'welcome');
+  const frames: Frame[] = [];
+  const first = await client.next(10_000);
+  frames.push(first);
+  await admin.acl('SETUSER', 'default', '+multi');
+  const live = await postBroadcast(gw.client, { data: { live: true } });
+  for (;;) {
+    const f = await client.next(10_000);
+    frames.push(f);
+    if (f.bseq === live.bseq) break;
+  }
+  const shown = frames.map((f) => (f.t === 'bcast' ? `bcast ${f.bseq === live.bseq ? 'live' : f.bseq}` : f.t === 'gap' ? `gap ${f.from === lastSeen ? 'from last_bseq' : String(f.from)}` : `${f.t} ${String(f.code ?? '')}`));
+  // Each retained broadcast after last_bseq is either sent or inside a broadcast gap told before the next bcast.
+  const gaps = frames.filter((f) => f.t === 'gap' && f.stream === 'broadcast');
+  const untold = posted.slice(1).filter((p) => !frames.some((f) => f.t === 'bcast' && f.bseq === p.bseq)
+    && !gaps.some((g) => compareStreamIds(g.from as string, p.bseq) < 0 && compareStreamIds(p.bseq, g.to as string) < 0));
+  assert.deepEqual(untold.map((p) => posted.indexOf(p)), [],
+    `retained broadcasts after last_bseq neither sent nor told as a gap; frames: ${JSON.stringify(shown)}`);
+});

@@ -1,0 +1,48 @@
+/**
+ * Channels are at-most-once (DESIGN.md §8; docs/protocol.md, "Channels"): the live
+ * publications queued behind a `since` catch-up that a slow client holds back are kept
+ * up to 10,000 per connection, and past that the oldest are dropped, without a frame
+ * (a channel has no gap), so the node's memory stays bounded. What is kept arrives in
+ * id order, each once, and the publications after it still arrive.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { publish } from './channel-fixture.js';
+import { connectViewer, pausableGatewayForFile, pauseThenCatchUp } from './paused-catch-up.js';
+
+const LIVE = 10_050;
+const gateway = pausableGatewayForFile({ pausedTimeout: '120s' });
+
+test(`${LIVE} live publications behind a held-back catch-up: the oldest past 10,000 are dropped; the rest arrive in order, once each`, { timeout: 110_000 }, async () => {
+  const p = gateway();
+  const { gw, probe } = p;
+  const client = await connectViewer(p);
+  for (const h of ['h1', 'h2', 'h3']) await publish(gw.client, 'c.x', h);
+  await pauseThenCatchUp(p, client);
+  // Live publications, straight into Redis as the service's publish script would (fast).
+  const ids: string[] = [];
+  const topic = 'px:ch:c.x';
+  const hist = 'px:ch:{c.x}:history';
+  for (let i = 0; i < LIVE; i += 500) {
+    const m = probe.multi();
+    for (let j = i; j < Math.min(LIVE, i + 500); j++) {
+      m.eval("local id = redis.call('XADD', KEYS[1], 'MAXLEN', '3', '*', 'p', ARGV[2]); redis.call('PUBLISH', ARGV[1], id .. '|' .. ARGV[2]); return id",
+        1, hist, topic, `{"type":"chat.line","ts":1,"data":"p${j}"}`);
+    }
+    for (const [err, id] of (await m.exec()) ?? []) { assert.equal(err, null); ids.push(id as string); }
+  }
+  client.ws.resume();
+  const marker = await publish(gw.client, 'c.x', 'marker');
+  const got: string[] = [];
+  const other: unknown[] = [];
+  for (;;) {
+    const f = await client.next(30_000);
+    if (f.t === 'pub' && f.channel === 'c.x') { got.push(f.id as string); if (f.id === marker) break; continue; }
+    if (f.t !== 'pub') other.push(f);
+  }
+  assert.deepEqual(other, [], 'no frame but pub');
+  const live = got.filter((id) => ids.includes(id));
+  const dropped = ids.length - live.length;
+  assert.ok(dropped > 0 && dropped <= 100, `the queue holds 10,000: ${dropped} of ${LIVE} dropped`);
+  assert.deepEqual(live, ids.slice(dropped), 'the oldest are the ones dropped; the rest arrive in order, once each');
+});

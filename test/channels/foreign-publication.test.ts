@@ -1,0 +1,54 @@
+/**
+ * Anything that can PUBLISH on the service's Redis (another app sharing it, an
+ * operator) reaches ChannelHub. A message on a channel's topic whose id is no stream ID,
+ * or whose payload is no JSON object, is ignored with a warning, and delivery goes on.
+ * Before, an id that is no stream ID reached StreamFollower, whose id comparison threw
+ * inside ioredis's `message` event: an uncaught exception, which ends `pixiu serve`.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { publish } from './channel-fixture.js';
+
+const cleanup = cleanupList();
+let gw: GatewayFixture;
+let probe: Redis;
+before(async () => {
+  const redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  probe = new Redis(redis.url);
+  cleanup.after(() => probe.quit());
+});
+after(() => cleanup.run());
+
+test('a malformed message on a channel topic is ignored: no uncaught exception, the followers keep receiving', { timeout: 30_000 }, async (t) => {
+  const uncaught: Error[] = [];
+  const onUncaught = (err: Error): void => { uncaught.push(err); };
+  // Replaces node:test's own handler for the test's length, so the crash is seen here.
+  const saved = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', onUncaught);
+  t.after(() => {
+    process.removeListener('uncaughtException', onUncaught);
+    for (const l of saved) process.on('uncaughtException', l);
+  });
+  const token = await testToken(JWT_KEY, 'u', { channels: ['c.*'] });
+  const c = await gw.connect('u', { token, params: { from: 'latest' } });
+  assert.equal((await c.next()).t, 'welcome');
+  const h = await publish(gw.client, 'c.x', 'h');
+  // After a since catch-up the follower compares the next live ids with the last sent.
+  c.send({ t: 'sub', channel: 'c.x', since: '0-0' });
+  assert.equal((await c.next()).id, h);
+  for (const text of ['bogus|{"type":"t","ts":1,"data":1}', '1-0-0|{"type":"t","ts":1,"data":1}']) {
+    assert.equal(await probe.publish('px:ch:c.x', text), 1);
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  const next = await publish(gw.client, 'c.x', 'after');
+  const f = await c.next(5000);
+  assert.deepEqual({ uncaught: uncaught.map((e) => e.message), id: f.id }, { uncaught: [], id: next });
+});
