@@ -239,3 +239,22 @@ test('a batch whose room item and later user item share a client_msg_id: the roo
   assert.equal((await inboxIds('ko-a')).length, 1, 'the room message, once');
   assert.equal((await inboxIds('ko-b')).length, 1, 'the user message, once');
 });
+
+test('a batch whose room item is refused (no such room) leaves its client_msg_id to a later item of the other kind, as two requests would', async () => {
+  const key = 'key-after-404';
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { room: 'no-such-room', type: 't', data: 1, client_msg_id: key },
+      { to: 'ka-a', type: 't', data: 2, client_msg_id: key },
+      { room: 'no-such-room', type: 't', data: 1, client_msg_id: key },
+    ],
+  });
+  type Item = { status: number; id?: string; error?: { code: string; message: string } };
+  const [a, b, c] = (answer.body as { results: Item[] }).results as [Item, Item, Item];
+  assert.equal(a.status, 404, answer.text);
+  assert.equal(b.status, 201, `the user item takes the key the refused room item never stored: ${answer.text}`);
+  // Now the key is the user message's: a room item naming it is a conflict.
+  assert.equal(c.status, 409, answer.text);
+  assert.match(c.error?.message ?? '', new RegExp(`"${key}" was first used for another message \\(item 1 of this batch, sent to users`));
+  assert.deepEqual(await inboxIds('ka-a'), [b.id]);
+});

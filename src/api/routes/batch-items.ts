@@ -14,10 +14,10 @@ export function isRoomMessage(body: MessageBody): body is RoomMessageInput & Mes
   return body.room !== undefined;
 }
 
-/** Consecutive items of one kind, in batch order ({@link runsOfOneKind}). */
+/** Consecutive items of one kind, in batch order ({@link runsOfOneKind}), each with its index in the batch. */
 export type BatchRun =
-  | { readonly room: false; readonly items: UserMessageInput[] }
-  | { readonly room: true; readonly items: RoomMessageInput[] };
+  | { readonly room: false; readonly items: { readonly item: UserMessageInput; readonly index: number }[] }
+  | { readonly room: true; readonly items: { readonly item: RoomMessageInput; readonly index: number }[] };
 
 /**
  * Splits a batch's valid items into runs of consecutive items of one kind (user or
@@ -26,44 +26,58 @@ export type BatchRun =
  * in batch order too (docs/api.md): user items are appended as soon as stored, room
  * items only once their members are read, so sent together a later user item went
  * first. A batch of one kind is one run, sent as before.
+ * @param checked the checked items, in batch order; errors are left out of the runs
  */
-export function runsOfOneKind(items: readonly MessageBody[]): BatchRun[] {
+export function runsOfOneKind(checked: readonly (MessageBody | PixiuError)[]): BatchRun[] {
   const runs: BatchRun[] = [];
-  for (const item of items) {
+  checked.forEach((item, index) => {
+    if (item instanceof PixiuError) return;
     const room = isRoomMessage(item);
     const last = runs.at(-1);
-    if (last !== undefined && last.room === room) (last.items as MessageBody[]).push(item);
-    else runs.push(room ? { room: true, items: [item] } : { room: false, items: [item as UserMessageInput] });
-  }
+    if (last !== undefined && last.room === room) (last.items as { item: MessageBody; index: number }[]).push({ item, index });
+    else runs.push(room ? { room: true, items: [{ item, index }] } : { room: false, items: [{ item: item as UserMessageInput, index }] });
+  });
   return runs;
 }
 
 /**
- * Refuses, with CONFLICT, each batch item whose `client_msg_id` an earlier item of the
- * batch already names with the other addressing (a room against users): one key, one
- * message, and the first item in the batch is that message. Items of one kind need no
- * help: ingest stores them in batch order, so the first one's put takes the key and
- * the later ones meet it as duplicates (or conflicts). Across kinds the runs of
- * {@link runsOfOneKind} would end the same way (409), but only after the refused item
- * was counted against the batch's recipient limit; this refuses it before that.
- *
- * @param checked the checked items, in batch order (errors kept as they are)
- * @returns the same list with such items replaced by their CONFLICT
+ * Who holds each `client_msg_id` of one batch across its runs ({@link runsOfOneKind}):
+ * one key, one message, and the first item in the batch that is stored under it is
+ * that message (docs/api.md, "Messages": items sharing a key are handled as if sent one
+ * after another). Items of one kind need no help: ingest stores a run in batch order, so
+ * the first one's put takes the key and the later ones meet it as duplicates (or
+ * conflicts). Across kinds (a room item, then a user item, or the reverse) the later
+ * run is refused with CONFLICT here, before it is sent, if the earlier item holds the
+ * key: it was stored, or it failed in a way that may have stored it (5xx: its retry
+ * decides). An earlier item refused with a 4xx (a room not found) stored nothing, so
+ * the key is free for the later one, as for two requests sent one after another.
  */
-export function claimKeysInOrder(checked: readonly (MessageBody | PixiuError)[]): (MessageBody | PixiuError)[] {
-  const first = new Map<string, { index: number; room: boolean }>();
-  return checked.map((c, i) => {
-    if (c instanceof PixiuError || c.client_msg_id === undefined) return c;
-    const key = c.client_msg_id;
-    const earlier = first.get(key);
-    if (earlier === undefined) {
-      first.set(key, { index: i, room: isRoomMessage(c) });
-      return c;
+export class BatchKeys {
+  readonly #first = new Map<string, { index: number; room: boolean }>();
+  readonly #freed = new Set<number>();
+
+  /**
+   * Item `index` (of kind `room`) is about to be sent: answers its CONFLICT when an
+   * earlier item of the other kind holds its key, else undefined (and it may hold it).
+   */
+  admit(item: MessageBody, index: number): PixiuError | undefined {
+    const key = item.client_msg_id;
+    if (key === undefined) return undefined;
+    const room = isRoomMessage(item);
+    const earlier = this.#first.get(key);
+    if (earlier === undefined || this.#freed.has(earlier.index)) {
+      this.#first.set(key, { index, room });
+      return undefined;
     }
-    if (earlier.room === isRoomMessage(c)) return c;
+    if (earlier.room === room) return undefined;
     return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(key)} was first used for another message `
       + `(item ${earlier.index} of this batch, sent to ${earlier.room ? 'a room' : 'users'}); send a new message with a new client_msg_id`);
-  });
+  }
+
+  /** Item `index` was sent: a 4xx refusal stored nothing under its key, which it then no longer holds. */
+  settled(index: number, outcome: PromiseSettledResult<unknown>): void {
+    if (outcome.status === 'rejected' && outcome.reason instanceof PixiuError && outcome.reason.status < 500) this.#freed.add(index);
+  }
 }
 
 /**

@@ -15,7 +15,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, isPoisonedItem, POISONED_KEYS } from '../validation.js';
-import { BatchBudget, claimKeysInOrder, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { BatchBudget, BatchKeys, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -220,27 +220,36 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // Each item is checked alone; the valid ones go to ingest in runs of one kind,
       // one run after another (batch-items.ts `runsOfOneKind`), and ingest appends each
       // run in batch order: a user named twice gets them in that order.
-      const limited = await limitRecipients(claimKeysInOrder(req.body.messages.map((item, i) => checkItem(item, i))), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
+      const limited = await limitRecipients(req.body.messages.map((item, i) => checkItem(item, i)), deps.config.batchMaxRecipients, (room) => ingest.roomSize(room));
       const checked = limited.items;
       giveBack = budget.take(limited.recipients);
-      const valid = checked.filter((c): c is MessageBody => !(c instanceof PixiuError));
-      const sentToUsers: PromiseSettledResult<IngestResult>[] = [];
-      const sentToRooms: PromiseSettledResult<RoomIngestResult>[] = [];
+      // Each item's outcome, by its index in the batch (none for an item refused before).
+      const sent = new Map<number, PromiseSettledResult<IngestResult | RoomIngestResult>>();
+      const keys = new BatchKeys();
       // One append flow for every run: appends that fail for want of Redis (the
       // connection dropped) fail those of the later runs too, so no later item reaches
       // a user ahead of an earlier one that its retry would then append after it.
       const flow = {};
-      for (const run of runsOfOneKind(valid)) {
-        if (run.room) sentToRooms.push(...await ingest.sendRoomBatch(run.items, flow));
-        else sentToUsers.push(...await ingest.sendBatch(run.items, flow));
+      for (const run of runsOfOneKind(checked)) {
+        const admitted = run.items.filter(({ item, index }) => {
+          const conflict = keys.admit(item, index);
+          if (conflict !== undefined) sent.set(index, { status: 'rejected', reason: conflict });
+          return conflict === undefined;
+        });
+        const items = admitted.map((a) => a.item);
+        const outcomes: PromiseSettledResult<IngestResult | RoomIngestResult>[] = run.room
+          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow)
+          : await ingest.sendBatch(items as UserMessageInput[], flow);
+        outcomes.forEach((outcome, k) => {
+          const index = (admitted[k] as { index: number }).index;
+          sent.set(index, outcome);
+          keys.settled(index, outcome);
+        });
       }
-      let nextUser = 0;
-      let nextRoom = 0;
       // The batch's items failed by an outage: logged as one line, the first one's reason.
       const unavailable: { first?: { e: PixiuError; item: number }; items: number } = { items: 0 };
       const results = checked.map((c, i) => {
-        const outcome: PromiseSettledResult<IngestResult | RoomIngestResult> | undefined = c instanceof PixiuError ? undefined
-          : isRoomMessage(c) ? sentToRooms[nextRoom++] : sentToUsers[nextUser++];
+        const outcome = c instanceof PixiuError ? undefined : sent.get(i);
         if (outcome?.status === 'fulfilled') {
           const r = outcome.value;
           count(r.duplicate ? 'duplicate' : 'created');
