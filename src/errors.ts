@@ -43,6 +43,8 @@ export const ERRORS = Object.freeze({
   HEADERS_TOO_LARGE: { code: 'HEADERS_TOO_LARGE', status: 431, retryable: false },
   /** Over a rate or connection limit. */
   RATE_LIMITED: { code: 'RATE_LIMITED', status: 429, closeCode: 1008, retryable: true },
+  /** A request in a transfer coding other than `chunked` (RFC 9112 §6.1: 501 for a transfer coding the server does not understand). */
+  NOT_IMPLEMENTED: { code: 'NOT_IMPLEMENTED', status: 501, retryable: false },
   /** A dependency (Redis, the store) failed or timed out; retry later (Retry-After). */
   UNAVAILABLE: { code: 'UNAVAILABLE', status: 503, closeCode: 1011, retryable: true },
   /** A fault of Pixiu's own; logged at error with its stack, never shown to the client. */

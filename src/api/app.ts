@@ -109,6 +109,14 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       done();
       return;
     }
+    // Node's parser reads a body whose last transfer coding is chunked, and ignores the
+    // codings before it (`gzip, chunked`): the body would be parsed still encoded.
+    const transfer = req.headers['transfer-encoding'];
+    if (transfer !== undefined && transfer.split(',').some((c) => c.trim().toLowerCase() !== 'chunked')) {
+      void reply.header('connection', 'close');
+      done(new PixiuError('NOT_IMPLEMENTED', `Transfer-Encoding ${JSON.stringify(transfer)} is not supported: send the body with chunked alone, or with Content-Length`));
+      return;
+    }
     const coding = req.headers['content-encoding'];
     if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
       done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));

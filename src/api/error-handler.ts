@@ -293,13 +293,15 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
       // one per OUTAGE_LOG_INTERVAL_MS, with how many 503s went unlogged before it.
       const left = outages.take();
       if (left !== undefined) req.log.warn({ ...outageFields(err), ...thinnedFields(left) }, 'request unavailable');
-    } else if (err.status >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
+    } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
     else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
     onError?.(err, req);
     return sendError(reply, err);
   });
   app.setNotFoundHandler((req, reply) => {
-    const err = new PixiuError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`);
+    // HEAD answers as GET would, headers (Content-Length) included (RFC 9110 §9.3.2).
+    const method = req.method === 'HEAD' ? 'GET' : req.method;
+    const err = new PixiuError('NOT_FOUND', `no route ${method} ${req.url.split('?')[0] ?? ''}`);
     onError?.(err, req);
     return sendError(reply, err);
   });

@@ -235,6 +235,34 @@ test('a malformed chunked body is answered 400 INVALID_REQUEST at once and close
   assert.ok(performance.now() - started < 2000, `answered after ${Math.round(performance.now() - started)} ms`);
 });
 
+test('a body in a transfer coding other than chunked is 501 NOT_IMPLEMENTED and closed, not parsed still encoded, and nothing is stored', async (t) => {
+  const server = await freshServer(t);
+  const auth = `Authorization: Bearer ${server.client.token}\r\n`;
+  const body = '{"to":"poison","type":"x","data":1}';
+  // Node's parser reads it (its last coding is chunked); the gzip before it would be ignored.
+  const request = `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n`
+    + `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+  const text = await promptExchange(server.service.url, request);
+  const { status, head, body: answer } = lastResponse(text);
+  assert.equal(status, 501, text);
+  assert.match(head, /\r\nconnection: close/i);
+  assert.equal((answer as { error: { code: string; message: string } }).error.code, 'NOT_IMPLEMENTED');
+  assert.match((answer as { error: { message: string } }).error.message, /Transfer-Encoding "gzip, chunked" is not supported/);
+  await assertNothingStored(server);
+});
+
+test('HEAD of an unknown route answers the headers GET would, Content-Length included', async (t) => {
+  const server = await freshServer(t);
+  for (const path of ['/v1/nope', '/v1/messages']) {
+    const get = await fetch(`${server.service.url}${path}`);
+    const head = await fetch(`${server.service.url}${path}`, { method: 'HEAD' });
+    assert.equal(head.status, get.status, path);
+    assert.equal(head.headers.get('content-length'), get.headers.get('content-length'), path);
+    assert.equal(await head.text(), '', path);
+    await get.text();
+  }
+});
+
 test('requests pipelined in one packet before bytes that are not a request are answered first, then the 400 closes', async (t) => {
   const server = await freshServer(t);
   const post = (user: string): string => {

@@ -7,7 +7,7 @@ test('the catalogue: each code is its key, with an HTTP error status (DESIGN.md 
   const expected: Record<string, number> = {
     INVALID_REQUEST: 400, UNAUTHORIZED: 401, FORBIDDEN: 403, NOT_FOUND: 404,
     REQUEST_TIMEOUT: 408, CONFLICT: 409, PAYLOAD_TOO_LARGE: 413, UNSUPPORTED_MEDIA_TYPE: 415, EXPECTATION_FAILED: 417, HEADERS_TOO_LARGE: 431,
-    RATE_LIMITED: 429, UNAVAILABLE: 503, INTERNAL: 500,
+    RATE_LIMITED: 429, NOT_IMPLEMENTED: 501, UNAVAILABLE: 503, INTERNAL: 500,
   };
   assert.deepEqual(Object.fromEntries(Object.entries(ERRORS).map(([k, v]) => [k, v.status])), expected);
   for (const [key, spec] of Object.entries(ERRORS)) {
