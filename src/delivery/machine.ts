@@ -31,7 +31,7 @@ import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js'
 import { applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
-import { joinCursor, type ResumeRequest } from './resume.js';
+import { joinCursor, resumesAboveLatest, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
@@ -113,18 +113,11 @@ export class UserMachine {
 
   /**
    * offer: a notify that carries the appended entry, its inbox epoch and its record (an
-   * append made on this node). When the machine is exactly caught up with it — no
-   * fetch in flight, no connection joining, the epoch as last fetched, and `entry.seq`
-   * right after the latest seq known — it is delivered as a fetch of that one entry
-   * would deliver it, with no read: connections at the latest seq get it, within their
-   * window and unless paused, and any connection behind starts a fetch as usual. In any
-   * other case it is `notify(entry.seq)`. Docs: docs/decisions.md "Local appends are
-   * delivered without a read".
-   *
-   * "The epoch as last fetched" includes a user who had no inbox at the last read
-   * (epoch null): the append that creates the inbox is its seq 1, in a new epoch, and
-   * a fetch would have answered exactly that entry (a null epoch is never `reset`).
-   *
+   * append made on this node). When the machine is exactly caught up with it — no fetch
+   * in flight, no connection joining, the epoch as last fetched (or none, and this is
+   * seq 1 of a new inbox), `entry.seq` right after the latest known — it is delivered
+   * as a fetch of that one entry would, with no read; otherwise it is
+   * `notify(entry.seq)` (docs/decisions.md "Local appends are delivered without a read").
    * @param record the stored record of `entry.id` (what the store's getMany returns)
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
@@ -295,15 +288,7 @@ export class UserMachine {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
       if (c.phase !== 'ready') {
-        // A device resuming above the latest seq of the inbox's own epoch (its
-        // `last_seq`, or its stored cursor) was sent seqs the inbox no longer has: Redis
-        // gave it back with less while no connection was there to see it. As for a
-        // connection that sees it live, the epoch is replaced, or the lost seqs, assigned
-        // again, would be skipped by every other device holding a cursor of this epoch.
-        const r = c.resume;
-        if (r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq) {
-          this.#guard.rotate(page.epoch, false, effects);
-        }
+        if (page.epoch !== null && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects);
         continue;
       }
       if (epochChanged) {
@@ -346,10 +331,15 @@ export class UserMachine {
     return false;
   }
 
-  /** Whether a connection needs a fetch now. */
+  /**
+   * Whether a connection needs a fetch now. A full window takes nothing, but a pull (a
+   * heartbeat, a `ping`) still reads for it: only a read sees a new epoch, whose `reset`
+   * must not wait for an ack or a redelivery round (docs/protocol.md).
+   */
   #wants(c: Conn): boolean {
     if (c.phase === 'joining') return true;
-    if (c.paused || c.inflight.length >= this.#config.window) return false;
+    if (c.paused) return false;
+    if (c.inflight.length >= this.#config.window) return this.#force;
     return c.sent < this.#latest || this.#force;
   }
 
@@ -402,7 +392,9 @@ export class UserMachine {
     const afterSeq = target.phase === 'joining' ? joinCursor(target.resume) : target.sent;
     this.#fetchAfter = afterSeq;
     this.#force = false;
-    effects.push({ kind: 'fetch', afterSeq, limit: this.#fetchLimit });
+    // A full window takes nothing from the page: one entry is enough to see the epoch.
+    const full = target.phase === 'ready' && target.inflight.length >= this.#config.window;
+    effects.push({ kind: 'fetch', afterSeq, limit: full ? 1 : this.#fetchLimit });
     return effects;
   }
 }

@@ -55,3 +55,15 @@ export function joinCursor(r: ResumeRequest): number {
   if (r.kind === 'latest') return Number.MAX_SAFE_INTEGER;
   return 0;
 }
+
+/**
+ * True when `r` resumes above the latest seq of the inbox's own epoch (a client's
+ * `last_seq` with its `epoch`, or a stored cursor): the device was sent seqs the inbox
+ * no longer has, so Redis gave it back with less while no connection was there to see
+ * it. The epoch must then be replaced, as for a connection that sees it live, or the
+ * lost seqs, assigned again, would be skipped by every other device holding a cursor
+ * of this epoch (DESIGN.md §11; docs/decisions.md "Redis with less than it had").
+ */
+export function resumesAboveLatest(r: ResumeRequest, page: InboxPage): boolean {
+  return r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq;
+}

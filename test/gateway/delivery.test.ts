@@ -14,7 +14,7 @@ import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, type CleanupContext, type CleanupList } from '../harness/pixiu-server.js';
 import { metricSample, openInbox, waitUntil, whenConnected } from '../harness/checks.js';
-import type { TestClient } from '../harness/ws-client.js';
+import type { Frame, TestClient } from '../harness/ws-client.js';
 import { expectPong, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome as welcome, postMany, postOne, seqOf, startDelivery, waitCursor,
@@ -502,6 +502,31 @@ test('a connected device whose inbox is lost (FLUSHALL) gets `reset`, then the n
   assert.notEqual(reset.epoch, epoch);
   assert.equal(reset.seq, 1);
   await expectMsgs(client, 1, 1, [fresh.id]);
+});
+
+test('a device with a full window whose inbox is lost (FLUSHALL) gets `reset` on its ping, not only after an ack or a redelivery round', async (t) => {
+  const steps = ownSteps(t);
+  const own = await RedisServer.start();
+  steps.after(() => own.destroy());
+  const { gw: server, redis: raw } = await startDelivery(steps, 'rstw', { redisUrl: own.url, deliveryWindow: '3' });
+  const ids = await postMany(server.client, 'rwa', 5);
+  const client = await server.connect('rwa', { device: 'phone' });
+  const w = await welcome(client, 1, 5);
+  await expectMsgs(client, 1, 3, ids, 1, { ackEvery: 0 });
+  // Three in flight, unacked: the window is full. The ack timeout (10 s) is far off.
+  await raw.flushall();
+  const fresh = await postOne(server.client, 'rwa');
+  client.send({ t: 'ping' });
+  // The append's notify and the ping are both pulls; either one finds the new epoch.
+  const frames: Frame[] = [];
+  while (frames.length < 2) {
+    const f = await client.next(2000);
+    if (f.t !== 'pong') frames.push(f);
+  }
+  const [reset, msg] = frames as [Frame, Frame];
+  assert.equal(reset.t, 'reset', JSON.stringify(frames));
+  assert.notEqual(reset.epoch, w.epoch);
+  assert.deepEqual([msg.t, msg.seq, msg.id], ['msg', 1, fresh.id]);
 });
 
 test('an ack naming the epoch before a reset (sent before the client read the reset) moves nothing and is not refused; one naming the new epoch is stored', async (t) => {

@@ -263,7 +263,10 @@ test('window: exactly W in flight, nothing more until an ack, then more', () => 
   d.notify(10);
   d.heartbeat();
   d.settle();
-  assert.equal(d.fetches.length, fetches, 'a full window does not even fetch');
+  // A pull still reads for a full window, one entry, to see the epoch (a reset must not
+  // wait for an ack); it sends nothing.
+  const probes = d.fetches.slice(fetches).map((f) => [f.afterSeq, f.limit]);
+  assert.ok(probes.length >= 1 && probes.length <= 2 && probes.every(([after, limit]) => after === 3 && limit === 1), JSON.stringify(probes));
   assert.deepEqual(d.brief('a'), []);
   d.ack('a', 2);
   d.settle();
@@ -272,6 +275,18 @@ test('window: exactly W in flight, nothing more until an ack, then more', () => 
   d.ack('a', 5);
   d.settle();
   assert.deepEqual(d.brief('a'), msgs(3, 6));
+});
+
+test('a full window is reset by a pull: a new epoch is not held back until an ack or a redelivery round', () => {
+  const d = loggedIn(10);
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(3)]);
+  d.inbox.recreate('ep2');
+  d.inbox.append(1);
+  d.heartbeat();
+  d.settle();
+  const frames = d.brief('a');
+  assert.equal(frames[0]?.startsWith('reset'), true, frames.join(', '));
+  assert.deepEqual(frames.slice(1), msgs(1));
 });
 
 test('gaps do not consume the window', () => {
