@@ -23,7 +23,7 @@
  * a running node that finds its lease replaced by another node's suspends its writes
  * until it is alone again.
  */
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
@@ -58,14 +58,32 @@ function pidNamespace(): string | undefined {
 /** {@link pidNamespace}, read once. */
 const PID_NAMESPACE = pidNamespace();
 
-/** True when process `pid` of this machine exists (signal 0: nothing is sent). */
+/**
+ * True when process `pid` of this machine runs (signal 0: nothing is sent). A zombie —
+ * killed, not yet reaped by its parent (a supervisor that waits late, or an init that
+ * never does) — answers signal 0 but runs nothing: it counts as gone, else a restart
+ * after `kill -9` waited out the lease (~12 s) for it.
+ */
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     // EPERM: it exists, under another user.
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  return !isZombie(pid);
+}
+
+/** True when /proc says process `pid` is a zombie (state Z, or X: dead); false where it cannot be read. */
+function isZombie(pid: number): boolean {
+  try {
+    // proc(5): "pid (comm) state …"; comm may hold spaces and parentheses, so the state
+    // follows the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return false;
   }
 }
 

@@ -6,8 +6,9 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +27,7 @@ import { checkLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
+import { waitUntil } from '../harness/checks.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -199,6 +201,26 @@ test('a node does not start on a store another live node serves (a copied data d
   const started = performance.now();
   assert.equal(await awaitLeaseFree(claims, moved.storeId, copy, logger), 'node-crashed', 'judged left behind');
   assert.ok(performance.now() - started < 1000, 'no wait for a dead process');
+});
+
+test('a lease left by a process killed but not yet reaped (a zombie) is taken at once, not waited out', async (t) => {
+  const { claims } = freshClaims();
+  // `sleep 60` (exec'ed by the shell) is the parent of the background `sleep 30` and
+  // never waits for it: killed, that one stays a zombie until its parent ends.
+  const parent = spawn('sh', ['-c', 'sleep 30 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  t.after(() => parent.kill('SIGKILL'));
+  const [line] = await once(parent.stdout, 'data') as [Buffer];
+  const zombie = Number(line.toString().trim());
+  process.kill(zombie, 'SIGKILL');
+  await waitUntil('the killed process is a zombie', async () => {
+    const stat = readFileSync(`/proc/${zombie}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2) === 'Z';
+  }, 5000, 10);
+  const pidns = readlinkSync('/proc/self/ns/pid');
+  await claims.renewLease('s-zombie', { url: 'http://127.0.0.1:18003', node: 'node-killed', host: os.hostname(), pidns, pid: zombie }, LEASE_TTL_MS);
+  const started = performance.now();
+  assert.equal(await awaitLeaseFree(claims, 's-zombie', '/data/zombie/xiu', logger), 'node-killed', 'judged left behind');
+  assert.ok(performance.now() - started < 1000, `no wait for a zombie: ${Math.round(performance.now() - started)} ms`);
 });
 
 test('two copies that both passed the start check: the second to write its lease finds the first one\'s and suspends at once', async (t) => {
