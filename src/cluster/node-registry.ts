@@ -25,6 +25,14 @@ export interface NodeRegistryOptions {
   /** A node not renewed for this long is gone, ms (a few intervals). */
   readonly ttlMs: number;
   readonly logger: Logger;
+  /**
+   * A renewal found this node unregistered and registered it again: its registration
+   * lapsed while it ran (renewals failed or were late for a TTL: Redis slow, a stall)
+   * or Redis lost it (FLUSHALL, restarted empty). Other nodes have pruned (or Redis
+   * dropped) its connections' presence entries meanwhile; the caller writes them back
+   * now rather than at each connection's next heartbeat.
+   */
+  readonly onRegisteredAgain?: () => void;
 }
 
 /** This node's registration and a cached view of the live nodes. */
@@ -34,6 +42,16 @@ export class NodeRegistry {
   readonly #key: string;
   readonly #opts: NodeRegistryOptions;
   #live = new Set<string>();
+  /**
+   * Redis's clock minus this machine's, ms, as of the last renewal. Registrations are
+   * scored, and judged lapsed, by Redis's clock: one clock for every node. With each
+   * node's own, a node whose clock was ahead by more than the TTL less one renewal
+   * (10 s) deleted the other nodes' registrations at its renewals, and every node then
+   * took them for dead (their presence pruned).
+   */
+  #offset = 0;
+  /** True once a renewal has written this node's registration. */
+  #registered = false;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(redis: Redis, keys: Keys, opts: NodeRegistryOptions) {
@@ -74,7 +92,7 @@ export class NodeRegistry {
   async liveAmong(nodes: Iterable<string>): Promise<ReadonlySet<string>> {
     const asked = new Set(nodes);
     if ([...asked].some((n) => !this.isLive(n))) {
-      const now = Date.now();
+      const now = Date.now() + this.#offset;
       const live = await redisCall(() => this.#redis.zrangebyscore(this.#key, `(${now}`, '+inf'));
       this.#live = new Set(live);
     }
@@ -89,7 +107,7 @@ export class NodeRegistry {
   async isRegistered(node: string): Promise<boolean> {
     if (node === this.node) return true;
     const expiry = await redisCall(() => this.#redis.zscore(this.#key, node));
-    return expiry !== null && Number(expiry) > Date.now();
+    return expiry !== null && Number(expiry) > Date.now() + this.#offset;
   }
 
   /** Stops renewing and deregisters. Never rejects. */
@@ -100,12 +118,19 @@ export class NodeRegistry {
   }
 
   async #renew(): Promise<void> {
-    const now = Date.now();
-    const [, , live] = await redisCall(() => Promise.all([
+    const [sec, usec] = await redisCall(() => this.#redis.time());
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    this.#offset = now - Date.now();
+    const [before, , , live] = await redisCall(() => Promise.all([
+      this.#redis.zscore(this.#key, this.node),
       this.#redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
       this.#redis.zremrangebyscore(this.#key, '-inf', String(now)),
       this.#redis.zrange(this.#key, '0', '-1'),
     ]));
     this.#live = new Set(live);
+    // On any renewal but the first, a registration missing (another node removed it
+    // once lapsed, or Redis lost it) or past its expiry had lapsed.
+    if (this.#registered && (before === null || Number(before) <= now)) this.#opts.onRegisteredAgain?.();
+    this.#registered = true;
   }
 }

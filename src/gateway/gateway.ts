@@ -49,6 +49,10 @@ const FANOUT_CHUNK_FRAMES = 500;
 const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
 const RECONNECT_HEARTBEAT_SPREAD_MS = 1000;
+/** How often a kick no subscriber received is sent again while its node is registered, ms. */
+const KICK_RETRY_MS = 250;
+/** How long such a kick is sent again, ms: a subscriber reconnects within its 2 s back-off and a connect. */
+const KICK_RETRY_FOR_MS = 10_000;
 
 /** What the gateway is built from. */
 export interface GatewayOptions {
@@ -103,7 +107,17 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
-    this.#registry = new NodeRegistry(redis, keys, { node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_RENEW_MS * 3, logger });
+    this.#registry = new NodeRegistry(redis, keys, {
+      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_RENEW_MS * 3, logger,
+      // Registered again after a lapse or a FLUSHALL: this node's presence entries were
+      // pruned by other nodes (or dropped with the data); written back now, not at each
+      // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
+      // offline and not counted against the connection limit).
+      onRegisteredAgain: () => {
+        logger.warn({ node }, 'node registration had lapsed or was lost; presence written back');
+        this.#heartbeatAllSoon();
+      },
+    });
     this.presence = new Presence(redis, keys, {
       node,
       // Refreshed every heartbeat; two missed heartbeats and a margin make it lapse.
@@ -272,12 +286,40 @@ export class Gateway implements GatewayDeps {
     for (const n of nodes) {
       const kick: KickMessage = device === undefined ? { t: 'kick', user, code, reason } : { t: 'kick', user, device, code, reason };
       if (n === this.node) this.#kickLocal(kick);
-      else await this.#bus.kick(n, kick);
+      else if (!(await this.#bus.kick(n, kick))) {
+        // No subscriber received it: the node is gone, or alive with its subscriber
+        // reconnecting. Its entries are removed below either way, so a live node would
+        // keep the connections open and write them back at their next refresh: the
+        // kick is sent again, naming each connection (not to close ones opened since).
+        this.#kickAgain(n, entries.filter((e) => e.node === n).map((e) => ({ t: 'kick', user, conn: e.conn, code, reason })));
+      }
     }
     // Freed now rather than when each node closes them: a crashed node's connections
     // would hold the user's slots until its registration lapsed (docs/api.md "Presence").
     await this.presence.removeConns(user, entries.map((e) => e.conn));
     return entries.length;
+  }
+
+  /**
+   * Sends `kicks` to `node` again every {@link KICK_RETRY_MS} while no subscriber
+   * receives them and the node is still registered (its subscriber reconnecting), for
+   * up to {@link KICK_RETRY_FOR_MS}. Never rejects.
+   */
+  #kickAgain(node: string, kicks: readonly KickMessage[]): void {
+    const until = performance.now() + KICK_RETRY_FOR_MS;
+    const attempt = async (): Promise<void> => {
+      try {
+        if (!(await this.#registry.isRegistered(node))) return;
+        let received = false;
+        for (const kick of kicks) received = (await this.#bus.kick(node, kick)) || received;
+        if (received) return;
+      } catch {
+        // Redis failing: tried again below.
+      }
+      if (performance.now() < until) setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
+      else this.logger.warn({ node, conns: kicks.map((k) => k.conn) }, 'kick not received by its node; its connections stay open until they close');
+    };
+    setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
   }
 
   /** A WebSocket closed as it opened, before it became a connection (metrics). */

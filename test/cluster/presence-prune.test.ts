@@ -3,12 +3,19 @@
  * dead when read (expired, or of a node that is gone) are deleted only while they are
  * still what was read. An entry refreshed in between — its node registered again and
  * its connection's heartbeat wrote it — is kept; deleted, that user's notifies stopped
- * reaching the node until the next refresh. A private redis-server.
+ * reaching the node until the next refresh. And which nodes are judged gone
+ * (src/cluster/node-registry.ts): registrations are scored, and judged lapsed, by
+ * Redis's clock (TIME), one clock for every node. Scored by each node's own, with each
+ * renewal removing the members scored below the renewing node's "now", nodes whose
+ * clocks differed by more than the TTL less one renewal (10 s) unregistered each
+ * other, and every node then pruned the others' presence. A private redis-server.
  */
-import { after, before, test } from 'node:test';
+import { after, before, mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
+import { NodeRegistry } from '../../src/cluster/node-registry.js';
 import { Presence } from '../../src/cluster/presence.js';
+import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -45,4 +52,28 @@ test('an entry judged dead is deleted; one refreshed between the read and the de
   });
   assert.deepEqual(await presence.list(user), []);
   assert.deepEqual(Object.keys(await redis.hgetall(conns)), ['c-back'], 'the refreshed entry is kept, the dead one gone');
+});
+
+test('a node whose clock is 16 s ahead does not unregister the other nodes', async () => {
+  const logger = createLogger('silent');
+  const opts = { intervalMs: 5000, ttlMs: 15_000, logger };
+  const b = new NodeRegistry(redis, keys, { ...opts, node: 'node-b' });
+  const c = new NodeRegistry(redis, keys, { ...opts, node: 'node-c' });
+  await b.start();
+  await c.start();
+  const a = new NodeRegistry(redis, keys, { ...opts, node: 'node-a' });
+  const realNow = Date.now.bind(Date);
+  const skewed = mock.method(Date, 'now', () => realNow() + 16_000);
+  try {
+    await a.start(); // A's machine: its clock is 16 s ahead
+  } finally {
+    skewed.mock.restore();
+  }
+  try {
+    // B renewed a moment ago and is alive; C's clock is right.
+    assert.equal(await c.isRegistered('node-b'), true, 'C takes B, which just renewed, for gone: A\'s renewal deleted B\'s registration');
+    assert.deepEqual([...await c.liveAmong(['node-a', 'node-b'])].sort(), ['node-a', 'node-b']);
+  } finally {
+    await Promise.all([a.stop(), b.stop(), c.stop()]);
+  }
 });
