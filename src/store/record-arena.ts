@@ -2,11 +2,11 @@
  * Memory for encoded records: slices of shared 64 KiB buffers, handed out in order.
  *
  * A put encodes its record once, outside the JavaScript heap, as soon as it is
- * checked; the buffer goes to LevelDB and stays in the read cache. One allocation per
- * record costs about a microsecond (a new ArrayBuffer each), and a slice of Node's
- * general buffer pool would share its slab with unrelated short-lived buffers. Slabs
- * of records only hold records written at about the same time, which the cache keeps
- * and evicts together, so a slab is seldom kept alive by one record alone.
+ * checked; the buffer goes to LevelDB. One allocation per record costs about a
+ * microsecond (a new ArrayBuffer each), and a slice of Node's general buffer pool
+ * would share its slab with unrelated short-lived buffers. The read cache copies the
+ * records it keeps (record-cache.ts `setWritten`): one cached slice kept its whole slab
+ * alive, and the few records cached (those with a recipient online) each pinned one.
  *
  * Use: `reserve` room for the most a record can take, write into it, then `commit`
  * what was written; nothing may run between the two (no await), which is what makes

@@ -184,7 +184,11 @@ export function prepareRecord(
   const data = dataJson(msg.data);
   const typeJson = JSON.stringify(msg.type);
   const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
-  const expiresAt = nowMs + (msg.ttlMs ?? limits.defaultTtlMs);
+  // Retention counts from the later of `ts` and the store's clock: the store reads and
+  // sweeps by its own clock, and a room message's `ts` is Redis's (tsMs), so counted
+  // from `ts` alone a node whose clock runs ahead of Redis's by more than the ttl
+  // stored the message already expired (201, then a gap for every member).
+  const expiresAt = Math.max(nowMs, storeNowMs) + (msg.ttlMs ?? limits.defaultTtlMs);
   if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
 
   const fields: StoredMessage = { id: '', kind: msg.kind, type: msg.type, data: msg.data, ts: nowMs, expiresAt };
