@@ -5,15 +5,22 @@
  * Ctrl-C), SIGHUP (the terminal or ssh session went away), and a crash (an exception
  * no one handled: exit 1, README "The log"). Before, each of these ended serve by
  * Node's default action, or by the crash's exit, and left the redis-server running.
+ * And a stdout that can no longer be written (the terminal of a dropped session: EIO
+ * after SIGHUP) stops the log, not the service: the write error was an uncaught
+ * exception whose crash line failed the same way, and serve hung for good.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { openSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isAlive } from '../../src/redis/local-server.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
+import { CLI_MAIN } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { freePort } from '../harness/redis-server.js';
 
@@ -83,4 +90,29 @@ test('a crash of serve (exit 1) stops its embedded redis-server', { timeout: 60_
   assert.deepEqual(exit, { code: 1, signal: null }, serve.stderr());
   assert.match(serve.stdout(), /pixiu crashed/);
   await redisGone(redisPid, exit);
+});
+
+test('a stdout that fails every write (here /dev/full) stops the log, not the service: it answers, and SIGHUP stops it with its redis-server', { timeout: 60_000 }, async (t) => {
+  const dir = await embeddedDataDir(t);
+  const port = await freePort();
+  const full = openSync('/dev/full', 'w');
+  const serve = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, 'serve'], {
+    env: { ...process.env, ...dir.env, PIXIU_PORT: String(port), PIXIU_API_TOKEN: API_TOKEN },
+    stdio: ['ignore', full, 'pipe'],
+  });
+  const exited = once(serve, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  t.after(() => serve.kill('SIGKILL'));
+  let stderr = '';
+  serve.stderr?.on('data', (c: Buffer) => { stderr += c.toString(); });
+  await waitUntil('serve answers', async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 100);
+  const res = await fetch(`http://127.0.0.1:${port}/v1/messages`, {
+    method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ to: 'ann', type: 't', data: 1 }),
+  });
+  assert.equal(res.status, 201, await res.text());
+  const redisPid = await dir.redisPid();
+  serve.kill('SIGHUP');
+  const [code, signal] = await exited;
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
+  await redisGone(redisPid, { code, signal });
 });
