@@ -157,7 +157,7 @@ export class BroadcastSubscription implements BroadcastTarget {
     } catch (err) {
       // The retained broadcasts after `last_bseq` cannot be read: a gap from it before
       // the next broadcast sent, not a silent skip.
-      this.#follower.releaseUnread(after);
+      this.#follower.releaseUnread(after, liveFroms.get(this));
       throw err;
     }
     // Each page is read with the stream's bounds at that moment: trimmed past the

@@ -110,6 +110,11 @@ export class NodeRegistry {
     return expiry !== null && Number(expiry) > Date.now() + this.#offset;
   }
 
+  /** Now by Redis's clock as of the last renewal (this machine's clock plus the offset measured then), ms. */
+  now(): number {
+    return Date.now() + this.#offset;
+  }
+
   /** Stops renewing and deregisters. Never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);

@@ -50,6 +50,13 @@ export interface PresenceOptions {
   readonly maxPerUser: number;
   /** Which of these nodes are still registered; entries of the others are dropped. */
   readonly liveNodes: (nodes: readonly string[]) => Promise<ReadonlySet<string>>;
+  /**
+   * The time entries expire by, ms since the Unix epoch: one clock for every node
+   * (the registry's, Redis's: NodeRegistry.now). Default Date.now. With each node's
+   * own, a node whose clock ran ahead by more than an entry's time left deleted the
+   * entries of live nodes as expired.
+   */
+  readonly now?: () => number;
 }
 
 function entryValue(expiresAt: number, node: string, device: string, since: number): string {
@@ -81,6 +88,10 @@ export class Presence {
     this.#opts = opts;
     this.#removals = new PendingRemovals((user, conns) => this.removeConns(user, conns), REMOVAL_RETRY_MS);
     definePresenceScripts(redis);
+  }
+
+  #now(): number {
+    return this.#opts.now?.() ?? Date.now();
   }
 
   /** Removals of closed connections' entries that failed and wait for a retry (presence-removals.ts). */
@@ -123,7 +134,7 @@ export class Presence {
 
   /** Runs `presence-add-1.lua` for a new connection of this node. */
   #add(user: string, conn: string, device: string, since: number): Promise<(number | string)[]> {
-    const now = Date.now();
+    const now = this.#now();
     return redisCall(() => this.#redis.pxPresenceAddV1(
       this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
       String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
@@ -137,7 +148,7 @@ export class Presence {
    * @returns `kept`, `readded`, `replaced` or `over-limit`
    */
   async refresh(user: string, conn: string, device: string, since: number): Promise<RefreshOutcome> {
-    const now = Date.now();
+    const now = this.#now();
     const reply = await redisCall(() => this.#redis.pxPresenceRefreshV2(
       this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
       String(now), String(this.#opts.maxPerUser)));
@@ -183,7 +194,7 @@ export class Presence {
 
   /** Reads the user's entries, deletes the dead ones, and answers the live ones (oldest first) and how many were deleted. */
   async #prune(user: string): Promise<{ live: PresenceEntry[]; pruned: number }> {
-    const now = Date.now();
+    const now = this.#now();
     const all = await this.#read(user);
     const liveNodes = await this.#opts.liveNodes([...new Set(all.map(({ entry }) => entry.node))]);
     const live: PresenceEntry[] = [];

@@ -230,3 +230,21 @@ export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeout
   effects.push({ kind: 'timer', conn: c.id, delayMs: waits[c.rounds - 1] ?? null });
   return true;
 }
+
+/** True when a ready connection (paused or not) has not been sent `seq` yet. */
+export function anyReadyBefore(conns: Iterable<Conn>, seq: number): boolean {
+  for (const c of conns) if (c.phase === 'ready' && c.sent < seq) return true;
+  return false;
+}
+
+/** True when a ready connection was already sent `seq` (or past it): a notify of it names a reused seq. */
+export function anySentFrom(conns: Iterable<Conn>, seq: number): boolean {
+  for (const c of conns) if (c.phase === 'ready' && Math.max(c.sent, c.redeliverUpTo) >= seq) return true;
+  return false;
+}
+
+/** True while a connection waits for the fetch that decides where it starts. */
+export function anyJoining(conns: Iterable<Conn>): boolean {
+  for (const c of conns) if (c.phase === 'joining') return true;
+  return false;
+}

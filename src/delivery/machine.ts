@@ -28,12 +28,13 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { StoredMessage } from '../store/message-store.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
+import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
-import { joinCursor, resumesAboveLatest, type ResumeRequest } from './resume.js';
+import { joinCursor, resetsOn, resumesAboveLatest, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
+
 export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 
 /** One user's delivery state machine. See the module comment for its rules. */
@@ -51,11 +52,23 @@ export class UserMachine {
   #dirty = false;
   /** A heartbeat asked to pull even though nothing is known to be new. */
   #force = false;
+  /**
+   * A pull a full window reads for too (one entry, to see a new epoch): a heartbeat, a
+   * rotation, a notify of a seq already sent, an append of another epoch; not a late
+   * notify of a new seq (a slow consumer fetched once per append, taking nothing).
+   */
+  #probe = false;
   #clock = 0;
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
   #ahead: ReadAhead | undefined;
   /** Whether Redis gave the inbox back with less, and the new epoch asked for then (epoch-guard.ts). */
   readonly #guard = new EpochGuard();
+  /**
+   * Logged in while the fetch in flight ran: its page may predate what their device was
+   * sent elsewhere, so it neither rotates the epoch for them nor resets them (they wait
+   * for the next fetch, which login asked for); the others join on it as usual.
+   */
+  #joinedDuringFetch: Set<string> | undefined;
 
   /** Entries per fetch: a window's worth, at most the page bound. */
   readonly #fetchLimit: number;
@@ -83,6 +96,7 @@ export class UserMachine {
       id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
       redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0,
     });
+    if (this.#fetchAfter !== undefined) (this.#joinedDuringFetch ??= new Set()).add(conn);
     return this.#pump();
   }
 
@@ -94,19 +108,18 @@ export class UserMachine {
 
   /** notify: an append happened; `seq` when known. */
   notify(seq?: number): Effect[] {
-    // The page of a fetch in flight may have been read before this append: once it
-    // ends, it must not set the latest seq back below `seq` (fetched), whether or not
-    // a connection wants a fetch now (one whose window is full wants one after its ack).
+    // A fetch in flight may have read its page before this append: when it ends, it
+    // must not set the latest seq back below `seq` (fetched).
     if (this.#fetchAfter !== undefined) this.#dirty = true;
     if (seq !== undefined && seq > this.#latest) this.#latest = seq;
-    // No seq, or one at or below the latest known: pull anyway. A seq that is not new
-    // is either a late notify (one cheap fetch) or an inbox restored with less or
-    // recreated, whose new appends reuse old seqs; without a pull those would wait for
-    // a heartbeat, and be skipped if appends passed the old latest first (DESIGN.md §11).
-    // For that last reason, what was read ahead is read again.
+    // No seq, or one not new: pull anyway. It is a late notify (one cheap fetch) or an
+    // inbox restored or recreated, whose appends reuse old seqs: unpulled, they would
+    // wait for a heartbeat, or be skipped once appends passed the old latest (DESIGN.md
+    // §11). For that reason what was read ahead is read again.
     else {
       this.#force = true;
       if (seq !== undefined) this.#ahead?.clear();
+      if (seq === undefined || anySentFrom(this.#conns.values(), seq)) this.#probe = true;
     }
     return this.#pump();
   }
@@ -121,10 +134,9 @@ export class UserMachine {
    * @param record the stored record of `entry.id` (what the store's getMany returns)
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
-    // A seq already delivered under this epoch, now naming another message: Redis gave
-    // the inbox back with less and assigned the seq again (DESIGN.md §11). Appends that
-    // pass the old latest in one burst never let a pull see the inbox shrunken, but
-    // seqs are contiguous, so one of them lands on the highest seq delivered.
+    // A seq delivered under this epoch now naming another message: Redis gave the inbox
+    // back with less (DESIGN.md §11). A burst past the old latest never lets a pull see
+    // it shrunken, but seqs are contiguous: one lands on the highest seq delivered.
     if (!this.#guard.rotating && epoch === this.#epoch && this.#guard.reuses(entry)) {
       const effects: Effect[] = [];
       // A fetch in flight read the old epoch: what it brings is not delivered.
@@ -133,7 +145,10 @@ export class UserMachine {
       return effects;
     }
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
-    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || this.#hasJoining()) {
+    // An append of another epoch: the inbox was recreated, whatever its seq; a full
+    // window reads too, to be reset (its seq may be past the old latest: no pull else).
+    if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#probe = true;
+    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;
@@ -143,6 +158,7 @@ export class UserMachine {
   /** heartbeat: pull even if nothing is known to be new (covers lost notifies). */
   heartbeat(): Effect[] {
     this.#force = true;
+    this.#probe = true;
     // Read again what was read ahead: its content may have expired since (read-ahead.ts).
     this.#ahead?.clear();
     return this.#pump();
@@ -186,11 +202,7 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
-  /**
-   * undeliverable: the `msg` frame of `seq` could not be serialised and a `gap` went
-   * out in its place (session.ts). Like expired content, it awaits no ack: it leaves
-   * the window, so the connection neither stalls nor times out on it.
-   */
+  /** undeliverable: `seq`'s `msg` could not be serialised; a `gap` went instead (session.ts). It leaves the window. */
   undeliverable(conn: string, seq: number): Effect[] {
     const c = this.#conns.get(conn);
     const at = c?.inflight.indexOf(seq) ?? -1;
@@ -208,14 +220,11 @@ export class UserMachine {
     return redeliveryRound(c, this.#config, effects) ? effects.concat(this.#pump()) : effects;
   }
 
-  /**
-   * epochRotated: the `rotate-epoch` asked for has been tried (done, done by another
-   * node, or failed: the pull that follows then fails too, and is retried as any
-   * failed fetch). Pulls at once: a new epoch resets every connection.
-   */
+  /** epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere, or failed); pulls at once. */
   epochRotated(): Effect[] {
     this.#guard.rotated();
     this.#force = true;
+    this.#probe = true;
     this.#ahead?.clear();
     return this.#pump();
   }
@@ -223,6 +232,7 @@ export class UserMachine {
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
     this.#fetchAfter = undefined;
+    this.#joinedDuringFetch = undefined;
     this.#guard.fetchEnded();
     this.#dirty = false;
     return [];
@@ -235,6 +245,8 @@ export class UserMachine {
   fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
+    const late = this.#joinedDuringFetch;
+    this.#joinedDuringFetch = undefined;
     if (this.#guard.fetchEnded()) {
       // Read before a new epoch was asked for: its entries may name old-epoch seqs.
       this.#ahead?.clear();
@@ -243,37 +255,34 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    this.#detectReset(page, effects);
+    this.#detectReset(page, effects, late);
     if (this.#guard.rotating) {
-      // Nothing from a page whose epoch is being replaced: the pull after
-      // `epochRotated` resets every connection and joins those waiting.
+      // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again).
       this.#ahead?.clear();
       return effects;
     }
     if (page.epoch !== this.#epoch) this.#guard.epochChanged();
     this.#epoch = page.epoch;
-    // The page is the truth as of the fetch; a notify that arrived during it (dirty)
-    // may name a newer seq, which must not be forgotten.
+    // The page is the truth as of the fetch; a notify during it (dirty) may be newer.
     this.#latest = this.#dirty ? Math.max(page.latestSeq, this.#latest) : page.latestSeq;
     for (const c of this.#conns.values()) {
-      if (c.phase === 'joining') joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
+      if (c.phase !== 'joining' || (late?.has(c.id) === true && resetsOn(c.resume, page))) continue;
+      joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
     }
     for (const c of this.#conns.values()) {
       if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
     }
-    // Kept only while a connection has not been sent all of it (a live message, sent
-    // to everyone at once, is not copied in to be dropped again).
+    // Kept only while a connection has not been sent all of it.
     const last = page.entries[page.entries.length - 1];
-    if (last !== undefined && this.#anyReadyBefore(last.seq)) {
+    if (last !== undefined && anyReadyBefore(this.#conns.values(), last.seq)) {
       (this.#ahead ??= new ReadAhead(2 * this.#fetchLimit)).absorb(after, page, records);
       this.#serveAhead(effects);
     } else {
       this.#ahead?.clear();
     }
     const progressed = effects.length > 0;
-    // A fetch that moved nothing does not loop: the next event pulls again. Unless a
-    // connection at another cursor wants one: the fetch was for a connection that has
-    // closed or paused since, and the one behind would otherwise wait for a heartbeat.
+    // A fetch that moved nothing does not loop (the next event pulls), unless a
+    // connection at another cursor wants one (this one's closed or paused since).
     if (!progressed && !this.#dirty && !this.#anyWantsBeside(after)) return effects;
     this.#dirty = false;
     return effects.concat(this.#pump());
@@ -284,11 +293,11 @@ export class UserMachine {
    * came back with less under the same epoch gets a new epoch first (`rotate-epoch`);
    * the pull after `epochRotated` resets every connection under it.
    */
-  #detectReset(page: InboxPage, effects: Effect[]): void {
+  #detectReset(page: InboxPage, effects: Effect[], late: ReadonlySet<string> | undefined): void {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
       if (c.phase !== 'ready') {
-        if (page.epoch !== null && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects);
+        if (page.epoch !== null && late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects);
         continue;
       }
       if (epochChanged) {
@@ -313,21 +322,9 @@ export class UserMachine {
     if (last !== undefined) this.#guard.delivered(last);
   }
 
-  /** True when a ready connection (paused or not) has not been sent `seq` yet. */
-  #anyReadyBefore(seq: number): boolean {
-    for (const c of this.#conns.values()) if (c.phase === 'ready' && c.sent < seq) return true;
-    return false;
-  }
-
   /** True when a connection wants a fetch from a cursor other than `after`. */
   #anyWantsBeside(after: number): boolean {
     for (const c of this.#conns.values()) if (this.#wants(c) && (c.phase === 'joining' || c.sent !== after)) return true;
-    return false;
-  }
-
-  /** True while a connection waits for the fetch that decides where it starts. */
-  #hasJoining(): boolean {
-    for (const c of this.#conns.values()) if (c.phase === 'joining') return true;
     return false;
   }
 
@@ -339,7 +336,7 @@ export class UserMachine {
   #wants(c: Conn): boolean {
     if (c.phase === 'joining') return true;
     if (c.paused) return false;
-    if (c.inflight.length >= this.#config.window) return this.#force;
+    if (c.inflight.length >= this.#config.window) return this.#probe;
     return c.sent < this.#latest || this.#force;
   }
 
@@ -392,6 +389,7 @@ export class UserMachine {
     const afterSeq = target.phase === 'joining' ? joinCursor(target.resume) : target.sent;
     this.#fetchAfter = afterSeq;
     this.#force = false;
+    this.#probe = false;
     // A full window takes nothing from the page: one entry is enough to see the epoch.
     const full = target.phase === 'ready' && target.inflight.length >= this.#config.window;
     effects.push({ kind: 'fetch', afterSeq, limit: full ? 1 : this.#fetchLimit });

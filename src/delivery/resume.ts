@@ -39,7 +39,7 @@ export function resumePoint(r: ResumeRequest, page: InboxPage): ResumePoint {
   if (r.kind === 'latest') return { start: page.latestSeq };
   const first = beforeFirst(page);
   if (r.kind === 'first') return { start: first };
-  if ((r.epoch !== undefined && r.epoch !== page.epoch) || r.seq > page.latestSeq) {
+  if (resetsOn(r, page)) {
     return { start: first, notice: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } };
   }
   if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first } };
@@ -66,4 +66,9 @@ export function joinCursor(r: ResumeRequest): number {
  */
 export function resumesAboveLatest(r: ResumeRequest, page: InboxPage): boolean {
   return r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq;
+}
+
+/** True when joining at `r` on `page` starts with a `reset` ({@link resumePoint}). */
+export function resetsOn(r: ResumeRequest, page: InboxPage): boolean {
+  return r.kind === 'after' && ((r.epoch !== undefined && r.epoch !== page.epoch) || r.seq > page.latestSeq);
 }

@@ -124,6 +124,8 @@ export class Gateway implements GatewayDeps {
       ttlMs: config.heartbeatMs * 2 + 5000,
       maxPerUser: config.maxConnectionsPerUser,
       liveNodes: (nodes) => this.#registry.liveAmong(nodes),
+      // Entries expire by Redis's clock, as registrations do: one clock for every node.
+      now: () => this.#registry.now(),
     });
     metrics.readPresenceRemovals(() => this.presence.pendingRemovals);
     this.hub = new Hub({
@@ -308,6 +310,7 @@ export class Gateway implements GatewayDeps {
   #kickAgain(node: string, kicks: readonly KickMessage[]): void {
     const until = performance.now() + KICK_RETRY_FOR_MS;
     const attempt = async (): Promise<void> => {
+      if (!this.state.accepting) return; // shutting down: its Redis is closing
       try {
         if (!(await this.#registry.isRegistered(node))) return;
         let received = false;

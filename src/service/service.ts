@@ -231,6 +231,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     } finally {
       leaseSettled();
     }
+    // A stop asked for during the lease write (the last step that waits): nothing
+    // awaits after this, so the caller never gets a service it was asked to stop.
+    stopAsked();
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
     redis.on('ready', () => ownership.renewNow());

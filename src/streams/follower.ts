@@ -188,12 +188,14 @@ export class StreamFollower<E extends StreamEntry> {
   /**
    * Ends a {@link hold} when a catch-up from `afterId` could not even begin (its first
    * read failed): live from here, nothing at or before `afterId` sent again, and a gap
-   * from `afterId` before the next entry that goes out (what it skipped is told).
+   * from `afterId` before the next entry that goes out (what it skipped is told),
+   * unless `afterId` is at or past `liveFrom` (the live feed brings everything after it).
    */
-  releaseUnread(afterId: string): void {
+  releaseUnread(afterId: string, liveFrom?: string): void {
     this.#last = afterId;
     this.#checkOrder = true;
-    this.#unreadAfter = afterId;
+    // At or past where the live feed began, nothing was left unread: no gap to tell.
+    if (liveFrom === undefined || compareStreamIds(afterId, liveFrom) < 0) this.#unreadAfter = afterId;
     this.release();
   }
 

@@ -4,7 +4,8 @@
  * `gap {stream: "broadcast"}` before the next `bcast` (docs/protocol.md, "Broadcasts").
  * Before, the retained broadcasts it could not read were skipped silently: the next
  * `bcast` was a live one past them, so the client's `last_bseq` moved over them and not
- * even a reconnect brought them back.
+ * even a reconnect brought them back. A `last_bseq` at or past where the live feed
+ * began missed nothing: it gets no gap.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -29,6 +30,37 @@ before(async () => {
 });
 
 after(() => cleanup.run());
+
+test('an up-to-date last_bseq whose bounds read fails gets no gap before the next live bcast', { timeout: 60_000 }, async (t) => {
+  const posted: Posted[] = [];
+  for (let i = 0; i < 3; i++) posted.push(await postBroadcast(gw.client, { data: { i } }));
+  const newest = (posted.at(-1) as Posted).bseq;
+  // The bounds script (EVALSHA) is refused while the client connects.
+  t.after(() => admin.acl('SETUSER', 'default', '+evalsha'));
+  await admin.acl('SETUSER', 'default', '-evalsha');
+  const client = await gw.connect('carol', { params: { from: 'latest', last_bseq: newest } });
+  const frames: Frame[] = [];
+  for (;;) {
+    const f = await client.next(10_000);
+    frames.push(f);
+    if (f.t === 'error' || f.t === 'welcome') break;
+  }
+  // Give the catch-up its failure.
+  for (let i = 0; i < 20 && !frames.some((f) => f.t === 'error'); i++) {
+    const f = await client.next(500).catch(() => undefined);
+    if (f === undefined) break;
+    frames.push(f);
+  }
+  await admin.acl('SETUSER', 'default', '+evalsha');
+  const live = await postBroadcast(gw.client, { data: { live: true } });
+  for (;;) {
+    const f = await client.next(10_000);
+    frames.push(f);
+    if (f.bseq === live.bseq) break;
+  }
+  const gaps = frames.filter((f) => f.t === 'gap' && f.stream === 'broadcast');
+  assert.deepEqual(gaps, [], `nothing after last_bseq ${newest} was missed; frames ${JSON.stringify(frames)}`);
+});
 
 test('a broadcast catch-up whose read fails tells the broadcasts it skipped as a gap before the next bcast', { timeout: 60_000 }, async (t) => {
   t.after(() => admin.acl('SETUSER', 'default', '+multi'));

@@ -8,13 +8,15 @@
  * Redis's clock (TIME), one clock for every node. Scored by each node's own, with each
  * renewal removing the members scored below the renewing node's "now", nodes whose
  * clocks differed by more than the TTL less one renewal (10 s) unregistered each
- * other, and every node then pruned the others' presence. A private redis-server.
+ * other, and every node then pruned the others' presence. Presence entries expire by
+ * that clock too (NodeRegistry.now): by each node's own, a node 26 s ahead deleted a
+ * live node's entry written a moment before. A private redis-server.
  */
 import { after, before, mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { NodeRegistry } from '../../src/cluster/node-registry.js';
-import { Presence } from '../../src/cluster/presence.js';
+import { Presence, type PresenceOptions } from '../../src/cluster/presence.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
@@ -75,5 +77,40 @@ test('a node whose clock is 16 s ahead does not unregister the other nodes', asy
     assert.deepEqual([...await c.liveAmong(['node-a', 'node-b'])].sort(), ['node-a', 'node-b']);
   } finally {
     await Promise.all([a.stop(), b.stop(), c.stop()]);
+  }
+});
+
+/** A node's registry and presence, as gateway.ts builds them (heartbeat 10 s). */
+function node(id: string): { registry: NodeRegistry; presence: Presence } {
+  const registry = new NodeRegistry(redis, keys, { node: id, intervalMs: 5000, ttlMs: 15_000, logger: createLogger('silent') });
+  const opts: PresenceOptions = {
+    node: id, ttlMs: 10_000 * 2 + 5000, maxPerUser: 5, liveNodes: (nodes) => registry.liveAmong(nodes),
+    now: () => registry.now(),
+  };
+  return { registry, presence: new Presence(redis, keys, opts) };
+}
+
+test('a node whose clock is 26 s ahead does not prune a live node\'s fresh presence entry', async () => {
+  const b = node('node-b');
+  await b.registry.start();
+  const realNow = Date.now.bind(Date);
+  const skewed = mock.method(Date, 'now', () => realNow() + 26_000);
+  const a = node('node-a');
+  try {
+    await a.registry.start();
+    skewed.mock.restore();
+    assert.equal((await b.presence.add('carol', 'conn-b1', 'phone', Date.now())).admitted, true);
+    const again = mock.method(Date, 'now', () => realNow() + 26_000);
+    let seen;
+    try {
+      seen = await a.presence.list('carol'); // node A's clock
+    } finally {
+      again.mock.restore();
+    }
+    assert.deepEqual(seen.map((e) => e.conn), ['conn-b1'], 'node A sees carol\'s connection on node B');
+    assert.deepEqual(Object.keys(await redis.hgetall(keys.conns('carol'))), ['conn-b1'], 'the entry B wrote a moment ago is still there');
+  } finally {
+    skewed.mock.restore();
+    await Promise.all([a.registry.stop(), b.registry.stop()]);
   }
 });

@@ -41,6 +41,25 @@ export function runsOfOneKind(checked: readonly (MessageBody | PixiuError)[]): B
 }
 
 /**
+ * The items whose `client_msg_id` an earlier valid item of the other kind names: they
+ * are refused with CONFLICT at send time ({@link BatchKeys}) unless that earlier item is
+ * refused with a 4xx, so they are not counted against the batch's recipient limit
+ * beforehand (counted, a refused item pushed valid later items past it).
+ */
+export function crossKindRepeats(checked: readonly (MessageBody | PixiuError)[]): Set<number> {
+  const first = new Map<string, boolean>();
+  const repeats = new Set<number>();
+  checked.forEach((c, i) => {
+    if (c instanceof PixiuError || c.client_msg_id === undefined) return;
+    const room = isRoomMessage(c);
+    const earlier = first.get(c.client_msg_id);
+    if (earlier === undefined) first.set(c.client_msg_id, room);
+    else if (earlier !== room) repeats.add(i);
+  });
+  return repeats;
+}
+
+/**
  * Who holds each `client_msg_id` of one batch across its runs ({@link runsOfOneKind}):
  * one key, one message, and the first item in the batch that is stored under it is
  * that message (docs/api.md, "Messages": items sharing a key are handled as if sent one
@@ -97,15 +116,19 @@ export class BatchKeys {
  */
 export async function limitRecipients(
   checked: readonly (MessageBody | PixiuError)[], max: number, roomSize: (room: string) => Promise<number>,
-): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number }> {
+  uncounted: ReadonlySet<number> = new Set(),
+): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number }> {
   const rooms = [...new Set(checked.flatMap((c) => (c instanceof PixiuError || !isRoomMessage(c) ? [] : [c.room])))];
   const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
+  const recipientsOf = (c: MessageBody): number => (isRoomMessage(c) ? sizes.get(c.room) ?? 0 : distinctRecipients(c as UserMessageInput).length);
   let total = 0;
   let over: number | undefined;
   const items = checked.map((c, i) => {
     if (c instanceof PixiuError) return c;
     if (over === undefined) {
-      const n = isRoomMessage(c) ? sizes.get(c.room) ?? 0 : distinctRecipients(c as UserMessageInput).length;
+      // Most likely refused for its key at send time (BatchKeys): counted only if admitted.
+      if (uncounted.has(i)) return c;
+      const n = recipientsOf(c);
       if (total + n <= max) {
         total += n;
         return c;
@@ -115,7 +138,7 @@ export async function limitRecipients(
     return new PixiuError('INVALID_REQUEST', `messages/${i}: the batch reaches more than ${max} recipients in all `
       + `from item ${over} on (each item's recipients, room members counted); send items ${over} and after in another batch`);
   });
-  return { items, recipients: total };
+  return { items, recipients: total, recipientsOf };
 }
 
 /**

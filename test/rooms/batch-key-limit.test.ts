@@ -1,0 +1,46 @@
+/**
+ * A batch item whose `client_msg_id` an earlier item of the other kind (a room against
+ * users) names is refused with CONFLICT when it is sent, so it is not counted against
+ * the batch's recipient limit beforehand: counted, it pushed valid later items past the
+ * limit (201 409 201 became 201 400 400). One admitted after an earlier 4xx freed its
+ * key is counted then, and held to the limit like any other.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileRedis } from '../harness/file-redis.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { addMembers } from './room-fixture.js';
+
+let gw: GatewayFixture;
+
+fileRedis(async ({ redis, cleanup }) => {
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10' });
+});
+
+test('a cross-kind key conflict is not counted against the batch recipient limit (409, and later items still sent)', async () => {
+  await addMembers(gw.client, 'big-room', Array.from({ length: 6 }, (_, i) => `br-${i}`));
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { to: ['u1', 'u2', 'u3', 'u4', 'u5', 'u6'], type: 't', data: 1, client_msg_id: 'k1' }, // 6 recipients
+      { room: 'big-room', type: 't', data: 2, client_msg_id: 'k1' }, // conflicts: 409, 0 sent
+      { to: ['v1', 'v2', 'v3'], type: 't', data: 3 }, // 6 + 3 = 9 <= 10
+    ],
+  });
+  type Item = { status: number; error?: { code: string } };
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 409, 201], answer.text);
+});
+
+test('an item admitted after an earlier 4xx freed its key is still held to the recipient limit', async () => {
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { to: ['w1', 'w2', 'w3', 'w4', 'w5'], type: 't', data: 1 }, // 5
+      { room: 'no-such-room-x', type: 't', data: 2, client_msg_id: 'k2' }, // 404, key freed
+      { to: ['x1', 'x2', 'x3', 'x4', 'x5', 'x6'], type: 't', data: 3, client_msg_id: 'k2' }, // 5 + 6 > 10
+      { to: ['y1'], type: 't', data: 4, client_msg_id: 'k3' }, // 6
+    ],
+  });
+  type Item = { status: number; error?: { code: string } };
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 404, 400, 201], answer.text);
+});

@@ -1,0 +1,86 @@
+/**
+ * The delivery machine's pulls around a full window and a login during a fetch
+ * (src/delivery/machine.ts; DESIGN.md §5, §11). A full window reads (one entry, to see
+ * a new epoch) on a heartbeat, a rotation, a notify of a seq already sent, or a local
+ * append of another epoch, and not on every late notify of a new seq: a slow consumer
+ * under a stream of appends fetched once per append while it took nothing. A
+ * connection that logs in while a fetch runs is not judged by that fetch's page when
+ * the page would reset it (it may predate seqs the device was sent elsewhere): before,
+ * such a login made the node rotate the user's epoch and reset every device.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CONFIG, Driver } from './machine-driver.js';
+
+test('a full window does not fetch once per late notify of new messages', () => {
+  const d = new Driver({ ...CONFIG, window: 3 });
+  d.inbox.append(3);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2', 'msg 3']);
+  // One heartbeat's pull (allowed: it is how a new epoch is seen) reads latest 4.
+  d.inbox.append();
+  d.heartbeat();
+  d.settle();
+  const before = d.fetches.length;
+  // 100 appends from other nodes, each notify arriving just after a fetch saw it.
+  for (let k = 4; k < 104; k++) {
+    d.inbox.append(); // seq k + 1, in Redis before the next read
+    d.notify(k); // late: seq k was already read
+    d.settle();
+  }
+  const during = d.fetches.length - before;
+  assert.ok(during <= 1, `${during} fetches for a connection whose window stayed full (nothing sent): one per late notify`);
+  assert.deepEqual(d.brief('a'), [], 'nothing sent while the window is full');
+});
+
+test('a full window is still reset on the notify of an append to a recreated inbox', () => {
+  const d = new Driver({ ...CONFIG, window: 3 });
+  d.inbox.append(5);
+  d.login('a');
+  d.settle();
+  d.brief('a');
+  d.inbox.recreate('ep2');
+  d.inbox.append();
+  d.notify(1);
+  d.settle();
+  assert.deepEqual(d.brief('a').filter((f) => f.startsWith('reset')).length, 1, 'reset on the recreated inbox\'s first notify');
+});
+
+test('a full window is reset on a local append to a recreated inbox whose seq passed the old latest', () => {
+  const d = new Driver({ ...CONFIG, window: 3 });
+  d.inbox.append(3);
+  d.login('a');
+  d.settle();
+  d.brief('a');
+  // The inbox is recreated and its first appends (on other nodes, notifies lost) pass
+  // the old latest; this node's own append (seq 5, another epoch) is offered.
+  d.inbox.recreate('ep2');
+  d.inbox.append(4);
+  d.offer();
+  d.settle();
+  assert.deepEqual(d.brief('a').filter((f) => f.startsWith('reset')).length, 1, 'reset on the append of another epoch');
+});
+
+test('a login during a fetch read before a newer append does not rotate the epoch', () => {
+  const d = new Driver({ ...CONFIG, window: 100 });
+  d.inbox.append(4);
+  d.login('a');
+  d.settle();
+  d.ack('a', 4);
+  d.settle();
+  d.frames('a');
+  // A heartbeat's pull reads the inbox at latest 4 …
+  d.heartbeat();
+  assert.ok(d.pending);
+  // … then seq 5 is appended, delivered on another node to device b, which moves here.
+  d.inbox.append();
+  d.notify(5);
+  d.login('b', { kind: 'after', seq: 5, epoch: d.inbox.epoch as string });
+  d.answer();
+  assert.deepEqual(d.rotations, [], 'no rotate-epoch: Redis lost nothing (seq 5 is there)');
+  d.settle();
+  assert.deepEqual(d.rotations, []);
+  assert.deepEqual(d.brief('b').filter((f) => f.startsWith('reset')), [], `b resumes after 5 with no reset: ${JSON.stringify(d.brief('b'))}`);
+  assert.deepEqual(d.brief('a'), ['msg 5'], 'a gets msg 5 once, no reset');
+});
