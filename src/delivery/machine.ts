@@ -58,6 +58,12 @@ export class UserMachine {
    * notify of a new seq (a slow consumer fetched once per append, taking nothing).
    */
   #probe = false;
+  /**
+   * The lowest seq a notify named that was not new, since the last fetch started: a
+   * full window that has been sent it reads too. Judged when the pull is made, not at
+   * the notify: a fetch in flight then may yet deliver that seq from the inbox as it was.
+   */
+  #reusedFrom: number | undefined;
   #clock = 0;
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
   #ahead: ReadAhead | undefined;
@@ -119,7 +125,8 @@ export class UserMachine {
     else {
       this.#force = true;
       if (seq !== undefined) this.#ahead?.clear();
-      if (seq === undefined || anySentFrom(this.#conns.values(), seq)) this.#probe = true;
+      if (seq === undefined) this.#probe = true;
+      else this.#reusedFrom = Math.min(this.#reusedFrom ?? seq, seq);
     }
     return this.#pump();
   }
@@ -336,7 +343,9 @@ export class UserMachine {
   #wants(c: Conn): boolean {
     if (c.phase === 'joining') return true;
     if (c.paused) return false;
-    if (c.inflight.length >= this.#config.window) return this.#probe;
+    if (c.inflight.length >= this.#config.window) {
+      return this.#probe || (this.#reusedFrom !== undefined && anySentFrom([c], this.#reusedFrom));
+    }
     return c.sent < this.#latest || this.#force;
   }
 
@@ -390,6 +399,7 @@ export class UserMachine {
     this.#fetchAfter = afterSeq;
     this.#force = false;
     this.#probe = false;
+    this.#reusedFrom = undefined;
     // A full window takes nothing from the page: one entry is enough to see the epoch.
     const full = target.phase === 'ready' && target.inflight.length >= this.#config.window;
     effects.push({ kind: 'fetch', afterSeq, limit: full ? 1 : this.#fetchLimit });

@@ -325,6 +325,11 @@ export class Gateway implements GatewayDeps {
     setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
   }
 
+  /** Now by Redis's clock (the node registry's, NodeRegistry.now), ms: what presence entries expire by. */
+  redisNow(): number {
+    return this.#registry.now();
+  }
+
   /** A WebSocket closed as it opened, before it became a connection (metrics). */
   onClosedAtOpen(code: number): void {
     this.#metrics.wsCloses.inc({ code: String(code) });

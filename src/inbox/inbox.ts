@@ -71,6 +71,12 @@ export interface InboxOptions {
    * 30 days.
    */
   readonly retentionGraceMs?: number;
+  /**
+   * Now, ms since the Unix epoch, as the append script judges presence entries live by
+   * (and stamps a new inbox's `created`): the clock presence entries are written on
+   * (NodeRegistry.now, Redis's). Default Date.now.
+   */
+  readonly now?: () => number;
 }
 
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
@@ -113,6 +119,7 @@ export class Inbox {
   readonly #grace: string;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
+  readonly #now: () => number;
 
   /**
    * @param redis a client from `createRedis` (auto-pipelining on, offline queue off)
@@ -124,6 +131,7 @@ export class Inbox {
       throw invalid(`inbox cap must be an integer from 1 to ${MAX_INBOX_CAP}`);
     }
     this.#redis = redis;
+    this.#now = opts.now ?? (() => Date.now());
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
     const devices = opts.deviceCursors ?? DEFAULT_DEVICE_CURSORS;
@@ -186,7 +194,7 @@ export class Inbox {
     const now = Date.now();
     return this.#appends.call([
       APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(now), extra?.room ?? '', expiresArg(extra, now), this.#grace,
+      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(this.#now()), extra?.room ?? '', expiresArg(extra, now), this.#grace,
     ], flow);
   }
 
@@ -217,7 +225,7 @@ export class Inbox {
       const keys = this.#keys.user(uids[i] as string);
       return [
         APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-        msgId, kindArg, this.#cap, newEpoch(), String(Date.now()), room, expires, this.#grace,
+        msgId, kindArg, this.#cap, newEpoch(), String(this.#now()), room, expires, this.#grace,
       ];
     }, flow);
   }

@@ -169,11 +169,18 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       logger,
     });
 
-    const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors });
+    // Presence entries are judged live at append by the clock they are written on (Redis's,
+    // the gateway's node registry): a node's own clock, off by more than an entry's time
+    // left, found every entry expired and notified no node.
+    let redisNow: () => number = Date.now;
+    const inbox = new Inbox(redis, {
+      prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(),
+    });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer }), logger, metrics,
     });
+    redisNow = () => gateway.redisNow();
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);

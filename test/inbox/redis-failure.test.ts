@@ -1,6 +1,5 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
@@ -48,6 +47,25 @@ async function failsUnavailable(fn: () => Promise<unknown>): Promise<number> {
 }
 
 /**
+ * Resolves on the client's next `ready` event, or rejects after `ms`. Not `events.once`:
+ * it rejects on the `error` events a client emits while it retries a server still down
+ * (a failed reconnect before the restart had bound its port failed a test under load).
+ */
+function nextReady(ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      reject(new Error(`no ready event within ${ms} ms`));
+    }, ms);
+    const onReady = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once('ready', onReady);
+  });
+}
+
+/**
  * Retries `fn` until it succeeds, waiting for the client's `ready` event between tries
  * while it is reconnecting (no sleeping), within {@link RECOVERY_BOUND_MS}.
  */
@@ -59,7 +77,7 @@ async function whenWorking<T>(fn: () => Promise<T>): Promise<T> {
     } catch (err) {
       if (!unavailable(err) || performance.now() > deadline) throw err;
       if (redis.status !== 'ready') {
-        await once(redis, 'ready', { signal: AbortSignal.timeout(Math.max(1, Math.ceil(deadline - performance.now()))) });
+        await nextReady(Math.max(1, Math.ceil(deadline - performance.now())));
       }
     }
   }
@@ -115,7 +133,7 @@ test('the scripts are loaded again as the client reconnects, ahead of its first 
   await whenWorking(() => inbox.append('reload', msgId(500), MsgKind.user));
   await server.kill();
   // Listening after the inbox registered its scripts: its own `ready` listener runs first.
-  const ready = once(redis, 'ready', { signal: AbortSignal.timeout(RECOVERY_BOUND_MS) });
+  const ready = nextReady(RECOVERY_BOUND_MS);
   await server.restart();
   await ready;
   const appended = await inbox.append('reload', msgId(501), MsgKind.user);
