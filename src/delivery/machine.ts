@@ -54,15 +54,11 @@ export class UserMachine {
   #force = false;
   /**
    * A pull a full window reads for too (one entry, to see a new epoch): a heartbeat, a
-   * rotation, a notify of a seq already sent, an append of another epoch; not a late
-   * notify of a new seq (a slow consumer fetched once per append, taking nothing).
+   * rotation, an append of another epoch; and `#reusedFrom`, the lowest seq a notify
+   * named that was not new, for a full window sent it (judged at the pull: a fetch in
+   * flight may yet deliver it from the inbox as it was). Not every late notify.
    */
   #probe = false;
-  /**
-   * The lowest seq a notify named that was not new, since the last fetch started: a
-   * full window that has been sent it reads too. Judged when the pull is made, not at
-   * the notify: a fetch in flight then may yet deliver that seq from the inbox as it was.
-   */
   #reusedFrom: number | undefined;
   #clock = 0;
   /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */

@@ -10,13 +10,17 @@
  * clocks differed by more than the TTL less one renewal (10 s) unregistered each
  * other, and every node then pruned the others' presence. Presence entries expire by
  * that clock too (NodeRegistry.now): by each node's own, a node 26 s ahead deleted a
- * live node's entry written a moment before. A private redis-server.
+ * live node's entry written a moment before; and the append script judges them live
+ * by that clock too (Inbox's `now`): by the appending node's own, a fleet 60 s ahead of
+ * Redis found every fresh entry expired and notified no node. A private redis-server.
  */
 import { after, before, mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { NodeRegistry } from '../../src/cluster/node-registry.js';
 import { Presence, type PresenceOptions } from '../../src/cluster/presence.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+import { MsgKind } from '../../src/ids/msg-id.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
@@ -112,5 +116,27 @@ test('a node whose clock is 26 s ahead does not prune a live node\'s fresh prese
   } finally {
     skewed.mock.restore();
     await Promise.all([a.registry.stop(), b.registry.stop()]);
+  }
+});
+
+test('with every node 60 s ahead of Redis, an append names the node holding the user\'s fresh connection', async () => {
+  const realNow = Date.now.bind(Date);
+  const skewed = mock.method(Date, 'now', () => realNow() + 60_000);
+  // Node B, as gateway.ts builds it (heartbeat 25 s: entries live 55 s).
+  const registry = new NodeRegistry(redis, keys, { node: 'node-b', intervalMs: 5000, ttlMs: 15_000, logger: createLogger('silent') });
+  try {
+    await registry.start();
+    const presence = new Presence(redis, keys, {
+      node: 'node-b', ttlMs: 25_000 * 2 + 5000, maxPerUser: 5,
+      liveNodes: (nodes) => registry.liveAmong(nodes), now: () => registry.now(),
+    });
+    assert.equal((await presence.add('dave', 'conn-b1', 'phone', Date.now())).admitted, true);
+    // Node A (same clock) appends a message for dave a moment later.
+    const inbox = new Inbox(redis, { prefix: 'px:', cap: 100, now: () => registry.now() });
+    const res = await inbox.append('dave', '0000000000000001', MsgKind.user);
+    assert.deepEqual(res.nodes, ['node-b'], 'the append found dave\'s connection expired: node B is not notified');
+  } finally {
+    skewed.mock.restore();
+    await registry.stop();
   }
 });

@@ -6,7 +6,9 @@
  * under a stream of appends fetched once per append while it took nothing. A
  * connection that logs in while a fetch runs is not judged by that fetch's page when
  * the page would reset it (it may predate seqs the device was sent elsewhere): before,
- * such a login made the node rotate the user's epoch and reset every device.
+ * such a login made the node rotate the user's epoch and reset every device. A notify
+ * of a seq not new is judged when the pull is made, not when it arrives: a fetch in
+ * flight may yet deliver that seq from the inbox as it was.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -83,4 +85,24 @@ test('a login during a fetch read before a newer append does not rotate the epoc
   assert.deepEqual(d.rotations, []);
   assert.deepEqual(d.brief('b').filter((f) => f.startsWith('reset')), [], `b resumes after 5 with no reset: ${JSON.stringify(d.brief('b'))}`);
   assert.deepEqual(d.brief('a'), ['msg 5'], 'a gets msg 5 once, no reset');
+});
+
+test('a full window is reset when a recreated inbox\'s seq is notified while the fetch delivering the old one is in flight', () => {
+  const d = new Driver({ window: 1, pageMax: 1, ackTimeoutMs: 10_000, backoffMs: [2_000], heartbeatMs: 25_000 });
+  d.login('c1');
+  d.answer();
+  assert.deepEqual(d.brief('c1'), ['welcome 1']);
+  // The inbox is recreated (epoch ep-a) and seq 1 appended: the pull starts, reading ep-a's seq 1.
+  d.inbox.recreate('ep-a');
+  d.notify(d.inbox.append());
+  assert.ok(d.pending);
+  // While it is in flight, the inbox is recreated again (ep-b) and its seq 1 appended.
+  d.inbox.recreate('ep-b');
+  d.notify(d.inbox.append());
+  d.settle();
+  // c1 got ep-a's seq 1 (its window of 1 is now full): the notify of ep-b's seq 1 must
+  // make it read once more and be reset to ep-b, without waiting for its ack.
+  const frames = d.brief('c1');
+  assert.deepEqual(frames.slice(0, 2), ['reset ep-a 1', 'msg 1']);
+  assert.ok(frames.includes('reset ep-b 1'), `c1 stays on ep-a with a full window: ${JSON.stringify(frames)}, fetches ${d.fetches.length}`);
 });
