@@ -241,10 +241,7 @@ export class UserMachine {
     return [];
   }
 
-  /**
-   * The fetch ended: `page` is the inbox after the fetch's start, `records[i]` the
-   * content of `page.entries[i]` (null when expired or missing).
-   */
+  /** The fetch ended: `page` is the inbox after its start, `records[i]` `page.entries[i]`'s content (null: expired, missing). */
   fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
@@ -345,10 +342,7 @@ export class UserMachine {
     return c.sent < this.#latest || this.#force;
   }
 
-  /**
-   * Sends each ready connection whose cursor lies inside the read-ahead what its window
-   * takes from there, then drops what every connection has been sent.
-   */
+  /** Sends each ready connection inside the read-ahead what its window takes; drops what all were sent. */
   #serveAhead(effects: Effect[]): void {
     const ahead = this.#ahead;
     const view = ahead?.view();
