@@ -23,7 +23,8 @@
  * a running node that finds its lease replaced by another node's suspends its writes
  * until it is alone again.
  */
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readlinkSync } from 'node:fs';
+import { isAlive } from '../process-alive.js';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
@@ -57,35 +58,6 @@ function pidNamespace(): string | undefined {
 
 /** {@link pidNamespace}, read once. */
 const PID_NAMESPACE = pidNamespace();
-
-/**
- * True when process `pid` of this machine runs (signal 0: nothing is sent). A zombie —
- * killed, not yet reaped by its parent (a supervisor that waits late, or an init that
- * never does) — answers signal 0 but runs nothing: it counts as gone, else a restart
- * after `kill -9` waited out the lease (~12 s) for it.
- */
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    // EPERM: it exists, under another user.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  return !isZombie(pid);
-}
-
-/** True when /proc says process `pid` is a zombie (state Z, or X: dead); false where it cannot be read. */
-function isZombie(pid: number): boolean {
-  try {
-    // proc(5): "pid (comm) state …"; comm may hold spaces and parentheses, so the state
-    // follows the last ')'.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.charAt(stat.lastIndexOf(')') + 2);
-    return state === 'Z' || state === 'X';
-  } catch {
-    return false;
-  }
-}
 
 /** The start-up error for a store another live node serves. */
 function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
@@ -123,7 +95,7 @@ export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, d
   if (held === undefined) return undefined;
   const first = held.lease;
   const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
-  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !processAlive(first.pid)) return first.node;
+  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !isAlive(first.pid)) return first.node;
   logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
     `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
   const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;

@@ -14,7 +14,6 @@
  * Retry-After) as for any Redis outage, and the clients reconnect on their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ClassicLevel } from 'classic-level';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
@@ -27,6 +26,8 @@ import { fileURLToPath } from 'node:url';
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { unixUrl } from './url.js';
+import { lockRedisDir } from './dir-lock.js';
+import { isAlive } from '../process-alive.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
 export const REDIS_CONF_PATH = fileURLToPath(new URL('../../storage/redis.conf', import.meta.url));
@@ -144,27 +145,6 @@ export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRed
     await lock.close();
     throw err;
   }
-}
-
-/**
- * Takes the embedded Redis's lock of a data dir: a LevelDB at `<dir>/lock`, whose LOCK
- * the OS holds for this process until it is closed or the process ends (SIGKILL too).
- * @throws StartupError when another process holds it
- */
-async function lockRedisDir(dir: string, dataDir: string): Promise<{ close(): Promise<void> }> {
-  const location = path.join(dir, 'lock');
-  const db = new ClassicLevel(location);
-  try {
-    await db.open();
-  } catch (err) {
-    const code = (err as { cause?: { code?: unknown } }).cause?.code;
-    if (code === 'LEVEL_LOCKED') {
-      throw new StartupError(`data dir ${dataDir} is in use: another pixiu is starting or running on it (${location} is locked); `
-        + 'stop that one first, or give this one another PIXIU_DATA_DIR', { cause: err });
-    }
-    throw new StartupError(`cannot open ${location}: ${String((err as { cause?: { message?: unknown } }).cause?.message ?? (err as Error).message)}`, { cause: err });
-  }
-  return { close: () => db.close() };
 }
 
 async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalRedis> {
@@ -320,16 +300,6 @@ class Supervisor {
 
 function sleep(msDelay: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, msDelay).unref());
-}
-
-/** True while a process with this pid exists (signal 0: nothing is sent). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -6,7 +6,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { isAlive } from '../../src/redis/local-server.js';
+import { isAlive } from '../../src/process-alive.js';
 import type { CleanupContext } from './pixiu-server.js';
 
 /** What {@link embeddedDataDir} answers. */

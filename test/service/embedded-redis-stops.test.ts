@@ -17,7 +17,7 @@ import { openSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { isAlive } from '../../src/redis/local-server.js';
+import { isAlive } from '../../src/process-alive.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { CLI_MAIN } from '../harness/pixiu-server.js';

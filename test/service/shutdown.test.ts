@@ -22,7 +22,7 @@ import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.
 import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
-import { isAlive } from '../../src/redis/local-server.js';
+import { isAlive } from '../../src/process-alive.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 
 const API_TOKEN = 'shutdown-test-api-token-0123456789';
