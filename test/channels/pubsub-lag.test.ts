@@ -51,8 +51,11 @@ test('live publications whose Pub/Sub copies lag behind a history page that jump
     if (f.t !== 'pub' || f.channel !== 'c.x') continue;
     got.push(f.data as string);
     if (f.data === 'p5' && got.length >= 5) {
-      // Every lagging copy has been handed over by now.
-      await new Promise((r) => setTimeout(r, LAG_MS * 6));
+      // Until every lagging copy has been handed over (the chain of re-emissions settles).
+      for (let settled = chain; ; settled = chain) {
+        await settled;
+        if (settled === chain) break;
+      }
       break;
     }
   }

@@ -76,8 +76,9 @@ test('after its registration lapsed, a live node\'s user is notified again withi
   // B renews within 5 s (its registry interval) and is registered again.
   await waitUntil('B registered again', async () => (await raw.zscore(keys.nodes(), bNode)) !== null, 7000);
   const registeredAt = Date.now();
-  // Two more seconds: room for B to write its presence back.
-  await new Promise((r) => setTimeout(r, 2000));
+  // B writes its presence back within seconds of registering again, not at its next
+  // heartbeat (25 s).
+  await waitUntil('B\'s entry back in presence', () => online(a, 'lapse'), 5000);
   const [seq] = await a.post('lapse');
   const started = Date.now();
   const frame = await client.next(30_000);

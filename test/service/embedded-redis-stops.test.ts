@@ -15,7 +15,6 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { openSync } from 'node:fs';
 import net from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isAlive } from '../../src/process-alive.js';
 import { waitUntil } from '../harness/checks.js';
@@ -26,13 +25,17 @@ import { freePort } from '../harness/redis-server.js';
 
 const API_TOKEN = 'embedded-redis-stops-token-0123456789';
 
-/** A TCP server that accepts connections and never answers (an advertised URL that hangs); answers its port. */
-async function blackHole(t: TestContext): Promise<number> {
+/**
+ * A TCP server that accepts connections and never answers (an advertised URL that
+ * hangs); answers its port, and a promise of its first connection.
+ */
+async function blackHole(t: TestContext): Promise<{ port: number; reached: Promise<unknown> }> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => { sockets.add(s); s.on('error', () => undefined); });
+  const reached = once(server, 'connection');
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => { for (const s of sockets) s.destroy(); server.close(); });
-  return (server.address() as net.AddressInfo).port;
+  return { port: (server.address() as net.AddressInfo).port, reached };
 }
 
 /** Waits for the redis-server `pid` to be gone; fails naming how serve exited. */
@@ -49,12 +52,12 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // that lasts while the signal comes.
     const serve = spawnCli(['serve'], {
       ...dir.env, PIXIU_PORT: String(await freePort()), PIXIU_API_TOKEN: API_TOKEN,
-      PIXIU_ADVERTISE_URL: `http://127.0.0.1:${hole}`, PIXIU_REDIS_COMMAND_TIMEOUT: '30s',
+      PIXIU_ADVERTISE_URL: `http://127.0.0.1:${hole.port}`, PIXIU_REDIS_COMMAND_TIMEOUT: '30s',
     }, t, { detached: true });
     await serve.line((l) => l.includes('local redis-server started'), 'the redis-server line');
     const redisPid = await dir.redisPid();
     assert.ok(redisPid > 0 && isAlive(redisPid));
-    await delay(1000); // in the advertised-URL check now
+    await hole.reached; // in the advertised-URL check now
     assert.doesNotMatch(serve.stdout(), /pixiu listening/, 'still starting');
     if (signal === 'SIGINT') serve.signal('SIGINT', { group: true });
     else serve.signal('SIGTERM');
