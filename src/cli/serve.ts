@@ -63,10 +63,14 @@ export function serveCommand(): Command {
     // Node's report on stderr; the log gets it too, as one fatal line with its stack.
     // The embedded redis-server runs in a process group of its own: told to stop here
     // (it shuts down on its own, writing its AOF), or the crash would leave it running.
-    process.on('uncaughtExceptionMonitor', (err, origin) => {
-      logger.fatal({ err, origin }, 'pixiu crashed');
+    /** Tells the embedded redis-server to stop now, with or without a started service. */
+    const abandon = (): void => {
       if (service !== undefined) service.abandon();
       else local?.terminate();
+    };
+    process.on('uncaughtExceptionMonitor', (err, origin) => {
+      logger.fatal({ err, origin }, 'pixiu crashed');
+      abandon();
     });
     // Installed before the start: a signal while it runs (its redis-server already
     // spawned, in a process group of its own) would otherwise kill this process by Node's
@@ -90,8 +94,7 @@ export function serveCommand(): Command {
       repeated: (signal) => logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already'),
       force: (signal) => {
         logger.warn({ signal }, 'second signal, exiting now');
-        if (service !== undefined) service.abandon();
-        else local?.terminate();
+        abandon();
         process.exit(1);
       },
     // SIGHUP too: a terminal that goes away (an ssh session dropped) would otherwise end

@@ -135,10 +135,58 @@ export async function limitRecipients(
       }
       over = i;
     }
-    return new PixiuError('INVALID_REQUEST', `messages/${i}: the batch reaches more than ${max} recipients in all `
-      + `from item ${over} on (each item's recipients, room members counted); send items ${over} and after in another batch`);
+    return overLimit(i, max, over, `send items ${over} and after in another batch`);
   });
   return { items, recipients: total, recipientsOf };
+}
+
+/** The refusal of batch item `index`: the batch reaches more than `max` recipients from item `from` on. */
+function overLimit(index: number, max: number, from: number, advice: string): PixiuError {
+  return new PixiuError('INVALID_REQUEST', `messages/${index}: the batch reaches more than ${max} recipients in all `
+    + `from item ${from} on (each item's recipients, room members counted); ${advice}`);
+}
+
+/**
+ * The recipients one batch reaches, against its limit and the node's {@link BatchBudget}:
+ * those counted before anything is sent ({@link limitRecipients}), and those of an item
+ * left uncounted then ({@link crossKindRepeats}) that is admitted after all.
+ */
+export class BatchRecipients {
+  readonly #budget: BatchBudget;
+  readonly #max: number;
+  #count: number;
+  readonly #taken: (() => void)[] = [];
+
+  /**
+   * Takes `counted` from the node's budget.
+   * @throws PixiuError UNAVAILABLE when other batches hold too much of it
+   */
+  constructor(budget: BatchBudget, max: number, counted: number) {
+    this.#budget = budget;
+    this.#max = max;
+    this.#count = counted;
+    this.#taken.push(budget.take(counted));
+  }
+
+  /**
+   * Counts item `index`, of `n` recipients, admitted late: answers its refusal (over the
+   * batch's limit, or the node's budget) or undefined when it is counted.
+   */
+  admitLate(index: number, n: number): PixiuError | undefined {
+    if (this.#count + n > this.#max) return overLimit(index, this.#max, index, 'send it in another batch');
+    try {
+      this.#taken.push(this.#budget.take(n));
+    } catch (err) {
+      return err as PixiuError;
+    }
+    this.#count += n;
+    return undefined;
+  }
+
+  /** Gives back to the node's budget everything taken (call it once the batch is answered). */
+  release(): void {
+    for (const giveBack of this.#taken) giveBack();
+  }
 }
 
 /**

@@ -15,7 +15,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, isPoisonedItem, POISONED_KEYS } from '../validation.js';
-import { BatchBudget, BatchKeys, crossKindRepeats, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -225,9 +225,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const max = deps.config.batchMaxRecipients;
       const limited = await limitRecipients(items, max, (room) => ingest.roomSize(room), repeats);
       const checked = limited.items;
-      let recipients = limited.recipients;
-      const givenBack: (() => void)[] = [budget.take(recipients)];
-      giveBack = () => { for (const g of givenBack) g(); };
+      const recipients = new BatchRecipients(budget, max, limited.recipients);
+      giveBack = () => recipients.release();
       // Each item's outcome, by its index in the batch (none for an item refused before).
       const sent = new Map<number, PromiseSettledResult<IngestResult | RoomIngestResult>>();
       const keys = new BatchKeys();
@@ -238,21 +237,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       for (const run of runsOfOneKind(checked)) {
         const admitted = run.items.filter(({ item, index }) => {
           let refused = keys.admit(item, index);
-          if (refused === undefined && repeats.has(index)) {
-            // Its key was freed by an earlier 4xx: counted now, as it was not before.
-            const n = limited.recipientsOf(item);
-            if (recipients + n > max) {
-              refused = new PixiuError('INVALID_REQUEST', `messages/${index}: the batch reaches more than ${max} recipients in all `
-                + `from item ${index} on (each item's recipients, room members counted); send it in another batch`);
-            } else {
-              try {
-                givenBack.push(budget.take(n));
-                recipients += n;
-              } catch (err) {
-                refused = err as PixiuError;
-              }
-            }
-          }
+          // Its key was freed by an earlier 4xx: counted now, as it was not before.
+          if (refused === undefined && repeats.has(index)) refused = recipients.admitLate(index, limited.recipientsOf(item));
           if (refused === undefined) return true;
           const outcome = { status: 'rejected', reason: refused } as const;
           sent.set(index, outcome);
