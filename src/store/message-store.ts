@@ -50,6 +50,12 @@ export interface MessageStoreOptions {
   readonly logger?: Logger;
   /** Clock, ms since the epoch; default `Date.now`. Tests inject one to skip time. */
   readonly now?: () => number;
+  /**
+   * A clock that never steps, ms from any origin, that bounds how far the sweeps'
+   * cutoff may move (src/store/sweep-clock.ts). Default: `performance.now`, or `now`
+   * itself when `now` is given (a test's clock moves only when the test moves it).
+   */
+  readonly monotonic?: () => number;
   /** Called after each batch write with its put count and duration in ms (metrics). */
   readonly onBatch?: (size: number, ms: number) => void;
 }
@@ -101,6 +107,7 @@ export class MessageStore implements RecordReader {
     const cache = new RecordCache(opts.cacheBytes);
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
+      monotonic: opts.monotonic ?? opts.now ?? (() => performance.now()),
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(threadPoolSize()),
       logger: opts.logger,

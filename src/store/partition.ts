@@ -25,6 +25,7 @@ import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER, msgIdPrefix } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
 import { sweepStep } from './expiry-sweep.js';
+import { SweepClock } from './sweep-clock.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
@@ -52,6 +53,8 @@ export interface PartitionOptions {
   readonly sync: boolean;
   /** Clock, ms since the epoch (injectable so tests need not sleep). */
   readonly now: () => number;
+  /** A clock that never steps, ms: bounds the sweeps' cutoff (sweep-clock.ts). */
+  readonly monotonic: () => number;
   /** Called after each batch write with its put count and duration in ms. */
   readonly onBatch?: (size: number, ms: number) => void;
   /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
@@ -69,6 +72,7 @@ export class Partition {
   readonly #db: PartitionDb;
   readonly #sync: boolean;
   readonly #now: () => number;
+  readonly #sweepClock: SweepClock;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
   /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
   readonly #pending = new Map<string, { put: Promise<PutResult>; bytes: Buffer }>();
@@ -90,6 +94,7 @@ export class Partition {
     this.#written = counter;
     this.#sync = options.sync;
     this.#now = options.now;
+    this.#sweepClock = new SweepClock(options.now, options.monotonic);
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#recovery = new WriteRecovery({
       index, location, db, logger: options.logger?.child({ partition: index }),
@@ -327,7 +332,8 @@ export class Partition {
   }
 
   /**
-   * Deletes every record expired at the time of the call, with its expiry and
+   * Deletes every record expired at the time of the call (by the sweep clock:
+   * sweep-clock.ts keeps a forward step of the wall clock from deleting early), with its expiry and
    * idempotency entries, in steps of about {@link SWEEP_CHUNK_RECORDS} records that
    * each take one turn between batch writes, so puts keep flowing during a long
    * sweep. Sweeps of one partition run one after another. A partition that takes no
@@ -342,7 +348,7 @@ export class Partition {
   }
 
   async #sweepAll(): Promise<number> {
-    const now = this.#now();
+    const now = this.#sweepClock.cutoff();
     let deleted = 0;
     while (!this.#closed) {
       const step = await this.#commit.exclusive(async () => {

@@ -117,3 +117,35 @@ test('the sweeper runs on its timer and logs what it deleted', { timeout: 10_000
   const keys = await rawKeys(dir, 0);
   assert.equal(keys.message.length, 0, `${id} was swept by the timer`);
 });
+
+test('a forward step of the wall clock while the store runs sweeps nothing early; the sweeps catch up as time really passes', async (t) => {
+  const dir = await tempDir(t);
+  const wall = fakeClock();
+  // The monotonic clock: moves only with real time, never with the wall clock's steps.
+  const mono = fakeClock(0);
+  const store = await openStore(t, dir, { partitions: 1, now: wall.now, monotonic: mono.now, cacheBytes: 0 });
+  const hour = 3_600_000;
+  const kept = await store.put({ kind: 1, type: 't', data: 'kept', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  const short = await store.put({ kind: 1, type: 't', data: 'short', to: ['a'], ttlMs: 1000 });
+
+  // Two seconds pass, then the wall clock jumps two hours ahead.
+  wall.ms += 2000;
+  mono.ms += 2000;
+  wall.ms += 2 * hour;
+  assert.equal(await store.sweepNow(), 1, 'only the record expired by real time is swept');
+  assert.equal(await store.get(kept.id), null, 'reads go by the wall clock while it is wrong');
+
+  // The clock is set right again: the record is there, and its client_msg_id still names it.
+  wall.ms -= 2 * hour;
+  assert.equal((await store.get(kept.id))?.data, 'kept');
+  const retry = await store.put({ kind: 1, type: 't', data: 'again', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  assert.deepEqual([retry.id, retry.duplicate], [kept.id, true]);
+  assert.equal(await store.get(short.id), null);
+
+  // An hour of real time later it expires and is swept.
+  wall.ms += hour;
+  mono.ms += hour;
+  assert.equal(await store.sweepNow(), 1);
+  await store.close();
+  assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
+});

@@ -1,0 +1,47 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SweepClock } from '../../src/store/sweep-clock.js';
+
+/** A wall clock and a monotonic clock the test moves by hand. */
+function clocks(): { wall: number; mono: number; sweep: SweepClock } {
+  const c = { wall: 1_000_000, mono: 50, sweep: undefined as unknown as SweepClock };
+  c.sweep = new SweepClock(() => c.wall, () => c.mono);
+  return c;
+}
+
+test('the cutoff follows the wall clock while it moves with the monotonic clock', () => {
+  const c = clocks();
+  c.wall += 500;
+  c.mono += 500;
+  assert.equal(c.sweep.cutoff(), 1_000_500);
+  c.wall += 1;
+  c.mono += 10;
+  assert.equal(c.sweep.cutoff(), 1_000_501, 'a wall clock running slow is taken as it is');
+});
+
+test('a forward step is not taken; the cutoff moves on by monotonic time and lags by the step', () => {
+  const c = clocks();
+  c.wall += 10_000;
+  c.mono += 100;
+  assert.equal(c.sweep.cutoff(), 1_000_100);
+  c.wall += 200;
+  c.mono += 200;
+  assert.equal(c.sweep.cutoff(), 1_000_300);
+});
+
+test('a backward step lowers the cutoff at once, and a step forward back to the truth is not taken', () => {
+  const c = clocks();
+  c.wall -= 5000;
+  c.mono += 10;
+  assert.equal(c.sweep.cutoff(), 995_000);
+  c.wall += 5000;
+  c.mono += 10;
+  assert.equal(c.sweep.cutoff(), 995_010);
+});
+
+test('the bound starts at construction: a step before the first sweep is not taken either', () => {
+  const c = clocks();
+  c.wall += 7_200_000;
+  c.mono += 1000;
+  assert.equal(c.sweep.cutoff(), 1_001_000);
+});
