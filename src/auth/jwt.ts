@@ -7,7 +7,7 @@
 import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
-import { cappedFetch } from './jwks-fetch.js';
+import { cooledFetch } from './jwks-fetch.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -93,6 +93,31 @@ function toClaims(payload: JWTPayload): ClientClaims {
 }
 
 /**
+ * The URL a JWKS is fetched from and the headers it is fetched with: credentials in
+ * the URL (`https://user:password@idp/jwks`) go in an `Authorization: Basic` header.
+ * fetch refuses a URL holding them, with an error quoting the whole URL, password
+ * included, which was logged at every connect. Redirects are not followed, so the
+ * header goes to no other host.
+ */
+function jwksRequest(raw: string): { url: URL; headers: Record<string, string> } {
+  const url = new URL(raw);
+  if (url.username === '' && url.password === '') return { url, headers: {} };
+  const basic = Buffer.from(`${decodeOrKeep(url.username)}:${decodeOrKeep(url.password)}`).toString('base64');
+  url.username = '';
+  url.password = '';
+  return { url, headers: { authorization: `Basic ${basic}` } };
+}
+
+/** A URL's percent-encoded user or password, decoded; as written when it is no valid encoding (`%zz`). */
+function decodeOrKeep(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
+/**
  * Builds the verifier for a key source. `nbf` may be up to {@link NBF_TOLERANCE_SEC}
  * in the future; `exp` is strict. A JWKS is fetched on first use, again after
  * {@link JWKS_CACHE_MAX_AGE_MS}, and for an unknown `kid` at most every
@@ -124,8 +149,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       break;
     }
     case 'jwks': {
-      const remote = createRemoteJWKSet(new URL(source.url), {
-        cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, [customFetch]: cappedFetch,
+      const { url, headers } = jwksRequest(source.url);
+      const remote = createRemoteJWKSet(url, {
+        cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, [customFetch]: cooledFetch(JWKS_COOLDOWN_MS), headers,
       });
       key = async (header, token) => {
         try {
