@@ -140,6 +140,17 @@ export class Ingest {
   sendBatch(inputs: readonly UserMessageInput[], flow: Flow = {}): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
+    // The first item, in batch order, that failed 503 before its appends: the items
+    // after it whose appends have not gone out fail with it; those before it go on,
+    // also when their puts end after its failure (another partition, slower). The
+    // flow is broken only once the run has settled, for the batch's later runs.
+    let failed: { index: number; err: unknown } | undefined;
+    const failedBefore = (i: number, err: unknown): unknown => {
+      if (isUnavailable(err) && (failed === undefined || i < failed.index)) failed = { index: i, err };
+      return err;
+    };
+    const append = (put: PutResult, input: UserMessageInput, recipients: readonly string[], i: number): Promise<IngestResult> =>
+      (failed !== undefined && failed.index < i ? Promise.reject(failed.err) : this.#append(put, input, recipients, flow));
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
@@ -147,17 +158,20 @@ export class Ingest {
       // with none of the ordering's promise and closures per message.
       if (order.independent) {
         // (Its failure also stops the batch's later runs, one flow: messages.ts.)
-        return stored.then((put) => this.#append(put, input, recipients, flow), (err: unknown) => {
-          throw this.#failedBeforeAppends(flow, err);
+        return stored.then((put) => append(put, input, recipients, i), (err: unknown) => {
+          throw failedBefore(i, err);
         });
       }
       return new Promise<IngestResult>((resolve, reject) => {
         stored.then(
-          (put) => order.release(i, () => this.#append(put, input, recipients, flow).then(resolve, reject)),
-          (err: unknown) => order.release(i, () => reject(this.#failedBeforeAppends(flow, err))),
+          (put) => order.release(i, () => append(put, input, recipients, i).then(resolve, reject)),
+          (err: unknown) => order.release(i, () => reject(failedBefore(i, err))),
         );
       });
-    }));
+    })).then((results) => {
+      if (failed !== undefined) this.#deps.inbox.breakFlow(flow, failed.err);
+      return results;
+    });
   }
 
   /**
@@ -168,7 +182,7 @@ export class Ingest {
    * @returns `err`, to reject the item with
    */
   #failedBeforeAppends(flow: Flow, err: unknown): unknown {
-    if (err instanceof PixiuError && err.code === 'UNAVAILABLE') this.#deps.inbox.breakFlow(flow, err);
+    if (isUnavailable(err)) this.#deps.inbox.breakFlow(flow, err);
     return err;
   }
 
@@ -208,7 +222,7 @@ export class Ingest {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
     // One flow for the batch (by default): its appends keep batch order, and take turns with other requests'.
-    const targets = await Promise.allSettled(inputs.map(async (input) => {
+    const target = async (input: RoomMessageInput): Promise<{ put: PutResult; room: string; members: string[] }> => {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
       if ((await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
@@ -217,6 +231,17 @@ export class Ingest {
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
+    };
+    // Items sharing a client_msg_id are handled one after another (docs/api.md): a later
+    // one starts once the earlier one has stored (or failed), so whether it is a retry
+    // (#isRetry, for a room now without members) is asked of what the earlier one did.
+    const byKey = new Map<string, Promise<unknown>>();
+    const targets = await Promise.allSettled(inputs.map((input) => {
+      const cid = input.client_msg_id;
+      const earlier = cid === undefined ? undefined : byKey.get(cid);
+      const mine = earlier === undefined ? target(input) : earlier.then(() => target(input), () => target(input));
+      if (cid !== undefined) byKey.set(cid, mine);
+      return mine;
     }));
     return Promise.allSettled(targets.map((t) => {
       if (t.status === 'fulfilled') return this.#appendToMembers(t.value.put, t.value.room, t.value.members, flow);
@@ -349,6 +374,11 @@ export class Ingest {
  */
 function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
   if (appends.some((a) => a !== undefined && a.nodes.length > 0)) store.remember(put);
+}
+
+/** True for a failure the producer retries (503): nothing later of its batch may go ahead of it. */
+function isUnavailable(err: unknown): boolean {
+  return err instanceof PixiuError && err.code === 'UNAVAILABLE';
 }
 
 /** The recipients of a message, each once, in the order first named (also what a batch's recipient limit counts). */

@@ -11,7 +11,8 @@
  *   failover), then took writes again.
  * - The store: one partition's folder is a small tmpfs, filled (root with the right to
  *   mount one; skipped without it). There, too, an item failing before its appends
- *   fails only the later items, not the earlier ones whose appends were still waiting.
+ *   fails only the later items, not the earlier ones whose appends were still waiting,
+ *   also when an earlier one's put (another partition) ends after the failure.
  */
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -134,6 +135,26 @@ test('a room batch whose second item fails 503 (its store partition is full) doe
   const first = await server.client.post('/v1/messages/batch', body);
   await unlink(filler);
   assert.deepEqual((first.body as { results: Item[] }).results.map((r) => r.status), [201, 503], first.text.slice(0, 400));
+});
+
+test('a batch item refused at once by its full store partition does not fail an earlier item to another user, stored in a healthy one', { timeout: 60_000 }, async (t) => {
+  const setup = await withFullPartition(t, 'refused-1', 'healthy');
+  if (setup === undefined) return;
+  const { server, fillIt, other } = setup;
+  const filler = await fillIt();
+  try {
+    // A failed write: the partition takes none until its disk has room to reopen.
+    const failing = await server.client.post('/v1/messages', { to: 'carol', type: 't', data: 'x'.repeat(20_000), client_msg_id: 'refused-1' });
+    assert.equal(failing.status, 503, failing.text);
+    const answer = await server.client.post('/v1/messages/batch', { messages: [
+      { to: 'alice', type: 't', data: { n: 0 }, client_msg_id: other },
+      { to: 'bob', type: 't', data: { n: 1 }, client_msg_id: 'refused-1' },
+    ] });
+    assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 503], answer.text.slice(0, 400));
+  } finally {
+    await unlink(filler);
+  }
+  assert.equal((await inboxIds(server, 'alice')).length, 1, 'alice got item 0');
 });
 
 /** EVAL/EVALSHA calls Redis refused or failed (READONLY): the batch's appends. */

@@ -3,7 +3,9 @@
  * users) names is refused with CONFLICT when it is sent, so it is not counted against
  * the batch's recipient limit beforehand: counted, it pushed valid later items past the
  * limit (201 409 201 became 201 400 400). One admitted after an earlier 4xx freed its
- * key is counted then, and held to the limit like any other.
+ * key is counted then, and held to the limit like any other. Room items sharing a key
+ * are looked at one after another, as docs/api.md says items sharing a key are handled:
+ * a later one to a room without members is a retry of the earlier one (409), not 404.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -43,4 +45,19 @@ test('an item admitted after an earlier 4xx freed its key is still held to the r
   type Item = { status: number; error?: { code: string } };
   const results = (answer.body as { results: Item[] }).results;
   assert.deepEqual(results.map((r) => r.status), [201, 404, 400, 201], answer.text);
+});
+
+test('a room item reusing the key of an earlier room item, to a room without members, is 409 as the second of two requests is', async () => {
+  await addMembers(gw.client, 'keyed-room', ['kr-1', 'kr-2']);
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { room: 'keyed-room', type: 't', data: 1, client_msg_id: 'k4' },
+      { room: 'no-members-here', type: 't', data: 1, client_msg_id: 'k4' }, // the same key: another message under it
+    ],
+  });
+  type Item = { status: number; error?: { code: string } };
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => [r.status, r.error?.code]), [[201, undefined], [409, 'CONFLICT']], answer.text);
+  const alone = await gw.client.post('/v1/messages', { room: 'no-members-here', type: 't', data: 1, client_msg_id: 'k4' });
+  assert.equal(alone.status, 409, alone.text);
 });
