@@ -68,11 +68,27 @@ export interface BusOptions {
   readonly onResubscribed?: () => void;
 }
 
+/** A close code a WebSocket close frame may carry that the service sends (RFC 6455 §7.4). */
+function isCloseCode(code: unknown): boolean {
+  return Number.isInteger(code) && (code === 1000 || code === 1001 || code === 1008 || ((code as number) >= 3000 && (code as number) <= 4999));
+}
+
+/** An optional string field: absent, or a string. */
+const optionalString = (v: unknown): boolean => v === undefined || typeof v === 'string';
+
+/**
+ * Whether a bus message has the shape the handlers rely on. Anything else is ignored:
+ * a notify entry that is not `[user, seq]` threw in the loop over them, and a kick
+ * without a reason string or with a code no close frame can carry threw in
+ * WsConnection.close — out of the subscriber's handler, crashing the process.
+ */
 function isBusMessage(v: unknown): v is BusMessage {
   if (typeof v !== 'object' || v === null) return false;
-  const m = v as { t?: unknown; users?: unknown; user?: unknown; code?: unknown };
-  if (m.t === 'notify') return Array.isArray(m.users);
-  return m.t === 'kick' && typeof m.user === 'string' && typeof m.code === 'number';
+  const m = v as { t?: unknown; users?: unknown; user?: unknown; code?: unknown; reason?: unknown; conn?: unknown; device?: unknown };
+  if (m.t === 'notify') {
+    return Array.isArray(m.users) && m.users.every((u: unknown) => Array.isArray(u) && typeof u[0] === 'string' && Number.isSafeInteger(u[1]) && (u[1] as number) >= 0);
+  }
+  return m.t === 'kick' && typeof m.user === 'string' && isCloseCode(m.code) && typeof m.reason === 'string' && optionalString(m.conn) && optionalString(m.device);
 }
 
 /** The node bus. */

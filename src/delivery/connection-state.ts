@@ -106,10 +106,12 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * that expired or vanished (`records[i]` null), else a `msg`, marked `redelivered` up
  * to `c.redeliverUpTo`; arms its redelivery timer when it had nothing in flight.
  * @param records the content of `page.entries[i]`
+ * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
+  complete = false,
 ): InboxEntry | undefined {
   if (c.phase !== 'ready') return undefined;
   // Trimmed by the cap while this connection was behind: marked `redelivered` as far
@@ -128,7 +130,12 @@ export function deliverPage(
     if (entry.seq <= c.sent) continue;
     // A hole in the stream (an entry removed by hand): the page starts at or before
     // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
-    if (entry.seq !== c.sent + 1) gap = gapThrough(c, entry.seq - 1, gap, effects, entry.seq - 1 <= c.redeliverUpTo);
+    // Marked as far as the seqs went out on it before, as a trimmed run is.
+    if (entry.seq !== c.sent + 1) {
+      const holeSentBefore = Math.min(entry.seq - 1, c.redeliverUpTo);
+      if (c.sent < holeSentBefore) gap = gapThrough(c, holeSentBefore, gap, effects, true);
+      if (c.sent < entry.seq - 1) gap = gapThrough(c, entry.seq - 1, gap, effects);
+    }
     const record = records[i];
     if (!record) {
       // Content expired or vanished: a gap of that seq (merged with the one before),
@@ -143,6 +150,16 @@ export function deliverPage(
     }
     c.sent = entry.seq;
     last = entry;
+  }
+  // A page holding every entry after its start (fewer than asked for) shows the seqs
+  // after its last entry up to the latest as deleted (by hand, XDEL): a gap, or this
+  // connection would wait behind them for the next append, and one at another cursor
+  // would make the machine read the inbox again and again for both.
+  const lastOfPage = entries[entries.length - 1];
+  if (complete && c.sent < page.latestSeq && (lastOfPage === undefined || c.sent >= lastOfPage.seq)) {
+    const sentBefore = Math.min(page.latestSeq, c.redeliverUpTo);
+    if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, gap, effects, true);
+    if (c.sent < page.latestSeq) gapThrough(c, page.latestSeq, gap, effects);
   }
   if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
     effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });

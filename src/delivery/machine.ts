@@ -48,6 +48,8 @@ export class UserMachine {
   #latest = 0;
   /** The fetch in flight: its start, or undefined. */
   #fetchAfter: number | undefined;
+  /** The entries the fetch in flight asked for: a page with fewer holds every entry up to its latest seq. */
+  #fetchLimitAsked = 0;
   /** An event arrived during the fetch: fetch again when it ends. */
   #dirty = false;
   /** A heartbeat asked to pull even though nothing is known to be new. */
@@ -72,8 +74,7 @@ export class UserMachine {
    */
   #joinedDuringFetch: Set<string> | undefined;
 
-  /** Entries per fetch: a window's worth, at most the page bound. */
-  readonly #fetchLimit: number;
+  readonly #fetchLimit: number; // entries per fetch: a window's worth, at most the page bound
 
   constructor(user: string, config: MachineConfig) {
     this.user = user;
@@ -155,6 +156,7 @@ export class UserMachine {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;
+    this.#fetchLimitAsked = 2;
     return this.fetched({ epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] }, [record]);
   }
 
@@ -269,9 +271,9 @@ export class UserMachine {
       if (c.phase !== 'joining' || (late?.has(c.id) === true && resetsOn(c.resume, page))) continue;
       joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
     }
-    for (const c of this.#conns.values()) {
-      if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects);
-    }
+    // Fewer entries than asked: none is missing from the page but those deleted by hand.
+    const complete = page.entries.length < this.#fetchLimitAsked;
+    for (const c of this.#conns.values()) if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects, complete);
     // Kept only while a connection has not been sent all of it.
     const last = page.entries[page.entries.length - 1];
     if (last !== undefined && anyReadyBefore(this.#conns.values(), last.seq)) {
@@ -317,8 +319,8 @@ export class UserMachine {
   }
 
   /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */
-  #deliver(c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], effects: Effect[]): void {
-    const last = deliverPage(c, page, records, this.#config, effects);
+  #deliver(c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], effects: Effect[], complete = false): void {
+    const last = deliverPage(c, page, records, this.#config, effects, complete);
     if (last !== undefined) this.#guard.delivered(last);
   }
 
@@ -392,7 +394,7 @@ export class UserMachine {
     this.#reusedFrom = undefined;
     // A full window takes nothing from the page: one entry is enough to see the epoch.
     const full = target.phase === 'ready' && target.inflight.length >= this.#config.window;
-    effects.push({ kind: 'fetch', afterSeq, limit: full ? 1 : this.#fetchLimit });
+    effects.push({ kind: 'fetch', afterSeq, limit: (this.#fetchLimitAsked = full ? 1 : this.#fetchLimit) });
     return effects;
   }
 }

@@ -245,7 +245,8 @@ export class UserSession {
               if (frame.t !== 'msg') break;
               // In its place, in seq order: the gap an expired message would be.
               (unsendable ??= []).push({ conn: e.conn, seq: frame.seq });
-              frame = { t: 'gap', from: frame.seq, to: frame.seq };
+              // Marked as the msg was: a redelivery round resends a seq that went out before.
+              frame = frame.redelivered === true ? { t: 'gap', from: frame.seq, to: frame.seq, redelivered: true } : { t: 'gap', from: frame.seq, to: frame.seq };
               text = JSON.stringify(frame);
             }
             conn.send(text, frame.t);

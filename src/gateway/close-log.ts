@@ -15,3 +15,11 @@ export function closeLogLine(code: number): { readonly level: ConnectionLogLevel
   if (code === CloseCode.protocolAbuse || code === CloseCode.ackTimeout) return { level: 'info', msg: 'connection closed by the server' };
   return { level: 'debug', msg: 'closing connection' };
 }
+
+/** `reason` cut to what a close frame carries (123 bytes of UTF-8; `ws` throws past it), on a character boundary. */
+export function closeReason(reason: string): string {
+  let r = reason.slice(0, 123);
+  while (Buffer.byteLength(r) > 123) r = r.slice(0, -1);
+  // Not half a surrogate pair (an emoji cut in two).
+  return /[\uD800-\uDBFF]$/.test(r) ? r.slice(0, -1) : r;
+}

@@ -24,7 +24,7 @@ import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { refusalCloseCode } from './receiver-refusals.js';
-import { closeLogLine, type ConnectionLogLevel } from './close-log.js';
+import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
 
@@ -207,7 +207,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
     const line = closeLogLine(code);
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
-    this.#ws.close(code, reason.slice(0, 120));
+    this.#ws.close(code, closeReason(reason));
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 

@@ -17,41 +17,15 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { MachineConfig, ResumeRequest } from '../../src/delivery/machine.js';
 import { Driver } from './machine-driver.js';
+import { OpenConns, commonOpArbs, configArb, type CommonOp } from './machine-runs.js';
 
 /** One event of a run; `pick` chooses among the connections open at that point. */
-type Op =
-  | { op: 'login'; resume: 'first' | 'latest' | 'after'; seq: number; staleEpoch: boolean }
-  | { op: 'logout'; pick: number }
-  | { op: 'append'; n: number; notify: boolean }
-  | { op: 'offer' }
-  | { op: 'heartbeat' }
-  | { op: 'ack'; pick: number; how: 'all' | 'some' | 'wild'; x: number }
-  | { op: 'pause' | 'drain' | 'due'; pick: number }
-  | { op: 'answer' | 'fail' }
-  | { op: 'expire'; x: number }
-  | { op: 'trim'; x: number };
+type Op = { op: 'login'; resume: 'first' | 'latest' | 'after'; seq: number; staleEpoch: boolean } | CommonOp;
 
-const pick = fc.nat(7);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('login' as const), resume: fc.constantFrom('first' as const, 'latest' as const, 'after' as const), seq: fc.nat(30), staleEpoch: fc.boolean() }), weight: 2 },
-  { arbitrary: fc.record({ op: fc.constant('logout' as const), pick }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('append' as const), n: fc.integer({ min: 1, max: 6 }), notify: fc.boolean() }), weight: 4 },
-  { arbitrary: fc.record({ op: fc.constant('offer' as const) }), weight: 2 },
-  { arbitrary: fc.record({ op: fc.constant('heartbeat' as const) }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('ack' as const), pick, how: fc.constantFrom('all' as const, 'some' as const, 'wild' as const), x: fc.nat(40) }), weight: 6 },
-  { arbitrary: fc.record({ op: fc.constantFrom('pause' as const, 'drain' as const, 'due' as const), pick }), weight: 2 },
-  { arbitrary: fc.record({ op: fc.constantFrom('answer' as const, 'fail' as const) }), weight: 6 },
-  { arbitrary: fc.record({ op: fc.constant('expire' as const), x: fc.nat(40) }), weight: 1 },
-  { arbitrary: fc.record({ op: fc.constant('trim' as const), x: fc.nat(10) }), weight: 1 },
+  ...commonOpArbs(2),
 );
-
-const configArb: fc.Arbitrary<MachineConfig> = fc.record({
-  window: fc.integer({ min: 1, max: 5 }),
-  pageMax: fc.integer({ min: 1, max: 6 }),
-  ackTimeoutMs: fc.constant(10_000),
-  backoffMs: fc.constant([2_000, 4_000]),
-  heartbeatMs: fc.constant(25_000),
-});
 
 /**
  * Runs one interleaving, then the clients catch up; throws on any broken rule.
@@ -63,25 +37,14 @@ const configArb: fc.Arbitrary<MachineConfig> = fc.record({
 function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyNotify = false): void {
   const d = new Driver(config, { strict: true });
   if (noInbox) d.inbox.recreate(null);
-  const open: string[] = [];
   /** Each open connection's ack cursor as last seen, to catch one moving backwards. */
   const lastAcked = new Map<string, number>();
-  let logins = 0;
+  const conns = new OpenConns(d, (conn) => lastAcked.delete(conn));
+  const open = conns.list;
   /** A fetch failed and its retry (a heartbeat) is due. */
   let retryDue = false;
-  const at = (i: number): string | undefined => open[i % Math.max(1, open.length)];
-
-  /** Closes the machine decided (4008) are carried out as the gateway does: a logout. */
-  const reap = (): void => {
-    for (const { conn } of d.closes.splice(0)) {
-      const i = open.indexOf(conn);
-      if (i >= 0) {
-        open.splice(i, 1);
-        lastAcked.delete(conn);
-        d.take(d.m.logout(conn));
-      }
-    }
-  };
+  const at = (i: number): string | undefined => conns.at(i);
+  const reap = (): void => conns.reap();
   const checkCursors = (): void => {
     for (const conn of open) {
       const c = d.m.cursor(conn);
@@ -95,22 +58,12 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
   for (const o of ops) {
     switch (o.op) {
       case 'login': {
-        if (open.length >= 4) break;
-        const conn = `c${++logins}`;
         let resume: ResumeRequest = { kind: o.resume === 'after' ? 'first' : o.resume };
         if (o.resume === 'after') resume = o.staleEpoch ? { kind: 'after', seq: o.seq, epoch: 'old' } : { kind: 'after', seq: o.seq };
-        open.push(conn);
-        d.login(conn, resume, conn);
+        conns.login(resume);
         break;
       }
-      case 'logout': {
-        const conn = at(o.pick);
-        if (conn === undefined) break;
-        open.splice(open.indexOf(conn), 1);
-        lastAcked.delete(conn);
-        d.take(d.m.logout(conn));
-        break;
-      }
+      case 'logout': conns.logout(o.pick); break;
       case 'append': {
         const seq = d.inbox.append(o.n);
         // A notify may be lost (another node's Pub/Sub): the heartbeat covers it.
@@ -124,26 +77,8 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
         if (!everyNotify || retryDue) d.heartbeat();
         retryDue = false;
         break;
-      case 'ack': {
-        const conn = at(o.pick);
-        const c = conn === undefined ? undefined : d.m.cursor(conn);
-        if (conn === undefined || !c) break;
-        let seq = o.x;
-        if (o.how === 'all') seq = c.sent;
-        else if (o.how === 'some') seq = c.sent > c.acked ? c.acked + 1 + (o.x % (c.sent - c.acked)) : c.acked;
-        d.ack(conn, seq);
-        break;
-      }
-      case 'pause': case 'drain': {
-        const conn = at(o.pick);
-        if (conn !== undefined) d.take(o.op === 'pause' ? d.m.pause(conn) : d.m.drain(conn));
-        break;
-      }
-      case 'due': {
-        const conn = at(o.pick);
-        if (conn !== undefined && d.timers.get(conn) != null) d.due(conn);
-        break;
-      }
+      case 'ack': d.picked(at(o.pick), 'ack', o.how, o.x); break;
+      case 'pause': case 'drain': case 'due': d.picked(at(o.pick), o.op); break;
       case 'answer': case 'fail':
         if (d.pending) {
           if (o.op === 'answer') d.answer();

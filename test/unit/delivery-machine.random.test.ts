@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { MachineConfig, ResumeRequest } from '../../src/delivery/machine.js';
 import { Driver } from './machine-driver.js';
+import { OpenConns } from './machine-runs.js';
 
 const PAUSE_WEIGHT = Number(process.env.MACHINE_PAUSE_WEIGHT ?? 1);
 type Op =
@@ -60,39 +61,25 @@ function lastEpoch(d: Driver, conn: string): string | null | undefined {
 
 function run(config: MachineConfig, ops: readonly Op[], checkWelcome: boolean): void {
   const d = new Driver(config);
-  const open: string[] = [];
-  let logins = 0;
+  const conns = new OpenConns(d);
+  const open = conns.list;
   let gen = 0;
   let retryDue = false;
   let appended = true;
-  const at = (i: number): string | undefined => open[i % Math.max(1, open.length)];
-  const reap = (): void => {
-    for (const { conn } of d.closes.splice(0)) {
-      const i = open.indexOf(conn);
-      if (i >= 0) { open.splice(i, 1); d.take(d.m.logout(conn)); }
-    }
-  };
+  const at = (i: number): string | undefined => conns.at(i);
+  const reap = (): void => conns.reap();
   for (const o of ops) {
     switch (o.op) {
       case 'login': {
-        if (open.length >= 4) break;
-        const conn = `c${++logins}`;
         let resume: ResumeRequest = { kind: o.kind === 'after' ? 'first' : o.kind };
         if (o.kind === 'after') {
           const epoch = o.ep === 'cur' ? (d.inbox.epoch ?? undefined) : o.ep === 'old' ? 'old' : undefined;
           resume = { kind: 'after', seq: o.seq, ...(epoch !== undefined ? { epoch } : {}) };
         }
-        open.push(conn);
-        d.login(conn, resume, conn);
+        conns.login(resume);
         break;
       }
-      case 'logout': {
-        const conn = at(o.pick);
-        if (conn === undefined) break;
-        open.splice(open.indexOf(conn), 1);
-        d.take(d.m.logout(conn));
-        break;
-      }
+      case 'logout': conns.logout(o.pick); break;
       case 'append': {
         for (let i = 0; i < o.n; i++) d.notify(d.inbox.append(1));
         appended = true;
@@ -124,16 +111,7 @@ function run(config: MachineConfig, ops: readonly Op[], checkWelcome: boolean): 
         d.inbox.recreate(`ep-r${++gen}`);
         appended = false;
         break;
-      case 'pause': case 'drain': {
-        const conn = at(o.pick);
-        if (conn !== undefined) d.take(o.op === 'pause' ? d.m.pause(conn) : d.m.drain(conn));
-        break;
-      }
-      case 'due': {
-        const conn = at(o.pick);
-        if (conn !== undefined && d.timers.get(conn) != null) d.due(conn);
-        break;
-      }
+      case 'pause': case 'drain': case 'due': d.picked(at(o.pick), o.op); break;
       case 'restore':
         if (d.inbox.latest > 0) d.inbox.restoreTo(Math.max(0, d.inbox.latest - 1 - (o.x % d.inbox.latest)));
         break;

@@ -718,6 +718,64 @@ test('a hole in the stream is a gap, never a stall', () => {
   assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'msg 5']);
 });
 
+// Entries deleted by hand at the end of the stream: the inbox's latest seq (its counter)
+// stays above the last entry kept, so a read after it has no entry to show the hole.
+// A page with fewer entries than were asked for holds all there are: the rest is a gap.
+test('a trailing hole (last entries deleted by hand) is told as a gap; two connections at different cursors do not fetch without end', () => {
+  const d = new Driver({ window: 1, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 });
+  d.inbox.append(2);
+  d.login('a');
+  d.settle();
+  d.ack('a', 1);
+  d.settle();
+  d.ack('a', 2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  d.login('b');
+  d.settle();
+  assert.deepEqual(d.brief('b'), ['welcome 1', 'msg 1']);
+  // Seq 3 is appended; then an operator deletes seqs 2 and 3 (XDEL); the inbox's counter stays at 3.
+  d.inbox.append(1);
+  d.inbox.holes.add(2).add(3);
+  d.notify(3);
+  d.ack('b', 1);
+  d.settle(); // the driver throws on a fetch loop
+  assert.deepEqual(d.brief('a'), ['gap 3-3']);
+  assert.deepEqual(d.brief('b'), ['gap 2-3']);
+});
+
+test('a single connection behind a trailing hole is told the gap at its next pull, not left behind until the next append', () => {
+  const d = new Driver({ window: 10, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 });
+  d.inbox.append(1);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1']);
+  d.inbox.append(2);
+  d.inbox.holes.add(2).add(3);
+  d.notify(3);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['gap 2-3']);
+  assert.equal(d.m.cursor('a')?.sent, 3);
+});
+
+test('a hole (entries deleted by hand) reached by a redelivery round is marked redelivered as far as its seqs went out before', () => {
+  const d = new Driver({ window: 2, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 });
+  d.inbox.append(4);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  d.ack('a', 1);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 3']);
+  // Seqs 2 and 3 went out unacked; seqs 3 and 4 are deleted by hand (XDEL), seq 5 appended and kept.
+  d.inbox.append(1);
+  d.inbox.holes.add(3).add(4);
+  d.due('a');
+  d.settle();
+  // Seq 3 went out on this connection (as msg 3): its part of the hole is marked.
+  assert.deepEqual(d.brief('a'), ['msg 2 r', 'gap 3-3 r', 'gap 4-4', 'msg 5']);
+});
+
 test('welcome announces the heartbeat in whole seconds, at least 1', () => {
   const d = new Driver({ ...CONFIG, heartbeatMs: 200 });
   d.inbox.append(1);

@@ -298,6 +298,28 @@ export class Driver {
     return this.take(this.m.redeliveryDue(conn));
   }
 
+  /**
+   * The connection events the property tests pick at random, on `conn` (undefined:
+   * none picked, nothing done): an ack of all it was sent, of `x` taken within its
+   * unacked seqs (`some`) or of `x` as it is (`wild`); a pause, a drain, or its
+   * redelivery timer firing when it is armed.
+   */
+  picked(conn: string | undefined, op: 'ack' | 'pause' | 'drain' | 'due', how: 'all' | 'some' | 'wild' = 'all', x = 0): void {
+    if (conn === undefined) return;
+    if (op === 'ack') {
+      const c = this.m.cursor(conn);
+      if (!c) return;
+      let seq = x;
+      if (how === 'all') seq = c.sent;
+      else if (how === 'some') seq = c.sent > c.acked ? c.acked + 1 + (x % (c.sent - c.acked)) : c.acked;
+      this.ack(conn, seq);
+    } else if (op === 'pause' || op === 'drain') {
+      this.take(op === 'pause' ? this.m.pause(conn) : this.m.drain(conn));
+    } else if (this.timers.get(conn) != null) {
+      this.due(conn);
+    }
+  }
+
   /** Frames sent on `conn` since the last call (they are forgotten here, not by the checks). */
   frames(conn: string): ServerFrame[] {
     const s = this.seen.get(conn);

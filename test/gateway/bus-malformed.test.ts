@@ -1,0 +1,52 @@
+/**
+ * Bus messages (Redis Pub/Sub, src/cluster/bus.ts) of a shape the handlers cannot take
+ * are ignored as malformed: a kick without a `reason` string or with a code no close
+ * frame carries, and a notify entry that is not `[user, seq]`, each threw out of the
+ * subscriber's handler and crashed the node (any client of the Redis, or a node of
+ * another version, was one PUBLISH away from it). A kick's reason is cut to the 123
+ * bytes a close frame carries, not 120 characters (360 bytes of '€' threw).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { RedisServer } from '../harness/redis-server.js';
+import { startGateway } from './gateway-fixture.js';
+
+let redis: RedisServer;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+for (const [name, kick] of [
+  ['kick without a reason', { t: 'kick', user: 'kim', code: 4002 }],
+  ['kick with a code no close frame can carry', { t: 'kick', user: 'kim', code: 1005, reason: 'x' }],
+  ['kick with a reason of 120 three-byte characters (360 bytes; a close frame carries 123)', { t: 'kick', user: 'kim', code: 4002, reason: '€'.repeat(120) }],
+  ['notify whose entry is not [user, seq]', { t: 'notify', users: [7] }],
+] as const) {
+  test(`a ${name} published on a node's bus channel throws nothing out of the bus handler; the node stays up`, async (t) => {
+    const errors: unknown[] = [];
+    const onError = (err: unknown): void => { errors.push(err); };
+    process.on('uncaughtException', onError);
+    t.after(() => process.off('uncaughtException', onError));
+    const gw = await startGateway(t, { redisUrl: redis.url, redisPrefix: `kk${name.length}:` });
+    const { client } = await gw.connectWelcomed('kim', { device: 'phone' });
+    const pub = new Redis(redis.url);
+    t.after(() => pub.quit());
+    const channels = await pub.pubsub('CHANNELS', `kk${name.length}:node:*`) as string[];
+    assert.equal(channels.length, 1);
+    assert.equal(await pub.publish(channels[0] as string, JSON.stringify(kick)), 1);
+    // A well-formed kick after it: the channel keeps order, so once kim is closed the
+    // message before was handled too (the '€' kick, well-formed once cut, closes kim itself).
+    assert.equal(await pub.publish(channels[0] as string, JSON.stringify({ t: 'kick', user: 'kim', code: 4002, reason: 'after' })), 1);
+    const closed = await client.closed;
+    assert.equal(closed.code, 4002);
+    if (name.startsWith('kick with a reason')) assert.equal(Buffer.byteLength(closed.reason), 123, closed.reason);
+    assert.deepEqual(errors.map(String), [], 'nothing thrown out of the bus handler');
+    assert.equal((await gw.client.get('/healthz')).status, 200);
+  });
+}
