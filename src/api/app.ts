@@ -96,6 +96,12 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
       return;
     }
+    // Node keeps the first of several: which host was meant is unknown (RFC 9112 §3.2: 400).
+    if (hostLines(req.raw.rawHeaders) > 1) {
+      void reply.header('connection', 'close');
+      done(new PixiuError('INVALID_REQUEST', 'more than one Host header (RFC 9112 §3.2)'));
+      return;
+    }
     // A fragment never travels (a client strips it); one sent raw would be read as part
     // of the last query value (`limit=1#x`: "limit must be an integer").
     if (req.raw.url?.includes('#') === true) {
@@ -210,4 +216,11 @@ function countError(metrics: Metrics, err: PixiuError, ingestRoute: IngestRoute 
  */
 function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
   countError(metrics, err, req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages' ? 'message' : undefined);
+}
+
+/** How many `Host` field lines a request's raw headers (name, value, name, value, …) hold. */
+function hostLines(raw: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 4 && raw[i]?.toLowerCase() === 'host') n++;
+  return n;
 }

@@ -83,7 +83,8 @@ function bearerChallenge(req: IncomingMessage): string {
   if (!given) {
     try {
       const url = new URL(req.url ?? '/', 'http://x');
-      given = url.pathname === '/v1/connect' && url.searchParams.has('token');
+      // An empty `token=` is no token (docs/protocol.md).
+      given = url.pathname === '/v1/connect' && url.searchParams.getAll('token').some((t) => t !== '');
     } catch {
       // A URL that cannot be read carried no token Pixiu read.
     }

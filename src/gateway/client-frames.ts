@@ -124,7 +124,8 @@ function fieldsOf(o: Record<string, unknown>): ClientFrame {
     case 'sub': {
       onlyFields(o, ['channel', 'since']);
       const channel = nonEmptyString(o, 'channel', MAX_CHANNEL_LENGTH);
-      if (o.since === undefined) return { t: 'sub', channel };
+      // null: none, as an ack's epoch (a client passing on what it has not got yet).
+      if (o.since === undefined || o.since === null) return { t: 'sub', channel };
       return { t: 'sub', channel, since: nonEmptyString(o, 'since', 64) };
     }
     default:

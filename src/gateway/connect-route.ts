@@ -149,6 +149,10 @@ const WS_KEY = /^[+/0-9A-Za-z]{22}==$/;
  * refusal is the catalogue's JSON body like every other one.
  */
 function checkWebSocketHeaders(req: FastifyRequest, reply: FastifyReply): void {
+  // RFC 6455 §4.1: "an HTTP/1.1 or higher GET request".
+  if (req.raw.httpVersionMajor < 1 || (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor < 1)) {
+    throw new PixiuError('INVALID_REQUEST', `a WebSocket handshake needs HTTP/1.1, not HTTP/${req.raw.httpVersion} (RFC 6455 §4.1)`);
+  }
   const upgrade = req.headers.upgrade;
   if (upgrade === undefined || upgrade.toLowerCase() !== 'websocket') {
     throw new PixiuError('INVALID_REQUEST', `Upgrade header must be websocket, not ${JSON.stringify(upgrade ?? '')}`);

@@ -38,7 +38,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       },
     }, async (req) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit));
 
-    me.post<{ Body: { device: string; seq: number; epoch?: string } }>('/v1/me/ack', {
+    me.post<{ Body: { device: string; seq: number; epoch?: string | null } }>('/v1/me/ack', {
       schema: {
         summary: 'Acknowledge my messages up to a seq (user JWT)',
         operationId: 'ackMyMessages',
@@ -50,7 +50,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
           type: 'object',
           additionalProperties: false,
           required: ['device', 'seq'],
-          properties: { device, seq: seqCursor, epoch: { type: 'string', minLength: 1, maxLength: 64, description: 'the inbox epoch seq belongs to (GET /v1/me/messages)' } },
+          properties: { device, seq: seqCursor, epoch: { type: ['string', 'null'], minLength: 1, maxLength: 64, description: 'the inbox epoch seq belongs to (GET /v1/me/messages); null, as that gives for a user with no inbox, is the same as none' } },
         },
         response: {
           200: answerObject({
@@ -65,7 +65,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
       const { device: dev, seq, epoch: given } = req.body;
       // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
-      if (given !== undefined && given !== epoch) {
+      if (given !== undefined && given !== null && given !== epoch) {
         throw new PixiuError('CONFLICT', `epoch ${given} is not the inbox's (${epoch ?? 'none'}): it was lost since; read GET /v1/me/messages again`);
       }
       if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);

@@ -143,6 +143,7 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
     },
     { name: 'garbage after the body', request: 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02 not a request\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     { name: 'no Host header', request: 'GET /healthz HTTP/1.1\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'two Host headers', request: 'GET /healthz HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     {
       name: 'an Expect other than 100-continue',
       request: `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}`,

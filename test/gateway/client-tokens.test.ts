@@ -72,6 +72,7 @@ test('a refused connect carries WWW-Authenticate: Bearer, with error="invalid_to
   assert.equal(await challenge({ token: 'not.a.jwt' }), 'Bearer error="invalid_token"');
   assert.equal(await challenge({ params: { token: 'not.a.jwt' } }), 'Bearer error="invalid_token"');
   assert.equal(await challenge({ token: '' }), 'Bearer', 'no token given (an empty Bearer)');
+  assert.equal(await challenge({ params: { token: '' } }), 'Bearer', 'an empty token= is no token either');
 });
 
 test('the /v1/me routes refuse a token whose sub is not a valid user id with 401', async () => {

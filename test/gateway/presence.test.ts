@@ -283,6 +283,8 @@ describe('/v1/me with the user JWT', () => {
     expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch }), 409, 'CONFLICT', /epoch .* is not the inbox's/);
     assert.deepEqual(await inbox.cursors('eve'), {}, 'nothing acked in the new inbox');
     expectError(await me.post('/v1/me/ack', { device: 'web', seq: 1, epoch: '' }), 400, 'INVALID_REQUEST');
+    // null (what the page says of a user with no inbox) is no epoch, as in a WebSocket ack.
+    assert.deepEqual((await me.post('/v1/me/ack', { device: 'tab', seq: 1, epoch: null })).body, { device: 'tab', cursor: 1 });
     const now = ((await me.get('/v1/me/messages')).body as { epoch: string }).epoch;
     assert.notEqual(now, epoch);
     assert.deepEqual((await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch: now })).body, { device: 'web', cursor: 2 });

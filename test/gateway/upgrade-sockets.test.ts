@@ -136,6 +136,11 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
       status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Key/,
     },
     {
+      name: '/v1/connect over HTTP/1.0',
+      request: `GET /v1/connect HTTP/1.0\r\nHost: x\r\n${auth}${WS_HEADERS}\r\n`,
+      status: 400, code: 'INVALID_REQUEST', message: /needs HTTP\/1\.1/,
+    },
+    {
       name: '/v1/connect without Sec-WebSocket-Key',
       request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n`,
       status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Key/,

@@ -26,6 +26,7 @@ test('valid frames parse to their typed form', () => {
   assert.deepEqual(parseClientFrame('{"t":"refresh","token":"a.b.c"}'), { t: 'refresh', token: 'a.b.c' });
   assert.deepEqual(parseClientFrame('{"t":"sub","channel":"news"}'), { t: 'sub', channel: 'news' });
   assert.deepEqual(parseClientFrame('{"t":"sub","channel":"news","since":"12-0"}'), { t: 'sub', channel: 'news', since: '12-0' });
+  assert.deepEqual(parseClientFrame('{"t":"sub","channel":"news","since":null}'), { t: 'sub', channel: 'news' }, 'null: none, as an ack\'s epoch');
   assert.deepEqual(parseClientFrame('{"t":"unsub","channel":"news"}'), { t: 'unsub', channel: 'news' });
 });
 
