@@ -193,11 +193,20 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   return app;
 }
 
-/** The `charset` parameter of a Content-Type, lower-cased and unquoted; undefined when none. */
+/**
+ * The `charset` parameter of a Content-Type, lower-cased and unquoted (a quoted value as
+ * it is between its quotes); undefined when none. Of several, the first that is not
+ * UTF-8: `charset=utf-8; charset=latin1` is refused as its reverse is.
+ */
 function charsetOf(contentType: string | undefined): string | undefined {
   if (contentType === undefined || !contentType.toLowerCase().includes('charset')) return undefined;
-  const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType);
-  return m?.[1]?.toLowerCase();
+  let first: string | undefined;
+  for (const m of contentType.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)) {
+    const value = (m[1] ?? m[2] ?? '').toLowerCase();
+    if (value !== 'utf-8' && value !== 'utf8') return value;
+    first ??= value;
+  }
+  return first;
 }
 
 /**
