@@ -226,8 +226,8 @@ export class Ingest {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
       if ((await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
-      // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.now.
-      const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.now() });
+      // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.messageTime.
+      const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.messageTime(input.room) });
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };

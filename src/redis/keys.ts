@@ -143,6 +143,15 @@ export class Keys {
     return `${this.prefix}room:${this.#hashTag(room, 'room id')}:members`;
   }
 
+  /**
+   * A room's cut: the `ts` of its latest room message, ms, which no later join slot
+   * falls within (`src/rooms/lua/room-time-1.lua`); expires a minute after Redis's clock
+   * passes it. Hash tag `room:{<room>}`, as its members'. @throws PixiuError INVALID_REQUEST for a bad room id
+   */
+  roomCut(room: string): string {
+    return `${this.prefix}room:${this.#hashTag(room, 'room id')}:cut`;
+  }
+
   /** A channel's capped history stream (DESIGN.md §8). @throws PixiuError INVALID_REQUEST for a bad channel */
   channelHistory(channel: string): string {
     return `${this.prefix}ch:${this.#hashTag(channel, 'channel')}:history`;

@@ -1,6 +1,6 @@
 /**
  * Room membership (DESIGN.md §8): a sorted set per room, user id → join slot (the join
- * time in ms × 1000 plus a counter: see `lua/room-add-2.lua`). A room exists while it
+ * time in ms × 1000 plus a counter: see `lua/room-add-3.lua`). A room exists while it
  * has members. The slot orders members by when they joined and lets a room message go
  * only to those who were members when it was sent — also when it is retried later — so
  * a member added later never receives earlier room messages.
@@ -14,17 +14,22 @@ import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
 const ADD: ScriptSpec = {
-  command: 'pxRoomAddV3', file: new URL('./lua/room-add-2.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxRoomAddV4', file: new URL('./lua/room-add-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
+};
+const TIME: ScriptSpec = {
+  command: 'pxRoomTimeV1', file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `room-add-2.lua`: KEYS members; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
-    pxRoomAddV3(members: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
+    /** `room-add-3.lua`: KEYS members, cut; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
+    pxRoomAddV4(members: string, cut: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
+    /** `room-time-1.lua`: KEYS members, cut. Returns a room message's ts, ms. */
+    pxRoomTimeV1(members: string, cut: string): Result<number, Context>;
   }
 }
 
-/** Slots per millisecond of join time (`lua/room-add-2.lua`). */
+/** Slots per millisecond of join time (`lua/room-add-3.lua`). */
 const SLOTS_PER_MS = 1000;
 
 /** Longest wait for a millisecond whose join slots are free, ms; past it the slots are taken ahead of the clock. */
@@ -63,7 +68,7 @@ export class Rooms {
     this.#redis = redis;
     this.#keys = keys;
     this.#cap = cap;
-    defineScripts(redis, [ADD]);
+    defineScripts(redis, [ADD, TIME]);
   }
 
   /** The room size cap. */
@@ -85,22 +90,38 @@ export class Rooms {
   }
 
   /**
+   * The `ts` of a room message sent now, ms since the epoch (`lua/room-time-1.lua`):
+   * Redis's clock, or the millisecond of the room's newest join slot when that is later
+   * (a slot taken while Redis's clock read later: a failover, an NTP step back; on the
+   * clock alone, members whose add had been answered were left out of every room message
+   * until the clock caught up). It becomes the room's cut: members added after this call
+   * get slots above it, so they are not recipients of the message's retries either. The
+   * `ts` is stored with the message, so a retry goes to the same members.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async messageTime(room: string): Promise<number> {
+    return redisCall(() => this.#redis.pxRoomTimeV1(this.#keys.roomMembers(room), this.#keys.roomCut(room)));
+  }
+
+  /**
    * Adds members, all or none.
    * @returns how many were new and the room's size after
    * @throws PixiuError INVALID_REQUEST when the room would exceed the cap (nothing added)
    */
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
     const key = this.#keys.roomMembers(room);
+    const cut = this.#keys.roomCut(room);
     for (;;) {
       const now = await this.now();
-      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(now), '0', ...users));
+      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV4(key, cut, String(this.#cap), String(now), '0', ...users));
       if (added >= 0) return { added, size: at };
-      // The millisecond's join slots are taken (`lua/room-add-2.lua`): wait for the one
-      // the new members fit in. Far ahead (slots taken by an older release on another
+      // The millisecond's join slots are taken, or a room message was sent in it
+      // (`lua/room-add-3.lua`): wait for the one the new members fit in. Far ahead (slots
+      // or a cut taken while Redis's clock read later, or by an older release on a
       // node's clock), take the slots anyway rather than wait for that clock.
       const waitMs = at - now;
       if (waitMs > MAX_SLOT_WAIT_MS) {
-        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV3(key, String(this.#cap), String(now), '1', ...users));
+        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV4(key, cut, String(this.#cap), String(now), '1', ...users));
         return { added: forced, size };
       }
       await sleep(Math.max(1, waitMs));

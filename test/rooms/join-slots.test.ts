@@ -1,10 +1,12 @@
 /**
- * Join slots never run ahead of the clock (src/rooms/lua/room-add-2.lua,
+ * Join slots never run ahead of the clock (src/rooms/lua/room-add-3.lua,
  * `Rooms.add`): a millisecond holds 1,000 slots; an add that would need a later
  * millisecond's writes nothing and is tried again then. Before, more than 1,000 joins
  * in one millisecond took later milliseconds' slots, and a room message sent in those
  * milliseconds skipped members whose add had already been answered (a fresh review:
- * 5,000 joined at T, a message at T + 2 reached 3,000). A private redis-server.
+ * 5,000 joined at T, a message at T + 2 reached 3,000). A room message's time is never
+ * before the room's newest slot (`Rooms.messageTime`), so members whose slots ran ahead
+ * of Redis's clock (it stepped back) are among its recipients. A private redis-server.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,17 +37,18 @@ const users = (prefix: string, n: number): string[] => Array.from({ length: n },
 test('an add that would take a later millisecond\'s slots writes nothing and names the millisecond to come back at', async () => {
   const key = keys.roomMembers('full-ms');
   const T = 1_800_000_000_000;
-  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
-  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
+  const cut = keys.roomCut('full-ms');
+  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
+  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
   assert.equal(await redis.zscore(key, 'late'), null, 'nothing written');
-  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T + 1), '0', 'late'), [1, 1001]);
+  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T + 1), '0', 'late'), [1, 1001]);
   // Every member's slot is within the millisecond it was added in.
   const slots = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
   assert.ok(slots.every((s) => s <= (T + 1) * 1000 + 999));
   assert.equal((await rooms.membersAt('full-ms', T)).length, 1000);
   assert.equal((await rooms.membersAt('full-ms', T + 1)).length, 1001);
   // Asked to, it takes slots ahead (the newest slot far ahead: another node's clock).
-  assert.deepEqual(await redis.pxRoomAddV3(key, '100000', String(T), '1', 'ahead'), [1, 1002]);
+  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '1', 'ahead'), [1, 1002]);
 });
 
 test('concurrent adds of more than 1,000 members each reach every room message sent after they were answered', async () => {
@@ -57,4 +60,32 @@ test('concurrent adds of more than 1,000 members each reach every room message s
     const members = new Set(await rooms.membersAt('burst', at));
     for (const u of users(`u${c}_`, 1000)) assert.ok(members.has(u), `${u}, answered at ${at}, missing from a message sent then`);
   }
+});
+
+test('a member added after the newest slot ran ahead of Redis\'s clock (it stepped back) is among the recipients of a room message sent next, and one added after that message is not', async () => {
+  const room = 'ahead';
+  await rooms.add(room, ['first']);
+  // A member who joined while Redis's clock read a minute later than it does now.
+  const aheadMs = (await rooms.now()) + 60_000;
+  await redis.zadd(keys.roomMembers(room), String(aheadMs * 1000), 'joined-before-step');
+  assert.deepEqual(await rooms.add(room, ['late']), { added: 1, size: 3 });
+  const ts = await rooms.messageTime(room);
+  assert.equal(ts, aheadMs, 'the newest slot\'s millisecond');
+  assert.deepEqual(await rooms.membersAt(room, ts), ['first', 'joined-before-step', 'late']);
+  // Added after the message: a slot above its ts, so not a recipient of its retries.
+  await rooms.add(room, ['later']);
+  assert.deepEqual(await rooms.membersAt(room, ts), ['first', 'joined-before-step', 'late']);
+  assert.equal(await rooms.messageTime(room), aheadMs + 1, 'the next message reaches it');
+});
+
+test('a member added in the millisecond a room message was sent, after it, is not a recipient of its retries', async () => {
+  const room = 'same-ms';
+  await rooms.add(room, ['first']);
+  for (let i = 0; i < 20; i++) {
+    const ts = await rooms.messageTime(room);
+    await rooms.add(room, [`m${i}`]);
+    assert.ok(!(await rooms.membersAt(room, ts)).includes(`m${i}`), `m${i}, added after a message at ${ts}, is among its recipients`);
+  }
+  const now = await rooms.now();
+  assert.ok(Math.abs((await rooms.messageTime('no-such-room')) - now) < 1000, 'a room without members: Redis\'s clock');
 });

@@ -1,5 +1,5 @@
 --[[
-room-add-2: add members to a room, all or none, within the room size cap (DESIGN.md §8).
+room-add-3: add members to a room, all or none, within the room size cap (DESIGN.md §8).
 
 A member's score is its join slot: the join time in ms × 1000 plus a counter, so every
 member has its own slot (ms × 1000 stays below 2^53, exact in a double, until the year
@@ -14,16 +14,22 @@ running together) writes nothing and asks the caller to come back then (room-add
 gave them anyway, and a room message sent in the next milliseconds skipped members
 whose add had already been answered: a fresh review's finding).
 
+Nor does a slot fall within a millisecond a room message was sent at (its `ts`, kept in
+the room's cut key by room-time-1.lua): a member added after the message, in the same
+millisecond, would be one of the recipients of its retries (room-add-2 gave it such a
+slot; after a step back of Redis's clock, every member added until the clock caught up).
+
 Steps
   1. Count the given users not yet members (a user named twice counts once).
   2. If the room would then hold more than ARGV[1] members, refuse: nothing is written.
-  3. The new members' slots start at the larger of now × 1000 and the newest member's
-     slot + 1. If the last of them would be past now × 1000 + 999 and ARGV[3] is not
+  3. The new members' slots start at the largest of now × 1000, the newest member's
+     slot + 1 and (the cut + 1) × 1000. If the last of them would be past now × 1000 + 999 and ARGV[3] is not
      "1", write nothing and reply {-1, ms}: try again at that ms, when they fit.
   4. Else give each new member the next slot; members already in keep theirs.
 
 KEYS
   1. members sorted set `<prefix>room:{<room>}:members` (user id → join slot)
+  2. cut string `<prefix>room:{<room>}:cut`: the latest room message's ts, ms (room-time-1.lua)
 
 ARGV
   1. cap: most members a room may have, a positive integer
@@ -69,6 +75,10 @@ local slot = math.floor(now) * 1000
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] and tonumber(newest[2]) + 1 > slot then
   slot = tonumber(newest[2]) + 1
+end
+local cut = tonumber(redis.call('GET', KEYS[2]) or '')
+if cut and (cut + 1) * 1000 > slot then
+  slot = (cut + 1) * 1000
 end
 local last = slot + #fresh - 1
 if not ahead and last > math.floor(now) * 1000 + 999 then
