@@ -83,8 +83,8 @@ function bearerChallenge(req: IncomingMessage): string {
   if (!given) {
     try {
       const url = new URL(req.url ?? '/', 'http://x');
-      // An empty `token=` is no token (docs/protocol.md).
-      given = url.pathname === '/v1/connect' && url.searchParams.getAll('token').some((t) => t !== '');
+      // An empty `token=` is no token (docs/protocol.md); of several, the route reads the first.
+      given = url.pathname === '/v1/connect' && (url.searchParams.get('token') ?? '') !== '';
     } catch {
       // A URL that cannot be read carried no token Pixiu read.
     }

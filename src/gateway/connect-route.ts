@@ -22,6 +22,7 @@ import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
+import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
 
 /** Query of `/v1/connect`. */
@@ -295,7 +296,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // Kicked while its upgrade was under way (a newer handshake of the same device
       // replaced it): closed at once, never delivered to; the socket's close drops its
       // presence entry if it still has one.
-      socket.close(kick.code, kick.reason);
+      // Cut as WsConnection.close cuts it: a bus kick's reason may be longer than a close frame carries.
+      socket.close(kick.code, closeReason(kick.reason));
       deps.onClosedAtOpen(kick.code);
       return;
     }

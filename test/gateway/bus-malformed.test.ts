@@ -4,13 +4,15 @@
  * frame carries, and a notify entry that is not `[user, seq]`, each threw out of the
  * subscriber's handler and crashed the node (any client of the Redis, or a node of
  * another version, was one PUBLISH away from it). A kick's reason is cut to the 123
- * bytes a close frame carries, not 120 characters (360 bytes of '€' threw).
+ * bytes a close frame carries, not 120 characters (360 bytes of '€' threw), also when
+ * the kick reaches a handshake not yet open (connect-route.ts closes it itself).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { startGateway } from './gateway-fixture.js';
+import { PendingHandshakes } from '../../src/gateway/pending-handshakes.js';
 
 let redis: RedisServer;
 
@@ -50,3 +52,20 @@ for (const [name, kick] of [
     assert.equal((await gw.client.get('/healthz')).status, 200);
   });
 }
+
+test('a bus kick with a reason of 360 bytes reaching a pending handshake closes it with the kick code and the reason cut to 123 bytes', async (t) => {
+  const gw = await startGateway(t, { redisUrl: redis.url, redisPrefix: 'hkr:' });
+  const add = PendingHandshakes.prototype.add;
+  t.after(() => { PendingHandshakes.prototype.add = add; });
+  PendingHandshakes.prototype.add = function (this: PendingHandshakes, conn: string, user: string, device: string): void {
+    add.call(this, conn, user, device);
+    // What #kickLocal does with a bus kick arriving now (a bus message cannot be timed
+    // into the handshake's pending window from outside).
+    if (user === 'kim') this.kick({ user }, { code: 4002, reason: '€'.repeat(120) });
+  };
+  const client = await gw.connect('kim', { device: 'phone' });
+  const closed = await client.closed;
+  assert.equal(closed.code, 4002, `closed ${JSON.stringify(closed)}`);
+  assert.equal(Buffer.byteLength(closed.reason), 123, closed.reason);
+  assert.equal((await gw.client.get('/healthz')).status, 200);
+});

@@ -6,6 +6,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { decodeJwt } from 'jose';
 import { expectError } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
@@ -73,6 +74,20 @@ test('a refused connect carries WWW-Authenticate: Bearer, with error="invalid_to
   assert.equal(await challenge({ params: { token: 'not.a.jwt' } }), 'Bearer error="invalid_token"');
   assert.equal(await challenge({ token: '' }), 'Bearer', 'no token given (an empty Bearer)');
   assert.equal(await challenge({ params: { token: '' } }), 'Bearer', 'an empty token= is no token either');
+  // Of several, the route reads the first: ?token=&token=x carries no token it read.
+  const raw = await new Promise<{ status: number; challenge: string | undefined }>((resolve, reject) => {
+    const req = http.request(new URL('/v1/connect?token=&token=not.a.jwt', gw.url), {
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, challenge: res.headers['www-authenticate'] }));
+    });
+    req.on('upgrade', () => reject(new Error('upgraded')));
+    req.on('error', reject);
+    req.end();
+  });
+  assert.deepEqual(raw, { status: 401, challenge: 'Bearer' });
 });
 
 test('the /v1/me routes refuse a token whose sub is not a valid user id with 401', async () => {
