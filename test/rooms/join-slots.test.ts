@@ -89,3 +89,23 @@ test('a member added in the millisecond a room message was sent, after it, is no
   const now = await rooms.now();
   assert.ok(Math.abs((await rooms.messageTime('no-such-room')) - now) < 1000, 'a room without members: Redis\'s clock');
 });
+
+test('an add completes while room messages are sent every millisecond (each moves the cut on), and the next message reaches the member', async () => {
+  const room = 'busy';
+  await rooms.add(room, ['first']);
+  let sending = true;
+  const sender = (async () => {
+    while (sending) await rooms.messageTime(room);
+  })();
+  try {
+    const added = await Promise.race([
+      rooms.add(room, ['newcomer']),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the add waited 5 s behind the room messages')), 5000)),
+    ]);
+    assert.deepEqual(added, { added: 1, size: 2 });
+  } finally {
+    sending = false;
+    await sender;
+  }
+  assert.ok((await rooms.membersAt(room, await rooms.messageTime(room))).includes('newcomer'));
+});
