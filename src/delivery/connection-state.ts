@@ -64,6 +64,20 @@ export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effec
 }
 
 /**
+ * Gaps of the seqs after `c.sent` through `to` that do not exist (trimmed by the cap,
+ * deleted by hand): the part that went out on this connection before (up to
+ * `c.redeliverUpTo`, a redelivery round) marked `redelivered`, the rest not; the first
+ * merged with `gap` where it can be. Nothing when `to` is not after `c.sent`.
+ * @returns the gap last sent or extended, or `gap` when none was
+ */
+function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame | undefined {
+  const sentBefore = Math.min(to, c.redeliverUpTo);
+  if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, gap, effects, true);
+  if (c.sent < to) gap = gapThrough(c, to, gap, effects);
+  return gap;
+}
+
+/**
  * Sends `reset` on connection `c` (its inbox was recreated or restored with less under
  * it, DESIGN.md §11) and restarts its cursors before the first seq `page` holds: no
  * message in flight, no redelivery pending, its timer cancelled.
@@ -116,11 +130,7 @@ export function deliverPage(
   if (c.phase !== 'ready') return undefined;
   // Trimmed by the cap while this connection was behind: marked `redelivered` as far
   // as the seqs went out on it before (a redelivery round), as an expired one's is.
-  const trimmedTo = beforeFirst(page);
-  const sentBefore = Math.min(trimmedTo, c.redeliverUpTo);
-  let trimmed: GapFrame | undefined;
-  if (c.sent < sentBefore) trimmed = gapThrough(c, sentBefore, trimmed, effects, true);
-  if (c.sent < trimmedTo) gapThrough(c, trimmedTo, trimmed, effects);
+  missingThrough(c, beforeFirst(page), undefined, effects);
   const wasIdle = c.inflight.length === 0;
   let gap: GapFrame | undefined;
   let last: InboxEntry | undefined;
@@ -131,11 +141,7 @@ export function deliverPage(
     // A hole in the stream (an entry removed by hand): the page starts at or before
     // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
     // Marked as far as the seqs went out on it before, as a trimmed run is.
-    if (entry.seq !== c.sent + 1) {
-      const holeSentBefore = Math.min(entry.seq - 1, c.redeliverUpTo);
-      if (c.sent < holeSentBefore) gap = gapThrough(c, holeSentBefore, gap, effects, true);
-      if (c.sent < entry.seq - 1) gap = gapThrough(c, entry.seq - 1, gap, effects);
-    }
+    gap = missingThrough(c, entry.seq - 1, gap, effects);
     const record = records[i];
     if (!record) {
       // Content expired or vanished: a gap of that seq (merged with the one before),
@@ -156,11 +162,7 @@ export function deliverPage(
   // connection would wait behind them for the next append, and one at another cursor
   // would make the machine read the inbox again and again for both.
   const lastOfPage = entries[entries.length - 1];
-  if (complete && c.sent < page.latestSeq && (lastOfPage === undefined || c.sent >= lastOfPage.seq)) {
-    const sentBefore = Math.min(page.latestSeq, c.redeliverUpTo);
-    if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, gap, effects, true);
-    if (c.sent < page.latestSeq) gapThrough(c, page.latestSeq, gap, effects);
-  }
+  if (complete && (lastOfPage === undefined || c.sent >= lastOfPage.seq)) missingThrough(c, page.latestSeq, gap, effects);
   if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
     effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });
   }
