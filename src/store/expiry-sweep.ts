@@ -1,11 +1,43 @@
 /**
- * One step of a partition's expiry sweep (DESIGN.md §3: retention): deletes expired
+ * A partition's expiry sweep (DESIGN.md §3: retention), in steps: each deletes expired
  * records from the front of the expiry index, with their idempotency entries. The
- * caller runs it with no batch write in flight (see `group-commit.ts`), so the
+ * caller runs each step with no batch write in flight (see `group-commit.ts`), so the
  * idempotency owners it reads cannot change before its deletes land.
  */
 import { clientIdKey, expiredRange, messageKey, parseExpiryValue } from './keys.js';
 import type { PartitionDb } from './partition-db.js';
+
+/**
+ * Records deleted per sweep step (a step ends after the expiry entry that reaches
+ * it): bounds how long a sweep holds the writer.
+ */
+export const SWEEP_CHUNK_RECORDS = 500;
+
+/** What one sweep step did: records deleted, and whether no due entry is left. */
+export interface SweepStepResult {
+  readonly deleted: number;
+  readonly done: boolean;
+}
+
+/**
+ * Deletes every record due at `nowMs`, one {@link sweepStep} of about
+ * {@link SWEEP_CHUNK_RECORDS} records at a time, each run by `turn` (the partition's
+ * turn between batch writes; it may answer `{deleted: 0, done: true}` instead of
+ * running it), until none is due or `stopped()`.
+ * @returns the records deleted
+ * @throws what `turn` throws
+ */
+export async function sweepDue(
+  db: PartitionDb, nowMs: number, stopped: () => boolean, turn: (step: () => Promise<SweepStepResult>) => Promise<SweepStepResult>,
+): Promise<number> {
+  let deleted = 0;
+  while (!stopped()) {
+    const step = await turn(() => sweepStep(db, nowMs, SWEEP_CHUNK_RECORDS));
+    deleted += step.deleted;
+    if (step.done) break;
+  }
+  return deleted;
+}
 
 /**
  * Deletes the records of the expiry entries due at `nowMs`, entry by entry, stopping
@@ -16,7 +48,7 @@ import type { PartitionDb } from './partition-db.js';
  * @returns records deleted, and whether no due entry is left
  * @throws the LevelDB error when a read or the delete batch fails
  */
-export async function sweepStep(db: PartitionDb, nowMs: number, maxRecords: number): Promise<{ deleted: number; done: boolean }> {
+export async function sweepStep(db: PartitionDb, nowMs: number, maxRecords: number): Promise<SweepStepResult> {
   const entries: [Buffer, { id: string; clientMsgId: string | undefined }[]][] = [];
   let listed = 0;
   let done = true;

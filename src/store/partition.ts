@@ -24,7 +24,7 @@
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER, msgIdPrefix } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
-import { sweepStep } from './expiry-sweep.js';
+import { sweepDue } from './expiry-sweep.js';
 import { SweepClock } from './sweep-clock.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
@@ -33,11 +33,6 @@ import { decodeRecord, duplicateOf, type PreparedRecord, type PutResult, type St
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteSlots } from './write-slots.js';
 
-/**
- * Records deleted per sweep step (a step ends after the expiry entry that reaches
- * it): bounds how long a sweep holds the writer.
- */
-export const SWEEP_CHUNK_RECORDS = 500;
 /**
  * Most records of earlier puts (found by their `clientMsgId`) that one batch reads
  * synchronously on the event loop; more are read in one `getMany` (see
@@ -332,9 +327,9 @@ export class Partition {
   }
 
   /**
-   * Deletes every record expired at the time of the call (by the sweep clock:
-   * sweep-clock.ts keeps a forward step of the wall clock from deleting early), with its expiry and
-   * idempotency entries, in steps of about {@link SWEEP_CHUNK_RECORDS} records that
+   * Deletes every record expired at the time of the call (by the sweep clock, which
+   * keeps a forward step of the wall clock from deleting early), with its expiry and
+   * idempotency entries, in steps of about SWEEP_CHUNK_RECORDS (expiry-sweep.ts) records that
    * each take one turn between batch writes, so puts keep flowing during a long
    * sweep. Sweeps of one partition run one after another. A partition that takes no
    * writes after a failed one ({@link writeFailure}) sweeps nothing until it does.
@@ -347,25 +342,18 @@ export class Partition {
     return run;
   }
 
-  async #sweepAll(): Promise<number> {
-    const now = this.#sweepClock.cutoff();
-    let deleted = 0;
-    while (!this.#closed) {
-      const step = await this.#commit.exclusive(async () => {
-        // Reopening after a failed write: the sweep waits for the next round (the
-        // failure is logged once, not once per round as a failed sweep would be).
-        if (this.#recovery.failure !== undefined) return { deleted: 0, done: true };
-        try {
-          return await sweepStep(this.#db, now, SWEEP_CHUNK_RECORDS);
-        } catch (err) {
-          // Its deletes are writes: treated as one that failed, whatever failed.
-          throw this.#writeFailed(err);
-        }
-      });
-      deleted += step.deleted;
-      if (step.done) break;
-    }
-    return deleted;
+  #sweepAll(): Promise<number> {
+    return sweepDue(this.#db, this.#sweepClock.cutoff(), () => this.#closed, (step) => this.#commit.exclusive(async () => {
+      // Reopening after a failed write: the sweep waits for the next round (the
+      // failure is logged once, not once per round as a failed sweep would be).
+      if (this.#recovery.failure !== undefined) return { deleted: 0, done: true };
+      try {
+        return await step();
+      } catch (err) {
+        // Its deletes are writes: treated as one that failed, whatever failed.
+        throw this.#writeFailed(err);
+      }
+    }));
   }
 
   /**

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { SWEEP_CHUNK_RECORDS } from '../../src/store/partition.js';
+import { SWEEP_CHUNK_RECORDS } from '../../src/store/expiry-sweep.js';
 import { countKeys, fakeClock, idOfMessageKey, openStore, partitionOf, rawKeys, tempDir } from './fixtures/store-harness.js';
 
 test('an expired record is never returned, then swept from all three key spaces; its client_msg_id stores anew', async (t) => {
