@@ -28,7 +28,7 @@ import type { Redis, Result } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { redisCall } from '../redis/client.js';
-import { deleteIf } from '../redis/delete-if.js';
+import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
@@ -76,7 +76,7 @@ export class ClientIdClaims {
     this.#keys = keys;
     this.#pending = `P|${storeId}`;
     this.#logger = logger;
-    defineScripts(redis, [SETTLE]);
+    defineScripts(redis, [SETTLE, DELETE_IF]);
   }
 
   /** True while other stores share the Redis: ingest claims each `client_msg_id` then. */

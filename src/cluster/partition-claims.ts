@@ -13,7 +13,7 @@
  */
 import type { Redis, Result } from 'ioredis';
 import { redisCall } from '../redis/client.js';
-import { deleteIf } from '../redis/delete-if.js';
+import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
@@ -155,7 +155,7 @@ export class PartitionClaims {
   readonly #keys: Keys;
 
   constructor(redis: Redis, keys: Keys) {
-    defineScripts(redis, Object.values(CLAIM_SCRIPTS));
+    defineScripts(redis, [...Object.values(CLAIM_SCRIPTS), DELETE_IF]);
     this.#redis = redis;
     this.#keys = keys;
   }

@@ -6,9 +6,15 @@
  */
 import type { Redis, Result } from 'ioredis';
 import { redisCall } from './client.js';
-import { defineScripts, type ScriptSpec } from './scripts.js';
+import type { ScriptSpec } from './scripts.js';
 
-const DELETE_IF: ScriptSpec = {
+/**
+ * The script, for its users' `defineScripts` when they are built: defined at first use
+ * instead, in the tick of another command on the client, the command joined that
+ * command's auto-pipeline, which lacked it, and the pipeline's answer threw an uncaught
+ * TypeError (see defineScripts).
+ */
+export const DELETE_IF: ScriptSpec = {
   command: 'pxDeleteIfV1', file: new URL('./lua/delete-if-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
 };
 
@@ -20,11 +26,11 @@ declare module 'ioredis' {
 }
 
 /**
- * Deletes `key` if it holds exactly `value`.
+ * Deletes `key` if it holds exactly `value`. The client must have {@link DELETE_IF}
+ * defined (`defineScripts`) before.
  * @returns true when it did, false when the key was absent or held something else
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function deleteIf(redis: Redis, key: string, value: string): Promise<boolean> {
-  defineScripts(redis, [DELETE_IF]);
   return (await redisCall(() => redis.pxDeleteIfV1(key, value))) === 1;
 }

@@ -58,6 +58,12 @@ const defined = new WeakMap<Redis, Map<string, ScriptSpec>>();
  * Registers scripts on `redis` (each once per client; later calls do nothing) and
  * loads them: now when the client is connected, and again on every reconnect (see the
  * module comment). A failed load is ignored: a call then falls back to EVAL.
+ *
+ * Call it when the scripts' user is built, not just before a first call: an
+ * auto-pipeline made earlier in the same tick (by any other command on the client)
+ * lacks a command defined after it, so the call's command is never queued, and the
+ * pipeline's answer, one short, throws an uncaught TypeError in ioredis (its issue
+ * #1931): a first `deleteIf` at first use crashed the process that way.
  */
 export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
   let done = defined.get(redis);

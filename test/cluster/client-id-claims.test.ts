@@ -16,6 +16,7 @@ import { StoreRouter } from '../../src/cluster/store-router.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { Ingest } from '../../src/ingest/ingest.js';
+import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import type { MessageStore, NewMessage, PutResult } from '../../src/store/message-store.js';
 import type { RecordReader } from '../../src/store/record-reader.js';
@@ -166,4 +167,22 @@ test("release drops only this store's own pending claim: another store's claim i
   await b.settle('release-1', '0123456789abcdef', Date.now() + 60_000);
   await a.release('release-1');
   assert.equal(await redis.get(key), '0123456789abcdef');
+});
+
+test('a first release sent in the tick of another command does not break the auto-pipeline (its script is defined with the claims, not at first use)', async (t) => {
+  // A client of its own, on which nothing has defined the compare-and-delete script yet.
+  const fresh = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  t.after(() => fresh.disconnect());
+  const thrown: unknown[] = [];
+  const onThrown = (err: unknown): void => { thrown.push(err); };
+  process.on('uncaughtException', onThrown);
+  t.after(() => process.off('uncaughtException', onThrown));
+  const claims = new ClientIdClaims(fresh, keys, 'first-release');
+  await fresh.set(keys.clientIdClaim('first-k'), 'P|first-release');
+  // The GET makes this tick's auto-pipeline; the release's command joins it.
+  const [got] = await Promise.all([fresh.get('unrelated'), claims.release('first-k')]);
+  assert.equal(got, null);
+  await fresh.ping(); // the pipeline's answers have all been handed out by now
+  assert.deepEqual(thrown.map(String), [], 'nothing thrown out of the pipeline\'s answer');
+  assert.equal(await fresh.exists(keys.clientIdClaim('first-k')), 0, 'the claim was released');
 });
