@@ -241,7 +241,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     });
     ws.on('error', (err) => reject(new StartupError(stopping && !opened
       ? 'interrupted before the connection was open'
-      : `cannot connect to ${url.origin}: ${err.message}`)));
+      : `cannot connect to ${url.origin}: ${err.message}${(err as { code?: string }).code === 'ECONNREFUSED' ? ' (nothing listens there: is the service running, and on another port? --port / PIXIU_PORT, or --url)' : ''}`)));
     ws.on('message', (data) => {
       // After --count msg frames the socket is closing: frames already on the way are
       // neither printed nor acked, so the printed last_seq is the last one acked.

@@ -187,7 +187,7 @@ test('pixiu connect refused before the upgrade (400), or with nothing listening,
   const nobody = await runCli(['connect', 'dora', '--url', `http://127.0.0.1:${port}`], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(nobody.code, 1, nobody.stderr);
   assert.equal(nobody.stdout, '');
-  assert.match(nobody.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+  assert.match(nobody.stderr, /cannot connect to ws:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.* \(nothing listens there: is the service running, and on another port\? --port \/ PIXIU_PORT, or --url\)/);
   assert.doesNotMatch(nobody.stderr, /closed/);
 });
 
