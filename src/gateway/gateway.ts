@@ -202,7 +202,7 @@ export class Gateway implements GatewayDeps {
       onClosed: (c, code) => {
         this.#open.delete(c);
         metrics.wsConnections.dec();
-        metrics.wsCloses.inc({ code: String(code) });
+        metrics.wsCloses.inc({ code: closeCodeLabel(code) });
         // A failed removal is kept and retried (presence-removals.ts).
         this.presence.remove(c.user, c.id).catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence removal failed, will retry'));
       },
@@ -332,7 +332,7 @@ export class Gateway implements GatewayDeps {
 
   /** A WebSocket closed as it opened, before it became a connection (metrics). */
   onClosedAtOpen(code: number): void {
-    this.#metrics.wsCloses.inc({ code: String(code) });
+    this.#metrics.wsCloses.inc({ code: closeCodeLabel(code) });
   }
 
   /** A connection opened (metrics; the connections a Redis reconnect wakes). */
@@ -389,4 +389,16 @@ export class Gateway implements GatewayDeps {
       }
     }
   }
+}
+
+/** Codes the server sends or `ws` reports (RFC 6455 §7.4.1, 1000–1015), and Pixiu's own (DESIGN.md §6). */
+const LABELLED_CLOSE_CODES: ReadonlySet<number> = new Set([...Array.from({ length: 16 }, (_, i) => 1000 + i), ...Object.values(CloseCode)]);
+
+/**
+ * The `code` label of `pixiu_ws_closes_total`: the code itself when it is one of
+ * {@link LABELLED_CLOSE_CODES}, else `other` — a client closes with any code of
+ * 3000–4999 it likes, and each would be a series of its own for the life of the process.
+ */
+export function closeCodeLabel(code: number): string {
+  return LABELLED_CLOSE_CODES.has(code) ? String(code) : 'other';
 }
