@@ -64,11 +64,13 @@ export function redisUrlProblem(url: string): string | undefined {
 /**
  * The URL as it may be shown: the password of its user part (or the whole user part
  * when it has no `:`, which ioredis may send as a credential) and the value of a
- * `password` query option replaced by `***`.
+ * `password` query option replaced by `***`. The user part runs to the authority's last
+ * `@`: a password may hold an `@` written as is (`redis://:p@ss@host`), which the URL is
+ * read with, and a cut at the first one logged the rest of it.
  */
 export function redactUrl(url: string): string {
   return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^@/?#]*)@/i, (_m, scheme: string, auth: string) => {
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_m, scheme: string, auth: string) => {
       const colon = auth.indexOf(':');
       return `${scheme}${colon === -1 ? '***' : `${auth.slice(0, colon)}:***`}@`;
     })
