@@ -11,7 +11,7 @@ import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import type { IngestRoute, Metrics } from './metrics.js';
-import { answerFrameworkError, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
+import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -59,7 +59,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // (100 characters) would refuse valid ids with its own 414 body.
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Router errors (a bad percent-encoding) answer with the catalogue's body too.
-    frameworkErrors: answerFrameworkError,
+    frameworkErrors: frameworkErrorAnswerer((err, req) => countError(deps.metrics, err, req.routeOptions?.config?.ingestRoute)),
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
     clientErrorHandler: clientErrorAnswerer((err, req) => countRawError(deps.metrics, err, req)),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),

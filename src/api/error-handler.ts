@@ -25,7 +25,7 @@ const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: BODY_REQUIRED },
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the body is not valid JSON' },
   // Raised by the router before any route runs; they reach a handler only through
-  // fastify's `frameworkErrors` option (see answerFrameworkError).
+  // fastify's `frameworkErrors` option (see frameworkErrorAnswerer).
   FST_ERR_BAD_URL: { code: 'INVALID_REQUEST', message: 'the URL is not validly percent-encoded' },
   FST_ERR_MAX_PARAM_LENGTH: { code: 'INVALID_REQUEST', message: 'a path parameter is too long' },
 };
@@ -147,10 +147,16 @@ function lingerOnClose(socket: Socket | null | undefined): void {
 /**
  * For fastify's `frameworkErrors` option: a malformed URL or an over-long path
  * parameter, found by the router before any hook or handler runs, answered with the
- * catalogue's body like every other error (fastify's own body is not Pixiu's).
+ * catalogue's body like every other error (fastify's own body is not Pixiu's), and
+ * counted like every other error answer.
+ * @param onError called with the error (metrics)
  */
-export function answerFrameworkError(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
-  void sendError(reply, toHttpError(err));
+export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyRequest) => void): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
+  return (err, req, reply) => {
+    const answer = toHttpError(err);
+    onError?.(answer, req);
+    void sendError(reply, answer);
+  };
 }
 
 /**
