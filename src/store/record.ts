@@ -14,7 +14,7 @@
  */
 import { PixiuError, invalid } from '../errors.js';
 import { MsgKind } from '../ids/msg-id.js';
-import { checkDataDepth } from './data-depth.js';
+import { checkData } from './data-depth.js';
 import { RecordArena } from './record-arena.js';
 
 /** A message handed to {@link MessageStore.put}. */
@@ -126,7 +126,7 @@ function isKind(kind: unknown): kind is MsgKind {
  * deeper than `MAX_DATA_DEPTH` (checked first, so the serialiser never overflows).
  */
 function dataJson(data: unknown): string {
-  checkDataDepth(data);
+  checkData(data);
   let json: string | undefined;
   try {
     json = JSON.stringify(data);

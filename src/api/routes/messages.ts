@@ -9,7 +9,7 @@ import { PixiuError, invalid, outageFields } from '../../errors.js';
 import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-throttle.js';
 import { isRedisFailure } from '../../redis/client.js';
-import { checkDataDepth, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
+import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
@@ -139,7 +139,7 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
     if (isPoisonedItem(item)) throw invalid(`messages/${i}: ${POISONED_KEYS}`);
     if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
     checkAddressing(item as MessageBody, `messages/${i}`);
-    checkDataDepth((item as MessageBody).data, `messages/${i}/data`);
+    checkData((item as MessageBody).data, `messages/${i}/data`);
     return item as MessageBody;
   } catch (err) {
     return toHttpError(err);
