@@ -374,6 +374,24 @@ test('append names the nodes of the user\'s live presence entries, once each, fo
   assert.deepEqual([...again.nodes].sort(), ['node-a', 'node-b']);
 });
 
+test('a retried append after the meta hash alone was lost stores the new epoch it answers: later appends and reads keep it', async () => {
+  const uid = 'meta-lost-retry';
+  const k = keys.user(uid);
+  const first = await inbox.append(uid, msgId(0x500), MsgKind.user);
+  // Redis lost the meta hash only; the ids set still holds the MsgID, so the retry is a duplicate.
+  await redis.del(k.meta);
+  const retry = await inbox.append(uid, msgId(0x500), MsgKind.user);
+  assert.equal(retry.duplicate, true);
+  assert.equal(retry.seq, first.seq);
+  assert.notEqual(retry.epoch, first.epoch, 'a lost meta hash means a new epoch');
+  // The epoch the retry answered is the inbox's from now on: a client told it is not reset again.
+  assert.equal(await redis.hget(k.meta, 'epoch'), retry.epoch);
+  assert.equal((await inbox.range(uid, 0, 10)).epoch, retry.epoch);
+  const next = await inbox.append(uid, msgId(0x501), MsgKind.user);
+  assert.equal(next.epoch, retry.epoch, 'the next append keeps the epoch the retry answered');
+  assert.equal(next.seq, first.seq + 1);
+});
+
 test('a new epoch drops the ack cursors of the lost inbox; an existing epoch keeps them', async () => {
   const uid = 'recreated';
   const k = keys.user(uid);
