@@ -149,3 +149,48 @@ test('a forward step of the wall clock while the store runs sweeps nothing early
   await store.close();
   assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
 });
+
+test('a record is expired from the very ms of its expiresAt: a read from disk and a retry of its client_msg_id treat it as gone', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  // No cache: the store's own expiry checks (disk read, duplicate lookup) answer here.
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, cacheBytes: 0 });
+  const first = await store.put({ kind: 1, type: 't', data: 'first', to: ['a'], clientMsgId: 'edge', ttlMs: 1000 });
+
+  clock.ms = first.message.expiresAt - 1;
+  assert.equal((await store.get(first.id))?.data, 'first', 'live one ms before its expiresAt');
+  const retry = await store.put({ kind: 1, type: 't', data: 'first', to: ['a'], clientMsgId: 'edge', ttlMs: 1000 });
+  assert.deepEqual([retry.id, retry.duplicate], [first.id, true]);
+
+  clock.ms = first.message.expiresAt;
+  assert.deepEqual(await store.getMany([first.id]), [null], 'expired at its expiresAt: never returned');
+  const anew = await store.put({ kind: 1, type: 't', data: 'anew', to: ['a'], clientMsgId: 'edge', ttlMs: 1000 });
+  assert.equal(anew.duplicate, false, 'a record expired at this very ms is no duplicate');
+  assert.notEqual(anew.id, first.id);
+});
+
+test('a record expiring mid-second is swept once its expiry second is reached, and never before it expires', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, cacheBytes: 0 });
+  // Stored half a second into a second: it expires mid-second, and is indexed under the next whole second.
+  clock.ms += 500;
+  const put = await store.put({ kind: 1, type: 't', data: 'mid', to: ['a'], clientMsgId: 'mid', ttlMs: 1000 });
+  const expiresAt = put.message.expiresAt;
+  assert.notEqual(expiresAt % 1000, 0, 'the expiry is not a whole second');
+
+  clock.ms = expiresAt - 1;
+  assert.equal(await store.sweepNow(), 0, 'a live record is never swept');
+  assert.equal((await store.get(put.id))?.data, 'mid');
+  const dup = await store.put({ kind: 1, type: 't', data: 'mid', to: ['a'], clientMsgId: 'mid', ttlMs: 1000 });
+  assert.deepEqual([dup.id, dup.duplicate], [put.id, true], 'its client_msg_id still names it');
+
+  clock.ms = expiresAt;
+  assert.equal(await store.get(put.id), null);
+  // Swept at most a second after it expired (keys.ts): at the whole second it is indexed
+  // under, with its idempotency entry.
+  clock.ms = Math.ceil(expiresAt / 1000) * 1000;
+  assert.equal(await store.sweepNow(), 1, 'swept at its expiry second');
+  await store.close();
+  assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
+});
