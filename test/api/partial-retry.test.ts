@@ -175,3 +175,26 @@ describe('a recipient online while the POST fails part-way', () => {
     assert.deepEqual([frame.t, frame.seq, frame.id], ['msg', 2, (next.body as Created).id]);
   });
 });
+
+describe('POST /v1/messages to one recipient whose append fails', () => {
+  test('503; the retry with the same client_msg_id that appends it is 201 duplicate false, and only the next one is a 200 duplicate', async () => {
+    const user = 'bad-single';
+    const body = { to: user, type: 'chat.text', data: { text: 'single' }, client_msg_id: 'partial-single' };
+    await breakInbox(user);
+    // Stored, not appended: the content is in the store, the inbox has nothing.
+    expectRetryLater(await client.post('/v1/messages', body));
+
+    await repairInbox(user);
+    const retry = await client.post('/v1/messages', body);
+    assert.equal(retry.status, 201, `201: the retry had to append: ${retry.text}`);
+    const created = retry.body as Created;
+    assert.equal(created.duplicate, false, 'the stored content alone does not make the retry a duplicate');
+    assert.deepEqual(created.recipients, [{ user, seq: 1 }]);
+    assert.deepEqual((await messagesOf(user)).map((m) => [m.seq, m.id]), [[1, created.id]]);
+
+    const again = await client.post('/v1/messages', body);
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(again.body, { ...created, duplicate: true });
+    assert.deepEqual((await messagesOf(user)).map((m) => m.id), [created.id], 'nothing appended twice');
+  });
+});
