@@ -194,3 +194,15 @@ test('a record expiring mid-second is swept once its expiry second is reached, a
   await store.close();
   assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
 });
+
+test('a remembered record (cached as its written bytes, never read) is not served from the cache from its expiresAt on', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now });
+  const put = await store.put({ kind: 1, type: 't', data: 'cached', to: ['a'], ttlMs: 1000 });
+  // What ingest does for a recipient online: the record's bytes go into the read cache.
+  store.remember(put);
+  // Not read before: the first read finds the cached bytes, not a decoded record.
+  clock.ms = put.message.expiresAt;
+  assert.equal(await store.get(put.id), null, 'expired at its expiresAt, cached or not');
+});
