@@ -136,3 +136,14 @@ test('a refresh with a token expiring before the current one is refused and keep
   await expectPong(client);
   assert.equal(client.frames.filter((f) => f.t === 'error').length, 1);
 });
+
+test('a refresh with a token expiring exactly when the current one does (a repeated refresh) is taken silently', async () => {
+  // "No earlier than the current one": the same exp is not shorter. A client that sends
+  // its refresh again (a retry, or the same token twice) must not be told it is refused.
+  const token = await testToken(JWT_KEY, 'refresh-same-exp', { ttlSec: 3600 });
+  const { client } = await gw.connectWelcomed('refresh-same-exp', { token });
+  client.send({ t: 'refresh', token });
+  // Frames are answered in order: the pong comes after whatever the refresh was answered with.
+  await expectPong(client);
+  assert.deepEqual(client.frames.filter((f) => f.t === 'error'), [], 'the refresh with the same exp was accepted');
+});
