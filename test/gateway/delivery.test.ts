@@ -581,3 +581,25 @@ async function deliveryFetches(gw: GatewayFixture): Promise<number> {
   assert.ok(m, 'pixiu_delivery_fetches_total is exported');
   return Number(m[1]);
 }
+
+test('a retried POST (same client_msg_id) of a message the device already got resets nothing: the next message follows it under the same epoch', async () => {
+  // The retry is a duplicate append, announced again (ingest.ts #announce) and offered to
+  // the session with the seq it already delivered and the same MsgID. That is not "Redis
+  // gave the inbox back with less" (a delivered seq naming *another* message): no new
+  // epoch, no `reset` on the device's connections.
+  const client = await shared.connect('dupe', { device: 'phone' });
+  await welcome(client, 1, 0);
+  const body = { to: 'dupe', type: 't', data: 'first', client_msg_id: 'dupe-1' };
+  const first = await shared.client.post('/v1/messages', body);
+  assert.equal(first.status, 201, first.text);
+  const m1 = await expectFrame(client, 'msg', 2000);
+  assert.equal(m1.seq, 1);
+  client.ack(1);
+  const retry = await shared.client.post('/v1/messages', body);
+  assert.equal(retry.status, 200, retry.text);
+  assert.equal((retry.body as { duplicate: boolean }).duplicate, true);
+  await postOne(shared.client, 'dupe', { data: 'second' });
+  const next = await client.next(5000);
+  assert.deepEqual([next.t, next.seq, next.data], ['msg', 2, 'second'], JSON.stringify(next));
+  assert.equal(client.frames.some((f) => f.t === 'reset'), false, 'no reset');
+});
