@@ -122,6 +122,19 @@ test('with notify off, a POSTed message still arrives, pulled by the next heartb
   assert.deepEqual([f.seq, f.id], [1, sent.id]);
 });
 
+test('with notify off, a client `ping` pulls the inbox: a POSTed message arrives after the pong, long before a server heartbeat', async (t) => {
+  // DESIGN.md §6: `ping` is answered with `pong` and treated as heartbeat (a pull). The
+  // server's own first heartbeat is at least half the default 25 s period away.
+  const { gw: server } = await startDelivery(t, 'pp', { redisUrl: redis.url, notify: 'off' });
+  const client = await server.connect('pia', { device: 'phone' });
+  await welcome(client, 1, 0);
+  const sent = await postOne(server.client, 'pia');
+  client.send({ t: 'ping' });
+  assert.deepEqual(await client.next(2000), { t: 'pong' });
+  const f = await expectFrame(client, 'msg', 5000);
+  assert.deepEqual([f.seq, f.id], [1, sent.id]);
+});
+
 test('reconnecting mid-stream with last_seq and epoch loses nothing; the only repeats carry the same id and seq', async () => {
   const ids = await postMany(shared.client, 'rey', 300);
   const first = await shared.connect('rey', { device: 'tab' });
