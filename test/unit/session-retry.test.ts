@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import type { RecordReader } from '../../src/store/record-reader.js';
 import { AckRounds } from '../../src/delivery/ack-rounds.js';
-import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
+import { MAX_RETRY_FACTOR, UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
 import { createLogger } from '../../src/logger.js';
 import { waitUntil } from '../harness/checks.js';
 import { CONFIG } from './machine-driver.js';
@@ -53,4 +53,29 @@ test('a read that fails after the last connection closed arms no retry', async (
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(liveTimers(), before, 'no retry timer for a user with no connection');
   assert.equal(reads.length, 1);
+});
+
+test('the retry wait doubles with each failure in a row, up to MAX_RETRY_FACTOR × retryMs (Node mock timers)', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const { session, reads } = sessionWithFailingReads();
+  session.login(conn('a'), { kind: 'first' });
+  /** Lets the session's catch of a failed read run (it arms the retry timer). */
+  const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  const factors: number[] = [];
+  for (let failure = 1; failure <= 4; failure++) {
+    assert.equal(reads.length, failure);
+    reads[failure - 1]?.(new Error('redis down'));
+    await settled();
+    // Tick 1 ms at a time until the retry reads again: the wait, in retryMs.
+    let waited = 0;
+    while (reads.length === failure) {
+      assert.ok(waited < 10 * RETRY_MS * MAX_RETRY_FACTOR, 'the retry never came');
+      t.mock.timers.tick(1);
+      waited += 1;
+      await settled();
+    }
+    factors.push(waited / RETRY_MS);
+  }
+  assert.deepEqual(factors, [1, 2, 4, MAX_RETRY_FACTOR]);
+  session.logout('a');
 });
