@@ -60,3 +60,51 @@ test('an ack write that fails does not put its old-epoch cursor back over an ack
   assert.deepEqual(next, [{ device: 'phone', seq: 1, epoch: 'B' }], 'the ack made under the new epoch is written, not the failed old-epoch one');
   session.logout('c');
 });
+
+test('an ack made while a failed write waits for its retry goes with that retry, not with the next round (Node mock timers)', async (t) => {
+  // Redis down: the session's writes are paced by the back-off (`retryMs`), not by the
+  // 100 ms rounds, however often the client acks meanwhile.
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const ROUND_MS = 10;
+  const RETRY_MS = 200;
+  const page: InboxPage = { epoch: 'A', firstSeq: 1, latestSeq: 3, entries: [1, 2, 3].map((s) => ({ seq: s, id: id(s), kind: 1 as const })) };
+  const writes: Array<{ seq: number; settle: (err?: Error) => void }> = [];
+  const inbox = {
+    range: async (_u: string, after: number, limit: number): Promise<InboxPage> =>
+      ({ ...page, entries: page.entries.filter((e) => e.seq > after).slice(0, limit) }),
+    ack: (_u: string, _device: string, seq: number) => new Promise<number>((resolve, reject) => {
+      writes.push({ seq, settle: (err) => (err ? reject(err) : resolve(seq)) });
+    }),
+  } as unknown as Inbox;
+  const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
+  const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: RETRY_MS }, new AckRounds(ROUND_MS));
+  const frames: Array<Record<string, unknown>> = [];
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+  /** Runs what is ready (promise callbacks, the session's effects) without moving the mocked clock. */
+  const settled = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+
+  session.login(conn, { kind: 'first' });
+  for (let i = 0; i < 100 && frames.filter((f) => f.t === 'msg').length < 3; i++) await settled();
+  assert.equal(frames.filter((f) => f.t === 'msg').length, 3, 'msgs 1..3');
+  session.ack('c', 1, 'A');
+  t.mock.timers.tick(ROUND_MS);
+  await settled();
+  assert.deepEqual(writes.map((w) => w.seq), [1], 'the round wrote ack 1');
+  writes[0]?.settle(new Error('Command timed out'));
+  await settled();
+
+  session.ack('c', 2, 'A');
+  t.mock.timers.tick(RETRY_MS - 1);
+  await settled();
+  assert.deepEqual(writes.map((w) => w.seq), [1], 'nothing written before the back-off is over');
+  t.mock.timers.tick(1); // the retry: the session joins the next round
+  t.mock.timers.tick(ROUND_MS);
+  await settled();
+  assert.deepEqual(writes.map((w) => w.seq), [1, 2], 'the retry writes the newest cursor');
+  writes[1]?.settle();
+  await settled();
+  assert.equal(session.holdsAcks, false);
+  session.logout('c');
+});
