@@ -20,7 +20,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { serverSockets, type GatewayFixture } from './gateway-fixture.js';
+import { expectPong, serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -177,6 +177,27 @@ test('a paused connection whose client reads again resumes at the drain and gets
   // drain): without the drain this stalls after the first few thousand.
   await expectMsgs(client, 1, COUNT, ids, 1, { ackEvery: 500 });
   assert.equal(await client.receivesWithin(100), false);
+  assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+});
+
+test('a pause that ended at the drain is over: the connection is not closed 4009 when the paused timeout would have run out', async (t) => {
+  const HIGH_WATER = 16 * KiB;
+  const PAUSED_MS = 2000;
+  const COUNT = 8000;
+  const setup = await serve(t, 'bp-unpause', {
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * MiB), pausedTimeoutMs: `${PAUSED_MS}ms`,
+  });
+  const ids = await postMany(setup.gw.client, 'pat', COUNT, 1, { data: bulky });
+  const { client, sock } = await connectStalled(setup, 'pat', 'tab');
+  await waitUntil('the connection is paused', async () => sock.writableLength > HIGH_WATER);
+  const pausedAt = Date.now();
+  client.ws.resume();
+  await expectWelcome(client, 1, COUNT);
+  await expectMsgs(client, 1, COUNT, ids, 1, { ackEvery: 500 });
+  // The drain ended the pause: its timer must be gone with it. Stay talking to the
+  // server (each pong is a frame written and answered) until well past the time it
+  // would have fired; a close comes first if it does.
+  while (Date.now() < pausedAt + PAUSED_MS + 1000) await expectPong(client);
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
 });
 
