@@ -79,3 +79,16 @@ test('the retry wait doubles with each failure in a row, up to MAX_RETRY_FACTOR 
   assert.deepEqual(factors, [1, 2, 4, MAX_RETRY_FACTOR]);
   session.logout('a');
 });
+
+test('the retry armed by a failed read is cancelled when the last connection closes: no timer holds a stopping process', async () => {
+  const { session, reads } = sessionWithFailingReads();
+  session.login(conn('a'), { kind: 'first' });
+  reads[0]?.(new Error('redis down'));
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  // Counted right around the logout (synchronous: no other test's timer can run out
+  // in between): the one timer the session holds, its retry, goes with it.
+  const before = liveTimers();
+  assert.equal(session.logout('a'), true);
+  assert.equal(liveTimers(), before - 1, 'the retry timer is cleared with the last connection');
+  assert.equal(reads.length, 1);
+});
