@@ -414,6 +414,32 @@ test('redelivery: timer armed when something goes in flight, resent from acked+1
   assert.deepEqual(last, [{ kind: 'close', conn: 'a', code: CloseCode.ackTimeout, reason: 'ack timeout' }]);
 });
 
+test('redelivery: a round whose only resend could not be serialised ends the round; the next message gets the whole schedule again', () => {
+  // session.ts sends an unserialisable `msg` as a `gap` and calls `undeliverable`: the
+  // window is empty, the round over. Left counted and armed, the next message would
+  // inherit the old round's timer and count, and be closed 4008 early.
+  const d = loggedIn(1);
+  d.frames('a');
+  d.due('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 1 r']);
+  d.take(d.m.undeliverable('a', 1));
+  assert.equal(d.timers.get('a'), null, 'nothing awaits an ack: the timer stops');
+  d.inbox.append();
+  d.notify(2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 2']);
+  assert.equal(d.timers.get('a'), CONFIG.ackTimeoutMs, 'a new round: the ack timeout, not the old back-off');
+  for (const wait of CONFIG.backoffMs) {
+    d.due('a');
+    d.settle();
+    assert.equal(d.timers.get('a'), wait);
+    assert.deepEqual(d.closes, []);
+  }
+  d.due('a');
+  assert.deepEqual(d.closes, [{ conn: 'a', code: CloseCode.ackTimeout }]);
+});
+
 test('redelivery: only what was sent before is marked; what follows is new', () => {
   const d = loggedIn(2);
   d.inbox.append(3);
