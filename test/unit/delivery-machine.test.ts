@@ -440,6 +440,26 @@ test('redelivery: a round whose only resend could not be serialised ends the rou
   assert.deepEqual(d.closes, [{ conn: 'a', code: CloseCode.ackTimeout }]);
 });
 
+test('redelivery: an unserialisable resend while the rest of the round is still to be read keeps the round and its timer', () => {
+  // Pages of one entry: the round's resend of 1..2 takes two reads. Msg 1's resend goes
+  // out as a gap (undeliverable); msg 2's read fails. The round is not over: its timer
+  // must stay, or nothing resends msg 2 until a heartbeat, and the rounds start over.
+  const d = new Driver({ ...CONFIG, pageMax: 1 });
+  d.inbox.append(2);
+  d.login('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  d.due('a');
+  d.answer();
+  assert.deepEqual(d.brief('a'), ['msg 1 r']);
+  d.take(d.m.undeliverable('a', 1));
+  assert.equal(d.timers.get('a'), CONFIG.backoffMs[0], 'the round goes on: its timer is kept');
+  d.fail();
+  d.due('a');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['msg 2 r'], 'the timer resends what the failed read did not');
+});
+
 test('redelivery: only what was sent before is marked; what follows is new', () => {
   const d = loggedIn(2);
   d.inbox.append(3);
