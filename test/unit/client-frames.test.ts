@@ -83,3 +83,12 @@ test('string fields must be non-empty and bounded', () => {
   refused('{"t":"sub","channel":"c","since":5}', /needs since/);
   refused('{"t":"unsub","channel":""}', /unsub frame needs channel/);
 });
+
+test('ack\'s epoch, when given, is a string of 1-64 characters, or null (none)', () => {
+  const e64 = 'e'.repeat(64);
+  assert.deepEqual(parseClientFrame(`{"t":"ack","seq":3,"epoch":"${e64}"}`), { t: 'ack', seq: 3, epoch: e64 });
+  assert.deepEqual(parseClientFrame('{"t":"ack","seq":3,"epoch":null}'), { t: 'ack', seq: 3 });
+  refused(`{"t":"ack","seq":3,"epoch":"${e64}e"}`, /epoch.*1-64 characters/);
+  refused('{"t":"ack","seq":3,"epoch":""}', /epoch.*1-64 characters/);
+  refused('{"t":"ack","seq":3,"epoch":7}', /epoch.*1-64 characters/);
+});
