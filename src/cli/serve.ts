@@ -11,7 +11,7 @@ import { loadSecrets } from '../auth/secrets.js';
 import { checkListenable } from '../service/listen-check.js';
 import { unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
-import { startService, type Service } from '../service/service.js';
+import type { Service } from '../service/service.js';
 import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
 import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
@@ -101,6 +101,9 @@ export function serveCommand(): Command {
     // this process by Node's default action and leave the embedded redis-server running.
     }, ['SIGINT', 'SIGTERM', 'SIGHUP']);
     try {
+      // Loaded here, not with the CLI: the service's modules (fastify, ioredis,
+      // classic-level) are most of a start-up's time, which every other command saved.
+      const { startService } = await import('../service/service.js');
       service = await startService(config, logger, secrets, { signal: starting.signal, onLocalRedis: (l) => { local = l; } });
     } catch (err) {
       // Asked to stop: what the start began is stopped; a graceful stop exits 0.
