@@ -64,3 +64,26 @@ test('aud and iss are checked when configured, and ignored when not', async () =
   const minted = await mintToken({ kind: 'secret', secret: SECRET }, { user: 'bo', ttlSec: 60, audience: 'pixiu', issuer: 'https://idp.example' });
   assert.equal((await strict(minted)).user, 'bo');
 });
+
+test('tags and channels must be arrays of strings: an array holding anything else is refused naming the claim', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  const token = (claims: Record<string, unknown>): Promise<string> =>
+    new SignJWT({ sub: 'ana', exp, ...claims }).setProtectedHeader({ alg: 'HS256' }).sign(key);
+  for (const claim of ['tags', 'channels']) {
+    for (const value of [[1], ['ok', 2], [null], [['nested']], [{ tag: 'x' }], 'not-an-array']) {
+      await assert.rejects(verify(await token({ [claim]: value })),
+        { code: 'UNAUTHORIZED', message: `invalid token: claim "${claim}" must be an array of strings` }, `${claim}: ${JSON.stringify(value)}`);
+    }
+  }
+  const ok = await verify(await token({ tags: ['a', 'b'], channels: ['room.*'] }));
+  assert.deepEqual([ok.tags, ok.channels], [['a', 'b'], ['room.*']]);
+});
+
+test('a secret verifies HS256 only (docs/protocol.md): HS384 and HS512 signed with the same secret are refused', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  for (const alg of ['HS384', 'HS512']) {
+    const token = await new SignJWT({ sub: 'ana', exp }).setProtectedHeader({ alg }).sign(key);
+    await assert.rejects(verify(token), { code: 'UNAUTHORIZED', message: 'invalid token' }, alg);
+  }
+  assert.equal((await verify(await sign({ sub: 'ana', exp }))).user, 'ana');
+});
