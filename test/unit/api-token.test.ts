@@ -15,7 +15,9 @@ const refused = (check: (h: string | undefined) => void, header: string | undefi
 
 test('the right token passes, and wrong ones are refused before and after it was accepted', () => {
   const check = apiTokenChecker(TOKEN);
-  const wrong = [undefined, '', 'Bearer', `Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, `Bearer ${TOKEN.toUpperCase()}`];
+  // A header is `Bearer <token>` and nothing more (RFC 6750 §2.1): the right token
+  // followed by anything but white space is refused, not read up to the first space.
+  const wrong = [undefined, '', 'Bearer', `Bearer ${TOKEN}x`, `Bearer ${TOKEN} extra`, `Bearer ${TOKEN}\tx`, `Bearer ${TOKEN} ${TOKEN}`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, `Bearer ${TOKEN.toUpperCase()}`];
   for (const h of wrong) refused(check, h);
   check(`Bearer ${TOKEN}`);
   check(`Bearer ${TOKEN}`);
