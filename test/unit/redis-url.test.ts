@@ -32,6 +32,10 @@ test('redisUrlProblem says what is wrong in words, never quoting the URL', () =>
     ['redis://u%zz:s3cr@host', /user name has a %/],
     ['redis://u:s3cr@host:port/0', /not a URL that can be read/],
     ['redis://u:s3cr@host/db0', /database number/],
+    // Digits first and then more: ioredis would read the leading number and ignore the rest.
+    ['redis://u:s3cr@host/0abc', /database number/],
+    ['redis://u:s3cr@host/1/2', /database number/],
+    ['redis://u:s3cr@host/123456', /database number/],
     ['unix://u:s3cr@', /needs the socket path/],
     ['unix:///tmp/r.sock?db=x', /db must be a database number/],
   ];
