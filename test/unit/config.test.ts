@@ -4,6 +4,7 @@ import path from 'node:path';
 import { loadConfig, unknownSettingVariables } from '../../src/config/config.js';
 import { SETTINGS } from '../../src/config/settings.js';
 import { StartupError } from '../../src/errors.js';
+import ms from 'ms';
 
 test('defaults are those of DESIGN.md §10', () => {
   const c = loadConfig({});
@@ -133,4 +134,37 @@ test('an idle timeout longer than the heartbeat is accepted, however close', () 
   const c = loadConfig({ PIXIU_HEARTBEAT: '2000', PIXIU_IDLE_TIMEOUT: '2001' });
   assert.equal(c.heartbeatMs, 2000);
   assert.equal(c.idleTimeoutMs, 2001);
+});
+
+test('an integer setting takes decimal digits only: 1e3, 0x50, 0b1, 0o17 and 8080.0 are refused, not read as numbers', () => {
+  for (const text of ['1e3', '0x50', '0b1', '0o17', '8080.0', '+80']) {
+    assert.throws(() => loadConfig({ PIXIU_PORT: text }), (err: unknown) => err instanceof StartupError && /PIXIU_PORT=/.test(err.message), text);
+    assert.throws(() => loadConfig({ PIXIU_MAX_CONNECTIONS_PER_USER: text }), StartupError, text);
+  }
+  assert.equal(loadConfig({ PIXIU_PORT: ' 8081 ' }).port, 8081);
+});
+
+test('the bounds a setting\'s doc states ("1 to 1000", "1s to 30d") are the ones it is held to', () => {
+  let checked = 0;
+  for (const spec of Object.values(SETTINGS)) {
+    if (spec.kind !== 'int' && spec.kind !== 'duration') continue;
+    const m = /(\d\S*) to (\d\S*?)[;,)]?(?:\s|$)/.exec(spec.doc);
+    if (m === null) continue;
+    const read = (t: string): number | undefined => spec.kind === 'int'
+      ? (/^\d+$/.test(t) ? Number(t) : undefined)
+      : (/^\d+$/.test(t) ? Number(t) : (ms(t as ms.StringValue) as number | undefined));
+    const lo = read(m[1] ?? '');
+    const hi = read(m[2] ?? '');
+    if (lo === undefined || hi === undefined) continue;
+    checked++;
+    const at = (v: number): Record<string, string> => ({ [spec.env]: String(v) });
+    for (const v of [lo, hi]) assert.doesNotThrow(() => loadConfig(at(v)), `${spec.env}=${v} (doc: ${spec.doc})`);
+    for (const v of [lo - 1, hi + 1]) {
+      assert.throws(() => loadConfig(at(v)), (err: unknown) => err instanceof StartupError && err.message.includes(spec.env), `${spec.env}=${v} (doc: ${spec.doc})`);
+    }
+  }
+  // PIXIU_PORT, PIXIU_REDIS_COMMAND_TIMEOUT, PIXIU_PARTITIONS, PIXIU_MESSAGE_TTL,
+  // PIXIU_REQUEST_TIMEOUT, PIXIU_MAX_BODY_BYTES, PIXIU_MAX_CONNECTIONS_PER_USER,
+  // PIXIU_CHANNEL_HISTORY_TTL at least.
+  assert.ok(checked >= 8, `bounds read from ${checked} docs`);
 });
