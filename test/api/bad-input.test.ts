@@ -157,6 +157,15 @@ test('a type of 65 characters is 400, and one of 64 is accepted', async (t) => {
   assert.equal(ok.status, 201, ok.text);
 });
 
+test('a client_msg_id of 129 characters, or with a character outside printable ASCII, is 400; one of 128 is accepted', async (t) => {
+  await rejects(t, post(message({ client_msg_id: 'k'.repeat(129) })), 400, 'INVALID_REQUEST', /body\/client_msg_id must be 1–128 printable ASCII characters/);
+  await rejects(t, post(message({ client_msg_id: 'k\u00e9' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
+  await rejects(t, post(message({ client_msg_id: '' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
+  const server = await freshServer(t);
+  const ok = await server.client.post('/v1/messages', message({ client_msg_id: `${'k'.repeat(127)}~` }));
+  assert.equal(ok.status, 201, ok.text);
+});
+
 test('1,001 recipients is 400, and 1,000 are accepted', async (t) => {
   const users = (n: number): string[] => [RECIPIENT, ...Array.from({ length: n - 1 }, (_, i) => `user-${i}`)];
   await rejects(t, post(message({ to: users(1001) })), 400, 'INVALID_REQUEST', /body\/to must have at most 1000 items/);
