@@ -80,6 +80,21 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
   }
 });
 
+test('pixiu token takes --ttl at both ends of 1s to 365d, and the token lives that long', async (t) => {
+  const secret = 'a-configured-secret-of-32-chars-or-more';
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: secret };
+  const verify = createVerifier({ kind: 'secret', secret });
+  for (const [ttl, seconds] of [['1s', 1], ['365d', 365 * 86_400], ['31536000', 365 * 86_400]] as const) {
+    const run = await runCli(['token', 'ann', '--ttl', ttl], env);
+    assert.equal(run.code, 0, `${ttl}: ${run.stderr}`);
+    const payload = JSON.parse(Buffer.from(run.stdout.trim().split('.')[1] ?? '', 'base64url').toString()) as { iat: number; exp: number };
+    // exp is read from the clock a moment after iat: a second may have turned between.
+    assert.ok(payload.exp - payload.iat === seconds || payload.exp - payload.iat === seconds + 1, `${ttl}: exp - iat = ${payload.exp - payload.iat}`);
+    // A 1 s token may already be expired when verified here; the longer ones verify.
+    if (seconds > 1) assert.equal((await verify(run.stdout.trim())).user, 'ann', ttl);
+  }
+});
+
 test('pixiu token refuses tags and channel patterns that could never match, and warns when the token is too big for a refresh frame', async (t) => {
   const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
   for (const [flag, value, bad] of [
