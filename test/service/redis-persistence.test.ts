@@ -1,7 +1,8 @@
 /**
  * The start-up look at how the given Redis persists (src/redis/persistence-check.ts,
  * DESIGN.md §4): a Redis without AOF is named in a warning — a restart of it loses
- * inboxes, acknowledged messages included — and one with AOF is not. Real
+ * inboxes, acknowledged messages included, or with snapshots only what was appended
+ * since the last one — and one with AOF is not. Real
  * redis-servers, their settings changed with CONFIG SET.
  */
 import { after, before, test } from 'node:test';
@@ -36,6 +37,18 @@ test('readPersistence tells AOF, snapshots only and nothing apart', async () => 
   assert.equal(await readPersistence(admin), 'snapshots');
   await admin.config('SET', 'appendonly', 'yes');
   assert.equal(await readPersistence(admin), 'aof');
+});
+
+test('a service started on a Redis that persists by snapshots only warns once, naming what a restart loses', async (t) => {
+  await admin.config('SET', 'appendonly', 'no');
+  await admin.config('SET', 'save', '3600 1');
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: 'persist-snapshots:', storeDurability: 'relaxed' });
+  const service = await startService(config, logger);
+  await service.close();
+  const warnings = lines.filter((l) => l.level === 40 && /Redis persists by snapshots only/.test(l.msg ?? ''));
+  assert.equal(warnings.length, 1, JSON.stringify(lines.filter((l) => l.level === 40)));
+  assert.match(warnings[0]?.msg ?? '', /a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes/);
 });
 
 test('a service started on a Redis without AOF warns once, naming the risk; on one with AOF it does not', async (t) => {
