@@ -11,8 +11,15 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
-import { JWKS_COOLDOWN_MS, createVerifier } from '../../src/auth/jwt.js';
+import { createVerifier } from '../../src/auth/jwt.js';
 import { MAX_JWKS_BYTES } from '../../src/auth/jwks-fetch.js';
+
+/**
+ * The cooldown docs/protocol.md promises ("a new key is usable about a second after it
+ * is published"), written here rather than read from JWKS_COOLDOWN_MS: a deadline
+ * derived from the constant would stretch with it, and pass with jose's 30 s.
+ */
+const DOCUMENTED_COOLDOWN_MS = 1000;
 
 /** Serves what `body()` returns at any path of 127.0.0.1; closed after the test. */
 async function serve(t: TestContext, body: () => string): Promise<string> {
@@ -44,14 +51,14 @@ test('a token with the kid of a key added to the JWKS is accepted within a coupl
   const rotated = await sign(second.privateKey, 'k2');
   // Tried until it passes or the deadline: the first try may fall in the cooldown of
   // the fetch just made; with a 30 s cooldown every try until the deadline fails.
-  const deadline = Date.now() + JWKS_COOLDOWN_MS + 3000;
+  const deadline = Date.now() + DOCUMENTED_COOLDOWN_MS + 3000;
   for (;;) {
     try {
       assert.equal((await verify(rotated)).user, 'ana');
       break;
     } catch (err) {
       assert.equal((err as { code?: string }).code, 'UNAUTHORIZED');
-      if (Date.now() > deadline) throw new Error(`the new kid was still refused after ${JWKS_COOLDOWN_MS + 3000} ms (fetches: ${fetches})`, { cause: err });
+      if (Date.now() > deadline) throw new Error(`the new kid was still refused after ${DOCUMENTED_COOLDOWN_MS + 3000} ms (fetches: ${fetches})`, { cause: err });
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
