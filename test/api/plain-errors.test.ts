@@ -180,6 +180,36 @@ test('a route that takes no body refuses one (400) instead of ignoring it; an em
   }
 });
 
+test('a route that takes no body refuses a sized one from its headers, before any of it arrives', async () => {
+  // Content-Length 1000 and not a byte sent: the refusal is decided from the headers
+  // (src/api/validation.ts), not after waiting for a body the client may never send.
+  const url = new URL('/v1/users/nobody/connections', client.url);
+  const req = httpRequest(url, { method: 'DELETE', headers: { authorization: `Bearer ${client.token}`, 'content-type': 'text/plain', 'content-length': '1000' } });
+  req.on('error', () => undefined);
+  req.flushHeaders();
+  let deadline: NodeJS.Timeout | undefined;
+  try {
+    const answer = await Promise.race([
+      new Promise<RawAnswer>((resolve, reject) => {
+        req.once('response', (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => { text += c; });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as RawAnswer['body'] }));
+          res.on('error', reject);
+        });
+      }),
+      // A bound on the wait, not a wait: the answer comes at once or the test fails.
+      new Promise<never>((_resolve, reject) => { deadline = setTimeout(() => reject(new Error('no answer while the body was still to come')), 5000); }),
+    ]);
+    assert.equal(answer.status, 400);
+    assert.deepEqual(answer.body, { error: { code: 'INVALID_REQUEST', message: 'this route takes no body' } });
+  } finally {
+    clearTimeout(deadline);
+    req.destroy();
+  }
+});
+
 test('a GET with a body is refused (400) like any route that takes none; an empty one is accepted', async () => {
   for (const path of ['/v1/users/u1/presence', '/v1/users/u1/messages', '/healthz']) {
     const refused: Array<[string, Record<string, string>, string | undefined, string[]?]> = [
