@@ -60,14 +60,17 @@ test('inspect inbox of a key prefix no service has used says so on stderr; an em
   assert.equal(used.stderr, '');
 });
 
-test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1 and 1.5 exit 1 naming the option', async () => {
+test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1, 1.5 and a --limit over 10000 exit 1 naming the option', async () => {
   const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' };
-  for (const [option, value] of [['--after-seq', '0x2'], ['--after-seq', '1e3'], ['--after-seq', ''], ['--after-seq', '-1'], ['--limit', '1e1'], ['--limit', '0x2'], ['--limit', '1.5'], ['--limit', '0']] as const) {
+  for (const [option, value] of [['--after-seq', '0x2'], ['--after-seq', '1e3'], ['--after-seq', ''], ['--after-seq', '-1'], ['--limit', '1e1'], ['--limit', '0x2'], ['--limit', '1.5'], ['--limit', '0'], ['--limit', '10001']] as const) {
     const run = await runCli(['inspect', 'inbox', 'ann', `${option}=${value}`], env);
     assert.equal(run.code, 1, `${option} ${value}: ${run.stdout}`);
     assert.equal(run.stdout, '');
     assert.match(run.stderr, new RegExp(`${option} must be an integer from \\d+ to \\d+ written in decimal digits, got "${value.replace('.', '\\.')}"`), `${option} ${value}`);
   }
+  // The top of --limit's range (its help: 1-10000) is taken.
+  const top = await runCli(['inspect', 'inbox', 'ann', '--limit=10000'], env);
+  assert.equal(top.code, 0, top.stderr);
 });
 
 test('inspect inbox refuses a user id that is not one, and says so', async () => {
