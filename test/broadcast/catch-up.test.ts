@@ -118,6 +118,29 @@ test('last_bseq trimmed past: gap {stream: broadcast} to the first retained, the
   await within.close();
 });
 
+test('last_bseq at either end of what is retained: no reset and no gap, only what follows it, then live', async () => {
+  await postMany(CAP + 3, 'ends');
+  assert.equal(await admin.xlen('px:broadcast'), CAP);
+  const kept = retained();
+  // The newest bseq: the client missed nothing. A reset here would make it drop its
+  // state and take every retained broadcast again.
+  const newest = await connect('ends-newest', (kept[kept.length - 1] as Posted).bseq);
+  await expectLiveNext(newest);
+  await newest.close();
+  // The same bseq written with leading zeros is the same position.
+  const [ms, seq] = (retained()[CAP - 1] as Posted).bseq.split('-') as [string, string];
+  const padded = await connect('ends-padded', `00${ms}-000${seq}`);
+  await expectLiveNext(padded);
+  await padded.close();
+  // The first retained bseq (the stream was trimmed just before it): the rest of the
+  // retained ones, no reset (it is an entry of this stream) and no gap (nothing
+  // after it is missing).
+  const first = await connect('ends-first', (retained()[0] as Posted).bseq);
+  await expectBcasts(first, retained().slice(1));
+  await expectLiveNext(first);
+  await first.close();
+});
+
 test('a broadcast whose ttl has ended is sent to no one: not on catch-up, not live; its entry carries the end of its ttl', async () => {
   const seen = await seenThenGone('lapsed');
   const live = await connect('lapsed-live');
