@@ -46,3 +46,27 @@ test('a loss told after a failed catch-up read starts its gap where the connecti
   follower.offer({ id: '9-0' });
   assert.deepEqual(sent, ['1-0', 'gap 1-0..9-0', '9-0']);
 });
+
+test('a catch-up that could not begin from where the live feed began (releaseUnread with liveFrom): no gap, nothing was left unread', () => {
+  // Cursor at where the node's reader was when the connection joined (a client that
+  // had every broadcast, its bounds read failing): the live feed brings all after it.
+  const at = recording();
+  at.follower.hold();
+  at.follower.offer({ id: '6-0' });
+  at.follower.releaseUnread('5-0', '5-0');
+  at.follower.offer({ id: '7-0' });
+  assert.deepEqual(at.sent, ['6-0', '7-0']);
+  // Past it: the same, and nothing at or before the cursor is sent.
+  const past = recording();
+  past.follower.hold();
+  past.follower.offer({ id: '6-0' });
+  past.follower.offer({ id: '8-0' });
+  past.follower.releaseUnread('6-0', '5-0');
+  assert.deepEqual(past.sent, ['8-0']);
+  // Before it: what lay between the cursor and the live feed was not read, a gap.
+  const before = recording();
+  before.follower.hold();
+  before.follower.offer({ id: '6-0' });
+  before.follower.releaseUnread('4-0', '5-0');
+  assert.deepEqual(before.sent, ['gap 4-0..6-0', '6-0']);
+});
