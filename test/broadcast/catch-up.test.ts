@@ -191,6 +191,20 @@ test('last_bseq beyond the stream (FLUSHALL): reset {stream: broadcast}, the ret
   await back.close();
 });
 
+test('last_bseq beyond a stream that was trimmed: reset, then every retained broadcast with no gap before them, then live', async () => {
+  await postMany(CAP + 2, 'trimmed-then-future');
+  const kept = retained();
+  assert.equal(await admin.xlen('px:broadcast'), CAP);
+  // A bseq this stream never reached (the client read a stream that was lost, whose
+  // clock ran further): after the reset the client starts over, so the entries the
+  // trim removed before it were never its to miss.
+  const future = await connect('trimmed-future', `${Date.now() + 86_400_000}-0`);
+  assert.deepEqual(await expectFrame(future, 'reset'), { t: 'reset', stream: 'broadcast', bseq: (kept[CAP - 1] as Posted).bseq });
+  await expectBcasts(future, kept);
+  await expectLiveNext(future);
+  await future.close();
+});
+
 test('a malformed last_bseq is refused before the upgrade (400)', async () => {
   await expectRefused(gw.connect('bad-bseq', { params: { last_bseq: 'yesterday' } }), 400, 'INVALID_REQUEST');
 });
