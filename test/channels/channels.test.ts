@@ -318,3 +318,25 @@ test('after a refresh whose patterns no longer allow a followed channel, a sub o
   client.send({ t: 'sub', channel: 'kept.two' });
   await expectErrorFrame(client, 'FORBIDDEN');
 });
+
+test('at most 100 channels per connection: the 100th is followed, the 101st is RATE_LIMITED, and an unsub makes room', async () => {
+  const client = await connectWith(gw, 'hundred', ['many.*']);
+  // In batches below the 64 frames a connection may have held (docs/protocol.md).
+  for (let i = 0; i < 99; i++) {
+    client.send({ t: 'sub', channel: `many.c${i}` });
+    if (i % 20 === 19) await expectPong(client);
+  }
+  // The 100th: still within the limit, so no error (the pong after it is the next frame).
+  await subscribe(client, probe, P, 'many.c99');
+  client.send({ t: 'sub', channel: 'many.c100' });
+  await expectErrorFrame(client, 'RATE_LIMITED', /100 channels/);
+  // The refused one follows nothing; the 100 followed still flow.
+  await publish(gw.client, 'many.c100', 'refused');
+  const kept = await publish(gw.client, 'many.c99', 'kept');
+  assert.deepEqual(await pubIds(client, 1), [kept]);
+  // Leaving one makes room for another.
+  client.send({ t: 'unsub', channel: 'many.c0' });
+  await subscribe(client, probe, P, 'many.c100');
+  const now = await publish(gw.client, 'many.c100', 'room');
+  assert.deepEqual(await pubIds(client, 1), [now]);
+});
