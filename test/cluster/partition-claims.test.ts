@@ -107,6 +107,18 @@ test('when every block is held, a new store is told so; a store whose holdings a
   await assert.rejects(fresh.claims.claim('split', 2, undefined, HERE), /not one block of 2/);
 });
 
+test('a store pinned to the last block re-asserts it by its base (base + count = 256); one reaching past partition 255 is refused', async () => {
+  const { claims } = freshClaims();
+  assert.equal(held(await claims.claim('low', 8, undefined, HERE)), 0);
+  // The block ending at partition 255, as a restarted store asks for it (LAYOUT pins
+  // its base), and again after the claims were lost.
+  assert.equal(held(await claims.claim('top', 8, 248, HERE)), 248);
+  assert.equal(held(await claims.claim('top', 8, 248, HERE)), 248);
+  assert.equal(held(await freshClaims().claims.claim('whole', 256, 0, HERE)), 0, 'the whole space, on a prefix of its own');
+  await assert.rejects(claims.claim('past', 8, 249, HERE), /base \+ count <= 256/);
+  await assert.rejects(claims.claim('past', 16, 248, HERE), /base \+ count <= 256/);
+});
+
 test('leases are written with a TTL, read back, and dropped', async () => {
   const { claims, keys } = freshClaims();
   assert.equal(await claims.leaseOf('s1'), undefined);
