@@ -157,3 +157,23 @@ test('a registration that lapsed is removed by the next renewal of any node and 
     await r.registry.stop();
   }
 });
+
+test('a user\'s presence hash expires on its own, at least as late as its newest entry: a crashed node\'s users leave nothing behind for good', async () => {
+  const ttlMs = 30_000;
+  const presence = new Presence(redis, keys, { node: 'n-ttl', ttlMs, maxPerUser: 5, liveNodes: async (nodes) => new Set(nodes) });
+  const conns = keys.conns('fay');
+  assert.equal((await presence.add('fay', 'c1', 'phone', Date.now())).admitted, true);
+  const afterAdd = await redis.pttl(conns);
+  assert.ok(afterAdd > 0 && afterAdd <= ttlMs, `PTTL after add: ${afterAdd}`);
+  // A hash about to lapse is kept alive by each entry it gets: a new one, a refresh.
+  await redis.pexpire(conns, 1000);
+  assert.equal((await presence.add('fay', 'c2', 'laptop', Date.now())).admitted, true);
+  assert.ok(await redis.pttl(conns) > ttlMs - 5000, 'an add extends the hash to its entry\'s lifetime');
+  await redis.pexpire(conns, 1000);
+  assert.equal(await presence.refresh('fay', 'c1', 'phone', Date.now()), 'kept');
+  assert.ok(await redis.pttl(conns) > ttlMs - 5000, 'a refresh extends it too');
+  // Never shortened: a hash living longer keeps its expiry.
+  await redis.pexpire(conns, 10 * ttlMs);
+  assert.equal(await presence.refresh('fay', 'c2', 'laptop', Date.now()), 'kept');
+  assert.ok(await redis.pttl(conns) > 9 * ttlMs, 'a refresh does not shorten it');
+});
