@@ -3,14 +3,16 @@
  * private redis-server: a lease lookup in flight when its entry is forgotten (a read of
  * that node just failed) still answers its callers. lru-cache rejected them with
  * Error('deleted'), which reached producers as a 500 (a fresh operator's finding).
+ * And what the caches keep: a forgotten store's lease is read again at once, and a
+ * partition found unclaimed is cached for ABSENT_CACHE_MS, not the claim cache's TTL.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
-import { StoreDirectory } from '../../src/cluster/store-directory.js';
+import { ABSENT_CACHE_MS, CLAIM_CACHE_MS, StoreDirectory } from '../../src/cluster/store-directory.js';
 import { Keys } from '../../src/redis/keys.js';
-import { openInbox } from '../harness/checks.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -44,4 +46,32 @@ test('a lease lookup in flight when the store is forgotten answers its callers w
     assert.equal(owner?.state, 'owned', `round ${round}`);
     assert.deepEqual(owner?.state === 'owned' ? owner.lease : undefined, lease);
   }
+});
+
+test('a forgotten store\'s lease is read again at once: a node restarted at another address is reached on the next read', async () => {
+  const claims = new PartitionClaims(redis, keys);
+  await redis.hset(keys.storePartitions(), '5', 'store-b');
+  const before = { url: 'http://127.0.0.1:2', node: 'node-b1' };
+  await redis.set(keys.storeLease('store-b'), PartitionClaims.leaseText(before), 'PX', 60_000);
+  const directory = new StoreDirectory(claims);
+  const first = (await directory.owners([5])).get(5);
+  assert.deepEqual(first?.state === 'owned' ? first.lease : undefined, before);
+  // The store's node restarted elsewhere; a read of the old address failed, so the
+  // router forgets the store: the next lookup reads the new lease, not the cached one.
+  const moved = { url: 'http://127.0.0.1:3', node: 'node-b2' };
+  await redis.set(keys.storeLease('store-b'), PartitionClaims.leaseText(moved), 'PX', 60_000);
+  directory.forget('store-b');
+  const again = (await directory.owners([5])).get(5);
+  assert.deepEqual(again?.state === 'owned' ? again.lease : undefined, moved);
+});
+
+test('an unclaimed partition is cached only briefly: a store claiming it is seen within about a second, not the claim cache\'s 5 s', async () => {
+  const claims = new PartitionClaims(redis, keys);
+  const directory = new StoreDirectory(claims);
+  assert.deepEqual((await directory.owners([7])).get(7), { state: 'unclaimed' });
+  const claimedAt = performance.now();
+  await redis.hset(keys.storePartitions(), '7', 'store-c');
+  await waitUntil('partition 7 seen as owned', async () => (await directory.owners([7])).get(7)?.state === 'owned', CLAIM_CACHE_MS * 2, 50);
+  const seenAfter = performance.now() - claimedAt;
+  assert.ok(seenAfter < (ABSENT_CACHE_MS + CLAIM_CACHE_MS) / 2 + 500, `seen after ${Math.round(seenAfter)} ms`);
 });
