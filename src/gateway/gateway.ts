@@ -35,7 +35,7 @@ import type { GatewayDeps } from './gateway-deps.js';
 import { meRoutes } from './me-routes.js';
 import { PendingHandshakes } from './pending-handshakes.js';
 import { presenceRoutes } from './presence-routes.js';
-import { CloseCode } from '../delivery/close-codes.js';
+import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { outageFields } from '../errors.js';
@@ -389,16 +389,4 @@ export class Gateway implements GatewayDeps {
       }
     }
   }
-}
-
-/** Codes the server sends or `ws` reports (RFC 6455 §7.4.1, 1000–1015), and Pixiu's own (DESIGN.md §6). */
-const LABELLED_CLOSE_CODES: ReadonlySet<number> = new Set([...Array.from({ length: 16 }, (_, i) => 1000 + i), ...Object.values(CloseCode)]);
-
-/**
- * The `code` label of `pixiu_ws_closes_total`: the code itself when it is one of
- * {@link LABELLED_CLOSE_CODES}, else `other` — a client closes with any code of
- * 3000–4999 it likes, and each would be a series of its own for the life of the process.
- */
-export function closeCodeLabel(code: number): string {
-  return LABELLED_CLOSE_CODES.has(code) ? String(code) : 'other';
 }
