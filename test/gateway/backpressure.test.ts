@@ -20,7 +20,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { expectPong, serverSockets, type GatewayFixture } from './gateway-fixture.js';
+import { closesByCode, expectPong, serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -243,14 +243,6 @@ test('a client that reads is never paused or closed by a burst of one tick, even
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
   assert.deepEqual(await closesByCode(setup.gw), {});
 });
-
-/** `pixiu_ws_closes_total` by close code, from `/metrics`. */
-async function closesByCode(gw: GatewayFixture): Promise<Record<string, number>> {
-  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
-  const counts: Record<string, number> = {};
-  for (const m of text.matchAll(/^pixiu_ws_closes_total\{code="(\d+)"\} (\d+)/gm)) counts[m[1] as string] = Number(m[2]);
-  return counts;
-}
 
 test('a slow consumer that never reads again is counted as closed 4009, not as the 1006 its socket ends with', async (t) => {
   const HARD_CAP = 64 * KiB;

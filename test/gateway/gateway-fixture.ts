@@ -134,3 +134,14 @@ export async function startStallingGateway(t: CleanupContext, overrides: ConfigO
   });
   return { redis, gw, sockets: serverSockets(gw) };
 }
+
+/**
+ * `pixiu_ws_closes_total` by its `code` label (a close code, or `other`), from the
+ * gateway's `/metrics`; a code not yet counted is absent.
+ */
+export async function closesByCode(gw: Pick<InProcessServer, 'client'>): Promise<Record<string, number>> {
+  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+  const counts: Record<string, number> = {};
+  for (const m of text.matchAll(/^pixiu_ws_closes_total\{code="([^"]*)"\} (\d+)/gm)) counts[m[1] as string] = Number(m[2]);
+  return counts;
+}

@@ -16,7 +16,7 @@ import { expectError, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
-import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, closesByCode, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -248,10 +248,7 @@ test('handshakes of one device made at the same moment leave one connection: the
   // All ten upgrades are under way at once: each one's presence write replaces the one
   // before it while that one's WebSocket is not open yet (pending-handshakes.ts).
   const token = await testToken(JWT_KEY, 'burst');
-  const replacedCloses = async (): Promise<number> => {
-    const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
-    return Number(/^pixiu_ws_closes_total\{code="4002"\} (\d+)/m.exec(text)?.[1] ?? 0);
-  };
+  const replacedCloses = async (): Promise<number> => (await closesByCode(gw))['4002'] ?? 0;
   const before = await replacedCloses();
   const clients = await Promise.all(Array.from({ length: 10 }, () => gw.connect('burst', { device: 'phone', token })));
   const codes: number[] = [];

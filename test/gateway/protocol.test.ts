@@ -13,7 +13,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
-import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -112,10 +112,7 @@ test('an ack of a seq never sent, or with a string seq, is an error frame and mo
 });
 
 test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconnects fine', async () => {
-  const closes = async (): Promise<number> => {
-    const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
-    return Number(/^pixiu_ws_closes_total\{code="1009"\} (\d+)/m.exec(text)?.[1] ?? 0);
-  };
+  const closes = async (): Promise<number> => (await closesByCode(gw))['1009'] ?? 0;
   const before = await closes();
   const { client } = await gw.connectWelcomed('bigframe');
   client.send({ t: 'ping', pad: 'x'.repeat(5 * 1024) });
