@@ -1,9 +1,13 @@
 /**
- * Unknown query parameters (docs/api.md, "Input rules"): refused with 400
- * INVALID_REQUEST on every producer, admin and client route — also those that take no
- * parameters at all — before anything is done; ignored by `/healthz`, `/readyz` and
- * `/metrics`, which probes and scrapers call with parameters of their own. Against
- * the real service on a real port and a private redis-server.
+ * Unknown query parameters and body fields (docs/api.md, "Input rules"; a typo in a
+ * name is an error, not silently dropped):
+ * - a query parameter is refused with 400 INVALID_REQUEST on every producer, admin and
+ *   client route — also those that take no parameters at all — before anything is
+ *   done; `/healthz`, `/readyz` and `/metrics` ignore them, since probes and scrapers
+ *   call them with parameters of their own;
+ * - a field in a JSON body is refused the same way, naming it, on every route that
+ *   takes a body — producer, admin and client (`POST /v1/me/ack`) alike.
+ * Against the real service on a real port and a private redis-server.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,8 +16,9 @@ import { PixiuClient, cleanupList } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
-const JWT_SECRET = 'unknown-query-tests-hs256-secret-of-32-chars';
+const JWT_SECRET = 'unknown-fields-tests-hs256-secret-of-32-chars';
 const UNKNOWN = /querystring has an unknown field "x"/;
+const UNKNOWN_FIELD = /body has an unknown field "extra"/;
 
 let api: PixiuClient;
 /** As user `quinn`, with a client JWT. */
@@ -44,8 +49,9 @@ test('GET /v1/users/{uid}/presence?x=1 is 400 INVALID_REQUEST naming x; without 
   assert.equal((await api.get('/v1/users/quinn/presence')).status, 200);
 });
 
-test('every other route that takes no query parameters refuses one, and does nothing', async () => {
-  const refused: Array<[string, string, unknown, PixiuClient?]> = [
+/** Every route that takes a JSON body, with a body it would take, and who may call it. */
+function bodyRoutes(): Array<[string, string, Record<string, unknown>, PixiuClient?]> {
+  return [
     ['POST', '/v1/messages', { to: 'nobody-yet', type: 't', data: 1 }],
     ['POST', '/v1/messages/batch', { messages: [{ to: 'nobody-yet', type: 't', data: 1 }] }],
     ['POST', '/v1/presence/query', { users: ['quinn'] }],
@@ -55,16 +61,23 @@ test('every other route that takes no query parameters refuses one, and does not
     ['POST', '/v1/channels/news/publish', { type: 't', data: 1 }],
     ['POST', '/v1/me/ack', { device: 'phone', seq: 1 }, me],
   ];
-  for (const [method, route, body, client = api] of refused) {
-    expectError(await client.request(method, `${route}?x=1`, { body }), 400, 'INVALID_REQUEST', UNKNOWN);
-  }
-  // Nothing was stored, added, removed or acked.
+}
+
+/** Nothing the refused requests of {@link bodyRoutes} would do was done: nothing stored, added, removed or acked. */
+async function expectNothingDone(): Promise<void> {
   const history = await api.get('/v1/users/nobody-yet/messages');
   assert.equal((history.body as { epoch: unknown }).epoch, null, history.text);
   const members = await api.get('/v1/rooms/qroom/members');
   assert.deepEqual((members.body as { members: string[] }).members, ['quinn'], members.text);
   const record = await api.get(`/v1/messages/${storedId}`);
   assert.deepEqual((record.body as { recipients: unknown }).recipients, [{ user: 'quinn', seq: 1, acked_by: [] }]);
+}
+
+test('every other route that takes no query parameters refuses one, and does nothing', async () => {
+  for (const [method, route, body, client = api] of bodyRoutes()) {
+    expectError(await client.request(method, `${route}?x=1`, { body }), 400, 'INVALID_REQUEST', UNKNOWN);
+  }
+  await expectNothingDone();
 });
 
 test('the routes with query parameters still refuse unknown ones; /v1/me takes no ?token=', async () => {
@@ -92,4 +105,15 @@ test('/healthz, /readyz and /metrics ignore query parameters (probes and scraper
   assert.equal(metrics.status, 200, metrics.text);
   assert.match(metrics.headers.get('content-type') ?? '', /^text\/plain/);
   assert.match(metrics.text, /^# TYPE pixiu_ws_connections gauge$/m);
+});
+
+// Last: it acks, which the checks of nothing done above would see.
+test('every route that takes a JSON body refuses an unknown field in it, naming it, and does nothing', async () => {
+  for (const [method, route, body, client = api] of bodyRoutes()) {
+    expectError(await client.request(method, route, { body: { ...body, extra: true } }), 400, 'INVALID_REQUEST', UNKNOWN_FIELD);
+  }
+  await expectNothingDone();
+  // The same bodies without the field are taken (the refusal was the field's).
+  const ack = await me.post('/v1/me/ack', { device: 'phone', seq: 1 });
+  assert.equal(ack.status, 200, ack.text);
 });
