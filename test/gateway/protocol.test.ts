@@ -111,6 +111,27 @@ test('an ack of a seq never sent, or with a string seq, is an error frame and mo
   await expectPong(laptop);
 });
 
+// pixiu_ws_closes_total{code}'s label values are a bounded set the server knows, not
+// whatever a client puts in its close frame: a client may close with any code of
+// 3000–4999 (RFC 6455 §7.4.2), and counted as is, any client with a token could mint
+// ~2,000 series per node, each kept for the life of the process (docs/api.md).
+test('close codes chosen by clients do not each become a pixiu_ws_closes_total series: they count as other', async () => {
+  const codes = [3000, 3001, 3999, 4321, 4777, 4998];
+  const total = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+  const earlier = await closesByCode(gw);
+  for (const code of codes) {
+    const { client } = await gw.connectWelcomed(`closer-${code}`);
+    client.ws.close(code, 'bye');
+    await client.closed;
+  }
+  // Every close is counted once its connection is gone on the server too.
+  await waitUntil('the six closes are counted', async () => total(await closesByCode(gw)) >= total(earlier) + codes.length);
+  const counts = await closesByCode(gw);
+  const minted = codes.map(String).filter((c) => c in counts);
+  assert.deepEqual(minted, [], `client-chosen close codes became label values: ${Object.keys(counts).join(', ')}`);
+  assert.equal(counts.other, (earlier.other ?? 0) + codes.length, 'each is counted as other');
+});
+
 test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconnects fine', async () => {
   const closes = async (): Promise<number> => (await closesByCode(gw))['1009'] ?? 0;
   const before = await closes();
