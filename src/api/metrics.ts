@@ -68,6 +68,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Failed store writes (a full disk, an I/O error). Each takes its partition out of
+   * writes until it has reopened its database (src/store/write-recovery.ts); `/readyz`
+   * says 503 meanwhile.
+   */
+  readonly storeWriteFailures = new Counter({
+    name: 'pixiu_store_write_failures_total',
+    help: 'Store writes that failed; the partition takes no writes until it has reopened its database',
+    registers: [this.registry],
+  });
+
   /** Redis failures: connection errors (`connection`), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
   readonly redisErrors = new Counter({
     name: 'pixiu_redis_errors_total',

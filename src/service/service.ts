@@ -143,6 +143,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       sweepIntervalMs: config.sweepIntervalMs,
       logger,
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
+      onWriteFailure: () => metrics.storeWriteFailures.inc(),
     });
     cleanup.unshift({ what: 'store', run: () => store.close() });
     stopAsked();

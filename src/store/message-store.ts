@@ -58,6 +58,8 @@ export interface MessageStoreOptions {
   readonly monotonic?: () => number;
   /** Called after each batch write with its put count and duration in ms (metrics). */
   readonly onBatch?: (size: number, ms: number) => void;
+  /** Called once per failed partition write (metrics; partition.ts `onWriteFailure`). */
+  readonly onWriteFailure?: () => void;
 }
 
 /** The partitioned, durable message store. */
@@ -106,7 +108,7 @@ export class MessageStore implements RecordReader {
     await checkLayout(opts.dir, count, base);
     const cache = new RecordCache(opts.cacheBytes);
     const partitionOptions = {
-      sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch,
+      sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
       monotonic: opts.monotonic ?? opts.now ?? (() => performance.now()),
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(threadPoolSize()),

@@ -52,6 +52,11 @@ export interface PartitionOptions {
   readonly monotonic: () => number;
   /** Called after each batch write with its put count and duration in ms. */
   readonly onBatch?: (size: number, ms: number) => void;
+  /**
+   * Called once per failed write (a batch of puts, a sweep step's deletes, a counter
+   * advance), before the partition takes itself out of writes (write-recovery.ts).
+   */
+  readonly onWriteFailure?: () => void;
   /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
   readonly slots?: WriteSlots;
   /** Where a failed write and the reopen after it are logged. */
@@ -67,6 +72,7 @@ export class Partition {
   readonly #db: PartitionDb;
   readonly #sync: boolean;
   readonly #now: () => number;
+  readonly #onWriteFailure: (() => void) | undefined;
   readonly #sweepClock: SweepClock;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
   /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
@@ -89,6 +95,7 @@ export class Partition {
     this.#written = counter;
     this.#sync = options.sync;
     this.#now = options.now;
+    this.#onWriteFailure = options.onWriteFailure;
     this.#sweepClock = new SweepClock(options.now, options.monotonic);
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#recovery = new WriteRecovery({
@@ -379,6 +386,7 @@ export class Partition {
 
   /** Takes the partition out of writes after a failed one (write-recovery.ts); answers the failure as the write's caller gets it. */
   #writeFailed(err: unknown): PixiuError {
+    this.#onWriteFailure?.();
     this.#recovery.failed(err);
     return this.#unavailable(err);
   }

@@ -3,8 +3,8 @@
  * (a store partition reopening its database after a failed write), so a load balancer
  * sends producers elsewhere; once the disk has room again the partition reopens, `/readyz`
  * is 200 and POSTs are taken. (That nothing acknowledged is lost on the way is
- * test/store/disk-full.test.ts.) A batch's items refused meanwhile are one warning, not
- * an error per item. A real full disk: a small tmpfs, root only.
+ * test/store/disk-full.test.ts.) The failed write is counted in `/metrics`. A batch's
+ * items refused meanwhile are one warning, not an error per item. A real full disk: a small tmpfs, root only.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,6 +34,7 @@ test('on a full disk POSTs get 503 and /readyz names the reopening partition; wi
   const post = (n: number) => client.post('/v1/messages', { to: `u${n % 8}`, type: 't', data: 'x'.repeat(2000) });
   assert.equal((await post(0)).status, 201);
   assert.equal((await client.get('/readyz')).status, 200);
+  assert.equal(await writeFailures(client), 0);
 
   const filler = await fill(disk);
   let n = 1;
@@ -42,6 +43,7 @@ test('on a full disk POSTs get 503 and /readyz names the reopening partition; wi
   expectError(answer, 503, 'UNAVAILABLE', /message store partition \d+ is unavailable/);
   expectError(await client.get('/readyz'), 503, 'UNAVAILABLE',
     /^the message store takes no messages now: message store partition \d+ is reopening its database after a failed write$/);
+  assert.ok(await writeFailures(client) >= 1, 'the failed write is counted in /metrics');
   // A batch while the disk is full: its items are 503s, logged as one warning for the
   // batch, not an error with a stack per item.
   const from = lines.length;
@@ -59,3 +61,9 @@ test('on a full disk POSTs get 503 and /readyz names the reopening partition; wi
   await waitUntil('/readyz is 200 again', async () => (await client.get('/readyz')).status === 200, 20_000);
   for (let i = 0; i < 16; i++) assert.equal((await post(n++)).status, 201, 'every partition takes messages again');
 });
+
+/** `pixiu_store_write_failures_total` from the node's /metrics. */
+async function writeFailures(client: PixiuClient): Promise<number> {
+  const text = (await client.get('/metrics')).text;
+  return Number(/^pixiu_store_write_failures_total (\S+)$/m.exec(text)?.[1] ?? Number.NaN);
+}
