@@ -105,6 +105,70 @@ test('a node whose write outlived its claim answers with the message another sto
   assert.deepEqual((await readWholeInbox(inbox, 'stalled-user')).map((e) => e.id), [onB.id], 'one inbox entry');
 });
 
+test('a store write that fails releases the claim: the retry on another node is stored at once, not refused as being stored elsewhere', async (t) => {
+  const { a, b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsA = new ClientIdClaims(redis, keys, 'sa');
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await Promise.all([claimsA.refresh(), claimsB.refresh()]);
+  const ingestA = new Ingest({ store: a, inbox, claims: claimsA, records });
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records });
+  const body = { to: 'failed-write-user', type: 't', data: { n: 1 }, client_msg_id: 'failed-write-1' };
+  const claim = keys.clientIdClaim('failed-write-1');
+
+  // A's write fails after its claim was made (the store refuses writes, as a node
+  // without its lease does).
+  a.suspendWrites('writes suspended for the test');
+  await assert.rejects(ingestA.sendToUsers(body), /writes suspended for the test/);
+  // The release is not awaited by the failing request: wait for it, not for the 30 s expiry.
+  await waitForValue(claim, null);
+  const onB = await ingestB.sendToUsers(body);
+  assert.equal(onB.duplicate, false);
+  assert.equal(b.holds(onB.id), true);
+  assert.equal(await redis.get(claim), onB.id);
+  assert.deepEqual((await readWholeInbox(inbox, 'failed-write-user')).map((e) => e.id), [onB.id]);
+});
+
+test('a node whose write outlived its claim, finding another store\'s pending claim in its place when it settles, answers 503 (being stored elsewhere) and appends nothing', async (t) => {
+  const { a, b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsA = new ClientIdClaims(redis, keys, 'sa');
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await Promise.all([claimsA.refresh(), claimsB.refresh()]);
+  // Both nodes stall between their claim and their store write.
+  const stall = (store: MessageStore): (() => void) => {
+    let resume!: () => void;
+    const stalled = new Promise<void>((resolve) => { resume = resolve; });
+    const realPut = store.put.bind(store);
+    store.put = async (msg: NewMessage): Promise<PutResult> => {
+      await stalled;
+      return realPut(msg);
+    };
+    return resume;
+  };
+  const resumeA = stall(a);
+  const resumeB = stall(b);
+  const ingestA = new Ingest({ store: a, inbox, claims: claimsA, records });
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records });
+  const body = { to: 'pending-settle-user', type: 't', data: { n: 1 }, client_msg_id: 'pending-settle-1' };
+  const claim = keys.clientIdClaim('pending-settle-1');
+
+  const onA = ingestA.sendToUsers(body);
+  await waitForValue(claim, 'P|sa');
+  await redis.del(claim); // A's claim expires
+  const onB = ingestB.sendToUsers(body);
+  await waitForValue(claim, 'P|sb');
+  // A's write goes ahead while B's is still under way: its settle finds B's claim.
+  resumeA();
+  await assert.rejects(onA, /client_msg_id "pending-settle-1" is being stored by another node now; retry/);
+  assert.equal(await redis.get(claim), 'P|sb', 'A did not take B\'s claim');
+  assert.deepEqual(await readWholeInbox(inbox, 'pending-settle-user'), [], 'A appended nothing');
+  resumeB();
+  const stored = await onB;
+  assert.equal(b.holds(stored.id), true);
+  assert.deepEqual((await readWholeInbox(inbox, 'pending-settle-user')).map((e) => e.id), [stored.id], 'one inbox entry, B\'s');
+});
+
 test('a claim naming a message that is gone is taken over by the store that stores it anew', async (t) => {
   const { b, records } = await twoStores(t);
   await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
@@ -142,8 +206,8 @@ test('a claim naming a message of a partition no store claims now (Redis lost th
   assert.deepEqual(await readWholeInbox(inbox, 'lost-user'), []);
 });
 
-/** Resolves once `key` holds `value` (the claim A makes before its stalled write). */
-async function waitForValue(key: string, value: string): Promise<void> {
+/** Resolves once `key` holds `value` (the claim A makes before its stalled write; null: none). */
+async function waitForValue(key: string, value: string | null): Promise<void> {
   for (let i = 0; i < 200 && (await redis.get(key)) !== value; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   assert.equal(await redis.get(key), value);
 }
