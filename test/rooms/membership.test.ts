@@ -62,6 +62,13 @@ test('GET members pages through in join order (calls in order, each call in the 
   const first = await page(server.client, room);
   assert.deepEqual(first, { room, size: joined.length, members: joined, next_cursor: null }, 'default limit holds them all');
   for (const limit of [1, 2, 5]) assert.deepEqual(await allMembers(server.client, room, limit), joined, `limit ${limit}`);
+  // A last page that ends exactly at the limit says so: no cursor to an empty page.
+  const n = joined.length;
+  assert.deepEqual(await page(server.client, room, `?limit=${n}`), { room, size: n, members: joined, next_cursor: null }, 'limit = member count');
+  const half = await page(server.client, room, `?limit=${n / 2}`);
+  assert.notEqual(half.next_cursor, null, 'half the members: another page follows');
+  const last = await page(server.client, room, `?limit=${n / 2}&cursor=${encodeURIComponent(half.next_cursor ?? '')}`);
+  assert.deepEqual(last, { room, size: n, members: joined.slice(n / 2), next_cursor: null }, 'the second half, exactly the limit, is the last');
 
   // Adding members already in keeps their place; only the new one goes last.
   await addMembers(server.client, room, ['xia', 'nia', 'zed'], 1);
