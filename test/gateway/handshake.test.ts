@@ -10,13 +10,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
+import type net from 'node:net';
+import { Redis } from 'ioredis';
 import { decodeJwt } from 'jose';
 import { mintToken } from '../../src/auth/jwt.js';
 import { expectError, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
-import { JWT_KEY, closesByCode, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, closesByCode, expectPong, expectRefused, serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -217,6 +219,48 @@ test('a request that never becomes a WebSocket holds no place in presence', asyn
   // The user still has all five places.
   for (let i = 0; i < 5; i++) await gw.connectWelcomed('plain', { device: `w${i}` });
   assert.equal((await presenceOf('plain')).length, 5);
+});
+
+test('a client gone mid-upgrade, after its handshake checks passed and before its WebSocket opened, leaves no presence entry', async () => {
+  const user = 'gone-mid';
+  const sockets = serverSockets(gw);
+  // Redis's own record of the commands the node sends: when the handshake's presence
+  // entry was written, from outside the node.
+  const probe = new Redis(redis.url);
+  const monitor = await probe.monitor();
+  let added = false;
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (/^eval/i.test(args[0] ?? '') && args.some((a) => a.endsWith(`{${user}}:conns`))) added = true;
+  });
+  try {
+    const token = await testToken(JWT_KEY, user);
+    // Redis stalls: the handshake waits in its checks (the device's cursor) while the
+    // client goes away (a reset: the connection is gone, not half-closed).
+    redis.pause();
+    const req = http.request(new URL('/v1/connect?device=gone', gw.url), {
+      headers: {
+        authorization: `Bearer ${token}`, connection: 'Upgrade', upgrade: 'websocket',
+        'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-version': '13',
+      },
+    });
+    req.on('error', () => undefined);
+    req.end();
+    try {
+      await waitUntil('the server has the upgrade request', async () => sockets.has('gone'), 5000, 5);
+      (req.socket as net.Socket).resetAndDestroy();
+      const serverSide = sockets.get('gone');
+      await waitUntil('the server saw the client go', async () => serverSide?.destroyed === true, 5000, 5);
+    } finally {
+      redis.resume();
+    }
+    // The handshake goes on: its checks pass and its entry is written …
+    await waitUntil('the handshake wrote its presence entry', async () => added, 5000, 5);
+    // … and removed again, since its socket is gone.
+    await waitUntil('no presence entry is left behind', async () => (await presenceOf(user)).length === 0, 3000);
+  } finally {
+    monitor.disconnect();
+    probe.disconnect();
+  }
 });
 
 /** The connections `GET /v1/users/{uid}/presence` lists. */
