@@ -1,7 +1,7 @@
 /**
  * Client frames on an open connection (DESIGN.md §6): `ping` → `pong`; every bad frame
  * gets its documented answer (an `error` frame, or close 1009 for a frame over the cap,
- * 1007 for a text frame that is not UTF-8, or close 4003 after many) and leaves the connection and every ack cursor as they
+ * 1007 for a text frame that is not UTF-8, 1008 for a message in too many fragments, or close 4003 after many) and leaves the connection and every ack cursor as they
  * were; the server's own heartbeat keeps a connection that answers pings and cuts one
  * that does not.
  */
@@ -145,17 +145,36 @@ test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconn
   await expectDelivery(again, 'bigframe');
 });
 
-test('a text frame that is not valid UTF-8 closes the connection 1007 (RFC 6455 §8.1); the user reconnects fine', async () => {
+test('a text frame that is not valid UTF-8 closes the connection 1007 (RFC 6455 §8.1), counted as 1007; the user reconnects fine', async () => {
+  const earlier = await closesByCode(gw);
   const { client } = await gw.connectWelcomed('badutf8');
   // A text frame (binary: false) whose bytes are not UTF-8: 0xC3 starts a two-byte
   // sequence that 0x28 does not continue.
   client.ws.send(Buffer.from([0x7b, 0xc3, 0x28, 0x7d]), { binary: false });
   const { code } = await client.waitClose();
   assert.equal(code, 1007);
+  await expectCountedAs(earlier, '1007');
   const { client: again } = await gw.connectWelcomed('badutf8');
   await expectPong(again);
   await expectDelivery(again, 'badutf8');
 });
+
+test('a message in more fragments than ws takes (16,384) closes the connection 1008, counted as 1008; the user reconnects fine', async () => {
+  const earlier = await closesByCode(gw);
+  const { client } = await gw.connectWelcomed('fragments');
+  // Empty fragments of one text message that never ends: only their number is over a limit.
+  for (let i = 0; i <= 16 * 1024; i++) client.ws.send('', { fin: false });
+  const { code } = await client.waitClose();
+  assert.equal(code, 1008);
+  await expectCountedAs(earlier, '1008');
+  const { client: again } = await gw.connectWelcomed('fragments');
+  await expectPong(again);
+});
+
+/** Waits until the close is counted in pixiu_ws_closes_total under `label` (a close counted under another code never is). */
+async function expectCountedAs(earlier: Record<string, number>, label: string): Promise<void> {
+  await waitUntil(`the close is counted as ${label}`, async () => ((await closesByCode(gw))[label] ?? 0) === (earlier[label] ?? 0) + 1, 5000);
+}
 
 test('a frame just under the cap is handled as usual', async () => {
   const { client } = await gw.connectWelcomed('nearcap');
