@@ -98,4 +98,8 @@ test(`SIGTERM with ${CLIENTS} clients: each is closed 1001 and its last ack is i
   const closes = await Promise.all(clients.map((c) => c.waitClose()));
   assert.deepEqual(closes.map((c) => c.code), users.map(() => 1001));
   assert.deepEqual(await ackHashes(raw, keys, users), users.map((_, i) => ({ phone: String(lastAck(i)) })));
+  // Every cursor was written: the log says nothing was lost (the line of a shutdown
+  // whose Redis did not answer, test/service/shutdown.test.ts).
+  assert.match(proc.stdout(), /"msg":"pixiu stopped"/, 'the log of the whole shutdown is here');
+  assert.deepEqual(proc.stdout().split('\n').filter((line) => line.includes('ack cursors could not be written')), [], 'no cursor is reported lost');
 });
