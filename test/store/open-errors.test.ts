@@ -1,9 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { StartupError } from '../../src/errors.js';
+import { MAX_COUNTER } from '../../src/ids/msg-id.js';
+import { HIGH_WATER_KEY } from '../../src/store/keys.js';
+import { PARTITION_HASH } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
 
@@ -74,4 +77,36 @@ test('a store reopened with another partition count is refused, naming the count
     startupError(dir, 'created with 4 partitions', 'PIXIU_PARTITIONS=4'));
   const again = await openStore(t, dir, { partitions: 4 });
   assert.equal((await again.get(id))?.data, 1);
+});
+
+test('a store whose layout names another partition hash is refused: its ids and retries would be looked up in the wrong partitions', async (t) => {
+  const dir = await tempDir(t);
+  await (await MessageStore.open(storeOptions(dir, { partitions: 2 }))).close();
+  const layout = JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
+  await writeFile(path.join(dir, 'LAYOUT'), `${JSON.stringify({ ...layout, hash: 'murmur3-32' })}\n`);
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })),
+    startupError(dir, 'uses partition hash murmur3-32', PARTITION_HASH));
+});
+
+/** Writes partition `p`'s counter high-water mark on disk (the store closed). */
+async function writeHighWaterMark(dir: string, p: number, mark: string): Promise<void> {
+  const db = new ClassicLevel<Buffer, Buffer>(path.join(dir, String(p)), { keyEncoding: 'buffer', valueEncoding: 'buffer' });
+  await db.open();
+  try {
+    await db.put(HIGH_WATER_KEY, Buffer.from(mark, 'latin1'));
+  } finally {
+    await db.close();
+  }
+}
+
+test('a partition whose counter high-water mark is past the largest MsgID counter is refused at open, naming the folder', async (t) => {
+  const dir = await tempDir(t);
+  await (await MessageStore.open(storeOptions(dir, { partitions: 1 }))).close();
+  await writeHighWaterMark(dir, 0, String(MAX_COUNTER + 1));
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })),
+    startupError(path.join(dir, '0'), 'cannot be read', `high-water mark "${MAX_COUNTER + 1}" is not a counter`));
+  // The largest counter itself is a mark the store can hold.
+  await writeHighWaterMark(dir, 0, String(MAX_COUNTER));
+  const store = await openStore(t, dir, { partitions: 1 });
+  assert.deepEqual(store.counters, [MAX_COUNTER]);
 });
