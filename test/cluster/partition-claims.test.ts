@@ -23,7 +23,7 @@ import {
 import { LEASE_TTL_MS, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
 import { listeningNodes } from '../../src/cluster/bus.js';
 import { MessageStore } from '../../src/store/message-store.js';
-import { checkLayout } from '../../src/store/layout.js';
+import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -167,6 +167,11 @@ test('a new data dir claims a block and pins it in LAYOUT; restarted, it keeps i
   assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), puts.map((_, i) => i));
   // Opening the folder at another base is refused: its ids would change meaning.
   await assert.rejects(checkLayout(dir, 8, 0), /mints partitions 8\.\.15, not 0\.\.7/);
+  // Nor does a pinned base move: pinning another is refused and the file keeps its base
+  // (a claim with the pinned base always answers that base; this is layout.ts's own guard).
+  await assert.rejects(pinPartitionBase(dir, layout as unknown as IdentifiedLayout, 0),
+    (err: unknown) => err instanceof StartupError && /has partition base 8; it cannot move to 0/.test(err.message));
+  assert.equal((JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as { partitionBase: number }).partitionBase, 8);
 });
 
 test('a data dir whose block is held by another store is refused at start, naming the dir, the partitions and the owner', async (t) => {
