@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GroupCommit } from '../../src/store/group-commit.js';
+import { WriteSlots, threadPoolSize } from '../../src/store/write-slots.js';
 
 /** A promise with its resolve, to hold a fake write open. */
 function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
@@ -101,4 +102,26 @@ test('a failed write rejects its own items only; the next batch is written', asy
   await assert.rejects(failed[0] as Promise<number>, /disk full/);
   await assert.rejects(failed[1] as Promise<number>, /disk full/);
   assert.equal(await commit.add(3), 3);
+});
+
+test('write slots shared by queues are handed over in the order they were asked for', async () => {
+  const slots = new WriteSlots(1);
+  assert.equal(slots.acquire(), undefined, 'a free slot is taken at once');
+  const granted: string[] = [];
+  const waits = ['first', 'second', 'third'].map((name) => (slots.acquire() as Promise<void>).then(() => granted.push(name)));
+  for (let i = 0; i < 3; i++) slots.release();
+  await Promise.all(waits);
+  assert.deepEqual(granted, ['first', 'second', 'third']);
+  // The last holder gives its slot back to the free count: taken again at once.
+  slots.release();
+  assert.equal(slots.acquire(), undefined);
+});
+
+test('the write slot count follows UV_THREADPOOL_SIZE as libuv reads it: 4 when unset, zero or not a number, at most 1024', () => {
+  assert.equal(threadPoolSize({}), 4);
+  assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '16' }), 16);
+  assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '1' }), 1);
+  for (const garbage of ['0', '-3', 'lots', '2.5', '']) assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: garbage }), 4, garbage);
+  assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '1024' }), 1024);
+  assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '5000' }), 1024);
 });
