@@ -9,10 +9,12 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm, statfs, truncate, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { isPixiuError, StartupError } from '../../src/errors.js';
 import { MessageStore, type PutResult } from '../../src/store/message-store.js';
+import { REOPEN_SPARE_BYTES, lackOfRoomToReopen } from '../../src/store/reopen-room.js';
 import { openStore, storeOptions } from './fixtures/store-harness.js';
 import { fill, smallDisk } from '../harness/small-disk.js';
 import { waitUntil } from '../harness/checks.js';
@@ -106,4 +108,22 @@ test('a store that cannot open because its disk is full says so', async (t) => {
     assert.match(err.message, /^store partition folder .*\/xiu\/0 cannot be read: .*No space left on device — its disk is full: free space on it and start again$/);
     return true;
   });
+});
+
+test('a partition is reopened only when its disk has room for its largest log besides the spare bytes', async (t) => {
+  // Sparse logs: their size, not the blocks they take, is what the reopen writes out again.
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-reopen-room-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, '000003.log'), 'x'.repeat(1024));
+  assert.equal(await lackOfRoomToReopen(dir), undefined, 'a small log on a disk with room');
+
+  // Twice the free space: no room, however the free space moves meanwhile.
+  const { bavail, bsize } = await statfs(dir);
+  const size = 2 * bavail * bsize;
+  await writeFile(path.join(dir, '000004.log'), '');
+  await truncate(path.join(dir, '000004.log'), size);
+  const lack = await lackOfRoomToReopen(dir);
+  assert.ok(lack !== undefined, 'a log larger than the free space leaves no room for the reopen');
+  assert.equal(lack.needed, size + REOPEN_SPARE_BYTES, 'the largest log plus the spare bytes');
+  assert.ok(lack.free < lack.needed, JSON.stringify(lack));
 });
