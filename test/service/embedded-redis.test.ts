@@ -6,11 +6,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
-import { localRedisSocket } from '../../src/redis/local-server.js';
+import { localRedisSocket, startLocalRedis } from '../../src/redis/local-server.js';
+import { StartupError } from '../../src/errors.js';
+import { createLogger } from '../../src/logger.js';
 import { PixiuClient, runCli, spawnServe } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { waitUntil } from '../harness/checks.js';
@@ -94,6 +98,29 @@ test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped w
   assert.equal(Number(await readFile(pidFile, 'utf8')), orphan, 'no second server on the same AOF');
   assert.deepEqual(await second.term(), { code: 0, signal: null }, output(second));
   assert.ok(!isAlive(orphan), 'the adopted redis-server is stopped with the pixiu that adopted it');
+});
+
+test('a redis-server left running that still has a client is not adopted: the start is refused and that server and its client are left alone', { timeout: 60_000 }, async (t) => {
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
+  const first = await spawnServe(env, t);
+  const orphan = Number(await readFile(pidFile, 'utf8'));
+  await first.kill();
+  // Something still uses that server (another pixiu that got past the data dir lock, a
+  // redis-cli): a client that Redis has answered.
+  const client = net.createConnection(localRedisSocket(dataDir));
+  t.after(() => client.destroy());
+  client.write('PING\r\n');
+  const [pong] = await once(client, 'data') as [Buffer];
+  assert.equal(pong.toString(), '+PONG\r\n');
+  await assert.rejects(startLocalRedis({ dataDir, logger: createLogger('silent') }), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, new RegExp(`is in use: its redis-server \\(pid ${orphan}\\) has 1 client connection\\(s\\)`));
+    return true;
+  });
+  assert.ok(isAlive(orphan), 'the server is not stopped');
+  client.write('PING\r\n');
+  const [again] = await once(client, 'data') as [Buffer];
+  assert.equal(again.toString(), '+PONG\r\n', 'its client is still served');
 });
 
 test('a second serve on a data dir in use refuses to start and leaves the running one and its redis-server alone', { timeout: 60_000 }, async (t) => {
