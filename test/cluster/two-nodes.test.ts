@@ -11,7 +11,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeMsgId, encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Keys } from '../../src/redis/keys.js';
@@ -259,4 +259,24 @@ test('a data dir claiming a block another store holds is refused at start, namin
   assert.ok(inBlock(sent.id, owner.partitionBase));
   const read = await a.api.get(`/v1/messages/${sent.id}`);
   assert.equal(read.status, 200, read.text);
+});
+
+test('an older copy of A\'s data dir, started after its copy ran on and minted more, mints none of the copy\'s ids: it moves past them and logs an error', { timeout: 120_000 }, async () => {
+  const before = await post(a, 'ivy', { n: 0 });
+  assert.deepEqual(await a.serve.term(), { code: 0, signal: null });
+  // A copy of the stopped data dir runs (moved elsewhere), mints more, and stops.
+  const copyDir = await tempDataDir(cleanup, 'pixiu-node-a-copy-');
+  await cp(a.dataDir, copyDir, { recursive: true });
+  const copy = await start(copyDir, a.token);
+  const minted: string[] = [];
+  for (let n = 1; n <= 3; n++) minted.push((await post(copy, 'ivy', { n })).id);
+  assert.deepEqual(await copy.serve.term(), { code: 0, signal: null });
+  // The older original starts again: its store is behind what the store minted.
+  a = { ...a, ...(await start(a.dataDir, a.token)) };
+  const after = await post(a, 'ivy', { n: 4 });
+  assert.ok(![before.id, ...minted].includes(after.id), `${after.id} minted twice`);
+  assert.ok(decodeMsgId(after.id).counter > decodeMsgId(minted[2] ?? '').counter, `${after.id} after ${minted.join(', ')}`);
+  const behind = a.serve.stdout().split('\n').filter((l) => l.includes('this data dir is behind the message ids'));
+  assert.equal(behind.length, 1, a.serve.stdout().slice(-4000));
+  assert.equal((JSON.parse(behind[0] ?? '{}') as { level?: number }).level, 50);
 });
