@@ -11,15 +11,17 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
+import { createRedis } from '../../src/redis/client.js';
 import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
-import { spawnServe, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
+import { spawnServe, startInProcess, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import { isAlive } from '../../src/process-alive.js';
@@ -330,3 +332,32 @@ test('with Redis not answering, SIGTERM stops serve accepting at once, before an
 });
 
 const ACKS_LOST = 'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again';
+
+/** The TCP state (proc(5) `st`, hex: 01 established) of this machine's IPv4 socket bound to 127.0.0.1:`port`, if any. */
+function tcpStateOf(port: number): string | undefined {
+  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const row = readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).map((line) => line.trim().split(/\s+/)).find((f) => f[1] === local);
+  return row?.[3];
+}
+
+test('with Redis not answering, the shutdown drops its Redis connection as soon as it gives up on it, not a command timeout later', { timeout: 60_000 }, async (t: TestContext) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  // The Redis steps get 3 × 2 s + 1 s; the last, the connection's QUIT, gets the
+  // second or so that is left, then the connection is dropped.
+  const { service } = await startInProcess(t, { redisUrl: redis.url, redisCommandTimeoutMs: '2000' });
+  const probe = await createRedis({ url: redis.url, commandTimeoutMs: 2000 });
+  const clients = String(await probe.client('LIST'));
+  await probe.quit();
+  const addr = /addr=127\.0\.0\.1:(\d+) .*name=pixiu /.exec(clients)?.[1];
+  assert.ok(addr !== undefined, clients);
+  const port = Number(addr);
+  assert.equal(tcpStateOf(port), '01', 'the service\'s connection is open');
+
+  redis.pause();
+  t.after(() => redis.resume());
+  await service.close();
+  // Its QUIT would time out a second or more after this: the connection is closed from
+  // the service's side (FIN sent) without waiting for it.
+  await waitUntil('the service\'s Redis connection is closed', async () => tcpStateOf(port) !== '01', 500, 10);
+});
