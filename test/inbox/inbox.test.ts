@@ -108,12 +108,30 @@ test('the counter key lost while the stream remains never makes a seq be reused'
   assert.notEqual(afterDel.epoch, afterHdel.epoch, 'a lost meta hash means a new epoch (clients are told reset)');
   const page = await inbox.range(uid, 0, 100);
   assert.deepEqual(page.entries.map((e) => e.seq), [1, 2, 3, 4, 5, 6, 7]);
+
+  // A read with the counter lost still reports the latest seq (from the stream).
+  await redis.hdel(keys.meta(uid), 'seq');
+  const read = await inbox.range(uid, 5, 100);
+  assert.deepEqual([read.firstSeq, read.latestSeq, read.entries.map((e) => e.seq)], [1, 7, [6, 7]]);
+});
+
+test('the stream lost while the counter remains never makes a seq be reused: every append stores the seq it assigned', async () => {
+  const uid = 'stream-lost';
+  const { epoch } = await inbox.append(uid, msgId(1), MsgKind.user);
+  await appendMany(inbox, uid, 2, 1);
+  assert.equal(await redis.hget(keys.meta(uid), 'seq'), '3', 'the counter is the last seq assigned');
+  await redis.del(keys.inbox(uid));
+  assert.deepEqual(await inbox.range(uid, 0, 10), { epoch, firstSeq: 4, latestSeq: 3, entries: [] });
+  assert.equal((await inbox.append(uid, msgId(4), MsgKind.user)).seq, 4);
 });
 
 test('cap 10 and 25 appends keep exactly seqs 16..25 in the stream and the ids set', async () => {
   const small = new Inbox(redis, { prefix: 'px:', cap: 10 });
   const uid = 'capped';
-  await appendMany(small, uid, 25);
+  for (let n = 1; n <= 25; n++) {
+    await small.append(uid, msgId(n), MsgKind.user);
+    assert.equal(await redis.zcard(keys.ids(uid)), Math.min(n, 10), `the ids set after ${n} appends holds the stream's window`);
+  }
   const page = await small.range(uid, 0, 100);
   assert.equal(page.firstSeq, 16);
   assert.equal(page.latestSeq, 25);
