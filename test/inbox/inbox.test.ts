@@ -289,6 +289,9 @@ test('an inbox keeps its keys until the grace after the latest content expiry ap
   await kept.append(uid, msgId(4), MsgKind.user, { expiresAt: later + grace + 5 });
   const moved = later + 2 * grace + 5;
   assert.deepEqual(await expiry(), [moved, moved, moved, moved]);
+  // Content that expires exactly when the keys do (at `keep`, not after) moves them too.
+  await kept.append(uid, msgId(5), MsgKind.user, { expiresAt: moved });
+  assert.deepEqual(await expiry(), [moved + grace, moved + grace, moved + grace, moved + grace]);
 
   // Content already expired (a clock behind, a slow request): kept from now, never deleted.
   const stale = 'retained-stale';
@@ -390,6 +393,12 @@ test('append names the nodes of the user\'s live presence entries, once each, fo
   const again = await inbox.append(uid, msgId(0x77), MsgKind.user);
   assert.equal(again.duplicate, true);
   assert.deepEqual([...again.nodes].sort(), ['node-a', 'node-b']);
+
+  // An entry expiring at the append's now has expired (as presence counts it); one a ms later has not.
+  const at = Date.now();
+  const frozen = new Inbox(redis, { prefix: 'px:', cap: 10_000, now: () => at });
+  await redis.hset(keys.conns('present-edge'), 'c1', `${at}|node-at|phone|1`, 'c2', `${at + 1}|node-after|laptop|1`);
+  assert.deepEqual((await frozen.append('present-edge', msgId(0x78), MsgKind.user)).nodes, ['node-after']);
 });
 
 test('a retried append after the meta hash alone was lost stores the new epoch it answers: later appends and reads keep it', async () => {
@@ -404,6 +413,9 @@ test('a retried append after the meta hash alone was lost stores the new epoch i
   assert.notEqual(retry.epoch, first.epoch, 'a lost meta hash means a new epoch');
   // The epoch the retry answered is the inbox's from now on: a client told it is not reset again.
   assert.equal(await redis.hget(k.meta, 'epoch'), retry.epoch);
+  const expiresAt = await redis.pexpiretime(k.meta);
+  assert.ok(expiresAt > Date.now(), `the new meta hash expires (PEXPIRETIME ${expiresAt})`);
+  assert.equal(await redis.pexpiretime(k.inbox), expiresAt, 'with the inbox');
   assert.equal((await inbox.range(uid, 0, 10)).epoch, retry.epoch);
   const next = await inbox.append(uid, msgId(0x501), MsgKind.user);
   assert.equal(next.epoch, retry.epoch, 'the next append keeps the epoch the retry answered');
