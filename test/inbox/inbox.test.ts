@@ -155,6 +155,10 @@ test('an ack cursor never decreases, per device, devices independent', async () 
   assert.equal(await inbox.ack(uid, 'phone', 7), 7);
   assert.equal(await inbox.ack(uid, 'laptop', 0), 2);
   assert.deepEqual(await inbox.cursors(uid), { phone: 7, laptop: 2 });
+  // A 15-digit seq is stored exactly (not in the 14 digits of Lua's tostring).
+  const big = 123_456_789_012_345;
+  assert.equal(await inbox.ack(uid, 'phone', big), big);
+  assert.deepEqual(await inbox.cursors(uid), { phone: big, laptop: 2 });
 });
 
 test('a device\'s cursor is read with the epoch it counts in; none for a device that never acked', async () => {
@@ -262,6 +266,17 @@ test('a user keeps at most deviceCursors ack cursors: a new device past it drops
   // A hundred devices in turn: the hash stays at three.
   for (let i = 0; i < 100; i++) await few.ack(uid, `session-${i}`, 10);
   assert.equal(await redis.hlen(keys.acks(uid)), 3);
+  // Devices tied furthest behind go by device id, lowest first.
+  const tied = 'tied-devices';
+  await few.append(tied, msgId(1), MsgKind.user);
+  for (const device of ['dev-b', 'dev-a', 'dev-c']) await few.ack(tied, device, 1);
+  await few.ack(tied, 'dev-d', 1);
+  assert.deepEqual(await few.cursors(tied), { 'dev-b': 1, 'dev-c': 1, 'dev-d': 1 });
+  // The limit lowered (a restart with a smaller setting): moving a kept cursor adds no field and drops nothing.
+  const fewer = new Inbox(redis, { prefix: 'px:', cap: 10_000, deviceCursors: 2 });
+  await fewer.ack(tied, 'dev-b', 1);
+  await fewer.ack(tied, 'dev-c', 2);
+  assert.deepEqual(await fewer.cursors(tied), { 'dev-b': 1, 'dev-c': 2, 'dev-d': 1 });
   assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: 0 }), invalidRequest);
 });
 
