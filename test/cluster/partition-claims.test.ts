@@ -79,6 +79,10 @@ test('first claims take the lowest free aligned block; a store asking again gets
   assert.equal(owners['31'], 's3');
   assert.equal(owners['35'], 's4');
   assert.deepEqual(JSON.parse(await redis.hget(keys.storeDescriptions(), 's3') ?? ''), HERE);
+  // Aligned to its own size: a block of 8 after one of 4 starts at 8, not at 4.
+  const other = freshClaims();
+  assert.equal(held(await other.claims.claim('q4', 4, undefined, HERE)), 0);
+  assert.equal(held(await other.claims.claim('q8', 8, undefined, HERE)), 8);
 });
 
 test('a re-assertion writes the block back after the claims were lost; a held block is a conflict naming its owner', async () => {
@@ -95,6 +99,9 @@ test('a re-assertion writes the block back after the claims were lost; a held bl
   assert.deepEqual(await claims.claim('intruder', 4, 6, HERE), { kind: 'conflict', partition: 6, owner: 'old', description: HERE });
   assert.equal(await claims.ownerOf(9), null);
   assert.equal(await redis.hget(keys.storePartitions(), '7'), 'old');
+  // The conflict names the first partition held by another store, not the block's base.
+  assert.equal(held(await claims.claim('later', 4, 12, HERE)), 12);
+  assert.deepEqual(await claims.claim('intruder', 8, 8, HERE), { kind: 'conflict', partition: 12, owner: 'later', description: HERE });
 });
 
 test('when every block is held, a new store is told so; a store whose holdings are not one block is refused', async () => {
@@ -105,6 +112,9 @@ test('when every block is held, a new store is told so; a store whose holdings a
   const fresh = freshClaims();
   await redis.hset(fresh.keys.storePartitions(), '0', 'split', '2', 'split');
   await assert.rejects(fresh.claims.claim('split', 2, undefined, HERE), /not one block of 2/);
+  // A store holding one whole block of 8 that asks for 4 is refused too (it would keep all 8).
+  await redis.hset(fresh.keys.storePartitions(), ...Array.from({ length: 8 }, (_, i) => [String(16 + i), 'wide']).flat());
+  await assert.rejects(fresh.claims.claim('wide', 4, undefined, HERE), /not one block of 4/);
 });
 
 test('a store pinned to the last block re-asserts it by its base (base + count = 256); one reaching past partition 255 is refused', async () => {
@@ -321,6 +331,9 @@ test('an older copy of a data dir — its copy ran ahead elsewhere — moves its
   assert.ok(Object.values(minted).includes('11'), JSON.stringify(minted));
   await claims.recordMinted(storeId, 0, [0, 0, 0, 0]);
   assert.deepEqual(await redis.hgetall(keys.storeMinted(storeId)), minted);
+  // Every partition of a block is recorded, the last one too.
+  await claims.recordMinted('four-parts', 4, [1, 2, 3, 4]);
+  assert.deepEqual(await claims.mintedOf('four-parts'), new Map([[4, 1], [5, 2], [6, 3], [7, 4]]));
 });
 
 test('after Redis lost the claims, a new data dir waits for running nodes to re-assert theirs before it claims; with no node running it claims at once', async (t) => {
