@@ -227,8 +227,10 @@ test("release drops only this store's own pending claim: another store's claim i
   assert.equal(await redis.get(key), 'P|release-b');
   assert.deepEqual(await a.claim('release-1'), { state: 'pending', storeId: 'release-b' });
 
-  // Nor a settled MsgID.
-  await b.settle('release-1', '0123456789abcdef', Date.now() + 60_000);
+  // Nor a settled MsgID; the settled claim expires with its message.
+  const expiresAt = Date.now() + 60_000;
+  await b.settle('release-1', '0123456789abcdef', expiresAt);
+  assert.equal(await redis.pexpiretime(key), expiresAt);
   await a.release('release-1');
   assert.equal(await redis.get(key), '0123456789abcdef');
 });
