@@ -176,4 +176,9 @@ test('a user\'s presence hash expires on its own, at least as late as its newest
   await redis.pexpire(conns, 10 * ttlMs);
   assert.equal(await presence.refresh('fay', 'c2', 'laptop', Date.now()), 'kept');
   assert.ok(await redis.pttl(conns) > 9 * ttlMs, 'a refresh does not shorten it');
+  // Nor does an add, which drops the entries past their expiry as it goes.
+  await redis.hset(conns, 'c-stale', entry(Date.now() - 1, 'n-ttl', 'watch'));
+  assert.equal((await presence.add('fay', 'c3', 'tablet', Date.now())).admitted, true);
+  assert.ok(await redis.pttl(conns) > 9 * ttlMs, 'an add does not shorten it');
+  assert.equal(await redis.hexists(conns, 'c-stale'), 0, 'the expired entry is gone');
 });
