@@ -99,3 +99,12 @@ test('a stream trimmed past last_bseq before the first page: one gap, then the r
   await new BroadcastSubscription(new Set(), sink).resume(stream, ids[2]);
   assert.deepEqual(frames.map((f) => f.bseq ?? f.t), ids.slice(3));
 });
+
+test('a publish that trims several entries at once (the cap lowered at a restart) records the highest one trimmed', async () => {
+  const keys = new Keys('lowered:');
+  const ids = await publish(new BroadcastStream(redis, keys, 10), 10);
+  const smaller = new BroadcastStream(redis, keys, 4);
+  const next = await publish(smaller, 1);
+  // 11 entries, 4 kept: the first 7 trimmed, the 7th the highest.
+  assert.deepEqual(await smaller.bounds(), { first: ids[7], last: next[0], maxDeleted: ids[6] });
+});
