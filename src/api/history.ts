@@ -1,13 +1,30 @@
 /**
  * Reading one user's inbox with content (DESIGN.md §7 `GET /v1/users/{uid}/messages`,
- * and `/v1/me/messages`): one inbox page, its contents fetched from the store in one
- * `getMany`, and what cannot be delivered reported as gaps, never skipped silently
- * (DESIGN.md §11).
+ * and `/v1/me/messages`): one inbox page, its contents fetched from the store
+ * {@link READ_CHUNK} at a time, and what cannot be delivered reported as gaps, never
+ * skipped silently (DESIGN.md §11).
+ *
+ * A page also ends once its messages' data comes to {@link MAX_PAGE_DATA_CHARS}: 1,000
+ * messages of 64 KiB were one 65 MB answer, held in memory and serialised at once, and
+ * a user's token could ask for dozens of them in parallel (a fresh tester took a node
+ * to 8 GB of memory and 28 s without answering `/healthz`). `next_after_seq` tells the
+ * reader where to go on, as at the end of any page.
  */
 import type { Inbox } from '../inbox/inbox.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
 import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../store/data-depth.js';
+
+/**
+ * Most JSON text of `data` in one page, characters (1 MiB): a page stops before the
+ * message that would take it past this, but always holds one message when there is one
+ * (a message is at most 64 KiB, DESIGN.md §7). Small messages never meet it: 1,000 of
+ * 1 KiB fill a page by count.
+ */
+export const MAX_PAGE_DATA_CHARS = 1024 * 1024;
+
+/** Records read from the store at a time: with 64 KiB messages, 4 MiB held at most. */
+const READ_CHUNK = 64;
 
 /** One page of history. */
 export interface HistoryPage {
@@ -28,7 +45,8 @@ export interface HistoryPage {
 }
 
 /**
- * Reads up to `limit` messages after `afterSeq`.
+ * Reads up to `limit` messages after `afterSeq`, fewer when their data would come to
+ * more than {@link MAX_PAGE_DATA_CHARS}.
  * @throws PixiuError UNAVAILABLE when Redis or the store fails, or a record's owning
  *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After)
  */
@@ -40,17 +58,28 @@ export async function readHistory(
   if (afterSeq + 1 < page.firstSeq && page.latestSeq > 0) {
     addGap(gaps, afterSeq + 1, Math.min(page.firstSeq - 1, page.latestSeq));
   }
-  const records = await store.getMany(page.entries.map((e) => e.id));
   const messages: MessageView[] = [];
-  page.entries.forEach((entry, i) => {
-    const record = records[i];
-    // Content too deep to serialise (stored before ingest limited depth) is unreadable
-    // like expired content: a gap, never a failed page.
-    if (record && !nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) messages.push(messageView(entry, record));
-    else addGap(gaps, entry.seq, entry.seq);
-  });
-  const last = page.entries[page.entries.length - 1];
-  const next = last !== undefined ? last.seq : Math.max(afterSeq, Math.min(page.latestSeq, page.firstSeq - 1));
+  // The last entry this page answers for (a message or a gap); the next page starts after it.
+  let lastSeq: number | undefined;
+  let chars = 0;
+  read: for (let from = 0; from < page.entries.length; from += READ_CHUNK) {
+    const entries = page.entries.slice(from, from + READ_CHUNK);
+    const records = await store.getMany(entries.map((e) => e.id));
+    for (const [i, entry] of entries.entries()) {
+      const record = records[i];
+      // Content too deep to serialise (stored before ingest limited depth) is unreadable
+      // like expired content: a gap, never a failed page.
+      if (record && !nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+        chars += JSON.stringify(record.data)?.length ?? 0;
+        if (chars > MAX_PAGE_DATA_CHARS && messages.length > 0) break read;
+        messages.push(messageView(entry, record));
+      } else {
+        addGap(gaps, entry.seq, entry.seq);
+      }
+      lastSeq = entry.seq;
+    }
+  }
+  const next = lastSeq ?? Math.max(afterSeq, Math.min(page.latestSeq, page.firstSeq - 1));
   return {
     user,
     epoch: page.epoch,

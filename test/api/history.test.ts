@@ -2,10 +2,12 @@
  * Page sizes of the history routes (DESIGN.md §7, docs/api.md): `GET
  * /v1/users/{uid}/messages` and its client twin `GET /v1/me/messages` return 100
  * messages when `limit` is not given, and take `limit` up to 1,000 — against the real
- * service on a real port and a private redis-server, with more messages than either.
+ * service on a real port and a private redis-server, with more messages than either. A
+ * page of large messages ends at 1 MiB of data, and `next_after_seq` goes on from there.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
 import { MAX_BATCH } from '../../src/api/routes/messages.js';
 import { expectError } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, type HttpAnswer } from '../harness/pixiu-server.js';
@@ -79,4 +81,30 @@ test('GET /v1/me/messages has the same page sizes: 100 without limit, 1000 with 
   expectPage(await me.get('/v1/me/messages'), 1, 100);
   expectPage(await me.get('/v1/me/messages?limit=1000'), 1, 1000);
   expectError(await me.get('/v1/me/messages?limit=1001'), 400, 'INVALID_REQUEST', /limit/);
+});
+
+test('a page of large messages ends before 1 MiB of data, whatever the limit; next_after_seq reads on to the end, each message once', async () => {
+  // 40 messages of 60,000 characters: 17 fit in 1 MiB, where limit=1000 would take all 40.
+  const user = 'heavy';
+  const text = (i: number): string => String(i).padStart(3, '0').repeat(20_000);
+  const answer = await api.post('/v1/messages/batch', { messages: Array.from({ length: 40 }, (_, i) => ({ to: user, type: 't', data: text(i) })) });
+  assert.equal(answer.status, 200, answer.text.slice(0, 500));
+  const pages: Page[] = [];
+  let after = 0;
+  for (let reads = 0; after < 40 && reads < 10; reads++) {
+    const page = await api.get(`/v1/users/${user}/messages?after_seq=${after}&limit=1000`);
+    assert.equal(page.status, 200, page.text.slice(0, 500));
+    pages.push(page.body as Page);
+    after = (page.body as Page).next_after_seq;
+  }
+  assert.deepEqual(pages.map((p) => p.messages.length), [17, 17, 6]);
+  for (const page of pages) {
+    assert.ok(page.messages.reduce((n, m) => n + JSON.stringify(m.data).length, 0) <= MAX_PAGE_DATA_CHARS);
+    assert.equal(page.next_after_seq, page.messages.at(-1)?.seq);
+    assert.deepEqual(page.gaps, []);
+    assert.equal(page.latest_seq, 40);
+  }
+  const read = pages.flatMap((p) => p.messages);
+  assert.deepEqual(read.map((m) => m.seq), Array.from({ length: 40 }, (_, i) => i + 1));
+  assert.deepEqual(read.map((m) => m.data), Array.from({ length: 40 }, (_, i) => text(i)));
 });
