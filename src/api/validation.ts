@@ -35,25 +35,28 @@ export function installValidators(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    // The body has all been read: its refusal comes from the preValidation hook below,
+    // and the connection stays open for the requests behind it (see RefusedBody).
+    const refuse = (err: Error): void => done(null, new RefusedBody(err));
     const empty = (body as Buffer).length === 0;
     if (bodyIgnored(req, empty)) {
       done(null, undefined);
       return;
     }
     if (!takesBody(req)) {
-      done(invalid(NO_BODY), undefined);
+      refuse(invalid(NO_BODY));
       return;
     }
     // fastify's parser would say "the JSON body is empty": an empty body is answered as
     // a missing one is (the preValidation hook below), in the same words.
     if (empty) {
-      done(invalid(BODY_REQUIRED), undefined);
+      refuse(invalid(BODY_REQUIRED));
       return;
     }
     // JSON between systems is UTF-8 (RFC 8259 §8.1). Decoded anyway, bytes that are
     // not would become U+FFFD: another user id, another client_msg_id, silently.
     if (!isUtf8(body as Buffer)) {
-      done(invalid('the body is not valid UTF-8 (JSON is UTF-8, RFC 8259 §8.1)'), undefined);
+      refuse(invalid('the body is not valid UTF-8 (JSON is UTF-8, RFC 8259 §8.1)'));
       return;
     }
     const text = (body as Buffer).toString('utf8');
@@ -64,12 +67,12 @@ export function installValidators(app: FastifyInstance): void {
       }
       const plain = parsePlainJson(text);
       if (plain === NOT_JSON) {
-        done(err, undefined);
+        refuse(err);
         return;
       }
       const isolated = req.routeOptions.config.itemsFailAlone === true ? isolatePoisonedItems(plain) : undefined;
       if (isolated !== undefined) done(null, isolated);
-      else done(invalid(POISONED_KEYS), undefined);
+      else refuse(invalid(POISONED_KEYS));
     });
   });
   // Any other content type (or none, with a body) is 415, unless the body is ignored
@@ -105,10 +108,12 @@ export function installValidators(app: FastifyInstance): void {
     if (framing === 'chunked') refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
     else done(framing === 'empty' ? undefined : invalid(NO_BODY));
   });
-  // A route that takes a body and got none (no Content-Type, no body: fastify parses
-  // nothing and the schema would say "body must be object").
+  // A body the JSON parser refused (RefusedBody), and a route that takes a body and got
+  // none (no Content-Type, no body: fastify parses nothing and the schema would say
+  // "body must be object").
   app.addHook('preValidation', (req, _reply, done) => {
-    if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
+    if (req.body instanceof RefusedBody) done(req.body.err);
+    else if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
     else done();
   });
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) =>
@@ -144,6 +149,17 @@ function refuseUnlessEmpty(body: NodeJS.ReadableStream, done: (err: Error | null
   });
   body.once('end', () => answer(null));
   body.once('error', (err: Error) => answer(err));
+}
+
+/**
+ * A JSON body read whole and refused (not JSON, not UTF-8, poisoned keys, empty, or on a
+ * route that takes none), handed on as the body and thrown by the preValidation hook.
+ * Thrown by the parser itself, it would make fastify end the connection ("the client may
+ * send more data", content-type-parser.js), and a request pipelined behind it on a
+ * keep-alive connection would go unanswered, though nothing of this one is left unread.
+ */
+class RefusedBody {
+  constructor(readonly err: Error) {}
 }
 
 /** What a route that takes a JSON body answers when it gets none, or an empty one. */

@@ -110,7 +110,7 @@ test('__proto__ and constructor.prototype keys are refused as such, not as inval
 });
 
 /** Writes `request` on a raw socket and reads until the server closes it. */
-function rawExchange(url: string, request: string): Promise<string> {
+function rawExchange(url: string, request: string | Buffer): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => socket.write(request));
@@ -291,6 +291,33 @@ test('an error answer to a request with no body keeps the keep-alive connection:
   const heads = text.split('HTTP/1.1 ').slice(1);
   assert.deepEqual(heads.map((h) => Number(h.slice(0, 3))), [404, 401, 400, 200], text);
   for (const head of heads.slice(0, 3)) assert.doesNotMatch(head.slice(0, head.indexOf('\r\n\r\n')), /\r\nconnection: close/i);
+});
+
+test('a body read whole and refused (not JSON, not UTF-8, poisoned keys, empty) keeps the keep-alive connection: the requests behind it are answered', async (t) => {
+  const server = await freshServer(t);
+  const post = (body: Buffer): Buffer => Buffer.concat([Buffer.from(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n`
+    + `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`), body]);
+  const bodies = {
+    'not JSON': /not valid JSON/,
+    'not UTF-8': /not valid UTF-8/,
+    'poisoned keys': /keys named __proto__/,
+    empty: /a JSON body is required/,
+  };
+  const text = await rawExchange(server.service.url, Buffer.concat([
+    post(Buffer.from('{"to":"keep","type":"t",')),
+    post(Buffer.from('{"to":"k\xffeep","type":"t","data":1}', 'latin1')),
+    post(Buffer.from('{"to":"keep","type":"t","data":{"__proto__":{"x":1}}}')),
+    post(Buffer.alloc(0)),
+    Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+  ]));
+  const answers = text.split('HTTP/1.1 ').slice(1);
+  assert.deepEqual(answers.map((a) => Number(a.slice(0, 3))), [400, 400, 400, 400, 200], text);
+  Object.entries(bodies).forEach(([name, message], i) => {
+    const answer = answers[i] ?? '';
+    assert.doesNotMatch(answer.slice(0, answer.indexOf('\r\n\r\n')), /\r\nconnection: close/i, name);
+    assert.match(answer, message, name);
+  });
+  await assertNothingStored(server);
 });
 
 test('a request target with a fragment is refused as such, not as a bad query value, and its connection stays open', async (t) => {
