@@ -12,6 +12,7 @@ import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import type { IngestRoute, Metrics } from './metrics.js';
 import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
+import { installContinue } from './expect-continue.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -67,6 +68,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   installValidators(app);
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
   app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
+  // Expect: 100-continue is answered 100 only when the body will be read.
+  installContinue(app);
   // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
   // stops listening), the answers of the requests still in flight end their
   // connections. Node closes only the connections idle when the server closes; a

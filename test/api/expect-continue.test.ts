@@ -1,0 +1,90 @@
+/**
+ * `Expect: 100-continue` (RFC 9110 §10.1.1; src/api/expect-continue.ts): a request
+ * refused from its headers gets its final status at once, never a `100 Continue` first;
+ * a request whose body will be read gets the 100, and its answer once it sends the
+ * body. Over a raw socket against the real service.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { RedisServer } from '../harness/redis-server.js';
+import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+
+const files = cleanupList();
+let server: InProcessServer;
+
+before(async () => {
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  // A body that waits for a 100 never sent is a 408 after this, not a hung test.
+  server = await startInProcess(files, { redisUrl: redis.url, partitions: '1', storeDurability: 'relaxed', requestTimeoutMs: '3s' });
+});
+
+after(() => files.run());
+
+/** What the client heard: every status line in order, and the final answer's body. */
+interface Heard {
+  readonly statuses: number[];
+  readonly body: string;
+}
+
+/**
+ * Sends `head` (ending in an empty line) on a new connection, and `body` once a
+ * `100 Continue` arrives; resolves with what was heard once a final answer has
+ * arrived whole (its Content-Length).
+ */
+function exchange(head: string, body?: string): Promise<Heard> {
+  const { hostname, port } = new URL(server.service.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(head));
+    let text = '';
+    let sent = false;
+    socket.on('error', reject);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (!sent && body !== undefined && text.includes('HTTP/1.1 100 Continue\r\n\r\n')) {
+        sent = true;
+        socket.write(body);
+      }
+      const statuses = [...text.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]));
+      const final = text.lastIndexOf('HTTP/1.1 ');
+      if ((statuses.at(-1) ?? 100) < 200) return;
+      const split = text.indexOf('\r\n\r\n', final);
+      const length = /\r\ncontent-length: (\d+)/i.exec(text.slice(final, split));
+      if (split < 0 || length === null || text.length < split + 4 + Number(length[1])) return;
+      socket.destroy();
+      resolve({ statuses, body: text.slice(split + 4) });
+    });
+    socket.on('close', () => reject(new Error(`closed before a final answer: ${JSON.stringify(text)}`)));
+  });
+}
+
+function postHead(headers: Record<string, string>): string {
+  const lines = Object.entries({ host: 'x', expect: '100-continue', ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return `POST /v1/messages HTTP/1.1\r\n${lines}\r\n`;
+}
+
+test('a request refused from its headers is answered at once, with no 100 Continue before it', async () => {
+  const json = { 'content-type': 'application/json', 'content-length': '50' };
+  const token = { authorization: `Bearer ${server.client.token}` };
+  const cases: [string, Record<string, string>, number, RegExp][] = [
+    ['no token', json, 401, /UNAUTHORIZED/],
+    ['another content type', { ...token, 'content-type': 'text/plain', 'content-length': '50' }, 415, /application\/json/],
+    ['a length over the limit', { ...token, 'content-type': 'application/json', 'content-length': String(9 * 1024 * 1024) }, 413, /over the size limit/],
+  ];
+  for (const [name, headers, status, message] of cases) {
+    const heard = await exchange(postHead(headers));
+    assert.deepEqual(heard.statuses, [status], name);
+    assert.match(heard.body, message, name);
+  }
+});
+
+test('a request whose body will be read hears 100 Continue, sends it, and is answered 201', async () => {
+  const body = JSON.stringify({ to: 'continued', type: 't', data: 1 });
+  const heard = await exchange(postHead({
+    authorization: `Bearer ${server.client.token}`, 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(body)),
+  }), body);
+  assert.deepEqual(heard.statuses, [100, 201]);
+  const history = await server.client.get('/v1/users/continued/messages');
+  assert.equal((history.body as { messages: unknown[] }).messages.length, 1);
+});
