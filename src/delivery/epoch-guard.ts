@@ -13,7 +13,7 @@
  * needs and the state of the rotation in flight.
  */
 import type { InboxEntry } from '../inbox/inbox.js';
-import type { Effect } from './effects.js';
+import type { Effect, RotationCause } from './effects.js';
 
 /** One user's watch over its inbox epoch; owned by its machine. */
 export class EpochGuard {
@@ -54,12 +54,13 @@ export class EpochGuard {
   /**
    * Asks for a new epoch in place of `epoch`, unless a rotation is in flight already.
    * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
+   * @param cause what showed the inbox has less (for the log)
    */
-  rotate(epoch: string, fetchInFlight: boolean, effects: Effect[]): void {
+  rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause): void {
     if (this.#rotating) return;
     this.#rotating = true;
     this.#staleFetch = fetchInFlight;
-    effects.push({ kind: 'rotate-epoch', epoch });
+    effects.push({ kind: 'rotate-epoch', epoch, cause });
   }
 
   /** The rotation asked for was tried (done, done by another node, or failed). */

@@ -144,7 +144,7 @@ export class UserMachine {
     if (!this.#guard.rotating && epoch === this.#epoch && this.#guard.reuses(entry)) {
       const effects: Effect[] = [];
       // A fetch in flight read the old epoch: what it brings is not delivered.
-      this.#guard.rotate(epoch, this.#fetchAfter !== undefined, effects);
+      this.#guard.rotate(epoch, this.#fetchAfter !== undefined, effects, 'delivered');
       this.#ahead?.clear();
       return effects;
     }
@@ -299,7 +299,7 @@ export class UserMachine {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
       if (c.phase !== 'ready') {
-        if (page.epoch !== null && late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects);
+        if (page.epoch !== null && late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects, 'resume');
         continue;
       }
       if (epochChanged) {
@@ -313,7 +313,7 @@ export class UserMachine {
         // append that recreates it brings a new epoch, and this connection is reset.
         resetTo(c, page, effects);
       } else {
-        this.#guard.rotate(page.epoch, false, effects);
+        this.#guard.rotate(page.epoch, false, effects, 'delivered');
       }
     }
   }

@@ -13,7 +13,20 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { AckRounds } from './ack-rounds.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
+import type { RotationCause } from './effects.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
+
+/**
+ * The warning logged when an inbox gets a new epoch, by what showed it has less: the
+ * node's own deliveries prove Redis lost appends; a device's `last_seq` may be Redis's
+ * loss or the client's mistake, which the node cannot tell apart (docs/decisions.md,
+ * "Redis with less than it had").
+ */
+const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
+  delivered: 'inbox came back from Redis with less than was delivered: new epoch, its devices are reset',
+  resume: 'a device resumed from a last_seq above the inbox\'s latest under its epoch: Redis lost appends '
+    + '(an older snapshot, a failover), or the client sent a wrong last_seq; new epoch, its devices are reset',
+};
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -267,7 +280,7 @@ export class UserSession {
           this.#conns.get(e.conn)?.close(e.code, e.reason);
           break;
         case 'rotate-epoch':
-          void this.#rotateEpoch(e.epoch);
+          void this.#rotateEpoch(e.epoch, e.cause);
           break;
       }
     }
@@ -303,12 +316,11 @@ export class UserSession {
    * failure is left to that pull, which fails too and is retried as any failed fetch;
    * it rotates again if the inbox still has less.
    */
-  async #rotateEpoch(epoch: string): Promise<void> {
+  async #rotateEpoch(epoch: string, cause: RotationCause): Promise<void> {
     const { logger } = this.#deps;
     try {
       const after = await this.#deps.inbox.rotateEpoch(this.user, epoch);
-      logger.warn({ user: this.user, epoch, newEpoch: after },
-        'inbox came back from Redis with less than was delivered: new epoch, its devices are reset');
+      logger.warn({ user: this.user, epoch, newEpoch: after }, ROTATION_LOGS[cause]);
     } catch (err) {
       logger.warn({ ...outageFields(err), user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
     }

@@ -224,6 +224,7 @@ test('resume: last_seq above latest under the inbox\'s own epoch (it came back w
   d.login('a', after(11, 'ep1'));
   d.settle();
   assert.deepEqual(d.rotations, ['ep1']);
+  assert.deepEqual(d.rotationCauses, ['resume'], 'the log can say a client\'s last_seq showed it, not this node\'s deliveries');
   const frames = d.frames('a');
   assert.deepEqual(frames[1], { t: 'reset', epoch: 'ep1-rotated', seq: 10 });
   assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1-rotated 10', ...msgs(3, 4)]);
@@ -611,6 +612,7 @@ test('Redis restored with less (same epoch, latest below what was sent): a new e
   d.settle();
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 2', 'msg 1', 'msg 2']);
   assert.deepEqual(d.rotations, ['ep1'], 'the epoch of the shrunken inbox is replaced, once');
+  assert.deepEqual(d.rotationCauses, ['delivered']);
   d.inbox.append(2);
   d.notify(4);
   d.settle();
@@ -674,6 +676,7 @@ test('Redis restored with less, then appends passing the old latest before any p
   }
   d.settle();
   assert.deepEqual(d.rotations, ['ep1'], 'seq 5 came back as another message: one rotation');
+  assert.deepEqual(d.rotationCauses, ['delivered']);
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 7', ...msgs(7)]);
 });
 

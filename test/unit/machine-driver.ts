@@ -129,6 +129,8 @@ export class Driver {
   rotating = false;
   /** The epochs each `rotate-epoch` asked to replace, in order. */
   readonly rotations: string[] = [];
+  /** The cause each `rotate-epoch` gave, in order. */
+  readonly rotationCauses: string[] = [];
   /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
   readonly #ackHigh = new Map<string, number>();
   readonly #strict: boolean;
@@ -172,6 +174,7 @@ export class Driver {
           assert.equal(this.rotating, false, 'a second rotate-epoch while one is in flight');
           this.rotating = true;
           this.rotations.push(e.epoch);
+          this.rotationCauses.push(e.cause);
           break;
       }
     }
