@@ -43,6 +43,11 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], doc
  * @throws StartupError for a bad value (see loadConfig)
  */
 export function configFromOptions(cmd: Command, only?: readonly SettingKey[], docs: Partial<Record<SettingKey, string>> = {}): Config {
+  return loadConfig(process.env, optionOverrides(cmd, only), docs);
+}
+
+/** The settings given as flags of `cmd` (those of `only`, or all), as setting text by key. */
+export function optionOverrides(cmd: Command, only?: readonly SettingKey[]): ConfigOverrides {
   const opts = cmd.opts<Record<string, string | undefined>>();
   const overrides: ConfigOverrides = {};
   for (const key of only ?? (Object.keys(SETTINGS) as SettingKey[])) {
@@ -50,7 +55,7 @@ export function configFromOptions(cmd: Command, only?: readonly SettingKey[], do
     const v = opts[attr];
     if (v !== undefined) overrides[key] = v;
   }
-  return loadConfig(process.env, overrides, docs);
+  return overrides;
 }
 
 /**

@@ -9,11 +9,11 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { loadSecrets } from '../auth/secrets.js';
 import { checkListenable } from '../service/listen-check.js';
-import { unknownSettingVariables } from '../config/config.js';
+import { bareDurationSettings, unknownSettingVariables } from '../config/config.js';
 import { createLogger } from '../logger.js';
 import type { Service } from '../service/service.js';
 import type { LocalRedis } from '../redis/local-server.js';
-import { addConfigOptions, configFromOptions } from './config-options.js';
+import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
 import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
 
@@ -29,6 +29,8 @@ export function serveCommand(): Command {
     const logger = createLogger(config.logLevel);
     const unknown = unknownSettingVariables(process.env);
     if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');
+    const bare = bareDurationSettings(process.env, optionOverrides(cmd));
+    if (bare.length > 0) logger.warn({ settings: bare }, 'durations given as a bare number are milliseconds: give them a unit (86400s, 1d, 500ms) to say which you meant');
     const oddOrigins = nonWebOrigins(config.allowedOrigins);
     if (oddOrigins.length > 0) {
       logger.warn({ origins: oddOrigins }, 'PIXIU_ALLOWED_ORIGINS entries that name no web origin (scheme://host[:port]): each allows only an Origin header equal to it (right for chrome-extension://…, a typo otherwise)');

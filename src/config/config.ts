@@ -210,6 +210,37 @@ export function unknownSettingVariables(env: NodeJS.ProcessEnv): string[] {
 }
 
 /**
+ * The duration settings given as a bare number (`PIXIU_MESSAGE_TTL=86400`): read as
+ * milliseconds, which is seldom what a TTL of 86400 meant (86.4 s, not a day). Not an
+ * error, since milliseconds are a fine unit; `pixiu serve` warns, so the reading is
+ * seen at start rather than when messages expire early.
+ *
+ * @param env the environment, as {@link loadConfig} takes it
+ * @param overrides setting text by key (CLI flags), as {@link loadConfig} takes them
+ * @returns e.g. `PIXIU_MESSAGE_TTL=86400 is 86.4 s`, one per such setting, in settings order
+ */
+export function bareDurationSettings(env: NodeJS.ProcessEnv, overrides: ConfigOverrides = {}): string[] {
+  return keys.flatMap((key) => {
+    const spec = SETTINGS[key];
+    const given = settingText(spec, env, overrides[key]);
+    if (given === undefined || !spec.kind.startsWith('duration')) return [];
+    const parts = given.text.split(',').map((p) => p.trim());
+    if (!parts.some((p) => /^[1-9]\d*$/.test(p))) return [];
+    return [`${given.source}=${given.text} is ${parts.map((p) => `${(parseDuration(p) ?? 0) / 1000} s`).join(', ')}`];
+  });
+}
+
+/**
+ * The text a setting is given by: its flag's, else its variable's unless empty;
+ * undefined when it is not given. `source` names it as problems do.
+ */
+function settingText(spec: SettingSpec, env: NodeJS.ProcessEnv, fromFlag: string | undefined): { text: string; source: string } | undefined {
+  if (fromFlag !== undefined) return { text: fromFlag, source: `--${spec.flag}` };
+  const fromEnv = env[spec.env];
+  return fromEnv !== undefined && fromEnv !== '' ? { text: fromEnv, source: spec.env } : undefined;
+}
+
+/**
  * Reads, validates and freezes the configuration.
  *
  * Precedence: `overrides` (CLI flags) over `env` over the defaults of DESIGN.md §10.
@@ -236,15 +267,12 @@ export function loadConfig(
     // service's host, not a listen address) words what it expects its own way.
     const words = docs[key];
     const spec: SettingSpec = words === undefined ? SETTINGS[key] : { ...SETTINGS[key], doc: words };
-    const fromFlag = overrides[key];
-    const fromEnv = env[spec.env];
-    const text = fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined);
-    const source = fromFlag !== undefined ? `--${spec.flag}` : spec.env;
-    if (text === undefined) {
+    const given = settingText(spec, env, overrides[key]);
+    if (given === undefined) {
       out[key] = spec.default;
       continue;
     }
-    const read = readSetting(key, spec, text, source);
+    const read = readSetting(key, spec, given.text, given.source);
     if ('problem' in read) {
       problems.push(read.problem);
       continue;

@@ -151,14 +151,17 @@ test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over thos
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 
-test('an entry of PIXIU_ALLOWED_ORIGINS that names no web origin is warned about at start', { timeout: 60_000 }, async (t) => {
+test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin, a PIXIU_ variable that names no setting, a duration given as a bare number', { timeout: 60_000 }, async (t) => {
   const serve = await spawnServe({
     PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'origins:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
     PIXIU_LOG_LEVEL: 'info', PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com',
+    PIXIU_PROT: '9000', PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s',
   }, t);
-  const warned = serve.stdout().split('\n').filter((l) => l.includes('PIXIU_ALLOWED_ORIGINS')).map((l) => JSON.parse(l) as { level: number; origins: string[] });
-  assert.equal(warned.length, 1, serve.stdout());
-  assert.deepEqual([warned[0]?.level, warned[0]?.origins], [40, ['notaurl']]);
+  const lines = serve.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; [field: string]: unknown });
+  const warned = (words: string): unknown[] => lines.filter((l) => l.level === 40 && l.msg.includes(words));
+  assert.deepEqual(warned('PIXIU_ALLOWED_ORIGINS').map((l) => (l as { origins: unknown }).origins), [['notaurl']], serve.stdout());
+  assert.deepEqual(warned('name no setting').map((l) => (l as { variables: unknown }).variables), [['PIXIU_PROT']], serve.stdout());
+  assert.deepEqual(warned('bare number').map((l) => (l as { settings: unknown }).settings), [['PIXIU_MESSAGE_TTL=86400 is 86.4 s']], serve.stdout());
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 

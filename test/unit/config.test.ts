@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { loadConfig, unknownSettingVariables } from '../../src/config/config.js';
+import { bareDurationSettings, loadConfig, unknownSettingVariables } from '../../src/config/config.js';
 import { SETTINGS } from '../../src/config/settings.js';
 import { StartupError } from '../../src/errors.js';
 import ms from 'ms';
@@ -128,6 +128,15 @@ test('every setting has a PIXIU_ variable, a flag and a doc', () => {
 test('unknownSettingVariables names PIXIU_ variables that are no setting (typos), and nothing else', () => {
   assert.deepEqual(unknownSettingVariables({ PIXIU_PROT: '9000', PIXIU_PORT: '9000', PATH: '/bin', PIXIU_REDIS_URL: 'redis://x' }), ['PIXIU_PROT']);
   assert.deepEqual(unknownSettingVariables({}), []);
+});
+
+test('bareDurationSettings names the durations given as a bare number, flag before variable, and no other', () => {
+  assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s', PIXIU_PORT: '8080', PIXIU_IDLE_TIMEOUT: '' }),
+    ['PIXIU_MESSAGE_TTL=86400 is 86.4 s']);
+  // A flag wins over its variable, as in loadConfig; a list warns when any part is bare.
+  assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '86400' }, { messageTtlMs: '1d', heartbeatMs: '30000' }), ['--heartbeat=30000 is 30 s']);
+  assert.deepEqual(bareDurationSettings({ PIXIU_REDELIVERY_BACKOFF: '10s,2000,4s' }), ['PIXIU_REDELIVERY_BACKOFF=10s,2000,4s is 10 s, 2 s, 4 s']);
+  assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '1d', PIXIU_SWEEP_INTERVAL: '0' }), []);
 });
 
 test('an idle timeout longer than the heartbeat is accepted, however close', () => {
