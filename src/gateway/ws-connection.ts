@@ -9,6 +9,7 @@
  * frames it answers.
  */
 import type { Socket } from 'node:net';
+import { RateLimiter } from 'limiter';
 import type { WebSocket, RawData } from 'ws';
 import { PixiuError, outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -39,6 +40,17 @@ const MAX_BAD_FRAMES = 20;
  * so this bounds a connection's held bytes (64 × 4 KiB by default).
  */
 export const MAX_HELD_FRAMES = 64;
+/**
+ * Frames other than `ack` (`ping`, `refresh`, `sub`, `unsub`, and bad ones) one
+ * connection may send per {@link CONTROL_FRAME_WINDOW_MS}: 10 a second on average, in
+ * bursts of up to 200 (100 `sub`s and their `unsub`s). One more closes it 4003. Each
+ * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
+ * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
+ * not counted: a client acks as fast as it is sent messages.
+ */
+export const MAX_CONTROL_FRAMES = 200;
+/** The window of {@link MAX_CONTROL_FRAMES}, ms. */
+export const CONTROL_FRAME_WINDOW_MS = 20_000;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -69,6 +81,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** Catch-ups waiting for a pause to end ({@link whenWritable}); undefined: none (most connections). */
   #drainWaiters: (() => void)[] | undefined;
   #badFrames = 0;
+  /** Made by the first frame other than `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
+  #controlFrames: RateLimiter | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -252,16 +266,17 @@ export class WsConnection implements DeliveryConnection, Ticking {
    */
   #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
     if (isBinary) {
-      this.#refuse(new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text'));
+      if (this.#takeControlFrame()) this.#refuse(new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text'));
       return undefined;
     }
     let frame: ClientFrame;
     try {
       frame = parseClientFrame(data.toString());
     } catch (err) {
-      this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
+      if (this.#takeControlFrame()) this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
       return undefined;
     }
+    if (frame.t !== 'ack' && !this.#takeControlFrame()) return undefined;
     switch (frame.t) {
       case 'ack':
         this.#session?.ack(this.id, frame.seq, frame.epoch);
@@ -299,6 +314,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
       if (e.code === 'INVALID_REQUEST') this.#refuse(e, ref);
       else this.sendError(e, ref);
     });
+  }
+
+  /** Counts a frame other than `ack`; false (the connection closed 4003) past {@link MAX_CONTROL_FRAMES}. */
+  #takeControlFrame(): boolean {
+    this.#controlFrames ??= new RateLimiter({ tokensPerInterval: MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
+    if (this.#controlFrames.tryRemoveTokens(1)) return true;
+    this.close(CloseCode.protocolAbuse, `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`);
+    return false;
   }
 
   /** Answers a malformed frame (`ref`: by default the one a FrameRefused names); too many close the connection 4003 (protocol abuse). */

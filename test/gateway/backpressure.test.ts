@@ -20,7 +20,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { closesByCode, expectPong, serverSockets, type GatewayFixture } from './gateway-fixture.js';
+import { closesByCode, expectPong, pongsUntil, serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -197,7 +197,7 @@ test('a pause that ended at the drain is over: the connection is not closed 4009
   // The drain ended the pause: its timer must be gone with it. Stay talking to the
   // server (each pong is a frame written and answered) until well past the time it
   // would have fired; a close comes first if it does.
-  while (Date.now() < pausedAt + PAUSED_MS + 1000) await expectPong(client);
+  await pongsUntil(client, pausedAt + PAUSED_MS + 1000);
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
 });
 

@@ -12,7 +12,7 @@ import { expectError } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
-import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -130,7 +130,7 @@ test('a refresh with a token expiring before the current one is refused and keep
   });
   // Still open past the short token's exp: the session kept the hour-long one. Waiting
   // on pongs until then (the clock closes within a tick of exp, so a close would come first).
-  while (Date.now() < shortExpMs + 1000) await expectPong(client);
+  await pongsUntil(client, shortExpMs + 1000);
   // A token expiring later (or at the same time) is still taken, silently.
   client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'refresher', { ttlSec: 7200 }) });
   await expectPong(client);

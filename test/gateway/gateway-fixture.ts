@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
 import { expectError } from '../harness/checks.js';
@@ -100,6 +101,19 @@ export async function expectRefused(attempt: Promise<TestClient>, status: number
 export async function expectPong(client: TestClient): Promise<void> {
   client.send({ t: 'ping' });
   assert.deepEqual(await client.nextOf('pong'), { t: 'pong' });
+}
+
+/**
+ * Pings every 100 ms until `untilMs` (ms since the epoch), each answered: the connection
+ * stays open and answering until then. Paced within the limit on frames other than
+ * `ack` (10 a second, src/gateway/ws-connection.ts MAX_CONTROL_FRAMES), which a ping
+ * loop as fast as the pongs come would pass in well under a second.
+ */
+export async function pongsUntil(client: TestClient, untilMs: number): Promise<void> {
+  while (Date.now() < untilMs) {
+    await expectPong(client);
+    await delay(Math.min(100, Math.max(0, untilMs - Date.now())));
+  }
 }
 
 /**

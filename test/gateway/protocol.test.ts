@@ -13,6 +13,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES } from '../../src/gateway/ws-connection.js';
 import { JWT_KEY, closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
@@ -192,6 +193,24 @@ test('many malformed frames close the connection 4003', async () => {
   assert.equal(code, 4003);
   const errors = client.frames.filter((f) => f.t === 'error').length;
   assert.ok(errors > 0 && errors < 50, `${errors} error frames before the close`);
+});
+
+test('more than 200 frames other than ack in 20 s close the connection 4003; acks are not counted', async () => {
+  // Acks (each of a seq sent, moving the cursor) are not counted: 300 of them, then 200 pings, leave it open.
+  const { client } = await gw.connectWelcomed('flooder', { device: 'phone' });
+  const seqs = await gw.post('flooder', 300);
+  await client.msgs(300, { ack: true });
+  await waitUntil('the cursor reaches the last seq', async () => (await inbox.cursors('flooder')).phone === seqs.at(-1), 5000);
+  for (let i = 1; i < MAX_CONTROL_FRAMES; i++) client.send({ t: 'ping' });
+  await expectPong(client);
+  assert.equal(client.frames.filter((f) => f.t === 'pong').length, MAX_CONTROL_FRAMES);
+  // One more, in the same 20 s: closed.
+  client.send({ t: 'ping' });
+  const { code, reason } = await client.waitClose();
+  assert.deepEqual([code, reason], [4003, `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`]);
+  // The user connects again at once.
+  const again = await gw.connectWelcomed('flooder', { device: 'phone' });
+  await expectPong(again.client);
 });
 
 describe('server heartbeat', () => {
