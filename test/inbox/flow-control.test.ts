@@ -207,3 +207,56 @@ test('a flow whose waiting command failed on another flow\'s timeout is broken t
   const later = await pipeline.call('rv:alice', batch).then((v) => `appended (${v})`, (e: unknown) => `failed: ${String(e)}`);
   assert.match(later, /failed/, `the batch's later call after its failed one: ${later}`);
 });
+
+/** A pipeline of INCRs as {@link incrPipeline}'s, whose failures all break their flow (as a dropped connection's do). */
+function breakingIncrPipeline(maxBatch: number, maxInFlight: number): TickPipeline<string, number> {
+  return new TickPipeline<string, number>(patient, {
+    command: 'incr',
+    send: (client, key) => {
+      const command = new Command('incr', [key], { replyEncoding: 'utf8' });
+      void client.sendCommand(command);
+      return command.promise as Promise<unknown>;
+    },
+    reply: (raw) => Number(raw),
+    error: toRedisError,
+    breaksFlow: () => true,
+  }, maxBatch, maxInFlight);
+}
+
+/** What each settled result holds: its value, or 'failed'. */
+function outcomes(results: PromiseSettledResult<number>[]): (number | string)[] {
+  return results.map((r) => (r.status === 'fulfilled' ? r.value : 'failed'));
+}
+
+test('a failure that breaks its flow fails the flow\'s waiting commands unsent; the other flows keep their turns and the waiting count stays true', async () => {
+  await patient.set('flow:not-a-number', 'x');
+  // One command in flight at a time: the others wait in the ring.
+  const pipeline = breakingIncrPipeline(1, 1);
+  let loadWhenBroken: { inFlight: number; waiting: number } | undefined;
+  const a = pipeline.callEach(3, (i) => (i === 0 ? 'flow:not-a-number' : 'flow:brk-a'), {}).then((r) => {
+    loadWhenBroken = pipeline.load;
+    return r;
+  });
+  const b = pipeline.callEach(2, () => 'flow:brk', {});
+  const c = pipeline.callEach(2, () => 'flow:brk', {});
+  assert.deepEqual(outcomes(await a), ['failed', 'failed', 'failed'], 'its first failed (an error reply), the two after it unsent');
+  assert.deepEqual(loadWhenBroken, { inFlight: 0, waiting: 4 }, 'the other flows\' four commands wait');
+  // b's turn came after a's: it goes first once a is gone, then c, in turns.
+  assert.deepEqual([outcomes(await b), outcomes(await c)], [[1, 3], [2, 4]]);
+  assert.equal(await patient.get('flow:brk-a'), null, 'nothing of the broken flow was sent after its failure');
+  assert.deepEqual(pipeline.load, { inFlight: 0, waiting: 0 });
+});
+
+test('an error reply fails its call alone: by default it breaks no flow, and the shared flow is never broken', async () => {
+  await patient.set('flow:still-not-a-number', 'x');
+  const byDefault = incrPipeline(50, 120, patient);
+  const flow = {};
+  await assert.rejects(byDefault.call('flow:still-not-a-number', flow));
+  assert.equal(await byDefault.call('flow:after-reply-error', flow), 1, 'the flow goes on after an error reply');
+  const breaking = breakingIncrPipeline(50, 120);
+  await assert.rejects(breaking.call('flow:still-not-a-number'));
+  assert.equal(await breaking.call('flow:shared-after-failure'), 1, 'the shared flow goes on after a failure that breaks flows');
+  const broken = {};
+  await assert.rejects(breaking.call('flow:still-not-a-number', broken));
+  await assert.rejects(breaking.call('flow:shared-after-failure', broken), 'a flow of its own is broken by it');
+});
