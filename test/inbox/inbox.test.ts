@@ -219,6 +219,13 @@ test('a room message keeps its kind and room in the entry', async () => {
     { seq: 1, id: msgId(1, MsgKind.room), kind: MsgKind.room, room: 'team-7' },
     { seq: 2, id: msgId(2), kind: MsgKind.user },
   ]);
+  // The longest room id: 128 code points (src/api/schemas.ts), each outside the BMP:
+  // 256 UTF-16 code units, the most an entry takes.
+  const longest = '\u{1F600}'.repeat(128);
+  assert.equal(longest.length, 256);
+  await inbox.append(uid, msgId(3, MsgKind.room), MsgKind.room, { room: longest });
+  assert.deepEqual((await inbox.range(uid, 2, 10)).entries, [{ seq: 3, id: msgId(3, MsgKind.room), kind: MsgKind.room, room: longest }]);
+  await assert.rejects(inbox.append(uid, msgId(4, MsgKind.room), MsgKind.room, { room: `${longest}r` }), invalidRequest);
 });
 
 test('after FLUSHALL the next append creates a new epoch and starts at seq 1', async () => {
@@ -315,6 +322,9 @@ test('an inbox keeps its keys until the grace after the latest content expiry ap
   const at = await redis.pexpiretime(keys.inbox(stale));
   assert.ok(at >= before + grace && at <= Date.now() + grace, `expires at ${at}, not ${before} + ${grace}`);
   assert.equal((await kept.range(stale, 0, 10)).latestSeq, 1);
+  // The earliest expiry there is (0, the Unix epoch) is one too, not a malformed one.
+  await kept.append(stale, msgId(2), MsgKind.user, { expiresAt: 0 });
+  assert.equal((await kept.range(stale, 0, 10)).latestSeq, 2);
 
   // No content expiry given: the longest a message is kept (30 days) from now.
   const plain = 'retained-default';
