@@ -84,6 +84,8 @@ test('ReadAhead: a continuing page is appended up to its bound; another epoch, a
   r.absorb(2, page('ep1', 9, 3, 4), [null, null]);
   assert.deepEqual(held(r), [1, 2, 3, 4]);
   assert.ok(r.covers(0) && r.covers(3) && !r.covers(4));
+  r.absorb(4, page('ep1', 4), []);
+  assert.deepEqual(held(r), [1, 2, 3, 4], 'an empty page of an inbox that ends where the read-ahead does changes nothing');
   r.absorb(4, page('ep1', 9, 5), [null]);
   assert.deepEqual(held(r), [5], 'over the bound: replaced');
   r.absorb(5, page('ep2', 9, 6), [null]);
