@@ -52,6 +52,23 @@ test('a session joining after a round is in the next one, an interval later', (t
   assert.equal(a.flushes, 2);
 });
 
+test('a session joining a round late is flushed with it, and the next round is a whole interval after it', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const rounds = new AckRounds(100);
+  const [a, b] = [session(), session()];
+  rounds.add(a);
+  t.mock.timers.tick(90);
+  rounds.add(b);
+  t.mock.timers.tick(10);
+  assert.deepEqual([a.flushes, b.flushes], [1, 1], 'b joined the open round: flushed with a at 100 ms');
+  t.mock.timers.tick(10);
+  rounds.add(b);
+  t.mock.timers.tick(80);
+  assert.equal(b.flushes, 1, 'not again at 190 ms, 90 ms after its last write: b joining late opened no round of its own');
+  t.mock.timers.tick(20);
+  assert.equal(b.flushes, 2, 'the next round, one interval after it opened at 110 ms');
+});
+
 test('a session that flushed on its own leaves the round', (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const rounds = new AckRounds(100);
