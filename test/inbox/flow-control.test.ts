@@ -260,3 +260,17 @@ test('an error reply fails its call alone: by default it breaks no flow, and the
   await assert.rejects(breaking.call('flow:still-not-a-number', broken));
   await assert.rejects(breaking.call('flow:shared-after-failure', broken), 'a flow of its own is broken by it');
 });
+
+test('a reply that call.reply cannot read rejects its call with what reply threw, not as a Redis failure', async () => {
+  const unreadable = new Error('unexpected reply');
+  const pipeline = new TickPipeline<string, number>(patient, {
+    command: 'incr',
+    send: (client, key) => client.incr(key),
+    reply: () => {
+      throw unreadable;
+    },
+    error: toRedisError,
+  }, 10);
+  await assert.rejects(pipeline.call('flow:unreadable'), (err: unknown) => err === unreadable);
+  assert.equal(await patient.get('flow:unreadable'), '1', 'the command did run');
+});
