@@ -236,6 +236,8 @@ test('resume: from=latest sends nothing old, then what is appended', () => {
   d.login('a', LATEST);
   d.settle();
   assert.deepEqual(d.brief('a'), ['welcome 6']);
+  // Nothing old is wanted: the join's fetch reads only the inbox's bounds, no page of entries.
+  assert.deepEqual(d.fetches.map((f) => f.afterSeq), [Number.MAX_SAFE_INTEGER]);
   d.inbox.append();
   d.notify(6);
   d.settle();
