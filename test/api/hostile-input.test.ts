@@ -320,6 +320,11 @@ test('a body read whole and refused (not JSON, not UTF-8, poisoned keys, empty) 
   await assertNothingStored(server);
 });
 
+test('an idle keep-alive connection is closed after 72 s, as docs/api.md says (the server\'s keepAliveTimeout)', async (t) => {
+  const server = await freshServer(t);
+  assert.equal(server.service.app.server.keepAliveTimeout, 72_000);
+});
+
 test('a request target with a fragment is refused as such, not as a bad query value, and its connection stays open', async (t) => {
   const server = await freshServer(t);
   const auth = `Authorization: Bearer ${server.client.token}\r\n`;
