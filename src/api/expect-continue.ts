@@ -1,40 +1,63 @@
 /**
- * `Expect: 100-continue` (RFC 9110 §10.1.1): the interim 100 goes out only once the
- * request has passed every check made from its headers and its body is about to be
- * read. Node answers 100 as soon as the headers arrive unless something listens for
- * 'checkContinue', so a request that was then refused from its headers (no token, a
+ * `Expect: 100-continue` (RFC 9110 §10.1.1): the interim 100 is held back when the
+ * request will be refused from its headers, so that its final answer is the first thing
+ * the client hears. Node answers 100 as soon as the headers arrive unless something
+ * listens for 'checkContinue', so a request then refused from its headers (no token, a
  * content type other than JSON, a length over the limit) was first invited to send a
  * body that would never be read: `100 Continue`, then `401` (a fresh tester's finding).
- * The RFC lets a server answer the final status at once instead, which is what a
- * client asking the question wants to know before it uploads.
+ * Every other request gets its 100 before anything reads its body: one held back from a
+ * body that is then read would wait for it until the request timeout (408).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { takesBody } from './validation.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bodyFraming, takesBody } from './validation.js';
 
 /** Node's own test of the header (lib/_http_server.js `continueExpression`). */
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 
+/** Requests sent their 100 already: an interim answer leaves `headersSent` false. */
+const continued = new WeakSet<object>();
+
 /**
- * Makes `app` answer `100 Continue` from its `preParsing` hook (after the `onRequest`
- * hooks: the token, the content coding and charset) and only when the body will be
- * read: the route takes a body, it is declared `application/json`, and its declared
- * length is within the route's body limit. Otherwise the request's final answer is the
- * first thing the client hears.
+ * Makes `app` answer `100 Continue` from its `preParsing` hook, after the `onRequest`
+ * hooks (the token, the content coding and charset: a refusal there is the only answer),
+ * unless the body will be refused from the headers without being read
+ * ({@link refusedUnread}). Only HTTP/1.1 requests expect it: Node ignores the header on
+ * HTTP/1.0, as the RFC says a server must.
  */
 export function installContinue(app: FastifyInstance): void {
   app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res));
   app.addHook('preParsing', (req, reply, payload, done) => {
-    const expect = req.headers.expect;
-    if (expect !== undefined && CONTINUE.test(expect) && !reply.raw.headersSent && bodyWillBeRead(req)) reply.raw.writeContinue();
+    if (!refusedUnread(req)) continueIfExpected(req, reply);
     done(null, payload);
   });
 }
 
-/** True when the parser will read this request's body rather than refuse it from its headers. */
-function bodyWillBeRead(req: FastifyRequest): boolean {
-  if (req.is404 || !takesBody(req)) return false;
-  const type = req.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
-  if (type !== 'application/json') return false;
+/**
+ * Sends `100 Continue` if the request asks for it and nothing has been sent yet: for a
+ * hook that is about to read the body itself (a GET's chunked body, validation.ts).
+ */
+export function continueIfExpected(req: FastifyRequest, reply: FastifyReply): void {
+  const { raw } = req;
+  const expect = req.headers.expect;
+  if (expect === undefined || !CONTINUE.test(expect) || reply.raw.headersSent || continued.has(raw)) return;
+  if (raw.httpVersionMajor > 1 || (raw.httpVersionMajor === 1 && raw.httpVersionMinor >= 1)) {
+    continued.add(raw);
+    reply.raw.writeContinue();
+  }
+}
+
+/**
+ * True when the request's body will be refused from its headers, unread: a declared
+ * length over the route's body limit (413), or a body that is not JSON on an unknown
+ * route (404), on a route that takes JSON (415), or with a length on a route that takes
+ * none (400). A JSON body is read whatever the route, and a chunked one on a route that
+ * takes none is read as far as its first byte (validation.ts).
+ */
+function refusedUnread(req: FastifyRequest): boolean {
   const length = req.headers['content-length'];
-  return length === undefined || (Number(length) > 0 && Number(length) <= req.routeOptions.bodyLimit);
+  if (length !== undefined && Number(length) > req.routeOptions.bodyLimit) return true;
+  const framing = bodyFraming(req);
+  if (framing === 'empty') return false;
+  if (req.headers['content-type']?.split(';')[0]?.trim().toLowerCase() === 'application/json') return false;
+  return req.is404 || takesBody(req) || framing === 'sized';
 }

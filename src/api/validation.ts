@@ -10,6 +10,7 @@ import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
+import { continueIfExpected } from './expect-continue.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
@@ -99,14 +100,17 @@ export function installValidators(app: FastifyInstance): void {
   // meaning), so none of the above sees one; it is refused as on any route that takes
   // no body, rather than silently ignored. (An upgrade request with a body, the
   // WebSocket handshake included, is refused by the gateway's upgrade guard.)
-  app.addHook('onRequest', (req, _reply, done) => {
+  app.addHook('onRequest', (req, reply, done) => {
     if ((req.method !== 'GET' && req.method !== 'HEAD') || req.is404 || (req.raw as { upgrade?: boolean }).upgrade === true) {
       done();
       return;
     }
     const framing = bodyFraming(req);
-    if (framing === 'chunked') refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
-    else done(framing === 'empty' ? undefined : invalid(NO_BODY));
+    if (framing === 'chunked') {
+      // Read before the preParsing hook would send a 100 the client may be waiting for.
+      continueIfExpected(req, reply);
+      refuseUnlessEmpty(req.raw, (err) => done(err ?? undefined));
+    } else done(framing === 'empty' ? undefined : invalid(NO_BODY));
   });
   // A body the JSON parser refused (RefusedBody), and a route that takes a body and got
   // none (no Content-Type, no body: fastify parses nothing and the schema would say
@@ -126,7 +130,7 @@ export function installValidators(app: FastifyInstance): void {
  * and no `Transfer-Encoding`), `sized` (a length above 0), or `chunked` (no length: only
  * reading it tells whether it is empty, see {@link refuseUnlessEmpty}).
  */
-function bodyFraming(req: FastifyRequest): 'empty' | 'sized' | 'chunked' {
+export function bodyFraming(req: FastifyRequest): 'empty' | 'sized' | 'chunked' {
   const length = req.headers['content-length'];
   if (length !== undefined) return Number(length) === 0 ? 'empty' : 'sized';
   return req.headers['transfer-encoding'] !== undefined ? 'chunked' : 'empty';

@@ -25,6 +25,8 @@ after(() => files.run());
 /** What the client heard: every status line in order, and the final answer's body. */
 interface Heard {
   readonly statuses: number[];
+  /** The final answer's status line and headers. */
+  readonly head: string;
   readonly body: string;
 }
 
@@ -53,15 +55,15 @@ function exchange(head: string, body?: string): Promise<Heard> {
       const length = /\r\ncontent-length: (\d+)/i.exec(text.slice(final, split));
       if (split < 0 || length === null || text.length < split + 4 + Number(length[1])) return;
       socket.destroy();
-      resolve({ statuses, body: text.slice(split + 4) });
+      resolve({ statuses, head: text.slice(final, split), body: text.slice(split + 4) });
     });
     socket.on('close', () => reject(new Error(`closed before a final answer: ${JSON.stringify(text)}`)));
   });
 }
 
-function postHead(headers: Record<string, string>): string {
+function postHead(headers: Record<string, string>, requestLine = 'POST /v1/messages HTTP/1.1'): string {
   const lines = Object.entries({ host: 'x', expect: '100-continue', ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  return `POST /v1/messages HTTP/1.1\r\n${lines}\r\n`;
+  return `${requestLine}\r\n${lines}\r\n`;
 }
 
 test('a request refused from its headers is answered at once, with no 100 Continue before it', async () => {
@@ -87,4 +89,29 @@ test('a request whose body will be read hears 100 Continue, sends it, and is ans
   assert.deepEqual(heard.statuses, [100, 201]);
   const history = await server.client.get('/v1/users/continued/messages');
   assert.equal((history.body as { messages: unknown[] }).messages.length, 1);
+});
+
+test('a body the server reads though it refuses it (an unknown route, a route that takes none, a GET\'s chunked body) hears 100 Continue first, not a 408 later', async () => {
+  const token = { authorization: `Bearer ${server.client.token}` };
+  const json = { ...token, 'content-type': 'application/json', 'content-length': '2' };
+  const cases: [string, string, Record<string, string>, string, number][] = [
+    ['an unknown route', 'POST /v1/nope HTTP/1.1', json, '{}', 404],
+    ['a route that takes no body', 'DELETE /v1/users/u1/connections HTTP/1.1', json, '{}', 400],
+    ['an empty chunked body on a GET', 'GET /healthz HTTP/1.1', { 'transfer-encoding': 'chunked' }, '0\r\n\r\n', 200],
+  ];
+  for (const [name, line, headers, body, status] of cases) {
+    const heard = await exchange(postHead(headers, line), body);
+    assert.deepEqual(heard.statuses, [100, status], name);
+  }
+});
+
+test('a request with no body hears 100 Continue and keeps its connection; an HTTP/1.0 one hears no 100 (RFC 9110 §10.1.1)', async () => {
+  const plain = await exchange(postHead({}, 'GET /healthz HTTP/1.1'));
+  assert.deepEqual(plain.statuses, [100, 200]);
+  assert.doesNotMatch(plain.head, /\r\nconnection: close/i);
+  const body = JSON.stringify({ to: 'old-client', type: 't', data: 1 });
+  const old = await exchange(postHead({
+    authorization: `Bearer ${server.client.token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)),
+  }, 'POST /v1/messages HTTP/1.0') + body);
+  assert.deepEqual(old.statuses, [201]);
 });
