@@ -1,7 +1,7 @@
 /**
  * Reading one user's inbox with content (DESIGN.md §7 `GET /v1/users/{uid}/messages`,
- * and `/v1/me/messages`): one inbox page, its contents fetched from the store
- * {@link READ_CHUNK} at a time, and what cannot be delivered reported as gaps, never
+ * and `/v1/me/messages`): one inbox page, its contents fetched from the store in
+ * chunks ({@link nextChunk}), and what cannot be delivered reported as gaps, never
  * skipped silently (DESIGN.md §11).
  *
  * A page also ends once its messages' data comes to {@link MAX_PAGE_DATA_CHARS}: 1,000
@@ -18,13 +18,28 @@ import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../store/data-depth.js';
 /**
  * Most JSON text of `data` in one page, characters (1 MiB): a page stops before the
  * message that would take it past this, but always holds one message when there is one
- * (a message is at most 64 KiB, DESIGN.md §7). Small messages never meet it: 1,000 of
- * 1 KiB fill a page by count.
+ * (however large `PIXIU_MAX_MESSAGE_BYTES` lets one be; 64 KiB by default, DESIGN.md
+ * §7). Small messages never meet it: 1,000 of 1 KiB fill a page by count.
  */
 export const MAX_PAGE_DATA_CHARS = 1024 * 1024;
 
-/** Records read from the store at a time: with 64 KiB messages, 4 MiB held at most. */
-const READ_CHUNK = 64;
+/** Records of a page's first read from the store: 16 of the largest default messages fill it. */
+const FIRST_READ = 16;
+/** Most records of one later read: bounds what one read holds however small the earlier messages were. */
+const MAX_READ = 256;
+
+/**
+ * How many records the next read asks for: as many as the data budget left would hold
+ * at the size of the messages read so far, and one more (to find the one that ends the
+ * page). Small messages are read in two round trips however many; large ones are
+ * not read much past the cut, where the next page reads them again.
+ * @param read messages read so far, `chars` their data's JSON length
+ */
+function nextChunk(read: number, chars: number): number {
+  if (read === 0) return FIRST_READ;
+  const left = Math.max(0, MAX_PAGE_DATA_CHARS - chars);
+  return Math.min(MAX_READ, Math.ceil(left / Math.max(1, chars / read)) + 1);
+}
 
 /** One page of history. */
 export interface HistoryPage {
@@ -62,9 +77,11 @@ export async function readHistory(
   // The last entry this page answers for (a message or a gap); the next page starts after it.
   let lastSeq: number | undefined;
   let chars = 0;
-  read: for (let from = 0; from < page.entries.length; from += READ_CHUNK) {
-    const entries = page.entries.slice(from, from + READ_CHUNK);
+  let read = 0;
+  read: for (let from = 0, size = FIRST_READ; from < page.entries.length; from += size, size = nextChunk(read, chars)) {
+    const entries = page.entries.slice(from, from + size);
     const records = await store.getMany(entries.map((e) => e.id));
+    read += records.filter((r) => r !== null).length;
     for (const [i, entry] of entries.entries()) {
       const record = records[i];
       // Content too deep to serialise (stored before ingest limited depth) is unreadable

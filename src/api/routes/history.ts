@@ -21,7 +21,7 @@ export const historyQuery = {
   additionalProperties: false,
   properties: {
     after_seq: { ...seqCursor, default: 0, description: 'return messages with a larger seq; 0 for the oldest retained' },
-    limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, default: DEFAULT_HISTORY_LIMIT },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, default: DEFAULT_HISTORY_LIMIT, description: 'most messages in the page; fewer when their data would pass 1 MiB of JSON text' },
   },
 } as const;
 
@@ -61,7 +61,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Read a user\'s inbox',
       operationId: 'getUserMessages',
-      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps.',
+      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page holds up to limit messages, fewer when their data would pass 1 MiB of JSON text; read on from next_after_seq until it is latest_seq.',
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
