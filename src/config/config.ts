@@ -225,7 +225,8 @@ export function bareDurationSettings(env: NodeJS.ProcessEnv, overrides: ConfigOv
     const given = settingText(spec, env, overrides[key]);
     if (given === undefined || !spec.kind.startsWith('duration')) return [];
     const parts = given.text.split(',').map((p) => p.trim());
-    if (!parts.some((p) => /^[1-9]\d*$/.test(p))) return [];
+    // What parseDuration reads as milliseconds for want of a unit (`086400` and `1.5` too); 0 needs none.
+    if (!parts.some((p) => /^[\d.]+$/.test(p) && parseDuration(p) !== 0)) return [];
     return [`${given.source}=${given.text} is ${parts.map((p) => `${(parseDuration(p) ?? 0) / 1000} s`).join(', ')}`];
   });
 }

@@ -54,10 +54,16 @@ export class EpochGuard {
   /**
    * Asks for a new epoch in place of `epoch`, unless a rotation is in flight already.
    * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
-   * @param cause what showed the inbox has less (for the log)
+   * @param cause what showed the inbox has less (for the log): `delivered` wins over a
+   *   `resume` asked for earlier in the same `effects`, since it proves Redis's loss
    */
   rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause): void {
-    if (this.#rotating) return;
+    if (this.#rotating) {
+      const asked = effects.findIndex((e) => e.kind === 'rotate-epoch');
+      const effect = effects[asked];
+      if (cause === 'delivered' && effect?.kind === 'rotate-epoch' && effect.cause === 'resume') effects[asked] = { ...effect, cause };
+      return;
+    }
     this.#rotating = true;
     this.#staleFetch = fetchInFlight;
     effects.push({ kind: 'rotate-epoch', epoch, cause });

@@ -137,6 +137,9 @@ test('bareDurationSettings names the durations given as a bare number, flag befo
   assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '86400' }, { messageTtlMs: '1d', heartbeatMs: '30000' }), ['--heartbeat=30000 is 30 s']);
   assert.deepEqual(bareDurationSettings({ PIXIU_REDELIVERY_BACKOFF: '10s,2000,4s' }), ['PIXIU_REDELIVERY_BACKOFF=10s,2000,4s is 10 s, 2 s, 4 s']);
   assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '1d', PIXIU_SWEEP_INTERVAL: '0' }), []);
+  // Whatever is read as milliseconds for want of a unit: a leading zero, a decimal point.
+  assert.deepEqual(bareDurationSettings({ PIXIU_MESSAGE_TTL: '086400', PIXIU_HEARTBEAT: '2500.0' }),
+    ['PIXIU_MESSAGE_TTL=086400 is 86.4 s', 'PIXIU_HEARTBEAT=2500.0 is 2.5 s']);
 });
 
 test('an idle timeout longer than the heartbeat is accepted, however close', () => {
