@@ -111,6 +111,13 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       done(new PixiuError('INVALID_REQUEST', 'the request target has a fragment (#…): it is not sent to a server (RFC 9112 §3.2); percent-encode # as %23 in a value'));
       return;
     }
+    // The router refuses a path that is not validly percent-encoded (FST_ERR_BAD_URL);
+    // fastify's query parser keeps a bad escape as it is (`epoch=%FF` read as "%FF"), so
+    // the value would be misread, not refused. Refused here in the same words.
+    if (!queryWellEncoded(req.raw.url ?? '')) {
+      done(new PixiuError('INVALID_REQUEST', 'the URL is not validly percent-encoded'));
+      return;
+    }
     // A route that takes no body (the not-found one included) accepts an empty one
     // whatever its headers say, and refuses any other as "this route takes no body"
     // (validation.ts).
@@ -228,6 +235,22 @@ function countError(metrics: Metrics, err: PixiuError, ingestRoute: IngestRoute 
  */
 function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
   countError(metrics, err, req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages' ? 'message' : undefined);
+}
+
+/**
+ * False when the request target's query string holds an escape that is not `%` and two
+ * hex digits, or escapes that do not decode to UTF-8 (`%FF`, `%C3` alone): what
+ * `decodeURIComponent` refuses (RFC 3986 §2.1).
+ */
+function queryWellEncoded(target: string): boolean {
+  const at = target.indexOf('?');
+  if (at < 0 || !target.includes('%', at)) return true;
+  try {
+    decodeURIComponent(target.slice(at + 1));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** How many `Host` field lines a request's raw headers (name, value, name, value, …) hold. */

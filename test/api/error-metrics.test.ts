@@ -27,12 +27,16 @@ async function invalidRequests(): Promise<number> {
   return metricSample(text, 'pixiu_http_errors_total{code="INVALID_REQUEST"}') ?? 0;
 }
 
-test('a URL the router refuses (bad percent-encoding, over-long parameter) counts in pixiu_http_errors_total', async () => {
+test('a URL refused (bad percent-encoding in its path or query, over-long parameter) counts in pixiu_http_errors_total', async () => {
   const before = await invalidRequests();
   expectError(await server.client.get('/v1/users/%zz/messages'), 400, 'INVALID_REQUEST', /percent-encoded/);
   expectError(await server.client.get('/v1/messages/%c3%28'), 400, 'INVALID_REQUEST', /percent-encoded/);
+  // The query too: a bad escape is refused, not read as its raw text.
+  expectError(await server.client.get('/v1/users/a/messages?after_seq=%ZZ'), 400, 'INVALID_REQUEST', /percent-encoded/);
+  expectError(await server.client.get('/v1/users/a/messages?x=%FF'), 400, 'INVALID_REQUEST', /percent-encoded/);
+  assert.equal((await server.client.get('/v1/users/a/messages?limit=%31')).status, 200, 'a good escape is decoded');
   expectError(await server.client.get(`/v1/users/${'a'.repeat(2000)}/messages`), 400, 'INVALID_REQUEST');
   // The same answers from the schema are counted, as a check of the counter itself.
   expectError(await server.client.get('/v1/users/a/messages?limit=0'), 400, 'INVALID_REQUEST');
-  assert.equal(await invalidRequests() - before, 4, 'each 400 answered counts once');
+  assert.equal(await invalidRequests() - before, 6, 'each 400 answered counts once');
 });
