@@ -14,6 +14,7 @@ import type { Inbox } from '../inbox/inbox.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
 import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../store/data-depth.js';
+import type { HistoryBudget } from './history-budget.js';
 
 /**
  * Most JSON text of `data` in one page, characters (1 MiB): a page stops before the
@@ -59,14 +60,27 @@ export interface HistoryPage {
   next_after_seq: number;
 }
 
+/** What one message or gap of a page costs besides its data, bytes (its other fields, as held and as sent). */
+const ENTRY_BYTES = 200;
+
+/**
+ * The most bytes a page of `limit` messages holds while it is built and sent (its data's
+ * JSON text twice, as a string and as the bytes written, and its other fields): what a
+ * request holds of the {@link HistoryBudget} until its page is read.
+ */
+export function pageHoldBytes(limit: number): number {
+  return 2 * MAX_PAGE_DATA_CHARS + ENTRY_BYTES * limit;
+}
+
 /**
  * Reads up to `limit` messages after `afterSeq`, fewer when their data would come to
  * more than {@link MAX_PAGE_DATA_CHARS}.
+ * @param sized told the page's bytes as {@link pageHoldBytes} counts them, once it is read
  * @throws PixiuError UNAVAILABLE when Redis or the store fails, or a record's owning
  *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After)
  */
 export async function readHistory(
-  inbox: Inbox, store: RecordReader, user: string, afterSeq: number, limit: number,
+  inbox: Inbox, store: RecordReader, user: string, afterSeq: number, limit: number, sized?: (bytes: number) => void,
 ): Promise<HistoryPage> {
   const page = await inbox.range(user, afterSeq, limit);
   const gaps: SeqGap[] = [];
@@ -97,6 +111,7 @@ export async function readHistory(
     }
   }
   const next = lastSeq ?? Math.max(afterSeq, Math.min(page.latestSeq, page.firstSeq - 1));
+  sized?.(2 * Math.min(chars, MAX_PAGE_DATA_CHARS) + ENTRY_BYTES * (messages.length + gaps.length));
   return {
     user,
     epoch: page.epoch,

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
-import { readHistory } from '../api/history.js';
+import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
 import { answerObject, device, errorResponses, noQuery, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
@@ -36,7 +36,8 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         querystring: historyQuery,
         response: { 200: historyPage, ...errorResponses },
       },
-    }, async (req) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit));
+    }, async (req, reply) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit,
+      req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit))));
 
     me.post<{ Body: { device: string; seq: number; epoch?: string | null } }>('/v1/me/ack', {
       schema: {

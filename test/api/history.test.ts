@@ -7,10 +7,13 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import type { FastifyReply } from 'fastify';
 import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
+import { HISTORY_BYTES_IN_FLIGHT } from '../../src/api/history-budget.js';
 import { MAX_BATCH } from '../../src/api/routes/messages.js';
-import { expectError } from '../harness/checks.js';
-import { PixiuClient, cleanupList, startInProcess, type HttpAnswer } from '../harness/pixiu-server.js';
+import { expectError, waitUntil } from '../harness/checks.js';
+import { PixiuClient, cleanupList, startInProcess, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 
@@ -28,6 +31,7 @@ interface Page {
 }
 
 let api: PixiuClient;
+let server: InProcessServer;
 /** As {@link USER}, with a client JWT. */
 let me: PixiuClient;
 const files = cleanupList();
@@ -36,7 +40,7 @@ before(async () => {
   const redis = await RedisServer.start();
   // Registered first, so it runs last, and runs even when an earlier step fails.
   files.after(() => redis.destroy());
-  const server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
   api = server.client;
   me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, USER));
   // Posted with the batch route, in as few requests as it takes.
@@ -107,4 +111,21 @@ test('a page of large messages ends before 1 MiB of data, whatever the limit; ne
   const read = pages.flatMap((p) => p.messages);
   assert.deepEqual(read.map((m) => m.seq), Array.from({ length: 40 }, (_, i) => i + 1));
   assert.deepEqual(read.map((m) => m.data), Array.from({ length: 40 }, (_, i) => text(i)));
+});
+
+test('history answers share the node\'s budget: past it both routes answer 503 UNAVAILABLE with Retry-After, read nothing, and answer again once it is given back', async () => {
+  // What the budget holds for answers not yet taken by their clients, filled from here:
+  // a response that has not closed yet (src/api/history-budget.ts).
+  const pending = Object.assign(new EventEmitter(), { headersSent: false });
+  const budget = server.service.app.historyBudget;
+  budget.hold({ raw: pending } as unknown as FastifyReply, HISTORY_BYTES_IN_FLIGHT);
+  for (const answer of [await api.get(`/v1/users/${USER}/messages?limit=1`), await me.get('/v1/me/messages?limit=1')]) {
+    expectError(answer, 503, 'UNAVAILABLE', /busy sending history pages/);
+    assert.equal(answer.headers.get('retry-after'), '1');
+  }
+  pending.emit('close');
+  await waitUntil('the refused answers gave back what they held', async () => budget.inUse === 0, 2000);
+  expectPage(await api.get(`/v1/users/${USER}/messages?limit=1`), 1, 1);
+  expectPage(await me.get('/v1/me/messages?limit=1'), 1, 1);
+  await waitUntil('the answers gave back what they held', async () => budget.inUse === 0, 2000);
 });

@@ -195,8 +195,8 @@ test('many malformed frames close the connection 4003', async () => {
   assert.ok(errors > 0 && errors < 50, `${errors} error frames before the close`);
 });
 
-test('more than 200 frames other than ack in 20 s close the connection 4003; acks are not counted', async () => {
-  // Acks (each of a seq sent, moving the cursor) are not counted: 300 of them, then 200 pings, leave it open.
+test('more than 300 frames other than ack in a 30 s window close the connection 4003; acks are not counted', async () => {
+  // Acks (each of a seq sent, moving the cursor) are not counted: 300 of them, then pings up to the limit, leave it open.
   const { client } = await gw.connectWelcomed('flooder', { device: 'phone' });
   const seqs = await gw.post('flooder', 300);
   await client.msgs(300, { ack: true });
@@ -204,7 +204,7 @@ test('more than 200 frames other than ack in 20 s close the connection 4003; ack
   for (let i = 1; i < MAX_CONTROL_FRAMES; i++) client.send({ t: 'ping' });
   await expectPong(client);
   assert.equal(client.frames.filter((f) => f.t === 'pong').length, MAX_CONTROL_FRAMES);
-  // One more, in the same 20 s: closed.
+  // One more, in the same window: closed.
   client.send({ t: 'ping' });
   const { code, reason } = await client.waitClose();
   assert.deepEqual([code, reason], [4003, `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`]);

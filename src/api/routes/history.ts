@@ -7,7 +7,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
-import { readHistory } from '../history.js';
+import { pageHoldBytes, readHistory } from '../history.js';
 import { answerObject, anyJson, errorResponses, msgId, seqCursor, userId } from '../schemas.js';
 
 /** Most messages one history page returns. */
@@ -67,5 +67,6 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
       querystring: historyQuery,
       response: { 200: historyPage, ...errorResponses },
     },
-  }, async (req) => readHistory(deps.inbox, deps.store, req.params.uid, req.query.after_seq, req.query.limit));
+  }, async (req, reply) => readHistory(deps.inbox, deps.store, req.params.uid, req.query.after_seq, req.query.limit,
+    req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit))));
 }
