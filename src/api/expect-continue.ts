@@ -27,7 +27,8 @@ const continued = new WeakSet<object>();
 export function installContinue(app: FastifyInstance): void {
   app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res));
   app.addHook('preParsing', (req, reply, payload, done) => {
-    if (!refusedUnread(req)) continueIfExpected(req, reply);
+    // The header first: almost no request carries it.
+    if (req.headers.expect !== undefined && !refusedUnread(req)) continueIfExpected(req, reply);
     done(null, payload);
   });
 }
