@@ -29,6 +29,11 @@ export function serveCommand(): Command {
     const logger = createLogger(config.logLevel);
     const unknown = unknownSettingVariables(process.env);
     if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');
+    // A body carries a message's JSON and more: the largest messages allowed could not be sent.
+    if (config.maxBodyBytes <= config.maxMessageBytes) {
+      logger.warn({ maxBodyBytes: config.maxBodyBytes, maxMessageBytes: config.maxMessageBytes },
+        'PIXIU_MAX_BODY_BYTES is not above PIXIU_MAX_MESSAGE_BYTES: a message near its limit does not fit in a request body and is refused 413 before it is read');
+    }
     const bare = bareDurationSettings(process.env, optionOverrides(cmd));
     if (bare.length > 0) logger.warn({ settings: bare }, 'durations given as a bare number are milliseconds: give them a unit (86400s, 1d, 500ms) to say which you meant');
     const oddOrigins = nonWebOrigins(config.allowedOrigins);
