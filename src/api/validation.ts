@@ -191,6 +191,14 @@ function bodyIgnored(req: FastifyRequest, empty: boolean): boolean {
   return req.is404 || (empty && !takesBody(req));
 }
 
+/** `from 1 to 1000 `, `of at least 0 `, or nothing: the bounds of an integer parameter, for its refusal. */
+function integerRange(prop: { minimum?: number; maximum?: number } | undefined): string {
+  const { minimum, maximum } = prop ?? {};
+  if (minimum !== undefined && maximum !== undefined) return `from ${minimum} to ${maximum} `;
+  if (minimum !== undefined) return `of at least ${minimum} `;
+  return maximum !== undefined ? `of at most ${maximum} ` : '';
+}
+
 /** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */
 const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
 
@@ -210,7 +218,7 @@ export function isPlainInteger(text: string): boolean {
  * parameter that is not a list and is given more than once is refused as such.
  */
 export function withPlainParameters(validate: ValidateFunction, schema: unknown): ValidateFunction {
-  const props = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
+  const props = (schema as { properties?: Record<string, { type?: unknown; minimum?: number; maximum?: number }> } | null)?.properties ?? {};
   const integers = Object.keys(props).filter((k) => props[k]?.type === 'integer');
   // A parameter given twice (`?limit=1&limit=2`) arrives as an array: say so, rather
   // than "must be integer" about a value the client never wrote.
@@ -235,7 +243,7 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
         if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {
           wrapped.errors = [{
             instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'plainInteger',
-            params: {}, message: 'must be an integer written in decimal digits (like 0 or 42)',
+            params: {}, message: `must be an integer ${integerRange(props[name])}written in decimal digits`,
           }];
           return false;
         }
