@@ -140,7 +140,20 @@ export function toRedisError(err: unknown): PixiuError {
   const message = err instanceof Error ? err.message : String(err);
   const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND) (.*)$/s.exec(message);
   if (m && m[1] !== undefined && m[2] !== undefined) return new PixiuError(m[1] as 'INVALID_REQUEST' | 'NOT_FOUND', m[2], { cause: err });
-  return redisUnavailable('Redis is unavailable, retry later', err);
+  return redisUnavailable(isCommandTimeout(err) ? TIMED_OUT : 'Redis is unavailable, retry later', err);
+}
+
+/**
+ * What a Redis call that timed out is answered with. A timeout is not proof that Redis
+ * is down: a node whose event loop is saturated reads Redis's answer too late as well
+ * (a fresh tester's 800 parallel history readers had commands time out while
+ * `redis-cli ping` answered at once), so the answer says both.
+ */
+const TIMED_OUT = 'Redis did not answer within the command timeout (Redis down or hung, or this node too busy to read its answer in time); retry later';
+
+/** True when `err` is ioredis's command timeout (`commandTimeout`, createRedis). */
+export function isCommandTimeout(err: unknown): boolean {
+  return err instanceof Error && err.message === 'Command timed out';
 }
 
 /**

@@ -25,7 +25,11 @@ test('a PixiuError carries its catalogue entry and renders the JSON error body',
 });
 
 test('Redis failures map to UNAVAILABLE; script replies keep their catalogue code', () => {
-  assert.equal(toRedisError(new Error('Command timed out')).code, 'UNAVAILABLE');
+  const timedOut = toRedisError(new Error('Command timed out'));
+  assert.equal(timedOut.code, 'UNAVAILABLE');
+  // A timeout may be this node too busy to read the answer, not Redis down: the message says both.
+  assert.match(timedOut.message, /did not answer within the command timeout \(Redis down or hung, or this node too busy/);
+  assert.equal(toRedisError(new Error('Connection is closed.')).message, 'Redis is unavailable, retry later');
   assert.equal(toRedisError(new Error("Stream isn't writeable and enableOfflineQueue options is false")).code, 'UNAVAILABLE');
   const fromScript = toRedisError(new Error('INVALID_REQUEST seq must be a positive integer'));
   assert.equal(fromScript.code, 'INVALID_REQUEST');

@@ -8,7 +8,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
-import { redisUnavailable } from '../../redis/client.js';
+import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, errorBody } from '../schemas.js';
 
@@ -51,7 +51,9 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       await deps.redis.ping();
     } catch (err) {
-      throw redisUnavailable('Redis does not answer', err);
+      throw redisUnavailable(isCommandTimeout(err)
+        ? 'Redis did not answer PING within the command timeout (Redis down or hung, or this node too busy to read its answer in time)'
+        : 'Redis does not answer', err);
     }
     return { status: 'ready' };
   });
