@@ -72,7 +72,6 @@ export class Partition {
   readonly #db: PartitionDb;
   readonly #sync: boolean;
   readonly #now: () => number;
-  readonly #onWriteFailure: (() => void) | undefined;
   readonly #sweepClock: SweepClock;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
   /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
@@ -95,11 +94,10 @@ export class Partition {
     this.#written = counter;
     this.#sync = options.sync;
     this.#now = options.now;
-    this.#onWriteFailure = options.onWriteFailure;
     this.#sweepClock = new SweepClock(options.now, options.monotonic);
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#recovery = new WriteRecovery({
-      index, location, db, logger: options.logger?.child({ partition: index }),
+      index, location, db, logger: options.logger?.child({ partition: index }), onWriteFailure: options.onWriteFailure,
       exclusive: (job) => this.#commit.exclusive(job),
       closed: () => this.#closed,
     });
@@ -386,7 +384,6 @@ export class Partition {
 
   /** Takes the partition out of writes after a failed one (write-recovery.ts); answers the failure as the write's caller gets it. */
   #writeFailed(err: unknown): PixiuError {
-    this.#onWriteFailure?.();
     this.#recovery.failed(err);
     return this.#unavailable(err);
   }

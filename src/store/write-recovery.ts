@@ -31,6 +31,8 @@ export interface RecoveringPartition {
   /** True once the partition is closed: no reopen is tried any more. */
   readonly closed: () => boolean;
   readonly logger?: Logger | undefined;
+  /** Told of every failed write, also those while a reopen is pending (metrics). */
+  readonly onWriteFailure?: (() => void) | undefined;
 }
 
 /** The failed-write state of one partition and its reopen tries. */
@@ -65,6 +67,7 @@ export class WriteRecovery {
    * reopen it (once, however many writes failed).
    */
   failed(err: unknown): void {
+    this.#p.onWriteFailure?.();
     if (this.#failure !== undefined || this.#p.closed()) return;
     this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write`, err);
     this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
