@@ -23,7 +23,7 @@ import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from '.
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
 import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js';
-import { MAX_HELD_FRAMES } from '../gateway/ws-connection.js';
+import { MAX_HELD_FRAMES } from '../gateway/frame-limits.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
 

@@ -68,6 +68,19 @@ export function isAckFrame(text: string): boolean {
 }
 
 /**
+ * One received WebSocket message as a frame, or the refusal of a bad one (a binary
+ * frame, or one {@link parseClientFrame} refuses) to answer it with. Never throws.
+ */
+export function readClientFrame(data: { toString(): string }, isBinary: boolean): ClientFrame | PixiuError {
+  if (isBinary) return new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text');
+  try {
+    return parseClientFrame(data.toString());
+  } catch (err) {
+    return err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame');
+  }
+}
+
+/**
  * Parses one text frame.
  * @throws FrameRefused (INVALID_REQUEST) naming what is wrong (not JSON, not an
  *   object, unknown `t`, a field of the wrong type, an unknown field), with the

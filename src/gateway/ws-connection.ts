@@ -9,16 +9,16 @@
  * frames it answers.
  */
 import type { Socket } from 'node:net';
-import { RateLimiter } from 'limiter';
 import type { WebSocket, RawData } from 'ws';
 import { PixiuError, outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { FrameRefused, isAckFrame, parseClientFrame, type ClientFrame } from './client-frames.js';
+import { FrameRefused, isAckFrame, readClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained, wakeAll } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
+import { MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, controlFrameLimiter, controlFrameLimitReason } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
@@ -32,27 +32,6 @@ import { ConnectionChannels } from '../channels/connection-channels.js';
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 
-/** Malformed frames tolerated on one connection before it is closed 4003. */
-const MAX_BAD_FRAMES = 20;
-/**
- * Client frames held before `welcome`, or behind a frame still being handled; one
- * more closes the connection 4003. Frames are at most `PIXIU_MAX_CLIENT_FRAME_BYTES`,
- * so this bounds a connection's held bytes (64 × 4 KiB by default).
- */
-export const MAX_HELD_FRAMES = 64;
-/**
- * Frames other than `ack` (`ping`, `refresh`, `sub`, `unsub`, and bad ones) one
- * connection may send per {@link CONTROL_FRAME_WINDOW_MS} (a window that starts at the
- * first of them; limiter's RateLimiter): following 100 channels and leaving them, in
- * groups of 63 with a `ping` after each as docs/protocol.md advises, is 204. One more
- * closes it 4003. Each
- * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
- * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
- * not counted: a client acks as fast as it is sent messages.
- */
-export const MAX_CONTROL_FRAMES = 300;
-/** The window of {@link MAX_CONTROL_FRAMES}, ms. */
-export const CONTROL_FRAME_WINDOW_MS = 30_000;
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -84,7 +63,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #drainWaiters: (() => void)[] | undefined;
   #badFrames = 0;
   /** Made by the first frame other than `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
-  #controlFrames: RateLimiter | undefined;
+  #controlFrames: ReturnType<typeof controlFrameLimiter> | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -267,18 +246,16 @@ export class WsConnection implements DeliveryConnection, Ticking {
    *   key source; the next frame waits for it
    */
   #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
-    if (isBinary) {
-      if (this.#takeControlFrame()) this.#refuse(new PixiuError('INVALID_REQUEST', 'binary frames are not supported; send JSON text'));
+    const frame = readClientFrame(data, isBinary);
+    // Frames other than acks, bad ones included, are held to MAX_CONTROL_FRAMES.
+    if ((frame instanceof PixiuError || frame.t !== 'ack') && !(this.#controlFrames ??= controlFrameLimiter()).tryRemoveTokens(1)) {
+      this.close(CloseCode.protocolAbuse, controlFrameLimitReason);
       return undefined;
     }
-    let frame: ClientFrame;
-    try {
-      frame = parseClientFrame(data.toString());
-    } catch (err) {
-      if (this.#takeControlFrame()) this.#refuse(err instanceof PixiuError ? err : new PixiuError('INVALID_REQUEST', 'malformed frame'));
+    if (frame instanceof PixiuError) {
+      this.#refuse(frame);
       return undefined;
     }
-    if (frame.t !== 'ack' && !this.#takeControlFrame()) return undefined;
     switch (frame.t) {
       case 'ack':
         this.#session?.ack(this.id, frame.seq, frame.epoch);
@@ -316,14 +293,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
       if (e.code === 'INVALID_REQUEST') this.#refuse(e, ref);
       else this.sendError(e, ref);
     });
-  }
-
-  /** Counts a frame other than `ack`; false (the connection closed 4003) past {@link MAX_CONTROL_FRAMES}. */
-  #takeControlFrame(): boolean {
-    this.#controlFrames ??= new RateLimiter({ tokensPerInterval: MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
-    if (this.#controlFrames.tryRemoveTokens(1)) return true;
-    this.close(CloseCode.protocolAbuse, `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`);
-    return false;
   }
 
   /** Answers a malformed frame (`ref`: by default the one a FrameRefused names); too many close the connection 4003 (protocol abuse). */

@@ -13,7 +13,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
-import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES } from '../../src/gateway/ws-connection.js';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES } from '../../src/gateway/frame-limits.js';
 import { JWT_KEY, closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;

@@ -1,0 +1,36 @@
+/**
+ * The limits on what one connection's client may send (docs/protocol.md, "Client →
+ * server"); src/gateway/ws-connection.ts holds its connections to them. One past any of
+ * them closes the connection 4003 (protocol abuse).
+ */
+import { RateLimiter } from 'limiter';
+
+/** Malformed frames tolerated on one connection before it is closed 4003. */
+export const MAX_BAD_FRAMES = 20;
+/**
+ * Client frames held before `welcome`, or behind a frame still being handled; one
+ * more closes the connection 4003. Frames are at most `PIXIU_MAX_CLIENT_FRAME_BYTES`,
+ * so this bounds a connection's held bytes (64 × 4 KiB by default).
+ */
+export const MAX_HELD_FRAMES = 64;
+
+/**
+ * Frames other than `ack` (`ping`, `refresh`, `sub`, `unsub`, and bad ones) one
+ * connection may send per {@link CONTROL_FRAME_WINDOW_MS} (a window that starts at the
+ * first of them; limiter's RateLimiter): following 100 channels and leaving them, in
+ * groups of 63 with a `ping` after each as docs/protocol.md advises, is 204. Each
+ * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
+ * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
+ * not counted: a client acks as fast as it is sent messages.
+ */
+export const MAX_CONTROL_FRAMES = 300;
+/** The window of {@link MAX_CONTROL_FRAMES}, ms. */
+export const CONTROL_FRAME_WINDOW_MS = 30_000;
+
+/** A connection's counter of frames other than `ack`: made by its first such frame (most connections send none). */
+export function controlFrameLimiter(): RateLimiter {
+  return new RateLimiter({ tokensPerInterval: MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
+}
+
+/** The close reason past the limit (close code 4003). */
+export const controlFrameLimitReason = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
