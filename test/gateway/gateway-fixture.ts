@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
 import { expectError } from '../harness/checks.js';
@@ -104,16 +103,17 @@ export async function expectPong(client: TestClient): Promise<void> {
 }
 
 /**
- * Pings every 100 ms until `untilMs` (ms since the epoch), each answered: the connection
- * stays open and answering until then. Paced within the limit on frames other than
- * `ack` (10 a second, src/gateway/ws-connection.ts MAX_CONTROL_FRAMES), which a ping
- * loop as fast as the pongs come would pass in well under a second.
+ * Asserts the connection stays open until `untilMs` (ms since the epoch) and answers a
+ * ping then: its close is waited for, up to that time, rather than pinged for in a loop,
+ * which would pass the limit on frames other than `ack` (src/gateway/frame-limits.ts).
  */
 export async function pongsUntil(client: TestClient, untilMs: number): Promise<void> {
-  while (Date.now() < untilMs) {
-    await expectPong(client);
-    await delay(Math.min(100, Math.max(0, untilMs - Date.now())));
+  const left = untilMs - Date.now();
+  if (left > 0) {
+    const closed = await client.waitClose(left).then((info) => info, () => undefined);
+    assert.equal(closed, undefined, `the connection closed before ${new Date(untilMs).toISOString()}: ${JSON.stringify(closed)}`);
   }
+  await expectPong(client);
 }
 
 /**
