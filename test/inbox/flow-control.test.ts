@@ -43,7 +43,7 @@ after(async () => {
 });
 
 /** A pipeline of INCRs of one key, answering the new value. */
-function incrPipeline(maxBatch: number, maxInFlight: number, client = redis): TickPipeline<string, number> {
+function incrPipeline(maxBatch: number, maxInFlight: number, client = redis, breaksFlow?: () => boolean): TickPipeline<string, number> {
   return new TickPipeline<string, number>(client, {
     command: 'incr',
     send: (client, key) => {
@@ -53,6 +53,7 @@ function incrPipeline(maxBatch: number, maxInFlight: number, client = redis): Ti
     },
     reply: (raw) => Number(raw),
     error: toRedisError,
+    ...(breaksFlow === undefined ? {} : { breaksFlow }),
   }, maxBatch, maxInFlight);
 }
 
@@ -210,17 +211,7 @@ test('a flow whose waiting command failed on another flow\'s timeout is broken t
 
 /** A pipeline of INCRs as {@link incrPipeline}'s, whose failures all break their flow (as a dropped connection's do). */
 function breakingIncrPipeline(maxBatch: number, maxInFlight: number): TickPipeline<string, number> {
-  return new TickPipeline<string, number>(patient, {
-    command: 'incr',
-    send: (client, key) => {
-      const command = new Command('incr', [key], { replyEncoding: 'utf8' });
-      void client.sendCommand(command);
-      return command.promise as Promise<unknown>;
-    },
-    reply: (raw) => Number(raw),
-    error: toRedisError,
-    breaksFlow: () => true,
-  }, maxBatch, maxInFlight);
+  return incrPipeline(maxBatch, maxInFlight, patient, () => true);
 }
 
 /** What each settled result holds: its value, or 'failed'. */
