@@ -13,7 +13,7 @@ import type { ApiDeps, ProducerScope } from './deps.js';
 import type { IngestRoute, Metrics } from './metrics.js';
 import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
 import { installContinue } from './expect-continue.js';
-import { HistoryBudget } from './history-budget.js';
+import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -67,8 +67,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   installValidators(app);
-  // History answers in flight, node-wide (history-budget.ts).
-  app.decorate('historyBudget', new HistoryBudget());
+  // History answers in flight, node-wide (history-budget.ts); one not taken by its client
+  // within the request timeout closes its connection.
+  app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.requestTimeoutMs));
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
   app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
   // Expect: 100-continue is answered 100 only when the body will be read.

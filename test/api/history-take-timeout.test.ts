@@ -1,0 +1,86 @@
+/**
+ * A history answer its client does not take within `PIXIU_REQUEST_TIMEOUT` closes its
+ * connection (src/api/history-budget.ts, docs/api.md): a client that pipelines page
+ * requests and never reads would otherwise hold the node's history budget for as long
+ * as its connection stays open. Over a raw socket against the real service.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { RedisServer } from '../harness/redis-server.js';
+import { waitUntil } from '../harness/checks.js';
+import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+
+const files = cleanupList();
+let server: InProcessServer;
+const USER = 'hoarded';
+/** 40 messages of 60,000 characters: a page of limit=1000 is 17 of them, about 1 MiB. */
+const MESSAGES = 40;
+const TAKE_TIMEOUT_MS = 1000;
+
+before(async () => {
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  server = await startInProcess(files, { redisUrl: redis.url, partitions: '1', storeDurability: 'relaxed', requestTimeoutMs: `${TAKE_TIMEOUT_MS}ms` });
+  const messages = Array.from({ length: MESSAGES }, (_, i) => ({ to: USER, type: 't', data: String(i).padStart(3, '0').repeat(20_000) }));
+  const answer = await server.client.post('/v1/messages/batch', { messages });
+  assert.equal(answer.status, 200, answer.text.slice(0, 500));
+});
+
+after(() => files.run());
+
+/**
+ * Opens a connection and pipelines `pages` requests for pages of about 1 MiB on it,
+ * never reading the answers; resolves once the node holds some of them.
+ */
+async function hoard(pages: number): Promise<net.Socket> {
+  const { hostname, port } = new URL(server.service.url);
+  const socket = net.connect(Number(port), hostname);
+  // Never read: the pages pile up in the kernel's buffers, then in the node.
+  socket.pause();
+  socket.on('error', () => {});
+  const request = `GET /v1/users/${USER}/messages?limit=1000 HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${server.client.token}\r\n\r\n`;
+  socket.write(request.repeat(pages));
+  await waitUntil('the pages are held', async () => server.service.app.historyBudget.inUse > 0, 5000, 10);
+  return socket;
+}
+
+/** Asserts that a client reading its page is answered, and that the page gives back what it held. */
+async function expectPageRead(): Promise<void> {
+  const page = await server.client.get(`/v1/users/${USER}/messages?limit=1000`);
+  assert.equal(page.status, 200, page.text.slice(0, 300));
+  assert.equal((page.body as { messages: unknown[] }).messages.length, 17);
+  await waitUntil('the read page gave back what it held', async () => server.service.app.historyBudget.inUse === 0, 2000);
+}
+
+test('a connection whose history answers go untaken past the request timeout is closed, and what they held is given back', async () => {
+  const budget = server.service.app.historyBudget;
+  const abandonedBefore = budget.abandoned;
+  // 24 pages of about 1 MiB: more than loopback's buffers hold, within the 64 MiB budget.
+  const socket = await hoard(24);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const started = Date.now();
+  // Still held halfway to the timeout: the client took nothing.
+  await new Promise((resolve) => setTimeout(resolve, TAKE_TIMEOUT_MS / 2));
+  assert.ok(budget.inUse > 0, 'the untaken pages are still held before the timeout');
+  await waitUntil('the node closed the connection and gave back what its answers held', async () => budget.inUse === 0, 10 * TAKE_TIMEOUT_MS, 20);
+  assert.ok(Date.now() - started >= TAKE_TIMEOUT_MS / 2, 'not closed before the timeout');
+  assert.equal(budget.abandoned, abandonedBefore + 1, 'one connection closed for it');
+  socket.resume();
+  await closed;
+  // A client that reads its pages is answered as before, on the same budget.
+  await expectPageRead();
+  assert.equal(budget.abandoned, abandonedBefore + 1, 'a page taken in time closes nothing');
+});
+
+test('a client that closes its connection with pipelined history answers still queued gives back what they held at once', async () => {
+  const budget = server.service.app.historyBudget;
+  const abandonedBefore = budget.abandoned;
+  const socket = await hoard(24);
+  const closedAt = Date.now();
+  socket.destroy();
+  await waitUntil('the closed connection\'s answers gave back what they held', async () => budget.inUse === 0, 10 * TAKE_TIMEOUT_MS, 20);
+  assert.ok(Date.now() - closedAt < TAKE_TIMEOUT_MS / 2, `given back ${Date.now() - closedAt} ms after the close, not by the take timeout`);
+  assert.equal(budget.abandoned, abandonedBefore, 'the node closed nothing itself');
+  await expectPageRead();
+});
