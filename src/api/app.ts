@@ -98,7 +98,17 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // gives it (src/gateway/upgrade-guard.ts); said here, in the first hook, so that
     // answers of later hooks (a refused token) say so too.
     if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
-    if (req.headers.host === undefined && req.raw.httpVersion === '1.1') {
+    // Node's parser also takes a request line with no version (read as HTTP/0.9) and
+    // HTTP/2.0 spelt as text; neither is HTTP/1.x (RFC 9112 §2.3, §3).
+    const version = req.raw.httpVersion;
+    if (version !== '1.1' && version !== '1.0') {
+      void reply.header('connection', 'close');
+      done(new PixiuError('INVALID_REQUEST', version === '0.9'
+        ? 'the request line has no HTTP version: send HTTP/1.1 (RFC 9112 §3)'
+        : `HTTP/${version} is not spoken here: send HTTP/1.1 (RFC 9112 §2.3)`));
+      return;
+    }
+    if (req.headers.host === undefined && version === '1.1') {
       void reply.header('connection', 'close');
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
       return;

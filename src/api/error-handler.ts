@@ -141,7 +141,25 @@ function lingerOnClose(socket: Socket | null | undefined): void {
     this.once('error', stop);
     if (this.writable) this.end();
     this.resume();
+    restartReading(this);
   };
+}
+
+/**
+ * Starts reading `socket` again when Node's HTTP server stopped it under a read still
+ * pending. A body that arrived with its headers fills the unread request, whose
+ * backpressure stops the socket's handle directly (`readStop`), leaving the stream's
+ * read pending: `resume()` then reads nothing, and the upload stalled until the linger
+ * timer cut it (a fresh tester's client saw EPIPE 7 times in 10). This is what Node's
+ * own `onSocketResume` (lib/_http_server.js) does, which the 'data' listener above
+ * detached along with the HTTP parser.
+ */
+function restartReading(socket: Socket): void {
+  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStart?: () => number } | null })._handle;
+  if (handle?.reading === false && typeof handle.readStart === 'function') {
+    handle.reading = true;
+    handle.readStart();
+  }
 }
 
 /**

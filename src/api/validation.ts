@@ -8,6 +8,8 @@ import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import secureJson from 'secure-json-parse';
+import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
+import { MAX_DATA_DEPTH } from '../store/data-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
@@ -58,6 +60,11 @@ export function installValidators(app: FastifyInstance): void {
     // not would become U+FFFD: another user id, another client_msg_id, silently.
     if (!isUtf8(body as Buffer)) {
       refuse(invalid('the body is not valid UTF-8 (JSON is UTF-8, RFC 8259 §8.1)'));
+      return;
+    }
+    // Refused unparsed: JSON.parse takes seconds over a few million levels (body-depth.ts).
+    if (nestsDeeperThan(body as Buffer)) {
+      refuse(invalid(`the JSON body nests deeper than ${MAX_BODY_DEPTH} levels (message data may nest ${MAX_DATA_DEPTH})`));
       return;
     }
     const text = (body as Buffer).toString('utf8');

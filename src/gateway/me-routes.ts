@@ -12,6 +12,13 @@ import { historyPage, historyQuery } from '../api/routes/history.js';
 import { answerObject, device, errorResponses, noQuery, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
 
+/**
+ * The largest `POST /v1/me/ack` body, bytes: 4 KiB (an ack is under 300 bytes), or
+ * `PIXIU_MAX_BODY_BYTES` when that is lower. Any client's token reaches this route: the
+ * producers' 8 MiB would let one make the node parse 8 MiB per request.
+ */
+export const ACK_BODY_BYTES = 4 * 1024;
+
 /** Registers the `/v1/me/...` routes in their own scope (JWT, not the API token). */
 export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   await app.register(async (me) => {
@@ -40,6 +47,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit))));
 
     me.post<{ Body: { device: string; seq: number; epoch?: string | null } }>('/v1/me/ack', {
+      bodyLimit: Math.min(ACK_BODY_BYTES, deps.config.maxBodyBytes),
       schema: {
         summary: 'Acknowledge my messages up to a seq (user JWT)',
         operationId: 'ackMyMessages',

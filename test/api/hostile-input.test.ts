@@ -13,11 +13,14 @@ import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
+import { MAX_BODY_DEPTH } from '../../src/api/body-depth.js';
 import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
 import { expectError, metricSample } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { ConfigOverrides } from '../../src/config/config.js';
-import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { PixiuClient, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { ACK_BODY_BYTES } from '../../src/gateway/me-routes.js';
 
 let redis: RedisServer;
 let prefixes = 0;
@@ -52,15 +55,31 @@ async function assertNothingStored(server: InProcessServer): Promise<void> {
 }
 
 const TOO_DEEP = new RegExp(`data nests deeper than ${MAX_DATA_DEPTH} levels`);
+const BODY_TOO_DEEP = new RegExp(`^the JSON body nests deeper than ${MAX_BODY_DEPTH} levels`);
 
 test('data nested deeper than the limit is 400 INVALID_REQUEST at every depth, and nothing is stored', async (t) => {
   const server = await freshServer(t);
-  for (const depth of [MAX_DATA_DEPTH + 1, 3000, 5000, 100_000]) {
+  // The body (one object around data) nests one level more than its data: MAX_BODY_DEPTH
+  // levels are parsed and told about data; one more is refused unparsed, the body named.
+  for (const depth of [MAX_DATA_DEPTH + 1, MAX_BODY_DEPTH - 1]) {
     const answer = await server.client.post('/v1/messages', deepMessage(depth));
     expectError(answer, 400, 'INVALID_REQUEST', TOO_DEEP);
+  }
+  for (const depth of [MAX_BODY_DEPTH, 5000, 100_000, 2_000_000]) {
+    const answer = await server.client.post('/v1/messages', deepMessage(depth));
+    expectError(answer, 400, 'INVALID_REQUEST', BODY_TOO_DEEP);
     assert.doesNotMatch(answer.text, /call stack|serialisable/);
   }
   await assertNothingStored(server);
+  // Brackets inside strings are not levels, escaped quotes or not.
+  const brackets = '['.repeat(3 * MAX_BODY_DEPTH);
+  for (const data of [brackets, `\\"${brackets}`, `\\${brackets}`, `\\\\"${brackets}`]) {
+    const stored = await server.client.post('/v1/messages', { to: 'poison', type: 'x', data });
+    assert.equal(stored.status, 201, stored.text.slice(0, 300));
+  }
+  // After a string ending in an escaped backslash, brackets count again.
+  const afterString = `{"to":"poison","type":"x","data":["a\\\\",${nestedJson(MAX_BODY_DEPTH)}]}`;
+  expectError(await server.client.post('/v1/messages', afterString), 400, 'INVALID_REQUEST', BODY_TOO_DEEP);
   const atLimit = await server.client.post('/v1/messages', deepMessage(MAX_DATA_DEPTH));
   assert.equal(atLimit.status, 201, atLimit.text);
 });
@@ -68,7 +87,7 @@ test('data nested deeper than the limit is 400 INVALID_REQUEST at every depth, a
 test('a too-deep batch item fails alone; room, broadcast and channel data are held to the same depth', async (t) => {
   const server = await freshServer(t);
   const batch = await server.client.post('/v1/messages/batch',
-    `{"messages":[{"to":"poison","type":"x","data":"ok"},${deepMessage(3000)},{"to":"poison","type":"x","data":"ok too"}]}`);
+    `{"messages":[{"to":"poison","type":"x","data":"ok"},${deepMessage(900)},{"to":"poison","type":"x","data":"ok too"}]}`);
   assert.equal(batch.status, 200, batch.text);
   const results = (batch.body as { results: { status: number; error?: { code: string; message: string } }[] }).results;
   assert.deepEqual(results.map((r) => r.status), [201, 400, 201]);
@@ -77,10 +96,13 @@ test('a too-deep batch item fails alone; room, broadcast and channel data are he
 
   const joined = await server.client.request('PUT', '/v1/rooms/deep-room/members', { body: { users: ['poison'] } });
   assert.equal(joined.status, 200, joined.text);
-  expectError(await server.client.post('/v1/messages', deepMessage(3000, '"room":"deep-room"')), 400, 'INVALID_REQUEST', TOO_DEEP);
-  expectError(await server.client.post('/v1/broadcast', `{"type":"x","data":${nestedJson(5000)}}`), 400, 'INVALID_REQUEST', TOO_DEEP);
-  expectError(await server.client.post('/v1/channels/deep.chan/publish', `{"type":"x","data":${nestedJson(5000)}}`),
+  expectError(await server.client.post('/v1/messages', deepMessage(900, '"room":"deep-room"')), 400, 'INVALID_REQUEST', TOO_DEEP);
+  expectError(await server.client.post('/v1/broadcast', `{"type":"x","data":${nestedJson(900)}}`), 400, 'INVALID_REQUEST', TOO_DEEP);
+  expectError(await server.client.post('/v1/channels/deep.chan/publish', `{"type":"x","data":${nestedJson(900)}}`),
     400, 'INVALID_REQUEST', TOO_DEEP);
+  // A batch item deeper than a body may be fails the batch whole: the body is not parsed.
+  const tooDeep = await server.client.post('/v1/messages/batch', `{"messages":[{"to":"poison","type":"x","data":"ok"},${deepMessage(MAX_BODY_DEPTH)}]}`);
+  expectError(tooDeep, 400, 'INVALID_REQUEST', BODY_TOO_DEEP);
 });
 
 test('__proto__ and constructor.prototype keys are refused as such, not as invalid JSON', async (t) => {
@@ -123,7 +145,8 @@ function rawExchange(url: string, request: string | Buffer): Promise<string> {
 
 /** The last response on a raw exchange: status and parsed JSON body. */
 function lastResponse(text: string): { status: number; head: string; body: unknown } {
-  const at = text.lastIndexOf('HTTP/1.1 ');
+  // The last status line (a message may name HTTP/1.1 too, never with a status after it).
+  const at = [...text.matchAll(/HTTP\/1\.1 \d{3} /g)].at(-1)?.index ?? -1;
   const response = text.slice(at);
   const split = response.indexOf('\r\n\r\n');
   const head = response.slice(0, split);
@@ -143,6 +166,9 @@ test('requests the HTTP parser refuses get the JSON error body and Connection: c
     },
     { name: 'garbage after the body', request: 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\x01\x02 not a request\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     { name: 'no Host header', request: 'GET /healthz HTTP/1.1\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'no HTTP version', request: 'GET /healthz\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
+    { name: 'no HTTP version, with a body', request: `POST /v1/messages\r\n${auth}Content-Type: application/json\r\nContent-Length: 32\r\n\r\n{"to":"u","type":"t","data":1} `, status: 400, code: 'INVALID_REQUEST' },
+    { name: 'HTTP/2.0 as text', request: 'GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     { name: 'two Host headers', request: 'GET /healthz HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n', status: 400, code: 'INVALID_REQUEST' },
     {
       name: 'an Expect other than 100-continue',
@@ -382,4 +408,49 @@ test('a request whose body or headers stop arriving is answered 408 REQUEST_TIME
   const only = lastResponse(refused);
   assert.equal(only.status, 401);
   assert.match(only.head, /connection: close/i);
+});
+
+test('POST /v1/me/ack takes a body of 4 KiB at most: a client token does not buy the producers\' 8 MiB to parse', async (t) => {
+  const secret = 'hostile-input-hs256-secret-of-32-chars-or-more';
+  const server = await freshServer(t, { jwtSecret: secret });
+  const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret }, 'acker'));
+  const stored = await server.client.post('/v1/messages', { to: 'acker', type: 'x', data: 1 });
+  assert.equal(stored.status, 201, stored.text);
+  // Padded with JSON whitespace to exactly the limit, then one byte more.
+  const ack = JSON.stringify({ device: 'phone', seq: 1 });
+  const padded = (bytes: number): string => `${ack.slice(0, -1)}${' '.repeat(bytes - ack.length)}}`;
+  const atLimit = await me.post('/v1/me/ack', padded(ACK_BODY_BYTES));
+  assert.equal(atLimit.status, 200, atLimit.text);
+  assert.deepEqual(atLimit.body, { device: 'phone', cursor: 1 });
+  expectError(await me.post('/v1/me/ack', padded(ACK_BODY_BYTES + 1)), 413, 'PAYLOAD_TOO_LARGE');
+  expectError(await me.post('/v1/me/ack', `{"device":"phone","seq":${nestedJson(1_000_000)}}`), 413, 'PAYLOAD_TOO_LARGE');
+});
+
+test('an answer given before the body is read drains a body sent with its headers in one write: the client uploads it all and reads the answer (no EPIPE)', async (t) => {
+  const server = await freshServer(t);
+  // Far more than loopback's buffers hold: without the drain the upload stalls, then is reset.
+  const bytes = 16 * 1024 * 1024;
+  const head = (headers: string): string => `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${headers}Content-Length: ${bytes}\r\n\r\n`;
+  const cases: [string, string, number][] = [
+    ['a wrong token', head('Authorization: Bearer not-the-api-token-at-all\r\nContent-Type: application/json\r\n'), 401],
+    ['a body over the limit', head(`Authorization: Bearer ${server.client.token}\r\nContent-Type: application/json\r\n`), 413],
+    ['a content type other than JSON', head(`Authorization: Bearer ${server.client.token}\r\nContent-Type: text/plain\r\n`), 415],
+  ];
+  for (const [name, request, status] of cases) {
+    const { hostname, port } = new URL(server.service.url);
+    const socket = net.connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    const ended = new Promise<string | undefined>((resolve) => {
+      socket.once('error', (err) => resolve(err.message));
+      socket.once('close', () => resolve(undefined));
+    });
+    const wrote = new Promise<string | undefined>((resolve) => {
+      socket.write(Buffer.concat([Buffer.from(request), Buffer.alloc(bytes, 0x20)]), (err) => resolve(err?.message));
+    });
+    assert.equal(await wrote, undefined, `${name}: the whole body was taken`);
+    socket.end();
+    assert.equal(await ended, undefined, `${name}: no reset`);
+    assert.equal(lastResponse(Buffer.concat(chunks).toString('latin1')).status, status, name);
+  }
 });
