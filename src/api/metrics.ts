@@ -162,11 +162,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** WebSocket connections closed, by close code. */
+  /**
+   * WebSocket connections closed, by close code and by who chose it: `by="server"` for a
+   * close the server decided (a client can close with 4009 too: alert on the server's).
+   */
   readonly wsCloses = new Counter({
     name: 'pixiu_ws_closes_total',
-    help: 'WebSocket connections closed, by close code',
-    labelNames: ['code'] as const,
+    help: 'WebSocket connections closed, by close code and by who closed them (server: the server decided the code; client: the client\'s code, or 1006 for a lost connection)',
+    labelNames: ['code', 'by'] as const,
     registers: [this.registry],
   });
 

@@ -77,6 +77,8 @@ export function connectCommand(): Command {
       throw new StartupError(`invalid --last-seq ${JSON.stringify(opts.lastSeq)}: the seq to resume after, a whole number from 0 (as printed on exit)`);
     }
     // The server's rules for the query (docs/protocol.md), said in the flags' words.
+    // The server refuses `epoch=` (400); read as none, it would resume under any epoch.
+    if (opts.epoch === '') throw new StartupError('--epoch is empty: give the epoch printed on exit, or null for none');
     if (opts.epoch !== undefined && opts.lastSeq === undefined) {
       throw new StartupError('--epoch goes with --last-seq (the seq it belongs to, as printed on exit)');
     }
@@ -110,7 +112,7 @@ export function connectCommand(): Command {
     base.searchParams.set('device', opts.device);
     if (opts.lastSeq !== undefined) base.searchParams.set('last_seq', opts.lastSeq);
     // `null` is what the exit line prints for an inbox that had no epoch yet: no epoch.
-    if (opts.epoch !== undefined && opts.epoch !== 'null' && opts.epoch !== '') base.searchParams.set('epoch', opts.epoch);
+    if (opts.epoch !== undefined && opts.epoch !== 'null') base.searchParams.set('epoch', opts.epoch);
     if (opts.fromLatest) base.searchParams.set('from', 'latest');
     const count = opts.count === undefined ? Infinity : Number(opts.count);
     await run(base, service, token, { ack: opts.ack, count, subs });

@@ -14,6 +14,9 @@ export const CloseCode = Object.freeze({
   slowConsumer: 4009,
 } as const);
 
+/** Who chose a close's code: the server (counted as it decided, whatever the client saw), or the client (or the network: 1006). */
+export type CloseSide = 'server' | 'client';
+
 /** Codes the server sends or `ws` reports (RFC 6455 §7.4.1, 1000–1015), and Pixiu's own (DESIGN.md §6). */
 const LABELLED_CLOSE_CODES: ReadonlySet<number> = new Set([...Array.from({ length: 16 }, (_, i) => 1000 + i), ...Object.values(CloseCode)]);
 

@@ -6,6 +6,7 @@ import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
 import type { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import type { Hub } from '../delivery/hub.js';
+import type { CloseSide } from '../delivery/close-codes.js';
 import type { FrameType } from '../delivery/frames.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
@@ -65,8 +66,11 @@ export interface ConnectionDeps {
   readonly onHeartbeat: (conn: WsConnection) => void;
   /** Frames written to the socket: `n` of type `t` (metrics). */
   readonly onFrames: (t: FrameType, n: number) => void;
-  /** The connection closed (presence removal, metrics). */
-  readonly onClosed: (conn: WsConnection, code: number) => void;
+  /**
+   * The connection closed (presence removal, metrics): with the code the server decided,
+   * `by` 'server', or else the client's (or 1006 when the connection was lost), `by` 'client'.
+   */
+  readonly onClosed: (conn: WsConnection, code: number, by: CloseSide) => void;
   /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */
   readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream };
   /** Channels; absent: `sub`/`unsub` answer an error frame. */

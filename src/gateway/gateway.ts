@@ -199,10 +199,10 @@ export class Gateway implements GatewayDeps {
         }, (err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
       },
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
-      onClosed: (c, code) => {
+      onClosed: (c, code, by) => {
         this.#open.delete(c);
         metrics.wsConnections.dec();
-        metrics.wsCloses.inc({ code: closeCodeLabel(code) });
+        metrics.wsCloses.inc({ code: closeCodeLabel(code), by });
         // A failed removal is kept and retried (presence-removals.ts).
         this.presence.remove(c.user, c.id).catch((err: unknown) => logger.debug({ err, conn: c.id }, 'presence removal failed, will retry'));
       },
@@ -332,7 +332,7 @@ export class Gateway implements GatewayDeps {
 
   /** A WebSocket closed as it opened, before it became a connection (metrics). */
   onClosedAtOpen(code: number): void {
-    this.#metrics.wsCloses.inc({ code: closeCodeLabel(code) });
+    this.#metrics.wsCloses.inc({ code: closeCodeLabel(code), by: 'server' });
   }
 
   /** A connection opened (metrics; the connections a Redis reconnect wakes). */

@@ -388,7 +388,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.
-    this.#deps.onClosed(this, this.#closeCode ?? code);
+    this.#deps.onClosed(this, this.#closeCode ?? code, this.#closeCode === undefined ? 'client' : 'server');
     this.#logLine('debug', { code, decided: this.#closeCode }, 'connection closed');
   }
 }

@@ -133,6 +133,26 @@ test('close codes chosen by clients do not each become a pixiu_ws_closes_total s
   assert.equal(counts.other, (earlier.other ?? 0) + codes.length, 'each is counted as other');
 });
 
+test('a client that closes with one of the server\'s own codes (4009, 4008, 1011) is counted by="client", never among the closes the server decided', async () => {
+  const codes = [4009, 4008, 1011];
+  const [server, client] = [await closesByCode(gw, 'server'), await closesByCode(gw, 'client')];
+  for (const code of codes) {
+    const { client: ws } = await gw.connectWelcomed(`mimic-${code}`);
+    ws.ws.close(code, 'not really');
+    await ws.closed;
+  }
+  await waitUntil('the three closes are counted', async () => {
+    const now = await closesByCode(gw, 'client');
+    return codes.every((c) => (now[String(c)] ?? 0) === (client[String(c)] ?? 0) + 1);
+  });
+  assert.deepEqual(await closesByCode(gw, 'server'), server, 'nothing counted as the server\'s');
+  // A close the server decides is by="server": a frame over the limit, 1009.
+  const { client: big } = await gw.connectWelcomed('mimic-big');
+  big.send({ t: 'ping', pad: 'x'.repeat(5 * 1024) });
+  assert.equal((await big.waitClose()).code, 1009);
+  await waitUntil('the 1009 is the server\'s', async () => ((await closesByCode(gw, 'server'))['1009'] ?? 0) === (server['1009'] ?? 0) + 1);
+});
+
 test('a 5 KiB frame closes the connection 1009, counted as 1009; the user reconnects fine', async () => {
   const closes = async (): Promise<number> => (await closesByCode(gw))['1009'] ?? 0;
   const before = await closes();

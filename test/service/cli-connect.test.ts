@@ -392,7 +392,11 @@ test('pixiu connect --sub of 100 channels follows them all: the subs go in batch
   assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
 });
 
-test('pixiu connect --epoch without --last-seq, or --from-latest with --last-seq, is refused before connecting', async () => {
+test('pixiu connect --epoch without --last-seq or empty, or --from-latest with --last-seq, is refused before connecting', async () => {
+  const empty = await runCli(['connect', 'lea', '--last-seq', '0', '--epoch', '', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(empty.code, 1, empty.stderr);
+  assert.equal(empty.stdout, '');
+  assert.match(empty.stderr, /^pixiu: --epoch is empty/);
   const epoch = await runCli(['connect', 'lea', '--epoch', 'E1', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(epoch.code, 1, epoch.stderr);
   assert.equal(epoch.stdout, '');
