@@ -68,8 +68,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   installValidators(app);
   // History answers in flight, node-wide (history-budget.ts); one not taken by its client
-  // within the request timeout closes its connection.
-  app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.requestTimeoutMs));
+  // in time closes its connection.
+  app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.historyTakeTimeoutMs,
+    () => deps.metrics.historyConnectionsClosed.inc()));
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
   app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
   // Expect: 100-continue is answered 100 only when the body will be read.

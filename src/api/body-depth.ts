@@ -29,36 +29,27 @@ LEVEL[0x7d] = -1;
 
 /**
  * True when the JSON text `body` (UTF-8 bytes) opens more than `maxDepth` arrays or
- * objects within one another, brackets inside strings not counted. Text that is not
- * JSON may give either answer; the parser refuses it after. One pass over the bytes,
- * strings skipped by `indexOf`: about 4 ns a byte outside strings (35 – 45 ms for 10 MB of
- * numbers), 20 µs for a batch of 100 small messages.
+ * objects within one another, brackets inside strings not counted (bytes of multibyte
+ * characters are all 0x80 or above: never a quote or a bracket). Text that is not JSON
+ * may give either answer; the parser refuses it after. One pass over the bytes, a few
+ * ns each whatever their shape (11 – 31 ms for 8 MiB measured; JSON.parse takes 38 ms
+ * to seconds for the same bytes).
  */
 export function nestsDeeperThan(body: Buffer, maxDepth: number = MAX_BODY_DEPTH): boolean {
   if (body.length <= maxDepth) return false;
   let depth = 0;
+  let inString = false;
   for (let i = 0; i < body.length; i++) {
     const b = body[i] as number;
-    if (b === QUOTE) {
-      i = closingQuote(body, i);
-      if (i === -1) return false;
+    if (inString) {
+      if (b === BACKSLASH) i += 1;
+      else if (b === QUOTE) inString = false;
+    } else if (b === QUOTE) {
+      inString = true;
     } else {
       depth += LEVEL[b] as number;
       if (depth > maxDepth) return true;
     }
   }
   return false;
-}
-
-/** The index of the quote that closes the string opened at `open` (one after an even run of backslashes), or -1. */
-function closingQuote(body: Buffer, open: number): number {
-  let from = open + 1;
-  for (;;) {
-    const quote = body.indexOf(QUOTE, from);
-    if (quote === -1) return -1;
-    let before = quote - 1;
-    while (body[before] === BACKSLASH) before -= 1;
-    if ((quote - 1 - before) % 2 === 0) return quote;
-    from = quote + 1;
-  }
 }

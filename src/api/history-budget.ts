@@ -7,6 +7,7 @@
  * of memory, with a user's own token. Past the budget a history request is answered
  * 503 UNAVAILABLE with `Retry-After`, read nothing, and the node lives.
  */
+import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
 import { unavailable } from '../errors.js';
 
@@ -21,14 +22,13 @@ declare module 'fastify' {
 export const HISTORY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
 
 /**
- * How long a history answer may go untaken by default, ms, counted from its request:
- * 60 s, time enough for a full page (about 1 MiB) at 20 KiB/s. The service passes
- * `PIXIU_REQUEST_TIMEOUT` (default the same 60 s): the time a request may take to
- * arrive is the time its answer may take to be read. A client that takes none of it
- * (pipelining requests and never reading, or gone without a FIN) would otherwise hold
- * its share of the budget for as long as its connection stays open, and a few dozen
- * such connections would refuse every other reader 503 for good. Past it the
- * connection is closed.
+ * How long a history answer may go untaken by default, ms (`PIXIU_HISTORY_TAKE_TIMEOUT`),
+ * counted from the moment its client can start reading it (an answer pipelined behind
+ * others, from when those are written out): 60 s, time enough for a full page (about
+ * 1 MiB) at 20 KiB/s. A client that takes none of it (pipelining requests and never
+ * reading, or gone without a FIN) would otherwise hold its share of the budget for as
+ * long as its connection stays open, and a few dozen such connections would refuse
+ * every other reader 503 for good. Past it the connection is closed.
  */
 export const HISTORY_TAKE_TIMEOUT_MS = 60_000;
 
@@ -36,22 +36,21 @@ export const HISTORY_TAKE_TIMEOUT_MS = 60_000;
 export class HistoryBudget {
   readonly #limit: number;
   readonly #takeTimeoutMs: number;
+  readonly #onAbandoned: (() => void) | undefined;
+  /** The releases of the answers held on each connection: one 'close' listener per connection, however many are pipelined. */
+  readonly #held = new WeakMap<Socket, { readonly releases: Set<() => void>; readonly onClose: () => void }>();
   #inUse = 0;
-  #abandoned = 0;
 
   /**
    * @param limit bytes held at most (one answer is always taken when none is held)
-   * @param takeTimeoutMs how long an answer may hold its bytes, ms, before its connection
-   *   is closed ({@link HISTORY_TAKE_TIMEOUT_MS})
+   * @param takeTimeoutMs how long an answer may hold its bytes once its client can read
+   *   it, ms, before its connection is closed ({@link HISTORY_TAKE_TIMEOUT_MS})
+   * @param onAbandoned told each connection closed for it (a metric)
    */
-  constructor(limit = HISTORY_BYTES_IN_FLIGHT, takeTimeoutMs = HISTORY_TAKE_TIMEOUT_MS) {
+  constructor(limit = HISTORY_BYTES_IN_FLIGHT, takeTimeoutMs = HISTORY_TAKE_TIMEOUT_MS, onAbandoned?: () => void) {
     this.#limit = limit;
     this.#takeTimeoutMs = takeTimeoutMs;
-  }
-
-  /** Connections closed because an answer on them went untaken past the take timeout. */
-  get abandoned(): number {
-    return this.#abandoned;
+    this.#onAbandoned = onAbandoned;
   }
 
   /** Bytes held now. */
@@ -62,9 +61,10 @@ export class HistoryBudget {
   /**
    * Holds `bytes` for the answer `reply` will send, until its response has been written
    * out to the connection (the response's `close`) or the connection has closed. When
-   * that has not happened within the take timeout, the request's connection is closed
-   * (destroyed: its client took nothing, or too little to finish), which gives back what
-   * this answer and those queued behind it on the connection held.
+   * that has not happened within the take timeout of the response getting the
+   * connection (at once, or once the answers pipelined ahead of it are written), the
+   * connection is closed (destroyed: its client took nothing, or too little to finish),
+   * which gives back what this answer and those queued behind it held.
    * @returns a function that changes the bytes held to its argument (once the page's
    *   size is known); it does nothing after the release
    * @throws PixiuError UNAVAILABLE when answers in flight hold too much already
@@ -78,26 +78,62 @@ export class HistoryBudget {
     if (connection?.destroyed === true) return () => {};
     let held = bytes;
     this.#inUse += held;
-    const deadline = connection === undefined ? undefined : setTimeout(() => {
-      if (connection.destroyed) return;
-      this.#abandoned += 1;
-      connection.destroy();
-    }, this.#takeTimeoutMs).unref();
-    // Given back when the response closes, or when the connection does: a response queued
-    // behind others on a connection (pipelined) never closes when the connection does.
+    const res = reply.raw;
+    let deadline: NodeJS.Timeout | undefined;
+    const startDeadline = (): void => {
+      deadline ??= setTimeout(() => {
+        if (connection === undefined || connection.destroyed) return;
+        this.#onAbandoned?.();
+        connection.destroy();
+      }, this.#takeTimeoutMs).unref();
+    };
     const release = (): void => {
       clearTimeout(deadline);
-      reply.raw.off('close', release);
-      connection?.off('close', release);
+      res.off('close', release);
+      res.off('socket', startDeadline);
+      if (connection !== undefined) this.#forget(connection, release);
       this.#inUse -= held;
       held = 0;
     };
-    reply.raw.once('close', release);
-    connection?.once('close', release);
+    res.once('close', release);
+    if (connection !== undefined) {
+      // Node hands a pipelined response the connection ('socket') once those ahead are written.
+      if (res.socket !== null && res.socket !== undefined) startDeadline();
+      else res.once('socket', startDeadline);
+      this.#remember(connection, release);
+    }
     return (now) => {
       if (held === 0) return;
       this.#inUse += now - held;
       held = now;
     };
+  }
+
+  /**
+   * Adds `release` to the connection's: all run when it closes, for a response queued
+   * behind others (pipelined) never closes when its connection does.
+   */
+  #remember(connection: Socket, release: () => void): void {
+    let held = this.#held.get(connection);
+    if (held === undefined) {
+      const releases = new Set<() => void>();
+      const onClose = (): void => {
+        for (const r of [...releases]) r();
+      };
+      held = { releases, onClose };
+      this.#held.set(connection, held);
+      connection.once('close', onClose);
+    }
+    held.releases.add(release);
+  }
+
+  /** Removes a release that ran; the last one takes the connection's listener with it. */
+  #forget(connection: Socket, release: () => void): void {
+    const held = this.#held.get(connection);
+    if (held === undefined) return;
+    held.releases.delete(release);
+    if (held.releases.size > 0) return;
+    this.#held.delete(connection);
+    connection.off('close', held.onClose);
   }
 }

@@ -162,6 +162,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Connections closed because a history answer on them went untaken past `PIXIU_HISTORY_TAKE_TIMEOUT` (history-budget.ts). */
+  readonly historyConnectionsClosed = new Counter({
+    name: 'pixiu_history_connections_closed_total',
+    help: 'HTTP connections closed because a history page on them was not taken by its client within PIXIU_HISTORY_TAKE_TIMEOUT',
+    registers: [this.registry],
+  });
+
   /**
    * WebSocket connections closed, by close code and by who chose it: `by="server"` for a
    * close the server decided (a client can close with 4009 too: alert on the server's).

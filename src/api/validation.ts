@@ -9,7 +9,6 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
-import { MAX_DATA_DEPTH } from '../store/data-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
@@ -64,7 +63,7 @@ export function installValidators(app: FastifyInstance): void {
     }
     // Refused unparsed: JSON.parse takes seconds over a few million levels (body-depth.ts).
     if (nestsDeeperThan(body as Buffer)) {
-      refuse(invalid(`the JSON body nests deeper than ${MAX_BODY_DEPTH} levels (message data may nest ${MAX_DATA_DEPTH})`));
+      refuse(invalid(`the JSON body nests deeper than ${MAX_BODY_DEPTH} levels`));
       return;
     }
     const text = (body as Buffer).toString('utf8');

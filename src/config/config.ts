@@ -32,6 +32,8 @@ export interface Config {
   readonly maxMessageBytes: number;
   /** Node's `requestTimeout` and (up to 60 s) `headersTimeout`, ms (docs/api.md, 408). */
   readonly requestTimeoutMs: number;
+  /** How long a history answer may go untaken once its client can read it, ms (src/api/history-budget.ts). */
+  readonly historyTakeTimeoutMs: number;
   readonly maxBodyBytes: number;
   /** Most recipients of one batch, room members counted (src/api/routes/batch-items.ts). */
   readonly batchMaxRecipients: number;

@@ -7,6 +7,8 @@ export const CloseCode = Object.freeze({
   goingAway: 1001,
   policy: 1008,
   tooBig: 1009,
+  /** No close frame (RFC 6455 §7.4.1): what an idle connection the server cuts is counted as. */
+  abnormal: 1006,
   tokenExpired: 4001,
   replaced: 4002,
   protocolAbuse: 4003,

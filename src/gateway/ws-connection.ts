@@ -334,6 +334,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
       this.#logLine('info', { silentMs: nowMs - this.#lastSeen }, 'idle connection terminated');
       this.#closed = true;
+      // The server's decision, counted as such (by="server"), with the 1006 the cut makes.
+      this.#closeCode = CloseCode.abnormal;
       this.#ws.terminate();
       return;
     }

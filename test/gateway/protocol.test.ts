@@ -271,7 +271,8 @@ describe('server heartbeat', () => {
     return { ws, closed };
   }
 
-  test('a client that never answers pings is closed after the idle timeout', async () => {
+  test('a client that never answers pings is closed after the idle timeout, counted as the server\'s 1006', async () => {
+    const cut = (await closesByCode(fast, 'server'))['1006'] ?? 0;
     const { ws, closed } = await openMute(fast, 'mute');
     const openedAt = Date.now();
     let pings = 0;
@@ -288,6 +289,7 @@ describe('server heartbeat', () => {
       const answer = await fast.client.get('/v1/users/mute/presence');
       return (answer.body as { online: boolean }).online === false;
     });
+    await waitUntil('the cut is counted by="server"', async () => ((await closesByCode(fast, 'server'))['1006'] ?? 0) === cut + 1);
   });
 
   test('the idle cut comes within a tick of the idle timeout, not at the next heartbeat after it', async () => {

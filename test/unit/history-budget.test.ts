@@ -37,9 +37,8 @@ test('an answer holds what it asked, then what its page came to, until its respo
   assert.equal(budget.inUse, 500);
 });
 
-/** A reply on a connection: its response and its connection close when the test says; the connection counts destroy(). */
-function replyOn(destroyed = false): { reply: FastifyReply; connection: EventEmitter & { destroyed: boolean; destroys: number } } {
-  const raw = new EventEmitter();
+/** A connection that counts destroy(), and replies on it whose responses have it (`queued`: not yet, as a pipelined one). */
+function connectionOf(destroyed = false): EventEmitter & { destroyed: boolean; destroys: number; reply(queued?: boolean): FastifyReply } {
   const connection = Object.assign(new EventEmitter(), {
     destroyed,
     destroys: 0,
@@ -48,37 +47,57 @@ function replyOn(destroyed = false): { reply: FastifyReply; connection: EventEmi
       connection.destroyed = true;
       connection.emit('close');
     },
+    reply(queued = false): FastifyReply {
+      const raw = Object.assign(new EventEmitter(), { socket: queued ? null : connection });
+      return { raw, request: { raw: { socket: connection } } } as unknown as FastifyReply;
+    },
   });
-  return { reply: { raw, request: { raw: { socket: connection } } } as unknown as FastifyReply, connection };
+  return connection;
 }
 
-test('an answer whose connection has closed already holds nothing; one whose connection closes gives back what it held', () => {
-  const budget = new HistoryBudget(100, 60_000);
-  const resize = budget.hold(replyOn(true).reply, 80);
+test('an answer whose connection has closed already holds nothing; answers whose connection closes give back what they held', () => {
+  const budget = new HistoryBudget(1000, 60_000);
+  const resize = budget.hold(connectionOf(true).reply(), 80);
   assert.equal(budget.inUse, 0, 'a request run after its connection closed holds nothing');
   resize(50);
   assert.equal(budget.inUse, 0);
-  const live = replyOn();
-  budget.hold(live.reply, 80);
-  assert.equal(budget.inUse, 80);
-  live.connection.emit('close');
-  assert.equal(budget.inUse, 0, 'given back when the connection closes, its response never having closed');
-  live.reply.raw.emit('close');
+  const live = connectionOf();
+  const first = live.reply();
+  budget.hold(first, 80);
+  // Pipelined behind it: twenty more, one listener on the connection for all.
+  for (let i = 0; i < 20; i++) budget.hold(live.reply(true), 10);
+  assert.equal(budget.inUse, 280);
+  assert.equal(live.listenerCount('close'), 1, 'one listener on the connection, however many answers it holds');
+  live.emit('close');
+  assert.equal(budget.inUse, 0, 'given back when the connection closes, the responses never having closed');
+  first.raw.emit('close');
   assert.equal(budget.inUse, 0, 'given back once');
-  assert.equal(live.connection.listenerCount('close'), 0, 'no listener left on the connection');
+  assert.equal(live.listenerCount('close'), 0, 'no listener left on the connection');
 });
 
-test('an answer still held at the take timeout closes its connection; one given back in time leaves it open', async () => {
-  const budget = new HistoryBudget(100, 30);
-  const taken = replyOn();
-  budget.hold(taken.reply, 10);
-  taken.reply.raw.emit('close');
-  assert.equal(taken.connection.listenerCount('close'), 0, 'a keep-alive connection collects no listeners');
-  const untaken = replyOn();
-  budget.hold(untaken.reply, 10);
+test('an answer still held at the take timeout closes its connection; one given back in time leaves it open; a queued one waits for its turn', async () => {
+  let abandoned = 0;
+  const budget = new HistoryBudget(100, 30, () => { abandoned += 1; });
+  const taken = connectionOf();
+  const reply = taken.reply();
+  budget.hold(reply, 10);
+  reply.raw.emit('close');
+  assert.equal(taken.listenerCount('close'), 0, 'a keep-alive connection collects no listeners');
+  const untaken = connectionOf();
+  budget.hold(untaken.reply(), 10);
+  // Queued behind an answer being read: its time starts when it gets the connection.
+  const reading = connectionOf();
+  const queued = reading.reply(true);
+  budget.hold(queued, 10);
   await new Promise((resolve) => setTimeout(resolve, 80));
-  assert.equal(untaken.connection.destroys, 1);
-  assert.equal(taken.connection.destroys, 0);
-  assert.equal(budget.abandoned, 1);
+  assert.equal(untaken.destroys, 1);
+  assert.equal(taken.destroys, 0);
+  assert.equal(reading.destroys, 0, 'a queued answer\'s time has not started');
+  assert.equal(abandoned, 1);
+  assert.equal(budget.inUse, 10);
+  queued.raw.emit('socket', reading);
+  await new Promise((resolve) => setTimeout(resolve, 80));
+  assert.equal(reading.destroys, 1, 'once it has the connection, its time runs');
+  assert.equal(abandoned, 2);
   assert.equal(budget.inUse, 0);
 });
