@@ -53,7 +53,8 @@ export interface HistoryPage {
   messages: MessageView[];
   /**
    * Seqs after `after_seq` that cannot be read: trimmed by the inbox cap (below
-   * `first_seq`), or whose content expired or nests deeper than `MAX_READABLE_DEPTH`.
+   * `first_seq`), deleted from the stream by hand (XDEL), or whose content expired or
+   * nests deeper than `MAX_READABLE_DEPTH`.
    */
   gaps: SeqGap[];
   /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end. */
@@ -90,6 +91,11 @@ export async function readHistory(
   const messages: MessageView[] = [];
   // The last entry this page answers for (a message or a gap); the next page starts after it.
   let lastSeq: number | undefined;
+  // The next seq the page owes an answer for: one with no entry (deleted by hand, XDEL,
+  // in the middle or at the end of the stream) is a gap too, as delivery reports it
+  // (connection-state.ts), never skipped silently.
+  let expected = Math.max(afterSeq + 1, page.firstSeq);
+  let cut = false;
   let chars = 0;
   let read = 0;
   read: for (let from = 0, size = FIRST_READ; from < page.entries.length; from += size, size = nextChunk(read, chars)) {
@@ -97,18 +103,32 @@ export async function readHistory(
     const records = await store.getMany(entries.map((e) => e.id));
     read += records.filter((r) => r !== null).length;
     for (const [i, entry] of entries.entries()) {
+      if (entry.seq > expected) {
+        addGap(gaps, expected, entry.seq - 1);
+        lastSeq = entry.seq - 1;
+      }
+      expected = entry.seq + 1;
       const record = records[i];
       // Content too deep to serialise (stored before ingest limited depth) is unreadable
       // like expired content: a gap, never a failed page.
       if (record && !nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
         chars += JSON.stringify(record.data)?.length ?? 0;
-        if (chars > MAX_PAGE_DATA_CHARS && messages.length > 0) break read;
+        if (chars > MAX_PAGE_DATA_CHARS && messages.length > 0) {
+          cut = true;
+          break read;
+        }
         messages.push(messageView(entry, record));
       } else {
         addGap(gaps, entry.seq, entry.seq);
       }
       lastSeq = entry.seq;
     }
+  }
+  // Fewer entries than asked: the stream ended, and the seqs after its last entry up to
+  // the latest were deleted by hand.
+  if (!cut && page.entries.length < limit && expected <= page.latestSeq) {
+    addGap(gaps, expected, page.latestSeq);
+    lastSeq = page.latestSeq;
   }
   const next = lastSeq ?? Math.max(afterSeq, Math.min(page.latestSeq, page.firstSeq - 1));
   sized?.(2 * Math.min(chars, MAX_PAGE_DATA_CHARS) + ENTRY_BYTES * (messages.length + gaps.length));

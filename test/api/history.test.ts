@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply } from 'fastify';
+import { Redis } from 'ioredis';
 import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
 import { HISTORY_BYTES_IN_FLIGHT } from '../../src/api/history-budget.js';
 import { MAX_BATCH } from '../../src/api/routes/messages.js';
@@ -32,6 +33,8 @@ interface Page {
 
 let api: PixiuClient;
 let server: InProcessServer;
+/** The test's Redis, for what only an operator does by hand (XDEL). */
+let raw: Redis;
 /** As {@link USER}, with a client JWT. */
 let me: PixiuClient;
 const files = cleanupList();
@@ -41,6 +44,8 @@ before(async () => {
   // Registered first, so it runs last, and runs even when an earlier step fails.
   files.after(() => redis.destroy());
   server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  raw = new Redis(redis.url);
+  files.after(() => raw.disconnect());
   api = server.client;
   me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, USER));
   // Posted with the batch route, in as few requests as it takes.
@@ -128,4 +133,29 @@ test('history answers share the node\'s budget: past it both routes answer 503 U
   expectPage(await api.get(`/v1/users/${USER}/messages?limit=1`), 1, 1);
   expectPage(await me.get('/v1/me/messages?limit=1'), 1, 1);
   await waitUntil('the answers gave back what they held', async () => budget.inUse === 0, 2000);
+});
+
+test('seqs deleted by hand (XDEL) in the middle or at the end of an inbox are gaps, and next_after_seq reads past them to latest_seq', async () => {
+  const post = async (user: string, n: number): Promise<void> => {
+    for (let i = 1; i <= n; i++) assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: i })).status, 201);
+  };
+  const page = async (user: string, after: number, limit = 100): Promise<{ seqs: number[]; gaps: unknown[]; next: number }> => {
+    const answer = await api.get(`/v1/users/${user}/messages?after_seq=${after}&limit=${limit}`);
+    assert.equal(answer.status, 200, answer.text);
+    const body = answer.body as Page;
+    assert.equal(body.latest_seq, user === 'holey' ? 6 : 3);
+    return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps, next: body.next_after_seq };
+  };
+  await post('holey', 6);
+  assert.equal(await raw.xdel('px:{holey}:inbox', '2-0', '3-0', '6-0'), 3);
+  assert.deepEqual(await page('holey', 0), { seqs: [1, 4, 5], gaps: [{ from: 2, to: 3 }, { from: 6, to: 6 }], next: 6 });
+  // A page that ends at its limit says nothing of what lies past it.
+  assert.deepEqual(await page('holey', 0, 2), { seqs: [1, 4], gaps: [{ from: 2, to: 3 }], next: 4 });
+  assert.deepEqual(await page('holey', 4, 1), { seqs: [5], gaps: [], next: 5 });
+  assert.deepEqual(await page('holey', 5), { seqs: [], gaps: [{ from: 6, to: 6 }], next: 6 });
+  // The end deleted: a reader that follows next_after_seq gets there, not stuck at 1.
+  await post('tailless', 3);
+  assert.equal(await raw.xdel('px:{tailless}:inbox', '2-0', '3-0'), 2);
+  assert.deepEqual(await page('tailless', 0), { seqs: [1], gaps: [{ from: 2, to: 3 }], next: 3 });
+  assert.deepEqual(await page('tailless', 1), { seqs: [], gaps: [{ from: 2, to: 3 }], next: 3 });
 });
