@@ -93,13 +93,22 @@ test('a JWKS URL with credentials that cannot be fetched keeps the password out 
   assert.ok(!JSON.stringify(outageFields(err)).includes(PASSWORD), `the password is in the logged fields: ${JSON.stringify(outageFields(err))}`);
 });
 
-test('a JWKS URL with credentials is fetched with them (basic auth), and its tokens verify', async (t) => {
+test('a JWKS URL with credentials is fetched with them (basic auth), and its tokens verify: a user and password, a user alone, a password alone', async (t) => {
   const { publicKey, privateKey } = await generateKeyPair('ES256');
   const keys = JSON.stringify({ keys: [await publicJwk(publicKey)] });
-  const want = `Basic ${Buffer.from(`pixiu:${PASSWORD}`).toString('base64')}`;
-  const { port, hits } = await serve(t, (req) => (req.headers.authorization === want ? [200, keys] : [401, '{}']));
-  const verify = createVerifier({ kind: 'jwks', url: `http://pixiu:${encodeURIComponent(PASSWORD)}@127.0.0.1:${port}/jwks` });
-  const claims = await verify(await sign(privateKey)).catch((e: unknown) => assert.fail(`refused: ${messages(e)}`));
-  assert.equal(claims.user, 'ana');
-  assert.equal(hits(), 1);
+  // user:password as the URL holds them (percent-encoded), and the `user:password` the header must carry.
+  const forms: Array<[string, string]> = [
+    [`pixiu:${encodeURIComponent(PASSWORD)}`, `pixiu:${PASSWORD}`],
+    // A token given as the user name alone (`https://TOKEN@idp/jwks`), as some providers take it.
+    [PASSWORD, `${PASSWORD}:`],
+    [`:${encodeURIComponent(PASSWORD)}`, `:${PASSWORD}`],
+  ];
+  const wanted = new Set(forms.map(([, pair]) => `Basic ${Buffer.from(pair).toString('base64')}`));
+  const { port, hits } = await serve(t, (req) => (wanted.has(req.headers.authorization ?? '') ? [200, keys] : [401, '{}']));
+  for (const [credentials, pair] of forms) {
+    const verify = createVerifier({ kind: 'jwks', url: `http://${credentials}@127.0.0.1:${port}/jwks` });
+    const claims = await verify(await sign(privateKey)).catch((e: unknown) => assert.fail(`${pair} refused: ${messages(e)}`));
+    assert.equal(claims.user, 'ana', pair);
+  }
+  assert.equal(hits(), forms.length, 'one fetch for each verifier');
 });

@@ -79,6 +79,15 @@ test('tags and channels must be arrays of strings: an array holding anything els
   assert.deepEqual([ok.tags, ok.channels], [['a', 'b'], ['room.*']]);
 });
 
+test('the claims read are the token\'s: expiresAtMs is exp in ms, and what mintToken puts in (one tag, one channel) comes back', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  assert.equal((await verify(await sign({ sub: 'ana', exp }))).expiresAtMs, exp * 1000);
+  const minted = await verify(await mintToken({ kind: 'secret', secret: SECRET }, { user: 'bo', ttlSec: 60, tags: ['vip'], channels: ['news.*'] }));
+  assert.deepEqual([minted.user, minted.tags, minted.channels], ['bo', ['vip'], ['news.*']]);
+  const expiresInSec = (minted.expiresAtMs - Date.now()) / 1000;
+  assert.ok(expiresInSec > 58 && expiresInSec <= 60, `expires in ${expiresInSec} s, minted for 60`);
+});
+
 test('a secret verifies HS256 only (docs/protocol.md): HS384 and HS512 signed with the same secret are refused', async () => {
   const exp = Math.floor(Date.now() / 1000) + 60;
   for (const alg of ['HS384', 'HS512']) {
