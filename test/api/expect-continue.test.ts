@@ -69,26 +69,39 @@ function postHead(headers: Record<string, string>, requestLine = 'POST /v1/messa
 test('a request refused from its headers is answered at once, with no 100 Continue before it', async () => {
   const json = { 'content-type': 'application/json', 'content-length': '50' };
   const token = { authorization: `Bearer ${server.client.token}` };
-  const cases: [string, Record<string, string>, number, RegExp][] = [
+  const text = { ...token, 'content-type': 'text/plain' };
+  const cases: [string, Record<string, string>, number, RegExp, string?][] = [
     ['no token', json, 401, /UNAUTHORIZED/],
-    ['another content type', { ...token, 'content-type': 'text/plain', 'content-length': '50' }, 415, /application\/json/],
-    ['a length over the limit', { ...token, 'content-type': 'application/json', 'content-length': String(9 * 1024 * 1024) }, 413, /over the size limit/],
+    ['another content type', { ...text, 'content-length': '50' }, 415, /application\/json/],
+    ['a length over the limit', { ...token, 'content-type': 'application/json', 'content-length': String(server.config.maxBodyBytes + 1) }, 413, /over the size limit/],
+    ['a chunked text body on an unknown route', { ...text, 'transfer-encoding': 'chunked' }, 404, /NOT_FOUND/, 'POST /v1/nope HTTP/1.1'],
+    ['a sized text body on a route that takes none', { ...text, 'content-length': '50' }, 400, /takes no body/, 'DELETE /v1/users/u1/connections HTTP/1.1'],
   ];
-  for (const [name, headers, status, message] of cases) {
-    const heard = await exchange(postHead(headers));
+  for (const [name, headers, status, message, line] of cases) {
+    const heard = await exchange(postHead(headers, line));
     assert.deepEqual(heard.statuses, [status], name);
     assert.match(heard.body, message, name);
   }
 });
 
 test('a request whose body will be read hears 100 Continue, sends it, and is answered 201', async () => {
-  const body = JSON.stringify({ to: 'continued', type: 't', data: 1 });
-  const heard = await exchange(postHead({
-    authorization: `Bearer ${server.client.token}`, 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(body)),
-  }), body);
-  assert.deepEqual(heard.statuses, [100, 201]);
+  // JSON however its media type is written (case, spaces: RFC 9110 §8.3.1), and a body of exactly the limit.
+  const bodies: Array<[string, string]> = [
+    ['application/json; charset=utf-8', ''],
+    ['Application/JSON', ''],
+    ['application/json ; charset=utf-8', ''],
+    ['application/json', ' '.repeat(server.config.maxBodyBytes)],
+  ];
+  for (const [i, [type, padding]] of bodies.entries()) {
+    const json = JSON.stringify({ to: 'continued', type: 't', data: i });
+    const body = json + padding.slice(json.length);
+    const heard = await exchange(postHead({
+      authorization: `Bearer ${server.client.token}`, 'content-type': type, 'content-length': String(Buffer.byteLength(body)),
+    }), body);
+    assert.deepEqual(heard.statuses, [100, 201], `${type}, ${body.length} bytes`);
+  }
   const history = await server.client.get('/v1/users/continued/messages');
-  assert.equal((history.body as { messages: unknown[] }).messages.length, 1);
+  assert.deepEqual((history.body as { messages: Array<{ data: unknown }> }).messages.map((m) => m.data), bodies.map((_, i) => i));
 });
 
 test('a body the server reads though it refuses it (an unknown route, a route that takes none, a GET\'s chunked body) hears 100 Continue first, not a 408 later', async () => {
@@ -109,6 +122,8 @@ test('a request with no body hears 100 Continue and keeps its connection; an HTT
   const plain = await exchange(postHead({}, 'GET /healthz HTTP/1.1'));
   assert.deepEqual(plain.statuses, [100, 200]);
   assert.doesNotMatch(plain.head, /\r\nconnection: close/i);
+  // On an unknown route too: no body is refused unread there.
+  assert.deepEqual((await exchange(postHead({}, 'GET /v1/nope HTTP/1.1'))).statuses, [100, 404]);
   const body = JSON.stringify({ to: 'old-client', type: 't', data: 1 });
   const old = await exchange(postHead({
     authorization: `Bearer ${server.client.token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)),
