@@ -33,19 +33,21 @@ interface Page {
 
 let api: PixiuClient;
 let server: InProcessServer;
-/** The test's Redis, for what only an operator does by hand (XDEL). */
-let raw: Redis;
 /** As {@link USER}, with a client JWT. */
 let me: PixiuClient;
+/** The service's Redis, for what an operator or eviction does by hand (XDEL, DEL). */
+let raw: Redis;
 const files = cleanupList();
+/** Largest message the service takes: over one page's data, so that one message can fill a page alone. */
+const MAX_MESSAGE_BYTES = 2 * MAX_PAGE_DATA_CHARS;
 
 before(async () => {
   const redis = await RedisServer.start();
   // Registered first, so it runs last, and runs even when an earlier step fails.
   files.after(() => redis.destroy());
-  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
   raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
+  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET, maxMessageBytes: String(MAX_MESSAGE_BYTES) });
   api = server.client;
   me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, USER));
   // Posted with the batch route, in as few requests as it takes.
@@ -92,20 +94,32 @@ test('GET /v1/me/messages has the same page sizes: 100 without limit, 1000 with 
   expectError(await me.get('/v1/me/messages?limit=1001'), 400, 'INVALID_REQUEST', /limit/);
 });
 
-test('a page of large messages ends before 1 MiB of data, whatever the limit; next_after_seq reads on to the end, each message once', async () => {
-  // 40 messages of 60,000 characters: 17 fit in 1 MiB, where limit=1000 would take all 40.
-  const user = 'heavy';
-  const text = (i: number): string => String(i).padStart(3, '0').repeat(20_000);
-  const answer = await api.post('/v1/messages/batch', { messages: Array.from({ length: 40 }, (_, i) => ({ to: user, type: 't', data: text(i) })) });
+/** Posts one message to `user` for each of `data`, in one batch; their seqs are 1 to `data.length`. */
+async function postData(user: string, data: unknown[]): Promise<void> {
+  const answer = await api.post('/v1/messages/batch', { messages: data.map((d) => ({ to: user, type: 't', data: d })) });
   assert.equal(answer.status, 200, answer.text.slice(0, 500));
+  assert.deepEqual((answer.body as { results: Array<{ status: number }> }).results.map((r) => r.status), data.map(() => 201));
+}
+
+/** The pages of `user`'s inbox from the start, each read with limit=1000 from the last's next_after_seq, until `latest` (at most 10 reads). */
+async function readToEnd(user: string, latest: number): Promise<Page[]> {
   const pages: Page[] = [];
   let after = 0;
-  for (let reads = 0; after < 40 && reads < 10; reads++) {
+  for (let reads = 0; after < latest && reads < 10; reads++) {
     const page = await api.get(`/v1/users/${user}/messages?after_seq=${after}&limit=1000`);
     assert.equal(page.status, 200, page.text.slice(0, 500));
     pages.push(page.body as Page);
     after = (page.body as Page).next_after_seq;
   }
+  return pages;
+}
+
+test('a page of large messages ends before 1 MiB of data, whatever the limit; next_after_seq reads on to the end, each message once', async () => {
+  // 40 messages of 60,000 characters: 17 fit in 1 MiB, where limit=1000 would take all 40.
+  const user = 'heavy';
+  const text = (i: number): string => String(i).padStart(3, '0').repeat(20_000);
+  await postData(user, Array.from({ length: 40 }, (_, i) => text(i)));
+  const pages = await readToEnd(user, 40);
   assert.deepEqual(pages.map((p) => p.messages.length), [17, 17, 6]);
   for (const page of pages) {
     assert.ok(page.messages.reduce((n, m) => n + JSON.stringify(m.data).length, 0) <= MAX_PAGE_DATA_CHARS);
@@ -116,6 +130,34 @@ test('a page of large messages ends before 1 MiB of data, whatever the limit; ne
   const read = pages.flatMap((p) => p.messages);
   assert.deepEqual(read.map((m) => m.seq), Array.from({ length: 40 }, (_, i) => i + 1));
   assert.deepEqual(read.map((m) => m.data), Array.from({ length: 40 }, (_, i) => text(i)));
+});
+
+test('data of exactly 1 MiB fills one page (the cut is past 1 MiB, not at it), and one message larger than 1 MiB is a page of its own', async () => {
+  // 34 strings of 32,766 characters: 32,768 characters of JSON each, 32 of them exactly MAX_PAGE_DATA_CHARS.
+  const exact = (i: number): string => String.fromCharCode(97 + (i % 26)).repeat(32_766);
+  await postData('exact', Array.from({ length: 34 }, (_, i) => exact(i)));
+  assert.equal(32 * JSON.stringify(exact(0)).length, MAX_PAGE_DATA_CHARS);
+  const pages = await readToEnd('exact', 34);
+  assert.deepEqual(pages.map((p) => [p.messages.length, p.next_after_seq]), [[32, 32], [2, 34]]);
+  assert.deepEqual(pages.flatMap((p) => p.messages.map((m) => m.data)), Array.from({ length: 34 }, (_, i) => exact(i)));
+  // A message whose data alone passes 1 MiB is still read, alone: an empty page would
+  // leave next_after_seq where it was, and a reader going on from it would never end.
+  const huge = 'h'.repeat(MAX_PAGE_DATA_CHARS + 1000);
+  await postData('huge', [huge, 'small']);
+  const alone = await readToEnd('huge', 2);
+  assert.deepEqual(alone.map((p) => [p.messages.map((m) => m.seq), p.next_after_seq]), [[[1], 1], [[2], 2]]);
+  assert.equal(alone[0]?.messages[0]?.data, huge);
+});
+
+test('an inbox whose stream is gone while its counter remains (a key evicted) is one gap up to latest_seq, and next_after_seq goes on to it', async () => {
+  await postData('evicted', [1, 2, 3]);
+  assert.equal(await raw.del('px:{evicted}:inbox'), 1);
+  for (const after of [0, 1]) {
+    const page = await api.get(`/v1/users/evicted/messages?after_seq=${after}`);
+    assert.equal(page.status, 200, page.text);
+    const { epoch: _epoch, ...rest } = page.body as Page & { epoch: unknown };
+    assert.deepEqual(rest, { user: 'evicted', first_seq: 4, latest_seq: 3, messages: [], gaps: [{ from: after + 1, to: 3 }], next_after_seq: 3 }, `after_seq=${after}`);
+  }
 });
 
 test('history answers share the node\'s budget: past it both routes answer 503 UNAVAILABLE with Retry-After, read nothing, and answer again once it is given back', async () => {
