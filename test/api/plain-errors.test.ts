@@ -210,7 +210,7 @@ test('a route that takes no body refuses a sized one from its headers, before an
   }
 });
 
-test('a GET with a body is refused (400) like any route that takes none; an empty one is accepted', async () => {
+test('a GET with a body is refused (400) like any route that takes none; an empty one is accepted; on no route it is 404', async () => {
   for (const path of ['/v1/users/u1/presence', '/v1/users/u1/messages', '/healthz']) {
     const refused: Array<[string, Record<string, string>, string | undefined, string[]?]> = [
       ['a text body', { 'content-type': 'text/plain' }, 'garbage'],
@@ -231,6 +231,16 @@ test('a GET with a body is refused (400) like any route that takes none; an empt
       const answer = await send('GET', path, headers, undefined, chunks);
       assert.equal(answer.status, 200, `${path}, ${what}: ${JSON.stringify(answer.body)}`);
     }
+  }
+  // No route: 404 whatever the body, as for any method (docs/api.md).
+  const unrouted: Array<[string, Record<string, string>, string | undefined, string[]?]> = [
+    ['a text body', { 'content-type': 'text/plain' }, 'garbage'],
+    ['a chunked body', { 'transfer-encoding': 'chunked' }, undefined, ['x']],
+  ];
+  for (const [what, headers, body, chunks] of unrouted) {
+    const answer = await send('GET', '/v1/nothing-here', headers, body, chunks);
+    assert.equal(answer.status, 404, `an unknown route, ${what}: ${JSON.stringify(answer.body)}`);
+    assert.equal(answer.body.error?.code, 'NOT_FOUND', what);
   }
 });
 
