@@ -17,7 +17,7 @@ test('the right token passes, and wrong ones are refused before and after it was
   const check = apiTokenChecker(TOKEN);
   // A header is `Bearer <token>` and nothing more (RFC 6750 §2.1): the right token
   // followed by anything but white space is refused, not read up to the first space.
-  const wrong = [undefined, '', 'Bearer', `Bearer ${TOKEN}x`, `Bearer ${TOKEN} extra`, `Bearer ${TOKEN}\tx`, `Bearer ${TOKEN} ${TOKEN}`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, `Bearer ${TOKEN.toUpperCase()}`];
+  const wrong = [undefined, '', 'Bearer', `Bearer${TOKEN}`, `Bearer ${TOKEN}x`, `Bearer ${TOKEN} extra`, `Bearer ${TOKEN}\tx`, `Bearer ${TOKEN} ${TOKEN}`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, `Bearer ${TOKEN.toUpperCase()}`];
   for (const h of wrong) refused(check, h);
   check(`Bearer ${TOKEN}`);
   check(`Bearer ${TOKEN}`);

@@ -41,6 +41,11 @@ test('a PEM key that cannot be read is a configuration error naming PIXIU_JWT_PU
   refused({ PIXIU_JWT_PUBLIC_KEY: k1 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is an EC key on curve secp256k1; accepted curves: P-256/, k1.split('\n')[1] as string);
   const x448 = generateKeyPairSync('ed448').publicKey.export({ type: 'spki', format: 'pem' }).toString();
   refused({ PIXIU_JWT_PUBLIC_KEY: x448 }, /PIXIU_JWT_PUBLIC_KEY is not valid: it is a ed448 key; accepted: RSA, EC/, x448.split('\n')[1] as string);
+  // Every curve the docs accept loads: P-256, P-384, P-521 (ES256, ES384, ES512).
+  for (const namedCurve of ['P-256', 'P-384', 'P-521']) {
+    const pem = generateKeyPairSync('ec', { namedCurve }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: pem }).jwtPublicKey, pem, namedCurve);
+  }
 });
 
 test('a PEM key that would start and then refuse every token, or that holds more than the key, is refused at start', () => {
