@@ -157,12 +157,12 @@ test('a type of 65 characters is 400, and one of 64 is accepted', async (t) => {
   assert.equal(ok.status, 201, ok.text);
 });
 
-test('a client_msg_id of 129 characters, or with a character outside printable ASCII, is 400; one of 128 is accepted', async (t) => {
+test('a client_msg_id of 129 characters, or with a character outside printable ASCII, is 400; one of 128, space to ~, is accepted', async (t) => {
   await rejects(t, post(message({ client_msg_id: 'k'.repeat(129) })), 400, 'INVALID_REQUEST', /body\/client_msg_id must be 1–128 printable ASCII characters/);
   await rejects(t, post(message({ client_msg_id: 'k\u00e9' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
   await rejects(t, post(message({ client_msg_id: '' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
   const server = await freshServer(t);
-  const ok = await server.client.post('/v1/messages', message({ client_msg_id: `${'k'.repeat(127)}~` }));
+  const ok = await server.client.post('/v1/messages', message({ client_msg_id: `${'k'.repeat(126)} ~` }));
   assert.equal(ok.status, 201, ok.text);
 });
 
@@ -277,13 +277,21 @@ test('an unknown route is 404 NOT_FOUND', async (t) => {
   expectError(await server.client.request('POST', '/v1/nope', { body: 'x', headers: { 'content-type': 'text/plain' } }), 404, 'NOT_FOUND');
 });
 
-test('a 128-character user id is readable in the history path; a bad encoding is a catalogue error', async (t) => {
+test('a 128-character user id is readable in the history path, 4-byte characters too; 129 characters are 400; a bad encoding is a catalogue error', async (t) => {
   const server = await freshServer(t);
-  const uid = 'u'.repeat(128);
-  const sent = await server.client.post('/v1/messages', { to: uid, type: 't', data: 1 });
-  assert.equal(sent.status, 201, sent.text);
-  const answer = await server.client.get(`/v1/users/${uid}/messages`);
-  assert.equal(answer.status, 200, answer.text);
+  // 128 characters of 4 UTF-8 bytes each: the longest path parameter a user id makes, percent-encoded.
+  for (const uid of ['u'.repeat(128), '\u{1F600}'.repeat(128)]) {
+    const sent = await server.client.post('/v1/messages', { to: uid, type: 't', data: 1 });
+    assert.equal(sent.status, 201, sent.text);
+    const answer = await server.client.get(`/v1/users/${encodeURIComponent(uid)}/messages`);
+    assert.equal(answer.status, 200, answer.text);
+    assert.equal((answer.body as { messages: unknown[] }).messages.length, 1, uid);
+  }
+  const long = 'u'.repeat(129);
+  for (const [field, body] of [['to', { to: long }], ['to/1', { to: ['ok', long] }], ['from', { to: 'ok', from: long }], ['room', { room: long }]] as const) {
+    expectError(await server.client.post('/v1/messages', { type: 't', data: 1, ...body }), 400, 'INVALID_REQUEST', new RegExp(`^body/${field} must be 1–128 characters`));
+  }
+  expectError(await server.client.get(`/v1/users/${long}/messages`), 400, 'INVALID_REQUEST', /^params\/uid must be 1–128 characters/);
   expectError(await server.client.get(`/v1/users/${'u'.repeat(2000)}/messages`), 400, 'INVALID_REQUEST');
   expectError(await server.client.get('/v1/users/%zz/messages'), 400, 'INVALID_REQUEST');
 });
