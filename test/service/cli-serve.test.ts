@@ -102,6 +102,7 @@ test('first start generates the API token and JWT secret, keeps them in the data
     assert.equal((await stat(secret.file)).mode & 0o777, 0o600, `${name} is readable by its owner only`);
     assert.ok(secret.value.length >= 32, name);
   }
+  assert.equal((await stat(path.join(dataDir, 'secrets'))).mode & 0o777, 0o700, 'the secrets folder is its owner\'s only');
   const api1 = new PixiuClient(first.url, apiToken.value);
   const sent = await api1.post('/v1/messages', { to: 'uma', type: 't', data: 1 });
   assert.equal(sent.status, 201, sent.text);
