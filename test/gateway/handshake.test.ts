@@ -146,6 +146,8 @@ test('bad query parameters are refused with 400', async () => {
     assert.ok(message.length > 0, JSON.stringify(params));
     if (params.last_seq !== undefined && params.from === undefined) assert.match(message, /last_seq/, JSON.stringify(params));
     // Out of range or malformed, a last_bseq is told the same rule.
+    // A value outside an enum is told the values, quoted as JSON (src/api/error-words.ts).
+    if (params.from === 'oldest') assert.equal(message, 'querystring/from must be "latest"');
     if (params.last_bseq !== undefined) assert.match(message, /^querystring\/last_bseq must be a bseq as a bcast frame gives it: two whole numbers joined by - \(like 1718000000000-0\)/, message);
   }
   // A parameter given twice is refused as such, before the upgrade.
