@@ -278,6 +278,19 @@ test('a body in a transfer coding other than chunked is 501 NOT_IMPLEMENTED and 
   await assertNothingStored(server);
 });
 
+test('coding names are read in any case (RFC 9110 §8.4.1, RFC 9112 §6.1): Transfer-Encoding: Chunked and Content-Encoding: Identity are taken; an HTTP/1.0 request needs no Host', async (t) => {
+  const server = await freshServer(t);
+  const body = '{"to":"coded","type":"x","data":1}';
+  // Connection: close, so that the exchange ends with the answer.
+  const request = `POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${server.client.token}\r\nContent-Type: application/json\r\n`
+    + `Transfer-Encoding: Chunked\r\nContent-Encoding: Identity\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+  const coded = lastResponse(await promptExchange(server.service.url, request));
+  assert.equal(coded.status, 201, JSON.stringify(coded.body));
+  // RFC 9112 §3.2 requires Host of HTTP/1.1 only.
+  const old = lastResponse(await promptExchange(server.service.url, 'GET /healthz HTTP/1.0\r\n\r\n'));
+  assert.equal(old.status, 200, JSON.stringify(old.body));
+});
+
 test('HEAD of an unknown route answers the headers GET would, Content-Length included', async (t) => {
   const server = await freshServer(t);
   for (const path of ['/v1/nope', '/v1/messages']) {
