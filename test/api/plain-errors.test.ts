@@ -85,6 +85,7 @@ test('schema violations are worded plainly: empty, type, length and count, never
     ['an empty batch', () => client.post('/v1/messages/batch', { messages: [] }), 'body/messages must not be empty'],
     ['tags as a list', () => client.post('/v1/broadcast', { type: 't', data: 1, tags: ['a'] }), 'body/tags must be an object'],
     ['1,001 users to query', () => client.post('/v1/presence/query', { users: Array.from({ length: 1001 }, (_, i) => `u${i}`) }), 'body/users must have at most 1000 items'],
+    ['a batch of 1,001 messages', () => client.post('/v1/messages/batch', { messages: Array.from({ length: 1001 }, () => message()) }), 'body/messages must have at most 1000 items'],
     ['a channel name of 129 characters', () => client.post(`/v1/channels/${longChannel}/publish`, { type: 't', data: 1 }), 'params/channel must be at most 128 characters long'],
     ['a limit of 0', () => client.get('/v1/users/alice/messages?limit=0'), 'querystring/limit must be at least 1'],
   ];
