@@ -57,6 +57,23 @@ test('exactly at the limit every item goes through', async () => {
   assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
 });
 
+test('an item counted late (its client_msg_id freed by a refused item of the other kind) goes through exactly at the limit, and is 400 one past it', async () => {
+  // Item 1 is a room with no members (404), which frees its key for item 2, a user item:
+  // counted only once it is admitted, after item 0's 8 recipients.
+  const batch = (tag: string, late: number) => ({
+    messages: [
+      { to: Array.from({ length: 8 }, (_, i) => `${tag}-${i}`), type: 't', data: 0 },
+      { room: `${tag}-no-room`, type: 't', data: 1, client_msg_id: `${tag}-key` },
+      { to: Array.from({ length: late }, (_, i) => `${tag}-late-${i}`), type: 't', data: 2, client_msg_id: `${tag}-key` },
+    ],
+  });
+  const at = (await gw.client.post('/v1/messages/batch', batch('late-at', 2))).body as { results: Item[] };
+  assert.deepEqual(at.results.map((r) => r.status), [201, 404, 201], JSON.stringify(at));
+  const past = (await gw.client.post('/v1/messages/batch', batch('late-past', 3))).body as { results: Item[] };
+  assert.deepEqual(past.results.map((r) => r.status), [201, 404, 400], JSON.stringify(past));
+  assert.match(past.results[2]?.error?.message ?? '', /^messages\/2: the batch reaches more than 10 recipients in all from item 2 on .*send it in another batch$/);
+});
+
 test('batches in progress hold a node-wide budget of twice the limit: one more is 503 with Retry-After and stores nothing; once they finish it goes through', async () => {
   const batch = (tag: string) => ({ messages: Array.from({ length: 5 }, (_, i) => ({ to: [`${tag}-${i}-a`, `${tag}-${i}-b`], type: 't', data: i })) });
   const inProgress = async (): Promise<number> =>
