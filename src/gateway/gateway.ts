@@ -16,6 +16,7 @@ import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus, type KickMessage } from '../cluster/bus.js';
 import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
+import { announceSharedSettings } from '../cluster/shared-settings.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
@@ -96,6 +97,8 @@ export class Gateway implements GatewayDeps {
   readonly #fanout: BroadcastFanout;
   readonly #reader: BroadcastReader;
   readonly #channelHub: ChannelHub;
+  /** Removes this node's shared settings from Redis (shared-settings.ts). */
+  #withdrawSettings: () => Promise<void> = async () => {};
 
   private constructor(opts: GatewayOptions, node: string, subscriber: Redis, readerRedis: Redis) {
     const { config, redis, keys, logger, metrics } = opts;
@@ -231,6 +234,7 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
+      gateway.#withdrawSettings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger);
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {
@@ -367,7 +371,7 @@ export class Gateway implements GatewayDeps {
       this.logger.error({ users: unwritten.length, sample: unwritten.slice(0, 10) },
         'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again');
     });
-    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop()]);
+    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop(), this.#withdrawSettings()]);
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
   }
 

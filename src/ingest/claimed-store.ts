@@ -61,9 +61,14 @@ export async function otherStoresRecord(records: RecordReader | undefined, id: s
   return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
 }
 
-/** The refusal of a `client_msg_id` another store is storing now: the producer retries. */
+/**
+ * The refusal of a `client_msg_id` another store has claimed and not stored yet: it is
+ * storing it now, or crashed while storing it (its claim then lapses within 30 s, or
+ * clears at once when that node is back and takes the retry). The producer retries.
+ */
 function storingElsewhere(cid: string): PixiuError {
-  return unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now; retry`);
+  return unavailable(`a message with client_msg_id ${JSON.stringify(cid)} is being stored by another node now, `
+    + 'or was when that node stopped (its claim lapses within 30 s; a retry sent to that node completes at once); retry');
 }
 
 /** The bytes of a record read from another store: not cached here (`MessageStore.remember`). */

@@ -125,6 +125,11 @@ export class Keys {
     return `${this.prefix}nodes`;
   }
 
+  /** Hash of node id → the node's shared settings as JSON (src/cluster/shared-settings.ts). */
+  nodeSettings(): string {
+    return `${this.prefix}node-settings`;
+  }
+
   /** Pub/Sub channel of one node: notifies and kicks addressed to it (DESIGN.md §9). */
   nodeChannel(node: string): string {
     return `${this.prefix}node:${node}`;

@@ -191,7 +191,7 @@ test('a client_msg_id stored on one node is answered as a duplicate on the other
   // Another store is writing it now (or crashed doing so, until the claim expires): 503, retry.
   await probe.set(keys.clientIdClaim('in-flight'), 'P|another-store', 'PX', 30_000);
   expectError(await b.api.post('/v1/messages', { to: 'cid-cy', type: 't', data: 1, client_msg_id: 'in-flight' }), 503, 'UNAVAILABLE',
-    /client_msg_id "in-flight" is being stored by another node now; retry/);
+    /client_msg_id "in-flight" is being stored by another node now, or was when that node stopped .*; retry$/);
   // A claim naming a message that is gone (expired): stored anew, and the claim is the new one's.
   const gone = encodeMsgId({ partition: (await layoutOf(a)).partitionBase, kind: MsgKind.user, counter: 999_999 });
   await probe.set(keys.clientIdClaim('gone-first'), gone);

@@ -1,0 +1,102 @@
+/**
+ * Settings that act on state every node shares in Redis (DESIGN.md §9): the inbox cap
+ * trims a user's inbox at every append, whichever node appends; the broadcast stream
+ * and channel history caps trim at every publish; the room size cap, the connection
+ * limit and the device cursors are checked by scripts on shared keys. A node given a
+ * lower value than the others therefore lowers it for all of them, silently: messages,
+ * broadcasts and publications the others promise to keep turn into gaps (a fresh
+ * tester's finding). Each node publishes its values under its node id at start, and
+ * warns of every value a live node has otherwise; the values leave with the node.
+ */
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.js';
+import { SETTINGS } from '../config/settings.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import type { NodeRegistry } from './node-registry.js';
+import type { Logger } from '../logger.js';
+import { outageFields } from '../errors.js';
+
+/** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
+export const SHARED_SETTINGS = [
+  'inboxCap', 'maxDeviceCursors', 'maxConnectionsPerUser', 'roomSizeCap',
+  'broadcastStreamCap', 'channelHistory', 'channelHistoryTtlMs',
+] as const satisfies readonly (keyof Config & keyof typeof SETTINGS)[];
+
+type SharedSetting = (typeof SHARED_SETTINGS)[number];
+
+/** A shared setting this node has one value of and other live nodes another. */
+export interface SettingMismatch {
+  /** Its environment variable, e.g. `PIXIU_INBOX_CAP`. */
+  readonly env: string;
+  readonly here: number;
+  readonly there: number;
+  /** The live nodes with `there`. */
+  readonly nodes: readonly string[];
+}
+
+/** This node's values of {@link SHARED_SETTINGS}. */
+function valuesOf(config: Config): Record<SharedSetting, number> {
+  return Object.fromEntries(SHARED_SETTINGS.map((k) => [k, config[k]])) as Record<SharedSetting, number>;
+}
+
+/**
+ * Publishes this node's shared settings under its id and compares them with those of
+ * the other live nodes (registered in `registry`); the entries of nodes no longer
+ * registered are removed.
+ * @returns each setting whose value differs on some live node, once per other value
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function publishSharedSettings(redis: Redis, keys: Keys, registry: NodeRegistry, config: Config): Promise<SettingMismatch[]> {
+  const key = keys.nodeSettings();
+  const mine = valuesOf(config);
+  const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, JSON.stringify(mine)), redis.hgetall(key)]));
+  const others = Object.keys(all).filter((n) => n !== registry.node);
+  const live = await registry.liveAmong(others);
+  const gone = others.filter((n) => !live.has(n));
+  if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
+  const mismatches = new Map<string, { env: string; here: number; there: number; nodes: string[] }>();
+  for (const node of live) {
+    const theirs = readValues(all[node]);
+    for (const setting of SHARED_SETTINGS) {
+      const there = theirs[setting];
+      if (there === undefined || there === mine[setting]) continue;
+      const id = `${setting}=${there}`;
+      const found = mismatches.get(id) ?? { env: SETTINGS[setting].env, here: mine[setting], there, nodes: [] };
+      found.nodes.push(node);
+      mismatches.set(id, found);
+    }
+  }
+  return [...mismatches.values()];
+}
+
+/**
+ * {@link publishSharedSettings} at a node's start, with a warning logged for each
+ * mismatch; a Redis failure is logged and the start goes on (the check is advice).
+ * @returns what removes the node's entry at shutdown (never rejects)
+ */
+export async function announceSharedSettings(
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger,
+): Promise<() => Promise<void>> {
+  try {
+    for (const m of await publishSharedSettings(redis, keys, registry, config)) {
+      logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
+        `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
+        + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
+        + 'give every node the same (docs/decisions.md, "Several nodes")');
+    }
+  } catch (err) {
+    logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
+  }
+  return () => redisCall(() => redis.hdel(keys.nodeSettings(), registry.node)).then(() => undefined, () => undefined);
+}
+
+/** Another node's published values, the numbers only (an entry of another release may lack some). */
+function readValues(text: string | undefined): Partial<Record<SharedSetting, number>> {
+  try {
+    const parsed = JSON.parse(text ?? '{}') as Record<string, unknown>;
+    return Object.fromEntries(SHARED_SETTINGS.filter((k) => typeof parsed[k] === 'number').map((k) => [k, parsed[k]]));
+  } catch {
+    return {};
+  }
+}

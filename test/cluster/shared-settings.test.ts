@@ -1,0 +1,100 @@
+/**
+ * Settings that act on state all nodes share in Redis (src/cluster/shared-settings.ts):
+ * a node that starts with another value than a live node's is warned, naming both; a
+ * node no longer registered is not compared, and its entry is removed. Against a real
+ * Redis, with real node registries.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { NodeRegistry } from '../../src/cluster/node-registry.js';
+import { announceSharedSettings, publishSharedSettings } from '../../src/cluster/shared-settings.js';
+import { loadConfig, type ConfigOverrides } from '../../src/config/config.js';
+import { createLogger, type Logger } from '../../src/logger.js';
+import { createRedis } from '../../src/redis/client.js';
+import { Keys } from '../../src/redis/keys.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+
+const keys = new Keys('px:');
+let server: RedisServer;
+let redis: Redis;
+const registries: NodeRegistry[] = [];
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
+});
+
+after(async () => {
+  await Promise.all(registries.map((r) => r.stop()));
+  redis?.disconnect();
+  await server?.destroy();
+});
+
+/** A registered node. */
+async function node(id: string): Promise<NodeRegistry> {
+  const registry = new NodeRegistry(redis, keys, { node: id, intervalMs: 5000, ttlMs: 15_000, logger: createLogger('silent') });
+  registries.push(registry);
+  await registry.start();
+  return registry;
+}
+
+const config = (overrides: ConfigOverrides = {}): ReturnType<typeof loadConfig> => loadConfig({}, { redisUrl: server.url, ...overrides });
+
+test('a node with another inbox cap or channel history than a live node is told each, with the nodes that have the other value', async () => {
+  const [a, b, c] = [await node('node-a'), await node('node-b'), await node('node-c')];
+  assert.deepEqual(await publishSharedSettings(redis, keys, a, config()), []);
+  assert.deepEqual(await publishSharedSettings(redis, keys, b, config({ inboxCap: '5', channelHistory: '10' })), [
+    { env: 'PIXIU_INBOX_CAP', here: 5, there: 10_000, nodes: ['node-a'] },
+    { env: 'PIXIU_CHANNEL_HISTORY', here: 10, there: 100, nodes: ['node-a'] },
+  ]);
+  // A third node with the defaults is told of the one node that differs, not of the one that agrees.
+  assert.deepEqual(await publishSharedSettings(redis, keys, c, config()), [
+    { env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-b'] },
+    { env: 'PIXIU_CHANNEL_HISTORY', here: 100, there: 10, nodes: ['node-b'] },
+  ]);
+  // Gone (unregistered): a node starting now does not compare it, and removes its entry.
+  await b.stop();
+  const f = await node('node-f');
+  assert.deepEqual(await publishSharedSettings(redis, keys, f, config()), []);
+  assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())).sort(), ['node-a', 'node-c', 'node-f']);
+  await Promise.all([a.stop(), c.stop(), f.stop()]);
+  await redis.del(keys.nodeSettings());
+});
+
+test('at start the mismatch is a warning naming the setting and both values; at shutdown the node\'s entry goes', async () => {
+  const lines: Array<{ msg: string; setting?: string }> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done): void {
+      lines.push(JSON.parse(chunk.toString()) as { msg: string });
+      done();
+    },
+  });
+  const logger = pino({ level: 'warn' }, sink) as unknown as Logger;
+  const [d, e] = [await node('node-d'), await node('node-e')];
+  const withdrawD = await announceSharedSettings(redis, keys, d, config({ broadcastStreamCap: '20' }), createLogger('silent'));
+  const withdrawE = await announceSharedSettings(redis, keys, e, config(), logger);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(lines.length, 1, JSON.stringify(lines));
+  assert.equal(lines[0]?.setting, 'PIXIU_BROADCAST_STREAM_CAP');
+  assert.match(lines[0]?.msg ?? '', /^PIXIU_BROADCAST_STREAM_CAP is 10000 on this node but 20 on node node-d: .*give every node the same/);
+  await withdrawD();
+  assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())), ['node-e']);
+  await withdrawE();
+  assert.equal(await redis.exists(keys.nodeSettings()), 0);
+});
+
+test('a service publishes its shared settings at start and takes them away when it stops', async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const prefixed = new Keys('shared-e2e:');
+  const running = await startInProcess(files, { redisUrl: server.url, redisPrefix: 'shared-e2e:', inboxCap: '7' });
+  const published = await redis.hgetall(prefixed.nodeSettings());
+  assert.equal(Object.keys(published).length, 1);
+  assert.equal((JSON.parse(Object.values(published)[0] as string) as { inboxCap: number }).inboxCap, 7);
+  await running.service.close();
+  assert.equal(await redis.exists(prefixed.nodeSettings()), 0);
+});
