@@ -71,7 +71,7 @@ export class HistoryBudget {
    */
   hold(reply: FastifyReply, bytes: number): (bytes: number) => void {
     if (this.#inUse > 0 && this.#inUse + bytes > this.#limit) {
-      throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB not yet taken by their clients); retry shortly`);
+      throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB held for pages being read or not yet taken by their clients); retry shortly`);
     }
     const connection = reply.request?.raw.socket;
     // A request pipelined behind others may run after its connection closed: it holds nothing.

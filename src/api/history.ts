@@ -67,10 +67,15 @@ const ENTRY_BYTES = 200;
 /**
  * The most bytes a page of `limit` messages holds while it is built and sent (its data's
  * JSON text twice, as a string and as the bytes written, and its other fields): what a
- * request holds of the {@link HistoryBudget} until its page is read.
+ * request holds of the {@link HistoryBudget} until its page is read. Its data is at most
+ * {@link MAX_PAGE_DATA_CHARS}, and at most `limit` messages of `maxMessageBytes` each
+ * (a message's data is part of its encoded size): a page of one small message held a
+ * full page's 2 MiB, and 31 such requests at once filled the 64 MiB budget (a fresh
+ * tester's finding).
+ * @param maxMessageBytes the largest encoded message (`PIXIU_MAX_MESSAGE_BYTES`)
  */
-export function pageHoldBytes(limit: number): number {
-  return 2 * MAX_PAGE_DATA_CHARS + ENTRY_BYTES * limit;
+export function pageHoldBytes(limit: number, maxMessageBytes: number): number {
+  return 2 * Math.min(MAX_PAGE_DATA_CHARS, limit * maxMessageBytes) + ENTRY_BYTES * limit;
 }
 
 /**

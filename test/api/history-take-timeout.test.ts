@@ -7,8 +7,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { EventEmitter } from 'node:events';
+import type { FastifyReply } from 'fastify';
+import { HISTORY_BYTES_IN_FLIGHT } from '../../src/api/history-budget.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { metricSample, waitUntil } from '../harness/checks.js';
+import { expectError, metricSample, waitUntil } from '../harness/checks.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 
 const files = cleanupList();
@@ -86,4 +89,21 @@ test('a client that closes its connection with pipelined history answers still q
   assert.ok(Date.now() - closedAt < TAKE_TIMEOUT_MS / 2, `given back ${Date.now() - closedAt} ms after the close, not by the take timeout`);
   assert.equal(await closedForIt(), abandonedBefore, 'the node closed nothing itself');
   await expectPageRead();
+});
+
+test('a page of a few messages holds what a few messages can be, not a full page: it is read while the budget is nearly full', async () => {
+  const budget = server.service.app.historyBudget;
+  await waitUntil('nothing held', async () => budget.inUse === 0, 5000);
+  // Held from here, as answers not yet taken would: all but 512 KiB of the budget.
+  const pending = Object.assign(new EventEmitter(), { headersSent: false });
+  budget.hold({ raw: pending } as unknown as FastifyReply, HISTORY_BYTES_IN_FLIGHT - 512 * 1024);
+  try {
+    // One message of at most 64 KiB (PIXIU_MAX_MESSAGE_BYTES) fits in what is left; a page of up to 1 MiB does not.
+    const small = await server.client.get(`/v1/users/${USER}/messages?limit=1`);
+    assert.equal(small.status, 200, small.text.slice(0, 300));
+    assert.equal((small.body as { messages: unknown[] }).messages.length, 1);
+    expectError(await server.client.get(`/v1/users/${USER}/messages?limit=1000`), 503, 'UNAVAILABLE', /busy sending history pages/);
+  } finally {
+    pending.emit('close');
+  }
 });
