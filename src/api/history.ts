@@ -90,16 +90,13 @@ export async function readHistory(
 ): Promise<HistoryPage> {
   const page = await inbox.range(user, afterSeq, limit);
   const gaps: SeqGap[] = [];
-  if (afterSeq + 1 < page.firstSeq && page.latestSeq > 0) {
-    addGap(gaps, afterSeq + 1, Math.min(page.firstSeq - 1, page.latestSeq));
-  }
   const messages: MessageView[] = [];
   // The last entry this page answers for (a message or a gap); the next page starts after it.
   let lastSeq: number | undefined;
-  // The next seq the page owes an answer for: one with no entry (deleted by hand, XDEL,
-  // in the middle or at the end of the stream) is a gap too, as delivery reports it
-  // (connection-state.ts), never skipped silently.
-  let expected = Math.max(afterSeq + 1, page.firstSeq);
+  // The next seq the page owes an answer for: one with no entry (trimmed by the cap, below
+  // first_seq, or deleted by hand, XDEL, anywhere in the stream) is a gap, as delivery
+  // reports it (connection-state.ts), never skipped silently.
+  let expected = afterSeq + 1;
   let cut = false;
   let chars = 0;
   let read = 0;
@@ -130,12 +127,13 @@ export async function readHistory(
     }
   }
   // Fewer entries than asked: the stream ended, and the seqs after its last entry up to
-  // the latest were deleted by hand.
+  // the latest are gone (all trimmed, or deleted by hand).
   if (!cut && page.entries.length < limit && expected <= page.latestSeq) {
     addGap(gaps, expected, page.latestSeq);
     lastSeq = page.latestSeq;
   }
-  const next = lastSeq ?? Math.max(afterSeq, Math.min(page.latestSeq, page.firstSeq - 1));
+  // Nothing answered for: `after_seq` is at or past the latest.
+  const next = lastSeq ?? afterSeq;
   sized?.(2 * Math.min(chars, MAX_PAGE_DATA_CHARS) + ENTRY_BYTES * (messages.length + gaps.length));
   return {
     user,
