@@ -7,13 +7,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EventEmitter } from 'node:events';
-import type { FastifyReply } from 'fastify';
 import { Redis } from 'ioredis';
 import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
 import { HISTORY_BYTES_IN_FLIGHT } from '../../src/api/history-budget.js';
 import { MAX_BATCH } from '../../src/api/routes/messages.js';
-import { expectError, waitUntil } from '../harness/checks.js';
+import { expectError, holdHistoryBudget, waitUntil } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
@@ -161,16 +159,15 @@ test('an inbox whose stream is gone while its counter remains (a key evicted) is
 });
 
 test('history answers share the node\'s budget: past it both routes answer 503 UNAVAILABLE with Retry-After, read nothing, and answer again once it is given back', async () => {
-  // What the budget holds for answers not yet taken by their clients, filled from here:
-  // a response that has not closed yet (src/api/history-budget.ts).
-  const pending = Object.assign(new EventEmitter(), { headersSent: false });
+  // What the budget holds for answers not yet taken by their clients, filled from here
+  // (src/api/history-budget.ts).
   const budget = server.service.app.historyBudget;
-  budget.hold({ raw: pending } as unknown as FastifyReply, HISTORY_BYTES_IN_FLIGHT);
+  const giveBack = holdHistoryBudget(budget, HISTORY_BYTES_IN_FLIGHT);
   for (const answer of [await api.get(`/v1/users/${USER}/messages?limit=1`), await me.get('/v1/me/messages?limit=1')]) {
     expectError(answer, 503, 'UNAVAILABLE', /busy sending history pages/);
     assert.equal(answer.headers.get('retry-after'), '1');
   }
-  pending.emit('close');
+  giveBack();
   await waitUntil('the refused answers gave back what they held', async () => budget.inUse === 0, 2000);
   expectPage(await api.get(`/v1/users/${USER}/messages?limit=1`), 1, 1);
   expectPage(await me.get('/v1/me/messages?limit=1'), 1, 1);

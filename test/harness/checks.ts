@@ -7,6 +7,9 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { EventEmitter } from 'node:events';
+import type { FastifyReply } from 'fastify';
+import type { HistoryBudget } from '../../src/api/history-budget.js';
 import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
 import type { CleanupContext, HttpAnswer } from './pixiu-server.js';
@@ -88,4 +91,15 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, bou
 export function metricSample(text: string, line: string): number | undefined {
   const found = text.split('\n').find((l) => l.startsWith(`${line} `));
   return found === undefined ? undefined : Number(found.slice(line.length + 1));
+}
+
+/**
+ * Holds `bytes` of a node's history budget as an answer not yet taken by its client
+ * would (a response that has not closed, on no connection), from the test.
+ * @returns what gives them back (the response's close)
+ */
+export function holdHistoryBudget(budget: HistoryBudget, bytes: number): () => void {
+  const pending = Object.assign(new EventEmitter(), { headersSent: false });
+  budget.hold({ raw: pending } as unknown as FastifyReply, bytes);
+  return () => pending.emit('close');
 }
