@@ -29,6 +29,7 @@ import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError, outageFields } from '../errors.js';
+import { MAX_COUNTER } from '../ids/msg-id.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type LeaseState, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 
@@ -42,6 +43,26 @@ export const LEASE_WATCH_MS = 250;
 const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
 /** Longest a running node takes to reconnect to a restarted Redis, ms (its back-off tops out at 2 s; with the connect). */
 export const RECONNECT_BOUND_MS = 5000;
+/**
+ * How far past the highest counter recorded for its partitions a node's counters jump,
+ * per partition, when it resumes writes after another node served them (a copy of its
+ * data dir, or another store that took its block): that node records its counters once
+ * per renewal ({@link LEASE_RENEW_MS}), so it may have minted more than it recorded
+ * before it was killed. 2^24 is far more than any node mints in one renewal, and a
+ * vanishing share of the 2^48 counters (DESIGN.md §2).
+ */
+export const RESUME_MARGIN = 2 ** 24;
+
+/** The store's counters as ownership reads and moves them (MessageStore). */
+export interface MintingStore {
+  /** The last counter minted and written to disk, per partition of the store. */
+  readonly counters: readonly number[];
+  /**
+   * Moves each partition's counter up to its target (undefined: left as it is).
+   * @throws PixiuError UNAVAILABLE when the store fails
+   */
+  advanceCounters(targets: readonly (number | undefined)[]): Promise<void>;
+}
 
 /**
  * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
@@ -170,13 +191,41 @@ export class StoreOwnership {
   #lease: StoreLease | undefined;
   /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
   readonly #leftBehind: string | undefined;
-  /** The store's counters, once {@link advertise} has them. */
-  #minted: (() => readonly number[]) | undefined;
+  /** The store, once {@link advertise} has it. */
+  #store: MintingStore | undefined;
+  /** Other stores found holding this node's block since it last served it alone. */
+  readonly #rivals = new Set<string>();
 
-  /** Records the store's counters while this node serves the store alone. */
+  /**
+   * Records the store's counters — also while another node serves the store beside
+   * this one: a recorded counter never goes down, and whichever node serves the store
+   * next must move past every id either minted.
+   */
   async #recordMinted(): Promise<void> {
-    if (this.#minted === undefined || this.#conflict !== undefined) return;
-    await this.#opts.claims.recordMinted(this.storeId, this.partitionBase, this.#minted());
+    if (this.#store === undefined) return;
+    await this.#opts.claims.recordMinted(this.storeId, this.partitionBase, this.#store.counters);
+  }
+
+  /**
+   * Before writes resume after another node served this store's partitions (a copy of
+   * this data dir beside it, or another store that took the block): moves the counters
+   * {@link RESUME_MARGIN} past the highest recorded for them — this store's, and the
+   * other stores' — and past this store's own, so that no id that node may have minted
+   * is minted again (recipients' inboxes would show this node's message for theirs).
+   * Their messages are not in this store: they read as missing.
+   * @throws PixiuError UNAVAILABLE when Redis or the store fails (writes stay suspended)
+   */
+  async #movePastOthers(): Promise<void> {
+    const store = this.#store;
+    if (store === undefined) return;
+    const recorded = await Promise.all([this.storeId, ...this.#rivals].map((id) => this.#opts.claims.mintedOf(id)));
+    const from = store.counters;
+    const targets = from.map((local, i) => Math.min(MAX_COUNTER,
+      recorded.reduce((top, m) => Math.max(top, m.get(this.partitionBase + i) ?? 0), local) + RESUME_MARGIN));
+    await store.advanceCounters(targets);
+    this.#rivals.clear();
+    this.#opts.logger.error({ store: this.storeId, moved: targets.map((t, i) => `partition ${this.partitionBase + i}: ${from[i]} → ${t}`) },
+      'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
   }
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined) {
@@ -198,20 +247,26 @@ export class StoreOwnership {
    */
   static async claim(opts: StoreOwnershipOptions): Promise<StoreOwnership> {
     const layout = await openLayout(opts.dir, opts.partitions);
-    // First, and only reading: a copy refused here writes nothing (not even the store's
-    // description, which names the running store's folder to other stores).
-    const leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
-    if (layout.partitionBase === undefined && (opts.settleMs ?? 0) > 0) {
-      // A first claim picks the lowest free block: free must mean no running node's.
+    // First, and only reading: a copy refused here, or after the wait below, writes
+    // nothing (not the store's description, which names the running store's folder to
+    // other stores; only the claims' age mark, which the running nodes write anyway).
+    let leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
+    if ((opts.settleMs ?? 0) > 0) {
+      // Right after Redis lost its data, the running nodes have not written their claims
+      // and leases back yet. A first claim picks the lowest free block: free must mean
+      // no running node's. A data dir with a block may be a copy of a running node's,
+      // whose lease is not back yet: it is looked for again once it would be.
       const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
       const nodesRun = opts.runningNodes === undefined || await opts.runningNodes() > 0;
       // Nodes that ran before a Redis restart may not have reconnected yet.
       const redisNew = !nodesRun && opts.redisUptimeMs !== undefined && await opts.redisUptimeMs() < RECONNECT_BOUND_MS;
       if (waitMs > 0 && (nodesRun || redisNew)) {
+        const what = layout.partitionBase === undefined ? 'claiming a free block' : 'checking that no running node serves this data dir\'s store';
         opts.logger.info({ waitMs, why: nodesRun ? 'other nodes run' : 'Redis has just started' }, nodesRun
-          ? 'the partition claims in Redis are under 6 s old and other nodes run (Redis lost its data, or is new): waiting until every running node has written its claim (within one 5 s heartbeat) before claiming a free block'
-          : 'Redis has just started and its partition claims are under 6 s old: waiting until nodes that ran before it started have reconnected and written their claims (within one 5 s heartbeat) before claiming a free block');
+          ? `the partition claims in Redis are under 6 s old and other nodes run (Redis lost its data, or is new): waiting until every running node has written its claim and lease back (within one 5 s heartbeat) before ${what}`
+          : `Redis has just started and its partition claims are under 6 s old: waiting until nodes that ran before it started have reconnected and written their claims and leases back (within one 5 s heartbeat) before ${what}`);
         await delay(waitMs);
+        if (layout.partitionBase !== undefined) leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
       }
     }
     const description: StoreDescription = { dir: opts.dir, host: os.hostname() };
@@ -236,7 +291,7 @@ export class StoreOwnership {
    * @returns the partitions moved forward, as `partition p: a → b` (empty when none)
    * @throws PixiuError UNAVAILABLE when Redis or the store fails
    */
-  async catchUpMinted(store: { readonly counters: readonly number[]; advanceCounters(targets: readonly (number | undefined)[]): Promise<void> }): Promise<string[]> {
+  async catchUpMinted(store: MintingStore): Promise<string[]> {
     const minted = await this.#opts.claims.mintedOf(this.storeId);
     const targets = store.counters.map((local, i) => {
       const recorded = minted.get(this.partitionBase + i);
@@ -265,12 +320,14 @@ export class StoreOwnership {
    *   neither holds — also after the first lease write that finds neither: a node
    *   starts with its writes suspended (service.ts), so that two copies of one data
    *   dir started together never both take puts before either has written its lease
-   * @param minted the store's last counters (MessageStore.counters), recorded with each
-   *   renewal while this node is alone ({@link checkMinted})
+   *   — once writes may resume after another node served the store, only after the
+   *   counters moved past what it may have minted ({@link RESUME_MARGIN})
+   * @param store the store: its last counters are recorded with each renewal, and
+   *   moved forward before writes resume after a conflict
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
-  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, minted?: () => readonly number[]): Promise<void> {
-    this.#minted = minted;
+  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: MintingStore): Promise<void> {
+    this.#store = store;
     const { claims, logger } = this.#opts;
     const base: StoreLease = { ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), pid: process.pid };
     let renewal = 0;
@@ -294,8 +351,10 @@ export class StoreOwnership {
     const renew = async (): Promise<void> => {
       const answer = await claims.claim(this.storeId, this.partitions, this.partitionBase, this.#description);
       if (answer.kind !== 'held') {
+        if (answer.kind === 'conflict') this.#rivals.add(answer.owner);
         report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
         await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
+        await this.#recordMinted();
         return;
       }
       const replaced = await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
@@ -304,6 +363,8 @@ export class StoreOwnership {
       // (a copy that started in the moments between this node's check and this write).
       const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.#leftBehind) ? replaced : undefined;
       written = true;
+      // Alone again after a conflict: not one put before the counters are past the other node's.
+      if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
       await this.#recordMinted();
     };

@@ -235,7 +235,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         timeoutMs: config.redisCommandTimeoutMs, logger, signal: opts.signal,
       });
       stopAsked();
-      await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), () => store.counters);
+      await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), store);
     } finally {
       leaseSettled();
     }

@@ -20,7 +20,7 @@ import { Keys } from '../../src/redis/keys.js';
 import {
   PartitionClaims, claimRefusal, parseClaimReply, partitionSpan, type ClaimAnswer, type StoreDescription,
 } from '../../src/cluster/partition-claims.js';
-import { LEASE_TTL_MS, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
+import { LEASE_TTL_MS, RESUME_MARGIN, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
 import { listeningNodes } from '../../src/cluster/bus.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/store/layout.js';
@@ -300,7 +300,7 @@ test('an older copy of a data dir — its copy ran ahead elsewhere — moves its
     const store = await open(dir, ownership.partitionBase);
     try {
       const moved = await ownership.catchUpMinted(store);
-      await ownership.advertise({ url: 'http://127.0.0.1:18021', node }, () => undefined, () => store.counters);
+      await ownership.advertise({ url: 'http://127.0.0.1:18021', node }, () => undefined, store);
       const ids: string[] = [];
       // One recipient: every put lands in the same partition.
       for (let i = 0; i < puts; i++) ids.push((await store.put({ kind: MsgKind.user, type: 't', data: i, to: ['same-user'] })).id);
@@ -334,6 +334,96 @@ test('an older copy of a data dir — its copy ran ahead elsewhere — moves its
   // Every partition of a block is recorded, the last one too.
   await claims.recordMinted('four-parts', 4, [1, 2, 3, 4]);
   assert.deepEqual(await claims.mintedOf('four-parts'), new Map([[4, 1], [5, 2], [6, 3], [7, 4]]));
+});
+
+/** Deletes every key under `keys`' prefix: a FLUSHALL, for one test. */
+async function flushPrefix(keys: Keys): Promise<void> {
+  const all = await redis.keys(`${keys.prefix}*`);
+  if (all.length > 0) await redis.del(...all);
+}
+
+test('a copy of a running node\'s data dir started right after Redis lost its data waits for the node\'s lease to come back, and is refused', async (t) => {
+  const { claims, keys } = freshClaims();
+  const dir = await storeDir(t);
+  const original = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  await original.advertise({ url: 'http://127.0.0.1:18031', node: 'node-a' }, () => undefined);
+  t.after(() => original.stop());
+  const copy = await storeDir(t);
+  await mkdir(copy, { recursive: true });
+  await copyFile(path.join(dir, 'LAYOUT'), path.join(copy, 'LAYOUT'));
+  // FLUSHALL: the claims, the lease, the recorded counters and the claims' age are gone;
+  // the running node writes them back at its next renewal (here every 200 ms from 300 ms
+  // on, in place of every 5 s).
+  await flushPrefix(keys);
+  let renewing: NodeJS.Timeout | undefined;
+  const back = setTimeout(() => { renewing = setInterval(() => original.renewNow(), 200); }, 300);
+  t.after(() => { clearTimeout(back); clearInterval(renewing); });
+  const started = performance.now();
+  await assert.rejects(StoreOwnership.claim({ claims, dir: copy, partitions: 4, logger, settleMs: 1500, runningNodes: async () => 1 }), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, new RegExp(`\\(store ${original.storeId}\\) is already served by node node-a at http://127\\.0\\.0\\.1:18031`));
+    return true;
+  });
+  assert.ok(performance.now() - started >= 1000, `refused after the wait: ${Math.round(performance.now() - started)} ms`);
+});
+
+test('a node that another served its partitions beside resumes writes only past every id that one may have minted: a copy of its data dir, then another store that took its block', async (t) => {
+  const { claims, keys } = freshClaims();
+  const dir = await storeDir(t);
+  const log = capturingLogger();
+  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger: log.logger });
+  const store = await MessageStore.open({
+    dir, partitions: 4, partitionBase: ownership.partitionBase, sync: false, cacheBytes: 0, defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 60_000,
+  });
+  t.after(async () => {
+    await ownership.stop();
+    await store.close();
+  });
+  const states: (string | undefined)[] = [];
+  await ownership.advertise({ url: 'http://127.0.0.1:18041', node: 'node-a' }, (reason) => {
+    states.push(reason);
+    store.suspendWrites(reason);
+  }, store);
+  /** Renews now, and waits for the `n`th report of the node's state. */
+  const renewed = async (n: number): Promise<string | undefined> => {
+    ownership.renewNow();
+    await waitUntil(`report ${n}`, async () => states.length >= n, 5000, 10);
+    return states[n - 1];
+  };
+  // One recipient: every put lands in the same partition.
+  const put = async (): Promise<{ partition: number; counter: number }> =>
+    decodeMsgId((await store.put({ kind: MsgKind.user, type: 't', data: 0, to: ['same-user'] })).id);
+  const first = await put();
+  assert.equal(first.counter, 1);
+  const recorded = async (storeId: string): Promise<number | undefined> => (await claims.mintedOf(storeId)).get(first.partition);
+
+  // A copy of the data dir writes its lease in this node's place (started in the moments
+  // after a FLUSHALL, before this node wrote its lease back): writes are suspended, and
+  // this node's counters are recorded all the same.
+  await claims.renewLease(ownership.storeId, { url: 'http://127.0.0.1:18042', node: 'node-copy', host: os.hostname(), pid: 1, renewal: 1 }, LEASE_TTL_MS);
+  assert.match(await renewed(2) ?? '', /^message store writes are suspended: .*already served by node node-copy/);
+  assert.equal(await recorded(ownership.storeId), 1, 'recorded in the conflict');
+  await assert.rejects(put(), /suspended/);
+  // The copy minted ids 2..41 there and recorded up to 30 before it was killed; its lease lapses.
+  await claims.recordMinted(ownership.storeId, ownership.partitionBase, [30, 30, 30, 30]);
+  await claims.releaseLease(ownership.storeId);
+  assert.equal(await renewed(3), undefined, 'writes resumed');
+  const afterCopy = await put();
+  assert.ok(afterCopy.counter > 41, `an id the copy may have minted, minted again: counter ${afterCopy.counter}`);
+  assert.equal(afterCopy.counter, 30 + RESUME_MARGIN + 1);
+  assert.ok(log.lines.some((l) => /another node served this store's partitions meanwhile/.test(String(l.msg))), 'logged');
+
+  // Another store takes the block (a new data dir, after Redis lost the claims, while this
+  // node was cut off) and mints there; an operator settles it, and the block is this node's again.
+  await flushPrefix(keys);
+  assert.equal(held(await claims.claim('rival-store', 4, ownership.partitionBase, HERE)), ownership.partitionBase);
+  assert.match(await renewed(4) ?? '', /^message store writes are suspended: /);
+  const rivalTop = afterCopy.counter + 1000;
+  await claims.recordMinted('rival-store', ownership.partitionBase, [rivalTop, rivalTop, rivalTop, rivalTop]);
+  await redis.del(keys.storePartitions());
+  assert.equal(await renewed(5), undefined, 'writes resumed');
+  const afterRival = await put();
+  assert.equal(afterRival.counter, rivalTop + RESUME_MARGIN + 1, 'past the other store\'s ids');
 });
 
 test('after Redis lost the claims, a new data dir waits for running nodes to re-assert theirs before it claims; with no node running it claims at once', async (t) => {
