@@ -5,8 +5,9 @@
  * limit and the device cursors are checked by scripts on shared keys. A node given a
  * lower value than the others therefore lowers it for all of them, silently: messages,
  * broadcasts and publications the others promise to keep turn into gaps (a fresh
- * tester's finding). Each node publishes its values under its node id at start, and
- * warns of every value a live node has otherwise; the values leave with the node.
+ * tester's finding). Each node publishes its values under its node id at start (and
+ * again when Redis lost them), and warns of every value a live node has otherwise; the
+ * values leave with the node.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -70,25 +71,43 @@ export async function publishSharedSettings(redis: Redis, keys: Keys, registry: 
   return [...mismatches.values()];
 }
 
+/** A node's shared settings as published in Redis ({@link announceSharedSettings}). */
+export interface SharedSettingsAnnouncement {
+  /**
+   * Publishes them again and warns of each mismatch, as at start: for when Redis lost
+   * them (FLUSHALL, restarted empty; the node registry finds its own entry gone). Never
+   * rejects: a Redis failure is logged.
+   */
+  republish(): Promise<void>;
+  /** Removes the node's entry (shutdown). Never rejects. */
+  withdraw(): Promise<void>;
+}
+
 /**
  * {@link publishSharedSettings} at a node's start, with a warning logged for each
  * mismatch; a Redis failure is logged and the start goes on (the check is advice).
- * @returns what removes the node's entry at shutdown (never rejects)
+ * @returns how to publish them again, and to remove the node's entry at shutdown
  */
 export async function announceSharedSettings(
   redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger,
-): Promise<() => Promise<void>> {
-  try {
-    for (const m of await publishSharedSettings(redis, keys, registry, config)) {
-      logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
-        `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
-        + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
-        + 'give every node the same (docs/decisions.md, "Several nodes")');
+): Promise<SharedSettingsAnnouncement> {
+  const publish = async (): Promise<void> => {
+    try {
+      for (const m of await publishSharedSettings(redis, keys, registry, config)) {
+        logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
+          `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
+          + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
+          + 'give every node the same (docs/decisions.md, "Several nodes")');
+      }
+    } catch (err) {
+      logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
     }
-  } catch (err) {
-    logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
-  }
-  return () => redisCall(() => redis.hdel(keys.nodeSettings(), registry.node)).then(() => undefined, () => undefined);
+  };
+  await publish();
+  return {
+    republish: publish,
+    withdraw: () => redisCall(() => redis.hdel(keys.nodeSettings(), registry.node)).then(() => undefined, () => undefined),
+  };
 }
 
 /** Another node's published values, the numbers only (an entry of another release may lack some). */

@@ -16,7 +16,7 @@ import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus, type KickMessage } from '../cluster/bus.js';
 import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
-import { announceSharedSettings } from '../cluster/shared-settings.js';
+import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
@@ -69,6 +69,12 @@ export interface GatewayOptions {
   readonly verify: TokenVerifier;
   readonly logger: Logger;
   readonly metrics: Metrics;
+  /**
+   * Called when this node finds its registration lost or lapsed (Redis lost its data —
+   * FLUSHALL, restarted empty —, or the node was cut off for longer than its TTL): what
+   * else the node keeps in Redis is to be written back too (the service's cluster secret).
+   */
+  readonly onRegisteredAgain?: () => void;
 }
 
 /** The running gateway of this node. */
@@ -98,7 +104,8 @@ export class Gateway implements GatewayDeps {
   readonly #reader: BroadcastReader;
   readonly #channelHub: ChannelHub;
   /** Removes this node's shared settings from Redis (shared-settings.ts). */
-  #withdrawSettings: () => Promise<void> = async () => {};
+  /** This node's shared settings in Redis, once published. */
+  #settings: SharedSettingsAnnouncement | undefined;
 
   private constructor(opts: GatewayOptions, node: string, subscriber: Redis, readerRedis: Redis) {
     const { config, redis, keys, logger, metrics } = opts;
@@ -117,8 +124,10 @@ export class Gateway implements GatewayDeps {
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
       // offline and not counted against the connection limit).
       onRegisteredAgain: () => {
-        logger.warn({ node }, 'node registration had lapsed or was lost; presence written back');
+        logger.warn({ node }, 'node registration had lapsed or was lost; presence and shared settings written back');
         this.#heartbeatAllSoon();
+        void this.#settings?.republish();
+        opts.onRegisteredAgain?.();
       },
     });
     this.presence = new Presence(redis, keys, {
@@ -234,7 +243,7 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
-      gateway.#withdrawSettings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger);
+      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger);
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {
@@ -371,7 +380,7 @@ export class Gateway implements GatewayDeps {
       this.logger.error({ users: unwritten.length, sample: unwritten.slice(0, 10) },
         'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again');
     });
-    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop(), this.#withdrawSettings()]);
+    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop(), this.#settings?.withdraw()]);
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
   }
 

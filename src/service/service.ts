@@ -180,6 +180,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records,
       verify: createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer }), logger, metrics,
+      // Redis lost its data: the cluster secret is written back (this node's copy, unless
+      // another node already wrote one), not only when another node is refused.
+      onRegisteredAgain: () => void clusterSecret.refresh().catch(() => undefined),
     });
     redisNow = () => gateway.redisNow();
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.

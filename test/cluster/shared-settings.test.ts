@@ -17,6 +17,7 @@ import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
 
 const keys = new Keys('px:');
 let server: RedisServer;
@@ -75,8 +76,8 @@ test('at start the mismatch is a warning naming the setting and both values; at 
   });
   const logger = pino({ level: 'warn' }, sink) as unknown as Logger;
   const [d, e] = [await node('node-d'), await node('node-e')];
-  const withdrawD = await announceSharedSettings(redis, keys, d, config({ broadcastStreamCap: '20' }), createLogger('silent'));
-  const withdrawE = await announceSharedSettings(redis, keys, e, config(), logger);
+  const withdrawD = (await announceSharedSettings(redis, keys, d, config({ broadcastStreamCap: '20' }), createLogger('silent'))).withdraw;
+  const withdrawE = (await announceSharedSettings(redis, keys, e, config(), logger)).withdraw;
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(lines.length, 1, JSON.stringify(lines));
   assert.equal(lines[0]?.setting, 'PIXIU_BROADCAST_STREAM_CAP');
@@ -97,4 +98,21 @@ test('a service publishes its shared settings at start and takes them away when 
   assert.equal((JSON.parse(Object.values(published)[0] as string) as { inboxCap: number }).inboxCap, 7);
   await running.service.close();
   assert.equal(await redis.exists(prefixed.nodeSettings()), 0);
+});
+
+test('after Redis lost its data, a running service writes its shared settings and the cluster secret back (within one registry renewal), so a node started then is still compared', { timeout: 30_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const prefix = 'shared-flush:';
+  const prefixed = new Keys(prefix);
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, inboxCap: '7' });
+  const secret = await redis.get(prefixed.clusterSecret());
+  assert.ok(secret !== null);
+  // A FLUSHALL, of this prefix's keys.
+  const all = await redis.keys(`${prefix}*`);
+  await redis.del(...all);
+  await waitUntil('the settings and the secret are back', async () =>
+    await redis.exists(prefixed.nodeSettings()) === 1 && await redis.get(prefixed.clusterSecret()) === secret, 15_000, 50);
+  const published = await redis.hgetall(prefixed.nodeSettings());
+  assert.deepEqual(Object.values(published).map((v) => (JSON.parse(v) as { inboxCap: number }).inboxCap), [7]);
 });
