@@ -52,6 +52,36 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
 }
 
 /**
+ * Logs at warn when `redis` may evict keys (`maxmemory-policy` other than
+ * `noeviction`): under memory pressure it would drop inbox entries, ack cursors,
+ * epochs and claims at random, silently — acknowledged messages lost and other users'
+ * state reset. With `noeviction` a full Redis refuses writes instead, and Pixiu answers
+ * them 503 with Retry-After (nothing acknowledged is lost). As BullMQ and Sidekiq do for
+ * their queues. Nothing when CONFIG cannot be used (logged at debug).
+ * @param url the Redis URL as logged (password removed)
+ * @returns the policy found (undefined: CONFIG could not be used)
+ */
+export async function warnIfEvicting(redis: Redis, url: string, logger: Logger): Promise<string | undefined> {
+  let policy: string | undefined;
+  let maxmemory: string | undefined;
+  try {
+    const [p, m] = await Promise.all([redis.config('GET', 'maxmemory-policy'), redis.config('GET', 'maxmemory')]) as [string[], string[]];
+    policy = p[1];
+    maxmemory = m[1];
+  } catch {
+    policy = undefined;
+  }
+  if (policy === undefined) {
+    logger.debug({ redis: url }, 'cannot read Redis\'s eviction policy (CONFIG GET refused): make sure it runs with maxmemory-policy noeviction');
+  } else if (policy !== 'noeviction') {
+    logger.warn({ redis: url, maxmemoryPolicy: policy, maxmemory: Number(maxmemory) },
+      `Redis may evict keys (maxmemory-policy ${policy}): when it reaches maxmemory it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
+      + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
+  }
+  return policy;
+}
+
+/**
  * How long the Redis server has run, ms (`INFO server` uptime_in_seconds): a Redis
  * restarted moments ago may have come back empty, with the nodes that used it still
  * reconnecting (src/cluster/store-ownership.ts).

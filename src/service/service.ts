@@ -17,7 +17,7 @@ import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
-import { redisUptimeMs, warnUnlessPersistent } from '../redis/persistence-check.js';
+import { redisUptimeMs, warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
@@ -115,7 +115,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...redisBound, giveUp: () => redis.disconnect() } });
     stopAsked();
-    if (local === undefined) await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
+    if (local === undefined) {
+      await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
+      await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+    }
 
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
     // in Redis before the store mints any id, and the secret nodes read each other with.

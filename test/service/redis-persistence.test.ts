@@ -64,3 +64,18 @@ test('a service started on a Redis without AOF warns once, naming the risk; on o
     if (warned) assert.match(warnings[0]?.msg ?? '', /a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes/);
   }
 });
+
+test('a service started on a Redis that may evict keys warns once, naming the policy and what eviction loses; with noeviction it does not', async (t) => {
+  await admin.config('SET', 'appendonly', 'yes');
+  for (const [policy, warned] of [['allkeys-lru', true], ['volatile-ttl', true], ['noeviction', false]] as const) {
+    await admin.config('SET', 'maxmemory-policy', policy);
+    const { logger, lines } = capturingLogger();
+    const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `evict-${policy}:`, storeDurability: 'relaxed' });
+    const service = await startService(config, logger);
+    await service.close();
+    const warnings = lines.filter((l) => l.level === 40 && /Redis may evict keys/.test(l.msg ?? ''));
+    assert.equal(warnings.length, warned ? 1 : 0, `${policy}: ${JSON.stringify(warnings)}`);
+    if (warned) assert.match(warnings[0]?.msg ?? '', new RegExp(`maxmemory-policy ${policy}\\): .*messages already acknowledged are lost; run it with maxmemory-policy noeviction`));
+  }
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+});
