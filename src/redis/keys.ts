@@ -220,6 +220,11 @@ export class Keys {
     return `${this.prefix}cmid:${this.#hashTag(clientMsgId, 'client_msg_id')}`;
   }
 
+  /** String, TTL 60 s: written by every `GET /readyz` to see that Redis takes writes (src/api/routes/health.ts). */
+  readinessProbe(): string {
+    return `${this.prefix}readyz`;
+  }
+
   /** String: the secret nodes present to each other's internal routes (DESIGN.md §9). */
   clusterSecret(): string {
     return `${this.prefix}cluster:secret`;

@@ -113,3 +113,20 @@ test('pixiu_redis_errors_total rises while Redis is down (failed requests and re
   assert.equal(back.status, 201, back.text);
   assert.equal((await metrics()).request, recovered.request, 'a request that succeeds is not counted');
 });
+
+test('/readyz is 503 while Redis answers but refuses writes (full, maxmemory-policy noeviction), naming the refusal; 200 again once it takes them', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'full:' });
+  const admin: Redis = await createRedis({ url: redis.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  t.after(() => admin.quit());
+  assert.equal((await client.get('/readyz')).status, 200);
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  await admin.config('SET', 'maxmemory', '1');
+  try {
+    assert.equal(await admin.ping(), 'PONG', 'Redis answers PING');
+    expectError(await client.get('/readyz'), 503, 'UNAVAILABLE', /^Redis refuses writes: OOM command not allowed/);
+    assert.equal((await client.get('/healthz')).status, 200, 'liveness holds');
+  } finally {
+    await admin.config('SET', 'maxmemory', '0');
+  }
+  assert.equal((await client.get('/readyz')).status, 200, 'ready again');
+});

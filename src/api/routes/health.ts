@@ -8,7 +8,9 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
+import { ReplyError } from 'ioredis';
 import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
+import { Keys } from '../../redis/keys.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, errorBody } from '../schemas.js';
 
@@ -17,8 +19,12 @@ function statusBody(value: string, description: string) {
   return answerObject({ status: { type: 'string', enum: [value] } }, ['status'], description);
 }
 
+/** How long the readiness probe's key lives, ms: it is written again at every probe. */
+const PROBE_TTL_MS = 60_000;
+
 /** Registers `/healthz`, `/readyz` and `/metrics`. */
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const probeKey = new Keys(deps.config.redisPrefix).readinessProbe();
   app.get('/healthz', {
     schema: {
       summary: 'Liveness: the process answers',
@@ -31,15 +37,15 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.get('/readyz', {
     schema: {
-      summary: 'Readiness: Redis answers PING and the store is open and takes messages',
+      summary: 'Readiness: Redis takes a write and the store is open and takes messages',
       operationId: 'getReadiness',
       tags: ['ops'],
       security: [],
       response: {
-        200: statusBody('ready', 'Ready: Redis answers PING and the message store is open and takes messages'),
+        200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
         503: {
           ...errorBody,
-          description: 'Not ready: UNAVAILABLE, Redis does not answer, or the store is not open or takes no messages now '
+          description: 'Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
             + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim)',
         },
       },
@@ -49,11 +55,16 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const problem = deps.writeProblem?.();
     if (problem !== undefined) throw new PixiuError('UNAVAILABLE', `the message store takes no messages now: ${problem}`);
     try {
-      await deps.redis.ping();
+      // A write, not PING: a Redis that answers but refuses writes — full under
+      // maxmemory-policy noeviction (OOM), or a read-only replica after a failover —
+      // takes no message either. One short-lived key per prefix, overwritten.
+      await deps.redis.set(probeKey, '1', 'PX', PROBE_TTL_MS);
     } catch (err) {
-      throw redisUnavailable(isCommandTimeout(err)
-        ? 'Redis did not answer PING within the command timeout (Redis down or hung, or this node too busy to read its answer in time)'
-        : 'Redis does not answer', err);
+      throw redisUnavailable(err instanceof ReplyError
+        ? `Redis refuses writes: ${(err as Error).message.split('\n')[0]?.slice(0, 200)}`
+        : isCommandTimeout(err)
+          ? 'Redis did not answer within the command timeout (Redis down or hung, or this node too busy to read its answer in time)'
+          : 'Redis does not answer', err);
     }
     return { status: 'ready' };
   });
