@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { link, readFile, rm, writeFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
@@ -70,13 +70,19 @@ async function readOrCreate(dir: string, name: SecretName): Promise<{ value: str
     }
   }
   const value = randomBytes(32).toString('base64url');
+  // Written whole to a file of its own, then linked in place: a write cut short (a full
+  // disk) never leaves a partial or empty secret that stops every later start, and
+  // link, unlike rename, never replaces one: two processes starting at once keep one value.
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
-    // 'wx': fail if it exists, so two processes starting at once keep one value.
-    await writeFile(file, `${value}\n`, { mode: 0o600, flag: 'wx' });
+    await writeFile(temp, `${value}\n`, { mode: 0o600, flag: 'wx', flush: true });
+    await link(temp, file);
     return { value, created: true };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return readOrCreate(dir, name);
     throw new StartupError(`cannot write ${file}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    await rm(temp, { force: true });
   }
 }
 

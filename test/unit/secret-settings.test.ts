@@ -7,12 +7,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config/config.js';
 import { loadSecrets, resolveJwtKey } from '../../src/auth/secrets.js';
 import { StartupError } from '../../src/errors.js';
+import { fill, smallDisk } from '../harness/small-disk.js';
 
 const ecPem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
@@ -114,4 +115,19 @@ test('good kept secrets are read as before, trimmed', async (t) => {
   assert.equal(secrets.apiToken, 'a'.repeat(43));
   assert.deepEqual(secrets.jwt, { kind: 'secret', secret: 's'.repeat(43) });
   assert.deepEqual(secrets.generated, []);
+});
+
+test('a secret that cannot be written whole (a full disk at first start) leaves no file behind, and the next start generates it', async (t) => {
+  const root = await smallDisk(t, '1m');
+  if (root === undefined) return t.skip('cannot mount a tmpfs here (needs root)');
+  const dataDir = path.join(root, 'data');
+  await mkdir(path.join(dataDir, 'secrets'), { recursive: true, mode: 0o700 });
+  const filler = await fill(root);
+  const config = loadConfig({ PIXIU_DATA_DIR: dataDir });
+  await assert.rejects(loadSecrets(config), (err: unknown) => err instanceof StartupError && /^cannot write .*\/secrets\/(api-token|jwt-secret): .*ENOSPC/.test(err.message));
+  assert.deepEqual(await readdir(path.join(dataDir, 'secrets')), [], 'no empty or partial secret, no temporary file');
+  await rm(filler);
+  const secrets = await loadSecrets(config);
+  assert.equal((await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim(), secrets.apiToken);
+  assert.deepEqual((await readdir(path.join(dataDir, 'secrets'))).sort(), ['api-token', 'jwt-secret']);
 });
