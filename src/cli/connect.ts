@@ -1,6 +1,7 @@
 /**
  * `pixiu connect <uid>`: a small WebSocket client for trying Pixiu out and for ops.
- * It mints its own token with the configured key, connects, prints every frame as a
+ * It mints its own token with the configured key (or, with `--token`, uses a JWT minted
+ * elsewhere: deployments whose tokens are verified with a public key or JWKS), connects, prints every frame as a
  * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
  * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. With
  * `--sub` it also follows channels (docs/protocol.md, "Channels") once welcomed, and
@@ -15,6 +16,7 @@
  * Either way the exit line is printed.
  */
 import { Command, Option } from 'commander';
+import { decodeJwt } from 'jose';
 import WebSocket from 'ws';
 import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
@@ -39,6 +41,7 @@ interface ConnectOptions {
   count?: string;
   tags?: string;
   sub?: string;
+  token?: string;
 }
 
 /**
@@ -52,7 +55,7 @@ const SUBS_PER_PING = MAX_HELD_FRAMES / 2;
 export function connectCommand(): Command {
   const cmd = new Command('connect')
     .description('connect as <uid> over WebSocket, print each frame as a JSON line, ack, and print last_seq and epoch on exit')
-    .argument('<uid>', 'the user to connect as (a token is minted with the configured key)')
+    .argument('<uid>', 'the user to connect as (a token is minted with the configured key, unless --token is given)')
     .option('--url <url>', 'service URL, http(s) or ws(s); a path is a prefix the routes are under (a proxy\'s, e.g. https://example.com/pixiu) (default http://PIXIU_HOST:PIXIU_PORT)')
     .addOption(new Option('--device <device>', 'device id').default('cli'))
     .option('--last-seq <n>', 'resume after this seq')
@@ -61,7 +64,8 @@ export function connectCommand(): Command {
     .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
     .option('--count <n>', 'exit after this many msg frames')
     .option('--tags <list>', 'comma-separated tags for the minted token')
-    .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their pub frames are printed too');
+    .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their pub frames are printed too')
+    .option('--token <jwt>', 'connect with this client JWT instead of minting one (tokens your identity provider mints, with PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL); its sub must be <uid>, and it must allow the --sub channels');
   addConfigOptions(cmd, KEYS, CLIENT_DOCS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
@@ -86,7 +90,9 @@ export function connectCommand(): Command {
       throw new StartupError('--from-latest and --last-seq exclude each other: resume after a seq, or skip the history');
     }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
-    const { source } = await resolveJwtKey(config, { create: false });
+    if (opts.token !== undefined && opts.tags !== undefined) {
+      throw new StartupError('--tags shapes a minted token: with --token, the tags are the token\'s own');
+    }
     const tags = listOption(opts.tags);
     const subs = [...new Set(listOption(opts.sub))];
     checkClaims(tags, []);
@@ -97,13 +103,21 @@ export function connectCommand(): Command {
       throw new StartupError(`--sub names ${subs.length} channels: a connection follows at most ${MAX_CHANNELS_PER_CONNECTION}`);
     }
     let token: string;
-    try {
-      token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, audience: config.jwtAudience, issuer: config.jwtIssuer, ...(subs.length > 0 ? { channels: subs } : {}) });
-    } catch (err) {
-      throw new StartupError((err as Error).message, { cause: err });
+    if (opts.token !== undefined) {
+      token = givenToken(opts.token, uid);
+    } else {
+      const { source } = await resolveJwtKey(config, { create: false });
+      try {
+        token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, audience: config.jwtAudience, issuer: config.jwtIssuer, ...(subs.length > 0 ? { channels: subs } : {}) });
+      } catch (err) {
+        const hint = source.kind === 'secret' ? '' : ', and pass one to pixiu connect with --token <jwt>';
+        throw new StartupError(`${(err as Error).message}${hint}`, { cause: err });
+      }
     }
     if (!fitsRequestHeaders(token)) {
-      throw new StartupError(`the token for these --sub channels is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431); follow fewer or shorter channels`);
+      throw new StartupError(opts.token !== undefined
+        ? `--token is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431)`
+        : `the token for these --sub channels is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431); follow fewer or shorter channels`);
     }
     const service = opts.url !== undefined ? serviceUrl(opts.url) : hostUrl(config.host, config.port);
     const base = new URL(service);
@@ -118,6 +132,26 @@ export function connectCommand(): Command {
     await run(base, service, token, { ack: opts.ack, count, subs });
   });
   return cmd;
+}
+
+/**
+ * The JWT given with `--token`, trimmed, once it reads as a JWT whose `sub` is `uid`
+ * (decoded, not verified: the service verifies it). A token for another user would
+ * connect as that user, and print where to resume another inbox than the one asked for.
+ * @throws StartupError when it is not a JWT or its sub is not `uid` (the token is never shown)
+ */
+function givenToken(text: string, uid: string): string {
+  const token = text.trim();
+  let sub: unknown;
+  try {
+    sub = decodeJwt(token).sub;
+  } catch {
+    throw new StartupError('--token is not a JWT (three base64url parts separated by dots, as your identity provider issues them)');
+  }
+  if (sub !== uid) {
+    throw new StartupError(`--token is for ${typeof sub === 'string' ? `user ${JSON.stringify(sub)}` : 'no user (no sub claim)'}, not ${JSON.stringify(uid)}: give the uid the token was issued to`);
+  }
+  return token;
 }
 
 /**

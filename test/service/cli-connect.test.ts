@@ -7,6 +7,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type Socket } from 'node:net';
 import http from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -14,7 +15,8 @@ import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { cleanupList, runCli, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, startInProcess, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
+import { testToken } from '../harness/ws-client.js';
 import { RedisServer } from '../harness/redis-server.js';
 
 const JWT_SECRET = 'cli-connect-tests-hs256-secret-of-32-chars';
@@ -404,4 +406,31 @@ test('pixiu connect --epoch without --last-seq or empty, or --from-latest with -
   const both = await runCli(['connect', 'lea', '--from-latest', '--last-seq', '3', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(both.code, 1, both.stderr);
   assert.match(both.stderr, /^pixiu: --from-latest and --last-seq/);
+});
+
+test('pixiu connect --token connects with a JWT minted elsewhere, with no key of its own; one for another user, not a JWT, or beside --tags is refused before connecting', { timeout: 60_000 }, async (t) => {
+  const seq = await post('tina', 'for a token from elsewhere');
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t) };
+  const key = { kind: 'secret', secret: JWT_SECRET } as const;
+  const [tinas, bobs] = await Promise.all([testToken(key, 'tina'), testToken(key, 'bob')]);
+  const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  const [run, other, junk, tagged, unsigned] = await Promise.all([
+    runCli(['connect', 'tina', '--token', tinas, '--count', '1', '--url', server.service.url], env),
+    runCli(['connect', 'tina', '--token', bobs, '--url', server.service.url], env),
+    runCli(['connect', 'tina', '--token', 'not-a-jwt', '--url', server.service.url], env),
+    runCli(['connect', 'tina', '--token', tinas, '--tags', 'vip', '--url', server.service.url], env),
+    runCli(['connect', 'tina', '--url', server.service.url], { ...env, PIXIU_JWT_PUBLIC_KEY: pem }),
+  ]);
+  // With a public key there is nothing to mint with: the refusal says to use --token.
+  assert.equal(unsigned.code, 1, unsigned.stderr);
+  assert.match(unsigned.stderr, /^pixiu: cannot sign tokens: .*public key; mint them with your identity provider, and pass one to pixiu connect with --token <jwt>/);
+  assert.equal(run.code, 0, run.stderr);
+  assert.ok(run.stdout.split('\n').some(msgLine(seq)), run.stdout);
+  assert.equal(JSON.parse(run.stdout.trim().split('\n').at(-1) as string).last_seq, seq);
+  for (const [refused, why] of [[other, /^pixiu: --token is for user "bob", not "tina"/], [junk, /^pixiu: --token is not a JWT/], [tagged, /^pixiu: --tags shapes a minted token/]] as const) {
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.equal(refused.stdout, '');
+    assert.match(refused.stderr, why);
+    assert.ok(!refused.stderr.includes(bobs) && !refused.stderr.includes(tinas), 'the token is not shown');
+  }
 });
