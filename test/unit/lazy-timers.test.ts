@@ -72,3 +72,18 @@ test('acks that keep moving the due time create no timer of their own', (t) => {
   tick(10_000);
   assert.deepEqual(due, ['a']);
 });
+
+test('a due time moved a few ms later is not reported at the first: never before the last due time, however small the move', (t) => {
+  // Mutant killed: a tolerance on the re-arm (`rest > 0` → `rest > 5`): a key whose due
+  // time moved 3 ms later was reported due 3 ms early.
+  const { timers, due, tick } = setup(t);
+  timers.set('a', 100);
+  tick(3);
+  timers.set('a', 100); // now due at 103
+  tick(97);
+  assert.deepEqual(due, [], 'not at the first due time');
+  tick(2);
+  assert.deepEqual(due, []);
+  tick(1);
+  assert.deepEqual(due, ['a']);
+});
