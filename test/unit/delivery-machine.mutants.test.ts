@@ -198,3 +198,22 @@ test('a trim is told to a connection whose window is full at the next pull: a ga
   d.settle();
   assert.deepEqual(d.brief('a'), ['msg 10', 'msg 11', 'msg 12']);
 });
+
+test('redelivery: a message sent while others await their ack does not push their ack timeout back', () => {
+  // Mutant killed: deliverPage arming the timer whenever it sends (no `wasIdle`): each
+  // new message moved the redelivery of the unacked ones an ack timeout later, so a
+  // client that never acks was not resent anything while messages kept coming
+  // (DESIGN.md §5: resend when `acked < sent` for the ack timeout).
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(1);
+  d.login('a');
+  d.settle();
+  assert.equal(d.timers.get('a'), CONFIG.ackTimeoutMs);
+  d.inbox.append();
+  d.notify(2);
+  const effects = d.answer();
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  assert.deepEqual(effects.filter((e) => e.kind === 'timer'), [], 'the timer armed for msg 1 stays as it was');
+  const offered = d.offer(); // msg 3, delivered with no read
+  assert.deepEqual(offered.filter((e) => e.kind === 'timer'), []);
+});
