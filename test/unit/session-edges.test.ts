@@ -108,3 +108,42 @@ test('a msg that cannot be serialised goes out as a gap and leaves the window: n
     session.logout('c');
   }
 });
+
+test('an ack write that fails for one device while another device\'s succeeds is retried for the one that failed', async () => {
+  // Mutant killed: a round retried only when every write of it failed (`some` →
+  // `every`): the failed device's cursor was dropped, and a plain reconnect of that
+  // device resumed before what it had acked.
+  const page: InboxPage = { epoch: 'A', firstSeq: 1, latestSeq: 3, entries: [1, 2, 3].map((s) => ({ seq: s, id: id(s), kind: 1 as const })) };
+  const writes: Array<{ device: string; seq: number; settle: (err?: Error) => void }> = [];
+  const inbox = {
+    range: async (_u: string, after: number): Promise<InboxPage> => ({ ...page, entries: page.entries.filter((e) => e.seq > after) }),
+    ack: (_u: string, device: string, seq: number) => new Promise<number>((resolve, reject) => {
+      writes.push({ device, seq, settle: (err) => (err ? reject(err) : resolve(seq)) });
+    }),
+  } as unknown as Inbox;
+  const record = (n: number): StoredMessage => ({ id: id(n), kind: 1, type: 't', data: { n }, ts: 1, expiresAt: Number.MAX_SAFE_INTEGER });
+  const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
+  const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(10));
+  const msgs = new Map<string, number>();
+  const connOf = (cid: string, device: string): DeliveryConnection => ({
+    id: cid, device, send: (text) => { if (text.includes('"msg"')) msgs.set(cid, (msgs.get(cid) ?? 0) + 1); }, close: () => undefined,
+  });
+  session.login(connOf('c1', 'phone'), { kind: 'first' });
+  session.login(connOf('c2', 'laptop'), { kind: 'first' });
+  try {
+    await waitUntil('msgs 1..3 on both', async () => msgs.get('c1') === 3 && msgs.get('c2') === 3, 5000, 5);
+    session.ack('c1', 3, 'A');
+    session.ack('c2', 2, 'A');
+    void session.flushAcks();
+    await waitUntil('both writes in flight', async () => writes.length === 2, 5000, 5);
+    for (const w of writes) w.settle(w.device === 'phone' ? new Error('Command timed out') : undefined);
+    // The whole round is written again (a cursor only grows: the laptop's again is harmless).
+    await waitUntil('the retry of the phone\'s cursor', async () => writes.length > 2, 5000, 5);
+    const retried = writes.slice(2);
+    for (const w of retried) w.settle();
+    assert.ok(retried.some((w) => w.device === 'phone' && w.seq === 3), JSON.stringify(retried.map((w) => [w.device, w.seq])));
+  } finally {
+    session.logout('c1');
+    session.logout('c2');
+  }
+});
