@@ -6,7 +6,22 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { MachineConfig } from '../../src/delivery/machine.js';
 import { CONFIG, Driver } from './machine-driver.js';
+
+const msgs = (n: number, from = 1): string[] => Array.from({ length: n }, (_, i) => `msg ${from + i}`);
+
+/** A driver whose connection `a` got and acked all `n` messages of the inbox (n ≤ window); its frames so far are forgotten. */
+function caughtUp(n: number, config: MachineConfig): Driver {
+  const d = new Driver(config);
+  d.inbox.append(n);
+  d.login('a');
+  d.settle();
+  d.ack('a', n);
+  d.settle();
+  d.frames('a');
+  return d;
+}
 
 test('offer: a local append of a seq below one already notified from another node does not set the latest back', () => {
   // Mutant killed: offer delivering directly when `entry.seq <= latest` (`!==` → `>`):
@@ -216,4 +231,21 @@ test('redelivery: a message sent while others await their ack does not push thei
   assert.deepEqual(effects.filter((e) => e.kind === 'timer'), [], 'the timer armed for msg 1 stays as it was');
   const offered = d.offer(); // msg 3, delivered with no read
   assert.deepEqual(offered.filter((e) => e.kind === 'timer'), []);
+});
+
+test('a rotation asked for while a fetch was in flight that then failed: the first read after the rotation resets the connection', () => {
+  // Mutant killed: fetchFailed not telling the epoch guard its fetch ended: the failed
+  // fetch's "drop its page" mark stayed, and the first good read after the rotation was
+  // dropped in its place, and the `reset` waited for one more read.
+  const d = caughtUp(5, { ...CONFIG, window: 10 });
+  d.heartbeat(); // a fetch in flight
+  d.inbox.restoreTo(4);
+  d.offer(); // seq 5 again, another message: a new epoch is asked for
+  assert.equal(d.rotating, true);
+  d.fail(); // the fetch in flight fails
+  d.rotated();
+  d.answer();
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 5'], 'the first read after the rotation resets');
+  d.settle();
+  assert.deepEqual(d.brief('a'), msgs(5));
 });
