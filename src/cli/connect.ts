@@ -15,6 +15,7 @@
  * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
  * Either way the exit line is printed.
  */
+import path from 'node:path';
 import { Command, Option } from 'commander';
 import { decodeJwt } from 'jose';
 import WebSocket from 'ws';
@@ -129,7 +130,12 @@ export function connectCommand(): Command {
     if (opts.epoch !== undefined && opts.epoch !== 'null') base.searchParams.set('epoch', opts.epoch);
     if (opts.fromLatest) base.searchParams.set('from', 'latest');
     const count = opts.count === undefined ? Infinity : Number(opts.count);
-    await run(base, service, token, { ack: opts.ack, count, subs });
+    // A 401 names the key the token was minted with: the usual cause is another data dir's.
+    const keyUsed = config.jwtSecret !== undefined ? 'PIXIU_JWT_SECRET (--jwt-secret)' : path.join(config.dataDir, 'secrets', 'jwt-secret');
+    const refusedHint = opts.token !== undefined
+      ? ' (the token given with --token: is it one this service verifies, and not expired?)'
+      : ` (the token was signed with the key from ${keyUsed}: does the service use that key? Give pixiu connect the service's --data-dir, or its PIXIU_JWT_SECRET)`;
+    await run(base, service, token, { ack: opts.ack, count, subs, refusedHint });
   });
   return cmd;
 }
@@ -206,7 +212,7 @@ function routePath(service: URL, route: string): string {
  * @param url the `/v1/connect` URL; `service` the HTTP URL it was made from
  * @param how `ack` each msg; exit after `count` msg frames; `subs`: channels to follow once welcomed
  */
-async function run(url: URL, service: URL, token: string, how: { ack: boolean; count: number; subs: readonly string[] }): Promise<void> {
+async function run(url: URL, service: URL, token: string, how: { ack: boolean; count: number; subs: readonly string[]; refusedHint: string }): Promise<void> {
   const { ack, count } = how;
   /** Channels still to follow, sent {@link SUBS_PER_PING} at a time. */
   const subs = how.subs.slice();
@@ -272,7 +278,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       res.on('data', (c: Buffer) => { body += c.toString(); });
       res.on('end', () => {
         socket?.destroy();
-        reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}`));
+        reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}${res.statusCode === 401 ? how.refusedHint : ''}`));
       });
     });
     ws.on('error', (err) => reject(new StartupError(stopping && !opened

@@ -27,12 +27,17 @@ export async function makeDir(dir: string, mode?: number): Promise<void> {
 }
 
 /**
- * What `err`, met at `target`, comes from: for ENOENT or ENOTDIR, the deepest existing
- * path above `target` that is a file or is not writable, when there is one; else the
- * error's own message.
+ * What `err`, met at `target`, comes from: for EEXIST, `target` itself being a file;
+ * for ENOENT or ENOTDIR, the deepest existing path above `target` that is a file or is
+ * not writable, when there is one; else the error's own message.
  */
 export async function explained(target: string, err: unknown): Promise<string> {
   const own = err instanceof Error ? err.message : String(err);
+  // `mkdir -p` of a path a file holds: EEXIST, as if it were done.
+  if ((err as NodeJS.ErrnoException | undefined)?.code === 'EEXIST') {
+    const info = await stat(target).catch(() => undefined);
+    return info !== undefined && !info.isDirectory() ? `${path.resolve(target)} is a file, not a directory` : own;
+  }
   if (!ANCESTOR_CODES.has((err as NodeJS.ErrnoException | undefined)?.code)) return own;
   return (await pathProblem(target)) ?? own;
 }

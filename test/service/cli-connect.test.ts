@@ -414,13 +414,21 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
   const key = { kind: 'secret', secret: JWT_SECRET } as const;
   const [tinas, bobs] = await Promise.all([testToken(key, 'tina'), testToken(key, 'bob')]);
   const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
-  const [run, other, junk, tagged, unsigned] = await Promise.all([
+  const foreign = await testToken({ kind: 'secret', secret: 'another-service-hs256-secret-of-32-chars' }, 'tina');
+  const [run, other, junk, tagged, unsigned, wrongKey, wrongToken] = await Promise.all([
     runCli(['connect', 'tina', '--token', tinas, '--count', '1', '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token', bobs, '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token', 'not-a-jwt', '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token', tinas, '--tags', 'vip', '--url', server.service.url], env),
     runCli(['connect', 'tina', '--url', server.service.url], { ...env, PIXIU_JWT_PUBLIC_KEY: pem }),
+    runCli(['connect', 'tina', '--url', server.service.url], { ...env, PIXIU_JWT_SECRET: 'another-service-hs256-secret-of-32-chars' }),
+    runCli(['connect', 'tina', '--token', foreign, '--url', server.service.url], env),
   ]);
+  // Refused 401, the error says where the key came from, or to check the token given.
+  assert.equal(wrongKey.code, 1, wrongKey.stderr);
+  assert.match(wrongKey.stderr, /^pixiu: connection refused: HTTP 401 .*invalid token.* \(the token was signed with the key from PIXIU_JWT_SECRET \(--jwt-secret\): does the service use that key\?/);
+  assert.equal(wrongToken.code, 1, wrongToken.stderr);
+  assert.match(wrongToken.stderr, /^pixiu: connection refused: HTTP 401 .* \(the token given with --token: is it one this service verifies/);
   // With a public key there is nothing to mint with: the refusal says to use --token.
   assert.equal(unsigned.code, 1, unsigned.stderr);
   assert.match(unsigned.stderr, /^pixiu: cannot sign tokens: .*public key; mint them with your identity provider, and pass one to pixiu connect with --token <jwt>/);

@@ -66,3 +66,17 @@ test('makeDir where a file stands in the path names that file', async (t) => {
   const read = await readFile(path.join(file, 'data', 'LAYOUT')).catch((e: unknown) => e);
   assert.equal(await explained(path.join(file, 'data', 'LAYOUT'), read), `${file} is a file, not a directory`);
 });
+
+test('makeDir of a path a file holds (a file named like the folder) names that file, not EEXIST', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const file = path.join(root, 'redis');
+  await writeFile(file, '');
+  await assert.rejects(makeDir(file), (err: Error) => {
+    assert.equal(err.message, `cannot create ${file}: ${file} is a file, not a directory`);
+    assert.equal((err.cause as NodeJS.ErrnoException).code, 'EEXIST');
+    return true;
+  });
+  // An existing folder is fine, as mkdir -p has it.
+  await makeDir(root);
+});
