@@ -289,6 +289,25 @@ export function spawnServe(env: Record<string, string>, t?: CleanupContext): Pro
   return spawnListening([CLI_MAIN, 'serve'], env, t);
 }
 
+/**
+ * `run(item)` for every item, at most `concurrency` at a time (CLI runs are separate
+ * processes: started together, a test of many refusals waits for the slowest few
+ * rather than for their sum); answers `[item, result]` pairs in the items' order.
+ */
+export async function runEach<T, R>(items: readonly T[], run: (item: T) => Promise<R>, concurrency = 4): Promise<Array<[T, R]>> {
+  const results: Array<[T, R]> = new Array(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      const item = items[i] as T;
+      results[i] = [item, await run(item)];
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+  return results;
+}
+
 /** What a finished CLI run printed, and its exit code. */
 export interface CliResult extends ExitStatus {
   readonly stdout: string;

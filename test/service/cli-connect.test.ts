@@ -15,7 +15,7 @@ import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { cleanupList, runCli, startInProcess, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, runEach, startInProcess, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -118,8 +118,7 @@ test('pixiu connect closed by the server (replaced by the same device, 4002) exi
 });
 
 test('pixiu connect --url with another scheme, not a URL, or with a query, exits 1 naming --url; --port 0 exits 1 naming it', async () => {
-  for (const url of ['ftp://127.0.0.1:8080', 'not a url', 'http://127.0.0.1:8080/?device=x', 'http://127.0.0.1:8080/#top']) {
-    const run = await runCli(['connect', 'cleo', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  for (const [url, run] of await runEach(['ftp://127.0.0.1:8080', 'not a url', 'http://127.0.0.1:8080/?device=x', 'http://127.0.0.1:8080/#top'], (url) => runCli(['connect', 'cleo', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }))) {
     assert.equal(run.code, 1, url);
     assert.match(run.stderr, /invalid --url/, url);
   }
@@ -175,8 +174,7 @@ test('pixiu connect refused before the upgrade (400), or with nothing listening,
   assert.match(refused.stderr, /connection refused: HTTP 400 .*device/);
   assert.doesNotMatch(refused.stderr, /closed/);
   // A --last-seq that is no seq is refused before connecting, naming the flag.
-  for (const bad of ['abc', '-1', '1.5', '', '007', '9007199254740992']) {
-    const typo = await runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  for (const [bad, typo] of await runEach(['abc', '-1', '1.5', '', '007', '9007199254740992'], (bad) => runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }))) {
     assert.equal(typo.code, 1, typo.stderr);
     assert.equal(typo.stdout, '');
     assert.match(typo.stderr, /invalid --last-seq .*whole number/);

@@ -10,7 +10,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { INBOX_RETENTION_GRACE_MS } from '../../src/inbox/inbox.js';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { runCli, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
+import { runCli, runEach, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 
 let redis: RedisServer;
@@ -62,8 +62,8 @@ test('inspect inbox of a key prefix no service has used says so on stderr; an em
 
 test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1, 1.5 and a --limit over 10000 exit 1 naming the option', async () => {
   const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' };
-  for (const [option, value] of [['--after-seq', '0x2'], ['--after-seq', '1e3'], ['--after-seq', ''], ['--after-seq', '-1'], ['--limit', '1e1'], ['--limit', '0x2'], ['--limit', '1.5'], ['--limit', '0'], ['--limit', '10001']] as const) {
-    const run = await runCli(['inspect', 'inbox', 'ann', `${option}=${value}`], env);
+  const cases = [['--after-seq', '0x2'], ['--after-seq', '1e3'], ['--after-seq', ''], ['--after-seq', '-1'], ['--limit', '1e1'], ['--limit', '0x2'], ['--limit', '1.5'], ['--limit', '0'], ['--limit', '10001']] as const;
+  for (const [[option, value], run] of await runEach(cases, ([option, value]) => runCli(['inspect', 'inbox', 'ann', `${option}=${value}`], env))) {
     assert.equal(run.code, 1, `${option} ${value}: ${run.stdout}`);
     assert.equal(run.stdout, '');
     assert.match(run.stderr, new RegExp(`${option} must be an integer from \\d+ to \\d+ written in decimal digits, got "${value.replace('.', '\\.')}"`), `${option} ${value}`);
@@ -74,8 +74,7 @@ test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1
 });
 
 test('inspect inbox refuses a user id that is not one, and says so', async () => {
-  for (const uid of ['a b', 'tab\there', '']) {
-    const run = await runCli(['inspect', 'inbox', uid], { PIXIU_REDIS_URL: redis.url });
+  for (const [uid, run] of await runEach(['a b', 'tab\there', ''], (uid) => runCli(['inspect', 'inbox', uid], { PIXIU_REDIS_URL: redis.url }))) {
     assert.equal(run.code, 1, uid);
     assert.equal(run.stdout, '');
     assert.match(run.stderr, /invalid user id/, uid);

@@ -9,7 +9,7 @@ import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { createVerifier } from '../../src/auth/jwt.js';
-import { runCli, tempDataDir } from '../harness/pixiu-server.js';
+import { runCli, runEach, tempDataDir } from '../harness/pixiu-server.js';
 
 test('pixiu token <uid> --tags a,b --ttl 1h prints a JWT that verifies with the data dir secret', async (t) => {
   const dataDir = await tempDataDir(t);
@@ -36,8 +36,7 @@ test('pixiu token signs with PIXIU_JWT_SECRET when it is set', async (t) => {
 
 test('pixiu token and pixiu connect never generate a secret: with none in the data dir they exit 1 saying where to look', async (t) => {
   const dataDir = await tempDataDir(t);
-  for (const args of [['token', 'ann'], ['connect', 'ann', '--port', '1']]) {
-    const run = await runCli(args, { PIXIU_DATA_DIR: dataDir });
+  for (const [args, run] of await runEach([['token', 'ann'], ['connect', 'ann', '--port', '1']], (args) => runCli(args, { PIXIU_DATA_DIR: dataDir }))) {
     assert.equal(run.code, 1, args.join(' '));
     assert.equal(run.stdout, '');
     assert.match(run.stderr, /no jwt-secret at .*secrets.*jwt-secret: start `pixiu serve` with this data dir first.*--data-dir/);
@@ -72,8 +71,7 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
   assert.equal(badUid.code, 1);
   assert.equal(badUid.stdout, '');
   assert.match(badUid.stderr, /invalid user id "a b"/);
-  for (const ttl of ['soon', '', ' ', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999']) {
-    const badTtl = await runCli(['token', 'ann', '--ttl', ttl], env);
+  for (const [ttl, badTtl] of await runEach(['soon', '', ' ', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999'], (ttl) => runCli(['token', 'ann', '--ttl', ttl], env))) {
     assert.equal(badTtl.code, 1, ttl);
     assert.equal(badTtl.stdout, '');
     assert.match(badTtl.stderr, new RegExp(`invalid --ttl "${ttl}": a whole number of seconds from 1s to 365d`));
@@ -97,11 +95,11 @@ test('pixiu token takes --ttl at both ends of 1s to 365d, and the token lives th
 
 test('pixiu token refuses tags and channel patterns that could never match, and warns when the token is too big for a refresh frame', async (t) => {
   const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
-  for (const [flag, value, bad] of [
+  const cases = [
     ['--tags', 'a b', 'a b'], ['--tags', `ok,${'t'.repeat(65)}`, 't'.repeat(65)],
     ['--channels', 'live.*.chat,bad name', 'bad name'], ['--channels', '**', '**'], ['--channels', 'a..b', 'a..b'], ['--channels', 'live.*x', 'live.*x'],
-  ] as const) {
-    const run = await runCli(['token', 'ann', flag, value], env);
+  ] as const;
+  for (const [[flag, value, bad], run] of await runEach(cases, ([flag, value]) => runCli(['token', 'ann', flag, value], env))) {
     assert.equal(run.code, 1, `${flag} ${value}`);
     assert.equal(run.stdout, '');
     assert.ok(run.stderr.includes(`invalid ${flag} entry ${JSON.stringify(bad)}`), run.stderr);
@@ -165,8 +163,7 @@ test('pixiu serve and pixiu token with a bad secret exit 1 naming the setting, a
     [['serve'], { PIXIU_API_TOKEN: 'near-miss-api-t' }, 'near-miss-api-t', /PIXIU_API_TOKEN is not valid: it is 15 characters long, under the minimum of 16/],
     [['token', 'alice', '--jwt-secret', 'sh0rt-s3cret'], {}, 'sh0rt-s3cret', /--jwt-secret is not valid: it is 12 characters long, under the minimum of 32/],
   ];
-  for (const [args, env, secret, expected] of runs) {
-    const run = await runCli(args, { PIXIU_DATA_DIR: dataDir, ...env });
+  for (const [[args, env, secret, expected], run] of await runEach(runs, ([args, env]) => runCli(args, { PIXIU_DATA_DIR: dataDir, ...env }))) {
     assert.equal(run.code, 1, args.join(' '));
     assert.match(run.stderr, expected);
     assert.ok(!run.stderr.includes(secret) && !run.stdout.includes(secret), `the secret is printed: ${run.stderr}${run.stdout}`);
