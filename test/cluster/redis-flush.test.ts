@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
-import { LEASE_RENEW_MS } from '../../src/cluster/store-ownership.js';
+import { LEASE_RENEW_MS, RESUME_MARGIN } from '../../src/cluster/store-ownership.js';
+import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { expectError, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -66,6 +67,8 @@ test('when another node writes this store\'s lease (a copy of the data dir runni
   const claims = await direct.hgetall(keys.storePartitions());
   const storeId = claims['0'];
   assert.ok(storeId !== undefined, JSON.stringify(claims));
+  const before = await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 'before the copy' });
+  assert.equal(before.status, 201, before.text);
   const copy = JSON.stringify({ url: 'http://127.0.0.1:18999', node: 'node-copy', host: 'elsewhere', pid: 4242 });
   // The copy renews its lease as a live node does (more often, to win every round here).
   const renewCopy = (): Promise<unknown> => direct.set(keys.storeLease(storeId), copy, 'PX', 15_000);
@@ -88,6 +91,14 @@ test('when another node writes this store\'s lease (a copy of the data dir runni
   }
   // The copy stopped: its lease is gone (it drops it), and the node is alone again.
   await direct.del(keys.storeLease(storeId));
-  await waitUntil('puts taken again', async () =>
-    (await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 4 })).status === 201, HEARTBEATS, 100);
+  let after: string | undefined;
+  await waitUntil('puts taken again', async () => {
+    const answer = await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 4 });
+    if (answer.status === 201) after = (answer.body as { id: string }).id;
+    return answer.status === 201;
+  }, HEARTBEATS, 100);
+  // None of the ids the copy may have minted meanwhile: the node's counters moved past them first.
+  const [was, now] = [decodeMsgId((before.body as { id: string }).id), decodeMsgId(after as string)];
+  assert.equal(now.partition, was.partition, 'one recipient, one partition');
+  assert.ok(now.counter >= was.counter + RESUME_MARGIN, `counter ${was.counter} then ${now.counter}`);
 });
