@@ -13,11 +13,13 @@ import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
 import { StoreDirectory } from '../../src/cluster/store-directory.js';
 import { StoreRouter } from '../../src/cluster/store-router.js';
+import { PixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { Ingest } from '../../src/ingest/ingest.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
+import { Rooms } from '../../src/rooms/membership.js';
 import type { MessageStore, NewMessage, PutResult } from '../../src/store/message-store.js';
 import type { RecordReader } from '../../src/store/record-reader.js';
 import { openInbox, readWholeInbox } from '../harness/checks.js';
@@ -92,6 +94,7 @@ test('a node whose write outlived its claim answers with the message another sto
   await waitForValue(claim, 'P|sa');
   // While A holds the claim, B refuses: it is being stored elsewhere.
   await assert.rejects(ingestB.sendToUsers(body), /being stored by another node now, or was when that node stopped/);
+  assert.equal(await b.findByClientMsgId('stall-1'), null, 'B stored no copy of its own');
   // A's claim expires (30 s in life); B stores and settles the message.
   await redis.del(claim);
   const onB = await ingestB.sendToUsers(body);
@@ -167,6 +170,48 @@ test('a node whose write outlived its claim, finding another store\'s pending cl
   const stored = await onB;
   assert.equal(b.holds(stored.id), true);
   assert.deepEqual((await readWholeInbox(inbox, 'pending-settle-user')).map((e) => e.id), [stored.id], 'one inbox entry, B\'s');
+});
+
+test('a node whose write outlived its claim, finding it settled meanwhile on a message no store can read, answers 503 and appends nothing', async (t) => {
+  const { a, b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsA = new ClientIdClaims(redis, keys, 'sa');
+  await claimsA.refresh();
+  let resume!: () => void;
+  const stalled = new Promise<void>((resolve) => { resume = resolve; });
+  const realPut = a.put.bind(a);
+  a.put = async (msg: NewMessage): Promise<PutResult> => {
+    await stalled;
+    return realPut(msg);
+  };
+  const ingestA = new Ingest({ store: a, inbox, claims: claimsA, records });
+  const claim = keys.clientIdClaim('unreadable-1');
+  const onA = ingestA.sendToUsers({ to: 'unreadable-user', type: 't', data: 1, client_msg_id: 'unreadable-1' });
+  await waitForValue(claim, 'P|sa');
+  // A's claim expired, and another node stored and settled a message in B's block
+  // that B does not hold now (expired, say).
+  const unreadable = encodeMsgId({ partition: 9, kind: MsgKind.user, counter: 999_999 });
+  assert.equal(b.holds(unreadable), true);
+  assert.equal(await b.get(unreadable), null);
+  await redis.set(claim, unreadable);
+  resume();
+  await assert.rejects(onA, (err: unknown) => err instanceof PixiuError && err.code === 'UNAVAILABLE'
+    && /the message first stored under client_msg_id "unreadable-1" cannot be read now; retry/.test(err.message));
+  assert.equal(await redis.get(claim), unreadable, 'A did not take the claim');
+  assert.deepEqual(await readWholeInbox(inbox, 'unreadable-user'), [], 'A appended nothing');
+});
+
+test('a room message to a room without members now, whose client_msg_id another store is storing, is 503 (retry), not 404', async (t) => {
+  const { b, records } = await twoStores(t);
+  await redis.hset(keys.storeDescriptions(), 'sa', '{}', 'sb', '{}');
+  const claimsB = new ClientIdClaims(redis, keys, 'sb');
+  await claimsB.refresh();
+  // A's first attempt of it may have been to members who have all left since: only A's answer tells.
+  await redis.set(keys.clientIdClaim('room-in-flight'), 'P|sa', 'PX', 30_000);
+  const ingestB = new Ingest({ store: b, inbox, claims: claimsB, records, rooms: new Rooms(redis, keys, 100) });
+  await assert.rejects(ingestB.sendToRoom({ room: 'left-room', type: 't', data: 1, client_msg_id: 'room-in-flight' }),
+    (err: unknown) => err instanceof PixiuError && err.code === 'UNAVAILABLE' && /"room-in-flight" is being stored by another node now/.test(err.message));
+  assert.equal(await b.findByClientMsgId('room-in-flight'), null, 'B stored nothing');
 });
 
 test('a claim naming a message that is gone is taken over by the store that stores it anew', async (t) => {
