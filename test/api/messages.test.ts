@@ -112,6 +112,19 @@ test('the same client_msg_id again answers 200 with the same id and seqs, duplic
   assert.deepEqual(await redisClient.keys('px:cmid:*'), []);
 });
 
+test('a retry whose data holds -0 (stored as 0) is the same message: data is compared as the JSON value it is stored as', async () => {
+  // Sent as text: JSON.stringify would write -0 as 0. JSON.parse reads -0 and -0.0 as
+  // the number -0, which the store keeps as 0; the retry of the very same body must
+  // not be told it is another message.
+  const text = '{"to":"neg-zero","type":"t","data":{"z":-0,"list":[-0.0,1.0]},"client_msg_id":"neg-zero-1"}';
+  const first = await client.post('/v1/messages', text);
+  assert.equal(first.status, 201, first.text);
+  const again = await client.post('/v1/messages', text);
+  assert.equal(again.status, 200, again.text);
+  assert.deepEqual(again.body, { ...(first.body as object), duplicate: true });
+  assert.deepEqual((await readWholeInbox(inbox, 'neg-zero')).map((e) => e.id), [(first.body as { id: string }).id]);
+});
+
 test('POST /v1/messages/batch answers per item in order; an invalid item fails alone with its code', async () => {
   const answer = await client.post('/v1/messages/batch', {
     messages: [
