@@ -180,3 +180,103 @@ test('the bounds a setting\'s doc states ("1 to 1000", "1s to 30d") are the ones
   // PIXIU_CHANNEL_HISTORY_TTL at least.
   assert.ok(checked >= 8, `bounds read from ${checked} docs`);
 });
+
+test('a hard cap equal to the high-water mark is accepted ("at least"), one byte under it is not', () => {
+  const c = loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '4096' });
+  assert.equal(c.socketHardCapBytes, 4096);
+  assert.throws(() => loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '4095' }),
+    (err: unknown) => err instanceof StartupError && /PIXIU_SOCKET_HARD_CAP_BYTES must be at least PIXIU_SOCKET_HIGH_WATER_BYTES/.test(err.message));
+});
+
+test('PIXIU_NOTIFY is on by default and off when set so', () => {
+  assert.equal(loadConfig({}).notify, true);
+  assert.equal(loadConfig({ PIXIU_NOTIFY: 'on' }).notify, true);
+  assert.equal(loadConfig({ PIXIU_NOTIFY: 'off' }).notify, false);
+  assert.equal(loadConfig({}, { notify: 'off' }).notify, false);
+});
+
+test('a command that reads a setting in another sense words what it expects its own way', () => {
+  assert.throws(() => loadConfig({}, { host: '' }, { host: 'the host of the service to connect to' }),
+    (err: unknown) => err instanceof StartupError && /--host="" is not valid; expected: the host of the service to connect to$/m.test(err.message)
+      && !err.message.includes(SETTINGS.host.doc));
+});
+
+test('the defaults the docs state beyond DESIGN.md §10 are the settings\' defaults', () => {
+  const c = loadConfig({});
+  // DESIGN.md §3, §7 (a 2xx means fsynced) and the key names (px:broadcast).
+  assert.equal(c.storeDurability, 'fsync');
+  assert.equal(c.redisPrefix, 'px:');
+  assert.deepEqual(c.allowedOrigins, []);
+  // docs/api.md.
+  assert.equal(c.requestTimeoutMs, 60_000);
+  assert.equal(c.maxBodyBytes, 8 * 1024 * 1024);
+  assert.equal(c.historyTakeTimeoutMs, 60_000);
+  assert.equal(c.redisCommandTimeoutMs, 2000);
+  assert.equal(c.batchMaxRecipients, 100_000);
+  assert.equal(c.channelHistory, 100);
+  assert.equal(c.channelHistoryTtlMs, 86_400_000);
+  // docs/protocol.md and docs/decisions.md.
+  assert.equal(c.maxDeviceCursors, 100);
+  assert.equal(c.pausedTimeoutMs, 30_000);
+  assert.equal(c.ackFlushIntervalMs, 100);
+  assert.equal(c.claimsSettleMs, 6000);
+  assert.equal(c.storeCacheBytes, 64 * 1024 * 1024);
+  assert.equal(c.advertiseUrl, undefined);
+  assert.equal(c.apiToken, undefined);
+  assert.equal(c.jwtSecret, undefined);
+});
+
+test('PIXIU_REDIS_PREFIX is 1 to 32 characters without braces (they would make a Redis Cluster hash tag of it) or whitespace', () => {
+  assert.equal(loadConfig({ PIXIU_REDIS_PREFIX: 'p'.repeat(32) }).redisPrefix, 'p'.repeat(32));
+  assert.equal(loadConfig({ PIXIU_REDIS_PREFIX: 'app:px:' }).redisPrefix, 'app:px:');
+  for (const bad of ['p'.repeat(33), 'a{b', 'a}b', '{x}:', 'a b', 'a\tb']) {
+    assert.throws(() => loadConfig({ PIXIU_REDIS_PREFIX: bad }), (err: unknown) => err instanceof StartupError
+      && err.message.includes(`PIXIU_REDIS_PREFIX=${JSON.stringify(bad)} is not valid`), JSON.stringify(bad));
+  }
+});
+
+test('PIXIU_JWKS_URL and PIXIU_ADVERTISE_URL take http:// or https:// URLs only; an advertised base URL has no query or fragment', () => {
+  assert.equal(loadConfig({ PIXIU_JWKS_URL: 'https://idp.example/.well-known/jwks.json' }).jwksUrl, 'https://idp.example/.well-known/jwks.json');
+  for (const bad of ['https:idp.example/jwks', 'http:/idp.example/jwks', 'idp.example/jwks']) {
+    assert.throws(() => loadConfig({ PIXIU_JWKS_URL: bad }), (err: unknown) => err instanceof StartupError
+      && /PIXIU_JWKS_URL is not valid: it does not have the required form/.test(err.message), bad);
+  }
+  assert.equal(loadConfig({ PIXIU_ADVERTISE_URL: 'http://10.0.0.7:8080/pixiu' }).advertiseUrl, 'http://10.0.0.7:8080/pixiu');
+  for (const bad of ['http://10.0.0.7:8080/pixiu?x=1', 'http://10.0.0.7:8080/#top', 'http:10.0.0.7', 'http://a b/', 'ws://10.0.0.7:8080']) {
+    assert.throws(() => loadConfig({ PIXIU_ADVERTISE_URL: bad }), (err: unknown) => err instanceof StartupError
+      && err.message.includes(`PIXIU_ADVERTISE_URL=${JSON.stringify(bad)} is not valid`), bad);
+  }
+});
+
+test('a setting at which the service could not work (no message in flight, an inbox of none, no heartbeat) is refused below its lower bound', () => {
+  // [variable, the lowest value taken, its bound as the error says it]
+  const lowest: Array<[string, string, string]> = [
+    ['PIXIU_DELIVERY_WINDOW', '1', 'from 1 to 10000'],
+    ['PIXIU_INBOX_CAP', '1', 'from 1 to 10000000'],
+    ['PIXIU_ROOM_SIZE_CAP', '1', 'from 1 to 1000000'],
+    ['PIXIU_BROADCAST_STREAM_CAP', '1', 'from 1 to 10000000'],
+    ['PIXIU_CHANNEL_HISTORY', '1', 'from 1 to 100000'],
+    ['PIXIU_MAX_DEVICE_CURSORS', '1', 'from 1 to 100000'],
+    ['PIXIU_BATCH_MAX_RECIPIENTS', '1', 'from 1 to 1000000'],
+    ['PIXIU_MAX_CLIENT_FRAME_BYTES', '256', 'from 256 to 1048576'],
+    ['PIXIU_MAX_MESSAGE_BYTES', '1024', 'from 1024 to 16777216'],
+    ['PIXIU_SOCKET_HIGH_WATER_BYTES', '1024', 'from 1024 to 1073741824'],
+    ['PIXIU_HEARTBEAT', '10', 'from 10ms to 10m'],
+    ['PIXIU_ACK_TIMEOUT', '10', 'from 10ms to 10m'],
+    ['PIXIU_REDELIVERY_BACKOFF', '10', 'from 10ms to 10m'],
+    ['PIXIU_PAUSED_TIMEOUT', '10', 'from 10ms to 1h'],
+  ];
+  for (const [env, min, bound] of lowest) {
+    assert.doesNotThrow(() => loadConfig({ [env]: min, PIXIU_IDLE_TIMEOUT: '1h' }), env);
+    const below = String(Number(min) - 1);
+    assert.throws(() => loadConfig({ [env]: below }), (err: unknown) => err instanceof StartupError
+      && err.message.includes(`${env}=${JSON.stringify(below)} is not valid`) && err.message.includes(bound), `${env}=${below}`);
+  }
+});
+
+test('--jwt-audience and --jwt-issuer given empty are refused, not read as requiring an empty aud or iss', () => {
+  for (const key of ['jwtAudience', 'jwtIssuer'] as const) {
+    assert.throws(() => loadConfig({}, { [key]: '' }), (err: unknown) => err instanceof StartupError
+      && err.message.includes(`--${SETTINGS[key].flag}="" is not valid`), key);
+  }
+});
