@@ -239,3 +239,98 @@ test('live entries a full queue dropped while held for welcome (no catch-up) are
   // 100-0 was dropped; nothing before it was this connection's to get.
   assert.deepEqual(gaps, ['99-0..100-1']);
 });
+
+test('a history trimmed exactly up to the cursor lost nothing after it: no gap', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  await follower.catchUp('5-0', async (after) => (after === '5-0'
+    ? { entries: ids('6-0', '7-0'), lastTrimmed: '5-0', firstRetained: '6-0' }
+    : { entries: [], lastTrimmed: '5-0', firstRetained: '6-0' }));
+  assert.deepEqual(sent, ['6-0', '7-0']);
+});
+
+test('a history trimmed past the cursor, with nothing left to read before the live feed and nothing queued, is a gap up to the first entry retained', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  // The page is read up to where the live feed began (10-0): the first entry retained
+  // (12-0) lies past it and will come live; 2-0..5-0 were trimmed.
+  await follower.catchUp('1-0', async () => ({ entries: [], lastTrimmed: '5-0', firstRetained: '12-0' }), undefined, '10-0');
+  follower.offer({ id: '12-0' });
+  assert.deepEqual(sent, ['gap 1-0..12-0', '12-0']);
+});
+
+test('a loss the node\'s reader told during a catch-up goes out before the page entry that follows it, also when the page says nothing of trimming', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  await follower.catchUp('0-0', async (after) => {
+    if (after === '0-0') {
+      follower.offerLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
+      return ids('2-0', '3-0');
+    }
+    // 4-0..8-0 are gone from the history too: the next page starts at 9-0.
+    if (after === '3-0') return ids('9-0');
+    return [];
+  });
+  assert.deepEqual(sent, ['2-0', '3-0', 'gap 3-0..9-0', '9-0']);
+});
+
+test('a loss dropped from a full catch-up queue is told as a gap, and the entry it led to is still sent', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  await follower.catchUp('0-0', async () => {
+    // A loss, then as many live entries as the queue holds, the first of them the
+    // entry the loss led to: the loss is the one dropped.
+    follower.offerLost({ after: '0-0', before: '9-0', lastLost: '8-0' });
+    for (let i = 0; i < MAX_CATCH_UP_QUEUE; i++) follower.offer({ id: `9-${i}` });
+    return [];
+  });
+  assert.equal(sent[0], 'gap 0-0..9-0');
+  assert.equal(sent[1], '9-0', 'the entry after the dropped loss is sent');
+  assert.equal(sent.length, MAX_CATCH_UP_QUEUE + 1);
+});
+
+test('a catch-up queue holds 10,000 live entries (docs/protocol.md): the 10,001st drops the oldest, told as a gap', () => {
+  const run = (n: number): string[] => {
+    const { follower, sent } = recording();
+    follower.hold();
+    follower.startAfter('0-0');
+    for (let i = 0; i < n; i++) follower.offer({ id: `1-${i}` });
+    follower.release();
+    return sent.filter((s) => s.startsWith('gap'));
+  };
+  assert.deepEqual(run(10_000), []);
+  assert.deepEqual(run(10_001), ['gap 0-0..1-1']);
+});
+
+test('a connection that closes during a catch-up gets nothing more: not the rest of the page, not the queued live entries', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  let resume!: () => void;
+  let paused = false;
+  const catchUp = follower.catchUp('0-0', async (after) => {
+    if (after !== '0-0') return [];
+    follower.offer({ id: '10-0' });
+    return ids('1-0', '2-0', '3-0');
+  }, () => {
+    // Paused by backpressure after the first entry; the connection closes meanwhile.
+    if (paused) return undefined;
+    paused = true;
+    return new Promise<void>((resolve) => { resume = resolve; });
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  follower.stop();
+  resume();
+  await catchUp;
+  assert.deepEqual(sent, ['1-0']);
+});
+
+test('a connection that closes while a catch-up read is out gets none of the live entries queued meanwhile', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  await follower.catchUp('0-0', async () => {
+    for (const e of ids('10-0', '11-0')) follower.offer(e);
+    follower.stop();
+    return [];
+  });
+  assert.deepEqual(sent, []);
+});
