@@ -5,7 +5,8 @@
  * limit (201 409 201 became 201 400 400). One admitted after an earlier 4xx freed its
  * key is counted then, and held to the limit like any other. Room items sharing a key
  * are looked at one after another, as docs/api.md says items sharing a key are handled:
- * a later one to a room without members is a retry of the earlier one (409), not 404.
+ * a later one to a room without members is a retry of the earlier one (409), not 404;
+ * one after an earlier item refused 404 (which stored nothing) is the key's first message.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -60,4 +61,18 @@ test('a room item reusing the key of an earlier room item, to a room without mem
   assert.deepEqual(results.map((r) => [r.status, r.error?.code]), [[201, undefined], [409, 'CONFLICT']], answer.text);
   const alone = await gw.client.post('/v1/messages', { room: 'no-members-here', type: 't', data: 1, client_msg_id: 'k4' });
   assert.equal(alone.status, 409, alone.text);
+});
+
+test('a room item refused 404 stored nothing, so the next room item naming its key is that key\'s first message (201)', async () => {
+  await addMembers(gw.client, 'second-keyed-room', ['sk-1', 'sk-2']);
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { room: 'nobody-in-here', type: 't', data: 1, client_msg_id: 'k5' }, // 404: the key is not taken
+      { room: 'second-keyed-room', type: 't', data: 2, client_msg_id: 'k5' },
+    ],
+  });
+  type Item = { status: number; error?: { code: string }; room?: string; recipients?: number };
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => [r.status, r.error?.code]), [[404, 'NOT_FOUND'], [201, undefined]], answer.text);
+  assert.deepEqual([results[1]?.room, results[1]?.recipients], ['second-keyed-room', 2]);
 });
