@@ -265,6 +265,8 @@ test('a setting at which the service could not work (no message in flight, an in
     ['PIXIU_ACK_TIMEOUT', '10', 'from 10ms to 10m'],
     ['PIXIU_REDELIVERY_BACKOFF', '10', 'from 10ms to 10m'],
     ['PIXIU_PAUSED_TIMEOUT', '10', 'from 10ms to 1h'],
+    ['PIXIU_SWEEP_INTERVAL', '10', 'from 10ms to 1d'],
+    ['PIXIU_BROADCAST_RATE', '100', 'from 100 to 10000000'],
   ];
   for (const [env, min, bound] of lowest) {
     assert.doesNotThrow(() => loadConfig({ [env]: min, PIXIU_IDLE_TIMEOUT: '1h' }), env);
@@ -278,5 +280,18 @@ test('--jwt-audience and --jwt-issuer given empty are refused, not read as requi
   for (const key of ['jwtAudience', 'jwtIssuer'] as const) {
     assert.throws(() => loadConfig({}, { [key]: '' }), (err: unknown) => err instanceof StartupError
       && err.message.includes(`--${SETTINGS[key].flag}="" is not valid`), key);
+  }
+});
+
+test('the settings whose docs say 0 turns them off take 0', () => {
+  assert.equal(loadConfig({ PIXIU_STORE_CACHE_BYTES: '0' }).storeCacheBytes, 0);
+  assert.equal(loadConfig({ PIXIU_CLAIMS_SETTLE: '0' }).claimsSettleMs, 0);
+  assert.equal(loadConfig({ PIXIU_PORT: '0' }).port, 0);
+});
+
+test('an enum setting takes only its choices: PIXIU_NOTIFY=no or =true is refused, not read as off', () => {
+  for (const bad of ['no', 'true', 'false', 'ON', '1']) {
+    assert.throws(() => loadConfig({ PIXIU_NOTIFY: bad }), (err: unknown) => err instanceof StartupError
+      && err.message.includes(`PIXIU_NOTIFY=${JSON.stringify(bad)} is not valid`) && /\(one of: on, off\)/.test(err.message), bad);
   }
 });
