@@ -70,3 +70,12 @@ test('a catch-up that could not begin from where the live feed began (releaseUnr
   before.follower.releaseUnread('4-0', '5-0');
   assert.deepEqual(before.sent, ['gap 4-0..6-0', '6-0']);
 });
+
+test('after releaseUnread past where a lagging live feed is, live entries at or before the cursor that the reader hands out later are not sent', () => {
+  // The node's reader is at 5-0 and lags; the client was sent up to 20-0 before.
+  const { follower, sent } = recording();
+  follower.hold();
+  follower.releaseUnread('20-0', '5-0');
+  for (const id of ['6-0', '20-0', '21-0', '22-0']) follower.offer({ id });
+  assert.deepEqual(sent, ['21-0', '22-0']);
+});

@@ -334,3 +334,13 @@ test('a connection that closes while a catch-up read is out gets none of the liv
   });
   assert.deepEqual(sent, []);
 });
+
+test('a loss after entries this connection was not offered (its tag filter skipped them) is a gap from where the reader\'s loss began, not from the connection\'s last entry', () => {
+  const { follower, sent } = recording();
+  follower.release();
+  follower.offer({ id: '1-0' });
+  // The reader handed out 2-0..5-0 to other connections, then lost 6-0..8-0.
+  follower.offerLost({ after: '5-0', before: '9-0', lastLost: '8-0' });
+  follower.offer({ id: '9-0' });
+  assert.deepEqual(sent, ['1-0', 'gap 5-0..9-0', '9-0']);
+});
