@@ -33,6 +33,8 @@ test('the configuration is frozen', () => {
   const c = loadConfig({});
   assert.ok(Object.isFrozen(c));
   assert.ok(Object.isFrozen(c.redeliveryBackoffMs));
+  assert.ok(Object.isFrozen(loadConfig({ PIXIU_ALLOWED_ORIGINS: 'https://a.example' }).allowedOrigins));
+  assert.ok(Object.isFrozen(c.allowedOrigins));
   assert.throws(() => { (c as { port: number }).port = 1; }, TypeError);
 });
 
@@ -128,6 +130,8 @@ test('every setting has a PIXIU_ variable, a flag and a doc', () => {
 test('unknownSettingVariables names PIXIU_ variables that are no setting (typos), and nothing else', () => {
   assert.deepEqual(unknownSettingVariables({ PIXIU_PROT: '9000', PIXIU_PORT: '9000', PATH: '/bin', PIXIU_REDIS_URL: 'redis://x' }), ['PIXIU_PROT']);
   assert.deepEqual(unknownSettingVariables({}), []);
+  // Sorted, whatever order the environment lists them in.
+  assert.deepEqual(unknownSettingVariables({ PIXIU_ZED: '1', PIXIU_ALPHA: '1', PIXIU_MID: '1' }), ['PIXIU_ALPHA', 'PIXIU_MID', 'PIXIU_ZED']);
 });
 
 test('bareDurationSettings names the durations given as a bare number, flag before variable, and no other', () => {
