@@ -299,3 +299,19 @@ test('an enum setting takes only its choices: PIXIU_NOTIFY=no or =true is refuse
       && err.message.includes(`PIXIU_NOTIFY=${JSON.stringify(bad)} is not valid`) && /\(one of: on, off\)/.test(err.message), bad);
   }
 });
+
+test('a PIXIU_REDIS_URL of the right scheme that cannot be used is refused at start, in words that do not quote it', () => {
+  const cases: Array<[string, RegExp]> = [
+    ['redis://:hunter2-pw@cache.example:port/0', /it is not a URL that can be read/],
+    ['redis://:hunter2-pw@cache.example:6379/zero', /the path must be a database number, like \/0/],
+    ['redis://:hunter2-pw@/0', /it names no host|it is not a URL that can be read/],
+  ];
+  for (const [url, problem] of cases) {
+    assert.throws(() => loadConfig({ PIXIU_REDIS_URL: url }), (err: unknown) => err instanceof StartupError
+      && /PIXIU_REDIS_URL is not valid: /.test(err.message) && problem.test(err.message) && !err.message.includes('hunter2'), url);
+  }
+});
+
+test('--data-dir given empty is refused, not read as the working directory', () => {
+  assert.throws(() => loadConfig({}, { dataDir: '' }), (err: unknown) => err instanceof StartupError && err.message.includes('--data-dir="" is not valid'));
+});
