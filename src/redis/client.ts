@@ -11,6 +11,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { PROBE_COMMAND } from './readiness-probe.js';
 import { redactUrl, redisTarget } from './url.js';
 
 /** Options of {@link createRedis}. */
@@ -45,10 +46,11 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   const base: RedisOptions = {
     lazyConnect: true,
     enableAutoPipelining: true,
-    // A readiness probe's PING goes out at once: auto-pipelined, it would wait for the
+    // A readiness probe goes out at once: auto-pipelined, it would wait for the
     // pipeline in flight before it (ioredis runs one at a time), so with Redis hung
-    // /readyz answered after up to two command timeouts instead of one.
-    autoPipeliningIgnoredCommands: ['ping'],
+    // /readyz answered after up to two command timeouts instead of one. PING too (the
+    // service's own checks).
+    autoPipeliningIgnoredCommands: ['ping', PROBE_COMMAND],
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: opts.blocking ? undefined : opts.commandTimeoutMs,

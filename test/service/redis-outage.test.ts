@@ -11,6 +11,7 @@ import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess, type HttpAnswer, type PixiuClient } from '../harness/pixiu-server.js';
 import type { Redis } from 'ioredis';
+import { writeReadinessProbe } from '../../src/redis/readiness-probe.js';
 import { createRedis } from '../../src/redis/client.js';
 import { expectError, openInbox, readWholeInbox, waitUntil, whenConnected } from '../harness/checks.js';
 
@@ -97,7 +98,7 @@ test('with Redis frozen: POST and /readyz fail as 503 within the command timeout
   assert.deepEqual((await readWholeInbox(inbox, 'bea')).map((e) => e.id), [id]);
 });
 
-test('the readiness PING is written at once, not queued behind an auto-pipeline waiting on a frozen Redis', async (t) => {
+test('the readiness probe\'s write (and PING) goes out at once, not queued behind an auto-pipeline waiting on a frozen Redis', async (t) => {
   await untilReady();
   const probe = await createRedis({ url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, name: 'pixiu:probe-test' });
   t.after(() => probe.disconnect());
@@ -107,8 +108,9 @@ test('the readiness PING is written at once, not queued behind an auto-pipeline 
     // The GET's pipeline is written on the next turn and waits for Redis from then on.
     await new Promise((resolve) => setImmediate(resolve));
     const ping = probe.ping().catch(() => 'timed out');
+    const write = writeReadinessProbe(probe, 'readyz-probe').catch(() => 'timed out');
     assert.equal(probe.autoPipelineQueueSize, 0, 'nothing waits for the pipeline in flight');
-    assert.deepEqual(await Promise.all([stuck, ping]), ['timed out', 'timed out']);
+    assert.deepEqual(await Promise.all([stuck, ping, write]), ['timed out', 'timed out', 'timed out']);
   } finally {
     redis.resume();
   }

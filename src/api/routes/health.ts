@@ -11,6 +11,7 @@ import { PixiuError } from '../../errors.js';
 import { ReplyError } from 'ioredis';
 import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
+import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, errorBody } from '../schemas.js';
 
@@ -18,9 +19,6 @@ import { answerObject, errorBody } from '../schemas.js';
 function statusBody(value: string, description: string) {
   return answerObject({ status: { type: 'string', enum: [value] } }, ['status'], description);
 }
-
-/** How long the readiness probe's key lives, ms: it is written again at every probe. */
-const PROBE_TTL_MS = 60_000;
 
 /** Registers `/healthz`, `/readyz` and `/metrics`. */
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
@@ -55,10 +53,8 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const problem = deps.writeProblem?.();
     if (problem !== undefined) throw new PixiuError('UNAVAILABLE', `the message store takes no messages now: ${problem}`);
     try {
-      // A write, not PING: a Redis that answers but refuses writes — full under
-      // maxmemory-policy noeviction (OOM), or a read-only replica after a failover —
-      // takes no message either. One short-lived key per prefix, overwritten.
-      await deps.redis.set(probeKey, '1', 'PX', PROBE_TTL_MS);
+      // A write, not PING (src/redis/readiness-probe.ts): one short-lived key per prefix.
+      await writeReadinessProbe(deps.redis, probeKey);
     } catch (err) {
       throw redisUnavailable(err instanceof ReplyError
         ? `Redis refuses writes: ${(err as Error).message.split('\n')[0]?.slice(0, 200)}`
