@@ -184,6 +184,15 @@ export class PartitionClaims {
     if (pairs.length > 0) await redisCall(() => this.#redis.pxMintedRaiseV1(this.#keys.storeMinted(storeId), ...pairs));
   }
 
+  /**
+   * The ids of every store that ever claimed a block on this Redis (the descriptions
+   * hash), for what any of them minted in a block ({@link mintedOf}).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async storeIds(): Promise<string[]> {
+    return redisCall(() => this.#redis.hkeys(this.#keys.storeDescriptions()));
+  }
+
   /** The key {@link recordMinted} writes, for the operator's message. */
   mintedKey(storeId: string): string {
     return this.#keys.storeMinted(storeId);

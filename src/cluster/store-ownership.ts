@@ -19,9 +19,12 @@
  * One store, one running node: a copy of a data dir has the same store id and mints
  * the same MsgIDs, so two copies running at once overwrite each other's messages
  * (acknowledged messages lost, one user's content shown to another). A node refuses to
- * start while another live node holds its store's lease ({@link awaitLeaseFree}), and
+ * start while another live node holds its store's lease ({@link awaitLeaseFree}; right
+ * after Redis lost its data, once the running nodes have written theirs back), and
  * a running node that finds its lease replaced by another node's suspends its writes
- * until it is alone again.
+ * until it is alone again. Every node records its counters in Redis; a data dir behind
+ * what any store recorded for its partitions, and a node alone again after a conflict,
+ * move their counters {@link RESUME_MARGIN} past it before minting.
  */
 import { readlinkSync } from 'node:fs';
 import { isAlive } from '../process-alive.js';
@@ -86,6 +89,11 @@ function servedElsewhere(dir: string, storeId: string, lease: StoreLease): strin
   return `the store in ${dir} (store ${storeId}) is already served by node ${lease.node} at ${lease.url}${where === '' ? '' : ` (${where})`}: `
     + 'another node serves this data dir\'s store (this folder started twice, or a copy of it). Two nodes serving one store mint the same message ids and lose messages. '
     + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
+}
+
+/** Each partition moved, as `partition p: from → to` (targets undefined: not moved). */
+function movedList(base: number, from: readonly number[], targets: readonly (number | undefined)[]): string[] {
+  return targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${base + i}: ${from[i]} → ${t}`]));
 }
 
 /** True when `now` is `before` written again by its node (or by another node). */
@@ -156,11 +164,13 @@ export interface StoreOwnershipOptions {
   readonly partitions: number;
   readonly logger: Logger;
   /**
-   * How long the claims must have been in Redis before a new data dir claims a block
-   * while other nodes run, ms (setting `claimsSettleMs`, 6 s, on a shared Redis; 0 on
-   * the embedded one, which no other node uses): right after Redis lost them (FLUSHALL,
-   * restarted empty) the nodes still running have not re-asserted theirs yet, and a
-   * block taken meanwhile could be one of theirs, its ids minted already.
+   * How long the claims must have been in Redis before a node starts while other nodes
+   * run, ms (setting `claimsSettleMs`, 6 s, on a shared Redis; 0 on the embedded one,
+   * which no other node uses): right after Redis lost them (FLUSHALL, restarted empty)
+   * the nodes still running have not re-asserted their claims and leases yet, so a new
+   * data dir could take a block one of them mints in, and a copy of a running node's
+   * data dir would find no lease. A data dir with a block looks for its lease again
+   * after the wait.
    */
   readonly settleMs?: number;
   /**
@@ -193,9 +203,6 @@ export class StoreOwnership {
   readonly #leftBehind: string | undefined;
   /** The store, once {@link advertise} has it. */
   #store: MintingStore | undefined;
-  /** Other stores found holding this node's block since it last served it alone. */
-  readonly #rivals = new Set<string>();
-
   /**
    * Records the store's counters — also while another node serves the store beside
    * this one: a recorded counter never goes down, and whichever node serves the store
@@ -207,24 +214,41 @@ export class StoreOwnership {
   }
 
   /**
+   * The highest counter recorded for each partition of this block by any store: this
+   * one (its copies record under its id) and any other that held the block (a new data
+   * dir that took it while Redis had lost the claims). 0 where none was.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async #highestRecorded(): Promise<number[]> {
+    const { claims } = this.#opts;
+    const ids = new Set([this.storeId, ...await claims.storeIds()]);
+    const recorded = await Promise.all([...ids].map((id) => claims.mintedOf(id)));
+    return Array.from({ length: this.partitions }, (_, i) =>
+      recorded.reduce((top, m) => Math.max(top, m.get(this.partitionBase + i) ?? 0), 0));
+  }
+
+  /**
    * Before writes resume after another node served this store's partitions (a copy of
-   * this data dir beside it, or another store that took the block): moves the counters
-   * {@link RESUME_MARGIN} past the highest recorded for them — this store's, and the
-   * other stores' — and past this store's own, so that no id that node may have minted
-   * is minted again (recipients' inboxes would show this node's message for theirs).
-   * Their messages are not in this store: they read as missing.
+   * this data dir beside it, or another store that took the block): moves each counter
+   * to {@link RESUME_MARGIN} past the highest recorded for its partition by any store
+   * ({@link #highestRecorded}; this node's own counters are among them), so that no id
+   * that node may have minted, recorded or not, is minted again (recipients' inboxes
+   * would show this node's message for theirs). A counter already there stays (a retry
+   * after a failed move moves nothing twice). What that node stored is not in this
+   * store: those ids read as missing.
    * @throws PixiuError UNAVAILABLE when Redis or the store fails (writes stay suspended)
    */
   async #movePastOthers(): Promise<void> {
     const store = this.#store;
     if (store === undefined) return;
-    const recorded = await Promise.all([this.storeId, ...this.#rivals].map((id) => this.#opts.claims.mintedOf(id)));
+    const top = await this.#highestRecorded();
     const from = store.counters;
-    const targets = from.map((local, i) => Math.min(MAX_COUNTER,
-      recorded.reduce((top, m) => Math.max(top, m.get(this.partitionBase + i) ?? 0), local) + RESUME_MARGIN));
+    const targets = from.map((local, i) => {
+      const past = Math.min(MAX_COUNTER, (top[i] ?? 0) + RESUME_MARGIN);
+      return past > local ? past : undefined;
+    });
     await store.advanceCounters(targets);
-    this.#rivals.clear();
-    this.#opts.logger.error({ store: this.storeId, moved: targets.map((t, i) => `partition ${this.partitionBase + i}: ${from[i]} → ${t}`) },
+    this.#opts.logger.error({ store: this.storeId, moved: movedList(this.partitionBase, from, targets) },
       'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
   }
 
@@ -284,24 +308,27 @@ export class StoreOwnership {
    * ran elsewhere, a restore from a backup, writes lost to a power cut with relaxed
    * durability — would mint those ids again for other messages (inboxes holding them
    * would take the new messages for duplicates, or show their content for another
-   * message). Its counters are moved forward past them instead, and the gap is logged
-   * at error: the messages behind those ids are not in this data dir (they read as
-   * missing: `gap`s, 404).
+   * message). So does one whose block another store held meanwhile (a new data dir that
+   * took it while Redis had lost the claims). Its counters are moved forward instead,
+   * {@link RESUME_MARGIN} past the highest any store recorded (a copy may have minted
+   * up to one renewal's worth more than it recorded before it was killed), and this is
+   * logged at error: the messages behind those ids are not in this data dir (they read
+   * as missing: `gap`s, 404).
    * @param store the opened store: its counters, and how to move them
    * @returns the partitions moved forward, as `partition p: a → b` (empty when none)
    * @throws PixiuError UNAVAILABLE when Redis or the store fails
    */
   async catchUpMinted(store: MintingStore): Promise<string[]> {
-    const minted = await this.#opts.claims.mintedOf(this.storeId);
+    const top = await this.#highestRecorded();
     const targets = store.counters.map((local, i) => {
-      const recorded = minted.get(this.partitionBase + i);
-      return recorded !== undefined && recorded > local ? recorded : undefined;
+      const recorded = top[i] ?? 0;
+      return recorded > local ? Math.min(MAX_COUNTER, recorded + RESUME_MARGIN) : undefined;
     });
-    const moved = targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${this.partitionBase + i}: ${store.counters[i]} → ${t}`]));
+    const moved = movedList(this.partitionBase, store.counters, targets);
     if (moved.length === 0) return moved;
     await store.advanceCounters(targets);
     this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, moved },
-      'this data dir is behind the message ids its store already minted (an older copy of it ran on, a backup was restored, or writes were lost): '
+      'this data dir is behind the message ids its store already minted (an older copy of it ran on, a backup was restored, or writes were lost), or another store minted in its partitions: '
       + 'its counters are moved past them so no id is minted twice; the messages behind those ids are not in this data dir and read as missing');
     return moved;
   }
@@ -351,7 +378,6 @@ export class StoreOwnership {
     const renew = async (): Promise<void> => {
       const answer = await claims.claim(this.storeId, this.partitions, this.partitionBase, this.#description);
       if (answer.kind !== 'held') {
-        if (answer.kind === 'conflict') this.#rivals.add(answer.owner);
         report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
         await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
         await this.#recordMinted();

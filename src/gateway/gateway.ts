@@ -103,7 +103,6 @@ export class Gateway implements GatewayDeps {
   readonly #fanout: BroadcastFanout;
   readonly #reader: BroadcastReader;
   readonly #channelHub: ChannelHub;
-  /** Removes this node's shared settings from Redis (shared-settings.ts). */
   /** This node's shared settings in Redis, once published. */
   #settings: SharedSettingsAnnouncement | undefined;
 
