@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config/config.js';
@@ -130,4 +130,21 @@ test('a secret that cannot be written whole (a full disk at first start) leaves 
   const secrets = await loadSecrets(config);
   assert.equal((await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim(), secrets.apiToken);
   assert.deepEqual((await readdir(path.join(dataDir, 'secrets'))).sort(), ['api-token', 'jwt-secret']);
+});
+
+test('a secret path that is a symbolic link to nothing is refused naming it, not retried for good; a temporary secret file a killed start left is removed', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'pixiu-secrets-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const dir = path.join(dataDir, 'secrets');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await symlink(path.join(dataDir, 'nowhere'), path.join(dir, 'api-token'));
+  const config = loadConfig({ PIXIU_DATA_DIR: dataDir });
+  await assert.rejects(loadSecrets(config), (err: unknown) =>
+    err instanceof StartupError && /^cannot read .*\/secrets\/api-token: it exists but does not open \(a symbolic link to a missing file\?\)/.test(err.message));
+  await rm(path.join(dir, 'api-token'));
+  // A start killed between writing its temporary file and linking it in place.
+  const left = 'api-token.4194303.0a1b2c3d.tmp';
+  await writeFile(path.join(dir, left), 'never-used-secret\n', { mode: 0o600 });
+  await loadSecrets(config);
+  assert.deepEqual((await readdir(dir)).sort(), ['api-token', 'jwt-secret']);
 });
