@@ -15,6 +15,7 @@
  * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
  * Either way the exit line is printed.
  */
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { decodeJwt } from 'jose';
@@ -43,6 +44,7 @@ interface ConnectOptions {
   tags?: string;
   sub?: string;
   token?: string;
+  tokenFile?: string;
 }
 
 /**
@@ -66,7 +68,8 @@ export function connectCommand(): Command {
     .option('--count <n>', 'exit after this many msg frames')
     .option('--tags <list>', 'comma-separated tags for the minted token')
     .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their pub frames are printed too')
-    .option('--token <jwt>', 'connect with this client JWT instead of minting one (tokens your identity provider mints, with PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL); its sub must be <uid>, and it must allow the --sub channels');
+    .option('--token <jwt>', 'connect with this client JWT instead of minting one (tokens your identity provider mints, with PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL); its sub must be <uid>, and it must allow the --sub channels; visible to other users in ps, so on a shared machine prefer --token-file')
+    .option('--token-file <path>', 'as --token, the JWT read from this file (its first line; a leading "Bearer " is dropped)');
   addConfigOptions(cmd, KEYS, CLIENT_DOCS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
@@ -91,6 +94,8 @@ export function connectCommand(): Command {
       throw new StartupError('--from-latest and --last-seq exclude each other: resume after a seq, or skip the history');
     }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
+    if (opts.token !== undefined && opts.tokenFile !== undefined) throw new StartupError('--token and --token-file exclude each other: give the token one way');
+    if (opts.tokenFile !== undefined) opts.token = await readTokenFile(opts.tokenFile);
     if (opts.token !== undefined && opts.tags !== undefined) {
       throw new StartupError('--tags shapes a minted token: with --token, the tags are the token\'s own');
     }
@@ -138,6 +143,23 @@ export function connectCommand(): Command {
     await run(base, service, token, { ack: opts.ack, count, subs, refusedHint });
   });
   return cmd;
+}
+
+/**
+ * The token in `file` (`--token-file`): its first line, trimmed, without a leading
+ * `Bearer ` (as copied from a request's header).
+ * @throws StartupError when the file cannot be read or holds no token
+ */
+async function readTokenFile(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new StartupError(`cannot read --token-file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  const token = (text.split('\n')[0] ?? '').trim().replace(/^Bearer\s+/i, '');
+  if (token === '') throw new StartupError(`--token-file ${file} holds no token on its first line`);
+  return token;
 }
 
 /**

@@ -69,6 +69,22 @@ export class ClusterSecret {
   refresh(): Promise<boolean> {
     if (this.#refreshing !== undefined) return this.#refreshing;
     if (performance.now() - this.#lastRefresh < SECRET_REFRESH_MIN_MS) return Promise.resolve(false);
+    return this.#reread();
+  }
+
+  /**
+   * Writes this node's copy back when Redis has none (it lost its data: the node found
+   * its registration gone), whenever the last re-read was — unlike {@link refresh},
+   * which a refused peer may call at any rate. Concurrent calls share one.
+   * @returns true when Redis held another secret (another node wrote its own first), which this node now uses
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  writeBack(): Promise<boolean> {
+    return this.#refreshing ?? this.#reread();
+  }
+
+  /** SET NX of this node's copy, then adopts what Redis holds. */
+  #reread(): Promise<boolean> {
     this.#lastRefresh = performance.now();
     this.#refreshing = (async () => {
       try {

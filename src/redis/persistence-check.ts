@@ -57,7 +57,9 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
  * epochs and claims at random, silently — acknowledged messages lost and other users'
  * state reset. With `noeviction` a full Redis refuses writes instead, and Pixiu answers
  * them 503 with Retry-After (nothing acknowledged is lost). As BullMQ and Sidekiq do for
- * their queues. Nothing when CONFIG cannot be used (logged at debug).
+ * their queues. With no `maxmemory` (0) nothing is evicted yet, but a limit set later
+ * (CONFIG SET, a managed Redis's plan) starts it: the warning says so. Nothing when
+ * CONFIG cannot be used (logged at debug). Never rejects.
  * @param url the Redis URL as logged (password removed)
  * @returns the policy found (undefined: CONFIG could not be used)
  */
@@ -74,8 +76,10 @@ export async function warnIfEvicting(redis: Redis, url: string, logger: Logger):
   if (policy === undefined) {
     logger.debug({ redis: url }, 'cannot read Redis\'s eviction policy (CONFIG GET refused): make sure it runs with maxmemory-policy noeviction');
   } else if (policy !== 'noeviction') {
-    logger.warn({ redis: url, maxmemoryPolicy: policy, maxmemory: Number(maxmemory) },
-      `Redis may evict keys (maxmemory-policy ${policy}): when it reaches maxmemory it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
+    const limit = Number(maxmemory);
+    const when = Number.isFinite(limit) && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
+    logger.warn({ redis: url, maxmemoryPolicy: policy, ...(Number.isFinite(limit) ? { maxmemory: limit } : {}) },
+      `Redis may evict keys (maxmemory-policy ${policy}): ${when} it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
       + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
   }
   return policy;

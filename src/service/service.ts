@@ -12,7 +12,7 @@ import { ClientIdClaims } from '../cluster/client-id-claims.js';
 import { Metrics } from '../api/metrics.js';
 import { loadSecrets, type Secrets } from '../auth/secrets.js';
 import type { Config } from '../config/config.js';
-import { StartupError, isPixiuError } from '../errors.js';
+import { StartupError, isPixiuError, outageFields } from '../errors.js';
 import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
@@ -185,7 +185,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       verify: createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer }), logger, metrics,
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
-      onRegisteredAgain: () => void clusterSecret.refresh().catch(() => undefined),
+      onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>
+        logger.warn({ ...outageFields(err) }, 'could not write the cluster secret back to Redis; other nodes re-read it when refused')),
     });
     redisNow = () => gateway.redisNow();
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { ClusterSecret } from '../../src/cluster/cluster-secret.js';
 import { NodeRegistry } from '../../src/cluster/node-registry.js';
 import { announceSharedSettings, publishSharedSettings } from '../../src/cluster/shared-settings.js';
 import { loadConfig, type ConfigOverrides } from '../../src/config/config.js';
@@ -115,4 +116,17 @@ test('after Redis lost its data, a running service writes its shared settings an
     await redis.exists(prefixed.nodeSettings()) === 1 && await redis.get(prefixed.clusterSecret()) === secret, 15_000, 50);
   const published = await redis.hgetall(prefixed.nodeSettings());
   assert.deepEqual(Object.values(published).map((v) => (JSON.parse(v) as { inboxCap: number }).inboxCap), [7]);
+});
+
+test('the cluster secret written back after Redis lost it does not wait out the refresh rate limit that guards refused peers', async () => {
+  const prefixed = new Keys('secret-back:');
+  const secret = await ClusterSecret.load(redis, prefixed);
+  const held = await redis.get(prefixed.clusterSecret());
+  // A refused peer just made it re-read: a refresh now is skipped (at most one a second).
+  await secret.refresh();
+  await redis.del(prefixed.clusterSecret());
+  assert.equal(await secret.refresh(), false);
+  assert.equal(await redis.exists(prefixed.clusterSecret()), 0, 'the rate-limited refresh wrote nothing');
+  await secret.writeBack();
+  assert.equal(await redis.get(prefixed.clusterSecret()), held, 'written back at once, this node\'s copy');
 });

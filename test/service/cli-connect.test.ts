@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type Socket } from 'node:net';
 import http from 'node:http';
+import path from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
@@ -413,7 +415,9 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
   const [tinas, bobs] = await Promise.all([testToken(key, 'tina'), testToken(key, 'bob')]);
   const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
   const foreign = await testToken({ kind: 'secret', secret: 'another-service-hs256-secret-of-32-chars' }, 'tina');
-  const [run, other, junk, tagged, unsigned, wrongKey, wrongToken] = await Promise.all([
+  const tokenFile = path.join(env.PIXIU_DATA_DIR, 'token.txt');
+  await writeFile(tokenFile, `Bearer ${tinas}\n`);
+  const [run, other, junk, tagged, unsigned, wrongKey, wrongToken, fromFile] = await Promise.all([
     runCli(['connect', 'tina', '--token', tinas, '--count', '1', '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token', bobs, '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token', 'not-a-jwt', '--url', server.service.url], env),
@@ -421,7 +425,11 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
     runCli(['connect', 'tina', '--url', server.service.url], { ...env, PIXIU_JWT_PUBLIC_KEY: pem }),
     runCli(['connect', 'tina', '--url', server.service.url], { ...env, PIXIU_JWT_SECRET: 'another-service-hs256-secret-of-32-chars' }),
     runCli(['connect', 'tina', '--token', foreign, '--url', server.service.url], env),
+    runCli(['connect', 'tina', '--token-file', tokenFile, '--count', '1', '--device', 'file', '--url', server.service.url], env),
   ]);
+  // The same from a file (as copied from a header), kept out of the process list.
+  assert.equal(fromFile.code, 0, fromFile.stderr);
+  assert.ok(fromFile.stdout.split('\n').some(msgLine(seq)), fromFile.stdout);
   // Refused 401, the error says where the key came from, or to check the token given.
   assert.equal(wrongKey.code, 1, wrongKey.stderr);
   assert.match(wrongKey.stderr, /^pixiu: connection refused: HTTP 401 .*invalid token.* \(the token was signed with the key from PIXIU_JWT_SECRET \(--jwt-secret\): does the service use that key\?/);
