@@ -129,6 +129,8 @@ describe('POST /v1/messages/batch with an item that fails for one of its recipie
     const [solo, partial, later] = (first.body as { results: Item[] }).results as [Item, Item, Item];
     assert.equal(solo.status, 201);
     assert.deepEqual([partial.status, partial.error?.code], [503, 'UNAVAILABLE'], JSON.stringify(partial));
+    // An item to retry: the batch's 200 says when, as a 503 would.
+    assert.equal(first.headers.get('retry-after'), '1');
     assert.equal(later.status, 201);
     // bat-ok got message 2 (seq 1) before message 3 (seq 2): batch order per recipient.
     assert.deepEqual(later.recipients, [{ user: 'bat-ok', seq: 2 }]);
@@ -141,6 +143,7 @@ describe('POST /v1/messages/batch with an item that fails for one of its recipie
     assert.equal(second.status, 200, second.text);
     const results = (second.body as { results: Item[] }).results;
     assert.deepEqual(results.map((r) => [r.status, r.duplicate]), [[200, true], [201, false], [200, true]]);
+    assert.equal(second.headers.get('retry-after'), null, 'nothing to retry');
     assert.equal(results[1]?.id, id, 'the same message id');
     assert.deepEqual(results[1]?.recipients, [{ user: 'bat-ok', seq: 1 }, { user: 'bat-bad', seq: 1 }]);
     assert.deepEqual((await messagesOf('bat-ok')).map((m) => [m.seq, m.id]), [[1, id], [2, later.id]]);

@@ -12,7 +12,7 @@ import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
-import { toHttpError } from '../error-handler.js';
+import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, isPoisonedItem, POISONED_KEYS } from '../validation.js';
 import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
@@ -208,7 +208,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       },
       response: { 200: batchResult, ...errorResponses },
     },
-  }, async (req) => {
+  }, async (req, reply) => {
     const started = performance.now();
     // Outcome → messages, counted once per request rather than once per item.
     const outcomes = new Map<string, number>();
@@ -279,6 +279,9 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         return { status: e.status, ...e.toBody() };
       });
       const { first } = unavailable;
+      // An item to retry, as a 503 would say: the answer is 200, but a client's retry
+      // timing reads the header (RFC 9110 §10.2.3 allows it on any answer).
+      if (first !== undefined) reply.header('retry-after', String(RETRY_AFTER_SECONDS));
       const left = first === undefined ? undefined : batchOutages.take();
       if (first !== undefined && left !== undefined) {
         req.log.warn({ ...outageFields(first.e), item: first.item, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
