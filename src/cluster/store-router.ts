@@ -24,7 +24,7 @@ import type { RecordReader } from '../store/record-reader.js';
 import { RecordCache } from '../store/record-cache.js';
 import { recordOf, type StoredMessage } from '../store/record.js';
 import { MAX_RECORD_IDS, RECORDS_PATH, type RecordsAnswer } from './records-route.js';
-import type { OwnerLookup } from './store-directory.js';
+import type { OwnerLookup, PartitionOwner } from './store-directory.js';
 import type { StoreLease } from './partition-claims.js';
 
 /** The cause of the UNAVAILABLE for a partition no store claims now. */
@@ -102,6 +102,14 @@ export class StoreRouter implements RecordReader {
   readonly #readFailures = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   /** Remote reads in flight, by MsgID. */
   readonly #reading = new Map<string, Promise<StoredMessage | null>>();
+  /**
+   * Partition → the store and node (`<store id> <node id>`) whose records of it are in
+   * the cache. An id names other content once another store holds the partition, or
+   * once the same store's node starts again behind ids it minted before (Redis lost the
+   * claims and counters: a new data dir took a stopped node's block; a copy ran): what
+   * the cache holds of that partition is dropped then (a fresh tester's finding).
+   */
+  readonly #sources = new Map<number, string>();
 
   constructor(opts: StoreRouterOptions) {
     this.#opts = opts;
@@ -141,6 +149,9 @@ export class StoreRouter implements RecordReader {
     const localAt: number[] = [];
     const waits: Promise<unknown>[] = [];
     const mine = new Map<string, SharedRead>();
+    // Undefined, and no await, for a read of this node's partitions only (the hot path).
+    const checking = this.#checkSources(ids);
+    if (checking !== undefined) await checking;
     ids.forEach((id, at) => {
       const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
       if (partition === undefined || local.hasPartition(partition)) {
@@ -180,6 +191,38 @@ export class StoreRouter implements RecordReader {
     }
     await Promise.all(waits);
     return out;
+  }
+
+  /**
+   * Drops the cached records of each remote partition of `ids` whose owner (store, or
+   * its node once it holds a lease) is not the one they were read from. The owners are
+   * looked up in the directory's cache (claims 5 s, leases 2 s); when that fails (Redis
+   * down), cached records are served as they are.
+   * @returns undefined when `ids` hold no other node's partition (nothing to wait for)
+   */
+  #checkSources(ids: readonly string[]): Promise<void> | undefined {
+    if (this.#opts.cacheBytes <= 0) return undefined;
+    const { local } = this.#opts;
+    const partitions = new Set<number>();
+    for (const id of ids) {
+      const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
+      if (partition !== undefined && !local.hasPartition(partition)) partitions.add(partition);
+    }
+    if (partitions.size === 0) return undefined;
+    return this.#opts.owners.owners(partitions).then((owners) => this.#dropChanged(owners), () => undefined);
+  }
+
+  /** {@link #checkSources}'s comparison, once the owners are known. */
+  #dropChanged(owners: ReadonlyMap<number, PartitionOwner>): void {
+    for (const [partition, owner] of owners) {
+      // A node not running now keeps what was read of it: it holds the same records.
+      if (owner.state !== 'owned' || owner.lease === undefined) continue;
+      const source = `${owner.storeId} ${owner.lease.node}`;
+      const was = this.#sources.get(partition);
+      if (was === source) continue;
+      if (was !== undefined) this.#recent.deleteStartingWith(partition.toString(16).padStart(2, '0'));
+      this.#sources.set(partition, source);
+    }
   }
 
   /**

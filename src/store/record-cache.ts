@@ -74,6 +74,16 @@ export class RecordCache {
     this.#set(id, own, own.length);
   }
 
+  /**
+   * Drops every record whose MsgID starts with `prefix` (e.g. a partition's two hex
+   * digits). Walks the whole cache: for rare events, not the read path.
+   */
+  deleteStartingWith(prefix: string): void {
+    const lru = this.#lru;
+    if (lru === undefined) return;
+    for (const id of [...lru.keys()]) if (id.startsWith(prefix)) lru.delete(id);
+  }
+
   /** Keeps a record read from disk (or from another node), already decoded; `size` is its stored bytes. */
   setRead(message: StoredMessage, size: number): void {
     this.#set(message.id, message, size);

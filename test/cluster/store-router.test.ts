@@ -237,3 +237,31 @@ test('a remote record is read once per node: concurrent reads share one request,
   await uncached.get(id(9, 40));
   assert.equal(requests.length, 2);
 });
+
+test('cached records of a partition are dropped once another store, or the same store\'s node started again, holds it: an id read again names what that one stored', async () => {
+  const table: Record<number, PartitionOwner> = { 9: { state: 'owned', storeId: 'B', lease: { url: peerUrl, node: 'nb' } } };
+  const reader = router(directory(table));
+  const asked = id(9, 1);
+  let content = 'for victim only';
+  requests = [];
+  handler = (ids) => ({ status: 200, body: { store: (table[9] as { storeId: string }).storeId, records: ids.map((i) => remoteRecord(i, content)) } });
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only');
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only', 'from the cache');
+  assert.equal(requests.length, 1);
+  // B's node stopped: what was read of it is still served.
+  table[9] = { state: 'owned', storeId: 'B', lease: undefined };
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only', 'a stopped owner keeps its cached records');
+  assert.equal(requests.length, 1);
+  // Redis lost the claims; a new data dir, store C, took the block and minted the same id.
+  table[9] = { state: 'owned', storeId: 'C', lease: { url: peerUrl, node: 'nc' } };
+  content = 'for user5';
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'for user5', 'C\'s message, not B\'s');
+  assert.equal(requests.length, 2);
+  // C's node starts again (a copy of it ran meanwhile and Redis lost its counters): read anew.
+  table[9] = { state: 'owned', storeId: 'C', lease: { url: peerUrl, node: 'nc-2' } };
+  content = 'after the restart';
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'after the restart');
+  assert.equal(requests.length, 3);
+  assert.equal((await reader.getMany([asked]))[0]?.data, 'after the restart', 'cached again');
+  assert.equal(requests.length, 3);
+});
