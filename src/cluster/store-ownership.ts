@@ -201,6 +201,17 @@ export class StoreOwnership {
   #lease: StoreLease | undefined;
   /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
   readonly #leftBehind: string | undefined;
+  #blockLost = false;
+  /**
+   * True while the last re-assertion of the claim found (part of) the block held by
+   * another store (a new data dir took it while this node was cut off from Redis):
+   * that store may mint ids this store holds, so this store's records are not what
+   * inboxes name now; reads go to the owner Redis names (src/cluster/store-router.ts).
+   */
+  get blockLost(): boolean {
+    return this.#blockLost;
+  }
+
   /** The store, once {@link advertise} has it. */
   #store: MintingStore | undefined;
   /**
@@ -377,6 +388,7 @@ export class StoreOwnership {
     };
     const renew = async (): Promise<void> => {
       const answer = await claims.claim(this.storeId, this.partitions, this.partitionBase, this.#description);
+      this.#blockLost = answer.kind !== 'held';
       if (answer.kind !== 'held') {
         report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
         await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);

@@ -60,6 +60,16 @@ export interface StoreRouterOptions {
    */
   readonly cacheBytes: number;
   readonly logger?: Logger;
+  /** This node's store id: a partition the owner directory names as its is read locally. */
+  readonly localStoreId?: string;
+  /**
+   * True while another store holds (part of) this node's block (its claim lost: a new
+   * data dir took it while this node was cut off from Redis, src/cluster/store-ownership.ts).
+   * The local store's partitions are then read from whichever store the directory names:
+   * that store may have minted ids this store also holds, for other messages, and
+   * readers must see what the inboxes now mean. Unset: never.
+   */
+  readonly blockLost?: () => boolean;
 }
 
 /** A read of one remote record that other reads of the same id wait on. */
@@ -85,7 +95,8 @@ function sharedRead(partition: number, at: number): SharedRead {
 /** The ids one owner is asked for. */
 interface RemoteBatch {
   readonly storeId: string;
-  readonly lease: StoreLease;
+  /** Undefined for this node's own store (read locally). */
+  readonly lease: StoreLease | undefined;
   readonly ids: string[];
 }
 
@@ -149,12 +160,13 @@ export class StoreRouter implements RecordReader {
     const localAt: number[] = [];
     const waits: Promise<unknown>[] = [];
     const mine = new Map<string, SharedRead>();
+    const lost = this.#opts.blockLost?.() ?? false;
     // Undefined, and no await, for a read of this node's partitions only (the hot path).
-    const checking = this.#checkSources(ids);
+    const checking = this.#checkSources(ids, lost);
     if (checking !== undefined) await checking;
     ids.forEach((id, at) => {
       const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
-      if (partition === undefined || local.hasPartition(partition)) {
+      if (partition === undefined || (!lost && local.hasPartition(partition))) {
         localAt.push(at);
         return;
       }
@@ -200,13 +212,13 @@ export class StoreRouter implements RecordReader {
    * down), cached records are served as they are.
    * @returns undefined when `ids` hold no other node's partition (nothing to wait for)
    */
-  #checkSources(ids: readonly string[]): Promise<void> | undefined {
+  #checkSources(ids: readonly string[], lost: boolean): Promise<void> | undefined {
     if (this.#opts.cacheBytes <= 0) return undefined;
     const { local } = this.#opts;
     const partitions = new Set<number>();
     for (const id of ids) {
       const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
-      if (partition !== undefined && !local.hasPartition(partition)) partitions.add(partition);
+      if (partition !== undefined && (lost || !local.hasPartition(partition))) partitions.add(partition);
     }
     if (partitions.size === 0) return undefined;
     return this.#opts.owners.owners(partitions).then((owners) => this.#dropChanged(owners), () => undefined);
@@ -236,10 +248,12 @@ export class StoreRouter implements RecordReader {
         const chunks: string[][] = [];
         for (let from = 0; from < batch.ids.length; from += MAX_RECORD_IDS) chunks.push(batch.ids.slice(from, from + MAX_RECORD_IDS));
         return chunks.map(async (chunk) => {
-          const records = await this.#fetch(batch, chunk);
+          const { lease } = batch;
+          const own = lease === undefined;
+          const records = own ? await this.#opts.local.getMany(chunk) : await this.#fetch({ ...batch, lease }, chunk);
           chunk.forEach((id, i) => {
             const record = records[i] ?? null;
-            if (record !== null) this.#recent.setRead(record, JSON.stringify(record.data).length);
+            if (record !== null && !own) this.#recent.setRead(record, JSON.stringify(record.data).length);
             reads.get(id)?.resolve(record);
           });
         });
@@ -264,6 +278,15 @@ export class StoreRouter implements RecordReader {
     for (const [id, { partition }] of reads) {
       const owner = owners.get(partition);
       if (owner?.state === 'retired') continue;
+      // This node's own partition (read through here while the rest of its block is held
+      // elsewhere): its own as Redis names it, or claimed by no store (no one else mints there).
+      if (this.#opts.local.hasPartition(partition) && (owner === undefined || owner.state === 'unclaimed' || owner.storeId === this.#opts.localStoreId)) {
+        const key = this.#opts.localStoreId ?? '';
+        let batch = byStore.get(key);
+        if (batch === undefined) byStore.set(key, (batch = { storeId: key, lease: undefined, ids: [] }));
+        batch.ids.push(id);
+        continue;
+      }
       if (owner === undefined || owner.state === 'unclaimed') {
         // Not known to be gone: Redis lost the claims (its owner writes them back within
         // a heartbeat), so a gap here would lose a message that is still stored.
@@ -283,7 +306,7 @@ export class StoreRouter implements RecordReader {
    * One request to the node of `batch.storeId` for `ids` (at most MAX_RECORD_IDS).
    * @throws PixiuError UNAVAILABLE for anything but a good answer from that store
    */
-  async #fetch(batch: RemoteBatch, ids: readonly string[]): Promise<(StoredMessage | null)[]> {
+  async #fetch(batch: RemoteBatch & { readonly lease: StoreLease }, ids: readonly string[]): Promise<(StoredMessage | null)[]> {
     const { storeId, lease } = batch;
     try {
       for (let attempt = 1; ; attempt++) {

@@ -171,6 +171,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       // Records of other nodes: a quarter of the local read cache's budget.
       cacheBytes: Math.floor(config.storeCacheBytes / 4),
       logger,
+      // Another store took this node's block (it was cut off while Redis lost the
+      // claims): its ids may now name that store's messages, so reads go there.
+      localStoreId: ownership.storeId,
+      blockLost: () => ownership.blockLost,
     });
 
     // Presence entries are judged live at append by the clock they are written on (Redis's,

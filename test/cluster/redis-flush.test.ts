@@ -49,7 +49,17 @@ test('after a FLUSHALL the node writes its claim and lease back', { timeout: 60_
   assert.deepEqual(await direct.hgetall(keys.storePartitions()), claims);
 });
 
-test('when another store took the block meanwhile, puts are refused until the block is the node\'s own again', { timeout: 60_000 }, async () => {
+test('when another store took the block meanwhile, puts are refused and its partitions are read from that store, until the block is the node\'s own again', { timeout: 60_000 }, async () => {
+  // One message in partition 3 (the one taken) and one in another, posted before.
+  const posted = new Map<string, string>();
+  for (let i = 0; posted.size < 2 && i < 200; i++) {
+    const answer = await server.client.post('/v1/messages', { to: `part-${i}`, type: 't', data: i });
+    assert.equal(answer.status, 201, answer.text);
+    const { id } = answer.body as { id: string };
+    const key = id.startsWith('03') ? 'taken' : 'kept';
+    if (!posted.has(key)) posted.set(key, id);
+  }
+  const [taken, kept] = [posted.get('taken') as string, posted.get('kept') as string];
   await direct.flushall();
   await direct.hset(keys.storePartitions(), '3', 'intruder');
   await waitUntil('puts refused', async () => {
@@ -58,9 +68,14 @@ test('when another store took the block meanwhile, puts are refused until the bl
     expectError(answer, 503, 'UNAVAILABLE', /writes are suspended: .*partition 3 is held by store intruder/);
     return true;
   }, HEARTBEATS, 100);
+  // The intruder may have minted the same id for another message: not answered from
+  // this store (its node is not running here: 503); a partition still the node's is.
+  expectError(await server.client.get(`/v1/messages/${taken}`), 503, 'UNAVAILABLE', /partition 3 is held by store intruder/);
+  assert.equal((await server.client.get(`/v1/messages/${kept}`)).status, 200);
   await direct.hdel(keys.storePartitions(), '3');
   await waitUntil('puts taken again', async () =>
     (await server.client.post('/v1/messages', { to: 'ivy', type: 't', data: 2 })).status === 201, HEARTBEATS, 100);
+  assert.equal((await server.client.get(`/v1/messages/${taken}`)).status, 200, 'read locally again');
 });
 
 test('when another node writes this store\'s lease (a copy of the data dir running), puts are refused until it is gone', { timeout: 60_000 }, async () => {
