@@ -95,6 +95,7 @@ export function connectCommand(): Command {
     }
     const config = configFromOptions(cmd, KEYS, CLIENT_DOCS);
     if (opts.token !== undefined && opts.tokenFile !== undefined) throw new StartupError('--token and --token-file exclude each other: give the token one way');
+    const tokenFrom = opts.tokenFile !== undefined ? `--token-file ${opts.tokenFile}` : '--token';
     if (opts.tokenFile !== undefined) opts.token = await readTokenFile(opts.tokenFile);
     if (opts.token !== undefined && opts.tags !== undefined) {
       throw new StartupError('--tags shapes a minted token: with --token, the tags are the token\'s own');
@@ -110,7 +111,7 @@ export function connectCommand(): Command {
     }
     let token: string;
     if (opts.token !== undefined) {
-      token = givenToken(opts.token, uid);
+      token = givenToken(opts.token, uid, tokenFrom);
     } else {
       const { source } = await resolveJwtKey(config, { create: false });
       try {
@@ -166,18 +167,19 @@ async function readTokenFile(file: string): Promise<string> {
  * The JWT given with `--token`, trimmed, once it reads as a JWT whose `sub` is `uid`
  * (decoded, not verified: the service verifies it). A token for another user would
  * connect as that user, and print where to resume another inbox than the one asked for.
+ * @param from how it was given, for the messages (`--token`, `--token-file <path>`)
  * @throws StartupError when it is not a JWT or its sub is not `uid` (the token is never shown)
  */
-function givenToken(text: string, uid: string): string {
+function givenToken(text: string, uid: string, from: string): string {
   const token = text.trim();
   let sub: unknown;
   try {
     sub = decodeJwt(token).sub;
   } catch {
-    throw new StartupError('--token is not a JWT (three base64url parts separated by dots, as your identity provider issues them)');
+    throw new StartupError(`${from} is not a JWT (three base64url parts separated by dots, the first two JSON: a header and the claims, as your identity provider issues them)`);
   }
   if (sub !== uid) {
-    throw new StartupError(`--token is for ${typeof sub === 'string' ? `user ${JSON.stringify(sub)}` : 'no user (no sub claim)'}, not ${JSON.stringify(uid)}: give the uid the token was issued to`);
+    throw new StartupError(`${from} is for ${typeof sub === 'string' ? `user ${JSON.stringify(sub)}` : 'no user (no sub claim)'}, not ${JSON.stringify(uid)}: give the uid the token was issued to`);
   }
   return token;
 }

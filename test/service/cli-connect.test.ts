@@ -427,7 +427,13 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
     runCli(['connect', 'tina', '--token', foreign, '--url', server.service.url], env),
     runCli(['connect', 'tina', '--token-file', tokenFile, '--count', '1', '--device', 'file', '--url', server.service.url], env),
   ]);
-  // The same from a file (as copied from a header), kept out of the process list.
+  // The same from a file (as copied from a header), kept out of the process list; a
+  // file holding something else is named in the refusal.
+  const badFile = path.join(env.PIXIU_DATA_DIR, 'bad-token.txt');
+  await writeFile(badFile, 'garbage.garbage.garbage\n');
+  const bad = await runCli(['connect', 'tina', '--token-file', badFile, '--url', server.service.url], env);
+  assert.equal(bad.code, 1, bad.stderr);
+  assert.ok(bad.stderr.startsWith(`pixiu: --token-file ${badFile} is not a JWT (`), bad.stderr);
   assert.equal(fromFile.code, 0, fromFile.stderr);
   assert.ok(fromFile.stdout.split('\n').some(msgLine(seq)), fromFile.stdout);
   // Refused 401, the error says where the key came from, or to check the token given.
