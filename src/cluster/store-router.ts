@@ -161,12 +161,21 @@ export class StoreRouter implements RecordReader {
     const waits: Promise<unknown>[] = [];
     const mine = new Map<string, SharedRead>();
     const lost = this.#opts.blockLost?.() ?? false;
-    // Undefined, and no await, for a read of this node's partitions only (the hot path).
-    const checking = this.#checkSources(ids, lost);
-    if (checking !== undefined) await checking;
+    // One pass: each id's partition, and the other nodes' partitions asked for.
+    const partitions = ids.map((id) => (typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined));
+    const remote = new Set<number>();
+    for (const p of partitions) if (p !== undefined && (lost || !local.hasPartition(p))) remote.add(p);
+    // This node's partitions only (the hot path): no owner lookup, no await.
+    if (remote.size === 0) return local.getMany(ids);
+    // Looked up once, for the cache's check and for the reads that miss it; its failure
+    // fails those reads only (never unhandled).
+    const owners = this.#opts.owners.owners(remote);
+    owners.catch(() => undefined);
+    // When the lookup fails (Redis down), cached records are served as they are.
+    if (this.#opts.cacheBytes > 0) await owners.then((found) => this.#dropChanged(found), () => undefined);
     ids.forEach((id, at) => {
-      const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
-      if (partition === undefined || (!lost && local.hasPartition(partition))) {
+      const partition = partitions[at];
+      if (partition === undefined || !remote.has(partition)) {
         localAt.push(at);
         return;
       }
@@ -190,7 +199,6 @@ export class StoreRouter implements RecordReader {
       mine.set(id, read);
       this.#reading.set(id, read.promise);
     });
-    if (localAt.length === ids.length) return local.getMany(ids);
 
     if (localAt.length > 0) {
       waits.push(local.getMany(localAt.map((at) => ids[at] as string)).then((records) => {
@@ -198,7 +206,7 @@ export class StoreRouter implements RecordReader {
       }));
     }
     if (mine.size > 0) {
-      waits.push(this.#readRemote(mine));
+      waits.push(this.#readRemote(mine, owners));
       for (const read of mine.values()) waits.push(read.promise.then((r) => { for (const at of read.at) out[at] = r; }));
     }
     await Promise.all(waits);
@@ -206,25 +214,10 @@ export class StoreRouter implements RecordReader {
   }
 
   /**
-   * Drops the cached records of each remote partition of `ids` whose owner (store, or
-   * its node once it holds a lease) is not the one they were read from. The owners are
-   * looked up in the directory's cache (claims 5 s, leases 2 s); when that fails (Redis
-   * down), cached records are served as they are.
-   * @returns undefined when `ids` hold no other node's partition (nothing to wait for)
+   * Drops the cached records of each partition whose owner (store, or its node once it
+   * holds a lease) is not the one they were read from (the directory's cache: claims
+   * 5 s, leases 2 s).
    */
-  #checkSources(ids: readonly string[], lost: boolean): Promise<void> | undefined {
-    if (this.#opts.cacheBytes <= 0) return undefined;
-    const { local } = this.#opts;
-    const partitions = new Set<number>();
-    for (const id of ids) {
-      const partition = typeof id === 'string' ? tryDecodeMsgId(id)?.partition : undefined;
-      if (partition !== undefined && (lost || !local.hasPartition(partition))) partitions.add(partition);
-    }
-    if (partitions.size === 0) return undefined;
-    return this.#opts.owners.owners(partitions).then((owners) => this.#dropChanged(owners), () => undefined);
-  }
-
-  /** {@link #checkSources}'s comparison, once the owners are known. */
   #dropChanged(owners: ReadonlyMap<number, PartitionOwner>): void {
     for (const [partition, owner] of owners) {
       // A node not running now keeps what was read of it: it holds the same records.
@@ -241,9 +234,9 @@ export class StoreRouter implements RecordReader {
    * Reads `reads` from their owners, settling each; rejects with the first failure
    * (after rejecting every read still open).
    */
-  async #readRemote(reads: ReadonlyMap<string, SharedRead>): Promise<void> {
+  async #readRemote(reads: ReadonlyMap<string, SharedRead>, owners: Promise<ReadonlyMap<number, PartitionOwner>>): Promise<void> {
     try {
-      const batches = await this.#batches(reads);
+      const batches = this.#batches(reads, await owners);
       await Promise.all(batches.flatMap((batch) => {
         const chunks: string[][] = [];
         for (let from = 0; from < batch.ids.length; from += MAX_RECORD_IDS) chunks.push(batch.ids.slice(from, from + MAX_RECORD_IDS));
@@ -272,8 +265,7 @@ export class StoreRouter implements RecordReader {
    * @throws PixiuError UNAVAILABLE for a partition no store claims now, or one claimed
    *   by a store without a lease
    */
-  async #batches(reads: ReadonlyMap<string, SharedRead>): Promise<RemoteBatch[]> {
-    const owners = await this.#opts.owners.owners([...reads.values()].map((r) => r.partition));
+  #batches(reads: ReadonlyMap<string, SharedRead>, owners: ReadonlyMap<number, PartitionOwner>): RemoteBatch[] {
     const byStore = new Map<string, RemoteBatch>();
     for (const [id, { partition }] of reads) {
       const owner = owners.get(partition);
