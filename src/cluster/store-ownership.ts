@@ -26,24 +26,17 @@
  * what any store recorded for its partitions, and a node alone again after a conflict,
  * move their counters {@link RESUME_MARGIN} past it before minting.
  */
-import { readlinkSync } from 'node:fs';
-import { isAlive } from '../process-alive.js';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError, outageFields } from '../errors.js';
 import { MAX_COUNTER } from '../ids/msg-id.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
-import { claimRefusal, partitionSpan, type LeaseState, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
+import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
+import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, awaitLeaseFree, servedElsewhere } from './lease-watch.js';
 
-/** Lease renewal (and claim re-assertion) period, ms: the node registry's heartbeat. */
-export const LEASE_RENEW_MS = 5000;
-/** A lease not renewed for this long lapses, ms (three missed renewals). */
-export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
-/** How often a starting node looks again at a lease held by a node of another host, ms. */
-export const LEASE_WATCH_MS = 250;
-/** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
-const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
+export { LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
+
 /** Longest a running node takes to reconnect to a restarted Redis, ms (its back-off tops out at 2 s; with the connect). */
 export const RECONNECT_BOUND_MS = 5000;
 /**
@@ -67,80 +60,9 @@ export interface MintingStore {
   advanceCounters(targets: readonly (number | undefined)[]): Promise<void>;
 }
 
-/**
- * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
- * say (not Linux). Containers sharing a host name (host networking) each have their
- * own: a pid is only meaningful within one.
- */
-function pidNamespace(): string | undefined {
-  try {
-    return readlinkSync('/proc/self/ns/pid');
-  } catch {
-    return undefined;
-  }
-}
-
-/** {@link pidNamespace}, read once. */
-const PID_NAMESPACE = pidNamespace();
-
-/** The start-up error for a store another live node serves. */
-function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
-  const where = [lease.host === undefined ? '' : `host ${lease.host}`, lease.pid === undefined ? '' : `pid ${lease.pid}`].filter(Boolean).join(', ');
-  return `the store in ${dir} (store ${storeId}) is already served by node ${lease.node} at ${lease.url}${where === '' ? '' : ` (${where})`}: `
-    + 'another node serves this data dir\'s store (this folder started twice, or a copy of it). Two nodes serving one store mint the same message ids and lose messages. '
-    + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
-}
-
 /** Each partition moved, as `partition p: from → to` (targets undefined: not moved). */
 function movedList(base: number, from: readonly number[], targets: readonly (number | undefined)[]): string[] {
   return targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${base + i}: ${from[i]} → ${t}`]));
-}
-
-/** True when `now` is `before` written again by its node (or by another node). */
-function renewedSince(before: LeaseState, now: LeaseState): boolean {
-  if (now.lease.node !== before.lease.node) return true;
-  // A lease of this release counts its writes; one of an older release shows a renewal
-  // only by its time left growing (which a step of Redis's clock can fake).
-  if (now.lease.renewal !== undefined || before.lease.renewal !== undefined) return now.lease.renewal !== before.lease.renewal;
-  return now.ttlMs > before.ttlMs;
-}
-
-/**
- * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
- * node). No lease: at once. A lease of a process of this machine (same host name and
- * PID namespace) that is gone (a crash left it): at once. Any other (a live pid of this
- * machine, which may also be a reused one — a container restarted after a crash runs
- * under the pid it had —, another host or container, an older release): watched every
- * {@link LEASE_WATCH_MS} until it lapses (its node is gone; up to {@link LEASE_TTL_MS}),
- * refused as soon as it is written again (its node is alive, and renews every
- * {@link LEASE_RENEW_MS}).
- * @returns the node id of a lease it found and judged left behind (its first write
- *   may replace that one: see {@link StoreOwnership.advertise}), if any
- * @throws StartupError when another live node holds the lease
- * @throws PixiuError UNAVAILABLE when Redis fails
- */
-export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, dir: string, logger: Logger): Promise<string | undefined> {
-  let held: LeaseState | undefined = await claims.leaseState(storeId);
-  if (held === undefined) return undefined;
-  const first = held.lease;
-  const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
-  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !isAlive(first.pid)) return first.node;
-  logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
-    `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
-  const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
-  while (performance.now() < deadline) {
-    await delay(LEASE_WATCH_MS);
-    const now: LeaseState | undefined = await claims.leaseState(storeId);
-    if (now === undefined) {
-      logger.info({ store: storeId, node: first.node }, 'store lease lapsed: its node is gone, this node serves the store');
-      return undefined;
-    }
-    // Renewed, or taken by yet another node: someone serves it.
-    if (renewedSince(held, now)) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
-    held = now;
-  }
-  // Never renewed, yet still there (written with a longer TTL by something else): nobody serves it.
-  return first.node;
 }
 
 /**
@@ -252,15 +174,30 @@ export class StoreOwnership {
   async #movePastOthers(): Promise<void> {
     const store = this.#store;
     if (store === undefined) return;
+    const moved = await this.#movePastRecorded(store, false);
+    this.#opts.logger.error({ store: this.storeId, moved },
+      'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
+  }
+
+  /**
+   * Moves counters to {@link RESUME_MARGIN} past the highest recorded for their
+   * partition by any store ({@link #highestRecorded}), where that is above them; with
+   * `onlyBehind`, only where the record itself is above the counter (at start: a data
+   * dir that is not behind does not move).
+   * @returns the partitions moved, as `partition p: a → b`
+   * @throws PixiuError UNAVAILABLE when Redis or the store fails
+   */
+  async #movePastRecorded(store: MintingStore, onlyBehind: boolean): Promise<string[]> {
     const top = await this.#highestRecorded();
     const from = store.counters;
     const targets = from.map((local, i) => {
-      const past = Math.min(MAX_COUNTER, (top[i] ?? 0) + RESUME_MARGIN);
-      return past > local ? past : undefined;
+      const recorded = top[i] ?? 0;
+      const past = Math.min(MAX_COUNTER, recorded + RESUME_MARGIN);
+      return past > local && (!onlyBehind || recorded > local) ? past : undefined;
     });
-    await store.advanceCounters(targets);
-    this.#opts.logger.error({ store: this.storeId, moved: movedList(this.partitionBase, from, targets) },
-      'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
+    const moved = movedList(this.partitionBase, from, targets);
+    if (moved.length > 0) await store.advanceCounters(targets);
+    return moved;
   }
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined) {
@@ -330,14 +267,8 @@ export class StoreOwnership {
    * @throws PixiuError UNAVAILABLE when Redis or the store fails
    */
   async catchUpMinted(store: MintingStore): Promise<string[]> {
-    const top = await this.#highestRecorded();
-    const targets = store.counters.map((local, i) => {
-      const recorded = top[i] ?? 0;
-      return recorded > local ? Math.min(MAX_COUNTER, recorded + RESUME_MARGIN) : undefined;
-    });
-    const moved = movedList(this.partitionBase, store.counters, targets);
+    const moved = await this.#movePastRecorded(store, true);
     if (moved.length === 0) return moved;
-    await store.advanceCounters(targets);
     this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, moved },
       'this data dir is behind the message ids its store already minted (an older copy of it ran on, a backup was restored, or writes were lost), or another store minted in its partitions: '
       + 'its counters are moved past them so no id is minted twice; the messages behind those ids are not in this data dir and read as missing');

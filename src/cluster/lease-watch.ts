@@ -1,0 +1,93 @@
+/**
+ * The store lease as a starting node checks it (DESIGN.md §9: one store, one running
+ * node): {@link awaitLeaseFree} waits until no other live node holds a store's lease,
+ * and {@link servedElsewhere} is the error that names the node that does. The lease's
+ * periods are here too; src/cluster/store-ownership.ts writes and renews it.
+ */
+import { readlinkSync } from 'node:fs';
+import os from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
+import { StartupError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { isAlive } from '../process-alive.js';
+import type { LeaseState, PartitionClaims, StoreLease } from './partition-claims.js';
+
+/** Lease renewal (and claim re-assertion) period, ms: the node registry's heartbeat. */
+export const LEASE_RENEW_MS = 5000;
+/** A lease not renewed for this long lapses, ms (three missed renewals). */
+export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
+/** How often a starting node looks again at a lease held by a node of another host, ms. */
+export const LEASE_WATCH_MS = 250;
+/** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */
+const LEASE_WATCH_LIMIT_MS = LEASE_TTL_MS + LEASE_RENEW_MS;
+/**
+ * This process's PID namespace (`pid:[4026531836]`), or undefined where /proc does not
+ * say (not Linux). Containers sharing a host name (host networking) each have their
+ * own: a pid is only meaningful within one.
+ */
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
+  }
+}
+
+/** {@link pidNamespace}, read once. */
+export const PID_NAMESPACE = pidNamespace();
+
+/** The start-up error for a store another live node serves. */
+export function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
+  const where = [lease.host === undefined ? '' : `host ${lease.host}`, lease.pid === undefined ? '' : `pid ${lease.pid}`].filter(Boolean).join(', ');
+  return `the store in ${dir} (store ${storeId}) is already served by node ${lease.node} at ${lease.url}${where === '' ? '' : ` (${where})`}: `
+    + 'another node serves this data dir\'s store (this folder started twice, or a copy of it). Two nodes serving one store mint the same message ids and lose messages. '
+    + 'Stop that node first, or give this node a data dir of its own (never a copy of another node\'s)';
+}
+
+/** True when `now` is `before` written again by its node (or by another node). */
+function renewedSince(before: LeaseState, now: LeaseState): boolean {
+  if (now.lease.node !== before.lease.node) return true;
+  // A lease of this release counts its writes; one of an older release shows a renewal
+  // only by its time left growing (which a step of Redis's clock can fake).
+  if (now.lease.renewal !== undefined || before.lease.renewal !== undefined) return now.lease.renewal !== before.lease.renewal;
+  return now.ttlMs > before.ttlMs;
+}
+
+/**
+ * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
+ * node). No lease: at once. A lease of a process of this machine (same host name and
+ * PID namespace) that is gone (a crash left it): at once. Any other (a live pid of this
+ * machine, which may also be a reused one — a container restarted after a crash runs
+ * under the pid it had —, another host or container, an older release): watched every
+ * {@link LEASE_WATCH_MS} until it lapses (its node is gone; up to {@link LEASE_TTL_MS}),
+ * refused as soon as it is written again (its node is alive, and renews every
+ * {@link LEASE_RENEW_MS}).
+ * @returns the node id of a lease it found and judged left behind (its first write
+ *   may replace that one: see {@link StoreOwnership.advertise}), if any
+ * @throws StartupError when another live node holds the lease
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, dir: string, logger: Logger): Promise<string | undefined> {
+  let held: LeaseState | undefined = await claims.leaseState(storeId);
+  if (held === undefined) return undefined;
+  const first = held.lease;
+  const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
+  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !isAlive(first.pid)) return first.node;
+  logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
+    `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
+  const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
+  while (performance.now() < deadline) {
+    await delay(LEASE_WATCH_MS);
+    const now: LeaseState | undefined = await claims.leaseState(storeId);
+    if (now === undefined) {
+      logger.info({ store: storeId, node: first.node }, 'store lease lapsed: its node is gone, this node serves the store');
+      return undefined;
+    }
+    // Renewed, or taken by yet another node: someone serves it.
+    if (renewedSince(held, now)) throw new StartupError(servedElsewhere(dir, storeId, now.lease));
+    held = now;
+  }
+  // Never renewed, yet still there (written with a longer TTL by something else): nobody serves it.
+  return first.node;
+}
+
