@@ -15,10 +15,8 @@
  * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
  * Either way the exit line is printed.
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import { decodeJwt } from 'jose';
 import WebSocket from 'ws';
 import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
@@ -30,6 +28,7 @@ import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js'
 import { MAX_HELD_FRAMES } from '../gateway/frame-limits.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { onStopSignals } from './stop-signals.js';
+import { givenToken, readTokenFile } from './connect-token.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer'] as const;
 
@@ -144,44 +143,6 @@ export function connectCommand(): Command {
     await run(base, service, token, { ack: opts.ack, count, subs, refusedHint });
   });
   return cmd;
-}
-
-/**
- * The token in `file` (`--token-file`): its first line, trimmed, without a leading
- * `Bearer ` (as copied from a request's header).
- * @throws StartupError when the file cannot be read or holds no token
- */
-async function readTokenFile(file: string): Promise<string> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new StartupError(`cannot read --token-file ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  const token = (text.split('\n')[0] ?? '').trim().replace(/^Bearer\s+/i, '');
-  if (token === '') throw new StartupError(`--token-file ${file} holds no token on its first line`);
-  return token;
-}
-
-/**
- * The JWT given with `--token`, trimmed, once it reads as a JWT whose `sub` is `uid`
- * (decoded, not verified: the service verifies it). A token for another user would
- * connect as that user, and print where to resume another inbox than the one asked for.
- * @param from how it was given, for the messages (`--token`, `--token-file <path>`)
- * @throws StartupError when it is not a JWT or its sub is not `uid` (the token is never shown)
- */
-function givenToken(text: string, uid: string, from: string): string {
-  const token = text.trim();
-  let sub: unknown;
-  try {
-    sub = decodeJwt(token).sub;
-  } catch {
-    throw new StartupError(`${from} is not a JWT (three base64url parts separated by dots, the first two JSON: a header and the claims, as your identity provider issues them)`);
-  }
-  if (sub !== uid) {
-    throw new StartupError(`${from} is for ${typeof sub === 'string' ? `user ${JSON.stringify(sub)}` : 'no user (no sub claim)'}, not ${JSON.stringify(uid)}: give the uid the token was issued to`);
-  }
-  return token;
 }
 
 /**
