@@ -27,7 +27,7 @@ import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { waitUntil } from '../harness/checks.js';
+import { flushPrefix, waitUntil } from '../harness/checks.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -339,12 +339,6 @@ test('an older copy of a data dir — its copy ran ahead elsewhere — moves its
   assert.deepEqual(await claims.mintedOf('four-parts'), new Map([[4, 1], [5, 2], [6, 3], [7, 4]]));
 });
 
-/** Deletes every key under `keys`' prefix: a FLUSHALL, for one test. */
-async function flushPrefix(keys: Keys): Promise<void> {
-  const all = await redis.keys(`${keys.prefix}*`);
-  if (all.length > 0) await redis.del(...all);
-}
-
 test('a copy of a running node\'s data dir started right after Redis lost its data waits for the node\'s lease to come back, and is refused', async (t) => {
   const { claims, keys } = freshClaims();
   const dir = await storeDir(t);
@@ -357,7 +351,7 @@ test('a copy of a running node\'s data dir started right after Redis lost its da
   // FLUSHALL: the claims, the lease, the recorded counters and the claims' age are gone;
   // the running node writes them back at its next renewal (here every 200 ms from 300 ms
   // on, in place of every 5 s).
-  await flushPrefix(keys);
+  await flushPrefix(redis, keys.prefix);
   let renewing: NodeJS.Timeout | undefined;
   const back = setTimeout(() => { renewing = setInterval(() => original.renewNow(), 200); }, 300);
   t.after(() => { clearTimeout(back); clearInterval(renewing); });
@@ -419,7 +413,7 @@ test('a node that another served its partitions beside resumes writes only past 
   // Two other stores of 2 partitions each take the block (new data dirs, after Redis lost
   // the claims, while this node was cut off) and mint there; an operator settles it, and
   // the block is this node's again.
-  await flushPrefix(keys);
+  await flushPrefix(redis, keys.prefix);
   const base = ownership.partitionBase;
   assert.equal(held(await claims.claim('rival-low', 2, base, HERE)), base);
   assert.equal(held(await claims.claim('rival-high', 2, base + 2, HERE)), base + 2);
@@ -451,7 +445,7 @@ test('a data dir whose block another store held while it was stopped moves past 
   await store.close();
   // Stopped, the node cannot write its claim back after a FLUSHALL: another store takes
   // the block and mints there; an operator then retires that store's claim.
-  await flushPrefix(keys);
+  await flushPrefix(redis, keys.prefix);
   assert.equal(held(await claims.claim('rival-store', 4, first.partitionBase, HERE)), first.partitionBase);
   await claims.recordMinted('rival-store', first.partitionBase, [700, 700, 700, 700]);
   await redis.del(keys.storePartitions());

@@ -18,7 +18,7 @@ import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
-import { waitUntil } from '../harness/checks.js';
+import { flushPrefix, waitUntil } from '../harness/checks.js';
 
 const keys = new Keys('px:');
 let server: RedisServer;
@@ -110,8 +110,7 @@ test('after Redis lost its data, a running service writes its shared settings an
   const secret = await redis.get(prefixed.clusterSecret());
   assert.ok(secret !== null);
   // A FLUSHALL, of this prefix's keys.
-  const all = await redis.keys(`${prefix}*`);
-  await redis.del(...all);
+  await flushPrefix(redis, prefix);
   await waitUntil('the settings and the secret are back', async () =>
     await redis.exists(prefixed.nodeSettings()) === 1 && await redis.get(prefixed.clusterSecret()) === secret, 15_000, 50);
   const published = await redis.hgetall(prefixed.nodeSettings());

@@ -103,3 +103,12 @@ export function holdHistoryBudget(budget: HistoryBudget, bytes: number): () => v
   budget.hold({ raw: pending } as unknown as FastifyReply, bytes);
   return () => pending.emit('close');
 }
+
+/**
+ * Deletes every key under `prefix`: a FLUSHALL of one test's keys, on a Redis other
+ * tests share (KEYS: fine for a test's private redis-server).
+ */
+export async function flushPrefix(redis: Redis, prefix: string): Promise<void> {
+  const all = await redis.keys(`${prefix}*`);
+  if (all.length > 0) await redis.del(...all);
+}
