@@ -198,3 +198,20 @@ test('seqs deleted by hand (XDEL) in the middle or at the end of an inbox are ga
   assert.deepEqual(await page('tailless', 0), { seqs: [1], gaps: [{ from: 2, to: 3 }], next: 3 });
   assert.deepEqual(await page('tailless', 1), { seqs: [], gaps: [{ from: 2, to: 3 }], next: 3 });
 });
+
+test('limit counts the inbox entries a page reads: expired messages come as gaps, so a page may be empty with more after it (docs/api.md)', async () => {
+  const user = 'expiring';
+  for (let i = 1; i <= 3; i++) assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: i, ttl: 1 })).status, 201);
+  assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: 4 })).status, 201);
+  const page = async (after: number, limit: number): Promise<{ seqs: number[]; gaps: unknown[]; next: number; latest: number }> => {
+    const answer = await api.get(`/v1/users/${user}/messages?after_seq=${after}&limit=${limit}`);
+    assert.equal(answer.status, 200, answer.text);
+    const body = answer.body as Page;
+    return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps, next: body.next_after_seq, latest: body.latest_seq };
+  };
+  await waitUntil('the first three messages expire', async () => (await page(0, 100)).seqs.length === 1, 10_000, 100);
+  assert.deepEqual(await page(0, 100), { seqs: [4], gaps: [{ from: 1, to: 3 }], next: 4, latest: 4 });
+  // Two entries read, both expired: an empty page that is not the end.
+  assert.deepEqual(await page(0, 2), { seqs: [], gaps: [{ from: 1, to: 2 }], next: 2, latest: 4 });
+  assert.deepEqual(await page(2, 2), { seqs: [4], gaps: [{ from: 3, to: 3 }], next: 4, latest: 4 });
+});
