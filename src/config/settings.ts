@@ -8,6 +8,18 @@ import { redisUrlProblem } from '../redis/url.js';
 import { apiTokenProblem } from '../auth/api-token.js';
 import { publicKeyProblem, unescapePem } from '../auth/pem-key.js';
 
+/**
+ * What is wrong with an `aud` / `iss` setting that begins or ends with whitespace: a
+ * token would have to carry the space too, so every client got 401 with nothing in
+ * the log (an env file's trailing space; a fresh tester's finding). jose compares
+ * both exactly (RFC 7519 §4.1.1, §4.1.3: StringOrURI, case-sensitive).
+ * @returns the problem, or undefined when the value has no space at either end
+ */
+function edgeSpaceProblem(value: string): string | undefined {
+  return value.trim() === value ? undefined
+    : 'it begins or ends with whitespace, which a token\'s claim would have to carry too (compared exactly)';
+}
+
 /** How a setting's text (from the environment or a flag) is read. */
 export type SettingKind =
   | 'string'
@@ -88,8 +100,8 @@ export const SETTINGS = {
   jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 }, secret: true },
   jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI, -----BEGIN PUBLIC KEY-----) verifying client JWTs; the two characters \\n stand for a newline (as in env files); RSA (2048 bits or more): RS256/384/512 or PS256/384/512, EC: ES256 (P-256), ES384 (P-384) or ES512 (P-521), Ed25519: EdDSA or Ed25519', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true, normalize: unescapePem, check: publicKeyProblem },
   jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https:// or http://) with the keys verifying client JWTs', schema: { pattern: '^https?://' }, secret: true },
-  jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it); unset: aud is not checked', schema: { minLength: 1 } },
-  jwtIssuer: { env: 'PIXIU_JWT_ISSUER', flag: 'jwt-issuer', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this iss (compared exactly); unset: iss is not checked', schema: { minLength: 1 } },
+  jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it; no whitespace at either end); unset: aud is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
+  jwtIssuer: { env: 'PIXIU_JWT_ISSUER', flag: 'jwt-issuer', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this iss (compared exactly; no whitespace at either end); unset: iss is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect, * for any; empty: only the request\'s own host' },
   maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },
   maxConnectionsPerUser: { env: 'PIXIU_MAX_CONNECTIONS_PER_USER', flag: 'max-connections-per-user', kind: 'int', default: 5, min: 1, max: 1000, doc: 'open connections allowed per user, across nodes, 1 to 1000' },

@@ -287,6 +287,18 @@ test('--jwt-audience and --jwt-issuer given empty are refused, not read as requi
   }
 });
 
+test('PIXIU_JWT_AUDIENCE and PIXIU_JWT_ISSUER with whitespace at either end are refused naming the setting (every token would be 401 otherwise)', () => {
+  for (const env of ['PIXIU_JWT_AUDIENCE', 'PIXIU_JWT_ISSUER']) {
+    for (const bad of ['pixiu-app ', ' pixiu-app', 'pixiu-app\n', ' ', '\t']) {
+      assert.throws(() => loadConfig({ [env]: bad }), (err: unknown) => err instanceof StartupError
+        && err.message.includes(`${env}=${JSON.stringify(bad)} is not valid`) && err.message.includes('whitespace'), `${env}=${JSON.stringify(bad)}`);
+    }
+  }
+  // Inner spaces are a value a token can carry, and are taken as they are.
+  const config = loadConfig({ PIXIU_JWT_AUDIENCE: 'my app', PIXIU_JWT_ISSUER: 'https://idp.example/realms/x' });
+  assert.deepEqual([config.jwtAudience, config.jwtIssuer], ['my app', 'https://idp.example/realms/x']);
+});
+
 test('the settings whose docs say 0 turns them off take 0', () => {
   assert.equal(loadConfig({ PIXIU_STORE_CACHE_BYTES: '0' }).storeCacheBytes, 0);
   assert.equal(loadConfig({ PIXIU_CLAIMS_SETTLE: '0' }).claimsSettleMs, 0);

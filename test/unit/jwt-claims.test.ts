@@ -70,7 +70,7 @@ test('tags and channels must be arrays of strings: an array holding anything els
   const token = (claims: Record<string, unknown>): Promise<string> =>
     new SignJWT({ sub: 'ana', exp, ...claims }).setProtectedHeader({ alg: 'HS256' }).sign(key);
   for (const claim of ['tags', 'channels']) {
-    for (const value of [[1], ['ok', 2], [null], [['nested']], [{ tag: 'x' }], 'not-an-array']) {
+    for (const value of [[1], ['ok', 2], [null], [['nested']], [{ tag: 'x' }], 'not-an-array', null]) {
       await assert.rejects(verify(await token({ [claim]: value })),
         { code: 'UNAUTHORIZED', message: `invalid token: claim "${claim}" must be an array of strings` }, `${claim}: ${JSON.stringify(value)}`);
     }
