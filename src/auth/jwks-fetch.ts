@@ -37,13 +37,24 @@ export async function cappedFetch(url: string, options: RequestInit): Promise<Re
 }
 
 /**
- * {@link cappedFetch} that remembers a failed fetch: for `cooldownMs` after one (no
- * answer, not a 200, not a JSON key set) it fails at once without asking the URL
- * again. jose's cooldown runs only from a fetch that succeeded, so while the identity
- * provider was down every token (each connect, each made-up `kid`) fetched the set
- * once more: hundreds of requests a second from one node to a provider already failing.
+ * {@link cappedFetch} that refuses an answer holding no keys to verify with, and
+ * remembers a failed fetch: for `cooldownMs` after one it fails at once without asking
+ * the URL again. jose's cooldown runs only from a fetch that succeeded, so while the
+ * identity provider was down every token (each connect, each made-up `kid`) fetched
+ * the set once more: hundreds of requests a second from one node to a provider
+ * already failing.
+ *
+ * An answer that is not a 200, not a JSON key set, or a key set with no keys fails
+ * with an Error naming the URL (its origin and path: credentials went in a header, a
+ * query may hold a secret) and the fault, so the operator's log says "answered 404",
+ * not jose's bare "Expected 200 OK". A key set with no keys is an outage, not an
+ * answer: jose would put it in place of the cached set, and every token, of keys
+ * that verified a moment before, was 401 (a client told its token is bad logs its
+ * user out); failing the fetch keeps the cached set, and what needs a fetch is 503.
  *
  * @returns a fetch for jose's `customFetch`, with its own memory of the last failure
+ * @throws Error when the URL cannot be read or answers no usable key set (the
+ *   verifier answers 503, the Error as its cause)
  */
 export function cooledFetch(cooldownMs: number): (url: string, options: RequestInit) => Promise<Response> {
   let failedAt = Number.NEGATIVE_INFINITY; // performance.now() of the last failure
@@ -53,7 +64,8 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
     }
     try {
       const res = await cappedFetch(url, options);
-      if (res.status !== 200 || !isKeySet(await res.clone().text())) failedAt = performance.now();
+      const fault = res.status !== 200 ? `answered ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}` : keySetFault(await res.clone().text());
+      if (fault !== undefined) throw new Error(`the JWKS URL ${shownUrl(url)} ${fault}`);
       return res;
     } catch (err) {
       failedAt = performance.now();
@@ -62,14 +74,30 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
   };
 }
 
-/** True when `text` is JSON of an object with a `keys` array of objects (jose's `isJwkSet`: what it takes for a key set). */
-function isKeySet(text: string): boolean {
+/**
+ * What keeps `text` from being a key set to verify with: not JSON of an object with a
+ * `keys` array of objects (jose's `isJwkSet`), or no key in it.
+ * @returns the fault, worded to follow "the JWKS URL … "; undefined for a key set
+ */
+function keySetFault(text: string): string | undefined {
+  let v: unknown;
   try {
-    const v = JSON.parse(text) as unknown;
-    const isObject = (o: unknown): boolean => typeof o === 'object' && o !== null && !Array.isArray(o);
-    const keys = isObject(v) ? (v as { keys?: unknown }).keys : undefined;
-    return Array.isArray(keys) && keys.every(isObject);
+    v = JSON.parse(text);
   } catch {
-    return false;
+    return 'answered no JSON';
+  }
+  const isObject = (o: unknown): boolean => typeof o === 'object' && o !== null && !Array.isArray(o);
+  const keys = isObject(v) ? (v as { keys?: unknown }).keys : undefined;
+  if (!Array.isArray(keys) || !keys.every(isObject)) return 'answered JSON that is no key set ({"keys": [...]})';
+  return keys.length === 0 ? 'answered a key set with no keys' : undefined;
+}
+
+/** A URL as a log may show it: origin and path, the query (which may hold a secret) as `?…`. */
+function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}${u.search === '' ? '' : '?…'}`;
+  } catch {
+    return '(unreadable URL)';
   }
 }

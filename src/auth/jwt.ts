@@ -127,7 +127,7 @@ function decodeOrKeep(part: string): string {
  * @returns a function that resolves the claims, or rejects with PixiuError
  *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
- *   a 200, not a JSON key set)
+ *   a 200, not a JSON key set, a key set with no keys)
  * @throws Error when a PEM key cannot be read or is of no accepted type (loadConfig
  *   refuses such a key first, naming PIXIU_JWT_PUBLIC_KEY)
  */

@@ -21,10 +21,12 @@ import { MAX_JWKS_BYTES } from '../../src/auth/jwks-fetch.js';
  */
 const DOCUMENTED_COOLDOWN_MS = 1000;
 
-/** Serves what `body()` returns at any path of 127.0.0.1; closed after the test. */
-async function serve(t: TestContext, body: () => string): Promise<string> {
+/** Serves what `body()` returns (with 200, or the status it gives) at any path of 127.0.0.1; closed after the test. */
+async function serve(t: TestContext, body: () => string | { status: number; text: string }): Promise<string> {
   const server = http.createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' }).end(body());
+    const answer = body();
+    const { status, text } = typeof answer === 'string' ? { status: 200, text: answer } : answer;
+    res.writeHead(status, { 'content-type': 'application/json' }).end(text);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -80,4 +82,46 @@ test('a JWKS answer over the size read is an outage (503), read no further', asy
   const huge = JSON.stringify({ keys: [], pad: 'x'.repeat(MAX_JWKS_BYTES) });
   const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => huge) });
   await assert.rejects(verify(token), { code: 'UNAVAILABLE' });
+});
+
+/** The Error a 503 from the verifier carries as its cause: what the node's log shows. */
+async function outageCause(verify: ReturnType<typeof createVerifier>, token: string): Promise<string> {
+  const err = await verify(token).then(() => undefined, (e: unknown) => e as { code?: string; cause?: unknown });
+  assert.equal(err?.code, 'UNAVAILABLE', `expected a 503, got ${JSON.stringify(err ?? 'a pass')}`);
+  assert.ok(err.cause instanceof Error, 'a 503 with its cause');
+  return err.cause.message;
+}
+
+test('a JWKS fetch that fails says why, naming the URL without its query: the status, no JSON, no key set, no keys', async (t) => {
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
+  const cases: Array<[{ status: number; text: string }, string]> = [
+    [{ status: 404, text: '{"error":"not found"}' }, 'answered 404 Not Found'],
+    [{ status: 200, text: '<html>maintenance</html>' }, 'answered no JSON'],
+    [{ status: 200, text: '{"hello":"world"}' }, 'answered JSON that is no key set ({"keys": [...]})'],
+    [{ status: 200, text: '{"keys":[]}' }, 'answered a key set with no keys'],
+  ];
+  for (const [answer, said] of cases) {
+    const url = await serve(t, () => answer);
+    const cause = await outageCause(createVerifier({ kind: 'jwks', url: `${url}?api_key=hidden-value` }), token);
+    assert.equal(cause, `the JWKS URL ${url}?… ${said}`);
+  }
+});
+
+test('a JWKS that comes to hold no keys is an outage: the cached set keeps verifying, and a kid it lacks is 503, not 401', async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const other = await generateKeyPair('ES256');
+  let keys: JWK[] = [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }];
+  const url = await serve(t, () => JSON.stringify({ keys }));
+  const verify = createVerifier({ kind: 'jwks', url });
+  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
+  const good = await sign(privateKey, 'k1');
+  assert.equal((await verify(good)).user, 'ana');
+  keys = [];
+  // Past the cooldown, a kid the cached set lacks fetches the set again: it holds no keys.
+  await new Promise((resolve) => setTimeout(resolve, DOCUMENTED_COOLDOWN_MS + 200));
+  assert.match(await outageCause(verify, await sign(other.privateKey, 'k2')), /answered a key set with no keys$/);
+  // The set fetched before still verifies its tokens (jose put the empty one in its place: 401).
+  assert.equal((await verify(good)).user, 'ana');
 });
