@@ -39,7 +39,8 @@ function retryDelayMs(times: number): number {
  * Auto-pipelining is on: calls made in one tick share one round trip.
  *
  * @throws PixiuError UNAVAILABLE when Redis is unreachable at start, with the reason
- *   Redis or the socket gave (a wrong password, a refused connection)
+ *   Redis or the socket gave (a wrong password, a refused connection), or refuses
+ *   the database the URL names
  * @throws RedisUrlError when the URL cannot be read (src/redis/url.ts)
  */
 export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
@@ -80,7 +81,30 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     const reason = lastError !== '' ? lastError : (err as Error).message;
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}`, err);
   }
+  await checkDatabase(redis, opts.url);
   return redis;
+}
+
+/**
+ * Makes sure the connection uses the database the URL names (`/N`, `?db=N`). ioredis
+ * sends SELECT after connecting but goes on when Redis refuses it: a number past the
+ * Redis's `databases` ("ERR DB index is out of range") left the client in database
+ * 0, where another deployment's keys may be (a fresh tester's finding: the service
+ * started and wrote there). SELECT is asked again here, and its refusal refused.
+ * Nothing is asked for database 0.
+ *
+ * @throws PixiuError UNAVAILABLE naming the database and Redis's answer (the client
+ *   is disconnected first)
+ */
+async function checkDatabase(redis: Redis, url: string): Promise<void> {
+  const db = redis.options.db ?? 0;
+  if (db === 0) return;
+  try {
+    await redis.select(db);
+  } catch (err) {
+    redis.disconnect();
+    throw unavailable(`cannot use database ${db} of Redis at ${redactUrl(url)}: ${(err as Error).message} (a Redis has as many databases as its \`databases\` setting, 16 by default, numbered from 0)`, err);
+  }
 }
 
 /** The calls ioredis makes on its own after a reconnect, to restore a client's state. */

@@ -79,3 +79,17 @@ test('a service started on a Redis that may evict keys warns once, naming the po
   }
   await admin.config('SET', 'maxmemory-policy', 'noeviction');
 });
+
+test('a URL naming a database the Redis does not have stops the start, naming it; a database it has is the one used', async (t) => {
+  const client = await createRedis({ url: `${server.url}/99`, commandTimeoutMs: 5000 }).then((c) => c, (err: unknown) => err as Error);
+  if (!(client instanceof Error)) client.disconnect(); // connected to database 0: fail, not hang
+  assert.ok(client instanceof Error && /cannot use database 99 of Redis at .*: ERR DB index is out of range/.test(client.message), String(client));
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: `${server.url}/99`, redisPrefix: 'db-99:', storeDurability: 'relaxed' });
+  const started = await startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
+  if (!(started instanceof Error)) await started.close(); // started on database 0: fail, not hang
+  assert.ok(started instanceof Error && started.name === 'StartupError' && /cannot use database 99/.test(started.message), String(started));
+  assert.deepEqual(await admin.keys('db-99:*'), [], 'nothing written to database 0');
+  const third = await createRedis({ url: `${server.url}/3`, commandTimeoutMs: 5000 });
+  t.after(() => third.quit());
+  assert.match(String(await third.call('CLIENT', 'INFO')), /\bdb=3\b/);
+});
