@@ -110,3 +110,14 @@ test('a partition whose counter high-water mark is past the largest MsgID counte
   const store = await openStore(t, dir, { partitions: 1 });
   assert.deepEqual(store.counters, [MAX_COUNTER]);
 });
+
+test('the largest layouts open: 256 partitions, and a base whose block ends at partition byte 255', async (t) => {
+  const full = await openStore(t, await tempDir(t), { partitions: 256 });
+  assert.equal(full.counters.length, 256);
+  const last = await openStore(t, await tempDir(t), { partitions: 2, partitionBase: 254 });
+  const { id } = await last.put({ kind: 1, type: 't', data: 'top', to: ['a'] });
+  assert.ok(['fe', 'ff'].includes(id.slice(0, 2)), id);
+  assert.equal((await last.get(id))?.data, 'top');
+  // One more partition byte than there is: refused.
+  await assert.rejects(MessageStore.open(storeOptions(await tempDir(t), { partitions: 2, partitionBase: 255 })), startupError('partition base'));
+});
