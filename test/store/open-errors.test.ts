@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
-import { StartupError } from '../../src/errors.js';
+import { StartupError, isPixiuError } from '../../src/errors.js';
 import { MAX_COUNTER } from '../../src/ids/msg-id.js';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { PARTITION_HASH } from '../../src/store/layout.js';
@@ -120,4 +120,16 @@ test('the largest layouts open: 256 partitions, and a base whose block ends at p
   assert.equal((await last.get(id))?.data, 'top');
   // One more partition byte than there is: refused.
   await assert.rejects(MessageStore.open(storeOptions(await tempDir(t), { partitions: 2, partitionBase: 255 })), startupError('partition base'));
+});
+
+test('a partition whose counter reaches the largest MsgID counter mints that id, then refuses puts as UNAVAILABLE', async (t) => {
+  const dir = await tempDir(t);
+  await (await MessageStore.open(storeOptions(dir, { partitions: 1 }))).close();
+  await writeHighWaterMark(dir, 0, String(MAX_COUNTER - 1));
+  const store = await openStore(t, dir, { partitions: 1 });
+  const last = await store.put({ kind: 1, type: 't', data: 'last', to: ['a'] });
+  assert.equal(parseInt(last.id.slice(4), 16), MAX_COUNTER);
+  await assert.rejects(store.put({ kind: 1, type: 't', data: 'one too many', to: ['a'] }),
+    (err) => isPixiuError(err, 'UNAVAILABLE') && /used every message id/.test((err as Error).message));
+  assert.equal((await store.get(last.id))?.data, 'last');
 });
