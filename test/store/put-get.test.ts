@@ -162,3 +162,10 @@ test('puts made while writes are held wait, then go ahead under the suspension i
   release2();
   await assert.rejects(refused, (err) => isPixiuError(err, 'UNAVAILABLE') && /served elsewhere/.test((err as Error).message));
 });
+
+test('a store holds exactly its partitions B..B+P-1: not the byte before its block, not the one after it', async (t) => {
+  const store = await openStore(t, await tempDir(t), { partitions: 4, partitionBase: 8 });
+  assert.deepEqual([7, 8, 11, 12].map((p) => store.hasPartition(p)), [false, true, true, false]);
+  assert.deepEqual([7, 8, 11, 12].map((partition) => store.holds(encodeMsgId({ partition, kind: 1, counter: 1 }))), [false, true, true, false]);
+  assert.equal(store.holds('not-an-id'), false);
+});
