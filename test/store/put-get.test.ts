@@ -169,3 +169,13 @@ test('a store holds exactly its partitions B..B+P-1: not the byte before its blo
   assert.deepEqual([7, 8, 11, 12].map((partition) => store.holds(encodeMsgId({ partition, kind: 1, counter: 1 }))), [false, true, true, false]);
   assert.equal(store.holds('not-an-id'), false);
 });
+
+test('a closed store refuses reads of records it has cached, and of malformed ids, as UNAVAILABLE', async (t) => {
+  const store = await MessageStore.open(storeOptions(await tempDir(t), { partitions: 2 }));
+  const put = await store.put({ kind: 1, type: 't', data: 1, to: ['a'] });
+  store.remember(put);
+  assert.equal((await store.get(put.id))?.data, 1, 'fixture: cached');
+  await store.close();
+  await assert.rejects(store.getMany([put.id]), (err) => isPixiuError(err, 'UNAVAILABLE'));
+  await assert.rejects(store.get('not-an-id'), (err) => isPixiuError(err, 'UNAVAILABLE'));
+});
