@@ -179,3 +179,21 @@ test('a closed store refuses reads of records it has cached, and of malformed id
   await assert.rejects(store.getMany([put.id]), (err) => isPixiuError(err, 'UNAVAILABLE'));
   await assert.rejects(store.get('not-an-id'), (err) => isPixiuError(err, 'UNAVAILABLE'));
 });
+
+test('puts wait for the latest hold: one that settles earlier does not release them', async (t) => {
+  const store = await openStore(t, await tempDir(t));
+  store.suspendWrites('starting');
+  let releaseFirst: () => void = () => undefined;
+  let releaseSecond: () => void = () => undefined;
+  const first = new Promise<void>((resolve) => { releaseFirst = resolve; });
+  store.holdWritesUntil(first);
+  store.holdWritesUntil(new Promise<void>((resolve) => { releaseSecond = resolve; }));
+  releaseFirst();
+  await first;
+  await new Promise((resolve) => setImmediate(resolve));
+  // Still held by the second hold: not refused under the suspension in force now.
+  const held = store.put({ kind: 1, type: 't', data: 'held', to: ['a'] });
+  store.suspendWrites(undefined);
+  releaseSecond();
+  assert.equal((await held).message.data, 'held');
+});
