@@ -197,3 +197,18 @@ test('puts wait for the latest hold: one that settles earlier does not release t
   releaseSecond();
   assert.equal((await held).message.data, 'held');
 });
+
+test('a record read from disk is kept in the read cache: the next read answers the same frozen record', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { partitions: 1 });
+  const { id } = await store.put({ kind: 1, type: 't', data: { n: 1 }, to: ['a'] });
+  await store.close();
+  const reopened = await openStore(t, dir, { partitions: 1 });
+  const first = await reopened.get(id);
+  assert.deepEqual(first?.data, { n: 1 });
+  assert.equal(await reopened.get(id), first, 'the cached record, not a second decode of the disk bytes');
+  // With the cache off every read decodes anew.
+  await reopened.close();
+  const uncached = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
+  assert.notEqual(await uncached.get(id), await uncached.get(id));
+});
