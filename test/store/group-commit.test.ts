@@ -125,3 +125,9 @@ test('the write slot count follows UV_THREADPOOL_SIZE as libuv reads it: 4 when 
   assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '1024' }), 1024);
   assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '5000' }), 1024);
 });
+
+test('a batch writer answering another number of results than items rejects every item of the batch', async () => {
+  const commit = new GroupCommit<number, number>(async (items) => items.slice(1), 100);
+  const puts = [commit.add(1), commit.add(2)];
+  for (const put of puts) await assert.rejects(put, /batch writer answered 1 results for 2 items/);
+});
