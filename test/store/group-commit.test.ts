@@ -131,3 +131,23 @@ test('a batch writer answering another number of results than items rejects ever
   const puts = [commit.add(1), commit.add(2)];
   for (const put of puts) await assert.rejects(put, /batch writer answered 1 results for 2 items/);
 });
+
+test('queues sharing one write slot never write at once: the second waits for the first write to end, its batch open meanwhile', async () => {
+  const slots = new WriteSlots(1);
+  const a = heldWriter();
+  const b = heldWriter();
+  const qa = new GroupCommit<number, number>(a.write, 100, undefined, slots);
+  const qb = new GroupCommit<number, number>(b.write, 100, undefined, slots);
+  const first = qa.add(1);
+  await a.started();
+  const waiting = [qb.add(2)];
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(b.batches, [], 'no second write while the only slot is held');
+  waiting.push(qb.add(3));
+  a.release();
+  assert.equal(await first, 10);
+  await b.started();
+  b.release();
+  assert.deepEqual(await Promise.all(waiting), [20, 30]);
+  assert.deepEqual(b.batches, [[2, 3]], 'items added while waiting for the slot joined the batch');
+});
