@@ -151,3 +151,13 @@ test('queues sharing one write slot never write at once: the second waits for th
   assert.deepEqual(await Promise.all(waiting), [20, 30]);
   assert.deepEqual(b.batches, [[2, 3]], 'items added while waiting for the slot joined the batch');
 });
+
+test('an exclusive job that fails rejects its own caller only; writes and later jobs go on', async () => {
+  const commit = new GroupCommit<number, number>(async (items) => [...items], 100);
+  await assert.rejects(commit.exclusive(async () => {
+    throw new Error('sweep step failed');
+  }), /sweep step failed/);
+  assert.equal(await commit.add(7), 7);
+  assert.equal(await commit.exclusive(async () => 'next job'), 'next job');
+  await commit.idle();
+});
