@@ -161,3 +161,13 @@ test('an exclusive job that fails rejects its own caller only; writes and later 
   assert.equal(await commit.exclusive(async () => 'next job'), 'next job');
   await commit.idle();
 });
+
+test('a slot handed to a waiter is not also counted free: the slot count holds after hand-overs', async () => {
+  const slots = new WriteSlots(1);
+  assert.equal(slots.acquire(), undefined);
+  const waiter = slots.acquire() as Promise<void>;
+  slots.release(); // handed to the waiter, who holds it now
+  await waiter;
+  assert.ok(slots.acquire() instanceof Promise, 'the one slot is held: a third asker waits');
+  assert.throws(() => new WriteSlots(0), RangeError);
+});
