@@ -100,3 +100,18 @@ test('every put acknowledged before a SIGKILL is readable after reopen', async (
   const before = ids.filter((id) => partitionOf(id) === partitionOf(next.id)).map(counterOf);
   assert.ok(counterOf(next.id) > Math.max(0, ...before));
 });
+
+test('counters answer the last counter written per partition: after puts, and after advanceCounters moves them forward only', async (t) => {
+  const store = await openStore(t, await tempDir(t), { partitions: 1 });
+  assert.deepEqual(store.counters, [0]);
+  for (let i = 0; i < 3; i++) await store.put({ kind: 1, type: 't', data: i, to: ['a'] });
+  assert.deepEqual(store.counters, [3]);
+  await store.advanceCounters([100]);
+  assert.deepEqual(store.counters, [100]);
+  await store.advanceCounters([50]);
+  await store.advanceCounters([undefined]);
+  assert.deepEqual(store.counters, [100], 'never moved back');
+  const next = await store.put({ kind: 1, type: 't', data: 'next', to: ['a'] });
+  assert.equal(counterOf(next.id), 101);
+  assert.deepEqual(store.counters, [101]);
+});
