@@ -94,3 +94,12 @@ test('a ttl at the top of the allowed range is stored (or refused as invalid), n
     if (edge.status === 'rejected') assert.ok(isPixiuError(edge.reason, 'INVALID_REQUEST'), String(edge.reason));
   }
 });
+
+test('findByClientMsgId waits for a put of that client_msg_id in flight and answers its record', async (t) => {
+  const store = await openStore(t, await tempDir(t), { partitions: 2 });
+  const put = store.put({ kind: 1, type: 't', data: 'first', to: ['a'], clientMsgId: 'in-flight' });
+  const found = await store.findByClientMsgId('in-flight');
+  assert.equal(found?.id, (await put).id);
+  assert.equal(found?.data, 'first');
+  assert.equal(await store.findByClientMsgId('never-put'), null);
+});
