@@ -212,3 +212,13 @@ test('a record read from disk is kept in the read cache: the next read answers t
   const uncached = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
   assert.notEqual(await uncached.get(id), await uncached.get(id));
 });
+
+test('puts without a client_msg_id in flight when close is called complete first too', async (t) => {
+  const dir = await tempDir(t);
+  const store = await MessageStore.open(storeOptions(dir, { partitions: 1 }));
+  const puts = Array.from({ length: 300 }, (_, i) => store.put({ kind: 1, type: 't', data: i, to: [`u${i}`] }));
+  await store.close();
+  const ids = (await Promise.all(puts)).map((r) => r.id);
+  const reopened = await openStore(t, dir, { partitions: 1 });
+  assert.ok((await reopened.getMany(ids)).every((r) => r !== null));
+});
