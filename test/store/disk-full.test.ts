@@ -127,3 +127,22 @@ test('a partition is reopened only when its disk has room for its largest log be
   assert.equal(lack.needed, size + REOPEN_SPARE_BYTES, 'the largest log plus the spare bytes');
   assert.ok(lack.free < lack.needed, JSON.stringify(lack));
 });
+
+test('a partition reopening after a failed write sweeps nothing, expired records included, until it has reopened', async (t) => {
+  const disk = await smallDisk(t, '2m');
+  if (disk === undefined) {
+    t.skip('no right to mount a tmpfs');
+    return;
+  }
+  const clock = { ms: 1_800_000_000_000 };
+  const store = await openStore(t, path.join(disk, 'xiu'), { partitions: 1, now: () => clock.ms });
+  const expiring: PutResult[] = [];
+  for (let n = 0; n < 10; n++) expiring.push(await store.put({ kind: 1, type: 't', data: { n, DATA }, to: ['a'], ttlMs: 1000 }));
+  await fill(disk);
+  let n = 0;
+  while (store.writeProblem === undefined && n < 2_000) await tryPut(store, 1000 + n++);
+  assert.match(store.writeProblem ?? '', /reopening its database after a failed write/);
+  clock.ms += 5000;
+  assert.equal(await store.sweepNow(), 0, 'the sweep waits for the reopen: no delete goes into the torn log');
+  assert.match(store.writeProblem ?? '', /reopening its database after a failed write/);
+});
