@@ -206,3 +206,37 @@ test('a remembered record (cached as its written bytes, never read) is not serve
   clock.ms = put.message.expiresAt;
   assert.equal(await store.get(put.id), null, 'expired at its expiresAt, cached or not');
 });
+
+test('the sweeper keeps running on its timer: a record expiring after the first sweep is swept by a later one', { timeout: 10_000 }, async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const swept: number[] = [];
+  let onSweep: (() => void) | undefined;
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      const line = JSON.parse(chunk.toString()) as Record<string, unknown>;
+      if (line.msg === 'expired messages swept') {
+        swept.push(line.deleted as number);
+        onSweep?.();
+      }
+      done();
+    },
+  });
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, sweepIntervalMs: 10, logger: pino({ level: 'debug' }, sink) });
+  const sweeps = (count: number): Promise<void> => new Promise((resolve) => {
+    onSweep = () => { if (swept.length >= count) resolve(); };
+    onSweep();
+  });
+  // The sweeper's timer is unref'd (it must not keep a server alive): hold the loop open.
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(keepAlive));
+  await store.put({ kind: 1, type: 't', data: 1, to: ['a'], ttlMs: 1000 });
+  clock.ms += 2000;
+  await sweeps(1);
+  const { id } = await store.put({ kind: 1, type: 't', data: 2, to: ['a'], ttlMs: 1000 });
+  clock.ms += 2000;
+  await sweeps(2);
+  assert.deepEqual(swept, [1, 1]);
+  await store.close();
+  assert.equal((await rawKeys(dir, 0)).message.length, 0, `${id} was swept by a later sweep`);
+});
