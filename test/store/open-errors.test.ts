@@ -133,3 +133,11 @@ test('a partition whose counter reaches the largest MsgID counter mints that id,
     (err) => isPixiuError(err, 'UNAVAILABLE') && /used every message id/.test((err as Error).message));
   assert.equal((await store.get(last.id))?.data, 'last');
 });
+
+test('a partition whose counter high-water mark is not a number is refused at open, naming the folder', async (t) => {
+  const dir = await tempDir(t);
+  await (await MessageStore.open(storeOptions(dir, { partitions: 1 }))).close();
+  await writeHighWaterMark(dir, 0, '12abc');
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })),
+    startupError(path.join(dir, '0'), 'cannot be read', 'high-water mark "12abc" is not a counter'));
+});
