@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { readPersistence } from '../../src/redis/persistence-check.js';
+import { readPersistence, warnIfEvicting } from '../../src/redis/persistence-check.js';
 import { startService } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
@@ -92,4 +92,20 @@ test('a URL naming a database the Redis does not have stops the start, naming it
   const third = await createRedis({ url: `${server.url}/3`, commandTimeoutMs: 5000 });
   t.after(() => third.quit());
   assert.match(String(await third.call('CLIENT', 'INFO')), /\bdb=3\b/);
+});
+
+test('the eviction warning says when eviction starts: at the maxmemory set, or once one is set when none is', async () => {
+  await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+  try {
+    for (const [maxmemory, when] of [['0', 'once a maxmemory is set (none is now)'], ['104857600', 'when it reaches maxmemory (104857600 bytes)']] as const) {
+      await admin.config('SET', 'maxmemory', maxmemory);
+      const { logger, lines } = capturingLogger();
+      assert.equal(await warnIfEvicting(admin, server.url, logger), 'allkeys-lru');
+      const warning = lines.find((l) => l.level === 40 && /Redis may evict keys/.test(l.msg ?? ''));
+      assert.ok(warning?.msg?.includes(`(maxmemory-policy allkeys-lru): ${when} it drops inbox entries`), warning?.msg);
+    }
+  } finally {
+    await admin.config('SET', 'maxmemory', '0');
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  }
 });
