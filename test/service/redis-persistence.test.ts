@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { readPersistence, warnIfEvicting } from '../../src/redis/persistence-check.js';
+import { readPersistence, redisUptimeMs, warnIfEvicting } from '../../src/redis/persistence-check.js';
+import { waitUntil } from '../harness/checks.js';
 import { startService } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
@@ -108,4 +109,13 @@ test('the eviction warning says when eviction starts: at the maxmemory set, or o
     await admin.config('SET', 'maxmemory', '0');
     await admin.config('SET', 'maxmemory-policy', 'noeviction');
   }
+});
+
+test('redisUptimeMs answers the server\'s uptime in ms', async () => {
+  const seconds = async (): Promise<number> => Number(/^uptime_in_seconds:(\d+)/m.exec(await admin.info('server'))?.[1]);
+  await waitUntil('the server has run a second', async () => (await seconds()) >= 1);
+  const before = await seconds();
+  const ms = await redisUptimeMs(admin);
+  const after = await seconds();
+  assert.ok(ms >= before * 1000 && ms <= after * 1000, `${ms} ms, ${before}..${after} s`);
 });
