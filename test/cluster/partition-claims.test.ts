@@ -238,6 +238,9 @@ test('a lease left by a process killed but not yet reaped (a zombie) is taken at
   t.after(() => parent.kill('SIGKILL'));
   const [line] = await once(parent.stdout, 'data') as [Buffer];
   const zombie = Number(line.toString().trim());
+  // Killed while the shell still runs (before its exec), the shell reaps it: no
+  // zombie, and its /proc entry is gone (seen once on a loaded machine).
+  await waitUntil('the shell has exec\'ed sleep 60', async () => readFileSync(`/proc/${parent.pid}/comm`, 'utf8').trim() === 'sleep', 5000, 10);
   process.kill(zombie, 'SIGKILL');
   await waitUntil('the killed process is a zombie', async () => {
     const stat = readFileSync(`/proc/${zombie}/stat`, 'utf8');
