@@ -13,16 +13,40 @@ import path from 'node:path';
 const ANCESTOR_CODES: ReadonlySet<string | undefined> = new Set(['ENOENT', 'ENOTDIR']);
 
 /**
- * `mkdir -p dir` (with `mode` for the folders it creates).
+ * `mkdir -p dir` (with `mode` for the folders it creates), one level at a time from
+ * the root. Node's recursive `mkdir` (20.x) never ends where making a folder fails
+ * with ENOENT although its parent exists — anywhere under `/proc`: it makes the
+ * parent again, and again, on a pool thread (`PIXIU_DATA_DIR=/proc/x` hung the start
+ * without a word; a fresh tester's finding).
  * @throws Error `cannot create <dir>: <why>`, where `why` names the deepest existing
  *   path that stops it (`/x is a file, not a directory`, `/x is not writable: EROFS: …`)
  *   or is the original error's message; `cause` is the original error
  */
 export async function makeDir(dir: string, mode?: number): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true, ...(mode === undefined ? {} : { mode }) });
+    await makeEachLevel(path.resolve(dir), mode);
   } catch (err) {
     throw new Error(`cannot create ${dir}: ${await explained(dir, err)}`, { cause: err });
+  }
+}
+
+/**
+ * Makes `dir` and each missing folder above it, top down.
+ * @throws the first failure's error (EEXIST where a file stands at `dir` itself;
+ *   ENOTDIR where one stands above it)
+ */
+async function makeEachLevel(dir: string, mode: number | undefined): Promise<void> {
+  const levels: string[] = [];
+  for (let at = dir; path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
+  for (const level of levels) {
+    try {
+      await mkdir(level, mode === undefined ? {} : { mode });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      // A folder there already; a file at `dir` is its caller's EEXIST (explained),
+      // one above it fails the next level with ENOTDIR.
+      if (level === dir && !(await stat(level)).isDirectory()) throw err;
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 /**
- * makeDir (src/files/make-dir.ts): a folder that cannot be created is explained by the
- * deepest folder that exists — read-only, not writable, not a directory — where Node's
- * recursive mkdir said only ENOENT (a data dir on a read-only file system read as
- * "no such file or directory").
+ * makeDir (src/files/make-dir.ts): a folder that cannot be created is explained — the
+ * folder that could not be made and why (read-only, not writable), or the file that
+ * stands in the path — where Node's recursive mkdir said only ENOENT (a data dir on a
+ * read-only file system read as "no such file or directory"), or, under /proc, never
+ * answered.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +22,7 @@ test('makeDir creates every missing folder, with the mode given', async (t) => {
   await makeDir(dir);
 });
 
-test('makeDir under a folder it may not write names that folder and why, not ENOENT', async (t) => {
+test('makeDir under a folder it may not write names the folder it could not make and why, not ENOENT', async (t) => {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
   const locked = path.join(root, 'locked');
   await makeDir(locked);
@@ -44,10 +45,22 @@ test('makeDir under a folder it may not write names that folder and why, not ENO
     await chmod(locked, 0o500);
   }
   const target = path.join(locked, 'data', 'secrets');
+  // Made one level at a time, the first folder that cannot be made says why itself.
   await assert.rejects(makeDir(target), (err: Error) => {
-    assert.equal(err.message.startsWith(`cannot create ${target}: ${locked} is not writable: `), true, err.message);
+    assert.equal(err.message.startsWith(`cannot create ${target}: `), true, err.message);
     assert.match(err.message, /EROFS|EACCES/);
-    assert.equal((err.cause as NodeJS.ErrnoException).code, 'ENOENT');
+    assert.ok(err.message.endsWith(`mkdir '${path.join(locked, 'data')}'`), err.message);
+    assert.match(String((err.cause as NodeJS.ErrnoException).code), /^(EROFS|EACCES)$/);
+    return true;
+  });
+});
+
+test('makeDir where making a folder fails with ENOENT though its parent exists (/proc) fails, rather than trying for ever', { timeout: 20_000 }, async () => {
+  // Node 20's recursive mkdir made /proc again and again, on a pool thread, never settling.
+  const target = '/proc/pixiu-no-such-dir/secrets';
+  await assert.rejects(makeDir(target), (err: Error) => {
+    // As root: ENOENT on the folder; as another user, /proc is named not writable.
+    assert.match(err.message, /^cannot create \/proc\/pixiu-no-such-dir\/secrets: (ENOENT: no such file or directory, mkdir '\/proc\/pixiu-no-such-dir'|\/proc is not writable: )/);
     return true;
   });
 });
