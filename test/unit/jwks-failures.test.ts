@@ -112,3 +112,61 @@ test('a JWKS URL with credentials is fetched with them (basic auth), and its tok
   }
   assert.equal(hits(), forms.length, 'one fetch for each verifier');
 });
+
+test('credentials holding characters a URL must percent-encode (@ : / % # and non-ASCII) go in the Basic header decoded, as written by the user', async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const keys = JSON.stringify({ keys: [await publicJwk(publicKey)] });
+  const user = 'pixiu@corp';
+  const password = 'p@ss:w/rd%40#é';
+  const wanted = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  const { port } = await serve(t, (req) => (req.headers.authorization === wanted ? [200, keys] : [401, '{}']));
+  const verify = createVerifier({ kind: 'jwks', url: `http://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/jwks` });
+  const claims = await verify(await sign(privateKey)).catch((e: unknown) => assert.fail(`refused: ${messages(e)}`));
+  assert.equal(claims.user, 'ana');
+});
+
+test('every kind of failed JWKS fetch is remembered for the cooldown, not only a 500: no JSON, no key set, keys that are not objects, a key set with an error status, a dropped connection', async (t) => {
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await sign(privateKey);
+  const answers: Array<[string, [number, string] | 'drop']> = [
+    ['200, not JSON', [200, '<html>maintenance</html>']],
+    ['200, JSON that is no key set', [200, '{"hello":"world"}']],
+    ['200, keys that are not objects', [200, '{"keys":[1,"two"]}']],
+    ['503 with a key set', [503, '{"keys":[]}']],
+    ['the connection dropped before an answer', 'drop'],
+  ];
+  for (const [what, answer] of answers) {
+    let hits = 0;
+    const server = http.createServer((req, res) => {
+      hits += 1;
+      if (answer === 'drop') req.socket.destroy();
+      else res.writeHead(answer[0], { 'content-type': 'application/json' }).end(answer[1]);
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const verify = createVerifier({ kind: 'jwks', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks` });
+    const started = performance.now();
+    for (let i = 0; i < 50; i++) {
+      await assert.rejects(verify(token), { code: 'UNAVAILABLE' }, what);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    assert.ok(hits <= Math.ceil(seconds) + 1, `${what}: ${hits} fetches for 50 tokens in ${seconds.toFixed(2)} s`);
+  }
+});
+
+test('a JWKS URL that never answers is an outage (503) once jose gives up on it, not a bad token (401)', async (t) => {
+  const { privateKey } = await generateKeyPair('ES256');
+  // Takes the request and says nothing: jose's fetch times out (5 s, its default).
+  const server = http.createServer(() => undefined);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+  const verify = createVerifier({ kind: 'jwks', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks` });
+  const err = await verify(await sign(privateKey)).then(() => undefined, (e: unknown) => e);
+  assert.equal((err as { code?: string }).code, 'UNAVAILABLE', `answered ${messages(err)}`);
+  assert.equal((err as { message?: string }).message, 'cannot fetch the keys to verify the token, retry later');
+});
