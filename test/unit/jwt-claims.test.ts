@@ -6,6 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
 
@@ -95,4 +96,24 @@ test('a secret verifies HS256 only (docs/protocol.md): HS384 and HS512 signed wi
     await assert.rejects(verify(token), { code: 'UNAUTHORIZED', message: 'invalid token' }, alg);
   }
   assert.equal((await verify(await sign({ sub: 'ana', exp }))).user, 'ana');
+});
+
+test('a PEM public key verifies every algorithm docs/protocol.md lists for its type, RS256/384/512 and PS256/384/512 with RSA, ES256/384/512 with EC, EdDSA and Ed25519 with Ed25519', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  const kinds: Array<[string, KeyObject, string[]]> = [
+    ['rsa', generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512']],
+    ['P-256', generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey, ['ES256']],
+    ['P-384', generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey, ['ES384']],
+    ['P-521', generateKeyPairSync('ec', { namedCurve: 'P-521' }).privateKey, ['ES512']],
+    ['ed25519', generateKeyPairSync('ed25519').privateKey, ['EdDSA', 'Ed25519']],
+  ];
+  for (const [type, privateKey, algs] of kinds) {
+    const pem = createPublicKey(privateKey).export({ type: 'spki', format: 'pem' }).toString();
+    const byPem = createVerifier({ kind: 'public-key', pem });
+    for (const alg of algs) {
+      const token = await new SignJWT({ sub: 'ana', exp }).setProtectedHeader({ alg }).sign(privateKey);
+      const claims = await byPem(token).catch((e: unknown) => assert.fail(`${alg} with a ${type} PEM key refused: ${(e as Error).message}`));
+      assert.equal(claims.user, 'ana', alg);
+    }
+  }
 });
