@@ -34,3 +34,9 @@ test('many accepted spellings of the header all pass, and a wrong token still do
     refused(check, `Bearer ${TOKEN}-not`);
   }
 });
+
+test('the header must start with Bearer: the right token after another scheme, or after text glued to Bearer, is refused', () => {
+  const check = apiTokenChecker(TOKEN);
+  for (const h of [`Basic Bearer ${TOKEN}`, `xBearer ${TOKEN}`, `Token Bearer ${TOKEN}`, ` Bearer ${TOKEN}`]) refused(check, h);
+  check(`Bearer ${TOKEN}`);
+});
