@@ -148,3 +148,27 @@ test('a secret path that is a symbolic link to nothing is refused naming it, not
   await loadSecrets(config);
   assert.deepEqual((await readdir(dir)).sort(), ['api-token', 'jwt-secret']);
 });
+
+test('a temporary secret file of a start still running (its pid alive) is left alone: only those of dead processes are removed', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'pixiu-secrets-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const dir = path.join(dataDir, 'secrets');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  // Another start writing its secret right now: this process's parent, alive, not this process.
+  const live = `api-token.${process.ppid}.0a1b2c3d.tmp`;
+  const dead = 'api-token.4194303.0a1b2c3d.tmp';
+  await writeFile(path.join(dir, live), 'being-written\n', { mode: 0o600 });
+  await writeFile(path.join(dir, dead), 'never-used-secret\n', { mode: 0o600 });
+  await loadSecrets(loadConfig({ PIXIU_DATA_DIR: dataDir }));
+  assert.deepEqual((await readdir(dir)).sort(), ['api-token', live, 'jwt-secret'].sort());
+});
+
+test('a kept jwt-secret is overridden (and named) by any configured JWT key source: a secret, a PEM public key or a JWKS URL', async (t) => {
+  const dataDir = await dataDirWith({ 'jwt-secret': `${'s'.repeat(43)}\n` });
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const base = { PIXIU_DATA_DIR: dataDir, PIXIU_API_TOKEN: 'api-token-0123456789abcdef' };
+  assert.deepEqual((await loadSecrets(loadConfig(base))).overridden, [], 'used, not overridden');
+  for (const source of [{ PIXIU_JWT_SECRET: 'j'.repeat(40) }, { PIXIU_JWT_PUBLIC_KEY: ecPem }, { PIXIU_JWKS_URL: 'https://idp.example/jwks' }]) {
+    assert.deepEqual((await loadSecrets(loadConfig({ ...base, ...source }))).overridden, ['jwt-secret'], Object.keys(source)[0]);
+  }
+});
