@@ -74,6 +74,32 @@ test('an item counted late (its client_msg_id freed by a refused item of the oth
   assert.match(past.results[2]?.error?.message ?? '', /^messages\/2: the batch reaches more than 10 recipients in all from item 2 on .*send it in another batch$/);
 });
 
+test('items counted late add up: a second late item is held to the limit with the first one counted, and one refused so frees its key for a later item', async () => {
+  // Items 1 and 3 are rooms with no members (404), freeing their keys for items 2 and 4,
+  // user items counted only once admitted: item 2 brings the batch to 8 of 10, so item 4
+  // (3 more) is over. Item 4, refused, stored nothing: its key is free again for item 5,
+  // which is then that key's first message (a 404 of its own, not a 409 naming item 4).
+  const tag = 'late-twice';
+  const users = (name: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${tag}-${name}-${i}`);
+  const answer = await gw.client.post('/v1/messages/batch', {
+    messages: [
+      { to: users('first', 6), type: 't', data: 0 },
+      { room: `${tag}-no-room-1`, type: 't', data: 1, client_msg_id: `${tag}-key-1` },
+      { to: users('late-1', 2), type: 't', data: 2, client_msg_id: `${tag}-key-1` },
+      { room: `${tag}-no-room-2`, type: 't', data: 3, client_msg_id: `${tag}-key-2` },
+      { to: users('late-2', 3), type: 't', data: 4, client_msg_id: `${tag}-key-2` },
+      { room: `${tag}-no-room-3`, type: 't', data: 5, client_msg_id: `${tag}-key-2` },
+    ],
+  });
+  assert.equal(answer.status, 200, answer.text);
+  const results = (answer.body as { results: Item[] }).results;
+  assert.deepEqual(results.map((r) => r.status), [201, 404, 201, 404, 400, 404], JSON.stringify(results));
+  assert.match(results[4]?.error?.message ?? '', /^messages\/4: the batch reaches more than 10 recipients in all from item 4 on .*send it in another batch$/);
+  assert.equal(results[5]?.error?.code, 'NOT_FOUND');
+  const count = async (user: string): Promise<number> => (await readWholeInbox(inbox, user)).length;
+  assert.deepEqual(await Promise.all([`${tag}-late-1-0`, `${tag}-late-2-0`].map(count)), [1, 0]);
+});
+
 test('batches in progress hold a node-wide budget of twice the limit: one more is 503 with Retry-After and stores nothing; once they finish it goes through', async () => {
   const batch = (tag: string) => ({ messages: Array.from({ length: 5 }, (_, i) => ({ to: [`${tag}-${i}-a`, `${tag}-${i}-b`], type: 't', data: i })) });
   const inProgress = async (): Promise<number> =>
