@@ -332,6 +332,18 @@ test('an error answer to a request with no body keeps the keep-alive connection:
   for (const head of heads.slice(0, 3)) assert.doesNotMatch(head.slice(0, head.indexOf('\r\n\r\n')), /\r\nconnection: close/i);
 });
 
+test('an error answer before the body is read, to a request whose body is empty (Content-Length: 0), keeps the keep-alive connection', async (t) => {
+  const server = await freshServer(t);
+  // Refused by the token check before any body is read: with Content-Length: 0 there is
+  // none to wait for, so no lingering close either.
+  const text = await rawExchange(server.service.url, 'POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n'
+    + 'DELETE /v1/users/a/connections HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token\r\nContent-Length: 0\r\n\r\n'
+    + 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const heads = text.split('HTTP/1.1 ').slice(1);
+  assert.deepEqual(heads.map((h) => Number(h.slice(0, 3))), [401, 401, 200], text);
+  for (const head of heads.slice(0, 2)) assert.doesNotMatch(head.slice(0, head.indexOf('\r\n\r\n')), /\r\nconnection: close/i);
+});
+
 test('a body read whole and refused (not JSON, not UTF-8, poisoned keys, empty) keeps the keep-alive connection: the requests behind it are answered', async (t) => {
   const server = await freshServer(t);
   const post = (body: Buffer): Buffer => Buffer.concat([Buffer.from(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n`
