@@ -8,6 +8,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { installErrorHandlers } from '../../src/api/error-handler.js';
@@ -162,4 +163,23 @@ test('a 500 INTERNAL is still logged at error with the stack, and its answer say
   } finally {
     await app.close();
   }
+});
+
+test('a 501 NOT_IMPLEMENTED (a transfer coding Pixiu does not take) is the client\'s doing: not logged at error', async () => {
+  const before = lines.length;
+  const url = new URL(serviceUrl);
+  const body = '{"to":"coded","type":"x","data":1}';
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(url.port), url.hostname, () => {
+      socket.write(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${client.token}\r\nContent-Type: application/json\r\n`
+        + `Transfer-Encoding: gzip, chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    });
+    let text = '';
+    socket.on('data', (chunk: Buffer) => { text += chunk.toString('latin1'); });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+  assert.match(answer, /^HTTP\/1\.1 501 /, answer);
+  const errors = lines.slice(before).filter((l) => l.level >= 50);
+  assert.deepEqual(errors, [], 'nothing at error or above');
 });
