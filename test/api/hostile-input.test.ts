@@ -479,3 +479,25 @@ test('an answer given before the body is read drains a body sent with its header
     assert.equal(lastResponse(Buffer.concat(chunks).toString('latin1')).status, status, name);
   }
 });
+
+test('a 417 to an Expect other than 100-continue drains a body sent with its headers in one write too: the client uploads it all and reads the 417 (no EPIPE)', async (t) => {
+  const server = await freshServer(t);
+  const bytes = 16 * 1024 * 1024;
+  const request = `POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\nContent-Type: application/json\r\n`
+    + `Expect: something-else\r\nContent-Length: ${bytes}\r\n\r\n`;
+  const { hostname, port } = new URL(server.service.url);
+  const socket = net.connect(Number(port), hostname);
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  const ended = new Promise<string | undefined>((resolve) => {
+    socket.once('error', (err) => resolve(err.message));
+    socket.once('close', () => resolve(undefined));
+  });
+  const wrote = new Promise<string | undefined>((resolve) => {
+    socket.write(Buffer.concat([Buffer.from(request), Buffer.alloc(bytes, 0x20)]), (err) => resolve(err?.message));
+  });
+  assert.equal(await wrote, undefined, 'the whole body was taken');
+  socket.end();
+  assert.equal(await ended, undefined, 'no reset');
+  assert.equal(lastResponse(Buffer.concat(chunks).toString('latin1')).status, 417);
+});
