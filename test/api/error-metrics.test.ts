@@ -40,3 +40,12 @@ test('a URL refused (bad percent-encoding in its path or query, over-long parame
   expectError(await server.client.get('/v1/users/a/messages?limit=0'), 400, 'INVALID_REQUEST');
   assert.equal(await invalidRequests() - before, 6, 'each 400 answered counts once');
 });
+
+test('a request to no route (404 from the not-found handler) counts in pixiu_http_errors_total', async () => {
+  const notFound = async (): Promise<number> =>
+    metricSample((await server.client.get('/metrics')).text, 'pixiu_http_errors_total{code="NOT_FOUND"}') ?? 0;
+  const before = await notFound();
+  expectError(await server.client.get('/v1/nothing-here'), 404, 'NOT_FOUND');
+  expectError(await server.client.request('DELETE', '/v1/messages'), 404, 'NOT_FOUND');
+  assert.equal(await notFound() - before, 2, 'each 404 answered counts once');
+});
