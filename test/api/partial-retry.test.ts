@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
-import { expectError, openInbox } from '../harness/checks.js';
+import { expectError, metricSample, openInbox } from '../harness/checks.js';
 import { cleanupList, startInProcess, type HttpAnswer, type InProcessServer, type PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
@@ -149,6 +149,23 @@ describe('POST /v1/messages/batch with an item that fails for one of its recipie
     assert.deepEqual((await messagesOf('bat-ok')).map((m) => [m.seq, m.id]), [[1, id], [2, later.id]]);
     assert.deepEqual((await messagesOf('bat-bad')).map((m) => [m.seq, m.id]), [[1, id]]);
     assert.deepEqual((await messagesOf('bat-solo')).map((m) => m.id), [solo.id]);
+  });
+});
+
+describe('a batch item that Redis fails', () => {
+  test('counts once in pixiu_redis_errors_total{kind="request"}, as a POST it failed would, though the batch answers 200', async () => {
+    const redisErrors = async (): Promise<number> =>
+      metricSample((await client.get('/metrics')).text, 'pixiu_redis_errors_total{kind="request"}') ?? 0;
+    await breakInbox('count-bad');
+    const before = await redisErrors();
+    const answer = await client.post('/v1/messages/batch', { messages: [
+      { to: 'count-ok', type: 't', data: 1 },
+      { to: 'count-bad', type: 't', data: 2 },
+    ] });
+    assert.equal(answer.status, 200, answer.text);
+    assert.deepEqual((answer.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 503]);
+    assert.equal(await redisErrors() - before, 1);
+    await repairInbox('count-bad');
   });
 });
 
