@@ -199,6 +199,23 @@ test('seqs deleted by hand (XDEL) in the middle or at the end of an inbox are ga
   assert.deepEqual(await page('tailless', 1), { seqs: [], gaps: [{ from: 2, to: 3 }], next: 3 });
 });
 
+test('a page cut by its data right after a gap answers for the gap: next_after_seq is past it, and the next page does not report it again', async () => {
+  // Seq 2 deleted by hand between two messages that do not fit one page together: the
+  // page holds seq 1 and the gap 2, and ends before seq 3.
+  const user = 'cut-after-gap';
+  const big = (c: string): string => c.repeat(600_000);
+  await postData(user, [big('a'), big('b'), big('c')]);
+  assert.equal(await raw.xdel(`px:{${user}}:inbox`, '2-0'), 1);
+  const page = async (after: number): Promise<{ seqs: number[]; gaps: unknown[]; next: number }> => {
+    const answer = await api.get(`/v1/users/${user}/messages?after_seq=${after}`);
+    assert.equal(answer.status, 200, answer.text.slice(0, 300));
+    const body = answer.body as Page;
+    return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps, next: body.next_after_seq };
+  };
+  assert.deepEqual(await page(0), { seqs: [1], gaps: [{ from: 2, to: 2 }], next: 2 });
+  assert.deepEqual(await page(2), { seqs: [3], gaps: [], next: 3 });
+});
+
 test('limit counts the inbox entries a page reads: expired messages come as gaps, so a page may be empty with more after it (docs/api.md)', async () => {
   const user = 'expiring';
   for (let i = 1; i <= 3; i++) assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: i, ttl: 1 })).status, 201);
