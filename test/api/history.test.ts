@@ -216,6 +216,17 @@ test('a page cut by its data right after a gap answers for the gap: next_after_s
   assert.deepEqual(await page(2), { seqs: [3], gaps: [], next: 3 });
 });
 
+test('after_seq above latest_seq is no error: no messages, and next_after_seq is after_seq (docs/api.md)', async () => {
+  const user = 'ahead';
+  assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: 1 })).status, 201);
+  for (const after of [1, 7, 1000]) {
+    const answer = await api.get(`/v1/users/${user}/messages?after_seq=${after}`);
+    assert.equal(answer.status, 200, answer.text);
+    const body = answer.body as Page;
+    assert.deepEqual([body.messages, body.gaps, body.latest_seq, body.next_after_seq], [[], [], 1, after], `after_seq=${after}`);
+  }
+});
+
 test('limit counts the inbox entries a page reads: expired messages come as gaps, so a page may be empty with more after it (docs/api.md)', async () => {
   const user = 'expiring';
   for (let i = 1; i <= 3; i++) assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: i, ttl: 1 })).status, 201);
