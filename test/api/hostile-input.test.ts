@@ -84,6 +84,15 @@ test('data nested deeper than the limit is 400 INVALID_REQUEST at every depth, a
   assert.equal(atLimit.status, 201, atLimit.text);
 });
 
+test('a body with many objects or arrays side by side is flat, not deep: thousands of siblings are accepted', async (t) => {
+  const server = await freshServer(t);
+  const many = 3 * MAX_BODY_DEPTH;
+  for (const [what, data] of [['objects', Array.from({ length: many }, () => ({}))], ['arrays', Array.from({ length: many }, () => [])]] as const) {
+    const stored = await server.client.post('/v1/messages', { to: 'flat', type: 'x', data });
+    assert.equal(stored.status, 201, `${what}: ${stored.text.slice(0, 300)}`);
+  }
+});
+
 test('a too-deep batch item fails alone; room, broadcast and channel data are held to the same depth', async (t) => {
   const server = await freshServer(t);
   const batch = await server.client.post('/v1/messages/batch',
