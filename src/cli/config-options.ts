@@ -4,7 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import ms from 'ms';
-import { loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
+import { accepts, loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
 import { SETTINGS, type SettingKey } from '../config/settings.js';
 import { isUserId, USER_ID_RULE } from '../api/schemas.js';
 import { StartupError } from '../errors.js';
@@ -31,19 +31,30 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], doc
     const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}]`;
     // A bare number is milliseconds, unlike the HTTP API's `ttl` (seconds): say so.
     const unit = isDuration ? '; a duration such as 500ms, 30s, 1h, 7d (a bare number is milliseconds)' : '';
-    cmd.addOption(new Option(`--${spec.flag} <value>`, `${spec.doc}${unit} (env ${spec.env})${def}`).hideHelp(false));
+    // The bounds a value is checked against, as a refusal words them: known before a start fails.
+    cmd.addOption(new Option(`--${spec.flag} <value>`, `${accepts(spec)}${unit} (env ${spec.env})${def}`).hideHelp(false));
   }
   return cmd;
 }
 
 /**
  * Reads the configuration from the environment and the flags `addConfigOptions` added.
+ * With `only`, the environment's other settings are not read (they keep their
+ * defaults): `pixiu token` run beside a shared env file whose `PIXIU_HEARTBEAT` is
+ * bad must not refuse to mint over a setting it neither shows nor uses.
  * @param docs the command's own words for settings, as given to `addConfigOptions`: a
  *   bad value is told what the command expects (see loadConfig)
- * @throws StartupError for a bad value (see loadConfig)
+ * @throws StartupError for a bad value of a setting read (see loadConfig)
  */
 export function configFromOptions(cmd: Command, only?: readonly SettingKey[], docs: Partial<Record<SettingKey, string>> = {}): Config {
-  return loadConfig(process.env, optionOverrides(cmd, only), docs);
+  return loadConfig(only === undefined ? process.env : envFor(only), optionOverrides(cmd, only), docs);
+}
+
+/** `process.env` without the variables of the settings not in `only`. */
+function envFor(only: readonly SettingKey[]): NodeJS.ProcessEnv {
+  const kept = new Set(only);
+  const unread = new Set<string>((Object.keys(SETTINGS) as SettingKey[]).filter((k) => !kept.has(k)).map((k) => SETTINGS[k].env));
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !unread.has(name)));
 }
 
 /** The settings given as flags of `cmd` (those of `only`, or all), as setting text by key. */

@@ -122,7 +122,7 @@ export function connectCommand(): Command {
     }
     if (!fitsRequestHeaders(token)) {
       throw new StartupError(opts.token !== undefined
-        ? `--token is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431)`
+        ? `the token given with ${tokenFrom} is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431)`
         : `the token for these --sub channels is ${Buffer.byteLength(token)} bytes: more than a request's headers may carry (431); follow fewer or shorter channels`);
     }
     const service = opts.url !== undefined ? serviceUrl(opts.url) : hostUrl(config.host, config.port);
@@ -138,7 +138,7 @@ export function connectCommand(): Command {
     // A 401 names the key the token was minted with: the usual cause is another data dir's.
     const keyUsed = config.jwtSecret !== undefined ? 'PIXIU_JWT_SECRET (--jwt-secret)' : path.join(config.dataDir, 'secrets', 'jwt-secret');
     const refusedHint = opts.token !== undefined
-      ? ' (the token given with --token: is it one this service verifies, and not expired?)'
+      ? ` (the token given with ${tokenFrom}: is it one this service verifies, and not expired?)`
       : ` (the token was signed with the key from ${keyUsed}: does the service use that key? Give pixiu connect the service's --data-dir, or its PIXIU_JWT_SECRET)`;
     await run(base, service, token, { ack: opts.ack, count, subs, refusedHint });
   });

@@ -109,10 +109,11 @@ function parseText(spec: SettingSpec, text: string): unknown {
 }
 
 /**
- * What a setting accepts, in words, for error messages: its doc, then its bounds
- * unless the doc says them already ("0 to 65535", "1s to 30d"), then its choices.
+ * What a setting accepts, in words, for error messages and `--help`: its doc, then
+ * its bounds unless the doc says them already ("0 to 65535", "1s to 30d"), then its
+ * choices.
  */
-function accepts(spec: SettingSpec): string {
+export function accepts(spec: SettingSpec): string {
   const duration = spec.kind.startsWith('duration');
   const said = (n: number): string => (duration ? ms(n) : String(n));
   const bounds =
@@ -265,6 +266,9 @@ export function loadConfig(
 ): Config {
   const out: Record<string, unknown> = {};
   const problems: string[] = [];
+  // How each setting given was given (`PIXIU_X` or `--x`), for the checks across settings.
+  const sources: Partial<Record<SettingKey, string>> = {};
+  const named = (key: SettingKey): string => sources[key] ?? SETTINGS[key].env;
   for (const key of keys) {
     // A command that reads a setting in another sense (a client's --host is the
     // service's host, not a listen address) words what it expects its own way.
@@ -275,6 +279,7 @@ export function loadConfig(
       out[key] = spec.default;
       continue;
     }
+    sources[key] = given.source;
     const read = readSetting(key, spec, given.text, given.source);
     if ('problem' in read) {
       problems.push(read.problem);
@@ -290,13 +295,14 @@ export function loadConfig(
   }
   if (typeof out.socketHardCapBytes === 'number' && typeof out.socketHighWaterBytes === 'number'
     && out.socketHardCapBytes < out.socketHighWaterBytes) {
-    problems.push('PIXIU_SOCKET_HARD_CAP_BYTES must be at least PIXIU_SOCKET_HIGH_WATER_BYTES');
+    problems.push(`${named('socketHardCapBytes')} (${out.socketHardCapBytes} bytes) must be at least `
+      + `${named('socketHighWaterBytes')} (${out.socketHighWaterBytes} bytes)`);
   }
   // A client that relies on the server's pings is silent between them: an idle timeout
   // no longer than the ping interval would cut every such client.
   if (typeof out.idleTimeoutMs === 'number' && typeof out.heartbeatMs === 'number'
     && out.idleTimeoutMs <= out.heartbeatMs) {
-    problems.push(`PIXIU_IDLE_TIMEOUT (${out.idleTimeoutMs} ms) must be longer than PIXIU_HEARTBEAT `
+    problems.push(`${named('idleTimeoutMs')} (${out.idleTimeoutMs} ms) must be longer than ${named('heartbeatMs')} `
       + `(${out.heartbeatMs} ms): a connection that only answers the server's pings would be closed as idle`);
   }
   if (problems.length > 0) {

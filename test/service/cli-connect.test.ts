@@ -441,6 +441,12 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
   assert.match(wrongKey.stderr, /^pixiu: connection refused: HTTP 401 .*invalid token.* \(the token was signed with the key from PIXIU_JWT_SECRET \(--jwt-secret\): does the service use that key\?/);
   assert.equal(wrongToken.code, 1, wrongToken.stderr);
   assert.match(wrongToken.stderr, /^pixiu: connection refused: HTTP 401 .* \(the token given with --token: is it one this service verifies/);
+  // Given in a file, the hint names the file, not --token.
+  const foreignFile = path.join(env.PIXIU_DATA_DIR, 'foreign-token.txt');
+  await writeFile(foreignFile, `${foreign}\n`);
+  const wrongFile = await runCli(['connect', 'tina', '--token-file', foreignFile, '--url', server.service.url], env);
+  assert.equal(wrongFile.code, 1, wrongFile.stderr);
+  assert.ok(wrongFile.stderr.includes(`(the token given with --token-file ${foreignFile}: is it one this service verifies`), wrongFile.stderr);
   // With a public key there is nothing to mint with: the refusal says to use --token.
   assert.equal(unsigned.code, 1, unsigned.stderr);
   assert.match(unsigned.stderr, /^pixiu: cannot sign tokens: .*public key; mint them with your identity provider, and pass one to pixiu connect with --token <jwt>/);

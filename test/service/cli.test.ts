@@ -34,6 +34,17 @@ test('pixiu token signs with PIXIU_JWT_SECRET when it is set', async (t) => {
   assert.equal((await createVerifier({ kind: 'secret', secret })(run.stdout.trim())).user, 'bo');
 });
 
+test('pixiu token reads only the settings it lists: a bad server-only one in the environment (a shared env file) does not stop it', async (t) => {
+  const secret = 'a-configured-secret-of-32-chars-or-more';
+  const run = await runCli(['token', 'bo'], { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: secret, PIXIU_HEARTBEAT: '2m', PIXIU_PARTITIONS: '3', PIXIU_REDIS_URL: 'http://x' });
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal((await createVerifier({ kind: 'secret', secret })(run.stdout.trim())).user, 'bo');
+  // Its own settings are still checked.
+  const bad = await runCli(['token', 'bo'], { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: secret, PIXIU_JWT_AUDIENCE: 'app ' });
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /PIXIU_JWT_AUDIENCE="app " is not valid/);
+});
+
 test('pixiu token and pixiu connect never generate a secret: with none in the data dir they exit 1 saying where to look', async (t) => {
   const dataDir = await tempDataDir(t);
   for (const [args, run] of await runEach([['token', 'ann'], ['connect', 'ann', '--port', '1']], (args) => runCli(args, { PIXIU_DATA_DIR: dataDir }))) {
@@ -179,4 +190,8 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   assert.match(text, /--max-body-bytes <value> largest HTTP request body in bytes \(a batch counts as one body\), 1024 to 268435456 \(256 MiB\) \(env/);
   assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 1h, 7d \(a bare number is milliseconds\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
   assert.match(text, /\(env PIXIU_REDELIVERY_BACKOFF\) \[default: 2s,4s,6s\]/);
+  // Bounds checked at start are in the help, as the refusal words them, not only in the refusal.
+  assert.match(text, /--inbox-cap <value> entries kept per user inbox; older ones are trimmed \(clients see a gap\), from 1 to 10000000 \(env PIXIU_INBOX_CAP\)/);
+  assert.match(text, /--heartbeat <value> server ping interval; each also pulls the inbox, from 10ms to 10m; a duration/);
+  assert.match(text, /--log-level <value> pino log level \(one of: fatal, error, warn, info, debug, trace, silent\) \(env PIXIU_LOG_LEVEL\)/);
 });

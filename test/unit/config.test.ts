@@ -189,7 +189,14 @@ test('a hard cap equal to the high-water mark is accepted ("at least"), one byte
   const c = loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '4096' });
   assert.equal(c.socketHardCapBytes, 4096);
   assert.throws(() => loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '4095' }),
-    (err: unknown) => err instanceof StartupError && /PIXIU_SOCKET_HARD_CAP_BYTES must be at least PIXIU_SOCKET_HIGH_WATER_BYTES/.test(err.message));
+    (err: unknown) => err instanceof StartupError && /PIXIU_SOCKET_HARD_CAP_BYTES \(4095 bytes\) must be at least PIXIU_SOCKET_HIGH_WATER_BYTES \(4096 bytes\)/.test(err.message));
+});
+
+test('a check across two settings names each as it was given: the flag, the variable, or the variable of a default', () => {
+  assert.throws(() => loadConfig({}, { idleTimeoutMs: '10s' }),
+    (err: unknown) => err instanceof StartupError && /--idle-timeout \(10000 ms\) must be longer than PIXIU_HEARTBEAT \(25000 ms\)/.test(err.message));
+  assert.throws(() => loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '8192' }, { socketHardCapBytes: '4096' }),
+    (err: unknown) => err instanceof StartupError && /--socket-hard-cap-bytes \(4096 bytes\) must be at least PIXIU_SOCKET_HIGH_WATER_BYTES \(8192 bytes\)/.test(err.message));
 });
 
 test('PIXIU_NOTIFY is on by default and off when set so', () => {
