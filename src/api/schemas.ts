@@ -55,6 +55,16 @@ const NAME_RULE = '1–64 characters, each one of A-Z a-z 0-9 . _ : -';
 /** Pattern of a message type and of a device name. */
 const NAME_PATTERN = wordedPattern('^[A-Za-z0-9._:-]{1,64}$', NAME_RULE);
 
+/** The rule of a device name, in words (docs/api.md, "Input rules"). */
+export const DEVICE_RULE = NAME_RULE;
+
+const NAME_RE = new RegExp(NAME_PATTERN);
+
+/** True when `name` follows the device-name rule ({@link DEVICE_RULE}): for a name given on the command line. */
+export function isDeviceName(name: string): boolean {
+  return NAME_RE.test(name);
+}
+
 /** A message type. */
 export const messageType = {
   type: 'string',

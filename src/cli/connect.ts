@@ -27,6 +27,7 @@ import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
 import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js';
 import { MAX_HELD_FRAMES } from '../gateway/frame-limits.js';
 import { patternFailure } from '../api/pattern-rules.js';
+import { DEVICE_RULE, isDeviceName } from '../api/schemas.js';
 import { onStopSignals } from './stop-signals.js';
 import { givenToken, readTokenFile } from './connect-token.js';
 
@@ -99,6 +100,8 @@ export function connectCommand(): Command {
     if (opts.token !== undefined && opts.tags !== undefined) {
       throw new StartupError('--tags shapes a minted token: with --token, the tags are the token\'s own');
     }
+    // Said here, named by its flag, rather than by the service as `querystring/device`.
+    if (!isDeviceName(opts.device)) throw new StartupError(`invalid --device ${JSON.stringify(opts.device)}: ${DEVICE_RULE}`);
     const tags = listOption(opts.tags);
     const subs = [...new Set(listOption(opts.sub))];
     checkClaims(tags, []);

@@ -169,11 +169,12 @@ test('pixiu connect refused by a server that keeps the connection alive exits 1 
   assert.match(run.stderr, /connection refused: HTTP 404/);
 });
 
-test('pixiu connect refused before the upgrade (400), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
-  const refused = await runCli(['connect', 'dora', '--device', 'a b', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+test('pixiu connect refused before the upgrade (404), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
+  // A --url under a path the service does not serve: the handshake is answered 404.
+  const refused = await runCli(['connect', 'dora', '--url', `${server.service.url}/not-pixiu`], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(refused.code, 1, refused.stderr);
   assert.equal(refused.stdout, '');
-  assert.match(refused.stderr, /connection refused: HTTP 400 .*device/);
+  assert.match(refused.stderr, /connection refused: HTTP 404 /);
   assert.doesNotMatch(refused.stderr, /closed/);
   // A --last-seq that is no seq is refused before connecting, naming the flag.
   for (const [bad, typo] of await runEach(['abc', '-1', '1.5', '', '007', '9007199254740992'], (bad) => runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }))) {
@@ -394,7 +395,7 @@ test('pixiu connect --sub of 100 channels follows them all: the subs go in batch
   assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
 });
 
-test('pixiu connect --epoch without --last-seq or empty, or --from-latest with --last-seq, is refused before connecting', async () => {
+test('pixiu connect --epoch without --last-seq or empty, --from-latest with --last-seq, or a bad --device, is refused before connecting', async () => {
   const empty = await runCli(['connect', 'lea', '--last-seq', '0', '--epoch', '', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(empty.code, 1, empty.stderr);
   assert.equal(empty.stdout, '');
@@ -406,6 +407,10 @@ test('pixiu connect --epoch without --last-seq or empty, or --from-latest with -
   const both = await runCli(['connect', 'lea', '--from-latest', '--last-seq', '3', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(both.code, 1, both.stderr);
   assert.match(both.stderr, /^pixiu: --from-latest and --last-seq/);
+  // A device name the service would refuse is refused here, named by its flag.
+  const device = await runCli(['connect', 'lea', '--device', 'my phone', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET });
+  assert.equal(device.code, 1, device.stderr);
+  assert.match(device.stderr, /^pixiu: invalid --device "my phone": 1–64 characters, each one of A-Z a-z 0-9 \. _ : -/);
 });
 
 test('pixiu connect --token connects with a JWT minted elsewhere, with no key of its own; one for another user, not a JWT, or beside --tags is refused before connecting', { timeout: 60_000 }, async (t) => {
