@@ -1,0 +1,69 @@
+/**
+ * The idle cut (DESIGN.md §6) is for a peer silent for the idle timeout: no pong and
+ * no frame. A client that does not answer the server's pings but keeps sending frames
+ * of its own is heard from, and stays connected.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import WebSocket from 'ws';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+const HEARTBEAT_MS = 100;
+const IDLE_MS = 400;
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url, heartbeatMs: String(HEARTBEAT_MS), idleTimeoutMs: String(IDLE_MS) });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+test('a client that never answers pings but keeps sending frames is not cut as idle', async () => {
+  const ws = new WebSocket(new URL('/v1/connect', gw.url.replace(/^http/, 'ws')), {
+    autoPong: false,
+    headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'chatty')}` },
+  });
+  ws.on('error', () => undefined);
+  let closed: number | undefined;
+  ws.on('close', (code) => { closed = code; });
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('unexpected-response', () => reject(new Error('refused')));
+  });
+  let pongs = 0;
+  ws.on('message', (data) => {
+    if ((JSON.parse(data.toString()) as { t: string }).t === 'pong') pongs += 1;
+  });
+  // A frame of its own every half heartbeat, never a pong.
+  const sender = setInterval(() => ws.send(JSON.stringify({ t: 'ping' })), HEARTBEAT_MS / 2);
+  try {
+    // Until the server has sent enough unanswered pings to span the idle timeout three
+    // times over, or has closed the connection.
+    let serverPings = 0;
+    await new Promise<void>((resolve) => {
+      ws.on('ping', () => {
+        serverPings += 1;
+        if (serverPings >= (3 * IDLE_MS) / HEARTBEAT_MS) resolve();
+      });
+      ws.on('close', () => resolve());
+    });
+    assert.equal(closed, undefined, `closed ${closed} after ${serverPings} unanswered pings, though it sent ${pongs} frames answered`);
+    assert.equal(ws.readyState, WebSocket.OPEN);
+  } finally {
+    clearInterval(sender);
+    ws.close();
+  }
+});
