@@ -45,6 +45,7 @@ test('at most max items are held; stop drops them and handles nothing more', () 
   assert.equal(q.push(4), false, 'the 4th is refused');
   q.stop();
   q.open();
-  q.push(5);
+  // Dropped, not refused: a refusal means too many held, which the caller closes 4003 for.
+  assert.equal(q.push(5), true, 'a stopped queue drops an item without refusing it');
   assert.deepEqual(handled, []);
 });
