@@ -1,0 +1,78 @@
+/**
+ * The WebSocket handshake headers the gateway checks itself, before its presence write
+ * (src/gateway/connect-route.ts): what `ws` accepts is accepted — protocol version 13
+ * and 8 (RFC 6455 §4.4 names both in the refusal) — and what `ws` would refuse with its
+ * own text/html 400 is refused first with the JSON error body like every other refusal.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import WebSocket from 'ws';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+test('a client speaking WebSocket protocol version 8 connects and is welcomed', async () => {
+  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/v1/connect?device=v8`, {
+    protocolVersion: 8,
+    headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'eight')}` },
+  });
+  ws.on('error', () => undefined);
+  try {
+    const first = await new Promise<string>((resolve, reject) => {
+      ws.once('message', (data) => resolve(String(data)));
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`refused ${res.statusCode}`)));
+      ws.once('close', (code) => reject(new Error(`closed ${code}`)));
+    });
+    assert.equal((JSON.parse(first) as { t: string }).t, 'welcome');
+  } finally {
+    ws.close();
+  }
+});
+
+test('a Sec-WebSocket-Protocol naming one protocol twice is refused 400 with the JSON error body', async () => {
+  const token = await testToken(JWT_KEY, 'twice');
+  const answer = await new Promise<{ status: number; type: string; body: string }>((resolve, reject) => {
+    const req = http.request(new URL('/v1/connect?device=dup', gw.url), {
+      headers: {
+        authorization: `Bearer ${token}`, connection: 'Upgrade', upgrade: 'websocket',
+        'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-version': '13',
+        'sec-websocket-protocol': 'chat, chat',
+      },
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      reject(new Error('upgraded'));
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (c: string) => { body += c; }).on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  assert.equal(answer.status, 400, answer.body);
+  assert.match(answer.type, /^application\/json/);
+  const { error } = JSON.parse(answer.body) as { error: { code: string; message: string } };
+  assert.equal(error.code, 'INVALID_REQUEST');
+  assert.match(error.message, /Sec-WebSocket-Protocol/);
+});
