@@ -1,0 +1,68 @@
+/**
+ * A request asking for a protocol upgrade (`Connection: Upgrade`, e.g. h2c) cannot have
+ * a body: Node does not read it (src/gateway/upgrade-guard.ts). A body is announced by
+ * `Transfer-Encoding` or by a `Content-Length` other than 0; either is refused 400 for
+ * what it is. `Content-Length: 0` announces none, and the request is answered as usual.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+/** Sends `request` on a raw socket; resolves with the status and the JSON body once the server closes it. */
+function raw(request: string): Promise<{ status: number; body: unknown; text: string }> {
+  const { port, hostname } = new URL(gw.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => { data += chunk; });
+    socket.on('error', reject);
+    const timer = setTimeout(() => socket.destroy(), 10_000);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const [head = '', text = ''] = data.split('\r\n\r\n');
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), body, text: data });
+    });
+  });
+}
+
+const UPGRADE = 'Upgrade: h2c\r\nConnection: Upgrade\r\n';
+
+test('an upgrade request with Content-Length: 0 announces no body and is answered as usual', async () => {
+  const answer = await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\n${UPGRADE}Content-Length: 0\r\n\r\n`);
+  assert.equal(answer.status, 200, answer.text);
+});
+
+test('an upgrade request with a chunked body is refused 400 for its body', async () => {
+  const answer = await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\n${UPGRADE}Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`);
+  assert.equal(answer.status, 400, answer.text);
+  const { error } = answer.body as { error: { code: string; message: string } };
+  assert.equal(error.code, 'INVALID_REQUEST');
+  assert.match(error.message, /a request with a body cannot ask for a protocol upgrade/);
+});
