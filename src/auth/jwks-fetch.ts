@@ -58,9 +58,10 @@ export async function cappedFetch(url: string, options: RequestInit): Promise<Re
  */
 export function cooledFetch(cooldownMs: number): (url: string, options: RequestInit) => Promise<Response> {
   let failedAt = Number.NEGATIVE_INFINITY; // performance.now() of the last failure
+  let lastFault = ''; // its message, repeated while it holds
   return async (url, options) => {
     if (performance.now() - failedAt < cooldownMs) {
-      throw new Error(`the JWKS could not be fetched less than ${cooldownMs} ms ago; not asked again yet`);
+      throw new Error(`the JWKS could not be fetched less than ${cooldownMs} ms ago (${lastFault}); not asked again yet`);
     }
     try {
       const res = await cappedFetch(url, options);
@@ -69,6 +70,7 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
       return res;
     } catch (err) {
       failedAt = performance.now();
+      lastFault = err instanceof Error ? err.message : String(err);
       throw err;
     }
   };

@@ -11,6 +11,7 @@ import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import type { SettingKey } from '../config/settings.js';
 
 /**
  * The longest `--ttl`, seconds: 365 days. A client token is a bearer credential; one
@@ -21,6 +22,13 @@ const MAX_TOKEN_TTL_SEC = 365 * 24 * 3600;
 /** The bytes of a `refresh` frame around its token: `{"t":"refresh","token":""}`. */
 const REFRESH_FRAME_OVERHEAD = 26;
 
+/**
+ * The settings `pixiu token` reads (only these: configFromOptions): the key to sign
+ * with, the `aud`/`iss` to put in, and the client frame limit a refresh frame carrying
+ * the token must fit (its warning).
+ */
+const TOKEN_SETTINGS: readonly SettingKey[] = ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer', 'maxClientFrameBytes'];
+
 /** Builds the `token` subcommand. */
 export function tokenCommand(): Command {
   const cmd = new Command('token')
@@ -29,7 +37,7 @@ export function tokenCommand(): Command {
     .addOption(new Option('--ttl <duration>', 'lifetime, 1s to 365d in whole seconds (a JWT exp has no fractions: 1500ms is refused, not rounded), e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
     .option('--tags <list>', 'comma-separated broadcast tags')
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');
-  addConfigOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer']);
+  addConfigOptions(cmd, TOKEN_SETTINGS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
@@ -43,7 +51,7 @@ export function tokenCommand(): Command {
     const tags = listOption(opts.tags);
     const channels = listOption(opts.channels);
     checkClaims(tags, channels);
-    const config = configFromOptions(cmd, ['dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer']);
+    const config = configFromOptions(cmd, TOKEN_SETTINGS);
     const { source } = await resolveJwtKey(config, { create: false });
     let token: string;
     try {

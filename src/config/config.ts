@@ -268,7 +268,7 @@ export function loadConfig(
   const problems: string[] = [];
   // How each setting given was given (`PIXIU_X` or `--x`), for the checks across settings.
   const sources: Partial<Record<SettingKey, string>> = {};
-  const named = (key: SettingKey): string => sources[key] ?? SETTINGS[key].env;
+  const named = (key: SettingKey): string => sources[key] ?? `the default ${SETTINGS[key].env}`;
   for (const key of keys) {
     // A command that reads a setting in another sense (a client's --host is the
     // service's host, not a listen address) words what it expects its own way.

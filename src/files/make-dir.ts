@@ -42,10 +42,14 @@ async function makeEachLevel(dir: string, mode: number | undefined): Promise<voi
     try {
       await mkdir(level, mode === undefined ? {} : { mode });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      // A folder there already; a file at `dir` is its caller's EEXIST (explained),
-      // one above it fails the next level with ENOTDIR.
-      if (level === dir && !(await stat(level)).isDirectory()) throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw err;
+      // A folder there already is fine, whatever mkdir said of it (Linux says EEXIST;
+      // other systems may say EROFS or EACCES first, as Node's own recursive mkdir
+      // allows for). A file at `dir` is its caller's EEXIST (explained); one above it
+      // fails the next level with ENOTDIR.
+      const info = await stat(level).catch(() => undefined);
+      if (info === undefined || (level === dir && !info.isDirectory())) throw err;
     }
   }
 }

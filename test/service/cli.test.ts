@@ -123,6 +123,18 @@ test('pixiu token refuses tags and channel patterns that could never match, and 
   assert.equal(big.code, 0, big.stderr);
   assert.match(big.stdout.trim(), /^[\w-]+\.[\w-]+\.[\w-]+$/, 'the token is still printed');
   assert.match(big.stderr, /warning: a refresh frame carrying this token is \d+ bytes, over the client frame limit of 4096 bytes/);
+  // The limit the service is given, from the environment or the flag, is the one checked against.
+  const [raisedEnv, raisedFlag, lowered] = await Promise.all([
+    runCli(['token', 'ann', '--channels', many], { ...env, PIXIU_MAX_CLIENT_FRAME_BYTES: '65536' }),
+    runCli(['token', 'ann', '--channels', many, '--max-client-frame-bytes', '65536'], env),
+    // 60 patterns: a refresh frame between 1 KiB and the 4 KiB default.
+    runCli(['token', 'ann', '--channels', Array.from({ length: 60 }, (_, i) => `tenant${i}.room.*`).join(',')], { ...env, PIXIU_MAX_CLIENT_FRAME_BYTES: '1024' }),
+  ]);
+  for (const raised of [raisedEnv, raisedFlag]) {
+    assert.equal(raised.code, 0, raised.stderr);
+    assert.equal(raised.stderr, '', 'no warning under a raised limit');
+  }
+  assert.match(lowered.stderr, /over the client frame limit of 1024 bytes/);
   const huge = await runCli(['token', 'ann', '--channels', Array.from({ length: 700 }, (_, i) => `tenant${i}.room.*`).join(',')], env);
   assert.equal(huge.code, 0, huge.stderr);
   assert.match(huge.stderr, /warning: this token is \d+ bytes, too big for the service's limit of 16384 bytes on a request's headers/);

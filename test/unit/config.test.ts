@@ -75,7 +75,7 @@ test('a bad value is a startup error naming the variable and what it accepts', (
     [{ PIXIU_JWT_SECRET: 'x'.repeat(40), PIXIU_JWKS_URL: 'https://idp.example/jwks' }, /only one of/],
     [{ PIXIU_SOCKET_HIGH_WATER_BYTES: '4096', PIXIU_SOCKET_HARD_CAP_BYTES: '2048' }, /HARD_CAP/],
     [{ PIXIU_IDLE_TIMEOUT: '3s', PIXIU_HEARTBEAT: '60s' }, /PIXIU_IDLE_TIMEOUT \(3000 ms\) must be longer than PIXIU_HEARTBEAT \(60000 ms\)/],
-    [{ PIXIU_IDLE_TIMEOUT: '25s' }, /PIXIU_IDLE_TIMEOUT \(25000 ms\) must be longer than PIXIU_HEARTBEAT \(25000 ms\)/],
+    [{ PIXIU_IDLE_TIMEOUT: '25s' }, /PIXIU_IDLE_TIMEOUT \(25000 ms\) must be longer than the default PIXIU_HEARTBEAT \(25000 ms\)/],
     [{ PIXIU_HEARTBEAT: '120s' }, /PIXIU_IDLE_TIMEOUT \(60000 ms\) must be longer than PIXIU_HEARTBEAT/],
   ];
   for (const [env, pattern] of cases) {
@@ -194,7 +194,7 @@ test('a hard cap equal to the high-water mark is accepted ("at least"), one byte
 
 test('a check across two settings names each as it was given: the flag, the variable, or the variable of a default', () => {
   assert.throws(() => loadConfig({}, { idleTimeoutMs: '10s' }),
-    (err: unknown) => err instanceof StartupError && /--idle-timeout \(10000 ms\) must be longer than PIXIU_HEARTBEAT \(25000 ms\)/.test(err.message));
+    (err: unknown) => err instanceof StartupError && /--idle-timeout \(10000 ms\) must be longer than the default PIXIU_HEARTBEAT \(25000 ms\)/.test(err.message));
   assert.throws(() => loadConfig({ PIXIU_SOCKET_HIGH_WATER_BYTES: '8192' }, { socketHardCapBytes: '4096' }),
     (err: unknown) => err instanceof StartupError && /--socket-hard-cap-bytes \(4096 bytes\) must be at least PIXIU_SOCKET_HIGH_WATER_BYTES \(8192 bytes\)/.test(err.message));
 });

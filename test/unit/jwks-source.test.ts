@@ -103,8 +103,10 @@ test('a JWKS fetch that fails says why, naming the URL without its query: the st
   ];
   for (const [answer, said] of cases) {
     const url = await serve(t, () => answer);
-    const cause = await outageCause(createVerifier({ kind: 'jwks', url: `${url}?api_key=hidden-value` }), token);
-    assert.equal(cause, `the JWKS URL ${url}?… ${said}`);
+    const verify = createVerifier({ kind: 'jwks', url: `${url}?api_key=hidden-value` });
+    assert.equal(await outageCause(verify, token), `the JWKS URL ${url}?… ${said}`);
+    // Within the cooldown, not asked again: the cause still says what the URL answered.
+    assert.match(await outageCause(verify, token), new RegExp(`^the JWKS could not be fetched less than \\d+ ms ago \\(the JWKS URL .*${said.replace(/[(){}[\].*+?^$|\\]/g, '\\$&')}\\); not asked again yet$`));
   }
 });
 
