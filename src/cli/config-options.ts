@@ -5,7 +5,7 @@
 import { Command, Option } from 'commander';
 import ms from 'ms';
 import { accepts, loadConfig, type Config, type ConfigOverrides } from '../config/config.js';
-import { SETTINGS, type SettingKey } from '../config/settings.js';
+import { SETTINGS, type SettingKey, type SettingSpec } from '../config/settings.js';
 import { isUserId, USER_ID_RULE } from '../api/schemas.js';
 import { StartupError } from '../errors.js';
 
@@ -25,14 +25,16 @@ export const CLIENT_DOCS: Partial<Record<SettingKey, string>> = {
 export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], docs: Partial<Record<SettingKey, string>> = {}): Command {
   const keys = only ?? (Object.keys(SETTINGS) as SettingKey[]);
   for (const key of keys) {
-    const spec = { ...SETTINGS[key], doc: docs[key] ?? SETTINGS[key].doc };
+    const spec: SettingSpec = { ...SETTINGS[key], doc: docs[key] ?? SETTINGS[key].doc };
     const isDuration = spec.kind === 'duration' || spec.kind === 'durations';
     const show = (v: unknown): string => (isDuration && typeof v === 'number' ? ms(v) : String(v));
     const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}]`;
     // A bare number is milliseconds, unlike the HTTP API's `ttl` (seconds): say so.
     const unit = isDuration ? '; a duration such as 500ms, 30s, 1h, 7d (a bare number is milliseconds)' : '';
+    // A flag's value is in the process list for every user of the machine.
+    const exposed = spec.secret === true ? `; as a flag it is visible to other users in ps: prefer ${spec.env}` : '';
     // The bounds a value is checked against, as a refusal words them: known before a start fails.
-    cmd.addOption(new Option(`--${spec.flag} <value>`, `${accepts(spec)}${unit} (env ${spec.env})${def}`).hideHelp(false));
+    cmd.addOption(new Option(`--${spec.flag} <value>`, `${accepts(spec)}${unit}${exposed} (env ${spec.env})${def}`).hideHelp(false));
   }
   return cmd;
 }

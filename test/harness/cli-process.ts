@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { CLI_MAIN, REPO_ROOT, type CleanupContext, type ExitStatus } from './pixiu-server.js';
+import { REPO_ROOT, cliEntry, type CleanupContext, type ExitStatus } from './pixiu-server.js';
 
 /** How long {@link CliProcess.line} waits by default, ms. */
 const LINE_TIMEOUT_MS = 30_000;
@@ -53,14 +53,14 @@ export interface CliProcess {
 }
 
 /**
- * Starts `pixiu <args…>` (`node --import tsx src/cli/main.ts`) from the repository root
+ * Starts `pixiu <args…>` ({@link cliEntry}: the build when current, else the sources through tsx) from the repository root
  * with `env` added to the test's environment cleared of `PIXIU_` variables.
  *
  * @param t when given, the process is SIGKILLed when the test ends, if still running
  */
 export function spawnCli(args: readonly string[], env: Record<string, string>, t?: CleanupContext, opts: SpawnCliOptions = {}): CliProcess {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
-  const [program, ...argv] = opts.command ?? [process.execPath, '--import', 'tsx', CLI_MAIN, ...args];
+  const [program, ...argv] = opts.command ?? [process.execPath, ...cliEntry(), ...args];
   const proc = spawn(program, argv, {
     cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
   });

@@ -12,6 +12,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,6 +25,37 @@ import { startService, type Service } from '../../src/service/service.js';
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The `pixiu` command's entry point, run through tsx. */
 export const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
+/** The built entry point `npm start` runs (`npm ci` builds it: the `prepare` script). */
+const BUILT_MAIN = path.join(REPO_ROOT, 'dist/cli/main.js');
+
+let cliEntryMemo: readonly string[] | undefined;
+
+/**
+ * The node arguments that run `pixiu`: the build (`dist/cli/main.js`, as `npm start`
+ * runs it) when it is newer than every file under `src/`, else `src/cli/main.ts`
+ * through tsx. The build starts in about half the time (0.6 s against 1.1 s a run on
+ * a 2-core VM: tsx looks up and loads every module's transpiled form), and the CLI
+ * tests run it some 200 times; a tree edited since its last build runs its sources.
+ */
+export function cliEntry(): readonly string[] {
+  cliEntryMemo ??= builtIsCurrent() ? [BUILT_MAIN] : ['--import', 'tsx', CLI_MAIN];
+  return cliEntryMemo;
+}
+
+/** True when the build exists and no file under `src/` changed after it. */
+function builtIsCurrent(): boolean {
+  let built: number;
+  try {
+    built = statSync(BUILT_MAIN).mtimeMs;
+  } catch {
+    return false;
+  }
+  const newest = (dir: string): number => Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => {
+    const full = path.join(dir, e.name);
+    return e.isDirectory() ? newest(full) : statSync(full).mtimeMs;
+  }));
+  return newest(path.join(REPO_ROOT, 'src')) <= built;
+}
 /** How long a spawned `pixiu serve` may take to print its listening line. */
 const LISTEN_TIMEOUT_MS = 30_000;
 
@@ -319,7 +351,7 @@ export interface CliResult extends ExitStatus {
  * `PIXIU_` variables.
  */
 export async function runCli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, ...args], {
+  const proc = spawn(process.execPath, [...cliEntry(), ...args], {
     cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = collect(proc);

@@ -205,5 +205,7 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   // Bounds checked at start are in the help, as the refusal words them, not only in the refusal.
   assert.match(text, /--inbox-cap <value> entries kept per user inbox; older ones are trimmed \(clients see a gap\), from 1 to 10000000 \(env PIXIU_INBOX_CAP\)/);
   assert.match(text, /--heartbeat <value> server ping interval; each also pulls the inbox, from 10ms to 10m; a duration/);
+  assert.match(text, /--api-token <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_API_TOKEN \(env PIXIU_API_TOKEN\)/);
+  assert.match(text, /--jwt-secret <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_JWT_SECRET \(env PIXIU_JWT_SECRET\)/);
   assert.match(text, /--log-level <value> pino log level \(one of: fatal, error, warn, info, debug, trace, silent\) \(env PIXIU_LOG_LEVEL\)/);
 });
