@@ -5,6 +5,8 @@
  * held in memory and parsed, taking the node to ~680 MB (a fresh tester's finding).
  */
 
+import { importJWK, type JWK } from 'jose';
+
 /** Largest JWKS answer read, bytes: a key set of a few dozen keys is a few KiB. */
 export const MAX_JWKS_BYTES = 1024 * 1024;
 
@@ -67,7 +69,7 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
       const res = await cappedFetch(url, options);
       const fault = res.status !== 200 ? `answered ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}` : keySetFault(await res.clone().text());
       if (fault !== undefined) throw new Error(`the JWKS URL ${shownUrl(url)} ${fault}`);
-      return res;
+      return await withUsableKeys(res, url);
     } catch (err) {
       failedAt = performance.now();
       lastFault = err instanceof Error ? err.message : String(err);
@@ -92,6 +94,46 @@ function keySetFault(text: string): string | undefined {
   const keys = isObject(v) ? (v as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || !keys.every(isObject)) return 'answered JSON that is no key set ({"keys": [...]})';
   return keys.length === 0 ? 'answered a key set with no keys' : undefined;
+}
+
+/**
+ * The answer with only the keys that can verify a signature: a key jose cannot import
+ * (an RSA key without its `n`, a curve WebCrypto lacks), a secret (`oct`: a JWKS
+ * verifies asymmetric signatures only) or an encryption key (`use: enc`) is left out.
+ * jose imports a key only when a token names it, so one broken key in place of a good
+ * one (same `kid`) replaced the cached set and every token of that key was 503 for the
+ * 10 minutes the set is kept (a fresh tester's finding).
+ * @throws Error naming the URL when no key is left: an outage, the cached set kept
+ */
+async function withUsableKeys(res: Response, url: string): Promise<Response> {
+  const set = JSON.parse(await res.clone().text()) as { keys: JWK[] };
+  const usable = await Promise.all(set.keys.map(canVerify));
+  const keys = set.keys.filter((_, i) => usable[i]);
+  if (keys.length === 0) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${set.keys.length} key(s), none usable to verify a signature`);
+  if (keys.length === set.keys.length) return res;
+  return new Response(JSON.stringify({ ...set, keys }), { status: 200, headers: res.headers });
+}
+
+/** The algorithm a key is tried with when it names none (jose needs one to import it). */
+function probeAlgorithm(key: JWK): string | undefined {
+  if (typeof key.alg === 'string') return key.alg;
+  if (key.kty === 'RSA') return 'RS256';
+  if (key.kty === 'EC') return ({ 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512' } as Record<string, string>)[String(key.crv)];
+  if (key.kty === 'OKP') return 'EdDSA';
+  return undefined;
+}
+
+/** True when `key` is a signature key jose can import. */
+async function canVerify(key: JWK): Promise<boolean> {
+  if (key.kty === 'oct' || (key.use !== undefined && key.use !== 'sig')) return false;
+  const alg = probeAlgorithm(key);
+  if (alg === undefined) return false;
+  try {
+    await importJWK(key, alg);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A URL as a log may show it: origin and path, the query (which may hold a secret) as `?…`. */

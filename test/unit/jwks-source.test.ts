@@ -127,3 +127,26 @@ test('a JWKS that comes to hold no keys is an outage: the cached set keeps verif
   // The set fetched before still verifies its tokens (jose put the empty one in its place: 401).
   assert.equal((await verify(good)).user, 'ana');
 });
+
+test('a JWKS answer whose keys cannot be read is an outage, the cached set kept; a set with one broken key serves the others', async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const other = await generateKeyPair('ES256');
+  const good: JWK = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+  // The right kid, no key data: jose reads the set, and fails only when a token names it.
+  const broken: JWK = { kty: 'EC', crv: 'P-256', kid: 'k1' };
+  let keys: JWK[] = [good];
+  const url = await serve(t, () => JSON.stringify({ keys }));
+  const verify = createVerifier({ kind: 'jwks', url });
+  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
+  const token = await sign(privateKey, 'k1');
+  assert.equal((await verify(token)).user, 'ana');
+  keys = [broken];
+  await new Promise((resolve) => setTimeout(resolve, DOCUMENTED_COOLDOWN_MS + 200));
+  assert.match(await outageCause(verify, await sign(other.privateKey, 'k2')), /answered 1 key\(s\), none usable to verify a signature$/);
+  assert.equal((await verify(token)).user, 'ana', 'the set fetched before still verifies (the broken one in its place: 503 for 10 minutes)');
+  // A set of a good key and a broken one: the good one verifies, the broken one matches no token.
+  const mixed = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [good, { ...broken, kid: 'k9' }] })) });
+  assert.equal((await mixed(token)).user, 'ana');
+  await assert.rejects(mixed(await sign(other.privateKey, 'k9')), { code: 'UNAUTHORIZED' });
+});
