@@ -21,6 +21,11 @@ import { MAX_JWKS_BYTES } from '../../src/auth/jwks-fetch.js';
  */
 const DOCUMENTED_COOLDOWN_MS = 1000;
 
+/** An ES256 token of user `ana` for an hour, its header naming `kid`. */
+function sign(key: CryptoKey, kid: string): Promise<string> {
+  return new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
+}
+
 /** Serves what `body()` returns (with 200, or the status it gives) at any path of 127.0.0.1; closed after the test. */
 async function serve(t: TestContext, body: () => string | { status: number; text: string }): Promise<string> {
   const server = http.createServer((_req, res) => {
@@ -45,8 +50,6 @@ test('a token with the kid of a key added to the JWKS is accepted within a coupl
     return JSON.stringify({ keys });
   });
   const verify = createVerifier({ kind: 'jwks', url });
-  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
-    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
 
   assert.equal((await verify(await sign(first.privateKey, 'k1'))).user, 'ana');
   keys = [...keys, await jwk(second.publicKey, 'k2')];
@@ -116,8 +119,6 @@ test('a JWKS that comes to hold no keys is an outage: the cached set keeps verif
   let keys: JWK[] = [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }];
   const url = await serve(t, () => JSON.stringify({ keys }));
   const verify = createVerifier({ kind: 'jwks', url });
-  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
-    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
   const good = await sign(privateKey, 'k1');
   assert.equal((await verify(good)).user, 'ana');
   keys = [];
@@ -137,8 +138,6 @@ test('a JWKS answer whose keys cannot be read is an outage, the cached set kept;
   let keys: JWK[] = [good];
   const url = await serve(t, () => JSON.stringify({ keys }));
   const verify = createVerifier({ kind: 'jwks', url });
-  const sign = (key: CryptoKey, kid: string): Promise<string> => new SignJWT({})
-    .setProtectedHeader({ alg: 'ES256', kid }).setSubject('ana').setExpirationTime('1h').sign(key);
   const token = await sign(privateKey, 'k1');
   assert.equal((await verify(token)).user, 'ana');
   keys = [broken];
