@@ -67,7 +67,7 @@ export function tokenCommand(): Command {
     if (!fitsRequestHeaders(token)) {
       process.stderr.write(`pixiu token: warning: this token is ${tokenBytes} bytes, too big for the service's limit of ${maxHeaderSize} bytes on a request's headers: no connect or /v1/me request can carry it (431); use fewer --channels or --tags\n`);
     } else if (frameBytes > config.maxClientFrameBytes) {
-      process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels, or a higher limit on the service\n`);
+      process.stderr.write(`pixiu token: warning: a refresh frame carrying this token is ${frameBytes} bytes, over the client frame limit of ${config.maxClientFrameBytes} bytes (PIXIU_MAX_CLIENT_FRAME_BYTES): a connection can use it at connect but not send it in a refresh (closed 1009); fewer --channels or --tags, or a higher limit on the service\n`);
     }
   });
   return cmd;
