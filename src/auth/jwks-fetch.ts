@@ -67,9 +67,13 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
     }
     try {
       const res = await cappedFetch(url, options);
-      const fault = res.status !== 200 ? `answered ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}` : keySetFault(await res.clone().text());
-      if (fault !== undefined) throw new Error(`the JWKS URL ${shownUrl(url)} ${fault}`);
-      return await withUsableKeys(res, url);
+      if (res.status !== 200) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}`);
+      const text = await res.text();
+      const set = readKeySet(text);
+      if (typeof set === 'string') throw new Error(`the JWKS URL ${shownUrl(url)} ${set}`);
+      const keys = await usableKeys(set.keys, url);
+      // What jose reads: the answer as it came, or without the keys left out.
+      return new Response(keys.length === set.keys.length ? text : JSON.stringify({ ...set, keys }), { status: 200, headers: res.headers });
     } catch (err) {
       failedAt = performance.now();
       lastFault = err instanceof Error ? err.message : String(err);
@@ -79,11 +83,11 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
 }
 
 /**
- * What keeps `text` from being a key set to verify with: not JSON of an object with a
- * `keys` array of objects (jose's `isJwkSet`), or no key in it.
- * @returns the fault, worded to follow "the JWKS URL … "; undefined for a key set
+ * `text` read as a key set: JSON of an object with a `keys` array of objects (jose's
+ * `isJwkSet`) holding at least one key.
+ * @returns the set, or the fault, worded to follow "the JWKS URL … "
  */
-function keySetFault(text: string): string | undefined {
+function readKeySet(text: string): { keys: JWK[] } | string {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -93,25 +97,23 @@ function keySetFault(text: string): string | undefined {
   const isObject = (o: unknown): boolean => typeof o === 'object' && o !== null && !Array.isArray(o);
   const keys = isObject(v) ? (v as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || !keys.every(isObject)) return 'answered JSON that is no key set ({"keys": [...]})';
-  return keys.length === 0 ? 'answered a key set with no keys' : undefined;
+  return keys.length === 0 ? 'answered a key set with no keys' : v as { keys: JWK[] };
 }
 
 /**
- * The answer with only the keys that can verify a signature: a key jose cannot import
- * (an RSA key without its `n`, a curve WebCrypto lacks), a secret (`oct`: a JWKS
- * verifies asymmetric signatures only) or an encryption key (`use: enc`) is left out.
- * jose imports a key only when a token names it, so one broken key in place of a good
- * one (same `kid`) replaced the cached set and every token of that key was 503 for the
- * 10 minutes the set is kept (a fresh tester's finding).
+ * The keys that can verify a signature: a key jose cannot import (an RSA key without
+ * its `n`, a curve WebCrypto lacks), a secret (`oct`: a JWKS verifies asymmetric
+ * signatures only) or an encryption key (`use: enc`) is left out. jose imports a key
+ * only when a token names it, so one broken key in place of a good one (same `kid`)
+ * replaced the cached set and every token of that key was 503 for the 10 minutes the
+ * set is kept (a fresh tester's finding).
  * @throws Error naming the URL when no key is left: an outage, the cached set kept
  */
-async function withUsableKeys(res: Response, url: string): Promise<Response> {
-  const set = JSON.parse(await res.clone().text()) as { keys: JWK[] };
-  const usable = await Promise.all(set.keys.map(canVerify));
-  const keys = set.keys.filter((_, i) => usable[i]);
-  if (keys.length === 0) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${set.keys.length} key(s), none usable to verify a signature`);
-  if (keys.length === set.keys.length) return res;
-  return new Response(JSON.stringify({ ...set, keys }), { status: 200, headers: res.headers });
+async function usableKeys(keys: readonly JWK[], url: string): Promise<JWK[]> {
+  const usable = await Promise.all(keys.map(canVerify));
+  const kept = keys.filter((_, i) => usable[i]);
+  if (kept.length === 0) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${keys.length} key(s), none usable to verify a signature`);
+  return kept;
 }
 
 /** The algorithm a key is tried with when it names none (jose needs one to import it). */
