@@ -42,8 +42,7 @@ async function makeEachLevel(dir: string, mode: number | undefined): Promise<voi
     try {
       await mkdir(level, mode === undefined ? {} : { mode });
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') throw err;
+      if (ANCESTOR_CODES.has((err as NodeJS.ErrnoException).code)) throw err;
       // A folder there already is fine, whatever mkdir said of it (Linux says EEXIST;
       // other systems may say EROFS or EACCES first, as Node's own recursive mkdir
       // allows for). A file at `dir` is its caller's EEXIST (explained); one above it
