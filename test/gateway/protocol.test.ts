@@ -245,10 +245,16 @@ describe('server heartbeat', () => {
     const { client } = await fast.connectWelcomed('alive');
     const openedAt = Date.now();
     let pings = 0;
-    await new Promise<void>((resolve) => {
+    // Bounded: a server that stops pinging or cuts the client fails here, not at the suite's timeout.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`only ${pings} pings in ${IDLE_MS * 3 + 3000} ms`)), IDLE_MS * 3 + 3000);
+      client.ws.once('close', (code) => reject(new Error(`closed ${code} after ${pings} pings`)));
       client.ws.on('ping', () => {
         pings += 1;
-        if (Date.now() - openedAt > IDLE_MS * 3) resolve();
+        if (Date.now() - openedAt > IDLE_MS * 3) {
+          clearTimeout(timer);
+          resolve();
+        }
       });
     });
     assert.ok(pings >= 3, `${pings} pings`);
