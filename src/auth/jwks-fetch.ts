@@ -54,11 +54,15 @@ export async function cappedFetch(url: string, options: RequestInit): Promise<Re
  * that verified a moment before, was 401 (a client told its token is bad logs its
  * user out); failing the fetch keeps the cached set, and what needs a fetch is 503.
  *
+ * A fetch that jose's signal ends (`timeoutMs`, its `timeoutDuration`) fails with an
+ * Error named `TimeoutError` (what jose reads as its timeout) that names the URL: jose's
+ * own says only "request timed out".
+ *
  * @returns a fetch for jose's `customFetch`, with its own memory of the last failure
- * @throws Error when the URL cannot be read or answers no usable key set (the
- *   verifier answers 503, the Error as its cause)
+ * @throws Error when the URL cannot be read in `timeoutMs` or answers no usable key
+ *   set (the verifier answers 503, the Error as its cause)
  */
-export function cooledFetch(cooldownMs: number): (url: string, options: RequestInit) => Promise<Response> {
+export function cooledFetch(cooldownMs: number, timeoutMs: number): (url: string, options: RequestInit) => Promise<Response> {
   let failedAt = Number.NEGATIVE_INFINITY; // performance.now() of the last failure
   let lastFault = ''; // its message, repeated while it holds
   return async (url, options) => {
@@ -74,7 +78,12 @@ export function cooledFetch(cooldownMs: number): (url: string, options: RequestI
       const keys = await usableKeys(set.keys, url);
       // What jose reads: the answer as it came, or without the keys left out.
       return new Response(keys.length === set.keys.length ? text : JSON.stringify({ ...set, keys }), { status: 200, headers: res.headers });
-    } catch (err) {
+    } catch (caught) {
+      let err = caught;
+      if (options.signal?.aborted === true) {
+        err = new Error(`the JWKS URL ${shownUrl(url)} did not answer in ${timeoutMs} ms`, { cause: caught });
+        (err as Error).name = 'TimeoutError';
+      }
       failedAt = performance.now();
       lastFault = err instanceof Error ? err.message : String(err);
       throw err;

@@ -33,6 +33,12 @@ export const JWKS_COOLDOWN_MS = 1000;
  */
 export const JWKS_CACHE_MAX_AGE_MS = 10 * 60 * 1000;
 
+/**
+ * How long a JWKS fetch may take, body included, before it is an outage (503), ms
+ * (jose's `timeoutDuration`, its default).
+ */
+export const JWKS_TIMEOUT_MS = 5000;
+
 /** The claims Pixiu reads from a verified client token. */
 export interface ClientClaims {
   /** The user id (`sub`). */
@@ -151,7 +157,8 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     case 'jwks': {
       const { url, headers } = jwksRequest(source.url);
       const remote = createRemoteJWKSet(url, {
-        cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, [customFetch]: cooledFetch(JWKS_COOLDOWN_MS), headers,
+        cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, timeoutDuration: JWKS_TIMEOUT_MS,
+        [customFetch]: cooledFetch(JWKS_COOLDOWN_MS, JWKS_TIMEOUT_MS), headers,
       });
       key = async (header, token) => {
         try {
@@ -188,7 +195,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       // The JWKS timed out, answered no 200, or held no key set (not JSON: generic;
       // JSON of another shape: ERR_JWKS_INVALID): the key source is at fault, not the token.
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
-        throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
+        // jose's timeout says only "request timed out"; its cause (cooledFetch's) names the URL.
+        const cause = err instanceof joseErrors.JWKSTimeout && err.cause instanceof Error ? err.cause : err;
+        throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause });
       }
       throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
     }

@@ -12,7 +12,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
-import { JWKS_COOLDOWN_MS, createVerifier } from '../../src/auth/jwt.js';
+import { JWKS_COOLDOWN_MS, JWKS_TIMEOUT_MS, createVerifier } from '../../src/auth/jwt.js';
 import { outageFields } from '../../src/errors.js';
 import { freePort } from '../harness/redis-server.js';
 
@@ -165,8 +165,16 @@ test('a JWKS URL that never answers is an outage (503) once jose gives up on it,
     server.closeAllConnections();
     server.close(() => resolve());
   }));
-  const verify = createVerifier({ kind: 'jwks', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks` });
-  const err = await verify(await sign(privateKey)).then(() => undefined, (e: unknown) => e);
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks?key=secret`;
+  const verify = createVerifier({ kind: 'jwks', url });
+  const token = await sign(privateKey);
+  const err = await verify(token).then(() => undefined, (e: unknown) => e);
   assert.equal((err as { code?: string }).code, 'UNAVAILABLE', `answered ${messages(err)}`);
   assert.equal((err as { message?: string }).message, 'cannot fetch the keys to verify the token, retry later');
+  // What the log shows names the URL (its query left out) and the wait, not jose's bare "request timed out".
+  const shown = `the JWKS URL ${url.replace('?key=secret', '?…')} did not answer in ${JWKS_TIMEOUT_MS} ms`;
+  assert.equal(outageFields(err).cause, shown);
+  // Within the cooldown, the refusal repeats that fault.
+  const again = await verify(token).then(() => undefined, (e: unknown) => e);
+  assert.ok(outageFields(again).cause?.endsWith(`(${shown}); not asked again yet`), outageFields(again).cause);
 });
