@@ -6,7 +6,7 @@
  * which (fresh-user findings). Here such a failure is explained by the deepest path
  * that exists: a file, or a folder that is not writable (EROFS, EACCES, …).
  */
-import { access, constants, mkdir, stat } from 'node:fs/promises';
+import { access, constants, lstat, mkdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 
 /** The errors a missing or blocked ancestor gives, which {@link pathProblem} explains. */
@@ -54,16 +54,19 @@ async function makeEachLevel(dir: string, mode: number | undefined): Promise<voi
 }
 
 /**
- * What `err`, met at `target`, comes from: for EEXIST, `target` itself being a file;
- * for ENOENT or ENOTDIR, the deepest existing path above `target` that is a file or is
- * not writable, when there is one; else the error's own message.
+ * What `err`, met at `target`, comes from: for EEXIST, `target` itself being a file, or
+ * a symbolic link on the way to it that points nowhere; for ENOENT or ENOTDIR, the
+ * deepest existing path above `target` that is a file or is not writable, when there
+ * is one; else the error's own message.
  */
 export async function explained(target: string, err: unknown): Promise<string> {
   const own = err instanceof Error ? err.message : String(err);
-  // `mkdir -p` of a path a file holds: EEXIST, as if it were done.
+  // `mkdir -p` of a path a file holds: EEXIST, as if it were done; mkdir of a link
+  // whose target is missing: EEXIST too, though nothing is there to use.
   if ((err as NodeJS.ErrnoException | undefined)?.code === 'EEXIST') {
     const info = await stat(target).catch(() => undefined);
-    return info !== undefined && !info.isDirectory() ? `${path.resolve(target)} is a file, not a directory` : own;
+    if (info !== undefined) return info.isDirectory() ? own : `${path.resolve(target)} is a file, not a directory`;
+    return (await danglingLink(target)) ?? own;
   }
   if (!ANCESTOR_CODES.has((err as NodeJS.ErrnoException | undefined)?.code)) return own;
   return (await pathProblem(target)) ?? own;
@@ -86,4 +89,19 @@ async function pathProblem(target: string): Promise<string | undefined> {
       return `${at} is not writable: ${(err as Error).message}`;
     }
   }
+}
+
+/** The first symbolic link on the way to `target` (root first) whose target does not exist, worded; undefined: none. */
+async function danglingLink(target: string): Promise<string | undefined> {
+  const levels: string[] = [];
+  for (let at = path.resolve(target); path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
+  for (const level of levels) {
+    const info = await lstat(level).catch(() => undefined);
+    if (info === undefined) return undefined;
+    if (info.isSymbolicLink() && (await stat(level).catch(() => undefined)) === undefined) {
+      const to = await readlink(level).catch(() => '?');
+      return `${level} is a symbolic link to ${to}, which does not exist`;
+    }
+  }
+  return undefined;
 }

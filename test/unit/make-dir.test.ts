@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { explained, makeDir } from '../../src/files/make-dir.js';
@@ -92,4 +92,22 @@ test('makeDir of a path a file holds (a file named like the folder) names that f
   });
   // An existing folder is fine, as mkdir -p has it.
   await makeDir(root);
+});
+
+test('makeDir through a symbolic link that points nowhere names the link and where it points, not EEXIST: the link itself or one above it', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const gone = path.join(root, 'unmounted', 'pixiu');
+  const link = path.join(root, 'data');
+  await symlink(gone, link);
+  for (const target of [link, path.join(link, 'store', 'p0')]) {
+    await assert.rejects(makeDir(target), (err: Error) => {
+      assert.equal(err.message, `cannot create ${target}: ${link} is a symbolic link to ${gone}, which does not exist`);
+      return true;
+    });
+  }
+  // A link to a folder is followed, as mkdir -p follows it.
+  await makeDir(gone);
+  await makeDir(path.join(link, 'store', 'p0'));
+  assert.ok((await stat(path.join(gone, 'store', 'p0'))).isDirectory());
 });
