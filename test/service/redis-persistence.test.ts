@@ -82,9 +82,12 @@ test('a service started on a Redis that may evict keys warns once, naming the po
 });
 
 test('a URL naming a database the Redis does not have stops the start, naming it; a database it has is the one used', async (t) => {
-  const client = await createRedis({ url: `${server.url}/99`, commandTimeoutMs: 5000 }).then((c) => c, (err: unknown) => err as Error);
+  const { logger, lines } = capturingLogger();
+  const client = await createRedis({ url: `${server.url}/99`, commandTimeoutMs: 5000, logger }).then((c) => c, (err: unknown) => err as Error);
   if (!(client instanceof Error)) client.disconnect(); // connected to database 0: fail, not hang
   assert.ok(client instanceof Error && /cannot use database 99 of Redis at .*: ERR DB index is out of range/.test(client.message), String(client));
+  // The refusal is no lost connection: nothing says one was restored.
+  assert.deepEqual(lines.filter((l) => /connection (error|restored)/.test(l.msg ?? '')).map((l) => l.msg), []);
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: `${server.url}/99`, redisPrefix: 'db-99:', storeDurability: 'relaxed' });
   const started = await startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
   if (!(started instanceof Error)) await started.close(); // started on database 0: fail, not hang
