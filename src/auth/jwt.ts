@@ -52,7 +52,17 @@ export interface ClientClaims {
 }
 
 /** Verifies a compact JWT and returns its claims. */
-export type TokenVerifier = (token: string) => Promise<ClientClaims>;
+export interface TokenVerifier {
+  (token: string): Promise<ClientClaims>;
+  /**
+   * A JWKS key source's only: fetches the set now (the start does, so that a wrong
+   * `PIXIU_JWKS_URL` is in the log at once, not at the first client), as the first
+   * token would.
+   * @returns how many keys of the set can verify a token
+   * @throws Error naming the URL and the fault (as a 503's cause says it)
+   */
+  readonly prefetch?: () => Promise<number>;
+}
 
 /** Claims checked beside the signature when configured (`PIXIU_JWT_AUDIENCE`, `PIXIU_JWT_ISSUER`). */
 export interface VerifierOptions {
@@ -140,6 +150,7 @@ function decodeOrKeep(part: string): string {
 export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {}): TokenVerifier {
   let key: JWTVerifyGetKey;
   let algorithms: readonly string[];
+  let prefetch: (() => Promise<number>) | undefined;
   switch (source.kind) {
     case 'secret':
       {
@@ -170,6 +181,14 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
           throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
         }
       };
+      prefetch = async () => {
+        try {
+          await remote.reload();
+        } catch (err) {
+          throw jwksFault(err);
+        }
+        return remote.jwks()?.keys.length ?? 0;
+      };
       algorithms = Object.values(ASYMMETRIC_ALGS).flat();
       break;
     }
@@ -181,7 +200,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.audience !== undefined ? { audience: opts.audience } : {}),
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
-  return async (token) => {
+  const verify = async (token: string): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks);
       return toClaims(payload);
@@ -195,13 +214,20 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       // The JWKS timed out, answered no 200, or held no key set (not JSON: generic;
       // JSON of another shape: ERR_JWKS_INVALID): the key source is at fault, not the token.
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
-        // jose's timeout says only "request timed out"; its cause (cooledFetch's) names the URL.
-        const cause = err instanceof joseErrors.JWKSTimeout && err.cause instanceof Error ? err.cause : err;
-        throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause });
+        throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: jwksFault(err) });
       }
       throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
     }
   };
+  return prefetch === undefined ? verify : Object.assign(verify, { prefetch });
+}
+
+/**
+ * What a failed JWKS fetch says of itself: jose's timeout says only "request timed
+ * out", its cause (cooledFetch's) names the URL; any other failure is its own.
+ */
+function jwksFault(err: unknown): unknown {
+  return err instanceof joseErrors.JWKSTimeout && err.cause instanceof Error ? err.cause : err;
 }
 
 /** What {@link mintToken} puts in a token. */

@@ -184,9 +184,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const inbox = new Inbox(redis, {
       prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(),
     });
+    const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
     const gateway = await Gateway.start({
-      config, redis, redisUrl, keys, inbox, store: records,
-      verify: createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer }), logger, metrics,
+      config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics,
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>
@@ -258,6 +258,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     redis.on('ready', () => ownership.renewNow());
     logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase }, 'pixiu listening');
+    if (verify.prefetch) prefetchJwks(verify.prefetch, logger);
 
     let closing: Promise<void> | undefined;
     return {
@@ -273,4 +274,18 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     if (isPixiuError(err)) throw new StartupError(err.message, { cause: err });
     throw err;
   }
+}
+
+/**
+ * Fetches the JWKS once the node listens, not awaited (an identity provider that is
+ * slow or down does not hold the start): a wrong `PIXIU_JWKS_URL` is logged at once, a
+ * warning naming the URL and the fault, where it was found at the first client (a
+ * fresh tester's finding); a good one is logged with its number of usable keys, and
+ * the first client need not wait for the fetch.
+ */
+function prefetchJwks(prefetch: () => Promise<number>, logger: Logger): void {
+  prefetch().then(
+    (keys) => logger.info({ keys }, 'JWKS fetched'),
+    (err: unknown) => logger.warn({ ...outageFields(err) }, 'cannot fetch the JWKS: clients are refused 503 until it can be fetched'),
+  );
 }

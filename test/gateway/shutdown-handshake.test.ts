@@ -11,8 +11,10 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import WebSocket from 'ws';
+import { JWKS_COOLDOWN_MS } from '../../src/auth/jwt.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -34,7 +36,18 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   const released = new Promise<void>((resolve) => { release = resolve; });
   let asked: () => void = () => undefined;
   const keysAsked = new Promise<void>((resolve) => { asked = resolve; });
+  let fetches = 0;
+  let startFetch: () => void = () => undefined;
+  const fetchedAtStart = new Promise<void>((resolve) => { startFetch = resolve; });
   const jwks = http.createServer((_req, res) => {
+    fetches += 1;
+    // The start's fetch gets a set without the token's kid, so that the token makes the
+    // node ask again, and that request is held: the handshake is in its token check.
+    if (fetches === 1) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [{ ...jwk, kid: 'k0' }] }));
+      startFetch();
+      return;
+    }
     asked();
     void released.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
   });
@@ -47,6 +60,9 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
 
   const server = await startInProcess(cleanup, { redisUrl: redis.url, redisPrefix: 'shs:', storeDurability: 'relaxed', jwksUrl });
+  await fetchedAtStart;
+  // A kid the set lacks is looked for again only once jose's cooldown since the last fetch is over.
+  await delay(JWKS_COOLDOWN_MS + 100);
   const token = await new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setSubject('late')
     .setIssuedAt().setExpirationTime(Math.floor(Date.now() / 1000) + 3600).sign(privateKey);
 
