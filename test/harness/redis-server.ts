@@ -30,6 +30,28 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** The redis-servers this process started and that still run. */
+const live = new Set<ChildProcess>();
+let exitHooked = false;
+
+/**
+ * Kills what {@link live} holds when this process exits: a test that fails or is
+ * cancelled before its clean-up left its redis-server running, adopted by init, for
+ * as long as the machine ran (a mutation tester's finding). An exit handler runs
+ * only synchronous code; SIGKILL needs nothing more (SIGCONT first is not needed: a
+ * stopped process dies of SIGKILL too).
+ */
+function killOnExit(child: ChildProcess): void {
+  if (!exitHooked) {
+    exitHooked = true;
+    process.on('exit', () => {
+      for (const running of live) running.kill('SIGKILL');
+    });
+  }
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+}
+
 /** A running private `redis-server`. */
 export class RedisServer {
   readonly port: number;
@@ -76,6 +98,7 @@ export class RedisServer {
       ...(this.#opts.args ?? []),
     ];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    killOnExit(child);
     this.#child = child;
     let log = '';
     const ready = new Promise<void>((resolve, reject) => {
