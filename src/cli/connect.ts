@@ -309,10 +309,13 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
         epoch = frame.epoch;
         lastSeq = 0;
       } else if (frame.t === 'gap' && typeof frame.to === 'number') {
+        // The first msg or gap after a null epoch names the epoch (docs/protocol.md, `msg`).
+        if (typeof frame.epoch === 'string') epoch = frame.epoch;
         // A redelivery round's gap or msg is of a seq sent before: last_seq never goes back.
         lastSeq = Math.max(lastSeq ?? 0, frame.to);
         if (ack) ws.send(ackFrame(frame.to, epoch));
       } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
+        if (typeof frame.epoch === 'string') epoch = frame.epoch;
         lastSeq = Math.max(lastSeq ?? 0, frame.seq);
         handled += 1;
         if (ack) ws.send(ackFrame(frame.seq, epoch));
@@ -330,8 +333,8 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     await finished;
   } finally {
     if (opened) {
-      // Welcomed before the inbox existed (epoch null), the socket never said the epoch
-      // its messages came with; the history route does.
+      // Welcomed before the inbox existed (epoch null) and sent only gaps since (a msg
+      // names the epoch), the socket never said the epoch; the history route does.
       if ((epoch ?? null) === null && (lastSeq ?? 0) > 0) {
         epoch = await inboxEpoch(service, token, lastSeq ?? 0, hurry.signal);
         if (epoch === null) {

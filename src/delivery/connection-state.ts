@@ -42,6 +42,11 @@ export interface Conn {
   paused: boolean;
   /** Fairness: when this connection was last the target of a fetch. */
   servedAt: number;
+  /**
+   * Its `welcome` or last `reset` said `epoch: null` (no inbox then), and no `msg` has
+   * told it the epoch since: the next `msg` carries it (docs/protocol.md, `msg`).
+   */
+  epochUntold: boolean;
 }
 
 /**
@@ -84,6 +89,7 @@ function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects:
  */
 export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
+  c.epochUntold = page.epoch === null;
   c.acked = c.sent = beforeFirst(page);
   // Seqs of the old inbox: an ack of the new one's first seqs must be stored again.
   c.stored = 0;
@@ -110,6 +116,7 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
     },
   });
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
+  c.epochUntold = page.epoch === null;
   c.phase = 'ready';
   c.acked = c.sent = start;
 }
@@ -151,6 +158,12 @@ export function deliverPage(
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
       if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
+      // Welcomed (or reset) before the inbox existed: its first message names the
+      // epoch, so the client can resume with it (a rotation since is then a `reset`).
+      if (c.epochUntold && page.epoch !== null) {
+        frame.epoch = page.epoch;
+        c.epochUntold = false;
+      }
       effects.push({ kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
     }

@@ -22,8 +22,12 @@ export interface WelcomeFrame {
   heartbeat: number;
 }
 
-/** A message at its seq; `redelivered` when it was sent before on this connection. */
-export type MsgFrame = { t: 'msg'; redelivered?: true } & MessageView;
+/**
+ * A message at its seq; `redelivered` when it was sent before on this connection;
+ * `epoch`, the epoch its seq counts in, on the first one a connection gets after a
+ * `welcome` or `reset` that said `epoch: null`.
+ */
+export type MsgFrame = { t: 'msg'; redelivered?: true; epoch?: string } & MessageView;
 
 /** Seqs `from..to` (inclusive) cannot be delivered: trimmed or expired. */
 export interface GapFrame {
@@ -32,6 +36,8 @@ export interface GapFrame {
   to: number;
   /** True when these seqs were sent on this connection before (as `msg`) and their content expired since: a redelivery round's gap. */
   redelivered?: true;
+  /** The epoch, when it stands in for a `msg` that would have carried it (one too large to send). */
+  epoch?: string;
 }
 
 /** The inbox was recreated: forget the old last_seq; seqs restart under `epoch`. */

@@ -259,7 +259,11 @@ export class UserSession {
               // In its place, in seq order: the gap an expired message would be.
               (unsendable ??= []).push({ conn: e.conn, seq: frame.seq });
               // Marked as the msg was: a redelivery round resends a seq that went out before.
-              frame = frame.redelivered === true ? { t: 'gap', from: frame.seq, to: frame.seq, redelivered: true } : { t: 'gap', from: frame.seq, to: frame.seq };
+              // And with the epoch the msg carried (the first after a null epoch).
+              frame = {
+                t: 'gap', from: frame.seq, to: frame.seq,
+                ...(frame.redelivered === true ? { redelivered: true as const } : {}), ...(frame.epoch !== undefined ? { epoch: frame.epoch } : {}),
+              };
               text = JSON.stringify(frame);
             }
             conn.send(text, frame.t);

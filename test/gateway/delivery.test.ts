@@ -79,8 +79,15 @@ test('a connected device gets a newly POSTed message live, the frame as DESIGN.m
   assert.equal(w.epoch, null, 'no inbox yet');
   const sent = await postOne(shared.client, 'liv', { from: 'ann', type: 'chat.text', data: { text: 'hi 👋' } });
   const f = await expectFrame(client, 'msg', 2000);
-  assert.deepEqual(f, { t: 'msg', seq: 1, id: sent.id, type: 'chat.text', from: 'ann', ts: f.ts, data: { text: 'hi 👋' } });
+  // Welcomed with no epoch, the first msg names the one the inbox was created with.
+  const { epoch } = (await shared.client.get('/v1/users/liv/messages')).body as { epoch: string };
+  assert.match(epoch, /^.{12}$/);
+  assert.deepEqual(f, { t: 'msg', seq: 1, id: sent.id, type: 'chat.text', from: 'ann', ts: f.ts, data: { text: 'hi 👋' }, epoch });
   assert.equal(typeof f.ts, 'number');
+  // Told once: the next msg is as DESIGN.md §6 names it.
+  const next = await postOne(shared.client, 'liv', { type: 'chat.text', data: {} });
+  const g = await expectFrame(client, 'msg', 2000);
+  assert.deepEqual(g, { t: 'msg', seq: 2, id: next.id, type: 'chat.text', ts: g.ts, data: {} });
 });
 
 test('live messages to a caught-up device are sent without reading the inbox, as a reconnect would read them', async () => {

@@ -342,6 +342,19 @@ test('pixiu connect that cannot learn the epoch of an inbox it was welcomed to w
   assert.deepEqual(JSON.parse(run.lines().at(-1) as string), { last_seq: 1, epoch: null });
 });
 
+test('pixiu connect welcomed without an epoch takes the one its first msg names (no history lookup needed)', { timeout: 60_000 }, async (t) => {
+  // The history route of this server answers 503: only the msg can say the epoch.
+  const { url } = await unanswering(t, [
+    { t: 'welcome', conn: 'c1', epoch: null, seq: 0, resume_from: 1, hb: 25 },
+    { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1, epoch: 'E7' },
+    { t: 'msg', seq: 2, id: '0100000000000002', type: 'x', data: {}, ts: 1 },
+  ], (ws) => setTimeout(() => ws.close(1001, 'server shutting down'), 100));
+  const run = spawnCli(['connect', 'kai', '--url', url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  assert.deepEqual(await run.exited, { code: 1, signal: null }, run.stderr());
+  assert.equal(run.stderr(), 'closed 1001 server shutting down\n');
+  assert.deepEqual(JSON.parse(run.lines().at(-1) as string), { last_seq: 2, epoch: 'E7' });
+});
+
 /** True for the stdout line of a `pub` frame of `channel`. */
 function isPub(line: string, channel: string): boolean {
   const frame = lineFrame(line);
