@@ -21,7 +21,9 @@ export const MAX_HELD_FRAMES = 64;
  * groups of 63 with a `ping` after each as docs/protocol.md advises, is 204. Each
  * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
  * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
- * not counted: a client acks as fast as it is sent messages.
+ * not counted: a client acks as fast as it is sent messages; but an `ack` refused
+ * (answered with an `error` frame) is, and so is a WebSocket ping control frame
+ * (answered with a pong).
  */
 export const MAX_CONTROL_FRAMES = 300;
 /** The window of {@link MAX_CONTROL_FRAMES}, ms. */

@@ -261,7 +261,8 @@ export class Gateway implements GatewayDeps {
     await meRoutes(app, this);
     await app.register(async (ws) => {
       await ws.register(websocket, {
-        options: { maxPayload: this.config.maxClientFrameBytes },
+        // Pings are answered by the connection (ws-connection.ts `#onPing`), within its frame limits.
+        options: { maxPayload: this.config.maxClientFrameBytes, autoPong: false },
         // Shutdown closes sockets itself (1001, after flushing cursors): see close().
         preClose: (done) => done(),
       });

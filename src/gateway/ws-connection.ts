@@ -64,6 +64,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #badFrames = 0;
   /** Made by the first frame other than `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
   #controlFrames: ReturnType<typeof controlFrameLimiter> | undefined;
+  /** `error` frames sent so far (an ack's refusal is one: see `#handle`). */
+  #errorFrames = 0;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -111,6 +113,10 @@ export class WsConnection implements DeliveryConnection, Ticking {
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => { this.#lastSeen = Date.now(); });
+    // Answered here, not by `ws` (autoPong off, gateway.ts): its own guard cut a
+    // connection with more than 60 pongs unwritten — a burst of pings in one packet —
+    // without a close code, counted as the client's 1006 and never logged.
+    ws.on('ping', (data) => this.#onPing(data));
     ws.on('close', (code) => this.#onClose(code));
     ws.on('error', (err) => {
       // `ws` closes the connection itself when it refuses a frame; count that code.
@@ -137,6 +143,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   send(frame: string | Buffer, t: FrameType): void {
     if (this.#closed) return;
     this.#deps.onFrames(t, 1);
+    if (t === 'error') this.#errorFrames += 1;
     const socket = this.#socket;
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
@@ -232,6 +239,27 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#wakeDrainWaiters();
   };
 
+  /**
+   * A WebSocket ping (RFC 6455 §5.5.2): answered with a pong of its data (§5.5.3); it
+   * counts as a frame other than `ack` ({@link MAX_CONTROL_FRAMES}, then 4003).
+   */
+  #onPing(data: Buffer): void {
+    this.#lastSeen = Date.now();
+    if (this.#closed || !this.#chargeControlFrame()) return;
+    this.#ws.pong(data);
+  }
+
+  /**
+   * Takes one of the connection's {@link MAX_CONTROL_FRAMES} for a frame other than an
+   * accepted `ack`; past them, closes it 4003.
+   * @returns false when the connection was closed
+   */
+  #chargeControlFrame(): boolean {
+    if ((this.#controlFrames ??= controlFrameLimiter()).tryRemoveTokens(1)) return true;
+    this.close(CloseCode.protocolAbuse, controlFrameLimitReason);
+    return false;
+  }
+
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#lastSeen = Date.now();
     if (this.#closed) return;
@@ -248,18 +276,21 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
     const frame = readClientFrame(data, isBinary);
     // Frames other than acks, bad ones included, are held to MAX_CONTROL_FRAMES.
-    if ((frame instanceof PixiuError || frame.t !== 'ack') && !(this.#controlFrames ??= controlFrameLimiter()).tryRemoveTokens(1)) {
-      this.close(CloseCode.protocolAbuse, controlFrameLimitReason);
-      return undefined;
-    }
+    if ((frame instanceof PixiuError || frame.t !== 'ack') && !this.#chargeControlFrame()) return undefined;
     if (frame instanceof PixiuError) {
       this.#refuse(frame);
       return undefined;
     }
     switch (frame.t) {
-      case 'ack':
+      case 'ack': {
+        // An ack refused (above the last seq sent) is answered with an error frame, at
+        // once: such acks count as frames other than ack, or a flood of them had the
+        // node answer each without limit (a security tester's finding).
+        const errors = this.#errorFrames;
         this.#session?.ack(this.id, frame.seq, frame.epoch);
+        if (this.#errorFrames > errors) this.#chargeControlFrame();
         return undefined;
+      }
       case 'ping':
         this.send('{"t":"pong"}', 'pong');
         this.#session?.heartbeat();

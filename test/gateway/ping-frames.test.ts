@@ -1,0 +1,73 @@
+/**
+ * WebSocket-level pings (RFC 6455 §5.5.2) are answered by the connection itself
+ * (ws-connection.ts `#onPing`), within the limit on frames other than `ack`; and an
+ * `ack` the server refuses (above the last seq sent) counts against that limit too
+ * (docs/protocol.md, "Client → server"). `ws` answered pings itself and cut, without
+ * a close code, a connection with more than 60 pongs unwritten: a burst of pings in
+ * one packet was a 1006 counted as the client's and logged nowhere; and refused acks
+ * were answered without limit (a security tester's findings).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES } from '../../src/gateway/frame-limits.js';
+import { waitUntil } from '../harness/checks.js';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+const LIMIT_REASON = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'pings:' });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+test('a burst of 200 WebSocket pings sent at once gets 200 pongs, each with its ping\'s data, and the connection stays open', async () => {
+  const { client } = await gw.connectWelcomed('burst');
+  const pongs: string[] = [];
+  client.ws.on('pong', (data) => pongs.push(data.toString()));
+  for (let i = 0; i < 200; i++) client.ws.ping(`p${i}`);
+  await waitUntil('200 pongs', async () => pongs.length === 200, 10_000, 10);
+  assert.deepEqual(pongs, Array.from({ length: 200 }, (_, i) => `p${i}`));
+  await expectPong(client);
+});
+
+test(`WebSocket pings count as frames other than ack: one past the ${MAX_CONTROL_FRAMES} of the window closes 4003, counted as the server's`, async () => {
+  const before = (await closesByCode(gw, 'server'))['4003'] ?? 0;
+  const { client } = await gw.connectWelcomed('pinger');
+  let pongs = 0;
+  client.ws.on('pong', () => { pongs += 1; });
+  for (let i = 0; i < MAX_CONTROL_FRAMES + 1; i++) client.ws.ping();
+  const { code, reason } = await client.waitClose();
+  assert.deepEqual([code, reason], [4003, LIMIT_REASON]);
+  assert.equal(pongs, MAX_CONTROL_FRAMES);
+  await waitUntil('the close counted by="server"', async () => ((await closesByCode(gw, 'server'))['4003'] ?? 0) === before + 1);
+});
+
+test(`acks refused (above the last seq sent) count as frames other than ack: one past the ${MAX_CONTROL_FRAMES} closes 4003; accepted ones do not count`, async () => {
+  const { client } = await gw.connectWelcomed('acker', { device: 'phone' });
+  // Accepted acks first, any number of them: not counted.
+  const seqs = await gw.post('acker', 2);
+  await client.msgs(2);
+  for (let i = 0; i < 2 * MAX_CONTROL_FRAMES; i++) client.ack(seqs[i % 2] as number);
+  await expectPong(client);
+  assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
+  // One frame of the window is the ping just answered: MAX_CONTROL_FRAMES - 1 refusals fill it.
+  for (let i = 0; i < MAX_CONTROL_FRAMES - 1; i++) client.ack(999_999);
+  await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === MAX_CONTROL_FRAMES - 1, 10_000, 10);
+  assert.equal(client.ws.readyState, client.ws.OPEN);
+  client.ack(999_999);
+  const { code, reason } = await client.waitClose();
+  assert.deepEqual([code, reason], [4003, LIMIT_REASON]);
+});
