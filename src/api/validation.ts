@@ -249,7 +249,7 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
         if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {
           wrapped.errors = [{
             instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'plainInteger',
-            params: {}, message: `must be an integer ${integerRange(props[name])}written in decimal digits`,
+            params: {}, message: `must be an integer ${integerRange(props[name])}written in decimal digits, without leading zeros`,
           }];
           return false;
         }

@@ -59,19 +59,21 @@ export interface ErrorFrame {
   code: string;
   message: string;
   /**
-   * The frame refused, when it is one whose answer a client needs to match: `sub`
-   * and `unsub` name their `channel` (when it is a string), `refresh` names only its
-   * `t`, malformed ones too (client-frames.ts `FrameRefused`). Absent for a frame that
-   * is not JSON, not an object or of no known `t`, and for an `ack`. (Errors also come in the order of the
-   * frames they answer: src/gateway/ws-connection.ts.)
+   * The frame refused: `sub` and `unsub` name their `channel` (when it is a string),
+   * an `ack` refused for its seq (above the last seq sent) names that `seq`, `refresh`
+   * and a malformed `ack` name only their `t`; malformed ones too (client-frames.ts
+   * `FrameRefused`). Absent for a frame that is not JSON, not an object or of no known
+   * `t`. (Errors also come in the order of the frames they answer:
+   * src/gateway/ws-connection.ts.)
    */
   ref?: ErrorRef;
 }
 
 /** What an {@link ErrorFrame} refuses. */
 export interface ErrorRef {
-  t: 'sub' | 'unsub' | 'refresh';
+  t: 'sub' | 'unsub' | 'refresh' | 'ack';
   channel?: string;
+  seq?: number;
 }
 
 /** Every frame the server sends on the inbox path. */

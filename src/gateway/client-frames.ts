@@ -33,8 +33,9 @@ export class FrameRefused extends PixiuError {
   }
 }
 
-/** The `ref` of a refused `sub`, `unsub` or `refresh`: its `t`, and its `channel` when that is a string. */
+/** The `ref` of a refused `sub`, `unsub`, `refresh` or `ack`: its `t`, and a `sub`'s or `unsub`'s `channel` when that is a string. */
 function refOf(o: Record<string, unknown>): ErrorRef | undefined {
+  if (o.t === 'ack') return { t: 'ack' };
   if (o.t !== 'sub' && o.t !== 'unsub' && o.t !== 'refresh') return undefined;
   return typeof o.channel === 'string' && o.t !== 'refresh' ? { t: o.t, channel: o.channel } : { t: o.t };
 }
@@ -115,7 +116,8 @@ function fieldsOf(o: Record<string, unknown>): ClientFrame {
       onlyFields(o, ['seq', 'epoch']);
       const seq = o.seq;
       if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 0) {
-        throw invalid('ack frame needs seq: a non-negative integer');
+        // Seqs are safe integers (DESIGN.md §2): one past 2^53 - 1 cannot be told from its neighbours.
+        throw invalid(`ack frame needs seq: an integer from 0 to ${Number.MAX_SAFE_INTEGER}`);
       }
       // The epoch the seq counts in (welcome's or the last reset's); null: none known.
       if (o.epoch === undefined || o.epoch === null) return { t: 'ack', seq };

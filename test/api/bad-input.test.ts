@@ -303,7 +303,7 @@ test('integer query parameters take plain decimal digits only: 1e3, 0x10, " 1", 
     for (const param of ['after_seq', 'limit']) {
       const message = expectError(await server.client.get(`/v1/users/${RECIPIENT}/messages?${param}=${bad}`), 400, 'INVALID_REQUEST');
       // Its bounds said, never an example the parameter refuses (limit=0).
-      assert.equal(message, `querystring/${param} must be an integer ${param === 'limit' ? 'from 1 to 1000' : 'from 0 to 9007199254740991'} written in decimal digits`, `${param}=${bad}`);
+      assert.equal(message, `querystring/${param} must be an integer ${param === 'limit' ? 'from 1 to 1000' : 'from 0 to 9007199254740991'} written in decimal digits, without leading zeros`, `${param}=${bad}`);
     }
   }
   // Given twice: said as such, not as a type error about a value never written.

@@ -95,8 +95,11 @@ test('an ack of a seq never sent, or with a string seq, is an error frame and mo
   assert.equal(never.t, 'error');
   assert.equal(never.code, 'INVALID_REQUEST');
   assert.match(String(never.message), /99.*above the last seq sent/);
+  // Named, so that a client acking in a row can tell which ack was refused.
+  assert.deepEqual(never.ref, { t: 'ack', seq: 99 });
   phone.send({ t: 'ack', seq: '3' });
-  assert.equal((await phone.next()).t, 'error');
+  const malformed = await phone.next();
+  assert.deepEqual([malformed.t, malformed.ref], ['error', { t: 'ack' }]);
   phone.send({ t: 'ack', seq: 2.5 });
   assert.equal((await phone.next()).t, 'error');
   // A good ack after the bad ones: its cursor is exactly 3, so none of them counted

@@ -31,8 +31,9 @@ test('a refused refresh is named {"t":"refresh"} only, even when it carries a ch
   assert.deepEqual(refOf('{"t":"refresh","token":"a","channel":"news"}'), { t: 'refresh' });
 });
 
-test('a refused ack or ping, and a frame of no known t, carry no ref', () => {
-  assert.equal(refOf('{"t":"ack","seq":-1}'), undefined);
+test('a malformed ack names only its t; a refused ping and a frame of no known t carry no ref', () => {
+  assert.deepEqual(refOf('{"t":"ack","seq":-1}'), { t: 'ack' });
+  assert.deepEqual(refOf('{"t":"ack","seq":3,"extra":1}'), { t: 'ack' });
   assert.equal(refOf('{"t":"ping","channel":"news"}'), undefined);
   assert.equal(refOf('{"t":"nope","channel":"news"}'), undefined);
   assert.equal(refOf('not json'), undefined);

@@ -365,6 +365,7 @@ test('an ack above the last seq sent is an error frame and moves nothing', () =>
   const frame = d.frames('a')[0];
   assert.equal(frame?.t, 'error');
   assert.equal(frame.t === 'error' && frame.code, 'INVALID_REQUEST');
+  assert.deepEqual(frame.t === 'error' && frame.ref, { t: 'ack', seq: 4 });
   assert.deepEqual(d.m.cursor('a'), { acked: 0, sent: 3, inflight: 3, paused: false });
   assert.deepEqual(d.acks, []);
 });
