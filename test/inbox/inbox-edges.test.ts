@@ -1,0 +1,124 @@
+/**
+ * Edges of the Inbox (src/inbox/inbox.ts, lua/append-7.lua, DESIGN.md §4) that
+ * inbox.test.ts leaves open: room entries are trimmed to the cap like any other, a
+ * message to many (`appendEach`) stores its room and judges presence by the configured
+ * clock, every kind round-trips, the largest accepted settings are accepted, a stored
+ * entry that is no append's is INTERNAL, and an error reply saying Redis cannot write
+ * now (READONLY) breaks the flow where one about the user's keys (WRONGTYPE) does not.
+ * A private redis-server.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { openInbox } from '../harness/checks.js';
+import { fileRedis } from '../harness/file-redis.js';
+import type { RedisServer } from '../harness/redis-server.js';
+import { createRedis } from '../../src/redis/client.js';
+import { isPixiuError } from '../../src/errors.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Inbox, MAX_DEVICE_CURSORS, MAX_INBOX_CAP, MAX_RANGE_LIMIT } from '../../src/inbox/inbox.js';
+import { LONGEST_CONTENT_MS } from '../../src/inbox/codec.js';
+import { Keys } from '../../src/redis/keys.js';
+
+let server: RedisServer;
+let redis: Redis;
+let inbox: Inbox;
+const keys = new Keys('px:');
+
+fileRedis(async (ctx) => {
+  server = ctx.redis;
+  ({ inbox, redis } = await openInbox(ctx.cleanup, server.url));
+});
+
+/** The n-th test MsgID of a kind. */
+function msgId(n: number, kind: MsgKind = MsgKind.user): string {
+  return encodeMsgId({ partition: 0, kind, counter: n });
+}
+
+/** The value of a fulfilled settled result; fails the test on a rejected one. */
+function fulfilled<T>(r: PromiseSettledResult<T> | undefined): T {
+  assert.ok(r?.status === 'fulfilled', `rejected: ${String((r as PromiseRejectedResult | undefined)?.reason)}`);
+  return r.value;
+}
+
+test('room entries are trimmed to exactly the cap, as user entries are', async () => {
+  const small = new Inbox(redis, { prefix: 'px:', cap: 3 });
+  const uid = 'room-capped';
+  for (let n = 1; n <= 7; n++) await small.append(uid, msgId(n, MsgKind.room), MsgKind.room, { room: 'r1' });
+  const page = await small.range(uid, 0, 100);
+  assert.deepEqual([page.firstSeq, page.latestSeq, page.entries.map((e) => e.seq)], [5, 7, [5, 6, 7]]);
+  assert.equal(await redis.xlen(keys.inbox(uid)), 3);
+  assert.equal(await redis.zcard(keys.ids(uid)), 3);
+});
+
+test('appendEach stores the room with each entry, and judges presence by the inbox\'s clock, not the process\'s', async () => {
+  const [r] = await inbox.appendEach(['each-room'], msgId(1, MsgKind.room), MsgKind.room, { room: 'team' });
+  assert.equal(fulfilled(r).seq, 1);
+  assert.deepEqual((await inbox.range('each-room', 0, 10)).entries, [{ seq: 1, id: msgId(1, MsgKind.room), kind: MsgKind.room, room: 'team' }]);
+
+  // Redis's clock (the inbox's `now`) a minute behind this process's: an entry that
+  // expires 30 s from Redis's now is live, though past by Date.now.
+  const at = Date.now() - 60_000;
+  const behind = new Inbox(redis, { prefix: 'px:', cap: 10_000, now: () => at });
+  await redis.hset(keys.conns('each-present'), 'c1', `${at + 30_000}|node-a|phone|1`);
+  const [one] = await behind.appendEach(['each-present'], msgId(2), MsgKind.user);
+  assert.deepEqual(fulfilled(one).nodes, ['node-a']);
+  assert.deepEqual((await behind.append('each-present', msgId(3), MsgKind.user)).nodes, ['node-a']);
+});
+
+test('every kind (user, room, broadcast, channel) is appended and read back as given', async () => {
+  const uid = 'kinds';
+  for (const kind of [MsgKind.user, MsgKind.room, MsgKind.broadcast, MsgKind.channel]) {
+    await inbox.append(uid, msgId(10 + kind, kind), kind);
+  }
+  const { entries } = await inbox.range(uid, 0, 10);
+  assert.deepEqual(entries.map((e) => [e.seq, e.kind, e.id]), [
+    [1, MsgKind.user, msgId(11, MsgKind.user)],
+    [2, MsgKind.room, msgId(12, MsgKind.room)],
+    [3, MsgKind.broadcast, msgId(13, MsgKind.broadcast)],
+    [4, MsgKind.channel, msgId(14, MsgKind.channel)],
+  ]);
+});
+
+test('the largest cap, device cursors, retention grace and range limit are accepted', async () => {
+  const widest = new Inbox(redis, {
+    prefix: 'px:', cap: MAX_INBOX_CAP, deviceCursors: MAX_DEVICE_CURSORS, retentionGraceMs: LONGEST_CONTENT_MS,
+  });
+  await widest.append('widest', msgId(1), MsgKind.user);
+  const page = await widest.range('widest', 0, MAX_RANGE_LIMIT);
+  assert.deepEqual(page.entries.map((e) => e.seq), [1]);
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: MAX_INBOX_CAP + 1 }), (err) => isPixiuError(err, 'INVALID_REQUEST'));
+});
+
+test('a stored entry whose MsgID is malformed is INTERNAL on read, not handed on', async () => {
+  const uid = 'malformed-entry';
+  await inbox.append(uid, msgId(1), MsgKind.user);
+  await redis.xadd(keys.inbox(uid), '2-0', 'id', 'NOT-A-MSG-ID', 'kind', '1');
+  assert.deepEqual((await inbox.range(uid, 0, 1)).entries.map((e) => e.seq), [1]);
+  await assert.rejects(inbox.range(uid, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
+});
+
+test('an append refused READONLY (a failover) breaks its flow: the flow\'s later appends fail unsent; WRONGTYPE does not', async (t) => {
+  const own = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  t.after(() => own.disconnect());
+  const target = new Inbox(own, { prefix: 'px:', cap: 10_000 });
+  await target.append('ro-warm', msgId(1), MsgKind.user); // the script loaded: the refusal is READONLY, not NOSCRIPT
+
+  // WRONGTYPE is about the user's keys: its flow goes on.
+  const typed = {};
+  await redis.set(keys.inbox('wrong-type'), 'x');
+  await assert.rejects(target.append('wrong-type', msgId(1), MsgKind.user, undefined, typed));
+  assert.equal((await target.append('ro-after', msgId(1), MsgKind.user, undefined, typed)).seq, 1);
+
+  const flow = {};
+  await redis.call('REPLICAOF', '127.0.0.1', '1');
+  try {
+    await assert.rejects(target.append('ro-user', msgId(2), MsgKind.user, undefined, flow), (err) => isPixiuError(err, 'UNAVAILABLE'));
+  } finally {
+    await redis.call('REPLICAOF', 'NO', 'ONE');
+  }
+  // Redis takes writes again, but nothing later of that request may go on.
+  await assert.rejects(target.append('ro-user', msgId(3), MsgKind.user, undefined, flow), (err) => isPixiuError(err, 'UNAVAILABLE'));
+  assert.equal(await redis.exists(keys.inbox('ro-user')), 0, 'the broken flow\'s append was not sent');
+  assert.equal((await target.append('ro-user', msgId(4), MsgKind.user, undefined, {})).seq, 1, 'another flow goes on');
+});
