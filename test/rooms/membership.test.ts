@@ -95,6 +95,16 @@ test('the cursor neither skips nor repeats members when others leave or join bet
   assert.deepEqual(rest, [...users.slice(4).filter((u) => u !== 'mv05'), 'mv-new']);
 });
 
+test('a cursor past every member left of a room that still has members is an empty last page, not 404', async () => {
+  const room = 'tail-left';
+  await addMembers(server.client, room, ['t1', 't2']);
+  const first = await page(server.client, room, '?limit=1');
+  assert.notEqual(first.next_cursor, null);
+  await deleteMembers(server.client, room, ['t2']);
+  const rest = await page(server.client, room, `?limit=1&cursor=${encodeURIComponent(first.next_cursor ?? '')}`);
+  assert.deepEqual(rest, { room, size: 1, members: [], next_cursor: null });
+});
+
 test('an unknown room is 404 for GET, DELETE and a room message; a room emptied by DELETE is unknown again', async () => {
   expectError(await server.client.get(membersPath('nowhere')), 404, 'NOT_FOUND', /no room nowhere/);
   expectError(await deleteMembers(server.client, 'nowhere', ['a']), 404, 'NOT_FOUND', /no room nowhere/);
