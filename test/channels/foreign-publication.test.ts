@@ -44,7 +44,8 @@ test('a malformed message on a channel topic is ignored: no uncaught exception, 
   // After a since catch-up the follower compares the next live ids with the last sent.
   c.send({ t: 'sub', channel: 'c.x', since: '0-0' });
   assert.equal((await c.next()).id, h);
-  for (const text of ['bogus|{"type":"t","ts":1,"data":1}', '1-0-0|{"type":"t","ts":1,"data":1}']) {
+  // An id that is no stream ID; a payload that is no JSON object (its id newer than any: not dropped as already sent).
+  for (const text of ['bogus|{"type":"t","ts":1,"data":1}', '1-0-0|{"type":"t","ts":1,"data":1}', '99999999999999-0|not json', '99999999999999-1|[1]']) {
     assert.equal(await probe.publish('px:ch:c.x', text), 1);
   }
   // Published on the same topic after them: the node handles it after them, in order.
