@@ -75,7 +75,7 @@ test('a sub refused UNAVAILABLE is not followed: a later publication is not deli
   assert.deepEqual(before, [], 'nothing of the refused channel s.one arrives');
 });
 
-test('a SUBSCRIBE that timed out (sub answered UNAVAILABLE) leaves the node subscribed to no channel nobody follows', async () => {
+test('a SUBSCRIBE that timed out (sub answered UNAVAILABLE) leaves the node subscribed to no channel nobody follows; the retried sub follows it', async () => {
   const client = await connectWith(slow, 'slowsub', ['leak.*']);
   const pauser = new Redis(redisUrl, { lazyConnect: false });
   try {
@@ -93,6 +93,12 @@ test('a SUBSCRIBE that timed out (sub answered UNAVAILABLE) leaves the node subs
     client.send({ t: 'sub', channel: 'leak.two' });
     await waitTopics(probe, SLOW, { 'leak.two': true });
     assert.deepEqual(await numsub(probe, SLOW, ['leak.one']), { 'leak.one': 0 }, 'no Pub/Sub subscription for a channel nobody follows');
+    // The client retries, as told: the channel is followed this time.
+    client.send({ t: 'sub', channel: 'leak.one' });
+    await waitTopics(probe, SLOW, { 'leak.one': true });
+    const id = await publish(slow.client, 'leak.one', 'after the retry');
+    const f = await client.next(5000);
+    assert.deepEqual([f.t, f.channel, f.id], ['pub', 'leak.one', id], JSON.stringify(f));
   } finally {
     pauser.disconnect();
   }
