@@ -63,13 +63,15 @@ for i = 4, #ARGV do
   end
   seen[user] = true
 end
+-- Naming only members already in adds nobody: never over the cap, also when the cap was
+-- lowered below the room's size since (a producer's retry of an add that went through).
+if #fresh == 0 then
+  return {0, size}
+end
 if size + #fresh > cap then
   return redis.error_reply(string.format(
     'INVALID_REQUEST room would have %d members, over the cap of %d; use a channel for bigger audiences',
     size + #fresh, cap))
-end
-if #fresh == 0 then
-  return {0, size}
 end
 local slot = math.floor(now) * 1000
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
