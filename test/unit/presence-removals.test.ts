@@ -72,7 +72,23 @@ test('retryUser takes only that user\'s removals; stop forgets the rest and retr
   pending.stop();
   assert.equal(pending.size, 0);
   pending.add('cid', 'c3', Date.now() + 60_000);
+  assert.equal(pending.size, 0, 'a removal failing during the shutdown is not kept either');
   t.mock.timers.tick(1000);
   await settle();
   assert.deepEqual(redis.calls, [['ann', ['c1']]], 'nothing after stop');
+});
+
+test('a retry round stops at the first batch of users that fails: while Redis fails, the rest are not sent to it too', async () => {
+  const redis = fakeRedis();
+  const pending = new PendingRemovals(redis.remove, 60_000);
+  // One more user than a batch (64 users at once).
+  for (let i = 0; i <= 64; i++) pending.add(`u${i}`, 'c', Date.now() + 60_000);
+  await pending.retryAll();
+  assert.equal(redis.calls.length, 64, 'the first batch only');
+  assert.equal(pending.size, 65, 'all still pending');
+  redis.down = false;
+  await pending.retryAll();
+  assert.equal(pending.size, 0);
+  assert.equal(redis.calls.length, 64 + 65);
+  pending.stop();
 });
