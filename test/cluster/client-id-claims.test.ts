@@ -268,6 +268,10 @@ test("release drops only this store's own pending claim: another store's claim i
 
   // A's claim expired and B took it: A's late release must not drop B's.
   assert.deepEqual(await b.claim('release-1'), { state: 'mine' });
+  // B meeting its own pending mark again (a retry to the same node while the first
+  // attempt is stored, or after its settle failed) leaves it to B's own index, not 503.
+  assert.deepEqual(await b.claim('release-1'), { state: 'mine' }, 'its own pending claim is its own');
+  assert.deepEqual(await b.lookup('release-1'), { state: 'mine' });
   await a.release('release-1');
   assert.equal(await redis.get(key), 'P|release-b');
   assert.deepEqual(await a.claim('release-1'), { state: 'pending', storeId: 'release-b' });
