@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
-import { ABSENT_CACHE_MS, CLAIM_CACHE_MS, StoreDirectory } from '../../src/cluster/store-directory.js';
+import { ABSENT_CACHE_MS, CLAIM_CACHE_MS, LEASE_CACHE_MS, RETIRED_STORE, StoreDirectory } from '../../src/cluster/store-directory.js';
 import { Keys } from '../../src/redis/keys.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
@@ -74,4 +74,29 @@ test('an unclaimed partition is cached only briefly: a store claiming it is seen
   await waitUntil('partition 7 seen as owned', async () => (await directory.owners([7])).get(7)?.state === 'owned', CLAIM_CACHE_MS * 2, 50);
   const seenAfter = performance.now() - claimedAt;
   assert.ok(seenAfter < (ABSENT_CACHE_MS + CLAIM_CACHE_MS) / 2 + 500, `seen after ${Math.round(seenAfter)} ms`);
+});
+
+test('a partition an operator retired (claimed as "retired") is retired: its records read as missing, no lease is looked for', async () => {
+  const claims = new PartitionClaims(redis, keys);
+  await redis.hset(keys.storePartitions(), '9', RETIRED_STORE);
+  const directory = new StoreDirectory(claims);
+  assert.deepEqual((await directory.owners([9])).get(9), { state: 'retired' });
+});
+
+test('a store found without a lease is cached only briefly: its node started again is read within about a second, not the lease cache\'s 2 s', async () => {
+  const claims = new PartitionClaims(redis, keys);
+  await redis.hset(keys.storePartitions(), '11', 'store-d');
+  const directory = new StoreDirectory(claims);
+  assert.deepEqual((await directory.owners([11])).get(11), { state: 'owned', storeId: 'store-d', lease: undefined });
+  const lease = { url: 'http://127.0.0.1:4', node: 'node-d' };
+  const leasedAt = performance.now();
+  await redis.set(keys.storeLease('store-d'), PartitionClaims.leaseText(lease), 'PX', 60_000);
+  const leaseOf = async (): Promise<unknown> => {
+    const owner = (await directory.owners([11])).get(11);
+    return owner?.state === 'owned' ? owner.lease : undefined;
+  };
+  await waitUntil('the lease of store-d seen', async () => (await leaseOf()) !== undefined, LEASE_CACHE_MS * 2, 50);
+  const seenAfter = performance.now() - leasedAt;
+  assert.ok(seenAfter < (ABSENT_CACHE_MS + LEASE_CACHE_MS) / 2, `seen after ${Math.round(seenAfter)} ms`);
+  assert.deepEqual(await leaseOf(), lease);
 });
