@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { isPixiuError } from '../../src/errors.js';
-import { MsgKind, encodeMsgId } from '../../src/ids/msg-id.js';
+import { MsgKind, decodeMsgId, encodeMsgId } from '../../src/ids/msg-id.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { StoreRouter, type PeerAuth } from '../../src/cluster/store-router.js';
 import { RECORDS_PATH } from '../../src/cluster/records-route.js';
@@ -264,4 +264,25 @@ test('cached records of a partition are dropped once another store, or the same 
   assert.equal(requests.length, 3);
   assert.equal((await reader.getMany([asked]))[0]?.data, 'after the restart', 'cached again');
   assert.equal(requests.length, 3);
+});
+
+test('while another store holds part of this node\'s block, its partitions Redis names as its own, or as no store\'s, are read from the local store, not over its advertised URL', async () => {
+  const mine = await local.put({ kind: MsgKind.user, type: 'local', data: 'kept here', to: ['lost-block'] });
+  const partition = decodeMsgId(mine.id).partition;
+  const other = partition === 0 ? 1 : 0;
+  // Its own URL does not lead back to it (no hairpin routing): only the local read works.
+  requests = [];
+  handler = () => ({ status: 503, body: { error: { code: 'UNAVAILABLE', message: 'not me' } } });
+  const lost = (table: Record<number, PartitionOwner>): StoreRouter => new StoreRouter({
+    local, owners: directory(table), auth, timeoutMs: 2000, cacheBytes: 1 << 20, localStoreId: 'me', blockLost: () => true,
+  });
+  const self = { state: 'owned', storeId: 'me', lease: { url: peerUrl, node: 'self' } } as const;
+  const rival = { state: 'owned', storeId: 'R', lease: { url: peerUrl, node: 'nr' } } as const;
+  assert.equal((await lost({ [partition]: self, [other]: rival }).get(mine.id))?.data, 'kept here');
+  assert.equal((await lost({ [other]: rival }).get(mine.id))?.data, 'kept here', 'unclaimed now: no other store mints there');
+  assert.equal(requests.length, 0);
+  // The partition the rival holds is read from it: its ids may name its messages now.
+  handler = answering('R');
+  assert.equal((await lost({ [partition]: rival }).getMany([mine.id]))[0]?.data, mine.id);
+  assert.equal(requests.length, 1);
 });
