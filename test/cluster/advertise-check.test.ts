@@ -44,6 +44,15 @@ test('a URL that leads to another node of the cluster refuses the start; one tha
     return true;
   });
 
+  // A node of another cluster (another key prefix: another cluster secret) refuses this
+  // cluster's secret with Pixiu's 401 body: a wrong URL as well.
+  const foreign = await startAdvertising(t, 'adv-foreign:', a.service.url);
+  await assert.rejects(foreign.start, (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, /reaches a Pixiu node of another cluster \(it refused this cluster's secret\)/);
+    return true;
+  });
+
   // A proxy not routing to this node yet (502/503), or another service: not proof of a
   // wrong URL, so the node starts and says so.
   const web: Server = createServer((_req, res) => res.writeHead(503, { 'content-type': 'text/html' }).end('<h1>no upstream</h1>'));
