@@ -46,6 +46,14 @@ async function presence(user: string, on: GatewayFixture = gw): Promise<{ user: 
   return answer.body as { user: string; online: boolean; connections: Conn[] };
 }
 
+/** Posts a message to `user` and waits until a notify is published (to whichever node holds them). */
+async function postAndPublishTo(user: string): Promise<void> {
+  const publishes = async (): Promise<number> => Number(/cmdstat_publish:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
+  const before = await publishes();
+  await gw.post(user);
+  await waitUntil('the notify is published', async () => (await publishes()) > before);
+}
+
 /** Waits until presence lists exactly `count` connections of `user`. */
 function presenceCount(user: string, count: number): Promise<void> {
   return waitUntil(`${user} has ${count} connections in presence`, async () => (await presence(user)).connections.length === count);
@@ -204,12 +212,7 @@ describe('presence', () => {
   test('a notify no subscriber receives drops the presence of a node only once that node is no longer registered', async () => {
     // A registered node whose subscriber is away (reconnecting after a Redis restart):
     // its users keep their presence, so the next notifies reach it once it is back.
-    const publishes = async (): Promise<number> => Number(/cmdstat_publish:calls=(\d+)/.exec(await raw.info('commandstats'))?.[1] ?? 0);
-    const postAndPublish = async (): Promise<void> => {
-      const before = await publishes();
-      await gw.post('hush');
-      await waitUntil('the notify is published', async () => (await publishes()) > before);
-    };
+    const postAndPublish = (): Promise<void> => postAndPublishTo('hush');
     await raw.zadd(keys.nodes(), String(Date.now() + 60_000), 'quiet-node');
     await writeEntry('hush', 'c-quiet', { node: 'quiet-node', device: 'tv', expiresAt: Date.now() + 60_000 });
     await postAndPublish();
@@ -218,6 +221,15 @@ describe('presence', () => {
     await raw.zrem(keys.nodes(), 'quiet-node');
     await postAndPublish();
     await waitUntil('the entry of the unregistered node is dropped', async () => Object.keys(await raw.hgetall(keys.conns('hush'))).length === 0);
+  });
+
+  test('a notify no subscriber receives drops the presence of a node whose registration lapsed, before any renewal has removed it', async () => {
+    // Registered until a second ago: it missed its renewals (crashed), and no node has
+    // renewed since to remove it. By Redis's clock it is gone.
+    await raw.zadd(keys.nodes(), String(Date.now() - 1000), 'lapsed-quiet');
+    await writeEntry('hush-lapsed', 'c-lapsed', { node: 'lapsed-quiet', device: 'tv', expiresAt: Date.now() + 60_000 });
+    await postAndPublishTo('hush-lapsed');
+    await waitUntil('the entry of the lapsed node is dropped', async () => Object.keys(await raw.hgetall(keys.conns('hush-lapsed'))).length === 0);
   });
 
   test('a node sees the connections of a node that started after it', async (t) => {
