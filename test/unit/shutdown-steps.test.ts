@@ -1,0 +1,56 @@
+/**
+ * The shutdown's steps (src/service/shutdown-steps.ts, DESIGN.md §6): run in order,
+ * each even after an earlier one failed; a step that waits on Redis is given up after
+ * its bound (its `giveUp` called: drop the connection) and the shutdown goes on; all
+ * such steps share one budget, so a hung Redis holds the exit for that budget once,
+ * not once per step. The steps are the test's own; the service's shutdown with a hung
+ * Redis is tested in test/service/shutdown.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { closeAll, type CloseStep } from '../../src/service/shutdown-steps.js';
+import { capturingLogger } from '../harness/log-capture.js';
+
+/** A step of Redis that never answers. */
+const never = (): Promise<unknown> => new Promise(() => undefined);
+
+test('steps run in order, each after one that failed; the failure is logged with the step\'s name', async () => {
+  const { logger, lines } = capturingLogger();
+  const ran: string[] = [];
+  const step = (what: string, fail = false): CloseStep => ({
+    what,
+    run: async () => {
+      ran.push(what);
+      if (fail) throw new Error(`${what} broke`);
+    },
+  });
+  await closeAll(logger, [step('connections'), step('http', true), step('store')], 1000);
+  assert.deepEqual(ran, ['connections', 'http', 'store']);
+  assert.deepEqual(lines.filter((l) => l.msg === 'shutdown step failed').map((l) => [l.level, l.what]), [[50, 'http']]);
+});
+
+test('a Redis step that does not answer is given up after its bound and the next step runs; the steps share one budget for Redis', async () => {
+  const { logger, lines } = capturingLogger();
+  const events: string[] = [];
+  const redisStep = (what: string, boundMs: number): CloseStep => ({
+    what,
+    run: () => {
+      events.push(`run ${what}`);
+      return never();
+    },
+    redis: { boundMs, giveUp: () => events.push(`give up ${what}`) },
+  });
+  const started = performance.now();
+  await closeAll(logger, [
+    redisStep('cursors', 150),
+    { what: 'store', run: async () => { events.push('run store'); } },
+    // What is left of the 250 ms budget: about 100 ms, not its own 1000 ms bound.
+    redisStep('redis', 1000),
+    // None left: given up without being run.
+    redisStep('after', 1000),
+  ], 250);
+  const took = performance.now() - started;
+  assert.deepEqual(events, ['run cursors', 'give up cursors', 'run store', 'run redis', 'give up redis', 'give up after']);
+  assert.ok(took >= 200 && took < 700, `the budget bounds the whole shutdown: ${Math.round(took)} ms`);
+  assert.deepEqual(lines.filter((l) => l.msg === 'shutdown step failed').map((l) => l.what), ['cursors', 'redis', 'after']);
+});
