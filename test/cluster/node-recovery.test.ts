@@ -116,3 +116,18 @@ test('a DELETE made while the holding node\'s subscriber reconnects still closes
   assert.ok(closed !== undefined, '8 s after a DELETE that answered closed: 1, the connection is still open');
   assert.equal(closed.code, 1008);
 });
+
+test('a registration found lapsed but still listed (no other node renewed to remove it) counts as lapsed: the node writes its presence back at that renewal', { timeout: 60_000 }, async (t) => {
+  // A node alone on its prefix: nobody else removes its lapsed registration.
+  const alone = new Keys('alone:');
+  const c = await startGateway(t, { redisUrl: redis.url, heartbeatMs: '25s', redisPrefix: alone.prefix });
+  await c.connectWelcomed('stalled', { device: 'phone' });
+  const [conn, value] = Object.entries(await raw.hgetall(alone.conns('stalled')))[0] as [string, string];
+  const node = value.split('|')[1] as string;
+  // Its renewals came too late (a stall): its registration's expiry is past, and the
+  // other nodes' readers pruned its connection meanwhile.
+  await raw.zadd(alone.nodes(), String(Date.now() - 1000), node);
+  await raw.hdel(alone.conns('stalled'), conn);
+  // Its next renewal (within 5 s) finds it lapsed and writes the entry back, not its next heartbeat (25 s).
+  await waitUntil('the entry written back', async () => (await raw.hexists(alone.conns('stalled'), conn)) === 1, 8000);
+});
