@@ -76,3 +76,26 @@ test('a URL nothing answers from this node starts with a warning', async (t) => 
   assert.ok(warning !== undefined, JSON.stringify(node.lines.filter((l) => l.level >= 40)));
   assert.equal(warning.url, `http://127.0.0.1:${port}`);
 });
+
+test('a stop signal during the check of a URL that does not answer gives the start up at once, not after the check\'s timeout', async (t) => {
+  const stop = new AbortController();
+  let askedAt = 0;
+  // Answers nothing: the check waits on it until its timeout, or until the stop.
+  const silent: Server = createServer(() => {
+    askedAt = performance.now();
+    stop.abort();
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => { silent.closeAllConnections(); silent.close(() => resolve()); }));
+  const config = loadConfig({}, {
+    port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: 'adv-stop:', storeDurability: 'relaxed',
+    advertiseUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, redisCommandTimeoutMs: '10000',
+  });
+  const { logger, lines } = capturingLogger();
+  await assert.rejects(startService(config, logger, undefined, { signal: stop.signal }), StartupError);
+  assert.ok(askedAt > 0, 'the check asked the URL');
+  const tookMs = performance.now() - askedAt;
+  assert.ok(tookMs < 3000, `gave up ${Math.round(tookMs)} ms after the stop`);
+  // The stop is not a verdict on the URL: nothing is said about it.
+  assert.deepEqual(lines.filter((l) => /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), []);
+});
