@@ -182,3 +182,16 @@ test('a user\'s presence hash expires on its own, at least as late as its newest
   assert.ok(await redis.pttl(conns) > 9 * ttlMs, 'an add does not shorten it');
   assert.equal(await redis.hexists(conns, 'c-stale'), 0, 'the expired entry is gone');
 });
+
+test('a registration is written for its whole TTL, several renewals ahead: a renewal a little late does not make the node look gone', async () => {
+  const registry = new NodeRegistry(redis, keys, { node: 'node-ttl', intervalMs: 5000, ttlMs: 15_000, logger: createLogger('silent') });
+  await registry.start();
+  try {
+    const [sec, usec] = await redis.time();
+    const redisNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const ahead = Number(await redis.zscore(keys.nodes(), 'node-ttl')) - redisNow;
+    assert.ok(ahead > 13_000 && ahead <= 15_000, `registered for ${ahead} ms more`);
+  } finally {
+    await registry.stop();
+  }
+});
