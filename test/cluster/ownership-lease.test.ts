@@ -43,11 +43,14 @@ async function fresh(t: { after(fn: () => unknown): void }): Promise<{ claims: P
   return { claims: new PartitionClaims(redis, keys), keys, dir: path.join(root, 'xiu') };
 }
 
-test('stop drops the node\'s lease, also when a renewal is in flight', async (t) => {
+test('the lease is written for a full lease period, and stop drops it, also when a renewal is in flight', async (t) => {
   const { claims, dir } = await fresh(t);
   const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
   await ownership.advertise({ url: 'http://127.0.0.1:18201', node: 'node-a' }, () => undefined);
-  assert.equal((await claims.leaseOf(ownership.storeId))?.node, 'node-a');
+  const held = await claims.leaseState(ownership.storeId);
+  assert.equal(held?.lease.node, 'node-a');
+  // Written for three renewal periods: one renewal a little late does not let it lapse.
+  assert.ok(held !== undefined && held.ttlMs > LEASE_TTL_MS - 2000, `for a full lease period: ${held?.ttlMs} ms`);
   // A renewal started just before the stop (the timer, or Redis back) must not write the lease back after it.
   ownership.renewNow();
   await ownership.stop();
