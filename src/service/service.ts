@@ -17,6 +17,7 @@ import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
+import { requireRedisVersion } from '../redis/version-check.js';
 import { redisUptimeMs, warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
@@ -115,6 +116,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
     cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...redisBound, giveUp: () => redis.disconnect() } });
     stopAsked();
+    await requireRedisVersion(redis, redactUrl(redisUrl));
     if (local === undefined) {
       await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
       await warnIfEvicting(redis, redactUrl(redisUrl), logger);

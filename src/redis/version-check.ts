@@ -1,0 +1,40 @@
+/**
+ * The oldest Redis Pixiu runs on. Its scripts and calls use commands of Redis 7.0:
+ * `SET … NX GET` (client_msg_id and partition claims, src/cluster) and `PEXPIRETIME`
+ * (inbox retention, src/inbox). On an older Redis they fail as soon as they are used,
+ * with a syntax error a user cannot place — while the start, `/readyz` and most routes
+ * looked fine. Ubuntu 22.04's `apt-get install redis-server` is Redis 6.0, so the
+ * start checks `INFO server` and refuses, naming both versions.
+ */
+import type { Redis } from 'ioredis';
+import { StartupError } from '../errors.js';
+
+/** The oldest Redis version Pixiu runs on, `[major, minor]`. */
+export const MIN_REDIS_VERSION: readonly [number, number] = [7, 0];
+
+/**
+ * What is wrong with the Redis whose `INFO server` text is `info`, or undefined when
+ * it is new enough. A text without `redis_version` (a proxy or a fork that leaves it
+ * out) is not second-guessed: undefined.
+ */
+export function redisVersionProblem(info: string): string | undefined {
+  const version = /^redis_version:(\d+)\.(\d+)\S*\s*$/m.exec(info);
+  if (version === null) return undefined;
+  const [major, minor] = [Number(version[1]), Number(version[2])];
+  const [minMajor, minMinor] = MIN_REDIS_VERSION;
+  if (major > minMajor || (major === minMajor && minor >= minMinor)) return undefined;
+  const found = /^redis_version:(\S+)/m.exec(info)?.[1] ?? `${major}.${minor}`;
+  return `Pixiu needs Redis ${minMajor}.${minMinor} or later (it uses SET … NX GET and PEXPIRETIME); this one is ${found}`;
+}
+
+/**
+ * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}.
+ * @param shownUrl the Redis URL as logged (password removed)
+ * @throws StartupError naming the URL, the version needed and the version found
+ * @throws the error of `INFO server` when Redis cannot answer it (the start's
+ *   caller reports it as any Redis failure at start)
+ */
+export async function requireRedisVersion(redis: Redis, shownUrl: string): Promise<void> {
+  const problem = redisVersionProblem(await redis.info('server'));
+  if (problem !== undefined) throw new StartupError(`${problem}, at ${shownUrl}`);
+}
