@@ -6,10 +6,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
+import type { BroadcastEntry, BroadcastStream } from '../../src/broadcast/broadcast-stream.js';
 import { BroadcastFanout } from '../../src/broadcast/fanout.js';
 import type { TagFilter } from '../../src/broadcast/filter.js';
-import type { BroadcastTarget } from '../../src/broadcast/subscription.js';
+import { BroadcastSubscription, tagSet, type BroadcastTarget, type FrameSink } from '../../src/broadcast/subscription.js';
 import type { LostRange } from '../../src/streams/follower.js';
 
 /** A receiver that records each call's bseqs (a loss as `lost <after>..<before>`). */
@@ -63,16 +63,26 @@ test('chunks hold at most their frame budget; the entries of one receiver stay i
   for (const r of rs) assert.deepEqual(r.calls.slice(1), [six.slice(0, 4), six.slice(4)]);
 });
 
-test('the rate limit holds: 600 frames at 2,000/s take at least (600 − bucket) / rate', async () => {
-  const rate = 2000;
-  const bucket = rate / 20;
+/**
+ * Runs `send` on a fan-out limited to `rate` frames/s with `receivers` receivers, and
+ * asserts it took at least what `frames` frames past the first bucketful (a twentieth
+ * of a second's) need; answers the receivers.
+ */
+async function atRate(rate: number, receivers: number, frames: number, send: (fanout: BroadcastFanout) => Promise<void>): Promise<Recorder[]> {
   const fanout = new BroadcastFanout({ framesPerSecond: rate, chunkFrames: 500, maxBatchBytes: 1 << 20 });
-  const rs = Array.from({ length: 60 }, () => new Recorder(new Set()));
+  const rs = Array.from({ length: receivers }, () => new Recorder(new Set()));
   for (const r of rs) fanout.add(r);
   const start = performance.now();
-  for (let i = 0; i < 10; i++) await fanout.deliver([entry(`${i + 1}-0`)]);
+  await send(fanout);
   const ms = performance.now() - start;
-  assert.ok(ms >= ((600 - bucket) / rate) * 1000 * 0.95, `600 frames in ${ms.toFixed(0)} ms`);
+  assert.ok(ms >= ((frames - rate / 20) / rate) * 1000 * 0.95, `${frames} frames in ${ms.toFixed(0)} ms`);
+  return rs;
+}
+
+test('the rate limit holds: 600 frames at 2,000/s take at least (600 − bucket) / rate', async () => {
+  const rs = await atRate(2000, 60, 600, async (fanout) => {
+    for (let i = 0; i < 10; i++) await fanout.deliver([entry(`${i + 1}-0`)]);
+  });
   for (const r of rs) assert.equal(r.got.length, 10);
 });
 
@@ -114,4 +124,48 @@ test('a loss goes to every receiver, in its place between batches', async () => 
   await fanout.deliverLost({ after: '1-0', before: '9-0', lastLost: '8-0' });
   await fanout.deliver([entry('9-0', { all: ['x'] })]);
   for (const r of rs) assert.deepEqual(r.calls, [['1-0'], ['lost 1-0..9-0'], ['9-0']]);
+});
+
+test('a loss is told under the rate limit like any frame: 40 receivers at 100 frames/s take at least (40 − bucket) / rate', async () => {
+  const rs = await atRate(100, 40, 40, (fanout) => fanout.deliverLost({ after: '1-0', before: '9-0', lastLost: '8-0' }));
+  for (const r of rs) assert.deepEqual(r.calls, [['lost 1-0..9-0']]);
+});
+
+test('a group of broadcasts fills maxBatchBytes exactly, and a chunk its frame budget exactly', async () => {
+  const bytes = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 100 });
+  const r = new Recorder(new Set());
+  bytes.add(r);
+  const fifty = (id: string): BroadcastEntry => ({ ...entry(id), frame: Buffer.alloc(50, 0x20) });
+  await bytes.deliver(['1-0', '2-0', '3-0'].map(fifty));
+  // 50 + 50 is the limit, not over it.
+  assert.deepEqual(r.calls, [['1-0', '2-0'], ['3-0']]);
+
+  const sent: number[] = [];
+  const frames = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 4, maxBatchBytes: 1 << 20, onSent: (n) => sent.push(n) });
+  const rs = Array.from({ length: 4 }, () => new Recorder(new Set()));
+  for (const x of rs) frames.add(x);
+  await frames.deliver([entry('4-0'), entry('5-0')]);
+  // Two receivers of two frames each make one chunk of four.
+  assert.deepEqual(sent, [4, 4]);
+});
+
+test('a feed stopped with the fan-out (its socket closed) leaves it: no longer counted, sent nothing more', async () => {
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 1 << 20 });
+  const written: string[] = [];
+  const sink: FrameSink = {
+    send: (frame) => { written.push(String(frame)); },
+    sendFrames: (entries) => { for (const e of entries) written.push(e.frame.toString()); },
+    whenWritable: () => undefined,
+  };
+  const feed = new BroadcastSubscription(tagSet([]), sink);
+  feed.join(fanout, false);
+  // Live only (no last_bseq): the stream is not read.
+  await feed.resume({} as BroadcastStream, undefined);
+  assert.equal(fanout.size, 1);
+  await fanout.deliver([entry('1-0')]);
+  assert.deepEqual(written, ['{"t":"bcast","bseq":"1-0"}']);
+  feed.stop(fanout);
+  assert.equal(fanout.size, 0);
+  await fanout.deliver([entry('2-0')]);
+  assert.deepEqual(written, ['{"t":"bcast","bseq":"1-0"}']);
 });
