@@ -208,3 +208,19 @@ test('last_bseq beyond a stream that was trimmed: reset, then every retained bro
 test('a malformed last_bseq is refused before the upgrade (400)', async () => {
   await expectRefused(gw.connect('bad-bseq', { params: { last_bseq: 'yesterday' } }), 400, 'INVALID_REQUEST');
 });
+
+test('a broadcast\'s ttl is seconds: posted with ttl 600, it is kept, and sent on catch-up, until 600 s later', async () => {
+  const seen = await seenThenGone('ttl-seconds');
+  const postedAt = Date.now();
+  const kept = await postBroadcast(gw.client, { data: { tag: 'ttl-600' }, ttl: 600 });
+  stream.push(kept);
+  const record = await gw.client.get(`/v1/messages/${kept.id}`);
+  const expiresAt = (record.body as { expires_at: number }).expires_at;
+  assert.ok(Math.abs(expiresAt - (postedAt + 600_000)) < 5000, `expires_at ${expiresAt - postedAt} ms after the post`);
+  const fields = (await admin.xrange('px:broadcast', kept.bseq, kept.bseq))[0]?.[1] ?? [];
+  assert.equal(fields[fields.indexOf('e') + 1], String(expiresAt));
+  const back = await connect('ttl-seconds', seen.bseq);
+  await expectBcasts(back, [kept]);
+  await expectLiveNext(back);
+  await back.close();
+});
