@@ -5,6 +5,8 @@
  * out of order fails the test.
  */
 import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { waitUntil } from '../harness/checks.js';
 import { PixiuClient, spawnServe, tempDataDir, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { Frame, TestClient } from '../harness/ws-client.js';
@@ -91,4 +93,12 @@ export async function inBatches<T, R>(items: readonly T[], limit: number, fn: (i
     }
   }));
   return out;
+}
+
+/** Resolves once the service's broadcast reader is blocked in XREAD (CLIENT LIST flag `b`). */
+export async function readerBlocked(admin: Redis): Promise<void> {
+  await waitUntil('the broadcast reader is blocked in XREAD', async () => {
+    const list = await admin.client('LIST') as string;
+    return list.split('\n').some((line) => /\bname=pixiu:broadcast:/.test(line) && /\bflags=\S*b/.test(line) && /\bcmd=xread\b/.test(line));
+  });
 }

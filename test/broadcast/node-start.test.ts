@@ -4,9 +4,12 @@
  * stream trimmed before the node started is no loss of this node's: it is not counted
  * in `pixiu_broadcast_reader_losses_total` (an alert on it would fire at every restart
  * of a node on a busy stream), and a connection's first broadcast is the next live one.
+ * Once it has read everything, the reader waits in a blocking `XREAD`, also when the
+ * last page it read was full.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
 import { BroadcastStream } from '../../src/broadcast/broadcast-stream.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Keys } from '../../src/redis/keys.js';
@@ -14,18 +17,19 @@ import { openInbox } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { expectFrame, nextBcast, postBroadcast } from './broadcast-fixture.js';
+import { expectFrame, nextBcast, postBroadcast, readerBlocked } from './broadcast-fixture.js';
 
-const CAP = 3;
+const CAP = 300;
 const cleanup = cleanupList();
 let gw: GatewayFixture;
+let admin: Redis;
 
 before(async () => {
   const redis = await RedisServer.start();
   cleanup.after(() => redis.destroy());
   // Broadcasts of an earlier run, past the cap: the stream was trimmed before this node started.
-  const { redis: raw } = await openInbox(cleanup, redis.url);
-  const stream = new BroadcastStream(raw, new Keys('px:'), CAP);
+  ({ redis: admin } = await openInbox(cleanup, redis.url));
+  const stream = new BroadcastStream(admin, new Keys('px:'), CAP);
   for (let counter = 1; counter <= CAP + 3; counter++) {
     await stream.publish(encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter }), 'earlier', Date.now(), '{}', undefined, Date.now() + 3_600_000);
   }
@@ -43,4 +47,12 @@ test('a stream trimmed before the node started is not counted as the node\'s los
   const metrics = await gw.client.get('/metrics');
   assert.match(metrics.text, /^pixiu_broadcast_reader_losses_total 0$/m);
   await client.close();
+});
+
+test('with everything read, also after a full page, the reader waits in a blocking XREAD, not reading page after page', async () => {
+  // A full page (200, the reader's count) at once: the page after it is empty.
+  const burst = admin.multi();
+  for (let i = 0; i < 200; i++) burst.xadd('px:broadcast', '*', 'm', encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter: 1000 + i }), 'y', 'burst', 's', String(Date.now()), 'd', '{}');
+  await burst.exec();
+  await readerBlocked(admin);
 });

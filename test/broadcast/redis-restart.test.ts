@@ -14,15 +14,7 @@ import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, type CleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { expectFrame, nextBcast, type Posted } from './broadcast-fixture.js';
-
-/** Resolves once the service's broadcast reader is blocked in XREAD (CLIENT LIST flag `b`). */
-async function readerBlocked(admin: Redis): Promise<void> {
-  await waitUntil('the broadcast reader is blocked in XREAD', async () => {
-    const list = await admin.client('LIST') as string;
-    return list.split('\n').some((line) => /\bname=pixiu:broadcast:/.test(line) && /\bflags=\S*b/.test(line) && /\bcmd=xread\b/.test(line));
-  });
-}
+import { expectFrame, nextBcast, readerBlocked, type Posted } from './broadcast-fixture.js';
 
 /**
  * Posts a broadcast, retrying while the service reports Redis unavailable (503) after
