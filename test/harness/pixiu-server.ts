@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config, type ConfigOverrides } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import { startService, type Service } from '../../src/service/service.js';
+import { RedisServer } from './redis-server.js';
 
 /** The repository root (where `src/cli/main.ts` and `node_modules` are). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -180,6 +181,18 @@ export async function startInProcess(
   const service = await startService(config, createLogger(config.logLevel));
   t.after(() => service.close());
   return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken) };
+}
+
+/**
+ * {@link startInProcess} on a private redis-server of its own, stopped after the
+ * service (its clean-up registered first, so it runs last, even when the start fails).
+ */
+export async function startInProcessAlone(
+  t: CleanupContext, overrides: ConfigOverrides = {},
+): Promise<{ redis: RedisServer; server: InProcessServer }> {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  return { redis, server: await startInProcess(t, { redisUrl: redis.url, ...overrides }) };
 }
 
 /** The environment for a child `pixiu`: the parent's, minus every `PIXIU_` variable. */

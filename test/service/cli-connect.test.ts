@@ -17,9 +17,9 @@ import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { cleanupList, runCli, runEach, startInProcess, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, runEach, startInProcessAlone, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
-import { RedisServer } from '../harness/redis-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
 
 const JWT_SECRET = 'cli-connect-tests-hs256-secret-of-32-chars';
 
@@ -28,10 +28,7 @@ let server: InProcessServer;
 const files = cleanupList();
 
 before(async () => {
-  redis = await RedisServer.start();
-  // Registered first, so it runs last, and runs even when an earlier step fails.
-  files.after(() => redis.destroy());
-  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  ({ redis, server } = await startInProcessAlone(files, { jwtSecret: JWT_SECRET }));
 });
 
 after(() => files.run());
