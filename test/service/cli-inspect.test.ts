@@ -30,18 +30,23 @@ test('inspect id decodes a MsgID; a malformed one exits 1 naming the rule', asyn
   assert.match(bad.stderr, /16/);
 });
 
-test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq and the ack cursors', async () => {
+test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq (a room message\'s with its room) and the ack cursors', async () => {
   const { inbox } = await openInbox(files, redis.url, 'insp:');
-  const ids = [1, 2, 3].map((counter) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter }));
+  // The second a room message: its entry names the room.
+  const kinds = [MsgKind.user, MsgKind.room, MsgKind.user];
+  const ids = kinds.map((kind, i) => encodeMsgId({ partition: 0, kind, counter: i + 1 }));
   let epoch = '';
   const expiresAt = Date.now() + 3_600_000;
-  for (const id of ids) epoch = (await inbox.append('ann', id, MsgKind.user, { expiresAt })).epoch;
+  for (const [i, id] of ids.entries()) {
+    const kind = kinds[i] as MsgKind;
+    epoch = (await inbox.append('ann', id, kind, { expiresAt, ...(kind === MsgKind.room ? { room: 'lobby' } : {}) })).epoch;
+  }
   await inbox.ack('ann', 'phone', 2, epoch);
   const run = await runCli(['inspect', 'inbox', 'ann', '--after-seq', '1', '--limit', '1'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' });
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), {
     user: 'ann', epoch, first_seq: 1, latest_seq: 3, expires_at: expiresAt + INBOX_RETENTION_GRACE_MS,
-    entries: [{ seq: 2, id: ids[1], kind: 'user' }], cursors: { phone: 2 },
+    entries: [{ seq: 2, id: ids[1], kind: 'room', room: 'lobby' }], cursors: { phone: 2 },
   });
 });
 
