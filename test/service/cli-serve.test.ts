@@ -152,18 +152,19 @@ test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over thos
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 
-test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin, a PIXIU_ variable that names no setting, a duration given as a bare number, a body limit not above the message limit', { timeout: 60_000 }, async (t) => {
+test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin or one with a path, a PIXIU_ variable that names no setting, a duration given as a bare number, a body limit not above (here equal to) the message limit', { timeout: 60_000 }, async (t) => {
   const serve = await spawnServe({
     PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'origins:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
-    PIXIU_LOG_LEVEL: 'info', PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com',
-    PIXIU_PROT: '9000', PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s', PIXIU_MAX_BODY_BYTES: '2048', PIXIU_MAX_MESSAGE_BYTES: '4096',
+    PIXIU_LOG_LEVEL: 'info', PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com,https://app.example.com/login',
+    PIXIU_PROT: '9000', PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s', PIXIU_MAX_BODY_BYTES: '4096', PIXIU_MAX_MESSAGE_BYTES: '4096',
   }, t);
   const lines = serve.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; [field: string]: unknown });
   const warned = (words: string): unknown[] => lines.filter((l) => l.level === 40 && l.msg.includes(words));
-  assert.deepEqual(warned('PIXIU_ALLOWED_ORIGINS').map((l) => (l as { origins: unknown }).origins), [['notaurl']], serve.stdout());
+  assert.deepEqual(warned('PIXIU_ALLOWED_ORIGINS').map((l) => (l as { origins: unknown }).origins), [['notaurl'], ['https://app.example.com/login']], serve.stdout());
+  assert.equal(warned('with a path, credentials or a wildcard').length, 1, serve.stdout());
   assert.deepEqual(warned('name no setting').map((l) => (l as { variables: unknown }).variables), [['PIXIU_PROT']], serve.stdout());
   assert.deepEqual(warned('bare number').map((l) => (l as { settings: unknown }).settings), [['PIXIU_MESSAGE_TTL=86400 is 86.4 s']], serve.stdout());
-  assert.deepEqual(warned('not above PIXIU_MAX_MESSAGE_BYTES').map((l) => (l as { maxBodyBytes: unknown }).maxBodyBytes), [2048], serve.stdout());
+  assert.deepEqual(warned('not above PIXIU_MAX_MESSAGE_BYTES').map((l) => (l as { maxBodyBytes: unknown }).maxBodyBytes), [4096], serve.stdout());
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 
