@@ -71,6 +71,8 @@ test('a page that ends on a malformed entry reads up to it (the reader moves pas
   assert.deepEqual(page.malformed, [bad]);
   assert.equal(page.readUpTo, bad);
   assert.equal((await stream.rangeWithBounds(page.readUpTo, 10)).readUpTo, undefined, 'nothing after it');
+  // A position that is no stream ID is the caller's mistake, not Redis being unavailable.
+  await assert.rejects(stream.rangeWithBounds('yesterday', 10), { code: 'INVALID_REQUEST' });
 });
 
 test('a filter of any alone, or of all alone, is kept on the entry', async () => {
