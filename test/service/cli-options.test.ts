@@ -50,12 +50,18 @@ function frameOf(line: string): Record<string, unknown> | undefined {
   }
 }
 
-test('pixiu token puts its --channels and --tags, each trimmed, and the configured audience and issuer in the token; a tag with a control character is refused', async () => {
+test('pixiu token puts its --channels and --tags, each trimmed, and the configured audience and issuer in the token, warned of when its refresh frame is a byte over the frame limit; a tag with a control character is refused', async () => {
   const run = await runCli(['token', 'ann', '--channels', ' live.*.chat , news', '--tags', ' vip , beta'],
     { ...env, PIXIU_JWT_AUDIENCE: 'app', PIXIU_JWT_ISSUER: 'https://auth.example.com' });
   assert.equal(run.code, 0, run.stderr);
   const claims = await createVerifier({ kind: 'secret', secret: JWT_SECRET }, { audience: 'app', issuer: 'https://auth.example.com' })(run.stdout.trim());
   assert.deepEqual([claims.user, claims.channels, claims.tags], ['ann', ['live.*.chat', 'news'], ['vip', 'beta']]);
+  // A refresh frame carrying it, {"t":"refresh","token":"…"}, is 26 bytes more than the token: one byte over the limit is warned of.
+  const bytes = Buffer.byteLength(run.stdout.trim());
+  const tight = await runCli(['token', 'ann', '--channels', ' live.*.chat , news', '--tags', ' vip , beta', '--max-client-frame-bytes', String(bytes + 25)],
+    { ...env, PIXIU_JWT_AUDIENCE: 'app', PIXIU_JWT_ISSUER: 'https://auth.example.com' });
+  assert.equal(Buffer.byteLength(tight.stdout.trim()), bytes, 'a token of the same size');
+  assert.match(tight.stderr, new RegExp(`warning: a refresh frame carrying this token is ${bytes + 26} bytes, over the client frame limit of ${bytes + 25} bytes`));
   // A control character is no more a tag than a space (no broadcast filter can name it).
   const control = await runCli(['token', 'ann', '--tags', 'vip,be\u0007ta'], env);
   assert.equal(control.code, 1, control.stderr);
