@@ -13,14 +13,15 @@ export const MAX_JWKS_BYTES = 1024 * 1024;
 /**
  * `fetch`, with a body longer than {@link MAX_JWKS_BYTES} refused.
  * @returns the response, its body read whole (so at most the cap is held)
- * @throws Error (fetch's failures, and a body over the cap): the verifier answers 503
+ * @throws Error (fetch's failures, and a body over the cap, worded to follow "the JWKS
+ *   URL … "): the verifier answers 503
  */
 export async function cappedFetch(url: string, options: RequestInit): Promise<Response> {
   const res = await fetch(url, options);
   const declared = Number(res.headers.get('content-length') ?? '0');
   if (declared > MAX_JWKS_BYTES) {
     await res.body?.cancel();
-    throw new Error(`the JWKS answer is ${declared} bytes, over the ${MAX_JWKS_BYTES} read`);
+    throw new Error(`answered ${declared} bytes, over the ${MAX_JWKS_BYTES} read`);
   }
   const chunks: Uint8Array[] = [];
   let bytes = 0;
@@ -31,7 +32,7 @@ export async function cappedFetch(url: string, options: RequestInit): Promise<Re
     bytes += next.value.byteLength;
     if (bytes > MAX_JWKS_BYTES) {
       await reader?.cancel();
-      throw new Error(`the JWKS answer is over the ${MAX_JWKS_BYTES} bytes read`);
+      throw new Error(`answered more than the ${MAX_JWKS_BYTES} bytes read`);
     }
     chunks.push(next.value);
   }
@@ -70,7 +71,9 @@ export function cooledFetch(cooldownMs: number, timeoutMs: number): (url: string
       throw new Error(`the JWKS could not be fetched less than ${cooldownMs} ms ago (${lastFault}); not asked again yet`);
     }
     try {
-      const res = await cappedFetch(url, options);
+      const res = await cappedFetch(url, options).catch((err: unknown) => {
+        throw new Error(`the JWKS URL ${shownUrl(url)} ${unreachable(err)}`, { cause: err });
+      });
       if (res.status !== 200) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${res.status}${res.statusText === '' ? '' : ` ${res.statusText}`}`);
       const text = await res.text();
       const set = readKeySet(text);
@@ -89,6 +92,17 @@ export function cooledFetch(cooldownMs: number, timeoutMs: number): (url: string
       throw err;
     }
   };
+}
+
+/**
+ * Why {@link cappedFetch} failed, worded to follow "the JWKS URL … ": fetch's own
+ * failure says only "fetch failed", its cause what happened (`connect ECONNREFUSED
+ * 127.0.0.1:8443`, `getaddrinfo ENOTFOUND idp.example`, a TLS error).
+ */
+function unreachable(err: unknown): string {
+  const e = err as { message?: unknown; cause?: { message?: unknown } } | undefined;
+  if (e instanceof TypeError) return `cannot be reached: ${typeof e.cause?.message === 'string' ? e.cause.message : e.message}`;
+  return typeof e?.message === 'string' ? e.message : String(err);
 }
 
 /**

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import { createVerifier } from '../../src/auth/jwt.js';
 import { MAX_JWKS_BYTES } from '../../src/auth/jwks-fetch.js';
+import { freePort } from '../harness/redis-server.js';
 
 /**
  * The cooldown docs/protocol.md promises ("a new key is usable about a second after it
@@ -83,8 +84,20 @@ test('a JWKS answer over the size read is an outage (503), read no further', asy
   const { privateKey } = await generateKeyPair('ES256');
   const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
   const huge = JSON.stringify({ keys: [], pad: 'x'.repeat(MAX_JWKS_BYTES) });
-  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => huge) });
-  await assert.rejects(verify(token), { code: 'UNAVAILABLE' });
+  const url = await serve(t, () => huge);
+  const verify = createVerifier({ kind: 'jwks', url });
+  assert.match(await outageCause(verify, token), new RegExp(`^the JWKS URL ${url.replace(/[.?]/g, '\\$&')} answered (\\d+ bytes, over|more than) the ${MAX_JWKS_BYTES}`));
+});
+
+test('a JWKS URL nothing listens at is an outage whose cause names the URL and the refusal, not fetch\'s bare "fetch failed"', async () => {
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
+  const port = await freePort();
+  const verify = createVerifier({ kind: 'jwks', url: `http://127.0.0.1:${port}/jwks?secret=abc` });
+  assert.equal(await outageCause(verify, token), `the JWKS URL http://127.0.0.1:${port}/jwks?… cannot be reached: connect ECONNREFUSED 127.0.0.1:${port}`);
+  // The start's fetch says the same.
+  const again = createVerifier({ kind: 'jwks', url: `http://127.0.0.1:${port}/jwks?secret=abc` });
+  await assert.rejects(again.prefetch?.() ?? Promise.resolve(), { message: `the JWKS URL http://127.0.0.1:${port}/jwks?… cannot be reached: connect ECONNREFUSED 127.0.0.1:${port}` });
 });
 
 /** The Error a 503 from the verifier carries as its cause: what the node's log shows. */
