@@ -132,9 +132,15 @@ export class UserSession {
     return true;
   }
 
-  /** ack from a client; `epoch`, when the client gave one, the epoch `seq` counts in (machine.ts `ack`). */
-  ack(connId: string, seq: number, epoch?: string): void {
-    this.#run(this.#machine.ack(connId, seq, epoch));
+  /**
+   * ack from a client; `epoch`, when the client gave one, the epoch `seq` counts in (machine.ts `ack`).
+   * @returns 'refused' when the ack was refused (above the last seq sent) and answered with an `error` frame
+   */
+  ack(connId: string, seq: number, epoch?: string): 'refused' | undefined {
+    const effects = this.#machine.ack(connId, seq, epoch);
+    this.#run(effects);
+    // The machine's only answer to an ack is the error frame of one it refused.
+    return effects.some((e) => e.kind === 'send' && e.frame.t === 'error') ? 'refused' : undefined;
   }
 
   /** notify: an append for this user happened (`seq` when known). */

@@ -21,9 +21,9 @@ export const MAX_HELD_FRAMES = 64;
  * groups of 63 with a `ping` after each as docs/protocol.md advises, is 204. Each
  * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
  * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
- * not counted: a client acks as fast as it is sent messages; but an `ack` refused
- * (answered with an `error` frame) is, and so is a WebSocket ping control frame
- * (answered with a pong).
+ * not counted: a client acks as fast as it is sent messages (refused ones have a
+ * budget of their own: {@link refusedAckLimiter}); a WebSocket ping control frame
+ * (answered with a pong) is counted.
  */
 export const MAX_CONTROL_FRAMES = 300;
 /** The window of {@link MAX_CONTROL_FRAMES}, ms. */
@@ -36,3 +36,21 @@ export function controlFrameLimiter(): RateLimiter {
 
 /** The close reason past the limit (close code 4003). */
 export const controlFrameLimitReason = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+
+/**
+ * Acks refused (above the last seq sent, answered with an `error` frame) one
+ * connection may send per {@link CONTROL_FRAME_WINDOW_MS}: the delivery window plus
+ * {@link MAX_CONTROL_FRAMES}. A well-behaved client can send a window's worth at once
+ * — the acks still in flight for the old seqs when a `reset` came (no `epoch` on
+ * them) —, so they are not held to the 300; a flood of them had the node answer each
+ * without limit (a security tester's finding).
+ * @param window `PIXIU_DELIVERY_WINDOW`, messages
+ */
+export function refusedAckLimiter(window: number): RateLimiter {
+  return new RateLimiter({ tokensPerInterval: window + MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
+}
+
+/** The close reason past {@link refusedAckLimiter}'s budget (close code 4003). */
+export function refusedAckLimitReason(window: number): string {
+  return `more than ${window + MAX_CONTROL_FRAMES} acks refused in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+}

@@ -18,7 +18,7 @@ import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { FrameRefused, isAckFrame, readClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained, wakeAll } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import { MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, controlFrameLimiter, controlFrameLimitReason } from './frame-limits.js';
+import { MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, controlFrameLimiter, controlFrameLimitReason, refusedAckLimiter, refusedAckLimitReason } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
@@ -64,8 +64,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #badFrames = 0;
   /** Made by the first frame other than `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
   #controlFrames: ReturnType<typeof controlFrameLimiter> | undefined;
-  /** `error` frames sent so far (an ack's refusal is one: see `#handle`). */
-  #errorFrames = 0;
+  /** Made by the first ack refused: see {@link refusedAckLimiter}. */
+  #refusedAcks: ReturnType<typeof refusedAckLimiter> | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -143,7 +143,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
   send(frame: string | Buffer, t: FrameType): void {
     if (this.#closed) return;
     this.#deps.onFrames(t, 1);
-    if (t === 'error') this.#errorFrames += 1;
     const socket = this.#socket;
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
@@ -247,6 +246,9 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#lastSeen = Date.now();
     if (this.#closed || !this.#chargeControlFrame()) return;
     this.#ws.pong(data);
+    // Held to the send buffer's limits like any frame: a client that pings and never
+    // reads would otherwise grow the pongs queued for it without end.
+    this.#checkBuffered();
   }
 
   /**
@@ -282,15 +284,15 @@ export class WsConnection implements DeliveryConnection, Ticking {
       return undefined;
     }
     switch (frame.t) {
-      case 'ack': {
-        // An ack refused (above the last seq sent) is answered with an error frame, at
-        // once: such acks count as frames other than ack, or a flood of them had the
-        // node answer each without limit (a security tester's finding).
-        const errors = this.#errorFrames;
-        this.#session?.ack(this.id, frame.seq, frame.epoch);
-        if (this.#errorFrames > errors) this.#chargeControlFrame();
+      case 'ack':
+        // An ack refused (above the last seq sent) is answered with an error frame: a
+        // flood of them had the node answer each without limit (a security tester's
+        // finding), so they have a budget of their own (frame-limits.ts).
+        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused'
+          && !(this.#refusedAcks ??= refusedAckLimiter(this.#deps.config.deliveryWindow)).tryRemoveTokens(1)) {
+          this.close(CloseCode.protocolAbuse, refusedAckLimitReason(this.#deps.config.deliveryWindow));
+        }
         return undefined;
-      }
       case 'ping':
         this.send('{"t":"pong"}', 'pong');
         this.#session?.heartbeat();

@@ -9,7 +9,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES } from '../../src/gateway/frame-limits.js';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, refusedAckLimitReason } from '../../src/gateway/frame-limits.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -55,7 +55,7 @@ test(`WebSocket pings count as frames other than ack: one past the ${MAX_CONTROL
   await waitUntil('the close counted by="server"', async () => ((await closesByCode(gw, 'server'))['4003'] ?? 0) === before + 1);
 });
 
-test(`acks refused (above the last seq sent) count as frames other than ack: one past the ${MAX_CONTROL_FRAMES} closes 4003; accepted ones do not count`, async () => {
+test('acks refused (above the last seq sent) have a budget of their own, the delivery window plus 300: one past it closes 4003; accepted ones do not count', async () => {
   const { client } = await gw.connectWelcomed('acker', { device: 'phone' });
   // Accepted acks first, any number of them: not counted.
   const seqs = await gw.post('acker', 2);
@@ -63,11 +63,12 @@ test(`acks refused (above the last seq sent) count as frames other than ack: one
   for (let i = 0; i < 2 * MAX_CONTROL_FRAMES; i++) client.ack(seqs[i % 2] as number);
   await expectPong(client);
   assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
-  // One frame of the window is the ping just answered: MAX_CONTROL_FRAMES - 1 refusals fill it.
-  for (let i = 0; i < MAX_CONTROL_FRAMES - 1; i++) client.ack(999_999);
-  await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === MAX_CONTROL_FRAMES - 1, 10_000, 10);
-  assert.equal(client.ws.readyState, client.ws.OPEN);
+  const budget = gw.config.deliveryWindow + MAX_CONTROL_FRAMES;
+  for (let i = 0; i < budget; i++) client.ack(999_999);
+  await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === budget, 10_000, 10);
+  // Refused acks do not eat the 300 frames other than ack: a ping is still answered.
+  await expectPong(client);
   client.ack(999_999);
   const { code, reason } = await client.waitClose();
-  assert.deepEqual([code, reason], [4003, LIMIT_REASON]);
+  assert.deepEqual([code, reason], [4003, refusedAckLimitReason(gw.config.deliveryWindow)]);
 });
