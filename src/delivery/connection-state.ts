@@ -135,6 +135,7 @@ export function deliverPage(
   complete = false,
 ): InboxEntry | undefined {
   if (c.phase !== 'ready') return undefined;
+  const sentFrom = effects.length;
   // Trimmed by the cap while this connection was behind: marked `redelivered` as far
   // as the seqs went out on it before (a redelivery round), as an expired one's is.
   missingThrough(c, beforeFirst(page), undefined, effects);
@@ -158,12 +159,6 @@ export function deliverPage(
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
       if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
-      // Welcomed (or reset) before the inbox existed: its first message names the
-      // epoch, so the client can resume with it (a rotation since is then a `reset`).
-      if (c.epochUntold && page.epoch !== null) {
-        frame.epoch = page.epoch;
-        c.epochUntold = false;
-      }
       effects.push({ kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
     }
@@ -176,10 +171,27 @@ export function deliverPage(
   // would make the machine read the inbox again and again for both.
   const lastOfPage = entries[entries.length - 1];
   if (complete && (lastOfPage === undefined || c.sent >= lastOfPage.seq)) missingThrough(c, page.latestSeq, gap, effects);
+  if (c.epochUntold && page.epoch !== null) tellEpoch(c, page.epoch, effects, sentFrom);
   if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
     effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });
   }
   return last;
+}
+
+/**
+ * Welcomed (or reset) before the inbox existed, `c` is told the epoch by the first
+ * `msg` or `gap` sent to it from `effects[from]` on, so that the client can resume
+ * with it (an inbox recreated since is then a `reset`: docs/protocol.md, `msg`).
+ */
+function tellEpoch(c: Conn, epoch: string, effects: Effect[], from: number): void {
+  for (let i = from; i < effects.length; i++) {
+    const e = effects[i] as Effect;
+    if (e.kind === 'send' && e.conn === c.id && (e.frame.t === 'msg' || e.frame.t === 'gap')) {
+      e.frame.epoch = epoch;
+      c.epochUntold = false;
+      return;
+    }
+  }
 }
 
 /**

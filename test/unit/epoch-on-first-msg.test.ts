@@ -78,3 +78,17 @@ test('a reset to epoch null (Redis lost the inbox, nothing appended since): the 
   assert.ok(d.inbox.epoch !== null);
   assert.deepEqual(msgEpochs(after), [d.inbox.epoch]);
 });
+
+test('welcomed before the inbox exists, a first seq whose content expired goes out as a gap naming the epoch; the msg after it does not', () => {
+  const d = new Driver();
+  d.inbox.recreate(null);
+  d.login('a');
+  d.settle();
+  d.frames('a');
+  d.inbox.append(2);
+  d.inbox.expire(1);
+  d.notify(2);
+  d.settle();
+  const frames = d.frames('a');
+  assert.deepEqual(frames.map((f) => [f.t, (f as { epoch?: string }).epoch]), [['gap', d.inbox.epoch], ['msg', undefined]]);
+});
