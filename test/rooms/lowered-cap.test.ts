@@ -1,8 +1,8 @@
 /**
  * A room size cap lowered below a room's size (a restart with a smaller `roomSizeCap`):
  * a PUT that names only members already in adds nobody, so it cannot take the room over
- * the cap and is answered as any such call is ({added: 0}); room-add-3.lua refuses it
- * ("room would have 5 members, over the cap of 3"), which also fails a producer's
+ * the cap and is answered as any such call is ({added: 0}); room-add-3.lua refused it
+ * ("room would have 5 members, over the cap of 3"), which also failed a producer's
  * retry of an add that went through. Adding a new member stays refused. A private
  * redis-server.
  */

@@ -1,5 +1,5 @@
 /**
- * Join slots at their edges (src/rooms/lua/room-add-3.lua, `Rooms.now`): an add whose
+ * Join slots at their edges (src/rooms/lua/room-add-4.lua, `Rooms.now`): an add whose
  * first slot fits in the millisecond but whose last would not writes nothing (slots
  * never run ahead of the clock, also part-way through a millisecond), and Redis's
  * clock is read to the millisecond. A private redis-server.
@@ -28,12 +28,12 @@ test('an add whose first slot fits in the millisecond but whose last does not wr
   const key = keys.roomMembers('part-full');
   const cut = keys.roomCut('part-full');
   const T = 1_800_000_000_000;
-  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '0', ...users('a', 600)), [600, 600]);
+  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '0', ...users('a', 600)), [600, 600]);
   // Slots T*1000+600 .. T*1000+1099: the last 100 would be the next millisecond's.
-  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '0', ...users('b', 500)), [-1, T + 1]);
+  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '0', ...users('b', 500)), [-1, T + 1]);
   assert.equal(await redis.zcard(key), 600, 'nothing written');
   // 400 fit exactly.
-  assert.deepEqual(await redis.pxRoomAddV4(key, cut, '100000', String(T), '0', ...users('c', 400)), [400, 1000]);
+  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '0', ...users('c', 400)), [400, 1000]);
   assert.equal((await rooms.membersAt('part-full', T)).length, 1000);
 });
 

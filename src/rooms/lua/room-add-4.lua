@@ -1,5 +1,5 @@
 --[[
-room-add-3: add members to a room, all or none, within the room size cap (DESIGN.md §8).
+room-add-4: add members to a room, all or none, within the room size cap (DESIGN.md §8).
 
 A member's score is its join slot: the join time in ms × 1000 plus a counter, so every
 member has its own slot (ms × 1000 stays below 2^53, exact in a double, until the year
@@ -20,7 +20,8 @@ millisecond, would be one of the recipients of its retries (room-add-2 gave it s
 slot; after a step back of Redis's clock, every member added until the clock caught up).
 
 Steps
-  1. Count the given users not yet members (a user named twice counts once).
+  1. Count the given users not yet members (a user named twice counts once); if none
+     is new, reply {0, size} — also when the room is over a cap lowered since.
   2. If the room would then hold more than ARGV[1] members, refuse: nothing is written.
   3. The new members' slots start at the largest of now × 1000, the newest member's
      slot + 1 and (the cut + 1) × 1000. If the last of them would be past now × 1000 + 999 and ARGV[3] is not
