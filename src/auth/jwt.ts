@@ -175,8 +175,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
         try {
           return await remote(header, token);
         } catch (err) {
-          // jose passes a failed fetch (connection refused, DNS, TLS) on as fetch's own
-          // TypeError: the key source is down, which is no fault of the token (401).
+          // jose passes on what cooledFetch threw for a failed fetch (unreachable, or
+          // refused again within the cooldown): the key source is down, which is no
+          // fault of the token (401).
           if (err instanceof joseErrors.JOSEError) throw err;
           throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: err });
         }

@@ -63,19 +63,22 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   const redis = typeof target === 'string' ? new Redis(target, base) : new Redis({ ...base, ...target });
   handleRestoreFailures(redis);
   let lastError = '';
-  // The last error is Redis refusing a command ioredis sent on its own (AUTH, SELECT),
-  // not a lost connection: the `ready` after it restores nothing (it was logged just
-  // before the start's fatal message for a database Redis lacks, checkDatabase's).
-  let refusal = false;
+  // A connection error since the last `ready`: that `ready` restores it. Redis refusing
+  // a command ioredis sent on its own (AUTH, SELECT) is no lost connection: alone, the
+  // `ready` after it restores nothing (it was logged just before the start's fatal
+  // message for a database Redis lacks, checkDatabase's).
+  let lost = false;
   redis.on('error', (err: Error) => {
-    refusal = err.name === 'ReplyError';
+    const refusal = err.name === 'ReplyError';
+    if (!refusal) lost = true;
     // ioredis emits one error per failed (re)connect; log changes, not repeats.
     if (err.message !== lastError) opts.logger?.warn({ ...outageFields(err), redis: opts.name }, refusal ? 'redis refused a command sent on connecting' : 'redis connection error');
     lastError = err.message;
   });
   redis.on('ready', () => {
-    if (lastError && !refusal) opts.logger?.info({ redis: opts.name }, 'redis connection restored');
+    if (lost) opts.logger?.info({ redis: opts.name }, 'redis connection restored');
     lastError = '';
+    lost = false;
   });
   try {
     await redis.connect();

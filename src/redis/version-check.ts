@@ -28,13 +28,21 @@ export function redisVersionProblem(info: string): string | undefined {
 }
 
 /**
- * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}.
+ * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}. A Redis that
+ * refuses `INFO` (an ACL without it, a proxy) is not second-guessed, as a refused
+ * `CONFIG` is not (persistence-check.ts).
  * @param shownUrl the Redis URL as logged (password removed)
- * @throws StartupError naming the URL, the version needed and the version found
- * @throws the error of `INFO server` when Redis cannot answer it (the start's
- *   caller reports it as any Redis failure at start)
+ * @throws StartupError naming the URL, the version needed and the version found; or,
+ *   when Redis does not answer `INFO` (down, timed out), naming the URL and why
  */
 export async function requireRedisVersion(redis: Redis, shownUrl: string): Promise<void> {
-  const problem = redisVersionProblem(await redis.info('server'));
+  let info: string;
+  try {
+    info = await redis.info('server');
+  } catch (err) {
+    if ((err as Error).name === 'ReplyError') return;
+    throw new StartupError(`cannot read INFO server of Redis at ${shownUrl}: ${(err as Error).message}`, { cause: err });
+  }
+  const problem = redisVersionProblem(info);
   if (problem !== undefined) throw new StartupError(`${problem}, at ${shownUrl}`);
 }

@@ -260,14 +260,18 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     redis.on('ready', () => ownership.renewNow());
     logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase }, 'pixiu listening');
-    if (verify.prefetch) prefetchJwks(verify.prefetch, logger);
+    let stopped = false;
+    if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => stopped);
 
     let closing: Promise<void> | undefined;
     return {
       url,
       app,
       secrets,
-      close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
+      close: () => {
+        stopped = true;
+        return (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped')));
+      },
       abandon: () => local?.terminate(),
     };
   } catch (err) {
@@ -283,11 +287,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
  * slow or down does not hold the start): a wrong `PIXIU_JWKS_URL` is logged at once, a
  * warning naming the URL and the fault, where it was found at the first client (a
  * fresh tester's finding); a good one is logged with its number of usable keys, and
- * the first client need not wait for the fetch.
+ * the first client need not wait for the fetch. Nothing is logged once the node
+ * stopped (`stopped`).
  */
-function prefetchJwks(prefetch: () => Promise<number>, logger: Logger): void {
+function prefetchJwks(prefetch: () => Promise<number>, logger: Logger, stopped: () => boolean): void {
+  // jose's fetch cannot be aborted: one that ends after the node stopped says nothing.
   prefetch().then(
-    (keys) => logger.info({ keys }, 'JWKS fetched'),
-    (err: unknown) => logger.warn({ ...outageFields(err) }, 'cannot fetch the JWKS: clients are refused 503 until it can be fetched'),
+    (keys) => { if (!stopped()) logger.info({ keys }, 'JWKS fetched'); },
+    (err: unknown) => { if (!stopped()) logger.warn({ ...outageFields(err) }, 'cannot fetch the JWKS: clients are refused 503 until it can be fetched'); },
   );
 }

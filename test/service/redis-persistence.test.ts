@@ -122,3 +122,12 @@ test('redisUptimeMs answers the server\'s uptime in ms', async () => {
   const after = await seconds();
   assert.ok(ms >= before * 1000 && ms <= after * 1000, `${ms} ms, ${before}..${after} s`);
 });
+
+test('a Redis user not allowed INFO is not second-guessed: the version check is skipped and the service starts', async (t) => {
+  await admin.call('ACL', 'SETUSER', 'noinfo', 'on', '>noinfo-password', '~*', '&*', '+@all', '-info');
+  t.after(() => admin.call('ACL', 'DELUSER', 'noinfo'));
+  const url = server.url.replace('redis://', 'redis://noinfo:noinfo-password@');
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' });
+  const service = await startService(config, capturingLogger().logger);
+  await service.close();
+});
