@@ -91,17 +91,23 @@ async function pathProblem(target: string): Promise<string | undefined> {
   }
 }
 
-/** The first symbolic link on the way to `target` (root first) whose target does not exist, worded; undefined: none. */
+/**
+ * The first symbolic link on the way to `target` (root first) that leads nowhere — its
+ * target does not exist, or links lead back to it (ELOOP) — worded; undefined: none.
+ */
 async function danglingLink(target: string): Promise<string | undefined> {
   const levels: string[] = [];
   for (let at = path.resolve(target); path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
   for (const level of levels) {
     const info = await lstat(level).catch(() => undefined);
     if (info === undefined) return undefined;
-    if (info.isSymbolicLink() && (await stat(level).catch(() => undefined)) === undefined) {
-      const to = await readlink(level).catch(() => '?');
-      return `${level} is a symbolic link to ${to}, which does not exist`;
-    }
+    if (!info.isSymbolicLink()) continue;
+    const code = await stat(level).then(() => undefined, (err: NodeJS.ErrnoException) => err.code ?? 'ENOENT');
+    if (code === undefined) continue;
+    const to = await readlink(level).catch(() => '?');
+    return code === 'ELOOP'
+      ? `${level} is a symbolic link to ${to}, which leads back to itself (a loop of links)`
+      : `${level} is a symbolic link to ${to}, which does not exist`;
   }
   return undefined;
 }

@@ -111,3 +111,15 @@ test('makeDir through a symbolic link that points nowhere names the link and whe
   await makeDir(path.join(link, 'store', 'p0'));
   assert.ok((await stat(path.join(gone, 'store', 'p0'))).isDirectory());
 });
+
+test('makeDir through a loop of symbolic links names the link and the loop', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const [a, b] = [path.join(root, 'a'), path.join(root, 'b')];
+  await symlink(b, a);
+  await symlink(a, b);
+  await assert.rejects(makeDir(path.join(a, 'secrets')), (err: Error) => {
+    assert.equal(err.message, `cannot create ${path.join(a, 'secrets')}: ${a} is a symbolic link to ${b}, which leads back to itself (a loop of links)`);
+    return true;
+  });
+});
