@@ -301,6 +301,8 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     /** What a frame printed does: epoch and last_seq follow it, and a msg or gap is acked. */
     let handled = 0;
     const onPrinted = (frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number }): void => {
+      // The first msg or gap after a null epoch names the epoch (docs/protocol.md, `msg`).
+      if ((frame.t === 'msg' || frame.t === 'gap') && typeof frame.epoch === 'string') epoch = frame.epoch;
       if (frame.t === 'welcome') {
         epoch = frame.epoch;
         lastSeq = (frame.resume_from ?? 1) - 1;
@@ -309,13 +311,10 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
         epoch = frame.epoch;
         lastSeq = 0;
       } else if (frame.t === 'gap' && typeof frame.to === 'number') {
-        // The first msg or gap after a null epoch names the epoch (docs/protocol.md, `msg`).
-        if (typeof frame.epoch === 'string') epoch = frame.epoch;
         // A redelivery round's gap or msg is of a seq sent before: last_seq never goes back.
         lastSeq = Math.max(lastSeq ?? 0, frame.to);
         if (ack) ws.send(ackFrame(frame.to, epoch));
       } else if (frame.t === 'msg' && typeof frame.seq === 'number') {
-        if (typeof frame.epoch === 'string') epoch = frame.epoch;
         lastSeq = Math.max(lastSeq ?? 0, frame.seq);
         handled += 1;
         if (ack) ws.send(ackFrame(frame.seq, epoch));

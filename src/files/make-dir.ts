@@ -30,15 +30,20 @@ export async function makeDir(dir: string, mode?: number): Promise<void> {
   }
 }
 
+/** The folders of absolute path `dir` from the one under the root down to `dir` itself. */
+function levelsOf(dir: string): string[] {
+  const levels: string[] = [];
+  for (let at = dir; path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
+  return levels;
+}
+
 /**
  * Makes `dir` and each missing folder above it, top down.
  * @throws the first failure's error (EEXIST where a file stands at `dir` itself;
  *   ENOTDIR where one stands above it)
  */
 async function makeEachLevel(dir: string, mode: number | undefined): Promise<void> {
-  const levels: string[] = [];
-  for (let at = dir; path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
-  for (const level of levels) {
+  for (const level of levelsOf(dir)) {
     try {
       await mkdir(level, mode === undefined ? {} : { mode });
     } catch (err) {
@@ -96,9 +101,7 @@ async function pathProblem(target: string): Promise<string | undefined> {
  * target does not exist, or links lead back to it (ELOOP) — worded; undefined: none.
  */
 async function danglingLink(target: string): Promise<string | undefined> {
-  const levels: string[] = [];
-  for (let at = path.resolve(target); path.dirname(at) !== at; at = path.dirname(at)) levels.unshift(at);
-  for (const level of levels) {
+  for (const level of levelsOf(path.resolve(target))) {
     const info = await lstat(level).catch(() => undefined);
     if (info === undefined) return undefined;
     if (!info.isSymbolicLink()) continue;
