@@ -29,8 +29,8 @@ export const MAX_CONTROL_FRAMES = 300;
 /** The window of {@link MAX_CONTROL_FRAMES}, ms. */
 export const CONTROL_FRAME_WINDOW_MS = 30_000;
 
-/** A connection's counter of frames other than `ack`: made by its first such frame (most connections send none). */
-export function controlFrameLimiter(): RateLimiter {
+/** A connection's counter of frames other than `ack`. */
+function controlFrameLimiter(): RateLimiter {
   return new RateLimiter({ tokensPerInterval: MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
 }
 
@@ -46,11 +46,38 @@ export const controlFrameLimitReason = `more than ${MAX_CONTROL_FRAMES} frames o
  * without limit (a security tester's finding).
  * @param window `PIXIU_DELIVERY_WINDOW`, messages
  */
-export function refusedAckLimiter(window: number): RateLimiter {
+function refusedAckLimiter(window: number): RateLimiter {
   return new RateLimiter({ tokensPerInterval: window + MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
 }
 
 /** The close reason past {@link refusedAckLimiter}'s budget (close code 4003). */
 export function refusedAckLimitReason(window: number): string {
   return `more than ${window + MAX_CONTROL_FRAMES} acks refused in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+}
+
+/**
+ * One connection's budgets of the frames that each cost the node an answer: frames
+ * other than `ack` ({@link MAX_CONTROL_FRAMES}) and acks refused
+ * ({@link refusedAckLimiter}). Made by the first such frame (most connections send
+ * none); each limiter by the first frame it counts.
+ */
+export class FrameBudget {
+  readonly #window: number;
+  #control: RateLimiter | undefined;
+  #refusedAcks: RateLimiter | undefined;
+
+  /** @param window `PIXIU_DELIVERY_WINDOW`, messages */
+  constructor(window: number) {
+    this.#window = window;
+  }
+
+  /** Takes one frame other than `ack`. @returns the close reason (code 4003) past the budget, else undefined */
+  control(): string | undefined {
+    return (this.#control ??= controlFrameLimiter()).tryRemoveTokens(1) ? undefined : controlFrameLimitReason;
+  }
+
+  /** Takes one refused ack. @returns the close reason (code 4003) past the budget, else undefined */
+  refusedAck(): string | undefined {
+    return (this.#refusedAcks ??= refusedAckLimiter(this.#window)).tryRemoveTokens(1) ? undefined : refusedAckLimitReason(this.#window);
+  }
 }

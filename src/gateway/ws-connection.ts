@@ -18,7 +18,7 @@ import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { FrameRefused, isAckFrame, readClientFrame, type ClientFrame } from './client-frames.js';
 import { afterWrite, drained, wakeAll } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import { MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, controlFrameLimiter, controlFrameLimitReason, refusedAckLimiter, refusedAckLimitReason } from './frame-limits.js';
+import { FrameBudget, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
@@ -62,10 +62,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** Catch-ups waiting for a pause to end ({@link whenWritable}); undefined: none (most connections). */
   #drainWaiters: (() => void)[] | undefined;
   #badFrames = 0;
-  /** Made by the first frame other than `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
-  #controlFrames: ReturnType<typeof controlFrameLimiter> | undefined;
-  /** Made by the first ack refused: see {@link refusedAckLimiter}. */
-  #refusedAcks: ReturnType<typeof refusedAckLimiter> | undefined;
+  /** Made by the first frame other than an accepted `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
+  #budget: FrameBudget | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -257,8 +255,14 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * @returns false when the connection was closed
    */
   #chargeControlFrame(): boolean {
-    if ((this.#controlFrames ??= controlFrameLimiter()).tryRemoveTokens(1)) return true;
-    this.close(CloseCode.protocolAbuse, controlFrameLimitReason);
+    return this.#charge((budget) => budget.control());
+  }
+
+  /** Takes from the connection's {@link FrameBudget}; past it, closes 4003. @returns false when closed */
+  #charge(take: (budget: FrameBudget) => string | undefined): boolean {
+    const reason = take(this.#budget ??= new FrameBudget(this.#deps.config.deliveryWindow));
+    if (reason === undefined) return true;
+    this.close(CloseCode.protocolAbuse, reason);
     return false;
   }
 
@@ -288,10 +292,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
         // An ack refused (above the last seq sent) is answered with an error frame: a
         // flood of them had the node answer each without limit (a security tester's
         // finding), so they have a budget of their own (frame-limits.ts).
-        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused'
-          && !(this.#refusedAcks ??= refusedAckLimiter(this.#deps.config.deliveryWindow)).tryRemoveTokens(1)) {
-          this.close(CloseCode.protocolAbuse, refusedAckLimitReason(this.#deps.config.deliveryWindow));
-        }
+        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused') this.#charge((budget) => budget.refusedAck());
         return undefined;
       case 'ping':
         this.send('{"t":"pong"}', 'pong');
