@@ -260,18 +260,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     redis.on('ready', () => ownership.renewNow());
     logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase }, 'pixiu listening');
-    let stopped = false;
-    if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => stopped);
-
     let closing: Promise<void> | undefined;
+    if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => closing !== undefined);
     return {
       url,
       app,
       secrets,
-      close: () => {
-        stopped = true;
-        return (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped')));
-      },
+      close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
     };
   } catch (err) {
@@ -288,7 +283,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
  * warning naming the URL and the fault, where it was found at the first client (a
  * fresh tester's finding); a good one is logged with its number of usable keys, and
  * the first client need not wait for the fetch. Nothing is logged once the node
- * stopped (`stopped`).
+ * began to stop (`stopped`).
  */
 function prefetchJwks(prefetch: () => Promise<number>, logger: Logger, stopped: () => boolean): void {
   // jose's fetch cannot be aborted: one that ends after the node stopped says nothing.
