@@ -3,9 +3,10 @@
  * on the socket pass the high-water mark (`PIXIU_SOCKET_HIGH_WATER`), resumes once
  * they drain below half of it, and the connection is closed 4009 when the queue
  * passes the hard cap (`PIXIU_SOCKET_HARD_CAP`) or stays paused longer than
- * `PIXIU_PAUSED_TIMEOUT`. These functions decide; the connection keeps the one piece
- * of state (its paused-too-long timer) and acts (ws-connection.ts). No object per
- * connection: an idle connection's memory is a target (bench:e2e, case c).
+ * `PIXIU_PAUSED_TIMEOUT`. These functions decide and the connection acts
+ * (ws-connection.ts); its one piece of state is a {@link Pause}, made when delivery
+ * pauses and dropped when the pause ends. No object per connection otherwise: an idle
+ * connection's memory is a target (bench:e2e, case c).
  */
 
 /** The settings read (bytes). */
@@ -33,7 +34,35 @@ export function drained(buffered: number, paused: boolean, limits: BackpressureL
   return paused && buffered < limits.socketHighWaterBytes / 2;
 }
 
-/** Calls each of `waiters` (a connection's catch-ups waiting for a pause to end), if any. */
-export function wakeAll(waiters: readonly (() => void)[] | undefined): void {
-  if (waiters !== undefined) for (const wake of waiters) wake();
+/**
+ * A connection's pause, from the write that crossed the high-water mark to the
+ * {@link drained} write or the close: its paused-too-long timer and the catch-ups
+ * waiting for it to end (broadcasts from `last_bseq`, a channel's history).
+ */
+export class Pause {
+  readonly #timer: NodeJS.Timeout;
+  /** Made by the first waiter (most pauses have none). */
+  #waiters: (() => void)[] | undefined;
+
+  /**
+   * Starts the paused-too-long timer.
+   * @param timeoutMs `PIXIU_PAUSED_TIMEOUT`, ms
+   * @param onTimeout called once the pause has lasted `timeoutMs` (the connection closes 4009)
+   */
+  constructor(timeoutMs: number, onTimeout: () => void) {
+    this.#timer = setTimeout(onTimeout, timeoutMs);
+  }
+
+  /** A promise that resolves when the pause ends ({@link end}). */
+  whenOver(): Promise<void> {
+    return new Promise((resolve) => (this.#waiters ??= []).push(resolve));
+  }
+
+  /** Ends the pause: stops the timer and wakes every waiter once. Idempotent. */
+  end(): void {
+    clearTimeout(this.#timer);
+    const waiters = this.#waiters;
+    this.#waiters = undefined;
+    if (waiters !== undefined) for (const wake of waiters) wake();
+  }
 }

@@ -55,16 +55,21 @@ export function refusedAckLimitReason(window: number): string {
   return `more than ${window + MAX_CONTROL_FRAMES} acks refused in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 }
 
+/** The close reason past {@link MAX_BAD_FRAMES} (close code 4003). */
+export const badFrameLimitReason = 'too many malformed frames';
+
 /**
  * One connection's budgets of the frames that each cost the node an answer: frames
- * other than `ack` ({@link MAX_CONTROL_FRAMES}) and acks refused
- * ({@link refusedAckLimiter}). Made by the first such frame (most connections send
- * none); each limiter by the first frame it counts.
+ * other than `ack` ({@link MAX_CONTROL_FRAMES}), acks refused
+ * ({@link refusedAckLimiter}) and malformed frames ({@link MAX_BAD_FRAMES}, over the
+ * connection's life). Made by the first such frame (most connections send none); each
+ * limiter by the first frame it counts.
  */
 export class FrameBudget {
   readonly #window: number;
   #control: RateLimiter | undefined;
   #refusedAcks: RateLimiter | undefined;
+  #badFrames = 0;
 
   /** @param window `PIXIU_DELIVERY_WINDOW`, messages */
   constructor(window: number) {
@@ -79,5 +84,11 @@ export class FrameBudget {
   /** Takes one refused ack. @returns the close reason (code 4003) past the budget, else undefined */
   refusedAck(): string | undefined {
     return (this.#refusedAcks ??= refusedAckLimiter(this.#window)).tryRemoveTokens(1) ? undefined : refusedAckLimitReason(this.#window);
+  }
+
+  /** Counts one malformed frame. @returns the close reason (code 4003) past {@link MAX_BAD_FRAMES}, else undefined */
+  badFrame(): string | undefined {
+    this.#badFrames += 1;
+    return this.#badFrames > MAX_BAD_FRAMES ? badFrameLimitReason : undefined;
   }
 }

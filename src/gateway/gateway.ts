@@ -14,7 +14,7 @@ import { BroadcastFanout } from '../broadcast/fanout.js';
 import { BroadcastReader } from '../broadcast/reader.js';
 import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
-import { Bus, type KickMessage } from '../cluster/bus.js';
+import { Bus } from '../cluster/bus.js';
 import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
 import { Presence } from '../cluster/presence.js';
@@ -33,13 +33,13 @@ import { connectRoute } from './connect-route.js';
 import { corkFlushBytes } from './tick-cork.js';
 import { guardUpgrades } from './upgrade-guard.js';
 import type { GatewayDeps } from './gateway-deps.js';
+import { Kicks } from './kicks.js';
 import { meRoutes } from './me-routes.js';
 import { PendingHandshakes } from './pending-handshakes.js';
 import { presenceRoutes } from './presence-routes.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
-import { outageFields } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
@@ -50,10 +50,6 @@ const FANOUT_CHUNK_FRAMES = 500;
 const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
 const RECONNECT_HEARTBEAT_SPREAD_MS = 1000;
-/** How often a kick no subscriber received is sent again while its node is registered, ms. */
-const KICK_RETRY_MS = 250;
-/** How long such a kick is sent again, ms: a subscriber reconnects within its 2 s back-off and a connect. */
-const KICK_RETRY_FOR_MS = 10_000;
 
 /** What the gateway is built from. */
 export interface GatewayOptions {
@@ -103,6 +99,7 @@ export class Gateway implements GatewayDeps {
   readonly #fanout: BroadcastFanout;
   readonly #reader: BroadcastReader;
   readonly #channelHub: ChannelHub;
+  readonly #kicks: Kicks;
   /** This node's shared settings in Redis, once published. */
   #settings: SharedSettingsAnnouncement | undefined;
 
@@ -157,7 +154,7 @@ export class Gateway implements GatewayDeps {
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,
       onNotify: (user, seq) => this.hub.notify(user, seq),
-      onKick: (kick) => this.#kickLocal(kick),
+      onKick: (kick) => this.#kicks.local(kick),
       onGone: (gone, users) => {
         // No subscriber got the notify. A node still registered is not gone: its
         // subscriber may be reconnecting (Redis restarted), and dropping its presence
@@ -168,6 +165,10 @@ export class Gateway implements GatewayDeps {
       },
       // The subscriber is back: notifies published meanwhile were lost.
       onResubscribed: () => this.#heartbeatAllSoon(),
+    });
+    this.#kicks = new Kicks({
+      node, bus: this.#bus, registry: this.#registry, presence: this.presence, handshakes: this.handshakes,
+      hub: this.hub, accepting: () => this.state.accepting, logger,
     });
     this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);
     this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs);
@@ -284,58 +285,14 @@ export class Gateway implements GatewayDeps {
     for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq);
   }
 
-  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it. */
+  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it (kicks.ts). */
   kickConnection(user: string, conn: string, node: string, code: number, reason: string): void {
-    if (node === this.node) {
-      this.#kickLocal({ t: 'kick', user, conn, code, reason });
-      return;
-    }
-    this.#bus.kick(node, { t: 'kick', user, conn, code, reason })
-      .catch((err: unknown) => this.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent'));
+    this.#kicks.connection(user, conn, node, code, reason);
   }
 
-  /** Closes a user's connections on every node (all, or one device's). */
-  async kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number> {
-    const entries = (await this.presence.list(user)).filter((e) => device === undefined || e.device === device);
-    const nodes = new Set(entries.map((e) => e.node));
-    for (const n of nodes) {
-      const kick: KickMessage = device === undefined ? { t: 'kick', user, code, reason } : { t: 'kick', user, device, code, reason };
-      if (n === this.node) this.#kickLocal(kick);
-      else if (!(await this.#bus.kick(n, kick))) {
-        // No subscriber received it: the node is gone, or alive with its subscriber
-        // reconnecting. Its entries are removed below either way, so a live node would
-        // keep the connections open and write them back at their next refresh: the
-        // kick is sent again, naming each connection (not to close ones opened since).
-        this.#kickAgain(n, entries.filter((e) => e.node === n).map((e) => ({ t: 'kick', user, conn: e.conn, code, reason })));
-      }
-    }
-    // Freed now rather than when each node closes them: a crashed node's connections
-    // would hold the user's slots until its registration lapsed (docs/api.md "Presence").
-    await this.presence.removeConns(user, entries.map((e) => e.conn));
-    return entries.length;
-  }
-
-  /**
-   * Sends `kicks` to `node` again every {@link KICK_RETRY_MS} while no subscriber
-   * receives them and the node is still registered (its subscriber reconnecting), for
-   * up to {@link KICK_RETRY_FOR_MS}. Never rejects.
-   */
-  #kickAgain(node: string, kicks: readonly KickMessage[]): void {
-    const until = performance.now() + KICK_RETRY_FOR_MS;
-    const attempt = async (): Promise<void> => {
-      if (!this.state.accepting) return; // shutting down: its Redis is closing
-      try {
-        if (!(await this.#registry.isRegistered(node))) return;
-        let received = false;
-        for (const kick of kicks) received = (await this.#bus.kick(node, kick)) || received;
-        if (received) return;
-      } catch {
-        // Redis failing: tried again below.
-      }
-      if (performance.now() < until) setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
-      else this.logger.warn({ node, conns: kicks.map((k) => k.conn) }, 'kick not received by its node; its connections stay open until they close');
-    };
-    setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
+  /** Closes a user's connections on every node (all, or one device's) (kicks.ts). @returns how many presence listed */
+  kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number> {
+    return this.#kicks.user(user, device, code, reason);
   }
 
   /** Now by Redis's clock (the node registry's, NodeRegistry.now), ms: what presence entries expire by. */
@@ -391,15 +348,5 @@ export class Gateway implements GatewayDeps {
    */
   #heartbeatAllSoon(): void {
     for (const c of this.#open) c.heartbeatSoon(RECONNECT_HEARTBEAT_SPREAD_MS);
-  }
-
-  /** Closes the local connections a kick names, and marks its pending handshakes. */
-  #kickLocal(kick: KickMessage): void {
-    this.handshakes.kick(kick, { code: kick.code, reason: kick.reason });
-    for (const c of this.hub.connectionsOf(kick.user)) {
-      if ((kick.conn === undefined || c.id === kick.conn) && (kick.device === undefined || c.device === kick.device)) {
-        c.close(kick.code, kick.reason);
-      }
-    }
   }
 }

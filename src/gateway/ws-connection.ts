@@ -15,10 +15,11 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { FrameRefused, isAckFrame, readClientFrame, type ClientFrame } from './client-frames.js';
-import { afterWrite, drained, wakeAll } from './backpressure.js';
+import { FrameRefused, isAckFrame, readClientFrame } from './client-frames.js';
+import { channelFrame } from './channel-frames.js';
+import { afterWrite, drained, Pause } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import { FrameBudget, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
+import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
@@ -57,11 +58,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #session: UserSession | undefined;
   #expiresAtMs: number;
   #lastSeen = Date.now();
-  /** Runs while delivery is paused by backpressure: paused exactly while set (backpressure.ts). */
-  #pausedTimer: NodeJS.Timeout | undefined;
-  /** Catch-ups waiting for a pause to end ({@link whenWritable}); undefined: none (most connections). */
-  #drainWaiters: (() => void)[] | undefined;
-  #badFrames = 0;
+  /** Delivery is paused by backpressure exactly while set (backpressure.ts). */
+  #pause: Pause | undefined;
   /** Made by the first frame other than an accepted `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
   #budget: FrameBudget | undefined;
   #closed = false;
@@ -173,12 +171,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (backpressure.ts). */
   #checkBuffered(): void {
-    const verdict = afterWrite(this.#ws.bufferedAmount, this.#pausedTimer !== undefined, this.#deps.config);
+    const verdict = afterWrite(this.#ws.bufferedAmount, this.#pause !== undefined, this.#deps.config);
     if (verdict === 'close') {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
     } else if (verdict === 'pause') {
-      const pausedTooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
-      this.#pausedTimer = setTimeout(pausedTooLong, this.#deps.config.pausedTimeoutMs);
+      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'));
       this.#session?.pause(this.id);
     }
   }
@@ -218,22 +215,17 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * socket's queue past the hard cap (4009) on a client that reads at its pace.
    */
   whenWritable(): Promise<void> | undefined {
-    if (this.#closed || this.#pausedTimer === undefined) return undefined;
-    return new Promise((resolve) => (this.#drainWaiters ??= []).push(resolve));
-  }
-
-  #wakeDrainWaiters(): void {
-    wakeAll(this.#drainWaiters);
-    this.#drainWaiters = undefined;
+    if (this.#closed) return undefined;
+    return this.#pause?.whenOver();
   }
 
   /** The socket drained: resume delivery once below half the high-water mark. */
   readonly #onWritten = (): void => {
-    if (!drained(this.#ws.bufferedAmount, this.#pausedTimer !== undefined, this.#deps.config)) return;
-    clearTimeout(this.#pausedTimer);
-    this.#pausedTimer = undefined;
+    const pause = this.#pause;
+    if (pause === undefined || !drained(this.#ws.bufferedAmount, true, this.#deps.config)) return;
+    this.#pause = undefined;
+    pause.end();
     this.#session?.drain(this.id);
-    this.#wakeDrainWaiters();
   };
 
   /**
@@ -242,7 +234,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    */
   #onPing(data: Buffer): void {
     this.#lastSeen = Date.now();
-    if (this.#closed || !this.#chargeControlFrame()) return;
+    if (this.#closed || !this.#charge('control')) return;
     this.#ws.pong(data);
     // Held to the send buffer's limits like any frame: a client that pings and never
     // reads would otherwise grow the pongs queued for it without end.
@@ -250,17 +242,13 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   /**
-   * Takes one of the connection's {@link MAX_CONTROL_FRAMES} for a frame other than an
-   * accepted `ack`; past them, closes it 4003.
+   * Takes from the connection's {@link FrameBudget} (frames other than an accepted
+   * `ack`: {@link MAX_CONTROL_FRAMES}; refused acks; malformed frames); past it, closes
+   * the connection 4003.
    * @returns false when the connection was closed
    */
-  #chargeControlFrame(): boolean {
-    return this.#charge((budget) => budget.control());
-  }
-
-  /** Takes from the connection's {@link FrameBudget}; past it, closes 4003. @returns false when closed */
-  #charge(take: (budget: FrameBudget) => string | undefined): boolean {
-    const reason = take(this.#budget ??= new FrameBudget(this.#deps.config.deliveryWindow));
+  #charge(kind: 'control' | 'refusedAck' | 'badFrame'): boolean {
+    const reason = (this.#budget ??= new FrameBudget(this.#deps.config.deliveryWindow))[kind]();
     if (reason === undefined) return true;
     this.close(CloseCode.protocolAbuse, reason);
     return false;
@@ -282,7 +270,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
     const frame = readClientFrame(data, isBinary);
     // Frames other than acks, bad ones included, are held to MAX_CONTROL_FRAMES.
-    if ((frame instanceof PixiuError || frame.t !== 'ack') && !this.#chargeControlFrame()) return undefined;
+    if ((frame instanceof PixiuError || frame.t !== 'ack') && !this.#charge('control')) return undefined;
     if (frame instanceof PixiuError) {
       this.#refuse(frame);
       return undefined;
@@ -292,7 +280,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
         // An ack refused (above the last seq sent) is answered with an error frame: a
         // flood of them had the node answer each without limit (a security tester's
         // finding), so they have a budget of their own (frame-limits.ts).
-        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused') this.#charge((budget) => budget.refusedAck());
+        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused') this.#charge('refusedAck');
         return undefined;
       case 'ping':
         this.send('{"t":"pong"}', 'pong');
@@ -302,41 +290,22 @@ export class WsConnection implements DeliveryConnection, Ticking {
         return this.#refresh(frame.token);
       case 'sub':
       case 'unsub':
-        return this.#channelFrame(frame);
+        return channelFrame(frame, this.#connectionChannels(), {
+          sendError: (err, ref) => this.sendError(err, ref),
+          refuse: (err, ref) => this.#refuse(err, ref),
+        });
     }
   }
 
-  /**
-   * `sub` / `unsub` (the connection's channels are made on the first one): success is
-   * silent; a refusal is an error frame naming the channel.
-   */
-  #channelFrame(frame: Extract<ClientFrame, { t: 'sub' | 'unsub' }>): Promise<void> | undefined {
-    const ref: ErrorRef = { t: frame.t, channel: frame.channel };
+  /** The connection's channels, made by its first `sub` or `unsub`; undefined when this service has none. */
+  #connectionChannels(): ConnectionChannels | undefined {
     const deps = this.#deps.channels;
-    if (!deps) {
-      this.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'), ref);
-      return undefined;
-    }
-    const channels = (this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this));
-    const done = frame.t === 'sub' ? channels.sub(frame.channel, frame.since) : channels.unsub(frame.channel);
-    return done.catch((err: unknown) => {
-      const e = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'channel operation failed, retry');
-      // A malformed sub (bad name or since) is a bad frame and counts towards the
-      // abuse limit; a well-formed one refused (FORBIDDEN, RATE_LIMITED) or an outage
-      // is not the client's protocol fault (docs/protocol.md, "Client → server").
-      if (e.code === 'INVALID_REQUEST') this.#refuse(e, ref);
-      else this.sendError(e, ref);
-    });
+    return deps && (this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this));
   }
 
   /** Answers a malformed frame (`ref`: by default the one a FrameRefused names); too many close the connection 4003 (protocol abuse). */
   #refuse(err: PixiuError, ref = err instanceof FrameRefused ? err.ref : undefined): void {
-    this.#badFrames += 1;
-    if (this.#badFrames > MAX_BAD_FRAMES) {
-      this.close(CloseCode.protocolAbuse, 'too many malformed frames');
-      return;
-    }
-    this.sendError(err, ref);
+    if (this.#charge('badFrame')) this.sendError(err, ref);
   }
 
   /** `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts). */
@@ -419,8 +388,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     void this.#channels?.closeAll();
     this.#closed = true;
     this.#deps.clock.delete(this);
-    clearTimeout(this.#pausedTimer);
-    this.#wakeDrainWaiters();
+    this.#pause?.end();
+    this.#pause = undefined;
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.

@@ -4,12 +4,12 @@
  * high-water mark, closes the connection (4009) past the hard cap, and a pause ends only
  * once the queue has drained below half the high-water mark — not as soon as it dips
  * under the mark, which would pause and resume the connection on every other frame.
- * The functions are pure; the end-to-end behaviour on real sockets is
+ * The functions are pure (a Pause keeps its timer and waiters); the end-to-end behaviour on real sockets is
  * test/gateway/backpressure.test.ts.
  */
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { afterWrite, drained, wakeAll } from '../../src/gateway/backpressure.js';
+import { afterWrite, drained, Pause } from '../../src/gateway/backpressure.js';
 
 const LIMITS = { socketHighWaterBytes: 1000, socketHardCapBytes: 8000 };
 
@@ -31,11 +31,35 @@ test('drained: a pause ends only below half the high-water mark (hysteresis), an
   assert.equal(drained(0, false, LIMITS), false, 'not paused: nothing to resume');
 });
 
-test('wakeAll calls every waiter once, and accepts none', () => {
+test('a Pause calls its timeout once it has lasted the paused timeout, unless it ended first', (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.after(() => mock.timers.reset());
+  let timedOut = 0;
+  const lasting = new Pause(1000, () => { timedOut += 1; });
+  mock.timers.tick(999);
+  assert.equal(timedOut, 0);
+  mock.timers.tick(1);
+  assert.equal(timedOut, 1, 'paused too long: the connection is closed 4009');
+  lasting.end();
+
+  let endedTimedOut = 0;
+  const ended = new Pause(1000, () => { endedTimedOut += 1; });
+  mock.timers.tick(500);
+  ended.end();
+  mock.timers.tick(5000);
+  assert.equal(endedTimedOut, 0, 'a pause that ended stops its timer');
+});
+
+test('a Pause wakes every waiter once when it ends, and ending it again wakes none', async () => {
+  const pause = new Pause(60_000, () => assert.fail('not to time out'));
   const woken: number[] = [];
-  wakeAll([() => woken.push(1), () => woken.push(2)]);
+  const waits = [pause.whenOver().then(() => woken.push(1)), pause.whenOver().then(() => woken.push(2))];
+  await Promise.resolve();
+  assert.deepEqual(woken, [], 'not before the pause ends');
+  pause.end();
+  await Promise.all(waits);
   assert.deepEqual(woken, [1, 2]);
-  wakeAll(undefined);
-  wakeAll([]);
+  pause.end();
+  await Promise.resolve();
   assert.deepEqual(woken, [1, 2]);
 });
