@@ -34,6 +34,8 @@
  *
  * Environment: BENCH_E2E_CASES (default `c,a,b`) runs a subset; BENCH_E2E_CPU_PROF=<dir>
  * runs the server with --cpu-prof into that dir (written at its graceful exit);
+ * BENCH_E2E_ALLOC_PROF=<file> writes where the server allocated, collected objects
+ * included, as a .heapprofile (bench/lib/alloc-prof.mjs; also at its graceful exit);
  * BENCH_E2E_SERVER_ENV='{"PIXIU_STORE_DURABILITY":"relaxed"}' (a JSON object) adds
  * environment variables to the server's, to compare settings; BENCH_E2E_TRACE_MS=<ms> makes
  * the load process print, after each step of (a), the spells of messages slower than
@@ -84,10 +86,12 @@ const WARMUP = { rate: 500, seconds: 2 };
 /** prom-client's event-loop delay sampling interval (its `eventLoopMonitoringPrecision` default), ms. */
 const LOOP_SAMPLE_MS = 10;
 const GC_HOOK = path.join(REPO_ROOT, 'bench/lib/gc-hook.mjs');
+const ALLOC_PROF = path.join(REPO_ROOT, 'bench/lib/alloc-prof.mjs');
 const TARGETS = ['pixiu', 'bare'] as const;
 
 const cases = new Set((process.env.BENCH_E2E_CASES ?? 'c,a,b').split(',').map((s) => s.trim()));
 const cpuProfDir = process.env.BENCH_E2E_CPU_PROF;
+const allocProfFile = process.env.BENCH_E2E_ALLOC_PROF;
 
 /** One measured step, judged, with the CPU use of the processes during it. */
 interface Step {
@@ -174,10 +178,14 @@ async function main(): Promise<void> {
   await raw.config('SET', 'latency-monitor-threshold', '20');
   try {
     // --cpu-prof is not allowed in NODE_OPTIONS: it goes with the node arguments.
-    const profArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
+    const profArgs = [
+      ...(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : []),
+      ...(allocProfFile ? ['--import', ALLOC_PROF] : []),
+    ];
     const pixiu = await spawnCompiledServe([...profArgs, '--import', GC_HOOK], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
-      PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc', ...JSON.parse(process.env.BENCH_E2E_SERVER_ENV ?? '{}') as Record<string, string>,
+      PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_LOG_LEVEL: 'info', NODE_OPTIONS: '--expose-gc',
+      ...(allocProfFile ? { BENCH_ALLOC_PROF_FILE: path.resolve(allocProfFile) } : {}), ...JSON.parse(process.env.BENCH_E2E_SERVER_ENV ?? '{}') as Record<string, string>,
     }, files);
     const bare = await spawnListening(['--import', GC_HOOK, 'bench/lib/bare-ws-relay.ts'], { NODE_OPTIONS: '--expose-gc' }, files, 'bare ws relay listening');
     const servers: Record<TargetKind, ServeProcess> = { pixiu, bare };
@@ -187,7 +195,7 @@ async function main(): Promise<void> {
     printConditions({
       'load average at start': loadAtStart,
       redis: `${/redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown'} (private, AOF off)`,
-      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, default settings (store fsync, 8 partitions, window 100)${cpuProfDir ? ', --cpu-prof' : ''}`,
+      pixiu: `pixiu serve child process, ${SERVE_DESCRIPTION}, default settings (store fsync, 8 partitions, window 100)${cpuProfDir ? ', --cpu-prof' : ''}${allocProfFile ? ', allocation profile' : ''}`,
       load: 'one child process: ws clients (one device per user, ack per msg) + node:http producers (64 keep-alive connections, open loop), '
         + 'single messages without client_msg_id, ~250-byte bodies',
     });
@@ -372,6 +380,7 @@ async function main(): Promise<void> {
     await bare.term();
     const exit = await pixiu.term();
     if (cpuProfDir) console.log(`server profile in ${cpuProfDir} (pixiu exit ${exit.code ?? exit.signal ?? ''})`);
+    if (allocProfFile) console.log(`server allocation profile in ${allocProfFile} (pixiu exit ${exit.code ?? exit.signal ?? ''})`);
     console.log(`load average at end: ${loadavg()} · run took ${fmt((performance.now() - began) / 1000, 0)} s`);
     const latency = await raw.call('LATENCY', 'LATEST') as [string, number, number, number][];
     console.log(`redis events over 20 ms (LATENCY LATEST: event, latest ms, max ms): ${latency.length === 0 ? 'none' : latency.map(([event, , last, max]) => `${event} ${last}/${max}`).join(', ')}`);
