@@ -4,7 +4,7 @@
  * asked for its records.
  *
  * - A claim is permanent: partition number → store id, in one hash, taken by
- *   `lua/partition-claim-2.lua` (lowest free aligned block on a data dir's first
+ *   `lua/partition-claim-3.lua` (lowest free aligned block on a data dir's first
  *   start, re-asserted on every start and heartbeat). No two stores hold one
  *   partition, so no two nodes mint the same MsgID.
  * - A lease is temporary: store id → `{url, node}` with a TTL, renewed by the node's
@@ -22,14 +22,14 @@ export const PARTITION_SPACE = 256;
 
 /** The claim scripts; each header documents KEYS, ARGV and reply. */
 export const CLAIM_SCRIPTS = {
-  claim: { command: 'pxPartitionClaimV1', file: new URL('./lua/partition-claim-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  claim: { command: 'pxPartitionClaimV2', file: new URL('./lua/partition-claim-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   raiseMinted: { command: 'pxMintedRaiseV1', file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `partition-claim-2.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
-    pxPartitionClaimV1(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
+    /** `partition-claim-3.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
+    pxPartitionClaimV2(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
     /** `minted-raise-1.lua`: KEYS minted hash; ARGV partition, counter pairs. */
     pxMintedRaiseV1(minted: string, ...pairs: string[]): Result<number, Context>;
   }
@@ -70,8 +70,13 @@ export interface LeaseState {
 
 /** The answer of a claim or re-assertion. */
 export type ClaimAnswer =
-  /** The block `base .. base + count - 1` is this store's. */
-  | { readonly kind: 'held'; readonly base: number }
+  /**
+   * The block `base .. base + count - 1` is this store's. `known`: this Redis had the
+   * store's description before the call — false on a data dir's first claim, and for
+   * a store with a base when Redis lost its data or is another Redis or key prefix
+   * than the one the store ran with.
+   */
+  | { readonly kind: 'held'; readonly base: number; readonly known: boolean }
   /** `partition` of the block is held by store `owner`; nothing was written. */
   | { readonly kind: 'conflict'; readonly partition: number; readonly owner: string; readonly description: StoreDescription | undefined }
   /** No free block of the store's size is left among the 256 partitions. */
@@ -83,7 +88,7 @@ export type ClaimAnswer =
  */
 export function parseClaimReply(reply: readonly (number | string)[]): ClaimAnswer {
   const [status, a, b, c] = reply;
-  if (status === 1 && typeof a === 'number') return { kind: 'held', base: a };
+  if (status === 1 && typeof a === 'number') return { kind: 'held', base: a, known: b === 1 };
   if (status === -1) return { kind: 'full' };
   if (status === 0 && typeof a === 'number' && typeof b === 'string') {
     return { kind: 'conflict', partition: a, owner: b, description: parseDescription(typeof c === 'string' ? c : '') };
@@ -167,7 +172,7 @@ export class PartitionClaims {
    */
   async claim(storeId: string, count: number, base: number | undefined, description: StoreDescription): Promise<ClaimAnswer> {
     await this.claimsAge();
-    const reply = await redisCall(() => this.#redis.pxPartitionClaimV1(
+    const reply = await redisCall(() => this.#redis.pxPartitionClaimV2(
       this.#keys.storePartitions(), this.#keys.storeDescriptions(),
       storeId, String(count), base === undefined ? '' : String(base), JSON.stringify(description)));
     return parseClaimReply(reply);

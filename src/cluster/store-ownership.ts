@@ -103,7 +103,20 @@ export interface StoreOwnershipOptions {
    */
   readonly runningNodes?: () => Promise<number>;
   readonly redisUptimeMs?: () => Promise<number>;
+  /**
+   * Which Redis and key prefix this is, as the operator named them (a URL without its
+   * password, the prefix), for the error of a store this Redis does not know.
+   */
+  readonly redisName?: string;
 }
+
+/**
+ * The error logged when Redis does not know a store that has a block: what was lost
+ * and what devices see (docs/decisions.md, "Redis without the store's claim").
+ */
+const FORGOTTEN_EFFECTS = 'inboxes and their epochs, ack cursors and room members kept in Redis are not there: '
+  + 'the messages this data dir stored are in no inbox on it (GET /v1/messages/{id} still reads them), a device resuming with last_seq is sent a reset, '
+  + 'one without starts on an empty inbox';
 
 /** The partitions this node's store holds, and their lease. */
 export class StoreOwnership {
@@ -123,6 +136,8 @@ export class StoreOwnership {
   #lease: StoreLease | undefined;
   /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
   readonly #leftBehind: string | undefined;
+  /** Redis did not know this store though the data dir had a block (the claim at start): see {@link checkKnown}. */
+  readonly #unknownAtStart: boolean;
   #blockLost = false;
   /**
    * True while the last re-assertion of the claim found (part of) the block held by
@@ -200,9 +215,10 @@ export class StoreOwnership {
     return moved;
   }
 
-  private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined) {
+  private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined, unknownAtStart: boolean) {
     this.#opts = opts;
     this.#leftBehind = leftBehind;
+    this.#unknownAtStart = unknownAtStart;
     this.storeId = storeId;
     this.partitionBase = base;
     this.partitions = opts.partitions;
@@ -246,7 +262,26 @@ export class StoreOwnership {
     if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));
     const pinned = await pinPartitionBase(opts.dir, layout, answer.base);
     opts.logger.info({ store: pinned.storeId, partitions: partitionSpan(answer.base, opts.partitions) }, 'store partitions claimed');
-    return new StoreOwnership(opts, pinned.storeId, answer.base, description, leftBehind);
+    return new StoreOwnership(opts, pinned.storeId, answer.base, description, leftBehind, layout.partitionBase !== undefined && !answer.known);
+  }
+
+  /**
+   * At start, once the store is open: a data dir that claimed its block on an earlier
+   * start, and stored messages, whose store this Redis does not know (no description
+   * of it) — Redis lost its data while the node was stopped (restarted without its
+   * AOF, flushed, restored from before the store's first start), or this is another
+   * Redis or key prefix than the one it ran with — is logged at error, naming what is
+   * lost. Not refused: after a real loss of Redis's data the service must go on.
+   * @param store the opened store: whether it stored anything (a counter above 0)
+   * @param hint a sentence to add (e.g. that the data dir holds an embedded Redis's files)
+   * @returns true when it was logged
+   */
+  checkKnown(store: MintingStore, hint?: string): boolean {
+    if (!this.#unknownAtStart || !store.counters.some((c) => c > 0)) return false;
+    this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, redis: this.#opts.redisName, ...(hint === undefined ? {} : { hint }) },
+      'this Redis does not know this data dir\'s store, which has stored messages: Redis lost its data while this node was stopped, '
+      + `or it is another Redis or key prefix than the one this data dir ran with; ${FORGOTTEN_EFFECTS}`);
+    return true;
   }
 
   /**
@@ -325,6 +360,12 @@ export class StoreOwnership {
         await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
         await this.#recordMinted();
         return;
+      }
+      // The description is written with the claim at start, and at every renewal: gone
+      // since, Redis lost its data while this node ran (FLUSHALL, a restart without its AOF).
+      if (!answer.known) {
+        logger.error({ store: this.storeId, redis: this.#opts.redisName },
+          `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, or a restart without its AOF); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
       }
       const replaced = await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
       // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first

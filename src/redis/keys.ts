@@ -169,7 +169,7 @@ export class Keys {
 
   /**
    * Hash of store partition claims: MsgID partition byte (decimal) → store id
-   * (DESIGN.md §9; src/cluster/lua/partition-claim-2.lua). The store keys share the
+   * (DESIGN.md §9; src/cluster/lua/partition-claim-3.lua). The store keys share the
    * hash tag `{store}`, so the claim script touches one Cluster slot; they begin with
    * `xiu:`, where no user key does (those begin with `{`).
    */

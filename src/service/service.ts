@@ -20,6 +20,7 @@ import { createRedis } from '../redis/client.js';
 import { requireRedisVersion } from '../redis/version-check.js';
 import { redisUptimeMs, warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
+import { embeddedRedisHint } from '../redis/embedded-hint.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
 import { createVerifier } from '../auth/jwt.js';
@@ -133,6 +134,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       claims, dir: storeDir, partitions: config.partitions, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
       redisUptimeMs: () => redisUptimeMs(redis),
+      redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
     });
     const clusterSecret = await ClusterSecret.load(redis, keys);
     stopAsked();
@@ -162,6 +164,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
+    ownership.checkKnown(store, local === undefined ? await embeddedRedisHint(config.dataDir) : undefined);
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.

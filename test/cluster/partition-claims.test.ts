@@ -1,6 +1,6 @@
 /**
  * Store partition claims (DESIGN.md §2, §9; src/cluster/partition-claims.ts and
- * lua/partition-claim-2.lua) against a private redis-server, each test under its own
+ * lua/partition-claim-3.lua) against a private redis-server, each test under its own
  * key prefix; the claim's life in a data dir (src/cluster/store-ownership.ts,
  * src/store/layout.ts); and the pure helpers.
  */
@@ -102,6 +102,62 @@ test('a re-assertion writes the block back after the claims were lost; a held bl
   // The conflict names the first partition held by another store, not the block's base.
   assert.equal(held(await claims.claim('later', 4, 12, HERE)), 12);
   assert.deepEqual(await claims.claim('intruder', 8, 8, HERE), { kind: 'conflict', partition: 12, owner: 'later', description: HERE });
+});
+
+test('a claim answers whether this Redis knew the store before: not on its first claim, yes on every later one, not again once Redis lost the claims', async () => {
+  const { claims, keys } = freshClaims();
+  const known = async (base: number | undefined): Promise<boolean> => {
+    const answer = await claims.claim('s', 8, base, HERE);
+    assert.equal(answer.kind, 'held', JSON.stringify(answer));
+    return (answer as { known: boolean }).known;
+  };
+  assert.equal(await known(undefined), false, 'a first claim');
+  assert.equal(await known(undefined), true, 'a first claim whose answer was lost, asked again');
+  assert.equal(await known(0), true, 're-asserted by its base');
+  await redis.del(keys.storePartitions(), keys.storeDescriptions());
+  assert.equal(await known(0), false, 'the same data dir after Redis lost its data');
+  assert.equal(await known(0), true);
+});
+
+test('a data dir with stored messages started on a Redis (or key prefix) that does not know its store is logged at error naming what is lost; one that stored nothing, a new one and a known one are not; a renewal that finds the store forgotten logs that Redis lost its data', async (t) => {
+  const before = freshClaims();
+  const dir = await storeDir(t);
+  const first = await StoreOwnership.claim({ claims: before.claims, dir, partitions: 4, logger });
+  const errors = (lines: { level: number; msg?: string }[]): string[] => lines.filter((l) => l.level === 50).map((l) => l.msg ?? '');
+  // A new data dir: nothing to say.
+  const fresh = capturingLogger();
+  const unused = { counters: [0, 0, 0, 0], advanceCounters: () => Promise.resolve() };
+  const stored = { counters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve() };
+  assert.equal(first.checkKnown(stored), false);
+  // Known to this Redis: nothing either.
+  const same = await StoreOwnership.claim({ claims: before.claims, dir, partitions: 4, logger: fresh.logger, redisName: 'redis://a, key prefix "x:"' });
+  assert.equal(same.checkKnown(stored), false);
+  assert.deepEqual(errors(fresh.lines), []);
+  // Another key prefix (or Redis) for the same data dir: its block is pinned, the store unknown.
+  const other = freshClaims();
+  const moved = capturingLogger();
+  const elsewhere = await StoreOwnership.claim({ claims: other.claims, dir, partitions: 4, logger: moved.logger, redisName: 'redis://b, key prefix "y:"' });
+  assert.equal(elsewhere.partitionBase, first.partitionBase);
+  assert.equal(elsewhere.checkKnown(unused), false, 'a data dir that stored nothing loses nothing');
+  assert.equal(elsewhere.checkKnown(stored, 'a hint'), true);
+  const line = moved.lines.find((l) => l.level === 50);
+  assert.ok(line !== undefined, JSON.stringify(moved.lines));
+  assert.match(line.msg ?? '', /^this Redis does not know this data dir's store, which has stored messages: Redis lost its data while this node was stopped, or it is another Redis or key prefix/);
+  assert.match(line.msg ?? '', /a device resuming with last_seq is sent a reset/);
+  assert.deepEqual([line.store, line.dir, line.redis, line.hint], [first.storeId, dir, 'redis://b, key prefix "y:"', 'a hint']);
+
+  // Running: a renewal that finds the store's description gone (a FLUSHALL) says Redis lost its data.
+  const running = capturingLogger();
+  const node = await StoreOwnership.claim({ claims: other.claims, dir, partitions: 4, logger: running.logger });
+  await node.advertise({ url: 'http://127.0.0.1:18022', node: 'n1' }, () => undefined, stored);
+  t.after(() => node.stop());
+  assert.deepEqual(errors(running.lines), [], 'known at start: no error');
+  await redis.del(other.keys.storePartitions(), other.keys.storeDescriptions());
+  node.renewNow();
+  await waitUntil('the renewal logged the loss', () => Promise.resolve(errors(running.lines).length > 0), 5000, 20);
+  assert.match(errors(running.lines)[0] ?? '', /^Redis lost its data while this node ran \(this store's claim was gone: a FLUSHALL, or a restart without its AOF\); .*connected devices are sent a reset$/);
+  node.renewNow();
+  await waitUntil('written back', async () => (await redis.hlen(other.keys.storeDescriptions())) === 1, 5000, 20);
 });
 
 test('when every block is held, a new store is told so; a store whose holdings are not one block is refused', async () => {
@@ -541,7 +597,8 @@ test('a store written before partition bases keeps base 0 and gets a store id; a
 });
 
 test('pure helpers: the claim reply, partition spans, refusal messages, the default advertise URL', () => {
-  assert.deepEqual(parseClaimReply([1, 8]), { kind: 'held', base: 8 });
+  assert.deepEqual(parseClaimReply([1, 8, 0]), { kind: 'held', base: 8, known: false });
+  assert.deepEqual(parseClaimReply([1, 8, 1]), { kind: 'held', base: 8, known: true });
   assert.deepEqual(parseClaimReply([-1]), { kind: 'full' });
   assert.deepEqual(parseClaimReply([0, 3, 'x', '{"dir":"/d","host":"h"}']), { kind: 'conflict', partition: 3, owner: 'x', description: { dir: '/d', host: 'h' } });
   assert.deepEqual(parseClaimReply([0, 3, 'x', '']), { kind: 'conflict', partition: 3, owner: 'x', description: undefined });

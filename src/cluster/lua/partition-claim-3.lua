@@ -1,5 +1,5 @@
 --[[
-partition-claim-2: claim a block of store partitions for one store (one data dir), or
+partition-claim-3: claim a block of store partitions for one store (one data dir), or
 re-assert the block it holds (DESIGN.md §2, §9; docs/decisions.md "Several nodes").
 
 A store's partitions are the MsgID partition bytes base..base+count-1 (0..255 in
@@ -15,7 +15,10 @@ Steps
      one block of `count` (an earlier claim whose answer was lost), answer it. Else
      take the lowest block base = k * count (aligned, so blocks of different sizes
      never half-overlap) whose partitions are all free.
-  3. Write the store's description (for the conflict messages of other stores).
+  3. Write the store's description (for the conflict messages of other stores), and
+     answer whether it was there before: a store with a base that this Redis does not
+     know is one whose Redis lost its data, or that now runs on another Redis or key
+     prefix (its inboxes are not here).
 
 KEYS
   1. partitions hash `<prefix>xiu:{store}:partitions`: partition number → store id
@@ -28,7 +31,9 @@ ARGV
   4. description of the store (JSON text), written as its entry in the stores hash
 
 Returns
-  {1, base}                             the block base..base+count-1 is this store's
+  {1, base, known}                      the block base..base+count-1 is this store's;
+                                        known: 1 when the stores hash had an entry for
+                                        this store before this call, else 0
   {0, partition, owner, description}    `partition` is held by store `owner`
                                         (description: its stores-hash entry, or '')
   {-1}                                  no free block of `count` partitions is left
@@ -62,8 +67,8 @@ local function hold(base)
     end
   end
   redis.call('HSET', partitionsKey, unpack(args))
-  redis.call('HSET', storesKey, store, description)
-  return {1, base}
+  local known = redis.call('HSET', storesKey, store, description) == 0 and 1 or 0
+  return {1, base, known}
 end
 
 if baseArg ~= '' then
