@@ -12,6 +12,7 @@ import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
+import { loneSurrogateFault, mayHoldLoneSurrogate } from './lone-surrogates.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
@@ -67,9 +68,17 @@ export function installValidators(app: FastifyInstance): void {
       return;
     }
     const text = (body as Buffer).toString('utf8');
+    const itemsFailAlone = req.routeOptions.config.itemsFailAlone === true;
+    // Content with a lone surrogate is refused (lone-surrogates.ts), looked for only
+    // when the text holds a surrogate's escape.
+    const checked = (value: unknown): void => {
+      const refusal = mayHoldLoneSurrogate(text) ? refuseLoneSurrogates(value, itemsFailAlone) : undefined;
+      if (refusal === undefined) done(null, value);
+      else refuse(invalid(refusal));
+    };
     parseJson(req, text, (err, value) => {
       if (err === null) {
-        done(null, value);
+        checked(value);
         return;
       }
       const plain = parsePlainJson(text);
@@ -77,8 +86,8 @@ export function installValidators(app: FastifyInstance): void {
         refuse(err);
         return;
       }
-      const isolated = req.routeOptions.config.itemsFailAlone === true ? isolatePoisonedItems(plain) : undefined;
-      if (isolated !== undefined) done(null, isolated);
+      const isolated = itemsFailAlone ? isolatePoisonedItems(plain) : undefined;
+      if (isolated !== undefined) checked(isolated);
       else refuse(invalid(POISONED_KEYS));
     });
   });
@@ -282,7 +291,8 @@ export const POISONED_KEYS = 'keys named __proto__ or constructor.prototype are 
  * A route's `config` as the JSON parser reads it (typed the way fastify documents).
  * `itemsFailAlone`: the body is `{messages: [...]}` whose items fail alone
  * (`POST /v1/messages/batch`), so an item holding a `__proto__` or
- * `constructor.prototype` key is replaced by a placeholder ({@link isPoisonedItem})
+ * `constructor.prototype` key, or whose `data` holds a lone surrogate, is replaced by a
+ * placeholder ({@link itemRefusal})
  * instead of failing the whole body.
  */
 declare module 'fastify' {
@@ -291,14 +301,44 @@ declare module 'fastify' {
   }
 }
 
-const poisonedItems = new WeakSet<object>();
+/** The placeholders of refused batch items, each with its refusal after `messages/<i>`. */
+const refusedItems = new WeakMap<object, string>();
+
+/** A placeholder for a batch item refused by the body parser, which then fails alone. */
+function refusedItem(refusal: string): object {
+  const placeholder = {};
+  refusedItems.set(placeholder, refusal);
+  return placeholder;
+}
 
 /**
- * True when `item` is the placeholder of a batch item that held a `__proto__` or
- * `constructor.prototype` key: the item fails alone with {@link POISONED_KEYS}.
+ * When `item` is the placeholder of a batch item the body parser refused, its refusal,
+ * to follow `messages/<i>`: `: keys named __proto__ …` ({@link POISONED_KEYS}) or
+ * `/data/k holds a lone surrogate …` (lone-surrogates.ts); else undefined.
  */
-export function isPoisonedItem(item: unknown): boolean {
-  return typeof item === 'object' && item !== null && poisonedItems.has(item);
+export function itemRefusal(item: unknown): string | undefined {
+  return typeof item === 'object' && item !== null ? refusedItems.get(item) : undefined;
+}
+
+/**
+ * Where a parsed body's content (`data`, or with `itemsFailAlone` each item's `data`)
+ * holds a lone surrogate: the body's refusal (`data/k holds a lone surrogate …`), or
+ * undefined, the batch items holding one replaced by placeholders ({@link itemRefusal}).
+ * Fields other than `data` are left to their schemas, which refuse lone surrogates.
+ */
+function refuseLoneSurrogates(body: unknown, itemsFailAlone: boolean): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const record = body as { data?: unknown; messages?: unknown };
+  if (itemsFailAlone && Array.isArray(record.messages)) {
+    const items = record.messages;
+    items.forEach((item, i) => {
+      const fault = typeof item === 'object' && item !== null ? loneSurrogateFault((item as { data?: unknown }).data) : undefined;
+      if (fault !== undefined) items[i] = refusedItem(`/data${fault}`);
+    });
+    return undefined;
+  }
+  const fault = loneSurrogateFault(record.data);
+  return fault === undefined ? undefined : `data${fault}`;
 }
 
 /** True when `value` holds no `__proto__` key and no `constructor` key holding `prototype` (secure-json-parse's scan). */
@@ -322,12 +362,7 @@ function isolatePoisonedItems(body: unknown): unknown {
   const items = record.messages;
   record.messages = [];
   if (!holdsNoPoison(record)) return undefined;
-  record.messages = items.map((item) => {
-    if (holdsNoPoison(item)) return item;
-    const placeholder = {};
-    poisonedItems.add(placeholder);
-    return placeholder;
-  });
+  record.messages = items.map((item) => (holdsNoPoison(item) ? item : refusedItem(`: ${POISONED_KEYS}`)));
   return record;
 }
 

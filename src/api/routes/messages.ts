@@ -14,7 +14,7 @@ import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
-import { compileBodySchema, describeErrors, isPoisonedItem, POISONED_KEYS } from '../validation.js';
+import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
@@ -136,7 +136,8 @@ function checkAddressing(body: { to?: unknown; room?: unknown }, where: string):
  */
 function checkItem(item: unknown, i: number): MessageBody | PixiuError {
   try {
-    if (isPoisonedItem(item)) throw invalid(`messages/${i}: ${POISONED_KEYS}`);
+    const refusal = itemRefusal(item);
+    if (refusal !== undefined) throw invalid(`messages/${i}${refusal}`);
     if (!validateItem(item)) throw invalid(describeErrors(`messages/${i}`, validateItem.errors));
     checkAddressing(item as MessageBody, `messages/${i}`);
     checkData((item as MessageBody).data, `messages/${i}/data`);
