@@ -1,7 +1,7 @@
 /**
  * `GET /v1/connect` (DESIGN.md §6): the WebSocket endpoint. Everything that can refuse
  * a connection runs before the upgrade, so a refusal is an HTTP status with the JSON
- * error body: 403 Origin not allowed, 401 bad or expired token, 400 bad parameters,
+ * error body: 403 for an Origin not allowed (named, and logged at warn), 401 bad or expired token, 400 bad parameters,
  * 429 over the per-user connection limit (counted across nodes through presence),
  * 503 when Redis is down or the node is shutting down.
  */
@@ -15,6 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
@@ -188,6 +189,14 @@ function validProtocolList(header: string): boolean {
   return true;
 }
 
+/** Most characters of an Origin header that a refusal and its log line repeat. */
+const MAX_ORIGIN_SHOWN = 100;
+
+/** An Origin header as a refusal names it: as a JSON string, cut to {@link MAX_ORIGIN_SHOWN} characters (`…` after). */
+function quotedOrigin(origin: string): string {
+  return JSON.stringify(origin.length <= MAX_ORIGIN_SHOWN ? origin : `${origin.slice(0, MAX_ORIGIN_SHOWN)}…`);
+}
+
 /** A new connection id: 16 hex digits. */
 function newConnId(): string {
   return randomBytes(8).toString('hex');
@@ -202,6 +211,15 @@ function shuttingDown(): PixiuError {
 export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   const handshakes = new WeakMap<FastifyRequest, Handshake>();
   const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
+  // A browser never shows JavaScript the 403's body (the page sees a failed socket,
+  // 1006), so the refusal is logged too, thinned: any page may send handshakes.
+  const refusedOrigins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  const refuseOrigin = (origin: string): PixiuError => {
+    const quoted = quotedOrigin(origin);
+    const left = refusedOrigins.take();
+    if (left !== undefined) deps.logger.warn({ origin: quoted, ...thinnedFields(left) }, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+    return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed; unset, only this server's own host)`);
+  };
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
@@ -217,7 +235,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     onRequest: async (req) => {
       if (!deps.state.accepting) throw shuttingDown();
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
-        throw new PixiuError('FORBIDDEN', 'Origin not allowed');
+        throw refuseOrigin(req.headers.origin as string);
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');

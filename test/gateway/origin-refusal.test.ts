@@ -1,0 +1,44 @@
+/**
+ * A WebSocket handshake refused for its Origin says which Origin and which setting
+ * (`PIXIU_ALLOWED_ORIGINS`), and is logged at warn, thinned: a browser shows the page
+ * only a failed socket, so the refusal is otherwise hard to find (an integrator
+ * newcomer's finding: the answer named neither, and nothing was logged).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadConfig } from '../../src/config/config.js';
+import { startService } from '../../src/service/service.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { TestClient } from '../harness/ws-client.js';
+import { expectRefused, JWT_SECRET } from './gateway-fixture.js';
+
+const files = cleanupList();
+let url: string;
+let lines: LogLine[];
+
+before(async () => {
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  const dataDir = await tempDataDir(files);
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  const captured = capturingLogger();
+  lines = captured.lines;
+  const service = await startService(config, captured.logger);
+  files.after(() => service.close());
+  url = service.url;
+});
+
+after(() => files.run());
+
+test('a refused Origin is named, quoted and cut, with the setting; the refusals are logged at warn, thinned', async () => {
+  const refused = (origin: string): Promise<string> => expectRefused(TestClient.connect(url, { headers: { origin } }), 403, 'FORBIDDEN');
+  assert.equal(await refused('http://localhost:3000'),
+    'Origin "http://localhost:3000" is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed; unset, only this server\'s own host)');
+  const long = `https://${'a'.repeat(300)}.example`;
+  assert.match(await refused(long), new RegExp(`^Origin "https://${'a'.repeat(92)}…" is not allowed \\(PIXIU_ALLOWED_ORIGINS`));
+  const logged = lines.filter((l) => l.msg?.includes('origin') === true);
+  assert.deepEqual(logged.map((l) => [l.level, l.origin]), [[40, '"http://localhost:3000"']],
+    'the first refusal is logged at warn, the next one within the interval is left out');
+});
