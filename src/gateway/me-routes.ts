@@ -19,6 +19,28 @@ import type { GatewayDeps } from './gateway-deps.js';
  */
 export const ACK_BODY_BYTES = 4 * 1024;
 
+/**
+ * A JWT in compact form (RFC 7519 §3.1): three base64url parts joined by dots. A token
+ * of another form is most likely the API token, sent where a user's JWT belongs.
+ */
+const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** The refusal of a token that is not a JWT at all (an integrator sent the API token). */
+export const NOT_A_JWT = 'invalid token: not a JWT; the /v1/me routes take a user\'s JWT (Authorization: Bearer <jwt>), the API token is for the producer routes';
+
+/**
+ * The refusal of a request carrying no Authorization token: it names `?token=` when
+ * the request has one, since the query is read only on `/v1/connect` (a browser's
+ * WebSocket can set no header; a fetch can).
+ */
+function missingTokenMessage(url: string): string {
+  const query = url.indexOf('?');
+  const inQuery = query >= 0 && new URLSearchParams(url.slice(query + 1)).has('token');
+  return inQuery
+    ? 'a token is required in the Authorization header (Bearer <jwt>, a user\'s JWT): ?token= is read only on /v1/connect'
+    : 'a token is required: Authorization: Bearer <jwt> (a user\'s JWT)';
+}
+
 /** Registers the `/v1/me/...` routes in their own scope (JWT, not the API token). */
 export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   await app.register(async (me) => {
@@ -30,8 +52,13 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
     };
     me.addHook('onRequest', async (req) => {
       const token = bearerToken(req.headers.authorization);
-      if (token === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt>');
-      claimsOf.set(req, await deps.verify(token));
+      if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
+      try {
+        claimsOf.set(req, await deps.verify(token));
+      } catch (err) {
+        if (err instanceof PixiuError && err.code === 'UNAUTHORIZED' && !JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', NOT_A_JWT, { cause: err });
+        throw err;
+      }
     });
 
     me.get<{ Querystring: { after_seq: number; limit: number } }>('/v1/me/messages', {

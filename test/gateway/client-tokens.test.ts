@@ -147,3 +147,16 @@ test('a refresh with a token expiring exactly when the current one does (a repea
   await expectPong(client);
   assert.deepEqual(client.frames.filter((f) => f.t === 'error'), [], 'the refresh with the same exp was accepted');
 });
+
+test('the /v1/me routes tell the API token and a ?token= apart from a bad JWT: a user\'s JWT in the header is needed', async () => {
+  // gw.client sends the API token.
+  for (const answer of [await gw.client.get('/v1/me/messages'), await gw.client.post('/v1/me/ack', { device: 'd', seq: 0 })]) {
+    expectError(answer, 401, 'UNAUTHORIZED', /^invalid token: not a JWT; the \/v1\/me routes take a user's JWT \(Authorization: Bearer <jwt>\), the API token is for the producer routes$/);
+  }
+  // A JWT that fails is told as before.
+  expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: 'Bearer a.b.c' } }), 401, 'UNAUTHORIZED', /^invalid token$/);
+  const token = await testToken(JWT_KEY, 'me-query');
+  const inQuery = await gw.client.get(`/v1/me/messages?token=${token}`, { headers: { authorization: '' } });
+  expectError(inQuery, 401, 'UNAUTHORIZED', /Authorization header \(Bearer <jwt>, a user's JWT\): \?token= is read only on \/v1\/connect$/);
+  expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED', /^a token is required: Authorization: Bearer <jwt> \(a user's JWT\)$/);
+});
