@@ -17,9 +17,12 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
 
+/** A whole body over its route's limit, before the handler names the limit ({@link withBodyLimit}). */
+const BODY_TOO_LARGE = 'request body is over the size limit';
+
 /** fastify's own error codes, mapped to the catalogue. */
 const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string }>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: 'request body is over the size limit' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: BODY_TOO_LARGE },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'the body must be application/json' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', message: 'Content-Length does not match the body' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: BODY_REQUIRED },
@@ -49,7 +52,7 @@ export function toHttpError(err: unknown): PixiuError {
     return new PixiuError('INVALID_REQUEST', 'the body is not valid JSON', { cause: err });
   }
   if (typeof fe.statusCode === 'number' && fe.statusCode === 413) {
-    return new PixiuError('PAYLOAD_TOO_LARGE', 'request body is over the size limit', { cause: err });
+    return new PixiuError('PAYLOAD_TOO_LARGE', BODY_TOO_LARGE, { cause: err });
   }
   return new PixiuError('INTERNAL', 'internal error', { cause: err });
 }
@@ -302,13 +305,33 @@ function endAfterAnswers(socket: HttpServerSocket, answer: (req: IncomingMessage
 }
 
 /**
+ * `err` or, when it is a whole body over the route's limit (fastify's own 413), the
+ * same refusal naming that limit, in bytes and KiB or MiB, and the setting when it is
+ * the app's (`PIXIU_MAX_BODY_BYTES`) rather than a route's own (`/v1/me/ack`, 4 KiB):
+ * a producer sizing its batches needs the number.
+ */
+function withBodyLimit(err: PixiuError, req: FastifyRequest): PixiuError {
+  if (err.code !== 'PAYLOAD_TOO_LARGE' || err.message !== BODY_TOO_LARGE) return err;
+  const limit = req.routeOptions.bodyLimit;
+  const setting = limit === req.server.initialConfig.bodyLimit ? 'PIXIU_MAX_BODY_BYTES' : 'this route\'s own limit';
+  return new PixiuError('PAYLOAD_TOO_LARGE', `the request body is over the limit of ${limit} bytes (${binarySize(limit)}, ${setting})`, { cause: err.cause });
+}
+
+/** `8 MiB`, `4 KiB`, `1.5 MiB`, `100 bytes`: a size in its largest binary unit, to two decimals. */
+export function binarySize(bytes: number): string {
+  if (bytes >= 1024 * 1024) return `${Number((bytes / (1024 * 1024)).toFixed(2))} MiB`;
+  if (bytes >= 1024) return `${Number((bytes / 1024).toFixed(2))} KiB`;
+  return `${bytes} bytes`;
+}
+
+/**
  * Installs the error and not-found handlers on an app.
  * @param onError called with each mapped error (metrics)
  */
 export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
   const outages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((raw: unknown, req, reply) => {
-    const err = toHttpError(raw);
+    const err = withBodyLimit(toHttpError(raw), req);
     // Answered already, raw, as a client error (its body broke off malformed): this is
     // the request failing again as its socket closed, with nobody left to answer.
     if (answeredRawly(req.raw.socket)) return sendError(reply, err);

@@ -215,8 +215,9 @@ export function prepareRecord(
 
   // Byte length of exactly JSON.stringify({type, from, data}), without building it.
   const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
-  // What the error names: a broadcast (or a message sent without `from`) has no `from`.
-  const measured = msg.from === undefined ? MEASURED_WITHOUT_FROM : MEASURED_WITH_FROM;
+  // What the error names: exactly the fields counted. A broadcast has no `from`; a
+  // user or room message sent without one is told that a `from` would count too.
+  const measured = msg.from !== undefined ? MEASURED_WITH_FROM : msg.kind === MsgKind.broadcast ? MEASURED_BROADCAST : MEASURED_WITHOUT_FROM;
   // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
   // that much arena space and measured by what was written, sparing a scan of `data`
   // to count its bytes first; a large one is measured first and given its own buffer.
@@ -243,17 +244,20 @@ export function prepareRecord(
 }
 
 /** How the size error names what it measured ({@link checkSize}). */
-const MEASURED_WITH_FROM = { name: 'message', fields: 'type, from and data' };
-const MEASURED_WITHOUT_FROM = { name: 'message', fields: 'type and data' };
+const MEASURED_WITH_FROM = { name: 'message', fields: '{type, from, data}' };
+const MEASURED_WITHOUT_FROM = { name: 'message', fields: '{type, data}; a from would count too' };
+const MEASURED_BROADCAST = { name: 'message', fields: '{type, data}' };
+const MEASURED_PUBLICATION = { name: 'publication', fields: '{type, data}' };
 
 /**
  * @param what what is measured and of which fields, for the error's message
- * @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit
+ * @throws PixiuError PAYLOAD_TOO_LARGE when `contentBytes` is over the limit, naming
+ *   exactly what was counted: the UTF-8 bytes of `JSON.stringify` of those fields
  */
 function checkSize(contentBytes: number, maxMessageBytes: number, what: { name: string; fields: string }): void {
   if (contentBytes > maxMessageBytes) {
     throw new PixiuError('PAYLOAD_TOO_LARGE',
-      `${what.name} is ${contentBytes} bytes (JSON of ${what.fields}), over the limit of ${maxMessageBytes} bytes`);
+      `${what.name} is ${contentBytes} bytes (the UTF-8 JSON of ${what.fields}), over the limit of ${maxMessageBytes} bytes (PIXIU_MAX_MESSAGE_BYTES)`);
   }
 }
 
@@ -267,7 +271,7 @@ function checkSize(contentBytes: number, maxMessageBytes: number, what: { name: 
  */
 export function publicationDataJson(type: string, data: unknown, maxBytes: number): string {
   const json = dataJson(data);
-  checkSize(Buffer.byteLength(json) + Buffer.byteLength(JSON.stringify(type)) + CONTENT_FRAME_BYTES, maxBytes, { name: 'publication', fields: 'type and data' });
+  checkSize(Buffer.byteLength(json) + Buffer.byteLength(JSON.stringify(type)) + CONTENT_FRAME_BYTES, maxBytes, MEASURED_PUBLICATION);
   return json;
 }
 

@@ -200,14 +200,15 @@ test('an unknown field is 400 and the message names it', async (t) => {
 });
 
 test('data of 65 KiB is 413 PAYLOAD_TOO_LARGE', async (t) => {
-  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE', /65536/);
-  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024), from: 'svc' })), 413, 'PAYLOAD_TOO_LARGE', /JSON of type, from and data\)/);
+  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE',
+    /^message is \d+ bytes \(the UTF-8 JSON of \{type, data\}; a from would count too\), over the limit of 65536 bytes \(PIXIU_MAX_MESSAGE_BYTES\)$/);
+  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024), from: 'svc' })), 413, 'PAYLOAD_TOO_LARGE', /\(the UTF-8 JSON of \{type, from, data\}\)/);
 });
 
 test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) => {
   // Not even JSON: a 413 (not a 400) shows the size was refused before parsing.
   const oversized = `{"to": "alice", "type": "t", "data": "${'x'.repeat(2000)}`;
-  await rejects(t, post(oversized), 413, 'PAYLOAD_TOO_LARGE', undefined, { maxBodyBytes: '1024' });
+  await rejects(t, post(oversized), 413, 'PAYLOAD_TOO_LARGE', /^the request body is over the limit of 1024 bytes \(1 KiB, PIXIU_MAX_BODY_BYTES\)$/, { maxBodyBytes: '1024' });
 });
 
 test('an unknown room is 404; to and room together, or neither, are 400', async (t) => {

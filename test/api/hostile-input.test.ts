@@ -456,7 +456,7 @@ test('POST /v1/me/ack takes a body of 4 KiB at most: a client token does not buy
   const atLimit = await me.post('/v1/me/ack', padded(ACK_BODY_BYTES));
   assert.equal(atLimit.status, 200, atLimit.text);
   assert.deepEqual(atLimit.body, { device: 'phone', cursor: 1 });
-  expectError(await me.post('/v1/me/ack', padded(ACK_BODY_BYTES + 1)), 413, 'PAYLOAD_TOO_LARGE');
+  expectError(await me.post('/v1/me/ack', padded(ACK_BODY_BYTES + 1)), 413, 'PAYLOAD_TOO_LARGE', /^the request body is over the limit of 4096 bytes \(4 KiB, this route's own limit\)$/);
   expectError(await me.post('/v1/me/ack', `{"device":"phone","seq":${nestedJson(1_000_000)}}`), 413, 'PAYLOAD_TOO_LARGE');
 });
 

@@ -52,7 +52,7 @@ const CASES: ReadonlyArray<{ name: string; body: unknown; status: number; code: 
   { name: 'missing data', body: { type: 'x' }, status: 400, code: 'INVALID_REQUEST' },
   { name: 'a negative ttl', body: { type: 'x', data: 1, ttl: -1 }, status: 400, code: 'INVALID_REQUEST' },
   { name: 'not JSON', body: '{"type":', status: 400, code: 'INVALID_REQUEST' },
-  { name: 'data over 64 KiB', body: { type: 'x', data: 'x'.repeat(64 * KiB) }, status: 413, code: 'PAYLOAD_TOO_LARGE', message: /JSON of type and data\)/ },
+  { name: 'data over 64 KiB', body: { type: 'x', data: 'x'.repeat(64 * KiB) }, status: 413, code: 'PAYLOAD_TOO_LARGE', message: /^message is \d+ bytes \(the UTF-8 JSON of \{type, data\}\), over the limit of 65536 bytes \(PIXIU_MAX_MESSAGE_BYTES\)$/ },
   { name: 'no API token', body: { type: 'x', data: 1 }, status: 401, code: 'UNAUTHORIZED', headers: { authorization: '' } },
 ];
 
