@@ -12,6 +12,7 @@ import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
+import { notJsonMessage } from './json-error.js';
 import { loneSurrogateFault, mayHoldLoneSurrogate } from './lone-surrogates.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
@@ -82,8 +83,8 @@ export function installValidators(app: FastifyInstance): void {
         return;
       }
       const plain = parsePlainJson(text);
-      if (plain === NOT_JSON) {
-        refuse(err);
+      if (plain instanceof NotJson) {
+        refuse(new PixiuError('INVALID_REQUEST', notJsonMessage(text, plain.cause), { cause: err }));
         return;
       }
       const isolated = itemsFailAlone ? isolatePoisonedItems(plain) : undefined;
@@ -272,15 +273,21 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
   return wrapped;
 }
 
-/** True when `text` parses as JSON (only asked after the guarded parser refused it). */
-const NOT_JSON = Symbol('not JSON');
+/** What JSON.parse threw for a text that is not JSON. */
+class NotJson {
+  constructor(readonly cause: unknown) {}
+}
 
-/** `text` parsed by JSON.parse (own properties only: nothing merged, no prototype set), or {@link NOT_JSON}. */
+/**
+ * `text` parsed by JSON.parse (own properties only: nothing merged, no prototype set),
+ * or {@link NotJson} with the parser's error (only asked after the guarded parser
+ * refused it: its own error says nothing of why).
+ */
 function parsePlainJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
-  } catch {
-    return NOT_JSON;
+  } catch (err) {
+    return new NotJson(err);
   }
 }
 

@@ -69,8 +69,9 @@ function message(change: Record<string, unknown> = {}): Record<string, unknown> 
 
 const post = (body: unknown) => (c: PixiuClient) => c.post('/v1/messages', body);
 
-test('invalid JSON is 400 INVALID_REQUEST', async (t) => {
-  await rejects(t, post('{"to": "alice", "type": "t", "data": '), 400, 'INVALID_REQUEST', /not valid JSON/);
+test('invalid JSON is 400 INVALID_REQUEST, with the parser\'s cause and where it stopped', async (t) => {
+  await rejects(t, post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',
+    /^the body is not valid JSON: expected double-quoted property name at character 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/);
 });
 
 test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {

@@ -1,0 +1,48 @@
+/**
+ * Why a body is not JSON, in words a producer can act on: the parser's cause and where
+ * it stopped, with a short excerpt around that place (the body's own text, cut), where
+ * the answer said only "the body is not valid JSON" (an integrator newcomer could not
+ * tell where a 7 MB batch broke). V8's `JSON.parse` names the position for most faults
+ * ("… in JSON at position 56"); for an unexpected token it quotes the text instead, which
+ * is left out here (it may be long), keeping the token.
+ */
+
+/** The refusal's words before the cause. */
+export const NOT_JSON = 'the body is not valid JSON';
+
+/** Characters of the body shown on each side of the position. */
+const EXCERPT_SIDE = 16;
+
+/** V8's "… in JSON at position 56", or "… after JSON at position 31" (Node 20). */
+const AT_POSITION = /^(.*?)(?: in JSON)? at position (\d+)/s;
+/** V8's "Unexpected token 'N', "…" is not valid JSON": the token, without the quoted text. */
+const UNEXPECTED_TOKEN = /^(Unexpected token '.{1,2}'),/su;
+
+/**
+ * `the body is not valid JSON: expected ',' or '}' after property value at character 56
+ * (near "1      x}")`, or the bare {@link NOT_JSON} when the parser said nothing usable.
+ * @param text the body as parsed
+ * @param err what `JSON.parse(text)` threw
+ */
+export function notJsonMessage(text: string, err: unknown): string {
+  const message = err instanceof SyntaxError ? err.message : '';
+  const at = AT_POSITION.exec(message);
+  if (at !== null) {
+    const position = Number(at[2]);
+    return `${NOT_JSON}: ${lowerFirst(at[1] as string)} at character ${position} (near ${excerpt(text, position)})`;
+  }
+  if (message === 'Unexpected end of JSON input') return `${NOT_JSON}: it ends before its JSON value does (${text.length} characters)`;
+  const token = UNEXPECTED_TOKEN.exec(message);
+  return token === null ? NOT_JSON : `${NOT_JSON}: ${lowerFirst(token[1] as string)}`;
+}
+
+/** The text around `position`, at most {@link EXCERPT_SIDE} characters each side, as a JSON string (`…` where cut). */
+function excerpt(text: string, position: number): string {
+  const from = Math.max(0, position - EXCERPT_SIDE);
+  const to = Math.min(text.length, position + EXCERPT_SIDE);
+  return JSON.stringify(`${from > 0 ? '…' : ''}${text.slice(from, to)}${to < text.length ? '…' : ''}`);
+}
+
+function lowerFirst(s: string): string {
+  return s.charAt(0).toLowerCase() + s.slice(1);
+}
