@@ -134,3 +134,12 @@ test('the document names a server relative to where it is served, so it works on
   assert.deepEqual(doc.servers?.map((s) => s.url), ['/']);
   assert.ok((doc.servers?.[0]?.description ?? '').length > 0, 'the server is described');
 });
+
+test('history\'s limit is documented as docs/api.md says: inbox entries read, so an empty page is not the end', () => {
+  for (const route of ['GET /v1/users/{uid}/messages', 'GET /v1/me/messages']) {
+    const limit = operation(route).parameters?.find((p) => p.name === 'limit') as { description?: string; schema?: { description?: string } } | undefined;
+    const words = limit?.description ?? limit?.schema?.description ?? '';
+    assert.match(words, /^most inbox entries the page reads .*not messages returned/, route);
+    assert.match(words, /an empty messages array is not the end$/, route);
+  }
+});

@@ -10,10 +10,19 @@ import type { ApiDeps } from '../deps.js';
 import { pageHoldBytes, readHistory } from '../history.js';
 import { answerObject, anyJson, errorResponses, msgId, seqCursor, userId } from '../schemas.js';
 
-/** Most messages one history page returns. */
+/** Most inbox entries one history page reads (its `limit`). */
 export const MAX_HISTORY_LIMIT = 1000;
-/** Messages per page when `limit` is not given. */
+/** Inbox entries a page reads when `limit` is not given. */
 export const DEFAULT_HISTORY_LIMIT = 100;
+
+/**
+ * What `limit` counts, as docs/api.md says it: inbox entries read, not messages
+ * returned. An entry whose content expired is read and comes as a gap, so a page may
+ * hold no message with more after it; a client generated from the OpenAPI document
+ * must not stop on an empty page (an integrator newcomer's finding: the text said "most
+ * messages in the page").
+ */
+const LIMIT_WORDS = 'most inbox entries the page reads (after after_seq), not messages returned: an entry whose content expired or is unreadable comes in gaps, so a page may hold fewer messages than limit, or none, with more after it; it also ends before the message that would take its data past 1 MiB of JSON text. Read on from next_after_seq until it is latest_seq: an empty messages array is not the end';
 
 /** Query of the history routes. */
 export const historyQuery = {
@@ -21,7 +30,7 @@ export const historyQuery = {
   additionalProperties: false,
   properties: {
     after_seq: { ...seqCursor, default: 0, description: 'return messages with a larger seq; 0 for the oldest retained' },
-    limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, default: DEFAULT_HISTORY_LIMIT, description: 'most messages in the page; fewer when their data would pass 1 MiB of JSON text' },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, default: DEFAULT_HISTORY_LIMIT, description: LIMIT_WORDS },
   },
 } as const;
 
@@ -61,7 +70,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Read a user\'s inbox',
       operationId: 'getUserMessages',
-      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page holds up to limit messages, fewer when their data would pass 1 MiB of JSON text; read on from next_after_seq until it is latest_seq.',
+      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page reads up to limit inbox entries (expired ones come as gaps, so it may hold fewer messages, or none) and ends before 1 MiB of data; read on from next_after_seq until it is latest_seq, even past an empty page.',
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
