@@ -8,6 +8,14 @@
  * tester's finding). Each node publishes its values under its node id at start (and
  * again when Redis lost them), and warns of every value a live node has otherwise; the
  * values leave with the node.
+ *
+ * A node killed (`kill -9`) leaves its entry, and its registration lives on until its
+ * TTL lapses (15 s): the same data dir restarted at once with another value was warned
+ * of a mismatch with its own dead predecessor as if it were a live peer (an integrator
+ * newcomer's finding). So each entry names the node's store, and an entry of this
+ * node's own store is no live peer: one store is served by one running node at a time
+ * (its data dir is locked, and its lease in Redis claimed at start, DESIGN.md §9). Its
+ * entry is removed like a gone node's.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -44,20 +52,27 @@ function valuesOf(config: Config): Record<SharedSetting, number> {
 /**
  * Publishes this node's shared settings under its id and compares them with those of
  * the other live nodes (registered in `registry`); the entries of nodes no longer
- * registered are removed.
+ * registered, or of an earlier node of this node's store (see the module comment), are
+ * removed and not compared.
+ * @param storeId this node's store (its entry names it); undefined: compared with all
  * @returns each setting whose value differs on some live node, once per other value
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
-export async function publishSharedSettings(redis: Redis, keys: Keys, registry: NodeRegistry, config: Config): Promise<SettingMismatch[]> {
+export async function publishSharedSettings(
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, storeId?: string,
+): Promise<SettingMismatch[]> {
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
-  const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, JSON.stringify(mine)), redis.hgetall(key)]));
+  const entry = JSON.stringify(storeId === undefined ? mine : { ...mine, store: storeId });
+  const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, entry), redis.hgetall(key)]));
   const others = Object.keys(all).filter((n) => n !== registry.node);
   const live = await registry.liveAmong(others);
-  const gone = others.filter((n) => !live.has(n));
+  const predecessors = storeId === undefined ? [] : [...live].filter((n) => storeOf(all[n]) === storeId);
+  const gone = [...others.filter((n) => !live.has(n)), ...predecessors];
   if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
   const mismatches = new Map<string, { env: string; here: number; there: number; nodes: string[] }>();
   for (const node of live) {
+    if (predecessors.includes(node)) continue;
     const theirs = readValues(all[node]);
     for (const setting of SHARED_SETTINGS) {
       const there = theirs[setting];
@@ -89,11 +104,11 @@ export interface SharedSettingsAnnouncement {
  * @returns how to publish them again, and to remove the node's entry at shutdown
  */
 export async function announceSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger,
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, storeId?: string,
 ): Promise<SharedSettingsAnnouncement> {
   const publish = async (): Promise<void> => {
     try {
-      for (const m of await publishSharedSettings(redis, keys, registry, config)) {
+      for (const m of await publishSharedSettings(redis, keys, registry, config, storeId)) {
         logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
           `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
           + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
@@ -108,6 +123,16 @@ export async function announceSharedSettings(
     republish: publish,
     withdraw: () => redisCall(() => redis.hdel(keys.nodeSettings(), registry.node)).then(() => undefined, () => undefined),
   };
+}
+
+/** The store an entry names, if any (an entry of an older release names none). */
+function storeOf(text: string | undefined): string | undefined {
+  try {
+    const { store } = JSON.parse(text ?? '{}') as { store?: unknown };
+    return typeof store === 'string' ? store : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Another node's published values, the numbers only (an entry of another release may lack some). */

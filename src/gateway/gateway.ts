@@ -65,6 +65,8 @@ export interface GatewayOptions {
   readonly verify: TokenVerifier;
   readonly logger: Logger;
   readonly metrics: Metrics;
+  /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's (src/cluster/shared-settings.ts). */
+  readonly storeId?: string;
   /**
    * Called when this node finds its registration lost or lapsed (Redis lost its data —
    * FLUSHALL, restarted empty —, or the node was cut off for longer than its TTL): what
@@ -243,7 +245,7 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
-      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger);
+      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, opts.storeId);
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {

@@ -17,7 +17,9 @@ import { createLogger, type Logger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+import { cleanupList, spawnServe, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { startService } from '../../src/service/service.js';
 import { flushPrefix, waitUntil } from '../harness/checks.js';
 
 const keys = new Keys('px:');
@@ -128,4 +130,35 @@ test('the cluster secret written back after Redis lost it does not wait out the 
   assert.equal(await redis.exists(prefixed.clusterSecret()), 0, 'the rate-limited refresh wrote nothing');
   await secret.writeBack();
   assert.equal(await redis.get(prefixed.clusterSecret()), held, 'written back at once, this node\'s copy');
+});
+
+test('a live registration of this node\'s own store (its dead predecessor) is not compared, and its entry goes; another store\'s still is', async () => {
+  const [old, other, restarted] = [await node('node-old'), await node('node-other'), await node('node-restarted')];
+  assert.deepEqual(await publishSharedSettings(redis, keys, old, config({ inboxCap: '5' }), 'store-1'), []);
+  await publishSharedSettings(redis, keys, other, config({ inboxCap: '5' }), 'store-2');
+  // node-old never stopped (killed): still registered, with the same store as node-restarted.
+  assert.deepEqual(await publishSharedSettings(redis, keys, restarted, config(), 'store-1'), [
+    { env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-other'] },
+  ]);
+  assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())).sort(), ['node-other', 'node-restarted']);
+  await Promise.all([old.stop(), other.stop(), restarted.stop()]);
+  await redis.del(keys.nodeSettings());
+});
+
+test('a node restarted on its data dir after kill -9 with another inbox cap is not warned of a mismatch with its dead predecessor', { timeout: 30_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const dataDir = await tempDataDir(files);
+  const prefix = 'shared-kill9:';
+  const child = await spawnServe({ PIXIU_REDIS_URL: server.url, PIXIU_REDIS_PREFIX: prefix, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_INBOX_CAP: '5', PIXIU_LOG_LEVEL: 'info' }, files);
+  assert.equal((await child.kill()).signal, 'SIGKILL');
+  // Its registration lives on until its TTL lapses: restarted at once, it is still "live".
+  assert.equal(Object.keys(await redis.hgetall(new Keys(prefix).nodeSettings())).length, 1);
+  const captured = capturingLogger();
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: server.url, redisPrefix: prefix, inboxCap: '5000' });
+  const service = await startService(config, captured.logger);
+  files.after(() => service.close());
+  assert.deepEqual(captured.lines.filter((l) => l.setting !== undefined).map((l) => l.msg), []);
+  const published = await redis.hgetall(new Keys(prefix).nodeSettings());
+  assert.deepEqual(Object.values(published).map((v) => (JSON.parse(v) as { inboxCap: number }).inboxCap), [5000], 'the predecessor\'s entry is gone');
 });
