@@ -12,6 +12,11 @@ function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } 
   return { promise, resolve };
 }
 
+/** Lets `n` turns of the event loop pass (writes and jobs each start after one). */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
 /** A writer that records its batches and holds each open until released. */
 function heldWriter(): {
   batches: number[][];
@@ -36,6 +41,35 @@ function heldWriter(): {
       return items.map((i) => i * 10);
     },
   };
+}
+
+/**
+ * A queue whose writes log `write <items>`, and exclusive jobs that log their start
+ * and end and stay open until released.
+ */
+function loggedQueue(): {
+  log: string[];
+  commit: GroupCommit<string, string>;
+  heldJob: (name: string) => { done: Promise<string>; started: Promise<void>; release: () => void };
+} {
+  const log: string[] = [];
+  const commit = new GroupCommit<string, string>(async (items) => {
+    log.push(`write ${items.join(',')}`);
+    return [...items];
+  }, 100);
+  const heldJob = (name: string): { done: Promise<string>; started: Promise<void>; release: () => void } => {
+    const started = deferred();
+    const gate = deferred();
+    const done = commit.exclusive(async () => {
+      log.push(`${name} start`);
+      started.resolve();
+      await gate.promise;
+      log.push(`${name} end`);
+      return name;
+    });
+    return { done, started: started.promise, release: () => gate.resolve() };
+  };
+  return { log, commit, heldJob };
 }
 
 test('items added while a write is in flight all go into the next single write', async () => {
@@ -64,29 +98,17 @@ test('items added in one turn share one write; a batch holds at most maxBatch it
 });
 
 test('exclusive jobs run between writes, and items queued during a job are written before the next job', async () => {
-  const log: string[] = [];
-  const jobGate = deferred();
-  const job1Started = deferred();
-  const commit = new GroupCommit<string, string>(async (items) => {
-    log.push(`write ${items.join(',')}`);
-    return [...items];
-  }, 100);
-  const job1 = commit.exclusive(async () => {
-    log.push('job1 start');
-    job1Started.resolve();
-    await jobGate.promise;
-    log.push('job1 end');
-    return 1;
-  });
+  const { log, commit, heldJob } = loggedQueue();
+  const job1 = heldJob('job1');
   const job2 = commit.exclusive(async () => {
     log.push('job2');
-    return 2;
+    return 'job2';
   });
   // Let job1 start, then queue items while it runs.
-  await job1Started.promise;
+  await job1.started;
   const during = [commit.add('a'), commit.add('b')];
-  jobGate.resolve();
-  assert.deepEqual(await Promise.all([job1, job2, ...during]), [1, 2, 'a', 'b']);
+  job1.release();
+  assert.deepEqual(await Promise.all([job1.done, job2, ...during]), ['job1', 'job2', 'a', 'b']);
   assert.deepEqual(log, ['job1 start', 'job1 end', 'write a,b', 'job2']);
   await commit.idle();
 });
@@ -141,7 +163,7 @@ test('queues sharing one write slot never write at once: the second waits for th
   const first = qa.add(1);
   await a.started();
   const waiting = [qb.add(2)];
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  await turns(5);
   assert.deepEqual(b.batches, [], 'no second write while the only slot is held');
   waiting.push(qb.add(3));
   a.release();
@@ -170,4 +192,33 @@ test('a slot handed to a waiter is not also counted free: the slot count holds a
   await waiter;
   assert.ok(slots.acquire() instanceof Promise, 'the one slot is held: a third asker waits');
   assert.throws(() => new WriteSlots(0), RangeError);
+});
+
+test('one write is in flight at a time: items added during a write start no second write before it ends', async () => {
+  const w = heldWriter();
+  const commit = new GroupCommit<number, number>(w.write, 1000);
+  const first = commit.add(1);
+  await w.started();
+  const later = [commit.add(2)];
+  await turns(5);
+  later.push(commit.add(3));
+  assert.deepEqual(w.batches, [[1]], 'no second write while the first is in flight');
+  w.release();
+  assert.equal(await first, 10);
+  await w.started();
+  w.release();
+  assert.deepEqual(await Promise.all(later), [20, 30]);
+  assert.deepEqual(w.batches, [[1], [2, 3]]);
+});
+
+test('an exclusive job holds writes off until it ends: an item added while it runs is written after it', async () => {
+  const { log, commit, heldJob } = loggedQueue();
+  const job = heldJob('job');
+  await job.started;
+  const put = commit.add('a');
+  await turns(5);
+  assert.deepEqual(log, ['job start'], 'no write while the job runs');
+  job.release();
+  await Promise.all([job.done, put]);
+  assert.deepEqual(log, ['job start', 'job end', 'write a']);
 });
