@@ -9,6 +9,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { unlinkSync } from 'node:fs';
 import { mkdtemp, rm, statfs, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -32,6 +33,17 @@ async function storeOnSmallDisk(t: TestContext): Promise<{ disk: string; dir: st
   const dir = path.join(disk, 'xiu');
   const { logger, lines } = capturingLogger();
   return { disk, dir, store: await openStore(t, dir, { partitions: 1, logger }), lines };
+}
+
+/** As {@link storeOnSmallDisk}, with a clock the test moves by hand (for sweeps). */
+async function clockedStoreOnSmallDisk(t: TestContext): Promise<{ disk: string; clock: { ms: number }; store: MessageStore } | undefined> {
+  const disk = await smallDisk(t, '2m');
+  if (disk === undefined) {
+    t.skip('no right to mount a tmpfs');
+    return undefined;
+  }
+  const clock = { ms: 1_800_000_000_000 };
+  return { disk, clock, store: await openStore(t, path.join(disk, 'xiu'), { partitions: 1, now: () => clock.ms }) };
 }
 
 /** Puts one message; answers its result, or undefined when the store refused it as UNAVAILABLE. */
@@ -129,13 +141,9 @@ test('a partition is reopened only when its disk has room for its largest log be
 });
 
 test('a partition reopening after a failed write sweeps nothing, expired records included, until it has reopened', async (t) => {
-  const disk = await smallDisk(t, '2m');
-  if (disk === undefined) {
-    t.skip('no right to mount a tmpfs');
-    return;
-  }
-  const clock = { ms: 1_800_000_000_000 };
-  const store = await openStore(t, path.join(disk, 'xiu'), { partitions: 1, now: () => clock.ms });
+  const small = await clockedStoreOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, clock, store } = small;
   const expiring: PutResult[] = [];
   for (let n = 0; n < 10; n++) expiring.push(await store.put({ kind: 1, type: 't', data: { n, DATA }, to: ['a'], ttlMs: 1000 }));
   await fill(disk);
@@ -145,4 +153,45 @@ test('a partition reopening after a failed write sweeps nothing, expired records
   clock.ms += 5000;
   assert.equal(await store.sweepNow(), 0, 'the sweep waits for the reopen: no delete goes into the torn log');
   assert.match(store.writeProblem ?? '', /reopening its database after a failed write/);
+});
+
+/** How a write ended: 'written', 'refused' (UNAVAILABLE), or the other error. */
+function outcome(write: Promise<unknown>): Promise<unknown> {
+  return write.then(() => 'written', (err: unknown) => (isPixiuError(err, 'UNAVAILABLE') ? 'refused' : err));
+}
+
+test('puts queued behind a write that fails, and a counter advance, are refused even once the disk has room again: nothing goes after the tear', async (t) => {
+  const small = await storeOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, store } = small;
+  const filler = await fill(disk);
+  // Far more than the part of a page the full disk may have left: this write fails.
+  const failing = store.put({ kind: 1, type: 't', data: 'x'.repeat(40_000), to: ['a'] });
+  // One turn: the failing write is in libuv's pool when the next put is queued behind it.
+  await new Promise((resolve) => setImmediate(resolve));
+  const queued = outcome(store.put({ kind: 1, type: 't', data: 'small', to: ['a'] }));
+  let advance: Promise<unknown> = Promise.resolve('not asked');
+  const failed = outcome(failing.catch((err: unknown) => {
+    // Room again before the queued put's turn (synchronously, in the failure's own
+    // continuation): written now, it would go into the torn log, and be dropped with it.
+    unlinkSync(filler);
+    advance = outcome(store.advanceCounters([(store.counters[0] ?? 0) + 100]));
+    throw err;
+  }));
+  assert.equal(await failed, 'refused', 'the write on the full disk failed');
+  assert.equal(await queued, 'refused', 'the put queued behind it is refused, not written');
+  assert.equal(await advance, 'refused', 'the counter advance is refused, not written');
+});
+
+test('a sweep whose deletes fail on a full disk takes the partition out of writes, as a failed put does', async (t) => {
+  const small = await clockedStoreOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, clock, store } = small;
+  // Enough deletes that their batch outgrows what is left of the log's last page.
+  await Promise.all(Array.from({ length: 400 }, (_, n) =>
+    store.put({ kind: 1, type: 't', data: n, to: ['a'], ttlMs: 1000, clientMsgId: `sweep-${n}` })));
+  await fill(disk);
+  clock.ms += 5000;
+  assert.equal(await outcome(store.sweepNow()), 'refused');
+  assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
 });
