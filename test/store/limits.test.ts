@@ -89,6 +89,13 @@ test('data that is not a JSON value, and bad fields, are INVALID_REQUEST before 
     { kind: 1, type: 't', data: 1, clientMsgId: 'k'.repeat(129) },
     { kind: 1, type: 't', data: 1, ttlMs: 0 },
     { kind: 1, type: 't', data: 1, to: 'alice' },
+    { kind: 1, type: 't', data: 1, to: ['alice', 7] },
+    { kind: 1, type: 't', data: 1, from: 7 },
+    { kind: 2, type: 't', data: 1, room: 7 },
+    { kind: 1, type: 't', data: 1, clientMsgId: 'del\x7f' },
+    { kind: 1, type: 't', data: 1, tsMs: -1 },
+    { kind: 1, type: 't', data: { n: Infinity } },
+    { kind: 1, type: 't', data: JSON.parse('['.repeat(65) + ']'.repeat(65)) as unknown },
   ];
   for (const [i, msg] of bad.entries()) {
     await assert.rejects(store.put(msg as Parameters<typeof store.put>[0]), (err) => isPixiuError(err, 'INVALID_REQUEST'), `case ${i}`);

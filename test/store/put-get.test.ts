@@ -222,3 +222,12 @@ test('puts without a client_msg_id in flight when close is called complete first
   const reopened = await openStore(t, dir, { partitions: 1 });
   assert.ok((await reopened.getMany(ids)).every((r) => r !== null));
 });
+
+test('records of 3-byte characters, written one after another into the shared encoding buffers, each read back whole', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
+  // Each record takes nearly three UTF-8 bytes per character: many fill buffer after buffer.
+  const texts = Array.from({ length: 60 }, (_, i) => `${i}:${'€'.repeat(1500 + i)}`);
+  const puts = await Promise.all(texts.map((data) => store.put({ kind: 1, type: 'euro', data, to: ['u'] })));
+  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), texts);
+});
