@@ -64,3 +64,25 @@ test('a full cache of decoded chat-sized records takes about its size in heap, n
   assert.notEqual(cache.get(id(count - 1), NOW), undefined, 'the cache is alive and holds the newest');
   assert.ok(used > 0.6 * maxBytes && used < 1.3 * maxBytes, `${(used / 1048576).toFixed(1)} MiB of heap for a cache of ${maxBytes / 1048576} MiB`);
 });
+
+test('a written record is decoded once: later reads answer the same frozen object', () => {
+  const cache = new RecordCache(1024 * 1024);
+  cache.setWritten(id(0), recordBytes(0));
+  const first = cache.get(id(0), NOW) as StoredMessage;
+  assert.ok(Object.isFrozen(first));
+  assert.equal(cache.get(id(0), NOW), first);
+});
+
+test('deleteStartingWith drops the records of one partition and keeps the others', () => {
+  const cache = new RecordCache(1024 * 1024);
+  const other = (i: number): string => (0x0200000000000000n + BigInt(i)).toString(16).padStart(16, '0');
+  for (let i = 0; i < 3; i++) {
+    cache.setWritten(id(i), recordBytes(i));
+    cache.setWritten(other(i), recordBytes(i));
+  }
+  cache.deleteStartingWith('01');
+  for (let i = 0; i < 3; i++) {
+    assert.equal(cache.get(id(i), NOW), undefined, `${id(i)} dropped`);
+    assert.notEqual(cache.get(other(i), NOW), undefined, `${other(i)} kept`);
+  }
+});
