@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
-import { prepareRecord } from '../../src/store/record.js';
+import { prepareRecord, publicationDataJson } from '../../src/store/record.js';
 import { counterOf, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
 
 const LIMIT = 1024;
@@ -102,4 +102,11 @@ test('data that is not a JSON value, and bad fields, are INVALID_REQUEST before 
   }
   const ok = await store.put({ kind: 1, type: 't', data: 1, to: ['a'] });
   assert.equal(counterOf(ok.id), 1, 'no refused put took a counter');
+});
+
+test('a channel publication is measured as a message is: JSON.stringify({type, data}) in UTF-8 bytes, type included', () => {
+  const type = 'é'.repeat(40);
+  const data = dataOfBytes(type, LIMIT);
+  assert.equal(publicationDataJson(type, data, LIMIT), JSON.stringify(data), 'exactly at the limit');
+  assert.throws(() => publicationDataJson(type, dataOfBytes(type, LIMIT + 1), LIMIT), (err) => isPixiuError(err, 'PAYLOAD_TOO_LARGE'));
 });

@@ -73,6 +73,11 @@ test('a record reads back with every field it was stored with', async (t) => {
   assert.ok(Object.isFrozen(read) && Object.isFrozen(read?.to), 'records read are frozen: the cache shares them');
   const other = await reopened.put({ kind: 1, type: 'dm', data: null, to: ['x'] });
   assert.equal(other.message.expiresAt, clock.ms + 3_600_000, 'default TTL when none is given');
+  // A time from another clock (a room message's, Redis's) is its ts; retention counts
+  // from the later of it and the store's clock.
+  const earlier = await reopened.put({ kind: 2, type: 'r', data: 1, room: 'r', tsMs: clock.ms - 60_000, ttlMs: 1000 });
+  assert.deepEqual([earlier.message.ts, earlier.message.expiresAt], [clock.ms - 60_000, clock.ms + 1000]);
+  assert.equal((await reopened.get(earlier.id))?.ts, clock.ms - 60_000);
 });
 
 const controls = Array.from({ length: 31 }, (_, i) => String.fromCharCode(i + 1)).join('');
