@@ -183,15 +183,19 @@ test('puts queued behind a write that fails, and a counter advance, are refused 
   assert.equal(await advance, 'refused', 'the counter advance is refused, not written');
 });
 
-test('a sweep whose deletes fail on a full disk takes the partition out of writes, as a failed put does', async (t) => {
+test('a sweep whose deletes fail on a full disk takes the partition out of writes, as a failed put does, and sweeps again once it has reopened', async (t) => {
   const small = await clockedStoreOnSmallDisk(t);
   if (small === undefined) return;
   const { disk, clock, store } = small;
   // Enough deletes that their batch outgrows what is left of the log's last page.
   await Promise.all(Array.from({ length: 400 }, (_, n) =>
     store.put({ kind: 1, type: 't', data: n, to: ['a'], ttlMs: 1000, clientMsgId: `sweep-${n}` })));
-  await fill(disk);
+  const filler = await fill(disk);
   clock.ms += 5000;
   assert.equal(await outcome(store.sweepNow()), 'refused');
   assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
+  // Room again: once the partition has reopened, a sweep deletes what the failed one did not.
+  await rm(filler);
+  await waitUntil('the partition reopens', async () => store.writeProblem === undefined);
+  assert.equal(await store.sweepNow(), 400);
 });
