@@ -134,6 +134,19 @@ test('a closed store refuses puts and reads as UNAVAILABLE', async (t) => {
   await store.close();
 });
 
+test('a store that is closing refuses puts, lookups and sweeps at once, before its partitions have closed', async (t) => {
+  const dir = await tempDir(t);
+  const store = await MessageStore.open(storeOptions(dir, { partitions: 2 }));
+  const closing = store.close();
+  const unavailable = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE');
+  // Asked in the same turn as close(), while its partitions are still open.
+  const asked = [store.put({ kind: 1, type: 't', data: 1, to: ['a'], clientMsgId: 'late' }), store.findByClientMsgId('late'), store.sweepNow()];
+  for (const answer of asked) await assert.rejects(answer, unavailable);
+  await closing;
+  const reopened = await openStore(t, dir, { partitions: 2 });
+  assert.equal(await reopened.findByClientMsgId('late'), null, 'nothing was stored');
+});
+
 test('puts in flight when close is called complete first', async (t) => {
   const dir = await tempDir(t);
   const store = await MessageStore.open(storeOptions(dir, { partitions: 2 }));
