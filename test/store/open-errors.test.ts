@@ -6,7 +6,7 @@ import { ClassicLevel } from 'classic-level';
 import { StartupError, isPixiuError } from '../../src/errors.js';
 import { MAX_COUNTER } from '../../src/ids/msg-id.js';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
-import { PARTITION_HASH } from '../../src/store/layout.js';
+import { PARTITION_HASH, checkLayout } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
 
@@ -140,4 +140,20 @@ test('a partition whose counter high-water mark is not a number is refused at op
   await writeHighWaterMark(dir, 0, '12abc');
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })),
     startupError(path.join(dir, '0'), 'cannot be read', 'high-water mark "12abc" is not a counter'));
+});
+
+test('a layout that is no object, or whose partition base runs past partition byte 255, is refused naming the file', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'LAYOUT');
+  await writeFile(file, 'null\n');
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })), startupError(file, 'is not a layout'));
+  await writeFile(file, `${JSON.stringify({ format: 1, partitions: 2, hash: PARTITION_HASH, storeId: 'abc', partitionBase: 255 })}\n`);
+  await assert.rejects(checkLayout(dir, 2, 254), startupError(file, 'partition base 255 out of range'));
+});
+
+test('two opens of a new store at once agree on the layout one of them wrote', async (t) => {
+  const dir = await tempDir(t);
+  await Promise.all([checkLayout(dir, 4), checkLayout(dir, 4)]);
+  const layout = JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
+  assert.equal(layout.partitions, 4);
 });
