@@ -95,6 +95,7 @@ test('data that is not a JSON value, and bad fields, are INVALID_REQUEST before 
     { kind: 1, type: 't', data: 1, clientMsgId: 'del\x7f' },
     { kind: 1, type: 't', data: 1, tsMs: -1 },
     { kind: 1, type: 't', data: { n: Infinity } },
+    { kind: 1, type: 't', data: -Infinity },
     { kind: 1, type: 't', data: JSON.parse('['.repeat(65) + ']'.repeat(65)) as unknown },
   ];
   for (const [i, msg] of bad.entries()) {

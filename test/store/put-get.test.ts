@@ -249,3 +249,16 @@ test('records of 3-byte characters, written one after another into the shared en
   const puts = await Promise.all(texts.map((data) => store.put({ kind: 1, type: 'euro', data, to: ['u'] })));
   assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), texts);
 });
+
+test('a record larger than an encoding buffer, its recipient list uncounted by the size limit, reads back whole', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
+  // 3-byte characters: near the 64 KiB limit in data, and more in the recipients.
+  const to = Array.from({ length: 20 }, (_, i) => `${i}${'€'.repeat(100)}`);
+  const data = '€'.repeat(21_000);
+  const put = await store.put({ kind: 1, type: 'big', data, to });
+  assert.ok(put.bytes.length > 64 * 1024, String(put.bytes.length));
+  const read = await store.get(put.id);
+  assert.equal(read?.data, data);
+  assert.deepEqual(read?.to, to);
+});
