@@ -240,3 +240,20 @@ test('the sweeper keeps running on its timer: a record expiring after the first 
   await store.close();
   assert.equal((await rawKeys(dir, 0)).message.length, 0, `${id} was swept by a later sweep`);
 });
+
+test('the records of one batch share one expiry entry per expiry second, and each is swept from it', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now });
+  // Issued in one turn: one batch. Expiries 1.000 s to 1.099 s from now, one second's worth.
+  const puts = await Promise.all(Array.from({ length: 100 }, (_, i) =>
+    store.put({ kind: 1, type: 't', data: i, to: ['a'], ttlMs: 1000 + i, clientMsgId: `batch-${i}` })));
+  await store.close();
+  const keys = await rawKeys(dir, 0);
+  assert.equal(keys.expiry.length, 2, 'the second at 1.000 s, and the next one for the rest');
+  const reopened = await openStore(t, dir, { partitions: 1, now: clock.now });
+  clock.ms += 2000;
+  assert.equal(await reopened.sweepNow(), puts.length);
+  await reopened.close();
+  assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
+});
