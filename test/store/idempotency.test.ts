@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
+import { SYNC_READS_MAX } from '../../src/store/partition.js';
 import { decodeRecord } from '../../src/store/record.js';
 import { countKeys, counterOf, fakeClock, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
 
@@ -102,4 +103,14 @@ test('findByClientMsgId waits for a put of that client_msg_id in flight and answ
   assert.equal(found?.id, (await put).id);
   assert.equal(found?.data, 'first');
   assert.equal(await store.findByClientMsgId('never-put'), null);
+});
+
+test('retries of many stored messages in one batch each answer their own first record (read in one getMany)', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { partitions: 1 });
+  // More than SYNC_READS_MAX, so the batch reads their records in one getMany.
+  const cids = Array.from({ length: SYNC_READS_MAX + 8 }, (_, i) => `many-${i}`);
+  const firsts = await Promise.all(cids.map((cid, i) => store.put({ kind: 1, type: 't', data: i, to: ['a'], clientMsgId: cid })));
+  const retries = await Promise.all(cids.map((cid, i) => store.put({ kind: 1, type: 't', data: `retry ${i}`, to: ['a'], clientMsgId: cid })));
+  assert.deepEqual(retries.map((r) => [r.id, r.duplicate, r.message.data]), firsts.map((f, i) => [f.id, true, i]));
 });
