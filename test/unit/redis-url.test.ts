@@ -13,6 +13,12 @@ test('redactUrl hides the password of the user part, a user part without ":", an
     ['redis://host/0?family=6&PASSWORD=pw', 'redis://host/0?family=6&PASSWORD=***'],
     ['unix://:pw@/tmp/r.sock?db=1', 'unix://:***@/tmp/r.sock?db=1'],
     ['unix:///tmp/a@b.sock', 'unix:///tmp/a@b.sock'],
+    // The user part runs to the last @ before the path: a password's own @ is hidden with it.
+    ['redis://:p@ss@host:6379', 'redis://:***@host:6379'],
+    ['redis://ops:p@s@s@host/0', 'redis://ops:***@host/0'],
+    // Every ?password=, and only up to a fragment.
+    ['redis://host?password=one&family=6&password=two', 'redis://host?password=***&family=6&password=***'],
+    ['redis://host?password=pw#frag', 'redis://host?password=***#frag'],
   ];
   for (const [url, shown] of cases) assert.equal(redactUrl(url), shown, url);
 });
@@ -23,6 +29,11 @@ test('redisTarget reads unix:// URLs with credentials and options; redis:// URLs
   assert.deepEqual(redisTarget('unix://:p%40ss@/tmp/r.sock?db=2'), { path: '/tmp/r.sock', username: '', password: 'p@ss', db: 2 });
   assert.deepEqual(redisTarget('unix://ops:pw@/tmp/r.sock?password=other'), { path: '/tmp/r.sock', username: 'ops', password: 'pw' });
   assert.equal(redisTarget('redis://:pw@127.0.0.1:6379/3'), 'redis://:pw@127.0.0.1:6379/3');
+  // A user part without ":" is a user name alone, no password.
+  assert.deepEqual(redisTarget('unix://ops@/tmp/r.sock'), { path: '/tmp/r.sock', username: 'ops' });
+  // The socket path is the URL's, whatever a ?path= option says; the scheme is read in any case.
+  assert.deepEqual(redisTarget('unix:///tmp/r.sock?path=/tmp/other.sock'), { path: '/tmp/r.sock' });
+  assert.deepEqual(redisTarget('UNIX:///tmp/r.sock'), { path: '/tmp/r.sock' });
 });
 
 test('redisUrlProblem says what is wrong in words, never quoting the URL', () => {
@@ -38,6 +49,8 @@ test('redisUrlProblem says what is wrong in words, never quoting the URL', () =>
     ['redis://u:s3cr@host/123456', /database number/],
     ['unix://u:s3cr@', /needs the socket path/],
     ['unix:///tmp/r.sock?db=x', /db must be a database number/],
+    ['unix:///tmp/r.sock?db=x1', /db must be a database number/],
+    ['redis:///0', /names no host/],
   ];
   for (const [url, expected] of cases) {
     const problem = redisUrlProblem(url);
