@@ -51,3 +51,49 @@ test('uids and prefixes that would break the one-slot rule are INVALID_REQUEST',
     assert.throws(() => new Keys(prefix), (err) => isPixiuError(err, 'INVALID_REQUEST'), JSON.stringify(prefix));
   }
 });
+
+test('the shared keys keep their names (they outlive a release: a renamed key is data lost), the store keys share the {store} slot, and rooms, channels and client_msg_ids get an escaped, checked hash tag', () => {
+  const keys = new Keys('t:');
+  assert.deepEqual({
+    nodes: keys.nodes(),
+    nodeSettings: keys.nodeSettings(),
+    nodeChannel: keys.nodeChannel('n1'),
+    broadcast: keys.broadcast(),
+    roomMembers: keys.roomMembers('r{1}'),
+    roomCut: keys.roomCut('r{1}'),
+    channelHistory: keys.channelHistory('c.x}'),
+    channelTopic: keys.channelTopic('c.x'),
+    storePartitions: keys.storePartitions(),
+    storeDescriptions: keys.storeDescriptions(),
+    storeMinted: keys.storeMinted('s1'),
+    claimsSince: keys.claimsSince(),
+    storeLease: keys.storeLease('s1'),
+    clientIdClaim: keys.clientIdClaim('m%1'),
+    readinessProbe: keys.readinessProbe(),
+    clusterSecret: keys.clusterSecret(),
+  }, {
+    nodes: 't:nodes',
+    nodeSettings: 't:node-settings',
+    nodeChannel: 't:node:n1',
+    broadcast: 't:broadcast',
+    roomMembers: 't:room:{r%7B1%7D}:members',
+    roomCut: 't:room:{r%7B1%7D}:cut',
+    channelHistory: 't:ch:{c.x%7D}:history',
+    channelTopic: 't:ch:c.x',
+    storePartitions: 't:xiu:{store}:partitions',
+    storeDescriptions: 't:xiu:{store}:stores',
+    storeMinted: 't:xiu:{store}:minted:s1',
+    claimsSince: 't:xiu:{store}:claims-since',
+    storeLease: 't:xiu:{store}:lease:s1',
+    clientIdClaim: 't:cmid:{m%251}',
+    readinessProbe: 't:readyz',
+    clusterSecret: 't:cluster:secret',
+  });
+  assert.equal(keys.inbox('a{b}'), 't:{a%7Bb%7D}:inbox', 'every brace escaped, not only the first');
+  for (const build of [(id: string) => keys.roomMembers(id), (id: string) => keys.roomCut(id), (id: string) => keys.channelHistory(id), (id: string) => keys.clientIdClaim(id)]) {
+    for (const id of ['', 'x'.repeat(MAX_UID_LENGTH + 1)]) {
+      assert.throws(() => build(id), (err) => isPixiuError(err, 'INVALID_REQUEST'), `${build.toString()} ${id.length}`);
+    }
+  }
+  assert.throws(() => new Keys('a}'), (err) => isPixiuError(err, 'INVALID_REQUEST'), 'a closing brace in the prefix');
+});
