@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { readPersistence, redisUptimeMs, warnIfEvicting } from '../../src/redis/persistence-check.js';
+import { readPersistence, redisUptimeMs, warnIfEvicting, warnUnlessPersistent } from '../../src/redis/persistence-check.js';
 import { waitUntil } from '../harness/checks.js';
 import { startService } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -130,4 +130,34 @@ test('a Redis user not allowed INFO is not second-guessed: the version check is 
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' });
   const service = await startService(config, capturingLogger().logger);
   await service.close();
+});
+
+test('a Redis user not allowed CONFIG is not second-guessed: no persistence or eviction warning, a debug line each, and neither check rejects', async (t) => {
+  await admin.config('SET', 'appendonly', 'yes');
+  {
+    const { logger, lines } = capturingLogger();
+    assert.equal(await warnUnlessPersistent(admin, server.url, logger), 'aof');
+    assert.deepEqual(lines.map((l) => l.msg), [], 'AOF: nothing to say');
+  }
+  await admin.call('ACL', 'SETUSER', 'noconfig', 'on', '>noconfig-password', '~*', '&*', '+@all', '-config');
+  const limited = await createRedis({ url: server.url.replace('redis://', 'redis://noconfig:noconfig-password@'), commandTimeoutMs: 5000 });
+  t.after(async () => {
+    await limited.quit();
+    await admin.call('ACL', 'DELUSER', 'noconfig');
+  });
+  await admin.config('SET', 'appendonly', 'no'); // what it would warn about, could it read it
+  await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+  try {
+    assert.equal(await readPersistence(limited), undefined);
+    const { logger, lines } = capturingLogger();
+    assert.equal(await warnUnlessPersistent(limited, server.url, logger), undefined);
+    assert.equal(await warnIfEvicting(limited, server.url, logger), undefined);
+    assert.deepEqual(lines.map((l) => [l.level, l.msg?.replace(/ \(.*$/, '')]), [
+      [20, 'cannot read how Redis persists'],
+      [20, 'cannot read Redis\'s eviction policy'],
+    ]);
+  } finally {
+    await admin.config('SET', 'appendonly', 'yes');
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  }
 });
