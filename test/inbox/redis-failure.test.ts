@@ -7,6 +7,8 @@ import { createRedis } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
+import { waitUntil } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
 
 /** A short command timeout, so a lost reply is noticed quickly. */
 const COMMAND_TIMEOUT_MS = 300;
@@ -143,4 +145,33 @@ test('the scripts are loaded again as the client reconnects, ahead of its first 
   assert.match(stats, /cmdstat_script\|load:calls=\d+/);
   assert.doesNotMatch(stats, /cmdstat_eval:/, 'no call fell back to EVAL');
   assert.doesNotMatch(await redis.info('errorstats'), /NOSCRIPT/);
+});
+
+test('a blocking client (XREAD BLOCK) has no command timeout: a read blocked past it answers when its block ends', async (t) => {
+  const reader = await createRedis({ url: server.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, blocking: true });
+  t.after(() => reader.disconnect());
+  assert.equal(await reader.xread('BLOCK', String(COMMAND_TIMEOUT_MS + 300), 'STREAMS', 'blocked-read', '$'), null);
+});
+
+test('each outage is logged once, however long the reconnects fail, and followed by "redis connection restored"', async (t) => {
+  const { logger, lines } = capturingLogger();
+  const watched = await createRedis({ url: server.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, name: 'watched', logger });
+  t.after(() => watched.disconnect());
+  const said = (msg: string): number => lines.filter((l) => l.msg === msg).length;
+  for (const outage of [1, 2]) {
+    await server.kill();
+    // Failed reconnects, all with one message: one line for them all.
+    let failures = 0;
+    const onError = (): void => { failures += 1; };
+    watched.on('error', onError);
+    await waitUntil(`outage ${outage}: two failed reconnects`, async () => failures >= 2);
+    watched.off('error', onError);
+    assert.equal(said('redis connection error'), outage, `outage ${outage}: ${JSON.stringify(lines)}`);
+    // Not events.once: it rejects on an error event (a reconnect failing before the port is bound).
+    const ready = new Promise((resolve) => watched.once('ready', resolve));
+    await server.restart();
+    await ready;
+    assert.equal(said('redis connection restored'), outage, `outage ${outage}: ${JSON.stringify(lines)}`);
+  }
+  assert.deepEqual(lines.map((l) => l.redis), lines.map(() => 'watched'));
 });
