@@ -112,6 +112,20 @@ test('makeDir through a symbolic link that points nowhere names the link and whe
   assert.ok((await stat(path.join(gone, 'store', 'p0'))).isDirectory());
 });
 
+test('makeDir through a working link and then one that points nowhere names the second', async (t) => {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const [real, good, gone] = [path.join(root, 'real'), path.join(root, 'good'), path.join(root, 'gone')];
+  await makeDir(real);
+  await symlink(real, good);
+  await symlink(gone, path.join(real, 'bad'));
+  const target = path.join(good, 'bad', 'pixiu');
+  await assert.rejects(makeDir(target), (err: Error) => {
+    assert.equal(err.message, `cannot create ${target}: ${path.join(good, 'bad')} is a symbolic link to ${gone}, which does not exist`);
+    return true;
+  });
+});
+
 test('makeDir through a loop of symbolic links names the link and the loop', async (t) => {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-mkdir-'));
   t.after(() => rm(root, { recursive: true, force: true }));
