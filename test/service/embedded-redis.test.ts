@@ -18,6 +18,7 @@ import { createLogger } from '../../src/logger.js';
 import { PixiuClient, runCli, spawnServe } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { waitUntil } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
 
 /** What a serve printed, for the message of a failed exit check: stderr, then the end of its log. */
 function output(serve: { stdout(): string; stderr(): string }): string {
@@ -138,4 +139,18 @@ test('a second serve on a data dir in use refuses to start and leaves the runnin
   assert.equal(posted.status, 201, posted.text);
   assert.deepEqual(await first.term(), { code: 0, signal: null }, output(first));
   assert.ok(!isAlive(redisPid), 'and stops it on SIGTERM as before');
+});
+
+test('the embedded Redis lets go of its data dir when a start fails and when it stops (the same process starts it again), and a stop is no crash to restart from', { timeout: 60_000 }, async (t) => {
+  const { dataDir, pidFile } = await embeddedDataDir(t);
+  const { logger, lines } = capturingLogger();
+  await assert.rejects(startLocalRedis({ dataDir, logger, binary: 'no-such-redis-server' }), /no-such-redis-server not found/);
+  const first = await startLocalRedis({ dataDir, logger });
+  const firstPid = Number(await readFile(pidFile, 'utf8'));
+  await first.stop();
+  assert.ok(!isAlive(firstPid), 'stopped');
+  const second = await startLocalRedis({ dataDir, logger });
+  assert.equal(second.owned, true, 'started, not adopted');
+  await second.stop();
+  assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no exit taken for a crash');
 });
