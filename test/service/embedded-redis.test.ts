@@ -6,9 +6,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
@@ -153,4 +154,18 @@ test('the embedded Redis lets go of its data dir when a start fails and when it 
   assert.equal(second.owned, true, 'started, not adopted');
   await second.stop();
   assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no exit taken for a crash');
+});
+
+test('a pid file naming a live process that is no Redis (a pid reused) is not adopted: a server is started, and that process is left alone', { timeout: 60_000 }, async (t) => {
+  const { dataDir, pidFile } = await embeddedDataDir(t);
+  const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+  t.after(() => stranger.kill('SIGKILL'));
+  await mkdir(path.dirname(pidFile), { recursive: true });
+  await writeFile(pidFile, `${stranger.pid}\n`);
+  const local = await startLocalRedis({ dataDir, logger: createLogger('silent') });
+  const started = Number(await readFile(pidFile, 'utf8'));
+  await local.stop();
+  assert.equal(local.owned, true, 'started, not adopted');
+  assert.notEqual(started, stranger.pid);
+  assert.ok(stranger.exitCode === null && stranger.signalCode === null, 'the stranger is not stopped with it');
 });
