@@ -150,6 +150,7 @@ test('the embedded Redis lets go of its data dir when a start fails and when it 
   const firstPid = Number(await readFile(pidFile, 'utf8'));
   await first.stop();
   assert.ok(!isAlive(firstPid), 'stopped');
+  await first.stop(); // a second stop (a shutdown step run again) has nothing left to wait for
   const second = await startLocalRedis({ dataDir, logger });
   assert.equal(second.owned, true, 'started, not adopted');
   await second.stop();
