@@ -7,6 +7,7 @@ import { createRedis } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
+import { requireRedisVersion } from '../../src/redis/version-check.js';
 import { waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
@@ -174,4 +175,18 @@ test('each outage is logged once, however long the reconnects fail, and followed
     assert.equal(said('redis connection restored'), outage, `outage ${outage}: ${JSON.stringify(lines)}`);
   }
   assert.deepEqual(lines.map((l) => l.redis), lines.map(() => 'watched'));
+});
+
+test('the start\'s version check names the Redis URL and the reason when INFO gets no answer in time', async () => {
+  await whenWorking(() => inbox.append('version-check', msgId(900), MsgKind.user)); // connected again after the outages above
+  // INFO is not auto-pipelined: it goes out once DEBUG SLEEP's pipeline is written (the
+  // next turn of the event loop), on the same connection, so it waits behind it.
+  const sleeping = redis.call('DEBUG', 'SLEEP', '1').catch(() => 'timed out');
+  await new Promise((resolve) => setImmediate(resolve));
+  await assert.rejects(requireRedisVersion(redis, 'redis://shown-url'), (err: Error) => {
+    assert.equal(err.name, 'StartupError');
+    assert.equal(err.message, 'cannot read INFO server of Redis at redis://shown-url: Command timed out');
+    return true;
+  });
+  await sleeping;
 });
