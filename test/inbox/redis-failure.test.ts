@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
-import { createRedis } from '../../src/redis/client.js';
+import { createRedis, transaction } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
@@ -189,4 +189,16 @@ test('the start\'s version check names the Redis URL and the reason when INFO ge
     return true;
   });
   await sleeping;
+});
+
+test('a transaction answers its replies in order; one with a command Redis refused, or aborted by a WATCH, fails as UNAVAILABLE', async (t) => {
+  await whenWorking(() => inbox.append('transaction', msgId(901), MsgKind.user));
+  const own = await createRedis({ url: server.url, commandTimeoutMs: COMMAND_TIMEOUT_MS });
+  t.after(() => own.disconnect());
+  await own.set('tx:string', 'x');
+  assert.deepEqual(await transaction(() => own.multi().get('tx:string').exists('tx:string').exec()), ['x', 1]);
+  await assert.rejects(transaction(() => own.multi().get('tx:string').hget('tx:string', 'f').exec()), unavailable, 'WRONGTYPE inside');
+  await own.watch('tx:string');
+  await redis.set('tx:string', 'changed');
+  await assert.rejects(transaction(() => own.multi().get('tx:string').exec()), unavailable, 'aborted');
 });
