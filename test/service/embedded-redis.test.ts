@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
 import { localRedisSocket, startLocalRedis } from '../../src/redis/local-server.js';
@@ -169,4 +170,19 @@ test('a pid file naming a live process that is no Redis (a pid reused) is not ad
   assert.equal(local.owned, true, 'started, not adopted');
   assert.notEqual(started, stranger.pid);
   assert.ok(stranger.exitCode === null && stranger.signalCode === null, 'the stranger is not stopped with it');
+});
+
+test('the embedded Redis socket is <dataDir>/redis/redis.sock up to 107 bytes (sun_path\'s limit); past it, one stable short path per data dir in the temp dir', () => {
+  const suffix = path.join('redis', 'redis.sock');
+  const fits = `/${'d'.repeat(107 - suffix.length - 2)}`; // "/ddd…" + "/" + suffix: 107 bytes
+  assert.equal(Buffer.byteLength(localRedisSocket(fits)), 107);
+  assert.equal(localRedisSocket(fits), path.join(fits, suffix));
+  // One byte more, or as many characters when one takes two bytes: the temp dir instead.
+  for (const over of [`${fits}d`, `${fits.slice(0, -1)}é`]) {
+    const sock = localRedisSocket(over);
+    assert.equal(path.dirname(sock), os.tmpdir(), over);
+    assert.match(path.basename(sock), /^pixiu-redis-[0-9a-f]{16}\.sock$/);
+    assert.equal(localRedisSocket(over), sock, 'the same every time');
+  }
+  assert.notEqual(localRedisSocket(`${fits}d`), localRedisSocket(`${fits}e`), 'one per data dir');
 });
