@@ -14,7 +14,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
-import { localRedisSocket, startLocalRedis } from '../../src/redis/local-server.js';
+import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
 import { StartupError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
 import { PixiuClient, runCli, spawnServe } from '../harness/pixiu-server.js';
@@ -186,3 +186,41 @@ test('the embedded Redis socket is <dataDir>/redis/redis.sock up to 107 bytes (s
   }
   assert.notEqual(localRedisSocket(`${fits}d`), localRedisSocket(`${fits}e`), 'one per data dir');
 });
+
+test('an adopted redis-server that dies is restarted, as one it started is, and the restarted one is stopped with it', { timeout: 60_000 }, async (t) => {
+  const { dataDir, pidFile } = await embeddedDataDir(t);
+  const sock = localRedisSocket(dataDir);
+  await mkdir(path.dirname(pidFile), { recursive: true });
+  // A server on the data dir as a SIGKILLed pixiu leaves it: no clients.
+  const orphan = spawn('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
+  t.after(() => orphan.kill('SIGKILL'));
+  await waitUntil('the orphan answers and has written its pid', async () =>
+    Number(await readFile(pidFile, 'utf8').catch(() => '')) === orphan.pid && await answersPing(sock));
+  const { logger, lines } = capturingLogger();
+  const local = await startLocalRedis({ dataDir, logger });
+  assert.equal(local.owned, false, 'adopted');
+  orphan.kill('SIGKILL');
+  await waitUntil('a new redis-server runs', async () => {
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    return pid > 0 && pid !== orphan.pid && isAlive(pid);
+  });
+  const restarted = Number(await readFile(pidFile, 'utf8'));
+  await local.stop();
+  assert.ok(lines.some((l) => l.msg === `adopted redis-server (pid ${orphan.pid}) is gone while pixiu runs; restarting it`), JSON.stringify(lines.map((l) => l.msg)));
+  assert.ok(!isAlive(restarted), 'the restarted server is stopped');
+});
+
+/** True when something on unix socket `sock` answers PING as Redis does. */
+async function answersPing(sock: string): Promise<boolean> {
+  const conn = net.createConnection(sock);
+  try {
+    await once(conn, 'connect');
+    conn.write('PING\r\n');
+    const [reply] = await once(conn, 'data') as [Buffer];
+    return reply.toString() === '+PONG\r\n';
+  } catch {
+    return false;
+  } finally {
+    conn.destroy();
+  }
+}
