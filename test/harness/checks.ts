@@ -1,10 +1,12 @@
 /**
  * Checks shared by the API and service tests: the JSON error body of DESIGN.md §7,
  * a whole inbox read through the `Inbox` class, a bounded wait on a condition
- * that has no event to wait on, and one sample of `/metrics`.
+ * that has no event to wait on, one sample of `/metrics`, and a count of a Redis
+ * client's socket writes.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import type net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { EventEmitter } from 'node:events';
@@ -111,4 +113,21 @@ export function holdHistoryBudget(budget: HistoryBudget, bytes: number): () => v
 export async function flushPrefix(redis: Redis, prefix: string): Promise<void> {
   const all = await redis.keys(`${prefix}*`);
   if (all.length > 0) await redis.del(...all);
+}
+
+/**
+ * Counts the writes the socket of `redis` hands to the kernel (one per call of Node's
+ * `_write` or `_writev`), from now on: how many round trips a batch of calls took.
+ */
+export function countSocketWrites(redis: Redis): { readonly count: number; reset(): void } {
+  const socket = redis.stream as net.Socket & { _write: (...a: unknown[]) => void; _writev?: (...a: unknown[]) => void };
+  let writes = 0;
+  const write = socket._write.bind(socket);
+  const writev = socket._writev?.bind(socket);
+  socket._write = (...a) => { writes += 1; write(...a); };
+  if (writev) socket._writev = (...a) => { writes += 1; writev(...a); };
+  return {
+    get count() { return writes; },
+    reset() { writes = 0; },
+  };
 }

@@ -1,7 +1,7 @@
-import net from 'node:net';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
+import { countSocketWrites } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
@@ -68,18 +68,12 @@ test('appends issued in one tick leave in one socket write per batch of 500, not
   t.after(() => own.disconnect());
   const target = new Inbox(own, { prefix: 'px:', cap: 10_000 });
   await target.append('writes-warm', msgId(1), MsgKind.user); // loads the script on this connection
-  // Counts the writes Node's socket hands to the kernel (one per call of these).
-  const socket = own.stream as net.Socket & { _write: (...a: unknown[]) => void; _writev?: (...a: unknown[]) => void };
-  let writes = 0;
-  const write = socket._write.bind(socket);
-  const writev = socket._writev?.bind(socket);
-  socket._write = (...a) => { writes += 1; write(...a); };
-  if (writev) socket._writev = (...a) => { writes += 1; writev(...a); };
+  const writes = countSocketWrites(own);
   for (const count of [1, 100, 1200]) {
-    writes = 0;
+    writes.reset();
     const results = await Promise.all(Array.from({ length: count }, (_, i) => target.append(`writes-${count}-${i % 7}`, msgId(i + 1), MsgKind.user)));
     assert.equal(results.length, count);
-    assert.equal(writes, Math.ceil(count / 500), `${count} appends took ${writes} socket writes`);
+    assert.equal(writes.count, Math.ceil(count / 500), `${count} appends took ${writes.count} socket writes`);
   }
 });
 

@@ -8,7 +8,7 @@ import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { requireRedisVersion } from '../../src/redis/version-check.js';
-import { waitUntil } from '../harness/checks.js';
+import { countSocketWrites, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
 /** A short command timeout, so a lost reply is noticed quickly. */
@@ -201,4 +201,13 @@ test('a transaction answers its replies in order; one with a command Redis refus
   await own.watch('tx:string');
   await redis.set('tx:string', 'changed');
   await assert.rejects(transaction(() => own.multi().get('tx:string').exec()), unavailable, 'aborted');
+});
+
+test('calls made in one tick leave in one socket write (auto-pipelining), not one each', async (t) => {
+  const own = await createRedis({ url: server.url, commandTimeoutMs: COMMAND_TIMEOUT_MS });
+  t.after(() => own.disconnect());
+  const writes = countSocketWrites(own);
+  const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => own.get(`one-tick-${i}`)));
+  assert.deepEqual(replies, Array.from({ length: 50 }, () => null));
+  assert.equal(writes.count, 1);
 });
