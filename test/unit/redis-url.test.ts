@@ -1,6 +1,7 @@
 /** src/redis/url.ts: the Redis URL forms, their ioredis options, and how they are shown. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createRedis } from '../../src/redis/client.js';
 import { redactUrl, redisTarget, redisUrlProblem, unixUrl } from '../../src/redis/url.js';
 
 test('redactUrl hides the password of the user part, a user part without ":", and ?password=', () => {
@@ -67,4 +68,13 @@ test('unixUrl encodes a socket path that redisTarget reads back whole, % ? # @ a
   for (const sock of ['/var/run/redis.sock', '/data/100% sure/redis.sock', '/d/a?b#c/u@h:p/redis.sock']) {
     assert.deepEqual(redisTarget(unixUrl(sock)), { path: sock }, sock);
   }
+});
+
+test('a unix:// password holding an @ written as is is read whole, as a redis:// one is, and no part of it reaches the error of a failed connect', async () => {
+  // redis://:P@ssw0rd@host is read with the last @ ending the credentials (WHATWG URL);
+  // the unix:// form says it takes the same credentials.
+  assert.deepEqual(redisTarget('unix://:P@ssw0rd-tail@/tmp/r.sock'), { path: '/tmp/r.sock', username: '', password: 'P@ssw0rd-tail' });
+  const failed = await createRedis({ url: 'unix://:P@ssw0rd-tail@/tmp/pixiu-no-such-dir/redis.sock', commandTimeoutMs: 1000 }).then(
+    (client) => { client.disconnect(); return new Error('connected'); }, (err: unknown) => err as Error);
+  assert.doesNotMatch(failed.message, /ssw0rd-tail/);
 });
