@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -189,13 +189,8 @@ test('the embedded Redis socket is <dataDir>/redis/redis.sock up to 107 bytes (s
 
 test('an adopted redis-server that dies is restarted, as one it started is, and the restarted one is stopped with it', { timeout: 60_000 }, async (t) => {
   const { dataDir, pidFile } = await embeddedDataDir(t);
-  const sock = localRedisSocket(dataDir);
-  await mkdir(path.dirname(pidFile), { recursive: true });
   // A server on the data dir as a SIGKILLed pixiu leaves it: no clients.
-  const orphan = spawn('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
-  t.after(() => orphan.kill('SIGKILL'));
-  await waitUntil('the orphan answers and has written its pid', async () =>
-    Number(await readFile(pidFile, 'utf8').catch(() => '')) === orphan.pid && await answersPing(sock));
+  const orphan = await startByHand(t, dataDir, pidFile);
   const { logger, lines } = capturingLogger();
   const local = await startLocalRedis({ dataDir, logger });
   assert.equal(local.owned, false, 'adopted');
@@ -209,6 +204,34 @@ test('an adopted redis-server that dies is restarted, as one it started is, and 
   assert.ok(lines.some((l) => l.msg === `adopted redis-server (pid ${orphan.pid}) is gone while pixiu runs; restarting it`), JSON.stringify(lines.map((l) => l.msg)));
   assert.ok(!isAlive(restarted), 'the restarted server is stopped');
 });
+
+test('a redis-server started by hand on the data dir while the embedded one is down is adopted by the restart, not doubled, and stopped with it', { timeout: 60_000 }, async (t) => {
+  const { dataDir, pidFile } = await embeddedDataDir(t);
+  const { logger, lines } = capturingLogger();
+  const local = await startLocalRedis({ dataDir, logger });
+  const first = Number(await readFile(pidFile, 'utf8'));
+  // It takes over the socket and the pid file; then the supervised one dies.
+  const byHand = await startByHand(t, dataDir, pidFile);
+  process.kill(first, 'SIGKILL');
+  await waitUntil('the restart is done', async () => lines.some((l) => l.msg === 'local redis-server is back'));
+  assert.equal(Number(await readFile(pidFile, 'utf8')), byHand.pid, 'no second server on the data dir');
+  await local.stop();
+  assert.ok(!isAlive(byHand.pid ?? 0), 'the adopted server is stopped with it');
+});
+
+/**
+ * Starts a redis-server on `dataDir` as the embedded one runs (its socket, pid file and
+ * AOF), not through startLocalRedis; resolves once it answers and has written its pid.
+ */
+async function startByHand(t: { after(fn: () => unknown): void }, dataDir: string, pidFile: string): Promise<ChildProcess> {
+  const sock = localRedisSocket(dataDir);
+  await mkdir(path.dirname(pidFile), { recursive: true });
+  const server = spawn('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
+  t.after(() => server.kill('SIGKILL'));
+  await waitUntil('the server started by hand answers and has written its pid', async () =>
+    Number(await readFile(pidFile, 'utf8').catch(() => '')) === server.pid && await answersPing(sock));
+  return server;
+}
 
 /** True when something on unix socket `sock` answers PING as Redis does. */
 async function answersPing(sock: string): Promise<boolean> {
