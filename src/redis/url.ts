@@ -90,9 +90,11 @@ export function unixUrl(socketPath: string): string {
 function unixTarget(rest: string): RedisOptions {
   let auth: string | undefined;
   let tail = rest;
-  const at = rest.indexOf('@');
+  // The credentials end at the last @ before the socket path (its first /), as a
+  // redis:// URL's end at its last @: a password may hold an @ written as is.
   const slash = rest.indexOf('/');
-  if (at !== -1 && (slash === -1 || at < slash)) {
+  const at = rest.lastIndexOf('@', slash === -1 ? rest.length : slash);
+  if (at !== -1) {
     auth = rest.slice(0, at);
     tail = rest.slice(at + 1);
   }
