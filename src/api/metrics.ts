@@ -3,6 +3,7 @@
  * instances in one process (tests) do not collide. Exposed at `GET /metrics`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { FetchRead } from '../delivery/session.js';
 
 /** The ingest routes, as the `route` label names them. */
 export type IngestRoute = 'message' | 'batch';
@@ -29,6 +30,12 @@ const ROUTE_LABELS: Readonly<Record<IngestRoute, { route: IngestRoute }>> = {
 const OUTCOME_LABELS: Readonly<Record<IngestRoute, Readonly<Record<'created' | 'duplicate', { route: IngestRoute; outcome: string }>>>> = {
   message: { created: Object.freeze({ route: 'message', outcome: 'created' }), duplicate: Object.freeze({ route: 'message', outcome: 'duplicate' }) },
   batch: { created: Object.freeze({ route: 'batch', outcome: 'created' }), duplicate: Object.freeze({ route: 'batch', outcome: 'duplicate' }) },
+};
+
+/** `read` label sets of `pixiu_delivery_fetch_failures_total`, built once (as above). */
+const FETCH_READ_LABELS: Readonly<Record<FetchRead, { read: FetchRead }>> = {
+  inbox: Object.freeze({ read: 'inbox' }),
+  records: Object.freeze({ read: 'records' }),
 };
 
 /** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
@@ -131,6 +138,31 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Delivery fetches that failed, by the read that failed (src/delivery/session.ts
+   * `FetchRead`): `inbox`, the inbox page in Redis; `records`, the messages' content
+   * (the node owning their partition down or unreachable, the local store, or the
+   * owner lookup in Redis). Each is retried (DESIGN.md §9); the user's delivery waits
+   * meanwhile ({@link deliveryStalledUsers}).
+   */
+  readonly deliveryFetchFailures = new Counter({
+    name: 'pixiu_delivery_fetch_failures_total',
+    help: 'Delivery fetches that failed and will be retried, by the read that failed (inbox: Redis; records: message content, e.g. its owning node down)',
+    labelNames: ['read'] as const,
+    registers: [this.registry],
+  });
+
+  /**
+   * Users connected here whose delivery is stalled now: their session's last fetch
+   * failed and none has succeeded since. Nothing more reaches their devices (not even
+   * `welcome` on a new connection) until a fetch succeeds.
+   */
+  readonly deliveryStalledUsers = new Gauge({
+    name: 'pixiu_delivery_stalled_users',
+    help: 'Users connected to this node whose last delivery fetch failed (their delivery waits for a retry to succeed)',
+    registers: [this.registry],
+  });
+
   /** What {@link presenceRemovalsPending} reads when scraped; set by the gateway. */
   #pendingRemovals: () => number = () => 0;
 
@@ -182,6 +214,13 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
+    // Both series from the start: an alert on their rate sees 0, not "no data".
+    for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
+  }
+
+  /** Counts one failed delivery fetch by the read that failed. */
+  countFetchFailure(read: FetchRead): void {
+    this.deliveryFetchFailures.inc(FETCH_READ_LABELS[read]);
   }
 
   /**

@@ -38,6 +38,13 @@ interface PendingAck {
   readonly epoch: string | undefined;
 }
 
+/**
+ * Which read of a fetch failed: `inbox` the inbox page (Redis), `records` the content
+ * of its messages (the local store, the node owning their partition, or the owner
+ * lookup in Redis: src/cluster/store-router.ts).
+ */
+export type FetchRead = 'inbox' | 'records';
+
 /** A connection as delivery sees it; the gateway implements it over a WebSocket. */
 export interface DeliveryConnection {
   readonly id: string;
@@ -64,6 +71,15 @@ export interface SessionDeps {
   readonly retryMs: number;
   /** Counts inbox reads (metrics). */
   readonly onFetch?: () => void;
+  /** Counts failed fetches by the read that failed (metrics). */
+  readonly onFetchFailed?: (read: FetchRead) => void;
+  /**
+   * Called with true when the session's delivery stalls (a fetch failed while it has
+   * connections, after none had or after one succeeded), and with false when it no
+   * longer is: a fetch succeeded, or its last connection here closed (metrics: users
+   * whose delivery is stalled now).
+   */
+  readonly onStalled?: (stalled: boolean) => void;
   /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */
   readonly ackFailureLog?: LogThrottle;
   /** Thins the node's `delivery fetch failed` warnings (one per user whose pull fails); default: every one. */
@@ -96,6 +112,8 @@ export class UserSession {
   #retryTimer: NodeJS.Timeout | undefined;
   /** Fetches failed in a row (for the retry back-off). */
   #failures = 0;
+  /** True from a failed fetch, while connections are here, until a fetch succeeds ({@link SessionDeps.onStalled}). */
+  #stalled = false;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -128,6 +146,8 @@ export class UserSession {
     this.#run(this.#machine.logout(connId));
     if (this.#conns.size > 0) return false;
     clearTimeout(this.#retryTimer);
+    // Nobody is waiting here any more: not a stalled user of this node.
+    this.#setStalled(false);
     void this.flushAcks();
     return true;
   }
@@ -340,11 +360,14 @@ export class UserSession {
   async #fetch(afterSeq: number, limit: number): Promise<void> {
     let effects: Effect[];
     this.#deps.onFetch?.();
+    let read: FetchRead = 'inbox';
     try {
       const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
+      read = 'records';
       const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
       effects = this.#machine.fetched(page, records);
       this.#failures = 0;
+      this.#setStalled(false);
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the
       // next pull (Redis down, or a record's owning node unreachable: DESIGN.md §9).
@@ -358,14 +381,22 @@ export class UserSession {
       const left = this.#failures === 1 ? (this.#deps.fetchFailureLog ?? EVERY_LINE).take() : undefined;
       if (left !== undefined) logger.warn({ ...context, ...thinnedFields(left) }, 'delivery fetch failed, will retry');
       else logger.debug(context, 'delivery fetch failed, will retry');
+      this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
       clearTimeout(this.#retryTimer);
       // A session whose last connection closed while the fetch ran has nobody to retry for.
       if (this.#conns.size > 0) {
+        this.#setStalled(true);
         const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
         this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
       }
     }
     this.#run(effects);
+  }
+
+  #setStalled(stalled: boolean): void {
+    if (this.#stalled === stalled) return;
+    this.#stalled = stalled;
+    this.#deps.onStalled?.(stalled);
   }
 }

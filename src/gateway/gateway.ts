@@ -150,6 +150,8 @@ export class Gateway implements GatewayDeps {
         heartbeatMs: config.heartbeatMs,
       },
       onFetch: () => metrics.deliveryFetches.inc(),
+      onFetchFailed: (read) => metrics.countFetchFailure(read),
+      onStalled: (stalled) => (stalled ? metrics.deliveryStalledUsers.inc() : metrics.deliveryStalledUsers.dec()),
       ackFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       fetchFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)

@@ -117,6 +117,10 @@ test('ack cursor writes and delivery pulls an outage fails for several users are
     const from = lines.length;
     const fetches = async (): Promise<number> => metricSample(await metricsText(), 'pixiu_delivery_fetches_total') ?? 0;
     const fetchesBefore = await fetches();
+    const inboxFailures = async (): Promise<number> => metricSample(await metricsText(), 'pixiu_delivery_fetch_failures_total{read="inbox"}') ?? NaN;
+    const stalled = async (): Promise<number> => metricSample(await metricsText(), 'pixiu_delivery_stalled_users') ?? NaN;
+    const failuresBefore = await inboxFailures();
+    assert.equal(await stalled(), 0);
     await redis.stop();
     try {
       // Acked once Redis is gone: the acks are held for the next round (100 ms), which
@@ -130,9 +134,13 @@ test('ack cursor writes and delivery pulls an outage fails for several users are
       const logged = lines.slice(from);
       assert.equal(logged.filter((l) => l.msg === ACK_FAILED).length, 1, JSON.stringify(logged));
       assert.equal(logged.filter((l) => l.msg === FETCH_FAILED && l.level === 40).length, 1, JSON.stringify(logged));
+      // The metrics show it too: the failed inbox reads, and every user waiting.
+      await waitUntil('the three users are stalled', async () => await stalled() === users.length, 10_000);
+      assert.ok(await inboxFailures() >= failuresBefore + users.length);
     } finally {
       await redis.restart();
     }
+    await waitUntil('no user is stalled once Redis is back', async () => await stalled() === 0, 10_000);
   } finally {
     await Promise.all(devices.map((d) => d.close()));
   }

@@ -6,7 +6,8 @@
  *   one user all land in the inbox (none taken for a duplicate of another).
  * - A message stored on A is read by B from A (delivery, history, GET by id) and is
  *   never a `gap`; while A is stopped it cannot be read, which is a 503 (history) or a
- *   wait (delivery), and once A is back on the same data dir (same block) it is there.
+ *   wait (delivery, which B's metrics show), and once A is back on the same data dir
+ *   (same block) it is there.
  * - A data dir claiming a block another store holds is refused at start.
  */
 import { after, before, test } from 'node:test';
@@ -15,7 +16,7 @@ import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeMsgId, encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Keys } from '../../src/redis/keys.js';
-import { expectError, openInbox, waitUntil } from '../harness/checks.js';
+import { expectError, metricSample, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
@@ -74,6 +75,20 @@ async function expectFrame(client: TestClient, t: string): Promise<Frame> {
   const frame = await client.next(FRAME_MS);
   assert.equal(frame.t, t, `expected ${t}, got ${JSON.stringify(frame)}`);
   return frame;
+}
+
+/** What a node's `/metrics` say of stalled delivery: failed fetches reading records, and users stalled now. */
+async function stallMetrics(node: Node): Promise<{ recordFailures: number; stalled: number }> {
+  const { text } = await node.api.get('/metrics');
+  const recordFailures = metricSample(text, 'pixiu_delivery_fetch_failures_total{read="records"}');
+  const stalled = metricSample(text, 'pixiu_delivery_stalled_users');
+  assert.ok(recordFailures !== undefined && stalled !== undefined, 'both delivery stall metrics are exported');
+  return { recordFailures, stalled };
+}
+
+/** Waits until `node`'s stalled-users gauge reads `users`. */
+async function stalledUsers(node: Node, users: number): Promise<void> {
+  await waitUntil(`${users} stalled users`, async () => (await stallMetrics(node)).stalled === users, FRAME_MS);
 }
 
 /** The partition block a MsgID says it was minted in. */
@@ -200,10 +215,11 @@ test('a client_msg_id stored on one node is answered as a duplicate on the other
   assert.equal(await probe.get(keys.clientIdClaim('gone-first')), (anew.body as { id: string }).id);
 });
 
-test('while A is stopped its message is a 503 in B\'s history, not a gap; once A is back on its data dir, history and devices get it', { timeout: 120_000 }, async () => {
+test('while A is stopped its message is a 503 in B\'s history, not a gap, and B\'s metrics show the stalled delivery; once A is back on its data dir, history and devices get it', { timeout: 120_000 }, async () => {
   const before = await layoutOf(a);
   const fromA = await post(a, 'erin', { text: 'stored on A' });
   const fromB = await post(b, 'erin', { text: 'stored on B' });
+  await post(a, 'gail', { text: 'stored on A' });
   assert.deepEqual([fromA.seq, fromB.seq], [1, 2]);
   assert.deepEqual(await a.serve.term(), { code: 0, signal: null });
 
@@ -217,7 +233,16 @@ test('while A is stopped its message is a 503 in B\'s history, not a gap; once A
   expectError(await b.api.get(`/v1/messages/${fromA.id}`), 503, 'UNAVAILABLE');
 
   // A device connecting meanwhile waits: it is not told gap, nor skipped past seq 1.
+  const healthy = await stallMetrics(b);
+  assert.equal(healthy.stalled, 0);
   const waiting = await connect(b, 'erin', 'tablet');
+  // B's operator sees it: a failed read of records, and each user waiting on them (an
+  // ops newcomer's finding). A user whose connections all close leaves the gauge.
+  const leaving = await connect(b, 'gail', 'phone');
+  await stalledUsers(b, 2);
+  assert.ok((await stallMetrics(b)).recordFailures > healthy.recordFailures);
+  await leaving.close();
+  await stalledUsers(b, 1);
 
   a = { ...a, ...(await start(a.dataDir, a.token)) };
   assert.deepEqual(await layoutOf(a), before, 'the same store id and block after a restart');
@@ -229,6 +254,7 @@ test('while A is stopped its message is a 503 in B\'s history, not a gap; once A
   const first = await expectFrame(waiting, 'msg');
   assert.deepEqual({ seq: first.seq, id: first.id, data: first.data }, { seq: 1, id: fromA.id, data: { text: 'stored on A' } });
   assert.equal((await expectFrame(waiting, 'msg')).id, fromB.id);
+  await stalledUsers(b, 0);
 
   const history = await b.api.get('/v1/users/erin/messages');
   assert.equal(history.status, 200, history.text);
