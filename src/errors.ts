@@ -6,6 +6,7 @@
  * fails throws a {@link PixiuError} built from one entry here, so the mapping from a
  * failure to what the client sees lives in exactly one place.
  */
+import { plainReason } from './redis/plain-reasons.js';
 
 /** One catalogue entry. */
 export interface ErrorSpec {
@@ -115,12 +116,13 @@ export interface OutageFields {
  * What to log of a failure that an outage explains (Redis or another node down,
  * expected and retried): its message, its cause's and its code, no stack, as the HTTP
  * API logs its 503s (src/api/error-handler.ts, docs/api.md "Errors"). A stack per
- * retry, every few seconds for the length of an outage, says nothing more.
+ * retry, every few seconds for the length of an outage, says nothing more. The Redis
+ * client's own messages are given in plain words (src/redis/plain-reasons.ts).
  */
 export function outageFields(err: unknown): OutageFields {
   const e = err as { message?: unknown; code?: unknown; cause?: { message?: unknown } } | null | undefined;
-  const reason = typeof e?.message === 'string' ? e.message : String(err);
-  const cause = e?.cause?.message;
+  const reason = plainReason(typeof e?.message === 'string' ? e.message : String(err));
+  const cause = typeof e?.cause?.message === 'string' ? plainReason(e.cause.message) : undefined;
   return {
     reason,
     ...(typeof cause === 'string' && cause !== reason ? { cause } : {}),

@@ -79,6 +79,10 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.equal(warn.level, 40, 'warn');
   assert.equal(warn.code, 'UNAVAILABLE');
   assert.equal(typeof warn.reason, 'string');
+  // The cause in plain words, not the Redis client's options (an ops newcomer's finding).
+  assert.match(String(warn.cause), /^Redis connection lost/, JSON.stringify(warn));
+  const internals = logged.filter((l) => /enableOfflineQueue|maxRetriesPerRequest/.test(JSON.stringify(l)));
+  assert.deepEqual(internals, [], 'no line names the Redis client\'s options');
   assert.ok(!JSON.stringify(warn).includes('"stack"'), `no stack: ${JSON.stringify(warn)}`);
   const errors = logged.filter((l) => l.level >= 50 && l.msg === 'request failed');
   assert.deepEqual(errors, [], 'no error-level request log for a 503');

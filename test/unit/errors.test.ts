@@ -1,7 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ERRORS, PixiuError } from '../../src/errors.js';
+import { Redis } from 'ioredis';
+import { MaxRetriesPerRequestError } from 'ioredis/built/errors/index.js';
+import { ERRORS, PixiuError, outageFields } from '../../src/errors.js';
 import { toRedisError } from '../../src/redis/client.js';
+import { plainReason } from '../../src/redis/plain-reasons.js';
 
 test('the catalogue: each code is its key, with an HTTP error status (DESIGN.md §7)', () => {
   const expected: Record<string, number> = {
@@ -37,4 +40,24 @@ test('Redis failures map to UNAVAILABLE; script replies keep their catalogue cod
   assert.equal(toRedisError(new Error('ERR user_script:12: NOT_FOUND no such room')).code, 'NOT_FOUND');
   const own = new PixiuError('FORBIDDEN', 'no');
   assert.equal(toRedisError(own), own);
+});
+
+test('outage log fields give the Redis client\'s own failures in plain words, and keep other messages as they are', async () => {
+  // The texts as ioredis makes them: a command on a client that is not connected (no
+  // offline queue), and its max-retries error.
+  const offline = new Redis({ port: 1, lazyConnect: true, enableOfflineQueue: false });
+  const refused = await offline.get('k').then(() => assert.fail('answered while not connected'), (err: unknown) => err);
+  offline.disconnect();
+  assert.deepEqual(outageFields(refused), { reason: 'Redis connection lost (reconnecting)' });
+  const dropped = new MaxRetriesPerRequestError(1);
+  assert.deepEqual(outageFields(dropped), { reason: 'Redis connection lost before it answered (reconnecting)' });
+  // As the cause of the UNAVAILABLE a request logs.
+  assert.deepEqual(outageFields(toRedisError(refused)), {
+    reason: 'Redis is unavailable, retry later', cause: 'Redis connection lost (reconnecting)', code: 'UNAVAILABLE',
+  });
+  // Other messages stay as they are.
+  const socket = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+  assert.deepEqual(outageFields(socket), { reason: 'connect ECONNREFUSED 127.0.0.1:1', code: 'ECONNREFUSED' });
+  assert.equal(plainReason('Command timed out'), 'Command timed out');
+  assert.equal(plainReason('Stream isn\'t writeable and enableOfflineQueue options is false, or else'), 'Stream isn\'t writeable and enableOfflineQueue options is false, or else');
 });
