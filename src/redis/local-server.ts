@@ -23,7 +23,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StartupError } from '../errors.js';
+import { StartupError, outageFields } from '../errors.js';
+import { whyRedisFailed } from './server-log.js';
 import type { Logger } from '../logger.js';
 import { unixUrl } from './url.js';
 import { lockRedisDir } from './dir-lock.js';
@@ -292,7 +293,8 @@ class Supervisor {
         this.#logger.warn({ socket: this.#sock, attempt: attempt + 1 }, 'local redis-server is back');
         return;
       } catch (err) {
-        this.#logger.error({ err, attempt: attempt + 1 }, 'cannot restart the local redis-server; retrying');
+        // Why, in Redis's words (server-log.ts); no stack: a retried condition, not a bug.
+        this.#logger.error({ ...outageFields(err), attempt: attempt + 1 }, 'cannot restart the local redis-server; retrying');
       }
     }
   }
@@ -349,11 +351,11 @@ async function waitReady(child: ChildProcess, binary: string): Promise<void> {
         ? new StartupError(`${binary} not found: ${REDIS_INSTALL_HINT}`, { cause: err })
         : new StartupError(`cannot start ${binary}: ${err.message}`, { cause: err }));
     });
-    child.once('exit', (code) => reject(new StartupError(`${binary} exited with code ${code} before it was ready:\n${log.trim()}`)));
+    child.once('exit', (code) => reject(new StartupError(`${binary} exited with code ${code} before it was ready:\n${whyRedisFailed(log)}`)));
   });
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StartupError(`${binary} not ready after ${READY_TIMEOUT_MS} ms:\n${log.trim()}`)), READY_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new StartupError(`${binary} not ready after ${READY_TIMEOUT_MS} ms:\n${whyRedisFailed(log)}`)), READY_TIMEOUT_MS);
   });
   try {
     await Promise.race([ready, timeout]);

@@ -20,10 +20,16 @@ export interface CloseStep {
   readonly redis?: { readonly boundMs: number; readonly giveUp?: () => void };
 }
 
+/** What a step raced with its time runs out to. */
+const OUT_OF_TIME = Symbol('out of time');
+
 /**
- * Runs `steps` in order, each even when an earlier one failed or was given up, and
- * logs failures (`shutdown step failed`, error) and steps given up (the same line,
- * naming the time they had).
+ * Runs `steps` in order, each even when an earlier one failed or was given up. A step
+ * that fails is logged at error with its error (`shutdown step failed`: not expected);
+ * a Redis step given up is a warning naming the step and the time it had, no stack (a
+ * hung Redis is a condition the shutdown handles, an ops newcomer's finding):
+ * `shutdown step given up` with `timeoutMs`, or `shutdown step not run` when no time
+ * was left for it.
  * @param redisBudgetMs time all the Redis steps may take together, ms, counted from the
  *   start of the first of them
  */
@@ -39,10 +45,18 @@ export async function closeAll(logger: Logger, steps: readonly CloseStep[], redi
       } else {
         budgetEnds ??= started + redisBudgetMs;
         const allowedMs = Math.max(0, Math.min(redis.boundMs, budgetEnds - started));
-        if (allowedMs === 0) throw new Error('not run: the shutdown\'s time for Redis is spent (Redis does not answer?)');
-        await Promise.race([run(), new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`not done within ${Math.round(allowedMs)} ms (Redis does not answer?); going on without it`)), allowedMs);
+        if (allowedMs === 0) {
+          redis.giveUp?.();
+          logger.warn({ what }, 'shutdown step not run: the shutdown\'s time for Redis is spent (Redis does not answer?); going on without it');
+          continue;
+        }
+        const outcome = await Promise.race([run(), new Promise((resolve) => {
+          timer = setTimeout(() => resolve(OUT_OF_TIME), allowedMs);
         })]);
+        if (outcome === OUT_OF_TIME) {
+          redis.giveUp?.();
+          logger.warn({ what, timeoutMs: Math.round(allowedMs) }, 'shutdown step given up: not done in its time (Redis does not answer?); going on without it');
+        }
       }
     } catch (err) {
       redis?.giveUp?.();

@@ -9,7 +9,7 @@
  * log. A reopen is tried every {@link REOPEN_RETRY_MS}, between writes, once the disk
  * has room for it (src/store/reopen-room.ts); reads go on meanwhile.
  */
-import { PixiuError, unavailable } from '../errors.js';
+import { PixiuError, outageFields, unavailable } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import type { PartitionDb } from './partition-db.js';
@@ -117,10 +117,11 @@ export class WriteRecovery {
     return true;
   }
 
+  /** A condition that is waited out (no room yet, a read-only disk): its reason, no stack (docs/api.md "Errors"). */
   #logFailure(err: unknown): void {
     const left = this.#log.take();
     if (left !== undefined) {
-      this.#p.logger?.warn({ err, ...thinnedFields(left) }, `store partition cannot reopen its database yet; tries again every ${REOPEN_RETRY_MS / 1000} s`);
+      this.#p.logger?.warn({ ...outageFields(err), ...thinnedFields(left) }, `store partition cannot reopen its database yet; tries again every ${REOPEN_RETRY_MS / 1000} s`);
     }
   }
 }

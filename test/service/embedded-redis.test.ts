@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, readdir, stat, truncate, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -88,6 +88,31 @@ test('the embedded redis-server is supervised: killed while serving, it is resta
   const restartedPid = Number(await readFile(pidFile, 'utf8'));
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
   assert.ok(!isAlive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
+});
+
+test('an embedded redis-server that cannot restart is logged with why (Redis\'s reason, not its start-up log, no stack), and restarted once it can', { timeout: 60_000 }, async (t) => {
+  const { dataDir, env, pidFile } = await embeddedDataDir(t);
+  const serve = await spawnServe(env, t);
+  const aofDir = path.join(dataDir, 'redis', 'appendonly');
+  const incr = (await readdir(aofDir)).find((f) => f.endsWith('.incr.aof'));
+  assert.ok(incr !== undefined, 'the AOF has an incr file');
+  const incrPath = path.join(aofDir, incr);
+  const { size } = await stat(incrPath);
+  // Corrupt, then killed: its restart fails on the AOF (Redis appends with O_APPEND, so
+  // whatever it wrote after this stays behind the bad line).
+  await appendFile(incrPath, 'not a redis command\r\n');
+  process.kill(Number(await readFile(pidFile, 'utf8')), 'SIGKILL');
+  const failed = (): Array<Record<string, unknown>> => serve.stdout().split('\n')
+    .filter((l) => l.includes('cannot restart the local redis-server')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  await waitUntil('a failed restart is logged', async () => failed().length > 0, 20_000);
+  const [line] = failed();
+  // An ops newcomer's finding: the error's message was Redis's whole start-up log, with a stack.
+  assert.equal(line?.level, 50);
+  assert.match(String(line?.reason), /exited with code 1 before it was ready:\nBad file format reading the append only file/, JSON.stringify(line));
+  assert.doesNotMatch(JSON.stringify(line), /oO0OoO0OoO0Oo|Memory overcommit|Configuration loaded|"stack"/);
+  await truncate(incrPath, size);
+  await waitUntil('the redis-server is back', async () => /local redis-server is back/.test(serve.stdout()), 20_000);
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
 });
 
 test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped when the adopting pixiu stops', { timeout: 60_000 }, async (t) => {

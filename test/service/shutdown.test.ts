@@ -329,6 +329,12 @@ test('with Redis not answering, SIGTERM stops serve accepting at once, before an
   assert.equal(lost?.level, 50, serve.stdout());
   assert.equal(lost?.users, 1);
   assert.deepEqual(lost?.sample, ['una']);
+  // The steps Redis held up were handled: each a warning naming it and its time, no
+  // stack; none an error (an ops newcomer's finding: three level-50 lines with stacks).
+  assert.deepEqual(logLines(serve.stdout(), 'shutdown step failed'), [], serve.stdout());
+  const givenUp = logLines(serve.stdout(), 'shutdown step given up: not done in its time (Redis does not answer?); going on without it');
+  assert.ok(givenUp.length > 0, serve.stdout());
+  for (const line of givenUp) assert.deepEqual([line.level, typeof line.what, typeof line.timeoutMs, 'err' in line], [40, 'string', 'number', false], JSON.stringify(line));
 });
 
 const ACKS_LOST = 'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again';

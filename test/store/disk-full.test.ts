@@ -78,6 +78,11 @@ test('after a write failed on a full disk, no put is acknowledged until the part
   assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
   // A try to reopen comes within a second, finds no room, and leaves the partition open.
   await waitUntil('a reopen is tried', async () => lines.some((l) => l.msg?.startsWith('store partition cannot reopen its database yet') === true));
+  // A condition waited out: a warning with its reason, not a stack (an ops newcomer's finding).
+  const waiting = lines.find((l) => l.msg?.startsWith('store partition cannot reopen its database yet') === true);
+  assert.equal(waiting?.level, 40);
+  assert.match(String(waiting?.reason), /bytes free on its disk, \d+ wanted/, JSON.stringify(waiting));
+  assert.ok(!JSON.stringify(waiting).includes('"stack"'), `no stack: ${JSON.stringify(waiting)}`);
   assert.equal(await tryPut(store, n++), undefined, 'no reopen while the disk has no room for it');
   assert.deepEqual((await store.getMany(acknowledged.map((p) => p.id))).map((r) => r?.id), acknowledged.map((p) => p.id));
   // A sweep waits quietly for the reopen (a failed sweep is logged every round).
