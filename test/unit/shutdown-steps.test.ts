@@ -44,20 +44,21 @@ test('a Redis step that does not answer is given up after its bound and the next
   await closeAll(logger, [
     redisStep('cursors', 150),
     { what: 'store', run: async () => { events.push('run store'); } },
-    // What is left of the 250 ms budget: about 100 ms, not its own 1000 ms bound.
+    // What is left of the 600 ms budget: about 450 ms, not its own 1000 ms bound (a
+    // budget wide enough that a timer late on a loaded machine still leaves some).
     redisStep('redis', 1000),
     // None left: given up without being run.
     redisStep('after', 1000),
-  ], 250);
+  ], 600);
   const took = performance.now() - started;
   assert.deepEqual(events, ['run cursors', 'give up cursors', 'run store', 'run redis', 'give up redis', 'give up after']);
-  assert.ok(took >= 200 && took < 700, `the budget bounds the whole shutdown: ${Math.round(took)} ms`);
+  assert.ok(took >= 550 && took < 1400, `the budget bounds the whole shutdown: ${Math.round(took)} ms`);
   // Handled, not failed: a warning naming the step and its time, no stack (an ops newcomer's finding).
   assert.deepEqual(lines.filter((l) => l.msg === 'shutdown step failed'), []);
   const givenUp = lines.filter((l) => l.msg?.startsWith('shutdown step given up') === true || l.msg?.startsWith('shutdown step not run') === true);
   assert.deepEqual(givenUp.map((l) => [l.level, l.what, l.msg?.startsWith('shutdown step not run')]), [[40, 'cursors', false], [40, 'redis', false], [40, 'after', true]]);
   assert.equal(givenUp[0]?.timeoutMs, 150);
   const left = Number(givenUp[1]?.timeoutMs);
-  assert.ok(left > 0 && left <= 100, `the redis step had what was left of the budget: ${left} ms`);
+  assert.ok(left > 0 && left <= 450, `the redis step had what was left of the budget: ${left} ms`);
   assert.deepEqual(givenUp.filter((l) => 'err' in l || JSON.stringify(l).includes('"stack"')), [], 'no error, no stack');
 });
