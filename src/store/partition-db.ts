@@ -17,7 +17,8 @@ export type PartitionDb = ClassicLevel<Buffer, Buffer>;
  * @param location the partition folder
  * @param index the partition number, the first byte of its MsgIDs
  * @throws StartupError naming the folder and what is wrong: locked by another
- *   process, or cannot be read (the path is not a folder, LevelDB files are corrupt)
+ *   process, cannot be opened (the path is not a folder, this process may not write
+ *   in it, its disk is full, LevelDB files are corrupt), or its counter cannot be read
  */
 export async function openPartitionDb(location: string, index: number): Promise<{ db: PartitionDb; counter: number }> {
   const db: PartitionDb = new ClassicLevel<Buffer, Buffer>(location, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
@@ -62,8 +63,17 @@ function openError(location: string, err: unknown): StartupError {
   const why = code === 'EEXIST' || code === 'ENOTDIR'
     ? 'the path exists and is not a folder'
     : String(cause?.message ?? (err as Error).message);
-  // Opening writes (a new log, a table of the old log's records): on a full disk it
-  // fails with LevelDB's IO error, which reads like damage. Say what it is.
-  const full = /No space left on device|ENOSPC/.test(why) ? ' — its disk is full: free space on it and start again' : '';
-  return new StartupError(`store partition folder ${location} cannot be read: ${why}${full}`, { cause: err });
+  // Opening writes (its LOCK file, a new log, a table of the old log's records): on a
+  // full disk, or in a folder this process may not write in, it fails with LevelDB's
+  // IO error, which reads like damage. Say what it is.
+  const hint = /No space left on device|ENOSPC/.test(why) ? ' — its disk is full: free space on it and start again'
+    : /Permission denied|EACCES/.test(why) ? ` — this process${uidNote()} may not write in it (LevelDB keeps its lock and logs there)`
+      : '';
+  return new StartupError(`store partition folder ${location} cannot be opened: ${why}${hint}`, { cause: err });
+}
+
+/** ` (uid N)` where the platform has uids, to name whom the folder refuses. */
+function uidNote(): string {
+  const uid = process.getuid?.();
+  return uid === undefined ? '' : ` (uid ${uid})`;
 }

@@ -122,7 +122,7 @@ test('a store that cannot open because its disk is full says so', async (t) => {
   await fill(disk);
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })), (err: Error) => {
     assert.ok(err instanceof StartupError, String(err));
-    assert.match(err.message, /^store partition folder .*\/xiu\/0 cannot be read: .*No space left on device — its disk is full: free space on it and start again$/);
+    assert.match(err.message, /^store partition folder .*\/xiu\/0 cannot be opened: .*No space left on device — its disk is full: free space on it and start again$/);
     return true;
   });
 });

@@ -1,7 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { ClassicLevel } from 'classic-level';
 import { StartupError, isPixiuError } from '../../src/errors.js';
 import { MAX_COUNTER } from '../../src/ids/msg-id.js';
@@ -9,6 +12,8 @@ import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { PARTITION_HASH, checkLayout } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
+
+const OPEN_PARTITION = fileURLToPath(new URL('./fixtures/open-partition.ts', import.meta.url));
 
 function startupError(...needles: string[]): (err: unknown) => boolean {
   return (err) => {
@@ -43,22 +48,37 @@ test('one locked partition: the error names it, and the partitions opened meanwh
   assert.equal(store.isOpen, true);
 });
 
-test('a partition path that is a file: StartupError saying the folder cannot be read', async (t) => {
+test('a partition path that is a file: StartupError saying the folder cannot be opened', async (t) => {
   const dir = await tempDir(t);
   await mkdir(dir, { recursive: true });
   await writeFile(path.join(dir, '0'), 'not a folder');
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })),
-    startupError(path.join(dir, '0'), 'cannot be read', 'not a folder'));
+    startupError(path.join(dir, '0'), 'cannot be opened', 'not a folder'));
 });
 
-test('a partition whose CURRENT file is garbage: StartupError saying the folder cannot be read', async (t) => {
+test('a partition whose CURRENT file is garbage: StartupError saying the folder cannot be opened', async (t) => {
   const dir = await tempDir(t);
   const store = await openStore(t, dir, { partitions: 1 });
   await store.put({ kind: 1, type: 't', data: 1, to: ['a'] });
   await store.close();
   await writeFile(path.join(dir, '0', 'CURRENT'), 'garbage');
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 1 })),
-    startupError(path.join(dir, '0'), 'cannot be read'));
+    startupError(path.join(dir, '0'), 'cannot be opened'));
+});
+
+test('a partition folder this process may not write in: it cannot be opened (not "read"), naming the uid and the cause', async (t) => {
+  const dir = await tempDir(t);
+  const folder = path.join(dir, '0');
+  await mkdir(folder, { recursive: true });
+  // Readable, not writable: LevelDB's LOCK cannot be made. Root writes anyhow, so a
+  // root run opens it as nobody (uid 65534), whom the temp folder (0700) must let in.
+  await chmod(folder, 0o555);
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) await chmod(dir, 0o755);
+  const uid = asRoot ? 65534 : process.getuid?.();
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', OPEN_PARTITION, folder],
+    asRoot ? { uid: 65534, gid: 65534 } : {});
+  assert.match(stdout, new RegExp(`^store partition folder ${folder} cannot be opened: IO error: ${folder}/LOCK: Permission denied — this process \\(uid ${uid}\\) may not write in it \\(LevelDB keeps its lock and logs there\\)$`));
 });
 
 test('a partition count that is not a power of two up to 256 is a StartupError', async (t) => {
