@@ -62,7 +62,10 @@ export function inspectCommand(): Command {
     .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors')
     .argument('<uid>', 'the user id')
     .option('--after-seq <n>', 'list entries after this seq', '0')
-    .option('--limit <n>', 'most entries to list (1-10000)', '20');
+    .option('--limit <n>', 'most entries to list (1-10000)', '20')
+    .addHelpText('after', '\nExit status: 0 when the inbox is printed (an empty one included: a user with no messages yet);\n'
+      + '1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read, or a key\n'
+      + 'prefix no Pixiu service has used on that Redis (a wrong PIXIU_REDIS_PREFIX).');
   // inspect reads a running service's Redis; it never starts one.
   addConfigOptions(inboxCmd, KEYS, { redisUrl: 'Redis to read, redis://, rediss:// or unix:// URL; unset: the embedded Redis of a `pixiu serve` running on the data dir' });
   inboxCmd.action(async (uid: string) => {
@@ -90,13 +93,15 @@ export function inspectCommand(): Command {
       const entries = page.entries.map((e) => ({ seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) }));
       // expires_at: when the inbox's keys go (retention), ms; null: they do not.
       const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, expires_at: expiresAt, entries, cursors };
-      process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
       // An inbox that was never created reads the same as a key prefix no service uses
       // (a wrong --redis-prefix): every service writes `<prefix>cluster:secret` at start.
+      // The second is an error (exit 1, nothing on stdout), so a script can tell it
+      // from an empty inbox.
       if (page.epoch === null && (await redis.exists(new Keys(config.redisPrefix).clusterSecret())) === 0) {
-        process.stderr.write(`pixiu: no Pixiu service has used the key prefix ${JSON.stringify(config.redisPrefix)} on this Redis `
-          + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")\n');
+        throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(config.redisPrefix)} on this Redis `
+          + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
       }
+      process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
     } finally {
       redis.disconnect();
     }

@@ -50,12 +50,11 @@ test('inspect inbox prints the epoch, bounds, when the keys expire, entries afte
   });
 });
 
-test('inspect inbox of a key prefix no service has used says so on stderr; an empty inbox under a used one does not', async () => {
+test('inspect inbox of a key prefix no service has used exits 1 saying so, printing no inbox; an empty inbox under a used one exits 0', async () => {
   const unused = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'nobody:' });
-  assert.equal(unused.code, 0, unused.stderr);
-  assert.equal(JSON.parse(unused.stdout).epoch, null);
-  assert.equal(JSON.parse(unused.stdout).expires_at, null);
-  assert.match(unused.stderr, /no Pixiu service has used the key prefix "nobody:" on this Redis .*--redis-prefix/);
+  assert.equal(unused.code, 1, unused.stdout);
+  assert.equal(unused.stdout, '');
+  assert.match(unused.stderr, /^pixiu: no Pixiu service has used the key prefix "nobody:" on this Redis .*--redis-prefix.*\n$/);
   // A service writes its cluster secret at start (src/cluster/cluster-secret.ts).
   const { redis: raw } = await openInbox(files, redis.url, 'used:');
   await raw.set(new Keys('used:').clusterSecret(), 'secret');
@@ -63,6 +62,8 @@ test('inspect inbox of a key prefix no service has used says so on stderr; an em
   assert.equal(used.code, 0, used.stderr);
   assert.equal(JSON.parse(used.stdout).epoch, null);
   assert.equal(used.stderr, '');
+  const help = await runCli(['inspect', 'inbox', '--help']);
+  assert.match(help.stdout, /Exit status: 0 when the inbox is printed .*\n1 .* a key\nprefix no Pixiu service has used/s);
 });
 
 test('inspect inbox holds --after-seq and --limit to the API\'s integers: 0x2, 1e3, an empty value, -1, 1.5 and a --limit over 10000 exit 1 naming the option', async () => {
