@@ -16,6 +16,7 @@ import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
 import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
+import { StartupError } from '../errors.js';
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -117,6 +118,13 @@ export function serveCommand(): Command {
       if (starting.signal.aborted) {
         logger.info('pixiu stopped');
         process.exit(0);
+      }
+      // The secrets printed "only now" scrolled up behind the start's output: the last
+      // line says where they are, so a failed first start does not lose them.
+      if (secrets.generated.length > 0) {
+        const files = secrets.generated.map((name) => path.join(secrets.dir, name)).join(' and ');
+        throw new StartupError(`${err instanceof Error ? err.message : String(err)}\n`
+          + `pixiu: the start failed; the secrets it generated (printed above) are kept in ${files}`, { cause: err });
       }
       throw err;
     }

@@ -52,17 +52,22 @@ async function welcomeOf(url: string, token: string): Promise<{ t: string; user:
   }
 }
 
-test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with the install command', { timeout: 30_000 }, async (t) => {
+test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with the install command, then where the secrets it generated are kept', { timeout: 30_000 }, async (t) => {
   // node itself is run by its absolute path; the PATH it hands serve has nothing on it.
   const emptyBin = await mkdtemp(path.join(os.tmpdir(), 'pixiu-empty-path-'));
   t.after(() => rm(emptyBin, { recursive: true, force: true }));
-  const run = await runCli(['serve'], { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info', PATH: emptyBin });
+  const dataDir = await tempDataDir(t);
+  const run = await runCli(['serve'], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info', PATH: emptyBin });
   assert.deepEqual({ code: run.code, signal: run.signal }, { code: 1, signal: null }, run.stderr);
   assert.ok(run.stderr.includes(`pixiu: redis-server not found: ${REDIS_INSTALL_HINT}\n`), run.stderr);
   assert.match(run.stderr, /`sudo apt-get install -y redis-server`/, 'the install command, as the README gives it');
   assert.match(run.stderr, /PIXIU_REDIS_URL/, 'and the other way out');
   assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
   assert.doesNotMatch(run.stdout, /pixiu listening/);
+  // The secrets this first start generated were printed above the error: the last line
+  // says where they are kept.
+  const secretsDir = path.join(dataDir, 'secrets');
+  assert.ok(run.stderr.endsWith(`\npixiu: the start failed; the secrets it generated (printed above) are kept in ${path.join(secretsDir, 'api-token')} and ${path.join(secretsDir, 'jwt-secret')}\n`), run.stderr);
 });
 
 test('a port in use or a host not of this machine: serve exits 1 naming the address, before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
