@@ -17,6 +17,14 @@ import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { RECORDS_PATH, type RecordsAnswer } from './records-route.js';
 
+/**
+ * How long the check waits for its answer, ms: a timeout of its own, not the Redis
+ * command timeout (PIXIU_REDIS_COMMAND_TIMEOUT may be as short as 10 ms, which an HTTP
+ * round trip through a proxy, or a busy node's own, need not meet; an ops newcomer's
+ * finding). A URL that answers nothing delays the start by this much at most.
+ */
+export const ADVERTISE_CHECK_TIMEOUT_MS = 5_000;
+
 /** Options of {@link checkAdvertisedUrl}. */
 export interface AdvertiseCheckOptions {
   /** The advertised base URL, e.g. `http://10.0.0.5:8080`. */
@@ -25,8 +33,8 @@ export interface AdvertiseCheckOptions {
   readonly storeId: string;
   /** `Authorization` header with the cluster secret (cluster-secret.ts). */
   readonly authHeader: string;
-  /** How long to wait for the answer, ms. */
-  readonly timeoutMs: number;
+  /** How long to wait for the answer, ms; default {@link ADVERTISE_CHECK_TIMEOUT_MS}. */
+  readonly timeoutMs?: number;
   readonly logger: Logger;
   /** Aborted when the start is given up (a stop signal): no answer is waited for, nothing logged. */
   readonly signal?: AbortSignal;
@@ -38,17 +46,23 @@ export interface AdvertiseCheckOptions {
  */
 export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<void> {
   const advice = 'set PIXIU_ADVERTISE_URL (--advertise-url) to an address of this node that the other nodes reach';
+  const timeoutMs = opts.timeoutMs ?? ADVERTISE_CHECK_TIMEOUT_MS;
+  const timeout = AbortSignal.timeout(timeoutMs);
   let res: Response;
   try {
     res = await fetch(`${opts.url.replace(/\/+$/, '')}${RECORDS_PATH}`, {
       method: 'POST',
       headers: { authorization: opts.authHeader, 'content-type': 'application/json' },
       body: JSON.stringify({ ids: [] }),
-      signal: opts.signal === undefined ? AbortSignal.timeout(opts.timeoutMs) : AbortSignal.any([AbortSignal.timeout(opts.timeoutMs), opts.signal]),
+      signal: opts.signal === undefined ? timeout : AbortSignal.any([timeout, opts.signal]),
     });
   } catch (err) {
     if (opts.signal?.aborted === true) return;
-    opts.logger.warn({ url: opts.url, reason: (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message },
+    // fetch's own words for its timeout ("The operation was aborted due to timeout")
+    // do not say whose timeout, or how long: say it.
+    const reason = timeout.aborted ? `no answer within ${timeoutMs} ms (the check's timeout)`
+      : (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+    opts.logger.warn({ url: opts.url, reason },
       `the advertised URL does not reach this node from itself; unless the other nodes reach it by another route, they cannot read this node's messages: ${advice}`);
     return;
   }

@@ -6,14 +6,15 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { checkAdvertisedUrl } from '../../src/cluster/advertise-check.js';
 import { loadConfig } from '../../src/config/config.js';
 import { StartupError } from '../../src/errors.js';
 import { startService } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, startInProcess, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { RedisServer, freePort } from '../harness/redis-server.js';
 
 let redis: RedisServer;
 const files = cleanupList();
@@ -75,6 +76,43 @@ test('a URL nothing answers from this node starts with a warning', async (t) => 
   const warning = node.lines.find((l) => l.level === 40 && /advertised URL does not reach this node from itself/.test(l.msg ?? ''));
   assert.ok(warning !== undefined, JSON.stringify(node.lines.filter((l) => l.level >= 40)));
   assert.equal(warning.url, `http://127.0.0.1:${port}`);
+});
+
+test('the check waits on a timeout of its own, not PIXIU_REDIS_COMMAND_TIMEOUT: a short legal one does not make a slow URL to this node a warning', async (t) => {
+  const port = await freePort();
+  // This node at its URL, answering 300 ms late (a slow hop: a proxy, a busy machine),
+  // three times the node's Redis command timeout.
+  const slow: Server = createServer((req, res) => {
+    const body: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => body.push(chunk)).on('end', () => setTimeout(() => {
+      const forward = request({ host: '127.0.0.1', port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on('error', () => res.writeHead(502).end()).end(Buffer.concat(body));
+    }, 300));
+  });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => { slow.closeAllConnections(); slow.close(() => resolve()); }));
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, {
+    port: String(port), claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: 'adv-slow:', storeDurability: 'relaxed',
+    advertiseUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`, redisCommandTimeoutMs: '100',
+  });
+  const service = await startService(config, logger);
+  t.after(() => service.close());
+  assert.deepEqual(lines.filter((l) => /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), []);
+});
+
+test('a URL that answers nothing within the check\'s timeout is a warning naming that timeout, not fetch\'s bare "aborted due to timeout"', async (t) => {
+  const silent: Server = createServer(() => undefined);
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => { silent.closeAllConnections(); silent.close(() => resolve()); }));
+  const { logger, lines } = capturingLogger();
+  const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  await checkAdvertisedUrl({ url, storeId: '0123456789abcdef', authHeader: 'Bearer x', timeoutMs: 100, logger });
+  const warning = lines.find((l) => l.level === 40 && /advertised URL does not reach this node from itself/.test(l.msg ?? ''));
+  assert.equal(warning?.reason, 'no answer within 100 ms (the check\'s timeout)', JSON.stringify(lines));
 });
 
 test('a stop signal during the check of a URL that does not answer gives the start up at once, not after the check\'s timeout', async (t) => {
