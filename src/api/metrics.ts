@@ -4,6 +4,17 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FetchRead } from '../delivery/session.js';
+import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
+import { ERRORS } from '../errors.js';
+
+/** The `t` of every frame the server sends (docs/protocol.md), the `t` label of `pixiu_ws_frames_sent_total`. */
+const SERVER_FRAME_TYPES = ['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'] as const;
+
+/**
+ * The close codes the server decides (close-codes.ts, and 1011 for an UNAVAILABLE or
+ * INTERNAL error: src/errors.ts), whose `by="server"` series start at 0.
+ */
+const SERVER_CLOSE_CODES: readonly number[] = [...new Set([...Object.values(CloseCode), 1011])];
 
 /** The ingest routes, as the `route` label names them. */
 export type IngestRoute = 'message' | 'batch';
@@ -214,6 +225,7 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
+    this.#zeroSeries();
     // Both series from the start: an alert on their rate sees 0, not "no data".
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
   }
@@ -221,6 +233,25 @@ export class Metrics {
   /** Counts one failed delivery fetch by the read that failed. */
   countFetchFailure(read: FetchRead): void {
     this.deliveryFetchFailures.inc(FETCH_READ_LABELS[read]);
+  }
+
+  /**
+   * Starts the labelled counters' series of a small, fixed label set at 0 (docs/api.md,
+   * "GET /metrics"). prom-client shows a series only from its first event: until then
+   * an alert on it reads "no data", not 0, and `rate()` / `increase()` miss that first
+   * event, as Prometheus counts from a series' first sample (an ops newcomer's finding).
+   * Label values outside these sets (an ingest refusal's code, a close code a client
+   * chose) still appear at their first event.
+   */
+  #zeroSeries(): void {
+    for (const route of ['message', 'batch'] as const) {
+      for (const outcome of ['created', 'duplicate'] as const) this.ingestMessages.inc(OUTCOME_LABELS[route][outcome], 0);
+    }
+    for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
+    for (const code of Object.keys(ERRORS)) this.httpErrors.inc({ code }, 0);
+    for (const t of SERVER_FRAME_TYPES) this.wsFrames.inc({ t }, 0);
+    for (const code of SERVER_CLOSE_CODES) this.wsCloses.inc({ code: closeCodeLabel(code), by: 'server' }, 0);
+    for (const code of [CloseCode.normal, CloseCode.goingAway, CloseCode.abnormal]) this.wsCloses.inc({ code: closeCodeLabel(code), by: 'client' }, 0);
   }
 
   /**

@@ -1,0 +1,26 @@
+/**
+ * The labelled counters of a small, fixed label set show every series at 0 from the
+ * start (docs/api.md, "GET /metrics"): an alert on one reads 0, not "no data", and
+ * `rate()` sees the first event (an ops newcomer's finding).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Metrics } from '../../src/api/metrics.js';
+import { ERRORS } from '../../src/errors.js';
+import { metricSample } from '../harness/checks.js';
+
+test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones', async () => {
+  const text = await new Metrics().registry.metrics();
+  const zero = [
+    ...['message', 'batch'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
+    'pixiu_redis_errors_total{kind="connection"}', 'pixiu_redis_errors_total{kind="request"}',
+    ...Object.keys(ERRORS).map((code) => `pixiu_http_errors_total{code="${code}"}`),
+    ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
+    ...[1000, 1001, 1006, 1008, 1009, 1011, 4001, 4002, 4003, 4008, 4009].map((code) => `pixiu_ws_closes_total{code="${code}",by="server"}`),
+    ...[1000, 1001, 1006].map((code) => `pixiu_ws_closes_total{code="${code}",by="client"}`),
+  ];
+  assert.deepEqual(zero.filter((series) => metricSample(text, series) !== 0), []);
+  // Outside the fixed sets: no series until the first event.
+  assert.equal(metricSample(text, 'pixiu_ws_closes_total{code="other",by="client"}'), undefined);
+  assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="message",outcome="INVALID_REQUEST"}'), undefined);
+});
