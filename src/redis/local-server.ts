@@ -29,6 +29,7 @@ import type { Logger } from '../logger.js';
 import { unixUrl } from './url.js';
 import { lockRedisDir } from './dir-lock.js';
 import { isAlive } from '../process-alive.js';
+import { aofRepairAdvice } from './aof-repair.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
 export const REDIS_CONF_PATH = fileURLToPath(new URL('../../storage/redis.conf', import.meta.url));
@@ -121,7 +122,8 @@ async function pidOf(pidFile: string): Promise<number | undefined> {
  * Starts (or adopts) the embedded Redis for `dataDir`.
  *
  * @throws StartupError when `redis-server` is missing (with the install command), when
- *   it exits before it is ready (with the tail of its log), or is not ready in 15 s
+ *   it exits before it is ready (with the tail of its log; on a damaged AOF, its repair),
+ *   or is not ready in 15 s
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
@@ -166,7 +168,7 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
     // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
     // has flushed and closed its connections; Pixiu stops it last.
     const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    await waitReady(child, binary);
+    await waitReady(child, binary, dir);
     opts.logger.info({ socket: sock, dir, redisPid: child.pid }, 'local redis-server started');
     forwardLog(child, opts.logger);
     return child;
@@ -337,7 +339,8 @@ async function stopPid(pid: number): Promise<void> {
   }
 }
 
-async function waitReady(child: ChildProcess, binary: string): Promise<void> {
+/** @param dir the server's dir, for the repair advice of a damaged AOF (aof-repair.ts) */
+async function waitReady(child: ChildProcess, binary: string, dir: string): Promise<void> {
   let log = '';
   const ready = new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer): void => {
@@ -351,7 +354,10 @@ async function waitReady(child: ChildProcess, binary: string): Promise<void> {
         ? new StartupError(`${binary} not found: ${REDIS_INSTALL_HINT}`, { cause: err })
         : new StartupError(`cannot start ${binary}: ${err.message}`, { cause: err }));
     });
-    child.once('exit', (code) => reject(new StartupError(`${binary} exited with code ${code} before it was ready:\n${whyRedisFailed(log)}`)));
+    child.once('exit', (code) => {
+      const advice = aofRepairAdvice(log, dir);
+      reject(new StartupError(`${binary} exited with code ${code} before it was ready:\n${whyRedisFailed(log)}${advice === undefined ? '' : `\n${advice}`}`));
+    });
   });
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -13,6 +13,7 @@ import { appendFile, mkdir, readFile, readdir, stat, truncate, writeFile } from 
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { isAlive } from '../../src/process-alive.js';
 import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
 import { StartupError } from '../../src/errors.js';
@@ -149,6 +150,31 @@ test('a redis-server left running that still has a client is not adopted: the st
   client.write('PING\r\n');
   const [again] = await once(client, 'data') as [Buffer];
   assert.equal(again.toString(), '+PONG\r\n', 'its client is still served');
+});
+
+test('a damaged AOF stops the start with the manifest path to give redis-check-aof --fix and what the fix loses', { timeout: 30_000 }, async (t) => {
+  const { dataDir } = await embeddedDataDir(t);
+  const logger = createLogger('silent');
+  const local = await startLocalRedis({ dataDir, logger });
+  const redis = new Redis({ path: localRedisSocket(dataDir) });
+  for (let n = 0; n < 40; n++) await redis.set(`k${n}`, `value ${n}`);
+  redis.disconnect();
+  await local.stop();
+  // One command's length prefix, past the middle of the incremental AOF, made garbage.
+  const aofDir = path.join(dataDir, 'redis', 'appendonly');
+  const incr = path.join(aofDir, (await readdir(aofDir)).find((f) => f.endsWith('.incr.aof')) ?? 'missing');
+  const bytes = await readFile(incr);
+  bytes[bytes.indexOf('$', bytes.length >> 1)] = 'X'.charCodeAt(0);
+  await writeFile(incr, bytes);
+  await assert.rejects(startLocalRedis({ dataDir, logger }), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, /^redis-server exited with code 1 before it was ready:\n/);
+    assert.ok(err.message.endsWith(`\nthe embedded Redis's append-only file in ${aofDir} is damaged. Copy that folder aside, then run `
+      + `\`redis-check-aof --fix ${path.join(aofDir, 'appendonly.aof.manifest')}\` and start again. --fix truncates the file at the damage: `
+      + 'what Redis recorded after that point is lost — inbox entries (their messages stay in the store, unreachable through the inbox), '
+      + 'acks, room members —, and a device that comes back with a last_seq past its inbox\'s new end gets a `reset` (docs/decisions.md, "Embedded Redis")'), err.message);
+    return true;
+  });
 });
 
 test('a second serve on a data dir in use refuses to start and leaves the running one and its redis-server alone', { timeout: 60_000 }, async (t) => {
