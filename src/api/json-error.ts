@@ -7,6 +7,8 @@
  * is left out here (it may be long), keeping the token.
  */
 
+import { wholeSlice } from '../text-cut.js';
+
 /** The refusal's words before the cause. */
 export const NOT_JSON = 'the body is not valid JSON';
 
@@ -19,7 +21,7 @@ const AT_POSITION = /^(.*?)(?: in JSON)? at position (\d+)/s;
 const UNEXPECTED_TOKEN = /^(Unexpected token '.{1,2}'),/su;
 
 /**
- * `the body is not valid JSON: expected ',' or '}' after property value at character 56
+ * `the body is not valid JSON: expected ',' or '}' after property value at byte 56
  * (near "1      x}")`, or the bare {@link NOT_JSON} when the parser said nothing usable.
  * @param text the body as parsed
  * @param err what `JSON.parse(text)` threw
@@ -29,7 +31,8 @@ export function notJsonMessage(text: string, err: unknown): string {
   const at = AT_POSITION.exec(message);
   if (at !== null) {
     const position = Number(at[2]);
-    return `${NOT_JSON}: ${lowerFirst(at[1] as string)} at character ${position} (near ${excerpt(text, position)})`;
+    // V8 counts UTF-16 units; the byte offset is where a producer finds it in what it sent.
+    return `${NOT_JSON}: ${lowerFirst(at[1] as string)} at byte ${Buffer.byteLength(text.slice(0, position))} (near ${excerpt(text, position)})`;
   }
   if (message === 'Unexpected end of JSON input') return `${NOT_JSON}: it ends before its JSON value does (${text.length} characters)`;
   const token = UNEXPECTED_TOKEN.exec(message);
@@ -40,7 +43,7 @@ export function notJsonMessage(text: string, err: unknown): string {
 function excerpt(text: string, position: number): string {
   const from = Math.max(0, position - EXCERPT_SIDE);
   const to = Math.min(text.length, position + EXCERPT_SIDE);
-  return JSON.stringify(`${from > 0 ? '…' : ''}${text.slice(from, to)}${to < text.length ? '…' : ''}`);
+  return JSON.stringify(`${from > 0 ? '…' : ''}${wholeSlice(text, from, to)}${to < text.length ? '…' : ''}`);
 }
 
 function lowerFirst(s: string): string {

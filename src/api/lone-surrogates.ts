@@ -11,24 +11,53 @@
  *
  * Cheap on the hot path: a lone surrogate can only arrive as a `\uD800`–`\uDFFF`
  * escape in the body's text (bytes that are not UTF-8 are refused before, and a
- * surrogate's own UTF-8 bytes are not UTF-8), so the parsed value is walked only when
- * the text holds such an escape ({@link mayHoldLoneSurrogate}), which a pair (an emoji
- * written `\ud83d\ude00`) also does.
+ * surrogate's own UTF-8 bytes are not UTF-8), so the text is scanned for an escape
+ * that is not half of a pair ({@link holdsLoneSurrogate}: producers such as Python's
+ * `json.dumps` write every emoji as a pair of escapes) and the parsed value is walked,
+ * to name where, only when it holds one.
  */
 
-/** An escape of a UTF-16 surrogate (U+D800–U+DFFF) in JSON text, either case. */
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
+import { cutText } from '../text-cut.js';
 
 /** Longest path an error names; a longer one is cut with `…` (keys may be 64 KiB long). */
 const MAX_PATH_CHARS = 200;
 
+/** The value of the four hex digits at `text[i..i+3]`, or -1 when they are not four hex digits. */
+function hex4(text: string, i: number): number {
+  let value = 0;
+  for (let k = i; k < i + 4; k++) {
+    const c = text.charCodeAt(k);
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 65 && c <= 70 ? c - 55 : c >= 97 && c <= 102 ? c - 87 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
 /**
- * True when the JSON text `text` may hold a lone surrogate: it holds an escape of a
- * surrogate, paired or not (or `\\` followed by such letters: a false alarm only costs
- * the walk). False means no string or key of its value holds one.
+ * True when the JSON text `text` (parsed already: well-formed) holds a lone
+ * surrogate: a `\uD800`–`\uDBFF` escape not followed at once by a `\uDC00`–`\uDFFF`
+ * one, or such a low one on its own. Exact: escapes are read in order, so an escaped
+ * backslash (`\\ud83d` is the text `\ud83d`) is no escape. One `indexOf` per
+ * backslash: a body without any costs one scan of its text.
  */
-export function mayHoldLoneSurrogate(text: string): boolean {
-  return SURROGATE_ESCAPE.test(text);
+export function holdsLoneSurrogate(text: string): boolean {
+  for (let i = text.indexOf('\\'); i !== -1; i = text.indexOf('\\', i)) {
+    if (text.charCodeAt(i + 1) !== 0x75 /* u */) {
+      i += 2; // a one-character escape (\\, \", \n, …)
+      continue;
+    }
+    const unit = hex4(text, i + 2);
+    if (unit >= 0xdc00 && unit <= 0xdfff) return true;
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const low = text.charCodeAt(i + 6) === 0x5c && text.charCodeAt(i + 7) === 0x75 ? hex4(text, i + 8) : -1;
+      if (low < 0xdc00 || low > 0xdfff) return true;
+      i += 12;
+      continue;
+    }
+    i += 6;
+  }
+  return false;
 }
 
 /** A lone surrogate (with the u flag a pair is one code point, not of category Cs). */
@@ -40,9 +69,9 @@ function firstLoneSurrogate(s: string): string | undefined {
   return found === null ? undefined : `\\u${found[0].charCodeAt(0).toString(16)}`;
 }
 
-/** A path cut to {@link MAX_PATH_CHARS}. */
+/** A path cut to {@link MAX_PATH_CHARS}, never inside a surrogate pair (a key may hold emoji). */
 function cut(path: string): string {
-  return path.length <= MAX_PATH_CHARS ? path : `${path.slice(0, MAX_PATH_CHARS)}…`;
+  return cutText(path, MAX_PATH_CHARS);
 }
 
 /**

@@ -13,7 +13,7 @@ import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
 import { notJsonMessage } from './json-error.js';
-import { loneSurrogateFault, mayHoldLoneSurrogate } from './lone-surrogates.js';
+import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
@@ -69,11 +69,10 @@ export function installValidators(app: FastifyInstance): void {
       return;
     }
     const text = (body as Buffer).toString('utf8');
-    const itemsFailAlone = req.routeOptions.config.itemsFailAlone === true;
-    // Content with a lone surrogate is refused (lone-surrogates.ts), looked for only
-    // when the text holds a surrogate's escape.
+    // Content with a lone surrogate is refused (lone-surrogates.ts), walked for where
+    // only when the text holds one.
     const checked = (value: unknown): void => {
-      const refusal = mayHoldLoneSurrogate(text) ? refuseLoneSurrogates(value, itemsFailAlone) : undefined;
+      const refusal = holdsLoneSurrogate(text) ? refuseLoneSurrogates(value, req.routeOptions.config.itemsFailAlone === true) : undefined;
       if (refusal === undefined) done(null, value);
       else refuse(invalid(refusal));
     };
@@ -87,7 +86,7 @@ export function installValidators(app: FastifyInstance): void {
         refuse(new PixiuError('INVALID_REQUEST', notJsonMessage(text, plain.cause), { cause: err }));
         return;
       }
-      const isolated = itemsFailAlone ? isolatePoisonedItems(plain) : undefined;
+      const isolated = req.routeOptions.config.itemsFailAlone === true ? isolatePoisonedItems(plain) : undefined;
       if (isolated !== undefined) checked(isolated);
       else refuse(invalid(POISONED_KEYS));
     });

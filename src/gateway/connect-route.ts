@@ -25,6 +25,7 @@ import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
+import { cutText } from '../text-cut.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -194,7 +195,7 @@ const MAX_ORIGIN_SHOWN = 100;
 
 /** An Origin header as a refusal names it: as a JSON string, cut to {@link MAX_ORIGIN_SHOWN} characters (`…` after). */
 function quotedOrigin(origin: string): string {
-  return JSON.stringify(origin.length <= MAX_ORIGIN_SHOWN ? origin : `${origin.slice(0, MAX_ORIGIN_SHOWN)}…`);
+  return JSON.stringify(cutText(origin, MAX_ORIGIN_SHOWN));
 }
 
 /** A new connection id: 16 hex digits. */

@@ -71,7 +71,7 @@ const post = (body: unknown) => (c: PixiuClient) => c.post('/v1/messages', body)
 
 test('invalid JSON is 400 INVALID_REQUEST, with the parser\'s cause and where it stopped', async (t) => {
   await rejects(t, post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',
-    /^the body is not valid JSON: expected double-quoted property name at character 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/);
+    /^the body is not valid JSON: expected double-quoted property name at byte 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/);
 });
 
 test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
