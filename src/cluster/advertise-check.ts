@@ -77,3 +77,15 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
   opts.logger.warn({ url: opts.url, status: res.status },
     `the advertised URL answers, but not as this node (HTTP ${res.status}: a proxy not yet routing to it, or another service); unless the other nodes reach this node there once it is up, they cannot read its messages: ${advice}`);
 }
+
+/**
+ * The URL other nodes reach a node at when PIXIU_ADVERTISE_URL is unset:
+ * `http://<host>:<port>`, with a wildcard listen address (`0.0.0.0`, `::`) replaced by
+ * 127.0.0.1 (right for nodes on one machine; set PIXIU_ADVERTISE_URL otherwise) and an
+ * IPv6 address in brackets.
+ */
+export function defaultAdvertiseUrl(host: string, port: number): string {
+  const wildcard = host === '' || host === '0.0.0.0' || host === '::' || host === '[::]';
+  const name = wildcard ? '127.0.0.1' : host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return `http://${name}:${port}`;
+}

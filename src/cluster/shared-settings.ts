@@ -14,8 +14,10 @@
  * of a mismatch with its own dead predecessor as if it were a live peer (an integrator
  * newcomer's finding). So each entry names the node's store, and an entry of this
  * node's own store is no live peer: one store is served by one running node at a time
- * (its data dir is locked, and its lease in Redis claimed at start, DESIGN.md §9). Its
- * entry is removed like a gone node's.
+ * (its data dir is locked, and its lease in Redis claimed at start, DESIGN.md §9). The
+ * entry of the node whose lease the start found left behind by a dead process is
+ * removed like a gone node's; another live one of this store (a copy of the data dir
+ * started beside it, whose writes are suspended) keeps its entry.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -52,14 +54,16 @@ function valuesOf(config: Config): Record<SharedSetting, number> {
 /**
  * Publishes this node's shared settings under its id and compares them with those of
  * the other live nodes (registered in `registry`); the entries of nodes no longer
- * registered, or of an earlier node of this node's store (see the module comment), are
- * removed and not compared.
+ * registered are removed, and those of an earlier node of this node's store (see the
+ * module comment) are not compared — removed too when it is `leftBehind`.
  * @param storeId this node's store (its entry names it); undefined: compared with all
+ * @param leftBehind the node whose lease of this store was found left behind by a dead
+ *   process at start (store-ownership.ts `leftBehind`)
  * @returns each setting whose value differs on some live node, once per other value
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function publishSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, storeId?: string,
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, storeId?: string, leftBehind?: string,
 ): Promise<SettingMismatch[]> {
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
@@ -67,8 +71,11 @@ export async function publishSharedSettings(
   const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, entry), redis.hgetall(key)]));
   const others = Object.keys(all).filter((n) => n !== registry.node);
   const live = await registry.liveAmong(others);
+  // Not compared: every live node of this store. Removed: only the one the store's
+  // start judged left behind by a dead process (two copies of one data dir started
+  // together each see the other, and both run: neither entry may go).
   const predecessors = storeId === undefined ? [] : [...live].filter((n) => storeOf(all[n]) === storeId);
-  const gone = [...others.filter((n) => !live.has(n)), ...predecessors];
+  const gone = [...others.filter((n) => !live.has(n)), ...predecessors.filter((n) => n === leftBehind)];
   if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
   const mismatches = new Map<string, { env: string; here: number; there: number; nodes: string[] }>();
   for (const node of live) {
@@ -104,11 +111,11 @@ export interface SharedSettingsAnnouncement {
  * @returns how to publish them again, and to remove the node's entry at shutdown
  */
 export async function announceSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, storeId?: string,
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, storeId?: string, leftBehind?: string,
 ): Promise<SharedSettingsAnnouncement> {
   const publish = async (): Promise<void> => {
     try {
-      for (const m of await publishSharedSettings(redis, keys, registry, config, storeId)) {
+      for (const m of await publishSharedSettings(redis, keys, registry, config, storeId, leftBehind)) {
         logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
           `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
           + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '

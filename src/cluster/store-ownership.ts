@@ -34,49 +34,13 @@ import { MAX_COUNTER } from '../ids/msg-id.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, awaitLeaseFree, servedElsewhere } from './lease-watch.js';
+import { RESUME_MARGIN, movedList, type MintingStore } from './minted-counters.js';
 
 export { LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
+export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
 
 /** Longest a running node takes to reconnect to a restarted Redis, ms (its back-off tops out at 2 s; with the connect). */
 export const RECONNECT_BOUND_MS = 5000;
-/**
- * How far past the highest counter recorded for its partitions a node's counters jump,
- * per partition, when it resumes writes after another node served them (a copy of its
- * data dir, or another store that took its block): that node records its counters once
- * per renewal ({@link LEASE_RENEW_MS}), so it may have minted more than it recorded
- * before it was killed. 2^24 is far more than any node mints in one renewal, and a
- * vanishing share of the 2^48 counters (DESIGN.md §2).
- */
-export const RESUME_MARGIN = 2 ** 24;
-
-/** The store's counters as ownership reads and moves them (MessageStore). */
-export interface MintingStore {
-  /** The last counter minted and written to disk, per partition of the store. */
-  readonly counters: readonly number[];
-  /**
-   * Moves each partition's counter up to its target (undefined: left as it is).
-   * @throws PixiuError UNAVAILABLE when the store fails
-   */
-  advanceCounters(targets: readonly (number | undefined)[]): Promise<void>;
-}
-
-/** Each partition moved, as `partition p: from → to` (targets undefined: not moved). */
-function movedList(base: number, from: readonly number[], targets: readonly (number | undefined)[]): string[] {
-  return targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${base + i}: ${from[i]} → ${t}`]));
-}
-
-/**
- * The URL other nodes reach a node at when PIXIU_ADVERTISE_URL is unset:
- * `http://<host>:<port>`, with a wildcard listen address (`0.0.0.0`, `::`) replaced by
- * 127.0.0.1 (right for nodes on one machine; set PIXIU_ADVERTISE_URL otherwise) and an
- * IPv6 address in brackets.
- */
-export function defaultAdvertiseUrl(host: string, port: number): string {
-  const wildcard = host === '' || host === '0.0.0.0' || host === '::' || host === '[::]';
-  const name = wildcard ? '127.0.0.1' : host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-  return `http://${name}:${port}`;
-}
-
 /** Options of {@link StoreOwnership.claim}. */
 export interface StoreOwnershipOptions {
   readonly claims: PartitionClaims;
@@ -134,8 +98,12 @@ export class StoreOwnership {
   #renewNow: (() => void) | undefined;
   /** The lease this node last wrote, once {@link advertise} has run. */
   #lease: StoreLease | undefined;
-  /** The node of a lease found at start and judged left behind ({@link awaitLeaseFree}). */
-  readonly #leftBehind: string | undefined;
+  /**
+   * The node of a lease of this store found at start and judged left behind by a
+   * process no longer running ({@link awaitLeaseFree}): this node's predecessor on the
+   * data dir, killed; undefined when there was none.
+   */
+  readonly leftBehind: string | undefined;
   /** Redis did not know this store though the data dir had a block (the claim at start): see {@link checkKnown}. */
   readonly #unknownAtStart: boolean;
   #blockLost = false;
@@ -217,7 +185,7 @@ export class StoreOwnership {
 
   private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined, unknownAtStart: boolean) {
     this.#opts = opts;
-    this.#leftBehind = leftBehind;
+    this.leftBehind = leftBehind;
     this.#unknownAtStart = unknownAtStart;
     this.storeId = storeId;
     this.partitionBase = base;
@@ -273,11 +241,13 @@ export class StoreOwnership {
    * Redis or key prefix than the one it ran with — is logged at error, naming what is
    * lost. Not refused: after a real loss of Redis's data the service must go on.
    * @param store the opened store: whether it stored anything (a counter above 0)
-   * @param hint a sentence to add (e.g. that the data dir holds an embedded Redis's files)
+   * @param hintOf a sentence to add, read only when logging (e.g. that the data dir
+   *   holds an embedded Redis's files)
    * @returns true when it was logged
    */
-  checkKnown(store: MintingStore, hint?: string): boolean {
+  async checkKnown(store: MintingStore, hintOf?: () => Promise<string | undefined>): Promise<boolean> {
     if (!this.#unknownAtStart || !store.counters.some((c) => c > 0)) return false;
+    const hint = await hintOf?.();
     this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, redis: this.#opts.redisName, ...(hint === undefined ? {} : { hint }) },
       'this Redis does not know this data dir\'s store, which has stored messages: Redis lost its data while this node was stopped, '
       + `or it is another Redis or key prefix than the one this data dir ran with; ${FORGOTTEN_EFFECTS}`);
@@ -371,7 +341,7 @@ export class StoreOwnership {
       // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first
       // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
       // (a copy that started in the moments between this node's check and this write).
-      const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.#leftBehind) ? replaced : undefined;
+      const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.leftBehind) ? replaced : undefined;
       written = true;
       // Alone again after a conflict: not one put before the counters are past the other node's.
       if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();

@@ -67,6 +67,8 @@ export interface GatewayOptions {
   readonly metrics: Metrics;
   /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's (src/cluster/shared-settings.ts). */
   readonly storeId?: string;
+  /** The node of this store whose lease the start found left behind by a dead process (store-ownership.ts `leftBehind`): its shared settings entry goes. */
+  readonly storeLeftBehind?: string;
   /**
    * Called when this node finds its registration lost or lapsed (Redis lost its data —
    * FLUSHALL, restarted empty —, or the node was cut off for longer than its TTL): what
@@ -247,7 +249,7 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
-      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, opts.storeId);
+      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, opts.storeId, opts.storeLeftBehind);
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {

@@ -30,13 +30,13 @@ import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
-import { checkAdvertisedUrl } from '../cluster/advertise-check.js';
+import { checkAdvertisedUrl, defaultAdvertiseUrl } from '../cluster/advertise-check.js';
 import { listeningNodes } from '../cluster/bus.js';
 import { ClusterSecret } from '../cluster/cluster-secret.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
-import { StoreOwnership, defaultAdvertiseUrl } from '../cluster/store-ownership.js';
+import { StoreOwnership } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -164,7 +164,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
-    ownership.checkKnown(store, local === undefined ? await embeddedRedisHint(config.dataDir) : undefined);
+    await ownership.checkKnown(store, local === undefined ? () => embeddedRedisHint(config.dataDir) : undefined);
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
@@ -191,7 +191,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     });
     const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
     const gateway = await Gateway.start({
-      config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId,
+      config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>

@@ -20,7 +20,8 @@ import { Keys } from '../../src/redis/keys.js';
 import {
   PartitionClaims, claimRefusal, parseClaimReply, partitionSpan, type ClaimAnswer, type StoreDescription,
 } from '../../src/cluster/partition-claims.js';
-import { LEASE_TTL_MS, RESUME_MARGIN, StoreOwnership, awaitLeaseFree, defaultAdvertiseUrl } from '../../src/cluster/store-ownership.js';
+import { LEASE_TTL_MS, RESUME_MARGIN, StoreOwnership, awaitLeaseFree } from '../../src/cluster/store-ownership.js';
+import { defaultAdvertiseUrl } from '../../src/cluster/advertise-check.js';
 import { listeningNodes } from '../../src/cluster/bus.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/store/layout.js';
@@ -128,18 +129,18 @@ test('a data dir with stored messages started on a Redis (or key prefix) that do
   const fresh = capturingLogger();
   const unused = { counters: [0, 0, 0, 0], advanceCounters: () => Promise.resolve() };
   const stored = { counters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve() };
-  assert.equal(first.checkKnown(stored), false);
+  assert.equal(await first.checkKnown(stored), false);
   // Known to this Redis: nothing either.
   const same = await StoreOwnership.claim({ claims: before.claims, dir, partitions: 4, logger: fresh.logger, redisName: 'redis://a, key prefix "x:"' });
-  assert.equal(same.checkKnown(stored), false);
+  assert.equal(await same.checkKnown(stored), false);
   assert.deepEqual(errors(fresh.lines), []);
   // Another key prefix (or Redis) for the same data dir: its block is pinned, the store unknown.
   const other = freshClaims();
   const moved = capturingLogger();
   const elsewhere = await StoreOwnership.claim({ claims: other.claims, dir, partitions: 4, logger: moved.logger, redisName: 'redis://b, key prefix "y:"' });
   assert.equal(elsewhere.partitionBase, first.partitionBase);
-  assert.equal(elsewhere.checkKnown(unused), false, 'a data dir that stored nothing loses nothing');
-  assert.equal(elsewhere.checkKnown(stored, 'a hint'), true);
+  assert.equal(await elsewhere.checkKnown(unused), false, 'a data dir that stored nothing loses nothing');
+  assert.equal(await elsewhere.checkKnown(stored, () => Promise.resolve('a hint')), true);
   const line = moved.lines.find((l) => l.level === 50);
   assert.ok(line !== undefined, JSON.stringify(moved.lines));
   assert.match(line.msg ?? '', /^this Redis does not know this data dir's store, which has stored messages: Redis lost its data while this node was stopped, or it is another Redis or key prefix/);

@@ -132,16 +132,19 @@ test('the cluster secret written back after Redis lost it does not wait out the 
   assert.equal(await redis.get(prefixed.clusterSecret()), held, 'written back at once, this node\'s copy');
 });
 
-test('a live registration of this node\'s own store (its dead predecessor) is not compared, and its entry goes; another store\'s still is', async () => {
-  const [old, other, restarted] = [await node('node-old'), await node('node-other'), await node('node-restarted')];
+test('a live registration of this node\'s own store is not compared; its entry goes only when it is the predecessor the start found left behind; another store\'s still is compared', async () => {
+  const [old, copy, other, restarted] = [await node('node-old'), await node('node-copy'), await node('node-other'), await node('node-restarted')];
   assert.deepEqual(await publishSharedSettings(redis, keys, old, config({ inboxCap: '5' }), 'store-1'), []);
+  // A copy of the same data dir running beside (its writes suspended, but alive).
+  await publishSharedSettings(redis, keys, copy, config({ inboxCap: '6' }), 'store-1');
   await publishSharedSettings(redis, keys, other, config({ inboxCap: '5' }), 'store-2');
   // node-old never stopped (killed): still registered, with the same store as node-restarted.
-  assert.deepEqual(await publishSharedSettings(redis, keys, restarted, config(), 'store-1'), [
+  assert.deepEqual(await publishSharedSettings(redis, keys, restarted, config(), 'store-1', 'node-old'), [
     { env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-other'] },
   ]);
-  assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())).sort(), ['node-other', 'node-restarted']);
-  await Promise.all([old.stop(), other.stop(), restarted.stop()]);
+  assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())).sort(), ['node-copy', 'node-other', 'node-restarted'],
+    'the predecessor left behind goes; the live copy keeps its entry');
+  await Promise.all([old.stop(), copy.stop(), other.stop(), restarted.stop()]);
   await redis.del(keys.nodeSettings());
 });
 
