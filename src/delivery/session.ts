@@ -74,10 +74,8 @@ export interface SessionDeps {
   /** Counts failed fetches by the read that failed (metrics). */
   readonly onFetchFailed?: (read: FetchRead) => void;
   /**
-   * Called with true when the session's delivery stalls (a fetch failed while it has
-   * connections, after none had or after one succeeded), and with false when it no
-   * longer is: a fetch succeeded, or its last connection here closed (metrics: users
-   * whose delivery is stalled now).
+   * Called with true when delivery stalls (a fetch failed while connections are here),
+   * false when it no longer does: a fetch succeeded, or the last connection here closed.
    */
   readonly onStalled?: (stalled: boolean) => void;
   /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */

@@ -172,7 +172,9 @@ test('a damaged AOF stops the start with the manifest path to give redis-check-a
     assert.ok(err.message.endsWith(`\nthe embedded Redis's append-only file in ${aofDir} is damaged. Copy that folder aside, then run `
       + `\`redis-check-aof --fix ${path.join(aofDir, 'appendonly.aof.manifest')}\` and start again. --fix truncates the file at the damage: `
       + 'what Redis recorded after that point is lost — inbox entries (their messages stay in the store, unreachable through the inbox), '
-      + 'acks, room members —, and a device that comes back with a last_seq past its inbox\'s new end gets a `reset` (docs/decisions.md, "Embedded Redis")'), err.message);
+      + 'acks, room members —, and a device that comes back with a last_seq past its inbox\'s new end gets a `reset`. '
+      + '--fix mends only the last file the manifest lists: when it says it cannot truncate a file that is not the last, '
+      + 'restore the folder from a backup (docs/decisions.md, "Embedded Redis")'), err.message);
     return true;
   });
 });
