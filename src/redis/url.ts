@@ -66,9 +66,20 @@ export function redisUrlProblem(url: string): string | undefined {
  * when it has no `:`, which ioredis may send as a credential) and the value of a
  * `password` query option replaced by `***`. The user part runs to the authority's last
  * `@`: a password may hold an `@` written as is (`redis://:p@ss@host`), which the URL is
- * read with, and a cut at the first one logged the rest of it.
+ * read with, and a cut at the first one logged the rest of it. A `unix://` URL's user
+ * part runs to its last `@/` ({@link unixAuthEnd}); one with an `@` but no `@/` is shown
+ * as `unix://***`.
  */
 export function redactUrl(url: string): string {
+  if (/^unix:\/\//i.test(url)) {
+    const rest = url.slice('unix://'.length);
+    const at = unixAuthEnd(rest);
+    if (Number.isNaN(at)) return `${url.slice(0, 'unix://'.length)}***`;
+    const auth = at === -1 ? undefined : rest.slice(0, at);
+    const colon = auth?.indexOf(':') ?? -1;
+    const shown = auth === undefined ? rest : `${colon === -1 ? '***' : `${auth.slice(0, colon)}:***`}${rest.slice(at)}`;
+    return `${url.slice(0, 'unix://'.length)}${shown}`.replace(/([?&]password=)[^&#]*/gi, '$1***');
+  }
   return url
     .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_m, scheme: string, auth: string) => {
       const colon = auth.indexOf(':');
@@ -86,14 +97,27 @@ export function unixUrl(socketPath: string): string {
   return `unix://${socketPath.split('/').map(encodeURIComponent).join('/')}`;
 }
 
+/**
+ * Where the credentials of a `unix://` URL end, in `rest` (what follows the scheme): the
+ * index of their `@`, -1 when it has none (it starts with the socket path's `/`, or holds
+ * no `@`), or NaN when it holds an `@` but no `@/` (credentials with no absolute socket
+ * path after them: nothing can be shown of it). The socket path is absolute, so the
+ * credentials end at the last `@/`: a password may hold `@`, `/`, `?` or `#` written as
+ * is (a generated one often holds `/`), and a cut at the first `@` or `/` read part of
+ * it as the socket path, which a failed connect's error then quoted.
+ */
+function unixAuthEnd(rest: string): number {
+  if (rest.startsWith('/') || !rest.includes('@')) return -1;
+  const at = rest.lastIndexOf('@/');
+  return at === -1 ? Number.NaN : at;
+}
+
 /** `unix://` after the scheme: `[[user]:password@]/path[?query]`. */
 function unixTarget(rest: string): RedisOptions {
   let auth: string | undefined;
   let tail = rest;
-  // The credentials end at the last @ before the socket path (its first /), as a
-  // redis:// URL's end at its last @: a password may hold an @ written as is.
-  const slash = rest.indexOf('/');
-  const at = rest.lastIndexOf('@', slash === -1 ? rest.length : slash);
+  const at = unixAuthEnd(rest);
+  if (Number.isNaN(at)) throw new RedisUrlError('a unix:// URL needs the socket path, an absolute one, after the @ of its credentials, like unix://:password@/var/run/redis.sock');
   if (at !== -1) {
     auth = rest.slice(0, at);
     tail = rest.slice(at + 1);

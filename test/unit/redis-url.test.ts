@@ -78,3 +78,18 @@ test('a unix:// password holding an @ written as is is read whole, as a redis://
     (client) => { client.disconnect(); return new Error('connected'); }, (err: unknown) => err as Error);
   assert.doesNotMatch(failed.message, /ssw0rd-tail/);
 });
+
+test('a unix:// password holding / ? # or @ written as is is read whole, shown as ***, and no part of it reaches a failed connect\'s error; credentials with no absolute socket path after them are refused and shown as unix://***', async () => {
+  for (const password of ['ab/cdSECRET', 'ab#cdSECRET', 'ab?cdSECRET', 'a@b:c/dSECRET', 'x@/ySECRET']) {
+    const url = `unix://:${password}@/tmp/pixiu-no-such-dir/redis.sock?db=1`;
+    assert.deepEqual(redisTarget(url), { path: '/tmp/pixiu-no-such-dir/redis.sock', username: '', password, db: 1 }, url);
+    assert.equal(redactUrl(url), 'unix://:***@/tmp/pixiu-no-such-dir/redis.sock?db=1', url);
+    const failed = await createRedis({ url, commandTimeoutMs: 1000 }).then(
+      (client) => { client.disconnect(); return new Error('connected'); }, (err: unknown) => err as Error);
+    assert.doesNotMatch(failed.message, /SECRET/, failed.message);
+  }
+  assert.deepEqual(redisTarget('unix://ops:pw@/tmp/a@b.sock'), { path: '/tmp/a@b.sock', username: 'ops', password: 'pw' });
+  assert.equal(redisUrlProblem('unix://:secret@tmp/relative.sock'), 'a unix:// URL needs the socket path, an absolute one, after the @ of its credentials, like unix://:password@/var/run/redis.sock');
+  assert.equal(redactUrl('unix://:secret@tmp/relative.sock'), 'unix://***');
+  assert.equal(redactUrl('unix:///tmp/r.sock?password=SECRET&db=2'), 'unix:///tmp/r.sock?password=***&db=2');
+});
