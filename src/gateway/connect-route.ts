@@ -218,7 +218,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   const refuseOrigin = (origin: string): PixiuError => {
     const quoted = quotedOrigin(origin);
     const left = refusedOrigins.take();
-    if (left !== undefined) deps.logger.warn({ origin: quoted, ...thinnedFields(left) }, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+    // The origin as a field of its own (cut, not quoted again: the log line is JSON), at most one line per 10 s.
+    if (left !== undefined) deps.logger.warn({ origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) }, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
     return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed; unset, only this server's own host)`);
   };
 

@@ -22,7 +22,7 @@ const AOF_MANIFEST = 'appendonly.aof.manifest';
 export function aofRepairAdvice(log: string, redisDir: string): string | undefined {
   if (!/redis-check-aof/.test(log)) return undefined;
   const aofDir = path.join(redisDir, AOF_DIR);
-  return `the embedded Redis's append-only file in ${aofDir} is damaged. Copy that folder aside, then run `
+  return `the embedded Redis's append-only file in ${aofDir} is damaged. Stop Pixiu (a running node keeps restarting its Redis), copy that folder aside, then run `
     + `\`redis-check-aof --fix ${path.join(aofDir, AOF_MANIFEST)}\` and start again. --fix truncates the file at the damage: `
     + 'what Redis recorded after that point is lost — inbox entries (their messages stay in the store, unreachable through the inbox), '
     + 'acks, room members —, and a device that comes back with a last_seq past its inbox\'s new end gets a `reset`. '

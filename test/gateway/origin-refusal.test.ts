@@ -39,6 +39,6 @@ test('a refused Origin is named, quoted and cut, with the setting; the refusals 
   const long = `https://${'a'.repeat(300)}.example`;
   assert.match(await refused(long), new RegExp(`^Origin "https://${'a'.repeat(92)}…" is not allowed \\(PIXIU_ALLOWED_ORIGINS`));
   const logged = lines.filter((l) => l.msg?.includes('origin') === true);
-  assert.deepEqual(logged.map((l) => [l.level, l.origin]), [[40, '"http://localhost:3000"']],
+  assert.deepEqual(logged.map((l) => [l.level, l.origin]), [[40, 'http://localhost:3000']],
     'the first refusal is logged at warn, the next one within the interval is left out');
 });

@@ -169,7 +169,7 @@ test('a damaged AOF stops the start with the manifest path to give redis-check-a
   await assert.rejects(startLocalRedis({ dataDir, logger }), (err: unknown) => {
     assert.ok(err instanceof StartupError, String(err));
     assert.match(err.message, /^redis-server exited with code 1 before it was ready:\n/);
-    assert.ok(err.message.endsWith(`\nthe embedded Redis's append-only file in ${aofDir} is damaged. Copy that folder aside, then run `
+    assert.ok(err.message.endsWith(`\nthe embedded Redis's append-only file in ${aofDir} is damaged. Stop Pixiu (a running node keeps restarting its Redis), copy that folder aside, then run `
       + `\`redis-check-aof --fix ${path.join(aofDir, 'appendonly.aof.manifest')}\` and start again. --fix truncates the file at the damage: `
       + 'what Redis recorded after that point is lost — inbox entries (their messages stay in the store, unreachable through the inbox), '
       + 'acks, room members —, and a device that comes back with a last_seq past its inbox\'s new end gets a `reset`. '
