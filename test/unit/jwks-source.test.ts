@@ -179,3 +179,23 @@ test('a JWKS answer whose keys cannot be read is an outage, the cached set kept;
   assert.equal((await mixed(token)).user, 'ana');
   await assert.rejects(mixed(await sign(other.privateKey, 'k9')), { code: 'UNAUTHORIZED' });
 });
+
+test('a JWKS answer of exactly the size read is read whole, and its key verifies', async (t) => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const good: JWK = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' };
+  const bare = JSON.stringify({ keys: [good], pad: '' });
+  const exact = JSON.stringify({ keys: [good], pad: 'x'.repeat(MAX_JWKS_BYTES - Buffer.byteLength(bare)) });
+  assert.equal(Buffer.byteLength(exact), MAX_JWKS_BYTES);
+  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => exact) });
+  assert.equal((await verify(await sign(privateKey, 'k1'))).user, 'ana');
+});
+
+test('a JWKS\'s secret (oct) key is left out, also one naming its alg, while an EC key naming no alg is kept: the usable keys are the signature keys', async (t) => {
+  const { publicKey } = await generateKeyPair('ES256');
+  const good: JWK = { ...(await exportJWK(publicKey)), kid: 'k1' };
+  const secret: JWK = { kty: 'oct', k: Buffer.from('a-shared-secret-of-32-characters').toString('base64url'), alg: 'HS256', kid: 'k2' };
+  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [good, secret] })) });
+  assert.equal(await verify.prefetch?.(), 1);
+  const only = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [secret] })) });
+  await assert.rejects(only.prefetch?.() ?? Promise.resolve(), /answered 1 key\(s\), none usable to verify a signature$/);
+});
