@@ -50,6 +50,12 @@ test('nbf may be a few seconds ahead (an identity provider\'s clock), not more; 
   }
 });
 
+test('the nbf tolerance is the 5 s docs/protocol.md gives: 4 s ahead verifies, 7 s ahead is refused', async () => {
+  const now = Math.floor(Date.now() / 1000);
+  assert.equal((await verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 4 }))).user, 'ana');
+  await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 7 })), { code: 'UNAUTHORIZED', message: /"nbf"/ });
+});
+
 test('aud and iss are checked when configured, and ignored when not', async () => {
   const exp = Math.floor(Date.now() / 1000) + 60;
   const strict = createVerifier({ kind: 'secret', secret: SECRET }, { audience: 'pixiu', issuer: 'https://idp.example' });
