@@ -16,6 +16,7 @@ import { expectError, metricSample, openInbox } from '../harness/checks.js';
 import { cleanupList, startInProcess, type HttpAnswer, type InProcessServer, type PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
+import { addMembers, postRoom } from '../rooms/room-fixture.js';
 
 const PREFIX = 'part:';
 
@@ -113,6 +114,22 @@ describe('POST /v1/messages that fails for one of two recipients', () => {
       for (const user of to) assert.deepEqual((await messagesOf(user)).map((m) => m.id), [id], user);
     });
   }
+});
+
+describe('a room message that fails for one of its members', () => {
+  test('503; the retry that appends it is 201 duplicate false, to the members it was first sent for, and only the next one is a 200 duplicate', async () => {
+    const room = 'part-room';
+    await addMembers(client, room, ['room-ok', 'room-bad']);
+    await breakInbox('room-bad');
+    const body = { room, client_msg_id: 'part-room-1' };
+    expectRetryLater(await client.post('/v1/messages', { type: 'room.text', data: { text: 'hello room' }, ...body }));
+    const [firstTry] = await messagesOf('room-ok');
+    await repairInbox('room-bad');
+    const retry = await postRoom(client, body, { status: 201, recipients: 2 });
+    assert.equal(retry.id, firstTry?.id);
+    for (const user of ['room-ok', 'room-bad']) assert.deepEqual((await messagesOf(user)).map((m) => m.id), [retry.id], user);
+    assert.deepEqual(await postRoom(client, body, { status: 200, recipients: 2 }), { ...retry, duplicate: true });
+  });
 });
 
 describe('POST /v1/messages/batch with an item that fails for one of its recipients', () => {
