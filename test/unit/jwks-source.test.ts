@@ -190,12 +190,13 @@ test('a JWKS answer of exactly the size read is read whole, and its key verifies
   assert.equal((await verify(await sign(privateKey, 'k1'))).user, 'ana');
 });
 
-test('a JWKS\'s secret (oct) key is left out, also one naming its alg, while an EC key naming no alg is kept: the usable keys are the signature keys', async (t) => {
+test('a JWKS\'s secret (oct) key is left out, also one naming its alg, while an EC key naming no alg is kept: prefetch counts the signature keys', async (t) => {
   const { publicKey } = await generateKeyPair('ES256');
   const good: JWK = { ...(await exportJWK(publicKey)), kid: 'k1' };
+  const other: JWK = { ...(await exportJWK((await generateKeyPair('ES256')).publicKey)), kid: 'k3', alg: 'ES256' };
   const secret: JWK = { kty: 'oct', k: Buffer.from('a-shared-secret-of-32-characters').toString('base64url'), alg: 'HS256', kid: 'k2' };
-  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [good, secret] })) });
-  assert.equal(await verify.prefetch?.(), 1);
+  const verify = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [good, secret, other] })) });
+  assert.equal(await verify.prefetch?.(), 2);
   const only = createVerifier({ kind: 'jwks', url: await serve(t, () => JSON.stringify({ keys: [secret] })) });
   await assert.rejects(only.prefetch?.() ?? Promise.resolve(), /answered 1 key\(s\), none usable to verify a signature$/);
 });
