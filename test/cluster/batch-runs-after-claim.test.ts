@@ -91,3 +91,14 @@ test('within a run, every item after the first one to fail 503 fails, also when 
   assert.deepEqual(results.map(isUnavailable), [true, true, true], JSON.stringify(results));
   assert.deepEqual(await readWholeInbox(inbox, 'within-ann'), [], 'nothing reached within-ann ahead of item 0');
 });
+
+test('an item that fails 503 before its appends fails a later run\'s item to several users, one of them its recipient', async (t) => {
+  const { ingest, rooms } = await ingestBesideAWriter(t, 'runs-many-first');
+  await rooms.add('runs-room-3', ['runs-di']);
+  const flow: Flow = {};
+  const [failed] = await ingest.sendRoomBatch([{ room: 'runs-room-3', type: 't', data: 0, client_msg_id: 'runs-many-first' }], flow);
+  assert.ok(isUnavailable(failed), `503: ${JSON.stringify(failed)}`);
+  const [many] = await ingest.sendBatch([{ to: ['runs-di', 'runs-ed'], type: 't', data: 1, client_msg_id: 'runs-many-later' }], flow);
+  assert.ok(isUnavailable(many), `the later run's item to two users fails 503 too: ${JSON.stringify(many)}`);
+  assert.deepEqual(await readWholeInbox(inbox, 'runs-di'), [], 'nothing reached runs-di ahead of the failed item');
+});
