@@ -54,6 +54,11 @@ export function readPublicKey(pem: string): { key: KeyObject; algorithms: readon
   if (blocks.length !== 1 || outside !== '') {
     throw new Error(`it holds ${blocks.length === 1 ? 'text outside its PEM block' : `${blocks.length} PEM blocks`}; give one -----BEGIN PUBLIC KEY----- block, nothing else`);
   }
+  // createPublicKey derives the public key from a private one: a private key given
+  // here would be read (and kept where only a public one belongs) without a word.
+  if (blocks[0]?.includes('PRIVATE KEY') === true) {
+    throw new Error('it is a private key; give its public key (-----BEGIN PUBLIC KEY-----), which is all a verifier needs');
+  }
   let key: KeyObject;
   try {
     key = createPublicKey({ key: pem, format: 'pem' });

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { loadConfig } from '../../src/config/config.js';
 import { loadSecrets, resolveJwtKey } from '../../src/auth/secrets.js';
 import { StartupError } from '../../src/errors.js';
+import { publicKeyProblem } from '../../src/auth/pem-key.js';
 import { fill, smallDisk } from '../harness/small-disk.js';
 
 const ecPem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -60,6 +61,8 @@ test('a PEM key that would start and then refuse every token, or that holds more
   refused({ PIXIU_JWT_PUBLIC_KEY: publicPem + privatePem }, /PIXIU_JWT_PUBLIC_KEY is not valid: it holds 2 PEM blocks; give one/, privatePem.split('\n')[1] as string);
   refused({ PIXIU_JWT_PUBLIC_KEY: publicPem + ecPem }, /it holds 2 PEM blocks/, ecPem.split('\n')[1] as string);
   refused({ PIXIU_JWT_PUBLIC_KEY: `junk\n${publicPem}` }, /it holds text outside its PEM block/, publicPem.split('\n')[1] as string);
+  // The setting's own pattern refuses a private key first; the reader refuses it too, for its other callers.
+  assert.match(publicKeyProblem(privatePem) ?? 'read', /^it is a private key; give its public key/);
   assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: `\n${publicPem}\n\n` }).jwtPublicKey?.includes('BEGIN PUBLIC KEY'), true, 'blank lines around it are fine');
   const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
   assert.equal(loadConfig({ PIXIU_JWT_PUBLIC_KEY: rsa }).jwtPublicKey, rsa);
