@@ -1,0 +1,70 @@
+/**
+ * One connection's frame budgets (src/gateway/frame-limits.ts FrameBudget) against the
+ * numbers docs/protocol.md gives clients ("Client → server" and the 4003 row): 300
+ * frames other than `ack` in a 30 s window that starts at the first of them, the
+ * delivery window plus 300 refused acks in 30 s, 20 malformed frames in the
+ * connection's life, 64 frames held. The numbers are written out, not read from the
+ * module: a client is built to the documented ones. The limiter's clock
+ * (`performance.now`) is moved by hand; the end-to-end closes (4003) on real sockets are
+ * test/gateway/control-frames.test.ts and ping-frames.test.ts.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  FrameBudget, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, badFrameLimitReason, controlFrameLimitReason, refusedAckLimitReason,
+} from '../../src/gateway/frame-limits.js';
+
+/** Freezes `performance.now` (the limiter's clock) at 0; the returned function moves it to `ms`. */
+function handClock(t: TestContext): (ms: number) => void {
+  let now = 0;
+  t.mock.method(performance, 'now', () => now);
+  return (ms) => { now = ms; };
+}
+
+/**
+ * After a full window: `take` is refused with `reason` to the window's last ms (the
+ * clock at 0 is its first frame), and allowed again once 30 s have passed.
+ */
+function refusedToTheWindowsEnd(take: () => string | undefined, reason: string, at: (ms: number) => void): void {
+  assert.equal(take(), reason);
+  at(29_999);
+  assert.equal(take(), reason, 'the window has not ended');
+  at(30_000);
+  assert.equal(take(), undefined, 'a new window');
+}
+
+/** Takes `n` from one of the budget's limiters; fails on the first refused. */
+function takeAll(take: () => string | undefined, n: number): void {
+  for (let i = 1; i <= n; i++) assert.equal(take(), undefined, `frame ${i} of ${n} is within the budget`);
+}
+
+test('the limits are the documented ones: 300 frames other than ack per 30 s, 20 malformed frames, 64 held', () => {
+  assert.equal(MAX_CONTROL_FRAMES, 300);
+  assert.equal(MAX_BAD_FRAMES, 20);
+  assert.equal(MAX_HELD_FRAMES, 64);
+  assert.equal(controlFrameLimitReason, 'more than 300 frames other than ack in 30 s');
+  assert.equal(refusedAckLimitReason(100), 'more than 400 acks refused in 30 s');
+});
+
+test('300 frames other than ack pass and the 301st is refused until 30 s after the first, not before', (t) => {
+  const at = handClock(t);
+  const budget = new FrameBudget(100);
+  takeAll(() => budget.control(), 300);
+  refusedToTheWindowsEnd(() => budget.control(), controlFrameLimitReason, at);
+});
+
+test('refused acks have the delivery window plus 300 per 30 s, apart from the frames other than ack', (t) => {
+  const at = handClock(t);
+  const budget = new FrameBudget(5);
+  takeAll(() => budget.control(), 300);
+  takeAll(() => budget.refusedAck(), 305);
+  refusedToTheWindowsEnd(() => budget.refusedAck(), refusedAckLimitReason(5), at);
+});
+
+test('the 21st malformed frame is refused, however long after the first: they count over the connection\'s life', (t) => {
+  const at = handClock(t);
+  const budget = new FrameBudget(100);
+  takeAll(() => budget.badFrame(), 20);
+  at(3_600_000);
+  assert.equal(budget.badFrame(), badFrameLimitReason);
+});
