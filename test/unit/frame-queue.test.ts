@@ -49,3 +49,18 @@ test('at most max items are held; stop drops them and handles nothing more', () 
   assert.equal(q.push(5), true, 'a stopped queue drops an item without refusing it');
   assert.deepEqual(handled, []);
 });
+
+test('a stopped queue handles nothing more, an overtaking item behind a waiting one included, and refuses nothing however many come', () => {
+  const handled: string[] = [];
+  const q = new FrameQueue<string>(2, (item) => {
+    handled.push(item);
+    return item === 'slow' ? new Promise<void>(() => undefined) : undefined;
+  }, (item) => item === 'ack');
+  q.open();
+  q.push('slow');
+  q.push('ack');
+  assert.deepEqual(handled, ['slow', 'ack'], 'an ack overtakes the waiting item');
+  q.stop();
+  for (let i = 0; i < 5; i++) assert.equal(q.push(i % 2 === 0 ? 'ack' : 'b'), true, `item ${i} after stop is dropped, not refused`);
+  assert.deepEqual(handled, ['slow', 'ack']);
+});
