@@ -45,9 +45,10 @@ function clientFrame(text: string): Buffer {
   return Buffer.concat([Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload]);
 }
 
-/** Splits server frames (unmasked) off `buf`; returns their texts and the rest. */
-function serverFrames(buf: Buffer): { texts: string[]; rest: Buffer } {
+/** Splits server frames (unmasked) off `buf`; returns their texts, the code of a close frame among them, and the rest. */
+function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undefined; rest: Buffer } {
   const texts: string[] = [];
+  let closeCode: number | undefined;
   let at = 0;
   for (;;) {
     if (buf.length < at + 2) break;
@@ -63,18 +64,26 @@ function serverFrames(buf: Buffer): { texts: string[]; rest: Buffer } {
       head = 10;
     }
     if (buf.length < at + head + len) break;
-    if (((buf[at] as number) & 0x0f) === 1) texts.push(buf.subarray(at + head, at + head + len).toString());
+    const opcode = (buf[at] as number) & 0x0f;
+    if (opcode === 1) texts.push(buf.subarray(at + head, at + head + len).toString());
+    if (opcode === 8 && len >= 2) closeCode = buf.readUInt16BE(at + head);
     at += head + len;
   }
-  return { texts, rest: buf.subarray(at) };
+  return { texts, closeCode, rest: buf.subarray(at) };
 }
 
-test('welcome is the first frame even when client frames come with the upgrade request; they are answered after it, in order', async () => {
-  await gw.post('early', 3);
-  const token = await testToken(JWT_KEY, 'early');
+/**
+ * Sends an upgrade request for `user` with `frames` in the same write, so that they
+ * arrive before the server can have read the inbox (before `welcome`), and collects
+ * what comes back but `msg`s (error frames without their message) until `enough`
+ * says so or the server sends its close frame.
+ */
+async function upgradeWithFrames(user: string, frames: Buffer[], enough: (got: Frame[]) => boolean): Promise<{ frames: Frame[]; closeCode: number | undefined }> {
+  const token = await testToken(JWT_KEY, user);
   const { port } = new URL(gw.url);
   const sock = net.connect(Number(port), '127.0.0.1');
-  const frames: Frame[] = [];
+  const got: Frame[] = [];
+  let closeCode: number | undefined;
   const done = new Promise<void>((resolve, reject) => {
     let buf: Buffer = Buffer.alloc(0);
     let upgraded = false;
@@ -88,34 +97,48 @@ test('welcome is the first frame even when client frames come with the upgrade r
         upgraded = true;
         buf = buf.subarray(end + 4);
       }
-      const { texts, rest } = serverFrames(buf);
-      buf = rest;
-      for (const t of texts) {
+      const read = serverFrames(buf);
+      buf = read.rest;
+      for (const t of read.texts) {
         const f = JSON.parse(t) as Frame;
-        if (f.t !== 'msg') frames.push(shape(f));
+        if (f.t !== 'msg') got.push(shape(f));
       }
-      if (frames.filter((x) => x.t === 'pong').length === 2) resolve();
+      closeCode ??= read.closeCode;
+      if (closeCode !== undefined || enough(got)) resolve();
     });
     sock.on('error', reject);
-    sock.on('close', () => reject(new Error(`closed after ${JSON.stringify(frames)}`)));
+    sock.on('close', () => reject(new Error(`closed after ${JSON.stringify(got)}`)));
   });
-  // One write: the frames arrive with the upgrade, before the server can have read the inbox.
   sock.write(Buffer.concat([
     Buffer.from([
       'GET /v1/connect HTTP/1.1', `Host: 127.0.0.1:${port}`, 'Upgrade: websocket', 'Connection: Upgrade',
       `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13',
       `Authorization: Bearer ${token}`, '', '',
     ].join('\r\n')),
-    clientFrame('{"t":"ping"}'),
-    ...Array.from({ length: 20 }, () => clientFrame('{"t":"bogus"}')),
-    clientFrame('{"t":"ack","seq":1}'),
-    clientFrame('{"t":"ping"}'),
+    ...frames,
   ]));
   try {
     await done;
   } finally {
     sock.destroy();
   }
+  return { frames: got, closeCode };
+}
+
+/** Counts the `pong`s among `frames`. */
+function pongs(frames: Frame[]): number {
+  return frames.filter((x) => x.t === 'pong').length;
+}
+
+test('welcome is the first frame even when client frames come with the upgrade request; they are answered after it, in order', async () => {
+  await gw.post('early', 3);
+  const { frames, closeCode } = await upgradeWithFrames('early', [
+    clientFrame('{"t":"ping"}'),
+    ...Array.from({ length: 20 }, () => clientFrame('{"t":"bogus"}')),
+    clientFrame('{"t":"ack","seq":1}'),
+    clientFrame('{"t":"ping"}'),
+  ], (got) => pongs(got) === 2);
+  assert.equal(closeCode, undefined);
   assert.equal(frames[0]?.t, 'welcome', `first frame: ${JSON.stringify(frames[0])}`);
   assert.deepEqual(frames.slice(1), [
     { t: 'pong' },
@@ -123,6 +146,15 @@ test('welcome is the first frame even when client frames come with the upgrade r
     // The held ack was taken after welcome: no "ack before welcome" refusal.
     { t: 'pong' },
   ]);
+});
+
+test('64 frames sent before welcome are held and answered after it; a 65th closes the connection 4003', async () => {
+  const held = await upgradeWithFrames('holds64', Array.from({ length: 64 }, () => clientFrame('{"t":"ping"}')), (got) => pongs(got) === 64);
+  assert.equal(held.closeCode, undefined);
+  assert.deepEqual(held.frames.map((f) => f.t), ['welcome', ...Array.from({ length: 64 }, () => 'pong')]);
+  const over = await upgradeWithFrames('holds65', Array.from({ length: 65 }, () => clientFrame('{"t":"ping"}')), () => false);
+  assert.equal(over.closeCode, 4003, `frames before the close: ${JSON.stringify(over.frames)}`);
+  assert.equal(pongs(over.frames), 0, 'the frames held are dropped with the connection');
 });
 
 test('answers to sub and refresh come in the order of the frames, and each refusal names its frame', async () => {
