@@ -1,7 +1,8 @@
 /**
  * The idle cut (DESIGN.md §6) is for a peer silent for the idle timeout: no pong and
  * no frame. A client that does not answer the server's pings but keeps sending frames
- * of its own is heard from, and stays connected.
+ * of its own — text frames, or WebSocket pings (RFC 6455 control frames) — is heard
+ * from, and stays connected.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,10 +32,13 @@ after(async () => {
   }
 });
 
-test('a client that never answers pings but keeps sending frames is not cut as idle', async () => {
+for (const { what, user, send } of [
+  { what: 'text frames', user: 'chatty', send: (ws: WebSocket) => ws.send(JSON.stringify({ t: 'ping' })) },
+  { what: 'WebSocket pings', user: 'pinger', send: (ws: WebSocket) => ws.ping() },
+]) test(`a client that never answers pings but keeps sending ${what} is not cut as idle`, async () => {
   const ws = new WebSocket(new URL('/v1/connect', gw.url.replace(/^http/, 'ws')), {
     autoPong: false,
-    headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'chatty')}` },
+    headers: { authorization: `Bearer ${await testToken(JWT_KEY, user)}` },
   });
   ws.on('error', () => undefined);
   let closed: number | undefined;
@@ -47,8 +51,11 @@ test('a client that never answers pings but keeps sending frames is not cut as i
   ws.on('message', (data) => {
     if ((JSON.parse(data.toString()) as { t: string }).t === 'pong') pongs += 1;
   });
+  ws.on('pong', () => {
+    pongs += 1;
+  });
   // A frame of its own every half heartbeat, never a pong.
-  const sender = setInterval(() => ws.send(JSON.stringify({ t: 'ping' })), HEARTBEAT_MS / 2);
+  const sender = setInterval(() => send(ws), HEARTBEAT_MS / 2);
   try {
     // Until the server has sent enough unanswered pings to span the idle timeout three
     // times over, or has closed the connection.
