@@ -7,6 +7,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
@@ -193,6 +194,16 @@ test('a message in more fragments than ws takes (16,384) closes the connection 1
   await expectCountedAs(earlier, '1008');
   const { client: again } = await gw.connectWelcomed('fragments');
   await expectPong(again);
+});
+
+test('an unmasked client frame (RFC 6455 §5.1) closes the connection 1002, counted as the server\'s decision', async () => {
+  const counted = async (): Promise<number> => (await closesByCode(gw, 'server'))['1002'] ?? 0;
+  const before = await counted();
+  const { client } = await gw.connectWelcomed('unmasked');
+  // An empty text frame without the mask bit, written under `ws`'s own framing.
+  (client.ws as unknown as { _socket: Socket })._socket.write(Buffer.from([0x81, 0x00]));
+  assert.equal((await client.waitClose()).code, 1002);
+  await waitUntil('the close is counted by="server" as 1002', async () => (await counted()) === before + 1, 5000);
 });
 
 /** Waits until the close is counted in pixiu_ws_closes_total under `label` (a close counted under another code never is). */
