@@ -4,12 +4,15 @@
  * messages does — written out, the broadcasts themselves tell it so. Until then its
  * inbox delivery waits; after, a message posted to it arrives, with no frame of the
  * client's own needed to restart it. And a client that stops reading while live
- * broadcasts go on is closed 4009 once its queue passes the hard cap, as for messages.
+ * broadcasts go on is closed 4009 once its queue passes the hard cap, as for messages,
+ * and so is one that pings without reading once the pongs take it past the cap.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
+import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
+import type { TestClient } from '../harness/ws-client.js';
 import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 
 /**
@@ -28,15 +31,25 @@ async function broadcastWhile(gw: GatewayFixture, pad: string, more: (posted: nu
   return posted;
 }
 
+/**
+ * A stalling gateway (gateway-fixture.ts: 64 KiB high-water mark) with this hard cap,
+ * and `user`'s device `tab` connected, welcomed, and no longer read by its client.
+ * @returns the gateway, the client and the server's end of its socket
+ */
+async function stalledTab(cleanup: CleanupContext, user: string, hardCapBytes: number): Promise<{ gw: GatewayFixture; client: TestClient; sock: Duplex }> {
+  const { gw, sockets } = await startStallingGateway(cleanup, { socketHardCapBytes: String(hardCapBytes) });
+  const { client } = await gw.connectWelcomed(user, { device: 'tab' });
+  client.ws.pause();
+  const sock = sockets.get('tab');
+  assert.ok(sock, 'the server end of the socket');
+  return { gw, client, sock };
+}
+
 test('a connection paused by a burst of broadcasts resumes at the drain: an inbox message posted after it arrives', { timeout: 60_000 }, async () => {
   const cleanup = cleanupList();
   try {
     // No close for the buffer's size: the burst may overshoot the high-water mark.
-    const { gw, sockets } = await startStallingGateway(cleanup, { socketHardCapBytes: String(64 * 1024 * 1024) });
-    const { client } = await gw.connectWelcomed('bcreader', { device: 'tab' });
-    client.ws.pause();
-    const sock = sockets.get('tab');
-    assert.ok(sock, 'the server end of the socket');
+    const { gw, client, sock } = await stalledTab(cleanup, 'bcreader', 64 * 1024 * 1024);
     // Broadcasts until the server's own buffer passes the high-water mark (the
     // kernel's buffers fill first): the connection is paused.
     const posted = await broadcastWhile(gw, 'x'.repeat(8000), () => sock.writableLength <= STALL_HIGH_WATER);
@@ -56,11 +69,7 @@ test('a client that stops reading while live broadcasts are sent is closed 4009 
   const cleanup = cleanupList();
   try {
     const HARD_CAP = 256 * 1024;
-    const { gw, sockets } = await startStallingGateway(cleanup, { socketHardCapBytes: String(HARD_CAP) });
-    const { client } = await gw.connectWelcomed('bcstuck', { device: 'tab' });
-    client.ws.pause();
-    const sock = sockets.get('tab');
-    assert.ok(sock, 'the server end of the socket');
+    const { gw, client, sock } = await stalledTab(cleanup, 'bcstuck', HARD_CAP);
     const pad = 'x'.repeat(8000);
     await broadcastWhile(gw, pad, () => sock.writableLength <= HARD_CAP);
     const atClose = sock.writableLength;
@@ -69,6 +78,31 @@ test('a client that stops reading while live broadcasts are sent is closed 4009 
     assert.ok(sock.writableLength <= atClose, `nothing queued after the close: ${sock.writableLength} bytes, ${atClose} at the close`);
     client.ws.resume();
     assert.equal((await client.waitClose(30_000)).code, 4009);
+  } finally {
+    await cleanup.run();
+  }
+});
+
+test('pongs are held to the send buffer\'s hard cap: a client paused by broadcasts that pings without reading is closed 4009', { timeout: 60_000 }, async () => {
+  const cleanup = cleanupList();
+  try {
+    // Broadcasts of ~4 KiB leave the paused queue a little past 64 KiB (the fan-out may
+    // lag a few posts): under this cap, which 290 pongs (127 bytes each, 36 KiB) then
+    // pass, within the 300 frames other than ack.
+    const HARD_CAP = 90 * 1024;
+    const { gw, client, sock } = await stalledTab(cleanup, 'pingstuck', HARD_CAP);
+    await broadcastWhile(gw, 'x'.repeat(4000), () => sock.writableLength <= STALL_HIGH_WATER);
+    assert.ok(sock.writableLength < HARD_CAP, `${sock.writableLength} bytes queued, under the cap`);
+    const PINGS = 290;
+    let pongs = 0;
+    client.ws.on('pong', () => { pongs += 1; });
+    for (let i = 0; i < PINGS; i++) client.ws.ping(Buffer.alloc(125));
+    await waitUntil('the pongs pass the hard cap', async () => sock.writableLength > HARD_CAP || sock.destroyed, 10_000, 5);
+    let code: number | undefined;
+    void client.closed.then((closed) => { code = closed.code; });
+    client.ws.resume();
+    await waitUntil('the close, or every ping answered', async () => code !== undefined || pongs === PINGS, 20_000, 5);
+    assert.equal(code, 4009, `${pongs} of ${PINGS} pongs, and no close`);
   } finally {
     await cleanup.run();
   }
