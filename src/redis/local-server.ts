@@ -29,6 +29,7 @@ import type { Logger } from '../logger.js';
 import { unixUrl } from './url.js';
 import { lockRedisDir } from './dir-lock.js';
 import { isAlive } from '../process-alive.js';
+import { askToStop, stopChild, stopPid } from './stop-server.js';
 import { aofRepairAdvice } from './aof-repair.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
@@ -41,7 +42,6 @@ export const REDIS_INSTALL_HINT =
 /** Longest unix socket path Linux accepts (sun_path is 108 bytes with the NUL). */
 const MAX_SOCKET_PATH = 107;
 const READY_TIMEOUT_MS = 15_000;
-const STOP_TIMEOUT_MS = 10_000;
 
 /** A running embedded Redis. */
 export interface LocalRedis {
@@ -220,6 +220,8 @@ class Supervisor {
   #poll: NodeJS.Timeout | undefined;
   #stopping = false;
   #restarting: Promise<void> | undefined;
+  /** Ends the back-off a restart is waiting out, if any ({@link #backoff}). */
+  #wake: (() => void) | undefined;
 
   constructor(logger: Logger, pidFile: string, sock: string, spawnServer: () => Promise<ChildProcess>) {
     this.#logger = logger;
@@ -263,6 +265,23 @@ class Supervisor {
   #endSupervision(): void {
     this.#stopping = true;
     clearInterval(this.#poll);
+    // A restart waiting out its back-off ends now: stop() awaits it, and its timer is
+    // unref'd, so with nothing else left to run Node ended the process there (exit 0,
+    // no "pixiu stopped": a verification newcomer's finding).
+    this.#wake?.();
+  }
+
+  /** Waits `ms` before a restart attempt, or until supervision ends. */
+  #backoff(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms).unref();
+      this.#wake = done;
+    });
   }
 
   #watch(child: ChildProcess): void {
@@ -281,7 +300,7 @@ class Supervisor {
 
   async #restart(): Promise<void> {
     for (let attempt = 0; !this.#stopping; attempt++) {
-      await sleep(RESTART_BACKOFF_MS[Math.min(attempt, RESTART_BACKOFF_MS.length - 1)] as number);
+      await this.#backoff(RESTART_BACKOFF_MS[Math.min(attempt, RESTART_BACKOFF_MS.length - 1)] as number);
       if (this.#stopping) return;
       try {
         // Someone may have started it by hand meanwhile: adopt that one rather than
@@ -299,43 +318,6 @@ class Supervisor {
         this.#logger.error({ ...outageFields(err), attempt: attempt + 1 }, 'cannot restart the local redis-server; retrying');
       }
     }
-  }
-}
-
-function sleep(msDelay: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, msDelay).unref());
-}
-
-/**
- * Sends `pid` SIGTERM, then SIGCONT: a server frozen with SIGSTOP (as a hung Redis is
- * tested, and as an operator may freeze it) handles no signal but SIGKILL until it is
- * continued, so without the SIGCONT its stop waited out the whole SIGKILL timeout
- * (10 s, on top of the shutdown's Redis budget: ~19 s to exit, a fresh-user finding).
- * @returns false when the process is gone already
- */
-function askToStop(pid: number): boolean {
-  try {
-    process.kill(pid, 'SIGTERM');
-    process.kill(pid, 'SIGCONT');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** {@link askToStop} to a process that is not our child, then SIGKILL after the timeout; polls for its end. */
-async function stopPid(pid: number): Promise<void> {
-  if (!askToStop(pid)) return;
-  const deadline = Date.now() + STOP_TIMEOUT_MS;
-  while (isAlive(pid)) {
-    if (Date.now() > deadline) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        return;
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
@@ -388,16 +370,4 @@ function forwardLog(child: ChildProcess, logger: Logger): void {
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  if (child.pid !== undefined) askToStop(child.pid);
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-  try {
-    await exited;
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -18,7 +18,7 @@ import { isAlive } from '../../src/process-alive.js';
 import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
 import { StartupError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
-import { PixiuClient, runCli, spawnServe } from '../harness/pixiu-server.js';
+import { PixiuClient, runCli, spawnServe, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -91,7 +91,12 @@ test('the embedded redis-server is supervised: killed while serving, it is resta
   assert.ok(!isAlive(restartedPid), 'the restarted redis-server is stopped on SIGTERM');
 });
 
-test('an embedded redis-server that cannot restart is logged with why (Redis\'s reason, not its start-up log, no stack), and restarted once it can', { timeout: 60_000 }, async (t) => {
+/**
+ * A serve whose embedded redis-server was killed after its AOF was damaged: each
+ * restart fails on the AOF until it is mended (`mend`). `failed` reads the "cannot
+ * restart" log lines so far.
+ */
+async function servingWithDamagedRedis(t: CleanupContext): Promise<{ serve: ServeProcess; mend: () => Promise<void>; failed: () => Array<Record<string, unknown>> }> {
   const { dataDir, env, pidFile } = await embeddedDataDir(t);
   const serve = await spawnServe(env, t);
   const aofDir = path.join(dataDir, 'redis', 'appendonly');
@@ -105,15 +110,29 @@ test('an embedded redis-server that cannot restart is logged with why (Redis\'s 
   process.kill(Number(await readFile(pidFile, 'utf8')), 'SIGKILL');
   const failed = (): Array<Record<string, unknown>> => serve.stdout().split('\n')
     .filter((l) => l.includes('cannot restart the local redis-server')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return { serve, mend: () => truncate(incrPath, size), failed };
+}
+
+test('an embedded redis-server that cannot restart is logged with why (Redis\'s reason, not its start-up log, no stack), and restarted once it can', { timeout: 60_000 }, async (t) => {
+  const { serve, mend, failed } = await servingWithDamagedRedis(t);
   await waitUntil('a failed restart is logged', async () => failed().length > 0, 20_000);
   const [line] = failed();
   // An ops newcomer's finding: the error's message was Redis's whole start-up log, with a stack.
   assert.equal(line?.level, 50);
   assert.match(String(line?.reason), /exited with code 1 before it was ready:\nBad file format reading the append only file/, JSON.stringify(line));
   assert.doesNotMatch(JSON.stringify(line), /oO0OoO0OoO0Oo|Memory overcommit|Configuration loaded|"stack"/);
-  await truncate(incrPath, size);
+  await mend();
   await waitUntil('the redis-server is back', async () => /local redis-server is back/.test(serve.stdout()), 20_000);
   assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
+});
+
+test('SIGTERM while the embedded redis-server cannot restart stops the node through to "pixiu stopped", the restart\'s back-off cut short', { timeout: 60_000 }, async (t) => {
+  const { serve, failed } = await servingWithDamagedRedis(t);
+  // Five failed attempts: the next waits 5 s, so the signal comes during a back-off,
+  // whose unref'd timer was all that kept the process running: Node ended it there.
+  await waitUntil('five failed restarts', async () => failed().length >= 5, 20_000);
+  assert.deepEqual(await serve.term(), { code: 0, signal: null }, output(serve));
+  assert.match(serve.stdout(), /"msg":"pixiu stopped"/, output(serve));
 });
 
 test('a redis-server left running by a SIGKILLed pixiu is adopted, and stopped when the adopting pixiu stops', { timeout: 60_000 }, async (t) => {
