@@ -5,10 +5,17 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FetchRead } from '../delivery/session.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
+import type { FrameType } from '../delivery/frames.js';
 import { ERRORS } from '../errors.js';
 
-/** The `t` of every frame the server sends (docs/protocol.md), the `t` label of `pixiu_ws_frames_sent_total`. */
-const SERVER_FRAME_TYPES = ['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'] as const;
+/**
+ * The `t` of every frame the server sends (docs/protocol.md), the `t` label of
+ * `pixiu_ws_frames_sent_total`: the keys of a record over `FrameType`, so that a frame
+ * type added there and not here fails to compile.
+ */
+const SERVER_FRAME_TYPES = Object.keys({
+  welcome: true, msg: true, gap: true, reset: true, bcast: true, pub: true, pong: true, error: true,
+} satisfies Record<FrameType, true>);
 
 /**
  * The close codes the server decides (close-codes.ts, and 1011 for an UNAVAILABLE or
@@ -226,8 +233,6 @@ export class Metrics {
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
     this.#zeroSeries();
-    // Both series from the start: an alert on their rate sees 0, not "no data".
-    for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
   }
 
   /** Counts one failed delivery fetch by the read that failed. */
@@ -248,6 +253,7 @@ export class Metrics {
       for (const outcome of ['created', 'duplicate'] as const) this.ingestMessages.inc(OUTCOME_LABELS[route][outcome], 0);
     }
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
+    for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
     for (const code of Object.keys(ERRORS)) this.httpErrors.inc({ code }, 0);
     for (const t of SERVER_FRAME_TYPES) this.wsFrames.inc({ t }, 0);
     for (const code of SERVER_CLOSE_CODES) this.wsCloses.inc({ code: closeCodeLabel(code), by: 'server' }, 0);
