@@ -71,21 +71,25 @@ export function redisUrlProblem(url: string): string | undefined {
  * as `unix://***`.
  */
 export function redactUrl(url: string): string {
+  return withoutCredentials(url).replace(/([?&]password=)[^&#]*/gi, '$1***');
+}
+
+/** A URL's user part as it may be shown: `user:***`, or `***` when it has no `:`. */
+function shownAuth(auth: string): string {
+  const colon = auth.indexOf(':');
+  return colon === -1 ? '***' : `${auth.slice(0, colon)}:***`;
+}
+
+/** `url` with its user part as {@link shownAuth} shows it ({@link redactUrl}); the query as it is. */
+function withoutCredentials(url: string): string {
   if (/^unix:\/\//i.test(url)) {
-    const rest = url.slice('unix://'.length);
+    const scheme = url.slice(0, 'unix://'.length);
+    const rest = url.slice(scheme.length);
     const at = unixAuthEnd(rest);
-    if (Number.isNaN(at)) return `${url.slice(0, 'unix://'.length)}***`;
-    const auth = at === -1 ? undefined : rest.slice(0, at);
-    const colon = auth?.indexOf(':') ?? -1;
-    const shown = auth === undefined ? rest : `${colon === -1 ? '***' : `${auth.slice(0, colon)}:***`}${rest.slice(at)}`;
-    return `${url.slice(0, 'unix://'.length)}${shown}`.replace(/([?&]password=)[^&#]*/gi, '$1***');
+    if (Number.isNaN(at)) return `${scheme}***`;
+    return at === -1 ? url : `${scheme}${shownAuth(rest.slice(0, at))}${rest.slice(at)}`;
   }
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_m, scheme: string, auth: string) => {
-      const colon = auth.indexOf(':');
-      return `${scheme}${colon === -1 ? '***' : `${auth.slice(0, colon)}:***`}@`;
-    })
-    .replace(/([?&]password=)[^&#]*/gi, '$1***');
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i, (_m, scheme: string, auth: string) => `${scheme}${shownAuth(auth)}@`);
 }
 
 /**
