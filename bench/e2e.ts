@@ -40,7 +40,8 @@
  * environment variables to the server's, to compare settings; BENCH_E2E_TRACE_MS=<ms> makes
  * the load process print, after each step of (a), the spells of messages slower than
  * that (when they were sent, how long the spell lasted, the worst latency), to line
- * them up with the server's GC or event-loop stalls.
+ * them up with the server's GC or event-loop stalls; BENCH_E2E_FIXED=<rate>x<steps> makes case (a)
+ * measure only Pixiu, at that rate, in that many 15 s steps (to compare settings at one rate).
  *
  * Run: npm run bench:e2e
  */
@@ -92,6 +93,8 @@ const TARGETS = ['pixiu', 'bare'] as const;
 const cases = new Set((process.env.BENCH_E2E_CASES ?? 'c,a,b').split(',').map((s) => s.trim()));
 const cpuProfDir = process.env.BENCH_E2E_CPU_PROF;
 const allocProfFile = process.env.BENCH_E2E_ALLOC_PROF;
+/** BENCH_E2E_FIXED=<rate>x<steps>: case (a) only measures Pixiu at one rate, `steps` steps of LATENCY_SECONDS. */
+const fixed = ((m) => m ? { rate: Number(m[1]), steps: Number(m[2]) } : undefined)(/^(\d+)x(\d+)$/.exec(process.env.BENCH_E2E_FIXED ?? ''));
 
 /** One measured step, judged, with the CPU use of the processes during it. */
 interface Step {
@@ -278,63 +281,72 @@ async function main(): Promise<void> {
         return step;
       };
       for (const target of TARGETS) await runStep(target, WARMUP.rate, WARMUP.seconds, 'warm-up');
+      if (fixed) {
+        // Settings compared at one rate (e.g. the last full run's 50 %): no search, no relay.
+        for (let i = 1; i <= fixed.steps; i++) {
+          const s = await runStep('pixiu', fixed.rate, LATENCY_SECONDS, `fixed ${i}`);
+          figures.push({ case: `(a) pixiu @ ${fmt(fixed.rate, 0)} msg/s, step ${i}: p99`, value: s.r.latency.p99, unit: 'ms', note: cpuNote(s) });
+        }
+      }
 
       // The two searches alternate step by step; a failed step is tried once more.
-      const searches: Record<TargetKind, RateSearch> = { pixiu: new RateSearch(SEARCH_START.pixiu), bare: new RateSearch(SEARCH_START.bare) };
-      for (let more = true; more;) {
-        more = false;
-        for (const target of TARGETS) {
-          const rate = searches[target].next();
-          if (rate === undefined) continue;
-          more = true;
-          const first = await runStep(target, rate, SEARCH_SECONDS, 'search');
-          const ok = first.ok || (await runStep(target, rate, SEARCH_SECONDS, 'retry')).ok;
-          searches[target].record(rate, ok, first.ok ? '' : ' (retried)');
+      if (!fixed) {
+        const searches: Record<TargetKind, RateSearch> = { pixiu: new RateSearch(SEARCH_START.pixiu), bare: new RateSearch(SEARCH_START.bare) };
+        for (let more = true; more;) {
+          more = false;
+          for (const target of TARGETS) {
+            const rate = searches[target].next();
+            if (rate === undefined) continue;
+            more = true;
+            const first = await runStep(target, rate, SEARCH_SECONDS, 'search');
+            const ok = first.ok || (await runStep(target, rate, SEARCH_SECONDS, 'retry')).ok;
+            searches[target].record(rate, ok, first.ok ? '' : ' (retried)');
+          }
         }
-      }
-      const row = (s: Step, label: string): Figure => ({
-        case: label, value: deliveredPerSecond(s), unit: 'msg/s',
-        note: `p50/p99/p999 ${fmt(s.r.latency.p50, 2)} / ${fmt(s.r.latency.p99, 2)} / ${fmt(s.r.latency.p999, 2)} ms; ${cpuNote(s)}${s.ok ? '' : `; NOT sustainable: ${s.why}`}`,
-      });
-      // The search's steps are short: its best rate is confirmed over a measured step,
-      // 15 % lower each time it fails (at most twice). The confirmed rate is the 100 %.
-      const confirmed: string[] = [];
-      let atMax: Step | undefined;
-      let pmax = searches.pixiu.max;
-      for (let tries = 0; pmax > 0 && tries <= CONFIRM_STEP_DOWNS; tries++) {
-        atMax = await runStep('pixiu', pmax, MEASURE_SECONDS, tries === 0 ? '100%' : 'lower');
-        confirmed.push(`${fmt(pmax, 0)} ${atMax.ok ? 'ok' : 'no'}`);
-        if (atMax.ok || tries === CONFIRM_STEP_DOWNS) break;
-        pmax = roundRate(pmax * 0.85);
-      }
-      const bmax = searches.bare.max;
-      figures.push(
-        { case: '(a) highest sustainable rate, pixiu', value: pmax, unit: 'msg/s', note: `search ${searches.pixiu.tried.join(', ')}; over ${MEASURE_SECONDS} s ${confirmed.join(', ')}` },
-        { case: '(a) highest sustainable rate, bare ws relay (search)', value: bmax, unit: 'msg/s', note: searches.bare.tried.join(', ') },
-      );
-      let atHalf: Step | undefined;
-      if (atMax) {
-        for (const level of LEVELS) {
-          const rate = roundRate(level * pmax);
-          const seconds = level === 1 ? MEASURE_SECONDS : LATENCY_SECONDS;
-          const p = level === 1 ? atMax : await runStep('pixiu', rate, seconds, `${level * 100}%`);
-          const b = await runStep('bare', rate, seconds, `${level * 100}%`);
-          figures.push(row(p, `(a) pixiu @ ${level * 100}% (${fmt(rate, 0)} msg/s offered)`), row(b, `(a) bare ws relay @ the same ${fmt(rate, 0)} msg/s`));
-          if (level === 0.5) atHalf = p;
+        const row = (s: Step, label: string): Figure => ({
+          case: label, value: deliveredPerSecond(s), unit: 'msg/s',
+          note: `p50/p99/p999 ${fmt(s.r.latency.p50, 2)} / ${fmt(s.r.latency.p99, 2)} / ${fmt(s.r.latency.p999, 2)} ms; ${cpuNote(s)}${s.ok ? '' : `; NOT sustainable: ${s.why}`}`,
+        });
+        // The search's steps are short: its best rate is confirmed over a measured step,
+        // 15 % lower each time it fails (at most twice). The confirmed rate is the 100 %.
+        const confirmed: string[] = [];
+        let atMax: Step | undefined;
+        let pmax = searches.pixiu.max;
+        for (let tries = 0; pmax > 0 && tries <= CONFIRM_STEP_DOWNS; tries++) {
+          atMax = await runStep('pixiu', pmax, MEASURE_SECONDS, tries === 0 ? '100%' : 'lower');
+          confirmed.push(`${fmt(pmax, 0)} ${atMax.ok ? 'ok' : 'no'}`);
+          if (atMax.ok || tries === CONFIRM_STEP_DOWNS) break;
+          pmax = roundRate(pmax * 0.85);
         }
+        const bmax = searches.bare.max;
+        figures.push(
+          { case: '(a) highest sustainable rate, pixiu', value: pmax, unit: 'msg/s', note: `search ${searches.pixiu.tried.join(', ')}; over ${MEASURE_SECONDS} s ${confirmed.join(', ')}` },
+          { case: '(a) highest sustainable rate, bare ws relay (search)', value: bmax, unit: 'msg/s', note: searches.bare.tried.join(', ') },
+        );
+        let atHalf: Step | undefined;
+        if (atMax) {
+          for (const level of LEVELS) {
+            const rate = roundRate(level * pmax);
+            const seconds = level === 1 ? MEASURE_SECONDS : LATENCY_SECONDS;
+            const p = level === 1 ? atMax : await runStep('pixiu', rate, seconds, `${level * 100}%`);
+            const b = await runStep('bare', rate, seconds, `${level * 100}%`);
+            figures.push(row(p, `(a) pixiu @ ${level * 100}% (${fmt(rate, 0)} msg/s offered)`), row(b, `(a) bare ws relay @ the same ${fmt(rate, 0)} msg/s`));
+            if (level === 0.5) atHalf = p;
+          }
+        }
+        if (bmax > 0) figures.push(row(await runStep('bare', bmax, MEASURE_SECONDS, 'max'), `(a) bare ws relay @ its max (${fmt(bmax, 0)} msg/s offered)`));
+        // Headline and ceiling by one rule: the most each delivered in a sustainable step
+        // (search, confirmation or measure). Load from other processes comes in bursts, and
+        // this keeps one side's unlucky step from setting the ratio.
+        const best = (target: TargetKind): number => steps.filter((s) => s.target === target && s.ok).reduce((m, s) => Math.max(m, deliveredPerSecond(s)), 0);
+        headline = { value: best('pixiu'), limit: best('bare') };
+        figures.push(
+          { case: '(a) pixiu, best sustainable step (headline)', value: headline.value, unit: 'msg/s' },
+          { case: '(a) ceiling: bare ws relay, best sustainable step', value: headline.limit, unit: 'msg/s' },
+          { case: '(a) ratio pixiu / ceiling (target >= 0.3)', value: headline.limit > 0 ? headline.value / headline.limit : 0, unit: 'ratio' },
+          { case: '(a) p99 at 50% of the sustainable rate (target <= 20 ms)', value: atHalf?.r.latency.p99 ?? 0, unit: 'ms' },
+        );
       }
-      if (bmax > 0) figures.push(row(await runStep('bare', bmax, MEASURE_SECONDS, 'max'), `(a) bare ws relay @ its max (${fmt(bmax, 0)} msg/s offered)`));
-      // Headline and ceiling by one rule: the most each delivered in a sustainable step
-      // (search, confirmation or measure). Load from other processes comes in bursts, and
-      // this keeps one side's unlucky step from setting the ratio.
-      const best = (target: TargetKind): number => steps.filter((s) => s.target === target && s.ok).reduce((m, s) => Math.max(m, deliveredPerSecond(s)), 0);
-      headline = { value: best('pixiu'), limit: best('bare') };
-      figures.push(
-        { case: '(a) pixiu, best sustainable step (headline)', value: headline.value, unit: 'msg/s' },
-        { case: '(a) ceiling: bare ws relay, best sustainable step', value: headline.limit, unit: 'msg/s' },
-        { case: '(a) ratio pixiu / ceiling (target >= 0.3)', value: headline.limit > 0 ? headline.value / headline.limit : 0, unit: 'ratio' },
-        { case: '(a) p99 at 50% of the sustainable rate (target <= 20 ms)', value: atHalf?.r.latency.p99 ?? 0, unit: 'ms' },
-      );
       await load.request({ op: 'close', pool: 'pixiu' });
       await load.request({ op: 'close', pool: 'bare' });
     }
