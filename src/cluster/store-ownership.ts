@@ -280,9 +280,21 @@ export class StoreOwnership {
     return moved;
   }
 
-  /** Records the store's counters now (shutdown, once the store is closed); a failure is logged. Never rejects. */
+  /**
+   * Records the store's counters now (shutdown, once the store is closed); a failure is
+   * logged at warn. Never rejects.
+   */
   async recordMintedNow(): Promise<void> {
-    await this.#recordMinted().catch((err: unknown) => this.#opts.logger.warn({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters'));
+    await this.#recordMintedLogged('warn');
+  }
+
+  /**
+   * Records the store's counters; a failure is logged at `level` (debug for the interim
+   * record of {@link stop}: the final one, once the store is closed, warns for both, so
+   * a Redis down at shutdown is one warning, not two). Never rejects.
+   */
+  async #recordMintedLogged(level: 'debug' | 'warn'): Promise<void> {
+    await this.#recordMinted().catch((err: unknown) => this.#opts.logger[level]({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters'));
   }
 
   /**
@@ -374,10 +386,10 @@ export class StoreOwnership {
     this.#timer = undefined;
     this.#renewNow = undefined;
     await this.#renewing;
-    // The counters so far (the service records them again once the store is closed),
-    // then only this node's own lease (none before advertise): a copy's, found in its
-    // place, stays for the copy.
-    await this.recordMintedNow();
+    // The counters so far (the service records them again once the store is closed,
+    // and warns if that fails: this one's failure is debug), then only this node's own
+    // lease (none before advertise): a copy's, found in its place, stays for the copy.
+    await this.#recordMintedLogged('debug');
     if (this.#lease !== undefined) await this.#opts.claims.releaseLease(this.storeId, this.#lease);
   }
 }

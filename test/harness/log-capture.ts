@@ -19,3 +19,16 @@ export function capturingLogger(): { logger: Logger; lines: LogLine[] } {
   });
   return { logger: pino({ level: 'debug' }, sink), lines };
 }
+
+/** The JSON log lines of a process's output (a serve's stdout) whose `msg` is `msg`; other lines are skipped. */
+export function logLines(stdout: string, msg: string): LogLine[] {
+  return stdout.split('\n').flatMap((line) => {
+    if (!line.includes(msg)) return [];
+    try {
+      const entry = JSON.parse(line) as LogLine;
+      return entry.msg === msg ? [entry] : [];
+    } catch {
+      return [];
+    }
+  });
+}

@@ -23,6 +23,7 @@ import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
 import { spawnServe, startInProcess, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { logLines } from '../harness/log-capture.js';
 import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import { isAlive } from '../../src/process-alive.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
@@ -36,19 +37,6 @@ function refusesConnections(port: number): Promise<boolean> {
     const probe = net.connect(port, '127.0.0.1');
     probe.once('connect', () => { probe.destroy(); resolve(false); });
     probe.once('error', () => resolve(true));
-  });
-}
-
-/** The JSON log lines of a serve's stdout whose `msg` is `msg`. */
-function logLines(stdout: string, msg: string): Array<Record<string, unknown>> {
-  return stdout.split('\n').flatMap((line) => {
-    if (!line.includes(msg)) return [];
-    try {
-      const entry = JSON.parse(line) as Record<string, unknown>;
-      return entry.msg === msg ? [entry] : [];
-    } catch {
-      return [];
-    }
   });
 }
 
