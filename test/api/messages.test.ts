@@ -143,6 +143,8 @@ test('POST /v1/messages/batch answers per item in order; an invalid item fails a
   assert.deepEqual(results.map((r) => r.status), [201, 400, 201, 413, 200, 404, 400, 409]);
   assert.deepEqual(results.map((r) => r.error?.code), [undefined, 'INVALID_REQUEST', undefined, 'PAYLOAD_TOO_LARGE', undefined, 'NOT_FOUND', 'INVALID_REQUEST', 'CONFLICT']);
   assert.match(results[1]?.error?.message ?? '', /messages\/1\/type/);
+  // Named by its place as the other refusals of an item are (docs/api.md "Errors").
+  assert.match(results[3]?.error?.message ?? '', /^messages\/3: message is \d+ bytes \(the UTF-8 JSON of \{type, data\}; a from would count too\), over the limit of 65536 bytes/);
   assert.match(results[5]?.error?.message ?? '', /no room lobby/);
   assert.match(results[6]?.error?.message ?? '', /messages\/6/);
   assert.equal(results[4]?.id, results[0]?.id, 'the repeated client_msg_id answers the first id');

@@ -140,6 +140,17 @@ export async function limitRecipients(
   return { items, recipients: total, recipientsOf };
 }
 
+/**
+ * Item `index`'s error as the batch answers it: a message over the size limit
+ * (PAYLOAD_TOO_LARGE, which ingest finds once it encodes the message, not knowing the
+ * item's place) is named by its place, as the item's refusals found before it is sent
+ * are (`messages/3: message is 65537 bytes …`, docs/api.md "Errors"). Others as they are.
+ */
+export function placedItemError(e: PixiuError, index: number): PixiuError {
+  if (e.code !== 'PAYLOAD_TOO_LARGE' || e.message.startsWith('messages/')) return e;
+  return new PixiuError(e.code, `messages/${index}: ${e.message}`, { cause: e.cause });
+}
+
 /** The refusal of batch item `index`: the batch reaches more than `max` recipients from item `from` on. */
 function overLimit(index: number, max: number, from: number, advice: string): PixiuError {
   return new PixiuError('INVALID_REQUEST', `messages/${index}: the batch reaches more than ${max} recipients in all `

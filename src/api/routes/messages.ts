@@ -15,7 +15,7 @@ import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
-import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -265,7 +265,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           count(r.duplicate ? 'duplicate' : 'created');
           return { status: r.duplicate ? 200 : 201, ...r };
         }
-        const e = toHttpError(c instanceof PixiuError ? c : outcome?.reason);
+        const e = placedItemError(toHttpError(c instanceof PixiuError ? c : outcome?.reason), i);
         // As the error handler logs a whole request: an outage is a warning without a
         // stack (docs/api.md "Errors"), once per batch and thinned (below); anything else
         // at 5xx an error with its stack.
