@@ -3,12 +3,14 @@
  * string or an array`, `must be at most 128 characters long`, rather than Ajv's own
  * messages (`must NOT have fewer than 1 characters`, `must be string,array`), which
  * read as a validator's, not as an API's (docs/api.md, "Input rules"). A `pattern` is
- * worded by the rule declared with it (pattern-rules.ts), never shown.
+ * worded by the rule declared with it (pattern-rules.ts), never shown; a string whose
+ * lone surrogate is all the pattern refuses is told so, as `data` is (lone-surrogates.ts).
  *
  * Ajv's keywords and their `params` are those of Ajv 8
  * (https://ajv.js.org/api.html#error-parameters).
  */
 import type { ErrorObject } from 'ajv';
+import { loneSurrogateWords } from './lone-surrogates.js';
 import { patternFailure } from './pattern-rules.js';
 
 /** A JSON-schema type with its article, as it follows "must be". */
@@ -80,12 +82,38 @@ export function wordError(e: ErrorObject): string {
     case 'additionalProperties':
       return `has an unknown field ${JSON.stringify(String(p.additionalProperty))}`;
     case 'pattern':
-      return patternFailure(String(p.pattern));
+      return loneSurrogateFailure(String(p.pattern), e.data) ?? patternFailure(String(p.pattern));
     case 'uniqueItems':
       return `must not repeat an item (items ${String(p.j)} and ${String(p.i)} are the same)`;
     default:
       return (e.message ?? 'is invalid').replace(/\bNOT\b/g, 'not');
   }
+}
+
+/** Each pattern compiled once, as Ajv reads it (the u flag), by its source. */
+const compiled = new Map<string, RegExp>();
+
+/** Every lone surrogate of a string (with the u flag a pair is one code point, not of category Cs). */
+const LONE_SURROGATES = /\p{Cs}/gu;
+
+/**
+ * Why `value` fails `pattern` when a lone surrogate is all it refuses: in the words of
+ * `data`'s refusal (lone-surrogates.ts, `holds a lone surrogate (\ud800), which strict
+ * JSON decoders …`), not the rule's, which for a broadcast tag did not name surrogates.
+ * Only when whole characters in their place (U+FFFD) would match: a field of ASCII
+ * (a type, a device) keeps its rule, as a whole character would be refused too.
+ * Needs the error's `data` (Ajv's `verbose`); undefined otherwise.
+ */
+function loneSurrogateFailure(pattern: string, value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const words = loneSurrogateWords(value);
+  if (words === undefined) return undefined;
+  let re = compiled.get(pattern);
+  if (re === undefined) {
+    re = new RegExp(pattern, 'u');
+    compiled.set(pattern, re);
+  }
+  return re.test(value.replace(LONE_SURROGATES, '\ufffd')) ? words : undefined;
 }
 
 /**

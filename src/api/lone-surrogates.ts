@@ -6,8 +6,9 @@
  * escape"), Swift's JSONDecoder. A client that cannot decode a `msg` frame cannot ack
  * it, so one such message stalled its user's inbox (redelivered, 4008, reconnect, the
  * same frame again: an integrator newcomer's finding). Ids, rooms, `from` and tags
- * refuse lone surrogates by their schemas; `type` is ASCII; this covers `data`, its
- * keys and string values at any depth (docs/api.md, "Input rules").
+ * refuse lone surrogates by their schemas, worded as here ({@link loneSurrogateWords},
+ * error-words.ts); `type` is ASCII; this covers `data`, its keys and string values at
+ * any depth (docs/api.md, "Input rules").
  *
  * Cheap on the hot path: a lone surrogate can only arrive as a `\uD800`–`\uDFFF`
  * escape in the body's text (bytes that are not UTF-8 are refused before, and a
@@ -69,6 +70,17 @@ function firstLoneSurrogate(s: string): string | undefined {
   return found === null ? undefined : `\\u${found[0].charCodeAt(0).toString(16)}`;
 }
 
+/**
+ * Why a string with a lone surrogate is refused, in words to follow its name, as
+ * `data`'s refusal says it (`holds a lone surrogate (\ud83d), which strict JSON
+ * decoders …`); undefined when `s` holds none. For the fields that schemas check
+ * (error-words.ts: a broadcast tag, an id): where a whole character would be taken.
+ */
+export function loneSurrogateWords(s: string): string | undefined {
+  const lone = firstLoneSurrogate(s);
+  return lone === undefined ? undefined : `holds a lone surrogate (${lone}), ${ADVICE}`;
+}
+
 /** A path cut to {@link MAX_PATH_CHARS}, never inside a surrogate pair (a key may hold emoji). */
 function cut(path: string): string {
   return cutText(path, MAX_PATH_CHARS);
@@ -87,8 +99,8 @@ export function loneSurrogateFault(value: unknown): string | undefined {
   for (let v = values.pop(); v !== undefined; v = values.pop()) {
     const path = paths.pop() ?? '';
     if (typeof v === 'string') {
-      const lone = firstLoneSurrogate(v);
-      if (lone !== undefined) return `${cut(path)} holds a lone surrogate (${lone}), ${ADVICE}`;
+      const words = loneSurrogateWords(v);
+      if (words !== undefined) return `${cut(path)} ${words}`;
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;

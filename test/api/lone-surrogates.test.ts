@@ -69,3 +69,19 @@ test('a batch item with a lone surrogate fails alone, named; a broadcast and a c
   const pair = await server.client.post('/v1/channels/ls-chan/publish', '{"type":"t","data":"\\ud83d\\ude00"}');
   assert.equal(pair.status, 201, pair.text);
 });
+
+test('a lone surrogate in a broadcast tag or an id is refused naming it as data\'s is; in an ASCII-only field its rule is said', async () => {
+  const tagged = (tags: string): Promise<{ status: number; text: string; body: unknown }> =>
+    server.client.post('/v1/broadcast', `{"type":"t","data":1,"tags":${tags}}`);
+  assert.match(refusal(await tagged('{"all":["vip\\ud800"]}')),
+    /^body\/tags\/all\/0 holds a lone surrogate \(\\ud800\), which strict JSON decoders \(Rust, Swift\) refuse: send whole characters/);
+  assert.match(refusal(await tagged('{"any":["ok","\\udfff"]}')), /^body\/tags\/any\/1 holds a lone surrogate \(\\udfff\)/);
+  const pair = await tagged('{"any":["vip\\ud83d\\ude00"]}');
+  assert.equal(pair.status, 201, pair.text);
+  // Any field whose rule takes other characters: the surrogate is what it refuses.
+  assert.match(refusal(await server.client.post('/v1/messages', '{"to":"ls-\\ud83d","type":"t","data":1}')), /^body\/to holds a lone surrogate \(\\ud83d\)/);
+  const batch = await server.client.post('/v1/messages/batch', '{"messages":[{"room":"\\udc00","type":"t","data":1}]}');
+  assert.match((batch.body as { results: { error?: { message: string } }[] }).results[0]?.error?.message ?? '', /^messages\/0\/room holds a lone surrogate \(\\udc00\)/, batch.text);
+  // A type is ASCII: a whole character would not do either, so its rule is what is said.
+  assert.match(refusal(await server.client.post('/v1/messages', '{"to":"ls","type":"t\\ud83d","data":1}')), /^body\/type must be 1–64 characters, each one of A-Z/);
+});
