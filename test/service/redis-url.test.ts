@@ -2,11 +2,14 @@
  * PIXIU_REDIS_URL with a password, against a real password-protected `redis-server`
  * (src/redis/url.ts): the password works in the user part, as a `?password=` option
  * and in a `unix://` URL, and is never printed — not in the listening line, not in
- * the error of a wrong password (which says WRONGPASS), not in a refused URL.
+ * the error of a wrong password (which says WRONGPASS), not in a refused URL; a
+ * `unix://` URL's `?db=N` selects database N.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { Redis } from 'ioredis';
+import { createRedis } from '../../src/redis/client.js';
 import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -75,4 +78,22 @@ test('a Redis URL that cannot be read is refused before start-up, naming the set
     // Refused before anything started: no secrets were generated and printed.
     assert.doesNotMatch(run.stdout + run.stderr, /generated the/, url);
   }
+});
+
+test('a unix:// URL\'s ?db=N selects database N: a write through Pixiu\'s client lands there, not in database 0', async (t) => {
+  const client = await createRedis({ url: `unix://:${PASSWORD}@${socket}?db=5`, commandTimeoutMs: 2000 });
+  t.after(() => client.disconnect());
+  await client.set('unix-db-key', 'written over the socket');
+  // Read back over TCP, each database on a connection of its own.
+  const readIn = async (db: number): Promise<string | null> => {
+    const probe = new Redis({ host: '127.0.0.1', port: redis.port, password: PASSWORD, db, lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await probe.connect();
+      return await probe.get('unix-db-key');
+    } finally {
+      probe.disconnect();
+    }
+  };
+  assert.equal(await readIn(5), 'written over the socket');
+  assert.equal(await readIn(0), null);
 });
