@@ -4,7 +4,8 @@
  * 503s carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal detail reaches a client.
  * Server faults (500) are logged at error with their stack; 503 UNAVAILABLE (an outage
  * of Redis or another node, expected and retried) at warn with its message and its
- * cause's, no stack; client faults at debug.
+ * cause's, no stack — but `/readyz`'s at debug: saying "not ready" is its job; client
+ * faults at debug.
  */
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -13,6 +14,18 @@ import { bearerToken } from '../auth/api-token.js';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
+
+/**
+ * A route's `config` as the error handler reads it (typed the way fastify documents).
+ * `unavailableIsAnswer`: a 503 UNAVAILABLE is the route's answer, not a request that an
+ * outage failed (`GET /readyz` says "not ready" so): logged at debug (`not ready`, with
+ * its `reason`), never at warn.
+ */
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    unavailableIsAnswer?: boolean;
+  }
+}
 
 /** Seconds a client should wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -335,7 +348,12 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
     // Answered already, raw, as a client error (its body broke off malformed): this is
     // the request failing again as its socket closed, with nobody left to answer.
     if (answeredRawly(req.raw.socket)) return sendError(reply, err);
-    if (err.code === 'UNAVAILABLE') {
+    if (err.code === 'UNAVAILABLE' && req.routeOptions.config.unavailableIsAnswer === true) {
+      // `GET /readyz`: a 503 is what it is for (a node starting, Redis down), and probes
+      // come every few seconds: not a warning per probe, nor a line of the outage
+      // thinning below, which would leave a real request's 503 unlogged.
+      req.log.debug({ reason: err.message }, 'not ready');
+    } else if (err.code === 'UNAVAILABLE') {
       // Expected while Redis or another node is down, and answered 503 + Retry-After:
       // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug);
       // one per OUTAGE_LOG_INTERVAL_MS, with how many 503s went unlogged before it.

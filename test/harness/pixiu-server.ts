@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config, type ConfigOverrides } from '../../src/config/config.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/logger.js';
 import { startService, type Service } from '../../src/service/service.js';
 import { RedisServer } from './redis-server.js';
 
@@ -170,15 +170,16 @@ export interface InProcessServer {
  * Starts the service in this process: temp data dir, port 0, log level silent, and the
  * given settings (at least the test's `redisUrl`). Closed, and its data dir removed,
  * when the test ends. The machine's environment is not read.
+ * @param logger where the service logs (a test reading its lines: log-capture.ts); else none
  */
 export async function startInProcess(
-  t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string },
+  t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }, logger?: Logger,
 ): Promise<InProcessServer> {
   const dataDir = overrides.dataDir ?? await tempDataDir(t);
   // No claims wait (PIXIU_CLAIMS_SETTLE): each test has a Redis, or a key prefix, of its
   // own, started moments before; the tests of the wait set it.
   const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, claimsSettleMs: '0', ...overrides });
-  const service = await startService(config, createLogger(config.logLevel));
+  const service = await startService(config, logger ?? createLogger(config.logLevel));
   t.after(() => service.close());
   return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken) };
 }
@@ -188,11 +189,11 @@ export async function startInProcess(
  * service (its clean-up registered first, so it runs last, even when the start fails).
  */
 export async function startInProcessAlone(
-  t: CleanupContext, overrides: ConfigOverrides = {},
+  t: CleanupContext, overrides: ConfigOverrides = {}, logger?: Logger,
 ): Promise<{ redis: RedisServer; server: InProcessServer }> {
   const redis = await RedisServer.start();
   t.after(() => redis.destroy());
-  return { redis, server: await startInProcess(t, { redisUrl: redis.url, ...overrides }) };
+  return { redis, server: await startInProcess(t, { redisUrl: redis.url, ...overrides }, logger) };
 }
 
 /** The environment for a child `pixiu`: the parent's, minus every `PIXIU_` variable. */

@@ -34,6 +34,9 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   }, async () => ({ status: 'ok' }));
 
   app.get('/readyz', {
+    // A 503 here is the answer "not ready" (a node starting, Redis down), asked every
+    // few seconds by a probe: logged at debug, not as a request an outage failed.
+    config: { unavailableIsAnswer: true },
     schema: {
       summary: 'Readiness: Redis takes a write and the store is open and takes messages',
       operationId: 'getReadiness',
