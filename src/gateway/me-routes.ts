@@ -101,8 +101,10 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
       const { device: dev, seq, epoch: given } = req.body;
       // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
+      // The text says no more than that: the epoch may be a client's garbage, or one given up
+      // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
       if (given !== undefined && given !== null && given !== epoch) {
-        throw new PixiuError('CONFLICT', `epoch ${given} is not the inbox's (${epoch ?? 'none'}): it was lost since; read GET /v1/me/messages again`);
+        throw new PixiuError('CONFLICT', `epoch ${given} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
       }
       if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
       // Under the epoch just read: an inbox recreated between the two calls takes nothing.
