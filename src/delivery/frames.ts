@@ -8,7 +8,7 @@ import type { MessageView } from './message-view.js';
 /** First frame of every connection. */
 export interface WelcomeFrame {
   t: 'welcome';
-  /** This connection's id. */
+  /** This connection's id, 16 hex digits: the `conn` of its presence entry (the presence routes) and of the node's log lines about it. */
   conn: string;
   user: string;
   device: string;
