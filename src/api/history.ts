@@ -57,7 +57,7 @@ export interface HistoryPage {
    * nests deeper than `MAX_READABLE_DEPTH`.
    */
   gaps: SeqGap[];
-  /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end. */
+  /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end, or `after_seq` when that is above `latest_seq`. */
   next_after_seq: number;
 }
 

@@ -135,11 +135,17 @@ test('the document names a server relative to where it is served, so it works on
   assert.ok((doc.servers?.[0]?.description ?? '').length > 0, 'the server is described');
 });
 
-test('history\'s limit is documented as docs/api.md says: inbox entries read, so an empty page is not the end', () => {
+test('history\'s limit is documented as docs/api.md says: inbox entries read, so an empty page is not the end; the paging rule ends (below latest_seq, or from 0 again)', () => {
   for (const route of ['GET /v1/users/{uid}/messages', 'GET /v1/me/messages']) {
     const limit = operation(route).parameters?.find((p) => p.name === 'limit') as { description?: string; schema?: { description?: string } } | undefined;
     const words = limit?.description ?? limit?.schema?.description ?? '';
     assert.match(words, /^most inbox entries the page reads .*not messages returned/, route);
-    assert.match(words, /an empty messages array is not the end$/, route);
+    assert.match(words, /an empty messages array is not the end;/, route);
+    // A rule that ends: "until next_after_seq is latest_seq" never did for an after_seq above it.
+    assert.match(words, /from next_after_seq while it is below latest_seq:/, route);
+    assert.match(words, /with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0$/, route);
+    const page = operation(route).responses?.['200']?.content?.['application/json']?.schema as { properties: Record<string, { description?: string }> };
+    const next = page.properties.next_after_seq?.description ?? '';
+    assert.match(next, /or after_seq itself when that is above latest_seq/, route);
   }
 });

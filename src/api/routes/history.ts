@@ -22,7 +22,7 @@ export const DEFAULT_HISTORY_LIMIT = 100;
  * must not stop on an empty page (an integrator newcomer's finding: the text said "most
  * messages in the page").
  */
-const LIMIT_WORDS = 'most inbox entries the page reads (after after_seq), not messages returned: an entry whose content expired or is unreadable comes in gaps, so a page may hold fewer messages than limit, or none, with more after it; it also ends before the message that would take its data past 1 MiB of JSON text. Read on from next_after_seq until it is latest_seq: an empty messages array is not the end';
+const LIMIT_WORDS = 'most inbox entries the page reads (after after_seq), not messages returned: an entry whose content expired or is unreadable comes in gaps, so a page may hold fewer messages than limit, or none, with more after it; it also ends before the message that would take its data past 1 MiB of JSON text. Read on from next_after_seq while it is below latest_seq: an empty messages array is not the end; with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0';
 
 /** Query of the history routes. */
 export const historyQuery = {
@@ -60,7 +60,7 @@ export const historyPage = answerObject({
     description: 'runs of seqs after after_seq that cannot be read: trimmed, expired, or unreadable content',
     items: answerObject({ from: { type: 'integer', description: 'inclusive' }, to: { type: 'integer', description: 'inclusive' } }, ['from', 'to']),
   },
-  next_after_seq: { type: 'integer', description: 'after_seq of the next page; latest_seq at the end' },
+  next_after_seq: { type: 'integer', description: 'after_seq of the next page; latest_seq at the end, or after_seq itself when that is above latest_seq (the inbox was lost or restored with less: read from after_seq=0 again)' },
 }, ['user', 'epoch', 'first_seq', 'latest_seq', 'messages', 'gaps', 'next_after_seq'],
 'One page of the inbox, oldest first; seqs that cannot be read are in gaps');
 
@@ -70,7 +70,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Read a user\'s inbox',
       operationId: 'getUserMessages',
-      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page reads up to limit inbox entries (expired ones come as gaps, so it may hold fewer messages, or none) and ends before 1 MiB of data; read on from next_after_seq until it is latest_seq, even past an empty page.',
+      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page reads up to limit inbox entries (expired ones come as gaps, so it may hold fewer messages, or none) and ends before 1 MiB of data; read on from next_after_seq while it is below latest_seq, even past an empty page; when after_seq is above latest_seq, or the epoch is not that of the pages before, read again from after_seq=0.',
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
