@@ -80,7 +80,7 @@ test('every kind (user, room, broadcast, channel) is appended and read back as g
   ]);
 });
 
-test('the largest cap, device cursors, retention grace and range limit are accepted', async () => {
+test('the largest cap, device cursors, retention grace and range limit are accepted, one more cap or device cursor refused', async () => {
   const widest = new Inbox(redis, {
     prefix: 'px:', cap: MAX_INBOX_CAP, deviceCursors: MAX_DEVICE_CURSORS, retentionGraceMs: LONGEST_CONTENT_MS,
   });
@@ -88,6 +88,7 @@ test('the largest cap, device cursors, retention grace and range limit are accep
   const page = await widest.range('widest', 0, MAX_RANGE_LIMIT);
   assert.deepEqual(page.entries.map((e) => e.seq), [1]);
   assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: MAX_INBOX_CAP + 1 }), (err) => isPixiuError(err, 'INVALID_REQUEST'));
+  assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: MAX_DEVICE_CURSORS + 1 }), (err) => isPixiuError(err, 'INVALID_REQUEST'));
 });
 
 test('a stored entry whose MsgID is malformed is INTERNAL on read, not handed on', async () => {
