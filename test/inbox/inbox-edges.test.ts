@@ -91,12 +91,25 @@ test('the largest cap, device cursors, retention grace and range limit are accep
   assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: MAX_DEVICE_CURSORS + 1 }), (err) => isPixiuError(err, 'INVALID_REQUEST'));
 });
 
-test('a stored entry whose MsgID is malformed is INTERNAL on read, not handed on', async () => {
+test('a stored entry whose MsgID or kind is malformed is INTERNAL on read, not handed on', async () => {
   const uid = 'malformed-entry';
   await inbox.append(uid, msgId(1), MsgKind.user);
   await redis.xadd(keys.inbox(uid), '2-0', 'id', 'NOT-A-MSG-ID', 'kind', '1');
   assert.deepEqual((await inbox.range(uid, 0, 1)).entries.map((e) => e.seq), [1]);
   await assert.rejects(inbox.range(uid, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
+  // A well-formed MsgID of no kind there is (delivery would name none).
+  const badKind = 'malformed-kind';
+  await inbox.append(badKind, msgId(1), MsgKind.user);
+  await redis.xadd(keys.inbox(badKind), '2-0', 'id', msgId(2), 'kind', '9');
+  await assert.rejects(inbox.range(badKind, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
+});
+
+test('a kind that is none of the four rejects the append, and the whole appendEach, before anything is queued', async () => {
+  const bad = 9 as MsgKind;
+  await assert.rejects(inbox.append('bad-kind', msgId(1), bad), (err) => isPixiuError(err, 'INVALID_REQUEST'));
+  // Rejected as a call, not settled per recipient: the caller learns it once.
+  await assert.rejects(inbox.appendEach(['bad-kind', 'bad-kind-2'], msgId(1), bad), (err) => isPixiuError(err, 'INVALID_REQUEST'));
+  assert.equal(await redis.exists(keys.inbox('bad-kind'), keys.inbox('bad-kind-2')), 0, 'nothing appended');
 });
 
 test('an append refused READONLY (a failover) breaks its flow: the flow\'s later appends fail unsent; WRONGTYPE does not', async (t) => {
