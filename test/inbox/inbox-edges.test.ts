@@ -104,6 +104,17 @@ test('a stored entry whose MsgID or kind is malformed is INTERNAL on read, not h
   await assert.rejects(inbox.range(badKind, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
 });
 
+test('expiresAt is null for a user with no inbox and for an inbox whose keys do not expire, else the meta hash\'s expiry', async () => {
+  assert.equal(await inbox.expiresAt('never-appended'), null, 'no inbox (PEXPIRETIME -2)');
+  // An inbox no append-7 has touched: its keys have no expiry (PEXPIRETIME -1).
+  await redis.hset(keys.meta('kept-for-good'), 'epoch', 'old-epoch-00', 'seq', '1');
+  assert.equal(await inbox.expiresAt('kept-for-good'), null);
+  const expiresAt = Date.now() + 3_600_000;
+  await inbox.append('retained-at', msgId(1), MsgKind.user, { expiresAt });
+  assert.equal(await inbox.expiresAt('retained-at'), await redis.pexpiretime(keys.meta('retained-at')));
+  assert.ok((await inbox.expiresAt('retained-at') ?? 0) > expiresAt);
+});
+
 test('a kind that is none of the four rejects the append, and the whole appendEach, before anything is queued', async () => {
   const bad = 9 as MsgKind;
   await assert.rejects(inbox.append('bad-kind', msgId(1), bad), (err) => isPixiuError(err, 'INVALID_REQUEST'));
