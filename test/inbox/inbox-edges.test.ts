@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { RedisServer } from '../harness/redis-server.js';
-import { createRedis } from '../../src/redis/client.js';
+import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox, MAX_DEVICE_CURSORS, MAX_INBOX_CAP, MAX_RANGE_LIMIT } from '../../src/inbox/inbox.js';
@@ -121,6 +121,28 @@ test('a kind that is none of the four rejects the append, and the whole appendEa
   // Rejected as a call, not settled per recipient: the caller learns it once.
   await assert.rejects(inbox.appendEach(['bad-kind', 'bad-kind-2'], msgId(1), bad), (err) => isPixiuError(err, 'INVALID_REQUEST'));
   assert.equal(await redis.exists(keys.inbox('bad-kind'), keys.inbox('bad-kind-2')), 0, 'nothing appended');
+});
+
+test('the scripts hold their own arguments to the bounds their headers give, whoever calls them: nothing is written', async () => {
+  const k = keys.user('script-bounds');
+  const invalid = (err: unknown): boolean => isPixiuError(err, 'INVALID_REQUEST');
+  const call = <T>(fn: () => Promise<T>): Promise<T> => redisCall(fn);
+  // append-7: a MsgID of 16 hex digits exactly (17 or 15 are refused).
+  const append = (id: string) => call(() => redis.pxAppendV5(k.inbox, k.meta, k.ids, k.conns, k.acks, id, '1', '10', 'e', '0', '', '0', '0'));
+  await assert.rejects(append(`${msgId(1)}0`), invalid, 'a 17-digit MsgID');
+  await assert.rejects(append(msgId(1).slice(1)), invalid, 'a 15-digit MsgID');
+  // ack-4: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
+  await assert.rejects(call(() => redis.pxAckV4(k.acks, k.meta, 'phone', '9007199254740992', '', '100')), invalid, 'seq 2^53');
+  await assert.rejects(call(() => redis.pxAckV4(k.acks, k.meta, 'phone', '1', '', '1000000000')), invalid, 'a 10-digit most devices');
+  // range-2: an after seq of at most 16 digits, a limit of at most 9.
+  await assert.rejects(call(() => redis.pxRangeV1(k.inbox, k.meta, '12345678901234567', '10')), invalid, 'a 17-digit after seq');
+  await assert.rejects(call(() => redis.pxRangeV1(k.inbox, k.meta, '0', '1000000000')), invalid, 'a 10-digit limit');
+  // rotate-2: two different epochs.
+  await redis.hset(k.meta, 'epoch', 'same-epoch-0');
+  await redis.hset(k.acks, 'phone', '1');
+  await assert.rejects(call(() => redis.pxRotateV1(k.meta, k.acks, 'same-epoch-0', 'same-epoch-0')), invalid, 'the same epoch twice');
+  assert.equal(await redis.hget(k.acks, 'phone'), '1', 'the cursors are kept');
+  assert.equal(await redis.exists(k.inbox, k.ids), 0, 'nothing appended');
 });
 
 test('an append refused READONLY (a failover) breaks its flow: the flow\'s later appends fail unsent; WRONGTYPE does not', async (t) => {
