@@ -252,6 +252,15 @@ test('an error reply fails its call alone: by default it breaks no flow, and the
   await assert.rejects(breaking.call('flow:shared-after-failure', broken), 'a flow of its own is broken by it');
 });
 
+test('a failure that breaks flows, in the shared flow, leaves the shared flow\'s waiting commands to go on', async () => {
+  await patient.set('flow:shared-nan', 'x');
+  // One command in flight at a time: the two after the failing one wait in the shared flow.
+  const pipeline = breakingIncrPipeline(1, 1);
+  const calls = [pipeline.call('flow:shared-nan'), pipeline.call('flow:shared-waiting'), pipeline.call('flow:shared-waiting')];
+  assert.deepEqual(outcomes(await Promise.allSettled(calls)), ['failed', 1, 2]);
+  assert.deepEqual(pipeline.load, { inFlight: 0, waiting: 0 });
+});
+
 test('a reply that call.reply cannot read rejects its call with what reply threw, not as a Redis failure', async () => {
   const unreadable = new Error('unexpected reply');
   const pipeline = new TickPipeline<string, number>(patient, {
