@@ -49,3 +49,13 @@ test('Rooms.now is Redis\'s clock to the millisecond', async () => {
     assert.ok(before <= now && now <= after, `${now} not within ${before}..${after}`);
   }
 });
+
+test('room-add-4 refuses a cap below 1, a negative now and a call naming no user, and writes nothing', async () => {
+  const key = keys.roomMembers('bad-args');
+  const cut = keys.roomCut('bad-args');
+  const refused = { message: 'INVALID_REQUEST cap, now and at least one user are required' };
+  await assert.rejects(redis.pxRoomAddV5(key, cut, '0', '1800000000000', '0', 'u'), refused);
+  await assert.rejects(redis.pxRoomAddV5(key, cut, '10', '-1', '0', 'u'), refused);
+  await assert.rejects(redis.pxRoomAddV5(key, cut, '10', '1800000000000', '0'), refused);
+  assert.equal(await redis.exists(key), 0);
+});
