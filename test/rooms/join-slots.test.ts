@@ -109,3 +109,15 @@ test('an add completes while room messages are sent every millisecond (each move
   }
   assert.ok((await rooms.membersAt(room, await rooms.messageTime(room))).includes('newcomer'));
 });
+
+test('a room message sent while Redis\'s clock reads behind the room\'s cut leaves the cut where it was: a member added next is no recipient of the earlier message\'s retries', async () => {
+  const room = 'cut-ahead';
+  await rooms.add(room, ['first']);
+  // A room message sent while Redis's clock read a minute later (it stepped back since): its ts is the cut.
+  const aheadMs = (await rooms.now()) + 60_000;
+  await redis.set(keys.roomCut(room), String(aheadMs), 'PX', 120_000);
+  assert.ok(await rooms.messageTime(room) < aheadMs, 'a message sent now is at Redis\'s clock');
+  assert.equal(await redis.get(keys.roomCut(room)), String(aheadMs), 'the cut is not moved back');
+  await rooms.add(room, ['late']);
+  assert.deepEqual(await rooms.membersAt(room, aheadMs), ['first'], 'a retry of the message at the cut does not reach "late"');
+});
