@@ -121,3 +121,14 @@ test('a room message sent while Redis\'s clock reads behind the room\'s cut leav
   await rooms.add(room, ['late']);
   assert.deepEqual(await rooms.membersAt(room, aheadMs), ['first'], 'a retry of the message at the cut does not reach "late"');
 });
+
+test('a room message\'s cut is kept until a minute after Redis\'s clock reaches its ts, also a ts ahead of the clock', async () => {
+  const room = 'cut-expiry';
+  await rooms.add(room, ['first']);
+  // A member who joined while Redis's clock read two minutes later: the message's ts is that millisecond.
+  const aheadMs = (await rooms.now()) + 120_000;
+  await redis.zadd(keys.roomMembers(room), String(aheadMs * 1000), 'joined-ahead');
+  assert.equal(await rooms.messageTime(room), aheadMs);
+  const expires = await redis.pexpiretime(keys.roomCut(room));
+  assert.ok(Math.abs(expires - (aheadMs + 60_000)) < 1000, `the cut expires at ${expires}, not ${aheadMs + 60_000}`);
+});
