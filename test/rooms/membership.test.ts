@@ -126,6 +126,10 @@ test('PUT and DELETE answer what changed; repeats in one call count once', async
   assert.deepEqual(again.body, { room: 'counted', added: 1, size: 3 });
   const del = await deleteMembers(server.client, 'counted', ['c1', 'c1', 'c9']);
   assert.deepEqual(del.body, { room: 'counted', removed: 1, size: 2 });
+  // Only absent users, in a room that has members: nothing removed, not 404.
+  const none = await deleteMembers(server.client, 'counted', ['c1', 'c9']);
+  assert.equal(none.status, 200, none.text);
+  assert.deepEqual(none.body, { room: 'counted', removed: 0, size: 2 });
 });
 
 test('over the size cap, PUT is refused with a 400 naming channels, all or none', async () => {
