@@ -132,6 +132,13 @@ test('PUT and DELETE answer what changed; repeats in one call count once', async
   assert.deepEqual(none.body, { room: 'counted', removed: 0, size: 2 });
 });
 
+test('GET members without a limit answers pages of 100', async () => {
+  const users = Array.from({ length: 101 }, (_, i) => `d${String(i).padStart(3, '0')}`);
+  await addMembers(server.client, 'defaulted', users);
+  const first = await page(server.client, 'defaulted');
+  assert.deepEqual([first.size, first.members, first.next_cursor !== null], [101, users.slice(0, 100), true]);
+});
+
 test('over the size cap, PUT is refused with a 400 naming channels, all or none', async () => {
   const room = 'small';
   const eight = Array.from({ length: 8 }, (_, i) => `s${i}`);
