@@ -196,6 +196,19 @@ test('sub with since catches up from the history, then goes live, nothing twice'
   assert.deepEqual(await pubIds(all, 7), [...ids, live, seven]);
 });
 
+test('a since written with leading zeros is the same id: the history after it, then live', async () => {
+  const channel = 'cu.zeros';
+  const ids: string[] = [];
+  for (let i = 1; i <= 3; i++) ids.push(await publish(gw.client, channel, i));
+  const [ms, seq] = (ids[0] as string).split('-');
+  const client = await connectWith(gw, 'zeros', ['cu.*']);
+  client.send({ t: 'sub', channel, since: `00${ms}-000${seq}` });
+  await expectPub(client, channel, ids[1] as string, 2);
+  await expectPub(client, channel, ids[2] as string, 3);
+  const live = await publish(gw.client, channel, 4);
+  await expectPub(client, channel, live, 4);
+});
+
 test('acks sent while a sub waits on Redis are applied at once and never count towards the 64 frames held: a client acking its backlog while it subscribes stays open', async () => {
   const channel = 'ack.feed';
   const ids: string[] = [];
