@@ -12,13 +12,17 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
+import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { connectWith, publish } from './channel-fixture.js';
+import { connectWith, publish, waitTopics } from './channel-fixture.js';
 
 let gw: GatewayFixture;
+/** The test's own Redis connection, to read the node's Pub/Sub subscriptions. */
+let probe: Redis;
 fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  probe = (await openInbox(cleanup, redis.url)).redis;
 });
 
 const CHANNEL = 'n.one';
@@ -49,7 +53,7 @@ after(() => {
   Redis.prototype.xrevrange = xrevrange;
 });
 
-test('a sub whose newest-id read fails sends no live publication that arrived meanwhile before its UNAVAILABLE', async () => {
+test('a sub whose newest-id read fails sends no live publication that arrived meanwhile before its UNAVAILABLE, and leaves the node subscribed to no channel nobody follows', async () => {
   const client = await connectWith(gw, 'newest', ['n.*']);
   await publish(gw.client, CHANNEL, 'old');
   armed = true;
@@ -63,4 +67,7 @@ test('a sub whose newest-id read fails sends no live publication that arrived me
   }
   assert.equal(armed, false, 'the failing read was made');
   assert.deepEqual(frames, [['error', 'UNAVAILABLE']]);
+  // The sub follows nothing: the node drops the channel's Pub/Sub subscription, the
+  // connection still open (no other subscriber here).
+  await waitTopics(probe, 'px:', { [CHANNEL]: false });
 });
