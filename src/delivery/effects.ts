@@ -51,3 +51,20 @@ export type Effect =
 
 /** Why a `rotate-epoch` is asked for (see {@link Effect}). */
 export type RotationCause = 'delivered' | 'resume';
+
+/**
+ * What a client's ack did (the gateway holds the acks that move nothing to a budget,
+ * src/gateway/frame-limits.ts): `moved` the connection's cursor or the device's stored
+ * one; `refused` (above the last seq sent, or before `welcome`: answered with an
+ * `error` frame); `idle`: nothing (at or below what the device acked on this
+ * connection, another epoch's, or a connection the machine no longer holds).
+ */
+export type AckOutcome = 'moved' | 'refused' | 'idle';
+
+/** The {@link AckOutcome} of the machine's effects for one ack (machine.ts `ack`). */
+export function ackOutcome(effects: readonly Effect[]): AckOutcome {
+  if (effects.length === 0) return 'idle';
+  // The machine's only answer to an ack is the error frame of one it refused; any
+  // other ack it acts on stores a cursor.
+  return effects.some((e) => e.kind === 'send' && e.frame.t === 'error') ? 'refused' : 'moved';
+}

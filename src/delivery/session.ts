@@ -13,7 +13,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { AckRounds } from './ack-rounds.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
-import type { RotationCause } from './effects.js';
+import { ackOutcome, type AckOutcome, type RotationCause } from './effects.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
 
 /**
@@ -152,13 +152,12 @@ export class UserSession {
 
   /**
    * ack from a client; `epoch`, when the client gave one, the epoch `seq` counts in (machine.ts `ack`).
-   * @returns 'refused' when the ack was refused (above the last seq sent) and answered with an `error` frame
+   * @returns what it did: moved a cursor, refused (answered with an `error` frame), or nothing
    */
-  ack(connId: string, seq: number, epoch?: string): 'refused' | undefined {
+  ack(connId: string, seq: number, epoch?: string): AckOutcome {
     const effects = this.#machine.ack(connId, seq, epoch);
     this.#run(effects);
-    // The machine's only answer to an ack is the error frame of one it refused.
-    return effects.some((e) => e.kind === 'send' && e.frame.t === 'error') ? 'refused' : undefined;
+    return ackOutcome(effects);
   }
 
   /** notify: an append for this user happened (`seq` when known). */

@@ -69,3 +69,61 @@ export class ConnectionClock {
     for (const m of this.#members) m.tick(now);
   }
 }
+
+/**
+ * Pongs a client may owe: a browser answers each server ping with one, and one late
+ * on a slow network may meet the next ping's. More pongs than owed are unsolicited.
+ */
+export const MAX_PONGS_OWED = 2;
+
+/**
+ * One connection's heartbeat (DESIGN.md §6): when its client was last heard from,
+ * when its next server ping is due, and how many pongs it owes for the pings sent.
+ */
+export class Heartbeat {
+  readonly #periodMs: number;
+  #lastSeen: number;
+  #nextPingAt: number;
+  #pongsOwed = 0;
+
+  /** @param periodMs the heartbeat period, ms; the first ping is due at {@link firstHeartbeatAt} */
+  constructor(nowMs: number, periodMs: number) {
+    this.#periodMs = periodMs;
+    this.#lastSeen = nowMs;
+    this.#nextPingAt = firstHeartbeatAt(nowMs, periodMs);
+  }
+
+  /** The client was heard from (a frame, a ping or a pong). */
+  heard(nowMs: number): void {
+    this.#lastSeen = nowMs;
+  }
+
+  /** How long the client has been silent at `nowMs`, ms. */
+  silentMs(nowMs: number): number {
+    return nowMs - this.#lastSeen;
+  }
+
+  /**
+   * True when a server ping is due at `nowMs`: the caller sends it; the next is due a
+   * period later, and the client owes its pong (at most {@link MAX_PONGS_OWED}).
+   */
+  pingDue(nowMs: number): boolean {
+    if (nowMs < this.#nextPingAt) return false;
+    this.#nextPingAt = nowMs + this.#periodMs;
+    this.#pongsOwed = Math.min(this.#pongsOwed + 1, MAX_PONGS_OWED);
+    return true;
+  }
+
+  /** A pong came at `nowMs`. @returns true when it answers a server ping; false for one the server did not ask for */
+  pong(nowMs: number): boolean {
+    this.#lastSeen = nowMs;
+    if (this.#pongsOwed === 0) return false;
+    this.#pongsOwed -= 1;
+    return true;
+  }
+
+  /** Brings the next ping forward to a random point within `withinMs` of `nowMs` (never later than it was). */
+  soon(withinMs: number, nowMs: number): void {
+    this.#nextPingAt = Math.min(this.#nextPingAt, nowMs + Math.floor(Math.random() * withinMs));
+  }
+}

@@ -20,10 +20,12 @@ export const MAX_HELD_FRAMES = 64;
  * first of them; limiter's RateLimiter): following 100 channels and leaving them, in
  * groups of 63 with a `ping` after each as docs/protocol.md advises, is 204. Each
  * costs the node an answer or a Redis call, and a flood of valid `ping`s from four
- * connections held a node's `/healthz` for 3 s (a fresh tester's finding). `ack`s are
- * not counted: a client acks as fast as it is sent messages (refused ones have a
- * budget of their own: {@link refusedAckLimiter}); a WebSocket ping control frame
- * (answered with a pong) is counted.
+ * connections held a node's `/healthz` for 3 s (a fresh tester's finding). WebSocket
+ * ping control frames (answered with a pong) are counted, and so are pong control
+ * frames the server did not ask for (a browser sends one per server ping, every 25 s;
+ * a flood of unsolicited pongs held the node, a hostile-input newcomer's finding).
+ * `ack`s are not: a client acks as fast as it is sent messages (those that move no
+ * cursor have a budget of their own: {@link idleAckLimiter}).
  */
 export const MAX_CONTROL_FRAMES = 300;
 /** The window of {@link MAX_CONTROL_FRAMES}, ms. */
@@ -38,37 +40,43 @@ function controlFrameLimiter(): RateLimiter {
 export const controlFrameLimitReason = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 
 /**
- * Acks refused (above the last seq sent, answered with an `error` frame) one
- * connection may send per {@link CONTROL_FRAME_WINDOW_MS}: the delivery window plus
- * {@link MAX_CONTROL_FRAMES}. A well-behaved client can send a window's worth at once
- * — the acks still in flight for the old seqs when a `reset` came (no `epoch` on
- * them) —, so they are not held to the 300; a flood of them had the node answer each
- * without limit (a security tester's finding).
+ * Acks that move nothing, per {@link CONTROL_FRAME_WINDOW_MS}: the delivery window plus
+ * {@link MAX_CONTROL_FRAMES}. They are the acks refused (above the last seq sent,
+ * answered with an `error` frame) and those that move no cursor: at or below what
+ * the device already acked on this connection (a repeat), or naming another epoch than
+ * the inbox's (machine.ts `ack`). An ack that moves the connection's cursor, or the
+ * device's stored one, is free: each seq does so once, so they are bounded by what
+ * was sent. A well-behaved client sends at most a window's worth of the others at once
+ * — the acks in flight for the old seqs when a `reset` came, the acks of a
+ * redelivered window's copies —, so they are not held to the 300; a flood of refused
+ * acks had the node answer each without limit (a security tester's finding), and a
+ * flood of `{"t":"ack","seq":0}` from one user's 5 connections held every producer's
+ * POSTs for seconds (a hostile-input newcomer's finding, high).
  * @param window `PIXIU_DELIVERY_WINDOW`, messages
  */
-function refusedAckLimiter(window: number): RateLimiter {
+function idleAckLimiter(window: number): RateLimiter {
   return new RateLimiter({ tokensPerInterval: window + MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
 }
 
-/** The close reason past {@link refusedAckLimiter}'s budget (close code 4003). */
-export function refusedAckLimitReason(window: number): string {
-  return `more than ${window + MAX_CONTROL_FRAMES} acks refused in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+/** The close reason past {@link idleAckLimiter}'s budget (close code 4003). */
+export function idleAckLimitReason(window: number): string {
+  return `more than ${window + MAX_CONTROL_FRAMES} acks that moved no cursor in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 }
 
 /** The close reason past {@link MAX_BAD_FRAMES} (close code 4003). */
 export const badFrameLimitReason = 'too many malformed frames';
 
 /**
- * One connection's budgets of the frames that each cost the node an answer: frames
- * other than `ack` ({@link MAX_CONTROL_FRAMES}), acks refused
- * ({@link refusedAckLimiter}) and malformed frames ({@link MAX_BAD_FRAMES}, over the
- * connection's life). Made by the first such frame (most connections send none); each
+ * One connection's budgets of the frames that cost the node work without moving a
+ * cursor: frames other than `ack` ({@link MAX_CONTROL_FRAMES}), acks that move no
+ * cursor, refused ones included ({@link idleAckLimiter}), and malformed frames
+ * ({@link MAX_BAD_FRAMES}, over the connection's life). Made by the first such frame (most connections send none); each
  * limiter by the first frame it counts.
  */
 export class FrameBudget {
   readonly #window: number;
   #control: RateLimiter | undefined;
-  #refusedAcks: RateLimiter | undefined;
+  #idleAcks: RateLimiter | undefined;
   #badFrames = 0;
 
   /** @param window `PIXIU_DELIVERY_WINDOW`, messages */
@@ -81,9 +89,9 @@ export class FrameBudget {
     return (this.#control ??= controlFrameLimiter()).tryRemoveTokens(1) ? undefined : controlFrameLimitReason;
   }
 
-  /** Takes one refused ack. @returns the close reason (code 4003) past the budget, else undefined */
-  refusedAck(): string | undefined {
-    return (this.#refusedAcks ??= refusedAckLimiter(this.#window)).tryRemoveTokens(1) ? undefined : refusedAckLimitReason(this.#window);
+  /** Takes one ack that moved no cursor (refused, a repeat, another epoch's). @returns the close reason (code 4003) past the budget, else undefined */
+  idleAck(): string | undefined {
+    return (this.#idleAcks ??= idleAckLimiter(this.#window)).tryRemoveTokens(1) ? undefined : idleAckLimitReason(this.#window);
   }
 
   /** Counts one malformed frame. @returns the close reason (code 4003) past {@link MAX_BAD_FRAMES}, else undefined */

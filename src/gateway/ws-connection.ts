@@ -22,10 +22,10 @@ import { FrameQueue } from './frame-queue.js';
 import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
-import { firstHeartbeatAt, type Ticking } from './connection-clock.js';
+import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
-import { refusalCloseCode } from './receiver-refusals.js';
+import { dropClientBytes, refusalCloseCode } from './receiver-refusals.js';
 import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { ConnectionChannels } from '../channels/connection-channels.js';
@@ -57,10 +57,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
   #lastBseq: string | undefined;
   #session: UserSession | undefined;
   #expiresAtMs: number;
-  #lastSeen = Date.now();
+  /** When the client was last heard from, the next server ping, the pongs owed. */
+  readonly #heartbeatState: Heartbeat;
   /** Delivery is paused by backpressure exactly while set (backpressure.ts). */
   #pause: Pause | undefined;
-  /** Made by the first frame other than an accepted `ack` (most connections send none): see {@link MAX_CONTROL_FRAMES}. */
+  /** Made by the first frame other than an `ack` that moved a cursor (most connections send none): see frame-limits.ts. */
   #budget: FrameBudget | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
@@ -68,8 +69,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
   /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
   readonly #frames = new FrameQueue<{ readonly data: RawData; readonly isBinary: boolean }>(
     MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary), (f) => !f.isBinary && isAckFrame(f.data.toString()));
-  /** When the next server ping is due, ms since the epoch. */
-  #nextPingAt = 0;
 
   /**
    * @param ws the upgraded WebSocket
@@ -84,6 +83,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.since = who.since;
     this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
+    this.#heartbeatState = new Heartbeat(Date.now(), deps.config.heartbeatMs);
     this.#channelPatterns = who.channels;
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(tagSet(who.tags), this) : undefined;
   }
@@ -108,7 +108,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
-    ws.on('pong', () => { this.#lastSeen = Date.now(); });
+    ws.on('pong', () => this.#onPong());
     // Answered here, not by `ws` (autoPong off, gateway.ts): its own guard cut a
     // connection with more than 60 pongs unwritten — a burst of pings in one packet —
     // without a close code, counted as the client's 1006 and never logged.
@@ -119,7 +119,6 @@ export class WsConnection implements DeliveryConnection, Ticking {
       this.#closeCode ??= refusalCloseCode(err);
       this.#logLine('debug', { err }, 'websocket error');
     });
-    this.#nextPingAt = firstHeartbeatAt(Date.now(), this.#deps.config.heartbeatMs);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#logLine('debug', { resume }, 'connection open');
@@ -204,6 +203,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     const line = closeLogLine(code);
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
+    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) dropClientBytes(this.#socket);
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 
@@ -233,7 +233,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * counts as a frame other than `ack` ({@link MAX_CONTROL_FRAMES}, then 4003).
    */
   #onPing(data: Buffer): void {
-    this.#lastSeen = Date.now();
+    this.#heartbeatState.heard(Date.now());
     if (this.#closed || !this.#charge('control')) return;
     this.#ws.pong(data);
     // Held to the send buffer's limits like any frame: a client that pings and never
@@ -241,13 +241,18 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#checkBuffered();
   }
 
+  /** A WebSocket pong: one the server did not ask for counts as a frame other than `ack` ({@link MAX_CONTROL_FRAMES}, then 4003). */
+  #onPong(): void {
+    if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#charge('control');
+  }
+
   /**
-   * Takes from the connection's {@link FrameBudget} (frames other than an accepted
-   * `ack`: {@link MAX_CONTROL_FRAMES}; refused acks; malformed frames); past it, closes
-   * the connection 4003.
+   * Takes from the connection's {@link FrameBudget} (frames other than `ack` and
+   * unsolicited pongs: {@link MAX_CONTROL_FRAMES}; acks that move no cursor, refused
+   * ones included; malformed frames); past it, closes the connection 4003.
    * @returns false when the connection was closed
    */
-  #charge(kind: 'control' | 'refusedAck' | 'badFrame'): boolean {
+  #charge(kind: 'control' | 'idleAck' | 'badFrame'): boolean {
     const reason = (this.#budget ??= new FrameBudget(this.#deps.config.deliveryWindow))[kind]();
     if (reason === undefined) return true;
     this.close(CloseCode.protocolAbuse, reason);
@@ -255,7 +260,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   #onMessage(data: RawData, isBinary: boolean): void {
-    this.#lastSeen = Date.now();
+    this.#heartbeatState.heard(Date.now());
     if (this.#closed) return;
     if (!this.#frames.push({ data, isBinary })) {
       this.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
@@ -277,10 +282,8 @@ export class WsConnection implements DeliveryConnection, Ticking {
     }
     switch (frame.t) {
       case 'ack':
-        // An ack refused (above the last seq sent) is answered with an error frame: a
-        // flood of them had the node answer each without limit (a security tester's
-        // finding), so they have a budget of their own (frame-limits.ts).
-        if (this.#session?.ack(this.id, frame.seq, frame.epoch) === 'refused') this.#charge('refusedAck');
+        // One that moves no cursor (refused, a repeat, another epoch's) has a budget (frame-limits.ts).
+        if ((this.#session?.ack(this.id, frame.seq, frame.epoch) ?? 'idle') !== 'moved') this.#charge('idleAck');
         return undefined;
       case 'ping':
         this.send('{"t":"pong"}', 'pong');
@@ -333,19 +336,17 @@ export class WsConnection implements DeliveryConnection, Ticking {
       this.close(CloseCode.tokenExpired, 'token expired');
       return;
     }
-    if (nowMs - this.#lastSeen > this.#deps.config.idleTimeoutMs) {
+    const silentMs = this.#heartbeatState.silentMs(nowMs);
+    if (silentMs > this.#deps.config.idleTimeoutMs) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
-      this.#logLine('info', { silentMs: nowMs - this.#lastSeen }, 'idle connection terminated');
+      this.#logLine('info', { silentMs }, 'idle connection terminated');
       this.#closed = true;
       // The server's decision, counted as such (by="server"), with the 1006 the cut makes.
       this.#closeCode = CloseCode.abnormal;
       this.#ws.terminate();
       return;
     }
-    if (nowMs >= this.#nextPingAt) {
-      this.#nextPingAt = nowMs + this.#deps.config.heartbeatMs;
-      this.#heartbeat();
-    }
+    if (this.#heartbeatState.pingDue(nowMs)) this.#heartbeat();
   }
 
   /**
@@ -358,8 +359,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * limit nor received notifies. A closed connection ignores it.
    */
   heartbeatSoon(withinMs: number, nowMs = Date.now()): void {
-    if (this.#closed) return;
-    this.#nextPingAt = Math.min(this.#nextPingAt, nowMs + Math.floor(Math.random() * withinMs));
+    if (!this.#closed) this.#heartbeatState.soon(withinMs, nowMs);
   }
 
   /** Server heartbeat: ping, pull and refresh presence. Only from {@link tick}, on an open connection. */

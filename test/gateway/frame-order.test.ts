@@ -7,12 +7,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type Frame } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { clientFrame, rawUpgrade } from './raw-upgrade.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -38,40 +37,6 @@ function shape(f: Frame): Frame {
   return rest;
 }
 
-/** A client text frame (masked with a zero key, which RFC 6455 §5.3 allows). */
-function clientFrame(text: string): Buffer {
-  const payload = Buffer.from(text);
-  assert.ok(payload.length < 126);
-  return Buffer.concat([Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload]);
-}
-
-/** Splits server frames (unmasked) off `buf`; returns their texts, the code of a close frame among them, and the rest. */
-function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undefined; rest: Buffer } {
-  const texts: string[] = [];
-  let closeCode: number | undefined;
-  let at = 0;
-  for (;;) {
-    if (buf.length < at + 2) break;
-    let len = (buf[at + 1] as number) & 0x7f;
-    let head = 2;
-    if (len === 126) {
-      if (buf.length < at + 4) break;
-      len = buf.readUInt16BE(at + 2);
-      head = 4;
-    } else if (len === 127) {
-      if (buf.length < at + 10) break;
-      len = Number(buf.readBigUInt64BE(at + 2));
-      head = 10;
-    }
-    if (buf.length < at + head + len) break;
-    const opcode = (buf[at] as number) & 0x0f;
-    if (opcode === 1) texts.push(buf.subarray(at + head, at + head + len).toString());
-    if (opcode === 8 && len >= 2) closeCode = buf.readUInt16BE(at + head);
-    at += head + len;
-  }
-  return { texts, closeCode, rest: buf.subarray(at) };
-}
-
 /**
  * Sends an upgrade request for `user` with `frames` in the same write, so that they
  * arrive before the server can have read the inbox (before `welcome`), and collects
@@ -79,50 +44,14 @@ function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undef
  * says so or the server sends its close frame.
  */
 async function upgradeWithFrames(user: string, frames: Buffer[], enough: (got: Frame[]) => boolean): Promise<{ frames: Frame[]; closeCode: number | undefined }> {
-  const token = await testToken(JWT_KEY, user);
-  const { port } = new URL(gw.url);
-  const sock = net.connect(Number(port), '127.0.0.1');
-  const got: Frame[] = [];
-  let closeCode: number | undefined;
-  const done = new Promise<void>((resolve, reject) => {
-    let buf: Buffer = Buffer.alloc(0);
-    let upgraded = false;
-    sock.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (!upgraded) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const status = buf.subarray(0, buf.indexOf('\r\n')).toString();
-        if (!status.includes(' 101 ')) reject(new Error(status));
-        upgraded = true;
-        buf = buf.subarray(end + 4);
-      }
-      const read = serverFrames(buf);
-      buf = read.rest;
-      for (const t of read.texts) {
-        const f = JSON.parse(t) as Frame;
-        if (f.t !== 'msg') got.push(shape(f));
-      }
-      closeCode ??= read.closeCode;
-      if (closeCode !== undefined || enough(got)) resolve();
-    });
-    sock.on('error', reject);
-    sock.on('close', () => reject(new Error(`closed after ${JSON.stringify(got)}`)));
-  });
-  sock.write(Buffer.concat([
-    Buffer.from([
-      'GET /v1/connect HTTP/1.1', `Host: 127.0.0.1:${port}`, 'Upgrade: websocket', 'Connection: Upgrade',
-      `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13',
-      `Authorization: Bearer ${token}`, '', '',
-    ].join('\r\n')),
-    ...frames,
-  ]));
+  const conn = rawUpgrade(gw.url, await testToken(JWT_KEY, user), frames);
+  const seen = (): Frame[] => conn.frames.filter((f) => f.t !== 'msg').map(shape);
   try {
-    await done;
+    await conn.until(() => enough(seen()));
   } finally {
-    sock.destroy();
+    conn.socket.destroy();
   }
-  return { frames: got, closeCode };
+  return { frames: seen(), closeCode: conn.closeCode() };
 }
 
 /** Counts the `pong`s among `frames`. */

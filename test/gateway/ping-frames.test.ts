@@ -1,15 +1,15 @@
 /**
  * WebSocket-level pings (RFC 6455 §5.5.2) are answered by the connection itself
  * (ws-connection.ts `#onPing`), within the limit on frames other than `ack`; and an
- * `ack` the server refuses (above the last seq sent) counts against that limit too
- * (docs/protocol.md, "Client → server"). `ws` answered pings itself and cut, without
+ * `ack` that moves no cursor (refused, a repeat, another epoch's) counts against a
+ * budget of its own (docs/protocol.md, "Client → server"). `ws` answered pings itself and cut, without
  * a close code, a connection with more than 60 pongs unwritten: a burst of pings in
  * one packet was a 1006 counted as the client's and logged nowhere; and refused acks
  * were answered without limit (a security tester's findings).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, refusedAckLimitReason } from '../../src/gateway/frame-limits.js';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, idleAckLimitReason } from '../../src/gateway/frame-limits.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -55,20 +55,24 @@ test(`WebSocket pings count as frames other than ack: one past the ${MAX_CONTROL
   await waitUntil('the close counted by="server"', async () => ((await closesByCode(gw, 'server'))['4003'] ?? 0) === before + 1);
 });
 
-test('acks refused (above the last seq sent) have a budget of their own, the delivery window plus 300: one past it closes 4003; accepted ones do not count', async () => {
+test('acks that move no cursor (refused, repeated, another epoch\'s) share a budget of the delivery window plus 300: one past it closes 4003; acks that move the cursor do not count', async () => {
+  const before = (await closesByCode(gw, 'server'))['4003'] ?? 0;
   const { client } = await gw.connectWelcomed('acker', { device: 'phone' });
-  // Accepted acks first, any number of them: not counted.
   const seqs = await gw.post('acker', 2);
   await client.msgs(2);
-  for (let i = 0; i < 2 * MAX_CONTROL_FRAMES; i++) client.ack(seqs[i % 2] as number);
-  await expectPong(client);
-  assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
+  // Acks that move the cursor: not counted.
+  for (const seq of seqs) client.ack(seq);
   const budget = gw.config.deliveryWindow + MAX_CONTROL_FRAMES;
-  for (let i = 0; i < budget; i++) client.ack(999_999);
-  await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === budget, 10_000, 10);
-  // Refused acks do not eat the 300 frames other than ack: a ping is still answered.
+  const refused = Math.floor(budget / 3);
+  const otherEpoch = Math.floor(budget / 3);
+  for (let i = 0; i < refused; i++) client.ack(999_999);
+  for (let i = 0; i < otherEpoch; i++) client.send({ t: 'ack', seq: seqs[1] as number, epoch: 'an-epoch-gone' });
+  for (let i = refused + otherEpoch; i < budget; i++) client.ack(seqs[i % 2] as number);
+  await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === refused, 10_000, 10);
+  // They do not eat the 300 frames other than ack: a ping is still answered, after every ack before it.
   await expectPong(client);
-  client.ack(999_999);
+  client.ack(seqs[1] as number);
   const { code, reason } = await client.waitClose();
-  assert.deepEqual([code, reason], [4003, refusedAckLimitReason(gw.config.deliveryWindow)]);
+  assert.deepEqual([code, reason], [4003, idleAckLimitReason(gw.config.deliveryWindow)]);
+  await waitUntil('the close counted by="server"', async () => ((await closesByCode(gw, 'server'))['4003'] ?? 0) === before + 1);
 });
