@@ -30,9 +30,38 @@ export interface NodeRegistryOptions {
    * lapsed while it ran (renewals failed or were late for a TTL: Redis slow, a stall)
    * or Redis lost it (FLUSHALL, restarted empty). Other nodes have pruned (or Redis
    * dropped) its connections' presence entries meanwhile; the caller writes them back
-   * now rather than at each connection's next heartbeat.
+   * now rather than at each connection's next heartbeat. The registry has logged the
+   * lapse ({@link lapseLine}) before it calls this.
    */
   readonly onRegisteredAgain?: () => void;
+}
+
+/** Why a renewal found this node's registration lapsed. */
+export interface Lapse {
+  /**
+   * How late the renewal ran, ms (past its due time: an interval after the last renewal
+   * that succeeded, or its timer's), when that explains the lapse: no renewal failed
+   * since the last that succeeded, and it came more than the registration's lifetime
+   * after it, or its timer fired more than an interval late (this node's event loop was
+   * held). Undefined otherwise: Redis lost the registration, or renewals failed.
+   */
+  readonly lateMs: number | undefined;
+  /** Renewals that failed since the last that succeeded. */
+  readonly failedRenewals: number;
+}
+
+/**
+ * The warning logged when this node registers again after a lapse: one that points at
+ * the node itself when its own renewal ran late (an event loop held by a long request
+ * or a stall: Redis was fine), else at Redis (docs/protocol.md uses the same words for
+ * a FLUSHALL). Only the second was said before, also for a node held 20 s by its own
+ * request parsing (a hostile-input newcomer's finding).
+ */
+export function lapseLine(lapse: Lapse): string {
+  const after = 'presence and shared settings written back';
+  if (lapse.lateMs === undefined) return `node registration had lapsed or was lost; ${after}`;
+  const late = (lapse.lateMs / 1000).toFixed(1);
+  return `this node's registration renewal ran ${late} s late (its event loop was held: a long request or a stall), so its registration lapsed; ${after}`;
 }
 
 /** This node's registration and a cached view of the live nodes. */
@@ -53,6 +82,12 @@ export class NodeRegistry {
   /** True once a renewal has written this node's registration. */
   #registered = false;
   #timer: NodeJS.Timeout | undefined;
+  /** When the last renewal that succeeded started, by this machine's clock, ms. */
+  #renewedAt: number | undefined;
+  /** When the renewal timer is next due, by this machine's clock, ms. */
+  #dueAt = 0;
+  /** Renewals that failed since the last that succeeded. */
+  #failed = 0;
 
   constructor(redis: Redis, keys: Keys, opts: NodeRegistryOptions) {
     this.#redis = redis;
@@ -64,15 +99,27 @@ export class NodeRegistry {
   /** Registers now, then renews every interval. A failed renewal logs and retries next time. */
   async start(): Promise<void> {
     await this.#renew();
-    this.#timer = setInterval(this.#renewLogged, this.#opts.intervalMs);
+    this.#dueAt = Date.now() + this.#opts.intervalMs;
+    this.#timer = setInterval(this.#onTimer, this.#opts.intervalMs);
     this.#timer.unref();
     // Registered again as soon as Redis is back: a Redis restarted empty would otherwise
     // know no node for up to an interval, and other nodes would take this one for gone.
     this.#redis.on('ready', this.#renewLogged);
   }
 
-  readonly #renewLogged = (): void => {
-    this.#renew().catch((err: unknown) => this.#opts.logger.warn(outageFields(err), 'node registration renewal failed'));
+  /** The renewal timer fired: renews, noting how late it fired (Node times the next from now). */
+  readonly #onTimer = (): void => {
+    const now = Date.now();
+    const timerLateMs = Math.max(0, now - this.#dueAt);
+    this.#dueAt = now + this.#opts.intervalMs;
+    this.#renewLogged(timerLateMs);
+  };
+
+  readonly #renewLogged = (timerLateMs = 0): void => {
+    this.#renew(timerLateMs).catch((err: unknown) => {
+      this.#failed += 1;
+      this.#opts.logger.warn(outageFields(err), 'node registration renewal failed');
+    });
   };
 
   /** Whether a node is registered (as of the last renewal; this node always is). */
@@ -122,7 +169,9 @@ export class NodeRegistry {
     await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
   }
 
-  async #renew(): Promise<void> {
+  /** @param timerLateMs how late the renewal timer fired, ms (0 for a renewal not of the timer) */
+  async #renew(timerLateMs = 0): Promise<void> {
+    const startedAt = Date.now();
     const [sec, usec] = await redisCall(() => this.#redis.time());
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
     this.#offset = now - Date.now();
@@ -135,7 +184,19 @@ export class NodeRegistry {
     this.#live = new Set(live);
     // On any renewal but the first, a registration missing (another node removed it
     // once lapsed, or Redis lost it) or past its expiry had lapsed.
-    if (this.#registered && (before === null || Number(before) <= now)) this.#opts.onRegisteredAgain?.();
+    if (this.#registered && (before === null || Number(before) <= now)) this.#lapsed(startedAt, timerLateMs);
     this.#registered = true;
+    this.#renewedAt = startedAt;
+    this.#failed = 0;
+  }
+
+  /** Logs a lapse found by the renewal started at `startedAt` ({@link lapseLine}), then tells the caller. */
+  #lapsed(startedAt: number, timerLateMs: number): void {
+    const { intervalMs, ttlMs } = this.#opts;
+    const sinceMs = startedAt - (this.#renewedAt ?? startedAt);
+    const ranLate = this.#failed === 0 && (sinceMs > ttlMs || timerLateMs > intervalMs);
+    const lapse: Lapse = { lateMs: ranLate ? Math.max(timerLateMs, sinceMs - intervalMs) : undefined, failedRenewals: this.#failed };
+    this.#opts.logger.warn({ node: this.node, ...lapse }, lapseLine(lapse));
+    this.#opts.onRegisteredAgain?.();
   }
 }

@@ -124,7 +124,7 @@ export class Gateway implements GatewayDeps {
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
       // offline and not counted against the connection limit).
       onRegisteredAgain: () => {
-        logger.warn({ node }, 'node registration had lapsed or was lost; presence and shared settings written back');
+        // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
         this.#heartbeatAllSoon();
         void this.#settings?.republish();
         opts.onRegisteredAgain?.();
