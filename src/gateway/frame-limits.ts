@@ -25,7 +25,7 @@ export const MAX_HELD_FRAMES = 64;
  * frames the server did not ask for (a browser sends one per server ping, every 25 s;
  * a flood of unsolicited pongs held the node, a hostile-input newcomer's finding).
  * `ack`s are not: a client acks as fast as it is sent messages (those that move no
- * cursor have a budget of their own: {@link idleAckLimiter}).
+ * cursor have a budget of their own: {@link idleAckAllowance}).
  */
 export const MAX_CONTROL_FRAMES = 300;
 /** The window of {@link MAX_CONTROL_FRAMES}, ms. */
@@ -40,27 +40,32 @@ function controlFrameLimiter(): RateLimiter {
 export const controlFrameLimitReason = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 
 /**
- * Acks that move nothing, per {@link CONTROL_FRAME_WINDOW_MS}: the delivery window plus
- * {@link MAX_CONTROL_FRAMES}. They are the acks refused (above the last seq sent,
- * answered with an `error` frame) and those that move no cursor: at or below what
- * the device already acked on this connection (a repeat), or naming another epoch than
- * the inbox's (machine.ts `ack`). An ack that moves the connection's cursor, or the
- * device's stored one, is free: each seq does so once, so they are bounded by what
- * was sent. A well-behaved client sends at most a window's worth of the others at once
- * — the acks in flight for the old seqs when a `reset` came, the acks of a
- * redelivered window's copies —, so they are not held to the 300; a flood of refused
- * acks had the node answer each without limit (a security tester's finding), and a
- * flood of `{"t":"ack","seq":0}` from one user's 5 connections held every producer's
- * POSTs for seconds (a hostile-input newcomer's finding, high).
+ * Acks that move nothing one connection may send per {@link CONTROL_FRAME_WINDOW_MS}:
+ * the delivery window once for each time a window can reach the client — sent, then
+ * resent by each redelivery round — plus {@link MAX_CONTROL_FRAMES}; 700 with the
+ * defaults (window 100, three rounds). They are the acks refused (above the last seq
+ * sent, answered with an `error` frame) and those that move no cursor: at or below
+ * what the device already acked on this connection (a repeat), or naming another epoch
+ * than the inbox's (machine.ts `ack`). An ack that moves the connection's cursor, or
+ * the device's stored one, is free: each seq does so once, so they are bounded by what
+ * was sent. A well-behaved client sends the others in bursts of at most a window — the
+ * acks in flight for the old seqs when a `reset` came, the acks of each redelivered
+ * copy of a window it acked late (all rounds fall within 30 s with the default
+ * timings) —, so they are not held to the 300; a flood of refused acks had the node
+ * answer each without limit (a security tester's finding), and a flood of
+ * `{"t":"ack","seq":0}` from one user's 5 connections held every producer's POSTs for
+ * seconds (a hostile-input newcomer's finding, high).
  * @param window `PIXIU_DELIVERY_WINDOW`, messages
+ * @param redeliveryRounds the rounds before 4008: `PIXIU_REDELIVERY_BACKOFF`'s length
+ * @returns acks per {@link CONTROL_FRAME_WINDOW_MS}
  */
-function idleAckLimiter(window: number): RateLimiter {
-  return new RateLimiter({ tokensPerInterval: window + MAX_CONTROL_FRAMES, interval: CONTROL_FRAME_WINDOW_MS });
+export function idleAckAllowance(window: number, redeliveryRounds: number): number {
+  return window * (1 + redeliveryRounds) + MAX_CONTROL_FRAMES;
 }
 
-/** The close reason past {@link idleAckLimiter}'s budget (close code 4003). */
-export function idleAckLimitReason(window: number): string {
-  return `more than ${window + MAX_CONTROL_FRAMES} acks that moved no cursor in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+/** The close reason past a budget of `allowance` acks that move nothing (close code 4003). */
+export function idleAckLimitReason(allowance: number): string {
+  return `more than ${allowance} acks that moved no cursor in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 }
 
 /** The close reason past {@link MAX_BAD_FRAMES} (close code 4003). */
@@ -69,19 +74,19 @@ export const badFrameLimitReason = 'too many malformed frames';
 /**
  * One connection's budgets of the frames that cost the node work without moving a
  * cursor: frames other than `ack` ({@link MAX_CONTROL_FRAMES}), acks that move no
- * cursor, refused ones included ({@link idleAckLimiter}), and malformed frames
+ * cursor, refused ones included ({@link idleAckAllowance}), and malformed frames
  * ({@link MAX_BAD_FRAMES}, over the connection's life). Made by the first such frame (most connections send none); each
  * limiter by the first frame it counts.
  */
 export class FrameBudget {
-  readonly #window: number;
+  readonly #idleAckAllowance: number;
   #control: RateLimiter | undefined;
   #idleAcks: RateLimiter | undefined;
   #badFrames = 0;
 
-  /** @param window `PIXIU_DELIVERY_WINDOW`, messages */
-  constructor(window: number) {
-    this.#window = window;
+  /** @param idleAckAllowance acks that move nothing per 30 s ({@link idleAckAllowance}) */
+  constructor(idleAckAllowance: number) {
+    this.#idleAckAllowance = idleAckAllowance;
   }
 
   /** Takes one frame other than `ack`. @returns the close reason (code 4003) past the budget, else undefined */
@@ -91,7 +96,8 @@ export class FrameBudget {
 
   /** Takes one ack that moved no cursor (refused, a repeat, another epoch's). @returns the close reason (code 4003) past the budget, else undefined */
   idleAck(): string | undefined {
-    return (this.#idleAcks ??= idleAckLimiter(this.#window)).tryRemoveTokens(1) ? undefined : idleAckLimitReason(this.#window);
+    this.#idleAcks ??= new RateLimiter({ tokensPerInterval: this.#idleAckAllowance, interval: CONTROL_FRAME_WINDOW_MS });
+    return this.#idleAcks.tryRemoveTokens(1) ? undefined : idleAckLimitReason(this.#idleAckAllowance);
   }
 
   /** Counts one malformed frame. @returns the close reason (code 4003) past {@link MAX_BAD_FRAMES}, else undefined */

@@ -19,7 +19,7 @@ import { FrameRefused, isAckFrame, readClientFrame } from './client-frames.js';
 import { channelFrame } from './channel-frames.js';
 import { afterWrite, drained, Pause } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
+import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, idleAckAllowance } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
@@ -253,7 +253,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * @returns false when the connection was closed
    */
   #charge(kind: 'control' | 'idleAck' | 'badFrame'): boolean {
-    const reason = (this.#budget ??= new FrameBudget(this.#deps.config.deliveryWindow))[kind]();
+    const reason = (this.#budget ??= new FrameBudget(idleAckAllowance(this.#deps.config.deliveryWindow, this.#deps.config.redeliveryBackoffMs.length)))[kind]();
     if (reason === undefined) return true;
     this.close(CloseCode.protocolAbuse, reason);
     return false;

@@ -2,7 +2,7 @@
  * One connection's frame budgets (src/gateway/frame-limits.ts FrameBudget) against the
  * numbers docs/protocol.md gives clients ("Client → server" and the 4003 row): 300
  * frames other than `ack` in a 30 s window that starts at the first of them, the
- * delivery window plus 300 acks that move no cursor (refused ones included) in 30 s, 20 malformed frames in the
+ * delivery window once per sending (the first and each redelivery round) plus 300 acks that move no cursor (refused ones included) in 30 s, 20 malformed frames in the
  * connection's life, 64 frames held. The numbers are written out, not read from the
  * module: a client is built to the documented ones. The limiter's clock
  * (`performance.now`) is moved by hand; the end-to-end closes (4003) on real sockets are
@@ -11,7 +11,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  FrameBudget, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, badFrameLimitReason, controlFrameLimitReason, idleAckLimitReason,
+  FrameBudget, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, badFrameLimitReason, controlFrameLimitReason, idleAckAllowance, idleAckLimitReason,
 } from '../../src/gateway/frame-limits.js';
 
 /** Freezes `performance.now` (the limiter's clock) at 0; the returned function moves it to `ms`. */
@@ -43,27 +43,28 @@ test('the limits are the documented ones: 300 frames other than ack per 30 s, 20
   assert.equal(MAX_BAD_FRAMES, 20);
   assert.equal(MAX_HELD_FRAMES, 64);
   assert.equal(controlFrameLimitReason, 'more than 300 frames other than ack in 30 s');
-  assert.equal(idleAckLimitReason(100), 'more than 400 acks that moved no cursor in 30 s');
+  assert.equal(idleAckAllowance(100, 3), 700, 'the default window of 100, sent and resent by three redelivery rounds, plus 300');
+  assert.equal(idleAckLimitReason(700), 'more than 700 acks that moved no cursor in 30 s');
 });
 
 test('300 frames other than ack pass and the 301st is refused until 30 s after the first, not before', (t) => {
   const at = handClock(t);
-  const budget = new FrameBudget(100);
+  const budget = new FrameBudget(700);
   takeAll(() => budget.control(), 300);
   refusedToTheWindowsEnd(() => budget.control(), controlFrameLimitReason, at);
 });
 
-test('acks that move no cursor have the delivery window plus 300 per 30 s, apart from the frames other than ack', (t) => {
+test('acks that move no cursor have their allowance per 30 s, apart from the frames other than ack', (t) => {
   const at = handClock(t);
-  const budget = new FrameBudget(5);
+  const budget = new FrameBudget(idleAckAllowance(5, 1));
   takeAll(() => budget.control(), 300);
-  takeAll(() => budget.idleAck(), 305);
-  refusedToTheWindowsEnd(() => budget.idleAck(), idleAckLimitReason(5), at);
+  takeAll(() => budget.idleAck(), 310);
+  refusedToTheWindowsEnd(() => budget.idleAck(), idleAckLimitReason(310), at);
 });
 
 test('the 21st malformed frame is refused, however long after the first: they count over the connection\'s life', (t) => {
   const at = handClock(t);
-  const budget = new FrameBudget(100);
+  const budget = new FrameBudget(700);
   takeAll(() => budget.badFrame(), 20);
   at(3_600_000);
   assert.equal(budget.badFrame(), badFrameLimitReason);
