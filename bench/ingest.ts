@@ -186,7 +186,7 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
-/** The largest batch the default limits take: 100 messages to 1,000 users each (PIXIU_BATCH_MAX_RECIPIENTS). */
+/** The largest batch the default recipient limits take: 100 messages to 1,000 users each (PIXIU_BATCH_MAX_RECIPIENTS); its body needs PIXIU_MAX_BODY_BYTES above the default. */
 const LARGE_ITEMS = 100;
 const LARGE_TO = 1_000;
 const LARGE_RUNS = 2;
@@ -259,6 +259,8 @@ async function main(): Promise<void> {
     const pixiu = await spawnCompiledServe([], {
       PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(files, 'pixiu-bench-'), PIXIU_PORT: '0',
       PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info', PIXIU_PARTITIONS: PARTITIONS,
+      // The largest batch's body (100,000 recipient ids) is ~1.4 MB: over the default body limit (1 MiB).
+      PIXIU_MAX_BODY_BYTES: String(4 * 1024 * 1024),
     }, files);
     const bare = await spawnListening(['bench/lib/bare-fastify.ts'], {}, files, 'bare fastify listening');
     const version = /redis_version:(\S+)/.exec(await raw.info('server'))?.[1] ?? 'unknown';

@@ -1,12 +1,14 @@
 /**
  * How deep a JSON request body may nest, checked on its bytes before it is parsed.
  * `JSON.parse` takes any depth, but not in time proportional to the bytes: a body of
- * 4 million `[` then as many `]` (under the 8 MiB body limit) held a node's event loop
+ * 4 million `[` then as many `]` (under the body limit of the time, 8 MiB) held a node's event loop
  * 4.7 s and its heap 400 MiB, where a flat array of the same size takes 0.65 s; a
  * fresh tester froze a node 6.5 s with one such `POST /v1/me/ack` (any client JWT).
  * Message `data` may nest 64 levels (src/store/data-depth.ts), told precisely after
  * parsing; a body deeper than {@link MAX_BODY_DEPTH} cannot hold a valid one anywhere,
- * and is refused unparsed (docs/api.md, "Input rules").
+ * and is refused unparsed (docs/api.md, "Input rules"). A body within the depth still
+ * costs its parse, bounded by `PIXIU_MAX_BODY_BYTES` alone (1 MiB by default: what a
+ * body of that size costs is in the same section).
  */
 import { MAX_READABLE_DEPTH } from '../store/data-depth.js';
 

@@ -15,7 +15,8 @@ import type { GatewayDeps } from './gateway-deps.js';
 /**
  * The largest `POST /v1/me/ack` body, bytes: 4 KiB (an ack is under 300 bytes), or
  * `PIXIU_MAX_BODY_BYTES` when that is lower. Any client's token reaches this route: the
- * producers' 8 MiB would let one make the node parse 8 MiB per request.
+ * producers' limit (1 MiB by default, up to 256 MiB) would let one make the node parse
+ * that much per request.
  */
 export const ACK_BODY_BYTES = 4 * 1024;
 

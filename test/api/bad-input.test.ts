@@ -212,6 +212,19 @@ test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) =>
   await rejects(t, post(oversized), 413, 'PAYLOAD_TOO_LARGE', /^the request body is over the limit of 1024 bytes \(1 KiB, PIXIU_MAX_BODY_BYTES\)$/, { maxBodyBytes: '1024' });
 });
 
+test('the default PIXIU_MAX_BODY_BYTES is 1 MiB: a body one byte over is 413 before it is parsed, one of exactly 1 MiB is read', async (t) => {
+  const MiB = 1024 * 1024;
+  // A valid message padded with spaces to the size wanted (whitespace is JSON's own).
+  const sized = (bytes: number): string => {
+    const json = JSON.stringify({ to: RECIPIENT, type: 't', data: 'sized' });
+    return json + ' '.repeat(bytes - json.length);
+  };
+  await rejects(t, post(sized(MiB + 1)), 413, 'PAYLOAD_TOO_LARGE', /^the request body is over the limit of 1048576 bytes \(1 MiB, PIXIU_MAX_BODY_BYTES\)$/);
+  const server = await freshServer(t);
+  const read = await server.client.post('/v1/messages', sized(MiB));
+  assert.equal(read.status, 201, read.text);
+});
+
 test('an unknown room is 404; to and room together, or neither, are 400', async (t) => {
   await rejects(t, post({ room: 'lobby', type: 't', data: 1 }), 404, 'NOT_FOUND', /no room lobby/);
   await rejects(t, post(message({ room: 'lobby' })), 400, 'INVALID_REQUEST', /both to and room/);

@@ -73,7 +73,7 @@ test('a request refused from its headers is answered at once, with no 100 Contin
   const cases: [string, Record<string, string>, number, RegExp, string?][] = [
     ['no token', json, 401, /UNAUTHORIZED/],
     ['another content type', { ...text, 'content-length': '50' }, 415, /application\/json/],
-    ['a length over the limit', { ...token, 'content-type': 'application/json', 'content-length': String(server.config.maxBodyBytes + 1) }, 413, /"the request body is over the limit of 8388608 bytes \(8 MiB, PIXIU_MAX_BODY_BYTES\)"/],
+    ['a length over the limit', { ...token, 'content-type': 'application/json', 'content-length': String(server.config.maxBodyBytes + 1) }, 413, /"the request body is over the limit of 1048576 bytes \(1 MiB, PIXIU_MAX_BODY_BYTES\)"/],
     ['a chunked text body on an unknown route', { ...text, 'transfer-encoding': 'chunked' }, 404, /NOT_FOUND/, 'POST /v1/nope HTTP/1.1'],
     ['a sized text body on a route that takes none', { ...text, 'content-length': '50' }, 400, /takes no body/, 'DELETE /v1/users/u1/connections HTTP/1.1'],
   ];

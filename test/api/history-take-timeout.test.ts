@@ -22,7 +22,8 @@ const TAKE_TIMEOUT_MS = 1000;
 before(async () => {
   const redis = await RedisServer.start();
   files.after(() => redis.destroy());
-  server = await startInProcess(files, { redisUrl: redis.url, partitions: '1', storeDurability: 'relaxed', historyTakeTimeoutMs: `${TAKE_TIMEOUT_MS}ms` });
+  // The 40 messages go in one batch of 2.4 MB: over the default body limit (1 MiB).
+  server = await startInProcess(files, { redisUrl: redis.url, partitions: '1', storeDurability: 'relaxed', historyTakeTimeoutMs: `${TAKE_TIMEOUT_MS}ms`, maxBodyBytes: String(4 * 1024 * 1024) });
   const messages = Array.from({ length: MESSAGES }, (_, i) => ({ to: USER, type: 't', data: String(i).padStart(3, '0').repeat(20_000) }));
   const answer = await server.client.post('/v1/messages/batch', { messages });
   assert.equal(answer.status, 200, answer.text.slice(0, 500));

@@ -45,7 +45,8 @@ before(async () => {
   files.after(() => redis.destroy());
   raw = new Redis(redis.url);
   files.after(() => raw.disconnect());
-  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET, maxMessageBytes: String(MAX_MESSAGE_BYTES) });
+  // A body holds a message of the limit and its envelope: over the default body limit (1 MiB).
+  server = await startInProcess(files, { redisUrl: redis.url, jwtSecret: JWT_SECRET, maxMessageBytes: String(MAX_MESSAGE_BYTES), maxBodyBytes: String(2 * MAX_MESSAGE_BYTES) });
   api = server.client;
   me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, USER));
   // Posted with the batch route, in as few requests as it takes.

@@ -42,7 +42,8 @@ export async function startPausableGateway(cleanup: CleanupContext, opts: { hist
   const gw = await startGateway(cleanup, {
     redisUrl: redis.url, storeDurability: 'relaxed', channelHistory: String(opts.history ?? 3),
     socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(1024 * 1024 * KiB), pausedTimeoutMs: opts.pausedTimeout ?? '60s',
-    maxMessageBytes: String(2 * 1024 * KiB),
+    // 1 MiB publications: the message limit and the body limit (1 MiB by default) above them.
+    maxMessageBytes: String(2 * 1024 * KiB), maxBodyBytes: String(4 * 1024 * KiB),
   });
   const probe = new Redis(redis.url);
   cleanup.after(() => probe.quit());

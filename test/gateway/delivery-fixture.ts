@@ -29,6 +29,9 @@ export async function startDelivery(
 /** Most messages in one `POST /v1/messages/batch` (DESIGN.md §7). */
 const BATCH_MAX = 1000;
 
+/** Most bytes of JSON in one batch body: under the default `PIXIU_MAX_BODY_BYTES` (1 MiB), with room for the envelope. */
+const BATCH_BODY_BYTES = 1000 * 1024;
+
 /** What `POST /v1/messages/batch` answers per item. */
 interface BatchItem {
   status: number;
@@ -43,18 +46,23 @@ export interface PostManyOptions {
 }
 
 /**
- * Posts `count` messages to `user` in batches and asserts each was created at the next
- * seq after `firstSeq - 1`.
+ * Posts `count` messages to `user` in batches (of at most {@link BATCH_MAX} items and
+ * {@link BATCH_BODY_BYTES} of JSON) and asserts each was created at the next seq after
+ * `firstSeq - 1`.
  * @returns the MsgIDs, index i holding seq `firstSeq + i`
  */
 export async function postMany(client: PixiuClient, user: string, count: number, firstSeq = 1, opts: PostManyOptions = {}): Promise<string[]> {
   const ids: string[] = [];
   while (ids.length < count) {
-    const n = Math.min(BATCH_MAX, count - ids.length);
-    const messages = Array.from({ length: n }, (_, k) => {
-      const i = ids.length + k;
-      return { to: user, type: 'test.seq', data: opts.data ? opts.data(i) : { i } };
-    });
+    const messages: unknown[] = [];
+    let bytes = 0;
+    while (messages.length < BATCH_MAX && ids.length + messages.length < count) {
+      const i = ids.length + messages.length;
+      const message = { to: user, type: 'test.seq', data: opts.data ? opts.data(i) : { i } };
+      bytes += Buffer.byteLength(JSON.stringify(message)) + 1;
+      if (messages.length > 0 && bytes > BATCH_BODY_BYTES) break;
+      messages.push(message);
+    }
     const answer = await client.post('/v1/messages/batch', { messages });
     assert.equal(answer.status, 200, answer.text.slice(0, 300));
     for (const item of (answer.body as { results: BatchItem[] }).results) {

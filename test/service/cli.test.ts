@@ -199,7 +199,7 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   assert.equal(run.code, 0, run.stderr);
   const text = run.stdout.replace(/\s+/g, ' ');
   assert.match(text, /--max-connections-per-user <value> open connections allowed per user, across nodes, 1 to 1000 \(env/);
-  assert.match(text, /--max-body-bytes <value> largest HTTP request body in bytes \(a batch counts as one body\), 1024 to 268435456 \(256 MiB\) \(env/);
+  assert.match(text, /--max-body-bytes <value> largest HTTP request body in bytes \(a batch counts as one body\), 1024 to 268435456 \(256 MiB\); a body is parsed on the event loop, .* \(env PIXIU_MAX_BODY_BYTES\) \[default: 1048576\]/);
   assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 1h, 7d \(a bare number is milliseconds\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
   assert.match(text, /\(env PIXIU_REDELIVERY_BACKOFF\) \[default: 2s,4s,6s\]/);
   // Bounds checked at start are in the help, as the refusal words them, not only in the refusal.

@@ -220,7 +220,7 @@ test('the defaults the docs state beyond DESIGN.md §10 are the settings\' defau
   assert.deepEqual(c.allowedOrigins, []);
   // docs/api.md.
   assert.equal(c.requestTimeoutMs, 60_000);
-  assert.equal(c.maxBodyBytes, 8 * 1024 * 1024);
+  assert.equal(c.maxBodyBytes, 1024 * 1024);
   assert.equal(c.historyTakeTimeoutMs, 60_000);
   assert.equal(c.redisCommandTimeoutMs, 2000);
   assert.equal(c.batchMaxRecipients, 100_000);

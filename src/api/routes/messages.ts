@@ -189,7 +189,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Send up to 1,000 messages',
       operationId: 'sendBatch',
-      description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. At most PIXIU_BATCH_MAX_RECIPIENTS (100,000) recipients in all, room members counted: the item past it and all after it are 400. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
+      description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. At most PIXIU_BATCH_MAX_RECIPIENTS (100,000) recipients in all, room members counted: the item past it and all after it are 400. The whole body is held to PIXIU_MAX_BODY_BYTES (1 MiB by default; 413 over it, nothing stored): items near the message size limit fit about 15 to a batch. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
       tags: ['messages'],
       querystring: noQuery,
       body: {
