@@ -75,6 +75,18 @@ export interface VerifierOptions {
 /** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
 const JWKS_FAULTS: ReadonlySet<string> = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JOSE_GENERIC', 'ERR_JWKS_INVALID']);
 
+/**
+ * A JWT in JWS compact serialization (RFC 7519 §3.1, RFC 7515 §7.1): three base64url
+ * parts joined by dots, written without padding (RFC 7515 §2). jose decodes a part
+ * leniently, so the same token with `=` after a part or `+` and `/` for `-` and `_`
+ * verified too: one token, several spellings, which a proxy or log rule matching
+ * tokens by their text would not know for one. Such a token is refused as any bad one.
+ */
+export const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** The time claims (RFC 7519 §4.1.4 – §4.1.6) a token must hold as finite numbers when present. */
+const TIME_CLAIMS = ['exp', 'nbf', 'iat'] as const;
+
 /** The one answer to any `sub` that is not a user id (docs/protocol.md). */
 const BAD_SUB = "the token's sub is not a valid user id";
 
@@ -88,9 +100,10 @@ function stringArray(v: unknown, claim: string): string[] {
 
 /**
  * Turns a verified payload into {@link ClientClaims}, checking the claim shapes.
- * @throws PixiuError UNAUTHORIZED: a `sub` that is no user id, a missing `exp`, or
- *   `token expired` when `exp` is not after now (jose was given a tolerance for `nbf`
- *   that also loosens `exp`; here it is strict again)
+ * @throws PixiuError UNAUTHORIZED: a `sub` that is no user id, a missing `exp`, a time
+ *   claim that is not a finite number (JSON's `1e400` parses to Infinity: an `exp` that
+ *   never comes), or `token expired` when `exp` is not after now (jose was given a
+ *   tolerance for `nbf` that also loosens `exp`; here it is strict again)
  */
 function toClaims(payload: JWTPayload): ClientClaims {
   // The rule every user id follows (docs/decisions.md): a lone surrogate would become
@@ -98,6 +111,10 @@ function toClaims(payload: JWTPayload): ClientClaims {
   // over-long ids could never be posted to. A non-string or empty `sub` is no user id either.
   if (typeof payload.sub !== 'string' || !isUserId(payload.sub)) throw new PixiuError('UNAUTHORIZED', BAD_SUB);
   if (typeof payload.exp !== 'number') throw new PixiuError('UNAUTHORIZED', 'invalid token: "exp" is required');
+  for (const claim of TIME_CLAIMS) {
+    const value = payload[claim];
+    if (value !== undefined && !Number.isFinite(value)) throw new PixiuError('UNAUTHORIZED', `invalid token: "${claim}" is not a finite number`);
+  }
   // jose's rule without its tolerance: expired once `exp` <= now, in whole seconds.
   if (payload.exp <= Math.floor(Date.now() / 1000)) throw new PixiuError('UNAUTHORIZED', 'token expired');
   return {
@@ -141,7 +158,8 @@ function decodeOrKeep(part: string): string {
  *
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
- *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key), or
+ *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key; a token
+ *   not of {@link JWT_FORM} is `invalid token`, unverified), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
  *   a 200, not a JSON key set, a key set with no keys)
  * @throws Error when a PEM key cannot be read or is of no accepted type (loadConfig
@@ -202,6 +220,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
   const verify = async (token: string): Promise<ClientClaims> => {
+    if (!JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', 'invalid token');
     try {
       const { payload } = await jwtVerify(token, key, checks);
       return toClaims(payload);

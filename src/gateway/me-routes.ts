@@ -5,7 +5,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
-import type { ClientClaims } from '../auth/jwt.js';
+import { JWT_FORM, type ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
@@ -19,12 +19,6 @@ import type { GatewayDeps } from './gateway-deps.js';
  * that much per request.
  */
 export const ACK_BODY_BYTES = 4 * 1024;
-
-/**
- * A JWT in compact form (RFC 7519 §3.1): three base64url parts joined by dots. A token
- * of another form is most likely the API token, sent where a user's JWT belongs.
- */
-const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /** The refusal of a token that is not a JWT at all (an integrator sent the API token). */
 export const NOT_A_JWT = 'invalid token: not a JWT; the /v1/me routes take a user\'s JWT (Authorization: Bearer <jwt>), the API token is for the producer routes';
@@ -57,6 +51,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       try {
         claimsOf.set(req, await deps.verify(token));
       } catch (err) {
+        // A token not in JWT form is most likely the API token, sent where a user's JWT belongs.
         if (err instanceof PixiuError && err.code === 'UNAUTHORIZED' && !JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', NOT_A_JWT, { cause: err });
         throw err;
       }

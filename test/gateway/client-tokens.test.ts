@@ -1,18 +1,21 @@
 /**
  * What a client token may say, wherever one is verified (connect, the `/v1/me` routes,
  * `refresh`): its `sub` follows the user-id rule (docs/decisions.md: 1–128 code points,
- * no whitespace, control character or lone surrogate), and a `refresh` never shortens
- * the session (docs/protocol.md, "Client → server").
+ * no whitespace, control character or lone surrogate), it is written as RFC 7515 §7.1
+ * writes it (base64url, no padding) with time claims that are finite numbers
+ * (docs/protocol.md, "Client tokens"), and a `refresh` never shortens the session
+ * (docs/protocol.md, "Client → server").
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { createHmac } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { expectError } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
-import { JWT_KEY, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { JWT_KEY, JWT_SECRET, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -159,4 +162,87 @@ test('the /v1/me routes tell the API token and a ?token= apart from a bad JWT: a
   const inQuery = await gw.client.get(`/v1/me/messages?token=${token}`, { headers: { authorization: '' } });
   expectError(inQuery, 401, 'UNAUTHORIZED', /Authorization header \(Bearer <jwt>, a user's JWT\): \?token= is read only on \/v1\/connect$/);
   expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED', /^a token is required: Authorization: Bearer <jwt> \(a user's JWT\)$/);
+});
+
+const b64url = (text: string | Buffer): string => Buffer.from(text).toString('base64url');
+
+/** An HS256 token signed with the gateway's secret over `payload`, JSON text as given (so `1e400` stays as written). */
+function signed(payload: string): string {
+  const input = `${b64url('{"alg":"HS256","typ":"JWT"}')}.${b64url(payload)}`;
+  return `${input}.${createHmac('sha256', JWT_SECRET).update(input).digest('base64url')}`;
+}
+
+/** A valid token for `user` whose signature holds a `-` or `_` (a nonce claim is changed until it does). */
+function tokenWithUrlSafeSignature(user: string): string {
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  for (let nonce = 0; ; nonce++) {
+    const token = signed(JSON.stringify({ sub: user, exp, n: nonce }));
+    if (/[-_]/.test(token.split('.')[2] ?? '')) return token;
+  }
+}
+
+/** The same valid token in spellings RFC 7515 does not allow, each decoding to the same bytes. */
+function respellings(token: string): Array<{ what: string; token: string }> {
+  const [header, payload, signature] = token.split('.') as [string, string, string];
+  return [
+    { what: 'padding after the signature', token: `${token}=` },
+    { what: 'standard base64 (+ and /) in the signature', token: `${header}.${payload}.${signature.replace(/-/g, '+').replace(/_/g, '/')}` },
+  ];
+}
+
+/** Tokens whose time claims are not finite numbers (JSON text, so 1e400 is Infinity once parsed). */
+function nonFiniteTimes(user: string): Array<{ what: string; token: string }> {
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  return [
+    { what: 'exp 1e400', token: signed(`{"sub":${JSON.stringify(user)},"exp":1e400}`) },
+    { what: 'iat 1e400', token: signed(`{"sub":${JSON.stringify(user)},"exp":${exp},"iat":1e400}`) },
+    { what: 'iat -1e400', token: signed(`{"sub":${JSON.stringify(user)},"exp":${exp},"iat":-1e400}`) },
+    { what: 'nbf -1e400', token: signed(`{"sub":${JSON.stringify(user)},"exp":${exp},"nbf":-1e400}`) },
+  ];
+}
+
+test('the handshake refuses a valid token respelled (padding, standard base64) or with a time claim that is not finite, 401 as a bad token', async () => {
+  const user = 'form-connect';
+  const token = tokenWithUrlSafeSignature(user);
+  // The token as written connects.
+  const { client } = await gw.connectWelcomed(user, { token });
+  await client.close();
+  for (const { what, token: bad } of [...respellings(token), ...nonFiniteTimes(user)]) {
+    await expectRefused(gw.connect(user, { token: bad }), 401, 'UNAUTHORIZED', /^invalid token/).catch((err: unknown) => {
+      throw new Error(`${what}: ${(err as Error).message}`);
+    });
+  }
+  // ?token= is held to the same form.
+  const [padded] = respellings(token);
+  await expectRefused(gw.connect(user, { token: '', params: { token: padded?.token ?? '' } }), 401, 'UNAUTHORIZED', /^invalid token/);
+});
+
+test('the /v1/me routes refuse a valid token respelled or with a time claim that is not finite, 401', async () => {
+  const user = 'form-me';
+  const token = tokenWithUrlSafeSignature(user);
+  assert.equal((await gw.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${token}` } })).status, 200);
+  for (const { what, token: bad } of [...respellings(token), ...nonFiniteTimes(user)]) {
+    const authorization = `Bearer ${bad}`;
+    const read = await gw.client.get('/v1/me/messages', { headers: { authorization } });
+    assert.equal(read.status, 401, `${what}: ${read.text}`);
+    expectError(read, 401, 'UNAUTHORIZED', /^invalid token/);
+    const ack = await gw.client.post('/v1/me/ack', { device: 'd', seq: 0 }, { headers: { authorization } });
+    assert.equal(ack.status, 401, `${what}: ${ack.text}`);
+  }
+});
+
+test('a refresh with a valid token respelled or with a time claim that is not finite is refused UNAUTHORIZED, naming the refresh', async () => {
+  const user = 'form-refresh';
+  const { client } = await gw.connectWelcomed(user);
+  for (const { what, token } of [...respellings(tokenWithUrlSafeSignature(user)), ...nonFiniteTimes(user)]) {
+    client.send({ t: 'refresh', token });
+    const refused = await client.nextOf('error');
+    assert.equal(refused.code, 'UNAUTHORIZED', `${what}: ${JSON.stringify(refused)}`);
+    assert.match(String(refused.message), /^invalid token/, what);
+    assert.deepEqual(refused.ref, { t: 'refresh' }, what);
+  }
+  // The connection goes on, and a good refresh is still taken silently.
+  client.send({ t: 'refresh', token: tokenWithUrlSafeSignature(user) });
+  await expectPong(client);
+  assert.equal(client.frames.filter((f) => f.t === 'error').length, nonFiniteTimes(user).length + 2);
 });
