@@ -72,13 +72,26 @@ export function optionOverrides(cmd: Command, only?: readonly SettingKey[]): Con
 }
 
 /**
+ * The rule of a `<uid>` on the command line, for the commands' help: the API's, and no
+ * U+FFFD ({@link checkUserId}).
+ */
+export const CLI_USER_ID_RULE = `${USER_ID_RULE}; in UTF-8, and no U+FFFD (the mark of bytes that were not UTF-8)`;
+
+/**
  * Checks a user id given on the command line with the API's rule (docs/api.md, "Input
- * rules"), so a command never mints a token the service would refuse.
+ * rules"), so a command never mints a token the service would refuse, and refuses one
+ * holding U+FFFD: Node decodes argv as UTF-8 and puts U+FFFD in place of bytes that are
+ * not (`a\xff` arrives as `a\ufffd`), so the command would act as that other user
+ * without a word. The API refuses a body of invalid UTF-8 for the same reason
+ * (docs/api.md); an id that really holds U+FFFD is reached through the API.
  *
  * @throws StartupError naming the id and the rule
  */
 export function checkUserId(uid: string): void {
   if (!isUserId(uid)) {
     throw new StartupError(`invalid user id ${JSON.stringify(uid)}: ${USER_ID_RULE}`);
+  }
+  if (uid.includes('\ufffd')) {
+    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: it holds U+FFFD, the mark of bytes that were not UTF-8 (Node reads each such byte on the command line as U+FFFD, which would act as another user); give the id in UTF-8`);
   }
 }

@@ -21,7 +21,7 @@ import WebSocket from 'ws';
 import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
-import { CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { CLI_USER_ID_RULE, CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
 import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js';
@@ -58,7 +58,7 @@ const SUBS_PER_PING = MAX_HELD_FRAMES / 2;
 export function connectCommand(): Command {
   const cmd = new Command('connect')
     .description('connect as <uid> over WebSocket, print each frame as a JSON line, ack, and print last_seq and epoch on exit')
-    .argument('<uid>', 'the user to connect as (a token is minted with the configured key, unless --token is given)')
+    .argument('<uid>', `the user to connect as (a token is minted with the configured key, unless --token is given): ${CLI_USER_ID_RULE}`)
     .option('--url <url>', 'service URL, http(s) or ws(s); a path is a prefix the routes are under (a proxy\'s, e.g. https://example.com/pixiu) (default http://PIXIU_HOST:PIXIU_PORT)')
     .addOption(new Option('--device <device>', 'device id').default('cli'))
     .option('--last-seq <n>', 'resume after this seq')

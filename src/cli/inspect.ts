@@ -17,7 +17,7 @@ import { Keys } from '../redis/keys.js';
 import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/validation.js';
-import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
 
 const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs', 'inboxCap'] as const;
@@ -60,7 +60,7 @@ export function inspectCommand(): Command {
 
   const inboxCmd = inspect.command('inbox')
     .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors')
-    .argument('<uid>', 'the user id')
+    .argument('<uid>', `the user id: ${CLI_USER_ID_RULE}`)
     .option('--after-seq <n>', 'list entries after this seq', '0')
     .option('--limit <n>', 'most entries to list (1-10000)', '20')
     .addHelpText('after', '\nExit status: 0 when the inbox is printed (an empty one included: a user with no messages yet);\n'

@@ -10,7 +10,7 @@ import { resolveJwtKey } from '../auth/secrets.js';
 import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
-import { addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
+import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import type { SettingKey } from '../config/settings.js';
 
 /**
@@ -33,7 +33,7 @@ const TOKEN_SETTINGS: readonly SettingKey[] = ['dataDir', 'jwtSecret', 'jwtPubli
 export function tokenCommand(): Command {
   const cmd = new Command('token')
     .description('print a client JWT for <uid>, signed with the configured key')
-    .argument('<uid>', 'the user id (the token\'s sub)')
+    .argument('<uid>', `the user id (the token's sub): ${CLI_USER_ID_RULE}`)
     .addOption(new Option('--ttl <duration>', 'lifetime, 1s to 365d in whole seconds (a JWT exp has no fractions: 1500ms is refused, not rounded), e.g. 30m, 1h, 7d; a bare number is seconds (as a JWT exp)').default('1h'))
     .option('--tags <list>', 'comma-separated broadcast tags')
     .option('--channels <list>', 'comma-separated channel patterns the user may subscribe to');

@@ -5,11 +5,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { createVerifier } from '../../src/auth/jwt.js';
-import { runCli, runEach, tempDataDir } from '../harness/pixiu-server.js';
+import { REPO_ROOT, cliEntry, runCli, runEach, tempDataDir } from '../harness/pixiu-server.js';
 
 test('pixiu token <uid> --tags a,b --ttl 1h prints a JWT that verifies with the data dir secret', async (t) => {
   const dataDir = await tempDataDir(t);
@@ -87,6 +88,36 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
     assert.equal(badTtl.stdout, '');
     assert.match(badTtl.stderr, new RegExp(`invalid --ttl "${ttl}": a whole number of seconds from 1s to 365d`));
   }
+});
+
+/**
+ * Runs `pixiu <args> <uid>` with the user id given as raw bytes, as a shell passes
+ * them: `bytes` is a printf format (`a\377`), so bytes that are not UTF-8 reach argv.
+ */
+function runCliRawUid(args: readonly string[], bytes: string, env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
+  return new Promise((resolve) => {
+    execFile('/bin/sh', ['-c', 'exec "$@" "$(printf "$RAW_UID")"', 'sh', process.execPath, ...cliEntry(), ...args],
+      { cwd: REPO_ROOT, env: { ...base, ...env, RAW_UID: bytes } },
+      (err, stdout, stderr) => resolve({ code: err ? Number(err.code) : 0, stdout, stderr }));
+  });
+}
+
+test('a user id on the command line whose bytes are not UTF-8 (read by Node as U+FFFD) exits 1 saying so, in token, connect and inspect inbox', async (t) => {
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
+  const notUtf8 = /^pixiu: invalid user id "a\ufffd+": it holds U\+FFFD, the mark of bytes that were not UTF-8 .*give the id in UTF-8$/m;
+  for (const args of [['token'], ['connect', '--port', '1'], ['inspect', 'inbox', '--redis-url', 'redis://127.0.0.1:1']]) {
+    for (const bytes of ['a\\377', 'a\\300\\257']) {
+      const run = await runCliRawUid(args, bytes, env);
+      assert.equal(run.code, 1, `${args.join(' ')} ${bytes}: ${run.stderr}`);
+      assert.equal(run.stdout, '');
+      assert.match(run.stderr, notUtf8, args.join(' '));
+    }
+  }
+  // An id in UTF-8 is taken, non-ASCII too: "café" as its bytes.
+  const cafe = await runCliRawUid(['token'], 'caf\\303\\251', env);
+  assert.equal(cafe.code, 0, cafe.stderr);
+  assert.equal((await createVerifier({ kind: 'secret', secret: env.PIXIU_JWT_SECRET })(cafe.stdout.trim())).user, 'café');
 });
 
 test('pixiu token takes --ttl at both ends of 1s to 365d, and the token lives that long', async (t) => {
