@@ -65,8 +65,14 @@ const connectQuery = {
 
 /**
  * Whether a browser Origin may connect (DESIGN.md §10 `PIXIU_ALLOWED_ORIGINS`): no
- * Origin (a non-browser client) is allowed; `*` allows any; a list allows its origins;
- * an empty list allows only an Origin whose host is the request's own Host.
+ * Origin (a non-browser client) is allowed; `*` allows any; a list allows its origins
+ * (scheme, host and port); an empty list allows only an Origin whose host and port are
+ * the request's own Host, of any scheme. The scheme is not compared there because the
+ * node cannot know the one the page used: behind a reverse proxy that terminates TLS
+ * the node is reached over http while the page's Origin is `https://…` (and the Host
+ * it sees is the one the browser sent, when the proxy passes it on). A page of the
+ * same host on the other scheme is the same site to the user; a list names exactly
+ * which scheme when that matters.
  *
  * A browser sends its serialized origin (RFC 6454 §6.1: `scheme://host[:port]`, lower
  * case, no default port, no path or credentials). The Origin is compared as the
@@ -164,11 +170,13 @@ function checkWebSocketHeaders(req: FastifyRequest, reply: FastifyReply): void {
   if (typeof key !== 'string' || !WS_KEY.test(key)) {
     throw new PixiuError('INVALID_REQUEST', 'missing or invalid Sec-WebSocket-Key header (16 bytes in base64)');
   }
-  const version = Number(req.headers['sec-websocket-version']);
-  if (version !== 13 && version !== 8) {
-    // RFC 6455 §4.4: the refusal names the versions the server speaks.
-    reply.header('sec-websocket-version', '13, 8');
-    throw new PixiuError('INVALID_REQUEST', 'missing or invalid Sec-WebSocket-Version header (13 or 8)');
+  // 13 only (RFC 6455), which every browser in use sends. `ws` also takes 8 (the
+  // hybi-08 draft), whose browsers sent Sec-WebSocket-Origin rather than Origin: the
+  // Origin check would let such a page through unchecked.
+  if (Number(req.headers['sec-websocket-version']) !== 13) {
+    // RFC 6455 §4.4: the refusal names the version the server speaks.
+    reply.header('sec-websocket-version', '13');
+    throw new PixiuError('INVALID_REQUEST', 'missing or invalid Sec-WebSocket-Version header (only 13, RFC 6455)');
   }
   const protocols = req.headers['sec-websocket-protocol'];
   if (protocols !== undefined && !validProtocolList(protocols)) {
@@ -220,7 +228,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     const left = refusedOrigins.take();
     // The origin as a field of its own (cut, not quoted again: the log line is JSON), at most one line per 10 s.
     if (left !== undefined) deps.logger.warn({ origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) }, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
-    return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed; unset, only this server's own host)`);
+    return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request's Host, of any scheme)`);
   };
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {

@@ -1,8 +1,9 @@
 /**
  * The WebSocket handshake headers the gateway checks itself, before its presence write
- * (src/gateway/connect-route.ts): what `ws` accepts is accepted — protocol version 13
- * and 8 (RFC 6455 §4.4 names both in the refusal) — and what `ws` would refuse with its
- * own text/html 400 is refused first with the JSON error body like every other refusal.
+ * (src/gateway/connect-route.ts): protocol version 13 only — `ws` also takes 8, the
+ * hybi-08 draft whose browsers sent Sec-WebSocket-Origin, which the Origin check does
+ * not read — and what `ws` would refuse with its own text/html 400 is refused first
+ * with the JSON error body like every other refusal.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,21 +32,27 @@ after(async () => {
   }
 });
 
-test('a client speaking WebSocket protocol version 8 connects and is welcomed', async () => {
+test('a client speaking WebSocket protocol version 8 (with Sec-WebSocket-Origin) is refused 400 before the upgrade, the answer naming version 13', async () => {
+  // ws sends a version 8 client's origin as Sec-WebSocket-Origin, as hybi-08 browsers did.
   const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/v1/connect?device=v8`, {
     protocolVersion: 8,
+    origin: 'https://evil.example',
     headers: { authorization: `Bearer ${await testToken(JWT_KEY, 'eight')}` },
   });
   ws.on('error', () => undefined);
   try {
-    const first = await new Promise<string>((resolve, reject) => {
-      ws.once('message', (data) => resolve(String(data)));
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`refused ${res.statusCode}`)));
-      ws.once('close', (code) => reject(new Error(`closed ${code}`)));
+    const refused = await new Promise<{ status: number; version: string | undefined; body: string }>((resolve, reject) => {
+      ws.once('message', (data) => reject(new Error(`welcomed: ${String(data)}`)));
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => { body += c; }).on('end', () => resolve({ status: res.statusCode ?? 0, version: res.headers['sec-websocket-version'] as string | undefined, body }));
+      });
     });
-    assert.equal((JSON.parse(first) as { t: string }).t, 'welcome');
+    assert.equal(refused.status, 400, refused.body);
+    assert.equal(refused.version, '13');
+    assert.deepEqual(JSON.parse(refused.body), { error: { code: 'INVALID_REQUEST', message: 'missing or invalid Sec-WebSocket-Version header (only 13, RFC 6455)' } });
   } finally {
-    ws.close();
+    ws.terminate();
   }
 });
 

@@ -35,7 +35,7 @@ after(() => files.run());
 test('a refused Origin is named, quoted and cut, with the setting; the refusals are logged at warn, thinned', async () => {
   const refused = (origin: string): Promise<string> => expectRefused(TestClient.connect(url, { headers: { origin } }), 403, 'FORBIDDEN');
   assert.equal(await refused('http://localhost:3000'),
-    'Origin "http://localhost:3000" is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed; unset, only this server\'s own host)');
+    'Origin "http://localhost:3000" is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request\'s Host, of any scheme)');
   const long = `https://${'a'.repeat(300)}.example`;
   assert.match(await refused(long), new RegExp(`^Origin "https://${'a'.repeat(92)}…" is not allowed \\(PIXIU_ALLOWED_ORIGINS`));
   const logged = lines.filter((l) => l.msg?.includes('origin') === true);

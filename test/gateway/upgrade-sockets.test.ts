@@ -128,7 +128,13 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
     {
       name: '/v1/connect with Sec-WebSocket-Version: 99',
       request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 99\r\nSec-WebSocket-Key: ${KEY}\r\n\r\n`,
-      status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Version/, header: /^sec-websocket-version: 13, 8$/im,
+      status: 400, code: 'INVALID_REQUEST', message: /Sec-WebSocket-Version/, header: /^sec-websocket-version: 13$/im,
+    },
+    {
+      // hybi-08, which ws would take: its browsers sent Sec-WebSocket-Origin, which the Origin check does not read.
+      name: '/v1/connect with Sec-WebSocket-Version: 8 and Sec-WebSocket-Origin',
+      request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 8\r\nSec-WebSocket-Origin: https://evil.example\r\nSec-WebSocket-Key: ${KEY}\r\n\r\n`,
+      status: 400, code: 'INVALID_REQUEST', message: /^missing or invalid Sec-WebSocket-Version header \(only 13, RFC 6455\)$/, header: /^sec-websocket-version: 13$/im,
     },
     {
       name: '/v1/connect with Sec-WebSocket-Key: zz',

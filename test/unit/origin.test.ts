@@ -49,6 +49,10 @@ test('a list may name an origin of a non-web scheme, matched exactly', () => {
 
 test('an empty list allows only an Origin whose host is the request\'s own', () => {
   assert.equal(originAllowed('https://pixiu.example.com', 'pixiu.example.com', []), true);
+  // The scheme is not compared: behind a proxy terminating TLS the node is reached over
+  // http while the page's Origin is https (docs/protocol.md, the 403 row).
+  assert.equal(originAllowed('https://127.0.0.1:18200', '127.0.0.1:18200', []), true, 'an https Origin on a node served over http');
+  assert.equal(originAllowed('http://pixiu.example.com', 'pixiu.example.com', []), true, 'and the other way round');
   assert.equal(originAllowed('http://127.0.0.1:8080', '127.0.0.1:8080', []), true);
   assert.equal(originAllowed('http://[::1]:8080', '[::1]:8080', []), true);
   assert.equal(originAllowed('https://pixiu.example.com', 'Pixiu.Example.com', []), true, 'Host is case-insensitive');
