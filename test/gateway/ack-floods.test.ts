@@ -14,7 +14,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
-import { postMany } from './delivery-fixture.js';
+import { postMany, startDelivery } from './delivery-fixture.js';
 import { PONG_FRAME, clientFrame, rawUpgrade } from './raw-upgrade.js';
 
 let redis: RedisServer;
@@ -137,4 +137,26 @@ test('a client that acks each message of a 1,000-message backlog and re-acks the
   for (let i = 0; i < 5; i++) client.ack(1000);
   await expectPong(client);
   assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
+});
+
+test('a client with a window of 200 that acks late, after every redelivery round, acks each of the 800 copies and is not closed', async () => {
+  const WINDOW = 200;
+  // The rounds come quickly; the wait after the last (before 4008) leaves time to ack.
+  const { gw: late } = await startDelivery(cleanup, 'late', {
+    redisUrl: redis.url, deliveryWindow: String(WINDOW), ackTimeoutMs: '200', redeliveryBackoffMs: '100,100,10000',
+  });
+  const budget = idleAckAllowance(WINDOW, 3);
+  // The first 200 acks move the cursor; the 600 acks of the copies move nothing: over a window plus 300.
+  assert.ok(3 * WINDOW > WINDOW + MAX_CONTROL_FRAMES && 3 * WINDOW <= budget, `the copies' acks fit the allowance of ${budget}`);
+  await postMany(late.client, 'slowpoke', WINDOW);
+  const { client } = await late.connectWelcomed('slowpoke', { device: 'phone' });
+  const msgFrames = (): { seq: number; redelivered?: boolean }[] =>
+    client.frames.filter((f) => f.t === 'msg') as unknown as { seq: number; redelivered?: boolean }[];
+  await waitUntil('the window sent and resent three times', async () => msgFrames().length === 4 * WINDOW, 20_000, 10);
+  assert.equal(msgFrames().filter((f) => f.redelivered === true).length, 3 * WINDOW);
+  for (const f of msgFrames()) client.ack(f.seq);
+  await expectPong(client);
+  assert.equal(client.ws.readyState, client.ws.OPEN);
+  assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
+  assert.equal(await client.receivesWithin(300), false, 'nothing resent, no close');
 });
