@@ -20,6 +20,14 @@ export interface CloseStep {
   readonly redis?: { readonly boundMs: number; readonly giveUp?: () => void };
 }
 
+/**
+ * Less of the shared budget than this left, ms, and a Redis step is not run: no Redis
+ * round trip fits (the shortest command timeout allowed is 10 ms), and a timer that
+ * fired a moment early left the next step a millisecond or less — given up "after
+ * 1 ms" (an earlier session's finding, low; a test of the budget failed on it once).
+ */
+export const MIN_STEP_MS = 10;
+
 /** What a step raced with its time runs out to. */
 const OUT_OF_TIME = Symbol('out of time');
 
@@ -28,8 +36,8 @@ const OUT_OF_TIME = Symbol('out of time');
  * that fails is logged at error with its error (`shutdown step failed`: not expected);
  * a Redis step given up is a warning naming the step and the time it had, no stack (a
  * hung Redis is a condition the shutdown handles, an ops newcomer's finding):
- * `shutdown step given up` with `timeoutMs`, or `shutdown step not run` when no time
- * was left for it.
+ * `shutdown step given up` with `timeoutMs`, or `shutdown step not run` when less than
+ * {@link MIN_STEP_MS} was left for it.
  * @param redisBudgetMs time all the Redis steps may take together, ms, counted from the
  *   start of the first of them
  */
@@ -44,8 +52,9 @@ export async function closeAll(logger: Logger, steps: readonly CloseStep[], redi
         await run();
       } else {
         budgetEnds ??= started + redisBudgetMs;
-        const allowedMs = Math.max(0, Math.min(redis.boundMs, budgetEnds - started));
-        if (allowedMs === 0) {
+        const leftMs = budgetEnds - started;
+        const allowedMs = Math.min(redis.boundMs, leftMs);
+        if (leftMs < MIN_STEP_MS) {
           redis.giveUp?.();
           logger.warn({ what }, 'shutdown step not run: the shutdown\'s time for Redis is spent (Redis does not answer?); going on without it');
           continue;

@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeAll, type CloseStep } from '../../src/service/shutdown-steps.js';
+import { MIN_STEP_MS, closeAll, type CloseStep } from '../../src/service/shutdown-steps.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
 /** A step of Redis that never answers. */
@@ -61,4 +61,26 @@ test('a Redis step that does not answer is given up after its bound and the next
   const left = Number(givenUp[1]?.timeoutMs);
   assert.ok(left > 0 && left <= 450, `the redis step had what was left of the budget: ${left} ms`);
   assert.deepEqual(givenUp.filter((l) => 'err' in l || JSON.stringify(l).includes('"stack"')), [], 'no error, no stack');
+});
+
+test(`a Redis step with less than ${MIN_STEP_MS} ms of the budget left is not run: no step is started with a millisecond to go`, async () => {
+  const { logger, lines } = capturingLogger();
+  const events: string[] = [];
+  const BUDGET_MS = 200;
+  let budgetStart = 0;
+  await closeAll(logger, [
+    {
+      what: 'cursors',
+      // Answers, on the CPU, 8 ms before the budget ends: no timer whose lateness could move it.
+      run: async () => {
+        budgetStart = performance.now();
+        events.push('run cursors');
+        while (performance.now() < budgetStart + BUDGET_MS - (MIN_STEP_MS - 2));
+      },
+      redis: { boundMs: 1000, giveUp: () => events.push('give up cursors') },
+    },
+    { what: 'after', run: async () => { events.push('run after'); }, redis: { boundMs: 1000, giveUp: () => events.push('give up after') } },
+  ], BUDGET_MS);
+  assert.deepEqual(events, ['run cursors', 'give up after']);
+  assert.deepEqual(lines.filter((l) => l.msg?.startsWith('shutdown step not run') === true).map((l) => l.what), ['after']);
 });
