@@ -1,0 +1,108 @@
+/**
+ * What `pixiu connect` sends and prints, against a scripted WebSocket server (not
+ * Pixiu) that records the frames the client sends and the requests it makes: its acks
+ * name the epoch it knows (docs/protocol.md, `ack`), `--no-ack` sends none, `--count`
+ * stops printing and acking at the count, and `last_seq` never goes back for a
+ * redelivered seq.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { runCli } from '../harness/pixiu-server.js';
+
+const JWT_SECRET = 'cli-connect-frames-hs256-secret-of-32-chars';
+const env = { PIXIU_JWT_SECRET: JWT_SECRET };
+
+/** What the scripted server saw. */
+interface Seen {
+  /** The frames the client sent, parsed. */
+  readonly frames: Array<Record<string, unknown>>;
+  /** The upgrade request's path and query, and its Authorization header. */
+  readonly upgrades: Array<{ url: string; authorization: string | undefined }>;
+  /** The plain HTTP requests' path and query, and their Authorization header. */
+  readonly requests: Array<{ url: string; authorization: string | undefined }>;
+}
+
+/**
+ * Not Pixiu: a WebSocket server at `<prefix>/v1/connect` that sends `frames` to each
+ * connection and then does `then` with it (nothing: the client closes); a plain request
+ * is answered by `answer`, else 503.
+ */
+async function scripted(t: { after(fn: () => unknown): void }, frames: readonly object[], opts: {
+  then?: (ws: WebSocket) => void;
+  prefix?: string;
+  answer?: (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
+} = {}): Promise<{ url: string; seen: Seen }> {
+  const seen: Seen = { frames: [], upgrades: [], requests: [] };
+  const web = http.createServer((req, res) => {
+    seen.requests.push({ url: req.url ?? '', authorization: req.headers.authorization });
+    if (opts.answer?.(req, res) !== true) res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"UNAVAILABLE"}}');
+  });
+  const wss = new WebSocketServer({ server: web, path: `${opts.prefix ?? ''}/v1/connect` });
+  wss.on('connection', (ws, req) => {
+    seen.upgrades.push({ url: req.url ?? '', authorization: req.headers.authorization });
+    ws.on('message', (data) => seen.frames.push(JSON.parse(data.toString()) as Record<string, unknown>));
+    for (const f of frames) ws.send(JSON.stringify(f));
+    opts.then?.(ws);
+  });
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    web.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${(web.address() as AddressInfo).port}${opts.prefix ?? ''}`, seen };
+}
+
+/** The frames printed on stdout (not the exit line), as `t seq`. */
+function printed(stdout: string): string[] {
+  return stdout.trim().split('\n').slice(0, -1).map((l) => {
+    const f = JSON.parse(l) as { t: string; seq?: number; to?: number };
+    return f.t === 'msg' ? `msg ${f.seq}` : f.t === 'gap' ? `gap ${f.to}` : f.t;
+  });
+}
+
+/** The exit line. */
+function exitLine(stdout: string): unknown {
+  return JSON.parse(stdout.trim().split('\n').at(-1) as string);
+}
+
+const welcome = (epoch: string | null, seq: number, resumeFrom: number): object => ({ t: 'welcome', conn: 'c1', user: 'u', device: 'cli', epoch, seq, resume_from: resumeFrom, heartbeat: 25 });
+const msg = (seq: number, extra: object = {}): object => ({ t: 'msg', seq, id: `01000000000000${String(seq).padStart(2, '0')}`, type: 'x', data: {}, ts: 1, ...extra });
+
+test('pixiu connect acks each msg and gap printed with the epoch it knows; a redelivered seq moves no last_seq back; --count stops printing and acking at the count', async (t) => {
+  const { url, seen } = await scripted(t, [
+    welcome('E1', 3, 1), msg(1), msg(2),
+    // A redelivery round: what was not acked yet comes again.
+    { t: 'gap', from: 1, to: 1, redelivered: true }, msg(1, { redelivered: true }),
+    // Past --count 3: neither printed nor acked.
+    msg(3),
+  ]);
+  const run = await runCli(['connect', 'uma', '--count', '3', '--url', url], env);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.stderr, 'closed 1000 done\n');
+  assert.deepEqual(printed(run.stdout), ['welcome', 'msg 1', 'msg 2', 'gap 1', 'msg 1']);
+  assert.deepEqual(exitLine(run.stdout), { last_seq: 2, epoch: 'E1' });
+  assert.deepEqual(seen.frames, [
+    { t: 'ack', seq: 1, epoch: 'E1' }, { t: 'ack', seq: 2, epoch: 'E1' },
+    { t: 'ack', seq: 1, epoch: 'E1' }, { t: 'ack', seq: 1, epoch: 'E1' },
+  ]);
+});
+
+test('pixiu connect welcomed with no epoch acks with the one its first msg names, from that msg on; --no-ack sends no ack at all', async (t) => {
+  const { url, seen } = await scripted(t, [welcome(null, 0, 1), msg(1, { epoch: 'E7' }), msg(2)]);
+  const run = await runCli(['connect', 'vic', '--count', '2', '--url', url], env);
+  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(exitLine(run.stdout), { last_seq: 2, epoch: 'E7' });
+  assert.deepEqual(seen.frames, [{ t: 'ack', seq: 1, epoch: 'E7' }, { t: 'ack', seq: 2, epoch: 'E7' }]);
+
+  const quiet = await scripted(t, [welcome('E2', 2, 1), msg(1), msg(2)]);
+  const noAck = await runCli(['connect', 'vic', '--no-ack', '--count', '2', '--url', quiet.url], env);
+  assert.equal(noAck.code, 0, noAck.stderr);
+  assert.deepEqual(printed(noAck.stdout), ['welcome', 'msg 1', 'msg 2']);
+  // README: with --no-ack, last_seq is still the last seq it received.
+  assert.deepEqual(exitLine(noAck.stdout), { last_seq: 2, epoch: 'E2' });
+  assert.deepEqual(quiet.seen.frames, [], 'no ack sent');
+});
