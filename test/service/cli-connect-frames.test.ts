@@ -2,8 +2,9 @@
  * What `pixiu connect` sends and prints, against a scripted WebSocket server (not
  * Pixiu) that records the frames the client sends and the requests it makes: its acks
  * name the epoch it knows (docs/protocol.md, `ack`), `--no-ack` sends none, `--count`
- * stops printing and acking at the count, and `last_seq` never goes back for a
- * redelivered seq.
+ * stops printing and acking at the count, `last_seq` follows `resume_from` and never
+ * goes back for a redelivered seq, the epoch lookup of the exit line is made only when
+ * something was received, and under the `--url`'s path prefix.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -56,6 +57,11 @@ async function scripted(t: { after(fn: () => unknown): void }, frames: readonly 
   return { url: `http://127.0.0.1:${(web.address() as AddressInfo).port}${opts.prefix ?? ''}`, seen };
 }
 
+/** The server's close of a shutdown, a little after the frames. */
+const shutDown = (ws: WebSocket): void => {
+  setTimeout(() => ws.close(1001, 'server shutting down'), 100);
+};
+
 /** The frames printed on stdout (not the exit line), as `t seq`. */
 function printed(stdout: string): string[] {
   return stdout.trim().split('\n').slice(0, -1).map((l) => {
@@ -105,4 +111,39 @@ test('pixiu connect welcomed with no epoch acks with the one its first msg names
   // README: with --no-ack, last_seq is still the last seq it received.
   assert.deepEqual(exitLine(noAck.stdout), { last_seq: 2, epoch: 'E2' });
   assert.deepEqual(quiet.seen.frames, [], 'no ack sent');
+});
+
+test('pixiu connect closed before any msg prints last_seq resume_from - 1, and asks for no epoch when it received nothing', async (t) => {
+  // Resumed at 6 (5 acked before): nothing came before the close.
+  const resumed = await scripted(t, [welcome('E3', 9, 6)], { then: shutDown });
+  const run = await runCli(['connect', 'wes', '--url', resumed.url], env);
+  assert.equal(run.code, 1, run.stderr);
+  assert.equal(run.stderr, 'closed 1001 server shutting down\n');
+  assert.deepEqual(exitLine(run.stdout), { last_seq: 5, epoch: 'E3' });
+
+  // No inbox yet and nothing received: no epoch to look up, and none looked up.
+  const fresh = await scripted(t, [welcome(null, 0, 1)], { then: shutDown });
+  const empty = await runCli(['connect', 'wes', '--url', fresh.url], env);
+  assert.equal(empty.code, 1, empty.stderr);
+  assert.equal(empty.stderr, 'closed 1001 server shutting down\n');
+  assert.deepEqual(exitLine(empty.stdout), { last_seq: 0, epoch: null });
+  assert.deepEqual(fresh.seen.requests, [], 'no history request');
+});
+
+test('pixiu connect looks the epoch up under the --url path, with its token and the last seq, when only gaps came after a welcome with no epoch', async (t) => {
+  const { url, seen } = await scripted(t, [welcome(null, 2, 1), { t: 'gap', from: 1, to: 2 }], {
+    then: shutDown,
+    prefix: '/pixiu',
+    answer: (req, res) => {
+      if (!(req.url ?? '').startsWith('/pixiu/v1/me/messages?')) return false;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ epoch: 'E9', first_seq: 1, latest_seq: 2, next_after_seq: 2, messages: [] }));
+      return true;
+    },
+  });
+  const run = await runCli(['connect', 'xia', '--url', url], env);
+  assert.equal(run.code, 1, run.stderr);
+  assert.equal(run.stderr, 'closed 1001 server shutting down\n');
+  assert.deepEqual(exitLine(run.stdout), { last_seq: 2, epoch: 'E9' });
+  assert.equal(seen.upgrades.length, 1);
+  assert.deepEqual(seen.requests, [{ url: '/pixiu/v1/me/messages?after_seq=2&limit=1', authorization: seen.upgrades[0]?.authorization }]);
 });
