@@ -4,11 +4,13 @@
  * name the epoch it knows (docs/protocol.md, `ack`), `--no-ack` sends none, `--count`
  * stops printing and acking at the count, `last_seq` follows `resume_from` and never
  * goes back for a redelivered seq, the epoch lookup of the exit line is made only when
- * something was received, and under the `--url`'s path prefix.
+ * something was received, under the `--url`'s path prefix, and the token it mints
+ * lives 24 h (README) for the uid and the `--sub` channels.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { runCli } from '../harness/pixiu-server.js';
@@ -146,4 +148,30 @@ test('pixiu connect looks the epoch up under the --url path, with its token and 
   assert.deepEqual(exitLine(run.stdout), { last_seq: 2, epoch: 'E9' });
   assert.equal(seen.upgrades.length, 1);
   assert.deepEqual(seen.requests, [{ url: '/pixiu/v1/me/messages?after_seq=2&limit=1', authorization: seen.upgrades[0]?.authorization }]);
+});
+
+test('pixiu connect mints a token for the uid that lives 24 h and allows exactly the --sub channels', async (t) => {
+  const { url, seen } = await scripted(t, [welcome('E4', 0, 1)], { then: shutDown });
+  const run = await runCli(['connect', 'yan', '--sub', 'news.a,news.b,news.a', '--url', url], env);
+  assert.equal(run.code, 1, run.stderr);
+  const authorization = seen.upgrades[0]?.authorization ?? '';
+  assert.match(authorization, /^Bearer [\w-]+\.[\w-]+\.[\w-]+$/);
+  const claims = JSON.parse(Buffer.from(authorization.split('.')[1] ?? '', 'base64url').toString()) as { sub: string; iat: number; exp: number; channels: string[] };
+  assert.equal(claims.sub, 'yan');
+  assert.equal(claims.exp - claims.iat, 24 * 3600);
+  assert.deepEqual(claims.channels, ['news.a', 'news.b']);
+  assert.deepEqual(seen.frames.filter((f) => f.t === 'sub').map((f) => f.channel), ['news.a', 'news.b']);
+});
+
+test('pixiu connect --url https:// or wss:// connects over wss://', async () => {
+  // A port nothing listens on: one just closed.
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  for (const scheme of ['https', 'wss']) {
+    const run = await runCli(['connect', 'zoe', '--url', `${scheme}://127.0.0.1:${port}`], env);
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, new RegExp(`^pixiu: cannot connect to wss://127\\.0\\.0\\.1:${port}: `), scheme);
+  }
 });
