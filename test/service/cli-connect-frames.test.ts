@@ -5,7 +5,8 @@
  * stops printing and acking at the count, `last_seq` follows `resume_from` and never
  * goes back for a redelivered seq, the epoch lookup of the exit line is made only when
  * something was received, under the `--url`'s path prefix, and the token it mints
- * lives 24 h (README) for the uid and the `--sub` channels.
+ * lives 24 h (README) for the uid and the `--sub` channels; a `--token-file`'s
+ * "bearer " goes in any case, and a `--token` with no sub is refused as for no user.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +14,10 @@ import http from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { runCli } from '../harness/pixiu-server.js';
+import path from 'node:path';
+import { writeFile } from 'node:fs/promises';
+import { runCli, tempDataDir } from '../harness/pixiu-server.js';
+import { testToken } from '../harness/ws-client.js';
 
 const JWT_SECRET = 'cli-connect-frames-hs256-secret-of-32-chars';
 const env = { PIXIU_JWT_SECRET: JWT_SECRET };
@@ -174,4 +178,33 @@ test('pixiu connect --url https:// or wss:// connects over wss://', async () => 
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stderr, new RegExp(`^pixiu: cannot connect to wss://127\\.0\\.0\\.1:${port}: `), scheme);
   }
+});
+
+test('pixiu connect --token-file drops a leading "bearer " in any case, and a first line of blanks holds no token; a --token with no sub is refused as for no user', async (t) => {
+  const dir = await tempDataDir(t);
+  const token = await testToken({ kind: 'secret', secret: JWT_SECRET }, 'amy');
+  const [lower, blank] = [path.join(dir, 'lower.txt'), path.join(dir, 'blank.txt')];
+  await writeFile(lower, `bearer ${token}\n`);
+  await writeFile(blank, ` \t \n${token}\n`);
+  const { url, seen } = await scripted(t, [welcome('E5', 0, 1)], { then: shutDown });
+  // No key of its own: the token given is the only one.
+  const none = { PIXIU_DATA_DIR: dir };
+  const fromLower = await runCli(['connect', 'amy', '--token-file', lower, '--url', url], none);
+  assert.equal(fromLower.code, 1, fromLower.stderr);
+  assert.equal(fromLower.stderr, 'closed 1001 server shutting down\n');
+  assert.deepEqual(seen.upgrades.map((u) => u.authorization), [`Bearer ${token}`]);
+
+  const fromBlank = await runCli(['connect', 'amy', '--token-file', blank, '--url', url], none);
+  assert.equal(fromBlank.code, 1, fromBlank.stderr);
+  assert.equal(fromBlank.stdout, '');
+  assert.equal(fromBlank.stderr, `pixiu: --token-file ${blank} holds no token on its first line\n`);
+
+  // Decoded, not verified: the claims of a JWT with no sub.
+  const part = (o: object): string => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const subless = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ exp: Math.floor(Date.now() / 1000) + 3600 })}.c2ln`;
+  const noSub = await runCli(['connect', 'amy', '--token', subless, '--url', url], none);
+  assert.equal(noSub.code, 1, noSub.stderr);
+  assert.equal(noSub.stdout, '');
+  assert.equal(noSub.stderr, 'pixiu: --token is for no user (no sub claim), not "amy": give the uid the token was issued to\n');
+  assert.equal(seen.upgrades.length, 1, 'neither connected');
 });
