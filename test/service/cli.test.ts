@@ -171,6 +171,13 @@ test('pixiu token refuses tags and channel patterns that could never match, and 
   assert.match(huge.stderr, /warning: this token is \d+ bytes, too big for the service's limit of 16384 bytes on a request's headers/);
 });
 
+test('pixiu token warns of a token too big for a request\'s headers alone: no refresh-frame warning that says a connection could use it', async (t) => {
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
+  const huge = await runCli(['token', 'ann', '--channels', Array.from({ length: 700 }, (_, i) => `tenant${i}.room.*`).join(',')], env);
+  assert.equal(huge.code, 0, huge.stderr);
+  assert.match(huge.stderr, /^pixiu token: warning: this token is \d+ bytes, too big for the service's limit of 16384 bytes on a request's headers: no connect or \/v1\/me request can carry it \(431\); use fewer --channels or --tags\n$/);
+});
+
 test('pixiu connect names the option at fault: a bad --host, a bad --tags entry', async (t) => {
   const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
   const host = await runCli(['connect', 'ann', '--host', 'bad host', '--port', '1'], env);
