@@ -461,6 +461,19 @@ test('POST /v1/me/ack takes a body of 4 KiB at most: a client token does not buy
   expectError(await me.post('/v1/me/ack', `{"device":"phone","seq":${nestedJson(1_000_000)}}`), 413, 'PAYLOAD_TOO_LARGE');
 });
 
+test('POST /v1/me/ack takes no more than PIXIU_MAX_BODY_BYTES when that is under its own 4 KiB', async (t) => {
+  const secret = 'hostile-input-hs256-secret-of-32-chars-or-more';
+  const server = await freshServer(t, { jwtSecret: secret, maxBodyBytes: '1024' });
+  const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret }, 'lowack'));
+  const stored = await server.client.post('/v1/messages', { to: 'lowack', type: 'x', data: 1 });
+  assert.equal(stored.status, 201, stored.text);
+  const ack = JSON.stringify({ device: 'phone', seq: 1 });
+  const padded = (bytes: number): string => `${ack.slice(0, -1)}${' '.repeat(bytes - ack.length)}}`;
+  const atLimit = await me.post('/v1/me/ack', padded(1024));
+  assert.equal(atLimit.status, 200, atLimit.text);
+  expectError(await me.post('/v1/me/ack', padded(1025)), 413, 'PAYLOAD_TOO_LARGE', /over the limit of 1024 bytes/);
+});
+
 test('an answer given before the body is read drains a body sent with its headers in one write: the client uploads it all and reads the answer (no EPIPE)', async (t) => {
   const server = await freshServer(t);
   // Far more than loopback's buffers hold: without the drain the upload stalls, then is reset.
