@@ -6,7 +6,8 @@
  * goes back for a redelivered seq, the epoch lookup of the exit line is made only when
  * something was received, under the `--url`'s path prefix, and the token it mints
  * lives 24 h (README) for the uid and the `--sub` channels; a `--token-file`'s
- * "bearer " goes in any case, and a `--token` with no sub is refused as for no user.
+ * "bearer " goes in any case, and a `--token` with no sub is refused as for no user; a
+ * 401 names the data dir's key file, another refusal no token at all.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,7 +16,7 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import path from 'node:path';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { runCli, tempDataDir } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 
@@ -207,4 +208,27 @@ test('pixiu connect --token-file drops a leading "bearer " in any case, and a fi
   assert.equal(noSub.stdout, '');
   assert.equal(noSub.stderr, 'pixiu: --token is for no user (no sub claim), not "amy": give the uid the token was issued to\n');
   assert.equal(seen.upgrades.length, 1, 'neither connected');
+});
+
+/** Not Pixiu: a server answering every request `status` with `body`, and closing. */
+async function refusing(t: { after(fn: () => unknown): void }, status: string, body: string): Promise<string> {
+  const web = createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`));
+  });
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => web.close(() => resolve())));
+  return `http://127.0.0.1:${(web.address() as AddressInfo).port}`;
+}
+
+test('pixiu connect refused 401 with a token signed by the data dir\'s key names that key\'s file; a refusal other than 401 gets no token hint', async (t) => {
+  const dir = await tempDataDir(t);
+  await mkdir(path.join(dir, 'secrets'), { mode: 0o700 });
+  await writeFile(path.join(dir, 'secrets', 'jwt-secret'), `${JWT_SECRET}\n`, { mode: 0o600 });
+  const unauthorized = await runCli(['connect', 'bea', '--url', await refusing(t, '401 Unauthorized', 'invalid token')], { PIXIU_DATA_DIR: dir });
+  assert.equal(unauthorized.code, 1, unauthorized.stderr);
+  assert.equal(unauthorized.stderr, `pixiu: connection refused: HTTP 401 invalid token (the token was signed with the key from ${path.join(dir, 'secrets', 'jwt-secret')}: does the service use that key? Give pixiu connect the service's --data-dir, or its PIXIU_JWT_SECRET)\n`);
+  const forbidden = await runCli(['connect', 'bea', '--url', await refusing(t, '403 Forbidden', 'too many connections')], { PIXIU_DATA_DIR: dir });
+  assert.equal(forbidden.code, 1, forbidden.stderr);
+  assert.equal(forbidden.stderr, 'pixiu: connection refused: HTTP 403 too many connections\n');
 });
