@@ -7,7 +7,8 @@
  * something was received, under the `--url`'s path prefix, and the token it mints
  * lives 24 h (README) for the uid and the `--sub` channels; a `--token-file`'s
  * "bearer " goes in any case, and a `--token` with no sub is refused as for no user; a
- * 401 names the data dir's key file, another refusal no token at all.
+ * 401 names the data dir's key file, another refusal no token at all; a Ctrl-C during
+ * the handshake stops it at once, saying so.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,6 +20,7 @@ import path from 'node:path';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { runCli, tempDataDir } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
+import { spawnCli } from '../harness/cli-process.js';
 
 const JWT_SECRET = 'cli-connect-frames-hs256-secret-of-32-chars';
 const env = { PIXIU_JWT_SECRET: JWT_SECRET };
@@ -231,4 +233,25 @@ test('pixiu connect refused 401 with a token signed by the data dir\'s key names
   const forbidden = await runCli(['connect', 'bea', '--url', await refusing(t, '403 Forbidden', 'too many connections')], { PIXIU_DATA_DIR: dir });
   assert.equal(forbidden.code, 1, forbidden.stderr);
   assert.equal(forbidden.stderr, 'pixiu: connection refused: HTTP 403 too many connections\n');
+});
+
+test('pixiu connect interrupted (Ctrl-C) while its handshake waits stops at once: exit 1, one line saying so, no exit line', async (t) => {
+  // Reads what comes and never answers.
+  let reached = (): void => undefined;
+  const connected = new Promise<void>((resolve) => { reached = resolve; });
+  const silent = createServer((socket) => {
+    socket.resume();
+    reached();
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => silent.close(resolve)));
+  const connect = spawnCli(['connect', 'cyd', '--url', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`], env, t);
+  await connected;
+  const began = performance.now();
+  connect.signal('SIGINT');
+  assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
+  assert.equal(connect.stderr(), 'pixiu: interrupted before the connection was open\n');
+  assert.equal(connect.stdout(), '');
+  // The handshake's own limit is 10 s.
+  assert.ok(performance.now() - began < 5000, `exited ${Math.round(performance.now() - began)} ms after Ctrl-C`);
 });
