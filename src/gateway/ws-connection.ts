@@ -32,7 +32,6 @@ import { ConnectionChannels } from '../channels/connection-channels.js';
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
-
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 const CLOSE_GRACE_MS = 5000;
 
@@ -61,7 +60,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   readonly #heartbeatState: Heartbeat;
   /** Delivery is paused by backpressure exactly while set (backpressure.ts). */
   #pause: Pause | undefined;
-  /** Made by the first frame other than an `ack` that moved a cursor (most connections send none): see frame-limits.ts. */
+  /** Made by the first `msg` sent or the first frame other than an `ack` that moved a cursor: see frame-limits.ts. */
   #budget: FrameBudget | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
@@ -133,11 +132,12 @@ export class WsConnection implements DeliveryConnection, Ticking {
    * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5).
    * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
    *   per node and written to every socket as is)
-   * @param t its type, counted in `pixiu_ws_frames_sent_total`
+   * @param t its type, counted in `pixiu_ws_frames_sent_total`; a `msg` allows one more idle ack (frame-limits.ts)
    */
   send(frame: string | Buffer, t: FrameType): void {
     if (this.#closed) return;
     this.#deps.onFrames(t, 1);
+    if (t === 'msg') this.#frameBudget().earn();
     const socket = this.#socket;
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
@@ -247,30 +247,30 @@ export class WsConnection implements DeliveryConnection, Ticking {
   }
 
   /**
-   * Takes from the connection's {@link FrameBudget} (frames other than `ack` and
-   * unsolicited pongs: {@link MAX_CONTROL_FRAMES}; acks that move no cursor, refused
-   * ones included; malformed frames); past it, closes the connection 4003.
+   * Takes from the connection's {@link FrameBudget} (frame-limits.ts); past it, closes the connection 4003.
    * @returns false when the connection was closed
    */
   #charge(kind: 'control' | 'idleAck' | 'badFrame'): boolean {
-    const reason = (this.#budget ??= new FrameBudget(idleAckAllowance(this.#deps.config.deliveryWindow, this.#deps.config.redeliveryBackoffMs.length)))[kind]();
+    const reason = this.#frameBudget()[kind]();
     if (reason === undefined) return true;
     this.close(CloseCode.protocolAbuse, reason);
     return false;
   }
 
+  /** The connection's {@link FrameBudget}, made by its first `msg` or first frame that costs. */
+  #frameBudget(): FrameBudget {
+    return (this.#budget ??= new FrameBudget(idleAckAllowance(this.#deps.config.deliveryWindow, this.#deps.config.redeliveryBackoffMs.length)));
+  }
+
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#heartbeatState.heard(Date.now());
     if (this.#closed) return;
-    if (!this.#frames.push({ data, isBinary })) {
-      this.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
-    }
+    if (!this.#frames.push({ data, isBinary })) this.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
   }
 
   /**
    * Handles one client frame.
-   * @returns a promise (never rejecting) when the frame's answer waits on Redis or the
-   *   key source; the next frame waits for it
+   * @returns a promise (never rejecting) when its answer waits on Redis or the key source; the next frame waits for it
    */
   #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
     const frame = readClientFrame(data, isBinary);

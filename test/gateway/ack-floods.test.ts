@@ -42,7 +42,7 @@ after(async () => {
 /** How many `pong` frames are among `frames`. */
 const pongs = (frames: readonly { t: unknown }[]): number => frames.filter((f) => f.t === 'pong').length;
 
-test('acks that move no cursor, those sent before welcome included, close the connection 4003 one past their allowance (700 by default); another user\'s delivery goes on', async () => {
+test('acks that move no cursor, those sent before welcome included, close the connection 4003 one past their allowance (700 by default, and one per msg sent); another user\'s delivery goes on', async () => {
   const budget = idleAckAllowance(gw.config.deliveryWindow, gw.config.redeliveryBackoffMs.length);
   assert.equal(budget, 700, 'the documented budget with the default window and redelivery rounds');
   const before = (await closesByCode(gw, 'server'))['4003'] ?? 0;
@@ -53,8 +53,9 @@ test('acks that move no cursor, those sent before welcome included, close the co
   try {
     await conn.until((got) => pongs(got) === 1);
     assert.equal(conn.frames[0]?.t, 'welcome');
-    // Up to the budget, in one write: still open (the ping after them is answered).
-    conn.socket.write(Buffer.concat([...Array.from({ length: budget - early }, () => IDLE_ACK), PING]));
+    // Up to the budget, in one write: still open (the ping after them is answered). Each
+    // of the 3 msgs sent allows one more (a client may ack a message twice).
+    conn.socket.write(Buffer.concat([...Array.from({ length: budget + 3 - early }, () => IDLE_ACK), PING]));
     await conn.until((got) => pongs(got) === 2);
     assert.equal(conn.closeCode(), undefined);
     // Meanwhile another user is delivered to.
@@ -159,4 +160,19 @@ test('a client with a window of 200 that acks late, after every redelivery round
   assert.equal(client.ws.readyState, client.ws.OPEN);
   assert.equal(client.frames.filter((f) => f.t === 'error').length, 0);
   assert.equal(await client.receivesWithin(300), false, 'nothing resent, no close');
+});
+
+test('a client that acks each message of a 1,000-message backlog twice, on receipt and once handled, is never closed', async () => {
+  await postMany(gw.client, 'twice', 1000);
+  const { client } = await gw.connectWelcomed('twice', { device: 'phone' });
+  const seqs: number[] = [];
+  while (seqs.length < 1000) {
+    const f = await client.nextOf('msg');
+    client.ack(f.seq as number);
+    client.ack(f.seq as number);
+    seqs.push(f.seq as number);
+  }
+  assert.deepEqual(seqs, Array.from({ length: 1000 }, (_, i) => i + 1));
+  await expectPong(client);
+  assert.equal(client.ws.readyState, client.ws.OPEN);
 });

@@ -55,7 +55,7 @@ test(`WebSocket pings count as frames other than ack: one past the ${MAX_CONTROL
   await waitUntil('the close counted by="server"', async () => ((await closesByCode(gw, 'server'))['4003'] ?? 0) === before + 1);
 });
 
-test('acks that move no cursor (refused, repeated, another epoch\'s) share a budget (700 by default): one past it closes 4003; acks that move the cursor do not count', async () => {
+test('acks that move no cursor (refused, repeated, another epoch\'s) share a budget (700 by default, and one per msg sent): one past it closes 4003; acks that move the cursor do not count', async () => {
   const before = (await closesByCode(gw, 'server'))['4003'] ?? 0;
   const { client } = await gw.connectWelcomed('acker', { device: 'phone' });
   const seqs = await gw.post('acker', 2);
@@ -67,7 +67,8 @@ test('acks that move no cursor (refused, repeated, another epoch\'s) share a bud
   const otherEpoch = Math.floor(budget / 3);
   for (let i = 0; i < refused; i++) client.ack(999_999);
   for (let i = 0; i < otherEpoch; i++) client.send({ t: 'ack', seq: seqs[1] as number, epoch: 'an-epoch-gone' });
-  for (let i = refused + otherEpoch; i < budget; i++) client.ack(seqs[i % 2] as number);
+  // Each of the 2 msgs sent allows one more (a second ack of it).
+  for (let i = refused + otherEpoch; i < budget + 2; i++) client.ack(seqs[i % 2] as number);
   await waitUntil('the refusals', async () => client.frames.filter((f) => f.t === 'error').length === refused, 10_000, 10);
   // They do not eat the 300 frames other than ack: a ping is still answered, after every ack before it.
   await expectPong(client);

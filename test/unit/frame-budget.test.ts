@@ -2,9 +2,9 @@
  * One connection's frame budgets (src/gateway/frame-limits.ts FrameBudget) against the
  * numbers docs/protocol.md gives clients ("Client → server" and the 4003 row): 300
  * frames other than `ack` in a 30 s window that starts at the first of them, the
- * delivery window once per sending (the first and each redelivery round) plus 300 acks that move no cursor (refused ones included) in 30 s, 20 malformed frames in the
+ * delivery window once per sending (the first and each redelivery round) plus 300 acks that move no cursor (refused ones included) in 30 s, one more per msg sent, 20 malformed frames in the
  * connection's life, 64 frames held. The numbers are written out, not read from the
- * module: a client is built to the documented ones. The limiter's clock
+ * module: a client is built to the documented ones. The windows' clock
  * (`performance.now`) is moved by hand; the end-to-end closes (4003) on real sockets are
  * test/gateway/control-frames.test.ts and ping-frames.test.ts.
  */
@@ -68,4 +68,28 @@ test('the 21st malformed frame is refused, however long after the first: they co
   takeAll(() => budget.badFrame(), 20);
   at(3_600_000);
   assert.equal(budget.badFrame(), badFrameLimitReason);
+});
+
+test('a frame at 0 s and 299 at 28 s, then 300 at 31 s: the second window is whole (a window, not a bucket refilled over time)', (t) => {
+  const at = handClock(t);
+  const budget = new FrameBudget(700);
+  takeAll(() => budget.control(), 1);
+  at(28_000);
+  takeAll(() => budget.control(), 299);
+  at(31_000);
+  takeAll(() => budget.control(), 300);
+  assert.equal(budget.control(), controlFrameLimitReason);
+});
+
+test('each msg sent allows one more ack that moves nothing (a second ack of it), at most the allowance held at once', (t) => {
+  handClock(t);
+  const budget = new FrameBudget(idleAckAllowance(5, 1));
+  takeAll(() => budget.idleAck(), 310);
+  assert.equal(budget.idleAck(), idleAckLimitReason(310));
+  for (let i = 0; i < 3; i++) budget.earn();
+  takeAll(() => budget.idleAck(), 3);
+  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'three msgs, three more');
+  for (let i = 0; i < 1000; i++) budget.earn();
+  takeAll(() => budget.idleAck(), 310);
+  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'earned up to the allowance, not 1,000');
 });
