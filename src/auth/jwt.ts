@@ -99,6 +99,21 @@ function stringArray(v: unknown, claim: string): string[] {
 }
 
 /**
+ * Refuses a signed payload whose `exp`, `nbf` or `iat` is present and not a finite
+ * number (JSON's `1e400` parses to ±Infinity). Run on every payload whose signature
+ * held, also one jose refused on its own claim checks: an `nbf` of Infinity is "not
+ * yet valid" to jose, and an `exp` of -Infinity "expired", which sent an operator to
+ * the clocks; the answer is the one docs/protocol.md gives (Client tokens).
+ * @throws PixiuError UNAUTHORIZED `invalid token: "<claim>" is not a finite number`
+ */
+function checkFiniteTimes(payload: JWTPayload): void {
+  for (const claim of TIME_CLAIMS) {
+    const value = payload[claim];
+    if (value !== undefined && !Number.isFinite(value)) throw new PixiuError('UNAUTHORIZED', `invalid token: "${claim}" is not a finite number`);
+  }
+}
+
+/**
  * Turns a verified payload into {@link ClientClaims}, checking the claim shapes.
  * @throws PixiuError UNAUTHORIZED: a `sub` that is no user id, a missing `exp`, a time
  *   claim that is not a finite number (JSON's `1e400` parses to Infinity: an `exp` that
@@ -111,10 +126,7 @@ function toClaims(payload: JWTPayload): ClientClaims {
   // over-long ids could never be posted to. A non-string or empty `sub` is no user id either.
   if (typeof payload.sub !== 'string' || !isUserId(payload.sub)) throw new PixiuError('UNAUTHORIZED', BAD_SUB);
   if (typeof payload.exp !== 'number') throw new PixiuError('UNAUTHORIZED', 'invalid token: "exp" is required');
-  for (const claim of TIME_CLAIMS) {
-    const value = payload[claim];
-    if (value !== undefined && !Number.isFinite(value)) throw new PixiuError('UNAUTHORIZED', `invalid token: "${claim}" is not a finite number`);
-  }
+  checkFiniteTimes(payload);
   // jose's rule without its tolerance: expired once `exp` <= now, in whole seconds.
   if (payload.exp <= Math.floor(Date.now() / 1000)) throw new PixiuError('UNAUTHORIZED', 'token expired');
   return {
@@ -226,6 +238,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       return toClaims(payload);
     } catch (err) {
       if (err instanceof PixiuError) throw err;
+      // jose checks the claims only once the signature holds, so the payload it refused
+      // is signed: a time claim that is no finite number is answered as such first.
+      if (err instanceof joseErrors.JWTExpired || err instanceof joseErrors.JWTClaimValidationFailed) checkFiniteTimes(err.payload);
       if (err instanceof joseErrors.JWTExpired) throw new PixiuError('UNAUTHORIZED', 'token expired', { cause: err });
       // Claims are checked once the signature holds: naming the claim tells the key's
       // holder what to fix and nobody else anything (jose's message, e.g. 'missing

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
 
@@ -24,6 +24,28 @@ test('a token without exp or sub names the missing claim; a future nbf names nbf
   await assert.rejects(verify(await sign({ exp: now + 60 })), { code: 'UNAUTHORIZED', message: 'invalid token: missing required "sub" claim' });
   await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 3600 })), { code: 'UNAUTHORIZED', message: /^invalid token: .*"nbf"/ });
   assert.equal((await verify(await sign({ sub: 'ana', exp: now + 60 }))).user, 'ana');
+});
+
+test('a time claim that is no finite number is refused as such, also where jose would answer first (nbf 1e400 "not yet valid", exp -1e400 "expired"), and only once the signature holds', async () => {
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  const signedText = (payload: string, secret = key): string => {
+    const input = `${Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url')}.${Buffer.from(payload).toString('base64url')}`;
+    return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+  };
+  const cases: Array<[string, string]> = [
+    ['nbf', `{"sub":"ana","exp":${exp},"nbf":1e400}`],
+    ['nbf', `{"sub":"ana","exp":${exp},"nbf":-1e400}`],
+    ['exp', '{"sub":"ana","exp":1e400}'],
+    ['exp', '{"sub":"ana","exp":-1e400}'],
+    ['iat', `{"sub":"ana","exp":${exp},"iat":1e400}`],
+    ['iat', `{"sub":"ana","exp":${exp},"iat":-1e400}`],
+  ];
+  for (const [claim, payload] of cases) {
+    await assert.rejects(verify(signedText(payload)), { code: 'UNAUTHORIZED', message: `invalid token: "${claim}" is not a finite number` }, payload);
+    // Signed with another key: the signature is checked first, the claims are not read.
+    await assert.rejects(verify(signedText(payload, new TextEncoder().encode('another-secret-of-at-least-32-characters'))),
+      { code: 'UNAUTHORIZED', message: 'invalid token' }, payload);
+  }
 });
 
 test('a token signed with another key says only "invalid token", whatever its claims', async () => {
