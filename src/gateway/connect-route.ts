@@ -206,6 +206,12 @@ function quotedOrigin(origin: string): string {
   return JSON.stringify(cutText(origin, MAX_ORIGIN_SHOWN));
 }
 
+/**
+ * The warn line of a refused Origin with `PIXIU_ALLOWED_ORIGINS` unset, where what is
+ * compared is the Origin's host and port with the request's `Host` (originAllowed).
+ */
+const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
+
 /** A new connection id: 16 hex digits. */
 function newConnId(): string {
   return randomBytes(8).toString('hex');
@@ -223,11 +229,17 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // A browser never shows JavaScript the 403's body (the page sees a failed socket,
   // 1006), so the refusal is logged too, thinned: any page may send handshakes.
   const refusedOrigins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
-  const refuseOrigin = (origin: string): PixiuError => {
+  const refuseOrigin = (origin: string, host: string | undefined): PixiuError => {
     const quoted = quotedOrigin(origin);
     const left = refusedOrigins.take();
     // The origin as a field of its own (cut, not quoted again: the log line is JSON), at most one line per 10 s.
-    if (left !== undefined) deps.logger.warn({ origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) }, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+    if (left !== undefined) {
+      const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) };
+      // With the list unset the rule is the request's Host, which a reverse proxy may
+      // rewrite: the line says so and names that Host, not a setting the operator never set.
+      if (deps.config.allowedOrigins.length > 0) deps.logger.warn(fields, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+      else deps.logger.warn({ ...fields, host: host === undefined ? null : cutText(host, MAX_ORIGIN_SHOWN) }, ORIGIN_NOT_HOST);
+    }
     return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request's Host, of any scheme)`);
   };
 
@@ -245,7 +257,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     onRequest: async (req) => {
       if (!deps.state.accepting) throw shuttingDown();
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
-        throw refuseOrigin(req.headers.origin as string);
+        throw refuseOrigin(req.headers.origin as string, req.headers.host);
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');

@@ -2,7 +2,9 @@
  * A WebSocket handshake refused for its Origin says which Origin and which setting
  * (`PIXIU_ALLOWED_ORIGINS`), and is logged at warn, thinned: a browser shows the page
  * only a failed socket, so the refusal is otherwise hard to find (an integrator
- * newcomer's finding: the answer named neither, and nothing was logged).
+ * newcomer's finding: the answer named neither, and nothing was logged). The line says
+ * which rule refused it: the list when it is set, else the request's Host, which it
+ * names (a doc-verifying newcomer's finding: with the list unset it blamed the list).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,17 +19,24 @@ import { expectRefused, JWT_SECRET } from './gateway-fixture.js';
 const files = cleanupList();
 let url: string;
 let lines: LogLine[];
+/** A node with PIXIU_ALLOWED_ORIGINS set, on a Redis of its own. */
+let listed: { url: string; lines: LogLine[] };
 
-before(async () => {
+/** A service on a fresh Redis and data dir, its log captured. */
+async function startNode(settings: Record<string, string> = {}): Promise<{ url: string; lines: LogLine[] }> {
   const redis = await RedisServer.start();
   files.after(() => redis.destroy());
   const dataDir = await tempDataDir(files);
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, jwtSecret: JWT_SECRET });
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, jwtSecret: JWT_SECRET, ...settings });
   const captured = capturingLogger();
-  lines = captured.lines;
   const service = await startService(config, captured.logger);
   files.after(() => service.close());
-  url = service.url;
+  return { url: service.url, lines: captured.lines };
+}
+
+before(async () => {
+  ({ url, lines } = await startNode());
+  listed = await startNode({ allowedOrigins: 'https://app.example.com' });
 });
 
 after(() => files.run());
@@ -41,4 +50,14 @@ test('a refused Origin is named, quoted and cut, with the setting; the refusals 
   const logged = lines.filter((l) => l.msg?.includes('origin') === true);
   assert.deepEqual(logged.map((l) => [l.level, l.origin]), [[40, 'http://localhost:3000']],
     'the first refusal is logged at warn, the next one within the interval is left out');
+  // The list is unset: the line names the rule that refused it and the Host compared.
+  assert.equal(logged[0]?.msg, "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)");
+  assert.equal(logged[0]?.host, new URL(url).host);
+});
+
+test('with PIXIU_ALLOWED_ORIGINS set, a refused Origin is logged as not in the list, with no Host', async () => {
+  await expectRefused(TestClient.connect(listed.url, { headers: { origin: 'https://evil.example' } }), 403, 'FORBIDDEN');
+  const logged = listed.lines.filter((l) => l.msg?.includes('origin') === true);
+  assert.deepEqual(logged.map((l) => [l.level, l.msg, l.origin, l.host]),
+    [[40, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS', 'https://evil.example', undefined]]);
 });
