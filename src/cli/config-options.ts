@@ -75,7 +75,7 @@ export function optionOverrides(cmd: Command, only?: readonly SettingKey[]): Con
  * The rule of a `<uid>` on the command line, for the commands' help: the API's, and no
  * U+FFFD ({@link checkUserId}).
  */
-export const CLI_USER_ID_RULE = `${USER_ID_RULE}; in UTF-8, and no U+FFFD (the mark of bytes that were not UTF-8)`;
+export const CLI_USER_ID_RULE = `${USER_ID_RULE}; in UTF-8, and no U+FFFD (what the command line shows for bytes that were not UTF-8; an id really holding U+FFFD can only be named through the HTTP API)`;
 
 /**
  * Checks a user id given on the command line with the API's rule (docs/api.md, "Input
@@ -83,7 +83,9 @@ export const CLI_USER_ID_RULE = `${USER_ID_RULE}; in UTF-8, and no U+FFFD (the m
  * holding U+FFFD: Node decodes argv as UTF-8 and puts U+FFFD in place of bytes that are
  * not (`a\xff` arrives as `a\ufffd`), so the command would act as that other user
  * without a word. The API refuses a body of invalid UTF-8 for the same reason
- * (docs/api.md); an id that really holds U+FFFD is reached through the API.
+ * (docs/api.md). The API takes an id that really holds U+FFFD (sent as UTF-8 or
+ * `\ufffd`); the command line cannot tell one from bytes that were not UTF-8, so such
+ * an id can only be named through the HTTP API, and the message says so.
  *
  * @throws StartupError naming the id and the rule
  */
@@ -92,6 +94,6 @@ export function checkUserId(uid: string): void {
     throw new StartupError(`invalid user id ${JSON.stringify(uid)}: ${USER_ID_RULE}`);
   }
   if (uid.includes('\ufffd')) {
-    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: it holds U+FFFD, the mark of bytes that were not UTF-8 (Node reads each such byte on the command line as U+FFFD, which would act as another user); give the id in UTF-8`);
+    throw new StartupError(`invalid user id ${JSON.stringify(uid)}: it holds U+FFFD, which is what the command line shows for bytes that were not UTF-8 (Node reads each such byte as U+FFFD, so the command could act as another user); give the id in UTF-8. An id that really holds U+FFFD can only be named through the HTTP API`);
   }
 }

@@ -103,11 +103,12 @@ function runCliRawUid(args: readonly string[], bytes: string, env: Record<string
   });
 }
 
-test('a user id on the command line whose bytes are not UTF-8 (read by Node as U+FFFD) exits 1 saying so, in token, connect and inspect inbox', async (t) => {
+test('a user id on the command line holding U+FFFD (bytes not UTF-8, or the character itself) exits 1 saying so and pointing at the HTTP API, in token, connect and inspect inbox', async (t) => {
   const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
-  const notUtf8 = /^pixiu: invalid user id "a\ufffd+": it holds U\+FFFD, the mark of bytes that were not UTF-8 .*give the id in UTF-8$/m;
+  const notUtf8 = /^pixiu: invalid user id "a\ufffd+": it holds U\+FFFD, which is what the command line shows for bytes that were not UTF-8 .*give the id in UTF-8\. An id that really holds U\+FFFD can only be named through the HTTP API$/m;
   for (const args of [['token'], ['connect', '--port', '1'], ['inspect', 'inbox', '--redis-url', 'redis://127.0.0.1:1']]) {
-    for (const bytes of ['a\\377', 'a\\300\\257']) {
+    // Invalid bytes, an overlong encoding, and U+FFFD itself in UTF-8 (an id the API takes).
+    for (const bytes of ['a\\377', 'a\\300\\257', 'a\\357\\277\\275']) {
       const run = await runCliRawUid(args, bytes, env);
       assert.equal(run.code, 1, `${args.join(' ')} ${bytes}: ${run.stderr}`);
       assert.equal(run.stdout, '');
@@ -118,6 +119,11 @@ test('a user id on the command line whose bytes are not UTF-8 (read by Node as U
   const cafe = await runCliRawUid(['token'], 'caf\\303\\251', env);
   assert.equal(cafe.code, 0, cafe.stderr);
   assert.equal((await createVerifier({ kind: 'secret', secret: env.PIXIU_JWT_SECRET })(cafe.stdout.trim())).user, 'café');
+  // The <uid> help of each gives the rule and the way to such an id.
+  for (const args of [['token'], ['connect'], ['inspect', 'inbox']]) {
+    const help = await runCli([...args, '--help'], env);
+    assert.match(help.stdout.replace(/\s+/g, ' '), /no U\+FFFD \(what the command line shows for bytes that were not UTF-8; an id really holding U\+FFFD can only be named through the HTTP API\)/, args.join(' '));
+  }
 });
 
 test('pixiu token takes --ttl at both ends of 1s to 365d, and the token lives that long', async (t) => {
