@@ -24,6 +24,18 @@ export const ACK_BODY_BYTES = 4 * 1024;
 export const NOT_A_JWT = 'invalid token: not a JWT; the /v1/me routes take a user\'s JWT (Authorization: Bearer <jwt>), the API token is for the producer routes';
 
 /**
+ * The refusal of a token of three dot-separated parts not in base64url compact form
+ * (JWT_FORM): a JWT re-encoded on its way (padded, or in standard base64 by a proxy or
+ * library), which the API token hint would send the wrong way.
+ */
+export const NOT_COMPACT_JWT = 'invalid token: a JWT is base64url without padding (RFC 7515 §7.1, §2): A-Z a-z 0-9 - _ only, no =, + or /';
+
+/** The 401 message for a token refused that is not of JWT_FORM: three parts or not. */
+function notJwtForm(token: string): string {
+  return token.split('.').length === 3 ? NOT_COMPACT_JWT : NOT_A_JWT;
+}
+
+/**
  * The refusal of a request carrying no Authorization token: it names `?token=` when
  * the request has one, since the query is read only on `/v1/connect` (a browser's
  * WebSocket can set no header; a fetch can).
@@ -51,8 +63,9 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       try {
         claimsOf.set(req, await deps.verify(token));
       } catch (err) {
-        // A token not in JWT form is most likely the API token, sent where a user's JWT belongs.
-        if (err instanceof PixiuError && err.code === 'UNAUTHORIZED' && !JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', NOT_A_JWT, { cause: err });
+        // A token not in JWT form is most likely the API token, sent where a user's JWT
+        // belongs; of three parts, a JWT re-encoded (padding, + or /).
+        if (err instanceof PixiuError && err.code === 'UNAUTHORIZED' && !JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', notJwtForm(token), { cause: err });
         throw err;
       }
     });

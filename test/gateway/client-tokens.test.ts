@@ -158,6 +158,20 @@ test('the /v1/me routes tell the API token and a ?token= apart from a bad JWT: a
   }
   // A JWT that fails is told as before.
   expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: 'Bearer a.b.c' } }), 401, 'UNAUTHORIZED', /^invalid token$/);
+  // A JWT re-encoded (three parts, padded or in standard base64) is told the form, not the API token.
+  const compact = /^invalid token: a JWT is base64url without padding \(RFC 7515 §7\.1, §2\): A-Z a-z 0-9 - _ only, no =, \+ or \/$/;
+  for (const { what, token } of [...respellings(tokenWithUrlSafeSignature('me-form-hint')), { what: 'padding after the payload', token: 'eyJh.eyJz=.c2ln' }]) {
+    const read = await gw.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${token}` } });
+    try {
+      expectError(read, 401, 'UNAUTHORIZED', compact);
+    } catch (err) {
+      assert.fail(`${what}: ${(err as Error).message}`);
+    }
+  }
+  // Two parts or four are no JWT: the API token hint stays.
+  for (const token of ['a.b', 'a.b.c.d', 'a+b']) {
+    expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${token}` } }), 401, 'UNAUTHORIZED', /^invalid token: not a JWT; /);
+  }
   const token = await testToken(JWT_KEY, 'me-query');
   const inQuery = await gw.client.get(`/v1/me/messages?token=${token}`, { headers: { authorization: '' } });
   expectError(inQuery, 401, 'UNAUTHORIZED', /Authorization header \(Bearer <jwt>, a user's JWT\): \?token= is read only on \/v1\/connect$/);
