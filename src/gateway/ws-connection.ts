@@ -19,7 +19,7 @@ import { FrameRefused, isAckFrame, readClientFrame } from './client-frames.js';
 import { channelFrame } from './channel-frames.js';
 import { afterWrite, drained, Pause } from './backpressure.js';
 import { FrameQueue } from './frame-queue.js';
-import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES, idleAckAllowance } from './frame-limits.js';
+import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
 import { refreshedClaims } from './token-refresh.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
@@ -259,7 +259,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   /** The connection's {@link FrameBudget}, made by its first `msg` or first frame that costs. */
   #frameBudget(): FrameBudget {
-    return (this.#budget ??= new FrameBudget(idleAckAllowance(this.#deps.config.deliveryWindow, this.#deps.config.redeliveryBackoffMs.length)));
+    return (this.#budget ??= FrameBudget.of(this.#deps.config));
   }
 
   #onMessage(data: RawData, isBinary: boolean): void {

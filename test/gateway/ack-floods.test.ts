@@ -176,3 +176,13 @@ test('a client that acks each message of a 1,000-message backlog twice, on recei
   await expectPong(client);
   assert.equal(client.ws.readyState, client.ws.OPEN);
 });
+
+test('a client that acks 1,500 messages on receipt and acks them all again once handled, far behind, is never closed', async () => {
+  await postMany(gw.client, 'behind', 1500);
+  const { client } = await gw.connectWelcomed('behind', { device: 'phone' });
+  const got = await client.msgs(1500, { ack: true });
+  // Handled long after: 1,500 second acks, more than the allowance (700) and the 700 it could once hold earned.
+  for (const f of got) client.ack(f.seq as number);
+  await expectPong(client);
+  assert.equal(client.ws.readyState, client.ws.OPEN);
+});

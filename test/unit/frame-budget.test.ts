@@ -81,15 +81,15 @@ test('a frame at 0 s and 299 at 28 s, then 300 at 31 s: the second window is who
   assert.equal(budget.control(), controlFrameLimitReason);
 });
 
-test('each msg sent allows one more ack that moves nothing (a second ack of it), at most the allowance held at once', (t) => {
+test('each msg sent allows one more ack that moves nothing (a second ack of it), at most the inbox cap plus the allowance held at once', (t) => {
   handClock(t);
-  const budget = new FrameBudget(idleAckAllowance(5, 1));
+  const budget = FrameBudget.of({ deliveryWindow: 5, redeliveryBackoffMs: [1000], inboxCap: 990 });
   takeAll(() => budget.idleAck(), 310);
   assert.equal(budget.idleAck(), idleAckLimitReason(310));
   for (let i = 0; i < 3; i++) budget.earn();
   takeAll(() => budget.idleAck(), 3);
   assert.equal(budget.idleAck(), idleAckLimitReason(310), 'three msgs, three more');
-  for (let i = 0; i < 1000; i++) budget.earn();
-  takeAll(() => budget.idleAck(), 310);
-  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'earned up to the allowance, not 1,000');
+  for (let i = 0; i < 2000; i++) budget.earn();
+  takeAll(() => budget.idleAck(), 1300);
+  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'earned up to 990 + 310, not 2,000');
 });
