@@ -82,9 +82,9 @@ export class NodeRegistry {
   /** True once a renewal has written this node's registration. */
   #registered = false;
   #timer: NodeJS.Timeout | undefined;
-  /** When the last renewal that succeeded started, by this machine's clock, ms. */
+  /** When the last renewal that succeeded started, `performance.now()` ms (monotonic). */
   #renewedAt: number | undefined;
-  /** When the renewal timer is next due, by this machine's clock, ms. */
+  /** When the renewal timer is next due, `performance.now()` ms (monotonic). */
   #dueAt = 0;
   /** Renewals that failed since the last that succeeded. */
   #failed = 0;
@@ -99,7 +99,7 @@ export class NodeRegistry {
   /** Registers now, then renews every interval. A failed renewal logs and retries next time. */
   async start(): Promise<void> {
     await this.#renew();
-    this.#dueAt = Date.now() + this.#opts.intervalMs;
+    this.#dueAt = performance.now() + this.#opts.intervalMs;
     this.#timer = setInterval(this.#onTimer, this.#opts.intervalMs);
     this.#timer.unref();
     // Registered again as soon as Redis is back: a Redis restarted empty would otherwise
@@ -109,7 +109,7 @@ export class NodeRegistry {
 
   /** The renewal timer fired: renews, noting how late it fired (Node times the next from now). */
   readonly #onTimer = (): void => {
-    const now = Date.now();
+    const now = performance.now();
     const timerLateMs = Math.max(0, now - this.#dueAt);
     this.#dueAt = now + this.#opts.intervalMs;
     this.#renewLogged(timerLateMs);
@@ -171,7 +171,8 @@ export class NodeRegistry {
 
   /** @param timerLateMs how late the renewal timer fired, ms (0 for a renewal not of the timer) */
   async #renew(timerLateMs = 0): Promise<void> {
-    const startedAt = Date.now();
+    // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
+    const startedAt = performance.now();
     const [sec, usec] = await redisCall(() => this.#redis.time());
     const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
     this.#offset = now - Date.now();
