@@ -39,13 +39,20 @@ async function startRegistry(node: string): Promise<{ registry: NodeRegistry; li
   return { registry, lines, again: () => again };
 }
 
+/** Waits for a renewal of `node`'s registration after this call: its expiry in Redis moves on. */
+async function renewed(node: string): Promise<void> {
+  const key = new Keys('lapse:').nodes();
+  const first = Number(await redis.zscore(key, node));
+  await waitUntil(`a renewal of ${node}`, async () => Number(await redis.zscore(key, node)) > first, 5000, 10);
+}
+
 /** The lapse warnings among `lines`. */
 const lapses = (lines: LogLine[]): LogLine[] => lines.filter((l) => l.level === 40 && typeof l.msg === 'string' && l.msg.includes('written back'));
 
 test('a renewal that ran late because the event loop was held says so, and how late, not that Redis lost the registration', async () => {
   const { lines, again } = await startRegistry('held-node');
-  // A renewal or two on time first.
-  await new Promise((resolve) => setTimeout(resolve, 250));
+  // A renewal on time first.
+  await renewed('held-node');
   // (A loaded test machine may have run one late already: the lines from here on count.)
   const [seen, logged] = [again(), lapses(lines).length];
   const heldUntil = Date.now() + 1500;
@@ -64,7 +71,7 @@ test('a renewal that ran late because the event loop was held says so, and how l
 
 test('a registration Redis lost while the node renewed on time keeps the words of a lost registration', async () => {
   const { lines, again } = await startRegistry('flushed-node');
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  await renewed('flushed-node');
   await redis.zrem(new Keys('lapse:').nodes(), 'flushed-node');
   await waitUntil('the registration written again', async () => again() === 1, 5000, 10);
   const [line] = lapses(lines);
