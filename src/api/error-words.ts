@@ -10,7 +10,7 @@
  * (https://ajv.js.org/api.html#error-parameters).
  */
 import type { ErrorObject } from 'ajv';
-import { loneSurrogateWords } from './lone-surrogates.js';
+import { loneSurrogateWords, wholeCharacters } from './lone-surrogates.js';
 import { patternFailure } from './pattern-rules.js';
 
 /** A JSON-schema type with its article, as it follows "must be". */
@@ -93,9 +93,6 @@ export function wordError(e: ErrorObject): string {
 /** Each pattern compiled once, as Ajv reads it (the u flag), by its source. */
 const compiled = new Map<string, RegExp>();
 
-/** Every lone surrogate of a string (with the u flag a pair is one code point, not of category Cs). */
-const LONE_SURROGATES = /\p{Cs}/gu;
-
 /**
  * Why `value` fails `pattern` when a lone surrogate is all it refuses: in the words of
  * `data`'s refusal (lone-surrogates.ts, `holds a lone surrogate (\ud800), which strict
@@ -113,7 +110,7 @@ function loneSurrogateFailure(pattern: string, value: unknown): string | undefin
     re = new RegExp(pattern, 'u');
     compiled.set(pattern, re);
   }
-  return re.test(value.replace(LONE_SURROGATES, '\ufffd')) ? words : undefined;
+  return re.test(wholeCharacters(value)) ? words : undefined;
 }
 
 /**

@@ -63,6 +63,13 @@ export function holdsLoneSurrogate(text: string): boolean {
 
 /** A lone surrogate (with the u flag a pair is one code point, not of category Cs). */
 const LONE_SURROGATE = /\p{Cs}/u;
+/** Every lone surrogate, for {@link wholeCharacters}. */
+const LONE_SURROGATES = /\p{Cs}/gu;
+
+/** `s` with each lone surrogate replaced by U+FFFD, the whole character a decoder would put there. */
+export function wholeCharacters(s: string): string {
+  return s.replace(LONE_SURROGATES, '\ufffd');
+}
 
 /** `\ud83d`: the escape of the first lone surrogate of `s`, or undefined when it holds none. */
 function firstLoneSurrogate(s: string): string | undefined {
