@@ -1,7 +1,8 @@
 /**
  * The I/O around one user's delivery state machine (DESIGN.md §5): performs its
- * effects — inbox reads with their content, frames written to connections, ack-cursor
- * writes coalesced into the node's rounds (ack-rounds.ts), redelivery timers, closes — and feeds the results back as events.
+ * effects — inbox reads with their content, frames written to connections, ack cursors
+ * held for the node's write rounds (ack-cursors.ts), redelivery timers, closes — and
+ * feeds the results back as events.
  * The decisions all live in machine.ts; this file only carries them out.
  */
 import { outageFields } from '../errors.js';
@@ -11,6 +12,7 @@ import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
+import { AckCursors } from './ack-cursors.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
 import { ackOutcome, type AckOutcome, type RotationCause } from './effects.js';
@@ -30,13 +32,6 @@ const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
-
-/** An ack cursor waiting to be written. */
-interface PendingAck {
-  readonly seq: number;
-  /** The inbox epoch it counts in; undefined: not known (written unchecked). */
-  readonly epoch: string | undefined;
-}
 
 /**
  * Which read of a fetch failed: `inbox` the inbox page (Redis), `records` the content
@@ -92,21 +87,10 @@ export class UserSession {
   readonly #conns = new Map<string, DeliveryConnection>();
   /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one); made on first use. */
   #timers: LazyTimers<string> | undefined;
-  /**
-   * device → highest acked seq not yet written to Redis, and its epoch; undefined while
-   * none is held (most sessions, between ack rounds: an idle connection keeps no map).
-   */
-  #pendingAcks: Map<string, PendingAck> | undefined;
-  /** The node's ack-write rounds, joined while acks are pending. */
+  /** The node's ack-write rounds, which the user's cursors join while held. */
   readonly #ackRounds: AckRounds;
-  /** Pending after a failed write: the next round is joined after `retryMs`. */
-  #ackRetryTimer: NodeJS.Timeout | undefined;
-  /** The last ack write, chained; undefined until the first (an idle connection keeps no promise). */
-  #ackFlush: Promise<void> | undefined;
-  /** Ack writes started and not yet settled. */
-  #ackWrites = 0;
-  /** Called once no ack is held, in flight or waiting for a retry ({@link whenAcksWritten}). */
-  #onAcksWritten: (() => void) | undefined;
+  /** Ack cursors not yet written to Redis (ack-cursors.ts); made on the first ack. */
+  #acks: AckCursors | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
   /** Fetches failed in a row (for the retry back-off). */
   #failures = 0;
@@ -187,22 +171,7 @@ export class UserSession {
 
   /** Writes pending ack cursors now (shutdown, last logout). Never rejects. */
   flushAcks(): Promise<void> {
-    this.#ackRounds.delete(this);
-    clearTimeout(this.#ackRetryTimer);
-    this.#ackRetryTimer = undefined;
-    const batch = this.#pendingAcks;
-    if (batch !== undefined) {
-      this.#pendingAcks = undefined;
-      // Chained: writes of one user stay in order, and a caller waits for all before it.
-      this.#ackWrites += 1;
-      this.#ackFlush = (this.#ackFlush ?? Promise.resolve()).then(() => this.#writeAcks(batch)).finally(() => {
-        this.#ackWrites -= 1;
-        // The last in the chain: nothing to keep (callers hold the promise they were given).
-        if (this.#ackWrites === 0) this.#ackFlush = undefined;
-        this.#checkAcksWritten();
-      });
-    }
-    return this.#ackFlush ?? Promise.resolve();
+    return this.#acks?.flushAcks() ?? Promise.resolve();
   }
 
   /**
@@ -210,7 +179,7 @@ export class UserSession {
    * for a retry after a failed write.
    */
   get holdsAcks(): boolean {
-    return this.#pendingAcks !== undefined || this.#ackWrites > 0 || this.#ackRetryTimer !== undefined;
+    return this.#acks?.holds ?? false;
   }
 
   /**
@@ -219,52 +188,8 @@ export class UserSession {
    * can write them before reading the cursors (hub.ts `flushAcks`).
    */
   whenAcksWritten(fn: () => void): void {
-    this.#onAcksWritten = fn;
-    this.#checkAcksWritten();
-  }
-
-  #checkAcksWritten(): void {
-    if (this.#onAcksWritten === undefined || this.holdsAcks) return;
-    const fn = this.#onAcksWritten;
-    this.#onAcksWritten = undefined;
-    fn();
-  }
-
-  async #writeAcks(batch: ReadonlyMap<string, PendingAck>): Promise<void> {
-    const results = await Promise.allSettled(
-      [...batch].map(([device, a]) => this.#deps.inbox.ack(this.user, device, a.seq, a.epoch)));
-    if (results.some((r) => r.status === 'rejected')) {
-      // Keep them for a later round; a cursor only grows, so writing again is harmless.
-      // Older than anything held now (acked while the write ran): a held cursor of
-      // another epoch (the inbox was reset meanwhile) is newer and stays.
-      for (const [device, a] of batch) this.#restoreAck(device, a);
-      this.#ackRetryTimer ??= setTimeout(() => {
-        this.#ackRetryTimer = undefined;
-        this.#ackRounds.add(this);
-      }, this.#deps.retryMs).unref();
-      const left = (this.#deps.ackFailureLog ?? EVERY_LINE).take();
-      if (left !== undefined) this.#deps.logger.warn({ user: this.user, ...thinnedFields(left) }, 'ack cursor write failed, will retry');
-    }
-  }
-
-  /** Holds an ack cursor for the next round of writes. */
-  #queueAck(device: string, ack: PendingAck): void {
-    this.#holdAck(device, ack);
-    if (this.#ackRetryTimer === undefined) this.#ackRounds.add(this);
-  }
-
-  /** Holds again an ack whose write failed, unless one acked since (any epoch) supersedes it. */
-  #restoreAck(device: string, ack: PendingAck): void {
-    const pending = (this.#pendingAcks ??= new Map());
-    const held = pending.get(device);
-    if (held === undefined || (held.epoch === ack.epoch && held.seq < ack.seq)) pending.set(device, ack);
-  }
-
-  #holdAck(device: string, ack: PendingAck): void {
-    const pending = (this.#pendingAcks ??= new Map());
-    const held = pending.get(device);
-    // A newer epoch replaces whatever was held; within one epoch the cursor only grows.
-    if (held === undefined || held.epoch !== ack.epoch || held.seq < ack.seq) pending.set(device, ack);
+    if (this.#acks === undefined) fn();
+    else this.#acks.whenWritten(fn);
   }
 
   #run(effects: readonly Effect[]): void {
@@ -298,7 +223,7 @@ export class UserSession {
           void this.#fetch(e.afterSeq, e.limit);
           break;
         case 'ack':
-          this.#queueAck(e.device, { seq: e.seq, epoch: e.epoch });
+          (this.#acks ??= new AckCursors(this.user, this.#deps, this.#ackRounds)).hold(e.device, { seq: e.seq, epoch: e.epoch });
           break;
         case 'timer':
           this.#setTimer(e.conn, e.delayMs);
