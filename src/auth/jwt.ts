@@ -8,6 +8,7 @@ import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVeri
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
+import { checkJwtForm } from './jwt-form.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -74,15 +75,6 @@ export interface VerifierOptions {
 
 /** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
 const JWKS_FAULTS: ReadonlySet<string> = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JOSE_GENERIC', 'ERR_JWKS_INVALID']);
-
-/**
- * A JWT in JWS compact serialization (RFC 7519 §3.1, RFC 7515 §7.1): three base64url
- * parts joined by dots, written without padding (RFC 7515 §2). jose decodes a part
- * leniently, so the same token with `=` after a part or `+` and `/` for `-` and `_`
- * verified too: one token, several spellings, which a proxy or log rule matching
- * tokens by their text would not know for one. Such a token is refused as any bad one.
- */
-export const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /** The time claims (RFC 7519 §4.1.4 – §4.1.6) a token must hold as finite numbers when present. */
 const TIME_CLAIMS = ['exp', 'nbf', 'iat'] as const;
@@ -171,7 +163,8 @@ function decodeOrKeep(part: string): string {
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
  *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key; a token
- *   not of {@link JWT_FORM} is `invalid token`, unverified), or
+ *   not in compact form is refused unverified, with the hint of jwt-form.ts's
+ *   checkJwtForm), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
  *   a 200, not a JSON key set, a key set with no keys)
  * @throws Error when a PEM key cannot be read or is of no accepted type (loadConfig
@@ -232,7 +225,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
   const verify = async (token: string): Promise<ClientClaims> => {
-    if (!JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', 'invalid token');
+    checkJwtForm(token);
     try {
       const { payload } = await jwtVerify(token, key, checks);
       return toClaims(payload);

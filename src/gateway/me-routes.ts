@@ -5,7 +5,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
-import { JWT_FORM, type ClientClaims } from '../auth/jwt.js';
+import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
@@ -19,21 +19,6 @@ import type { GatewayDeps } from './gateway-deps.js';
  * that much per request.
  */
 export const ACK_BODY_BYTES = 4 * 1024;
-
-/** The refusal of a token that is not a JWT at all (an integrator sent the API token). */
-export const NOT_A_JWT = 'invalid token: not a JWT; the /v1/me routes take a user\'s JWT (Authorization: Bearer <jwt>), the API token is for the producer routes';
-
-/**
- * The refusal of a token of three dot-separated parts not in base64url compact form
- * (JWT_FORM): a JWT re-encoded on its way (padded, or in standard base64 by a proxy or
- * library), which the API token hint would send the wrong way.
- */
-export const NOT_COMPACT_JWT = 'invalid token: a JWT is base64url without padding (RFC 7515 §7.1, §2): A-Z a-z 0-9 - _ only, no =, + or /';
-
-/** The 401 message for a token refused that is not of JWT_FORM: three parts or not. */
-function notJwtForm(token: string): string {
-  return token.split('.').length === 3 ? NOT_COMPACT_JWT : NOT_A_JWT;
-}
 
 /**
  * The refusal of a request carrying no Authorization token: it names `?token=` when
@@ -60,14 +45,9 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
     me.addHook('onRequest', async (req) => {
       const token = bearerToken(req.headers.authorization);
       if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
-      try {
-        claimsOf.set(req, await deps.verify(token));
-      } catch (err) {
-        // A token not in JWT form is most likely the API token, sent where a user's JWT
-        // belongs; of three parts, a JWT re-encoded (padding, + or /).
-        if (err instanceof PixiuError && err.code === 'UNAUTHORIZED' && !JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', notJwtForm(token), { cause: err });
-        throw err;
-      }
+      // A token not in JWT form (the API token, or a JWT re-encoded) is refused with its
+      // hint by the verifier, as at connect and in a refresh (jwt-form.ts).
+      claimsOf.set(req, await deps.verify(token));
     });
 
     me.get<{ Querystring: { after_seq: number; limit: number } }>('/v1/me/messages', {

@@ -1,0 +1,104 @@
+/**
+ * A client token refused for its written form gets the same 401 and the same words on
+ * every path a client token takes (docs/protocol.md, "Client tokens"): `GET /v1/connect`
+ * with `Authorization: Bearer` or `?token=`, `GET /v1/me/messages`, `POST /v1/me/ack`,
+ * and a `refresh` frame (an `error` frame there, the connection kept). The form is
+ * checked in one place (src/auth/jwt-form.ts), before the signature.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cleanupList } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { Refused, testToken } from '../harness/ws-client.js';
+import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { respellings, tokenWithUrlSafeSignature } from './token-texts.js';
+
+let redis: RedisServer;
+let gw: GatewayFixture;
+const cleanup = cleanupList();
+
+before(async () => {
+  redis = await RedisServer.start();
+  gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'form:' });
+});
+
+after(async () => {
+  try {
+    await cleanup.run();
+  } finally {
+    await redis?.destroy();
+  }
+});
+
+/** The paths a client token takes, each with what it answered: `accepted`, or `<status or frame> <code>: <message>`. */
+type Answers = Record<'connect header' | 'connect ?token=' | 'GET /v1/me/messages' | 'POST /v1/me/ack' | 'refresh frame', string>;
+
+/** A refusal's answer on an HTTP path, from its JSON error body. */
+function httpAnswer(status: number, body: unknown): string {
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  return `${status} ${String(error?.code)}: ${String(error?.message)}`;
+}
+
+/** What a handshake with these connect options answered. */
+async function connectAnswer(user: string, as: Parameters<GatewayFixture['connect']>[1]): Promise<string> {
+  try {
+    await (await gw.connect(user, as)).close();
+    return 'accepted';
+  } catch (err) {
+    if (err instanceof Refused) return httpAnswer(err.status, err.body);
+    throw err;
+  }
+}
+
+/**
+ * What each path answers `token` with. The refresh is sent on a connection of `user`
+ * opened with a 10-minute token, so a token of an hour's lifetime is no shorter; a
+ * ping after it shows the refresh was taken silently when no error frame came first.
+ */
+async function answersTo(user: string, token: string): Promise<Answers> {
+  const me = (status: number, body: unknown): string => (status === 200 ? 'accepted' : httpAnswer(status, body));
+  const authorization = `Bearer ${token}`;
+  const read = await gw.client.get('/v1/me/messages', { headers: { authorization } });
+  const ack = await gw.client.post('/v1/me/ack', { device: 'd', seq: 0 }, { headers: { authorization } });
+  const { client } = await gw.connectWelcomed(user, { token: await testToken(JWT_KEY, user, { ttlSec: 600 }) });
+  client.send({ t: 'refresh', token });
+  client.send({ t: 'ping' });
+  const reply = await client.next();
+  if (reply.t === 'error') assert.deepEqual(reply.ref, { t: 'refresh' }, JSON.stringify(reply));
+  const refresh = reply.t === 'pong' ? 'accepted' : `frame ${String(reply.code)}: ${String(reply.message)}`;
+  if (reply.t === 'error') assert.deepEqual(await client.next(), { t: 'pong' }, 'the connection goes on after a refused refresh');
+  await client.close();
+  return {
+    'connect header': await connectAnswer(user, { token }),
+    'connect ?token=': await connectAnswer(user, { params: { token } }),
+    'GET /v1/me/messages': me(read.status, read.body),
+    'POST /v1/me/ack': me(ack.status, ack.body),
+    'refresh frame': refresh,
+  };
+}
+
+/** The answers every path gives when it refuses a token 401 with `message` (a frame, for the refresh). */
+function refusedEverywhere(message: string): Answers {
+  const http = `401 UNAUTHORIZED: ${message}`;
+  return { 'connect header': http, 'connect ?token=': http, 'GET /v1/me/messages': http, 'POST /v1/me/ack': http, 'refresh frame': `frame UNAUTHORIZED: ${message}` };
+}
+
+const ACCEPTED: Answers = { 'connect header': 'accepted', 'connect ?token=': 'accepted', 'GET /v1/me/messages': 'accepted', 'POST /v1/me/ack': 'accepted', 'refresh frame': 'accepted' };
+
+const NOT_A_JWT = "invalid token: not a JWT; the client routes (/v1/me, /v1/connect) and a refresh take a user's JWT, the API token is for the producer routes";
+const NOT_COMPACT = 'invalid token: a JWT is base64url without padding (RFC 7515 §7.1, §2): A-Z a-z 0-9 - _ only, no =, + or /';
+
+test('a token not in compact form gets the same hint on every path: not a JWT (not three parts), or not base64url without padding', async () => {
+  const user = 'form-hint';
+  const token = tokenWithUrlSafeSignature(user);
+  assert.deepEqual(await answersTo(user, token), ACCEPTED, 'the token as written');
+  for (const { what, token: respelled } of respellings(token)) {
+    assert.deepEqual(await answersTo(user, respelled), refusedEverywhere(NOT_COMPACT), what);
+  }
+  // The API token's shape (no dots), two parts, four parts.
+  for (const notJwt of ['pixiu-api-token-Zm9vYmFy', token.split('.').slice(0, 2).join('.'), `${token}.e30`]) {
+    assert.deepEqual(await answersTo(user, notJwt), refusedEverywhere(NOT_A_JWT), notJwt);
+  }
+  // Of the form but not signed with the key: no hint, on every path.
+  assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere('invalid token'));
+});
