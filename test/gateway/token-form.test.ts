@@ -11,7 +11,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
-import { respellings, tokenWithUrlSafeSignature } from './token-texts.js';
+import { b64url, respellings, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -101,4 +101,35 @@ test('a token not in compact form gets the same hint on every path: not a JWT (n
   }
   // Of the form but not signed with the key: no hint, on every path.
   assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere('invalid token'));
+});
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** A canonical base64url part with the lowest of its last character's unused bits set: the same bytes, another spelling. */
+function unusedBitSet(part: string): string {
+  assert.ok(part.length % 4 >= 2, `${part} has unused bits`);
+  return part.slice(0, -1) + ALPHABET[ALPHABET.indexOf(part.at(-1) ?? '') | 1];
+}
+
+test('a token with unused bits set in the last character of its header, payload or signature is refused on every path; the same token canonical is taken', async () => {
+  const user = 'form-bits';
+  // A header of 28 bytes and a payload of a length not a multiple of 3 (JSON may end in
+  // spaces) end in a character with unused bits, as the 32-byte signature always does.
+  const header = b64url('{"alg":"HS256","typ":"JWT" }');
+  let claims = JSON.stringify({ sub: user, exp: Math.floor(Date.now() / 1000) + 3600 });
+  while (Buffer.byteLength(claims) % 3 === 0) claims += ' ';
+  const payload = b64url(claims);
+  const canonical = signedParts(header, payload);
+  assert.deepEqual(await answersTo(user, canonical), ACCEPTED, 'the canonical token');
+  const signature = canonical.slice(canonical.lastIndexOf('.') + 1);
+  const cases = [
+    // Signed over the text as sent: only the spelling is at fault.
+    { part: 'header', token: signedParts(unusedBitSet(header), payload) },
+    { part: 'payload', token: signedParts(header, unusedBitSet(payload)) },
+    { part: 'signature', token: `${header}.${payload}.${unusedBitSet(signature)}` },
+  ];
+  for (const { part, token } of cases) {
+    const message = `invalid token: a JWT is canonical base64url (RFC 7515 §2, RFC 4648 §3.5): the unused bits of the ${part}'s last character are not zero`;
+    assert.deepEqual(await answersTo(user, token), refusedEverywhere(message), part);
+  }
 });

@@ -1,0 +1,90 @@
+/**
+ * The written form of a client JWT (src/auth/jwt-form.ts): each part is base64url in
+ * canonical form (RFC 7515 §2, RFC 4648 §3.5), so one token has one spelling. Node's
+ * own base64url encoder is the oracle: a part is canonical when decoding and encoding
+ * it again gives it back.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { SignJWT } from 'jose';
+import { checkJwtForm, impossibleLength, nonZeroUnusedBits, type JwtPart } from '../../src/auth/jwt-form.js';
+import { createVerifier } from '../../src/auth/jwt.js';
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/** What checkJwtForm says of a token: `ok`, or its refusal's message. */
+function formOf(token: string): string {
+  try {
+    checkJwtForm(token);
+    return 'ok';
+  } catch (err) {
+    assert.equal((err as { code?: unknown }).code, 'UNAUTHORIZED');
+    return (err as Error).message;
+  }
+}
+
+/** The token with `part` in place of one of three canonical parts (`eyJ9`, 4 characters each). */
+function withPart(which: JwtPart, part: string): string {
+  const parts = ['eyJ9', 'eyJ9', 'eyJ9'];
+  parts[['header', 'payload', 'signature'].indexOf(which)] = part;
+  return parts.join('.');
+}
+
+test('each part is refused exactly when its last character has unused bits set, for every character and every length', () => {
+  for (const which of ['header', 'payload', 'signature'] as const) {
+    // 2 and 3 characters (4 and 2 unused bits), and the same after whole groups of 4.
+    for (const head of ['A', 'AB', 'eyJhAA', 'eyJhAAA']) {
+      for (const last of ALPHABET) {
+        const part = head + last;
+        const canonical = Buffer.from(part, 'base64url').toString('base64url') === part;
+        assert.equal(formOf(withPart(which, part)), canonical ? 'ok' : nonZeroUnusedBits(which), `${which} ${part}`);
+      }
+    }
+    // A whole group of 4 has no unused bits: every last character is canonical.
+    for (const last of ALPHABET) assert.equal(formOf(withPart(which, `eyJ${last}`)), 'ok', `${which} eyJ${last}`);
+    // 4k + 1 characters encode no bytes.
+    assert.equal(formOf(withPart(which, 'eyJ9A')), impossibleLength(which, 5), which);
+    assert.equal(formOf(withPart(which, 'Q')), impossibleLength(which, 1), which);
+  }
+  // An empty signature (an unsigned token, refused later by the algorithm) is canonical.
+  assert.equal(formOf('eyJ9.eyJ9.'), 'ok');
+  // The first part at fault is named.
+  assert.equal(formOf('eyJhB.eyJ9B.eyJ9'), impossibleLength('header', 5));
+  assert.equal(formOf('eyJ9.eyJhBB.eyJ9AB'), nonZeroUnusedBits('payload'));
+});
+
+test('padding, + or /, and a wrong number of parts keep their own hints', () => {
+  assert.match(formOf('eyJ9.eyJ9.AB=='), /^invalid token: a JWT is base64url without padding/);
+  assert.match(formOf('eyJ9.eyJ9.A+/B'), /^invalid token: a JWT is base64url without padding/);
+  assert.match(formOf('eyJ9.eyJ9'), /^invalid token: not a JWT; /);
+});
+
+test('a signature respelled in its unused bits no longer verifies: of an ES256 and an RS256 token 16 spellings, of an HS256 one 4, only the one written', async () => {
+  const keyed = (alg: string, privateKey: KeyObject, publicKey: KeyObject) => ({
+    alg, sign: (t: SignJWT) => t.sign(privateKey),
+    verify: createVerifier({ kind: 'public-key', pem: publicKey.export({ type: 'spki', format: 'pem' }).toString() }),
+  });
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const secret = 'jwt-form-test-secret-of-32-characters';
+  const signers = [
+    keyed('ES256', ec.privateKey, createPublicKey(ec.privateKey)),
+    keyed('RS256', rsa.privateKey, createPublicKey(rsa.privateKey)),
+    { alg: 'HS256', sign: (t: SignJWT) => t.sign(new TextEncoder().encode(secret)), verify: createVerifier({ kind: 'secret', secret }) },
+  ];
+  for (const { alg, sign, verify } of signers) {
+    const token = await sign(new SignJWT({ sub: 'ana' }).setProtectedHeader({ alg }).setExpirationTime('1h'));
+    const cut = token.lastIndexOf('.');
+    const signature = token.slice(cut + 1);
+    const tail = signature.length % 4;
+    const unused = tail === 2 ? 0b1111 : 0b11;
+    const base = ALPHABET.indexOf(signature.at(-1) ?? '') & ~unused;
+    const verified: string[] = [];
+    for (let bits = 0; bits <= unused; bits++) {
+      const spelled = `${token.slice(0, cut + 1)}${signature.slice(0, -1)}${ALPHABET[base | bits]}`;
+      await verify(spelled).then(() => verified.push(spelled), (err: Error) => assert.equal(err.message, nonZeroUnusedBits('signature'), alg));
+    }
+    assert.deepEqual(verified, [token], `${alg}: ${unused + 1} spellings of its ${signature.length}-character signature`);
+  }
+});
