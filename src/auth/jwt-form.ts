@@ -1,6 +1,7 @@
 /**
  * The written form a client JWT must have before its signature is checked (docs/protocol.md,
- * "Client tokens"): one check, run by the verifier for every path a client token takes
+ * "Client tokens"): compact, canonical base64url, JSON parts without a byte order
+ * mark. One check, run by the verifier for every path a client token takes
  * (`GET /v1/connect` by header or `?token=`, the `/v1/me` routes, a `refresh` frame), so
  * each refuses a token for its form with the same 401 and the same hint.
  */
@@ -61,13 +62,30 @@ export function impossibleLength(part: JwtPart, chars: number): string {
 }
 
 /**
+ * A UTF-8 byte order mark (EF BB BF) in base64url: 3 bytes are 4 characters, so a part
+ * whose bytes begin with one begins with these and no other part does.
+ */
+const UTF8_BOM = '77u_';
+
+/**
+ * The refusal of a header or payload whose JSON begins with a byte order mark: "MUST
+ * NOT" (RFC 8259 §8.1). jose's UTF-8 decoder drops a leading one unseen, so such a
+ * token verified as if it had none: another spelling of the same claims.
+ */
+export function leadingBom(part: JwtPart): string {
+  return `invalid token: the JWT's ${part} begins with a byte order mark (U+FEFF), which JSON text must not (RFC 8259 §8.1)`;
+}
+
+/**
  * Refuses a token not written as a JWT in compact serialization, before any decoding:
- * not three base64url parts without padding, or one part not in canonical form (its
+ * not three base64url parts without padding, one part not in canonical form (its
  * length and its last character's unused bits; the characters before carry no unused
- * bits). Checks only the text, in time linear in its length and without decoding.
+ * bits), or a header or payload whose JSON begins with a byte order mark. Checks only
+ * the text, in time linear in its length and without decoding.
  * @throws PixiuError UNAUTHORIZED {@link NOT_A_JWT} for a token that is not three
  *   dot-separated parts, {@link NOT_COMPACT_JWT} for three parts not of {@link JWT_FORM},
- *   {@link impossibleLength} or {@link nonZeroUnusedBits} naming the first part at fault
+ *   {@link impossibleLength}, {@link nonZeroUnusedBits} or {@link leadingBom} naming the
+ *   first part at fault
  */
 export function checkJwtForm(token: string): void {
   if (!JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', token.split('.').length === 3 ? NOT_COMPACT_JWT : NOT_A_JWT);
@@ -78,6 +96,8 @@ export function checkJwtForm(token: string): void {
     const tail = (end - start) % 4;
     if (tail === 1) throw new PixiuError('UNAUTHORIZED', impossibleLength(part, end - start));
     if (tail > 1 && (ALPHABET.indexOf(token.charAt(end - 1)) & (UNUSED_BITS[tail] ?? 0)) !== 0) throw new PixiuError('UNAUTHORIZED', nonZeroUnusedBits(part));
+    // The signature is bytes, not JSON: it may begin with any.
+    if (part !== 'signature' && token.startsWith(UTF8_BOM, start)) throw new PixiuError('UNAUTHORIZED', leadingBom(part));
     start = end + 1;
   }
 }

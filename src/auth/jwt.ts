@@ -163,8 +163,8 @@ function decodeOrKeep(part: string): string {
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
  *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key; a token
- *   not in compact form is refused unverified, with the hint of jwt-form.ts's
- *   checkJwtForm), or
+ *   not of the written form of jwt-form.ts's checkJwtForm — compact, canonical
+ *   base64url, JSON without a byte order mark — is refused unverified, with its hint), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
  *   a 200, not a JSON key set, a key set with no keys)
  * @throws Error when a PEM key cannot be read or is of no accepted type (loadConfig

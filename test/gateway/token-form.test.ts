@@ -11,7 +11,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
-import { b64url, respellings, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
+import { HS256_HEADER, b64url, respellings, signed, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -130,6 +130,20 @@ test('a token with unused bits set in the last character of its header, payload 
   ];
   for (const { part, token } of cases) {
     const message = `invalid token: a JWT is canonical base64url (RFC 7515 §2, RFC 4648 §3.5): the unused bits of the ${part}'s last character are not zero`;
+    assert.deepEqual(await answersTo(user, token), refusedEverywhere(message), part);
+  }
+});
+
+test('a token whose header or payload JSON begins with a byte order mark is refused on every path, signed as it is', async () => {
+  const user = 'form-bom';
+  const claims = JSON.stringify({ sub: user, exp: Math.floor(Date.now() / 1000) + 3600 });
+  assert.deepEqual(await answersTo(user, signed(claims)), ACCEPTED, 'the token without a BOM');
+  const cases = [
+    { part: 'header', token: signed(claims, `\ufeff${HS256_HEADER}`) },
+    { part: 'payload', token: signed(`\ufeff${claims}`) },
+  ];
+  for (const { part, token } of cases) {
+    const message = `invalid token: the JWT's ${part} begins with a byte order mark (U+FEFF), which JSON text must not (RFC 8259 §8.1)`;
     assert.deepEqual(await answersTo(user, token), refusedEverywhere(message), part);
   }
 });

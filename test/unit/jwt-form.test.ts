@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { checkJwtForm, impossibleLength, nonZeroUnusedBits, type JwtPart } from '../../src/auth/jwt-form.js';
+import { checkJwtForm, impossibleLength, leadingBom, nonZeroUnusedBits, type JwtPart } from '../../src/auth/jwt-form.js';
 import { createVerifier } from '../../src/auth/jwt.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -87,4 +87,26 @@ test('a signature respelled in its unused bits no longer verifies: of an ES256 a
     }
     assert.deepEqual(verified, [token], `${alg}: ${unused + 1} spellings of its ${signature.length}-character signature`);
   }
+});
+
+test('a header or payload whose JSON begins with a byte order mark is refused, signed or not; a signature may begin with those bytes', async () => {
+  const secret = 'jwt-form-test-secret-of-32-characters';
+  const verify = createVerifier({ kind: 'secret', secret });
+  const b64 = (text: string): string => Buffer.from(text).toString('base64url');
+  const signedText = (header: string, payload: string): string => {
+    const input = `${b64(header)}.${b64(payload)}`;
+    return `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`;
+  };
+  const header = '{"alg":"HS256"}';
+  const payload = JSON.stringify({ sub: 'ana', exp: Math.floor(Date.now() / 1000) + 60 });
+  assert.equal((await verify(signedText(header, payload))).user, 'ana');
+  await assert.rejects(verify(signedText(`\ufeff${header}`, payload)), { code: 'UNAUTHORIZED', message: leadingBom('header') });
+  await assert.rejects(verify(signedText(header, `\ufeff${payload}`)), { code: 'UNAUTHORIZED', message: leadingBom('payload') });
+  // Checked on the text: the BOM's 3 bytes are its first 4 characters, whatever follows.
+  for (const after of ['', '{', '{}', ' {"a":1}']) {
+    assert.equal(formOf(withPart('payload', b64(`\ufeff${after}`).padEnd(4, 'A'))), leadingBom('payload'), JSON.stringify(after));
+  }
+  // U+FEFF anywhere else is JSON's business (inside a string it is a character like any).
+  assert.equal(formOf(withPart('payload', b64('{"a":"\ufeff"}'))), 'ok');
+  assert.equal(formOf(withPart('signature', '77u_')), 'ok');
 });
