@@ -64,7 +64,7 @@ export interface ErrorFrame {
    * and a malformed `ack` name only their `t`; malformed ones too (client-frames.ts
    * `FrameRefused`). Absent for a frame that is not JSON, not an object or of no known
    * `t`. (Errors also come in the order of the frames they answer:
-   * src/gateway/ws-connection.ts.)
+   * src/gateway/frame-handler.ts.)
    */
   ref?: ErrorRef;
 }

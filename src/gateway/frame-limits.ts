@@ -1,6 +1,6 @@
 /**
  * The limits on what one connection's client may send (docs/protocol.md, "Client →
- * server"); src/gateway/ws-connection.ts holds its connections to them. One past any of
+ * server"); src/gateway/frame-handler.ts holds its connections to them. One past any of
  * them closes the connection 4003 (protocol abuse).
  */
 

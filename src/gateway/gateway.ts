@@ -268,7 +268,7 @@ export class Gateway implements GatewayDeps {
     await meRoutes(app, this);
     await app.register(async (ws) => {
       await ws.register(websocket, {
-        // Pings are answered by the connection (ws-connection.ts `#onPing`), within its frame limits.
+        // Pings are answered by the connection (frame-handler.ts `ping`), within its frame limits.
         options: { maxPayload: this.config.maxClientFrameBytes, autoPong: false },
         // Shutdown closes sockets itself (1001, after flushing cursors): see close().
         preClose: (done) => done(),

@@ -2,11 +2,8 @@
  * One WebSocket connection (DESIGN.md §6): client frames in, delivery frames out, and
  * the connection's own clocks — server pings and the idle close, token expiry, and
  * backpressure (DESIGN.md §5: pause above the high-water mark; close 4009 when paused
- * too long or over the hard cap).
- *
- * Client frames are handled one at a time, in the order they came, and none before
- * `welcome` is out (frame-queue.ts), so every answer goes out in the order of the
- * frames it answers.
+ * too long or over the hard cap). What the client sends is handled by its
+ * {@link FrameHandler} (frame-handler.ts).
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
@@ -15,12 +12,8 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { FrameRefused, isAckFrame, readClientFrame } from './client-frames.js';
-import { channelFrame } from './channel-frames.js';
 import { afterWrite, drained, Pause } from './backpressure.js';
-import { FrameQueue } from './frame-queue.js';
-import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
-import { refreshedClaims } from './token-refresh.js';
+import { FrameHandler, type FrameConnection } from './frame-handler.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
@@ -28,7 +21,6 @@ import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, refusalCloseCode } from './receiver-refusals.js';
 import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
-import { ConnectionChannels } from '../channels/connection-channels.js';
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
@@ -36,7 +28,7 @@ const TEXT_FRAME: { readonly binary: false } = { binary: false };
 const CLOSE_GRACE_MS = 5000;
 
 /** A live WebSocket connection of one user's device. */
-export class WsConnection implements DeliveryConnection, Ticking {
+export class WsConnection implements DeliveryConnection, FrameConnection, Ticking {
   readonly id: string;
   readonly user: string;
   readonly device: string;
@@ -47,27 +39,19 @@ export class WsConnection implements DeliveryConnection, Ticking {
   readonly #deps: ConnectionDeps;
   /** Created on first use: most connections never log, and each child logger costs memory. */
   #logger: Logger | undefined;
-  /** The JWT's `channels` patterns (replaced by a `refresh`); {@link #channels} reads them at each `sub`. */
-  #channelPatterns: readonly string[];
   readonly #broadcast: BroadcastSubscription | undefined;
-  /** Created by the first `sub`: most connections follow no channel. */
-  #channels: ConnectionChannels | undefined;
   /** `last_bseq` from the handshake: where the broadcast feed resumes after `welcome`. */
   #lastBseq: string | undefined;
   #session: UserSession | undefined;
-  #expiresAtMs: number;
   /** When the client was last heard from, the next server ping, the pongs owed. */
   readonly #heartbeatState: Heartbeat;
   /** Delivery is paused by backpressure exactly while set (backpressure.ts). */
   #pause: Pause | undefined;
-  /** Made by the first `msg` sent or the first frame other than an `ack` that moved a cursor: see frame-limits.ts. */
-  #budget: FrameBudget | undefined;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
-  /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
-  readonly #frames = new FrameQueue<{ readonly data: RawData; readonly isBinary: boolean }>(
-    MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary), (f) => !f.isBinary && isAckFrame(f.data.toString()));
+  /** What the client sends: its frames, pings and pongs, and the token a `refresh` changes. */
+  readonly #frames: FrameHandler;
 
   /**
    * @param ws the upgraded WebSocket
@@ -80,10 +64,9 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.user = who.user;
     this.device = who.device;
     this.since = who.since;
-    this.#expiresAtMs = who.expiresAtMs;
     this.#deps = deps;
     this.#heartbeatState = new Heartbeat(Date.now(), deps.config.heartbeatMs);
-    this.#channelPatterns = who.channels;
+    this.#frames = new FrameHandler(this, deps, who);
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(tagSet(who.tags), this) : undefined;
   }
 
@@ -107,11 +90,16 @@ export class WsConnection implements DeliveryConnection, Ticking {
     if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
-    ws.on('pong', () => this.#onPong());
-    // Answered here, not by `ws` (autoPong off, gateway.ts): its own guard cut a
-    // connection with more than 60 pongs unwritten — a burst of pings in one packet —
-    // without a close code, counted as the client's 1006 and never logged.
-    ws.on('ping', (data) => this.#onPing(data));
+    ws.on('pong', () => {
+      if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#frames.unsolicitedPong();
+    });
+    // Answered by the frame handler, not by `ws` (autoPong off, gateway.ts): its own
+    // guard cut a connection with more than 60 pongs unwritten — a burst of pings in
+    // one packet — without a close code, counted as the client's 1006 and never logged.
+    ws.on('ping', (data) => {
+      this.#heartbeatState.heard(Date.now());
+      if (!this.#closed) this.#frames.ping(data);
+    });
     ws.on('close', (code) => this.#onClose(code));
     ws.on('error', (err) => {
       // `ws` closes the connection itself when it refuses a frame; count that code.
@@ -121,6 +109,11 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#logLine('debug', { resume }, 'connection open');
+  }
+
+  /** The delivery session, once attached (start()). */
+  get session(): UserSession | undefined {
+    return this.#session;
   }
 
   /** Bytes queued on the socket. */
@@ -137,7 +130,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
   send(frame: string | Buffer, t: FrameType): void {
     if (this.#closed) return;
     this.#deps.onFrames(t, 1);
-    if (t === 'msg') this.#frameBudget().earn();
+    if (t === 'msg') this.#frames.msgSent();
     const socket = this.#socket;
     if (socket !== undefined) corkForThisTick(socket);
     if (typeof frame === 'string') this.#ws.send(frame, this.#onWritten);
@@ -228,98 +221,18 @@ export class WsConnection implements DeliveryConnection, Ticking {
     this.#session?.drain(this.id);
   };
 
-  /**
-   * A WebSocket ping (RFC 6455 §5.5.2): answered with a pong of its data (§5.5.3); it
-   * counts as a frame other than `ack` ({@link MAX_CONTROL_FRAMES}, then 4003).
-   */
-  #onPing(data: Buffer): void {
-    this.#heartbeatState.heard(Date.now());
-    if (this.#closed || !this.#charge('control')) return;
+  /** Writes a WebSocket pong of `data` (RFC 6455 §5.5.3) answering a client's ping. */
+  pong(data: Buffer): void {
     this.#ws.pong(data);
     // Held to the send buffer's limits like any frame: a client that pings and never
     // reads would otherwise grow the pongs queued for it without end.
     this.#checkBuffered();
   }
 
-  /** A WebSocket pong: one the server did not ask for counts as a frame other than `ack` ({@link MAX_CONTROL_FRAMES}, then 4003). */
-  #onPong(): void {
-    if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#charge('control');
-  }
-
-  /**
-   * Takes from the connection's {@link FrameBudget} (frame-limits.ts); past it, closes the connection 4003.
-   * @returns false when the connection was closed
-   */
-  #charge(kind: 'control' | 'idleAck' | 'badFrame'): boolean {
-    const reason = this.#frameBudget()[kind]();
-    if (reason === undefined) return true;
-    this.close(CloseCode.protocolAbuse, reason);
-    return false;
-  }
-
-  /** The connection's {@link FrameBudget}, made by its first `msg` or first frame that costs. */
-  #frameBudget(): FrameBudget {
-    return (this.#budget ??= FrameBudget.of(this.#deps.config));
-  }
-
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#heartbeatState.heard(Date.now());
     if (this.#closed) return;
-    if (!this.#frames.push({ data, isBinary })) this.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
-  }
-
-  /**
-   * Handles one client frame.
-   * @returns a promise (never rejecting) when its answer waits on Redis or the key source; the next frame waits for it
-   */
-  #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
-    const frame = readClientFrame(data, isBinary);
-    // Frames other than acks, bad ones included, are held to MAX_CONTROL_FRAMES.
-    if ((frame instanceof PixiuError || frame.t !== 'ack') && !this.#charge('control')) return undefined;
-    if (frame instanceof PixiuError) {
-      this.#refuse(frame);
-      return undefined;
-    }
-    switch (frame.t) {
-      case 'ack':
-        // One that moves no cursor (refused, a repeat, another epoch's) has a budget (frame-limits.ts).
-        if ((this.#session?.ack(this.id, frame.seq, frame.epoch) ?? 'idle') !== 'moved') this.#charge('idleAck');
-        return undefined;
-      case 'ping':
-        this.send('{"t":"pong"}', 'pong');
-        this.#session?.heartbeat();
-        return undefined;
-      case 'refresh':
-        return this.#refresh(frame.token);
-      case 'sub':
-      case 'unsub':
-        return channelFrame(frame, this.#connectionChannels(), {
-          sendError: (err, ref) => this.sendError(err, ref),
-          refuse: (err, ref) => this.#refuse(err, ref),
-        });
-    }
-  }
-
-  /** The connection's channels, made by its first `sub` or `unsub`; undefined when this service has none. */
-  #connectionChannels(): ConnectionChannels | undefined {
-    const deps = this.#deps.channels;
-    return deps && (this.#channels ??= new ConnectionChannels(deps, () => this.#channelPatterns, this));
-  }
-
-  /** Answers a malformed frame (`ref`: by default the one a FrameRefused names); too many close the connection 4003 (protocol abuse). */
-  #refuse(err: PixiuError, ref = err instanceof FrameRefused ? err.ref : undefined): void {
-    if (this.#charge('badFrame')) this.sendError(err, ref);
-  }
-
-  /** `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts). */
-  async #refresh(token: string): Promise<void> {
-    try {
-      const claims = await refreshedClaims(this.#deps.verify, token, { user: this.user, expiresAtMs: this.#expiresAtMs });
-      this.#channelPatterns = claims.channels;
-      this.#expiresAtMs = claims.expiresAtMs;
-    } catch (err) {
-      this.sendError(err as PixiuError, { t: 'refresh' });
-    }
+    this.#frames.message(data, isBinary);
   }
 
   /**
@@ -332,7 +245,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
     // Closed by the server, waiting for the peer's close: no ping, and above all no
     // presence refresh, which would re-add the entry a replacement just removed.
     if (this.#closed) return;
-    if (nowMs >= this.#expiresAtMs) {
+    if (nowMs >= this.#frames.expiresAtMs) {
       this.close(CloseCode.tokenExpired, 'token expired');
       return;
     }
@@ -385,7 +298,7 @@ export class WsConnection implements DeliveryConnection, Ticking {
 
   #onClose(code: number): void {
     this.#broadcast?.stop(this.#deps.broadcast?.fanout);
-    void this.#channels?.closeAll();
+    this.#frames.closeChannels();
     this.#closed = true;
     this.#deps.clock.delete(this);
     this.#pause?.end();

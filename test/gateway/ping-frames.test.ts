@@ -1,6 +1,6 @@
 /**
  * WebSocket-level pings (RFC 6455 §5.5.2) are answered by the connection itself
- * (ws-connection.ts `#onPing`), within the limit on frames other than `ack`; and an
+ * (frame-handler.ts `ping`), within the limit on frames other than `ack`; and an
  * `ack` that moves no cursor (refused, a repeat, another epoch's) counts against a
  * budget of its own (docs/protocol.md, "Client → server"). `ws` answered pings itself and cut, without
  * a close code, a connection with more than 60 pongs unwritten: a burst of pings in
