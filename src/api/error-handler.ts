@@ -14,6 +14,7 @@ import { bearerToken } from '../auth/api-token.js';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
+import { dropIncoming } from '../drop-incoming.js';
 
 /**
  * A route's `config` as the error handler reads it (typed the way fastify documents).
@@ -131,10 +132,10 @@ const lingering = new WeakSet<Socket>();
  * A lingering close (RFC 9112 §9.6) for a connection answered before its request body
  * has all arrived (a body over the limit, a refused token): once the answer is out,
  * the server stops writing (FIN) but keeps reading and dropping what the client still
- * sends, until the client closes, {@link LINGER_MS} pass or {@link LINGER_MAX_BYTES}
- * arrive. Closed at once instead, data still arriving made the kernel answer with a
- * reset, and a client still uploading (Node's `fetch` with a 24 MiB body) saw EPIPE
- * rather than the 413 it had been sent.
+ * sends (drop-incoming.ts), until the client closes, {@link LINGER_MS} pass or
+ * {@link LINGER_MAX_BYTES} arrive. Closed at once instead, data still arriving made the
+ * kernel answer with a reset, and a client still uploading (Node's `fetch` with a
+ * 24 MiB body) saw EPIPE rather than the 413 it had been sent.
  */
 function lingerOnClose(socket: Socket | null | undefined): void {
   if (!socket || lingering.has(socket)) return;
@@ -142,40 +143,11 @@ function lingerOnClose(socket: Socket | null | undefined): void {
   // Node ends a `Connection: close` response's socket with destroySoon (FIN, then destroy
   // once written); here the destroy waits for the client instead.
   socket.destroySoon = function lingeringClose(this: Socket): void {
-    const stop = (): void => {
-      clearTimeout(timer);
-      this.destroy();
-    };
-    const timer = setTimeout(stop, LINGER_MS);
-    timer.unref();
-    let dropped = 0;
-    this.on('data', (chunk: Buffer) => {
-      dropped += chunk.length;
-      if (dropped > LINGER_MAX_BYTES) stop();
-    });
-    this.once('end', stop);
-    this.once('error', stop);
+    dropIncoming(this, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
+    // The server's socket half-opens (allowHalfOpen): the client's end is the close.
+    this.once('end', () => this.destroy());
     if (this.writable) this.end();
-    this.resume();
-    restartReading(this);
   };
-}
-
-/**
- * Starts reading `socket` again when Node's HTTP server stopped it under a read still
- * pending. A body that arrived with its headers fills the unread request, whose
- * backpressure stops the socket's handle directly (`readStop`), leaving the stream's
- * read pending: `resume()` then reads nothing, and the upload stalled until the linger
- * timer cut it (a fresh tester's client saw EPIPE 7 times in 10). This is what Node's
- * own `onSocketResume` (lib/_http_server.js) does, which the 'data' listener above
- * detached along with the HTTP parser.
- */
-function restartReading(socket: Socket): void {
-  const handle = (socket as unknown as { _handle?: { reading?: boolean; readStart?: () => number } | null })._handle;
-  if (handle?.reading === false && typeof handle.readStart === 'function') {
-    handle.reading = true;
-    handle.readStart();
-  }
 }
 
 /**

@@ -14,6 +14,21 @@ export const MAX_BAD_FRAMES = 20;
 export const MAX_HELD_FRAMES = 64;
 
 /**
+ * Most bytes read (and dropped unparsed) from a client after its connection was closed
+ * 4003, during the close's grace; one more cuts the connection (receiver-refusals.ts
+ * `dropClientBytes`). {@link MAX_HELD_FRAMES} frames of the largest size a client may
+ * send, 256 KiB by default: what the server ever holds of a client's frames, so what a
+ * client within the limits may have sent ahead of their answers when the close reached
+ * it (acks, never held, are a few dozen bytes each: a window's worth is a few KiB). A
+ * client that writes on past it is not finishing what it had sent, and is not read for
+ * the rest of the grace: it may then miss the close frame (a reset), which a 4003 risks.
+ * @param maxClientFrameBytes `PIXIU_MAX_CLIENT_FRAME_BYTES`
+ */
+export function abuseDropBytes(maxClientFrameBytes: number): number {
+  return MAX_HELD_FRAMES * maxClientFrameBytes;
+}
+
+/**
  * Frames other than `ack` (`ping`, `refresh`, `sub`, `unsub`, and bad ones) one
  * connection may send per {@link CONTROL_FRAME_WINDOW_MS}: a window that starts at the
  * first of them, and the next at the first frame after it ends ({@link FrameWindow}). Following 100 channels and leaving them, in

@@ -14,18 +14,19 @@ import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { afterWrite, drained, Pause } from './backpressure.js';
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
+import { abuseDropBytes } from './frame-limits.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
-import { dropClientBytes, refusalCloseCode } from './receiver-refusals.js';
+import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
 import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
-const CLOSE_GRACE_MS = 5000;
+export const CLOSE_GRACE_MS = 5000;
 
 /** A live WebSocket connection of one user's device. */
 export class WsConnection implements DeliveryConnection, FrameConnection, Ticking {
@@ -89,6 +90,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     // Registered at once but held: live broadcasts queue until `welcome` is out.
     if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
+    if (this.#socket !== undefined) noteFrameParsers(this.#socket);
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => {
       if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#frames.unsolicitedPong();
@@ -196,7 +198,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     const line = closeLogLine(code);
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
-    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) dropClientBytes(this.#socket);
+    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
+      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes), ms: CLOSE_GRACE_MS });
+    }
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 

@@ -8,7 +8,8 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, idleAckAllowance } from '../../src/gateway/frame-limits.js';
+import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, abuseDropBytes, idleAckAllowance } from '../../src/gateway/frame-limits.js';
+import { CLOSE_GRACE_MS } from '../../src/gateway/ws-connection.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -92,6 +93,39 @@ test('a flood of acks that move nothing, written as fast as the socket takes the
     await flood;
     await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
     assert.equal(conn.closeCode(), 4003);
+  } finally {
+    conn.socket.destroy();
+  }
+});
+
+test('a client that floods on after its 4003 close is cut once past 64 × PIXIU_MAX_CLIENT_FRAME_BYTES of dropped bytes, not read for the whole close grace', async () => {
+  const cap = abuseDropBytes(gw.config.maxClientFrameBytes);
+  assert.equal(cap, 256 * 1024, 'the documented cap with the default frame size');
+  const conn = rawUpgrade(gw.url, await testToken(JWT_KEY, 'persister'));
+  try {
+    await conn.until((got) => got.length > 0);
+    // One pong past the window's 300: closed 4003.
+    conn.socket.write(Buffer.concat(Array.from({ length: MAX_CONTROL_FRAMES + 1 }, () => PONG_FRAME)));
+    await conn.until(() => false);
+    assert.equal(conn.closeCode(), 4003);
+    const closedAt = performance.now();
+    const gone = new Promise<void>((resolve) => {
+      conn.socket.once('close', () => resolve());
+    });
+    let cut = false;
+    void gone.then(() => { cut = true; });
+    // Valid acks, written on as fast as the socket takes them: only the cap ends this early.
+    const burst = Buffer.concat(Array.from({ length: 2000 }, () => IDLE_ACK));
+    let written = 0;
+    while (!cut && !conn.socket.destroyed && performance.now() - closedAt < 2 * CLOSE_GRACE_MS) {
+      written += burst.length;
+      if (!conn.socket.write(burst)) await Promise.race([new Promise((resolve) => conn.socket.once('drain', resolve)), gone]);
+    }
+    conn.socket.destroy();
+    await gone;
+    const tookMs = performance.now() - closedAt;
+    assert.ok(written > cap, `${written} bytes written, over the cap of ${cap}`);
+    assert.ok(tookMs < CLOSE_GRACE_MS / 2, `cut after ${Math.round(tookMs)} ms, before the ${CLOSE_GRACE_MS} ms grace`);
   } finally {
     conn.socket.destroy();
   }
