@@ -48,8 +48,12 @@ export interface ClientClaims {
   readonly expiresAtMs: number;
   /** Broadcast filter tags; empty when absent. */
   readonly tags: readonly string[];
-  /** Channel patterns the user may subscribe to; empty when absent. */
-  readonly channels: readonly string[];
+  /**
+   * Channel patterns the user may subscribe to; undefined when the token has no
+   * `channels` claim (it may follow no channel, as with `[]`, and a refused `sub` says
+   * the claim is missing: the first thing an integrator leaves out).
+   */
+  readonly channels: readonly string[] | undefined;
 }
 
 /** Verifies a compact JWT and returns its claims. */
@@ -125,7 +129,7 @@ function toClaims(payload: JWTPayload): ClientClaims {
     user: payload.sub,
     expiresAtMs: payload.exp * 1000,
     tags: stringArray(payload.tags, 'tags'),
-    channels: stringArray(payload.channels, 'channels'),
+    channels: payload.channels === undefined ? undefined : stringArray(payload.channels, 'channels'),
   };
 }
 

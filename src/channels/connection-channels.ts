@@ -22,6 +22,17 @@ export interface ChannelDeps {
   readonly stream: ChannelStream;
 }
 
+/**
+ * The refusal of a channel the token's patterns do not allow. A token with no
+ * `channels` claim at all gets a hint: leaving the claim out (an identity provider's
+ * mapper that drops it) is the first thing an integrator gets wrong, and the bare
+ * refusal read like a pattern that did not match (a newcomer's report, L4).
+ */
+function notAllowed(channel: string, patterns: readonly string[] | undefined): PixiuError {
+  const hint = patterns === undefined ? ' (the token has no channels claim: mint it with channels patterns, docs/protocol.md "Channels")' : '';
+  return new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}${hint}`);
+}
+
 function notAChannel(channel: string): PixiuError {
   return new PixiuError('INVALID_REQUEST', `not a channel name: ${JSON.stringify(channel.slice(0, 40))} (1-${MAX_CHANNEL_LENGTH} of A-Z a-z 0-9 _ : - in segments separated by .)`);
 }
@@ -39,14 +50,15 @@ export class ConnectionChannels implements ChannelSubscriber {
   readonly #deps: ChannelDeps;
   readonly #sink: PubSink;
   readonly #followers = new Map<string, StreamFollower<ChannelEntry>>();
-  /** The token's `channels` patterns, as they are now (a `refresh` may change them; channels already followed stay). */
-  readonly #patterns: () => readonly string[];
+  /** The token's `channels` patterns, as they are now (a `refresh` may change them; channels already followed stay); undefined: no claim. */
+  readonly #patterns: () => readonly string[] | undefined;
 
   /**
-   * @param patterns the JWT's `channels` claim as it is now (read at each `sub`: a `refresh` may change it)
+   * @param patterns the JWT's `channels` claim as it is now (read at each `sub`: a `refresh`
+   *   may change it); undefined when the token has none
    * @param sink the connection: its frames, and its backpressure for catch-ups
    */
-  constructor(deps: ChannelDeps, patterns: () => readonly string[], sink: PubSink) {
+  constructor(deps: ChannelDeps, patterns: () => readonly string[] | undefined, sink: PubSink) {
     this.#deps = deps;
     this.#patterns = patterns;
     this.#sink = sink;
@@ -60,7 +72,7 @@ export class ConnectionChannels implements ChannelSubscriber {
   /**
    * Follows a channel (a second `sub` of the same channel changes nothing).
    * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
-   *   pattern of the token allows it; RATE_LIMITED over the per-connection limit;
+   *   pattern of the token allows it ({@link notAllowed}); RATE_LIMITED over the per-connection limit;
    *   UNAVAILABLE when Redis fails. After any of these the channel is not followed
    *   (part of its history may have been sent before a later page's read failed).
    */
@@ -74,9 +86,8 @@ export class ConnectionChannels implements ChannelSubscriber {
     // A channel followed already changes nothing, even one a `refresh` has since
     // stopped allowing (docs/protocol.md: channels already followed stay).
     if (this.#followers.has(channel)) return;
-    if (!channelAllowed(channel, this.#patterns())) {
-      throw new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}`);
-    }
+    const patterns = this.#patterns();
+    if (!channelAllowed(channel, patterns ?? [])) throw notAllowed(channel, patterns);
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
       throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
     }

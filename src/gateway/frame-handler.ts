@@ -42,8 +42,8 @@ export interface FrameConnection extends PubSink {
 export class FrameHandler {
   readonly #conn: FrameConnection;
   readonly #deps: ConnectionDeps;
-  /** The JWT's `channels` patterns (replaced by a `refresh`); {@link #channels} reads them at each `sub`. */
-  #channelPatterns: readonly string[];
+  /** The JWT's `channels` patterns (replaced by a `refresh`; undefined: no claim); {@link #channels} reads them at each `sub`. */
+  #channelPatterns: readonly string[] | undefined;
   #expiresAtMs: number;
   /** Made by the first `msg` sent or the first frame other than an `ack` that moved a cursor: see frame-limits.ts. */
   #budget: FrameBudget | undefined;
@@ -57,7 +57,7 @@ export class FrameHandler {
    * @param token the JWT's `channels` patterns and its expiry, ms since the epoch, as
    *   the connection opened
    */
-  constructor(conn: FrameConnection, deps: ConnectionDeps, token: { readonly channels: readonly string[]; readonly expiresAtMs: number }) {
+  constructor(conn: FrameConnection, deps: ConnectionDeps, token: { readonly channels: readonly string[] | undefined; readonly expiresAtMs: number }) {
     this.#conn = conn;
     this.#deps = deps;
     this.#channelPatterns = token.channels;

@@ -84,8 +84,8 @@ export interface ConnectionIdentity {
   readonly device: string;
   /** The JWT's `tags` (broadcast filters). */
   readonly tags: readonly string[];
-  /** The JWT's `channels` patterns. */
-  readonly channels: readonly string[];
+  /** The JWT's `channels` patterns; undefined when it has no `channels` claim. */
+  readonly channels: readonly string[] | undefined;
   /** Token expiry, ms since the epoch. */
   readonly expiresAtMs: number;
   /** Connected at, ms since the epoch. */

@@ -10,9 +10,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
+import { SignJWT } from 'jose';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { JWT_KEY, JWT_SECRET, expectPong, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { testToken } from '../harness/ws-client.js';
 import {
   connectWith, expectErrorFrame, expectPub, pubIds, publish, subscribe, waitTopics,
@@ -95,10 +96,23 @@ test('a channel no pattern allows is FORBIDDEN, a bad name INVALID_REQUEST; the 
   await waitTopics(probe, P, { news: false });
 });
 
-test('a token without a channels claim may follow no channel', async () => {
+test('a token without a channels claim may follow no channel, and the refusal says the claim is missing; one with an empty claim gets the plain refusal', async () => {
   const { client } = await gw.connectWelcomed('claimless');
   client.send({ t: 'sub', channel: 'news' });
-  await expectErrorFrame(client, 'FORBIDDEN');
+  const f = await expectErrorFrame(client, 'FORBIDDEN');
+  assert.deepEqual(f, {
+    t: 'error', code: 'FORBIDDEN', ref: { t: 'sub', channel: 'news' },
+    message: 'the token does not allow channel news (the token has no channels claim: mint it with channels patterns, docs/protocol.md "Channels")',
+  });
+  // A claim that is there but allows nothing (`[]`, or patterns that do not match) is no missing claim.
+  const exp = Math.floor(Date.now() / 1000) + 3600;
+  const secret = new TextEncoder().encode(JWT_SECRET);
+  const empty = await new SignJWT({ channels: [] }).setProtectedHeader({ alg: 'HS256' }).setSubject('claim-empty').setExpirationTime(exp).sign(secret);
+  for (const other of [(await gw.connectWelcomed('claim-empty', { token: empty })).client, await connectWith(gw, 'claim-other', ['sports.*'])]) {
+    other.send({ t: 'sub', channel: 'news' });
+    const plain = await expectErrorFrame(other, 'FORBIDDEN');
+    assert.equal(plain.message, 'the token does not allow channel news');
+  }
 });
 
 test('patterns: * matches exactly one whole segment, anywhere; literal segments match exactly', async () => {

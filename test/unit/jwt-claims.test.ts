@@ -106,6 +106,8 @@ test('tags and channels must be arrays of strings: an array holding anything els
   }
   const ok = await verify(await token({ tags: ['a', 'b'], channels: ['room.*'] }));
   assert.deepEqual([ok.tags, ok.channels], [['a', 'b'], ['room.*']]);
+  // A missing channels claim is told apart from an empty one (its refusal says the claim is missing).
+  assert.deepEqual([(await verify(await token({}))).channels, (await verify(await token({ channels: [] }))).channels], [undefined, []]);
 });
 
 test('the claims read are the token\'s: expiresAtMs is exp in ms, and what mintToken puts in (one tag, one channel) comes back', async () => {
