@@ -2,7 +2,8 @@
  * One connection's channel subscriptions (DESIGN.md §6, §8): `sub {channel, since?}`
  * and `unsub {channel}` frames. A channel may be followed when a pattern in the JWT's
  * `channels` claim allows it (src/channels/patterns.ts); otherwise the answer is an
- * `error` frame. `since` catches up from the channel's short history first.
+ * `error` frame. `since` catches up from the channel's short history first. A
+ * `refresh` whose patterns no longer allow a channel followed drops it.
  */
 import { isPixiuError, PixiuError } from '../errors.js';
 import { StreamFollower } from '../streams/follower.js';
@@ -23,14 +24,18 @@ export interface ChannelDeps {
 }
 
 /**
- * The refusal of a channel the token's patterns do not allow. A token with no
- * `channels` claim at all gets a hint: leaving the claim out (an identity provider's
- * mapper that drops it) is the first thing an integrator gets wrong, and the bare
- * refusal read like a pattern that did not match (a newcomer's report, L4).
+ * Said of a token with no `channels` claim at all, when it does not allow a channel:
+ * leaving the claim out (an identity provider's mapper that drops it) is the first
+ * thing an integrator gets wrong, and the bare refusal read like a pattern that did
+ * not match (a newcomer's report, L4).
  */
+function missingClaimHint(patterns: readonly string[] | undefined): string {
+  return patterns === undefined ? ' (the token has no channels claim: mint it with channels patterns, docs/protocol.md "Channels")' : '';
+}
+
+/** The refusal of a `sub` of a channel the token's patterns do not allow. */
 function notAllowed(channel: string, patterns: readonly string[] | undefined): PixiuError {
-  const hint = patterns === undefined ? ' (the token has no channels claim: mint it with channels patterns, docs/protocol.md "Channels")' : '';
-  return new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}${hint}`);
+  return new PixiuError('FORBIDDEN', `the token does not allow channel ${channel}${missingClaimHint(patterns)}`);
 }
 
 function notAChannel(channel: string): PixiuError {
@@ -50,7 +55,7 @@ export class ConnectionChannels implements ChannelSubscriber {
   readonly #deps: ChannelDeps;
   readonly #sink: PubSink;
   readonly #followers = new Map<string, StreamFollower<ChannelEntry>>();
-  /** The token's `channels` patterns, as they are now (a `refresh` may change them; channels already followed stay); undefined: no claim. */
+  /** The token's `channels` patterns, as they are now (a `refresh` may change them: {@link dropDisallowed}); undefined: no claim. */
   readonly #patterns: () => readonly string[] | undefined;
 
   /**
@@ -83,8 +88,8 @@ export class ConnectionChannels implements ChannelSubscriber {
     if (since !== undefined && !isStreamId(since)) {
       throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED);
     }
-    // A channel followed already changes nothing, even one a `refresh` has since
-    // stopped allowing (docs/protocol.md: channels already followed stay).
+    // A channel followed already changes nothing: the patterns allow it (a `refresh`
+    // that stopped allowing it dropped it: dropDisallowed).
     if (this.#followers.has(channel)) return;
     const patterns = this.#patterns();
     if (!channelAllowed(channel, patterns ?? [])) throw notAllowed(channel, patterns);
@@ -162,19 +167,44 @@ export class ConnectionChannels implements ChannelSubscriber {
    */
   async unsub(channel: string): Promise<void> {
     if (!isChannelName(channel)) throw notAChannel(channel);
-    const follower = this.#followers.get(channel);
-    if (follower === undefined) return;
-    this.#followers.delete(channel);
-    // A catch-up of its history still running reads no further.
-    follower.stop();
-    await this.#deps.hub.leave(channel, this);
+    if (this.#followers.has(channel)) await this.#forget([channel]);
   }
 
   /** Leaves every channel (the connection closed). */
   async closeAll(): Promise<void> {
-    const channels = [...this.#followers.keys()];
-    for (const follower of this.#followers.values()) follower.stop();
-    this.#followers.clear();
+    await this.#forget(this.channels);
+  }
+
+  /**
+   * After a `refresh`: stops following each channel the token's patterns, as they are
+   * now, no longer allow, so that a backend narrowing a user's token revokes live
+   * channels too (there is no other server-side unsubscribe; docs/protocol.md
+   * "Channels"). No publication of those is sent from the call on; the others stay
+   * followed, untouched.
+   * @param dropped told of each channel dropped, at once, in the order they were
+   *   followed, with the FORBIDDEN error saying why (the connection sends it)
+   * @returns when the node has left them (never rejects)
+   */
+  async dropDisallowed(dropped: (err: PixiuError, channel: string) => void): Promise<void> {
+    const patterns = this.#patterns();
+    const gone = this.channels.filter((c) => !channelAllowed(c, patterns ?? []));
+    const left = this.#forget(gone);
+    for (const channel of gone) {
+      dropped(new PixiuError('FORBIDDEN', `the refreshed token no longer allows channel ${channel}${missingClaimHint(patterns)}: unsubscribed`), channel);
+    }
+    await left;
+  }
+
+  /**
+   * Stops following `channels` (each followed): at once, none of their publications is
+   * sent and a catch-up of their history still running reads no further; then the node
+   * leaves them.
+   */
+  async #forget(channels: readonly string[]): Promise<void> {
+    for (const channel of channels) {
+      this.#followers.get(channel)?.stop();
+      this.#followers.delete(channel);
+    }
     await Promise.all(channels.map((c) => this.#deps.hub.leave(c, this)));
   }
 

@@ -166,14 +166,16 @@ export class FrameHandler {
     if (this.#charge('badFrame')) this.#conn.sendError(err, ref);
   }
 
-  /** `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts). */
+  /**
+   * `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts);
+   * channels it no longer allows are dropped, each with an `error` (dropDisallowed).
+   */
   async #refresh(token: string): Promise<void> {
-    try {
-      const claims = await refreshedClaims(this.#deps.verify, token, { user: this.#conn.user, expiresAtMs: this.#expiresAtMs });
-      this.#channelPatterns = claims.channels;
-      this.#expiresAtMs = claims.expiresAtMs;
-    } catch (err) {
-      this.#conn.sendError(err as PixiuError, { t: 'refresh' });
-    }
+    const claims = await refreshedClaims(this.#deps.verify, token, { user: this.#conn.user, expiresAtMs: this.#expiresAtMs })
+      .catch((err: unknown) => void this.#conn.sendError(err as PixiuError, { t: 'refresh' }));
+    if (claims === undefined) return;
+    this.#channelPatterns = claims.channels;
+    this.#expiresAtMs = claims.expiresAtMs;
+    await this.#channels?.dropDisallowed((err, channel) => this.#conn.sendError(err, { t: 'sub', channel }));
   }
 }

@@ -1,9 +1,11 @@
 /**
  * The rule of a WebSocket `refresh` frame (docs/protocol.md, "Client → server"): a
  * token for the same user that expires no earlier than the current one replaces it
- * (its `exp` and `channels`). One expiring earlier is refused, so a late or repeated
- * refresh never shortens the session; success is silent (DESIGN.md §6 has no frame
- * for it), failure is an `error` frame.
+ * (its `exp` and `channels`; the channels followed that its patterns no longer allow
+ * are then dropped, ConnectionChannels.dropDisallowed). One expiring earlier is
+ * refused, so a late or repeated refresh never shortens the session; success is
+ * silent (DESIGN.md §6 has no frame for it) but for those drops, failure is an
+ * `error` frame.
  */
 import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
