@@ -171,3 +171,21 @@ test('a since out of the stream id range is INVALID_REQUEST naming the frame, ne
   await expectPub(client, 'ok.r', id, 'live');
 });
 
+
+test('a refused sub of a channel already followed leaves it followed (docs/protocol.md: "follows nothing new")', async () => {
+  const client = await connectWith(gw, 'kept-on-error', ['kept.*']);
+  await subscribe(client, probe, P, 'kept.c');
+  const refused: Array<{ what: string; frame: object; message: RegExp }> = [
+    { what: 'a malformed since', frame: { t: 'sub', channel: 'kept.c', since: 'bad' }, message: /since must be a publication id/ },
+    { what: 'a since out of range', frame: { t: 'sub', channel: 'kept.c', since: '18446744073709551616-0' }, message: /since/ },
+    { what: 'an unknown field', frame: { t: 'sub', channel: 'kept.c', bogus: 1 }, message: /unknown field "bogus"/ },
+  ];
+  for (const k of refused) {
+    client.send(k.frame);
+    const f = await expectErrorFrame(client, 'INVALID_REQUEST', k.message);
+    assert.deepEqual(f.ref, { t: 'sub', channel: 'kept.c' }, k.what);
+  }
+  await waitTopics(probe, P, { 'kept.c': true });
+  const id = await publish(gw.client, 'kept.c', 'still followed');
+  await expectPub(client, 'kept.c', id, 'still followed');
+});
