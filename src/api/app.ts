@@ -47,7 +47,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // 503 and `Connection: close`, before anything is done: serving it instead would
     // store a message whose answer Node may never deliver (the connection ends after
     // the answer in flight), and a producer would send it again. Its body is fastify's,
-    // not the catalogue's (docs/decisions.md "HTTP").
+    // not the catalogue's. Only a request whose head was arriving as draining began
+    // gets it: a pipelined one's 503 is never sent, the answer in flight having ended
+    // the connection (docs/decisions.md "Shutdown drains HTTP").
     return503OnClosing: true,
     // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
     // catalogue's body, rather than by Node with an empty 400. Headers must arrive

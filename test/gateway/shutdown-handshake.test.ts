@@ -15,7 +15,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import WebSocket from 'ws';
 import { JWKS_COOLDOWN_MS } from '../../src/auth/jwt.js';
-import { waitUntil } from '../harness/checks.js';
+import { waitUntilNotAccepting } from '../harness/checks.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -81,14 +81,7 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   await keysAsked; // past the first "accepting" check, waiting for the keys
   const closing = server.service.close(); // SIGTERM
   // The gateway has closed its connections, and HTTP takes no new ones.
-  await waitUntil('the node takes no new connections', async () => {
-    try {
-      await fetch(`${server.service.url}/healthz`);
-      return false;
-    } catch {
-      return true;
-    }
-  });
+  await waitUntilNotAccepting(server.service.url);
   release();
   const outcome = await Promise.race([refused, opened]);
   assert.notEqual(outcome, 'opened', `the handshake opened; frames ${JSON.stringify(frames)}`);

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { waitUntil } from '../harness/checks.js';
+import { waitUntil, waitUntilNotAccepting } from '../harness/checks.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
@@ -52,14 +52,7 @@ async function tryShutdownMidHandshake(settleMs: number): Promise<{ refused?: nu
     await waitUntil('the server has the upgrade request', async () => sockets.has('mid'), 5000, 5);
     await delay(settleMs);
     const closing = server.service.close(); // SIGTERM
-    await waitUntil('the node takes no new connections', async () => {
-      try {
-        await fetch(`${server.service.url}/healthz`);
-        return false;
-      } catch {
-        return true;
-      }
-    });
+    await waitUntilNotAccepting(server.service.url);
     redis.resume();
     resumed = true;
     const answer = await outcome;

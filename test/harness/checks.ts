@@ -1,8 +1,8 @@
 /**
  * Checks shared by the API and service tests: the JSON error body of DESIGN.md §7,
  * a whole inbox read through the `Inbox` class, a bounded wait on a condition
- * that has no event to wait on, one sample of `/metrics`, and a count of a Redis
- * client's socket writes.
+ * that has no event to wait on (a node that stopped listening among them), one sample
+ * of `/metrics`, and a count of a Redis client's socket writes.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -84,6 +84,22 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, bou
     if (performance.now() > deadline) assert.fail(`${what}: not true within ${boundMs} ms`);
     await delay(everyMs);
   }
+}
+
+/**
+ * Waits until a node at `url` takes no new connections (a fetch of its `/healthz`
+ * fails): its shutdown has stopped HTTP listening.
+ * @throws AssertionError when it still takes them after {@link waitUntil}'s bound
+ */
+export async function waitUntilNotAccepting(url: string): Promise<void> {
+  await waitUntil('the node takes no new connections', async () => {
+    try {
+      await fetch(`${url}/healthz`);
+      return false;
+    } catch {
+      return true;
+    }
+  });
 }
 
 /**
