@@ -19,6 +19,7 @@
  * are open ({@link answerObject}, the OpenAPI meaning of an object schema too), so a
  * field added to an answer later is not lost on the way.
  */
+import type { SwaggerTransform } from '@fastify/swagger';
 import { wordedPattern } from './pattern-rules.js';
 
 /** The user-id rule in words, as errors say it (the API's and the CLI's). */
@@ -157,3 +158,15 @@ export function answerObject<const P extends Record<string, object>>(
  * exactly as stored; a `type` would coerce it, and an object schema would drop keys.
  */
 export const anyJson = { description: 'any JSON value, exactly as it was sent' } as const;
+
+/**
+ * A route's `config.swaggerTransform` (@fastify/swagger): the OpenAPI document shows
+ * `shown` in place of the route's own request schemas. For a rule the route checks in
+ * code, in its own words (docs/api.md; exactly one of `to` and `room`, a message id),
+ * which the route's schema would refuse first, in Ajv's: a client generator reads the
+ * rule in the document, and the runtime's answers do not change.
+ * @param shown the request schemas the document shows: `body`, `params`
+ */
+export function documentedAs(shown: { body?: object; params?: object }): SwaggerTransform {
+  return ({ schema, url }) => ({ schema: { ...schema, ...shown }, url });
+}

@@ -4,10 +4,12 @@
  * the user's JWT for `/v1/me/…`), a described success answer with its schema for
  * every route, besides described error answers, a unique operationId for every route
  * (generated clients name their methods by it) and a server that works wherever the
- * service runs.
+ * service runs; and request bodies as the routes take them, checked with Ajv as a client
+ * generator would read them.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
@@ -16,6 +18,7 @@ interface Operation {
   operationId?: string;
   parameters?: Array<{ name: string; in: string; schema?: unknown }>;
   security?: Array<Record<string, string[]>>;
+  requestBody?: { content?: Record<string, { schema?: object }> };
   responses?: Record<string, { description?: string; content?: Record<string, { schema?: unknown }> }>;
 }
 interface Document {
@@ -148,4 +151,36 @@ test('history\'s limit is documented as docs/api.md says: inbox entries read, so
     const next = page.properties.next_after_seq?.description ?? '';
     assert.match(next, /or after_seq itself when that is above latest_seq/, route);
   }
+});
+
+/** Ajv reading the document's schemas as JSON Schema 2020-12 (OpenAPI 3.1), patterns with the u flag. */
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+
+/** A validator of `route`'s JSON request body, compiled from the served document. */
+function requestValidator(route: string): (body: unknown) => boolean {
+  const schema = operation(route).requestBody?.content?.['application/json']?.schema;
+  assert.ok(schema !== undefined, `${route} documents a JSON body`);
+  const validate = ajv.compile(schema);
+  return (body) => validate(body);
+}
+
+test('POST /v1/messages documents "exactly one of to and room": the document refuses a body with neither or both, and takes each valid shape', () => {
+  const valid = requestValidator('POST /v1/messages');
+  assert.equal(valid({ type: 't', data: 1 }), false, 'neither to nor room');
+  assert.equal(valid({ to: 'ann', room: 'lobby', type: 't', data: 1 }), false, 'both to and room');
+  assert.equal(valid({ to: ['ann', 'bob'], room: 'lobby', type: 't', data: 1 }), false, 'a list and a room');
+  assert.equal(valid({ to: 'ann', type: 't', data: 1 }), true, 'to a user');
+  assert.equal(valid({ to: ['ann', 'bob'], type: 't', data: { x: 1 }, from: 'sys', client_msg_id: 'k-1', ttl: 60 }), true, 'to users, every field');
+  assert.equal(valid({ room: 'lobby', type: 't', data: null }), true, 'to a room');
+});
+
+test('POST /v1/messages/batch documents each item as the message POST /v1/messages takes: an item with neither or both of to and room, or an unknown field, is refused by the document', () => {
+  const valid = requestValidator('POST /v1/messages/batch');
+  const item = { to: 'ann', type: 't', data: 1 };
+  assert.equal(valid({ messages: [item, { room: 'lobby', type: 't', data: 2 }] }), true);
+  assert.equal(valid({ messages: [item, { type: 't', data: 2 }] }), false, 'an item with neither');
+  assert.equal(valid({ messages: [{ ...item, room: 'lobby' }] }), false, 'an item with both');
+  assert.equal(valid({ messages: [{ ...item, colour: 'red' }] }), false, 'an item with an unknown field');
+  assert.equal(valid({ messages: [{ ...item, type: 'a b' }] }), false, 'an item with a bad type');
+  assert.equal(valid({ messages: [] }), false, 'no item');
 });

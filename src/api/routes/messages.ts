@@ -13,7 +13,7 @@ import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
-import { answerObject, anyJson, clientMsgId, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
+import { answerObject, anyJson, clientMsgId, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
@@ -42,6 +42,34 @@ export const messageBody = {
     data: { description: 'any JSON value; the JSON of {type, from, data} is at most 64 KiB by default' },
     client_msg_id: clientMsgId,
     ttl: ttlSeconds,
+  },
+} as const;
+
+/**
+ * {@link messageBody} as the OpenAPI document shows it: with "exactly one of `to` and
+ * `room`", which the routes check in code (`checkAddressing`), in their own words,
+ * after the schema (docs/api.md, "Messages").
+ */
+export const documentedMessageBody = {
+  ...messageBody,
+  description: 'a message to users (to) or to a room (room): exactly one of the two',
+  oneOf: [
+    { required: ['to'], description: 'to users: to, and no room' },
+    { required: ['room'], description: 'to a room: room, and no to' },
+  ],
+} as const;
+
+/**
+ * The body of `POST /v1/messages/batch`. No item schema: each item is validated alone
+ * (`checkItem`), so a malformed one (even a non-object) fails by itself instead of
+ * failing the whole batch; the document shows each item as {@link documentedMessageBody}.
+ */
+const batchBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['messages'],
+  properties: {
+    messages: { type: 'array', minItems: 1, maxItems: MAX_BATCH, items: { description: 'a message as POST /v1/messages takes it' } },
   },
 } as const;
 
@@ -119,7 +147,8 @@ export const messageRecord = answerObject({
 const validateItem = compileBodySchema(messageBody);
 
 /**
- * Checks what the schema cannot say: exactly one of `to` and `room`.
+ * Checks what the route's schema does not say: exactly one of `to` and `room` (the
+ * document says it, {@link documentedMessageBody}), in words of its own.
  * @throws PixiuError INVALID_REQUEST
  */
 function checkAddressing(body: { to?: unknown; room?: unknown }, where: string): void {
@@ -157,7 +186,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
 
   app.post<{ Body: MessageBody }>('/v1/messages', {
     // Its errors are counted by the error handler (app.ts), refused before this handler or in it.
-    config: { ingestRoute: 'message' },
+    config: { ingestRoute: 'message', swaggerTransform: documentedAs({ body: documentedMessageBody }) },
     schema: {
       summary: 'Send a message to users, or to a room',
       operationId: 'sendMessage',
@@ -185,28 +214,19 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.post<{ Body: { messages: unknown[] } }>('/v1/messages/batch', {
-    config: { itemsFailAlone: true },
+    config: {
+      itemsFailAlone: true,
+      swaggerTransform: documentedAs({
+        body: { ...batchBody, properties: { messages: { ...batchBody.properties.messages, items: { ...documentedMessageBody, ...batchBody.properties.messages.items } } } },
+      }),
+    },
     schema: {
       summary: 'Send up to 1,000 messages',
       operationId: 'sendBatch',
       description: 'Each item is handled as POST /v1/messages would; an invalid item fails alone. At most PIXIU_BATCH_MAX_RECIPIENTS (100,000) recipients in all, room members counted: the item past it and all after it are 400. The whole body is held to PIXIU_MAX_BODY_BYTES (1 MiB by default; 413 over it, nothing stored): items near the message size limit fit about 15 to a batch. The answer has one result per item, in order: {status, id, recipients, duplicate} or {status, error}.',
       tags: ['messages'],
       querystring: noQuery,
-      body: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['messages'],
-        properties: {
-          messages: {
-            type: 'array',
-            minItems: 1,
-            maxItems: MAX_BATCH,
-            // No item schema here: each item is validated alone, so a malformed one
-            // (even a non-object) fails by itself instead of failing the whole batch.
-            items: { description: 'a message as POST /v1/messages takes it' },
-          },
-        },
-      },
+      body: batchBody,
       response: { 200: batchResult, ...errorResponses },
     },
   }, async (req, reply) => {
