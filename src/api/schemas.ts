@@ -123,12 +123,42 @@ export const errorBody = {
 } as const;
 
 /**
+ * The `Retry-After` header of an answer, for a response schema's `headers`, which the
+ * OpenAPI document shows (the serializer ignores them): sent with every 503
+ * UNAVAILABLE (error-handler.ts `sendError`), and with a batch's 200 when an item is 503.
+ */
+export const retryAfterHeader = {
+  'Retry-After': { type: 'integer', minimum: 0, description: 'seconds to wait before sending it again, 1 (RFC 9110 §10.2.3)' },
+} as const;
+
+/**
+ * A 503 UNAVAILABLE of a route, with {@link retryAfterHeader}.
+ * @param description what it means there (the OpenAPI document shows it)
+ */
+export function unavailableAnswer<const D extends string>(description: D) {
+  return { ...errorBody, description, headers: retryAfterHeader } as const;
+}
+
+/**
  * The error responses of a route, for its `response` schema: {@link errorBody} with
- * what each class of status means (the OpenAPI document shows the `description`).
+ * what each class of status means (the OpenAPI document shows the `description`), and
+ * the headers its 401 and 503 carry (error-handler.ts `sendError`). For a route that
+ * takes a credential: every route that answers errors in this shape does.
  */
 export const errorResponses = {
+  401: {
+    ...errorBody,
+    description: 'UNAUTHORIZED: no credential, or one refused (docs/api.md, "Authentication")',
+    headers: {
+      'WWW-Authenticate': {
+        type: 'string',
+        description: 'Bearer when the request carried no token; Bearer error="invalid_token" when it carried one that was refused (RFC 6750 §3)',
+      },
+    },
+  },
   '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, …; docs/api.md, "Errors")' },
-  '5xx': { ...errorBody, description: 'Not done: 503 UNAVAILABLE (Redis or the store failed; retry after Retry-After) or 500 INTERNAL (a bug)' },
+  503: unavailableAnswer('UNAVAILABLE: Redis or the store failed or did not answer in time. It may have been done all the same: send it again after Retry-After, with its client_msg_id where it takes one (docs/api.md, "Errors")'),
+  '5xx': { ...errorBody, description: 'Not done: 500 INTERNAL (a bug), 501 NOT_IMPLEMENTED (a Transfer-Encoding other than chunked), or 503 as above' },
 } as const;
 
 /**

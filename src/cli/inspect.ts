@@ -10,7 +10,7 @@
  */
 import { existsSync } from 'node:fs';
 import { Command } from 'commander';
-import { decodeMsgId, MsgKind } from '../ids/msg-id.js';
+import { decodeMsgId, kindName } from '../ids/msg-id.js';
 import { Inbox } from '../inbox/inbox.js';
 import { createRedis } from '../redis/client.js';
 import { Keys } from '../redis/keys.js';
@@ -34,11 +34,6 @@ function intOption(text: string | undefined, name: string, min: number, max: num
     throw new StartupError(`${name} must be an integer from ${min} to ${max} written in decimal digits, got ${JSON.stringify(text)}`);
   }
   return n;
-}
-
-/** A kind's name as the API writes it (`user`, `room`, …). */
-function kindName(kind: number): string | undefined {
-  return (Object.keys(MsgKind) as (keyof typeof MsgKind)[]).find((k) => MsgKind[k] === kind);
 }
 
 /** Builds the `inspect` subcommand and its children. */

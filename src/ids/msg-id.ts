@@ -15,6 +15,11 @@ export type MsgKind = (typeof MsgKind)[keyof typeof MsgKind];
 /** A kind's name. */
 export type MsgKindName = keyof typeof MsgKind;
 
+/** A kind's name as the API writes it (`user`, `room`, …). */
+export function kindName(kind: MsgKind): MsgKindName {
+  return (Object.keys(MsgKind) as MsgKindName[]).find((k) => MsgKind[k] === kind) as MsgKindName;
+}
+
 /** Largest counter: 2^48 - 1. */
 export const MAX_COUNTER = 2 ** 48 - 1;
 /** Bytes in an encoded MsgID. */

@@ -184,3 +184,30 @@ test('POST /v1/messages/batch documents each item as the message POST /v1/messag
   assert.equal(valid({ messages: [{ ...item, type: 'a b' }] }), false, 'an item with a bad type');
   assert.equal(valid({ messages: [] }), false, 'no item');
 });
+
+test('GET /v1/messages/{id} documents its id\'s pattern (16 lower-case hex digits, as the route checks) and kind among the record\'s required fields', () => {
+  const op = operation('GET /v1/messages/{id}');
+  const id = op.parameters?.find((p) => p.name === 'id' && p.in === 'path')?.schema as { pattern?: string } | undefined;
+  const pattern = new RegExp(id?.pattern ?? '(?!)', 'u');
+  assert.ok(pattern.test('0701000000000001') && !pattern.test('0701000000000001a') && !pattern.test('0701ABCDEF000001') && !pattern.test('070100000000001'), id?.pattern);
+  const record = op.responses?.['200']?.content?.['application/json']?.schema as { required?: string[] };
+  assert.ok(record.required?.includes('kind'), `required: ${record.required?.join(', ')}`);
+});
+
+test('the headers the server sends are declared: WWW-Authenticate on every 401, Retry-After on every 503 and on a batch\'s 200', () => {
+  const headersOf = (op: Operation, status: string): string[] =>
+    Object.keys((op.responses?.[status] as { headers?: Record<string, unknown> } | undefined)?.headers ?? {});
+  for (const [route, op] of operations) {
+    if (OPEN_ROUTES.includes(route)) continue;
+    assert.deepEqual(headersOf(op, '401'), ['WWW-Authenticate'], `${route} 401`);
+    assert.deepEqual(headersOf(op, '503'), ['Retry-After'], `${route} 503`);
+  }
+  assert.deepEqual(headersOf(operation('GET /readyz'), '503'), ['Retry-After']);
+  assert.deepEqual(headersOf(operation('POST /v1/messages/batch'), '200'), ['Retry-After']);
+  // Declared where sent only: never on a success answer but the batch's.
+  for (const [route, op] of operations) {
+    for (const status of Object.keys(op.responses ?? {}).filter((s) => /^2/.test(s))) {
+      if (route !== 'POST /v1/messages/batch') assert.deepEqual(headersOf(op, status), [], `${route} ${status}`);
+    }
+  }
+});

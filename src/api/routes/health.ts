@@ -13,7 +13,7 @@ import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
 import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import type { ApiDeps } from '../deps.js';
-import { answerObject, errorBody } from '../schemas.js';
+import { answerObject, unavailableAnswer } from '../schemas.js';
 
 /** An answer `{"status": <value>}`. */
 function statusBody(value: string, description: string) {
@@ -44,11 +44,8 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       security: [],
       response: {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
-        503: {
-          ...errorBody,
-          description: 'Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
-            + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim)',
-        },
+        503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
+          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim)'),
       },
     },
   }, async () => {

@@ -6,14 +6,14 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid, outageFields } from '../../errors.js';
-import { decodeMsgId, MsgKind } from '../../ids/msg-id.js';
+import { decodeMsgId, kindName } from '../../ids/msg-id.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-throttle.js';
 import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
-import { answerObject, anyJson, clientMsgId, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, ttlSeconds, userId } from '../schemas.js';
+import { answerObject, anyJson, clientMsgId, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
@@ -119,8 +119,11 @@ const batchItemResult = {
   ],
 } as const;
 
-/** The answer to `POST /v1/messages/batch`. */
-export const batchResult = answerObject({ results: { type: 'array', items: batchItemResult } }, ['results'], 'One result per item, in order; check each status');
+/** The answer to `POST /v1/messages/batch`; `Retry-After` when an item is 503. */
+export const batchResult = {
+  ...answerObject({ results: { type: 'array', items: batchItemResult } }, ['results'], 'One result per item, in order; check each status'),
+  headers: { 'Retry-After': { ...retryAfterHeader['Retry-After'], description: 'when an item is 503: seconds to wait before sending those items again, 1 (RFC 9110 §10.2.3)' } },
+} as const;
 
 /** The answer to `GET /v1/messages/{id}`: the stored record and where it was delivered. */
 export const messageRecord = answerObject({
@@ -141,8 +144,14 @@ export const messageRecord = answerObject({
       acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
     }, ['user', 'seq', 'acked_by']),
   },
-}, ['id', 'type', 'ts', 'expires_at', 'data', 'recipients'],
+}, ['id', 'kind', 'type', 'ts', 'expires_at', 'data', 'recipients'],
 'The stored message; recipients is [] for a room message (the record names the room, not its members)');
+
+/** The `{id}` of `GET /v1/messages/{id}` as the OpenAPI document shows it. */
+const documentedMsgIdParam = {
+  ...msgId,
+  description: 'a message id as an answer gave it: 16 lower-case hex digits (digits 3–4 are its kind, 01–04; the last 12 a counter, never all 0)',
+} as const;
 
 const validateItem = compileBodySchema(messageBody);
 
@@ -316,6 +325,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   });
 
   app.get<{ Params: { id: string } }>('/v1/messages/:id', {
+    // The document gives the id its pattern; the route checks it in decodeMsgId.
+    config: { swaggerTransform: documentedAs({ params: { type: 'object', properties: { id: documentedMsgIdParam }, required: ['id'] } }) },
     schema: {
       summary: 'Read a stored message and where it was delivered',
       operationId: 'getMessage',
@@ -327,7 +338,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: { 200: messageRecord, ...errorResponses },
     },
   }, async (req) => {
-    decodeMsgId(req.params.id);
+    const { kind } = decodeMsgId(req.params.id);
     const record = await deps.store.get(req.params.id);
     if (record === null) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
     if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
@@ -339,7 +350,10 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const placed = await Promise.all(users.map((user) => deps.inbox.locate(user, record.id)));
     return {
       id: record.id,
-      kind: (Object.keys(MsgKind) as (keyof typeof MsgKind)[]).find((k) => MsgKind[k] === record.kind),
+      // From the id, which says it as the record does (the store mints ids by kind), so
+      // that every answer has it, as the schema requires, even a record read off
+      // another node's store.
+      kind: kindName(kind),
       type: record.type,
       ...(record.from !== undefined ? { from: record.from } : {}),
       ...(record.room !== undefined ? { room: record.room } : {}),

@@ -1,0 +1,156 @@
+/**
+ * Real answers against the served OpenAPI document (`GET /v1/openapi.json`), as a
+ * client generated from it would read them: every documented route's success and
+ * error answers, each body validated with Ajv (JSON Schema 2020-12, as OpenAPI 3.1
+ * reads schemas) against the schema the document gives its status (the status itself,
+ * else its class, `4XX`), and each header the document declares there checked against
+ * its schema: `WWW-Authenticate` on every 401, `Retry-After` on every 503 and on a
+ * batch's 200 when an item is 503 (an audit found none declared). The real service on a
+ * real port, with a private redis-server, which the last test freezes for the 503s.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { cleanupList, PixiuClient, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
+import { testToken } from '../harness/ws-client.js';
+
+const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
+
+/** A response of the document: its schema by media type and its headers. */
+interface DocResponse {
+  content?: Record<string, { schema?: object }>;
+  headers?: Record<string, { schema: object }>;
+}
+interface Document {
+  paths: Record<string, Record<string, { responses: Record<string, DocResponse> }>>;
+}
+
+const files = cleanupList();
+let redis: RedisServer;
+let server: InProcessServer;
+let api: PixiuClient;
+let doc: Document;
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+/** The routes {@link conforms} has checked an answer of. */
+const checked = new Set<string>();
+
+before(async () => {
+  // A short command timeout: the 503s of the last test come quickly.
+  ({ redis, server } = await startInProcessAlone(files, { jwtSecret: JWT_SECRET, redisCommandTimeoutMs: '300' }));
+  api = server.client;
+  const answer = await api.get('/v1/openapi.json');
+  assert.equal(answer.status, 200);
+  doc = answer.body as Document;
+});
+
+after(() => files.run());
+
+/**
+ * Asserts that `answer`, from `route` (`METHOD /path/{param}` as the document names it),
+ * has `status` and is what the document says of that status: its JSON body valid
+ * against the schema, each header it declares, when sent, valid against that header's
+ * schema (as text, or as a number for an integer).
+ * @returns the headers the document declares for that answer, lower-cased
+ */
+function conforms(route: string, answer: HttpAnswer, status: number): string[] {
+  assert.equal(answer.status, status, `${route}: ${answer.text}`);
+  checked.add(route);
+  const [method = '', path = ''] = route.split(' ');
+  const responses = doc.paths[path]?.[method.toLowerCase()]?.responses;
+  assert.ok(responses !== undefined, `${route} is documented`);
+  const documented = responses[String(status)] ?? responses[`${String(status)[0]}XX`];
+  assert.ok(documented !== undefined, `${route} documents ${status}: ${Object.keys(responses).join(', ')}`);
+  const schema = documented.content?.['application/json']?.schema;
+  if (schema !== undefined) {
+    const validate = ajv.compile(schema);
+    assert.ok(validate(answer.body), `${route} ${status}: ${answer.text}\n${JSON.stringify(validate.errors)}`);
+  }
+  for (const [name, { schema: headerSchema }] of Object.entries(documented.headers ?? {})) {
+    const value = answer.headers.get(name);
+    if (value === null) continue;
+    const typed = (headerSchema as { type?: string }).type === 'integer' && /^\d+$/.test(value) ? Number(value) : value;
+    const validate = ajv.compile(headerSchema);
+    assert.ok(validate(typed), `${route} ${status} ${name}: ${value}\n${JSON.stringify(validate.errors)}`);
+  }
+  return Object.keys(documented.headers ?? {}).map((h) => h.toLowerCase());
+}
+
+test('the success answers of every documented route, and its usual refusals, are what the document says', async () => {
+  const user = 'oas-ann';
+  const created = await api.post('/v1/messages', { to: user, type: 't', data: { a: 1 }, from: 'sys', client_msg_id: 'oas-1' });
+  conforms('POST /v1/messages', created, 201);
+  const id = (created.body as { id: string }).id;
+  conforms('POST /v1/messages', await api.post('/v1/messages', { to: user, type: 't', data: { a: 1 }, from: 'sys', client_msg_id: 'oas-1' }), 200);
+  conforms('PUT /v1/rooms/{room}/members', await api.request('PUT', '/v1/rooms/oas-room/members', { body: { users: [user, 'oas-bob'] } }), 200);
+  const roomMessage = await api.post('/v1/messages', { room: 'oas-room', type: 't', data: 2 });
+  conforms('POST /v1/messages', roomMessage, 201);
+  conforms('POST /v1/messages', await api.post('/v1/messages', { to: user, room: 'oas-room', type: 't', data: 1 }), 400);
+  conforms('POST /v1/messages/batch', await api.post('/v1/messages/batch', {
+    messages: [{ to: user, type: 't', data: 3 }, { room: 'oas-room', type: 't', data: 4 }, { to: 'a b', type: 't', data: 5 }, { type: 't', data: 6 }],
+  }), 200);
+  conforms('GET /v1/messages/{id}', await api.get(`/v1/messages/${id}`), 200);
+  conforms('GET /v1/messages/{id}', await api.get(`/v1/messages/${(roomMessage.body as { id: string }).id}`), 200);
+  conforms('GET /v1/messages/{id}', await api.get('/v1/messages/0701ffffffffffff'), 404);
+  conforms('GET /v1/messages/{id}', await api.get('/v1/messages/0705000000000001'), 400);
+  conforms('GET /v1/users/{uid}/messages', await api.get(`/v1/users/${user}/messages`), 200);
+  conforms('GET /v1/users/{uid}/messages', await api.get('/v1/users/oas-nobody/messages'), 200);
+  conforms('GET /v1/users/{uid}/presence', await api.get(`/v1/users/${user}/presence`), 200);
+  conforms('POST /v1/presence/query', await api.post('/v1/presence/query', { users: [user, 'oas-x'] }), 200);
+  conforms('DELETE /v1/users/{uid}/connections', await api.request('DELETE', `/v1/users/${user}/connections`), 200);
+  conforms('GET /v1/rooms/{room}/members', await api.get('/v1/rooms/oas-room/members?limit=1'), 200);
+  conforms('DELETE /v1/rooms/{room}/members', await api.request('DELETE', '/v1/rooms/oas-room/members', { body: { users: ['oas-bob'] } }), 200);
+  conforms('POST /v1/broadcast', await api.post('/v1/broadcast', { type: 't', data: 1 }), 201);
+  conforms('POST /v1/channels/{channel}/publish', await api.post('/v1/channels/oas.news/publish', { type: 't', data: 1 }), 201);
+  const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, user));
+  conforms('GET /v1/me/messages', await me.get('/v1/me/messages'), 200);
+  conforms('POST /v1/me/ack', await me.post('/v1/me/ack', { device: 'phone', seq: 1 }), 200);
+  conforms('GET /healthz', await api.get('/healthz'), 200);
+  conforms('GET /readyz', await api.get('/readyz'), 200);
+  conforms('GET /metrics', await api.get('/metrics'), 200);
+  const routes = Object.entries(doc.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));
+  assert.deepEqual(routes.filter((r) => !checked.has(r)), [], 'every documented route was checked');
+});
+
+test('a record of GET /v1/messages/{id} has every field the document requires, kind among them', async () => {
+  const created = await api.post('/v1/messages', { to: 'oas-kim', type: 't', data: null });
+  const record = await api.get(`/v1/messages/${(created.body as { id: string }).id}`);
+  conforms('GET /v1/messages/{id}', record, 200);
+  assert.equal((record.body as { kind?: string }).kind, 'user');
+});
+
+test('every 401 carries the WWW-Authenticate the document declares for it, on producer and client routes', async () => {
+  const refused: Array<[string, Promise<HttpAnswer>, string]> = [
+    ['POST /v1/messages', api.post('/v1/messages', { to: 'x', type: 't', data: 1 }, { headers: { authorization: '' } }), 'Bearer'],
+    ['GET /v1/messages/{id}', api.get('/v1/messages/0701000000000001', { headers: { authorization: 'Bearer wrong' } }), 'Bearer error="invalid_token"'],
+    ['GET /v1/rooms/{room}/members', api.get('/v1/rooms/r/members', { headers: { authorization: '' } }), 'Bearer'],
+    ['GET /v1/me/messages', api.get('/v1/me/messages', { headers: { authorization: 'Bearer not-a-jwt' } }), 'Bearer error="invalid_token"'],
+  ];
+  for (const [route, answer, challenge] of refused) {
+    const got = await answer;
+    assert.deepEqual(conforms(route, got, 401), ['www-authenticate'], `${route} declares it`);
+    assert.equal(got.headers.get('www-authenticate'), challenge, route);
+  }
+});
+
+test('with Redis not answering, every 503 carries the Retry-After the document declares for it, and so does a batch whose items are 503', { timeout: 60_000 }, async () => {
+  redis.pause();
+  try {
+    const unavailable: Array<[string, Promise<HttpAnswer>]> = [
+      ['POST /v1/messages', api.post('/v1/messages', { to: 'oas-ivy', type: 't', data: 1 })],
+      ['GET /v1/users/{uid}/messages', api.get('/v1/users/oas-ivy/messages')],
+      ['GET /readyz', api.get('/readyz')],
+    ];
+    for (const [route, answer] of unavailable) {
+      const got = await answer;
+      assert.deepEqual(conforms(route, got, 503), ['retry-after'], `${route} declares it`);
+      assert.equal(got.headers.get('retry-after'), '1', route);
+    }
+    const batch = await api.post('/v1/messages/batch', { messages: [{ to: 'oas-ivy', type: 't', data: 1 }] });
+    assert.deepEqual(conforms('POST /v1/messages/batch', batch, 200), ['retry-after']);
+    assert.deepEqual((batch.body as { results: Array<{ status: number }> }).results.map((r) => r.status), [503]);
+    assert.equal(batch.headers.get('retry-after'), '1');
+  } finally {
+    redis.resume();
+  }
+});
