@@ -346,16 +346,17 @@ export class Inbox {
 
   /**
    * Where a MsgID sits in a user's inbox, and the user's ack cursors (for
-   * `GET /v1/messages/{id}`: which devices acked it). Two reads of one user's keys in
-   * one round trip; not a snapshot, which is fine for a report.
+   * `GET /v1/messages/{id}`: which devices acked it). Two calls on one user's keys in
+   * one round trip (`locate-2.lua`, HGETALL); not a snapshot, which is fine for a report.
    *
-   * @returns `seq` null when the MsgID is not in the retained window (never appended,
-   *   or trimmed); `cursors` as {@link cursors}
-   * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
+   * @returns `seq` null when the MsgID is not in the inbox's stream: never appended,
+   *   trimmed, or its entry deleted by hand (XDEL), which history and delivery show as
+   *   a gap; `cursors` as {@link cursors}
+   * @throws PixiuError INVALID_REQUEST for a bad uid or MsgID; UNAVAILABLE when Redis fails
    */
   async locate(uid: string, msgId: string): Promise<{ seq: number | null; cursors: Record<string, number> }> {
     const keys = this.#keys.user(uid);
-    const [score, raw] = await redisCall(() => Promise.all([this.#redis.zscore(keys.ids, msgId), this.#redis.hgetall(keys.acks)]));
-    return { seq: score === null ? null : Number(score), cursors: parseCursors(raw) };
+    const [seq, raw] = await redisCall(() => Promise.all([this.#redis.pxLocateV1(keys.ids, keys.inbox, msgId), this.#redis.hgetall(keys.acks)]));
+    return { seq: seq === 0 ? null : seq, cursors: parseCursors(raw) };
   }
 }

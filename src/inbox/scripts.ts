@@ -11,6 +11,7 @@ export const INBOX_SCRIPTS = {
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
   ack: { command: 'pxAckV4', file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   rotate: { command: 'pxRotateV1', file: new URL('./lua/rotate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  locate: { command: 'pxLocateV1', file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
 } as const satisfies Record<string, ScriptSpec>;
 
 /**
@@ -57,6 +58,8 @@ declare module 'ioredis' {
     pxAckV4(acks: string, meta: string, device: string, seq: string, epoch: string, maxDevices: string): Result<number, Context>;
     /** `rotate-2.lua`: KEYS meta, acks; ARGV the epoch to replace, the new one. Returns the epoch after ("" when none). */
     pxRotateV1(meta: string, acks: string, expected: string, fresh: string): Result<string, Context>;
+    /** `locate-2.lua`: KEYS ids, inbox; ARGV msgId. Returns the MsgID's seq in the inbox, 0 when it is not there. */
+    pxLocateV1(ids: string, inbox: string, msgId: string): Result<number, Context>;
   }
 }
 

@@ -188,6 +188,22 @@ test('GET /v1/messages/{id} answers the record and, per recipient, its seq and t
   expectError(await client.get('/v1/messages/0001000000fffff0'), 404, 'NOT_FOUND');
 });
 
+test('GET /v1/messages/{id} gives seq null, no acks, for a recipient whose inbox entry was deleted by hand (XDEL), as history shows it as a gap', async () => {
+  await send({ to: 'xdel-a', type: 't', data: 1 });
+  const created = await send({ to: ['xdel-a', 'xdel-b'], type: 't', data: 2 });
+  await send({ to: 'xdel-a', type: 't', data: 3 });
+  await inbox.ack('xdel-a', 'phone', 3);
+  assert.equal(await redisClient.xdel(new Keys('px:').user('xdel-a').inbox, '2-0'), 1);
+  const answer = await client.get(`/v1/messages/${created.id}`);
+  assert.equal(answer.status, 200, answer.text);
+  assert.deepEqual((answer.body as { recipients: unknown }).recipients, [
+    { user: 'xdel-a', seq: null, acked_by: [] },
+    { user: 'xdel-b', seq: 1, acked_by: [] },
+  ]);
+  const history = await client.get('/v1/users/xdel-a/messages');
+  assert.deepEqual((history.body as { gaps: unknown }).gaps, [{ from: 2, to: 2 }], 'history shows seq 2 as a gap');
+});
+
 test('GET /v1/users/{uid}/messages pages through the inbox with epoch, bounds and seqs', async () => {
   const ids: string[] = [];
   for (let i = 1; i <= 5; i++) ids.push((await send({ to: 'uma', type: 't', data: { i } })).id);

@@ -4,8 +4,9 @@
  * message to many (`appendEach`) stores its room and judges presence by the configured
  * clock, every kind round-trips, the largest accepted settings are accepted, a stored
  * entry that is no append's is INTERNAL, and an error reply saying Redis cannot write
- * now (READONLY) breaks the flow where one about the user's keys (WRONGTYPE) does not.
- * A private redis-server.
+ * now (READONLY) breaks the flow where one about the user's keys (WRONGTYPE) does not,
+ * and `locate` finds a MsgID only while its entry is in the stream (trimmed, deleted by
+ * hand or never appended: null). A private redis-server.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -168,4 +169,22 @@ test('an append refused READONLY (a failover) breaks its flow: the flow\'s later
   await assert.rejects(target.append('ro-user', msgId(3), MsgKind.user, undefined, flow), (err) => isPixiuError(err, 'UNAVAILABLE'));
   assert.equal(await redis.exists(keys.inbox('ro-user')), 0, 'the broken flow\'s append was not sent');
   assert.equal((await target.append('ro-user', msgId(4), MsgKind.user, undefined, {})).seq, 1, 'another flow goes on');
+});
+
+test('locate gives a MsgID\'s seq while its entry is in the stream, and null once trimmed, deleted by hand (XDEL), never appended, or when the entry at its seq names another', async () => {
+  const small = new Inbox(redis, { prefix: 'px:', cap: 3 });
+  const uid = 'located';
+  for (let n = 1; n <= 5; n++) await small.append(uid, msgId(n), MsgKind.user);
+  await small.ack(uid, 'phone', 4);
+  const seqOf = async (id: string): Promise<number | null> => (await small.locate(uid, id)).seq;
+  assert.deepEqual(await small.locate(uid, msgId(4)), { seq: 4, cursors: { phone: 4 } });
+  assert.equal(await seqOf(msgId(1)), null, 'trimmed by the cap');
+  assert.equal(await redis.xdel(keys.inbox(uid), '4-0'), 1);
+  assert.deepEqual(await small.locate(uid, msgId(4)), { seq: null, cursors: { phone: 4 } }, 'deleted by hand, its cursors still read');
+  assert.equal(await seqOf(msgId(9)), null, 'never appended');
+  // An ids set that disagrees with the stream (restored apart, edited by hand): the entry decides.
+  await redis.zadd(keys.ids(uid), 5, msgId(8));
+  assert.equal(await seqOf(msgId(8)), null, 'seq 5 is another MsgID\'s');
+  assert.equal(await seqOf(msgId(5)), 5);
+  await assert.rejects(redisCall(() => redis.pxLocateV1(keys.ids(uid), keys.inbox(uid), 'XYZ')), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
 });

@@ -140,7 +140,7 @@ export const messageRecord = answerObject({
     type: 'array',
     items: answerObject({
       user: { type: 'string' },
-      seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there' },
+      seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there (trimmed by the inbox cap, or deleted by hand: a gap in history)' },
       acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
     }, ['user', 'seq', 'acked_by']),
   },
