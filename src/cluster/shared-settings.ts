@@ -132,8 +132,8 @@ export async function announceSharedSettings(
   };
 }
 
-/** The store an entry names, if any (an entry of an older release names none). */
-function storeOf(text: string | undefined): string | undefined {
+/** The store a node-settings entry names, if any (an entry of an older release names none). */
+export function storeOf(text: string | undefined): string | undefined {
   try {
     const { store } = JSON.parse(text ?? '{}') as { store?: unknown };
     return typeof store === 'string' ? store : undefined;

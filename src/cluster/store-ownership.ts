@@ -239,7 +239,8 @@ export class StoreOwnership {
    * of it) — Redis lost its data while the node was stopped (restarted without its
    * AOF, flushed, restored from before the store's first start), or this is another
    * Redis or key prefix than the one it ran with — is logged at error, naming what is
-   * lost. Not refused: after a real loss of Redis's data the service must go on.
+   * lost. Not refused: after a real loss of Redis's data the service must go on (another
+   * prefix while nodes run under the recorded one was refused before: prefix-guard.ts).
    * @param store the opened store: whether it stored anything (a counter above 0)
    * @param hintOf a sentence to add, read only when logging (e.g. that the data dir
    *   holds an embedded Redis's files)

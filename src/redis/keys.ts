@@ -22,7 +22,7 @@ function escapeChar(c: string): string {
 }
 
 /** Same rule as the `redisPrefix` setting: 1–32 chars, no braces, no whitespace. */
-const PREFIX_RULE = /^[^{}\s]{1,32}$/;
+export const PREFIX_RULE = /^[^{}\s]{1,32}$/;
 
 /**
  * The names of one user's keys. Each name is built when read, so a caller that needs

@@ -37,6 +37,8 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
+import { refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -130,12 +132,16 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const claims = new PartitionClaims(redis, keys);
     // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
     // be re-asserted; the embedded one has no other node.
+    // A data dir that last ran under another prefix beside running nodes would split
+    // their cluster (prefix-guard.ts); refused before it claims anything.
+    if (local === undefined) await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) });
     const ownership = await StoreOwnership.claim({
       claims, dir: storeDir, partitions: config.partitions, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
       redisUptimeMs: () => redisUptimeMs(redis),
       redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
     });
+    if (local === undefined) await recordRedisPrefix(storeDir, config.redisPrefix);
     const clusterSecret = await ClusterSecret.load(redis, keys);
     stopAsked();
 
@@ -260,7 +266,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
     redis.on('ready', () => ownership.renewNow());
-    logger.info({ url, advertised, redis: redactUrl(redisUrl), dataDir: config.dataDir, partitions: config.partitions,
+    logger.info({ url, advertised, redis: redactUrl(redisUrl), redisPrefix: config.redisPrefix, dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase }, 'pixiu listening');
     let closing: Promise<void> | undefined;
     if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => closing !== undefined);

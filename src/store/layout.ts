@@ -12,14 +12,16 @@
  * existed (no `storeId`) keeps base 0. A file with a `storeId` and no base is a store
  * whose claim has not been pinned yet (a first start that stopped half-way).
  *
- * The file is written on first open, rewritten (atomically) only to pin the base or
- * add a store id, and checked on every later open.
+ * The file is written on first open, rewritten (atomically) only to pin the base, add
+ * a store id or record the key prefix of a start on a shared Redis, and checked on
+ * every later open.
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, writeFile } from 'node:fs/promises';
 import { explained, makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
+import { PREFIX_RULE } from '../redis/keys.js';
 
 /** The partition hash in use (src/store/route.ts). */
 export const PARTITION_HASH = 'fnv1a-32-utf16';
@@ -43,6 +45,13 @@ export interface StoreLayout {
    * `storeId` (an older store), else not claimed yet.
    */
   readonly partitionBase?: number;
+  /**
+   * The Redis key prefix (`PIXIU_REDIS_PREFIX`) of the store's last start on a shared
+   * Redis (`PIXIU_REDIS_URL`): the one its claim, lease and inboxes are under there
+   * (src/cluster/prefix-guard.ts). Absent: never started on a shared Redis since
+   * prefixes were recorded.
+   */
+  readonly redisPrefix?: string;
 }
 
 /** A layout with its store id (every layout once {@link openLayout} has run). */
@@ -62,7 +71,7 @@ function layoutFile(dir: string): string {
  * @returns the layout, or undefined when the store is new (no file)
  * @throws StartupError when the file cannot be read or is not a layout
  */
-async function readLayout(dir: string): Promise<StoreLayout | undefined> {
+export async function readLayout(dir: string): Promise<StoreLayout | undefined> {
   const file = layoutFile(dir);
   let text: string;
   try {
@@ -86,6 +95,9 @@ async function readLayout(dir: string): Promise<StoreLayout | undefined> {
   const base = layout.partitionBase;
   if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + Number(layout.partitions) > 256)) {
     throw new StartupError(`the store layout ${file} has a partition base ${JSON.stringify(base)} out of range`);
+  }
+  if (layout.redisPrefix !== undefined && (typeof layout.redisPrefix !== 'string' || !PREFIX_RULE.test(layout.redisPrefix))) {
+    throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${JSON.stringify(layout.redisPrefix)}`);
   }
   return layout;
 }
@@ -173,6 +185,18 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
   const pinned: IdentifiedLayout = { ...layout, partitionBase: base };
   await writeLayout(dir, pinned, false);
   return pinned;
+}
+
+/**
+ * Records `prefix` as the key prefix of the store's last start on a shared Redis
+ * ({@link StoreLayout.redisPrefix}); writes the file only when it names another (or
+ * none). Run once the store's claim is held under `prefix`.
+ * @throws StartupError when the file cannot be read or written
+ */
+export async function recordRedisPrefix(dir: string, prefix: string): Promise<void> {
+  const layout = await readLayout(dir);
+  if (layout === undefined || layout.redisPrefix === prefix) return;
+  await writeLayout(dir, { ...layout, redisPrefix: prefix }, false);
 }
 
 /**

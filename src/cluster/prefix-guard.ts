@@ -1,0 +1,82 @@
+/**
+ * A data dir started on a shared Redis under another key prefix than the one it last
+ * ran with there (DESIGN.md §4, §9; docs/decisions.md, "Several nodes"). Every key a
+ * node uses — inboxes, registrations, claims, leases — is under its prefix, so a node
+ * with prefix Q beside nodes with prefix P on one Redis is a second cluster: it
+ * answers 201 to messages whose inbox entries are under Q, where no node of P and no
+ * client of theirs looks, and the nodes of P cannot read the records this data dir
+ * stored for them (its lease is under P). An operator's typo did just that for 25 s,
+ * with one error line at start and `/readyz` 200 (a black-box SRE's finding).
+ *
+ * So the prefix of the last start on a shared Redis is kept in the store's LAYOUT file
+ * (src/store/layout.ts `redisPrefix`), and a start with another prefix is refused
+ * while nodes of another data dir are registered under the recorded one on this Redis.
+ * With none (every node of P stopped; Redis lost its data; a new Redis) the start goes
+ * on as before: the store ownership's `checkKnown` logs at error that this Redis does
+ * not know the store, and the new prefix is recorded.
+ */
+import type { Redis } from 'ioredis';
+import { StartupError } from '../errors.js';
+import { redisCall } from '../redis/client.js';
+import { Keys } from '../redis/keys.js';
+import { readLayout } from '../store/layout.js';
+import { storeOf } from './shared-settings.js';
+
+/** What {@link refusePrefixSplit} checks. */
+export interface PrefixGuardOptions {
+  /** The data dir (for the message). */
+  readonly dataDir: string;
+  /** Its store folder, `<dataDir>/xiu`, which holds the LAYOUT file. */
+  readonly dir: string;
+  /** The key prefix this start uses (`PIXIU_REDIS_PREFIX`). */
+  readonly prefix: string;
+  /** The Redis as the operator named it, without its password (for the message). */
+  readonly redisUrl: string;
+}
+
+/**
+ * The nodes registered under `prefix` on this Redis now (node-registry.ts: a sorted
+ * set of node id → expiry by Redis's clock), less those whose shared-settings entry
+ * names `storeId` — this data dir's own node, killed moments ago, whose registration
+ * has not lapsed yet, is no other node.
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function liveNodesUnder(redis: Redis, prefix: string, storeId: string | undefined): Promise<string[]> {
+  const keys = new Keys(prefix);
+  const [sec, usec] = await redisCall(() => redis.time());
+  const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  const [live, settings] = await redisCall(() => Promise.all([
+    redis.zrangebyscore(keys.nodes(), `(${now}`, '+inf'),
+    redis.hgetall(keys.nodeSettings()),
+  ]));
+  return live.filter((node) => storeId === undefined || storeOf(settings[node]) !== storeId).sort();
+}
+
+/**
+ * The refusal of a start with key prefix `prefix` on a data dir that last ran with
+ * `recorded`, while `nodes` run under `recorded`.
+ */
+export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: string, nodes: readonly string[], redisUrl: string): string {
+  const named = `${nodes.length === 1 ? 'node' : 'nodes'} ${nodes.join(', ')}`;
+  return `the data dir ${dataDir} last ran with PIXIU_REDIS_PREFIX "${recorded}" on this Redis (${redisUrl}), where ${named} ${nodes.length === 1 ? 'runs' : 'run'} under it now, `
+    + `and is started with PIXIU_REDIS_PREFIX "${prefix}": it would answer 201 to messages that the nodes under "${recorded}" and their clients never see `
+    + `(its inboxes would be under "${prefix}"), and they could not read the messages it stored for them. Start it with PIXIU_REDIS_PREFIX=${recorded} to serve with them. `
+    + `To move this data dir to "${prefix}" on purpose, stop the nodes under "${recorded}" first (the messages it stored are then in no inbox under "${prefix}"); `
+    + `to start a node under "${prefix}" beside them, give it a new data dir (docs/decisions.md, "Several nodes")`;
+}
+
+/**
+ * Refuses a start that would split a cluster: the data dir last ran on a shared Redis
+ * with another key prefix, and nodes of other data dirs are registered under that
+ * prefix on this Redis now. Run before the store's claim, so a refused start writes
+ * nothing to Redis under either prefix.
+ * @throws StartupError naming both prefixes, the running nodes and what to do
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function refusePrefixSplit(redis: Redis, opts: PrefixGuardOptions): Promise<void> {
+  const layout = await readLayout(opts.dir);
+  const recorded = layout?.redisPrefix;
+  if (recorded === undefined || recorded === opts.prefix) return;
+  const nodes = await liveNodesUnder(redis, recorded, layout?.storeId);
+  if (nodes.length > 0) throw new StartupError(prefixSplitRefusal(opts.dataDir, recorded, opts.prefix, nodes, opts.redisUrl));
+}

@@ -1,0 +1,80 @@
+/**
+ * A data dir started with another PIXIU_REDIS_PREFIX than the one it last ran with on a
+ * shared Redis (src/cluster/prefix-guard.ts; docs/decisions.md, "Several nodes"): while
+ * nodes run under the recorded prefix, the start is refused — it would be a second
+ * cluster on the Redis, answering 201 to messages the others never deliver (a black-box
+ * SRE's finding: 254 messages acknowledged into `py:` inboxes nobody read). The same
+ * prefix starts; the other prefix once those nodes are gone starts too, with the
+ * store ownership's error line of a Redis that does not know the store (the recovery
+ * case: Redis lost its data, or a move on purpose).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createRedis } from '../../src/redis/client.js';
+import { listeningUrl, spawnCli } from '../harness/cli-process.js';
+import { logLines } from '../harness/log-capture.js';
+import { PixiuClient, cleanupList, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const TOKEN = 'prefix-split-token-0123456789';
+const SECRET = 'prefix-split-jwt-secret-0123456789abcdef';
+
+test('a data dir that ran under p: is refused under q: while a node runs under p:, starts under p:, and starts under q: (with the unknown-store error) once the p: nodes are gone', { timeout: 120_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  const probe = await createRedis({ url: redis.url, commandTimeoutMs: 2000 });
+  files.after(() => probe.disconnect());
+  const [dirA, dirB] = [await tempDataDir(files), await tempDataDir(files)];
+  const env = (dataDir: string, prefix: string): Record<string, string> => ({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: prefix, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0',
+    PIXIU_API_TOKEN: TOKEN, PIXIU_JWT_SECRET: SECRET, PIXIU_LOG_LEVEL: 'info',
+  });
+
+  const a = await spawnServe(env(dirA, 'p:'), t);
+  // The listening line names the key prefix beside the Redis URL.
+  const [listening] = logLines(a.stdout(), 'pixiu listening');
+  assert.equal(listening?.redisPrefix, 'p:');
+  assert.equal(listening?.redis, redis.url);
+  // B runs under p: once, stores a message, and stops: its LAYOUT records p:.
+  let b = await spawnServe(env(dirB, 'p:'), t);
+  const posted = await new PixiuClient(b.url, TOKEN).post('/v1/messages', { to: 'bob', type: 't', data: 1 });
+  assert.equal(posted.status, 201, posted.text);
+  assert.equal((await b.term()).code, 0);
+  const layout = JSON.parse(await readFile(path.join(dirB, 'xiu', 'LAYOUT'), 'utf8')) as { redisPrefix?: string };
+  assert.equal(layout.redisPrefix, 'p:');
+  const nodeA = logLines(a.stdout(), 'gateway started')[0]?.node;
+  assert.equal(typeof nodeA, 'string');
+
+  // Under q: while A runs under p:: refused, exit 1, naming both prefixes, A and what to do; it never listened.
+  const refused = spawnCli(['serve'], env(dirB, 'q:'), t);
+  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
+  assert.equal(listened, false, 'the start under q: is refused, not served');
+  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
+  const message = refused.stderr();
+  assert.match(message, /last ran with PIXIU_REDIS_PREFIX "p:" on this Redis/);
+  assert.match(message, /is started with PIXIU_REDIS_PREFIX "q:"/);
+  assert.ok(message.includes(`node ${String(nodeA)} runs under it now`), message);
+  assert.match(message, /Start it with PIXIU_REDIS_PREFIX=p: to serve with them/);
+  assert.match(message, /stop the nodes under "p:" first/);
+  // Nothing of it under q:: no registration, no claim.
+  assert.deepEqual(await probe.keys('q:*'), []);
+
+  // Under p:: starts.
+  b = await spawnServe(env(dirB, 'p:'), t);
+  assert.equal((await b.term()).code, 0);
+
+  // A gone: under q: starts, with today's error line of a store this Redis (prefix) does not know.
+  assert.equal((await a.term()).code, 0);
+  b = await spawnServe(env(dirB, 'q:'), t);
+  const errors = b.stdout().split('\n').filter((l) => l.includes('"level":50'));
+  assert.equal(errors.length, 1, errors.join('\n'));
+  assert.match(errors[0] ?? '', /this Redis does not know this data dir's store, which has stored messages/);
+  assert.equal(logLines(b.stdout(), 'pixiu listening')[0]?.redisPrefix, 'q:');
+  const moved = JSON.parse(await readFile(path.join(dirB, 'xiu', 'LAYOUT'), 'utf8')) as { redisPrefix?: string };
+  assert.equal(moved.redisPrefix, 'q:');
+  assert.equal((await b.term()).code, 0);
+});
