@@ -4,8 +4,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { apiTokenChecker } from '../auth/api-token.js';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { apiTokenChecker, bearerToken } from '../auth/api-token.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
@@ -196,6 +197,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
 
   // Producer and admin routes: the API token, checked before the body is read.
   const checkToken = apiTokenChecker(deps.apiToken);
+  const refusals = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   const producerScope: ProducerScope = async (routes) => {
     await app.register(async (scope) => {
       // A callback hook, not an async one: no promise per request for a check that
@@ -204,6 +206,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
         try {
           checkToken(req.headers.authorization);
         } catch (err) {
+          // Logged, thinned: a node given another token than the producers' refused half
+          // their requests and said nothing (a black-box SRE's finding). Never the token.
+          const left = refusals.take();
+          if (left !== undefined) req.log.warn(tokenRefusalFields(req, left), API_TOKEN_REFUSED);
           done(err as Error);
           return;
         }
@@ -275,4 +281,26 @@ function hostLines(raw: readonly string[]): number {
   let n = 0;
   for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 4 && raw[i]?.toLowerCase() === 'host') n++;
   return n;
+}
+
+/**
+ * The warning of a producer or admin request refused 401 (logged at most once per
+ * {@link OUTAGE_LOG_INTERVAL_MS}, with `notLogged`): a node whose `PIXIU_API_TOKEN`
+ * is not the producers' refuses all their requests sent to it.
+ */
+export const API_TOKEN_REFUSED = 'producer request refused 401: the API token did not match this node\'s PIXIU_API_TOKEN '
+  + '(nodes sharing a Redis need the same one; docs/api.md, "Authentication")';
+
+/**
+ * The fields of {@link API_TOKEN_REFUSED}: the route (its pattern, not the path: no
+ * user id), the method, whether a token was sent at all, and how many lines were left
+ * out before it. Never the token or the header.
+ */
+function tokenRefusalFields(req: FastifyRequest, left: number): Record<string, unknown> {
+  const sent = bearerToken(req.headers.authorization) !== undefined;
+  return {
+    method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0],
+    reason: sent ? 'the bearer token sent is not this node\'s API token' : 'no Authorization: Bearer token was sent',
+    ...thinnedFields(left),
+  };
 }

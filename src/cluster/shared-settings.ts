@@ -18,6 +18,11 @@
  * entry of the node whose lease the start found left behind by a dead process is
  * removed like a gone node's; another live one of this store (a copy of the data dir
  * started beside it, whose writes are suspended) keeps its entry.
+ *
+ * The entry also carries one-way digests of the node's API token and client-token key
+ * (src/cluster/secret-digests.ts): a node started without the shared secrets generates
+ * its own, and producers then got 401 from it with nothing logged. A starting node logs
+ * each that differs on a live node at error.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -27,6 +32,7 @@ import type { Keys } from '../redis/keys.js';
 import type { NodeRegistry } from './node-registry.js';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
+import { differingSecrets, readDigests, secretMismatchLine, type NodeSecrets, type SecretDigests, type SecretName } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
 export const SHARED_SETTINGS = [
@@ -51,23 +57,41 @@ function valuesOf(config: Config): Record<SharedSetting, number> {
   return Object.fromEntries(SHARED_SETTINGS.map((k) => [k, config[k]])) as Record<SharedSetting, number>;
 }
 
+/** What a node's entry names beside its settings, and what its start is compared with. */
+export interface EntryOptions {
+  /** This node's store (its entry names it); undefined: compared with all. */
+  readonly storeId?: string;
+  /** The node whose lease of this store was found left behind by a dead process at start (store-ownership.ts `leftBehind`). */
+  readonly leftBehind?: string;
+  /** Digests of this node's secrets (secret-digests.ts): published, and compared with the live nodes'. */
+  readonly secrets?: SecretDigests;
+}
+
+/** A secret whose digest differs on some live nodes (secret-digests.ts). */
+export interface SecretMismatch {
+  readonly which: SecretName;
+  /** Those nodes' digests. */
+  readonly theirs: SecretDigests;
+  readonly nodes: readonly string[];
+}
+
 /**
- * Publishes this node's shared settings under its id and compares them with those of
- * the other live nodes (registered in `registry`); the entries of nodes no longer
- * registered are removed, and those of an earlier node of this node's store (see the
- * module comment) are not compared — removed too when it is `leftBehind`.
- * @param storeId this node's store (its entry names it); undefined: compared with all
- * @param leftBehind the node whose lease of this store was found left behind by a dead
- *   process at start (store-ownership.ts `leftBehind`)
- * @returns each setting whose value differs on some live node, once per other value
+ * Publishes this node's shared settings (and secrets' digests) under its id and
+ * compares them with those of the other live nodes (registered in `registry`); the
+ * entries of nodes no longer registered are removed, and those of an earlier node of
+ * this node's store (see the module comment) are not compared — removed too when it is
+ * `leftBehind`.
+ * @returns each setting whose value differs on some live node, once per other value,
+ *   and each secret whose digest differs, once per other digest
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
-export async function publishSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, storeId?: string, leftBehind?: string,
-): Promise<SettingMismatch[]> {
+export async function compareNodeEntries(
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, at: EntryOptions = {},
+): Promise<{ settings: SettingMismatch[]; secrets: SecretMismatch[] }> {
+  const { storeId, leftBehind } = at;
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
-  const entry = JSON.stringify(storeId === undefined ? mine : { ...mine, store: storeId });
+  const entry = JSON.stringify({ ...mine, ...(storeId === undefined ? {} : { store: storeId }), ...(at.secrets === undefined ? {} : { secrets: at.secrets }) });
   const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, entry), redis.hgetall(key)]));
   const others = Object.keys(all).filter((n) => n !== registry.node);
   const live = await registry.liveAmong(others);
@@ -78,9 +102,11 @@ export async function publishSharedSettings(
   const gone = [...others.filter((n) => !live.has(n)), ...predecessors.filter((n) => n === leftBehind)];
   if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
   const mismatches = new Map<string, { env: string; here: number; there: number; nodes: string[] }>();
+  const secrets = new Map<string, { which: SecretName; theirs: SecretDigests; nodes: string[] }>();
   for (const node of live) {
     if (predecessors.includes(node)) continue;
-    const theirs = readValues(all[node]);
+    const parsed = parseEntry(all[node]);
+    const theirs = readValues(parsed);
     for (const setting of SHARED_SETTINGS) {
       const there = theirs[setting];
       if (there === undefined || there === mine[setting]) continue;
@@ -89,8 +115,29 @@ export async function publishSharedSettings(
       found.nodes.push(node);
       mismatches.set(id, found);
     }
+    const digests = readDigests(parsed);
+    if (at.secrets === undefined || digests === undefined) continue;
+    for (const which of differingSecrets(at.secrets, digests)) {
+      const id = `${which}=${JSON.stringify(digests)}`;
+      const found = secrets.get(id) ?? { which, theirs: digests, nodes: [] };
+      found.nodes.push(node);
+      secrets.set(id, found);
+    }
   }
-  return [...mismatches.values()];
+  return { settings: [...mismatches.values()], secrets: [...secrets.values()] };
+}
+
+/**
+ * {@link compareNodeEntries} without secrets: the settings that differ.
+ * @param storeId this node's store (its entry names it); undefined: compared with all
+ * @param leftBehind the node whose lease of this store was found left behind by a dead
+ *   process at start (store-ownership.ts `leftBehind`)
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function publishSharedSettings(
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, storeId?: string, leftBehind?: string,
+): Promise<SettingMismatch[]> {
+  return (await compareNodeEntries(redis, keys, registry, config, { storeId, leftBehind })).settings;
 }
 
 /** A node's shared settings as published in Redis ({@link announceSharedSettings}). */
@@ -111,11 +158,16 @@ export interface SharedSettingsAnnouncement {
  * @returns how to publish them again, and to remove the node's entry at shutdown
  */
 export async function announceSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, storeId?: string, leftBehind?: string,
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, at: Omit<EntryOptions, 'secrets'> & { readonly secrets?: NodeSecrets } = {},
 ): Promise<SharedSettingsAnnouncement> {
   const publish = async (): Promise<void> => {
     try {
-      for (const m of await publishSharedSettings(redis, keys, registry, config, storeId, leftBehind)) {
+      const found = await compareNodeEntries(redis, keys, registry, config, { ...at, secrets: at.secrets?.digests });
+      const here = at.secrets;
+      if (here !== undefined) {
+        for (const m of found.secrets) logger.error({ secret: m.which, nodes: m.nodes }, secretMismatchLine(m.which, here, m.theirs, m.nodes));
+      }
+      for (const m of found.settings) {
         logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
           `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
           + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
@@ -134,20 +186,21 @@ export async function announceSharedSettings(
 
 /** The store a node-settings entry names, if any (an entry of an older release names none). */
 export function storeOf(text: string | undefined): string | undefined {
+  const { store } = parseEntry(text);
+  return typeof store === 'string' ? store : undefined;
+}
+
+/** An entry as an object (empty when it is not one). */
+function parseEntry(text: string | undefined): Record<string, unknown> {
   try {
-    const { store } = JSON.parse(text ?? '{}') as { store?: unknown };
-    return typeof store === 'string' ? store : undefined;
+    const parsed = JSON.parse(text ?? '{}') as unknown;
+    return typeof parsed === 'object' && parsed !== null ? parsed as Record<string, unknown> : {};
   } catch {
-    return undefined;
+    return {};
   }
 }
 
 /** Another node's published values, the numbers only (an entry of another release may lack some). */
-function readValues(text: string | undefined): Partial<Record<SharedSetting, number>> {
-  try {
-    const parsed = JSON.parse(text ?? '{}') as Record<string, unknown>;
-    return Object.fromEntries(SHARED_SETTINGS.filter((k) => typeof parsed[k] === 'number').map((k) => [k, parsed[k]]));
-  } catch {
-    return {};
-  }
+function readValues(parsed: Record<string, unknown>): Partial<Record<SharedSetting, number>> {
+  return Object.fromEntries(SHARED_SETTINGS.filter((k) => typeof parsed[k] === 'number').map((k) => [k, parsed[k]]));
 }

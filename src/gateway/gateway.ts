@@ -17,6 +17,7 @@ import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus } from '../cluster/bus.js';
 import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
+import type { NodeSecrets } from '../cluster/secret-digests.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
@@ -69,6 +70,8 @@ export interface GatewayOptions {
   readonly storeId?: string;
   /** The node of this store whose lease the start found left behind by a dead process (store-ownership.ts `leftBehind`): its shared settings entry goes. */
   readonly storeLeftBehind?: string;
+  /** This node's secrets' digests, compared with the other nodes' (src/cluster/secret-digests.ts). */
+  readonly secrets?: NodeSecrets;
   /**
    * Called when this node finds its registration lost or lapsed (Redis lost its data —
    * FLUSHALL, restarted empty —, or the node was cut off for longer than its TTL): what
@@ -249,7 +252,8 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
-      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, opts.storeId, opts.storeLeftBehind);
+      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger,
+        { storeId: opts.storeId, leftBehind: opts.storeLeftBehind, secrets: opts.secrets });
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {

@@ -38,6 +38,7 @@ import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
 import { refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
@@ -198,6 +199,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
+      secrets: nodeSecrets(secrets, config),
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>

@@ -1,0 +1,86 @@
+/**
+ * Nodes sharing a Redis must share PIXIU_API_TOKEN and the client-token key
+ * (src/cluster/secret-digests.ts): a node started without them generated its own and
+ * joined silently, and producers got 401 from it with nothing logged (a black-box
+ * SRE's finding). Each node now publishes one-way digests of both with its shared
+ * settings, and a starting node logs at error each that a live node has otherwise.
+ * Two real services on one real Redis.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { differingSecrets, secretDigest, secretDigests } from '../../src/cluster/secret-digests.js';
+import { Keys } from '../../src/redis/keys.js';
+import { createRedis } from '../../src/redis/client.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const TOKEN = 'secret-mismatch-api-token-0123456789';
+const JWT = 'secret-mismatch-jwt-secret-0123456789abcdef';
+let server: RedisServer;
+before(async () => { server = await RedisServer.start(); });
+after(() => server?.destroy());
+
+/** The error lines about a secret. */
+function secretLines(lines: readonly LogLine[]): LogLine[] {
+  return lines.filter((l) => l.level === 50 && l.secret !== undefined);
+}
+
+test('a node started without PIXIU_API_TOKEN beside one with it logs at error that the API token differs, that it generated its own, and that producers get 401; the digests in Redis are not the secrets', async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const prefix = 'sm-token:';
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT });
+  const { logger, lines } = capturingLogger();
+  const b = await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, jwtSecret: JWT }, logger);
+  const found = secretLines(lines);
+  assert.equal(found.length, 1, JSON.stringify(found));
+  const [line] = found as [LogLine];
+  assert.equal(line.secret, 'PIXIU_API_TOKEN');
+  const msg = line.msg ?? '';
+  assert.match(msg, /^the API token \(PIXIU_API_TOKEN\) differs between this node and node \S+: producers and admin callers get 401/);
+  assert.match(msg, /This node generated its own now \(.*secrets\/api-token\) because PIXIU_API_TOKEN is not set/);
+  assert.match(msg, /during a rolling change of it this is expected until the last node has the new one/);
+  assert.ok(!msg.includes(TOKEN) && !msg.includes(b.service.secrets.apiToken));
+  // What Redis holds: digests, never a secret.
+  const redis = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
+  t.after(() => redis.disconnect());
+  const entries = Object.values(await redis.hgetall(new Keys(prefix).nodeSettings())).join('\n');
+  for (const secret of [TOKEN, JWT, b.service.secrets.apiToken]) assert.ok(!entries.includes(secret));
+  assert.ok(entries.includes(secretDigest(TOKEN)));
+});
+
+test('nodes with the same secrets log no secret mismatch; another JWT secret is told as the client-token key', async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const same = 'sm-same:';
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: same, apiToken: TOKEN, jwtSecret: JWT });
+  const equal = capturingLogger();
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: same, apiToken: TOKEN, jwtSecret: JWT }, equal.logger);
+  assert.deepEqual(secretLines(equal.lines), []);
+  assert.ok(equal.lines.some((l) => l.msg === 'pixiu listening'));
+
+  const other = 'sm-jwt:';
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: other, apiToken: TOKEN, jwtSecret: JWT });
+  const differ = capturingLogger();
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: other, apiToken: TOKEN, jwtSecret: `${JWT}-rotated` }, differ.logger);
+  const found = secretLines(differ.lines);
+  assert.equal(found.length, 1, JSON.stringify(found));
+  assert.equal(found[0]?.secret, 'client-token key');
+  assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+: clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
+});
+
+test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told', () => {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const pem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
+  const spki = secretDigests({ apiToken: TOKEN, jwt: { kind: 'public-key', pem } });
+  const escaped = secretDigests({ apiToken: TOKEN, jwt: { kind: 'public-key', pem: `\n${pem.trim()}\n\n` } });
+  assert.deepEqual(differingSecrets(spki, escaped), []);
+  const jwksA = secretDigests({ apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.internal/jwks' } });
+  const jwksB = secretDigests({ apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.example.com/jwks' } });
+  assert.deepEqual(differingSecrets(jwksA, jwksB), []);
+  assert.deepEqual(differingSecrets(spki, jwksA), ['client-token key']);
+  assert.equal(secretDigest(TOKEN).length, 16);
+  assert.notEqual(secretDigest(TOKEN), secretDigest(`${TOKEN}x`));
+});
