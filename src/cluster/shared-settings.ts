@@ -32,6 +32,7 @@ import type { Keys } from '../redis/keys.js';
 import type { NodeRegistry } from './node-registry.js';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
+import { settingMismatchLine } from './shared-settings-text.js';
 import { differingSecrets, readDigests, secretMismatchLine, type NodeSecrets, type SecretDigests, type SecretName } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
@@ -40,7 +41,8 @@ export const SHARED_SETTINGS = [
   'broadcastStreamCap', 'channelHistory', 'channelHistoryTtlMs',
 ] as const satisfies readonly (keyof Config & keyof typeof SETTINGS)[];
 
-type SharedSetting = (typeof SHARED_SETTINGS)[number];
+/** One of {@link SHARED_SETTINGS}. */
+export type SharedSetting = (typeof SHARED_SETTINGS)[number];
 
 /** A shared setting this node has one value of and other live nodes another. */
 export interface SettingMismatch {
@@ -168,10 +170,7 @@ export async function announceSharedSettings(
         for (const m of found.secrets) logger.error({ secret: m.which, nodes: m.nodes }, secretMismatchLine(m.which, here, m.theirs, m.nodes));
       }
       for (const m of found.settings) {
-        logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes },
-          `${m.env} is ${m.here} on this node but ${m.there} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
-          + 'it governs what all nodes share in Redis, and each node applies its own value to it (a lower cap trims what the others keep); '
-          + 'give every node the same (docs/decisions.md, "Several nodes")');
+        logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes }, settingMismatchLine(m));
       }
     } catch (err) {
       logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
