@@ -20,7 +20,13 @@ import { isPlainInteger } from '../api/validation.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
 
-const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs', 'inboxCap'] as const;
+/**
+ * The settings `inspect inbox` takes. Not `inboxCap`: the cap acts only when an append
+ * trims an inbox, and inspect only reads, so `--inbox-cap` changed nothing while its
+ * help (the serve setting's, "older ones are trimmed") suggested it might write (a
+ * black-box SRE's finding); it is an unknown option now, and `PIXIU_INBOX_CAP` is not read.
+ */
+const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs'] as const;
 
 /**
  * A numeric option, held to the API's rule for integers in a query (decimal digits
@@ -82,6 +88,7 @@ export function inspectCommand(): Command {
     const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
       .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
     try {
+      // The cap is the Inbox's for appends, which inspect never makes: any valid one reads alike.
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
       const [page, cursors, expiresAt] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid), inbox.expiresAt(uid)]);
       // Named as the API names them (GET /v1/users/{uid}/messages, GET /v1/messages/{id}).

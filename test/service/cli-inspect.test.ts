@@ -97,3 +97,16 @@ test('inspect inbox without a Redis URL reads the embedded Redis of a running se
   assert.match(help.stdout.replace(/\s+/g, ' '), /--redis-url <value> Redis to read, .* unset: the embedded Redis of a `pixiu serve` running on the data dir/);
   assert.doesNotMatch(help.stdout, /start a local redis-server/);
 });
+
+test('inspect inbox has no --inbox-cap (the cap acts on appends, which inspect never makes): it is an unknown option, absent from --help, and a PIXIU_INBOX_CAP is not read', async () => {
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp:' };
+  const run = await runCli(['inspect', 'inbox', 'ann', '--inbox-cap', '2'], env);
+  assert.equal(run.code, 1, run.stdout);
+  assert.equal(run.stdout, '');
+  assert.match(run.stderr, /unknown option '--inbox-cap'/);
+  const help = await runCli(['inspect', 'inbox', '--help']);
+  assert.doesNotMatch(help.stdout, /inbox-cap|trimmed/);
+  // Not read from the environment either: a bad value of it does not stop a read.
+  const envCap = await runCli(['inspect', 'inbox', 'ann'], { ...env, PIXIU_INBOX_CAP: 'lots' });
+  assert.equal(envCap.code, 0, envCap.stderr);
+});
