@@ -8,6 +8,33 @@ import { PixiuError, unavailable } from '../errors.js';
 import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
 import type { RecordReader } from '../store/record-reader.js';
 
+/** What {@link putOnce} needs besides the message. */
+export interface OnceDeps {
+  readonly store: MessageStore;
+  /**
+   * Claims of `client_msg_id`s across the stores sharing Redis (DESIGN.md §3, §9);
+   * without them, or while they are not active (one store on the Redis), the store's own
+   * index alone answers a retry.
+   */
+  readonly claims?: ClientIdClaims | undefined;
+  /** Reads other stores' records, to answer a retry another node stored. */
+  readonly records?: RecordReader | undefined;
+}
+
+/**
+ * Stores a message once per `client_msg_id` (DESIGN.md §3): the store's put, or, on a
+ * Redis shared with other stores, {@link storeClaimed}. Without `msg.clientMsgId`, a
+ * plain put. What a user or room message (ingest.ts) and a broadcast (src/broadcast)
+ * store through.
+ * @throws PixiuError as `MessageStore.put` and {@link storeClaimed}
+ */
+export function putOnce(deps: OnceDeps, msg: NewMessage): Promise<PutResult> {
+  const { store, claims } = deps;
+  const cid = msg.clientMsgId;
+  if (cid === undefined || claims === undefined || !claims.active) return store.put(msg);
+  return storeClaimed(store, deps.records, msg, cid, claims);
+}
+
 /**
  * Stores `msg` under `cid` after claiming it, or answers the first message another
  * store stored under it.

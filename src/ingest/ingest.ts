@@ -17,7 +17,7 @@ import type { RecordReader } from '../store/record-reader.js';
 import { roomNotFound, type Rooms } from '../rooms/membership.js';
 import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
-import { otherStoresRecord, storeClaimed } from './claimed-store.js';
+import { otherStoresRecord, putOnce } from './claimed-store.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -334,10 +334,7 @@ export class Ingest {
     if (input.from !== undefined) msg.from = input.from;
     if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
     if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
-    const { claims } = this.#deps;
-    const cid = input.client_msg_id;
-    if (cid === undefined || claims === undefined || !claims.active) return this.#deps.store.put(msg);
-    return storeClaimed(this.#deps.store, this.#deps.records, msg, cid, claims);
+    return putOnce(this.#deps, msg);
   }
 
   /**
