@@ -48,15 +48,15 @@ const BOUNDS: ScriptSpec = {
   command: 'pxBroadcastBoundsV1', file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1, readOnly: true,
 };
 const PUBLISH: ScriptSpec = {
-  command: 'pxBroadcastPublishV1', file: new URL('./lua/broadcast-publish-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxBroadcastPublishV2', file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** `broadcast-bounds-1.lua`: KEYS broadcast. */
     pxBroadcastBoundsV1(stream: string): Result<[string, string, string], Context>;
-    /** `broadcast-publish-1.lua`: KEYS broadcast; ARGV cap, field, value, … */
-    pxBroadcastPublishV1(stream: string, cap: string, ...fields: string[]): Result<string, Context>;
+    /** `broadcast-publish-2.lua`: KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Returns [bseq, note, before]. */
+    pxBroadcastPublishV2(stream: string, marker: string, cap: string, at: string, note: string, ...fields: string[]): Result<[string, string, number], Context>;
   }
 }
 
@@ -100,15 +100,44 @@ export interface BroadcastPage {
   readonly bounds: BroadcastBounds;
 }
 
+/** A broadcast to append: what its stream entry carries. */
+export interface BroadcastAppend {
+  /** The MsgID. */
+  readonly msgId: string;
+  readonly type: string;
+  /** Its time, ms since the epoch (the stored record's). */
+  readonly ts: number;
+  /** The data, already JSON-encoded. */
+  readonly dataJson: string;
+  readonly filter: TagFilter | undefined;
+  /** When its `ttl` ends, ms since the epoch (the stored record's expiry). */
+  readonly expiresAt: number;
+}
+
+/** What {@link BroadcastStream.publishOnce} answers. */
+export interface OncePublished {
+  /** Its bseq: the entry appended now, or the one appended first. */
+  readonly bseq: string;
+  /** True when it had been appended before (by an earlier attempt): nothing was appended now. */
+  readonly before: boolean;
+  /**
+   * The tag filter of the append that counts, as filter.ts `filterKey` writes it: the
+   * first one's when {@link before}, else this one's.
+   */
+  readonly filterKey: string;
+}
+
 /** The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
 export class BroadcastStream {
   readonly #redis: Redis;
+  readonly #keys: Keys;
   readonly #key: string;
   readonly #cap: string;
 
   /** @param cap entries retained (setting `broadcastStreamCap`) */
   constructor(redis: Redis, keys: Keys, cap: number) {
     this.#redis = redis;
+    this.#keys = keys;
     this.#key = keys.broadcast();
     this.#cap = String(cap);
     defineScripts(redis, [BOUNDS, PUBLISH]);
@@ -121,16 +150,36 @@ export class BroadcastStream {
 
   /**
    * Appends a broadcast, trimming the stream to exactly the cap and recording the
-   * highest ID trimmed (broadcast-publish-1.lua: a plain `XADD MAXLEN` leaves no trace
+   * highest ID trimmed (broadcast-publish-2.lua: a plain `XADD MAXLEN` leaves no trace
    * of what it trimmed, so a `gap` could not be told).
-   * @param dataJson the data, already JSON-encoded
-   * @param expiresAt when its `ttl` ends, ms since the epoch (the stored record's expiry)
    * @returns its bseq
    */
-  publish(msgId: string, type: string, ts: number, dataJson: string, filter: TagFilter | undefined, expiresAt: number): Promise<string> {
-    const fields = ['m', msgId, 'y', type, 's', String(ts), 'd', dataJson, 'e', String(expiresAt)];
-    if (filter) fields.push('f', JSON.stringify(filter));
-    return redisCall(() => this.#redis.pxBroadcastPublishV1(this.#key, this.#cap, ...fields));
+  async publish(entry: BroadcastAppend): Promise<string> {
+    const [bseq] = await this.#append(entry, '0', '');
+    return bseq;
+  }
+
+  /**
+   * Appends a broadcast once per MsgID (one sent with a `client_msg_id`, DESIGN.md §7):
+   * as {@link publish}, and in the same script a marker keyed by the MsgID names its
+   * bseq and filter until `expiresAt` (keys.ts `broadcastMarker`); when the marker is
+   * there already — an earlier attempt appended it, even one whose reply was lost to a
+   * command timeout — nothing is appended and the first bseq is answered.
+   * @param filterKey the filter as filter.ts `filterKey` writes it, kept in the marker
+   */
+  async publishOnce(entry: BroadcastAppend, filterKey: string): Promise<OncePublished> {
+    // A marker that expired already would be set to no avail; the record lives at least as long.
+    const at = String(Math.max(entry.expiresAt, Date.now() + 1));
+    const [bseq, note, before] = await this.#append(entry, at, filterKey);
+    return { bseq, before: before === 1, filterKey: note };
+  }
+
+  /** Runs broadcast-publish-2.lua for `entry`; `at` the marker's expiry ("0": none), `note` its filter. */
+  #append(entry: BroadcastAppend, at: string, note: string): Promise<[string, string, number]> {
+    const fields = ['m', entry.msgId, 'y', entry.type, 's', String(entry.ts), 'd', entry.dataJson, 'e', String(entry.expiresAt)];
+    if (entry.filter) fields.push('f', JSON.stringify(entry.filter));
+    const marker = this.#keys.broadcastMarker(entry.msgId);
+    return redisCall(() => this.#redis.pxBroadcastPublishV2(this.#key, marker, this.#cap, at, note, ...fields));
   }
 
   /** What the stream retains. */

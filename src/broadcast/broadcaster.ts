@@ -37,6 +37,8 @@ export async function publishBroadcast(store: MessageStore, stream: BroadcastStr
     ...(input.ttl !== undefined ? { ttlMs: input.ttl * 1000 } : {}),
   });
   const filter = input.tags && (input.tags.all?.length || input.tags.any?.length) ? input.tags : undefined;
-  const bseq = await stream.publish(put.id, input.type, put.message.ts, JSON.stringify(input.data), filter, put.message.expiresAt);
+  const bseq = await stream.publish({
+    msgId: put.id, type: input.type, ts: put.message.ts, dataJson: JSON.stringify(input.data), filter, expiresAt: put.message.expiresAt,
+  });
   return { id: put.id, bseq };
 }

@@ -141,6 +141,19 @@ export class Keys {
   }
 
   /**
+   * String: the marker of a broadcast sent with a `client_msg_id`, `<bseq>|<tag filter>`,
+   * set with the stream entry in one script and expiring with the stored broadcast
+   * (src/broadcast/lua/broadcast-publish-2.lua): a retry that finds it appends nothing.
+   * Its hash tag is the stream's whole key name: the stream's key has no braces, so
+   * Redis Cluster hashes all of it, and the marker lands in the same slot (Redis Cluster
+   * spec, "Hash tags").
+   * @param msgId the broadcast's MsgID (16 hex digits, from the store)
+   */
+  broadcastMarker(msgId: string): string {
+    return `${this.prefix}bcast:{${this.broadcast()}}:${msgId}`;
+  }
+
+  /**
    * A room's members: sorted set of user id → join time, ms (DESIGN.md §8). Its own
    * hash tag, `room:{<room>}`. @throws PixiuError INVALID_REQUEST for a bad room id
    */

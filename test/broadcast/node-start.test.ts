@@ -31,7 +31,7 @@ before(async () => {
   ({ redis: admin } = await openInbox(cleanup, redis.url));
   const stream = new BroadcastStream(admin, new Keys('px:'), CAP);
   for (let counter = 1; counter <= CAP + 3; counter++) {
-    await stream.publish(encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter }), 'earlier', Date.now(), '{}', undefined, Date.now() + 3_600_000);
+    await stream.publish({ msgId: encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter }), type: 'earlier', ts: Date.now(), dataJson: '{}', filter: undefined, expiresAt: Date.now() + 3_600_000 });
   }
   assert.notEqual((await stream.bounds()).maxDeleted, '0-0');
   gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', broadcastStreamCap: String(CAP) });

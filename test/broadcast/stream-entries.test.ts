@@ -64,7 +64,7 @@ test('a broadcast\'s ttl has ended at the instant it names, not a millisecond la
 
 test('a page that ends on a malformed entry reads up to it (the reader moves past it), and leaves it out', async () => {
   const stream = new BroadcastStream(redis, new Keys('entries-malformed:'), 10);
-  const good = await stream.publish(MSG_ID, 'news', Date.now(), '{"n":1}', undefined, Date.now() + 60_000);
+  const good = await stream.publish({ msgId: MSG_ID, type: 'news', ts: Date.now(), dataJson: '{"n":1}', filter: undefined, expiresAt: Date.now() + 60_000 });
   const bad = await redis.xadd(stream.key, '*', 'm', MSG_ID, 'y', 'news') as string;
   const page = await stream.rangeWithBounds('0-0', 10);
   assert.deepEqual(page.entries.map((e) => e.id), [good]);
@@ -77,9 +77,9 @@ test('a page that ends on a malformed entry reads up to it (the reader moves pas
 
 test('a filter of any alone, or of all alone, is kept on the entry', async () => {
   const stream = new BroadcastStream(redis, new Keys('entries-filter:'), 10);
-  const any = await stream.publish(MSG_ID, 'news', Date.now(), '1', { any: ['vip', 'beta'] }, Date.now() + 60_000);
-  const all = await stream.publish(MSG_ID, 'news', Date.now(), '2', { all: ['vip'] }, Date.now() + 60_000);
-  const none = await stream.publish(MSG_ID, 'news', Date.now(), '3', undefined, Date.now() + 60_000);
+  const any = await stream.publish({ msgId: MSG_ID, type: 'news', ts: Date.now(), dataJson: '1', filter: { any: ['vip', 'beta'] }, expiresAt: Date.now() + 60_000 });
+  const all = await stream.publish({ msgId: MSG_ID, type: 'news', ts: Date.now(), dataJson: '2', filter: { all: ['vip'] }, expiresAt: Date.now() + 60_000 });
+  const none = await stream.publish({ msgId: MSG_ID, type: 'news', ts: Date.now(), dataJson: '3', filter: undefined, expiresAt: Date.now() + 60_000 });
   const page = await stream.rangeWithBounds('0-0', 10);
   assert.deepEqual(page.entries.map((e) => [e.id, e.filter]), [[any, { any: ['vip', 'beta'] }], [all, { all: ['vip'] }], [none, undefined]]);
 });

@@ -36,7 +36,7 @@ async function publish(stream: BroadcastStream, n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     counter += 1;
-    ids.push(await stream.publish(encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter }), 't', Date.now(), String(counter), undefined, Date.now() + 3_600_000));
+    ids.push(await stream.publish({ msgId: encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter }), type: 't', ts: Date.now(), dataJson: String(counter), filter: undefined, expiresAt: Date.now() + 3_600_000 }));
   }
   return ids;
 }
