@@ -77,7 +77,7 @@ export const messageType = {
 export const clientMsgId = {
   type: 'string',
   pattern: wordedPattern('^[\\x20-\\x7e]{1,128}$', '1–128 printable ASCII characters (space to ~)'),
-  description: '1–128 printable ASCII characters, the idempotency key: the same key with the same message again returns the first result (duplicate: true); with other content (recipients, room, type, from or data) it is 409 CONFLICT',
+  description: '1–128 printable ASCII characters, the idempotency key: the same key with the same message again returns the first result (duplicate: true); with other content (recipients, room or a broadcast\'s tags, type, from or data) it is 409 CONFLICT',
 } as const;
 
 /** Message retention in seconds. */

@@ -20,3 +20,23 @@ export function matchesFilter(filter: TagFilter | undefined, tags: ReadonlySet<s
   if (filter.any && filter.any.length > 0 && !filter.any.some((t) => tags.has(t))) return false;
   return true;
 }
+
+/**
+ * A filter as one text that two filters reaching the same connections share: each
+ * list's tags sorted, each once, an empty list left out; "" for no filter (or only
+ * empty lists: everyone). What a retry of a broadcast with a `client_msg_id` is
+ * compared by (broadcaster.ts): `{"all":["b","a"]}` and `{"all":["a","b","a"]}` are
+ * the same filter, `{"all":["a"]}` and `{"any":["a"]}` are not.
+ */
+export function filterKey(filter: TagFilter | undefined): string {
+  const all = canonicalTags(filter?.all);
+  const any = canonicalTags(filter?.any);
+  if (all === undefined && any === undefined) return '';
+  return JSON.stringify({ ...(all ? { all } : {}), ...(any ? { any } : {}) });
+}
+
+/** The tags of one list sorted (by UTF-16 code units) and each once; undefined when none. */
+function canonicalTags(tags: readonly string[] | undefined): string[] | undefined {
+  if (tags === undefined || tags.length === 0) return undefined;
+  return [...new Set(tags)].sort();
+}

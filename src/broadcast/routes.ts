@@ -1,14 +1,13 @@
 /**
- * `POST /v1/broadcast {type, data, tags?: {all?, any?}, ttl?}` → `{id, bseq}`
- * (DESIGN.md §7, §8), behind the API token.
+ * `POST /v1/broadcast {type, data, tags?: {all?, any?}, ttl?, client_msg_id?}` →
+ * `{id, bseq, duplicate}` (DESIGN.md §7, §8), behind the API token: 201 when
+ * published, 200 when the same `client_msg_id` was published before (broadcaster.ts).
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
-import { errorResponses, messageType, msgId, noQuery, ttlSeconds } from '../api/schemas.js';
-import type { MessageStore } from '../store/message-store.js';
-import type { BroadcastStream } from './broadcast-stream.js';
-import { publishBroadcast, type BroadcastInput } from './broadcaster.js';
+import { clientMsgId, errorResponses, messageType, msgId, noQuery, ttlSeconds } from '../api/schemas.js';
+import { publishBroadcast, type BroadcasterDeps, type BroadcastInput } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
 
 /** A tag: 1–64 characters, no whitespace or control characters. */
@@ -22,13 +21,24 @@ export function isTag(tag: string): boolean {
 
 const tagList = { type: 'array', minItems: 1, maxItems: MAX_FILTER_TAGS, items: tagSchema } as const;
 
+/** The answer to a published (or repeated) broadcast. */
+const broadcastResult = {
+  type: 'object',
+  properties: {
+    id: msgId,
+    bseq: { type: 'string', description: 'its position in the broadcast stream (a client\'s last_bseq)' },
+    duplicate: { type: 'boolean', description: 'true when the same client_msg_id was published before: nothing appended again' },
+  },
+  required: ['id', 'bseq', 'duplicate'],
+} as const;
+
 /** Registers the broadcast route (call inside the API-token scope). */
-export function broadcastRoutes(app: FastifyInstance, store: MessageStore, stream: BroadcastStream): void {
+export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps): void {
   app.post<{ Body: BroadcastInput }>('/v1/broadcast', {
     schema: {
       summary: 'Broadcast to every online connection, optionally filtered by JWT tags',
       operationId: 'sendBroadcast',
-      description: `Live and at-most-once. tags.all: every tag present; tags.any: at least one (each list 1–${MAX_FILTER_TAGS} tags); no tags: everyone. Clients that reconnect with last_bseq get the retained broadcasts they missed.`,
+      description: `Live and at-most-once per connection. tags.all: every tag present; tags.any: at least one (each list 1–${MAX_FILTER_TAGS} tags); no tags: everyone. Clients that reconnect with last_bseq get the retained broadcasts they missed. With client_msg_id a retry publishes it once: 200 with duplicate: true when it was published before; 409 when the key names another message (not a broadcast, or other type, data or tags).`,
       tags: ['broadcast'],
       querystring: noQuery,
       body: {
@@ -40,17 +50,17 @@ export function broadcastRoutes(app: FastifyInstance, store: MessageStore, strea
           data: { description: 'any JSON value' },
           tags: { type: 'object', additionalProperties: false, properties: { all: tagList, any: tagList } },
           ttl: ttlSeconds,
+          client_msg_id: clientMsgId,
         },
       },
       response: {
-        201: {
-          type: 'object',
-          description: 'Stored and published to every node\'s connections',
-          properties: { id: msgId, bseq: { type: 'string', description: 'its position in the broadcast stream (a client\'s last_bseq)' } },
-          required: ['id', 'bseq'],
-        },
+        200: { ...broadcastResult, description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
+        201: { ...broadcastResult, description: 'Stored and published to every node\'s connections' },
         ...errorResponses,
       },
     },
-  }, async (req, reply) => reply.code(201).send(await publishBroadcast(store, stream, req.body)));
+  }, async (req, reply) => {
+    const result = await publishBroadcast(deps, req.body);
+    return reply.code(result.duplicate ? 200 : 201).send(result);
+  });
 }

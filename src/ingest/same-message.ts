@@ -1,9 +1,10 @@
 /**
- * What makes a retry the same message as the first one stored under its
- * `client_msg_id` (docs/api.md "Messages", docs/decisions.md "HTTP").
+ * What makes a retry the same message (or broadcast) as the first one stored under its
+ * `client_msg_id` (docs/api.md "Messages" and "Broadcast", docs/decisions.md "HTTP").
  */
 import { isDeepStrictEqual } from 'node:util';
 import { PixiuError } from '../errors.js';
+import { MsgKind } from '../ids/msg-id.js';
 import type { PutResult } from '../store/message-store.js';
 import type { RoomMessageInput, UserMessageInput } from './ingest.js';
 
@@ -23,9 +24,38 @@ export function checkSameMessage(put: PutResult, input: UserMessageInput | RoomM
   const sameTarget = named === undefined
     ? 'room' in input && first.room === input.room && first.to === undefined
     : first.room === undefined && sameSet(first.to ?? [], named);
-  if (sameTarget && first.type === input.type && first.from === input.from && isDeepStrictEqual(asStored(first.data), asStored(input.data))) return;
-  throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(first.clientMsgId ?? '')} was first used for another message `
-    + `(${put.id}: its recipients or room, type, from or data differ); send a new message with a new client_msg_id`);
+  if (sameTarget && first.type === input.type && first.from === input.from && sameData(first.data, input.data)) return;
+  throw keyConflict(put, 'its recipients or room, type, from or data differ');
+}
+
+/**
+ * A broadcast's retry under its `client_msg_id` (src/broadcast/broadcaster.ts): the
+ * first message stored under it must be a broadcast with the same `type` and `data`
+ * (compared as in {@link checkSameMessage}; not `ttl`). Its tags are compared apart,
+ * with what its first append recorded (the record has none). A put that stored a new
+ * broadcast passes at once.
+ * @throws PixiuError CONFLICT when the first message is no broadcast, or differs (nothing is appended)
+ */
+export function checkSameBroadcast(put: PutResult, input: { readonly type: string; readonly data: unknown }): void {
+  if (!put.duplicate) return;
+  const first = put.message;
+  if (first.kind !== MsgKind.broadcast) throw keyConflict(put, 'it is a message to users or a room, not a broadcast');
+  if (first.type !== input.type || !sameData(first.data, input.data)) throw keyConflict(put, 'its type or data differ');
+}
+
+/**
+ * The refusal of a `client_msg_id` sent again with other content than the message
+ * first stored under it (`put`, a duplicate): 409, naming that message and `how` it
+ * differs.
+ */
+export function keyConflict(put: PutResult, how: string): PixiuError {
+  return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(put.message.clientMsgId ?? '')} was first used for another message `
+    + `(${put.id}: ${how}); send a new message with a new client_msg_id`);
+}
+
+/** True when two `data` values are one JSON value as stored (object keys in any order, `1.0` is `1`). */
+function sameData(first: unknown, again: unknown): boolean {
+  return isDeepStrictEqual(asStored(first), asStored(again));
 }
 
 /** A value as storing it as JSON and reading it back gives it (`-0` is 0, `1e400` null, …). */

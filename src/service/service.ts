@@ -226,7 +226,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         await gateway.register(root, producerScope);
         await producerScope((scope) => {
           roomRoutes(scope, rooms);
-          broadcastRoutes(scope, store, gateway.broadcastStream);
+          broadcastRoutes(scope, { store, stream: gateway.broadcastStream, claims: clientIds, records });
           channelRoutes(scope, gateway.channelStream, { maxMessageBytes: config.maxMessageBytes });
         });
       },

@@ -53,6 +53,11 @@ const CASES: ReadonlyArray<{ name: string; body: unknown; status: number; code: 
   { name: 'a negative ttl', body: { type: 'x', data: 1, ttl: -1 }, status: 400, code: 'INVALID_REQUEST' },
   { name: 'not JSON', body: '{"type":', status: 400, code: 'INVALID_REQUEST' },
   { name: 'data over 64 KiB', body: { type: 'x', data: 'x'.repeat(64 * KiB) }, status: 413, code: 'PAYLOAD_TOO_LARGE', message: /^message is \d+ bytes \(the UTF-8 JSON of \{type, data\}\), over the limit of 65536 bytes \(PIXIU_MAX_MESSAGE_BYTES\)$/ },
+  // client_msg_id follows the rule of POST /v1/messages, and says so (an unknown field would be 400 too, in other words).
+  { name: 'a client_msg_id of 129 characters', body: { type: 'x', data: 1, client_msg_id: 'k'.repeat(129) }, status: 400, code: 'INVALID_REQUEST', message: /^body\/client_msg_id must be 1–128 printable ASCII characters \(space to ~\)/ },
+  { name: 'a client_msg_id outside printable ASCII', body: { type: 'x', data: 1, client_msg_id: 'cl\u00e9' }, status: 400, code: 'INVALID_REQUEST', message: /^body\/client_msg_id must be 1–128 printable ASCII characters/ },
+  { name: 'an empty client_msg_id', body: { type: 'x', data: 1, client_msg_id: '' }, status: 400, code: 'INVALID_REQUEST', message: /^body\/client_msg_id must be 1–128 printable ASCII characters/ },
+  { name: 'a client_msg_id that is no string', body: { type: 'x', data: 1, client_msg_id: 42 }, status: 400, code: 'INVALID_REQUEST', message: /^body\/client_msg_id must be a string/ },
   { name: 'no API token', body: { type: 'x', data: 1 }, status: 401, code: 'UNAUTHORIZED', headers: { authorization: '' } },
 ];
 

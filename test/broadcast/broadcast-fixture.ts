@@ -53,6 +53,27 @@ export async function postBroadcast(api: PixiuClient, body: Record<string, unkno
   return posted;
 }
 
+/** A broadcast as `POST /v1/broadcast` answered it, with a `client_msg_id` or not. */
+export interface Answered extends Posted {
+  /** True when the same `client_msg_id` was published before. */
+  readonly duplicate: boolean;
+}
+
+/** The bseqs of the broadcast stream's entries (`px:broadcast`) of MsgID `id`. */
+export async function entriesOf(redis: Redis, id: string): Promise<string[]> {
+  const all = await redis.xrange('px:broadcast', '-', '+');
+  return all.filter(([, fields]) => fields[fields.indexOf('m') + 1] === id).map(([bseq]) => bseq);
+}
+
+/**
+ * Asserts `client`'s next broadcasts are exactly `bseqs` and then a marker broadcast
+ * posted now: nothing came twice, nothing else came.
+ */
+export async function getsOnly(api: PixiuClient, client: TestClient, bseqs: readonly string[], timeoutMs?: number): Promise<void> {
+  const marker = await postBroadcast(api, { type: 'test.marker', data: 'marker' });
+  assert.deepEqual(await bcastsUntil(client, marker.bseq, timeoutMs), [...bseqs, marker.bseq]);
+}
+
 /** Reads the next frame and asserts it is a `bcast` (its `bseq` a string). */
 export async function nextBcast(client: TestClient, timeoutMs?: number): Promise<Frame> {
   const f = await client.next(timeoutMs);

@@ -8,10 +8,14 @@
  *   never a `gap`; while A is stopped it cannot be read, which is a 503 (history) or a
  *   wait (delivery, which B's metrics show), and once A is back on the same data dir
  *   (same block) it is there.
+ * - A client_msg_id used on one node, for a message or a broadcast, is answered as a
+ *   duplicate on the other (the claim in Redis; a broadcast's marker): stored and
+ *   appended once.
  * - A data dir claiming a block another store holds is refused at start.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
 import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeMsgId, encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
@@ -160,16 +164,23 @@ test('a message posted to A for a user connected to B arrives on B as a msg with
   assert.deepEqual({ id: record.id, data: record.data, seq: record.recipients[0]?.seq }, { id: sent.id, data, seq: 1 });
 });
 
-test('a client_msg_id stored on one node is answered as a duplicate on the other: one message, one inbox entry; other content under it is a 409', { timeout: 60_000 }, async () => {
-  const { redis: probe } = await openInbox(cleanup, redis.url);
-  // Each node reads whether another store shares its Redis every 5 s: A, started first,
-  // claims client_msg_ids once it has seen B's store (a claim key appears).
-  let n = 0;
+let probes = 0;
+
+/**
+ * Resolves once A claims client_msg_ids (a claim key appears for one it stores): each
+ * node reads whether another store shares its Redis every 5 s, and A started first.
+ */
+async function untilAClaims(probe: Redis): Promise<void> {
   await waitUntil('A claims client_msg_ids', async () => {
-    const cid = `probe-${n++}`;
+    const cid = `probe-${probes++}`;
     assert.equal((await a.api.post('/v1/messages', { to: 'prober', type: 't', data: 1, client_msg_id: cid })).status, 201);
     return (await probe.exists(new Keys('px:').clientIdClaim(cid))) === 1;
   }, 15_000, 200);
+}
+
+test('a client_msg_id stored on one node is answered as a duplicate on the other: one message, one inbox entry; other content under it is a 409', { timeout: 60_000 }, async () => {
+  const { redis: probe } = await openInbox(cleanup, redis.url);
+  await untilAClaims(probe);
 
   for (const [first, second, user] of [[a, b, 'cid-ann'], [b, a, 'cid-bob']] as const) {
     const body = { to: [user, `${user}-2`], type: 'test.cluster', data: { n: 1 }, client_msg_id: `order-${user}` };
@@ -213,6 +224,23 @@ test('a client_msg_id stored on one node is answered as a duplicate on the other
   const anew = await b.api.post('/v1/messages', { to: 'cid-cy', type: 't', data: 2, client_msg_id: 'gone-first' });
   assert.equal(anew.status, 201, anew.text);
   assert.equal(await probe.get(keys.clientIdClaim('gone-first')), (anew.body as { id: string }).id);
+});
+
+test('a broadcast\'s client_msg_id used on one node is answered as a duplicate on the other: one stream entry; other data under it is a 409', { timeout: 60_000 }, async () => {
+  const { redis: probe } = await openInbox(cleanup, redis.url);
+  await untilAClaims(probe);
+  for (const [first, second, key] of [[a, b, 'bcast-ab'], [b, a, 'bcast-ba']] as const) {
+    const body = { type: 'test.cluster', data: { key }, client_msg_id: key };
+    const published = await first.api.post('/v1/broadcast', body);
+    assert.equal(published.status, 201, published.text);
+    const retried = await second.api.post('/v1/broadcast', body);
+    assert.equal(retried.status, 200, retried.text);
+    assert.deepEqual(retried.body, { ...(published.body as object), duplicate: true }, 'the first broadcast, its id and bseq');
+    expectError(await second.api.post('/v1/broadcast', { ...body, data: 2 }), 409, 'CONFLICT', new RegExp(key));
+    const id = (published.body as { id: string }).id;
+    const entries = (await probe.xrange('px:broadcast', '-', '+')).filter(([, f]) => f[f.indexOf('m') + 1] === id);
+    assert.equal(entries.length, 1, 'one stream entry');
+  }
 });
 
 test('while A is stopped its message is a 503 in B\'s history, not a gap, and B\'s metrics show the stalled delivery; once A is back on its data dir, history and devices get it', { timeout: 120_000 }, async () => {
