@@ -15,13 +15,13 @@ import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } f
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
 const PUBLISH: ScriptSpec = {
-  command: 'pxChannelPublishV2', file: new URL('./lua/channel-publish-2.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
+  command: 'pxChannelPublishV3', file: new URL('./lua/channel-publish-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
 };
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `channel-publish-2.lua`: KEYS history; ARGV cap, topic, payload, history ttl (ms). Returns the id. */
-    pxChannelPublishV2(history: string, cap: string, topic: string, payload: string, ttlMs: string): Result<string, Context>;
+    /** `channel-publish-3.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Returns [id, fingerprint, before]. */
+    pxChannelPublishV3(history: string, marker: string, cap: string, topic: string, payload: string, ttlMs: string, fingerprint: string): Result<[string, string, number], Context>;
   }
 }
 
@@ -36,6 +36,16 @@ export interface ChannelEntry {
 /** Builds the `pub` frame around a payload `{"type":…,"ts":…,"data":…}` without re-encoding it. */
 export function pubFrame(channel: string, id: string, payload: string): string {
   return `{"t":"pub","channel":${JSON.stringify(channel)},"id":${JSON.stringify(id)},${payload.slice(1)}`;
+}
+
+/** What {@link ChannelStream.publishOnce} answers. */
+export interface OncePublication {
+  /** The publication's id: the one published now, or the one published first under the key. */
+  readonly id: string;
+  /** True when it was published before under the key (by an earlier attempt): nothing was published now. */
+  readonly before: boolean;
+  /** The content fingerprint of the publication that counts: the first one's when {@link before}. */
+  readonly fingerprint: string;
 }
 
 /** Channel publishing and history. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
@@ -64,9 +74,29 @@ export class ChannelStream {
    * @returns the publication's id
    */
   async publish(channel: string, type: string, ts: number, dataJson: string): Promise<string> {
+    // No marker: its key is named (the script's second key) but not written.
+    const [id] = await this.#publish(channel, type, ts, dataJson, '-', '');
+    return id;
+  }
+
+  /**
+   * Publishes to a channel once per `clientMsgId` (a producer's retry, DESIGN.md §7): as
+   * {@link publish}, and in the same script a marker keyed by the channel and the key
+   * names the id and `fingerprint`, expiring with the channel's history; when the
+   * marker is there already — an earlier attempt published it, even one whose reply was
+   * lost to a command timeout — nothing is published and the first id is answered.
+   * @param fingerprint the content's (publication-fingerprint.ts), kept in the marker
+   */
+  async publishOnce(channel: string, type: string, ts: number, dataJson: string, clientMsgId: string, fingerprint: string): Promise<OncePublication> {
+    const [id, first, before] = await this.#publish(channel, type, ts, dataJson, clientMsgId, fingerprint);
+    return { id, before: before === 1, fingerprint: first };
+  }
+
+  /** Runs channel-publish-3.lua; `fingerprint` "" asks for no marker. */
+  #publish(channel: string, type: string, ts: number, dataJson: string, clientMsgId: string, fingerprint: string): Promise<[string, string, number]> {
     const payload = `{"type":${JSON.stringify(type)},"ts":${ts},"data":${dataJson}}`;
-    return redisCall(() => this.#redis.pxChannelPublishV2(
-      this.#keys.channelHistory(channel), this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl));
+    return redisCall(() => this.#redis.pxChannelPublishV3(this.#keys.channelHistory(channel), this.#keys.channelMarker(channel, clientMsgId),
+      this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl, fingerprint));
   }
 
   /**

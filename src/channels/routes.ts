@@ -1,16 +1,20 @@
 /**
- * `POST /v1/channels/{channel}/publish {type, data}` → `{id}` (DESIGN.md §7, §8),
- * behind the API token. Live, at-most-once: subscribers connected now get a `pub`
- * frame; a short history lets `sub` with `since` catch up. A publication is held to
- * the message size limit (DESIGN.md §10) like a stored message: every subscriber
- * gets it and the history keeps up to `channelHistory` of them.
+ * `POST /v1/channels/{channel}/publish {type, data, client_msg_id?}` → `{id, duplicate}`
+ * (DESIGN.md §7, §8), behind the API token. Live, at-most-once: subscribers connected
+ * now get a `pub` frame; a short history lets `sub` with `since` catch up. A
+ * publication is held to the message size limit (DESIGN.md §10) like a stored
+ * message: every subscriber gets it and the history keeps up to `channelHistory` of
+ * them. With a `client_msg_id` a producer's retry publishes it once per channel
+ * (channel-stream.ts `publishOnce`): 200 with `duplicate: true`, or 409 for other content.
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { errorResponses, messageType, noQuery } from '../api/schemas.js';
+import { clientMsgId, errorResponses, messageType, noQuery } from '../api/schemas.js';
+import { PixiuError } from '../errors.js';
 import { publicationDataJson } from '../store/record.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
+import { publicationFingerprint } from './publication-fingerprint.js';
 
 /** A channel name in a path. */
 export const channelSchema = {
@@ -26,13 +30,30 @@ export interface ChannelRouteOptions {
   readonly maxMessageBytes: number;
 }
 
+/** The answer to a published (or repeated) publication. */
+const publicationResult = {
+  type: 'object',
+  properties: {
+    id: { type: 'string', description: 'its id in the channel\'s history (a subscriber\'s since)' },
+    duplicate: { type: 'boolean', description: 'true when the same client_msg_id was published to this channel before: nothing published again' },
+  },
+  required: ['id', 'duplicate'],
+} as const;
+
+/** The body of a publication. */
+interface PublicationBody {
+  readonly type: string;
+  readonly data: unknown;
+  readonly client_msg_id?: string;
+}
+
 /** Registers the channel route (call inside the API-token scope). */
 export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts: ChannelRouteOptions): void {
-  app.post<{ Params: { channel: string }; Body: { type: string; data: unknown } }>('/v1/channels/:channel/publish', {
+  app.post<{ Params: { channel: string }; Body: PublicationBody }>('/v1/channels/:channel/publish', {
     schema: {
       summary: 'Publish to a channel\'s live subscribers',
       operationId: 'publishToChannel',
-      description: 'Live and at-most-once; kept in the channel\'s short history for sub with since. The JSON of {type, data} is at most 64 KiB by default (413 over it).',
+      description: 'Live and at-most-once; kept in the channel\'s short history for sub with since. The JSON of {type, data} is at most 64 KiB by default (413 over it). With client_msg_id a retry publishes it once per channel: 200 with duplicate: true when it was published before; 409 when the key was used on this channel with another type or data.',
       tags: ['channels'],
       params: { type: 'object', properties: { channel: channelSchema }, required: ['channel'] },
       querystring: noQuery,
@@ -40,22 +61,26 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
         type: 'object',
         additionalProperties: false,
         required: ['type', 'data'],
-        properties: { type: messageType, data: { description: 'any JSON value' } },
+        properties: { type: messageType, data: { description: 'any JSON value' }, client_msg_id: clientMsgId },
       },
       response: {
-        201: {
-          type: 'object',
-          description: 'Published (also when nobody is subscribed)',
-          properties: { id: { type: 'string', description: 'its id in the channel\'s history (a subscriber\'s since)' } },
-          required: ['id'],
-        },
+        200: { ...publicationResult, description: 'A duplicate: the same client_msg_id was published to this channel before; its id, nothing published again' },
+        201: { ...publicationResult, description: 'Published (also when nobody is subscribed)' },
         ...errorResponses,
       },
     },
   }, async (req, reply) => {
+    const { channel } = req.params;
+    const { type, client_msg_id: cid } = req.body;
     // Checked and measured as a stored message's content is (no `from` here).
-    const dataJson = publicationDataJson(req.body.type, req.body.data, opts.maxMessageBytes);
-    const id = await stream.publish(req.params.channel, req.body.type, Date.now(), dataJson);
-    return reply.code(201).send({ id });
+    const dataJson = publicationDataJson(type, req.body.data, opts.maxMessageBytes);
+    if (cid === undefined) return reply.code(201).send({ id: await stream.publish(channel, type, Date.now(), dataJson), duplicate: false });
+    const fingerprint = publicationFingerprint(type, dataJson);
+    const published = await stream.publishOnce(channel, type, Date.now(), dataJson, cid, fingerprint);
+    if (published.before && published.fingerprint !== fingerprint) {
+      throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(cid)} was first used on channel ${channel} for another publication `
+        + `(${published.id}: its type or data differ); send a new publication with a new client_msg_id`);
+    }
+    return reply.code(published.before ? 200 : 201).send({ id: published.id, duplicate: published.before });
   });
 }

@@ -175,6 +175,17 @@ export class Keys {
     return `${this.prefix}ch:${this.#hashTag(channel, 'channel')}:history`;
   }
 
+  /**
+   * String: the marker of a channel publication sent with a `client_msg_id`,
+   * `<id>|<content fingerprint>`, set with the publication in one script and expiring
+   * with the channel's history (src/channels/lua/channel-publish-3.lua). Hash tag
+   * `ch:{<channel>}`, as the history's. @throws PixiuError INVALID_REQUEST for a bad channel
+   * @param clientMsgId the producer's key, 1–128 printable ASCII characters (checked before)
+   */
+  channelMarker(channel: string, clientMsgId: string): string {
+    return `${this.prefix}ch:${this.#hashTag(channel, 'channel')}:cmid:${clientMsgId}`;
+  }
+
   /** A channel's Pub/Sub topic (not a key: Pub/Sub names live outside the keyspace). */
   channelTopic(channel: string): string {
     return `${this.prefix}ch:${channel}`;

@@ -1,0 +1,29 @@
+/**
+ * What a channel publication's `client_msg_id` is compared by (docs/api.md
+ * "Channels"): a retry under the key must carry the same `type` and `data`, compared
+ * as JSON values, as a message's retry is (src/ingest/same-message.ts): object keys in
+ * any order are the same, `1.0` is `1`, array order counts. A publication is not
+ * stored, so what the first one was is kept in Redis as a fingerprint of it, beside
+ * its id (channel-publish-3.lua), not as its content.
+ */
+import { createHash } from 'node:crypto';
+
+/**
+ * The fingerprint of a publication's content: SHA-256 (hex) of its type and its data
+ * written as canonical JSON (object keys sorted by UTF-16 code units, at every depth).
+ * @param dataJson the data as `JSON.stringify` wrote it (record.ts `publicationDataJson`)
+ */
+export function publicationFingerprint(type: string, dataJson: string): string {
+  const canonical = canonicalJson(JSON.parse(dataJson));
+  return createHash('sha256').update(`${JSON.stringify(type)}\n${canonical}`).digest('hex');
+}
+
+/** `value` (parsed JSON) as JSON text with every object's keys sorted. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
