@@ -10,16 +10,19 @@
  *
  * So the prefix of the last start on a shared Redis is kept in the store's LAYOUT file
  * (src/store/layout.ts `redisPrefix`), and a start with another prefix is refused
- * while nodes of another data dir are registered under the recorded one on this Redis.
- * With none (every node of P stopped; Redis lost its data; a new Redis) the start goes
- * on as before: the store ownership's `checkKnown` logs at error that this Redis does
- * not know the store, and the new prefix is recorded.
+ * while this Redis knows the store under the recorded prefix (its description, written
+ * by its claim: the data dir ran on this Redis) and nodes of another data dir are
+ * registered under that prefix. Otherwise the start goes on as before — every node of
+ * P stopped; Redis lost its data; another Redis, where an unrelated cluster may use P
+ * too (the default prefix): the store ownership's `checkKnown` logs at error that this
+ * Redis does not know the store, and the new prefix is recorded.
  */
 import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import { Keys } from '../redis/keys.js';
 import { readLayout } from '../store/layout.js';
+import { PartitionClaims } from './partition-claims.js';
 import { storeOf } from './shared-settings.js';
 
 /** What {@link refusePrefixSplit} checks. */
@@ -66,9 +69,11 @@ export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: st
 }
 
 /**
- * Refuses a start that would split a cluster: the data dir last ran on a shared Redis
- * with another key prefix, and nodes of other data dirs are registered under that
- * prefix on this Redis now. Run before the store's claim, so a refused start writes
+ * Refuses a start that would split a cluster: the data dir last ran on this Redis with
+ * another key prefix (the Redis knows its store under it), and nodes of other data dirs
+ * are registered under that prefix now. A data dir moved to another Redis, whose
+ * cluster happens to use the recorded prefix, is not refused: joining that cluster
+ * would be the wrong advice. Run before the store's claim, so a refused start writes
  * nothing to Redis under either prefix.
  * @throws StartupError naming both prefixes, the running nodes and what to do
  * @throws PixiuError UNAVAILABLE when Redis fails
@@ -76,7 +81,8 @@ export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: st
 export async function refusePrefixSplit(redis: Redis, opts: PrefixGuardOptions): Promise<void> {
   const layout = await readLayout(opts.dir);
   const recorded = layout?.redisPrefix;
-  if (recorded === undefined || recorded === opts.prefix) return;
+  if (recorded === undefined || recorded === opts.prefix || layout?.storeId === undefined) return;
+  if (!(await new PartitionClaims(redis, new Keys(recorded)).storeIds()).includes(layout.storeId)) return;
   const nodes = await liveNodesUnder(redis, recorded, layout?.storeId);
   if (nodes.length > 0) throw new StartupError(prefixSplitRefusal(opts.dataDir, recorded, opts.prefix, nodes, opts.redisUrl));
 }

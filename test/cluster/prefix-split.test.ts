@@ -78,3 +78,30 @@ test('a data dir that ran under p: is refused under q: while a node runs under p
   assert.equal(moved.redisPrefix, 'q:');
   assert.equal((await b.term()).code, 0);
 });
+
+test('a data dir that ran under p: on one Redis starts under q: on another Redis where an unrelated cluster runs under p:: this Redis never knew its store, so it is not asked to join that cluster', { timeout: 120_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const [first, second] = [await RedisServer.start(), await RedisServer.start()];
+  files.after(() => first.destroy());
+  files.after(() => second.destroy());
+  const [dirB, dirOther] = [await tempDataDir(files), await tempDataDir(files)];
+  const env = (url: string, dataDir: string, prefix: string): Record<string, string> => ({
+    PIXIU_REDIS_URL: url, PIXIU_REDIS_PREFIX: prefix, PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0',
+    PIXIU_API_TOKEN: TOKEN, PIXIU_JWT_SECRET: SECRET, PIXIU_LOG_LEVEL: 'info',
+  });
+  // B ran under p: on the first Redis and stored a message.
+  let b = await spawnServe(env(first.url, dirB, 'p:'), t);
+  assert.equal((await new PixiuClient(b.url, TOKEN).post('/v1/messages', { to: 'bob', type: 't', data: 1 })).status, 201);
+  assert.equal((await b.term()).code, 0);
+  // Another cluster runs under p: on the second Redis.
+  const other = await spawnServe(env(second.url, dirOther, 'p:'), t);
+  // B under q: on the second Redis: starts (the recovery case's error line), not refused.
+  b = await spawnServe(env(second.url, dirB, 'q:'), t);
+  const errors = b.stdout().split('\n').filter((l) => l.includes('"level":50'));
+  assert.equal(errors.length, 1, errors.join('\n'));
+  assert.match(errors[0] ?? '', /this Redis does not know this data dir's store, which has stored messages/);
+  assert.equal(logLines(b.stdout(), 'pixiu listening')[0]?.redisPrefix, 'q:');
+  assert.equal((await b.term()).code, 0);
+  assert.equal((await other.term()).code, 0);
+});
