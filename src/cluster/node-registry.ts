@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { redisCall } from '../redis/client.js';
+import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { outageFields } from '../errors.js';
 
@@ -173,8 +173,7 @@ export class NodeRegistry {
   async #renew(timerLateMs = 0): Promise<void> {
     // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
     const startedAt = performance.now();
-    const [sec, usec] = await redisCall(() => this.#redis.time());
-    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const now = await redisNowMs(this.#redis);
     this.#offset = now - Date.now();
     const [before, , , live] = await redisCall(() => Promise.all([
       this.#redis.zscore(this.#key, this.node),

@@ -12,7 +12,7 @@
  *   is not running: its records cannot be read now (UNAVAILABLE), they are not gone.
  */
 import type { Redis, Result } from 'ioredis';
-import { redisCall } from '../redis/client.js';
+import { redisCall, redisNowMs } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
@@ -220,8 +220,7 @@ export class PartitionClaims {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async claimsAge(): Promise<number> {
-    const [sec, usec] = await redisCall(() => this.#redis.time());
-    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    const now = await redisNowMs(this.#redis);
     const prior = await redisCall(() => this.#redis.set(this.#keys.claimsSince(), String(now), 'NX', 'GET'));
     const since = prior === null ? now : Number(prior);
     return Number.isFinite(since) ? Math.max(0, now - since) : 0;

@@ -19,7 +19,7 @@
  */
 import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
-import { redisCall } from '../redis/client.js';
+import { redisCall, redisNowMs } from '../redis/client.js';
 import { Keys } from '../redis/keys.js';
 import { readLayout } from '../store/layout.js';
 import { PartitionClaims } from './partition-claims.js';
@@ -46,8 +46,7 @@ export interface PrefixGuardOptions {
  */
 export async function liveNodesUnder(redis: Redis, prefix: string, storeId: string | undefined): Promise<string[]> {
   const keys = new Keys(prefix);
-  const [sec, usec] = await redisCall(() => redis.time());
-  const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+  const now = await redisNowMs(redis);
   const [live, settings] = await redisCall(() => Promise.all([
     redis.zrangebyscore(keys.nodes(), `(${now}`, '+inf'),
     redis.hgetall(keys.nodeSettings()),

@@ -203,6 +203,17 @@ export async function redisCall<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * Now on Redis's clock (`TIME`), ms since the Unix epoch: the one clock of the nodes
+ * sharing a Redis (registrations, partition claims, room join slots), where each
+ * node's own would do only if every node's agreed.
+ * @throws PixiuError UNAVAILABLE when Redis fails
+ */
+export async function redisNowMs(redis: Redis): Promise<number> {
+  const [sec, usec] = await redisCall(() => redis.time());
+  return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+}
+
+/**
  * Runs a MULTI … EXEC (`exec` is the chained transaction's `exec()`) and answers its
  * commands' replies, in order: read as one snapshot.
  * @throws PixiuError as {@link toRedisError} maps it, when the transaction was aborted

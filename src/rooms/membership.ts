@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis, Result } from 'ioredis';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
-import { redisCall } from '../redis/client.js';
+import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
@@ -85,8 +85,7 @@ export class Rooms {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async now(): Promise<number> {
-    const [sec, usec] = await redisCall(() => this.#redis.time());
-    return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    return redisNowMs(this.#redis);
   }
 
   /**
