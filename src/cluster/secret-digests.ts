@@ -7,44 +7,86 @@
  * requests sent to it were refused 401, and nothing was logged (a black-box SRE's
  * finding). Each node puts a one-way digest of each in its shared-settings entry
  * (src/cluster/shared-settings.ts), and a starting node warns, at error, of every live
- * node whose digest differs.
+ * node whose secret differs.
  *
- * The digest of a secret is HMAC-SHA-256 keyed by the secret over a fixed label,
- * truncated to 64 bits (16 hex digits): it tells equal secrets from different ones and
- * nothing else. Whoever reads Redis can test a guess against it, so a token of little
- * entropy could be found by trying; one of 32 random bytes (what Pixiu generates, and
- * `openssl rand -base64 32` gives) cannot. Reading Redis already gives every message
- * and the cluster secret (docs/decisions.md, "Several nodes"). A public key is no
- * secret: its digest is that of its SPKI DER, so two PEM texts of one key compare
- * equal. A JWKS URL is not compared: the keys are fetched from it, and nodes may reach
- * one key set at different URLs (an internal and an external name); only the kind of
- * key source is.
+ * The digest of a secret is scrypt(secret, salt ‖ {@link DIGEST_LABEL}, 8 bytes) with
+ * N = 2^14, r = 8, p = 1 (RFC 7914; 16 MiB of memory), in hex, where the salt is 16
+ * random bytes each node draws at its start and publishes beside its digests: there is
+ * no salt shared by every install (or every node) to lose, so no one dictionary of
+ * weak tokens works against every deployment's Redis, its backups and replicas (a
+ * reviewer's finding: the first scheme was HMAC-SHA-256 keyed by the secret over a
+ * fixed label). One digest costs about 30 ms of one core (27 ms median of 15 on the
+ * 2-core development machine, up to 90 ms when it was busy), and each guess at a
+ * token costs a reader of Redis as much, per node entry. It tells equal secrets from
+ * different ones and nothing else: a token of little entropy can still be found by
+ * trying, slowly; one of 32 random bytes (what Pixiu generates, and
+ * `openssl rand -base64 32` gives) cannot. To compare, a starting node computes its
+ * own secret's digest under EACH live node's salt (one scrypt per live node and
+ * secret: nodes are few, a handful of them cost well under a second), one after the
+ * other with the async scrypt (libuv's thread pool: the event loop is not held, and
+ * the pool, which the LevelDB store's reads and writes use too, lends one thread at a
+ * time) — the same runs again when a running node writes its entry back after Redis
+ * lost it. Its own digests, at start, are async scrypt too.
+ *
+ * What a reader of Redis (or of its backups and replicas) gets besides these digests:
+ * message ids and inbox positions (seqs, device cursors), presence, the cluster secret,
+ * and the content of the broadcasts and channel publications still in their capped
+ * streams (DESIGN.md §8) — not the content of direct and room messages, which is in
+ * each node's on-disk store (DESIGN.md §3). So the API token and client-token key are
+ * worth guarding there: with them, one could read any inbox and send as anyone.
+ *
+ * A public key is no secret: its digest is SHA-256 of its SPKI DER (no salt), so two
+ * PEM texts of one key compare equal. A JWKS URL is not compared: the keys are fetched
+ * from it, and nodes may reach one key set at different URLs (an internal and an
+ * external name); only the kind of key source is. An entry of the first scheme (no
+ * salt) or of an older release (no digests) is not compared.
  */
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, randomBytes, scrypt } from 'node:crypto';
 import path from 'node:path';
 import type { Secrets } from '../auth/secrets.js';
 import { readPublicKey } from '../auth/pem-key.js';
 import type { Config } from '../config/config.js';
 
-/** The label each secret keys its HMAC over; versioned, so a new scheme never compares equal to an old one. */
-export const DIGEST_LABEL = 'pixiu node-settings secret digest v1';
+/** The label each secret's scrypt salt ends with; versioned, so a new scheme never compares equal to an old one. */
+export const DIGEST_LABEL = 'pixiu node-settings secret digest v2';
+
+/** scrypt's cost (RFC 7914): N = 2^14, r = 8, p = 1, 16 MiB; `maxmem` leaves room above 128·N·r bytes. */
+const SCRYPT_COST = { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 } as const;
+
+/** Bytes of a digest (8: 16 hex digits) and of a node's salt (16: 32 hex digits). */
+const DIGEST_BYTES = 8;
+const SALT_BYTES = 16;
 
 /** How a node's client tokens are verified, as its entry publishes it. */
 type JwtKind = 'secret' | 'public-key' | 'jwks';
 
 /** A node's secrets, as published in its shared-settings entry. */
 export interface SecretDigests {
-  /** Digest of the API token (16 hex digits). */
+  /** The node's salt: 16 random bytes drawn at its start, 32 hex digits. */
+  readonly salt: string;
+  /** Digest of the API token under `salt` (16 hex digits). */
   readonly apiToken: string;
   /** The kind of client-token key source. */
   readonly jwtKind: JwtKind;
-  /** Digest of the key (HS256 secret, or public key); undefined for a JWKS URL (not compared). */
+  /**
+   * Digest of the key (16 hex digits): of an HS256 secret under `salt`; of a public
+   * key, SHA-256 of its SPKI DER (unsalted); undefined for a JWKS URL (not compared).
+   */
   readonly jwtKey?: string;
 }
 
-/** This node's secrets: their digests, and which came from the data dir because no setting gave them. */
-export interface NodeSecrets {
+/** The secrets a node runs with, that its digests are of. */
+export type OwnSecrets = Pick<Secrets, 'apiToken' | 'jwt'>;
+
+/** This node's published digests, and how to compare its secrets with another node's. */
+export interface SecretCheck {
   readonly digests: SecretDigests;
+  /** The secrets of `theirs` that differ from this node's ({@link differingSecrets}); rejects only when scrypt fails (no memory). */
+  differing(theirs: SecretDigests): Promise<SecretName[]>;
+}
+
+/** This node's secrets: their digests, and which came from the data dir because no setting gave them. */
+export interface NodeSecrets extends SecretCheck {
   /** `api-token`, `jwt-secret`: the data dir's generated file is used, no setting was given. */
   readonly fromDataDir: readonly string[];
   /** Which of those this start generated (`Secrets.generated`). */
@@ -53,47 +95,84 @@ export interface NodeSecrets {
   readonly dir: string;
 }
 
-/** HMAC-SHA-256 of {@link DIGEST_LABEL} keyed by `secret`, first 64 bits in hex. */
-export function secretDigest(secret: string | Buffer): string {
-  return createHmac('sha256', secret).update(DIGEST_LABEL).digest('hex').slice(0, 16);
+/**
+ * scrypt of `secret` with salt `salt` (hex) followed by {@link DIGEST_LABEL}, 8 bytes
+ * in hex (16 digits); about 30 ms of a thread-pool thread (see the module comment).
+ * @param salt 32 hex digits
+ */
+export function secretDigest(secret: string, salt: string): Promise<string> {
+  const saltBytes = Buffer.concat([Buffer.from(salt, 'hex'), Buffer.from(DIGEST_LABEL)]);
+  return new Promise((resolve, reject) => {
+    scrypt(secret, saltBytes, DIGEST_BYTES, SCRYPT_COST, (err, key) => (err ? reject(err) : resolve(key.toString('hex'))));
+  });
 }
 
-/** The digests of a node's secrets (never the secrets). */
-export function secretDigests(secrets: Pick<Secrets, 'apiToken' | 'jwt'>): SecretDigests {
-  const { jwt } = secrets;
-  const jwtKey = jwt.kind === 'secret' ? secretDigest(jwt.secret)
-    : jwt.kind === 'public-key' ? createHash('sha256').update(readPublicKey(jwt.pem).key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16)
-      : undefined;
-  return { apiToken: secretDigest(secrets.apiToken), jwtKind: jwt.kind, ...(jwtKey === undefined ? {} : { jwtKey }) };
+/** SHA-256 of a public key's SPKI DER, first 64 bits in hex: one key in any PEM text gives one digest. */
+function publicKeyDigest(pem: string): string {
+  return createHash('sha256').update(readPublicKey(pem).key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 2 * DIGEST_BYTES);
 }
 
-/** {@link NodeSecrets} of the secrets this node runs with. */
-export function nodeSecrets(secrets: Secrets, config: Config): NodeSecrets {
+/** The digest of the client-token key under `salt`; undefined for a JWKS URL. */
+async function jwtKeyDigest(jwt: OwnSecrets['jwt'], salt: string): Promise<string | undefined> {
+  return jwt.kind === 'secret' ? secretDigest(jwt.secret, salt) : jwt.kind === 'public-key' ? publicKeyDigest(jwt.pem) : undefined;
+}
+
+/**
+ * The digests of a node's secrets (never the secrets) under `salt`, a fresh random one
+ * by default: two scrypts at most (async, see the module comment).
+ * @param salt 32 hex digits
+ */
+export async function secretDigests(secrets: OwnSecrets, salt = randomBytes(SALT_BYTES).toString('hex')): Promise<SecretDigests> {
+  const [apiToken, jwtKey] = await Promise.all([secretDigest(secrets.apiToken, salt), jwtKeyDigest(secrets.jwt, salt)]);
+  return { salt, apiToken, jwtKind: secrets.jwt.kind, ...(jwtKey === undefined ? {} : { jwtKey }) };
+}
+
+/**
+ * The secrets of another node (its published `theirs`) that differ from `mine`: each
+ * of mine is digested under their salt and compared with their digest (one scrypt per
+ * salted secret, one after the other); a public key by its SPKI digest, a JWKS URL by
+ * the kind of key source only.
+ */
+export async function differingSecrets(mine: OwnSecrets, theirs: SecretDigests): Promise<SecretName[]> {
+  const out: SecretName[] = [];
+  if (await secretDigest(mine.apiToken, theirs.salt) !== theirs.apiToken) out.push('PIXIU_API_TOKEN');
+  if (mine.jwt.kind !== theirs.jwtKind || (mine.jwt.kind !== 'jwks' && await jwtKeyDigest(mine.jwt, theirs.salt) !== theirs.jwtKey)) {
+    out.push('client-token key');
+  }
+  return out;
+}
+
+/** {@link NodeSecrets} of the secrets this node runs with, under a fresh salt (async scrypt, at start). */
+export async function nodeSecrets(secrets: Secrets, config: Config): Promise<NodeSecrets> {
   const fromDataDir = [
     ...(config.apiToken === undefined ? ['api-token'] : []),
     ...(config.jwtSecret === undefined && config.jwtPublicKey === undefined && config.jwksUrl === undefined ? ['jwt-secret'] : []),
   ];
-  return { digests: secretDigests(secrets), fromDataDir, generated: secrets.generated, dir: secrets.dir };
+  const own: OwnSecrets = { apiToken: secrets.apiToken, jwt: secrets.jwt };
+  return {
+    digests: await secretDigests(own), differing: (theirs) => differingSecrets(own, theirs),
+    fromDataDir, generated: secrets.generated, dir: secrets.dir,
+  };
 }
 
-/** Another node's published digests, if its entry has them (an older release's has none). */
+const HEX16 = /^[0-9a-f]{16}$/;
+const HEX32 = /^[0-9a-f]{32}$/;
+
+/**
+ * Another node's published digests, if its entry has them in this scheme: an older
+ * release's has none, the first scheme's (HMAC over a fixed label) no salt; a malformed
+ * one is not compared either (nor digested under: no scrypt of a salt of any length).
+ */
 export function readDigests(parsed: Record<string, unknown>): SecretDigests | undefined {
   const s = parsed.secrets as Partial<SecretDigests> | undefined;
-  if (typeof s !== 'object' || s === null || typeof s.apiToken !== 'string') return undefined;
+  if (typeof s !== 'object' || s === null) return undefined;
+  if (typeof s.salt !== 'string' || !HEX32.test(s.salt) || typeof s.apiToken !== 'string' || !HEX16.test(s.apiToken)) return undefined;
   if (s.jwtKind !== 'secret' && s.jwtKind !== 'public-key' && s.jwtKind !== 'jwks') return undefined;
-  return { apiToken: s.apiToken, jwtKind: s.jwtKind, ...(typeof s.jwtKey === 'string' ? { jwtKey: s.jwtKey } : {}) };
+  return { salt: s.salt, apiToken: s.apiToken, jwtKind: s.jwtKind, ...(typeof s.jwtKey === 'string' ? { jwtKey: s.jwtKey } : {}) };
 }
 
 /** Which secret differs: the API token, or the client-token key. */
 export type SecretName = 'PIXIU_API_TOKEN' | 'client-token key';
-
-/** The secrets of `theirs` that differ from `mine`. */
-export function differingSecrets(mine: SecretDigests, theirs: SecretDigests): SecretName[] {
-  const out: SecretName[] = [];
-  if (mine.apiToken !== theirs.apiToken) out.push('PIXIU_API_TOKEN');
-  if (mine.jwtKind !== theirs.jwtKind || (mine.jwtKind !== 'jwks' && mine.jwtKey !== theirs.jwtKey)) out.push('client-token key');
-  return out;
-}
 
 /** The setting a key source comes from. */
 const KIND_SETTING: Readonly<Record<JwtKind, string>> = {

@@ -19,10 +19,10 @@
  * removed like a gone node's; another live one of this store (a copy of the data dir
  * started beside it, whose writes are suspended) keeps its entry.
  *
- * The entry also carries one-way digests of the node's API token and client-token key
- * (src/cluster/secret-digests.ts): a node started without the shared secrets generates
- * its own, and producers then got 401 from it with nothing logged. A starting node logs
- * each that differs on a live node at error.
+ * The entry also carries one-way digests of the node's API token and client-token key,
+ * salted with the node's own salt (src/cluster/secret-digests.ts): a node started
+ * without the shared secrets generates its own, and producers then got 401 from it with
+ * nothing logged. A starting node logs each that differs on a live node at error.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -33,7 +33,7 @@ import type { NodeRegistry } from './node-registry.js';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { settingMismatchLine } from './shared-settings-text.js';
-import { differingSecrets, readDigests, secretMismatchLine, type NodeSecrets, type SecretDigests, type SecretName } from './secret-digests.js';
+import { readDigests, secretMismatchLine, type NodeSecrets, type SecretCheck, type SecretDigests, type SecretName } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
 export const SHARED_SETTINGS = [
@@ -65,14 +65,14 @@ export interface EntryOptions {
   readonly storeId?: string;
   /** The node whose lease of this store was found left behind by a dead process at start (store-ownership.ts `leftBehind`). */
   readonly leftBehind?: string;
-  /** Digests of this node's secrets (secret-digests.ts): published, and compared with the live nodes'. */
-  readonly secrets?: SecretDigests;
+  /** This node's secrets' digests, published, and how to compare them with the live nodes' (secret-digests.ts). */
+  readonly secrets?: SecretCheck;
 }
 
-/** A secret whose digest differs on some live nodes (secret-digests.ts). */
+/** A secret that differs on some live nodes (secret-digests.ts). */
 export interface SecretMismatch {
   readonly which: SecretName;
-  /** Those nodes' digests. */
+  /** The first of those nodes' digests (each node salts its own: only their key kind is alike). */
   readonly theirs: SecretDigests;
   readonly nodes: readonly string[];
 }
@@ -84,7 +84,9 @@ export interface SecretMismatch {
  * this node's store (see the module comment) are not compared — removed too when it is
  * `leftBehind`.
  * @returns each setting whose value differs on some live node, once per other value,
- *   and each secret whose digest differs, once per other digest
+ *   and each secret that differs on some live node, once per secret (and, for the
+ *   client-token key, per kind of key source there): each node salts its digests with
+ *   its own salt, so whether two other nodes share a secret cannot be told
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function compareNodeEntries(
@@ -93,7 +95,7 @@ export async function compareNodeEntries(
   const { storeId, leftBehind } = at;
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
-  const entry = JSON.stringify({ ...mine, ...(storeId === undefined ? {} : { store: storeId }), ...(at.secrets === undefined ? {} : { secrets: at.secrets }) });
+  const entry = JSON.stringify({ ...mine, ...(storeId === undefined ? {} : { store: storeId }), ...(at.secrets === undefined ? {} : { secrets: at.secrets.digests }) });
   const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, entry), redis.hgetall(key)]));
   const others = Object.keys(all).filter((n) => n !== registry.node);
   const live = await registry.liveAmong(others);
@@ -119,8 +121,9 @@ export async function compareNodeEntries(
     }
     const digests = readDigests(parsed);
     if (at.secrets === undefined || digests === undefined) continue;
-    for (const which of differingSecrets(at.secrets, digests)) {
-      const id = `${which}=${JSON.stringify(digests)}`;
+    // One scrypt per live node and salted secret, one after the other (secret-digests.ts).
+    for (const which of await at.secrets.differing(digests)) {
+      const id = which === 'PIXIU_API_TOKEN' ? which : `${which}=${digests.jwtKind}`;
       const found = secrets.get(id) ?? { which, theirs: digests, nodes: [] };
       found.nodes.push(node);
       secrets.set(id, found);
@@ -164,7 +167,7 @@ export async function announceSharedSettings(
 ): Promise<SharedSettingsAnnouncement> {
   const publish = async (): Promise<void> => {
     try {
-      const found = await compareNodeEntries(redis, keys, registry, config, { ...at, secrets: at.secrets?.digests });
+      const found = await compareNodeEntries(redis, keys, registry, config, at);
       const here = at.secrets;
       if (here !== undefined) {
         for (const m of found.secrets) logger.error({ secret: m.which, nodes: m.nodes }, secretMismatchLine(m.which, here, m.theirs, m.nodes));

@@ -199,7 +199,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
-      secrets: nodeSecrets(secrets, config),
+      secrets: await nodeSecrets(secrets, config),
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>

@@ -4,12 +4,14 @@
  * joined silently, and producers got 401 from it with nothing logged (a black-box
  * SRE's finding). Each node now publishes one-way digests of both with its shared
  * settings, and a starting node logs at error each that a live node has otherwise.
- * Two real services on one real Redis.
+ * Two real services on one real Redis. The digests are scrypt under each node's own
+ * salt (a reviewer's finding: an HMAC over a fixed label let one dictionary of weak
+ * tokens serve against every deployment's Redis).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
-import { differingSecrets, secretDigest, secretDigests } from '../../src/cluster/secret-digests.js';
+import { createHash, createHmac, generateKeyPairSync } from 'node:crypto';
+import { differingSecrets, readDigests, secretDigest, secretDigests, type OwnSecrets, type SecretDigests } from '../../src/cluster/secret-digests.js';
 import { Keys } from '../../src/redis/keys.js';
 import { createRedis } from '../../src/redis/client.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
@@ -48,8 +50,16 @@ test('a node started without PIXIU_API_TOKEN beside one with it logs at error th
   t.after(() => redis.disconnect());
   const entries = Object.values(await redis.hgetall(new Keys(prefix).nodeSettings())).join('\n');
   for (const secret of [TOKEN, JWT, b.service.secrets.apiToken]) assert.ok(!entries.includes(secret));
-  assert.ok(entries.includes(secretDigest(TOKEN)));
+  const digests = readNodeDigests(Object.values(await redis.hgetall(new Keys(prefix).nodeSettings())));
+  assert.equal(digests.length, 2);
+  const own = await Promise.all(digests.map((d) => secretDigest(TOKEN, d.salt)));
+  assert.equal(digests.filter((d, i) => d.apiToken === own[i]).length, 1, 'A\'s entry holds the digest of its token under its salt, B\'s not');
 });
+
+/** The entries' digests, parsed. */
+function readNodeDigests(entries: readonly string[]): SecretDigests[] {
+  return entries.map((e) => readDigests(JSON.parse(e) as Record<string, unknown>)).filter((d): d is SecretDigests => d !== undefined);
+}
 
 test('nodes with the same secrets log no secret mismatch; another JWT secret is told as the client-token key', async (t) => {
   const files = cleanupList();
@@ -71,16 +81,42 @@ test('nodes with the same secrets log no secret mismatch; another JWT secret is 
   assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+: clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
 });
 
-test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told', () => {
+test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told', async () => {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const pem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
-  const spki = secretDigests({ apiToken: TOKEN, jwt: { kind: 'public-key', pem } });
-  const escaped = secretDigests({ apiToken: TOKEN, jwt: { kind: 'public-key', pem: `\n${pem.trim()}\n\n` } });
-  assert.deepEqual(differingSecrets(spki, escaped), []);
-  const jwksA = secretDigests({ apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.internal/jwks' } });
-  const jwksB = secretDigests({ apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.example.com/jwks' } });
-  assert.deepEqual(differingSecrets(jwksA, jwksB), []);
-  assert.deepEqual(differingSecrets(spki, jwksA), ['client-token key']);
-  assert.equal(secretDigest(TOKEN).length, 16);
-  assert.notEqual(secretDigest(TOKEN), secretDigest(`${TOKEN}x`));
+  const spki: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'public-key', pem } };
+  const escaped: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'public-key', pem: `\n${pem.trim()}\n\n` } };
+  assert.deepEqual(await differingSecrets(spki, await secretDigests(escaped)), []);
+  const jwksA: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.internal/jwks' } };
+  const jwksB: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.example.com/jwks' } };
+  assert.deepEqual(await differingSecrets(jwksA, await secretDigests(jwksB)), []);
+  assert.deepEqual(await differingSecrets(spki, await secretDigests(jwksA)), ['client-token key']);
+  const salt = '00'.repeat(16);
+  assert.equal((await secretDigest(TOKEN, salt)).length, 16);
+  assert.notEqual(await secretDigest(TOKEN, salt), await secretDigest(`${TOKEN}x`, salt));
+});
+
+test('digests: two nodes with one token and one JWT secret publish different salts and different digests, yet compare equal; neither holds an unsalted digest of the token', async () => {
+  const secrets: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'secret', secret: JWT } };
+  const [a, b] = await Promise.all([secretDigests(secrets), secretDigests(secrets)]);
+  assert.match(a.salt, /^[0-9a-f]{32}$/);
+  assert.notEqual(a.salt, b.salt);
+  assert.notEqual(a.apiToken, b.apiToken);
+  assert.notEqual(a.jwtKey, b.jwtKey);
+  assert.deepEqual(await differingSecrets(secrets, a), []);
+  assert.deepEqual(await differingSecrets(secrets, b), []);
+  assert.deepEqual(await differingSecrets({ ...secrets, apiToken: `${TOKEN}x` }, a), ['PIXIU_API_TOKEN']);
+  assert.deepEqual(await differingSecrets({ ...secrets, jwt: { kind: 'secret', secret: `${JWT}x` } }, b), ['client-token key']);
+  // Not there: what one precomputed dictionary could match in every deployment.
+  const entry = JSON.stringify({ secrets: a }) + JSON.stringify({ secrets: b });
+  for (const secret of [TOKEN, JWT]) {
+    for (const label of ['pixiu node-settings secret digest v1', 'pixiu node-settings secret digest v2']) {
+      const hmac = createHmac('sha256', secret).update(label).digest('hex');
+      assert.ok(!entry.includes(hmac.slice(0, 16)), `HMAC under ${label}`);
+    }
+    const sha = createHash('sha256').update(secret).digest('hex');
+    assert.ok(!entry.includes(sha.slice(0, 16)) && !entry.includes(secret));
+  }
+  // An entry of the first scheme (no salt) is not compared.
+  assert.equal(readDigests({ secrets: { apiToken: a.apiToken, jwtKind: 'secret', jwtKey: a.jwtKey } }), undefined);
 });
