@@ -7,6 +7,10 @@
  * its id (channel-publish-3.lua), not as its content.
  */
 import { createHash } from 'node:crypto';
+import { configure } from 'safe-stable-stringify';
+
+/** JSON text with every object's keys sorted (Array.prototype.sort: by UTF-16 code units), at every depth. */
+const canonicalJson = configure({ deterministic: true, bigint: false, circularValue: Error });
 
 /**
  * The fingerprint of a publication's content: SHA-256 (hex) of its type and its data
@@ -14,16 +18,6 @@ import { createHash } from 'node:crypto';
  * @param dataJson the data as `JSON.stringify` wrote it (record.ts `publicationDataJson`)
  */
 export function publicationFingerprint(type: string, dataJson: string): string {
-  const canonical = canonicalJson(JSON.parse(dataJson));
+  const canonical = canonicalJson(JSON.parse(dataJson)) as string;
   return createHash('sha256').update(`${JSON.stringify(type)}\n${canonical}`).digest('hex');
-}
-
-/** `value` (parsed JSON) as JSON text with every object's keys sorted. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
