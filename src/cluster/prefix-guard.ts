@@ -60,11 +60,24 @@ export async function liveNodesUnder(redis: Redis, prefix: string, storeId: stri
  */
 export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: string, nodes: readonly string[], redisUrl: string): string {
   const named = `${nodes.length === 1 ? 'node' : 'nodes'} ${nodes.join(', ')}`;
-  return `the data dir ${dataDir} last ran with PIXIU_REDIS_PREFIX "${recorded}" on this Redis (${redisUrl}), where ${named} ${nodes.length === 1 ? 'runs' : 'run'} under it now, `
+  return `the data dir ${dataDir} last ran with PIXIU_REDIS_PREFIX "${recorded}" on this Redis (${redisUrl}), where ${named} ${nodes.length === 1 ? 'runs' : 'run'} under it now `
+    + '(a node killed counts as running until its registration lapses, within 15 s), '
     + `and is started with PIXIU_REDIS_PREFIX "${prefix}": it would answer 201 to messages that the nodes under "${recorded}" and their clients never see `
     + `(its inboxes would be under "${prefix}"), and they could not read the messages it stored for them. Start it with PIXIU_REDIS_PREFIX=${recorded} to serve with them. `
     + `To move this data dir to "${prefix}" on purpose, stop the nodes under "${recorded}" first (the messages it stored are then in no inbox under "${prefix}"); `
     + `to start a node under "${prefix}" beside them, give it a new data dir (docs/decisions.md, "Several nodes")`;
+}
+
+/**
+ * The error line of a start that moved a data dir that stored messages from key prefix
+ * `recorded` to `prefix` on the same Redis, when the store ownership's unknown-store
+ * line did not already say it (the store's claim is known under `prefix` from an
+ * earlier move): the messages stored while it ran under `recorded` are in inboxes
+ * under `recorded` only.
+ */
+export function prefixMoveLine(recorded: string, prefix: string): string {
+  return `this data dir last ran with PIXIU_REDIS_PREFIX "${recorded}" and now runs with "${prefix}": the messages it stored under "${recorded}" `
+    + `are in inboxes under "${recorded}" only, which no node or client under "${prefix}" reads (GET /v1/messages/{id} still reads them)`;
 }
 
 /**
@@ -74,14 +87,18 @@ export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: st
  * cluster happens to use the recorded prefix, is not refused: joining that cluster
  * would be the wrong advice. Run before the store's claim, so a refused start writes
  * nothing to Redis under either prefix.
+ * @returns the recorded prefix when this start moves the data dir from it to another on
+ *   this Redis (not refused: no node runs under it), for {@link prefixMoveLine};
+ *   undefined otherwise (the same prefix, none recorded, or another Redis)
  * @throws StartupError naming both prefixes, the running nodes and what to do
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
-export async function refusePrefixSplit(redis: Redis, opts: PrefixGuardOptions): Promise<void> {
+export async function refusePrefixSplit(redis: Redis, opts: PrefixGuardOptions): Promise<string | undefined> {
   const layout = await readLayout(opts.dir);
   const recorded = layout?.redisPrefix;
-  if (recorded === undefined || recorded === opts.prefix || layout?.storeId === undefined) return;
-  if (!(await new PartitionClaims(redis, new Keys(recorded)).storeIds()).includes(layout.storeId)) return;
-  const nodes = await liveNodesUnder(redis, recorded, layout?.storeId);
+  if (recorded === undefined || recorded === opts.prefix || layout?.storeId === undefined) return undefined;
+  if (!(await new PartitionClaims(redis, new Keys(recorded)).storeIds()).includes(layout.storeId)) return undefined;
+  const nodes = await liveNodesUnder(redis, recorded, layout.storeId);
   if (nodes.length > 0) throw new StartupError(prefixSplitRefusal(opts.dataDir, recorded, opts.prefix, nodes, opts.redisUrl));
+  return recorded;
 }

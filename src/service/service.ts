@@ -37,7 +37,7 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
-import { refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { prefixMoveLine, refusePrefixSplit } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
@@ -135,7 +135,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // be re-asserted; the embedded one has no other node.
     // A data dir that last ran under another prefix beside running nodes would split
     // their cluster (prefix-guard.ts); refused before it claims anything.
-    if (local === undefined) await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) });
+    const movedFrom = local === undefined
+      ? await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) }) : undefined;
     const ownership = await StoreOwnership.claim({
       claims, dir: storeDir, partitions: config.partitions, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
@@ -171,7 +172,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // An older copy of this data dir would mint ids again (docs/decisions.md): its
     // counters move past what the store already minted. Recorded last once it closes.
     await ownership.catchUpMinted(store);
-    await ownership.checkKnown(store, local === undefined ? () => embeddedRedisHint(config.dataDir) : undefined);
+    const unknown = await ownership.checkKnown(store, local === undefined ? () => embeddedRedisHint(config.dataDir) : undefined);
+    // A move back to a prefix it ran under before: its store is known there, but what it stored meanwhile is not.
+    if (movedFrom !== undefined && !unknown && store.counters.some((c) => c > 0)) {
+      logger.error({ dir: config.dataDir, from: movedFrom, to: config.redisPrefix }, prefixMoveLine(movedFrom, config.redisPrefix));
+    }
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.

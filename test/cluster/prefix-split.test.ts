@@ -77,6 +77,14 @@ test('a data dir that ran under p: is refused under q: while a node runs under p
   const moved = JSON.parse(await readFile(path.join(dirB, 'xiu', 'LAYOUT'), 'utf8')) as { redisPrefix?: string };
   assert.equal(moved.redisPrefix, 'q:');
   assert.equal((await b.term()).code, 0);
+
+  // Back under p:, where its store is known from its first start: the unknown-store line
+  // does not come, and the move's own line says what it stored under q: is not here.
+  b = await spawnServe(env(dirB, 'p:'), t);
+  const back = b.stdout().split('\n').filter((l) => l.includes('"level":50'));
+  assert.equal(back.length, 1, back.join('\n'));
+  assert.match(back[0] ?? '', /this data dir last ran with PIXIU_REDIS_PREFIX \\"q:\\" and now runs with \\"p:\\": the messages it stored under \\"q:\\" are in inboxes under \\"q:\\" only/);
+  assert.equal((await b.term()).code, 0);
 });
 
 test('a data dir that ran under p: on one Redis starts under q: on another Redis where an unrelated cluster runs under p:: this Redis never knew its store, so it is not asked to join that cluster', { timeout: 120_000 }, async (t) => {
