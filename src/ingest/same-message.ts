@@ -16,11 +16,12 @@ import type { RoomMessageInput, UserMessageInput } from './ingest.js';
  * `ttl`. A put that stored a new message passes at once, so only retries pay for it.
  *
  * @param named the new request's distinct recipients; undefined for a room message
- * @throws PixiuError CONFLICT when they differ (nothing is appended)
+ * @throws PixiuError CONFLICT when they differ, or the first was a broadcast (nothing is appended)
  */
 export function checkSameMessage(put: PutResult, input: UserMessageInput | RoomMessageInput, named?: readonly string[]): void {
   if (!put.duplicate) return;
   const first = put.message;
+  if (first.kind === MsgKind.broadcast) throw keyConflict(put, 'it is a broadcast, not a message to users or a room');
   const sameTarget = named === undefined
     ? 'room' in input && first.room === input.room && first.to === undefined
     : first.room === undefined && sameSet(first.to ?? [], named);

@@ -102,8 +102,10 @@ test('a client_msg_id a user or room message holds is 409 on a broadcast, and a 
 
   // (Tagged, so the watcher, with no tags, does not get it.)
   assert.equal((await post({ type: 'test.news', data: 1, tags: { all: ['staff'] }, client_msg_id: 'bcast-key' })).status, 201);
-  expectError(await gw.client.post('/v1/messages', { to: 'ann', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT');
-  expectError(await gw.client.post('/v1/messages', { room: 'club', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT');
+  // Named as a broadcast's key, not as a message whose recipients or data differ.
+  const broadcastKey = /^client_msg_id "bcast-key" was first used for another message \([0-9a-f]{16}: it is a broadcast, not a message to users or a room\)/;
+  expectError(await gw.client.post('/v1/messages', { to: 'ann', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT', broadcastKey);
+  expectError(await gw.client.post('/v1/messages', { room: 'club', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT', broadcastKey);
   const inbox = await gw.client.get('/v1/users/ann/messages');
   assert.equal((inbox.body as { messages: unknown[] }).messages.length, 1, 'only the first message reached ann');
 });
