@@ -77,8 +77,9 @@ export const messageType = {
 export const clientMsgId = {
   type: 'string',
   pattern: wordedPattern('^[\\x20-\\x7e]{1,128}$', '1–128 printable ASCII characters (space to ~)'),
-  description: '1–128 printable ASCII characters, the idempotency key: the same key with the same message again returns the first result (duplicate: true); with other content (recipients, room or a broadcast\'s tags, type, from or data) it is 409 CONFLICT',
+  description: '1–128 printable ASCII characters, the idempotency key: the same key with the same content again returns the first result (duplicate: true); with other content it is 409 CONFLICT (what is compared: docs/api.md, Messages, Broadcast, Channels)',
 } as const;
+
 
 /** Message retention in seconds. */
 export const ttlSeconds = {
@@ -138,6 +139,12 @@ export const retryAfterHeader = {
 export function unavailableAnswer<const D extends string>(description: D) {
   return { ...errorBody, description, headers: retryAfterHeader } as const;
 }
+
+/** The 409 of a route that takes a {@link clientMsgId}: the key was first used with other content. */
+export const conflictAnswer = {
+  ...errorBody,
+  description: 'CONFLICT: the client_msg_id was first used with other content (or, for a message or broadcast, for the other kind); nothing done. Send it with a new client_msg_id',
+} as const;
 
 /**
  * The error responses of a route, for its `response` schema: {@link errorBody} with

@@ -211,3 +211,12 @@ test('the headers the server sends are declared: WWW-Authenticate on every 401, 
     }
   }
 });
+
+test('the routes that take a client_msg_id declare its 409 CONFLICT, and only they do', () => {
+  const withKey = ['POST /v1/messages', 'POST /v1/broadcast', 'POST /v1/channels/{channel}/publish'];
+  for (const [route, op] of operations) {
+    const conflict = op.responses?.['409'];
+    if (withKey.includes(route)) assert.match(conflict?.description ?? '', /^CONFLICT: the client_msg_id was first used with other content/, route);
+    else assert.equal(conflict, undefined, route);
+  }
+});

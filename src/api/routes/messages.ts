@@ -13,7 +13,7 @@ import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
-import { answerObject, anyJson, clientMsgId, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
+import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
@@ -206,6 +206,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: {
         200: { ...anyIngestResult, description: 'A duplicate: the same client_msg_id was already completed; the same id and seqs, nothing appended twice' },
         201: { ...anyIngestResult, description: 'Stored and appended to every recipient\'s inbox' },
+        409: conflictAnswer,
         ...errorResponses,
       },
     },
