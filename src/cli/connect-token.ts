@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { decodeJwt } from 'jose';
+import { checkJwtForm } from '../auth/jwt-form.js';
 import { StartupError } from '../errors.js';
 
 /**
@@ -27,10 +28,12 @@ export async function readTokenFile(file: string): Promise<string> {
 
 /**
  * The JWT given with `--token`, trimmed, once it reads as a JWT whose `sub` is `uid`
- * (decoded, not verified: the service verifies it). A token for another user would
+ * (decoded, not verified: the service verifies it) in the written form the service
+ * takes (src/auth/jwt-form.ts: compact, canonical base64url, no BOM). A token for another user would
  * connect as that user, and print where to resume another inbox than the one asked for.
  * @param from how it was given, for the messages (`--token`, `--token-file <path>`)
- * @throws StartupError when it is not a JWT or its sub is not `uid` (the token is never shown)
+ * @throws StartupError when it is not a JWT, its sub is not `uid`, or its form is one the
+ *   service refuses (the token is never shown)
  */
 export function givenToken(text: string, uid: string, from: string): string {
   const token = text.trim();
@@ -42,6 +45,12 @@ export function givenToken(text: string, uid: string, from: string): string {
   }
   if (sub !== uid) {
     throw new StartupError(`${from} is for ${typeof sub === 'string' ? `user ${JSON.stringify(sub)}` : 'no user (no sub claim)'}, not ${JSON.stringify(uid)}: give the uid the token was issued to`);
+  }
+  try {
+    // What jose decodes leniently the service refuses (padding, unused bits, a BOM): say so before connecting.
+    checkJwtForm(token);
+  } catch (err) {
+    throw new StartupError(`${from} is not a JWT as the service takes it (${(err as Error).message.replace(/^invalid token: /, '')})`);
   }
   return token;
 }

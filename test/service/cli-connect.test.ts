@@ -468,7 +468,14 @@ test('pixiu connect --token connects with a JWT minted elsewhere, with no key of
   assert.equal(run.code, 0, run.stderr);
   assert.ok(run.stdout.split('\n').some(msgLine(seq)), run.stdout);
   assert.equal(JSON.parse(run.stdout.trim().split('\n').at(-1) as string).last_seq, seq);
-  for (const [refused, why] of [[other, /^pixiu: --token is for user "bob", not "tina"/], [junk, /^pixiu: --token is not a JWT/], [tagged, /^pixiu: --tags shapes a minted token/]] as const) {
+  // Decodable, but in a spelling the service refuses (its last character's unused bits set): refused here, with the service's words.
+  const last = tinas.at(-1) as string;
+  const abc = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const respelled = await runCli(['connect', 'tina', '--token', `${tinas.slice(0, -1)}${abc[abc.indexOf(last) | 1]}`, '--url', server.service.url], env);
+  for (const [refused, why] of [
+    [other, /^pixiu: --token is for user "bob", not "tina"/], [junk, /^pixiu: --token is not a JWT/], [tagged, /^pixiu: --tags shapes a minted token/],
+    [respelled, /^pixiu: --token is not a JWT as the service takes it \(a JWT is canonical base64url \(RFC 7515 §2, RFC 4648 §3\.5\): the unused bits of the signature's last character are not zero\)/],
+  ] as const) {
     assert.equal(refused.code, 1, refused.stderr);
     assert.equal(refused.stdout, '');
     assert.match(refused.stderr, why);
