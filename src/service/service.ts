@@ -204,7 +204,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
-      secrets: await nodeSecrets(secrets, config),
+      // Compared across nodes sharing a Redis; the embedded one (a socket in the data dir) has no other node, so no scrypt at its start.
+      ...(local === undefined ? { secrets: await nodeSecrets(secrets, config) } : {}),
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>
