@@ -42,9 +42,6 @@ export function shownValue(setting: SharedSetting, value: number): string {
 
 /** The warning of one mismatch: the setting, both values with their units, the nodes, what it does, what to do. */
 export function settingMismatchLine(m: SettingMismatch): string {
-  const setting = (Object.keys(SETTING_EFFECTS) as SharedSetting[]).find((k) => SETTINGS[k].env === m.env);
-  const show = (v: number): string => (setting === undefined ? String(v) : shownValue(setting, v));
-  const effect = setting === undefined ? 'each node applies its own value to what all nodes share in Redis' : SETTING_EFFECTS[setting];
-  return `${m.env} is ${show(m.here)} on this node but ${show(m.there)} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
-    + `${effect}; give every node the same (docs/decisions.md, "Several nodes")`;
+  return `${m.env} is ${shownValue(m.setting, m.here)} on this node but ${shownValue(m.setting, m.there)} on ${m.nodes.length === 1 ? 'node' : 'nodes'} ${m.nodes.join(', ')}: `
+    + `${SETTING_EFFECTS[m.setting]}; give every node the same (docs/decisions.md, "Several nodes")`;
 }

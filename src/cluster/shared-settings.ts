@@ -46,6 +46,7 @@ export type SharedSetting = (typeof SHARED_SETTINGS)[number];
 
 /** A shared setting this node has one value of and other live nodes another. */
 export interface SettingMismatch {
+  readonly setting: SharedSetting;
   /** Its environment variable, e.g. `PIXIU_INBOX_CAP`. */
   readonly env: string;
   readonly here: number;
@@ -105,7 +106,7 @@ export async function compareNodeEntries(
   const predecessors = storeId === undefined ? [] : [...live].filter((n) => storeOf(all[n]) === storeId);
   const gone = [...others.filter((n) => !live.has(n)), ...predecessors.filter((n) => n === leftBehind)];
   if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
-  const mismatches = new Map<string, { env: string; here: number; there: number; nodes: string[] }>();
+  const mismatches = new Map<string, { setting: SharedSetting; env: string; here: number; there: number; nodes: string[] }>();
   const secrets = new Map<string, { which: SecretName; theirs: SecretDigests; nodes: string[] }>();
   for (const node of live) {
     if (predecessors.includes(node)) continue;
@@ -115,7 +116,7 @@ export async function compareNodeEntries(
       const there = theirs[setting];
       if (there === undefined || there === mine[setting]) continue;
       const id = `${setting}=${there}`;
-      const found = mismatches.get(id) ?? { env: SETTINGS[setting].env, here: mine[setting], there, nodes: [] };
+      const found = mismatches.get(id) ?? { setting, env: SETTINGS[setting].env, here: mine[setting], there, nodes: [] };
       found.nodes.push(node);
       mismatches.set(id, found);
     }

@@ -52,13 +52,13 @@ test('a node with another inbox cap or channel history than a live node is told 
   const [a, b, c] = [await node('node-a'), await node('node-b'), await node('node-c')];
   assert.deepEqual(await publishSharedSettings(redis, keys, a, config()), []);
   assert.deepEqual(await publishSharedSettings(redis, keys, b, config({ inboxCap: '5', channelHistory: '10' })), [
-    { env: 'PIXIU_INBOX_CAP', here: 5, there: 10_000, nodes: ['node-a'] },
-    { env: 'PIXIU_CHANNEL_HISTORY', here: 10, there: 100, nodes: ['node-a'] },
+    { setting: 'inboxCap', env: 'PIXIU_INBOX_CAP', here: 5, there: 10_000, nodes: ['node-a'] },
+    { setting: 'channelHistory', env: 'PIXIU_CHANNEL_HISTORY', here: 10, there: 100, nodes: ['node-a'] },
   ]);
   // A third node with the defaults is told of the one node that differs, not of the one that agrees.
   assert.deepEqual(await publishSharedSettings(redis, keys, c, config()), [
-    { env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-b'] },
-    { env: 'PIXIU_CHANNEL_HISTORY', here: 100, there: 10, nodes: ['node-b'] },
+    { setting: 'inboxCap', env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-b'] },
+    { setting: 'channelHistory', env: 'PIXIU_CHANNEL_HISTORY', here: 100, there: 10, nodes: ['node-b'] },
   ]);
   // Gone (unregistered): a node starting now does not compare it, and removes its entry.
   await b.stop();
@@ -140,7 +140,7 @@ test('a live registration of this node\'s own store is not compared; its entry g
   await publishSharedSettings(redis, keys, other, config({ inboxCap: '5' }), 'store-2');
   // node-old never stopped (killed): still registered, with the same store as node-restarted.
   assert.deepEqual(await publishSharedSettings(redis, keys, restarted, config(), 'store-1', 'node-old'), [
-    { env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-other'] },
+    { setting: 'inboxCap', env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-other'] },
   ]);
   assert.deepEqual(Object.keys(await redis.hgetall(keys.nodeSettings())).sort(), ['node-copy', 'node-other', 'node-restarted'],
     'the predecessor left behind goes; the live copy keeps its entry');
