@@ -13,13 +13,16 @@ import type { Socket } from 'node:net';
 export interface DropLimits {
   /** Most bytes read (and dropped): one past them destroys the socket. */
   readonly maxBytes: number;
-  /** After this long the socket is destroyed, whatever was read, ms. */
-  readonly ms: number;
+  /**
+   * After this long the socket is destroyed, whatever was read, ms; undefined when the
+   * caller's own timer ends the connection (a WebSocket's close grace, ws-connection.ts).
+   */
+  readonly ms?: number;
 }
 
 /**
  * Reads and drops everything that arrives on `socket` from now on, and destroys it once
- * more than `limits.maxBytes` arrived or `limits.ms` passed, whichever is first. The
+ * more than `limits.maxBytes` arrived or `limits.ms` (when given) passed, whichever is first. The
  * caller takes off the listeners that would otherwise parse those bytes (an HTTP
  * parser, `ws`'s receiver) and decides what the peer's end does: this adds a
  * 'data' listener that only counts, and a once 'error' listener (the socket is
@@ -27,9 +30,11 @@ export interface DropLimits {
  */
 export function dropIncoming(socket: Socket, limits: DropLimits): void {
   const cut = (): void => { socket.destroy(); };
-  const timer = setTimeout(cut, limits.ms);
-  timer.unref();
-  socket.once('close', () => clearTimeout(timer));
+  if (limits.ms !== undefined) {
+    const timer = setTimeout(cut, limits.ms);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  }
   socket.once('error', cut);
   let dropped = 0;
   socket.on('data', (chunk: Buffer) => {

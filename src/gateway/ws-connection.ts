@@ -199,7 +199,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
     if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
-      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes), ms: CLOSE_GRACE_MS });
+      // No time limit of its own: the terminate below ends the grace.
+      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) });
     }
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
