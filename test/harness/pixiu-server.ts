@@ -16,14 +16,13 @@ import { readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config, type ConfigOverrides } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { startService, type Service } from '../../src/service/service.js';
 import { RedisServer } from './redis-server.js';
+import { REPO_ROOT } from './test-build.js';
 
-/** The repository root (where `src/cli/main.ts` and `node_modules` are). */
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { REPO_ROOT } from './test-build.js';
 /** The `pixiu` command's entry point, run through tsx. */
 export const CLI_MAIN = path.join(REPO_ROOT, 'src/cli/main.ts');
 /** The built entry point `npm start` runs (`npm ci` builds it: the `prepare` script). */
@@ -324,7 +323,8 @@ export async function spawnListening(
 }
 
 /**
- * Runs `pixiu serve` (`node --import tsx src/cli/main.ts serve`) with `env` added to an
+ * Runs `pixiu serve` ({@link cliEntry}: the build when current, else the sources
+ * through tsx) with `env` added to an
  * environment cleared of `PIXIU_` variables, and resolves once its `pixiu listening`
  * log line is on stdout (the log level must be info or lower).
  *
@@ -332,7 +332,8 @@ export async function spawnListening(
  * @throws Error with its output when it exits or stays silent for 30 s before listening
  */
 export function spawnServe(env: Record<string, string>, t?: CleanupContext): Promise<ServeProcess> {
-  return spawnListening([CLI_MAIN, 'serve'], env, t);
+  // cliEntry() holds `--import tsx` itself when it runs the sources.
+  return spawnListening([...cliEntry(), 'serve'], env, t, 'pixiu listening', { tsx: false });
 }
 
 /**

@@ -11,11 +11,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
 import type { CleanupContext } from './pixiu-server.js';
-import { REPO_ROOT } from './pixiu-server.js';
+import { REPO_ROOT, nodeArgsFor, siblingModule } from './test-build.js';
 
-const CHILD = fileURLToPath(new URL('./ws-swarm-child.ts', import.meta.url));
+const CHILD = siblingModule(import.meta.url, './ws-swarm-child');
 
 /** One connection to open. */
 export interface SwarmConn {
@@ -112,7 +111,7 @@ export class WsSwarm {
    *   the clients' receiving yields the CPU to the server being measured
    */
   static start(t?: CleanupContext, nice = 0): WsSwarm {
-    const proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] });
+    const proc = spawn(process.execPath, nodeArgsFor(CHILD), { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] });
     if (nice !== 0 && proc.pid !== undefined) os.setPriority(proc.pid, nice);
     const swarm = new WsSwarm(proc);
     t?.after(() => swarm.kill());

@@ -2,13 +2,13 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
+import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 
-const FIXTURE = fileURLToPath(new URL('./fixtures/append-many.ts', import.meta.url));
+const FIXTURE = siblingModule(import.meta.url, './fixtures/append-many');
 const PER_PROCESS = 1000;
 
 let server: RedisServer;
@@ -36,7 +36,7 @@ interface Child {
 }
 
 function startChild(args: string[]): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [...nodeArgsFor(FIXTURE), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let onReady: () => void = () => {};

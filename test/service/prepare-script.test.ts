@@ -11,10 +11,10 @@ import { execFile } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { REPO_ROOT } from '../harness/test-build.js';
 
-const SCRIPT = fileURLToPath(new URL('../../scripts/prepare.mjs', import.meta.url));
+const SCRIPT = path.join(REPO_ROOT, 'scripts/prepare.mjs');
 
 /** A package root of its own under the temp dir: no node_modules above it, so no TypeScript. */
 async function packageRoot(t: TestContext): Promise<string> {

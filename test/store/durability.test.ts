@@ -4,13 +4,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { ClassicLevel } from 'classic-level';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
+import { REPO_ROOT, nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { counterOf, fakeClock, openStore, partitionOf, tempDir } from './fixtures/store-harness.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repoRoot = path.resolve(here, '../..');
 
 test('after a reopen the counter continues past the last id of every kind', async (t) => {
   const dir = await tempDir(t);
@@ -66,8 +64,8 @@ test('a put resolves only once its record is in LevelDB (read back with the cach
 
 test('every put acknowledged before a SIGKILL is readable after reopen', async (t) => {
   const dir = await tempDir(t);
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'fixtures/crash-writer.ts'), dir], {
-    cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'],
+  const child = spawn(process.execPath, [...nodeArgsFor(siblingModule(import.meta.url, './fixtures/crash-writer')), dir], {
+    cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => child.kill('SIGKILL'));
   let stderr = '';

@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ClassicLevel } from 'classic-level';
 import { StartupError, isPixiuError } from '../../src/errors.js';
@@ -11,9 +10,10 @@ import { MAX_COUNTER } from '../../src/ids/msg-id.js';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { PARTITION_HASH, checkLayout } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
+import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
 
-const OPEN_PARTITION = fileURLToPath(new URL('./fixtures/open-partition.ts', import.meta.url));
+const OPEN_PARTITION = siblingModule(import.meta.url, './fixtures/open-partition');
 
 function startupError(...needles: string[]): (err: unknown) => boolean {
   return (err) => {
@@ -76,7 +76,7 @@ test('a partition folder this process may not write in: it cannot be opened (not
   const asRoot = process.getuid?.() === 0;
   if (asRoot) await chmod(dir, 0o755);
   const uid = asRoot ? 65534 : process.getuid?.();
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', OPEN_PARTITION, folder],
+  const { stdout } = await promisify(execFile)(process.execPath, [...nodeArgsFor(OPEN_PARTITION), folder],
     asRoot ? { uid: 65534, gid: 65534 } : {});
   assert.match(stdout, new RegExp(`^store partition folder ${folder} cannot be opened: IO error: ${folder}/LOCK: Permission denied — this process \\(uid ${uid}\\) may not write in it \\(LevelDB keeps its lock and logs there\\)$`));
 });
