@@ -3,14 +3,21 @@
  * `pixiu`: the one binary (DESIGN.md §10). Subcommands: `serve`, `token`, `connect`,
  * `inspect`.
  * Every subcommand has `--help`. A start-up error prints one clear message and exits 1.
+ * Only the subcommand named on the command line is loaded (all four for anything else:
+ * `pixiu --help`, `pixiu help serve`, a typo): `pixiu token` then starts without the
+ * modules of the server, Redis and WebSocket clients (~0.2 s less of a 0.45 s run).
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { StartupError } from '../errors.js';
-import { serveCommand } from './serve.js';
-import { tokenCommand } from './token.js';
-import { inspectCommand } from './inspect.js';
-import { connectCommand } from './connect.js';
+
+/** Each subcommand's module, loaded when it is the one run (or for the full help). */
+const SUBCOMMANDS: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import('./serve.js')).serveCommand(),
+  token: async () => (await import('./token.js')).tokenCommand(),
+  connect: async () => (await import('./connect.js')).connectCommand(),
+  inspect: async () => (await import('./inspect.js')).inspectCommand(),
+};
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -18,13 +25,12 @@ const program = new Command()
   .name('pixiu')
   .description('Pixiu: durable real-time messaging. Backends POST messages; devices get them over WebSocket, live or on reconnect.')
   .version(pkg.version)
-  .showHelpAfterError('(add --help for usage)')
-  .addCommand(serveCommand())
-  .addCommand(tokenCommand())
-  .addCommand(connectCommand())
-  .addCommand(inspectCommand());
+  .showHelpAfterError('(add --help for usage)');
 
 try {
+  const named = process.argv[2];
+  const load = named !== undefined && Object.hasOwn(SUBCOMMANDS, named) ? [named] : Object.keys(SUBCOMMANDS);
+  for (const name of load) program.addCommand(await (SUBCOMMANDS[name] as () => Promise<Command>)());
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof StartupError) {
