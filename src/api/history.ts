@@ -52,8 +52,9 @@ export interface HistoryPage {
   /** Messages with seq > after_seq, oldest first. */
   messages: MessageView[];
   /**
-   * Seqs after `after_seq` that cannot be read: trimmed by the inbox cap (below
-   * `first_seq`), deleted from the stream by hand (XDEL), or whose content expired or
+   * Seqs after `after_seq` that cannot be read, in runs of one reason, in seq order:
+   * `trimmed` by the inbox cap (below `first_seq`) or deleted from the stream by hand
+   * (XDEL); `expired`, their content gone from the store; `undeliverable`, content that
    * nests deeper than `MAX_READABLE_DEPTH`.
    */
   gaps: SeqGap[];
@@ -106,22 +107,25 @@ export async function readHistory(
     read += records.filter((r) => r !== null).length;
     for (const [i, entry] of entries.entries()) {
       if (entry.seq > expected) {
-        addGap(gaps, expected, entry.seq - 1);
+        addGap(gaps, expected, entry.seq - 1, 'trimmed');
         lastSeq = entry.seq - 1;
       }
       expected = entry.seq + 1;
       const record = records[i];
-      // Content too deep to serialise (stored before ingest limited depth) is unreadable
-      // like expired content: a gap, never a failed page.
-      if (record && !nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+      // Content gone from the store is an `expired` gap; content too deep to serialise
+      // (stored before ingest limited depth) an `undeliverable` one, never a failed page:
+      // as delivery reports them (connection-state.ts, session.ts).
+      if (!record) {
+        addGap(gaps, entry.seq, entry.seq, 'expired');
+      } else if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+        addGap(gaps, entry.seq, entry.seq, 'undeliverable');
+      } else {
         chars += JSON.stringify(record.data)?.length ?? 0;
         if (chars > MAX_PAGE_DATA_CHARS && messages.length > 0) {
           cut = true;
           break read;
         }
         messages.push(messageView(entry, record));
-      } else {
-        addGap(gaps, entry.seq, entry.seq);
       }
       lastSeq = entry.seq;
     }
@@ -129,7 +133,7 @@ export async function readHistory(
   // Fewer entries than asked: the stream ended, and the seqs after its last entry up to
   // the latest are gone (all trimmed, or deleted by hand).
   if (!cut && page.entries.length < limit && expected <= page.latestSeq) {
-    addGap(gaps, expected, page.latestSeq);
+    addGap(gaps, expected, page.latestSeq, 'trimmed');
     lastSeq = page.latestSeq;
   }
   // Nothing answered for: `after_seq` is at or past the latest.

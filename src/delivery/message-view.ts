@@ -21,12 +21,30 @@ export interface MessageView {
   data: unknown;
 }
 
-/** A run of seqs that cannot be delivered: trimmed by the inbox cap, or expired. */
+/**
+ * Why a run of inbox seqs cannot be delivered (the `reason` of a `gap` frame and of a
+ * history `gaps` item, docs/protocol.md "Why a gap"). A client does the same for each —
+ * treats the seqs as consumed, may ack through them — and may show each differently:
+ * - `trimmed`: the inbox no longer holds those seqs (dropped by the inbox cap while the
+ *   device was away, below the first retained seq on resume, or deleted by hand, XDEL);
+ * - `expired`: the inbox holds the seq but its content is gone from the store: its
+ *   `ttl` passed (and, not told apart, content missing for another reason: a data dir
+ *   that lost it, docs/decisions.md "Gap reasons");
+ * - `undeliverable`: the content is there but cannot be sent (it cannot be written as
+ *   JSON: nested deeper than the server reads, stored before ingest refused it).
+ */
+export type GapReason = (typeof GAP_REASONS)[number];
+
+/** Every {@link GapReason}, in the order docs/protocol.md lists them (the OpenAPI enum). */
+export const GAP_REASONS = ['trimmed', 'expired', 'undeliverable'] as const;
+
+/** A run of seqs that cannot be delivered, all for one {@link GapReason}. */
 export interface SeqGap {
   /** First missing seq, inclusive. */
   from: number;
   /** Last missing seq, inclusive. */
   to: number;
+  reason: GapReason;
 }
 
 /** Builds the view of a stored message at an inbox entry. */
@@ -38,9 +56,13 @@ export function messageView(entry: InboxEntry, record: StoredMessage): MessageVi
   return view;
 }
 
-/** Adds one missing seq to a list of gaps, merging it into the last gap when adjacent. */
-export function addGap(gaps: SeqGap[], from: number, to: number): void {
+/**
+ * Adds missing seqs `from..to` to a list of gaps, merging them into the last gap when
+ * adjacent and missing for the same reason: runs of different reasons stay apart, in
+ * seq order.
+ */
+export function addGap(gaps: SeqGap[], from: number, to: number, reason: GapReason): void {
   const last = gaps[gaps.length - 1];
-  if (last !== undefined && last.to + 1 === from) last.to = to;
-  else gaps.push({ from, to });
+  if (last !== undefined && last.to + 1 === from && last.reason === reason) last.to = to;
+  else gaps.push({ from, to, reason });
 }

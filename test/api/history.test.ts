@@ -155,7 +155,7 @@ test('an inbox whose stream is gone while its counter remains (a key evicted) is
     const page = await api.get(`/v1/users/evicted/messages?after_seq=${after}`);
     assert.equal(page.status, 200, page.text);
     const { epoch: _epoch, ...rest } = page.body as Page & { epoch: unknown };
-    assert.deepEqual(rest, { user: 'evicted', first_seq: 4, latest_seq: 3, messages: [], gaps: [{ from: after + 1, to: 3 }], next_after_seq: 3 }, `after_seq=${after}`);
+    assert.deepEqual(rest, { user: 'evicted', first_seq: 4, latest_seq: 3, messages: [], gaps: [{ from: after + 1, to: 3, reason: 'trimmed' }], next_after_seq: 3 }, `after_seq=${after}`);
   }
 });
 
@@ -188,16 +188,42 @@ test('seqs deleted by hand (XDEL) in the middle or at the end of an inbox are ga
   };
   await post('holey', 6);
   assert.equal(await raw.xdel('px:{holey}:inbox', '2-0', '3-0', '6-0'), 3);
-  assert.deepEqual(await page('holey', 0), { seqs: [1, 4, 5], gaps: [{ from: 2, to: 3 }, { from: 6, to: 6 }], next: 6 });
+  assert.deepEqual(await page('holey', 0), { seqs: [1, 4, 5], gaps: [{ from: 2, to: 3, reason: 'trimmed' }, { from: 6, to: 6, reason: 'trimmed' }], next: 6 });
   // A page that ends at its limit says nothing of what lies past it.
-  assert.deepEqual(await page('holey', 0, 2), { seqs: [1, 4], gaps: [{ from: 2, to: 3 }], next: 4 });
+  assert.deepEqual(await page('holey', 0, 2), { seqs: [1, 4], gaps: [{ from: 2, to: 3, reason: 'trimmed' }], next: 4 });
   assert.deepEqual(await page('holey', 4, 1), { seqs: [5], gaps: [], next: 5 });
-  assert.deepEqual(await page('holey', 5), { seqs: [], gaps: [{ from: 6, to: 6 }], next: 6 });
+  assert.deepEqual(await page('holey', 5), { seqs: [], gaps: [{ from: 6, to: 6, reason: 'trimmed' }], next: 6 });
   // The end deleted: a reader that follows next_after_seq gets there, not stuck at 1.
   await post('tailless', 3);
   assert.equal(await raw.xdel('px:{tailless}:inbox', '2-0', '3-0'), 2);
-  assert.deepEqual(await page('tailless', 0), { seqs: [1], gaps: [{ from: 2, to: 3 }], next: 3 });
-  assert.deepEqual(await page('tailless', 1), { seqs: [], gaps: [{ from: 2, to: 3 }], next: 3 });
+  assert.deepEqual(await page('tailless', 0), { seqs: [1], gaps: [{ from: 2, to: 3, reason: 'trimmed' }], next: 3 });
+  assert.deepEqual(await page('tailless', 1), { seqs: [], gaps: [{ from: 2, to: 3, reason: 'trimmed' }], next: 3 });
+});
+
+test('a page lists a run deleted by hand (trimmed) and the expired run right after it as two gaps, each with its reason, in seq order, on both routes', async () => {
+  const user = 'mixed';
+  const post = async (ttl?: number): Promise<void> => {
+    const answer = await api.post('/v1/messages', { to: user, type: 't', data: 1, ...(ttl === undefined ? {} : { ttl }) });
+    assert.equal(answer.status, 201, answer.text);
+  };
+  await post();
+  await post();
+  await post();
+  await post(1);
+  await post(1);
+  await post();
+  assert.equal(await raw.xdel(`px:{${user}}:inbox`, '2-0', '3-0'), 2);
+  const gapsOf = async (client: PixiuClient, path: string): Promise<{ seqs: number[]; gaps: unknown[] }> => {
+    const answer = await client.get(path);
+    assert.equal(answer.status, 200, answer.text);
+    const body = answer.body as Page;
+    return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps };
+  };
+  await waitUntil('seqs 4 and 5 expire', async () => (await gapsOf(api, `/v1/users/${user}/messages`)).seqs.length === 2, 10_000, 100);
+  const expected = { seqs: [1, 6], gaps: [{ from: 2, to: 3, reason: 'trimmed' }, { from: 4, to: 5, reason: 'expired' }] };
+  assert.deepEqual(await gapsOf(api, `/v1/users/${user}/messages`), expected);
+  const mine = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, user));
+  assert.deepEqual(await gapsOf(mine, '/v1/me/messages'), expected);
 });
 
 test('a page cut by its data right after a gap answers for the gap: next_after_seq is past it, and the next page does not report it again', async () => {
@@ -213,7 +239,7 @@ test('a page cut by its data right after a gap answers for the gap: next_after_s
     const body = answer.body as Page;
     return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps, next: body.next_after_seq };
   };
-  assert.deepEqual(await page(0), { seqs: [1], gaps: [{ from: 2, to: 2 }], next: 2 });
+  assert.deepEqual(await page(0), { seqs: [1], gaps: [{ from: 2, to: 2, reason: 'trimmed' }], next: 2 });
   assert.deepEqual(await page(2), { seqs: [3], gaps: [], next: 3 });
 });
 
@@ -239,8 +265,8 @@ test('limit counts the inbox entries a page reads: expired messages come as gaps
     return { seqs: body.messages.map((m) => m.seq), gaps: body.gaps, next: body.next_after_seq, latest: body.latest_seq };
   };
   await waitUntil('the first three messages expire', async () => (await page(0, 100)).seqs.length === 1, 10_000, 100);
-  assert.deepEqual(await page(0, 100), { seqs: [4], gaps: [{ from: 1, to: 3 }], next: 4, latest: 4 });
+  assert.deepEqual(await page(0, 100), { seqs: [4], gaps: [{ from: 1, to: 3, reason: 'expired' }], next: 4, latest: 4 });
   // Two entries read, both expired: an empty page that is not the end.
-  assert.deepEqual(await page(0, 2), { seqs: [], gaps: [{ from: 1, to: 2 }], next: 2, latest: 4 });
-  assert.deepEqual(await page(2, 2), { seqs: [4], gaps: [{ from: 3, to: 3 }], next: 4, latest: 4 });
+  assert.deepEqual(await page(0, 2), { seqs: [], gaps: [{ from: 1, to: 2, reason: 'expired' }], next: 2, latest: 4 });
+  assert.deepEqual(await page(2, 2), { seqs: [4], gaps: [{ from: 3, to: 3, reason: 'expired' }], next: 4, latest: 4 });
 });

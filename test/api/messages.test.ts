@@ -201,7 +201,7 @@ test('GET /v1/messages/{id} gives seq null, no acks, for a recipient whose inbox
     { user: 'xdel-b', seq: 1, acked_by: [] },
   ]);
   const history = await client.get('/v1/users/xdel-a/messages');
-  assert.deepEqual((history.body as { gaps: unknown }).gaps, [{ from: 2, to: 2 }], 'history shows seq 2 as a gap');
+  assert.deepEqual((history.body as { gaps: unknown }).gaps, [{ from: 2, to: 2, reason: 'trimmed' }], 'history shows seq 2 as a gap (deleted by hand: trimmed)');
 });
 
 test('GET /v1/users/{uid}/messages pages through the inbox with epoch, bounds and seqs', async () => {

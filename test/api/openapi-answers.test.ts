@@ -14,6 +14,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { cleanupList, PixiuClient, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 
@@ -110,6 +111,26 @@ test('the success answers of every documented route, and its usual refusals, are
   conforms('GET /metrics', await api.get('/metrics'), 200);
   const routes = Object.entries(doc.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));
   assert.deepEqual(routes.filter((r) => !checked.has(r)), [], 'every documented route was checked');
+});
+
+test('history gaps carry a reason the document declares, with its enum: trimmed (deleted by hand) and expired answers conform on both routes', async () => {
+  const items = doc.paths['/v1/users/{uid}/messages']?.get?.responses['200']?.content?.['application/json']?.schema as
+    { properties: { gaps: { items: { properties: { reason: { enum: string[] } }; required: string[] } } } };
+  assert.deepEqual(items.properties.gaps.items.properties.reason.enum, ['trimmed', 'expired', 'undeliverable']);
+  assert.ok(items.properties.gaps.items.required.includes('reason'));
+  const user = 'oas-gaps';
+  for (const ttl of [undefined, undefined, 1, undefined]) {
+    assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: 1, ...(ttl === undefined ? {} : { ttl }) })).status, 201);
+  }
+  const { redis: raw } = await openInbox(files, redis.url);
+  assert.equal(await raw.xdel(`px:{${user}}:inbox`, '2-0'), 1);
+  const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, user));
+  await waitUntil('seq 3 expires', async () => ((await api.get(`/v1/users/${user}/messages`)).body as { gaps: unknown[] }).gaps.length === 2, 10_000, 100);
+  for (const answer of [await api.get(`/v1/users/${user}/messages`), await me.get('/v1/me/messages')]) {
+    assert.deepEqual((answer.body as { gaps: unknown }).gaps, [{ from: 2, to: 2, reason: 'trimmed' }, { from: 3, to: 3, reason: 'expired' }]);
+  }
+  conforms('GET /v1/users/{uid}/messages', await api.get(`/v1/users/${user}/messages`), 200);
+  conforms('GET /v1/me/messages', await me.get('/v1/me/messages'), 200);
 });
 
 test('a record of GET /v1/messages/{id} has every field the document requires, kind among them', async () => {

@@ -133,7 +133,7 @@ test('the history routes return every documented field, as the WebSocket msg fra
   await post({ to: 'gil', type: 't', data: 'kept' });
   const trimmed = bodyOf(await api.get('/v1/users/gil/messages?after_seq=0&limit=1'));
   assert.deepEqual({ ...trimmed, epoch: null, messages: (trimmed.messages as Array<{ data: unknown }>).map((m) => m.data) },
-    { user: 'gil', epoch: null, first_seq: 2, latest_seq: 4, messages: [1], gaps: [{ from: 1, to: 1 }], next_after_seq: 2 });
+    { user: 'gil', epoch: null, first_seq: 2, latest_seq: 4, messages: [1], gaps: [{ from: 1, to: 1, reason: 'trimmed' }], next_after_seq: 2 });
   const none = bodyOf(await api.get('/v1/users/nobody/messages'));
   assert.equal(none.epoch, null);
   assert.deepEqual(Object.keys(none).sort(), ['epoch', 'first_seq', 'gaps', 'latest_seq', 'messages', 'next_after_seq', 'user']);

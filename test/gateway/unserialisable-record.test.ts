@@ -67,7 +67,7 @@ test('a record too deep to serialise is a gap in delivery and history and a 404 
   const history = await gw.client.get('/v1/users/poison/messages');
   assert.equal(history.status, 200, history.text.slice(0, 300));
   const page = history.body as { messages: { seq: number }[]; gaps: unknown };
-  assert.deepEqual(page.gaps, [{ from: poison.seq, to: poison.seq }]);
+  assert.deepEqual(page.gaps, [{ from: poison.seq, to: poison.seq, reason: 'undeliverable' }]);
   assert.deepEqual(page.messages.map((m) => m.seq), [next.seq]);
 
   expectError(await gw.client.get(`/v1/messages/${poison.id}`), 404, 'NOT_FOUND', /nests deeper than/);

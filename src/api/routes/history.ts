@@ -7,6 +7,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
+import { GAP_REASONS } from '../../delivery/message-view.js';
 import { pageHoldBytes, readHistory } from '../history.js';
 import { answerObject, anyJson, errorResponses, msgId, seqCursor, userId } from '../schemas.js';
 
@@ -57,8 +58,16 @@ export const historyPage = answerObject({
   messages: { type: 'array', items: messageView },
   gaps: {
     type: 'array',
-    description: 'runs of seqs after after_seq that cannot be read: trimmed, expired, or unreadable content',
-    items: answerObject({ from: { type: 'integer', description: 'inclusive' }, to: { type: 'integer', description: 'inclusive' } }, ['from', 'to']),
+    description: 'runs of seqs after after_seq that cannot be read, in seq order, each of one reason (adjacent runs of different reasons are separate items). Treat them as consumed, as a WebSocket gap',
+    items: answerObject({
+      from: { type: 'integer', description: 'inclusive' },
+      to: { type: 'integer', description: 'inclusive' },
+      reason: {
+        type: 'string',
+        enum: [...GAP_REASONS],
+        description: 'trimmed: the inbox no longer holds them (the inbox cap, or deleted by hand); expired: their content is gone from the store (its ttl passed); undeliverable: the content is there but cannot be sent',
+      },
+    }, ['from', 'to', 'reason']),
   },
   next_after_seq: { type: 'integer', description: 'after_seq of the next page; latest_seq at the end, or after_seq itself when that is above latest_seq (the inbox was lost or restored with less: read from after_seq=0 again)' },
 }, ['user', 'epoch', 'first_seq', 'latest_seq', 'messages', 'gaps', 'next_after_seq'],
@@ -70,7 +79,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
     schema: {
       summary: 'Read a user\'s inbox',
       operationId: 'getUserMessages',
-      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed or whose content expired are listed in gaps. A page reads up to limit inbox entries (expired ones come as gaps, so it may hold fewer messages, or none) and ends before 1 MiB of data; read on from next_after_seq while it is below latest_seq, even past an empty page; when after_seq is above latest_seq, or the epoch is not that of the pages before, read again from after_seq=0.',
+      description: 'Messages after after_seq, oldest first, each with its seq. Seqs that were trimmed, whose content expired or that cannot be sent are listed in gaps, each run with its reason. A page reads up to limit inbox entries (expired ones come as gaps, so it may hold fewer messages, or none) and ends before 1 MiB of data; read on from next_after_seq while it is below latest_seq, even past an empty page; when after_seq is above latest_seq, or the epoch is not that of the pages before, read again from after_seq=0.',
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
