@@ -10,7 +10,7 @@ import type { StoredMessage } from '../store/message-store.js';
 import { CloseCode } from './close-codes.js';
 import type { Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
-import { messageView } from './message-view.js';
+import { messageView, type GapReason } from './message-view.js';
 import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
 
 /** A connection's delivery state. */
@@ -50,18 +50,24 @@ export interface Conn {
 }
 
 /**
- * Reports seqs `c.sent + 1 .. to` as missing on connection `c`: by extending `gap`,
- * the gap frame sent last, when it ends right before them (its effect is not performed
- * yet) and is marked alike, else with a new gap frame. Advances `c.sent` to `to`.
+ * Reports seqs `c.sent + 1 .. to` as missing on connection `c` for `reason`: by
+ * extending `gap`, the gap frame sent last, when it ends right before them (its effect
+ * is not performed yet) and is of the same reason and marked alike, else with a new gap
+ * frame. Advances `c.sent` to `to`.
+ * @param reason why they are missing (message-view.ts `GapReason`): runs of different
+ *   reasons are separate gaps (docs/protocol.md, `gap`)
  * @param redelivered the seqs were sent on `c` before (a redelivery round): the gap is
  *   marked `redelivered`, as a `msg` sent again is (docs/protocol.md)
  * @returns the gap frame that now ends at `to`
  */
-export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[], redelivered = false): GapFrame {
-  if (gap && gap.to === c.sent && (gap.redelivered === true) === redelivered) {
+export function gapThrough(
+  c: Conn, to: number, reason: GapReason, gap: GapFrame | undefined, effects: Effect[], redelivered = false,
+): GapFrame {
+  if (gap && gap.to === c.sent && gap.reason === reason && (gap.redelivered === true) === redelivered) {
     gap.to = to;
   } else {
-    gap = redelivered ? { t: 'gap', from: c.sent + 1, to, redelivered: true } : { t: 'gap', from: c.sent + 1, to };
+    const from = c.sent + 1;
+    gap = redelivered ? { t: 'gap', from, to, reason, redelivered: true } : { t: 'gap', from, to, reason };
     effects.push({ kind: 'send', conn: c.id, frame: gap });
   }
   c.sent = to;
@@ -69,16 +75,16 @@ export function gapThrough(c: Conn, to: number, gap: GapFrame | undefined, effec
 }
 
 /**
- * Gaps of the seqs after `c.sent` through `to` that do not exist (trimmed by the cap,
- * deleted by hand): the part that went out on this connection before (up to
+ * `trimmed` gaps of the seqs after `c.sent` through `to` that do not exist (trimmed by
+ * the cap, deleted by hand): the part that went out on this connection before (up to
  * `c.redeliverUpTo`, a redelivery round) marked `redelivered`, the rest not; the first
  * merged with `gap` where it can be. Nothing when `to` is not after `c.sent`.
  * @returns the gap last sent or extended, or `gap` when none was
  */
 function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame | undefined {
   const sentBefore = Math.min(to, c.redeliverUpTo);
-  if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, gap, effects, true);
-  if (c.sent < to) gap = gapThrough(c, to, gap, effects);
+  if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, 'trimmed', gap, effects, true);
+  if (c.sent < to) gap = gapThrough(c, to, 'trimmed', gap, effects);
   return gap;
 }
 
@@ -123,9 +129,10 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
 
 /**
  * Sends a ready connection what `page` holds after its cursor, within its window: a
- * `gap` for seqs trimmed while it was behind, for holes in the stream and for content
- * that expired or vanished (`records[i]` null), else a `msg`, marked `redelivered` up
- * to `c.redeliverUpTo`; arms its redelivery timer when it had nothing in flight.
+ * `trimmed` gap for seqs trimmed while it was behind and for holes in the stream, an
+ * `expired` one for content that expired or vanished (`records[i]` null), else a
+ * `msg`, marked `redelivered` up to `c.redeliverUpTo`; arms its redelivery timer when
+ * it had nothing in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
@@ -152,9 +159,11 @@ export function deliverPage(
     gap = missingThrough(c, entry.seq - 1, gap, effects);
     const record = records[i];
     if (!record) {
-      // Content expired or vanished: a gap of that seq (merged with the one before),
-      // marked when the seq went out before (its content expired since).
-      gap = gapThrough(c, entry.seq, gap, effects, entry.seq <= c.redeliverUpTo);
+      // Content expired or vanished: an `expired` gap of that seq (merged with the one
+      // before when that is expired too), marked when the seq went out before (its
+      // content expired since). The store's null does not say why; gone is `expired`
+      // (docs/decisions.md "Gap reasons").
+      gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= c.redeliverUpTo);
     } else {
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };

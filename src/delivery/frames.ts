@@ -3,7 +3,7 @@
  * one JSON object with a `t` field. Defined here, beside the delivery state machine
  * that produces most of them, so the machine and the gateway share one vocabulary.
  */
-import type { MessageView } from './message-view.js';
+import type { GapReason, MessageView } from './message-view.js';
 
 /** First frame of every connection. */
 export interface WelcomeFrame {
@@ -29,12 +29,14 @@ export interface WelcomeFrame {
  */
 export type MsgFrame = { t: 'msg'; redelivered?: true; epoch?: string } & MessageView;
 
-/** Seqs `from..to` (inclusive) cannot be delivered: trimmed or expired. */
+/** Seqs `from..to` (inclusive) cannot be delivered, all for one reason. */
 export interface GapFrame {
   t: 'gap';
   from: number;
   to: number;
-  /** True when these seqs were sent on this connection before (as `msg`) and their content expired since: a redelivery round's gap. */
+  /** Why (message-view.ts {@link GapReason}): `trimmed`, `expired` or `undeliverable`. */
+  reason: GapReason;
+  /** True when these seqs were sent on this connection before (as `msg` or `gap`) and are sent again by a redelivery round. */
   redelivered?: true;
   /** The epoch, when it stands in for a `msg` that would have carried it (one too large to send). */
   epoch?: string;

@@ -5,8 +5,8 @@
  * - `last_seq` given and the epoch matches (or none given) → after it;
  * - the epoch differs, or `last_seq` is above the latest seq → `reset`, then from the
  *   first retained entry;
- * - `last_seq` below the first retained seq − 1 → `gap` of the missing range, then from
- *   the first retained entry;
+ * - `last_seq` below the first retained seq − 1 → `gap` (reason `trimmed`) of the missing
+ *   range, then from the first retained entry;
  * - no `last_seq`: the device's stored cursor (handled as `after` without an epoch),
  *   else the first retained entry, with no `gap` (the device never had anything);
  * - `from=latest` → after the latest seq.
@@ -42,7 +42,7 @@ export function resumePoint(r: ResumeRequest, page: InboxPage): ResumePoint {
   if (resetsOn(r, page)) {
     return { start: first, notice: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } };
   }
-  if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first } };
+  if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first, reason: 'trimmed' } };
   return { start: r.seq };
 }
 

@@ -204,12 +204,13 @@ export class UserSession {
             let text = this.#serialise(frame);
             if (text === undefined) {
               if (frame.t !== 'msg') break;
-              // In its place, in seq order: the gap an expired message would be.
+              // In its place, in seq order: a gap of its seq, `undeliverable` (its content
+              // is there: a client may say so rather than "expired").
               (unsendable ??= []).push({ conn: e.conn, seq: frame.seq });
               // Marked as the msg was: a redelivery round resends a seq that went out before.
               // And with the epoch the msg carried (the first after a null epoch).
               frame = {
-                t: 'gap', from: frame.seq, to: frame.seq,
+                t: 'gap', from: frame.seq, to: frame.seq, reason: 'undeliverable',
                 ...(frame.redelivered === true ? { redelivered: true as const } : {}), ...(frame.epoch !== undefined ? { epoch: frame.epoch } : {}),
               };
               text = JSON.stringify(frame);
@@ -243,7 +244,7 @@ export class UserSession {
    * The JSON of a frame, or undefined when it cannot be serialised. Ingest refuses
    * data nested past `MAX_DATA_DEPTH`, but a record stored before that limit (or any
    * other serialiser failure) must cost its seq, never the process: the failure is
-   * logged with the MsgID and the seq is then treated like expired content (a `gap`).
+   * logged with the MsgID and the seq then goes out as a `gap`, reason `undeliverable`.
    */
   #serialise(frame: ServerFrame): string | undefined {
     try {

@@ -325,12 +325,12 @@ test('an ack after a redelivery stops the rounds: nothing more is resent and the
   assert.equal(client.ws.readyState, client.ws.OPEN);
 });
 
-test('gap: inbox cap 10, 25 messages while offline, last_seq 0 → gap {from 1, to 15}, then 16..25', async (t) => {
+test('gap: inbox cap 10, 25 messages while offline, last_seq 0 → gap {from 1, to 15, reason trimmed}, then 16..25', async (t) => {
   const { gw: server } = await startDelivery(t, 'gap', { redisUrl: redis.url, inboxCap: '10' });
   const ids = await postMany(server.client, 'gus', 25);
   const client = await server.connect('gus', { device: 'phone', params: { last_seq: 0 } });
   await welcome(client, 16, 25);
-  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 15 });
+  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 15, reason: 'trimmed' });
   await expectMsgs(client, 16, 25, ids);
 });
 
@@ -356,7 +356,7 @@ test('a sent message whose content expires before its redelivery round comes bac
   const kept = await postOne(server.client, 'rexp');
   await expectMsgs(client, 1, 2, [expiring.id, kept.id], 1, { ackEvery: 0 });
   // The round an ack timeout later: seq 1 expired meanwhile, seq 2 is resent.
-  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 1, redelivered: true });
+  assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 1, reason: 'expired', redelivered: true });
   const again = await expectFrame(client, 'msg');
   assert.deepEqual([again.seq, again.id, again.redelivered], [2, kept.id, true]);
   // A new message after it is neither.
@@ -374,7 +374,7 @@ test('content that expired reaches the client as a gap of its seq, and later mes
   const client = await shared.connect('eve', { device: 'phone' });
   await welcome(client, 1, 3);
   await expectMsgs(client, 1, 1, [first.id]);
-  assert.deepEqual(await client.next(), { t: 'gap', from: 2, to: 2 });
+  assert.deepEqual(await client.next(), { t: 'gap', from: 2, to: 2, reason: 'expired' });
   await expectMsgs(client, 3, 3, [first.id, expiring.id, last.id]);
   // Live after the gap too.
   const live = await postOne(shared.client, 'eve');

@@ -71,11 +71,11 @@ const shutDown = (ws: WebSocket): void => {
   setTimeout(() => ws.close(1001, 'server shutting down'), 100);
 };
 
-/** The frames printed on stdout (not the exit line), as `t seq`. */
+/** The frames printed on stdout (not the exit line), as `t seq` (a gap: `gap to reason`). */
 function printed(stdout: string): string[] {
   return stdout.trim().split('\n').slice(0, -1).map((l) => {
-    const f = JSON.parse(l) as { t: string; seq?: number; to?: number };
-    return f.t === 'msg' ? `msg ${f.seq}` : f.t === 'gap' ? `gap ${f.to}` : f.t;
+    const f = JSON.parse(l) as { t: string; seq?: number; to?: number; reason?: string };
+    return f.t === 'msg' ? `msg ${f.seq}` : f.t === 'gap' ? `gap ${f.to} ${f.reason}` : f.t;
   });
 }
 
@@ -91,14 +91,14 @@ test('pixiu connect acks each msg and gap printed with the epoch it knows; a red
   const { url, seen } = await scripted(t, [
     welcome('E1', 3, 1), msg(1), msg(2),
     // A redelivery round: what was not acked yet comes again.
-    { t: 'gap', from: 1, to: 1, redelivered: true }, msg(1, { redelivered: true }),
+    { t: 'gap', from: 1, to: 1, reason: 'expired', redelivered: true }, msg(1, { redelivered: true }),
     // Past --count 3: neither printed nor acked.
     msg(3),
   ]);
   const run = await runCli(['connect', 'uma', '--count', '3', '--url', url], env);
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.stderr, 'closed 1000 done\n');
-  assert.deepEqual(printed(run.stdout), ['welcome', 'msg 1', 'msg 2', 'gap 1', 'msg 1']);
+  assert.deepEqual(printed(run.stdout), ['welcome', 'msg 1', 'msg 2', 'gap 1 expired', 'msg 1']);
   assert.deepEqual(exitLine(run.stdout), { last_seq: 2, epoch: 'E1' });
   assert.deepEqual(seen.frames, [
     { t: 'ack', seq: 1, epoch: 'E1' }, { t: 'ack', seq: 2, epoch: 'E1' },
@@ -140,7 +140,7 @@ test('pixiu connect closed before any msg prints last_seq resume_from - 1, and a
 });
 
 test('pixiu connect looks the epoch up under the --url path, with its token and the last seq, when only gaps came after a welcome with no epoch', async (t) => {
-  const { url, seen } = await scripted(t, [welcome(null, 2, 1), { t: 'gap', from: 1, to: 2 }], {
+  const { url, seen } = await scripted(t, [welcome(null, 2, 1), { t: 'gap', from: 1, to: 2, reason: 'trimmed' }], {
     then: shutDown,
     prefix: '/pixiu',
     answer: (req, res) => {

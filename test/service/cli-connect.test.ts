@@ -101,6 +101,20 @@ test('pixiu connect to an inbox that did not exist yet (welcome epoch null) prin
   assert.deepEqual(frames.map((f) => (f.t === 'msg' ? `msg ${f.seq}` : f.t)), ['welcome', 'msg 3']);
 });
 
+test('pixiu connect prints a gap with its reason: a message whose ttl passed before it connected is a gap of reason expired', { timeout: 60_000 }, async (t) => {
+  const answer = await server.client.post('/v1/messages', { to: 'gina', type: 'chat.text', data: { text: 'soon gone' }, ttl: 1 });
+  assert.equal(answer.status, 201, answer.text);
+  const expiring = answer.body as { id: string };
+  await waitUntil('the 1 s message expired (GET /v1/messages/{id} is 404)',
+    async () => (await server.client.get(`/v1/messages/${expiring.id}`)).status === 404, 5000);
+  assert.equal(await post('gina', 'kept'), 2);
+  const connect = spawnCli(['connect', 'gina', '--device', 'phone', '--count', '1', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);
+  assert.deepEqual(await connect.exited, { code: 0, signal: null }, connect.stderr());
+  const gap = connect.lines().find((l) => lineFrame(l)?.t === 'gap');
+  assert.deepEqual(gap && JSON.parse(gap), { t: 'gap', from: 1, to: 1, reason: 'expired' }, connect.lines().join('\n'));
+  assert.deepEqual(JSON.parse(connect.lines().at(-1) as string).last_seq, 2);
+});
+
 test('pixiu connect closed by the server (replaced by the same device, 4002) exits 1, still printing where to resume', { timeout: 60_000 }, async (t) => {
   assert.equal(await post('bruno', 'one'), 1);
   const first = spawnCli(['connect', 'bruno', '--device', 'phone', '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }, t);

@@ -86,7 +86,7 @@ test('a page that ends before a trailing hole tells the hole with its last entry
   d.inbox.holes.add(4).add(5); // deleted by hand (XDEL): the counter stays at 5
   d.login('a');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2', 'msg 3', 'gap 4-5']);
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2', 'msg 3', 'gap 4-5 trimmed']);
   assert.equal(d.fetches.length, 1, 'one read');
 });
 
@@ -122,7 +122,7 @@ test('redelivery: a round whose resend was only gaps (content expired) ends when
   d.inbox.expire(1);
   d.due('a');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 1-1 r']);
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 1-1 expired r']);
   d.due('a'); // the round's back-off passed: nothing awaits an ack
   assert.equal(d.timers.get('a'), null, 'the round is over: no timer');
   d.inbox.append();
@@ -208,7 +208,7 @@ test('a trim is told to a connection whose window is full at the next pull: a ga
   d.inbox.trimTo(10); // the cap trimmed 1..9
   d.heartbeat();
   d.settle();
-  assert.deepEqual(d.brief('a'), ['gap 4-9']);
+  assert.deepEqual(d.brief('a'), ['gap 4-9 trimmed']);
   d.ack('a', 3);
   d.settle();
   assert.deepEqual(d.brief('a'), ['msg 10', 'msg 11', 'msg 12']);

@@ -12,7 +12,7 @@ import type { InboxEntry } from '../../src/inbox/inbox.js';
 import type { StoredMessage } from '../../src/store/record.js';
 import { CloseCode } from '../../src/delivery/close-codes.js';
 import type { Effect, MachineConfig, ResumeRequest } from '../../src/delivery/machine.js';
-import type { GapFrame, MsgFrame } from '../../src/delivery/frames.js';
+import type { GapFrame, MsgFrame, ServerFrame } from '../../src/delivery/frames.js';
 import { CONFIG, Driver, FIRST, briefOf } from './machine-driver.js';
 
 const LATEST: ResumeRequest = { kind: 'latest' };
@@ -201,7 +201,7 @@ test('resume: last_seq below the first retained − 1 sends gap {last_seq+1, fir
   d.inbox.trimTo(16);
   d.login('a', after(0, 'ep1'));
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 16', 'gap 1-15', ...msgs(3, 16)]);
+  assert.deepEqual(d.brief('a'), ['welcome 16', 'gap 1-15 trimmed', ...msgs(3, 16)]);
 });
 
 test('resume: another epoch, or last_seq above latest, sends reset {epoch, seq} then from the first retained', () => {
@@ -298,7 +298,7 @@ test('gaps do not consume the window', () => {
   d.inbox.expire(2, 3);
   d.login('a');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'msg 5']);
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3 expired', 'msg 4', 'msg 5']);
   assert.equal(d.m.cursor('a')?.inflight, 3);
 });
 
@@ -527,15 +527,39 @@ test('redelivery: a round whose resend could not go out keeps the timer (no sile
 
 // ---------------------------------------------------------------- gaps, trimming
 
-test('expired content is a gap of its seq (consecutive ones merged) and delivery continues after it', () => {
+/** The frames a connection logging in gets from an inbox of `n` messages, some deleted by hand (`holes`) or `expired`; window 10. */
+function framesOver(n: number, { holes = [], expired = [] }: { holes?: number[]; expired?: number[] }): ServerFrame[] {
   const d = new Driver({ ...CONFIG, window: 10 });
-  d.inbox.append(7);
-  d.inbox.expire(2, 3, 5);
+  d.inbox.append(n);
+  for (const seq of holes) d.inbox.holes.add(seq);
+  d.inbox.expire(...expired);
   d.login('a');
   d.settle();
-  const frames = d.frames('a');
-  assert.deepEqual(frames.map(briefOf), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'gap 5-5', 'msg 6', 'msg 7']);
-  assert.deepEqual(frames[2] as GapFrame, { t: 'gap', from: 2, to: 3 });
+  return d.frames('a');
+}
+
+test('expired content is a gap of its seq (consecutive ones merged) and delivery continues after it', () => {
+  const frames = framesOver(7, { expired: [2, 3, 5] });
+  assert.deepEqual(frames.map(briefOf), ['welcome 1', 'msg 1', 'gap 2-3 expired', 'msg 4', 'gap 5-5 expired', 'msg 6', 'msg 7']);
+  assert.deepEqual(frames[2] as GapFrame, { t: 'gap', from: 2, to: 3, reason: 'expired' });
+});
+
+test('adjacent runs missing for different reasons are separate gaps, in seq order: trimmed, then expired, then trimmed', () => {
+  // 2, 3 deleted by hand (XDEL); 4, 5 expired; 6 deleted by hand; 7 expired.
+  const frames = framesOver(8, { holes: [2, 3, 6], expired: [4, 5, 7] });
+  assert.deepEqual(frames.map(briefOf), ['welcome 1', 'msg 1', 'gap 2-3 trimmed', 'gap 4-5 expired', 'gap 6-6 trimmed', 'gap 7-7 expired', 'msg 8']);
+  assert.deepEqual(frames[2] as GapFrame, { t: 'gap', from: 2, to: 3, reason: 'trimmed' });
+  assert.deepEqual(frames[3] as GapFrame, { t: 'gap', from: 4, to: 5, reason: 'expired' });
+});
+
+test('trimmed below a page, then expired at its start: two gaps, the trimmed one first', () => {
+  const d = caughtUp(3);
+  d.inbox.append(6);
+  d.inbox.trimTo(7);
+  d.inbox.expire(7, 8);
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['gap 4-6 trimmed', 'gap 7-8 expired', 'msg 9']);
 });
 
 test('pages of nothing but expired content never stall delivery', () => {
@@ -556,7 +580,7 @@ test('trimmed while connected: a gap for what was trimmed, then the rest', () =>
   d.inbox.trimTo(9);
   d.notify(12);
   d.settle();
-  assert.deepEqual(d.brief('a'), ['gap 4-8', 'msg 9', 'msg 10', 'msg 11']);
+  assert.deepEqual(d.brief('a'), ['gap 4-8 trimmed', 'msg 9', 'msg 10', 'msg 11']);
 });
 
 test('trimmed before a redelivery round: the gap of seqs sent before is marked redelivered, the rest is not', () => {
@@ -570,7 +594,7 @@ test('trimmed before a redelivery round: the gap of seqs sent before is marked r
   d.inbox.trimTo(8);
   d.due('a');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['gap 1-5 r', 'gap 6-7', 'msg 8']);
+  assert.deepEqual(d.brief('a'), ['gap 1-5 trimmed r', 'gap 6-7 trimmed', 'msg 8']);
 });
 
 // ---------------------------------------------------------------- reset while connected
@@ -767,7 +791,7 @@ test('a hole in the stream is a gap, never a stall', () => {
   d.inbox.holes.add(2).add(3);
   d.login('a');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3', 'msg 4', 'msg 5']);
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'gap 2-3 trimmed', 'msg 4', 'msg 5']);
 });
 
 // Entries deleted by hand at the end of the stream: the inbox's latest seq (its counter)
@@ -792,8 +816,8 @@ test('a trailing hole (last entries deleted by hand) is told as a gap; two conne
   d.notify(3);
   d.ack('b', 1);
   d.settle(); // the driver throws on a fetch loop
-  assert.deepEqual(d.brief('a'), ['gap 3-3']);
-  assert.deepEqual(d.brief('b'), ['gap 2-3']);
+  assert.deepEqual(d.brief('a'), ['gap 3-3 trimmed']);
+  assert.deepEqual(d.brief('b'), ['gap 2-3 trimmed']);
 });
 
 test('a single connection behind a trailing hole is told the gap at its next pull, not left behind until the next append', () => {
@@ -806,7 +830,7 @@ test('a single connection behind a trailing hole is told the gap at its next pul
   d.inbox.holes.add(2).add(3);
   d.notify(3);
   d.settle();
-  assert.deepEqual(d.brief('a'), ['gap 2-3']);
+  assert.deepEqual(d.brief('a'), ['gap 2-3 trimmed']);
   assert.equal(d.m.cursor('a')?.sent, 3);
 });
 
@@ -825,7 +849,7 @@ test('a hole (entries deleted by hand) reached by a redelivery round is marked r
   d.due('a');
   d.settle();
   // Seq 3 went out on this connection (as msg 3): its part of the hole is marked.
-  assert.deepEqual(d.brief('a'), ['msg 2 r', 'gap 3-3 r', 'gap 4-4', 'msg 5']);
+  assert.deepEqual(d.brief('a'), ['msg 2 r', 'gap 3-3 trimmed r', 'gap 4-4 trimmed', 'msg 5']);
 });
 
 test('welcome announces the heartbeat in whole seconds, at least 1', () => {

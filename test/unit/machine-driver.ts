@@ -5,12 +5,13 @@
  * effect with the page Redis would give (a double of data, not of the network); the
  * driver records every effect and checks, on every batch, the rules that must hold
  * whatever happens: at most one fetch in flight, `welcome` first, no seq skipped or
- * repeated unmarked on a connection, never more than the window in flight, and no ack
+ * repeated unmarked on a connection (and, strict, each `gap` of seqs missing for its `reason`), never more than the window in flight, and no ack
  * cursor written backwards within an epoch.
  */
 import assert from 'node:assert/strict';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
 import type { ServerFrame } from '../../src/delivery/frames.js';
+import type { GapReason } from '../../src/delivery/message-view.js';
 import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
 import type { StoredMessage } from '../../src/store/record.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
@@ -47,9 +48,15 @@ export class FakeInbox {
     return this.latest;
   }
 
+  /** Seqs whose content expired (one-way, like trims: a fetch that read one so may be answered after a trim). */
+  readonly #expired = new Set<number>();
+
   /** The content of these seqs expired in the store (the inbox entries stay). */
   expire(...seqs: number[]): void {
-    for (const s of seqs) this.#content.set(s, null);
+    for (const s of seqs) {
+      this.#content.set(s, null);
+      this.#expired.add(s);
+    }
   }
 
   /** Entries deleted by hand (XDEL): holes in the stream. */
@@ -63,6 +70,18 @@ export class FakeInbox {
     return seq < this.first || this.holes.has(seq) || (seq <= this.latest && this.#content.get(seq) === null);
   }
 
+  /**
+   * True when `seq` can rightly be reported as a gap for `reason`: `trimmed` when it is
+   * not in the stream (below the first retained, or deleted by hand), `expired` when its
+   * content expired (it may have been trimmed since: both are one-way). Never
+   * `undeliverable`: the machine does not make those (session.ts does). (Not meaningful
+   * across `recreate` or `restoreTo`.)
+   */
+  missingFor(seq: number, reason: GapReason): boolean {
+    if (reason === 'trimmed') return seq < this.first || this.holes.has(seq);
+    return reason === 'expired' && this.#expired.has(seq);
+  }
+
   /** Trimmed by the cap: entries below `first` are gone. */
   trimTo(first: number): void {
     for (let s = this.first; s < first; s++) this.#content.delete(s);
@@ -72,6 +91,7 @@ export class FakeInbox {
   /** A new inbox (FLUSHALL, then an append): new epoch, seqs restart. */
   recreate(epoch: string | null): void {
     this.#content.clear();
+    this.#expired.clear();
     this.#generation += 1;
     this.epoch = epoch;
     this.latest = 0;
@@ -231,6 +251,7 @@ export class Driver {
     } else if (frame.t === 'gap') {
       for (let s = frame.from; s <= frame.to; s++) {
         assert.ok(this.inbox.isMissing(s), `${conn}: gap ${frame.from}-${frame.to} covers seq ${s}, which is in the inbox`);
+        assert.ok(this.inbox.missingFor(s, frame.reason), `${conn}: gap ${frame.from}-${frame.to} says ${frame.reason} of seq ${s}, which is not`);
       }
     }
   }
@@ -332,7 +353,7 @@ export class Driver {
     return out;
   }
 
-  /** Frames since the last call, in a compact form: `msg 3`, `msg 3 r`, `gap 4-6`, `reset`… */
+  /** Frames since the last call, in a compact form: `msg 3`, `msg 3 r`, `gap 4-6 trimmed`, `gap 2-2 expired r`, `reset`… */
   brief(conn: string): string[] {
     return this.frames(conn).map(briefOf);
   }
@@ -341,7 +362,7 @@ export class Driver {
 export function briefOf(f: ServerFrame): string {
   switch (f.t) {
     case 'msg': return `msg ${f.seq}${f.redelivered ? ' r' : ''}`;
-    case 'gap': return `gap ${f.from}-${f.to}${f.redelivered ? ' r' : ''}`;
+    case 'gap': return `gap ${f.from}-${f.to} ${f.reason}${f.redelivered ? ' r' : ''}`;
     case 'reset': return `reset ${f.epoch} ${f.seq}`;
     case 'welcome': return `welcome ${f.resume_from}`;
     default: return f.t;

@@ -52,7 +52,7 @@ test('what was read ahead is sent even if its content expired since, until a hea
   d.settle();
   d.ack('a', 4);
   d.settle();
-  assert.deepEqual(seqsOf(d, 'a'), ['gap 6-6']);
+  assert.deepEqual(seqsOf(d, 'a'), ['gap 6-6 expired']);
 });
 
 test('a notify of a seq that is not new drops the read-ahead: a restored inbox\'s new messages are not replaced by old ones', () => {

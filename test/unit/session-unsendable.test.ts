@@ -46,6 +46,8 @@ test('an unserialisable msg resent by a redelivery round goes out as a gap marke
     await waitUntil('the first round and its redelivery', async () => frames.filter((f) => f.t === 'msg').length === 2, 5000, 5);
     const brief = frames.map((f) => `${String(f.t)}${f.t === 'gap' ? ` ${String(f.from)}-${String(f.to)}` : f.t === 'msg' ? ` ${String(f.seq)}` : ''}${f.redelivered === true ? ' r' : ''}`);
     assert.deepEqual(brief, ['welcome', 'gap 1-1', 'msg 2', 'gap 1-1 r', 'msg 2 r']);
+    // Its content is there but cannot be sent: not `expired` (docs/protocol.md "Why a gap").
+    assert.deepEqual(frames.filter((f) => f.t === 'gap').map((f) => f.reason), ['undeliverable', 'undeliverable']);
   } finally {
     session.logout('c');
   }
