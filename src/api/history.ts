@@ -12,6 +12,7 @@
  */
 import type { Inbox } from '../inbox/inbox.js';
 import type { RecordReader } from '../store/record-reader.js';
+import { isUnreadable } from '../store/unreadable.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
 import { MAX_READABLE_DEPTH, nestsDeeperThan } from '../store/data-depth.js';
 import type { HistoryBudget } from './history-budget.js';
@@ -55,7 +56,8 @@ export interface HistoryPage {
    * Seqs after `after_seq` that cannot be read, in runs of one reason, in seq order:
    * `trimmed` by the inbox cap (below `first_seq`) or deleted from the stream by hand
    * (XDEL); `expired`, their content gone from the store; `undeliverable`, content that
-   * nests deeper than `MAX_READABLE_DEPTH`.
+   * is there but cannot be read: its stored bytes cannot be decoded, or it nests deeper
+   * than `MAX_READABLE_DEPTH`.
    */
   gaps: SeqGap[];
   /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end, or `after_seq` when that is above `latest_seq`. */
@@ -112,12 +114,13 @@ export async function readHistory(
       }
       expected = entry.seq + 1;
       const record = records[i];
-      // Content gone from the store is an `expired` gap; content too deep to serialise
-      // (stored before ingest limited depth) an `undeliverable` one, never a failed page:
-      // as delivery reports them (connection-state.ts, session.ts).
+      // Content gone from the store is an `expired` gap; content whose stored bytes
+      // cannot be decoded (src/store/unreadable.ts), or too deep to serialise (stored
+      // before ingest limited depth), an `undeliverable` one, never a failed page: as
+      // delivery reports them (connection-state.ts, session.ts).
       if (!record) {
         addGap(gaps, entry.seq, entry.seq, 'expired');
-      } else if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+      } else if (isUnreadable(record) || nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
         addGap(gaps, entry.seq, entry.seq, 'undeliverable');
       } else {
         chars += JSON.stringify(record.data)?.length ?? 0;

@@ -10,8 +10,13 @@
  *   partition too: the caller's view of the owners is stale, and answering null for
  *   it would turn a message into a gap).
  * - Answer: `{store, records}`: this store's id, and per id in order the stored record
- *   (`{id, kind, type, from?, data, to?, room?, ts, clientMsgId?, expiresAt}`) or null
- *   when it is missing or expired. 503 UNAVAILABLE when the store fails.
+ *   (`{id, kind, type, from?, data, to?, room?, ts, clientMsgId?, expiresAt}`), null
+ *   when it is missing or expired, or `{id, unreadable: true}` when its stored bytes
+ *   cannot be decoded (src/store/unreadable.ts: the reader shows the same
+ *   `undeliverable` gap as this node). 503 UNAVAILABLE when the store fails. A node of
+ *   an earlier release never sends the mark (it answered 500 for such a record), and
+ *   one reading this answer takes the mark for a bad answer (UNAVAILABLE, retried): a
+ *   mixed cluster reads records as before, that one record stays a stall there.
  *
  * Hidden from the OpenAPI document: it is for nodes, not producers (docs/api.md).
  */
@@ -21,7 +26,7 @@ import type { FastifyInstance } from 'fastify';
 import { PixiuError, invalid } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import { errorBody, msgId } from '../api/schemas.js';
-import type { MessageStore, StoredMessage } from '../store/message-store.js';
+import type { MessageStore, ReadRecord } from '../store/message-store.js';
 import type { ClusterSecret } from './cluster-secret.js';
 import { partitionSpan } from './partition-claims.js';
 
@@ -34,8 +39,8 @@ export const MAX_RECORD_IDS = 1000;
 export interface RecordsAnswer {
   /** The answering store's id: a caller checks it is the one it meant to ask. */
   readonly store: string;
-  /** Per id asked, in order: the record, or null when missing or expired. */
-  readonly records: readonly (StoredMessage | null)[];
+  /** Per id asked, in order: the record, null when missing or expired, or the unreadable mark (`{id, unreadable: true}`). */
+  readonly records: readonly (ReadRecord | null)[];
 }
 
 /** The request body's schema. */

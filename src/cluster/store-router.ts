@@ -7,7 +7,9 @@
  * ids), at the same time as the local read, and merged back in the order asked.
  *
  * What a read of another node's partition answers:
- * - the owner answers: its records (null where it has none, or expired);
+ * - the owner answers: its records (null where it has none, or expired; the
+ *   unreadable mark where it cannot decode the record, or where what it sent for an id
+ *   is no record: src/store/unreadable.ts, never cached);
  * - the partition is retired (its data dir is gone for good, an operator said so): null;
  * - the partition is claimed by no store now (Redis lost the claims and the owner has
  *   not re-asserted its claim yet), the owner has no lease (stopped), cannot be
@@ -22,7 +24,8 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { RecordCache } from '../store/record-cache.js';
-import { recordOf, type StoredMessage } from '../store/record.js';
+import { recordOf } from '../store/record.js';
+import { isUnreadable, unreadableRecord, UnreadableLog, type ReadRecord } from '../store/unreadable.js';
 import { MAX_RECORD_IDS, RECORDS_PATH, type RecordsAnswer } from './records-route.js';
 import type { OwnerLookup, PartitionOwner } from './store-directory.js';
 import type { StoreLease } from './partition-claims.js';
@@ -77,15 +80,15 @@ interface SharedRead {
   readonly partition: number;
   /** Where the record goes in this call's answer. */
   readonly at: number[];
-  readonly promise: Promise<StoredMessage | null>;
-  resolve(record: StoredMessage | null): void;
+  readonly promise: Promise<ReadRecord | null>;
+  resolve(record: ReadRecord | null): void;
   reject(err: unknown): void;
 }
 
 function sharedRead(partition: number, at: number): SharedRead {
-  let resolve!: (record: StoredMessage | null) => void;
+  let resolve!: (record: ReadRecord | null) => void;
   let reject!: (err: unknown) => void;
-  const promise = new Promise<StoredMessage | null>((res, rej) => { resolve = res; reject = rej; });
+  const promise = new Promise<ReadRecord | null>((res, rej) => { resolve = res; reject = rej; });
   // Its failure is the failure of the call that started it (which throws it); the
   // calls that wait on it see it too. Never unhandled.
   promise.catch(() => undefined);
@@ -111,8 +114,10 @@ export class StoreRouter implements RecordReader {
   readonly #recent: RecordCache;
   /** Failed reads of other nodes, logged at most once per {@link OUTAGE_LOG_INTERVAL_MS}. */
   readonly #readFailures = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  /** Records another node sent that this one cannot decode, logged once each. */
+  readonly #unreadable: UnreadableLog;
   /** Remote reads in flight, by MsgID. */
-  readonly #reading = new Map<string, Promise<StoredMessage | null>>();
+  readonly #reading = new Map<string, Promise<ReadRecord | null>>();
   /**
    * Partition → the store and node (`<store id> <node id>`) whose records of it are in
    * the cache. An id names other content once another store holds the partition, or
@@ -125,6 +130,7 @@ export class StoreRouter implements RecordReader {
   constructor(opts: StoreRouterOptions) {
     this.#opts = opts;
     this.#recent = new RecordCache(opts.cacheBytes);
+    this.#unreadable = new UnreadableLog(opts.logger);
   }
 
   get isOpen(): boolean {
@@ -136,7 +142,7 @@ export class StoreRouter implements RecordReader {
    * an id of a partition no store claims now is null (404), not UNAVAILABLE — the id
    * comes from a caller, who may have made it up, not from an inbox.
    */
-  async get(id: string): Promise<StoredMessage | null> {
+  async get(id: string): Promise<ReadRecord | null> {
     try {
       const [record] = await this.getMany([id]);
       return record ?? null;
@@ -153,10 +159,10 @@ export class StoreRouter implements RecordReader {
    *   by no store now (Redis lost the claims), or its owner cannot be read now (no
    *   lease, unreachable, timed out, refused): never a null then
    */
-  async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
+  async getMany(ids: readonly string[]): Promise<(ReadRecord | null)[]> {
     const { local } = this.#opts;
     const now = Date.now();
-    const out = new Array<StoredMessage | null>(ids.length).fill(null);
+    const out = new Array<ReadRecord | null>(ids.length).fill(null);
     const localAt: number[] = [];
     const waits: Promise<unknown>[] = [];
     const mine = new Map<string, SharedRead>();
@@ -246,7 +252,8 @@ export class StoreRouter implements RecordReader {
           const records = own ? await this.#opts.local.getMany(chunk) : await this.#fetch({ ...batch, lease }, chunk);
           chunk.forEach((id, i) => {
             const record = records[i] ?? null;
-            if (record !== null && !own) this.#recent.setRead(record, JSON.stringify(record.data).length);
+            // The unreadable mark is not kept: a record repaired at its owner is read as itself next time.
+            if (record !== null && !own && !isUnreadable(record)) this.#recent.setRead(record, JSON.stringify(record.data).length);
             reads.get(id)?.resolve(record);
           });
         });
@@ -298,7 +305,7 @@ export class StoreRouter implements RecordReader {
    * One request to the node of `batch.storeId` for `ids` (at most MAX_RECORD_IDS).
    * @throws PixiuError UNAVAILABLE for anything but a good answer from that store
    */
-  async #fetch(batch: RemoteBatch & { readonly lease: StoreLease }, ids: readonly string[]): Promise<(StoredMessage | null)[]> {
+  async #fetch(batch: RemoteBatch & { readonly lease: StoreLease }, ids: readonly string[]): Promise<(ReadRecord | null)[]> {
     const { storeId, lease } = batch;
     try {
       for (let attempt = 1; ; attempt++) {
@@ -317,7 +324,8 @@ export class StoreRouter implements RecordReader {
           await res.body?.cancel();
           throw new Error(`answered HTTP ${res.status}`);
         }
-        return recordsOf(await res.json() as RecordsAnswer, storeId, ids);
+        return recordsOf(await res.json() as RecordsAnswer, storeId, ids,
+          (id, err) => this.#unreadable.report(id, tryDecodeMsgId(id)?.partition ?? -1, `store ${storeId} at ${lease.url}`, err));
       }
     } catch (err) {
       this.#opts.owners.forget(storeId);
@@ -336,16 +344,29 @@ export class StoreRouter implements RecordReader {
 
 /**
  * The records of an answer, checked: from the store asked, one per id asked, each
- * null or a record of that id.
+ * null, a record of that id, or the unreadable mark of that id (`{id, unreadable:
+ * true}`, records-route.ts). An item of that id that is no record (the owner, of
+ * another release, decoded what this one does not read) is unreadable here too: a gap,
+ * as a record this node could not decode from its own disk is. An answer of an earlier
+ * release (no marks) reads as before.
+ * @param undecodable told of each item that is no record (logged: its owner did not)
  * @throws Error when the answer is not that
  */
-function recordsOf(answer: RecordsAnswer, storeId: string, ids: readonly string[]): (StoredMessage | null)[] {
+function recordsOf(
+  answer: RecordsAnswer, storeId: string, ids: readonly string[], undecodable: (id: string, err: unknown) => void,
+): (ReadRecord | null)[] {
   if (answer?.store !== storeId) throw new Error(`answered for store ${String(answer?.store)}, not ${storeId}`);
   if (!Array.isArray(answer.records) || answer.records.length !== ids.length) throw new Error('answered the wrong number of records');
   return answer.records.map((value, i) => {
     const id = ids[i] as string;
     if (value === null) return null;
     if ((value as { id?: unknown }).id !== id) throw new Error(`answered another record for ${id}`);
-    return recordOf(value, id);
+    if (isUnreadable(value)) return unreadableRecord(id);
+    try {
+      return recordOf(value, id);
+    } catch (err) {
+      undecodable(id, err);
+      return unreadableRecord(id);
+    }
   });
 }

@@ -6,7 +6,8 @@
  * `reset`.
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
-import type { StoredMessage } from '../store/message-store.js';
+import type { ReadRecord } from '../store/message-store.js';
+import { isUnreadable } from '../store/unreadable.js';
 import { CloseCode } from './close-codes.js';
 import type { Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
@@ -130,15 +131,16 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
 /**
  * Sends a ready connection what `page` holds after its cursor, within its window: a
  * `trimmed` gap for seqs trimmed while it was behind and for holes in the stream, an
- * `expired` one for content that expired or vanished (`records[i]` null), else a
- * `msg`, marked `redelivered` up to `c.redeliverUpTo`; arms its redelivery timer when
- * it had nothing in flight.
+ * `expired` one for content that expired or vanished (`records[i]` null), an
+ * `undeliverable` one for content whose stored bytes cannot be decoded (the unreadable
+ * mark, src/store/unreadable.ts), else a `msg`, marked `redelivered` up to
+ * `c.redeliverUpTo`; arms its redelivery timer when it had nothing in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
-  c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
+  c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
   complete = false,
 ): InboxEntry | undefined {
   if (c.phase !== 'ready') return undefined;
@@ -164,6 +166,10 @@ export function deliverPage(
       // content expired since). The store's null does not say why; gone is `expired`
       // (docs/decisions.md "Gap reasons").
       gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= c.redeliverUpTo);
+    } else if (isUnreadable(record)) {
+      // Its stored bytes cannot be decoded, for good: that seq alone is lost, never the
+      // ones after it (a failed fetch, retried forever, would stall them all).
+      gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= c.redeliverUpTo);
     } else {
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };

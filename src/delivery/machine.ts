@@ -26,7 +26,7 @@
  *   fetch starts until `epochRotated`, whose pull then resets them all (DESIGN.md §11).
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
-import type { StoredMessage } from '../store/message-store.js';
+import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
@@ -243,8 +243,8 @@ export class UserMachine {
     return [];
   }
 
-  /** The fetch ended: `page` is the inbox after its start, `records[i]` `page.entries[i]`'s content (null: expired, missing). */
-  fetched(page: InboxPage, records: readonly (StoredMessage | null)[]): Effect[] {
+  /** The fetch ended: `page` is the inbox after its start, `records[i]` `page.entries[i]`'s content (null: expired, missing; the unreadable mark: it cannot be decoded). */
+  fetched(page: InboxPage, records: readonly (ReadRecord | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
     const late = this.#joinedDuringFetch;
@@ -319,7 +319,7 @@ export class UserMachine {
   }
 
   /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */
-  #deliver(c: Conn, page: InboxPage, records: readonly (StoredMessage | null)[], effects: Effect[], complete = false): void {
+  #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
     const last = deliverPage(c, page, records, this.#config, effects, complete);
     if (last !== undefined) this.#guard.delivered(last);
   }

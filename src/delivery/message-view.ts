@@ -30,8 +30,9 @@ export interface MessageView {
  * - `expired`: the inbox holds the seq but its content is gone from the store: its
  *   `ttl` passed (and, not told apart, content missing for another reason: a data dir
  *   that lost it, docs/decisions.md "Gap reasons");
- * - `undeliverable`: the content is there but cannot be sent (it cannot be written as
- *   JSON: nested deeper than the server reads, stored before ingest refused it).
+ * - `undeliverable`: the content is there but cannot be sent: its stored bytes cannot
+ *   be decoded (src/store/unreadable.ts), or it cannot be written as JSON (nested
+ *   deeper than the server reads, stored before ingest refused it).
  */
 export type GapReason = (typeof GAP_REASONS)[number];
 

@@ -21,13 +21,13 @@
  * It never holds more than `maxEntries` entries.
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
-import type { StoredMessage } from '../store/record.js';
+import type { ReadRecord } from '../store/unreadable.js';
 
 /** A page and its records, as the machine delivers from. */
 export interface PageView {
   readonly page: InboxPage;
-  /** `records[i]`: the content of `page.entries[i]`, null when expired or missing. */
-  readonly records: readonly (StoredMessage | null)[];
+  /** `records[i]`: the content of `page.entries[i]`, null when expired or missing, the unreadable mark when it cannot be decoded. */
+  readonly records: readonly (ReadRecord | null)[];
 }
 
 /** See the module comment. */
@@ -35,7 +35,7 @@ export class ReadAhead {
   readonly #maxEntries: number;
   /** Bounds and entries; `entries` covers every seq in (`#after`, {@link end}]. */
   #page: { epoch: string | null; firstSeq: number; latestSeq: number; entries: InboxEntry[] } | undefined;
-  #records: (StoredMessage | null)[] = [];
+  #records: (ReadRecord | null)[] = [];
   /** The seq the held entries start after. */
   #after = 0;
 
@@ -72,7 +72,7 @@ export class ReadAhead {
    * is held, replaces it; an empty page otherwise changes nothing; any other page
    * replaces it.
    */
-  absorb(after: number, page: InboxPage, records: readonly (StoredMessage | null)[]): void {
+  absorb(after: number, page: InboxPage, records: readonly (ReadRecord | null)[]): void {
     const held = this.#page;
     const stale = held !== undefined && (held.epoch !== page.epoch || page.latestSeq < this.end);
     if (stale) this.clear();

@@ -7,6 +7,7 @@ import type { ClientIdClaims } from '../cluster/client-id-claims.js';
 import { PixiuError, unavailable } from '../errors.js';
 import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
 import type { RecordReader } from '../store/record-reader.js';
+import { isUnreadable } from '../store/unreadable.js';
 
 /** What {@link putOnce} needs besides the message. */
 export interface OnceDeps {
@@ -78,6 +79,8 @@ export async function storeClaimed(
  * retired).
  * @throws PixiuError UNAVAILABLE when its node cannot be read now, or no store claims
  *   its partition now
+ * @throws PixiuError INTERNAL when its stored bytes cannot be decoded (as a retry of a
+ *   local record that cannot be decoded is)
  */
 export async function otherStoresRecord(records: RecordReader | undefined, id: string): Promise<PutResult | undefined> {
   // getMany, not get: the id comes from a claim, not a caller, so a partition no store
@@ -85,7 +88,11 @@ export async function otherStoresRecord(records: RecordReader | undefined, id: s
   // UNAVAILABLE, not "gone" — taken for gone, it was stored a second time right after
   // a FLUSHALL (a fresh try of the claims).
   const [first] = (await records?.getMany([id])) ?? [];
-  return first === null || first === undefined ? undefined : { id, duplicate: true, message: first, bytes: NO_BYTES };
+  if (first === null || first === undefined) return undefined;
+  // Its bytes cannot be decoded (src/store/unreadable.ts): the retry cannot be compared
+  // with it, as a local first record that cannot be decoded is not (partition.ts).
+  if (isUnreadable(first)) throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`);
+  return { id, duplicate: true, message: first, bytes: NO_BYTES };
 }
 
 /**

@@ -18,12 +18,14 @@ import { Partition } from './partition.js';
 import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
 import type { RecordReader } from './record-reader.js';
-import { decodeRecord, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
+import { decodeRecord, expiresAtOf, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
 import { choosePartition, partitionOfClientMsgId } from './route.js';
 import { Sweeper } from './sweeper.js';
+import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
 import { WriteSlots, threadPoolSize } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
+export type { ReadRecord, UnreadableRecord } from './unreadable.js';
 
 /** Options of {@link MessageStore.open}; defaults live in the configuration (DESIGN.md §10). */
 export interface MessageStoreOptions {
@@ -72,6 +74,8 @@ export class MessageStore implements RecordReader {
   readonly #limits: RecordLimits;
   readonly #now: () => number;
   readonly #logger: Logger | undefined;
+  /** Records that cannot be decoded, logged once each. */
+  readonly #unreadable: UnreadableLog;
   #closing: Promise<void> | undefined;
   #writesSuspended: string | undefined;
   /** Puts wait for it (see {@link holdWritesUntil}); undefined when they go ahead. */
@@ -84,6 +88,7 @@ export class MessageStore implements RecordReader {
     this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
     this.#now = opts.now ?? Date.now;
     this.#logger = opts.logger;
+    this.#unreadable = new UnreadableLog(opts.logger);
     this.#sweepers = partitions.map((p) =>
       new Sweeper(() => p.sweep(), opts.sweepIntervalMs, opts.logger?.child({ partition: p.index })));
   }
@@ -265,10 +270,10 @@ export class MessageStore implements RecordReader {
 
   /**
    * One record by MsgID; null when missing, expired, malformed or of a partition
-   * this store does not have (other nodes' partitions: src/cluster/store-router.ts).
-   * See {@link getMany}.
+   * this store does not have (other nodes' partitions: src/cluster/store-router.ts);
+   * the unreadable mark when its bytes cannot be decoded. See {@link getMany}.
    */
-  async get(id: string): Promise<StoredMessage | null> {
+  async get(id: string): Promise<ReadRecord | null> {
     const [record] = await this.getMany([id]);
     return record ?? null;
   }
@@ -278,13 +283,17 @@ export class MessageStore implements RecordReader {
    * partition after the cache. Returned records are deep-frozen (shared with the
    * cache).
    * @returns per id, the record or null (missing, expired, not a MsgID, or naming a
-   *   partition outside B..B+P-1): a bad id is never a throw
-   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails
+   *   partition outside B..B+P-1): a bad id is never a throw; the
+   *   {@link UnreadableRecord} mark where the stored bytes cannot be decoded (bad JSON,
+   *   another shape: src/store/unreadable.ts), logged once per id at error and never
+   *   cached (read again, a record repaired on disk is itself)
+   * @throws PixiuError UNAVAILABLE when the store is closed or LevelDB fails (that may
+   *   pass: never the unreadable mark then)
    */
-  async getMany(ids: readonly string[]): Promise<(StoredMessage | null)[]> {
+  async getMany(ids: readonly string[]): Promise<(ReadRecord | null)[]> {
     this.#assertOpen();
     const now = this.#now();
-    const out: (StoredMessage | null)[] = new Array<StoredMessage | null>(ids.length).fill(null);
+    const out: (ReadRecord | null)[] = new Array<ReadRecord | null>(ids.length).fill(null);
     const misses = new Map<Partition, { at: number[]; ids: string[] }>();
     ids.forEach((id, at) => {
       const parts = typeof id === 'string' ? tryDecodeMsgId(id) : undefined;
@@ -306,7 +315,14 @@ export class MessageStore implements RecordReader {
         const at = miss.at[i];
         const id = miss.ids[i];
         if (bytes === undefined || at === undefined || id === undefined) return;
-        const record = decodeRecord(bytes, id);
+        let record: StoredMessage;
+        try {
+          record = decodeRecord(bytes, id);
+        } catch (err) {
+          // Expired all the same (its head still says when): null, as any expired record.
+          if (!(expiresAtOf(bytes) <= now)) out[at] = this.#unreadableAt(id, partition, err);
+          return;
+        }
         if (record.expiresAt <= now) return;
         this.#cache.setRead(record, bytes.length);
         out[at] = record;
@@ -334,6 +350,12 @@ export class MessageStore implements RecordReader {
       this.#logger?.info('message store closed');
     })();
     return this.#closing;
+  }
+
+  /** The mark of record `id` of `partition` that cannot be decoded, logged once (unreadable.ts). */
+  #unreadableAt(id: string, partition: Partition, err: unknown): ReadRecord {
+    this.#unreadable.report(id, partition.index, partition.location, err);
+    return unreadableRecord(id);
   }
 
   #assertOpen(): void {

@@ -302,7 +302,7 @@ export function decodeRecord(bytes: Buffer, id: string): StoredMessage {
   try {
     value = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
-    throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`, { cause: err });
+    throw undecodable(id, err);
   }
   return recordOf(value, id);
 }
@@ -310,14 +310,26 @@ export function decodeRecord(bytes: Buffer, id: string): StoredMessage {
 /**
  * A record from its parsed JSON (stored bytes, or a record another node sent,
  * src/cluster/store-router.ts), with `id` set, deep-frozen like every record read.
- * @throws PixiuError INTERNAL when `value` is not a record
+ * A record is an object with a numeric `expiresAt` and `ts`, a string `type`, a `data`
+ * and a `kind` this release knows (1..4): records carry no version field, so a kind
+ * it does not know is what a record of a later format would look like. What readers
+ * need is checked, no more: a normal record costs a few type tests.
+ * @throws PixiuError INTERNAL when `value` is not a record (src/store/unreadable.ts:
+ *   readers answer it as unreadable, a gap)
  */
 export function recordOf(value: unknown, id: string): StoredMessage {
-  if (typeof value !== 'object' || value === null || typeof (value as StoredMessage).expiresAt !== 'number') {
-    throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`);
+  if (typeof value !== 'object' || value === null) throw undecodable(id);
+  const r = value as StoredMessage;
+  if (typeof r.expiresAt !== 'number' || typeof r.ts !== 'number' || typeof r.type !== 'string' || !isKind(r.kind) || !('data' in r)) {
+    throw undecodable(id);
   }
   // `id` first, as the stored JSON leaves it out; a sent record's own `id` cannot replace it.
   return deepFreeze(Object.assign({ id }, value, { id })) as StoredMessage;
+}
+
+/** The error of stored bytes that are no record (a permanent condition, unlike UNAVAILABLE). */
+function undecodable(id: string, cause?: unknown): PixiuError {
+  return new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`, cause === undefined ? undefined : { cause });
 }
 
 /** Freezes a JSON value and everything in it; iterative, so deep nesting cannot overflow. */

@@ -28,7 +28,7 @@ import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { flushPrefix, waitUntil } from '../harness/checks.js';
+import { decoded, flushPrefix, waitUntil } from '../harness/checks.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -231,7 +231,7 @@ test('a new data dir claims a block and pins it in LAYOUT; restarted, it keeps i
     assert.ok(partition >= 8 && partition < 16, p.id);
     assert.ok(store.hasPartition(partition));
   }
-  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), puts.map((_, i) => i));
+  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => decoded(r)?.data), puts.map((_, i) => i));
   // Opening the folder at another base is refused: its ids would change meaning.
   await assert.rejects(checkLayout(dir, 8, 0), /mints partitions 8\.\.15, not 0\.\.7/);
   // Nor does a pinned base move: pinning another is refused and the file keeps its base

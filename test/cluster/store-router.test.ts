@@ -16,11 +16,13 @@ import { isPixiuError } from '../../src/errors.js';
 import { MsgKind, decodeMsgId, encodeMsgId } from '../../src/ids/msg-id.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { StoreRouter, type PeerAuth } from '../../src/cluster/store-router.js';
+import { isUnreadable } from '../../src/store/unreadable.js';
 import { RECORDS_PATH } from '../../src/cluster/records-route.js';
 import type { OwnerLookup, PartitionOwner } from '../../src/cluster/store-directory.js';
 import type { Logger } from '../../src/logger.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { freePort } from '../harness/redis-server.js';
+import { decoded } from '../harness/checks.js';
 
 /** How the stand-in peer answers one request: status and body, or never. */
 type PeerHandler = (ids: string[], auth: string | undefined) => { status: number; body: unknown } | 'hang';
@@ -113,13 +115,13 @@ test('local and remote ids come back in the order asked, one request per owner; 
   };
   const asked = [id(9, 1), mine.id, id(16, 7), id(9, 2), id(200, 1), 'not-an-id', id(1, 999), id(16, 8)];
   const got = await router(directory({ 9: ownerA, 16: ownerB, 200: { state: 'retired' }, 1: { state: 'retired' } })).getMany(asked);
-  assert.deepEqual(got.map((r) => (r === null ? null : r.data)), [id(9, 1), 'here', id(16, 7), id(9, 2), null, null, null, id(16, 8)]);
+  assert.deepEqual(got.map((r) => (r === null ? null : decoded(r).data)), [id(9, 1), 'here', id(16, 7), id(9, 2), null, null, null, id(16, 8)]);
   assert.equal(got[0]?.id, id(9, 1));
-  assert.ok(Object.isFrozen(got[0]) && Object.isFrozen(got[0]?.to), 'remote records are frozen like local ones');
+  assert.ok(Object.isFrozen(got[0]) && Object.isFrozen(decoded(got[0])?.to), 'remote records are frozen like local ones');
   assert.deepEqual(requests.map((r) => r.join()).sort(), [[id(9, 1), id(9, 2)].join(), [id(16, 7), id(16, 8)].join()]);
   // Only local ids: no owner lookup, no request.
   requests = [];
-  assert.deepEqual((await router(directory({})).getMany([mine.id])).map((r) => r?.data), ['here']);
+  assert.deepEqual((await router(directory({})).getMany([mine.id])).map((r) => decoded(r)?.data), ['here']);
   assert.equal(requests.length, 0);
 });
 
@@ -245,24 +247,24 @@ test('cached records of a partition are dropped once another store, or the same 
   let content = 'for victim only';
   requests = [];
   handler = (ids) => ({ status: 200, body: { store: (table[9] as { storeId: string }).storeId, records: ids.map((i) => remoteRecord(i, content)) } });
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only');
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only', 'from the cache');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'for victim only');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'for victim only', 'from the cache');
   assert.equal(requests.length, 1);
   // B's node stopped: what was read of it is still served.
   table[9] = { state: 'owned', storeId: 'B', lease: undefined };
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'for victim only', 'a stopped owner keeps its cached records');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'for victim only', 'a stopped owner keeps its cached records');
   assert.equal(requests.length, 1);
   // Redis lost the claims; a new data dir, store C, took the block and minted the same id.
   table[9] = { state: 'owned', storeId: 'C', lease: { url: peerUrl, node: 'nc' } };
   content = 'for user5';
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'for user5', 'C\'s message, not B\'s');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'for user5', 'C\'s message, not B\'s');
   assert.equal(requests.length, 2);
   // C's node starts again (a copy of it ran meanwhile and Redis lost its counters): read anew.
   table[9] = { state: 'owned', storeId: 'C', lease: { url: peerUrl, node: 'nc-2' } };
   content = 'after the restart';
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'after the restart');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'after the restart');
   assert.equal(requests.length, 3);
-  assert.equal((await reader.getMany([asked]))[0]?.data, 'after the restart', 'cached again');
+  assert.equal(decoded((await reader.getMany([asked]))[0])?.data, 'after the restart', 'cached again');
   assert.equal(requests.length, 3);
 });
 
@@ -278,11 +280,36 @@ test('while another store holds part of this node\'s block, its partitions Redis
   });
   const self = { state: 'owned', storeId: 'me', lease: { url: peerUrl, node: 'self' } } as const;
   const rival = { state: 'owned', storeId: 'R', lease: { url: peerUrl, node: 'nr' } } as const;
-  assert.equal((await lost({ [partition]: self, [other]: rival }).get(mine.id))?.data, 'kept here');
-  assert.equal((await lost({ [other]: rival }).get(mine.id))?.data, 'kept here', 'unclaimed now: no other store mints there');
+  assert.equal(decoded(await lost({ [partition]: self, [other]: rival }).get(mine.id))?.data, 'kept here');
+  assert.equal(decoded(await lost({ [other]: rival }).get(mine.id))?.data, 'kept here', 'unclaimed now: no other store mints there');
   assert.equal(requests.length, 0);
   // The partition the rival holds is read from it: its ids may name its messages now.
   handler = answering('R');
-  assert.equal((await lost({ [partition]: rival }).getMany([mine.id]))[0]?.data, mine.id);
+  assert.equal(decoded((await lost({ [partition]: rival }).getMany([mine.id]))[0])?.data, mine.id);
   assert.equal(requests.length, 1);
+});
+
+test('an owner\'s unreadable mark, or an item of the right id that is no record, is the unreadable mark here; never cached; a record repaired at the owner reads as itself', async () => {
+  const lookup = directory({ 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'n' } } });
+  const { logger, lines } = capturingLogger();
+  const r = router(lookup, { logger });
+  const [broken, shapeless, good] = [id(9, 60), id(9, 61), id(9, 62)];
+  requests = [];
+  handler = (ids) => ({
+    status: 200,
+    body: { store: 'A', records: ids.map((i) => (i === broken ? { id: i, unreadable: true } : i === shapeless ? { id: i, expiresAt: Date.now() + 60_000 } : remoteRecord(i, i))) },
+  });
+  const got = await r.getMany([broken, shapeless, good]);
+  assert.deepEqual(got.map((g) => (isUnreadable(g) ? 'unreadable' : decoded(g)?.data)), ['unreadable', 'unreadable', good]);
+  assert.equal(got[0]?.id, broken);
+  // The owner logs its own; what this node could not decode itself is logged here, once.
+  const logged = lines.filter((l) => l.level === 50 && typeof l.msg === 'string' && l.msg.startsWith('stored message cannot be decoded'));
+  assert.deepEqual(logged.map((l) => l.msgId), [shapeless]);
+  await r.getMany([shapeless]);
+  assert.equal(lines.filter((l) => l.msgId === shapeless).length, 1, 'logged once');
+  // Repaired at the owner: asked for again (not cached), and read as the record.
+  handler = answering('A');
+  requests = [];
+  assert.deepEqual((await r.getMany([broken, good])).map((g) => decoded(g)?.data), [broken, good]);
+  assert.deepEqual(requests, [[broken]], 'the good record was cached, the mark was not');
 });

@@ -14,6 +14,7 @@ import type { FastifyReply } from 'fastify';
 import type { HistoryBudget } from '../../src/api/history-budget.js';
 import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
+import { isUnreadable, type ReadRecord, type UnreadableRecord } from '../../src/store/unreadable.js';
 import type { CleanupContext, HttpAnswer } from './pixiu-server.js';
 
 /**
@@ -146,4 +147,14 @@ export function countSocketWrites(redis: Redis): { readonly count: number; reset
     get count() { return writes; },
     reset() { writes = 0; },
   };
+}
+
+/**
+ * A store read's answer (one id's, or a list of them), asserted to hold no
+ * unreadable mark (src/store/unreadable.ts): for tests that read back records they
+ * wrote and use their fields.
+ */
+export function decoded<T>(record: T): Exclude<T, UnreadableRecord> {
+  assert.ok(!isUnreadable(record as ReadRecord | null | undefined), `a record that cannot be decoded: ${JSON.stringify(record)}`);
+  return record as Exclude<T, UnreadableRecord>;
 }

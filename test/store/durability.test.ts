@@ -8,6 +8,7 @@ import { ClassicLevel } from 'classic-level';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { REPO_ROOT, nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { counterOf, fakeClock, openStore, partitionOf, tempDir } from './fixtures/store-harness.js';
+import { decoded } from '../harness/checks.js';
 
 
 test('after a reopen the counter continues past the last id of every kind', async (t) => {
@@ -59,7 +60,7 @@ test('a put resolves only once its record is in LevelDB (read back with the cach
   const store = await openStore(t, dir, { partitions: 2, cacheBytes: 0 });
   const reads = await Promise.all(Array.from({ length: 300 }, (_, i) =>
     store.put({ kind: 1, type: 't', data: i, to: [`u${i}`] }).then((r) => store.get(r.id))));
-  assert.deepEqual(reads.map((r) => r?.data), reads.map((_, i) => i));
+  assert.deepEqual(reads.map((r) => decoded(r)?.data), reads.map((_, i) => i));
 });
 
 test('every put acknowledged before a SIGKILL is readable after reopen', async (t) => {
@@ -92,7 +93,7 @@ test('every put acknowledged before a SIGKILL is readable after reopen', async (
   const read = await store.getMany(ids);
   const lost = ids.filter((_, i) => read[i] === null);
   assert.deepEqual(lost, [], 'no acknowledged put is lost');
-  assert.ok(read.every((r) => r?.type === 'crash'));
+  assert.ok(read.every((r) => decoded(r)?.type === 'crash'));
   // And the counter moved on past every acknowledged id.
   const next = await store.put({ kind: 1, type: 'after', data: 0, to: ['user-0'] });
   const before = ids.filter((id) => partitionOf(id) === partitionOf(next.id)).map(counterOf);

@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { SWEEP_CHUNK_RECORDS } from '../../src/store/expiry-sweep.js';
 import { countKeys, fakeClock, idOfMessageKey, openStore, partitionOf, rawKeys, tempDir } from './fixtures/store-harness.js';
+import { decoded } from '../harness/checks.js';
 
 test('an expired record is never returned, then swept from all three key spaces; its client_msg_id stores anew', async (t) => {
   const dir = await tempDir(t);
@@ -12,12 +13,12 @@ test('an expired record is never returned, then swept from all three key spaces;
   const store = await openStore(t, dir, opts);
   const short = await store.put({ kind: 1, type: 't', data: 'short', to: ['a'], clientMsgId: 'k1', ttlMs: 1000 });
   const long = await store.put({ kind: 1, type: 't', data: 'long', to: ['a'], clientMsgId: 'k2', ttlMs: 60_000 });
-  assert.equal((await store.get(short.id))?.data, 'short');
+  assert.equal(decoded(await store.get(short.id))?.data, 'short');
 
   clock.ms = short.message.expiresAt;
   // Not swept yet, and still in the read cache: neither may answer it.
   assert.equal(await store.get(short.id), null);
-  assert.deepEqual((await store.getMany([short.id, long.id])).map((r) => r?.data ?? null), [null, 'long']);
+  assert.deepEqual((await store.getMany([short.id, long.id])).map((r) => decoded(r)?.data ?? null), [null, 'long']);
 
   clock.ms += 1000;
   assert.equal(await store.sweepNow(), 1);
@@ -81,8 +82,8 @@ test('a sweep of many expiry entries goes in bounded steps and deletes them all'
   const during = await store.put({ kind: 1, type: 't', data: 'during', to: ['u'] });
   assert.equal(await sweeping, 1600);
   assert.ok((await store.getMany(ids)).every((r) => r === null));
-  assert.equal((await store.get(during.id))?.data, 'during');
-  assert.equal((await store.get(keep.id))?.data, 'keep');
+  assert.equal(decoded(await store.get(during.id))?.data, 'during');
+  assert.equal(decoded(await store.get(keep.id))?.data, 'keep');
   await store.close();
   assert.deepEqual(await countKeys(dir, 2), { message: 2, clientId: 0, expiry: 2 }, 'only keep and during are left');
 });
@@ -137,7 +138,7 @@ test('a forward step of the wall clock while the store runs sweeps nothing early
 
   // The clock is set right again: the record is there, and its client_msg_id still names it.
   wall.ms -= 2 * hour;
-  assert.equal((await store.get(kept.id))?.data, 'kept');
+  assert.equal(decoded(await store.get(kept.id))?.data, 'kept');
   const retry = await store.put({ kind: 1, type: 't', data: 'again', to: ['a'], clientMsgId: 'k', ttlMs: hour });
   assert.deepEqual([retry.id, retry.duplicate], [kept.id, true]);
   assert.equal(await store.get(short.id), null);
@@ -158,7 +159,7 @@ test('a record is expired from the very ms of its expiresAt: a read from disk an
   const first = await store.put({ kind: 1, type: 't', data: 'first', to: ['a'], clientMsgId: 'edge', ttlMs: 1000 });
 
   clock.ms = first.message.expiresAt - 1;
-  assert.equal((await store.get(first.id))?.data, 'first', 'live one ms before its expiresAt');
+  assert.equal(decoded(await store.get(first.id))?.data, 'first', 'live one ms before its expiresAt');
   const retry = await store.put({ kind: 1, type: 't', data: 'first', to: ['a'], clientMsgId: 'edge', ttlMs: 1000 });
   assert.deepEqual([retry.id, retry.duplicate], [first.id, true]);
 
@@ -181,7 +182,7 @@ test('a record expiring mid-second is swept once its expiry second is reached, a
 
   clock.ms = expiresAt - 1;
   assert.equal(await store.sweepNow(), 0, 'a live record is never swept');
-  assert.equal((await store.get(put.id))?.data, 'mid');
+  assert.equal(decoded(await store.get(put.id))?.data, 'mid');
   const dup = await store.put({ kind: 1, type: 't', data: 'mid', to: ['a'], clientMsgId: 'mid', ttlMs: 1000 });
   assert.deepEqual([dup.id, dup.duplicate], [put.id, true], 'its client_msg_id still names it');
 

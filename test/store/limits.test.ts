@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
 import { prepareRecord, publicationDataJson } from '../../src/store/record.js';
 import { counterOf, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
+import { decoded } from '../harness/checks.js';
 
 const LIMIT = 1024;
 
@@ -38,7 +39,7 @@ test('over the size limit: PAYLOAD_TOO_LARGE, nothing stored, no counter taken; 
   // Its client_msg_id was not recorded either: the same key now stores anew.
   const retry = await store.put({ kind: 1, type: 'size', data: 'fits', to: ['a'], clientMsgId: 'too-big' });
   assert.equal(retry.duplicate, false);
-  assert.equal((await store.get(atLimit.id))?.data, dataOfBytes('size', LIMIT));
+  assert.equal(decoded(await store.get(atLimit.id))?.data, dataOfBytes('size', LIMIT));
   await store.close();
 
   const keys = await rawKeys(dir, 0);
@@ -51,7 +52,7 @@ test('the limit counts UTF-8 bytes of {type, from, data}, and not the recipient 
   const store = await openStore(t, dir, { maxMessageBytes: LIMIT });
   const to = Array.from({ length: 1000 }, (_, i) => `recipient-number-${i}`);
   const ok = await store.put({ kind: 1, type: 'size', from: 'sender', data: 'x', to });
-  assert.equal((await store.get(ok.id))?.to?.length, 1000);
+  assert.equal(decoded(await store.get(ok.id))?.to?.length, 1000);
 
   // 300 chars, but 900 bytes of '€' plus `from` push it over.
   const euros = '€'.repeat(300);

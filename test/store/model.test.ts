@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { counterOf, fakeClock, openStore, tempDir } from './fixtures/store-harness.js';
 import type { MessageStore, PutResult } from '../../src/store/message-store.js';
+import { decoded } from '../harness/checks.js';
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;
@@ -73,7 +74,7 @@ test('random puts, clock moves, sweeps and reopens agree with a model', async (t
         ids.forEach((id, i) => {
           const m = model.get(id)!;
           const live = m.expiresAt > clock.ms;
-          assert.equal(got[i] === null ? null : got[i]!.data, live ? m.data : null, `seed ${seed} step ${step}: ${id}`);
+          assert.equal(got[i] === null ? null : decoded(got[i])!.data, live ? m.data : null, `seed ${seed} step ${step}: ${id}`);
         });
       }
     }
@@ -134,7 +135,7 @@ test('concurrent puts (same cids), sweeps, remembers and reads agree with a mode
         const got = await store.getMany(ids);
         ids.forEach((id, i) => {
           const m = records.get(id)!;
-          assert.equal(got[i] === null ? null : got[i]!.data, m.expiresAt > clock.ms ? m.data : null, `seed ${seed} step ${step}: ${id}`);
+          assert.equal(got[i] === null ? null : decoded(got[i])!.data, m.expiresAt > clock.ms ? m.data : null, `seed ${seed} step ${step}: ${id}`);
         });
       }
     }

@@ -12,6 +12,7 @@ import { PARTITION_HASH, checkLayout } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
+import { decoded } from '../harness/checks.js';
 
 const OPEN_PARTITION = siblingModule(import.meta.url, './fixtures/open-partition');
 
@@ -30,7 +31,7 @@ test('a store folder already open elsewhere: StartupError naming each locked fol
     startupError(path.join(dir, '0'), path.join(dir, '1'), 'locked by another process'));
   // The first store is untouched.
   const { id } = await first.put({ kind: 1, type: 't', data: 1, to: ['a'] });
-  assert.equal((await first.get(id))?.data, 1);
+  assert.equal(decoded(await first.get(id))?.data, 1);
 });
 
 test('one locked partition: the error names it, and the partitions opened meanwhile are released', async (t) => {
@@ -96,7 +97,7 @@ test('a store reopened with another partition count is refused, naming the count
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 8 })),
     startupError(dir, 'created with 4 partitions', 'PIXIU_PARTITIONS=4'));
   const again = await openStore(t, dir, { partitions: 4 });
-  assert.equal((await again.get(id))?.data, 1);
+  assert.equal(decoded(await again.get(id))?.data, 1);
 });
 
 test('a store whose layout names another partition hash is refused: its ids and retries would be looked up in the wrong partitions', async (t) => {
@@ -137,7 +138,7 @@ test('the largest layouts open: 256 partitions, and a base whose block ends at p
   const last = await openStore(t, await tempDir(t), { partitions: 2, partitionBase: 254 });
   const { id } = await last.put({ kind: 1, type: 't', data: 'top', to: ['a'] });
   assert.ok(['fe', 'ff'].includes(id.slice(0, 2)), id);
-  assert.equal((await last.get(id))?.data, 'top');
+  assert.equal(decoded(await last.get(id))?.data, 'top');
   // One more partition byte than there is: refused.
   await assert.rejects(MessageStore.open(storeOptions(await tempDir(t), { partitions: 2, partitionBase: 255 })), startupError('partition base'));
 });
@@ -151,7 +152,7 @@ test('a partition whose counter reaches the largest MsgID counter mints that id,
   assert.equal(parseInt(last.id.slice(4), 16), MAX_COUNTER);
   await assert.rejects(store.put({ kind: 1, type: 't', data: 'one too many', to: ['a'] }),
     (err) => isPixiuError(err, 'UNAVAILABLE') && /used every message id/.test((err as Error).message));
-  assert.equal((await store.get(last.id))?.data, 'last');
+  assert.equal(decoded(await store.get(last.id))?.data, 'last');
 });
 
 test('a partition whose counter high-water mark is not a number is refused at open, naming the folder', async (t) => {

@@ -2,8 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId } from '../../src/ids/msg-id.js';
-import { MessageStore, type StoredMessage } from '../../src/store/message-store.js';
+import { MessageStore, type ReadRecord, type StoredMessage } from '../../src/store/message-store.js';
 import { counterOf, openStore, partitionOf, storeOptions, tempDir } from './fixtures/store-harness.js';
+import { decoded } from '../harness/checks.js';
 
 test('10,000 concurrent puts over 8 partitions: ids unique, all readable, counters rise in issue and resolution order', async (t) => {
   const dir = await tempDir(t);
@@ -35,7 +36,7 @@ test('10,000 concurrent puts over 8 partitions: ids unique, all readable, counte
   const read = await store.getMany(ids);
   read.forEach((r, i) => {
     assert.equal(r?.id, ids[i]);
-    assert.deepEqual(r?.data, { i });
+    assert.deepEqual(decoded(r)?.data, { i });
   });
 });
 
@@ -51,9 +52,9 @@ test('getMany answers in the order asked, null in place of missing, malformed an
   const beyondP = encodeMsgId({ partition: 200, kind: 1, counter: 1 });
   const asked = [b.id, 'not-an-id', a.id, missing, beyondP, c.id, 'ABCDEF0123456789', '', b.id, 42 as unknown as string];
   const got = await store.getMany(asked);
-  assert.deepEqual(got.map((r) => r?.data ?? null), ['b', null, 'a', null, null, 'c', null, null, 'b', null]);
+  assert.deepEqual(got.map((r) => decoded(r)?.data ?? null), ['b', null, 'a', null, null, 'c', null, null, 'b', null]);
   assert.equal(await store.get('zz'), null);
-  assert.equal((await store.get(b.id))?.room, 'room-9');
+  assert.equal(decoded(await store.get(b.id))?.room, 'room-9');
 });
 
 test('a record reads back with every field it was stored with', async (t) => {
@@ -77,7 +78,7 @@ test('a record reads back with every field it was stored with', async (t) => {
   // from the later of it and the store's clock.
   const earlier = await reopened.put({ kind: 2, type: 'r', data: 1, room: 'r', tsMs: clock.ms - 60_000, ttlMs: 1000 });
   assert.deepEqual([earlier.message.ts, earlier.message.expiresAt], [clock.ms - 60_000, clock.ms + 1000]);
-  assert.equal((await reopened.get(earlier.id))?.ts, clock.ms - 60_000);
+  assert.equal(decoded(await reopened.get(earlier.id))?.ts, clock.ms - 60_000);
 });
 
 const controls = Array.from({ length: 31 }, (_, i) => String.fromCharCode(i + 1)).join('');
@@ -99,7 +100,8 @@ test('Unicode round-trips exactly: emoji, CJK, NUL, every control char, lone sur
   const small = await store.put({ kind: 1, type: 'unicode', from: '\ud800from', data: unicode, to: ['😀', '\u0000'] });
   const big = await store.put({ kind: 1, type: 'big', data: bigText, to: ['u'] });
   assert.equal(Buffer.byteLength(bigText), 60 * 1024);
-  const check = (got: (StoredMessage | null)[]): void => {
+  const check = (read: (ReadRecord | null)[]): void => {
+    const got = read.map((r) => decoded(r));
     assert.deepEqual(got[0]?.data, unicode);
     assert.equal(got[0]?.from, '\ud800from');
     assert.deepEqual(got[0]?.to, ['😀', '\u0000']);
@@ -119,7 +121,7 @@ test('relaxed durability stores and reads back the same way', async (t) => {
   await store.close();
   const reopened = await openStore(t, dir, { sync: false });
   const read = await reopened.getMany(results.map((r) => r.id));
-  assert.deepEqual(read.map((r) => r?.data), results.map((_, i) => i));
+  assert.deepEqual(read.map((r) => decoded(r)?.data), results.map((_, i) => i));
 });
 
 test('a closed store refuses puts and reads as UNAVAILABLE', async (t) => {
@@ -192,7 +194,7 @@ test('a closed store refuses reads of records it has cached, and of malformed id
   const store = await MessageStore.open(storeOptions(await tempDir(t), { partitions: 2 }));
   const put = await store.put({ kind: 1, type: 't', data: 1, to: ['a'] });
   store.remember(put);
-  assert.equal((await store.get(put.id))?.data, 1, 'fixture: cached');
+  assert.equal(decoded(await store.get(put.id))?.data, 1, 'fixture: cached');
   await store.close();
   await assert.rejects(store.getMany([put.id]), (err) => isPixiuError(err, 'UNAVAILABLE'));
   await assert.rejects(store.get('not-an-id'), (err) => isPixiuError(err, 'UNAVAILABLE'));
@@ -223,7 +225,7 @@ test('a record read from disk is kept in the read cache: the next read answers t
   await store.close();
   const reopened = await openStore(t, dir, { partitions: 1 });
   const first = await reopened.get(id);
-  assert.deepEqual(first?.data, { n: 1 });
+  assert.deepEqual(decoded(first)?.data, { n: 1 });
   assert.equal(await reopened.get(id), first, 'the cached record, not a second decode of the disk bytes');
   // With the cache off every read decodes anew.
   await reopened.close();
@@ -247,7 +249,7 @@ test('records of 3-byte characters, written one after another into the shared en
   // Each record takes nearly three UTF-8 bytes per character: many fill buffer after buffer.
   const texts = Array.from({ length: 60 }, (_, i) => `${i}:${'€'.repeat(1500 + i)}`);
   const puts = await Promise.all(texts.map((data) => store.put({ kind: 1, type: 'euro', data, to: ['u'] })));
-  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => r?.data), texts);
+  assert.deepEqual((await store.getMany(puts.map((p) => p.id))).map((r) => decoded(r)?.data), texts);
 });
 
 test('a record larger than an encoding buffer, its recipient list uncounted by the size limit, reads back whole', async (t) => {
@@ -258,7 +260,7 @@ test('a record larger than an encoding buffer, its recipient list uncounted by t
   const data = '€'.repeat(21_000);
   const put = await store.put({ kind: 1, type: 'big', data, to });
   assert.ok(put.bytes.length > 64 * 1024, String(put.bytes.length));
-  const read = await store.get(put.id);
+  const read = decoded(await store.get(put.id));
   assert.equal(read?.data, data);
   assert.deepEqual(read?.to, to);
 });

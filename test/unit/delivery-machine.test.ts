@@ -552,6 +552,18 @@ test('adjacent runs missing for different reasons are separate gaps, in seq orde
   assert.deepEqual(frames[3] as GapFrame, { t: 'gap', from: 4, to: 5, reason: 'expired' });
 });
 
+test('a record that cannot be decoded is an undeliverable gap of its seq (consecutive ones merged), apart from expired ones, and delivery continues after it', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(8);
+  d.inbox.breakRecords(2, 3, 6);
+  d.inbox.expire(5);
+  d.login('a');
+  d.settle();
+  const frames = d.frames('a');
+  assert.deepEqual(frames.map(briefOf), ['welcome 1', 'msg 1', 'gap 2-3 undeliverable', 'msg 4', 'gap 5-5 expired', 'gap 6-6 undeliverable', 'msg 7', 'msg 8']);
+  assert.deepEqual(frames[2] as GapFrame, { t: 'gap', from: 2, to: 3, reason: 'undeliverable' });
+});
+
 test('trimmed below a page, then expired at its start: two gaps, the trimmed one first', () => {
   const d = caughtUp(3);
   d.inbox.append(6);

@@ -13,7 +13,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { ServerFrame } from '../../src/delivery/frames.js';
 import type { GapReason } from '../../src/delivery/message-view.js';
 import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
-import type { StoredMessage } from '../../src/store/record.js';
+import { isUnreadable, unreadableRecord, type ReadRecord } from '../../src/store/unreadable.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
 
 /** A small window and the default timings. */
@@ -28,7 +28,7 @@ export class FakeInbox {
   latest = 0;
   /** Oldest retained seq; `latest + 1` when nothing is retained. */
   first = 1;
-  readonly #content = new Map<number, StoredMessage | null>();
+  readonly #content = new Map<number, ReadRecord | null>();
   /** Bumped when the inbox is recreated or restored: a seq reused then names another message. */
   #generation = 0;
 
@@ -59,6 +59,17 @@ export class FakeInbox {
     }
   }
 
+  /** Seqs whose stored record cannot be decoded (src/store/unreadable.ts). */
+  readonly #unreadable = new Set<number>();
+
+  /** The stored records of these seqs cannot be decoded: the store answers the unreadable mark. */
+  breakRecords(...seqs: number[]): void {
+    for (const s of seqs) {
+      this.#content.set(s, unreadableRecord(this.idOf(s)));
+      this.#unreadable.add(s);
+    }
+  }
+
   /** Entries deleted by hand (XDEL): holes in the stream. */
   readonly holes = new Set<number>();
 
@@ -67,18 +78,20 @@ export class FakeInbox {
    * content expired. (Not meaningful across `recreate` or `restoreTo`.)
    */
   isMissing(seq: number): boolean {
-    return seq < this.first || this.holes.has(seq) || (seq <= this.latest && this.#content.get(seq) === null);
+    return seq < this.first || this.holes.has(seq) || (seq <= this.latest && (this.#content.get(seq) === null || this.#unreadable.has(seq)));
   }
 
   /**
    * True when `seq` can rightly be reported as a gap for `reason`: `trimmed` when it is
    * not in the stream (below the first retained, or deleted by hand), `expired` when its
-   * content expired (it may have been trimmed since: both are one-way). Never
-   * `undeliverable`: the machine does not make those (session.ts does). (Not meaningful
-   * across `recreate` or `restoreTo`.)
+   * content expired (it may have been trimmed since: both are one-way), `undeliverable`
+   * when its record cannot be decoded (the machine's only undeliverable gaps: the
+   * session makes those of msgs it cannot serialise). (Not meaningful across `recreate`
+   * or `restoreTo`.)
    */
   missingFor(seq: number, reason: GapReason): boolean {
     if (reason === 'trimmed') return seq < this.first || this.holes.has(seq);
+    if (reason === 'undeliverable') return this.#unreadable.has(seq);
     return reason === 'expired' && this.#expired.has(seq);
   }
 
@@ -112,9 +125,9 @@ export class FakeInbox {
   }
 
   /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
-  read(afterSeq: number, limit: number): { page: InboxPage; records: (StoredMessage | null)[] } {
+  read(afterSeq: number, limit: number): { page: InboxPage; records: (ReadRecord | null)[] } {
     const entries: InboxEntry[] = [];
-    const records: (StoredMessage | null)[] = [];
+    const records: (ReadRecord | null)[] = [];
     for (let s = Math.max(afterSeq + 1, this.first); s <= this.latest && entries.length < limit; s++) {
       if (this.holes.has(s)) continue;
       entries.push({ seq: s, id: this.idOf(s), kind: MsgKind.user });
@@ -312,7 +325,7 @@ export class Driver {
     const { page, records } = this.inbox.read(seq - 1, 1);
     const entry = page.entries[0];
     const record = records[0];
-    assert.ok(entry && record);
+    assert.ok(entry && record && !isUnreadable(record));
     return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record));
   }
 

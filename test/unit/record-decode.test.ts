@@ -2,7 +2,8 @@
  * Reading a record back (src/store/record.ts): `expiresAtOf`, which the read cache
  * checks a written record's expiry with, answers NaN (treated as expired, never
  * served) for bytes that do not begin as every record is written; `recordOf` keeps the
- * MsgID it was read under and refuses what is no record.
+ * MsgID it was read under and refuses what is no record: another shape, or a `kind`
+ * this release does not know (readers then answer it as unreadable, a gap).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,11 +21,15 @@ test('expiresAtOf reads the expiry a record is written with, and NaN from bytes 
   }
 });
 
-test('recordOf keeps the MsgID it reads a record under, and refuses a value that is no record as INTERNAL', () => {
+test('recordOf keeps the MsgID it reads a record under, and refuses a value that is no record (another shape, an unknown kind) as INTERNAL', () => {
   const record = recordOf({ id: 'ffffffffffffffff', expiresAt: 5, kind: 1, type: 't', data: { a: [1] }, ts: 1 }, ID);
   assert.equal(record.id, ID, 'a record\'s own id cannot replace its key');
   assert.ok(Object.isFrozen(record) && Object.isFrozen((record.data as { a: number[] }).a));
-  for (const bad of [null, 7, 'text', {}, { expiresAt: '5' }]) {
+  const whole = { expiresAt: 5, kind: 1, type: 't', data: null, ts: 1 };
+  assert.equal(recordOf(whole, ID).data, null, 'data null is data');
+  const { data: _data, ...noData } = whole;
+  const others = [noData, { ...whole, kind: 9 }, { ...whole, type: 3 }, { ...whole, ts: '1' }, { ...whole, expiresAt: undefined }];
+  for (const bad of [null, 7, 'text', {}, { expiresAt: '5' }, ...others]) {
     assert.throws(() => recordOf(bad, ID), (err) => isPixiuError(err, 'INTERNAL'), JSON.stringify(bad));
   }
 });

@@ -10,6 +10,7 @@ import { decodeMsgId, kindName } from '../../ids/msg-id.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-throttle.js';
 import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
+import { isUnreadable } from '../../store/unreadable.js';
 import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
@@ -342,6 +343,9 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const { kind } = decodeMsgId(req.params.id);
     const record = await deps.store.get(req.params.id);
     if (record === null) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
+    // Its stored bytes cannot be decoded (src/store/unreadable.ts; logged once by the
+    // store that holds it): unreadable like expired content, not a 500 (docs/api.md).
+    if (isUnreadable(record)) throw new PixiuError('NOT_FOUND', `message ${record.id} cannot be read: its stored record cannot be decoded`);
     if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
       // Stored before ingest limited depth: unreadable like expired content, not a 500.
       req.log.error({ msgId: record.id }, 'stored message nests too deep to serialise');
