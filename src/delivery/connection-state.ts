@@ -91,13 +91,15 @@ function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects:
 
 /**
  * Sends `reset` on connection `c` (its inbox was recreated or restored with less under
- * it, DESIGN.md §11) and restarts its cursors before the first seq `page` holds: no
- * message in flight, no redelivery pending, its timer cancelled.
+ * it, DESIGN.md §11) and restarts its cursors at 0, the start of the new epoch: no
+ * message in flight, no redelivery pending, its timer cancelled. Seqs below the first
+ * one `page` holds then go out as a `trimmed` gap before it ({@link deliverPage}), so
+ * that after a reset too every seq is a `msg` or in a `gap` (docs/protocol.md, `reset`).
  */
 export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
   c.epochUntold = page.epoch === null;
-  c.acked = c.sent = beforeFirst(page);
+  c.acked = c.sent = 0;
   // Seqs of the old inbox: an ack of the new one's first seqs must be stored again.
   c.stored = 0;
   c.inflight = [];
@@ -125,7 +127,8 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
   c.epochUntold = page.epoch === null;
   c.phase = 'ready';
-  c.acked = c.sent = start;
+  // After a `reset` from 0, as resetTo: seqs below the first retained go out as a gap.
+  c.acked = c.sent = notice?.t === 'reset' ? 0 : start;
 }
 
 /**

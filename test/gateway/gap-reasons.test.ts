@@ -95,3 +95,18 @@ test('a trimmed run right before an expired one is two gaps, trimmed then expire
   assert.deepEqual(page.gaps, [{ from: 1, to: 5, reason: 'trimmed' }, { from: 6, to: 7, reason: 'expired' }]);
   assert.deepEqual(page.messages.map((m) => m.seq), [8, 9, 10]);
 });
+
+test('a reset of an inbox the cap trimmed is followed by a trimmed gap from seq 1, so every seq of the new epoch is a msg or in a gap', async (t) => {
+  const { gw } = await capped(t, 'reset-trim', 10);
+  const ids = await postMany(gw.client, 'rosa', 8);
+  // The cap keeps 4..8. A device resuming under an epoch that is not the inbox's (or
+  // above its latest seq) is reset: seqs restart, and 1..3 are gone.
+  for (const params of [{ last_seq: 2, epoch: 'not-the-epoch' }, { last_seq: 30 }]) {
+    const client = await gw.connect('rosa', { device: 'phone', params });
+    const welcome = await expectWelcome(client, 4, 8);
+    assert.deepEqual(await client.next(), { t: 'reset', epoch: welcome.epoch, seq: 8 }, JSON.stringify(params));
+    assert.deepEqual(await client.next(), { t: 'gap', from: 1, to: 3, reason: 'trimmed' }, JSON.stringify(params));
+    await expectMsgs(client, 4, 8, ids);
+    await client.close();
+  }
+});

@@ -204,7 +204,7 @@ test('resume: last_seq below the first retained − 1 sends gap {last_seq+1, fir
   assert.deepEqual(d.brief('a'), ['welcome 16', 'gap 1-15 trimmed', ...msgs(3, 16)]);
 });
 
-test('resume: another epoch, or last_seq above latest, sends reset {epoch, seq} then from the first retained', () => {
+test('resume: another epoch, or last_seq above latest, sends reset {epoch, seq}, a trimmed gap of the seqs below the first retained, then from the first retained', () => {
   for (const resume of [after(3, 'old-epoch'), after(11)]) {
     const d = new Driver();
     d.inbox.append(10);
@@ -213,8 +213,16 @@ test('resume: another epoch, or last_seq above latest, sends reset {epoch, seq} 
     d.settle();
     const frames = d.frames('a');
     assert.deepEqual(frames[1], { t: 'reset', epoch: 'ep1', seq: 10 }, JSON.stringify(resume));
-    assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1 10', ...msgs(3, 4)]);
+    assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1 10', 'gap 1-3 trimmed', ...msgs(3, 4)]);
   }
+});
+
+test('a reset of an inbox that still starts at seq 1 sends no gap: the retained messages follow it from 1', () => {
+  const d = new Driver();
+  d.inbox.append(3);
+  d.login('a', after(2, 'old-epoch'));
+  d.settle();
+  assert.deepEqual(d.frames('a').map(briefOf), ['welcome 1', 'reset ep1 3', ...msgs(3, 1)]);
 });
 
 test('resume: last_seq above latest under the inbox\'s own epoch (it came back with less) asks for a new epoch, then resets under it', () => {
@@ -227,7 +235,7 @@ test('resume: last_seq above latest under the inbox\'s own epoch (it came back w
   assert.deepEqual(d.rotationCauses, ['resume'], 'the log can say a client\'s last_seq showed it, not this node\'s deliveries');
   const frames = d.frames('a');
   assert.deepEqual(frames[1], { t: 'reset', epoch: 'ep1-rotated', seq: 10 });
-  assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1-rotated 10', ...msgs(3, 4)]);
+  assert.deepEqual(frames.map(briefOf), ['welcome 4', 'reset ep1-rotated 10', 'gap 1-3 trimmed', ...msgs(3, 4)]);
 });
 
 test('resume: from=latest sends nothing old, then what is appended', () => {

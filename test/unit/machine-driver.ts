@@ -141,7 +141,7 @@ export class FakeInbox {
 /** What the driver checks per connection, frame by frame. */
 interface Seen {
   welcomed: boolean;
-  /** Highest seq covered by a `msg` or `gap`; null right after a `reset` (cursors restart). */
+  /** Highest seq covered by a `msg` or `gap`; 0 right after a `reset` (seqs restart); null when not known. */
   high: number | null;
   frames: ServerFrame[];
 }
@@ -239,11 +239,10 @@ export class Driver {
     }
     assert.ok(s.welcomed, `${conn}: ${frame.t} before welcome`);
     if (frame.t === 'reset') {
-      // Right after `welcome`, under its epoch, it is the resume notice: `resume_from`
-      // already says where the cursor restarts. Later, or under another epoch (the inbox
-      // was recreated while the first page was read), the restart point is not in the frame.
-      const previous = s.frames[s.frames.length - 2];
-      if (previous?.t !== 'welcome' || previous.epoch !== frame.epoch) s.high = null;
+      // Seqs restart under the new epoch: every one from 1 comes as a `msg` or in a
+      // `gap` (trimmed below the first retained), whether the reset is the resume notice
+      // right after `welcome` or comes later (docs/protocol.md, `reset`).
+      s.high = 0;
     } else if (frame.t === 'gap') {
       assert.ok(frame.from <= frame.to, `${conn}: gap ${frame.from}..${frame.to}`);
       if (s.high !== null) assert.ok(frame.from <= s.high + 1, `${conn}: gap from ${frame.from} skips after ${s.high}`);
