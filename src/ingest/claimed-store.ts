@@ -76,11 +76,10 @@ export async function storeClaimed(
 /**
  * A retry's answer from another store's first message (same-message.ts compares it
  * with the retry, as with a local one); undefined when it is gone (expired, its store
- * retired).
+ * retired) or its stored bytes cannot be decoded (the retry is then stored anew, as for
+ * a local first record that cannot be decoded).
  * @throws PixiuError UNAVAILABLE when its node cannot be read now, or no store claims
  *   its partition now
- * @throws PixiuError INTERNAL when its stored bytes cannot be decoded (as a retry of a
- *   local record that cannot be decoded is)
  */
 export async function otherStoresRecord(records: RecordReader | undefined, id: string): Promise<PutResult | undefined> {
   // getMany, not get: the id comes from a claim, not a caller, so a partition no store
@@ -89,9 +88,10 @@ export async function otherStoresRecord(records: RecordReader | undefined, id: s
   // a FLUSHALL (a fresh try of the claims).
   const [first] = (await records?.getMany([id])) ?? [];
   if (first === null || first === undefined) return undefined;
-  // Its bytes cannot be decoded (src/store/unreadable.ts): the retry cannot be compared
-  // with it, as a local first record that cannot be decoded is not (partition.ts).
-  if (isUnreadable(first)) throw new PixiuError('INTERNAL', `stored message ${id} cannot be decoded`);
+  // Its bytes cannot be decoded (src/store/unreadable.ts; its store logs that): taken
+  // for gone, as an expired one is, so the retry is stored anew here — as a local first
+  // record that cannot be decoded is (partition.ts).
+  if (isUnreadable(first)) return undefined;
   return { id, duplicate: true, message: first, bytes: NO_BYTES };
 }
 

@@ -86,6 +86,9 @@ export class Partition {
   /** Refuses writes after a failed one until the database has reopened. */
   readonly #recovery: WriteRecovery;
 
+  /** This partition's log lines (`partition` set); undefined in tests that give none. */
+  readonly #logger: Logger | undefined;
+
   private constructor(db: PartitionDb, location: string, index: number, counter: number, options: PartitionOptions) {
     this.#db = db;
     this.location = location;
@@ -96,8 +99,9 @@ export class Partition {
     this.#now = options.now;
     this.#sweepClock = new SweepClock(options.now, options.monotonic);
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
+    this.#logger = options.logger?.child({ partition: index });
     this.#recovery = new WriteRecovery({
-      index, location, db, logger: options.logger?.child({ partition: index }), onWriteFailure: options.onWriteFailure,
+      index, location, db, logger: this.#logger, onWriteFailure: options.onWriteFailure,
       exclusive: (job) => this.#commit.exclusive(job),
       closed: () => this.#closed,
     });
@@ -301,10 +305,26 @@ export class Partition {
     const now = this.#now();
     found.forEach(({ k, id }, j) => {
       const bytes = records[j];
-      const first = bytes === undefined ? null : decodeRecord(bytes, id);
+      const first = bytes === undefined ? null : this.#decodedFirst(bytes, id, cids[k] as string);
       if (first !== null && first.expiresAt > now && bytes !== undefined) out[k] = { id, duplicate: true, message: first, bytes };
     });
     return out;
+  }
+
+  /**
+   * The record first stored under `cid`, or null when its bytes cannot be decoded
+   * (src/store/unreadable.ts): then it is taken for gone, as an expired one is, and the
+   * retry is stored anew — its content is what the recipients can still get (the first
+   * is an `undeliverable` gap wherever it was appended), where a refusal would hold the
+   * key for good (docs/decisions.md "Unreadable records"). Logged at error.
+   */
+  #decodedFirst(bytes: Buffer, id: string, cid: string): StoredMessage | null {
+    try {
+      return decodeRecord(bytes, id);
+    } catch (err) {
+      this.#logger?.error({ msgId: id, clientMsgId: cid, err }, 'the message first stored under this client_msg_id cannot be decoded: the retry is stored as a new message');
+      return null;
+    }
   }
 
   /** Values of `keys`, in order: synchronously for a few, else in one `getMany` (see #findDuplicates). */

@@ -139,3 +139,47 @@ test('a second node reading the broken record from its owner over the records ro
   // The record is A's: A logs it, B read A's answer.
   assert.deepEqual(linesOf(lines, posted[1]?.id ?? ''), []);
 });
+
+test('a retry of a client_msg_id whose first record cannot be decoded is stored anew (201, a new id) and delivered after the gap, on its node and through another; a second retry is its duplicate', async (t) => {
+  const prefix = 'undecodable-retry:';
+  const dirA = await tempDataDir(t);
+  const settingsA = { redisUrl: redis.url, redisPrefix: prefix, partitions: '1', dataDir: dirA, jwtSecret: JWT_SECRET, storeDurability: 'relaxed' };
+  // A's store is known to this Redis before B starts, and B's before A starts again:
+  // each sees the Redis shared at its start, so client_msg_id claims are written and
+  // read from the first POST on (src/cluster/client-id-claims.ts).
+  await (await startInProcess(t, settingsA)).service.close();
+  const b = await startInProcess(t, { redisUrl: redis.url, redisPrefix: prefix, partitions: '1', dataDir: await tempDataDir(t), jwtSecret: JWT_SECRET });
+  const first = await startInProcess(t, settingsA);
+  const onA = { to: 'ulla', type: 'test.one', data: 'broken', client_msg_id: 'order-1' };
+  const throughB = { to: 'ulf', type: 'test.one', data: 'broken', client_msg_id: 'order-2' };
+  const bodies = [onA, throughB];
+  const firstIds: string[] = [];
+  for (const body of bodies) {
+    const answer = await first.client.post('/v1/messages', body);
+    assert.equal(answer.status, 201, answer.text);
+    firstIds.push((answer.body as { id: string }).id);
+  }
+  await first.service.close();
+  for (const id of firstIds) await breakRecord(dirA, id);
+  const a = await startInProcess(t, settingsA);
+
+  // order-1 retried on its own node (A), order-2 through B, which reads A's record.
+  const cases: [InProcessServer, typeof onA, string | undefined][] = [[a, onA, firstIds[0]], [b, throughB, firstIds[1]]];
+  for (const [server, body, firstId] of cases) {
+    const retry = await server.client.post('/v1/messages', body);
+    assert.equal(retry.status, 201, `${body.client_msg_id}: ${retry.text}`);
+    const stored = retry.body as { id: string; duplicate: boolean; recipients: { user: string; seq: number }[] };
+    assert.notEqual(stored.id, firstId, 'a new message: the first cannot be read');
+    assert.deepEqual([stored.duplicate, stored.recipients], [false, [{ user: body.to, seq: 2 }]]);
+    const again = await server.client.post('/v1/messages', body);
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual([(again.body as { id: string }).id, (again.body as { duplicate: boolean }).duplicate], [stored.id, true]);
+
+    const client = await connect(t, server, body.to, 'phone');
+    await expectWelcome(client, 1, 2);
+    assert.deepEqual(await expectFrame(client, 'gap'), { t: 'gap', from: 1, to: 1, reason: 'undeliverable' });
+    const msg = await expectFrame(client, 'msg');
+    assert.deepEqual([msg.seq, msg.id, msg.data], [2, stored.id, 'broken']);
+    await client.close();
+  }
+});
