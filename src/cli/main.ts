@@ -27,11 +27,22 @@ const program = new Command()
   .version(pkg.version)
   .showHelpAfterError('(add --help for usage)');
 
+/**
+ * The command line to parse: as given, except `pixiu help <name>` for a name that is no
+ * subcommand, which is parsed as `pixiu <name>` so that it gets commander's "unknown
+ * command" line and its "Did you mean" (its own `help` prints the general usage alone).
+ */
+function argvToParse(argv: readonly string[]): string[] {
+  const [asked, name] = [argv[2], argv[3]];
+  const unknownHelp = asked === 'help' && name !== undefined && !name.startsWith('-') && name !== 'help' && !Object.hasOwn(SUBCOMMANDS, name);
+  return unknownHelp ? [...argv.slice(0, 2), name] : [...argv];
+}
+
 try {
   const named = process.argv[2];
   const load = named !== undefined && Object.hasOwn(SUBCOMMANDS, named) ? [named] : Object.keys(SUBCOMMANDS);
   for (const name of load) program.addCommand(await (SUBCOMMANDS[name] as () => Promise<Command>)());
-  await program.parseAsync(process.argv);
+  await program.parseAsync(argvToParse(process.argv));
 } catch (err) {
   if (err instanceof StartupError) {
     process.stderr.write(`pixiu: ${err.message}\n`);

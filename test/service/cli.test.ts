@@ -207,6 +207,25 @@ test('pixiu serve --help exits 0 and lists the settings by environment name', as
   assert.match(run.stdout, /An empty variable counts as unset/);
 });
 
+test('a mistyped subcommand, alone or after help, exits 1 saying it is unknown and naming the nearest; help <subcommand> and --help of each exit 0 with its usage', async () => {
+  for (const args of [['conect'], ['help', 'conect'], ['help', 'inspekt']]) {
+    const run = await runCli(args);
+    assert.equal(run.code, 1, args.join(' '));
+    assert.match(run.stderr, new RegExp(`unknown command '${args[args.length - 1]}'`), args.join(' '));
+    assert.match(run.stderr, /Did you mean (connect|inspect)\?/, args.join(' '));
+  }
+  for (const name of ['serve', 'token', 'connect', 'inspect']) {
+    for (const args of [['help', name], [name, '--help']]) {
+      const run = await runCli(args);
+      assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stdout, new RegExp(`^Usage: pixiu ${name} `), args.join(' '));
+    }
+  }
+  const all = await runCli(['--help']);
+  assert.equal(all.code, 0, all.stderr);
+  for (const name of ['serve', 'token', 'connect', 'inspect']) assert.match(all.stdout, new RegExp(`^  ${name} `, 'm'), 'every subcommand in the full help');
+});
+
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
   const run = await runCli(['connect', '--help']);
   assert.equal(run.code, 0, run.stderr);
