@@ -45,6 +45,7 @@ export interface SeqGap {
   from: number;
   /** Last missing seq, inclusive. */
   to: number;
+  /** Why every seq of the run is missing: runs of different reasons are separate gaps. */
   reason: GapReason;
 }
 

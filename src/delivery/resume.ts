@@ -3,8 +3,9 @@
  * what the client asked for and what the inbox holds. Pure: no I/O.
  *
  * - `last_seq` given and the epoch matches (or none given) → after it;
- * - the epoch differs, or `last_seq` is above the latest seq → `reset`, then from the
- *   first retained entry;
+ * - the epoch differs, or `last_seq` is above the latest seq → `reset`, then from seq 0
+ *   of the new epoch: a `trimmed` gap of the seqs below the first retained entry, then
+ *   that entry (connection-state.ts joinAt and deliverPage);
  * - `last_seq` below the first retained seq − 1 → `gap` (reason `trimmed`) of the missing
  *   range, then from the first retained entry;
  * - no `last_seq`: the device's stored cursor (handled as `after` without an epoch),
@@ -23,7 +24,11 @@ export type ResumeRequest =
   /** Nothing known: from the first retained entry. */
   | { readonly kind: 'first' };
 
-/** The decision: deliver after `start`; send `notice` first when there is one. */
+/**
+ * The decision: deliver after `start`; send `notice` first when there is one. After a
+ * `reset` notice the connection starts at 0 instead (joinAt): `start` is then where
+ * its first retained message is, what `welcome`'s `resume_from` says.
+ */
 export interface ResumePoint {
   readonly start: number;
   readonly notice?: GapFrame | ResetFrame;

@@ -29,16 +29,12 @@ import { SweepClock } from './sweep-clock.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
-import { decodeRecord, duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+import { storedUnder } from './client-id-index.js';
+import { duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteSlots } from './write-slots.js';
 
-/**
- * Most records of earlier puts (found by their `clientMsgId`) that one batch reads
- * synchronously on the event loop; more are read in one `getMany` (see
- * `#findDuplicates`).
- */
-export const SYNC_READS_MAX = 16;
+export { SYNC_READS_MAX } from './client-id-index.js';
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
 export const MAX_BATCH_PUTS = 2000;
 
@@ -194,7 +190,7 @@ export class Partition {
     const pending = this.#pending.get(clientMsgId);
     if (pending !== undefined) return (await pending.put).message;
     try {
-      return (await this.#storedUnder([clientMsgId]))[0]?.message;
+      return (await storedUnder(this.#db, this.#now, this.#logger, [clientMsgId]))[0]?.message;
     } catch (err) {
       throw this.#unavailable(err);
     }
@@ -283,54 +279,9 @@ export class Partition {
       cids.push(cid);
     });
     if (cids.length === 0) return out;
-    const firsts = await this.#storedUnder(cids);
+    const firsts = await storedUnder(this.#db, this.#now, this.#logger, cids);
     asked.forEach((i, k) => { out[i] = firsts[k]; });
     return out;
-  }
-
-  /**
-   * Per `clientMsgId`, the live record first stored under it, as a duplicate put's
-   * answer; undefined where none is stored or it has expired (see #findDuplicates for
-   * why the `c` keys are read synchronously).
-   */
-  async #storedUnder(cids: readonly string[]): Promise<(PutResult | undefined)[]> {
-    const out = new Array<PutResult | undefined>(cids.length).fill(undefined);
-    const found: { k: number; id: string }[] = [];
-    cids.forEach((cid, k) => {
-      const id = this.#db.getSync(clientIdKey(cid))?.toString('latin1');
-      if (id !== undefined) found.push({ k, id });
-    });
-    if (found.length === 0) return out;
-    const records = await this.#getAll(found.map((f) => messageKey(f.id)));
-    const now = this.#now();
-    found.forEach(({ k, id }, j) => {
-      const bytes = records[j];
-      const first = bytes === undefined ? null : this.#decodedFirst(bytes, id, cids[k] as string);
-      if (first !== null && first.expiresAt > now && bytes !== undefined) out[k] = { id, duplicate: true, message: first, bytes };
-    });
-    return out;
-  }
-
-  /**
-   * The record first stored under `cid`, or null when its bytes cannot be decoded
-   * (src/store/unreadable.ts): then it is taken for gone, as an expired one is, and the
-   * retry is stored anew — its content is what the recipients can still get (the first
-   * is an `undeliverable` gap wherever it was appended), where a refusal would hold the
-   * key for good (docs/decisions.md "Unreadable records"). Logged at error.
-   */
-  #decodedFirst(bytes: Buffer, id: string, cid: string): StoredMessage | null {
-    try {
-      return decodeRecord(bytes, id);
-    } catch (err) {
-      this.#logger?.error({ msgId: id, clientMsgId: cid, err }, 'the message first stored under this client_msg_id cannot be decoded: the retry is stored as a new message');
-      return null;
-    }
-  }
-
-  /** Values of `keys`, in order: synchronously for a few, else in one `getMany` (see #findDuplicates). */
-  #getAll(keys: Buffer[]): (Buffer | undefined)[] | Promise<(Buffer | undefined)[]> {
-    if (keys.length > SYNC_READS_MAX) return this.#db.getMany(keys);
-    return keys.map((key) => this.#db.getSync(key));
   }
 
   #nextId(kind: number): string {
