@@ -8,10 +8,15 @@
  * checked is the bucket's: over the whole run, frames after the first bucketful
  * arrive at ≤ 1.1 × the rate; and no one-second window holds more than the rate plus
  * a bucketful (+10 %). The lower bound is loose (0.5 × the rate): a busy machine may
- * slow the sender, never speed it up.
+ * slow the sender, never speed it up. The arrival times are this process's: when its
+ * event loop is held up (other test files on the same cores), frames that came during
+ * the hold are stamped together after it, so both upper bounds allow the rate's frames
+ * over the longest hold measured (monitorEventLoopDelay) — a few hundred at most, where
+ * a node ignoring the limit sends all 2,500 within a fraction of a second.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { cleanupList, type PixiuClient, type ServeProcess } from '../harness/pixiu-server.js';
 import { compareStreamIds } from '../../src/streams/stream-id.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
@@ -43,6 +48,8 @@ test(`PIXIU_BROADCAST_RATE=${RATE}: ${CLIENTS * BROADCASTS} frames arrive at abo
     client.ws.on('message', () => arrivals.push(performance.now()));
     return client;
   });
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
   // All at once, so the limiter, not the posting, is what paces the frames; a client
   // gets them in stream order.
   const posted = (await Promise.all(Array.from({ length: BROADCASTS }, (_, i) => postBroadcast(api, { data: { i } }))))
@@ -50,17 +57,22 @@ test(`PIXIU_BROADCAST_RATE=${RATE}: ${CLIENTS * BROADCASTS} frames arrive at abo
   const last = posted[posted.length - 1] as Posted;
   await Promise.all(clients.map(async (c) => assert.deepEqual(await bcastsUntil(c, last.bseq, 30_000), posted.map((p) => p.bseq))));
 
+  loopDelay.disable();
+  /** The longest this process's event loop was held up, ms: arrivals bunch over it. */
+  const holdMs = loopDelay.max / 1e6;
   const n = arrivals.length;
   assert.equal(n, CLIENTS * BROADCASTS);
   const spanMs = (arrivals[n - 1] as number) - (arrivals[0] as number);
   const rate = ((n - BUCKET) * 1000) / spanMs;
+  const rateAllowingHold = ((n - BUCKET) * 1000) / (spanMs + holdMs);
   let busiest = 0;
   for (let i = 0, j = 0; i < n; i++) {
     while ((arrivals[i] as number) - (arrivals[j] as number) >= 1000) j++;
     busiest = Math.max(busiest, i - j + 1);
   }
-  t.diagnostic(`${n} frames over ${Math.round(spanMs)} ms: ${Math.round(rate)} frames/s after the first bucketful (limit ${RATE}); busiest 1 s window: ${busiest} frames`);
-  assert.ok(rate <= RATE * 1.1, `${Math.round(rate)} frames/s is above the limit of ${RATE}`);
+  t.diagnostic(`${n} frames over ${Math.round(spanMs)} ms: ${Math.round(rate)} frames/s after the first bucketful (limit ${RATE}); busiest 1 s window: ${busiest} frames; longest event-loop hold ${Math.round(holdMs)} ms`);
+  assert.ok(rateAllowingHold <= RATE * 1.1, `${Math.round(rate)} frames/s is above the limit of ${RATE} (${Math.round(rateAllowingHold)} allowing a ${Math.round(holdMs)} ms hold)`);
   assert.ok(rate >= RATE * 0.5, `${Math.round(rate)} frames/s is far below the limit of ${RATE}`);
-  assert.ok(busiest <= (RATE + BUCKET) * 1.1, `${busiest} frames in one second`);
+  const bunched = (RATE * holdMs) / 1000;
+  assert.ok(busiest <= (RATE + BUCKET) * 1.1 + bunched, `${busiest} frames in one second (allowing ${Math.round(bunched)} bunched by a ${Math.round(holdMs)} ms hold)`);
 });
