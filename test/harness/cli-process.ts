@@ -6,6 +6,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { REPO_ROOT, cliEntry, type CleanupContext, type ExitStatus } from './pixiu-server.js';
 
 /** How long {@link CliProcess.line} waits by default, ms. */
@@ -24,6 +27,8 @@ export interface SpawnCliOptions {
    * 'start']`, the README's run command), with the same environment and handling.
    */
   readonly command?: readonly [string, ...string[]];
+  /** The working directory, default the repository root (e.g. a {@link packageCopy}). */
+  readonly cwd?: string;
 }
 
 /** A running `pixiu` child process. */
@@ -62,7 +67,7 @@ export function spawnCli(args: readonly string[], env: Record<string, string>, t
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
   const [program, ...argv] = opts.command ?? [process.execPath, ...cliEntry(), ...args];
   const proc = spawn(program, argv, {
-    cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
+    cwd: opts.cwd ?? REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
   });
   let out = '';
   let err = '';
@@ -146,4 +151,23 @@ export function listeningUrl(line: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A copy of the package's buildable tree in a temp dir — package.json, the lock, the
+ * tsconfigs, `src/`, `scripts/`, `storage/redis.conf`, and `node_modules` as a link to
+ * the repository's — for a test that runs `npm start`, whose build rewrites `dist/`:
+ * run in the repository, it rewrote the files other test files' `pixiu` processes were
+ * loading at that moment (a half-written module is a SyntaxError at their import).
+ * Removed when the test ends.
+ * @returns the copy's root
+ */
+export async function packageCopy(t: CleanupContext): Promise<string> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-package-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  for (const name of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'scripts', 'storage/redis.conf']) {
+    await cp(path.join(REPO_ROOT, name), path.join(root, name), { recursive: true });
+  }
+  await symlink(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'), 'dir');
+  return root;
 }

@@ -20,7 +20,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
 import { openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
-import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
+import { listeningUrl, packageCopy, spawnCli, type CliProcess } from '../harness/cli-process.js';
 import { spawnServe, startInProcess, tempDataDir, type CleanupContext, type ExitStatus, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { logLines } from '../harness/log-capture.js';
@@ -119,7 +119,9 @@ test('SIGTERM to `npm start` (the README\'s run command, as a supervisor sends i
   t.after(async () => {
     for (const pid of [servePid, Number(await readFile(pidFile, 'utf8').catch(() => ''))]) if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
   });
-  const npm = spawnCli([], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN }, t, { command: ['npm', 'start'] });
+  // In a copy of the package: npm start's build rewrites dist/, which other test files'
+  // pixiu processes load meanwhile.
+  const npm = spawnCli([], { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN }, t, { command: ['npm', 'start'], cwd: await packageCopy(t) });
   t.after(() => rm(dataDir, { recursive: true, force: true }));
   // `npm start` builds first: the bound covers tsc.
   const listening = await npm.line((l) => listeningUrl(l) !== undefined, 'the listening line', 90_000);
