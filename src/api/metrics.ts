@@ -104,6 +104,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Stored records found undecodable (src/store/unreadable.ts): each is delivered as an
+   * `undeliverable` gap and logged at error. Counted once per record per process (at
+   * its first read; a record read again after the store forgot it, past 1,024 others,
+   * counts again).
+   */
+  readonly storeUnreadableRecords = new Counter({
+    name: 'pixiu_store_unreadable_records_total',
+    help: 'Stored records whose bytes cannot be decoded (each delivered as an undeliverable gap), counted at their first read',
+    registers: [this.registry],
+  });
+
   /** Redis failures: connection errors (`connection`), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
   readonly redisErrors = new Counter({
     name: 'pixiu_redis_errors_total',

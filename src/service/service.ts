@@ -159,6 +159,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       logger,
       onBatch: (size, ms) => metrics.observeBatch(size, ms),
       onWriteFailure: () => metrics.storeWriteFailures.inc(),
+      onUnreadable: () => metrics.storeUnreadableRecords.inc(),
     });
     cleanup.unshift({ what: 'store', run: () => store.close() });
     stopAsked();

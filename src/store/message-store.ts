@@ -62,6 +62,8 @@ export interface MessageStoreOptions {
   readonly onBatch?: (size: number, ms: number) => void;
   /** Called once per failed partition write (metrics; partition.ts `onWriteFailure`). */
   readonly onWriteFailure?: () => void;
+  /** Called once per record found undecodable, when it is logged (metrics; unreadable.ts). */
+  readonly onUnreadable?: () => void;
 }
 
 /** The partitioned, durable message store. */
@@ -88,7 +90,7 @@ export class MessageStore implements RecordReader {
     this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
     this.#now = opts.now ?? Date.now;
     this.#logger = opts.logger;
-    this.#unreadable = new UnreadableLog(opts.logger);
+    this.#unreadable = new UnreadableLog(opts.logger, opts.onUnreadable);
     this.#sweepers = partitions.map((p) =>
       new Sweeper(() => p.sweep(), opts.sweepIntervalMs, opts.logger?.child({ partition: p.index })));
   }

@@ -52,9 +52,12 @@ export class UnreadableLog {
   readonly #logger: Logger | undefined;
   /** Ids logged, oldest first (a Set keeps insertion order). */
   readonly #logged = new Set<string>();
+  readonly #onReported: (() => void) | undefined;
 
-  constructor(logger: Logger | undefined) {
+  /** @param onReported called with each line logged (a metric's count) */
+  constructor(logger: Logger | undefined, onReported?: () => void) {
     this.#logger = logger;
+    this.#onReported = onReported;
   }
 
   /**
@@ -74,5 +77,6 @@ export class UnreadableLog {
     const reason = err instanceof Error && err.cause instanceof Error ? err.cause.message : 'JSON that is no record of this release (another shape, or an unknown kind)';
     this.#logger?.error({ msgId: id, partition, source, reason },
       'stored message cannot be decoded: it is delivered as a gap (reason undeliverable)');
+    this.#onReported?.();
   }
 }

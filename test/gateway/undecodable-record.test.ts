@@ -115,6 +115,9 @@ test('a record whose stored bytes cannot be decoded is a gap (undeliverable) bet
   assert.equal(logged[0]?.level, 50);
   assert.equal(logged[0]?.partition, 0);
   assert.match(String(logged[0]?.source), /xiu[/\\]0$/);
+  // Counted once too, for an operator's alert.
+  const metrics = (await server.client.get('/metrics', { headers: { authorization: '' } })).text;
+  assert.match(metrics, /^pixiu_store_unreadable_records_total 1$/m);
   assert.equal((await server.client.get('/healthz')).status, 200);
 });
 
@@ -136,8 +139,11 @@ test('a second node reading the broken record from its owner over the records ro
   expectError(await b.client.get(`/v1/messages/${posted[1]?.id ?? ''}`), 404, 'NOT_FOUND', /cannot be decoded/);
   // B read every record from A (partition 0 is A's), and failed no read of it.
   assert.deepEqual(lines.filter((l) => l.msg === 'remote record read failed' || l.msg === 'delivery fetch failed, will retry'), []);
-  // The record is A's: A logs it, B read A's answer.
+  // The record is A's: A logs and counts it, B read A's answer.
   assert.deepEqual(linesOf(lines, posted[1]?.id ?? ''), []);
+  const metricsOf = async (node: InProcessServer): Promise<string> => (await node.client.get('/metrics', { headers: { authorization: '' } })).text;
+  assert.match(await metricsOf(a), /^pixiu_store_unreadable_records_total 1$/m);
+  assert.match(await metricsOf(b), /^pixiu_store_unreadable_records_total 0$/m);
 });
 
 test('a retry of a client_msg_id whose first record cannot be decoded is stored anew (201, a new id) and delivered after the gap, on its node and through another; a second retry is its duplicate', async (t) => {
