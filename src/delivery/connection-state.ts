@@ -115,7 +115,7 @@ export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
  * @param heartbeatMs the server heartbeat, shown in `welcome` in whole seconds (at least 1)
  */
 export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: number, effects: Effect[]): void {
-  const { start, notice } = resumePoint(c.resume, page);
+  const { start, cursor, notice } = resumePoint(c.resume, page);
   effects.push({
     kind: 'send',
     conn: c.id,
@@ -127,8 +127,7 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
   c.epochUntold = page.epoch === null;
   c.phase = 'ready';
-  // After a `reset` from 0, as resetTo: seqs below the first retained go out as a gap.
-  c.acked = c.sent = notice?.t === 'reset' ? 0 : start;
+  c.acked = c.sent = cursor;
 }
 
 /**

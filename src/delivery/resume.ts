@@ -25,12 +25,14 @@ export type ResumeRequest =
   | { readonly kind: 'first' };
 
 /**
- * The decision: deliver after `start`; send `notice` first when there is one. After a
- * `reset` notice the connection starts at 0 instead (joinAt): `start` is then where
- * its first retained message is, what `welcome`'s `resume_from` says.
+ * The decision: send `notice` first when there is one, then deliver after `cursor`.
+ * `start` is where the first message sent comes after (`welcome`'s `resume_from` is
+ * `start + 1`): the cursor too, except after a `reset`, whose cursor is 0 — seqs
+ * restart, and those below the first retained one go out as a `trimmed` gap before it.
  */
 export interface ResumePoint {
   readonly start: number;
+  readonly cursor: number;
   readonly notice?: GapFrame | ResetFrame;
 }
 
@@ -41,14 +43,14 @@ export function beforeFirst(page: InboxPage): number {
 
 /** Applies the resume rules to one request and the inbox's bounds. */
 export function resumePoint(r: ResumeRequest, page: InboxPage): ResumePoint {
-  if (r.kind === 'latest') return { start: page.latestSeq };
+  if (r.kind === 'latest') return { start: page.latestSeq, cursor: page.latestSeq };
   const first = beforeFirst(page);
-  if (r.kind === 'first') return { start: first };
+  if (r.kind === 'first') return { start: first, cursor: first };
   if (resetsOn(r, page)) {
-    return { start: first, notice: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } };
+    return { start: first, cursor: 0, notice: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } };
   }
-  if (r.seq < first) return { start: first, notice: { t: 'gap', from: r.seq + 1, to: first, reason: 'trimmed' } };
-  return { start: r.seq };
+  if (r.seq < first) return { start: first, cursor: first, notice: { t: 'gap', from: r.seq + 1, to: first, reason: 'trimmed' } };
+  return { start: r.seq, cursor: r.seq };
 }
 
 /**
