@@ -19,6 +19,11 @@ const SUBCOMMANDS: Record<string, () => Promise<Command>> = {
   inspect: async () => (await import('./inspect.js')).inspectCommand(),
 };
 
+/** True when `name` names one of {@link SUBCOMMANDS}. */
+function isSubcommand(name: string | undefined): name is keyof typeof SUBCOMMANDS & string {
+  return name !== undefined && Object.hasOwn(SUBCOMMANDS, name);
+}
+
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 const program = new Command()
@@ -34,14 +39,15 @@ const program = new Command()
  */
 function argvToParse(argv: readonly string[]): string[] {
   const [asked, name] = [argv[2], argv[3]];
-  const unknownHelp = asked === 'help' && name !== undefined && !name.startsWith('-') && name !== 'help' && !Object.hasOwn(SUBCOMMANDS, name);
+  const unknownHelp = asked === 'help' && name !== undefined && !name.startsWith('-') && name !== 'help' && !isSubcommand(name);
   return unknownHelp ? [...argv.slice(0, 2), name] : [...argv];
 }
 
 try {
   const named = process.argv[2];
-  const load = named !== undefined && Object.hasOwn(SUBCOMMANDS, named) ? [named] : Object.keys(SUBCOMMANDS);
-  for (const name of load) program.addCommand(await (SUBCOMMANDS[name] as () => Promise<Command>)());
+  for (const [name, load] of Object.entries(SUBCOMMANDS)) {
+    if (!isSubcommand(named) || name === named) program.addCommand(await load());
+  }
   await program.parseAsync(argvToParse(process.argv));
 } catch (err) {
   if (err instanceof StartupError) {
