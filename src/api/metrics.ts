@@ -133,12 +133,13 @@ export class Metrics {
   });
 
   /**
-   * Recipients of the batches in progress on this node (src/api/routes/batch-items.ts
-   * BatchBudget): a batch that would take it past twice `PIXIU_BATCH_MAX_RECIPIENTS` is 503.
+   * Recipients of the messages in progress on this node, batches and single POSTs
+   * (src/api/routes/batch-items.ts BatchBudget): a request that would take it past twice
+   * `PIXIU_BATCH_MAX_RECIPIENTS` is 503. Named for batches, which it first counted alone.
    */
   readonly batchRecipientsInProgress = new Gauge({
     name: 'pixiu_batch_recipients_in_progress',
-    help: 'Recipients of the batches being sent on this node',
+    help: 'Recipients of the messages (batches and single POSTs) being sent on this node',
     registers: [this.registry],
   });
 

@@ -116,7 +116,7 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
   assert.equal(await redisErrors(), errorsBefore, 'a busy node is not a Redis error');
   assert.equal(refused.status, 503, refused.text);
   assert.equal(refused.headers.get('retry-after'), '1');
-  assert.match(refused.text, /busy with other batches \(20 recipients in progress\)/);
+  assert.match(refused.text, /busy with other messages \(20 recipients in progress\); retry the batch shortly/);
   for (const answer of [await first, await second]) {
     assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201], answer.text);
   }
@@ -124,4 +124,31 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
   assert.equal((await readWholeInbox(inbox, 'bud3-0-a')).length, 0, 'the refused batch stored nothing');
   const later = await gw.client.post('/v1/messages/batch', batch('bud3'));
   assert.deepEqual((later.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
+});
+
+test('single POSTs take from the same budget: a room message counts its members, and one that does not fit beside the messages in progress is 503 and stores nothing', async () => {
+  const inProgress = async (): Promise<number> =>
+    Number(/^pixiu_batch_recipients_in_progress (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? -1);
+  const members = Array.from({ length: 12 }, (_, i) => `sb-m-${i}`);
+  await addMembers(gw.client, 'sb-room', members);
+  // Redis holds every write for 3 s: the room message (12 members) stays in progress.
+  await probe.client('PAUSE', '3000', 'WRITE');
+  const room = gw.client.post('/v1/messages', { room: 'sb-room', type: 't', data: 0 });
+  await waitUntil('the room message is in progress', async () => (await inProgress()) === 12);
+  // 12 + 9 > 20: refused, as a batch would be (and one alone always fits: the room's 12 did).
+  const refused = await gw.client.post('/v1/messages', { to: Array.from({ length: 9 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
+  assert.equal(refused.status, 503, refused.text);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.match(refused.text, /busy with other messages \(12 recipients in progress\); retry the message shortly/);
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ to: Array.from({ length: 9 }, (_, i) => `sb-b-${i}`), type: 't', data: 2 }] });
+  assert.equal(batch.status, 503, batch.text);
+  // 12 + 8 = 20 fits.
+  const fits = gw.client.post('/v1/messages', { to: Array.from({ length: 8 }, (_, i) => `sb-f-${i}`), type: 't', data: 3 });
+  assert.equal((await room).status, 201);
+  assert.equal((await fits).status, 201);
+  assert.equal(await inProgress(), 0);
+  assert.equal((await readWholeInbox(inbox, 'sb-u-0')).length, 0, 'the refused message stored nothing');
+  assert.equal((await readWholeInbox(inbox, 'sb-m-11')).length, 1);
+  const later = await gw.client.post('/v1/messages', { to: Array.from({ length: 9 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
+  assert.equal(later.status, 201, later.text);
 });

@@ -11,7 +11,7 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-th
 import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import { isUnreadable } from '../../store/unreadable.js';
-import type { IngestResult, RoomIngestResult, RoomMessageInput, UserMessageInput } from '../../ingest/ingest.js';
+import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
@@ -216,7 +216,14 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       checkAddressing(req.body, 'body');
       const body = req.body;
-      const result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
+      // Its recipients count in the node's budget as a batch's do (a room's members now).
+      const giveBack = budget.take(isRoomMessage(body) ? await ingest.roomSize(body.room) : distinctRecipients(body as UserMessageInput).length, 'message');
+      let result: IngestResult | RoomIngestResult;
+      try {
+        result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
+      } finally {
+        giveBack();
+      }
       metrics.countIngest('message', result.duplicate ? 'duplicate' : 'created');
       return reply.code(result.duplicate ? 200 : 201).send(result);
     } finally {
