@@ -11,7 +11,7 @@ import { redisCall, transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
-import type { TagFilter } from './filter.js';
+import { isTagFilter, type TagFilter } from './filter.js';
 
 /** One broadcast as read from the stream. */
 export interface BroadcastEntry {
@@ -78,6 +78,8 @@ export function parseBroadcastEntry([id, fields]: RawEntry): BroadcastEntry | un
     } catch {
       return undefined;
     }
+    // Another writer's filter of another shape would throw in every connection's match.
+    if (!isTagFilter(filter)) return undefined;
   }
   // The data is already JSON text: the frame is assembled around it, not re-encoded.
   const frame = Buffer.from(`{"t":"bcast","bseq":${JSON.stringify(id)},"id":${JSON.stringify(m)},"type":${JSON.stringify(y)},"ts":${Number(s)},"data":${d}}`);

@@ -10,6 +10,17 @@ export interface TagFilter {
   readonly any?: readonly string[];
 }
 
+/**
+ * True when `value` has a {@link TagFilter}'s shape: an object whose `all` and `any`,
+ * when present, are lists of strings (what a stream entry's filter is checked by before
+ * it is matched; the API's schema checks a request's).
+ */
+export function isTagFilter(value: unknown): value is TagFilter {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const { all, any } = value as Record<string, unknown>;
+  return [all, any].every((list) => list === undefined || (Array.isArray(list) && list.every((t) => typeof t === 'string')));
+}
+
 /** Most tags in one list of a filter. */
 export const MAX_FILTER_TAGS = 100;
 

@@ -165,10 +165,11 @@ export class BroadcastSubscription implements BroadcastTarget {
     // stream — is a `gap` to the next broadcast sent (the follower tells it, knowing
     // what came live meanwhile), never a silent skip.
     await this.#follower.catchUp(after, async (cursor) => {
-      const { entries, bounds } = await stream.rangeWithBounds(cursor, CATCH_UP_PAGE);
+      const { entries, bounds, readUpTo } = await stream.rangeWithBounds(cursor, CATCH_UP_PAGE);
       // After a `reset`, the first page is the whole stream: nothing before it is missed.
       const lastTrimmed = reset && cursor === '0-0' ? undefined : bounds.maxDeleted;
-      return { entries, lastTrimmed, firstRetained: bounds.first ?? bounds.last };
+      // Malformed entries (left out, logged by the node's reader) are read past, not stopped at.
+      return { entries, lastTrimmed, firstRetained: bounds.first ?? bounds.last, readUpTo };
     }, () => this.#sink.whenWritable(), liveFroms.get(this));
   }
 }

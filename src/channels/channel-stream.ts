@@ -100,13 +100,15 @@ export class ChannelStream {
   }
 
   /**
-   * Up to `count` publications after `afterId` (exclusive), oldest first.
+   * Up to `count` history entries after `afterId` (exclusive): the publications among
+   * them, oldest first, and the ID of the last entry read (undefined: none), an entry
+   * that is no publication (another writer's) included, so the next page starts after it.
    * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id
    */
-  async range(channel: string, afterId: string, count: number): Promise<ChannelEntry[]> {
+  async range(channel: string, afterId: string, count: number): Promise<{ entries: ChannelEntry[]; readUpTo: string | undefined }> {
     if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
     // Nothing can follow the largest ID, and Redis refuses it as an exclusive start.
-    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return [];
+    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined };
     let raw: [string, string[]][];
     try {
       raw = await redisCall(() =>
@@ -121,7 +123,7 @@ export class ChannelStream {
       const payload = fields[1];
       if (fields[0] === 'p' && payload !== undefined) out.push({ id, frame: pubFrame(channel, id, payload) });
     }
-    return out;
+    return { entries: out, readUpTo: raw.at(-1)?.[0] };
   }
 
   /** The id of the channel's newest publication in its history; undefined when it has none. */

@@ -139,7 +139,8 @@ export class ConnectionChannels implements ChannelSubscriber {
       await follower.catchUp(since, async (after) => {
         try {
           const page = await this.#deps.stream.range(channel, after, CATCH_UP_PAGE);
-          return page.filter((e) => compareStreamIds(e.id, upTo) <= 0);
+          // Entries that are no publication (another writer's) are read past, not stopped at.
+          return { entries: page.entries.filter((e) => compareStreamIds(e.id, upTo) <= 0), readUpTo: page.readUpTo };
         } catch (err) {
           // The sub is answered with an error and follows nothing: the live publications
           // queued behind the catch-up are dropped, not flushed before the error (they

@@ -52,6 +52,12 @@ export interface CatchUpPage<E extends StreamEntry> {
   readonly lastTrimmed?: string | undefined;
   /** The first entry the stream retained then: what a gap leads to when nothing else follows. */
   readonly firstRetained?: string | undefined;
+  /**
+   * The ID of the last entry the page read, those left out of `entries` included (an
+   * entry another writer left malformed): the next page is read after it. Undefined:
+   * after the last of `entries`.
+   */
+  readonly readUpTo?: string | undefined;
 }
 
 /** Reads entries after `afterId` (exclusive): a page, or just its entries (nothing known of trimming). */
@@ -214,10 +220,13 @@ export class StreamFollower<E extends StreamEntry> {
     this.#catchingUp = true;
     this.#checkOrder = true;
     this.#last = afterId;
+    // The newest ID a page read, sent or left out: a page of entries all left out
+    // (malformed) moves the next read past them instead of ending the catch-up there.
+    let readUpTo = afterId;
     try {
       for (;;) {
         if (this.#stopped) break;
-        const before: string = this.#last ?? afterId;
+        const before = newerOf(this.#last ?? afterId, readUpTo);
         // From here on the live feed brings everything (see the module comment).
         if (liveFrom !== undefined && compareStreamIds(before, liveFrom) >= 0) break;
         let answer: Awaited<ReturnType<PageReader<E>>>;
@@ -230,6 +239,7 @@ export class StreamFollower<E extends StreamEntry> {
           throw err;
         }
         const page: CatchUpPage<E> = isEntryList(answer) ? { entries: answer } : answer;
+        if (page.readUpTo !== undefined) readUpTo = newerOf(readUpTo, page.readUpTo);
         this.#tellTrimmed(before, page);
         for (const entry of page.entries) {
           if (this.#stopped) break;
@@ -239,7 +249,7 @@ export class StreamFollower<E extends StreamEntry> {
           if (paused !== undefined) await paused;
         }
         // Empty, or nothing newer (a reader that is not exclusive): caught up.
-        if (this.#last === before) break;
+        if (newerOf(this.#last ?? afterId, readUpTo) === before) break;
       }
     } finally {
       this.release();
@@ -327,6 +337,11 @@ export class StreamFollower<E extends StreamEntry> {
 /** A {@link LostRange} in a follower's queue, told apart from the entries there. */
 class LostMark {
   constructor(readonly range: LostRange) {}
+}
+
+/** The newer of two stream IDs. */
+function newerOf(a: string, b: string): string {
+  return compareStreamIds(a, b) >= 0 ? a : b;
 }
 
 function isEntryList<E extends StreamEntry>(page: readonly E[] | CatchUpPage<E>): page is readonly E[] {

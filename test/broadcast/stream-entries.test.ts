@@ -1,7 +1,8 @@
 /**
  * Entries of the broadcast stream as a node reads them (broadcast-stream.ts, DESIGN.md
  * §8): an entry missing a field, with an `e` that is no time or an `f` that is no JSON
- * is malformed — left out, never sent (nor sent to everyone for want of its filter);
+ * or a filter of another shape is malformed — left out, never sent (nor sent to
+ * everyone for want of its filter), and a catch-up reads past a page of them;
  * a page ending on a malformed entry still reads up to it, so the node's reader moves
  * past it; a filter of `any` alone is kept on the entry; a `ttl` ends at its instant.
  * A feed whose catch-up cannot even read the stream's bounds tells what it could not
@@ -50,6 +51,10 @@ test('a well-formed entry gives its bcast frame as JSON; one missing a field, wi
   assert.equal(parseBroadcastEntry(['5-0', fields({ e: '1.5' })]), undefined, 'an e that is no whole ms');
   // Read without its filter it would go to every connection, not only the tagged ones.
   assert.equal(parseBroadcastEntry(['5-0', fields({ f: '{"any":["vip"]' })]), undefined, 'an f that is no JSON');
+  // Another writer's filter of another shape (it threw in every connection's match, failing the batch for all).
+  for (const f of ['{"all":"vip"}', '{"any":[1]}', '["vip"]', 'null', '"vip"']) {
+    assert.equal(parseBroadcastEntry(['5-0', fields({ f })]), undefined, `an f of another shape: ${f}`);
+  }
 });
 
 test('a broadcast\'s ttl has ended at the instant it names, not a millisecond later', () => {
@@ -73,6 +78,25 @@ test('a page that ends on a malformed entry reads up to it (the reader moves pas
   assert.equal((await stream.rangeWithBounds(page.readUpTo, 10)).readUpTo, undefined, 'nothing after it');
   // A position that is no stream ID is the caller's mistake, not Redis being unavailable.
   await assert.rejects(stream.rangeWithBounds('yesterday', 10), { code: 'INVALID_REQUEST' });
+});
+
+test('a catch-up reads past a page of nothing but malformed entries to the broadcasts after it', async () => {
+  const stream = new BroadcastStream(redis, new Keys('entries-malformed-page:'), 1_000);
+  const publish = (n: number): Promise<string> => stream.publish({ msgId: MSG_ID, type: 'news', ts: Date.now(), dataJson: String(n), filter: undefined, expiresAt: Date.now() + 60_000 });
+  const first = await publish(1);
+  // More malformed entries (another writer's) than one catch-up page holds (200).
+  for (let i = 0; i < 250; i++) await redis.xadd(stream.key, '*', 'm', MSG_ID, 'y', 'news');
+  const after = await publish(2);
+  const written: string[] = [];
+  const feed = new BroadcastSubscription(tagSet([]), {
+    send: (frame) => { written.push(String(frame)); },
+    sendFrames: (entries) => { for (const e of entries) written.push(e.frame.toString()); },
+    whenWritable: () => undefined,
+  });
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 1 << 20, position: () => after });
+  feed.join(fanout, true);
+  await feed.resume(stream, first);
+  assert.deepEqual(written.map((f) => (JSON.parse(f) as { bseq: string }).bseq), [after]);
 });
 
 test('a filter of any alone, or of all alone, is kept on the entry', async () => {

@@ -4,6 +4,8 @@
  * or whose payload is no JSON object, is ignored with a warning, and delivery goes on.
  * Before, an id that is no stream ID reached StreamFollower, whose id comparison threw
  * inside ioredis's `message` event: an uncaught exception, which ends `pixiu serve`.
+ * Entries of a channel's history that are no publication are read past by a `since`
+ * catch-up; a page of nothing else ended it there, skipping the publications after them.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +22,7 @@ let probe: Redis;
 before(async () => {
   const redis = await RedisServer.start();
   cleanup.after(() => redis.destroy());
-  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', channelHistory: '1000' });
   probe = new Redis(redis.url);
   cleanup.after(() => probe.quit());
 });
@@ -52,4 +54,19 @@ test('a malformed message on a channel topic is ignored: no uncaught exception, 
   const next = await publish(gw.client, 'c.x', 'after');
   const f = await c.next(5000);
   assert.deepEqual({ uncaught: uncaught.map((e) => e.message), id: f.id }, { uncaught: [], id: next });
+});
+
+test('a since catch-up reads past a page of history entries that are no publication (another writer\'s) to the publications after them', { timeout: 30_000 }, async () => {
+  const token = await testToken(JWT_KEY, 'v', { channels: ['d.*'] });
+  const c = await gw.connect('v', { token, params: { from: 'latest' } });
+  assert.equal((await c.next()).t, 'welcome');
+  const first = await publish(gw.client, 'd.x', 'first');
+  const history = (await probe.keys('px:ch:*d.x*:history'))[0];
+  assert.ok(history, 'the channel has a history stream');
+  // More than one catch-up page (100) of entries without a publication's fields.
+  for (let i = 0; i < 150; i++) await probe.xadd(history, '*', 'x', 'foreign');
+  const second = await publish(gw.client, 'd.x', 'second');
+  c.send({ t: 'sub', channel: 'd.x', since: first });
+  const f = await c.next(5000);
+  assert.equal(f.id, second, JSON.stringify(f));
 });
