@@ -170,6 +170,16 @@ export class Keys {
     return `${this.prefix}room:${this.#hashTag(room, 'room id')}:cut`;
   }
 
+  /**
+   * A room's top: the highest join slot it has given (`src/rooms/lua/room-add-5.lua`),
+   * so that no later member takes the slot of one removed since (a page cursor); expires
+   * a minute after Redis's clock passes it, as the cut does. Hash tag `room:{<room>}`, as
+   * its members'. @throws PixiuError INVALID_REQUEST for a bad room id
+   */
+  roomTop(room: string): string {
+    return `${this.prefix}room:${this.#hashTag(room, 'room id')}:top`;
+  }
+
   /** A channel's capped history stream (DESIGN.md §8). @throws PixiuError INVALID_REQUEST for a bad channel */
   channelHistory(channel: string): string {
     return `${this.prefix}ch:${this.#hashTag(channel, 'channel')}:history`;

@@ -1,6 +1,6 @@
 /**
  * Room membership (DESIGN.md §8): a sorted set per room, user id → join slot (the join
- * time in ms × 1000 plus a counter: see `lua/room-add-4.lua`). A room exists while it
+ * time in ms × 1000 plus a counter: see `lua/room-add-5.lua`). A room exists while it
  * has members. The slot orders members by when they joined and lets a room message go
  * only to those who were members when it was sent — also when it is retried later — so
  * a member added later never receives earlier room messages.
@@ -14,7 +14,7 @@ import type { Keys } from '../redis/keys.js';
 import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
 
 const ADD: ScriptSpec = {
-  command: 'pxRoomAddV5', file: new URL('./lua/room-add-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
+  command: 'pxRoomAddV6', file: new URL('./lua/room-add-5.lua', import.meta.url), numberOfKeys: 3, readOnly: false,
 };
 const TIME: ScriptSpec = {
   command: 'pxRoomTimeV1', file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
@@ -22,14 +22,14 @@ const TIME: ScriptSpec = {
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `room-add-4.lua`: KEYS members, cut; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
-    pxRoomAddV5(members: string, cut: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
+    /** `room-add-5.lua`: KEYS members, cut, top; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
+    pxRoomAddV6(members: string, cut: string, top: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
     /** `room-time-1.lua`: KEYS members, cut. Returns a room message's ts, ms. */
     pxRoomTimeV1(members: string, cut: string): Result<number, Context>;
   }
 }
 
-/** Slots per millisecond of join time (`lua/room-add-4.lua`). */
+/** Slots per millisecond of join time (`lua/room-add-5.lua`). */
 const SLOTS_PER_MS = 1000;
 
 /** Longest wait for a millisecond whose join slots are free, ms; past it the slots are taken ahead of the clock. */
@@ -52,7 +52,8 @@ export interface MemberPage {
   /**
    * Pass as `cursor` for the next page; null at the end. It is the join slot of the
    * last member listed, so members leaving or joining between pages make the next page
-   * neither skip nor repeat anyone (newcomers come last).
+   * neither skip nor repeat anyone (newcomers come last: a new slot is above every slot
+   * the room gave before, that of a member removed since included, `lua/room-add-5.lua`).
    */
   readonly nextCursor: string | null;
 }
@@ -110,20 +111,21 @@ export class Rooms {
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
     const key = this.#keys.roomMembers(room);
     const cut = this.#keys.roomCut(room);
+    const top = this.#keys.roomTop(room);
     const started = performance.now();
     for (;;) {
       const now = await this.now();
-      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV5(key, cut, String(this.#cap), String(now), '0', ...users));
+      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV6(key, cut, top, String(this.#cap), String(now), '0', ...users));
       if (added >= 0) return { added, size: at };
       // The millisecond's join slots are taken, or a room message was sent in it
-      // (`lua/room-add-4.lua`): wait for the one the new members fit in. Far ahead (slots
+      // (`lua/room-add-5.lua`): wait for the one the new members fit in. Far ahead (slots
       // or a cut taken while Redis's clock read later, or by an older release on a
       // node's clock), take the slots anyway rather than wait for that clock.
       // So too after a second of waits: room messages sent every millisecond would
       // otherwise move the cut on before each try.
       const waitMs = at - now;
       if (waitMs > MAX_SLOT_WAIT_MS || performance.now() - started > MAX_SLOT_WAIT_MS) {
-        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV5(key, cut, String(this.#cap), String(now), '1', ...users));
+        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV6(key, cut, top, String(this.#cap), String(now), '1', ...users));
         return { added: forced, size };
       }
       await sleep(Math.max(1, waitMs));

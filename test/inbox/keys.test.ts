@@ -61,6 +61,7 @@ test('the shared keys keep their names (they outlive a release: a renamed key is
     broadcast: keys.broadcast(),
     roomMembers: keys.roomMembers('r{1}'),
     roomCut: keys.roomCut('r{1}'),
+    roomTop: keys.roomTop('r{1}'),
     channelHistory: keys.channelHistory('c.x}'),
     channelTopic: keys.channelTopic('c.x'),
     storePartitions: keys.storePartitions(),
@@ -78,6 +79,7 @@ test('the shared keys keep their names (they outlive a release: a renamed key is
     broadcast: 't:broadcast',
     roomMembers: 't:room:{r%7B1%7D}:members',
     roomCut: 't:room:{r%7B1%7D}:cut',
+    roomTop: 't:room:{r%7B1%7D}:top',
     channelHistory: 't:ch:{c.x%7D}:history',
     channelTopic: 't:ch:c.x',
     storePartitions: 't:xiu:{store}:partitions',
@@ -90,7 +92,7 @@ test('the shared keys keep their names (they outlive a release: a renamed key is
     clusterSecret: 't:cluster:secret',
   });
   assert.equal(keys.inbox('a{b}'), 't:{a%7Bb%7D}:inbox', 'every brace escaped, not only the first');
-  for (const build of [(id: string) => keys.roomMembers(id), (id: string) => keys.roomCut(id), (id: string) => keys.channelHistory(id), (id: string) => keys.clientIdClaim(id)]) {
+  for (const build of [(id: string) => keys.roomMembers(id), (id: string) => keys.roomCut(id), (id: string) => keys.roomTop(id), (id: string) => keys.channelHistory(id), (id: string) => keys.clientIdClaim(id)]) {
     for (const id of ['', 'x'.repeat(MAX_UID_LENGTH + 1)]) {
       assert.throws(() => build(id), (err) => isPixiuError(err, 'INVALID_REQUEST'), `${build.toString()} ${id.length}`);
     }

@@ -1,5 +1,5 @@
 /**
- * Join slots never run ahead of the clock (src/rooms/lua/room-add-4.lua,
+ * Join slots never run ahead of the clock (src/rooms/lua/room-add-5.lua,
  * `Rooms.add`): a millisecond holds 1,000 slots; an add that would need a later
  * millisecond's writes nothing and is tried again then. Before, more than 1,000 joins
  * in one millisecond took later milliseconds' slots, and a room message sent in those
@@ -38,17 +38,18 @@ test('an add that would take a later millisecond\'s slots writes nothing and nam
   const key = keys.roomMembers('full-ms');
   const T = 1_800_000_000_000;
   const cut = keys.roomCut('full-ms');
-  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
-  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
+  const top = keys.roomTop('full-ms');
+  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
+  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
   assert.equal(await redis.zscore(key, 'late'), null, 'nothing written');
-  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T + 1), '0', 'late'), [1, 1001]);
+  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T + 1), '0', 'late'), [1, 1001]);
   // Every member's slot is within the millisecond it was added in.
   const slots = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
   assert.ok(slots.every((s) => s <= (T + 1) * 1000 + 999));
   assert.equal((await rooms.membersAt('full-ms', T)).length, 1000);
   assert.equal((await rooms.membersAt('full-ms', T + 1)).length, 1001);
   // Asked to, it takes slots ahead (the newest slot far ahead: another node's clock).
-  assert.deepEqual(await redis.pxRoomAddV5(key, cut, '100000', String(T), '1', 'ahead'), [1, 1002]);
+  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '1', 'ahead'), [1, 1002]);
 });
 
 test('concurrent adds of more than 1,000 members each reach every room message sent after they were answered', async () => {

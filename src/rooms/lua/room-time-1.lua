@@ -2,12 +2,12 @@
 room-time-1: the `ts` of a room message sent now, and the room's cut (DESIGN.md §8).
 
 A room message goes to the members whose join slot is below (ts + 1) × 1000
-(room-add-4.lua), also when it is retried. Its ts is Redis's clock, or the millisecond
+(room-add-5.lua), also when it is retried. Its ts is Redis's clock, or the millisecond
 of the room's newest slot when that is later: a slot can be ahead of the clock (taken
 while Redis's clock read later: a failover to a replica whose clock is behind, an NTP
 step back; and every slot given after it), and on the clock alone members whose add had
 been answered were left out until the clock caught up with their slot. The ts is also
-kept as the room's cut, which room-add-4.lua gives no slot at or below, so that a
+kept as the room's cut, which room-add-5.lua gives no slot at or below, so that a
 member added after this call is never one of the message's recipients, retries
 included.
 
