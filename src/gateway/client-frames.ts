@@ -68,6 +68,24 @@ export function isAckFrame(text: string): boolean {
   }
 }
 
+/** What every `refresh` frame holds, its `t`: the frames without it are passed over undecoded. */
+const REFRESH_T = Buffer.from('"refresh"');
+
+/**
+ * The token of a well-formed `refresh` frame (one {@link parseClientFrame} takes as a
+ * `refresh`); undefined for any other frame. Cheap for the others: a Buffer without
+ * `"refresh"` in it is neither decoded nor parsed.
+ */
+export function refreshFrameToken(data: { toString(): string }): string | undefined {
+  if (Buffer.isBuffer(data) && !data.includes(REFRESH_T)) return undefined;
+  try {
+    const frame = parseClientFrame(data.toString());
+    return frame.t === 'refresh' ? frame.token : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * One received WebSocket message as a frame, or the refusal of a bad one (a binary
  * frame, or one {@link parseClientFrame} refuses) to answer it with. Never throws.

@@ -7,19 +7,25 @@
  *
  * Client frames are handled one at a time, in the order they came, and none before
  * `welcome` is out (frame-queue.ts), so every answer goes out in the order of the
- * frames it answers.
+ * frames it answers. Two things overtake that order, neither with an answer of its
+ * own: an `ack` is applied on arrival (frame-queue.ts), and a `refresh`'s token is
+ * verified on arrival, a valid one (same user) keeping the connection open to its
+ * `exp` at once — else a `refresh` sent in time behind a `sub` whose catch-up waits
+ * on backpressure was closed 4001 at the old `exp`. The `refresh` is answered (its
+ * `error`, or the channels it drops) and its `channels` take effect in its turn.
  */
 import type { RawData } from 'ws';
 import { PixiuError } from '../errors.js';
 import type { UserSession } from '../delivery/session.js';
+import type { ClientClaims } from '../auth/jwt.js';
 import type { ErrorRef, FrameType } from '../delivery/frames.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { ConnectionChannels, type PubSink } from '../channels/connection-channels.js';
-import { FrameRefused, isAckFrame, readClientFrame } from './client-frames.js';
+import { FrameRefused, isAckFrame, readClientFrame, refreshFrameToken } from './client-frames.js';
 import { channelFrame } from './channel-frames.js';
 import { FrameQueue } from './frame-queue.js';
 import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
-import { refreshedClaims } from './token-refresh.js';
+import { refreshRefusal, verifyRefresh } from './token-refresh.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 
 /** The connection whose client frames a {@link FrameHandler} handles (ws-connection.ts `WsConnection`). */
@@ -38,20 +44,33 @@ export interface FrameConnection extends PubSink {
   close(code: number, reason: string): void;
 }
 
+/** A client frame held in the queue; a `refresh`'s with its token's verification, started on arrival. */
+interface HeldFrame {
+  readonly data: RawData;
+  readonly isBinary: boolean;
+  readonly verifying?: Promise<ClientClaims | PixiuError> | undefined;
+}
+
 /** One connection's client frames: see the module's doc. */
 export class FrameHandler {
   readonly #conn: FrameConnection;
   readonly #deps: ConnectionDeps;
   /** The JWT's `channels` patterns (replaced by a `refresh`; undefined: no claim); {@link #channels} reads them at each `sub`. */
   #channelPatterns: readonly string[] | undefined;
+  /** When the token in force expires, ms since the epoch: the connection's, or the last `refresh` answered. */
   #expiresAtMs: number;
+  /**
+   * The latest `exp` of a `refresh` for this user verified on arrival, ms since the
+   * epoch (0: none): the connection lives to it also before the frame is answered.
+   */
+  #verifiedExpiresAtMs = 0;
   /** Made by the first `msg` sent or the first frame other than an `ack` that moved a cursor: see frame-limits.ts. */
   #budget: FrameBudget | undefined;
   /** Created by the first `sub`: most connections follow no channel. */
   #channels: ConnectionChannels | undefined;
   /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
-  readonly #frames = new FrameQueue<{ readonly data: RawData; readonly isBinary: boolean }>(
-    MAX_HELD_FRAMES, (f) => this.#handle(f.data, f.isBinary), (f) => !f.isBinary && isAckFrame(f.data.toString()));
+  readonly #frames = new FrameQueue<HeldFrame>(
+    MAX_HELD_FRAMES, (f) => this.#handle(f), (f) => !f.isBinary && isAckFrame(f.data.toString()));
 
   /**
    * @param token the JWT's `channels` patterns and its expiry, ms since the epoch, as
@@ -64,14 +83,37 @@ export class FrameHandler {
     this.#expiresAtMs = token.expiresAtMs;
   }
 
-  /** When the token expires, ms since the epoch: a `refresh` may move it later. */
+  /**
+   * When the connection's token expires (it is then closed 4001), ms since the epoch:
+   * a `refresh` moves it later as soon as its token is verified, before its turn.
+   */
   get expiresAtMs(): number {
-    return this.#expiresAtMs;
+    return Math.max(this.#expiresAtMs, this.#verifiedExpiresAtMs);
   }
 
-  /** A client frame came, on an open connection: handled in turn; one more than {@link MAX_HELD_FRAMES} held closes 4003. */
+  /**
+   * A client frame came, on an open connection: handled in turn (a `refresh`'s token is
+   * verified at once); one more than {@link MAX_HELD_FRAMES} held closes 4003.
+   */
   message(data: RawData, isBinary: boolean): void {
-    if (!this.#frames.push({ data, isBinary })) this.#conn.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
+    const token = isBinary ? undefined : refreshFrameToken(data);
+    const verifying = token === undefined ? undefined : this.#verifyOnArrival(token);
+    if (!this.#frames.push({ data, isBinary, verifying })) this.#conn.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
+  }
+
+  /**
+   * Verifies a `refresh`'s token as the frame arrives: one for this user moves
+   * {@link expiresAtMs} to its `exp` if later, while the frames ahead of it are still
+   * handled. What else it changes, and its answer, wait for its turn ({@link #refresh}).
+   * @returns the verification, never rejecting, for its turn to take
+   */
+  #verifyOnArrival(token: string): Promise<ClientClaims | PixiuError> {
+    const verifying = verifyRefresh(this.#deps.verify, token);
+    void verifying.then((claims) => {
+      if (claims instanceof PixiuError || refreshRefusal(claims, { user: this.#conn.user, expiresAtMs: this.expiresAtMs }) !== undefined) return;
+      this.#verifiedExpiresAtMs = claims.expiresAtMs;
+    });
+    return verifying;
   }
 
   /**
@@ -127,7 +169,7 @@ export class FrameHandler {
    * Handles one client frame.
    * @returns a promise (never rejecting) when its answer waits on Redis or the key source; the next frame waits for it
    */
-  #handle(data: RawData, isBinary: boolean): Promise<void> | undefined {
+  #handle({ data, isBinary, verifying }: HeldFrame): Promise<void> | undefined {
     const frame = readClientFrame(data, isBinary);
     // Frames other than acks, bad ones included, are held to MAX_CONTROL_FRAMES.
     if ((frame instanceof PixiuError || frame.t !== 'ack') && !this.#charge('control')) return undefined;
@@ -145,7 +187,7 @@ export class FrameHandler {
         this.#conn.session?.heartbeat();
         return undefined;
       case 'refresh':
-        return this.#refresh(frame.token);
+        return this.#refresh(frame.token, verifying);
       case 'sub':
       case 'unsub':
         return channelFrame(frame, this.#connectionChannels(), {
@@ -167,13 +209,23 @@ export class FrameHandler {
   }
 
   /**
-   * `refresh`: the new token's expiry and channels, or an error frame (token-refresh.ts);
-   * channels it no longer allows are dropped, each with an `error` (dropDisallowed).
+   * `refresh`, in its turn: the new token's expiry and channels, or an error frame
+   * (token-refresh.ts); channels it no longer allows are dropped, each with an `error`
+   * (dropDisallowed). Compared with the token in force now, as if verified now.
+   * @param verifying its token's verification, started on arrival ({@link #verifyOnArrival});
+   *   by default, started now
    */
-  async #refresh(token: string): Promise<void> {
-    const claims = await refreshedClaims(this.#deps.verify, token, { user: this.#conn.user, expiresAtMs: this.#expiresAtMs })
-      .catch((err: unknown) => void this.#conn.sendError(err as PixiuError, { t: 'refresh' }));
-    if (claims === undefined) return;
+  async #refresh(token: string, verifying = verifyRefresh(this.#deps.verify, token)): Promise<void> {
+    const claims = await verifying;
+    if (claims instanceof PixiuError) {
+      this.#conn.sendError(claims, { t: 'refresh' });
+      return;
+    }
+    const refusal = refreshRefusal(claims, { user: this.#conn.user, expiresAtMs: this.#expiresAtMs });
+    if (refusal !== undefined) {
+      this.#conn.sendError(refusal, { t: 'refresh' });
+      return;
+    }
     this.#channelPatterns = claims.channels;
     this.#expiresAtMs = claims.expiresAtMs;
     await this.#channels?.dropDisallowed((err, channel) => this.#conn.sendError(err, { t: 'sub', channel }));

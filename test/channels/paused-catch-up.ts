@@ -67,9 +67,12 @@ export function pausableGatewayForFile(opts: { history?: number; pausedTimeout?:
   };
 }
 
-/** Connects device `d1` of user `viewer` (channels `c.*`) from the latest, welcomed, following `c.fill`. */
-export async function connectViewer(p: PausableGateway): Promise<TestClient> {
-  const token = await testToken(JWT_KEY, 'viewer', { channels: ['c.*'] });
+/**
+ * Connects device `d1` of user `viewer` from the latest, welcomed, following `c.fill`.
+ * @param token its JWT; by default one allowing `c.*` for an hour
+ */
+export async function connectViewer(p: PausableGateway, token?: string): Promise<TestClient> {
+  token ??= await testToken(JWT_KEY, 'viewer', { channels: ['c.*'] });
   const client = await p.gw.connect('viewer', { token, device: 'd1', params: { from: 'latest' } });
   assert.equal((await client.next()).t, 'welcome');
   await subscribe(client, p.probe, 'px:', 'c.fill');

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseClientFrame } from '../../src/gateway/client-frames.js';
+import { parseClientFrame, refreshFrameToken } from '../../src/gateway/client-frames.js';
 import { isPixiuError } from '../../src/errors.js';
 
 /** Asserts that `text` is refused with INVALID_REQUEST and a message matching `message`. */
@@ -91,4 +91,16 @@ test('ack\'s epoch, when given, is a string of 1-64 characters, or null (none)',
   refused(`{"t":"ack","seq":3,"epoch":"${e64}e"}`, /epoch.*1-64 characters/);
   refused('{"t":"ack","seq":3,"epoch":""}', /epoch.*1-64 characters/);
   refused('{"t":"ack","seq":3,"epoch":7}', /epoch.*1-64 characters/);
+});
+
+test('refreshFrameToken: the token of a well-formed refresh (verified on arrival), from a Buffer or a string; undefined for any other frame', () => {
+  assert.equal(refreshFrameToken(Buffer.from('{"t":"refresh","token":"a.b.c"}')), 'a.b.c');
+  assert.equal(refreshFrameToken('{ "token" : "x.y.z", "t" : "refresh" }'), 'x.y.z');
+  for (const text of [
+    '{"t":"ping"}', '{"t":"sub","channel":"refresh"}', '{"t":"refresh"}', '{"t":"refresh","token":""}',
+    '{"t":"refresh","token":"a","extra":1}', '"refresh"', 'not json',
+  ]) {
+    assert.equal(refreshFrameToken(Buffer.from(text)), undefined, text);
+    assert.equal(refreshFrameToken(text), undefined, text);
+  }
 });
