@@ -6,10 +6,16 @@
  * requests and never reading the answers, held gigabytes of them and the node died out
  * of memory, with a user's own token. Past the budget a history request is answered
  * 503 UNAVAILABLE with `Retry-After`, read nothing, and the node lives.
+ *
+ * One user's answers hold at most {@link HISTORY_BYTES_PER_USER} of it: past that a
+ * request for that user's inbox is 429 RATE_LIMITED, and the rest of the budget stays
+ * for the others (a security tester's finding: one account keeping 40 requests of its
+ * own empty inbox in flight, each holding a full page's 2 MiB while it was read, made
+ * 11 – 36 % of other users' history requests 503).
  */
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
-import { unavailable } from '../errors.js';
+import { PixiuError, unavailable } from '../errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,6 +26,13 @@ declare module 'fastify' {
 
 /** The budget, bytes: 64 MiB, some 50 full pages (their JSON text counts twice: string and buffer). */
 export const HISTORY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
+
+/**
+ * The most bytes the answers for one user's inbox hold at once, both routes together:
+ * 8 MiB, an eighth of the budget, four full pages (one answer is always taken when none
+ * of the user's is held).
+ */
+export const HISTORY_BYTES_PER_USER = 8 * 1024 * 1024;
 
 /**
  * How long a history answer may go untaken by default, ms (`PIXIU_HISTORY_TAKE_TIMEOUT`),
@@ -40,17 +53,22 @@ export class HistoryBudget {
   /** The releases of the answers held on each connection: one 'close' listener per connection, however many are pipelined. */
   readonly #held = new WeakMap<Socket, { readonly releases: Set<() => void>; readonly onClose: () => void }>();
   #inUse = 0;
+  readonly #perUser: number;
+  /** Bytes held for each user's inbox, only users with some held. */
+  readonly #byUser = new Map<string, number>();
 
   /**
    * @param limit bytes held at most (one answer is always taken when none is held)
    * @param takeTimeoutMs how long an answer may hold its bytes once its client can read
    *   it, ms, before its connection is closed ({@link HISTORY_TAKE_TIMEOUT_MS})
    * @param onAbandoned told each connection closed for it (a metric)
+   * @param perUser bytes the answers for one user's inbox hold at most ({@link HISTORY_BYTES_PER_USER})
    */
-  constructor(limit = HISTORY_BYTES_IN_FLIGHT, takeTimeoutMs = HISTORY_TAKE_TIMEOUT_MS, onAbandoned?: () => void) {
+  constructor(limit = HISTORY_BYTES_IN_FLIGHT, takeTimeoutMs = HISTORY_TAKE_TIMEOUT_MS, onAbandoned?: () => void, perUser = HISTORY_BYTES_PER_USER) {
     this.#limit = limit;
     this.#takeTimeoutMs = takeTimeoutMs;
     this.#onAbandoned = onAbandoned;
+    this.#perUser = perUser;
   }
 
   /** Bytes held now. */
@@ -65,19 +83,33 @@ export class HistoryBudget {
    * connection (at once, or once the answers pipelined ahead of it are written), the
    * connection is closed (destroyed: its client took nothing, or too little to finish),
    * which gives back what this answer and those queued behind it held.
+   * @param user whose inbox the answer is of: its answers hold at most the per-user share
    * @returns a function that changes the bytes held to its argument (once the page's
    *   size is known); it does nothing after the release
-   * @throws PixiuError UNAVAILABLE when answers in flight hold too much already
+   * @throws PixiuError RATE_LIMITED when answers for `user` hold too much already;
+   *   UNAVAILABLE when answers in flight hold too much already
    */
-  hold(reply: FastifyReply, bytes: number): (bytes: number) => void {
+  hold(reply: FastifyReply, bytes: number, user: string): (bytes: number) => void {
+    const mine = this.#byUser.get(user) ?? 0;
+    if (mine > 0 && mine + bytes > this.#perUser) {
+      throw new PixiuError('RATE_LIMITED', `user ${user} has ${Math.round(mine / 1048576)} MiB of history pages in flight on this node, `
+        + 'being read or not yet taken by their clients; read each answer before asking for the next');
+    }
     if (this.#inUse > 0 && this.#inUse + bytes > this.#limit) {
       throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB held for pages being read or not yet taken by their clients); retry shortly`);
     }
     const connection = reply.request?.raw.socket;
     // A request pipelined behind others may run after its connection closed: it holds nothing.
     if (connection?.destroyed === true) return () => {};
-    let held = bytes;
-    this.#inUse += held;
+    let held = 0;
+    const change = (now: number): void => {
+      this.#inUse += now - held;
+      const theirs = (this.#byUser.get(user) ?? 0) + now - held;
+      if (theirs > 0) this.#byUser.set(user, theirs);
+      else this.#byUser.delete(user);
+      held = now;
+    };
+    change(bytes);
     const res = reply.raw;
     let deadline: NodeJS.Timeout | undefined;
     const startDeadline = (): void => {
@@ -92,8 +124,7 @@ export class HistoryBudget {
       res.off('close', release);
       res.off('socket', startDeadline);
       if (connection !== undefined) this.#forget(connection, release);
-      this.#inUse -= held;
-      held = 0;
+      change(0);
     };
     res.once('close', release);
     if (connection !== undefined) {
@@ -104,8 +135,7 @@ export class HistoryBudget {
     }
     return (now) => {
       if (held === 0) return;
-      this.#inUse += now - held;
-      held = now;
+      change(now);
     };
   }
 

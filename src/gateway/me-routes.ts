@@ -60,7 +60,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         response: { 200: historyPage, ...errorResponses },
       },
     }, async (req, reply) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit,
-      req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes))));
+      req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes), user(req))));
 
     me.post<{ Body: { device: string; seq: number; epoch?: string | null } }>('/v1/me/ack', {
       bodyLimit: Math.min(ACK_BODY_BYTES, deps.config.maxBodyBytes),

@@ -15,7 +15,13 @@ import { cleanupList, startInProcess, type InProcessServer } from '../harness/pi
 const files = cleanupList();
 let server: InProcessServer;
 const USER = 'hoarded';
-/** 40 messages of 60,000 characters: a page of limit=1000 is 17 of them, about 1 MiB. */
+/**
+ * The users whose inboxes the hoarding client asks for, in turn: one user's answers
+ * hold at most HISTORY_BYTES_PER_USER (8 MiB, about four such pages), less than
+ * loopback's buffers take; across eight users the answers outgrow them.
+ */
+const USERS = [USER, ...Array.from({ length: 7 }, (_, i) => `${USER}-${i + 1}`)];
+/** 40 messages of 60,000 characters to each user: a page of limit=1000 is 17 of them, about 1 MiB. */
 const MESSAGES = 40;
 const TAKE_TIMEOUT_MS = 1000;
 
@@ -24,7 +30,7 @@ before(async () => {
   files.after(() => redis.destroy());
   // The 40 messages go in one batch of 2.4 MB: over the default body limit (1 MiB).
   server = await startInProcess(files, { redisUrl: redis.url, partitions: '1', storeDurability: 'relaxed', historyTakeTimeoutMs: `${TAKE_TIMEOUT_MS}ms`, maxBodyBytes: String(4 * 1024 * 1024) });
-  const messages = Array.from({ length: MESSAGES }, (_, i) => ({ to: USER, type: 't', data: String(i).padStart(3, '0').repeat(20_000) }));
+  const messages = Array.from({ length: MESSAGES }, (_, i) => ({ to: USERS, type: 't', data: String(i).padStart(3, '0').repeat(20_000) }));
   const answer = await server.client.post('/v1/messages/batch', { messages });
   assert.equal(answer.status, 200, answer.text.slice(0, 500));
 });
@@ -37,8 +43,8 @@ async function closedForIt(): Promise<number> {
 }
 
 /**
- * Opens a connection and pipelines `pages` requests for pages of about 1 MiB on it,
- * never reading the answers; resolves once the node holds some of them.
+ * Opens a connection and pipelines `pages` requests for pages of about 1 MiB on it (of
+ * {@link USERS} in turn), never reading the answers; resolves once the node holds some of them.
  */
 async function hoard(pages: number): Promise<net.Socket> {
   const { hostname, port } = new URL(server.service.url);
@@ -46,8 +52,8 @@ async function hoard(pages: number): Promise<net.Socket> {
   // Never read: the pages pile up in the kernel's buffers, then in the node.
   socket.pause();
   socket.on('error', () => {});
-  const request = `GET /v1/users/${USER}/messages?limit=1000 HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${server.client.token}\r\n\r\n`;
-  socket.write(request.repeat(pages));
+  const request = (user: string): string => `GET /v1/users/${user}/messages?limit=1000 HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${server.client.token}\r\n\r\n`;
+  socket.write(Array.from({ length: pages }, (_, i) => request(USERS[i % USERS.length] as string)).join(''));
   await waitUntil('the pages are held', async () => server.service.app.historyBudget.inUse > 0, 5000, 10);
   return socket;
 }

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
-import { HISTORY_BYTES_IN_FLIGHT } from '../../src/api/history-budget.js';
+import { HISTORY_BYTES_IN_FLIGHT, HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
 import { MAX_BATCH } from '../../src/api/routes/messages.js';
 import { expectError, holdHistoryBudget, waitUntil } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
@@ -173,6 +173,22 @@ test('history answers share the node\'s budget: past it both routes answer 503 U
   expectPage(await api.get(`/v1/users/${USER}/messages?limit=1`), 1, 1);
   expectPage(await me.get('/v1/me/messages?limit=1'), 1, 1);
   await waitUntil('the answers gave back what they held', async () => budget.inUse === 0, 2000);
+});
+
+test('one user\'s history answers hold at most their share of the budget: past it both routes answer that user 429 RATE_LIMITED and read nothing, while another user\'s page is read', async () => {
+  const budget = server.service.app.historyBudget;
+  // Answers for USER's inbox, not yet taken, hold all but 1 MiB of the user's share: a page of limit=1000 (2 MiB) is past it.
+  const giveBack = holdHistoryBudget(budget, HISTORY_BYTES_PER_USER - 1024 * 1024, USER);
+  for (const answer of [await api.get(`/v1/users/${USER}/messages?limit=1000`), await me.get('/v1/me/messages?limit=1000')]) {
+    expectError(answer, 429, 'RATE_LIMITED', new RegExp(`user ${USER} has 7 MiB of history pages in flight on this node.*read each answer before asking for the next`));
+  }
+  // Another user's page is read whatever USER holds.
+  const other = await api.get('/v1/users/someone-else/messages?limit=1000');
+  assert.equal(other.status, 200, other.text);
+  giveBack();
+  await waitUntil('the answers gave back what they held', async () => budget.inUse === 0, 2000);
+  const again = await me.get('/v1/me/messages?limit=1000');
+  assert.equal(again.status, 200, again.text.slice(0, 300));
 });
 
 test('seqs deleted by hand (XDEL) in the middle or at the end of an inbox are gaps, and next_after_seq reads past them to latest_seq', async () => {

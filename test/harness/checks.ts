@@ -115,11 +115,13 @@ export function metricSample(text: string, line: string): number | undefined {
 /**
  * Holds `bytes` of a node's history budget as an answer not yet taken by its client
  * would (a response that has not closed, on no connection), from the test.
+ * @param user whose inbox the held answer is of (counted in that user's share)
  * @returns what gives them back (the response's close)
  */
-export function holdHistoryBudget(budget: HistoryBudget, bytes: number): () => void {
+export function holdHistoryBudget(budget: HistoryBudget, bytes: number, user = 'test holding the history budget'): () => void {
   const pending = Object.assign(new EventEmitter(), { headersSent: false });
-  budget.hold({ raw: pending } as unknown as FastifyReply, bytes);
+  // By default for a user of its own: other users' requests are held to the node's budget alone.
+  budget.hold({ raw: pending } as unknown as FastifyReply, bytes, user);
   return () => pending.emit('close');
 }
 

@@ -18,13 +18,13 @@ function reply(): { reply: FastifyReply; close: () => void } {
 test('an answer holds what it asked, then what its page came to, until its response closes; past the limit the next is refused', () => {
   const budget = new HistoryBudget(100);
   const a = reply();
-  const resize = budget.hold(a.reply, 80);
+  const resize = budget.hold(a.reply, 80, 'u');
   assert.equal(budget.inUse, 80);
-  assert.throws(() => budget.hold(reply().reply, 30), (err: unknown) => isPixiuError(err, 'UNAVAILABLE'));
+  assert.throws(() => budget.hold(reply().reply, 30, 'u'), (err: unknown) => isPixiuError(err, 'UNAVAILABLE'));
   resize(20);
   assert.equal(budget.inUse, 20);
   const b = reply();
-  budget.hold(b.reply, 80);
+  budget.hold(b.reply, 80, 'u');
   assert.equal(budget.inUse, 100);
   a.close();
   assert.equal(budget.inUse, 80);
@@ -33,8 +33,28 @@ test('an answer holds what it asked, then what its page came to, until its respo
   b.close();
   assert.equal(budget.inUse, 0);
   // One answer is taken whatever it asks, when nothing is held: a page over the limit is still read.
-  budget.hold(reply().reply, 500);
+  budget.hold(reply().reply, 500, 'u');
   assert.equal(budget.inUse, 500);
+});
+
+test('one user\'s answers hold at most their share: past it a request for that user is RATE_LIMITED while other users\' are taken; a resize and a close count in the share', () => {
+  const budget = new HistoryBudget(1000, 60_000, undefined, 300);
+  const a = reply();
+  const resizeA = budget.hold(a.reply, 200, 'alice');
+  budget.hold(reply().reply, 100, 'alice');
+  assert.throws(() => budget.hold(reply().reply, 1, 'alice'), (err: unknown) => isPixiuError(err, 'RATE_LIMITED'));
+  budget.hold(reply().reply, 600, 'bob');
+  assert.equal(budget.inUse, 900);
+  resizeA(50);
+  budget.hold(reply().reply, 150, 'alice');
+  assert.throws(() => budget.hold(reply().reply, 1, 'alice'), (err: unknown) => isPixiuError(err, 'RATE_LIMITED'), 'the resize counted: 50 + 100 + 150');
+  a.close();
+  budget.hold(reply().reply, 50, 'alice');
+  assert.equal(budget.inUse, 900, 'alice 100 + 150 + 50, bob 600');
+  // One answer is taken whatever it asks when none of its user's is held (the node's limit aside).
+  const big = new HistoryBudget(1000, 60_000, undefined, 300);
+  big.hold(reply().reply, 500, 'carol');
+  assert.equal(big.inUse, 500);
 });
 
 /** A connection that counts destroy(), and replies on it whose responses have it (`queued`: not yet, as a pipelined one). */
@@ -57,15 +77,15 @@ function connectionOf(destroyed = false): EventEmitter & { destroyed: boolean; d
 
 test('an answer whose connection has closed already holds nothing; answers whose connection closes give back what they held', () => {
   const budget = new HistoryBudget(1000, 60_000);
-  const resize = budget.hold(connectionOf(true).reply(), 80);
+  const resize = budget.hold(connectionOf(true).reply(), 80, 'u');
   assert.equal(budget.inUse, 0, 'a request run after its connection closed holds nothing');
   resize(50);
   assert.equal(budget.inUse, 0);
   const live = connectionOf();
   const first = live.reply();
-  budget.hold(first, 80);
+  budget.hold(first, 80, 'u');
   // Pipelined behind it: twenty more, one listener on the connection for all.
-  for (let i = 0; i < 20; i++) budget.hold(live.reply(true), 10);
+  for (let i = 0; i < 20; i++) budget.hold(live.reply(true), 10, 'u');
   assert.equal(budget.inUse, 280);
   assert.equal(live.listenerCount('close'), 1, 'one listener on the connection, however many answers it holds');
   live.emit('close');
@@ -80,15 +100,15 @@ test('an answer still held at the take timeout closes its connection; one given 
   const budget = new HistoryBudget(100, 30, () => { abandoned += 1; });
   const taken = connectionOf();
   const reply = taken.reply();
-  budget.hold(reply, 10);
+  budget.hold(reply, 10, 'u');
   reply.raw.emit('close');
   assert.equal(taken.listenerCount('close'), 0, 'a keep-alive connection collects no listeners');
   const untaken = connectionOf();
-  budget.hold(untaken.reply(), 10);
+  budget.hold(untaken.reply(), 10, 'u');
   // Queued behind an answer being read: its time starts when it gets the connection.
   const reading = connectionOf();
   const queued = reading.reply(true);
-  budget.hold(queued, 10);
+  budget.hold(queued, 10, 'u');
   await new Promise((resolve) => setTimeout(resolve, 80));
   assert.equal(untaken.destroys, 1);
   assert.equal(taken.destroys, 0);

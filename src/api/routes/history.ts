@@ -86,5 +86,5 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: { 200: historyPage, ...errorResponses },
     },
   }, async (req, reply) => readHistory(deps.inbox, deps.store, req.params.uid, req.query.after_seq, req.query.limit,
-    req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes))));
+    req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes), req.params.uid)));
 }
