@@ -13,6 +13,7 @@ import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import type { IngestRoute, Metrics } from './metrics.js';
 import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
+import { connectMethodAnswerer } from './connect-method.js';
 import { installContinue } from './expect-continue.js';
 import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
 import { healthRoutes } from './routes/health.js';
@@ -76,6 +77,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     () => deps.metrics.historyConnectionsClosed.inc()));
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
   app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
+  app.server.on('connect', connectMethodAnswerer((err, req) => countRawError(deps.metrics, err, req)));
   // Expect: 100-continue is answered 100 only when the body will be read.
   installContinue(app);
   // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it

@@ -187,10 +187,7 @@ export function clientErrorAnswerer(onError?: (err: PixiuError, req?: IncomingMe
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new PixiuError('REQUEST_TIMEOUT', 'the request did not arrive in time', { cause: err })
         : new PixiuError('INVALID_REQUEST', 'the request is not valid HTTP/1.1', { cause: err });
-    const body = JSON.stringify(answer.toBody());
-    const text = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`
-      + 'Content-Type: application/json; charset=utf-8\r\n'
-      + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+    const text = rawErrorAnswer(answer);
     const answerWith = (req: IncomingMessage | undefined): void => {
       onError?.(answer, req);
       answeredRaw.add(socket);
@@ -207,6 +204,17 @@ export function clientErrorAnswerer(onError?: (err: PixiuError, req?: IncomingMe
     // for a body that can never end, so this error is its answer.
     else endAfterAnswers(socket, answerWith);
   };
+}
+
+/**
+ * `err` as a whole HTTP/1.1 answer to write raw on a socket Node's HTTP machinery no
+ * longer answers on: its status, the catalogue's JSON body and `Connection: close`.
+ */
+export function rawErrorAnswer(err: PixiuError): string {
+  const body = JSON.stringify(err.toBody());
+  return `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? ''}\r\n`
+    + 'Content-Type: application/json; charset=utf-8\r\n'
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 /**
