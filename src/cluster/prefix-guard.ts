@@ -17,6 +17,7 @@
  * too (the default prefix): the store ownership's `checkKnown` logs at error that this
  * Redis does not know the store, and the new prefix is recorded.
  */
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
 import { redisCall, redisNowMs } from '../redis/client.js';
@@ -78,6 +79,29 @@ export function prefixSplitRefusal(dataDir: string, recorded: string, prefix: st
 export function prefixMoveLine(recorded: string, prefix: string): string {
   return `this data dir last ran with PIXIU_REDIS_PREFIX "${recorded}" and now runs with "${prefix}": the messages it stored under "${recorded}" `
     + `are in inboxes under "${recorded}" only, which no node or client under "${prefix}" reads (GET /v1/messages/{id} still reads them)`;
+}
+
+/**
+ * Refuses a start on a Redis of its own (no `PIXIU_REDIS_URL`: the embedded
+ * redis-server) of a data dir that last ran on a shared Redis (its LAYOUT records the
+ * prefix of that start): the URL was most likely left out by mistake (an environment
+ * file not loaded), and the node would be an island — answering 201 to messages that
+ * no other node or its clients see, with its lease gone from the shared Redis, so the
+ * other nodes stall on every message it stored for their users (a black-box SRE's
+ * finding: one error line, `/readyz` 200). Run before the embedded Redis is started.
+ * To move such a data dir to a Redis of its own on purpose, the message says how.
+ * @param dir its store folder, `<dataDir>/xiu`, which holds the LAYOUT file
+ * @throws StartupError naming the recorded prefix and what to do
+ */
+export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): Promise<void> {
+  const recorded = (await readLayout(dir))?.redisPrefix;
+  if (recorded === undefined) return;
+  throw new StartupError(`the data dir ${dataDir} last ran on a shared Redis (with PIXIU_REDIS_URL, key prefix "${recorded}") and is started without PIXIU_REDIS_URL, `
+    + 'which would start a redis-server of its own: it would answer 201 to messages that no other node and none of their clients see, '
+    + 'and the nodes on the shared Redis could not read the messages it stored for them. '
+    + `Set PIXIU_REDIS_URL to that Redis (and PIXIU_REDIS_PREFIX to "${recorded}") — was the environment file left out? `
+    + `To run this data dir on a Redis of its own from now on, on purpose (the messages it stored are then in no inbox there), delete "redisPrefix" from ${path.join(dir, 'LAYOUT')} `
+    + '(docs/decisions.md, "Several nodes")');
 }
 
 /**

@@ -37,7 +37,7 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
-import { prefixMoveLine, refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { prefixMoveLine, refuseEmbeddedAfterShared, refusePrefixSplit } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
@@ -102,6 +102,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     let local: LocalRedis | undefined;
     let redisUrl = config.redisUrl;
     if (redisUrl === undefined) {
+      // A data dir of a cluster started without its Redis URL would be an island (prefix-guard.ts).
+      await refuseEmbeddedAfterShared(config.dataDir, path.join(config.dataDir, 'xiu'));
       local = await startLocalRedis({ dataDir: config.dataDir, logger });
       redisUrl = local.url;
       const stopLocal = local.stop;

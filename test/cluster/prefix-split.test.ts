@@ -10,7 +10,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createRedis } from '../../src/redis/client.js';
 import { listeningUrl, spawnCli } from '../harness/cli-process.js';
@@ -112,4 +112,34 @@ test('a data dir that ran under p: on one Redis starts under q: on another Redis
   assert.equal(logLines(b.stdout(), 'pixiu listening')[0]?.redisPrefix, 'q:');
   assert.equal((await b.term()).code, 0);
   assert.equal((await other.term()).code, 0);
+});
+
+test('a data dir that ran on a shared Redis is refused a start without PIXIU_REDIS_URL (its own embedded Redis: an island), and starts on one once redisPrefix is deleted from its LAYOUT', { timeout: 120_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  const dir = await tempDataDir(files);
+  const env: Record<string, string> = { PIXIU_DATA_DIR: dir, PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN, PIXIU_JWT_SECRET: SECRET, PIXIU_LOG_LEVEL: 'info' };
+  const shared = await spawnServe({ ...env, PIXIU_REDIS_URL: redis.url }, t);
+  assert.equal((await new PixiuClient(shared.url, TOKEN).post('/v1/messages', { to: 'bob', type: 't', data: 1 })).status, 201);
+  assert.equal((await shared.term()).code, 0);
+
+  // Without PIXIU_REDIS_URL (an environment file left out): refused, exit 1, before any redis-server is started.
+  const refused = spawnCli(['serve'], env, t);
+  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
+  assert.equal(listened, false, 'the start without PIXIU_REDIS_URL is refused, not served');
+  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
+  const message = refused.stderr();
+  assert.match(message, /last ran on a shared Redis \(with PIXIU_REDIS_URL, key prefix "px:"\) and is started without PIXIU_REDIS_URL/);
+  assert.match(message, /Set PIXIU_REDIS_URL to that Redis \(and PIXIU_REDIS_PREFIX to "px:"\)/);
+  const layoutFile = path.join(dir, 'xiu', 'LAYOUT');
+  assert.ok(message.includes(`delete "redisPrefix" from ${layoutFile}`), message);
+  assert.doesNotMatch(refused.stdout(), /redis-server/, 'no embedded redis-server was started');
+
+  // Moved to a Redis of its own on purpose, as the message says: it starts.
+  const { redisPrefix: _dropped, ...layout } = JSON.parse(await readFile(layoutFile, 'utf8')) as { redisPrefix?: string };
+  await writeFile(layoutFile, JSON.stringify(layout));
+  const alone = await spawnServe(env, t);
+  assert.equal((await alone.term()).code, 0);
 });
