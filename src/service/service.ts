@@ -139,6 +139,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // their cluster (prefix-guard.ts); refused before it claims anything.
     const movedFrom = local === undefined
       ? await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) }) : undefined;
+    // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who
+    // set it beside running nodes was told nothing (a black-box SRE's finding).
+    if (local === undefined && config.claimsSettleMs === 0 && await listeningNodes(redis, keys) > 0) {
+      logger.warn('PIXIU_CLAIMS_SETTLE is 0 while other nodes run on this Redis: a node started right after Redis lost its data '
+        + 'may then claim a running node\'s block of message-id partitions and mint ids it has used (one user reads another\'s message); '
+        + '0 is for one node per Redis: leave it unset (6 s) beside other nodes');
+    }
     const ownership = await StoreOwnership.claim({
       claims, dir: storeDir, partitions: config.partitions, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
