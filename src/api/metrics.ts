@@ -143,6 +143,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Client tokens refused 503 because the keys to verify them cannot be had (the JWKS
+   * unreachable or not a key set; src/auth/jwt.ts): `/readyz` does not look at the key source.
+   */
+  readonly tokenKeysUnavailable = new Counter({
+    name: 'pixiu_token_keys_unavailable_total',
+    help: 'Client tokens refused 503 because the keys to verify them (the JWKS) could not be fetched or read',
+    registers: [this.registry],
+  });
+
   /** Open WebSocket connections on this node. */
   readonly wsConnections = new Gauge({
     name: 'pixiu_ws_connections',

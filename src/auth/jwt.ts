@@ -75,6 +75,12 @@ export interface VerifierOptions {
   readonly audience?: string;
   /** The `iss` a token must have. */
   readonly issuer?: string;
+  /**
+   * Told each time a token is refused UNAVAILABLE because the keys to verify it cannot
+   * be had (the JWKS unreachable, timed out, not a key set): a metric, as `/readyz` does
+   * not look at the key source.
+   */
+  readonly onKeysUnavailable?: () => void;
 }
 
 /** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
@@ -230,6 +236,14 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   };
   const verify = async (token: string): Promise<ClientClaims> => {
     checkJwtForm(token);
+    try {
+      return await verified(token);
+    } catch (err) {
+      if (err instanceof PixiuError && err.code === 'UNAVAILABLE') opts.onKeysUnavailable?.();
+      throw err;
+    }
+  };
+  const verified = async (token: string): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks);
       return toClaims(payload);

@@ -211,7 +211,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const inbox = new Inbox(redis, {
       prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(),
     });
-    const verify = createVerifier(secrets.jwt, { audience: config.jwtAudience, issuer: config.jwtIssuer });
+    const verify = createVerifier(secrets.jwt, {
+      audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(),
+    });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
       // Compared across nodes sharing a Redis; the embedded one (a socket in the data dir) has no other node, so no scrypt at its start.

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair } from 'jose';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { loadConfig } from '../../src/config/config.js';
 import { startService } from '../../src/service/service.js';
 import { waitUntil } from '../harness/checks.js';
@@ -36,7 +36,7 @@ async function serve(t: TestContext, answer: [number, string]): Promise<string> 
 }
 
 /** Starts a node on `jwksUrl` and answers its JWKS log line (after 'pixiu listening'). */
-async function startAndReadJwksLine(t: TestContext, jwksUrl: string, prefix: string): Promise<LogLine> {
+async function startAndReadJwksLine(t: TestContext, jwksUrl: string, prefix: string): Promise<LogLine & { url: string }> {
   const { logger, lines } = capturingLogger();
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: redis.url, redisPrefix: `${prefix}:`, storeDurability: 'relaxed', jwksUrl });
   const service = await startService(config, logger);
@@ -48,7 +48,7 @@ async function startAndReadJwksLine(t: TestContext, jwksUrl: string, prefix: str
   });
   const listening = lines.findIndex((l) => l.msg === 'pixiu listening');
   assert.ok(listening >= 0 && listening < lines.indexOf(line as LogLine), 'logged after the node listens');
-  return line as LogLine;
+  return { ...line as LogLine, url: service.url };
 }
 
 test('a JWKS URL that answers 404 is a warning at start naming the URL and the answer', async (t) => {
@@ -66,4 +66,22 @@ test('a good JWKS URL is fetched at start and logged with its number of usable k
   const url = await serve(t, [200, JSON.stringify({ keys: [jwk, { ...jwk, kid: 'k2', use: 'enc' }] })]);
   const line = await startAndReadJwksLine(t, url, 'jwks-ok');
   assert.deepEqual([line.level, line.msg, line.keys], [30, 'JWKS fetched', 1]);
+});
+
+test('a client token refused 503 for want of the JWKS is counted in pixiu_token_keys_unavailable_total (/readyz does not look at the key source)', async (t) => {
+  const url = await serve(t, [404, '{"error":"not found"}']);
+  const node = await startAndReadJwksLine(t, url, 'jwks-metric');
+  const counted = async (): Promise<number> => {
+    const text = await (await fetch(`${node.url}/metrics`)).text();
+    return Number(/^pixiu_token_keys_unavailable_total (\d+)/m.exec(text)?.[1] ?? -1);
+  };
+  assert.equal(await counted(), 0);
+  const { privateKey } = await generateKeyPair('ES256');
+  const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setSubject('ana').setExpirationTime('1h').sign(privateKey);
+  for (let i = 0; i < 2; i++) {
+    const answer = await fetch(`${node.url}/v1/me/messages`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(answer.status, 503, await answer.text());
+  }
+  assert.equal(await counted(), 2);
+  assert.equal((await fetch(`${node.url}/readyz`)).status, 200);
 });
