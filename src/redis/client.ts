@@ -11,6 +11,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
 import { redactUrl, redisTarget } from './url.js';
 
@@ -39,7 +40,8 @@ function retryDelayMs(times: number): number {
  * Auto-pipelining is on: calls made in one tick share one round trip.
  *
  * @throws PixiuError UNAVAILABLE when Redis is unreachable at start, with the reason
- *   Redis or the socket gave (a wrong password, a refused connection), or refuses
+ *   Redis or the socket gave (a wrong password, a refused connection, a server there
+ *   that does not speak the Redis protocol), or refuses
  *   the database the URL names
  * @throws RedisUrlError when the URL cannot be read (src/redis/url.ts)
  */
@@ -63,6 +65,10 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   const redis = typeof target === 'string' ? new Redis(target, base) : new Redis({ ...base, ...target });
   handleRestoreFailures(redis);
   let lastError = '';
+  // A server that is not Redis: its answer fails the decoder, and the socket errors
+  // that follow (EPIPE, ECONNRESET as it closes on what it could not read either) say
+  // less, so the start's message gives this one.
+  let notRedis = '';
   // A connection error since the last `ready`: that `ready` restores it. Redis refusing
   // a command ioredis sent on its own (AUTH, SELECT) is no lost connection: alone, the
   // `ready` after it restores nothing (it was logged just before the start's fatal
@@ -74,6 +80,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     // ioredis emits one error per failed (re)connect; log changes, not repeats.
     if (err.message !== lastError) opts.logger?.warn({ ...outageFields(err), redis: opts.name }, refusal ? 'redis refused a command sent on connecting' : 'redis connection error');
     lastError = err.message;
+    if (isNotRedis(err)) notRedis = err.message;
   });
   redis.on('ready', () => {
     if (lost) opts.logger?.info({ redis: opts.name }, 'redis connection restored');
@@ -85,8 +92,9 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   } catch (err) {
     redis.disconnect();
     // connect() itself often says only "Connection is closed."; the error event before
-    // it says why (WRONGPASS, ECONNREFUSED, …).
-    const reason = lastError !== '' ? lastError : (err as Error).message;
+    // it says why (WRONGPASS, ECONNREFUSED, a server that is not Redis …), in plain
+    // words as the log line gives it (src/redis/plain-reasons.ts).
+    const reason = plainReason(notRedis !== '' ? notRedis : lastError !== '' ? lastError : (err as Error).message);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}`, err);
   }
   await checkDatabase(redis, opts.url);

@@ -9,14 +9,42 @@
  * finding). Any other message is kept as it is; socket errors such as ECONNREFUSED
  * already say what happened.
  *
- * The texts are ioredis 5's (built/Redis.js `sendCommand`, built/errors/
- * MaxRetriesPerRequestError.js).
+ * A server there that is not Redis (an HTTP port given as PIXIU_REDIS_URL, an easy
+ * mix-up) answers bytes that are no RESP reply; ioredis's decoder words that as its own
+ * bug, "Unknown RESP type 72 "H". Please report this." (an ops tester's finding), where
+ * the fault is the URL: it is said so, quoting the first byte the server answered.
+ *
+ * The texts are ioredis 5's and 6.0.0's (built/Redis.js `sendCommand`, built/errors/
+ * MaxRetriesPerRequestError.js, built/resp/decoder.js and built/DataHandler.js
+ * `returnFatalError`).
  */
 
 /** An ioredis message, and what it means here. */
 interface PlainReason {
   readonly matches: RegExp;
-  readonly plain: string;
+  /** The plain words, or how to make them from the match. */
+  readonly plain: string | ((match: RegExpExecArray) => string);
+}
+
+/**
+ * What a server that is not Redis answered, from the first byte ioredis's decoder could
+ * not read (its type byte, `code`): `it answered "H…": an HTTP server?`. Only an HTTP
+ * server, whose answers all start `HTTP/`, is guessed; a byte that is no printable
+ * ASCII is shown as `\xNN`.
+ */
+function notRedis(match: RegExpExecArray): string {
+  const code = Number(match[1]);
+  const shown = code >= 0x20 && code < 0x7f ? String.fromCharCode(code) : `\\x${code.toString(16).padStart(2, '0')}`;
+  const guess = shown === 'H' ? ': an HTTP server?' : '';
+  return `the server there does not speak the Redis protocol (it answered "${shown}…"${guess})`;
+}
+
+/** ioredis's decoder's failure on an answer that is no RESP reply (see above). */
+const NOT_RESP = /^Unknown RESP type (\d+) /;
+
+/** True when `err` is ioredis's decoder failing on an answer that is no RESP reply: the server is not Redis. */
+export function isNotRedis(err: Error): boolean {
+  return NOT_RESP.test(err.message);
 }
 
 const PLAIN_REASONS: readonly PlainReason[] = [
@@ -24,10 +52,15 @@ const PLAIN_REASONS: readonly PlainReason[] = [
   { matches: /^Stream isn't writeable and enableOfflineQueue options is false$/, plain: 'Redis connection lost (reconnecting)' },
   // Sent, then the connection dropped before Redis answered; not sent again.
   { matches: /^Reached the max retries per request limit \(which is \d+\)\./, plain: 'Redis connection lost before it answered (reconnecting)' },
+  // A reply that is not RESP: the server is something else.
+  { matches: NOT_RESP, plain: notRedis },
 ];
 
 /** `message` in plain words when it is one of the Redis client's own (see above); else `message`. */
 export function plainReason(message: string): string {
-  for (const r of PLAIN_REASONS) if (r.matches.test(message)) return r.plain;
+  for (const r of PLAIN_REASONS) {
+    const match = r.matches.exec(message);
+    if (match !== null) return typeof r.plain === 'string' ? r.plain : r.plain(match);
+  }
   return message;
 }

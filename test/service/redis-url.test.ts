@@ -3,10 +3,13 @@
  * (src/redis/url.ts): the password works in the user part, as a `?password=` option
  * and in a `unix://` URL, and is never printed — not in the listening line, not in
  * the error of a wrong password (which says WRONGPASS), not in a refused URL; a
- * `unix://` URL's `?db=N` selects database N.
+ * `unix://` URL's `?db=N` selects database N; a URL naming a server that is not Redis
+ * says so (src/redis/plain-reasons.ts).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { createRedis } from '../../src/redis/client.js';
@@ -96,4 +99,29 @@ test('a unix:// URL\'s ?db=N selects database N: a write through Pixiu\'s client
   };
   assert.equal(await readIn(5), 'written over the socket');
   assert.equal(await readIn(0), null);
+});
+
+test('a Redis URL that names a server that is not Redis (an HTTP port) says so, not ioredis\'s "Please report this."', { timeout: 30_000 }, async (t) => {
+  // It answers Redis's commands as Pixiu's own port does (src/api/error-handler.ts
+  // clientErrorAnswerer): one 400, then the end of its side of the connection. Node's
+  // default destroys the socket at once, and the client's next write may then fail
+  // (EPIPE) before it reads the answer: nothing read says what the server is.
+  const http = createServer((_req, res) => res.end('not redis'));
+  http.on('clientError', (_err, socket: Socket) => {
+    if (!socket.writableEnded) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => http.close(() => resolve())));
+  http.on('connection', (socket) => t.after(() => socket.destroy()));
+  const { port } = http.address() as AddressInfo;
+  const run = await runCli(['serve'], {
+    PIXIU_REDIS_URL: `redis://127.0.0.1:${port}`, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN,
+  });
+  assert.equal(run.code, 1, run.stderr);
+  const said = /the server there does not speak the Redis protocol \(it answered "H…": an HTTP server\?\)/;
+  assert.match(run.stderr, new RegExp(`cannot reach Redis at redis://127\\.0\\.0\\.1:${port}: ${said.source}`), run.stderr);
+  // The log line of the failed connection says the same.
+  const logged = run.stdout.split('\n').find((l) => l.includes('redis connection error')) ?? '{}';
+  assert.match((JSON.parse(logged) as { reason?: string }).reason ?? '', said, run.stdout);
+  assert.doesNotMatch(run.stdout + run.stderr, /Please report|RESP type/);
 });

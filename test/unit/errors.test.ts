@@ -59,5 +59,9 @@ test('outage log fields give the Redis client\'s own failures in plain words, an
   const socket = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
   assert.deepEqual(outageFields(socket), { reason: 'connect ECONNREFUSED 127.0.0.1:1', code: 'ECONNREFUSED' });
   assert.equal(plainReason('Command timed out'), 'Command timed out');
+  // A server that is not Redis: its first byte quoted, a guess only for HTTP's "H".
+  assert.equal(plainReason('Unknown RESP type 72 "H". Please report this.'), 'the server there does not speak the Redis protocol (it answered "H…": an HTTP server?)');
+  assert.equal(plainReason('Unknown RESP type 83 "S". Please report this.'), 'the server there does not speak the Redis protocol (it answered "S…")');
+  assert.equal(plainReason('Unknown RESP type 21 "\u0015". Please report this.'), 'the server there does not speak the Redis protocol (it answered "\\x15…")');
   assert.equal(plainReason('Stream isn\'t writeable and enableOfflineQueue options is false, or else'), 'Stream isn\'t writeable and enableOfflineQueue options is false, or else');
 });
