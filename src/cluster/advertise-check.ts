@@ -12,6 +12,12 @@
  *   proxy's 502/503 while this node is not marked healthy yet, another service):
  *   logged at warn and started anyway. The address may be reachable from the other
  *   nodes only (a load balancer without hairpin routing), or only once this node is up.
+ * - A port fetch refuses to ask (the WHATWG fetch standard's bad ports: 22, 25, 6000,
+ *   6665–6669, 10080 …; https://fetch.spec.whatwg.org/#bad-port): the other nodes
+ *   read records with fetch too (store-router.ts), so they refuse it as well, whatever
+ *   the route. On a shared Redis the node refuses to start; alone on the embedded Redis
+ *   (no other node shares it) it starts, saying so at info. Undici's "bad port" said
+ *   nothing to an operator (an ops tester's finding).
  */
 import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -38,11 +44,14 @@ export interface AdvertiseCheckOptions {
   readonly logger: Logger;
   /** Aborted when the start is given up (a stop signal): no answer is waited for, nothing logged. */
   readonly signal?: AbortSignal;
+  /** True when no other node can read this store: its Redis is the embedded one (a socket in its data dir). */
+  readonly alone?: boolean;
 }
 
 /**
  * Checks that `url` reaches this node (see the module comment).
- * @throws StartupError when something else answers there
+ * @throws StartupError when something else answers there, or when its port is one
+ *   fetch refuses and the node is not {@link AdvertiseCheckOptions.alone}
  */
 export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<void> {
   const advice = 'set PIXIU_ADVERTISE_URL (--advertise-url) to an address of this node that the other nodes reach';
@@ -58,6 +67,15 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
     });
   } catch (err) {
     if (opts.signal?.aborted === true) return;
+    if (isBadPort(err)) {
+      const port = portOf(opts.url);
+      if (opts.alone === true) {
+        opts.logger.info({ url: opts.url, port },
+          `the advertised URL's port is one fetch refuses (the WHATWG fetch standard's bad ports); no other node reads this node's messages on its embedded Redis, but on a shared Redis it would be refused at start: ${BAD_PORT_ADVICE}`);
+        return;
+      }
+      throw new StartupError(`the advertised URL ${opts.url} has port ${port}, which fetch, the HTTP client the other Pixiu nodes read this node's messages with, refuses to ask: it is on the WHATWG fetch standard's list of bad ports (22, 25, 6000, 6665-6669, 10080 and others: https://fetch.spec.whatwg.org/#bad-port); ${BAD_PORT_ADVICE}`);
+    }
     // fetch's own words for its timeout ("The operation was aborted due to timeout")
     // do not say whose timeout, or how long: say it.
     const reason = timeout.aborted ? `no answer within ${timeoutMs} ms (the check's timeout)`
@@ -76,6 +94,26 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
   }
   opts.logger.warn({ url: opts.url, status: res.status },
     `the advertised URL answers, but not as this node (HTTP ${res.status}: a proxy not yet routing to it, or another service); unless the other nodes reach this node there once it is up, they cannot read its messages: ${advice}`);
+}
+
+/** What to do about an advertised URL whose port fetch refuses. */
+const BAD_PORT_ADVICE = 'listen on another port (PIXIU_PORT, --port) or set PIXIU_ADVERTISE_URL (--advertise-url) to a URL with another port';
+
+/**
+ * True when `err` is fetch refusing the URL's port (undici's network error "bad port":
+ * https://fetch.spec.whatwg.org/#port-blocking). Told by fetch itself rather than by a
+ * list of our own, so it is refused exactly when the other nodes' fetch (the same
+ * Node's) refuses it.
+ */
+function isBadPort(err: unknown): boolean {
+  const cause = (err as { cause?: unknown } | null)?.cause;
+  return cause instanceof Error && cause.message === 'bad port';
+}
+
+/** The port of `url` as fetch asks it: its own, or its scheme's default. */
+function portOf(url: string): number {
+  const u = new URL(url);
+  return u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80;
 }
 
 /**

@@ -273,7 +273,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
     try {
       await checkAdvertisedUrl({
-        url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header, logger, signal: opts.signal,
+        url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header, logger, signal: opts.signal, alone: local !== undefined,
       });
       stopAsked();
       await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), store);

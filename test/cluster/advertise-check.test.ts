@@ -1,8 +1,9 @@
 /**
  * The start-up check of the advertised URL (src/cluster/advertise-check.ts, DESIGN.md
  * §9): a node whose PIXIU_ADVERTISE_URL leads to another node, or to something that is
- * not a node of its cluster, refuses to start; one whose URL nothing answers from here
- * starts with a warning. Real services in this process on one private redis-server.
+ * not a node of its cluster, or whose port fetch refuses (the WHATWG bad ports), refuses
+ * to start; one whose URL nothing answers from here starts with a warning. Real
+ * services in this process on one private redis-server (or their embedded one).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -136,4 +137,25 @@ test('a stop signal during the check of a URL that does not answer gives the sta
   assert.ok(tookMs < 3000, `gave up ${Math.round(tookMs)} ms after the stop`);
   // The stop is not a verdict on the URL: nothing is said about it.
   assert.deepEqual(lines.filter((l) => /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), []);
+});
+
+test('a port fetch refuses (the WHATWG fetch standard\'s bad ports) refuses the start on a shared Redis, saying what it means; alone on the embedded Redis it starts', { timeout: 60_000 }, async (t) => {
+  // Nothing listens at these ports: fetch refuses them before connecting.
+  const shared = await startAdvertising(t, 'adv-bad:', 'http://127.0.0.1:22');
+  await assert.rejects(shared.start, (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assert.match(err.message, /^the advertised URL http:\/\/127\.0\.0\.1:22 has port 22, which fetch, the HTTP client the other Pixiu nodes read this node's messages with, refuses to ask: it is on the WHATWG fetch standard's list of bad ports/);
+    assert.match(err.message, /listen on another port \(PIXIU_PORT, --port\) or set PIXIU_ADVERTISE_URL/);
+    return true;
+  });
+  assert.deepEqual(shared.lines.filter((l) => /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), [], 'no warning besides the refusal');
+
+  // The embedded Redis is a socket in the data dir: no other node reads this one.
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), storeDurability: 'relaxed', advertiseUrl: 'http://127.0.0.1:6666' });
+  const alone = await startService(config, logger);
+  t.after(() => alone.close());
+  assert.deepEqual(lines.filter((l) => l.level >= 40 && /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), []);
+  const said = lines.find((l) => l.level === 30 && /advertised URL's port is one fetch refuses/.test(l.msg ?? ''));
+  assert.equal(said?.port, 6666, JSON.stringify(lines.filter((l) => /advertised/.test(l.msg ?? ''))));
 });
