@@ -280,7 +280,7 @@ export class Gateway implements GatewayDeps {
       connectRoute(ws, this);
     });
     // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts).
-    guardUpgrades(app);
+    guardUpgrades(app, this.logger);
   }
 
   /**

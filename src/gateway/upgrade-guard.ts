@@ -10,14 +10,17 @@
  *
  * {@link guardUpgrades} closes such a socket once its HTTP answer is written (the answer
  * says `Connection: close`), and on shutdown destroys whatever upgrade sockets (and
- * HTTP connections) are still open once the grace period is over.
+ * HTTP connections) are still open once the grace period is over, logging at warn how
+ * many requests that cut unanswered: their clients see the connection close, and only
+ * the log says why (an ops tester's finding).
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { whenAnswersLeft, type HttpServerSocket } from '../api/error-handler.js';
 import { PixiuError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 /**
  * How long shutdown lets the remaining sockets finish (an HTTP answer being written, a
@@ -36,11 +39,20 @@ export interface UpgradeGuard {
 /**
  * Installs the guard on `app.server`. Call right after registering @fastify/websocket:
  * its `upgrade` listener must run first, so the response it made is on the socket.
+ * @param logger where the requests cut by the end of the shutdown grace are logged
  * @param graceMs shutdown grace before remaining sockets are destroyed
  */
-export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS): UpgradeGuard {
+export function guardUpgrades(app: FastifyInstance, logger: Logger, graceMs = SHUTDOWN_GRACE_MS): UpgradeGuard {
   const sockets = new Set<Socket>();
   const server = app.server;
+  // HTTP requests not answered yet (their response not closed: 'close' follows its
+  // 'finish', or the connection's end). A count, not a set: one shared listener.
+  let inFlight = 0;
+  const answered = (): void => { inFlight -= 1; };
+  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    inFlight += 1;
+    res.once('close', answered);
+  });
 
   const onUpgrade = (_req: unknown, socket: HttpServerSocket): void => {
     if (socket.destroyed) return;
@@ -118,6 +130,14 @@ export function guardUpgrades(app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS)
   app.addHook('preClose', (done) => {
     closing = true;
     const timer = setTimeout(() => {
+      // A request still in flight now is cut unanswered (a body still arriving, a
+      // handler waiting on Redis): its client must send it again. Upgrade sockets left
+      // are WebSockets that did not answer the close (1001) and refused upgrades whose
+      // answer was not taken; nothing is lost with them.
+      if (inFlight > 0) {
+        logger.warn({ requests: inFlight, upgradeSockets: sockets.size, graceMs },
+          'shutdown grace period over: requests still in flight are cut unanswered (their clients see the connection close and must send them again)');
+      }
       for (const socket of sockets) socket.destroy();
       server.closeAllConnections();
     }, graceMs);

@@ -249,8 +249,22 @@ test('a POST in flight when SIGTERM arrives is finished and answered 201, then s
   assert.equal(created.duplicate, false);
   assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
   assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1);
+  assert.deepEqual(logLines(serve.stdout(), CUT_UNANSWERED), [], 'nothing was cut');
   // It was really done, not just answered: the inbox holds it.
   assert.deepEqual((await readWholeInbox(inbox, 'ola')).map((e) => [e.seq, e.id]), [[1, created.id]]);
+});
+
+/** The log line of the requests the end of the shutdown grace cut (src/gateway/upgrade-guard.ts). */
+const CUT_UNANSWERED = 'shutdown grace period over: requests still in flight are cut unanswered (their clients see the connection close and must send them again)';
+
+test('a POST whose body is still arriving when the shutdown grace period ends is cut unanswered, and the log says how many requests were', { timeout: 60_000 }, async (t: TestContext) => {
+  const { serve, inbox, closed, stopped } = await drainWithPostInFlight(t, 'cut:');
+  // The rest of the body never comes.
+  assert.deepEqual((await closed).map((r) => r.status), [100], 'no answer but the 100');
+  assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
+  const cut = logLines(serve.stdout(), CUT_UNANSWERED);
+  assert.deepEqual(cut.map((l) => [l.level, l.requests]), [[40, 1]], serve.stdout());
+  assert.deepEqual(await readWholeInbox(inbox, 'ola'), [], 'not done');
 });
 
 test('while serve drains, a request pipelined behind the one in flight is not done: the connection ends after the first answer', { timeout: 60_000 }, async (t: TestContext) => {
