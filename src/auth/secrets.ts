@@ -129,8 +129,9 @@ async function ensureDir(dir: string): Promise<void> {
  * Reads `<dir>/<name>` for a client command, which must never generate a secret: one
  * made up here would sign tokens the service rejects (its own secret is elsewhere).
  *
- * @throws StartupError naming the file, and how to point at the service's data dir;
- *   or when it holds a value its setting refuses
+ * @throws StartupError naming the file, and how to give the key a serve was given
+ *   (it keeps no file then: an ops tester's finding) or point at the service's data
+ *   dir; or when it holds a value its setting refuses
  */
 async function readExisting(dir: string, name: SecretName): Promise<string> {
   const file = path.join(dir, name);
@@ -140,7 +141,7 @@ async function readExisting(dir: string, name: SecretName): Promise<string> {
     if (err instanceof StartupError) throw err;
     const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
     throw new StartupError(missing
-      ? `no ${name} at ${file}: start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR), or pass the key with --jwt-secret (PIXIU_JWT_SECRET)`
+      ? `no ${name} at ${file}, where \`pixiu serve\` keeps the secret it generates when given no key; a serve given its key keeps no file: pass the same secret with --jwt-secret (PIXIU_JWT_SECRET) (a serve given PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL verifies the tokens your identity provider issues: give \`pixiu connect\` one with --token). Else start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR)`
       : `cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
 }

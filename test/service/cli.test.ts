@@ -51,7 +51,8 @@ test('pixiu token and pixiu connect never generate a secret: with none in the da
   for (const [args, run] of await runEach([['token', 'ann'], ['connect', 'ann', '--port', '1']], (args) => runCli(args, { PIXIU_DATA_DIR: dataDir }))) {
     assert.equal(run.code, 1, args.join(' '));
     assert.equal(run.stdout, '');
-    assert.match(run.stderr, /no jwt-secret at .*secrets.*jwt-secret: start `pixiu serve` with this data dir first.*--data-dir/);
+    assert.match(run.stderr, /no jwt-secret at .*secrets.*jwt-secret, where `pixiu serve` keeps the secret it generates when given no key; a serve given its key keeps no file: pass the same secret with --jwt-secret \(PIXIU_JWT_SECRET\)/);
+    assert.match(run.stderr, /Else start `pixiu serve` with this data dir first, or point at the service's data dir with --data-dir/);
   }
   assert.deepEqual(await readdir(dataDir), [], 'nothing was created');
 });
