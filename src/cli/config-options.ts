@@ -28,7 +28,8 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], doc
     const spec: SettingSpec = { ...SETTINGS[key], doc: docs[key] ?? SETTINGS[key].doc };
     const isDuration = spec.kind === 'duration' || spec.kind === 'durations';
     const show = (v: unknown): string => (isDuration && typeof v === 'number' ? ms(v) : String(v));
-    const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}]`;
+    const note = spec.defaultNote === undefined ? '' : `, ${spec.defaultNote}`;
+    const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}${note}]`;
     // A bare number is milliseconds, unlike the HTTP API's `ttl` (seconds): say so.
     const unit = isDuration ? '; a duration such as 500ms, 30s, 1h, 7d (a bare number is milliseconds)' : '';
     // A flag's value is in the process list for every user of the machine.

@@ -44,6 +44,8 @@ export interface SettingSpec {
   readonly default: unknown;
   /** What the setting means and what it accepts, shown in errors and `--help`. */
   readonly doc: string;
+  /** Words `--help` adds after the default, where it alone would mislead (`storage`: relative to what?). */
+  readonly defaultNote?: string;
   /** Inclusive bounds for numbers (ms for durations, bytes for sizes). */
   readonly min?: number;
   readonly max?: number;
@@ -79,7 +81,7 @@ const DAY = 86_400 * SECOND;
 export const SETTINGS = {
   host: { env: 'PIXIU_HOST', flag: 'host', kind: 'string', default: '127.0.0.1', doc: 'listen address (an IP or host name)', schema: { minLength: 1 } },
   port: { env: 'PIXIU_PORT', flag: 'port', kind: 'int', default: 8080, min: 0, max: 65535, doc: 'HTTP and WebSocket port, 0 to 65535 (0: any free port)' },
-  dataDir: { env: 'PIXIU_DATA_DIR', flag: 'data-dir', kind: 'string', default: 'storage', doc: 'data root: store partitions, generated secrets, the local Redis (a path)', schema: { minLength: 1 } },
+  dataDir: { env: 'PIXIU_DATA_DIR', flag: 'data-dir', kind: 'string', default: 'storage', defaultNote: 'relative to the current directory', doc: 'data root: store partitions, generated secrets, the local Redis (a path)', schema: { minLength: 1 } },
   advertiseUrl: { env: 'PIXIU_ADVERTISE_URL', flag: 'advertise-url', kind: 'string', default: undefined, doc: 'base URL other nodes reach this node at, to read the messages its store holds (http:// or https://); unset: http://<host>:<port>, with 0.0.0.0 and :: read as 127.0.0.1 (one machine only)', schema: { pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' } },
   redisUrl: { env: 'PIXIU_REDIS_URL', flag: 'redis-url', kind: 'string', default: undefined, doc: 'Redis to use, redis://, rediss:// or unix:// URL; unset: start a local redis-server under the data dir', schema: { pattern: '^(redis|rediss|unix)://' }, secret: true, check: redisUrlProblem },
   redisPrefix: { env: 'PIXIU_REDIS_PREFIX', flag: 'redis-prefix', kind: 'string', default: 'px:', doc: 'prefix of every Redis key (1-32 chars, no braces or whitespace)', schema: { pattern: '^[^{}\\s]{1,32}$' } },

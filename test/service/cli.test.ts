@@ -266,6 +266,8 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   assert.match(text, /--max-body-bytes <value> largest HTTP request body in bytes \(a batch counts as one body\), 1024 to 268435456 \(256 MiB\); a body is parsed on the event loop, .* \(env PIXIU_MAX_BODY_BYTES\) \[default: 1048576\]/);
   assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 1h, 7d \(a bare number is milliseconds\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
   assert.match(text, /\(env PIXIU_REDELIVERY_BACKOFF\) \[default: 2s,4s,6s\]/);
+  // A relative data dir is the cwd's: a start from elsewhere makes a new store there.
+  assert.match(text, /--data-dir <value> data root: .*\(a path\) \(env PIXIU_DATA_DIR\) \[default: storage, relative to the current directory\]/);
   // Bounds checked at start are in the help, as the refusal words them, not only in the refusal.
   assert.match(text, /--inbox-cap <value> entries kept per user inbox; older ones are trimmed \(clients see a gap\), from 1 to 10000000 \(env PIXIU_INBOX_CAP\)/);
   assert.match(text, /--heartbeat <value> server ping interval; each also pulls the inbox, from 10ms to 10m; a duration/);
