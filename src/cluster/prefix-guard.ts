@@ -105,6 +105,26 @@ export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): P
 }
 
 /**
+ * Refuses a start of a data dir on another database of a shared Redis (the URL's `/N`)
+ * than the one it last ran on there: every key of its cluster is in that database, so
+ * on another it would be an island as without its Redis URL
+ * ({@link refuseEmbeddedAfterShared}; a black-box SRE's finding: a `/1` added to the
+ * URL did it, with one error line and `/readyz` 200). Not refused when nothing was
+ * recorded (a start before databases were recorded). Run before the store's claim.
+ * @param db the database this start uses
+ * @throws StartupError naming both databases and what to do
+ */
+export async function refuseDatabaseMove(dataDir: string, dir: string, db: number): Promise<void> {
+  const recorded = (await readLayout(dir))?.redisDb;
+  if (recorded === undefined || recorded === db) return;
+  throw new StartupError(`the data dir ${dataDir} last ran on database ${recorded} of its shared Redis and is started on database ${db} (the /N of PIXIU_REDIS_URL): `
+    + `its cluster's inboxes, claims and leases are in database ${recorded}, so it would answer 201 to messages that no node there and none of their clients see, `
+    + `and they could not read the messages it stored for them. Set PIXIU_REDIS_URL to database ${recorded}. `
+    + `To move this data dir to database ${db} on purpose (the messages it stored are then in no inbox there), delete "redisDb" from ${path.join(dir, 'LAYOUT')} `
+    + '(docs/decisions.md, "Several nodes")');
+}
+
+/**
  * Refuses a start that would split a cluster: the data dir last ran on this Redis with
  * another key prefix (the Redis knows its store under it), and nodes of other data dirs
  * are registered under that prefix now. A data dir moved to another Redis, whose

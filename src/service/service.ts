@@ -37,7 +37,7 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
-import { prefixMoveLine, refuseEmbeddedAfterShared, refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { prefixMoveLine, refuseDatabaseMove, refuseEmbeddedAfterShared, refusePrefixSplit } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
@@ -137,6 +137,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // be re-asserted; the embedded one has no other node.
     // A data dir that last ran under another prefix beside running nodes would split
     // their cluster (prefix-guard.ts); refused before it claims anything.
+    // Likewise one started on another database of that Redis.
+    if (local === undefined) await refuseDatabaseMove(config.dataDir, storeDir, redis.options.db ?? 0);
     const movedFrom = local === undefined
       ? await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) }) : undefined;
     // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who
@@ -152,7 +154,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       redisUptimeMs: () => redisUptimeMs(redis),
       redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
     });
-    if (local === undefined) await recordRedisPrefix(storeDir, config.redisPrefix);
+    if (local === undefined) await recordRedisPrefix(storeDir, config.redisPrefix, redis.options.db ?? 0);
     const clusterSecret = await ClusterSecret.load(redis, keys);
     stopAsked();
 

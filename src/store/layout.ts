@@ -52,6 +52,12 @@ export interface StoreLayout {
    * prefixes were recorded.
    */
   readonly redisPrefix?: string;
+  /**
+   * The Redis database number (the URL's `/N`) of that start, recorded with
+   * {@link redisPrefix} (src/cluster/prefix-guard.ts `refuseDatabaseMove`). Absent:
+   * recorded before databases were.
+   */
+  readonly redisDb?: number;
 }
 
 /** A layout with its store id (every layout once {@link openLayout} has run). */
@@ -98,6 +104,9 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
   }
   if (layout.redisPrefix !== undefined && (typeof layout.redisPrefix !== 'string' || !PREFIX_RULE.test(layout.redisPrefix))) {
     throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${JSON.stringify(layout.redisPrefix)}`);
+  }
+  if (layout.redisDb !== undefined && (!Number.isSafeInteger(layout.redisDb) || layout.redisDb < 0)) {
+    throw new StartupError(`the store layout ${file} has a malformed redisDb ${JSON.stringify(layout.redisDb)}`);
   }
   return layout;
 }
@@ -188,15 +197,16 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
 }
 
 /**
- * Records `prefix` as the key prefix of the store's last start on a shared Redis
- * ({@link StoreLayout.redisPrefix}); writes the file only when it names another (or
- * none). Run once the store's claim is held under `prefix`.
+ * Records `prefix` and `db` as the key prefix and database number of the store's last
+ * start on a shared Redis ({@link StoreLayout.redisPrefix}, {@link StoreLayout.redisDb});
+ * writes the file only when it names others (or none). Run once the store's claim is
+ * held under `prefix`.
  * @throws StartupError when the file cannot be read or written
  */
-export async function recordRedisPrefix(dir: string, prefix: string): Promise<void> {
+export async function recordRedisPrefix(dir: string, prefix: string, db: number): Promise<void> {
   const layout = await readLayout(dir);
-  if (layout === undefined || layout.redisPrefix === prefix) return;
-  await writeLayout(dir, { ...layout, redisPrefix: prefix }, false);
+  if (layout === undefined || (layout.redisPrefix === prefix && layout.redisDb === db)) return;
+  await writeLayout(dir, { ...layout, redisPrefix: prefix, redisDb: db }, false);
 }
 
 /**

@@ -143,3 +143,35 @@ test('a data dir that ran on a shared Redis is refused a start without PIXIU_RED
   const alone = await spawnServe(env, t);
   assert.equal((await alone.term()).code, 0);
 });
+
+test('a data dir that ran on database 0 of a shared Redis is refused a start on database 1 (an island there), starts on 0, and on 1 once redisDb is deleted from its LAYOUT', { timeout: 120_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const redis = await RedisServer.start();
+  files.after(() => redis.destroy());
+  const dir = await tempDataDir(files);
+  const env = (url: string): Record<string, string> => ({
+    PIXIU_REDIS_URL: url, PIXIU_DATA_DIR: dir, PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN, PIXIU_JWT_SECRET: SECRET, PIXIU_LOG_LEVEL: 'info',
+  });
+  let node = await spawnServe(env(redis.url), t);
+  assert.equal((await node.term()).code, 0);
+  const layoutFile = path.join(dir, 'xiu', 'LAYOUT');
+  assert.equal((JSON.parse(await readFile(layoutFile, 'utf8')) as { redisDb?: number }).redisDb, 0);
+
+  const refused = spawnCli(['serve'], env(`${redis.url}/1`), t);
+  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
+  assert.equal(listened, false, 'the start on database 1 is refused, not served');
+  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
+  const message = refused.stderr();
+  assert.match(message, /last ran on database 0 of its shared Redis and is started on database 1/);
+  assert.match(message, /Set PIXIU_REDIS_URL to database 0/);
+  assert.ok(message.includes(`delete "redisDb" from ${layoutFile}`), message);
+
+  node = await spawnServe(env(redis.url), t);
+  assert.equal((await node.term()).code, 0);
+  const { redisDb: _dropped, ...layout } = JSON.parse(await readFile(layoutFile, 'utf8')) as { redisDb?: number };
+  await writeFile(layoutFile, JSON.stringify(layout));
+  node = await spawnServe(env(`${redis.url}/1`), t);
+  assert.equal((await node.term()).code, 0);
+  assert.equal((JSON.parse(await readFile(layoutFile, 'utf8')) as { redisDb?: number }).redisDb, 1, 'the move is recorded');
+});
