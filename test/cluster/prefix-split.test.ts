@@ -8,7 +8,7 @@
  * store ownership's error line of a Redis that does not know the store (the recovery
  * case: Redis lost its data, or a move on purpose).
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -20,6 +20,18 @@ import { RedisServer } from '../harness/redis-server.js';
 
 const TOKEN = 'prefix-split-token-0123456789';
 const SECRET = 'prefix-split-jwt-secret-0123456789abcdef';
+
+/**
+ * Runs `pixiu serve` with `env` and asserts it is refused: it never listens and exits 1.
+ * @returns its stderr (the refusal) and its stdout (its log)
+ */
+async function refusedStart(env: Record<string, string>, t: TestContext, what: string): Promise<{ message: string; log: string }> {
+  const refused = spawnCli(['serve'], env, t);
+  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
+  assert.equal(listened, false, what);
+  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
+  return { message: refused.stderr(), log: refused.stdout() };
+}
 
 test('a data dir that ran under p: is refused under q: while a node runs under p:, starts under p:, and starts under q: (with the unknown-store error) once the p: nodes are gone', { timeout: 120_000 }, async (t) => {
   const files = cleanupList();
@@ -50,11 +62,7 @@ test('a data dir that ran under p: is refused under q: while a node runs under p
   assert.equal(typeof nodeA, 'string');
 
   // Under q: while A runs under p:: refused, exit 1, naming both prefixes, A and what to do; it never listened.
-  const refused = spawnCli(['serve'], env(dirB, 'q:'), t);
-  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
-  assert.equal(listened, false, 'the start under q: is refused, not served');
-  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
-  const message = refused.stderr();
+  const { message } = await refusedStart(env(dirB, 'q:'), t, 'the start under q: is refused, not served');
   assert.match(message, /last ran with PIXIU_REDIS_PREFIX "p:" on this Redis/);
   assert.match(message, /is started with PIXIU_REDIS_PREFIX "q:"/);
   assert.ok(message.includes(`node ${String(nodeA)} runs under it now`), message);
@@ -126,16 +134,12 @@ test('a data dir that ran on a shared Redis is refused a start without PIXIU_RED
   assert.equal((await shared.term()).code, 0);
 
   // Without PIXIU_REDIS_URL (an environment file left out): refused, exit 1, before any redis-server is started.
-  const refused = spawnCli(['serve'], env, t);
-  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
-  assert.equal(listened, false, 'the start without PIXIU_REDIS_URL is refused, not served');
-  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
-  const message = refused.stderr();
+  const { message, log } = await refusedStart(env, t, 'the start without PIXIU_REDIS_URL is refused, not served');
   assert.match(message, /last ran on a shared Redis \(with PIXIU_REDIS_URL, key prefix "px:"\) and is started without PIXIU_REDIS_URL/);
   assert.match(message, /Set PIXIU_REDIS_URL to that Redis \(and PIXIU_REDIS_PREFIX to "px:"\)/);
   const layoutFile = path.join(dir, 'xiu', 'LAYOUT');
   assert.ok(message.includes(`delete "redisPrefix" from ${layoutFile}`), message);
-  assert.doesNotMatch(refused.stdout(), /redis-server/, 'no embedded redis-server was started');
+  assert.doesNotMatch(log, /redis-server/, 'no embedded redis-server was started');
 
   // Moved to a Redis of its own on purpose, as the message says: it starts.
   const { redisPrefix: _dropped, ...layout } = JSON.parse(await readFile(layoutFile, 'utf8')) as { redisPrefix?: string };
@@ -158,11 +162,7 @@ test('a data dir that ran on database 0 of a shared Redis is refused a start on 
   const layoutFile = path.join(dir, 'xiu', 'LAYOUT');
   assert.equal((JSON.parse(await readFile(layoutFile, 'utf8')) as { redisDb?: number }).redisDb, 0);
 
-  const refused = spawnCli(['serve'], env(`${redis.url}/1`), t);
-  const listened = await refused.line((l) => listeningUrl(l) !== undefined, 'the listening line').then(() => true, () => false);
-  assert.equal(listened, false, 'the start on database 1 is refused, not served');
-  assert.equal((await refused.exited).code, 1, refused.stderr() + refused.stdout());
-  const message = refused.stderr();
+  const { message } = await refusedStart(env(`${redis.url}/1`), t, 'the start on database 1 is refused, not served');
   assert.match(message, /last ran on database 0 of its shared Redis and is started on database 1/);
   assert.match(message, /Set PIXIU_REDIS_URL to database 0/);
   assert.ok(message.includes(`delete "redisDb" from ${layoutFile}`), message);
