@@ -6,13 +6,19 @@
  * it — unanswered, and a `POST /v1/messages` whose body had all arrived stored nothing
  * (a security tester's finding). Answered here as any other method on an unknown route
  * is (docs/api.md): 404 NOT_FOUND with the catalogue's body, after the answers of the
- * requests before it, then the connection is closed (Node no longer reads from it).
+ * requests before it, then the connection is closed with a lingering close: what the
+ * client still sends is read and dropped until its end, or {@link LINGER_MS} at most.
+ * Node's HTTP server no longer tracks such a socket, so a client that kept its side
+ * open held it — and the node's shutdown, which waits for every socket — for good (a
+ * reviewer's finding on the first version, which only ended its own side).
  * https://nodejs.org/api/http.html#event-connect
  */
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { dropIncoming } from '../drop-incoming.js';
 import { PixiuError } from '../errors.js';
-import { rawErrorAnswer, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
+import { LINGER_MAX_BYTES, LINGER_MS, rawErrorAnswer, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
 
 /**
  * For the HTTP server's `connect` event: answers the CONNECT request 404 NOT_FOUND once
@@ -26,8 +32,14 @@ export function connectMethodAnswerer(onError?: (err: PixiuError, req: IncomingM
     const err = new PixiuError('NOT_FOUND', `no route CONNECT ${req.url ?? ''}: this server is no proxy`);
     whenAnswersLeft(socket as HttpServerSocket, () => {
       onError?.(err, req);
-      if (socket.writable) socket.end(rawErrorAnswer(err));
-      else socket.destroy();
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      dropIncoming(socket as Socket, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
+      // The socket half-opens (the server's allowHalfOpen): the client's end is the close.
+      socket.once('end', () => socket.destroy());
+      socket.end(rawErrorAnswer(err));
     });
   };
 }

@@ -9,6 +9,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { LINGER_MS } from '../../src/api/error-handler.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 
@@ -58,4 +59,24 @@ test('a message POSTed ahead of a CONNECT on the same connection is stored and a
   assert.deepEqual(heard.map((a) => a.status), [201, 404], JSON.stringify(heard));
   const history = await server.client.get('/v1/users/tunnel-user/messages');
   assert.deepEqual((history.body as { messages: { data: unknown }[] }).messages.map((m) => m.data), ['before the CONNECT']);
+});
+
+test('a CONNECT client that keeps its side open does not hold the node: its socket is closed after the answer, and the shutdown completes within the linger', { timeout: 30_000 }, async () => {
+  const { hostname, port } = new URL(server.service.url);
+  // allowHalfOpen: the client does not end its side when the server ends its own.
+  const socket = net.connect({ port: Number(port), host: hostname, allowHalfOpen: true });
+  socket.on('error', () => {});
+  let heard = '';
+  const answered = new Promise<void>((resolve) => socket.on('data', (chunk: Buffer) => {
+    heard += chunk.toString();
+    if (heard.includes('"NOT_FOUND"')) resolve();
+  }));
+  socket.write(CONNECT);
+  await answered;
+  const started = performance.now();
+  // The last test of the file: the service stops here (its clean-up's close is then a no-op).
+  const closed = server.service.close().then(() => performance.now() - started);
+  const ms = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => resolve(Infinity), 15_000))]);
+  socket.destroy();
+  assert.ok(ms < LINGER_MS + 3000, `the shutdown took ${ms} ms with a half-open CONNECT client (linger ${LINGER_MS} ms)`);
 });
