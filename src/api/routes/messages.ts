@@ -216,8 +216,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     try {
       checkAddressing(req.body, 'body');
       const body = req.body;
-      // Its recipients count in the node's budget as a batch's do (a room's members now).
-      const giveBack = budget.take(isRoomMessage(body) ? await ingest.roomSize(body.room) : distinctRecipients(body as UserMessageInput).length, 'message');
+      // Its recipients count in the node's budget as a batch's do (a room's members now),
+      // up to what one batch may reach: a room larger than that (PIXIU_ROOM_SIZE_CAP may
+      // be) would otherwise fit only beside nothing, and under steady traffic never.
+      const recipients = isRoomMessage(body) ? await ingest.roomSize(body.room) : distinctRecipients(body as UserMessageInput).length;
+      const giveBack = budget.take(Math.min(recipients, deps.config.batchMaxRecipients), 'message');
       let result: IngestResult | RoomIngestResult;
       try {
         result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
