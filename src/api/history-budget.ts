@@ -93,7 +93,7 @@ export class HistoryBudget {
     const mine = this.#byUser.get(user) ?? 0;
     if (mine > 0 && mine + bytes > this.#perUser) {
       throw new PixiuError('RATE_LIMITED', `user ${user} has ${Math.round(mine / 1048576)} MiB of history pages in flight on this node, `
-        + 'being read or not yet taken by their clients; read each answer before asking for the next');
+        + 'being read or not yet taken by their clients; read each answer before asking for the next, or retry shortly');
     }
     if (this.#inUse > 0 && this.#inUse + bytes > this.#limit) {
       throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB held for pages being read or not yet taken by their clients); retry shortly`);

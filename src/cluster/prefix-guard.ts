@@ -96,9 +96,9 @@ export function prefixMoveLine(recorded: string, prefix: string): string {
 export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): Promise<void> {
   const recorded = (await readLayout(dir))?.redisPrefix;
   if (recorded === undefined) return;
-  throw new StartupError(`the data dir ${dataDir} last ran on a shared Redis (with PIXIU_REDIS_URL, key prefix "${recorded}") and is started without PIXIU_REDIS_URL, `
-    + 'which would start a redis-server of its own: it would answer 201 to messages that no other node and none of their clients see, '
-    + 'and the nodes on the shared Redis could not read the messages it stored for them. '
+  throw new StartupError(`the data dir ${dataDir} last ran on the Redis of PIXIU_REDIS_URL (key prefix "${recorded}") and is started without PIXIU_REDIS_URL, `
+    + 'which would start a redis-server of its own: its inboxes are on that Redis, not there, so it would answer 201 to messages that no other node and none of their clients see, '
+    + 'and the nodes on that Redis could not read the messages it stored for them. '
     + `Set PIXIU_REDIS_URL to that Redis (and PIXIU_REDIS_PREFIX to "${recorded}") — was the environment file left out? `
     + `To run this data dir on a Redis of its own from now on, on purpose (the messages it stored are then in no inbox there), delete "redisPrefix" from ${path.join(dir, 'LAYOUT')} `
     + '(docs/decisions.md, "Several nodes")');
@@ -117,7 +117,7 @@ export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): P
 export async function refuseDatabaseMove(dataDir: string, dir: string, db: number): Promise<void> {
   const recorded = (await readLayout(dir))?.redisDb;
   if (recorded === undefined || recorded === db) return;
-  throw new StartupError(`the data dir ${dataDir} last ran on database ${recorded} of its shared Redis and is started on database ${db} (the /N of PIXIU_REDIS_URL): `
+  throw new StartupError(`the data dir ${dataDir} last ran on database ${recorded} of the Redis of PIXIU_REDIS_URL and is started on database ${db} (its /N): `
     + `its cluster's inboxes, claims and leases are in database ${recorded}, so it would answer 201 to messages that no node there and none of their clients see, `
     + `and they could not read the messages it stored for them. Set PIXIU_REDIS_URL to database ${recorded}. `
     + `To move this data dir to database ${db} on purpose (the messages it stored are then in no inbox there), delete "redisDb" from ${path.join(dir, 'LAYOUT')} `

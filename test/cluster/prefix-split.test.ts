@@ -135,7 +135,7 @@ test('a data dir that ran on a shared Redis is refused a start without PIXIU_RED
 
   // Without PIXIU_REDIS_URL (an environment file left out): refused, exit 1, before any redis-server is started.
   const { message, log } = await refusedStart(env, t, 'the start without PIXIU_REDIS_URL is refused, not served');
-  assert.match(message, /last ran on a shared Redis \(with PIXIU_REDIS_URL, key prefix "px:"\) and is started without PIXIU_REDIS_URL/);
+  assert.match(message, /last ran on the Redis of PIXIU_REDIS_URL \(key prefix "px:"\) and is started without PIXIU_REDIS_URL/);
   assert.match(message, /Set PIXIU_REDIS_URL to that Redis \(and PIXIU_REDIS_PREFIX to "px:"\)/);
   const layoutFile = path.join(dir, 'xiu', 'LAYOUT');
   assert.ok(message.includes(`delete "redisPrefix" from ${layoutFile}`), message);
@@ -163,7 +163,7 @@ test('a data dir that ran on database 0 of a shared Redis is refused a start on 
   assert.equal((JSON.parse(await readFile(layoutFile, 'utf8')) as { redisDb?: number }).redisDb, 0);
 
   const { message } = await refusedStart(env(`${redis.url}/1`), t, 'the start on database 1 is refused, not served');
-  assert.match(message, /last ran on database 0 of its shared Redis and is started on database 1/);
+  assert.match(message, /last ran on database 0 of the Redis of PIXIU_REDIS_URL and is started on database 1/);
   assert.match(message, /Set PIXIU_REDIS_URL to database 0/);
   assert.ok(message.includes(`delete "redisDb" from ${layoutFile}`), message);
 
