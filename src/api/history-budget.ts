@@ -29,7 +29,8 @@ export const HISTORY_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
 
 /**
  * The most bytes the answers for one user's inbox hold at once, both routes together:
- * 8 MiB, an eighth of the budget, four full pages (one answer is always taken when none
+ * 8 MiB, an eighth of the budget: three requests of `limit=1000` in flight, each holding
+ * a full page's 2 MiB and its entries while read (one answer is always taken when none
  * of the user's is held).
  */
 export const HISTORY_BYTES_PER_USER = 8 * 1024 * 1024;
