@@ -14,13 +14,14 @@
  * many requests that cut unanswered: their clients see the connection close, and only
  * the log says why (an ops tester's finding).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { whenAnswersLeft, type HttpServerSocket } from '../api/error-handler.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { countRequestsInFlight } from './requests-in-flight.js';
 
 /**
  * How long shutdown lets the remaining sockets finish (an HTTP answer being written, a
@@ -45,14 +46,8 @@ export interface UpgradeGuard {
 export function guardUpgrades(app: FastifyInstance, logger: Logger, graceMs = SHUTDOWN_GRACE_MS): UpgradeGuard {
   const sockets = new Set<Socket>();
   const server = app.server;
-  // HTTP requests not answered yet (their response not closed: 'close' follows its
-  // 'finish', or the connection's end). A count, not a set: one shared listener.
-  let inFlight = 0;
-  const answered = (): void => { inFlight -= 1; };
-  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
-    inFlight += 1;
-    res.once('close', answered);
-  });
+  // HTTP requests not answered yet, for the warn line at the end of the grace.
+  const inFlight = countRequestsInFlight(server);
 
   const onUpgrade = (_req: unknown, socket: HttpServerSocket): void => {
     if (socket.destroyed) return;
@@ -134,8 +129,8 @@ export function guardUpgrades(app: FastifyInstance, logger: Logger, graceMs = SH
       // handler waiting on Redis): its client must send it again. Upgrade sockets left
       // are WebSockets that did not answer the close (1001) and refused upgrades whose
       // answer was not taken; nothing is lost with them.
-      if (inFlight > 0) {
-        logger.warn({ requests: inFlight, upgradeSockets: sockets.size, graceMs },
+      if (inFlight.count > 0) {
+        logger.warn({ requests: inFlight.count, upgradeSockets: sockets.size, graceMs },
           'shutdown grace period over: requests still in flight are cut unanswered (their clients see the connection close and must send them again)');
       }
       for (const socket of sockets) socket.destroy();
