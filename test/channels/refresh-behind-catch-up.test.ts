@@ -17,6 +17,9 @@ import { connectViewer, pausableGatewayForFile, pauseThenCatchUp } from './pause
 
 const gateway = pausableGatewayForFile();
 
+/** Lifetime of the token the connection opens with, s. */
+const TTL_SEC = 15;
+
 /** `exp` of a token, ms since the epoch. */
 function expiryMs(token: string): number {
   const { exp } = decodeJwt(token);
@@ -26,12 +29,18 @@ function expiryMs(token: string): number {
 
 test('a refresh sent before exp behind a catch-up held by backpressure keeps the connection open past the old exp, and is answered in its turn', { timeout: 60_000 }, async () => {
   const p = gateway();
-  const token = await testToken(JWT_KEY, 'viewer', { channels: ['c.*'], ttlSec: 5 });
+  // The set-up below (connect, subscribe, publish, fill the socket, start the catch-up)
+  // must end before the old exp, which is whole seconds, so over TTL_SEC - 1 s away:
+  // under a second on a quiet machine, it is given over 13 s with the second kept below.
+  // The test waits for that exp (it tests that nothing happens then): a longer TTL is
+  // time the test takes.
+  const token = await testToken(JWT_KEY, 'viewer', { channels: ['c.*'], ttlSec: TTL_SEC });
   const oldExpMs = expiryMs(token);
   const client = await connectViewer(p, token);
   for (const h of ['h1', 'h2', 'h3']) await publish(p.gw.client, 'c.x', h);
   await pauseThenCatchUp(p, client);
-  assert.ok(Date.now() < oldExpMs - 1000, 'the refresh is sent over a second before the old exp');
+  const marginMs = oldExpMs - Date.now();
+  assert.ok(marginMs > 1000, `the refresh is sent over a second before the old exp (${marginMs} ms before it: the set-up took over ${TTL_SEC * 1000 - 1000 - marginMs} ms)`);
   // A token for an hour that no longer allows c.x: its turn comes after the sub's.
   client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'viewer', { channels: ['c.fill'], ttlSec: 3600 }) });
   client.send({ t: 'ping' });
