@@ -5,7 +5,7 @@
  * and stored nowhere, the ones before it go through. The real service with a limit of
  * 10, real Redis.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import type { Inbox } from '../../src/inbox/inbox.js';
@@ -19,9 +19,24 @@ let inbox: Inbox;
 let probe: Redis;
 
 fileRedis(async ({ redis, cleanup }) => {
-  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10', redisCommandTimeoutMs: '10s' });
+  // The command timeout is above PAUSE_MS: a write held by the pause never times out.
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed', batchMaxRecipients: '10', redisCommandTimeoutMs: '30s' });
   ({ inbox, redis: probe } = await openInbox(cleanup, redis.url));
 });
+
+/**
+ * How long the budget tests have Redis hold every write (`CLIENT PAUSE … WRITE`), ms:
+ * far longer than they need, for they end the pause themselves (`CLIENT UNPAUSE`) once
+ * the assertions that need messages held in progress are done. A pause that had to
+ * last just long enough could end first on a loaded machine.
+ */
+const PAUSE_MS = 20_000;
+
+/** Has Redis hold every write for {@link PAUSE_MS}; the pause ends when the test does, should it fail first. */
+async function holdWrites(t: TestContext): Promise<void> {
+  await probe.client('PAUSE', String(PAUSE_MS), 'WRITE');
+  t.after(() => probe.client('UNPAUSE'));
+}
 
 type Item = { status: number; error?: { code: string; message: string } };
 
@@ -100,12 +115,12 @@ test('items counted late add up: a second late item is held to the limit with th
   assert.deepEqual(await Promise.all([`${tag}-late-1-0`, `${tag}-late-2-0`].map(count)), [1, 0]);
 });
 
-test('batches in progress hold a node-wide budget of twice the limit: one more is 503 with Retry-After and stores nothing; once they finish it goes through', async () => {
+test('batches in progress hold a node-wide budget of twice the limit: one more is 503 with Retry-After and stores nothing; once they finish it goes through', async (t: TestContext) => {
   const batch = (tag: string) => ({ messages: Array.from({ length: 5 }, (_, i) => ({ to: [`${tag}-${i}-a`, `${tag}-${i}-b`], type: 't', data: i })) });
   const inProgress = async (): Promise<number> =>
     Number(/^pixiu_batch_recipients_in_progress (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? -1);
-  // Redis holds every write for 3 s (the command timeout is 10 s): the two batches stay in progress.
-  await probe.client('PAUSE', '3000', 'WRITE');
+  // Redis holds the writes: the two batches stay in progress.
+  await holdWrites(t);
   const first = gw.client.post('/v1/messages/batch', batch('bud1'));
   const second = gw.client.post('/v1/messages/batch', batch('bud2'));
   await waitUntil('both batches are in progress', async () => (await inProgress()) === 20);
@@ -117,6 +132,7 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
   assert.equal(refused.status, 503, refused.text);
   assert.equal(refused.headers.get('retry-after'), '1');
   assert.match(refused.text, /busy with other messages \(20 recipients in progress\); retry the batch shortly/);
+  await probe.client('UNPAUSE');
   for (const answer of [await first, await second]) {
     assert.deepEqual((answer.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201], answer.text);
   }
@@ -126,13 +142,13 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
   assert.deepEqual((later.body as { results: Item[] }).results.map((r) => r.status), [201, 201, 201, 201, 201]);
 });
 
-test('single POSTs take from the same budget: a room message counts its members, and one that does not fit beside the messages in progress is 503 and stores nothing', async () => {
+test('single POSTs take from the same budget: a room message counts its members, and one that does not fit beside the messages in progress is 503 and stores nothing', async (t: TestContext) => {
   const inProgress = async (): Promise<number> =>
     Number(/^pixiu_batch_recipients_in_progress (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? -1);
   const members = Array.from({ length: 12 }, (_, i) => `sb-m-${i}`);
   await addMembers(gw.client, 'sb-room', members);
-  // Redis holds every write for 3 s: the room message (12 members) stays in progress.
-  await probe.client('PAUSE', '3000', 'WRITE');
+  // Redis holds the writes: the room message (12 members) stays in progress.
+  await holdWrites(t);
   const room = gw.client.post('/v1/messages', { room: 'sb-room', type: 't', data: 0 });
   await waitUntil('the room message is in progress', async () => (await inProgress()) === 12);
   // 12 + 9 > 20: refused, as a batch would be (and one alone always fits: the room's 12 did).
@@ -142,8 +158,10 @@ test('single POSTs take from the same budget: a room message counts its members,
   assert.match(refused.text, /busy with other messages \(12 recipients in progress\); retry the message shortly/);
   const batch = await gw.client.post('/v1/messages/batch', { messages: [{ to: Array.from({ length: 9 }, (_, i) => `sb-b-${i}`), type: 't', data: 2 }] });
   assert.equal(batch.status, 503, batch.text);
-  // 12 + 8 = 20 fits.
+  // 12 + 8 = 20 fits: taken beside the room message, still held.
   const fits = gw.client.post('/v1/messages', { to: Array.from({ length: 8 }, (_, i) => `sb-f-${i}`), type: 't', data: 3 });
+  await waitUntil('the message that fits is in progress beside the room message', async () => (await inProgress()) === 20);
+  await probe.client('UNPAUSE');
   assert.equal((await room).status, 201);
   assert.equal((await fits).status, 201);
   assert.equal(await inProgress(), 0);
