@@ -145,28 +145,31 @@ test('batches in progress hold a node-wide budget of twice the limit: one more i
 test('single POSTs take from the same budget: a room message counts its members, and one that does not fit beside the messages in progress is 503 and stores nothing', async (t: TestContext) => {
   const inProgress = async (): Promise<number> =>
     Number(/^pixiu_batch_recipients_in_progress (\d+)/m.exec((await gw.client.get('/metrics', { headers: { authorization: '' } })).text)?.[1] ?? -1);
-  const members = Array.from({ length: 12 }, (_, i) => `sb-m-${i}`);
+  const members = Array.from({ length: 9 }, (_, i) => `sb-m-${i}`);
   await addMembers(gw.client, 'sb-room', members);
-  // Redis holds the writes: the room message (12 members) stays in progress.
+  // Redis holds the writes: the room message (9 members) and a message to 2 users stay in progress.
   await holdWrites(t);
   const room = gw.client.post('/v1/messages', { room: 'sb-room', type: 't', data: 0 });
-  await waitUntil('the room message is in progress', async () => (await inProgress()) === 12);
-  // 12 + 9 > 20: refused, as a batch would be (and one alone always fits: the room's 12 did).
-  const refused = await gw.client.post('/v1/messages', { to: Array.from({ length: 9 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
+  await waitUntil('the room message is in progress', async () => (await inProgress()) === 9);
+  const first = gw.client.post('/v1/messages', { to: ['sb-s-0', 'sb-s-1'], type: 't', data: 4 });
+  await waitUntil('the message to 2 users is in progress beside it', async () => (await inProgress()) === 11);
+  // 11 + 10 > 20: refused, as a batch would be (one alone always fits).
+  const refused = await gw.client.post('/v1/messages', { to: Array.from({ length: 10 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
   assert.equal(refused.status, 503, refused.text);
   assert.equal(refused.headers.get('retry-after'), '1');
-  assert.match(refused.text, /busy with other messages \(12 recipients in progress\); retry the message shortly/);
-  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ to: Array.from({ length: 9 }, (_, i) => `sb-b-${i}`), type: 't', data: 2 }] });
+  assert.match(refused.text, /busy with other messages \(11 recipients in progress\); retry the message shortly/);
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ to: Array.from({ length: 10 }, (_, i) => `sb-b-${i}`), type: 't', data: 2 }] });
   assert.equal(batch.status, 503, batch.text);
-  // 12 + 8 = 20 fits: taken beside the room message, still held.
-  const fits = gw.client.post('/v1/messages', { to: Array.from({ length: 8 }, (_, i) => `sb-f-${i}`), type: 't', data: 3 });
-  await waitUntil('the message that fits is in progress beside the room message', async () => (await inProgress()) === 20);
+  // 11 + 9 = 20 fits: taken beside the others, still held.
+  const fits = gw.client.post('/v1/messages', { to: Array.from({ length: 9 }, (_, i) => `sb-f-${i}`), type: 't', data: 3 });
+  await waitUntil('the message that fits is in progress beside the others', async () => (await inProgress()) === 20);
   await probe.client('UNPAUSE');
   assert.equal((await room).status, 201);
+  assert.equal((await first).status, 201);
   assert.equal((await fits).status, 201);
   assert.equal(await inProgress(), 0);
   assert.equal((await readWholeInbox(inbox, 'sb-u-0')).length, 0, 'the refused message stored nothing');
-  assert.equal((await readWholeInbox(inbox, 'sb-m-11')).length, 1);
-  const later = await gw.client.post('/v1/messages', { to: Array.from({ length: 9 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
+  assert.equal((await readWholeInbox(inbox, 'sb-m-8')).length, 1);
+  const later = await gw.client.post('/v1/messages', { to: Array.from({ length: 10 }, (_, i) => `sb-u-${i}`), type: 't', data: 1 });
   assert.equal(later.status, 201, later.text);
 });
