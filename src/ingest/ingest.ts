@@ -192,11 +192,13 @@ export class Ingest {
    * member added later never gets it, also not from a retry; a removed member gets
    * nothing new. A retry with the same `client_msg_id` appends to no one twice.
    *
+   * @param size the room's members now, when the caller has just read them (the route,
+   *   for the node's budget): not read again
    * @throws PixiuError NOT_FOUND for a room without members (nothing stored);
    *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST as {@link sendToUsers}
    */
-  async sendToRoom(input: RoomMessageInput): Promise<RoomIngestResult> {
-    const [outcome] = await this.sendRoomBatch([input]);
+  async sendToRoom(input: RoomMessageInput, size?: number): Promise<RoomIngestResult> {
+    const [outcome] = await this.sendRoomBatch([input], {}, size === undefined ? undefined : new Map([[input.room, size]]));
     if (outcome?.status !== 'fulfilled') throw outcome?.reason;
     return outcome.value;
   }
@@ -216,16 +218,20 @@ export class Ingest {
    * named twice) gets them in the batch's order. Each message settles alone.
    *
    * @param flow as {@link sendBatch}'s
+   * @param sizes rooms' members now, as the caller has just read them (the routes, for
+   *   the recipient limits): those rooms' sizes are not read again
    * @returns one settled result per input, in order
    */
-  async sendRoomBatch(inputs: readonly RoomMessageInput[], flow: Flow = {}): Promise<PromiseSettledResult<RoomIngestResult>[]> {
+  async sendRoomBatch(
+    inputs: readonly RoomMessageInput[], flow: Flow = {}, sizes?: ReadonlyMap<string, number>,
+  ): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
     // One flow for the batch (by default): its appends keep batch order, and take turns with other requests'.
     const target = async (input: RoomMessageInput): Promise<{ put: PutResult; room: string; members: string[] }> => {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
-      if ((await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
+      if ((sizes?.get(input.room) ?? await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
       // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.messageTime.
       const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.messageTime(input.room) });
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.

@@ -3,7 +3,8 @@
  * (twice `PIXIU_BATCH_MAX_RECIPIENTS`; docs/api.md, "Messages") counted up to what one
  * batch may reach: a room larger than that (PIXIU_ROOM_SIZE_CAP may be) fits beside
  * other messages in progress instead of only beside none, which under steady traffic
- * was never (a reviewer's finding). The real service with a limit of 10, real Redis.
+ * was never (a reviewer's finding). A room message reads its room's size once. The real
+ * service with a limit of 10, real Redis.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -47,4 +48,17 @@ test('a room message to more members than one batch may reach counts that many i
   }
   assert.equal(await inProgress(), 0);
   assert.equal((await readWholeInbox(inbox, 'big-m-14')).length, 1);
+});
+
+test('a room message reads its room\'s size once, on both routes: the size read for the budget is the one ingest goes by', async () => {
+  await addMembers(gw.client, 'once-room', ['once-1', 'once-2']);
+  const sizeReads = async (): Promise<number> => Number(/cmdstat_zcard:calls=(\d+)/.exec(await probe.info('commandstats'))?.[1] ?? 0);
+  let before = await sizeReads();
+  assert.equal((await gw.client.post('/v1/messages', { room: 'once-room', type: 't', data: 1 })).status, 201);
+  assert.equal(await sizeReads() - before, 1, 'one ZCARD for a single room POST');
+  before = await sizeReads();
+  const batch = await gw.client.post('/v1/messages/batch', { messages: [{ room: 'once-room', type: 't', data: 2 }, { room: 'once-room', type: 't', data: 3 }] });
+  assert.deepEqual((batch.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 201]);
+  assert.equal(await sizeReads() - before, 1, 'one ZCARD for a batch naming the room twice');
+  assert.equal((await readWholeInbox(inbox, 'once-2')).length, 3);
 });

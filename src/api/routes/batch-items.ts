@@ -110,14 +110,14 @@ export class BatchKeys {
  *
  * @param checked the items, in batch order (errors kept as they are; they count nothing)
  * @param roomSize members of a room now (each room named is read once)
- * @returns the items, those refused replaced by their error, and the recipients of
- *   the items kept
+ * @returns the items, those refused replaced by their error, the recipients of the
+ *   items kept, and the rooms' sizes as read (for ingest, not to read them again)
  * @throws PixiuError UNAVAILABLE when a room's size cannot be read (nothing is sent)
  */
 export async function limitRecipients(
   checked: readonly (MessageBody | PixiuError)[], max: number, roomSize: (room: string) => Promise<number>,
   uncounted: ReadonlySet<number> = new Set(),
-): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number }> {
+): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number; sizes: ReadonlyMap<string, number> }> {
   const rooms = [...new Set(checked.flatMap((c) => (c instanceof PixiuError || !isRoomMessage(c) ? [] : [c.room])))];
   const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
   const recipientsOf = (c: MessageBody): number => (isRoomMessage(c) ? sizes.get(c.room) ?? 0 : distinctRecipients(c as UserMessageInput).length);
@@ -137,7 +137,7 @@ export async function limitRecipients(
     }
     return overLimit(i, max, over, `send items ${over} and after in another batch`);
   });
-  return { items, recipients: total, recipientsOf };
+  return { items, recipients: total, recipientsOf, sizes };
 }
 
 /**

@@ -219,11 +219,12 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // Its recipients count in the node's budget as a batch's do (a room's members now),
       // up to what one batch may reach: a room larger than that (PIXIU_ROOM_SIZE_CAP may
       // be) would otherwise fit only beside nothing, and under steady traffic never.
-      const recipients = isRoomMessage(body) ? await ingest.roomSize(body.room) : distinctRecipients(body as UserMessageInput).length;
+      const roomSize = isRoomMessage(body) ? await ingest.roomSize(body.room) : undefined;
+      const recipients = roomSize ?? distinctRecipients(body as UserMessageInput).length;
       const giveBack = budget.take(Math.min(recipients, deps.config.batchMaxRecipients), 'message');
       let result: IngestResult | RoomIngestResult;
       try {
-        result = isRoomMessage(body) ? await ingest.sendToRoom(body) : await ingest.sendToUsers(body as UserMessageInput);
+        result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput);
       } finally {
         giveBack();
       }
@@ -289,7 +290,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         });
         const items = admitted.map((a) => a.item);
         const outcomes: PromiseSettledResult<IngestResult | RoomIngestResult>[] = run.room
-          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow)
+          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow, limited.sizes)
           : await ingest.sendBatch(items as UserMessageInput[], flow);
         outcomes.forEach((outcome, k) => {
           const index = (admitted[k] as { index: number }).index;
