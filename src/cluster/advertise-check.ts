@@ -74,7 +74,7 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
           `the advertised URL's port is one fetch refuses (the WHATWG fetch standard's bad ports); no other node reads this node's messages on its embedded Redis, but on a shared Redis it would be refused at start: ${BAD_PORT_ADVICE}`);
         return;
       }
-      throw new StartupError(`the advertised URL ${opts.url} has port ${port}, which fetch, the HTTP client the other Pixiu nodes read this node's messages with, refuses to ask: it is on the WHATWG fetch standard's list of bad ports (22, 25, 6000, 6665-6669, 10080 and others: https://fetch.spec.whatwg.org/#bad-port); ${BAD_PORT_ADVICE}`);
+      throw badPortRefusal(opts.url);
     }
     // fetch's own words for its timeout ("The operation was aborted due to timeout")
     // do not say whose timeout, or how long: say it.
@@ -98,6 +98,39 @@ export async function checkAdvertisedUrl(opts: AdvertiseCheckOptions): Promise<v
 
 /** What to do about an advertised URL whose port fetch refuses. */
 const BAD_PORT_ADVICE = 'listen on another port (PIXIU_PORT, --port) or set PIXIU_ADVERTISE_URL (--advertise-url) to a URL with another port';
+
+/**
+ * A dispatcher (undici's, which Node's fetch takes as `dispatcher`) that fails every
+ * request it is handed: fetch refuses a bad port before it hands the request to one.
+ */
+const NO_NETWORK = {
+  dispatch(_opts: unknown, handler: { onError(err: Error): void }): boolean {
+    queueMicrotask(() => handler.onError(new Error('not sent: a port check')));
+    return true;
+  },
+};
+
+/**
+ * Refuses `url` when fetch refuses its port (the WHATWG bad ports), without a request
+ * on the network: fetch is asked with a dispatcher that sends nothing, so it fails
+ * either for the port or at the dispatcher. Run before the store's claim, when the
+ * advertised URL is known then (set, or a fixed port), so a start refused for it takes
+ * no block of partitions (a final verifier's finding: the check after the start took
+ * one). The check after the start ({@link checkAdvertisedUrl}) covers port 0.
+ * @throws StartupError as {@link checkAdvertisedUrl} does for such a port
+ */
+export async function refuseBadPort(url: string): Promise<void> {
+  try {
+    await fetch(url, { dispatcher: NO_NETWORK } as RequestInit);
+  } catch (err) {
+    if (isBadPort(err)) throw badPortRefusal(url);
+  }
+}
+
+/** The refusal of an advertised URL whose port fetch refuses. */
+function badPortRefusal(url: string): StartupError {
+  return new StartupError(`the advertised URL ${url} has port ${portOf(url)}, which fetch, the HTTP client the other Pixiu nodes read this node's messages with, refuses to ask: it is on the WHATWG fetch standard's list of bad ports (22, 25, 6000, 6665-6669, 10080 and others: https://fetch.spec.whatwg.org/#bad-port); ${BAD_PORT_ADVICE}`);
+}
 
 /**
  * True when `err` is fetch refusing the URL's port (undici's network error "bad port":

@@ -30,7 +30,7 @@ import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
-import { checkAdvertisedUrl, defaultAdvertiseUrl } from '../cluster/advertise-check.js';
+import { checkAdvertisedUrl, defaultAdvertiseUrl, refuseBadPort } from '../cluster/advertise-check.js';
 import { listeningNodes } from '../cluster/bus.js';
 import { ClusterSecret } from '../cluster/cluster-secret.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
@@ -137,8 +137,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // be re-asserted; the embedded one has no other node.
     // A data dir that last ran under another prefix beside running nodes would split
     // their cluster (prefix-guard.ts); refused before it claims anything.
-    // Likewise one started on another database of that Redis.
-    if (local === undefined) await refuseDatabaseMove(config.dataDir, storeDir, redis.options.db ?? 0);
+    // Likewise one started on another database of that Redis, or advertising a port the
+    // other nodes' fetch refuses (known before the claim when the URL or port is set).
+    if (local === undefined) {
+      await refuseDatabaseMove(config.dataDir, storeDir, redis.options.db ?? 0);
+      const known = config.advertiseUrl ?? (config.port === 0 ? undefined : defaultAdvertiseUrl(config.host, config.port));
+      if (known !== undefined) await refuseBadPort(known);
+    }
     const movedFrom = local === undefined
       ? await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) }) : undefined;
     // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who

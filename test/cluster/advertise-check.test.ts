@@ -8,6 +8,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
+import { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import { checkAdvertisedUrl } from '../../src/cluster/advertise-check.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -149,6 +150,11 @@ test('a port fetch refuses (the WHATWG fetch standard\'s bad ports) refuses the 
     return true;
   });
   assert.deepEqual(shared.lines.filter((l) => /advertised URL/.test(l.msg ?? '')).map((l) => l.msg), [], 'no warning besides the refusal');
+  // Refused before the store's claim: no block of partitions taken for it (checked before it starts listening).
+  const probe = new Redis(redis.url);
+  t.after(() => probe.quit());
+  assert.equal(await probe.hlen('adv-bad:xiu:{store}:stores'), 0, 'no store claimed a block');
+  assert.equal(shared.lines.some((l) => l.msg === 'store partitions claimed'), false);
 
   // The embedded Redis is a socket in the data dir: no other node reads this one.
   const { logger, lines } = capturingLogger();
