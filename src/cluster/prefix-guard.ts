@@ -26,7 +26,7 @@ import { readLayout } from '../store/layout.js';
 import { PartitionClaims } from './partition-claims.js';
 import { storeOf } from './shared-settings.js';
 
-/** What {@link refusePrefixSplit} checks. */
+/** What {@link refuseClusterSplit} checks. */
 export interface PrefixGuardOptions {
   /** The data dir (for the message). */
   readonly dataDir: string;
@@ -34,6 +34,8 @@ export interface PrefixGuardOptions {
   readonly dir: string;
   /** The key prefix this start uses (`PIXIU_REDIS_PREFIX`). */
   readonly prefix: string;
+  /** The database this start uses (the URL's `/N`). */
+  readonly db: number;
   /** The Redis as the operator named it, without its password (for the message). */
   readonly redisUrl: string;
 }
@@ -105,19 +107,14 @@ export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): P
 }
 
 /**
- * Refuses a start of a data dir on another database of a shared Redis (the URL's `/N`)
- * than the one it last ran on there: every key of its cluster is in that database, so
- * on another it would be an island as without its Redis URL
+ * The refusal of a start of a data dir on another database of a shared Redis (the
+ * URL's `/N`) than the one it last ran on there (`recorded`): every key of its cluster
+ * is in that database, so on another it would be an island as without its Redis URL
  * ({@link refuseEmbeddedAfterShared}; a black-box SRE's finding: a `/1` added to the
- * URL did it, with one error line and `/readyz` 200). Not refused when nothing was
- * recorded (a start before databases were recorded). Run before the store's claim.
- * @param db the database this start uses
- * @throws StartupError naming both databases and what to do
+ * URL did it, with one error line and `/readyz` 200).
  */
-export async function refuseDatabaseMove(dataDir: string, dir: string, db: number): Promise<void> {
-  const recorded = (await readLayout(dir))?.redisDb;
-  if (recorded === undefined || recorded === db) return;
-  throw new StartupError(`the data dir ${dataDir} last ran on database ${recorded} of the Redis of PIXIU_REDIS_URL and is started on database ${db} (its /N): `
+function databaseMoveRefusal(dataDir: string, dir: string, recorded: number, db: number): StartupError {
+  return new StartupError(`the data dir ${dataDir} last ran on database ${recorded} of the Redis of PIXIU_REDIS_URL and is started on database ${db} (its /N): `
     + `its cluster's inboxes, claims and leases are in database ${recorded}, so it would answer 201 to messages that no node there and none of their clients see, `
     + `and they could not read the messages it stored for them. Set PIXIU_REDIS_URL to database ${recorded}. `
     + `To move this data dir to database ${db} on purpose (the messages it stored are then in no inbox there), delete "redisDb" from ${path.join(dir, 'LAYOUT')} `
@@ -125,20 +122,23 @@ export async function refuseDatabaseMove(dataDir: string, dir: string, db: numbe
 }
 
 /**
- * Refuses a start that would split a cluster: the data dir last ran on this Redis with
- * another key prefix (the Redis knows its store under it), and nodes of other data dirs
- * are registered under that prefix now. A data dir moved to another Redis, whose
+ * Refuses a start that would split a cluster: the data dir last ran on another database
+ * of this Redis (its LAYOUT's `redisDb`: refused whatever runs there, not checked when
+ * nothing was recorded), or on this Redis with another key prefix (the Redis knows its
+ * store under it) while nodes of other data dirs are registered under that prefix. A data dir moved to another Redis, whose
  * cluster happens to use the recorded prefix, is not refused: joining that cluster
  * would be the wrong advice. Run before the store's claim, so a refused start writes
  * nothing to Redis under either prefix.
  * @returns the recorded prefix when this start moves the data dir from it to another on
  *   this Redis (not refused: no node runs under it), for {@link prefixMoveLine};
  *   undefined otherwise (the same prefix, none recorded, or another Redis)
- * @throws StartupError naming both prefixes, the running nodes and what to do
+ * @throws StartupError naming both databases, or both prefixes and the running nodes, and what to do
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
-export async function refusePrefixSplit(redis: Redis, opts: PrefixGuardOptions): Promise<string | undefined> {
+export async function refuseClusterSplit(redis: Redis, opts: PrefixGuardOptions): Promise<string | undefined> {
   const layout = await readLayout(opts.dir);
+  const recordedDb = layout?.redisDb;
+  if (recordedDb !== undefined && recordedDb !== opts.db) throw databaseMoveRefusal(opts.dataDir, opts.dir, recordedDb, opts.db);
   const recorded = layout?.redisPrefix;
   if (recorded === undefined || recorded === opts.prefix || layout?.storeId === undefined) return undefined;
   if (!(await new PartitionClaims(redis, new Keys(recorded)).storeIds()).includes(layout.storeId)) return undefined;

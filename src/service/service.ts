@@ -37,7 +37,7 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
-import { prefixMoveLine, refuseDatabaseMove, refuseEmbeddedAfterShared, refusePrefixSplit } from '../cluster/prefix-guard.js';
+import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
@@ -133,19 +133,18 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const keys = new Keys(config.redisPrefix);
     const storeDir = path.join(config.dataDir, 'xiu');
     const claims = new PartitionClaims(redis, keys);
-    // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
-    // be re-asserted; the embedded one has no other node.
-    // A data dir that last ran under another prefix beside running nodes would split
-    // their cluster (prefix-guard.ts); refused before it claims anything.
-    // Likewise one started on another database of that Redis, or advertising a port the
-    // other nodes' fetch refuses (known before the claim when the URL or port is set).
+    // Refused before the data dir claims anything: an advertised port the other nodes'
+    // fetch refuses (known then when the URL or the port is set), and a start on another
+    // database, or under another prefix beside running nodes, which would split their
+    // cluster (prefix-guard.ts).
+    let movedFrom: string | undefined;
     if (local === undefined) {
-      await refuseDatabaseMove(config.dataDir, storeDir, redis.options.db ?? 0);
       const known = config.advertiseUrl ?? (config.port === 0 ? undefined : defaultAdvertiseUrl(config.host, config.port));
       if (known !== undefined) await refuseBadPort(known);
+      movedFrom = await refuseClusterSplit(redis, {
+        dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, db: redis.options.db ?? 0, redisUrl: redactUrl(redisUrl),
+      });
     }
-    const movedFrom = local === undefined
-      ? await refusePrefixSplit(redis, { dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, redisUrl: redactUrl(redisUrl) }) : undefined;
     // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who
     // set it beside running nodes was told nothing (a black-box SRE's finding).
     if (local === undefined && config.claimsSettleMs === 0 && await listeningNodes(redis, keys) > 0) {
@@ -153,6 +152,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         + 'may then claim a running node\'s block of message-id partitions and mint ids it has used (one user reads another\'s message); '
         + '0 is for one node per Redis: leave it unset (6 s) beside other nodes');
     }
+    // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
+    // be re-asserted; the embedded one has no other node.
     const ownership = await StoreOwnership.claim({
       claims, dir: storeDir, partitions: config.partitions, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),

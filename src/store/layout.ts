@@ -54,7 +54,7 @@ export interface StoreLayout {
   readonly redisPrefix?: string;
   /**
    * The Redis database number (the URL's `/N`) of that start, recorded with
-   * {@link redisPrefix} (src/cluster/prefix-guard.ts `refuseDatabaseMove`). Absent:
+   * {@link redisPrefix} (src/cluster/prefix-guard.ts `refuseClusterSplit`). Absent:
    * recorded before databases were.
    */
   readonly redisDb?: number;
