@@ -134,7 +134,7 @@ export class Metrics {
 
   /**
    * Recipients of the messages in progress on this node, batches and single POSTs
-   * (src/api/routes/batch-items.ts BatchBudget): a request that would take it past twice
+   * (src/api/routes/batch-items.ts RecipientBudget): a request that would take it past twice
    * `PIXIU_BATCH_MAX_RECIPIENTS` is 503. Named for batches, which it first counted alone.
    */
   readonly batchRecipientsInProgress = new Gauge({

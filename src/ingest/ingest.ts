@@ -109,13 +109,13 @@ export class Ingest {
   /**
    * Stores a user message and appends it to every recipient's inbox.
    *
+   * @param named its distinct recipients, when the caller has them ({@link distinctRecipients})
    * @throws PixiuError PAYLOAD_TOO_LARGE when the encoded message is over the limit
    *   (nothing stored); UNAVAILABLE when the store or Redis failed part-way (retry
    *   with the same `client_msg_id` to complete it); INVALID_REQUEST for a value the
    *   store refuses
    */
-  async sendToUsers(input: UserMessageInput): Promise<IngestResult> {
-    const named = distinctRecipients(input);
+  async sendToUsers(input: UserMessageInput, named: readonly string[] = distinctRecipients(input)): Promise<IngestResult> {
     return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named, undefined);
   }
 

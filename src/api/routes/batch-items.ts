@@ -158,12 +158,12 @@ function overLimit(index: number, max: number, from: number, advice: string): Pi
 }
 
 /**
- * The recipients one batch reaches, against its limit and the node's {@link BatchBudget}:
+ * The recipients one batch reaches, against its limit and the node's {@link RecipientBudget}:
  * those counted before anything is sent ({@link limitRecipients}), and those of an item
  * left uncounted then ({@link crossKindRepeats}) that is admitted after all.
  */
 export class BatchRecipients {
-  readonly #budget: BatchBudget;
+  readonly #budget: RecipientBudget;
   readonly #max: number;
   #count: number;
   readonly #taken: (() => void)[] = [];
@@ -172,7 +172,7 @@ export class BatchRecipients {
    * Takes `counted` from the node's budget.
    * @throws PixiuError UNAVAILABLE when other batches hold too much of it
    */
-  constructor(budget: BatchBudget, max: number, counted: number) {
+  constructor(budget: RecipientBudget, max: number, counted: number) {
     this.#budget = budget;
     this.#max = max;
     this.#count = counted;
@@ -210,7 +210,7 @@ export class BatchRecipients {
  * from it then). A request that does not fit is refused whole with UNAVAILABLE (503,
  * `Retry-After`) before anything is stored; one request alone always fits.
  */
-export class BatchBudget {
+export class RecipientBudget {
   readonly #limit: number;
   readonly #onChange: ((inUse: number) => void) | undefined;
   #inUse = 0;

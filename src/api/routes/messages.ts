@@ -16,7 +16,7 @@ import type { ApiDeps } from '../deps.js';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
-import { BatchBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -189,7 +189,7 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
 /** Registers the message routes. */
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
-  const budget = new BatchBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
+  const budget = new RecipientBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
   // A batch whose items an outage fails logs one warning, at most one per interval
   // across batches (a fresh operator saw 18,520 lines, one per item, in one outage).
   const batchOutages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
@@ -220,11 +220,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // up to what one batch may reach: a room larger than that (PIXIU_ROOM_SIZE_CAP may
       // be) would otherwise fit only beside nothing, and under steady traffic never.
       const roomSize = isRoomMessage(body) ? await ingest.roomSize(body.room) : undefined;
-      const recipients = roomSize ?? distinctRecipients(body as UserMessageInput).length;
-      const giveBack = budget.take(Math.min(recipients, deps.config.batchMaxRecipients), 'message');
+      const named = roomSize === undefined ? distinctRecipients(body as UserMessageInput) : undefined;
+      const giveBack = budget.take(Math.min(roomSize ?? named?.length ?? 0, deps.config.batchMaxRecipients), 'message');
       let result: IngestResult | RoomIngestResult;
       try {
-        result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput);
+        result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput, named);
       } finally {
         giveBack();
       }
