@@ -199,8 +199,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
     if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
-      // No time limit of its own: the terminate below ends the grace.
-      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) });
+      // No time limit of its own: the terminate below ends the grace, unless the
+      // client's close frame ends it first.
+      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) }, this.#ws);
     }
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }

@@ -19,10 +19,11 @@ export function clientFrame(text: string): Buffer {
 /** An empty client pong control frame (RFC 6455 §5.5.3), masked with a zero key. */
 export const PONG_FRAME = Buffer.from([0x8a, 0x80, 0, 0, 0, 0]);
 
-/** Splits server frames (unmasked) off `buf`; returns their texts, the code of a close frame among them, and the rest. */
-function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undefined; rest: Buffer } {
+/** Splits server frames (unmasked) off `buf`; returns their texts, the code and reason of a close frame among them, and the rest. */
+function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undefined; closeReason: string | undefined; rest: Buffer } {
   const texts: string[] = [];
   let closeCode: number | undefined;
+  let closeReason: string | undefined;
   let at = 0;
   for (;;) {
     if (buf.length < at + 2) break;
@@ -40,10 +41,13 @@ function serverFrames(buf: Buffer): { texts: string[]; closeCode: number | undef
     if (buf.length < at + head + len) break;
     const opcode = (buf[at] as number) & 0x0f;
     if (opcode === 1) texts.push(buf.subarray(at + head, at + head + len).toString());
-    if (opcode === 8 && len >= 2) closeCode = buf.readUInt16BE(at + head);
+    if (opcode === 8 && len >= 2) {
+      closeCode = buf.readUInt16BE(at + head);
+      closeReason = buf.subarray(at + head + 2, at + head + len).toString();
+    }
     at += head + len;
   }
-  return { texts, closeCode, rest: buf.subarray(at) };
+  return { texts, closeCode, closeReason, rest: buf.subarray(at) };
 }
 
 /** A raw connection (see the module's doc). */
@@ -53,6 +57,8 @@ export interface RawConnection {
   readonly frames: Frame[];
   /** The code of the server's close frame, once received. */
   closeCode(): number | undefined;
+  /** The reason of the server's close frame, once received. */
+  closeReason(): string | undefined;
   /** Resolves once `cond` holds on what was received (checked at each packet), or the close frame came; rejects if the socket closes first. */
   until(cond: (frames: Frame[]) => boolean): Promise<void>;
 }
@@ -66,6 +72,7 @@ export function rawUpgrade(baseUrl: string, token: string, frames: Buffer[] = []
   const socket = net.connect(Number(port), '127.0.0.1');
   const got: Frame[] = [];
   let closeCode: number | undefined;
+  let closeReason: string | undefined;
   let failed: Error | undefined;
   const waiters = new Set<() => void>();
   let buf: Buffer = Buffer.alloc(0);
@@ -84,7 +91,10 @@ export function rawUpgrade(baseUrl: string, token: string, frames: Buffer[] = []
     const read = serverFrames(buf);
     buf = read.rest;
     for (const t of read.texts) got.push(JSON.parse(t) as Frame);
-    closeCode ??= read.closeCode;
+    if (closeCode === undefined && read.closeCode !== undefined) {
+      closeCode = read.closeCode;
+      closeReason = read.closeReason;
+    }
     wake();
   });
   socket.on('error', (err) => { failed ??= err; wake(); });
@@ -101,6 +111,7 @@ export function rawUpgrade(baseUrl: string, token: string, frames: Buffer[] = []
     socket,
     frames: got,
     closeCode: () => closeCode,
+    closeReason: () => closeReason,
     until: (cond) => new Promise<void>((resolve, reject) => {
       const check = (): void => {
         if (closeCode !== undefined || cond(got)) {
