@@ -8,7 +8,8 @@ import { ClassicLevel } from 'classic-level';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { REPO_ROOT, nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { counterOf, fakeClock, openStore, partitionOf, tempDir } from './fixtures/store-harness.js';
-import { decoded } from '../harness/checks.js';
+import { decoded, waitUntil } from '../harness/checks.js';
+import { watchBatchWrites } from './fixtures/batch-writes.js';
 
 
 test('after a reopen the counter continues past the last id of every kind', async (t) => {
@@ -113,4 +114,32 @@ test('counters answer the last counter written per partition: after puts, and af
   const next = await store.put({ kind: 1, type: 't', data: 'next', to: ['a'] });
   assert.equal(counterOf(next.id), 101);
   assert.deepEqual(store.counters, [101]);
+});
+
+test('durability fsync writes every batch with sync: true, and a put resolves only once its batch is written (DESIGN.md §3, §11)', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { sync: true });
+  const writes = watchBatchWrites(t);
+  writes.hold(true);
+  let resolved = false;
+  const put = store.put({ kind: 1, type: 't', data: 1, to: ['a'], clientMsgId: 'fsync-1' }).then((r) => {
+    resolved = true;
+    return r;
+  });
+  const more = Promise.all([store.put({ kind: 3, type: 't', data: 2 }), store.put({ kind: 2, type: 't', data: 3, room: 'r' })]);
+  await waitUntil('the batch reaches LevelDB', async () => writes.syncs.length > 0);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(resolved, false, 'the put waits for its batch write');
+  writes.hold(false);
+  await put;
+  await more;
+  assert.ok(writes.syncs.length > 0 && writes.syncs.every(Boolean), `every batch written with sync: true (${writes.syncs.join(', ')})`);
+});
+
+test('durability relaxed writes batches without sync, as PIXIU_STORE_DURABILITY=relaxed says', async (t) => {
+  const dir = await tempDir(t);
+  const store = await openStore(t, dir, { sync: false });
+  const writes = watchBatchWrites(t);
+  await store.put({ kind: 1, type: 't', data: 1, to: ['a'], clientMsgId: 'relaxed-1' });
+  assert.ok(writes.syncs.length > 0 && writes.syncs.every((s) => !s), `every batch written with sync: false (${writes.syncs.join(', ')})`);
 });
