@@ -267,7 +267,9 @@ export class StoreOwnership {
    * {@link RESUME_MARGIN} past the highest any store recorded (a copy may have minted
    * up to one renewal's worth more than it recorded before it was killed), and this is
    * logged at error: the messages behind those ids are not in this data dir (they read
-   * as missing: `gap`s, 404).
+   * as missing: `gap`s, 404). A restore that brings Redis's record back with the data
+   * dir (the embedded Redis's AOF is inside it) leaves nothing to see here: the serving
+   * node's time floor, applied after this, covers it (src/store/time-floor.ts).
    * @param store the opened store: its counters, and how to move them
    * @returns the partitions moved forward, as `partition p: a → b` (empty when none)
    * @throws PixiuError UNAVAILABLE when Redis or the store fails

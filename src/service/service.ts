@@ -23,6 +23,7 @@ import { redactUrl } from '../redis/url.js';
 import { embeddedRedisHint } from '../redis/embedded-hint.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { MessageStore } from '../store/message-store.js';
+import { applyTimeFloor } from '../store/time-floor.js';
 import { createVerifier } from '../auth/jwt.js';
 import { Gateway } from '../gateway/gateway.js';
 import { Keys } from '../redis/keys.js';
@@ -195,6 +196,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     if (movedFrom !== undefined && !unknown && store.counters.some((c) => c > 0)) {
       logger.error({ dir: config.dataDir, from: movedFrom, to: config.redisPrefix }, prefixMoveLine(movedFrom, config.redisPrefix));
     }
+    // Last, once the checks above have read the counters the store recovered: a data dir
+    // restored from a backup, Redis with it, would mint again the ids it minted after the
+    // backup; from the clock's floor on it mints none of them (time-floor.ts).
+    applyTimeFloor(store, Date.now(), logger);
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.

@@ -159,6 +159,18 @@ export class MessageStore implements RecordReader {
     }));
   }
 
+  /**
+   * Raises every partition's counter to `floor` where it is below, in memory (never
+   * lowers one; partition.ts `raiseTo`): the serving node's time floor
+   * (src/store/time-floor.ts), applied before it mints. Not applied by default:
+   * a store opened by itself counts from its recovered counters.
+   * @returns how many partitions were raised
+   * @throws RangeError when `floor` is not a counter (an integer 0..2^48-1)
+   */
+  raiseCounters(floor: number): number {
+    return this.#partitions.reduce((n, p) => n + (p.raiseTo(floor) ? 1 : 0), 0);
+  }
+
   /** Partition count P. */
   get partitions(): number {
     return this.#partitions.length;

@@ -30,6 +30,7 @@ import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
 import { storedUnder } from './client-id-index.js';
+import { flooredCounter } from './time-floor.js';
 import { duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteSlots } from './write-slots.js';
@@ -144,6 +145,8 @@ export class Partition {
    * @throws PixiuError UNAVAILABLE when LevelDB fails
    */
   async advanceTo(counter: number): Promise<void> {
+    // A mark above 2^48 - 1 would make the next open refuse the partition (partition-db.ts).
+    if (!Number.isSafeInteger(counter) || counter > MAX_COUNTER) throw new RangeError(`counter ${counter} is not a counter (at most 2^48 - 1)`);
     await this.#commit.exclusive(async () => {
       if (counter <= this.#counter) return;
       const refusal = this.#recovery.refusal();
@@ -156,6 +159,22 @@ export class Partition {
       this.#counter = counter;
       this.#written = Math.max(this.#written, counter);
     });
+  }
+
+  /**
+   * Raises the counter to `floor` in memory where it is below (never lowers it): the
+   * next id minted is above it. Nothing is written now: the batch that mints that id
+   * carries the high-water mark, and a partition that mints nothing has no id to protect
+   * (src/store/time-floor.ts, the serving node's time floor).
+   * @returns true when the counter was raised
+   * @throws RangeError when `floor` is not a counter (an integer 0..MAX_COUNTER)
+   */
+  raiseTo(floor: number): boolean {
+    if (!Number.isSafeInteger(floor) || floor < 0 || floor > MAX_COUNTER) throw new RangeError(`counter floor ${floor} is not a counter (0 to 2^48 - 1)`);
+    const next = flooredCounter(this.#counter, floor);
+    if (next === this.#counter) return false;
+    this.#counter = next;
+    return true;
   }
 
   /**

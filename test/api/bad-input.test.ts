@@ -11,10 +11,9 @@ import { after, before, test, type TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import type { ConfigOverrides } from '../../src/config/config.js';
-import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess, type HttpAnswer, type InProcessServer, type PixiuClient } from '../harness/pixiu-server.js';
-import { expectError, openInbox, readWholeInbox } from '../harness/checks.js';
+import { assertFirstMinted, expectError, openInbox, readWholeInbox } from '../harness/checks.js';
 
 const RECIPIENT = 'alice';
 
@@ -39,7 +38,7 @@ async function assertNothingStored(t: TestContext, server: InProcessServer): Pro
   const good = await server.client.post('/v1/messages', { to: RECIPIENT, type: 't', data: 'good' });
   assert.equal(good.status, 201, good.text);
   const body = good.body as { id: string; recipients: unknown };
-  assert.equal(decodeMsgId(body.id).counter, 1, 'the store holds nothing before the good message');
+  assertFirstMinted(body.id, 'the store holds nothing before the good message');
   assert.deepEqual(body.recipients, [{ user: RECIPIENT, seq: 1 }]);
   const { inbox } = await openInbox(t, redis.url, server.config.redisPrefix);
   assert.deepEqual((await readWholeInbox(inbox, RECIPIENT)).map((e) => e.id), [body.id]);

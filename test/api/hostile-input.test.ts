@@ -12,10 +12,9 @@
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { MAX_BODY_DEPTH } from '../../src/api/body-depth.js';
 import { MAX_DATA_DEPTH } from '../../src/store/data-depth.js';
-import { expectError, metricSample } from '../harness/checks.js';
+import { assertFirstMinted, expectError, metricSample } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { PixiuClient, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
@@ -51,7 +50,7 @@ function deepMessage(depth: number, extra = '"to":"poison"'): string {
 async function assertNothingStored(server: InProcessServer): Promise<void> {
   const good = await server.client.post('/v1/messages', { to: 'poison', type: 'x', data: 'good' });
   assert.equal(good.status, 201, good.text);
-  assert.equal(decodeMsgId((good.body as { id: string }).id).counter, 1, 'nothing was stored before');
+  assertFirstMinted((good.body as { id: string }).id, 'nothing was stored before');
 }
 
 const TOO_DEEP = new RegExp(`data nests deeper than ${MAX_DATA_DEPTH} levels`);

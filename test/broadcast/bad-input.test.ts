@@ -8,8 +8,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { decodeMsgId } from '../../src/ids/msg-id.js';
-import { expectError, openInbox } from '../harness/checks.js';
+import { assertFirstMinted, expectError, openInbox } from '../harness/checks.js';
 import { cleanupList, type HttpAnswer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { TestClient } from '../harness/ws-client.js';
@@ -73,6 +72,6 @@ test('every bad broadcast gets its error body and publishes nothing', async () =
   // The client's next frame is the good broadcast: none of the bad ones reached it.
   const f = await nextBcast(client);
   assert.equal(f.bseq, big.bseq);
-  assert.equal(decodeMsgId(big.id).counter, 1, 'nothing was stored before the good broadcast');
+  assertFirstMinted(big.id, 'nothing was stored before the good broadcast');
   assert.equal(await admin.xlen('px:broadcast'), before + 1);
 });
