@@ -17,6 +17,7 @@ import { addConfigOptions, configFromOptions, optionOverrides } from './config-o
 import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
+import { refuseUnreadableStore } from '../store/layout.js';
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -45,8 +46,10 @@ export function serveCommand(): Command {
     if (looseEntries.length > 0) {
       logger.warn({ origins: looseEntries }, 'PIXIU_ALLOWED_ORIGINS entries with a path, credentials or a wildcard: only their origin (scheme://host[:port]) counts, and * is no wildcard');
     }
-    // A port in use or a host not this machine's stops the start before anything is
+    // A store this release cannot read (written by a newer release: src/store/layout.ts),
+    // a port in use or a host not this machine's stops the start before anything is
     // generated (startService checks again, for its other callers).
+    await refuseUnreadableStore(path.join(config.dataDir, 'xiu'));
     await checkListenable(config.host, config.port);
     // Secrets are resolved (and generated on a first start) before anything else starts,
     // and shown at once: a start that fails later (Redis unreachable) must not swallow them.

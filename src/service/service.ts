@@ -40,7 +40,7 @@ import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
 import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
-import { recordRedisPrefix } from '../store/layout.js';
+import { recordRedisPrefix, refuseUnreadableStore } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -94,8 +94,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
   const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
   try {
-    // Before anything is started or claimed (listen-check.ts).
+    // Before anything is started, written or claimed (listen-check.ts; layout.ts: a
+    // store a newer release wrote).
     stopAsked();
+    await refuseUnreadableStore(path.join(config.dataDir, 'xiu'));
     await checkListenable(config.host, config.port);
     const secrets = given ?? await loadSecrets(config);
     stopAsked();

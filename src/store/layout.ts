@@ -15,6 +15,13 @@
  * The file is written on first open, rewritten (atomically) only to pin the base, add
  * a store id or record the key prefix of a start on a shared Redis, and checked on
  * every later open.
+ *
+ * Format ({@link LAYOUT_FORMAT}): the version of the data dir's on-disk layout as a
+ * whole. A release reads the formats up to the one it writes and refuses a higher one
+ * (a newer, incompatible release wrote it: opening it would misread it), so a
+ * downgrade across a format change stops at start instead of damaging the data dir.
+ * Fields a release does not know are kept and not refused: a newer release of the
+ * same format may add some (as `redisPrefix` was added).
  */
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, writeFile } from 'node:fs/promises';
@@ -29,9 +36,16 @@ export const PARTITION_HASH = 'fnv1a-32-utf16';
 /** What a store id looks like: the generated ones are 16 hex digits. */
 const STORE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
+/**
+ * The layout format this release writes, and the highest it reads (from 1 up). Raise it
+ * only for a change an older release would misread; fields it can ignore need none.
+ */
+export const LAYOUT_FORMAT = 1;
+
 /** Contents of the layout file. */
 export interface StoreLayout {
-  readonly format: 1;
+  /** 1 .. {@link LAYOUT_FORMAT} (a higher one is refused by {@link readLayout}). */
+  readonly format: number;
   readonly partitions: number;
   readonly hash: string;
   /**
@@ -73,9 +87,31 @@ function layoutFile(dir: string): string {
 }
 
 /**
+ * Refuses a layout whose `format` this release does not read: one above
+ * {@link LAYOUT_FORMAT} (written by a newer release), or one that is no positive
+ * integer. A missing `format` is damage, not age: every release wrote `"format": 1`
+ * from the first LAYOUT on (git history: the store's first commit, c8bd637, did), so
+ * no older data dir lacks it.
+ * @throws StartupError naming the file or folder, the format and what to do
+ */
+function checkFormat(dir: string, file: string, layout: Record<string, unknown>): void {
+  const format = layout.format;
+  if (!Number.isSafeInteger(format) || (format as number) < 1) {
+    const what = format === undefined ? 'it has no "format"' : `its "format" ${JSON.stringify(format)?.slice(0, 40) ?? String(format)} is not a positive integer`;
+    throw new StartupError(`the store layout ${file} is damaged: ${what}; restore the data dir from a backup`);
+  }
+  if ((format as number) > LAYOUT_FORMAT) {
+    const by = typeof layout.writtenBy === 'string' ? `, last written by ${layout.writtenBy.slice(0, 80)}` : '';
+    throw new StartupError(`the store in ${dir} was written by a newer release of Pixiu (format ${String(format)}${by}); `
+      + `this release reads format ${LAYOUT_FORMAT}: start the release that wrote it`);
+  }
+}
+
+/**
  * Reads `dir`'s layout file.
  * @returns the layout, or undefined when the store is new (no file)
- * @throws StartupError when the file cannot be read or is not a layout
+ * @throws StartupError when the file cannot be read or is not a layout, or its format
+ *   is not one this release reads ({@link checkFormat})
  */
 export async function readLayout(dir: string): Promise<StoreLayout | undefined> {
   const file = layoutFile(dir);
@@ -92,9 +128,10 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
   } catch (err) {
     throw new StartupError(`the store layout ${file} is not valid JSON; restore it or move the store folder away`, { cause: err });
   }
-  if (typeof layout !== 'object' || layout === null) {
+  if (typeof layout !== 'object' || layout === null || Array.isArray(layout)) {
     throw new StartupError(`the store layout ${file} is not a layout; restore it or move the store folder away`);
   }
+  checkFormat(dir, file, layout as unknown as Record<string, unknown>);
   if (layout.storeId !== undefined && (typeof layout.storeId !== 'string' || !STORE_ID.test(layout.storeId))) {
     throw new StartupError(`the store layout ${file} has a malformed storeId ${JSON.stringify(layout.storeId)}`);
   }
@@ -109,6 +146,18 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
     throw new StartupError(`the store layout ${file} has a malformed redisDb ${JSON.stringify(layout.redisDb)}`);
   }
   return layout;
+}
+
+/**
+ * Refuses a start on a store this release cannot read (its layout's format is newer
+ * than this release's, or damaged: {@link readLayout}) — run first, before a start
+ * writes anything into the data dir or claims anything in Redis. A store with no
+ * layout yet (a new data dir) passes.
+ * @param dir the store folder, `<data dir>/xiu`
+ * @throws StartupError as {@link readLayout}
+ */
+export async function refuseUnreadableStore(dir: string): Promise<void> {
+  await readLayout(dir);
 }
 
 /**
@@ -169,7 +218,7 @@ export async function openLayout(dir: string, partitions: number): Promise<Ident
   for (;;) {
     const layout = await readLayout(dir);
     if (layout === undefined) {
-      const created: IdentifiedLayout = { format: 1, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
+      const created: IdentifiedLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
       if (await writeLayout(dir, created, true)) return created;
       continue; // another open created it first: read theirs
     }
@@ -221,7 +270,7 @@ export async function recordRedisPrefix(dir: string, prefix: string, db: number)
 export async function checkLayout(dir: string, partitions: number, base = 0): Promise<void> {
   let layout = await readLayout(dir);
   if (layout === undefined) {
-    const created: StoreLayout = { format: 1, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };
+    const created: StoreLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };
     if (await writeLayout(dir, created, true)) return;
     layout = await readLayout(dir);
     if (layout === undefined) throw new StartupError(`the store layout ${layoutFile(dir)} vanished while it was being created`);

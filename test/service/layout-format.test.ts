@@ -1,0 +1,86 @@
+/**
+ * The data dir's layout format (src/store/layout.ts `LAYOUT_FORMAT`): `pixiu serve` on
+ * a data dir whose `xiu/LAYOUT` holds a format above this release's (written by a newer
+ * release), or no positive integer, or none, exits 1 with one line saying so, before
+ * it writes or starts anything — the data dir is left as it was; format 1, with a field
+ * this release does not know, starts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { runEach, spawnServe, type CleanupContext, type CliResult } from '../harness/pixiu-server.js';
+import { spawnCli } from '../harness/cli-process.js';
+import { embeddedDataDir } from '../harness/embedded-data-dir.js';
+
+/** Every file and folder under `dir` with its size, mode and modification time: what a write changes. */
+async function tree(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    const full = path.join(entry.parentPath, entry.name);
+    const s = await stat(full);
+    out.push(`${path.relative(dir, full)} ${entry.isDirectory() ? 'dir' : s.size} ${s.mode.toString(8)} ${s.mtimeMs}`);
+  }
+  return out.sort();
+}
+
+/** `pixiu serve` run to its exit; one that starts listening instead is stopped (SIGTERM) and fails the test. */
+async function serveToExit(env: Record<string, string>, t: CleanupContext): Promise<CliResult> {
+  const run = spawnCli(['serve'], env, t);
+  const listened = await run.line((l) => l.includes('"pixiu listening"'), 'its exit').then(() => true, () => false);
+  if (listened) run.signal('SIGTERM');
+  const status = await run.exited;
+  assert.ok(!listened, `it started:\n${run.stdout()}`);
+  return { ...status, stdout: run.stdout(), stderr: run.stderr() };
+}
+
+test('a LAYOUT of a newer format, or a damaged one, is refused with one line and the data dir untouched; format 1 with an unknown field starts', { timeout: 120_000 }, async (t) => {
+  const { dataDir, env } = await embeddedDataDir(t, 'pixiu-format-');
+  // A real data dir: store, secrets, the embedded Redis's AOF.
+  const first = await spawnServe(env, t);
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
+  const file = path.join(dataDir, 'xiu', 'LAYOUT');
+  const written = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  assert.equal(written.format, 1, 'this release writes format 1');
+
+  const newer = (format: number, by = ''): RegExp => new RegExp(`^pixiu: the store in ${path.join(dataDir, 'xiu')} was written by a newer release of Pixiu `
+    + `\\(format ${format}${by}\\); this release reads format 1: start the release that wrote it\\n$`);
+  const damaged = (what: string): RegExp => new RegExp(`^pixiu: the store layout ${file} is damaged: ${what}; restore the data dir from a backup\\n$`);
+  const { format: _, ...noFormat } = written;
+  const cases: Array<[Record<string, unknown>, RegExp]> = [
+    [{ ...written, format: 2 }, newer(2)],
+    [{ ...written, format: 99, writtenBy: '0.9.0 (abcdef1)' }, newer(99, ', last written by 0\\.9\\.0 \\(abcdef1\\)')],
+    [{ ...written, format: 'banana' }, damaged('its "format" "banana" is not a positive integer')],
+    [{ ...written, format: 0 }, damaged('its "format" 0 is not a positive integer')],
+    [{ ...written, format: 1.5 }, damaged('its "format" 1.5 is not a positive integer')],
+    [{ ...written, format: null }, damaged('its "format" null is not a positive integer')],
+    [noFormat, damaged('it has no "format"')],
+  ];
+  // One at a time: each run sees only its own LAYOUT.
+  await runEach(cases, async ([layout, message]) => {
+    const text = `${JSON.stringify(layout)}\n`;
+    await writeFile(file, text);
+    const before = await tree(dataDir);
+    const run = await serveToExit(env, t);
+    assert.equal(run.code, 1, `${text}: ${run.stderr}`);
+    assert.match(run.stderr, message, text);
+    assert.doesNotMatch(run.stdout, /pixiu listening|redis-server/, `${text}: nothing started`);
+    assert.deepEqual(await tree(dataDir), before, `${text}: the data dir is untouched`);
+    assert.equal(await readFile(file, 'utf8'), text, 'the LAYOUT as it was');
+  }, 1);
+
+  // Only the store (its secrets kept elsewhere, say): no secret is generated beside it either.
+  const bare = await embeddedDataDir(t, 'pixiu-format-bare-');
+  await mkdir(path.join(bare.dataDir, 'xiu'));
+  await writeFile(path.join(bare.dataDir, 'xiu', 'LAYOUT'), `${JSON.stringify({ ...written, format: 2 })}\n`);
+  const bareBefore = await tree(bare.dataDir);
+  const refused = await serveToExit(bare.env, t);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /^pixiu: the store in .* was written by a newer release of Pixiu \(format 2\)[^\n]*\n$/);
+  assert.deepEqual(await tree(bare.dataDir), bareBefore, 'nothing generated, nothing started');
+
+  // Format 1 starts, a field this release does not know (a newer release of the same format may add one) is no reason to refuse.
+  await writeFile(file, `${JSON.stringify({ ...written, newField: 'x' })}\n`);
+  const again = await spawnServe(env, t);
+  assert.deepEqual(await again.term(), { code: 0, signal: null }, again.stderr());
+});
