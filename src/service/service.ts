@@ -44,6 +44,7 @@ import { recordRedisPrefix, refuseUnreadableStore } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
+import { buildInfo } from '../version.js';
 
 /** A running service. */
 export interface Service {
@@ -301,8 +302,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
     redis.on('ready', () => ownership.renewNow());
+    // Which build runs (src/version.ts): what `pixiu --version` prints, for telling releases apart in the log.
+    const build = buildInfo();
     logger.info({ url, advertised, redis: redactUrl(redisUrl), redisPrefix: config.redisPrefix, dataDir: config.dataDir, partitions: config.partitions,
-      partitionBase: ownership.partitionBase }, 'pixiu listening');
+      partitionBase: ownership.partitionBase, version: build.version, commit: build.commit }, 'pixiu listening');
     let closing: Promise<void> | undefined;
     if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => closing !== undefined);
     return {

@@ -29,6 +29,7 @@ import { explained, makeDir } from '../files/make-dir.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { PREFIX_RULE } from '../redis/keys.js';
+import { versionLine } from '../version.js';
 
 /** The partition hash in use (src/store/route.ts). */
 export const PARTITION_HASH = 'fnv1a-32-utf16';
@@ -72,6 +73,15 @@ export interface StoreLayout {
    * recorded before databases were.
    */
   readonly redisDb?: number;
+  /**
+   * The build that last wrote the file, as `pixiu --version` prints it (`0.1.0
+   * (c01b527)`, src/version.ts): set by every write, for an operator's eyes and the
+   * refusal of a newer format only — nothing depends on it. A release from before it
+   * existed keeps it as it found it when it rewrites the file, so after a downgrade to
+   * one it can name a later build than the last writer. Absent: last written by such a
+   * release.
+   */
+  readonly writtenBy?: string;
 }
 
 /** A layout with its store id (every layout once {@link openLayout} has run). */
@@ -161,14 +171,14 @@ export async function refuseUnreadableStore(dir: string): Promise<void> {
 }
 
 /**
- * Writes `layout` as `dir`'s layout file. `exclusive`: only when there is none (a new
+ * Writes `layout` as `dir`'s layout file, with this build as its `writtenBy`. `exclusive`: only when there is none (a new
  * store; resolves false when another open created it first). Otherwise the file is
  * replaced atomically: written beside it, fsynced, renamed over it.
  * @throws StartupError when the file cannot be written
  */
 async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
   const file = layoutFile(dir);
-  const text = `${JSON.stringify(layout)}\n`;
+  const text = `${JSON.stringify({ ...layout, writtenBy: versionLine() })}\n`;
   try {
     await makeDir(dir);
     if (exclusive) {

@@ -42,6 +42,8 @@ test('a LAYOUT of a newer format, or a damaged one, is refused with one line and
   const file = path.join(dataDir, 'xiu', 'LAYOUT');
   const written = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
   assert.equal(written.format, 1, 'this release writes format 1');
+  // The build that wrote it is named in the refusal when the file has one (the second case).
+  delete written.writtenBy;
 
   const newer = (format: number, by = ''): RegExp => new RegExp(`^pixiu: the store in ${path.join(dataDir, 'xiu')} was written by a newer release of Pixiu `
     + `\\(format ${format}${by}\\); this release reads format 1: start the release that wrote it\\n$`);
