@@ -31,15 +31,23 @@ const program = new Command()
   .version(versionLine(), '-V, --version', 'print the version and the git commit of this build')
   .showHelpAfterError('(add --help for usage)');
 
+/** True when `word` is a command-line word naming no subcommand (nor `help`), not an option. */
+function isUnknownCommand(word: string | undefined): word is string {
+  return word !== undefined && !word.startsWith('-') && word !== 'help' && !isSubcommand(word);
+}
+
 /**
- * The command line to parse: as given, except `pixiu help <name>` for a name that is no
- * subcommand, which is parsed as `pixiu <name>` so that it gets commander's "unknown
- * command" line and its "Did you mean" (its own `help` prints the general usage alone).
+ * The command line to parse: as given, except for a first word that names no
+ * subcommand, which is parsed alone — `pixiu <name> --help …` and `pixiu help <name>`
+ * as `pixiu <name>` — so that it gets commander's "unknown command" line, its "Did you
+ * mean" and exit 1. (Commander would print the general usage and exit 0 for `--help`
+ * after an unknown command, as if it existed, and its own `help <name>` the general
+ * usage alone.)
  */
 function argvToParse(argv: readonly string[]): string[] {
   const [asked, name] = [argv[2], argv[3]];
-  const unknownHelp = asked === 'help' && name !== undefined && !name.startsWith('-') && name !== 'help' && !isSubcommand(name);
-  return unknownHelp ? [...argv.slice(0, 2), name] : [...argv];
+  if (isUnknownCommand(asked)) return [...argv.slice(0, 2), asked];
+  return asked === 'help' && isUnknownCommand(name) ? [...argv.slice(0, 2), name] : [...argv];
 }
 
 try {

@@ -227,6 +227,16 @@ test('a mistyped subcommand, alone or after help, exits 1 saying it is unknown a
   for (const name of ['serve', 'token', 'connect', 'inspect']) assert.match(all.stdout, new RegExp(`^  ${name} `, 'm'), 'every subcommand in the full help');
 });
 
+test('--help after a command that does not exist exits 1 saying it is unknown, as without it, not 0 with the general usage (upgrade tester F4)', async () => {
+  for (const args of [['claims', '--help'], ['claims', '-h'], ['conect', '--help'], ['claims']]) {
+    const run = await runCli(args);
+    assert.equal(run.code, 1, args.join(' '));
+    assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
+    assert.match(run.stderr, new RegExp(`^error: unknown command '${args[0]}'`), args.join(' '));
+  }
+  assert.match((await runCli(['conect', '--help'])).stderr, /Did you mean connect\?/);
+});
+
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
   const run = await runCli(['connect', '--help']);
   assert.equal(run.code, 0, run.stderr);
