@@ -6,10 +6,10 @@
  * - single messages (1 recipient, ~200 bytes of data, a unique client_msg_id each) at
  *   64 connections, against a bare fastify server (also a child process) whose one
  *   route parses the same body and answers 201 with a small JSON body; and, beside
- *   them, the floor (bench/lib/floor-ingest.ts): the work DESIGN.md requires of such
- *   a POST done plainly — schema, idempotency lookup, an fsynced group commit per
- *   partition, the append script — which tells Pixiu's own overhead from the price
- *   of the guarantees (not a target's ceiling: a reference);
+ *   them, the required-work server (bench/lib/required-work.ts): one plain implementation
+ *   of the work DESIGN.md requires of such a POST — schema, idempotency lookup, an
+ *   fsynced group commit per partition, the append script — which tells Pixiu's own
+ *   overhead from the price of the guarantees (not a target's ceiling: a reference);
  * - batches of 100 such messages, against the raw inbox-script rate (the append
  *   script by EVALSHA in plain pipelines, as bench:inbox measures it, to inboxes that
  *   exist already, as the batch case's do): every batched message costs one inbox
@@ -267,9 +267,9 @@ async function main(): Promise<void> {
       PIXIU_MAX_BODY_BYTES: String(4 * 1024 * 1024),
     }, files);
     const bare = await spawnListening(['bench/lib/bare-fastify.ts'], {}, files, 'bare fastify listening');
-    const floor = await spawnListening(['bench/lib/floor-ingest.ts'], {
-      FLOOR_REDIS_URL: redis.url, FLOOR_DATA_DIR: await tempDataDir(files, 'pixiu-floor-'), FLOOR_API_TOKEN: API_TOKEN,
-    }, files, 'floor listening');
+    const required = await spawnListening(['bench/lib/required-work.ts'], {
+      REQUIRED_WORK_REDIS_URL: redis.url, REQUIRED_WORK_DATA_DIR: await tempDataDir(files, 'pixiu-required-'), REQUIRED_WORK_API_TOKEN: API_TOKEN,
+    }, files, 'required work listening');
     const version = /redis_version:(\S+)/.exec(await raw.info('server'))?.[1] ?? 'unknown';
     const singleBytes = JSON.stringify(message('size')).length;
     const batchBody = (tag: string) => () => JSON.stringify({ messages: Array.from({ length: BATCH_SIZE }, () => message(tag)) });
@@ -285,7 +285,7 @@ async function main(): Promise<void> {
     const single = (tag: string) => () => JSON.stringify(message(tag));
     await load(bare.url, '/v1/messages', CONNECTIONS, WARMUP_SECONDS, single('warm-bare'));
     await load(pixiu.url, '/v1/messages', CONNECTIONS, WARMUP_SECONDS, single('warm-single'));
-    await load(floor.url, '/v1/messages', CONNECTIONS, WARMUP_SECONDS, single('warm-floor'));
+    await load(required.url, '/v1/messages', CONNECTIONS, WARMUP_SECONDS, single('warm-required'));
     await load(pixiu.url, '/v1/messages/batch', BATCH_CONNECTIONS, WARMUP_SECONDS, batchBody('warm-batch'));
 
     const ids = Array.from({ length: RAW_WARMUP + RAW_APPENDS }, (_, i) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter: i + 1 }));
@@ -301,13 +301,13 @@ async function main(): Promise<void> {
     // processes falls on both alike.
     const bareSlices = new Slices();
     const singleSlices = new Slices();
-    const floorSlices = new Slices();
+    const requiredSlices = new Slices();
     const batchSlices = new Slices();
     const redisPid = Number(/process_id:(\d+)/.exec(await raw.info('server'))?.[1] ?? 0);
     const pixiuPids = { server: pixiu.proc.pid ?? 0, redis: redisPid };
     const bareCost = new CpuCost({ server: bare.proc.pid ?? 0 });
     const singleCost = new CpuCost(pixiuPids);
-    const floorCost = new CpuCost({ server: floor.proc.pid ?? 0, redis: redisPid });
+    const requiredCost = new CpuCost({ server: required.proc.pid ?? 0, redis: redisPid });
     const rawCost = new CpuCost({ redis: redisPid });
     const batchCost = new CpuCost(pixiuPids);
     let rawMs = 0;
@@ -316,7 +316,7 @@ async function main(): Promise<void> {
     for (let k = 0; k < SLICES; k++) {
       await bareCost.measure(async () => bareSlices.add(await load(bare.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('bare'))));
       await singleCost.measure(async () => singleSlices.add(await load(pixiu.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('single'))), pixiu.url);
-      await floorCost.measure(async () => floorSlices.add(await load(floor.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('floor'))));
+      await requiredCost.measure(async () => requiredSlices.add(await load(required.url, '/v1/messages', CONNECTIONS, SLICE_SECONDS, single('required'))));
       const from = RAW_WARMUP + k * rawSlice;
       await rawCost.measure(async () => {
         const ms = await runRawAppends({ ...rawRun, prefix: 'raw:', from, to: from + rawSlice });
@@ -330,7 +330,7 @@ async function main(): Promise<void> {
     for (let run = 0; run < LARGE_RUNS; run++) large.push(await largeBatch(pixiu.url, run));
     const bareRun = bareSlices.run;
     const singleRun = singleSlices.run;
-    const floorRun = floorSlices.run;
+    const requiredRun = requiredSlices.run;
     const batchRun = batchSlices.run;
     const rawRate = perSecond(RAW_APPENDS, rawMs);
     const batchRate = batchRun.rate * BATCH_SIZE;
@@ -339,8 +339,8 @@ async function main(): Promise<void> {
       { case: 'bare fastify route, single (ceiling)', value: bareRun.rate, unit: 'req/s', note: `p50 ${bareRun.p50} ms, p99 ${bareRun.p99} ms${bareRun.failures}; ${bareCost.note('req')}` },
       { case: 'POST /v1/messages, single message', value: singleRun.rate, unit: 'msg/s', note: `p50 ${singleRun.p50} ms, p99 ${singleRun.p99} ms${singleRun.failures}; ${singleCost.note()}` },
       { case: 'single / bare ceiling (target >= 0.4)', value: singleRun.rate / bareRun.rate, unit: 'ratio', note: sliceRatios(singleSlices.rates, bareSlices.rates) },
-      { case: 'the required work alone, single (floor)', value: floorRun.rate, unit: 'msg/s', note: `p50 ${floorRun.p50} ms, p99 ${floorRun.p99} ms${floorRun.failures}; ${floorCost.note()}` },
-      { case: 'floor / bare ceiling (reference)', value: floorRun.rate / bareRun.rate, unit: 'ratio', note: sliceRatios(floorSlices.rates, bareSlices.rates) },
+      { case: 'the required work alone, single (reference)', value: requiredRun.rate, unit: 'msg/s', note: `p50 ${requiredRun.p50} ms, p99 ${requiredRun.p99} ms${requiredRun.failures}; ${requiredCost.note()}` },
+      { case: 'required work / bare ceiling (reference)', value: requiredRun.rate / bareRun.rate, unit: 'ratio', note: sliceRatios(requiredSlices.rates, bareSlices.rates) },
       { case: 'raw inbox script, EVALSHA pipelines (ceiling)', value: rawRate, unit: 'appends/s', note: rawCost.note('append') },
       { case: `POST /v1/messages/batch of ${BATCH_SIZE}`, value: batchRate, unit: 'msg/s', note: `${Math.round(batchRun.rate)} req/s, per request p50 ${batchRun.p50} ms, p99 ${batchRun.p99} ms${batchRun.failures}; ${batchCost.note()}` },
       { case: 'batch / raw inbox ceiling (target >= 0.6)', value: batchRate / rawRate, unit: 'ratio', note: sliceRatios(batchSlices.rates.map((r) => r * BATCH_SIZE), rawRates) },

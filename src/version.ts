@@ -32,7 +32,7 @@ const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Runs `git <args>` in `root`; its trimmed output, or undefined when it fails. */
 function git(root: string, args: readonly string[]): string | undefined {
-  const run = spawnSync('git', ['-C', root, ...args], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+  const run = spawnSync('git', ['--no-optional-locks', '-C', root, ...args], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
   return run.status === 0 ? run.stdout.trim() : undefined;
 }
 

@@ -17,7 +17,8 @@ import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 async function tree(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    const full = path.join(entry.parentPath, entry.name);
+    // `parentPath` from Node 20.12 on; `path`, its older name, before (engines: >= 20.10).
+    const full = path.join((entry as { parentPath?: string }).parentPath ?? entry.path, entry.name);
     const s = await stat(full);
     out.push(`${path.relative(dir, full)} ${entry.isDirectory() ? 'dir' : s.size} ${s.mode.toString(8)} ${s.mtimeMs}`);
   }

@@ -71,7 +71,7 @@ test('the build records its commit in dist/build-info.json: named after .git is 
   const root = await packageCopy(t);
   assert.equal(await versionIn(root), '9.8.7 (unknown)', 'no git checkout, no build record');
 
-  const git = (...args: string[]): Promise<{ stdout: string }> => run('git', ['-C', root, '-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args]);
+  const git = (...args: string[]): Promise<{ stdout: string }> => run('git', ['-C', root, '-c', 'user.name=t', '-c', 'user.email=t@example.com', '-c', 'commit.gpgsign=false', '-c', 'core.hooksPath=/dev/null', ...args]);
   await git('init', '-q');
   await git('add', '.');
   await git('commit', '-q', '-m', 'build me');

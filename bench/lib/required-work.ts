@@ -1,6 +1,8 @@
 /**
- * The floor of `bench:ingest`'s single-message case: the work DESIGN.md requires of one
- * `POST /v1/messages`, done plainly and nothing else, in its own process. Where the bare
+ * The required-work server of `bench:ingest`'s single-message case: one plain
+ * implementation of the work DESIGN.md requires of a `POST /v1/messages`, and nothing
+ * else, in its own process (a reference, not a bound: Pixiu, with its write slots and
+ * tick pipeline, has been faster in some runs). Where the bare
  * fastify route (bare-fastify.ts) shows what HTTP alone costs, this shows what the
  * required work costs, so that the bench can tell Pixiu's own overhead from the price
  * of the guarantees:
@@ -16,8 +18,8 @@
  *   client (§4), and the 201 with the seq.
  *
  * None of Pixiu's limits, budgets, metrics, logging, retries, expiry or recovery; no
- * tick pipeline or write slots. Environment: FLOOR_REDIS_URL, FLOOR_DATA_DIR,
- * FLOOR_API_TOKEN, FLOOR_PORT (default 0). Prints `{"msg": "floor listening", "url": …}` once it listens on
+ * tick pipeline or write slots. Environment: REQUIRED_WORK_REDIS_URL, REQUIRED_WORK_DATA_DIR,
+ * REQUIRED_WORK_API_TOKEN, REQUIRED_WORK_PORT (default 0). Prints `{"msg": "required work listening", "url": …}` once it listens on
  * 127.0.0.1 (port 0: any free one) and exits on SIGTERM. Run by bench/ingest.ts.
  */
 import { timingSafeEqual } from 'node:crypto';
@@ -30,6 +32,7 @@ import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { scriptSource } from '../../src/redis/scripts.js';
 import { newEpoch } from '../../src/inbox/codec.js';
 
+/** DESIGN.md §10's defaults: store partitions, inbox cap; the inbox keys' retention grace, ms. */
 const PARTITIONS = 8;
 const CAP = '10000';
 const DAY_MS = 86_400_000;
@@ -37,12 +40,12 @@ const DAY_MS = 86_400_000;
 /** One partition: its database, the puts waiting for its next write, its counter. */
 interface Partition {
   readonly db: ClassicLevel<Buffer, Buffer>;
-  waiting: { key: Buffer; value: Buffer; indexKey: Buffer; done: () => void }[];
+  waiting: { key: Buffer; value: Buffer; indexKey: Buffer; done: () => void; failed: (err: unknown) => void }[];
   writing: boolean;
   counter: number;
 }
 
-/** Writes what waits, one `batch()` at a time per partition (the group commit). */
+/** Writes what waits, one `batch()` at a time per partition (the group commit, DESIGN.md §3). */
 function commit(p: Partition): void {
   if (p.writing || p.waiting.length === 0) return;
   const puts = p.waiting;
@@ -50,28 +53,33 @@ function commit(p: Partition): void {
   p.writing = true;
   const batch = p.db.batch();
   for (const put of puts) batch.put(put.key, put.value).put(put.indexKey, put.key);
-  void batch.write({ sync: true }).then(() => {
+  batch.write({ sync: true }).then(() => {
     p.writing = false;
     for (const put of puts) put.done();
+    commit(p);
+  }, (err: unknown) => {
+    // A failed write fails its puts (500), and the partition writes on.
+    p.writing = false;
+    for (const put of puts) put.failed(err);
     commit(p);
   });
 }
 
-const dataDir = process.env.FLOOR_DATA_DIR ?? '';
-const token = Buffer.from(`Bearer ${process.env.FLOOR_API_TOKEN ?? ''}`);
+const dataDir = process.env.REQUIRED_WORK_DATA_DIR ?? '';
+const token = Buffer.from(`Bearer ${process.env.REQUIRED_WORK_API_TOKEN ?? ''}`);
 const partitions: Partition[] = [];
 for (let i = 0; i < PARTITIONS; i++) {
   const db = new ClassicLevel<Buffer, Buffer>(path.join(dataDir, String(i)), { keyEncoding: 'buffer', valueEncoding: 'buffer' });
   await db.open();
   partitions.push({ db, waiting: [], writing: false, counter: 0 });
 }
-const redis = new Redis(process.env.FLOOR_REDIS_URL ?? '', { enableAutoPipelining: true, keyPrefix: '' });
+const redis = new Redis(process.env.REQUIRED_WORK_REDIS_URL ?? '', { enableAutoPipelining: true, keyPrefix: '' });
 const append = INBOX_SCRIPTS.append;
-redis.defineCommand('floorAppend', { lua: scriptSource(append), numberOfKeys: append.numberOfKeys });
-const appendScript = (redis as unknown as { floorAppend(...args: string[]): Promise<[number, string]> }).floorAppend.bind(redis);
+redis.defineCommand('requiredAppend', { lua: scriptSource(append), numberOfKeys: append.numberOfKeys });
+const appendScript = (redis as unknown as { requiredAppend(...args: string[]): Promise<[number, string]> }).requiredAppend.bind(redis);
 
 const body = {
-  type: 'object', additionalProperties: false, required: ['to', 'type', 'data'],
+  type: 'object', additionalProperties: false, required: ['to', 'type', 'data', 'client_msg_id'],
   properties: {
     to: { type: 'string', minLength: 1, maxLength: 128 },
     type: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,64}$' },
@@ -90,6 +98,7 @@ const answer = {
   },
 } as const;
 
+/** A single message's body, as the schema above lets it through. */
 interface Body { to: string; type: string; data: unknown; client_msg_id: string; from?: string; ttl?: number }
 
 const app = Fastify({ logger: false });
@@ -108,22 +117,22 @@ app.post<{ Body: Body }>('/v1/messages', { schema: { body, response: { 200: answ
   const now = Date.now();
   const expiresAt = now + (msg.ttl ?? 7 * 86_400) * 1000;
   const value = Buffer.from(JSON.stringify({ from: msg.from, to: [msg.to], type: msg.type, data: msg.data, ts: now, client_msg_id: msg.client_msg_id, expires_at: expiresAt }));
-  await new Promise<void>((done) => {
-    p.waiting.push({ key, value, indexKey, done });
+  await new Promise<void>((done, failed) => {
+    p.waiting.push({ key, value, indexKey, done, failed });
     queueMicrotask(() => commit(p));
   });
   const id = key.toString('hex');
-  const tag = `floor:{${msg.to}}:`;
+  const tag = `required:{${msg.to}}:`;
   const [seq] = await appendScript(
     `${tag}inbox`, `${tag}meta`, `${tag}ids`, `${tag}conns`, `${tag}acks`,
     id, '1', CAP, newEpoch(), String(now), '', String(expiresAt), String(DAY_MS),
   );
   return reply.code(201).send({ id, recipients: [{ user: msg.to, seq }], duplicate: false });
 });
-await app.listen({ host: '127.0.0.1', port: Number(process.env.FLOOR_PORT ?? 0) });
+await app.listen({ host: '127.0.0.1', port: Number(process.env.REQUIRED_WORK_PORT ?? 0) });
 const addr = app.server.address();
 const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-process.stdout.write(`${JSON.stringify({ msg: 'floor listening', url: `http://127.0.0.1:${port}` })}\n`);
+process.stdout.write(`${JSON.stringify({ msg: 'required work listening', url: `http://127.0.0.1:${port}` })}\n`);
 process.once('SIGTERM', () => {
   void app.close()
     .then(() => Promise.all(partitions.map((p) => p.db.close())))
