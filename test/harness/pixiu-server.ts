@@ -84,7 +84,8 @@ export function cleanupList(): CleanupList {
           errors.push(err);
         }
       }
-      if (errors.length > 0) throw new AggregateError(errors, 'clean-up failed');
+      // The causes in the message: the test runner prints an AggregateError's message, not its errors.
+      if (errors.length > 0) throw new AggregateError(errors, `clean-up failed: ${errors.map((e) => (e instanceof Error ? e.message : String(e))).join('; ')}`);
     },
   };
 }
