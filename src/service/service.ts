@@ -201,7 +201,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     }
     // Last, once the checks above have read the counters the store recovered: a data dir
     // restored from a backup, Redis with it, would mint again the ids it minted after the
-    // backup; from the clock's floor on it mints none of them (time-floor.ts).
+    // backup; from the clock's floor on it mints none of them, while no run mints faster
+    // than the floor rises (a counter still ahead of it is logged at warn: time-floor.ts).
     applyTimeFloor(store, Date.now(), logger);
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read

@@ -148,6 +148,16 @@ export class MessageStore implements RecordReader {
   }
 
   /**
+   * Per partition (as {@link counters}): the last counter assigned, in memory — the next
+   * id counts on from it. At or above the written one: the time floor raises it before
+   * anything is written ({@link raiseCounters}), and a failed batch write's counters
+   * stay assigned.
+   */
+  get assignedCounters(): readonly number[] {
+    return this.#partitions.map((p) => p.counter);
+  }
+
+  /**
    * Moves each partition's counter forward to `targets[i]` where it is behind, storing
    * the high-water marks (src/cluster/store-ownership.ts `catchUpMinted`).
    * @throws PixiuError UNAVAILABLE when LevelDB fails

@@ -15,7 +15,7 @@ import type { HistoryBudget } from '../../src/api/history-budget.js';
 import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
-import { TIME_FLOOR_PER_MS } from '../../src/store/time-floor.js';
+import { TIME_FLOOR_PER_MS, timeFloor } from '../../src/store/time-floor.js';
 import { isUnreadable, type ReadRecord, type UnreadableRecord } from '../../src/store/unreadable.js';
 import type { CleanupContext, HttpAnswer } from './pixiu-server.js';
 
@@ -166,12 +166,12 @@ export function decoded<T>(record: T): Exclude<T, UnreadableRecord> {
 /**
  * Asserts that MsgID `id` is the first a service started in this process minted in its
  * partition: one past the time floor its start applied (src/store/time-floor.ts), that
- * is a counter of `floor(t) × 16 + 1` for a start time t between this process's start
- * and now. An id minted after another in the same partition is not `… × 16 + 1`.
+ * is a counter of `timeFloor(t) + 1` for a start time t between this process's start
+ * and now. An id minted after another in the same partition is not `… × 64 + 1`.
  */
 export function assertFirstMinted(id: string, what: string): void {
   const { counter } = decodeMsgId(id);
-  const since = Math.floor(performance.timeOrigin) * TIME_FLOOR_PER_MS;
-  assert.ok(counter > since && counter <= Date.now() * TIME_FLOOR_PER_MS + 1, `${what}: counter ${counter} is not past this process's start's time floor`);
+  const since = timeFloor(performance.timeOrigin) ?? 0;
+  assert.ok(counter > since && counter <= (timeFloor(Date.now()) ?? 0) + 1, `${what}: counter ${counter} is not past this process's start's time floor`);
   assert.equal(counter % TIME_FLOOR_PER_MS, 1, `${what}: counter ${counter} is not the first past its start's time floor`);
 }

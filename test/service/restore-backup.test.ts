@@ -77,7 +77,7 @@ async function aroundBackup(
 /**
  * No new id is one answered before the restore; a lost id reads 404 (or its own
  * message, never another); the backup's messages read as they were; the start logged
- * its time floor once.
+ * its time floor once, and no counter ahead of it.
  */
 async function checkRestored(runs: Runs): Promise<void> {
   const { kept, lost, fresh, api } = runs;
@@ -99,10 +99,15 @@ async function checkRestored(runs: Runs): Promise<void> {
   const floors = logLines(runs.restored.stdout(), FLOOR_LINE);
   assert.equal(floors.length, 1, runs.restored.stdout().slice(-4000));
   assert.equal(floors[0]?.partitions, 8);
+  // Every run minted far fewer than 64 ids a ms: no counter is ahead of the floor, and the start does not warn of one.
+  assert.deepEqual(logLines(runs.restored.stdout(), AHEAD_LINE), []);
   await stop(runs.restored);
 }
 
-const FLOOR_LINE = 'message-id counters start at least at the time floor (clock ms × 16), so a data dir restored from a backup never mints an id it minted before';
+const FLOOR_LINE = 'message-id counters start at least at the time floor (64 per ms since 2025-01-01): '
+  + 'past every id of an earlier run that started at its floor and minted fewer than 64 a ms in a partition';
+const AHEAD_LINE = 'message-id counters are ahead of the time floor (an earlier run minted faster than 64 ids a ms since its start, moved past another store\'s ids, or the clock was set back): '
+  + 'a data dir restored from a backup and started less than aheadSeconds after this node\'s last id may mint again ids minted after that backup; wait that long before starting a restored copy';
 
 test('a data dir restored from a cold backup (embedded Redis in it) mints none of the ids it answered after the backup; a lost id reads 404, never another message', { timeout: 120_000 }, async (t) => {
   const { dataDir, env } = await embeddedDataDir(t);
