@@ -53,6 +53,12 @@ export interface Service {
   readonly app: FastifyInstance;
   readonly secrets: Secrets;
   /**
+   * The MsgID counters' time floor this start applied (src/store/time-floor.ts), as its
+   * info line logs it: each partition whose counter was not above it mints `timeFloor + 1`
+   * first; undefined when the clock gave none.
+   */
+  readonly timeFloor: number | undefined;
+  /**
    * Graceful stop: stop accepting, finish requests in flight, close Redis, the store
    * and the embedded redis-server. Idempotent.
    */
@@ -203,7 +209,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // restored from a backup, Redis with it, would mint again the ids it minted after the
     // backup; from the clock's floor on it mints none of them, while no run mints faster
     // than the floor rises (a counter still ahead of it is logged at warn: time-floor.ts).
-    applyTimeFloor(store, Date.now(), logger);
+    const timeFloor = applyTimeFloor(store, Date.now(), logger);
     cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
     // Every read of records goes through the router: other nodes' partitions are read
     // from their owners; the local store stays local.
@@ -313,6 +319,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       url,
       app,
       secrets,
+      timeFloor,
       close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
     };

@@ -4,8 +4,9 @@
  *
  * Each case runs against a fresh service with one store partition and its own Redis
  * key prefix. Every bad message names `alice` among its recipients; after the
- * rejection a good message to `alice` must be the store's first (MsgID counter 1) and
- * her inbox's first (seq 1), and her inbox must hold only it.
+ * rejection a good message to `alice` must be the store's first (MsgID counter one past
+ * the time floor the service's start applied) and her inbox's first (seq 1), and her
+ * inbox must hold only it.
  */
 import { after, before, test, type TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -38,7 +39,7 @@ async function assertNothingStored(t: TestContext, server: InProcessServer): Pro
   const good = await server.client.post('/v1/messages', { to: RECIPIENT, type: 't', data: 'good' });
   assert.equal(good.status, 201, good.text);
   const body = good.body as { id: string; recipients: unknown };
-  assertFirstMinted(body.id, 'the store holds nothing before the good message');
+  assertFirstMinted(body.id, 'the store holds nothing before the good message', server);
   assert.deepEqual(body.recipients, [{ user: RECIPIENT, seq: 1 }]);
   const { inbox } = await openInbox(t, redis.url, server.config.redisPrefix);
   assert.deepEqual((await readWholeInbox(inbox, RECIPIENT)).map((e) => e.id), [body.id]);
@@ -67,6 +68,25 @@ function message(change: Record<string, unknown> = {}): Record<string, unknown> 
 }
 
 const post = (body: unknown) => (c: PixiuClient) => c.post('/v1/messages', body);
+
+test('the check that nothing was stored takes only the first id past the start\'s time floor: not the second, not the 65th', async (t) => {
+  const server = await freshServer(t);
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const answer = await server.client.post('/v1/messages', { to: RECIPIENT, type: 't', data: i });
+    assert.equal(answer.status, 201, answer.text);
+    ids.push((answer.body as { id: string }).id);
+  }
+  const [first = '', second = ''] = ids;
+  assertFirstMinted(first, 'the first', server);
+  assert.throws(() => assertFirstMinted(second, 'the second', server), /the second: counter \d+ is not the first past the start's time floor/);
+  // Seen from a floor one ms (64 counters) lower, the first id is the 65th: still refused.
+  const floor = server.service.timeFloor ?? 0;
+  assert.throws(() => assertFirstMinted(first, 'the 65th', { ...server, service: { ...server.service, timeFloor: floor - 64 } }), /is not the first past/);
+  // A floor that is not the clock's while the service started is refused as such.
+  assert.throws(() => assertFirstMinted(first, 'late', { ...server, startedBetween: { from: server.startedBetween.to + 1000, to: server.startedBetween.to + 2000 } }),
+    /is not the clock's during the start/);
+});
 
 test('invalid JSON is 400 INVALID_REQUEST, with the parser\'s cause and where it stopped', async (t) => {
   await rejects(t, post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',

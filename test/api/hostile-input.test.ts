@@ -46,11 +46,11 @@ function deepMessage(depth: number, extra = '"to":"poison"'): string {
   return `{${extra},"type":"x","data":${nestedJson(depth)}}`;
 }
 
-/** The next message stored gets counter 1: nothing was stored before. */
+/** The next message stored gets the first counter past the start's time floor: nothing was stored before. */
 async function assertNothingStored(server: InProcessServer): Promise<void> {
   const good = await server.client.post('/v1/messages', { to: 'poison', type: 'x', data: 'good' });
   assert.equal(good.status, 201, good.text);
-  assertFirstMinted((good.body as { id: string }).id, 'nothing was stored before');
+  assertFirstMinted((good.body as { id: string }).id, 'nothing was stored before', server);
 }
 
 const TOO_DEEP = new RegExp(`data nests deeper than ${MAX_DATA_DEPTH} levels`);

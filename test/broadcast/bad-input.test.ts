@@ -72,6 +72,6 @@ test('every bad broadcast gets its error body and publishes nothing', async () =
   // The client's next frame is the good broadcast: none of the bad ones reached it.
   const f = await nextBcast(client);
   assert.equal(f.bseq, big.bseq);
-  assertFirstMinted(big.id, 'nothing was stored before the good broadcast');
+  assertFirstMinted(big.id, 'nothing was stored before the good broadcast', gw);
   assert.equal(await admin.xlen('px:broadcast'), before + 1);
 });

@@ -15,9 +15,9 @@ import type { HistoryBudget } from '../../src/api/history-budget.js';
 import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
-import { TIME_FLOOR_PER_MS, timeFloor } from '../../src/store/time-floor.js';
+import { timeFloor } from '../../src/store/time-floor.js';
 import { isUnreadable, type ReadRecord, type UnreadableRecord } from '../../src/store/unreadable.js';
-import type { CleanupContext, HttpAnswer } from './pixiu-server.js';
+import type { CleanupContext, HttpAnswer, InProcessServer } from './pixiu-server.js';
 
 /**
  * Asserts that `answer` is exactly `{"error": {"code", "message"}}` with `status` and
@@ -164,14 +164,17 @@ export function decoded<T>(record: T): Exclude<T, UnreadableRecord> {
 }
 
 /**
- * Asserts that MsgID `id` is the first a service started in this process minted in its
- * partition: one past the time floor its start applied (src/store/time-floor.ts), that
- * is a counter of `timeFloor(t) + 1` for a start time t between this process's start
- * and now. An id minted after another in the same partition is not `… × 64 + 1`.
+ * Asserts that MsgID `id` is the first `server` minted in its partition, on a new data
+ * dir: exactly one past the time floor its start applied and logged (Service.timeFloor;
+ * src/store/time-floor.ts), which must be the floor of the clock between the moment the
+ * test started it and the moment it listened (`startedBetween`). An id minted second
+ * (`floor + 2`), or after any other, fails.
  */
-export function assertFirstMinted(id: string, what: string): void {
+export function assertFirstMinted(id: string, what: string, server: Pick<InProcessServer, 'service' | 'startedBetween'>): void {
   const { counter } = decodeMsgId(id);
-  const since = timeFloor(performance.timeOrigin) ?? 0;
-  assert.ok(counter > since && counter <= (timeFloor(Date.now()) ?? 0) + 1, `${what}: counter ${counter} is not past this process's start's time floor`);
-  assert.equal(counter % TIME_FLOOR_PER_MS, 1, `${what}: counter ${counter} is not the first past its start's time floor`);
+  const floor = server.service.timeFloor;
+  assert.ok(floor !== undefined, `${what}: the start applied no time floor`);
+  const { from, to } = server.startedBetween;
+  assert.ok(floor >= (timeFloor(from) ?? Infinity) && floor <= (timeFloor(to) ?? -Infinity), `${what}: the start's time floor ${floor} is not the clock's during the start (${from}..${to} ms)`);
+  assert.equal(counter, floor + 1, `${what}: counter ${counter} is not the first past the start's time floor ${floor}`);
 }

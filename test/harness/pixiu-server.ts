@@ -164,6 +164,11 @@ export interface InProcessServer {
   readonly config: Config;
   /** Authorized with the service's API token. */
   readonly client: PixiuClient;
+  /**
+   * The clock (Date.now, ms) just before the service was started and once it listened:
+   * its start read the clock for its time floor in between.
+   */
+  readonly startedBetween: { readonly from: number; readonly to: number };
 }
 
 /**
@@ -179,9 +184,11 @@ export async function startInProcess(
   // No claims wait (PIXIU_CLAIMS_SETTLE): each test has a Redis, or a key prefix, of its
   // own, started moments before; the tests of the wait set it.
   const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, claimsSettleMs: '0', ...overrides });
+  const from = Date.now();
   const service = await startService(config, logger ?? createLogger(config.logLevel));
+  const to = Date.now();
   t.after(() => service.close());
-  return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken) };
+  return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken), startedBetween: { from, to } };
 }
 
 /**
