@@ -2,6 +2,8 @@
  * The counters a store minted, as store ownership reads and moves them
  * (src/cluster/store-ownership.ts; DESIGN.md §2: a MsgID is minted once).
  */
+import { MAX_COUNTER } from '../ids/msg-id.js';
+
 /**
  * How far past the highest counter recorded for its partitions a node's counters jump,
  * per partition, when it resumes writes after another node served them (a copy of its
@@ -17,6 +19,12 @@ export interface MintingStore {
   /** The last counter minted and written to disk, per partition of the store. */
   readonly counters: readonly number[];
   /**
+   * The last counter assigned in memory, per partition: what the next id counts on
+   * from, at or above `counters` (the serving node's time floor raises it before
+   * anything is written: src/store/time-floor.ts).
+   */
+  readonly assignedCounters: readonly number[];
+  /**
    * Moves each partition's counter up to its target (undefined: left as it is).
    * @throws PixiuError UNAVAILABLE when the store fails
    */
@@ -26,4 +34,29 @@ export interface MintingStore {
 /** Each partition moved, as `partition p: from → to` (targets undefined: not moved). */
 export function movedList(base: number, from: readonly number[], targets: readonly (number | undefined)[]): string[] {
   return targets.flatMap((t, i) => (t === undefined ? [] : [`partition ${base + i}: ${from[i]} → ${t}`]));
+}
+
+/**
+ * Per partition, the counter a move must pass to move anything: the larger of the one
+ * assigned in memory and the one written (advanceCounters leaves a partition whose
+ * counter is at or above its target as it is).
+ */
+export function countersInUse(store: MintingStore): number[] {
+  return store.counters.map((written, i) => Math.max(written, store.assignedCounters[i] ?? 0));
+}
+
+/**
+ * Where a move past the recorded counters takes each partition: {@link RESUME_MARGIN}
+ * past `recorded[i]` (at most MAX_COUNTER) where that is above `inUse[i]` and, with
+ * `onlyBehind`, only where the record itself is above it (at start: a data dir that is
+ * not behind does not move); undefined where it does not move.
+ * @param inUse per partition, the counter in use ({@link countersInUse})
+ * @param recorded per partition, the highest counter any store recorded (0 for none)
+ */
+export function moveTargets(inUse: readonly number[], recorded: readonly number[], onlyBehind: boolean): (number | undefined)[] {
+  return inUse.map((local, i) => {
+    const top = recorded[i] ?? 0;
+    const past = Math.min(MAX_COUNTER, top + RESUME_MARGIN);
+    return past > local && (!onlyBehind || top > local) ? past : undefined;
+  });
 }

@@ -30,11 +30,10 @@ import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError, outageFields } from '../errors.js';
-import { MAX_COUNTER } from '../ids/msg-id.js';
 import { openLayout, pinPartitionBase } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, awaitLeaseFree, servedElsewhere } from './lease-watch.js';
-import { RESUME_MARGIN, movedList, type MintingStore } from './minted-counters.js';
+import { countersInUse, movedList, moveTargets, type MintingStore } from './minted-counters.js';
 
 export { LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
@@ -164,7 +163,8 @@ export class StoreOwnership {
 
   /**
    * Moves counters to {@link RESUME_MARGIN} past the highest recorded for their
-   * partition by any store ({@link #highestRecorded}), where that is above them; with
+   * partition by any store ({@link #highestRecorded}), where that is above the counter
+   * in use (`countersInUse`: a time floor above the target moves nothing); with
    * `onlyBehind`, only where the record itself is above the counter (at start: a data
    * dir that is not behind does not move).
    * @returns the partitions moved, as `partition p: a → b`
@@ -172,12 +172,8 @@ export class StoreOwnership {
    */
   async #movePastRecorded(store: MintingStore, onlyBehind: boolean): Promise<string[]> {
     const top = await this.#highestRecorded();
-    const from = store.counters;
-    const targets = from.map((local, i) => {
-      const recorded = top[i] ?? 0;
-      const past = Math.min(MAX_COUNTER, recorded + RESUME_MARGIN);
-      return past > local && (!onlyBehind || recorded > local) ? past : undefined;
-    });
+    const from = countersInUse(store);
+    const targets = moveTargets(from, top, onlyBehind);
     const moved = movedList(this.partitionBase, from, targets);
     if (moved.length > 0) await store.advanceCounters(targets);
     return moved;

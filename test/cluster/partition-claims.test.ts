@@ -127,8 +127,8 @@ test('a data dir with stored messages started on a Redis (or key prefix) that do
   const errors = (lines: { level: number; msg?: string }[]): string[] => lines.filter((l) => l.level === 50).map((l) => l.msg ?? '');
   // A new data dir: nothing to say.
   const fresh = capturingLogger();
-  const unused = { counters: [0, 0, 0, 0], advanceCounters: () => Promise.resolve() };
-  const stored = { counters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve() };
+  const unused = { counters: [0, 0, 0, 0], assignedCounters: [0, 0, 0, 0], advanceCounters: () => Promise.resolve() };
+  const stored = { counters: [0, 3, 0, 0], assignedCounters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve() };
   assert.equal(await first.checkKnown(stored), false);
   // Known to this Redis: nothing either.
   const same = await StoreOwnership.claim({ claims: before.claims, dir, partitions: 4, logger: fresh.logger, redisName: 'redis://a, key prefix "x:"' });
@@ -489,6 +489,28 @@ test('a node that another served its partitions beside resumes writes only past 
   assert.equal(afterRival.counter, rivalOf + RESUME_MARGIN + 1, 'past the other store\'s ids');
   // Every partition of the block, not only the one the first conflict named.
   assert.deepEqual(store.counters.map((c, i) => c >= (i < 2 ? rivalTop : rivalTop + 5) + RESUME_MARGIN), [true, true, true, true]);
+
+  // A serving node's time floor raised the counters in memory, above the written ones
+  // (src/store/time-floor.ts). Another copy serves beside it and records counters past
+  // that floor in two partitions only: once alone again, those two move past them, and
+  // the error line names those two moves alone, from the counter in use — the other two
+  // partitions' targets (2^24 past their records) are below the floor: nothing moves there.
+  const floor = rivalTop + 5 + 4 * RESUME_MARGIN;
+  assert.equal(store.raiseCounters(floor), 4);
+  assert.ok(store.counters.every((c) => c < floor), 'the floor is in memory only');
+  log.lines.length = 0;
+  await claims.renewLease(ownership.storeId, { url: 'http://127.0.0.1:18043', node: 'node-copy-2', host: os.hostname(), pid: 1, renewal: 1 }, LEASE_TTL_MS);
+  assert.match(await renewed(6) ?? '', /^message store writes are suspended: .*already served by node node-copy-2/);
+  await claims.recordMinted(ownership.storeId, base, [floor + 10, floor + 20, 0, 0]);
+  await claims.releaseLease(ownership.storeId);
+  assert.equal(await renewed(7), undefined, 'writes resumed');
+  const served = log.lines.filter((l) => /another node served this store's partitions meanwhile/.test(String(l.msg)));
+  assert.equal(served.length, 1, JSON.stringify(log.lines));
+  assert.deepEqual(served[0]?.moved, [
+    `partition ${base}: ${floor} → ${floor + 10 + RESUME_MARGIN}`,
+    `partition ${base + 1}: ${floor} → ${floor + 20 + RESUME_MARGIN}`,
+  ]);
+  assert.deepEqual(store.assignedCounters, [floor + 10 + RESUME_MARGIN, floor + 20 + RESUME_MARGIN, floor, floor], 'what moved, and nothing else');
 });
 
 test('a data dir whose block another store held while it was stopped moves past that store\'s ids when it starts again; a restart after a FLUSHALL with other nodes running waits, then starts', async (t) => {
