@@ -14,7 +14,8 @@
  *
  * The file is written on first open, rewritten (atomically) only to pin the base, add
  * a store id or record the key prefix of a start on a shared Redis, and checked on
- * every later open.
+ * every later open. A missing file beside partition folders
+ * is refused, not made anew (src/store/orphan-check.ts).
  *
  * Format ({@link LAYOUT_FORMAT}): the version of the data dir's on-disk layout as a
  * whole. A release reads the formats up to the one it writes and refuses a higher one
@@ -30,6 +31,7 @@ import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { PREFIX_RULE } from '../redis/keys.js';
 import { versionLine } from '../version.js';
+import { refuseOrphaning } from './orphan-check.js';
 
 /** The partition hash in use (src/store/route.ts). */
 export const PARTITION_HASH = 'fnv1a-32-utf16';
@@ -118,6 +120,14 @@ function checkFormat(dir: string, file: string, layout: Record<string, unknown>)
 }
 
 /**
+ * Fields only a layout with a `storeId` was ever written with: `partitionBase` came
+ * with store ids (00967a5), the others after them. A file with one of them and no
+ * `storeId` lost it (a hand edit): taken for a store from before ids, it would be given a
+ * new id, written before its claim is refused.
+ */
+const AFTER_STORE_IDS = ['partitionBase', 'writtenBy', 'redisPrefix', 'redisDb'] as const;
+
+/**
  * Reads `dir`'s layout file.
  * @returns the layout, or undefined when the store is new (no file)
  * @throws StartupError when the file cannot be read or is not a layout, or its format
@@ -142,6 +152,11 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
     throw new StartupError(`the store layout ${file} is not a layout; restore it or move the store folder away`);
   }
   checkFormat(dir, file, layout as unknown as Record<string, unknown>);
+  const lost = AFTER_STORE_IDS.find((key) => layout[key] !== undefined);
+  if (layout.storeId === undefined && lost !== undefined) {
+    throw new StartupError(`the store layout ${file} is damaged: it has a "${lost}" but no "storeId"; `
+      + 'restore it from the backup the data dir came from (README "Backups and restores")');
+  }
   if (layout.storeId !== undefined && (typeof layout.storeId !== 'string' || !STORE_ID.test(layout.storeId))) {
     throw new StartupError(`the store layout ${file} has a malformed storeId ${JSON.stringify(layout.storeId)}`);
   }
@@ -160,14 +175,15 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
 
 /**
  * Refuses a start on a store this release cannot read (its layout's format is newer
- * than this release's, or damaged: {@link readLayout}) — run first, before a start
- * writes anything into the data dir or claims anything in Redis. A store with no
- * layout yet (a new data dir) passes.
+ * than this release's, or damaged: {@link readLayout}), or whose layout is missing while
+ * its folder holds partitions ({@link refuseOrphaning}) — run first, before a start
+ * writes anything into the data dir or claims anything in Redis. A store with no layout
+ * and no partitions (a new data dir) passes.
  * @param dir the store folder, `<data dir>/xiu`
- * @throws StartupError as {@link readLayout}
+ * @throws StartupError as {@link readLayout} and {@link refuseOrphaning}
  */
 export async function refuseUnreadableStore(dir: string): Promise<void> {
-  await readLayout(dir);
+  if (await readLayout(dir) === undefined) await refuseOrphaning(dir);
 }
 
 /**
@@ -218,16 +234,19 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
 
 /**
  * Opens `dir`'s layout for claiming (src/cluster/store-ownership.ts): creates it for a
- * new store, with a new store id and no base yet; gives an older store (no store id)
- * an id and base 0; otherwise checks it.
+ * new store, with a new store id and no base yet — not while the folder holds
+ * partitions ({@link refuseOrphaning}); gives an older store (no store id) an id and
+ * base 0; otherwise checks it.
  * @returns the layout; `partitionBase` is undefined when the base is still to claim
  * @throws StartupError when the store was created with another partition count or
- *   hash, or the file cannot be read or written; the message names the folder
+ *   hash, its layout is missing beside partitions, or the file cannot be read or
+ *   written; the message names the folder
  */
 export async function openLayout(dir: string, partitions: number): Promise<IdentifiedLayout> {
   for (;;) {
     const layout = await readLayout(dir);
     if (layout === undefined) {
+      await refuseOrphaning(dir);
       const created: IdentifiedLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
       if (await writeLayout(dir, created, true)) return created;
       continue; // another open created it first: read theirs

@@ -3,13 +3,15 @@
  * a data dir whose `xiu/LAYOUT` holds a format above this release's (written by a newer
  * release), or no positive integer, or none, exits 1 with one line saying so, before
  * it writes or starts anything — the data dir is left as it was; format 1, with a field
- * this release does not know, starts.
+ * this release does not know, starts. The same for a LAYOUT that is gone while the
+ * store's partitions are not (it would start as a new store and orphan them), and one
+ * that lost its `storeId`.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { runEach, spawnServe, type CleanupContext, type CliResult } from '../harness/pixiu-server.js';
+import { PixiuClient, runEach, spawnServe, type CleanupContext, type CliResult } from '../harness/pixiu-server.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 
@@ -86,4 +88,57 @@ test('a LAYOUT of a newer format, or a damaged one, is refused with one line and
   await writeFile(file, `${JSON.stringify({ ...written, newField: 'x' })}\n`);
   const again = await spawnServe(env, t);
   assert.deepEqual(await again.term(), { code: 0, signal: null }, again.stderr());
+});
+
+/** Refused with one line on stderr, nothing started, the data dir as it was; the line. */
+async function refusedUntouched(dataDir: string, env: Record<string, string>, t: CleanupContext): Promise<string> {
+  const before = await tree(dataDir);
+  const run = await serveToExit(env, t);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /^pixiu: [^\n]*\n$/, 'one line');
+  assert.doesNotMatch(run.stdout, /pixiu listening|redis-server|partitions claimed/, 'nothing started');
+  assert.deepEqual(await tree(dataDir), before, 'the data dir is untouched');
+  return run.stderr;
+}
+
+test('a LAYOUT gone while the partitions hold messages, or one that lost its storeId, is refused before anything is written; put back, the messages read as before (verifier F1)', { timeout: 120_000 }, async (t) => {
+  const { dataDir, env } = await embeddedDataDir(t, 'pixiu-no-layout-');
+  const first = await spawnServe(env, t);
+  const api = new PixiuClient(first.url, (await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim());
+  const ids: string[] = [];
+  for (let n = 0; n < 24; n++) {
+    const answer = await api.post('/v1/messages', { to: `u${n}`, type: 't', data: { n } });
+    assert.equal(answer.status, 201, answer.text);
+    ids.push((answer.body as { id: string }).id);
+  }
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
+  const store = path.join(dataDir, 'xiu');
+  const file = path.join(store, 'LAYOUT');
+  const kept = await readFile(file, 'utf8');
+
+  await rm(file);
+  const missing = await refusedUntouched(dataDir, env, t);
+  assert.equal(missing, `pixiu: the store layout ${file} is missing, but ${store} holds message partitions (0, 1, 2, 3, 4, 5, 6, 7): `
+    + 'started without it, this data dir would become a new store and every message in them would be orphaned; '
+    + 'restore xiu/LAYOUT from the backup the data dir came from (README "Backups and restores")\n');
+
+  // Without its storeId (the rest kept): damaged, refused before a new id is written into it.
+  const { storeId, ...noId } = JSON.parse(kept) as Record<string, unknown>;
+  await writeFile(file, `${JSON.stringify(noId)}\n`);
+  assert.match(await refusedUntouched(dataDir, env, t),
+    /^pixiu: the store layout .*LAYOUT is damaged: it has a "partitionBase" but no "storeId"; restore it from the backup the data dir came from/);
+
+  // Put back: the same store, its messages read.
+  await writeFile(file, kept);
+  const again = await spawnServe(env, t);
+  const back = new PixiuClient(again.url, api.token);
+  for (const id of [ids[0], ids[23]]) assert.equal((await back.get(`/v1/messages/${id}`)).status, 200, id);
+  assert.deepEqual(await again.term(), { code: 0, signal: null }, again.stderr());
+  assert.equal((JSON.parse(await readFile(file, 'utf8')) as { storeId?: unknown }).storeId, storeId, 'the same store');
+
+  // A store folder with no partition data (empty folders: nothing was ever stored there) is a new store.
+  const fresh = await embeddedDataDir(t, 'pixiu-no-layout-fresh-');
+  await mkdir(path.join(fresh.dataDir, 'xiu', '0'), { recursive: true });
+  const started = await spawnServe(fresh.env, t);
+  assert.deepEqual(await started.term(), { code: 0, signal: null }, started.stderr());
 });
