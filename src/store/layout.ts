@@ -99,21 +99,48 @@ function layoutFile(dir: string): string {
 }
 
 /**
+ * `value` as the one-line refusals quote it: JSON, every character outside printable
+ * ASCII escaped (`\n`, `\u001b`, `\u009b`: a value read from the file cannot break the
+ * line or drive the terminal); a string is cut to `max` characters (with `…` after the
+ * quotes), another value's JSON to `max`.
+ */
+function quoted(value: unknown, max: number): string {
+  const cut = typeof value === 'string' && value.length > max;
+  const json = JSON.stringify(cut ? value.slice(0, max) : value) ?? String(value);
+  const text = json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return cut ? `${text}…` : text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/**
+ * How a `format` that is no finite number (JSON's `1e400` reads as Infinity) was
+ * written in `text`: the last `"format": <number>` in it whose number is no finite
+ * one (cut to 40 characters), else undefined.
+ */
+function writtenNumber(text: string): string | undefined {
+  const written = [...text.matchAll(/"format"\s*:\s*(-?[0-9][0-9.eE+-]*)/g)].map((m) => m[1]);
+  const number = written.filter((n) => !Number.isFinite(Number(n))).pop();
+  return number !== undefined && number.length > 40 ? `${number.slice(0, 40)}…` : number;
+}
+
+/**
  * Refuses a layout whose `format` this release does not read: one above
  * {@link LAYOUT_FORMAT} (written by a newer release), or one that is no positive
  * integer. A missing `format` is damage, not age: every release wrote `"format": 1`
  * from the first LAYOUT on (git history: the store's first commit, c8bd637, did), so
- * no older data dir lacks it.
+ * no older data dir lacks it. Values from the file are quoted ({@link quoted}).
+ * @param text the file as read, to name a number JSON cannot hold as it was written
  * @throws StartupError naming the file or folder, the format and what to do
  */
-function checkFormat(dir: string, file: string, layout: Record<string, unknown>): void {
+function checkFormat(dir: string, file: string, layout: Record<string, unknown>, text: string): void {
   const format = layout.format;
   if (!Number.isSafeInteger(format) || (format as number) < 1) {
-    const what = format === undefined ? 'it has no "format"' : `its "format" ${JSON.stringify(format)?.slice(0, 40) ?? String(format)} is not a positive integer`;
+    const shown = typeof format === 'number' && !Number.isFinite(format) ? writtenNumber(text) : quoted(format, 40);
+    const what = format === undefined ? 'it has no "format"'
+      : shown === undefined ? 'its "format" is not a positive integer' : `its "format" ${shown} is not a positive integer`;
     throw new StartupError(`the store layout ${file} is damaged: ${what}; restore the data dir from a backup`);
   }
   if ((format as number) > LAYOUT_FORMAT) {
-    const by = typeof layout.writtenBy === 'string' ? `, last written by ${layout.writtenBy.slice(0, 80)}` : '';
+    const by = typeof layout.writtenBy === 'string' ? `, last written by ${quoted(layout.writtenBy, 80)}` : '';
     throw new StartupError(`the store in ${dir} was written by a newer release of Pixiu (format ${String(format)}${by}); `
       + `this release reads format ${LAYOUT_FORMAT}: start the release that wrote it`);
   }
@@ -151,7 +178,7 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
   if (typeof layout !== 'object' || layout === null || Array.isArray(layout)) {
     throw new StartupError(`the store layout ${file} is not a layout; restore it or move the store folder away`);
   }
-  checkFormat(dir, file, layout as unknown as Record<string, unknown>);
+  checkFormat(dir, file, layout as unknown as Record<string, unknown>, text);
   const lost = AFTER_STORE_IDS.find((key) => layout[key] !== undefined);
   if (layout.storeId === undefined && lost !== undefined) {
     throw new StartupError(`the store layout ${file} is damaged: it has a "${lost}" but no "storeId"; `

@@ -52,9 +52,15 @@ test('a LAYOUT of a newer format, or a damaged one, is refused with one line and
     + `\\(format ${format}${by}\\); this release reads format 1: start the release that wrote it\\n$`);
   const damaged = (what: string): RegExp => new RegExp(`^pixiu: the store layout ${file} is damaged: ${what}; restore the data dir from a backup\\n$`);
   const { format: _, ...noFormat } = written;
-  const cases: Array<[Record<string, unknown>, RegExp]> = [
+  const cases: Array<[Record<string, unknown> | string, RegExp]> = [
     [{ ...written, format: 2 }, newer(2)],
-    [{ ...written, format: 99, writtenBy: '0.9.0 (abcdef1)' }, newer(99, ', last written by 0\\.9\\.0 \\(abcdef1\\)')],
+    [{ ...written, format: 99, writtenBy: '0.9.0 (abcdef1)' }, newer(99, ', last written by "0\\.9\\.0 \\(abcdef1\\)"')],
+    // Quoted, escaped and cut: a newline, a terminal escape (C0 and C1) or a long value cannot break or forge the one line.
+    [{ ...written, format: 2, writtenBy: '0.9.0\n\x1b[31mpixiu: ok\u009b' }, newer(2, ', last written by "0\\.9\\.0\\\\n\\\\u001b\\[31mpixiu: ok\\\\u009b"')],
+    [{ ...written, format: 2, writtenBy: 'x'.repeat(500) }, newer(2, `, last written by "${'x'.repeat(80)}"…`)],
+    // A number JSON holds as Infinity is named as the file writes it.
+    [`{"format":1e400,"partitions":${String(written.partitions)},"hash":"fnv1a-32-utf16"}`, damaged('its "format" 1e400 is not a positive integer')],
+    [{ ...written, format: '\x1b]0;x\x07' }, damaged('its "format" "\\\\u001b\\]0;x\\\\u0007" is not a positive integer')],
     [{ ...written, format: 'banana' }, damaged('its "format" "banana" is not a positive integer')],
     [{ ...written, format: 0 }, damaged('its "format" 0 is not a positive integer')],
     [{ ...written, format: 1.5 }, damaged('its "format" 1.5 is not a positive integer')],
@@ -63,7 +69,7 @@ test('a LAYOUT of a newer format, or a damaged one, is refused with one line and
   ];
   // One at a time: each run sees only its own LAYOUT.
   await runEach(cases, async ([layout, message]) => {
-    const text = `${JSON.stringify(layout)}\n`;
+    const text = `${typeof layout === 'string' ? layout : JSON.stringify(layout)}\n`;
     await writeFile(file, text);
     const before = await tree(dataDir);
     const run = await serveToExit(env, t);
