@@ -40,7 +40,7 @@ import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
 import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
-import { recordRedisPrefix, refuseUnreadableStore } from '../store/layout.js';
+import { recordRedisPrefix, recordWriter, refuseUnreadableStore } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -303,7 +303,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     } finally {
       leaseSettled();
     }
-    // A stop asked for during the lease write (the last step that waits): nothing
+    // This node holds its store's lease and serves it from now on: its LAYOUT names this
+    // build as the last that served it (README "Upgrades"). For the operator's eyes
+    // only: a failed write is logged and does not stop the start.
+    await recordWriter(storeDir).catch((err: unknown) => logger.warn({ err }, 'could not record this build as writtenBy in the store layout'));
+    // A stop asked for during the lease write or the LAYOUT's (the last steps that wait): nothing
     // awaits after this, so the caller never gets a service it was asked to stop.
     stopAsked();
     // Redis back after an outage: claims and lease are written back at once, so other

@@ -13,8 +13,8 @@
  * whose claim has not been pinned yet (a first start that stopped half-way).
  *
  * The file is written on first open, rewritten (atomically) only to pin the base, add
- * a store id or record the key prefix of a start on a shared Redis, and checked on
- * every later open. A missing file beside partition folders
+ * a store id, record the key prefix of a start on a shared Redis or the build that
+ * serves it, and checked on every later open. A missing file beside partition folders
  * is refused, not made anew (src/store/orphan-check.ts).
  *
  * Format ({@link LAYOUT_FORMAT}): the version of the data dir's on-disk layout as a
@@ -77,7 +77,8 @@ export interface StoreLayout {
   readonly redisDb?: number;
   /**
    * The build that last wrote the file, as `pixiu --version` prints it (`0.1.0
-   * (c01b527)`, src/version.ts): set by every write, for an operator's eyes and the
+   * (c01b527)`, src/version.ts): set by every write, and written by every serving
+   * start that finds another ({@link recordWriter}), for an operator's eyes and the
    * refusal of a newer format only — nothing depends on it. A release from before it
    * existed keeps it as it found it when it rewrites the file, so after a downgrade to
    * one it can name a later build than the last writer. Absent: last written by such a
@@ -216,7 +217,7 @@ export async function refuseUnreadableStore(dir: string): Promise<void> {
 /**
  * Writes `layout` as `dir`'s layout file, with this build as its `writtenBy`. `exclusive`: only when there is none (a new
  * store; resolves false when another open created it first). Otherwise the file is
- * replaced atomically: written beside it, fsynced, renamed over it.
+ * replaced atomically: written beside it, fsynced, renamed over it, the folder fsynced.
  * @throws StartupError when the file cannot be written
  */
 async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
@@ -237,6 +238,13 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
       await handle.close();
     }
     await rename(temp, file);
+    // The rename itself is durable once the folder is: a crash now keeps the new file.
+    const folder = await open(dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
     return true;
   } catch (err) {
     if (exclusive && (err as NodeJS.ErrnoException).code === 'EEXIST') return false;
@@ -312,6 +320,19 @@ export async function recordRedisPrefix(dir: string, prefix: string, db: number)
   const layout = await readLayout(dir);
   if (layout === undefined || (layout.redisPrefix === prefix && layout.redisDb === db)) return;
   await writeLayout(dir, { ...layout, redisPrefix: prefix, redisDb: db }, false);
+}
+
+/**
+ * Names this build as the last writer of `dir`'s layout ({@link StoreLayout.writtenBy}):
+ * rewrites the file (atomically, as every write) when it names another build, or none.
+ * Run by a node that will serve the store (its claim and lease held), so that
+ * `writtenBy` names the last build that served it, not only the one that created it.
+ * @throws StartupError when the file cannot be read or written
+ */
+export async function recordWriter(dir: string): Promise<void> {
+  const layout = await readLayout(dir);
+  if (layout === undefined || layout.writtenBy === versionLine()) return;
+  await writeLayout(dir, layout, false);
 }
 
 /**

@@ -5,13 +5,13 @@
  * it writes or starts anything — the data dir is left as it was; format 1, with a field
  * this release does not know, starts. The same for a LAYOUT that is gone while the
  * store's partitions are not (it would start as a new store and orphan them), and one
- * that lost its `storeId`.
+ * that lost its `storeId`. A serving start names its build in `writtenBy`.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { PixiuClient, runEach, spawnServe, type CleanupContext, type CliResult } from '../harness/pixiu-server.js';
+import { PixiuClient, runCli, runEach, spawnServe, type CleanupContext, type CliResult } from '../harness/pixiu-server.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 
@@ -147,4 +147,22 @@ test('a LAYOUT gone while the partitions hold messages, or one that lost its sto
   await mkdir(path.join(fresh.dataDir, 'xiu', '0'), { recursive: true });
   const started = await spawnServe(fresh.env, t);
   assert.deepEqual(await started.term(), { code: 0, signal: null }, started.stderr());
+});
+
+test('a serving start names its build as the LAYOUT\'s writtenBy, in place of another build\'s or none (verifier F2)', { timeout: 120_000 }, async (t) => {
+  const printed = (await runCli(['--version'])).stdout.trim();
+  const { dataDir, env } = await embeddedDataDir(t, 'pixiu-written-by-');
+  const first = await spawnServe(env, t);
+  assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
+  const file = path.join(dataDir, 'xiu', 'LAYOUT');
+  const layout = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  const { writtenBy: _, ...none } = layout;
+  for (const older of [{ ...layout, writtenBy: '0.0.9 (0000000)' }, none]) {
+    await writeFile(file, `${JSON.stringify(older)}\n`);
+    const serve = await spawnServe(env, t);
+    // Written once the node serves, before its listening line.
+    assert.deepEqual(JSON.parse(await readFile(file, 'utf8')), { ...layout, writtenBy: printed });
+    assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
+    assert.deepEqual(await readdir(path.dirname(file)).then((names) => names.filter((n) => n.endsWith('.tmp'))), [], 'no temp file left');
+  }
 });
