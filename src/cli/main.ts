@@ -31,23 +31,40 @@ const program = new Command()
   .version(versionLine(), '-V, --version', 'print the version and the git commit of this build')
   .showHelpAfterError('(add --help for usage)');
 
-/** True when `word` is a command-line word naming no subcommand (nor `help`), not an option. */
-function isUnknownCommand(word: string | undefined): word is string {
-  return word !== undefined && !word.startsWith('-') && word !== 'help' && !isSubcommand(word);
+/** The subcommand of `parent` that `word` names (its name or an alias), if any. */
+function subcommandOf(parent: Command, word: string): Command | undefined {
+  return parent.commands.find((cmd) => cmd.name() === word || cmd.aliases().includes(word));
 }
 
 /**
- * The command line to parse: as given, except for a first word that names no
- * subcommand, which is parsed alone — `pixiu <name> --help …` and `pixiu help <name>`
- * as `pixiu <name>` — so that it gets commander's "unknown command" line, its "Did you
- * mean" and exit 1. (Commander would print the general usage and exit 0 for `--help`
- * after an unknown command, as if it existed, and its own `help <name>` the general
- * usage alone.)
+ * The command line to parse: as given, except where a word names no subcommand of a
+ * command that has some (`pixiu <name>`, `pixiu inspect <name>`, at any depth): that
+ * word is parsed alone after its parent — `… <name> --help …` and `… help <name>` as
+ * `… <name>` — so that it gets commander's "unknown command" line, its "Did you mean"
+ * and exit 1. (Commander would print the parent's usage and exit 0 for `--help` after
+ * an unknown command, as if it existed, and its own `help <name>` the usage alone.)
+ * The hint after the error names the parent's `--help`, which lists its commands:
+ * "add --help" would send the user to what just failed.
+ * @param root the program, its subcommands added
+ * @param argv `process.argv`: node, the script, then the words
  */
-function argvToParse(argv: readonly string[]): string[] {
-  const [asked, name] = [argv[2], argv[3]];
-  if (isUnknownCommand(asked)) return [...argv.slice(0, 2), asked];
-  return asked === 'help' && isUnknownCommand(name) ? [...argv.slice(0, 2), name] : [...argv];
+function argvToParse(root: Command, argv: readonly string[]): string[] {
+  let parent = root;
+  for (let i = 2; parent.commands.length > 0; i++) {
+    const word = argv[i];
+    if (word === undefined || word.startsWith('-')) break;
+    const name = word === 'help' ? argv[i + 1] : word;
+    if (name === undefined || name.startsWith('-')) break;
+    const sub = subcommandOf(parent, name);
+    if (sub === undefined) {
+      const usage = ['pixiu', ...argv.slice(2, i), '--help'].join(' ');
+      parent.showHelpAfterError(`(\`${usage}\` lists the commands)`);
+      return [...argv.slice(0, i), name];
+    }
+    if (word === 'help') break;
+    parent = sub;
+  }
+  return [...argv];
 }
 
 try {
@@ -55,7 +72,7 @@ try {
   for (const [name, load] of Object.entries(SUBCOMMANDS)) {
     if (!isSubcommand(named) || name === named) program.addCommand(await load());
   }
-  await program.parseAsync(argvToParse(process.argv));
+  await program.parseAsync(argvToParse(program, process.argv));
 } catch (err) {
   if (err instanceof StartupError) {
     process.stderr.write(`pixiu: ${err.message}\n`);

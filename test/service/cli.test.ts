@@ -237,6 +237,28 @@ test('--help after a command that does not exist exits 1 saying it is unknown, a
   assert.match((await runCli(['conect', '--help'])).stderr, /Did you mean connect\?/);
 });
 
+test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h or after help; no hint says to add the --help that was given (verifier F3)', async () => {
+  const cases = [['inspect', 'nosuch', '--help'], ['inspect', 'nosuch', '-h'], ['inspect', 'help', 'nosuch'], ['inspect', 'nosuch'], ['inspect', 'inbx', '--help']];
+  for (const [args, run] of await runEach(cases, (args) => runCli(args))) {
+    assert.equal(run.code, 1, args.join(' '));
+    assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
+    assert.match(run.stderr, /^error: unknown command '(nosuch|inbx)'\n/, args.join(' '));
+    assert.match(run.stderr, /`pixiu inspect --help` lists the commands/, args.join(' '));
+    assert.doesNotMatch(run.stderr, /add --help/, args.join(' '));
+  }
+  assert.match((await runCli(['inspect', 'inbx'])).stderr, /Did you mean inbox\?/);
+  for (const args of [['nosuchcommand', '--help'], ['nosuchcommand']]) {
+    const run = await runCli(args);
+    assert.equal(run.stderr, "error: unknown command 'nosuchcommand'\n(`pixiu --help` lists the commands)\n", args.join(' '));
+  }
+  // The known ones still print their usage and exit 0.
+  for (const args of [['inspect', 'help', 'id'], ['inspect', 'id', '--help'], ['help', 'inspect']]) {
+    const run = await runCli(args);
+    assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
+    assert.match(run.stdout, /^Usage: pixiu inspect /, args.join(' '));
+  }
+});
+
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
   const run = await runCli(['connect', '--help']);
   assert.equal(run.code, 0, run.stderr);
