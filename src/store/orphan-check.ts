@@ -16,10 +16,25 @@ import { explained } from '../files/make-dir.js';
  */
 const LEVELDB_FILE = /^(CURRENT|MANIFEST-[0-9]+|[0-9]+\.(ldb|sst|log))$/;
 
+/** How the store names its partition folders: `0`, `1`, … (src/store/message-store.ts). */
+const PARTITION_NAME = /^[0-9]+$/;
+
+/**
+ * Whether a folder under the store folder that could not be listed (`err`, from
+ * `readdir`) counts as a partition: only when it is named as the store names them
+ * ({@link PARTITION_NAME}) and exists as a folder. Any other name is not one the store
+ * made: `lost+found` (root's, mode 0700, when `xiu/` is a volume of its own) or an
+ * operator's folder must not refuse a non-root node's first start.
+ * @param name the folder's name, directly under the store folder
+ */
+export function unlistableIsPartition(name: string, err: NodeJS.ErrnoException): boolean {
+  return PARTITION_NAME.test(name) && err.code !== 'ENOTDIR' && err.code !== 'ENOENT';
+}
+
 /**
  * The folders directly under `dir` that hold LevelDB files (partitions of a store,
- * whatever their names), in numeric order; one that cannot be listed counts (it may).
- * Empty when `dir` does not exist.
+ * whatever their names, but `lost+found`), in numeric order; one that cannot be listed
+ * counts when {@link unlistableIsPartition} says so. Empty when `dir` does not exist.
  * @throws StartupError when `dir` exists and cannot be listed
  */
 async function partitionFolders(dir: string): Promise<string[]> {
@@ -32,8 +47,9 @@ async function partitionFolders(dir: string): Promise<string[]> {
   }
   const found: string[] = [];
   for (const entry of entries) {
-    if (!entry.isDirectory() && !entry.isSymbolicLink()) continue;
-    const files = await readdir(path.join(dir, entry.name)).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOTDIR' || err.code === 'ENOENT' ? [] : ['CURRENT']));
+    if ((!entry.isDirectory() && !entry.isSymbolicLink()) || entry.name === 'lost+found') continue;
+    const files = await readdir(path.join(dir, entry.name))
+      .catch((err: NodeJS.ErrnoException) => (unlistableIsPartition(entry.name, err) ? ['CURRENT'] : []));
     if (files.some((name) => LEVELDB_FILE.test(name))) found.push(entry.name);
   }
   return found.sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
