@@ -186,17 +186,17 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
       + 'restore it from the backup the data dir came from (README "Backups and restores")');
   }
   if (layout.storeId !== undefined && (typeof layout.storeId !== 'string' || !STORE_ID.test(layout.storeId))) {
-    throw new StartupError(`the store layout ${file} has a malformed storeId ${JSON.stringify(layout.storeId)}`);
+    throw new StartupError(`the store layout ${file} has a malformed storeId ${quoted(layout.storeId, 40)}`);
   }
   const base = layout.partitionBase;
   if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + Number(layout.partitions) > 256)) {
-    throw new StartupError(`the store layout ${file} has a partition base ${JSON.stringify(base)} out of range`);
+    throw new StartupError(`the store layout ${file} has a partition base ${quoted(base, 40)} out of range`);
   }
   if (layout.redisPrefix !== undefined && (typeof layout.redisPrefix !== 'string' || !PREFIX_RULE.test(layout.redisPrefix))) {
-    throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${JSON.stringify(layout.redisPrefix)}`);
+    throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${quoted(layout.redisPrefix, 40)}`);
   }
   if (layout.redisDb !== undefined && (!Number.isSafeInteger(layout.redisDb) || layout.redisDb < 0)) {
-    throw new StartupError(`the store layout ${file} has a malformed redisDb ${JSON.stringify(layout.redisDb)}`);
+    throw new StartupError(`the store layout ${file} has a malformed redisDb ${quoted(layout.redisDb, 40)}`);
   }
   return layout;
 }
@@ -253,17 +253,19 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
 }
 
 /**
- * Checks a layout's partition count and hash against this process's.
+ * Checks a layout's partition count and hash against this process's. Values from the
+ * file are quoted ({@link quoted}).
  * @throws StartupError naming the folder and what to do
  */
 function checkCompatible(dir: string, layout: StoreLayout, partitions: number): void {
   if (layout.partitions !== partitions) {
+    const count = quoted(layout.partitions, 40);
     throw new StartupError(
-      `the store in ${dir} was created with ${String(layout.partitions)} partitions, not ${partitions}: ` +
-      `start with PIXIU_PARTITIONS=${String(layout.partitions)} (the count of a store cannot change)`);
+      `the store in ${dir} was created with ${count} partitions, not ${partitions}: ` +
+      `start with PIXIU_PARTITIONS=${count} (the count of a store cannot change)`);
   }
   if (layout.hash !== PARTITION_HASH) {
-    throw new StartupError(`the store in ${dir} uses partition hash ${String(layout.hash)}, this version uses ${PARTITION_HASH}`);
+    throw new StartupError(`the store in ${dir} uses partition hash ${quoted(layout.hash, 40)}, this version uses ${PARTITION_HASH}`);
   }
 }
 

@@ -8,7 +8,7 @@ import { ClassicLevel } from 'classic-level';
 import { StartupError, isPixiuError } from '../../src/errors.js';
 import { MAX_COUNTER } from '../../src/ids/msg-id.js';
 import { HIGH_WATER_KEY } from '../../src/store/keys.js';
-import { PARTITION_HASH, checkLayout } from '../../src/store/layout.js';
+import { PARTITION_HASH, checkLayout, openLayout } from '../../src/store/layout.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { openStore, storeOptions, tempDir } from './fixtures/store-harness.js';
@@ -106,7 +106,7 @@ test('a store whose layout names another partition hash is refused: its ids and 
   const layout = JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
   await writeFile(path.join(dir, 'LAYOUT'), `${JSON.stringify({ ...layout, hash: 'murmur3-32' })}\n`);
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })),
-    startupError(dir, 'uses partition hash murmur3-32', PARTITION_HASH));
+    startupError(dir, 'uses partition hash "murmur3-32"', PARTITION_HASH));
 });
 
 /** Writes partition `p`'s counter high-water mark on disk (the store closed). */
@@ -177,4 +177,29 @@ test('two opens of a new store at once agree on the layout one of them wrote', a
   await Promise.all([checkLayout(dir, 4), checkLayout(dir, 4)]);
   const layout = JSON.parse(await readFile(path.join(dir, 'LAYOUT'), 'utf8')) as Record<string, unknown>;
   assert.equal(layout.partitions, 4);
+});
+
+test('every value a refusal reads from the layout is quoted: a newline or C1 control in it gives one line, escaped (reviewer F5)', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'LAYOUT');
+  const hostile = 'x\npixiu: ok\u009b2J';
+  const valid = { format: 1, partitions: 8, hash: PARTITION_HASH, storeId: 'abc' };
+  const cases: [Record<string, unknown>, string][] = [
+    [{ hash: hostile }, 'uses partition hash'],
+    [{ partitions: hostile }, 'was created with'],
+    [{ storeId: hostile }, 'malformed storeId'],
+    [{ partitionBase: hostile }, 'partition base'],
+    [{ redisPrefix: hostile }, 'malformed redisPrefix'],
+    [{ redisDb: hostile }, 'malformed redisDb'],
+  ];
+  for (const [field, needle] of cases) {
+    await writeFile(file, `${JSON.stringify({ ...valid, ...field })}\n`);
+    await assert.rejects(openLayout(dir, 8), (err: unknown) => {
+      assert.ok(err instanceof StartupError, `a StartupError, got ${String(err)}`);
+      assert.ok(err.message.includes(needle), `"${err.message}" names ${needle}`);
+      assert.doesNotMatch(err.message, /[^\x20-\x7e]/, `${JSON.stringify(field)}: ${JSON.stringify(err.message)}`);
+      assert.ok(err.message.includes('"x\\npixiu: ok\\u009b2J"'), err.message);
+      return true;
+    });
+  }
 });
