@@ -39,10 +39,14 @@ function subcommandOf(parent: Command, word: string): Command | undefined {
 /**
  * The command line to parse: as given, except where a word names no subcommand of a
  * command that has some (`pixiu <name>`, `pixiu inspect <name>`, at any depth): that
- * word is parsed alone after its parent — `… <name> --help …` and `… help <name>` as
- * `… <name>` — so that it gets commander's "unknown command" line, its "Did you mean"
+ * word is parsed alone after its parent's path — `… <name> --help …` and `… help <name>`
+ * as `… <name>` — so that it gets commander's "unknown command" line, its "Did you mean"
  * and exit 1. (Commander would print the parent's usage and exit 0 for `--help` after
  * an unknown command, as if it existed, and its own `help <name>` the usage alone.)
+ * `help <name>` naming a subcommand goes on with the words after it, so that
+ * `pixiu help inspect nosuch` is `pixiu inspect nosuch`. `help help` is left to
+ * commander, as before the walk existed: the usage, exit 1. The walk stops at the first
+ * word that starts with `-`.
  * The hint after the error names the parent's `--help`, which lists its commands:
  * "add --help" would send the user to what just failed.
  * @param root the program, its subcommands added
@@ -50,18 +54,19 @@ function subcommandOf(parent: Command, word: string): Command | undefined {
  */
 function argvToParse(root: Command, argv: readonly string[]): string[] {
   let parent = root;
+  const walked: string[] = []; // the subcommands named so far, without any `help`
   for (let i = 2; parent.commands.length > 0; i++) {
     const word = argv[i];
     if (word === undefined || word.startsWith('-')) break;
     const name = word === 'help' ? argv[i + 1] : word;
-    if (name === undefined || name.startsWith('-')) break;
+    if (name === undefined || name.startsWith('-') || name === 'help') break;
+    if (word === 'help') i++;
     const sub = subcommandOf(parent, name);
     if (sub === undefined) {
-      const usage = ['pixiu', ...argv.slice(2, i), '--help'].join(' ');
-      parent.showHelpAfterError(`(\`${usage}\` lists the commands)`);
-      return [...argv.slice(0, i), name];
+      parent.showHelpAfterError(`(\`${['pixiu', ...walked, '--help'].join(' ')}\` lists the commands)`);
+      return [...argv.slice(0, 2), ...walked, name];
     }
-    if (word === 'help') break;
+    walked.push(name);
     parent = sub;
   }
   return [...argv];

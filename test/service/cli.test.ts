@@ -237,8 +237,9 @@ test('--help after a command that does not exist exits 1 saying it is unknown, a
   assert.match((await runCli(['conect', '--help'])).stderr, /Did you mean connect\?/);
 });
 
-test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h or after help; no hint says to add the --help that was given (verifier F3)', async () => {
-  const cases = [['inspect', 'nosuch', '--help'], ['inspect', 'nosuch', '-h'], ['inspect', 'help', 'nosuch'], ['inspect', 'nosuch'], ['inspect', 'inbx', '--help']];
+test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h or after help (pixiu inspect help …, pixiu help inspect …); no hint says to add the --help that was given (verifier F3, reviewer F10)', async () => {
+  const cases = [['inspect', 'nosuch', '--help'], ['inspect', 'nosuch', '-h'], ['inspect', 'help', 'nosuch'], ['inspect', 'nosuch'], ['inspect', 'inbx', '--help'],
+    ['help', 'inspect', 'nosuch'], ['help', 'inspect', 'help', 'nosuch']];
   for (const [args, run] of await runEach(cases, (args) => runCli(args))) {
     assert.equal(run.code, 1, args.join(' '));
     assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
@@ -256,6 +257,11 @@ test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h o
     const run = await runCli(args);
     assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
     assert.match(run.stdout, /^Usage: pixiu inspect /, args.join(' '));
+  }
+  // help help, at either level, prints the usage and exits 1, as before the walk (reviewer F10).
+  for (const [args, run] of await runEach([['help', 'help'], ['inspect', 'help', 'help']], (args) => runCli(args))) {
+    assert.equal(run.code, 1, `${args.join(' ')}: ${run.stderr}`);
+    assert.match(`${run.stdout}${run.stderr}`, args[0] === 'help' ? /^Usage: pixiu \[options\]/ : /^Usage: pixiu inspect /, args.join(' '));
   }
 });
 
