@@ -64,7 +64,8 @@ async function partitionFolders(dir: string): Promise<string[]> {
  * LAYOUT exists by the time its partitions are found. Run once a read found no LAYOUT.
  * @param dir the store folder, `<data dir>/xiu`
  * @throws StartupError naming the file, the partition folders (up to 8) and what to
- *   do; or when `dir` exists and cannot be listed
+ *   do (restore the file; without a backup, rebuild it or move the folder aside); or
+ *   when `dir` exists and cannot be listed
  */
 export async function refuseOrphaning(dir: string): Promise<void> {
   const folders = await partitionFolders(dir);
@@ -76,5 +77,6 @@ export async function refuseOrphaning(dir: string): Promise<void> {
   const named = folders.length > 8 ? `${shown.join(', ')}, …` : shown.join(', ');
   throw new StartupError(`the store layout ${path.join(dir, 'LAYOUT')} is missing, but ${dir} holds message partitions (${named}): `
     + 'started without it, this data dir would become a new store and every message in them would be orphaned; '
-    + `restore ${path.join(path.basename(dir), 'LAYOUT')} from the backup the data dir came from (README "Backups and restores")`);
+    + `restore ${path.join(path.basename(dir), 'LAYOUT')} from the backup the data dir came from; without one, rebuild it from the store's claim `
+    + `or move ${path.basename(dir)}/ aside to start a new store on purpose (README "Backups and restores")`);
 }

@@ -126,7 +126,8 @@ test('a LAYOUT gone while the partitions hold messages, or one that lost its sto
   const missing = await refusedUntouched(dataDir, env, t);
   assert.equal(missing, `pixiu: the store layout ${file} is missing, but ${store} holds message partitions (0, 1, 2, 3, 4, 5, 6, 7): `
     + 'started without it, this data dir would become a new store and every message in them would be orphaned; '
-    + 'restore xiu/LAYOUT from the backup the data dir came from (README "Backups and restores")\n');
+    + 'restore xiu/LAYOUT from the backup the data dir came from; without one, rebuild it from the store\'s claim '
+    + 'or move xiu/ aside to start a new store on purpose (README "Backups and restores")\n');
 
   // Without its storeId (the rest kept): damaged, refused before a new id is written into it.
   const { storeId, ...noId } = JSON.parse(kept) as Record<string, unknown>;
