@@ -291,7 +291,7 @@ export async function openLayout(dir: string, partitions: number): Promise<Ident
     checkCompatible(dir, layout, partitions);
     if (layout.storeId !== undefined) return layout as IdentifiedLayout;
     // Written before store ids: its ids were minted from partitions 0..P-1.
-    const identified: IdentifiedLayout = { ...layout, storeId: newStoreId(), partitionBase: layout.partitionBase ?? 0 };
+    const identified: IdentifiedLayout = { ...layout, storeId: newStoreId(), partitionBase: 0 };
     await writeLayout(dir, identified, false);
     return identified;
   }
@@ -343,12 +343,14 @@ export async function recordWriter(dir: string): Promise<void> {
  * @param base the store's first partition number; 0 for a store used without Redis
  *   (tools, tests)
  * @throws StartupError when the store was created with another partition count, hash
- *   or base, has not pinned its base yet, or the file cannot be read or written; the
- *   message names the folder
+ *   or base, has not pinned its base yet, its layout is missing beside partitions
+ *   ({@link refuseOrphaning}), or the file cannot be read or written; the message
+ *   names the folder
  */
 export async function checkLayout(dir: string, partitions: number, base = 0): Promise<void> {
   let layout = await readLayout(dir);
   if (layout === undefined) {
+    await refuseOrphaning(dir);
     const created: StoreLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };
     if (await writeLayout(dir, created, true)) return;
     layout = await readLayout(dir);

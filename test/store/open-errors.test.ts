@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ClassicLevel } from 'classic-level';
@@ -36,6 +36,7 @@ test('a store folder already open elsewhere: StartupError naming each locked fol
 
 test('one locked partition: the error names it, and the partitions opened meanwhile are released', async (t) => {
   const dir = await tempDir(t);
+  await checkLayout(dir, 2); // a store's own partition held, not a LevelDB folder without a LAYOUT
   const holder = new ClassicLevel(path.join(dir, '1'));
   await holder.open();
   await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })), (err) => {
@@ -202,4 +203,12 @@ test('every value a refusal reads from the layout is quoted: a newline or C1 con
       return true;
     });
   }
+});
+
+test('a store whose LAYOUT is gone while its partitions hold data is refused by checkLayout too, not made a new store (reviewer F9)', async (t) => {
+  const dir = await tempDir(t);
+  await (await MessageStore.open(storeOptions(dir, { partitions: 2 }))).close();
+  await rm(path.join(dir, 'LAYOUT'));
+  await assert.rejects(checkLayout(dir, 2), startupError(path.join(dir, 'LAYOUT'), 'is missing', 'holds message partitions (0, 1)'));
+  await assert.rejects(readFile(path.join(dir, 'LAYOUT')), { code: 'ENOENT' });
 });
