@@ -156,6 +156,13 @@ function checkFormat(dir: string, file: string, layout: Record<string, unknown>,
 const AFTER_STORE_IDS = ['partitionBase', 'writtenBy', 'redisPrefix', 'redisDb'] as const;
 
 /**
+ * What a damaged layout's refusal advises. Not to move the store folder away: a new
+ * store made beside (or instead of) the old partitions orphans their messages, which
+ * the missing-layout refusal exists to prevent (orphan-check.ts).
+ */
+const RESTORE_ADVICE = 'restore it from the backup the data dir came from, or rebuild it (README "Backups and restores")';
+
+/**
  * Reads `dir`'s layout file.
  * @returns the layout, or undefined when the store is new (no file)
  * @throws StartupError when the file cannot be read or is not a layout, or its format
@@ -174,12 +181,22 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
   try {
     layout = JSON.parse(text) as StoreLayout;
   } catch (err) {
-    throw new StartupError(`the store layout ${file} is not valid JSON; restore it or move the store folder away`, { cause: err });
+    throw new StartupError(`the store layout ${file} is damaged: it is not valid JSON; ${RESTORE_ADVICE}`, { cause: err });
   }
   if (typeof layout !== 'object' || layout === null || Array.isArray(layout)) {
-    throw new StartupError(`the store layout ${file} is not a layout; restore it or move the store folder away`);
+    throw new StartupError(`the store layout ${file} is damaged: it is not a JSON object; ${RESTORE_ADVICE}`);
   }
   checkFormat(dir, file, layout as unknown as Record<string, unknown>, text);
+  // Every release wrote both, from the first (c8bd637): without them the advice of
+  // checkCompatible ("start with PIXIU_PARTITIONS=undefined") could not be followed.
+  if (!Number.isSafeInteger(layout.partitions) || layout.partitions < 1 || layout.partitions > 256) {
+    const what = layout.partitions === undefined ? 'it has no "partitions"' : `its "partitions" ${quoted(layout.partitions, 40)} is not a count of 1 to 256`;
+    throw new StartupError(`the store layout ${file} is damaged: ${what}; ${RESTORE_ADVICE}`);
+  }
+  if (typeof layout.hash !== 'string') {
+    const what = layout.hash === undefined ? 'it has no "hash"' : `its "hash" ${quoted(layout.hash, 40)} is not a name`;
+    throw new StartupError(`the store layout ${file} is damaged: ${what}; ${RESTORE_ADVICE}`);
+  }
   const lost = AFTER_STORE_IDS.find((key) => layout[key] !== undefined);
   if (layout.storeId === undefined && lost !== undefined) {
     throw new StartupError(`the store layout ${file} is damaged: it has a "${lost}" but no "storeId"; `

@@ -168,9 +168,28 @@ test('a layout that is no object, or whose partition base runs past partition by
   const dir = await tempDir(t);
   const file = path.join(dir, 'LAYOUT');
   await writeFile(file, 'null\n');
-  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })), startupError(file, 'is not a layout'));
+  await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })), startupError(file, 'is damaged: it is not a JSON object'));
   await writeFile(file, `${JSON.stringify({ format: 1, partitions: 2, hash: PARTITION_HASH, storeId: 'abc', partitionBase: 255 })}\n`);
   await assert.rejects(checkLayout(dir, 2, 254), startupError(file, 'partition base 255 out of range'));
+});
+
+test('a layout that is not JSON, or lost its "partitions" or "hash", is refused as damaged with the restore advice, not as another count or hash to start with (verifier, low)', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'LAYOUT');
+  const advice = 'restore it from the backup the data dir came from, or rebuild it (README "Backups and restores")';
+  const refused = async (text: string, ...needles: string[]): Promise<void> => {
+    await writeFile(file, text);
+    await assert.rejects(MessageStore.open(storeOptions(dir, { partitions: 2 })), (err) => {
+      startupError(file, 'is damaged', ...needles, advice)(err);
+      assert.doesNotMatch((err as Error).message, /undefined|move the store folder away/);
+      return true;
+    });
+  };
+  await refused('', 'it is not valid JSON');
+  await refused(`${JSON.stringify({ format: 1, hash: PARTITION_HASH, storeId: 'abc' })}\n`, 'it has no "partitions"');
+  await refused(`${JSON.stringify({ format: 1, partitions: 0, hash: PARTITION_HASH, storeId: 'abc' })}\n`, 'its "partitions" 0 is not a count of 1 to 256');
+  await refused(`${JSON.stringify({ format: 1, partitions: 2, storeId: 'abc' })}\n`, 'it has no "hash"');
+  await refused(`${JSON.stringify({ format: 1, partitions: 2, hash: 7, storeId: 'abc' })}\n`, 'its "hash" 7 is not a name');
 });
 
 test('two opens of a new store at once agree on the layout one of them wrote', async (t) => {
@@ -187,7 +206,7 @@ test('every value a refusal reads from the layout is quoted: a newline or C1 con
   const valid = { format: 1, partitions: 8, hash: PARTITION_HASH, storeId: 'abc' };
   const cases: [Record<string, unknown>, string][] = [
     [{ hash: hostile }, 'uses partition hash'],
-    [{ partitions: hostile }, 'was created with'],
+    [{ partitions: hostile }, 'its "partitions"'],
     [{ storeId: hostile }, 'malformed storeId'],
     [{ partitionBase: hostile }, 'partition base'],
     [{ redisPrefix: hostile }, 'malformed redisPrefix'],
