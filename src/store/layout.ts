@@ -27,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, writeFile } from 'node:fs/promises';
 import { explained, makeDir } from '../files/make-dir.js';
+import { syncDir } from '../files/sync-dir.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { PREFIX_RULE } from '../redis/keys.js';
@@ -234,7 +235,8 @@ export async function refuseUnreadableStore(dir: string): Promise<void> {
 /**
  * Writes `layout` as `dir`'s layout file, with this build as its `writtenBy`. `exclusive`: only when there is none (a new
  * store; resolves false when another open created it first). Otherwise the file is
- * replaced atomically: written beside it, fsynced, renamed over it, the folder fsynced.
+ * replaced atomically: written beside it, fsynced, renamed over it, the folder fsynced
+ * (not where the file system refuses fsync on a folder: src/files/sync-dir.ts).
  * @throws StartupError when the file cannot be written
  */
 async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
@@ -256,12 +258,8 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
     }
     await rename(temp, file);
     // The rename itself is durable once the folder is: a crash now keeps the new file.
-    const folder = await open(dir, 'r');
-    try {
-      await folder.sync();
-    } finally {
-      await folder.close();
-    }
+    // A file system that refuses fsync on a folder is let be (src/files/sync-dir.ts).
+    await syncDir(dir);
     return true;
   } catch (err) {
     if (exclusive && (err as NodeJS.ErrnoException).code === 'EEXIST') return false;
