@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
 import { copyFile, link, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
+import { NO_HARD_LINKS } from '../files/durable-write.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
@@ -55,9 +56,6 @@ async function readKept(file: string, name: SecretName): Promise<string> {
   }
   return value;
 }
-
-/** Errors of `link` on file systems without hard links (SMB shares, vfat, exFAT). */
-const NO_HARD_LINKS: ReadonlySet<string | undefined> = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 
 /**
  * Reads `<dir>/<name>`, or creates it (mode 0600, never overwriting) with a new random value.

@@ -25,9 +25,9 @@
  * same format may add some (as `redisPrefix` was added).
  */
 import { randomBytes } from 'node:crypto';
-import { open, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { explained, makeDir } from '../files/make-dir.js';
-import { syncDir } from '../files/sync-dir.js';
+import { writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { PREFIX_RULE } from '../redis/keys.js';
@@ -233,10 +233,12 @@ export async function refuseUnreadableStore(dir: string): Promise<void> {
 }
 
 /**
- * Writes `layout` as `dir`'s layout file, with this build as its `writtenBy`. `exclusive`: only when there is none (a new
- * store; resolves false when another open created it first). Otherwise the file is
- * replaced atomically: written beside it, fsynced, renamed over it, the folder fsynced
- * (not where the file system refuses fsync on a folder: src/files/sync-dir.ts).
+ * Writes `layout` as `dir`'s layout file, with this build as its `writtenBy`, atomically
+ * and durably (src/files/durable-write.ts: a temp file of its own, fsynced, put in
+ * place, the folder fsynced — not where the file system refuses fsync on a folder).
+ * `exclusive`: only when there is none (a new store; `link`ed into place, so a reader
+ * never meets it empty; resolves false when another open created it first). Otherwise
+ * the file is replaced (`rename`).
  * @throws StartupError when the file cannot be written
  */
 async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
@@ -244,25 +246,8 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
   const text = `${JSON.stringify({ ...layout, writtenBy: versionLine() })}\n`;
   try {
     await makeDir(dir);
-    if (exclusive) {
-      await writeFile(file, text, { flag: 'wx' });
-      return true;
-    }
-    const temp = `${file}.${process.pid}.tmp`;
-    const handle = await open(temp, 'w');
-    try {
-      await handle.writeFile(text);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, file);
-    // The rename itself is durable once the folder is: a crash now keeps the new file.
-    // A file system that refuses fsync on a folder is let be (src/files/sync-dir.ts).
-    await syncDir(dir);
-    return true;
+    return await writeDurably(file, text, exclusive);
   } catch (err) {
-    if (exclusive && (err as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw new StartupError(`cannot write the store layout ${file}: ${(err as Error).message}`, { cause: err });
   }
 }

@@ -5,14 +5,18 @@
  * PostgreSQL; another error of it (EIO), or any error of the file's own fsync, does.
  * No file system here refuses it: FileHandle's `sync` is replaced by one that answers a
  * folder's fsync (and only a folder's, told by its fstat) with the error.
+ * And the first write of a LAYOUT (src/files/durable-write.ts), reviewer F6/F7: its
+ * content is written and fsynced before the file appears under its name (a second
+ * start never reads it empty), the folder fsynced after; a temp file of another process
+ * with the same pid is never written into.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { open, readFile } from 'node:fs/promises';
+import { access, open, readFile, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { StartupError } from '../../src/errors.js';
 import { dirSyncUnsupported, syncDir } from '../../src/files/sync-dir.js';
-import { openLayout, pinPartitionBase } from '../../src/store/layout.js';
+import { checkLayout, openLayout, pinPartitionBase, recordWriter } from '../../src/store/layout.js';
 import { tempDir } from './fixtures/store-harness.js';
 
 /** Makes every fsync (folders only, unless `files`) fail with `code`. */
@@ -58,4 +62,41 @@ test('an EINVAL of the file\'s own fsync, or an EIO of the folder\'s, still fail
   await refuseSync(t, dir, 'EIO');
   await assert.rejects(syncDir(dir), /EIO/);
   await assert.rejects(pinPartitionBase(dir, layout, 8), (err: unknown) => err instanceof StartupError && /cannot write the store layout .*EIO/.test(err.message));
+});
+
+test('a new LAYOUT is written and fsynced before it appears under its name, then the folder is fsynced; no temp file is left (reviewer F6)', async (t) => {
+  for (const create of [(dir: string) => openLayout(dir, 4), (dir: string) => checkLayout(dir, 4)]) {
+    const dir = await tempDir(t);
+    const file = path.join(dir, 'LAYOUT');
+    const seen: string[] = [];
+    const handle = await open(dir, 'r');
+    const proto = Object.getPrototypeOf(handle) as { sync(this: typeof handle): Promise<void> };
+    await handle.close();
+    const original = proto.sync;
+    const mocked = t.mock.method(proto, 'sync', async function (this: typeof handle): Promise<void> {
+      const folder = (await this.stat()).isDirectory();
+      const there = await access(file).then(() => true, () => false);
+      seen.push(`${folder ? 'folder' : 'file'} fsync, LAYOUT ${there ? (await readFile(file, 'utf8')).length > 0 ? 'full' : 'empty' : 'absent'}`);
+      return original.call(this);
+    });
+    await create(dir);
+    mocked.mock.restore();
+    assert.deepEqual(seen, ['file fsync, LAYOUT absent', 'folder fsync, LAYOUT full']);
+    assert.equal((JSON.parse(await readFile(file, 'utf8')) as { partitions: number }).partitions, 4);
+    assert.deepEqual(await readdir(dir), ['LAYOUT'], 'the temp file removed');
+  }
+});
+
+test('a LAYOUT rewrite never writes into another process\'s temp file, even one with this pid (reviewer F7: two containers on one volume are both pid 1)', async (t) => {
+  const dir = await tempDir(t);
+  await openLayout(dir, 4);
+  const file = path.join(dir, 'LAYOUT');
+  await writeFile(file, `${JSON.stringify({ ...JSON.parse(await readFile(file, 'utf8')) as object, writtenBy: '0.0.9 (0000000)' })}\n`);
+  // The other process's write in progress, under the name the temp file of this one had before.
+  const theirs = `${file}.${process.pid}.tmp`;
+  await writeFile(theirs, 'theirs');
+  await recordWriter(dir);
+  assert.equal(await readFile(theirs, 'utf8'), 'theirs');
+  assert.notEqual((JSON.parse(await readFile(file, 'utf8')) as { writtenBy: string }).writtenBy, '0.0.9 (0000000)');
+  assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', path.basename(theirs)], 'no temp file of its own left');
 });
