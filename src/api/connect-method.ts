@@ -16,9 +16,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { dropIncoming } from '../drop-incoming.js';
 import { PixiuError } from '../errors.js';
-import { LINGER_MAX_BYTES, LINGER_MS, rawErrorAnswer, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
+import { rawErrorAnswer, lingeringEnd, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
 
 /**
  * For the HTTP server's `connect` event: answers the CONNECT request 404 NOT_FOUND once
@@ -36,10 +35,7 @@ export function connectMethodAnswerer(onError?: (err: PixiuError, req: IncomingM
         socket.destroy();
         return;
       }
-      dropIncoming(socket as Socket, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
-      // The socket half-opens (the server's allowHalfOpen): the client's end is the close.
-      socket.once('end', () => socket.destroy());
-      socket.end(rawErrorAnswer(err));
+      lingeringEnd(socket as Socket, rawErrorAnswer(err));
     });
   };
 }

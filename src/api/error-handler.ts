@@ -143,11 +143,23 @@ function lingerOnClose(socket: Socket | null | undefined): void {
   // Node ends a `Connection: close` response's socket with destroySoon (FIN, then destroy
   // once written); here the destroy waits for the client instead.
   socket.destroySoon = function lingeringClose(this: Socket): void {
-    dropIncoming(this, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
-    // The server's socket half-opens (allowHalfOpen): the client's end is the close.
-    this.once('end', () => this.destroy());
-    if (this.writable) this.end();
+    lingeringEnd(this);
   };
+}
+
+/**
+ * Ends `socket` with a lingering close (see {@link lingerOnClose}): writes `last` (if
+ * any) and a FIN, then reads and drops what the client still sends until its end,
+ * {@link LINGER_MS} or {@link LINGER_MAX_BYTES}, whichever is first. For the HTTP
+ * answers sent before a request body arrived and the CONNECT refusal (connect-method.ts).
+ */
+export function lingeringEnd(socket: Socket, last?: Buffer | string): void {
+  dropIncoming(socket, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
+  // The server's socket half-opens (allowHalfOpen): the client's end is the close.
+  socket.once('end', () => socket.destroy());
+  if (!socket.writable) return;
+  if (last === undefined) socket.end();
+  else socket.end(last);
 }
 
 /**
