@@ -27,8 +27,13 @@ function isSubcommand(name: string | undefined): name is keyof typeof SUBCOMMAND
 const program = new Command()
   .name('pixiu')
   .description('Pixiu: durable real-time messaging. Backends POST messages; devices get them over WebSocket, live or on reconnect.')
-  // The package's version and the commit it was built from (src/version.ts): `0.1.0 (c01b527)`.
-  .version(versionLine(), '-V, --version', 'print the version and the git commit of this build')
+  // The package's version and the commit it was built from (src/version.ts): `0.1.0 (c01b527)`,
+  // found only when asked (run from the sources it asks git), as commander's .version() prints.
+  .option('-V, --version', 'print the version and the git commit of this build')
+  .on('option:version', () => {
+    process.stdout.write(`${versionLine()}\n`);
+    process.exit(0);
+  })
   .showHelpAfterError('(add --help for usage)');
 
 /** The subcommand of `parent` that `word` names (its name or an alias), if any. */
