@@ -106,12 +106,13 @@ app.post<{ Body: Body }>('/v1/messages', { schema: { body, response: { 200: answ
   const given = Buffer.from(req.headers.authorization ?? '');
   if (given.length !== token.length || !timingSafeEqual(given, token)) return reply.code(401).send({});
   const msg = req.body;
-  const p = partitions[fnv1a32(msg.client_msg_id) % PARTITIONS] as Partition;
+  const index = fnv1a32(msg.client_msg_id) % PARTITIONS;
+  const p = partitions[index] as Partition;
   const indexKey = Buffer.from(`c${msg.client_msg_id}`);
   const known = p.db.getSync(indexKey);
   if (known !== undefined) return reply.code(200).send({ id: known.toString('hex'), recipients: [], duplicate: true });
   const key = Buffer.alloc(8);
-  key.writeUInt8(partitions.indexOf(p), 0);
+  key.writeUInt8(index, 0);
   key.writeUInt8(1, 1);
   key.writeUIntBE(++p.counter, 2, 6);
   const now = Date.now();

@@ -112,7 +112,7 @@ interface ReceiverFields {
  * a close frame already (`ws` ends the connection itself), has failed, or its state is
  * not one of ws 8's parsing states (then the walk cannot know where frames start).
  */
-export function spotterAfterReceiver(receiver: unknown): CloseFrameSpotter | undefined {
+function spotterAfterReceiver(receiver: unknown): CloseFrameSpotter | undefined {
   if (typeof receiver !== 'object' || receiver === null) return undefined;
   const r = receiver as ReceiverFields;
   const { _state: state, _opcode: opcode, _payloadLength: payloadLength, _bufferedBytes: buffered, _buffers: buffers } = r;

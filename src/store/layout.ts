@@ -207,7 +207,7 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
     throw new StartupError(`the store layout ${file} has a malformed storeId ${quoted(layout.storeId, 40)}`);
   }
   const base = layout.partitionBase;
-  if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + Number(layout.partitions) > 256)) {
+  if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + layout.partitions > 256)) {
     throw new StartupError(`the store layout ${file} has a partition base ${quoted(base, 40)} out of range`);
   }
   if (layout.redisPrefix !== undefined && (typeof layout.redisPrefix !== 'string' || !PREFIX_RULE.test(layout.redisPrefix))) {
@@ -259,7 +259,8 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
  */
 function checkCompatible(dir: string, layout: StoreLayout, partitions: number): void {
   if (layout.partitions !== partitions) {
-    const count = quoted(layout.partitions, 40);
+    // A count 1..256 by now (readLayout refuses any other).
+    const count = String(layout.partitions);
     throw new StartupError(
       `the store in ${dir} was created with ${count} partitions, not ${partitions}: ` +
       `start with PIXIU_PARTITIONS=${count} (the count of a store cannot change)`);

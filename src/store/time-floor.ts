@@ -102,7 +102,7 @@ export interface FlooredStore {
  * floor ((counter − floor) / K, rounded up), and the partitions (MsgID partition bytes)
  * whose counter is above it; undefined when none is.
  */
-export function leadOverFloor(store: FlooredStore, floor: number): { leadMs: number; partitions: number[] } | undefined {
+function leadOverFloor(store: FlooredStore, floor: number): { leadMs: number; partitions: number[] } | undefined {
   const ahead = store.assignedCounters.flatMap((c, i) => (c > floor ? [{ partition: store.partitionBase + i, c }] : []));
   if (ahead.length === 0) return undefined;
   const top = Math.max(...ahead.map((a) => a.c));
