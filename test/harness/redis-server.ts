@@ -153,7 +153,11 @@ export class RedisServer {
   async destroy(): Promise<void> {
     this.resume();
     await this.#signal('SIGKILL');
-    await rm(this.dir, { recursive: true, force: true });
+    // A background save or AOF rewrite the server forked (a test's CONFIG SET appendonly
+    // yes starts one) outlives its SIGKILL and may still write a file into the dir while
+    // it is removed: rmdir then fails ENOTEMPTY (seen once in a clean-clone CI run,
+    // redis-persistence.test.ts). rm retries that, a few times, 50 ms apart.
+    await rm(this.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
   }
 
   async #signal(signal: NodeJS.Signals): Promise<void> {
