@@ -10,7 +10,7 @@
  */
 import { MsgKind } from '../ids/msg-id.js';
 import type { AppendResult, Flow, Inbox, InboxEntry } from '../inbox/inbox.js';
-import type { MessageStore, NewMessage, PutResult, StoredMessage } from '../store/message-store.js';
+import type { MessageStore, PutResult, StoredMessage } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
 import type { RecordReader } from '../store/record-reader.js';
@@ -18,6 +18,7 @@ import { roomNotFound, type Rooms } from '../rooms/membership.js';
 import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
 import { otherStoresRecord, putOnce } from './claimed-store.js';
+import { newMessage, type MessageTarget } from './new-message.js';
 
 /** A user message as the API accepts it (already schema-validated). */
 export interface UserMessageInput {
@@ -331,16 +332,23 @@ export class Ingest {
     return duplicate;
   }
 
+  /**
+   * Checks a message as the store would before storing it, storing nothing: what a
+   * route asks when the node's recipient budget refuses it, so that a message refused
+   * for itself gets its own error whatever the load (src/api/routes/batch-items.ts).
+   * @throws PixiuError PAYLOAD_TOO_LARGE over the size limit; INVALID_REQUEST for a
+   *   value the store refuses
+   */
+  check(input: UserMessageInput | RoomMessageInput): void {
+    const room = (input as { room?: string }).room;
+    this.#deps.store.check(room === undefined
+      ? newMessage(input, { kind: MsgKind.user, to: distinctRecipients(input as UserMessageInput) })
+      : newMessage(input, { kind: MsgKind.room, room }));
+  }
+
   /** Stores the content once (or finds the first message of its `client_msg_id`), for its recipients or its room. */
-  #store(input: UserMessageInput | RoomMessageInput, target: { kind: MsgKind; to?: readonly string[]; room?: string; ts?: number }): Promise<PutResult> {
-    const msg: NewMessage = { kind: target.kind, type: input.type, data: input.data };
-    if (target.ts !== undefined) msg.tsMs = target.ts;
-    if (target.to !== undefined) msg.to = target.to;
-    if (target.room !== undefined) msg.room = target.room;
-    if (input.from !== undefined) msg.from = input.from;
-    if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
-    if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
-    return putOnce(this.#deps, msg);
+  #store(input: UserMessageInput | RoomMessageInput, target: MessageTarget): Promise<PutResult> {
+    return putOnce(this.#deps, newMessage(input, target));
   }
 
   /**

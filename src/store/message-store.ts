@@ -18,7 +18,7 @@ import { Partition } from './partition.js';
 import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
 import type { RecordReader } from './record-reader.js';
-import { decodeRecord, expiresAtOf, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
+import { checkRecord, decodeRecord, expiresAtOf, prepareRecord, type NewMessage, type PutResult, type RecordLimits, type StoredMessage } from './record.js';
 import { choosePartition, partitionOfClientMsgId } from './route.js';
 import { Sweeper } from './sweeper.js';
 import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
@@ -255,6 +255,14 @@ export class MessageStore implements RecordReader {
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * Checks `msg` as {@link put} would, storing nothing and taking no MsgID.
+   * @throws PixiuError INVALID_REQUEST, PAYLOAD_TOO_LARGE as {@link put}
+   */
+  check(msg: NewMessage): void {
+    checkRecord(msg, this.#now(), this.#limits);
   }
 
   /**

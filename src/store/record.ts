@@ -179,18 +179,7 @@ function checkShape(msg: NewMessage): void {
 export function prepareRecord(
   msg: NewMessage, storeNowMs: number, limits: RecordLimits, arena: RecordArena = sharedArena,
 ): PreparedRecord {
-  checkShape(msg);
-  const nowMs = msg.tsMs ?? storeNowMs;
-  const data = dataJson(msg.data);
-  const typeJson = JSON.stringify(msg.type);
-  const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
-  // Retention counts from the later of `ts` and the store's clock: the store reads and
-  // sweeps by its own clock, and a room message's `ts` is Redis's (tsMs), so counted
-  // from `ts` alone a node whose clock runs ahead of Redis's by more than the ttl
-  // stored the message already expired (201, then a gap for every member).
-  const expiresAt = Math.max(nowMs, storeNowMs) + (msg.ttlMs ?? limits.defaultTtlMs);
-  if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
-
+  const { nowMs, data, typeJson, fromJson, expiresAt, overheadBytes, measured } = checkedContent(msg, storeNowMs, limits);
   const fields: StoredMessage = { id: '', kind: msg.kind, type: msg.type, data: msg.data, ts: nowMs, expiresAt };
   // The stored JSON in three pieces, so that `data`, the large one, is copied once,
   // straight from its string into the stored bytes. `expiresAt` comes first: see
@@ -213,11 +202,6 @@ export function prepareRecord(
   }
   rest += '}';
 
-  // Byte length of exactly JSON.stringify({type, from, data}), without building it.
-  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
-  // What the error names: exactly the fields counted. A broadcast has no `from`; a
-  // user or room message sent without one is told that a `from` would count too.
-  const measured = msg.from !== undefined ? MEASURED_WITH_FROM : msg.kind === MsgKind.broadcast ? MEASURED_BROADCAST : MEASURED_WITHOUT_FROM;
   // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
   // that much arena space and measured by what was written, sparing a scan of `data`
   // to count its bytes first; a large one is measured first and given its own buffer.
@@ -241,6 +225,48 @@ export function prepareRecord(
     bytes.write(rest, at + bytes.write(data, at));
   }
   return { message: fields, bytes, contentBytes: overheadBytes + dataBytes };
+}
+
+/**
+ * Checks a new message as {@link prepareRecord} does, without encoding it: for a caller
+ * that must know whether the message is refused for itself before it waits for
+ * anything (the routes, before the node's recipient budget: src/api/routes/batch-items.ts).
+ * @param storeNowMs the store's clock, ms since the epoch
+ * @throws PixiuError INVALID_REQUEST and PAYLOAD_TOO_LARGE as {@link prepareRecord}
+ */
+export function checkRecord(msg: NewMessage, storeNowMs: number, limits: RecordLimits): void {
+  const { data, overheadBytes, measured } = checkedContent(msg, storeNowMs, limits);
+  checkSize(overheadBytes + Buffer.byteLength(data), limits.maxMessageBytes, measured);
+}
+
+/**
+ * A new message's fields checked, and its content's JSON pieces: all of
+ * {@link prepareRecord}'s checks but the size, which it makes as it writes the bytes.
+ * @throws PixiuError INVALID_REQUEST as {@link prepareRecord}
+ */
+function checkedContent(msg: NewMessage, storeNowMs: number, limits: RecordLimits): {
+  nowMs: number; data: string; typeJson: string; fromJson: string; expiresAt: number;
+  /** UTF-8 bytes of `JSON.stringify({type, from, data})` but `data`'s. */
+  overheadBytes: number;
+  measured: { name: string; fields: string };
+} {
+  checkShape(msg);
+  const nowMs = msg.tsMs ?? storeNowMs;
+  const data = dataJson(msg.data);
+  const typeJson = JSON.stringify(msg.type);
+  const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
+  // Retention counts from the later of `ts` and the store's clock: the store reads and
+  // sweeps by its own clock, and a room message's `ts` is Redis's (tsMs), so counted
+  // from `ts` alone a node whose clock runs ahead of Redis's by more than the ttl
+  // stored the message already expired (201, then a gap for every member).
+  const expiresAt = Math.max(nowMs, storeNowMs) + (msg.ttlMs ?? limits.defaultTtlMs);
+  if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
+  // Byte length of exactly JSON.stringify({type, from, data}), without building it.
+  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
+  // What the error names: exactly the fields counted. A broadcast has no `from`; a
+  // user or room message sent without one is told that a `from` would count too.
+  const measured = msg.from !== undefined ? MEASURED_WITH_FROM : msg.kind === MsgKind.broadcast ? MEASURED_BROADCAST : MEASURED_WITHOUT_FROM;
+  return { nowMs, data, typeJson, fromJson, expiresAt, overheadBytes, measured };
 }
 
 /** How the size error names what it measured ({@link checkSize}). */

@@ -151,6 +151,32 @@ export function placedItemError(e: PixiuError, index: number): PixiuError {
   return new PixiuError(e.code, `messages/${index}: ${e.message}`, { cause: e.cause });
 }
 
+/**
+ * Replaces in `items` each item that `check` refuses for itself (a message over the size
+ * limit, which ingest would otherwise find only as it stores it) by its error, placed
+ * ({@link placedItemError}): it fails alone and counts no recipients. Run when the
+ * node's budget refuses the batch ({@link BatchRecipients}); otherwise ingest finds them.
+ * @param uncounted items not counted in the recipients ({@link crossKindRepeats})
+ * @returns the recipients the refused items counted
+ */
+export function refuseOwnFaults(
+  items: (MessageBody | PixiuError)[], uncounted: ReadonlySet<number>, recipientsOf: (item: MessageBody) => number,
+  check: (item: MessageBody) => void,
+): number {
+  let freed = 0;
+  items.forEach((c, i) => {
+    if (c instanceof PixiuError) return;
+    try {
+      check(c);
+    } catch (err) {
+      if (!(err instanceof PixiuError)) throw err;
+      items[i] = placedItemError(err, i);
+      if (!uncounted.has(i)) freed += recipientsOf(c);
+    }
+  });
+  return freed;
+}
+
 /** The refusal of batch item `index`: the batch reaches more than `max` recipients from item `from` on. */
 function overLimit(index: number, max: number, from: number, advice: string): PixiuError {
   return new PixiuError('INVALID_REQUEST', `messages/${index}: the batch reaches more than ${max} recipients in all `
@@ -170,13 +196,23 @@ export class BatchRecipients {
 
   /**
    * Takes `counted` from the node's budget.
+   * @param ownRefusals when the budget refuses the batch: refuses its items that are
+   *   bad for themselves ({@link refuseOwnFaults}) and answers the recipients they
+   *   counted; the rest is then taken if it fits, so a batch of bad items gets their own
+   *   errors whatever the load (DESIGN.md §7)
    * @throws PixiuError UNAVAILABLE when other batches hold too much of it
    */
-  constructor(budget: RecipientBudget, max: number, counted: number) {
+  constructor(budget: RecipientBudget, max: number, counted: number, ownRefusals?: () => number) {
     this.#budget = budget;
     this.#max = max;
     this.#count = counted;
-    this.#taken.push(budget.take(counted));
+    try {
+      this.#taken.push(budget.take(counted));
+    } catch (err) {
+      if (ownRefusals === undefined) throw err;
+      this.#count -= ownRefusals();
+      this.#taken.push(budget.take(this.#count));
+    }
   }
 
   /**
@@ -227,11 +263,17 @@ export class RecipientBudget {
   /**
    * Takes `recipients` from the budget for one request.
    * @param what the request, in the refusal's words
+   * @param ownRefusal checks the request for a refusal of its own (a message over the
+   *   size limit: 413), run only when the budget would refuse it, so that a bad request
+   *   gets its own error whatever the load (DESIGN.md §7) and a good one is not encoded
+   *   twice on the way in
    * @returns the function that gives them back (call it once the request is answered)
-   * @throws PixiuError UNAVAILABLE when other requests hold too much of it
+   * @throws PixiuError UNAVAILABLE when other requests hold too much of it; what
+   *   `ownRefusal` throws first
    */
-  take(recipients: number, what: 'batch' | 'message' = 'batch'): () => void {
+  take(recipients: number, what: 'batch' | 'message' = 'batch', ownRefusal?: () => void): () => void {
     if (this.#inUse > 0 && this.#inUse + recipients > this.#limit) {
+      ownRefusal?.();
       throw unavailable(`this node is busy with other messages (${this.#inUse} recipients in progress); retry the ${what} shortly`);
     }
     this.#inUse += recipients;
