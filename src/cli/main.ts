@@ -50,8 +50,10 @@ function subcommandOf(parent: Command, word: string): Command | undefined {
  * an unknown command, as if it existed, and its own `help <name>` the usage alone.)
  * `help <name>` naming a subcommand goes on with the words after it, so that
  * `pixiu help inspect nosuch` is `pixiu inspect nosuch`. `help help` is left to
- * commander, as before the walk existed: the usage, exit 1. The walk stops at the first
- * word that starts with `-`.
+ * commander, as before the walk existed: the usage, exit 1. The walk passes over the
+ * help flag (`-h`, `--help`: it takes no value), so that `pixiu --help nosuch` and
+ * `pixiu inspect -h nosuch` are unknown commands too, and stops at any other word that
+ * starts with `-` (an option's value might follow).
  * The hint after the error names the parent's `--help`, which lists its commands:
  * "add --help" would send the user to what just failed.
  * @param root the program, its subcommands added
@@ -62,6 +64,7 @@ function argvToParse(root: Command, argv: readonly string[]): string[] {
   const walked: string[] = []; // the subcommands named so far, without any `help`
   for (let i = 2; parent.commands.length > 0; i++) {
     const word = argv[i];
+    if (word === '-h' || word === '--help') continue;
     if (word === undefined || word.startsWith('-')) break;
     const name = word === 'help' ? argv[i + 1] : word;
     if (name === undefined || name.startsWith('-') || name === 'help') break;

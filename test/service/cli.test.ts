@@ -265,6 +265,20 @@ test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h o
   }
 });
 
+test('the help flag before an unknown command (pixiu --help nosuch, pixiu inspect -h nosuch) exits 1 saying it is unknown, as after it, not 0 with the usage', async () => {
+  const cases = [['--help', 'nosuch'], ['-h', 'nosuch'], ['inspect', '-h', 'nosuch'], ['inspect', '--help', 'nosuch'], ['--help', 'inspect', 'nosuch'], ['-h', 'conect']];
+  for (const [args, run] of await runEach(cases, (args) => runCli(args))) {
+    const inspect = args.includes('inspect');
+    assert.equal(run.code, 1, args.join(' '));
+    assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
+    assert.match(run.stderr, new RegExp(`^error: unknown command '${args[args.length - 1]}'\n`), args.join(' '));
+    assert.match(run.stderr, inspect ? /`pixiu inspect --help` lists the commands/ : /`pixiu --help` lists the commands/, args.join(' '));
+  }
+  assert.match((await runCli(['-h', 'conect'])).stderr, /Did you mean connect\?/);
+  // Before a known one the flag still prints the usage, exit 0.
+  for (const args of [['inspect', '-h', 'id'], ['-h', 'inspect']]) assert.equal((await runCli(args)).code, 0, args.join(' '));
+});
+
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
   const run = await runCli(['connect', '--help']);
   assert.equal(run.code, 0, run.stderr);
