@@ -40,11 +40,21 @@ export const JWKS_CACHE_MAX_AGE_MS = 10 * 60 * 1000;
  */
 export const JWKS_TIMEOUT_MS = 5000;
 
+/**
+ * The latest expiry a token is taken to have, ms since the epoch: the last time a
+ * JavaScript `Date` can hold (ECMA-262 §21.4.1.1, 8.64e15 ms: the year 275760). A later
+ * finite `exp` (`1e300`: "never") is accepted as this time, so a token's expiry is
+ * always a real time: `exp` × 1000 of an `exp` above ~1.8e305 is Infinity, what
+ * {@link checkFiniteTimes} refuses. Nothing waits on it with a timer (the connection
+ * clock compares times, src/gateway/connection-clock.ts), so it arms no overflowing one.
+ */
+export const MAX_EXPIRES_AT_MS = 8.64e15;
+
 /** The claims Pixiu reads from a verified client token. */
 export interface ClientClaims {
   /** The user id (`sub`). */
   readonly user: string;
-  /** Expiry, ms since the epoch (`exp` × 1000). */
+  /** Expiry, ms since the epoch (`exp` × 1000), at most {@link MAX_EXPIRES_AT_MS}. */
   readonly expiresAtMs: number;
   /** Broadcast filter tags; empty when absent. */
   readonly tags: readonly string[];
@@ -133,7 +143,7 @@ function toClaims(payload: JWTPayload): ClientClaims {
   if (payload.exp <= Math.floor(Date.now() / 1000)) throw new PixiuError('UNAUTHORIZED', 'token expired');
   return {
     user: payload.sub,
-    expiresAtMs: payload.exp * 1000,
+    expiresAtMs: Math.min(payload.exp * 1000, MAX_EXPIRES_AT_MS),
     tags: stringArray(payload.tags, 'tags'),
     channels: payload.channels === undefined ? undefined : stringArray(payload.channels, 'channels'),
   };

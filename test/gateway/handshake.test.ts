@@ -18,6 +18,7 @@ import { expectError, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
+import { signed } from './token-texts.js';
 import { JWT_KEY, closesByCode, expectPong, expectRefused, serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let redis: RedisServer;
@@ -351,12 +352,7 @@ describe('token lifetime on a live connection', { concurrency: true }, () => {
   });
 
   test('a far-future exp (100 years) arms no overflowing timer: the connection stays open and works', async () => {
-    const warnings: Error[] = [];
-    const onWarning = (w: Error): void => {
-      warnings.push(w);
-    };
-    process.on('warning', onWarning);
-    try {
+    assert.deepEqual(await overflowWarningsOf(async () => {
       const token = await mintToken(JWT_KEY, { user: 'exp3', ttlSec: 100 * 365 * 86_400 });
       const { client } = await gw.connectWelcomed('exp3', { token });
       // A refresh re-arms the expiry with another far-future exp.
@@ -367,9 +363,37 @@ describe('token lifetime on a live connection', { concurrency: true }, () => {
       assert.equal(msg?.seq, seq);
       await expectPong(client);
       assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
-      assert.deepEqual(warnings.filter((w) => w.name === 'TimeoutOverflowWarning').map((w) => w.message), []);
-    } finally {
-      process.off('warning', onWarning);
-    }
+    }), []);
+  });
+
+  test('an exp of 1e300 (a token that should not expire) connects and stays open; a refresh with 1e306 is taken silently, one with a nearer exp refused as shortening (docs/protocol.md "Client tokens")', async () => {
+    assert.deepEqual(await overflowWarningsOf(async () => {
+      const { client } = await gw.connectWelcomed('exp4', { token: signed('{"sub":"exp4","exp":1e300}') });
+      client.send({ t: 'refresh', token: signed('{"sub":"exp4","exp":1e306}') });
+      await expectPong(client);
+      assert.deepEqual(client.frames.filter((f) => f.t === 'error'), [], 'the refresh was accepted silently');
+      const [seq] = await gw.post('exp4');
+      const [msg] = await client.msgs(1, { ack: true });
+      assert.equal(msg?.seq, seq);
+      client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'exp4') });
+      assert.deepEqual(await client.next(), { t: 'error', code: 'INVALID_REQUEST', message: 'the new token expires before the current one', ref: { t: 'refresh' } });
+      await expectPong(client);
+      assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+    }), []);
   });
 });
+
+/** Runs `body`; answers the messages of the TimeoutOverflowWarnings the process emitted meanwhile. */
+async function overflowWarningsOf(body: () => Promise<void>): Promise<string[]> {
+  const warnings: Error[] = [];
+  const onWarning = (w: Error): void => {
+    warnings.push(w);
+  };
+  process.on('warning', onWarning);
+  try {
+    await body();
+  } finally {
+    process.off('warning', onWarning);
+  }
+  return warnings.filter((w) => w.name === 'TimeoutOverflowWarning').map((w) => w.message);
+}

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
+import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
 const key = new TextEncoder().encode(SECRET);
@@ -146,4 +146,19 @@ test('a PEM public key verifies every algorithm docs/protocol.md lists for its t
       assert.equal(claims.user, 'ana', alg);
     }
   }
+});
+
+test('a finite exp however far ahead is accepted as "far future": its expiry is a real time, at most the last a Date holds, never Infinity (exp 1e306 × 1000 overflows)', async () => {
+  const signedText = (payload: string): string => {
+    const input = `${Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url')}.${Buffer.from(payload).toString('base64url')}`;
+    return `${input}.${createHmac('sha256', key).update(input).digest('base64url')}`;
+  };
+  for (const exp of ['1e300', '1e306', '1.7e308', '8640000000001']) {
+    const claims = await verify(signedText(`{"sub":"ana","exp":${exp}}`));
+    assert.equal(claims.expiresAtMs, MAX_EXPIRES_AT_MS, exp);
+    assert.equal(new Date(claims.expiresAtMs).getTime(), MAX_EXPIRES_AT_MS, `${exp}: a valid Date`);
+  }
+  // Up to that time an exp is taken as given.
+  assert.equal((await verify(signedText('{"sub":"ana","exp":8640000000000}'))).expiresAtMs, 8.64e15);
+  assert.equal((await verify(signedText('{"sub":"ana","exp":4102444800}'))).expiresAtMs, 4102444800000);
 });
