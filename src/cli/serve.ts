@@ -48,8 +48,9 @@ export function serveCommand(): Command {
     }
     // A store this release cannot read (written by a newer release: src/store/layout.ts),
     // a port in use or a host not this machine's stops the start before anything is
-    // generated (startService checks again, for its other callers).
-    await refuseUnreadableStore(path.join(config.dataDir, 'xiu'));
+    // generated (startService checks the port again, for its other callers; the layout
+    // read here is passed on to it, not read again).
+    const layout = await refuseUnreadableStore(path.join(config.dataDir, 'xiu'));
     await checkListenable(config.host, config.port);
     // Secrets are resolved (and generated on a first start) before anything else starts,
     // and shown at once: a start that fails later (Redis unreachable) must not swallow them.
@@ -115,7 +116,7 @@ export function serveCommand(): Command {
       // Loaded here, not with the CLI: the service's modules (fastify, ioredis,
       // classic-level) are most of a start-up's time, which every other command saved.
       const { startService } = await import('../service/service.js');
-      service = await startService(config, logger, secrets, { signal: starting.signal, onLocalRedis: (l) => { local = l; } });
+      service = await startService(config, logger, secrets, { signal: starting.signal, onLocalRedis: (l) => { local = l; }, layout });
     } catch (err) {
       // Asked to stop: what the start began is stopped; a graceful stop exits 0.
       if (starting.signal.aborted) {

@@ -22,7 +22,7 @@ import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import { Keys } from '../redis/keys.js';
-import { readLayout } from '../store/layout.js';
+import type { FoundLayout } from '../store/layout.js';
 import { PartitionClaims } from './partition-claims.js';
 import { storeOf } from './shared-settings.js';
 
@@ -30,8 +30,8 @@ import { storeOf } from './shared-settings.js';
 export interface PrefixGuardOptions {
   /** The data dir (for the message). */
   readonly dataDir: string;
-  /** Its store folder, `<dataDir>/xiu`, which holds the LAYOUT file. */
-  readonly dir: string;
+  /** Its store's layout, as the start read it (src/store/layout.ts `refuseUnreadableStore`). */
+  readonly layout: FoundLayout;
   /** The key prefix this start uses (`PIXIU_REDIS_PREFIX`). */
   readonly prefix: string;
   /** The database this start uses (the URL's `/N`). */
@@ -92,17 +92,17 @@ export function prefixMoveLine(recorded: string, prefix: string): string {
  * other nodes stall on every message it stored for their users (a black-box SRE's
  * finding: one error line, `/readyz` 200). Run before the embedded Redis is started.
  * To move such a data dir to a Redis of its own on purpose, the message says how.
- * @param dir its store folder, `<dataDir>/xiu`, which holds the LAYOUT file
+ * @param found its store's layout, as the start read it (src/store/layout.ts `refuseUnreadableStore`)
  * @throws StartupError naming the recorded prefix and what to do
  */
-export async function refuseEmbeddedAfterShared(dataDir: string, dir: string): Promise<void> {
-  const recorded = (await readLayout(dir))?.redisPrefix;
+export function refuseEmbeddedAfterShared(dataDir: string, found: FoundLayout): void {
+  const recorded = found.layout?.redisPrefix;
   if (recorded === undefined) return;
   throw new StartupError(`the data dir ${dataDir} last ran on the Redis of PIXIU_REDIS_URL (key prefix "${recorded}") and is started without PIXIU_REDIS_URL, `
     + 'which would start a redis-server of its own: its inboxes are on that Redis, not there, so it would answer 201 to messages that no other node and none of their clients see, '
     + 'and the nodes on that Redis could not read the messages it stored for them. '
     + `Set PIXIU_REDIS_URL to that Redis (and PIXIU_REDIS_PREFIX to "${recorded}") — was the environment file left out? `
-    + `To run this data dir on a Redis of its own from now on, on purpose (the messages it stored are then in no inbox there), delete "redisPrefix" from ${path.join(dir, 'LAYOUT')} `
+    + `To run this data dir on a Redis of its own from now on, on purpose (the messages it stored are then in no inbox there), delete "redisPrefix" from ${path.join(found.dir, 'LAYOUT')} `
     + '(docs/decisions.md, "Several nodes")');
 }
 
@@ -136,9 +136,9 @@ function databaseMoveRefusal(dataDir: string, dir: string, recorded: number, db:
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function refuseClusterSplit(redis: Redis, opts: PrefixGuardOptions): Promise<string | undefined> {
-  const layout = await readLayout(opts.dir);
+  const { layout, dir } = opts.layout;
   const recordedDb = layout?.redisDb;
-  if (recordedDb !== undefined && recordedDb !== opts.db) throw databaseMoveRefusal(opts.dataDir, opts.dir, recordedDb, opts.db);
+  if (recordedDb !== undefined && recordedDb !== opts.db) throw databaseMoveRefusal(opts.dataDir, dir, recordedDb, opts.db);
   const recorded = layout?.redisPrefix;
   if (recorded === undefined || recorded === opts.prefix || layout?.storeId === undefined) return undefined;
   if (!(await new PartitionClaims(redis, new Keys(recorded)).storeIds()).includes(layout.storeId)) return undefined;

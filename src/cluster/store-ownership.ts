@@ -30,7 +30,7 @@ import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError, outageFields } from '../errors.js';
-import { openLayout, pinPartitionBase } from '../store/layout.js';
+import { openLayout, pinPartitionBase, type FoundLayout, type IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
 import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, awaitLeaseFree, servedElsewhere } from './lease-watch.js';
 import { countersInUse, movedList, moveTargets, type MintingStore } from './minted-counters.js';
@@ -47,6 +47,8 @@ export interface StoreOwnershipOptions {
   readonly dir: string;
   /** Partition count P of the store. */
   readonly partitions: number;
+  /** Its layout as the start read it (src/store/layout.ts `refuseUnreadableStore`); default: read here. */
+  readonly layout?: FoundLayout;
   readonly logger: Logger;
   /**
    * How long the claims must have been in Redis before a node starts while other nodes
@@ -88,6 +90,8 @@ export class StoreOwnership {
   /** First MsgID partition byte: the store holds `partitionBase .. partitionBase + partitions - 1`. */
   readonly partitionBase: number;
   readonly partitions: number;
+  /** The store's layout as the claim left it (its base pinned), for the start's later steps. */
+  readonly layout: IdentifiedLayout;
   readonly #opts: StoreOwnershipOptions;
   readonly #description: StoreDescription;
   #timer: NodeJS.Timeout | undefined;
@@ -179,11 +183,12 @@ export class StoreOwnership {
     return moved;
   }
 
-  private constructor(opts: StoreOwnershipOptions, storeId: string, base: number, description: StoreDescription, leftBehind: string | undefined, unknownAtStart: boolean) {
+  private constructor(opts: StoreOwnershipOptions, layout: IdentifiedLayout, base: number, description: StoreDescription, leftBehind: string | undefined, unknownAtStart: boolean) {
     this.#opts = opts;
     this.leftBehind = leftBehind;
     this.#unknownAtStart = unknownAtStart;
-    this.storeId = storeId;
+    this.layout = layout;
+    this.storeId = layout.storeId;
     this.partitionBase = base;
     this.partitions = opts.partitions;
     this.#description = description;
@@ -198,7 +203,7 @@ export class StoreOwnership {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   static async claim(opts: StoreOwnershipOptions): Promise<StoreOwnership> {
-    const layout = await openLayout(opts.dir, opts.partitions);
+    const layout = await openLayout(opts.dir, opts.partitions, opts.layout);
     // First, and only reading: a copy refused here, or after the wait below, writes
     // nothing (not the store's description, which names the running store's folder to
     // other stores; only the claims' age mark, which the running nodes write anyway).
@@ -226,7 +231,7 @@ export class StoreOwnership {
     if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));
     const pinned = await pinPartitionBase(opts.dir, layout, answer.base);
     opts.logger.info({ store: pinned.storeId, partitions: partitionSpan(answer.base, opts.partitions) }, 'store partitions claimed');
-    return new StoreOwnership(opts, pinned.storeId, answer.base, description, leftBehind, layout.partitionBase !== undefined && !answer.known);
+    return new StoreOwnership(opts, pinned, answer.base, description, leftBehind, layout.partitionBase !== undefined && !answer.known);
   }
 
   /**

@@ -40,7 +40,7 @@ import { StoreDirectory } from '../cluster/store-directory.js';
 import { StoreOwnership } from '../cluster/store-ownership.js';
 import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
-import { recordRedisPrefix, recordWriter, refuseUnreadableStore } from '../store/layout.js';
+import { recordRedisPrefix, recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { checkListenable } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -80,6 +80,11 @@ export interface StartOptions {
   readonly signal?: AbortSignal;
   /** Told the embedded redis-server as soon as it runs (for a forced exit during the start). */
   readonly onLocalRedis?: (local: LocalRedis) => void;
+  /**
+   * The store layout of `<dataDir>/xiu` as the caller's own start check read it
+   * (serve.ts: `refuseUnreadableStore`); default: read here.
+   */
+  readonly layout?: FoundLayout;
 }
 
 /**
@@ -102,9 +107,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
   try {
     // Before anything is started, written or claimed (listen-check.ts; layout.ts: a
-    // store a newer release wrote).
+    // store a newer release wrote). The layout is read once here (or by the caller) and
+    // passed along: every later step of the start checks or updates that one value.
     stopAsked();
-    await refuseUnreadableStore(path.join(config.dataDir, 'xiu'));
+    const storeDir = path.join(config.dataDir, 'xiu');
+    const found = opts.layout?.dir === storeDir ? opts.layout : await refuseUnreadableStore(storeDir);
     await checkListenable(config.host, config.port);
     const secrets = given ?? await loadSecrets(config);
     stopAsked();
@@ -113,7 +120,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     let redisUrl = config.redisUrl;
     if (redisUrl === undefined) {
       // A data dir of a cluster started without its Redis URL would be an island (prefix-guard.ts).
-      await refuseEmbeddedAfterShared(config.dataDir, path.join(config.dataDir, 'xiu'));
+      refuseEmbeddedAfterShared(config.dataDir, found);
       local = await startLocalRedis({ dataDir: config.dataDir, logger });
       redisUrl = local.url;
       const stopLocal = local.stop;
@@ -141,7 +148,6 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
     // in Redis before the store mints any id, and the secret nodes read each other with.
     const keys = new Keys(config.redisPrefix);
-    const storeDir = path.join(config.dataDir, 'xiu');
     const claims = new PartitionClaims(redis, keys);
     // Refused before the data dir claims anything: an advertised port the other nodes'
     // fetch refuses (known then when the URL or the port is set), and a start on another
@@ -152,7 +158,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       const known = config.advertiseUrl ?? (config.port === 0 ? undefined : defaultAdvertiseUrl(config.host, config.port));
       if (known !== undefined) await refuseBadPort(known);
       movedFrom = await refuseClusterSplit(redis, {
-        dataDir: config.dataDir, dir: storeDir, prefix: config.redisPrefix, db: redis.options.db ?? 0, redisUrl: redactUrl(redisUrl),
+        dataDir: config.dataDir, layout: found, prefix: config.redisPrefix, db: redis.options.db ?? 0, redisUrl: redactUrl(redisUrl),
       });
     }
     // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who
@@ -165,12 +171,12 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
     // be re-asserted; the embedded one has no other node.
     const ownership = await StoreOwnership.claim({
-      claims, dir: storeDir, partitions: config.partitions, logger,
+      claims, dir: storeDir, partitions: config.partitions, layout: found, logger,
       settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
       redisUptimeMs: () => redisUptimeMs(redis),
       redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
     });
-    if (local === undefined) await recordRedisPrefix(storeDir, config.redisPrefix, redis.options.db ?? 0);
+    const layout = local === undefined ? await recordRedisPrefix(storeDir, ownership.layout, config.redisPrefix, redis.options.db ?? 0) : ownership.layout;
     const clusterSecret = await ClusterSecret.load(redis, keys);
     stopAsked();
 
@@ -178,6 +184,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       dir: storeDir,
       partitions: config.partitions,
       partitionBase: ownership.partitionBase,
+      layout,
       sync: config.storeDurability === 'fsync',
       cacheBytes: config.storeCacheBytes,
       defaultTtlMs: config.messageTtlMs,
@@ -306,7 +313,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // This node holds its store's lease and serves it from now on: its LAYOUT names this
     // build as the last that served it (README "Upgrades"). For the operator's eyes
     // only: a failed write is logged and does not stop the start.
-    await recordWriter(storeDir).catch((err: unknown) => logger.warn({ err }, 'could not record this build as writtenBy in the store layout'));
+    await recordWriter(storeDir, layout).catch((err: unknown) => logger.warn({ err }, 'could not record this build as writtenBy in the store layout'));
     // A stop asked for during the lease write or the LAYOUT's (the last steps that wait): nothing
     // awaits after this, so the caller never gets a service it was asked to stop.
     stopAsked();

@@ -91,6 +91,18 @@ export interface StoreLayout {
 /** A layout with its store id (every layout once {@link openLayout} has run). */
 export type IdentifiedLayout = StoreLayout & { readonly storeId: string };
 
+/**
+ * A store's layout as one read of its file found it ({@link refuseUnreadableStore}),
+ * passed along a serving start so that the file is read (and validated) once, not at
+ * every step (src/service/service.ts).
+ */
+export interface FoundLayout {
+  /** The store folder, `<data dir>/xiu`. */
+  readonly dir: string;
+  /** The layout; undefined when the store is new (no file, and no partitions). */
+  readonly layout: StoreLayout | undefined;
+}
+
 /** A fresh random store id: 16 hex digits. */
 export function newStoreId(): string {
   return randomBytes(8).toString('hex');
@@ -226,10 +238,13 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
  * writes anything into the data dir or claims anything in Redis. A store with no layout
  * and no partitions (a new data dir) passes.
  * @param dir the store folder, `<data dir>/xiu`
+ * @returns the layout read, for the start's later steps ({@link FoundLayout})
  * @throws StartupError as {@link readLayout} and {@link refuseOrphaning}
  */
-export async function refuseUnreadableStore(dir: string): Promise<void> {
-  if (await readLayout(dir) === undefined) await refuseOrphaning(dir);
+export async function refuseUnreadableStore(dir: string): Promise<FoundLayout> {
+  const layout = await readLayout(dir);
+  if (layout === undefined) await refuseOrphaning(dir);
+  return { dir, layout };
 }
 
 /**
@@ -275,19 +290,21 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
  * new store, with a new store id and no base yet — not while the folder holds
  * partitions ({@link refuseOrphaning}); gives an older store (no store id) an id and
  * base 0; otherwise checks it.
+ * @param found the layout the start read already ({@link refuseUnreadableStore});
+ *   default: read here
  * @returns the layout; `partitionBase` is undefined when the base is still to claim
  * @throws StartupError when the store was created with another partition count or
  *   hash, its layout is missing beside partitions, or the file cannot be read or
  *   written; the message names the folder
  */
-export async function openLayout(dir: string, partitions: number): Promise<IdentifiedLayout> {
-  for (;;) {
-    const layout = await readLayout(dir);
+export async function openLayout(dir: string, partitions: number, found?: FoundLayout): Promise<IdentifiedLayout> {
+  for (let given = found; ; given = undefined) {
+    const layout = given !== undefined ? given.layout : await readLayout(dir);
     if (layout === undefined) {
       await refuseOrphaning(dir);
       const created: IdentifiedLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
       if (await writeLayout(dir, created, true)) return created;
-      continue; // another open created it first: read theirs
+      continue; // another open created it first (since `found` was read, too): read theirs
     }
     checkCompatible(dir, layout, partitions);
     if (layout.storeId !== undefined) return layout as IdentifiedLayout;
@@ -315,14 +332,16 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
 /**
  * Records `prefix` and `db` as the key prefix and database number of the store's last
  * start on a shared Redis ({@link StoreLayout.redisPrefix}, {@link StoreLayout.redisDb});
- * writes the file only when it names others (or none). Run once the store's claim is
- * held under `prefix`.
- * @throws StartupError when the file cannot be read or written
+ * writes the file only when `layout` (the file as the claim left it) names others (or
+ * none). Run once the store's claim is held under `prefix`.
+ * @returns the layout as the file now holds it
+ * @throws StartupError when the file cannot be written
  */
-export async function recordRedisPrefix(dir: string, prefix: string, db: number): Promise<void> {
-  const layout = await readLayout(dir);
-  if (layout === undefined || (layout.redisPrefix === prefix && layout.redisDb === db)) return;
-  await writeLayout(dir, { ...layout, redisPrefix: prefix, redisDb: db }, false);
+export async function recordRedisPrefix(dir: string, layout: IdentifiedLayout, prefix: string, db: number): Promise<IdentifiedLayout> {
+  if (layout.redisPrefix === prefix && layout.redisDb === db) return layout;
+  const recorded: IdentifiedLayout = { ...layout, redisPrefix: prefix, redisDb: db };
+  await writeLayout(dir, recorded, false);
+  return recorded;
 }
 
 /**
@@ -330,10 +349,11 @@ export async function recordRedisPrefix(dir: string, prefix: string, db: number)
  * rewrites the file (atomically, as every write) when it names another build, or none.
  * Run by a node that will serve the store (its claim and lease held), so that
  * `writtenBy` names the last build that served it, not only the one that created it.
+ * @param known the layout as the start last read or wrote it; default: read here
  * @throws StartupError when the file cannot be read or written
  */
-export async function recordWriter(dir: string): Promise<void> {
-  const layout = await readLayout(dir);
+export async function recordWriter(dir: string, known?: StoreLayout): Promise<void> {
+  const layout = known ?? await readLayout(dir);
   if (layout === undefined || layout.writtenBy === versionLine()) return;
   await writeLayout(dir, layout, false);
 }
@@ -343,13 +363,15 @@ export async function recordWriter(dir: string): Promise<void> {
  * store id) when the store is new.
  * @param base the store's first partition number; 0 for a store used without Redis
  *   (tools, tests)
+ * @param known the layout as the caller last read or wrote it (a serving start's, once
+ *   its claim pinned the base); default: read here
  * @throws StartupError when the store was created with another partition count, hash
  *   or base, has not pinned its base yet, its layout is missing beside partitions
  *   ({@link refuseOrphaning}), or the file cannot be read or written; the message
  *   names the folder
  */
-export async function checkLayout(dir: string, partitions: number, base = 0): Promise<void> {
-  let layout = await readLayout(dir);
+export async function checkLayout(dir: string, partitions: number, base = 0, known?: StoreLayout): Promise<void> {
+  let layout = known ?? await readLayout(dir);
   if (layout === undefined) {
     await refuseOrphaning(dir);
     const created: StoreLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { StartupError, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
-import { checkLayout } from './layout.js';
+import { checkLayout, type StoreLayout } from './layout.js';
 import { Partition } from './partition.js';
 import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
@@ -39,6 +39,12 @@ export interface MessageStoreOptions {
    * Default 0. Checked against the store's LAYOUT file.
    */
   readonly partitionBase?: number;
+  /**
+   * The store's layout as the caller last read or wrote it (a serving start's, its base
+   * pinned: src/service/service.ts), checked instead of reading the file again; default:
+   * read here, and written for a new store (src/store/layout.ts `checkLayout`).
+   */
+  readonly layout?: StoreLayout;
   /** true (durability `fsync`): a put resolves after fsync; false: `relaxed`. */
   readonly sync: boolean;
   /** Read-cache size in bytes of record JSON; 0 turns it off. */
@@ -112,7 +118,7 @@ export class MessageStore implements RecordReader {
     if (!Number.isInteger(base) || base < 0 || base + count > 256) {
       throw new StartupError(`store partition base must leave room for ${count} partitions below 256, got ${base}`);
     }
-    await checkLayout(opts.dir, count, base);
+    await checkLayout(opts.dir, count, base, opts.layout);
     const cache = new RecordCache(opts.cacheBytes);
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
