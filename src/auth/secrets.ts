@@ -5,14 +5,13 @@
  * `PIXIU_JWKS_URL`) is configured. Each is printed once, when it is generated.
  */
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, existsSync } from 'node:fs';
-import { copyFile, link, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
-import { NO_HARD_LINKS } from '../files/durable-write.js';
+import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
-import { isAlive } from '../process-alive.js';
 
 /** How client JWTs are verified; exactly one source. */
 export type JwtKeySource =
@@ -74,41 +73,21 @@ async function readOrCreate(dir: string, name: SecretName, raced = false): Promi
     // Said to exist, then missing (a symbolic link to nothing): not a race to retry for good.
     if (raced) throw new StartupError(`cannot read ${file}: it exists but does not open (a symbolic link to a missing file?); delete it, or set ${VARIABLE_OF[name]}`, { cause: err });
   }
-  await removeLeftTemps(dir, name);
+  // Temp files of a start killed while writing one: each holds a secret never used.
+  await removeLeftTemps(file);
   const value = randomBytes(32).toString('base64url');
-  // Written whole to a file of its own, then linked in place: a write cut short (a full
-  // disk) never leaves a partial or empty secret that stops every later start, and
-  // link, unlike rename, never replaces one: two processes starting at once keep one
-  // value. Where the file system has no hard links, an exclusive copy does the same.
-  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  // Written whole to a file of its own (mode 0600 from its creation), then linked in
+  // place (src/files/durable-write.ts): a write cut short (a full disk) never leaves a
+  // partial or empty secret that stops every later start, and link, unlike rename,
+  // never replaces one: two processes starting at once keep one value.
+  let written: boolean;
   try {
-    await writeFile(temp, `${value}\n`, { mode: 0o600, flag: 'wx', flush: true });
-    await link(temp, file).catch((err: NodeJS.ErrnoException) => {
-      if (!NO_HARD_LINKS.has(err.code)) throw err;
-      return copyFile(temp, file, fsConstants.COPYFILE_EXCL);
-    });
-    return { value, created: true };
+    written = await writeDurably(file, `${value}\n`, true, { mode: 0o600 });
   } catch (err) {
-    // Awaited here: returned as it is, its rejection would wait unhandled for the clean-up below.
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST' && !raced) return await readOrCreate(dir, name, true);
     throw new StartupError(`cannot write ${file}: ${(err as Error).message}`, { cause: err });
-  } finally {
-    await rm(temp, { force: true }).catch(() => undefined);
   }
-}
-
-/**
- * Removes the temporary files of `name` that a process killed while writing one left
- * behind (`<name>.<pid>.<hex>.tmp` of a pid no longer running): each holds a secret
- * that was never used. Failures are ignored.
- */
-async function removeLeftTemps(dir: string, name: SecretName): Promise<void> {
-  const pattern = new RegExp(`^${name}\\.(\\d+)\\.[0-9a-f]{8}\\.tmp$`);
-  const entries = await readdir(dir).catch(() => [] as string[]);
-  await Promise.all(entries.map(async (entry) => {
-    const pid = Number(pattern.exec(entry)?.[1]);
-    if (Number.isSafeInteger(pid) && pid !== process.pid && !isAlive(pid)) await rm(path.join(dir, entry), { force: true }).catch(() => undefined);
-  }));
+  // Another process created it first (`raced` calls return or throw before writing).
+  return written ? { value, created: true } : readOrCreate(dir, name, true);
 }
 
 function secretsDir(config: Config): string {

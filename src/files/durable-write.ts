@@ -1,31 +1,43 @@
 /**
- * Writing a small file (the store's LAYOUT, src/store/layout.ts) so that a reader, or
- * a crash, sees either the whole old content (or no file) or the whole new one, never
- * a part or an empty file: the text is written to a temp file beside it and fsynced,
- * then put in place in one step — `rename` over the old file, or `link` for a file that
- * must not exist yet (EEXIST when another writer's came first; the temp file removed
- * then) — and the folder fsynced
+ * Writing a small file (the store's LAYOUT, src/store/layout.ts; a generated secret,
+ * src/auth/secrets.ts) so that a reader, or a crash, sees either the whole old content
+ * (or no file) or the whole new one, never a part or an empty file: the text is written
+ * to a temp file beside it and fsynced, then put in place in one step — `rename` over
+ * the old file, or `link` for a file that must not exist yet (EEXIST when another
+ * writer's came first; the temp file removed then) — and the folder fsynced
  * (src/files/sync-dir.ts); on a file system without hard links a new file is created in
- * place instead. Each write has a temp file of its own, named with the pid
- * and random bytes and opened `wx`: two processes with one pid (two containers on one
- * volume, both pid 1) never write into each other's.
+ * place instead. Each write has a temp file of its own, `<file>.<pid>.<8 hex>.tmp`,
+ * opened `wx`: two processes with one pid (two containers on one volume, both pid 1)
+ * never write into each other's. A process killed between the temp file's write and
+ * its placing leaves it behind: {@link removeLeftTemps} removes those.
  */
 import { randomBytes } from 'node:crypto';
-import { link, open, rename, unlink } from 'node:fs/promises';
+import { link, open, readdir, rename, rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { isAlive } from '../process-alive.js';
 import { syncDir } from './sync-dir.js';
 
 /**
  * What `link` answers on a file system without hard links (SMB shares, vfat, exFAT,
  * some FUSE ones): there {@link writeDurably} creates a new file in place instead, its
  * content written and fsynced after the create, so a reader can meet it empty for that
- * long (src/auth/secrets.ts copies instead).
+ * long.
  */
-export const NO_HARD_LINKS: ReadonlySet<string | undefined> = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+const NO_HARD_LINKS: ReadonlySet<string | undefined> = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 
-/** `text` into a new file `name` (opened `wx`: EEXIST when it exists), fsynced. */
-async function writeNew(name: string, text: string): Promise<void> {
-  const handle = await open(name, 'wx');
+/** Options of {@link writeDurably}. */
+export interface DurableWriteOptions {
+  /**
+   * Permission bits of a file this write creates (less the process's umask), e.g.
+   * `0o600` for a secret its owner only may read. Default `0o666`, as `open`'s. The temp
+   * file has them from its creation, so the content is never readable more widely.
+   */
+  readonly mode?: number;
+}
+
+/** `text` into a new file `name` (opened `wx`: EEXIST when it exists) with `mode`, fsynced. */
+async function writeNew(name: string, text: string, mode: number): Promise<void> {
+  const handle = await open(name, 'wx', mode);
   try {
     await handle.writeFile(text);
     await handle.sync();
@@ -43,11 +55,12 @@ async function writeNew(name: string, text: string): Promise<void> {
  * @throws the file system's error (ENOENT when the folder is missing, EACCES, ENOSPC, …);
  *   the temp file is removed first
  */
-export async function writeDurably(file: string, text: string, exclusive: boolean): Promise<boolean> {
+export async function writeDurably(file: string, text: string, exclusive: boolean, opts: DurableWriteOptions = {}): Promise<boolean> {
+  const mode = opts.mode ?? 0o666;
   const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   let tempGone = false;
   try {
-    await writeNew(temp, text);
+    await writeNew(temp, text, mode);
     if (!exclusive) {
       await rename(temp, file);
       tempGone = true;
@@ -59,7 +72,7 @@ export async function writeDurably(file: string, text: string, exclusive: boolea
         if (code === 'EEXIST') return false;
         if (!NO_HARD_LINKS.has(code)) throw err;
         try {
-          await writeNew(file, text);
+          await writeNew(file, text, mode);
         } catch (fallback) {
           if ((fallback as NodeJS.ErrnoException).code === 'EEXIST') return false;
           throw fallback;
@@ -75,4 +88,26 @@ export async function writeDurably(file: string, text: string, exclusive: boolea
   } finally {
     if (!tempGone) await unlink(temp).catch(() => undefined);
   }
+}
+
+/**
+ * Removes the temp files of {@link writeDurably} writes of `file` that a process killed
+ * between a temp file's write and its placing left behind: `<file>.<pid>.<8 hex>.tmp`
+ * of a pid no longer running (src/process-alive.ts) and not this process's. A write in
+ * progress of a running process is left alone; so is any other name. Failures are
+ * ignored: a temp file left is only untidy (and holds nothing in use: a secret's was
+ * never linked in place, a layout's never renamed).
+ * The pid is judged in this process's pid namespace: a container sharing the volume
+ * whose write is in progress at that moment may have its temp file removed, and then
+ * fails that write (ENOENT), never writing a partial file.
+ */
+export async function removeLeftTemps(file: string): Promise<void> {
+  const dir = path.dirname(file);
+  const escaped = path.basename(file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const pattern = new RegExp(`^${escaped}\\.(\\d+)\\.[0-9a-f]{8}\\.tmp$`);
+  const entries = await readdir(dir).catch(() => [] as string[]);
+  await Promise.all(entries.map(async (entry) => {
+    const pid = Number(pattern.exec(entry)?.[1]);
+    if (Number.isSafeInteger(pid) && pid !== process.pid && !isAlive(pid)) await rm(path.join(dir, entry), { force: true }).catch(() => undefined);
+  }));
 }

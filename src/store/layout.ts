@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { explained, makeDir } from '../files/make-dir.js';
-import { writeDurably } from '../files/durable-write.js';
+import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { PREFIX_RULE } from '../redis/keys.js';
@@ -289,7 +289,8 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
  * Opens `dir`'s layout for claiming (src/cluster/store-ownership.ts): creates it for a
  * new store, with a new store id and no base yet — not while the folder holds
  * partitions ({@link refuseOrphaning}); gives an older store (no store id) an id and
- * base 0; otherwise checks it.
+ * base 0; otherwise checks it. Removes the temp files of layout writes a killed process
+ * left (src/files/durable-write.ts `removeLeftTemps`).
  * @param found the layout the start read already ({@link refuseUnreadableStore});
  *   default: read here
  * @returns the layout; `partitionBase` is undefined when the base is still to claim
@@ -298,6 +299,7 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
  *   written; the message names the folder
  */
 export async function openLayout(dir: string, partitions: number, found?: FoundLayout): Promise<IdentifiedLayout> {
+  await removeLeftTemps(layoutFile(dir));
   for (let given = found; ; given = undefined) {
     const layout = given !== undefined ? given.layout : await readLayout(dir);
     if (layout === undefined) {
@@ -360,7 +362,9 @@ export async function recordWriter(dir: string, known?: StoreLayout): Promise<vo
 
 /**
  * Checks `dir`'s layout against `partitions` and `base`, writing the file (with a new
- * store id) when the store is new.
+ * store id) when the store is new. Without `known`, first removes the temp files of
+ * layout writes a killed process left, as {@link openLayout} does (a caller that passes
+ * `known` ran openLayout before).
  * @param base the store's first partition number; 0 for a store used without Redis
  *   (tools, tests)
  * @param known the layout as the caller last read or wrote it (a serving start's, once
@@ -371,6 +375,7 @@ export async function recordWriter(dir: string, known?: StoreLayout): Promise<vo
  *   names the folder
  */
 export async function checkLayout(dir: string, partitions: number, base = 0, known?: StoreLayout): Promise<void> {
+  if (known === undefined) await removeLeftTemps(layoutFile(dir));
   let layout = known ?? await readLayout(dir);
   if (layout === undefined) {
     await refuseOrphaning(dir);

@@ -8,7 +8,8 @@
  * And the first write of a LAYOUT (src/files/durable-write.ts), reviewer F6/F7: its
  * content is written and fsynced before the file appears under its name (a second
  * start never reads it empty), the folder fsynced after; a temp file of another process
- * with the same pid is never written into.
+ * with the same pid is never written into. One a killed write left behind is removed
+ * when the store opens (the last read: nothing removed a LAYOUT.<pid>.<hex>.tmp).
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -99,4 +100,22 @@ test('a LAYOUT rewrite never writes into another process\'s temp file, even one 
   assert.equal(await readFile(theirs, 'utf8'), 'theirs');
   assert.notEqual((JSON.parse(await readFile(file, 'utf8')) as { writtenBy: string }).writtenBy, '0.0.9 (0000000)');
   assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', path.basename(theirs)], 'no temp file of its own left');
+});
+
+test('a LAYOUT temp file a killed write left is removed when the store opens, the LAYOUT intact; one of a running process is left alone', async (t) => {
+  for (const opens of [(dir: string) => openLayout(dir, 4), (dir: string) => checkLayout(dir, 4)]) {
+    const dir = await tempDir(t);
+    await opens(dir);
+    const file = path.join(dir, 'LAYOUT');
+    const before = await readFile(file, 'utf8');
+    // Killed between the temp file's write and its placing: a pid no process has (above
+    // pid_max's largest value, 2^22); and a write in progress, of this process's parent.
+    const dead = 'LAYOUT.4194305.0a1b2c3d.tmp';
+    const live = `LAYOUT.${process.ppid}.0a1b2c3d.tmp`;
+    await writeFile(path.join(dir, dead), '{"format":1,"partitions":8');
+    await writeFile(path.join(dir, live), '{"format":1,"partitions":4');
+    await opens(dir);
+    assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', live].sort());
+    assert.equal(await readFile(file, 'utf8'), before);
+  }
 });

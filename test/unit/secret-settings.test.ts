@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config/config.js';
@@ -133,6 +133,19 @@ test('a secret that cannot be written whole (a full disk at first start) leaves 
   const secrets = await loadSecrets(config);
   assert.equal((await readFile(path.join(dataDir, 'secrets', 'api-token'), 'utf8')).trim(), secrets.apiToken);
   assert.deepEqual((await readdir(path.join(dataDir, 'secrets'))).sort(), ['api-token', 'jwt-secret']);
+});
+
+test('generated secrets are files of one line that their owner only may read (0600), with no temporary file left', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'pixiu-secrets-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const secrets = await loadSecrets(loadConfig({ PIXIU_DATA_DIR: dataDir }));
+  assert.deepEqual(secrets.generated, ['api-token', 'jwt-secret']);
+  const dir = path.join(dataDir, 'secrets');
+  assert.deepEqual((await readdir(dir)).sort(), ['api-token', 'jwt-secret']);
+  for (const name of ['api-token', 'jwt-secret']) {
+    assert.equal((await stat(path.join(dir, name))).mode & 0o777, 0o600, name);
+    assert.match(await readFile(path.join(dir, name), 'utf8'), /^[A-Za-z0-9_-]{43}\n$/, name);
+  }
 });
 
 test('a secret path that is a symbolic link to nothing is refused naming it, not retried for good; a temporary secret file a killed start left is removed', async (t) => {
