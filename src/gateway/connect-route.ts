@@ -25,7 +25,7 @@ import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
-import { cutText } from '../text-cut.js';
+import { cutText, quotedText } from '../text-cut.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -201,11 +201,6 @@ function validProtocolList(header: string): boolean {
 /** Most characters of an Origin header that a refusal and its log line repeat. */
 const MAX_ORIGIN_SHOWN = 100;
 
-/** An Origin header as a refusal names it: as a JSON string, cut to {@link MAX_ORIGIN_SHOWN} characters (`…` after). */
-function quotedOrigin(origin: string): string {
-  return JSON.stringify(cutText(origin, MAX_ORIGIN_SHOWN));
-}
-
 /**
  * The warn line of a refused Origin with `PIXIU_ALLOWED_ORIGINS` unset, where what is
  * compared is the Origin's host and port with the request's `Host` (originAllowed).
@@ -230,7 +225,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // 1006), so the refusal is logged too, thinned: any page may send handshakes.
   const refusedOrigins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   const refuseOrigin = (origin: string, host: string | undefined): PixiuError => {
-    const quoted = quotedOrigin(origin);
+    // Quoted, escaped (Node lets bytes 0x80–0xff through, as U+0080–U+00FF) and cut.
+    const quoted = quotedText(origin, MAX_ORIGIN_SHOWN);
     const left = refusedOrigins.take();
     // The origin as a field of its own (cut, not quoted again: the log line is JSON), at most one line per 10 s.
     if (left !== undefined) {

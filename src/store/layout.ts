@@ -30,6 +30,7 @@ import { explained, makeDir } from '../files/make-dir.js';
 import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
+import { quotedText } from '../text-cut.js';
 import { PREFIX_RULE } from '../redis/keys.js';
 import { versionLine } from '../version.js';
 import { refuseOrphaning } from './orphan-check.js';
@@ -113,19 +114,6 @@ function layoutFile(dir: string): string {
 }
 
 /**
- * `value` as the one-line refusals quote it: JSON, every character outside printable
- * ASCII escaped (`\n`, `\u001b`, `\u009b`: a value read from the file cannot break the
- * line or drive the terminal); a string is cut to `max` characters (with `…` after the
- * quotes), another value's JSON to `max`.
- */
-function quoted(value: unknown, max: number): string {
-  const cut = typeof value === 'string' && value.length > max;
-  const json = JSON.stringify(cut ? value.slice(0, max) : value) ?? String(value);
-  const text = json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-  return cut ? `${text}…` : text.length > max ? `${text.slice(0, max)}…` : text;
-}
-
-/**
  * How a `format` that is no finite number (JSON's `1e400` reads as Infinity) was
  * written in `text`: the last `"format": <number>` in it whose number is no finite
  * one (cut to 40 characters), else undefined.
@@ -141,20 +129,20 @@ function writtenNumber(text: string): string | undefined {
  * {@link LAYOUT_FORMAT} (written by a newer release), or one that is no positive
  * integer. A missing `format` is damage, not age: every release wrote `"format": 1`
  * from the first LAYOUT on (git history: the store's first commit, c8bd637, did), so
- * no older data dir lacks it. Values from the file are quoted ({@link quoted}).
+ * no older data dir lacks it. Values from the file are quoted (src/text-cut.ts `quotedText`).
  * @param text the file as read, to name a number JSON cannot hold as it was written
  * @throws StartupError naming the file or folder, the format and what to do
  */
 function checkFormat(dir: string, file: string, layout: Record<string, unknown>, text: string): void {
   const format = layout.format;
   if (!Number.isSafeInteger(format) || (format as number) < 1) {
-    const shown = typeof format === 'number' && !Number.isFinite(format) ? writtenNumber(text) : quoted(format, 40);
+    const shown = typeof format === 'number' && !Number.isFinite(format) ? writtenNumber(text) : quotedText(format, 40);
     const what = format === undefined ? 'it has no "format"'
       : shown === undefined ? 'its "format" is not a positive integer' : `its "format" ${shown} is not a positive integer`;
     throw new StartupError(`the store layout ${file} is damaged: ${what}; restore the data dir from a backup`);
   }
   if ((format as number) > LAYOUT_FORMAT) {
-    const by = typeof layout.writtenBy === 'string' ? `, last written by ${quoted(layout.writtenBy, 80)}` : '';
+    const by = typeof layout.writtenBy === 'string' ? `, last written by ${quotedText(layout.writtenBy, 80)}` : '';
     throw new StartupError(`the store in ${dir} was written by a newer release of Pixiu (format ${String(format)}${by}); `
       + `this release reads format ${LAYOUT_FORMAT}: start the release that wrote it`);
   }
@@ -203,11 +191,11 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
   // Every release wrote both, from the first (c8bd637): without them the advice of
   // checkCompatible ("start with PIXIU_PARTITIONS=undefined") could not be followed.
   if (!Number.isSafeInteger(layout.partitions) || layout.partitions < 1 || layout.partitions > 256) {
-    const what = layout.partitions === undefined ? 'it has no "partitions"' : `its "partitions" ${quoted(layout.partitions, 40)} is not a count of 1 to 256`;
+    const what = layout.partitions === undefined ? 'it has no "partitions"' : `its "partitions" ${quotedText(layout.partitions, 40)} is not a count of 1 to 256`;
     throw new StartupError(`the store layout ${file} is damaged: ${what}; ${RESTORE_ADVICE}`);
   }
   if (typeof layout.hash !== 'string') {
-    const what = layout.hash === undefined ? 'it has no "hash"' : `its "hash" ${quoted(layout.hash, 40)} is not a name`;
+    const what = layout.hash === undefined ? 'it has no "hash"' : `its "hash" ${quotedText(layout.hash, 40)} is not a name`;
     throw new StartupError(`the store layout ${file} is damaged: ${what}; ${RESTORE_ADVICE}`);
   }
   const lost = AFTER_STORE_IDS.find((key) => layout[key] !== undefined);
@@ -216,17 +204,17 @@ export async function readLayout(dir: string): Promise<StoreLayout | undefined> 
       + 'restore it from the backup the data dir came from (README "Backups and restores")');
   }
   if (layout.storeId !== undefined && (typeof layout.storeId !== 'string' || !STORE_ID.test(layout.storeId))) {
-    throw new StartupError(`the store layout ${file} has a malformed storeId ${quoted(layout.storeId, 40)}`);
+    throw new StartupError(`the store layout ${file} has a malformed storeId ${quotedText(layout.storeId, 40)}`);
   }
   const base = layout.partitionBase;
   if (base !== undefined && (!Number.isInteger(base) || base < 0 || base + layout.partitions > 256)) {
-    throw new StartupError(`the store layout ${file} has a partition base ${quoted(base, 40)} out of range`);
+    throw new StartupError(`the store layout ${file} has a partition base ${quotedText(base, 40)} out of range`);
   }
   if (layout.redisPrefix !== undefined && (typeof layout.redisPrefix !== 'string' || !PREFIX_RULE.test(layout.redisPrefix))) {
-    throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${quoted(layout.redisPrefix, 40)}`);
+    throw new StartupError(`the store layout ${file} has a malformed redisPrefix ${quotedText(layout.redisPrefix, 40)}`);
   }
   if (layout.redisDb !== undefined && (!Number.isSafeInteger(layout.redisDb) || layout.redisDb < 0)) {
-    throw new StartupError(`the store layout ${file} has a malformed redisDb ${quoted(layout.redisDb, 40)}`);
+    throw new StartupError(`the store layout ${file} has a malformed redisDb ${quotedText(layout.redisDb, 40)}`);
   }
   return layout;
 }
@@ -269,7 +257,7 @@ async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean)
 
 /**
  * Checks a layout's partition count and hash against this process's. Values from the
- * file are quoted ({@link quoted}).
+ * file are quoted (src/text-cut.ts `quotedText`).
  * @throws StartupError naming the folder and what to do
  */
 function checkCompatible(dir: string, layout: StoreLayout, partitions: number): void {
@@ -281,7 +269,7 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
       `start with PIXIU_PARTITIONS=${count} (the count of a store cannot change)`);
   }
   if (layout.hash !== PARTITION_HASH) {
-    throw new StartupError(`the store in ${dir} uses partition hash ${quoted(layout.hash, 40)}, this version uses ${PARTITION_HASH}`);
+    throw new StartupError(`the store in ${dir} uses partition hash ${quotedText(layout.hash, 40)}, this version uses ${PARTITION_HASH}`);
   }
 }
 

@@ -9,6 +9,7 @@ import { access, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
 import { explained } from '../files/make-dir.js';
+import { quotedText } from '../text-cut.js';
 
 /**
  * What an opened LevelDB folder (a partition's, src/store/partition.ts) holds: its
@@ -73,7 +74,8 @@ export async function refuseOrphaning(dir: string): Promise<void> {
   // caller found none (a LAYOUT is written before any partition): not lost, then.
   if (folders.length === 0 || await access(path.join(dir, 'LAYOUT')).then(() => true, () => false)) return;
   // Names read from the disk: nothing in them may break the line or drive the terminal.
-  const shown = folders.slice(0, 8).map((name) => name.replace(/[^\x20-\x7e]/g, '?'));
+  // A plain one (printable ASCII, as the store names them) is shown as it is.
+  const shown = folders.slice(0, 8).map((name) => quotedText(name, 255, { bare: true }));
   const named = folders.length > 8 ? `${shown.join(', ')}, …` : shown.join(', ');
   throw new StartupError(`the store layout ${path.join(dir, 'LAYOUT')} is missing, but ${dir} holds message partitions (${named}): `
     + 'started without it, this data dir would become a new store and every message in them would be orphaned; '

@@ -46,7 +46,7 @@ test('a refused Origin is named, quoted and cut, with the setting; the refusals 
   assert.equal(await refused('http://localhost:3000'),
     'Origin "http://localhost:3000" is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request\'s Host, of any scheme)');
   const long = `https://${'a'.repeat(300)}.example`;
-  assert.match(await refused(long), new RegExp(`^Origin "https://${'a'.repeat(92)}…" is not allowed \\(PIXIU_ALLOWED_ORIGINS`));
+  assert.match(await refused(long), new RegExp(`^Origin "https://${'a'.repeat(92)}"… is not allowed \\(PIXIU_ALLOWED_ORIGINS`));
   const logged = lines.filter((l) => l.msg?.includes('origin') === true);
   assert.deepEqual(logged.map((l) => [l.level, l.origin]), [[40, 'http://localhost:3000']],
     'the first refusal is logged at warn, the next one within the interval is left out');

@@ -56,3 +56,16 @@ test('an unlistable folder named as a partition still refuses, naming it', async
     return true;
   });
 });
+
+test('a partition folder whose name is not printable ASCII is named quoted and escaped, a plain one as it is', async (t) => {
+  const dir = path.join(await tempDir(t), 'xiu');
+  for (const name of ['0', 'old\x1b[31m\u009b']) {
+    await mkdir(path.join(dir, name), { recursive: true });
+    await writeFile(path.join(dir, name, 'CURRENT'), 'MANIFEST-000001\n');
+  }
+  await assert.rejects(refuseOrphaning(dir), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.ok(err.message.includes('holds message partitions (0, "old\\u001b[31m\\u009b")'), err.message);
+    return true;
+  });
+});

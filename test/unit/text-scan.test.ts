@@ -2,12 +2,13 @@
  * The exact scan for lone surrogates in a JSON body's text (src/api/lone-surrogates.ts
  * `holdsLoneSurrogate`: it gates the walk that names where one is, so a miss lets one
  * through and a false alarm costs a walk), and cutting text without splitting a pair
- * (src/text-cut.ts: error answers must stay readable by strict JSON decoders).
+ * (src/text-cut.ts: error answers must stay readable by strict JSON decoders), and
+ * quoting text Pixiu did not write for one-line messages (`quotedText`).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { holdsLoneSurrogate, loneSurrogateFault } from '../../src/api/lone-surrogates.js';
-import { cutText, wholeSlice } from '../../src/text-cut.js';
+import { cutText, quotedText, wholeSlice } from '../../src/text-cut.js';
 
 test('holdsLoneSurrogate finds exactly the lone surrogate escapes of a JSON text', () => {
   const anyLone = (v: unknown): boolean => (typeof v === 'string' ? /\p{Cs}/u.test(v)
@@ -48,4 +49,25 @@ test('cutText and wholeSlice never split a surrogate pair', () => {
   assert.equal(cutText('ab😀c', 4), 'ab😀…');
   assert.equal(wholeSlice('😀ab😀', 1, 5), 'ab', 'both ends moved inwards');
   assert.equal(wholeSlice('😀ab😀', 0, 6), '😀ab😀');
+});
+
+test('quotedText quotes, escapes all but printable ASCII, and cuts outside the quotes', () => {
+  assert.equal(quotedText('http://localhost:3000', 100), '"http://localhost:3000"');
+  // C0 as JSON writes them; DEL, C1 (CSI), Latin-1 and the rest as \uXXXX: one line, no terminal control.
+  assert.equal(quotedText('a\nb\x1b[31m\x7f\u009b\u00e9"\\', 100), '"a\\nb\\u001b[31m\\u007f\\u009b\\u00e9\\"\\\\"');
+  assert.equal(quotedText('x'.repeat(50), 40), `"${'x'.repeat(40)}"…`);
+  // Never half a pair: the emoji that the cut would split is left out whole.
+  assert.equal(quotedText(`${'x'.repeat(39)}😀`, 40), `"${'x'.repeat(39)}"…`);
+  assert.equal(quotedText(`${'x'.repeat(38)}😀`, 40), `"${'x'.repeat(38)}\\ud83d\\ude00"`);
+  // Other values: their JSON, cut to max.
+  assert.equal(quotedText(1.5, 40), '1.5');
+  assert.equal(quotedText(null, 40), 'null');
+  assert.equal(quotedText(undefined, 40), 'undefined');
+  assert.equal(quotedText({ a: 'é' }, 40), '{"a":"\\u00e9"}');
+  assert.equal(quotedText(['y'.repeat(60)], 10), '["yyyyyyyy…');
+  // bare: plain names as they are, any other quoted.
+  assert.equal(quotedText('12', 255, { bare: true }), '12');
+  assert.equal(quotedText('old\tparts', 255, { bare: true }), '"old\\tparts"');
+  assert.equal(quotedText('p\u009b', 255, { bare: true }), '"p\\u009b"');
+  assert.equal(quotedText('z'.repeat(6), 4, { bare: true }), '"zzzz"…');
 });
