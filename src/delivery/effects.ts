@@ -42,10 +42,12 @@ export type Effect =
   /**
    * Give the inbox a new epoch if it is still `epoch` (Inbox.rotateEpoch): it came back
    * from Redis with less than a connection was sent (DESIGN.md §11). Answer with
-   * `epochRotated`, whether it worked or not; no fetch starts until then. `cause`, for
-   * the log: `delivered` when this node sent seqs the inbox no longer has (or an append
-   * reuses one); `resume` when a connecting device's `last_seq` is above the inbox's
-   * latest under its epoch, which a client's wrong `last_seq` also looks like.
+   * `epochRotated`, whether it worked or not (`kept` when Redis refused it for its
+   * cool-down); no fetch starts until then. `cause`: `delivered` when this node sent
+   * seqs the inbox no longer has (or an append reuses one), never refused; `resume`
+   * when a connecting device's `last_seq` is above the inbox's latest under its epoch,
+   * which a client's wrong `last_seq` also looks like: at most one such rotation per
+   * user per cool-down (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS, rotate-3.lua).
    */
   | { readonly kind: 'rotate-epoch'; readonly epoch: string; readonly cause: RotationCause };
 

@@ -11,9 +11,24 @@
  * another message (a batch that passes the old latest before any read: seqs are
  * contiguous, so one of its appends lands there). This module keeps what the second
  * needs and the state of the rotation in flight.
+ *
+ * A third sign is a connecting device's `last_seq` above the latest under the inbox's
+ * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
+ * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
+ * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
+ * (`rotate-3.lua`); the epoch is then kept, and that device is reset alone.
  */
 import type { InboxEntry } from '../inbox/inbox.js';
 import type { Effect, RotationCause } from './effects.js';
+
+/**
+ * Least time between two rotations of one user's epoch asked for by a device's resume
+ * claim (a `last_seq` above the latest under the inbox's epoch), on any node: each one
+ * resets every device of the user and sends each its whole retained inbox again. A
+ * claim within it resets only the claiming device (docs/decisions.md "Redis with less
+ * than it had"; docs/protocol.md "Where delivery starts"). ms.
+ */
+export const RESUME_ROTATION_COOLDOWN_MS = 60_000;
 
 /** One user's watch over its inbox epoch; owned by its machine. */
 export class EpochGuard {
@@ -23,6 +38,10 @@ export class EpochGuard {
   /** The highest seq delivered under the machine's epoch (as a msg or a gap) and its MsgID. */
   #topSeq = 0;
   #topId = '';
+  /** The epoch the rotation in flight asked to replace. */
+  #asked = '';
+  /** An epoch a resume claim's rotation was just refused for (cool-down): the next page judged does not ask again. */
+  #kept: string | undefined;
 
   /** True while a `rotate-epoch` is in flight: the machine starts no fetch. */
   get rotating(): boolean {
@@ -52,6 +71,20 @@ export class EpochGuard {
   }
 
   /**
+   * A connecting device claims a `last_seq` above the latest of the inbox's own `epoch`:
+   * asks for a rotation (cause `resume`), unless one for that claim was just refused in
+   * the cool-down (the machine then resets the device alone, resume.ts `resetsOn`).
+   */
+  claimedAhead(epoch: string | null, effects: Effect[]): void {
+    if (epoch !== null && epoch !== this.#kept) this.rotate(epoch, false, effects, 'resume');
+  }
+
+  /** A page was judged for resets: a refused claim's rotation may be asked for again (Redis decides). */
+  judged(): void {
+    this.#kept = undefined;
+  }
+
+  /**
    * Asks for a new epoch in place of `epoch`, unless a rotation is in flight already.
    * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
    * @param cause what showed the inbox has less (for the log): `delivered` wins over a
@@ -65,13 +98,18 @@ export class EpochGuard {
       return;
     }
     this.#rotating = true;
+    this.#asked = epoch;
     this.#staleFetch = fetchInFlight;
     effects.push({ kind: 'rotate-epoch', epoch, cause });
   }
 
-  /** The rotation asked for was tried (done, done by another node, or failed). */
-  rotated(): void {
+  /**
+   * The rotation asked for was tried (done, done by another node, or failed).
+   * @param kept true when Redis refused it for the cool-down: the epoch stays
+   */
+  rotated(kept = false): void {
     this.#rotating = false;
+    if (kept) this.#kept = this.#asked;
   }
 
   /** The fetch in flight ended (answered or failed). @returns true when its page is to be dropped */

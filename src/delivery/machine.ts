@@ -20,10 +20,11 @@
  * - Resume on login with `gap` and `reset` (DESIGN.md §5 "Resume rules"); content
  *   that expired or vanished is a `gap` of its seq, never an empty message or a stall.
  * - A user whose inbox epoch changed is reset on every connection. One whose latest
- *   seq fell below what a connection was already sent (Redis gave the inbox back with
- *   less, under the same epoch) first gets a new epoch (`rotate-epoch`), so that every
- *   device holding a cursor of the old one, offline ones included, is reset too; no
- *   fetch starts until `epochRotated`, whose pull then resets them all (DESIGN.md §11).
+ *   seq fell below what a connection was sent (Redis gave the inbox back with less,
+ *   same epoch) first gets a new epoch (`rotate-epoch`: every device with a cursor of
+ *   the old one is reset, offline ones too); no fetch starts until `epochRotated`,
+ *   whose pull resets them all (DESIGN.md §11). One only a joining device's `last_seq`
+ *   shows may be refused (cool-down, epoch-guard.ts): that device alone is reset.
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
@@ -68,9 +69,8 @@ export class UserMachine {
   /** Whether Redis gave the inbox back with less, and the new epoch asked for then (epoch-guard.ts). */
   readonly #guard = new EpochGuard();
   /**
-   * Logged in while the fetch in flight ran: its page may predate what their device was
-   * sent elsewhere, so it neither rotates the epoch for them nor resets them (they wait
-   * for the next fetch, which login asked for); the others join on it as usual.
+   * Logged in while the fetch in flight ran: its page may predate what their device was sent elsewhere, so it neither
+   * rotates the epoch for them nor resets them (they wait for the next fetch, which login asked for); the others join on it.
    */
   #joinedDuringFetch: Set<string> | undefined;
 
@@ -225,9 +225,9 @@ export class UserMachine {
     return redeliveryRound(c, this.#config, effects) ? effects.concat(this.#pump()) : effects;
   }
 
-  /** epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere, or failed); pulls at once. */
-  epochRotated(): Effect[] {
-    this.#guard.rotated();
+  /** epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere, failed, or `kept`: refused for its cool-down); pulls at once. */
+  epochRotated(kept = false): Effect[] {
+    this.#guard.rotated(kept);
     this.#force = true;
     this.#probe = true;
     this.#ahead?.clear();
@@ -291,15 +291,14 @@ export class UserMachine {
   }
 
   /**
-   * The inbox was recreated under a connection (DESIGN.md §11): `reset` it. One that
-   * came back with less under the same epoch gets a new epoch first (`rotate-epoch`);
-   * the pull after `epochRotated` resets every connection under it.
+   * The inbox was recreated under a connection (DESIGN.md §11): `reset` it. One that came back with less under the
+   * same epoch gets a new epoch first (`rotate-epoch`); the pull after `epochRotated` resets every connection under it.
    */
   #detectReset(page: InboxPage, effects: Effect[], late: ReadonlySet<string> | undefined): void {
     const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
     for (const c of this.#conns.values()) {
       if (c.phase !== 'ready') {
-        if (page.epoch !== null && late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.rotate(page.epoch, false, effects, 'resume');
+        if (late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.claimedAhead(page.epoch, effects);
         continue;
       }
       if (epochChanged) {
@@ -316,6 +315,7 @@ export class UserMachine {
         this.#guard.rotate(page.epoch, false, effects, 'delivered');
       }
     }
+    this.#guard.judged();
   }
 
   /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */

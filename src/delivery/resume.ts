@@ -69,7 +69,9 @@ export function joinCursor(r: ResumeRequest): number {
  * no longer has, so Redis gave it back with less while no connection was there to see
  * it. The epoch must then be replaced, as for a connection that sees it live, or the
  * lost seqs, assigned again, would be skipped by every other device holding a cursor
- * of this epoch (DESIGN.md §11; docs/decisions.md "Redis with less than it had").
+ * of this epoch (DESIGN.md §11; docs/decisions.md "Redis with less than it had"). A
+ * client's wrong `last_seq` looks the same: such rotations have a cool-down
+ * (epoch-guard.ts), within which the device is reset alone ({@link resetsOn}).
  */
 export function resumesAboveLatest(r: ResumeRequest, page: InboxPage): boolean {
   return r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq;

@@ -16,6 +16,7 @@ import { AckCursors } from './ack-cursors.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
 import { ackOutcome, type AckOutcome, type RotationCause } from './effects.js';
+import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
 
 /**
@@ -29,6 +30,10 @@ const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
   resume: 'a device resumed from a last_seq above the inbox\'s latest under its epoch: Redis lost appends '
     + '(an older snapshot, a failover), or the client sent a wrong last_seq; new epoch, its devices are reset',
 };
+
+/** The line of a resume claim whose rotation the cool-down refused (epoch-guard.ts {@link RESUME_ROTATION_COOLDOWN_MS}). */
+const KEPT_LOG = 'a device resumed from a last_seq above the inbox\'s latest under its epoch within the cool-down '
+  + 'of the last such rotation: epoch kept, only that device is reset (a client that keeps its last_seq after a reset?)';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -77,6 +82,13 @@ export interface SessionDeps {
   readonly ackFailureLog?: LogThrottle;
   /** Thins the node's `delivery fetch failed` warnings (one per user whose pull fails); default: every one. */
   readonly fetchFailureLog?: LogThrottle;
+  /**
+   * Thins the node's warnings of epoch rotations asked for by a device's `last_seq` (each
+   * user's at most once per cool-down, but a script may loop over many users); default: every one.
+   */
+  readonly resumeRotationLog?: LogThrottle;
+  /** Thins the node's lines of resume claims the cool-down kept from rotating (a client's loop: several a second); default: every one. */
+  readonly resumeKeptLog?: LogThrottle;
 }
 
 /** One locally connected user: its machine and its connections. */
@@ -271,13 +283,20 @@ export class UserSession {
    */
   async #rotateEpoch(epoch: string, cause: RotationCause): Promise<void> {
     const { logger } = this.#deps;
+    let kept = false;
     try {
-      const after = await this.#deps.inbox.rotateEpoch(this.user, epoch);
-      logger.warn({ user: this.user, epoch, newEpoch: after }, ROTATION_LOGS[cause]);
+      // Only a device's claim can be the client's mistake: such rotations have a cool-down.
+      const after = await this.#deps.inbox.rotateEpoch(this.user, epoch, cause === 'resume' ? RESUME_ROTATION_COOLDOWN_MS : 0);
+      kept = after === epoch;
+      const context = { user: this.user, epoch, newEpoch: after };
+      const left = cause === 'delivered' ? 0 : ((kept ? this.#deps.resumeKeptLog : this.#deps.resumeRotationLog) ?? EVERY_LINE).take();
+      if (left === undefined) logger.debug(context, kept ? KEPT_LOG : ROTATION_LOGS[cause]);
+      else if (kept) logger.info({ ...context, ...thinnedFields(left) }, KEPT_LOG);
+      else logger.warn({ ...context, ...thinnedFields(left) }, ROTATION_LOGS[cause]);
     } catch (err) {
       logger.warn({ ...outageFields(err), user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
     }
-    this.#run(this.#machine.epochRotated());
+    this.#run(this.#machine.epochRotated(kept));
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {

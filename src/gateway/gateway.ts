@@ -159,6 +159,8 @@ export class Gateway implements GatewayDeps {
       onStalled: (stalled) => (stalled ? metrics.deliveryStalledUsers.inc() : metrics.deliveryStalledUsers.dec()),
       ackFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       fetchFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
+      resumeRotationLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
+      resumeKeptLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,

@@ -284,23 +284,29 @@ export class Inbox {
 
   /**
    * Gives the user's inbox a new epoch if it is still `epoch`, and deletes the stored
-   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-2.lua`). For
+   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-3.lua`). For
    * an inbox that Redis gave back with less than a connection was already sent: its
    * lost seqs will name other messages, so every device holding a cursor of `epoch`
    * must be told `reset`. Done by one node when several see it (the epoch is compared
    * and set in one script).
    *
    * @param epoch the epoch the delivery read the shrunken inbox under
+   * @param coolDownMs for a rotation only a connecting device's `last_seq` asks for
+   *   (a client's mistake looks the same): refused when another such rotation of the
+   *   user was made less than this long ago, on any node (Redis's clock); 0 (default)
+   *   for one the node's own deliveries prove, never refused
    * @returns the inbox's epoch after the call (a new one, or whatever another node set);
-   *   null when the inbox has none
-   * @throws PixiuError INVALID_REQUEST for a bad uid or an empty epoch; UNAVAILABLE when Redis fails
+   *   `epoch` itself when the cool-down refused it; null when the inbox has none
+   * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch or a cool-down that
+   *   is not a whole number of ms >= 0; UNAVAILABLE when Redis fails
    */
-  async rotateEpoch(uid: string, epoch: string): Promise<string | null> {
+  async rotateEpoch(uid: string, epoch: string, coolDownMs = 0): Promise<string | null> {
     const keys = this.#keys.user(uid);
     if (epoch === '') throw invalid('epoch must be a non-empty string');
+    if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await redisCall(() => this.#redis.pxRotateV1(keys.meta, keys.acks, epoch, fresh));
+    const after = await redisCall(() => this.#redis.pxRotateV2(keys.meta, keys.acks, epoch, fresh, String(coolDownMs)));
     return after === '' ? null : after;
   }
 

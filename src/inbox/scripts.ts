@@ -10,7 +10,7 @@ export const INBOX_SCRIPTS = {
   append: { command: 'pxAppendV5', file: new URL('./lua/append-7.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
   ack: { command: 'pxAckV4', file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
-  rotate: { command: 'pxRotateV1', file: new URL('./lua/rotate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  rotate: { command: 'pxRotateV2', file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   locate: { command: 'pxLocateV1', file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
 } as const satisfies Record<string, ScriptSpec>;
 
@@ -56,8 +56,11 @@ declare module 'ioredis' {
     pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
     /** `ack-4.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Returns the cursor after. */
     pxAckV4(acks: string, meta: string, device: string, seq: string, epoch: string, maxDevices: string): Result<number, Context>;
-    /** `rotate-2.lua`: KEYS meta, acks; ARGV the epoch to replace, the new one. Returns the epoch after ("" when none). */
-    pxRotateV1(meta: string, acks: string, expected: string, fresh: string): Result<string, Context>;
+    /**
+     * `rotate-3.lua`: KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed
+     * rotation in ms ("0": none). Returns the epoch after ("" when none; `expected` itself when the cool-down refused it).
+     */
+    pxRotateV2(meta: string, acks: string, expected: string, fresh: string, coolDownMs: string): Result<string, Context>;
     /** `locate-2.lua`: KEYS ids, inbox; ARGV msgId. Returns the MsgID's seq in the inbox, 0 when it is not there. */
     pxLocateV1(ids: string, inbox: string, msgId: string): Result<number, Context>;
   }

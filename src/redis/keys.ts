@@ -42,7 +42,11 @@ export class UserKeys {
     return `${this.#tag}:inbox`;
   }
 
-  /** Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch). */
+  /**
+   * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
+   * (when the keys expire, append-7.lua), `resume_rotated` (when a resume claim last
+   * rotated the epoch, ms by Redis's clock: rotate-3.lua's cool-down).
+   */
   get meta(): string {
     return `${this.#tag}:meta`;
   }

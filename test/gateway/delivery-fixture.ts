@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import type { Redis } from 'ioredis';
+import type { Logger } from '../../src/logger.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import type { CleanupContext, PixiuClient } from '../harness/pixiu-server.js';
 import type { Frame, TestClient } from '../harness/ws-client.js';
@@ -16,12 +17,12 @@ import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 /**
  * A service for delivery tests on `settings.redisUrl` with its own key prefix and the
  * store's relaxed durability (these tests are about delivery, not fsync), and an
- * `Inbox` on its keys to read cursors with.
+ * `Inbox` on its keys to read cursors with; its log goes to `logger` when one is given.
  */
 export async function startDelivery(
-  t: CleanupContext, prefix: string, settings: ConfigOverrides & { redisUrl: string },
+  t: CleanupContext, prefix: string, settings: ConfigOverrides & { redisUrl: string }, logger?: Logger,
 ): Promise<{ gw: GatewayFixture; inbox: Inbox; redis: Redis }> {
-  const gw = await startGateway(t, { redisPrefix: `${prefix}:`, storeDurability: 'relaxed', ...settings });
+  const gw = await startGateway(t, { redisPrefix: `${prefix}:`, storeDurability: 'relaxed', ...settings }, logger);
   const { inbox, redis } = await openInbox(t, settings.redisUrl, `${prefix}:`);
   return { gw, inbox, redis };
 }

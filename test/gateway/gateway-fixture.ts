@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '../../src/logger.js';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
 import { expectError } from '../harness/checks.js';
@@ -40,11 +41,12 @@ export interface GatewayFixture extends InProcessServer {
 }
 
 /**
- * Starts the service in this process with {@link JWT_SECRET} and the given settings;
- * every client it connects is closed when the test ends.
+ * Starts the service in this process with {@link JWT_SECRET} and the given settings
+ * (its log to `logger` when one is given, else silent); every client it connects is
+ * closed when the test ends.
  */
-export async function startGateway(t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }): Promise<GatewayFixture> {
-  const server = await startInProcess(t, { jwtSecret: JWT_SECRET, ...overrides });
+export async function startGateway(t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }, logger?: Logger): Promise<GatewayFixture> {
+  const server = await startInProcess(t, { jwtSecret: JWT_SECRET, ...overrides }, logger);
   const url = server.service.url;
   const clients: TestClient[] = [];
   t.after(() => Promise.all(clients.map((c) => c.close())));

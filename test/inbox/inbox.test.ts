@@ -491,3 +491,32 @@ test('rotateEpoch gives the inbox a new epoch and drops its ack cursors, only wh
   assert.equal(await inbox.rotateEpoch('rota-none', 'whatever'), null);
   await assert.rejects(inbox.rotateEpoch('rota', ''), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
 });
+
+test('a rotation asked for with a cool-down (a resume claim) is refused while another such one is younger than it, on any node; one without (proved by deliveries) never is', async () => {
+  await appendMany(inbox, 'rotc', 2, 720);
+  const e0 = (await inbox.range('rotc', 0, 1)).epoch as string;
+  const e1 = await inbox.rotateEpoch('rotc', e0, 60_000);
+  assert.ok(e1 !== null && e1 !== e0, 'the first one is made');
+  await inbox.ack('rotc', 'phone', 2, e1);
+  // A second claim within the cool-down: the epoch and the cursors stay; the answer is the epoch asked about.
+  assert.equal(await inbox.rotateEpoch('rotc', e1, 60_000), e1);
+  assert.equal((await inbox.range('rotc', 0, 1)).epoch, e1);
+  assert.deepEqual(await inbox.cursors('rotc'), { phone: 2 }, 'a refused rotation drops no cursor');
+  // Proved by the node's deliveries: made whatever the cool-down, and it does not start one.
+  const e2 = await inbox.rotateEpoch('rotc', e1);
+  assert.ok(e2 !== null && e2 !== e1);
+  assert.equal(await inbox.rotateEpoch('rotc', e2, 60_000), e2, 'still refused: the last resume rotation is younger than the cool-down');
+  // Once the last one is older than the cool-down (here: its time moved back 61 s), the next is made.
+  const meta = keys.meta('rotc');
+  const at = Number(await redis.hget(meta, 'resume_rotated'));
+  await redis.hset(meta, 'resume_rotated', String(at - 61_000));
+  const e3 = await inbox.rotateEpoch('rotc', e2, 60_000);
+  assert.ok(e3 !== null && e3 !== e2, 'made after the cool-down');
+  assert.ok(Number(await redis.hget(meta, 'resume_rotated')) >= at, 'and it starts a new one');
+  // A time in the future (Redis's clock stepped back) counts as lapsed.
+  await redis.hset(meta, 'resume_rotated', String(Date.now() + 3_600_000));
+  const e4 = await inbox.rotateEpoch('rotc', e3 as string, 60_000);
+  assert.ok(e4 !== null && e4 !== e3);
+  await assert.rejects(inbox.rotateEpoch('rotc', e4 as string, 1.5), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
+  await assert.rejects(inbox.rotateEpoch('rotc', e4 as string, -1), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
+});

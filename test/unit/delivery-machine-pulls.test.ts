@@ -8,7 +8,9 @@
  * the page would reset it (it may predate seqs the device was sent elsewhere): before,
  * such a login made the node rotate the user's epoch and reset every device. A notify
  * of a seq not new is judged when the pull is made, not when it arrives: a fetch in
- * flight may yet deliver that seq from the inbox as it was.
+ * flight may yet deliver that seq from the inbox as it was. A rotation a login's claim
+ * asks for that Redis refuses (its cool-down) resets that login alone, once, and is not
+ * asked for again and again.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -64,14 +66,20 @@ test('a full window is reset on a local append to a recreated inbox whose seq pa
   assert.deepEqual(d.brief('a').filter((f) => f.startsWith('reset')).length, 1, 'reset on the append of another epoch');
 });
 
-test('a login during a fetch read before a newer append does not rotate the epoch', () => {
+/** A driver (window 100) whose connection `a` was sent seqs 1..4 and acked them; `a`'s frames so far are read. */
+function caughtUpOnFour(): Driver {
   const d = new Driver({ ...CONFIG, window: 100 });
   d.inbox.append(4);
   d.login('a');
   d.settle();
   d.ack('a', 4);
   d.settle();
-  d.frames('a');
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+  return d;
+}
+
+test('a login during a fetch read before a newer append does not rotate the epoch', () => {
+  const d = caughtUpOnFour();
   // A heartbeat's pull reads the inbox at latest 4 …
   d.heartbeat();
   assert.ok(d.pending);
@@ -105,4 +113,30 @@ test('a full window is reset when a recreated inbox\'s seq is notified while the
   const frames = d.brief('c1');
   assert.deepEqual(frames.slice(0, 2), ['reset ep-a 1', 'msg 1']);
   assert.ok(frames.includes('reset ep-b 1'), `c1 stays on ep-a with a full window: ${JSON.stringify(frames)}, fetches ${d.fetches.length}`);
+});
+
+test('a resume claim whose rotation the cool-down refuses resets that connection alone, under the kept epoch; a connection already there is not reset, and no second rotate-epoch loops', () => {
+  const d = caughtUpOnFour();
+  d.inbox.coolingDown = true;
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' });
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep1'], 'asked once, refused');
+  assert.equal(d.inbox.epoch, 'ep1');
+  assert.deepEqual(d.brief('b'), ['welcome 1', 'reset ep1 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+  assert.deepEqual(d.brief('a'), [], 'the other connection is not reset');
+  // The next claim asks Redis again (the cool-down may have passed): refused once more.
+  d.m.logout('b');
+  d.login('b2', { kind: 'after', seq: 9, epoch: 'ep1' }, 'dev-b');
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep1', 'ep1']);
+  assert.deepEqual(d.brief('b2'), ['welcome 1', 'reset ep1 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+  assert.deepEqual(d.brief('a'), []);
+  // A loss the deliveries prove is rotated whatever the cool-down: both are reset.
+  d.inbox.restoreTo(2);
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['resume', 'resume', 'delivered']);
+  assert.equal(d.inbox.epoch, 'ep1-rotated');
+  assert.deepEqual(d.brief('a').slice(0, 1), ['reset ep1-rotated 2']);
+  assert.deepEqual(d.brief('b2').slice(0, 1), ['reset ep1-rotated 2']);
 });

@@ -119,9 +119,22 @@ export class FakeInbox {
     this.first = Math.min(this.first, latest + 1);
   }
 
-  /** `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-2.lua); the seqs stay. */
-  rotateEpoch(expected: string): void {
-    if (this.epoch === expected) this.epoch = `${expected}-rotated`;
+  /**
+   * While true, a rotation asked for by a resume claim is refused, as rotate-3.lua does
+   * within the cool-down of the last one (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS).
+   */
+  coolingDown = false;
+
+  /**
+   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-3.lua), unless
+   * `cause` is `resume` while {@link coolingDown}; the seqs stay.
+   * @returns true when it was refused so (the epoch kept)
+   */
+  rotateEpoch(expected: string, cause = 'delivered'): boolean {
+    if (this.epoch !== expected) return false;
+    if (cause === 'resume' && this.coolingDown) return true;
+    this.epoch = `${expected}-rotated`;
+    return false;
   }
 
   /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
@@ -280,8 +293,8 @@ export class Driver {
   rotated(): Effect[] {
     assert.ok(this.rotating, 'no rotate-epoch in flight');
     this.rotating = false;
-    this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string);
-    return this.take(this.m.epochRotated());
+    const kept = this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string, this.rotationCauses[this.rotationCauses.length - 1]);
+    return this.take(this.m.epochRotated(kept));
   }
 
   /** Answers fetches and epoch rotations until none is in flight; a fetch loop fails the test. */

@@ -1,0 +1,72 @@
+--[[
+rotate-3: give a user's inbox a new epoch, when it still has the one given
+(DESIGN.md §11). Used when Redis came back with less than a connection was already
+sent (a restored snapshot, a failover to a replica that was behind, the last second
+of an `appendfsync everysec` AOF lost with its machine): the seqs above the inbox's
+latest will be assigned again, to other messages, so a cursor of the old epoch
+(a device's `last_seq`, a stored ack cursor) no longer says what a device has. With a
+new epoch every such device is told `reset`.
+
+A rotation asked for because a connecting device claimed a `last_seq` above the
+latest (ARGV[3] > 0) is what a client's wrong `last_seq` looks like too, and each one
+resets every device of the user: at most one such rotation per cool-down, across nodes,
+so a client that repeats the claim in a loop cannot reset the others again and again
+(docs/decisions.md "Redis with less than it had"). Rotations the node's own deliveries
+proved (ARGV[3] = 0) are never refused and leave the cool-down as it is.
+
+Steps
+  1. If the inbox's epoch is not ARGV[1] (another node rotated it first, or the inbox
+     is gone), change nothing.
+  2. If ARGV[3] > 0: now = Redis's TIME in ms; if the meta field `resume_rotated`
+     (when the last such rotation was made, ms) lies within ARGV[3] ms before now,
+     change nothing (refused: the epoch stays ARGV[1]); else set it to now. A field in
+     the future (Redis's clock stepped back) counts as lapsed.
+  3. Set the epoch to ARGV[2] and delete the stored ack cursors: they count seqs of the
+     old epoch, and a device resuming from one would skip new messages.
+  4. Return the epoch after the call.
+
+KEYS
+  1. meta hash  `<prefix>{uid}:meta` (its `epoch` and `resume_rotated`)
+  2. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
+
+ARGV
+  1. the epoch to replace, a non-empty string
+  2. the new epoch, a non-empty string other than ARGV[1]
+  3. the cool-down of a rotation asked for by a resume claim, ms, an integer >= 0;
+     0 for one the node's deliveries proved (no cool-down)
+
+Returns
+  the inbox's epoch after the call, "" when it has none; ARGV[1] itself when step 2
+  refused the rotation.
+
+Error replies
+  INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
+]]
+
+local metaKey, acksKey = KEYS[1], KEYS[2]
+local expected, fresh = ARGV[1], ARGV[2]
+local coolDown = tonumber(ARGV[3])
+
+if type(expected) ~= 'string' or expected == '' or type(fresh) ~= 'string' or fresh == '' or fresh == expected then
+  return redis.error_reply('INVALID_REQUEST the epochs must be two different non-empty strings')
+end
+if not coolDown or coolDown < 0 or coolDown ~= math.floor(coolDown) then
+  return redis.error_reply('INVALID_REQUEST the cool-down must be an integer number of ms >= 0')
+end
+
+local current = redis.call('HGET', metaKey, 'epoch')
+if current ~= expected then
+  return current or ''
+end
+if coolDown > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = tonumber(redis.call('HGET', metaKey, 'resume_rotated') or '')
+  if last and last <= now and now - last < coolDown then
+    return expected
+  end
+  redis.call('HSET', metaKey, 'resume_rotated', string.format('%.0f', now))
+end
+redis.call('HSET', metaKey, 'epoch', fresh)
+redis.call('DEL', acksKey)
+return fresh
