@@ -12,7 +12,7 @@ import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
 import type { IngestRoute, Metrics } from './metrics.js';
-import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
+import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers, sendError } from './error-handler.js';
 import { connectMethodAnswerer } from './connect-method.js';
 import { installContinue } from './expect-continue.js';
 import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
@@ -21,6 +21,20 @@ import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators, takesBody } from './validation.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * From now on every request is refused 503 UNAVAILABLE ({@link SHUTTING_DOWN},
+     * `Retry-After`, `Connection: close`): the first step of draining, called just
+     * before `close()` (src/service/service.ts). Idempotent.
+     */
+    stopTakingRequests(): void;
+  }
+}
+
+/** The message of a request refused because the node is draining (docs/api.md, "Operations", Shutdown). */
+export const SHUTTING_DOWN = 'this node is shutting down; send the request again, to another node or once this one is back';
 
 /** Path of the OpenAPI document. */
 export const OPENAPI_PATH = '/v1/openapi.json';
@@ -45,14 +59,16 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // connectionsCheckingInterval, so the answer comes up to a quarter late.
     requestTimeout: deps.config.requestTimeoutMs,
     // A request that reaches routing while the server drains (on a keep-alive connection
-    // already open, or pipelined behind one in flight) is refused with fastify's own
-    // 503 and `Connection: close`, before anything is done: serving it instead would
-    // store a message whose answer Node may never deliver (the connection ends after
-    // the answer in flight), and a producer would send it again. Its body is fastify's,
-    // not the catalogue's. Only a request whose head was arriving as draining began
-    // gets it: a pipelined one's 503 is never sent, the answer in flight having ended
-    // the connection (docs/decisions.md "Shutdown drains HTTP").
-    return503OnClosing: true,
+    // already open, or pipelined behind one in flight) is refused 503 UNAVAILABLE with
+    // `Retry-After` and `Connection: close`, before anything is done: serving it instead
+    // would store a message whose answer Node may never deliver (the connection ends
+    // after the answer in flight), and a producer would send it again. Refused by the
+    // first onRequest hook below, in the catalogue's shape, not by fastify, whose own
+    // 503 body is not Pixiu's and carries no Retry-After (a contract tester's finding).
+    // Only a request whose head was arriving as draining began gets it: a pipelined
+    // one's 503 is never sent, the answer in flight having ended the connection
+    // (docs/decisions.md "Shutdown drains HTTP").
+    return503OnClosing: false,
     // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
     // catalogue's body, rather than by Node with an empty 400. Headers must arrive
     // within the request timeout too (Node's default is 60 s whatever it is).
@@ -70,6 +86,39 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     clientErrorHandler: clientErrorAnswerer((err, req) => countRawError(deps.metrics, err, req)),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
+  // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
+  // stops listening), the answers of the requests still in flight end their
+  // connections. Node closes only the connections idle when the server closes; a
+  // keep-alive connection whose request was in flight would stay open after its
+  // answer and hold the close up until the grace period (src/gateway/upgrade-guard.ts).
+  // `closing` is also set by stopTakingRequests, which the service calls just before
+  // close(): fastify runs preClose hooks a few turns of the event loop after close()
+  // begins, and a request routed meanwhile would be served.
+  let closing = false;
+  app.decorate('stopTakingRequests', () => {
+    closing = true;
+  });
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  // Draining: nothing new is done (see return503OnClosing above). The first onRequest
+  // hook, so that no other check answers first. Answered here, not through the error
+  // handler, which would log it as an outage: at info, as fastify did.
+  app.addHook('onRequest', (req, reply, done) => {
+    if (!closing) {
+      done();
+      return;
+    }
+    const err = new PixiuError('UNAVAILABLE', SHUTTING_DOWN);
+    countError(deps.metrics, err, req.routeOptions.config?.ingestRoute);
+    req.log.info('request refused: this node is shutting down');
+    void sendError(reply, err);
+  });
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (closing) void reply.header('connection', 'close');
+    done(null, payload);
+  });
   installValidators(app);
   // History answers in flight, node-wide (history-budget.ts); one not taken by its client
   // in time closes its connection.
@@ -80,20 +129,6 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   app.server.on('connect', connectMethodAnswerer((err, req) => countRawError(deps.metrics, err, req)));
   // Expect: 100-continue is answered 100 only when the body will be read.
   installContinue(app);
-  // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
-  // stops listening), the answers of the requests still in flight end their
-  // connections. Node closes only the connections idle when the server closes; a
-  // keep-alive connection whose request was in flight would stay open after its
-  // answer and hold the close up until the grace period (src/gateway/upgrade-guard.ts).
-  let closing = false;
-  app.addHook('preClose', (done) => {
-    closing = true;
-    done();
-  });
-  app.addHook('onSend', (_req, reply, payload, done) => {
-    if (closing) void reply.header('connection', 'close');
-    done(null, payload);
-  });
   // Bodies are read as they come: a compressed one would be parsed as JSON and refused
   // with a misleading "not valid JSON". Say what is wrong instead (RFC 9110 §15.5.16:
   // 415 for an unsupported content coding).

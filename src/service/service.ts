@@ -287,7 +287,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // stops accepting: with Redis hung, each such step waits a command timeout, and
     // the node took new work for all of that time (a fresh-user finding).
     cleanup.unshift({ what: 'connections', run: () => Promise.resolve(gateway.stopAccepting()) });
-    cleanup.splice(1, 0, { what: 'http', run: () => app.close() });
+    cleanup.splice(1, 0, {
+      what: 'http',
+      run: () => {
+        app.stopTakingRequests();
+        return app.close();
+      },
+    });
     stopAsked();
     try {
       await app.listen({ host: config.host, port: config.port });

@@ -1,8 +1,9 @@
 /**
  * What a request sent once HTTP draining has begun gets (docs/api.md, "Shutdown";
  * docs/decisions.md, "Shutdown drains HTTP"), in process, on a real port: a request
- * whose head had begun to arrive before draining is answered fastify's own 503 with
- * `Connection: close`; on a keep-alive connection that was idle the client sees the
+ * whose head had begun to arrive before draining is answered 503 UNAVAILABLE in the
+ * catalogue's shape, with `Retry-After: 1` and `Connection: close` (not fastify's own
+ * 503 body, which had no Retry-After: a contract tester's finding); on a keep-alive connection that was idle the client sees the
  * connection closed, unanswered; pipelined behind the request in flight, it sees the
  * connection close after that one's answer. None of them is done. (A newcomer found the
  * docs promising the 503 for all of them: only the first gets it.)
@@ -11,6 +12,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';
+import { SHUTTING_DOWN } from '../../src/api/app.js';
 import { openInbox, readWholeInbox, waitUntilNotAccepting } from '../harness/checks.js';
 import { cleanupList, startInProcessAlone } from '../harness/pixiu-server.js';
 
@@ -67,7 +69,7 @@ function statuses(text: string): number[] {
   return [...text.matchAll(/^HTTP\/1\.1 (\d{3}) /gm)].map((m) => Number(m[1]));
 }
 
-test('once draining has begun: a request whose head was arriving gets fastify\'s 503 and Connection: close; an idle keep-alive connection is closed unanswered; one pipelined behind the request in flight is never answered; none is done', { timeout: 60_000 }, async () => {
+test('once draining has begun: a request whose head was arriving gets 503 UNAVAILABLE in the error shape, with Retry-After and Connection: close; an idle keep-alive connection is closed unanswered; one pipelined behind the request in flight is never answered; none is done', { timeout: 60_000 }, async () => {
   const { redis, server } = await startInProcessAlone(files, { redisPrefix: 'late:' });
   const { inbox } = await openInbox(files, redis.url, 'late:');
   const port = Number(new URL(server.service.url).port);
@@ -99,12 +101,15 @@ test('once draining has begun: a request whose head was arriving gets fastify\'s
   // The idle connection is closed by the server, with nothing more sent on it.
   assert.deepEqual(statuses(await idle.closed), [200], 'nothing after the answer before draining');
 
-  // The rest of the half head: answered, fastify's 503, not the catalogue's shape.
+  // The rest of the half head: answered 503 in the catalogue's shape, as every 503 is.
   halfHead.socket.write(`${head.slice(head.length - 20)}\r\n\r\n${JSON.stringify({ to: 'lee', type: 't', data: 1 })}`);
   const refused = await halfHead.closed;
   assert.deepEqual(statuses(refused), [503], refused);
   assert.match(refused, /\r\nConnection: close\r\n/i);
-  assert.match(refused, /\{"error":"Service Unavailable","message":"Service Unavailable","statusCode":503\}$/);
+  assert.match(refused, /\r\nRetry-After: 1\r\n/i);
+  assert.match(refused, /\r\nContent-Type: application\/json; charset=utf-8\r\n/i);
+  const [, refusedBody] = refused.split('\r\n\r\n');
+  assert.deepEqual(JSON.parse(refusedBody ?? ''), { error: { code: 'UNAVAILABLE', message: SHUTTING_DOWN } });
 
   // The body of the request in flight, and a request pipelined behind it: only the first answered.
   inFlight.socket.write(`${body}${post('lee')}`);
