@@ -52,6 +52,13 @@ export const ERRORS = Object.freeze({
   INTERNAL: { code: 'INTERNAL', status: 500, closeCode: 1011, retryable: false },
 } as const satisfies Record<string, ErrorSpec>);
 
+/**
+ * Seconds a client should wait before sending again a request answered 503
+ * UNAVAILABLE, or 429 where the limit frees itself within moments (the history budget):
+ * the answer's `Retry-After` (RFC 9110 §10.2.3; RFC 6585 §4 for a 429).
+ */
+export const RETRY_AFTER_SECONDS = 1;
+
 /** A code from the catalogue. */
 export type ErrorCode = keyof typeof ERRORS;
 
@@ -65,13 +72,22 @@ export class PixiuError extends Error {
   readonly status: number;
   readonly closeCode: number | undefined;
   readonly retryable: boolean;
+  /**
+   * The `Retry-After` of its HTTP answer, seconds; none when undefined. Every 503
+   * UNAVAILABLE has {@link RETRY_AFTER_SECONDS}; another error only when given (the
+   * history budget's 429: not the connection limit's, which waits for a connection to
+   * close, docs/protocol.md).
+   */
+  readonly retryAfterSeconds: number | undefined;
 
   /**
    * @param code a catalogue code
    * @param message a client-safe sentence
    * @param options.cause the underlying error, for logs only
+   * @param options.retryAfterSeconds its answer's `Retry-After`, seconds (a 503's is
+   *   {@link RETRY_AFTER_SECONDS} when not given)
    */
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }) {
     super(message, options);
     const spec: ErrorSpec = ERRORS[code];
     this.name = 'PixiuError';
@@ -79,6 +95,7 @@ export class PixiuError extends Error {
     this.status = spec.status;
     this.closeCode = spec.closeCode;
     this.retryable = spec.retryable;
+    this.retryAfterSeconds = options?.retryAfterSeconds ?? (code === 'UNAVAILABLE' ? RETRY_AFTER_SECONDS : undefined);
   }
 
   /** The JSON error body of DESIGN.md §7. */

@@ -1,7 +1,7 @@
 /**
  * The HTTP face of the error catalogue: every failure becomes
  * `{"error": {"code", "message"}}` with the catalogue's status (DESIGN.md §7),
- * 503s carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal detail reaches a client.
+ * 503s (and the history budget's 429s) carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal detail reaches a client.
  * Server faults (500) are logged at error with their stack; 503 UNAVAILABLE (an outage
  * of Redis or another node, expected and retried) at warn with its message and its
  * cause's, no stack — but `/readyz`'s at debug: saying "not ready" is its job; client
@@ -27,9 +27,6 @@ declare module 'fastify' {
     unavailableIsAnswer?: boolean;
   }
 }
-
-/** Seconds a client should wait before retrying a 503. */
-export const RETRY_AFTER_SECONDS = 1;
 
 /** A whole body over its route's limit, before the handler names the limit ({@link withBodyLimit}). */
 const BODY_TOO_LARGE = 'request body is over the size limit';
@@ -79,7 +76,7 @@ export function toHttpError(err: unknown): PixiuError {
  * answer, the 408 of `PIXIU_REQUEST_TIMEOUT`.
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
-  if (err.code === 'UNAVAILABLE') reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+  if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
   if (err.status === 401) reply.header('www-authenticate', bearerChallenge(reply.request.raw));
   if (bodyPending(reply.request.raw)) {
     reply.header('connection', 'close');

@@ -8,14 +8,14 @@
  * 503 UNAVAILABLE with `Retry-After`, read nothing, and the node lives.
  *
  * One user's answers hold at most {@link HISTORY_BYTES_PER_USER} of it: past that a
- * request for that user's inbox is 429 RATE_LIMITED, and the rest of the budget stays
+ * request for that user's inbox is 429 RATE_LIMITED (with `Retry-After`), and the rest of the budget stays
  * for the others (a security tester's finding: one account keeping 40 requests of its
  * own empty inbox in flight, each holding a full page's 2 MiB while it was read, made
  * 11 – 36 % of other users' history requests 503).
  */
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
-import { PixiuError, unavailable } from '../errors.js';
+import { PixiuError, RETRY_AFTER_SECONDS, unavailable } from '../errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -87,14 +87,16 @@ export class HistoryBudget {
    * @param user whose inbox the answer is of: its answers hold at most the per-user share
    * @returns a function that changes the bytes held to its argument (once the page's
    *   size is known); it does nothing after the release
-   * @throws PixiuError RATE_LIMITED when answers for `user` hold too much already;
+   * @throws PixiuError RATE_LIMITED (with `retryAfterSeconds`) when answers for `user` hold too much already;
    *   UNAVAILABLE when answers in flight hold too much already
    */
   hold(reply: FastifyReply, bytes: number, user: string): (bytes: number) => void {
     const mine = this.#byUser.get(user) ?? 0;
     if (mine > 0 && mine + bytes > this.#perUser) {
+      // Retry-After: the user's pages in flight are taken within moments by a client that reads them.
       throw new PixiuError('RATE_LIMITED', `user ${user} has ${Math.round(mine / 1048576)} MiB of history pages in flight on this node, `
-        + 'being read or not yet taken by their clients; read each answer before asking for the next, or retry shortly');
+        + 'being read or not yet taken by their clients; read each answer before asking for the next, or retry shortly',
+      { retryAfterSeconds: RETRY_AFTER_SECONDS });
     }
     if (this.#inUse > 0 && this.#inUse + bytes > this.#limit) {
       throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB held for pages being read or not yet taken by their clients); retry shortly`);

@@ -126,7 +126,8 @@ export const errorBody = {
 /**
  * The `Retry-After` header of an answer, for a response schema's `headers`, which the
  * OpenAPI document shows (the serializer ignores them): sent with every 503
- * UNAVAILABLE (error-handler.ts `sendError`), and with a batch's 200 when an item is 503.
+ * UNAVAILABLE and the history routes' 429 (error-handler.ts `sendError`), and with a
+ * batch's 200 when an item is 503.
  */
 export const retryAfterHeader = {
   'Retry-After': { type: 'integer', minimum: 0, description: 'seconds to wait before sending it again, 1 (RFC 9110 §10.2.3)' },
@@ -139,6 +140,16 @@ export const retryAfterHeader = {
 export function unavailableAnswer<const D extends string>(description: D) {
   return { ...errorBody, description, headers: retryAfterHeader } as const;
 }
+
+/**
+ * The 429 of the history routes, with {@link retryAfterHeader}: one user's share of the
+ * history budget is held (src/api/history-budget.ts).
+ */
+export const historyRateLimitedAnswer = {
+  ...errorBody,
+  description: 'RATE_LIMITED: this user\'s history pages in flight on this node (being read, or not yet taken by their clients) hold their share of the node\'s budget; nothing read. Read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)',
+  headers: retryAfterHeader,
+} as const;
 
 /** The 409 of a route that takes a {@link clientMsgId}: the key was first used with other content. */
 export const conflictAnswer = {

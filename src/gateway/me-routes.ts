@@ -9,7 +9,7 @@ import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
-import { answerObject, device, errorResponses, noQuery, seqCursor } from '../api/schemas.js';
+import { answerObject, device, errorResponses, historyRateLimitedAnswer, noQuery, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
 
 /**
@@ -57,7 +57,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         tags: ['client'],
         security: [{ userToken: [] }],
         querystring: historyQuery,
-        response: { 200: historyPage, ...errorResponses },
+        response: { 200: historyPage, ...errorResponses, 429: historyRateLimitedAnswer },
       },
     }, async (req, reply) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit,
       req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes), user(req))));

@@ -175,12 +175,14 @@ test('history answers share the node\'s budget: past it both routes answer 503 U
   await waitUntil('the answers gave back what they held', async () => budget.inUse === 0, 2000);
 });
 
-test('one user\'s history answers hold at most their share of the budget: past it both routes answer that user 429 RATE_LIMITED and read nothing, while another user\'s page is read', async () => {
+test('one user\'s history answers hold at most their share of the budget: past it both routes answer that user 429 RATE_LIMITED with Retry-After and read nothing, while another user\'s page is read', async () => {
   const budget = server.service.app.historyBudget;
   // Answers for USER's inbox, not yet taken, hold all but 1 MiB of the user's share: a page of limit=1000 (2 MiB) is past it.
   const giveBack = holdHistoryBudget(budget, HISTORY_BYTES_PER_USER - 1024 * 1024, USER);
   for (const answer of [await api.get(`/v1/users/${USER}/messages?limit=1000`), await me.get('/v1/me/messages?limit=1000')]) {
     expectError(answer, 429, 'RATE_LIMITED', new RegExp(`user ${USER} has 7 MiB of history pages in flight on this node.*read each answer before asking for the next`));
+    // "retry shortly" says when: RFC 6585 §4 (a contract tester's finding: none was sent).
+    assert.equal(answer.headers.get('retry-after'), '1');
   }
   // Another user's page is read whatever USER holds.
   const other = await api.get('/v1/users/someone-else/messages?limit=1000');

@@ -14,7 +14,8 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { cleanupList, PixiuClient, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
+import { HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 
@@ -151,6 +152,26 @@ test('every 401 carries the WWW-Authenticate the document declares for it, on pr
     const got = await answer;
     assert.deepEqual(conforms(route, got, 401), ['www-authenticate'], `${route} declares it`);
     assert.equal(got.headers.get('www-authenticate'), challenge, route);
+  }
+});
+
+test('a history 429 (one user\'s share of the history budget held) is declared on both history routes, with the Retry-After it carries', async () => {
+  const user = 'oas-reader';
+  const giveBack = holdHistoryBudget(server.service.app.historyBudget, HISTORY_BYTES_PER_USER - 1024 * 1024, user);
+  try {
+    const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, user));
+    const refused: Array<[string, HttpAnswer]> = [
+      ['GET /v1/users/{uid}/messages', await api.get(`/v1/users/${user}/messages?limit=1000`)],
+      ['GET /v1/me/messages', await me.get('/v1/me/messages?limit=1000')],
+    ];
+    for (const [route, got] of refused) {
+      const [method = '', path = ''] = route.split(' ');
+      assert.ok(doc.paths[path]?.[method.toLowerCase()]?.responses['429'], `${route} declares its 429`);
+      assert.deepEqual(conforms(route, got, 429), ['retry-after'], `${route} declares it`);
+      assert.equal(got.headers.get('retry-after'), '1', route);
+    }
+  } finally {
+    giveBack();
   }
 });
 

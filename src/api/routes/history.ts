@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
 import { GAP_REASONS } from '../../delivery/message-view.js';
 import { pageHoldBytes, readHistory } from '../history.js';
-import { answerObject, anyJson, errorResponses, msgId, seqCursor, userId } from '../schemas.js';
+import { answerObject, anyJson, errorResponses, historyRateLimitedAnswer, msgId, seqCursor, userId } from '../schemas.js';
 
 /** Most inbox entries one history page reads (its `limit`). */
 export const MAX_HISTORY_LIMIT = 1000;
@@ -83,7 +83,7 @@ export function historyRoutes(app: FastifyInstance, deps: ApiDeps): void {
       tags: ['messages'],
       params: { type: 'object', properties: { uid: userId }, required: ['uid'] },
       querystring: historyQuery,
-      response: { 200: historyPage, ...errorResponses },
+      response: { 200: historyPage, ...errorResponses, 429: historyRateLimitedAnswer },
     },
   }, async (req, reply) => readHistory(deps.inbox, deps.store, req.params.uid, req.query.after_seq, req.query.limit,
     req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes), req.params.uid)));

@@ -5,7 +5,7 @@
 // Adds the OpenAPI fields (summary, tags) to route schema types.
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { PixiuError, invalid, outageFields } from '../../errors.js';
+import { PixiuError, RETRY_AFTER_SECONDS, invalid, outageFields } from '../../errors.js';
 import { decodeMsgId, kindName } from '../../ids/msg-id.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-throttle.js';
 import { isRedisFailure } from '../../redis/client.js';
@@ -13,7 +13,7 @@ import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data
 import { isUnreadable } from '../../store/unreadable.js';
 import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
-import { RETRY_AFTER_SECONDS, toHttpError } from '../error-handler.js';
+import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, refuseOwnFaults, runsOfOneKind, type MessageBody } from './batch-items.js';
