@@ -174,8 +174,20 @@ export const errorResponses = {
       },
     },
   },
-  '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, …; docs/api.md, "Errors")' },
-  503: unavailableAnswer('UNAVAILABLE: Redis or the store failed or did not answer in time. It may have been done all the same: send it again after Retry-After, with its client_msg_id where it takes one (docs/api.md, "Errors")'),
+  '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, HEADERS_TOO_LARGE, …; docs/api.md, "Errors")' },
+  503: unavailableAnswer('UNAVAILABLE: Redis or the store failed or did not answer in time, or this node is shutting down. It may have been done all the same: send it again after Retry-After, with its client_msg_id where it takes one (docs/api.md, "Errors")'),
+  '5xx': { ...errorBody, description: 'Not done: 500 INTERNAL (a bug), 501 NOT_IMPLEMENTED (a Transfer-Encoding other than chunked), or 503 as above' },
+} as const;
+
+/**
+ * The error responses of an operations route (`/healthz`, `/readyz`, `/metrics`): no
+ * credential, so no 401, but the refusals every request can meet (docs/api.md,
+ * "Errors": a body on a GET, a fragment, a bad percent-encoding, headers over the
+ * limit, …) and the 503 of a node shutting down (a contract tester found none declared).
+ */
+export const opsErrorResponses = {
+  '4xx': { ...errorBody, description: 'Refused: the request is malformed (400 INVALID_REQUEST: a body, a fragment, a bad percent-encoding, not HTTP/1.1), or its line and headers are over the limit (431 HEADERS_TOO_LARGE), …; docs/api.md, "Errors"' },
+  503: unavailableAnswer('UNAVAILABLE: this node is shutting down; ask another node (docs/api.md, "Operations", Shutdown)'),
   '5xx': { ...errorBody, description: 'Not done: 500 INTERNAL (a bug), 501 NOT_IMPLEMENTED (a Transfer-Encoding other than chunked), or 503 as above' },
 } as const;
 

@@ -10,6 +10,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { cleanupList, PixiuClient, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
@@ -47,6 +48,39 @@ before(async () => {
 });
 
 after(() => files.run());
+
+/**
+ * The answer to `request`, written raw on a new connection (what fetch cannot send: a
+ * body on a GET, a fragment, a request line over the header limit), read until the server closes it or
+ * its answer is whole. One answer, JSON or not.
+ */
+async function rawAnswer(request: string): Promise<HttpAnswer> {
+  const socket = net.connect(Number(new URL(server.service.url).port), '127.0.0.1');
+  let got = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    got += chunk;
+  });
+  socket.on('error', () => undefined);
+  const started = performance.now();
+  socket.write(request);
+  await waitUntil('the answer is whole', async () => {
+    const [head = '', text = ''] = got.split('\r\n\r\n');
+    const length = /\r\ncontent-length: (\d+)/i.exec(head)?.[1];
+    return length !== undefined && Buffer.byteLength(text) >= Number(length);
+  }, 5000, 10);
+  socket.destroy();
+  const [head = '', text = ''] = got.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: Number(statusLine.split(' ')[1]), headers, text, body, elapsedMs: performance.now() - started };
+}
 
 /**
  * Asserts that `answer`, from `route` (`METHOD /path/{param}` as the document names it),
@@ -132,6 +166,15 @@ test('history gaps carry a reason the document declares, with its enum: trimmed 
   }
   conforms('GET /v1/users/{uid}/messages', await api.get(`/v1/users/${user}/messages`), 200);
   conforms('GET /v1/me/messages', await me.get('/v1/me/messages'), 200);
+});
+
+test('the operations routes\' refusals are declared: a body on /healthz, a fragment on /readyz, headers over the limit on /metrics', async () => {
+  conforms('GET /healthz', await rawAnswer('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'), 400);
+  const fragment = await rawAnswer('GET /readyz#x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  conforms('GET /readyz', fragment, 400);
+  const tooLarge = await rawAnswer(`GET /metrics?x=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  assert.equal((tooLarge.body as { error?: { code?: string } }).error?.code, 'HEADERS_TOO_LARGE');
+  conforms('GET /metrics', tooLarge, 431);
 });
 
 test('a record of GET /v1/messages/{id} has every field the document requires, kind among them', async () => {

@@ -13,7 +13,7 @@ import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
 import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import type { ApiDeps } from '../deps.js';
-import { answerObject, unavailableAnswer } from '../schemas.js';
+import { answerObject, opsErrorResponses, unavailableAnswer } from '../schemas.js';
 
 /** An answer `{"status": <value>}`. */
 function statusBody(value: string, description: string) {
@@ -29,7 +29,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       operationId: 'getHealth',
       tags: ['ops'],
       security: [],
-      response: { 200: statusBody('ok', 'The process runs') },
+      response: { 200: statusBody('ok', 'The process runs'), ...opsErrorResponses },
     },
   }, async () => ({ status: 'ok' }));
 
@@ -44,8 +44,9 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       security: [],
       response: {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
+        ...opsErrorResponses,
         503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
-          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim)'),
+          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim), or this node is shutting down'),
       },
     },
   }, async () => {
@@ -79,6 +80,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
           description: 'The metrics in the Prometheus text exposition format (version 0.0.4)',
           content: { 'text/plain': { schema: { type: 'string' } } },
         },
+        ...opsErrorResponses,
       },
     },
   }, async (_req, reply) => {
