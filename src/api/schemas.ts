@@ -20,6 +20,8 @@
  * field added to an answer later is not lost on the way.
  */
 import type { SwaggerTransform } from '@fastify/swagger';
+import { ERRORS, type ErrorCode } from '../errors.js';
+import { MSG_ID_PATTERN } from '../ids/msg-id.js';
 import { wordedPattern } from './pattern-rules.js';
 
 /** The user-id rule in words, as errors say it (the API's and the CLI's). */
@@ -96,10 +98,10 @@ export const device = {
   description: NAME_RULE,
 } as const;
 
-/** A MsgID in its 16-hex-digit form (DESIGN.md §2). */
+/** A MsgID in its 16-hex-digit form (DESIGN.md §2), its whole rule in the pattern ({@link MSG_ID_PATTERN}). */
 export const msgId = {
   type: 'string',
-  pattern: wordedPattern('^[0-9a-f]{16}$', 'a message id: 16 lower-case hex digits'),
+  pattern: wordedPattern(MSG_ID_PATTERN, 'a message id: 16 lower-case hex digits, digits 3–4 its kind (01–04), the last 12 a counter, not all 0'),
   description: '16 lower-case hex digits',
 } as const;
 
@@ -110,13 +112,20 @@ export const seqCursor = {
   maximum: Number.MAX_SAFE_INTEGER,
 } as const;
 
-/** The JSON error body of DESIGN.md §7. */
+/**
+ * The JSON error body of DESIGN.md §7. Its `code` is one of the catalogue's, listed from
+ * it (src/errors.ts), so the document and the code cannot disagree; docs/api.md's
+ * "Errors" table lists the same (a test checks the three).
+ */
 export const errorBody = {
   type: 'object',
   properties: {
     error: {
       type: 'object',
-      properties: { code: { type: 'string' }, message: { type: 'string' } },
+      properties: {
+        code: { type: 'string', enum: Object.keys(ERRORS) as ErrorCode[], description: 'what went wrong, one of a closed list (docs/api.md, "Errors")' },
+        message: { type: 'string', description: 'what was wrong, in words for a person; not stable: match on code' },
+      },
       required: ['code', 'message'],
     },
   },
@@ -210,6 +219,20 @@ export function answerObject<const P extends Record<string, object>>(
   properties: P, required: readonly (keyof P & string)[], description?: string,
 ) {
   return { type: 'object', ...(description !== undefined ? { description } : {}), additionalProperties: true, properties, required } as const;
+}
+
+/**
+ * `schema`, the answer of a route that says a repeat by its status (201 created, 200 a
+ * `client_msg_id` already done), with its `duplicate` field fixed to what that status
+ * means: an enum of the one value, as a JSON Schema `const` would say it, for a client
+ * generator (a contract tester's finding: it was a plain boolean on both). Not `const`:
+ * fast-json-stringify writes a `const` schema's value whatever the answer holds, which
+ * would hide a route that answered the wrong status.
+ * @param schema an object schema with a boolean `duplicate` property
+ * @param duplicate its value under this status
+ */
+export function withDuplicate<const S extends { properties: { duplicate: object } }>(schema: S, duplicate: boolean) {
+  return { ...schema, properties: { ...schema.properties, duplicate: { ...schema.properties.duplicate, enum: [duplicate] } } } as const;
 }
 
 /**

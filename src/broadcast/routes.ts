@@ -6,7 +6,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
-import { clientMsgId, conflictAnswer, errorResponses, messageType, msgId, noQuery, ttlSeconds } from '../api/schemas.js';
+import { clientMsgId, conflictAnswer, errorResponses, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
 import { publishBroadcast, type BroadcasterDeps, type BroadcastInput } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
 
@@ -54,8 +54,8 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps): vo
         },
       },
       response: {
-        200: { ...broadcastResult, description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
-        201: { ...broadcastResult, description: 'Stored and published to every node\'s connections' },
+        200: { ...withDuplicate(broadcastResult, true), description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
+        201: { ...withDuplicate(broadcastResult, false), description: 'Stored and published to every node\'s connections' },
         409: conflictAnswer,
         ...errorResponses,
       },

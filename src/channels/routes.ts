@@ -9,7 +9,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { clientMsgId, conflictAnswer, errorResponses, messageType, noQuery } from '../api/schemas.js';
+import { clientMsgId, conflictAnswer, errorResponses, messageType, noQuery, withDuplicate } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { publicationDataJson } from '../store/record.js';
 import type { ChannelStream } from './channel-stream.js';
@@ -64,8 +64,8 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
         properties: { type: messageType, data: { description: 'any JSON value' }, client_msg_id: clientMsgId },
       },
       response: {
-        200: { ...publicationResult, description: 'A duplicate: the same client_msg_id was published to this channel before; its id, nothing published again' },
-        201: { ...publicationResult, description: 'Published (also when nobody is subscribed)' },
+        200: { ...withDuplicate(publicationResult, true), description: 'A duplicate: the same client_msg_id was published to this channel before; its id, nothing published again' },
+        201: { ...withDuplicate(publicationResult, false), description: 'Published (also when nobody is subscribed)' },
         409: conflictAnswer,
         ...errorResponses,
       },

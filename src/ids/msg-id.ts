@@ -27,6 +27,17 @@ export const MSG_ID_BYTES = 8;
 
 const HEX_ID = /^[0-9a-f]{16}$/;
 
+/**
+ * The whole MsgID rule ({@link tryDecodeMsgId}) as a regular expression, for the OpenAPI
+ * document: 16 lower-case hex digits, digits 3–4 a kind 01–04, the last 12 a counter
+ * that is not all 0 — the counter written as 12 alternatives (its first digit other
+ * than 0 after 0 to 11 zeros), not a lookahead, so that every regex engine (RE2, Python,
+ * Java, ECMA-262) reads it alike. The server checks ids with {@link decodeMsgId}, whose
+ * errors say which part is wrong; a unit test checks both agree.
+ */
+export const MSG_ID_PATTERN = `^[0-9a-f]{2}0[1-4](?:${Array.from({ length: 12 }, (_, zeros) =>
+  `${zeros === 0 ? '' : zeros === 1 ? '0' : `0{${zeros}}`}[1-9a-f]${zeros === 11 ? '' : `[0-9a-f]{${11 - zeros}}`}`).join('|')})$`;
+
 /** The three fields of a MsgID. */
 export interface MsgIdParts {
   /** 0..255 */

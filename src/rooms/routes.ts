@@ -79,7 +79,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
         additionalProperties: false,
         properties: {
           cursor: { type: 'string', pattern: MEMBER_CURSOR_PATTERN, description: 'next_cursor of the previous page; absent: from the first member' },
-          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100, description: 'most members on the page, 1 – 1,000; default 100' },
         },
       },
       response: {

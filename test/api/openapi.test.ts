@@ -9,7 +9,9 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { ERRORS } from '../../src/errors.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
@@ -186,11 +188,13 @@ test('POST /v1/messages/batch documents each item as the message POST /v1/messag
   assert.equal(valid({ messages: [] }), false, 'no item');
 });
 
-test('GET /v1/messages/{id} documents its id\'s pattern (16 lower-case hex digits, as the route checks) and kind among the record\'s required fields', () => {
+test('GET /v1/messages/{id} documents its id\'s pattern (16 lower-case hex digits, a kind 01–04, a counter not 0, as the route checks) and kind among the record\'s required fields', () => {
   const op = operation('GET /v1/messages/{id}');
   const id = op.parameters?.find((p) => p.name === 'id' && p.in === 'path')?.schema as { pattern?: string } | undefined;
   const pattern = new RegExp(id?.pattern ?? '(?!)', 'u');
   assert.ok(pattern.test('0701000000000001') && !pattern.test('0701000000000001a') && !pattern.test('0701ABCDEF000001') && !pattern.test('070100000000001'), id?.pattern);
+  // The whole rule, as the route checks it: a kind 01–04, a counter not 0 (a contract tester found these matched).
+  for (const refused of ['ffffffffffffffff', '0005000000000001', '0001000000000000']) assert.ok(!pattern.test(refused), refused);
   const record = op.responses?.['200']?.content?.['application/json']?.schema as { required?: string[] };
   assert.ok(record.required?.includes('kind'), `required: ${record.required?.join(', ')}`);
 });
@@ -219,5 +223,43 @@ test('the routes that take a client_msg_id declare its 409 CONFLICT, and only th
     const conflict = op.responses?.['409'];
     if (withKey.includes(route)) assert.match(conflict?.description ?? '', /^CONFLICT: the client_msg_id was first used with other content/, route);
     else assert.equal(conflict, undefined, route);
+  }
+});
+
+test('the error body\'s code is an enum of the catalogue\'s codes, the ones docs/api.md\'s Errors table lists, on every error answer', async () => {
+  const table = (await readFile(new URL('../../docs/api.md', import.meta.url), 'utf8')).split('\n## Errors\n')[1]?.split('\n## ')[0] ?? '';
+  const documented = [...table.matchAll(/^\| \d{3} \| `([A-Z_]+)` \|/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(documented, Object.keys(ERRORS).sort());
+  let answers = 0;
+  for (const [route, op] of operations) {
+    for (const [status, response] of Object.entries(op.responses ?? {})) {
+      if (/^2/.test(status)) continue;
+      const schema = response.content?.['application/json']?.schema as { properties?: { error?: { properties?: { code?: { enum?: string[] } } } } };
+      assert.deepEqual([...(schema.properties?.error?.properties?.code?.enum ?? [])].sort(), documented, `${route} ${status}`);
+      answers++;
+    }
+  }
+  assert.ok(answers > 50, `${answers} error answers`);
+});
+
+test('duplicate is fixed by the status where it says a repeat: true under 200, false under 201', () => {
+  const duplicateOf = (route: string, status: string): unknown[] => {
+    const schema = operation(route).responses?.[status]?.content?.['application/json']?.schema as
+      { anyOf?: Array<{ properties: { duplicate: { enum?: unknown[] } } }>; properties?: { duplicate: { enum?: unknown[] } } };
+    const branches = schema.anyOf ?? [schema as { properties: { duplicate: { enum?: unknown[] } } }];
+    return branches.map((b) => b.properties.duplicate.enum);
+  };
+  for (const route of ['POST /v1/messages', 'POST /v1/broadcast', 'POST /v1/channels/{channel}/publish']) {
+    for (const e of duplicateOf(route, '200')) assert.deepEqual(e, [true], `${route} 200`);
+    for (const e of duplicateOf(route, '201')) assert.deepEqual(e, [false], `${route} 201`);
+  }
+});
+
+test('every parameter is described', () => {
+  for (const [route, op] of operations) {
+    for (const p of op.parameters ?? []) {
+      const described = (p as { description?: string }).description ?? (p.schema as { description?: string } | undefined)?.description;
+      assert.ok(described !== undefined && described.length > 0, `${route} ${p.in} ${p.name}`);
+    }
   }
 });

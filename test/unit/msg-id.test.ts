@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeMsgId, decodeMsgId, tryDecodeMsgId, msgIdToBytes, msgIdFromBytes, MAX_COUNTER, MsgKind, type MsgIdParts } from '../../src/ids/msg-id.js';
+import { encodeMsgId, decodeMsgId, tryDecodeMsgId, msgIdToBytes, msgIdFromBytes, MAX_COUNTER, MSG_ID_PATTERN, MsgKind, type MsgIdParts } from '../../src/ids/msg-id.js';
 import { isPixiuError } from '../../src/errors.js';
 
 test('a MsgID round-trips through its 16 hex digits and its 8 bytes', () => {
@@ -56,4 +56,21 @@ test('encoding out-of-range parts is a programming error', () => {
   ]) {
     assert.throws(() => encodeMsgId(parts as MsgIdParts), RangeError, JSON.stringify(parts));
   }
+});
+
+test('the MsgID pattern the OpenAPI document publishes takes exactly the ids the server decodes', () => {
+  const pattern = new RegExp(MSG_ID_PATTERN);
+  // Portable: no lookaround, no escapes an engine could read another way (RE2 has no lookahead).
+  assert.doesNotMatch(MSG_ID_PATTERN, /\(\?[=!<]|\\/);
+  const samples = ['ffffffffffffffff', '0005000000000001', '0001000000000000', '0000000000000001', '0101000000000000', '0101000000000001',
+    '0104ffffffffffff', 'ff04000000000001', '0103100000000000', '0102000000000010', '0105000000000001', '0110000000000001', '0101ABCDEF000001',
+    '010100000000001', '01010000000000001', '0x01000000000001', ''];
+  // A single digit other than 0 at each place of the counter, every kind byte 00–06 and ff.
+  for (let at = 0; at < 12; at++) samples.push(`0101${'0'.repeat(at)}${'1'}${'0'.repeat(11 - at)}`, `7f03${'0'.repeat(at)}f${'0'.repeat(11 - at)}`);
+  for (const kind of ['00', '01', '02', '03', '04', '05', '06', '0f', '10', 'ff']) samples.push(`00${kind}000000000abc`);
+  for (let i = 0; i < 2000; i++) {
+    samples.push(Array.from({ length: 16 }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join(''));
+    samples.push(encodeMsgId({ partition: Math.floor(Math.random() * 256), kind: (1 + Math.floor(Math.random() * 4)) as MsgIdParts['kind'], counter: 1 + Math.floor(Math.random() * MAX_COUNTER) }));
+  }
+  for (const id of samples) assert.equal(pattern.test(id), tryDecodeMsgId(id) !== undefined, id);
 });

@@ -14,7 +14,7 @@ import { isUnreadable } from '../../store/unreadable.js';
 import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
-import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId } from '../schemas.js';
+import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId, withDuplicate } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, refuseOwnFaults, runsOfOneKind, type MessageBody } from './batch-items.js';
 
@@ -106,7 +106,10 @@ export const roomIngestResult = {
   required: ['id', 'room', 'recipients', 'duplicate'],
 } as const;
 
-const anyIngestResult = { anyOf: [ingestResult, roomIngestResult] } as const;
+/** The answer of `POST /v1/messages` under one status: `duplicate` is true under 200, false under 201. */
+function ingestAnswer(duplicate: boolean, description: string) {
+  return { anyOf: [withDuplicate(ingestResult, duplicate), withDuplicate(roomIngestResult, duplicate)], description } as const;
+}
 
 /** The status of a batch item that was done: 201 created, 200 a duplicate. */
 const doneStatus = { status: { type: 'integer', enum: [200, 201], description: '201 created; 200 a duplicate' } } as const;
@@ -205,8 +208,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       querystring: noQuery,
       body: messageBody,
       response: {
-        200: { ...anyIngestResult, description: 'A duplicate: the same client_msg_id was already completed; the same id and seqs, nothing appended twice' },
-        201: { ...anyIngestResult, description: 'Stored and appended to every recipient\'s inbox' },
+        200: ingestAnswer(true, 'A duplicate: the same client_msg_id was already completed; the same id and seqs, nothing appended twice'),
+        201: ingestAnswer(false, 'Stored and appended to every recipient\'s inbox'),
         409: conflictAnswer,
         ...errorResponses,
       },
