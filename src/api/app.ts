@@ -19,6 +19,7 @@ import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
+import { withPortablePatterns } from './portable-patterns.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators, takesBody } from './validation.js';
 
@@ -209,7 +210,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   await app.register(swagger, {
     openapi: {
       // 3.1: its schemas are JSON Schema 2020-12, whose patterns are read with the u
-      // flag, as the id patterns (`\p{Cc}`) need; a 3.0 reader took `\p{Cc}` for "p{Cc}".
+      // flag, per code point, as the id patterns' surrogate range needs (read per UTF-16
+      // unit it would refuse every astral character, emoji included).
       openapi: '3.1.0',
       info: {
         title: 'Pixiu',
@@ -227,6 +229,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       },
       security: [{ apiToken: [] }],
     },
+    // The id patterns' `\s\p{Cc}\p{Cs}` as ranges every regex engine reads alike (portable-patterns.ts).
+    transformObject: (doc) => withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
   });
 
   healthRoutes(app, deps);

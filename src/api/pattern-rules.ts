@@ -46,3 +46,8 @@ export function patternFailure(pattern: string): string {
 export function hasWords(pattern: string): boolean {
   return rules.has(pattern);
 }
+
+/** The words `pattern` was declared with ({@link wordedPattern}); undefined when none. */
+export function wordsOf(pattern: string): string | undefined {
+  return rules.get(pattern);
+}

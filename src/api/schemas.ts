@@ -48,8 +48,11 @@ export const userId = {
   type: 'string',
   minLength: 1,
   pattern: USER_ID_PATTERN,
-  // `\p{Cc}` is a Unicode property escape: read without the u flag it means "p{Cc}".
-  description: `${USER_ID_RULE} (the pattern is an ECMA-262 regular expression with the u flag, as JSON Schema 2020-12 §6.4 reads patterns)`,
+  // The OpenAPI document shows the pattern with its refused characters as ranges
+  // (portable-patterns.ts); the server reads it as it is here, with the u flag.
+  description: `${USER_ID_RULE}: whitespace is Unicode White_Space and U+FEFF. The pattern lists the refused characters as ranges `
+    + '(U+0000–U+0020, U+007F–U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF, the surrogates U+D800–U+DFFF), '
+    + 'read per code point (JSON Schema 2020-12 §6.4: ECMA-262 with the u flag)',
 } as const;
 
 /** The rule of a message type and of a device name, in words. */

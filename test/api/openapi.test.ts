@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERRORS } from '../../src/errors.js';
+import { isUserId, userId } from '../../src/api/schemas.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
@@ -262,4 +263,20 @@ test('every parameter is described', () => {
       assert.ok(described !== undefined && described.length > 0, `${route} ${p.in} ${p.name}`);
     }
   }
+});
+
+test('the published id patterns spell the refused characters as ranges, no \\s or \\p{…}, and agree with the server\'s rule on a client library\'s samples', () => {
+  const patterns = new Set<string>();
+  JSON.stringify(doc, (key, value: unknown) => {
+    if (key === 'pattern' && typeof value === 'string') patterns.add(value);
+    return value;
+  });
+  for (const p of patterns) assert.ok(!/\\[sSp]/.test(p), `a portable pattern: ${JSON.stringify(p)}`);
+  const uid = operation('GET /v1/users/{uid}/messages').parameters?.find((p) => p.name === 'uid')?.schema as { pattern: string };
+  const published = new RegExp(uid.pattern, 'u');
+  for (const id of ['a\u00a0b', 'a\u3000b', 'a\ufeffb', 'a\u2028b', 'a\tb', 'a\u007fb', 'a\ud800b', 'alice', '\u{1f600}\u{1f601}', 'a\u200bb']) {
+    assert.equal(published.test(id), isUserId(id), JSON.stringify(id));
+  }
+  // The document was rewritten, not the server's schemas (@fastify/swagger copies them).
+  assert.equal(userId.pattern, '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$');
 });
