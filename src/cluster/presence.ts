@@ -4,7 +4,8 @@
  * refreshed on every server heartbeat of its connection, so the connections of a
  * crashed node vanish on their own while the user's other devices stay online.
  * Readers ignore (and prune) entries past their expiry or of nodes no longer
- * registered.
+ * registered, and entries of this node naming a connection it does not hold (stale:
+ * Redis came back with older data, presence-held.ts).
  *
  * Entry value: `<expiresAtMs>|<node>|<device>|<sinceMs>` (the append script reads the
  * first two fields to name the nodes to notify).
@@ -13,6 +14,7 @@ import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { definePresenceScripts } from './scripts.js';
+import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
 
 /** How often removals that failed are tried again while Redis fails, ms. */
@@ -81,6 +83,8 @@ export class Presence {
   readonly #keys: Keys;
   readonly #opts: PresenceOptions;
   readonly #removals: PendingRemovals;
+  /** The connections of this node: entries naming this node and none of these are stale. */
+  readonly #held = new HeldConns();
 
   constructor(redis: Redis, keys: Keys, opts: PresenceOptions) {
     this.#redis = redis;
@@ -112,10 +116,26 @@ export class Presence {
   /**
    * Records a new connection on this node, unless the user is at the limit; replaces
    * the same device's older connections (DESIGN.md §6: the same device connecting
-   * again replaces its old connection). Only live entries count: expired ones and
-   * those of nodes no longer registered.
+   * again replaces its old connection). Only live entries count: expired ones, those
+   * of nodes no longer registered and this node's stale ones do not. From here until
+   * {@link remove}, `conn` is one this node holds.
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
+    // Held before its entry is written: a refresh or a read that sees the entry must
+    // not take it for a stale one.
+    this.#held.hold(user, conn);
+    try {
+      const added = await this.#admit(user, conn, device, since);
+      if (!added.admitted) this.#held.release(user, conn);
+      return added;
+    } catch (err) {
+      this.#held.release(user, conn);
+      throw err;
+    }
+  }
+
+  /** {@link add} once `conn` is held. */
+  async #admit(user: string, conn: string, device: string, since: number): Promise<AddResult> {
     // The user's connections that closed while Redis failed give their slots back first.
     // Not awaited: its HDEL is sent now, on this connection, so Redis runs it before the
     // add script below (one connection answers in order), and a Redis that does not
@@ -144,14 +164,16 @@ export class Presence {
    * Extends a connection's entry (each server heartbeat), or writes it back when it
    * was lost (Redis lost presence) — unless a newer connection of the same device
    * holds its place (`replaced`: close it 4002) or the user is at the limit without it
-   * (`over-limit`), as when it connected (`presence-refresh-2.lua`).
+   * (`over-limit`), as when it connected (`presence-refresh-3.lua`). On a re-add, an
+   * entry of this node whose connection it does not hold is dropped as stale, never
+   * taken for a newer connection (Redis came back with older data: the chaos tester's F1).
    * @returns `kept`, `readded`, `replaced` or `over-limit`
    */
   async refresh(user: string, conn: string, device: string, since: number): Promise<RefreshOutcome> {
     const now = this.#now();
-    const reply = await redisCall(() => this.#redis.pxPresenceRefreshV2(
+    const reply = await redisCall(() => this.#redis.pxPresenceRefreshV3(
       this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
-      String(now), String(this.#opts.maxPerUser)));
+      String(now), String(this.#opts.maxPerUser), this.#opts.node, ...this.#held.of(user)));
     return reply === 1 ? 'kept' : reply === 0 ? 'readded' : reply === -1 ? 'replaced' : 'over-limit';
   }
 
@@ -162,6 +184,7 @@ export class Presence {
    * @throws PixiuError UNAVAILABLE when Redis fails (the removal is then pending)
    */
   async remove(user: string, conn: string): Promise<void> {
+    this.#held.release(user, conn);
     try {
       await this.removeConns(user, [conn]);
     } catch (err) {
@@ -186,7 +209,7 @@ export class Presence {
     await this.#deleteUnchanged(user, (await this.#read(user)).filter(({ entry }) => entry.node === node));
   }
 
-  /** The user's live connections, oldest first; expired or orphaned entries are pruned. */
+  /** The user's live connections, oldest first; expired, orphaned or stale entries are pruned. */
   async list(user: string): Promise<PresenceEntry[]> {
     void this.#removals.retryUser(user); // runs before the read, as in add()
     return (await this.#prune(user)).live;
@@ -201,7 +224,8 @@ export class Presence {
     const dead: ReadEntry[] = [];
     for (const read of all) {
       const e = read.entry;
-      if (e.expiresAt > now && (e.node === this.#opts.node || liveNodes.has(e.node))) live.push(e);
+      const alive = e.node === this.#opts.node ? this.#held.has(user, e.conn) : liveNodes.has(e.node);
+      if (e.expiresAt > now && alive) live.push(e);
       else dead.push(read);
     }
     const pruned = await this.#deleteUnchanged(user, dead).catch(() => 0);

@@ -1,5 +1,5 @@
 --[[
-presence-refresh-2: extend one connection's presence entry (DESIGN.md §4 `conns`),
+presence-refresh-3: extend one connection's presence entry (DESIGN.md §4 `conns`),
 on each server heartbeat of that connection; re-add it, within the rules a new
 connection meets, when it was lost.
 
@@ -10,9 +10,20 @@ other devices up to the per-user limit. Re-adding the lost entry unconditionally
 presence-refresh-1 did) left two live connections of one device, or more than the
 limit, for good.
 
+Why this node's connections are named (new in -3): Redis may come back with older
+data (an AOF restored from a copy, a failover to a replica that was behind), holding
+entries of connections of this node that have closed since. As presence-refresh-2
+read them, such an entry of the same device was "a newer connection": the live
+connection was closed 4002 with no newer connection anywhere (the chaos tester's F1).
+An entry naming this node whose connection this node does not hold is stale: it is
+dropped. Entries of other nodes keep the rule above (this node cannot know which of
+their connections are open). Node ids are per process (`<host>-<pid>-<random>`), so
+an entry of an earlier process on this host is another node's.
+
 Steps
   1. If the entry exists: write it with its new expiry. Reply 1.
-  2. Else (re-add): walk the user's entries, dropping those past their expiry. If
+  2. Else (re-add): walk the user's entries, dropping those past their expiry and
+     those of this node (ARGV[6]) whose connection is not in ARGV[7..] (stale). If
      another entry is of the same device, it is newer than this connection (written
      while this one's entry was lost): reply -1, write nothing (the caller closes this
      connection 4002). If the live entries reach the limit: reply -2, write nothing
@@ -28,6 +39,8 @@ ARGV
   3. the entry's lifetime, ms
   4. now, ms since the Unix epoch
   5. the limit: most live connections per user, a positive integer
+  6. this node's id
+  7.. the user's connections this node holds (ARGV[1] among them, or not: it is kept either way)
 
 Returns
   1 when the entry existed, 0 when it was re-added, -1 when a newer connection of the
@@ -39,9 +52,9 @@ Error replies
 
 local connsKey = KEYS[1]
 local conn, value, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local now, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-if conn == '' or not ttl or ttl < 1 or not now or not limit or limit < 1 then
-  return redis.error_reply('INVALID_REQUEST conn, ttl, now and limit must be given')
+local now, limit, self = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+if conn == '' or not ttl or ttl < 1 or not now or not limit or limit < 1 or not self or self == '' then
+  return redis.error_reply('INVALID_REQUEST conn, ttl, now, limit and node must be given')
 end
 local device = string.match(value, '^%d+|[^|]+|([^|]+)|%d+$')
 if not device then
@@ -49,12 +62,16 @@ if not device then
 end
 local reply = 1
 if redis.call('HEXISTS', connsKey, conn) == 0 then
+  local held = {}
+  for i = 7, #ARGV do
+    held[ARGV[i]] = true
+  end
   local entries = redis.call('HGETALL', connsKey)
   local live = 0
   for i = 1, #entries, 2 do
     local id, entry = entries[i], entries[i + 1]
-    local expires, dev = string.match(entry, '^(%d+)|[^|]+|([^|]+)|')
-    if not expires or tonumber(expires) <= now then
+    local expires, node, dev = string.match(entry, '^(%d+)|([^|]+)|([^|]+)|')
+    if not expires or tonumber(expires) <= now or (node == self and not held[id]) then
       redis.call('HDEL', connsKey, id)
     elseif dev == device then
       return -1
