@@ -179,7 +179,13 @@ function checkShape(msg: NewMessage): void {
 export function prepareRecord(
   msg: NewMessage, storeNowMs: number, limits: RecordLimits, arena: RecordArena = sharedArena,
 ): PreparedRecord {
-  const { nowMs, data, typeJson, fromJson, expiresAt, overheadBytes, measured } = checkedContent(msg, storeNowMs, limits);
+  // Plain locals, no object of them: this runs for every message stored (DESIGN.md §3).
+  checkShape(msg);
+  const nowMs = msg.tsMs ?? storeNowMs;
+  const data = dataJson(msg.data);
+  const typeJson = JSON.stringify(msg.type);
+  const fromJson = fromJsonOf(msg);
+  const expiresAt = expiryOf(msg, nowMs, storeNowMs, limits);
   const fields: StoredMessage = { id: '', kind: msg.kind, type: msg.type, data: msg.data, ts: nowMs, expiresAt };
   // The stored JSON in three pieces, so that `data`, the large one, is copied once,
   // straight from its string into the stored bytes. `expiresAt` comes first: see
@@ -202,6 +208,7 @@ export function prepareRecord(
   }
   rest += '}';
 
+  const overheadBytes = overheadBytesOf(typeJson, fromJson);
   // A UTF-16 code unit takes at most 3 UTF-8 bytes: a small record is written into
   // that much arena space and measured by what was written, sparing a scan of `data`
   // to count its bytes first; a large one is measured first and given its own buffer.
@@ -213,13 +220,13 @@ export function prepareRecord(
     const slab = arena.slab;
     let at = start + slab.write(head, start);
     dataBytes = slab.write(data, at);
-    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measured);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measuredOf(msg));
     at += dataBytes;
     at += slab.write(rest, at);
     bytes = arena.commit(at - start);
   } else {
     dataBytes = Buffer.byteLength(data);
-    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measured);
+    checkSize(overheadBytes + dataBytes, limits.maxMessageBytes, measuredOf(msg));
     bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(head) + dataBytes + Buffer.byteLength(rest));
     const at = bytes.write(head);
     bytes.write(rest, at + bytes.write(data, at));
@@ -228,45 +235,52 @@ export function prepareRecord(
 }
 
 /**
- * Checks a new message as {@link prepareRecord} does, without encoding it: for a caller
- * that must know whether the message is refused for itself before it waits for
- * anything (the routes, before the node's recipient budget: src/api/routes/batch-items.ts).
+ * Checks a new message as {@link prepareRecord} does, without encoding it: run when the
+ * node's recipient budget refuses a request (src/api/routes/batch-items.ts), so that a
+ * message refused for itself gets its own error whatever the load.
  * @param storeNowMs the store's clock, ms since the epoch
  * @throws PixiuError INVALID_REQUEST and PAYLOAD_TOO_LARGE as {@link prepareRecord}
  */
 export function checkRecord(msg: NewMessage, storeNowMs: number, limits: RecordLimits): void {
-  const { data, overheadBytes, measured } = checkedContent(msg, storeNowMs, limits);
-  checkSize(overheadBytes + Buffer.byteLength(data), limits.maxMessageBytes, measured);
+  // prepareRecord's checks in its order, sharing its helpers but not its locals.
+  checkShape(msg);
+  const data = dataJson(msg.data);
+  expiryOf(msg, msg.tsMs ?? storeNowMs, storeNowMs, limits);
+  const contentBytes = overheadBytesOf(JSON.stringify(msg.type), fromJsonOf(msg)) + Buffer.byteLength(data);
+  checkSize(contentBytes, limits.maxMessageBytes, measuredOf(msg));
+}
+
+/** The `,"from":…` piece of a message's JSON, or '' when it has none. */
+function fromJsonOf(msg: NewMessage): string {
+  return msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
 }
 
 /**
- * A new message's fields checked, and its content's JSON pieces: all of
- * {@link prepareRecord}'s checks but the size, which it makes as it writes the bytes.
- * @throws PixiuError INVALID_REQUEST as {@link prepareRecord}
+ * A new message's `expiresAt`, ms since the epoch.
+ * @param nowMs its `ts`
+ * @throws PixiuError INVALID_REQUEST when it is past what the expiry index holds
  */
-function checkedContent(msg: NewMessage, storeNowMs: number, limits: RecordLimits): {
-  nowMs: number; data: string; typeJson: string; fromJson: string; expiresAt: number;
-  /** UTF-8 bytes of `JSON.stringify({type, from, data})` but `data`'s. */
-  overheadBytes: number;
-  measured: { name: string; fields: string };
-} {
-  checkShape(msg);
-  const nowMs = msg.tsMs ?? storeNowMs;
-  const data = dataJson(msg.data);
-  const typeJson = JSON.stringify(msg.type);
-  const fromJson = msg.from === undefined ? '' : `,"from":${JSON.stringify(msg.from)}`;
+function expiryOf(msg: NewMessage, nowMs: number, storeNowMs: number, limits: RecordLimits): number {
   // Retention counts from the later of `ts` and the store's clock: the store reads and
   // sweeps by its own clock, and a room message's `ts` is Redis's (tsMs), so counted
   // from `ts` alone a node whose clock runs ahead of Redis's by more than the ttl
   // stored the message already expired (201, then a gap for every member).
   const expiresAt = Math.max(nowMs, storeNowMs) + (msg.ttlMs ?? limits.defaultTtlMs);
   if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
-  // Byte length of exactly JSON.stringify({type, from, data}), without building it.
-  const overheadBytes = Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
-  // What the error names: exactly the fields counted. A broadcast has no `from`; a
-  // user or room message sent without one is told that a `from` would count too.
-  const measured = msg.from !== undefined ? MEASURED_WITH_FROM : msg.kind === MsgKind.broadcast ? MEASURED_BROADCAST : MEASURED_WITHOUT_FROM;
-  return { nowMs, data, typeJson, fromJson, expiresAt, overheadBytes, measured };
+  return expiresAt;
+}
+
+/** UTF-8 bytes of exactly `JSON.stringify({type, from, data})` but `data`'s, without building it. */
+function overheadBytesOf(typeJson: string, fromJson: string): number {
+  return Buffer.byteLength(typeJson) + Buffer.byteLength(fromJson) + CONTENT_FRAME_BYTES;
+}
+
+/**
+ * What the size error names: exactly the fields counted. A broadcast has no `from`; a
+ * user or room message sent without one is told that a `from` would count too.
+ */
+function measuredOf(msg: NewMessage): { name: string; fields: string } {
+  return msg.from !== undefined ? MEASURED_WITH_FROM : msg.kind === MsgKind.broadcast ? MEASURED_BROADCAST : MEASURED_WITHOUT_FROM;
 }
 
 /** How the size error names what it measured ({@link checkSize}). */
