@@ -336,13 +336,14 @@ export class Ingest {
    * Checks a message as the store would before storing it, storing nothing: what a
    * route asks when the node's recipient budget refuses it, so that a message refused
    * for itself gets its own error whatever the load (src/api/routes/batch-items.ts).
+   * @param named a user message's distinct recipients, when the caller has them ({@link distinctRecipients})
    * @throws PixiuError PAYLOAD_TOO_LARGE over the size limit; INVALID_REQUEST for a
    *   value the store refuses
    */
-  check(input: UserMessageInput | RoomMessageInput): void {
+  check(input: UserMessageInput | RoomMessageInput, named?: readonly string[]): void {
     const room = (input as { room?: string }).room;
     this.#deps.store.check(room === undefined
-      ? newMessage(input, { kind: MsgKind.user, to: distinctRecipients(input as UserMessageInput) })
+      ? newMessage(input, { kind: MsgKind.user, to: named ?? distinctRecipients(input as UserMessageInput) })
       : newMessage(input, { kind: MsgKind.room, room }));
   }
 

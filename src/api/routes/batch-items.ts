@@ -156,25 +156,37 @@ export function placedItemError(e: PixiuError, index: number): PixiuError {
  * limit, which ingest would otherwise find only as it stores it) by its error, placed
  * ({@link placedItemError}): it fails alone and counts no recipients. Run when the
  * node's budget refuses the batch ({@link BatchRecipients}); otherwise ingest finds them.
+ * It stops as soon as the good items it has checked reach more than `fits` recipients:
+ * the batch is then refused whole whatever the items after hold, and checking them
+ * (encoding their data) would only cost the event loop the budget protects.
  * @param uncounted items not counted in the recipients ({@link crossKindRepeats})
- * @returns the recipients the refused items counted
+ * @param fits the recipients the node's budget takes now ({@link RecipientBudget.free})
+ * @returns the recipients the counted items left good reach: more than `fits` when it stopped
  */
 export function refuseOwnFaults(
   items: (MessageBody | PixiuError)[], uncounted: ReadonlySet<number>, recipientsOf: (item: MessageBody) => number,
-  check: (item: MessageBody) => void,
+  check: (item: MessageBody) => void, fits: number,
 ): number {
-  let freed = 0;
-  items.forEach((c, i) => {
-    if (c instanceof PixiuError) return;
-    try {
-      check(c);
-    } catch (err) {
-      if (!(err instanceof PixiuError)) throw err;
-      items[i] = placedItemError(err, i);
-      if (!uncounted.has(i)) freed += recipientsOf(c);
-    }
-  });
-  return freed;
+  let kept = 0;
+  for (let i = 0; i < items.length && kept <= fits; i++) {
+    const c = items[i];
+    if (c === undefined || c instanceof PixiuError) continue;
+    const refused = ownFault(check, c, i);
+    if (refused !== undefined) items[i] = refused;
+    else if (!uncounted.has(i)) kept += recipientsOf(c);
+  }
+  return kept;
+}
+
+/** Item `index`'s refusal of its own, placed ({@link placedItemError}), or undefined when `check` passes it. */
+function ownFault(check: (item: MessageBody) => void, item: MessageBody, index: number): PixiuError | undefined {
+  try {
+    check(item);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof PixiuError)) throw err;
+    return placedItemError(err, index);
+  }
 }
 
 /** The refusal of batch item `index`: the batch reaches more than `max` recipients from item `from` on. */
@@ -191,40 +203,53 @@ function overLimit(index: number, max: number, from: number, advice: string): Pi
 export class BatchRecipients {
   readonly #budget: RecipientBudget;
   readonly #max: number;
+  readonly #recipientsOf: (item: MessageBody) => number;
+  readonly #check: ((item: MessageBody) => void) | undefined;
   #count: number;
   readonly #taken: (() => void)[] = [];
 
   /**
-   * Takes `counted` from the node's budget.
-   * @param ownRefusals when the budget refuses the batch: refuses its items that are
-   *   bad for themselves ({@link refuseOwnFaults}) and answers the recipients they
-   *   counted; the rest is then taken if it fits, so a batch of bad items gets their own
-   *   errors whatever the load (DESIGN.md §7)
+   * Takes the recipients `limited` counts from the node's budget.
+   * @param limited the batch as {@link limitRecipients} answered it; when the budget
+   *   refuses it, the items `check` refuses are replaced in `limited.items` by their errors
+   * @param uncounted the items `limited` left uncounted ({@link crossKindRepeats})
+   * @param check checks an item for a refusal of its own (a message over the size limit:
+   *   413), run only when the budget refuses: those items fail alone and count nothing
+   *   ({@link refuseOwnFaults}), and the rest is taken if it fits, so a batch of bad items
+   *   gets their own errors whatever the load (DESIGN.md §7)
    * @throws PixiuError UNAVAILABLE when other batches hold too much of it
    */
-  constructor(budget: RecipientBudget, max: number, counted: number, ownRefusals?: () => number) {
+  constructor(
+    budget: RecipientBudget, max: number,
+    limited: { items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number },
+    uncounted: ReadonlySet<number>, check?: (item: MessageBody) => void,
+  ) {
     this.#budget = budget;
     this.#max = max;
-    this.#count = counted;
+    this.#recipientsOf = limited.recipientsOf;
+    this.#check = check;
+    this.#count = limited.recipients;
     try {
-      this.#taken.push(budget.take(counted));
+      this.#taken.push(budget.take(this.#count));
     } catch (err) {
-      if (ownRefusals === undefined) throw err;
-      this.#count -= ownRefusals();
+      if (check === undefined) throw err;
+      this.#count = refuseOwnFaults(limited.items, uncounted, limited.recipientsOf, check, budget.free);
       this.#taken.push(budget.take(this.#count));
     }
   }
 
   /**
-   * Counts item `index`, of `n` recipients, admitted late: answers its refusal (over the
-   * batch's limit, or the node's budget) or undefined when it is counted.
+   * Counts `item`, at `index` in the batch, admitted late: answers its refusal (over the
+   * batch's limit; refused for itself, as the constructor's `check` says, when the node's
+   * budget is full; else the budget's) or undefined when it is counted.
    */
-  admitLate(index: number, n: number): PixiuError | undefined {
+  admitLate(index: number, item: MessageBody): PixiuError | undefined {
+    const n = this.#recipientsOf(item);
     if (this.#count + n > this.#max) return overLimit(index, this.#max, index, 'send it in another batch');
     try {
       this.#taken.push(this.#budget.take(n));
     } catch (err) {
-      return err as PixiuError;
+      return (this.#check === undefined ? undefined : ownFault(this.#check, item, index)) ?? (err as PixiuError);
     }
     this.#count += n;
     return undefined;
@@ -261,19 +286,24 @@ export class RecipientBudget {
   }
 
   /**
-   * Takes `recipients` from the budget for one request.
-   * @param what the request, in the refusal's words
-   * @param ownRefusal checks the request for a refusal of its own (a message over the
-   *   size limit: 413), run only when the budget would refuse it, so that a bad request
-   *   gets its own error whatever the load (DESIGN.md §7) and a good one is not encoded
-   *   twice on the way in
-   * @returns the function that gives them back (call it once the request is answered)
-   * @throws PixiuError UNAVAILABLE when other requests hold too much of it; what
-   *   `ownRefusal` throws first
+   * The recipients a request may take now: any number while nothing is in progress (one
+   * request alone always fits), else what is left of the limit.
    */
-  take(recipients: number, what: 'batch' | 'message' = 'batch', ownRefusal?: () => void): () => void {
-    if (this.#inUse > 0 && this.#inUse + recipients > this.#limit) {
-      ownRefusal?.();
+  get free(): number {
+    return this.#inUse === 0 ? Infinity : this.#limit - this.#inUse;
+  }
+
+  /**
+   * Takes `recipients` from the budget for one request. A caller whose request may be
+   * refused for itself (a message over the size limit: 413) checks that when this
+   * throws, before answering 503, so that a bad request gets its own error whatever the
+   * load (DESIGN.md §7) and a good one is not encoded twice on the way in.
+   * @param what the request, in the refusal's words
+   * @returns the function that gives them back (call it once the request is answered)
+   * @throws PixiuError UNAVAILABLE when other requests hold too much of it
+   */
+  take(recipients: number, what: 'batch' | 'message' = 'batch'): () => void {
+    if (recipients > this.free) {
       throw unavailable(`this node is busy with other messages (${this.#inUse} recipients in progress); retry the ${what} shortly`);
     }
     this.#inUse += recipients;

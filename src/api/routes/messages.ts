@@ -16,7 +16,7 @@ import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { answerObject, anyJson, clientMsgId, conflictAnswer, documentedAs, errorBody, errorResponses, messageType, msgId, noQuery, retryAfterHeader, ttlSeconds, userId, withDuplicate } from '../schemas.js';
 import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
-import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, refuseOwnFaults, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 
 /** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
 export const MAX_RECIPIENTS = 1000;
@@ -224,7 +224,14 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // be) would otherwise fit only beside nothing, and under steady traffic never.
       const roomSize = isRoomMessage(body) ? await ingest.roomSize(body.room) : undefined;
       const named = roomSize === undefined ? distinctRecipients(body as UserMessageInput) : undefined;
-      const giveBack = budget.take(Math.min(roomSize ?? named?.length ?? 0, deps.config.batchMaxRecipients), 'message', () => ingest.check(body));
+      let giveBack: () => void;
+      try {
+        giveBack = budget.take(Math.min(roomSize ?? named?.length ?? 0, deps.config.batchMaxRecipients), 'message');
+      } catch (err) {
+        // Refused for the load: a message refused for itself (413) is told so first.
+        ingest.check(body, named);
+        throw err;
+      }
       let result: IngestResult | RoomIngestResult;
       try {
         result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput, named);
@@ -272,8 +279,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const limited = await limitRecipients(items, max, (room) => ingest.roomSize(room), repeats);
       const checked = limited.items;
       // Refused for the load, its items refused for themselves (over the size limit) fail alone first.
-      const recipients = new BatchRecipients(budget, max, limited.recipients,
-        () => refuseOwnFaults(checked, repeats, limited.recipientsOf, (item) => ingest.check(item)));
+      const recipients = new BatchRecipients(budget, max, limited, repeats, (item) => ingest.check(item));
       giveBack = () => recipients.release();
       // Each item's outcome, by its index in the batch (none for an item refused before).
       const sent = new Map<number, PromiseSettledResult<IngestResult | RoomIngestResult>>();
@@ -286,7 +292,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         const admitted = run.items.filter(({ item, index }) => {
           let refused = keys.admit(item, index);
           // Its key was freed by an earlier 4xx: counted now, as it was not before.
-          if (refused === undefined && repeats.has(index)) refused = recipients.admitLate(index, limited.recipientsOf(item));
+          if (refused === undefined && repeats.has(index)) refused = recipients.admitLate(index, item);
           if (refused === undefined) return true;
           const outcome = { status: 'rejected', reason: refused } as const;
           sent.set(index, outcome);
