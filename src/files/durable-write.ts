@@ -12,7 +12,7 @@
  * its placing leaves it behind: {@link removeLeftTemps} removes those.
  */
 import { randomBytes } from 'node:crypto';
-import { link, open, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { link, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { isAlive } from '../process-alive.js';
 import { syncDir } from './sync-dir.js';
@@ -24,6 +24,9 @@ import { syncDir } from './sync-dir.js';
  * long.
  */
 const NO_HARD_LINKS: ReadonlySet<string | undefined> = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/** The temp files of this process's writes in progress, resolved paths: {@link removeLeftTemps} leaves them be. */
+const writing = new Set<string>();
 
 /** Options of {@link writeDurably}. */
 export interface DurableWriteOptions {
@@ -58,6 +61,8 @@ async function writeNew(name: string, text: string, mode: number): Promise<void>
 export async function writeDurably(file: string, text: string, exclusive: boolean, opts: DurableWriteOptions = {}): Promise<boolean> {
   const mode = opts.mode ?? 0o666;
   const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const resolved = path.resolve(temp);
+  writing.add(resolved);
   let tempGone = false;
   try {
     await writeNew(temp, text, mode);
@@ -87,16 +92,22 @@ export async function writeDurably(file: string, text: string, exclusive: boolea
     return true;
   } finally {
     if (!tempGone) await unlink(temp).catch(() => undefined);
+    writing.delete(resolved);
   }
 }
 
 /**
  * Removes the temp files of {@link writeDurably} writes of `file` that a process killed
  * between a temp file's write and its placing left behind: `<file>.<pid>.<8 hex>.tmp`
- * of a pid no longer running (src/process-alive.ts) and not this process's. A write in
- * progress of a running process is left alone; so is any other name. Failures are
- * ignored: a temp file left is only untidy (and holds nothing in use: a secret's was
- * never linked in place, a layout's never renamed).
+ * of a pid no longer running (src/process-alive.ts), or of this process's own pid when
+ * it is no write of this process in progress and was last written before this process
+ * began: in a container node has the same pid at every start, so a write the last run
+ * was killed in has it too (a review's M2: it was never removed). A write in progress of
+ * a running process is left alone, also one of another pid namespace with this pid (two
+ * containers on one volume, both pid 1) begun since this process did; so is any other
+ * name. Failures are ignored: a temp file left is only untidy (and holds nothing in use,
+ * at most a second name of the file a write placed, when it was killed between a
+ * secret's `link` and the temp file's removal).
  * The pid is judged in this process's pid namespace: a container sharing the volume
  * whose write is in progress at that moment may have its temp file removed, and then
  * fails that write (ENOENT), never writing a partial file.
@@ -108,6 +119,18 @@ export async function removeLeftTemps(file: string): Promise<void> {
   const entries = await readdir(dir).catch(() => [] as string[]);
   await Promise.all(entries.map(async (entry) => {
     const pid = Number(pattern.exec(entry)?.[1]);
-    if (Number.isSafeInteger(pid) && pid !== process.pid && !isAlive(pid)) await rm(path.join(dir, entry), { force: true }).catch(() => undefined);
+    if (!Number.isSafeInteger(pid)) return;
+    const temp = path.join(dir, entry);
+    const left = pid === process.pid ? !writing.has(path.resolve(temp)) && await writtenBeforeStart(temp) : !isAlive(pid);
+    if (left) await rm(temp, { force: true }).catch(() => undefined);
   }));
+}
+
+/** True when `name` was last modified before this process began (false when it cannot be read). */
+async function writtenBeforeStart(name: string): Promise<boolean> {
+  try {
+    return (await stat(name)).mtimeMs < performance.timeOrigin;
+  } catch {
+    return false;
+  }
 }

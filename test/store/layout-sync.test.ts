@@ -9,11 +9,12 @@
  * content is written and fsynced before the file appears under its name (a second
  * start never reads it empty), the folder fsynced after; a temp file of another process
  * with the same pid is never written into. One a killed write left behind is removed
- * when the store opens (the last read: nothing removed a LAYOUT.<pid>.<hex>.tmp).
+ * when the store opens (the last read: nothing removed a LAYOUT.<pid>.<hex>.tmp), also one
+ * with this process's pid, as a container's node has at every start (a review's M2).
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { access, open, readFile, readdir, writeFile } from 'node:fs/promises';
+import { access, open, readFile, readdir, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { StartupError } from '../../src/errors.js';
 import { dirSyncUnsupported, syncDir } from '../../src/files/sync-dir.js';
@@ -102,7 +103,7 @@ test('a LAYOUT rewrite never writes into another process\'s temp file, even one 
   assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', path.basename(theirs)], 'no temp file of its own left');
 });
 
-test('a LAYOUT temp file a killed write left is removed when the store opens, the LAYOUT intact; one of a running process is left alone', async (t) => {
+test('a LAYOUT temp file a killed write left is removed when the store opens, also one with this pid from before this process began, the LAYOUT intact; one of a running process is left alone', async (t) => {
   for (const opens of [(dir: string) => openLayout(dir, 4), (dir: string) => checkLayout(dir, 4)]) {
     const dir = await tempDir(t);
     await opens(dir);
@@ -112,10 +113,19 @@ test('a LAYOUT temp file a killed write left is removed when the store opens, th
     // pid_max's largest value, 2^22); and a write in progress, of this process's parent.
     const dead = 'LAYOUT.4194305.0a1b2c3d.tmp';
     const live = `LAYOUT.${process.ppid}.0a1b2c3d.tmp`;
+    // This pid's, as a container's node has at every start (the review's M2): one the
+    // last run left (written before this process began) is removed; one written since,
+    // not by this process (another container on the volume, also pid 1), is left alone.
+    const ownLeft = `LAYOUT.${process.pid}.0a1b2c3d.tmp`;
+    const ownTheirs = `LAYOUT.${process.pid}.0a1b2c3e.tmp`;
     await writeFile(path.join(dir, dead), '{"format":1,"partitions":8');
     await writeFile(path.join(dir, live), '{"format":1,"partitions":4');
+    await writeFile(path.join(dir, ownLeft), '{"format":1,"partitions":2');
+    const lastRun = new Date(performance.timeOrigin - 60_000);
+    await utimes(path.join(dir, ownLeft), lastRun, lastRun);
+    await writeFile(path.join(dir, ownTheirs), '{"format":1,"partitions":16');
     await opens(dir);
-    assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', live].sort());
+    assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', live, ownTheirs].sort());
     assert.equal(await readFile(file, 'utf8'), before);
   }
 });
