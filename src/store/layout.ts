@@ -240,19 +240,27 @@ export async function refuseUnreadableStore(dir: string): Promise<FoundLayout> {
  * and durably (src/files/durable-write.ts: a temp file of its own, fsynced, put in
  * place, the folder fsynced — not where the file system refuses fsync on a folder).
  * `exclusive`: only when there is none (a new store; `link`ed into place, so a reader
- * never meets it empty; resolves false when another open created it first). Otherwise
- * the file is replaced (`rename`).
+ * never meets it empty; resolves undefined when another open created it first).
+ * Otherwise the file is replaced (`rename`).
+ * @returns the layout as written, `writtenBy` included, for the start's later steps
+ *   (with it, {@link recordWriter} knows this build wrote the file: a first start wrote
+ *   it once more without it)
  * @throws StartupError when the file cannot be written
  */
-async function writeLayout(dir: string, layout: StoreLayout, exclusive: boolean): Promise<boolean> {
+async function writeLayout<T extends StoreLayout>(dir: string, layout: T, exclusive: boolean): Promise<T | undefined> {
   const file = layoutFile(dir);
-  const text = `${JSON.stringify({ ...layout, writtenBy: versionLine() })}\n`;
+  const written: T = { ...layout, writtenBy: versionLine() };
   try {
     await makeDir(dir);
-    return await writeDurably(file, text, exclusive);
+    return await writeDurably(file, `${JSON.stringify(written)}\n`, exclusive) ? written : undefined;
   } catch (err) {
     throw new StartupError(`cannot write the store layout ${file}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/** Replaces `dir`'s layout file by `layout` ({@link writeLayout}). @returns the layout as written */
+async function replaceLayout<T extends StoreLayout>(dir: string, layout: T): Promise<T> {
+  return (await writeLayout(dir, layout, false)) ?? layout;
 }
 
 /**
@@ -292,16 +300,14 @@ export async function openLayout(dir: string, partitions: number, found?: FoundL
     const layout = given !== undefined ? given.layout : await readLayout(dir);
     if (layout === undefined) {
       await refuseOrphaning(dir);
-      const created: IdentifiedLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId() };
-      if (await writeLayout(dir, created, true)) return created;
+      const created = await writeLayout(dir, { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId() }, true);
+      if (created !== undefined) return created;
       continue; // another open created it first (since `found` was read, too): read theirs
     }
     checkCompatible(dir, layout, partitions);
     if (layout.storeId !== undefined) return layout as IdentifiedLayout;
     // Written before store ids: its ids were minted from partitions 0..P-1.
-    const identified: IdentifiedLayout = { ...layout, storeId: newStoreId(), partitionBase: 0 };
-    await writeLayout(dir, identified, false);
-    return identified;
+    return replaceLayout<IdentifiedLayout>(dir, { ...layout, storeId: newStoreId(), partitionBase: 0 });
   }
 }
 
@@ -314,9 +320,7 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
   if (layout.partitionBase !== undefined) {
     throw new StartupError(`the store in ${dir} has partition base ${layout.partitionBase}; it cannot move to ${base}`);
   }
-  const pinned: IdentifiedLayout = { ...layout, partitionBase: base };
-  await writeLayout(dir, pinned, false);
-  return pinned;
+  return replaceLayout(dir, { ...layout, partitionBase: base });
 }
 
 /**
@@ -329,9 +333,7 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
  */
 export async function recordRedisPrefix(dir: string, layout: IdentifiedLayout, prefix: string, db: number): Promise<IdentifiedLayout> {
   if (layout.redisPrefix === prefix && layout.redisDb === db) return layout;
-  const recorded: IdentifiedLayout = { ...layout, redisPrefix: prefix, redisDb: db };
-  await writeLayout(dir, recorded, false);
-  return recorded;
+  return replaceLayout(dir, { ...layout, redisPrefix: prefix, redisDb: db });
 }
 
 /**
@@ -345,7 +347,7 @@ export async function recordRedisPrefix(dir: string, layout: IdentifiedLayout, p
 export async function recordWriter(dir: string, known?: StoreLayout): Promise<void> {
   const layout = known ?? await readLayout(dir);
   if (layout === undefined || layout.writtenBy === versionLine()) return;
-  await writeLayout(dir, layout, false);
+  await replaceLayout(dir, layout);
 }
 
 /**
@@ -368,7 +370,7 @@ export async function checkLayout(dir: string, partitions: number, base = 0, kno
   if (layout === undefined) {
     await refuseOrphaning(dir);
     const created: StoreLayout = { format: LAYOUT_FORMAT, partitions, hash: PARTITION_HASH, storeId: newStoreId(), partitionBase: base };
-    if (await writeLayout(dir, created, true)) return;
+    if (await writeLayout(dir, created, true) !== undefined) return;
     layout = await readLayout(dir);
     if (layout === undefined) throw new StartupError(`the store layout ${layoutFile(dir)} vanished while it was being created`);
   }
