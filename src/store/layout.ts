@@ -287,8 +287,8 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
  * partitions ({@link refuseOrphaning}); gives an older store (no store id) an id and
  * base 0; otherwise checks it. Removes the temp files of layout writes a killed process
  * left (src/files/durable-write.ts `removeLeftTemps`).
- * @param found the layout the start read already ({@link refuseUnreadableStore});
- *   default: read here
+ * @param found the layout the start read already ({@link refuseUnreadableStore}); one
+ *   without a store id is read again before it is given one; default: read here
  * @returns the layout; `partitionBase` is undefined when the base is still to claim
  * @throws StartupError when the store was created with another partition count or
  *   hash, its layout is missing beside partitions, or the file cannot be read or
@@ -296,7 +296,11 @@ function checkCompatible(dir: string, layout: StoreLayout, partitions: number): 
  */
 export async function openLayout(dir: string, partitions: number, found?: FoundLayout): Promise<IdentifiedLayout> {
   await removeLeftTemps(layoutFile(dir));
-  for (let given = found; ; given = undefined) {
+  // A layout from before store ids is read again right before it is given one: `found`
+  // was read before the secrets and Redis started (seconds), and that write is no
+  // `link`, so a start beside this one could have given it an id since (a review's L10).
+  const stale = found?.layout !== undefined && found.layout.storeId === undefined;
+  for (let given = stale ? undefined : found; ; given = undefined) {
     const layout = given !== undefined ? given.layout : await readLayout(dir);
     if (layout === undefined) {
       await refuseOrphaning(dir);

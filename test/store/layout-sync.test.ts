@@ -18,7 +18,7 @@ import { access, open, readFile, readdir, utimes, writeFile } from 'node:fs/prom
 import path from 'node:path';
 import { StartupError } from '../../src/errors.js';
 import { dirSyncUnsupported, syncDir } from '../../src/files/sync-dir.js';
-import { checkLayout, openLayout, pinPartitionBase, recordWriter } from '../../src/store/layout.js';
+import { PARTITION_HASH, checkLayout, openLayout, pinPartitionBase, recordWriter, refuseUnreadableStore } from '../../src/store/layout.js';
 import { tempDir } from './fixtures/store-harness.js';
 
 /** Makes every fsync (folders only, unless `files`) fail with `code`. */
@@ -128,4 +128,17 @@ test('a LAYOUT temp file a killed write left is removed when the store opens, al
     assert.deepEqual((await readdir(dir)).sort(), ['LAYOUT', live, ownTheirs].sort());
     assert.equal(await readFile(file, 'utf8'), before);
   }
+});
+
+test('a layout from before store ids is read again right before it is given one: a start beside this one that gave it an id since keeps it (the review\'s L10)', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'LAYOUT');
+  await writeFile(file, `${JSON.stringify({ format: 1, partitions: 4, hash: PARTITION_HASH })}\n`);
+  // Read at the start, before its secrets and Redis (seconds)…
+  const found = await refuseUnreadableStore(dir);
+  // …while another start gave the store its id.
+  await writeFile(file, `${JSON.stringify({ format: 1, partitions: 4, hash: PARTITION_HASH, storeId: 'theirs', partitionBase: 0 })}\n`);
+  const layout = await openLayout(dir, 4, found);
+  assert.equal(layout.storeId, 'theirs');
+  assert.equal((JSON.parse(await readFile(file, 'utf8')) as { storeId: string }).storeId, 'theirs');
 });
