@@ -1,0 +1,51 @@
+/**
+ * The options a message store opens with (src/store/message-store.ts): where its
+ * partitions live, how it writes, its limits and its hooks (metrics, tests' clocks).
+ */
+import type { Logger } from '../logger.js';
+import type { StoreLayout } from './layout.js';
+
+/** Options of `MessageStore.open` (message-store.ts); defaults live in the configuration (DESIGN.md §10). */
+export interface MessageStoreOptions {
+  /** Data folder of the store; partition p lives in `<dir>/<p>` (e.g. `storage/xiu`). */
+  readonly dir: string;
+  /** Partition count P: a power of two, 1..256 (DESIGN.md §3). */
+  readonly partitions: number;
+  /**
+   * First MsgID partition byte B: partition folder `<dir>/<p>` mints ids of partition
+   * B+p (DESIGN.md §9; claimed per data dir, src/cluster/store-ownership.ts). B+P ≤ 256.
+   * Default 0. Checked against the store's LAYOUT file.
+   */
+  readonly partitionBase?: number;
+  /**
+   * The store's layout as the caller last read or wrote it (a serving start's, its base
+   * pinned: src/service/service.ts), checked instead of reading the file again; default:
+   * read here, and written for a new store (src/store/layout.ts `checkLayout`).
+   */
+  readonly layout?: StoreLayout;
+  /** true (durability `fsync`): a put resolves after fsync; false: `relaxed`. */
+  readonly sync: boolean;
+  /** Read-cache size in bytes of record JSON; 0 turns it off. */
+  readonly cacheBytes: number;
+  /** Retention of a message that names none, ms (default 7 days). */
+  readonly defaultTtlMs: number;
+  /** Largest UTF-8 JSON of `{type, from, data}`, bytes (default 64 KiB). */
+  readonly maxMessageBytes: number;
+  /** Wait between expiry sweeps of each partition, ms. */
+  readonly sweepIntervalMs: number;
+  readonly logger?: Logger;
+  /** Clock, ms since the epoch; default `Date.now`. Tests inject one to skip time. */
+  readonly now?: () => number;
+  /**
+   * A clock that never steps, ms from any origin, that bounds how far the sweeps'
+   * cutoff may move (src/store/sweep-clock.ts). Default: `performance.now`, or `now`
+   * itself when `now` is given (a test's clock moves only when the test moves it).
+   */
+  readonly monotonic?: () => number;
+  /** Called after each batch write with its put count and duration in ms (metrics). */
+  readonly onBatch?: (size: number, ms: number) => void;
+  /** Called once per failed partition write (metrics; partition.ts `onWriteFailure`). */
+  readonly onWriteFailure?: () => void;
+  /** Called once per record found undecodable, when it is logged (metrics; unreadable.ts). */
+  readonly onUnreadable?: () => void;
+}
