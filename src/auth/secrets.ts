@@ -73,13 +73,17 @@ async function readOrCreate(dir: string, name: SecretName, raced = false): Promi
     // Said to exist, then missing (a symbolic link to nothing): not a race to retry for good.
     if (raced) throw new StartupError(`cannot read ${file}: it exists but does not open (a symbolic link to a missing file?); delete it, or set ${VARIABLE_OF[name]}`, { cause: err });
   }
-  // Temp files of a start killed while writing one: each holds a secret never used.
+  // Temp files of a start killed while writing one: each holds a secret never used (or,
+  // killed between its link and its removal, is a second name of the one in place).
   await removeLeftTemps(file);
   const value = randomBytes(32).toString('base64url');
   // Written whole to a file of its own (mode 0600 from its creation), then linked in
   // place (src/files/durable-write.ts): a write cut short (a full disk) never leaves a
   // partial or empty secret that stops every later start, and link, unlike rename,
-  // never replaces one: two processes starting at once keep one value.
+  // never replaces one: two processes starting at once keep one value. On a file system
+  // without hard links the file is created in place instead (durable-write.ts
+  // NO_HARD_LINKS): a start killed there before its write can leave it empty, and the
+  // next start refuses it (delete the file).
   let written: boolean;
   try {
     written = await writeDurably(file, `${value}\n`, true, { mode: 0o600 });

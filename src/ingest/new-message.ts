@@ -8,9 +8,16 @@ import type { RoomMessageInput, UserMessageInput } from './ingest.js';
 
 /** Where a message goes, as the store records it, and a room message's time (Redis's clock). */
 export interface MessageTarget {
+  /** user or room (DESIGN.md §2). */
   readonly kind: MsgKind;
+  /** A user message's recipients, each once, in the order first named (ingest.ts `distinctRecipients`). */
   readonly to?: readonly string[];
+  /** A room message's room id. */
   readonly room?: string;
+  /**
+   * A room message's time, ms since the epoch on Redis's clock (that of the rooms' join
+   * slots: src/rooms/membership.ts); undefined: the store's clock.
+   */
   readonly ts?: number;
 }
 
