@@ -22,6 +22,7 @@ import { messageRoutes } from './routes/messages.js';
 import { withPortablePatterns } from './portable-patterns.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { describeErrors, installValidators, takesBody } from './validation.js';
+import { quotedText } from '../text-cut.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -186,17 +187,17 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     const transfer = req.headers['transfer-encoding'];
     if (transfer !== undefined && transfer.split(',').some((c) => c.trim().toLowerCase() !== 'chunked')) {
       void reply.header('connection', 'close');
-      done(new PixiuError('NOT_IMPLEMENTED', `Transfer-Encoding ${JSON.stringify(transfer)} is not supported: send the body with chunked alone, or with Content-Length`));
+      done(new PixiuError('NOT_IMPLEMENTED', `Transfer-Encoding ${quotedText(transfer, 100)} is not supported: send the body with chunked alone, or with Content-Length`));
       return;
     }
     const coding = req.headers['content-encoding'];
     if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
-      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${JSON.stringify(coding)} is not supported: send the body uncompressed`));
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${quotedText(coding, 100)} is not supported: send the body uncompressed`));
       return;
     }
     const charset = charsetOf(req.headers['content-type']);
     if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `charset ${JSON.stringify(charset)} is not supported: JSON bodies are UTF-8`));
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', `charset ${quotedText(charset, 100)} is not supported: JSON bodies are UTF-8`));
       return;
     }
     done();

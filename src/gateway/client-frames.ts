@@ -7,6 +7,7 @@
 import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import { PixiuError, invalid } from '../errors.js';
+import { quotedText } from '../text-cut.js';
 
 /** A parsed client frame. */
 export type ClientFrame =
@@ -42,7 +43,7 @@ function refOf(o: Record<string, unknown>): ErrorRef | undefined {
 
 function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): void {
   for (const k of Object.keys(o)) {
-    if (k !== 't' && !allowed.includes(k)) throw invalid(`${String(o.t)} frame has an unknown field ${JSON.stringify(k)}`);
+    if (k !== 't' && !allowed.includes(k)) throw invalid(`${String(o.t)} frame has an unknown field ${quotedText(k, 40)}`);
   }
 }
 
@@ -118,7 +119,7 @@ export function parseClientFrame(text: string): ClientFrame {
   // client nothing about what was wrong.
   if (typeof o.t !== 'string') throw new FrameRefused('frame needs "t": one of ack, ping, refresh, sub or unsub');
   if (!KNOWN.has(o.t)) {
-    throw new FrameRefused(`unknown frame type ${JSON.stringify(o.t).slice(0, 40)}; expected ack, ping, refresh, sub or unsub`);
+    throw new FrameRefused(`unknown frame type ${quotedText(o.t, 40)}; expected ack, ping, refresh, sub or unsub`);
   }
   try {
     return fieldsOf(o);

@@ -164,7 +164,7 @@ function checkWebSocketHeaders(req: FastifyRequest, reply: FastifyReply): void {
   }
   const upgrade = req.headers.upgrade;
   if (upgrade === undefined || upgrade.toLowerCase() !== 'websocket') {
-    throw new PixiuError('INVALID_REQUEST', `Upgrade header must be websocket, not ${JSON.stringify(upgrade ?? '')}`);
+    throw new PixiuError('INVALID_REQUEST', `Upgrade header must be websocket, not ${quotedText(upgrade ?? '', 100)}`);
   }
   const key = req.headers['sec-websocket-key'];
   if (typeof key !== 'string' || !WS_KEY.test(key)) {

@@ -117,6 +117,13 @@ test('a gzip-encoded body is 415 UNSUPPORTED_MEDIA_TYPE naming the coding, not "
   const body = await res.json() as { error: { code: string; message: string } };
   assert.equal(body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
   assert.match(body.error.message, /Content-Encoding "gzip" is not supported/);
+  // A header echoed is cut and escaped (src/text-cut.ts quotedText): 100 characters, then "…".
+  const long = await fetch(new URL('/v1/messages', server.client.url), {
+    method: 'POST', body: JSON.stringify(message()),
+    headers: { 'content-type': 'application/json', 'content-encoding': `br${'x'.repeat(300)}`, authorization: `Bearer ${server.client.token}` },
+  });
+  assert.equal(long.status, 415);
+  assert.match((await long.json() as { error: { message: string } }).error.message, /^Content-Encoding "brx{98}"… is not supported/);
   await assertNothingStored(t, server);
 });
 

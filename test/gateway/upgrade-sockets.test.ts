@@ -124,7 +124,14 @@ test('upgrade requests that do not become a WebSocket are answered, closed, and 
     },
     { name: 'GET /v1/me/messages with Upgrade: h2c, without a token', request: 'GET /v1/me/messages HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n', status: 401, code: 'UNAUTHORIZED' },
     { name: '/v1/connect without a token', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${WS_HEADERS}\r\n`, status: 401, code: 'UNAUTHORIZED' },
-    { name: '/v1/connect with Upgrade: h2c', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n`, status: 400, code: 'INVALID_REQUEST', message: /Upgrade header/ },
+    { name: '/v1/connect with Upgrade: h2c', request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n`, status: 400, code: 'INVALID_REQUEST', message: /^Upgrade header must be websocket, not "h2c"$/ },
+    // Echoed cut to 100 characters and escaped (src/text-cut.ts quotedText), not whole (up to Node's 16 KiB of
+    // headers); the "…" after it is UTF-8, which `raw` reads as latin1.
+    {
+      name: '/v1/connect with a long Upgrade',
+      request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: h2c${'x'.repeat(5000)}\r\nConnection: Upgrade\r\n\r\n`,
+      status: 400, code: 'INVALID_REQUEST', message: new RegExp(`^Upgrade header must be websocket, not "h2cx{97}"${Buffer.from('…').toString('latin1')}$`),
+    },
     {
       name: '/v1/connect with Sec-WebSocket-Version: 99',
       request: `GET /v1/connect HTTP/1.1\r\nHost: x\r\n${auth}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 99\r\nSec-WebSocket-Key: ${KEY}\r\n\r\n`,

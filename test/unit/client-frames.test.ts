@@ -51,7 +51,9 @@ test('an unknown or missing t is refused, naming the types that exist', () => {
   refused('{"t":null}', /frame needs "t"/);
   refused('{"seq":1}', /frame needs "t"/);
   refused('{}', /frame needs "t"/);
-  refused(`{"t":"${'x'.repeat(5_000)}"}`, /^unknown frame type "x{1,40}; expected/);
+  // Cut to 40 characters before it is quoted (src/text-cut.ts quotedText), never inside an escape.
+  refused(`{"t":"${'x'.repeat(5_000)}"}`, /^unknown frame type "x{40}"…; expected/);
+  refused(`{"t":"${'\\n'.repeat(30)}"}`, /^unknown frame type "(\\n){30}"; expected/);
 });
 
 test('ack needs seq: a non-negative safe integer', () => {
@@ -67,6 +69,9 @@ test('unknown fields are refused, named in the message', () => {
   refused('{"t":"refresh","token":"a","sub":"u2"}', /refresh frame has an unknown field "sub"/);
   refused('{"t":"unsub","channel":"c","since":"1-0"}', /unsub frame has an unknown field "since"/);
   refused('{"t":"ping","__proto__":{"seq":1}}', /unknown field "__proto__"/);
+  // Quoted and escaped (src/text-cut.ts quotedText): a C1 control (CSI to a terminal) as its escape, a long name cut.
+  refused('{"t":"ping","\u009b2J":1}', /^ping frame has an unknown field "\\u009b2J"$/);
+  refused(`{"t":"ping","${'k'.repeat(100)}":1}`, /^ping frame has an unknown field "k{40}"…$/);
 });
 
 test('string fields must be non-empty and bounded', () => {
