@@ -23,14 +23,24 @@
  * message stored before a second store first started, or whose claim Redis lost,
  * retried on another store afterwards, is stored twice (docs/decisions.md, "Several
  * nodes").
+ *
+ * The claim and its settling go out through tick pipelines of their own
+ * (src/inbox/tick-pipeline.ts), as the inbox appends do, not auto-pipelined: ioredis
+ * keeps one auto-pipeline in flight per client and sends the next only once every
+ * reply of it is in, so with Redis hung a claim made while one was in flight (another
+ * claim a moment earlier, a lease renewal, a presence read) waited out that one's
+ * command timeout before its own began, so its 503 came after up to two timeouts
+ * (the chaos tester's F2: up to 3.3 s at 2 s, ~30 messages/s). Sent at once, each
+ * times out on its own (test/service/redis-hung-shared.test.ts).
  */
-import type { Redis, Result } from 'ioredis';
+import { Command, type Redis, type Result } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
-import { redisCall } from '../redis/client.js';
+import { TickPipeline } from '../inbox/tick-pipeline.js';
+import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, isNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
 const SETTLE: ScriptSpec = {
   command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
@@ -47,6 +57,15 @@ declare module 'ioredis' {
 export const PENDING_MS = 30_000;
 /** How often whether other stores share the Redis is read again, ms. */
 export const REFRESH_MS = 5_000;
+/** Most claims (or settlings) in one write (tick-pipeline.ts). */
+const MAX_BATCH = 500;
+const SETTLE_SHA = scriptSha(SETTLE);
+const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
+
+/** A claim's value as Redis answers it: a string, or null for none. */
+function claimValue(raw: unknown): string | null {
+  return typeof raw === 'string' ? raw : null;
+}
 
 /** What a claim found. */
 export type ClaimAnswer =
@@ -67,6 +86,10 @@ export class ClientIdClaims {
   /** Once the Redis was seen shared by several stores: it stays so (stores are not removed, only retired). */
   #everShared = false;
   #timer: NodeJS.Timeout | undefined;
+  /** Claims: `SET key P|<store> PX … NX GET`, the key as the call's argument. */
+  readonly #claims: TickPipeline<string, string | null>;
+  /** Settlings: EVALSHA argv of `client-id-settle-1.lua`. */
+  readonly #settles: TickPipeline<string[], string | null>;
 
   /**
    * @param storeId this node's store (src/store/layout.ts)
@@ -74,9 +97,32 @@ export class ClientIdClaims {
   constructor(redis: Redis, keys: Keys, storeId: string, logger?: Logger) {
     this.#redis = redis;
     this.#keys = keys;
-    this.#pending = `P|${storeId}`;
+    const pending = `P|${storeId}`;
+    this.#pending = pending;
     this.#logger = logger;
     defineScripts(redis, [SETTLE, DELETE_IF]);
+    const pendingMs = String(PENDING_MS);
+    this.#claims = new TickPipeline<string, string | null>(redis, {
+      // A plain Command: never auto-pipelined, and the client's other SETs still are.
+      send: (client, key) => {
+        const command = new Command('set', [key, pending, 'PX', pendingMs, 'NX', 'GET'], UTF8_REPLY);
+        client.sendCommand(command);
+        const reply: Promise<unknown> = command.promise;
+        return reply;
+      },
+      reply: claimValue,
+      error: toRedisError,
+    }, MAX_BATCH);
+    this.#settles = new TickPipeline<string[], string | null>(redis, {
+      command: SETTLE.command,
+      send: sendEvalsha,
+      // Not loaded (a SCRIPT FLUSH): the registered command sends it as EVAL, which loads it.
+      resend: (client, argv, err) => (isNoScript(err)
+        ? client.pxClientIdSettleV1(...(argv.slice(2) as [string, string, string, string, string]))
+        : undefined),
+      reply: claimValue,
+      error: toRedisError,
+    }, MAX_BATCH);
   }
 
   /** True while other stores share the Redis: ingest claims each `client_msg_id` then. */
@@ -105,9 +151,7 @@ export class ClientIdClaims {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async claim(clientMsgId: string): Promise<ClaimAnswer> {
-    const key = this.#keys.clientIdClaim(clientMsgId);
-    const prior = await redisCall(() => this.#redis.set(key, this.#pending, 'PX', PENDING_MS, 'NX', 'GET'));
-    return this.#answer(prior);
+    return this.#answer(await this.#claims.call(this.#keys.clientIdClaim(clientMsgId)));
   }
 
   /**
@@ -131,7 +175,7 @@ export class ClientIdClaims {
   async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
     const at = String(Math.max(expiresAt, Date.now() + 1));
-    return this.#answer(await redisCall(() => this.#redis.pxClientIdSettleV1(key, this.#pending, found, id, at)));
+    return this.#answer(await this.#settles.call([SETTLE_SHA, '1', key, this.#pending, found, id, at]));
   }
 
   /** A claim's value as an answer: none or this store's pending mark is `mine`. */

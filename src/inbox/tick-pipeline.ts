@@ -50,8 +50,12 @@ import { excludeFromAutoPipelining } from '../redis/client.js';
 
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
-  /** The registered ioredis command `resend` uses (e.g. a script's name given to `defineCommand`). */
-  readonly command: string;
+  /**
+   * The registered ioredis command `resend` uses (e.g. a script's name given to
+   * `defineCommand`), excluded from auto-pipelining; none for a call without `resend`
+   * whose `send` writes a plain `Command` (which never auto-pipelines).
+   */
+  readonly command?: string;
   /** Sends one call's command on `redis`; resolves with the raw reply. */
   send(redis: Redis, args: Args): Promise<unknown>;
   /** Turns the command's reply into the call's result; a throw rejects the call. */
@@ -178,7 +182,7 @@ export class TickPipeline<Args, R> {
     this.#call = call;
     this.#maxBatch = maxBatch;
     this.#maxInFlight = Math.max(maxBatch, maxInFlight);
-    excludeFromAutoPipelining(redis, call.command);
+    if (call.command !== undefined) excludeFromAutoPipelining(redis, call.command);
   }
 
   /** Commands sent and not yet answered, and commands waiting to be sent (what tests check the bound with). */

@@ -301,3 +301,12 @@ test('a first release sent in the tick of another command does not break the aut
   assert.deepEqual(thrown.map(String), [], 'nothing thrown out of the pipeline\'s answer');
   assert.equal(await fresh.exists(keys.clientIdClaim('first-k')), 0, 'the claim was released');
 });
+
+test('a settle after SCRIPT FLUSH (its EVALSHA answered NOSCRIPT) is sent again as EVAL and settles the claim', async () => {
+  const claims = new ClientIdClaims(redis, keys, 'flushed');
+  assert.deepEqual(await claims.claim('flushed-1'), { state: 'mine' });
+  await redis.script('FLUSH');
+  const expiresAt = Date.now() + 60_000;
+  assert.deepEqual(await claims.settle('flushed-1', 'fedcba9876543210', expiresAt), { state: 'stored', id: 'fedcba9876543210' });
+  assert.equal(await redis.get(keys.clientIdClaim('flushed-1')), 'fedcba9876543210');
+});
