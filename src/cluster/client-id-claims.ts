@@ -32,15 +32,25 @@
  * command timeout before its own began, so its 503 came after up to two timeouts
  * (the chaos tester's F2: up to 3.3 s at 2 s, ~30 messages/s). Sent at once, each
  * times out on its own (test/service/redis-hung-shared.test.ts).
+ *
+ * A claim or a settle that got no reply (Redis hung, the connection lost) may still
+ * run when Redis thaws: the claim's mark then refused a retry on another node for its
+ * 30 s though nothing was being stored. Such an id is remembered
+ * (src/cluster/claim-leftovers.ts) and, while no attempt of this node for it is under
+ * way ({@link ClientIdClaims.claim} to {@link ClientIdClaims.end}), its mark is dropped
+ * if it is still this store's pending one (compare-and-delete: never another store's
+ * claim, never a settled one), or, for a settle (the message is stored here), the
+ * settle is made again.
  */
-import { Command, type Redis, type Result } from 'ioredis';
+import { Command, ReplyError, type Redis, type Result } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { ClaimLeftovers } from './claim-leftovers.js';
 import { outageFields } from '../errors.js';
 import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, isNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, isNoScript, scriptSha, scriptSource, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
 const SETTLE: ScriptSpec = {
   command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
@@ -60,12 +70,31 @@ export const REFRESH_MS = 5_000;
 /** Most claims (or settlings) in one write (tick-pipeline.ts). */
 const MAX_BATCH = 500;
 const SETTLE_SHA = scriptSha(SETTLE);
+const DELETE_IF_SHA = scriptSha(DELETE_IF);
 const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
 
 /** A claim's value as Redis answers it: a string, or null for none. */
 function claimValue(raw: unknown): string | null {
   return typeof raw === 'string' ? raw : null;
 }
+
+/**
+ * True when a claim's or settle's failure came without a reply from Redis (a timeout,
+ * the connection lost), so the command may have run or may run yet; false for an
+ * error reply (it did not run). `err` is the call's rejection (toRedisError's, the
+ * client's error its cause).
+ */
+function withoutReply(err: unknown): boolean {
+  const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
+  return !(cause instanceof ReplyError);
+}
+
+/** What a failed attempt may have left in Redis: its claim's pending mark, or a claim not set to its stored message. */
+type Leftover =
+  /** The claim's `SET NX GET` got no reply: drop this store's pending mark if it is there. */
+  | { readonly kind: 'claim' }
+  /** The settle got no reply: make it again (its EVALSHA argv); the message is stored here. */
+  | { readonly kind: 'settle'; readonly argv: string[] };
 
 /** What a claim found. */
 export type ClaimAnswer =
@@ -90,6 +119,10 @@ export class ClientIdClaims {
   readonly #claims: TickPipeline<string, string | null>;
   /** Settlings: EVALSHA argv of `client-id-settle-1.lua`. */
   readonly #settles: TickPipeline<string[], string | null>;
+  /** Attempts of this node under way, by `client_msg_id`: from {@link claim} to {@link end}. */
+  readonly #attempts = new Map<string, number>();
+  /** Claims and settles that got no reply, to clear once Redis answers. */
+  readonly #leftovers: ClaimLeftovers<Leftover>;
 
   /**
    * @param storeId this node's store (src/store/layout.ts)
@@ -123,6 +156,10 @@ export class ClientIdClaims {
       reply: claimValue,
       error: toRedisError,
     }, MAX_BATCH);
+    this.#leftovers = new ClaimLeftovers<Leftover>({
+      busy: (cid) => this.#attempts.has(cid),
+      clear: (cid, leftover) => this.#clear(cid, leftover),
+    }, PENDING_MS, logger);
   }
 
   /** True while other stores share the Redis: ingest claims each `client_msg_id` then. */
@@ -144,14 +181,32 @@ export class ClientIdClaims {
 
   stop(): void {
     clearInterval(this.#timer);
+    this.#leftovers.stop();
   }
 
   /**
-   * Claims `clientMsgId` for this store unless it is claimed already.
-   * @throws PixiuError UNAVAILABLE when Redis fails
+   * Claims `clientMsgId` for this store unless it is claimed already. It begins an
+   * attempt to store the message: call {@link end} once that is over (stored and
+   * settled, released, or failed), whatever this answers or throws. While one is under
+   * way, what an earlier attempt's failure left is not cleared (this one holds it now).
+   * @throws PixiuError UNAVAILABLE when Redis fails (without a reply: what it may have
+   *   written is cleared once Redis answers)
    */
   async claim(clientMsgId: string): Promise<ClaimAnswer> {
-    return this.#answer(await this.#claims.call(this.#keys.clientIdClaim(clientMsgId)));
+    this.#attempts.set(clientMsgId, (this.#attempts.get(clientMsgId) ?? 0) + 1);
+    try {
+      return this.#answer(await this.#claims.call(this.#keys.clientIdClaim(clientMsgId)));
+    } catch (err) {
+      if (withoutReply(err)) this.#leftovers.add(clientMsgId, { kind: 'claim' });
+      throw err;
+    }
+  }
+
+  /** Ends the attempt {@link claim} began for `clientMsgId`. */
+  end(clientMsgId: string): void {
+    const n = (this.#attempts.get(clientMsgId) ?? 0) - 1;
+    if (n > 0) this.#attempts.set(clientMsgId, n);
+    else this.#attempts.delete(clientMsgId);
   }
 
   /**
@@ -170,12 +225,44 @@ export class ClientIdClaims {
    * naming a message that is gone, which this store stored anew).
    * @returns the claim after the call: stored `id` when it was set, else what took its
    *   place (another store's pending claim, or its MsgID)
-   * @throws PixiuError UNAVAILABLE when Redis fails
+   * @throws PixiuError UNAVAILABLE when Redis fails (without a reply: it is made again
+   *   once Redis answers, so a retry on another node finds the message)
    */
   async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
     const at = String(Math.max(expiresAt, Date.now() + 1));
-    return this.#answer(await this.#settles.call([SETTLE_SHA, '1', key, this.#pending, found, id, at]));
+    const argv = [SETTLE_SHA, '1', key, this.#pending, found, id, at];
+    try {
+      return this.#answer(await this.#settles.call(argv));
+    } catch (err) {
+      if (withoutReply(err)) this.#leftovers.add(clientMsgId, { kind: 'settle', argv });
+      throw err;
+    }
+  }
+
+  /**
+   * Clears what a failed attempt left (ClaimLeftovers calls it while no attempt for
+   * `clientMsgId` is under way). A claim's mark goes by compare-and-delete, written at
+   * once as a plain command, so a claim of a later attempt (made after this check, sent
+   * at the end of its tick) reaches Redis after it and is never dropped by it; after
+   * NOSCRIPT (a SCRIPT FLUSH) it is sent as EVAL, if still no attempt is under way.
+   * Resolves once Redis answered; rejects when it did not.
+   */
+  async #clear(clientMsgId: string, leftover: Leftover): Promise<void> {
+    if (leftover.kind === 'settle') {
+      await this.#settles.call(leftover.argv);
+      return;
+    }
+    const key = this.#keys.clientIdClaim(clientMsgId);
+    try {
+      await sendEvalsha(this.#redis, [DELETE_IF_SHA, '1', key, this.#pending]);
+    } catch (err) {
+      if (!isNoScript(err)) throw err;
+      if (this.#attempts.has(clientMsgId)) return;
+      const command = new Command('eval', [scriptSource(DELETE_IF), '1', key, this.#pending], UTF8_REPLY);
+      this.#redis.sendCommand(command);
+      await command.promise;
+    }
   }
 
   /** A claim's value as an answer: none or this store's pending mark is `mine`. */

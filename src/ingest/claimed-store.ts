@@ -47,6 +47,18 @@ export function putOnce(deps: OnceDeps, msg: NewMessage): Promise<PutResult> {
 export async function storeClaimed(
   store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims,
 ): Promise<PutResult> {
+  try {
+    return await storeUnderClaim(store, records, msg, cid, claims);
+  } finally {
+    // What a claim or settle that got no reply left is cleared only with no attempt under way.
+    claims.end(cid);
+  }
+}
+
+/** {@link storeClaimed} within its attempt (`claims.claim` to `claims.end`). */
+async function storeUnderClaim(
+  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims,
+): Promise<PutResult> {
   const claim = await claims.claim(cid);
   if (claim.state === 'pending') throw storingElsewhere(cid);
   if (claim.state === 'stored' && !store.holds(claim.id)) {

@@ -6,13 +6,17 @@
  * node is stopped now: here a second node ran on the same Redis and stopped, as in the
  * chaos tester's run (finding F2: answers took up to 1.6 command timeouts, the claim
  * waiting behind the auto-pipeline in flight before it went out).
+ *
+ * And the claim that timed out there: Redis writes it when it thaws, and the node that
+ * made it drops it then (compare-and-delete), so a retry on another node is stored at
+ * once instead of being refused as "being stored by another node" for the claim's 30 s.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess, type HttpAnswer } from '../harness/pixiu-server.js';
-import { expectError, waitUntil } from '../harness/checks.js';
+import { expectError, openInbox, readWholeInbox, waitUntil } from '../harness/checks.js';
 
 /**
  * The service's Redis command timeout, and the slack on it for scheduling and HTTP on
@@ -49,4 +53,43 @@ test('with a shared Redis frozen, messages with client_msg_id at ~30/s are each 
   const slowest = Math.max(...answers.map((a) => a.elapsedMs));
   assert.ok(slowest < COMMAND_TIMEOUT_MS + MARGIN_MS, `slowest 503 after ${Math.round(slowest)} ms (command timeout ${COMMAND_TIMEOUT_MS} ms)`);
   await waitUntil('/readyz is 200', async () => (await client.get('/readyz')).status === 200, 15_000);
+});
+
+test('a claim that timed out on a frozen shared Redis is dropped once Redis answers: the retry on another node is stored at once, not 503 for the claim\'s 30 s', async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  // A node that ran on this Redis and stopped: A and B see it shared from their start.
+  const first = await startInProcess(t, { redisUrl: redis.url });
+  await first.service.close();
+  const a = await startInProcess(t, { redisUrl: redis.url, redisCommandTimeoutMs: '500' });
+  const b = await startInProcess(t, { redisUrl: redis.url });
+  const body = { to: 'frozen-user', type: 't', data: { n: 1 }, client_msg_id: 'frozen-claim-1' };
+  redis.pause();
+  let onA: HttpAnswer;
+  try {
+    // A's first Redis command for it is the claim (SET NX GET): it times out, and Redis
+    // runs it when it thaws, writing A's pending mark.
+    onA = await a.client.post('/v1/messages', body);
+  } finally {
+    redis.resume();
+  }
+  expectError(onA, 503, 'UNAVAILABLE');
+  // The producer retries on another node, after Retry-After (1 s) or sooner: stored
+  // within 3 s of the thaw, not refused as "being stored by another node" for 30 s.
+  const deadline = performance.now() + 3000;
+  let onB = await b.client.post('/v1/messages', body);
+  while (onB.status === 503 && performance.now() < deadline) {
+    await delay(250);
+    onB = await b.client.post('/v1/messages', body);
+  }
+  assert.equal(onB.status, 201, onB.text);
+  const stored = onB.body as { id: string; duplicate: boolean };
+  assert.equal(stored.duplicate, false);
+  // A retry on A now is answered with B's message: stored once.
+  const again = await a.client.post('/v1/messages', body);
+  assert.equal(again.status, 200, again.text);
+  const dup = again.body as { id: string; duplicate: boolean };
+  assert.deepEqual([dup.id, dup.duplicate], [stored.id, true]);
+  const { inbox } = await openInbox(t, redis.url);
+  assert.deepEqual((await readWholeInbox(inbox, 'frozen-user')).map((e) => e.id), [stored.id], 'appended once');
 });
