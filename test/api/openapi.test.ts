@@ -10,10 +10,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERRORS } from '../../src/errors.js';
 import { isUserId, userId } from '../../src/api/schemas.js';
-import { cleanupList } from '../harness/pixiu-server.js';
+import { REPO_ROOT, cleanupList } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
 /** The parts of an OpenAPI 3 document these tests read. */
@@ -228,7 +229,7 @@ test('the routes that take a client_msg_id declare its 409 CONFLICT, and only th
 });
 
 test('the error body\'s code is an enum of the catalogue\'s codes, the ones docs/api.md\'s Errors table lists, on every error answer', async () => {
-  const table = (await readFile(new URL('../../docs/api.md', import.meta.url), 'utf8')).split('\n## Errors\n')[1]?.split('\n## ')[0] ?? '';
+  const table = (await readFile(path.join(REPO_ROOT, 'docs/api.md'), 'utf8')).split('\n## Errors\n')[1]?.split('\n## ')[0] ?? '';
   const documented = [...table.matchAll(/^\| \d{3} \| `([A-Z_]+)` \|/gm)].map((m) => m[1]).sort();
   assert.deepEqual(documented, Object.keys(ERRORS).sort());
   let answers = 0;
