@@ -16,7 +16,9 @@
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
  * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
  * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
- * (`rotate-3.lua`); the epoch is then kept, and that device is reset alone.
+ * (`rotate-3.lua`); the epoch is then kept, and that device is reset alone. A sign of
+ * the node's own deliveries that came while it was in flight proves the loss: the
+ * rotation is then asked for again as such, which Redis never refuses.
  */
 import type { InboxEntry } from '../inbox/inbox.js';
 import type { Effect, RotationCause } from './effects.js';
@@ -42,6 +44,8 @@ export class EpochGuard {
   #asked = '';
   /** An epoch a resume claim's rotation was just refused for (cool-down): the next page judged does not ask again. */
   #kept: string | undefined;
+  /** A sign of the node's own deliveries came while a rotation was in flight: asked for again if that one is refused. */
+  #provenDuring = false;
 
   /** True while a `rotate-epoch` is in flight: the machine starts no fetch. */
   get rotating(): boolean {
@@ -87,11 +91,13 @@ export class EpochGuard {
   /**
    * Asks for a new epoch in place of `epoch`, unless a rotation is in flight already.
    * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
-   * @param cause what showed the inbox has less (for the log): `delivered` wins over a
-   *   `resume` asked for earlier in the same `effects`, since it proves Redis's loss
+   * @param cause what showed the inbox has less: `delivered` wins over a `resume` asked
+   *   for earlier in the same `effects`, since it proves Redis's loss (never refused); one
+   *   that comes while an earlier rotation is in flight is kept for its answer (`rotated`)
    */
   rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause): void {
     if (this.#rotating) {
+      if (cause === 'delivered') this.#provenDuring = true;
       const asked = effects.findIndex((e) => e.kind === 'rotate-epoch');
       const effect = effects[asked];
       if (cause === 'delivered' && effect?.kind === 'rotate-epoch' && effect.cause === 'resume') effects[asked] = { ...effect, cause };
@@ -104,12 +110,19 @@ export class EpochGuard {
   }
 
   /**
-   * The rotation asked for was tried (done, done by another node, or failed).
+   * The rotation asked for was tried (done, done by another node, or failed). When Redis
+   * refused it (a resume claim's, in the cool-down) but a sign of the node's own
+   * deliveries came while it was in flight, the loss is proven: a rotation is asked for
+   * again into `effects`, as `delivered`, which is never refused (else a device would
+   * skip the seqs assigned again, with no `reset`: DESIGN.md §11).
    * @param kept true when Redis refused it for the cool-down: the epoch stays
    */
-  rotated(kept = false): void {
+  rotated(kept: boolean, effects: Effect[]): void {
     this.#rotating = false;
-    if (kept) this.#kept = this.#asked;
+    const proven = this.#provenDuring;
+    this.#provenDuring = false;
+    if (kept && proven) this.rotate(this.#asked, false, effects, 'delivered');
+    else if (kept) this.#kept = this.#asked;
   }
 
   /** The fetch in flight ended (answered or failed). @returns true when its page is to be dropped */

@@ -141,12 +141,14 @@ export class UserMachine {
     // A seq delivered under this epoch now naming another message: Redis gave the inbox
     // back with less (DESIGN.md §11). A burst past the old latest never lets a pull see
     // it shrunken, but seqs are contiguous: one lands on the highest seq delivered.
-    if (!this.#guard.rotating && epoch === this.#epoch && this.#guard.reuses(entry)) {
+    if (epoch === this.#epoch && this.#guard.reuses(entry)) {
+      // A fetch in flight read the old epoch: what it brings is not delivered. A rotation
+      // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
+      const inFlight = this.#guard.rotating;
       const effects: Effect[] = [];
-      // A fetch in flight read the old epoch: what it brings is not delivered.
       this.#guard.rotate(epoch, this.#fetchAfter !== undefined, effects, 'delivered');
       this.#ahead?.clear();
-      return effects;
+      if (!inFlight) return effects;
     }
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
@@ -227,7 +229,9 @@ export class UserMachine {
 
   /** epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere, failed, or `kept`: refused for its cool-down); pulls at once. */
   epochRotated(kept = false): Effect[] {
-    this.#guard.rotated(kept);
+    const again: Effect[] = [];
+    this.#guard.rotated(kept, again);
+    if (this.#guard.rotating) return again; // refused, but a loss was proven meanwhile
     this.#force = true;
     this.#probe = true;
     this.#ahead?.clear();

@@ -10,11 +10,13 @@
  * of a seq not new is judged when the pull is made, not when it arrives: a fetch in
  * flight may yet deliver that seq from the inbox as it was. A rotation a login's claim
  * asks for that Redis refuses (its cool-down) resets that login alone, once, and is not
- * asked for again and again.
+ * asked for again and again; but a local append reusing a delivered seq, offered while
+ * that rotation was in flight, asks for it again as proven (before, the epoch was kept
+ * and devices skipped the seqs assigned again with no reset).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CONFIG, Driver } from './machine-driver.js';
+import { CONFIG, Driver, FIRST } from './machine-driver.js';
 
 test('a full window does not fetch once per late notify of new messages', () => {
   const d = new Driver({ ...CONFIG, window: 3 });
@@ -139,4 +141,40 @@ test('a resume claim whose rotation the cool-down refuses resets that connection
   assert.equal(d.inbox.epoch, 'ep1-rotated');
   assert.deepEqual(d.brief('a').slice(0, 1), ['reset ep1-rotated 2']);
   assert.deepEqual(d.brief('b2').slice(0, 1), ['reset ep1-rotated 2']);
+});
+
+test('a local append reusing a delivered seq, offered while a resume claim\'s rotation is in flight that the cool-down refuses, still rotates the epoch (an offline device)', () => {
+  const d = new Driver({ ...CONFIG, window: 100 });
+  d.inbox.append(2);
+  d.login('a', FIRST, 'phone');
+  d.login('slow', FIRST, 'watch');
+  d.settle();
+  d.take(d.m.pause('slow')); // the watch stays at sent 2: the next pulls start after 2
+  d.notify(d.inbox.append(2));
+  d.settle();
+  d.m.logout('a'); // the phone goes offline holding last_seq 4 of ep1
+  d.inbox.restoreTo(2); // Redis comes back older: 3 and 4 lost
+  d.inbox.coolingDown = true; // a claim's rotation was made < 60 s ago
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
+  d.answer(); // the claim's page asks for a rotation (resume): in flight
+  assert.ok(d.rotating);
+  d.inbox.append(); // seq 3, appended on another node
+  d.offer(); // seq 4, appended here: the seq 4 the phone was sent names another message now
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['resume', 'delivered'], 'the refused rotation is asked for again as delivered');
+  assert.equal(d.inbox.epoch, 'ep1-rotated', 'ep1 kept: the phone resuming after 4 would skip the new 3 and 4');
+});
+
+test('a local append reusing a delivered seq, offered while a resume claim\'s rotation is in flight that the cool-down refuses, resets a connected device', () => {
+  const d = caughtUpOnFour();
+  d.inbox.restoreTo(2);
+  d.inbox.coolingDown = true;
+  d.inbox.append(2); // 3 (another node) and 4 (this node) land before any read
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
+  d.answer(); // latest 4: a (sent 4) shows no loss; b's claim asks for a rotation
+  assert.ok(d.rotating);
+  d.offerAppended(4); // this node's append of 4, offered now
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['resume', 'delivered']);
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4'], 'a skips the new 3 and 4 with no reset');
 });

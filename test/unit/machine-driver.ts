@@ -333,7 +333,11 @@ export class Driver {
    * epoch and its record, as ingest hands them over); `epoch` overrides the inbox's.
    */
   offer(epoch?: string): Effect[] {
-    const seq = this.inbox.append();
+    return this.offerAppended(this.inbox.append(), epoch);
+  }
+
+  /** Offers `seq`, already in the inbox (a local append whose offer comes after a read saw it). */
+  offerAppended(seq: number, epoch?: string): Effect[] {
     const { page, records } = this.inbox.read(seq - 1, 1);
     const entry = page.entries[0];
     const record = records[0];
