@@ -9,8 +9,10 @@
  * Two signs, both seen by the machine: a read whose latest seq is below what a
  * connection was sent, and a local append that lands on the highest seq delivered as
  * another message (a batch that passes the old latest before any read: seqs are
- * contiguous, so one of its appends lands there). This module keeps what the second
- * needs and the state of the rotation in flight.
+ * contiguous, so one of its appends lands there). This module judges each page read
+ * for the first ({@link EpochGuard.judge}, which also resets connections under an
+ * epoch that changed), keeps what the second needs, and the state of the rotation in
+ * flight.
  *
  * A third sign is a connecting device's `last_seq` above the latest under the inbox's
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
@@ -20,8 +22,10 @@
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
  */
-import type { InboxEntry } from '../inbox/inbox.js';
+import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import { resetTo, type Conn } from './connection-state.js';
 import type { Effect, RotationCause } from './effects.js';
+import { resumesAboveLatest } from './resume.js';
 
 /**
  * Least time between two rotations of one user's epoch asked for by a device's resume
@@ -75,16 +79,33 @@ export class EpochGuard {
   }
 
   /**
-   * A connecting device claims a `last_seq` above the latest of the inbox's own `epoch`:
-   * asks for a rotation (cause `resume`), unless one for that claim was just refused in
-   * the cool-down (the machine then resets the device alone, resume.ts `resetsOn`).
+   * Judges a fetched `page` for resets, the machine's epoch being `epoch` (DESIGN.md
+   * §11). Under another epoch, the inbox was recreated: each ready connection is
+   * `reset`. Under the same one, a latest seq below what a ready connection was sent
+   * asks for a new epoch (`delivered`), whose pull after `epochRotated` resets every
+   * connection under it; with no inbox at all (epoch null: its keys lost, no append
+   * since) there is nothing to rotate, and the connection is reset (the append that
+   * recreates the inbox brings a new epoch). A joining connection's claim of a
+   * `last_seq` above the latest asks for one too (`resume`), unless it logged in while
+   * the fetch ran (`late`: the page may predate what its device was sent elsewhere) or
+   * a rotation for that claim was just refused in the cool-down (the machine then
+   * resets the device alone, resume.ts `resetsOn`). After this page, a refused claim's
+   * rotation may be asked for again (Redis decides).
    */
-  claimedAhead(epoch: string | null, effects: Effect[]): void {
-    if (epoch !== null && epoch !== this.#kept) this.rotate(epoch, false, effects, 'resume');
-  }
-
-  /** A page was judged for resets: a refused claim's rotation may be asked for again (Redis decides). */
-  judged(): void {
+  judge(page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[]): void {
+    const epochChanged = typeof epoch === 'string' && page.epoch !== epoch;
+    for (const c of conns) {
+      if (c.phase !== 'ready') {
+        const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);
+        if (claim && page.epoch !== null && page.epoch !== this.#kept) this.rotate(page.epoch, false, effects, 'resume');
+      } else if (epochChanged) {
+        resetTo(c, page, effects);
+      } else if (page.latestSeq < Math.max(c.sent, c.redeliverUpTo)) {
+        // Against the highest seq ever written: a redelivery may have rewound `sent`.
+        if (page.epoch === null) resetTo(c, page, effects);
+        else this.rotate(page.epoch, false, effects, 'delivered');
+      }
+    }
     this.#kept = undefined;
   }
 

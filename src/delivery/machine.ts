@@ -29,10 +29,10 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
-import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, resetTo, type Conn } from './connection-state.js';
+import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
-import { joinCursor, resetsOn, resumesAboveLatest, type ResumeRequest } from './resume.js';
+import { joinCursor, resetsOn, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 
@@ -69,8 +69,9 @@ export class UserMachine {
   /** Whether Redis gave the inbox back with less, and the new epoch asked for then (epoch-guard.ts). */
   readonly #guard = new EpochGuard();
   /**
-   * Logged in while the fetch in flight ran: its page may predate what their device was sent elsewhere, so it neither
-   * rotates the epoch for them nor resets them (they wait for the next fetch, which login asked for); the others join on it.
+   * Logged in while the fetch in flight ran: its page may predate what their device was
+   * sent elsewhere, so it neither rotates the epoch for them nor resets them (they wait
+   * for the next fetch, which login asked for); the others join on it.
    */
   #joinedDuringFetch: Set<string> | undefined;
 
@@ -209,7 +210,10 @@ export class UserMachine {
     return effects.concat(this.#pump());
   }
 
-  /** undeliverable: `seq`'s `msg` could not be serialised; a `gap` went instead (session.ts). It leaves the window. */
+  /**
+   * undeliverable: `seq`'s `msg` could not be serialised; a `gap` went instead
+   * (session.ts). It leaves the window.
+   */
   undeliverable(conn: string, seq: number): Effect[] {
     const c = this.#conns.get(conn);
     const at = c?.inflight.indexOf(seq) ?? -1;
@@ -227,7 +231,10 @@ export class UserMachine {
     return redeliveryRound(c, this.#config, effects) ? effects.concat(this.#pump()) : effects;
   }
 
-  /** epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere, failed, or `kept`: refused for its cool-down); pulls at once. */
+  /**
+   * epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere,
+   * failed, or `kept`: refused for its cool-down); pulls at once.
+   */
   epochRotated(kept = false): Effect[] {
     const again: Effect[] = [];
     this.#guard.rotated(kept, again);
@@ -247,7 +254,11 @@ export class UserMachine {
     return [];
   }
 
-  /** The fetch ended: `page` is the inbox after its start, `records[i]` `page.entries[i]`'s content (null: expired, missing; the unreadable mark: it cannot be decoded). */
+  /**
+   * The fetch ended: `page` is the inbox after its start, `records[i]`
+   * `page.entries[i]`'s content (null: expired, missing; the unreadable mark: it cannot
+   * be decoded).
+   */
   fetched(page: InboxPage, records: readonly (ReadRecord | null)[]): Effect[] {
     const after = this.#fetchAfter ?? 0;
     this.#fetchAfter = undefined;
@@ -261,7 +272,7 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    this.#detectReset(page, effects, late);
+    this.#guard.judge(page, this.#epoch, this.#conns.values(), late, effects);
     if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again).
       this.#ahead?.clear();
@@ -292,34 +303,6 @@ export class UserMachine {
     if (!progressed && !this.#dirty && !this.#anyWantsBeside(after)) return effects;
     this.#dirty = false;
     return effects.concat(this.#pump());
-  }
-
-  /**
-   * The inbox was recreated under a connection (DESIGN.md §11): `reset` it. One that came back with less under the
-   * same epoch gets a new epoch first (`rotate-epoch`); the pull after `epochRotated` resets every connection under it.
-   */
-  #detectReset(page: InboxPage, effects: Effect[], late: ReadonlySet<string> | undefined): void {
-    const epochChanged = this.#epoch !== undefined && this.#epoch !== null && page.epoch !== this.#epoch;
-    for (const c of this.#conns.values()) {
-      if (c.phase !== 'ready') {
-        if (late?.has(c.id) !== true && resumesAboveLatest(c.resume, page)) this.#guard.claimedAhead(page.epoch, effects);
-        continue;
-      }
-      if (epochChanged) {
-        resetTo(c, page, effects);
-        continue;
-      }
-      // Against the highest seq ever written: a redelivery may have rewound `sent`.
-      if (page.latestSeq >= Math.max(c.sent, c.redeliverUpTo)) continue;
-      if (page.epoch === null) {
-        // No inbox at all (its keys lost, no append since): nothing to rotate; the
-        // append that recreates it brings a new epoch, and this connection is reset.
-        resetTo(c, page, effects);
-      } else {
-        this.#guard.rotate(page.epoch, false, effects, 'delivered');
-      }
-    }
-    this.#guard.judged();
   }
 
   /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */

@@ -178,7 +178,7 @@ test('an inbox lost with nothing appended since (no epoch at all) resets a conne
   // No mutant: this pins a documented frame no test sent (docs/protocol.md, `reset`:
   // `epoch` null and `seq` 0 when Redis lost the inbox and nothing was appended since).
   // A connection that was sent anything has seen an epoch, so this goes by the
-  // epoch-change path; the `page.epoch === null` branch of #detectReset below it was
+  // epoch-change path; the `page.epoch === null` branch of EpochGuard.judge below it was
   // found unreachable (its mutant survives as equivalent).
   const d = new Driver({ ...CONFIG, window: 10 });
   d.inbox.append(3);
