@@ -230,7 +230,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       },
       security: [{ apiToken: [] }],
     },
-    // The id patterns' `\s\p{Cc}\p{Cs}` as ranges every regex engine reads alike (portable-patterns.ts).
+    // The id patterns' `\s\p{Cc}\p{Cs}` as ranges every regex engine reads alike, and the
+    // MsgID's whole rule where the answers' schemas hold its shape (portable-patterns.ts).
     transformObject: (doc) => withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
   });
 

@@ -11,7 +11,13 @@
  * control characters and the surrogates as `\uXXXX` JSON escapes, which a JSON parser
  * turns back into the characters. The server keeps its own pattern, which follows the
  * Unicode version of the runtime; a test checks both agree on every code point.
+ *
+ * The MsgID's pattern is published stricter than the answers' schemas hold it: its
+ * whole rule ({@link MSG_ID_PATTERN}: a kind 01–04, a counter not 0), in place of the
+ * shape only, which fast-json-stringify tests on every id it serialises through an
+ * `anyOf` (schemas.ts `msgId`). A unit test checks the whole rule against the decoder.
  */
+import { MSG_ID_HEX_PATTERN, MSG_ID_PATTERN } from '../ids/msg-id.js';
 import { wordedPattern, wordsOf } from './pattern-rules.js';
 
 /** What `[^\s\p{Cc}\p{Cs}]` leaves out, in its source form. */
@@ -26,11 +32,19 @@ const SHORTHAND = '\\s\\p{Cc}\\p{Cs}';
  */
 export const REFUSED_RANGES = '\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff\ud800-\udfff';
 
+/** Patterns the document publishes whole in place of the shape the answers' schemas hold. */
+const PUBLISHED_WHOLE = new Map([
+  [MSG_ID_HEX_PATTERN, wordedPattern(MSG_ID_PATTERN, 'a message id: 16 lower-case hex digits, digits 3–4 its kind (01–04), the last 12 a counter, not all 0')],
+]);
+
 /**
- * `pattern` with `\s\p{Cc}\p{Cs}` written as {@link REFUSED_RANGES}, declared with the
- * same words as `pattern` (pattern-rules.ts); `pattern` itself when it has no such part.
+ * `pattern` as the document publishes it: the whole rule for a shape listed above;
+ * else with `\s\p{Cc}\p{Cs}` written as {@link REFUSED_RANGES}, declared with the
+ * same words as `pattern` (pattern-rules.ts); else `pattern` itself.
  */
 export function portablePattern(pattern: string): string {
+  const whole = PUBLISHED_WHOLE.get(pattern);
+  if (whole !== undefined) return whole;
   if (!pattern.includes(SHORTHAND)) return pattern;
   const portable = pattern.replaceAll(SHORTHAND, REFUSED_RANGES);
   const words = wordsOf(pattern);

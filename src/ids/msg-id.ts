@@ -25,7 +25,14 @@ export const MAX_COUNTER = 2 ** 48 - 1;
 /** Bytes in an encoded MsgID. */
 export const MSG_ID_BYTES = 8;
 
-const HEX_ID = /^[0-9a-f]{16}$/;
+/**
+ * A MsgID's shape only, 16 lower-case hex digits: the pattern of the answers' schemas,
+ * which fast-json-stringify checks when it picks an `anyOf` branch (the whole rule,
+ * {@link MSG_ID_PATTERN}, is the OpenAPI document's only: portable-patterns.ts).
+ */
+export const MSG_ID_HEX_PATTERN = '^[0-9a-f]{16}$';
+
+const HEX_ID = new RegExp(MSG_ID_HEX_PATTERN);
 
 /**
  * The whole MsgID rule ({@link tryDecodeMsgId}) as a regular expression, for the OpenAPI
