@@ -122,9 +122,18 @@ export const seqCursor = {
 } as const;
 
 /**
+ * What the error body's `code` is, for the document: the enum is this release's codes,
+ * not a closed list. A generated client whose enum refuses a value it does not know
+ * would fail on a code added later instead of reading the answer (docs/api.md "Errors").
+ */
+const CODE_DESCRIPTION = 'what went wrong: one of the codes of docs/api.md "Errors" as of this release. Later releases may add codes; '
+  + 'a client treats a code it does not know by the answer\'s HTTP status (a generated client must not refuse an unknown value)';
+
+/**
  * The JSON error body of DESIGN.md §7. Its `code` is one of the catalogue's, listed from
  * it (src/errors.ts), so the document and the code cannot disagree; docs/api.md's
- * "Errors" table lists the same (a test checks the three).
+ * "Errors" table lists the same (a test checks the three). The list may grow
+ * ({@link CODE_DESCRIPTION}).
  */
 export const errorBody = {
   type: 'object',
@@ -132,7 +141,7 @@ export const errorBody = {
     error: {
       type: 'object',
       properties: {
-        code: { type: 'string', enum: Object.keys(ERRORS) as ErrorCode[], description: 'what went wrong, one of a closed list (docs/api.md, "Errors")' },
+        code: { type: 'string', enum: Object.keys(ERRORS) as ErrorCode[], description: CODE_DESCRIPTION },
         message: { type: 'string', description: 'what was wrong, in words for a person; not stable: match on code' },
       },
       required: ['code', 'message'],
