@@ -138,8 +138,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // 8259 §8.1), and a body declared otherwise would be read as UTF-8 all the same.
   app.addHook('onRequest', (req, reply, done) => {
     // A request that asked for an upgrade ends its connection after its answer, whoever
-    // gives it (src/gateway/upgrade-guard.ts); said here, in the first hook, so that
-    // answers of later hooks (a refused token) say so too.
+    // gives it (src/gateway/upgrade-guard.ts); said here, in the first onRequest hook
+    // that can refuse such a request, so that answers of later hooks (a refused token)
+    // say so too. The two before it cannot: the shutdown refusal answers with
+    // `Connection: close` anyway, and installValidators' GET-body check skips upgrades.
     if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
     // Node's parser also takes a request line with no version (read as HTTP/0.9) and
     // HTTP/2.0 spelt as text; neither is HTTP/1.x (RFC 9112 §2.3, §3).
