@@ -215,7 +215,7 @@ export const errorResponses = {
 export const opsErrorResponses = {
   '4xx': { ...errorBody, description: 'Refused: the request is malformed (400 INVALID_REQUEST: a body, a fragment, a bad percent-encoding, not HTTP/1.1), or its line and headers are over the limit (431 HEADERS_TOO_LARGE), …; docs/api.md, "Errors"' },
   503: unavailableAnswer('UNAVAILABLE: this node is shutting down; ask another node (docs/api.md, "Operations", Shutdown)'),
-  '5xx': { ...errorBody, description: 'Not done: 500 INTERNAL (a bug), 501 NOT_IMPLEMENTED (a Transfer-Encoding other than chunked), or 503 as above' },
+  '5xx': errorResponses['5xx'],
 } as const;
 
 /**
