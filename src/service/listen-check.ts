@@ -12,9 +12,22 @@ import { createServer } from 'node:net';
 import { StartupError } from '../errors.js';
 
 /**
+ * The start error for a failed listen on `host:port`: `cannot listen on <host>:<port>:
+ * <reason>`, and for a port in use or not allowed (EADDRINUSE, EACCES) the setting that
+ * picks another — the default 8080 is often taken on a development machine. Used by
+ * this pre-flight check and by the real listen (src/service/service.ts), so both say
+ * the same.
+ */
+export function listenFailure(host: string, port: number, err: unknown): StartupError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const hint = code === 'EADDRINUSE' || code === 'EACCES' ? ' (choose another port with --port or PIXIU_PORT)' : '';
+  return new StartupError(`cannot listen on ${host}:${port}: ${(err as Error).message}${hint}`, { cause: err });
+}
+
+/**
  * Binds `host:port` and lets it go again. Port 0 (any free port) is not checked.
- * @throws StartupError `cannot listen on <host>:<port>: <reason>` (the wording of the
- *   real listen's failure), e.g. EADDRINUSE, EACCES, EADDRNOTAVAIL, ENOTFOUND
+ * @throws StartupError from {@link listenFailure} (the wording of the real listen's
+ *   failure), e.g. EADDRINUSE, EACCES, EADDRNOTAVAIL, ENOTFOUND
  */
 export async function checkListenable(host: string, port: number): Promise<void> {
   if (port === 0) return;
@@ -25,7 +38,7 @@ export async function checkListenable(host: string, port: number): Promise<void>
       probe.listen({ host, port, exclusive: true }, () => resolve());
     });
   } catch (err) {
-    throw new StartupError(`cannot listen on ${host}:${port}: ${(err as Error).message}`, { cause: err });
+    throw listenFailure(host, port, err);
   } finally {
     await new Promise<void>((resolve) => {
       if (probe.listening) probe.close(() => resolve());

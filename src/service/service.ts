@@ -42,7 +42,7 @@ import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '.
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordRedisPrefix, recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { StoreRouter } from '../cluster/store-router.js';
-import { checkListenable } from './listen-check.js';
+import { checkListenable, listenFailure } from './listen-check.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
 import { buildInfo } from '../version.js';
 
@@ -298,7 +298,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     try {
       await app.listen({ host: config.host, port: config.port });
     } catch (err) {
-      throw new StartupError(`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`, { cause: err });
+      throw listenFailure(config.host, config.port, err);
     }
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr !== null ? addr.port : config.port;

@@ -70,7 +70,7 @@ test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with t
   assert.ok(run.stderr.endsWith(`\npixiu: the start failed; the secrets it generated (printed above) are kept in ${path.join(secretsDir, 'api-token')} and ${path.join(secretsDir, 'jwt-secret')}\n`), run.stderr);
 });
 
-test('a port in use or a host not of this machine: serve exits 1 naming the address, before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
+test('a port in use or a host not of this machine: serve exits 1 naming the address (and, for the port, --port / PIXIU_PORT), before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
@@ -83,6 +83,7 @@ test('a port in use or a host not of this machine: serve exits 1 naming the addr
     assert.deepEqual({ code: run.code, signal: run.signal }, { code: 1, signal: null }, run.stderr);
     assert.match(run.stderr, new RegExp(`cannot listen on ${host.replace(/\./g, '\\.')}:${listenPort}: .*`), run.stderr);
     assert.match(run.stderr, reason);
+    if (host === '127.0.0.1') assert.match(run.stderr, /\(choose another port with --port or PIXIU_PORT\)/, 'a port in use names the setting');
     assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
   }
   const admin = new Redis(redis.url);
