@@ -13,6 +13,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { bearerToken } from '../auth/api-token.js';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
+import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { dropIncoming } from '../drop-incoming.js';
 
@@ -30,11 +31,13 @@ declare module 'fastify' {
 
 /** A whole body over its route's limit, before the handler names the limit ({@link withBodyLimit}). */
 const BODY_TOO_LARGE = 'request body is over the size limit';
+/** A Content-Type fastify cannot read, before the handler names it ({@link withBodyLimit}). */
+const NOT_JSON_TYPE = 'the body must be application/json';
 
 /** fastify's own error codes, mapped to the catalogue. */
 const FASTIFY_CODES: Readonly<Record<string, { code: ErrorCode; message?: string }>> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'PAYLOAD_TOO_LARGE', message: BODY_TOO_LARGE },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'the body must be application/json' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'UNSUPPORTED_MEDIA_TYPE', message: NOT_JSON_TYPE },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', message: 'Content-Length does not match the body' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'INVALID_REQUEST', message: BODY_REQUIRED },
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_REQUEST', message: 'the body is not valid JSON' },
@@ -310,9 +313,14 @@ function endAfterAnswers(socket: HttpServerSocket, answer: (req: IncomingMessage
  * `err` or, when it is a whole body over the route's limit (fastify's own 413), the
  * same refusal naming that limit, in bytes and KiB or MiB, and the setting when it is
  * the app's (`PIXIU_MAX_BODY_BYTES`) rather than a route's own (`/v1/me/ack`, 4 KiB):
- * a producer sizing its batches needs the number.
+ * a producer sizing its batches needs the number. Likewise fastify's own 415 (a
+ * Content-Type it cannot parse) names what was sent and what to send, as the content
+ * type parsers' 415 does (src/api/json-error.ts `notJsonTypeMessage`).
  */
 function withBodyLimit(err: PixiuError, req: FastifyRequest): PixiuError {
+  if (err.code === 'UNSUPPORTED_MEDIA_TYPE' && err.message === NOT_JSON_TYPE) {
+    return new PixiuError('UNSUPPORTED_MEDIA_TYPE', notJsonTypeMessage(req.headers['content-type']), { cause: err.cause });
+  }
   if (err.code !== 'PAYLOAD_TOO_LARGE' || err.message !== BODY_TOO_LARGE) return err;
   const limit = req.routeOptions.bodyLimit;
   const setting = limit === req.server.initialConfig.bodyLimit ? 'PIXIU_MAX_BODY_BYTES' : 'this route\'s own limit';

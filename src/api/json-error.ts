@@ -4,10 +4,11 @@
  * the answer said only "the body is not valid JSON" (an integrator newcomer could not
  * tell where a 7 MB batch broke). V8's `JSON.parse` names the position for most faults
  * ("… in JSON at position 56"); for an unexpected token it quotes the text instead, which
- * is left out here (it may be long), keeping the token.
+ * is left out here (it may be long), keeping the token. Also the 415 for a body not
+ * declared JSON at all ({@link notJsonTypeMessage}).
  */
 
-import { wholeSlice } from '../text-cut.js';
+import { quotedText, wholeSlice } from '../text-cut.js';
 
 /** The refusal's words before the cause. */
 export const NOT_JSON = 'the body is not valid JSON';
@@ -48,4 +49,16 @@ function excerpt(text: string, position: number): string {
 
 function lowerFirst(s: string): string {
   return s.charAt(0).toLowerCase() + s.slice(1);
+}
+
+/**
+ * The 415 message for a body that is not declared `application/json`: the Content-Type
+ * the request sent (quoted and cut, src/text-cut.ts `quotedText`), or that it sent none,
+ * and what to send — `curl -d` without `-H 'Content-Type: application/json'` sends
+ * `application/x-www-form-urlencoded`, the commonest slip (docs/api.md "Errors").
+ * @param contentType the request's `Content-Type` header as received, undefined when absent
+ */
+export function notJsonTypeMessage(contentType: string | undefined): string {
+  const sent = contentType === undefined ? 'the request has no Content-Type' : `its Content-Type is ${quotedText(contentType, 100)}`;
+  return `the body must be application/json, but ${sent}: send Content-Type: application/json`;
 }

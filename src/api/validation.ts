@@ -12,7 +12,7 @@ import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
-import { notJsonMessage } from './json-error.js';
+import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
@@ -102,7 +102,7 @@ export function installValidators(app: FastifyInstance): void {
       return;
     }
     if (takesBody(req)) {
-      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json'), undefined);
+      done(new PixiuError('UNSUPPORTED_MEDIA_TYPE', notJsonTypeMessage(req.headers['content-type'])), undefined);
       return;
     }
     if (framing === 'sized') {

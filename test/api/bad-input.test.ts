@@ -101,10 +101,27 @@ test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
   await rejects(t, (c) => c.request('POST', '/v1/messages', { headers: { 'content-type': 'text/plain', 'content-length': '0' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
 });
 
-test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
+test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_MEDIA_TYPE naming what was sent and what to send', async (t) => {
   await rejects(t, (c) => c.request('POST', '/v1/messages', {
     body: 'to=alice&type=t&data=1', headers: { 'content-type': 'application/x-www-form-urlencoded' },
-  }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+  }), 415, 'UNSUPPORTED_MEDIA_TYPE',
+  /^the body must be application\/json, but its Content-Type is "application\/x-www-form-urlencoded": send Content-Type: application\/json$/);
+});
+
+test('a body with no Content-Type is 415 saying none was sent and what to send; a header echoed is escaped and cut', async (t) => {
+  const server = await freshServer(t);
+  const send = (headers: Record<string, string>): Promise<Response> => fetch(new URL('/v1/messages', server.client.url), {
+    // A Uint8Array body: fetch adds no Content-Type of its own.
+    method: 'POST', body: new TextEncoder().encode(JSON.stringify(message())), headers: { authorization: `Bearer ${server.client.token}`, ...headers },
+  });
+  const none = await send({});
+  assert.equal(none.status, 415);
+  assert.equal((await none.json() as { error: { message: string } }).error.message,
+    'the body must be application/json, but the request has no Content-Type: send Content-Type: application/json');
+  const long = await send({ 'content-type': `text/\u00e9${'x'.repeat(300)}` });
+  assert.equal(long.status, 415);
+  assert.match((await long.json() as { error: { message: string } }).error.message, /^the body must be application\/json, but its Content-Type is "text\/\\u00e9x{94}"…: send/);
+  await assertNothingStored(t, server);
 });
 
 test('a gzip-encoded body is 415 UNSUPPORTED_MEDIA_TYPE naming the coding, not "not valid JSON"', async (t) => {
