@@ -42,8 +42,8 @@ export type Effect =
   /**
    * Give the inbox a new epoch if it is still `epoch` (Inbox.rotateEpoch): it came back
    * from Redis with less than a connection was sent (DESIGN.md §11). Answer with
-   * `epochRotated`, whether it worked or not (`kept` when Redis refused it for its
-   * cool-down); no fetch starts until then. `cause`: `delivered` when this node sent
+   * `epochRotated` and its {@link RotationOutcome}, whether it worked or not; no fetch
+   * starts until then. `cause`: `delivered` when this node sent
    * seqs the inbox no longer has (or an append reuses one), never refused; `resume`
    * when a connecting device's `last_seq` is above the inbox's latest under its epoch,
    * which a client's wrong `last_seq` also looks like: at most one such rotation per
@@ -53,6 +53,15 @@ export type Effect =
 
 /** Why a `rotate-epoch` is asked for (see {@link Effect}). */
 export type RotationCause = 'delivered' | 'resume';
+
+/**
+ * How a `rotate-epoch` ended: `made` (the inbox has another epoch now, given here or
+ * by another node first), `kept` (Redis refused a `resume` one for its cool-down: the
+ * epoch stays), `failed` (the call threw: Redis down, a command timeout; nothing is
+ * known of Redis's side). A `failed` one the node's deliveries proved is asked for
+ * again (epoch-guard.ts).
+ */
+export type RotationOutcome = 'made' | 'kept' | 'failed';
 
 /**
  * What a client's ack did (the gateway holds the acks that move nothing to a budget,

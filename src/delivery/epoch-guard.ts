@@ -21,10 +21,15 @@
  * (`rotate-3.lua`); the epoch is then kept, and that device is reset alone. A sign of
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
+ *
+ * A rotation the node's deliveries proved whose call fails (Redis down, a timeout) is
+ * owed: no fetch starts, and the next heartbeat asks for it again ({@link
+ * EpochGuard.retry}; the session's retry timer, with its back-off, makes one). The sign
+ * may have been an offered append that no read shows again (DESIGN.md §11).
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import { resetTo, type Conn } from './connection-state.js';
-import type { Effect, RotationCause } from './effects.js';
+import type { Effect, RotationCause, RotationOutcome } from './effects.js';
 import { resumesAboveLatest } from './resume.js';
 
 /**
@@ -50,10 +55,14 @@ export class EpochGuard {
   #kept: string | undefined;
   /** A sign of the node's own deliveries came while a rotation was in flight: asked for again if that one is refused. */
   #provenDuring = false;
+  /** The cause the rotation in flight was asked for with. */
+  #cause: RotationCause = 'delivered';
+  /** A proven rotation of `#asked` failed: it is asked for again at the next heartbeat ({@link retry}). */
+  #owed = false;
 
-  /** True while a `rotate-epoch` is in flight: the machine starts no fetch. */
+  /** True while a `rotate-epoch` is in flight, or owed after a proven one failed: the machine starts no fetch. */
   get rotating(): boolean {
-    return this.#rotating;
+    return this.#rotating || this.#owed;
   }
 
   /** `entry` was delivered (as a msg or a gap) under the machine's epoch. */
@@ -114,9 +123,12 @@ export class EpochGuard {
    * @param fetchInFlight a fetch was started before: its page will be dropped ({@link fetchEnded})
    * @param cause what showed the inbox has less: `delivered` wins over a `resume` asked
    *   for earlier in the same `effects`, since it proves Redis's loss (never refused); one
-   *   that comes while an earlier rotation is in flight is kept for its answer (`rotated`)
+   *   that comes while an earlier rotation is in flight is kept for its answer (`rotated`),
+   *   one while a proven rotation is owed changes nothing (it is asked for again anyway)
    */
   rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause): void {
+    // Owed: the machine's epoch (`epoch`) is still the one asked to replace.
+    if (this.#owed) return;
     if (this.#rotating) {
       if (cause === 'delivered') this.#provenDuring = true;
       const asked = effects.findIndex((e) => e.kind === 'rotate-epoch');
@@ -126,24 +138,44 @@ export class EpochGuard {
     }
     this.#rotating = true;
     this.#asked = epoch;
-    this.#staleFetch = fetchInFlight;
+    this.#cause = cause;
+    // Or-ed: a fetch made stale by a proven rotation that failed may still be in flight.
+    this.#staleFetch ||= fetchInFlight;
     effects.push({ kind: 'rotate-epoch', epoch, cause });
   }
 
   /**
-   * The rotation asked for was tried (done, done by another node, or failed). When Redis
-   * refused it (a resume claim's, in the cool-down) but a sign of the node's own
-   * deliveries came while it was in flight, the loss is proven: a rotation is asked for
-   * again into `effects`, as `delivered`, which is never refused (else a device would
-   * skip the seqs assigned again, with no `reset`: DESIGN.md §11).
-   * @param kept true when Redis refused it for the cool-down: the epoch stays
+   * Asks again into `effects` for a proven rotation that failed (owed), as `delivered`.
+   * The machine calls it on a heartbeat: the session's retry timer after a failure, with
+   * the back-off of a failed fetch (session.ts), never in a loop.
+   * @param fetchInFlight a fetch was started before: its page will be dropped
+   * @returns true when it asked (the machine then starts no fetch)
    */
-  rotated(kept: boolean, effects: Effect[]): void {
+  retry(fetchInFlight: boolean, effects: Effect[]): boolean {
+    if (!this.#owed) return false;
+    this.#owed = false;
+    this.rotate(this.#asked, fetchInFlight, effects, 'delivered');
+    return true;
+  }
+
+  /**
+   * The rotation asked for was tried, with `outcome`. When Redis refused it (`kept`: a
+   * resume claim's, in the cool-down) but a sign of the node's own deliveries came while
+   * it was in flight, the loss is proven: a rotation is asked for again into `effects`,
+   * as `delivered`, which is never refused (else a device would skip the seqs assigned
+   * again, with no `reset`: DESIGN.md §11). When the call `failed` and the loss was
+   * proven (its cause, or a sign while in flight), the rotation is owed until one is
+   * made: {@link retry} asks for it again. A failed `resume` one with no such sign is
+   * dropped: the pull that follows reads again, and a claiming device still joining
+   * shows it again (as does any later resume of one).
+   */
+  rotated(outcome: RotationOutcome, effects: Effect[]): void {
     this.#rotating = false;
-    const proven = this.#provenDuring;
+    const proven = this.#provenDuring || this.#cause === 'delivered';
     this.#provenDuring = false;
-    if (kept && proven) this.rotate(this.#asked, false, effects, 'delivered');
-    else if (kept) this.#kept = this.#asked;
+    if (outcome === 'failed') this.#owed = proven;
+    else if (outcome === 'kept' && proven) this.rotate(this.#asked, false, effects, 'delivered');
+    else if (outcome === 'kept') this.#kept = this.#asked;
   }
 
   /** The fetch in flight ended (answered or failed). @returns true when its page is to be dropped */

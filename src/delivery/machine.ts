@@ -24,11 +24,12 @@
  *   same epoch) first gets a new epoch (`rotate-epoch`: every device with a cursor of
  *   the old one is reset, offline ones too); no fetch starts until `epochRotated`,
  *   whose pull resets them all (DESIGN.md §11). One only a joining device's `last_seq`
- *   shows may be refused (cool-down, epoch-guard.ts): that device alone is reset.
+ *   shows may be refused (cool-down, epoch-guard.ts): that device alone is reset. A
+ *   proven one that fails is asked for again at the next heartbeat, no fetch before.
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
-import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
+import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
 import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { ReadAhead } from './read-ahead.js';
@@ -36,7 +37,7 @@ import { joinCursor, resetsOn, type ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 
-export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
+export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
 
 /** One user's delivery state machine. See the module comment for its rules. */
 export class UserMachine {
@@ -163,13 +164,15 @@ export class UserMachine {
     return this.fetched({ epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] }, [record]);
   }
 
-  /** heartbeat: pull even if nothing is known to be new (covers lost notifies). */
+  /** heartbeat: pull even if nothing is known to be new (covers lost notifies); or ask again for an owed rotation. */
   heartbeat(): Effect[] {
     this.#force = true;
     this.#probe = true;
     // Read again what was read ahead: its content may have expired since (read-ahead.ts).
     this.#ahead?.clear();
-    return this.#pump();
+    // A proven rotation that failed goes first: its pull comes after it (`epochRotated`).
+    const again: Effect[] = [];
+    return this.#guard.retry(this.#fetchAfter !== undefined, again) ? again : this.#pump();
   }
 
   /** pause: the socket passed its high-water mark; send nothing more to it. */
@@ -232,13 +235,14 @@ export class UserMachine {
   }
 
   /**
-   * epochRotated: the `rotate-epoch` asked for was tried (done here or elsewhere,
-   * failed, or `kept`: refused for its cool-down); pulls at once.
+   * epochRotated: the `rotate-epoch` asked for was tried, with `outcome`; pulls at once,
+   * unless it is asked for again (refused, a loss proven meanwhile) or owed (a proven
+   * one `failed`: the next heartbeat asks again, epoch-guard.ts `retry`).
    */
-  epochRotated(kept = false): Effect[] {
+  epochRotated(outcome: RotationOutcome): Effect[] {
     const again: Effect[] = [];
-    this.#guard.rotated(kept, again);
-    if (this.#guard.rotating) return again; // refused, but a loss was proven meanwhile
+    this.#guard.rotated(outcome, again);
+    if (this.#guard.rotating) return again;
     this.#force = true;
     this.#probe = true;
     this.#ahead?.clear();

@@ -15,7 +15,7 @@ import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
-import { ackOutcome, type AckOutcome, type RotationCause } from './effects.js';
+import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
 
@@ -278,25 +278,34 @@ export class UserSession {
   /**
    * The inbox came back from Redis with less than a connection was sent (DESIGN.md
    * §11): a new epoch for it, then the machine pulls and resets every connection. A
-   * failure is left to that pull, which fails too and is retried as any failed fetch;
-   * it rotates again if the inbox still has less.
+   * failure (Redis down, a timeout) is told to the machine as such and retried as a
+   * failed fetch is, after the same back-off: the machine asks for a proven rotation
+   * again at that heartbeat (its sign may have been an offered append no read shows
+   * again); a resume claim's is dropped, and shown again by the claim's next read.
    */
   async #rotateEpoch(epoch: string, cause: RotationCause): Promise<void> {
     const { logger } = this.#deps;
-    let kept = false;
+    let outcome: RotationOutcome = 'failed';
     try {
       // Only a device's claim can be the client's mistake: such rotations have a cool-down.
       const after = await this.#deps.inbox.rotateEpoch(this.user, epoch, cause === 'resume' ? RESUME_ROTATION_COOLDOWN_MS : 0);
-      kept = after === epoch;
+      const kept = after === epoch;
+      outcome = kept ? 'kept' : 'made';
       const context = { user: this.user, epoch, newEpoch: after };
       const left = cause === 'delivered' ? 0 : ((kept ? this.#deps.resumeKeptLog : this.#deps.resumeRotationLog) ?? EVERY_LINE).take();
       if (left === undefined) logger.debug(context, kept ? KEPT_LOG : ROTATION_LOGS[cause]);
       else if (kept) logger.info({ ...context, ...thinnedFields(left) }, KEPT_LOG);
       else logger.warn({ ...context, ...thinnedFields(left) }, ROTATION_LOGS[cause]);
     } catch (err) {
-      logger.warn({ ...outageFields(err), user: this.user, epoch }, 'inbox epoch rotation failed, will retry');
+      // Counted with failed fetches: one streak of an outage, one back-off.
+      this.#failures++;
+      const context = { ...outageFields(err), user: this.user, epoch, cause, failures: this.#failures };
+      if (this.#failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
+      else logger.debug(context, 'inbox epoch rotation failed, will retry');
     }
-    this.#run(this.#machine.epochRotated(kept));
+    const effects = this.#machine.epochRotated(outcome);
+    if (outcome === 'failed') this.#retryLater();
+    this.#run(effects);
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {
@@ -325,15 +334,23 @@ export class UserSession {
       else logger.debug(context, 'delivery fetch failed, will retry');
       this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
-      clearTimeout(this.#retryTimer);
-      // A session whose last connection closed while the fetch ran has nobody to retry for.
-      if (this.#conns.size > 0) {
-        this.#setStalled(true);
-        const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
-        this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
-      }
+      this.#retryLater();
     }
     this.#run(effects);
+  }
+
+  /**
+   * After a failed read or epoch rotation (`#failures` in a row): a heartbeat in
+   * `retryMs`, doubled per failure up to {@link MAX_RETRY_FACTOR} times, while a
+   * connection is here; delivery is stalled until a fetch succeeds.
+   */
+  #retryLater(): void {
+    clearTimeout(this.#retryTimer);
+    // A session whose last connection closed while the call ran has nobody to retry for.
+    if (this.#conns.size === 0) return;
+    this.#setStalled(true);
+    const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
+    this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
   }
 
   #setStalled(stalled: boolean): void {

@@ -178,3 +178,60 @@ test('a local append reusing a delivered seq, offered while a resume claim\'s ro
   assert.deepEqual(d.rotationCauses, ['resume', 'delivered']);
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4'], 'a skips the new 3 and 4 with no reset');
 });
+
+test('a rotation a local append reusing a delivered seq asked for, whose call fails, is asked for again at the next heartbeat (the session\'s retry after its back-off) and resets a connected device', () => {
+  const d = caughtUpOnFour();
+  d.inbox.restoreTo(2);
+  d.inbox.append(2); // 3 (another node) and 4 (this node) land before any read
+  d.offerAppended(4); // seq 4 names another message: only this offer shows the loss
+  assert.deepEqual(d.rotationCauses, ['delivered']);
+  assert.deepEqual(d.rotationFailed(), [], 'failed (Redis down): no pull, which would read latest 4 and see nothing');
+  assert.equal(d.pending, undefined);
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'nothing asks before the retry');
+  d.heartbeat(); // the session's retry timer
+  assert.deepEqual(d.rotationCauses, ['delivered', 'delivered'], 'the sign was kept and the rotation asked for again');
+  d.settle();
+  assert.equal(d.inbox.epoch, 'ep1-rotated', 'ep1 kept: an offline device resuming after 4 would skip the new 3 and 4');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4'], 'a skips the new 3 and 4 with no reset');
+});
+
+test('a sign of the node\'s own deliveries kept during a resume claim\'s rotation whose call fails is asked for again at the next heartbeat, cool-down or not', () => {
+  const d = caughtUpOnFour();
+  d.inbox.restoreTo(2);
+  d.inbox.coolingDown = true;
+  d.inbox.append(2);
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
+  d.answer(); // b's claim asks for a rotation (resume): in flight
+  d.offerAppended(4); // the proven sign, kept for the answer
+  d.rotationFailed();
+  assert.equal(d.pending, undefined, 'no pull while the proven rotation is owed');
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['resume', 'delivered']);
+  assert.equal(d.inbox.epoch, 'ep1-rotated');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+});
+
+test('a resume claim\'s rotation whose call fails, with no sign of the node\'s own deliveries, is dropped: the pull that follows reads, and the claim still joining asks again', () => {
+  const d = caughtUpOnFour();
+  d.inbox.restoreTo(2);
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
+  d.answer(); // a (sent 4) sees latest 2: delivered wins over b's claim
+  assert.deepEqual(d.rotationCauses, ['delivered']);
+  d.settle();
+  d.brief('a');
+  d.brief('b');
+  // A later claim on the rotated inbox, above its latest: resume.
+  d.m.logout('b');
+  d.login('c', { kind: 'after', seq: 9, epoch: 'ep1-rotated' }, 'watch');
+  d.answer();
+  assert.deepEqual(d.rotationCauses, ['delivered', 'resume']);
+  assert.ok(d.pending === undefined);
+  d.rotationFailed();
+  assert.ok(d.pending, 'pulls at once, as before');
+  d.answer();
+  assert.deepEqual(d.rotationCauses, ['delivered', 'resume', 'resume'], 'the claim still joining asks again');
+  d.settle();
+  assert.equal(d.inbox.epoch, 'ep1-rotated-rotated');
+});

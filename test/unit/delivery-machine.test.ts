@@ -727,18 +727,18 @@ test('Redis restored with less, then appends passing the old latest before any p
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 7', ...msgs(7)]);
 });
 
-test('a failed epoch rotation is retried by the pull that follows, while the inbox still has less', () => {
+test('a failed epoch rotation a read proved is asked for again at the next heartbeat, with no pull before it', () => {
   const d = caughtUp(5, { ...CONFIG, window: 10 });
   d.inbox.restoreTo(2);
   d.heartbeat();
   d.answer();
   assert.equal(d.rotating, true);
-  // The rotation failed (Redis down): the inbox kept its epoch; then the pull fails too.
-  d.rotating = false;
-  d.take(d.m.epochRotated());
-  d.fail();
-  // Redis back: the retry's pull sees the same shrunken inbox and asks again.
+  // The rotation failed (Redis down): the inbox kept its epoch; nothing is read meanwhile.
+  assert.deepEqual(d.rotationFailed(), []);
+  assert.deepEqual(d.notify(), [], 'no fetch while the rotation is owed');
+  // The session's retry (a heartbeat after its back-off) asks again.
   d.heartbeat();
+  assert.equal(d.rotating, true);
   d.settle();
   assert.deepEqual(d.rotations, ['ep1', 'ep1']);
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 2', ...msgs(2)]);

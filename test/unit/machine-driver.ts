@@ -294,7 +294,14 @@ export class Driver {
     assert.ok(this.rotating, 'no rotate-epoch in flight');
     this.rotating = false;
     const kept = this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string, this.rotationCauses[this.rotationCauses.length - 1]);
-    return this.take(this.m.epochRotated(kept));
+    return this.take(this.m.epochRotated(kept ? 'kept' : 'made'));
+  }
+
+  /** The `rotate-epoch` asked for failed (Redis down, a timeout): the inbox keeps its epoch; answers `epochRotated('failed')`. */
+  rotationFailed(): Effect[] {
+    assert.ok(this.rotating, 'no rotate-epoch in flight');
+    this.rotating = false;
+    return this.take(this.m.epochRotated('failed'));
   }
 
   /** Answers fetches and epoch rotations until none is in flight; a fetch loop fails the test. */
