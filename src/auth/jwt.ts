@@ -4,10 +4,12 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { SignJWT, createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
+import type { Logger } from '../logger.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { checkJwtForm } from './jwt-form.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
@@ -91,7 +93,30 @@ export interface VerifierOptions {
    * not look at the key source.
    */
   readonly onKeysUnavailable?: () => void;
+  /**
+   * Where a token refused for its signature is logged at warn ({@link BAD_SIGNATURE_LOG},
+   * at most one line per {@link OUTAGE_LOG_INTERVAL_MS}, with `notLogged`), never the
+   * token; none when absent.
+   */
+  readonly logger?: Logger;
 }
+
+/**
+ * The refusal of a token whose signature does not verify with the node's key: most
+ * often one minted with another key (another data dir's jwt-secret). Names the
+ * settings, never the key.
+ */
+export const BAD_SIGNATURE = "invalid token: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; a token signed with another key, another data dir's jwt-secret say)";
+
+/**
+ * The warning of a client token refused for its signature: the client sees the 401,
+ * the operator of a node given another key than the token issuer's sees this. Fields:
+ * the token header's `alg` and `kid` (quoted by the client, no key material), `notLogged`.
+ */
+export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
+
+/** Most characters of a token header's `alg` or `kid` that {@link BAD_SIGNATURE_LOG} repeats. */
+const MAX_HEADER_FIELD_SHOWN = 64;
 
 /** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
 const JWKS_FAULTS: ReadonlySet<string> = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JOSE_GENERIC', 'ERR_JWKS_INVALID']);
@@ -182,7 +207,8 @@ function decodeOrKeep(part: string): string {
  *
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
- *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key; a token
+ *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key: a bad
+ *   signature is {@link BAD_SIGNATURE}, logged thinned to `opts.logger`; a token
  *   not of the written form of jwt-form.ts's checkJwtForm — compact, canonical
  *   base64url, JSON without a byte order mark — is refused unverified, with its hint), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
@@ -253,6 +279,12 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       throw err;
     }
   };
+  const badSignatures = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  const logBadSignature = (token: string): void => {
+    if (opts.logger === undefined) return;
+    const left = badSignatures.take();
+    if (left !== undefined) opts.logger.warn({ ...headerFields(token), ...thinnedFields(left) }, BAD_SIGNATURE_LOG);
+  };
   const verified = async (token: string): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks);
@@ -272,10 +304,33 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: jwksFault(err) });
       }
+      if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
+        logBadSignature(token);
+        throw new PixiuError('UNAUTHORIZED', BAD_SIGNATURE, { cause: err });
+      }
       throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
     }
   };
   return prefetch === undefined ? verify : Object.assign(verify, { prefetch });
+}
+
+/**
+ * The `alg` and `kid` of a token's header, for {@link BAD_SIGNATURE_LOG}: strings cut to
+ * {@link MAX_HEADER_FIELD_SHOWN} characters, absent when not strings.
+ */
+function headerFields(token: string): { alg?: string; kid?: string } {
+  let header: unknown;
+  try {
+    header = decodeProtectedHeader(token);
+  } catch {
+    return {};
+  }
+  const fields: { alg?: string; kid?: string } = {};
+  for (const name of ['alg', 'kid'] as const) {
+    const value = (header as Record<string, unknown>)[name];
+    if (typeof value === 'string') fields[name] = value.slice(0, MAX_HEADER_FIELD_SHOWN);
+  }
+  return fields;
 }
 
 /**

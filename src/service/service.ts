@@ -242,7 +242,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(),
     });
     const verify = createVerifier(secrets.jwt, {
-      audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(),
+      audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(), logger,
     });
     const gateway = await Gateway.start({
       config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,

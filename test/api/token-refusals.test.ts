@@ -8,8 +8,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { API_TOKEN_REFUSED } from '../../src/api/app.js';
+import { BAD_SIGNATURE, BAD_SIGNATURE_LOG } from '../../src/auth/jwt.js';
+import { expectError } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, startInProcessAlone } from '../harness/pixiu-server.js';
+import { testToken } from '../harness/ws-client.js';
+import { exactly } from '../gateway/token-texts.js';
 
 const WRONG = 'not-the-api-token-0123456789-secret';
 
@@ -41,4 +45,21 @@ test('a burst of 401s on producer routes is one warning naming the route; the ne
   assert.equal(second?.notLogged, 19);
   assert.ok(!JSON.stringify(lines).includes(WRONG));
   assert.ok(!JSON.stringify(lines).includes(server.service.secrets.apiToken));
+});
+
+test('a client JWT signed with another key is refused 401 saying so on /v1/me, and the node logs it at warn, thinned, without the token', async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const { logger, lines } = capturingLogger();
+  const { server } = await startInProcessAlone(files, { logLevel: 'info' }, logger);
+  const foreign = await testToken({ kind: 'secret', secret: 'another-data-dirs-jwt-secret-of-32-chars' }, 'ann');
+  for (let i = 0; i < 3; i++) {
+    const answer = await server.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${foreign}` } });
+    expectError(answer, 401, 'UNAUTHORIZED', exactly(BAD_SIGNATURE));
+  }
+  const logged = lines.filter((l) => l.msg === BAD_SIGNATURE_LOG);
+  assert.equal(logged.length, 1, JSON.stringify(lines.filter((l) => l.level >= 40)));
+  assert.equal(logged[0]?.level, 40);
+  assert.equal(logged[0]?.alg, 'HS256');
+  assert.ok(!JSON.stringify(lines).includes(foreign.slice(foreign.lastIndexOf('.') + 1)), 'the token is never logged');
 });

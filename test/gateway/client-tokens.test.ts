@@ -15,7 +15,8 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
-import { NOT_COMPACT, respellings, signed, tokenWithUrlSafeSignature } from './token-texts.js';
+import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
+import { NOT_COMPACT, exactly, respellings, signed, tokenWithUrlSafeSignature } from './token-texts.js';
 
 let redis: RedisServer;
 let gw: GatewayFixture;
@@ -156,8 +157,10 @@ test('the /v1/me routes tell the API token and a ?token= apart from a bad JWT: a
   for (const answer of [await gw.client.get('/v1/me/messages'), await gw.client.post('/v1/me/ack', { device: 'd', seq: 0 })]) {
     expectError(answer, 401, 'UNAUTHORIZED', /^invalid token: not a JWT; the client routes \(\/v1\/me, \/v1\/connect\) and a refresh take a user's JWT, the API token is for the producer routes$/);
   }
-  // A JWT in form that fails is told as before.
+  // A JWT in form that fails is told as before; one signed with another key, why.
   expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: 'Bearer eyJ9.eyJ9.c2ln' } }), 401, 'UNAUTHORIZED', /^invalid token$/);
+  const unsigned = (await testToken(JWT_KEY, 'me-bad-signature')).replace(/\.[^.]*$/, '.c2ln');
+  expectError(await gw.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${unsigned}` } }), 401, 'UNAUTHORIZED', exactly(BAD_SIGNATURE));
   // A JWT re-encoded (three parts, padded or in standard base64) is told the form, not the API token.
   for (const { what, token } of [...respellings(tokenWithUrlSafeSignature('me-form-hint')), { what: 'padding after the payload', token: 'eyJh.eyJz=.c2ln' }]) {
     const read = await gw.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${token}` } });

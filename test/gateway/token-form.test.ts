@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
+import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { HS256_HEADER, b64url, respellings, signed, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
 
@@ -99,8 +100,8 @@ test('a token not in compact form gets the same hint on every path: not a JWT (n
   for (const notJwt of ['pixiu-api-token-Zm9vYmFy', token.split('.').slice(0, 2).join('.'), `${token}.e30`]) {
     assert.deepEqual(await answersTo(user, notJwt), refusedEverywhere(NOT_A_JWT), notJwt);
   }
-  // Of the form but not signed with the key: no hint, on every path.
-  assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere('invalid token'));
+  // Of the form but not signed with the key: its own reason on every path, no key detail.
+  assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere(BAD_SIGNATURE));
 });
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';

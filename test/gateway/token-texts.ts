@@ -50,3 +50,8 @@ export function respellings(token: string): Array<{ what: string; token: string;
     { what: 'standard base64 (+ and /) in the signature', token: `${header}.${payload}.${signature.replace(/-/g, '+').replace(/_/g, '/')}`, message: NOT_COMPACT },
   ];
 }
+
+/** A refusal's whole message as a pattern for expectError (test/harness/checks.ts), which takes one. */
+export function exactly(message: string): RegExp {
+  return new RegExp(`^${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+}

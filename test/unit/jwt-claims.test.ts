@@ -1,14 +1,16 @@
 /**
  * Client JWTs whose signature holds but whose claims do not (src/auth/jwt.ts): the
  * answer names the claim (the key's holder can fix it; nobody else learns anything),
- * while a token signed with another key stays a bare "invalid token". nbf has a few
+ * while a token signed with another key is told only that its signature does not verify
+ * with the node's key (the settings named, no key detail). nbf has a few
  * seconds' tolerance, exp none; aud and iss are checked when configured.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
+import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
+import { capturingLogger } from '../harness/log-capture.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
 const key = new TextEncoder().encode(SECRET);
@@ -44,13 +46,38 @@ test('a time claim that is no finite number is refused as such, also where jose 
     await assert.rejects(verify(signedText(payload)), { code: 'UNAUTHORIZED', message: `invalid token: "${claim}" is not a finite number` }, payload);
     // Signed with another key: the signature is checked first, the claims are not read.
     await assert.rejects(verify(signedText(payload, new TextEncoder().encode('another-secret-of-at-least-32-characters'))),
-      { code: 'UNAUTHORIZED', message: 'invalid token' }, payload);
+      { code: 'UNAUTHORIZED', message: BAD_SIGNATURE }, payload);
   }
 });
 
-test('a token signed with another key says only "invalid token", whatever its claims', async () => {
+test('a token signed with another key is told its signature does not verify with this node\'s key, whatever its claims, naming the settings and no key', async () => {
   const other = new TextEncoder().encode('another-secret-of-at-least-32-characters');
-  await assert.rejects(verify(await sign({ sub: 'ana' }, other)), { code: 'UNAUTHORIZED', message: 'invalid token' });
+  await assert.rejects(verify(await sign({ sub: 'ana' }, other)), { code: 'UNAUTHORIZED', message: BAD_SIGNATURE });
+  assert.match(BAD_SIGNATURE, /^invalid token: its signature does not verify with this node's key \(PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL/);
+  assert.ok(!BAD_SIGNATURE.includes(SECRET));
+});
+
+test('tokens refused for their signature are logged at warn, thinned (one line per 10 s, then notLogged), with the header\'s alg and kid and never the token', async (t) => {
+  const { logger, lines } = capturingLogger();
+  const logged = createVerifier({ kind: 'secret', secret: SECRET }, { logger });
+  const other = new TextEncoder().encode('another-secret-of-at-least-32-characters');
+  const exp = Math.floor(Date.now() / 1000) + 60;
+  const forged = await new SignJWT({ sub: 'ana', exp }).setProtectedHeader({ alg: 'HS256', kid: 'other-node' }).sign(other);
+  t.mock.timers.enable({ apis: ['Date'], now: Date.now() });
+  for (let i = 0; i < 5; i++) await assert.rejects(logged(forged), { message: BAD_SIGNATURE });
+  // Other refusals (expired, a claim) are the client's business: not logged here.
+  await assert.rejects(logged(await sign({ sub: 'ana', exp: 1 })), { message: 'token expired' });
+  const refused = (): typeof lines => lines.filter((l) => l.msg === BAD_SIGNATURE_LOG);
+  assert.equal(refused().length, 1, JSON.stringify(lines));
+  assert.equal(refused()[0]?.level, 40);
+  assert.equal(refused()[0]?.alg, 'HS256');
+  assert.equal(refused()[0]?.kid, 'other-node');
+  assert.equal(refused()[0]?.notLogged, undefined);
+  t.mock.timers.tick(10_000);
+  await assert.rejects(logged(forged), { message: BAD_SIGNATURE });
+  assert.equal(refused().length, 2);
+  assert.equal(refused()[1]?.notLogged, 4);
+  assert.ok(!JSON.stringify(lines).includes(forged.split('.')[2] ?? forged), 'the token is never logged');
 });
 
 test('every sub that is not a user id (a number, empty, an array, whitespace) gets the one answer the docs give', async () => {
