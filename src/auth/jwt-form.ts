@@ -17,10 +17,28 @@ import { PixiuError } from '../errors.js';
 export const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 /**
- * The refusal of a token that is not a JWT at all: not three dot-separated parts (an
- * integrator sent the API token where a user's JWT belongs).
+ * The refusal of a token with no dot at all, the shape of the API token: an integrator
+ * sent it where a user's JWT belongs.
  */
 export const NOT_A_JWT = 'invalid token: not a JWT; the client routes (/v1/me, /v1/connect) and a refresh take a user\'s JWT, the API token is for the producer routes';
+
+/**
+ * The refusal of a token with dots but not three parts: most often a JWT cut off (or
+ * run on) when copied, for which the API token hint of {@link NOT_A_JWT} would mislead.
+ * @param parts how many dot-separated parts the token has (2, or 4 and more)
+ */
+export function wrongPartCount(parts: number): string {
+  return `invalid token: a JWT is three base64url parts joined by dots, this has ${parts}${parts < 3 ? ' (cut off when copied?)' : ''}`;
+}
+
+/**
+ * The refusal of a header or payload that does not decode to a JSON object: garbage
+ * in the shape of a JWT (`aaa.bbb.ccc`), which the canonical-form hints would explain
+ * in RFC terms where "this is no JWT" is the answer.
+ */
+export function notWellFormed(part: 'header' | 'payload'): string {
+  return `invalid token: not a well-formed JWT (its ${part} is not base64url JSON)`;
+}
 
 /**
  * The refusal of a token of three dot-separated parts not in base64url compact form
@@ -77,25 +95,65 @@ export function leadingBom(part: JwtPart): string {
 }
 
 /**
- * Refuses a token not written as a JWT in compact serialization, before any decoding:
- * not three base64url parts without padding, one part not in canonical form (its
- * length and its last character's unused bits; the characters before carry no unused
- * bits), or a header or payload whose JSON begins with a byte order mark. Checks only
- * the text, in time linear in its length and without decoding.
- * @throws PixiuError UNAUTHORIZED {@link NOT_A_JWT} for a token that is not three
- *   dot-separated parts, {@link NOT_COMPACT_JWT} for three parts not of {@link JWT_FORM},
- *   {@link impossibleLength}, {@link nonZeroUnusedBits} or {@link leadingBom} naming the
- *   first part at fault
+ * Whether `part` (base64url, read leniently) decodes to a JSON object, as a JWT's
+ * header and payload must (RFC 7515 §5.2, RFC 7519 §7.2). A leading byte order mark is
+ * passed over: {@link leadingBom} answers for it.
+ */
+function isJsonObject(part: string): boolean {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8').replace(/^\uFEFF/, ''));
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The first of a three-part token's header and payload that does not decode to a JSON
+ * object; undefined when both do. For the verifier, which finds such a token (of the
+ * written form, `aaaa.bbbb.cccc`) refused by jose with no part named.
+ */
+export function notJsonPart(token: string): 'header' | 'payload' | undefined {
+  const [header = '', payload = ''] = token.split('.', 2);
+  if (!isJsonObject(header)) return 'header';
+  if (!isJsonObject(payload)) return 'payload';
+  return undefined;
+}
+
+/**
+ * Refuses a token not written as a JWT in compact serialization, before any
+ * verification: not three base64url parts without padding, one part not in canonical
+ * form (its length and its last character's unused bits; the characters before carry
+ * no unused bits), or a header or payload whose JSON begins with a byte order mark.
+ * Checks the text, in time linear in its length; a header or payload not in canonical
+ * form is decoded to tell garbage from a respelled JWT.
+ *
+ * The order, so that the most useful reason wins: the number of parts first (no dot:
+ * the API token, {@link NOT_A_JWT}; else {@link wrongPartCount}), then the alphabet
+ * ({@link NOT_COMPACT_JWT}), then part by part: a header or payload not in canonical
+ * form that is not JSON either is {@link notWellFormed} (garbage, not a JWT respelled),
+ * one that is JSON gets the canonical-form hint; a leading byte order mark last.
+ * @throws PixiuError UNAUTHORIZED {@link NOT_A_JWT}, {@link wrongPartCount},
+ *   {@link NOT_COMPACT_JWT}, {@link notWellFormed}, {@link impossibleLength},
+ *   {@link nonZeroUnusedBits} or {@link leadingBom} naming the first part at fault
  */
 export function checkJwtForm(token: string): void {
-  if (!JWT_FORM.test(token)) throw new PixiuError('UNAUTHORIZED', token.split('.').length === 3 ? NOT_COMPACT_JWT : NOT_A_JWT);
+  if (!JWT_FORM.test(token)) {
+    const parts = token.split('.').length;
+    throw new PixiuError('UNAUTHORIZED', parts === 3 ? NOT_COMPACT_JWT : parts === 1 ? NOT_A_JWT : wrongPartCount(parts));
+  }
   let start = 0;
   for (const part of PARTS) {
     const dot = token.indexOf('.', start);
     const end = dot < 0 ? token.length : dot;
     const tail = (end - start) % 4;
-    if (tail === 1) throw new PixiuError('UNAUTHORIZED', impossibleLength(part, end - start));
-    if (tail > 1 && (ALPHABET.indexOf(token.charAt(end - 1)) & (UNUSED_BITS[tail] ?? 0)) !== 0) throw new PixiuError('UNAUTHORIZED', nonZeroUnusedBits(part));
+    const fault = tail === 1 ? impossibleLength(part, end - start)
+      : tail > 1 && (ALPHABET.indexOf(token.charAt(end - 1)) & (UNUSED_BITS[tail] ?? 0)) !== 0 ? nonZeroUnusedBits(part) : undefined;
+    if (fault !== undefined) {
+      // The signature is bytes, not JSON: its form is all there is to say of it.
+      if (part !== 'signature' && !isJsonObject(token.slice(start, end))) throw new PixiuError('UNAUTHORIZED', notWellFormed(part));
+      throw new PixiuError('UNAUTHORIZED', fault);
+    }
     // The signature is bytes, not JSON: it may begin with any.
     if (part !== 'signature' && token.startsWith(UTF8_BOM, start)) throw new PixiuError('UNAUTHORIZED', leadingBom(part));
     start = end + 1;

@@ -10,7 +10,7 @@ import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { checkJwtForm } from './jwt-form.js';
+import { checkJwtForm, notJsonPart, notWellFormed } from './jwt-form.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -307,6 +307,12 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
         logBadSignature(token);
         throw new PixiuError('UNAUTHORIZED', BAD_SIGNATURE, { cause: err });
+      }
+      // Of the written form (checkJwtForm) but a header or payload that is no JSON
+      // object (`aaaa.bbbb.cccc`): jose's JWSInvalid / JWTInvalid, named here.
+      if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) {
+        const part = notJsonPart(token);
+        if (part !== undefined) throw new PixiuError('UNAUTHORIZED', notWellFormed(part), { cause: err });
       }
       throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
     }

@@ -11,6 +11,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
+import { notWellFormed, wrongPartCount } from '../../src/auth/jwt-form.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { HS256_HEADER, b64url, respellings, signed, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
 
@@ -89,19 +90,22 @@ const ACCEPTED: Answers = { 'connect header': 'accepted', 'connect ?token=': 'ac
 const NOT_A_JWT = "invalid token: not a JWT; the client routes (/v1/me, /v1/connect) and a refresh take a user's JWT, the API token is for the producer routes";
 const NOT_COMPACT = 'invalid token: a JWT is base64url without padding (RFC 7515 §7.1, §2): A-Z a-z 0-9 - _ only, no =, + or /';
 
-test('a token not in compact form gets the same hint on every path: not a JWT (not three parts), or not base64url without padding', async () => {
+test('a token not in compact form gets the same hint on every path: not a JWT (no dot), the count of its parts, not base64url without padding, not well-formed; a bad signature its own reason', async () => {
   const user = 'form-hint';
   const token = tokenWithUrlSafeSignature(user);
   assert.deepEqual(await answersTo(user, token), ACCEPTED, 'the token as written');
   for (const { what, token: respelled } of respellings(token)) {
     assert.deepEqual(await answersTo(user, respelled), refusedEverywhere(NOT_COMPACT), what);
   }
-  // The API token's shape (no dots), two parts, four parts.
-  for (const notJwt of ['pixiu-api-token-Zm9vYmFy', token.split('.').slice(0, 2).join('.'), `${token}.e30`]) {
-    assert.deepEqual(await answersTo(user, notJwt), refusedEverywhere(NOT_A_JWT), notJwt);
-  }
+  // The API token's shape (no dots) gets the API token hint; two parts (a JWT cut off
+  // when copied) or four are told the count, not sent to the API token.
+  assert.deepEqual(await answersTo(user, 'pixiu-api-token-Zm9vYmFy'), refusedEverywhere(NOT_A_JWT));
+  assert.deepEqual(await answersTo(user, token.split('.').slice(0, 2).join('.')), refusedEverywhere(wrongPartCount(2)));
+  assert.deepEqual(await answersTo(user, `${token}.e30`), refusedEverywhere(wrongPartCount(4)));
   // Of the form but not signed with the key: its own reason on every path, no key detail.
   assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere(BAD_SIGNATURE));
+  // Garbage of three parts: not a well-formed JWT, before any RFC hint.
+  assert.deepEqual(await answersTo(user, 'aaa.bbb.ccc'), refusedEverywhere(notWellFormed('header')));
 });
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { checkJwtForm, impossibleLength, leadingBom, nonZeroUnusedBits, type JwtPart } from '../../src/auth/jwt-form.js';
+import { NOT_A_JWT, checkJwtForm, impossibleLength, leadingBom, nonZeroUnusedBits, notWellFormed, wrongPartCount, type JwtPart } from '../../src/auth/jwt-form.js';
 import { createVerifier } from '../../src/auth/jwt.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -31,33 +31,71 @@ function withPart(which: JwtPart, part: string): string {
   return parts.join('.');
 }
 
-test('each part is refused exactly when its last character has unused bits set, for every character and every length', () => {
+test('each part is refused exactly when its last character has unused bits set, for every character and every length; a header or payload that is no JSON either is not a well-formed JWT', () => {
   for (const which of ['header', 'payload', 'signature'] as const) {
-    // 2 and 3 characters (4 and 2 unused bits), and the same after whole groups of 4.
+    // 2 and 3 characters (4 and 2 unused bits), and the same after whole groups of 4:
+    // not JSON, so a header or payload at fault is garbage, not a JWT respelled.
+    const garbage = which === 'signature' ? nonZeroUnusedBits(which) : notWellFormed(which);
     for (const head of ['A', 'AB', 'eyJhAA', 'eyJhAAA']) {
       for (const last of ALPHABET) {
         const part = head + last;
         const canonical = Buffer.from(part, 'base64url').toString('base64url') === part;
-        assert.equal(formOf(withPart(which, part)), canonical ? 'ok' : nonZeroUnusedBits(which), `${which} ${part}`);
+        assert.equal(formOf(withPart(which, part)), canonical ? 'ok' : garbage, `${which} ${part}`);
       }
     }
     // A whole group of 4 has no unused bits: every last character is canonical.
     for (const last of ALPHABET) assert.equal(formOf(withPart(which, `eyJ${last}`)), 'ok', `${which} eyJ${last}`);
     // 4k + 1 characters encode no bytes.
-    assert.equal(formOf(withPart(which, 'eyJ9A')), impossibleLength(which, 5), which);
-    assert.equal(formOf(withPart(which, 'Q')), impossibleLength(which, 1), which);
+    const impossible = (chars: number): string => which === 'signature' ? impossibleLength(which, chars) : notWellFormed(which);
+    assert.equal(formOf(withPart(which, 'eyJ9A')), impossible(5), which);
+    assert.equal(formOf(withPart(which, 'Q')), impossible(1), which);
   }
   // An empty signature (an unsigned token, refused later by the algorithm) is canonical.
   assert.equal(formOf('eyJ9.eyJ9.'), 'ok');
   // The first part at fault is named.
-  assert.equal(formOf('eyJhB.eyJ9B.eyJ9'), impossibleLength('header', 5));
-  assert.equal(formOf('eyJ9.eyJhBB.eyJ9AB'), nonZeroUnusedBits('payload'));
+  assert.equal(formOf('eyJhB.eyJ9B.eyJ9'), notWellFormed('header'));
+  assert.equal(formOf('eyJ9.eyJhBB.eyJ9AB'), notWellFormed('payload'));
+  assert.equal(formOf('eyJ9.eyJ9.eyJ9AB'), nonZeroUnusedBits('signature'));
 });
 
-test('padding, + or /, and a wrong number of parts keep their own hints', () => {
+test('a header or payload of JSON respelled in its last character\'s unused bits, or one character too long, gets the canonical-form hint', () => {
+  const b64 = (text: string): string => Buffer.from(text).toString('base64url');
+  // 2, 7 and 8 bytes: 3, 10 and 11 characters (2, 4 and 2 unused bits).
+  for (const json of ['{}', '{"a":1}', '{"ab":1}']) {
+    const part = b64(json);
+    const tail = part.length % 4;
+    const unused = tail === 2 ? 0b1111 : 0b11;
+    const base = ALPHABET.indexOf(part.at(-1) ?? '') & ~unused;
+    for (const which of ['header', 'payload'] as const) {
+      for (let bits = 0; bits <= unused; bits++) {
+        const spelled = `${part.slice(0, -1)}${ALPHABET[base | bits]}`;
+        assert.equal(formOf(withPart(which, spelled)), bits === 0 ? 'ok' : nonZeroUnusedBits(which), `${which} ${json} ${spelled}`);
+      }
+      // 12 characters (9 bytes of JSON) and one more: a length no bytes encode to.
+      assert.equal(formOf(withPart(which, `${b64('{"abc":1}')}A`)), impossibleLength(which, 13), which);
+    }
+  }
+});
+
+test('garbage of three parts is not a well-formed JWT, naming the part, before any RFC hint; so is it from the verifier when its form is canonical', async () => {
+  assert.equal(formOf('aaa.bbb.ccc'), notWellFormed('header'));
+  assert.equal(formOf('e30.bbb.ccc'), notWellFormed('payload'));
+  const verify = createVerifier({ kind: 'secret', secret: 'jwt-form-test-secret-of-32-characters' });
+  // Canonical (4-character parts), so only decoding tells: jose's own refusal, named.
+  assert.equal(formOf('aaaa.bbbb.cccc'), 'ok');
+  await assert.rejects(verify('aaaa.bbbb.cccc'), { code: 'UNAUTHORIZED', message: notWellFormed('header') });
+  await assert.rejects(verify(`${Buffer.from('{"alg":"HS256"}').toString('base64url')}.bbbb.cccc`), { code: 'UNAUTHORIZED', message: /^invalid token: its signature does not verify/ });
+});
+
+test('padding, + or /, and a wrong number of parts keep their own hints; the API token hint only for a token with no dot', () => {
   assert.match(formOf('eyJ9.eyJ9.AB=='), /^invalid token: a JWT is base64url without padding/);
   assert.match(formOf('eyJ9.eyJ9.A+/B'), /^invalid token: a JWT is base64url without padding/);
-  assert.match(formOf('eyJ9.eyJ9'), /^invalid token: not a JWT; /);
+  assert.equal(formOf('pixiu-api-token-Zm9vYmFy'), NOT_A_JWT);
+  assert.equal(formOf('eyJ9'), NOT_A_JWT);
+  // A JWT cut off when copied (two parts), or run on (four): the count, not the API token.
+  assert.equal(formOf('eyJ9.eyJ9'), wrongPartCount(2));
+  assert.equal(formOf('eyJ9.eyJ9'), 'invalid token: a JWT is three base64url parts joined by dots, this has 2 (cut off when copied?)');
+  assert.equal(formOf('eyJ9.eyJ9.eyJ9.eyJ9'), 'invalid token: a JWT is three base64url parts joined by dots, this has 4');
 });
 
 test('a signature respelled in its unused bits no longer verifies: of an ES256 and an RS256 token 16 spellings, of an HS256 one 4, only the one written', async () => {
