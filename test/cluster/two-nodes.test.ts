@@ -58,7 +58,10 @@ async function start(dataDir: string, token: string): Promise<Node> {
 
 /** The data dir's store LAYOUT (src/store/layout.ts). */
 async function layoutOf(node: Pick<Node, 'dataDir'>): Promise<{ storeId: string; partitionBase: number }> {
-  return JSON.parse(await readFile(path.join(node.dataDir, 'xiu', 'LAYOUT'), 'utf8')) as { storeId: string; partitionBase: number };
+  // Without writtenBy, which every serving build rewrites (README "Upgrades"): a commit
+  // made while the suite runs changes it between a node's two starts.
+  const { writtenBy: _build, ...layout } = JSON.parse(await readFile(path.join(node.dataDir, 'xiu', 'LAYOUT'), 'utf8')) as { storeId: string; partitionBase: number; writtenBy?: string };
+  return layout;
 }
 
 /** Posts one message; returns its id and seq. */
