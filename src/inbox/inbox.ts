@@ -14,6 +14,7 @@ import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
 import { isNoScript, sendEvalsha } from '../redis/scripts.js';
+import { isRedisStateReply } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult, toEntry,
   type AppendExtra, type AppendResult, type InboxEntry,
@@ -40,9 +41,6 @@ export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
  * builds the next. Batches of 250 to 1,000 all kept Redis ~90 % busy in bench/inbox.ts.
  */
 const MAX_APPEND_BATCH = 500;
-
-/** Error replies about the state of Redis, not of the call: the next call may succeed (see breaksFlow). */
-const REDIS_STATE_REPLY = /^(?:READONLY|OOM|BUSY|LOADING|MASTERDOWN|NOREPLICAS|MISCONF|TRYAGAIN|CLUSTERDOWN)\b/;
 
 /**
  * How long a user's inbox keys outlive the last content they point to, unless
@@ -156,7 +154,7 @@ export class Inbox {
       // As a dropped connection: an error reply saying Redis cannot take writes now (a
       // failover's READONLY, OOM, a busy script, …), which later appends may pass once
       // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
-      breaksFlow: (err) => !(err instanceof ReplyError) || REDIS_STATE_REPLY.test((err as Error).message),
+      breaksFlow: (err) => !(err instanceof ReplyError) || isRedisStateReply((err as Error).message),
     }, MAX_APPEND_BATCH);
   }
 

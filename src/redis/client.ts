@@ -13,6 +13,7 @@ import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
+import { redisStateReason } from './state-replies.js';
 import { redactUrl, redisTarget } from './url.js';
 
 /** Options of {@link createRedis}. */
@@ -175,14 +176,18 @@ export function isRedisFailure(err: unknown): boolean {
  * pass through; script error replies that start with a catalogue code
  * (`INVALID_REQUEST …`) keep it; everything else (timeouts, closed connections,
  * refused connects, OOM, LOADING) is UNAVAILABLE, marked as a Redis failure
- * ({@link isRedisFailure}).
+ * ({@link isRedisFailure}). Its message names a Redis state reply's cause in plain
+ * words (`Redis refuses writes: it is out of memory (maxmemory); retry later`:
+ * src/redis/state-replies.ts), a timeout as such, anything else only
+ * `Redis is unavailable, retry later`.
  */
 export function toRedisError(err: unknown): PixiuError {
   if (err instanceof PixiuError) return err;
   const message = err instanceof Error ? err.message : String(err);
   const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND) (.*)$/s.exec(message);
   if (m && m[1] !== undefined && m[2] !== undefined) return new PixiuError(m[1] as 'INVALID_REQUEST' | 'NOT_FOUND', m[2], { cause: err });
-  return redisUnavailable(isCommandTimeout(err) ? TIMED_OUT : 'Redis is unavailable, retry later', err);
+  const state = redisStateReason(err);
+  return redisUnavailable(state !== undefined ? `${state}; retry later` : isCommandTimeout(err) ? TIMED_OUT : 'Redis is unavailable, retry later', err);
 }
 
 /**

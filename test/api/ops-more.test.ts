@@ -1,7 +1,9 @@
 /**
  * More of the operations routes (DESIGN.md §7), each on a real socket and a private
  * redis-server: `/readyz` is 503 when the message store is not open, even with Redis
- * answering; and `pixiu_redis_errors_total` counts a Redis outage while it lasts.
+ * answering; `pixiu_redis_errors_total` counts a Redis outage while it lasts; and a
+ * Redis that refuses writes (full) is named as such by `/readyz` and by the 503 of a
+ * request and of a WebSocket handshake.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,6 +25,7 @@ import { MessageStore } from '../../src/store/message-store.js';
 import { expectError, metricSample, waitUntil } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { Refused, TestClient, testToken } from '../harness/ws-client.js';
 
 const API_TOKEN = 'ops-more-test-api-token-0123456789';
 /** Longest the service's client may take to reconnect (its back-off tops out at 2 s). */
@@ -123,10 +126,41 @@ test('/readyz is 503 while Redis answers but refuses writes (full, maxmemory-pol
   await admin.config('SET', 'maxmemory', '1');
   try {
     assert.equal(await admin.ping(), 'PONG', 'Redis answers PING');
-    expectError(await client.get('/readyz'), 503, 'UNAVAILABLE', /^Redis refuses writes: OOM command not allowed/);
+    expectError(await client.get('/readyz'), 503, 'UNAVAILABLE', /^Redis refuses writes: it is out of memory \(maxmemory\)$/);
     assert.equal((await client.get('/healthz')).status, 200, 'liveness holds');
   } finally {
     await admin.config('SET', 'maxmemory', '0');
   }
   assert.equal((await client.get('/readyz')).status, 200, 'ready again');
+});
+
+test('a POST and a WebSocket handshake while Redis refuses writes (full) are 503 UNAVAILABLE naming the cause, as /readyz does, with Retry-After', async (t) => {
+  const { client, service } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'full-req:' });
+  const admin: Redis = await createRedis({ url: redis.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  t.after(() => admin.quit());
+  const token = await testToken(service.secrets.jwt, 'oomer');
+  const members = await client.request('PUT', '/v1/rooms/oom-room/members', { body: { users: ['oomer', 'oomed'] } });
+  assert.equal(members.status, 200, members.text);
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  await admin.config('SET', 'maxmemory', '1');
+  const fullMessage = /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/;
+  const roomMessage = { room: 'oom-room', type: 't', data: 1, client_msg_id: 'oom-1' };
+  try {
+    // A room message: its fan-out's first write is refused. (A message to a user is not,
+    // Redis letting a script past its OOM check once it wrote: report-oomword.md.)
+    const post = await client.post('/v1/messages', roomMessage);
+    expectError(post, 503, 'UNAVAILABLE', fullMessage);
+    assert.equal(post.headers.get('retry-after'), '1');
+    const refusal = await TestClient.connect(service.url, { token, params: { device: 'phone' } }).then(
+      async (ws) => { await ws.close(); return assert.fail('the handshake connected while Redis refuses writes'); },
+      (err: unknown) => err,
+    );
+    assert.ok(refusal instanceof Refused, String(refusal));
+    expectError({ status: refusal.status, headers: refusal.headers, text: refusal.text, body: refusal.body, elapsedMs: 0 }, 503, 'UNAVAILABLE', fullMessage);
+    assert.equal(refusal.headers.get('retry-after'), '1');
+  } finally {
+    await admin.config('SET', 'maxmemory', '0');
+  }
+  const again = await client.post('/v1/messages', roomMessage);
+  assert.equal(again.status, 201, again.text);
 });

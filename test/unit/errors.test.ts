@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Redis } from 'ioredis';
+import { Redis, ReplyError } from 'ioredis';
 import { MaxRetriesPerRequestError } from 'ioredis/built/errors/index.js';
 import { ERRORS, PixiuError, outageFields } from '../../src/errors.js';
 import { toRedisError } from '../../src/redis/client.js';
@@ -33,6 +33,17 @@ test('Redis failures map to UNAVAILABLE; script replies keep their catalogue cod
   // A timeout may be this node too busy to read the answer, not Redis down: the message says both.
   assert.match(timedOut.message, /did not answer within the command timeout \(Redis down or hung, or this node too busy/);
   assert.equal(toRedisError(new Error('Connection is closed.')).message, 'Redis is unavailable, retry later');
+  // Redis's state replies are named in plain words (src/redis/state-replies.ts), also
+  // from a script's call and from a MULTI Redis refused; other replies are not quoted.
+  assert.equal(toRedisError(new ReplyError("OOM command not allowed when used memory > 'maxmemory'. script: 91fb, on @user_script:1.")).message,
+    'Redis refuses writes: it is out of memory (maxmemory); retry later');
+  assert.equal(toRedisError(new ReplyError("READONLY You can't write against a read only replica.")).message,
+    'Redis refuses writes: it is a read-only replica (a failover?); retry later');
+  assert.match(toRedisError(new ReplyError('LOADING Redis is loading the dataset in memory')).message, /^Redis is still loading its data into memory .*; retry later$/);
+  const aborted = Object.assign(new ReplyError('EXECABORT Transaction discarded because of previous errors.'), { previousErrors: [new ReplyError("OOM command not allowed when used memory > 'maxmemory'.")] });
+  assert.equal(toRedisError(aborted).message, 'Redis refuses writes: it is out of memory (maxmemory); retry later');
+  const other = toRedisError(new ReplyError('WRONGTYPE Operation against a key holding the wrong kind of value'));
+  assert.deepEqual([other.code, other.message], ['UNAVAILABLE', 'Redis is unavailable, retry later']);
   assert.equal(toRedisError(new Error("Stream isn't writeable and enableOfflineQueue options is false")).code, 'UNAVAILABLE');
   const fromScript = toRedisError(new Error('INVALID_REQUEST seq must be a positive integer'));
   assert.equal(fromScript.code, 'INVALID_REQUEST');

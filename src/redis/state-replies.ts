@@ -1,0 +1,52 @@
+/**
+ * Redis's error replies about its own state, not about the command: full under
+ * `maxmemory-policy noeviction` (`OOM command not allowed when used memory >
+ * 'maxmemory'.`), a read-only replica after a failover (`READONLY`), still loading its
+ * data (`LOADING`), held by a long script (`BUSY`) … The next call may succeed once the
+ * state changes, so each is an outage (503 UNAVAILABLE, retried), and this is the one
+ * place that words it: the 503 a request gets (src/redis/client.ts `toRedisError`) and
+ * the one `/readyz` answers (src/api/routes/health.ts) say the same plain words, where a
+ * producer used to read only "Redis is unavailable" (a chaos tester's finding, with
+ * `maxmemory` set below the memory in use). Redis's own text stays in the log line's
+ * `cause` (src/errors.ts `outageFields`).
+ *
+ * A script's call refused so keeps the code in front (Redis 7: `OOM command not allowed
+ * … script: <sha>, on @user_script:1.`); a MULTI whose commands Redis refused ends in
+ * `EXECABORT`, with the refusals in ioredis's `previousErrors` (built/transaction.js).
+ */
+
+/** Each state reply's code (the reply's first word), and what it means, in plain words. */
+const STATE_REPLIES: Readonly<Record<string, string>> = {
+  OOM: 'Redis refuses writes: it is out of memory (maxmemory)',
+  READONLY: 'Redis refuses writes: it is a read-only replica (a failover?)',
+  NOREPLICAS: 'Redis refuses writes: fewer replicas answer it than its min-replicas-to-write',
+  MISCONF: 'Redis refuses writes: it cannot save its snapshot to disk (stop-writes-on-bgsave-error)',
+  MASTERDOWN: 'Redis refuses commands: it is a replica that lost its link to its primary',
+  LOADING: 'Redis is still loading its data into memory (it just started)',
+  BUSY: 'Redis is busy running a script past its time limit (busy-reply-threshold)',
+  TRYAGAIN: 'Redis Cluster is moving the keys asked for',
+  CLUSTERDOWN: 'Redis Cluster is down',
+};
+
+/** A reply's code: its first word, when it is one of {@link STATE_REPLIES}. */
+const STATE_CODE = new RegExp(`^(${Object.keys(STATE_REPLIES).join('|')})\\b`);
+
+/** True when `message` is a Redis error reply about the state of Redis (see above). */
+export function isRedisStateReply(message: string): boolean {
+  return STATE_CODE.test(message);
+}
+
+/**
+ * The plain words for the state reply `err` is, or that a refused MULTI's
+ * `previousErrors` hold (e.g. `Redis refuses writes: it is out of memory (maxmemory)`);
+ * undefined when it is none (another error reply, a timeout, a closed connection).
+ */
+export function redisStateReason(err: unknown): string | undefined {
+  const e = err as { message?: unknown; previousErrors?: unknown } | null | undefined;
+  const candidates = [e?.message, ...(Array.isArray(e?.previousErrors) ? e.previousErrors.map((p: { message?: unknown } | null) => p?.message) : [])];
+  for (const message of candidates) {
+    const code = typeof message === 'string' ? STATE_CODE.exec(message)?.[1] : undefined;
+    if (code !== undefined) return STATE_REPLIES[code];
+  }
+  return undefined;
+}
