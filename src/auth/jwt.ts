@@ -10,6 +10,7 @@ import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
+import { cutText } from '../text-cut.js';
 import { checkJwtForm, notJsonPart, notWellFormed } from './jwt-form.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
@@ -322,7 +323,8 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
 
 /**
  * The `alg` and `kid` of a token's header, for {@link BAD_SIGNATURE_LOG}: strings cut to
- * {@link MAX_HEADER_FIELD_SHOWN} characters, absent when not strings.
+ * {@link MAX_HEADER_FIELD_SHOWN} characters by cutText (never inside a pair, `…` when
+ * cut), absent when not strings.
  */
 function headerFields(token: string): { alg?: string; kid?: string } {
   let header: unknown;
@@ -334,7 +336,7 @@ function headerFields(token: string): { alg?: string; kid?: string } {
   const fields: { alg?: string; kid?: string } = {};
   for (const name of ['alg', 'kid'] as const) {
     const value = (header as Record<string, unknown>)[name];
-    if (typeof value === 'string') fields[name] = value.slice(0, MAX_HEADER_FIELD_SHOWN);
+    if (typeof value === 'string') fields[name] = cutText(value, MAX_HEADER_FIELD_SHOWN);
   }
   return fields;
 }
