@@ -17,6 +17,13 @@
  * script, the second went through, then the first's EVAL took the next seq (a fresh
  * review's finding). Only a `SCRIPT FLUSH` on a live connection still takes the EVAL
  * fallback now.
+ *
+ * Every script opens with a Redis 7 flags line (`#!lua`, `#!lua flags=no-writes`,
+ * `#!lua flags=allow-oom`; https://redis.io/docs/latest/develop/interact/programmability/eval-intro/#eval-flags),
+ * which Redis reads from the text of an EVAL as from the script an EVALSHA names. With
+ * it, a script that may write is refused whole (OOM, before it runs) while Redis is over
+ * `maxmemory`; without it Redis checked only the script's first write, and one opening
+ * with a DEL went on to grow Redis (docs/decisions.md, "maxmemory").
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -30,8 +37,24 @@ export interface ScriptSpec {
   readonly file: URL;
   /** How many of the arguments are KEYS. */
   readonly numberOfKeys: number;
-  /** True for scripts that never write (lets a cluster client read from replicas). */
+  /**
+   * True for scripts that never write (lets a cluster client read from replicas); must
+   * match the script's `no-writes` flag ({@link defineScripts} checks).
+   */
   readonly readOnly: boolean;
+}
+
+/** The flags a script's first line may give (Redis 7 `#!lua flags=…`). */
+const FLAGS_LINE = /^#!lua(?: flags=((?:no-writes|allow-oom)(?:,(?:no-writes|allow-oom))*))?\n/;
+
+/**
+ * The Redis 7 flags of a script, from its `#!lua` first line (empty for `#!lua` alone).
+ * @throws Error when the script has no such line, or names a flag Pixiu does not use
+ */
+export function scriptFlags(spec: ScriptSpec): ReadonlySet<string> {
+  const line = FLAGS_LINE.exec(scriptSource(spec));
+  if (line === null) throw new Error(`${spec.file.pathname} does not open with a #!lua flags line (src/redis/scripts.ts)`);
+  return new Set(line[1]?.split(',') ?? []);
 }
 
 const sources = new Map<string, string>();
@@ -64,6 +87,8 @@ const defined = new WeakMap<Redis, Map<string, ScriptSpec>>();
  * lacks a command defined after it, so the call's command is never queued, and the
  * pipeline's answer, one short, throws an uncaught TypeError in ioredis (its issue
  * #1931): a first `deleteIf` at first use crashed the process that way.
+ * @throws Error when a script lacks its `#!lua` line or its `readOnly` disagrees with
+ *   its `no-writes` flag (a mistake in the code, found at start)
  */
 export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
   let done = defined.get(redis);
@@ -78,6 +103,9 @@ export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
   }
   for (const spec of specs) {
     if (done.has(spec.command)) continue;
+    if (scriptFlags(spec).has('no-writes') !== spec.readOnly) {
+      throw new Error(`${spec.command}: readOnly ${spec.readOnly} disagrees with the flags line of ${spec.file.pathname}`);
+    }
     redis.defineCommand(spec.command, { lua: scriptSource(spec), numberOfKeys: spec.numberOfKeys, readOnly: spec.readOnly });
     done.set(spec.command, spec);
     if (redis.status === 'ready') loadScript(redis, spec);

@@ -3,7 +3,9 @@
  * redis-server: `/readyz` is 503 when the message store is not open, even with Redis
  * answering; `pixiu_redis_errors_total` counts a Redis outage while it lasts; and a
  * Redis that refuses writes (full) is named as such by `/readyz` and by the 503 of a
- * request and of a WebSocket handshake.
+ * request and of a WebSocket handshake; a message to a user is refused so too, appending
+ * nothing, while reads and acks go on (the scripts' `#!lua` flags, docs/decisions.md
+ * "maxmemory").
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +19,7 @@ import { StoreDirectory } from '../../src/cluster/store-directory.js';
 import { StoreRouter } from '../../src/cluster/store-router.js';
 import { loadConfig } from '../../src/config/config.js';
 import { Inbox } from '../../src/inbox/inbox.js';
+import { APPEND_SHA } from '../../src/inbox/scripts.js';
 import { Ingest } from '../../src/ingest/ingest.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
@@ -146,8 +149,7 @@ test('a POST and a WebSocket handshake while Redis refuses writes (full) are 503
   const fullMessage = /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/;
   const roomMessage = { room: 'oom-room', type: 't', data: 1, client_msg_id: 'oom-1' };
   try {
-    // A room message: its fan-out's first write is refused. (A message to a user is not,
-    // Redis letting a script past its OOM check once it wrote: report-oomword.md.)
+    // A room message: its fan-out is refused (room-time-1.lua, before anything is stored).
     const post = await client.post('/v1/messages', roomMessage);
     expectError(post, 503, 'UNAVAILABLE', fullMessage);
     assert.equal(post.headers.get('retry-after'), '1');
@@ -163,4 +165,92 @@ test('a POST and a WebSocket handshake while Redis refuses writes (full) are 503
   }
   const again = await client.post('/v1/messages', roomMessage);
   assert.equal(again.status, 201, again.text);
+});
+
+/** Fills Redis as far as writes go: `maxmemory 1` under `noeviction`, so every write that may grow memory is refused (OOM). */
+async function refuseWrites(admin: Redis): Promise<void> {
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  await admin.config('SET', 'maxmemory', '1');
+}
+
+/** The words of a 503 caused by Redis's OOM refusal (src/redis/state-replies.ts). */
+const FULL = /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/;
+
+test('a message to a user while Redis refuses writes (full) is 503 with Retry-After naming the cause and appends nothing, single or batch, after SCRIPT FLUSH too; its retry once Redis takes writes is stored once', async (t) => {
+  // append-7.lua's first write, for a user without an inbox, is a DEL, which Redis does
+  // not check for memory; without its #!lua line Redis let the rest of it through (201).
+  const prefix = 'full-user:';
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: prefix });
+  const admin: Redis = await createRedis({ url: redis.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  t.after(() => admin.quit());
+  const keys = new Keys(prefix);
+  assert.equal((await client.post('/v1/messages', { to: 'oom-known', type: 't', data: 0 })).status, 201);
+  const single = { to: 'oom-new', type: 't', data: 1, client_msg_id: 'oom-user-1' };
+  const known = { to: 'oom-known', type: 't', data: 2, client_msg_id: 'oom-user-2' };
+  const items = [{ to: 'oom-new', type: 't', data: 3, client_msg_id: 'oom-batch-1' }, { to: 'oom-other', type: 't', data: 4, client_msg_id: 'oom-batch-2' }];
+  await refuseWrites(admin);
+  try {
+    for (const message of [single, known, { to: 'oom-new', type: 't', data: 5 }]) {
+      const post = await client.post('/v1/messages', message);
+      expectError(post, 503, 'UNAVAILABLE', FULL);
+      assert.equal(post.headers.get('retry-after'), '1');
+    }
+    // The EVALSHA meets NOSCRIPT and goes again as EVAL: Redis reads the flags from its text.
+    await admin.script('FLUSH');
+    expectError(await client.post('/v1/messages', single), 503, 'UNAVAILABLE', FULL);
+    const batch = await client.post('/v1/messages/batch', { messages: items });
+    assert.equal(batch.status, 200, batch.text);
+    assert.equal(batch.headers.get('retry-after'), '1');
+    const results = (batch.body as { results: Array<{ status: number; error?: { code: string; message: string } }> }).results;
+    assert.deepEqual(results.map((r) => [r.status, r.error?.code]), [[503, 'UNAVAILABLE'], [503, 'UNAVAILABLE']], batch.text);
+    for (const r of results) assert.match(r.error?.message ?? '', FULL);
+    const made = ['oom-new', 'oom-other'].flatMap((uid) => [keys.inbox(uid), keys.meta(uid), keys.ids(uid), keys.acks(uid)]);
+    assert.equal(await admin.exists(...made), 0, 'no inbox made');
+    assert.equal(await admin.xlen(keys.inbox('oom-known')), 1, 'nothing appended to an inbox');
+  } finally {
+    await admin.config('SET', 'maxmemory', '0');
+  }
+  // Refused, the EVAL loaded nothing: the retry meets NOSCRIPT and is sent again too.
+  assert.deepEqual(await admin.script('EXISTS', APPEND_SHA), [0]);
+  const stored = await client.post('/v1/messages', single);
+  assert.equal(stored.status, 201, stored.text);
+  const again = await client.post('/v1/messages', single);
+  assert.equal(again.status, 200, again.text);
+  assert.equal((again.body as { id: string }).id, (stored.body as { id: string }).id);
+  assert.equal((await client.post('/v1/messages', known)).status, 201);
+  const retried = await client.post('/v1/messages/batch', { messages: items });
+  assert.deepEqual((retried.body as { results: Array<{ status: number }> }).results.map((r) => r.status), [201, 201], retried.text);
+  const ids = async (uid: string): Promise<string[]> =>
+    (await admin.xrange(keys.inbox(uid), '-', '+')).map(([, fields]) => fields[fields.indexOf('id') + 1] ?? '');
+  const newIds = await ids('oom-new');
+  assert.equal(newIds.length, 2, 'the single message and the batch item, once each');
+  assert.equal(newIds[0], (stored.body as { id: string }).id);
+  assert.equal((await ids('oom-known')).length, 2);
+  assert.equal((await ids('oom-other')).length, 1);
+});
+
+test('while Redis refuses writes (full), inbox reads and acks go on: GET /v1/me/messages 200, POST /v1/me/ack and a WebSocket ack move the cursor', async (t) => {
+  const prefix = 'full-read:';
+  const { client, service } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: prefix });
+  const admin: Redis = await createRedis({ url: redis.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  t.after(() => admin.quit());
+  const keys = new Keys(prefix);
+  const token = await testToken(service.secrets.jwt, 'oom-reader');
+  for (const data of [1, 2]) assert.equal((await client.post('/v1/messages', { to: 'oom-reader', type: 't', data })).status, 201);
+  const ws = await TestClient.connect(service.url, { token, params: { device: 'phone' } });
+  t.after(() => ws.close());
+  await ws.msgs(2);
+  await refuseWrites(admin);
+  try {
+    const me = new PixiuClient(service.url, token);
+    const page = await me.get('/v1/me/messages');
+    assert.equal(page.status, 200, page.text);
+    const ack = await me.post('/v1/me/ack', { device: 'tablet', seq: 2 });
+    assert.equal(ack.status, 200, ack.text);
+    assert.equal((ack.body as { cursor: number }).cursor, 2);
+    ws.ack(2);
+    await waitUntil('the WebSocket ack is written', async () => (await admin.hget(keys.acks('oom-reader'), 'phone')) === '2');
+  } finally {
+    await admin.config('SET', 'maxmemory', '0');
+  }
 });

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
 broadcast-bounds-1: what the broadcast stream still holds, to answer a client that
 reconnects with `last_bseq` (DESIGN.md §8): its first retained entry, the last ID it
@@ -7,6 +8,10 @@ Steps
   1. XINFO STREAM on the stream (an error reply when the stream does not exist).
   2. Pick `first-entry`'s ID, `last-generated-id` and `max-deleted-entry-id` from its
      field/value list.
+
+Flags (the #!lua line, Redis 7 script flags)
+  no-writes: reads only, so it runs while Redis is over maxmemory (and on a replica);
+  a write command here would fail.
 
 KEYS
   1. the broadcast stream `<prefix>broadcast`

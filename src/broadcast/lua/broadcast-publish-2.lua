@@ -1,3 +1,4 @@
+#!lua
 --[[
 broadcast-publish-2: appends one broadcast to the capped broadcast stream and records
 the highest ID the trim removed, so that a client reconnecting with `last_bseq` can
@@ -20,6 +21,10 @@ Steps
      (the ones the trim removes; one in the steady state), XTRIM to exactly the cap,
      and set max-deleted-entry-id to the newest of them.
   4. With a marker asked for: SET KEYS[2] to `<new id>|<ARGV[3]>`, expiring at ARGV[2].
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it grows Redis (XADD, SET), so it is refused whole, before it runs, while
+  Redis is over maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. the broadcast stream `<prefix>broadcast`

@@ -1,3 +1,4 @@
+#!lua
 --[[
 channel-publish-3: record a channel publication in the channel's short history and
 publish it to the nodes subscribed to the channel, in one step so the history order
@@ -17,6 +18,10 @@ Steps
   4. PUBLISH `<id>|<payload>` on the channel's topic, ARGV[2].
   5. With a marker asked for: SET KEYS[2] to `<id>|<ARGV[5]>`, expiring ARGV[4] ms
      from now (with the history of a channel published to no more).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it grows Redis (XADD, SET), so it is refused whole, before it runs, while
+  Redis is over maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. history stream `<prefix>ch:{<channel>}:history`

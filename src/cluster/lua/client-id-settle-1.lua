@@ -1,3 +1,4 @@
+#!lua
 --[[
 client-id-settle-1: record that a client_msg_id names a stored MsgID, unless another
 store's claim took its place meanwhile (src/cluster/client-id-claims.ts). A store
@@ -12,6 +13,10 @@ Steps
      set it to ARGV[3], expiring at ARGV[4] (ms since the Unix epoch).
   2. Return the claim after the call: ARGV[3] when set, else what is there (another
      store's pending mark or MsgID).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it writes (SET), so it is refused whole, before it runs, while Redis is over
+  maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. the claim  `<prefix>cmid:{<client_msg_id>}`

@@ -1,8 +1,13 @@
+#!lua
 --[[
 minted-raise-1: record the last counters a store minted, per partition, never lowering
 one (DESIGN.md §2: a MsgID is minted once; docs/decisions.md "Several nodes"). Two
 copies of a data dir that both ran each write theirs; the higher stays, so the copy
 behind learns how far the store went.
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it writes (HSET), so it is refused whole, before it runs, while Redis is over
+  maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. the store's minted hash `<prefix>xiu:{store}:minted:<store id>`:

@@ -1,3 +1,4 @@
+#!lua
 --[[
 partition-claim-3: claim a block of store partitions for one store (one data dir), or
 re-assert the block it holds (DESIGN.md §2, §9; docs/decisions.md "Several nodes").
@@ -19,6 +20,10 @@ Steps
      answer whether it was there before: a store with a base that this Redis does not
      know is one whose Redis lost its data, or that now runs on another Redis or key
      prefix (its inboxes are not here).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it writes (HSET), so it is refused whole, before it runs, while Redis is over
+  maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. partitions hash `<prefix>xiu:{store}:partitions`: partition number → store id

@@ -1,3 +1,4 @@
+#!lua
 --[[
 presence-add-1: record one new connection of a user, within the per-user connection
 limit, replacing the same device's older connections (DESIGN.md §4 `conns`, §6).
@@ -11,6 +12,12 @@ Steps
   3. Else delete the same-device entries, write the new one, and make sure the hash
      lives at least as long as the new entry (PTTL only ever grows here, so an entry
      refreshed later is never cut short).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it grows Redis (HSET), so it is refused whole, before it runs, while Redis is
+  over maxmemory (docs/decisions.md, "maxmemory"); without the flags line its first
+  write could be an HDEL, which Redis does not check, and the HSET after it went
+  through.
 
 KEYS
   1. conns hash `<prefix>{uid}:conns`: conn id → `<expiresAtMs>|<node>|<device>|<sinceMs>`

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 presence-prune-1: delete presence entries judged dead (expired, or of a node that is
 gone) only while they are still what was judged (src/cluster/presence.ts). The entries
@@ -5,6 +6,10 @@ are read, their nodes' liveness is looked up, then they are deleted: an entry
 refreshed in between (its connection's heartbeat, its node registered again) must be
 kept — deleted, the user's notifies stopped reaching that node until its next refresh
 (a fresh review's finding).
+
+Flags (the #!lua line, Redis 7 script flags)
+  allow-oom: it only deletes (HDEL), which frees memory, so it runs while Redis is
+  over maxmemory too (docs/decisions.md, "maxmemory").
 
 KEYS
   1. conns hash `<prefix>{uid}:conns`

@@ -1,3 +1,4 @@
+#!lua
 --[[
 presence-refresh-3: extend one connection's presence entry (DESIGN.md §4 `conns`),
 on each server heartbeat of that connection; re-add it, within the rules a new
@@ -29,6 +30,10 @@ Steps
      connection 4002). If the live entries reach the limit: reply -2, write nothing
      (the caller closes it). Else write the entry. Reply 0.
   3. Make sure the hash lives at least as long as the entry.
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it writes (HSET, HDEL, PEXPIRE), so it is refused whole, before it runs, while
+  Redis is over maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. conns hash `<prefix>{uid}:conns`

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 ack-4: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
 ack counts seqs of an inbox epoch that is gone — and keep at most ARGV[4] devices'
@@ -22,6 +23,12 @@ Steps
      never this device's, until ARGV[4] are left. A device whose cursor was dropped
      resumes as a new device would when it gives no last_seq (docs/protocol.md).
   5. Return the cursor after the call.
+
+Flags (the #!lua line, Redis 7 script flags)
+  allow-oom: runs while Redis is over maxmemory (docs/decisions.md, "maxmemory"). A
+  cursor is one small field per device, at most ARGV[4] per user, expiring with the
+  inbox; refused, the node holds the ack and writes it again every round, and a device
+  resuming on another node is sent its acked messages again.
 
 KEYS
   1. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)

@@ -1,3 +1,4 @@
+#!lua
 --[[
 append-7: append one MsgID to one user's inbox, exactly once, name the nodes holding
 the user's live connections (DESIGN.md §4, §9), and keep the user's inbox keys only as
@@ -32,6 +33,12 @@ Steps
   7. Read the presence hash and list, once each, the nodes of entries that have not
      expired, so the caller can notify them without another round trip. Expired
      entries are left for presence to prune (this script stays cheap).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it grows Redis (XADD, ZADD, HSET), so it is refused whole, before it runs,
+  while Redis is over maxmemory (docs/decisions.md, "maxmemory"). Without the flags
+  line Redis checked only its first write, the DEL below, which it does not check for
+  memory, and let the rest through.
 
 KEYS
   1. inbox stream  `<prefix>{uid}:inbox`

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
 locate-2: the seq at which a MsgID is still in one user's inbox, for
 `GET /v1/messages/{id}` (DESIGN.md §4). Read-only.
@@ -8,6 +9,10 @@ Steps
   2. XRANGE that one seq (`<seq>-0`): the entry must still be in the stream and name
      the MsgID. An entry deleted by hand (XDEL) is gone from the stream but not from
      the ids set; history and delivery show it as a gap, and so does this answer.
+
+Flags (the #!lua line, Redis 7 script flags)
+  no-writes: reads only, so it runs while Redis is over maxmemory (and on a replica);
+  a write command here would fail.
 
 KEYS
   1. ids zset      `<prefix>{uid}:ids` (MsgID -> seq)

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
 range-2: read one page of a user's inbox with its bounds, as one consistent snapshot
 (DESIGN.md §4, §5). Read-only.
@@ -8,6 +9,10 @@ Steps
   3. Read the first and last entry IDs of the stream.
   4. latest = max(counter, seq of the last entry); first = seq of the first entry, or
      latest + 1 when the stream holds nothing.
+
+Flags (the #!lua line, Redis 7 script flags)
+  no-writes: reads only, so it runs while Redis is over maxmemory (and on a replica);
+  a write command here would fail.
 
 KEYS
   1. inbox stream  `<prefix>{uid}:inbox`

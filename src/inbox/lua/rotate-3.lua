@@ -1,3 +1,4 @@
+#!lua
 --[[
 rotate-3: give a user's inbox a new epoch, when it still has the one given
 (DESIGN.md §11). Used when Redis came back with less than a connection was already
@@ -24,6 +25,10 @@ Steps
   3. Set the epoch to ARGV[2] and delete the stored ack cursors: they count seqs of the
      old epoch, and a device resuming from one would skip new messages.
   4. Return the epoch after the call.
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it writes (HSET), so it is refused whole, before it runs, while Redis is over
+  maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. meta hash  `<prefix>{uid}:meta` (its `epoch` and `resume_rotated`)

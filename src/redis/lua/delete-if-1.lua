@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 delete-if-1: delete a key only while it still holds the value the caller wrote
 (compare-and-delete; src/redis/delete-if.ts). A GET then a DEL from the client could
@@ -10,6 +11,11 @@ Used for:
   - a `client_msg_id` claim left pending by a failed write
     (src/cluster/client-id-claims.ts): a claim another store took after this one's
     expired is left alone.
+
+Flags (the #!lua line, Redis 7 script flags)
+  allow-oom: it only deletes, which frees memory: a failed write's claim must go also
+  while Redis is over maxmemory, or a retry of its client_msg_id is refused until the
+  claim expires (docs/decisions.md, "maxmemory").
 
 KEYS
   1. the key

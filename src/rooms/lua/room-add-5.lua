@@ -1,3 +1,4 @@
+#!lua
 --[[
 room-add-5: add members to a room, all or none, within the room size cap (DESIGN.md §8).
 
@@ -38,6 +39,10 @@ Steps
      nothing and reply {-1, ms}: try again at that ms, when they fit.
   4. Else give each new member the next slot; members already in keep theirs. The top
      key becomes the last slot given, expiring a minute after now reaches its ms.
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it grows Redis (ZADD, SET), so it is refused whole, before it runs, while
+  Redis is over maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
   1. members sorted set `<prefix>room:{<room>}:members` (user id → join slot)

@@ -1,3 +1,4 @@
+#!lua
 --[[
 room-time-1: the `ts` of a room message sent now, and the room's cut (DESIGN.md §8).
 
@@ -15,6 +16,11 @@ Steps
   1. now = Redis's TIME in ms; ts = max(now, the newest member's slot div 1000).
   2. If the cut is below ts, set it to ts, expiring a minute after Redis's clock reaches
      it (past then, the clock keeps new slots above ts by itself).
+
+Flags (the #!lua line, Redis 7 script flags)
+  none: it may write (SET), so it is refused whole, before it runs, while Redis is
+  over maxmemory (docs/decisions.md, "maxmemory") (a room message is refused then
+  anyway, as its appends are).
 
 KEYS
   1. members sorted set `<prefix>room:{<room>}:members`

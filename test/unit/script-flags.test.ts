@@ -1,0 +1,61 @@
+/**
+ * Every Lua script opens with a Redis 7 flags line (`#!lua …`, src/redis/scripts.ts):
+ * without one Redis checks a script for memory only at its first write, and append-7,
+ * whose first write for a new inbox is a DEL (never checked), grew a Redis over
+ * `maxmemory` under `noeviction` (docs/decisions.md, "maxmemory"). Which scripts may
+ * still run then is pinned here: the read-only ones (`no-writes`) and those that only
+ * free memory or write a bounded cursor (`allow-oom`). A `readOnly` spec that disagrees
+ * with its script's flags is refused when it is registered.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Redis } from 'ioredis';
+import { defineScripts, scriptFlags, type ScriptSpec } from '../../src/redis/scripts.js';
+
+const SRC = new URL('../../src/', import.meta.url);
+
+/** Each script that may run while Redis is over maxmemory, by file, and its flags. */
+const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
+  'broadcast/lua/broadcast-bounds-1.lua': 'no-writes',
+  'inbox/lua/locate-2.lua': 'no-writes',
+  'inbox/lua/range-2.lua': 'no-writes',
+  'inbox/lua/ack-4.lua': 'allow-oom',
+  'cluster/lua/presence-prune-1.lua': 'allow-oom',
+  'redis/lua/delete-if-1.lua': 'allow-oom',
+};
+
+/** A spec for `file` (relative to src/), with `readOnly` as given. */
+function spec(file: string, readOnly = false): ScriptSpec {
+  return { command: 'pxTestV1', file: new URL(file, SRC), numberOfKeys: 1, readOnly };
+}
+
+const scripts = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.lua')).sort();
+
+test('every script in src opens with a #!lua line; only the reading, freeing and ack scripts may run while Redis is full', () => {
+  assert.ok(scripts.length >= 17, `found ${scripts.join(', ')}`);
+  const flagged: Record<string, string> = {};
+  for (const file of scripts) {
+    const flags = [...scriptFlags(spec(file))].join(',');
+    if (flags !== '') flagged[file] = flags;
+  }
+  assert.deepEqual(flagged, RUN_WHEN_FULL);
+});
+
+test('defineScripts refuses a spec whose readOnly disagrees with its no-writes flag, and a script without a #!lua line', (t) => {
+  const redis = new Redis({ lazyConnect: true });
+  t.after(() => redis.disconnect());
+  assert.throws(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', false)]), /readOnly false disagrees/);
+  assert.throws(() => defineScripts(redis, [spec('inbox/lua/append-7.lua', true)]), /readOnly true disagrees/);
+  assert.doesNotThrow(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', true)]));
+  const dir = mkdtempSync(path.join(tmpdir(), 'pixiu-flags-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  for (const text of ['--[[ no flags line ]]\nreturn 1\n', '#!lua flags=allow-stale\nreturn 1\n']) {
+    const file = path.join(dir, `s${text.length}.lua`);
+    writeFileSync(file, text);
+    assert.throws(() => scriptFlags({ ...spec('x'), file: pathToFileURL(file) }), /does not open with a #!lua flags line/);
+  }
+});
