@@ -48,7 +48,7 @@ import { ClaimLeftovers } from './claim-leftovers.js';
 import { outageFields } from '../errors.js';
 import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
-import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
+import { DELETE_IF } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { defineScripts, isNoScript, scriptSha, scriptSource, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
@@ -247,23 +247,45 @@ export class ClientIdClaims {
 
   /**
    * Clears what a failed attempt left (ClaimLeftovers calls it while no attempt for
-   * `clientMsgId` is under way). A claim's mark goes by compare-and-delete, written at
-   * once as a plain command, so a claim of a later attempt (made after this check, sent
-   * at the end of its tick) reaches Redis after it and is never dropped by it; after
-   * NOSCRIPT (a SCRIPT FLUSH) it is sent as EVAL, if still no attempt is under way.
-   * Resolves once Redis answered; rejects when it did not.
+   * `clientMsgId` is under way): a settle is made again, a claim's mark dropped
+   * ({@link #dropMark}). Resolves once Redis answered; rejects when it did not.
    */
   async #clear(clientMsgId: string, leftover: Leftover): Promise<void> {
     if (leftover.kind === 'settle') {
       await this.#settles.call(leftover.argv);
       return;
     }
+    await this.#dropMark(clientMsgId, 0);
+  }
+
+  /**
+   * True while an attempt of this node for `clientMsgId` is under way ({@link claim} to
+   * {@link end}) besides the caller's own `own` (1 for a caller inside its attempt, as
+   * {@link release}; 0 for one outside any, as {@link #clear}).
+   */
+  #othersUnderWay(clientMsgId: string, own: 0 | 1): boolean {
+    return (this.#attempts.get(clientMsgId) ?? 0) > own;
+  }
+
+  /**
+   * Drops this store's pending mark on `clientMsgId` by compare-and-delete (never another
+   * store's claim, never a settled one), unless an attempt other than the caller's own
+   * `own` ({@link #othersUnderWay}) is under way: every attempt of this node claims with
+   * the same mark, so the mark is that attempt's now. Checked and written at once as a
+   * plain command, not auto-pipelined, so a claim of a later attempt (made after the
+   * check, sent at the end of its tick on its own pipeline) reaches Redis after it and is
+   * never dropped by it; after NOSCRIPT (a SCRIPT FLUSH) it is sent as EVAL, if still no
+   * other attempt is under way.
+   * Resolves once Redis answered, or at once when skipped; rejects when Redis did not answer.
+   */
+  async #dropMark(clientMsgId: string, own: 0 | 1): Promise<void> {
+    if (this.#othersUnderWay(clientMsgId, own)) return;
     const key = this.#keys.clientIdClaim(clientMsgId);
     try {
       await sendEvalsha(this.#redis, [DELETE_IF_SHA, '1', key, this.#pending]);
     } catch (err) {
       if (!isNoScript(err)) throw err;
-      if (this.#attempts.has(clientMsgId)) return;
+      if (this.#othersUnderWay(clientMsgId, own)) return;
       const command = new Command('eval', [scriptSource(DELETE_IF), '1', key, this.#pending], UTF8_REPLY);
       this.#redis.sendCommand(command);
       await command.promise;
@@ -277,12 +299,21 @@ export class ClientIdClaims {
     return { state: 'stored', id: value };
   }
 
-  /** Drops this store's pending claim after its write failed, so a retry anywhere goes on at once. Never rejects. */
+  /**
+   * Drops this store's pending claim after its write failed, so a retry anywhere goes on
+   * at once. Call it within the attempt, before its {@link end}. Never rejects; on
+   * failure the mark expires on its own after {@link PENDING_MS}.
+   *
+   * Not while another attempt of this node for `clientMsgId` is under way (a retry to
+   * this node while this one was being written): it claimed with the same mark, found it
+   * its own, and is storing the message under it, so dropping it would let a retry on
+   * another node store the message a second time. That attempt settles the mark or
+   * releases it itself. Should it fail too before this one has ended (both in one
+   * failed write), neither drops it and it lapses after {@link PENDING_MS}: a retry on
+   * another node is refused (503) until then, never stored twice.
+   */
   async release(clientMsgId: string): Promise<void> {
-    const key = this.#keys.clientIdClaim(clientMsgId);
-    // Compare-and-delete: a claim another store took after this one expired is kept.
-    // On failure it expires on its own after PENDING_MS.
-    await deleteIf(this.#redis, key, this.#pending).catch(() => undefined);
+    await this.#dropMark(clientMsgId, 1).catch(() => undefined);
   }
 
   /**

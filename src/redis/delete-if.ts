@@ -3,7 +3,7 @@
  * the value this process wrote, so a value another writer put in its place is kept.
  * Used for store leases (src/cluster/partition-claims.ts) and pending `client_msg_id`
  * claims (src/cluster/client-id-claims.ts: after a failed write, and after a claim
- * Redis did not answer, which sends the script's EVALSHA itself).
+ * Redis did not answer; it sends the script's EVALSHA itself, at once).
  */
 import type { Redis, Result } from 'ioredis';
 import { redisCall } from './client.js';

@@ -284,6 +284,40 @@ test("release drops only this store's own pending claim: another store's claim i
   assert.equal(await redis.get(key), '0123456789abcdef');
 });
 
+test('a failed write leaves the claim to a retry of the same client_msg_id under way on the node: a retry on another node is refused, not stored twice', async () => {
+  const a = new ClientIdClaims(redis, keys, 'again-a');
+  const b = new ClientIdClaims(redis, keys, 'again-b');
+  const key = keys.clientIdClaim('again-1');
+  // Attempt 1 claims; attempt 2, a retry to the same node, finds the node's own mark and stores too.
+  assert.deepEqual(await a.claim('again-1'), { state: 'mine' });
+  assert.deepEqual(await a.claim('again-1'), { state: 'mine' });
+  // Attempt 1's write fails: it releases, then ends (src/ingest/claimed-store.ts).
+  await a.release('again-1');
+  a.end('again-1');
+  assert.equal(await redis.get(key), 'P|again-a', 'the mark attempt 2 stores under is kept');
+  assert.deepEqual(await b.claim('again-1'), { state: 'pending', storeId: 'again-a' }, 'another node refuses the retry');
+  b.end('again-1');
+  // Attempt 2 fails too, attempt 1 over: nothing is being stored, its release drops the mark.
+  await a.release('again-1');
+  a.end('again-1');
+  assert.equal(await redis.get(key), null);
+
+  // A retry claiming in the tick the failed attempt releases, just before it: its claim
+  // goes out first (at the end of the tick, on its own pipeline), so a release sent
+  // after it, as an auto-pipelined one was, dropped it.
+  const key2 = keys.clientIdClaim('again-2');
+  assert.deepEqual(await a.claim('again-2'), { state: 'mine' });
+  const retry = a.claim('again-2');
+  const released = a.release('again-2');
+  a.end('again-2');
+  await released;
+  assert.deepEqual(await retry, { state: 'mine' });
+  assert.equal(await redis.get(key2), 'P|again-a', 'the retry\'s claim is kept');
+  assert.deepEqual(await b.claim('again-2'), { state: 'pending', storeId: 'again-a' });
+  b.end('again-2');
+  a.end('again-2');
+});
+
 test('a first release sent in the tick of another command does not break the auto-pipeline (its script is defined with the claims, not at first use)', async (t) => {
   // A client of its own, on which nothing has defined the compare-and-delete script yet.
   const fresh = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
