@@ -66,6 +66,8 @@ export class ClaimLeftovers<T> {
   /** The cap was met and not logged since it was last below it. */
   #full = false;
   #stopped = false;
+  /** Tries skipped because an attempt for their id was under way, since the start. */
+  #skipped = 0;
 
   /**
    * @param pendingMs how long a pending mark lives (PENDING_MS): no try is made later
@@ -80,6 +82,15 @@ export class ClaimLeftovers<T> {
   /** Ids remembered now (tests). */
   get size(): number {
     return this.#entries.size;
+  }
+
+  /**
+   * Tries skipped so far because an attempt of this node for their id was under way
+   * ({@link LeftoverClearing.busy}); only grows. Tests wait on it to know a sweep ran
+   * and left a mark alone.
+   */
+  get skipped(): number {
+    return this.#skipped;
   }
 
   /**
@@ -141,6 +152,7 @@ export class ClaimLeftovers<T> {
     const last = wait === undefined || now + wait > entry.until;
     entry.nextAt = last ? Infinity : now + wait;
     if (this.#clearing.busy(id)) {
+      this.#skipped += 1;
       if (last) this.#entries.delete(id);
       return;
     }
