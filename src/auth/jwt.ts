@@ -4,14 +4,13 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { SignJWT, createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
 import type { Logger } from '../logger.js';
-import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { cutText } from '../text-cut.js';
-import { checkJwtForm, notJsonPart, notWellFormed } from './jwt-form.js';
+import { checkJwtForm } from './jwt-form.js';
+import { TokenRefusals, type KeyDescription } from './jwt-refusals.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -95,32 +94,25 @@ export interface VerifierOptions {
    */
   readonly onKeysUnavailable?: () => void;
   /**
-   * Where a token refused for its signature is logged at warn ({@link BAD_SIGNATURE_LOG},
-   * at most one line per {@link OUTAGE_LOG_INTERVAL_MS}, with `notLogged`), never the
-   * token; none when absent.
+   * Where a token refused as not for the node's key is logged at warn (jwt-refusals.ts:
+   * BAD_SIGNATURE_LOG for its signature, KEY_REFUSED_LOG for its `alg` or `kid`; each
+   * at most one line per 10 s, with `notLogged`), never the token; none when absent.
    */
   readonly logger?: Logger;
 }
 
-/**
- * The refusal of a token whose signature does not verify with the node's key: most
- * often one minted with another key (another data dir's jwt-secret). Names the
- * settings, never the key.
- */
-export const BAD_SIGNATURE = "invalid token: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; a token signed with another key, another data dir's jwt-secret say)";
-
-/**
- * The warning of a client token refused for its signature: the client sees the 401,
- * the operator of a node given another key than the token issuer's sees this. Fields:
- * the token header's `alg` and `kid` (quoted by the client, no key material), `notLogged`.
- */
-export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
-
-/** Most characters of a token header's `alg` or `kid` that {@link BAD_SIGNATURE_LOG} repeats. */
-const MAX_HEADER_FIELD_SHOWN = 64;
-
 /** jose's codes for a JWKS that could not be fetched or read (503, not 401). */
 const JWKS_FAULTS: ReadonlySet<string> = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JOSE_GENERIC', 'ERR_JWKS_INVALID']);
+
+/**
+ * Where each key source comes from, as a refusal names it (jwt-refusals.ts): a secret
+ * is PIXIU_JWT_SECRET's, or the one a node given no key generates in its data dir.
+ */
+const SETTING_OF: Readonly<Record<JwtKeySource['kind'], string>> = {
+  secret: "PIXIU_JWT_SECRET or the data dir's jwt-secret",
+  'public-key': 'PIXIU_JWT_PUBLIC_KEY',
+  jwks: 'PIXIU_JWKS_URL',
+};
 
 /** The time claims (RFC 7519 §4.1.4 – §4.1.6) a token must hold as finite numbers when present. */
 const TIME_CLAIMS = ['exp', 'nbf', 'iat'] as const;
@@ -208,8 +200,9 @@ function decodeOrKeep(part: string): string {
  *
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
- *   UNAUTHORIZED (`token expired` or `invalid token: …`, no detail of the key: a bad
- *   signature is {@link BAD_SIGNATURE}, logged thinned to `opts.logger`; a token
+ *   UNAUTHORIZED (`token expired` or `invalid token: …` saying what is wrong, no
+ *   detail of the key: jwt-refusals.ts's TokenRefusals — a bad signature, an `alg` the
+ *   key does not take, a `kid` the JWKS lacks, logged thinned to `opts.logger`; a token
  *   not of the written form of jwt-form.ts's checkJwtForm — compact, canonical
  *   base64url, JSON without a byte order mark — is refused unverified, with its hint), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
@@ -221,6 +214,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   let key: JWTVerifyGetKey;
   let algorithms: readonly string[];
   let prefetch: (() => Promise<number>) | undefined;
+  let keySet: KeyDescription['keySet'];
   switch (source.kind) {
     case 'secret':
       {
@@ -260,6 +254,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
         }
         return remote.jwks()?.keys.length ?? 0;
       };
+      keySet = () => remote.jwks()?.keys;
       algorithms = Object.values(ASYMMETRIC_ALGS).flat();
       break;
     }
@@ -280,12 +275,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       throw err;
     }
   };
-  const badSignatures = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
-  const logBadSignature = (token: string): void => {
-    if (opts.logger === undefined) return;
-    const left = badSignatures.take();
-    if (left !== undefined) opts.logger.warn({ ...headerFields(token), ...thinnedFields(left) }, BAD_SIGNATURE_LOG);
-  };
+  const refusals = new TokenRefusals({ setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}) }, opts.logger);
   const verified = async (token: string): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks);
@@ -295,50 +285,15 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       // jose checks the claims only once the signature holds, so the payload it refused
       // is signed: a time claim that is no finite number is answered as such first.
       if (err instanceof joseErrors.JWTExpired || err instanceof joseErrors.JWTClaimValidationFailed) checkFiniteTimes(err.payload);
-      if (err instanceof joseErrors.JWTExpired) throw new PixiuError('UNAUTHORIZED', 'token expired', { cause: err });
-      // Claims are checked once the signature holds: naming the claim tells the key's
-      // holder what to fix and nobody else anything (jose's message, e.g. 'missing
-      // required "exp" claim').
-      if (err instanceof joseErrors.JWTClaimValidationFailed) throw new PixiuError('UNAUTHORIZED', `invalid token: ${err.message}`, { cause: err });
       // The JWKS timed out, answered no 200, or held no key set (not JSON: generic;
       // JSON of another shape: ERR_JWKS_INVALID): the key source is at fault, not the token.
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: jwksFault(err) });
       }
-      if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
-        logBadSignature(token);
-        throw new PixiuError('UNAUTHORIZED', BAD_SIGNATURE, { cause: err });
-      }
-      // Of the written form (checkJwtForm) but a header or payload that is no JSON
-      // object (`aaaa.bbbb.cccc`): jose's JWSInvalid / JWTInvalid, named here.
-      if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) {
-        const part = notJsonPart(token);
-        if (part !== undefined) throw new PixiuError('UNAUTHORIZED', notWellFormed(part), { cause: err });
-      }
-      throw new PixiuError('UNAUTHORIZED', 'invalid token', { cause: err });
+      throw refusals.of(err, token);
     }
   };
   return prefetch === undefined ? verify : Object.assign(verify, { prefetch });
-}
-
-/**
- * The `alg` and `kid` of a token's header, for {@link BAD_SIGNATURE_LOG}: strings cut to
- * {@link MAX_HEADER_FIELD_SHOWN} characters by cutText (never inside a pair, `…` when
- * cut), absent when not strings.
- */
-function headerFields(token: string): { alg?: string; kid?: string } {
-  let header: unknown;
-  try {
-    header = decodeProtectedHeader(token);
-  } catch {
-    return {};
-  }
-  const fields: { alg?: string; kid?: string } = {};
-  for (const name of ['alg', 'kid'] as const) {
-    const value = (header as Record<string, unknown>)[name];
-    if (typeof value === 'string') fields[name] = cutText(value, MAX_HEADER_FIELD_SHOWN);
-  }
-  return fields;
 }
 
 /**

@@ -7,8 +7,8 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
 
 /**
  * The JWS algorithms (RFC 7518 §3.1, RFC 8037) a key of each Node key type verifies.
- * An EC key verifies only the one of its curve (ES256: P-256, ES384: P-384, ES512:
- * P-521), which jose checks; {@link EC_CURVES} are the curves accepted at all.
+ * An EC key verifies only the one of its curve ({@link EC_CURVES}): a PEM key is given
+ * that one alone (readPublicKey), so a token of another is refused for its `alg`.
  */
 export const ASYMMETRIC_ALGS: Readonly<Record<string, readonly string[]>> = {
   rsa: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
@@ -22,8 +22,14 @@ export const ASYMMETRIC_ALGS: Readonly<Record<string, readonly string[]>> = {
  */
 const MIN_RSA_BITS = 2048;
 
-/** Node's names of the EC curves an ES256/ES384/ES512 key may be on (RFC 7518 §3.4). */
-const EC_CURVES: readonly string[] = ['prime256v1', 'secp384r1', 'secp521r1'];
+/**
+ * Node's names of the EC curves an ES256/ES384/ES512 key may be on, and the one
+ * algorithm a key on each verifies (RFC 7518 §3.4). Given all three for a P-256 key,
+ * jose refused an ES384 token only when importing the key, with WebCrypto's `JWK "crv"
+ * does not match the requested algorithm`, which the verifier could answer only as a
+ * bare "invalid token".
+ */
+const EC_CURVES: ReadonlyMap<string, string> = new Map([['prime256v1', 'ES256'], ['secp384r1', 'ES384'], ['secp521r1', 'ES512']]);
 
 /**
  * Turns the two characters `\n` (and `\r\n`) into newlines: how a multi-line PEM is
@@ -81,8 +87,10 @@ export function readPublicKey(pem: string): { key: KeyObject; algorithms: readon
     throw new Error(`it is an RSA key of ${bits ?? 'unknown'} bits; at least ${MIN_RSA_BITS} are needed to verify tokens`);
   }
   const curve = key.asymmetricKeyDetails?.namedCurve;
-  if (type === 'ec' && (curve === undefined || !EC_CURVES.includes(curve))) {
-    throw new Error(`it is an EC key on curve ${curve ?? 'unknown'}; accepted curves: P-256, P-384, P-521`);
+  if (type === 'ec') {
+    const alg = curve === undefined ? undefined : EC_CURVES.get(curve);
+    if (alg === undefined) throw new Error(`it is an EC key on curve ${curve ?? 'unknown'}; accepted curves: P-256, P-384, P-521`);
+    return { key, algorithms: [alg] };
   }
   return { key, algorithms };
 }

@@ -15,7 +15,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
-import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
+import { BAD_SIGNATURE } from '../../src/auth/jwt-refusals.js';
 import { NOT_A_JWT, notWellFormed, wrongPartCount } from '../../src/auth/jwt-form.js';
 import { NOT_COMPACT, exactly, respellings, signed, tokenWithUrlSafeSignature } from './token-texts.js';
 

@@ -4,9 +4,10 @@
  * setting `jwksUrl`). The keys are made here with `jose`; the JWKS is served by a real
  * HTTP server of this file; clients connect over a real WebSocket. A token signed by
  * the configured key opens the socket (`welcome` for its `sub`) and reads `/v1/me`;
- * one signed by any other key, one whose `kid` is not in the set, an expired one, and
- * an HS256 token keyed with the public key's own text are refused 401 before the
- * upgrade. An unreachable JWKS URL is an outage (503), not a bad token.
+ * one signed by any other key, one whose `kid` is not in the set, one of an `alg` the
+ * key does not take (an HS256 token keyed with the public key's own text, `none`), an
+ * expired one are refused 401 before the upgrade, the message saying which
+ * (src/auth/jwt-refusals.ts). An unreachable JWKS URL is an outage (503), not a bad token.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,16 +20,17 @@ import { PixiuClient, cleanupList, startInProcess, type CleanupContext, type InP
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, TestClient, type Frame } from '../harness/ws-client.js';
 import { expectRefused } from './gateway-fixture.js';
-import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
+import { BAD_SIGNATURE } from '../../src/auth/jwt-refusals.js';
 import { exactly } from './token-texts.js';
 
 /** The asymmetric algorithms these tests sign with. */
-type Alg = 'RS256' | 'ES256';
+type Alg = 'RS256' | 'ES256' | 'ES384' | 'EdDSA';
 
-/** What an invalid (not expired) token is refused with: no detail of the key. */
-const INVALID_TOKEN = /^invalid token$/;
 /** A token of an accepted algorithm whose signature is not the key's: told so, the key not named. */
 const BAD_SIGNATURE_ANSWER = exactly(BAD_SIGNATURE);
+
+/** The algorithms a JWKS may verify, as an alg refusal of a JWKS node lists them. */
+const JWKS_ALGS = 'RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, Ed25519';
 
 let redis: RedisServer;
 const cleanup = cleanupList();
@@ -107,7 +109,7 @@ async function expectUnauthorized(server: InProcessServer, token: string, messag
 
 describe('PIXIU_JWT_PUBLIC_KEY: a PEM public key', () => {
   for (const alg of ['ES256', 'RS256'] as const) {
-    test(`${alg}: its private key's token connects; another ${alg} key, an expired token and an HS256 token keyed with the PEM are 401`, async (t) => {
+    test(`${alg}: its private key's token connects; another ${alg} key, an expired token, an HS256 token keyed with the PEM and a token of an alg the key does not take are 401, each saying why`, async (t) => {
       const mine = await keyPair(alg);
       const other = await keyPair(alg);
       const pem = await exportSPKI(mine.publicKey);
@@ -122,7 +124,14 @@ describe('PIXIU_JWT_PUBLIC_KEY: a PEM public key', () => {
       await expectUnauthorized(server, await sign(mine.privateKey, alg, 'ana', { ttlSec: -5 }), /^token expired$/);
       // Algorithm confusion: the public key is public, so an HMAC keyed with its text
       // must not pass for a signature by the private key.
-      await expectUnauthorized(server, await sign(new TextEncoder().encode(pem), 'HS256', 'ana'), INVALID_TOKEN);
+      const takes = alg === 'ES256' ? 'ES256' : 'RS256, RS384, RS512, PS256, PS384, PS512';
+      await expectUnauthorized(server, await sign(new TextEncoder().encode(pem), 'HS256', 'ana'),
+        exactly(`invalid token: its alg "HS256" is not one this node's key takes (${takes}: PIXIU_JWT_PUBLIC_KEY)`));
+      // An EC key verifies the algorithm of its curve alone (a P-256 key: ES256), and an
+      // RSA key no EC algorithm: refused for the alg, not for a failed key import.
+      const otherAlg = alg === 'ES256' ? 'ES384' : 'ES256';
+      await expectUnauthorized(server, await sign((await keyPair(otherAlg)).privateKey, otherAlg, 'ana'),
+        exactly(`invalid token: its alg "${otherAlg}" is not one this node's key takes (${takes}: PIXIU_JWT_PUBLIC_KEY)`));
 
       // A refusal changes nothing for the right key.
       await expectWelcome(server, good, 'ana', 'tablet');
@@ -194,19 +203,43 @@ describe('PIXIU_JWKS_URL: keys from a JWKS served over HTTP', () => {
     const ecForger = await keyPair('ES256');
     await expectUnauthorized(server, await sign(ecForger.privateKey, 'ES256', 'bea', { kid: 'ec-1' }), BAD_SIGNATURE_ANSWER);
     // A kid of the set with the other key's algorithm: the kid names the key, whatever signed.
-    await expectUnauthorized(server, await sign(ec.privateKey, 'ES256', 'bea', { kid: 'rsa-1' }), INVALID_TOKEN);
+    await expectUnauthorized(server, await sign(ec.privateKey, 'ES256', 'bea', { kid: 'rsa-1' }),
+      exactly('invalid token: its kid "rsa-1" names a key of the JWKS at PIXIU_JWKS_URL that does not take its alg "ES256"'));
   });
 
-  test('a token whose kid is not in the set is 401, even when signed by a key of the set', async () => {
+  test('a token whose kid is not in the set is 401 saying so, even when signed by a key of the set', async () => {
     const stranger = await keyPair('ES256');
-    await expectUnauthorized(server, await sign(stranger.privateKey, 'ES256', 'bea', { kid: 'ec-2' }), INVALID_TOKEN);
-    await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-2' }), INVALID_TOKEN);
+    await expectUnauthorized(server, await sign(stranger.privateKey, 'ES256', 'bea', { kid: 'ec-2' }),
+      exactly('invalid token: its kid "ec-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
+    await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-2' }),
+      exactly('invalid token: its kid "rsa-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
+    // A kid that is not text is quoted as its JSON.
+    await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 7 as unknown as string }),
+      exactly('invalid token: its kid 7 is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
     // And the keys of the set still verify.
     await expectWelcome(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-1' }), 'bea', 'phone');
   });
 
+  test('a token of an alg no key of the set takes is 401 saying so: HS256 (an HMAC is no JWKS key), none, or one with no key in the set', async () => {
+    await expectUnauthorized(server, await sign(new TextEncoder().encode('a-secret-of-at-least-32-characters!!'), 'HS256', 'bea', { kid: 'rsa-1' }),
+      exactly(`invalid token: its alg "HS256" is not one this node's key takes (${JWKS_ALGS}: PIXIU_JWKS_URL)`));
+    const unsigned = `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub: 'bea', exp: Math.floor(Date.now() / 1000) + 60 })).toString('base64url')}.`;
+    await expectUnauthorized(server, unsigned, exactly(`invalid token: its alg "none" is not one this node's key takes (${JWKS_ALGS}: PIXIU_JWKS_URL)`));
+    await expectUnauthorized(server, await sign((await keyPair('EdDSA')).privateKey, 'EdDSA', 'bea'),
+      exactly('invalid token: it names no kid, and no key of the JWKS at PIXIU_JWKS_URL takes its alg "EdDSA"'));
+  });
+
   test('an expired token signed by a key of the set is 401 token expired', async () => {
     await expectUnauthorized(server, await sign(ec.privateKey, 'ES256', 'bea', { kid: 'ec-1', ttlSec: -5 }), /^token expired$/);
+  });
+
+  test('a token naming no kid, to a set of two keys of its alg, is 401 saying it must name one; with its kid it connects', async (t) => {
+    const second = await keyPair('RS256');
+    const pair = await serveJwks(t, [await publicJwk(rsa.publicKey, 'rsa-1', 'RS256'), await publicJwk(second.publicKey, 'rsa-2', 'RS256')]);
+    const two = await startWith(t, 'jwks-two', { jwksUrl: pair.url });
+    await expectUnauthorized(two, await sign(second.privateKey, 'RS256', 'bea'),
+      exactly('invalid token: it names no kid, and the JWKS at PIXIU_JWKS_URL holds several keys that take its alg "RS256"; the token must name its key with kid'));
+    await expectWelcome(two, await sign(second.privateKey, 'RS256', 'bea', { kid: 'rsa-2' }), 'bea', 'phone');
   });
 
   test('a JWKS URL nobody answers at is an outage: 503 with Retry-After, not 401', async (t) => {

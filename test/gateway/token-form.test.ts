@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, testToken } from '../harness/ws-client.js';
-import { BAD_SIGNATURE } from '../../src/auth/jwt.js';
+import { BAD_SIGNATURE } from '../../src/auth/jwt-refusals.js';
 import { notWellFormed, wrongPartCount } from '../../src/auth/jwt-form.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { HS256_HEADER, b64url, respellings, signed, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
@@ -150,5 +150,33 @@ test('a token whose header or payload JSON begins with a byte order mark is refu
   for (const { part, token } of cases) {
     const message = `invalid token: the JWT's ${part} begins with a byte order mark (U+FEFF), which JSON text must not (RFC 8259 §8.1)`;
     assert.deepEqual(await answersTo(user, token), refusedEverywhere(message), part);
+  }
+});
+
+/** What a node with a secret (HS256 only) says it takes, at the end of an alg refusal. */
+const SECRET_TAKES = "HS256: PIXIU_JWT_SECRET or the data dir's jwt-secret";
+
+test('a token whose header the secret cannot verify says why on every path: an alg other than HS256 (none too), no alg, a crit or b64 jose does not take', async () => {
+  const user = 'form-header';
+  const claims = JSON.stringify({ sub: user, exp: Math.floor(Date.now() / 1000) + 3600 });
+  assert.deepEqual(await answersTo(user, signed(claims, '{"alg":"HS256","crit":["b64"],"b64":true}')), ACCEPTED, 'b64 true is the default');
+  const cases = [
+    { header: '{"alg":"RS256","typ":"JWT"}', message: `invalid token: its alg "RS256" is not one this node's key takes (${SECRET_TAKES})` },
+    { header: '{"alg":"HS384"}', message: `invalid token: its alg "HS384" is not one this node's key takes (${SECRET_TAKES})` },
+    { header: '{"alg":"none"}', message: `invalid token: its alg "none" is not one this node's key takes (${SECRET_TAKES})` },
+    // Quoted as JSON, escaped and cut (src/text-cut.ts): a client's text never passes for the node's own words.
+    { header: JSON.stringify({ alg: `\u009b\n${'x'.repeat(80)}` }), message: `invalid token: its alg "\\u009b\\n${'x'.repeat(62)}"… is not one this node's key takes (${SECRET_TAKES})` },
+    { header: '{"alg":7}', message: `invalid token: its alg 7 is not one this node's key takes (${SECRET_TAKES})` },
+    { header: '{"typ":"JWT"}', message: `invalid token: its header has no alg (RFC 7515 §4.1.1; this node's key takes ${SECRET_TAKES})` },
+    { header: '{"alg":"HS256","crit":["exp"]}', message: 'invalid token: its header\'s crit lists "exp", an extension this node does not know (only "b64", RFC 7797)' },
+    { header: '{"alg":"HS256","crit":"b64"}', message: 'invalid token: its header\'s crit is not a list of extension names (RFC 7515 §4.1.11)' },
+    { header: '{"alg":"HS256","crit":["b64"]}', message: 'invalid token: its header\'s crit lists "b64" but its b64 is not true or false (RFC 7797 §3)' },
+    // A crit jose takes: the missing alg is what is wrong.
+    { header: '{"crit":["b64"],"b64":true}', message: `invalid token: its header has no alg (RFC 7515 §4.1.1; this node's key takes ${SECRET_TAKES})` },
+    // Signed with the key: jose reads a b64 of false only once the signature (over the parts as sent) holds.
+    { header: '{"alg":"HS256","crit":["b64"],"b64":false}', message: 'invalid token: its header\'s b64 is false (an unencoded payload), which a JWT must not have (RFC 7797 §7)' },
+  ];
+  for (const { header, message } of cases) {
+    assert.deepEqual(await answersTo(user, signed(claims, header)), refusedEverywhere(message), header);
   }
 });
