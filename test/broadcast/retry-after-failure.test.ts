@@ -18,7 +18,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { openInbox, waitUntil, whenConnected } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { HttpAnswer } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
@@ -88,6 +88,9 @@ test('the store put was done and Redis was down: once Redis is back the retry ap
   assert.equal(decodeMsgId(answered.id).counter, decodeMsgId(before.id).counter + 2, 'the first attempt\'s record');
   const again = await post(body);
   assert.deepEqual([again.status, again.body], [200, { ...answered, duplicate: true }]);
+  // The probe reconnects on its own back-off, which may end after the node's clients'
+  // (its offline queue is off: a read before it is back fails at once).
+  await whenConnected(probe);
   assert.deepEqual(await entriesOf(probe, answered.id), [answered.bseq], 'one stream entry');
   await getsOnly(gw.client, client, [answered.bseq], 20_000);
 });
