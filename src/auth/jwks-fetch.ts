@@ -5,7 +5,8 @@
  * held in memory and parsed, taking the node to ~680 MB (a fresh tester's finding).
  */
 
-import { importJWK, type JWK } from 'jose';
+import type { JWK } from 'jose';
+import type { JwksKeyScreen } from './jwks-keys.js';
 
 /** Largest JWKS answer read, bytes: a key set of a few dozen keys is a few KiB. */
 export const MAX_JWKS_BYTES = 1024 * 1024;
@@ -59,11 +60,14 @@ export async function cappedFetch(url: string, options: RequestInit): Promise<Re
  * Error named `TimeoutError` (what jose reads as its timeout) that names the URL: jose's
  * own says only "request timed out".
  *
+ * The keys of an answer that cannot verify a token are left out of what jose reads
+ * (`screen`, which logs each and tells the refusals why).
+ *
  * @returns a fetch for jose's `customFetch`, with its own memory of the last failure
  * @throws Error when the URL cannot be read in `timeoutMs` or answers no usable key
  *   set (the verifier answers 503, the Error as its cause)
  */
-export function cooledFetch(cooldownMs: number, timeoutMs: number): (url: string, options: RequestInit) => Promise<Response> {
+export function cooledFetch(cooldownMs: number, timeoutMs: number, screen: JwksKeyScreen): (url: string, options: RequestInit) => Promise<Response> {
   let failedAt = Number.NEGATIVE_INFINITY; // performance.now() of the last failure
   let lastFault = ''; // its message, repeated while it holds
   return async (url, options) => {
@@ -78,7 +82,7 @@ export function cooledFetch(cooldownMs: number, timeoutMs: number): (url: string
       const text = await res.text();
       const set = readKeySet(text);
       if (typeof set === 'string') throw new Error(`the JWKS URL ${shownUrl(url)} ${set}`);
-      const keys = await usableKeys(set.keys, url);
+      const keys = await usableKeys(set.keys, url, screen);
       // What jose reads: the answer as it came, or without the keys left out.
       return new Response(keys.length === set.keys.length ? text : JSON.stringify({ ...set, keys }), { status: 200, headers: res.headers });
     } catch (caught) {
@@ -124,41 +128,17 @@ function readKeySet(text: string): { keys: JWK[] } | string {
 }
 
 /**
- * The keys that can verify a signature: a key jose cannot import (an RSA key without
- * its `n`, a curve WebCrypto lacks), a secret (`oct`: a JWKS verifies asymmetric
- * signatures only) or an encryption key (`use: enc`) is left out. jose imports a key
- * only when a token names it, so one broken key in place of a good one (same `kid`)
- * replaced the cached set and every token of that key was 503 for the 10 minutes the
- * set is kept (a fresh tester's finding).
+ * The keys of `keys` that can verify a signature (`screen`'s judgement: jwks-keys.ts,
+ * by jose's rules; each key left out is logged with its `kid` and why). jose imports a
+ * key only when a token names it, so one broken key in place of a good one (same
+ * `kid`) replaced the cached set and every token of that key was refused for the 10
+ * minutes the set is kept (a fresh tester's finding).
  * @throws Error naming the URL when no key is left: an outage, the cached set kept
  */
-async function usableKeys(keys: readonly JWK[], url: string): Promise<JWK[]> {
-  const usable = await Promise.all(keys.map(canVerify));
-  const kept = keys.filter((_, i) => usable[i]);
+async function usableKeys(keys: readonly JWK[], url: string, screen: JwksKeyScreen): Promise<JWK[]> {
+  const kept = await screen.screen(keys);
   if (kept.length === 0) throw new Error(`the JWKS URL ${shownUrl(url)} answered ${keys.length} key(s), none usable to verify a signature`);
   return kept;
-}
-
-/** The algorithm a key is tried with when it names none (jose needs one to import it). */
-function probeAlgorithm(key: JWK): string | undefined {
-  if (typeof key.alg === 'string') return key.alg;
-  if (key.kty === 'RSA') return 'RS256';
-  if (key.kty === 'EC') return ({ 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512' } as Record<string, string>)[String(key.crv)];
-  if (key.kty === 'OKP') return 'EdDSA';
-  return undefined;
-}
-
-/** True when `key` is a signature key jose can import. */
-async function canVerify(key: JWK): Promise<boolean> {
-  if (key.kty === 'oct' || (key.use !== undefined && key.use !== 'sig')) return false;
-  const alg = probeAlgorithm(key);
-  if (alg === undefined) return false;
-  try {
-    await importJWK(key, alg);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** A URL as a log may show it: origin and path, the query (which may hold a secret) as `?…`. */

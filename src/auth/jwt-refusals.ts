@@ -31,7 +31,8 @@ export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does n
 /**
  * The warning of a client token refused because the node's key cannot verify it at
  * all: its `alg` is not one the key takes ({@link algNotTaken}), or its `kid` names no
- * key of the JWKS that takes its `alg` (a key rotated out, a token of another issuer).
+ * key of the JWKS that takes its `alg` (a key rotated out, a token of another issuer,
+ * a key left out of the set as unable to verify: {@link kidCannotVerify}).
  * Fields: `reason` (the 401's message), the header's `alg` and `kid` (cut, as for
  * {@link BAD_SIGNATURE_LOG}), `notLogged`. At most one line per
  * {@link OUTAGE_LOG_INTERVAL_MS}, apart from the bad signatures' lines.
@@ -53,6 +54,12 @@ export interface KeyDescription {
    * the set lacks from one whose key does not take the token's `alg`.
    */
   readonly keySet?: () => readonly JWK[] | undefined;
+  /**
+   * A JWKS's only: why the key of `kid` that the set last fetched holds, and that was
+   * left out of it, cannot verify tokens (src/auth/jwks-keys.ts); undefined when no
+   * key of that `kid` was left out.
+   */
+  readonly leftOut?: (kid: string) => string | undefined;
 }
 
 /** The JWS header parameters a refusal reads, as the token has them (any JSON value). */
@@ -90,11 +97,24 @@ export function noAlg(key: KeyDescription): string {
 
 /**
  * The refusal of a token whose `kid` names no key of the JWKS: a key the identity
- * provider rotated out (the set is read again at most every second: a new key
- * verifies about a second after it is published), or a token of another issuer.
+ * provider rotated out, a token of another issuer, or a key published since the set
+ * was last read. A `kid` the set lacks has it read again unless it was read less than
+ * a second ago (JWKS_COOLDOWN_MS, jose's `cooldownDuration`), so a token naming a key
+ * published just now verifies when sent again a second later at most.
  */
 export function kidNotInJwks(kid: unknown, setting: string): string {
-  return `invalid token: its kid ${shown(kid)} is not in the JWKS at ${setting} (a key rotated out, or a token from another issuer)`;
+  return `invalid token: its kid ${shown(kid)} is not in the JWKS at ${setting} (a key rotated out, or a token from another issuer; a key published just now is found within a second: the set is read again at most once a second)`;
+}
+
+/**
+ * The refusal of a token whose `kid` names a key the JWKS holds but that cannot
+ * verify tokens, left out when the set was read (src/auth/jwks-keys.ts: an RSA key
+ * under 2048 bits, a curve jose lacks, a secret, `use: enc` …): the key set's fault,
+ * not the token's.
+ * @param why the reason jwks-keys.ts gives, e.g. `RSA of 1024 bits, under 2048`
+ */
+export function kidCannotVerify(kid: string, why: string, setting: string): string {
+  return `invalid token: the JWKS key with kid ${shown(kid)} cannot verify tokens (${why}); the key set at ${setting} needs fixing`;
 }
 
 /** The refusal of a token whose `kid` names a key of the JWKS of another type or algorithm than its `alg`. */
@@ -186,9 +206,9 @@ export class TokenRefusals {
    *   claim jose refused, named; {@link BAD_SIGNATURE}; {@link notWellFormed}; a `crit`
    *   or `b64` refused ({@link critRefused}, {@link UNENCODED_PAYLOAD}); {@link noAlg},
    *   {@link algNotTaken}; for a JWKS {@link kidNotInJwks}, {@link kidOfOtherAlg},
-   *   {@link noKeyForAlg} or {@link severalKeysForAlg}; else a bare `invalid token`
-   *   (no client was seen to cause one: a JWKS key jose refuses to use, an RSA key
-   *   under 2048 bits, say)
+   *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
+   *   bare `invalid token` (none seen: a JWKS key jose refuses to use, an RSA key under
+   *   2048 bits say, is left out when the set is read, src/auth/jwks-keys.ts)
    */
   of(err: unknown, token: string): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
@@ -232,7 +252,10 @@ export class TokenRefusals {
     // jose matches a key by `kid` and then by its type, curve and `alg` (the `kid`
     // alone does not choose it): a `kid` of the set whose key takes another `alg`.
     const named = typeof kid === 'string' && this.#key.keySet?.()?.some((jwk) => jwk.kid === kid) === true;
-    return named ? kidOfOtherAlg(kid, alg, setting) : kidNotInJwks(kid, setting);
+    if (named) return kidOfOtherAlg(kid, alg, setting);
+    // A key of the set left out for it cannot verify: the set's fault, said so.
+    const why = typeof kid === 'string' ? this.#key.leftOut?.(kid) : undefined;
+    return why === undefined ? kidNotInJwks(kid, setting) : kidCannotVerify(kid as string, why, setting);
   }
 
   /** Logs `msg` at warn with `fields`, when `throttle` lets it (never the token). */

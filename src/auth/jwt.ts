@@ -8,6 +8,7 @@ import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVeri
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
+import { JwksKeyScreen } from './jwks-keys.js';
 import type { Logger } from '../logger.js';
 import { checkJwtForm } from './jwt-form.js';
 import { TokenRefusals, type KeyDescription } from './jwt-refusals.js';
@@ -96,7 +97,9 @@ export interface VerifierOptions {
   /**
    * Where a token refused as not for the node's key is logged at warn (jwt-refusals.ts:
    * BAD_SIGNATURE_LOG for its signature, KEY_REFUSED_LOG for its `alg` or `kid`; each
-   * at most one line per 10 s, with `notLogged`), never the token; none when absent.
+   * at most one line per 10 s, with `notLogged`), never the token; and, a JWKS's, each
+   * key of a fetched set that cannot verify tokens, once (jwks-keys.ts
+   * JWKS_KEY_LEFT_OUT_LOG); none when absent.
    */
   readonly logger?: Logger;
 }
@@ -202,7 +205,8 @@ function decodeOrKeep(part: string): string {
  * @returns a function that resolves the claims, or rejects with PixiuError
  *   UNAUTHORIZED (`token expired` or `invalid token: …` saying what is wrong, no
  *   detail of the key: jwt-refusals.ts's TokenRefusals — a bad signature, an `alg` the
- *   key does not take, a `kid` the JWKS lacks, logged thinned to `opts.logger`; a token
+ *   key does not take, a `kid` the JWKS lacks or a left-out key of it names (one that
+ *   cannot verify tokens: jwks-keys.ts), logged thinned to `opts.logger`; a token
  *   not of the written form of jwt-form.ts's checkJwtForm — compact, canonical
  *   base64url, JSON without a byte order mark — is refused unverified, with its hint), or
  *   UNAVAILABLE when the JWKS cannot be fetched or read (unreachable, timed out, not
@@ -215,6 +219,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   let algorithms: readonly string[];
   let prefetch: (() => Promise<number>) | undefined;
   let keySet: KeyDescription['keySet'];
+  let leftOut: KeyDescription['leftOut'];
   switch (source.kind) {
     case 'secret':
       {
@@ -231,9 +236,11 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     }
     case 'jwks': {
       const { url, headers } = jwksRequest(source.url);
+      algorithms = Object.values(ASYMMETRIC_ALGS).flat();
+      const screen = new JwksKeyScreen(algorithms, opts.logger);
       const remote = createRemoteJWKSet(url, {
         cooldownDuration: JWKS_COOLDOWN_MS, cacheMaxAge: JWKS_CACHE_MAX_AGE_MS, timeoutDuration: JWKS_TIMEOUT_MS,
-        [customFetch]: cooledFetch(JWKS_COOLDOWN_MS, JWKS_TIMEOUT_MS), headers,
+        [customFetch]: cooledFetch(JWKS_COOLDOWN_MS, JWKS_TIMEOUT_MS, screen), headers,
       });
       key = async (header, token) => {
         try {
@@ -255,7 +262,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
         return remote.jwks()?.keys.length ?? 0;
       };
       keySet = () => remote.jwks()?.keys;
-      algorithms = Object.values(ASYMMETRIC_ALGS).flat();
+      leftOut = (kid) => screen.reasonFor(kid);
       break;
     }
   }
@@ -275,7 +282,9 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       throw err;
     }
   };
-  const refusals = new TokenRefusals({ setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}) }, opts.logger);
+  const refusals = new TokenRefusals({
+    setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}), ...(leftOut !== undefined ? { leftOut } : {}),
+  }, opts.logger);
   const verified = async (token: string): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks);

@@ -16,6 +16,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import { expectError, waitUntil } from '../harness/checks.js';
+import { serveLocally } from '../harness/local-http.js';
 import { PixiuClient, cleanupList, startInProcess, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, TestClient, type Frame } from '../harness/ws-client.js';
@@ -149,7 +150,7 @@ interface JwksServer {
 /** Serves `{keys}` as `application/json` at `/.well-known/jwks.json` on 127.0.0.1; closed at clean-up. */
 async function serveJwks(t: CleanupContext, keys: readonly JWK[]): Promise<JwksServer> {
   let requests = 0;
-  const server = http.createServer((req, res) => {
+  const origin = await serveLocally(t, (req, res) => {
     if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
       requests += 1;
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
@@ -157,15 +158,7 @@ async function serveJwks(t: CleanupContext, keys: readonly JWK[]): Promise<JwksS
       res.writeHead(404).end();
     }
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(async () => {
-    server.closeAllConnections();
-    server.close();
-    await once(server, 'close');
-  });
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/.well-known/jwks.json`, requests: () => requests };
+  return { url: `${origin}/.well-known/jwks.json`, requests: () => requests };
 }
 
 /** A public JWK as an identity provider publishes it: with its `kid`, `alg` and `use`. */
@@ -210,12 +203,12 @@ describe('PIXIU_JWKS_URL: keys from a JWKS served over HTTP', () => {
   test('a token whose kid is not in the set is 401 saying so, even when signed by a key of the set', async () => {
     const stranger = await keyPair('ES256');
     await expectUnauthorized(server, await sign(stranger.privateKey, 'ES256', 'bea', { kid: 'ec-2' }),
-      exactly('invalid token: its kid "ec-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
+      exactly('invalid token: its kid "ec-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer; a key published just now is found within a second: the set is read again at most once a second)'));
     await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-2' }),
-      exactly('invalid token: its kid "rsa-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
+      exactly('invalid token: its kid "rsa-2" is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer; a key published just now is found within a second: the set is read again at most once a second)'));
     // A kid that is not text is quoted as its JSON.
     await expectUnauthorized(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 7 as unknown as string }),
-      exactly('invalid token: its kid 7 is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer)'));
+      exactly('invalid token: its kid 7 is not in the JWKS at PIXIU_JWKS_URL (a key rotated out, or a token from another issuer; a key published just now is found within a second: the set is read again at most once a second)'));
     // And the keys of the set still verify.
     await expectWelcome(server, await sign(rsa.privateKey, 'RS256', 'bea', { kid: 'rsa-1' }), 'bea', 'phone');
   });
