@@ -102,6 +102,18 @@ export class BroadcastSubscription implements BroadcastTarget {
     else this.#follower.startAfter(position);
   }
 
+  /**
+   * Where a feed that joined without catching up starts: the reader's position when it
+   * joined ({@link join}). Every broadcast after it that matches {@link tags} is offered
+   * to this feed (or told lost with a `gap`), none at or before it is sent, so it is
+   * what `welcome` gives a client without `last_bseq` to keep (`bseq`): a reconnect
+   * with it as `last_bseq` catches up exactly what this connection did not get.
+   * Read before {@link resume} (while held): undefined for a feed catching up.
+   */
+  get startedAfter(): string | undefined {
+    return liveFroms.has(this) ? undefined : this.#follower.position;
+  }
+
   /** Live broadcasts from the node's reader (already matched by the fan-out). */
   offerBroadcasts(entries: readonly BroadcastEntry[]): void {
     if (this.#live) {

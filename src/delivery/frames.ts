@@ -20,6 +20,14 @@ export interface WelcomeFrame {
   resume_from: number;
   /** Server heartbeat interval, seconds. */
   heartbeat: number;
+  /**
+   * Only when the client sent no `last_bseq` (and the node serves broadcasts): the
+   * broadcast position it may keep until its first `bcast` — every broadcast after it
+   * that matches its tags is sent on this connection, and reconnecting with
+   * `last_bseq=<bseq>` gets those it did not get (docs/protocol.md "Broadcasts").
+   * Set by the connection (DeliveryConnection `welcomeBseq`), not the machine.
+   */
+  bseq?: string;
 }
 
 /**

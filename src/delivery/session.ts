@@ -55,6 +55,8 @@ export interface DeliveryConnection {
   close(code: number, reason: string): void;
   /** Called right after its `welcome` frame was written (other feeds may start then). */
   welcomed?(): void;
+  /** The `bseq` its `welcome` carries (WelcomeFrame `bseq`); undefined: none. Asked once, as `welcome` is written. */
+  welcomeBseq?(): string | undefined;
 }
 
 /** What a session needs. */
@@ -213,6 +215,10 @@ export class UserSession {
           const conn = this.#conns.get(e.conn);
           if (conn) {
             let frame: ServerFrame = e.frame;
+            if (frame.t === 'welcome') {
+              const bseq = conn.welcomeBseq?.();
+              if (bseq !== undefined) frame = { ...frame, bseq };
+            }
             let text = this.#serialise(frame);
             if (text === undefined) {
               if (frame.t !== 'msg') break;

@@ -288,6 +288,15 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#deps.onHeartbeat(this);
   }
 
+  /**
+   * `welcome`'s `bseq`: where the broadcast feed of a connection without `last_bseq`
+   * starts (BroadcastSubscription `startedAfter`); undefined with `last_bseq` (its
+   * catch-up says what it missed) or without broadcasts.
+   */
+  welcomeBseq(): string | undefined {
+    return this.#lastBseq === undefined ? this.#broadcast?.startedAfter : undefined;
+  }
+
   /** `welcome` is out: handle the client frames held so far; start the broadcast feed (catching up from `last_bseq`). */
   welcomed(): void {
     // After the frames the session is writing with `welcome` (its gap, reset or first

@@ -110,8 +110,6 @@ export class StreamFollower<E extends StreamEntry> {
    * Told as a gap before the next entry (or loss) that goes out; undefined: none.
    */
   #unreadAfter: string | undefined;
-  /** Where the connection began taking the stream live, with no catch-up ({@link startAfter}); undefined: not told. */
-  #startedAfter: string | undefined;
 
   /**
    * @param send writes one entry to the connection
@@ -178,11 +176,26 @@ export class StreamFollower<E extends StreamEntry> {
 
   /**
    * The connection takes the stream live from after `id` (where the node's reader was
-   * when it joined), with no catch-up: a gap for live entries a full queue dropped
-   * before its first frame starts there, not at the stream's beginning.
+   * when it joined, or the channel's newest entry when it subscribed), with no
+   * catch-up: nothing at or before `id` is sent — an entry the reader read before the
+   * join and was still handing out when the connection joined, a loss all before it —
+   * so `id` is a position the client may keep and resume from (`welcome`'s `bseq`,
+   * `subscribed`'s `id`: docs/protocol.md); a gap for live entries a full queue dropped
+   * before its first frame starts there, not at the stream's beginning. Call it before
+   * the first entry goes out (while held).
    */
   startAfter(id: string): void {
-    this.#startedAfter = id;
+    this.#last = id;
+    // Live entries are compared with it until one newer went out.
+    this.#checkOrder = true;
+  }
+
+  /**
+   * The ID of the last entry sent, or where the connection started ({@link startAfter},
+   * a catch-up's `afterId`); undefined: neither yet.
+   */
+  get position(): string | undefined {
+    return this.#last;
   }
 
   /** Ends a {@link hold} without a catch-up: live from here (queued entries go out now). */
@@ -305,7 +318,7 @@ export class StreamFollower<E extends StreamEntry> {
     if (dropped !== undefined) {
       this.#droppedUpTo = undefined;
       const next = item instanceof LostMark ? item.range.before : item.id;
-      this.#forwardLost({ after: this.#last ?? this.#startedAfter ?? '0-0', before: next, lastLost: dropped });
+      this.#forwardLost({ after: this.#last ?? '0-0', before: next, lastLost: dropped });
     }
     if (item instanceof LostMark) this.#forwardLost(item.range);
     else this.#forward(item);
