@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { MAX_PAGE_DATA_CHARS } from '../../src/api/history.js';
 import { HISTORY_BYTES_IN_FLIGHT, HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
-import { MAX_BATCH } from '../../src/api/routes/messages.js';
+import { MAX_BATCH } from '../../src/api/routes/message-schemas.js';
 import { expectError, holdHistoryBudget, waitUntil } from '../harness/checks.js';
 import { PixiuClient, cleanupList, startInProcess, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';

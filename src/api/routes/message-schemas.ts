@@ -1,0 +1,147 @@
+/**
+ * The JSON schemas of the message routes (messages.ts, DESIGN.md §7): the bodies of
+ * `POST /v1/messages` and `POST /v1/messages/batch` as validated and as the OpenAPI
+ * document shows them, and the answers of those and of `GET /v1/messages/{id}`.
+ */
+// Adds the OpenAPI fields (summary, tags) to route schema types.
+import type {} from '@fastify/swagger';
+import { answerObject, anyJson, clientMsgId, errorBody, messageType, msgId, retryAfterHeader, ttlSeconds, userId, withDuplicate } from '../schemas.js';
+
+/** Most recipients of one message, and most messages in one batch (DESIGN.md §7). */
+export const MAX_RECIPIENTS = 1000;
+export const MAX_BATCH = 1000;
+
+/** The body of `POST /v1/messages`: `to` (user messages) or `room` (rooms). */
+export const messageBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['type', 'data'],
+  properties: {
+    to: {
+      type: ['string', 'array'],
+      description: `a user id, or a list of 1–${MAX_RECIPIENTS} user ids (repeats are delivered once)`,
+      minLength: 1,
+      pattern: userId.pattern,
+      minItems: 1,
+      maxItems: MAX_RECIPIENTS,
+      items: userId,
+    },
+    room: { ...userId, description: 'a room id (instead of to)' },
+    from: { ...userId, description: 'the sender, shown to recipients' },
+    type: messageType,
+    data: { description: 'any JSON value; the JSON of {type, from, data} is at most 64 KiB by default' },
+    client_msg_id: clientMsgId,
+    ttl: ttlSeconds,
+  },
+} as const;
+
+/**
+ * {@link messageBody} as the OpenAPI document shows it: with "exactly one of `to` and
+ * `room`", which the routes check in code (messages.ts `checkAddressing`), in their own words,
+ * after the schema (docs/api.md, "Messages").
+ */
+export const documentedMessageBody = {
+  ...messageBody,
+  description: 'a message to users (to) or to a room (room): exactly one of the two',
+  oneOf: [
+    { required: ['to'], description: 'to users: to, and no room' },
+    { required: ['room'], description: 'to a room: room, and no to' },
+  ],
+} as const;
+
+/**
+ * The body of `POST /v1/messages/batch`. No item schema: each item is validated alone
+ * (messages.ts `checkItem`), so a malformed one (even a non-object) fails by itself instead of
+ * failing the whole batch; the document shows each item as {@link documentedMessageBody}.
+ */
+export const batchBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['messages'],
+  properties: {
+    messages: { type: 'array', minItems: 1, maxItems: MAX_BATCH, items: { description: 'a message as POST /v1/messages takes it' } },
+  },
+} as const;
+
+const recipientsSchema = {
+  type: 'array',
+  items: {
+    type: 'object',
+    properties: { user: { type: 'string' }, seq: { type: 'integer' } },
+    required: ['user', 'seq'],
+  },
+} as const;
+
+/** The answer to a created (or repeated) message. */
+export const ingestResult = {
+  type: 'object',
+  properties: {
+    id: msgId,
+    recipients: recipientsSchema,
+    duplicate: { type: 'boolean' },
+  },
+  required: ['id', 'recipients', 'duplicate'],
+} as const;
+
+/** The answer to a room message. */
+export const roomIngestResult = {
+  type: 'object',
+  properties: {
+    id: msgId,
+    room: { type: 'string' },
+    recipients: { type: 'integer', description: 'members whose inbox got it' },
+    duplicate: { type: 'boolean' },
+  },
+  required: ['id', 'room', 'recipients', 'duplicate'],
+} as const;
+
+/** The answer of `POST /v1/messages` under one status: `duplicate` is true under 200, false under 201. */
+export function ingestAnswer(duplicate: boolean, description: string) {
+  return { anyOf: [withDuplicate(ingestResult, duplicate), withDuplicate(roomIngestResult, duplicate)], description } as const;
+}
+
+/** The status of a batch item that was done: 201 created, 200 a duplicate. */
+const doneStatus = { status: { type: 'integer', enum: [200, 201], description: '201 created; 200 a duplicate' } } as const;
+
+/** One result of `POST /v1/messages/batch`: an item's status beside its answer or its error. */
+const batchItemResult = {
+  anyOf: [
+    answerObject({ ...doneStatus, ...ingestResult.properties }, ['status', ...ingestResult.required], 'an item sent to users'),
+    answerObject({ ...doneStatus, ...roomIngestResult.properties }, ['status', ...roomIngestResult.required], 'an item sent to a room'),
+    answerObject({ status: { type: 'integer', description: 'its HTTP status, 4xx or 5xx' }, error: errorBody.properties.error }, ['status', 'error'], 'an item that failed alone'),
+  ],
+} as const;
+
+/** The answer to `POST /v1/messages/batch`; `Retry-After` when an item is 503. */
+export const batchResult = {
+  ...answerObject({ results: { type: 'array', items: batchItemResult } }, ['results'], 'One result per item, in order; check each status'),
+  headers: { 'Retry-After': { ...retryAfterHeader['Retry-After'], description: 'when an item is 503: seconds to wait before sending those items again, 1 (RFC 9110 §10.2.3)' } },
+} as const;
+
+/** The answer to `GET /v1/messages/{id}`: the stored record and where it was delivered. */
+export const messageRecord = answerObject({
+  id: msgId,
+  kind: { type: 'string', enum: ['user', 'room', 'broadcast', 'channel'] },
+  type: { type: 'string' },
+  from: { type: 'string', description: 'absent when the producer gave none' },
+  room: { type: 'string', description: 'for a room message' },
+  ts: { type: 'integer', description: 'when it was accepted, ms since the epoch' },
+  expires_at: { type: 'integer', description: 'when it expires, ms since the epoch' },
+  client_msg_id: { type: 'string', description: 'absent when the producer gave none' },
+  data: anyJson,
+  recipients: {
+    type: 'array',
+    items: answerObject({
+      user: { type: 'string' },
+      seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there (trimmed by the inbox cap, or deleted by hand: a gap in history)' },
+      acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
+    }, ['user', 'seq', 'acked_by']),
+  },
+}, ['id', 'kind', 'type', 'ts', 'expires_at', 'data', 'recipients'],
+'The stored message; recipients is [] for a room message (the record names the room, not its members)');
+
+/** The `{id}` of `GET /v1/messages/{id}` as the OpenAPI document shows it. */
+export const documentedMsgIdParam = {
+  ...msgId,
+  description: 'a message id as an answer gave it: 16 lower-case hex digits (digits 3–4 are its kind, 01–04; the last 12 a counter, never all 0)',
+} as const;
