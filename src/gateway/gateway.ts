@@ -286,7 +286,7 @@ export class Gateway implements GatewayDeps {
   }
 
   /**
-   * The ingest hook (src/ingest/ingest.ts `AppendedHook`): `user`'s inbox got `entry`
+   * The ingest hook (src/ingest/inbox-appends.ts `AppendedHook`): `user`'s inbox got `entry`
    * (`append` is the script's answer; its `nodes` hold the user's connections, from
    * presence). A local session is offered the entry with its record; other nodes get
    * a notify of its seq and pull.

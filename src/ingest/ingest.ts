@@ -9,8 +9,8 @@
  * `client_msg_id`, a retry stores and delivers a second message.
  */
 import { MsgKind } from '../ids/msg-id.js';
-import type { AppendResult, Flow, Inbox, InboxEntry } from '../inbox/inbox.js';
-import type { MessageStore, PutResult, StoredMessage } from '../store/message-store.js';
+import type { Flow, Inbox } from '../inbox/inbox.js';
+import type { MessageStore, PutResult } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
 import type { RecordReader } from '../store/record-reader.js';
@@ -19,69 +19,8 @@ import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
 import { otherStoresRecord, putOnce } from './claimed-store.js';
 import { newMessage, type MessageTarget } from './new-message.js';
-
-/** A user message as the API accepts it (already schema-validated). */
-export interface UserMessageInput {
-  /** One recipient or up to 1,000; repeats are delivered once. */
-  readonly to: string | readonly string[];
-  readonly from?: string;
-  readonly type: string;
-  /** Any JSON value. */
-  readonly data: unknown;
-  readonly client_msg_id?: string;
-  /** Retention in seconds. */
-  readonly ttl?: number;
-}
-
-/** A room message as the API accepts it (already schema-validated). */
-export interface RoomMessageInput {
-  readonly room: string;
-  readonly from?: string;
-  readonly type: string;
-  readonly data: unknown;
-  readonly client_msg_id?: string;
-  /** Retention in seconds. */
-  readonly ttl?: number;
-}
-
-/** What the producer of a room message is answered. */
-export interface RoomIngestResult {
-  readonly id: string;
-  readonly room: string;
-  /** Members whose inbox got it (those who were members when it was first sent). */
-  readonly recipients: number;
-  /** As {@link IngestResult.duplicate}. */
-  readonly duplicate: boolean;
-}
-
-/** Where one recipient's copy landed. */
-export interface RecipientSeq {
-  readonly user: string;
-  readonly seq: number;
-}
-
-/** What the producer is answered. */
-export interface IngestResult {
-  /** The MsgID. */
-  readonly id: string;
-  /** One per distinct recipient, in the order first named. */
-  readonly recipients: RecipientSeq[];
-  /**
-   * True when nothing new happened: the `client_msg_id` was stored before and every
-   * recipient's inbox already held the message. A retry that completed a partial
-   * earlier attempt is not a duplicate.
-   */
-  readonly duplicate: boolean;
-}
-
-/**
- * Called after a message is appended to a user's inbox (the delivery notify hook):
- * `append` is the script's answer (seq, epoch, and in `nodes` the nodes holding the
- * user's live connections, from presence), `entry` the new inbox entry and `record`
- * the stored message it names, so a local session can deliver it without reading
- * either back (docs/decisions.md "Local appends are delivered without a read").
- */
-export type AppendedHook = (user: string, append: AppendResult, entry: InboxEntry, record: StoredMessage) => void;
+import { appendAll, rememberIfOnline, type AppendedHook } from './inbox-appends.js';
+import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from './shapes.js';
 
 /** Dependencies of {@link Ingest}. */
 export interface IngestDeps {
@@ -278,58 +217,8 @@ export class Ingest {
    * before this first yields, which is what keeps {@link sendRoomBatch} in order.
    */
   async #appendToMembers(put: PutResult, room: string, members: readonly string[], flow: Flow): Promise<RoomIngestResult> {
-    const { duplicate } = await this.#appendAll(put, members, MsgKind.room, flow, { room });
+    const { duplicate } = await appendAll(this.#deps, put, members, MsgKind.room, flow, { room });
     return { id: put.id, room, recipients: members.length, duplicate };
-  }
-
-  /**
-   * Appends a stored message to each user's inbox, all queued before the first yield
-   * (what keeps batches in order), caches the record when one of them is online,
-   * notifies each new entry, and tells whether every append was a duplicate.
-   *
-   * @throws the first append's failure when any failed, after notifying the entries of
-   *   the appends that went through: those users have the message now, and a retry
-   *   finds their appends duplicates and notifies nobody (without this, a user online
-   *   waited for a heartbeat pull to get it)
-   */
-  async #appendAll(
-    put: PutResult, users: readonly string[], kind: MsgKind, flow: Flow, extra?: { room: string },
-  ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
-    const expiresAt = put.message.expiresAt;
-    const settled = await this.#deps.inbox.appendEach(users, put.id, kind, extra ? { room: extra.room, expiresAt } : { expiresAt }, flow);
-    let failure: PromiseRejectedResult | undefined;
-    const appends = settled.map((s) => {
-      if (s.status === 'fulfilled') return s.value;
-      failure ??= s;
-      return undefined;
-    });
-    const duplicate = this.#announce(put, users, appends, kind, extra);
-    if (failure !== undefined) throw failure.reason;
-    return { appends: appends as AppendResult[], duplicate };
-  }
-
-  /**
-   * Caches the record when a user it was just appended for is online, and notifies
-   * each entry (`appends[i]` is `users[i]`'s; undefined when it failed), a duplicate
-   * too: when the first attempt's append timed out (Redis stalled) but Redis made it,
-   * its notify never went out, and the retry that finds it is the only one left to
-   * send it; without it an online device waited for a heartbeat pull. A notify of an
-   * entry already delivered costs the device's session one read (machine.ts `offer`).
-   * @returns true when nothing new happened: every append was a duplicate of a stored message
-   */
-  #announce(
-    put: PutResult, users: readonly string[], appends: readonly (AppendResult | undefined)[], kind: MsgKind, extra?: { room: string },
-  ): boolean {
-    const { onAppended, store } = this.#deps;
-    rememberIfOnline(store, put, appends);
-    let duplicate = put.duplicate;
-    appends.forEach((a, i) => {
-      if (a === undefined) return;
-      if (!a.duplicate) duplicate = false;
-      const entry: InboxEntry = extra ? { seq: a.seq, id: put.id, kind, room: extra.room } : { seq: a.seq, id: put.id, kind };
-      onAppended?.(users[i] as string, a, entry, put.message);
-    });
-    return duplicate;
   }
 
   /**
@@ -370,30 +259,17 @@ export class Ingest {
       // The common case, without appendEach's array of results.
       const user = recipients[0] as string;
       const a = await inbox.append(user, put.id, MsgKind.user, { expiresAt: put.message.expiresAt }, flow);
-      // A duplicate too (see #announce).
+      // A duplicate too (see inbox-appends.ts `announce`).
       rememberIfOnline(store, put, [a]);
       onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);
       return { id: put.id, recipients: [{ user, seq: a.seq }], duplicate: put.duplicate && a.duplicate };
     }
-    const { appends, duplicate } = await this.#appendAll(put, recipients, MsgKind.user, flow ?? {});
+    const { appends, duplicate } = await appendAll(this.#deps, put, recipients, MsgKind.user, flow ?? {});
     return { id: put.id, recipients: appends.map((a, i) => ({ user: recipients[i] as string, seq: a.seq })), duplicate };
   }
-}
-
-/**
- * Caches the record when a recipient it was just appended for is online (presence
- * names a node): their delivery reads it at once. Before any notify goes out.
- */
-function rememberIfOnline(store: MessageStore, put: PutResult, appends: readonly (AppendResult | undefined)[]): void {
-  if (appends.some((a) => a !== undefined && a.nodes.length > 0)) store.remember(put);
 }
 
 /** True for a failure the producer retries (503): nothing later of its batch may go ahead of it. */
 function isUnavailable(err: unknown): boolean {
   return err instanceof PixiuError && err.code === 'UNAVAILABLE';
-}
-
-/** The recipients of a message, each once, in the order first named (also what a batch's recipient limit counts). */
-export function distinctRecipients(input: UserMessageInput): string[] {
-  return typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
 }

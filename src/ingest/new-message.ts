@@ -4,13 +4,13 @@
  */
 import type { MsgKind } from '../ids/msg-id.js';
 import type { NewMessage } from '../store/message-store.js';
-import type { RoomMessageInput, UserMessageInput } from './ingest.js';
+import type { RoomMessageInput, UserMessageInput } from './shapes.js';
 
 /** Where a message goes, as the store records it, and a room message's time (Redis's clock). */
 export interface MessageTarget {
   /** user or room (DESIGN.md §2). */
   readonly kind: MsgKind;
-  /** A user message's recipients, each once, in the order first named (ingest.ts `distinctRecipients`). */
+  /** A user message's recipients, each once, in the order first named (shapes.ts `distinctRecipients`). */
   readonly to?: readonly string[];
   /** A room message's room id. */
   readonly room?: string;

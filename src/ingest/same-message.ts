@@ -6,7 +6,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { PixiuError } from '../errors.js';
 import { MsgKind } from '../ids/msg-id.js';
 import type { PutResult } from '../store/message-store.js';
-import type { RoomMessageInput, UserMessageInput } from './ingest.js';
+import type { RoomMessageInput, UserMessageInput } from './shapes.js';
 
 /**
  * A `client_msg_id` names one message (DESIGN.md §7): sent again, the body must be

@@ -5,7 +5,7 @@
  * these see the batch in order and replace an item by its error, so it fails alone.
  */
 import { PixiuError, unavailable } from '../../errors.js';
-import { distinctRecipients, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
+import { distinctRecipients, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
 
 /** A batch item as validated: a user message (`to`) or a room message (`room`). */
 export type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };

@@ -11,7 +11,7 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-th
 import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import { isUnreadable } from '../../store/unreadable.js';
-import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/ingest.js';
+import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { conflictAnswer, documentedAs, errorResponses, noQuery } from '../schemas.js';
