@@ -26,54 +26,15 @@
  * what any store recorded for its partitions, and a node alone again after a conflict,
  * move their counters {@link RESUME_MARGIN} past it before minting.
  */
-import os from 'node:os';
-import { setTimeout as delay } from 'node:timers/promises';
-import type { Logger } from '../logger.js';
-import { StartupError, outageFields } from '../errors.js';
-import { openLayout, pinPartitionBase, type FoundLayout, type IdentifiedLayout } from '../store/layout.js';
-import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription, type StoreLease } from './partition-claims.js';
-import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, awaitLeaseFree, servedElsewhere } from './lease-watch.js';
-import { countersInUse, movedList, moveTargets, type MintingStore } from './minted-counters.js';
+import { outageFields } from '../errors.js';
+import type { IdentifiedLayout } from '../store/layout.js';
+import { claimRefusal, type StoreDescription, type StoreLease } from './partition-claims.js';
+import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
+import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
+import { MintedRecord, type MintingStore } from './minted-counters.js';
 
 export { LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
-
-/** Longest a running node takes to reconnect to a restarted Redis, ms (its back-off tops out at 2 s; with the connect). */
-export const RECONNECT_BOUND_MS = 5000;
-/** Options of {@link StoreOwnership.claim}. */
-export interface StoreOwnershipOptions {
-  readonly claims: PartitionClaims;
-  /** The store folder, `<dataDir>/xiu`. */
-  readonly dir: string;
-  /** Partition count P of the store. */
-  readonly partitions: number;
-  /** Its layout as the start read it (src/store/layout.ts `refuseUnreadableStore`); default: read here. */
-  readonly layout?: FoundLayout;
-  readonly logger: Logger;
-  /**
-   * How long the claims must have been in Redis before a node starts while other nodes
-   * run, ms (setting `claimsSettleMs`, 6 s, on a shared Redis; 0 on the embedded one,
-   * which no other node uses): right after Redis lost them (FLUSHALL, restarted empty)
-   * the nodes still running have not re-asserted their claims and leases yet, so a new
-   * data dir could take a block one of them mints in, and a copy of a running node's
-   * data dir would find no lease. A data dir with a block looks for its lease again
-   * after the wait.
-   */
-  readonly settleMs?: number;
-  /**
-   * How many nodes run on this Redis now (bus.ts `listeningNodes`), and how long Redis
-   * has run, ms: with no node running and Redis up longer than {@link RECONNECT_BOUND_MS}
-   * (a Redis restarted empty drops the running nodes' subscriptions until they
-   * reconnect), claims are not waited for.
-   */
-  readonly runningNodes?: () => Promise<number>;
-  readonly redisUptimeMs?: () => Promise<number>;
-  /**
-   * Which Redis and key prefix this is, as the operator named them (a URL without its
-   * password, the prefix), for the error of a store this Redis does not know.
-   */
-  readonly redisName?: string;
-}
 
 /**
  * The error logged when Redis does not know a store that has a block: what was lost
@@ -103,7 +64,7 @@ export class StoreOwnership {
   #lease: StoreLease | undefined;
   /**
    * The node of a lease of this store found at start and judged left behind by a
-   * process no longer running ({@link awaitLeaseFree}): this node's predecessor on the
+   * process no longer running (lease-watch.ts `awaitLeaseFree`): this node's predecessor on the
    * data dir, killed; undefined when there was none.
    */
   readonly leftBehind: string | undefined;
@@ -120,37 +81,15 @@ export class StoreOwnership {
     return this.#blockLost;
   }
 
-  /** The store, once {@link advertise} has it. */
+  /** The store, once {@link advertise} has it: its counters are recorded from then on. */
   #store: MintingStore | undefined;
-  /**
-   * Records the store's counters — also while another node serves the store beside
-   * this one: a recorded counter never goes down, and whichever node serves the store
-   * next must move past every id either minted.
-   */
-  async #recordMinted(): Promise<void> {
-    if (this.#store === undefined) return;
-    await this.#opts.claims.recordMinted(this.storeId, this.partitionBase, this.#store.counters);
-  }
-
-  /**
-   * The highest counter recorded for each partition of this block by any store: this
-   * one (its copies record under its id) and any other that held the block (a new data
-   * dir that took it while Redis had lost the claims). 0 where none was.
-   * @throws PixiuError UNAVAILABLE when Redis fails
-   */
-  async #highestRecorded(): Promise<number[]> {
-    const { claims } = this.#opts;
-    const ids = new Set([this.storeId, ...await claims.storeIds()]);
-    const recorded = await Promise.all([...ids].map((id) => claims.mintedOf(id)));
-    return Array.from({ length: this.partitions }, (_, i) =>
-      recorded.reduce((top, m) => Math.max(top, m.get(this.partitionBase + i) ?? 0), 0));
-  }
-
+  /** The store's counters as Redis records them. */
+  readonly #minted: MintedRecord;
   /**
    * Before writes resume after another node served this store's partitions (a copy of
    * this data dir beside it, or another store that took the block): moves each counter
    * to {@link RESUME_MARGIN} past the highest recorded for its partition by any store
-   * ({@link #highestRecorded}; this node's own counters are among them), so that no id
+   * (minted-counters.ts `MintedRecord`; this node's own counters are among them), so that no id
    * that node may have minted, recorded or not, is minted again (recipients' inboxes
    * would show this node's message for theirs). A counter already there stays (a retry
    * after a failed move moves nothing twice). What that node stored is not in this
@@ -160,78 +99,30 @@ export class StoreOwnership {
   async #movePastOthers(): Promise<void> {
     const store = this.#store;
     if (store === undefined) return;
-    const moved = await this.#movePastRecorded(store, false);
+    const moved = await this.#minted.movePastRecorded(store, false);
     this.#opts.logger.error({ store: this.storeId, moved },
       'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
   }
 
-  /**
-   * Moves counters to {@link RESUME_MARGIN} past the highest recorded for their
-   * partition by any store ({@link #highestRecorded}), where that is above the counter
-   * in use (`countersInUse`: a time floor above the target moves nothing); with
-   * `onlyBehind`, only where the record itself is above the counter (at start: a data
-   * dir that is not behind does not move).
-   * @returns the partitions moved, as `partition p: a → b`
-   * @throws PixiuError UNAVAILABLE when Redis or the store fails
-   */
-  async #movePastRecorded(store: MintingStore, onlyBehind: boolean): Promise<string[]> {
-    const top = await this.#highestRecorded();
-    const from = countersInUse(store);
-    const targets = moveTargets(from, top, onlyBehind);
-    const moved = movedList(this.partitionBase, from, targets);
-    if (moved.length > 0) await store.advanceCounters(targets);
-    return moved;
-  }
-
-  private constructor(opts: StoreOwnershipOptions, layout: IdentifiedLayout, base: number, description: StoreDescription, leftBehind: string | undefined, unknownAtStart: boolean) {
+  private constructor(opts: StoreOwnershipOptions, block: ClaimedBlock) {
     this.#opts = opts;
-    this.leftBehind = leftBehind;
-    this.#unknownAtStart = unknownAtStart;
-    this.layout = layout;
-    this.storeId = layout.storeId;
-    this.partitionBase = base;
+    this.leftBehind = block.leftBehind;
+    this.#unknownAtStart = block.unknownAtStart;
+    this.layout = block.layout;
+    this.storeId = block.layout.storeId;
+    this.partitionBase = block.base;
     this.partitions = opts.partitions;
-    this.#description = description;
+    this.#description = block.description;
+    this.#minted = new MintedRecord(opts.claims, this);
   }
 
   /**
    * Claims (first start of the data dir) or re-asserts its block, and pins the base in
-   * the LAYOUT file. Run before the store opens.
-   * @throws StartupError naming the data dir, the partitions and the other store when
-   *   another store holds the block, when no block is free, or when the layout file
-   *   is wrong (src/store/layout.ts)
-   * @throws PixiuError UNAVAILABLE when Redis fails
+   * the LAYOUT file (block-claim.ts {@link claimBlock}). Run before the store opens.
+   * @throws StartupError, PixiuError as {@link claimBlock}
    */
   static async claim(opts: StoreOwnershipOptions): Promise<StoreOwnership> {
-    const layout = await openLayout(opts.dir, opts.partitions, opts.layout);
-    // First, and only reading: a copy refused here, or after the wait below, writes
-    // nothing (not the store's description, which names the running store's folder to
-    // other stores; only the claims' age mark, which the running nodes write anyway).
-    let leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
-    if ((opts.settleMs ?? 0) > 0) {
-      // Right after Redis lost its data, the running nodes have not written their claims
-      // and leases back yet. A first claim picks the lowest free block: free must mean
-      // no running node's. A data dir with a block may be a copy of a running node's,
-      // whose lease is not back yet: it is looked for again once it would be.
-      const waitMs = (opts.settleMs ?? 0) - await opts.claims.claimsAge();
-      const nodesRun = opts.runningNodes === undefined || await opts.runningNodes() > 0;
-      // Nodes that ran before a Redis restart may not have reconnected yet.
-      const redisNew = !nodesRun && opts.redisUptimeMs !== undefined && await opts.redisUptimeMs() < RECONNECT_BOUND_MS;
-      if (waitMs > 0 && (nodesRun || redisNew)) {
-        const what = layout.partitionBase === undefined ? 'claiming a free block' : 'checking that no running node serves this data dir\'s store';
-        opts.logger.info({ waitMs, why: nodesRun ? 'other nodes run' : 'Redis has just started' }, nodesRun
-          ? `the partition claims in Redis are under 6 s old and other nodes run (Redis lost its data, or is new): waiting until every running node has written its claim and lease back (within one 5 s heartbeat) before ${what}`
-          : `Redis has just started and its partition claims are under 6 s old: waiting until nodes that ran before it started have reconnected and written their claims and leases back (within one 5 s heartbeat) before ${what}`);
-        await delay(waitMs);
-        if (layout.partitionBase !== undefined) leftBehind = await awaitLeaseFree(opts.claims, layout.storeId, opts.dir, opts.logger);
-      }
-    }
-    const description: StoreDescription = { dir: opts.dir, host: os.hostname() };
-    const answer = await opts.claims.claim(layout.storeId, opts.partitions, layout.partitionBase, description);
-    if (answer.kind !== 'held') throw new StartupError(claimRefusal(opts.dir, layout.partitionBase, opts.partitions, answer));
-    const pinned = await pinPartitionBase(opts.dir, layout, answer.base);
-    opts.logger.info({ store: pinned.storeId, partitions: partitionSpan(answer.base, opts.partitions) }, 'store partitions claimed');
-    return new StoreOwnership(opts, pinned, answer.base, description, leftBehind, layout.partitionBase !== undefined && !answer.known);
+    return new StoreOwnership(opts, await claimBlock(opts));
   }
 
   /**
@@ -276,7 +167,7 @@ export class StoreOwnership {
    * @throws PixiuError UNAVAILABLE when Redis or the store fails
    */
   async catchUpMinted(store: MintingStore): Promise<string[]> {
-    const moved = await this.#movePastRecorded(store, true);
+    const moved = await this.#minted.movePastRecorded(store, true);
     if (moved.length === 0) return moved;
     this.#opts.logger.error({ store: this.storeId, dir: this.#opts.dir, moved },
       'this data dir is behind the message ids its store already minted (an older copy of it ran on, a backup was restored, or writes were lost), or another store minted in its partitions: '
@@ -298,7 +189,7 @@ export class StoreOwnership {
    * a Redis down at shutdown is one warning, not two). Never rejects.
    */
   async #recordMintedLogged(level: 'debug' | 'warn'): Promise<void> {
-    await this.#recordMinted().catch((err: unknown) => this.#opts.logger[level]({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters'));
+    await this.#minted.record(this.#store).catch((err: unknown) => this.#opts.logger[level]({ ...outageFields(err), store: this.storeId }, 'could not record the store\'s counters'));
   }
 
   /**
@@ -344,7 +235,7 @@ export class StoreOwnership {
       if (answer.kind !== 'held') {
         report(claimRefusal(this.#opts.dir, this.partitionBase, this.partitions, answer));
         await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
-        await this.#recordMinted();
+        await this.#minted.record(this.#store);
         return;
       }
       // The description is written with the claim at start, and at every renewal: gone
@@ -362,7 +253,7 @@ export class StoreOwnership {
       // Alone again after a conflict: not one put before the counters are past the other node's.
       if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
-      await this.#recordMinted();
+      await this.#minted.record(this.#store);
     };
     await renew();
     logger.info({ store: this.storeId, url: base.url }, 'store lease held');
