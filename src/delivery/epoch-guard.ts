@@ -24,8 +24,9 @@
  *
  * A rotation the node's deliveries proved whose call fails (Redis down, a timeout) is
  * owed: no fetch starts, and the next heartbeat asks for it again ({@link
- * EpochGuard.retry}; the session's retry timer, with its back-off, makes one). The sign
- * may have been an offered append that no read shows again (DESIGN.md §11).
+ * EpochGuard.retry}; the session's retry timer, with its back-off, makes one, also
+ * after the user's last connection on the node closed: hub.ts `#owing`). The sign may
+ * have been an offered append that no read shows again (DESIGN.md §11).
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import { resetTo, type Conn } from './connection-state.js';

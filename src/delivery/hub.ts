@@ -23,6 +23,17 @@ export class Hub {
    * before what the device acked.
    */
   readonly #leaving = new Map<string, Set<UserSession>>();
+  /**
+   * Sessions whose user left this node while they owed an epoch rotation their
+   * deliveries proved (its Redis call failed: epoch-guard.ts): kept, retrying on their
+   * back-off, until it is made, or the user's next connection here takes them back.
+   * Dropped with the session, the loss it proved was forgotten: a device back with a
+   * `last_seq` that new appends had passed again skipped the seqs assigned again, with
+   * no `reset` (docs/decisions.md "Redis with less than it had").
+   */
+  readonly #owing = new Map<string, UserSession>();
+  /** Shutdown began ({@link closeAll}): a rotation still owed is lost with the process. */
+  #closing = false;
 
   /**
    * @param ackFlushMs time between the node's rounds of ack-cursor writes, ms
@@ -64,11 +75,15 @@ export class Hub {
     return user === undefined ? undefined : this.#sessions.get(user)?.connections.find((c) => c.id === connId);
   }
 
-  /** Adds a connection to its user's session (creating it) and logs it in. */
+  /**
+   * Adds a connection to its user's session (creating it, or taking back the one left
+   * owing a rotation: its connections wait for that rotation) and logs it in.
+   */
   attach(user: string, conn: DeliveryConnection, resume: ResumeRequest): UserSession {
     let session = this.#sessions.get(user);
     if (session === undefined) {
-      session = new UserSession(user, this.#deps, this.#ackRounds);
+      session = this.#owing.get(user) ?? new UserSession(user, this.#deps, this.#ackRounds);
+      this.#owing.delete(user);
       this.#sessions.set(user, session);
     }
     this.#owners.set(conn.id, user);
@@ -83,7 +98,17 @@ export class Hub {
     if (session?.logout(connId)) {
       this.#sessions.delete(user);
       if (session.holdsAcks) this.#keepUntilAcksWritten(user, session);
+      if (session.owesRotation && !this.#closing) this.#keepUntilRotated(user, session);
+      else session.stopRetrying();
     }
+  }
+
+  /** Keeps `session` in {@link #owing} until its owed rotation is made (or it is taken back). */
+  #keepUntilRotated(user: string, session: UserSession): void {
+    this.#owing.set(user, session);
+    session.whenRotationSettled(() => {
+      if (this.#owing.get(user) === session) this.#owing.delete(user);
+    });
   }
 
   /** Keeps `session` in {@link #leaving} until it holds no unwritten ack. */
@@ -107,8 +132,9 @@ export class Hub {
    */
   async flushAcks(user: string): Promise<void> {
     const current = this.#sessions.get(user);
-    const held = [...this.#leaving.get(user) ?? [], ...(current === undefined ? [] : [current])];
-    await Promise.all(held.map((s) => s.flushAcks()));
+    // A set: a session taken back from `#owing` may still be in `#leaving` too.
+    const held = new Set([...this.#leaving.get(user) ?? [], ...(current === undefined ? [] : [current])]);
+    await Promise.all([...held].map((s) => s.flushAcks()));
   }
 
   /** An append for `user` happened: wake its session if it is here. */
@@ -121,8 +147,14 @@ export class Hub {
     this.#sessions.get(user)?.offer(entry, epoch, record);
   }
 
-  /** Closes every connection (shutdown: 1001); their sessions keep what acks they hold ({@link flushAll}). */
+  /**
+   * Closes every connection (shutdown: 1001); their sessions keep what acks they hold
+   * ({@link flushAll}). Rotations still owed are given up: lost with the process.
+   */
   closeAll(code: number, reason: string): void {
+    this.#closing = true;
+    for (const s of this.#owing.values()) s.stopRetrying();
+    this.#owing.clear();
     for (const s of this.#sessions.values()) for (const c of s.connections) c.close(code, reason);
   }
 
@@ -133,7 +165,7 @@ export class Hub {
    */
   async flushAll(): Promise<string[]> {
     const leaving = [...this.#leaving.values()].flatMap((kept) => [...kept]);
-    const all = [...this.#sessions.values(), ...leaving];
+    const all = [...new Set([...this.#sessions.values(), ...leaving])];
     await Promise.all(all.map((s) => s.flushAcks()));
     return [...new Set(all.filter((s) => s.holdsAcks).map((s) => s.user))];
   }

@@ -89,6 +89,11 @@ export class UserMachine {
     return this.#conns.size;
   }
 
+  /** True while a `rotate-epoch` is in flight, or owed after a proven one failed (epoch-guard.ts `rotating`). */
+  get rotationPending(): boolean {
+    return this.#guard.rotating;
+  }
+
   /** A connection's cursors, for tests and presence reports. */
   cursor(conn: string): { acked: number; sent: number; inflight: number; paused: boolean } | undefined {
     const c = this.#conns.get(conn);

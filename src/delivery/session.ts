@@ -110,6 +110,10 @@ export class UserSession {
   #failures = 0;
   /** True from a failed fetch, while connections are here, until a fetch succeeds ({@link SessionDeps.onStalled}). */
   #stalled = false;
+  /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
+  #onRotationSettled: (() => void) | undefined;
+  /** Shutdown: no retry is armed any more once the last connection has gone ({@link stopRetrying}). */
+  #retriesStopped = false;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -141,11 +145,36 @@ export class UserSession {
     this.#conns.delete(connId);
     this.#run(this.#machine.logout(connId));
     if (this.#conns.size > 0) return false;
-    clearTimeout(this.#retryTimer);
+    // A rotation owed is still retried with nobody here ({@link owesRotation}); it alone
+    // must not keep the process alive.
+    if (this.owesRotation) this.#retryTimer?.unref();
+    else clearTimeout(this.#retryTimer);
     // Nobody is waiting here any more: not a stalled user of this node.
     this.#setStalled(false);
     void this.flushAcks();
     return true;
+  }
+
+  /**
+   * True while an epoch rotation is in flight, or owed after one the node's deliveries
+   * proved failed (epoch-guard.ts). Such a session outlives its last connection: it goes
+   * on retrying after the back-off of a failed read until the rotation is made, since
+   * nothing else remembers the loss it proved (docs/decisions.md "Redis with less than
+   * it had"); the hub keeps it meanwhile (hub.ts `#owing`).
+   */
+  get owesRotation(): boolean {
+    return this.#machine.rotationPending;
+  }
+
+  /** Calls `fn` once, when {@link owesRotation} turns false after a rotation's answer (not at once). */
+  whenRotationSettled(fn: () => void): void {
+    this.#onRotationSettled = fn;
+  }
+
+  /** Shutdown: clears a retry armed with no connection here, and arms none again then. */
+  stopRetrying(): void {
+    this.#retriesStopped = true;
+    if (this.#conns.size === 0) clearTimeout(this.#retryTimer);
   }
 
   /**
@@ -312,6 +341,11 @@ export class UserSession {
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
     this.#run(effects);
+    if (!this.owesRotation) {
+      const settled = this.#onRotationSettled;
+      this.#onRotationSettled = undefined;
+      settled?.();
+    }
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {
@@ -348,15 +382,19 @@ export class UserSession {
   /**
    * After a failed read or epoch rotation (`#failures` in a row): a heartbeat in
    * `retryMs`, doubled per failure up to {@link MAX_RETRY_FACTOR} times, while a
-   * connection is here; delivery is stalled until a fetch succeeds.
+   * connection is here, or while a rotation is owed ({@link owesRotation}); delivery is
+   * stalled until a fetch succeeds.
    */
   #retryLater(): void {
     clearTimeout(this.#retryTimer);
-    // A session whose last connection closed while the call ran has nobody to retry for.
-    if (this.#conns.size === 0) return;
-    this.#setStalled(true);
+    const alone = this.#conns.size === 0;
+    // A session whose last connection closed while the call ran has nobody to retry
+    // for, unless the rotation it owes: the loss it proved is known nowhere else.
+    if (alone && (!this.owesRotation || this.#retriesStopped)) return;
+    if (!alone) this.#setStalled(true);
     const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
     this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
+    if (alone) this.#retryTimer.unref();
   }
 
   #setStalled(stalled: boolean): void {

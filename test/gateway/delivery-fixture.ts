@@ -152,3 +152,20 @@ export async function waitCursor(inbox: Inbox, user: string, device: string, seq
   }, boundMs, 20);
   return cursors;
 }
+
+/**
+ * Takes a snapshot (DUMP) of a user's inbox keys; the function returned gives them back
+ * as they were (RESTORE, or DEL of a key that did not exist): Redis giving the inbox back
+ * with less, same epoch (a restored snapshot, a failover: DESIGN.md §11).
+ */
+export async function snapshotInbox(raw: Redis, keys: { inbox: string; meta: string; ids: string; acks: string }): Promise<() => Promise<void>> {
+  const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
+  const dumps = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+  return async () => {
+    for (const [i, key] of names.entries()) {
+      const dump = dumps[i];
+      if (dump === null || dump === undefined) await raw.del(key);
+      else await raw.restore(key, 0, dump, 'REPLACE');
+    }
+  };
+}

@@ -17,7 +17,7 @@ import { metricSample, openInbox, waitUntil, whenConnected } from '../harness/ch
 import type { Frame, TestClient } from '../harness/ws-client.js';
 import { expectPong, type GatewayFixture } from './gateway-fixture.js';
 import {
-  expectFrame, expectMsgs, expectWelcome as welcome, postMany, postOne, seqOf, startDelivery, waitCursor,
+  expectFrame, expectMsgs, expectWelcome as welcome, postMany, postOne, seqOf, snapshotInbox, startDelivery, waitCursor,
 } from './delivery-fixture.js';
 
 let redis: RedisServer;
@@ -436,17 +436,7 @@ async function rollbackable(t: CleanupContext, prefix: string, user: string): Pr
   const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url });
   const { redis: raw, inbox } = await openInbox(steps, own.url, `${prefix}:`);
   const keys = inbox.keys.user(user);
-  const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
-  const snapshot = async (): Promise<() => Promise<void>> => {
-    const dumps = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
-    return async () => {
-      for (const [i, key] of names.entries()) {
-        const dump = dumps[i];
-        if (dump === null || dump === undefined) await raw.del(key);
-        else await raw.restore(key, 0, dump, 'REPLACE');
-      }
-    };
-  };
+  const snapshot = (): Promise<() => Promise<void>> => snapshotInbox(raw, keys);
   return { server, inbox, snapshot };
 }
 

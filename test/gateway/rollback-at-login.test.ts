@@ -22,7 +22,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { openInbox } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { expectFrame, expectMsgs, expectWelcome, postMany, startDelivery, waitCursor } from '../gateway/delivery-fixture.js';
+import { expectFrame, expectMsgs, expectWelcome, postMany, snapshotInbox, startDelivery, waitCursor } from '../gateway/delivery-fixture.js';
 
 test('a device resuming above the latest seq of its own epoch (the inbox came back with less) gets a new epoch, so another offline device of the old epoch is reset, not silently skipped', async (t) => {
   const steps = cleanupList();
@@ -33,10 +33,9 @@ test('a device resuming above the latest seq of its own epoch (the inbox came ba
   const { redis: raw, inbox } = await openInbox(steps, own.url, 'rv1:');
   const user = 'olga';
   const keys = inbox.keys.user(user);
-  const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
 
   const kept = await postMany(server.client, user, 3);
-  const dumps = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+  const restore = await snapshotInbox(raw, keys);
   const lost = await postMany(server.client, user, 2, 4);
 
   // Tablet reads and acks 1..5, phone reads 1..4; both go offline.
@@ -52,11 +51,7 @@ test('a device resuming above the latest seq of its own epoch (the inbox came ba
   await phone.close();
 
   // Redis gives the keys back as they were after seq 3 (same epoch, latest 3).
-  for (const [i, key] of names.entries()) {
-    const dump = dumps[i];
-    if (dump === null || dump === undefined) await raw.del(key);
-    else await raw.restore(key, 0, dump, 'REPLACE');
-  }
+  await restore();
 
   // The tablet comes back with last_seq 5 of that epoch: above the latest (3).
   const back = await server.connect(user, { device: 'tablet', params: { last_seq: 5, epoch } });

@@ -17,7 +17,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { expectMsgs, expectWelcome, postMany, startDelivery } from './delivery-fixture.js';
+import { expectMsgs, expectWelcome, postMany, snapshotInbox, startDelivery } from './delivery-fixture.js';
 
 test('a proven epoch rotation whose call fails is asked for again after the retry wait, and the connected device is reset', async (t) => {
   const steps = cleanupList();
@@ -29,9 +29,8 @@ test('a proven epoch rotation whose call fails is asked for again after the retr
   const { redis: raw, inbox } = await openInbox(steps, own.url, 'rr1:');
   const user = 'rhea';
   const keys = inbox.keys.user(user);
-  const names = [keys.inbox, keys.meta, keys.ids, keys.acks];
   const kept = await postMany(server.client, user, 2);
-  const dumps = await Promise.all(names.map((k) => raw.dumpBuffer(k)));
+  const restore = await snapshotInbox(raw, keys);
   const ids = [...kept, ...await postMany(server.client, user, 2, 3)];
 
   const tablet = await server.connect(user, { device: 'tablet' });
@@ -39,11 +38,7 @@ test('a proven epoch rotation whose call fails is asked for again after the retr
   await expectMsgs(tablet, 1, 4, ids);
 
   // Redis gives the inbox back as it was after seq 2, same epoch.
-  for (const [i, key] of names.entries()) {
-    const dump = dumps[i];
-    if (dump === null || dump === undefined) await raw.del(key);
-    else await raw.restore(key, 0, dump, 'REPLACE');
-  }
+  await restore();
   // Redis refuses the rotation script's first command (HGET of the epoch: a script that
   // fails later keeps what it wrote before) and the inbox reads' XRANGE to the service's
   // user (an append uses neither): every rotation call and every read fails until they
