@@ -101,9 +101,14 @@ export class EpochGuard {
    * a rotation for that claim was just refused in the cool-down (the machine then
    * resets the device alone, resume.ts `resetsOn`). After this page, a refused claim's
    * rotation may be asked for again (Redis decides).
+   * @returns true when the page is of another epoch than `epoch` (its ready connections
+   *   were reset to it, and what was delivered under `epoch` no longer counts): the
+   *   machine takes it even when a claim's rotation is asked for, so that one epoch
+   *   change is one `reset` per connection
    */
-  judge(page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[]): void {
+  judge(page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[]): boolean {
     const epochChanged = typeof epoch === 'string' && page.epoch !== epoch;
+    if (epochChanged) this.epochChanged();
     for (const c of conns) {
       if (c.phase !== 'ready') {
         const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);
@@ -117,6 +122,7 @@ export class EpochGuard {
       }
     }
     this.#kept = undefined;
+    return epochChanged;
   }
 
   /**

@@ -281,9 +281,12 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    this.#guard.judge(page, this.#epoch, this.#conns.values(), late, effects);
+    const told = this.#guard.judge(page, this.#epoch, this.#conns.values(), late, effects);
     if (this.#guard.rotating) {
-      // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again).
+      // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again). But
+      // an epoch its resets told is taken: else, were the rotation refused (a claim's, in
+      // the cool-down), the pull after it would reset them again for the same change.
+      if (told) this.#epoch = page.epoch;
       this.#ahead?.clear();
       return effects;
     }

@@ -169,3 +169,14 @@ export async function snapshotInbox(raw: Redis, keys: { inbox: string; meta: str
     }
   };
 }
+
+/** Reads `client`'s frames up to the `pong` of a `ping` sent now (every frame written before it), acking each `msg`. */
+export async function framesUpToPong(client: TestClient): Promise<Frame[]> {
+  client.send({ t: 'ping' });
+  const frames: Frame[] = [];
+  for (let f = await client.next(); f.t !== 'pong'; f = await client.next()) {
+    frames.push(f);
+    if (f.t === 'msg') client.ack(f.seq as number);
+  }
+  return frames;
+}

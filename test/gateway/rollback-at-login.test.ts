@@ -17,12 +17,11 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Frame, TestClient } from '../harness/ws-client.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { openInbox } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { expectFrame, expectMsgs, expectWelcome, postMany, snapshotInbox, startDelivery, waitCursor } from '../gateway/delivery-fixture.js';
+import { expectFrame, expectMsgs, expectWelcome, framesUpToPong, postMany, snapshotInbox, startDelivery, waitCursor } from '../gateway/delivery-fixture.js';
 
 test('a device resuming above the latest seq of its own epoch (the inbox came back with less) gets a new epoch, so another offline device of the old epoch is reset, not silently skipped', async (t) => {
   const steps = cleanupList();
@@ -71,17 +70,6 @@ test('a device resuming above the latest seq of its own epoch (the inbox came ba
   const next = await phone2.next();
   assert.equal(next.t, 'reset', `the phone (last_seq 4 of the old epoch) must be reset; got ${JSON.stringify(next)} — the new seq 4 (${fresh[0]}) was skipped`);
 });
-
-/** Reads `client`'s frames up to the `pong` of a `ping` sent now (every frame written before it), acking each `msg`. */
-async function framesUpToPong(client: TestClient): Promise<Frame[]> {
-  client.send({ t: 'ping' });
-  const frames: Frame[] = [];
-  for (let f = await client.next(); f.t !== 'pong'; f = await client.next()) {
-    frames.push(f);
-    if (f.t === 'msg') client.ack(f.seq as number);
-  }
-  return frames;
-}
 
 test('a client that claims a last_seq ahead under the current epoch in a reconnect loop is reset alone after the first rotation: the user\'s other device gets one reset; a loss the deliveries prove still resets every device', async (t) => {
   const steps = cleanupList();

@@ -12,7 +12,9 @@
  * asks for that Redis refuses (its cool-down) resets that login alone, once, and is not
  * asked for again and again; but a local append reusing a delivered seq, offered while
  * that rotation was in flight, asks for it again as proven (before, the epoch was kept
- * and devices skipped the seqs assigned again with no reset).
+ * and devices skipped the seqs assigned again with no reset). A read that shows another
+ * node's epoch and carries such a claim resets each connection once, not again after
+ * the refusal.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -234,4 +236,19 @@ test('a resume claim\'s rotation whose call fails, with no sign of the node\'s o
   assert.deepEqual(d.rotationCauses, ['delivered', 'resume', 'resume'], 'the claim still joining asks again');
   d.settle();
   assert.equal(d.inbox.epoch, 'ep1-rotated-rotated');
+});
+
+test('a connection is reset once when the read that shows another node\'s new epoch also carries a claim whose rotation the cool-down refuses', () => {
+  const d = caughtUpOnFour();
+  // Another node made a new epoch (a claim there: the cool-down runs); this machine has not read since.
+  d.inbox.epoch = 'ep2';
+  d.inbox.coolingDown = true;
+  // The looping client comes here with that epoch and its old last_seq, above the latest.
+  d.login('b', { kind: 'after', seq: 9, epoch: 'ep2' });
+  d.settle();
+  assert.deepEqual(d.rotations, ['ep2'], 'asked once, refused');
+  assert.deepEqual(d.brief('b'), ['welcome 1', 'reset ep2 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+  // Before, the page that reset `a` was dropped for the rotation, the machine kept ep1,
+  // and the pull after the refusal reset `a` to ep2 a second time.
+  assert.deepEqual(d.brief('a'), ['reset ep2 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4'], 'one reset for one epoch change');
 });
