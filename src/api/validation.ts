@@ -14,6 +14,7 @@ import { unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
 import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
+import { isPlainInteger } from './plain-integer.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
@@ -214,17 +215,6 @@ function integerRange(prop: { minimum?: number; maximum?: number } | undefined):
   return maximum !== undefined ? `of at most ${maximum} ` : '';
 }
 
-/** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */
-const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
-
-/**
- * True when `text` is a whole number written as the API takes one in a query or path
- * (decimal digits, no sign, no leading zero: not `1e3`, `0x10`, `1.0` or ``); the CLI
- * holds its numeric options to the same rule.
- */
-export function isPlainInteger(text: string): boolean {
-  return PLAIN_INTEGER.test(text);
-}
 
 /**
  * Wraps a coercing validator so that its integer properties accept only plain decimal
@@ -255,7 +245,7 @@ export function withPlainParameters(validate: ValidateFunction, schema: unknown)
       }
       for (const name of integers) {
         const v = (data as Record<string, unknown>)[name];
-        if (typeof v === 'string' && !PLAIN_INTEGER.test(v)) {
+        if (typeof v === 'string' && !isPlainInteger(v)) {
           wrapped.errors = [{
             instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'plainInteger',
             params: {}, message: `must be an integer ${integerRange(props[name])}written in decimal digits, without leading zeros`,

@@ -10,10 +10,7 @@ import { StreamFollower } from '../streams/follower.js';
 import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
 import { SINCE_MALFORMED, type ChannelEntry, type ChannelStream } from './channel-stream.js';
-import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH } from './patterns.js';
-
-/** Most channels one connection may follow at once. */
-export const MAX_CHANNELS_PER_CONNECTION = 100;
+import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH, MAX_CHANNELS_PER_CONNECTION } from './patterns.js';
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 100;
 

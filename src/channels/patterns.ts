@@ -15,6 +15,12 @@ const CHANNEL = new RegExp(CHANNEL_PATTERN);
 /** Longest channel name. */
 export const MAX_CHANNEL_LENGTH = 128;
 
+/**
+ * Most channels one connection may follow at once (src/channels/connection-channels.ts
+ * holds a connection to it; `pixiu connect --sub` checks it before connecting).
+ */
+export const MAX_CHANNELS_PER_CONNECTION = 100;
+
 /** True when `name` is a valid channel name. */
 export function isChannelName(name: string): boolean {
   return name.length > 0 && name.length <= MAX_CHANNEL_LENGTH && CHANNEL.test(name);

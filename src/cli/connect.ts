@@ -17,19 +17,15 @@
  */
 import path from 'node:path';
 import { Command, Option } from 'commander';
-import WebSocket from 'ws';
-import { mintToken } from '../auth/jwt.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { CLI_USER_ID_RULE, CLIENT_DOCS, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
-import { CHANNEL_PATTERN, isChannelName } from '../channels/patterns.js';
-import { MAX_CHANNELS_PER_CONNECTION } from '../channels/connection-channels.js';
+import { CHANNEL_PATTERN, MAX_CHANNELS_PER_CONNECTION, isChannelName } from '../channels/patterns.js';
 import { MAX_HELD_FRAMES } from '../gateway/frame-limits.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { DEVICE_RULE, isDeviceName } from '../api/schemas.js';
 import { onStopSignals } from './stop-signals.js';
-import { givenToken, readTokenFile } from './connect-token.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer'] as const;
 
@@ -73,6 +69,9 @@ export function connectCommand(): Command {
   addConfigOptions(cmd, KEYS, CLIENT_DOCS);
   cmd.action(async (uid: string) => {
     checkUserId(uid);
+    // jose and ws are loaded by a run that uses them, not with the module: `--help` and
+    // a refused option start without them (see main.ts).
+    const { givenToken, readTokenFile } = await import('./connect-token.js');
     const opts = cmd.opts<ConnectOptions>();
     // Checked before connecting: `Number('abc')` is NaN, and a NaN count never ends the run.
     if (opts.count !== undefined && !/^[1-9]\d{0,8}$/.test(opts.count)) {
@@ -116,6 +115,7 @@ export function connectCommand(): Command {
       token = givenToken(opts.token, uid, tokenFrom);
     } else {
       const { source } = await resolveJwtKey(config, { create: false });
+      const { mintToken } = await import('../auth/jwt.js');
       try {
         token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, audience: config.jwtAudience, issuer: config.jwtIssuer, ...(subs.length > 0 ? { channels: subs } : {}) });
       } catch (err) {
@@ -202,6 +202,7 @@ function routePath(service: URL, route: string): string {
  */
 async function run(url: URL, service: URL, token: string, how: { ack: boolean; count: number; subs: readonly string[]; refusedHint: string }): Promise<void> {
   const { ack, count } = how;
+  const { default: WebSocket } = await import('ws');
   /** Channels still to follow, sent {@link SUBS_PER_PING} at a time. */
   const subs = how.subs.slice();
   /** Pings of our own whose pongs are not printed: each lets the next subs go. */

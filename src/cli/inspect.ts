@@ -11,12 +11,9 @@
 import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import { decodeMsgId, kindName } from '../ids/msg-id.js';
-import { Inbox } from '../inbox/inbox.js';
-import { createRedis } from '../redis/client.js';
 import { Keys } from '../redis/keys.js';
-import { localRedisSocket } from '../redis/local-server.js';
 import { StartupError } from '../errors.js';
-import { isPlainInteger } from '../api/validation.js';
+import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
 
@@ -77,6 +74,7 @@ export function inspectCommand(): Command {
     const limit = intOption(opts.limit, '--limit', 1, 10_000, 20);
     let url = config.redisUrl;
     if (url === undefined) {
+      const { localRedisSocket } = await import('../redis/local-server.js');
       const sock = localRedisSocket(config.dataDir);
       if (!existsSync(sock)) {
         throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir}: `
@@ -85,6 +83,9 @@ export function inspectCommand(): Command {
       }
       url = unixUrl(sock);
     }
+    // Loaded here, not with the module: `inspect id`, `--help` and a refused option
+    // start without ioredis and the inbox (a few hundred ms of CPU).
+    const [{ createRedis }, { Inbox }] = await Promise.all([import('../redis/client.js'), import('../inbox/inbox.js')]);
     const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
       .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
     try {

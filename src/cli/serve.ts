@@ -10,14 +10,11 @@ import { Command } from 'commander';
 import { loadSecrets } from '../auth/secrets.js';
 import { checkListenable } from '../service/listen-check.js';
 import { bareDurationSettings, unknownSettingVariables } from '../config/config.js';
-import { createLogger } from '../logger.js';
 import type { Service } from '../service/service.js';
 import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
-import { looseOrigins, nonWebOrigins } from '../gateway/connect-route.js';
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
-import { refuseUnreadableStore } from '../store/layout.js';
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -28,6 +25,11 @@ export function serveCommand(): Command {
   addConfigOptions(cmd);
   cmd.action(async () => {
     const config = configFromOptions(cmd);
+    // Loaded by a start, not with the module: `serve --help`, `pixiu --help` and a
+    // mistyped command start without pino, ioredis (under the gateway) and the store.
+    const [{ createLogger }, { looseOrigins, nonWebOrigins }, { refuseUnreadableStore }] = await Promise.all([
+      import('../logger.js'), import('../gateway/connect-route.js'), import('../store/layout.js'),
+    ]);
     const logger = createLogger(config.logLevel);
     const unknown = unknownSettingVariables(process.env);
     if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');

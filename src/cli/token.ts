@@ -7,7 +7,6 @@ import { maxHeaderSize } from 'node:http';
 import { Command, Option } from 'commander';
 import ms from 'ms';
 import { resolveJwtKey } from '../auth/secrets.js';
-import { mintToken } from '../auth/jwt.js';
 import { StartupError } from '../errors.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
@@ -53,6 +52,8 @@ export function tokenCommand(): Command {
     checkClaims(tags, channels);
     const config = configFromOptions(cmd, TOKEN_SETTINGS);
     const { source } = await resolveJwtKey(config, { create: false });
+    // jose is loaded here, not with the module: `--help` and a refused option start without it.
+    const { mintToken } = await import('../auth/jwt.js');
     let token: string;
     try {
       token = await mintToken(source, { user: uid, ttlSec: ttlMs / 1000, tags, channels, audience: config.jwtAudience, issuer: config.jwtIssuer });

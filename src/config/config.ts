@@ -4,7 +4,7 @@
  * variable and what it accepts.
  */
 import path from 'node:path';
-import { Ajv, type ErrorObject } from 'ajv';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import ms from 'ms';
 import { StartupError } from '../errors.js';
 import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
@@ -159,7 +159,21 @@ function schemaFor(spec: SettingSpec): Record<string, unknown> {
 
 const keys = Object.keys(SETTINGS) as SettingKey[];
 const ajv = new Ajv({ allErrors: true });
-const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]))]));
+const validators = new Map<SettingKey, ValidateFunction>();
+
+/**
+ * The schema check of one setting, compiled the first time a value of it is read:
+ * most runs read a few settings (every `pixiu` command loads this module; `token`
+ * reads seven), and compiling all of them up front cost ~0.1 s of CPU a start.
+ */
+function validatorFor(key: SettingKey): ValidateFunction {
+  let validate = validators.get(key);
+  if (validate === undefined) {
+    validate = ajv.compile(schemaFor(SETTINGS[key]));
+    validators.set(key, validate);
+  }
+  return validate;
+}
 
 /**
  * Reads and checks one setting's text.
@@ -170,10 +184,10 @@ const validators = new Map(keys.map((k) => [k, ajv.compile(schemaFor(SETTINGS[k]
  */
 function readSetting(key: SettingKey, spec: SettingSpec, text: string, source: string): { value: unknown } | { problem: string } {
   const value = parseText(spec, text);
-  const validate = validators.get(key);
-  if (value === undefined || (validate !== undefined && !validate(value))) {
+  const validate = validatorFor(key);
+  if (value === undefined || !validate(value)) {
     return { problem: spec.secret === true
-      ? `${source} is not valid: ${secretProblem(text, validate?.errors)} (the value is not shown); expected: ${accepts(spec)}`
+      ? `${source} is not valid: ${secretProblem(text, validate.errors)} (the value is not shown); expected: ${accepts(spec)}`
       : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}` };
   }
   // What the schema cannot say (a Redis URL whose port is not a number), refused here
