@@ -15,6 +15,7 @@ import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
+import { msgFrameBytes } from './msg-frame-bytes.js';
 import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
@@ -49,8 +50,12 @@ export type FetchRead = 'inbox' | 'records';
 export interface DeliveryConnection {
   readonly id: string;
   readonly device: string;
-  /** Writes one serialised frame of type `t` (counted by type). Never throws; a closed connection drops it. */
-  send(text: string, t: FrameType): void;
+  /**
+   * Writes one serialised frame of type `t` (counted by type): its JSON text, or that
+   * text's UTF-8 bytes (a `msg`, msg-frame-bytes.ts), sent as a text frame either way.
+   * Never throws; a closed connection drops it.
+   */
+  send(text: string | Buffer, t: FrameType): void;
   /** Closes with a WebSocket close code (DESIGN.md §6). */
   close(code: number, reason: string): void;
   /** Called right after its `welcome` frame was written (other feeds may start then). */
@@ -248,7 +253,7 @@ export class UserSession {
               const bseq = conn.welcomeBseq?.();
               if (bseq !== undefined) frame = { ...frame, bseq };
             }
-            let text = this.#serialise(frame);
+            let text: string | Buffer | undefined = this.#serialise(frame);
             if (text === undefined) {
               if (frame.t !== 'msg') break;
               // In its place, in seq order: a gap of its seq, `undeliverable` (its content
@@ -288,14 +293,15 @@ export class UserSession {
   }
 
   /**
-   * The JSON of a frame, or undefined when it cannot be serialised. Ingest refuses
+   * The JSON of a frame (a `msg`'s as UTF-8 bytes, its `data` encoded once per node:
+   * msg-frame-bytes.ts), or undefined when it cannot be serialised. Ingest refuses
    * data nested past `MAX_DATA_DEPTH`, but a record stored before that limit (or any
    * other serialiser failure) must cost its seq, never the process: the failure is
    * logged with the MsgID and the seq then goes out as a `gap`, reason `undeliverable`.
    */
-  #serialise(frame: ServerFrame): string | undefined {
+  #serialise(frame: ServerFrame): string | Buffer | undefined {
     try {
-      return JSON.stringify(frame);
+      return frame.t === 'msg' ? msgFrameBytes(frame) : JSON.stringify(frame);
     } catch (err) {
       const context = frame.t === 'msg' ? { msgId: frame.id, seq: frame.seq } : {};
       this.#deps.logger.error({ err, user: this.user, t: frame.t, ...context }, 'frame cannot be serialised (a msg goes out as a gap)');

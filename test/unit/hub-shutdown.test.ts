@@ -36,7 +36,7 @@ test('shutdown writes the acks of a user who left while their write was failing,
   // A retry a minute away (and unref'd): only the shutdown's flush can write in time.
   const hub = new Hub({ inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: 60_000 }, 1_000_000);
   const frames: string[] = [];
-  const session = hub.attach('u', { id: 'c', device: 'phone', send: (text) => { frames.push(text); }, close: () => undefined }, { kind: 'first' });
+  const session = hub.attach('u', { id: 'c', device: 'phone', send: (text) => { frames.push(text.toString()); }, close: () => undefined }, { kind: 'first' });
   await waitUntil('msg 1', async () => frames.some((f) => f.includes('"msg"')), 5000, 5);
   session.ack('c', 1, 'A');
   hub.detach('u', 'c'); // the last logout writes at once, and that write fails

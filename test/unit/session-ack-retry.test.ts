@@ -35,7 +35,7 @@ test('an ack write that fails does not put its old-epoch cursor back over an ack
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
   const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(1_000_000));
   const frames: Array<Record<string, unknown>> = [];
-  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text.toString())); }, close: () => undefined };
 
   session.login(conn, { kind: 'first' });
   await waitUntil('msgs 1..3 of epoch A', async () => frames.filter((f) => f.t === 'msg').length === 3, 5000, 5);
@@ -79,7 +79,7 @@ test('an ack made while a failed write waits for its retry goes with that retry,
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
   const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: RETRY_MS }, new AckRounds(ROUND_MS));
   const frames: Array<Record<string, unknown>> = [];
-  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text.toString())); }, close: () => undefined };
   /** Runs what is ready (promise callbacks, the session's effects) without moving the mocked clock. */
   const settled = async (): Promise<void> => {
     for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));

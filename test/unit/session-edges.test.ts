@@ -99,7 +99,7 @@ test('a msg that cannot be serialised goes out as a gap and leaves the window: n
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map(() => record) };
   const session = new UserSession('u', { inbox, store, machine: CONFIG, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(100));
   const frames: Array<Record<string, unknown>> = [];
-  session.login({ id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined }, { kind: 'first' });
+  session.login({ id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text.toString())); }, close: () => undefined }, { kind: 'first' });
   try {
     await waitUntil('the gap in place of msg 1', async () => frames.some((f) => f.t === 'gap'), 5000, 5);
     assert.deepEqual(frames.map((f) => f.t), ['welcome', 'gap']);

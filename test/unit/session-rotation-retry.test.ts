@@ -47,7 +47,7 @@ test('a rotation a local append proved, whose call fails, is asked for again aft
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
   const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: RETRY_MS }, new AckRounds(100));
   const frames: string[] = [];
-  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { const f = JSON.parse(text) as { t: string; seq?: number }; frames.push(f.t === 'msg' ? `msg ${String(f.seq)}` : f.t); }, close: () => undefined };
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { const f = JSON.parse(text.toString()) as { t: string; seq?: number }; frames.push(f.t === 'msg' ? `msg ${String(f.seq)}` : f.t); }, close: () => undefined };
   try {
     session.login(conn, { kind: 'first' });
     await settled();

@@ -31,7 +31,7 @@ test('a connection closed with messages in flight takes its redelivery timer wit
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
   const session = new UserSession('u', { inbox, store, machine: CONFIG, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(100));
   const frames: Array<Record<string, unknown>> = [];
-  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text.toString())); }, close: () => undefined };
   session.login(conn, { kind: 'first' });
   for (let i = 0; i < 100 && frames.filter((f) => f.t === 'msg').length < 2; i++) await new Promise((resolve) => setImmediate(resolve));
   assert.deepEqual(frames.filter((f) => f.t === 'msg').map((f) => f.seq), [1, 2], 'two messages in flight, unacked');

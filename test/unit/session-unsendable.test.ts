@@ -34,7 +34,7 @@ function sessionOver(page: () => InboxPage, machine: { window: number; ackTimeou
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
   const session = new UserSession('u', { inbox, store, machine, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(100));
   const frames: Array<Record<string, unknown>> = [];
-  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text)); }, close: () => undefined };
+  const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { frames.push(JSON.parse(text.toString())); }, close: () => undefined };
   session.login(conn, { kind: 'first' });
   return { session, frames };
 }

@@ -1,0 +1,113 @@
+/**
+ * A `msg` frame's bytes are exactly `JSON.stringify(frame)`'s, with the message's
+ * `data` encoded once per node however many recipients' frames carry it
+ * (src/delivery/msg-frame-bytes.ts); a `data` that cannot be serialised still becomes
+ * an `undeliverable` gap of each recipient's seq (src/delivery/session.ts).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
+import type { RecordReader } from '../../src/store/record-reader.js';
+import type { StoredMessage } from '../../src/store/record.js';
+import { AckRounds } from '../../src/delivery/ack-rounds.js';
+import type { MsgFrame } from '../../src/delivery/frames.js';
+import { msgFrameBytes } from '../../src/delivery/msg-frame-bytes.js';
+import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
+import { createLogger } from '../../src/logger.js';
+import { waitUntil } from '../harness/checks.js';
+
+const big = 'x'.repeat(60_000);
+
+test('msg frame bytes are JSON.stringify(frame) for every field combination and data shape', () => {
+  const datas: unknown[] = [
+    { i: 1, big }, { text: 'héllo "quoted" \\ \n \u2028 😀 \u0000' }, 'a plain string', 'é'.repeat(5_000), 42, null, true, [1, 'two', { three: [] }], {},
+    { nested: { deep: [{ a: 1 }, { b: 'x'.repeat(2_000) }] } },
+  ];
+  for (const data of datas) {
+    const frames: MsgFrame[] = [
+      { t: 'msg', seq: 7, id: '00000000000000ab', type: 'chat', ts: 1_700_000_000_000, data },
+      { t: 'msg', seq: 8, id: '00000000000000ab', type: 'chat', ts: 1, data, from: 'alice', room: 'r1', redelivered: true, epoch: 'E-1' },
+      { t: 'msg', seq: 9, id: '00000000000000ab', type: 't "q"', ts: 1, data, epoch: 'E\u00e9' },
+      // The order a frame has is kept: messageView adds from and room after data.
+      { t: 'msg', seq: 10, id: '00000000000000ab', type: 't', room: 'r', ts: 1, data, from: 'bob' },
+    ];
+    for (const frame of frames) {
+      const bytes = msgFrameBytes(frame);
+      assert.equal(bytes.toString('utf8'), JSON.stringify(frame));
+      // Twice: the second reads the cached data.
+      assert.equal(msgFrameBytes(frame).toString('utf8'), JSON.stringify(frame));
+    }
+  }
+});
+
+test('a data value is encoded once for many frames; one that cannot be serialised throws for each', () => {
+  let calls = 0;
+  const data = { big, toJSON(): unknown { calls++; return { big }; } };
+  for (let seq = 1; seq <= 100; seq++) {
+    const frame: MsgFrame = { t: 'msg', seq, id: '0000000000000001', type: 't', ts: 1, data };
+    assert.equal(msgFrameBytes(frame).toString(), `{"t":"msg","seq":${seq},"id":"0000000000000001","type":"t","ts":1,"data":{"big":"${big}"}}`);
+  }
+  assert.equal(calls, 1, 'the data was serialised once');
+  const bad = { n: 1n };
+  for (let seq = 1; seq <= 3; seq++) {
+    assert.throws(() => msgFrameBytes({ t: 'msg', seq, id: '0000000000000002', type: 't', ts: 1, data: bad }), TypeError);
+  }
+});
+
+const id = (n: number): string => n.toString(16).padStart(16, '0');
+
+/**
+ * `users` sessions over one inbox page of seq `seqOf(user)` each holding the record of
+ * MsgID 1 (the same object for all: a fan-out's record, shared with the read cache);
+ * frames received per user.
+ */
+function fanOut(record: StoredMessage, users: number): { sessions: UserSession[]; frames: Map<string, Array<Record<string, unknown>>> } {
+  const frames = new Map<string, Array<Record<string, unknown>>>();
+  const sessions: UserSession[] = [];
+  const store: RecordReader = { isOpen: true, get: async () => record, getMany: async (ids: readonly string[]) => ids.map(() => record) };
+  for (let u = 0; u < users; u++) {
+    const user = `u${u}`;
+    // Each user's inbox holds the message at a seq of its own.
+    const page: InboxPage = { epoch: 'E', firstSeq: u + 1, latestSeq: u + 1, entries: [{ seq: u + 1, id: id(1), kind: 1 as const }] };
+    const inbox = {
+      range: async (_u: string, after: number) => ({ ...page, entries: page.entries.filter((e) => e.seq > after) }),
+      ack: async (_u: string, _d: string, seq: number) => seq,
+    } as unknown as Inbox;
+    const machine = { window: 10, ackTimeoutMs: 60_000, backoffMs: [60_000], heartbeatMs: 60_000 };
+    const session = new UserSession(user, { inbox, store, machine, logger: createLogger('silent'), retryMs: 60_000 }, new AckRounds(100));
+    const got: Array<Record<string, unknown>> = [];
+    frames.set(user, got);
+    const conn: DeliveryConnection = { id: `c${u}`, device: 'd', send: (text) => { got.push(JSON.parse(text.toString()) as Record<string, unknown>); }, close: () => undefined };
+    session.login(conn, { kind: 'first' });
+    sessions.push(session);
+  }
+  return { sessions, frames };
+}
+
+test('every recipient of one large message gets its exact frame at its own seq', async () => {
+  const record: StoredMessage = Object.freeze({ id: id(1), kind: 1, type: 'big', from: 'p', data: Object.freeze({ big, note: 'ünïcödé' }), ts: 5, expiresAt: Number.MAX_SAFE_INTEGER });
+  const { sessions, frames } = fanOut(record, 200);
+  try {
+    await waitUntil('every msg', async () => [...frames.values()].every((f) => f.length === 2), 10_000, 5);
+    for (const [user, got] of frames) {
+      const seq = Number(user.slice(1)) + 1;
+      assert.deepEqual(got[1], { t: 'msg', seq, id: id(1), type: 'big', ts: 5, data: { big, note: 'ünïcödé' }, from: 'p' });
+    }
+  } finally {
+    sessions.forEach((s, u) => s.logout(`c${u}`));
+  }
+});
+
+test('a large message that cannot be serialised is an undeliverable gap at each recipient\'s seq', async () => {
+  const record: StoredMessage = { id: id(1), kind: 1, type: 'big', data: { big, n: 1n }, ts: 5, expiresAt: Number.MAX_SAFE_INTEGER };
+  const { sessions, frames } = fanOut(record, 50);
+  try {
+    await waitUntil('every gap', async () => [...frames.values()].every((f) => f.length === 2), 10_000, 5);
+    for (const [user, got] of frames) {
+      const seq = Number(user.slice(1)) + 1;
+      assert.deepEqual(got[1], { t: 'gap', from: seq, to: seq, reason: 'undeliverable' });
+    }
+  } finally {
+    sessions.forEach((s, u) => s.logout(`c${u}`));
+  }
+});
