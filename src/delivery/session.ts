@@ -16,6 +16,7 @@ import { AckCursors } from './ack-cursors.js';
 import type { FrameType, ServerFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
 import { msgFrameBytes } from './msg-frame-bytes.js';
+import { nextTurn, spend, turnSpent } from './send-turns.js';
 import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
@@ -199,7 +200,9 @@ export class UserSession {
 
   /** offer: a local append for this user, with its record (machine.ts `offer`). */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): void {
-    this.#run(this.#machine.offer(entry, epoch, record));
+    // This turn has written its share (send-turns.ts): read it in a later one.
+    if (turnSpent()) this.notify(entry.seq);
+    else this.#run(this.#machine.offer(entry, epoch, record));
   }
 
   /** heartbeat: pull in case a notify was lost. */
@@ -267,6 +270,7 @@ export class UserSession {
               };
               text = JSON.stringify(frame);
             }
+            spend(text.length);
             conn.send(text, frame.t);
             if (frame.t === 'welcome') conn.welcomed?.();
           }
@@ -362,6 +366,8 @@ export class UserSession {
       const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
       read = 'records';
       const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
+      // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
+      if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records);
       this.#failures = 0;
       this.#setStalled(false);
