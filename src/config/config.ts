@@ -94,7 +94,9 @@ function parseText(spec: SettingSpec, text: string): unknown {
     case 'string':
       return spec.normalize ? spec.normalize(text) : text;
     case 'enum':
-      return text;
+      // Any case, and spaces at either end, name the choice (`WARN`, `Info `: what many
+      // deploy templates write; an SRE's finding): every choice is lowercase.
+      return spec.choices?.find((c) => c === text.trim().toLowerCase()) ?? text;
     case 'int':
       return /^-?\d+$/.test(text.trim()) ? Number(text.trim()) : undefined;
     case 'duration':

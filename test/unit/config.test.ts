@@ -313,7 +313,7 @@ test('the settings whose docs say 0 turns them off take 0', () => {
 });
 
 test('an enum setting takes only its choices: PIXIU_NOTIFY=no or =true is refused, not read as off', () => {
-  for (const bad of ['no', 'true', 'false', 'ON', '1']) {
+  for (const bad of ['no', 'true', 'false', 'o n', '1']) {
     assert.throws(() => loadConfig({ PIXIU_NOTIFY: bad }), (err: unknown) => err instanceof StartupError
       && err.message.includes(`PIXIU_NOTIFY=${JSON.stringify(bad)} is not valid`) && /\(one of: on, off\)/.test(err.message), bad);
   }
@@ -333,4 +333,15 @@ test('a PIXIU_REDIS_URL of the right scheme that cannot be used is refused at st
 
 test('--data-dir given empty is refused, not read as the working directory', () => {
   assert.throws(() => loadConfig({}, { dataDir: '' }), (err: unknown) => err instanceof StartupError && err.message.includes('--data-dir="" is not valid'));
+});
+
+test('an enum setting takes its choices in any case, with spaces at either end: PIXIU_LOG_LEVEL=WARN, --log-level Info', () => {
+  assert.equal(loadConfig({ PIXIU_LOG_LEVEL: 'WARN' }).logLevel, 'warn');
+  assert.equal(loadConfig({}, { logLevel: 'Info ' }).logLevel, 'info');
+  assert.equal(loadConfig({ PIXIU_NOTIFY: 'OFF' }).notify, false);
+  assert.equal(loadConfig({ PIXIU_NOTIFY: 'On' }).notify, true);
+  assert.equal(loadConfig({ PIXIU_STORE_DURABILITY: 'Relaxed' }).storeDurability, 'relaxed');
+  // A refusal quotes the value as it was given.
+  assert.throws(() => loadConfig({ PIXIU_LOG_LEVEL: 'VERBOSE' }), (err: unknown) => err instanceof StartupError
+    && err.message.includes('PIXIU_LOG_LEVEL="VERBOSE" is not valid') && /\(one of: fatal, error, warn/.test(err.message));
 });
