@@ -117,8 +117,11 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     req.log.info('request refused: this node is shutting down');
     void sendError(reply, err);
   });
+  // In the drain delay too: a keep-alive connection open to this node would otherwise
+  // bring its client back here, past a load balancer that has taken the node out,
+  // until the listener closes under it (ECONNRESET); its next request opens a new one.
   app.addHook('onSend', (_req, reply, payload, done) => {
-    if (closing) void reply.header('connection', 'close');
+    if (closing || deps.draining?.() === true) void reply.header('connection', 'close');
     done(null, payload);
   });
   installValidators(app);

@@ -25,6 +25,12 @@ export interface ApiDeps {
    * write, writes suspended), for readiness; undefined when it takes them. Unset: never.
    */
   readonly writeProblem?: () => string | undefined;
+  /**
+   * True once the node is in its drain delay (`PIXIU_DRAIN_DELAY`, src/cli/serve.ts):
+   * `/readyz` answers 503 and HTTP answers end their connection, all else is served as
+   * before. Unset: never.
+   */
+  readonly draining?: () => boolean;
   /** The command connection, for readiness (PING). */
   readonly redis: Redis;
   readonly metrics: Metrics;

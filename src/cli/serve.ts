@@ -1,9 +1,12 @@
 /**
  * `pixiu serve`: runs the service until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully
  * (stop accepting, finish requests in flight, close Redis, the store and the embedded
- * redis-server) and exits 0. A second signal exits at once with code 1 (the embedded
- * redis-server is told to stop all the same); a repeat within `REPEATED_SIGNAL_MS` of
- * the first is the same request, not a second one (stop-signals.ts).
+ * redis-server) and exits 0. After SIGTERM, with `PIXIU_DRAIN_DELAY` set, the shutdown
+ * waits that long first, `/readyz` answering 503 meanwhile (docs/decisions.md, "Drain
+ * delay"); a second signal during it ends the delay. A second signal otherwise exits at
+ * once with code 1 (the embedded redis-server is told to stop all the same); a repeat
+ * within `REPEATED_SIGNAL_MS` of the first is the same request, not a second one
+ * (stop-signals.ts).
  */
 import path from 'node:path';
 import { Command } from 'commander';
@@ -91,10 +94,25 @@ export function serveCommand(): Command {
     // default action and leave that redis-server running. Such a stop gives the start up,
     // which stops what it started.
     const starting = new AbortController();
+    /** Ends the drain delay at once; set while it runs. */
+    let drainCut: AbortController | undefined;
     onStopSignals({
       stop: (signal) => {
-        logger.info({ signal }, 'shutting down');
-        if (service !== undefined) {
+        // The delay is for an orchestrator's or supervisor's SIGTERM: Ctrl-C (SIGINT) and
+        // a terminal gone (SIGHUP) come from a person or no one, and stop at once.
+        const drainDelayMs = signal === 'SIGTERM' && service !== undefined ? config.drainDelayMs : 0;
+        // With a delay, `drainDelayMs`: /readyz answers 503 for that long, all else is served.
+        logger.info({ signal, ...(drainDelayMs > 0 ? { drainDelayMs } : {}) }, 'shutting down');
+        if (service !== undefined && drainDelayMs > 0) {
+          const running = service;
+          const cut = new AbortController();
+          drainCut = cut;
+          void running.drain(drainDelayMs, cut.signal).then(() => {
+            drainCut = undefined;
+            logger.info(cut.signal.aborted ? 'drain delay cut short by a second signal, shutting down' : 'drain delay over, shutting down');
+            return running.close();
+          }).then(() => process.exit(0));
+        } else if (service !== undefined) {
           void service.close().then(() => process.exit(0));
         } else if (config.redisUrl !== undefined) {
           // No redis-server of ours to stop, and the start may be waiting long (the
@@ -107,6 +125,14 @@ export function serveCommand(): Command {
       },
       repeated: (signal) => logger.debug({ signal }, 'the same signal again (passed on by npm), shutting down already'),
       force: (signal) => {
+        // In the drain delay nothing has been stopped yet: a second signal asks for the
+        // graceful shutdown now, not for an exit that skips it (a third one does that).
+        if (drainCut !== undefined) {
+          logger.debug({ signal }, 'second signal during the drain delay');
+          drainCut.abort();
+          drainCut = undefined;
+          return;
+        }
         logger.warn({ signal }, 'second signal, exiting now');
         abandon();
         process.exit(1);

@@ -30,6 +30,11 @@ export interface Config {
   readonly messageTtlMs: number;
   readonly sweepIntervalMs: number;
   readonly maxMessageBytes: number;
+  /**
+   * After SIGTERM, how long `/readyz` answers 503 before the shutdown begins, ms; 0:
+   * none (src/cli/serve.ts, docs/decisions.md "Drain delay").
+   */
+  readonly drainDelayMs: number;
   /** Node's `requestTimeout` and (up to 60 s) `headersTimeout`, ms (docs/api.md, 408). */
   readonly requestTimeoutMs: number;
   /** How long a history answer may go untaken once its client can read it, ms (src/api/history-budget.ts). */

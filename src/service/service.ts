@@ -59,6 +59,13 @@ export interface Service {
    */
   readonly timeFloor: number | undefined;
   /**
+   * The drain delay (`PIXIU_DRAIN_DELAY`, src/cli/serve.ts): from now on `GET /readyz`
+   * answers 503 and HTTP answers end their connection; everything else is served as
+   * before. Resolves after `delayMs`, or at once when `cut` is aborted; does not stop the
+   * service (call {@link close} then). Idempotent as to readiness: it stays 503.
+   */
+  drain(delayMs: number, cut?: AbortSignal): Promise<void>;
+  /**
    * Graceful stop: stop accepting, finish requests in flight, close Redis, the store
    * and the embedded redis-server. Idempotent.
    */
@@ -266,9 +273,10 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       store, inbox, rooms, claims: clientIds, records,
       onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record),
     });
+    let draining = false;
     const app = await buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
-      writeProblem: () => store.writeProblem,
+      writeProblem: () => store.writeProblem, draining: () => draining,
       extend: async (root, producerScope) => {
         await recordsRoute(root, { store, storeId: ownership.storeId, secret: clusterSecret });
         await gateway.register(root, producerScope);
@@ -337,6 +345,19 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       app,
       secrets,
       timeFloor,
+      drain: (delayMs, cut) => {
+        draining = true;
+        return new Promise<void>((resolve) => {
+          const done = (): void => {
+            clearTimeout(timer);
+            cut?.removeEventListener('abort', done);
+            resolve();
+          };
+          const timer = setTimeout(done, delayMs);
+          cut?.addEventListener('abort', done);
+          if (cut?.aborted === true) done();
+        });
+      },
       close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
     };

@@ -345,3 +345,11 @@ test('an enum setting takes its choices in any case, with spaces at either end: 
   assert.throws(() => loadConfig({ PIXIU_LOG_LEVEL: 'VERBOSE' }), (err: unknown) => err instanceof StartupError
     && err.message.includes('PIXIU_LOG_LEVEL="VERBOSE" is not valid') && /\(one of: fatal, error, warn/.test(err.message));
 });
+
+test('PIXIU_DRAIN_DELAY: 0 by default, a duration up to 10 minutes', () => {
+  assert.equal(loadConfig({}).drainDelayMs, 0);
+  assert.equal(loadConfig({ PIXIU_DRAIN_DELAY: '15s' }).drainDelayMs, 15_000);
+  assert.equal(loadConfig({}, { drainDelayMs: '10m' }).drainDelayMs, 600_000);
+  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: '11m' }), /PIXIU_DRAIN_DELAY="11m" is not valid/);
+  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: 'soon' }), /PIXIU_DRAIN_DELAY="soon" is not valid/);
+});

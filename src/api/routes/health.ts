@@ -16,6 +16,12 @@ import { redisStateReason } from '../../redis/state-replies.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, opsErrorResponses, unavailableAnswer } from '../schemas.js';
 
+/**
+ * The message of `/readyz` during the drain delay after SIGTERM (`PIXIU_DRAIN_DELAY`;
+ * docs/api.md, "Operations"; docs/decisions.md, "Drain delay").
+ */
+export const DRAINING = 'this node is shutting down (PIXIU_DRAIN_DELAY): it still serves requests and WebSockets until its drain delay ends, then stops; send new work to another node';
+
 /** An answer `{"status": <value>}`. */
 function statusBody(value: string, description: string) {
   return answerObject({ status: { type: 'string', enum: [value] } }, ['status'], description);
@@ -47,10 +53,13 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
         ...opsErrorResponses,
         503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
-          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim), or this node is shutting down'),
+          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim), or this node is shutting down (from SIGTERM on with PIXIU_DRAIN_DELAY, other routes still served)'),
       },
     },
   }, async () => {
+    // First: the drain delay is for a load balancer to take the node out, whatever
+    // Redis and the store say (src/cli/serve.ts).
+    if (deps.draining?.() === true) throw new PixiuError('UNAVAILABLE', DRAINING);
     if (!deps.store.isOpen) throw new PixiuError('UNAVAILABLE', 'the message store is not open');
     const problem = deps.writeProblem?.();
     if (problem !== undefined) throw new PixiuError('UNAVAILABLE', `the message store takes no messages now: ${problem}`);
