@@ -20,6 +20,7 @@ import { nextTurn, spend, turnSpent } from './send-turns.js';
 import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
+import { StallLog } from './stall-log.js';
 
 /**
  * The warning logged when an inbox gets a new epoch, by what showed it has less: the
@@ -88,7 +89,10 @@ export interface SessionDeps {
   readonly onStalled?: (stalled: boolean) => void;
   /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */
   readonly ackFailureLog?: LogThrottle;
-  /** Thins the node's `delivery fetch failed` warnings (one per user whose pull fails); default: every one. */
+  /**
+   * Thins the node's `delivery fetch failed` warnings (every failed pull of every user
+   * asks it, so a stall that goes on is logged again at its pace: stall-log.ts); default: every one.
+   */
   readonly fetchFailureLog?: LogThrottle;
   /**
    * Thins the node's warnings of epoch rotations asked for by a device's `last_seq` (each
@@ -120,6 +124,8 @@ export class UserSession {
   #onRotationSettled: (() => void) | undefined;
   /** Shutdown: no retry is armed any more once the last connection has gone ({@link stopRetrying}). */
   #retriesStopped = false;
+  /** The log lines of a stall: its failures, and its end. */
+  readonly #stallLog: StallLog;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -127,6 +133,7 @@ export class UserSession {
     this.#deps = deps;
     this.#ackRounds = ackRounds;
     this.#machine = new UserMachine(user, deps.machine);
+    this.#stallLog = new StallLog(user, deps.logger, deps.fetchFailureLog);
   }
 
   /** Connections of this user on this node. */
@@ -157,6 +164,7 @@ export class UserSession {
     else clearTimeout(this.#retryTimer);
     // Nobody is waiting here any more: not a stalled user of this node.
     this.#setStalled(false);
+    this.#stallLog.noConnectionLeft(this.#failures);
     void this.flushAcks();
     return true;
   }
@@ -347,6 +355,7 @@ export class UserSession {
       const context = { ...outageFields(err), user: this.user, epoch, cause, failures: this.#failures };
       if (this.#failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
       else logger.debug(context, 'inbox epoch rotation failed, will retry');
+      this.#stallLog.begin(this.#failures === 1);
     }
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
@@ -369,21 +378,19 @@ export class UserSession {
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records);
+      this.#stallLog.resumed(this.#failures);
       this.#failures = 0;
       this.#setStalled(false);
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the
       // next pull (Redis down, or a record's owning node unreachable: DESIGN.md §9).
       // The wait doubles from retryMs up to MAX_RETRY_FACTOR × retryMs; a notify or a
-      // heartbeat in the meantime pulls at once. One warning per failing streak.
+      // heartbeat in the meantime pulls at once. Logged thinned across the node's
+      // users, at its pace for as long as the stall lasts (stall-log.ts).
       this.#failures++;
-      const { logger } = this.#deps;
-      // An outage's warning: its reason, no stack (docs/api.md "Errors").
-      const context = { ...outageFields(err), user: this.user, failures: this.#failures };
-      // The first failure of a streak is a warning, thinned across the node's users.
-      const left = this.#failures === 1 ? (this.#deps.fetchFailureLog ?? EVERY_LINE).take() : undefined;
-      if (left !== undefined) logger.warn({ ...context, ...thinnedFields(left) }, 'delivery fetch failed, will retry');
-      else logger.debug(context, 'delivery fetch failed, will retry');
+      this.#stallLog.fetchFailed(err, this.#failures);
+      // Its last connection closed while the read ran: nobody waits, no retry (#retryLater).
+      if (this.#conns.size === 0) this.#stallLog.noConnectionLeft(this.#failures);
       this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
       this.#retryLater();
