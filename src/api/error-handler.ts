@@ -357,7 +357,9 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
       const left = outages.take();
       if (left !== undefined) req.log.warn({ ...outageFields(err), ...thinnedFields(left) }, 'request unavailable');
     } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
-    else req.log.debug({ code: err.code, msg: err.message }, 'request rejected');
+    // `reason`, not `msg`: pino writes its message as `msg`, and a second key of that name
+    // is dropped by every JSON reader (jq, JSON.parse keep the last).
+    else req.log.debug({ code: err.code, reason: err.message }, 'request rejected');
     onError?.(err, req);
     return sendError(reply, err);
   });

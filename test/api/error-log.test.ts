@@ -17,14 +17,16 @@ import { startService } from '../../src/service/service.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.js';
 import { expectError, metricSample, waitUntil } from '../harness/checks.js';
-import { capturingLogger, type LogLine } from '../harness/log-capture.js';
-import { TestClient, testToken } from '../harness/ws-client.js';
+import { capturingLogger, duplicateKeys, type LogLine } from '../harness/log-capture.js';
+import { Refused, TestClient, testToken } from '../harness/ws-client.js';
 
 const JWT_SECRET = 'error-log-tests-hs256-secret-of-32-chars';
 let redis: RedisServer;
 let serviceUrl: string;
 let client: PixiuClient;
 let lines: LogLine[];
+/** The captured lines as written (for the duplicate-key check). */
+let texts: string[];
 const files = cleanupList();
 
 before(async () => {
@@ -34,6 +36,7 @@ before(async () => {
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300', jwtSecret: JWT_SECRET, heartbeatMs: '300' });
   const captured = capturingLogger();
   lines = captured.lines;
+  texts = captured.texts;
   const service = await startService(config, captured.logger);
   files.after(() => service.close());
   client = new PixiuClient(service.url, service.secrets.apiToken);
@@ -194,4 +197,20 @@ test('a 501 NOT_IMPLEMENTED (a transfer coding Pixiu does not take) is the clien
   assert.match(answer, /^HTTP\/1\.1 501 /, answer);
   const errors = lines.slice(before).filter((l) => l.level >= 50);
   assert.deepEqual(errors, [], 'nothing at error or above');
+});
+
+test('a request refused for the client\'s fault is one debug line with its reason in `reason`, not a second `msg` key', async () => {
+  const from = texts.length;
+  expectError(await client.post('/v1/messages', { to: 'ada', data: 1 }), 400, 'INVALID_REQUEST', /"type"/);
+  // A WebSocket handshake with a token this node's key does not verify.
+  const badToken = await testToken({ kind: 'secret', secret: 'another-secret-of-thirty-two-chars!!' }, 'ada');
+  await assert.rejects(TestClient.connect(serviceUrl, { token: badToken, params: { device: 'phone' } }), (err: unknown) => err instanceof Refused && err.status === 401);
+  await client.get('/healthz');
+  const written = texts.slice(from);
+  // pino's message and a field named msg were both written as "msg": the reason was lost to every JSON reader.
+  assert.deepEqual(written.filter((text) => duplicateKeys(text).length > 0), [], 'no line with a key twice');
+  const rejected = written.map((text) => JSON.parse(text) as LogLine).filter((l) => l.msg === 'request rejected');
+  assert.deepEqual(rejected.map((l) => [l.level, l.code]), [[20, 'INVALID_REQUEST'], [20, 'UNAUTHORIZED']], JSON.stringify(rejected));
+  assert.match(String(rejected[0]?.reason), /"type"/);
+  assert.match(String(rejected[1]?.reason), /^invalid token/);
 });
