@@ -34,6 +34,13 @@ export interface NodeRegistryOptions {
    * lapse ({@link lapseLine}) before it calls this.
    */
   readonly onRegisteredAgain?: () => void;
+  /**
+   * The registry as each renewal read it: node id → registration expiry (ms, Redis's
+   * clock; expired ones removed, this node included), and that renewal's Redis time.
+   * Not called for the renewal run when Redis reconnects: the other nodes have not
+   * written theirs back yet after a Redis that lost its data (membership-log.ts).
+   */
+  readonly onRegistry?: (registered: ReadonlyMap<string, number>, nowMs: number) => void;
 }
 
 /** Why a renewal found this node's registration lapsed. */
@@ -104,8 +111,11 @@ export class NodeRegistry {
     this.#timer.unref();
     // Registered again as soon as Redis is back: a Redis restarted empty would otherwise
     // know no node for up to an interval, and other nodes would take this one for gone.
-    this.#redis.on('ready', this.#renewLogged);
+    this.#redis.on('ready', this.#renewOnReady);
   }
+
+  /** Redis (re)connected: renews at once, not telling {@link NodeRegistryOptions.onRegistry}. */
+  readonly #renewOnReady = (): void => this.#renewLogged(0, false);
 
   /** The renewal timer fired: renews, noting how late it fired (Node times the next from now). */
   readonly #onTimer = (): void => {
@@ -115,8 +125,8 @@ export class NodeRegistry {
     this.#renewLogged(timerLateMs);
   };
 
-  readonly #renewLogged = (timerLateMs = 0): void => {
-    this.#renew(timerLateMs).catch((err: unknown) => {
+  readonly #renewLogged = (timerLateMs = 0, observe = true): void => {
+    this.#renew(timerLateMs, observe).catch((err: unknown) => {
       this.#failed += 1;
       this.#opts.logger.warn(outageFields(err), 'node registration renewal failed');
     });
@@ -165,12 +175,15 @@ export class NodeRegistry {
   /** Stops renewing and deregisters. Never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    this.#redis.off('ready', this.#renewLogged);
+    this.#redis.off('ready', this.#renewOnReady);
     await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
   }
 
-  /** @param timerLateMs how late the renewal timer fired, ms (0 for a renewal not of the timer) */
-  async #renew(timerLateMs = 0): Promise<void> {
+  /**
+   * @param timerLateMs how late the renewal timer fired, ms (0 for a renewal not of the timer)
+   * @param observe whether {@link NodeRegistryOptions.onRegistry} is told what it read
+   */
+  async #renew(timerLateMs = 0, observe = true): Promise<void> {
     // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
     const startedAt = performance.now();
     const now = await redisNowMs(this.#redis);
@@ -179,9 +192,12 @@ export class NodeRegistry {
       this.#redis.zscore(this.#key, this.node),
       this.#redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
       this.#redis.zremrangebyscore(this.#key, '-inf', String(now)),
-      this.#redis.zrange(this.#key, '0', '-1'),
+      this.#redis.zrange(this.#key, '0', '-1', 'WITHSCORES'),
     ]));
-    this.#live = new Set(live);
+    const registered = new Map<string, number>();
+    for (let i = 0; i + 1 < live.length; i += 2) registered.set(live[i] as string, Number(live[i + 1]));
+    this.#live = new Set(registered.keys());
+    if (observe) this.#opts.onRegistry?.(registered, now);
     // On any renewal but the first, a registration missing (another node removed it
     // once lapsed, or Redis lost it) or past its expiry had lapsed.
     if (this.#registered && (before === null || Number(before) <= now)) this.#lapsed(startedAt, timerLateMs);

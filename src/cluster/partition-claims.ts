@@ -198,6 +198,22 @@ export class PartitionClaims {
     return redisCall(() => this.#redis.hkeys(this.#keys.storeDescriptions()));
   }
 
+  /**
+   * Where each running node can be read, from the stores' leases: node id → its store
+   * and advertised URL (a node with no lease — starting, stopped — is not in it).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async leasesByNode(): Promise<Map<string, { readonly storeId: string; readonly url: string }>> {
+    const storeIds = await this.storeIds();
+    const texts = storeIds.length === 0 ? [] : await redisCall(() => this.#redis.mget(...storeIds.map((id) => this.#keys.storeLease(id))));
+    const byNode = new Map<string, { storeId: string; url: string }>();
+    storeIds.forEach((storeId, i) => {
+      const lease = parseLease(texts[i] ?? null);
+      if (lease !== undefined) byNode.set(lease.node, { storeId, url: lease.url });
+    });
+    return byNode;
+  }
+
   /** The key {@link recordMinted} writes, for the operator's message. */
   mintedKey(storeId: string): string {
     return this.#keys.storeMinted(storeId);

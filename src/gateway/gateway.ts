@@ -42,6 +42,8 @@ import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
+import { MembershipLog } from '../cluster/membership-log.js';
+import { PartitionClaims } from '../cluster/partition-claims.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;
@@ -120,8 +122,12 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
+    // Other nodes joining and leaving, logged at info with their store and URL (membership-log.ts).
+    const claims = new PartitionClaims(redis, keys);
+    const membership = new MembershipLog(logger, node, () => claims.leasesByNode());
     this.#registry = new NodeRegistry(redis, keys, {
       node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_RENEW_MS * 3, logger,
+      onRegistry: (registered, nowMs) => void membership.observe(registered, nowMs),
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
