@@ -1,7 +1,8 @@
 /**
  * `pixiu inspect …`: ops commands that read Pixiu's state without the service's help.
  *
- * - `inspect id <msgid>`: decode a MsgID (partition, kind, counter).
+ * - `inspect id <msgid>`: decode a MsgID (partition, kind, counter) and, when Redis can
+ *   be read, name the store holding its partition and where its node listens.
  * - `inspect inbox <uid> [--after-seq n] [--limit n]`: a user's inbox bounds, entries and ack cursors.
  *
  * Redis is the configured `PIXIU_REDIS_URL`, or the embedded one of the data dir when
@@ -16,6 +17,8 @@ import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
+import { PartitionClaims } from '../cluster/partition-claims.js';
+import { RETIRED_STORE } from '../cluster/store-directory.js';
 
 /**
  * The settings `inspect inbox` takes. Not `inboxCap`: the cap acts only when an append
@@ -39,22 +42,64 @@ function intOption(text: string | undefined, name: string, min: number, max: num
   return n;
 }
 
+/** Which store holds a partition, and where its node listens (`inspect id`). */
+interface PartitionHolder {
+  readonly store: string;
+  /** The node's advertised URL; null when the store has no lease (its node is not running). */
+  readonly url: string | null;
+  readonly node?: string;
+}
+
+/**
+ * The holder of `partition` on the Redis at `url` (read-only: the claims hash and the
+ * store's lease, src/cluster/partition-claims.ts); null when no store claims it.
+ * @throws Error when Redis cannot be read
+ */
+async function partitionHolder(url: string, config: { redisPrefix: string; redisCommandTimeoutMs: number }, partition: number): Promise<PartitionHolder | null> {
+  const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' });
+  try {
+    const claims = new PartitionClaims(redis, new Keys(config.redisPrefix));
+    const store = await claims.ownerOf(partition);
+    if (store === null) return null;
+    if (store === RETIRED_STORE) return { store, url: null };
+    const lease = await claims.leaseOf(store);
+    return lease === undefined ? { store, url: null } : { store, url: lease.url, node: lease.node };
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** Builds the `inspect` subcommand and its children. */
 export function inspectCommand(): Command {
   const inspect = new Command('inspect').description('read Pixiu state for operations (ids, inboxes)');
 
-  inspect.command('id')
-    .description('decode a MsgID: partition, kind and counter')
+  const idCmd = inspect.command('id')
+    .description('decode a MsgID: partition, kind and counter; with a Redis to read, the store holding its partition (holder)')
     .argument('<msgid>', '16 hex digits')
-    .action((id: string) => {
-      let parts;
-      try {
-        parts = decodeMsgId(id);
-      } catch (err) {
-        throw new StartupError((err as Error).message);
-      }
-      process.stdout.write(`${JSON.stringify({ id, partition: parts.partition, kind: kindName(parts.kind), counter: parts.counter })}\n`);
-    });
+    .addHelpText('after', '\nholder (only when Redis is read: PIXIU_REDIS_URL, or the embedded Redis of a serve on the data dir):\n'
+      + '{"store": id, "url": where its node listens, "node": its id} — url null when the store\'s node is not running\n'
+      + '(no lease); store "retired" for retired partitions; holder null when no store claims the partition.\n'
+      + 'Redis named but not answering: the decoded id alone, and a note on stderr.');
+  addConfigOptions(idCmd, KEYS, { redisUrl: 'Redis to read the partition\'s holder from; unset: the embedded Redis of a `pixiu serve` running on the data dir, else none' });
+  idCmd.action(async (id: string) => {
+    let parts;
+    try {
+      parts = decodeMsgId(id);
+    } catch (err) {
+      throw new StartupError((err as Error).message);
+    }
+    const decoded = { id, partition: parts.partition, kind: kindName(parts.kind), counter: parts.counter };
+    const config = configFromOptions(idCmd, KEYS);
+    const url = config.redisUrl ?? (existsSync(localRedisSocket(config.dataDir)) ? unixUrl(localRedisSocket(config.dataDir)) : undefined);
+    let holder: PartitionHolder | null | undefined;
+    if (url !== undefined) {
+      holder = await partitionHolder(url, config, parts.partition).catch((err: unknown) => {
+        process.stderr.write(`the partition's holder is not shown: Redis could not be read (${(err as Error).message})\n`);
+        return undefined;
+      });
+    }
+    process.stdout.write(`${JSON.stringify(holder === undefined ? decoded : { ...decoded, holder })}\n`);
+  });
 
   const inboxCmd = inspect.command('inbox')
     .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors')

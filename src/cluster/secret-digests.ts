@@ -183,10 +183,15 @@ const KIND_SETTING: Readonly<Record<JwtKind, string>> = {
  * The error line of a secret that differs between this node and `nodes` (which have
  * `theirs`): which secret, who gets 401, where this node's came from when no setting
  * gave it, that a rolling rotation shows it until the last node has the new one, and
- * what to do. Never a secret or a digest.
+ * what to do. Never a secret or a digest. Each node is named by its id and, when `urls`
+ * has it (its store lease), the URL it advertises: an id alone (host-pid-random) left
+ * the reader to find which node it was (an ops finding).
  */
-export function secretMismatchLine(which: SecretName, here: NodeSecrets, theirs: SecretDigests, nodes: readonly string[]): string {
-  const on = `${nodes.length === 1 ? 'node' : 'nodes'} ${nodes.join(', ')}`;
+export function secretMismatchLine(
+  which: SecretName, here: NodeSecrets, theirs: SecretDigests, nodes: readonly string[], urls: ReadonlyMap<string, string> = new Map(),
+): string {
+  const named = nodes.map((n) => (urls.has(n) ? `${n} (${urls.get(n) ?? ''})` : n));
+  const on = `${nodes.length === 1 ? 'node' : 'nodes'} ${named.join(', ')}`;
   const api = which === 'PIXIU_API_TOKEN';
   const file = api ? 'api-token' : 'jwt-secret';
   const own = here.fromDataDir.includes(file)

@@ -33,6 +33,7 @@ import type { NodeRegistry } from './node-registry.js';
 import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { settingMismatchLine } from './shared-settings-text.js';
+import { PartitionClaims } from './partition-claims.js';
 import { readDigests, secretMismatchLine, type NodeSecrets, type SecretCheck, type SecretDigests, type SecretName } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
@@ -170,8 +171,12 @@ export async function announceSharedSettings(
     try {
       const found = await compareNodeEntries(redis, keys, registry, config, at);
       const here = at.secrets;
-      if (here !== undefined) {
-        for (const m of found.secrets) logger.error({ secret: m.which, nodes: m.nodes }, secretMismatchLine(m.which, here, m.theirs, m.nodes));
+      if (here !== undefined && found.secrets.length > 0) {
+        const urls = await advertisedUrls(redis, keys);
+        for (const m of found.secrets) {
+          const nodeUrls = m.nodes.map((n) => urls.get(n) ?? null);
+          logger.error({ secret: m.which, nodes: m.nodes, urls: nodeUrls }, secretMismatchLine(m.which, here, m.theirs, m.nodes, urls));
+        }
       }
       for (const m of found.settings) {
         logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes }, settingMismatchLine(m));
@@ -185,6 +190,15 @@ export async function announceSharedSettings(
     republish: publish,
     withdraw: () => redisCall(() => redis.hdel(keys.nodeSettings(), registry.node)).then(() => undefined, () => undefined),
   };
+}
+
+/**
+ * Node id → the URL it advertises, from the store leases (a node without one, or a
+ * Redis that does not answer: not in it — the line names the node by id alone).
+ */
+async function advertisedUrls(redis: Redis, keys: Keys): Promise<Map<string, string>> {
+  const leases = await new PartitionClaims(redis, keys).leasesByNode().catch(() => new Map<string, { url: string }>());
+  return new Map([...leases].map(([node, lease]) => [node, lease.url]));
 }
 
 /** The store a node-settings entry names, if any (an entry of an older release names none). */

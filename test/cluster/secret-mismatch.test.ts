@@ -33,7 +33,7 @@ test('a node started without PIXIU_API_TOKEN beside one with it logs at error th
   const files = cleanupList();
   t.after(() => files.run());
   const prefix = 'sm-token:';
-  await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT });
+  const a = await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT });
   const { logger, lines } = capturingLogger();
   const b = await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, jwtSecret: JWT }, logger);
   const found = secretLines(lines);
@@ -41,7 +41,10 @@ test('a node started without PIXIU_API_TOKEN beside one with it logs at error th
   const [line] = found as [LogLine];
   assert.equal(line.secret, 'PIXIU_API_TOKEN');
   const msg = line.msg ?? '';
-  assert.match(msg, /^the API token \(PIXIU_API_TOKEN\) differs between this node and node \S+: producers and admin callers get 401/);
+  assert.match(msg, /^the API token \(PIXIU_API_TOKEN\) differs between this node and node \S+ \(\S+\): producers and admin callers get 401/);
+  // The other node by id and by the URL it advertises (its store lease), in the text and in `urls`.
+  assert.ok(msg.includes(`(${a.service.url}):`), msg);
+  assert.deepEqual(line.urls, [a.service.url]);
   assert.match(msg, /This node generated its own now \(.*secrets\/api-token\) because PIXIU_API_TOKEN is not set/);
   assert.match(msg, /during a rolling change of it this is expected until the last node has the new one/);
   assert.ok(!msg.includes(TOKEN) && !msg.includes(b.service.secrets.apiToken));
@@ -78,7 +81,7 @@ test('nodes with the same secrets log no secret mismatch; another JWT secret is 
   const found = secretLines(differ.lines);
   assert.equal(found.length, 1, JSON.stringify(found));
   assert.equal(found[0]?.secret, 'client-token key');
-  assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+: clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
+  assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+ \(http:\/\/\S+\): clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
 });
 
 test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told', async () => {

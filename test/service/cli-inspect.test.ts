@@ -30,6 +30,33 @@ test('inspect id decodes a MsgID; a malformed one exits 1 naming the rule', asyn
   assert.match(bad.stderr, /16/);
 });
 
+test('inspect id with a Redis to read names the store holding the partition and its node\'s URL; no lease: url null; unclaimed: null; Redis not answering: the decoded id and a note', async () => {
+  const { redis: probe } = await openInbox(files, redis.url, 'holder:');
+  const keys = new Keys('holder:');
+  await probe.hset(keys.storePartitions(), '5', 'store-a', '6', 'store-b', '7', 'retired');
+  await probe.set(keys.storeLease('store-a'), JSON.stringify({ url: 'http://10.0.0.5:8080', node: 'vm-1-abc' }), 'PX', 60_000);
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'holder:' };
+  const holderOf = async (partition: number, runEnv: Record<string, string> = env): Promise<unknown> => {
+    const id = encodeMsgId({ partition, kind: MsgKind.user, counter: 1 });
+    const run = await runCli(['inspect', 'id', id], runEnv);
+    assert.equal(run.code, 0, run.stderr);
+    const shown = JSON.parse(run.stdout) as { id: string; holder?: unknown };
+    assert.equal(shown.id, id);
+    return 'holder' in shown ? shown.holder : 'absent';
+  };
+  const [held, stopped, retired, unclaimed] = await Promise.all([5, 6, 7, 8].map((p) => holderOf(p)));
+  assert.deepEqual(held, { store: 'store-a', url: 'http://10.0.0.5:8080', node: 'vm-1-abc' });
+  assert.deepEqual(stopped, { store: 'store-b', url: null });
+  assert.deepEqual(retired, { store: 'retired', url: null });
+  assert.equal(unclaimed, null);
+  // A Redis that does not answer (nothing listens on port 1): the decoding alone, exit 0, and why on stderr.
+  const id = encodeMsgId({ partition: 5, kind: MsgKind.user, counter: 1 });
+  const down = await runCli(['inspect', 'id', id], { PIXIU_REDIS_URL: 'redis://127.0.0.1:1', PIXIU_REDIS_COMMAND_TIMEOUT: '500' });
+  assert.equal(down.code, 0, down.stderr);
+  assert.deepEqual(JSON.parse(down.stdout), { id, partition: 5, kind: 'user', counter: 1 });
+  assert.match(down.stderr, /holder is not shown: Redis could not be read/);
+});
+
 test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq (a room message\'s with its room) and the ack cursors', async () => {
   const { inbox } = await openInbox(files, redis.url, 'insp:');
   // The second a room message: its entry names the room.
