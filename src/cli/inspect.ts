@@ -17,8 +17,6 @@ import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
-import { PartitionClaims } from '../cluster/partition-claims.js';
-import { RETIRED_STORE } from '../cluster/store-directory.js';
 
 /**
  * The settings `inspect inbox` takes. Not `inboxCap`: the cap acts only when an append
@@ -56,6 +54,10 @@ interface PartitionHolder {
  * @throws Error when Redis cannot be read
  */
 async function partitionHolder(url: string, config: { redisPrefix: string; redisCommandTimeoutMs: number }, partition: number): Promise<PartitionHolder | null> {
+  // Loaded here, not at start-up: help and argument errors start without ioredis.
+  const [{ createRedis }, { PartitionClaims }, { RETIRED_STORE }] = await Promise.all([
+    import('../redis/client.js'), import('../cluster/partition-claims.js'), import('../cluster/store-directory.js'),
+  ]);
   const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' });
   try {
     const claims = new PartitionClaims(redis, new Keys(config.redisPrefix));
@@ -90,6 +92,7 @@ export function inspectCommand(): Command {
     }
     const decoded = { id, partition: parts.partition, kind: kindName(parts.kind), counter: parts.counter };
     const config = configFromOptions(idCmd, KEYS);
+    const { localRedisSocket } = await import('../redis/local-server.js');
     const url = config.redisUrl ?? (existsSync(localRedisSocket(config.dataDir)) ? unixUrl(localRedisSocket(config.dataDir)) : undefined);
     let holder: PartitionHolder | null | undefined;
     if (url !== undefined) {
