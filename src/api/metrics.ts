@@ -68,10 +68,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Time from request to answer on the ingest routes. */
+  /**
+   * Time from the route's handler starting to its answer, of the ingest requests that
+   * stored what they were sent or found it stored (`created` or `duplicate`: 201 or 200),
+   * and of every batch answered 200, whatever its items' outcomes. A refused request
+   * (any error answer) is not timed: `pixiu_ingest_messages_total` counts it by its code.
+   */
   readonly ingestDuration = new Histogram({
     name: 'pixiu_ingest_duration_seconds',
-    help: 'Ingest request latency in seconds, by route',
+    help: 'Latency in seconds of ingest requests answered 200 or 201 (messages stored or found stored; batches answered), by route; refused ones are not timed',
     labelNames: ['route'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
@@ -274,6 +279,7 @@ export class Metrics {
   #zeroSeries(): void {
     for (const route of ['message', 'batch'] as const) {
       for (const outcome of ['created', 'duplicate'] as const) this.ingestMessages.inc(OUTCOME_LABELS[route][outcome], 0);
+      this.ingestDuration.zero(ROUTE_LABELS[route]);
     }
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
@@ -294,8 +300,9 @@ export class Metrics {
   }
 
   /**
-   * Records one ingest request's latency.
-   * @param startedMs when it began, from `performance.now()`
+   * Records the latency of one ingest request answered 200 or 201 (not a refused one:
+   * see {@link ingestDuration}).
+   * @param startedMs when its handler began, from `performance.now()`
    */
   observeIngest(route: IngestRoute, startedMs: number): void {
     this.ingestDuration.observe(ROUTE_LABELS[route], (performance.now() - startedMs) / 1000);

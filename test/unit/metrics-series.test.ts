@@ -9,10 +9,11 @@ import { Metrics } from '../../src/api/metrics.js';
 import { ERRORS } from '../../src/errors.js';
 import { metricSample } from '../harness/checks.js';
 
-test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones', async () => {
+test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, the ingest latency of each route', async () => {
   const text = await new Metrics().registry.metrics();
   const zero = [
     ...['message', 'batch'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
+    ...['message', 'batch'].map((route) => `pixiu_ingest_duration_seconds_count{route="${route}"}`),
     'pixiu_redis_errors_total{kind="connection"}', 'pixiu_redis_errors_total{kind="request"}',
     ...Object.keys(ERRORS).map((code) => `pixiu_http_errors_total{code="${code}"}`),
     ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
