@@ -4,14 +4,14 @@
  */
 import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyContextConfig, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { apiTokenChecker, bearerToken } from '../auth/api-token.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps, ProducerScope } from './deps.js';
-import type { IngestRoute, Metrics } from './metrics.js';
+import type { Metrics } from './metrics.js';
 import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers, sendError } from './error-handler.js';
 import { connectMethodAnswerer } from './connect-method.js';
 import { installContinue } from './expect-continue.js';
@@ -83,7 +83,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // (100 characters) would refuse valid ids with its own 414 body.
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Router errors (a bad percent-encoding) answer with the catalogue's body too.
-    frameworkErrors: frameworkErrorAnswerer((err, req) => countError(deps.metrics, err, req.routeOptions?.config?.ingestRoute)),
+    // Refused before routing there may be no route config: the path says what it was sent to.
+    frameworkErrors: frameworkErrorAnswerer((err, req) => countError(deps.metrics, err, routedOrPath(req.routeOptions?.config, req.raw))),
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
     clientErrorHandler: clientErrorAnswerer((err, req) => countRawError(deps.metrics, err, req)),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
@@ -113,7 +114,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       return;
     }
     const err = new PixiuError('UNAVAILABLE', SHUTTING_DOWN);
-    countError(deps.metrics, err, req.routeOptions.config?.ingestRoute);
+    countError(deps.metrics, err, req.routeOptions.config);
     req.log.info('request refused: this node is shutting down');
     void sendError(reply, err);
   });
@@ -208,7 +209,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     done();
   });
   installErrorHandlers(app, (err, req) => {
-    countError(deps.metrics, err, req.routeOptions.config.ingestRoute);
+    countError(deps.metrics, err, req.routeOptions.config);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
   });
@@ -290,14 +291,43 @@ function charsetOf(contentType: string | undefined): string | undefined {
   return first;
 }
 
+/** What a route's refusals count in besides `pixiu_http_errors_total` (its route config). */
+type CountedAs = Pick<FastifyContextConfig, 'ingestRoute' | 'wsHandshake'> | undefined;
+
 /**
- * Counts an error answer in `pixiu_http_errors_total`, and, on `POST /v1/messages`
- * (route config `ingestRoute`), in `pixiu_ingest_messages_total{route="message"}` by its
- * code: a refused request there is one refused message, whatever refused it.
+ * Counts an error answer in `pixiu_http_errors_total`; on `POST /v1/messages`,
+ * `/v1/broadcast` and `/v1/channels/{channel}/publish` (route config `ingestRoute`),
+ * in `pixiu_ingest_messages_total` by its code too: a refused request there is one
+ * refused message, whatever refused it (a batch counts its items itself); on
+ * `GET /v1/connect` (`wsHandshake`), in `pixiu_ws_handshakes_total` by its code.
  */
-function countError(metrics: Metrics, err: PixiuError, ingestRoute: IngestRoute | undefined): void {
+function countError(metrics: Metrics, err: PixiuError, route: CountedAs): void {
   metrics.httpErrors.inc({ code: err.code });
-  if (ingestRoute === 'message') metrics.countIngest(ingestRoute, err.code);
+  if (route?.ingestRoute !== undefined && route.ingestRoute !== 'batch') metrics.countIngest(route.ingestRoute, err.code);
+  if (route?.wsHandshake === true) metrics.countHandshake(err.code);
+}
+
+/** A channel publication's path (the channel's own rule is the route's: any segment will do here). */
+const CHANNEL_PUBLISH_PATH = /^\/v1\/channels\/[^/]+\/publish$/;
+
+/**
+ * What a request refused before fastify routed it (a client error, a 417, a bad
+ * percent-encoding) counts as, read from its method and path: the route config of the
+ * route it was sent to.
+ */
+function countedAs(req: IncomingMessage | undefined): CountedAs {
+  const path = req?.url?.split('?')[0];
+  if (path === undefined) return undefined;
+  if (req?.method === 'GET') return path === '/v1/connect' ? { wsHandshake: true } : undefined;
+  if (req?.method !== 'POST') return undefined;
+  if (path === '/v1/messages') return { ingestRoute: 'message' };
+  if (path === '/v1/broadcast') return { ingestRoute: 'broadcast' };
+  return CHANNEL_PUBLISH_PATH.test(path) ? { ingestRoute: 'channel' } : undefined;
+}
+
+/** The route config when it names what a refusal counts as, else what the path says ({@link countedAs}). */
+function routedOrPath(config: CountedAs, req: IncomingMessage): CountedAs {
+  return config?.ingestRoute !== undefined || config?.wsHandshake === true ? config : countedAs(req);
 }
 
 /**
@@ -305,7 +335,7 @@ function countError(metrics: Metrics, err: PixiuError, ingestRoute: IngestRoute 
  * there the route is not known, the path is.
  */
 function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
-  countError(metrics, err, req?.method === 'POST' && req.url?.split('?')[0] === '/v1/messages' ? 'message' : undefined);
+  countError(metrics, err, countedAs(req));
 }
 
 /**

@@ -5,56 +5,30 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FetchRead } from '../delivery/session.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
-import type { FrameType } from '../delivery/frames.js';
 import { ERRORS } from '../errors.js';
+import {
+  ACCEPTED, ACK_LABELS, FAILED, FETCH_READ_LABELS, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
+  SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type IngestRoute,
+} from './metric-labels.js';
 
-/**
- * The `t` of every frame the server sends (docs/protocol.md), the `t` label of
- * `pixiu_ws_frames_sent_total`: the keys of a record over `FrameType`, so that a frame
- * type added there and not here fails to compile.
- */
-const SERVER_FRAME_TYPES = Object.keys({
-  welcome: true, msg: true, gap: true, reset: true, bcast: true, pub: true, pong: true, error: true,
-} satisfies Record<FrameType, true>);
-
-/**
- * The close codes the server decides (close-codes.ts, and 1011 for an UNAVAILABLE or
- * INTERNAL error: src/errors.ts), whose `by="server"` series start at 0.
- */
-const SERVER_CLOSE_CODES: readonly number[] = [...new Set([...Object.values(CloseCode), 1011])];
-
-/** The ingest routes, as the `route` label names them. */
-export type IngestRoute = 'message' | 'batch';
+export type { AckLabel, IngestRoute } from './metric-labels.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
      * The ingest route a route is, for `pixiu_ingest_messages_total`: on
-     * `POST /v1/messages` a refused request is one refused message, whatever refused it
-     * (its JSON, its schema, its token, or ingest), so the error handler counts it.
+     * `POST /v1/messages`, `/v1/broadcast` and `/v1/channels/{channel}/publish` a refused
+     * request is one refused message, whatever refused it (its JSON, its schema, its
+     * token, or the handler), so the error handler counts it.
      */
     ingestRoute?: IngestRoute;
+    /**
+     * True on `GET /v1/connect`: a refused handshake is counted by its code in
+     * `pixiu_ws_handshakes_total`, whatever refused it (the error handler counts it).
+     */
+    wsHandshake?: boolean;
   }
 }
-
-/**
- * Label sets of the ingest metrics, built once: prom-client validates and hashes the
- * labels of every call, and these calls run once per request or message.
- */
-const ROUTE_LABELS: Readonly<Record<IngestRoute, { route: IngestRoute }>> = {
-  message: Object.freeze({ route: 'message' }),
-  batch: Object.freeze({ route: 'batch' }),
-};
-const OUTCOME_LABELS: Readonly<Record<IngestRoute, Readonly<Record<'created' | 'duplicate', { route: IngestRoute; outcome: string }>>>> = {
-  message: { created: Object.freeze({ route: 'message', outcome: 'created' }), duplicate: Object.freeze({ route: 'message', outcome: 'duplicate' }) },
-  batch: { created: Object.freeze({ route: 'batch', outcome: 'created' }), duplicate: Object.freeze({ route: 'batch', outcome: 'duplicate' }) },
-};
-
-/** `read` label sets of `pixiu_delivery_fetch_failures_total`, built once (as above). */
-const FETCH_READ_LABELS: Readonly<Record<FetchRead, { read: FetchRead }>> = {
-  inbox: Object.freeze({ read: 'inbox' }),
-  records: Object.freeze({ read: 'records' }),
-};
 
 /** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
 export class Metrics {
@@ -258,9 +232,63 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Client `ack` frames received, by what they did (src/delivery/effects.ts `AckOutcome`):
+   * `moved` a cursor, `refused` (answered with an `error` frame), `idle` (moved nothing:
+   * a repeat, another epoch's, or before delivery started).
+   */
+  readonly acks = new Counter({
+    name: 'pixiu_acks_total',
+    help: 'Ack frames received from WebSocket clients, by outcome (moved: a cursor moved; refused: answered with an error frame; idle: moved nothing)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  /**
+   * Device ack cursors written to Redis (coalesced: at most one per device every
+   * `PIXIU_ACK_FLUSH_INTERVAL`), by result; a `failed` one is kept and written again
+   * (src/delivery/ack-cursors.ts).
+   */
+  readonly ackCursorWrites = new Counter({
+    name: 'pixiu_ack_cursor_writes_total',
+    help: 'Device ack cursors written to Redis, by result (failed ones are kept and retried)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  /**
+   * WebSocket handshakes on `GET /v1/connect`, by outcome: `accepted` (the WebSocket
+   * opened: 101), or the error code it was refused with (before the upgrade).
+   */
+  readonly wsHandshakes = new Counter({
+    name: 'pixiu_ws_handshakes_total',
+    help: 'WebSocket handshakes, by outcome: accepted (101, the WebSocket opened) or the error code of the refusal',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
     this.#zeroSeries();
+  }
+
+  /** Counts one client `ack` frame by what it did. */
+  countAck(outcome: AckLabel): void {
+    this.acks.inc(ACK_LABELS[outcome]);
+  }
+
+  /** Counts device ack cursors written to Redis: `written` succeeded, `failed` did not. */
+  countAckWrites(written: number, failed: number): void {
+    if (written > 0) this.ackCursorWrites.inc(WRITTEN, written);
+    if (failed > 0) this.ackCursorWrites.inc(FAILED, failed);
+  }
+
+  /**
+   * Counts one WebSocket handshake.
+   * @param outcome `accepted`, or the error code it was refused with
+   */
+  countHandshake(outcome: string): void {
+    this.wsHandshakes.inc(outcome === 'accepted' ? ACCEPTED : { outcome });
   }
 
   /** Counts one failed delivery fetch by the read that failed. */
@@ -277,10 +305,13 @@ export class Metrics {
    * chose) still appear at their first event.
    */
   #zeroSeries(): void {
-    for (const route of ['message', 'batch'] as const) {
+    for (const route of INGEST_ROUTES) {
       for (const outcome of ['created', 'duplicate'] as const) this.ingestMessages.inc(OUTCOME_LABELS[route][outcome], 0);
       this.ingestDuration.zero(ROUTE_LABELS[route]);
     }
+    for (const labels of Object.values(ACK_LABELS)) this.acks.inc(labels, 0);
+    for (const labels of [WRITTEN, FAILED]) this.ackCursorWrites.inc(labels, 0);
+    for (const outcome of ['accepted', ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
     for (const code of Object.keys(ERRORS)) this.httpErrors.inc({ code }, 0);

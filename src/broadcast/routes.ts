@@ -6,6 +6,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
+import type { Metrics } from '../api/metrics.js';
 import { clientMsgId, conflictAnswer, errorResponses, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
 import { publishBroadcast, type BroadcasterDeps, type BroadcastInput } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
@@ -32,9 +33,14 @@ const broadcastResult = {
   required: ['id', 'bseq', 'duplicate'],
 } as const;
 
-/** Registers the broadcast route (call inside the API-token scope). */
-export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps): void {
+/**
+ * Registers the broadcast route (call inside the API-token scope). Counted in
+ * `pixiu_ingest_messages_total{route="broadcast"}` (a refusal by the error handler) and
+ * timed, when published or found published, in `pixiu_ingest_duration_seconds`.
+ */
+export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, metrics: Metrics): void {
   app.post<{ Body: BroadcastInput }>('/v1/broadcast', {
+    config: { ingestRoute: 'broadcast' },
     schema: {
       summary: 'Broadcast to every online connection, optionally filtered by JWT tags',
       operationId: 'sendBroadcast',
@@ -61,7 +67,10 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps): vo
       },
     },
   }, async (req, reply) => {
+    const started = performance.now();
     const result = await publishBroadcast(deps, req.body);
+    metrics.countIngest('broadcast', result.duplicate ? 'duplicate' : 'created');
+    metrics.observeIngest('broadcast', started);
     return reply.code(result.duplicate ? 200 : 201).send(result);
   });
 }

@@ -9,6 +9,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
+import type { Metrics } from '../api/metrics.js';
 import { clientMsgId, conflictAnswer, errorResponses, messageType, noQuery, withDuplicate } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { publicationDataJson } from '../store/record.js';
@@ -47,9 +48,14 @@ interface PublicationBody {
   readonly client_msg_id?: string;
 }
 
-/** Registers the channel route (call inside the API-token scope). */
-export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts: ChannelRouteOptions): void {
+/**
+ * Registers the channel route (call inside the API-token scope). Counted in
+ * `pixiu_ingest_messages_total{route="channel"}` (a refusal by the error handler) and
+ * timed, when published or found published, in `pixiu_ingest_duration_seconds`.
+ */
+export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts: ChannelRouteOptions, metrics: Metrics): void {
   app.post<{ Params: { channel: string }; Body: PublicationBody }>('/v1/channels/:channel/publish', {
+    config: { ingestRoute: 'channel' },
     schema: {
       summary: 'Publish to a channel\'s live subscribers',
       operationId: 'publishToChannel',
@@ -71,17 +77,31 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       },
     },
   }, async (req, reply) => {
+    const started = performance.now();
     const { channel } = req.params;
     const { type, client_msg_id: cid } = req.body;
     // Checked and measured as a stored message's content is (no `from` here).
     const dataJson = publicationDataJson(type, req.body.data, opts.maxMessageBytes);
-    if (cid === undefined) return reply.code(201).send({ id: await stream.publish(channel, type, Date.now(), dataJson), duplicate: false });
-    const fingerprint = publicationFingerprint(type, dataJson);
-    const published = await stream.publishOnce(channel, type, Date.now(), dataJson, cid, fingerprint);
-    if (published.before && published.fingerprint !== fingerprint) {
-      throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(cid)} was first used on channel ${channel} for another publication `
-        + `(${published.id}: its type or data differ); send a new publication with a new client_msg_id`);
-    }
+    const published = cid === undefined
+      ? { id: await stream.publish(channel, type, Date.now(), dataJson), before: false }
+      : await publishOnce(stream, channel, type, dataJson, cid);
+    metrics.countIngest('channel', published.before ? 'duplicate' : 'created');
+    metrics.observeIngest('channel', started);
     return reply.code(published.before ? 200 : 201).send({ id: published.id, duplicate: published.before });
   });
+}
+
+/**
+ * Publishes with a `client_msg_id`, once per channel (channel-stream.ts `publishOnce`).
+ * @returns its id, and `before` when it was published before (nothing published now)
+ * @throws PixiuError CONFLICT when the key was used on this channel for other content
+ */
+async function publishOnce(stream: ChannelStream, channel: string, type: string, dataJson: string, cid: string): Promise<{ id: string; before: boolean }> {
+  const fingerprint = publicationFingerprint(type, dataJson);
+  const published = await stream.publishOnce(channel, type, Date.now(), dataJson, cid, fingerprint);
+  if (published.before && published.fingerprint !== fingerprint) {
+    throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(cid)} was first used on channel ${channel} for another publication `
+      + `(${published.id}: its type or data differ); send a new publication with a new client_msg_id`);
+  }
+  return published;
 }

@@ -26,6 +26,8 @@ export interface AckCursorDeps {
   readonly retryMs: number;
   /** Thins the node's `ack cursor write failed` warnings; default: every one. */
   readonly ackFailureLog?: LogThrottle;
+  /** Counts the device cursors each write settled: `written` succeeded, `failed` did not (metrics). */
+  readonly onAckWrites?: (written: number, failed: number) => void;
 }
 
 /** The ack cursors of one user held on this node and not yet written to Redis. */
@@ -123,14 +125,18 @@ export class AckCursors implements AckFlushable {
         try {
           await this.#deps.inbox.ack(this.#user, device, a.seq, a.epoch);
         } catch {
+          this.#deps.onAckWrites?.(0, 1);
           return false;
         }
       }
+      this.#deps.onAckWrites?.(1, 0);
       return true;
     }
     const results = await Promise.allSettled(
       [...batch].map(([device, a]) => this.#deps.inbox.ack(this.#user, device, a.seq, a.epoch)));
-    return results.every((r) => r.status === 'fulfilled');
+    const written = results.filter((r) => r.status === 'fulfilled').length;
+    this.#deps.onAckWrites?.(written, results.length - written);
+    return written === results.length;
   }
 
   /** Holds again an ack whose write failed, unless one acked since (any epoch) supersedes it. */

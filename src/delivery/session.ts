@@ -89,6 +89,8 @@ export interface SessionDeps {
   readonly onStalled?: (stalled: boolean) => void;
   /** Thins the node's `ack cursor write failed` warnings (one per user and retry in an outage); default: every one. */
   readonly ackFailureLog?: LogThrottle;
+  /** Counts the device ack cursors each write settled (metrics; ack-cursors.ts). */
+  readonly onAckWrites?: (written: number, failed: number) => void;
   /**
    * Thins the node's `delivery fetch failed` warnings (every failed pull of every user
    * asks it, so a stall that goes on is logged again at its pace: stall-log.ts); default: every one.

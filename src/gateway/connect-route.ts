@@ -241,6 +241,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
+    // Its refusals, whatever refuses them, count in pixiu_ws_handshakes_total (app.ts).
+    config: { wsHandshake: true },
     schema: {
       summary: 'Open the WebSocket (protocol v1)',
       description: 'Upgrades to a WebSocket carrying JSON frames (see docs/protocol.md). Refusals happen before the upgrade with an HTTP status and the JSON error body.',
@@ -321,6 +323,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       else req.raw.socket.once('close', hs.dropUnopened);
     },
   }, (socket, req) => {
+    deps.onAccepted();
     const hs = handshakes.get(req);
     if (!hs) {
       socket.close(CloseCode.policy, 'handshake missing');

@@ -178,10 +178,13 @@ export class FrameHandler {
       return undefined;
     }
     switch (frame.t) {
-      case 'ack':
+      case 'ack': {
+        const outcome = this.#conn.session?.ack(this.#conn.id, frame.seq, frame.epoch) ?? 'idle';
+        this.#deps.onAck?.(outcome);
         // One that moves no cursor (refused, a repeat, another epoch's) has a budget (frame-limits.ts).
-        if ((this.#conn.session?.ack(this.#conn.id, frame.seq, frame.epoch) ?? 'idle') !== 'moved') this.#charge('idleAck');
+        if (outcome !== 'moved') this.#charge('idleAck');
         return undefined;
+      }
       case 'ping':
         this.#conn.send('{"t":"pong"}', 'pong');
         this.#conn.session?.heartbeat();

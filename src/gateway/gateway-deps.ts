@@ -7,6 +7,7 @@ import type { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import type { Hub } from '../delivery/hub.js';
 import type { CloseSide } from '../delivery/close-codes.js';
+import type { AckOutcome } from '../delivery/effects.js';
 import type { FrameType } from '../delivery/frames.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
@@ -42,6 +43,11 @@ export interface GatewayDeps {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   kickUser(user: string, device: string | undefined, code: number, reason: string): Promise<number>;
+  /**
+   * A handshake was accepted: its WebSocket opened (101), whether or not it then became
+   * a connection (metrics: `pixiu_ws_handshakes_total{outcome="accepted"}`).
+   */
+  onAccepted(): void;
   /** A connection was opened (metrics). */
   onOpen(conn: WsConnection, claims: ClientClaims): void;
   /**
@@ -66,6 +72,8 @@ export interface ConnectionDeps {
   readonly onHeartbeat: (conn: WsConnection) => void;
   /** Frames written to the socket: `n` of type `t` (metrics). */
   readonly onFrames: (t: FrameType, n: number) => void;
+  /** A well-formed `ack` frame was handled, with what it did (metrics: `pixiu_acks_total`). */
+  readonly onAck?: (outcome: AckOutcome) => void;
   /**
    * The connection closed (presence removal, metrics): with the code the server decided,
    * `by` 'server', or else the client's (or 1006 when the connection was lost), `by` 'client'.

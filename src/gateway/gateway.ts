@@ -163,6 +163,7 @@ export class Gateway implements GatewayDeps {
       onFetch: () => metrics.deliveryFetches.inc(),
       onFetchFailed: (read) => metrics.countFetchFailure(read),
       onStalled: (stalled) => (stalled ? metrics.deliveryStalledUsers.inc() : metrics.deliveryStalledUsers.dec()),
+      onAckWrites: (written, failed) => metrics.countAckWrites(written, failed),
       ackFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       fetchFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       resumeRotationLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
@@ -228,6 +229,7 @@ export class Gateway implements GatewayDeps {
         }, (err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
       },
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
+      onAck: (outcome) => metrics.countAck(outcome),
       onClosed: (c, code, by) => {
         this.#open.delete(c);
         metrics.wsConnections.dec();
@@ -316,6 +318,11 @@ export class Gateway implements GatewayDeps {
   /** Now by Redis's clock (the node registry's, NodeRegistry.now), ms: what presence entries expire by. */
   redisNow(): number {
     return this.#registry.now();
+  }
+
+  /** A handshake was accepted: its WebSocket opened (metrics). */
+  onAccepted(): void {
+    this.#metrics.countHandshake('accepted');
   }
 
   /** A WebSocket closed as it opened, before it became a connection (metrics). */

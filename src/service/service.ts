@@ -282,8 +282,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         await gateway.register(root, producerScope);
         await producerScope((scope) => {
           roomRoutes(scope, rooms);
-          broadcastRoutes(scope, { store, stream: gateway.broadcastStream, claims: clientIds, records });
-          channelRoutes(scope, gateway.channelStream, { maxMessageBytes: config.maxMessageBytes });
+          broadcastRoutes(scope, { store, stream: gateway.broadcastStream, claims: clientIds, records }, metrics);
+          channelRoutes(scope, gateway.channelStream, { maxMessageBytes: config.maxMessageBytes }, metrics);
         });
       },
     }, logger);

@@ -73,6 +73,40 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   assert.match(text, /^pixiu_nodejs_eventloop_lag_p99_seconds /m);
 });
 
+test('/metrics counts broadcasts and channel publications in the ingest metrics, by outcome, refusals included', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'metrics-bc:' });
+  const scrape = async (): Promise<string> => (await client.get('/metrics', { headers: { authorization: '' } })).text;
+  const fresh = await scrape();
+  for (const route of ['broadcast', 'channel']) {
+    for (const outcome of ['created', 'duplicate']) assert.equal(metricSample(fresh, `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`), 0, `${route} ${outcome} from the start`);
+    assert.equal(metricSample(fresh, `pixiu_ingest_duration_seconds_count{route="${route}"}`), 0, `${route} timed from the start`);
+  }
+  const broadcast = { type: 'b', data: 1 };
+  assert.equal((await client.post('/v1/broadcast', broadcast)).status, 201);
+  assert.equal((await client.post('/v1/broadcast', { ...broadcast, client_msg_id: 'b1' })).status, 201);
+  assert.equal((await client.post('/v1/broadcast', { ...broadcast, client_msg_id: 'b1' })).status, 200);
+  assert.equal((await client.post('/v1/broadcast', { ...broadcast, data: 2, client_msg_id: 'b1' })).status, 409);
+  assert.equal((await client.post('/v1/broadcast', { data: 1 })).status, 400);
+  assert.equal((await client.post('/v1/broadcast', broadcast, { headers: { authorization: 'Bearer wrong' } })).status, 401);
+  const publication = { type: 'p', data: 1 };
+  assert.equal((await client.post('/v1/channels/news/publish', publication)).status, 201);
+  assert.equal((await client.post('/v1/channels/news/publish', { ...publication, client_msg_id: 'p1' })).status, 201);
+  assert.equal((await client.post('/v1/channels/news/publish', { ...publication, client_msg_id: 'p1' })).status, 200);
+  assert.equal((await client.post('/v1/channels/news/publish', { ...publication, data: 2, client_msg_id: 'p1' })).status, 409);
+  assert.equal((await client.post('/v1/channels/news/publish', { ...publication, data: 'x'.repeat(70_000) })).status, 413);
+  assert.equal((await client.post('/v1/channels/a%20b/publish', publication)).status, 400);
+  // Refused by the router (a path that is not validly percent-encoded): told by its path.
+  assert.equal((await client.post('/v1/channels/%zz/publish', publication)).status, 400);
+  const text = await scrape();
+  const counted = (route: string): Record<string, number> => Object.fromEntries([...text.matchAll(
+    new RegExp(`^pixiu_ingest_messages_total\\{route="${route}",outcome="(\\w+)"\\} (\\d+)`, 'gm'))].map((m) => [m[1], Number(m[2])]));
+  assert.deepEqual(counted('broadcast'), { created: 2, duplicate: 1, CONFLICT: 1, INVALID_REQUEST: 1, UNAUTHORIZED: 1 });
+  assert.deepEqual(counted('channel'), { created: 2, duplicate: 1, CONFLICT: 1, PAYLOAD_TOO_LARGE: 1, INVALID_REQUEST: 2 });
+  // Timed when published or found published only.
+  assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="broadcast"}'), 3);
+  assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="channel"}'), 3);
+});
+
 test('GET /v1/openapi.json lists every route with its methods', async (t) => {
   const { client } = await startInProcess(t, { redisUrl: redis.url });
   const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });

@@ -9,11 +9,14 @@ import { Metrics } from '../../src/api/metrics.js';
 import { ERRORS } from '../../src/errors.js';
 import { metricSample } from '../harness/checks.js';
 
-test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, the ingest latency of each route', async () => {
+test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, acks, ack cursor writes, handshakes', async () => {
   const text = await new Metrics().registry.metrics();
   const zero = [
-    ...['message', 'batch'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
-    ...['message', 'batch'].map((route) => `pixiu_ingest_duration_seconds_count{route="${route}"}`),
+    ...['message', 'batch', 'broadcast', 'channel'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
+    ...['message', 'batch', 'broadcast', 'channel'].map((route) => `pixiu_ingest_duration_seconds_count{route="${route}"}`),
+    ...['moved', 'refused', 'idle'].map((outcome) => `pixiu_acks_total{outcome="${outcome}"}`),
+    ...['written', 'failed'].map((result) => `pixiu_ack_cursor_writes_total{result="${result}"}`),
+    ...['accepted', 'INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'].map((outcome) => `pixiu_ws_handshakes_total{outcome="${outcome}"}`),
     'pixiu_redis_errors_total{kind="connection"}', 'pixiu_redis_errors_total{kind="request"}',
     ...Object.keys(ERRORS).map((code) => `pixiu_http_errors_total{code="${code}"}`),
     ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
@@ -24,4 +27,5 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
   // Outside the fixed sets: no series until the first event.
   assert.equal(metricSample(text, 'pixiu_ws_closes_total{code="other",by="client"}'), undefined);
   assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="message",outcome="INVALID_REQUEST"}'), undefined);
+  assert.equal(metricSample(text, 'pixiu_ws_handshakes_total{outcome="INTERNAL"}'), undefined);
 });
