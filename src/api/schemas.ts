@@ -248,9 +248,12 @@ export function answerObject<const P extends Record<string, object>>(
  * would hide a route that answered the wrong status.
  * @param schema an object schema with a boolean `duplicate` property
  * @param duplicate its value under this status
+ * @param description what that value says, in place of the property's own description
+ *   (which may tell the other status's case: a pyclient tester's F8)
  */
-export function withDuplicate<const S extends { properties: { duplicate: object } }>(schema: S, duplicate: boolean) {
-  return { ...schema, properties: { ...schema.properties, duplicate: { ...schema.properties.duplicate, enum: [duplicate] } } } as const;
+export function withDuplicate<const S extends { properties: { duplicate: object } }>(schema: S, duplicate: boolean, description?: string) {
+  const property = { ...schema.properties.duplicate, enum: [duplicate], ...(description === undefined ? {} : { description }) };
+  return { ...schema, properties: { ...schema.properties, duplicate: property } } as const;
 }
 
 /**

@@ -61,7 +61,7 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
       },
       response: {
         200: { ...withDuplicate(broadcastResult, true), description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
-        201: { ...withDuplicate(broadcastResult, false), description: 'Stored and published to every node\'s connections' },
+        201: { ...withDuplicate(broadcastResult, false, 'false: stored and published now (its client_msg_id, if any, not used before)'), description: 'Stored and published to every node\'s connections' },
         409: conflictAnswer,
         ...errorResponses,
       },

@@ -71,7 +71,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       },
       response: {
         200: { ...withDuplicate(publicationResult, true), description: 'A duplicate: the same client_msg_id was published to this channel before; its id, nothing published again' },
-        201: { ...withDuplicate(publicationResult, false), description: 'Published (also when nobody is subscribed)' },
+        201: { ...withDuplicate(publicationResult, false, 'false: published now (its client_msg_id, if any, not used on this channel before)'), description: 'Published (also when nobody is subscribed)' },
         409: conflictAnswer,
         ...errorResponses,
       },

@@ -262,6 +262,13 @@ test('duplicate is fixed by the status where it says a repeat: true under 200, f
   }
 });
 
+test('duplicate\'s description under 201, where it has one, tells the false case, not the repeat of 200', () => {
+  for (const route of ['POST /v1/broadcast', 'POST /v1/channels/{channel}/publish']) {
+    const schema = operation(route).responses?.['201']?.content?.['application/json']?.schema as { properties: { duplicate: { description?: string } } };
+    assert.match(schema.properties.duplicate.description ?? '', /^false: /, route);
+  }
+});
+
 test('every parameter is described', () => {
   for (const [route, op] of operations) {
     for (const p of op.parameters ?? []) {
