@@ -56,6 +56,10 @@ export interface Config {
   readonly allowedOrigins: readonly string[];
   readonly maxClientFrameBytes: number;
   readonly maxConnectionsPerUser: number;
+  /** WebSocket handshakes one user may open on this node at once (a token bucket's size; src/gateway/user-rate.ts). */
+  readonly connectBurst: number;
+  /** WebSocket handshakes per minute one user may open on this node, sustained (the bucket's refill). */
+  readonly connectRatePerMinute: number;
   readonly deliveryWindow: number;
   readonly ackTimeoutMs: number;
   readonly redeliveryBackoffMs: readonly number[];

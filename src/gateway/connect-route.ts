@@ -2,8 +2,9 @@
  * `GET /v1/connect` (DESIGN.md §6): the WebSocket endpoint. Everything that can refuse
  * a connection runs before the upgrade, so a refusal is an HTTP status with the JSON
  * error body: 403 for an Origin not allowed (named, and logged at warn), 401 bad or expired token, 400 bad parameters,
- * 429 over the per-user connection limit (counted across nodes through presence),
- * 503 when Redis is down or the node is shutting down.
+ * 429 over the per-user connection limit (counted across nodes through presence) or
+ * over the user's handshake rate on this node (with `Retry-After`, before any Redis
+ * read: user-rate.ts), 503 when Redis is down or the node is shutting down.
  */
 import { randomBytes } from 'node:crypto';
 import { Socket } from 'node:net';
@@ -26,6 +27,7 @@ import { WsConnection } from './ws-connection.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
 import { cutText, quotedText } from '../text-cut.js';
+import { UserRates, overRate, type RateLimit } from './user-rate.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -221,6 +223,8 @@ function shuttingDown(): PixiuError {
 export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   const handshakes = new WeakMap<FastifyRequest, Handshake>();
   const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
+  const handshakeLimit: RateLimit = { burst: deps.config.connectBurst, perMinute: deps.config.connectRatePerMinute };
+  const handshakeRates = new UserRates(handshakeLimit);
   // A browser never shows JavaScript the 403's body (the page sees a failed socket,
   // 1006), so the refusal is logged too, thinned: any page may send handshakes.
   const refusedOrigins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
@@ -259,7 +263,13 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
-      claimsOf.set(req, await deps.verify(raw));
+      const claims = await deps.verify(raw);
+      // Each handshake costs the node its cursor reads and a window sent from the inbox
+      // (6 MiB of large messages): one user's devices reconnecting in a loop held the
+      // node (a hostile-client tester's finding). Refused here, before any Redis read.
+      const retryAfter = handshakeRates.take(claims.user);
+      if (retryAfter > 0) throw overRate('WebSocket handshakes', handshakeLimit, retryAfter, 'PIXIU_CONNECT_BURST, PIXIU_CONNECT_RATE');
+      claimsOf.set(req, claims);
     },
     preHandler: async (req, reply) => {
       const claims = claimsOf.get(req);
