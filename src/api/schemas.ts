@@ -153,11 +153,11 @@ export const errorBody = {
 /**
  * The `Retry-After` header of an answer, for a response schema's `headers`, which the
  * OpenAPI document shows (the serializer ignores them): sent with every 503
- * UNAVAILABLE and the history routes' 429 (error-handler.ts `sendError`), and with a
- * batch's 200 when an item is 503.
+ * UNAVAILABLE, the history routes' 429 and the `/v1/me` routes' per-user rate 429
+ * (error-handler.ts `sendError`), and with a batch's 200 when an item is 503.
  */
 export const retryAfterHeader = {
-  'Retry-After': { type: 'integer', minimum: 0, description: 'seconds to wait before sending it again, 1 (RFC 9110 §10.2.3)' },
+  'Retry-After': { type: 'integer', minimum: 0, description: 'seconds to wait before sending it again: 1, or until a per-user rate allows it again (RFC 9110 §10.2.3)' },
 } as const;
 
 /**

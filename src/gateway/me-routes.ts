@@ -1,6 +1,7 @@
 /**
  * Client routes for devices without a socket (DESIGN.md §7): `GET /v1/me/messages`
- * and `POST /v1/me/ack`, authenticated with the user's JWT (`Authorization: Bearer`).
+ * and `POST /v1/me/ack`, authenticated with the user's JWT (`Authorization: Bearer`),
+ * held to a request rate per user on this node ({@link ME_REQUEST_LIMIT}).
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -9,8 +10,22 @@ import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
-import { answerObject, device, errorResponses, historyRateLimitedAnswer, noQuery, seqCursor } from '../api/schemas.js';
+import { answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
+import { ME_REQUEST_LIMIT, UserRates, overRate } from './user-rate.js';
+
+/** The rate refusal, as the OpenAPI document words it. */
+const OVER_RATE_WORDS = `this user's requests to the /v1/me routes on this node are over their rate (a burst of ${ME_REQUEST_LIMIT.burst}, then ${ME_REQUEST_LIMIT.perMinute / 60} a second); nothing done. Send it again after Retry-After (docs/api.md, "Client routes")`;
+
+/** The 429 of `POST /v1/me/ack`, with `Retry-After`: over the rate. */
+const ackRateLimitedAnswer = { ...errorBody, description: `RATE_LIMITED: ${OVER_RATE_WORDS}`, headers: retryAfterHeader } as const;
+
+/** The 429 of `GET /v1/me/messages`, with `Retry-After`: over the rate, or the user's share of the history budget held. */
+const pageRateLimitedAnswer = {
+  ...errorBody,
+  description: `RATE_LIMITED: ${OVER_RATE_WORDS}; or this user's history pages in flight on this node hold their share of the node's budget, nothing read: read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)`,
+  headers: retryAfterHeader,
+} as const;
 
 /**
  * The largest `POST /v1/me/ack` body, bytes: 4 KiB (an ack is under 300 bytes), or
@@ -37,6 +52,7 @@ function missingTokenMessage(url: string): string {
 export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   await app.register(async (me) => {
     const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
+    const rates = new UserRates(ME_REQUEST_LIMIT);
     const user = (req: FastifyRequest): string => {
       const c = claimsOf.get(req);
       if (!c) throw new PixiuError('UNAUTHORIZED', 'a token is required');
@@ -47,7 +63,13 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
       // A token not in JWT form (the API token, or a JWT re-encoded) is refused with its
       // hint by the verifier, as at connect and in a refresh (jwt-form.ts).
-      claimsOf.set(req, await deps.verify(token));
+      const claims = await deps.verify(token);
+      // Before the body is read and before any Redis call: one token flooding these
+      // routes (~400 acks or ~530 pages a second) tripled producers' latency (a
+      // hostile-client tester's finding, low).
+      const retryAfter = rates.take(claims.user);
+      if (retryAfter > 0) throw overRate('requests to /v1/me', ME_REQUEST_LIMIT, retryAfter);
+      claimsOf.set(req, claims);
     });
 
     me.get<{ Querystring: { after_seq: number; limit: number } }>('/v1/me/messages', {
@@ -57,7 +79,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
         tags: ['client'],
         security: [{ userToken: [] }],
         querystring: historyQuery,
-        response: { 200: historyPage, ...errorResponses, 429: historyRateLimitedAnswer },
+        response: { 200: historyPage, ...errorResponses, 429: pageRateLimitedAnswer },
       },
     }, async (req, reply) => readHistory(deps.inbox, deps.store, user(req), req.query.after_seq, req.query.limit,
       req.server.historyBudget.hold(reply, pageHoldBytes(req.query.limit, deps.config.maxMessageBytes), user(req))));
@@ -83,6 +105,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
             cursor: { type: 'integer', description: 'the highest seq the device acked; never moves back' },
           }, ['device', 'cursor'], 'The device\'s ack cursor now'),
           ...errorResponses,
+          429: ackRateLimitedAnswer,
         },
       },
     }, async (req) => {

@@ -1,9 +1,10 @@
 /**
  * Per-user request rates on one node: a token bucket per user, for the WebSocket
- * handshakes of `GET /v1/connect` (`PIXIU_CONNECT_BURST`, `PIXIU_CONNECT_RATE`). A
- * request over its user's rate is refused 429 RATE_LIMITED with `Retry-After` before it
- * reads Redis or sends anything (docs/protocol.md "Connecting"; docs/decisions.md
- * "Per-user request rates").
+ * handshakes of `GET /v1/connect` (`PIXIU_CONNECT_BURST`, `PIXIU_CONNECT_RATE`) and the
+ * requests of the `/v1/me` routes ({@link ME_REQUEST_LIMIT}). A request over its
+ * user's rate is refused 429 RATE_LIMITED with `Retry-After` before it reads Redis or
+ * sends anything (docs/protocol.md "Connecting", docs/api.md "Client routes";
+ * docs/decisions.md, Gateway).
  *
  * Not limiter's RateLimiter: it keeps no bucket per key and cannot say when the next
  * token comes (the `Retry-After`); a bucket here is two numbers, refilled when read.
@@ -17,6 +18,16 @@ export interface RateLimit {
   /** Requests per minute it refills at (sustained), more than 0. */
   readonly perMinute: number;
 }
+
+/**
+ * The `/v1/me` routes' limit per user on one node: a burst of 200 requests, 20 per
+ * second sustained (1,200 a minute). Reading a whole inbox at the default cap (10,000
+ * messages) in pages of the default `limit` (100), each page acked, is 200 requests:
+ * the burst holds it at any speed, and a client polling every second uses 2 a second.
+ * One token's `autocannon` flood ran ~400–530 requests a second (a hostile-client
+ * tester's finding): held to 20, the node's other work keeps its pace.
+ */
+export const ME_REQUEST_LIMIT: RateLimit = Object.freeze({ burst: 200, perMinute: 1200 });
 
 /**
  * Users tracked at most by one {@link UserRates}; past it the least recently seen is
