@@ -109,30 +109,19 @@ function isJsonObject(part: string): boolean {
 }
 
 /**
- * The first of a three-part token's header and payload that does not decode to a JSON
- * object; undefined when both do. For the verifier, which finds such a token (of the
- * written form, `aaaa.bbbb.cccc`) refused by jose with no part named.
- */
-export function notJsonPart(token: string): 'header' | 'payload' | undefined {
-  const [header = '', payload = ''] = token.split('.', 2);
-  if (!isJsonObject(header)) return 'header';
-  if (!isJsonObject(payload)) return 'payload';
-  return undefined;
-}
-
-/**
  * Refuses a token not written as a JWT in compact serialization, before any
  * verification: not three base64url parts without padding, one part not in canonical
  * form (its length and its last character's unused bits; the characters before carry
- * no unused bits), or a header or payload whose JSON begins with a byte order mark.
- * Checks the text, in time linear in its length; a header or payload not in canonical
- * form is decoded to tell garbage from a respelled JWT.
+ * no unused bits), a header or payload that does not decode to a JSON object, or one
+ * whose JSON begins with a byte order mark. Checks the text and decodes the header and
+ * payload, in time linear in its length.
  *
- * The order, so that the most useful reason wins: the number of parts first (no dot:
- * the API token, {@link NOT_A_JWT}; else {@link wrongPartCount}), then the alphabet
- * ({@link NOT_COMPACT_JWT}), then part by part: a header or payload not in canonical
- * form that is not JSON either is {@link notWellFormed} (garbage, not a JWT respelled),
- * one that is JSON gets the canonical-form hint; a leading byte order mark last.
+ * The order, so that the most useful reason wins (docs/protocol.md, "Client tokens",
+ * states it): the number of parts first (no dot: the API token, {@link NOT_A_JWT};
+ * else {@link wrongPartCount}), then the alphabet ({@link NOT_COMPACT_JWT}), then part
+ * by part — header, payload, signature —: a header or payload that is not JSON is
+ * {@link notWellFormed} (garbage, not a JWT respelled), before its own form and any
+ * later part's; then the canonical form; a leading byte order mark last.
  * @throws PixiuError UNAUTHORIZED {@link NOT_A_JWT}, {@link wrongPartCount},
  *   {@link NOT_COMPACT_JWT}, {@link notWellFormed}, {@link impossibleLength},
  *   {@link nonZeroUnusedBits} or {@link leadingBom} naming the first part at fault
@@ -146,14 +135,14 @@ export function checkJwtForm(token: string): void {
   for (const part of PARTS) {
     const dot = token.indexOf('.', start);
     const end = dot < 0 ? token.length : dot;
+    // Garbage is told as such before any hint about its form, a later part's too
+    // (`aaaa.bbbb.c`: its header, not its 1-character signature). The signature is
+    // bytes, not JSON: its form is all there is to say of it.
+    if (part !== 'signature' && !isJsonObject(token.slice(start, end))) throw new PixiuError('UNAUTHORIZED', notWellFormed(part));
     const tail = (end - start) % 4;
     const fault = tail === 1 ? impossibleLength(part, end - start)
       : tail > 1 && (ALPHABET.indexOf(token.charAt(end - 1)) & (UNUSED_BITS[tail] ?? 0)) !== 0 ? nonZeroUnusedBits(part) : undefined;
-    if (fault !== undefined) {
-      // The signature is bytes, not JSON: its form is all there is to say of it.
-      if (part !== 'signature' && !isJsonObject(token.slice(start, end))) throw new PixiuError('UNAUTHORIZED', notWellFormed(part));
-      throw new PixiuError('UNAUTHORIZED', fault);
-    }
+    if (fault !== undefined) throw new PixiuError('UNAUTHORIZED', fault);
     // The signature is bytes, not JSON: it may begin with any.
     if (part !== 'signature' && token.startsWith(UTF8_BOM, start)) throw new PixiuError('UNAUTHORIZED', leadingBom(part));
     start = end + 1;

@@ -12,7 +12,6 @@ import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { cutText, quotedText } from '../text-cut.js';
-import { notJsonPart, notWellFormed } from './jwt-form.js';
 
 /**
  * The refusal of a token whose signature does not verify with the node's key: most
@@ -156,7 +155,7 @@ export function critRefused(header: Header): string | undefined {
 /** The refusal of a JWT whose header's `b64` is false: an unencoded payload, which a JWT must not have (RFC 7797 §7). */
 export const UNENCODED_PAYLOAD = 'invalid token: its header\'s b64 is false (an unencoded payload), which a JWT must not have (RFC 7797 §7)';
 
-/** The token's header, `{}` when it cannot be read (checkJwtForm and notJsonPart answer for such a token first). */
+/** The token's header, `{}` when it cannot be read (checkJwtForm answers for such a token first: a header that is no JSON object). */
 function headerOf(token: string): Header {
   try {
     return decodeProtectedHeader(token) as Header;
@@ -203,7 +202,7 @@ export class TokenRefusals {
    * caller's to tell apart first: 503, not 401). In jose's order of checks: `crit`,
    * `alg`, the key (`kid`), the signature, `b64`, the claims.
    * @returns PixiuError UNAUTHORIZED, jose's error as its cause: `token expired`; a
-   *   claim jose refused, named; {@link BAD_SIGNATURE}; {@link notWellFormed}; a `crit`
+   *   claim jose refused, named; {@link BAD_SIGNATURE}; a `crit`
    *   or `b64` refused ({@link critRefused}, {@link UNENCODED_PAYLOAD}); {@link noAlg},
    *   {@link algNotTaken}; for a JWKS {@link kidNotInJwks}, {@link kidOfOtherAlg},
    *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
@@ -221,12 +220,6 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
       this.#log(this.#badSignatures, headerFields(header), BAD_SIGNATURE_LOG);
       return refused(BAD_SIGNATURE);
-    }
-    // Of the written form (checkJwtForm) but a header or payload that is no JSON
-    // object (`aaaa.bbbb.cccc`): jose's JWSInvalid / JWTInvalid, named here.
-    if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) {
-      const part = notJsonPart(token);
-      if (part !== undefined) return refused(notWellFormed(part));
     }
     // jose checks `crit` first (an unknown extension is JOSENotSupported, a malformed
     // one JWSInvalid), `b64` false only once the signature holds (JWTInvalid).

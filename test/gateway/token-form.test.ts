@@ -106,6 +106,10 @@ test('a token not in compact form gets the same hint on every path: not a JWT (n
   assert.deepEqual(await answersTo(user, `${token.slice(0, token.lastIndexOf('.'))}.c2ln`), refusedEverywhere(BAD_SIGNATURE));
   // Garbage of three parts: not a well-formed JWT, before any RFC hint.
   assert.deepEqual(await answersTo(user, 'aaa.bbb.ccc'), refusedEverywhere(notWellFormed('header')));
+  // Before a later part's form too, as docs/protocol.md orders them (part by part, not
+  // JSON first): the header, not the 1-character signature (a hostile-client tester's nit).
+  assert.deepEqual(await answersTo(user, 'aaaa.bbbb.c'), refusedEverywhere(notWellFormed('header')));
+  assert.deepEqual(await answersTo(user, `${token.slice(0, token.indexOf('.'))}.bbbb.c`), refusedEverywhere(notWellFormed('payload')));
 });
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';

@@ -24,38 +24,50 @@ function formOf(token: string): string {
   }
 }
 
-/** The token with `part` in place of one of three canonical parts (`eyJ9`, 4 characters each). */
+/**
+ * The token with `part` in place of one of three canonical parts, the others a header
+ * and payload of JSON (`e30`: `{}`) and a signature of 4 characters (`eyJ9`).
+ */
 function withPart(which: JwtPart, part: string): string {
-  const parts = ['eyJ9', 'eyJ9', 'eyJ9'];
+  const parts = ['e30', 'e30', 'eyJ9'];
   parts[['header', 'payload', 'signature'].indexOf(which)] = part;
   return parts.join('.');
 }
 
-test('each part is refused exactly when its last character has unused bits set, for every character and every length; a header or payload that is no JSON either is not a well-formed JWT', () => {
+/** Whether a part decodes (leniently) to a JSON object, as a header or payload must. */
+function jsonObject(part: string): boolean {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
+test('each part is refused exactly when its last character has unused bits set, for every character and every length; a header or payload that is no JSON is not a well-formed JWT, whatever its spelling', () => {
   for (const which of ['header', 'payload', 'signature'] as const) {
-    // 2 and 3 characters (4 and 2 unused bits), and the same after whole groups of 4:
-    // not JSON, so a header or payload at fault is garbage, not a JWT respelled.
-    const garbage = which === 'signature' ? nonZeroUnusedBits(which) : notWellFormed(which);
+    // Not JSON, a header or payload is garbage, not a JWT respelled: that first.
+    const garbage = (part: string): string | undefined => (which !== 'signature' && !jsonObject(part) ? notWellFormed(which) : undefined);
+    // 2 and 3 characters (4 and 2 unused bits), and the same after whole groups of 4.
     for (const head of ['A', 'AB', 'eyJhAA', 'eyJhAAA']) {
       for (const last of ALPHABET) {
         const part = head + last;
         const canonical = Buffer.from(part, 'base64url').toString('base64url') === part;
-        assert.equal(formOf(withPart(which, part)), canonical ? 'ok' : garbage, `${which} ${part}`);
+        assert.equal(formOf(withPart(which, part)), garbage(part) ?? (canonical ? 'ok' : nonZeroUnusedBits(which)), `${which} ${part}`);
       }
     }
     // A whole group of 4 has no unused bits: every last character is canonical.
-    for (const last of ALPHABET) assert.equal(formOf(withPart(which, `eyJ${last}`)), 'ok', `${which} eyJ${last}`);
+    for (const last of ALPHABET) assert.equal(formOf(withPart(which, `eyJ${last}`)), garbage(`eyJ${last}`) ?? 'ok', `${which} eyJ${last}`);
     // 4k + 1 characters encode no bytes.
-    const impossible = (chars: number): string => which === 'signature' ? impossibleLength(which, chars) : notWellFormed(which);
-    assert.equal(formOf(withPart(which, 'eyJ9A')), impossible(5), which);
-    assert.equal(formOf(withPart(which, 'Q')), impossible(1), which);
+    assert.equal(formOf(withPart(which, 'eyJ9A')), garbage('eyJ9A') ?? impossibleLength(which, 5), which);
+    assert.equal(formOf(withPart(which, 'Q')), garbage('Q') ?? impossibleLength(which, 1), which);
   }
   // An empty signature (an unsigned token, refused later by the algorithm) is canonical.
-  assert.equal(formOf('eyJ9.eyJ9.'), 'ok');
+  assert.equal(formOf('e30.e30.'), 'ok');
   // The first part at fault is named.
   assert.equal(formOf('eyJhB.eyJ9B.eyJ9'), notWellFormed('header'));
-  assert.equal(formOf('eyJ9.eyJhBB.eyJ9AB'), notWellFormed('payload'));
-  assert.equal(formOf('eyJ9.eyJ9.eyJ9AB'), nonZeroUnusedBits('signature'));
+  assert.equal(formOf('e30.eyJhBB.eyJ9AB'), notWellFormed('payload'));
+  assert.equal(formOf('e30.e30.eyJ9AB'), nonZeroUnusedBits('signature'));
 });
 
 test('a header or payload of JSON respelled in its last character\'s unused bits, or one character too long, gets the canonical-form hint', () => {
@@ -77,14 +89,22 @@ test('a header or payload of JSON respelled in its last character\'s unused bits
   }
 });
 
-test('garbage of three parts is not a well-formed JWT, naming the part, before any RFC hint; so is it from the verifier when its form is canonical', async () => {
+test('garbage of three parts is not a well-formed JWT, naming the part, before any RFC hint, a later part\'s included, and before the signature is checked', async () => {
   assert.equal(formOf('aaa.bbb.ccc'), notWellFormed('header'));
   assert.equal(formOf('e30.bbb.ccc'), notWellFormed('payload'));
+  // Canonical (4-character parts): decoding tells.
+  assert.equal(formOf('aaaa.bbbb.cccc'), notWellFormed('header'));
+  // Part by part, not JSON first (docs/protocol.md): the header's, not the signature's
+  // length (a hostile-client tester's nit: it answered the signature's).
+  assert.equal(formOf('aaaa.bbbb.c'), notWellFormed('header'));
+  assert.equal(formOf('e30.bbbb.c'), notWellFormed('payload'));
+  assert.equal(formOf('e30.e30.c'), impossibleLength('signature', 1));
   const verify = createVerifier({ kind: 'secret', secret: 'jwt-form-test-secret-of-32-characters' });
-  // Canonical (4-character parts), so only decoding tells: jose's own refusal, named.
-  assert.equal(formOf('aaaa.bbbb.cccc'), 'ok');
+  const header = Buffer.from('{"alg":"HS256"}').toString('base64url');
+  // The form is checked before the signature: a payload that is no JSON says so, not "another key".
   await assert.rejects(verify('aaaa.bbbb.cccc'), { code: 'UNAUTHORIZED', message: notWellFormed('header') });
-  await assert.rejects(verify(`${Buffer.from('{"alg":"HS256"}').toString('base64url')}.bbbb.cccc`), { code: 'UNAUTHORIZED', message: /^invalid token: its signature does not verify/ });
+  await assert.rejects(verify(`${header}.bbbb.cccc`), { code: 'UNAUTHORIZED', message: notWellFormed('payload') });
+  await assert.rejects(verify(`${header}.e30.cccc`), { code: 'UNAUTHORIZED', message: /^invalid token: its signature does not verify/ });
 });
 
 test('padding, + or /, and a wrong number of parts keep their own hints; the API token hint only for a token with no dot', () => {
@@ -141,8 +161,12 @@ test('a header or payload whose JSON begins with a byte order mark is refused, s
   await assert.rejects(verify(signedText(`\ufeff${header}`, payload)), { code: 'UNAUTHORIZED', message: leadingBom('header') });
   await assert.rejects(verify(signedText(header, `\ufeff${payload}`)), { code: 'UNAUTHORIZED', message: leadingBom('payload') });
   // Checked on the text: the BOM's 3 bytes are its first 4 characters, whatever follows.
-  for (const after of ['', '{', '{}', ' {"a":1}']) {
-    assert.equal(formOf(withPart('payload', b64(`\ufeff${after}`).padEnd(4, 'A'))), leadingBom('payload'), JSON.stringify(after));
+  for (const after of ['{}', ' {"a":1}']) {
+    assert.equal(formOf(withPart('payload', b64(`\ufeff${after}`))), leadingBom('payload'), JSON.stringify(after));
+  }
+  // What is not JSON behind it is told so first (docs/protocol.md: not JSON, then the form, then a BOM).
+  for (const after of ['', '{']) {
+    assert.equal(formOf(withPart('payload', b64(`\ufeff${after}`).padEnd(4, 'A'))), notWellFormed('payload'), JSON.stringify(after));
   }
   // U+FEFF anywhere else is JSON's business (inside a string it is a character like any).
   assert.equal(formOf(withPart('payload', b64('{"a":"\ufeff"}'))), 'ok');
