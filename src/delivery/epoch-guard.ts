@@ -154,7 +154,7 @@ export class EpochGuard {
   /**
    * Asks again into `effects` for a proven rotation that failed (owed), as `delivered`.
    * The machine calls it on a heartbeat: the session's retry timer after a failure, with
-   * the back-off of a failed fetch (session.ts), never in a loop.
+   * the back-off of a failed fetch (retry-backoff.ts), never in a loop.
    * @param fetchInFlight a fetch was started before: its page will be dropped
    * @returns true when it asked (the machine then starts no fetch)
    */

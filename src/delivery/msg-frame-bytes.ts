@@ -78,7 +78,7 @@ function encodeData(data: unknown): Buffer | undefined {
  * The UTF-8 text of a `msg` frame, byte for byte `JSON.stringify(frame)`'s, its `data`
  * encoded once per node (see the module's comment).
  * @throws what `JSON.stringify(frame.data)` throws: the frame cannot be sent (the
- *   session sends a `gap` of its seq instead, src/delivery/session.ts)
+ *   session sends a `gap` of its seq instead, src/delivery/send-frame.ts)
  */
 export function msgFrameBytes(frame: MsgFrame): Buffer {
   let head = '{';

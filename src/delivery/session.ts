@@ -1,8 +1,9 @@
 /**
  * The I/O around one user's delivery state machine (DESIGN.md §5): performs its
- * effects — inbox reads with their content, frames written to connections, ack cursors
- * held for the node's write rounds (ack-cursors.ts), redelivery timers, closes — and
- * feeds the results back as events.
+ * effects — inbox reads with their content, retried after a back-off when they fail
+ * (retry-backoff.ts), frames written to connections (send-frame.ts), ack cursors held
+ * for the node's write rounds (ack-cursors.ts), redelivery timers, epoch rotations
+ * (their lines: rotation-logs.ts), closes — and feeds the results back as events.
  * The decisions all live in machine.ts; this file only carries them out.
  */
 import { outageFields } from '../errors.js';
@@ -13,33 +14,16 @@ import type { StoredMessage } from '../store/record.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
-import type { FrameType, ServerFrame } from './frames.js';
+import type { FrameType } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
-import { msgFrameBytes } from './msg-frame-bytes.js';
-import { nextTurn, spend, turnSpent } from './send-turns.js';
+import { nextTurn, turnSpent } from './send-turns.js';
+import { sendFrame } from './send-frame.js';
+import { RetryBackoff } from './retry-backoff.js';
+import { logRotation } from './rotation-logs.js';
 import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
 import { StallLog } from './stall-log.js';
-
-/**
- * The warning logged when an inbox gets a new epoch, by what showed it has less: the
- * node's own deliveries prove Redis lost appends; a device's `last_seq` may be Redis's
- * loss or the client's mistake, which the node cannot tell apart (docs/decisions.md,
- * "Redis with less than it had").
- */
-const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
-  delivered: 'inbox came back from Redis with less than was delivered: new epoch, its devices are reset',
-  resume: 'a device resumed from a last_seq above the inbox\'s latest under its epoch: Redis lost appends '
-    + '(an older snapshot, a failover), or the client sent a wrong last_seq; new epoch, its devices are reset',
-};
-
-/** The line of a resume claim whose rotation the cool-down refused (epoch-guard.ts {@link RESUME_ROTATION_COOLDOWN_MS}). */
-const KEPT_LOG = 'a device resumed from a last_seq above the inbox\'s latest under its epoch within the cool-down '
-  + 'of the last such rotation: epoch kept, only that device is reset (a client that keeps its last_seq after a reset?)';
-
-/** The retry wait after failed fetches grows up to this many times `retryMs`. */
-export const MAX_RETRY_FACTOR = 4;
 
 /**
  * Which read of a fetch failed: `inbox` the inbox page (Redis), `records` the content
@@ -75,7 +59,7 @@ export interface SessionDeps {
   readonly logger: Logger;
   /**
    * Wait before pulling again after a failed fetch, ms; it doubles with each failure
-   * in a row, up to {@link MAX_RETRY_FACTOR} times.
+   * in a row, up to `MAX_RETRY_FACTOR` times (retry-backoff.ts).
    */
   readonly retryMs: number;
   /** Counts inbox reads (metrics). */
@@ -117,15 +101,10 @@ export class UserSession {
   readonly #ackRounds: AckRounds;
   /** Ack cursors not yet written to Redis (ack-cursors.ts); made on the first ack. */
   #acks: AckCursors | undefined;
-  #retryTimer: NodeJS.Timeout | undefined;
-  /** Fetches failed in a row (for the retry back-off). */
-  #failures = 0;
-  /** True from a failed fetch, while connections are here, until a fetch succeeds ({@link SessionDeps.onStalled}). */
-  #stalled = false;
+  /** The back-off after failed reads, and the stalled flag (retry-backoff.ts); made on the first failure. */
+  #retry: RetryBackoff | undefined;
   /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
   #onRotationSettled: (() => void) | undefined;
-  /** Shutdown: no retry is armed any more once the last connection has gone ({@link stopRetrying}). */
-  #retriesStopped = false;
   /** The log lines of a stall: its failures, and its end. */
   readonly #stallLog: StallLog;
 
@@ -161,12 +140,10 @@ export class UserSession {
     this.#run(this.#machine.logout(connId));
     if (this.#conns.size > 0) return false;
     // A rotation owed is still retried with nobody here ({@link owesRotation}); it alone
-    // must not keep the process alive.
-    if (this.owesRotation) this.#retryTimer?.unref();
-    else clearTimeout(this.#retryTimer);
-    // Nobody is waiting here any more: not a stalled user of this node.
-    this.#setStalled(false);
-    this.#stallLog.noConnectionLeft(this.#failures);
+    // must not keep the process alive. Nobody is waiting here any more: not a stalled
+    // user of this node.
+    this.#retry?.leftAlone(this.owesRotation);
+    this.#stallLog.noConnectionLeft(this.#retry?.failures ?? 0);
     void this.flushAcks();
     return true;
   }
@@ -189,8 +166,7 @@ export class UserSession {
 
   /** Shutdown: clears a retry armed with no connection here, and arms none again then. */
   stopRetrying(): void {
-    this.#retriesStopped = true;
-    if (this.#conns.size === 0) clearTimeout(this.#retryTimer);
+    this.#backoff().stop(this.#conns.size === 0);
   }
 
   /**
@@ -260,30 +236,8 @@ export class UserSession {
       switch (e.kind) {
         case 'send': {
           const conn = this.#conns.get(e.conn);
-          if (conn) {
-            let frame: ServerFrame = e.frame;
-            if (frame.t === 'welcome') {
-              const bseq = conn.welcomeBseq?.();
-              if (bseq !== undefined) frame = { ...frame, bseq };
-            }
-            let text: string | Buffer | undefined = this.#serialise(frame);
-            if (text === undefined) {
-              if (frame.t !== 'msg') break;
-              // In its place, in seq order: a gap of its seq, `undeliverable` (its content
-              // is there: a client may say so rather than "expired").
-              (unsendable ??= []).push({ conn: e.conn, seq: frame.seq });
-              // Marked as the msg was: a redelivery round resends a seq that went out before.
-              // And with the epoch the msg carried (the first after a null epoch).
-              frame = {
-                t: 'gap', from: frame.seq, to: frame.seq, reason: 'undeliverable',
-                ...(frame.redelivered === true ? { redelivered: true as const } : {}), ...(frame.epoch !== undefined ? { epoch: frame.epoch } : {}),
-              };
-              text = JSON.stringify(frame);
-            }
-            spend(text.length);
-            conn.send(text, frame.t);
-            if (frame.t === 'welcome') conn.welcomed?.();
-          }
+          const gapOf = conn && sendFrame(conn, e.frame, this.#deps.logger, this.user);
+          if (gapOf !== undefined) (unsendable ??= []).push({ conn: e.conn, seq: gapOf });
           break;
         }
         case 'fetch':
@@ -304,23 +258,6 @@ export class UserSession {
       }
     }
     for (const u of unsendable ?? []) this.#run(this.#machine.undeliverable(u.conn, u.seq));
-  }
-
-  /**
-   * The JSON of a frame (a `msg`'s as UTF-8 bytes, its `data` encoded once per node:
-   * msg-frame-bytes.ts), or undefined when it cannot be serialised. Ingest refuses
-   * data nested past `MAX_DATA_DEPTH`, but a record stored before that limit (or any
-   * other serialiser failure) must cost its seq, never the process: the failure is
-   * logged with the MsgID and the seq then goes out as a `gap`, reason `undeliverable`.
-   */
-  #serialise(frame: ServerFrame): string | Buffer | undefined {
-    try {
-      return frame.t === 'msg' ? msgFrameBytes(frame) : JSON.stringify(frame);
-    } catch (err) {
-      const context = frame.t === 'msg' ? { msgId: frame.id, seq: frame.seq } : {};
-      this.#deps.logger.error({ err, user: this.user, t: frame.t, ...context }, 'frame cannot be serialised (a msg goes out as a gap)');
-      return undefined;
-    }
   }
 
   #setTimer(connId: string, delayMs: number | null): void {
@@ -344,20 +281,15 @@ export class UserSession {
     try {
       // Only a device's claim can be the client's mistake: such rotations have a cool-down.
       const after = await this.#deps.inbox.rotateEpoch(this.user, epoch, cause === 'resume' ? RESUME_ROTATION_COOLDOWN_MS : 0);
-      const kept = after === epoch;
-      outcome = kept ? 'kept' : 'made';
-      const context = { user: this.user, epoch, newEpoch: after };
-      const left = cause === 'delivered' ? 0 : ((kept ? this.#deps.resumeKeptLog : this.#deps.resumeRotationLog) ?? EVERY_LINE).take();
-      if (left === undefined) logger.debug(context, kept ? KEPT_LOG : ROTATION_LOGS[cause]);
-      else if (kept) logger.info({ ...context, ...thinnedFields(left) }, KEPT_LOG);
-      else logger.warn({ ...context, ...thinnedFields(left) }, ROTATION_LOGS[cause]);
+      outcome = after === epoch ? 'kept' : 'made';
+      logRotation(this.#deps, { user: this.user, epoch, newEpoch: after }, cause);
     } catch (err) {
       // Counted with failed fetches: one streak of an outage, one back-off.
-      this.#failures++;
-      const context = { ...outageFields(err), user: this.user, epoch, cause, failures: this.#failures };
-      if (this.#failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
+      const failures = this.#backoff().failed();
+      const context = { ...outageFields(err), user: this.user, epoch, cause, failures };
+      if (failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
       else logger.debug(context, 'inbox epoch rotation failed, will retry');
-      this.#stallLog.begin(this.#failures === 1);
+      this.#stallLog.begin(failures === 1);
     }
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
@@ -380,19 +312,18 @@ export class UserSession {
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records);
-      this.#stallLog.resumed(this.#failures);
-      this.#failures = 0;
-      this.#setStalled(false);
+      this.#stallLog.resumed(this.#retry?.failures ?? 0);
+      this.#retry?.succeeded();
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the
       // next pull (Redis down, or a record's owning node unreachable: DESIGN.md §9).
       // The wait doubles from retryMs up to MAX_RETRY_FACTOR × retryMs; a notify or a
       // heartbeat in the meantime pulls at once. Logged thinned across the node's
       // users, at its pace for as long as the stall lasts (stall-log.ts).
-      this.#failures++;
-      this.#stallLog.fetchFailed(err, this.#failures);
+      const failures = this.#backoff().failed();
+      this.#stallLog.fetchFailed(err, failures);
       // Its last connection closed while the read ran: nobody waits, no retry (#retryLater).
-      if (this.#conns.size === 0) this.#stallLog.noConnectionLeft(this.#failures);
+      if (this.#conns.size === 0) this.#stallLog.noConnectionLeft(failures);
       this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
       this.#retryLater();
@@ -400,27 +331,12 @@ export class UserSession {
     this.#run(effects);
   }
 
-  /**
-   * After a failed read or epoch rotation (`#failures` in a row): a heartbeat in
-   * `retryMs`, doubled per failure up to {@link MAX_RETRY_FACTOR} times, while a
-   * connection is here, or while a rotation is owed ({@link owesRotation}); delivery is
-   * stalled until a fetch succeeds.
-   */
+  /** After a failed read or epoch rotation: a heartbeat later (retry-backoff.ts `later`), while a connection is here or a rotation is owed. */
   #retryLater(): void {
-    clearTimeout(this.#retryTimer);
-    const alone = this.#conns.size === 0;
-    // A session whose last connection closed while the call ran has nobody to retry
-    // for, unless the rotation it owes: the loss it proved is known nowhere else.
-    if (alone && (!this.owesRotation || this.#retriesStopped)) return;
-    if (!alone) this.#setStalled(true);
-    const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
-    this.#retryTimer = setTimeout(() => this.heartbeat(), this.#deps.retryMs * factor);
-    if (alone) this.#retryTimer.unref();
+    this.#backoff().later(this.#conns.size === 0, this.owesRotation);
   }
 
-  #setStalled(stalled: boolean): void {
-    if (this.#stalled === stalled) return;
-    this.#stalled = stalled;
-    this.#deps.onStalled?.(stalled);
+  #backoff(): RetryBackoff {
+    return (this.#retry ??= new RetryBackoff(this.#deps.retryMs, () => this.heartbeat(), this.#deps.onStalled));
   }
 }

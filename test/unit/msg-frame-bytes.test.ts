@@ -2,7 +2,7 @@
  * A `msg` frame's bytes are exactly `JSON.stringify(frame)`'s, with the message's
  * `data` encoded once per node however many recipients' frames carry it
  * (src/delivery/msg-frame-bytes.ts); a `data` that cannot be serialised still becomes
- * an `undeliverable` gap of each recipient's seq (src/delivery/session.ts).
+ * an `undeliverable` gap of each recipient's seq (src/delivery/send-frame.ts).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,0 +1,93 @@
+/**
+ * A user session's back-off after failed reads (session.ts): an inbox fetch or an
+ * epoch rotation that failed is retried by a heartbeat after `retryMs`, doubled per
+ * failure in a row up to {@link MAX_RETRY_FACTOR} times; a notify or a heartbeat in the
+ * meantime pulls at once. Also keeps whether the user's delivery stalls (SessionDeps
+ * `onStalled`). Made by the session on its first failure: a user whose reads succeed
+ * keeps none.
+ */
+
+/** The retry wait after failed fetches grows up to this many times `retryMs`. */
+export const MAX_RETRY_FACTOR = 4;
+
+/** The failures in a row of one user's reads, and the retry armed after them. */
+export class RetryBackoff {
+  readonly #retryMs: number;
+  readonly #heartbeat: () => void;
+  readonly #onStalled: ((stalled: boolean) => void) | undefined;
+  #retryTimer: NodeJS.Timeout | undefined;
+  /** Fetches (and rotations) failed in a row. */
+  #failures = 0;
+  /** True from a failed fetch, while connections are here, until a fetch succeeds (SessionDeps `onStalled`). */
+  #stalled = false;
+  /** Shutdown: no retry is armed any more once the last connection has gone ({@link stop}). */
+  #stopped = false;
+
+  /**
+   * @param retryMs the first wait, ms (SessionDeps `retryMs`)
+   * @param heartbeat the retry: the session's heartbeat
+   * @param onStalled told each change of the stalled flag (SessionDeps `onStalled`)
+   */
+  constructor(retryMs: number, heartbeat: () => void, onStalled: ((stalled: boolean) => void) | undefined) {
+    this.#retryMs = retryMs;
+    this.#heartbeat = heartbeat;
+    this.#onStalled = onStalled;
+  }
+
+  /** Fetches (and rotations) failed in a row now: 0 after a success. */
+  get failures(): number {
+    return this.#failures;
+  }
+
+  /** Counts a failed fetch or rotation (one streak of an outage, one back-off); returns the failures in a row now. */
+  failed(): number {
+    return ++this.#failures;
+  }
+
+  /** A fetch succeeded: the streak ends, and delivery no longer stalls. */
+  succeeded(): void {
+    this.#failures = 0;
+    this.#setStalled(false);
+  }
+
+  /**
+   * After a failed read or epoch rotation: a heartbeat in `retryMs`, doubled per
+   * failure up to {@link MAX_RETRY_FACTOR} times, while a connection is here, or while
+   * a rotation is owed (session.ts `owesRotation`); delivery is stalled until a fetch
+   * succeeds.
+   * @param alone no connection of the user is here
+   * @param owesRotation the session owes an epoch rotation
+   */
+  later(alone: boolean, owesRotation: boolean): void {
+    clearTimeout(this.#retryTimer);
+    // A session whose last connection closed while the call ran has nobody to retry
+    // for, unless the rotation it owes: the loss it proved is known nowhere else.
+    if (alone && (!owesRotation || this.#stopped)) return;
+    if (!alone) this.#setStalled(true);
+    const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
+    this.#retryTimer = setTimeout(() => this.#heartbeat(), this.#retryMs * factor);
+    if (alone) this.#retryTimer.unref();
+  }
+
+  /**
+   * The user's last connection here closed: a retry armed for an owed rotation goes on
+   * but no longer keeps the process alive, any other is cleared; not stalled any more.
+   */
+  leftAlone(owesRotation: boolean): void {
+    if (owesRotation) this.#retryTimer?.unref();
+    else clearTimeout(this.#retryTimer);
+    this.#setStalled(false);
+  }
+
+  /** Shutdown: clears a retry armed with no connection here (`alone`), and arms none again then. */
+  stop(alone: boolean): void {
+    this.#stopped = true;
+    if (alone) clearTimeout(this.#retryTimer);
+  }
+
+  #setStalled(stalled: boolean): void {
+    if (this.#stalled === stalled) return;
+    this.#stalled = stalled;
+    this.#onStalled?.(stalled);
+  }
+}
