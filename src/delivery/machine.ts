@@ -10,8 +10,9 @@
  * Rules kept here:
  * - At most one fetch in flight per user. An event during a fetch marks the machine
  *   dirty; it fetches again when the current fetch ends. Connections at the same
- *   cursor share one fetch, and what a page held beyond a connection's window is kept
- *   for it (read-ahead.ts): it fetches again only past that.
+ *   cursor share one fetch (which one it reads for: pull-target.ts), and what a page
+ *   held beyond a connection's window is kept for it (read-ahead.ts): it fetches again
+ *   only past that.
  * - A connection has at most `window` unacked messages; acks pace delivery.
  * - Frames go out in seq order per connection; a message is sent twice on one
  *   connection only as a redelivery, marked `redelivered`.
@@ -30,8 +31,9 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
-import { anyJoining, anyReadyBefore, anySentFrom, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, type Conn } from './connection-state.js';
+import { anyJoining, anyReadyBefore, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
+import { anyWantsBeside, pullTarget, type PullAsk } from './pull-target.js';
 import { ReadAhead } from './read-ahead.js';
 import { joinCursor, resetsOn, type ResumeRequest } from './resume.js';
 
@@ -312,7 +314,7 @@ export class UserMachine {
     const progressed = effects.length > 0;
     // A fetch that moved nothing does not loop (the next event pulls), unless a
     // connection at another cursor wants one (this one's closed or paused since).
-    if (!progressed && !this.#dirty && !this.#anyWantsBeside(after)) return effects;
+    if (!progressed && !this.#dirty && !anyWantsBeside(this.#conns.values(), this.#ask(), after)) return effects;
     this.#dirty = false;
     return effects.concat(this.#pump());
   }
@@ -323,24 +325,9 @@ export class UserMachine {
     if (last !== undefined) this.#guard.delivered(last);
   }
 
-  /** True when a connection wants a fetch from a cursor other than `after`. */
-  #anyWantsBeside(after: number): boolean {
-    for (const c of this.#conns.values()) if (this.#wants(c) && (c.phase === 'joining' || c.sent !== after)) return true;
-    return false;
-  }
-
-  /**
-   * Whether a connection needs a fetch now. A full window takes nothing, but a pull (a
-   * heartbeat, a `ping`) still reads for it: only a read sees a new epoch, whose `reset`
-   * must not wait for an ack or a redelivery round (docs/protocol.md).
-   */
-  #wants(c: Conn): boolean {
-    if (c.phase === 'joining') return true;
-    if (c.paused) return false;
-    if (c.inflight.length >= this.#config.window) {
-      return this.#probe || (this.#reusedFrom !== undefined && anySentFrom([c], this.#reusedFrom));
-    }
-    return c.sent < this.#latest || this.#force;
+  /** The pull asked for as it stands, for the choice of a fetch's connection (pull-target.ts). */
+  #ask(): PullAsk {
+    return { window: this.#config.window, latest: this.#latest, force: this.#force, probe: this.#probe, reusedFrom: this.#reusedFrom };
   }
 
   /** Sends each ready connection inside the read-ahead what its window takes; drops what all were sent. */
@@ -364,19 +351,7 @@ export class UserMachine {
   #pump(): Effect[] {
     const effects: Effect[] = [];
     this.#serveAhead(effects);
-    let target: Conn | undefined;
-    let targetBehind = false;
-    for (const c of this.#conns.values()) {
-      if (!this.#wants(c)) continue;
-      // A connection known to be behind goes before one that only a heartbeat's pull
-      // wants: a pull that brings nothing ends the fetching, and (after a failed fetch)
-      // the one behind would wait for the next event.
-      const behind = c.phase === 'joining' || c.sent < this.#latest;
-      if (target === undefined || (behind && !targetBehind) || (behind === targetBehind && c.servedAt < target.servedAt)) {
-        target = c;
-        targetBehind = behind;
-      }
-    }
+    const target = pullTarget(this.#conns.values(), this.#ask());
     // No connection wants a fetch now (every window full, or paused): a pull asked for
     // (a heartbeat, a notify of a recreated inbox's seq) stays asked for, and is made
     // when a connection wants one again (an ack frees its window).
