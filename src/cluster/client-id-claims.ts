@@ -89,6 +89,14 @@ function withoutReply(err: unknown): boolean {
   return !(cause instanceof ReplyError);
 }
 
+/** This node's attempts under way for one `client_msg_id`. */
+interface Attempts {
+  /** How many ({@link ClientIdClaims.claim} to {@link ClientIdClaims.end}); at least 1. */
+  count: number;
+  /** Serial of the latest one begun (`ClientIdClaims.#begun`). */
+  latest: number;
+}
+
 /** What a failed attempt may have left in Redis: its claim's pending mark, or a claim not set to its stored message. */
 type Leftover =
   /** The claim's `SET NX GET` got no reply: drop this store's pending mark if it is there. */
@@ -120,7 +128,9 @@ export class ClientIdClaims {
   /** Settlings: EVALSHA argv of `client-id-settle-1.lua`. */
   readonly #settles: TickPipeline<string[], string | null>;
   /** Attempts of this node under way, by `client_msg_id`: from {@link claim} to {@link end}. */
-  readonly #attempts = new Map<string, number>();
+  readonly #attempts = new Map<string, Attempts>();
+  /** Attempts begun so far ({@link claim}s), all ids: the serial of the latest, for {@link #dropMark}. */
+  #begun = 0;
   /** Claims and settles that got no reply, to clear once Redis answers. */
   readonly #leftovers: ClaimLeftovers<Leftover>;
 
@@ -203,7 +213,7 @@ export class ClientIdClaims {
    *   written is cleared once Redis answers)
    */
   async claim(clientMsgId: string): Promise<ClaimAnswer> {
-    this.#attempts.set(clientMsgId, (this.#attempts.get(clientMsgId) ?? 0) + 1);
+    this.#attempts.set(clientMsgId, { count: (this.#attempts.get(clientMsgId)?.count ?? 0) + 1, latest: ++this.#begun });
     try {
       return this.#answer(await this.#claims.call(this.#keys.clientIdClaim(clientMsgId)));
     } catch (err) {
@@ -214,8 +224,8 @@ export class ClientIdClaims {
 
   /** Ends the attempt {@link claim} began for `clientMsgId`. */
   end(clientMsgId: string): void {
-    const n = (this.#attempts.get(clientMsgId) ?? 0) - 1;
-    if (n > 0) this.#attempts.set(clientMsgId, n);
+    const attempts = this.#attempts.get(clientMsgId);
+    if (attempts !== undefined && attempts.count > 1) attempts.count--;
     else this.#attempts.delete(clientMsgId);
   }
 
@@ -269,7 +279,7 @@ export class ClientIdClaims {
    * {@link release}; 0 for one outside any, as {@link #clear}).
    */
   #othersUnderWay(clientMsgId: string, own: 0 | 1): boolean {
-    return (this.#attempts.get(clientMsgId) ?? 0) > own;
+    return (this.#attempts.get(clientMsgId)?.count ?? 0) > own;
   }
 
   /**
@@ -279,18 +289,23 @@ export class ClientIdClaims {
    * the same mark, so the mark is that attempt's now. Checked and written at once as a
    * plain command, not auto-pipelined, so a claim of a later attempt (made after the
    * check, sent at the end of its tick on its own pipeline) reaches Redis after it and is
-   * never dropped by it; after NOSCRIPT (a SCRIPT FLUSH) it is sent as EVAL, if still no
-   * other attempt is under way.
+   * never dropped by it; after NOSCRIPT (a SCRIPT FLUSH) it is sent as EVAL, unless an
+   * attempt begun since the call is under way. Not `own` again there: by the time Redis
+   * answers, the caller's attempt has usually ended (src/ingest/claimed-store.ts releases
+   * without waiting, then ends), so a retry that claimed meanwhile, under way alone, would
+   * pass for the caller's own and lose its mark. Any attempt under way then that began
+   * before the call is the caller's own (the first check found no other).
    * Resolves once Redis answered, or at once when skipped; rejects when Redis did not answer.
    */
   async #dropMark(clientMsgId: string, own: 0 | 1): Promise<void> {
     if (this.#othersUnderWay(clientMsgId, own)) return;
+    const begunBefore = this.#begun;
     const key = this.#keys.clientIdClaim(clientMsgId);
     try {
       await sendEvalsha(this.#redis, [DELETE_IF_SHA, '1', key, this.#pending]);
     } catch (err) {
       if (!isNoScript(err)) throw err;
-      if (this.#othersUnderWay(clientMsgId, own)) return;
+      if ((this.#attempts.get(clientMsgId)?.latest ?? 0) > begunBefore) return;
       const command = new Command('eval', [scriptSource(DELETE_IF), '1', key, this.#pending], UTF8_REPLY);
       this.#redis.sendCommand(command);
       await command.promise;

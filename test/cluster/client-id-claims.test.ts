@@ -344,3 +344,27 @@ test('a settle after SCRIPT FLUSH (its EVALSHA answered NOSCRIPT) is sent again 
   assert.deepEqual(await claims.settle('flushed-1', 'fedcba9876543210', expiresAt), { state: 'stored', id: 'fedcba9876543210' });
   assert.equal(await redis.get(keys.clientIdClaim('flushed-1')), 'fedcba9876543210');
 });
+
+test('a release after SCRIPT FLUSH (its EVALSHA answered NOSCRIPT) keeps the mark of a retry to the node that claimed before the answer', async () => {
+  const claims = new ClientIdClaims(redis, keys, 'flushed-release');
+  const key = keys.clientIdClaim('flushed-2');
+  // Attempt A claims; its write fails.
+  assert.deepEqual(await claims.claim('flushed-2'), { state: 'mine' });
+  await redis.script('FLUSH');
+  // As src/ingest/claimed-store.ts: the release is not waited for, A ends at once.
+  const released = claims.release('flushed-2');
+  claims.end('flushed-2');
+  // Retry B to this node claims before the release's NOSCRIPT is answered: it finds the
+  // node's own mark and stores under it.
+  assert.deepEqual(await claims.claim('flushed-2'), { state: 'mine' });
+  await released;
+  assert.equal(await redis.get(key), 'P|flushed-release', 'B\'s mark is kept: a retry on another node is refused, not stored twice');
+  claims.end('flushed-2');
+  // With no attempt under way, a release after another SCRIPT FLUSH drops the mark (sent again as EVAL).
+  assert.deepEqual(await claims.claim('flushed-2'), { state: 'mine' });
+  await redis.script('FLUSH');
+  const last = claims.release('flushed-2');
+  claims.end('flushed-2');
+  await last;
+  assert.equal(await redis.get(key), null);
+});
