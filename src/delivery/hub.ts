@@ -54,6 +54,14 @@ export class Hub {
     return this.#owners.size;
   }
 
+  /**
+   * Users with no connection here whose session is kept for a rotation it owes
+   * ({@link #owing}); 0 once each is made, and after {@link closeAll}. Tests read it.
+   */
+  get owingRotations(): number {
+    return this.#owing.size;
+  }
+
   /** True when the user has a connection on this node. */
   has(user: string): boolean {
     return this.#sessions.has(user);

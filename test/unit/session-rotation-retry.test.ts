@@ -10,42 +10,23 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Inbox, InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
-import type { RecordReader } from '../../src/store/record-reader.js';
-import type { StoredMessage } from '../../src/store/record.js';
 import { AckRounds } from '../../src/delivery/ack-rounds.js';
 import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
 import { createLogger } from '../../src/logger.js';
 import { CONFIG } from './machine-driver.js';
+import { entry, PagedInbox, record, records, settled } from './paged-inbox.js';
 
 const RETRY_MS = 20;
-const id = (n: number): string => n.toString(16).padStart(16, '0');
-const record = (n: number): StoredMessage => ({ id: id(n), kind: 1, type: 't', data: { n }, ts: 1, expiresAt: Number.MAX_SAFE_INTEGER });
-const entry = (seq: number, n = seq): InboxEntry => ({ seq, id: id(n), kind: 1 });
-/** Lets the session's awaited calls and their continuations run. */
-const settled = async (): Promise<void> => {
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
-};
 
 test('a rotation a local append proved, whose call fails, is asked for again after the retry wait, and the device is reset (Node mock timers)', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
-  let page: InboxPage = { epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [1, 2, 3, 4].map((s) => entry(s)) };
-  let reads = 0;
-  const rotations: string[] = [];
-  const inbox = {
-    range: async (_u: string, after: number, limit: number): Promise<InboxPage> => {
-      reads++;
-      return { ...page, entries: page.entries.filter((e) => e.seq > after).slice(0, limit) };
-    },
-    rotateEpoch: async (_u: string, epoch: string): Promise<string> => {
-      rotations.push(epoch);
-      if (rotations.length === 1) throw new Error('redis down');
-      page = { ...page, epoch: 'ep2' };
-      return 'ep2';
-    },
-  } as unknown as Inbox;
-  const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map((i) => record(Number.parseInt(i, 16))) };
-  const session = new UserSession('u', { inbox, store, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: RETRY_MS }, new AckRounds(100));
+  const p = new PagedInbox({ epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [1, 2, 3, 4].map((s) => entry(s)) }, async (self) => {
+    if (self.rotations.length === 1) throw new Error('redis down');
+    self.page = { ...self.page, epoch: 'ep2' };
+    return 'ep2';
+  });
+  const { rotations } = p;
+  const session = new UserSession('u', { inbox: p.inbox, store: records, machine: { ...CONFIG, window: 10 }, logger: createLogger('silent'), retryMs: RETRY_MS }, new AckRounds(100));
   const frames: string[] = [];
   const conn: DeliveryConnection = { id: 'c', device: 'phone', send: (text) => { const f = JSON.parse(text.toString()) as { t: string; seq?: number }; frames.push(f.t === 'msg' ? `msg ${String(f.seq)}` : f.t); }, close: () => undefined };
   try {
@@ -55,16 +36,16 @@ test('a rotation a local append proved, whose call fails, is asked for again aft
 
     // Redis came back with seqs 1..2; 3 and 4 were appended again (4 on this node): the
     // inbox reads latest 4 again, and only the offer of seq 4 shows the loss.
-    page = { epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [entry(1), entry(2), entry(3, 0x103), entry(4, 0x104)] };
+    p.page = { epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [entry(1), entry(2), entry(3, 0x103), entry(4, 0x104)] };
     session.offer(entry(4, 0x104), 'ep1', record(0x104));
     await settled();
     assert.deepEqual(rotations, ['ep1'], 'the rotation was asked for, and failed');
-    const readsAfterFailure = reads;
+    const readsAfterFailure = p.reads;
 
     t.mock.timers.tick(RETRY_MS - 1);
     await settled();
     assert.deepEqual(rotations, ['ep1'], 'not asked again before the retry wait');
-    assert.equal(reads, readsAfterFailure, 'no pull meanwhile: it would read the old epoch');
+    assert.equal(p.reads, readsAfterFailure, 'no pull meanwhile: it would read the old epoch');
     t.mock.timers.tick(1);
     await settled();
     assert.deepEqual(rotations, ['ep1', 'ep1'], 'asked again after the retry wait: the sign was kept');
