@@ -176,11 +176,11 @@ export class StreamFollower<E extends StreamEntry> {
 
   /**
    * The connection takes the stream live from after `id` (where the node's reader was
-   * when it joined, or the channel's newest entry when it subscribed), with no
-   * catch-up: nothing at or before `id` is sent — an entry the reader read before the
-   * join and was still handing out when the connection joined, a loss all before it —
-   * so `id` is a position the client may keep and resume from (`welcome`'s `bseq`,
-   * `subscribed`'s `id`: docs/protocol.md); a gap for live entries a full queue dropped
+   * when it joined: src/broadcast/subscription.ts), with no catch-up: nothing at or
+   * before `id` is sent — an entry the reader read before the join and was still
+   * handing out when the connection joined, a loss all before it — so `id` is a
+   * position the client may keep and resume from (`welcome`'s `bseq`:
+   * docs/protocol.md); a gap for live entries a full queue dropped
    * before its first frame starts there, not at the stream's beginning. Call it before
    * the first entry goes out (while held).
    */

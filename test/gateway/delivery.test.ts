@@ -593,7 +593,7 @@ async function deliveryFetches(gw: GatewayFixture): Promise<number> {
 }
 
 test('a retried POST (same client_msg_id) of a message the device already got resets nothing: the next message follows it under the same epoch', async () => {
-  // The retry is a duplicate append, announced again (ingest.ts #announce) and offered to
+  // The retry is a duplicate append, announced again (ingest/inbox-appends.ts `announce`) and offered to
   // the session with the seq it already delivered and the same MsgID. That is not "Redis
   // gave the inbox back with less" (a delivered seq naming *another* message): no new
   // epoch, no `reset` on the device's connections.
