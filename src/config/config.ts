@@ -176,8 +176,11 @@ const validators = new Map<SettingKey, ValidateFunction>();
  * The schema check of one setting, compiled the first time a value of it is read:
  * most runs read a few settings (every `pixiu` command loads this module; `token`
  * reads seven), and compiling all of them up front cost ~0.1 s of CPU a start.
+ * Exported for test/unit/config.test.ts, which compiles every setting's: a schema Ajv
+ * refuses would otherwise show only when that one setting is given.
+ * @throws Error (Ajv's) when the setting's schema does not compile
  */
-function validatorFor(key: SettingKey): ValidateFunction {
+export function validatorFor(key: SettingKey): ValidateFunction {
   let validate = validators.get(key);
   if (validate === undefined) {
     validate = ajv.compile(schemaFor(SETTINGS[key]));

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { bareDurationSettings, loadConfig, unknownSettingVariables } from '../../src/config/config.js';
-import { SETTINGS } from '../../src/config/settings.js';
+import { bareDurationSettings, loadConfig, unknownSettingVariables, validatorFor } from '../../src/config/config.js';
+import { SETTINGS, type SettingKey } from '../../src/config/settings.js';
 import { StartupError } from '../../src/errors.js';
 import ms from 'ms';
 
@@ -352,4 +352,10 @@ test('PIXIU_DRAIN_DELAY: 0 by default, a duration up to 10 minutes', () => {
   assert.equal(loadConfig({}, { drainDelayMs: '10m' }).drainDelayMs, 600_000);
   assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: '11m' }), /PIXIU_DRAIN_DELAY="11m" is not valid/);
   assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: 'soon' }), /PIXIU_DRAIN_DELAY="soon" is not valid/);
+});
+
+test('every setting\'s schema compiles (they are compiled on first read, so a broken one would show only when that setting is given)', () => {
+  const keys = Object.keys(SETTINGS) as SettingKey[];
+  assert.ok(keys.length > 40);
+  for (const key of keys) assert.doesNotThrow(() => validatorFor(key), `${SETTINGS[key].env}'s schema`);
 });
