@@ -10,7 +10,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { Hub } from '../../src/delivery/hub.js';
-import { MAX_RETRY_FACTOR, type DeliveryConnection } from '../../src/delivery/session.js';
+import type { DeliveryConnection } from '../../src/delivery/session.js';
+import { MAX_RETRY_FACTOR } from '../../src/delivery/retry-backoff.js';
 import { createLogger } from '../../src/logger.js';
 import { CONFIG } from './machine-driver.js';
 import { entry, PagedInbox, record, records, settled } from './paged-inbox.js';
