@@ -144,9 +144,13 @@ export class UserMachine {
    * seq 1 of a new inbox), `entry.seq` right after the latest known — it is delivered
    * as a fetch of that one entry would, with no read; otherwise it is
    * `notify(entry.seq)` (docs/decisions.md "Local appends are delivered without a read").
+   * The epoch guard's checks (a reused seq, an append of another epoch) run first
+   * whatever `defer` says: they are the only place such a loss shows (DESIGN.md §11).
    * @param record the stored record of `entry.id` (what the store's getMany returns)
+   * @param defer this turn of the event loop has written its share of frames
+   *   (send-turns.ts): the delivery is not made now; it is `notify(entry.seq)` instead
    */
-  offer(entry: InboxEntry, epoch: string, record: StoredMessage): Effect[] {
+  offer(entry: InboxEntry, epoch: string, record: StoredMessage, defer = false): Effect[] {
     // A seq delivered under this epoch now naming another message: Redis gave the inbox
     // back with less (DESIGN.md §11). A burst past the old latest never lets a pull see
     // it shrunken, but seqs are contiguous: one lands on the highest seq delivered.
@@ -163,7 +167,7 @@ export class UserMachine {
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
     // window reads too, to be reset (its seq may be past the old latest: no pull else).
     if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#probe = true;
-    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
+    if (defer || this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;

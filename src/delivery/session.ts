@@ -186,9 +186,10 @@ export class UserSession {
 
   /** offer: a local append for this user, with its record (machine.ts `offer`). */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): void {
-    // This turn has written its share (send-turns.ts): read it in a later one.
-    if (turnSpent()) this.notify(entry.seq);
-    else this.#run(this.#machine.offer(entry, epoch, record));
+    // This turn has written its share (send-turns.ts): the machine still runs the epoch
+    // guard's checks on the append (a reused seq is the only sign of some Redis losses),
+    // and only its delivery waits.
+    this.#run(this.#machine.offer(entry, epoch, record, turnSpent()));
   }
 
   /** heartbeat: pull in case a notify was lost. */
