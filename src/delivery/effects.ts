@@ -2,6 +2,8 @@
  * The contract between the delivery machine (machine.ts) and its driver (session.ts):
  * the machine's settings and the effects it asks the driver to perform (DESIGN.md §5).
  */
+import type { InboxPage } from '../inbox/inbox.js';
+import type { ReadRecord } from '../store/message-store.js';
 import type { ServerFrame } from './frames.js';
 
 /**
@@ -29,8 +31,14 @@ export interface MachineConfig {
 
 /** What the driver must do. */
 export type Effect =
-  /** Read up to `limit` inbox entries after `afterSeq`, with their content; answer with `fetched` or `fetchFailed`. */
-  | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number }
+  /**
+   * Read up to `limit` inbox entries after `afterSeq`, with their content; answer with
+   * `fetched` or `fetchFailed`. With `offered`, nothing is read: it is an offered
+   * append whose delivery waits for a turn of the event loop with room (machine.ts
+   * `offer`, send-turns.ts), and `fetched(offered.page, offered.records)` is the answer,
+   * given in that turn (never `fetchFailed`).
+   */
+  | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number; readonly offered?: { readonly page: InboxPage; readonly records: readonly ReadRecord[] } }
   /** Write a frame on a connection. */
   | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
   /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */

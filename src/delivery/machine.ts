@@ -77,6 +77,11 @@ export class UserMachine {
    * for the next fetch, which login asked for); the others join on it.
    */
   #joinedDuringFetch: Set<string> | undefined;
+  /**
+   * The fetch in flight is an offered append's deferred delivery (`offer`): its page
+   * holds that one entry, not the inbox from its start, so no connection joins on it.
+   */
+  #offerInFlight = false;
 
   readonly #fetchLimit: number; // entries per fetch: a window's worth, at most the page bound
 
@@ -148,7 +153,10 @@ export class UserMachine {
    * whatever `defer` says: they are the only place such a loss shows (DESIGN.md §11).
    * @param record the stored record of `entry.id` (what the store's getMany returns)
    * @param defer this turn of the event loop has written its share of frames
-   *   (send-turns.ts): the delivery is not made now; it is `notify(entry.seq)` instead
+   *   (send-turns.ts): the delivery is not made now. Instead a `fetch` effect carries
+   *   its answer (`offered`: no read), which the driver gives back as `fetched` in a
+   *   later turn; until then the machine counts it as a fetch in flight, so an event in
+   *   between marks it dirty as during any read, and per-connection order holds.
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage, defer = false): Effect[] {
     // A seq delivered under this epoch now naming another message: Redis gave the inbox
@@ -167,12 +175,17 @@ export class UserMachine {
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
     // window reads too, to be reset (its seq may be past the old latest: no pull else).
     if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#probe = true;
-    if (defer || this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
+    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
       return this.notify(entry.seq);
     }
     this.#fetchAfter = entry.seq - 1;
     this.#fetchLimitAsked = 2;
-    return this.fetched({ epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] }, [record]);
+    const page: InboxPage = { epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] };
+    if (!defer) return this.fetched(page, [record]);
+    // Known to exist, as once delivered: a notify of it meanwhile is a late one (`notify`).
+    this.#latest = entry.seq;
+    this.#offerInFlight = true;
+    return [{ kind: 'fetch', afterSeq: entry.seq - 1, limit: 2, offered: { page, records: [record] } }];
   }
 
   /** heartbeat: pull even if nothing is known to be new (covers lost notifies); or ask again for an owed rotation. */
@@ -263,6 +276,7 @@ export class UserMachine {
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
     this.#fetchAfter = undefined;
+    this.#offerInFlight = false;
     this.#joinedDuringFetch = undefined;
     this.#guard.fetchEnded();
     this.#dirty = false;
@@ -279,6 +293,8 @@ export class UserMachine {
     this.#fetchAfter = undefined;
     const late = this.#joinedDuringFetch;
     this.#joinedDuringFetch = undefined;
+    const offered = this.#offerInFlight;
+    this.#offerInFlight = false;
     if (this.#guard.fetchEnded()) {
       // Read before a new epoch was asked for: its entries may name old-epoch seqs.
       this.#ahead?.clear();
@@ -301,7 +317,8 @@ export class UserMachine {
     // The page is the truth as of the fetch; a notify during it (dirty) may be newer.
     this.#latest = this.#dirty ? Math.max(page.latestSeq, this.#latest) : page.latestSeq;
     for (const c of this.#conns.values()) {
-      if (c.phase !== 'joining' || (late?.has(c.id) === true && resetsOn(c.resume, page))) continue;
+      // One that logged in while an offer's delivery waited asked for a fetch of its own (login).
+      if (c.phase !== 'joining' || (late?.has(c.id) === true && (offered || resetsOn(c.resume, page)))) continue;
       joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
     }
     // Fewer entries than asked: none is missing from the page but those deleted by hand.

@@ -7,10 +7,11 @@
  * The decisions all live in machine.ts; this file only carries them out.
  */
 import { outageFields } from '../errors.js';
-import type { Inbox, InboxEntry } from '../inbox/inbox.js';
+import type { Inbox, InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
+import type { ReadRecord } from '../store/message-store.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
@@ -188,7 +189,7 @@ export class UserSession {
   offer(entry: InboxEntry, epoch: string, record: StoredMessage): void {
     // This turn has written its share (send-turns.ts): the machine still runs the epoch
     // guard's checks on the append (a reused seq is the only sign of some Redis losses),
-    // and only its delivery waits.
+    // and only its delivery waits for a later turn (#deliverLater), with no read.
     this.#run(this.#machine.offer(entry, epoch, record, turnSpent()));
   }
 
@@ -242,7 +243,8 @@ export class UserSession {
           break;
         }
         case 'fetch':
-          void this.#fetch(e.afterSeq, e.limit);
+          if (e.offered === undefined) void this.#fetch(e.afterSeq, e.limit);
+          else void this.#deliverLater(e.offered);
           break;
         case 'ack':
           (this.#acks ??= new AckCursors(this.user, this.#deps, this.#ackRounds)).hold(e.device, { seq: e.seq, epoch: e.epoch });
@@ -300,6 +302,17 @@ export class UserSession {
       this.#onRotationSettled = undefined;
       settled?.();
     }
+  }
+
+  /**
+   * An offered append's delivery the machine deferred (a `fetch` effect with its answer,
+   * machine.ts `offer`): given back in the first turn with room (send-turns.ts), after
+   * those that waited before it. Nothing is read: for the machine it is a fetch in
+   * flight until then.
+   */
+  async #deliverLater(offered: { readonly page: InboxPage; readonly records: readonly ReadRecord[] }): Promise<void> {
+    await nextTurn();
+    this.#run(this.#machine.fetched(offered.page, offered.records));
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {

@@ -80,7 +80,7 @@ function run(config: MachineConfig, ops: readonly Op[], strict: boolean): void {
       }
       case 'logout': conns.logout(o.pick); break;
       case 'append': { const seq = d.inbox.append(o.n); if (o.notify) d.notify(seq); break; }
-      case 'offer': d.offer(); break;
+      case 'offer': d.offer(undefined, o.defer); break;
       case 'heartbeat': d.heartbeat(); break;
       case 'ack': d.picked(at(o.pick), 'ack', o.how, o.x); break;
       case 'pause': case 'drain': case 'due': d.picked(at(o.pick), o.op); break;

@@ -71,7 +71,7 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
         break;
       }
       case 'offer':
-        d.offer();
+        d.offer(undefined, o.defer);
         break;
       case 'heartbeat':
         if (!everyNotify || retryDue) d.heartbeat();

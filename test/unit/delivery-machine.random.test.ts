@@ -20,7 +20,7 @@ type Op =
   | { op: 'login'; kind: 'first' | 'latest' | 'after'; seq: number; ep: 'cur' | 'old' | 'none' }
   | { op: 'logout'; pick: number }
   | { op: 'append'; n: number }
-  | { op: 'offer'; otherEpoch: boolean }
+  | { op: 'offer'; otherEpoch: boolean; defer: boolean }
   | { op: 'heartbeat' }
   | { op: 'ack'; pick: number; all: boolean }
   | { op: 'answer' | 'fail' }
@@ -33,7 +33,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('login' as const), kind: fc.constantFrom('first' as const, 'latest' as const, 'after' as const), seq: fc.nat(20), ep: fc.constantFrom('cur' as const, 'old' as const, 'none' as const) }), weight: 3 },
   { arbitrary: fc.record({ op: fc.constant('logout' as const), pick }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('append' as const), n: fc.integer({ min: 1, max: 4 }) }), weight: 4 },
-  { arbitrary: fc.record({ op: fc.constant('offer' as const), otherEpoch: fc.boolean() }), weight: 2 },
+  { arbitrary: fc.record({ op: fc.constant('offer' as const), otherEpoch: fc.boolean(), defer: fc.boolean() }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('heartbeat' as const) }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('ack' as const), pick, all: fc.boolean() }), weight: 5 },
   { arbitrary: fc.record({ op: fc.constantFrom('answer' as const, 'fail' as const) }), weight: 6 },
@@ -87,7 +87,7 @@ function run(config: MachineConfig, ops: readonly Op[], checkWelcome: boolean): 
       }
       case 'offer':
         if (o.otherEpoch) { d.inbox.recreate(`ep-r${++gen}`); }
-        d.offer();
+        d.offer(undefined, o.defer);
         appended = true;
         break;
       case 'heartbeat':

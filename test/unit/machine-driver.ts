@@ -200,7 +200,8 @@ export class Driver {
         case 'fetch':
           assert.equal(this.pending, undefined, 'a second fetch was started while one is in flight');
           assert.ok(e.limit >= 1);
-          this.pending = { effect: e, snapshot: this.inbox.read(e.afterSeq, e.limit) };
+          // An offer's deferred delivery carries its answer: nothing is read (machine.ts `offer`).
+          this.pending = { effect: e, snapshot: e.offered === undefined ? this.inbox.read(e.afterSeq, e.limit) : { page: e.offered.page, records: [...e.offered.records] } };
           this.fetches.push(e);
           break;
         case 'send':
@@ -313,8 +314,10 @@ export class Driver {
     }
   }
 
+  /** The fetch in flight failed; an offer's deferred delivery never fails (no read: session.ts): answered instead. */
   fail(): Effect[] {
     assert.ok(this.pending, 'no fetch in flight');
+    if (this.pending.effect.offered !== undefined) return this.answer();
     this.pending = undefined;
     return this.take(this.m.fetchFailed());
   }
@@ -337,19 +340,20 @@ export class Driver {
 
   /**
    * Appends one message to the inbox and offers it (a local append: the entry, its
-   * epoch and its record, as ingest hands them over); `epoch` overrides the inbox's.
+   * epoch and its record, as ingest hands them over); `epoch` overrides the inbox's;
+   * `defer`: in a turn that has written its share (send-turns.ts).
    */
-  offer(epoch?: string): Effect[] {
-    return this.offerAppended(this.inbox.append(), epoch);
+  offer(epoch?: string, defer = false): Effect[] {
+    return this.offerAppended(this.inbox.append(), epoch, defer);
   }
 
   /** Offers `seq`, already in the inbox (a local append whose offer comes after a read saw it). */
-  offerAppended(seq: number, epoch?: string): Effect[] {
+  offerAppended(seq: number, epoch?: string, defer = false): Effect[] {
     const { page, records } = this.inbox.read(seq - 1, 1);
     const entry = page.entries[0];
     const record = records[0];
     assert.ok(entry && record && !isUnreadable(record));
-    return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record));
+    return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record, defer));
   }
 
   /** The connection's redelivery timer fired (and so is no longer armed). */

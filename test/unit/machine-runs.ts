@@ -24,7 +24,7 @@ export const configArb: fc.Arbitrary<MachineConfig> = fc.record({
 export type CommonOp =
   | { op: 'logout'; pick: number }
   | { op: 'append'; n: number; notify: boolean }
-  | { op: 'offer' }
+  | { op: 'offer'; defer: boolean }
   | { op: 'heartbeat' }
   | { op: 'ack'; pick: number; how: 'all' | 'some' | 'wild'; x: number }
   | { op: 'pause' | 'drain' | 'due'; pick: number }
@@ -37,7 +37,7 @@ export function commonOpArbs(flowWeight: number): { arbitrary: fc.Arbitrary<Comm
   return [
     { arbitrary: fc.record({ op: fc.constant('logout' as const), pick: pickArb }), weight: 1 },
     { arbitrary: fc.record({ op: fc.constant('append' as const), n: fc.integer({ min: 1, max: 6 }), notify: fc.boolean() }), weight: 4 },
-    { arbitrary: fc.record({ op: fc.constant('offer' as const) }), weight: 2 },
+    { arbitrary: fc.record({ op: fc.constant('offer' as const), defer: fc.boolean() }), weight: 2 },
     { arbitrary: fc.record({ op: fc.constant('heartbeat' as const) }), weight: 1 },
     { arbitrary: fc.record({ op: fc.constant('ack' as const), pick: pickArb, how: fc.constantFrom('all' as const, 'some' as const, 'wild' as const), x: fc.nat(40) }), weight: 6 },
     { arbitrary: fc.record({ op: fc.constantFrom('pause' as const, 'drain' as const, 'due' as const), pick: pickArb }), weight: flowWeight },
