@@ -9,10 +9,13 @@
  * 60 KB, and their garbage; a black-box tester's run held the event loop for seconds
  * (docs/decisions.md, "Live delivery of one large message to many users"). Here the
  * `data`'s JSON is encoded to UTF-8 once and kept in a small node-wide cache keyed by
- * the data value itself (records read from the store are deep-frozen and shared with
- * its read cache, so every recipient's frame holds the same object; ingest hands every
- * local recipient the one record it stored); each frame then costs its few small
- * fields and one copy of the bytes.
+ * the message's MsgID: a message's `data` never changes once stored (records read from
+ * the store are decoded from its bytes and deep-frozen; the record ingest offers to
+ * local recipients holds the producer's own posted value, not frozen, which nothing
+ * changes after ingest), so every recipient's frame of one MsgID carries the same
+ * JSON, however many decoded copies of the record there are. Keys are small strings:
+ * the cache holds what it counts (the bytes), never the decoded values. Each frame then
+ * costs its few small fields and one copy of the bytes.
  *
  * The text is exactly `JSON.stringify(frame)`'s: the fields in the frame's own order,
  * each written by `JSON.stringify`, `data` where it stands among them. A `data` that
@@ -30,8 +33,11 @@ import type { MsgFrame } from './frames.js';
  */
 export const ENCODED_DATA_CACHE_BYTES = 16 * 1024 * 1024;
 
-/** What an entry costs besides its bytes (the LRU's slots, the Buffer's object), bytes. */
+/** What an entry costs besides its bytes (the LRU's slots, its MsgID key, the Buffer's object), bytes. */
 const ENTRY_OVERHEAD_BYTES = 128;
+
+/** What a cached failure is counted as (the error object, its message and stack strings), bytes. */
+const FAILURE_BYTES = 1024;
 
 /**
  * Data values below this many JSON bytes are not cached: encoding them again is as
@@ -42,21 +48,23 @@ const MIN_CACHED_BYTES = 1024;
 /** The encoded JSON of a `data` value, or the serialiser's error. */
 type Encoded = Buffer | { readonly failed: unknown };
 
-/** Node-wide: every session of the node shares it (a message's recipients are many users). */
-const encodedData = new LRUCache<object | string, Encoded>({
+/**
+ * Node-wide, by MsgID: every session of the node shares it (a message's recipients are
+ * many users). Sized by what it holds: the bytes (or a failure) and a small key.
+ */
+const encodedData = new LRUCache<string, Encoded>({
   maxSize: ENCODED_DATA_CACHE_BYTES,
-  sizeCalculation: (v) => ENTRY_OVERHEAD_BYTES + (Buffer.isBuffer(v) ? v.length : 0),
+  sizeCalculation: (v) => ENTRY_OVERHEAD_BYTES + (Buffer.isBuffer(v) ? v.length : FAILURE_BYTES),
 });
 
 /**
- * The UTF-8 JSON of `data`, encoded once per value while cached.
+ * The UTF-8 JSON of message `id`'s `data`, encoded once per MsgID while cached.
  * @returns undefined when `JSON.stringify` writes nothing for it (undefined, a function):
  *   the field is left out, as `JSON.stringify(frame)` leaves it out
- * @throws what `JSON.stringify(data)` throws (cached: a value that failed fails again at once)
+ * @throws what `JSON.stringify(data)` throws (cached: a message that failed fails again at once)
  */
-function encodeData(data: unknown): Buffer | undefined {
-  const key = typeof data === 'object' && data !== null ? data : typeof data === 'string' && data.length >= MIN_CACHED_BYTES ? data : undefined;
-  const cached = key === undefined ? undefined : encodedData.get(key);
+function encodeData(id: string, data: unknown): Buffer | undefined {
+  const cached = encodedData.get(id);
   if (cached !== undefined) {
     if (Buffer.isBuffer(cached)) return cached;
     throw cached.failed;
@@ -65,13 +73,18 @@ function encodeData(data: unknown): Buffer | undefined {
   try {
     json = JSON.stringify(data) as string | undefined;
   } catch (err) {
-    if (key !== undefined) encodedData.set(key, { failed: err });
+    encodedData.set(id, { failed: err });
     throw err;
   }
   if (json === undefined) return undefined;
   const bytes = Buffer.from(json);
-  if (key !== undefined && bytes.length >= MIN_CACHED_BYTES) encodedData.set(key, bytes);
+  if (bytes.length >= MIN_CACHED_BYTES) encodedData.set(id, bytes);
   return bytes;
+}
+
+/** The cache's size as it counts it (bytes) and its entries: for tests. */
+export function encodedDataCacheStats(): { size: number; entries: number } {
+  return { size: encodedData.calculatedSize, entries: encodedData.size };
 }
 
 /**
@@ -87,7 +100,7 @@ export function msgFrameBytes(frame: MsgFrame): Buffer {
   let members = 0;
   for (const key of Object.keys(frame)) {
     if (key === 'data') {
-      data = encodeData(frame.data);
+      data = encodeData(frame.id, frame.data);
       if (data === undefined) continue;
       head += `${members++ > 0 ? ',' : ''}"data":`;
       continue;

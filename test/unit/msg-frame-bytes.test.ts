@@ -6,12 +6,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
 import type { RecordReader } from '../../src/store/record-reader.js';
 import type { StoredMessage } from '../../src/store/record.js';
 import { AckRounds } from '../../src/delivery/ack-rounds.js';
 import type { MsgFrame } from '../../src/delivery/frames.js';
-import { msgFrameBytes } from '../../src/delivery/msg-frame-bytes.js';
+import { ENCODED_DATA_CACHE_BYTES, encodedDataCacheStats, msgFrameBytes } from '../../src/delivery/msg-frame-bytes.js';
 import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
 import { createLogger } from '../../src/logger.js';
 import { waitUntil } from '../harness/checks.js';
@@ -23,13 +25,15 @@ test('msg frame bytes are JSON.stringify(frame) for every field combination and 
     { i: 1, big }, { text: 'héllo "quoted" \\ \n \u2028 😀 \u0000' }, 'a plain string', 'é'.repeat(5_000), 42, null, true, [1, 'two', { three: [] }], {},
     { nested: { deep: [{ a: 1 }, { b: 'x'.repeat(2_000) }] } },
   ];
-  for (const data of datas) {
+  for (const [n, data] of datas.entries()) {
+    // One MsgID per data value: a message's data never changes (the cache's key).
+    const id = `0000000000000a${n.toString(16).padStart(2, '0')}`;
     const frames: MsgFrame[] = [
-      { t: 'msg', seq: 7, id: '00000000000000ab', type: 'chat', ts: 1_700_000_000_000, data },
-      { t: 'msg', seq: 8, id: '00000000000000ab', type: 'chat', ts: 1, data, from: 'alice', room: 'r1', redelivered: true, epoch: 'E-1' },
-      { t: 'msg', seq: 9, id: '00000000000000ab', type: 't "q"', ts: 1, data, epoch: 'E\u00e9' },
+      { t: 'msg', seq: 7, id, type: 'chat', ts: 1_700_000_000_000, data },
+      { t: 'msg', seq: 8, id, type: 'chat', ts: 1, data, from: 'alice', room: 'r1', redelivered: true, epoch: 'E-1' },
+      { t: 'msg', seq: 9, id, type: 't "q"', ts: 1, data, epoch: 'E\u00e9' },
       // The order a frame has is kept: messageView adds from and room after data.
-      { t: 'msg', seq: 10, id: '00000000000000ab', type: 't', room: 'r', ts: 1, data, from: 'bob' },
+      { t: 'msg', seq: 10, id, type: 't', room: 'r', ts: 1, data, from: 'bob' },
     ];
     for (const frame of frames) {
       const bytes = msgFrameBytes(frame);
@@ -40,11 +44,12 @@ test('msg frame bytes are JSON.stringify(frame) for every field combination and 
   }
 });
 
-test('a data value is encoded once for many frames; one that cannot be serialised throws for each', () => {
+test('a message\'s data is encoded once for many frames, whichever decoded copy each holds; one that cannot be serialised throws for each', () => {
   let calls = 0;
-  const data = { big, toJSON(): unknown { calls++; return { big }; } };
+  // Each recipient's record may be its own decoded copy (the store's read cache off, a cold read).
+  const copy = (): unknown => ({ big, toJSON(): unknown { calls++; return { big }; } });
   for (let seq = 1; seq <= 100; seq++) {
-    const frame: MsgFrame = { t: 'msg', seq, id: '0000000000000001', type: 't', ts: 1, data };
+    const frame: MsgFrame = { t: 'msg', seq, id: '0000000000000001', type: 't', ts: 1, data: copy() };
     assert.equal(msgFrameBytes(frame).toString(), `{"t":"msg","seq":${seq},"id":"0000000000000001","type":"t","ts":1,"data":{"big":"${big}"}}`);
   }
   assert.equal(calls, 1, 'the data was serialised once');
@@ -54,11 +59,42 @@ test('a data value is encoded once for many frames; one that cannot be serialise
   }
 });
 
+/**
+ * Sends `count` distinct messages of ~60 KB JSON whose decoded values are far larger
+ * than their JSON (21,000 empty objects: ~0.9 MB of heap each, review2 measured 356 MB
+ * kept for 400); weak references to their data values. (Not in the async test's own
+ * frame: its registers would keep the last one.)
+ */
+function sendLargeValues(count: number): WeakRef<object>[] {
+  const refs: WeakRef<object>[] = [];
+  for (let n = 0; n < count; n++) {
+    const data = Array.from({ length: 21_000 }, () => ({}));
+    refs.push(new WeakRef(data));
+    msgFrameBytes({ t: 'msg', seq: 1, id: `00000000000b${n.toString(16).padStart(4, '0')}`, type: 't', ts: 1, data });
+  }
+  return refs;
+}
+
+test('the cache holds the encoded bytes it counts, not the decoded data values (MsgID keys)', async () => {
+  const refs = sendLargeValues(150);
+  const stats = encodedDataCacheStats();
+  assert.ok(stats.size <= ENCODED_DATA_CACHE_BYTES, `cache counts ${stats.size} bytes`);
+  assert.ok(stats.entries >= 100, `${stats.entries} entries kept`);
+  // WeakRef targets live to the end of the job that made them; then a full collection.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  for (let i = 0; i < 3; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+  }
+  assert.deepEqual(refs.flatMap((r, i) => (r.deref() === undefined ? [] : [i])), [], 'no data value is kept by the cache');
+});
+
 const id = (n: number): string => n.toString(16).padStart(16, '0');
 
 /**
- * `users` sessions over one inbox page of seq `seqOf(user)` each holding the record of
- * MsgID 1 (the same object for all: a fan-out's record, shared with the read cache);
+ * `users` sessions over one inbox page of seq `seqOf(user)` each holding `record` (the
+ * same object for all: a fan-out's record, shared with the read cache);
  * frames received per user.
  */
 function fanOut(record: StoredMessage, users: number): { sessions: UserSession[]; frames: Map<string, Array<Record<string, unknown>>> } {
@@ -68,7 +104,7 @@ function fanOut(record: StoredMessage, users: number): { sessions: UserSession[]
   for (let u = 0; u < users; u++) {
     const user = `u${u}`;
     // Each user's inbox holds the message at a seq of its own.
-    const page: InboxPage = { epoch: 'E', firstSeq: u + 1, latestSeq: u + 1, entries: [{ seq: u + 1, id: id(1), kind: 1 as const }] };
+    const page: InboxPage = { epoch: 'E', firstSeq: u + 1, latestSeq: u + 1, entries: [{ seq: u + 1, id: record.id, kind: 1 as const }] };
     const inbox = {
       range: async (_u: string, after: number) => ({ ...page, entries: page.entries.filter((e) => e.seq > after) }),
       ack: async (_u: string, _d: string, seq: number) => seq,
@@ -85,13 +121,13 @@ function fanOut(record: StoredMessage, users: number): { sessions: UserSession[]
 }
 
 test('every recipient of one large message gets its exact frame at its own seq', async () => {
-  const record: StoredMessage = Object.freeze({ id: id(1), kind: 1, type: 'big', from: 'p', data: Object.freeze({ big, note: 'ünïcödé' }), ts: 5, expiresAt: Number.MAX_SAFE_INTEGER });
+  const record: StoredMessage = Object.freeze({ id: id(0x41), kind: 1, type: 'big', from: 'p', data: Object.freeze({ big, note: 'ünïcödé' }), ts: 5, expiresAt: Number.MAX_SAFE_INTEGER });
   const { sessions, frames } = fanOut(record, 200);
   try {
     await waitUntil('every msg', async () => [...frames.values()].every((f) => f.length === 2), 10_000, 5);
     for (const [user, got] of frames) {
       const seq = Number(user.slice(1)) + 1;
-      assert.deepEqual(got[1], { t: 'msg', seq, id: id(1), type: 'big', ts: 5, data: { big, note: 'ünïcödé' }, from: 'p' });
+      assert.deepEqual(got[1], { t: 'msg', seq, id: id(0x41), type: 'big', ts: 5, data: { big, note: 'ünïcödé' }, from: 'p' });
     }
   } finally {
     sessions.forEach((s, u) => s.logout(`c${u}`));
@@ -99,7 +135,7 @@ test('every recipient of one large message gets its exact frame at its own seq',
 });
 
 test('a large message that cannot be serialised is an undeliverable gap at each recipient\'s seq', async () => {
-  const record: StoredMessage = { id: id(1), kind: 1, type: 'big', data: { big, n: 1n }, ts: 5, expiresAt: Number.MAX_SAFE_INTEGER };
+  const record: StoredMessage = { id: id(0x51), kind: 1, type: 'big', data: { big, n: 1n }, ts: 5, expiresAt: Number.MAX_SAFE_INTEGER };
   const { sessions, frames } = fanOut(record, 50);
   try {
     await waitUntil('every gap', async () => [...frames.values()].every((f) => f.length === 2), 10_000, 5);

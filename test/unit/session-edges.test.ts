@@ -90,12 +90,14 @@ test('a msg that cannot be serialised goes out as a gap and leaves the window: n
   // Mutant killed: `undeliverable` not called for a msg sent as a gap: its seq stayed
   // in the window, its redelivery timer ran, and a client that (rightly) does not ack a
   // gap was sent it again and again, then closed 4008.
-  const page: InboxPage = { epoch: 'A', firstSeq: 1, latestSeq: 1, entries: [{ seq: 1, id: id(1), kind: 1 }] };
+  // A MsgID of its own: a message's data is the same wherever its id is sent (the
+  // encoded-data cache keeps a BigInt's failure by MsgID: msg-frame-bytes.ts).
+  const page: InboxPage = { epoch: 'A', firstSeq: 1, latestSeq: 1, entries: [{ seq: 1, id: id(0xbad), kind: 1 }] };
   const inbox = {
     range: async (_u: string, after: number): Promise<InboxPage> => ({ ...page, entries: page.entries.filter((e) => e.seq > after) }),
   } as unknown as Inbox;
   // Its data holds a BigInt: JSON.stringify throws on it, as on data nested too deep.
-  const record: StoredMessage = { id: id(1), kind: 1, type: 't', data: { big: 1n }, ts: 1, expiresAt: Number.MAX_SAFE_INTEGER };
+  const record: StoredMessage = { id: id(0xbad), kind: 1, type: 't', data: { big: 1n }, ts: 1, expiresAt: Number.MAX_SAFE_INTEGER };
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async (ids: readonly string[]) => ids.map(() => record) };
   const session = new UserSession('u', { inbox, store, machine: CONFIG, logger: createLogger('silent'), retryMs: 20 }, new AckRounds(100));
   const frames: Array<Record<string, unknown>> = [];
