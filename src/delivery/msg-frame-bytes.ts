@@ -19,9 +19,11 @@
  *
  * The text is exactly `JSON.stringify(frame)`'s: the fields in the frame's own order,
  * each written by `JSON.stringify`, `data` where it stands among them. A `data` that
- * cannot be serialised (nested deeper than V8's stack, a BigInt) throws the
- * serialiser's error, for every recipient, as `JSON.stringify(frame)` did, without
- * trying again: the failure is cached like the bytes.
+ * cannot be serialised throws the serialiser's error, for every recipient, as
+ * `JSON.stringify(frame)` did. A failure that does not depend on the call is cached
+ * like the bytes (a BigInt, a cycle: a TypeError); a RangeError is not (nesting past
+ * V8's stack: whether it throws depends on how deep the stack is at the call, so a
+ * later send tries again).
  */
 import { LRUCache } from 'lru-cache';
 import type { MsgFrame } from './frames.js';
@@ -61,7 +63,8 @@ const encodedData = new LRUCache<string, Encoded>({
  * The UTF-8 JSON of message `id`'s `data`, encoded once per MsgID while cached.
  * @returns undefined when `JSON.stringify` writes nothing for it (undefined, a function):
  *   the field is left out, as `JSON.stringify(frame)` leaves it out
- * @throws what `JSON.stringify(data)` throws (cached: a message that failed fails again at once)
+ * @throws what `JSON.stringify(data)` throws (cached unless a RangeError: a message that
+ *   failed for its value fails again at once)
  */
 function encodeData(id: string, data: unknown): Buffer | undefined {
   const cached = encodedData.get(id);
@@ -73,7 +76,8 @@ function encodeData(id: string, data: unknown): Buffer | undefined {
   try {
     json = JSON.stringify(data) as string | undefined;
   } catch (err) {
-    encodedData.set(id, { failed: err });
+    // A stack overflow depends on the caller's stack, not on the value alone.
+    if (!(err instanceof RangeError)) encodedData.set(id, { failed: err });
     throw err;
   }
   if (json === undefined) return undefined;

@@ -59,6 +59,22 @@ test('a message\'s data is encoded once for many frames, whichever decoded copy 
   }
 });
 
+test('a serialisation failure that depends on the stack (RangeError) is tried again; one of the value (TypeError) is not', () => {
+  // A value nested deep enough overflows V8's stack only when the call already stands
+  // deep: stood in for by a toJSON that overflows on its first call only.
+  let deepCalls = 0;
+  const deep = { toJSON(): unknown { if (deepCalls++ === 0) throw new RangeError('Maximum call stack size exceeded'); return { big }; } };
+  const frame = (seq: number, id: string, data: unknown): MsgFrame => ({ t: 'msg', seq, id, type: 't', ts: 1, data });
+  assert.throws(() => msgFrameBytes(frame(1, '00000000000000c1', deep)), RangeError);
+  assert.equal(msgFrameBytes(frame(2, '00000000000000c1', deep)).toString(), JSON.stringify(frame(2, '00000000000000c1', { big })));
+  assert.equal(msgFrameBytes(frame(3, '00000000000000c1', deep)).toString(), JSON.stringify(frame(3, '00000000000000c1', { big })));
+  assert.equal(deepCalls, 2, 'tried again after the overflow, then cached');
+  let badCalls = 0;
+  const bad = { toJSON(): unknown { badCalls++; return { n: 1n }; } };
+  for (let seq = 1; seq <= 3; seq++) assert.throws(() => msgFrameBytes(frame(seq, '00000000000000c2', bad)), TypeError);
+  assert.equal(badCalls, 1, 'a BigInt fails alike at any depth: not serialised again');
+});
+
 /**
  * Sends `count` distinct messages of ~60 KB JSON whose decoded values are far larger
  * than their JSON (21,000 empty objects: ~0.9 MB of heap each, review2 measured 356 MB
