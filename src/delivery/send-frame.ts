@@ -40,7 +40,8 @@ export function sendFrame(conn: DeliveryConnection, frame: ServerFrame, logger: 
     };
     text = JSON.stringify(out);
   }
-  spend(text.length);
+  // Bytes, as the budget counts them: a string's UTF-8 length, not its UTF-16 units.
+  spend(typeof text === 'string' ? Buffer.byteLength(text) : text.length);
   conn.send(text, out.t);
   if (out.t === 'welcome') conn.welcomed?.();
   return gapOf;

@@ -13,7 +13,8 @@ import type { RecordReader } from '../../src/store/record-reader.js';
 import type { StoredMessage } from '../../src/store/record.js';
 import { AckRounds } from '../../src/delivery/ack-rounds.js';
 import { UserSession, type DeliveryConnection } from '../../src/delivery/session.js';
-import { spend, TURN_BYTES, TURN_FRAMES } from '../../src/delivery/send-turns.js';
+import { spend, turnSpent, TURN_BYTES, TURN_FRAMES } from '../../src/delivery/send-turns.js';
+import { sendFrame } from '../../src/delivery/send-frame.js';
 import { createLogger } from '../../src/logger.js';
 
 test('fetches answered in one turn write their frames over several turns, each within the budget', async () => {
@@ -220,4 +221,17 @@ test('offers waiting for their turn, deferred fetch answers and offers turned no
     clearInterval(load);
     s.logout('c');
   }
+});
+
+test('a frame written as text counts its UTF-8 bytes in the turn\'s budget, not its UTF-16 units', async () => {
+  // A fresh turn: the budget is whole.
+  await new Promise((resolve) => setImmediate(resolve));
+  const sent: number[] = [];
+  const conn: DeliveryConnection = { id: 'c', device: 'd', close: () => undefined, send: (text) => { sent.push(Buffer.byteLength(text)); } };
+  // 350,000 '€': 350,000 UTF-16 units (a third of the budget), 1,050,000 bytes (past it).
+  sendFrame(conn, { t: 'error', code: 'INVALID_REQUEST', message: '€'.repeat(350_000) }, createLogger('silent'), 'u');
+  assert.ok((sent[0] ?? 0) > TURN_BYTES);
+  assert.equal(turnSpent(), true, 'the turn has written more than its share');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(turnSpent(), false, 'the next turn starts whole');
 });
