@@ -50,7 +50,7 @@ import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, isNoScript, scriptSha, scriptSource, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, isNoScript, resendAsEval, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
 const SETTLE: ScriptSpec = {
   command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
@@ -157,12 +157,9 @@ export class ClientIdClaims {
       error: toRedisError,
     }, MAX_BATCH);
     this.#settles = new TickPipeline<string[], string | null>(redis, {
-      command: SETTLE.command,
       send: sendEvalsha,
-      // Not loaded (a SCRIPT FLUSH): the registered command sends it as EVAL, which loads it.
-      resend: (client, argv, err) => (isNoScript(err)
-        ? client.pxClientIdSettleV1(...(argv.slice(2) as [string, string, string, string, string]))
-        : undefined),
+      // Not loaded (a SCRIPT FLUSH): sent again as a plain EVAL, which loads it (scripts.ts `resendAsEval`).
+      resend: (client, argv, err) => (isNoScript(err) ? resendAsEval(client, SETTLE, argv) : undefined),
       reply: claimValue,
       error: toRedisError,
     }, MAX_BATCH);
@@ -306,9 +303,7 @@ export class ClientIdClaims {
     } catch (err) {
       if (!isNoScript(err)) throw err;
       if ((this.#attempts.get(clientMsgId)?.latest ?? 0) > begunBefore) return;
-      const command = new Command('eval', [scriptSource(DELETE_IF), '1', key, this.#pending], UTF8_REPLY);
-      this.#redis.sendCommand(command);
-      await command.promise;
+      await resendAsEval(this.#redis, DELETE_IF, [DELETE_IF_SHA, '1', key, this.#pending]);
     }
   }
 

@@ -13,14 +13,14 @@ import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { isNoScript, sendEvalsha } from '../redis/scripts.js';
+import { isNoScript, resendAsEval, sendEvalsha } from '../redis/scripts.js';
 import { isRedisStateReply } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult, toEntry,
   type AppendExtra, type AppendResult, type InboxEntry,
 } from './codec.js';
 import {
-  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, appendArgsOf, defineInboxScripts, type AppendArgv,
+  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, defineInboxScripts, type AppendArgv,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { SETTINGS } from '../config/settings.js';
@@ -144,11 +144,11 @@ export class Inbox {
     this.#grace = String(grace);
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
-      command: INBOX_SCRIPTS.append.command,
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
-      // loaded, the registered command sends it as EVAL, which loads it.
+      // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendAsEval`:
+      // not the registered command, whose retries could end in NOSCRIPT).
       send: sendEvalsha,
-      resend: (client, argv, err) => (isNoScript(err) ? client.pxAppendV5(...appendArgsOf(argv)) : undefined),
+      resend: (client, argv, err) => (isNoScript(err) ? resendAsEval(client, INBOX_SCRIPTS.append, argv) : undefined),
       reply: toAppendResult,
       error: toRedisError,
       // As a dropped connection: an error reply saying Redis cannot take writes now (a

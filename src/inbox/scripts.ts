@@ -33,12 +33,6 @@ export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
 /** `append-7.lua`'s number of keys, as EVALSHA takes it. */
 export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
 
-/** The script's arguments of an {@link AppendArgv} (for the registered command). */
-export function appendArgsOf(argv: AppendArgv): AppendArgs {
-  const [, , ...args] = argv;
-  return args;
-}
-
 /** Reply of `append-7.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];
 

@@ -38,10 +38,11 @@
  * When a command does time out (Redis hung), the calls still waiting here fail at once
  * with that error instead of each waiting for a timeout of its own.
  *
- * `call.command`, the registered command a failed call may be sent again with
- * (`resend`), is excluded from auto-pipelining (`excludeFromAutoPipelining`): a resend
- * is then written at once, in the order the failures come back, ahead of calls queued
- * for the next tick, so appends to one user keep their order through it. Each command
+ * A resend is written at once, in the order the failures come back, ahead of calls
+ * queued for the next tick, so appends to one user keep their order through it: a plain
+ * `Command` never auto-pipelines (Pixiu's resends are such: src/redis/scripts.ts
+ * `resendAsEval`), and `call.command`, a registered command a resend may use instead, is
+ * excluded from auto-pipelining (`excludeFromAutoPipelining`). Each command
  * keeps the client's policy: the command timeout applies to it, and with the offline
  * queue off it fails at once while Redis is down.
  */
@@ -51,9 +52,9 @@ import { excludeFromAutoPipelining } from '../redis/client.js';
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
   /**
-   * The registered ioredis command `resend` uses (e.g. a script's name given to
-   * `defineCommand`), excluded from auto-pipelining; none for a call without `resend`
-   * whose `send` writes a plain `Command` (which never auto-pipelines).
+   * The registered ioredis command `resend` uses, if it uses one (e.g. a script's name
+   * given to `defineCommand`), excluded from auto-pipelining; none when `send` and
+   * `resend` write plain `Command`s (which never auto-pipeline).
    */
   readonly command?: string;
   /** Sends one call's command on `redis`; resolves with the raw reply. */

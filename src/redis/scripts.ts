@@ -129,16 +129,41 @@ const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
  * ARGV), built once by the caller. A command registered by {@link defineScripts} copies
  * its arguments twice, wraps the command in a subclass with a closure and adds a
  * promise for its NOSCRIPT fallback, per call; this has none of that, so the caller
- * must handle NOSCRIPT itself ({@link isNoScript}), e.g. by calling the registered
- * command once, which sends EVAL and so loads the script.
+ * must handle NOSCRIPT itself ({@link isNoScript}), e.g. with {@link resendAsEval},
+ * which sends EVAL and so loads the script.
  * @returns the raw reply; rejects with the command's failure
  */
 export function sendEvalsha(redis: Redis, argv: string[]): Promise<unknown> {
-  const command = new Command('evalsha', argv, UTF8_REPLY);
+  return sendPlain(redis, 'evalsha', argv);
+}
+
+/** Sends `name` with `argv` as one plain `Command` (never auto-pipelined); resolves with the raw reply. */
+function sendPlain(redis: Redis, name: 'eval' | 'evalsha', argv: string[]): Promise<unknown> {
+  const command = new Command(name, argv, UTF8_REPLY);
   redis.sendCommand(command);
   // ioredis types the promise `any`: it is the raw reply, unknown to the caller.
   const reply: Promise<unknown> = command.promise;
   return reply;
+}
+
+/**
+ * Sends again as EVAL (the script's text), as one plain ioredis `Command`, a call whose
+ * {@link sendEvalsha} met NOSCRIPT (a `SCRIPT FLUSH` on a live connection): an EVAL
+ * Redis runs loads the script, so later EVALSHAs find it. `argv` is the EVALSHA's whole
+ * argv; its SHA is replaced by `spec`'s text.
+ *
+ * Not the registered command: ioredis 6 (`Script`) counts a connection as having the
+ * script once it has written one EVAL of it there, also when Redis refused that EVAL
+ * and loaded nothing (OOM, READONLY, BUSY …), so a later call went as EVALSHA, met
+ * NOSCRIPT again, and its one further try, made while other calls' EVALs marked the
+ * connection again, could go as EVALSHA too: the call failed with NOSCRIPT instead of
+ * the refusal that is the cause, answered "Redis is unavailable" instead of naming it
+ * (test/inbox/script-flush-while-full.test.ts). A plain EVAL gets Redis's own answer,
+ * in one round trip. Being a plain command, it is never auto-pipelined either.
+ * @returns the raw reply; rejects with the command's failure
+ */
+export function resendAsEval(redis: Redis, spec: ScriptSpec, argv: readonly string[]): Promise<unknown> {
+  return sendPlain(redis, 'eval', [scriptSource(spec), ...argv.slice(1)]);
 }
 
 /** True for Redis's NOSCRIPT error: the script is not loaded (a restart, SCRIPT FLUSH). */
