@@ -64,7 +64,9 @@ async function serveWithOwnRedis(t: TestContext, prefix: string, env: Record<str
 
 test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on) on serve with its own redis-server: exit 0, that redis-server stopped, nothing restarted', { timeout: 60_000 }, async (t: TestContext) => {
   // At debug level serve forwards redis-server's own log, which names the signal it got.
-  const { serve, url, redisPid } = await serveWithOwnRedis(t, 'pixiu-sigint-', { PIXIU_LOG_LEVEL: 'debug' });
+  // With a drain delay set, which SIGINT skips (drain-delay.test.ts): a delay begun would
+  // hold the exit for 10 minutes (the second SIGINT is the same signal, not a cut).
+  const { serve, url, redisPid } = await serveWithOwnRedis(t, 'pixiu-sigint-', { PIXIU_LOG_LEVEL: 'debug', PIXIU_DRAIN_DELAY: '10m' });
   const sent = await fetch(`${url}/v1/messages`, {
     method: 'POST',
     headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
@@ -80,7 +82,8 @@ test('Ctrl-C (SIGINT to the process group, and again as `npm start` passes it on
   assert.deepEqual(exit, { code: 0, signal: null }, serve.stderr());
   assert.doesNotMatch(serve.stdout(), /second signal/);
   assert.ok(!isAlive(redisPid), 'the redis-server it started is gone');
-  assert.deepEqual(logLines(serve.stdout(), 'shutting down').map((l) => l.signal), ['SIGINT']);
+  assert.deepEqual(logLines(serve.stdout(), 'shutting down').map((l) => [l.signal, l.drainDelayMs]), [['SIGINT', undefined]], 'no drain delay on SIGINT');
+  assert.deepEqual(logLines(serve.stdout(), 'drain delay over, shutting down'), []);
   assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1, 'the shutdown ran to its end');
   // Ctrl-C reached only Pixiu: its redis-server, in a process group of its own, was
   // stopped by Pixiu (SIGTERM) once the rest was closed, not shut down under it by the
@@ -248,6 +251,9 @@ test('a POST in flight when SIGTERM arrives is finished and answered 201, then s
   assert.deepEqual(created.recipients, [{ user: 'ola', seq: 1 }]);
   assert.equal(created.duplicate, false);
   assert.deepEqual(await stopped, { code: 0, signal: null }, serve.stderr());
+  // No PIXIU_DRAIN_DELAY: SIGTERM stops at once (drain-delay.test.ts has the delay).
+  assert.deepEqual(logLines(serve.stdout(), 'shutting down').map((l) => [l.signal, l.drainDelayMs]), [['SIGTERM', undefined]], 'no drain delay by default');
+  assert.deepEqual(logLines(serve.stdout(), 'drain delay over, shutting down'), []);
   assert.equal(logLines(serve.stdout(), 'pixiu stopped').length, 1);
   assert.deepEqual(logLines(serve.stdout(), CUT_UNANSWERED), [], 'nothing was cut');
   // It was really done, not just answered: the inbox holds it.
