@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { waitUntil } from '../harness/checks.js';
 import { PixiuClient, spawnServe, tempDataDir, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -51,6 +52,35 @@ export async function postBroadcast(api: PixiuClient, body: Record<string, unkno
   assert.match(posted.id, /^[0-9a-f]{16}$/, answer.text);
   assert.match(posted.bseq, /^\d+-\d+$/, answer.text);
   return posted;
+}
+
+/** Counter of the ids {@link appendBroadcasts} gives (unique within a test process). */
+let appended = 0;
+
+/**
+ * Appends `count` broadcasts to the `${prefix}broadcast` stream as POST /v1/broadcast
+ * stores them (fields m, y, s, d: src/broadcast/broadcast-stream.ts), 100 to a MULTI,
+ * instead of one request each: a node's reader reads them with XREAD and hands them to
+ * its fan-out as it does posted ones. For tests about the feed, not the route (setting
+ * up thousands of broadcasts). Returns them in bseq order.
+ */
+export async function appendBroadcasts(redis: Redis, count: number, data: (i: number) => unknown, prefix = 'px:'): Promise<Posted[]> {
+  const out: Posted[] = [];
+  for (let i = 0; i < count; i += 100) {
+    const m = redis.multi();
+    const ids: string[] = [];
+    for (let j = i; j < Math.min(count, i + 100); j++) {
+      const id = encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter: ++appended });
+      ids.push(id);
+      m.xadd(`${prefix}broadcast`, '*', 'm', id, 'y', 'test.news', 's', String(Date.now()), 'd', JSON.stringify(data(j)));
+    }
+    const replies = (await m.exec()) ?? [];
+    replies.forEach(([err, bseq], k) => {
+      assert.equal(err, null);
+      out.push({ id: ids[k] as string, bseq: bseq as string });
+    });
+  }
+  return out;
 }
 
 /** A broadcast as `POST /v1/broadcast` answered it, with a `client_msg_id` or not. */

@@ -9,7 +9,9 @@
  *
  * Setup as in catch-up-pace.test.ts (but ~88 MiB, more than the kernel buffers grow to): ~88 MiB of missed broadcasts so the catch-up
  * pauses (the client stops reading), then 10,600 live broadcasts, then the client
- * reads on. Expected: every broadcast, in order, or a gap where any is missing.
+ * reads on. Expected: every broadcast, in order, or a gap where any is missing. The
+ * missed and live ones are appended to the stream (appendBroadcasts: what is under test
+ * is the follower's queue, not the route); `first` and the marker are posted.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,9 +20,8 @@ import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import type { Redis } from 'ioredis';
-import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import type { RedisServer } from '../harness/redis-server.js';
-import { postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
+import { appendBroadcasts, postBroadcast } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
 const BIG = 'x'.repeat(60 * KiB);
@@ -30,7 +31,6 @@ const LIVE = 10_600;
 const cleanup = cleanupList();
 let gw: GatewayFixture;
 let sockets: Map<string, Duplex>;
-
 let admin: Redis;
 
 before(async () => {
@@ -39,45 +39,18 @@ before(async () => {
   ({ redis: admin } = await openInbox(cleanup, redis.url));
 });
 
-/**
- * Appends `count` broadcasts to the stream as POST /v1/broadcast stores them (fields m,
- * y, s, d: src/broadcast/broadcast-stream.ts), 100 to a round trip, instead of one
- * request each: the node's reader reads them with XREAD and offers them to the fan-out
- * as it does posted ones (what this test is about is the follower's queue, not the
- * route; `first` and `marker` still go through the route). Returns them in bseq order.
- */
-async function appendBroadcasts(count: number, data: (i: number) => unknown): Promise<Posted[]> {
-  const out: Posted[] = [];
-  for (let i = 0; i < count; i += 100) {
-    const m = admin.multi();
-    const ids: string[] = [];
-    for (let j = i; j < Math.min(count, i + 100); j++) {
-      const id = encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter: ++appended });
-      ids.push(id);
-      m.xadd('px:broadcast', '*', 'm', id, 'y', 'test.news', 's', String(Date.now()), 'd', JSON.stringify(data(j)));
-    }
-    const replies = (await m.exec()) ?? [];
-    replies.forEach(([err, bseq], k) => {
-      assert.equal(err, null);
-      out.push({ id: ids[k] as string, bseq: bseq as string });
-    });
-  }
-  return out;
-}
-let appended = 0;
-
 after(() => cleanup.run());
 
 test(`live broadcasts queued behind a paused last_bseq catch-up: more than 10,000 (plus a catch-up page) are not dropped silently`, { timeout: 600_000 }, async () => {
   const first = await postBroadcast(gw.client, { data: { first: true } });
-  const missed = await appendBroadcasts(COUNT, (i) => ({ i, pad: BIG }));
+  const missed = await appendBroadcasts(admin, COUNT, (i) => ({ i, pad: BIG }));
   const client = await gw.connect('returning', { device: 'returning', params: { last_bseq: first.bseq } });
   assert.equal((await client.next()).t, 'welcome');
   client.ws.pause();
   const sock = sockets.get('returning');
   assert.ok(sock);
   await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 20_000, 5);
-  const live = await appendBroadcasts(LIVE, (i) => ({ live: i }));
+  const live = await appendBroadcasts(admin, LIVE, (i) => ({ live: i }));
   // Posted once every live one was answered: the highest bseq, read last.
   const marker = await postBroadcast(gw.client, { data: { marker: true } });
   live.push(marker);
