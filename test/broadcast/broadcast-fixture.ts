@@ -62,7 +62,10 @@ let appended = 0;
  * stores them (fields m, y, s, d: src/broadcast/broadcast-stream.ts), 100 to a MULTI,
  * instead of one request each: a node's reader reads them with XREAD and hands them to
  * its fan-out as it does posted ones. For tests about the feed, not the route (setting
- * up thousands of broadcasts). Returns them in bseq order.
+ * up thousands of broadcasts). Resolves once the node's reader has read them all (it
+ * waits in XREAD again: {@link readerBlocked}), so a connection made next finds them in
+ * the history, not still coming live (a route that answers one at a time paced the
+ * appends for the reader). Returns them in bseq order.
  */
 export async function appendBroadcasts(redis: Redis, count: number, data: (i: number) => unknown, prefix = 'px:'): Promise<Posted[]> {
   const out: Posted[] = [];
@@ -80,6 +83,7 @@ export async function appendBroadcasts(redis: Redis, count: number, data: (i: nu
       out.push({ id: ids[k] as string, bseq: bseq as string });
     });
   }
+  await readerBlocked(redis);
   return out;
 }
 
