@@ -6,18 +6,15 @@
  * sends anything (docs/protocol.md "Connecting", docs/api.md "Client routes";
  * docs/decisions.md, Gateway).
  *
- * Built on two libraries, as the project takes one over code of its own for what
- * Pixiu is not about (rate limits, LRU caches): each user's bucket is a `limiter`
- * `TokenBucket` (the package whose `RateLimiter` paces the broadcast fan-out,
- * src/broadcast/fanout.ts), whose `tryRemoveTokens` takes a token without waiting and
- * whose `getWaitTime` gives the `Retry-After`; the buckets by user are an
- * `lru-cache` `LRUCache` (as the record cache, src/store/record-cache.ts), which bounds
- * them and drops those idle long enough to be full again. Not limiter's `RateLimiter`:
- * over its bucket it counts a fixed window (a burst's worth per interval), which
- * refuses what the bucket has refilled (as src/gateway/frame-limits.ts records).
+ * A bucket and an LRU map of its own, not limiter's TokenBucket in an lru-cache, for a
+ * measured reason: built on those two (a5fecac, reverted), bench:e2e case (c) — 10,000
+ * idle connections of distinct users — went from 8.9 – 9.3 to 16.2 – 16.6 KiB of RSS
+ * per connection against issue 4's 12 KiB (lru-cache preallocates its slot arrays for
+ * `max`, 100,000 here, and with `ttlAutopurge` arms a timer per entry; without `max`
+ * still 11.3 KiB). limiter could give the `Retry-After` (`getWaitTime`); its
+ * RateLimiter adds a fixed window that refuses tokens the bucket has refilled. A bucket
+ * here is two numbers, refilled when read.
  */
-import { TokenBucket } from 'limiter';
-import { LRUCache } from 'lru-cache';
 import { PixiuError } from '../errors.js';
 
 /** A token bucket's size and refill. */
@@ -46,65 +43,74 @@ export const ME_REQUEST_LIMIT: RateLimit = Object.freeze({ burst: 200, perMinute
  */
 export const MAX_TRACKED_USERS = 100_000;
 
+/** One user's bucket: tokens left at `atMs`. */
+interface Bucket {
+  tokens: number;
+  atMs: number;
+}
+
 /**
- * Token buckets keyed by user id, on the clock `performance.now()` (limiter's and
- * lru-cache's). Memory is bounded: the buckets are an LRU cache of at most
- * {@link MAX_TRACKED_USERS}, and a bucket unused for as long as an empty one takes to
- * fill (`burst / rate`, the cache's ttl, rounded up to a whole ms) is dropped (a full
- * bucket and none are the same), so the cache holds only users seen within that time.
+ * Token buckets keyed by user id. Memory is bounded: buckets are kept in the order
+ * they were last used, and each use drops those at the front that have been idle long
+ * enough to be full (a full bucket and none are the same), so the map holds only users
+ * seen within the last `burst / rate`; and never more than {@link MAX_TRACKED_USERS}.
  */
 export class UserRates {
-  readonly #limit: RateLimit;
-  /** By user; a `get` makes it the most recently used and restarts its ttl. */
-  readonly #buckets: LRUCache<string, TokenBucket>;
+  readonly #burst: number;
+  /** Tokens per ms. */
+  readonly #perMs: number;
+  /** How long an empty bucket takes to be full, ms: an entry idle this long is dropped. */
+  readonly #fillMs: number;
+  readonly #maxUsers: number;
+  readonly #now: () => number;
+  /** By user, least recently used first (a Map keeps insertion order; a use re-inserts). */
+  readonly #buckets = new Map<string, Bucket>();
 
   /**
    * @param limit the bucket's size and refill
+   * @param options.now the clock, ms (default `performance.now`; a test's own)
    * @param options.maxUsers buckets kept at most ({@link MAX_TRACKED_USERS})
    */
-  constructor(limit: RateLimit, options: { maxUsers?: number } = {}) {
-    this.#limit = limit;
-    this.#buckets = new LRUCache<string, TokenBucket>({
-      max: options.maxUsers ?? MAX_TRACKED_USERS,
-      // An empty bucket is full again after this, ms: dropping it then changes nothing.
-      // Whole ms, rounded up (lru-cache's ttl is an integer): never dropped before full.
-      ttl: Math.ceil(limit.burst / (limit.perMinute / 60_000)),
-      updateAgeOnGet: true,
-      // Dropped by a timer once idle past the ttl, not only when next looked up.
-      ttlAutopurge: true,
-      // Read the clock at each check: lru-cache otherwise reuses a reading for 1 ms,
-      // by a timer, which a test's mocked performance.now() outruns.
-      ttlResolution: 0,
-    });
+  constructor(limit: RateLimit, options: { now?: () => number; maxUsers?: number } = {}) {
+    this.#burst = limit.burst;
+    this.#perMs = limit.perMinute / 60_000;
+    this.#fillMs = this.#burst / this.#perMs;
+    this.#maxUsers = options.maxUsers ?? MAX_TRACKED_USERS;
+    this.#now = options.now ?? (() => performance.now());
   }
 
-  /**
-   * Users with a bucket now (a metric, and the tests' check of the bound). Drops the
-   * buckets idle past the ttl first (a scan of all of them): their autopurge timers run
-   * on real time, and may be a ms behind.
-   */
+  /** Users with a bucket now (a metric, and the tests' check of the bound). */
   get size(): number {
-    this.#buckets.purgeStale();
     return this.#buckets.size;
   }
 
   /**
-   * Takes one token from `user`'s bucket; a user without one (new, or dropped) starts
-   * with a full bucket. A refused request takes none: a client retrying too fast is let
-   * through at the sustained rate.
+   * Takes one token from `user`'s bucket. A refused request takes none: a client
+   * retrying too fast is let through at the sustained rate.
    * @returns 0 when taken; else the seconds until a token is back (at least 1, whole:
    *   a `Retry-After`)
    */
   take(user: string): number {
-    let bucket = this.#buckets.get(user);
-    if (bucket === undefined) {
-      bucket = new TokenBucket({ bucketSize: this.#limit.burst, tokensPerInterval: this.#limit.perMinute, interval: 'minute' });
-      // A TokenBucket starts empty; RateLimiter fills its own the same way.
-      bucket.content = this.#limit.burst;
-      this.#buckets.set(user, bucket);
+    const now = this.#now();
+    this.#dropIdle(now);
+    const bucket = this.#buckets.get(user);
+    const tokens = bucket === undefined ? this.#burst : Math.min(this.#burst, bucket.tokens + (now - bucket.atMs) * this.#perMs);
+    this.#buckets.delete(user);
+    const taken = tokens >= 1;
+    this.#buckets.set(user, { tokens: taken ? tokens - 1 : tokens, atMs: now });
+    if (this.#buckets.size > this.#maxUsers) {
+      const oldest = this.#buckets.keys().next();
+      if (oldest.done !== true) this.#buckets.delete(oldest.value);
     }
-    if (bucket.tryRemoveTokens(1)) return 0;
-    return Math.max(1, Math.ceil(bucket.getWaitTime(1) / 1000));
+    return taken ? 0 : Math.max(1, Math.ceil((1 - tokens) / this.#perMs / 1000));
+  }
+
+  /** Drops the buckets at the front (least recently used) that are full again by now. */
+  #dropIdle(now: number): void {
+    for (const [user, bucket] of this.#buckets) {
+      if (now - bucket.atMs < this.#fillMs) return;
+      this.#buckets.delete(user);
+    }
   }
 }
 
