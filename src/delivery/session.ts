@@ -106,8 +106,8 @@ export class UserSession {
   #retry: RetryBackoff | undefined;
   /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
   #onRotationSettled: (() => void) | undefined;
-  /** The log lines of a stall: its failures, and its end. */
-  readonly #stallLog: StallLog;
+  /** The log lines of a stall: its failures, and its end (stall-log.ts); made with the back-off, on the first failure. */
+  #stallLog: StallLog | undefined;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -115,7 +115,6 @@ export class UserSession {
     this.#deps = deps;
     this.#ackRounds = ackRounds;
     this.#machine = new UserMachine(user, deps.machine);
-    this.#stallLog = new StallLog(user, deps.logger, deps.fetchFailureLog);
   }
 
   /** Connections of this user on this node. */
@@ -144,7 +143,7 @@ export class UserSession {
     // must not keep the process alive. Nobody is waiting here any more: not a stalled
     // user of this node.
     this.#retry?.leftAlone(this.owesRotation);
-    this.#stallLog.noConnectionLeft(this.#retry?.failures ?? 0);
+    this.#stallLog?.noConnectionLeft(this.#retry?.failures ?? 0);
     void this.flushAcks();
     return true;
   }
@@ -292,7 +291,7 @@ export class UserSession {
       const context = { ...outageFields(err), user: this.user, epoch, cause, failures };
       if (failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
       else logger.debug(context, 'inbox epoch rotation failed, will retry');
-      this.#stallLog.begin(failures === 1);
+      this.#stalls().begin(failures === 1);
     }
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
@@ -326,7 +325,7 @@ export class UserSession {
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records);
-      this.#stallLog.resumed(this.#retry?.failures ?? 0);
+      this.#stallLog?.resumed(this.#retry?.failures ?? 0);
       this.#retry?.succeeded();
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the
@@ -335,9 +334,9 @@ export class UserSession {
       // heartbeat in the meantime pulls at once. Logged thinned across the node's
       // users, at its pace for as long as the stall lasts (stall-log.ts).
       const failures = this.#backoff().failed();
-      this.#stallLog.fetchFailed(err, failures);
+      this.#stalls().fetchFailed(err, failures);
       // Its last connection closed while the read ran: nobody waits, no retry (#retryLater).
-      if (this.#conns.size === 0) this.#stallLog.noConnectionLeft(failures);
+      if (this.#conns.size === 0) this.#stalls().noConnectionLeft(failures);
       this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
       this.#retryLater();
@@ -348,6 +347,11 @@ export class UserSession {
   /** After a failed read or epoch rotation: a heartbeat later (retry-backoff.ts `later`), while a connection is here or a rotation is owed. */
   #retryLater(): void {
     this.#backoff().later(this.#conns.size === 0, this.owesRotation);
+  }
+
+  /** The stall's log lines, made on the first failure as the back-off is: a user whose reads succeed keeps neither. */
+  #stalls(): StallLog {
+    return (this.#stallLog ??= new StallLog(this.user, this.#deps.logger, this.#deps.fetchFailureLog));
   }
 
   #backoff(): RetryBackoff {
