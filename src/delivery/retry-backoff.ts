@@ -3,9 +3,11 @@
  * epoch rotation that failed is retried by a heartbeat after `retryMs`, doubled per
  * failure in a row up to {@link MAX_RETRY_FACTOR} times; a notify or a heartbeat in the
  * meantime pulls at once. Also keeps whether the user's delivery stalls (SessionDeps
- * `onStalled`). Made by the session on its first failure: a user whose reads succeed
- * keeps none.
+ * `onStalled`) and logs the stall (stall-log.ts: each failure, its end), from the same
+ * count of failures in a row. Made by the session on its first failure: a user whose
+ * reads succeed keeps none.
  */
+import type { StallLog } from './stall-log.js';
 
 /** The retry wait after failed fetches grows up to this many times `retryMs`. */
 export const MAX_RETRY_FACTOR = 4;
@@ -15,6 +17,7 @@ export class RetryBackoff {
   readonly #retryMs: number;
   readonly #heartbeat: () => void;
   readonly #onStalled: ((stalled: boolean) => void) | undefined;
+  readonly #stalls: StallLog;
   #retryTimer: NodeJS.Timeout | undefined;
   /** Fetches (and rotations) failed in a row. */
   #failures = 0;
@@ -27,25 +30,40 @@ export class RetryBackoff {
    * @param retryMs the first wait, ms (SessionDeps `retryMs`)
    * @param heartbeat the retry: the session's heartbeat
    * @param onStalled told each change of the stalled flag (SessionDeps `onStalled`)
+   * @param stalls the user's stall log lines
    */
-  constructor(retryMs: number, heartbeat: () => void, onStalled: ((stalled: boolean) => void) | undefined) {
+  constructor(retryMs: number, heartbeat: () => void, onStalled: ((stalled: boolean) => void) | undefined, stalls: StallLog) {
     this.#retryMs = retryMs;
     this.#heartbeat = heartbeat;
     this.#onStalled = onStalled;
+    this.#stalls = stalls;
   }
 
-  /** Fetches (and rotations) failed in a row now: 0 after a success. */
-  get failures(): number {
-    return this.#failures;
+  /**
+   * Counts a failed fetch (one streak of an outage, one back-off) and logs it; with
+   * `alone` (the user's last connection here closed while the read ran) the stall ends
+   * there. Returns the failures in a row now.
+   */
+  fetchFailed(err: unknown, alone: boolean): number {
+    const failures = ++this.#failures;
+    this.#stalls.fetchFailed(err, failures);
+    if (alone) this.#stalls.noConnectionLeft(failures);
+    return failures;
   }
 
-  /** Counts a failed fetch or rotation (one streak of an outage, one back-off); returns the failures in a row now. */
-  failed(): number {
-    return ++this.#failures;
+  /**
+   * Counts a failed epoch rotation with the fetches (one streak, one back-off); its
+   * caller logs it, a warning for the first of a streak. Returns the failures in a row now.
+   */
+  rotationFailed(): number {
+    const failures = ++this.#failures;
+    this.#stalls.begin(failures === 1);
+    return failures;
   }
 
-  /** A fetch succeeded: the streak ends, and delivery no longer stalls. */
+  /** A fetch succeeded: the streak ends (its end logged), and delivery no longer stalls. */
   succeeded(): void {
+    this.#stalls.resumed(this.#failures);
     this.#failures = 0;
     this.#setStalled(false);
   }
@@ -77,6 +95,7 @@ export class RetryBackoff {
     if (owesRotation) this.#retryTimer?.unref();
     else clearTimeout(this.#retryTimer);
     this.#setStalled(false);
+    this.#stalls.noConnectionLeft(this.#failures);
   }
 
   /** Shutdown: clears a retry armed with no connection here (`alone`), and arms none again then. */

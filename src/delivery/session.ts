@@ -106,8 +106,6 @@ export class UserSession {
   #retry: RetryBackoff | undefined;
   /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
   #onRotationSettled: (() => void) | undefined;
-  /** The log lines of a stall: its failures, and its end (stall-log.ts); made with the back-off, on the first failure. */
-  #stallLog: StallLog | undefined;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -143,7 +141,6 @@ export class UserSession {
     // must not keep the process alive. Nobody is waiting here any more: not a stalled
     // user of this node.
     this.#retry?.leftAlone(this.owesRotation);
-    this.#stallLog?.noConnectionLeft(this.#retry?.failures ?? 0);
     void this.flushAcks();
     return true;
   }
@@ -287,11 +284,10 @@ export class UserSession {
       logRotation(this.#deps, { user: this.user, epoch, newEpoch: after }, cause);
     } catch (err) {
       // Counted with failed fetches: one streak of an outage, one back-off.
-      const failures = this.#backoff().failed();
+      const failures = this.#backoff().rotationFailed();
       const context = { ...outageFields(err), user: this.user, epoch, cause, failures };
       if (failures === 1) logger.warn(context, 'inbox epoch rotation failed, will retry');
       else logger.debug(context, 'inbox epoch rotation failed, will retry');
-      this.#stalls().begin(failures === 1);
     }
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
@@ -325,18 +321,15 @@ export class UserSession {
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records);
-      this.#stallLog?.resumed(this.#retry?.failures ?? 0);
       this.#retry?.succeeded();
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the
       // next pull (Redis down, or a record's owning node unreachable: DESIGN.md §9).
       // The wait doubles from retryMs up to MAX_RETRY_FACTOR × retryMs; a notify or a
       // heartbeat in the meantime pulls at once. Logged thinned across the node's
-      // users, at its pace for as long as the stall lasts (stall-log.ts).
-      const failures = this.#backoff().failed();
-      this.#stalls().fetchFailed(err, failures);
-      // Its last connection closed while the read ran: nobody waits, no retry (#retryLater).
-      if (this.#conns.size === 0) this.#stalls().noConnectionLeft(failures);
+      // users, at its pace for as long as the stall lasts (stall-log.ts). Its last
+      // connection closed while the read ran: nobody waits, no retry (#retryLater).
+      this.#backoff().fetchFailed(err, this.#conns.size === 0);
       this.#deps.onFetchFailed?.(read);
       effects = this.#machine.fetchFailed();
       this.#retryLater();
@@ -349,12 +342,9 @@ export class UserSession {
     this.#backoff().later(this.#conns.size === 0, this.owesRotation);
   }
 
-  /** The stall's log lines, made on the first failure as the back-off is: a user whose reads succeed keeps neither. */
-  #stalls(): StallLog {
-    return (this.#stallLog ??= new StallLog(this.user, this.#deps.logger, this.#deps.fetchFailureLog));
-  }
-
   #backoff(): RetryBackoff {
-    return (this.#retry ??= new RetryBackoff(this.#deps.retryMs, () => this.heartbeat(), this.#deps.onStalled));
+    this.#retry ??= new RetryBackoff(this.#deps.retryMs, () => this.heartbeat(), this.#deps.onStalled,
+      new StallLog(this.user, this.#deps.logger, this.#deps.fetchFailureLog));
+    return this.#retry;
   }
 }
