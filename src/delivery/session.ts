@@ -23,7 +23,7 @@ import { RetryBackoff } from './retry-backoff.js';
 import { logRotation } from './rotation-logs.js';
 import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
-import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
+import type { LogThrottle } from '../log-throttle.js';
 import { StallLog } from './stall-log.js';
 
 /**

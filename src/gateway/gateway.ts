@@ -21,6 +21,7 @@ import type { NodeSecrets } from '../cluster/secret-digests.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
+import { TURN_FRAMES } from '../delivery/send-turns.js';
 import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
@@ -47,8 +48,6 @@ import { PartitionClaims } from '../cluster/partition-claims.js';
 
 /** How often a node renews its registration, ms; it lapses after three missed renewals. */
 const NODE_RENEW_MS = 5000;
-/** Broadcast frames sent between two yields to the event loop (~2–5 ms of work here). */
-const FANOUT_CHUNK_FRAMES = 500;
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
@@ -192,7 +191,7 @@ export class Gateway implements GatewayDeps {
     this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs);
     this.#fanout = new BroadcastFanout({
       framesPerSecond: config.broadcastRate,
-      chunkFrames: FANOUT_CHUNK_FRAMES,
+      chunkFrames: TURN_FRAMES,
       maxBatchBytes: Math.max(64 * 1024, Math.floor(config.socketHighWaterBytes / 2)),
       position: () => this.#reader.position,
     });
