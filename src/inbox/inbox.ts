@@ -14,7 +14,7 @@ import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
 import { isNoScript, resendAsEval, sendEvalsha } from '../redis/scripts.js';
-import { isRedisStateReply } from '../redis/state-replies.js';
+import { redisStateReason } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult, toEntry,
   type AppendExtra, type AppendResult, type InboxEntry,
@@ -154,7 +154,7 @@ export class Inbox {
       // As a dropped connection: an error reply saying Redis cannot take writes now (a
       // failover's READONLY, OOM, a busy script, …), which later appends may pass once
       // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
-      breaksFlow: (err) => !(err instanceof ReplyError) || isRedisStateReply((err as Error).message),
+      breaksFlow: (err) => !(err instanceof ReplyError) || redisStateReason(err) !== undefined,
     }, MAX_APPEND_BATCH);
   }
 

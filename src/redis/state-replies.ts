@@ -31,11 +31,6 @@ const STATE_REPLIES: Readonly<Record<string, string>> = {
 /** A reply's code: its first word, when it is one of {@link STATE_REPLIES}. */
 const STATE_CODE = new RegExp(`^(${Object.keys(STATE_REPLIES).join('|')})\\b`);
 
-/** True when `message` is a Redis error reply about the state of Redis (see above). */
-export function isRedisStateReply(message: string): boolean {
-  return STATE_CODE.test(message);
-}
-
 /**
  * The plain words for the state reply `err` is, or that a refused MULTI's
  * `previousErrors` hold (e.g. `Redis refuses writes: it is out of memory (maxmemory)`);
