@@ -5,6 +5,7 @@
  * then HTTP, then Redis, the store and the embedded redis-server.
  */
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { buildApp } from '../api/app.js';
@@ -347,16 +348,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       timeFloor,
       drain: (delayMs, cut) => {
         draining = true;
-        return new Promise<void>((resolve) => {
-          const done = (): void => {
-            clearTimeout(timer);
-            cut?.removeEventListener('abort', done);
-            resolve();
-          };
-          const timer = setTimeout(done, delayMs);
-          cut?.addEventListener('abort', done);
-          if (cut?.aborted === true) done();
-        });
+        // Cut short by `cut`: its AbortError ends the wait, as the delay's end does.
+        return delay(delayMs, undefined, { signal: cut }).catch(() => undefined);
       },
       close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
