@@ -12,7 +12,7 @@
 import { compactVerify, createLocalJWKSet, errors as joseErrors, type JWK } from 'jose';
 import type { Logger } from '../logger.js';
 import { cutText, quotedText } from '../text-cut.js';
-import { ASYMMETRIC_ALGS } from './pem-key.js';
+import { ASYMMETRIC_ALGS, MIN_RSA_BITS } from './pem-key.js';
 
 /**
  * The warning of a key of the JWKS left out (it cannot verify tokens). Fields: `kid`
@@ -24,9 +24,6 @@ export const JWKS_KEY_LEFT_OUT_LOG = 'a key of the JWKS cannot verify tokens and
 
 /** Most characters of a key's `kid`, `alg`, `crv` … that a reason or a warning repeats. */
 const MAX_MEMBER_SHOWN = 64;
-
-/** Fewest bits of an RSA modulus jose verifies with (its `minRsaBits`; RFC 7518 §3.3). */
-const MIN_RSA_BITS = 2048;
 
 /** The JWS algorithm of each EC curve (RFC 7518 §3.4): an EC key verifies that one alone. */
 const EC_CURVE_ALG: Readonly<Record<string, string>> = { 'P-256': 'ES256', 'P-384': 'ES384', 'P-521': 'ES512' };

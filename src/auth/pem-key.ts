@@ -20,7 +20,7 @@ export const ASYMMETRIC_ALGS: Readonly<Record<string, readonly string[]>> = {
  * Fewest bits of an RSA modulus: jose refuses to verify with a shorter key (RFC 7518
  * §3.3 asks for 2048), so a shorter one would start and then refuse every token.
  */
-const MIN_RSA_BITS = 2048;
+export const MIN_RSA_BITS = 2048;
 
 /**
  * Node's names of the EC curves an ES256/ES384/ES512 key may be on, and the one
