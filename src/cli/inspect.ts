@@ -4,6 +4,8 @@
  * - `inspect id <msgid>`: decode a MsgID (partition, kind, counter) and, when Redis can
  *   be read, name the store holding its partition and where its node listens.
  * - `inspect inbox <uid> [--after-seq n] [--limit n]`: a user's inbox bounds, entries and ack cursors.
+ * - `inspect cluster`: the live nodes, the stores with the node holding each one's
+ *   lease, and the partitions' claims (inspect-cluster.ts).
  *
  * Redis is the configured `PIXIU_REDIS_URL`, or the embedded one of the data dir when
  * a `pixiu serve` is running on it. (The message store is locked by a running service;
@@ -17,6 +19,8 @@ import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
+import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead } from './inspect-redis.js';
+import { clusterCommand } from './inspect-cluster.js';
 
 /**
  * The settings `inspect inbox` takes. Not `inboxCap`: the cap acts only when an append
@@ -24,7 +28,7 @@ import { unixUrl } from '../redis/url.js';
  * help (the serve setting's, "older ones are trimmed") suggested it might write (a
  * black-box SRE's finding); it is an unknown option now, and `PIXIU_INBOX_CAP` is not read.
  */
-const KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs'] as const;
+const KEYS = READ_KEYS;
 
 /**
  * A numeric option, held to the API's rule for integers in a query (decimal digits
@@ -73,7 +77,7 @@ async function partitionHolder(url: string, config: { redisPrefix: string; redis
 
 /** Builds the `inspect` subcommand and its children. */
 export function inspectCommand(): Command {
-  const inspect = new Command('inspect').description('read Pixiu state for operations (ids, inboxes)');
+  const inspect = new Command('inspect').description('read Pixiu state for operations (ids, inboxes, the cluster)');
 
   const idCmd = inspect.command('id')
     .description('decode a MsgID: partition, kind and counter; with a Redis to read, the store holding its partition (holder)')
@@ -113,30 +117,18 @@ export function inspectCommand(): Command {
       + '1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read, or a key\n'
       + 'prefix no Pixiu service has used on that Redis (a wrong PIXIU_REDIS_PREFIX).');
   // inspect reads a running service's Redis; it never starts one.
-  addConfigOptions(inboxCmd, KEYS, { redisUrl: 'Redis to read, redis://, rediss:// or unix:// URL; unset: the embedded Redis of a `pixiu serve` running on the data dir' });
+  addConfigOptions(inboxCmd, KEYS, { redisUrl: READ_URL_DOC });
   inboxCmd.action(async (uid: string) => {
     checkUserId(uid);
     const config = configFromOptions(inboxCmd, KEYS);
     const opts = inboxCmd.opts<{ afterSeq: string; limit: string }>();
     const after = intOption(opts.afterSeq, '--after-seq', 0, Number.MAX_SAFE_INTEGER, 0);
     const limit = intOption(opts.limit, '--limit', 1, 10_000, 20);
-    let url = config.redisUrl;
-    if (url === undefined) {
-      const { localRedisSocket } = await import('../redis/local-server.js');
-      const sock = localRedisSocket(config.dataDir);
-      if (!existsSync(sock)) {
-        throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir}: `
-          + 'set PIXIU_REDIS_URL to the Redis the service uses (a serve given PIXIU_REDIS_URL runs none of its own), '
-          + 'or start `pixiu serve` on this data dir without it');
-      }
-      url = unixUrl(sock);
-    }
-    // Loaded here, not with the module: `inspect id`, `--help` and a refused option
-    // start without ioredis and the inbox (a few hundred ms of CPU).
-    const [{ createRedis }, { Inbox }] = await Promise.all([import('../redis/client.js'), import('../inbox/inbox.js')]);
-    const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
-      .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
+    const redis = await connectToRead(config);
     try {
+      // Loaded here, not with the module: `inspect id`, `--help` and a refused option
+      // start without ioredis and the inbox (a few hundred ms of CPU).
+      const { Inbox } = await import('../inbox/inbox.js');
       // The cap is the Inbox's for appends, which inspect never makes: any valid one reads alike.
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
       const [page, cursors, expiresAt] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid), inbox.expiresAt(uid)]);
@@ -148,14 +140,12 @@ export function inspectCommand(): Command {
       // (a wrong --redis-prefix): every service writes `<prefix>cluster:secret` at start.
       // The second is an error (exit 1, nothing on stdout), so a script can tell it
       // from an empty inbox.
-      if (page.epoch === null && (await redis.exists(new Keys(config.redisPrefix).clusterSecret())) === 0) {
-        throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(config.redisPrefix)} on this Redis `
-          + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
-      }
+      if (page.epoch === null) await checkPrefixUsed(redis, config.redisPrefix);
       process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
     } finally {
       redis.disconnect();
     }
   });
+  inspect.addCommand(clusterCommand());
   return inspect;
 }

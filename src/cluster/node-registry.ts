@@ -11,6 +11,15 @@ import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { outageFields } from '../errors.js';
 
+/** How often a node renews its registration, ms (the gateway's registry; DESIGN.md §9). */
+export const NODE_RENEW_MS = 5000;
+/**
+ * How long a registration lives after its last renewal, ms: three missed renewals. A
+ * registration's score is its expiry, so it was last renewed this long before it
+ * (`pixiu inspect cluster` shows when).
+ */
+export const NODE_TTL_MS = 3 * NODE_RENEW_MS;
+
 /** A fresh node id: host, pid and a random suffix, `[A-Za-z0-9._-]` only. */
 export function newNodeId(): string {
   const host = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 40) || 'host';

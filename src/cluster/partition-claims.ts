@@ -96,7 +96,8 @@ export function parseClaimReply(reply: readonly (number | string)[]): ClaimAnswe
   throw new Error(`unexpected partition claim reply ${JSON.stringify(reply)}`);
 }
 
-function parseDescription(text: string): StoreDescription | undefined {
+/** A store's description as written with its claim (the descriptions hash), or undefined when it is not one. */
+export function parseDescription(text: string): StoreDescription | undefined {
   try {
     const value = JSON.parse(text) as Partial<StoreDescription> | null;
     if (typeof value?.dir === 'string' && typeof value.host === 'string') return { dir: value.dir, host: value.host };
@@ -107,7 +108,7 @@ function parseDescription(text: string): StoreDescription | undefined {
 }
 
 /** The lease value, or undefined when absent or not a lease. */
-function parseLease(text: string | null): StoreLease | undefined {
+export function parseLease(text: string | null): StoreLease | undefined {
   if (text === null) return undefined;
   try {
     const value = JSON.parse(text) as Partial<StoreLease> | null;

@@ -15,7 +15,7 @@ import { BroadcastReader } from '../broadcast/reader.js';
 import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus } from '../cluster/bus.js';
-import { NodeRegistry, newNodeId } from '../cluster/node-registry.js';
+import { NODE_RENEW_MS, NODE_TTL_MS, NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
 import type { NodeSecrets } from '../cluster/secret-digests.js';
 import { Presence } from '../cluster/presence.js';
@@ -46,8 +46,6 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 import { MembershipLog } from '../cluster/membership-log.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
 
-/** How often a node renews its registration, ms; it lapses after three missed renewals. */
-const NODE_RENEW_MS = 5000;
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
@@ -125,7 +123,7 @@ export class Gateway implements GatewayDeps {
     const claims = new PartitionClaims(redis, keys);
     const membership = new MembershipLog(logger, node, () => claims.leasesByNode());
     this.#registry = new NodeRegistry(redis, keys, {
-      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_RENEW_MS * 3, logger,
+      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
       onRegistry: (registered, nowMs) => void membership.observe(registered, nowMs),
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each

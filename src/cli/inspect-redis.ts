@@ -1,0 +1,56 @@
+/**
+ * The Redis an `inspect` command reads (`inspect inbox`, `inspect cluster`): the
+ * configured `PIXIU_REDIS_URL`, or the embedded one of the data dir while a `pixiu
+ * serve` runs on it — inspect never starts one. Every failure is a {@link StartupError}:
+ * one line on stderr, exit 1, nothing on stdout (src/cli/main.ts; README "Commands").
+ */
+import { existsSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.js';
+import { StartupError } from '../errors.js';
+import { Keys } from '../redis/keys.js';
+import { unixUrl } from '../redis/url.js';
+
+/** The settings every Redis-reading inspect command takes. */
+export const READ_KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs'] as const;
+
+/** The `--redis-url` help of a command that needs a Redis to read. */
+export const READ_URL_DOC = 'Redis to read, redis://, rediss:// or unix:// URL; unset: the embedded Redis of a `pixiu serve` running on the data dir';
+
+/**
+ * Connects to the Redis to read: `config.redisUrl`, else the embedded Redis of a serve
+ * running on `config.dataDir`. Loads ioredis only now (help and refused options start
+ * without it).
+ * @throws StartupError when there is none (no URL, no embedded Redis running), or it
+ *   cannot be reached (the reason Redis or the socket gave: `cannot reach Redis at …`)
+ */
+export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' | 'redisCommandTimeoutMs'>): Promise<Redis> {
+  let url = config.redisUrl;
+  if (url === undefined) {
+    const { localRedisSocket } = await import('../redis/local-server.js');
+    const sock = localRedisSocket(config.dataDir);
+    if (!existsSync(sock)) {
+      throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir}: `
+        + 'set PIXIU_REDIS_URL to the Redis the service uses (a serve given PIXIU_REDIS_URL runs none of its own), '
+        + 'or start `pixiu serve` on this data dir without it');
+    }
+    url = unixUrl(sock);
+  }
+  const { createRedis } = await import('../redis/client.js');
+  return createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
+    .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
+}
+
+/**
+ * Refuses a key prefix no Pixiu service has used on this Redis (a wrong
+ * `PIXIU_REDIS_PREFIX`), which reads as empty: every service writes
+ * `<prefix>cluster:secret` at start. Call it only when what was read is empty, so a
+ * script can tell "nothing there" from "wrong prefix".
+ * @throws StartupError naming the prefix
+ */
+export async function checkPrefixUsed(redis: Redis, prefix: string): Promise<void> {
+  if ((await redis.exists(new Keys(prefix).clusterSecret())) === 0) {
+    throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(prefix)} on this Redis `
+      + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
+  }
+}

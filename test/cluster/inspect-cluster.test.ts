@@ -1,0 +1,101 @@
+/**
+ * `pixiu inspect cluster` (src/cli/inspect-cluster.ts; an on-call SRE's finding: no
+ * command listed the cluster): against two real nodes on one Redis it prints both (id,
+ * URL, last renewal), each store with the node holding its lease, and the partitions'
+ * claims; once a node stops, its store has no holder and its partitions are named
+ * `without_holder`. It runs as a Redis user allowed reads alone (ACL `-@all +@read`):
+ * any write, a script load included, would be refused and the command fail. A wrong
+ * key prefix and a Redis that is down exit 1 with one line on stderr, nothing on stdout
+ * and no stack trace, as the other inspect commands do (README "Commands").
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Keys } from '../../src/redis/keys.js';
+import type { ClusterView } from '../../src/cluster/cluster-view.js';
+import { openInbox } from '../harness/checks.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { runCli, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
+import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+
+const PREFIX = 'ops:';
+
+/** The store id of a data dir (its `xiu/LAYOUT`). */
+async function storeIdOf(dataDir: string): Promise<string> {
+  return (JSON.parse(await readFile(path.join(dataDir, 'xiu', 'LAYOUT'), 'utf8')) as { storeId: string }).storeId;
+}
+
+test('inspect cluster prints both nodes with their URLs, each store with the node holding its lease and the partitions; read-only; a stopped node\'s store has no holder; a wrong prefix and Redis down exit 1 in one line', { timeout: 90_000 }, async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const settings = { redisUrl: redis.url, redisPrefix: PREFIX, jwtSecret: JWT_SECRET, storeDurability: 'relaxed' };
+  const [dirA, dirB] = [await tempDataDir(t), await tempDataDir(t)];
+  const a = await startInProcess(t, { ...settings, dataDir: dirA });
+  const b = await startInProcess(t, { ...settings, dataDir: dirB });
+  const [storeA, storeB] = [await storeIdOf(dirA), await storeIdOf(dirB)];
+
+  // A Redis user that may read and nothing else (ioredis's AUTH, CLIENT SETNAME and INFO on connecting).
+  const { redis: raw } = await openInbox(t, redis.url, PREFIX);
+  await raw.call('ACL', 'SETUSER', 'inspector', 'on', '>inspect-pw', '~*', '-@all', '+@read', '+info', '+time', '+client|setname', '+ping');
+  assert.notEqual(await raw.call('ACL', 'DRYRUN', 'inspector', 'set', 'k', 'v'), 'OK', 'the user may not write');
+  assert.notEqual(await raw.call('ACL', 'DRYRUN', 'inspector', 'script', 'load', 'return 1'), 'OK', 'nor load a script');
+  const env = { PIXIU_REDIS_URL: `redis://inspector:inspect-pw@127.0.0.1:${redis.port}`, PIXIU_REDIS_PREFIX: PREFIX };
+  const inspect = async (): Promise<ClusterView> => {
+    const run = await runCli(['inspect', 'cluster'], env);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stderr, '');
+    return JSON.parse(run.stdout) as ClusterView;
+  };
+
+  const both = await inspect();
+  assert.ok(Math.abs(both.redis_time - Date.now()) < 60_000, `redis_time ${both.redis_time} is ms since the epoch`);
+  assert.equal(both.prefix, PREFIX);
+  assert.deepEqual(both.nodes.map((n) => [n.url, n.store]).sort(), [[a.service.url, storeA], [b.service.url, storeB]].sort());
+  for (const n of both.nodes) {
+    assert.match(n.node, /^[A-Za-z0-9._-]+$/);
+    assert.equal(n.pid, process.pid, 'both run in this process');
+    assert.ok(n.renewed_ms_ago >= 0 && n.renewed_ms_ago <= 15_000, JSON.stringify(n));
+    assert.ok(n.expires_in_ms > 0 && n.expires_in_ms <= 15_000, JSON.stringify(n));
+  }
+  assert.deepEqual(both.lapsed_nodes, []);
+  const nodeAt = (url: string): string | undefined => both.nodes.find((n) => n.url === url)?.node;
+  // A's data dir started first: the lowest block.
+  assert.deepEqual(both.stores.map((s) => ({ ...s, holder: s.holder && { ...s.holder, lease_expires_in_ms: s.holder.lease_expires_in_ms > 0 } })), [
+    { store: storeA, dir: path.join(dirA, 'xiu'), host: both.stores[0]?.host, partitions: 8, blocks: ['0..7'], holder: { node: nodeAt(a.service.url), url: a.service.url, registered: true, lease_expires_in_ms: true } },
+    { store: storeB, dir: path.join(dirB, 'xiu'), host: both.stores[1]?.host, partitions: 8, blocks: ['8..15'], holder: { node: nodeAt(b.service.url), url: b.service.url, registered: true, lease_expires_in_ms: true } },
+  ]);
+  assert.equal(typeof both.stores[0]?.host, 'string');
+  assert.deepEqual(both.partitions, { total: 256, claimed: 16, free: 240, retired: [], without_holder: [] });
+
+  // B stops (its lease released, its registration removed); an operator retired partition 16.
+  await b.service.close();
+  await raw.hset(new Keys(PREFIX).storePartitions(), '16', 'retired');
+  const one = await inspect();
+  assert.deepEqual(one.nodes.map((n) => n.url), [a.service.url]);
+  assert.deepEqual(one.stores.map((s) => [s.store, s.holder?.url ?? null]), [[storeA, a.service.url], [storeB, null]]);
+  assert.deepEqual(one.partitions, { total: 256, claimed: 17, free: 239, retired: ['16'], without_holder: ['8..15'] });
+
+  const unused = await runCli(['inspect', 'cluster'], { ...env, PIXIU_REDIS_PREFIX: 'nobody:' });
+  assert.equal(unused.code, 1, unused.stdout);
+  assert.equal(unused.stdout, '');
+  assert.match(unused.stderr, /^pixiu: no Pixiu service has used the key prefix "nobody:" on this Redis .*\n$/);
+
+  await a.service.close();
+  await redis.stop();
+  const down = await runCli(['inspect', 'cluster'], { ...env, PIXIU_REDIS_COMMAND_TIMEOUT: '500' });
+  assert.equal(down.code, 1, down.stdout);
+  assert.equal(down.stdout, '');
+  assert.match(down.stderr, /^pixiu: cannot reach Redis at redis:\/\/inspector:\S*@127\.0\.0\.1:\d+: .*\n$/);
+  assert.doesNotMatch(down.stderr, /inspect-pw|\n\s+at /, 'neither the password nor a stack trace');
+});
+
+test('inspect cluster --help says what it prints, that it writes nothing, and its exit status; inspect --help lists it', async () => {
+  const help = await runCli(['inspect', 'cluster', '--help']);
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /read-only: it reads the node registry, the store claims and leases, and writes nothing/);
+  assert.match(help.stdout, /without_holder/);
+  assert.match(help.stdout, /Exit status: 0 when the cluster is printed/);
+  const parent = await runCli(['inspect', '--help']);
+  assert.match(parent.stdout, /cluster \[options\] +list the live nodes/);
+});
