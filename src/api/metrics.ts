@@ -183,6 +183,33 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Time from a message's `ts` (when the store accepted it: the ingesting node's clock,
+   * Redis's for a room message) to this node writing its `msg` frame on a connection,
+   * seconds, for live deliveries only (src/delivery/effects.ts, the `live` mark of a
+   * `send`): the first send on that connection of a message appended after its
+   * `welcome` (or `reset`). Not timed: catch-up (the backlog a connection is sent after
+   * its `welcome`, whose lag is how long the device was away), redeliveries, and gaps.
+   * Across nodes it includes the difference of their clocks.
+   */
+  readonly deliveryLag = new Histogram({
+    name: 'pixiu_delivery_lag_seconds',
+    help: 'Seconds from a message\'s ingest (its ts) to its msg frame being written to a device connected when it was appended (first send; not catch-up, not redeliveries)',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+
+  /**
+   * Live nodes in the node registry (this one included), as this node's last renewal of
+   * its registration read it (src/cluster/node-registry.ts, every 5 s): no Redis read
+   * per scrape. It stays at that value while renewals fail.
+   */
+  readonly clusterNodes = new Gauge({
+    name: 'pixiu_cluster_nodes',
+    help: 'Live nodes in the node registry (this one included) as this node\'s last registration renewal read it (every 5 s)',
+    registers: [this.registry],
+  });
+
   /** What {@link presenceRemovalsPending} reads when scraped; set by the gateway. */
   #pendingRemovals: () => number = () => 0;
 
@@ -337,6 +364,15 @@ export class Metrics {
    */
   observeIngest(route: IngestRoute, startedMs: number): void {
     this.ingestDuration.observe(ROUTE_LABELS[route], (performance.now() - startedMs) / 1000);
+  }
+
+  /**
+   * Records one live delivery in {@link deliveryLag}: one observe, nothing else per
+   * frame. A `ts` ahead of this node's clock (another node's clock ahead) counts as 0.
+   * @param tsMs the message's `ts`, ms since the epoch
+   */
+  observeDeliveryLag(tsMs: number): void {
+    this.deliveryLag.observe(Math.max(0, Date.now() - tsMs) / 1000);
   }
 
   /** Records one store batch (the store's `onBatch` hook). */

@@ -44,6 +44,13 @@ export interface Conn {
   /** Fairness: when this connection was last the target of a fetch. */
   servedAt: number;
   /**
+   * The inbox's latest seq as its `welcome` or last `reset` told it: a seq above it was
+   * appended while the connection was open, and its first `msg` on it is a live
+   * delivery (the `live` mark of a `send` effect, effects.ts); those up to it are the
+   * catch-up it was sent.
+   */
+  liveAfter: number;
+  /**
    * Its `welcome` or last `reset` said `epoch: null` (no inbox then), and no `msg` has
    * told it the epoch since: the next `msg` carries it (docs/protocol.md, `msg`).
    */
@@ -99,6 +106,7 @@ function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects:
 export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
   c.epochUntold = page.epoch === null;
+  c.liveAfter = page.latestSeq;
   c.acked = c.sent = 0;
   // Seqs of the old inbox: an ack of the new one's first seqs must be stored again.
   c.stored = 0;
@@ -126,6 +134,7 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
   });
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });
   c.epochUntold = page.epoch === null;
+  c.liveAfter = page.latestSeq;
   c.phase = 'ready';
   c.acked = c.sent = cursor;
 }
@@ -176,7 +185,8 @@ export function deliverPage(
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
       if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
-      effects.push({ kind: 'send', conn: c.id, frame });
+      // Its first send, of a seq appended while the connection was open: timed (effects.ts).
+      effects.push(frame.redelivered !== true && entry.seq > c.liveAfter ? { kind: 'send', conn: c.id, frame, live: true } : { kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
     }
     c.sent = entry.seq;

@@ -39,8 +39,13 @@ export type Effect =
    * given in that turn (never `fetchFailed`).
    */
   | { readonly kind: 'fetch'; readonly afterSeq: number; readonly limit: number; readonly offered?: { readonly page: InboxPage; readonly records: readonly ReadRecord[] } }
-  /** Write a frame on a connection. */
-  | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame }
+  /**
+   * Write a frame on a connection. `live`: a `msg` sent on it for the first time whose
+   * seq came after the connection's `welcome` or last `reset` (appended while it was
+   * connected; connection-state.ts `liveAfter`), not catch-up nor a redelivery: the
+   * driver times it (`pixiu_delivery_lag_seconds`).
+   */
+  | { readonly kind: 'send'; readonly conn: string; readonly frame: ServerFrame; readonly live?: true }
   /** Persist `device`'s ack cursor (coalesced by the driver; it only ever grows). */
   | { readonly kind: 'ack'; readonly device: string; readonly seq: number; readonly epoch: string | undefined }
   /** (Re)arm the connection's redelivery timer; `delayMs` null cancels it. On expiry call `redeliveryDue`. */

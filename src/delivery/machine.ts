@@ -111,7 +111,7 @@ export class UserMachine {
   login(conn: string, device: string, resume: ResumeRequest): Effect[] {
     this.#conns.set(conn, {
       id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
-      redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0, epochUntold: false,
+      redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
     if (this.#fetchAfter !== undefined) (this.#joinedDuringFetch ??= new Set()).add(conn);
     return this.#pump();

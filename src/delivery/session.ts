@@ -65,6 +65,11 @@ export interface SessionDeps {
   readonly retryMs: number;
   /** Counts inbox reads (metrics). */
   readonly onFetch?: () => void;
+  /**
+   * A live `msg` (the `live` mark of a `send` effect, effects.ts) was written on a
+   * connection here: its message's `ts`, ms since the epoch (metrics: delivery lag).
+   */
+  readonly onLiveMsg?: (tsMs: number) => void;
   /** Counts failed fetches by the read that failed (metrics). */
   readonly onFetchFailed?: (read: FetchRead) => void;
   /**
@@ -234,8 +239,10 @@ export class UserSession {
       switch (e.kind) {
         case 'send': {
           const conn = this.#conns.get(e.conn);
-          const gapOf = conn && sendFrame(conn, e.frame, this.#deps.logger, this.user);
+          if (conn === undefined) break;
+          const gapOf = sendFrame(conn, e.frame, this.#deps.logger, this.user);
           if (gapOf !== undefined) (unsendable ??= []).push({ conn: e.conn, seq: gapOf });
+          else if (e.live === true && e.frame.t === 'msg') this.#deps.onLiveMsg?.(e.frame.ts);
           break;
         }
         case 'fetch':

@@ -124,7 +124,11 @@ export class Gateway implements GatewayDeps {
     const membership = new MembershipLog(logger, node, () => claims.leasesByNode());
     this.#registry = new NodeRegistry(redis, keys, {
       node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
-      onRegistry: (registered, nowMs) => void membership.observe(registered, nowMs),
+      onRegistry: (registered, nowMs) => {
+        // The registry as this renewal read it (this node included): no read of its own per scrape.
+        metrics.clusterNodes.set(registered.size);
+        void membership.observe(registered, nowMs);
+      },
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
@@ -158,6 +162,7 @@ export class Gateway implements GatewayDeps {
         heartbeatMs: config.heartbeatMs,
       },
       onFetch: () => metrics.deliveryFetches.inc(),
+      onLiveMsg: (tsMs) => metrics.observeDeliveryLag(tsMs),
       onFetchFailed: (read) => metrics.countFetchFailure(read),
       onStalled: (stalled) => (stalled ? metrics.deliveryStalledUsers.inc() : metrics.deliveryStalledUsers.dec()),
       onAckWrites: (written, failed) => metrics.countAckWrites(written, failed),

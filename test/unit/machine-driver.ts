@@ -177,6 +177,8 @@ export class Driver {
   readonly rotations: string[] = [];
   /** The cause each `rotate-epoch` gave, in order. */
   readonly rotationCauses: string[] = [];
+  /** The sends marked `live` (timed for the delivery lag), as `<conn> <seq>`, in order. */
+  readonly live: string[] = [];
   /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
   readonly #ackHigh = new Map<string, number>();
   readonly #strict: boolean;
@@ -206,6 +208,10 @@ export class Driver {
           break;
         case 'send':
           this.#check(e.conn, e.frame);
+          if (e.live === true) {
+            assert.ok(e.frame.t === 'msg' && e.frame.redelivered !== true, `${e.conn}: a live mark on ${briefOf(e.frame)}`);
+            this.live.push(`${e.conn} ${e.frame.seq}`);
+          }
           break;
         case 'timer':
           this.timers.set(e.conn, e.delayMs);
