@@ -13,7 +13,7 @@ import type { FrameType } from '../delivery/frames.js';
  * type added there and not here fails to compile.
  */
 export const SERVER_FRAME_TYPES = Object.keys({
-  welcome: true, msg: true, gap: true, reset: true, bcast: true, pub: true, pong: true, error: true,
+  welcome: true, msg: true, gap: true, reset: true, bcast: true, pub: true, subscribed: true, pong: true, error: true,
 } satisfies Record<FrameType, true>);
 
 /**

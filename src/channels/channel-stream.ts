@@ -38,6 +38,15 @@ export function pubFrame(channel: string, id: string, payload: string): string {
   return `{"t":"pub","channel":${JSON.stringify(channel)},"id":${JSON.stringify(id)},${payload.slice(1)}`;
 }
 
+/**
+ * Builds the `subscribed` frame that answers a `sub` (docs/protocol.md "Channels"):
+ * `{"t":"subscribed","channel":…,"since":…}`, `since` the publication id after which
+ * this connection receives the channel (`0-0`: every publication from now on).
+ */
+export function subscribedFrame(channel: string, since: string): string {
+  return JSON.stringify({ t: 'subscribed', channel, since });
+}
+
 /** What {@link ChannelStream.publishOnce} answers. */
 export interface OncePublication {
   /** The publication's id: the one published now, or the one published first under the key. */

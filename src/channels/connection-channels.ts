@@ -2,14 +2,17 @@
  * One connection's channel subscriptions (DESIGN.md §6, §8): `sub {channel, since?}`
  * and `unsub {channel}` frames. A channel may be followed when a pattern in the JWT's
  * `channels` claim allows it (src/channels/patterns.ts); otherwise the answer is an
- * `error` frame. `since` catches up from the channel's short history first. A
- * `refresh` whose patterns no longer allow a channel followed drops it.
+ * `error` frame. `since` catches up from the channel's short history first. A `sub`
+ * that follows is answered `subscribed {channel, since}` before any publication of the
+ * channel: the id after which the connection receives it, a `since` to resume with
+ * (docs/protocol.md "Channels"; the channels' `welcome.bseq`). A `refresh` whose
+ * patterns no longer allow a channel followed drops it.
  */
 import { isPixiuError, PixiuError } from '../errors.js';
 import { StreamFollower } from '../streams/follower.js';
-import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
+import { compareStreamIds, isStreamId, normalizeStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
-import { SINCE_MALFORMED, type ChannelEntry, type ChannelStream } from './channel-stream.js';
+import { SINCE_MALFORMED, subscribedFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH, MAX_CHANNELS_PER_CONNECTION } from './patterns.js';
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 100;
@@ -42,7 +45,7 @@ function notAChannel(channel: string): PixiuError {
 /** Where a connection's channels write: the connection. */
 export interface PubSink {
   /** Writes one frame of type `t`. */
-  send(text: string, t: 'pub'): void;
+  send(text: string, t: 'pub' | 'subscribed'): void;
   /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
   whenWritable(): Promise<void> | undefined;
 }
@@ -72,7 +75,10 @@ export class ConnectionChannels implements ChannelSubscriber {
   }
 
   /**
-   * Follows a channel (a second `sub` of the same channel changes nothing).
+   * Follows a channel, answering `subscribed {channel, since}` before any publication
+   * of it goes out ({@link #subscribed}). A second `sub` of a channel followed changes
+   * nothing (its `since` is not read) and is answered `subscribed` with the id of the
+   * last publication sent on it, or where it started: still a position to resume from.
    * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
    *   pattern of the token allows it ({@link notAllowed}); RATE_LIMITED over the per-connection limit;
    *   UNAVAILABLE when Redis fails. After any of these the channel is not followed
@@ -86,8 +92,13 @@ export class ConnectionChannels implements ChannelSubscriber {
       throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED);
     }
     // A channel followed already changes nothing: the patterns allow it (a `refresh`
-    // that stopped allowing it dropped it: dropDisallowed).
-    if (this.#followers.has(channel)) return;
+    // that stopped allowing it dropped it: dropDisallowed). Its position is set before
+    // its own `subscribed` went out (startAfter, catchUp), so it is never undefined here.
+    const followed = this.#followers.get(channel);
+    if (followed !== undefined) {
+      this.#subscribed(channel, followed.position ?? '0-0');
+      return;
+    }
     const patterns = this.#patterns();
     if (!channelAllowed(channel, patterns ?? [])) throw notAllowed(channel, patterns);
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
@@ -104,15 +115,14 @@ export class ConnectionChannels implements ChannelSubscriber {
     }
     // An `unsub` (or the close) that came during the join already left the hub.
     if (this.#followers.get(channel) !== follower) return;
-    if (since === undefined) {
-      follower.release();
-      return;
-    }
     try {
-      // A `since` ahead of the channel's newest publication (a bogus or foreign id, or
-      // a history lost since) would hold back every live publication up to it: it is
-      // taken as "now", live from here. Read after the join, so a publication between
-      // this read and the release is queued and goes out.
+      // Where the connection starts: the channel's newest publication, read after the
+      // join took effect in Redis (the SUBSCRIBE answered; the publish script XADDs and
+      // PUBLISHes in one step). A publication before this read is in the history, at or
+      // before `newest`; one after it is newer and reaches the node live. Those that came
+      // live between the join and this read, already queued, are at or before `newest`
+      // and are not sent (startAfter): every publication after `newest`, and none at or
+      // before it, is sent, so `newest` is the `since` the `subscribed` frame gives.
       let newest: string | undefined;
       try {
         newest = await this.#deps.stream.newestId(channel);
@@ -123,10 +133,22 @@ export class ConnectionChannels implements ChannelSubscriber {
         follower.release();
         throw err;
       }
-      if (newest === undefined || compareStreamIds(since, newest) > 0) {
+      // An `unsub` (or the close) that came during the read stopped the follower and
+      // left the hub: nothing to answer.
+      if (this.#followers.get(channel) !== follower) return;
+      // A `since` ahead of the channel's newest publication (a bogus or foreign id, or
+      // a history lost since) would hold back every live publication up to it: it is
+      // taken as "now", as no `since` is.
+      if (since === undefined || newest === undefined || compareStreamIds(since, newest) > 0) {
+        const from = newest ?? '0-0';
+        follower.startAfter(from);
+        this.#subscribed(channel, from);
         follower.release();
         return;
       }
+      // From after `since`: the history up to `newest`, then live (an `error` still
+      // follows when a history read fails part-way; the channel is then not followed).
+      this.#subscribed(channel, since);
       // Every publication after `newest` (read after the join) comes live, in order:
       // the history is read only up to it. A page's newer entries are left to the live
       // feed: sent from the page, they made the live copies of publications the page
@@ -157,6 +179,16 @@ export class ConnectionChannels implements ChannelSubscriber {
       }
       throw err;
     }
+  }
+
+  /**
+   * Answers a `sub` that follows `channel`: every publication after `since` (a stream
+   * ID; `0-0`: all from now on) is sent after this frame, none at or before it, and
+   * no publication of the channel was sent before it. Sent while the channel's
+   * follower is held, so no live publication overtakes it.
+   */
+  #subscribed(channel: string, since: string): void {
+    this.#sink.send(subscribedFrame(channel, normalizeStreamId(since)), 'subscribed');
   }
 
   /**

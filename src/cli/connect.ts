@@ -5,7 +5,7 @@
  * JSON line on stdout, acks what it receives, and on exit (Ctrl-C, `--count`, or the
  * server closing) prints `{"last_seq", "epoch"}` — the values to resume with. With
  * `--sub` it also follows channels (docs/protocol.md, "Channels") once welcomed, and
- * prints their `pub` frames like the others. It exits
+ * prints the `subscribed` answers and `pub` frames like the others. It exits
  * 0 when it closed the connection itself, 1 when the server did (4002, 4001, 1001, …).
  * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
  * with no close and no exit line: there was no connection to resume.
@@ -46,7 +46,8 @@ interface ConnectOptions {
 /**
  * `sub` frames sent before a `ping` whose `pong` says they were handled: the server
  * holds at most {@link MAX_HELD_FRAMES} frames ahead of their answers and closes a
- * connection past it (4003), and a `sub` has no answer of its own (docs/protocol.md).
+ * connection past it (4003). Each `sub` is answered too (`subscribed` or `error`),
+ * but one `pong` says a whole batch was handled (docs/protocol.md).
  */
 const SUBS_PER_PING = MAX_HELD_FRAMES / 2;
 
@@ -63,7 +64,7 @@ export function connectCommand(): Command {
     .option('--no-ack', 'do not ack (messages stay unacked and are redelivered)')
     .option('--count <n>', 'exit after this many msg frames')
     .option('--tags <list>', 'comma-separated tags for the minted token')
-    .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their pub frames are printed too')
+    .option('--sub <list>', 'comma-separated channels to follow once welcomed (the minted token allows exactly these); their subscribed and pub frames are printed too')
     .option('--token <jwt>', 'connect with this client JWT instead of minting one (tokens your identity provider mints, with PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL); its sub must be <uid>, and it must allow the --sub channels; visible to other users in ps, so on a shared machine prefer --token-file')
     .option('--token-file <path>', 'as --token, the JWT read from this file (its first line; a leading "Bearer " is dropped)');
   addConfigOptions(cmd, KEYS, CLIENT_DOCS);

@@ -92,7 +92,7 @@ export type ServerFrame = WelcomeFrame | MsgFrame | GapFrame | ResetFrame | Pong
 /**
  * Every kind of frame the server writes (docs/protocol.md "Server → client"): the
  * delivery frames above, and the broadcast (`bcast`, and `gap`/`reset` of the broadcast
- * stream) and channel (`pub`) frames written as ready-made text. The label of
- * `pixiu_ws_frames_sent_total`.
+ * stream) and channel (`pub`, and `subscribed` answering a `sub`) frames written as
+ * ready-made text. The label of `pixiu_ws_frames_sent_total`.
  */
-export type FrameType = ServerFrame['t'] | 'bcast' | 'pub';
+export type FrameType = ServerFrame['t'] | 'bcast' | 'pub' | 'subscribed';

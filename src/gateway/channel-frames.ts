@@ -1,6 +1,8 @@
 /**
  * A connection's `sub` and `unsub` frames (DESIGN.md §8, docs/protocol.md "Client →
- * server"): success is silent; a refusal is an `error` frame naming the channel.
+ * server"): a `sub` that follows is answered `subscribed` (written by the connection's
+ * channels, before the channel's publications: ConnectionChannels `sub`); an `unsub`
+ * is silent; a refusal is an `error` frame naming the channel.
  */
 import { PixiuError } from '../errors.js';
 import type { ErrorRef } from '../delivery/frames.js';

@@ -61,7 +61,7 @@ test('publishing to a malformed channel name is 400 and publishes nothing', asyn
 test('a malformed publish body is 400; an oversized one 413; nothing is published', async () => {
   const channel = 'body.checks';
   const client = await connectWith(gw, 'bodies', ['body.*']);
-  await subscribe(client, probe, P, channel);
+  await subscribe(client, channel);
   const path = `/v1/channels/${channel}/publish`;
   const cases: Array<{ what: string; body: unknown; status: number; code: string; message: RegExp }> = [
     { what: 'an unknown field', body: { type: 't', data: 1, to: 'x' }, status: 400, code: 'INVALID_REQUEST', message: /unknown field "to"/ },
@@ -127,7 +127,7 @@ test('bad sub and unsub frames get an error frame; the connection stays healthy 
   }
   // A refused `sub … since` subscribed nothing.
   await waitTopics(probe, P, { 'ok.a': false });
-  await subscribe(client, probe, P, 'ok.a');
+  await subscribe(client, 'ok.a');
   const id = await publish(gw.client, 'ok.a', 'still here');
   await expectPub(client, 'ok.a', id, 'still here');
 });
@@ -166,7 +166,7 @@ test('a since out of the stream id range is INVALID_REQUEST naming the frame, ne
   }
   // Refused, also when Redis refused it after the node subscribed: nothing is followed.
   await waitTopics(probe, P, { 'ok.r': false });
-  await subscribe(client, probe, P, 'ok.r');
+  await subscribe(client, 'ok.r');
   const id = await publish(gw.client, 'ok.r', 'live');
   await expectPub(client, 'ok.r', id, 'live');
 });
@@ -174,7 +174,7 @@ test('a since out of the stream id range is INVALID_REQUEST naming the frame, ne
 
 test('a refused sub of a channel already followed leaves it followed (docs/protocol.md: "follows nothing new")', async () => {
   const client = await connectWith(gw, 'kept-on-error', ['kept.*']);
-  await subscribe(client, probe, P, 'kept.c');
+  await subscribe(client, 'kept.c');
   const refused: Array<{ what: string; frame: object; message: RegExp }> = [
     { what: 'a malformed since', frame: { t: 'sub', channel: 'kept.c', since: 'bad' }, message: /since must be a publication id/ },
     { what: 'a since out of range', frame: { t: 'sub', channel: 'kept.c', since: '18446744073709551616-0' }, message: /since/ },

@@ -2,11 +2,13 @@
  * What the channel tests share (DESIGN.md §6, §8): a service whose clients carry a
  * `channels` claim, publications over the real HTTP API, the node's Redis Pub/Sub
  * subscriptions read from the test's own Redis connection (`PUBSUB CHANNELS`,
- * `PUBSUB NUMSUB`), and `pub` / `error` frames read with every field asserted.
+ * `PUBSUB NUMSUB`), and `subscribed` / `pub` / `error` frames read with every field
+ * asserted.
  *
- * `sub` has no success frame (DESIGN.md §6), so a test that must know a subscription
- * is live waits, with a bounded poll, for the node's Pub/Sub subscription; a second
- * subscriber on the same node is live once a `ping` sent after its `sub` is answered.
+ * A `sub` that follows is answered `subscribed` (docs/protocol.md "Channels"), sent
+ * once the node's Pub/Sub subscription is in place: every publication after its
+ * `since` reaches the connection, so a test that must know a subscription is live
+ * waits for that frame.
  */
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
@@ -51,16 +53,25 @@ export async function connectWith(gw: GatewayFixture, user: string, channels: re
 }
 
 /**
- * Sends `sub` and waits until it is live: the node's Pub/Sub subscription exists in
- * Redis, and a `ping` sent after the `sub` is answered (so the connection's own
- * subscription was taken in by then). Any `error` frame fails.
+ * Reads the next frame and asserts it is exactly the `subscribed` answer to a `sub` of
+ * `channel`; returns its `since` (a publication id, or `0-0`).
  */
-export async function subscribe(client: TestClient, redis: Redis, prefix: string, channel: string, since?: string): Promise<void> {
-  client.send({ t: 'sub', channel, ...(since !== undefined ? { since } : {}) });
-  await waitTopics(redis, prefix, { [channel]: true });
-  client.send({ t: 'ping' });
+export async function expectSubscribed(client: TestClient, channel: string): Promise<string> {
   const f = await client.next();
-  assert.deepEqual(f, { t: 'pong' }, `expected pong after sub ${channel}, got ${JSON.stringify(f)}`);
+  assert.equal(typeof f.since, 'string', JSON.stringify(f));
+  assert.deepEqual(f, { t: 'subscribed', channel, since: f.since }, `expected subscribed after sub ${channel}`);
+  assert.match(f.since as string, /^\d+-\d+$/, 'a stream entry ID');
+  return f.since as string;
+}
+
+/**
+ * Sends `sub` and waits until it is live: its `subscribed` answer (any other frame
+ * first fails). A catch-up of `since` follows it, for the caller to read.
+ * @returns the `subscribed` frame's `since`
+ */
+export async function subscribe(client: TestClient, channel: string, since?: string): Promise<string> {
+  client.send({ t: 'sub', channel, ...(since !== undefined ? { since } : {}) });
+  return expectSubscribed(client, channel);
 }
 
 /** `POST /v1/channels/{channel}/publish` → 201; returns the publication id. */

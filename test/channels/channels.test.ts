@@ -16,7 +16,7 @@ import { fileRedis } from '../harness/file-redis.js';
 import { JWT_KEY, JWT_SECRET, expectPong, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { testToken } from '../harness/ws-client.js';
 import {
-  connectWith, expectErrorFrame, expectPub, pubIds, publish, subscribe, waitTopics,
+  connectWith, expectErrorFrame, expectPub, expectSubscribed, pubIds, publish, subscribe, waitTopics,
 } from './channel-fixture.js';
 
 let gw: GatewayFixture;
@@ -39,7 +39,7 @@ fileRedis(async ({ redis, cleanup }) => {
 
 test('subscribe, publish, receive: the pub frame carries channel, id, type, ts and data', async () => {
   const client = await connectWith(gw, 'viewer', ['live.*.chat']);
-  await subscribe(client, probe, P, 'live.s1.chat');
+  await subscribe(client, 'live.s1.chat');
   const before = Date.now();
   const data = { text: 'héllo 👋', n: [1, 2, { deep: null }] };
   const id = await publish(gw.client, 'live.s1.chat', data);
@@ -52,8 +52,8 @@ test('subscribe, publish, receive: the pub frame carries channel, id, type, ts a
 
 test('unsubscribe stops publications; the other channels of the connection keep flowing', async () => {
   const client = await connectWith(gw, 'quitter', ['q.*']);
-  await subscribe(client, probe, P, 'q.one');
-  await subscribe(client, probe, P, 'q.two');
+  await subscribe(client, 'q.one');
+  await subscribe(client, 'q.two');
   const first = await publish(gw.client, 'q.one', 1);
   await expectPub(client, 'q.one', first, 1);
 
@@ -89,7 +89,7 @@ test('a channel no pattern allows is FORBIDDEN, a bad name INVALID_REQUEST; the 
   }
   await waitTopics(probe, P, Object.fromEntries(refusals.map((r) => [r.channel, false])));
   // The refusals left nothing behind: an allowed channel works as ever.
-  await subscribe(client, probe, P, 'news');
+  await subscribe(client, 'news');
   const id = await publish(gw.client, 'news', 'ok');
   await expectPub(client, 'news', id, 'ok');
   client.send({ t: 'unsub', channel: 'news' });
@@ -124,7 +124,7 @@ test('patterns: * matches exactly one whole segment, anywhere; literal segments 
     client.send({ t: 'sub', channel });
     await expectErrorFrame(client, 'FORBIDDEN');
   }
-  for (const channel of allowed) await subscribe(client, probe, P, channel);
+  for (const channel of allowed) await subscribe(client, channel);
   for (const channel of allowed) {
     const id = await publish(gw.client, channel, channel);
     await expectPub(client, channel, id, channel);
@@ -137,8 +137,8 @@ test('the node holds a Pub/Sub subscription exactly while it has a local subscri
   const a = await connectWith(gw, 'sub-a', ['room.*']);
   const b = await connectWith(gw, 'sub-b', ['room.*']);
   await waitTopics(probe, P, { 'room.x': false });
-  await subscribe(a, probe, P, 'room.x');
-  await subscribe(b, probe, P, 'room.x');
+  await subscribe(a, 'room.x');
+  await subscribe(b, 'room.x');
   await waitTopics(probe, P, { 'room.x': true });
   const both = await publish(gw.client, 'room.x', 'both');
   await expectPub(a, 'room.x', both, 'both');
@@ -155,7 +155,7 @@ test('the node holds a Pub/Sub subscription exactly while it has a local subscri
   await b.close();
   await waitTopics(probe, P, { 'room.x': false });
   // A later subscriber brings it back.
-  await subscribe(a, probe, P, 'room.x');
+  await subscribe(a, 'room.x');
   const again = await publish(gw.client, 'room.x', 'again');
   await expectPub(a, 'room.x', again, 'again');
   await a.close();
@@ -172,8 +172,8 @@ test('sub and unsub sent back to back, or a close right after sub, leave no Pub/
   client.send({ t: 'sub', channel: 'f.keep' });
   client.send({ t: 'unsub', channel: 'f.keep' });
   client.send({ t: 'sub', channel: 'f.keep' });
-  client.send({ t: 'ping' });
-  assert.deepEqual(await client.next(), { t: 'pong' });
+  // Each sub is answered, in the order sent.
+  for (const channel of ['f.0', 'f.1', 'f.2', 'f.3', 'f.4', 'f.keep', 'f.keep']) await expectSubscribed(client, channel);
   const flickered = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`f.${i}`, false]));
   await waitTopics(probe, P, { ...flickered, 'f.keep': true });
   const id = await publish(gw.client, 'f.keep', 'kept');
@@ -191,8 +191,8 @@ test('sub with since catches up from the history, then goes live, nothing twice'
   const ids: string[] = [];
   for (let i = 1; i <= 5; i++) ids.push(await publish(gw.client, channel, i));
   const client = await connectWith(gw, 'catcher', ['cu.*']);
-  await subscribe(client, probe, P, 'cu.other');
-  client.send({ t: 'sub', channel, since: ids[1] });
+  await subscribe(client, 'cu.other');
+  assert.equal(await subscribe(client, channel, ids[1]), ids[1], 'subscribed gives the since it starts after');
   for (let i = 3; i <= 5; i++) await expectPub(client, channel, ids[i - 1] as string, i);
   const live = await publish(gw.client, channel, 6);
   await expectPub(client, channel, live, 6);
@@ -201,12 +201,12 @@ test('sub with since catches up from the history, then goes live, nothing twice'
 
   // since = the newest: nothing old, then live.
   const late = await connectWith(gw, 'catcher2', ['cu.*']);
-  late.send({ t: 'sub', channel, since: live });
+  assert.equal(await subscribe(late, channel, live), live);
   const seven = await publish(gw.client, channel, 7);
   await expectPub(late, channel, seven, 7);
   // since before everything (0-0): the whole retained history, in order.
   const all = await connectWith(gw, 'catcher3', ['cu.*']);
-  all.send({ t: 'sub', channel, since: '0-0' });
+  assert.equal(await subscribe(all, channel, '0-0'), '0-0');
   assert.deepEqual(await pubIds(all, 7), [...ids, live, seven]);
 });
 
@@ -216,7 +216,7 @@ test('a since written with leading zeros is the same id: the history after it, t
   for (let i = 1; i <= 3; i++) ids.push(await publish(gw.client, channel, i));
   const [ms, seq] = (ids[0] as string).split('-');
   const client = await connectWith(gw, 'zeros', ['cu.*']);
-  client.send({ t: 'sub', channel, since: `00${ms}-000${seq}` });
+  assert.equal(await subscribe(client, channel, `00${ms}-000${seq}`), ids[0], 'subscribed gives it without the zeros');
   await expectPub(client, channel, ids[1] as string, 2);
   await expectPub(client, channel, ids[2] as string, 3);
   const live = await publish(gw.client, channel, 4);
@@ -235,6 +235,7 @@ test('acks sent while a sub waits on Redis are applied at once and never count t
   // it arrive, in the same read of the socket.
   client.send({ t: 'sub', channel, since: '0-0' });
   for (const m of backlog) client.ack(m.seq as number);
+  await expectSubscribed(client, channel);
   assert.deepEqual(await pubIds(client, 3), ids);
   await expectPong(client);
   assert.equal(await client.receivesWithin(200), false, 'no error frame, no close');
@@ -243,7 +244,7 @@ test('acks sent while a sub waits on Redis are applied at once and never count t
 
 test('a since ahead of the channel\'s newest publication is taken as now: no history, live publications follow', async () => {
   const channel = 'fut.feed';
-  await publish(gw.client, channel, 'old');
+  const old = await publish(gw.client, channel, 'old');
   const ahead = [
     '9999999999999-0', '9007199254740993-0', '18446744073709551615-0',
     // The largest id, both parts 2^64-1: valid, and ahead of everything.
@@ -252,7 +253,7 @@ test('a since ahead of the channel\'s newest publication is taken as now: no his
   const clients = [];
   for (const [i, since] of ahead.entries()) {
     const client = await connectWith(gw, `future${i}`, ['fut.*']);
-    await subscribe(client, probe, P, channel, since);
+    assert.equal(await subscribe(client, channel, since), old, 'starts after the newest publication');
     clients.push(client);
   }
   const live = await publish(gw.client, channel, 'live');
@@ -260,7 +261,7 @@ test('a since ahead of the channel\'s newest publication is taken as now: no his
   // A channel with no history at all: any since is ahead of it.
   const empty = 'fut.empty';
   const client = await connectWith(gw, 'future-empty', ['fut.*']);
-  await subscribe(client, probe, P, empty, '5-0');
+  assert.equal(await subscribe(client, empty, '5-0'), '0-0', 'starts at the beginning of a channel with no history');
   const first = await publish(gw.client, empty, 'first');
   await expectPub(client, empty, first, 'first');
 });
@@ -273,6 +274,7 @@ test('publications during a catch-up arrive once each, in order, with none lost'
   client.send({ t: 'sub', channel, since: first });
   const published: string[] = [];
   for (let i = 1; i <= rounds; i++) published.push(await publish(gw.client, channel, i));
+  assert.equal(await expectSubscribed(client, channel), first);
   // Some of these were read by the catch-up, some arrived live: together, each once.
   assert.deepEqual(await pubIds(client, rounds), published);
   const marker = await publish(gw.client, channel, 'end');
@@ -285,7 +287,7 @@ test('the history keeps the newest channelHistory publications: since older than
   for (let i = 1; i <= 6; i++) ids.push(await publish(short.client, channel, i));
   assert.equal(await probe.xlen(`${SHORT}ch:{${channel}}:history`), 3, 'trimmed to exactly 3');
   const client = await connectWith(short, 'hist', ['capped']);
-  client.send({ t: 'sub', channel, since: ids[0] });
+  assert.equal(await subscribe(client, channel, ids[0]), ids[0]);
   for (let i = 4; i <= 6; i++) await expectPub(client, channel, ids[i - 1] as string, i);
   const live = await publish(short.client, channel, 7);
   await expectPub(client, channel, live, 7);
@@ -305,11 +307,10 @@ test('a channel\'s history is dropped channelHistoryTtl after its last publicati
   await publish(fading.client, channel, 2);
   assert.ok(await probe.pexpiretime(key) > firstExpiry, 'moved by the second publication');
   while (await probe.exists(key) === 1) await new Promise((resolve) => setTimeout(resolve, 50));
-  // Gone: a sub since the first publication catches up nothing, then gets what is live.
+  // Gone: a sub since the first publication catches up nothing (taken as now, from the
+  // start of a channel with no history), then gets what is live.
   const client = await connectWith(fading, 'after-ttl', ['fading']);
-  client.send({ t: 'sub', channel, since: first });
-  client.send({ t: 'ping' });
-  assert.deepEqual(await client.next(), { t: 'pong' });
+  assert.equal(await subscribe(client, channel, first), '0-0');
   const live = await publish(fading.client, channel, 3);
   await expectPub(client, channel, live, 3);
 });
@@ -319,14 +320,14 @@ test('publishing with no subscribers is 201 and kept in the history', async () =
   const id = await publish(gw.client, channel, { alone: true });
   await waitTopics(probe, P, { [channel]: false });
   const client = await connectWith(gw, 'latecomer', ['empty.*']);
-  client.send({ t: 'sub', channel, since: '0-0' });
+  await subscribe(client, channel, '0-0');
   await expectPub(client, channel, id, { alone: true });
 });
 
 test('the same channel named twice by one connection is followed once', async () => {
   const client = await connectWith(gw, 'twice', ['dup']);
-  await subscribe(client, probe, P, 'dup');
-  await subscribe(client, probe, P, 'dup');
+  await subscribe(client, 'dup');
+  await subscribe(client, 'dup');
   const one = await publish(gw.client, 'dup', 1);
   const two = await publish(gw.client, 'dup', 2);
   assert.deepEqual(await pubIds(client, 2), [one, two]);
@@ -335,12 +336,13 @@ test('the same channel named twice by one connection is followed once', async ()
 test('at most 100 channels per connection: the 100th is followed, the 101st is RATE_LIMITED, and an unsub makes room', async () => {
   const client = await connectWith(gw, 'hundred', ['many.*']);
   // In batches below the 64 frames a connection may have held (docs/protocol.md).
-  for (let i = 0; i < 99; i++) {
-    client.send({ t: 'sub', channel: `many.c${i}` });
-    if (i % 20 === 19) await expectPong(client);
+  for (let start = 0; start < 99; start += 20) {
+    const batch = Array.from({ length: Math.min(20, 99 - start) }, (_, k) => `many.c${start + k}`);
+    for (const channel of batch) client.send({ t: 'sub', channel });
+    for (const channel of batch) await expectSubscribed(client, channel);
   }
-  // The 100th: still within the limit, so no error (the pong after it is the next frame).
-  await subscribe(client, probe, P, 'many.c99');
+  // The 100th: still within the limit, so followed (answered subscribed).
+  await subscribe(client, 'many.c99');
   client.send({ t: 'sub', channel: 'many.c100' });
   await expectErrorFrame(client, 'RATE_LIMITED', /100 channels/);
   // The refused one follows nothing; the 100 followed still flow.
@@ -349,7 +351,7 @@ test('at most 100 channels per connection: the 100th is followed, the 101st is R
   assert.deepEqual(await pubIds(client, 1), [kept]);
   // Leaving one makes room for another.
   client.send({ t: 'unsub', channel: 'many.c0' });
-  await subscribe(client, probe, P, 'many.c100');
+  await subscribe(client, 'many.c100');
   const now = await publish(gw.client, 'many.c100', 'room');
   assert.deepEqual(await pubIds(client, 1), [now]);
 });

@@ -38,7 +38,7 @@ fileRedis(async ({ redis, cleanup }) => {
   });
   probe = (await openInbox(cleanup, redis.url, P)).redis;
   follower = await connectWith(gw, 'follower', ['news.*']);
-  for (const channel of ['news.a', 'news.b', 'news.c', 'news.d', 'news.e']) await subscribe(follower, probe, P, channel);
+  for (const channel of ['news.a', 'news.b', 'news.c', 'news.d', 'news.e']) await subscribe(follower, channel);
 });
 
 /** A publication's answer. */

@@ -14,7 +14,7 @@ import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { publish } from './channel-fixture.js';
+import { publish, subscribe } from './channel-fixture.js';
 
 const cleanup = cleanupList();
 let gw: GatewayFixture;
@@ -44,7 +44,7 @@ test('a malformed message on a channel topic is ignored: no uncaught exception, 
   assert.equal((await c.next()).t, 'welcome');
   const h = await publish(gw.client, 'c.x', 'h');
   // After a since catch-up the follower compares the next live ids with the last sent.
-  c.send({ t: 'sub', channel: 'c.x', since: '0-0' });
+  assert.equal(await subscribe(c, 'c.x', '0-0'), '0-0');
   assert.equal((await c.next()).id, h);
   // An id that is no stream ID; a payload that is no JSON object (its id newer than any: not dropped as already sent).
   for (const text of ['bogus|{"type":"t","ts":1,"data":1}', '1-0-0|{"type":"t","ts":1,"data":1}', '99999999999999-0|not json', '99999999999999-1|[1]']) {
@@ -66,7 +66,7 @@ test('a since catch-up reads past a page of history entries that are no publicat
   // More than one catch-up page (100) of entries without a publication's fields.
   for (let i = 0; i < 150; i++) await probe.xadd(history, '*', 'x', 'foreign');
   const second = await publish(gw.client, 'd.x', 'second');
-  c.send({ t: 'sub', channel: 'd.x', since: first });
+  assert.equal(await subscribe(c, 'd.x', first), first);
   const f = await c.next(5000);
   assert.equal(f.id, second, JSON.stringify(f));
 });

@@ -30,8 +30,8 @@ fileRedis(async ({ redis: server, cleanup }) => {
 test('after a Redis restart, subscribers keep receiving; one that left during the outage leaves nothing behind', async () => {
   const stays = await connectWith(gw, 'stays', ['r.*']);
   const leaves = await connectWith(gw, 'leaves', ['r.*']);
-  await subscribe(stays, probe, P, 'r.kept');
-  await subscribe(leaves, probe, P, 'r.dropped');
+  await subscribe(stays, 'r.kept');
+  await subscribe(leaves, 'r.dropped');
 
   await redis.stop();
   leaves.send({ t: 'unsub', channel: 'r.dropped' });
@@ -48,7 +48,7 @@ test('after a Redis restart, subscribers keep receiving; one that left during th
   await waitTopics(probe, P, { 'r.kept': true, 'r.dropped': false, 'r.later': false });
   const id = await publish(gw.client, 'r.kept', 'after restart');
   await expectPub(stays, 'r.kept', id, 'after restart');
-  await subscribe(stays, probe, P, 'r.later');
+  await subscribe(stays, 'r.later');
   const later = await publish(gw.client, 'r.later', 'retried');
   await expectPub(stays, 'r.later', later, 'retried');
 });
@@ -70,7 +70,7 @@ test('a re-subscribe refused after a reconnect (NOPERM) crashes nothing, and the
     await probe.acl('SETUSER', 'default', 'allchannels');
   });
   const client = await connectWith(gw, 'perm', ['q.*']);
-  await subscribe(client, probe, P, 'q.one');
+  await subscribe(client, 'q.one');
   await probe.acl('LOG', 'RESET');
   // Redis disconnects a subscriber whose channels its user may no longer follow; the
   // re-subscribe on the way back is refused, and Redis logs the denied topic.

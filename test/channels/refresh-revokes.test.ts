@@ -38,7 +38,7 @@ function dropped(channel: string, hint = ''): Frame {
 test('a refresh to narrower patterns drops each channel they no longer allow, with an error frame naming it as a sub; the channels still allowed keep receiving', async () => {
   const user = 'narrowed';
   const client = await connectWith(gw, user, ['a.*', 'b.*']);
-  for (const channel of ['a.one', 'a.two', 'b.one', 'b.two']) await subscribe(client, probe, P, channel);
+  for (const channel of ['a.one', 'a.two', 'b.one', 'b.two']) await subscribe(client, channel);
   client.send({ t: 'refresh', token: await testToken(JWT_KEY, user, { channels: ['a.two', 'b.*'] }) });
   client.send({ t: 'ping' });
   // Answered in the order of the frames: the refresh's errors, then the pong.
@@ -59,8 +59,8 @@ test('a refresh to narrower patterns drops each channel they no longer allow, wi
 test('no publication of a dropped channel arrives after its error frame, also while it is being published to', async () => {
   const user = 'mid-stream';
   const client = await connectWith(gw, user, ['live.*']);
-  await subscribe(client, probe, P, 'live.revoked');
-  await subscribe(client, probe, P, 'live.kept');
+  await subscribe(client, 'live.revoked');
+  await subscribe(client, 'live.kept');
   let publishing = true;
   // Publishes until told to stop (at least 20, at most 2,000: a failing test ends too).
   const publisher = (async () => {
@@ -92,8 +92,8 @@ test('no publication of a dropped channel arrives after its error frame, also wh
 test('a refresh with the same patterns, or wider ones, sends nothing and drops nothing', async () => {
   const user = 'same';
   const client = await connectWith(gw, user, ['s.*', 'exact']);
-  await subscribe(client, probe, P, 's.one');
-  await subscribe(client, probe, P, 'exact');
+  await subscribe(client, 's.one');
+  await subscribe(client, 'exact');
   for (const channels of [['s.*', 'exact'], ['exact', 's.*'], ['s.*', 'exact', 'more.*']]) {
     client.send({ t: 'refresh', token: await testToken(JWT_KEY, user, { channels }) });
     client.send({ t: 'ping' });
@@ -108,8 +108,8 @@ test('a refresh with the same patterns, or wider ones, sends nothing and drops n
 test('a refresh with a token without a channels claim drops every channel, each frame saying the claim is missing', async () => {
   const user = 'claim-dropped';
   const client = await connectWith(gw, user, ['c.*']);
-  await subscribe(client, probe, P, 'c.one');
-  await subscribe(client, probe, P, 'c.two');
+  await subscribe(client, 'c.one');
+  await subscribe(client, 'c.two');
   client.send({ t: 'refresh', token: await testToken(JWT_KEY, user) });
   client.send({ t: 'ping' });
   const hint = ' (the token has no channels claim: mint it with channels patterns, docs/protocol.md "Channels")';
@@ -121,8 +121,8 @@ test('a refused refresh drops nothing, and a refresh acts on its own connection 
   const user = 'two-devices';
   const refreshed = await connectWith(gw, user, ['d.*']);
   const other = (await gw.connectWelcomed(user, { token: await testToken(JWT_KEY, user, { channels: ['d.*'] }), params: { from: 'latest', device: 'other' } })).client;
-  await subscribe(refreshed, probe, P, 'd.one');
-  await subscribe(other, probe, P, 'd.one');
+  await subscribe(refreshed, 'd.one');
+  await subscribe(other, 'd.one');
   // Another user's token narrowing the patterns is refused: the channel stays.
   refreshed.send({ t: 'refresh', token: await testToken(JWT_KEY, 'someone-else', { channels: [] }) });
   await expectErrorFrame(refreshed, 'FORBIDDEN', /another user/);
@@ -136,6 +136,6 @@ test('a refused refresh drops nothing, and a refresh acts on its own connection 
 
 /** Follows `channel` on `client` and publishes to it; returns the publication's id. */
 async function subscribeAndPublish(client: TestClient, channel: string): Promise<string> {
-  await subscribe(client, probe, P, channel);
+  await subscribe(client, channel);
   return publish(gw.client, channel, 'marker');
 }

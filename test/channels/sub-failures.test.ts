@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { connectWith, numsub, publish, waitTopics } from './channel-fixture.js';
+import { connectWith, numsub, publish, subscribe } from './channel-fixture.js';
 
 let gw: GatewayFixture;
 let slow: GatewayFixture;
@@ -41,7 +41,7 @@ test('a sub refused UNAVAILABLE follows nothing, and its retry (docs: "Redis unr
   assert.equal(err.code, 'UNAVAILABLE', JSON.stringify(err));
   await probe.acl('SETUSER', 'default', '+xrevrange');
   // The client retries, as told.
-  client.send({ t: 'sub', channel: 'r.one', since: '0-0' });
+  assert.equal(await subscribe(client, 'r.one', '0-0'), '0-0');
   client.send({ t: 'ping' });
   const got: unknown[] = [];
   for (;;) {
@@ -63,8 +63,7 @@ test('a sub refused UNAVAILABLE is not followed: a later publication is not deli
   await probe.acl('SETUSER', 'default', '+xrevrange');
   await publish(gw.client, 's.one', 'after the refusal');
   // A marker on a channel the client does follow: every frame before it is listed.
-  client.send({ t: 'sub', channel: 's.two' });
-  await waitTopics(probe, P, { 's.two': true });
+  await subscribe(client, 's.two');
   const marker = await publish(gw.client, 's.two', 'marker');
   const before: unknown[] = [];
   for (;;) {
@@ -90,12 +89,10 @@ test('a SUBSCRIBE that timed out (sub answered UNAVAILABLE) leaves the node subs
     await probe.ping(); // answered once the stall is over
     // A later sub's SUBSCRIBE goes out on the same connection, after whatever the node
     // sent for leak.one: once it is in place, those were carried out too.
-    client.send({ t: 'sub', channel: 'leak.two' });
-    await waitTopics(probe, SLOW, { 'leak.two': true });
+    await subscribe(client, 'leak.two');
     assert.deepEqual(await numsub(probe, SLOW, ['leak.one']), { 'leak.one': 0 }, 'no Pub/Sub subscription for a channel nobody follows');
     // The client retries, as told: the channel is followed this time.
-    client.send({ t: 'sub', channel: 'leak.one' });
-    await waitTopics(probe, SLOW, { 'leak.one': true });
+    await subscribe(client, 'leak.one');
     const id = await publish(slow.client, 'leak.one', 'after the retry');
     const f = await client.next(5000);
     assert.deepEqual([f.t, f.channel, f.id], ['pub', 'leak.one', id], JSON.stringify(f));

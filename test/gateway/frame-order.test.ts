@@ -96,11 +96,12 @@ test('answers to sub and refresh come in the order of the frames, and each refus
   client.send({ t: 'unsub', channel: 'bad name' });
   client.send({ t: 'ping' });
   const got: Frame[] = [];
-  for (let i = 0; i < 5; i++) got.push(shape(await client.next()));
+  for (let i = 0; i < 6; i++) got.push(shape(await client.next()));
   assert.deepEqual(got, [
     { t: 'error', code: 'FORBIDDEN', ref: { t: 'sub', channel: 'no.way' } },
     { t: 'error', code: 'INVALID_REQUEST', ref: { t: 'sub', channel: 'ok.a' } },
     { t: 'error', code: 'UNAUTHORIZED', ref: { t: 'refresh' } },
+    { t: 'subscribed', channel: 'ok.b', since: '0-0' },
     { t: 'error', code: 'INVALID_REQUEST', ref: { t: 'unsub', channel: 'bad name' } },
     { t: 'pong' },
   ]);

@@ -19,7 +19,7 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
     ...['accepted', 'INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'].map((outcome) => `pixiu_ws_handshakes_total{outcome="${outcome}"}`),
     'pixiu_redis_errors_total{kind="connection"}', 'pixiu_redis_errors_total{kind="request"}',
     ...Object.keys(ERRORS).map((code) => `pixiu_http_errors_total{code="${code}"}`),
-    ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
+    ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'subscribed', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
     ...[1000, 1001, 1006, 1008, 1009, 1011, 4001, 4002, 4003, 4008, 4009].map((code) => `pixiu_ws_closes_total{code="${code}",by="server"}`),
     ...[1000, 1001, 1006].map((code) => `pixiu_ws_closes_total{code="${code}",by="client"}`),
   ];
