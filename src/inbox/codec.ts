@@ -150,7 +150,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
   }
   const seq = seqOf(entryId);
   if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only the append script (append-7.lua and the versions before it) writes entries;
+    // Only the append script (append-8.lua and the versions before it) writes entries;
     // anything else is a fault of ours or of an operator.
     throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
   }

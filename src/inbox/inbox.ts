@@ -65,7 +65,7 @@ export interface InboxOptions {
   readonly deviceCursors?: number;
   /**
    * How long, in ms, a user's inbox keys outlive the expiry of the last content
-   * appended (`append-7.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * appended (`append-8.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
    * 30 days.
    */
   readonly retentionGraceMs?: number;
@@ -164,7 +164,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-7.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-8.lua`).
    * Creates the inbox (and its epoch) when it has none. The seq is one more than the
    * highest ever assigned, so seqs are contiguous and never reused. The stream is then
    * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`. The
@@ -309,8 +309,8 @@ export class Inbox {
   }
 
   /**
-   * When the user's inbox keys expire (retention, `append-7.lua` step 6), ms since the
-   * Unix epoch; null when they do not (no inbox, or one no append-7 has touched yet).
+   * When the user's inbox keys expire (retention, `append-8.lua` step 6), ms since the
+   * Unix epoch; null when they do not (no inbox, or one no append since append-7 has touched yet).
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
    */
   async expiresAt(uid: string): Promise<number | null> {

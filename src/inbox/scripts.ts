@@ -7,7 +7,7 @@ import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
 
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
-  append: { command: 'pxAppendV5', file: new URL('./lua/append-7.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
+  append: { command: 'pxAppendV6', file: new URL('./lua/append-8.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
   ack: { command: 'pxAckV4', file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
   rotate: { command: 'pxRotateV2', file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
@@ -15,7 +15,7 @@ export const INBOX_SCRIPTS = {
 } as const satisfies Record<string, ScriptSpec>;
 
 /**
- * Arguments of `append-7.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
+ * Arguments of `append-8.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
  * cap, epoch, nowMs, room, expiresAtMs (the content's), graceMs (how long the keys
  * outlive the last content).
  */
@@ -25,15 +25,15 @@ export type AppendArgs = [
   expiresAtMs: string, graceMs: string,
 ];
 
-/** The whole EVALSHA of `append-7.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
+/** The whole EVALSHA of `append-8.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
 export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
 
-/** `append-7.lua`'s SHA-1, for {@link AppendArgv}. */
+/** `append-8.lua`'s SHA-1, for {@link AppendArgv}. */
 export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
-/** `append-7.lua`'s number of keys, as EVALSHA takes it. */
+/** `append-8.lua`'s number of keys, as EVALSHA takes it. */
 export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
 
-/** Reply of `append-7.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
+/** Reply of `append-8.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];
 
 /** One raw stream entry: `["<seq>-0", [field, value, ...]]`. */
@@ -44,8 +44,8 @@ export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, en
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** `append-7.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room, expiresAtMs, graceMs. */
-    pxAppendV5(...args: AppendArgs): Result<AppendReply, Context>;
+    /** `append-8.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room, expiresAtMs, graceMs. */
+    pxAppendV6(...args: AppendArgs): Result<AppendReply, Context>;
     /** `range-2.lua`: KEYS inbox, meta; ARGV afterSeq, limit. */
     pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
     /** `ack-4.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Returns the cursor after. */
@@ -62,7 +62,7 @@ declare module 'ioredis' {
 
 /**
  * Registers every inbox script on `redis` (once per client; later calls do nothing).
- * Makes `redis.pxAppendV5` and friends callable; nothing is sent to Redis until first
+ * Makes `redis.pxAppendV6` and friends callable; nothing is sent to Redis until first
  * use.
  */
 export function defineInboxScripts(redis: Redis): void {

@@ -44,7 +44,7 @@ export class UserKeys {
 
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
-   * (when the keys expire, append-7.lua), `resume_rotated` (when a resume claim last
+   * (when the keys expire, append-8.lua), `resume_rotated` (when a resume claim last
    * rotated the epoch, ms by Redis's clock: rotate-3.lua's cool-down).
    */
   get meta(): string {

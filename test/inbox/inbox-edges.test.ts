@@ -1,5 +1,5 @@
 /**
- * Edges of the Inbox (src/inbox/inbox.ts, lua/append-7.lua, DESIGN.md §4) that
+ * Edges of the Inbox (src/inbox/inbox.ts, lua/append-8.lua, DESIGN.md §4) that
  * inbox.test.ts leaves open: room entries are trimmed to the cap like any other, a
  * message to many (`appendEach`) stores its room and judges presence by the configured
  * clock, every kind round-trips, the largest accepted settings are accepted, a stored
@@ -107,7 +107,7 @@ test('a stored entry whose MsgID or kind is malformed is INTERNAL on read, not h
 
 test('expiresAt is null for a user with no inbox and for an inbox whose keys do not expire, else the meta hash\'s expiry', async () => {
   assert.equal(await inbox.expiresAt('never-appended'), null, 'no inbox (PEXPIRETIME -2)');
-  // An inbox no append-7 has touched: its keys have no expiry (PEXPIRETIME -1).
+  // An inbox no append since append-7 has touched: its keys have no expiry (PEXPIRETIME -1).
   await redis.hset(keys.meta('kept-for-good'), 'epoch', 'old-epoch-00', 'seq', '1');
   assert.equal(await inbox.expiresAt('kept-for-good'), null);
   const expiresAt = Date.now() + 3_600_000;
@@ -128,8 +128,8 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   const k = keys.user('script-bounds');
   const invalid = (err: unknown): boolean => isPixiuError(err, 'INVALID_REQUEST');
   const call = <T>(fn: () => Promise<T>): Promise<T> => redisCall(fn);
-  // append-7: a MsgID of 16 hex digits exactly (17 or 15 are refused).
-  const append = (id: string) => call(() => redis.pxAppendV5(k.inbox, k.meta, k.ids, k.conns, k.acks, id, '1', '10', 'e', '0', '', '0', '0'));
+  // append-8: a MsgID of 16 hex digits exactly (17 or 15 are refused).
+  const append = (id: string) => call(() => redis.pxAppendV6(k.inbox, k.meta, k.ids, k.conns, k.acks, id, '1', '10', 'e', '0', '', '0', '0'));
   await assert.rejects(append(`${msgId(1)}0`), invalid, 'a 17-digit MsgID');
   await assert.rejects(append(msgId(1).slice(1)), invalid, 'a 15-digit MsgID');
   // ack-4: a seq at most 2^53 - 1; a most-devices of at most 9 digits.

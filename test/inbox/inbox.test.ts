@@ -119,6 +119,66 @@ test('the stream lost while the counter remains never makes a seq be reused: eve
   assert.equal((await inbox.append(uid, msgId(4), MsgKind.user)).seq, 4);
 });
 
+test('the top entries deleted by hand (XDEL) with the counter lost or behind: the next append takes a seq above every seq the stream ever held, with a new epoch when the meta hash was lost', async () => {
+  // The reviewer's F1: append-7 took 1 + max(counter, last entry), which XADD refused
+  // (at or below the stream's last-generated ID), after it had dropped the cursors.
+  const uid = 'top-deleted';
+  const k = keys.user(uid);
+  const [, , third] = await appendMany(inbox, uid, 3);
+  assert.equal(third, 3);
+  const { epoch } = await inbox.append(uid, msgId(4), MsgKind.user);
+  await inbox.ack(uid, 'phone', 2, epoch);
+  assert.equal(await redis.xdel(k.inbox, '4-0'), 1);
+  await redis.del(k.meta);
+  const fifth = await inbox.append(uid, msgId(5), MsgKind.user);
+  assert.deepEqual([fifth.seq, fifth.duplicate], [5, false], 'above seq 4, deleted by hand');
+  assert.notEqual(fifth.epoch, epoch, 'a lost meta hash means a new epoch');
+  assert.deepEqual(await inbox.cursors(uid), {}, 'the cursors of the lost epoch go with the append that made the new one');
+  const next = await inbox.append(uid, msgId(6), MsgKind.user);
+  assert.deepEqual([next.seq, next.epoch], [6, fifth.epoch]);
+  const page = await inbox.range(uid, 0, 10);
+  assert.deepEqual([page.epoch, page.latestSeq, page.entries.map((e) => e.seq)], [fifth.epoch, 6, [1, 2, 3, 5, 6]]);
+
+  // Every entry deleted (the stream is there, empty) and the meta hash lost.
+  const emptied = keys.user('all-deleted');
+  await appendMany(inbox, 'all-deleted', 2);
+  assert.equal(await redis.xdel(emptied.inbox, '1-0', '2-0'), 2);
+  await redis.del(emptied.meta);
+  assert.equal((await inbox.append('all-deleted', msgId(3), MsgKind.user)).seq, 3);
+
+  // The meta hash kept, its counter behind the top entry deleted by hand: seq 3 is not given again.
+  const behind = keys.user('counter-behind');
+  const { epoch: kept } = await inbox.append('counter-behind', msgId(1), MsgKind.user);
+  await appendMany(inbox, 'counter-behind', 2, 1);
+  assert.equal(await redis.xdel(behind.inbox, '3-0'), 1);
+  await redis.hset(behind.meta, 'seq', '2');
+  const after = await inbox.append('counter-behind', msgId(4), MsgKind.user);
+  assert.deepEqual([after.seq, after.epoch], [4, kept]);
+});
+
+test('an append that fails writes nothing: the cursors of an inbox whose meta hash was lost stay until an append goes through', async () => {
+  const uid = 'append-fails';
+  const k = keys.user(uid);
+  await appendMany(inbox, uid, 2);
+  await inbox.ack(uid, 'phone', 2);
+  await redis.del(k.meta);
+  // A key of the user of another type (an operator's mistake): the append fails WRONGTYPE.
+  for (const broken of [k.ids, k.inbox]) {
+    const dump = await redis.dumpBuffer(broken);
+    await redis.del(broken);
+    await redis.set(broken, 'not a stream or a set');
+    await assert.rejects(inbox.append(uid, msgId(3), MsgKind.user));
+    assert.deepEqual(await inbox.cursors(uid), { phone: 2 }, `the cursors stay after a failed append (${broken})`);
+    assert.equal(await redis.exists(k.meta), 0, 'no epoch was made');
+    await redis.del(broken);
+    assert.ok(dump !== null);
+    await redis.restore(broken, 0, dump);
+  }
+  const made = await inbox.append(uid, msgId(3), MsgKind.user);
+  assert.equal(made.seq, 3);
+  assert.deepEqual(await inbox.cursors(uid), {}, 'dropped with the new epoch');
+});
+
 test('cap 10 and 25 appends keep exactly seqs 16..25 in the stream and the ids set', async () => {
   const small = new Inbox(redis, { prefix: 'px:', cap: 10 });
   const uid = 'capped';
@@ -361,7 +421,7 @@ test('script error replies map to catalogue codes', async () => {
   await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '-1', '', '100')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, '', '1', '', '100')), invalidRequest);
   await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '1', '', '0')), invalidRequest);
-  const append = (...argv: string[]) => redisCall(() => redis.pxAppendV5(k.inbox, k.meta, k.ids, k.conns, k.acks, ...(argv as [string, string, string, string, string, string, string, string])));
+  const append = (...argv: string[]) => redisCall(() => redis.pxAppendV6(k.inbox, k.meta, k.ids, k.conns, k.acks, ...(argv as [string, string, string, string, string, string, string, string])));
   await assert.rejects(append(msgId(1), '9', '10', 'e', '0', '', '0', '0'), invalidRequest);
   await assert.rejects(append('XYZ', '1', '10', 'e', '0', '', '0', '0'), invalidRequest);
   await assert.rejects(append(msgId(1), '1', '0', 'e', '0', '', '0', '0'), invalidRequest);

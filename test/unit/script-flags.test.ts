@@ -49,7 +49,7 @@ test('defineScripts refuses a spec whose readOnly disagrees with its no-writes f
   const redis = new Redis({ lazyConnect: true });
   t.after(() => redis.disconnect());
   assert.throws(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', false)]), /readOnly false disagrees/);
-  assert.throws(() => defineScripts(redis, [spec('inbox/lua/append-7.lua', true)]), /readOnly true disagrees/);
+  assert.throws(() => defineScripts(redis, [spec('inbox/lua/append-8.lua', true)]), /readOnly true disagrees/);
   assert.doesNotThrow(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', true)]));
   const dir = mkdtempSync(path.join(tmpdir(), 'pixiu-flags-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

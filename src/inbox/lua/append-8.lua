@@ -1,27 +1,40 @@
 #!lua
 --[[
-append-7: append one MsgID to one user's inbox, exactly once, name the nodes holding
+append-8: append one MsgID to one user's inbox, exactly once, name the nodes holding
 the user's live connections (DESIGN.md §4, §9), and keep the user's inbox keys only as
-long as something in them can still be delivered (append-6 set no expiry: the keys of
-a user who never came back stayed in Redis for good).
+long as something in them can still be delivered.
+
+All or nothing: every read that can fail comes before the first write, and the next
+seq is always one the stream takes, so once the script writes, nothing after fails.
+Redis keeps a script's writes made before a command that raises: append-7 dropped the
+ack cursors first and then ran XADD, which refused a seq at or below the stream's
+last-generated ID (the meta hash lost while the stream remained, and the top entry
+deleted by hand, XDEL): every append to the user failed for good, and the cursors were
+gone with no new epoch.
 
 Steps
-  1. Read the meta hash (epoch, seq counter). If there is no epoch, the inbox is new or
-     Redis lost it: take ARGV[4] as the epoch and record `created`, and drop the ack
-     cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
-     would make every reconnect without last_seq look like a reset).
-  2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes
-     of step 7; the stream is not touched (a retried append is harmless), nor is the
-     retention, unless step 1 recreated the meta hash (then step 6 runs).
-  3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
-     means a seq is never reused even when the counter (or the whole meta hash) was
-     lost while the stream remained.
+  1. Read (nothing is written yet): the meta hash (epoch, seq counter, keep), whether
+     the MsgID is in the ids set, and the presence hash, whose nodes that have not
+     expired are listed once each (step 7). If there is no epoch, the inbox is new or
+     Redis lost it: ARGV[4] is the epoch to create.
+  2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes;
+     the stream is not touched (a retried append is harmless), nor is the retention,
+     unless step 1 found no epoch: then the epoch is recorded with `created` as in
+     step 5 and step 6 runs.
+  3. next seq = 1 + max(counter, seq of the stream's last-generated ID, from XINFO
+     STREAM). That ID is at or above the last entry's, also after the top entries were
+     deleted by hand (XDEL), and XADD refuses any ID at or below it. So a seq is never
+     reused even when the counter (or the whole meta hash) was lost while the stream
+     remained, and the XADD below cannot fail.
   4. XADD with the explicit ID `<seq>-0`, trimming to EXACTLY ARGV[3] entries
      (`MAXLEN cap`, not DESIGN.md's `MAXLEN ~ cap`): the first retained seq is then always
      latest - cap + 1, which callers and tests can rely on. The cost is one listpack
      edit per append once the cap is reached.
-  5. ZADD the MsgID with its seq, drop ids at or below seq - cap (the window the stream
-     keeps), and store the counter.
+  5. When step 1 found no epoch: record it with `created` (ARGV[5]) and drop the ack
+     cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
+     would make every reconnect without last_seq look like a reset). ZADD the MsgID
+     with its seq, drop ids at or below seq - cap (the window the stream keeps), and
+     store the counter.
   6. Retention: if the message's content expires (ARGV[7]) at or after the inbox's
      `keep` (meta field; 0 when unset), set `keep` to ARGV[7] (or ARGV[5], now, if
      later) + ARGV[8] (the grace) and
@@ -30,15 +43,15 @@ Steps
      has: a user who comes back later finds no inbox, and the next append creates a
      new epoch (devices are told `reset`, docs/decisions.md "Inbox retention"). With
      messages of one TTL the keys are touched once per grace period, not per append.
-  7. Read the presence hash and list, once each, the nodes of entries that have not
-     expired, so the caller can notify them without another round trip. Expired
-     entries are left for presence to prune (this script stays cheap).
+  7. Return the nodes read in step 1 (presence entries that have not expired), so the
+     caller can notify them without another round trip. Expired entries are left for
+     presence to prune (this script stays cheap).
 
 Flags (the #!lua line, Redis 7 script flags)
   none: it grows Redis (XADD, ZADD, HSET), so it is refused whole, before it runs,
   while Redis is over maxmemory (docs/decisions.md, "maxmemory"). Without the flags
-  line Redis checked only its first write, the DEL below, which it does not check for
-  memory, and let the rest through.
+  line Redis checked only its first write (append-7's was a DEL, which it does not
+  check for memory) and let the rest through.
 
 KEYS
   1. inbox stream  `<prefix>{uid}:inbox`
@@ -64,7 +77,7 @@ Returns
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
-  (a wrong-type key fails with Redis's own WRONGTYPE error)
+  (a wrong-type key fails with Redis's own WRONGTYPE error, before anything is written)
 ]]
 
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -95,21 +108,20 @@ local created = false
 if not epoch then
   epoch = newEpoch
   created = true
-  redis.call('DEL', acksKey)
 end
 
--- Appends the distinct nodes of the presence entries that have not expired to `reply`.
-local function withLiveNodes(reply)
+-- The reply, {seq, epoch, dup, node...}: the nodes now (step 1), seq and dup once known.
+local out = {0, epoch, 0}
+do
   local now = tonumber(nowMs) or 0
   local seen = {}
   for _, value in ipairs(redis.call('HVALS', connsKey)) do
     local expires, node = string.match(value, '^(%d+)|([^|]+)|')
     if expires and tonumber(expires) > now and not seen[node] then
       seen[node] = true
-      reply[#reply + 1] = node
+      out[#out + 1] = node
     end
   end
-  return reply
 end
 
 -- Step 6: the keys live until ARGV[8] ms after the latest content expiry appended.
@@ -132,16 +144,25 @@ local dupSeq = redis.call('ZSCORE', idsKey, msgId)
 if dupSeq then
   if created then
     redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs)
+    redis.call('DEL', acksKey)
     retain()
   end
-  return withLiveNodes({tonumber(dupSeq), epoch, 1})
+  out[1], out[3] = tonumber(dupSeq), 1
+  return out
 end
 
+-- Step 3: above the counter and the stream's last-generated ID (XINFO STREAM fails on
+-- a key that does not exist, hence EXISTS; a key of another type fails it, unwritten).
 local top = tonumber(meta[2]) or 0
-local last = redis.call('XREVRANGE', inboxKey, '+', '-', 'COUNT', 1)[1]
-if last then
-  local lastSeq = tonumber(string.match(last[1], '^(%d+)-'))
-  if lastSeq > top then top = lastSeq end
+if redis.call('EXISTS', inboxKey) == 1 then
+  local info = redis.call('XINFO', 'STREAM', inboxKey)
+  for i = 1, #info - 1, 2 do
+    if info[i] == 'last-generated-id' then
+      local lastSeq = tonumber(string.match(info[i + 1], '^(%d+)-'))
+      if lastSeq > top then top = lastSeq end
+      break
+    end
+  end
 end
 local seq = top + 1
 -- %d, not tostring: Lua 5.1 prints large numbers with an exponent.
@@ -159,8 +180,10 @@ if floor > 0 then
 end
 if created then
   redis.call('HSET', metaKey, 'seq', seqText, 'epoch', epoch, 'created', nowMs)
+  redis.call('DEL', acksKey)
 else
   redis.call('HSET', metaKey, 'seq', seqText)
 end
 retain()
-return withLiveNodes({seq, epoch, 0})
+out[1] = seq
+return out
