@@ -57,7 +57,8 @@ export interface HistoryPage {
    * `trimmed` by the inbox cap (below `first_seq`) or deleted from the stream by hand
    * (XDEL); `expired`, their content gone from the store; `undeliverable`, content that
    * is there but cannot be read: its stored bytes cannot be decoded, or it nests deeper
-   * than `MAX_READABLE_DEPTH`.
+   * than `MAX_READABLE_DEPTH`; or an inbox entry that names no message (inbox.ts
+   * MalformedEntry).
    */
   gaps: SeqGap[];
   /** Pass as `after_seq` to read the next page; equals `latest_seq` at the end, or `after_seq` when that is above `latest_seq`. */
@@ -108,6 +109,9 @@ export async function readHistory(
     const records = await store.getMany(entries.map((e) => e.id));
     read += records.filter((r) => r !== null).length;
     for (const [i, entry] of entries.entries()) {
+      // Below a seq answered already: a malformed entry at seq 0, or at the seq of the
+      // entry before it (`<seq>-<n>` after `<seq>-0`: inbox.ts MalformedEntry).
+      if (entry.seq < expected) continue;
       if (entry.seq > expected) {
         addGap(gaps, expected, entry.seq - 1, 'trimmed');
         lastSeq = entry.seq - 1;
@@ -116,11 +120,14 @@ export async function readHistory(
       const record = records[i];
       // Content gone from the store is an `expired` gap; content whose stored bytes
       // cannot be decoded (src/store/unreadable.ts), or too deep to serialise (stored
-      // before ingest limited depth), an `undeliverable` one, never a failed page: as
-      // delivery reports them (connection-state.ts, session.ts).
-      if (!record) {
+      // before ingest limited depth), and an entry that names no message (not what the
+      // append script writes: inbox.ts MalformedEntry), an `undeliverable` one, never a
+      // failed page: as delivery reports them (connection-state.ts, session.ts).
+      if (entry.malformed === true || isUnreadable(record)) {
+        addGap(gaps, entry.seq, entry.seq, 'undeliverable');
+      } else if (!record) {
         addGap(gaps, entry.seq, entry.seq, 'expired');
-      } else if (isUnreadable(record) || nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
+      } else if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
         addGap(gaps, entry.seq, entry.seq, 'undeliverable');
       } else {
         chars += JSON.stringify(record.data)?.length ?? 0;

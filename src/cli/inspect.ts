@@ -133,7 +133,10 @@ export function inspectCommand(): Command {
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
       const [page, cursors, expiresAt] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid), inbox.expiresAt(uid)]);
       // Named as the API names them (GET /v1/users/{uid}/messages, GET /v1/messages/{id}).
-      const entries = page.entries.map((e) => ({ seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) }));
+      // An entry that is not what the append script writes: its seq, marked (docs/decisions.md "Malformed inbox entries").
+      const entries = page.entries.map((e) => e.malformed === true
+        ? { seq: e.seq, malformed: true }
+        : { seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) });
       // expires_at: when the inbox's keys go (retention), ms; null: they do not.
       const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, expires_at: expiresAt, entries, cursors };
       // An inbox that was never created reads the same as a key prefix no service uses

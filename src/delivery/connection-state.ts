@@ -5,7 +5,7 @@
  * to it within its window, how its acks and redelivery rounds move it, and how it is
  * `reset`.
  */
-import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { InboxPage, PageEntry } from '../inbox/inbox.js';
 import type { ReadRecord } from '../store/message-store.js';
 import { isUnreadable } from '../store/unreadable.js';
 import { CloseCode } from './close-codes.js';
@@ -144,8 +144,10 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * `trimmed` gap for seqs trimmed while it was behind and for holes in the stream, an
  * `expired` one for content that expired or vanished (`records[i]` null), an
  * `undeliverable` one for content whose stored bytes cannot be decoded (the unreadable
- * mark, src/store/unreadable.ts), else a `msg`, marked `redelivered` up to
- * `c.redeliverUpTo`; arms its redelivery timer when it had nothing in flight.
+ * mark, src/store/unreadable.ts) and for an entry that is not what the append script
+ * writes (inbox.ts `MalformedEntry`, which names no message), else a `msg`, marked
+ * `redelivered` up to `c.redeliverUpTo`; arms its redelivery timer when it had nothing
+ * in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
@@ -153,7 +155,7 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
 export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
   complete = false,
-): InboxEntry | undefined {
+): PageEntry | undefined {
   if (c.phase !== 'ready') return undefined;
   const sentFrom = effects.length;
   // Trimmed by the cap while this connection was behind: marked `redelivered` as far
@@ -161,26 +163,27 @@ export function deliverPage(
   missingThrough(c, beforeFirst(page), undefined, effects);
   const wasIdle = c.inflight.length === 0;
   let gap: GapFrame | undefined;
-  let last: InboxEntry | undefined;
+  let last: PageEntry | undefined;
   const entries = page.entries;
   for (let i = 0; i < entries.length && c.inflight.length < config.window; i++) {
-    const entry = entries[i] as InboxEntry;
+    const entry = entries[i] as PageEntry;
     if (entry.seq <= c.sent) continue;
     // A hole in the stream (an entry removed by hand): the page starts at or before
     // this connection's cursor, so the missing seqs do not exist. Say so, never stall.
     // Marked as far as the seqs went out on it before, as a trimmed run is.
     gap = missingThrough(c, entry.seq - 1, gap, effects);
     const record = records[i];
-    if (!record) {
+    if (entry.malformed === true || isUnreadable(record)) {
+      // Its stored bytes cannot be decoded, for good, or the entry names no message (an
+      // operator's XADD): that seq alone is lost, never the ones after it (a failed
+      // fetch, retried forever, would stall them all).
+      gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= c.redeliverUpTo);
+    } else if (!record) {
       // Content expired or vanished: an `expired` gap of that seq (merged with the one
       // before when that is expired too), marked when the seq went out before (its
       // content expired since). The store's null does not say why; gone is `expired`
       // (docs/decisions.md "Gap reasons").
       gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= c.redeliverUpTo);
-    } else if (isUnreadable(record)) {
-      // Its stored bytes cannot be decoded, for good: that seq alone is lost, never the
-      // ones after it (a failed fetch, retried forever, would stall them all).
-      gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= c.redeliverUpTo);
     } else {
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };

@@ -28,7 +28,7 @@
  * after the user's last connection on the node closed: hub.ts `#owing`). The sign may
  * have been an offered append that no read shows again (DESIGN.md §11).
  */
-import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { InboxEntry, InboxPage, PageEntry } from '../inbox/inbox.js';
 import { resetTo, type Conn } from './connection-state.js';
 import type { Effect, RotationCause, RotationOutcome } from './effects.js';
 import { resumesAboveLatest } from './resume.js';
@@ -66,8 +66,8 @@ export class EpochGuard {
     return this.#rotating || this.#owed;
   }
 
-  /** `entry` was delivered (as a msg or a gap) under the machine's epoch. */
-  delivered(entry: InboxEntry): void {
+  /** `entry` was delivered (as a msg or a gap) under the machine's epoch; a malformed one's id is '', which no append has. */
+  delivered(entry: PageEntry): void {
     if (entry.seq > this.#topSeq) {
       this.#topSeq = entry.seq;
       this.#topId = entry.id;

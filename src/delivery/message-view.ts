@@ -32,7 +32,8 @@ export interface MessageView {
  *   that lost it, docs/decisions.md "Gap reasons");
  * - `undeliverable`: the content is there but cannot be sent: its stored bytes cannot
  *   be decoded (src/store/unreadable.ts), or it cannot be written as JSON (nested
- *   deeper than the server reads, stored before ingest refused it).
+ *   deeper than the server reads, stored before ingest refused it); or the inbox entry
+ *   names no message (not what the append script writes: inbox.ts MalformedEntry).
  */
 export type GapReason = (typeof GAP_REASONS)[number];
 

@@ -20,7 +20,7 @@
  * - entries every connection has been sent are dropped; when none is left, all of it.
  * It never holds more than `maxEntries` entries.
  */
-import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { InboxPage, PageEntry } from '../inbox/inbox.js';
 import type { ReadRecord } from '../store/unreadable.js';
 
 /** A page and its records, as the machine delivers from. */
@@ -34,7 +34,7 @@ export interface PageView {
 export class ReadAhead {
   readonly #maxEntries: number;
   /** Bounds and entries; `entries` covers every seq in (`#after`, {@link end}]. */
-  #page: { epoch: string | null; firstSeq: number; latestSeq: number; entries: InboxEntry[] } | undefined;
+  #page: { epoch: string | null; firstSeq: number; latestSeq: number; entries: PageEntry[] } | undefined;
   #records: (ReadRecord | null)[] = [];
   /** The seq the held entries start after. */
   #after = 0;
@@ -52,7 +52,7 @@ export class ReadAhead {
   /** The last seq held; meaningless when {@link size} is 0. */
   get end(): number {
     const entries = this.#page?.entries;
-    return entries === undefined || entries.length === 0 ? this.#after : (entries[entries.length - 1] as InboxEntry).seq;
+    return entries === undefined || entries.length === 0 ? this.#after : (entries[entries.length - 1] as PageEntry).seq;
   }
 
   /** True when the next seq after `sent` is held: a connection there is served from here. */
@@ -80,7 +80,7 @@ export class ReadAhead {
     if (this.#page !== undefined && after === this.end && this.size + page.entries.length <= this.#maxEntries) {
       const p = this.#page;
       for (let i = 0; i < page.entries.length; i++) {
-        p.entries.push(page.entries[i] as InboxEntry);
+        p.entries.push(page.entries[i] as PageEntry);
         this.#records.push(records[i] ?? null);
       }
       p.latestSeq = Math.max(p.latestSeq, page.latestSeq);
@@ -97,7 +97,7 @@ export class ReadAhead {
     const p = this.#page;
     if (p === undefined || sent < this.#after) return;
     let drop = 0;
-    while (drop < p.entries.length && (p.entries[drop] as InboxEntry).seq <= sent) drop++;
+    while (drop < p.entries.length && (p.entries[drop] as PageEntry).seq <= sent) drop++;
     if (drop === p.entries.length) {
       this.clear();
       return;

@@ -55,7 +55,38 @@ export interface InboxEntry {
   readonly kind: MsgKind;
   /** The room the message was sent to, for room messages. */
   readonly room?: string;
+  /** Never set: tells it from a {@link MalformedEntry}. */
+  readonly malformed?: undefined;
 }
+
+/**
+ * An entry of a user's inbox stream that is not what the append script writes (an
+ * operator's or a tool's `XADD`, a script of another release): its `id` is not a
+ * MsgID, its `kind` none of the four, or its stream ID not `<seq>-0` with seq ≥ 1. It
+ * names no message: delivery and history give its seq as a gap, reason
+ * `undeliverable`, and go on after it (docs/decisions.md "Malformed inbox entries";
+ * before, reading it threw, and delivery retried that read for good: DESIGN.md §5,
+ * never a stall).
+ */
+export interface MalformedEntry {
+  /**
+   * The seq its stream ID `<seq>-<n>` gives. At 0 (`0-<n>`, below every seq) every
+   * reader is past it (cursors are ≥ 0), and at the seq of the entry before it
+   * (`<seq>-<n>`, n > 0, after `<seq>-0`) that one answered for the seq: no gap then.
+   */
+  readonly seq: number;
+  /**
+   * None: ''. A store read of it answers null (`RecordReader.getMany`: a malformed id
+   * is no record); readers look at {@link malformed} before the record.
+   */
+  readonly id: '';
+  /** Always true: what tells it from an {@link InboxEntry}. */
+  readonly malformed: true;
+}
+
+/** An entry of a page of the inbox (`Inbox.range`): a message's, or a {@link MalformedEntry}. */
+export type PageEntry = InboxEntry | MalformedEntry;
+
 /** Random bytes per epoch: 9 bytes give 12 base64url characters (72 bits). */
 const EPOCH_BYTES = 9;
 /** Epochs drawn per refill: one `randomBytes` call costs microseconds, a slice nanoseconds. */
@@ -131,12 +162,20 @@ export function parseCursors(raw: Record<string, string>): Record<string, number
   return Object.fromEntries(Object.entries(raw).map(([device, seq]) => [device, Number(seq)]));
 }
 
-/** Seq of a stream entry id `<seq>-0`. */
-function seqOf(entryId: string): number {
-  return Number.parseInt(entryId, 10);
-}
+/** A stream entry ID as Redis gives it: `<ms>-<seq>`, each part decimal. */
+const STREAM_ID = /^(\d+)-(\d+)$/;
 
-export function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
+/**
+ * Reads one raw stream entry of an inbox page.
+ * @returns the entry; a {@link MalformedEntry} for one that is not what the append
+ *   script writes; undefined when even its seq cannot be read (the first part of its
+ *   stream ID above 2^53 − 1, beyond any seq the server assigns and the protocol's
+ *   JSON numbers): the caller skips it (`Inbox.range` logs it)
+ */
+export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefined {
+  const parts = STREAM_ID.exec(entryId);
+  const seq = parts === null ? Number.NaN : Number(parts[1]);
+  if (!Number.isSafeInteger(seq)) return undefined;
   let id = '';
   let kind = 0;
   let room: string | undefined;
@@ -148,11 +187,9 @@ export function toEntry([entryId, fields]: RawStreamEntry): InboxEntry {
       case 'room': room = value; break;
     }
   }
-  const seq = seqOf(entryId);
-  if (!MSG_ID_RULE.test(id) || !isKind(kind)) {
-    // Only the append script (append-8.lua and the versions before it) writes entries;
-    // anything else is a fault of ours or of an operator.
-    throw new PixiuError('INTERNAL', `inbox entry ${entryId} is malformed`);
-  }
+  // Only the append script (append-8.lua and the versions before it) writes entries as
+  // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
+  // or another release.
+  if (!MSG_ID_RULE.test(id) || !isKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
   return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
 }

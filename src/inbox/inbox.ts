@@ -16,17 +16,19 @@ import { Keys, type UserKeys } from '../redis/keys.js';
 import { isNoScript, resendAsEval, sendEvalsha } from '../redis/scripts.js';
 import { redisStateReason } from '../redis/state-replies.js';
 import {
-  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult, toEntry,
-  type AppendExtra, type AppendResult, type InboxEntry,
+  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult,
+  type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
   APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, defineInboxScripts, type AppendArgv,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
+import { PageEntries } from './page-entries.js';
+import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
 export type { Flow } from './tick-pipeline.js';
-export type { AppendExtra, AppendResult, InboxEntry } from './codec.js';
+export type { AppendExtra, AppendResult, InboxEntry, MalformedEntry, PageEntry } from './codec.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
 export const MAX_RANGE_LIMIT = 10_000;
@@ -75,6 +77,11 @@ export interface InboxOptions {
    * (NodeRegistry.now, Redis's). Default Date.now.
    */
   readonly now?: () => number;
+  /**
+   * Where a read logs an entry that is not what the append script writes, once per
+   * entry (page-entries.ts); default: not logged.
+   */
+  readonly logger?: Logger;
 }
 
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
@@ -95,8 +102,12 @@ export interface InboxPage {
   readonly firstSeq: number;
   /** Highest seq ever assigned (0: none). */
   readonly latestSeq: number;
-  /** Entries with seq > afterSeq, oldest first, at most `limit`. */
-  readonly entries: InboxEntry[];
+  /**
+   * Entries with seq > afterSeq, oldest first, at most `limit`; a malformed one in its
+   * place ({@link MalformedEntry}: a gap of its seq, or none at seq 0 or at the seq of
+   * an entry before it).
+   */
+  readonly entries: PageEntry[];
 }
 
 /**
@@ -118,6 +129,8 @@ export class Inbox {
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
   readonly #now: () => number;
+  /** Reads the entries of a page, and logs the malformed ones once each. */
+  readonly #entries: PageEntries;
 
   /**
    * @param redis a client from `createRedis` (auto-pipelining on, offline queue off)
@@ -130,6 +143,7 @@ export class Inbox {
     }
     this.#redis = redis;
     this.#now = opts.now ?? (() => Date.now());
+    this.#entries = new PageEntries(opts.logger);
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
     const devices = opts.deviceCursors ?? DEFAULT_DEVICE_CURSORS;
@@ -241,10 +255,14 @@ export class Inbox {
    * one snapshot (DESIGN.md §4 "Reads", `range-2.lua`). See {@link InboxPage} for the
    * edge values.
    *
+   * An entry that is not what the append script writes (an operator's `XADD`) comes as
+   * a {@link MalformedEntry} in its place, whose seq readers give as an `undeliverable`
+   * gap; one whose seq cannot be read (above 2^53 − 1) is left out. Each is logged at
+   * warn the first time it is read (docs/decisions.md "Malformed inbox entries").
+   *
    * @param afterSeq return entries with a greater seq; 0 for the oldest retained
    * @param limit most entries, 1..10,000
-   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails;
-   *   INTERNAL when a stored entry is malformed
+   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
    */
   async range(uid: string, afterSeq: number, limit: number): Promise<InboxPage> {
     const keys = this.#keys.user(uid);
@@ -255,7 +273,7 @@ export class Inbox {
     const [epoch, firstSeq, latestSeq, raw] = await redisCall(() =>
       this.#redis.pxRangeV1(keys.inbox, keys.meta, String(afterSeq), String(limit)),
     );
-    return { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: raw.map(toEntry) };
+    return { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: this.#entries.read(uid, raw) };
   }
 
   /**

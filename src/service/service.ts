@@ -247,7 +247,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // left, found every entry expired and notified no node.
     let redisNow: () => number = Date.now;
     const inbox = new Inbox(redis, {
-      prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(),
+      prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(), logger,
     });
     const verify = createVerifier(secrets.jwt, {
       audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(), logger,

@@ -16,6 +16,7 @@
  * repaired on disk reads as itself at the next read.
  */
 import type { Logger } from '../logger.js';
+import { SeenKeys } from '../seen-keys.js';
 import type { StoredMessage } from './record.js';
 
 /** A record whose stored bytes cannot be decoded, in its place in a read's answer. */
@@ -50,8 +51,8 @@ export const UNREADABLE_LOGGED_MAX = 1024;
  */
 export class UnreadableLog {
   readonly #logger: Logger | undefined;
-  /** Ids logged, oldest first (a Set keeps insertion order). */
-  readonly #logged = new Set<string>();
+  /** Ids logged. */
+  readonly #logged = new SeenKeys(UNREADABLE_LOGGED_MAX);
   readonly #onReported: (() => void) | undefined;
 
   /** @param onReported called with each line logged (a metric's count) */
@@ -68,12 +69,7 @@ export class UnreadableLog {
    *   no JSON; none when the JSON is of another shape)
    */
   report(id: string, partition: number, source: string, err: unknown): void {
-    if (this.#logged.has(id)) return;
-    if (this.#logged.size >= UNREADABLE_LOGGED_MAX) {
-      const oldest = this.#logged.values().next().value;
-      if (oldest !== undefined) this.#logged.delete(oldest);
-    }
-    this.#logged.add(id);
+    if (!this.#logged.add(id)) return;
     const reason = err instanceof Error && err.cause instanceof Error ? err.cause.message : 'JSON that is no record of this release (another shape, or an unknown kind)';
     this.#logger?.error({ msgId: id, partition, source, reason },
       'stored message cannot be decoded: it is delivered as a gap (reason undeliverable)');

@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply } from 'fastify';
 import type { HistoryBudget } from '../../src/api/history-budget.js';
-import { Inbox, type InboxEntry } from '../../src/inbox/inbox.js';
+import { Inbox, type PageEntry } from '../../src/inbox/inbox.js';
 import { createRedis } from '../../src/redis/client.js';
 import { decodeMsgId } from '../../src/ids/msg-id.js';
 import { timeFloor } from '../../src/store/time-floor.js';
@@ -64,8 +64,8 @@ export async function whenConnected(redis: Redis, boundMs = 15_000): Promise<voi
 }
 
 /** Every retained entry of a user's inbox, oldest first, read in pages. */
-export async function readWholeInbox(inbox: Inbox, uid: string): Promise<InboxEntry[]> {
-  const all: InboxEntry[] = [];
+export async function readWholeInbox(inbox: Inbox, uid: string): Promise<PageEntry[]> {
+  const all: PageEntry[] = [];
   let after = 0;
   for (;;) {
     const page = await inbox.range(uid, after, 1000);

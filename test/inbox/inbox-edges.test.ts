@@ -3,7 +3,8 @@
  * inbox.test.ts leaves open: room entries are trimmed to the cap like any other, a
  * message to many (`appendEach`) stores its room and judges presence by the configured
  * clock, every kind round-trips, the largest accepted settings are accepted, a stored
- * entry that is no append's is INTERNAL, and an error reply saying Redis cannot write
+ * entry that is no append's is read as malformed (a gap for readers) and logged once,
+ * and an error reply saying Redis cannot write
  * now (READONLY) breaks the flow where one about the user's keys (WRONGTYPE) does not,
  * and `locate` finds a MsgID only while its entry is in the stream (trimmed, deleted by
  * hand or never appended: null). A private redis-server.
@@ -12,6 +13,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { openInbox } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { createRedis, redisCall } from '../../src/redis/client.js';
@@ -73,7 +75,7 @@ test('every kind (user, room, broadcast, channel) is appended and read back as g
     await inbox.append(uid, msgId(10 + kind, kind), kind);
   }
   const { entries } = await inbox.range(uid, 0, 10);
-  assert.deepEqual(entries.map((e) => [e.seq, e.kind, e.id]), [
+  assert.deepEqual(entries.map((e) => [e.seq, e.malformed === true ? undefined : e.kind, e.id]), [
     [1, MsgKind.user, msgId(11, MsgKind.user)],
     [2, MsgKind.room, msgId(12, MsgKind.room)],
     [3, MsgKind.broadcast, msgId(13, MsgKind.broadcast)],
@@ -92,17 +94,41 @@ test('the largest cap, device cursors, retention grace and range limit are accep
   assert.throws(() => new Inbox(redis, { prefix: 'px:', cap: 10, deviceCursors: MAX_DEVICE_CURSORS + 1 }), (err) => isPixiuError(err, 'INVALID_REQUEST'));
 });
 
-test('a stored entry whose MsgID or kind is malformed is INTERNAL on read, not handed on', async () => {
+test('a stored entry that is not what the append script writes is read as a malformed entry at its seq, logged once at warn; one whose seq cannot be read is left out', async () => {
+  const { logger, lines } = capturingLogger();
+  const watched = new Inbox(redis, { prefix: 'px:', cap: 10_000, logger });
   const uid = 'malformed-entry';
-  await inbox.append(uid, msgId(1), MsgKind.user);
+  await watched.append(uid, msgId(1), MsgKind.user);
   await redis.xadd(keys.inbox(uid), '2-0', 'id', 'NOT-A-MSG-ID', 'kind', '1');
-  assert.deepEqual((await inbox.range(uid, 0, 1)).entries.map((e) => e.seq), [1]);
-  await assert.rejects(inbox.range(uid, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
   // A well-formed MsgID of no kind there is (delivery would name none).
-  const badKind = 'malformed-kind';
-  await inbox.append(badKind, msgId(1), MsgKind.user);
-  await redis.xadd(keys.inbox(badKind), '2-0', 'id', msgId(2), 'kind', '9');
-  await assert.rejects(inbox.range(badKind, 0, 10), (err) => isPixiuError(err, 'INTERNAL'));
+  await redis.xadd(keys.inbox(uid), '3-0', 'id', msgId(3), 'kind', '9');
+  // A well-formed entry at a stream ID the script never writes (<seq>-<n>, n > 0).
+  await redis.xadd(keys.inbox(uid), '3-1', 'id', msgId(4), 'kind', '1');
+  assert.equal((await watched.append(uid, msgId(5), MsgKind.user)).seq, 4);
+  const malformed = (seq: number) => ({ seq, id: '', malformed: true });
+  const expected = [{ seq: 1, id: msgId(1), kind: MsgKind.user }, malformed(2), malformed(3), malformed(3), { seq: 4, id: msgId(5), kind: MsgKind.user }];
+  assert.deepEqual((await watched.range(uid, 0, 10)).entries, expected);
+  // Read again, and a page at a time: no second line for an entry.
+  assert.deepEqual((await watched.range(uid, 0, 10)).entries, expected);
+  assert.deepEqual((await watched.range(uid, 1, 1)).entries, [malformed(2)]);
+  const warned = (user: string) => lines.filter((l) => l.user === user).map((l) => [l.level, l.entryId]);
+  assert.deepEqual(warned(uid), [[40, '2-0'], [40, '3-0'], [40, '3-1']]);
+  assert.match(String(lines[0]?.msg), /gap \(reason undeliverable\)/);
+
+  // Below every seq (0-1): seq 0, which every reader has passed already.
+  const zero = 'malformed-zero';
+  await redis.xadd(keys.inbox(zero), '0-1', 'id', msgId(1), 'kind', '1');
+  assert.equal((await watched.append(zero, msgId(2), MsgKind.user)).seq, 1);
+  assert.deepEqual((await watched.range(zero, 0, 10)).entries, [malformed(0), { seq: 1, id: msgId(2), kind: MsgKind.user }]);
+
+  // Beyond any seq (2^53 + 1): no seq can be read, so it is left out, logged once.
+  const huge = 'malformed-huge';
+  await watched.append(huge, msgId(1), MsgKind.user);
+  await redis.xadd(keys.inbox(huge), '9007199254740993-0', 'id', msgId(2), 'kind', '1');
+  assert.deepEqual((await watched.range(huge, 0, 10)).entries.map((e) => e.seq), [1]);
+  await watched.range(huge, 0, 10);
+  assert.deepEqual(warned(huge), [[40, '9007199254740993-0']]);
+  assert.match(String(lines.at(-1)?.msg), /skipped/);
 });
 
 test('expiresAt is null for a user with no inbox and for an inbox whose keys do not expire, else the meta hash\'s expiry', async () => {

@@ -77,6 +77,19 @@ test('inspect inbox prints the epoch, bounds, when the keys expire, entries afte
   });
 });
 
+test('inspect inbox shows an entry that is not what the append script writes as its seq, marked malformed, with the entries around it', async () => {
+  const { inbox, redis: raw } = await openInbox(files, redis.url, 'insp-bad:');
+  const ids = [1, 3].map((counter) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter }));
+  const { epoch } = await inbox.append('bo', ids[0] ?? '', MsgKind.user);
+  await raw.xadd(new Keys('insp-bad:').inbox('bo'), '2-0', 'id', 'NOT-HEX', 'kind', '1');
+  await inbox.append('bo', ids[1] ?? '', MsgKind.user);
+  const run = await runCli(['inspect', 'inbox', 'bo'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp-bad:' });
+  assert.equal(run.code, 0, run.stderr);
+  const shown = JSON.parse(run.stdout) as { epoch: string; entries: unknown[] };
+  assert.equal(shown.epoch, epoch);
+  assert.deepEqual(shown.entries, [{ seq: 1, id: ids[0], kind: 'user' }, { seq: 2, malformed: true }, { seq: 3, id: ids[1], kind: 'user' }]);
+});
+
 test('inspect inbox of a key prefix no service has used exits 1 saying so, printing no inbox; an empty inbox under a used one exits 0', async () => {
   const unused = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'nobody:' });
   assert.equal(unused.code, 1, unused.stdout);

@@ -358,7 +358,7 @@ export class Driver {
     const { page, records } = this.inbox.read(seq - 1, 1);
     const entry = page.entries[0];
     const record = records[0];
-    assert.ok(entry && record && !isUnreadable(record));
+    assert.ok(entry && entry.malformed !== true && record && !isUnreadable(record));
     return this.take(this.m.offer(entry, epoch ?? this.inbox.epoch ?? '', record, defer));
   }
 

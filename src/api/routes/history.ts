@@ -65,7 +65,7 @@ export const historyPage = answerObject({
       reason: {
         type: 'string',
         enum: [...GAP_REASONS],
-        description: 'trimmed: the inbox no longer holds them (the inbox cap, or deleted by hand); expired: their content is gone from the store (its ttl passed); undeliverable: the content is there but cannot be sent',
+        description: 'trimmed: the inbox no longer holds them (the inbox cap, or deleted by hand); expired: their content is gone from the store (its ttl passed); undeliverable: the content is there but cannot be sent, or the inbox entry names no message (written by something other than Pixiu)',
       },
     }, ['from', 'to', 'reason']),
   },
