@@ -21,15 +21,18 @@ Steps
      the stream is not touched (a retried append is harmless), nor is the retention,
      unless step 1 found no epoch: then the epoch is recorded with `created` as in
      step 5 and step 6 runs.
-  3. next seq = 1 + max(counter, seq of the stream's last-generated ID, from XINFO
-     STREAM). That ID is at or above the last entry's, also after the top entries were
-     deleted by hand (XDEL), and XADD refuses any ID at or below it. So a seq is never
-     reused even when the counter (or the whole meta hash) was lost while the stream
-     remained, and the XADD below cannot fail.
-  4. XADD with the explicit ID `<seq>-0`, trimming to EXACTLY ARGV[3] entries
+  3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
+     means a seq is never reused even when the counter (or the whole meta hash) was
+     lost while the stream remained.
+  4. XADD with the explicit ID `<seq>-0` (the first write), trimming to EXACTLY ARGV[3] entries
      (`MAXLEN cap`, not DESIGN.md's `MAXLEN ~ cap`): the first retained seq is then always
      latest - cap + 1, which callers and tests can rely on. The cost is one listpack
      edit per append once the cap is reached.
+     XADD refuses an ID at or below the stream's last-generated ID, which is above its
+     last entry only after the top entries were deleted by hand (XDEL) with the counter
+     lost too: then that ID is read (XINFO STREAM, off the common path) and the XADD
+     tried once more above it, so the seq is still never reused and the append does
+     not fail for good.
   5. When step 1 found no epoch: record it with `created` (ARGV[5]) and drop the ack
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
      would make every reconnect without last_seq look like a reset). ZADD the MsgID
@@ -151,28 +154,42 @@ if dupSeq then
   return out
 end
 
--- Step 3: above the counter and the stream's last-generated ID (XINFO STREAM fails on
--- a key that does not exist, hence EXISTS; a key of another type fails it, unwritten).
+-- Step 3: above the counter and the stream's last entry (one entry read, as append-7).
 local top = tonumber(meta[2]) or 0
-if redis.call('EXISTS', inboxKey) == 1 then
+local last = redis.call('XREVRANGE', inboxKey, '+', '-', 'COUNT', 1)[1]
+if last then
+  local lastSeq = tonumber(string.match(last[1], '^(%d+)-'))
+  if lastSeq > top then top = lastSeq end
+end
+
+-- Step 4, the first write: XADD the seq after `top`; the reply, or the error as a table.
+local function add(after)
+  local text = string.format('%d', after + 1)
+  if room == '' then
+    return redis.pcall('XADD', inboxKey, 'MAXLEN', capArg, text .. '-0', 'id', msgId, 'kind', kind), text
+  end
+  return redis.pcall('XADD', inboxKey, 'MAXLEN', capArg, text .. '-0', 'id', msgId, 'kind', kind, 'room', room), text
+end
+
+-- %d, not tostring: Lua 5.1 prints large numbers with an exponent.
+local added, seqText = add(top)
+if type(added) == 'table' and added.err then
+  -- Refused: the stream's last-generated ID is above its last entry (the top entries
+  -- deleted by hand, XDEL) and the counter is not past it (the meta hash lost). Read
+  -- that ID (XINFO STREAM; the stream exists, or XADD would have taken any seq) and
+  -- try once more above it. Nothing is written yet, so a second refusal leaves no trace.
   local info = redis.call('XINFO', 'STREAM', inboxKey)
   for i = 1, #info - 1, 2 do
     if info[i] == 'last-generated-id' then
-      local lastSeq = tonumber(string.match(info[i + 1], '^(%d+)-'))
-      if lastSeq > top then top = lastSeq end
+      local generated = tonumber(string.match(info[i + 1], '^(%d+)-'))
+      if generated and generated > top then top = generated end
       break
     end
   end
+  added, seqText = add(top)
+  if type(added) == 'table' and added.err then return redis.error_reply(added.err) end
 end
 local seq = top + 1
--- %d, not tostring: Lua 5.1 prints large numbers with an exponent.
-local seqText = string.format('%d', seq)
-
-if room == '' then
-  redis.call('XADD', inboxKey, 'MAXLEN', capArg, seqText .. '-0', 'id', msgId, 'kind', kind)
-else
-  redis.call('XADD', inboxKey, 'MAXLEN', capArg, seqText .. '-0', 'id', msgId, 'kind', kind, 'room', room)
-end
 redis.call('ZADD', idsKey, seqText, msgId)
 local floor = seq - tonumber(capArg)
 if floor > 0 then
