@@ -9,10 +9,10 @@
  *
  * Rules kept here:
  * - At most one fetch in flight per user. An event during a fetch marks the machine
- *   dirty; it fetches again when the current fetch ends. Connections at the same
- *   cursor share one fetch (which one it reads for: pull-target.ts), and what a page
- *   held beyond a connection's window is kept for it (read-ahead.ts): it fetches again
- *   only past that.
+ *   dirty; it fetches again when the current fetch ends (fetch-cycle.ts). Connections
+ *   at the same cursor share one fetch (which one it reads for: pull-target.ts), and
+ *   what a page held beyond a connection's window is kept for it (read-ahead.ts, served
+ *   by page-delivery.ts): it fetches again only past that.
  * - A connection has at most `window` unacked messages; acks pace delivery.
  * - Frames go out in seq order per connection; a message is sent twice on one
  *   connection only as a redelivery, marked `redelivered`.
@@ -30,12 +30,12 @@
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
-import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
-import { anyJoining, anyReadyBefore, applyAck, deliverPage, endRoundIfIdle, joinAt, redeliveryRound, type Conn } from './connection-state.js';
+import type { Effect, MachineConfig, RotationOutcome } from './effects.js';
+import { anyJoining, applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
-import { anyWantsBeside, pullTarget, type PullAsk } from './pull-target.js';
-import { ReadAhead } from './read-ahead.js';
-import { joinCursor, resetsOn, type ResumeRequest } from './resume.js';
+import { FetchCycle } from './fetch-cycle.js';
+import { PageDelivery } from './page-delivery.js';
+import type { ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 
@@ -48,47 +48,18 @@ export class UserMachine {
   readonly #conns = new Map<string, Conn>();
   /** The inbox epoch as last seen; undefined before the first fetch. */
   #epoch: string | null | undefined = undefined;
-  /** Highest seq known to exist. */
-  #latest = 0;
-  /** The fetch in flight: its start, or undefined. */
-  #fetchAfter: number | undefined;
-  /** The entries the fetch in flight asked for: a page with fewer holds every entry up to its latest seq. */
-  #fetchLimitAsked = 0;
-  /** An event arrived during the fetch: fetch again when it ends. */
-  #dirty = false;
-  /** A heartbeat asked to pull even though nothing is known to be new. */
-  #force = false;
-  /**
-   * A pull a full window reads for too (one entry, to see a new epoch): a heartbeat, a
-   * rotation, an append of another epoch; and `#reusedFrom`, the lowest seq a notify
-   * named that was not new, for a full window sent it (judged at the pull: a fetch in
-   * flight may yet deliver it from the inbox as it was). Not every late notify.
-   */
-  #probe = false;
-  #reusedFrom: number | undefined;
-  #clock = 0;
-  /** Entries read but not yet sent to every connection (read-ahead.ts); made on the first page with entries. */
-  #ahead: ReadAhead | undefined;
+  /** The fetch in flight, the pull asked for and the highest seq known to exist (fetch-cycle.ts). */
+  readonly #cycle: FetchCycle;
   /** Whether Redis gave the inbox back with less, and the new epoch asked for then (epoch-guard.ts). */
   readonly #guard = new EpochGuard();
-  /**
-   * Logged in while the fetch in flight ran: its page may predate what their device was
-   * sent elsewhere, so it neither rotates the epoch for them nor resets them (they wait
-   * for the next fetch, which login asked for); the others join on it.
-   */
-  #joinedDuringFetch: Set<string> | undefined;
-  /**
-   * The fetch in flight is an offered append's deferred delivery (`offer`): its page
-   * holds that one entry, not the inbox from its start, so no connection joins on it.
-   */
-  #offerInFlight = false;
-
-  readonly #fetchLimit: number; // entries per fetch: a window's worth, at most the page bound
+  /** What is sent from the pages read, and what was read ahead of the windows (page-delivery.ts). */
+  readonly #delivery: PageDelivery;
 
   constructor(user: string, config: MachineConfig) {
     this.user = user;
     this.#config = config;
-    this.#fetchLimit = Math.min(config.window, config.pageMax ?? DEFAULT_PAGE_MAX);
+    this.#cycle = new FetchCycle(config);
+    this.#delivery = new PageDelivery(user, config, this.#cycle.fetchLimit, this.#guard);
   }
 
   /** Number of connections. */
@@ -113,7 +84,7 @@ export class UserMachine {
       id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
       redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
-    if (this.#fetchAfter !== undefined) (this.#joinedDuringFetch ??= new Set()).add(conn);
+    this.#cycle.joined(conn);
     return this.#pump();
   }
 
@@ -123,22 +94,13 @@ export class UserMachine {
     return [];
   }
 
-  /** notify: an append happened; `seq` when known. */
+  /**
+   * notify: an append happened; `seq` when known. No seq, or one not new: pull anyway
+   * (fetch-cycle.ts `notified`); a seq not new may be an inbox restored or recreated,
+   * whose appends reuse old seqs: what was read ahead is read again.
+   */
   notify(seq?: number): Effect[] {
-    // A fetch in flight may have read its page before this append: when it ends, it
-    // must not set the latest seq back below `seq` (fetched).
-    if (this.#fetchAfter !== undefined) this.#dirty = true;
-    if (seq !== undefined && seq > this.#latest) this.#latest = seq;
-    // No seq, or one not new: pull anyway. It is a late notify (one cheap fetch) or an
-    // inbox restored or recreated, whose appends reuse old seqs: unpulled, they would
-    // wait for a heartbeat, or be skipped once appends passed the old latest (DESIGN.md
-    // §11). For that reason what was read ahead is read again.
-    else {
-      this.#force = true;
-      if (seq !== undefined) this.#ahead?.clear();
-      if (seq === undefined) this.#probe = true;
-      else this.#reusedFrom = Math.min(this.#reusedFrom ?? seq, seq);
-    }
+    if (this.#cycle.notified(seq)) this.#delivery.dropAhead();
     return this.#pump();
   }
 
@@ -167,36 +129,30 @@ export class UserMachine {
       // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
       const inFlight = this.#guard.rotating;
       const effects: Effect[] = [];
-      this.#guard.rotate(epoch, this.#fetchAfter !== undefined, effects, 'delivered');
-      this.#ahead?.clear();
+      this.#guard.rotate(epoch, this.#cycle.inFlight, effects, 'delivered');
+      this.#delivery.dropAhead();
       if (!inFlight) return effects;
     }
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
     // window reads too, to be reset (its seq may be past the old latest: no pull else).
-    if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#probe = true;
-    if (this.#fetchAfter !== undefined || this.#guard.rotating || !sameInbox || entry.seq !== this.#latest + 1 || anyJoining(this.#conns.values())) {
+    if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#cycle.askProbe();
+    if (this.#cycle.inFlight || this.#guard.rotating || !sameInbox || entry.seq !== this.#cycle.latest + 1 || anyJoining(this.#conns.values())) {
       return this.notify(entry.seq);
     }
-    this.#fetchAfter = entry.seq - 1;
-    this.#fetchLimitAsked = 2;
+    const fetch = this.#cycle.startOffer(entry.seq, defer);
     const page: InboxPage = { epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] };
-    if (!defer) return this.fetched(page, [record]);
-    // Known to exist, as once delivered: a notify of it meanwhile is a late one (`notify`).
-    this.#latest = entry.seq;
-    this.#offerInFlight = true;
-    return [{ kind: 'fetch', afterSeq: entry.seq - 1, limit: 2, offered: { page, records: [record] } }];
+    return defer ? [{ kind: 'fetch', ...fetch, offered: { page, records: [record] } }] : this.fetched(page, [record]);
   }
 
   /** heartbeat: pull even if nothing is known to be new (covers lost notifies); or ask again for an owed rotation. */
   heartbeat(): Effect[] {
-    this.#force = true;
-    this.#probe = true;
+    this.#cycle.askPull(true);
     // Read again what was read ahead: its content may have expired since (read-ahead.ts).
-    this.#ahead?.clear();
+    this.#delivery.dropAhead();
     // A proven rotation that failed goes first: its pull comes after it (`epochRotated`).
     const again: Effect[] = [];
-    return this.#guard.retry(this.#fetchAfter !== undefined, again) ? again : this.#pump();
+    return this.#guard.retry(this.#cycle.inFlight, again) ? again : this.#pump();
   }
 
   /** pause: the socket passed its high-water mark; send nothing more to it. */
@@ -267,19 +223,15 @@ export class UserMachine {
     const again: Effect[] = [];
     this.#guard.rotated(outcome, again);
     if (this.#guard.rotating) return again;
-    this.#force = true;
-    this.#probe = true;
-    this.#ahead?.clear();
+    this.#cycle.askPull(true);
+    this.#delivery.dropAhead();
     return this.#pump();
   }
 
   /** The fetch failed (Redis or the store down): the driver retries later with `heartbeat`. */
   fetchFailed(): Effect[] {
-    this.#fetchAfter = undefined;
-    this.#offerInFlight = false;
-    this.#joinedDuringFetch = undefined;
+    this.#cycle.failed();
     this.#guard.fetchEnded();
-    this.#dirty = false;
     return [];
   }
 
@@ -289,107 +241,37 @@ export class UserMachine {
    * be decoded).
    */
   fetched(page: InboxPage, records: readonly (ReadRecord | null)[]): Effect[] {
-    const after = this.#fetchAfter ?? 0;
-    this.#fetchAfter = undefined;
-    const late = this.#joinedDuringFetch;
-    this.#joinedDuringFetch = undefined;
-    const offered = this.#offerInFlight;
-    this.#offerInFlight = false;
+    const ended = this.#cycle.end();
     if (this.#guard.fetchEnded()) {
       // Read before a new epoch was asked for: its entries may name old-epoch seqs.
-      this.#ahead?.clear();
+      this.#delivery.dropAhead();
       if (this.#guard.rotating) return [];
-      this.#force = true;
+      this.#cycle.askPull();
       return this.#pump();
     }
     const effects: Effect[] = [];
-    const told = this.#guard.judge(page, this.#epoch, this.#conns.values(), late, effects);
+    const told = this.#guard.judge(page, this.#epoch, this.#conns.values(), ended.late, effects);
     if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again). But
       // an epoch its resets told is taken: else, were the rotation refused (a claim's, in
       // the cool-down), the pull after it would reset them again for the same change.
       if (told) this.#epoch = page.epoch;
-      this.#ahead?.clear();
+      this.#delivery.dropAhead();
       return effects;
     }
     if (page.epoch !== this.#epoch) this.#guard.epochChanged();
     this.#epoch = page.epoch;
-    // The page is the truth as of the fetch; a notify during it (dirty) may be newer.
-    this.#latest = this.#dirty ? Math.max(page.latestSeq, this.#latest) : page.latestSeq;
-    for (const c of this.#conns.values()) {
-      // One that logged in while an offer's delivery waited asked for a fetch of its own (login).
-      if (c.phase !== 'joining' || (late?.has(c.id) === true && (offered || resetsOn(c.resume, page)))) continue;
-      joinAt(c, page, this.user, this.#config.heartbeatMs, effects);
-    }
-    // Fewer entries than asked: none is missing from the page but those deleted by hand.
-    const complete = page.entries.length < this.#fetchLimitAsked;
-    for (const c of this.#conns.values()) if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects, complete);
-    // Kept only while a connection has not been sent all of it.
-    const last = page.entries[page.entries.length - 1];
-    if (last !== undefined && anyReadyBefore(this.#conns.values(), last.seq)) {
-      (this.#ahead ??= new ReadAhead(2 * this.#fetchLimit)).absorb(after, page, records);
-      this.#serveAhead(effects);
-    } else {
-      this.#ahead?.clear();
-    }
-    const progressed = effects.length > 0;
-    // A fetch that moved nothing does not loop (the next event pulls), unless a
-    // connection at another cursor wants one (this one's closed or paused since).
-    if (!progressed && !this.#dirty && !anyWantsBeside(this.#conns.values(), this.#ask(), after)) return effects;
-    this.#dirty = false;
-    return effects.concat(this.#pump());
+    this.#cycle.pageRead(page.latestSeq);
+    this.#delivery.page(this.#conns, page, records, ended, effects);
+    return this.#cycle.fetchAgain(effects.length > 0, this.#conns.values(), ended.after) ? effects.concat(this.#pump()) : effects;
   }
 
-  /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */
-  #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
-    const last = deliverPage(c, page, records, this.#config, effects, complete);
-    if (last !== undefined) this.#guard.delivered(last);
-  }
-
-  /** The pull asked for as it stands, for the choice of a fetch's connection (pull-target.ts). */
-  #ask(): PullAsk {
-    return { window: this.#config.window, latest: this.#latest, force: this.#force, probe: this.#probe, reusedFrom: this.#reusedFrom };
-  }
-
-  /** Sends each ready connection inside the read-ahead what its window takes; drops what all were sent. */
-  #serveAhead(effects: Effect[]): void {
-    const ahead = this.#ahead;
-    const view = ahead?.view();
-    if (ahead === undefined || view === undefined) return;
-    let minSent = Number.POSITIVE_INFINITY;
-    for (const c of this.#conns.values()) {
-      if (c.phase !== 'ready') continue;
-      if (!c.paused && c.inflight.length < this.#config.window && ahead.covers(c.sent)) {
-        this.#deliver(c, view.page, view.records, effects);
-      }
-      minSent = Math.min(minSent, c.sent);
-    }
-    if (minSent === Number.POSITIVE_INFINITY) ahead.clear();
-    else ahead.dropThrough(minSent);
-  }
-
-  /** Serves what the read-ahead holds; then starts a fetch when one is needed and none is in flight. */
+  /** Serves what the read-ahead holds; then starts a fetch when one is needed and none is in flight (fetch-cycle.ts `next`). */
   #pump(): Effect[] {
     const effects: Effect[] = [];
-    this.#serveAhead(effects);
-    const target = pullTarget(this.#conns.values(), this.#ask());
-    // No connection wants a fetch now (every window full, or paused): a pull asked for
-    // (a heartbeat, a notify of a recreated inbox's seq) stays asked for, and is made
-    // when a connection wants one again (an ack frees its window).
-    if (target === undefined) return effects;
-    if (this.#fetchAfter !== undefined || this.#guard.rotating) {
-      this.#dirty = true;
-      return effects;
-    }
-    target.servedAt = ++this.#clock;
-    const afterSeq = target.phase === 'joining' ? joinCursor(target.resume) : target.sent;
-    this.#fetchAfter = afterSeq;
-    this.#force = false;
-    this.#probe = false;
-    this.#reusedFrom = undefined;
-    // A full window takes nothing from the page: one entry is enough to see the epoch.
-    const full = target.phase === 'ready' && target.inflight.length >= this.#config.window;
-    effects.push({ kind: 'fetch', afterSeq, limit: (this.#fetchLimitAsked = full ? 1 : this.#fetchLimit) });
+    this.#delivery.serveAhead(this.#conns, effects);
+    const fetch = this.#cycle.next(this.#conns.values(), this.#guard.rotating);
+    if (fetch !== undefined) effects.push(fetch);
     return effects;
   }
 }

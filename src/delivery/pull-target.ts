@@ -1,12 +1,12 @@
 /**
- * Which connection the per-user machine's next fetch reads for (machine.ts `#pump`,
+ * Which connection the per-user machine's next fetch reads for (fetch-cycle.ts `next`,
  * DESIGN.md §5): whether a connection needs a fetch now, given the pull the machine
  * was asked for, and which of those that do goes first. Pure: it reads the
  * connections' state (connection-state.ts) and changes nothing.
  */
 import { anySentFrom, type Conn } from './connection-state.js';
 
-/** What the machine knows and was asked to pull for, as it stands at a pump (machine.ts fields of the same names). */
+/** What the machine knows and was asked to pull for, as it stands at a pump (fetch-cycle.ts: its getters of the same names). */
 export interface PullAsk {
   /** Unacked messages a connection may hold (MachineConfig `window`). */
   readonly window: number;

@@ -7,8 +7,9 @@
  * many as its window has room for; a client acking as it reads frees a few slots at a
  * time. Without this, each of those few slots cost a new fetch of a whole page (one
  * inbox read and one store read of up to `pageMax` records), and a catch-up read most
- * of its backlog many times over. The machine (machine.ts) serves a connection whose
- * cursor lies inside the read-ahead from it, and fetches only past its end.
+ * of its backlog many times over. The machine (machine.ts; page-delivery.ts) serves a
+ * connection whose cursor lies inside the read-ahead from it, and fetches only past
+ * its end.
  *
  * What it holds is the inbox as of the reads that filled it, so it is dropped whenever
  * that may no longer be true enough:
