@@ -1,13 +1,13 @@
 /**
  * The service: assembles the parts in the order a message flows through them
- * (DESIGN.md §1) — Redis (or the embedded one), the message store, the inbox, the
- * gateway, ingest, the HTTP app — and takes them down on shutdown: sockets first,
- * then HTTP, then Redis, the store and the embedded redis-server.
+ * (DESIGN.md §1) — Redis (or the embedded one: redis-start.ts), the message store
+ * (store-start.ts), the inbox, the gateway, ingest, the HTTP app — and takes them down
+ * on shutdown: sockets first, then HTTP, then Redis, the store and the embedded
+ * redis-server (shutdown-steps.ts).
  */
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import { buildApp } from '../api/app.js';
 import { ClientIdClaims } from '../cluster/client-id-claims.js';
 import { Metrics } from '../api/metrics.js';
@@ -17,34 +17,23 @@ import { StartupError, isPixiuError, outageFields } from '../errors.js';
 import { Inbox } from '../inbox/inbox.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
-import { createRedis } from '../redis/client.js';
-import { requireRedisVersion } from '../redis/version-check.js';
-import { redisUptimeMs, warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
-import { embeddedRedisHint } from '../redis/embedded-hint.js';
-import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
-import { MessageStore } from '../store/message-store.js';
-import { applyTimeFloor } from '../store/time-floor.js';
+import type { LocalRedis } from '../redis/local-server.js';
 import { createVerifier } from '../auth/jwt.js';
 import { Gateway } from '../gateway/gateway.js';
-import { Keys } from '../redis/keys.js';
 import { broadcastRoutes } from '../broadcast/routes.js';
 import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
-import { checkAdvertisedUrl, defaultAdvertiseUrl, refuseBadPort } from '../cluster/advertise-check.js';
-import { listeningNodes } from '../cluster/bus.js';
-import { ClusterSecret } from '../cluster/cluster-secret.js';
-import { PartitionClaims } from '../cluster/partition-claims.js';
+import { checkAdvertisedUrl, defaultAdvertiseUrl } from '../cluster/advertise-check.js';
 import { recordsRoute } from '../cluster/records-route.js';
-import { StoreDirectory } from '../cluster/store-directory.js';
-import { StoreOwnership } from '../cluster/store-ownership.js';
-import { prefixMoveLine, refuseClusterSplit, refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
-import { recordRedisPrefix, recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
-import { StoreRouter } from '../cluster/store-router.js';
+import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { checkListenable, listenFailure } from './listen-check.js';
+import { startRedis } from './redis-start.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
+import type { StartContext } from './start-context.js';
+import { startStore } from './store-start.js';
 import { buildInfo } from '../version.js';
 
 /** A running service. */
@@ -113,6 +102,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
   // all of them together get three (shutdown-steps.ts).
   const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
+  const start: StartContext = { config, logger, cleanup, redisBound, stopAsked };
   try {
     // Before anything is started, written or claimed (listen-check.ts; layout.ts: a
     // store a newer release wrote). The layout is read once here (or by the caller) and
@@ -124,123 +114,12 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const secrets = given ?? await loadSecrets(config);
     stopAsked();
 
-    let local: LocalRedis | undefined;
-    let redisUrl = config.redisUrl;
-    if (redisUrl === undefined) {
-      // A data dir of a cluster started without its Redis URL would be an island (prefix-guard.ts).
-      refuseEmbeddedAfterShared(config.dataDir, found);
-      local = await startLocalRedis({ dataDir: config.dataDir, logger });
-      redisUrl = local.url;
-      const stopLocal = local.stop;
-      cleanup.unshift({ what: 'local redis-server', run: stopLocal });
-      opts.onLocalRedis?.(local);
-      stopAsked();
-    }
+    // Redis, embedded or shared (redis-start.ts), then the data dir's store: its block of
+    // MsgID partitions claimed, opened and made safe to serve (store-start.ts).
     const metrics = new Metrics();
-    let redis: Redis;
-    try {
-      redis = await createRedis({ url: redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu', logger });
-    } catch (err) {
-      // createRedis's message names the URL without its password, and the reason.
-      throw new StartupError((err as Error).message, { cause: err });
-    }
-    redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
-    cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...redisBound, giveUp: () => redis.disconnect() } });
-    stopAsked();
-    await requireRedisVersion(redis, redactUrl(redisUrl));
-    if (local === undefined) {
-      await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
-      await warnIfEvicting(redis, redactUrl(redisUrl), logger);
-    }
-
-    // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
-    // in Redis before the store mints any id, and the secret nodes read each other with.
-    const keys = new Keys(config.redisPrefix);
-    const claims = new PartitionClaims(redis, keys);
-    // Refused before the data dir claims anything: an advertised port the other nodes'
-    // fetch refuses (known then when the URL or the port is set), and a start on another
-    // database, or under another prefix beside running nodes, which would split their
-    // cluster (prefix-guard.ts).
-    let movedFrom: string | undefined;
-    if (local === undefined) {
-      const known = config.advertiseUrl ?? (config.port === 0 ? undefined : defaultAdvertiseUrl(config.host, config.port));
-      if (known !== undefined) await refuseBadPort(known);
-      movedFrom = await refuseClusterSplit(redis, {
-        dataDir: config.dataDir, layout: found, prefix: config.redisPrefix, db: redis.options.db ?? 0, redisUrl: redactUrl(redisUrl),
-      });
-    }
-    // 0 is for one node per Redis (docs/decisions.md, "Several nodes"); an operator who
-    // set it beside running nodes was told nothing (a black-box SRE's finding).
-    if (local === undefined && config.claimsSettleMs === 0 && await listeningNodes(redis, keys) > 0) {
-      logger.warn('PIXIU_CLAIMS_SETTLE is 0 while other nodes run on this Redis: a node started right after Redis lost its data '
-        + 'may then claim a running node\'s block of message-id partitions and mint ids it has used (one user reads another\'s message); '
-        + '0 is for one node per Redis: leave it unset (6 s) beside other nodes');
-    }
-    // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
-    // be re-asserted; the embedded one has no other node.
-    const ownership = await StoreOwnership.claim({
-      claims, dir: storeDir, partitions: config.partitions, layout: found, logger,
-      settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
-      redisUptimeMs: () => redisUptimeMs(redis),
-      redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
-    });
-    const layout = local === undefined ? await recordRedisPrefix(storeDir, ownership.layout, config.redisPrefix, redis.options.db ?? 0) : ownership.layout;
-    const clusterSecret = await ClusterSecret.load(redis, keys);
-    stopAsked();
-
-    const store = await MessageStore.open({
-      dir: storeDir,
-      partitions: config.partitions,
-      partitionBase: ownership.partitionBase,
-      layout,
-      sync: config.storeDurability === 'fsync',
-      cacheBytes: config.storeCacheBytes,
-      defaultTtlMs: config.messageTtlMs,
-      maxMessageBytes: config.maxMessageBytes,
-      sweepIntervalMs: config.sweepIntervalMs,
-      logger,
-      onBatch: (size, ms) => metrics.observeBatch(size, ms),
-      onWriteFailure: () => metrics.storeWriteFailures.inc(),
-      onUnreadable: () => metrics.storeUnreadableRecords.inc(),
-    });
-    cleanup.unshift({ what: 'store', run: () => store.close() });
-    stopAsked();
-    // No put until this node's first lease write finds no other node serving this store
-    // (ownership.advertise lifts it): a copy of this data dir started at the same time
-    // passed the same start check, and both would mint the same ids meanwhile. Puts
-    // made meanwhile wait for that, rather than being refused.
-    store.suspendWrites('message store writes are suspended: this node is starting and does not hold its store lease yet');
-    let leaseSettled: () => void = () => undefined;
-    store.holdWritesUntil(new Promise<void>((resolve) => { leaseSettled = resolve; }));
-    // An older copy of this data dir would mint ids again (docs/decisions.md): its
-    // counters move past what the store already minted. Recorded last once it closes.
-    await ownership.catchUpMinted(store);
-    const unknown = await ownership.checkKnown(store, local === undefined ? () => embeddedRedisHint(config.dataDir) : undefined);
-    // A move back to a prefix it ran under before: its store is known there, but what it stored meanwhile is not.
-    if (movedFrom !== undefined && !unknown && store.counters.some((c) => c > 0)) {
-      logger.error({ dir: config.dataDir, from: movedFrom, to: config.redisPrefix }, prefixMoveLine(movedFrom, config.redisPrefix));
-    }
-    // Last, once the checks above have read the counters the store recovered: a data dir
-    // restored from a backup, Redis with it, would mint again the ids it minted after the
-    // backup; from the clock's floor on it mints none of them, while no run mints faster
-    // than the floor rises (a counter still ahead of it is logged at warn: time-floor.ts).
-    const timeFloor = applyTimeFloor(store, Date.now(), logger);
-    cleanup.splice(cleanup.findIndex(({ what }) => what === 'store') + 1, 0, { what: 'store counters', run: () => ownership.recordMintedNow(), redis: redisBound });
-    // Every read of records goes through the router: other nodes' partitions are read
-    // from their owners; the local store stays local.
-    const records = new StoreRouter({
-      local: store,
-      owners: new StoreDirectory(claims),
-      auth: clusterSecret,
-      timeoutMs: config.redisCommandTimeoutMs,
-      // Records of other nodes: a quarter of the local read cache's budget.
-      cacheBytes: Math.floor(config.storeCacheBytes / 4),
-      logger,
-      // Another store took this node's block (it was cut off while Redis lost the
-      // claims): its ids may now name that store's messages, so reads go there.
-      localStoreId: ownership.storeId,
-      blockLost: () => ownership.blockLost,
-    });
+    const started = await startRedis(start, found, metrics, opts.onLocalRedis);
+    const { redis, url: redisUrl, local } = started;
+    const { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled } = await startStore(start, started, storeDir, found, metrics);
 
     // Presence entries are judged live at append by the clock they are written on (Redis's,
     // the gateway's node registry): a node's own clock, off by more than an entry's time

@@ -1,0 +1,69 @@
+/**
+ * The service's Redis, the first part it starts (DESIGN.md §1, §9): the one
+ * `PIXIU_REDIS_URL` names, or without it an embedded redis-server in the data dir
+ * (src/redis/local-server.ts); connected, its version required, and a shared one
+ * checked for persistence and eviction (warnings, not refusals).
+ */
+import type { Redis } from 'ioredis';
+import type { Metrics } from '../api/metrics.js';
+import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
+import { StartupError } from '../errors.js';
+import { createRedis } from '../redis/client.js';
+import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
+import { warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
+import { redactUrl } from '../redis/url.js';
+import { requireRedisVersion } from '../redis/version-check.js';
+import type { FoundLayout } from '../store/layout.js';
+import type { StartContext } from './start-context.js';
+
+/** The Redis a start connected to. */
+export interface StartedRedis {
+  readonly redis: Redis;
+  /** Its URL, password included (log it with `redactUrl`). */
+  readonly url: string;
+  /** The embedded redis-server, when no URL was given; undefined on a shared Redis. */
+  readonly local: LocalRedis | undefined;
+}
+
+/**
+ * Starts (embedded) and connects to the service's Redis; its shutdown steps, the
+ * client's QUIT and the embedded server's stop, go first in `start.cleanup` (they run
+ * last). Redis connection errors are counted in `metrics` (`kind: connection`).
+ * @param found the store layout of the data dir, as the start read it
+ * @param onLocalRedis told the embedded redis-server as soon as it runs
+ * @throws StartupError when Redis cannot be started or reached, is too old, or the data
+ *   dir is of a cluster started without its Redis URL (prefix-guard.ts)
+ */
+export async function startRedis(
+  start: StartContext, found: FoundLayout, metrics: Metrics, onLocalRedis?: (local: LocalRedis) => void,
+): Promise<StartedRedis> {
+  const { config, logger, cleanup, stopAsked } = start;
+  let local: LocalRedis | undefined;
+  let redisUrl = config.redisUrl;
+  if (redisUrl === undefined) {
+    // A data dir of a cluster started without its Redis URL would be an island (prefix-guard.ts).
+    refuseEmbeddedAfterShared(config.dataDir, found);
+    local = await startLocalRedis({ dataDir: config.dataDir, logger });
+    redisUrl = local.url;
+    const stopLocal = local.stop;
+    cleanup.unshift({ what: 'local redis-server', run: stopLocal });
+    onLocalRedis?.(local);
+    stopAsked();
+  }
+  let redis: Redis;
+  try {
+    redis = await createRedis({ url: redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu', logger });
+  } catch (err) {
+    // createRedis's message names the URL without its password, and the reason.
+    throw new StartupError((err as Error).message, { cause: err });
+  }
+  redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
+  cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
+  stopAsked();
+  await requireRedisVersion(redis, redactUrl(redisUrl));
+  if (local === undefined) {
+    await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
+    await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+  }
+  return { redis, url: redisUrl, local };
+}
