@@ -47,6 +47,10 @@ export const OPENAPI_PATH = '/v1/openapi.json';
  * @param logger the root logger; requests log through a child
  */
 export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyInstance> {
+  // The routes whose refusals count beyond pixiu_http_errors_total, recorded as they are
+  // added (the onRoute hook below): a request refused before routing is matched against
+  // them (countedAs), so the routes' own config is the one place that says what counts.
+  const counted: CountedRoute[] = [];
   const app = Fastify({
     // pino's Logger is a FastifyBaseLogger; naming the base type keeps the instance's
     // type the default one that route modules take.
@@ -84,10 +88,19 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Router errors (a bad percent-encoding) answer with the catalogue's body too.
     // Refused before routing there may be no route config: the path says what it was sent to.
-    frameworkErrors: frameworkErrorAnswerer((err, req) => countError(deps.metrics, err, routedOrPath(req.routeOptions?.config, req.raw))),
+    frameworkErrors: frameworkErrorAnswerer((err, req) => countError(deps.metrics, err, routedOrPath(req.routeOptions?.config, counted, req.raw))),
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
-    clientErrorHandler: clientErrorAnswerer((err, req) => countRawError(deps.metrics, err, req)),
+    clientErrorHandler: clientErrorAnswerer((err, req) => countError(deps.metrics, err, countedAs(counted, req))),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
+  });
+  app.addHook('onRoute', (route) => {
+    const { ingestRoute, wsHandshake } = route.config ?? {};
+    if (ingestRoute === undefined && wsHandshake !== true) return;
+    // Not the HEAD route fastify adds beside a GET one: a HEAD request refused before
+    // routing is no handshake.
+    for (const method of [route.method].flat()) {
+      if (method !== 'HEAD') counted.push({ method, segments: route.url.split('/'), config: { ingestRoute, wsHandshake } });
+    }
   });
   // Shutdown (DESIGN.md §6): once close() has begun (fastify runs preClose hooks as it
   // stops listening), the answers of the requests still in flight end their
@@ -131,8 +144,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.historyTakeTimeoutMs,
     () => deps.metrics.historyConnectionsClosed.inc()));
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
-  app.server.on('checkExpectation', expectationAnswerer((err, req) => countRawError(deps.metrics, err, req)));
-  app.server.on('connect', connectMethodAnswerer((err, req) => countRawError(deps.metrics, err, req)));
+  app.server.on('checkExpectation', expectationAnswerer((err, req) => countError(deps.metrics, err, countedAs(counted, req))));
+  app.server.on('connect', connectMethodAnswerer((err, req) => countError(deps.metrics, err, countedAs(counted, req))));
   // Expect: 100-continue is answered 100 only when the body will be read.
   installContinue(app);
   // Bodies are read as they come: a compressed one would be parsed as JSON and refused
@@ -295,47 +308,47 @@ function charsetOf(contentType: string | undefined): string | undefined {
 type CountedAs = Pick<FastifyContextConfig, 'ingestRoute' | 'wsHandshake'> | undefined;
 
 /**
+ * A route whose refusals count beyond `pixiu_http_errors_total` (its config names
+ * `ingestRoute` or `wsHandshake`), as added: its method, its path's segments (`:name`
+ * stands for any one that is not empty) and that config.
+ */
+interface CountedRoute {
+  readonly method: string;
+  readonly segments: readonly string[];
+  readonly config: CountedAs;
+}
+
+/**
  * Counts an error answer in `pixiu_http_errors_total`; on `POST /v1/messages`,
  * `/v1/broadcast` and `/v1/channels/{channel}/publish` (route config `ingestRoute`),
  * in `pixiu_ingest_messages_total` by its code too: a refused request there is one
- * refused message, whatever refused it (a batch counts its items itself); on
- * `GET /v1/connect` (`wsHandshake`), in `pixiu_ws_handshakes_total` by its code.
+ * refused message, whatever refused it (a batch counts its items itself: its route has
+ * no `ingestRoute`); on `GET /v1/connect` (`wsHandshake`), in
+ * `pixiu_ws_handshakes_total` by its code.
  */
 function countError(metrics: Metrics, err: PixiuError, route: CountedAs): void {
   metrics.httpErrors.inc({ code: err.code });
-  if (route?.ingestRoute !== undefined && route.ingestRoute !== 'batch') metrics.countIngest(route.ingestRoute, err.code);
+  if (route?.ingestRoute !== undefined) metrics.countIngest(route.ingestRoute, err.code);
   if (route?.wsHandshake === true) metrics.countHandshake(err.code);
 }
 
-/** A channel publication's path (the channel's own rule is the route's: any segment will do here). */
-const CHANNEL_PUBLISH_PATH = /^\/v1\/channels\/[^/]+\/publish$/;
-
 /**
  * What a request refused before fastify routed it (a client error, a 417, a bad
- * percent-encoding) counts as, read from its method and path: the route config of the
- * route it was sent to.
+ * percent-encoding) counts as, read from its method and path: the config of the route
+ * of `routes` it was sent to, matched segment by segment as sent (not decoded: a bad
+ * percent-encoding is one of the refusals counted); undefined when none.
  */
-function countedAs(req: IncomingMessage | undefined): CountedAs {
+function countedAs(routes: readonly CountedRoute[], req: IncomingMessage | undefined): CountedAs {
   const path = req?.url?.split('?')[0];
   if (path === undefined) return undefined;
-  if (req?.method === 'GET') return path === '/v1/connect' ? { wsHandshake: true } : undefined;
-  if (req?.method !== 'POST') return undefined;
-  if (path === '/v1/messages') return { ingestRoute: 'message' };
-  if (path === '/v1/broadcast') return { ingestRoute: 'broadcast' };
-  return CHANNEL_PUBLISH_PATH.test(path) ? { ingestRoute: 'channel' } : undefined;
+  const segments = path.split('/');
+  return routes.find((r) => r.method === req?.method && r.segments.length === segments.length
+    && r.segments.every((s, i) => (s.startsWith(':') ? segments[i] !== '' : s === segments[i])))?.config;
 }
 
 /** The route config when it names what a refusal counts as, else what the path says ({@link countedAs}). */
-function routedOrPath(config: CountedAs, req: IncomingMessage): CountedAs {
-  return config?.ingestRoute !== undefined || config?.wsHandshake === true ? config : countedAs(req);
-}
-
-/**
- * {@link countError} for an error answered outside fastify (a client error, a 417):
- * there the route is not known, the path is.
- */
-function countRawError(metrics: Metrics, err: PixiuError, req: IncomingMessage | undefined): void {
-  countError(metrics, err, countedAs(req));
+function routedOrPath(config: CountedAs, routes: readonly CountedRoute[], req: IncomingMessage): CountedAs {
+  return config?.ingestRoute !== undefined || config?.wsHandshake === true ? config : countedAs(routes, req);
 }
 
 /**

@@ -19,9 +19,10 @@ declare module 'fastify' {
      * The ingest route a route is, for `pixiu_ingest_messages_total`: on
      * `POST /v1/messages`, `/v1/broadcast` and `/v1/channels/{channel}/publish` a refused
      * request is one refused message, whatever refused it (its JSON, its schema, its
-     * token, or the handler), so the error handler counts it.
+     * token, or the handler), so the error handler counts it (src/api/app.ts). Never
+     * `batch`: a batch counts its items itself.
      */
-    ingestRoute?: IngestRoute;
+    ingestRoute?: Exclude<IngestRoute, 'batch'>;
     /**
      * True on `GET /v1/connect`: a refused handshake is counted by its code in
      * `pixiu_ws_handshakes_total`, whatever refused it (the error handler counts it).
