@@ -13,6 +13,7 @@ import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
 import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import { redisStateReason } from '../../redis/state-replies.js';
+import { cutText } from '../../text-cut.js';
 import type { ApiDeps } from '../deps.js';
 import { answerObject, opsErrorResponses, unavailableAnswer } from '../schemas.js';
 
@@ -67,9 +68,10 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // A write, not PING (src/redis/readiness-probe.ts): one short-lived key per prefix.
       await writeReadinessProbe(deps.redis, probeKey);
     } catch (err) {
-      // A state reply (full, read-only …) in the words a request's 503 gives it too.
+      // A state reply (full, read-only …) in the words a request's 503 gives it too;
+      // another reply's first line, cut as the project cuts text it repeats (text-cut.ts).
       throw redisUnavailable(err instanceof ReplyError
-        ? redisStateReason(err) ?? `Redis refuses writes: ${(err as Error).message.split('\n')[0]?.slice(0, 200)}`
+        ? redisStateReason(err) ?? `Redis refuses writes: ${cutText((err as Error).message.split('\n')[0] ?? '', 200)}`
         : isCommandTimeout(err)
           ? 'Redis did not answer within the command timeout (Redis down or hung, or this node too busy to read its answer in time)'
           : 'Redis does not answer', err);
