@@ -359,6 +359,19 @@ export class Metrics {
   }
 
   /**
+   * Counts one message, broadcast or channel publication stored now (`created`, answered
+   * 201) or found stored (`duplicate`, 200), and records its request's latency: what
+   * those routes do on success. Timed when stored or found stored only (docs/api.md,
+   * "GET /metrics"): a refused request is counted by the error handler (src/api/app.ts),
+   * and a batch counts its items itself.
+   * @param startedMs when its handler began, from `performance.now()`
+   */
+  ingested(route: Exclude<IngestRoute, 'batch'>, duplicate: boolean, startedMs: number): void {
+    this.countIngest(route, duplicate ? 'duplicate' : 'created');
+    this.observeIngest(route, startedMs);
+  }
+
+  /**
    * Records the latency of one ingest request answered 200 or 201 (not a refused one:
    * see {@link ingestDuration}).
    * @param startedMs when its handler began, from `performance.now()`

@@ -69,8 +69,7 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
   }, async (req, reply) => {
     const started = performance.now();
     const result = await publishBroadcast(deps, req.body);
-    metrics.countIngest('broadcast', result.duplicate ? 'duplicate' : 'created');
-    metrics.observeIngest('broadcast', started);
+    metrics.ingested('broadcast', result.duplicate, started);
     return reply.code(result.duplicate ? 200 : 201).send(result);
   });
 }

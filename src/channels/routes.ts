@@ -85,8 +85,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
     const published = cid === undefined
       ? { id: await stream.publish(channel, type, Date.now(), dataJson), before: false }
       : await publishOnce(stream, channel, type, dataJson, cid);
-    metrics.countIngest('channel', published.before ? 'duplicate' : 'created');
-    metrics.observeIngest('channel', started);
+    metrics.ingested('channel', published.before, started);
     return reply.code(published.before ? 200 : 201).send({ id: published.id, duplicate: published.before });
   });
 }

@@ -99,9 +99,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     } finally {
       giveBack();
     }
-    metrics.countIngest('message', result.duplicate ? 'duplicate' : 'created');
-    // Timed when stored or found stored only (docs/api.md, "GET /metrics").
-    metrics.observeIngest('message', started);
+    metrics.ingested('message', result.duplicate, started);
     return reply.code(result.duplicate ? 200 : 201).send(result);
   });
 
