@@ -92,6 +92,11 @@ export class Hub {
     if (session === undefined) {
       session = this.#owing.get(user) ?? new UserSession(user, this.#deps, this.#ackRounds);
       this.#owing.delete(user);
+      // One taken back may also be kept for its unwritten acks: it is the user's session
+      // again, whose acks flushAcks writes as such, so it leaves #leaving (a session is
+      // in at most one of the two).
+      const kept = this.#leaving.get(user);
+      if (kept?.delete(session) === true && kept.size === 0) this.#leaving.delete(user);
       this.#sessions.set(user, session);
     }
     this.#owners.set(conn.id, user);
@@ -140,9 +145,8 @@ export class Hub {
    */
   async flushAcks(user: string): Promise<void> {
     const current = this.#sessions.get(user);
-    // A set: a session taken back from `#owing` may still be in `#leaving` too.
-    const held = new Set([...this.#leaving.get(user) ?? [], ...(current === undefined ? [] : [current])]);
-    await Promise.all([...held].map((s) => s.flushAcks()));
+    const held = [...this.#leaving.get(user) ?? [], ...(current === undefined ? [] : [current])];
+    await Promise.all(held.map((s) => s.flushAcks()));
   }
 
   /** An append for `user` happened: wake its session if it is here. */
@@ -173,7 +177,7 @@ export class Hub {
    */
   async flushAll(): Promise<string[]> {
     const leaving = [...this.#leaving.values()].flatMap((kept) => [...kept]);
-    const all = [...new Set([...this.#sessions.values(), ...leaving])];
+    const all = [...this.#sessions.values(), ...leaving];
     await Promise.all(all.map((s) => s.flushAcks()));
     return [...new Set(all.filter((s) => s.holdsAcks).map((s) => s.user))];
   }
