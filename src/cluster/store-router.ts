@@ -54,7 +54,7 @@ export interface StoreRouterOptions {
   readonly local: LocalRecords;
   readonly owners: OwnerLookup;
   readonly auth: PeerAuth;
-  /** Bound on one request to another node, body included, ms (PIXIU_REDIS_COMMAND_TIMEOUT). */
+  /** Bound on one request to another node, body included, ms (PIXIU_PEER_READ_TIMEOUT). */
   readonly timeoutMs: number;
   /**
    * Budget of the cache of records read from other nodes, bytes (approximate: the

@@ -24,6 +24,12 @@ export interface Config {
   readonly redisUrl: string | undefined;
   readonly redisPrefix: string;
   readonly redisCommandTimeoutMs: number;
+  /**
+   * Bound on one read of records from another node, body included, ms
+   * (src/cluster/store-router.ts); `PIXIU_PEER_READ_TIMEOUT`, or when unset
+   * {@link redisCommandTimeoutMs}, which bounded these reads before the setting was.
+   */
+  readonly peerReadTimeoutMs: number;
   readonly partitions: number;
   readonly storeDurability: 'fsync' | 'relaxed';
   readonly storeCacheBytes: number;
@@ -282,7 +288,8 @@ function settingText(spec: SettingSpec, env: NodeJS.ProcessEnv, fromFlag: string
  * @param overrides setting text by key, normally from CLI flags
  * @param docs what a setting is, by key, for a command that reads it in another sense
  *   than the service does (its error then says so): `pixiu connect`'s --host
- * @returns the frozen {@link Config}; `dataDir` is made absolute against the cwd
+ * @returns the frozen {@link Config}; `dataDir` is made absolute against the cwd, an
+ *   unset `peerReadTimeoutMs` is `redisCommandTimeoutMs`
  * @throws StartupError naming the variable (or flag) and what it accepts, for every
  *   bad value at once, with the value unless the setting is secret (then what is wrong
  *   with it instead); also when more than one JWT key source is set
@@ -338,6 +345,7 @@ export function loadConfig(
   }
   out.dataDir = path.resolve(String(out.dataDir));
   out.notify = out.notify === 'on';
+  out.peerReadTimeoutMs ??= out.redisCommandTimeoutMs;
   out.redeliveryBackoffMs = Object.freeze([...(out.redeliveryBackoffMs as number[])]);
   out.allowedOrigins = Object.freeze([...(out.allowedOrigins as string[])]);
   return Object.freeze(out) as unknown as Config;

@@ -135,7 +135,7 @@ export async function startStore(
     local: store,
     owners: new StoreDirectory(claims),
     auth: clusterSecret,
-    timeoutMs: config.redisCommandTimeoutMs,
+    timeoutMs: config.peerReadTimeoutMs,
     // Records of other nodes: a quarter of the local read cache's budget.
     cacheBytes: Math.floor(config.storeCacheBytes / 4),
     logger,

@@ -319,6 +319,8 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   assert.match(text, /--api-token <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_API_TOKEN \(env PIXIU_API_TOKEN\)/);
   assert.match(text, /--jwt-secret <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_JWT_SECRET \(env PIXIU_JWT_SECRET\)/);
   assert.match(text, /--log-level <value> pino log level \(one of: fatal, error, warn, info, debug, trace, silent\) \(env PIXIU_LOG_LEVEL\)/);
-  // The node-to-node read it bounds too, where an SRE looking for that timeout reads (an SRE's finding).
-  assert.match(text, /--redis-command-timeout <value> how long one Redis command may take .*; also bounds each read of stored messages from another node \(POST \/internal\/v1\/records/);
+  // The node-to-node read has its own timeout, which the command timeout's words name,
+  // where an SRE looking for that timeout reads (an SRE's finding).
+  assert.match(text, /--redis-command-timeout <value> how long one Redis command may take .*; also bounds each read of stored messages from another node unless PIXIU_PEER_READ_TIMEOUT is set/);
+  assert.match(text, /--peer-read-timeout <value> how long one read of stored messages from another node may take \(POST \/internal\/v1\/records.*unset: PIXIU_REDIS_COMMAND_TIMEOUT.* \(env PIXIU_PEER_READ_TIMEOUT\)/);
 });

@@ -9,34 +9,21 @@
  * after SIGHUP) stops the log, not the service: the write error was an uncaught
  * exception whose crash line failed the same way, and serve hung for good.
  */
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { openSync } from 'node:fs';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { isAlive } from '../../src/process-alive.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { CLI_MAIN } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
+import { blackHole } from '../harness/local-http.js';
 import { freePort } from '../harness/redis-server.js';
 
 const API_TOKEN = 'embedded-redis-stops-token-0123456789';
-
-/**
- * A TCP server that accepts connections and never answers (an advertised URL that
- * hangs); answers its port, and a promise of its first connection.
- */
-async function blackHole(t: TestContext): Promise<{ port: number; reached: Promise<unknown> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => { sockets.add(s); s.on('error', () => undefined); });
-  const reached = once(server, 'connection');
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => { for (const s of sockets) s.destroy(); server.close(); });
-  return { port: (server.address() as net.AddressInfo).port, reached };
-}
 
 /** Waits for the redis-server `pid` to be gone; fails naming how serve exited. */
 async function redisGone(pid: number, exit: unknown): Promise<void> {

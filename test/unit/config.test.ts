@@ -199,6 +199,17 @@ test('a check across two settings names each as it was given: the flag, the vari
     (err: unknown) => err instanceof StartupError && /--socket-hard-cap-bytes \(4096 bytes\) must be at least PIXIU_SOCKET_HIGH_WATER_BYTES \(8192 bytes\)/.test(err.message));
 });
 
+test('PIXIU_PEER_READ_TIMEOUT unset is the Redis command timeout, default or given (what bounded peer reads before it); set, it is its own', () => {
+  assert.equal(loadConfig({}).peerReadTimeoutMs, 2000);
+  assert.equal(loadConfig({ PIXIU_REDIS_COMMAND_TIMEOUT: '5s' }).peerReadTimeoutMs, 5000);
+  assert.equal(loadConfig({ PIXIU_REDIS_COMMAND_TIMEOUT: '5s', PIXIU_PEER_READ_TIMEOUT: '' }).peerReadTimeoutMs, 5000, 'empty is unset');
+  const both = loadConfig({ PIXIU_REDIS_COMMAND_TIMEOUT: '5s', PIXIU_PEER_READ_TIMEOUT: '300ms' });
+  assert.deepEqual([both.redisCommandTimeoutMs, both.peerReadTimeoutMs], [5000, 300]);
+  assert.equal(loadConfig({}, { peerReadTimeoutMs: '60s' }).peerReadTimeoutMs, 60_000);
+  assert.throws(() => loadConfig({}, { peerReadTimeoutMs: '61s' }),
+    (err: unknown) => err instanceof StartupError && /--peer-read-timeout="61s" is not valid; expected: how long one read of stored messages from another node may take/.test(err.message));
+});
+
 test('PIXIU_NOTIFY is on by default and off when set so', () => {
   assert.equal(loadConfig({}).notify, true);
   assert.equal(loadConfig({ PIXIU_NOTIFY: 'on' }).notify, true);
