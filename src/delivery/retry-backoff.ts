@@ -23,8 +23,6 @@ export class RetryBackoff {
   #failures = 0;
   /** True from a failed fetch, while connections are here, until a fetch succeeds (SessionDeps `onStalled`). */
   #stalled = false;
-  /** Shutdown: no retry is armed any more once the last connection has gone ({@link stop}). */
-  #stopped = false;
 
   /**
    * @param retryMs the first wait, ms (SessionDeps `retryMs`)
@@ -71,16 +69,16 @@ export class RetryBackoff {
   /**
    * After a failed read or epoch rotation: a heartbeat in `retryMs`, doubled per
    * failure up to {@link MAX_RETRY_FACTOR} times, while a connection is here, or while
-   * a rotation is owed (session.ts `owesRotation`); delivery is stalled until a fetch
-   * succeeds.
+   * a rotation is owed and still retried (session.ts `owesRotation`, not after its
+   * `stopRetrying`); delivery is stalled until a fetch succeeds.
    * @param alone no connection of the user is here
-   * @param owesRotation the session owes an epoch rotation
+   * @param retriesRotation the session owes an epoch rotation, and retries it with nobody here
    */
-  later(alone: boolean, owesRotation: boolean): void {
+  later(alone: boolean, retriesRotation: boolean): void {
     clearTimeout(this.#retryTimer);
     // A session whose last connection closed while the call ran has nobody to retry
     // for, unless the rotation it owes: the loss it proved is known nowhere else.
-    if (alone && (!owesRotation || this.#stopped)) return;
+    if (alone && !retriesRotation) return;
     if (!alone) this.#setStalled(true);
     const factor = Math.min(2 ** (this.#failures - 1), MAX_RETRY_FACTOR);
     this.#retryTimer = setTimeout(() => this.#heartbeat(), this.#retryMs * factor);
@@ -98,9 +96,12 @@ export class RetryBackoff {
     this.#stalls.noConnectionLeft(this.#failures);
   }
 
-  /** Shutdown: clears a retry armed with no connection here (`alone`), and arms none again then. */
+  /**
+   * Shutdown: clears a retry armed with no connection here (`alone`). That none is armed
+   * again then is the session's to say ({@link later}'s `retriesRotation`): it marks the
+   * stop without making this object, which a session that never failed does not have.
+   */
   stop(alone: boolean): void {
-    this.#stopped = true;
     if (alone) clearTimeout(this.#retryTimer);
   }
 

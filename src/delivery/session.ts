@@ -109,6 +109,12 @@ export class UserSession {
   #acks: AckCursors | undefined;
   /** The back-off after failed reads, and the stalled flag (retry-backoff.ts); made on the first failure. */
   #retry: RetryBackoff | undefined;
+  /**
+   * Set by {@link stopRetrying} (shutdown, or the session dropped by the hub): an owed
+   * rotation is no longer retried with nobody here. Kept here, not in {@link #retry},
+   * so that the stop builds no back-off for a session that never failed.
+   */
+  #retryStopped = false;
   /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
   #onRotationSettled: (() => void) | undefined;
 
@@ -168,7 +174,8 @@ export class UserSession {
 
   /** Shutdown: clears a retry armed with no connection here, and arms none again then. */
   stopRetrying(): void {
-    this.#backoff().stop(this.#conns.size === 0);
+    this.#retryStopped = true;
+    this.#retry?.stop(this.#conns.size === 0);
   }
 
   /**
@@ -346,7 +353,7 @@ export class UserSession {
 
   /** After a failed read or epoch rotation: a heartbeat later (retry-backoff.ts `later`), while a connection is here or a rotation is owed. */
   #retryLater(): void {
-    this.#backoff().later(this.#conns.size === 0, this.owesRotation);
+    this.#backoff().later(this.#conns.size === 0, this.owesRotation && !this.#retryStopped);
   }
 
   #backoff(): RetryBackoff {

@@ -35,12 +35,13 @@ interface Owing {
 
 /**
  * A user sent seqs 1..4 over one connection; Redis lost 3 and 4 and an append here took
- * seq 4 again: the rotation asked for fails. With `offline`, the connection then closes,
- * and the hub keeps the session (it owes the rotation).
+ * seq 4 again: the rotation asked for fails (or, with `first` 'hold', is still in flight).
+ * With `offline`, the connection then closes, and the hub keeps the session (it owes the
+ * rotation).
  */
-async function owingRotation(t: TestContext, offline: boolean): Promise<Owing> {
+async function owingRotation(t: TestContext, offline: boolean, first: RotationAnswer = 'fail'): Promise<Owing> {
   t.mock.timers.enable({ apis: ['setTimeout'] });
-  let answer: RotationAnswer = 'fail';
+  let answer: RotationAnswer = first;
   let held: ((made: boolean) => void) | undefined;
   const p = new PagedInbox({ epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [1, 2, 3, 4].map((s) => entry(s)) }, async (self) => {
     const ok = answer === 'hold' ? await new Promise<boolean>((resolve) => { held = resolve; }) : answer === 'make';
@@ -56,7 +57,7 @@ async function owingRotation(t: TestContext, offline: boolean): Promise<Owing> {
   p.page = { epoch: 'ep1', firstSeq: 1, latestSeq: 4, entries: [entry(1), entry(2), entry(3, 0x103), entry(4, 0x104)] };
   hub.offer(user, entry(4, 0x104), 'ep1', record(0x104));
   await settled();
-  assert.deepEqual(p.rotations, ['ep1'], 'the rotation was asked for, and failed');
+  assert.deepEqual(p.rotations, ['ep1'], 'the rotation was asked for');
   if (offline) {
     hub.detach(user, 'c');
     assert.equal(hub.has(user), false);
@@ -131,4 +132,15 @@ test('shutdown with the user still connected while a rotation is owed: its conne
   assert.equal(o.hub.owingRotations, 0, 'not kept during a shutdown');
   await waitPastRetries(t);
   assert.equal(o.p.rotations.length, calls, 'the retry armed while connected was not sent');
+});
+
+test('shutdown while the first rotation is in flight, the user still connected: its failure arms no retry, though the session had no back-off yet (Node mock timers)', async (t) => {
+  const o = await owingRotation(t, false, 'hold');
+  o.hub.closeAll(1001, 'shutdown');
+  assert.equal(o.hub.has(o.user), false);
+  assert.equal(o.hub.owingRotations, 0, 'not kept during a shutdown');
+  o.release(false);
+  await settled();
+  await waitPastRetries(t);
+  assert.deepEqual(o.p.rotations, ['ep1'], 'not asked again after the shutdown');
 });
