@@ -44,6 +44,26 @@ test('msg frame bytes are JSON.stringify(frame) for every field combination and 
   }
 });
 
+test('around the size from which data is cached, and with no data written in a frame over it, the bytes are JSON.stringify(frame), first and again', () => {
+  // 1024 bytes of data's JSON is where caching begins; the frame's other fields add ~60.
+  const datas: unknown[] = [
+    'a'.repeat(900), 'a'.repeat(960), 'a'.repeat(1022), 'a'.repeat(1100), 'é'.repeat(510), 'é'.repeat(520), '😀'.repeat(300),
+    undefined, (): number => 1,
+  ];
+  const entries = encodedDataCacheStats().entries;
+  for (const [n, data] of datas.entries()) {
+    const id = `0000000000000d${n.toString(16).padStart(2, '0')}`;
+    // A long type: frames over 1 KiB whose data writes nothing (undefined, a function) too.
+    for (const type of ['chat', 't'.repeat(2_000)]) {
+      const frame: MsgFrame = { t: 'msg', seq: 3, id, type, ts: 1, data, from: 'alice', epoch: 'E' };
+      assert.equal(msgFrameBytes(frame).toString('utf8'), JSON.stringify(frame), `data ${n}, type of ${type.length}`);
+      assert.equal(msgFrameBytes({ ...frame, seq: 4 }).toString('utf8'), JSON.stringify({ ...frame, seq: 4 }), `again: data ${n}, type of ${type.length}`);
+    }
+  }
+  // The data of 1024 bytes or more: 'a' × 1022 and × 1100, 'é' × 520, '😀' × 300 (quotes counted).
+  assert.equal(encodedDataCacheStats().entries - entries, 4, 'cached: each data of 1024 JSON bytes or more, once');
+});
+
 test('a message\'s data is encoded once for many frames, whichever decoded copy each holds; one that cannot be serialised throws for each', () => {
   let calls = 0;
   // Each recipient's record may be its own decoded copy (the store's read cache off, a cold read).
