@@ -169,12 +169,16 @@ export function unavailableAnswer<const D extends string>(description: D) {
 }
 
 /**
- * The 429 of the history routes, with {@link retryAfterHeader}: one user's share of the
- * history budget is held (src/api/history-budget.ts).
+ * Why a history request is refused 429 when one user's share of the history budget is
+ * held (src/api/history-budget.ts), as the OpenAPI document words it: on the history
+ * routes, and on `GET /v1/me/messages` beside its rate (src/gateway/me-routes.ts).
  */
+export const HISTORY_SHARE_WORDS = 'this user\'s history pages in flight on this node (being read, or not yet taken by their clients) hold their share of the node\'s budget; nothing read. Read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)';
+
+/** The 429 of the history routes, with {@link retryAfterHeader}: {@link HISTORY_SHARE_WORDS}. */
 export const historyRateLimitedAnswer = {
   ...errorBody,
-  description: 'RATE_LIMITED: this user\'s history pages in flight on this node (being read, or not yet taken by their clients) hold their share of the node\'s budget; nothing read. Read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)',
+  description: `RATE_LIMITED: ${HISTORY_SHARE_WORDS}`,
   headers: retryAfterHeader,
 } as const;
 

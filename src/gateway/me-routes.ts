@@ -10,20 +10,20 @@ import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
-import { answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
+import { HISTORY_SHARE_WORDS, answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
-import { ME_REQUEST_LIMIT, UserRates, overRate } from './user-rate.js';
+import { ME_REQUEST_LIMIT, UserRates, overRate, rateWords } from './user-rate.js';
 
-/** The rate refusal, as the OpenAPI document words it. */
-const OVER_RATE_WORDS = `this user's requests to the /v1/me routes on this node are over their rate (a burst of ${ME_REQUEST_LIMIT.burst}, then ${ME_REQUEST_LIMIT.perMinute / 60} a second); nothing done. Send it again after Retry-After (docs/api.md, "Client routes")`;
+/** The rate refusal, as the OpenAPI document words it: the limit's numbers, as the refusal's message gives them. */
+const OVER_RATE_WORDS = `this user's requests to the /v1/me routes (both together) on this node are over their rate (${rateWords(ME_REQUEST_LIMIT)}, per user on each node); nothing done. Send it again after Retry-After (docs/api.md, "Client routes")`;
 
 /** The 429 of `POST /v1/me/ack`, with `Retry-After`: over the rate. */
 const ackRateLimitedAnswer = { ...errorBody, description: `RATE_LIMITED: ${OVER_RATE_WORDS}`, headers: retryAfterHeader } as const;
 
-/** The 429 of `GET /v1/me/messages`, with `Retry-After`: over the rate, or the user's share of the history budget held. */
+/** The 429 of `GET /v1/me/messages`, with `Retry-After`: over the rate, or the user's share of the history budget held (the history routes' words). */
 const pageRateLimitedAnswer = {
   ...errorBody,
-  description: `RATE_LIMITED: ${OVER_RATE_WORDS}; or this user's history pages in flight on this node hold their share of the node's budget, nothing read: read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)`,
+  description: `RATE_LIMITED: ${OVER_RATE_WORDS}. Or ${HISTORY_SHARE_WORDS}`,
   headers: retryAfterHeader,
 } as const;
 

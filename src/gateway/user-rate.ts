@@ -115,6 +115,15 @@ export class UserRates {
 }
 
 /**
+ * A limit in words, as the refusal and the OpenAPI document state it: `a burst of 200,
+ * then 20 a second` (`… a minute` when the rate is not a whole number a second).
+ */
+export function rateWords(limit: RateLimit): string {
+  const perSecond = limit.perMinute / 60;
+  return `a burst of ${limit.burst}, then ${Number.isInteger(perSecond) ? `${perSecond} a second` : `${limit.perMinute} a minute`}`;
+}
+
+/**
  * The refusal of a request over its user's rate: 429 RATE_LIMITED with `Retry-After`.
  * @param what what was refused, for the message ("handshakes", "requests to /v1/me")
  * @param limit the limit it is over, named in the message
@@ -122,8 +131,6 @@ export class UserRates {
  * @param setting where the limit is set, when it is a setting (`PIXIU_CONNECT_BURST, PIXIU_CONNECT_RATE`)
  */
 export function overRate(what: string, limit: RateLimit, retryAfterSeconds: number, setting?: string): PixiuError {
-  const perSecond = limit.perMinute / 60;
-  const rate = Number.isInteger(perSecond) ? `${perSecond} a second` : `${limit.perMinute} a minute`;
-  return new PixiuError('RATE_LIMITED', `too many ${what} for this user on this node (a burst of ${limit.burst}, then ${rate}${setting === undefined ? '' : `: ${setting}`}); retry after ${retryAfterSeconds} s`,
+  return new PixiuError('RATE_LIMITED', `too many ${what} for this user on this node (${rateWords(limit)}${setting === undefined ? '' : `: ${setting}`}); retry after ${retryAfterSeconds} s`,
     { retryAfterSeconds });
 }

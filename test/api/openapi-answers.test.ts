@@ -10,9 +10,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import net from 'node:net';
+import path from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { cleanupList, PixiuClient, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, PixiuClient, REPO_ROOT, startInProcessAlone, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
@@ -22,6 +24,7 @@ const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 
 /** A response of the document: its schema by media type and its headers. */
 interface DocResponse {
+  description?: string;
   content?: Record<string, { schema?: object }>;
   headers?: Record<string, { schema: object }>;
 }
@@ -216,6 +219,21 @@ test('a history 429 (one user\'s share of the history budget held) is declared o
   } finally {
     giveBack();
   }
+});
+
+test('the /v1/me routes\' 429s state the limit\'s numbers, as the refusal\'s message and docs/api.md do; the page\'s adds the history budget\'s words as the history routes give them', async () => {
+  const words = '(a burst of 200, then 20 a second, per user on each node)';
+  const ack = doc.paths['/v1/me/ack']?.post?.responses['429']?.description ?? '';
+  const page = doc.paths['/v1/me/messages']?.get?.responses['429']?.description ?? '';
+  for (const description of [ack, page]) assert.ok(description.startsWith('RATE_LIMITED: ') && description.includes(words), description);
+  const history = doc.paths['/v1/users/{uid}/messages']?.get?.responses['429']?.description ?? '';
+  assert.ok(history.startsWith('RATE_LIMITED: this user\'s history pages'), history);
+  assert.ok(page.endsWith(`. Or ${history.slice('RATE_LIMITED: '.length)}`), page);
+  // The error table's 429 row and "Client routes" give the same numbers.
+  const apiMd = await readFile(path.join(REPO_ROOT, 'docs/api.md'), 'utf8');
+  const row = apiMd.split('\n').find((l) => l.startsWith('| 429 | `RATE_LIMITED` |')) ?? '';
+  assert.match(row, /the `\/v1\/me` routes on a node \(a burst of 200, then 20 a second, both routes together;/);
+  assert.match(apiMd.replace(/\s+/g, ' '), /These routes are held to a request rate per user on each node: a burst of 200 requests, then 20 a second/);
 });
 
 test('with Redis not answering, every 503 carries the Retry-After the document declares for it, and so does a batch whose items are 503', { timeout: 60_000 }, async () => {
