@@ -1,10 +1,12 @@
 /**
  * `GET /v1/connect` (DESIGN.md §6): the WebSocket endpoint. Everything that can refuse
  * a connection runs before the upgrade, so a refusal is an HTTP status with the JSON
- * error body: 403 for an Origin not allowed (named, and logged at warn), 401 bad or expired token, 400 bad parameters,
- * 429 over the per-user connection limit (counted across nodes through presence) or
- * over the user's handshake rate on this node (with `Retry-After`, before any Redis
- * read: user-rate.ts), 503 when Redis is down or the node is shutting down.
+ * error body: 403 for an Origin not allowed (named, and logged at warn), 401 bad or
+ * expired token, 400 bad parameters, 429 over the per-user connection limit (counted
+ * across nodes through presence; logged at info) or over the user's handshake rate on
+ * this node (with `Retry-After`, before any Redis read: user-rate.ts), 503 when Redis
+ * is down or the node is shutting down. The 403 and the connection limit's 429, which
+ * a browser page cannot see, are logged thinned (handshake-refusals.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { Socket } from 'node:net';
@@ -16,7 +18,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
-import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
@@ -26,7 +27,8 @@ import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
-import { cutText, quotedText } from '../text-cut.js';
+import { quotedText } from '../text-cut.js';
+import { HandshakeRefusals } from './handshake-refusals.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
 
 /** Query of `/v1/connect`. */
@@ -200,15 +202,6 @@ function validProtocolList(header: string): boolean {
   return true;
 }
 
-/** Most characters of an Origin header that a refusal and its log line repeat. */
-const MAX_ORIGIN_SHOWN = 100;
-
-/**
- * The warn line of a refused Origin with `PIXIU_ALLOWED_ORIGINS` unset, where what is
- * compared is the Origin's host and port with the request's `Host` (originAllowed).
- */
-const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
-
 /** A new connection id: 16 hex digits. */
 function newConnId(): string {
   return randomBytes(8).toString('hex');
@@ -225,23 +218,9 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
   const handshakeLimit: RateLimit = { burst: deps.config.connectBurst, perMinute: deps.config.connectRatePerMinute };
   const handshakeRates = new UserRates(handshakeLimit);
-  // A browser never shows JavaScript the 403's body (the page sees a failed socket,
-  // 1006), so the refusal is logged too, thinned: any page may send handshakes.
-  const refusedOrigins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
-  const refuseOrigin = (origin: string, host: string | undefined): PixiuError => {
-    // Quoted, escaped (Node lets bytes 0x80–0xff through, as U+0080–U+00FF) and cut.
-    const quoted = quotedText(origin, MAX_ORIGIN_SHOWN);
-    const left = refusedOrigins.take();
-    // The origin as a field of its own (cut, not quoted again: the log line is JSON), at most one line per 10 s.
-    if (left !== undefined) {
-      const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) };
-      // With the list unset the rule is the request's Host, which a reverse proxy may
-      // rewrite: the line says so and names that Host, not a setting the operator never set.
-      if (deps.config.allowedOrigins.length > 0) deps.logger.warn(fields, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
-      else deps.logger.warn({ ...fields, host: host === undefined ? null : cutText(host, MAX_ORIGIN_SHOWN) }, ORIGIN_NOT_HOST);
-    }
-    return new PixiuError('FORBIDDEN', `Origin ${quoted} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request's Host, of any scheme)`);
-  };
+  // A browser never shows JavaScript the 403's or 429's body (the page sees a failed
+  // socket, 1006), so those refusals are logged too, thinned: any page may send handshakes.
+  const refusals = new HandshakeRefusals(deps.logger, deps.config);
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
@@ -259,7 +238,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     onRequest: async (req) => {
       if (!deps.state.accepting) throw shuttingDown();
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
-        throw refuseOrigin(req.headers.origin as string, req.headers.host);
+        throw refusals.origin(req.headers.origin as string, req.headers.host);
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
@@ -312,9 +291,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       const conn = newConnId();
       const since = Date.now();
       const added = await deps.presence.add(claims.user, conn, q.device, since);
-      if (!added.admitted) {
-        throw new PixiuError('RATE_LIMITED', `user ${claims.user} already has ${deps.config.maxConnectionsPerUser} connections`);
-      }
+      if (!added.admitted) throw refusals.connectionLimit(claims.user, q.device);
       // Until its WebSocket opens, a kick of this connection (another handshake of the
       // same device, an admin disconnect) is kept for it (pending-handshakes.ts).
       deps.handshakes.add(conn, claims.user, q.device);

@@ -1,0 +1,76 @@
+/**
+ * The WebSocket handshake refusals a browser page cannot see (docs/protocol.md,
+ * "Browsers see none of these": the page gets a socket that closes 1006, never the
+ * status), answered as usual and also logged by the node, each kind thinned to one
+ * line per {@link OUTAGE_LOG_INTERVAL_MS} carrying `notLogged` (log-throttle.ts), since
+ * any page may send handshakes in a loop:
+ *
+ * - an Origin not allowed (403) at warn: the operator's setting is wrong, or a page
+ *   that should not connect tries to;
+ * - the user's connection limit (429) at info: client behaviour (a sixth tab), not a
+ *   fault of the node, but the page only shows "connection failing" and its developer
+ *   or operator had no line to find why (a browser tester's finding: debug only).
+ */
+import { PixiuError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
+import { cutText, quotedText } from '../text-cut.js';
+
+/** Most characters of an Origin header that a refusal and its log line repeat. */
+const MAX_ORIGIN_SHOWN = 100;
+
+/**
+ * The warn line of a refused Origin with `PIXIU_ALLOWED_ORIGINS` unset, where what is
+ * compared is the Origin's host and port with the request's `Host` (connect-route.ts `originAllowed`).
+ */
+const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
+
+/** The info line of a handshake refused 429 for the user's connection limit. */
+export const CONNECTION_LIMIT_LINE = 'websocket handshake refused: the user has PIXIU_MAX_CONNECTIONS_PER_USER connections already';
+
+/** One node's refusals of handshakes, each answered with its error and logged, thinned (see the module's doc). */
+export class HandshakeRefusals {
+  readonly #logger: Logger;
+  /** `PIXIU_ALLOWED_ORIGINS`; empty: unset. */
+  readonly #allowedOrigins: readonly string[];
+  /** `PIXIU_MAX_CONNECTIONS_PER_USER`. */
+  readonly #maxPerUser: number;
+  readonly #origins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  readonly #limits = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+
+  constructor(logger: Logger, config: { readonly allowedOrigins: readonly string[]; readonly maxConnectionsPerUser: number }) {
+    this.#logger = logger;
+    this.#allowedOrigins = config.allowedOrigins;
+    this.#maxPerUser = config.maxConnectionsPerUser;
+  }
+
+  /**
+   * A browser Origin that may not connect: logged at warn, naming the rule that
+   * refused it (the list, or with it unset the request's `Host`, which a reverse proxy
+   * may rewrite), with the origin cut (not quoted again: the log line is JSON).
+   * @param origin the Origin header
+   * @param host the request's Host header
+   * @returns the 403 to answer: the Origin quoted, escaped and cut
+   */
+  origin(origin: string, host: string | undefined): PixiuError {
+    const left = this.#origins.take();
+    if (left !== undefined) {
+      const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) };
+      if (this.#allowedOrigins.length > 0) this.#logger.warn(fields, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+      else this.#logger.warn({ ...fields, host: host === undefined ? null : cutText(host, MAX_ORIGIN_SHOWN) }, ORIGIN_NOT_HOST);
+    }
+    // Quoted, escaped (Node lets bytes 0x80–0xff through, as U+0080–U+00FF) and cut.
+    return new PixiuError('FORBIDDEN', `Origin ${quotedText(origin, MAX_ORIGIN_SHOWN)} is not allowed (PIXIU_ALLOWED_ORIGINS lists the origins allowed, scheme, host and port; unset, only an origin whose host and port are this request's Host, of any scheme)`);
+  }
+
+  /**
+   * A handshake of a user who already has `PIXIU_MAX_CONNECTIONS_PER_USER` connections
+   * (presence, all nodes): logged at info with `user`, `device` and `limit`.
+   * @returns the 429 to answer
+   */
+  connectionLimit(user: string, device: string): PixiuError {
+    const left = this.#limits.take();
+    if (left !== undefined) this.#logger.info({ user, device, limit: this.#maxPerUser, ...thinnedFields(left) }, CONNECTION_LIMIT_LINE);
+    return new PixiuError('RATE_LIMITED', `user ${user} already has ${this.#maxPerUser} connections`);
+  }
+}
