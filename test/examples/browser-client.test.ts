@@ -1,0 +1,319 @@
+/**
+ * docs/examples/pixiu-client.js, the browser client the docs link to, run in Node as a
+ * page would run it: `ws` stands in for the browser's WebSocket (globalThis.WebSocket)
+ * and in-memory stores for sessionStorage and localStorage; everything else is the
+ * example's own code against a real service and Redis. Its tokens are minted as README
+ * tells an app backend to, with jose and the data dir's generated jwt-secret. Checked:
+ * live delivery and acks; a dropped connection and a node restart resumed with nothing
+ * lost or repeated; a token refreshed past the first one's exp on the same connection;
+ * a new tab's gap and reset; a socket that never opens given up and backed off; and a
+ * slow link whose pong waits behind a backlog not taken for a dead connection (a
+ * browser tester's findings F1, F3, F5, F6, F7, F8, F9).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Duplex } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import { SignJWT } from 'jose';
+import { WebSocket } from 'ws';
+import type { Inbox } from '../../src/inbox/inbox.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
+import { cleanupList, startInProcess, tempDataDir, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { REPO_ROOT } from '../harness/test-build.js';
+
+/** What a `msg` frame gives the page. */
+interface Msg { seq: number; id: string; data: unknown }
+/** The example's options and the state the test reads (docs/examples/pixiu-client.js). */
+interface ClientOptions {
+  url: string;
+  user: string;
+  getToken: () => Promise<{ token: string; expires_in?: number } | string>;
+  onMessage?: (msg: Msg) => void;
+  onGap?: (gap: { from: number; to: number; reason: string }) => void;
+  onStatus?: (status: string, detail?: Record<string, unknown>) => void;
+  connectTimeoutMs?: number;
+  quietMs?: number;
+  deadlineMs?: number;
+}
+interface Client {
+  start(): void;
+  stop(): void;
+  readonly lastSeq: number;
+  readonly epoch: string | null;
+  readonly device: string;
+  readonly conn: string | undefined;
+}
+type ClientClass = new (opts: ClientOptions) => Client;
+
+/** A browser's Storage, in memory. */
+class MemoryStorage {
+  readonly #items = new Map<string, string>();
+  getItem(key: string): string | null {
+    return this.#items.get(key) ?? null;
+  }
+  setItem(key: string, value: string): void {
+    this.#items.set(key, String(value));
+  }
+  removeItem(key: string): void {
+    this.#items.delete(key);
+  }
+}
+
+const cleanup = cleanupList();
+let PixiuClient: ClientClass;
+let redis: RedisServer;
+let dataDir: string;
+let node: InProcessServer;
+/** The node's inboxes, to read the ack cursors it stored. */
+let inbox: Inbox;
+/** The server's end of each socket upgraded by the current node, in order. */
+let serverSockets: Duplex[] = [];
+
+const SETTINGS = { inboxCap: '20', storeDurability: 'relaxed', redisPrefix: 'web:' };
+
+/** Starts the service on the test's Redis and data dir (on `port`, to come back where it was). */
+async function startNode(port = '0'): Promise<InProcessServer> {
+  const started = await startInProcess(cleanup, { redisUrl: redis.url, dataDir, port, ...SETTINGS });
+  serverSockets = [];
+  started.service.app.server.on('upgrade', (_req: IncomingMessage, socket: Duplex) => serverSockets.push(socket));
+  return started;
+}
+
+before(async () => {
+  redis = await RedisServer.start();
+  cleanup.after(() => redis.destroy());
+  dataDir = await tempDataDir(cleanup);
+  node = await startNode();
+  ({ inbox } = await openInbox(cleanup, redis.url, SETTINGS.redisPrefix));
+  Object.assign(globalThis, { WebSocket });
+  ({ PixiuClient } = await import(pathToFileURL(path.join(REPO_ROOT, 'docs/examples/pixiu-client.js')).href) as { PixiuClient: ClientClass });
+});
+
+after(() => cleanup.run());
+
+/** A client token as README tells a backend to mint one: HS256 with the text of the data dir's jwt-secret, its newline trimmed. */
+async function mint(user: string, ttlSec = 900): Promise<string> {
+  const key = new TextEncoder().encode(readFileSync(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8').trim());
+  const iat = Math.floor(Date.now() / 1000);
+  return new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(user).setIssuedAt(iat).setExpirationTime(iat + ttlSec).sign(key);
+}
+
+/** What one page saw: its messages, gaps, statuses and token fetches. */
+interface Page {
+  readonly client: Client;
+  readonly msgs: Msg[];
+  readonly gaps: Array<{ from: number; to: number; reason: string }>;
+  readonly statuses: Array<[string, Record<string, unknown> | undefined]>;
+  tokens: number;
+}
+
+/**
+ * A new tab of a page: fresh sessionStorage (its device id), the browser's `local`
+ * storage, the example started against `url` (the node's, by default); stopped when the
+ * test ends. The example reads the storage globals as it runs: the pages open at once
+ * share `local` (only the 4002 rule would write sessionStorage, and no test meets it).
+ */
+function openPage(t: CleanupContext, user: string, opts: Partial<ClientOptions> & { local?: MemoryStorage; ttlSec?: number } = {}): Page {
+  Object.assign(globalThis, { sessionStorage: new MemoryStorage(), localStorage: opts.local ?? new MemoryStorage() });
+  const page: Page = { client: undefined as unknown as Client, msgs: [], gaps: [], statuses: [], tokens: 0 };
+  const client = new PixiuClient({
+    url: `${node.service.url.replace(/^http/, 'ws')}/v1/connect`,
+    user,
+    getToken: async () => {
+      page.tokens += 1;
+      return { token: await mint(user, opts.ttlSec) };
+    },
+    onMessage: (m) => page.msgs.push(m),
+    onGap: (g) => page.gaps.push(g),
+    onStatus: (s, d) => page.statuses.push([s, d]),
+    ...opts,
+  });
+  Object.assign(page, { client });
+  t.after(() => client.stop());
+  client.start();
+  return page;
+}
+
+/** Posts `count` messages to `user`. */
+async function post(user: string, count: number, pad = 0): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const answer = await node.client.post('/v1/messages', { to: user, type: 'chat', data: { i, pad: 'x'.repeat(pad) } });
+    assert.equal(answer.status, 201, answer.text);
+  }
+}
+
+const opens = (page: Page): number => page.statuses.filter(([s]) => s === 'open').length;
+const closes = (page: Page): Array<Record<string, unknown> | undefined> => page.statuses.filter(([s]) => s === 'closed').map(([, d]) => d);
+
+/** Asserts the page showed seqs 1..n, in order, each message once. */
+function shownOnce(page: Page, n: number): void {
+  assert.deepEqual(page.msgs.map((m) => m.seq), Array.from({ length: n }, (_, i) => i + 1));
+  assert.equal(new Set(page.msgs.map((m) => m.id)).size, n);
+}
+
+test('live messages are shown once each, in order, and acked: the node stores the device\'s cursor', async (t) => {
+  const page = openPage(t, 'ann');
+  await waitUntil('open', async () => opens(page) === 1);
+  await post('ann', 3);
+  await waitUntil('3 messages', async () => page.msgs.length === 3);
+  shownOnce(page, 3);
+  await waitUntil('the ack stored', async () => (await inbox.cursors('ann'))[page.client.device] === 3);
+  assert.equal(page.client.lastSeq, 3);
+});
+
+test('a dropped connection (1006) and a node restart (1001): the page reconnects with its last_seq and shows every message once', async (t) => {
+  const page = openPage(t, 'bob');
+  await waitUntil('open', async () => opens(page) === 1);
+  await post('bob', 4);
+  await waitUntil('4 messages', async () => page.msgs.length === 4);
+  // The network drops the connection: no close frame.
+  serverSockets.at(-1)?.destroy();
+  await post('bob', 4);
+  await waitUntil('reconnected, 8 messages', async () => opens(page) === 2 && page.msgs.length === 8, 10_000);
+  assert.deepEqual(closes(page)[0], { code: 1006, reason: '', opened: true });
+  const port = new URL(node.service.url).port;
+  await node.service.close();
+  node = await startNode(port);
+  await post('bob', 4);
+  await waitUntil('back on the new node, 12 messages', async () => opens(page) >= 3 && page.msgs.length === 12, 15_000);
+  assert.deepEqual(closes(page)[1], { code: 1001, reason: 'server shutting down', opened: true });
+  shownOnce(page, 12);
+});
+
+test('the token is refreshed by its lifetime (exp - iat): the connection outlives the first token\'s exp, with no 4001', async (t) => {
+  const page = openPage(t, 'cat', { ttlSec: 4 });
+  await waitUntil('open', async () => opens(page) === 1);
+  const firstExpMs = Date.now() + 4000;
+  // Due at half of 4 s (the minute before exp comes sooner): a new token every 2 s, each sent as a refresh.
+  await waitUntil('a fourth token', async () => page.tokens >= 4, 15_000);
+  assert.ok(Date.now() > firstExpMs, 'past the first token\'s exp');
+  await post('cat', 1);
+  await waitUntil('the message', async () => page.msgs.length === 1);
+  assert.deepEqual(page.statuses.map(([s]) => s), ['open'], 'no close, no error frame');
+});
+
+test('a new tab starts from the browser\'s seed: behind the inbox, a trimmed gap; ahead of it, a reset shown as nothing', async (t) => {
+  await post('eve', 25); // the cap (20) keeps seqs 6..25
+  const epoch = ((await node.client.get('/v1/users/eve/messages?after_seq=0&limit=1')).body as { epoch: string }).epoch;
+  const behind = new MemoryStorage();
+  behind.setItem('pixiu.cursor.eve', JSON.stringify({ lastSeq: 2, epoch }));
+  const late = openPage(t, 'eve', { local: behind });
+  await waitUntil('20 messages', async () => late.msgs.length === 20);
+  assert.deepEqual(late.gaps, [{ from: 3, to: 5, reason: 'trimmed' }]);
+  assert.deepEqual(late.msgs.map((m) => m.seq), Array.from({ length: 20 }, (_, i) => i + 6));
+  late.client.stop();
+  // A seed above the inbox's latest under its own epoch: the inbox gets a new epoch, and the tab a reset.
+  const ahead = new MemoryStorage();
+  ahead.setItem('pixiu.cursor.eve', JSON.stringify({ lastSeq: 30, epoch }));
+  const reset = openPage(t, 'eve', { local: ahead });
+  await waitUntil('20 messages again', async () => reset.msgs.length === 20 && reset.client.lastSeq === 25);
+  assert.deepEqual(reset.gaps, [], 'the trimmed gap that follows a reset is no news');
+  assert.notEqual(reset.client.epoch, epoch);
+});
+
+test('a socket that does not open within the connect timeout is given up and retried with the back-off; the third says "failing"', async (t) => {
+  const silent = net.createServer(() => undefined); // accepts, never answers the handshake
+  const accepted: net.Socket[] = [];
+  silent.on('connection', (s) => {
+    s.resume();
+    accepted.push(s);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  cleanup.after(() => new Promise((resolve) => silent.close(resolve)));
+  const { port } = silent.address() as net.AddressInfo;
+  const page = openPage(t, 'fay', { url: `ws://127.0.0.1:${port}/v1/connect`, connectTimeoutMs: 300 });
+  await waitUntil('failing, then a fresh token', async () => page.tokens === 2, 15_000);
+  page.client.stop();
+  assert.deepEqual(closes(page).slice(0, 3), Array.from({ length: 3 }, () => ({ code: 1006, reason: 'not open in time', opened: false })));
+  assert.equal(page.tokens, 2, 'a fresh token after the third attempt that never opened');
+  assert.ok(page.statuses.some(([s]) => s === 'failing'));
+  await waitUntil('every attempt\'s socket closed by the page', async () => accepted.length >= 3 && accepted.every((s) => s.destroyed));
+});
+
+/** The page's network: a TCP proxy to the node, for a page's `url`. */
+interface Link {
+  readonly url: string;
+  /** Drops the connections open through it and refuses new ones, until {@link up}. */
+  down(): void;
+  up(): void;
+}
+
+/** A {@link Link} whose downlink carries at most `bytesPerSecond` (a slow mobile link). */
+async function link(t: CleanupContext, bytesPerSecond = Infinity): Promise<Link> {
+  const { port } = new URL(node.service.url);
+  const open = new Set<() => void>();
+  let isUp = true;
+  const proxy = net.createServer((client) => {
+    if (!isUp) return void client.destroy();
+    const upstream = net.connect(Number(port), '127.0.0.1');
+    client.pipe(upstream);
+    const queue: Buffer[] = [];
+    upstream.on('data', (chunk: Buffer) => queue.push(chunk));
+    // Every 50 ms, a twentieth of a second's bytes.
+    const timer = setInterval(() => {
+      for (let budget = bytesPerSecond / 20; budget > 0 && queue.length > 0;) {
+        const head = queue[0] as Buffer;
+        client.write(head.subarray(0, budget));
+        if (head.length <= budget) queue.shift();
+        else queue[0] = head.subarray(budget);
+        budget -= head.length;
+      }
+    }, 50);
+    const end = (): void => {
+      clearInterval(timer);
+      open.delete(end);
+      client.destroy();
+      upstream.destroy();
+    };
+    open.add(end);
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const end of open) end();
+    return new Promise((resolve) => proxy.close(resolve));
+  });
+  return {
+    url: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/v1/connect`,
+    down: () => {
+      isUp = false;
+      for (const end of open) end();
+    },
+    up: () => { isUp = true; },
+  };
+}
+
+test('two tabs of one browser: a tab that lost its connection resumes from its own last_seq, not the newer one the other tab left in localStorage', async (t) => {
+  const local = new MemoryStorage();
+  const network = await link(t);
+  const tab1 = openPage(t, 'hal', { local, url: network.url });
+  const tab2 = openPage(t, 'hal', { local });
+  await waitUntil('both open', async () => opens(tab1) === 1 && opens(tab2) === 1);
+  await post('hal', 2);
+  await waitUntil('both show 2', async () => tab1.msgs.length === 2 && tab2.msgs.length === 2);
+  network.down();
+  await waitUntil('tab 1 lost its connection', async () => closes(tab1).length === 1);
+  await post('hal', 2);
+  await waitUntil('tab 2 shows 4 and leaves seq 4 in localStorage', async () =>
+    tab2.msgs.length === 4 && (JSON.parse(local.getItem('pixiu.cursor.hal') ?? '{}') as { lastSeq?: number }).lastSeq === 4);
+  network.up();
+  await waitUntil('tab 1 back, with the 2 it missed', async () => tab1.msgs.length === 4, 15_000);
+  shownOnce(tab1, 4);
+  shownOnce(tab2, 4);
+});
+
+test('on a slow link the pong waits behind a backlog for longer than the deadline: frames arriving keep the connection, and the page shows it all on one connection', async (t) => {
+  await post('gus', 20, 30_000); // 600 KB
+  // 100 KB/s: a 30 KB frame every 0.3 s, the pong of a ping sent during the backlog seconds behind it.
+  const network = await link(t, 100_000);
+  const page = openPage(t, 'gus', { url: network.url, quietMs: 150, deadlineMs: 800 });
+  await waitUntil('20 messages', async () => page.msgs.length === 20, 20_000);
+  shownOnce(page, 20);
+  assert.deepEqual(page.statuses.map(([s]) => s), ['open'], 'never dropped for a missing pong');
+});
