@@ -50,7 +50,7 @@ import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, isNoScript, resendAsEval, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, isNoScript, resendOnNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
 const SETTLE: ScriptSpec = {
   command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
@@ -158,8 +158,8 @@ export class ClientIdClaims {
     }, MAX_BATCH);
     this.#settles = new TickPipeline<string[], string | null>(redis, {
       send: sendEvalsha,
-      // Not loaded (a SCRIPT FLUSH): sent again as a plain EVAL, which loads it (scripts.ts `resendAsEval`).
-      resend: (client, argv, err) => (isNoScript(err) ? resendAsEval(client, SETTLE, argv) : undefined),
+      // Not loaded (a SCRIPT FLUSH): sent again as a plain EVAL, which loads it (scripts.ts `resendOnNoScript`).
+      resend: (client, argv, err) => resendOnNoScript(client, SETTLE, argv, err),
       reply: claimValue,
       error: toRedisError,
     }, MAX_BATCH);
@@ -298,12 +298,15 @@ export class ClientIdClaims {
     if (this.#othersUnderWay(clientMsgId, own)) return;
     const begunBefore = this.#begun;
     const key = this.#keys.clientIdClaim(clientMsgId);
+    const argv = [DELETE_IF_SHA, '1', key, this.#pending];
     try {
-      await sendEvalsha(this.#redis, [DELETE_IF_SHA, '1', key, this.#pending]);
+      await sendEvalsha(this.#redis, argv);
     } catch (err) {
-      if (!isNoScript(err)) throw err;
-      if ((this.#attempts.get(clientMsgId)?.latest ?? 0) > begunBefore) return;
-      await resendAsEval(this.#redis, DELETE_IF, [DELETE_IF_SHA, '1', key, this.#pending]);
+      // Not loaded (a SCRIPT FLUSH), and an attempt begun since under way: the mark is its now.
+      if (isNoScript(err) && (this.#attempts.get(clientMsgId)?.latest ?? 0) > begunBefore) return;
+      const again = resendOnNoScript(this.#redis, DELETE_IF, argv, err);
+      if (again === undefined) throw err;
+      await again;
     }
   }
 

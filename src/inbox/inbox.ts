@@ -13,7 +13,7 @@ import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { isNoScript, resendAsEval, sendEvalsha } from '../redis/scripts.js';
+import { resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
 import { redisStateReason } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult,
@@ -159,10 +159,9 @@ export class Inbox {
     defineInboxScripts(redis);
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
-      // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendAsEval`:
-      // not the registered command, whose retries could end in NOSCRIPT).
+      // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendOnNoScript`).
       send: sendEvalsha,
-      resend: (client, argv, err) => (isNoScript(err) ? resendAsEval(client, INBOX_SCRIPTS.append, argv) : undefined),
+      resend: (client, argv, err) => resendOnNoScript(client, INBOX_SCRIPTS.append, argv, err),
       reply: toAppendResult,
       error: toRedisError,
       // As a dropped connection: an error reply saying Redis cannot take writes now (a

@@ -1,8 +1,12 @@
 /**
  * Lua scripts: read once from `.lua` files (copied beside the compiled code by
- * `scripts/copy-assets.mjs`) and registered on a client with ioredis `defineCommand`,
- * which sends EVALSHA and falls back to EVAL on NOSCRIPT (shared/STYLE.md, "Redis:
- * scripts and keys").
+ * `scripts/copy-assets.mjs`) and registered on a client with ioredis `defineCommand`
+ * (shared/STYLE.md, "Redis: scripts and keys"), and called by the SHA-1 of their text:
+ * {@link evalScript}, or {@link sendEvalsha} on the paths that batch their own commands
+ * (src/inbox/tick-pipeline.ts). Either way a call answered NOSCRIPT (a `SCRIPT FLUSH` on
+ * a live connection) is sent again once as a plain EVAL of the script's text, by the one
+ * function {@link resendOnNoScript}: not through the registered command, whose own
+ * fallback could end in NOSCRIPT (see there).
  *
  * Command names carry a version (`pxAppendV2`): bump it whenever a script's KEYS, ARGV
  * or reply changes, so two releases sharing one Redis never call each other's script
@@ -60,21 +64,28 @@ export function scriptFlags(spec: ScriptSpec): ReadonlySet<string> {
   return new Set(line[1]?.split(',') ?? []);
 }
 
-const sources = new Map<string, string>();
+/** A script's text and its SHA-1, by file URL. */
+const texts = new Map<string, { readonly lua: string; readonly sha: string }>();
+
+/** The text of `spec` and its SHA-1, read from disk on first use and cached. */
+function scriptText(spec: ScriptSpec): { readonly lua: string; readonly sha: string } {
+  let text = texts.get(spec.file.href);
+  if (text === undefined) {
+    const lua = readFileSync(spec.file, 'utf8');
+    text = { lua, sha: createHash('sha1').update(lua).digest('hex') };
+    texts.set(spec.file.href, text);
+  }
+  return text;
+}
 
 /** The Lua text of a script, read from disk on first use and cached. */
 export function scriptSource(spec: ScriptSpec): string {
-  let lua = sources.get(spec.file.href);
-  if (lua === undefined) {
-    lua = readFileSync(spec.file, 'utf8');
-    sources.set(spec.file.href, lua);
-  }
-  return lua;
+  return scriptText(spec).lua;
 }
 
 /** The SHA-1 that EVALSHA names a script by. */
 export function scriptSha(spec: ScriptSpec): string {
-  return createHash('sha1').update(scriptSource(spec)).digest('hex');
+  return scriptText(spec).sha;
 }
 
 /** The scripts registered per client, by command name. */
@@ -120,17 +131,44 @@ function loadScript(redis: Redis, spec: ScriptSpec): void {
   redis.script('LOAD', scriptSource(spec)).catch(() => undefined);
 }
 
+/**
+ * Runs a script: the way every call of a Pixiu script is made, but for those a tick
+ * pipeline batches ({@link sendEvalsha}). EVALSHA goes out auto-pipelined, as any
+ * command of the client (calls made in one tick share one write and reach Redis in the
+ * order made: e.g. presence's HDEL of closed connections before its add script); when
+ * Redis answers NOSCRIPT, the call is sent again once as a plain EVAL
+ * ({@link resendOnNoScript}), written at once.
+ * @typeParam R the reply, as the script's header documents it (not checked here)
+ * @param keys its KEYS, as many as `spec.numberOfKeys`
+ * @param args its ARGV
+ * @returns the script's reply; rejects with the client's error (the EVAL's, after
+ *   NOSCRIPT), for the caller to map (`redisCall`), or with an Error when `keys` are
+ *   not as many as the script takes (a mistake in the code)
+ */
+export function evalScript<R>(redis: Redis, spec: ScriptSpec, keys: readonly string[], args: readonly string[]): Promise<R> {
+  if (keys.length !== spec.numberOfKeys) {
+    return Promise.reject(new Error(`${spec.file.pathname} takes ${spec.numberOfKeys} keys, not ${keys.length}`));
+  }
+  const sha = scriptSha(spec);
+  const reply: Promise<unknown> = redis.evalsha(sha, keys.length, ...keys, ...args).catch((err: unknown) => {
+    const again = resendOnNoScript(redis, spec, [sha, String(keys.length), ...keys, ...args], err);
+    if (again === undefined) throw err;
+    return again;
+  });
+  // The reply's shape is the script's contract (its header), not checked here.
+  return reply as Promise<R>;
+}
+
 /** Command options of {@link sendEvalsha}: replies decoded as UTF-8 strings. */
 const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
 
 /**
- * Sends an EVALSHA of a script as one plain ioredis `Command`, for a hot path: `argv` is
- * the whole of it (the SHA from {@link scriptSha}, the number of keys, then KEYS and
- * ARGV), built once by the caller. A command registered by {@link defineScripts} copies
- * its arguments twice, wraps the command in a subclass with a closure and adds a
- * promise for its NOSCRIPT fallback, per call; this has none of that, so the caller
- * must handle NOSCRIPT itself ({@link isNoScript}), e.g. with {@link resendAsEval},
- * which sends EVAL and so loads the script.
+ * Sends an EVALSHA of a script as one plain ioredis `Command`, for a tick pipeline
+ * (src/inbox/tick-pipeline.ts) or a call that must be written at once: `argv` is the
+ * whole of it (the SHA from {@link scriptSha}, the number of keys, then KEYS and ARGV),
+ * built once by the caller. It is never auto-pipelined and has no NOSCRIPT fallback of
+ * its own: the caller sends the call again with {@link resendOnNoScript} (a tick
+ * pipeline's `resend`).
  * @returns the raw reply; rejects with the command's failure
  */
 export function sendEvalsha(redis: Redis, argv: string[]): Promise<unknown> {
@@ -147,10 +185,12 @@ function sendPlain(redis: Redis, name: 'eval' | 'evalsha', argv: string[]): Prom
 }
 
 /**
- * Sends again as EVAL (the script's text), as one plain ioredis `Command`, a call whose
- * {@link sendEvalsha} met NOSCRIPT (a `SCRIPT FLUSH` on a live connection): an EVAL
- * Redis runs loads the script, so later EVALSHAs find it. `argv` is the EVALSHA's whole
- * argv; its SHA is replaced by `spec`'s text.
+ * The NOSCRIPT fallback of every script call, the one place it is written: when `err`
+ * (the failure of an EVALSHA with `argv`) is NOSCRIPT (a `SCRIPT FLUSH` on a live
+ * connection), sends the call again as EVAL, the SHA in `argv` replaced by `spec`'s
+ * text, as one plain ioredis `Command` (written at once, never auto-pipelined). An
+ * EVAL Redis runs loads the script, so later EVALSHAs find it; one Redis refuses (OOM,
+ * READONLY, BUSY …) answers with that refusal, which names the cause.
  *
  * Not the registered command: ioredis 6 (`Script`) counts a connection as having the
  * script once it has written one EVAL of it there, also when Redis refused that EVAL
@@ -158,11 +198,13 @@ function sendPlain(redis: Redis, name: 'eval' | 'evalsha', argv: string[]): Prom
  * NOSCRIPT again, and its one further try, made while other calls' EVALs marked the
  * connection again, could go as EVALSHA too: the call failed with NOSCRIPT instead of
  * the refusal that is the cause, answered "Redis is unavailable" instead of naming it
- * (test/inbox/script-flush-while-full.test.ts). A plain EVAL gets Redis's own answer,
- * in one round trip. Being a plain command, it is never auto-pipelined either.
- * @returns the raw reply; rejects with the command's failure
+ * (test/inbox/script-flush-while-full.test.ts).
+ * @param argv the EVALSHA's whole argv (SHA, number of keys, KEYS, ARGV)
+ * @returns the EVAL's raw reply (rejects with its failure); undefined when `err` is
+ *   not NOSCRIPT, for the caller to fail with `err`
  */
-export function resendAsEval(redis: Redis, spec: ScriptSpec, argv: readonly string[]): Promise<unknown> {
+export function resendOnNoScript(redis: Redis, spec: ScriptSpec, argv: readonly string[], err: unknown): Promise<unknown> | undefined {
+  if (!isNoScript(err)) return undefined;
   return sendPlain(redis, 'eval', [scriptSource(spec), ...argv.slice(1)]);
 }
 

@@ -18,9 +18,8 @@ import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
 import { Keys } from '../../src/redis/keys.js';
+import { FULL, fullAfterFlush, refusals } from '../harness/script-flush.js';
 
-/** The words of a 503 caused by Redis's OOM refusal (src/redis/state-replies.ts). */
-const FULL = 'Redis refuses writes: it is out of memory (maxmemory); retry later';
 /** Calls sent in one tick: enough that, without the fix, some lost the race every run. */
 const TOGETHER = 8;
 
@@ -40,36 +39,18 @@ after(async () => {
   await server?.destroy();
 });
 
-/** Fills Redis as far as writes go (`maxmemory 1`, `noeviction`) and drops every loaded script; undone by the returned function. */
-async function fullAfterFlush(): Promise<() => Promise<void>> {
-  await admin.config('SET', 'maxmemory-policy', 'noeviction');
-  await admin.config('SET', 'maxmemory', '1');
-  await admin.script('FLUSH');
-  return async () => {
-    await admin.config('SET', 'maxmemory', '0');
-  };
-}
-
-/** The message of each rejection among `settled` (asserting every one was rejected). */
-function messages(settled: PromiseSettledResult<unknown>[]): string[] {
-  return settled.map((s) => {
-    assert.equal(s.status, 'rejected', 'refused while Redis is full');
-    return s.reason instanceof Error ? s.reason.message : String(s.reason);
-  });
-}
-
 test('after SCRIPT FLUSH, appends refused while Redis is full all name the cause, one alone then several sent together', async () => {
   const inbox = new Inbox(redis, { prefix: 'flush-append:', cap: 100 });
-  const restore = await fullAfterFlush();
+  const restore = await fullAfterFlush(admin);
   try {
     let counter = 0;
     const append = (uid: string): Promise<unknown> => inbox.append(uid, encodeMsgId({ partition: 0, kind: MsgKind.user, counter: ++counter }), MsgKind.user);
     // The first one's EVAL is written on the connection (and refused): ioredis counts it loaded since.
-    assert.deepEqual(messages(await Promise.allSettled([append('alone')])), [FULL]);
+    assert.deepEqual(refusals(await Promise.allSettled([append('alone')])), [FULL]);
     const together = await Promise.allSettled(Array.from({ length: TOGETHER }, (_, i) => append(`u${i}`)));
-    assert.deepEqual(messages(together), Array<string>(TOGETHER).fill(FULL));
+    assert.deepEqual(refusals(together), Array<string>(TOGETHER).fill(FULL));
     const each = await inbox.appendEach(['e1', 'e2', 'e3'], encodeMsgId({ partition: 0, kind: MsgKind.user, counter: ++counter }), MsgKind.user);
-    assert.deepEqual(messages(each), Array<string>(3).fill(FULL));
+    assert.deepEqual(refusals(each), Array<string>(3).fill(FULL));
   } finally {
     await restore();
   }
@@ -78,12 +59,12 @@ test('after SCRIPT FLUSH, appends refused while Redis is full all name the cause
 
 test('after SCRIPT FLUSH, client_msg_id settles refused while Redis is full all name the cause, several sent together', async () => {
   const claims = new ClientIdClaims(redis, new Keys('flush-settle:'), 'store-a');
-  const restore = await fullAfterFlush();
+  const restore = await fullAfterFlush(admin);
   try {
     const settle = (i: number): Promise<unknown> => claims.settle(`cmid-${i}`, encodeMsgId({ partition: 0, kind: MsgKind.user, counter: i + 1 }), Date.now() + 60_000);
-    assert.deepEqual(messages(await Promise.allSettled([settle(0)])), [FULL]);
+    assert.deepEqual(refusals(await Promise.allSettled([settle(0)])), [FULL]);
     const together = await Promise.allSettled(Array.from({ length: TOGETHER }, (_, i) => settle(i + 1)));
-    assert.deepEqual(messages(together), Array<string>(TOGETHER).fill(FULL));
+    assert.deepEqual(refusals(together), Array<string>(TOGETHER).fill(FULL));
   } finally {
     claims.stop();
     await restore();

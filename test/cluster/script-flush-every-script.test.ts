@@ -1,0 +1,78 @@
+/**
+ * Every script call gets through a `SCRIPT FLUSH` the same way (src/redis/scripts.ts:
+ * EVALSHA, and after NOSCRIPT one plain EVAL, `resendOnNoScript`), also while Redis
+ * refuses writes (OOM under `noeviction`) with several calls of one script in flight:
+ * each refused call names the full Redis, and once Redis takes writes they run.
+ *
+ * Through the ioredis command `defineCommand` registers, as these scripts were called
+ * before, the connection counted as having a script once one EVAL of it was written
+ * there, also when Redis refused it (ioredis 6 `Script`): after the flush, calls made
+ * together went as EVALSHA again, met NOSCRIPT, and the one further try ioredis makes
+ * raced the others' EVALs, so some failed NOSCRIPT for good and were answered "Redis
+ * is unavailable" instead of naming the cause. A private redis-server.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { fileRedis } from '../harness/file-redis.js';
+import { FULL, fullAfterFlush, refusals } from '../harness/script-flush.js';
+import { createRedis, redisCall } from '../../src/redis/client.js';
+import { Keys } from '../../src/redis/keys.js';
+import { evalScript, scriptSha } from '../../src/redis/scripts.js';
+import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+
+/** Calls made in one tick: enough that, through the registered commands, some lost the race every run. */
+const TOGETHER = 8;
+
+let redis: Redis;
+let admin: Redis;
+
+fileRedis(async ({ redis: server, cleanup }) => {
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  cleanup.after(() => redis.disconnect());
+  admin = await createRedis({ url: server.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  cleanup.after(() => admin.disconnect());
+});
+
+/** `n` calls of `call`, made in one tick, settled. */
+function together<T>(n: number, call: (i: number) => Promise<T>): Promise<PromiseSettledResult<T>[]> {
+  return Promise.allSettled(Array.from({ length: n }, (_, i) => call(i)));
+}
+
+/** The values of `settled`, asserting every call succeeded. */
+function values<T>(settled: PromiseSettledResult<T>[]): T[] {
+  return settled.map((s) => {
+    if (s.status === 'rejected') throw new assert.AssertionError({ message: `a call failed: ${String(s.reason)}` });
+    return s.value;
+  });
+}
+
+/**
+ * Asserts that `call`, made once and then {@link TOGETHER} times at once after a SCRIPT
+ * FLUSH on a full Redis, is refused naming the full Redis every time; then, once Redis
+ * takes writes, that calls made together after another SCRIPT FLUSH all run.
+ * @returns what those last calls answered
+ */
+async function refusedWhileFullThenRun<T>(call: (i: number) => Promise<T>): Promise<T[]> {
+  const restore = await fullAfterFlush(admin);
+  try {
+    assert.deepEqual(refusals(await together(1, call)), [FULL]);
+    assert.deepEqual(refusals(await together(TOGETHER, (i) => call(i + 1))), Array<string>(TOGETHER).fill(FULL));
+  } finally {
+    await restore();
+  }
+  await admin.script('FLUSH');
+  return values(await together(TOGETHER, (i) => call(TOGETHER + 1 + i)));
+}
+
+test('evalScript: after SCRIPT FLUSH on a full Redis, calls of a writing script made together are all refused naming the full Redis; once it takes writes they run and load it', async () => {
+  const k = new Keys('flush-eval:').user('u');
+  const rotate = (i: number): Promise<string> =>
+    redisCall(() => evalScript<string>(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['old-epoch', `new-epoch-${i}`, '0']));
+  assert.deepEqual(await refusedWhileFullThenRun(rotate), Array<string>(TOGETHER).fill(''), 'no inbox: nothing to rotate');
+  assert.deepEqual(await admin.script('EXISTS', scriptSha(INBOX_SCRIPTS.rotate)), [1], 'the EVAL loaded it');
+});
+
+test('evalScript refuses a call with as many keys as the script does not take, sending nothing', async () => {
+  await assert.rejects(evalScript(redis, INBOX_SCRIPTS.rotate, ['only-one'], ['a', 'b', '0']), /takes 2 keys, not 1/);
+});
