@@ -6,28 +6,20 @@
  * a member added later never receives earlier room messages.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 
-const ADD: ScriptSpec = {
-  command: 'pxRoomAddV6', file: new URL('./lua/room-add-5.lua', import.meta.url), numberOfKeys: 3, readOnly: false,
-};
-const TIME: ScriptSpec = {
-  command: 'pxRoomTimeV1', file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
-};
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `room-add-5.lua`: KEYS members, cut, top; ARGV cap, nowMs, ahead ('1'/'0'), users… Returns [added, size], or [-1, ms]: retry then. */
-    pxRoomAddV6(members: string, cut: string, top: string, cap: string, nowMs: string, ahead: string, ...users: string[]): Result<[number, number], Context>;
-    /** `room-time-1.lua`: KEYS members, cut. Returns a room message's ts, ms. */
-    pxRoomTimeV1(members: string, cut: string): Result<number, Context>;
-  }
-}
+/** The room scripts; each header documents KEYS, ARGV and reply. */
+export const ROOM_SCRIPTS = {
+  /** KEYS members, cut, top; ARGV cap, nowMs, ahead ('1'/'0'), users…; replies [added, size], or [-1, ms]: retry then. */
+  add: { command: 'pxRoomAddV6', file: new URL('./lua/room-add-5.lua', import.meta.url), numberOfKeys: 3, readOnly: false },
+  /** KEYS members, cut; replies a room message's ts, ms. */
+  time: { command: 'pxRoomTimeV1', file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+} as const satisfies Record<string, ScriptSpec>;
 
 /** Slots per millisecond of join time (`lua/room-add-5.lua`). */
 const SLOTS_PER_MS = 1000;
@@ -69,7 +61,7 @@ export class Rooms {
     this.#redis = redis;
     this.#keys = keys;
     this.#cap = cap;
-    defineScripts(redis, [ADD, TIME]);
+    defineScripts(redis, Object.values(ROOM_SCRIPTS));
   }
 
   /** The room size cap. */
@@ -100,7 +92,7 @@ export class Rooms {
    * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async messageTime(room: string): Promise<number> {
-    return redisCall(() => this.#redis.pxRoomTimeV1(this.#keys.roomMembers(room), this.#keys.roomCut(room)));
+    return redisCall(() => evalScript<number>(this.#redis, ROOM_SCRIPTS.time, [this.#keys.roomMembers(room), this.#keys.roomCut(room)], []));
   }
 
   /**
@@ -109,13 +101,13 @@ export class Rooms {
    * @throws PixiuError INVALID_REQUEST when the room would exceed the cap (nothing added)
    */
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
-    const key = this.#keys.roomMembers(room);
-    const cut = this.#keys.roomCut(room);
-    const top = this.#keys.roomTop(room);
+    const keys = [this.#keys.roomMembers(room), this.#keys.roomCut(room), this.#keys.roomTop(room)];
+    const addAt = (now: number, ahead: '0' | '1'): Promise<[number, number]> =>
+      redisCall(() => evalScript<[number, number]>(this.#redis, ROOM_SCRIPTS.add, keys, [String(this.#cap), String(now), ahead, ...users]));
     const started = performance.now();
     for (;;) {
       const now = await this.now();
-      const [added, at] = await redisCall(() => this.#redis.pxRoomAddV6(key, cut, top, String(this.#cap), String(now), '0', ...users));
+      const [added, at] = await addAt(now, '0');
       if (added >= 0) return { added, size: at };
       // The millisecond's join slots are taken, or a room message was sent in it
       // (`lua/room-add-5.lua`): wait for the one the new members fit in. Far ahead (slots
@@ -125,7 +117,7 @@ export class Rooms {
       // otherwise move the cut on before each try.
       const waitMs = at - now;
       if (waitMs > MAX_SLOT_WAIT_MS || performance.now() - started > MAX_SLOT_WAIT_MS) {
-        const [forced, size] = await redisCall(() => this.#redis.pxRoomAddV6(key, cut, top, String(this.#cap), String(now), '1', ...users));
+        const [forced, size] = await addAt(now, '1');
         return { added: forced, size };
       }
       await sleep(Math.max(1, waitMs));

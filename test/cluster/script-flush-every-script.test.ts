@@ -20,6 +20,7 @@ import { createRedis, redisCall } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { evalScript, scriptSha } from '../../src/redis/scripts.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+import { Rooms } from '../../src/rooms/membership.js';
 
 /** Calls made in one tick: enough that, through the registered commands, some lost the race every run. */
 const TOGETHER = 8;
@@ -75,4 +76,12 @@ test('evalScript: after SCRIPT FLUSH on a full Redis, calls of a writing script 
 
 test('evalScript refuses a call with as many keys as the script does not take, sending nothing', async () => {
   await assert.rejects(evalScript(redis, INBOX_SCRIPTS.rotate, ['only-one'], ['a', 'b', '0']), /takes 2 keys, not 1/);
+});
+
+test('rooms: member adds and room message times made together after SCRIPT FLUSH on a full Redis are all refused naming it; then they run', async () => {
+  const rooms = new Rooms(redis, new Keys('flush-rooms:'), 1000);
+  const added = await refusedWhileFullThenRun((i) => rooms.add(`room-${i}`, [`user-${i}`]));
+  assert.deepEqual(added, Array.from({ length: TOGETHER }, () => ({ added: 1, size: 1 })));
+  const times = await refusedWhileFullThenRun((i) => rooms.messageTime(`room-${i}`));
+  assert.ok(times.every((ms) => Number.isSafeInteger(ms) && ms > 0), `message times ${times.join(', ')}`);
 });

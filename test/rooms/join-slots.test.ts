@@ -11,7 +11,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { Rooms } from '../../src/rooms/membership.js';
+import { ROOM_SCRIPTS, Rooms } from '../../src/rooms/membership.js';
+import { evalScript } from '../../src/redis/scripts.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -34,22 +35,26 @@ after(async () => {
 
 const users = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 
+/** `room-add-5.lua` as Rooms.add runs it: KEYS members, cut, top; ARGV cap, nowMs, ahead, users…. */
+const roomAdd = (members: string, cut: string, top: string, ...args: string[]): Promise<[number, number]> =>
+  evalScript(redis, ROOM_SCRIPTS.add, [members, cut, top], args);
+
 test('an add that would take a later millisecond\'s slots writes nothing and names the millisecond to come back at', async () => {
   const key = keys.roomMembers('full-ms');
   const T = 1_800_000_000_000;
   const cut = keys.roomCut('full-ms');
   const top = keys.roomTop('full-ms');
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '0', ...users('a', 1000)), [1000, 1000]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '0', 'late'), [-1, T + 1], 'the millisecond is full');
   assert.equal(await redis.zscore(key, 'late'), null, 'nothing written');
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T + 1), '0', 'late'), [1, 1001]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T + 1), '0', 'late'), [1, 1001]);
   // Every member's slot is within the millisecond it was added in.
   const slots = (await redis.zrange(key, '0', '-1', 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
   assert.ok(slots.every((s) => s <= (T + 1) * 1000 + 999));
   assert.equal((await rooms.membersAt('full-ms', T)).length, 1000);
   assert.equal((await rooms.membersAt('full-ms', T + 1)).length, 1001);
   // Asked to, it takes slots ahead (the newest slot far ahead: another node's clock).
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '1', 'ahead'), [1, 1002]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '1', 'ahead'), [1, 1002]);
 });
 
 test('concurrent adds of more than 1,000 members each reach every room message sent after they were answered', async () => {

@@ -18,7 +18,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { Rooms } from '../../src/rooms/membership.js';
+import { ROOM_SCRIPTS, Rooms } from '../../src/rooms/membership.js';
+import { evalScript } from '../../src/redis/scripts.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { fileRedis } from '../harness/file-redis.js';
@@ -35,17 +36,21 @@ fileRedis(async ({ redis: server, cleanup }) => {
 
 const users = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 
+/** `room-add-5.lua` as Rooms.add runs it: KEYS members, cut, top; ARGV cap, nowMs, ahead, users…. */
+const roomAdd = (members: string, cut: string, top: string, ...args: string[]): Promise<[number, number]> =>
+  evalScript(redis, ROOM_SCRIPTS.add, [members, cut, top], args);
+
 test('an add whose first slot fits in the millisecond but whose last does not writes nothing and names the next millisecond', async () => {
   const key = keys.roomMembers('part-full');
   const cut = keys.roomCut('part-full');
   const top = keys.roomTop('part-full');
   const T = 1_800_000_000_000;
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', ...users('a', 600)), [600, 600]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '0', ...users('a', 600)), [600, 600]);
   // Slots T*1000+600 .. T*1000+1099: the last 100 would be the next millisecond's.
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', ...users('b', 500)), [-1, T + 1]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '0', ...users('b', 500)), [-1, T + 1]);
   assert.equal(await redis.zcard(key), 600, 'nothing written');
   // 400 fit exactly.
-  assert.deepEqual(await redis.pxRoomAddV6(key, cut, top, '100000', String(T), '0', ...users('c', 400)), [400, 1000]);
+  assert.deepEqual(await roomAdd(key, cut, top, '100000', String(T), '0', ...users('c', 400)), [400, 1000]);
   assert.equal((await rooms.membersAt('part-full', T)).length, 1000);
 });
 
@@ -67,9 +72,9 @@ test('room-add-5 refuses a cap below 1, a negative now and a call naming no user
   const cut = keys.roomCut('bad-args');
   const top = keys.roomTop('bad-args');
   const refused = { message: 'INVALID_REQUEST cap, now and at least one user are required' };
-  await assert.rejects(redis.pxRoomAddV6(key, cut, top, '0', '1800000000000', '0', 'u'), refused);
-  await assert.rejects(redis.pxRoomAddV6(key, cut, top, '10', '-1', '0', 'u'), refused);
-  await assert.rejects(redis.pxRoomAddV6(key, cut, top, '10', '1800000000000', '0'), refused);
+  await assert.rejects(roomAdd(key, cut, top, '0', '1800000000000', '0', 'u'), refused);
+  await assert.rejects(roomAdd(key, cut, top, '10', '-1', '0', 'u'), refused);
+  await assert.rejects(roomAdd(key, cut, top, '10', '1800000000000', '0'), refused);
   assert.equal(await redis.exists(key), 0);
 });
 
@@ -86,7 +91,7 @@ async function slots(room: string): Promise<[string, number][]> {
  * the test takes); `ahead`: take slots ahead of `now` if need be.
  */
 function addAt(room: string, nowMs: number, users: string[], ahead = false): Promise<[number, number]> {
-  return redis.pxRoomAddV6(keys.roomMembers(room), keys.roomCut(room), keys.roomTop(room), '100000', String(nowMs), ahead ? '1' : '0', ...users);
+  return roomAdd(keys.roomMembers(room), keys.roomCut(room), keys.roomTop(room), '100000', String(nowMs), ahead ? '1' : '0', ...users);
 }
 
 test('a member added after the newest member, the last one listed, was removed is on the next page (slots ahead of Redis\'s clock)', async () => {
