@@ -13,7 +13,8 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { definePresenceScripts } from './scripts.js';
+import { evalScript } from '../redis/scripts.js';
+import { PRESENCE_SCRIPTS, definePresenceScripts } from './scripts.js';
 import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
 
@@ -155,9 +156,9 @@ export class Presence {
   /** Runs `presence-add-1.lua` for a new connection of this node. */
   #add(user: string, conn: string, device: string, since: number): Promise<(number | string)[]> {
     const now = this.#now();
-    return redisCall(() => this.#redis.pxPresenceAddV1(
-      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
-      String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)));
+    return redisCall(() => evalScript<(number | string)[]>(this.#redis, PRESENCE_SCRIPTS.add, [this.#keys.conns(user)], [
+      conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
+      String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)]));
   }
 
   /**
@@ -171,9 +172,9 @@ export class Presence {
    */
   async refresh(user: string, conn: string, device: string, since: number): Promise<RefreshOutcome> {
     const now = this.#now();
-    const reply = await redisCall(() => this.#redis.pxPresenceRefreshV3(
-      this.#keys.conns(user), conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
-      String(now), String(this.#opts.maxPerUser), this.#opts.node, ...this.#held.of(user)));
+    const reply = await redisCall(() => evalScript<number>(this.#redis, PRESENCE_SCRIPTS.refresh, [this.#keys.conns(user)], [
+      conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
+      String(now), String(this.#opts.maxPerUser), this.#opts.node, ...this.#held.of(user)]));
     return reply === 1 ? 'kept' : reply === 0 ? 'readded' : reply === -1 ? 'replaced' : 'over-limit';
   }
 
@@ -236,7 +237,7 @@ export class Presence {
   async #deleteUnchanged(user: string, entries: readonly ReadEntry[]): Promise<number> {
     if (entries.length === 0) return 0;
     const pairs = entries.flatMap(({ entry, value }) => [entry.conn, value]);
-    return redisCall(() => this.#redis.pxPresencePruneV1(this.#keys.conns(user), ...pairs));
+    return redisCall(() => evalScript<number>(this.#redis, PRESENCE_SCRIPTS.prune, [this.#keys.conns(user)], pairs));
   }
 
   async #read(user: string): Promise<ReadEntry[]> {

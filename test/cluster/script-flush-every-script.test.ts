@@ -21,6 +21,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { evalScript, scriptSha } from '../../src/redis/scripts.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { Rooms } from '../../src/rooms/membership.js';
+import { Presence } from '../../src/cluster/presence.js';
 
 /** Calls made in one tick: enough that, through the registered commands, some lost the race every run. */
 const TOGETHER = 8;
@@ -66,6 +67,21 @@ async function refusedWhileFullThenRun<T>(call: (i: number) => Promise<T>): Prom
   return values(await together(TOGETHER, (i) => call(TOGETHER + 1 + i)));
 }
 
+/**
+ * Runs {@link TOGETHER} calls of `call` made at once after a SCRIPT FLUSH on a full
+ * Redis, for the scripts that run then (`no-writes`, `allow-oom`), asserting each
+ * succeeded.
+ * @returns what they answered
+ */
+async function runWhileFull<T>(call: (i: number) => Promise<T>): Promise<T[]> {
+  const restore = await fullAfterFlush(admin);
+  try {
+    return values(await together(TOGETHER, call));
+  } finally {
+    await restore();
+  }
+}
+
 test('evalScript: after SCRIPT FLUSH on a full Redis, calls of a writing script made together are all refused naming the full Redis; once it takes writes they run and load it', async () => {
   const k = new Keys('flush-eval:').user('u');
   const rotate = (i: number): Promise<string> =>
@@ -84,4 +100,18 @@ test('rooms: member adds and room message times made together after SCRIPT FLUSH
   assert.deepEqual(added, Array.from({ length: TOGETHER }, () => ({ added: 1, size: 1 })));
   const times = await refusedWhileFullThenRun((i) => rooms.messageTime(`room-${i}`));
   assert.ok(times.every((ms) => Number.isSafeInteger(ms) && ms > 0), `message times ${times.join(', ')}`);
+});
+
+test('presence: adds and refreshes made together after SCRIPT FLUSH on a full Redis are all refused naming it, then run; prunes run while it is full', async (t) => {
+  const presence = new Presence(redis, new Keys('flush-presence:'), { node: 'node-a', ttlMs: 60_000, maxPerUser: 10, liveNodes: async (nodes) => new Set(nodes) });
+  t.after(() => presence.stop());
+  const since = Date.now();
+  const added = await refusedWhileFullThenRun((i) => presence.add(`user-${i}`, `conn-${i}`, 'phone', since));
+  assert.deepEqual(added, Array.from({ length: TOGETHER }, () => ({ admitted: true, replaced: [] })));
+  const refreshed = await refusedWhileFullThenRun((i) => presence.refresh(`user-${i}`, `conn-${i}`, 'phone', since));
+  assert.deepEqual(refreshed, Array<string>(TOGETHER).fill('kept'), 'the entries the adds that ran wrote');
+  // Those users: each has one entry of node-a, which prune-1 deletes.
+  const first = TOGETHER + 1;
+  await runWhileFull((i) => presence.removeNode(`user-${first + i}`, 'node-a'));
+  for (let i = 0; i < TOGETHER; i++) assert.equal(await redis.exists(new Keys('flush-presence:').conns(`user-${first + i}`)), 0);
 });
