@@ -5,11 +5,11 @@
  * (the content is also stored once in the message store, kind broadcast, for the
  * record). Its entry ID is the broadcast's `bseq`.
  */
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import { redisCall, transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
 import { isTagFilter, type TagFilter } from './filter.js';
 
@@ -44,21 +44,13 @@ export interface BroadcastBounds {
   readonly maxDeleted: string;
 }
 
-const BOUNDS: ScriptSpec = {
-  command: 'pxBroadcastBoundsV1', file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1, readOnly: true,
-};
-const PUBLISH: ScriptSpec = {
-  command: 'pxBroadcastPublishV2', file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
-};
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `broadcast-bounds-1.lua`: KEYS broadcast. */
-    pxBroadcastBoundsV1(stream: string): Result<[string, string, string], Context>;
-    /** `broadcast-publish-2.lua`: KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Returns [bseq, note, before]. */
-    pxBroadcastPublishV2(stream: string, marker: string, cap: string, at: string, note: string, ...fields: string[]): Result<[string, string, number], Context>;
-  }
-}
+/** The broadcast scripts; each header documents KEYS, ARGV and reply. */
+export const BROADCAST_SCRIPTS = {
+  /** KEYS broadcast. Replies [first, last, max deleted] ("" for none). */
+  bounds: { command: 'pxBroadcastBoundsV1', file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1, readOnly: true },
+  /** KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Replies [bseq, note, before]. */
+  publish: { command: 'pxBroadcastPublishV2', file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+} as const satisfies Record<string, ScriptSpec>;
 
 /** A raw stream entry: `[id, [field, value, …]]`. */
 type RawEntry = [string, string[]];
@@ -142,7 +134,7 @@ export class BroadcastStream {
     this.#keys = keys;
     this.#key = keys.broadcast();
     this.#cap = String(cap);
-    defineScripts(redis, [BOUNDS, PUBLISH]);
+    defineScripts(redis, Object.values(BROADCAST_SCRIPTS));
   }
 
   /** The stream's key (for the node reader). */
@@ -181,12 +173,12 @@ export class BroadcastStream {
     const fields = ['m', entry.msgId, 'y', entry.type, 's', String(entry.ts), 'd', entry.dataJson, 'e', String(entry.expiresAt)];
     if (entry.filter) fields.push('f', JSON.stringify(entry.filter));
     const marker = this.#keys.broadcastMarker(entry.msgId);
-    return redisCall(() => this.#redis.pxBroadcastPublishV2(this.#key, marker, this.#cap, at, note, ...fields));
+    return redisCall(() => evalScript<[string, string, number]>(this.#redis, BROADCAST_SCRIPTS.publish, [this.#key, marker], [this.#cap, at, note, ...fields]));
   }
 
   /** What the stream retains. */
   async bounds(): Promise<BroadcastBounds> {
-    return boundsOf(await redisCall(() => this.#redis.pxBroadcastBoundsV1(this.#key)));
+    return boundsOf(await redisCall(() => evalScript<[string, string, string]>(this.#redis, BROADCAST_SCRIPTS.bounds, [this.#key], [])));
   }
 
   /**
@@ -200,10 +192,10 @@ export class BroadcastStream {
    */
   async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
-    const [range, bounds] = await transaction(() => this.#redis.multi()
+    const [range, bounds] = await inTransaction(BROADCAST_SCRIPTS.bounds, (command, script) => transaction(() => this.#redis.multi()
       .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
-      .pxBroadcastBoundsV1(this.#key)
-      .exec());
+      [command](script, 1, this.#key)
+      .exec()));
     const raw = (range ?? []) as RawEntry[];
     const entries: BroadcastEntry[] = [];
     const malformed: string[] = [];

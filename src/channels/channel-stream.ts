@@ -4,26 +4,20 @@
  * with `since` can catch up, dropped a while after the channel's last publication. A
  * publication's id is its history stream entry ID.
  */
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
 
 /** The refusal of a malformed `since`. */
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
+/** `channel-publish-3.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Replies [id, fingerprint, before]. */
 const PUBLISH: ScriptSpec = {
   command: 'pxChannelPublishV3', file: new URL('./lua/channel-publish-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
 };
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `channel-publish-3.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Returns [id, fingerprint, before]. */
-    pxChannelPublishV3(history: string, marker: string, cap: string, topic: string, payload: string, ttlMs: string, fingerprint: string): Result<[string, string, number], Context>;
-  }
-}
 
 /** One publication, ready to send. */
 export interface ChannelEntry {
@@ -104,8 +98,9 @@ export class ChannelStream {
   /** Runs channel-publish-3.lua; `fingerprint` "" asks for no marker. */
   #publish(channel: string, type: string, ts: number, dataJson: string, clientMsgId: string, fingerprint: string): Promise<[string, string, number]> {
     const payload = `{"type":${JSON.stringify(type)},"ts":${ts},"data":${dataJson}}`;
-    return redisCall(() => this.#redis.pxChannelPublishV3(this.#keys.channelHistory(channel), this.#keys.channelMarker(channel, clientMsgId),
-      this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl, fingerprint));
+    return redisCall(() => evalScript<[string, string, number]>(this.#redis, PUBLISH,
+      [this.#keys.channelHistory(channel), this.#keys.channelMarker(channel, clientMsgId)],
+      [this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl, fingerprint]));
   }
 
   /**

@@ -159,6 +159,24 @@ export function evalScript<R>(redis: Redis, spec: ScriptSpec, keys: readonly str
   return reply as Promise<R>;
 }
 
+/**
+ * A script called inside a MULTI, read as one snapshot with other commands, where the
+ * call alone cannot be sent again: `exec` builds and runs the whole transaction, naming
+ * the script with `command` and `script` (EVALSHA and the SHA). When that fails
+ * NOSCRIPT, the transaction is run once more with EVAL and the script's text, which
+ * loads it: {@link evalScript}'s fallback, for a transaction.
+ * @returns what `exec` resolves with; rejects with its failure (the second one's, after NOSCRIPT)
+ */
+export async function inTransaction<T>(spec: ScriptSpec, exec: (command: 'evalsha' | 'eval', script: string) => Promise<T>): Promise<T> {
+  try {
+    return await exec('evalsha', scriptSha(spec));
+  } catch (err) {
+    // A transaction's failure is the client's error itself, or one mapped from it (src/redis/client.ts `transaction`).
+    if (!isNoScript(err) && !isNoScript(err instanceof Error ? err.cause : undefined)) throw err;
+    return exec('eval', scriptSource(spec));
+  }
+}
+
 /** Command options of {@link sendEvalsha}: replies decoded as UTF-8 strings. */
 const UTF8_REPLY = { replyEncoding: 'utf8' } as const;
 

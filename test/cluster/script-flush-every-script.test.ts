@@ -22,6 +22,9 @@ import { evalScript, scriptSha } from '../../src/redis/scripts.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { Rooms } from '../../src/rooms/membership.js';
 import { Presence } from '../../src/cluster/presence.js';
+import { ChannelStream } from '../../src/channels/channel-stream.js';
+import { BROADCAST_SCRIPTS, BroadcastStream } from '../../src/broadcast/broadcast-stream.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 
 /** Calls made in one tick: enough that, through the registered commands, some lost the race every run. */
 const TOGETHER = 8;
@@ -114,4 +117,27 @@ test('presence: adds and refreshes made together after SCRIPT FLUSH on a full Re
   const first = TOGETHER + 1;
   await runWhileFull((i) => presence.removeNode(`user-${first + i}`, 'node-a'));
   for (let i = 0; i < TOGETHER; i++) assert.equal(await redis.exists(new Keys('flush-presence:').conns(`user-${first + i}`)), 0);
+});
+
+test('channels and broadcasts: publications made together after SCRIPT FLUSH on a full Redis are all refused naming it, then run; stream bounds are read while it is full, and pages with their bounds after SCRIPT FLUSH', async () => {
+  const keys = new Keys('flush-streams:');
+  const channels = new ChannelStream(redis, keys, 100, 60_000);
+  const published = await refusedWhileFullThenRun((i) => channels.publishOnce(`chan-${i}`, 'note', Date.now(), '{"n":1}', `cmid-${i}`, `fp-${i}`));
+  assert.ok(published.every((p) => !p.before), 'each published once');
+  const broadcasts = new BroadcastStream(redis, keys, 100);
+  const entry = (i: number) => ({
+    msgId: encodeMsgId({ partition: 0, kind: MsgKind.broadcast, counter: i + 1 }), type: 'note', ts: Date.now(), dataJson: '{"n":1}', filter: undefined, expiresAt: Date.now() + 60_000,
+  });
+  const bseqs = await refusedWhileFullThenRun((i) => broadcasts.publish(entry(i)));
+  assert.equal(new Set(bseqs).size, TOGETHER);
+  const bounds = await runWhileFull(() => broadcasts.bounds());
+  assert.ok(bounds.every((b) => b.first === bseqs[0] && b.last === bseqs.at(-1)), JSON.stringify(bounds[0]));
+  // A page with its bounds is a MULTI, which a full Redis refuses whatever it holds
+  // (queuing in a MULTI may grow memory): after a SCRIPT FLUSH alone. Through the
+  // registered command, every such read failed NOSCRIPT (its fallback cannot resend
+  // a command inside a transaction).
+  await admin.script('FLUSH');
+  const pages = values(await together(TOGETHER, () => broadcasts.rangeWithBounds('0-0', 100)));
+  assert.ok(pages.every((p) => p.entries.length === TOGETHER && p.bounds.last === bseqs.at(-1)));
+  assert.deepEqual(await admin.script('EXISTS', scriptSha(BROADCAST_SCRIPTS.bounds)), [1], 'loaded by the EVAL in the MULTI');
 });
