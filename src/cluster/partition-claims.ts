@@ -11,29 +11,22 @@
  *   heartbeat. A claimed partition whose store has no lease is owned by a node that
  *   is not running: its records cannot be read now (UNAVAILABLE), they are not gone.
  */
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, type ScriptSpec } from '../redis/scripts.js';
+import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 
 /** MsgID partition bytes in all (DESIGN.md §2: an 8-bit partition). */
 export const PARTITION_SPACE = 256;
 
 /** The claim scripts; each header documents KEYS, ARGV and reply. */
 export const CLAIM_SCRIPTS = {
+  /** KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. Replies as {@link parseClaimReply} reads. */
   claim: { command: 'pxPartitionClaimV2', file: new URL('./lua/partition-claim-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  /** KEYS minted hash; ARGV partition, counter pairs. */
   raiseMinted: { command: 'pxMintedRaiseV1', file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
 } as const satisfies Record<string, ScriptSpec>;
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `partition-claim-3.lua`: KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. */
-    pxPartitionClaimV2(partitions: string, stores: string, storeId: string, count: string, base: string, description: string): Result<(number | string)[], Context>;
-    /** `minted-raise-1.lua`: KEYS minted hash; ARGV partition, counter pairs. */
-    pxMintedRaiseV1(minted: string, ...pairs: string[]): Result<number, Context>;
-  }
-}
 
 /** What a store tells others about itself, for their error messages. */
 export interface StoreDescription {
@@ -173,9 +166,9 @@ export class PartitionClaims {
    */
   async claim(storeId: string, count: number, base: number | undefined, description: StoreDescription): Promise<ClaimAnswer> {
     await this.claimsAge();
-    const reply = await redisCall(() => this.#redis.pxPartitionClaimV2(
-      this.#keys.storePartitions(), this.#keys.storeDescriptions(),
-      storeId, String(count), base === undefined ? '' : String(base), JSON.stringify(description)));
+    const reply = await redisCall(() => evalScript<(number | string)[]>(this.#redis, CLAIM_SCRIPTS.claim,
+      [this.#keys.storePartitions(), this.#keys.storeDescriptions()],
+      [storeId, String(count), base === undefined ? '' : String(base), JSON.stringify(description)]));
     return parseClaimReply(reply);
   }
 
@@ -187,7 +180,7 @@ export class PartitionClaims {
    */
   async recordMinted(storeId: string, base: number, counters: readonly number[]): Promise<void> {
     const pairs = counters.flatMap((c, i) => [String(base + i), String(c)]);
-    if (pairs.length > 0) await redisCall(() => this.#redis.pxMintedRaiseV1(this.#keys.storeMinted(storeId), ...pairs));
+    if (pairs.length > 0) await redisCall(() => evalScript(this.#redis, CLAIM_SCRIPTS.raiseMinted, [this.#keys.storeMinted(storeId)], pairs));
   }
 
   /**

@@ -25,6 +25,9 @@ import { Presence } from '../../src/cluster/presence.js';
 import { ChannelStream } from '../../src/channels/channel-stream.js';
 import { BROADCAST_SCRIPTS, BroadcastStream } from '../../src/broadcast/broadcast-stream.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { PartitionClaims } from '../../src/cluster/partition-claims.js';
+import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
+import { deleteIf } from '../../src/redis/delete-if.js';
 
 /** Calls made in one tick: enough that, through the registered commands, some lost the race every run. */
 const TOGETHER = 8;
@@ -140,4 +143,24 @@ test('channels and broadcasts: publications made together after SCRIPT FLUSH on 
   const pages = values(await together(TOGETHER, () => broadcasts.rangeWithBounds('0-0', 100)));
   assert.ok(pages.every((p) => p.entries.length === TOGETHER && p.bounds.last === bseqs.at(-1)));
   assert.deepEqual(await admin.script('EXISTS', scriptSha(BROADCAST_SCRIPTS.bounds)), [1], 'loaded by the EVAL in the MULTI');
+});
+
+test('store claims: minted counters recorded together after SCRIPT FLUSH on a full Redis are all refused naming it, then run; claims run after SCRIPT FLUSH; compare-and-deletes run while it is full', async (t) => {
+  const keys = new Keys('flush-claims:');
+  const claims = new PartitionClaims(redis, keys);
+  await refusedWhileFullThenRun((i) => claims.recordMinted(`store-${i}`, 0, [i + 1]));
+  assert.deepEqual(await redis.hgetall(keys.storeMinted(`store-${TOGETHER + 1}`)), { 0: String(TOGETHER + 2) });
+  // A claim first sets the claims' age (SET), which a full Redis refuses before the script runs: after SCRIPT FLUSH alone.
+  await admin.script('FLUSH');
+  const answers = values(await together(TOGETHER, (i) => claims.claim(`store-${i}`, 1, undefined, { dir: `/data/${i}`, host: 'h' })));
+  assert.deepEqual(answers.map((a) => a.kind === 'held' && a.base).sort((a, b) => Number(a) - Number(b)), Array.from({ length: TOGETHER }, (_, i) => i));
+  for (let i = 0; i < TOGETHER; i++) await redis.set(`flush-claims:lease-${i}`, `node-${i}`);
+  assert.deepEqual(await runWhileFull((i) => deleteIf(redis, `flush-claims:lease-${i}`, `node-${i}`)), Array<boolean>(TOGETHER).fill(true));
+  // client_msg_id pending marks, dropped by compare-and-delete sent at once (client-id-claims.ts).
+  const ids = new ClientIdClaims(redis, keys, 'store-a');
+  t.after(() => ids.stop());
+  for (let i = 0; i < TOGETHER; i++) assert.deepEqual(await ids.claim(`cmid-${i}`), { state: 'mine' });
+  await runWhileFull((i) => ids.release(`cmid-${i}`));
+  for (let i = 0; i < TOGETHER; i++) ids.end(`cmid-${i}`);
+  assert.equal(await redis.exists(...Array.from({ length: TOGETHER }, (_, i) => keys.clientIdClaim(`cmid-${i}`))), 0, 'every mark dropped');
 });
