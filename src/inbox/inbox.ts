@@ -13,14 +13,14 @@ import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
+import { evalScript, resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
 import { redisStateReason } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult,
   type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
-  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, defineInboxScripts, type AppendArgv,
+  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, defineInboxScripts, type AppendArgv, type RangeReply,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
@@ -270,7 +270,7 @@ export class Inbox {
       throw invalid(`limit must be an integer from 1 to ${MAX_RANGE_LIMIT}`);
     }
     const [epoch, firstSeq, latestSeq, raw] = await redisCall(() =>
-      this.#redis.pxRangeV1(keys.inbox, keys.meta, String(afterSeq), String(limit)),
+      evalScript<RangeReply>(this.#redis, INBOX_SCRIPTS.range, [keys.inbox, keys.meta], [String(afterSeq), String(limit)]),
     );
     return { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: this.#entries.read(uid, raw) };
   }
@@ -294,7 +294,7 @@ export class Inbox {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return redisCall(() => this.#redis.pxAckV4(keys.acks, keys.meta, device, String(seq), epoch ?? '', this.#deviceCursors));
+    return redisCall(() => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#deviceCursors]));
   }
 
   /**
@@ -321,7 +321,7 @@ export class Inbox {
     if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await redisCall(() => this.#redis.pxRotateV2(keys.meta, keys.acks, epoch, fresh, String(coolDownMs)));
+    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs)]));
     return after === '' ? null : after;
   }
 
@@ -377,7 +377,10 @@ export class Inbox {
    */
   async locate(uid: string, msgId: string): Promise<{ seq: number | null; cursors: Record<string, number> }> {
     const keys = this.#keys.user(uid);
-    const [seq, raw] = await redisCall(() => Promise.all([this.#redis.pxLocateV1(keys.ids, keys.inbox, msgId), this.#redis.hgetall(keys.acks)]));
+    const [seq, raw] = await redisCall(() => Promise.all([
+      evalScript<number>(this.#redis, INBOX_SCRIPTS.locate, [keys.ids, keys.inbox], [msgId]),
+      this.#redis.hgetall(keys.acks),
+    ]));
     return { seq: seq === 0 ? null : seq, cursors: parseCursors(raw) };
   }
 }

@@ -1,16 +1,24 @@
 /**
- * The inbox's Lua scripts (`lua/*.lua`) and their typed commands. Loading and
- * registration: src/redis/scripts.ts.
+ * The inbox's Lua scripts (`lua/*.lua`) and the shapes of their arguments and replies.
+ * Loading and calling: src/redis/scripts.ts.
  */
-import type { Redis, Result } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
 
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
+  /** KEYS and ARGV: {@link AppendArgs}. Replies {@link AppendReply}. */
   append: { command: 'pxAppendV6', file: new URL('./lua/append-8.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
+  /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
   range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
+  /** KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after. */
   ack: { command: 'pxAckV4', file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  /**
+   * KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed rotation in ms ("0":
+   * none). Replies the epoch after ("" when none; the one to replace itself when the cool-down refused it).
+   */
   rotate: { command: 'pxRotateV2', file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  /** KEYS ids, inbox; ARGV msgId. Replies the MsgID's seq in the inbox, 0 when it is not there. */
   locate: { command: 'pxLocateV1', file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
 } as const satisfies Record<string, ScriptSpec>;
 
@@ -42,29 +50,7 @@ export type RawStreamEntry = [id: string, fields: string[]];
 /** Reply of `range-2.lua`: epoch ("" when none), first seq, latest seq, entries. */
 export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, entries: RawStreamEntry[]];
 
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `append-8.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind, cap, epoch, nowMs, room, expiresAtMs, graceMs. */
-    pxAppendV6(...args: AppendArgs): Result<AppendReply, Context>;
-    /** `range-2.lua`: KEYS inbox, meta; ARGV afterSeq, limit. */
-    pxRangeV1(inbox: string, meta: string, afterSeq: string, limit: string): Result<RangeReply, Context>;
-    /** `ack-4.lua`: KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Returns the cursor after. */
-    pxAckV4(acks: string, meta: string, device: string, seq: string, epoch: string, maxDevices: string): Result<number, Context>;
-    /**
-     * `rotate-3.lua`: KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed
-     * rotation in ms ("0": none). Returns the epoch after ("" when none; `expected` itself when the cool-down refused it).
-     */
-    pxRotateV2(meta: string, acks: string, expected: string, fresh: string, coolDownMs: string): Result<string, Context>;
-    /** `locate-2.lua`: KEYS ids, inbox; ARGV msgId. Returns the MsgID's seq in the inbox, 0 when it is not there. */
-    pxLocateV1(ids: string, inbox: string, msgId: string): Result<number, Context>;
-  }
-}
-
-/**
- * Registers every inbox script on `redis` (once per client; later calls do nothing).
- * Makes `redis.pxAppendV6` and friends callable; nothing is sent to Redis until first
- * use.
- */
+/** Registers every inbox script on `redis` (once per client; later calls do nothing). */
 export function defineInboxScripts(redis: Redis): void {
   defineScripts(redis, Object.values(INBOX_SCRIPTS));
 }

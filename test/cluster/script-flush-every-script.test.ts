@@ -20,6 +20,7 @@ import { createRedis, redisCall } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { evalScript, scriptSha } from '../../src/redis/scripts.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+import { Inbox } from '../../src/inbox/inbox.js';
 import { Rooms } from '../../src/rooms/membership.js';
 import { Presence } from '../../src/cluster/presence.js';
 import { ChannelStream } from '../../src/channels/channel-stream.js';
@@ -163,4 +164,17 @@ test('store claims: minted counters recorded together after SCRIPT FLUSH on a fu
   await runWhileFull((i) => ids.release(`cmid-${i}`));
   for (let i = 0; i < TOGETHER; i++) ids.end(`cmid-${i}`);
   assert.equal(await redis.exists(...Array.from({ length: TOGETHER }, (_, i) => keys.clientIdClaim(`cmid-${i}`))), 0, 'every mark dropped');
+});
+
+test('inboxes: epoch rotations made together after SCRIPT FLUSH on a full Redis are all refused naming it, then run; acks, page reads and MsgID lookups run while it is full', async () => {
+  const inbox = new Inbox(redis, { prefix: 'flush-inbox:', cap: 100 });
+  const msgId = encodeMsgId({ partition: 0, kind: MsgKind.user, counter: 1 });
+  const epochs: string[] = [];
+  for (let i = 0; i < 2 * TOGETHER + 1; i++) epochs.push((await inbox.append(`user-${i}`, msgId, MsgKind.user)).epoch);
+  const rotated = await refusedWhileFullThenRun((i) => inbox.rotateEpoch(`user-${i}`, epochs[i] as string));
+  assert.ok(rotated.every((epoch, i) => epoch !== null && epoch !== epochs[TOGETHER + 1 + i]), 'each given a new epoch');
+  assert.deepEqual(await runWhileFull((i) => inbox.ack(`user-${i}`, 'phone', 1)), Array<number>(TOGETHER).fill(1));
+  const pages = await runWhileFull((i) => inbox.range(`user-${i}`, 0, 10));
+  assert.ok(pages.every((p) => p.latestSeq === 1 && p.entries[0]?.id === msgId));
+  assert.deepEqual(await runWhileFull((i) => inbox.locate(`user-${i}`, msgId)), Array.from({ length: TOGETHER }, () => ({ seq: 1, cursors: { phone: 1 } })));
 });

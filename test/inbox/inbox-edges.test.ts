@@ -21,6 +21,8 @@ import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox, MAX_DEVICE_CURSORS, MAX_INBOX_CAP, MAX_RANGE_LIMIT } from '../../src/inbox/inbox.js';
 import { LONGEST_CONTENT_MS } from '../../src/inbox/codec.js';
+import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+import { evalScript } from '../../src/redis/scripts.js';
 import { Keys } from '../../src/redis/keys.js';
 
 let server: RedisServer;
@@ -155,21 +157,21 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   const invalid = (err: unknown): boolean => isPixiuError(err, 'INVALID_REQUEST');
   const call = <T>(fn: () => Promise<T>): Promise<T> => redisCall(fn);
   // append-8: a MsgID of 16 hex digits exactly (17 or 15 are refused).
-  const append = (id: string) => call(() => redis.pxAppendV6(k.inbox, k.meta, k.ids, k.conns, k.acks, id, '1', '10', 'e', '0', '', '0', '0'));
+  const append = (id: string) => call(() => evalScript(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], [id, '1', '10', 'e', '0', '', '0', '0']));
   await assert.rejects(append(`${msgId(1)}0`), invalid, 'a 17-digit MsgID');
   await assert.rejects(append(msgId(1).slice(1)), invalid, 'a 15-digit MsgID');
   // ack-4: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
-  await assert.rejects(call(() => redis.pxAckV4(k.acks, k.meta, 'phone', '9007199254740992', '', '100')), invalid, 'seq 2^53');
-  await assert.rejects(call(() => redis.pxAckV4(k.acks, k.meta, 'phone', '1', '', '1000000000')), invalid, 'a 10-digit most devices');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '9007199254740992', '', '100'])), invalid, 'seq 2^53');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '1', '', '1000000000'])), invalid, 'a 10-digit most devices');
   // range-2: an after seq of at most 16 digits, a limit of at most 9.
-  await assert.rejects(call(() => redis.pxRangeV1(k.inbox, k.meta, '12345678901234567', '10')), invalid, 'a 17-digit after seq');
-  await assert.rejects(call(() => redis.pxRangeV1(k.inbox, k.meta, '0', '1000000000')), invalid, 'a 10-digit limit');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['12345678901234567', '10'])), invalid, 'a 17-digit after seq');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['0', '1000000000'])), invalid, 'a 10-digit limit');
   // rotate-3: two different epochs; a cool-down of whole ms >= 0.
   await redis.hset(k.meta, 'epoch', 'same-epoch-0');
   await redis.hset(k.acks, 'phone', '1');
-  await assert.rejects(call(() => redis.pxRotateV2(k.meta, k.acks, 'same-epoch-0', 'same-epoch-0', '0')), invalid, 'the same epoch twice');
-  await assert.rejects(call(() => redis.pxRotateV2(k.meta, k.acks, 'same-epoch-0', 'other-epoch-0', '-1')), invalid, 'a negative cool-down');
-  await assert.rejects(call(() => redis.pxRotateV2(k.meta, k.acks, 'same-epoch-0', 'other-epoch-0', 'soon')), invalid, 'a cool-down that is no number');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'same-epoch-0', '0'])), invalid, 'the same epoch twice');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '-1'])), invalid, 'a negative cool-down');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', 'soon'])), invalid, 'a cool-down that is no number');
   assert.equal(await redis.hget(k.acks, 'phone'), '1', 'the cursors are kept');
   assert.equal(await redis.hget(k.meta, 'epoch'), 'same-epoch-0', 'the epoch is kept');
   assert.equal(await redis.exists(k.inbox, k.ids), 0, 'nothing appended');
@@ -215,5 +217,5 @@ test('locate gives a MsgID\'s seq while its entry is in the stream, and null onc
   await redis.zadd(keys.ids(uid), 5, msgId(8));
   assert.equal(await seqOf(msgId(8)), null, 'seq 5 is another MsgID\'s');
   assert.equal(await seqOf(msgId(5)), 5);
-  await assert.rejects(redisCall(() => redis.pxLocateV1(keys.ids(uid), keys.inbox(uid), 'XYZ')), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.locate, [keys.ids(uid), keys.inbox(uid)], ['XYZ'])), (err: unknown) => isPixiuError(err, 'INVALID_REQUEST'));
 });

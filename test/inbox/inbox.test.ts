@@ -7,7 +7,8 @@ import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import { Inbox } from '../../src/inbox/inbox.js';
-import { APPEND_SHA } from '../../src/inbox/scripts.js';
+import { APPEND_SHA, INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+import { evalScript } from '../../src/redis/scripts.js';
 import { Keys } from '../../src/redis/keys.js';
 
 let server: RedisServer;
@@ -417,20 +418,20 @@ test('an expired inbox is gone with its cursors: the next append starts a new ep
 
 test('script error replies map to catalogue codes', async () => {
   const k = keys.user('scripted');
-  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', 'abc', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '-1', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, '', '1', '', '100')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', '1', '', '0')), invalidRequest);
-  const append = (...argv: string[]) => redisCall(() => redis.pxAppendV6(k.inbox, k.meta, k.ids, k.conns, k.acks, ...(argv as [string, string, string, string, string, string, string, string])));
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', 'abc', '', '100'])), invalidRequest);
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '-1', '', '100'])), invalidRequest);
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['', '1', '', '100'])), invalidRequest);
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '1', '', '0'])), invalidRequest);
+  const append = (...argv: string[]) => redisCall(() => evalScript(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], argv));
   await assert.rejects(append(msgId(1), '9', '10', 'e', '0', '', '0', '0'), invalidRequest);
   await assert.rejects(append('XYZ', '1', '10', 'e', '0', '', '0', '0'), invalidRequest);
   await assert.rejects(append(msgId(1), '1', '0', 'e', '0', '', '0', '0'), invalidRequest);
   await assert.rejects(append(msgId(1), '1', '10', 'e', '0', '', '-5', '0'), invalidRequest, 'a negative content expiry');
   await assert.rejects(append(msgId(1), '1', '10', 'e', '0', '', '0', '1e9'), invalidRequest, 'a grace that is not an integer');
   await assert.rejects(append(msgId(1), '1', '10', 'e', '0', ''), invalidRequest, 'append-6 arguments (no expiry, no grace)');
-  await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '0', '0')), invalidRequest);
-  await assert.rejects(redisCall(() => redis.pxRangeV1(k.inbox, k.meta, '1.5', '10')), invalidRequest);
-  const err = await redisCall(() => redis.pxAckV4(k.acks, k.meta, 'phone', 'abc', '', '100')).catch((e: unknown) => e);
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['0', '0'])), invalidRequest);
+  await assert.rejects(redisCall(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['1.5', '10'])), invalidRequest);
+  const err = await redisCall(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', 'abc', '', '100'])).catch((e: unknown) => e);
   assert.ok(isPixiuError(err, 'INVALID_REQUEST'));
   assert.equal(err.message, 'seq must be a non-negative integer', 'the code is stripped from the message');
   assert.equal(await redis.exists(k.inbox, k.meta, k.ids, k.acks), 0, 'a rejected call writes nothing');
