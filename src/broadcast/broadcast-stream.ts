@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import { redisCall, transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
 import { isTagFilter, type TagFilter } from './filter.js';
 
@@ -47,9 +47,9 @@ export interface BroadcastBounds {
 /** The broadcast scripts; each header documents KEYS, ARGV and reply. */
 export const BROADCAST_SCRIPTS = {
   /** KEYS broadcast. Replies [first, last, max deleted] ("" for none). */
-  bounds: { command: 'pxBroadcastBoundsV1', file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1, readOnly: true },
+  bounds: { file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1 },
   /** KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Replies [bseq, note, before]. */
-  publish: { command: 'pxBroadcastPublishV2', file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  publish: { file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /** A raw stream entry: `[id, [field, value, …]]`. */
@@ -134,7 +134,7 @@ export class BroadcastStream {
     this.#keys = keys;
     this.#key = keys.broadcast();
     this.#cap = String(cap);
-    defineScripts(redis, Object.values(BROADCAST_SCRIPTS));
+    loadScripts(redis, Object.values(BROADCAST_SCRIPTS));
   }
 
   /** The stream's key (for the node reader). */

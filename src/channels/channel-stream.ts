@@ -8,16 +8,14 @@ import type { Redis } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
 
 /** The refusal of a malformed `since`. */
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
 /** `channel-publish-3.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Replies [id, fingerprint, before]. */
-const PUBLISH: ScriptSpec = {
-  command: 'pxChannelPublishV3', file: new URL('./lua/channel-publish-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false,
-};
+const PUBLISH: ScriptSpec = { file: new URL('./lua/channel-publish-3.lua', import.meta.url), numberOfKeys: 2 };
 
 /** One publication, ready to send. */
 export interface ChannelEntry {
@@ -68,7 +66,7 @@ export class ChannelStream {
     this.#keys = keys;
     this.#cap = String(historyCap);
     this.#ttl = String(historyTtlMs);
-    defineScripts(redis, [PUBLISH]);
+    loadScripts(redis, [PUBLISH]);
   }
 
   /**

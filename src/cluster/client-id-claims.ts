@@ -42,7 +42,7 @@
  * claim, never a settled one), or, for a settle (the message is stored here), the
  * settle is made again.
  */
-import { Command, ReplyError, type Redis, type Result } from 'ioredis';
+import { Command, ReplyError, type Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { ClaimLeftovers } from './claim-leftovers.js';
 import { outageFields } from '../errors.js';
@@ -50,18 +50,10 @@ import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, isNoScript, resendOnNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
+import { isNoScript, loadScripts, resendOnNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
-const SETTLE: ScriptSpec = {
-  command: 'pxClientIdSettleV1', file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
-};
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** `client-id-settle-1.lua`: KEYS claim; ARGV pending mark, found value, MsgID, expiry (ms). Returns the claim after. */
-    pxClientIdSettleV1(claim: string, mine: string, found: string, id: string, atMs: string): Result<string, Context>;
-  }
-}
+/** `client-id-settle-1.lua`: KEYS claim; ARGV pending mark, found value, MsgID, expiry (ms). Replies the claim after. */
+const SETTLE: ScriptSpec = { file: new URL('./lua/client-id-settle-1.lua', import.meta.url), numberOfKeys: 1 };
 
 /** How long a claim stays pending without its store settling it (a node that crashed mid-write), ms. */
 export const PENDING_MS = 30_000;
@@ -143,7 +135,7 @@ export class ClientIdClaims {
     const pending = `P|${storeId}`;
     this.#pending = pending;
     this.#logger = logger;
-    defineScripts(redis, [SETTLE, DELETE_IF]);
+    loadScripts(redis, [SETTLE, DELETE_IF]);
     const pendingMs = String(PENDING_MS);
     this.#claims = new TickPipeline<string, string | null>(redis, {
       // A plain Command: never auto-pipelined, and the client's other SETs still are.

@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 
 /** MsgID partition bytes in all (DESIGN.md §2: an 8-bit partition). */
 export const PARTITION_SPACE = 256;
@@ -23,9 +23,9 @@ export const PARTITION_SPACE = 256;
 /** The claim scripts; each header documents KEYS, ARGV and reply. */
 export const CLAIM_SCRIPTS = {
   /** KEYS partitions, stores; ARGV storeId, count, base ('' to claim), description. Replies as {@link parseClaimReply} reads. */
-  claim: { command: 'pxPartitionClaimV2', file: new URL('./lua/partition-claim-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  claim: { file: new URL('./lua/partition-claim-3.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS minted hash; ARGV partition, counter pairs. */
-  raiseMinted: { command: 'pxMintedRaiseV1', file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false },
+  raiseMinted: { file: new URL('./lua/minted-raise-1.lua', import.meta.url), numberOfKeys: 1 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /** What a store tells others about itself, for their error messages. */
@@ -154,7 +154,7 @@ export class PartitionClaims {
   readonly #keys: Keys;
 
   constructor(redis: Redis, keys: Keys) {
-    defineScripts(redis, [...Object.values(CLAIM_SCRIPTS), DELETE_IF]);
+    loadScripts(redis, [...Object.values(CLAIM_SCRIPTS), DELETE_IF]);
     this.#redis = redis;
     this.#keys = keys;
   }

@@ -13,8 +13,8 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { evalScript } from '../redis/scripts.js';
-import { PRESENCE_SCRIPTS, definePresenceScripts } from './scripts.js';
+import { evalScript, loadScripts } from '../redis/scripts.js';
+import { PRESENCE_SCRIPTS } from './scripts.js';
 import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
 
@@ -92,7 +92,7 @@ export class Presence {
     this.#keys = keys;
     this.#opts = opts;
     this.#removals = new PendingRemovals((user, conns) => this.removeConns(user, conns), REMOVAL_RETRY_MS);
-    definePresenceScripts(redis);
+    loadScripts(redis, Object.values(PRESENCE_SCRIPTS));
   }
 
   #now(): number {

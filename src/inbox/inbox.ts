@@ -13,14 +13,14 @@ import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
 import { redisCall, toRedisError, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { evalScript, resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
+import { evalScript, loadScripts, resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
 import { redisStateReason } from '../redis/state-replies.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult,
   type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
-  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, defineInboxScripts, type AppendArgv, type RangeReply,
+  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv, type RangeReply,
 } from './scripts.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
@@ -156,7 +156,7 @@ export class Inbox {
       throw invalid('the inbox retention grace must be an integer from 0 to 30 days, in ms');
     }
     this.#grace = String(grace);
-    defineInboxScripts(redis);
+    loadScripts(redis, Object.values(INBOX_SCRIPTS));
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
       // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendOnNoScript`).

@@ -2,24 +2,23 @@
  * The inbox's Lua scripts (`lua/*.lua`) and the shapes of their arguments and replies.
  * Loading and calling: src/redis/scripts.ts.
  */
-import type { Redis } from 'ioredis';
-import { defineScripts, scriptSha, type ScriptSpec } from '../redis/scripts.js';
+import { scriptSha, type ScriptSpec } from '../redis/scripts.js';
 
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
   /** KEYS and ARGV: {@link AppendArgs}. Replies {@link AppendReply}. */
-  append: { command: 'pxAppendV6', file: new URL('./lua/append-8.lua', import.meta.url), numberOfKeys: 5, readOnly: false },
+  append: { file: new URL('./lua/append-8.lua', import.meta.url), numberOfKeys: 5 },
   /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
-  range: { command: 'pxRangeV1', file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
+  range: { file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after. */
-  ack: { command: 'pxAckV4', file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  ack: { file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2 },
   /**
    * KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed rotation in ms ("0":
    * none). Replies the epoch after ("" when none; the one to replace itself when the cool-down refused it).
    */
-  rotate: { command: 'pxRotateV2', file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  rotate: { file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS ids, inbox; ARGV msgId. Replies the MsgID's seq in the inbox, 0 when it is not there. */
-  locate: { command: 'pxLocateV1', file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2, readOnly: true },
+  locate: { file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /**
@@ -49,8 +48,3 @@ export type RawStreamEntry = [id: string, fields: string[]];
 
 /** Reply of `range-2.lua`: epoch ("" when none), first seq, latest seq, entries. */
 export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, entries: RawStreamEntry[]];
-
-/** Registers every inbox script on `redis` (once per client; later calls do nothing). */
-export function defineInboxScripts(redis: Redis): void {
-  defineScripts(redis, Object.values(INBOX_SCRIPTS));
-}

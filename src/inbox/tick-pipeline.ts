@@ -39,24 +39,16 @@
  * with that error instead of each waiting for a timeout of its own.
  *
  * A resend is written at once, in the order the failures come back, ahead of calls
- * queued for the next tick, so appends to one user keep their order through it: a plain
- * `Command` never auto-pipelines (Pixiu's resends are such: src/redis/scripts.ts
- * `resendAsEval`), and `call.command`, a registered command a resend may use instead, is
- * excluded from auto-pipelining (`excludeFromAutoPipelining`). Each command
- * keeps the client's policy: the command timeout applies to it, and with the offline
- * queue off it fails at once while Redis is down.
+ * queued for the next tick, so appends to one user keep their order through it: it must
+ * be a plain `Command`, which never auto-pipelines (Pixiu's resends are such:
+ * src/redis/scripts.ts `resendOnNoScript`). Each command keeps the client's policy: the
+ * command timeout applies to it, and with the offline queue off it fails at once while
+ * Redis is down.
  */
 import { ReplyError, type Redis } from 'ioredis';
-import { excludeFromAutoPipelining } from '../redis/client.js';
 
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
-  /**
-   * The registered ioredis command `resend` uses, if it uses one (e.g. a script's name
-   * given to `defineCommand`), excluded from auto-pipelining; none when `send` and
-   * `resend` write plain `Command`s (which never auto-pipeline).
-   */
-  readonly command?: string;
   /** Sends one call's command on `redis`; resolves with the raw reply. */
   send(redis: Redis, args: Args): Promise<unknown>;
   /** Turns the command's reply into the call's result; a throw rejects the call. */
@@ -64,8 +56,9 @@ export interface PipelinedCall<Args, R> {
   /** Turns the command's failure (error reply, timeout, connection) into the call's rejection. */
   error(err: unknown): unknown;
   /**
-   * Given the failure of `send`, sends the call again another way and resolves with the
-   * raw reply (e.g. as EVAL after NOSCRIPT), or returns undefined to fail the call.
+   * Given the failure of `send`, sends the call again another way, as a plain `Command`
+   * written at once, and resolves with the raw reply (e.g. as EVAL after NOSCRIPT:
+   * src/redis/scripts.ts `resendOnNoScript`), or returns undefined to fail the call.
    * Optional; only failures pay for it.
    */
   resend?(redis: Redis, args: Args, err: unknown): Promise<unknown> | undefined;
@@ -183,7 +176,6 @@ export class TickPipeline<Args, R> {
     this.#call = call;
     this.#maxBatch = maxBatch;
     this.#maxInFlight = Math.max(maxBatch, maxInFlight);
-    if (call.command !== undefined) excludeFromAutoPipelining(redis, call.command);
   }
 
   /** Commands sent and not yet answered, and commands waiting to be sent (what tests check the bound with). */

@@ -239,14 +239,3 @@ export async function transaction(exec: () => Promise<[Error | null, unknown][] 
   if (failed) throw toRedisError(failed);
   return replies.map(([, reply]) => reply);
 }
-
-/**
- * Makes `redis` send `command` at once instead of auto-pipelining it, for a caller that
- * batches it itself (`src/inbox/tick-pipeline.ts`). ioredis reads the option's list
- * (`autoPipeliningIgnoredCommands`) on every call, so the change takes effect at once.
- */
-export function excludeFromAutoPipelining(redis: Redis, command: string): void {
-  const ignored = redis.options.autoPipeliningIgnoredCommands ?? [];
-  // A new array: the default one is shared by every client of the process.
-  if (!ignored.includes(command)) redis.options.autoPipeliningIgnoredCommands = [...ignored, command];
-}

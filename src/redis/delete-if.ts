@@ -10,13 +10,11 @@ import { redisCall } from './client.js';
 import { evalScript, type ScriptSpec } from './scripts.js';
 
 /** The script: KEYS key; ARGV the value it must hold. Replies 1 when deleted, else 0. */
-export const DELETE_IF: ScriptSpec = {
-  command: 'pxDeleteIfV1', file: new URL('./lua/delete-if-1.lua', import.meta.url), numberOfKeys: 1, readOnly: false,
-};
+export const DELETE_IF: ScriptSpec = { file: new URL('./lua/delete-if-1.lua', import.meta.url), numberOfKeys: 1 };
 
 /**
  * Deletes `key` if it holds exactly `value` (src/redis/scripts.ts `evalScript`). Its
- * users load {@link DELETE_IF} (`defineScripts`) when they are built.
+ * users load {@link DELETE_IF} (`loadScripts`) when they are built.
  * @returns true when it did, false when the key was absent or held something else
  * @throws PixiuError UNAVAILABLE when Redis fails
  */

@@ -1,26 +1,33 @@
 /**
  * Lua scripts: read once from `.lua` files (copied beside the compiled code by
- * `scripts/copy-assets.mjs`) and registered on a client with ioredis `defineCommand`
- * (shared/STYLE.md, "Redis: scripts and keys"), and called by the SHA-1 of their text:
- * {@link evalScript}, or {@link sendEvalsha} on the paths that batch their own commands
- * (src/inbox/tick-pipeline.ts). Either way a call answered NOSCRIPT (a `SCRIPT FLUSH` on
- * a live connection) is sent again once as a plain EVAL of the script's text, by the one
- * function {@link resendOnNoScript}: not through the registered command, whose own
- * fallback could end in NOSCRIPT (see there).
+ * `scripts/copy-assets.mjs`), loaded on every client that uses them ({@link loadScripts})
+ * and called by the SHA-1 of their text: {@link evalScript} for a call, {@link inTransaction}
+ * for one inside a MULTI, {@link sendEvalsha} on the paths that batch their own commands
+ * (src/inbox/tick-pipeline.ts). Every way, a call answered NOSCRIPT (a `SCRIPT FLUSH` on a live connection) is sent
+ * again once as a plain EVAL of the script's text ({@link resendOnNoScript}; a
+ * transaction is run again with EVAL in it); an EVAL Redis runs loads the script, so later EVALSHAs
+ * find it. A changed script is another SHA, so two releases sharing one Redis never run
+ * each other's script.
  *
- * Command names carry a version (`pxAppendV2`): bump it whenever a script's KEYS, ARGV
- * or reply changes, so two releases sharing one Redis never call each other's script
- * with the wrong contract.
+ * Not ioredis `defineCommand` (shared/STYLE.md's way, Pixiu's until now): ioredis 6
+ * (`Script`) counts a connection as having a script once it has written one EVAL of it
+ * there, also when Redis refused that EVAL and loaded nothing (OOM, READONLY, BUSY …).
+ * After a `SCRIPT FLUSH` on a Redis refusing writes, calls of one script made together
+ * then went as EVALSHA again, and the one further try ioredis makes raced the others'
+ * (written as EVALSHA once another's EVAL marked the connection): some failed NOSCRIPT
+ * for good and were answered "Redis is unavailable" instead of naming the full Redis
+ * (test/inbox/script-flush-while-full.test.ts, test/cluster/script-flush-every-script.test.ts).
+ * A plain EVAL gets Redis's own answer, in one round trip.
  *
- * Each script is also loaded (SCRIPT LOAD) when it is registered on a connected client
- * and again whenever the client reconnects, before any command of ours goes out on the
- * new connection (SCRIPT is never auto-pipelined; the `ready` listener runs ahead of
- * the commands queued as the client becomes ready). Without it, the first calls after a
- * Redis restart got NOSCRIPT and were sent again as EVAL — and two appends to one user
- * sent in one go could swap: the first failed NOSCRIPT, another node's EVAL loaded the
- * script, the second went through, then the first's EVAL took the next seq (a fresh
- * review's finding). Only a `SCRIPT FLUSH` on a live connection still takes the EVAL
- * fallback now.
+ * Each script is loaded (SCRIPT LOAD) when it is given to {@link loadScripts} on a
+ * connected client and again whenever the client reconnects, before any command of
+ * ours goes out on the new connection (SCRIPT is never auto-pipelined; the `ready`
+ * listener runs ahead of the commands queued as the client becomes ready). Without it,
+ * the first calls after a Redis restart got NOSCRIPT and were sent again as EVAL — and
+ * two appends to one user sent in one go could swap: the first failed NOSCRIPT, another
+ * node's EVAL loaded the script, the second went through, then the first's EVAL took the
+ * next seq (a fresh review's finding). Only a `SCRIPT FLUSH` on a live connection still
+ * takes the EVAL fallback now.
  *
  * Every script opens with a Redis 7 flags line (`#!lua`, `#!lua flags=no-writes`,
  * `#!lua flags=allow-oom`; https://redis.io/docs/latest/develop/interact/programmability/eval-intro/#eval-flags),
@@ -36,19 +43,12 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Command, type Redis } from 'ioredis';
 
-/** One script: the file it lives in and the command it is registered as. */
+/** One script: the file it lives in (its header documents KEYS, ARGV and reply). */
 export interface ScriptSpec {
-  /** ioredis command name, versioned. */
-  readonly command: string;
-  /** The `.lua` file, as a URL (e.g. `new URL('./lua/append-4.lua', import.meta.url)`). */
+  /** The `.lua` file, as a URL (e.g. `new URL('./lua/append-7.lua', import.meta.url)`). */
   readonly file: URL;
-  /** How many of the arguments are KEYS. */
+  /** How many of its arguments are KEYS. */
   readonly numberOfKeys: number;
-  /**
-   * True for scripts that never write (lets a cluster client read from replicas); must
-   * match the script's `no-writes` flag ({@link defineScripts} checks).
-   */
-  readonly readOnly: boolean;
 }
 
 /** The flags a script's first line may give (Redis 7 `#!lua flags=…`). */
@@ -88,40 +88,31 @@ export function scriptSha(spec: ScriptSpec): string {
   return scriptText(spec).sha;
 }
 
-/** The scripts registered per client, by command name. */
-const defined = new WeakMap<Redis, Map<string, ScriptSpec>>();
+/** The scripts loaded per client, by file URL. */
+const loaded = new WeakMap<Redis, Map<string, ScriptSpec>>();
 
 /**
- * Registers scripts on `redis` (each once per client; later calls do nothing) and
- * loads them: now when the client is connected, and again on every reconnect (see the
- * module comment). A failed load is ignored: a call then falls back to EVAL.
- *
- * Call it when the scripts' user is built, not just before a first call: an
- * auto-pipeline made earlier in the same tick (by any other command on the client)
- * lacks a command defined after it, so the call's command is never queued, and the
- * pipeline's answer, one short, throws an uncaught TypeError in ioredis (its issue
- * #1931): a first `deleteIf` at first use crashed the process that way.
- * @throws Error when a script lacks its `#!lua` line or its `readOnly` disagrees with
- *   its `no-writes` flag (a mistake in the code, found at start)
+ * Loads scripts on `redis`: now when the client is connected, and again on every
+ * reconnect (see the module comment); each once per client, later calls do nothing.
+ * Call it when the scripts' user is built. A failed load is ignored: a call then
+ * meets NOSCRIPT and is sent again as EVAL ({@link resendOnNoScript}).
+ * @throws Error when a script lacks its `#!lua` line (a mistake in the code, found at start)
  */
-export function defineScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
-  let done = defined.get(redis);
+export function loadScripts(redis: Redis, specs: Iterable<ScriptSpec>): void {
+  let done = loaded.get(redis);
   if (done === undefined) {
     const mine = new Map<string, ScriptSpec>();
     done = mine;
-    defined.set(redis, mine);
+    loaded.set(redis, mine);
     // Run as ioredis emits `ready`, before any command issued after it is written.
     redis.on('ready', () => {
       for (const spec of mine.values()) loadScript(redis, spec);
     });
   }
   for (const spec of specs) {
-    if (done.has(spec.command)) continue;
-    if (scriptFlags(spec).has('no-writes') !== spec.readOnly) {
-      throw new Error(`${spec.command}: readOnly ${spec.readOnly} disagrees with the flags line of ${spec.file.pathname}`);
-    }
-    redis.defineCommand(spec.command, { lua: scriptSource(spec), numberOfKeys: spec.numberOfKeys, readOnly: spec.readOnly });
-    done.set(spec.command, spec);
+    if (done.has(spec.file.href)) continue;
+    scriptFlags(spec);
+    done.set(spec.file.href, spec);
     if (redis.status === 'ready') loadScript(redis, spec);
   }
 }
@@ -132,8 +123,8 @@ function loadScript(redis: Redis, spec: ScriptSpec): void {
 }
 
 /**
- * Runs a script: the way every call of a Pixiu script is made, but for those a tick
- * pipeline batches ({@link sendEvalsha}). EVALSHA goes out auto-pipelined, as any
+ * Runs a script: how a Pixiu script is called, but inside a MULTI ({@link inTransaction})
+ * and where a tick pipeline batches the calls ({@link sendEvalsha}). EVALSHA goes out auto-pipelined, as any
  * command of the client (calls made in one tick share one write and reach Redis in the
  * order made: e.g. presence's HDEL of closed connections before its add script); when
  * Redis answers NOSCRIPT, the call is sent again once as a plain EVAL
@@ -203,20 +194,13 @@ function sendPlain(redis: Redis, name: 'eval' | 'evalsha', argv: string[]): Prom
 }
 
 /**
- * The NOSCRIPT fallback of every script call, the one place it is written: when `err`
+ * The NOSCRIPT fallback of a script call ({@link evalScript}'s, a tick pipeline's
+ * `resend`, any {@link sendEvalsha}'s), the one place it is written: when `err`
  * (the failure of an EVALSHA with `argv`) is NOSCRIPT (a `SCRIPT FLUSH` on a live
  * connection), sends the call again as EVAL, the SHA in `argv` replaced by `spec`'s
  * text, as one plain ioredis `Command` (written at once, never auto-pipelined). An
  * EVAL Redis runs loads the script, so later EVALSHAs find it; one Redis refuses (OOM,
  * READONLY, BUSY …) answers with that refusal, which names the cause.
- *
- * Not the registered command: ioredis 6 (`Script`) counts a connection as having the
- * script once it has written one EVAL of it there, also when Redis refused that EVAL
- * and loaded nothing (OOM, READONLY, BUSY …), so a later call went as EVALSHA, met
- * NOSCRIPT again, and its one further try, made while other calls' EVALs marked the
- * connection again, could go as EVALSHA too: the call failed with NOSCRIPT instead of
- * the refusal that is the cause, answered "Redis is unavailable" instead of naming it
- * (test/inbox/script-flush-while-full.test.ts).
  * @param argv the EVALSHA's whole argv (SHA, number of keys, KEYS, ARGV)
  * @returns the EVAL's raw reply (rejects with its failure); undefined when `err` is
  *   not NOSCRIPT, for the caller to fail with `err`

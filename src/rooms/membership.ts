@@ -11,14 +11,14 @@ import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { defineScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 
 /** The room scripts; each header documents KEYS, ARGV and reply. */
 export const ROOM_SCRIPTS = {
   /** KEYS members, cut, top; ARGV cap, nowMs, ahead ('1'/'0'), users…; replies [added, size], or [-1, ms]: retry then. */
-  add: { command: 'pxRoomAddV6', file: new URL('./lua/room-add-5.lua', import.meta.url), numberOfKeys: 3, readOnly: false },
+  add: { file: new URL('./lua/room-add-5.lua', import.meta.url), numberOfKeys: 3 },
   /** KEYS members, cut; replies a room message's ts, ms. */
-  time: { command: 'pxRoomTimeV1', file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2, readOnly: false },
+  time: { file: new URL('./lua/room-time-1.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /** Slots per millisecond of join time (`lua/room-add-5.lua`). */
@@ -61,7 +61,7 @@ export class Rooms {
     this.#redis = redis;
     this.#keys = keys;
     this.#cap = cap;
-    defineScripts(redis, Object.values(ROOM_SCRIPTS));
+    loadScripts(redis, Object.values(ROOM_SCRIPTS));
   }
 
   /** The room size cap. */

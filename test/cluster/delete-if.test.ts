@@ -1,7 +1,7 @@
 /**
  * Compare-and-delete (src/redis/delete-if.ts, lua/delete-if-1.lua) on a real
  * redis-server: the key goes only while it holds the caller's value, and the answer
- * says whether it went. And how defineScripts (src/redis/scripts.ts) loads it: at once
+ * says whether it went. And how loadScripts (src/redis/scripts.ts) loads it: at once
  * on a connected client, and a refused SCRIPT LOAD is harmless.
  */
 import { after, before, test } from 'node:test';
@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../../src/redis/client.js';
 import { DELETE_IF, deleteIf } from '../../src/redis/delete-if.js';
-import { defineScripts, scriptSha, sendEvalsha } from '../../src/redis/scripts.js';
+import { loadScripts, scriptSha, sendEvalsha } from '../../src/redis/scripts.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -22,7 +22,7 @@ before(async () => {
   files.after(() => server.destroy());
   redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
   files.after(() => redis.quit());
-  defineScripts(redis, [DELETE_IF]);
+  loadScripts(redis, [DELETE_IF]);
 });
 
 after(() => files.run());
@@ -39,12 +39,12 @@ test('deleteIf deletes a key holding the value and answers true; a key holding a
   assert.equal(await deleteIf(redis, 'lease:absent', 'node-a'), false);
 });
 
-test('a script defined on a connected client is loaded at once: a bare EVALSHA sent next finds it (sendEvalsha has no NOSCRIPT fallback)', async (t) => {
+test('a script given to loadScripts on a connected client is loaded at once: a bare EVALSHA sent next finds it (sendEvalsha has no NOSCRIPT fallback)', async (t) => {
   await redis.script('FLUSH');
   const fresh = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
   t.after(() => fresh.quit());
   await fresh.set('lease:fresh', 'node-a');
-  defineScripts(fresh, [DELETE_IF]);
+  loadScripts(fresh, [DELETE_IF]);
   assert.equal(await sendEvalsha(fresh, [scriptSha(DELETE_IF), '1', 'lease:fresh', 'node-a']), 1);
   assert.equal(await fresh.exists('lease:fresh'), 0);
 });
@@ -57,7 +57,7 @@ test('a Redis user refused SCRIPT still runs the script (EVAL once EVALSHA misse
     await redis.call('ACL', 'DELUSER', 'noscript');
   });
   await redis.script('FLUSH');
-  defineScripts(limited, [DELETE_IF]);
+  loadScripts(limited, [DELETE_IF]);
   await limited.set('lease:limited', 'node-a');
   assert.equal(await deleteIf(limited, 'lease:limited', 'node-a'), true);
   assert.equal(await limited.exists('lease:limited'), 0);

@@ -48,7 +48,6 @@ after(async () => {
 /** A pipeline of INCRs of one key, answering the new value. */
 function incrPipeline(maxBatch: number, maxInFlight: number, client = redis, breaksFlow?: () => boolean): TickPipeline<string, number> {
   return new TickPipeline<string, number>(client, {
-    command: 'incr',
     send: (client, key) => {
       const command = new Command('incr', [key], { replyEncoding: 'utf8' });
       void client.sendCommand(command);
@@ -276,7 +275,6 @@ test('a failure that breaks flows, in the shared flow, leaves the shared flow\'s
 test('a reply that call.reply cannot read rejects its call with what reply threw, not as a Redis failure', async () => {
   const unreadable = new Error('unexpected reply');
   const pipeline = new TickPipeline<string, number>(patient, {
-    command: 'incr',
     send: (client, key) => client.incr(key),
     reply: () => {
       throw unreadable;

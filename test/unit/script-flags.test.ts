@@ -4,8 +4,8 @@
  * whose first write for a new inbox is a DEL (never checked), grew a Redis over
  * `maxmemory` under `noeviction` (docs/decisions.md, "maxmemory"). Which scripts may
  * still run then is pinned here: the read-only ones (`no-writes`) and those that only
- * free memory or write a bounded cursor (`allow-oom`). A `readOnly` spec that disagrees
- * with its script's flags is refused when it is registered.
+ * free memory or write a bounded cursor (`allow-oom`). A script without the line is
+ * refused when it is loaded.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { defineScripts, scriptFlags, type ScriptSpec } from '../../src/redis/scripts.js';
+import { loadScripts, scriptFlags, type ScriptSpec } from '../../src/redis/scripts.js';
 
 const SRC = new URL('../../src/', import.meta.url);
 
@@ -28,9 +28,9 @@ const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
   'redis/lua/delete-if-1.lua': 'allow-oom',
 };
 
-/** A spec for `file` (relative to src/), with `readOnly` as given. */
-function spec(file: string, readOnly = false): ScriptSpec {
-  return { command: 'pxTestV1', file: new URL(file, SRC), numberOfKeys: 1, readOnly };
+/** A spec for `file` (relative to src/). */
+function spec(file: string): ScriptSpec {
+  return { file: new URL(file, SRC), numberOfKeys: 1 };
 }
 
 const scripts = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.lua')).sort();
@@ -45,17 +45,17 @@ test('every script in src opens with a #!lua line; only the reading, freeing and
   assert.deepEqual(flagged, RUN_WHEN_FULL);
 });
 
-test('defineScripts refuses a spec whose readOnly disagrees with its no-writes flag, and a script without a #!lua line', (t) => {
+test('loadScripts refuses a script without a #!lua line, and so does scriptFlags', (t) => {
   const redis = new Redis({ lazyConnect: true });
   t.after(() => redis.disconnect());
-  assert.throws(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', false)]), /readOnly false disagrees/);
-  assert.throws(() => defineScripts(redis, [spec('inbox/lua/append-8.lua', true)]), /readOnly true disagrees/);
-  assert.doesNotThrow(() => defineScripts(redis, [spec('inbox/lua/range-2.lua', true)]));
+  assert.doesNotThrow(() => loadScripts(redis, [spec('inbox/lua/range-2.lua')]));
   const dir = mkdtempSync(path.join(tmpdir(), 'pixiu-flags-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   for (const text of ['--[[ no flags line ]]\nreturn 1\n', '#!lua flags=allow-stale\nreturn 1\n']) {
     const file = path.join(dir, `s${text.length}.lua`);
     writeFileSync(file, text);
-    assert.throws(() => scriptFlags({ ...spec('x'), file: pathToFileURL(file) }), /does not open with a #!lua flags line/);
+    const bad = { ...spec('x'), file: pathToFileURL(file) };
+    assert.throws(() => scriptFlags(bad), /does not open with a #!lua flags line/);
+    assert.throws(() => loadScripts(redis, [bad]), /does not open with a #!lua flags line/);
   }
 });
