@@ -19,7 +19,7 @@ declare module 'fastify' {
      * The ingest route a route is, for `pixiu_ingest_messages_total`: on
      * `POST /v1/messages`, `/v1/broadcast` and `/v1/channels/{channel}/publish` a refused
      * request is one refused message, whatever refused it (its JSON, its schema, its
-     * token, or the handler), so the error handler counts it (src/api/app.ts). Never
+     * token, or the handler), so the error handler counts it (src/api/refusal-counts.ts). Never
      * `batch`: a batch counts its items itself.
      */
     ingestRoute?: Exclude<IngestRoute, 'batch'>;
@@ -362,7 +362,7 @@ export class Metrics {
    * Counts one message, broadcast or channel publication stored now (`created`, answered
    * 201) or found stored (`duplicate`, 200), and records its request's latency: what
    * those routes do on success. Timed when stored or found stored only (docs/api.md,
-   * "GET /metrics"): a refused request is counted by the error handler (src/api/app.ts),
+   * "GET /metrics"): a refused request is counted by the error handler (src/api/refusal-counts.ts),
    * and a batch counts its items itself.
    * @param startedMs when its handler began, from `performance.now()`
    */

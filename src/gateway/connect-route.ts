@@ -224,7 +224,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
-    // Its refusals, whatever refuses them, count in pixiu_ws_handshakes_total (app.ts).
+    // Its refusals, whatever refuses them, count in pixiu_ws_handshakes_total (src/api/refusal-counts.ts).
     config: { wsHandshake: true },
     schema: {
       summary: 'Open the WebSocket (protocol v1)',

@@ -107,8 +107,8 @@ export function guardUpgrades(app: FastifyInstance, logger: Logger, graceMs = SH
       return;
     }
     // (Its answer says `Connection: close`: the app's onRequest hook checking the request
-    // line and headers (app.ts) sets it, ahead of the token checks that may answer
-    // before this hook runs.)
+    // line and headers (src/api/request-checks.ts) sets it, ahead of the token checks that
+    // may answer before this hook runs.)
     const length = req.headers['content-length'];
     if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) {
       done(new PixiuError('INVALID_REQUEST', 'a request with a body cannot ask for a protocol upgrade (Connection: Upgrade, e.g. h2c): send it without one'));
