@@ -86,7 +86,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
   // Before any other onRequest hook: a draining node refuses a request before any check.
-  installShutdown(app, deps.draining, (err, req) => counts.count(err, req.routeOptions.config));
+  installShutdown(app, deps.draining, (err, req) => counts.countRouted(err, req));
   installValidators(app);
   // History answers in flight, node-wide (history-budget.ts); one not taken by its client
   // in time closes its connection.
@@ -99,7 +99,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   installContinue(app);
   installRequestChecks(app);
   installErrorHandlers(app, (err, req) => {
-    counts.count(err, req.routeOptions.config);
+    counts.countRouted(err, req);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
   });

@@ -6,7 +6,9 @@
  * flags are declared in metrics.ts). The routes' own config is the one place that says
  * what counts: a request refused before fastify routed it (a client error, a 417, a
  * CONNECT, a bad percent-encoding) is matched by its method and path against the routes
- * as they were added.
+ * as they were added. A HEAD request is neither a handshake nor a message, routed or
+ * not: it counts in `pixiu_http_errors_total` only, although the HEAD route fastify adds
+ * beside `GET /v1/connect` carries that route's config.
  */
 import type { IncomingMessage } from 'node:http';
 import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify';
@@ -45,8 +47,7 @@ export class RefusalCounts {
     app.addHook('onRoute', (route) => {
       const { ingestRoute, wsHandshake } = route.config ?? {};
       if (ingestRoute === undefined && wsHandshake !== true) return;
-      // Not the HEAD route fastify adds beside a GET one: a HEAD request refused before
-      // routing is no handshake.
+      // Not the HEAD route fastify adds beside a GET one: a HEAD request is no handshake.
       for (const method of [route.method].flat()) {
         if (method !== 'HEAD') this.#routes.push({ method, segments: route.url.split('/'), config: { ingestRoute, wsHandshake } });
       }
@@ -59,13 +60,14 @@ export class RefusalCounts {
    * in `pixiu_ingest_messages_total` by its code too: a refused request there is one
    * refused message, whatever refused it (a batch counts its items itself: its route has
    * no `ingestRoute`); on `GET /v1/connect` (`wsHandshake`), in
-   * `pixiu_ws_handshakes_total` by its code.
-   * @param route the config of the route the request was routed to; undefined when none
+   * `pixiu_ws_handshakes_total` by its code. A HEAD request counts in neither: it
+   * cannot be upgraded (RFC 6455 §4.1: the handshake is a GET), and the HEAD route
+   * fastify adds beside `GET /v1/connect` has that route's config, token checks and all
+   * (docs/api.md, "GET /metrics": handshakes on `GET /v1/connect`).
+   * @param req the request answered, routed: its route's config says what else it counts in
    */
-  count(err: PixiuError, route: CountedAs): void {
-    this.#metrics.httpErrors.inc({ code: err.code });
-    if (route?.ingestRoute !== undefined) this.#metrics.countIngest(route.ingestRoute, err.code);
-    if (route?.wsHandshake === true) this.#metrics.countHandshake(err.code);
+  countRouted(err: PixiuError, req: FastifyRequest): void {
+    this.#count(err, req.method === 'HEAD' ? undefined : req.routeOptions.config);
   }
 
   /**
@@ -74,7 +76,7 @@ export class RefusalCounts {
    * @param req the request answered; undefined when the answer is to bytes that are none
    */
   countUnrouted(err: PixiuError, req: IncomingMessage | undefined): void {
-    this.count(err, this.#countedAs(req));
+    this.#count(err, this.#countedAs(req));
   }
 
   /**
@@ -84,7 +86,15 @@ export class RefusalCounts {
    */
   countFramework(err: PixiuError, req: FastifyRequest): void {
     const config: CountedAs = req.routeOptions?.config;
-    this.count(err, config?.ingestRoute !== undefined || config?.wsHandshake === true ? config : this.#countedAs(req.raw));
+    if (config?.ingestRoute !== undefined || config?.wsHandshake === true) this.countRouted(err, req);
+    else this.#count(err, this.#countedAs(req.raw));
+  }
+
+  /** Counts `err` in `pixiu_http_errors_total`, and in what `route` (a route's config, or none) says besides. */
+  #count(err: PixiuError, route: CountedAs): void {
+    this.#metrics.httpErrors.inc({ code: err.code });
+    if (route?.ingestRoute !== undefined) this.#metrics.countIngest(route.ingestRoute, err.code);
+    if (route?.wsHandshake === true) this.#metrics.countHandshake(err.code);
   }
 
   /**

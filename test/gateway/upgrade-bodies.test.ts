@@ -6,8 +6,8 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { cleanupList } from '../harness/pixiu-server.js';
+import { rawRequest, type RawAnswer } from '../harness/raw-http.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 
@@ -28,28 +28,9 @@ after(async () => {
   }
 });
 
-/** Sends `request` on a raw socket; resolves with the status and the JSON body once the server closes it. */
-function raw(request: string): Promise<{ status: number; body: unknown; text: string }> {
-  const { port, hostname } = new URL(gw.url);
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write(request));
-    let data = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => { data += chunk; });
-    socket.on('error', reject);
-    const timer = setTimeout(() => socket.destroy(), 10_000);
-    socket.on('close', () => {
-      clearTimeout(timer);
-      const [head = '', text = ''] = data.split('\r\n\r\n');
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = undefined;
-      }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), body, text: data });
-    });
-  });
+/** Sends `request` to the gateway on a raw socket (`fetch` sends no Upgrade header). */
+function raw(request: string): Promise<RawAnswer> {
+  return rawRequest(gw.url, request);
 }
 
 const UPGRADE = 'Upgrade: h2c\r\nConnection: Upgrade\r\n';

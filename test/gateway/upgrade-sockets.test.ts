@@ -16,6 +16,7 @@ import { readdir } from 'node:fs/promises';
 import net from 'node:net';
 import { waitUntil } from '../harness/checks.js';
 import { spawnServe, tempDataDir, type CleanupContext, type ServeProcess } from '../harness/pixiu-server.js';
+import { rawRequest, type RawAnswer, type RawOptions } from '../harness/raw-http.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, JWT_SECRET } from './gateway-fixture.js';
@@ -48,47 +49,9 @@ async function fdCount(pid: number | undefined): Promise<number | undefined> {
   return (await readdir(dir)).length;
 }
 
-/** What one raw exchange saw. */
-interface RawAnswer {
-  readonly status: number;
-  readonly head: string;
-  readonly body: unknown;
-  /** The server closed the connection (the client never did). */
-  readonly closedByServer: boolean;
-  /** Everything the server sent (several answers, when requests were pipelined). */
-  readonly text: string;
-}
-
-/**
- * Sends `request` on a raw socket and reads until the server closes it (or `waitMs`).
- * `halfClose`: the client ends its side right after sending, as a client that is done.
- */
-function raw(url: string, request: string, opts: { halfClose?: boolean; waitMs?: number } = {}): Promise<RawAnswer> {
-  const { port, hostname } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => {
-      socket.write(request);
-      if (opts.halfClose) socket.end();
-    });
-    let data = '';
-    let closedByServer = false;
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => { data += chunk; });
-    socket.on('end', () => { closedByServer = true; });
-    socket.on('error', reject);
-    const timer = setTimeout(() => socket.destroy(), opts.waitMs ?? 5_000);
-    socket.on('close', () => {
-      clearTimeout(timer);
-      const [head = '', text = ''] = data.split('\r\n\r\n');
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = undefined;
-      }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body, closedByServer, text: data });
-    });
-  });
+/** Sends `request` on a raw socket and reads until the server closes it (or `waitMs`, 5 s unless given). */
+function raw(url: string, request: string, opts: RawOptions = {}): Promise<RawAnswer> {
+  return rawRequest(url, request, { waitMs: 5_000, ...opts });
 }
 
 /** The error code of a JSON error body. */

@@ -4,13 +4,14 @@
  * `pixiu_ack_cursor_writes_total{result}` the device cursors written to Redis, and
  * `pixiu_ws_handshakes_total{outcome}` every handshake on `/v1/connect`, accepted or
  * refused by its code, whatever refused it (the token, the Origin, the query's schema,
- * the route, the user's connection limit, Node's parser). Each scraped before and after
- * real traffic: exact deltas.
+ * the route, the user's connection limit, Node's parser) — but never a HEAD, which is no
+ * handshake. Each scraped before and after real traffic: exact deltas.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { metricSample, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
+import { rawRequest } from '../harness/raw-http.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { testToken } from '../harness/ws-client.js';
@@ -84,4 +85,25 @@ test('handshakes are counted accepted, or refused by their code whatever refused
     accepted: 2, RATE_LIMITED: 1, UNAUTHORIZED: 2, FORBIDDEN: 1, INVALID_REQUEST: 4,
   });
   await Promise.all([one.close(), two.close()]);
+});
+
+/** The status of the answer to `request`, sent on a raw socket (`fetch` sends no Upgrade header). */
+async function rawStatus(request: string): Promise<number> {
+  return (await rawRequest(gw.url, request)).status;
+}
+
+test('a refused HEAD /v1/connect is no handshake, routed or not: it counts in pixiu_http_errors_total only', async () => {
+  const handshakes0 = await byLabel('pixiu_ws_handshakes_total');
+  const errors0 = await byLabel('pixiu_http_errors_total');
+  const auth = `Authorization: Bearer ${await testToken(JWT_KEY, 'hs-head')}\r\n`;
+  const upgrade = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+  // Routed to the HEAD route fastify adds beside GET /v1/connect, which runs its checks: no token, then not an upgrade.
+  assert.equal(await rawStatus('HEAD /v1/connect HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'), 401);
+  assert.equal(await rawStatus(`HEAD /v1/connect?device=d HTTP/1.1\r\nHost: x\r\n${auth}Connection: close\r\n\r\n`), 400);
+  // With the upgrade headers (Node hands it to the upgrade event, which routes it the same way).
+  assert.equal(await rawStatus(`HEAD /v1/connect HTTP/1.1\r\nHost: x\r\n${upgrade}\r\n`), 401);
+  // Refused before routing (as a GET with it would be a refused handshake).
+  assert.equal(await rawStatus('HEAD /v1/connect HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n\r\n'), 417);
+  assert.deepEqual(deltas(handshakes0, await byLabel('pixiu_ws_handshakes_total')), {});
+  assert.deepEqual(deltas(errors0, await byLabel('pixiu_http_errors_total')), { UNAUTHORIZED: 2, INVALID_REQUEST: 1, EXPECTATION_FAILED: 1 });
 });
