@@ -256,6 +256,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // A plain GET would reach the presence write below and leave an entry of a
       // connection that never exists (counted against the user's limit until it
       // expires), then get an empty 404 from @fastify/websocket: refuse it here.
+      // A HEAD (fastify answers one beside every GET) opens no WebSocket, yet with the
+      // upgrade headers it ran the whole handshake — the presence write replaced the
+      // device's open socket (4002) — and then got an empty 404: refused here as well.
+      if (req.method === 'HEAD') throw new PixiuError('INVALID_REQUEST', 'HEAD /v1/connect opens no WebSocket: send GET with Upgrade: websocket');
       if (!req.ws) throw new PixiuError('INVALID_REQUEST', 'GET /v1/connect is a WebSocket endpoint: send an Upgrade: websocket request');
       checkWebSocketHeaders(req, reply);
       const q = req.query;

@@ -107,3 +107,17 @@ test('a refused HEAD /v1/connect is no handshake, routed or not: it counts in pi
   assert.deepEqual(deltas(handshakes0, await byLabel('pixiu_ws_handshakes_total')), {});
   assert.deepEqual(deltas(errors0, await byLabel('pixiu_http_errors_total')), { UNAUTHORIZED: 2, INVALID_REQUEST: 1, EXPECTATION_FAILED: 1 });
 });
+
+test('a HEAD /v1/connect with the upgrade headers and a good token is refused 400 before the handshake: the device\'s open socket stays', async () => {
+  const { client } = await gw.connectWelcomed('hs-head2', { device: 'd' });
+  const handshakes0 = await byLabel('pixiu_ws_handshakes_total');
+  const auth = `Authorization: Bearer ${await testToken(JWT_KEY, 'hs-head2')}\r\n`;
+  const upgrade = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+  // It ran the whole handshake (a presence entry for device d) and replaced the open socket, 4002.
+  const answer = await rawRequest(gw.url, `HEAD /v1/connect?device=d HTTP/1.1\r\nHost: x\r\n${auth}${upgrade}\r\n`, { waitMs: 3_000 });
+  assert.equal(answer.status, 400);
+  await expectPong(client);
+  const [seq] = await gw.post('hs-head2', 1);
+  assert.equal((await client.nextOf('msg')).seq, seq);
+  assert.deepEqual(deltas(handshakes0, await byLabel('pixiu_ws_handshakes_total')), {});
+});
