@@ -48,6 +48,12 @@ export interface StoreOwnershipOptions {
    * password, the prefix), for the error of a store this Redis does not know.
    */
   readonly redisName?: string;
+  /**
+   * The clock the store's write fence reads (MessageStore option `monotonic`), ms from
+   * any origin, never stepping: renewals set the fence's deadline on it
+   * (store-ownership.ts). Default `performance.now`, the store's default too.
+   */
+  readonly monotonic?: () => number;
 }
 
 /** A block claimed at start ({@link claimBlock}). */

@@ -16,6 +16,16 @@ import type { LeaseState, PartitionClaims, StoreLease } from './partition-claims
 export const LEASE_RENEW_MS = 5000;
 /** A lease not renewed for this long lapses, ms (three missed renewals). */
 export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
+/**
+ * How long after the start of a renewal that confirmed its lease a node takes writes,
+ * ms: the lease's TTL less one renewal period (src/store/write-fence.ts). The lease
+ * lapses in Redis no sooner than {@link LEASE_TTL_MS} after that start (Redis sets its
+ * TTL once the command reaches it), and only then may another node take the store; the
+ * margin covers a write checked before the deadline and landing after it (a batch
+ * built, then a slow fsync), the two clocks' rates, and leaves a renewal's worth of
+ * slack. So one missed renewal (Redis slow for a moment) stops nothing; two do.
+ */
+export const LEASE_FENCE_MS = LEASE_TTL_MS - LEASE_RENEW_MS;
 /** How often a starting node looks again at a lease held by a node of another host, ms. */
 export const LEASE_WATCH_MS = 250;
 /** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */

@@ -12,7 +12,11 @@
  *   it and re-asserts the claim, so both come back after a FLUSHALL. A re-assertion
  *   that finds the block held by another store (a new data dir claimed it in the
  *   moments after a FLUSHALL) suspends this node's writes until the block is its own
- *   again, and logs at error.
+ *   again, and logs at error. Each renewal that finds the lease still this node's
+ *   moves the store's write deadline to {@link LEASE_FENCE_MS} after its start
+ *   (src/store/write-fence.ts): a node that could not renew for that long (cut off
+ *   from Redis, its process paused) takes no write until a renewal confirms the lease
+ *   again, since the lease may have lapsed and another node taken the store.
  * - {@link StoreOwnership.stop}, on shutdown: stops renewing and drops the lease, so
  *   readers learn at once that the store cannot be read now.
  *
@@ -29,11 +33,11 @@
 import { outageFields } from '../errors.js';
 import type { IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, type StoreDescription, type StoreLease } from './partition-claims.js';
-import { LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
+import { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
 import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
 import { MintedRecord, type MintingStore } from './minted-counters.js';
 
-export { LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
+export { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
 
 /**
@@ -43,6 +47,12 @@ export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
 const FORGOTTEN_EFFECTS = 'inboxes and their epochs, ack cursors and room members kept in Redis are not there: '
   + 'the messages this data dir stored are in no inbox on it (GET /v1/messages/{id} still reads them), a device resuming with last_seq is sent a reset, '
   + 'one without starts on an empty inbox';
+
+/** The store as its ownership drives it: its counters, and the deadline of its writes by the lease. */
+export interface OwnedStore extends MintingStore {
+  /** Takes writes until `until`, ms on the ownership's clock (MessageStore `writeUntil`). */
+  writeUntil(until: number): void;
+}
 
 /** The partitions this node's store holds, and their lease. */
 export class StoreOwnership {
@@ -82,7 +92,11 @@ export class StoreOwnership {
   }
 
   /** The store, once {@link advertise} has it: its counters are recorded from then on. */
-  #store: MintingStore | undefined;
+  #store: OwnedStore | undefined;
+  /** Its write fence's clock (options `monotonic`). */
+  readonly #clock: () => number;
+  /** The deadline last given to the store's writes, on {@link #clock}; none before the first renewal. */
+  #writableUntil = Infinity;
   /** The store's counters as Redis records them. */
   readonly #minted: MintedRecord;
   /**
@@ -114,6 +128,33 @@ export class StoreOwnership {
     this.partitions = opts.partitions;
     this.#description = block.description;
     this.#minted = new MintedRecord(opts.claims, this);
+    this.#clock = opts.monotonic ?? (() => performance.now());
+  }
+
+  /**
+   * A renewal that began at `since` (on {@link #clock}) found the lease this node's:
+   * the store takes writes until {@link LEASE_FENCE_MS} after it. When that renewal
+   * began past the last deadline, the lease may have lapsed meanwhile (`lapsed`: no
+   * lease was found) and another node served the store and left: its counters are
+   * moved past what any node recorded for its partitions before writes resume, as
+   * after a conflict, where that record is above them.
+   * @throws PixiuError UNAVAILABLE when Redis or the store fails (the deadline stays)
+   */
+  async #confirmed(since: number, lapsed: boolean): Promise<void> {
+    const store = this.#store;
+    if (store === undefined) return;
+    const late = since >= this.#writableUntil;
+    if (late && lapsed) {
+      const moved = await this.#minted.movePastRecorded(store, true);
+      if (moved.length > 0) {
+        this.#opts.logger.error({ store: this.storeId, moved },
+          'this node\'s store lease lapsed while it was not renewed, and another node served this store\'s partitions meanwhile: counters moved past what it minted before writes resume; the messages it stored are not in this data dir and read as missing');
+      }
+    }
+    // After a conflict, report() says writes resumed.
+    if (late && this.#conflict === undefined) this.#opts.logger.warn({ store: this.storeId, lapsed }, 'store lease confirmed again after its writes\' deadline passed: writes resumed');
+    this.#writableUntil = since + LEASE_FENCE_MS;
+    store.writeUntil(this.#writableUntil);
   }
 
   /**
@@ -204,10 +245,11 @@ export class StoreOwnership {
    *   — once writes may resume after another node served the store, only after the
    *   counters moved past what it may have minted ({@link RESUME_MARGIN})
    * @param store the store: its last counters are recorded with each renewal, and
-   *   moved forward before writes resume after a conflict
+   *   moved forward before writes resume after a conflict; its writes' deadline is
+   *   moved on by each renewal that finds the lease this node's ({@link #confirmed})
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
-  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: MintingStore): Promise<void> {
+  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore): Promise<void> {
     this.#store = store;
     const { claims, logger } = this.#opts;
     const base: StoreLease = { ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), pid: process.pid };
@@ -244,6 +286,8 @@ export class StoreOwnership {
         logger.error({ store: this.storeId, redis: this.#opts.redisName },
           `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, or a restart without its AOF); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
       }
+      // Before the lease is sent: Redis's TTL starts later, so the deadline is on the safe side.
+      const since = this.#clock();
       const replaced = await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
       // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first
       // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
@@ -252,6 +296,8 @@ export class StoreOwnership {
       written = true;
       // Alone again after a conflict: not one put before the counters are past the other node's.
       if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();
+      // No lease found: it lapsed, or Redis lost it (after a conflict the counters just moved).
+      if (other === undefined) await this.#confirmed(since, replaced === undefined && this.#conflict === undefined);
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
       await this.#minted.record(this.#store);
     };
@@ -259,7 +305,7 @@ export class StoreOwnership {
     logger.info({ store: this.storeId, url: base.url }, 'store lease held');
     this.#renewNow = () => {
       this.#renewing ??= renew()
-        .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId }, 'store lease renewal failed'))
+        .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId, writesFenced: this.#clock() >= this.#writableUntil }, 'store lease renewal failed'))
         .finally(() => { this.#renewing = undefined; });
     };
     this.#timer = setInterval(this.#renewNow, LEASE_RENEW_MS);

@@ -23,6 +23,7 @@ import { choosePartition, partitionOfClientMsgId } from './route.js';
 import { Sweeper } from './sweeper.js';
 import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
 import type { MessageStoreOptions } from './store-options.js';
+import { WriteFence } from './write-fence.js';
 import { WriteSlots, threadPoolSize } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
@@ -43,11 +44,14 @@ export class MessageStore implements RecordReader {
   readonly #unreadable: UnreadableLog;
   #closing: Promise<void> | undefined;
   #writesSuspended: string | undefined;
+  /** The store lease's deadline for writes (write-fence.ts); shared with the partitions, which check it per batch. */
+  readonly #fence: WriteFence;
   /** Puts wait for it (see {@link holdWritesUntil}); undefined when they go ahead. */
   #hold: Promise<void> | undefined;
 
-  private constructor(partitions: readonly Partition[], cache: RecordCache, opts: MessageStoreOptions) {
+  private constructor(partitions: readonly Partition[], cache: RecordCache, fence: WriteFence, opts: MessageStoreOptions) {
     this.#partitions = partitions;
+    this.#fence = fence;
     this.#base = opts.partitionBase ?? 0;
     this.#cache = cache;
     this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
@@ -77,9 +81,11 @@ export class MessageStore implements RecordReader {
     }
     await checkLayout(opts.dir, count, base, opts.layout);
     const cache = new RecordCache(opts.cacheBytes);
+    const monotonic = opts.monotonic ?? opts.now ?? (() => performance.now());
+    const fence = new WriteFence(monotonic);
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
-      monotonic: opts.monotonic ?? opts.now ?? (() => performance.now()),
+      monotonic, fence,
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(threadPoolSize()),
       logger: opts.logger,
@@ -95,7 +101,7 @@ export class MessageStore implements RecordReader {
       const lines = failures.map((f) => (f instanceof Error ? f.message : String(f)));
       throw new StartupError(`the message store cannot open:\n  ${lines.join('\n  ')}`, { cause: first });
     }
-    const store = new MessageStore(partitions, cache, opts);
+    const store = new MessageStore(partitions, cache, fence, opts);
     for (const s of store.#sweepers) s.start();
     opts.logger?.info({ dir: opts.dir, partitions: count, partitionBase: base, durability: opts.sync ? 'fsync' : 'relaxed',
       counters: partitions.map((p) => p.counter) }, 'message store open');
@@ -170,6 +176,19 @@ export class MessageStore implements RecordReader {
   }
 
   /**
+   * Takes puts only until `until`, ms on the store's monotonic clock (option
+   * `monotonic`: `performance.now` in a serving node): the store lease is this node's
+   * until then (src/cluster/store-ownership.ts sets it at every renewal that confirms
+   * it; DESIGN.md §9). Past it a put is refused UNAVAILABLE, and a batch of puts
+   * already queued is neither written nor answered as stored (written already, it is
+   * answered UNAVAILABLE: src/store/write-fence.ts), until a later call moves it on.
+   * A store never given one takes puts without a deadline.
+   */
+  writeUntil(until: number): void {
+    this.#fence.confirm(until);
+  }
+
+  /**
    * Makes puts wait until `settled` settles, then go ahead under the suspension then in
    * force ({@link suspendWrites}): for a node starting, whose writes are suspended
    * until it holds its store lease (tens of ms after its port opens), so that a
@@ -184,12 +203,12 @@ export class MessageStore implements RecordReader {
 
   /**
    * Why the store takes no puts now, or some of them (undefined when it takes them
-   * all): its writes are suspended ({@link suspendWrites}), or a partition is
-   * reopening its database after a failed write (a full disk; partition.ts). For
-   * readiness (`GET /readyz`).
+   * all): its writes are suspended ({@link suspendWrites}), its lease's deadline has
+   * passed ({@link writeUntil}), or a partition is reopening its database after a
+   * failed write (a full disk; partition.ts). For readiness (`GET /readyz`).
    */
   get writeProblem(): string | undefined {
-    return this.#writesSuspended ?? this.#partitions.find((p) => p.writeFailure !== undefined)?.writeFailure?.message;
+    return this.#writesSuspended ?? this.#fence.refusal()?.message ?? this.#partitions.find((p) => p.writeFailure !== undefined)?.writeFailure?.message;
   }
 
   /** False once {@link close} has been called. */
@@ -203,7 +222,8 @@ export class MessageStore implements RecordReader {
    * @throws PixiuError INVALID_REQUEST for a bad field or non-JSON `data`
    * @throws PixiuError PAYLOAD_TOO_LARGE over `maxMessageBytes`; nothing is stored
    * @throws PixiuError UNAVAILABLE when the store is closed, its writes are
-   *   suspended ({@link suspendWrites}) or LevelDB fails
+   *   suspended ({@link suspendWrites}), its lease's deadline has passed
+   *   ({@link writeUntil}: checked again when its batch is written) or LevelDB fails
    */
   put(msg: NewMessage): Promise<PutResult> {
     // Not async: one promise less per put on the hottest path; errors still reject.
@@ -211,6 +231,8 @@ export class MessageStore implements RecordReader {
       this.#assertOpen();
       if (this.#hold !== undefined) return this.#hold.then(() => this.put(msg));
       if (this.#writesSuspended !== undefined) throw unavailable(this.#writesSuspended);
+      const fenced = this.#fence.refusal();
+      if (fenced !== undefined) throw fenced;
       const prep = prepareRecord(msg, this.#now(), this.#limits, this.#arena);
       const partition = this.#partitions[choosePartition(msg, this.#partitions.length)];
       if (partition === undefined) throw new RangeError('partition out of range');

@@ -33,6 +33,7 @@ import { storedUnder } from './client-id-index.js';
 import { flooredCounter } from './time-floor.js';
 import { duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
+import type { WriteFence } from './write-fence.js';
 import type { WriteSlots } from './write-slots.js';
 
 export { SYNC_READS_MAX } from './client-id-index.js';
@@ -56,6 +57,8 @@ export interface PartitionOptions {
   readonly onWriteFailure?: () => void;
   /** Shared by the store's partitions: how many of them may write at once (write-slots.ts). */
   readonly slots?: WriteSlots;
+  /** Shared by the store's partitions: the store lease's deadline for writes (write-fence.ts); none: no deadline. */
+  readonly fence?: WriteFence;
   /** Where a failed write and the reopen after it are logged. */
   readonly logger?: Logger;
 }
@@ -82,6 +85,7 @@ export class Partition {
   #closed = false;
   /** Refuses writes after a failed one until the database has reopened. */
   readonly #recovery: WriteRecovery;
+  readonly #fence: WriteFence | undefined;
 
   /** This partition's log lines (`partition` set); undefined in tests that give none. */
   readonly #logger: Logger | undefined;
@@ -93,6 +97,7 @@ export class Partition {
     this.#counter = counter;
     this.#written = counter;
     this.#sync = options.sync;
+    this.#fence = options.fence;
     this.#now = options.now;
     this.#sweepClock = new SweepClock(options.now, options.monotonic);
     this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
@@ -218,12 +223,14 @@ export class Partition {
   /**
    * Writes one batch: answers the duplicates from the `c` index, gives the others
    * their MsgIDs in queue order, and writes them with one expiry entry per expiry
-   * second and the counter's high-water mark, in one LevelDB batch.
+   * second and the counter's high-water mark, in one LevelDB batch. Past the store lease's
+   * deadline (write-fence.ts) it fails whole: before its ids are taken, or, when the deadline
+   * passed while it was written (a pause, a slow fsync), written but none answered as stored.
    */
   async #writeBatch(preps: readonly PreparedRecord[]): Promise<PutResult[]> {
     try {
       // Puts queued before a write failed: none goes after the possible tear.
-      const refusal = this.#recovery.refusal();
+      const refusal = this.#recovery.refusal() ?? this.#fence?.refusal();
       if (refusal !== undefined) throw refusal;
       const out = await this.#findDuplicates(preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
@@ -257,6 +264,9 @@ export class Partition {
         throw this.#writeFailed(err);
       }
       this.#written = Math.max(this.#written, mark);
+      // Another node may serve the store now: nothing acknowledged that it does not hold.
+      const late = this.#fence?.refusal();
+      if (late !== undefined) throw late;
       return out as PutResult[];
     } catch (err) {
       throw this.#unavailable(err);
