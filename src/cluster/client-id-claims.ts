@@ -125,12 +125,18 @@ export class ClientIdClaims {
   #begun = 0;
   /** Claims and settles that got no reply, to clear once Redis answers. */
   readonly #leftovers: ClaimLeftovers<Leftover>;
+  /** Now by Redis's clock, ms: a settled claim's expiry is given on it. */
+  readonly #redisNow: () => number;
 
   /**
    * @param storeId this node's store (src/store/layout.ts)
+   * @param redisNow now by Redis's clock, ms (the node registry's: NodeRegistry.now,
+   *   this machine's clock plus the offset measured at its last renewal); default this
+   *   machine's clock (`Date.now`), for a Redis on this machine
    */
-  constructor(redis: Redis, keys: Keys, storeId: string, logger?: Logger) {
+  constructor(redis: Redis, keys: Keys, storeId: string, logger?: Logger, redisNow: () => number = Date.now) {
     this.#redis = redis;
+    this.#redisNow = redisNow;
     this.#keys = keys;
     const pending = `P|${storeId}`;
     this.#pending = pending;
@@ -231,7 +237,11 @@ export class ClientIdClaims {
   /**
    * Records that `clientMsgId` names MsgID `id`, until `expiresAt` (the message's), if
    * the claim is still this store's: missing, its pending mark, or `found` (a claim
-   * naming a message that is gone, which this store stored anew).
+   * naming a message that is gone, which this store stored anew). `expiresAt` is by this
+   * machine's clock (the store's); Redis expires the claim by its own, so it is given
+   * as the same moment on Redis's clock: with this machine's clock behind Redis's, the
+   * claim lapsed that much before its message, and a retry on another node then stored
+   * the message a second time.
    * @returns the claim after the call: stored `id` when it was set, else what took its
    *   place (another store's pending claim, or its MsgID)
    * @throws PixiuError UNAVAILABLE when Redis fails (without a reply: it is made again
@@ -239,7 +249,9 @@ export class ClientIdClaims {
    */
   async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
-    const at = String(Math.max(expiresAt, Date.now() + 1));
+    // An absolute time, not a PX from now: a settle made again after an outage (#clear) keeps it.
+    const redisNow = this.#redisNow();
+    const at = String(Math.ceil(Math.max(expiresAt - Date.now() + redisNow, redisNow + 1)));
     const argv = [SETTLE_SHA, '1', key, this.#pending, found, id, at];
     try {
       return this.#answer(await this.#settles.call(argv));

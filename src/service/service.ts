@@ -145,7 +145,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);
     // client_msg_id across the stores sharing this Redis (DESIGN.md §3, §9).
-    const clientIds = new ClientIdClaims(redis, keys, ownership.storeId, logger);
+    // A claim's expiry is given on Redis's clock, which expires it (the registry's offset).
+    const clientIds = new ClientIdClaims(redis, keys, ownership.storeId, logger, () => gateway.redisNow());
     await clientIds.start();
     cleanup.unshift({ what: 'client id claims', run: () => Promise.resolve(clientIds.stop()) });
     stopAsked();
