@@ -4,7 +4,7 @@
  * and {@link servedElsewhere} is the error that names the node that does. The lease's
  * periods are here too; src/cluster/store-ownership.ts writes and renews it.
  */
-import { readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import { StartupError } from '../errors.js';
@@ -46,6 +46,35 @@ function pidNamespace(): string | undefined {
 /** {@link pidNamespace}, read once. */
 export const PID_NAMESPACE = pidNamespace();
 
+/**
+ * This machine's boot id (`/proc/sys/kernel/random/boot_id`: a random UUID the kernel
+ * draws at each boot), or undefined where there is none (not Linux). Host name and PID
+ * namespace do not tell two machines apart: host names repeat (cloned VMs, `localhost`,
+ * hosts named by configuration management), and the root PID namespace is
+ * `pid:[4026531836]` on every Linux host. The boot id does; the containers of one host
+ * share it, and their PID namespaces tell them apart.
+ */
+function bootId(): string | undefined {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** {@link bootId}, read once. */
+export const BOOT_ID = bootId();
+
+/**
+ * True when `lease` was written by a process of this machine, in this PID namespace,
+ * since it last booted: its pid then names a process here (alive or not). A lease of an
+ * older release, which names no boot id, by host name and PID namespace alone.
+ */
+function ofThisMachine(lease: StoreLease): boolean {
+  return lease.host === os.hostname() && lease.pidns !== undefined && lease.pidns === PID_NAMESPACE
+    && (lease.boot === undefined || lease.boot === BOOT_ID);
+}
+
 /** The start-up error for a store another live node serves. */
 export function servedElsewhere(dir: string, storeId: string, lease: StoreLease): string {
   const where = [lease.host === undefined ? '' : `host ${lease.host}`, lease.pid === undefined ? '' : `pid ${lease.pid}`].filter(Boolean).join(', ');
@@ -65,8 +94,9 @@ function renewedSince(before: LeaseState, now: LeaseState): boolean {
 
 /**
  * Waits until no other live node holds `storeId`'s lease (DESIGN.md §9: one store, one
- * node). No lease: at once. A lease of a process of this machine (same host name and
- * PID namespace) that is gone (a crash left it): at once. Any other (a live pid of this
+ * node). No lease: at once. A lease of a process of this machine (same host name, PID
+ * namespace and boot id: {@link ofThisMachine}) that is gone (a crash left it): at
+ * once. Any other (a live pid of this
  * machine, which may also be a reused one — a container restarted after a crash runs
  * under the pid it had —, another host or container, an older release): watched every
  * {@link LEASE_WATCH_MS} until it lapses (its node is gone; up to {@link LEASE_TTL_MS}),
@@ -81,10 +111,9 @@ export async function awaitLeaseFree(claims: PartitionClaims, storeId: string, d
   let held: LeaseState | undefined = await claims.leaseState(storeId);
   if (held === undefined) return undefined;
   const first = held.lease;
-  const thisMachine = first.host === os.hostname() && first.pidns !== undefined && first.pidns === PID_NAMESPACE;
-  if (thisMachine && first.pid !== undefined && first.pid !== process.pid && !isAlive(first.pid)) return first.node;
+  if (ofThisMachine(first) && first.pid !== undefined && first.pid !== process.pid && !isAlive(first.pid)) return first.node;
   logger.warn({ store: storeId, node: first.node, url: first.url, host: first.host },
-    `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
+    `store lease held by another node, or left by a run of this one that crashed (in another container or PID namespace, or before this machine last booted): waiting up to ${LEASE_WATCH_LIMIT_MS / 1000} s — a live node renews it, a crashed one's lapses`);
   const deadline = performance.now() + LEASE_WATCH_LIMIT_MS;
   while (performance.now() < deadline) {
     await delay(LEASE_WATCH_MS);

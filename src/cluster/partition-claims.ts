@@ -43,13 +43,15 @@ export interface StoreLease {
   /** The node id (src/cluster/node-registry.ts): new on every start. */
   readonly node: string;
   /**
-   * The host name, PID namespace (`/proc/self/ns/pid`, where there is one) and process
-   * id of the node, to tell at start whether a lease left on this machine belongs to a
-   * process still alive (src/cluster/store-ownership.ts); absent in leases of older
-   * releases.
+   * The host name, PID namespace (`/proc/self/ns/pid`, where there is one), boot id
+   * (`/proc/sys/kernel/random/boot_id`, where there is one) and process id of the node,
+   * to tell at start whether a lease left on this machine belongs to a process still
+   * alive (src/cluster/lease-watch.ts); absent in leases of older releases (`boot` in
+   * all before it was added).
    */
   readonly host?: string;
   readonly pidns?: string;
+  readonly boot?: string;
   readonly pid?: number;
   /** Writes of this lease by its node so far: a starting node sees a live one renew by it changing. */
   readonly renewal?: number;
@@ -110,6 +112,7 @@ export function parseLease(text: string | null): StoreLease | undefined {
         url: value.url, node: value.node,
         ...(typeof value.host === 'string' ? { host: value.host } : {}),
         ...(typeof value.pidns === 'string' ? { pidns: value.pidns } : {}),
+        ...(typeof value.boot === 'string' ? { boot: value.boot } : {}),
         ...(Number.isSafeInteger(value.pid) ? { pid: value.pid } : {}),
         ...(Number.isSafeInteger(value.renewal) ? { renewal: value.renewal } : {}),
       };

@@ -33,7 +33,7 @@
 import { outageFields } from '../errors.js';
 import type { IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, type StoreDescription, type StoreLease } from './partition-claims.js';
-import { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
+import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
 import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
 import { MintedRecord, type MintingStore } from './minted-counters.js';
 
@@ -252,7 +252,10 @@ export class StoreOwnership {
   async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore): Promise<void> {
     this.#store = store;
     const { claims, logger } = this.#opts;
-    const base: StoreLease = { ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), pid: process.pid };
+    const base: StoreLease = {
+      ...where, host: this.#description.host, ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }),
+      ...(BOOT_ID === undefined ? {} : { boot: BOOT_ID }), pid: process.pid,
+    };
     let renewal = 0;
     /** The next lease to write: each write counts (a starting copy sees this node renew by it). */
     const next = (): StoreLease => {

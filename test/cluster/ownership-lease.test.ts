@@ -18,6 +18,7 @@ import { createLogger } from '../../src/logger.js';
 import { Keys } from '../../src/redis/keys.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
 import { LEASE_TTL_MS, StoreOwnership } from '../../src/cluster/store-ownership.js';
+import { BOOT_ID } from '../../src/cluster/lease-watch.js';
 import { flushPrefix, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -49,6 +50,8 @@ test('the lease is written for a full lease period, and stop drops it, also when
   await ownership.advertise({ url: 'http://127.0.0.1:18201', node: 'node-a' }, () => undefined);
   const held = await claims.leaseState(ownership.storeId);
   assert.equal(held?.lease.node, 'node-a');
+  // Where this machine has a boot id, the lease names it (lease-watch.ts: a clone of the same host name is another machine).
+  assert.equal(held?.lease.boot, BOOT_ID);
   // Written for three renewal periods: one renewal a little late does not let it lapse.
   assert.ok(held !== undefined && held.ttlMs > LEASE_TTL_MS - 2000, `for a full lease period: ${held?.ttlMs} ms`);
   // A renewal started just before the stop (the timer, or Redis back) must not write the lease back after it.
