@@ -1,7 +1,7 @@
 /**
  * `pixiu inspect cluster`: the nodes sharing a Redis and key prefix as Redis holds them
- * (DESIGN.md §9; src/cluster/cluster-view.ts): the live nodes with their store, URL and
- * last renewal, each store with the node holding its lease, and the MsgID partitions'
+ * (DESIGN.md §9; src/cluster/cluster-view.ts): the live nodes with their store, URL,
+ * build and last renewal, each store with the node holding its lease, and the MsgID partitions'
  * claims — those of stores no node holds, whose messages cannot be read now, named.
  * Before it, an on-call operator needed `redis-cli` on four keys (an SRE's finding).
  * Read-only, printed as JSON as `inspect inbox` prints; errors as every inspect
@@ -14,11 +14,12 @@ import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead } from './inspe
 
 /** The words after the options in `inspect cluster --help`: what it prints, and its exit status. */
 const HELP_AFTER = `
-Prints JSON (read-only: it reads the node registry, the store claims and leases, and writes nothing):
+Prints JSON (read-only: it reads the node registry and settings, the store claims and leases, and writes nothing):
   redis_time      Redis's time when read, ms since the epoch; the *_ms_ago / *_in_ms fields count from it
   nodes           the live nodes: node (its id), store and url (from the store lease naming it; null while
-                  it starts or stops), host, pid, renewed_ms_ago (renewed every 5 s), expires_in_ms (lapses
-                  15 s after its last renewal)
+                  it starts or stops), host, pid, version and commit (the build it runs, as pixiu --version
+                  prints it; null for a release too old to say), renewed_ms_ago (renewed every 5 s),
+                  expires_in_ms (lapses 15 s after its last renewal)
   lapsed_nodes    registrations past their expiry not yet removed: a node killed, hung or cut off moments ago
   stores          each data dir's store: store, dir and host (where it last started), partitions (how many)
                   and blocks ("8..15"), holder: {node, url, registered, lease_expires_in_ms}, or null when no
@@ -33,7 +34,7 @@ Redis not answering, or a key prefix no Pixiu service has used on that Redis (a 
 /** Builds `inspect cluster`. */
 export function clusterCommand(): Command {
   const cmd = new Command('cluster')
-    .description('list the live nodes (id, URL, last renewal), the stores with the node holding each one\'s lease, and the partitions\' claims')
+    .description('list the live nodes (id, URL, build, last renewal), the stores with the node holding each one\'s lease, and the partitions\' claims')
     .addHelpText('after', HELP_AFTER);
   addConfigOptions(cmd, READ_KEYS, { redisUrl: READ_URL_DOC });
   cmd.action(async () => {

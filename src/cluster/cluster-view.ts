@@ -1,7 +1,8 @@
 /**
  * The cluster as Redis holds it (DESIGN.md §9), read once, for `pixiu inspect cluster`:
- * the node registry (node-registry.ts: node id → registration expiry), the stores'
- * descriptions, partition claims and leases (partition-claims.ts). Read-only: TIME,
+ * the node registry (node-registry.ts: node id → registration expiry), the nodes'
+ * builds from their node-settings entries (node-entry.ts), the stores' descriptions,
+ * partition claims and leases (partition-claims.ts). Read-only: TIME,
  * ZRANGE, HGETALL, GET and PTTL, nothing that writes (no script either: a
  * PartitionClaims would SCRIPT LOAD its scripts), so it can run as a Redis user allowed
  * `+@read` alone. Not one snapshot: a node that starts or stops while it reads may show
@@ -13,6 +14,7 @@ import type { Keys } from '../redis/keys.js';
 import { NODE_TTL_MS } from './node-registry.js';
 import { PARTITION_SPACE, parseDescription, parseLease, partitionSpan, type StoreLease } from './partition-claims.js';
 import { RETIRED_STORE } from './store-directory.js';
+import { buildsOf } from './node-entry.js';
 
 /**
  * A live node: its registration has not expired by Redis's clock. Times are ms relative
@@ -26,6 +28,13 @@ export interface NodeEntry {
   /** Host name and process id of the node, from its lease (absent in leases of older releases, or with no lease). */
   readonly host?: string;
   readonly pid?: number;
+  /**
+   * The build it runs, as `pixiu --version` prints it (`0.1.0`, `c01b527`), from its
+   * node-settings entry; null when the entry names none (a release too old to say) or
+   * it has none (Redis lost it, or the node is starting).
+   */
+  readonly version: string | null;
+  readonly commit: string | null;
   /** How long ago it last renewed its registration, ms (every 5 s while it runs). */
   readonly renewed_ms_ago: number;
   /** In how long its registration lapses unless renewed again, ms (up to 15 s). */
@@ -113,12 +122,14 @@ function claimsOf(raw: Record<string, string>): Map<number, string> {
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function readClusterView(redis: Redis, keys: Keys): Promise<ClusterView> {
-  const [now, registry, rawClaims, descriptions] = await Promise.all([
+  const [now, registry, rawClaims, descriptions, entries] = await Promise.all([
     redisNowMs(redis),
     redisCall(() => redis.zrange(keys.nodes(), '0', '-1', 'WITHSCORES')),
     redisCall(() => redis.hgetall(keys.storePartitions())),
     redisCall(() => redis.hgetall(keys.storeDescriptions())),
+    redisCall(() => redis.hgetall(keys.nodeSettings())),
   ]);
+  const builds = buildsOf(entries);
   const claims = claimsOf(rawClaims);
   const storeIds = [...new Set([...Object.keys(descriptions), ...claims.values()])].filter((s) => s !== RETIRED_STORE);
   const leases = await Promise.all(storeIds.map(async (id) => {
@@ -143,10 +154,12 @@ export async function readClusterView(redis: Redis, keys: Keys): Promise<Cluster
       continue;
     }
     const held = byNode.get(node);
+    const build = builds.get(node) ?? null;
     nodes.push({
       node, store: held?.storeId ?? null, url: held?.lease.url ?? null,
       ...(held?.lease.host === undefined ? {} : { host: held.lease.host }),
       ...(held?.lease.pid === undefined ? {} : { pid: held.lease.pid }),
+      version: build?.version ?? null, commit: build?.commit ?? null,
       renewed_ms_ago: Math.max(0, now - (expiresAt - NODE_TTL_MS)), expires_in_ms: expiresAt - now,
     });
   }

@@ -23,6 +23,8 @@
  * salted with the node's own salt (src/cluster/secret-digests.ts): a node started
  * without the shared secrets generates its own, and producers then got 401 from it with
  * nothing logged. A starting node logs each that differs on a live node at error.
+ *
+ * And it names the node's build (node-entry.ts): which release each node runs.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -34,6 +36,8 @@ import type { Logger } from '../logger.js';
 import { outageFields } from '../errors.js';
 import { settingMismatchLine } from './shared-settings-text.js';
 import { PartitionClaims } from './partition-claims.js';
+import { parseEntry } from './node-entry.js';
+import { buildInfo } from '../version.js';
 import { readDigests, secretMismatchLine, type NodeSecrets, type SecretCheck, type SecretDigests, type SecretName } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
@@ -80,7 +84,7 @@ export interface SecretMismatch {
 }
 
 /**
- * Publishes this node's shared settings (and secrets' digests) under its id and
+ * Publishes this node's shared settings (secrets' digests and build too) under its id and
  * compares them with those of the other live nodes (registered in `registry`); the
  * entries of nodes no longer registered are removed, and those of an earlier node of
  * this node's store (see the module comment) are not compared — removed too when it is
@@ -97,7 +101,11 @@ export async function compareNodeEntries(
   const { storeId, leftBehind } = at;
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
-  const entry = JSON.stringify({ ...mine, ...(storeId === undefined ? {} : { store: storeId }), ...(at.secrets === undefined ? {} : { secrets: at.secrets.digests }) });
+  const entry = JSON.stringify({
+    ...mine, ...(storeId === undefined ? {} : { store: storeId }), ...(at.secrets === undefined ? {} : { secrets: at.secrets.digests }),
+    // Which release this node runs, for the other nodes' lines and `inspect cluster` (node-entry.ts).
+    build: buildInfo(),
+  });
   const [, all] = await redisCall(() => Promise.all([redis.hset(key, registry.node, entry), redis.hgetall(key)]));
   const others = Object.keys(all).filter((n) => n !== registry.node);
   const live = await registry.liveAmong(others);
@@ -205,16 +213,6 @@ async function advertisedUrls(redis: Redis, keys: Keys): Promise<Map<string, str
 export function storeOf(text: string | undefined): string | undefined {
   const { store } = parseEntry(text);
   return typeof store === 'string' ? store : undefined;
-}
-
-/** An entry as an object (empty when it is not one). */
-function parseEntry(text: string | undefined): Record<string, unknown> {
-  try {
-    const parsed = JSON.parse(text ?? '{}') as unknown;
-    return typeof parsed === 'object' && parsed !== null ? parsed as Record<string, unknown> : {};
-  } catch {
-    return {};
-  }
 }
 
 /** Another node's published values, the numbers only (an entry of another release may lack some). */

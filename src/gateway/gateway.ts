@@ -17,6 +17,7 @@ import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus } from '../cluster/bus.js';
 import { NODE_RENEW_MS, NODE_TTL_MS, NodeRegistry, newNodeId } from '../cluster/node-registry.js';
 import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
+import { nodeBuilds } from '../cluster/node-entry.js';
 import type { NodeSecrets } from '../cluster/secret-digests.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
@@ -119,9 +120,9 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
-    // Other nodes joining and leaving, logged at info with their store and URL (membership-log.ts).
+    // Other nodes joining and leaving, logged at info with their store, URL and build (membership-log.ts).
     const claims = new PartitionClaims(redis, keys);
-    const membership = new MembershipLog(logger, node, () => claims.leasesByNode());
+    const membership = new MembershipLog(logger, node, () => claims.leasesByNode(), () => nodeBuilds(redis, keys));
     this.#registry = new NodeRegistry(redis, keys, {
       node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
       onRegistry: (registered, nowMs) => {

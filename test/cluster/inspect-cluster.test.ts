@@ -6,7 +6,10 @@
  * `without_holder`. It runs as a Redis user allowed reads alone (ACL `-@all +@read`):
  * any write, a script load included, would be refused and the command fail. A wrong
  * key prefix and a Redis that is down exit 1 with one line on stderr, nothing on stdout
- * and no stack trace, as the other inspect commands do (README "Commands").
+ * and no stack trace, as the other inspect commands do (README "Commands"). Each node
+ * shows the build it runs (`version`, `commit`: an upgrade tester's finding, nothing
+ * said which release each node of a cluster ran), null for a node of a release whose
+ * node-settings entry names none.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +21,7 @@ import { openInbox } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { runCli, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+import { buildInfo } from '../../src/version.js';
 
 const PREFIX = 'ops:';
 
@@ -55,6 +59,7 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   for (const n of both.nodes) {
     assert.match(n.node, /^[A-Za-z0-9._-]+$/);
     assert.equal(n.pid, process.pid, 'both run in this process');
+    assert.deepEqual([n.version, n.commit], [buildInfo().version, buildInfo().commit], 'the build each runs');
     assert.ok(n.renewed_ms_ago >= 0 && n.renewed_ms_ago <= 15_000, JSON.stringify(n));
     assert.ok(n.expires_in_ms > 0 && n.expires_in_ms <= 15_000, JSON.stringify(n));
   }
@@ -68,9 +73,22 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   assert.equal(typeof both.stores[0]?.host, 'string');
   assert.deepEqual(both.partitions, { total: 256, claimed: 16, free: 240, retired: [], without_holder: [] });
 
+  // A node of an older release: registered, its entry as 2e0830c writes it (settings, store, secrets; no build).
+  const keys = new Keys(PREFIX);
+  const oldNode = 'old-host-4242-abcdef';
+  await raw.zadd(keys.nodes(), String(both.redis_time + 60_000), oldNode);
+  await raw.hset(keys.nodeSettings(), oldNode, JSON.stringify({
+    inboxCap: 1000, store: 'store-of-an-old-node', secrets: { apiToken: '0123456789abcdef', jwtKind: 'secret', jwtKey: 'fedcba9876543210' },
+  }));
+  const mixed = await inspect();
+  const old = mixed.nodes.find((n) => n.node === oldNode);
+  assert.deepEqual([old?.version, old?.commit, old?.url], [null, null, null], JSON.stringify(old));
+  assert.deepEqual(mixed.nodes.filter((n) => n.node !== oldNode).map((n) => n.commit), [buildInfo().commit, buildInfo().commit]);
+  await raw.zrem(keys.nodes(), oldNode);
+
   // B stops (its lease released, its registration removed); an operator retired partition 16.
   await b.service.close();
-  await raw.hset(new Keys(PREFIX).storePartitions(), '16', 'retired');
+  await raw.hset(keys.storePartitions(), '16', 'retired');
   const one = await inspect();
   assert.deepEqual(one.nodes.map((n) => n.url), [a.service.url]);
   assert.deepEqual(one.stores.map((s) => [s.store, s.holder?.url ?? null]), [[storeA, a.service.url], [storeB, null]]);
@@ -93,7 +111,7 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
 test('inspect cluster --help says what it prints, that it writes nothing, and its exit status; inspect --help lists it', async () => {
   const help = await runCli(['inspect', 'cluster', '--help']);
   assert.equal(help.code, 0, help.stderr);
-  assert.match(help.stdout, /read-only: it reads the node registry, the store claims and leases, and writes nothing/);
+  assert.match(help.stdout, /read-only: it reads the node registry and settings, the store claims and leases, and writes nothing/);
   assert.match(help.stdout, /without_holder/);
   assert.match(help.stdout, /Exit status: 0 when the cluster is printed/);
   const parent = await runCli(['inspect', '--help']);

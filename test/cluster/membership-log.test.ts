@@ -5,6 +5,9 @@
  * cluster` when it is gone — each once. (An ops finding: no node logged another's
  * joining or leaving.) Two services in this process on one Redis; A's log is captured.
  * A node starting names those already there in one line. Registrations renew every 5 s, so each line comes within a renewal or two.
+ * Each line names the node's build, `version` and `commit` (an upgrade tester's finding:
+ * nothing said which release each node ran), both null for a node of a release whose
+ * node-settings entry names none.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +18,9 @@ import { capturingLogger } from '../harness/log-capture.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+import { openInbox } from '../harness/checks.js';
+import { Keys } from '../../src/redis/keys.js';
+import { buildInfo } from '../../src/version.js';
 
 test('a node logs another joining, with its store and URL, and leaving (stopped), once each', { timeout: 60_000 }, async (t) => {
   const redis = await RedisServer.start();
@@ -33,19 +39,31 @@ test('a node logs another joining, with its store and URL, and leaving (stopped)
   assert.equal(joined?.url, b.service.url, JSON.stringify(joined));
   assert.equal(joined?.store, storeId);
   assert.equal(typeof joined?.peer, 'string');
+  const { version, commit } = buildInfo();
+  assert.deepEqual([joined?.version, joined?.commit], [version, commit], 'the build B runs');
 
   await b.service.close();
   await waitUntil('A logs B leaving', async () => lines.some((l) => l.msg === 'node left the cluster'), 20_000);
   const left = lines.filter((l) => l.msg === 'node left the cluster');
-  assert.deepEqual(left.map((l) => [l.level, l.peer, l.url, l.store]), [[30, joined?.peer, b.service.url, storeId]]);
+  assert.deepEqual(left.map((l) => [l.level, l.peer, l.url, l.store, l.commit]), [[30, joined?.peer, b.service.url, storeId, commit]]);
   assert.match(String(left[0]?.reason), /^stopped/);
   assert.equal(lines.filter((l) => l.msg === 'node joined the cluster').length, 1, 'the join logged once, over several renewals');
 
-  // A node starting beside A names it once, in one line, rather than as a join.
+  // A node of an older release: registered, its entry as 2e0830c writes it (no build).
+  const { redis: raw } = await openInbox(t, redis.url, settings.redisPrefix);
+  const keys = new Keys(settings.redisPrefix);
+  await raw.zadd(keys.nodes(), String(Date.now() + 60_000), 'old-host-4242-abcdef');
+  await raw.hset(keys.nodeSettings(), 'old-host-4242-abcdef', JSON.stringify({ inboxCap: 1000, store: 'store-of-an-old-node' }));
+
+  // A node starting beside them names them once, in one line, rather than as a join.
   const c = capturingLogger();
   await startInProcess(t, { ...settings, dataDir: await tempDataDir(t) }, c.logger);
   const atStart = c.lines.filter((l) => l.msg === 'other nodes in the cluster at start');
   assert.equal(atStart.length, 1, JSON.stringify(c.lines.filter((l) => l.level >= 30)));
-  assert.deepEqual((atStart[0]?.nodes as { url?: string }[]).map((n) => n.url), [a.service.url]);
+  const nodes = (atStart[0]?.nodes as { node: string; url?: string; version?: string | null; commit?: string | null }[]);
+  assert.equal(nodes.length, 2, JSON.stringify(nodes));
+  const [atA, atOld] = [nodes.find((n) => n.url === a.service.url), nodes.find((n) => n.node === 'old-host-4242-abcdef')];
+  assert.deepEqual([atA?.version, atA?.commit], [version, commit], JSON.stringify(nodes));
+  assert.deepEqual([atOld?.url, atOld?.version, atOld?.commit], [undefined, null, null], JSON.stringify(nodes));
   assert.deepEqual(c.lines.filter((l) => l.msg === 'node joined the cluster'), []);
 });
