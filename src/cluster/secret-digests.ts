@@ -38,10 +38,19 @@
  * A public key is no secret: its digest is SHA-256 of its SPKI DER (no salt), so two
  * PEM texts of one key compare equal. A JWKS URL is not compared: the keys are fetched
  * from it, and nodes may reach one key set at different URLs (an internal and an
- * external name); only the kind of key source is. An entry of the first scheme (no
- * salt) or of an older release (no digests) is not compared.
+ * external name); only the kind of key source is.
+ *
+ * An entry of the first scheme — no salt: releases before 3545053, 2e0830c among them —
+ * holds HMAC-SHA-256 keyed by the secret over {@link LEGACY_DIGEST_LABEL}, first 64
+ * bits in hex (a public key's digest as now). A node of this release reads such an entry
+ * and compares its own secrets' digests in that scheme, computed here and never
+ * published: that node is of an older release, whose start logged at error that the
+ * secrets differ from every salted entry, equal or not (it cannot read them), and whose
+ * really different token went unsaid beside a newer node (an upgrade tester's finding).
+ * An entry of a release from before the digests (no `secrets`) is not compared:
+ * shared-settings.ts says so at info.
  */
-import { createHash, randomBytes, scrypt } from 'node:crypto';
+import { createHash, createHmac, randomBytes, scrypt } from 'node:crypto';
 import path from 'node:path';
 import type { Secrets } from '../auth/secrets.js';
 import { readPublicKey } from '../auth/pem-key.js';
@@ -49,6 +58,9 @@ import type { Config } from '../config/config.js';
 
 /** The label each secret's scrypt salt ends with; versioned, so a new scheme never compares equal to an old one. */
 export const DIGEST_LABEL = 'pixiu node-settings secret digest v2';
+
+/** The label the first scheme's HMAC keys each secret over (src/cluster/secret-digests.ts in 2e0830c); only read, never written. */
+export const LEGACY_DIGEST_LABEL = 'pixiu node-settings secret digest v1';
 
 /** scrypt's cost (RFC 7914): N = 2^14, r = 8, p = 1, 16 MiB; `maxmem` leaves room above 128·N·r bytes. */
 const SCRYPT_COST = { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 } as const;
@@ -78,11 +90,22 @@ export interface SecretDigests {
 /** The secrets a node runs with, that its digests are of. */
 export type OwnSecrets = Pick<Secrets, 'apiToken' | 'jwt'>;
 
+/**
+ * A node's secrets as an entry of the first scheme publishes them (no salt: a release
+ * before 3545053): HMAC digests under {@link LEGACY_DIGEST_LABEL}, a public key's as now.
+ */
+export interface LegacyDigests extends Omit<SecretDigests, 'salt'> {
+  readonly salt?: undefined;
+}
+
+/** Another node's published digests, in either scheme. */
+export type PeerDigests = SecretDigests | LegacyDigests;
+
 /** This node's published digests, and how to compare its secrets with another node's. */
 export interface SecretCheck {
   readonly digests: SecretDigests;
   /** The secrets of `theirs` that differ from this node's ({@link differingSecrets}); rejects only when scrypt fails (no memory). */
-  differing(theirs: SecretDigests): Promise<SecretName[]>;
+  differing(theirs: PeerDigests): Promise<SecretName[]>;
 }
 
 /** This node's secrets: their digests, and which came from the data dir because no setting gave them. */
@@ -107,14 +130,28 @@ export function secretDigest(secret: string, salt: string): Promise<string> {
   });
 }
 
+/**
+ * The first scheme's digest of `secret`: HMAC-SHA-256 keyed by it over
+ * {@link LEGACY_DIGEST_LABEL}, first 64 bits in hex — as 2e0830c computed it, to compare
+ * with an entry of such a release; never published.
+ */
+export function legacyDigest(secret: string): string {
+  return createHmac('sha256', secret).update(LEGACY_DIGEST_LABEL).digest('hex').slice(0, 2 * DIGEST_BYTES);
+}
+
 /** SHA-256 of a public key's SPKI DER, first 64 bits in hex: one key in any PEM text gives one digest. */
 function publicKeyDigest(pem: string): string {
   return createHash('sha256').update(readPublicKey(pem).key.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 2 * DIGEST_BYTES);
 }
 
-/** The digest of the client-token key under `salt`; undefined for a JWKS URL. */
-async function jwtKeyDigest(jwt: OwnSecrets['jwt'], salt: string): Promise<string | undefined> {
-  return jwt.kind === 'secret' ? secretDigest(jwt.secret, salt) : jwt.kind === 'public-key' ? publicKeyDigest(jwt.pem) : undefined;
+/** The digest of `secret` as `theirs` holds theirs: under their salt, or the first scheme's when they have none. */
+async function digestAs(secret: string, theirs: PeerDigests): Promise<string> {
+  return theirs.salt === undefined ? legacyDigest(secret) : secretDigest(secret, theirs.salt);
+}
+
+/** The digest of the client-token key: an HS256 secret's by `digest`, a public key's SPKI digest; undefined for a JWKS URL. */
+async function jwtKeyDigest(jwt: OwnSecrets['jwt'], digest: (secret: string) => Promise<string>): Promise<string | undefined> {
+  return jwt.kind === 'secret' ? digest(jwt.secret) : jwt.kind === 'public-key' ? publicKeyDigest(jwt.pem) : undefined;
 }
 
 /**
@@ -123,20 +160,21 @@ async function jwtKeyDigest(jwt: OwnSecrets['jwt'], salt: string): Promise<strin
  * @param salt 32 hex digits
  */
 export async function secretDigests(secrets: OwnSecrets, salt = randomBytes(SALT_BYTES).toString('hex')): Promise<SecretDigests> {
-  const [apiToken, jwtKey] = await Promise.all([secretDigest(secrets.apiToken, salt), jwtKeyDigest(secrets.jwt, salt)]);
+  const [apiToken, jwtKey] = await Promise.all([secretDigest(secrets.apiToken, salt), jwtKeyDigest(secrets.jwt, (key) => secretDigest(key, salt))]);
   return { salt, apiToken, jwtKind: secrets.jwt.kind, ...(jwtKey === undefined ? {} : { jwtKey }) };
 }
 
 /**
  * The secrets of another node (its published `theirs`) that differ from `mine`: each
  * of mine is digested under their salt and compared with their digest (one scrypt per
- * salted secret, one after the other); a public key by its SPKI digest, a JWKS URL by
- * the kind of key source only.
+ * salted secret, one after the other), or in the first scheme (an HMAC) when their
+ * entry has no salt; a public key by its SPKI digest, a JWKS URL by the kind of key
+ * source only.
  */
-export async function differingSecrets(mine: OwnSecrets, theirs: SecretDigests): Promise<SecretName[]> {
+export async function differingSecrets(mine: OwnSecrets, theirs: PeerDigests): Promise<SecretName[]> {
   const out: SecretName[] = [];
-  if (await secretDigest(mine.apiToken, theirs.salt) !== theirs.apiToken) out.push('PIXIU_API_TOKEN');
-  if (mine.jwt.kind !== theirs.jwtKind || (mine.jwt.kind !== 'jwks' && await jwtKeyDigest(mine.jwt, theirs.salt) !== theirs.jwtKey)) {
+  if (await digestAs(mine.apiToken, theirs) !== theirs.apiToken) out.push('PIXIU_API_TOKEN');
+  if (mine.jwt.kind !== theirs.jwtKind || (mine.jwt.kind !== 'jwks' && await jwtKeyDigest(mine.jwt, (key) => digestAs(key, theirs)) !== theirs.jwtKey)) {
     out.push('client-token key');
   }
   return out;
@@ -160,15 +198,36 @@ const HEX32 = /^[0-9a-f]{32}$/;
 
 /**
  * Another node's published digests, if its entry has them in this scheme: an older
- * release's has none, the first scheme's (HMAC over a fixed label) no salt; a malformed
- * one is not compared either (nor digested under: no scrypt of a salt of any length).
+ * release's has none, the first scheme's (HMAC over a fixed label) no salt
+ * ({@link readLegacyDigests}); a malformed one is not compared either (nor digested
+ * under: no scrypt of a salt of any length).
  */
 export function readDigests(parsed: Record<string, unknown>): SecretDigests | undefined {
   const s = parsed.secrets as Partial<SecretDigests> | undefined;
   if (typeof s !== 'object' || s === null) return undefined;
-  if (typeof s.salt !== 'string' || !HEX32.test(s.salt) || typeof s.apiToken !== 'string' || !HEX16.test(s.apiToken)) return undefined;
+  if (typeof s.salt !== 'string' || !HEX32.test(s.salt)) return undefined;
+  const rest = digestFields(s);
+  return rest === undefined ? undefined : { salt: s.salt, ...rest };
+}
+
+/**
+ * Another node's digests in the first scheme, if its entry has them so: `secrets`
+ * without a salt, as releases before 3545053 wrote it (2e0830c:
+ * `{"apiToken": "<16 hex>", "jwtKind": "secret", "jwtKey": "<16 hex>"}`). Undefined for
+ * an entry without `secrets` (a release before the digests), one with a salt (read by
+ * {@link readDigests}) or a malformed one.
+ */
+export function readLegacyDigests(parsed: Record<string, unknown>): LegacyDigests | undefined {
+  const s = parsed.secrets as Partial<SecretDigests> | undefined;
+  if (typeof s !== 'object' || s === null || 'salt' in s) return undefined;
+  return digestFields(s);
+}
+
+/** The digests of a `secrets` object, salt aside, if well formed: `apiToken` and a `jwtKey` of 16 hex digits, a known `jwtKind`. */
+function digestFields(s: Partial<SecretDigests>): Omit<SecretDigests, 'salt'> | undefined {
+  if (typeof s.apiToken !== 'string' || !HEX16.test(s.apiToken)) return undefined;
   if (s.jwtKind !== 'secret' && s.jwtKind !== 'public-key' && s.jwtKind !== 'jwks') return undefined;
-  return { salt: s.salt, apiToken: s.apiToken, jwtKind: s.jwtKind, ...(typeof s.jwtKey === 'string' ? { jwtKey: s.jwtKey } : {}) };
+  return { apiToken: s.apiToken, jwtKind: s.jwtKind, ...(typeof s.jwtKey === 'string' ? { jwtKey: s.jwtKey } : {}) };
 }
 
 /** Which secret differs: the API token, or the client-token key. */
@@ -188,10 +247,9 @@ const KIND_SETTING: Readonly<Record<JwtKind, string>> = {
  * the reader to find which node it was (an ops finding).
  */
 export function secretMismatchLine(
-  which: SecretName, here: NodeSecrets, theirs: SecretDigests, nodes: readonly string[], urls: ReadonlyMap<string, string> = new Map(),
+  which: SecretName, here: NodeSecrets, theirs: Pick<PeerDigests, 'jwtKind'>, nodes: readonly string[], urls: ReadonlyMap<string, string> = new Map(),
 ): string {
-  const named = nodes.map((n) => (urls.has(n) ? `${n} (${urls.get(n) ?? ''})` : n));
-  const on = `${nodes.length === 1 ? 'node' : 'nodes'} ${named.join(', ')}`;
+  const on = namedNodes(nodes, urls);
   const api = which === 'PIXIU_API_TOKEN';
   const file = api ? 'api-token' : 'jwt-secret';
   const own = here.fromDataDir.includes(file)
@@ -205,4 +263,21 @@ export function secretMismatchLine(
   const setting = api ? 'PIXIU_API_TOKEN' : `client-token key (${KIND_SETTING[here.digests.jwtKind]})`;
   return `the ${api ? 'API token (PIXIU_API_TOKEN)' : 'client-token key'} differs between this node and ${on}${kinds}: ${who}.${own} `
     + `Give every node the same ${setting}; during a rolling change of it this is expected until the last node has the new one (docs/decisions.md, "Several nodes")`;
+}
+
+/** `node <id> (<url>)`, or `nodes <id> (<url>), <id>`: each by id and, when `urls` has it, the URL it advertises. */
+function namedNodes(nodes: readonly string[], urls: ReadonlyMap<string, string>): string {
+  const named = nodes.map((n) => (urls.has(n) ? `${n} (${urls.get(n) ?? ''})` : n));
+  return `${nodes.length === 1 ? 'node' : 'nodes'} ${named.join(', ')}`;
+}
+
+/**
+ * The info line of live nodes whose entries hold no digests this node reads: a release
+ * from before the digests (d525ea6), whose secrets cannot be compared with this node's.
+ */
+export function secretsNotComparedLine(nodes: readonly string[], urls: ReadonlyMap<string, string> = new Map()): string {
+  const one = nodes.length === 1;
+  return `${namedNodes(nodes, urls)} ${one ? 'runs an older release that publishes' : 'run an older release that publishes'} no digests of its secrets: `
+    + `${one ? 'its' : 'their'} PIXIU_API_TOKEN and client-token key are not compared with this node's (a difference would show as 401s only); `
+    + 'upgrade every node (README "Upgrades")';
 }

@@ -22,7 +22,9 @@
  * The entry also carries one-way digests of the node's API token and client-token key,
  * salted with the node's own salt (src/cluster/secret-digests.ts): a node started
  * without the shared secrets generates its own, and producers then got 401 from it with
- * nothing logged. A starting node logs each that differs on a live node at error.
+ * nothing logged. A starting node logs each that differs on a live node at error —
+ * also beside a node of a release before 3545053, whose unsalted digests it compares in
+ * that scheme — and names at info the live nodes too old to publish digests.
  *
  * And it names the node's build (node-entry.ts): which release each node runs.
  */
@@ -38,7 +40,9 @@ import { settingMismatchLine } from './shared-settings-text.js';
 import { PartitionClaims } from './partition-claims.js';
 import { parseEntry } from './node-entry.js';
 import { buildInfo } from '../version.js';
-import { readDigests, secretMismatchLine, type NodeSecrets, type SecretCheck, type SecretDigests, type SecretName } from './secret-digests.js';
+import {
+  readDigests, readLegacyDigests, secretMismatchLine, secretsNotComparedLine, type NodeSecrets, type PeerDigests, type SecretCheck, type SecretName,
+} from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
 export const SHARED_SETTINGS = [
@@ -79,7 +83,7 @@ export interface EntryOptions {
 export interface SecretMismatch {
   readonly which: SecretName;
   /** The first of those nodes' digests (each node salts its own: only their key kind is alike). */
-  readonly theirs: SecretDigests;
+  readonly theirs: PeerDigests;
   readonly nodes: readonly string[];
 }
 
@@ -92,12 +96,15 @@ export interface SecretMismatch {
  * @returns each setting whose value differs on some live node, once per other value,
  *   and each secret that differs on some live node, once per secret (and, for the
  *   client-token key, per kind of key source there): each node salts its digests with
- *   its own salt, so whether two other nodes share a secret cannot be told
+ *   its own salt, so whether two other nodes share a secret cannot be told. An entry of
+ *   the first scheme (no salt: a release before 3545053) is compared in that scheme
+ *   (secret-digests.ts); the live nodes whose entries hold no digests (a release from
+ *   before them) are `uncompared` — none when this node compares no secrets
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function compareNodeEntries(
   redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, at: EntryOptions = {},
-): Promise<{ settings: SettingMismatch[]; secrets: SecretMismatch[] }> {
+): Promise<{ settings: SettingMismatch[]; secrets: SecretMismatch[]; uncompared: string[] }> {
   const { storeId, leftBehind } = at;
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
@@ -116,7 +123,8 @@ export async function compareNodeEntries(
   const gone = [...others.filter((n) => !live.has(n)), ...predecessors.filter((n) => n === leftBehind)];
   if (gone.length > 0) await redisCall(() => redis.hdel(key, ...gone));
   const mismatches = new Map<string, { setting: SharedSetting; env: string; here: number; there: number; nodes: string[] }>();
-  const secrets = new Map<string, { which: SecretName; theirs: SecretDigests; nodes: string[] }>();
+  const secrets = new Map<string, { which: SecretName; theirs: PeerDigests; nodes: string[] }>();
+  const uncompared: string[] = [];
   for (const node of live) {
     if (predecessors.includes(node)) continue;
     const parsed = parseEntry(all[node]);
@@ -129,8 +137,12 @@ export async function compareNodeEntries(
       found.nodes.push(node);
       mismatches.set(id, found);
     }
-    const digests = readDigests(parsed);
-    if (at.secrets === undefined || digests === undefined) continue;
+    if (at.secrets === undefined) continue;
+    const digests = readDigests(parsed) ?? readLegacyDigests(parsed);
+    if (digests === undefined) {
+      uncompared.push(node);
+      continue;
+    }
     // One scrypt per live node and salted secret, one after the other (secret-digests.ts).
     for (const which of await at.secrets.differing(digests)) {
       const id = which === 'PIXIU_API_TOKEN' ? which : `${which}=${digests.jwtKind}`;
@@ -139,7 +151,7 @@ export async function compareNodeEntries(
       secrets.set(id, found);
     }
   }
-  return { settings: [...mismatches.values()], secrets: [...secrets.values()] };
+  return { settings: [...mismatches.values()], secrets: [...secrets.values()], uncompared };
 }
 
 /**
@@ -179,11 +191,14 @@ export async function announceSharedSettings(
     try {
       const found = await compareNodeEntries(redis, keys, registry, config, at);
       const here = at.secrets;
-      if (here !== undefined && found.secrets.length > 0) {
+      if (here !== undefined && (found.secrets.length > 0 || found.uncompared.length > 0)) {
         const urls = await advertisedUrls(redis, keys);
+        const urlsOf = (nodes: readonly string[]): (string | null)[] => nodes.map((n) => urls.get(n) ?? null);
         for (const m of found.secrets) {
-          const nodeUrls = m.nodes.map((n) => urls.get(n) ?? null);
-          logger.error({ secret: m.which, nodes: m.nodes, urls: nodeUrls }, secretMismatchLine(m.which, here, m.theirs, m.nodes, urls));
+          logger.error({ secret: m.which, nodes: m.nodes, urls: urlsOf(m.nodes) }, secretMismatchLine(m.which, here, m.theirs, m.nodes, urls));
+        }
+        if (found.uncompared.length > 0) {
+          logger.info({ nodes: found.uncompared, urls: urlsOf(found.uncompared) }, secretsNotComparedLine(found.uncompared, urls));
         }
       }
       for (const m of found.settings) {

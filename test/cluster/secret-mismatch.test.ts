@@ -59,6 +59,55 @@ test('a node started without PIXIU_API_TOKEN beside one with it logs at error th
   assert.equal(digests.filter((d, i) => d.apiToken === own[i]).length, 1, 'A\'s entry holds the digest of its token under its salt, B\'s not');
 });
 
+/** A secret's digest as 2e0830c computed it (the first scheme): HMAC-SHA-256 keyed by it over the v1 label, 64 bits in hex. */
+function oldDigest(secret: string): string {
+  return createHmac('sha256', secret).update('pixiu node-settings secret digest v1').digest('hex').slice(0, 16);
+}
+
+test('beside nodes of an older release (entries as 2e0830c writes them: unsalted digests, or none), a node compares in their scheme: the same secrets say nothing, another token or JWT secret is told at error; an entry without digests is said at info not compared', { timeout: 60_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const prefix = 'sm-old:';
+  const keys = new Keys(prefix);
+  const x = await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT });
+  const redis = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
+  t.after(() => redis.disconnect());
+  // The older nodes' entries: X's settings, as 2e0830c's compareNodeEntries writes them
+  // (`{...settings, store, secrets: {apiToken, jwtKind, jwtKey}}`, no salt, no build).
+  const [xEntry] = Object.values(await redis.hgetall(keys.nodeSettings()));
+  const { secrets: _salted, build: _build, store: _store, ...settings } = JSON.parse(xEntry ?? '{}') as Record<string, unknown>;
+  const old = (store: string, secrets?: { apiToken: string; jwtKey: string }): string =>
+    JSON.stringify({ ...settings, store, ...(secrets === undefined ? {} : { secrets: { apiToken: secrets.apiToken, jwtKind: 'secret', jwtKey: secrets.jwtKey } }) });
+  const olds: Record<string, string> = {
+    'old-same-1111-aaaaaa': old('store-same', { apiToken: oldDigest(TOKEN), jwtKey: oldDigest(JWT) }),
+    'old-token-2222-bbbbbb': old('store-token', { apiToken: oldDigest('a-really-different-api-token-999'), jwtKey: oldDigest(JWT) }),
+    'old-jwt-3333-cccccc': old('store-jwt', { apiToken: oldDigest(TOKEN), jwtKey: oldDigest(`${JWT}-other`) }),
+    'older-4444-dddddd': old('store-older'),
+  };
+  const [sec] = await redis.time();
+  for (const [node, entry] of Object.entries(olds)) {
+    await redis.zadd(keys.nodes(), String((Number(sec) + 60) * 1000), node);
+    await redis.hset(keys.nodeSettings(), node, entry);
+  }
+
+  const { logger, lines } = capturingLogger();
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT }, logger);
+  const errors = secretLines(lines);
+  assert.deepEqual(errors.map((l) => [l.secret, l.nodes]).sort(), [
+    ['PIXIU_API_TOKEN', ['old-token-2222-bbbbbb']],
+    ['client-token key', ['old-jwt-3333-cccccc']],
+  ], JSON.stringify(errors));
+  assert.match(errors.find((l) => l.secret === 'PIXIU_API_TOKEN')?.msg ?? '', /^the API token \(PIXIU_API_TOKEN\) differs between this node and node old-token-2222-bbbbbb: producers and admin callers get 401/);
+  const uncompared = lines.filter((l) => /not compared/.test(l.msg ?? ''));
+  const warned = lines.filter((l) => l.level >= 40 || uncompared.includes(l));
+  assert.ok(!JSON.stringify(warned).includes('old-same-1111-aaaaaa'), 'the same secrets under the old scheme: nothing said');
+  assert.deepEqual(uncompared.map((l) => [l.level, l.nodes]), [[30, ['older-4444-dddddd']]], JSON.stringify(uncompared));
+  assert.match(uncompared[0]?.msg ?? '', /^node older-4444-dddddd runs an older release that publishes no digests of its secrets: its PIXIU_API_TOKEN and client-token key are not compared with this node's/);
+  // Its own entry holds no unsalted digest: the first scheme is read, never written.
+  const written = Object.values(await redis.hgetall(keys.nodeSettings())).filter((e) => e.includes('"salt"')).join('\n');
+  assert.ok(!written.includes(oldDigest(TOKEN)) && !written.includes(oldDigest(JWT)));
+});
+
 /** The entries' digests, parsed. */
 function readNodeDigests(entries: readonly string[]): SecretDigests[] {
   return entries.map((e) => readDigests(JSON.parse(e) as Record<string, unknown>)).filter((d): d is SecretDigests => d !== undefined);
