@@ -285,8 +285,11 @@ export class Gateway implements GatewayDeps {
     await meRoutes(app, this);
     await app.register(async (ws) => {
       await ws.register(websocket, {
-        // Pings are answered by the connection (frame-handler.ts `ping`), within its frame limits.
-        options: { maxPayload: this.config.maxClientFrameBytes, autoPong: false },
+        // Pings are answered by the connection (frame-handler.ts `ping`), within its frame
+        // limits. No `clients` set in `ws`: the gateway keeps its own (#open), and `ws`
+        // tracked each socket with a close listener and a set entry of its own, ~190 bytes
+        // of heap per idle connection (bench/README.md, 2026-12-05 memtrim).
+        options: { maxPayload: this.config.maxClientFrameBytes, autoPong: false, clientTracking: false },
         // Shutdown closes sockets itself (1001, after flushing cursors): see close().
         preClose: (done) => done(),
       });
