@@ -31,6 +31,7 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import type { Effect, MachineConfig, RotationOutcome } from './effects.js';
+import { ById } from './by-id.js';
 import { anyJoining, applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { FetchCycle } from './fetch-cycle.js';
@@ -45,7 +46,8 @@ export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome
 export class UserMachine {
   readonly user: string;
   readonly #config: MachineConfig;
-  readonly #conns = new Map<string, Conn>();
+  /** Its connections here, by id (by-id.ts: most users have one). */
+  readonly #conns = new ById<Conn>();
   /** The inbox epoch as last seen; undefined before the first fetch. */
   #epoch: string | null | undefined = undefined;
   /** The fetch in flight, the pull asked for and the highest seq known to exist (fetch-cycle.ts). */
@@ -80,7 +82,7 @@ export class UserMachine {
 
   /** login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch. */
   login(conn: string, device: string, resume: ResumeRequest): Effect[] {
-    this.#conns.set(conn, {
+    this.#conns.set({
       id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
       redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
@@ -137,7 +139,7 @@ export class UserMachine {
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
     // window reads too, to be reset (its seq may be past the old latest: no pull else).
     if (typeof this.#epoch === 'string' && epoch !== this.#epoch) this.#cycle.askProbe();
-    if (this.#cycle.inFlight || this.#guard.rotating || !sameInbox || entry.seq !== this.#cycle.latest + 1 || anyJoining(this.#conns.values())) {
+    if (this.#cycle.inFlight || this.#guard.rotating || !sameInbox || entry.seq !== this.#cycle.latest + 1 || anyJoining(this.#conns)) {
       return this.notify(entry.seq);
     }
     const fetch = this.#cycle.startOffer(entry.seq, defer);
@@ -250,7 +252,7 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    const told = this.#guard.judge(page, this.#epoch, this.#conns.values(), ended.late, effects);
+    const told = this.#guard.judge(page, this.#epoch, this.#conns, ended.late, effects);
     if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again). But
       // an epoch its resets told is taken: else, were the rotation refused (a claim's, in
@@ -263,14 +265,14 @@ export class UserMachine {
     this.#epoch = page.epoch;
     this.#cycle.pageRead(page.latestSeq);
     this.#delivery.page(this.#conns, page, records, ended, effects);
-    return this.#cycle.fetchAgain(effects.length > 0, this.#conns.values(), ended.after) ? effects.concat(this.#pump()) : effects;
+    return this.#cycle.fetchAgain(effects.length > 0, this.#conns, ended.after) ? effects.concat(this.#pump()) : effects;
   }
 
   /** Serves what the read-ahead holds; then starts a fetch when one is needed and none is in flight (fetch-cycle.ts `next`). */
   #pump(): Effect[] {
     const effects: Effect[] = [];
     this.#delivery.serveAhead(this.#conns, effects);
-    const fetch = this.#cycle.next(this.#conns.values(), this.#guard.rotating);
+    const fetch = this.#cycle.next(this.#conns, this.#guard.rotating);
     if (fetch !== undefined) effects.push(fetch);
     return effects;
   }

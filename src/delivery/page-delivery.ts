@@ -47,19 +47,19 @@ export class PageDelivery {
    *   unreadable mark: it cannot be decoded)
    * @param ended the fetch it answers (fetch-cycle.ts `end`)
    */
-  page(conns: ReadonlyMap<string, Conn>, page: InboxPage, records: readonly (ReadRecord | null)[], ended: FetchEnd, effects: Effect[]): void {
+  page(conns: Iterable<Conn>, page: InboxPage, records: readonly (ReadRecord | null)[], ended: FetchEnd, effects: Effect[]): void {
     const { after, late, offered } = ended;
-    for (const c of conns.values()) {
+    for (const c of conns) {
       // One that logged in while an offer's delivery waited asked for a fetch of its own (login).
       if (c.phase !== 'joining' || (late?.has(c.id) === true && (offered || resetsOn(c.resume, page)))) continue;
       joinAt(c, page, this.#user, this.#config.heartbeatMs, effects);
     }
     // Fewer entries than asked: none is missing from the page but those deleted by hand.
     const complete = page.entries.length < ended.limit;
-    for (const c of conns.values()) if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects, complete);
+    for (const c of conns) if (!c.paused && c.sent >= after) this.#deliver(c, page, records, effects, complete);
     // Kept only while a connection has not been sent all of it.
     const last = page.entries[page.entries.length - 1];
-    if (last !== undefined && anyReadyBefore(conns.values(), last.seq)) {
+    if (last !== undefined && anyReadyBefore(conns, last.seq)) {
       (this.#ahead ??= new ReadAhead(this.#aheadMax)).absorb(after, page, records);
       this.serveAhead(conns, effects);
     } else {
@@ -68,12 +68,12 @@ export class PageDelivery {
   }
 
   /** Sends each ready connection inside the read-ahead what its window takes; drops what all were sent. */
-  serveAhead(conns: ReadonlyMap<string, Conn>, effects: Effect[]): void {
+  serveAhead(conns: Iterable<Conn>, effects: Effect[]): void {
     const ahead = this.#ahead;
     const view = ahead?.view();
     if (ahead === undefined || view === undefined) return;
     let minSent = Number.POSITIVE_INFINITY;
-    for (const c of conns.values()) {
+    for (const c of conns) {
       if (c.phase !== 'ready') continue;
       if (!c.paused && c.inflight.length < this.#config.window && ahead.covers(c.sent)) {
         this.#deliver(c, view.page, view.records, effects);

@@ -12,6 +12,7 @@ import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
 import type { ReadRecord } from '../store/message-store.js';
+import { ById } from './by-id.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
@@ -100,7 +101,8 @@ export class UserSession {
   readonly user: string;
   readonly #deps: SessionDeps;
   readonly #machine: UserMachine;
-  readonly #conns = new Map<string, DeliveryConnection>();
+  /** The user's connections here, by id (by-id.ts: most users have one). */
+  readonly #conns = new ById<DeliveryConnection>();
   /** Redelivery timers by connection (lazy-timers.ts: an ack does not re-create one); made on first use. */
   #timers: LazyTimers<string> | undefined;
   /** The node's ack-write rounds, which the user's cursors join while held. */
@@ -128,7 +130,7 @@ export class UserSession {
 
   /** Connections of this user on this node. */
   get connections(): readonly DeliveryConnection[] {
-    return [...this.#conns.values()];
+    return [...this.#conns];
   }
 
   /** The state machine (read-only use: cursors for reports and tests). */
@@ -138,7 +140,7 @@ export class UserSession {
 
   /** login */
   login(conn: DeliveryConnection, resume: ResumeRequest): void {
-    this.#conns.set(conn.id, conn);
+    this.#conns.set(conn);
     this.#run(this.#machine.login(conn.id, conn.device, resume));
   }
 
