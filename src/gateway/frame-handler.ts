@@ -51,6 +51,11 @@ interface HeldFrame {
   readonly verifying?: Promise<ClientClaims | PixiuError> | undefined;
 }
 
+/** An `ack` frame: it overtakes the frames held ahead of it (frame-queue.ts). */
+function isHeldAck(f: HeldFrame): boolean {
+  return !f.isBinary && isAckFrame(f.data.toString());
+}
+
 /** One connection's client frames: see the module's doc. */
 export class FrameHandler {
   readonly #conn: FrameConnection;
@@ -68,9 +73,14 @@ export class FrameHandler {
   #budget: FrameBudget | undefined;
   /** Created by the first `sub`: most connections follow no channel. */
   #channels: ConnectionChannels | undefined;
-  /** Client frames not handled yet: held until `welcome` is out, and behind a `sub`/`unsub`/`refresh` in progress. */
-  readonly #frames = new FrameQueue<HeldFrame>(
-    MAX_HELD_FRAMES, (f) => this.#handle(f), (f) => !f.isBinary && isAckFrame(f.data.toString()));
+  /**
+   * Client frames not handled yet: held until `welcome` is out, and behind a
+   * `sub`/`unsub`/`refresh` in progress. Made by the first frame ({@link #queue}): an
+   * idle connection sends none, and the queue with its handler cost each ~270 bytes of
+   * heap (bench/README.md, 2026-12-05 memtrim). Until then, what a queue made now
+   * starts as: `held` (before `welcome`), `open`, or `stopped` (the connection closing).
+   */
+  #frames: FrameQueue<HeldFrame> | 'held' | 'open' | 'stopped' = 'held';
 
   /**
    * @param token the JWT's `channels` patterns and its expiry, ms since the epoch, as
@@ -98,7 +108,7 @@ export class FrameHandler {
   message(data: RawData, isBinary: boolean): void {
     const token = isBinary ? undefined : refreshFrameToken(data);
     const verifying = token === undefined ? undefined : this.#verifyOnArrival(token);
-    if (!this.#frames.push({ data, isBinary, verifying })) this.#conn.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
+    if (!this.#queue().push({ data, isBinary, verifying })) this.#conn.close(CloseCode.protocolAbuse, `more than ${MAX_HELD_FRAMES} frames sent ahead of their answers`);
   }
 
   /**
@@ -136,12 +146,25 @@ export class FrameHandler {
 
   /** `welcome` is out: the frames held so far are handled, and the next as they come. */
   open(): void {
-    this.#frames.open();
+    if (this.#frames === 'held') this.#frames = 'open';
+    else if (typeof this.#frames !== 'string') this.#frames.open();
   }
 
   /** Drops the frames held and handles no more (the connection is closing). */
   stop(): void {
-    this.#frames.stop();
+    if (typeof this.#frames === 'string') this.#frames = 'stopped';
+    else this.#frames.stop();
+  }
+
+  /** The client frames' queue, made as {@link #frames} says on first use. */
+  #queue(): FrameQueue<HeldFrame> {
+    const state = this.#frames;
+    if (typeof state !== 'string') return state;
+    const queue = new FrameQueue<HeldFrame>(MAX_HELD_FRAMES, (f) => this.#handle(f), isHeldAck);
+    if (state === 'open') queue.open();
+    else if (state === 'stopped') queue.stop();
+    this.#frames = queue;
+    return queue;
   }
 
   /** The connection closed: leaves its channels. */
