@@ -28,6 +28,15 @@ const TEXT_FRAME: { readonly binary: false } = { binary: false };
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
 export const CLOSE_GRACE_MS = 5000;
 
+/**
+ * The connection of each WebSocket, for the WebSocket's listeners: they are the same
+ * five functions for every connection, called with the WebSocket as `this`
+ * ({@link WsConnection.start}), not five closures of each connection with their
+ * context (~230 bytes of heap per idle connection beyond this map's entry,
+ * bench/README.md, 2026-12-05 memtrim).
+ */
+const connectionOf = new WeakMap<WebSocket, WsConnection>();
+
 /** A live WebSocket connection of one user's device. */
 export class WsConnection implements DeliveryConnection, FrameConnection, Ticking {
   readonly id: string;
@@ -91,23 +100,12 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
     if (this.#socket !== undefined) noteFrameParsers(this.#socket);
-    ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
-    ws.on('pong', () => {
-      if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#frames.unsolicitedPong();
-    });
-    // Answered by the frame handler, not by `ws` (autoPong off, gateway.ts): its own
-    // guard cut a connection with more than 60 pongs unwritten — a burst of pings in
-    // one packet — without a close code, counted as the client's 1006 and never logged.
-    ws.on('ping', (data) => {
-      this.#heartbeatState.heard(Date.now());
-      if (!this.#closed) this.#frames.ping(data);
-    });
-    ws.on('close', (code) => this.#onClose(code));
-    ws.on('error', (err) => {
-      // `ws` closes the connection itself when it refuses a frame; count that code.
-      this.#closeCode ??= refusalCloseCode(err);
-      this.#logLine('debug', { err }, 'websocket error');
-    });
+    connectionOf.set(ws, this);
+    ws.on('message', WsConnection.#message);
+    ws.on('pong', WsConnection.#pong);
+    ws.on('ping', WsConnection.#ping);
+    ws.on('close', WsConnection.#close);
+    ws.on('error', WsConnection.#error);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
     this.#logLine('debug', { resume }, 'connection open');
@@ -235,10 +233,56 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#checkBuffered();
   }
 
+  /** The connection of a WebSocket it listens to: set in {@link start} before any listener, kept for the WebSocket's life. */
+  static #of(ws: WebSocket): WsConnection {
+    return connectionOf.get(ws) as WsConnection;
+  }
+
+  // The WebSocket's listeners ({@link connectionOf}): `this` is the WebSocket.
+  static #message(this: WebSocket, data: RawData, isBinary: boolean): void {
+    WsConnection.#of(this).#onMessage(data, isBinary);
+  }
+
+  static #pong(this: WebSocket): void {
+    WsConnection.#of(this).#onPong();
+  }
+
+  static #ping(this: WebSocket, data: Buffer): void {
+    WsConnection.#of(this).#onPing(data);
+  }
+
+  static #close(this: WebSocket, code: number): void {
+    WsConnection.#of(this).#onClose(code);
+  }
+
+  static #error(this: WebSocket, err: Error): void {
+    WsConnection.#of(this).#onError(err);
+  }
+
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#heartbeatState.heard(Date.now());
     if (this.#closed) return;
     this.#frames.message(data, isBinary);
+  }
+
+  #onPong(): void {
+    if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#frames.unsolicitedPong();
+  }
+
+  /**
+   * Answered by the frame handler, not by `ws` (autoPong off, gateway.ts): its own
+   * guard cut a connection with more than 60 pongs unwritten — a burst of pings in one
+   * packet — without a close code, counted as the client's 1006 and never logged.
+   */
+  #onPing(data: Buffer): void {
+    this.#heartbeatState.heard(Date.now());
+    if (!this.#closed) this.#frames.ping(data);
+  }
+
+  #onError(err: Error): void {
+    // `ws` closes the connection itself when it refuses a frame; count that code.
+    this.#closeCode ??= refusalCloseCode(err);
+    this.#logLine('debug', { err }, 'websocket error');
   }
 
   /**

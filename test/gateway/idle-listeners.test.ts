@@ -1,12 +1,12 @@
 /**
- * What an idle connection's sockets hold besides the connection's own state: the
- * server's TCP socket under an open WebSocket carries no listener made for that socket
- * (each is one function shared by every connection), and the `ws` WebSocket no close
- * listener but the connection's own. bench:e2e case (c) counts every byte of an idle
- * connection (issue 4: at most 12 KiB of RSS each): the upgrade guard's `once` close
- * listener (a closure, a bound wrapper and its state) and `ws`'s client tracking (a
- * close listener and a set entry per socket) cost ~400 bytes of heap each
- * (bench/README.md, 2026-12-05 memtrim).
+ * What an idle connection's sockets hold besides the connection's own state: neither
+ * the server's TCP socket under an open WebSocket nor the `ws` WebSocket carries a
+ * listener made for that connection; each is one function shared by every connection.
+ * bench:e2e case (c) counts every byte of an idle connection (issue 4: at most 12 KiB of
+ * RSS each): the upgrade guard's `once` close listener (a closure, a bound wrapper and
+ * its state), `ws`'s client tracking (a close listener and a set entry per socket) and
+ * the connection's five WebSocket listeners (closures with their context) cost ~630
+ * bytes of heap together (bench/README.md, 2026-12-05 memtrim).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -48,17 +48,23 @@ function webSocketOf(socket: Duplex): EventEmitter {
   return ws;
 }
 
-test('two idle connections: their TCP sockets share every listener, and each WebSocket has one close listener', async () => {
+/** Asserts that `a` and `b` have the same listeners, the same functions, for every event. */
+function assertSharedListeners(a: EventEmitter, b: EventEmitter, what: string): void {
+  const [la, lb] = [listenersOf(a), listenersOf(b)];
+  assert.deepEqual([...la.keys()].map(String).sort(), [...lb.keys()].map(String).sort(), `${what}: the events listened to`);
+  for (const [name, fns] of la) {
+    const other = lb.get(name) ?? [];
+    assert.equal(fns.length, other.length, `${what}: listeners of '${String(name)}'`);
+    fns.forEach((fn, i) => assert.equal(fn, other[i], `${what}: listener ${i} of '${String(name)}' (${fn.name || 'anonymous'}) is made per connection`));
+  }
+}
+
+test('two idle connections: their TCP sockets and their WebSockets share every listener (none is made per connection)', async () => {
   await gw.connectWelcomed('idle-a', { device: 'a' });
   await gw.connectWelcomed('idle-b', { device: 'b' });
   const [a, b] = [sockets.get('a'), sockets.get('b')];
   assert.ok(a && b, 'both upgrades seen');
-  const [la, lb] = [listenersOf(a), listenersOf(b)];
-  assert.deepEqual([...la.keys()].sort(), [...lb.keys()].sort());
-  for (const [name, fns] of la) {
-    const other = lb.get(name) ?? [];
-    assert.equal(fns.length, other.length, `listeners of '${String(name)}'`);
-    fns.forEach((fn, i) => assert.equal(fn, other[i], `listener ${i} of '${String(name)}' (${fn.name || 'anonymous'}) is made per socket`));
-  }
-  for (const socket of [a, b]) assert.equal(webSocketOf(socket).listenerCount('close'), 1);
+  assertSharedListeners(a, b, 'the TCP sockets');
+  assertSharedListeners(webSocketOf(a), webSocketOf(b), 'the WebSockets');
+  assert.equal(webSocketOf(a).listenerCount('close'), 1, 'one close listener: the connection\'s');
 });
