@@ -104,7 +104,7 @@ export class ConnectionChannels implements ChannelSubscriber {
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
       throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
     }
-    const follower = new StreamFollower<ChannelEntry>((e) => this.#sink.send(e.frame, 'pub'));
+    const follower = new StreamFollower<ChannelEntry>({ sendEntry: (e) => this.#sink.send(e.frame, 'pub') });
     follower.hold();
     this.#followers.set(channel, follower);
     try {

@@ -9,7 +9,7 @@ import { StreamFollower } from '../../src/streams/follower.js';
 
 function recording(): { follower: StreamFollower<{ id: string }>; sent: string[] } {
   const sent: string[] = [];
-  return { follower: new StreamFollower((e) => sent.push(e.id), (from, to) => sent.push(`gap ${from}..${to}`)), sent };
+  return { follower: new StreamFollower({ sendEntry: (e) => sent.push(e.id), sendGap: (from, to) => sent.push(`gap ${from}..${to}`) }), sent };
 }
 
 test('a catch-up whose second page read fails: a gap from the last entry sent before the next one', async () => {

@@ -30,7 +30,7 @@ test('stream IDs order as pairs of integers of any length, leading zeros ignored
 /** A follower that records what it sends. */
 function recording(): { follower: StreamFollower<{ id: string }>; sent: string[] } {
   const sent: string[] = [];
-  return { follower: new StreamFollower((e) => sent.push(e.id), (from, to) => sent.push(`gap ${from}..${to}`)), sent };
+  return { follower: new StreamFollower({ sendEntry: (e) => sent.push(e.id), sendGap: (from, to) => sent.push(`gap ${from}..${to}`) }), sent };
 }
 
 const ids = (...xs: string[]): Array<{ id: string }> => xs.map((id) => ({ id }));
@@ -215,7 +215,7 @@ test('tag filters: all, any, both, none', () => {
 test('a full catch-up queue\'s dropped entries are told once: not again when a gap for the trimmed history covered them', async () => {
   const sent: string[] = [];
   const gaps: string[] = [];
-  const f = new StreamFollower<{ id: string }>((e) => sent.push(e.id), (from, to) => gaps.push(`${from}..${to}`));
+  const f = new StreamFollower<{ id: string }>({ sendEntry: (e) => sent.push(e.id), sendGap: (from, to) => gaps.push(`${from}..${to}`) });
   let reads = 0;
   await f.catchUp('1-0', async () => {
     reads += 1;
@@ -231,7 +231,7 @@ test('a full catch-up queue\'s dropped entries are told once: not again when a g
 
 test('live entries a full queue dropped while held for welcome (no catch-up) are told as a gap from where the connection began', () => {
   const gaps: string[] = [];
-  const f = new StreamFollower<{ id: string }>(() => undefined, (from, to) => gaps.push(`${from}..${to}`));
+  const f = new StreamFollower<{ id: string }>({ sendEntry: () => undefined, sendGap: (from, to) => gaps.push(`${from}..${to}`) });
   f.hold();
   f.startAfter('99-0');
   for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
