@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import { redisCall, transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
+import { onRedisClock, type RedisNow } from '../redis/redis-clock.js';
 import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
 import { isStreamId } from '../streams/stream-id.js';
 import { isTagFilter, type TagFilter } from './filter.js';
@@ -127,13 +128,20 @@ export class BroadcastStream {
   readonly #keys: Keys;
   readonly #key: string;
   readonly #cap: string;
+  /** Now by Redis's clock, ms: a marker's expiry is given on it. */
+  readonly #redisNow: RedisNow;
 
-  /** @param cap entries retained (setting `broadcastStreamCap`) */
-  constructor(redis: Redis, keys: Keys, cap: number) {
+  /**
+   * @param cap entries retained (setting `broadcastStreamCap`)
+   * @param redisNow now by Redis's clock, ms (the node registry's, NodeRegistry.now);
+   *   default this machine's clock (`Date.now`), for a Redis on this machine
+   */
+  constructor(redis: Redis, keys: Keys, cap: number, redisNow: RedisNow = Date.now) {
     this.#redis = redis;
     this.#keys = keys;
     this.#key = keys.broadcast();
     this.#cap = String(cap);
+    this.#redisNow = redisNow;
     loadScripts(redis, Object.values(BROADCAST_SCRIPTS));
   }
 
@@ -159,11 +167,15 @@ export class BroadcastStream {
    * bseq and filter until `expiresAt` (keys.ts `broadcastMarker`); when the marker is
    * there already — an earlier attempt appended it, even one whose reply was lost to a
    * command timeout — nothing is appended and the first bseq is answered.
+   * `expiresAt` is by this machine's clock (the store's); Redis expires the marker by
+   * its own, so it is given as the same moment on Redis's clock (redis-clock.ts): with
+   * this machine's clock behind Redis's, the marker lapsed that much before the stored
+   * broadcast, and a retry on another node then appended it a second time.
    * @param filterKey the filter as filter.ts `filterKey` writes it, kept in the marker
    */
   async publishOnce(entry: BroadcastAppend, filterKey: string): Promise<OncePublished> {
-    // A marker that expired already would be set to no avail; the record lives at least as long.
-    const at = String(Math.max(entry.expiresAt, Date.now() + 1));
+    // Never already past (set to no avail); the record lives at least as long.
+    const at = String(onRedisClock(entry.expiresAt, this.#redisNow));
     const [bseq, note, before] = await this.#append(entry, at, filterKey);
     return { bseq, before: before === 1, filterKey: note };
   }

@@ -50,6 +50,7 @@ import { TickPipeline } from '../inbox/tick-pipeline.js';
 import { redisCall, toRedisError } from '../redis/client.js';
 import { DELETE_IF } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
+import { onRedisClock, type RedisNow } from '../redis/redis-clock.js';
 import { isNoScript, loadScripts, resendOnNoScript, scriptSha, sendEvalsha, type ScriptSpec } from '../redis/scripts.js';
 
 /** `client-id-settle-1.lua`: KEYS claim; ARGV pending mark, found value, MsgID, expiry (ms). Replies the claim after. */
@@ -126,7 +127,7 @@ export class ClientIdClaims {
   /** Claims and settles that got no reply, to clear once Redis answers. */
   readonly #leftovers: ClaimLeftovers<Leftover>;
   /** Now by Redis's clock, ms: a settled claim's expiry is given on it. */
-  readonly #redisNow: () => number;
+  readonly #redisNow: RedisNow;
 
   /**
    * @param storeId this node's store (src/store/layout.ts)
@@ -134,7 +135,7 @@ export class ClientIdClaims {
    *   this machine's clock plus the offset measured at its last renewal); default this
    *   machine's clock (`Date.now`), for a Redis on this machine
    */
-  constructor(redis: Redis, keys: Keys, storeId: string, logger?: Logger, redisNow: () => number = Date.now) {
+  constructor(redis: Redis, keys: Keys, storeId: string, logger?: Logger, redisNow: RedisNow = Date.now) {
     this.#redis = redis;
     this.#redisNow = redisNow;
     this.#keys = keys;
@@ -250,8 +251,7 @@ export class ClientIdClaims {
   async settle(clientMsgId: string, id: string, expiresAt: number, found = ''): Promise<ClaimAnswer> {
     const key = this.#keys.clientIdClaim(clientMsgId);
     // An absolute time, not a PX from now: a settle made again after an outage (#clear) keeps it.
-    const redisNow = this.#redisNow();
-    const at = String(Math.ceil(Math.max(expiresAt - Date.now() + redisNow, redisNow + 1)));
+    const at = String(onRedisClock(expiresAt, this.#redisNow));
     const argv = [SETTLE_SHA, '1', key, this.#pending, found, id, at];
     try {
       return this.#answer(await this.#settles.call(argv));

@@ -191,7 +191,8 @@ export class Gateway implements GatewayDeps {
       node, bus: this.#bus, registry: this.#registry, presence: this.presence, handshakes: this.handshakes,
       hub: this.hub, accepting: () => this.state.accepting, logger,
     });
-    this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap);
+    // A broadcast's marker expires with the stored broadcast, on Redis's clock (the registry's offset).
+    this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap, () => this.#registry.now());
     this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs);
     this.#fanout = new BroadcastFanout({
       framesPerSecond: config.broadcastRate,

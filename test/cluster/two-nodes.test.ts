@@ -23,6 +23,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { expectError, metricSample, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient, runCli, spawnServe, tempDataDir, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { untilClaiming } from '../harness/claims-probe.js';
 import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
 import { JWT_KEY, JWT_SECRET } from '../gateway/gateway-fixture.js';
 
@@ -167,23 +168,9 @@ test('a message posted to A for a user connected to B arrives on B as a msg with
   assert.deepEqual({ id: record.id, data: record.data, seq: record.recipients[0]?.seq }, { id: sent.id, data, seq: 1 });
 });
 
-let probes = 0;
-
-/**
- * Resolves once A claims client_msg_ids (a claim key appears for one it stores): each
- * node reads whether another store shares its Redis every 5 s, and A started first.
- */
-async function untilAClaims(probe: Redis): Promise<void> {
-  await waitUntil('A claims client_msg_ids', async () => {
-    const cid = `probe-${probes++}`;
-    assert.equal((await a.api.post('/v1/messages', { to: 'prober', type: 't', data: 1, client_msg_id: cid })).status, 201);
-    return (await probe.exists(new Keys('px:').clientIdClaim(cid))) === 1;
-  }, 15_000, 200);
-}
-
 test('a client_msg_id stored on one node is answered as a duplicate on the other: one message, one inbox entry; other content under it is a 409', { timeout: 60_000 }, async () => {
   const { redis: probe } = await openInbox(cleanup, redis.url);
-  await untilAClaims(probe);
+  await untilClaiming(a.api, probe, 'A');
 
   for (const [first, second, user] of [[a, b, 'cid-ann'], [b, a, 'cid-bob']] as const) {
     const body = { to: [user, `${user}-2`], type: 'test.cluster', data: { n: 1 }, client_msg_id: `order-${user}` };
@@ -231,7 +218,7 @@ test('a client_msg_id stored on one node is answered as a duplicate on the other
 
 test('a broadcast\'s client_msg_id used on one node is answered as a duplicate on the other: one stream entry; other data under it is a 409', { timeout: 60_000 }, async () => {
   const { redis: probe } = await openInbox(cleanup, redis.url);
-  await untilAClaims(probe);
+  await untilClaiming(a.api, probe, 'A');
   for (const [first, second, key] of [[a, b, 'bcast-ab'], [b, a, 'bcast-ba']] as const) {
     const body = { type: 'test.cluster', data: { key }, client_msg_id: key };
     const published = await first.api.post('/v1/broadcast', body);

@@ -33,7 +33,8 @@ KEYS
 
 ARGV
   1. cap: entries retained (an integer ≥ 1)
-  2. when the marker expires, ms since the Unix epoch (the stored broadcast's expiry);
+  2. when the marker expires, ms since the Unix epoch on Redis's clock (the stored
+     broadcast's expiry, moved onto Redis's clock by broadcast-stream.ts);
      "0": no marker (a broadcast without client_msg_id: no retry can name it)
   3. the note kept in the marker beside the bseq: the broadcast's tag filter as
      canonical JSON, "" for none (a retry with other tags is a conflict)
