@@ -63,12 +63,16 @@ export class MessageStore implements RecordReader {
   }
 
   /**
-   * Opens (creating if missing) every partition folder and starts the sweepers.
+   * Opens (creating if missing) every partition folder and starts the sweepers:
+   * partition 0 first, whose LevelDB lock stands for the store's (one process opens the
+   * store at a time: of two opening it at once, one fails on partition 0 and touches no
+   * other), then the others together.
    * @throws StartupError when `partitions` is not a power of two in 1..256, or when a
    *   partition folder is locked by another process or cannot be read; the message
-   *   names each such folder; when the store was created with another partition
-   *   count or base (src/store/layout.ts); when the base leaves no room for P
-   *   partitions below 256. Partitions already opened are closed again.
+   *   names each such folder (partition 0's alone when it is the one); when the store
+   *   was created with another partition count or base (src/store/layout.ts); when the
+   *   base leaves no room for P partitions below 256. Partitions already opened are
+   *   closed again.
    */
   static async open(opts: MessageStoreOptions): Promise<MessageStore> {
     const count = opts.partitions;
@@ -90,8 +94,13 @@ export class MessageStore implements RecordReader {
       slots: new WriteSlots(threadPoolSize()),
       logger: opts.logger,
     };
-    const opened = await Promise.allSettled(
-      Array.from({ length: count }, (_, p) => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions)));
+    const openAt = (p: number): Promise<Partition> => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions);
+    // Partition 0 alone first: its LevelDB LOCK is the store's. Of two starts on one
+    // folder at once, one holds it and the other fails here, opening no other partition;
+    // opened all at once, each could win some partitions and both failed (with a shared
+    // Redis nothing locks the data dir before this). docs/decisions.md, "Partition 0's lock is the store's".
+    const opened: PromiseSettledResult<Partition>[] = await Promise.allSettled([openAt(0)]);
+    if (opened[0]?.status === 'fulfilled') opened.push(...await Promise.allSettled(Array.from({ length: count - 1 }, (_, p) => openAt(p + 1))));
     const partitions = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     const failures = opened.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
     if (failures.length > 0) {

@@ -7,8 +7,11 @@
  * spawned a redis-server on the one AOF folder and socket; the one that then lost the
  * store's LevelDB lock stopped its redis-server, which removed the shared socket file:
  * the survivor logged `pixiu listening` and answered 503 for good.
+ *
+ * With a shared Redis (`PIXIU_REDIS_URL`) the store's partition 0 is the lock: the
+ * loser exits 1 naming it as held, or naming the node serving the store.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -17,7 +20,7 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
 import { REPO_ROOT } from '../harness/pixiu-server.js';
-import { freePort } from '../harness/redis-server.js';
+import { freePort, RedisServer } from '../harness/redis-server.js';
 
 const API_TOKEN = 'concurrent-start-token-0123456789';
 
@@ -39,15 +42,12 @@ function outcome(serve: CliProcess): Promise<string | undefined> {
   return serve.line((l) => listeningUrl(l) !== undefined, 'the listening line').then((l) => listeningUrl(l), () => undefined);
 }
 
-test('two serves started at once on one data dir: one refuses, the other keeps working', { timeout: 90_000 }, async (t) => {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-twice-'));
-  t.after(async () => {
-    await delay(500);
-    for (const pid of redisServersOf(dataDir)) process.kill(pid, 'SIGKILL');
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  const env = { PIXIU_DATA_DIR: dataDir, PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info' };
-  // The built CLI (npm start's): without tsx's compile time, the two starts meet.
+/**
+ * Starts two `pixiu serve` at once with `env` (the built CLI, npm start's: without tsx's
+ * compile time, the two starts meet) and asserts exactly one runs and the other exits 1.
+ * @returns the running one's URL and the one that exited
+ */
+async function startTwice(t: TestContext, env: Record<string, string>): Promise<{ url: string; loser: CliProcess }> {
   const main = path.join(REPO_ROOT, 'dist', 'cli', 'main.js');
   const [portA, portB] = [await freePort(), await freePort()];
   const a = spawnCli([], env, t, { command: [process.execPath, main, 'serve', '--port', String(portA)] });
@@ -57,16 +57,56 @@ test('two serves started at once on one data dir: one refuses, the other keeps w
   assert.equal(urls.length, 1, `exactly one serve runs\nA:\n${a.stderr()}\nB:\n${b.stderr()}`);
   const loser = urlA === undefined ? a : b;
   assert.equal((await loser.exited).code, 1);
-  // The loser stops what it started before it exits: one redis-server is left, at once.
-  assert.equal(redisServersOf(dataDir).length, 1, 'one redis-server on the data dir');
-  const res = await fetch(`${urls[0]}/v1/messages`, {
+  return { url: urls[0] as string, loser };
+}
+
+/** Asserts the serve at `url` takes a message and is ready. */
+async function takesMessages(url: string): Promise<void> {
+  const res = await fetch(`${url}/v1/messages`, {
     method: 'POST',
     headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ to: 'ann', type: 't', data: 1 }),
   });
   assert.equal(res.status, 201, `the serve that runs takes messages: ${await res.text()}`);
-  const ready = await fetch(`${urls[0]}/readyz`);
+  const ready = await fetch(`${url}/readyz`);
   assert.equal(ready.status, 200);
+}
+
+test('two serves started at once on one data dir: one refuses, the other keeps working', { timeout: 90_000 }, async (t) => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-twice-'));
+  t.after(async () => {
+    await delay(500);
+    for (const pid of redisServersOf(dataDir)) process.kill(pid, 'SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  const { url } = await startTwice(t, { PIXIU_DATA_DIR: dataDir, PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info' });
+  // The loser stops what it started before it exits: one redis-server is left, at once.
+  assert.equal(redisServersOf(dataDir).length, 1, 'one redis-server on the data dir');
+  await takesMessages(url);
+});
+
+/*
+ * With a shared Redis nothing locks the data dir before the store opens: partition 0's
+ * LevelDB lock is the store's (message-store.ts; test/store/open-race.test.ts for many
+ * rounds). Before, the two could split the partitions between them and both exit 1
+ * (2 runs of 6), each naming several locked folders.
+ */
+test('two serves started at once on one data dir with a shared Redis: one runs, the other exits 1 naming partition 0\'s held lock or the serving node', { timeout: 90_000 }, async (t) => {
+  const redis = await RedisServer.start();
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-twice-shared-'));
+  t.after(async () => {
+    await redis.destroy();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  // No claims-settle wait on this new Redis: both would wait it out alike.
+  const { url, loser } = await startTwice(t, {
+    PIXIU_DATA_DIR: dataDir, PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info', PIXIU_REDIS_URL: redis.url, PIXIU_CLAIMS_SETTLE: '0',
+  });
+  // README "Two starts on one data dir": the first is running, or both were starting at once.
+  const held = `^pixiu: store partition folder ${path.join(dataDir, 'xiu', '0')} is locked by another process \\(its LevelDB LOCK is held\\): another pixiu may be using this data dir$`;
+  const served = `^pixiu: the store in ${path.join(dataDir, 'xiu')} \\(store [^)]+\\) is already served by node `;
+  assert.match(loser.stderr(), new RegExp(`${held}|${served}`, 'm'));
+  await takesMessages(url);
 });
 
 test('two starts of the embedded Redis of one data dir at once: one redis-server, the other start refused', { timeout: 60_000 }, async (t) => {
@@ -87,3 +127,4 @@ test('two starts of the embedded Redis of one data dir at once: one redis-server
   assert.equal(started.length, 1);
   assert.match(refused[0]?.message ?? '', /in use/);
 });
+
