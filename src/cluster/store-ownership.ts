@@ -97,6 +97,17 @@ export class StoreOwnership {
   readonly #clock: () => number;
   /** The deadline last given to the store's writes, on {@link #clock}; none before the first renewal. */
   #writableUntil = Infinity;
+  /**
+   * True from a renewal (not the first) that found no lease of this node's — it lapsed,
+   * Redis lost it, or another node's was in its place — until the counters moved past
+   * what any node recorded for the store's partitions ({@link #confirmed}, or
+   * {@link #movePastOthers} after a conflict). Until then no renewal moves the writes'
+   * deadline on. Kept across renewals: the one that saw the lapse rewrote the lease, so
+   * the next finds its own, and a move that failed, or a pause between a renewal's
+   * start and its lease write (a renewal that finds no lease yet is not late), would
+   * otherwise let writes resume with counters another node used (review1 F1).
+   */
+  #mustMovePast = false;
   /** The store's counters as Redis records them. */
   readonly #minted: MintedRecord;
   /**
@@ -114,6 +125,7 @@ export class StoreOwnership {
     const store = this.#store;
     if (store === undefined) return;
     const moved = await this.#minted.movePastRecorded(store, false);
+    this.#mustMovePast = false;
     this.#opts.logger.error({ store: this.storeId, moved },
       'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
   }
@@ -133,19 +145,22 @@ export class StoreOwnership {
 
   /**
    * A renewal that began at `since` (on {@link #clock}) found the lease this node's:
-   * the store takes writes until {@link LEASE_FENCE_MS} after it. When that renewal
-   * began past the last deadline, the lease may have lapsed meanwhile (`lapsed`: no
-   * lease was found) and another node served the store and left: its counters are
-   * moved past what any node recorded for its partitions before writes resume, as
-   * after a conflict, where that record is above them.
+   * the store takes writes until {@link LEASE_FENCE_MS} after it. When a renewal found
+   * no lease of this node's since the counters last moved ({@link #mustMovePast}: the
+   * lease lapsed, and another node may have served the store and left), its counters
+   * are first moved past what any node recorded for its partitions, as after a
+   * conflict, where that record is above them; a failed move leaves the deadline where
+   * it was, and the next renewal tries again.
    * @throws PixiuError UNAVAILABLE when Redis or the store fails (the deadline stays)
    */
-  async #confirmed(since: number, lapsed: boolean): Promise<void> {
+  async #confirmed(since: number): Promise<void> {
     const store = this.#store;
     if (store === undefined) return;
     const late = since >= this.#writableUntil;
-    if (late && lapsed) {
+    const lapsed = this.#mustMovePast;
+    if (lapsed) {
       const moved = await this.#minted.movePastRecorded(store, true);
+      this.#mustMovePast = false;
       if (moved.length > 0) {
         this.#opts.logger.error({ store: this.storeId, moved },
           'this node\'s store lease lapsed while it was not renewed, and another node served this store\'s partitions meanwhile: counters moved past what it minted before writes resume; the messages it stored are not in this data dir and read as missing');
@@ -296,11 +311,13 @@ export class StoreOwnership {
       // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
       // (a copy that started in the moments between this node's check and this write).
       const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.leftBehind) ? replaced : undefined;
+      // No lease of this node's after its first write, however late this renewal: it
+      // lapsed (or Redis lost it), or another node's was there. Remembered until the move.
+      if (written && replaced?.node !== base.node) this.#mustMovePast = true;
       written = true;
       // Alone again after a conflict: not one put before the counters are past the other node's.
       if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();
-      // No lease found: it lapsed, or Redis lost it (after a conflict the counters just moved).
-      if (other === undefined) await this.#confirmed(since, replaced === undefined && this.#conflict === undefined);
+      if (other === undefined) await this.#confirmed(since);
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
       await this.#minted.record(this.#store);
     };

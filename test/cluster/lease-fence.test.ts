@@ -8,14 +8,17 @@
  *   UNAVAILABLE, a put already queued is neither written nor answered, and one whose
  *   batch was being written when the deadline passed is written but answered
  *   UNAVAILABLE; a renewal that finds the lease still this node's takes puts again; one
- *   that finds it lapsed moves the counters past what another node recorded meanwhile.
+ *   that finds it lapsed moves the counters past what another node recorded meanwhile
+ *   — also when that move failed once (the next renewal finds its own lease), and when
+ *   the renewal that found the lapse was not late (paused between its start and its
+ *   lease write).
  * - Two real `pixiu serve` processes: A is paused (SIGSTOP) past its lease, B starts on
  *   a copy of A's data dir and takes the store, POSTs reach A while it is stopped, and
  *   A is continued (SIGCONT): not one of them is answered 201, and B's history shows no
  *   gap for them (the reviewer's reproduction: four of six were 201, read as `expired`
  *   gaps on B).
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -53,23 +56,57 @@ const fenced = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE') && FE
 const msg = (n: number): NewMessage => ({ kind: MsgKind.user, to: ['u1'], type: 't', data: { n } });
 const body = (n: number): { to: string; type: string; data: unknown } => ({ to: 'u1', type: 't', data: { n } });
 
-test('past the lease\'s deadline a put is refused and a queued batch is not answered as stored; a renewal that confirms the lease takes puts again', async (t) => {
-  const keys = new Keys('fence1:');
-  const claims = new PartitionClaims(redis, keys);
+/** Fault injection on the claims' Redis calls: a test sets a hook, run (once) before the next call. */
+type Hooked = PartitionClaims & { before: Partial<Record<'storeIds' | 'renewLease', () => Promise<void>>> };
+
+/** `claims` whose storeIds and renewLease run `before[name]` once, when set, before calling Redis. */
+function hooked(claims: PartitionClaims): Hooked {
+  const h = Object.assign(claims, { before: {} }) as Hooked;
+  for (const name of ['storeIds', 'renewLease'] as const) {
+    const real = claims[name].bind(claims) as (...a: unknown[]) => Promise<unknown>;
+    (h as unknown as Record<string, unknown>)[name] = async (...a: unknown[]): Promise<unknown> => {
+      const hook = h.before[name];
+      h.before[name] = undefined;
+      await hook?.();
+      return real(...a);
+    };
+  }
+  return h;
+}
+
+/**
+ * A store of one partition under `prefix`, its ownership advertised, both on
+ * `monotonic` (real time when undefined); closed when `t` ends.
+ */
+async function fencedStore(t: TestContext, prefix: string, monotonic?: () => number) {
+  const keys = new Keys(prefix);
+  const claims = hooked(new PartitionClaims(redis, keys));
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-fence-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   const dir = path.join(root, 'xiu');
-  let clock = 1_000_000;
-  const monotonic = (): number => clock;
   const { logger, lines } = capturingLogger();
-  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 1, logger, monotonic });
+  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 1, logger, ...(monotonic === undefined ? {} : { monotonic }) });
   const store = await MessageStore.open({
     dir, partitions: 1, partitionBase: ownership.partitionBase, layout: ownership.layout, sync: false, cacheBytes: 0,
-    defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 3_600_000, monotonic,
+    defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 3_600_000, ...(monotonic === undefined ? {} : { monotonic }),
   });
   t.after(() => store.close());
   await ownership.advertise({ url: 'http://127.0.0.1:18601', node: 'node-f' }, (reason) => store.suspendWrites(reason), store);
   t.after(() => ownership.stop());
+  return { keys, claims, ownership, store, lines };
+}
+
+/** Renews until a renewal has let `store` take writes again (a renewal in flight is let finish: renewNow does nothing meanwhile). */
+async function renewUntilWritable(ownership: StoreOwnership, store: MessageStore, what: string): Promise<void> {
+  await waitUntil(what, () => {
+    ownership.renewNow();
+    return Promise.resolve(store.writeProblem === undefined);
+  }, 5000, 10);
+}
+
+test('past the lease\'s deadline a put is refused and a queued batch is not answered as stored; a renewal that confirms the lease takes puts again', async (t) => {
+  let clock = 1_000_000;
+  const { keys, claims, ownership, store, lines } = await fencedStore(t, 'fence1:', () => clock);
   await store.put(msg(1));
 
   // Just before the deadline: taken. At it: refused, and /readyz says why.
@@ -115,6 +152,49 @@ test('past the lease\'s deadline a put is refused and a queued batch is not answ
   assert.ok(lines.some((l) => l.level === 50 && /^this node's store lease lapsed while it was not renewed, and another node served/.test(l.msg ?? '')),
     JSON.stringify(lines.slice(-5)));
   await store.put(msg(8));
+});
+
+test('a lapse is not forgotten when the move past the recorded counters fails: the next renewal, finding its own lease, moves them before writes resume', async (t) => {
+  let clock = 1_000_000;
+  const { keys, claims, ownership, store, lines } = await fencedStore(t, 'fence3:', () => clock);
+  await store.put(msg(1));
+  // Late, the lease lapsed, a copy served the store and recorded its counters.
+  clock += LEASE_FENCE_MS + 20_000;
+  await redis.del(keys.storeLease(ownership.storeId));
+  const theirs = (store.assignedCounters[0] ?? 0) + 1000;
+  await claims.recordMinted(ownership.storeId, ownership.partitionBase, [theirs]);
+  // This renewal writes the lease, then the move fails (Redis times out reading the records).
+  claims.before.storeIds = () => Promise.reject(new Error('injected: Redis timed out'));
+  ownership.renewNow();
+  await waitUntil('the renewal failed', () => Promise.resolve(lines.some((l) => l.msg === 'store lease renewal failed')), 5000, 10);
+  await assert.rejects(store.put(msg(2)), fenced);
+  // The next renewal finds this node's own lease: the counters move all the same, first.
+  await renewUntilWritable(ownership, store, 'writes resumed');
+  assert.equal(store.assignedCounters[0], theirs + RESUME_MARGIN, 'moved past the copy\'s counters before writes resumed');
+  await store.put(msg(3));
+});
+
+test('a renewal paused between its start and its lease write, while a copy served the store and left, moves the counters before writes resume', async (t) => {
+  let clock = 1_000_000;
+  const { keys, claims, ownership, store } = await fencedStore(t, 'fence4:', () => clock);
+  await store.put(msg(1));
+  const theirs = (store.assignedCounters[0] ?? 0) + 1000;
+  // The renewal has read its start; the process pauses 30 s before its lease write reaches
+  // Redis. Meanwhile the lease lapsed, a copy served the store (recording its counters) and left.
+  let paused!: () => void;
+  const pause = new Promise<void>((resolve) => { paused = resolve; });
+  claims.before.renewLease = async () => {
+    clock += 30_000;
+    await redis.del(keys.storeLease(ownership.storeId));
+    await claims.recordMinted(ownership.storeId, ownership.partitionBase, [theirs]);
+    paused();
+  };
+  ownership.renewNow();
+  await pause;
+  // That renewal is not late (it began before the pause) and finds no lease; the next is late and finds its own.
+  await renewUntilWritable(ownership, store, 'writes resumed');
+  assert.equal(store.assignedCounters[0], theirs + RESUME_MARGIN, 'moved past the copy\'s counters before writes resumed');
+  await store.put(msg(2));
 });
 
 /** POSTs one message to `url` and resolves once the request is handed to the kernel (`sent`) and once answered (`answer`). */
