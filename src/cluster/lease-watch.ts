@@ -22,10 +22,22 @@ export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
  * lapses in Redis no sooner than {@link LEASE_TTL_MS} after that start (Redis sets its
  * TTL once the command reaches it), and only then may another node take the store; the
  * margin covers a write checked before the deadline and landing after it (a batch
- * built, then a slow fsync), the two clocks' rates, and leaves a renewal's worth of
- * slack. So one missed renewal (Redis slow for a moment) stops nothing; two do.
+ * built, then a slow fsync), the two clocks' rates, and leaves slack for renewals:
+ * the next begins {@link LEASE_RENEW_MS} after the last one began, and one that fails
+ * is tried again {@link LEASE_RETRY_MS} later (store-ownership.ts `advertise`). So one
+ * failed renewal (Redis refusing a command, or timing it out) stops nothing; Redis
+ * failing them for about 5 s does, as does one renewal still in flight at the deadline
+ * (Redis answering slower than 5 s: until it returns, though Redis may hold the lease
+ * a few seconds longer).
  */
 export const LEASE_FENCE_MS = LEASE_TTL_MS - LEASE_RENEW_MS;
+/**
+ * After a failed renewal, while the writes' deadline has not passed, the next try, ms:
+ * several fit in the {@link LEASE_FENCE_MS} margin. Past the deadline, renewals go on
+ * every {@link LEASE_RENEW_MS} (and at once when the connection to Redis is back:
+ * service.ts), so an outage does not log a failure every second.
+ */
+export const LEASE_RETRY_MS = 1000;
 /** How often a starting node looks again at a lease held by a node of another host, ms. */
 export const LEASE_WATCH_MS = 250;
 /** Longest such a watch lasts, ms: a lease's TTL and one renewal period. */

@@ -8,8 +8,9 @@
  *   base. A new data dir claims the lowest free block; one with a base re-asserts it; a
  *   block held by another store is a {@link StartupError} — never colliding ids.
  * - {@link StoreOwnership.advertise}, once the node listens: writes the lease
- *   (`{url, node}`, TTL {@link LEASE_TTL_MS}) and every {@link LEASE_RENEW_MS} renews
- *   it and re-asserts the claim, so both come back after a FLUSHALL. A re-assertion
+ *   (`{url, node}`, TTL {@link LEASE_TTL_MS}) and {@link LEASE_RENEW_MS} after each
+ *   renewal began ({@link LEASE_RETRY_MS} after a failed one) renews it and re-asserts
+ *   the claim, so both come back after a FLUSHALL. A re-assertion
  *   that finds the block held by another store (a new data dir claimed it in the
  *   moments after a FLUSHALL) suspends this node's writes until the block is its own
  *   again, and logs at error. Each renewal that finds the lease still this node's
@@ -33,11 +34,11 @@
 import { outageFields } from '../errors.js';
 import type { IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, type StoreDescription, type StoreLease } from './partition-claims.js';
-import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
+import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
 import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
 import { MintedRecord, type MintingStore } from './minted-counters.js';
 
-export { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
+export { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
 
 /**
@@ -249,8 +250,11 @@ export class StoreOwnership {
   }
 
   /**
-   * Writes the lease now, then renews it and re-asserts the claim every
-   * {@link LEASE_RENEW_MS}. A failed renewal logs and is tried again next time.
+   * Writes the lease now, then renews it and re-asserts the claim {@link LEASE_RENEW_MS}
+   * after each renewal began (at once after one slower than that). A failed renewal logs
+   * and is tried again {@link LEASE_RETRY_MS} later while the writes' deadline holds, so
+   * that one failure does not stop writes (lease-watch.ts {@link LEASE_FENCE_MS}), else
+   * after {@link LEASE_RENEW_MS}.
    * @param where where this node is read (its host name and pid are added)
    * @param onConflict called with a reason when another store holds the block, or
    *   another node this store's lease (writes must stop), and with undefined once
@@ -324,11 +328,25 @@ export class StoreOwnership {
     await renew();
     logger.info({ store: this.storeId, url: base.url }, 'store lease held');
     this.#renewNow = () => {
-      this.#renewing ??= renew()
-        .catch((err: unknown) => logger.warn({ ...outageFields(err), store: this.storeId, writesFenced: this.#clock() >= this.#writableUntil }, 'store lease renewal failed'))
-        .finally(() => { this.#renewing = undefined; });
+      if (this.#renewing !== undefined) return;
+      const began = performance.now();
+      this.#renewing = renew().then(() => LEASE_RENEW_MS - (performance.now() - began), (err: unknown) => {
+        const writesFenced = this.#clock() >= this.#writableUntil;
+        logger.warn({ ...outageFields(err), store: this.storeId, writesFenced }, 'store lease renewal failed');
+        return writesFenced ? LEASE_RENEW_MS : LEASE_RETRY_MS;
+      }).then((waitMs) => {
+        this.#renewing = undefined;
+        this.#renewIn(waitMs);
+      });
     };
-    this.#timer = setInterval(this.#renewNow, LEASE_RENEW_MS);
+    this.#renewIn(LEASE_RENEW_MS);
+  }
+
+  /** Runs the next renewal in `waitMs` (at once when not positive), in place of any scheduled; nothing once stopped. */
+  #renewIn(waitMs: number): void {
+    clearTimeout(this.#timer);
+    if (this.#renewNow === undefined) return;
+    this.#timer = setTimeout(this.#renewNow, Math.max(0, waitMs));
     this.#timer.unref();
   }
 
@@ -343,7 +361,7 @@ export class StoreOwnership {
 
   /** Stops renewing and drops this node's lease, if it is still in place. Idempotent; never rejects. */
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#renewNow = undefined;
     await this.#renewing;

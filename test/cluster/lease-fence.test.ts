@@ -12,6 +12,8 @@
  *   — also when that move failed once (the next renewal finds its own lease), and when
  *   the renewal that found the lapse was not late (paused between its start and its
  *   lease write).
+ * - On real timers: one renewal that fails (Redis timing out once) refuses no put on an
+ *   otherwise healthy node: it is tried again well before the deadline.
  * - Two real `pixiu serve` processes: A is paused (SIGSTOP) past its lease, B starts on
  *   a copy of A's data dir and takes the store, POSTs reach A while it is stopped, and
  *   A is continued (SIGCONT): not one of them is answered 201, and B's history shows no
@@ -23,13 +25,14 @@ import assert from 'node:assert/strict';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { isPixiuError } from '../../src/errors.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
 import { Keys } from '../../src/redis/keys.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
-import { LEASE_FENCE_MS } from '../../src/cluster/lease-watch.js';
+import { LEASE_FENCE_MS, LEASE_RENEW_MS } from '../../src/cluster/lease-watch.js';
 import { RESUME_MARGIN, StoreOwnership } from '../../src/cluster/store-ownership.js';
 import { MessageStore, type NewMessage } from '../../src/store/message-store.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
@@ -195,6 +198,32 @@ test('a renewal paused between its start and its lease write, while a copy serve
   await renewUntilWritable(ownership, store, 'writes resumed');
   assert.equal(store.assignedCounters[0], theirs + RESUME_MARGIN, 'moved past the copy\'s counters before writes resumed');
   await store.put(msg(2));
+});
+
+test('one failed renewal refuses no put on an otherwise healthy node: it is tried again well before the deadline', { timeout: 60_000 }, async (t) => {
+  const { claims, store, lines } = await fencedStore(t, 'fence5:');
+  // Real timers and clock. When each lease write begins; the second from now fails once (Redis slow for a moment).
+  const starts: number[] = [];
+  const onWrite = (): Promise<void> => {
+    starts.push(performance.now());
+    claims.before.renewLease = onWrite;
+    return starts.length === 2 ? Promise.reject(new Error('injected: Redis timed out once')) : Promise.resolve();
+  };
+  claims.before.renewLease = onWrite;
+  await waitUntil('a regular renewal', () => Promise.resolve(starts.length > 0), LEASE_RENEW_MS + 2000, 10);
+  // Puts until past the deadline that renewal set, and the renewal due after it.
+  const until = (starts[0] ?? 0) + LEASE_FENCE_MS + 1000;
+  let refused = 0;
+  let taken = 0;
+  while (performance.now() < until) {
+    await store.put(msg(taken)).then(() => { taken += 1; }, (err: unknown) => { if (fenced(err)) refused += 1; else throw err; });
+    await delay(5);
+  }
+  assert.equal(refused, 0, `${refused} puts refused (${taken} taken)`);
+  assert.ok(lines.some((l) => l.msg === 'store lease renewal failed'), 'the renewal failed');
+  assert.ok(!lines.some((l) => l.msg === 'store lease confirmed again after its writes\' deadline passed: writes resumed'), JSON.stringify(lines.filter((l) => l.level >= 40)));
+  // The failed one (starts[1]) was tried again within a second or so, not a renewal period later.
+  assert.ok(starts.length >= 3 && (starts[2] ?? Infinity) - (starts[1] ?? 0) < LEASE_RENEW_MS / 2, `lease writes began at ${starts.map((s) => (s - (starts[0] ?? 0)).toFixed(0)).join(', ')} ms`);
 });
 
 /** POSTs one message to `url` and resolves once the request is handed to the kernel (`sent`) and once answered (`answer`). */
