@@ -112,7 +112,7 @@ test('a DELETE made while the holding node\'s subscriber reconnects still closes
   assert.equal(answer.status, 200, answer.text);
   assert.deepEqual(answer.body, { user: 'banned', closed: 1 });
   // The connection must close (1008) within a few seconds.
-  const closed = await Promise.race([client.closed, new Promise<undefined>((r) => setTimeout(() => r(undefined), 8000))]);
+  const closed = await Promise.race([client.closed, new Promise<undefined>((r) => setTimeout(() => r(undefined), 8000).unref())]);
   assert.ok(closed !== undefined, '8 s after a DELETE that answered closed: 1, the connection is still open');
   assert.equal(closed.code, 1008);
 });

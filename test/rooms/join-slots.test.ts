@@ -106,7 +106,7 @@ test('an add completes while room messages are sent every millisecond (each move
   try {
     const added = await Promise.race([
       rooms.add(room, ['newcomer']),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the add waited 5 s behind the room messages')), 5000)),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the add waited 5 s behind the room messages')), 5000).unref()),
     ]);
     assert.deepEqual(added, { added: 1, size: 2 });
   } finally {

@@ -76,7 +76,7 @@ test('the socket is destroyed one byte past maxBytes, not before', async (t) => 
   // An empty frame, 6 bytes: past the cap.
   client.send('');
   const closed = once(socket, 'close').then(() => true);
-  assert.equal(await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 5000, false))]), true, 'destroyed past the cap');
+  assert.equal(await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 5000, false).unref())]), true, 'destroyed past the cap');
   assert.ok(foreign > 1000);
 });
 
