@@ -193,14 +193,20 @@ export async function startInProcess(
 
 /**
  * {@link startInProcess} on a private redis-server of its own, stopped after the
- * service (its clean-up registered first, so it runs last, even when the start fails).
+ * service, even when the start fails. Both are one clean-up step of `t`, run in that
+ * order: a test context runs its `after` steps in the order they were added (Node 20),
+ * so the server's stop, added first, ran before the service's close — which then found
+ * its Redis gone, and each of its clients' disconnects left a 2 s timer (ioredis waits
+ * that long for a closed socket's `close`) holding the test's process open at its end.
  */
 export async function startInProcessAlone(
   t: CleanupContext, overrides: ConfigOverrides = {}, logger?: Logger,
 ): Promise<{ redis: RedisServer; server: InProcessServer }> {
+  const steps = cleanupList();
+  t.after(() => steps.run());
   const redis = await RedisServer.start();
-  t.after(() => redis.destroy());
-  return { redis, server: await startInProcess(t, { redisUrl: redis.url, ...overrides }, logger) };
+  steps.after(() => redis.destroy());
+  return { redis, server: await startInProcess(steps, { redisUrl: redis.url, ...overrides }, logger) };
 }
 
 /** The environment for a child `pixiu`: the parent's, minus every `PIXIU_` variable. */
