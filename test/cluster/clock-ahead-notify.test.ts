@@ -9,7 +9,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLI_MAIN, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
+import { cliEntry, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_SECRET, startGateway } from '../gateway/gateway-fixture.js';
 
@@ -20,10 +20,10 @@ test('a message posted on a node whose clock is 2 minutes ahead reaches the devi
   t.after(() => redis.destroy());
   const b = await startGateway(t, { redisUrl: redis.url });
   const preload = new URL('../harness/clock-offset.mjs', import.meta.url).pathname;
-  const a = await spawnListening(['--import', preload, CLI_MAIN, 'serve'], {
+  const a = await spawnListening(['--import', preload, ...cliEntry(), 'serve'], {
     PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN,
     PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed', PIXIU_CLAIMS_SETTLE: '0', CLOCK_OFFSET_MS: String(120_000),
-  }, t);
+  }, t, 'pixiu listening', { tsx: false });
   const { client } = await b.connectWelcomed('clocky', { device: 'phone' });
   const sent = await new PixiuClient(a.url, TOKEN).post('/v1/messages', { to: 'clocky', type: 't', data: 'ahead' });
   assert.equal(sent.status, 201, sent.text);

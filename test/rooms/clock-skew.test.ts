@@ -9,7 +9,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
+import { cleanupList, cliEntry, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { addMembers } from './room-fixture.js';
@@ -30,8 +30,9 @@ async function nodesApart(test: TestContext): Promise<{ a: PixiuClient; b: Pixiu
     PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed',
   });
   const preload = new URL('../harness/clock-offset.mjs', import.meta.url).pathname;
-  const a = await spawnListening([CLI_MAIN, 'serve'], await env(), t);
-  const b = await spawnListening(['--import', preload, CLI_MAIN, 'serve'], { ...(await env()), CLOCK_OFFSET_MS: String(SKEW_MS) }, t);
+  // cliEntry(): the build when current (as spawnServe runs it), else the sources through tsx.
+  const a = await spawnListening([...cliEntry(), 'serve'], await env(), t, 'pixiu listening', { tsx: false });
+  const b = await spawnListening(['--import', preload, ...cliEntry(), 'serve'], { ...(await env()), CLOCK_OFFSET_MS: String(SKEW_MS) }, t, 'pixiu listening', { tsx: false });
   return { a: new PixiuClient(a.url, TOKEN), b: new PixiuClient(b.url, TOKEN) };
 }
 

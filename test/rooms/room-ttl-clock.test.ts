@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
+import { cleanupList, cliEntry, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { addMembers } from './room-fixture.js';
@@ -23,10 +23,10 @@ test('a room message with a ttl shorter than the node/Redis clock skew is readab
   const redis = await RedisServer.start();
   c.after(() => redis.destroy());
   const preload = new URL('../harness/clock-offset.mjs', import.meta.url).pathname;
-  const node = await spawnListening(['--import', preload, CLI_MAIN, 'serve'], {
+  const node = await spawnListening(['--import', preload, ...cliEntry(), 'serve'], {
     PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(c), PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN,
     PIXIU_JWT_SECRET: JWT_SECRET, CLOCK_OFFSET_MS: String(SKEW_MS),
-  }, c);
+  }, c, 'pixiu listening', { tsx: false });
   const api = new PixiuClient(node.url, TOKEN);
   await addMembers(api, 'r1', ['alice']);
 

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { isAlive } from '../../src/process-alive.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { CLI_MAIN } from '../harness/pixiu-server.js';
+import { cliEntry } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { blackHole } from '../harness/local-http.js';
 import { freePort } from '../harness/redis-server.js';
@@ -86,7 +86,7 @@ test('a stdout that fails every write (here /dev/full) stops the log, not the se
   const dir = await embeddedDataDir(t);
   const port = await freePort();
   const full = openSync('/dev/full', 'w');
-  const serve = spawn(process.execPath, ['--import', 'tsx', CLI_MAIN, 'serve'], {
+  const serve = spawn(process.execPath, [...cliEntry(), 'serve'], {
     env: { ...process.env, ...dir.env, PIXIU_PORT: String(port), PIXIU_API_TOKEN: API_TOKEN },
     stdio: ['ignore', full, 'pipe'],
   });
