@@ -7,7 +7,8 @@
  * requests sent to it were refused 401, and nothing was logged (a black-box SRE's
  * finding). Each node puts a one-way digest of each in its shared-settings entry
  * (src/cluster/shared-settings.ts), and a starting node warns, at error, of every live
- * node whose secret differs.
+ * node whose secret differs; a running node, of every node that joins after it with
+ * another (src/cluster/joiner-secrets.ts).
  *
  * The digest of a secret is scrypt(secret, salt ‖ {@link DIGEST_LABEL}, 8 bytes) with
  * N = 2^14, r = 8, p = 1 (RFC 7914; 16 MiB of memory), in hex, where the salt is 16
@@ -26,7 +27,8 @@
  * other with the async scrypt (libuv's thread pool: the event loop is not held, and
  * the pool, which the LevelDB store's reads and writes use too, lends one thread at a
  * time) — the same runs again when a running node writes its entry back after Redis
- * lost it. Its own digests, at start, are async scrypt too.
+ * lost it, and for each node that joins later (a few per registry renewal,
+ * joiner-secrets.ts). Its own digests, at start, are async scrypt too.
  *
  * What a reader of Redis (or of its backups and replicas) gets besides these digests:
  * message ids and inbox positions (seqs, device cursors), presence, the cluster secret,
@@ -221,6 +223,15 @@ export function readLegacyDigests(parsed: Record<string, unknown>): LegacyDigest
   const s = parsed.secrets as Partial<SecretDigests> | undefined;
   if (typeof s !== 'object' || s === null || 'salt' in s) return undefined;
   return digestFields(s);
+}
+
+/**
+ * Another node's published digests in either scheme ({@link readDigests}, else
+ * {@link readLegacyDigests}); undefined when its entry has none to compare (a release
+ * from before them) or malformed ones.
+ */
+export function peerDigests(parsed: Record<string, unknown>): PeerDigests | undefined {
+  return readDigests(parsed) ?? readLegacyDigests(parsed);
 }
 
 /** The digests of a `secrets` object, salt aside, if well formed: `apiToken` and a `jwtKey` of 16 hex digits, a known `jwtKind`. */

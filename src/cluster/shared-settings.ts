@@ -24,7 +24,9 @@
  * without the shared secrets generates its own, and producers then got 401 from it with
  * nothing logged. A starting node logs each that differs on a live node at error —
  * also beside a node of a release before 3545053, whose unsalted digests it compares in
- * that scheme — and names at info the live nodes too old to publish digests.
+ * that scheme — and names at info the live nodes too old to publish digests; the nodes
+ * whose entries it read go to `onCompared`, and each running node checks the nodes
+ * that join after it the same way (joiner-secrets.ts).
  *
  * And it names the node's build (node-entry.ts): which release each node runs.
  */
@@ -41,7 +43,7 @@ import { PartitionClaims } from './partition-claims.js';
 import { parseEntry } from './node-entry.js';
 import { buildInfo } from '../version.js';
 import {
-  readDigests, readLegacyDigests, secretMismatchLine, secretsNotComparedLine, type NodeSecrets, type PeerDigests, type SecretCheck, type SecretName,
+  peerDigests, secretMismatchLine, secretsNotComparedLine, type NodeSecrets, type PeerDigests, type SecretCheck, type SecretName,
 } from './secret-digests.js';
 
 /** The settings every node sharing a Redis must agree on (docs/decisions.md, "Several nodes"). */
@@ -99,12 +101,14 @@ export interface SecretMismatch {
  *   its own salt, so whether two other nodes share a secret cannot be told. An entry of
  *   the first scheme (no salt: a release before 3545053) is compared in that scheme
  *   (secret-digests.ts); the live nodes whose entries hold no digests (a release from
- *   before them) are `uncompared` — none when this node compares no secrets
+ *   before them) are `uncompared` — none when this node compares no secrets; `compared`
+ *   names every live node whose entry was read (those of this node's store included):
+ *   the running node's check of joiners (joiner-secrets.ts) leaves them out
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function compareNodeEntries(
   redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, at: EntryOptions = {},
-): Promise<{ settings: SettingMismatch[]; secrets: SecretMismatch[]; uncompared: string[] }> {
+): Promise<{ settings: SettingMismatch[]; secrets: SecretMismatch[]; uncompared: string[]; compared: string[] }> {
   const { storeId, leftBehind } = at;
   const key = keys.nodeSettings();
   const mine = valuesOf(config);
@@ -138,7 +142,7 @@ export async function compareNodeEntries(
       mismatches.set(id, found);
     }
     if (at.secrets === undefined) continue;
-    const digests = readDigests(parsed) ?? readLegacyDigests(parsed);
+    const digests = peerDigests(parsed);
     if (digests === undefined) {
       uncompared.push(node);
       continue;
@@ -151,7 +155,7 @@ export async function compareNodeEntries(
       secrets.set(id, found);
     }
   }
-  return { settings: [...mismatches.values()], secrets: [...secrets.values()], uncompared };
+  return { settings: [...mismatches.values()], secrets: [...secrets.values()], uncompared, compared: [...live] };
 }
 
 /**
@@ -179,17 +183,29 @@ export interface SharedSettingsAnnouncement {
   withdraw(): Promise<void>;
 }
 
+/** What {@link announceSharedSettings} publishes and compares, and whom it tells which nodes it compared. */
+export interface AnnounceOptions extends Omit<EntryOptions, 'secrets'> {
+  readonly secrets?: NodeSecrets;
+  /**
+   * The live nodes whose entries a comparison read (at start, and at each write-back),
+   * called before its lines are logged: the running node's check of joiners
+   * (joiner-secrets.ts) does not compare them again. Not called when Redis failed.
+   */
+  readonly onCompared?: (nodes: readonly string[]) => void;
+}
+
 /**
  * {@link publishSharedSettings} at a node's start, with a warning logged for each
  * mismatch; a Redis failure is logged and the start goes on (the check is advice).
  * @returns how to publish them again, and to remove the node's entry at shutdown
  */
 export async function announceSharedSettings(
-  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, at: Omit<EntryOptions, 'secrets'> & { readonly secrets?: NodeSecrets } = {},
+  redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, at: AnnounceOptions = {},
 ): Promise<SharedSettingsAnnouncement> {
   const publish = async (): Promise<void> => {
     try {
       const found = await compareNodeEntries(redis, keys, registry, config, at);
+      at.onCompared?.(found.compared);
       const here = at.secrets;
       if (here !== undefined && (found.secrets.length > 0 || found.uncompared.length > 0)) {
         const urls = await advertisedUrls(redis, keys);

@@ -45,6 +45,7 @@ import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 import { MembershipLog } from '../cluster/membership-log.js';
+import { JoinerSecretCheck } from '../cluster/joiner-secrets.js';
 import { PartitionClaims } from '../cluster/partition-claims.js';
 
 /** Wait before pulling again after a failed fetch, ms. */
@@ -109,6 +110,8 @@ export class Gateway implements GatewayDeps {
   readonly #kicks: Kicks;
   /** This node's shared settings in Redis, once published. */
   #settings: SharedSettingsAnnouncement | undefined;
+  /** The secrets of the nodes that join after this one, compared with its own (joiner-secrets.ts); none without secrets to compare. */
+  readonly #joiners: JoinerSecretCheck | undefined;
 
   private constructor(opts: GatewayOptions, node: string, subscriber: Redis, readerRedis: Redis) {
     const { config, redis, keys, logger, metrics } = opts;
@@ -123,12 +126,15 @@ export class Gateway implements GatewayDeps {
     // Other nodes joining and leaving, logged at info with their store, URL and build (membership-log.ts).
     const claims = new PartitionClaims(redis, keys);
     const membership = new MembershipLog(logger, node, () => claims.leasesByNode(), () => nodeBuilds(redis, keys));
+    this.#joiners = opts.secrets === undefined ? undefined
+      : new JoinerSecretCheck({ redis, keys, self: node, secrets: opts.secrets, logger, addresses: () => claims.leasesByNode() });
     this.#registry = new NodeRegistry(redis, keys, {
       node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
       onRegistry: (registered, nowMs) => {
         // The registry as this renewal read it (this node included): no read of its own per scrape.
         metrics.clusterNodes.set(registered.size);
         void membership.observe(registered, nowMs);
+        void this.#joiners?.observe(registered);
       },
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each
@@ -266,8 +272,12 @@ export class Gateway implements GatewayDeps {
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#registry.start();
-      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger,
-        { storeId: opts.storeId, leftBehind: opts.storeLeftBehind, secrets: opts.secrets });
+      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, {
+        storeId: opts.storeId, leftBehind: opts.storeLeftBehind, secrets: opts.secrets,
+        // Compared here: the check of joiners leaves them out, and checks the others (registered, no entry yet).
+        onCompared: (nodes) => gateway.#joiners?.compared(nodes),
+      });
+      gateway.#joiners?.start();
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {

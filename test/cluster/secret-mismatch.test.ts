@@ -17,17 +17,13 @@ import { createRedis } from '../../src/redis/client.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { oldDigest, secretLines } from './secrets-fixture.js';
 
 const TOKEN = 'secret-mismatch-api-token-0123456789';
 const JWT = 'secret-mismatch-jwt-secret-0123456789abcdef';
 let server: RedisServer;
 before(async () => { server = await RedisServer.start(); });
 after(() => server?.destroy());
-
-/** The error lines about a secret. */
-function secretLines(lines: readonly LogLine[]): LogLine[] {
-  return lines.filter((l) => l.level === 50 && l.secret !== undefined);
-}
 
 test('a node started without PIXIU_API_TOKEN beside one with it logs at error that the API token differs, that it generated its own, and that producers get 401; the digests in Redis are not the secrets', async (t) => {
   const files = cleanupList();
@@ -58,11 +54,6 @@ test('a node started without PIXIU_API_TOKEN beside one with it logs at error th
   const own = await Promise.all(digests.map((d) => secretDigest(TOKEN, d.salt)));
   assert.equal(digests.filter((d, i) => d.apiToken === own[i]).length, 1, 'A\'s entry holds the digest of its token under its salt, B\'s not');
 });
-
-/** A secret's digest as 2e0830c computed it (the first scheme): HMAC-SHA-256 keyed by it over the v1 label, 64 bits in hex. */
-function oldDigest(secret: string): string {
-  return createHmac('sha256', secret).update('pixiu node-settings secret digest v1').digest('hex').slice(0, 16);
-}
 
 test('beside nodes of an older release (entries as 2e0830c writes them: unsalted digests, or none), a node compares in their scheme: the same secrets say nothing, another token or JWT secret is told at error; an entry without digests is said at info not compared', { timeout: 60_000 }, async (t) => {
   const files = cleanupList();
