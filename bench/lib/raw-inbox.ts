@@ -59,7 +59,7 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
       const expires = String(Date.now() + CONTENT_TTL_MS);
       for (let i = first; i < next; i++) {
         const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace);
+        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace, '0');
       }
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([err]) => err !== null);

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
  * `pixiu`: the one binary (DESIGN.md §10). Subcommands: `serve`, `token`, `connect`,
- * `inspect`.
+ * `inspect`, `redis`.
  * Every subcommand has `--help`. A start-up error prints one clear message and exits 1.
- * Only the subcommand named on the command line is loaded (all four for anything else:
+ * Only the subcommand named on the command line is loaded (all of them for anything else:
  * `pixiu --help`, `pixiu help serve`, a typo): `pixiu token` then starts without the
  * modules of the server, Redis and WebSocket clients (~0.2 s less of a 0.45 s run).
  * Each subcommand's module in turn loads what only a run needs (jose, ws, ioredis, pino,
@@ -21,6 +21,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Command>> = {
   token: async () => (await import('./token.js')).tokenCommand(),
   connect: async () => (await import('./connect.js')).connectCommand(),
   inspect: async () => (await import('./inspect.js')).inspectCommand(),
+  redis: async () => (await import('./redis.js')).redisCommand(),
 };
 
 /** True when `name` names one of {@link SUBCOMMANDS}. */

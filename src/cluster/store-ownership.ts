@@ -266,9 +266,18 @@ export class StoreOwnership {
    * @param store the store: its last counters are recorded with each renewal, and
    *   moved forward before writes resume after a conflict; its writes' deadline is
    *   moved on by each renewal that finds the lease this node's ({@link #confirmed})
+   * @param onLostWrites called with a reason when a renewal proves that Redis lost
+   *   writes it had acknowledged to this node, so that acknowledged appends may be gone
+   *   too (src/inbox/generation.ts raises the inbox generation): the lease found is this
+   *   node's own with an older renewal count than one Redis acknowledged (a failover to
+   *   a replica that was behind, a restore of a snapshot taken within the lease's TTL),
+   *   or this store's claim is gone (a FLUSHALL, a restart without its AOF, a restore
+   *   of a snapshot from before the claim). Not called when Redis restarted with its
+   *   AOF: it kept both
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
-  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore): Promise<void> {
+  async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore,
+    onLostWrites?: (reason: string) => void): Promise<void> {
     this.#store = store;
     const { claims, logger } = this.#opts;
     const base: StoreLease = {
@@ -283,6 +292,8 @@ export class StoreOwnership {
       return this.#lease;
     };
     let written = false;
+    /** The renewal count of the last lease write Redis acknowledged (0: none yet). */
+    let acknowledged = 0;
     let reported = false;
     const report = (conflict: string | undefined): void => {
       if (reported && conflict === this.#conflict) return;
@@ -307,10 +318,17 @@ export class StoreOwnership {
       if (!answer.known) {
         logger.error({ store: this.storeId, redis: this.#opts.redisName },
           `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, or a restart without its AOF); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
+        onLostWrites?.('this store\'s claim was gone');
       }
       // Before the lease is sent: Redis's TTL starts later, so the deadline is on the safe side.
       const since = this.#clock();
-      const replaced = await claims.renewLease(this.storeId, next(), LEASE_TTL_MS);
+      const lease = next();
+      const replaced = await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
+      // This node's own lease, older than one Redis acknowledged: Redis went back in time.
+      if (replaced?.node === base.node && (replaced.renewal ?? 0) < acknowledged) {
+        onLostWrites?.(`this node's store lease was back at renewal ${replaced.renewal ?? 0}, after Redis had acknowledged renewal ${acknowledged}`);
+      }
+      acknowledged = lease.renewal ?? 0;
       // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first
       // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
       // (a copy that started in the moments between this node's check and this write).

@@ -79,6 +79,12 @@ export interface GatewayOptions {
    * else the node keeps in Redis is to be written back too (the service's cluster secret).
    */
   readonly onRegisteredAgain?: () => void;
+  /**
+   * Called after each registration renewal of the node registry's timer (every 5 s):
+   * what else the node re-reads from Redis at that pace (the inbox generation,
+   * src/inbox/generation.ts).
+   */
+  readonly onRenewed?: () => void;
 }
 
 /** The running gateway of this node. */
@@ -135,6 +141,7 @@ export class Gateway implements GatewayDeps {
         metrics.clusterNodes.set(registered.size);
         void membership.observe(registered, nowMs);
         void this.#joiners?.observe(registered);
+        opts.onRenewed?.();
       },
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each

@@ -187,7 +187,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
       case 'room': room = value; break;
     }
   }
-  // Only the append script (append-8.lua and the versions before it) writes entries as
+  // Only the append script (append-9.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
   if (!MSG_ID_RULE.test(id) || !isKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };

@@ -67,7 +67,7 @@ export interface InboxOptions {
   readonly deviceCursors?: number;
   /**
    * How long, in ms, a user's inbox keys outlive the expiry of the last content
-   * appended (`append-8.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * appended (`append-9.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
    * 30 days.
    */
   readonly retentionGraceMs?: number;
@@ -82,6 +82,12 @@ export interface InboxOptions {
    * entry (page-entries.ts); default: not logged.
    */
   readonly logger?: Logger;
+  /**
+   * The inbox generation this node last read (generation.ts `InboxGeneration.current`),
+   * read at each append: an inbox that recorded a lower one gets a new epoch first
+   * (`append-9.lua` step 1). Default: always 0 (never a rotation for it).
+   */
+  readonly generation?: () => number;
 }
 
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
@@ -129,6 +135,7 @@ export class Inbox {
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
   readonly #now: () => number;
+  readonly #generation: () => number;
   /** Reads the entries of a page, and logs the malformed ones once each. */
   readonly #entries: PageEntries;
 
@@ -143,6 +150,7 @@ export class Inbox {
     }
     this.#redis = redis;
     this.#now = opts.now ?? (() => Date.now());
+    this.#generation = opts.generation ?? (() => 0);
     this.#entries = new PageEntries(opts.logger);
     this.#keys = new Keys(opts.prefix);
     this.#cap = String(opts.cap);
@@ -177,8 +185,10 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-8.lua`).
-   * Creates the inbox (and its epoch) when it has none. The seq is one more than the
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-9.lua`).
+   * Creates the inbox (and its epoch) when it has none, and gives it a new epoch first
+   * when the inbox generation ({@link InboxOptions.generation}) is above the one its
+   * epoch was made under (Redis went back in time: generation.ts). The seq is one more than the
    * highest ever assigned, so seqs are contiguous and never reused. The stream is then
    * trimmed to exactly `cap` entries: the first retained seq is `seq - cap + 1`. The
    * user's inbox keys are kept until the retention grace after the latest content
@@ -206,6 +216,7 @@ export class Inbox {
     return this.#appends.call([
       APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
       msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(this.#now()), extra?.room ?? '', expiresArg(extra, now), this.#grace,
+      String(this.#generation()),
     ], flow);
   }
 
@@ -237,6 +248,7 @@ export class Inbox {
       return [
         APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
         msgId, kindArg, this.#cap, newEpoch(), String(this.#now()), room, expires, this.#grace,
+        String(this.#generation()),
       ];
     }, flow);
   }
@@ -326,7 +338,7 @@ export class Inbox {
   }
 
   /**
-   * When the user's inbox keys expire (retention, `append-8.lua` step 6), ms since the
+   * When the user's inbox keys expire (retention, `append-9.lua` step 6), ms since the
    * Unix epoch; null when they do not (no inbox, or one no append since append-7 has touched yet).
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
    */

@@ -7,7 +7,7 @@ import { scriptSha, type ScriptSpec } from '../redis/scripts.js';
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
   /** KEYS and ARGV: {@link AppendArgs}. Replies {@link AppendReply}. */
-  append: { file: new URL('./lua/append-8.lua', import.meta.url), numberOfKeys: 5 },
+  append: { file: new URL('./lua/append-9.lua', import.meta.url), numberOfKeys: 5 },
   /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
   range: { file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after. */
@@ -19,28 +19,34 @@ export const INBOX_SCRIPTS = {
   rotate: { file: new URL('./lua/rotate-3.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS ids, inbox; ARGV msgId. Replies the MsgID's seq in the inbox, 0 when it is not there. */
   locate: { file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2 },
+  /**
+   * KEYS the inbox generation; ARGV the generation the caller last read ("" for any), the least to set.
+   * Replies {generation after, 1 when raised else 0}.
+   */
+  generationRaise: { file: new URL('./lua/generation-raise-1.lua', import.meta.url), numberOfKeys: 1 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /**
- * Arguments of `append-8.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
+ * Arguments of `append-9.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
  * cap, epoch, nowMs, room, expiresAtMs (the content's), graceMs (how long the keys
- * outlive the last content).
+ * outlive the last content), generation (the inbox generation the node last read,
+ * src/inbox/generation.ts).
  */
 export type AppendArgs = [
   inbox: string, meta: string, ids: string, conns: string, acks: string,
   msgId: string, kind: string, cap: string, epoch: string, nowMs: string, room: string,
-  expiresAtMs: string, graceMs: string,
+  expiresAtMs: string, graceMs: string, generation: string,
 ];
 
-/** The whole EVALSHA of `append-8.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
+/** The whole EVALSHA of `append-9.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
 export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
 
-/** `append-8.lua`'s SHA-1, for {@link AppendArgv}. */
+/** `append-9.lua`'s SHA-1, for {@link AppendArgv}. */
 export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
-/** `append-8.lua`'s number of keys, as EVALSHA takes it. */
+/** `append-9.lua`'s number of keys, as EVALSHA takes it. */
 export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
 
-/** Reply of `append-8.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
+/** Reply of `append-9.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];
 
 /** One raw stream entry: `["<seq>-0", [field, value, ...]]`. */

@@ -44,8 +44,9 @@ export class UserKeys {
 
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
-   * (when the keys expire, append-8.lua), `resume_rotated` (when a resume claim last
-   * rotated the epoch, ms by Redis's clock: rotate-3.lua's cool-down).
+   * (when the keys expire, append-9.lua), `resume_rotated` (when a resume claim last
+   * rotated the epoch, ms by Redis's clock: rotate-3.lua's cool-down), `gen` (the inbox
+   * generation the epoch was made under, append-9.lua; absent: 0).
    */
   get meta(): string {
     return `${this.#tag}:meta`;
@@ -122,6 +123,16 @@ export class Keys {
   /** `<prefix>{uid}:conns`, presence. @throws PixiuError INVALID_REQUEST for a bad uid */
   conns(uid: string): string {
     return this.user(uid).conns;
+  }
+
+  /**
+   * String: the inbox generation, an integer (absent: 0), raised when Redis went back in
+   * time (src/inbox/generation.ts): an inbox appended under a higher generation than it
+   * recorded gets a new epoch (append-9.lua). Nodes read it and pass it to the append
+   * script, which touches no key outside the user's slot.
+   */
+  inboxGeneration(): string {
+    return `${this.prefix}inbox-generation`;
   }
 
   /** Sorted set of live nodes: node id → registration expiry, ms (DESIGN.md §9). */

@@ -15,6 +15,7 @@ import { loadSecrets, type Secrets } from '../auth/secrets.js';
 import type { Config } from '../config/config.js';
 import { StartupError, isPixiuError, outageFields } from '../errors.js';
 import { Inbox } from '../inbox/inbox.js';
+import { InboxGeneration } from '../inbox/generation.js';
 import { Ingest } from '../ingest/ingest.js';
 import type { Logger } from '../logger.js';
 import { redactUrl } from '../redis/url.js';
@@ -125,8 +126,13 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // the gateway's node registry): a node's own clock, off by more than an entry's time
     // left, found every entry expired and notified no node.
     let redisNow: () => number = Date.now;
+    // Raised when Redis went back in time; read now and at every registry renewal, given
+    // to every append (generation.ts; docs/decisions.md "The inbox generation").
+    const generation = new InboxGeneration(redis, keys, logger);
+    await generation.refresh();
     const inbox = new Inbox(redis, {
       prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(), logger,
+      generation: () => generation.current,
     });
     const verify = createVerifier(secrets.jwt, {
       audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(), logger,
@@ -139,6 +145,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       // another node already wrote one), not only when another node is refused.
       onRegisteredAgain: () => void clusterSecret.writeBack().catch((err: unknown) =>
         logger.warn({ ...outageFields(err) }, 'could not write the cluster secret back to Redis; other nodes re-read it when refused')),
+      onRenewed: () => void generation.refresh().catch((err: unknown) =>
+        logger.debug({ ...outageFields(err) }, 'could not read the inbox generation; read again at the next registry renewal')),
     });
     redisNow = () => gateway.redisNow();
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
@@ -201,7 +209,8 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header, logger, signal: opts.signal, alone: local !== undefined,
       });
       stopAsked();
-      await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), store);
+      await ownership.advertise({ url: advertised, node: gateway.node }, (reason) => store.suspendWrites(reason), store,
+        (reason) => void generation.lostWrites(reason));
     } finally {
       leaseSettled();
     }

@@ -213,14 +213,14 @@ test('a mistyped subcommand, alone or after help, exits 1 saying it is unknown a
     assert.match(run.stderr, new RegExp(`unknown command '${args[args.length - 1]}'`), args.join(' '));
     assert.match(run.stderr, /Did you mean (connect|inspect)\?/, args.join(' '));
   }
-  const helps = ['serve', 'token', 'connect', 'inspect'].flatMap((name) => [[name, ['help', name]], [name, [name, '--help']]] as const);
+  const helps = ['serve', 'token', 'connect', 'inspect', 'redis'].flatMap((name) => [[name, ['help', name]], [name, [name, '--help']]] as const);
   for (const [[name, args], run] of await runEach(helps, ([, args]) => runCli(args))) {
     assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
     assert.match(run.stdout, new RegExp(`^Usage: pixiu ${name} `), args.join(' '));
   }
   const all = await runCli(['--help']);
   assert.equal(all.code, 0, all.stderr);
-  for (const name of ['serve', 'token', 'connect', 'inspect']) assert.match(all.stdout, new RegExp(`^  ${name} `, 'm'), 'every subcommand in the full help');
+  for (const name of ['serve', 'token', 'connect', 'inspect', 'redis']) assert.match(all.stdout, new RegExp(`^  ${name} `, 'm'), 'every subcommand in the full help');
 });
 
 test('--help after a command that does not exist exits 1 saying it is unknown, as without it, not 0 with the general usage (upgrade tester F4)', async () => {

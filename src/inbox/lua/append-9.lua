@@ -1,8 +1,9 @@
 #!lua
 --[[
-append-8: append one MsgID to one user's inbox, exactly once, name the nodes holding
-the user's live connections (DESIGN.md §4, §9), and keep the user's inbox keys only as
-long as something in them can still be delivered.
+append-9: append one MsgID to one user's inbox, exactly once, name the nodes holding
+the user's live connections (DESIGN.md §4, §9), keep the user's inbox keys only as
+long as something in them can still be delivered, and give the inbox a new epoch first
+when the inbox generation (ARGV[9]) is above the one it was last appended under.
 
 All or nothing: every read that can fail comes before the first write, and the next
 seq is always one the stream takes, so once the script writes, nothing after fails.
@@ -13,14 +14,23 @@ deleted by hand, XDEL): every append to the user failed for good, and the cursor
 gone with no new epoch.
 
 Steps
-  1. Read (nothing is written yet): the meta hash (epoch, seq counter, keep), whether
-     the MsgID is in the ids set, and the presence hash, whose nodes that have not
-     expired are listed once each (step 7). If there is no epoch, the inbox is new or
-     Redis lost it: ARGV[4] is the epoch to create.
+  1. Read (nothing is written yet): the meta hash (epoch, seq counter, keep, gen),
+     whether the MsgID is in the ids set, and the presence hash, whose nodes that have
+     not expired are listed once each (step 7). If there is no epoch, the inbox is new or
+     Redis lost it: ARGV[4] is the epoch to create. If there is one and ARGV[9] is above
+     the meta's `gen` (absent: 0), Redis may have gone back in time since this inbox
+     last took an append (an operator ran `pixiu redis lost-writes`, or a node saw Redis
+     lose acknowledged writes: src/inbox/generation.ts), so its seqs above what Redis
+     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-3.lua replaces
+     one (the ack cursors dropped, step 5), and the seqs go on from what Redis kept.
+     A device resuming under the old epoch is then sent `reset` (the epochs differ). An
+     ARGV[9] at or below `gen` (a node that has not read a newer generation yet)
+     changes nothing: never a rotation back. `resume_rotated` (rotate-3.lua's cool-down)
+     is neither read nor set: this rotation is never refused.
   2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes;
      the stream is not touched (a retried append is harmless), nor is the retention,
-     unless step 1 found no epoch: then the epoch is recorded with `created` as in
-     step 5 and step 6 runs.
+     unless step 1 found no epoch or a generation to rotate for: then the epoch is
+     recorded as in step 5 and step 6 runs.
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
      means a seq is never reused even when the counter (or the whole meta hash) was
      lost while the stream remained.
@@ -35,7 +45,9 @@ Steps
      not fail for good.
   5. When step 1 found no epoch: record it with `created` (ARGV[5]) and drop the ack
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
-     would make every reconnect without last_seq look like a reset). ZADD the MsgID
+     would make every reconnect without last_seq look like a reset); when it found a
+     generation to rotate for: record the new epoch and drop the cursors likewise
+     (`created` stays). Either way, with ARGV[9] above 0, record it as `gen`. ZADD the MsgID
      with its seq, drop ids at or below seq - cap (the window the stream keeps), and
      store the counter.
   6. Retention: if the message's content expires (ARGV[7]) at or after the inbox's
@@ -72,9 +84,13 @@ ARGV
   6. room id to store with the entry, or "" for none
   7. when the message's content expires, ms since the Unix epoch (its `expires_at`)
   8. grace, ms: how long the keys outlive the last content they point to
+  9. the inbox generation the node last read (`<prefix>inbox-generation`, 0 when
+     absent), a non-negative integer of at most 15 digits. Given as an argument, not
+     read here: a per-user script touches only the user's slot (Redis Cluster).
 
 Returns
-  {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch (string), dup 1 when
+  {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch after the call (a
+  new one when step 1 rotated it), dup 1 when
   the MsgID was already present, else 0; then the distinct nodes holding a live
   connection of the user (for a duplicate too).
 
@@ -85,7 +101,7 @@ Error replies
 
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local expiresArg, graceArg = ARGV[7], ARGV[8]
+local expiresArg, graceArg, genArg = ARGV[7], ARGV[8], ARGV[9]
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
   return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
@@ -104,13 +120,39 @@ if type(expiresArg) ~= 'string' or not string.match(expiresArg, '^%d+$') or #exp
     or type(graceArg) ~= 'string' or not string.match(graceArg, '^%d+$') or #graceArg > 15 then
   return redis.error_reply('INVALID_REQUEST expires at and grace must be non-negative integers (ms)')
 end
+if type(genArg) ~= 'string' or not string.match(genArg, '^%d+$') or #genArg > 15 then
+  return redis.error_reply('INVALID_REQUEST the generation must be a non-negative integer of at most 15 digits')
+end
 
-local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep')
+local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep', 'gen')
 local epoch = meta[1]
-local created = false
+local gen = tonumber(genArg)
+-- created: no epoch (new inbox, or Redis lost it); rotated: one older than the generation.
+local created, rotated = false, false
 if not epoch then
   epoch = newEpoch
   created = true
+elseif gen > (tonumber(meta[4]) or 0) then
+  epoch = newEpoch
+  rotated = true
+end
+
+-- Steps 2 and 5: the epoch as step 1 decided it, with the cursors of the old one dropped.
+local function recordEpoch(fields)
+  if created then
+    fields[#fields + 1] = 'created'
+    fields[#fields + 1] = nowMs
+  end
+  if created or rotated then
+    fields[#fields + 1] = 'epoch'
+    fields[#fields + 1] = epoch
+    if gen > 0 then
+      fields[#fields + 1] = 'gen'
+      fields[#fields + 1] = genArg
+    end
+    redis.call('DEL', acksKey)
+  end
+  if #fields > 0 then redis.call('HSET', metaKey, unpack(fields)) end
 end
 
 -- The reply, {seq, epoch, dup, node...}: the nodes now (step 1), seq and dup once known.
@@ -145,9 +187,8 @@ end
 
 local dupSeq = redis.call('ZSCORE', idsKey, msgId)
 if dupSeq then
-  if created then
-    redis.call('HSET', metaKey, 'epoch', epoch, 'created', nowMs)
-    redis.call('DEL', acksKey)
+  if created or rotated then
+    recordEpoch({})
     retain()
   end
   out[1], out[3] = tonumber(dupSeq), 1
@@ -195,12 +236,7 @@ local floor = seq - tonumber(capArg)
 if floor > 0 then
   redis.call('ZREMRANGEBYSCORE', idsKey, '-inf', string.format('%d', floor))
 end
-if created then
-  redis.call('HSET', metaKey, 'seq', seqText, 'epoch', epoch, 'created', nowMs)
-  redis.call('DEL', acksKey)
-else
-  redis.call('HSET', metaKey, 'seq', seqText)
-end
+recordEpoch({'seq', seqText})
 retain()
 out[1] = seq
 return out

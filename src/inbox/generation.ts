@@ -1,0 +1,148 @@
+/**
+ * The inbox generation (`<prefix>inbox-generation`, an integer, absent = 0): raised
+ * when Redis went back in time — an unplanned failover to a replica that was behind, a
+ * restore of an older snapshot — so that every inbox gets a new epoch at its next
+ * append (append-9.lua step 1) and a device resuming under the old epoch is sent
+ * `reset` instead of being welcomed past seqs assigned again (DESIGN.md §11;
+ * docs/decisions.md "The inbox generation").
+ *
+ * Raised by an operator (`pixiu redis lost-writes`) or by a node that saw Redis lose a
+ * write it had acknowledged to that node ({@link InboxGeneration.lostWrites}: the store
+ * lease or claim, src/cluster/store-ownership.ts; or this generation itself read lower
+ * than before). Each node reads it at start and at every node registry renewal (5 s)
+ * and gives it to every append: the append script touches only its user's keys (one
+ * Redis Cluster slot), so the generation comes as an argument, not read there.
+ */
+import type { Redis } from 'ioredis';
+import { outageFields } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { evalScript } from '../redis/scripts.js';
+import { INBOX_SCRIPTS } from './scripts.js';
+
+/** What a raise did: the generation before (as read just before) and after. */
+export interface GenerationRaise {
+  /** The generation the raise replaced (0: none). */
+  readonly before: number;
+  /** The generation now in Redis. */
+  readonly after: number;
+  /** False when another raise came first (a compare-and-set that found another value): `after` is that one's. */
+  readonly raised: boolean;
+}
+
+/** A stored generation as a number: absent, or not a whole number (set by hand), is 0. */
+function generationOf(text: string | null): number {
+  const n = Number(text ?? '0');
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/**
+ * Runs `generation-raise-1.lua`: raises the generation to at least Redis's time in ms,
+ * one past the stored one and `least`, when it still is `expected` (undefined: whatever
+ * it is).
+ * @returns the generation after the call, and whether this call raised it
+ * @throws PixiuError UNAVAILABLE when Redis fails (a replica's READONLY among them)
+ */
+async function raiseScript(redis: Redis, keys: Keys, expected: number | undefined, least: number): Promise<{ after: number; raised: boolean }> {
+  const [after, raised] = await redisCall(() => evalScript<[number, number]>(redis, INBOX_SCRIPTS.generationRaise,
+    [keys.inboxGeneration()], [expected === undefined ? '' : String(expected), String(least)]));
+  return { after, raised: raised === 1 };
+}
+
+/**
+ * Raises the generation whatever it is (the operator's `pixiu redis lost-writes`).
+ * @throws PixiuError UNAVAILABLE when Redis fails or is a read-only replica
+ */
+export async function raiseGeneration(redis: Redis, keys: Keys): Promise<GenerationRaise> {
+  const before = generationOf(await redisCall(() => redis.get(keys.inboxGeneration())));
+  const { after, raised } = await raiseScript(redis, keys, undefined, 0);
+  return { before, after, raised };
+}
+
+/** This node's view of the inbox generation: what its appends pass (append-9.lua ARGV[9]). */
+export class InboxGeneration {
+  readonly #redis: Redis;
+  readonly #keys: Keys;
+  readonly #logger: Logger;
+  #current = 0;
+  /** True once read: a lower value read after it means Redis went back. */
+  #read = false;
+  /** Why a raise is owed (a loss seen, its raise failed): tried again at each {@link refresh}. */
+  #owed: string | undefined;
+  /** The refresh or raise in flight: they run one at a time. */
+  #busy: Promise<unknown> = Promise.resolve();
+
+  constructor(redis: Redis, keys: Keys, logger: Logger) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#logger = logger;
+  }
+
+  /** The generation this node's appends pass: the last read or raised (0 before the first read). */
+  get current(): number {
+    return this.#current;
+  }
+
+  /**
+   * Reads the generation (at start, then at every node registry renewal). A value
+   * above the one held is taken (an operator or another node raised it: logged at warn
+   * while the node runs). One below it means Redis went back in time (a restore, a
+   * failover to a replica behind, a FLUSHALL; nothing else lowers it): the generation is
+   * raised past the one held ({@link lostWrites}). A raise owed by an earlier failure is
+   * tried again.
+   * @throws PixiuError UNAVAILABLE when Redis fails (the generation held stays)
+   */
+  refresh(): Promise<void> {
+    return this.#serial(async () => {
+      const read = generationOf(await redisCall(() => this.#redis.get(this.#keys.inboxGeneration())));
+      const held = this.#current;
+      if (this.#read && read < held) {
+        await this.#raise(`the inbox generation in Redis went back from ${held} to ${read}`, read, held + 1);
+        return;
+      }
+      if (this.#read && read > held) {
+        this.#logger.warn({ generation: read, before: held },
+          'inbox generation raised (pixiu redis lost-writes, or a node saw Redis lose writes): every inbox gets a new epoch at its next append');
+      }
+      this.#current = read;
+      this.#read = true;
+      if (this.#owed !== undefined) await this.#raise(this.#owed, read, 0);
+    });
+  }
+
+  /**
+   * Redis lost writes it had acknowledged to this node (`reason` says which): appends
+   * acknowledged to producers may be gone too, and their seqs assigned again, so the
+   * generation is raised past the one this node read (unless another node raised it
+   * since: that one is taken). A failure is logged and the raise tried again at the next
+   * {@link refresh}. Never rejects.
+   */
+  lostWrites(reason: string): Promise<void> {
+    return this.#serial(() => this.#raise(reason, this.#current, 0)).catch(() => undefined);
+  }
+
+  /** Raises the generation if Redis still holds `expected`, to at least `least`; logs the outcome. */
+  async #raise(reason: string, expected: number, least: number): Promise<void> {
+    try {
+      const { after, raised } = await raiseScript(this.#redis, this.#keys, expected, least);
+      this.#owed = undefined;
+      this.#current = after;
+      this.#read = true;
+      this.#logger.error({ generation: after, raisedHere: raised, reason },
+        `Redis lost writes it had acknowledged (${reason}): acknowledged messages may be missing from inboxes; inbox generation ${raised ? 'raised' : 'already raised by another node'}, `
+        + 'every inbox gets a new epoch at its next append and devices resuming under the old one are sent a reset');
+    } catch (err) {
+      this.#owed = reason;
+      this.#logger.warn({ ...outageFields(err), reason }, 'could not raise the inbox generation after Redis lost writes: tried again at the next registry renewal');
+      throw err;
+    }
+  }
+
+  /** Runs `fn` after whatever refresh or raise is in flight. */
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#busy.then(fn, fn);
+    this.#busy = run.catch(() => undefined);
+    return run;
+  }
+}

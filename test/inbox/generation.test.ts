@@ -1,0 +1,133 @@
+/**
+ * The inbox generation (src/inbox/generation.ts, append-9.lua step 1,
+ * generation-raise-1.lua; docs/decisions.md "The inbox generation"): an inbox appended
+ * under a higher generation than its epoch was made under gets a new epoch first (its
+ * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
+ * one back; a raise is above Redis's time and every generation before it; a node that
+ * reads a lower generation than it held (Redis went back) raises it past its own.
+ * Real Redis (a private redis-server), no mocks.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
+import { RedisServer } from '../harness/redis-server.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { createRedis, redisNowMs } from '../../src/redis/client.js';
+import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
+import { Inbox } from '../../src/inbox/inbox.js';
+import { InboxGeneration, raiseGeneration } from '../../src/inbox/generation.js';
+import { Keys } from '../../src/redis/keys.js';
+
+let server: RedisServer;
+let redis: Redis;
+const keys = new Keys('gen:');
+
+before(async () => {
+  server = await RedisServer.start();
+  redis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+});
+
+after(async () => {
+  await redis?.quit();
+  await server?.destroy();
+});
+
+/** The n-th test MsgID. */
+function msgId(n: number): string {
+  return encodeMsgId({ partition: 0, kind: MsgKind.user, counter: n });
+}
+
+/** An Inbox whose appends pass the generation `gen.value` holds at each append. */
+function inboxAt(gen: { value: number }): Inbox {
+  return new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => gen.value });
+}
+
+test('an append under a higher generation gives the inbox a new epoch first (seqs go on, ack cursors dropped); a stale lower one never rotates it back; the same one rotates once', async () => {
+  const uid = 'gina';
+  const node = { value: 0 };
+  const stale = { value: 0 };
+  const inbox = inboxAt(node);
+  const old = inboxAt(stale);
+  const first = await inbox.append(uid, msgId(1), MsgKind.user);
+  await inbox.append(uid, msgId(2), MsgKind.user);
+  await inbox.ack(uid, 'phone', 2);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), null, 'generation 0 is not recorded');
+
+  node.value = 1_000;
+  const rotated = await inbox.append(uid, msgId(3), MsgKind.user);
+  assert.notEqual(rotated.epoch, first.epoch, 'a new epoch');
+  assert.equal(rotated.seq, 3, 'the seqs go on from what Redis kept');
+  assert.deepEqual(await inbox.cursors(uid), {}, 'the old epoch\'s cursors are dropped');
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '1000');
+  assert.equal((await inbox.range(uid, 0, 10)).epoch, rotated.epoch);
+
+  // The same generation again: no second rotation.
+  const again = await inbox.append(uid, msgId(4), MsgKind.user);
+  assert.equal(again.epoch, rotated.epoch);
+
+  // A node that has not read the raise yet (0): appends under the current epoch, rotates nothing back.
+  const fromStale = await old.append(uid, msgId(5), MsgKind.user);
+  assert.equal(fromStale.epoch, rotated.epoch, 'a lower generation never rotates');
+  assert.equal(fromStale.seq, 5);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '1000', 'nor lowers the one recorded');
+  stale.value = 999;
+  assert.equal((await old.append(uid, msgId(6), MsgKind.user)).epoch, rotated.epoch);
+});
+
+test('a new inbox records the generation it was made under; a duplicate append under a higher one rotates too, answering the first seq under the new epoch', async () => {
+  const uid = 'nina';
+  const node = { value: 500 };
+  const inbox = inboxAt(node);
+  const made = await inbox.append(uid, msgId(1), MsgKind.user);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '500');
+  assert.equal((await inbox.append(uid, msgId(2), MsgKind.user)).epoch, made.epoch, 'no rotation at the generation it was made under');
+  node.value = 501;
+  const dup = await inbox.append(uid, msgId(1), MsgKind.user);
+  assert.equal(dup.duplicate, true);
+  assert.equal(dup.seq, 1);
+  assert.notEqual(dup.epoch, made.epoch);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '501');
+  assert.equal(await redis.xlen(keys.inbox(uid)), 2, 'nothing appended by the duplicate');
+});
+
+test('raiseGeneration (pixiu redis lost-writes) sets the generation above Redis\'s time and the one before; InboxGeneration takes a raise at its next refresh', async () => {
+  const { logger } = capturingLogger();
+  const node = new InboxGeneration(redis, keys, logger);
+  await node.refresh();
+  const held = node.current;
+  const before = await redisNowMs(redis);
+  const raise = await raiseGeneration(redis, keys);
+  assert.equal(raise.before, held);
+  assert.ok(raise.after >= before && raise.after > held, `raised to ${raise.after}, Redis's time was ${before}`);
+  assert.equal(node.current, held, 'not seen before the next refresh');
+  await node.refresh();
+  assert.equal(node.current, raise.after);
+  const second = await raiseGeneration(redis, keys);
+  assert.ok(second.after > raise.after, 'each raise goes higher');
+});
+
+test('a node that reads a lower generation than it held (Redis went back) raises it past its own; lost writes seen by two nodes raise it once', async () => {
+  const { logger, lines } = capturingLogger();
+  const a = new InboxGeneration(redis, keys, logger);
+  const b = new InboxGeneration(redis, keys, logger);
+  await raiseGeneration(redis, keys);
+  await a.refresh();
+  await b.refresh();
+  const held = a.current;
+  // Redis restored from a snapshot taken before that raise: the key is back at 7.
+  await redis.set(keys.inboxGeneration(), '7');
+  await a.refresh();
+  assert.ok(a.current > held, `raised past the generation held (${held}): ${a.current}`);
+  assert.equal(Number(await redis.get(keys.inboxGeneration())), a.current);
+  assert.ok(lines.some((l) => l.level === 50 && String(l.msg).startsWith('Redis lost writes it had acknowledged (the inbox generation in Redis went back')));
+
+  // Two nodes see one loss (their store leases, say): one raise, the other takes it.
+  await a.refresh();
+  await b.refresh();
+  const now = a.current;
+  await Promise.all([a.lostWrites('seen by a'), b.lostWrites('seen by b')]);
+  assert.equal(a.current, b.current, 'both hold the one raise');
+  assert.ok(a.current > now);
+  const raisedHere = lines.filter((l) => l.raisedHere === true && ['seen by a', 'seen by b'].includes(String(l.reason)));
+  assert.equal(raisedHere.length, 1, 'raised by one node only');
+});
