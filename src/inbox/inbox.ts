@@ -20,8 +20,9 @@ import {
   type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
-  APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv, type RangeReply,
+  APPEND_AT, APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv, type RangeReply,
 } from './scripts.js';
+import { AppendChain } from './append-chain.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
 import type { Logger } from '../logger.js';
@@ -168,13 +169,23 @@ export class Inbox {
     this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
       // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
       // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendOnNoScript`).
-      send: sendEvalsha,
+      // In a batch's flow, naming the append before it to the same user that has no
+      // answer yet, and forgetting that one once it is done (append-chain.ts).
+      send: (client, argv, flow) => {
+        if (flow instanceof AppendChain) argv[APPEND_AT.earlier] = flow.sending(argv[APPEND_AT.inbox], argv[APPEND_AT.msgId]);
+        return sendEvalsha(client, argv);
+      },
       resend: (client, argv, err) => resendOnNoScript(client, INBOX_SCRIPTS.append, argv, err),
-      reply: toAppendResult,
+      reply: (raw, argv, flow) => {
+        const result = toAppendResult(raw);
+        if (flow instanceof AppendChain) flow.done(argv[APPEND_AT.inbox], argv[APPEND_AT.msgId]);
+        return result;
+      },
       error: toRedisError,
       // As a dropped connection: an error reply saying Redis cannot take writes now (a
       // failover's READONLY, OOM, a busy script, …), which later appends may pass once
       // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
+      // Nor EARLIER_MISSING: the earlier append's failure broke the flow if it was to.
       breaksFlow: (err) => !(err instanceof ReplyError) || redisStateReason(err) !== undefined,
     }, MAX_APPEND_BATCH);
   }
@@ -199,8 +210,10 @@ export class Inbox {
    * @param kind the message kind, stored so delivery needs no store read to know it
    * @param extra the room of a room message, and when the content expires
    * @param flow what it keeps order with (tick-pipeline.ts): appends of one flow are
-   *   sent in the order made, flows take turns; default: one flow shared by all callers
+   *   sent in the order made, flows take turns; default: one flow shared by all callers.
+   *   In one from {@link orderedFlow}, they also land in that order per user, or not at all
    * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
+   *   (also when, in an ordered flow, an earlier append to the user is not in the inbox)
    */
   append(uid: string, msgId: string, kind: MsgKind, extra?: AppendExtra, flow?: Flow): Promise<AppendResult> {
     // Not async, and no redisCall closure: this runs once per recipient, and every
@@ -216,7 +229,7 @@ export class Inbox {
     return this.#appends.call([
       APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
       msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(this.#now()), extra?.room ?? '', expiresArg(extra, now), this.#grace,
-      String(this.#generation()),
+      String(this.#generation()), '',
     ], flow);
   }
 
@@ -248,9 +261,18 @@ export class Inbox {
       return [
         APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
         msgId, kindArg, this.#cap, newEpoch(), String(this.#now()), room, expires, this.#grace,
-        String(this.#generation()),
+        String(this.#generation()), '',
       ];
     }, flow);
+  }
+
+  /**
+   * A new flow (see {@link append}) for a batch: its appends to one user land in the
+   * order made, or an append whose earlier one is not in the inbox (Redis refused it) is
+   * refused too, 503, nothing written (append-chain.ts, `append-9.lua` step 2a).
+   */
+  orderedFlow(): Flow {
+    return new AppendChain();
   }
 
   /**

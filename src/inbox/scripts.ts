@@ -30,16 +30,20 @@ export const INBOX_SCRIPTS = {
  * Arguments of `append-9.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
  * cap, epoch, nowMs, room, expiresAtMs (the content's), graceMs (how long the keys
  * outlive the last content), generation (the inbox generation the node last read,
- * src/inbox/generation.ts).
+ * src/inbox/generation.ts), earlier (the MsgID that must be in the inbox first, ""
+ * for none: src/inbox/append-chain.ts).
  */
 export type AppendArgs = [
   inbox: string, meta: string, ids: string, conns: string, acks: string,
   msgId: string, kind: string, cap: string, epoch: string, nowMs: string, room: string,
-  expiresAtMs: string, graceMs: string, generation: string,
+  expiresAtMs: string, graceMs: string, generation: string, earlier: string,
 ];
 
 /** The whole EVALSHA of `append-9.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
 export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
+
+/** Where {@link AppendArgv} holds the inbox key, the MsgID and the earlier MsgID. */
+export const APPEND_AT = { inbox: 2, msgId: 7, earlier: 16 } as const;
 
 /** `append-9.lua`'s SHA-1, for {@link AppendArgv}. */
 export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);

@@ -49,10 +49,14 @@ import { ReplyError, type Redis } from 'ioredis';
 
 /** How one kind of call is sent and answered. */
 export interface PipelinedCall<Args, R> {
-  /** Sends one call's command on `redis`; resolves with the raw reply. */
-  send(redis: Redis, args: Args): Promise<unknown>;
-  /** Turns the command's reply into the call's result; a throw rejects the call. */
-  reply(raw: unknown): R;
+  /**
+   * Sends one call's command on `redis`; resolves with the raw reply. `flow` is the one
+   * it was queued in: its commands come here in the order queued (the inbox names an
+   * append's predecessor in a batch's flow here: append-chain.ts).
+   */
+  send(redis: Redis, args: Args, flow: Flow): Promise<unknown>;
+  /** Turns the command's reply into the call's result (`args` and `flow` as sent); a throw rejects the call. */
+  reply(raw: unknown, args: Args, flow: Flow): R;
   /** Turns the command's failure (error reply, timeout, connection) into the call's rejection. */
   error(err: unknown): unknown;
   /**
@@ -363,7 +367,7 @@ export class TickPipeline<Args, R> {
       settled();
       let result: R;
       try {
-        result = call.reply(raw);
+        result = call.reply(raw, args, q.flow);
       } catch (e) {
         this.#settle(q, i, false, e);
         return;
@@ -376,7 +380,7 @@ export class TickPipeline<Args, R> {
       settled();
       this.#settle(q, i, false, call.error(err));
     };
-    call.send(this.#redis, args).then(answer, (err: unknown) => {
+    call.send(this.#redis, args, q.flow).then(answer, (err: unknown) => {
       const again = call.resend?.(this.#redis, args, err);
       if (again === undefined) fail(err);
       else again.then(answer, fail);

@@ -72,12 +72,17 @@ export class Ingest {
    * settles alone, with its result or the error {@link sendToUsers} would have thrown
    * for it.
    *
-   * @param flow the append pipeline's flow (default: a new one); a batch sent as several
-   *   runs passes one for all of them, so a failure of one run's appends fails the
-   *   appends of the runs after it too (tick-pipeline.ts `#broken`)
+   * The flow also makes them land in that order: Redis may refuse one append (a state
+   * reply: BUSY, OOM, READONLY …) and run the next, already sent, to the same user; that
+   * one is refused too (`Inbox.orderedFlow`), 503 as the earlier item, so the producer's
+   * retry appends both in order.
+   *
+   * @param flow the append pipeline's flow (default: a new `Inbox.orderedFlow`); a batch
+   *   sent as several runs passes one for all of them, so a failure of one run's appends
+   *   fails the appends of the runs after it too (tick-pipeline.ts `#broken`)
    * @returns one settled result per input, in order
    */
-  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = {}): Promise<PromiseSettledResult<IngestResult>[]> {
+  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow()): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
     // The first item, in batch order, that failed 503 before its appends: the items
@@ -163,7 +168,7 @@ export class Ingest {
    * @returns one settled result per input, in order
    */
   async sendRoomBatch(
-    inputs: readonly RoomMessageInput[], flow: Flow = {}, sizes?: ReadonlyMap<string, number>,
+    inputs: readonly RoomMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), sizes?: ReadonlyMap<string, number>,
   ): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));

@@ -174,7 +174,8 @@ export function isRedisFailure(err: unknown): boolean {
 /**
  * Maps any error from a Redis call to a catalogue error. Already-catalogued errors
  * pass through; script error replies that start with a catalogue code
- * (`INVALID_REQUEST …`) keep it; everything else (timeouts, closed connections,
+ * (`INVALID_REQUEST …`) keep it; the append script's `EARLIER_MISSING` is UNAVAILABLE
+ * saying so, a Redis failure as the earlier append's was; everything else (timeouts, closed connections,
  * refused connects, OOM, LOADING) is UNAVAILABLE, marked as a Redis failure
  * ({@link isRedisFailure}). Its message names a Redis state reply's cause in plain
  * words (`Redis refuses writes: it is out of memory (maxmemory); retry later`:
@@ -184,11 +185,21 @@ export function isRedisFailure(err: unknown): boolean {
 export function toRedisError(err: unknown): PixiuError {
   if (err instanceof PixiuError) return err;
   const message = err instanceof Error ? err.message : String(err);
-  const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND) (.*)$/s.exec(message);
+  const m = /^(?:ERR )?(?:user_script:\d+: )?(INVALID_REQUEST|NOT_FOUND|EARLIER_MISSING) (.*)$/s.exec(message);
+  if (m?.[1] === 'EARLIER_MISSING') return redisUnavailable(EARLIER_MISSING, err);
   if (m && m[1] !== undefined && m[2] !== undefined) return new PixiuError(m[1] as 'INVALID_REQUEST' | 'NOT_FOUND', m[2], { cause: err });
   const state = redisStateReason(err);
   return redisUnavailable(state !== undefined ? `${state}; retry later` : isCommandTimeout(err) ? TIMED_OUT : 'Redis is unavailable, retry later', err);
 }
+
+/**
+ * What an append refused for an earlier one of its batch to the same user is answered
+ * with (`append-9.lua` step 2a, src/inbox/append-chain.ts): that one failed (its item
+ * says why), and this one waits for its retry, as the items after it whose appends had
+ * not gone out do (docs/api.md "Messages").
+ */
+const EARLIER_MISSING = 'an earlier message of this batch to the same user was not appended (Redis failed it); '
+  + 'retry the failed items, in batch order';
 
 /**
  * What a Redis call that timed out is answered with. A timeout is not proof that Redis

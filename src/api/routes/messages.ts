@@ -144,8 +144,10 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const keys = new BatchKeys();
       // One append flow for every run: appends that fail for want of Redis (the
       // connection dropped) fail those of the later runs too, so no later item reaches
-      // a user ahead of an earlier one that its retry would then append after it.
-      const flow = {};
+      // a user ahead of an earlier one that its retry would then append after it; and
+      // an ordered one, so neither does one already sent when Redis refused the earlier
+      // one's append (Inbox.orderedFlow).
+      const flow = deps.inbox.orderedFlow();
       for (const run of runsOfOneKind(checked)) {
         const admitted = run.items.filter(({ item, index }) => {
           let refused = keys.admit(item, index);

@@ -3,7 +3,18 @@
 append-9: append one MsgID to one user's inbox, exactly once, name the nodes holding
 the user's live connections (DESIGN.md §4, §9), keep the user's inbox keys only as
 long as something in them can still be delivered, and give the inbox a new epoch first
-when the inbox generation (ARGV[9]) is above the one it was last appended under.
+when the inbox generation (ARGV[9]) is above the one it was last appended under. Given
+the MsgID of an earlier append of the same batch to the user (ARGV[10]), append only if
+that one is in the inbox.
+
+The earlier-append precondition (a review's F2): Redis refuses one command with a state
+reply (BUSY while another client's script runs long, OOM, READONLY, LOADING,
+MASTERDOWN) and runs the next one of the same connection a moment later, so an earlier
+item of a batch was answered 503 while a later item to the same user, already sent,
+was appended and answered 201; the producer's retry of the earlier one then landed
+after it (out of the batch's order, docs/api.md "Messages"). An older node's
+append-8 shares an inbox with it during an upgrade: it writes the same entries and
+leaves `gen` as it is.
 
 All or nothing: every read that can fail comes before the first write, and the next
 seq is always one the stream takes, so once the script writes, nothing after fails.
@@ -31,6 +42,15 @@ Steps
      the stream is not touched (a retried append is harmless), nor is the retention,
      unless step 1 found no epoch or a generation to rotate for: then the epoch is
      recorded as in step 5 and step 6 runs.
+  2a. If ARGV[10] names an earlier append (a MsgID) and it is not in the ids set, refuse
+     with EARLIER_MISSING, writing nothing: that append was refused (or is not there for
+     another reason), and this one must not go ahead of its retry. The caller names it
+     only while it has no answer for it (src/inbox/append-chain.ts): an append answered
+     as done is not asked about, so one trimmed away by the cap since (another
+     request's appends to the user) refuses nothing. One trimmed away between the two
+     appends, both in flight (as many appends to the user from elsewhere as the cap, in
+     that moment), is refused, a 503 whose retry appends it (docs/decisions.md
+     "Inbox (Pi)").
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
      means a seq is never reused even when the counter (or the whole meta hash) was
      lost while the stream remained.
@@ -87,6 +107,8 @@ ARGV
   9. the inbox generation the node last read (`<prefix>inbox-generation`, 0 when
      absent), a non-negative integer of at most 15 digits. Given as an argument, not
      read here: a per-user script touches only the user's slot (Redis Cluster).
+  10. the MsgID that must be in the ids set first (step 2a), 16 lower-case hex digits;
+     "" or absent for none
 
 Returns
   {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch after the call (a
@@ -96,12 +118,13 @@ Returns
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
+  EARLIER_MISSING <reason>  ARGV[10]'s MsgID is not in the inbox (step 2a; nothing is written)
   (a wrong-type key fails with Redis's own WRONGTYPE error, before anything is written)
 ]]
 
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local expiresArg, graceArg, genArg = ARGV[7], ARGV[8], ARGV[9]
+local expiresArg, graceArg, genArg, earlier = ARGV[7], ARGV[8], ARGV[9], ARGV[10] or ''
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
   return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
@@ -122,6 +145,9 @@ if type(expiresArg) ~= 'string' or not string.match(expiresArg, '^%d+$') or #exp
 end
 if type(genArg) ~= 'string' or not string.match(genArg, '^%d+$') or #genArg > 15 then
   return redis.error_reply('INVALID_REQUEST the generation must be a non-negative integer of at most 15 digits')
+end
+if type(earlier) ~= 'string' or (earlier ~= '' and (not string.match(earlier, '^[0-9a-f]+$') or #earlier ~= 16)) then
+  return redis.error_reply('INVALID_REQUEST the earlier msg id must be 16 hex digits or empty')
 end
 
 local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep', 'gen')
@@ -193,6 +219,11 @@ if dupSeq then
   end
   out[1], out[3] = tonumber(dupSeq), 1
   return out
+end
+
+-- Step 2a: nothing is written yet.
+if earlier ~= '' and not redis.call('ZSCORE', idsKey, earlier) then
+  return redis.error_reply('EARLIER_MISSING an earlier message of the same batch to this user is not in the inbox')
 end
 
 -- Step 3: above the counter and the stream's last entry (one entry read, as append-7).
