@@ -33,6 +33,8 @@ export interface Config {
   readonly partitions: number;
   readonly storeDurability: 'fsync' | 'relaxed';
   readonly storeCacheBytes: number;
+  /** How long a store partition write may be in flight before the partition is stalled, ms (src/store/write-stall.ts). */
+  readonly storeWriteTimeoutMs: number;
   readonly messageTtlMs: number;
   readonly sweepIntervalMs: number;
   readonly maxMessageBytes: number;

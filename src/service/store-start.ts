@@ -101,6 +101,7 @@ export async function startStore(
     defaultTtlMs: config.messageTtlMs,
     maxMessageBytes: config.maxMessageBytes,
     sweepIntervalMs: config.sweepIntervalMs,
+    writeTimeoutMs: config.storeWriteTimeoutMs,
     logger,
     onBatch: (size, ms) => metrics.observeBatch(size, ms),
     onWriteFailure: () => metrics.storeWriteFailures.inc(),

@@ -6,7 +6,7 @@
 import type { Logger } from '../logger.js';
 import { clientIdKey, messageKey } from './keys.js';
 import type { PartitionDb } from './partition-db.js';
-import { decodeRecord, type PutResult, type StoredMessage } from './record.js';
+import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 
 /**
  * Most records of earlier puts (found by their `clientMsgId`) that one batch reads
@@ -42,6 +42,29 @@ export async function storedUnder(
     const first = bytes === undefined ? null : decodedFirst(bytes, id, cids[k] as string, logger);
     if (first !== null && first.expiresAt > at && bytes !== undefined) out[k] = { id, duplicate: true, message: first, bytes };
   });
+  return out;
+}
+
+/**
+ * Per prepared record of a batch, its duplicate put's answer when its `clientMsgId` is
+ * stored and live ({@link storedUnder}); undefined for the others and those without one.
+ * @throws as {@link storedUnder}
+ */
+export async function duplicatesIn(
+  db: PartitionDb, now: () => number, logger: Logger | undefined, preps: readonly PreparedRecord[],
+): Promise<(PutResult | undefined)[]> {
+  const out = new Array<PutResult | undefined>(preps.length).fill(undefined);
+  const asked: number[] = [];
+  const cids: string[] = [];
+  preps.forEach((p, i) => {
+    const cid = p.message.clientMsgId;
+    if (cid === undefined) return;
+    asked.push(i);
+    cids.push(cid);
+  });
+  if (cids.length === 0) return out;
+  const firsts = await storedUnder(db, now, logger, cids);
+  asked.forEach((i, k) => { out[i] = firsts[k]; });
   return out;
 }
 

@@ -17,6 +17,10 @@
  * With {@link WriteSlots} shared by several queues (a store's partitions), a queue
  * takes a slot before each write and gives it back after; while it waits for one, its
  * next batch stays open and keeps taking items (see `write-slots.ts`).
+ *
+ * A {@link StepWatch} is told when each step of the loop begins and ends (a write with
+ * its wait for a slot, or a job): a partition's write-latency watchdog (write-stall.ts),
+ * which may then answer every item waiting with an error ({@link GroupCommit.failWaiting}).
  */
 import type { WriteSlots } from './write-slots.js';
 
@@ -31,14 +35,38 @@ interface Waiter<R> {
  */
 export type BatchWriter<T, R> = (items: readonly T[]) => Promise<readonly R[]>;
 
+/** Told of each step of a {@link GroupCommit}'s loop; steps never overlap. */
+export interface StepWatch {
+  /** A step begins: a batch write (from its wait for a write slot on), or an exclusive job. */
+  begin(): void;
+  /** The step that began last has ended, however it ended. */
+  end(): void;
+}
+
+/** Options of a {@link GroupCommit}. */
+export interface GroupCommitOptions {
+  /**
+   * Called after each successful write with the batch's item count and its duration
+   * in ms (metrics).
+   */
+  readonly onBatch?: ((size: number, ms: number) => void) | undefined;
+  /** Shared with other queues: at most that many of their writes at once. */
+  readonly slots?: WriteSlots | undefined;
+  /** Told when each step begins and ends. */
+  readonly watch?: StepWatch | undefined;
+}
+
 /** Queue of items written in batches, one batch in flight at a time. */
 export class GroupCommit<T, R> {
   readonly #write: BatchWriter<T, R>;
   readonly #onBatch: ((size: number, ms: number) => void) | undefined;
   readonly #maxBatch: number;
   readonly #slots: WriteSlots | undefined;
+  readonly #watch: StepWatch | undefined;
   #items: T[] = [];
   #waiters: Waiter<R>[] = [];
+  /** The waiters of the batch being written; empty between writes. */
+  #writing: Waiter<R>[] = [];
   #jobs: (() => Promise<void>)[] = [];
   #running = false;
   #idle: (() => void)[] = [];
@@ -46,15 +74,13 @@ export class GroupCommit<T, R> {
   /**
    * @param write writes one batch; its rejection rejects every item of that batch
    * @param maxBatch most items in one batch
-   * @param onBatch called after each successful write with the batch's item count and
-   *   its duration in ms (metrics)
-   * @param slots shared with other queues: at most that many of their writes at once
    */
-  constructor(write: BatchWriter<T, R>, maxBatch: number, onBatch?: (size: number, ms: number) => void, slots?: WriteSlots) {
+  constructor(write: BatchWriter<T, R>, maxBatch: number, options: GroupCommitOptions = {}) {
     this.#write = write;
     this.#maxBatch = maxBatch;
-    this.#onBatch = onBatch;
-    this.#slots = slots;
+    this.#onBatch = options.onBatch;
+    this.#slots = options.slots;
+    this.#watch = options.watch;
   }
 
   /** Adds an item to the next batch; resolves with its result once that batch is written. */
@@ -73,6 +99,22 @@ export class GroupCommit<T, R> {
     });
   }
 
+  /**
+   * Rejects with `err` every item not answered yet: those of the batch being written (its
+   * write goes on; what it answers is dropped) and those queued for the next batch, which
+   * are taken out of the queue and never written. Exclusive jobs are left queued.
+   * @returns the items taken out of the queue, in the order they were added
+   */
+  failWaiting(err: unknown): T[] {
+    const dropped = this.#items;
+    const waiters = [...this.#writing, ...this.#waiters];
+    this.#items = [];
+    this.#waiters = [];
+    this.#writing = [];
+    for (const w of waiters) w.reject(err);
+    return dropped;
+  }
+
   /** Resolves once nothing is queued or in flight. */
   idle(): Promise<void> {
     if (!this.#running) return Promise.resolve();
@@ -89,17 +131,30 @@ export class GroupCommit<T, R> {
     while (this.#items.length > 0 || this.#jobs.length > 0) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (this.#items.length > 0) {
-        // The batch stays open while this waits: items added meanwhile join it.
-        const slot = this.#slots?.acquire();
-        if (slot !== undefined) await slot;
+        this.#watch?.begin();
         try {
-          await this.#flush();
+          // The batch stays open while this waits: items added meanwhile join it.
+          const slot = this.#slots?.acquire();
+          if (slot !== undefined) await slot;
+          try {
+            // None left when they were failed meanwhile (failWaiting).
+            if (this.#items.length > 0) await this.#flush();
+          } finally {
+            this.#slots?.release();
+          }
         } finally {
-          this.#slots?.release();
+          this.#watch?.end();
         }
       }
       const job = this.#jobs.shift();
-      if (job !== undefined) await job();
+      if (job !== undefined) {
+        this.#watch?.begin();
+        try {
+          await job();
+        } finally {
+          this.#watch?.end();
+        }
+      }
     }
     this.#running = false;
     for (const resolve of this.#idle.splice(0)) resolve();
@@ -116,6 +171,7 @@ export class GroupCommit<T, R> {
       this.#waiters = [];
     }
     const started = performance.now();
+    this.#writing = waiters;
     let results: readonly R[];
     try {
       results = await this.#write(items);
@@ -123,6 +179,8 @@ export class GroupCommit<T, R> {
     } catch (err) {
       for (const w of waiters) w.reject(err);
       return;
+    } finally {
+      this.#writing = [];
     }
     const ms = performance.now() - started;
     // Lengths were checked above, so every index holds a result.

@@ -92,6 +92,7 @@ export class MessageStore implements RecordReader {
       monotonic, fence,
       // No more writes at once than the libuv pool has threads (write-slots.ts).
       slots: new WriteSlots(threadPoolSize()),
+      writeTimeoutMs: opts.writeTimeoutMs,
       logger: opts.logger,
     };
     const openAt = (p: number): Promise<Partition> => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions);
@@ -214,10 +215,18 @@ export class MessageStore implements RecordReader {
    * Why the store takes no puts now, or some of them (undefined when it takes them
    * all): its writes are suspended ({@link suspendWrites}), its lease's deadline has
    * passed ({@link writeUntil}), or a partition is reopening its database after a
-   * failed write (a full disk; partition.ts). For readiness (`GET /readyz`).
+   * failed write (a full disk) or has had a write in flight longer than the write
+   * timeout (a stalled disk; partition.ts). For readiness (`GET /readyz`).
    */
   get writeProblem(): string | undefined {
-    return this.#writesSuspended ?? this.#fence.refusal()?.message ?? this.#partitions.find((p) => p.writeFailure !== undefined)?.writeFailure?.message;
+    if (this.#writesSuspended !== undefined) return this.#writesSuspended;
+    const fenced = this.#fence.refusal();
+    if (fenced !== undefined) return fenced.message;
+    for (const p of this.#partitions) {
+      const problem = p.writeProblem;
+      if (problem !== undefined) return problem.message;
+    }
+    return undefined;
   }
 
   /** False once {@link close} has been called. */

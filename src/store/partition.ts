@@ -20,6 +20,13 @@
  * - After a write fails (a full disk, an I/O error), the partition takes no write until
  *   it has closed and reopened its database (src/store/write-recovery.ts: the failed
  *   write may have torn LevelDB's log); puts answer UNAVAILABLE meanwhile, reads go on.
+ * - A write in flight longer than the write timeout (a stalled disk: write-stall.ts)
+ *   takes the partition out of writes until it ends: the puts waiting for it, in its
+ *   batch or queued behind it, are answered UNAVAILABLE at once (none was acknowledged;
+ *   the queued ones are never written), new puts are refused UNAVAILABLE, reads go on.
+ *   The stalled batch may still be written when the disk comes back: its `c` entries
+ *   then make a retry with the same `clientMsgId` answer it, as for any batch written
+ *   but not acknowledged (the store lease's fence, write-fence.ts).
  */
 import { PixiuError, unavailable } from '../errors.js';
 import { MAX_COUNTER, msgIdPrefix } from '../ids/msg-id.js';
@@ -29,12 +36,13 @@ import { SweepClock } from './sweep-clock.js';
 import { GroupCommit } from './group-commit.js';
 import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
-import { storedUnder } from './client-id-index.js';
+import { duplicatesIn, storedUnder } from './client-id-index.js';
 import { flooredCounter } from './time-floor.js';
 import { duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteFence } from './write-fence.js';
 import type { WriteSlots } from './write-slots.js';
+import { DEFAULT_WRITE_TIMEOUT_MS, WriteStall } from './write-stall.js';
 
 export { SYNC_READS_MAX } from './client-id-index.js';
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
@@ -59,6 +67,12 @@ export interface PartitionOptions {
   readonly slots?: WriteSlots;
   /** Shared by the store's partitions: the store lease's deadline for writes (write-fence.ts); none: no deadline. */
   readonly fence?: WriteFence;
+  /**
+   * How long one write (with its wait for a write slot) or job between writes may take
+   * before the partition is stalled (write-stall.ts), ms; default
+   * {@link DEFAULT_WRITE_TIMEOUT_MS}.
+   */
+  readonly writeTimeoutMs?: number | undefined;
   /** Where a failed write and the reopen after it are logged. */
   readonly logger?: Logger;
 }
@@ -86,6 +100,8 @@ export class Partition {
   /** Refuses writes after a failed one until the database has reopened. */
   readonly #recovery: WriteRecovery;
   readonly #fence: WriteFence | undefined;
+  /** Refuses writes while a write (or a job between writes) has run past the write timeout. */
+  readonly #stall: WriteStall;
 
   /** This partition's log lines (`partition` set); undefined in tests that give none. */
   readonly #logger: Logger | undefined;
@@ -100,8 +116,13 @@ export class Partition {
     this.#fence = options.fence;
     this.#now = options.now;
     this.#sweepClock = new SweepClock(options.now, options.monotonic);
-    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, options.onBatch, options.slots);
     this.#logger = options.logger?.child({ partition: index });
+    this.#stall = new WriteStall({
+      index, limitMs: options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS, logger: this.#logger,
+      // The puts waiting are answered now; the queued ones are never written (a retry stores them).
+      onStall: (refusal) => this.#forget(this.#commit.failWaiting(refusal)),
+    });
+    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, { onBatch: options.onBatch, slots: options.slots, watch: this.#stall });
     this.#recovery = new WriteRecovery({
       index, location, db, logger: this.#logger, onWriteFailure: options.onWriteFailure,
       exclusive: (job) => this.#commit.exclusive(job),
@@ -134,12 +155,12 @@ export class Partition {
   }
 
   /**
-   * Why the partition takes no writes now (a write failed and the database has not
-   * reopened yet), as the UNAVAILABLE puts are refused with; undefined when it takes
-   * them.
+   * Why the partition takes no writes now, as the UNAVAILABLE puts are refused with: a
+   * write failed and the database has not reopened yet, or a write has been in flight
+   * longer than the write timeout; undefined when it takes them.
    */
-  get writeFailure(): PixiuError | undefined {
-    return this.#recovery.failure;
+  get writeProblem(): PixiuError | undefined {
+    return this.#recovery.failure ?? this.#stall.refusal();
   }
 
   /**
@@ -186,11 +207,12 @@ export class Partition {
    * Stores a prepared record, or answers the first record stored under its
    * `clientMsgId` (an expired one does not count: the message is stored anew).
    * @throws PixiuError UNAVAILABLE when the partition is closed, takes no writes after
-   *   a failed one ({@link writeFailure}) or LevelDB fails
+   *   a failed one or while one is stalled ({@link writeProblem}), or LevelDB fails; when
+   *   a write stalls while the put waits (partition.ts, module comment)
    */
   put(prep: PreparedRecord): Promise<PutResult> {
     if (this.#closed) return Promise.reject(closedError());
-    const refusal = this.#recovery.refusal();
+    const refusal = this.#recovery.refusal() ?? this.#stall.refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
     const cid = prep.message.clientMsgId;
     if (cid === undefined) return this.#commit.add(prep);
@@ -232,7 +254,7 @@ export class Partition {
       // Puts queued before a write failed: none goes after the possible tear.
       const refusal = this.#recovery.refusal() ?? this.#fence?.refusal();
       if (refusal !== undefined) throw refusal;
-      const out = await this.#findDuplicates(preps);
+      const out = await duplicatesIn(this.#db, this.#now, this.#logger, preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
       if (!out.includes(undefined)) return out as PutResult[];
       const batch = this.#db.batch();
@@ -287,32 +309,6 @@ export class Partition {
     }
   }
 
-  /**
-   * Per prepared record, its duplicate answer when its `clientMsgId` is stored and live.
-   *
-   * The `c` keys are looked up synchronously (`getSync`): a key that was never written
-   * is refuted by LevelDB's memtable and bloom filters without a disk read, in a few
-   * microseconds of this thread, less than handing a `getMany` to the libuv pool, where
-   * it would queue behind other partitions' fsyncs and hold the batch back by a
-   * round trip. The records of the keys found (retries) are real reads: a few are read
-   * synchronously too, many go to the pool in one `getMany`.
-   */
-  async #findDuplicates(preps: readonly PreparedRecord[]): Promise<(PutResult | undefined)[]> {
-    const out = new Array<PutResult | undefined>(preps.length).fill(undefined);
-    const asked: number[] = [];
-    const cids: string[] = [];
-    preps.forEach((p, i) => {
-      const cid = p.message.clientMsgId;
-      if (cid === undefined) return;
-      asked.push(i);
-      cids.push(cid);
-    });
-    if (cids.length === 0) return out;
-    const firsts = await storedUnder(this.#db, this.#now, this.#logger, cids);
-    asked.forEach((i, k) => { out[i] = firsts[k]; });
-    return out;
-  }
-
   #nextId(kind: number): string {
     // 2^48 ids per partition: at a million puts a second, nine years.
     if (this.#counter >= MAX_COUNTER) throw unavailable(`message store partition ${this.index} has used every message id`);
@@ -337,7 +333,7 @@ export class Partition {
    * idempotency entries, in steps of about SWEEP_CHUNK_RECORDS (expiry-sweep.ts) records that
    * each take one turn between batch writes, so puts keep flowing during a long
    * sweep. Sweeps of one partition run one after another. A partition that takes no
-   * writes after a failed one ({@link writeFailure}) sweeps nothing until it does.
+   * writes after a failed one ({@link writeProblem}) sweeps nothing until it does.
    * @returns the number of records deleted
    * @throws PixiuError UNAVAILABLE when LevelDB fails
    */
@@ -369,6 +365,7 @@ export class Partition {
     if (this.#closed) return;
     this.#closed = true;
     this.#recovery.stop();
+    this.#stall.stop();
     await Promise.allSettled([...[...this.#pending.values()].map((p) => p.put), this.#sweeping]);
     await this.#commit.idle();
     await this.#db.close();

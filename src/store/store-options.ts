@@ -33,6 +33,12 @@ export interface MessageStoreOptions {
   readonly maxMessageBytes: number;
   /** Wait between expiry sweeps of each partition, ms. */
   readonly sweepIntervalMs: number;
+  /**
+   * How long one partition write (or job between writes) may be in flight before the
+   * partition takes no writes until it ends, ms (`PIXIU_STORE_WRITE_TIMEOUT`; partition.ts,
+   * write-stall.ts); default 10 s.
+   */
+  readonly writeTimeoutMs?: number;
   readonly logger?: Logger;
   /** Clock, ms since the epoch; default `Date.now`. Tests inject one to skip time. */
   readonly now?: () => number;

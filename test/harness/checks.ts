@@ -90,6 +90,22 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, bou
 }
 
 /**
+ * `promise`'s value, or an AssertionError naming `what` when it has not settled within
+ * `boundMs`: for a wait that a bug would make endless (a write on a stalled disk).
+ */
+export async function within<T>(boundMs: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new assert.AssertionError({ message: `${what}: not settled within ${boundMs} ms` })), boundMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Waits until a node at `url` takes no new connections (a fetch of its `/healthz`
  * fails): its shutdown has stopped HTTP listening.
  * @throws AssertionError when it still takes them after {@link waitUntil}'s bound

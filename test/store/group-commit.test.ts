@@ -1,7 +1,8 @@
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { GroupCommit } from '../../src/store/group-commit.js';
 import { WriteSlots, threadPoolSize } from '../../src/store/write-slots.js';
+import { WriteStall } from '../../src/store/write-stall.js';
 
 /** A promise with its resolve, to hold a fake write open. */
 function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
@@ -158,8 +159,8 @@ test('queues sharing one write slot never write at once: the second waits for th
   const slots = new WriteSlots(1);
   const a = heldWriter();
   const b = heldWriter();
-  const qa = new GroupCommit<number, number>(a.write, 100, undefined, slots);
-  const qb = new GroupCommit<number, number>(b.write, 100, undefined, slots);
+  const qa = new GroupCommit<number, number>(a.write, 100, { slots });
+  const qb = new GroupCommit<number, number>(b.write, 100, { slots });
   const first = qa.add(1);
   await a.started();
   const waiting = [qb.add(2)];
@@ -221,4 +222,59 @@ test('an exclusive job holds writes off until it ends: an item added while it ru
   job.release();
   await Promise.all([job.done, put]);
   assert.deepEqual(log, ['job start', 'job end', 'write a']);
+});
+
+/** Keeps the event loop running until the test ends: the watchdog's timer does not (unref). */
+function keepAlive(t: TestContext): void {
+  const timer = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(timer));
+}
+
+test('the write watchdog (beside the real stalled disk of write-stall.test.ts): a write held past the limit fails every item waiting, in its batch and queued, once; the stall ends with the write', async (t) => {
+  keepAlive(t);
+  const w = heldWriter();
+  const events: string[] = [];
+  const dropped: number[] = [];
+  let commit: GroupCommit<number, number> | undefined;
+  const watch = new WriteStall({
+    index: 0,
+    limitMs: 50,
+    onStall: (refusal) => {
+      events.push('stall');
+      dropped.push(...(commit?.failWaiting(refusal) ?? []));
+    },
+  });
+  commit = new GroupCommit<number, number>(w.write, 100, { watch });
+  const inFlight = commit.add(1);
+  await w.started();
+  const queued = commit.add(2);
+  // The write is never released until both are answered.
+  for (const put of [inFlight, queued]) await assert.rejects(put, /^PixiuError: message store partition 0 has had a write in flight for over 50 ms/);
+  assert.deepEqual(dropped, [2], 'the queued item is taken out of the queue');
+  assert.deepEqual(events, ['stall']);
+  assert.equal(watch.stalled, true);
+  w.release();
+  await commit.idle();
+  assert.deepEqual(events, ['stall']);
+  assert.equal(watch.stalled, false, 'the stall ended with the write');
+  assert.equal(watch.refusal(), undefined);
+  assert.deepEqual(w.batches, [[1]], 'the dropped item is never written');
+  const next = commit.add(3);
+  await w.started();
+  w.release();
+  assert.equal(await next, 30);
+});
+
+test('the write watchdog never takes writes that each end within the limit for a stall, however long they go on', async (t) => {
+  keepAlive(t);
+  const events: string[] = [];
+  const watch = new WriteStall({ index: 0, limitMs: 300, onStall: () => events.push('stall') });
+  const commit = new GroupCommit<number, number>(async (items) => {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return [...items];
+  }, 100, { watch });
+  const until = performance.now() + 1_000;
+  for (let i = 0; performance.now() < until; i++) assert.equal(await commit.add(i), i);
+  assert.deepEqual(events, []);
+  watch.stop();
 });

@@ -54,7 +54,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
         ...opsErrorResponses,
         503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
-          + '(a partition reopening after a failed write, e.g. a full disk; writes suspended while another store holds its partition claim), or this node is shutting down (from SIGTERM on with PIXIU_DRAIN_DELAY, other routes still served)'),
+          + '(a partition reopening after a failed write, e.g. a full disk, or with a write in flight past PIXIU_STORE_WRITE_TIMEOUT, a stalled disk; writes suspended while another store holds its partition claim), or this node is shutting down (from SIGTERM on with PIXIU_DRAIN_DELAY, other routes still served)'),
       },
     },
   }, async () => {
