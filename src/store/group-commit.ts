@@ -15,8 +15,9 @@
  * which runs before the next job (a long sweep never starves writes).
  *
  * With {@link WriteSlots} shared by several queues (a store's partitions), a queue
- * takes a slot before each write and gives it back after; while it waits for one, its
- * next batch stays open and keeps taking items (see `write-slots.ts`).
+ * takes a slot before each write and each job and gives it back after (a job's writes,
+ * a sweep step's deletes, hold a pool thread as a batch's do); while it waits for one,
+ * its next batch stays open and keeps taking items (see `write-slots.ts`).
  *
  * A {@link StepWatch} is told when each step of the loop begins and ends (a write with
  * its wait for a slot, or a job): a partition's write-latency watchdog (write-stall.ts),
@@ -150,7 +151,13 @@ export class GroupCommit<T, R> {
       if (job !== undefined) {
         this.#watch?.begin();
         try {
-          await job();
+          const slot = this.#slots?.acquire();
+          if (slot !== undefined) await slot;
+          try {
+            await job();
+          } finally {
+            this.#slots?.release();
+          }
         } finally {
           this.#watch?.end();
         }

@@ -24,7 +24,7 @@ import { Sweeper } from './sweeper.js';
 import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
 import type { MessageStoreOptions } from './store-options.js';
 import { WriteFence } from './write-fence.js';
-import { WriteSlots, threadPoolSize } from './write-slots.js';
+import { WriteSlots, writeSlotCount } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 export type { ReadRecord, UnreadableRecord } from './unreadable.js';
@@ -90,8 +90,8 @@ export class MessageStore implements RecordReader {
     const partitionOptions = {
       sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
       monotonic, fence,
-      // No more writes at once than the libuv pool has threads (write-slots.ts).
-      slots: new WriteSlots(threadPoolSize()),
+      // Fewer writes at once than the libuv pool has threads: one is left to reads (write-slots.ts).
+      slots: new WriteSlots(writeSlotCount()),
       writeTimeoutMs: opts.writeTimeoutMs,
       logger: opts.logger,
     };

@@ -1,5 +1,7 @@
 /**
- * How many partitions of one store may have a batch write in flight at once.
+ * How many partitions of one store may have a batch write, or a job between writes (a
+ * sweep step, a reopen: group-commit.ts), in flight at once: one fewer than the libuv
+ * pool has threads ({@link writeSlotCount}).
  *
  * Every batch write (LevelDB's log write and, with `sync: true`, its fsync) holds a
  * thread of the libuv pool for as long as it takes, and the pool has
@@ -14,6 +16,18 @@
  * Fewer slots than threads (1 or 2) made larger batches still (10.3 and 6.1 puts per
  * write against 3.3 under single POSTs) but no faster ingest, single or batch, in
  * alternating runs of bench:ingest (bench/README.md, 2026-12-01 AMD session).
+ *
+ * One thread is left to reads. Reads (a record by id, history pages, delivery's
+ * `getMany`) run on the same pool, and a write to a stalled disk (frozen, failing) holds
+ * its thread until the disk comes back: with a slot per thread, four stalled writes took
+ * every thread and every read of every partition waited behind them, records in the
+ * page cache included (a reviewer's finding). With one slot fewer, writes and the jobs
+ * between them never take the last thread. Raising `UV_THREADPOOL_SIZE` from `pixiu
+ * serve` instead was not chosen: libuv reads it once, when the pool first starts, so it
+ * would have to be set before any module's first pool use, and with a slot per thread
+ * stalled writes would still take them all. Slots 1, 2 or 4 with the pool at 4 gave
+ * ingest rates in no order (bench/README.md, "Tried and dropped"). A pool of one
+ * thread has none to spare: its one slot is shared.
  */
 
 /** The size of the libuv thread pool of this process: `UV_THREADPOOL_SIZE`, default 4. */
@@ -21,6 +35,14 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
   const n = Number(env.UV_THREADPOOL_SIZE);
   // libuv clamps the setting to 1..1024 and takes 4 when it is unset or not a number.
   return Number.isInteger(n) && n > 0 ? Math.min(n, 1024) : 4;
+}
+
+/**
+ * The write slots of a store in this process: one fewer than the pool's threads, at
+ * least one (see the module comment).
+ */
+export function writeSlotCount(env: NodeJS.ProcessEnv = process.env): number {
+  return Math.max(1, threadPoolSize(env) - 1);
 }
 
 /** A counting semaphore of write slots, granted in request order. */

@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { GroupCommit } from '../../src/store/group-commit.js';
-import { WriteSlots, threadPoolSize } from '../../src/store/write-slots.js';
+import { WriteSlots, threadPoolSize, writeSlotCount } from '../../src/store/write-slots.js';
 import { WriteStall } from '../../src/store/write-stall.js';
 
 /** A promise with its resolve, to hold a fake write open. */
@@ -140,7 +140,14 @@ test('write slots shared by queues are handed over in the order they were asked 
   assert.equal(slots.acquire(), undefined);
 });
 
-test('the write slot count follows UV_THREADPOOL_SIZE as libuv reads it: 4 when unset, zero or not a number, at most 1024', () => {
+test('the write slots are one fewer than the threads of the pool, at least one (a thread is left to reads)', () => {
+  assert.equal(writeSlotCount({}), 3);
+  assert.equal(writeSlotCount({ UV_THREADPOOL_SIZE: '16' }), 15);
+  assert.equal(writeSlotCount({ UV_THREADPOOL_SIZE: '2' }), 1);
+  assert.equal(writeSlotCount({ UV_THREADPOOL_SIZE: '1' }), 1);
+});
+
+test('the pool size the write slots follow is UV_THREADPOOL_SIZE as libuv reads it: 4 when unset, zero or not a number, at most 1024', () => {
   assert.equal(threadPoolSize({}), 4);
   assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '16' }), 16);
   assert.equal(threadPoolSize({ UV_THREADPOOL_SIZE: '1' }), 1);
@@ -277,4 +284,22 @@ test('the write watchdog never takes writes that each end within the limit for a
   for (let i = 0; performance.now() < until; i++) assert.equal(await commit.add(i), i);
   assert.deepEqual(events, []);
   watch.stop();
+});
+
+test('an exclusive job takes a write slot as a write does: with the only slot held by another queue\'s write, it waits', async () => {
+  const slots = new WriteSlots(1);
+  const a = heldWriter();
+  const qa = new GroupCommit<number, number>(a.write, 100, { slots });
+  const qb = new GroupCommit<number, number>(async (items) => [...items], 100, { slots });
+  const write = qa.add(1);
+  await a.started();
+  let ran = false;
+  const job = qb.exclusive(async () => {
+    ran = true;
+  });
+  await turns(5);
+  assert.equal(ran, false, 'no job while the only slot is held');
+  a.release();
+  await Promise.all([write, job]);
+  assert.equal(ran, true);
 });
