@@ -114,12 +114,23 @@ export class Metrics {
 
   /**
    * Recipients of the messages in progress on this node, batches and single POSTs
-   * (src/api/routes/batch-items.ts RecipientBudget): a request that would take it past twice
+   * (src/api/routes/ingest-budget.ts): a request that would take it past twice
    * `PIXIU_BATCH_MAX_RECIPIENTS` is 503. Named for batches, which it first counted alone.
    */
   readonly batchRecipientsInProgress = new Gauge({
     name: 'pixiu_batch_recipients_in_progress',
     help: 'Recipients of the messages (batches and single POSTs) being sent on this node',
+    registers: [this.registry],
+  });
+
+  /**
+   * Bytes of the request bodies of the messages in progress on this node, batches and
+   * single POSTs (src/api/routes/ingest-budget.ts): a request that would take it past 64
+   * times `PIXIU_MAX_BODY_BYTES` is 503.
+   */
+  readonly ingestBytesInProgress = new Gauge({
+    name: 'pixiu_ingest_bytes_in_progress',
+    help: 'Bytes of the request bodies of the messages (batches and single POSTs) being sent on this node',
     registers: [this.registry],
   });
 

@@ -22,6 +22,18 @@ import { isPlainInteger } from './plain-integer.js';
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false, verbose: true });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
 
+/** The length of each request's JSON body as read, bytes (set by the parser below). */
+const bodySizes = new WeakMap<FastifyRequest, number>();
+
+/**
+ * The length in bytes of `req`'s JSON body as it arrived (what the node's byte budget
+ * for messages in progress counts: src/api/routes/ingest-budget.ts); 0 for a request
+ * whose body was not parsed as JSON.
+ */
+export function bodyBytesOf(req: FastifyRequest): number {
+  return bodySizes.get(req) ?? 0;
+}
+
 /** Compiles a schema with the strict (body) rules; for validating batch items one by one. */
 export function compileBodySchema(schema: object): ValidateFunction {
   return strict.compile(schema);
@@ -44,6 +56,7 @@ export function installValidators(app: FastifyInstance): void {
     // and the connection stays open for the requests behind it (see RefusedBody).
     const refuse = (err: Error): void => done(null, new RefusedBody(err));
     const empty = (body as Buffer).length === 0;
+    bodySizes.set(req, (body as Buffer).length);
     if (bodyIgnored(req, empty)) {
       done(null, undefined);
       return;

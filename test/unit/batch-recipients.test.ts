@@ -9,7 +9,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PixiuError } from '../../src/errors.js';
-import { BatchRecipients, RecipientBudget, type MessageBody } from '../../src/api/routes/batch-items.js';
+import { BatchRecipients, type MessageBody } from '../../src/api/routes/batch-items.js';
+import { InProgressBudget as RecipientBudget } from '../../src/api/routes/ingest-budget.js';
 
 const tooLarge = (item: MessageBody): void => {
   if (item.data === 'big') throw new PixiuError('PAYLOAD_TOO_LARGE', 'message is 70000 bytes (the UTF-8 JSON of {type, data}), over the limit');

@@ -4,8 +4,9 @@
  * recipients the whole batch may reach. Each item is checked alone first (messages.ts);
  * these see the batch in order and replace an item by its error, so it fails alone.
  */
-import { PixiuError, unavailable } from '../../errors.js';
+import { PixiuError } from '../../errors.js';
 import { distinctRecipients, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
+import type { InProgressBudget } from './ingest-budget.js';
 
 /** A batch item as validated: a user message (`to`) or a room message (`room`). */
 export type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
@@ -160,7 +161,7 @@ export function placedItemError(e: PixiuError, index: number): PixiuError {
  * the batch is then refused whole whatever the items after hold, and checking them
  * (encoding their data) would only cost the event loop the budget protects.
  * @param uncounted items not counted in the recipients ({@link crossKindRepeats})
- * @param fits the recipients the node's budget takes now ({@link RecipientBudget.free})
+ * @param fits the recipients the node's budget takes now ({@link InProgressBudget.free})
  * @returns the recipients the counted items left good reach: more than `fits` when it stopped
  */
 export function refuseOwnFaults(
@@ -196,12 +197,12 @@ function overLimit(index: number, max: number, from: number, advice: string): Pi
 }
 
 /**
- * The recipients one batch reaches, against its limit and the node's {@link RecipientBudget}:
+ * The recipients one batch reaches, against its limit and the node's {@link InProgressBudget}:
  * those counted before anything is sent ({@link limitRecipients}), and those of an item
  * left uncounted then ({@link crossKindRepeats}) that is admitted after all.
  */
 export class BatchRecipients {
-  readonly #budget: RecipientBudget;
+  readonly #budget: InProgressBudget;
   readonly #max: number;
   readonly #recipientsOf: (item: MessageBody) => number;
   readonly #check: ((item: MessageBody) => void) | undefined;
@@ -220,7 +221,7 @@ export class BatchRecipients {
    * @throws PixiuError UNAVAILABLE when other batches hold too much of it
    */
   constructor(
-    budget: RecipientBudget, max: number,
+    budget: InProgressBudget, max: number,
     limited: { items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number },
     uncounted: ReadonlySet<number>, check?: (item: MessageBody) => void,
   ) {
@@ -258,62 +259,5 @@ export class BatchRecipients {
   /** Gives back to the node's budget everything taken (call it once the batch is answered). */
   release(): void {
     for (const giveBack of this.#taken) giveBack();
-  }
-}
-
-/**
- * The recipients that messages being sent on this node reach — batches and single
- * `POST /v1/messages` alike, a room message its members — against a node-wide bound
- * (twice `batchMaxRecipients`): each is an inbox append waiting its turn, and ~1.5 KB of
- * memory until it is done, so twenty full batches at once held 3 GB and stalled the
- * event loop (and `/healthz`) for seconds, and sixty room messages to 10,000 members
- * each, posted at once, took 462 MB (a reviewer's finding: single POSTs took nothing
- * from it then). A request that does not fit is refused whole with UNAVAILABLE (503,
- * `Retry-After`) before anything is stored; one request alone always fits.
- */
-export class RecipientBudget {
-  readonly #limit: number;
-  readonly #onChange: ((inUse: number) => void) | undefined;
-  #inUse = 0;
-
-  /**
-   * @param limit recipients in progress node-wide
-   * @param onChange told the recipients in progress after each change (a metric)
-   */
-  constructor(limit: number, onChange?: (inUse: number) => void) {
-    this.#limit = limit;
-    this.#onChange = onChange;
-  }
-
-  /**
-   * The recipients a request may take now: any number while nothing is in progress (one
-   * request alone always fits), else what is left of the limit.
-   */
-  get free(): number {
-    return this.#inUse === 0 ? Infinity : this.#limit - this.#inUse;
-  }
-
-  /**
-   * Takes `recipients` from the budget for one request. A caller whose request may be
-   * refused for itself (a message over the size limit: 413) checks that when this
-   * throws, before answering 503, so that a bad request gets its own error whatever the
-   * load (DESIGN.md §7) and a good one is not encoded twice on the way in.
-   * @param what the request, in the refusal's words
-   * @returns the function that gives them back (call it once the request is answered)
-   * @throws PixiuError UNAVAILABLE when other requests hold too much of it
-   */
-  take(recipients: number, what: 'batch' | 'message' = 'batch'): () => void {
-    if (recipients > this.free) {
-      throw unavailable(`this node is busy with other messages (${this.#inUse} recipients in progress); retry the ${what} shortly`);
-    }
-    this.#inUse += recipients;
-    this.#onChange?.(this.#inUse);
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.#inUse -= recipients;
-      this.#onChange?.(this.#inUse);
-    };
   }
 }

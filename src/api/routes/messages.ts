@@ -15,9 +15,10 @@ import { distinctRecipients, type IngestResult, type RoomIngestResult, type Room
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { conflictAnswer, documentedAs, errorResponses, noQuery } from '../schemas.js';
-import { compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
+import { bodyBytesOf, compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { batchBody, batchResult, documentedMessageBody, documentedMsgIdParam, ingestAnswer, messageBody, messageRecord } from './message-schemas.js';
-import { RecipientBudget, BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
+import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './ingest-budget.js';
 
 const validateItem = compileBodySchema(messageBody);
 
@@ -54,7 +55,9 @@ function checkItem(item: unknown, i: number): MessageBody | PixiuError {
 /** Registers the message routes. */
 export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { ingest, metrics } = deps;
-  const budget = new RecipientBudget(2 * deps.config.batchMaxRecipients, (n) => metrics.batchRecipientsInProgress.set(n));
+  // The messages in progress on the node: their recipients and their bodies' bytes (ingest-budget.ts).
+  const budget = new InProgressBudget(2 * deps.config.batchMaxRecipients, 'recipients', (n) => metrics.batchRecipientsInProgress.set(n));
+  const bytes = new InProgressBudget(INGEST_BODIES_IN_PROGRESS * deps.config.maxBodyBytes, 'bytes of messages', (n) => metrics.ingestBytesInProgress.set(n));
   // A batch whose items an outage fails logs one warning, at most one per interval
   // across batches (a fresh operator saw 18,520 lines, one per item, in one outage).
   const batchOutages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
@@ -85,19 +88,20 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // be) would otherwise fit only beside nothing, and under steady traffic never.
     const roomSize = isRoomMessage(body) ? await ingest.roomSize(body.room) : undefined;
     const named = roomSize === undefined ? distinctRecipients(body as UserMessageInput) : undefined;
-    let giveBack: () => void;
-    try {
-      giveBack = budget.take(Math.min(roomSize ?? named?.length ?? 0, deps.config.batchMaxRecipients), 'message');
-    } catch (err) {
-      // Refused for the load: a message refused for itself (413) is told so first.
-      ingest.check(body, named);
-      throw err;
-    }
+    const taken: (() => void)[] = [];
     let result: IngestResult | RoomIngestResult;
     try {
+      try {
+        taken.push(bytes.take(bodyBytesOf(req), 'message'));
+        taken.push(budget.take(Math.min(roomSize ?? named?.length ?? 0, deps.config.batchMaxRecipients), 'message'));
+      } catch (err) {
+        // Refused for the load: a message refused for itself (413) is told so first.
+        ingest.check(body, named);
+        throw err;
+      }
       result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput, named);
     } finally {
-      giveBack();
+      for (const giveBack of taken) giveBack();
     }
     metrics.ingested('message', result.duplicate, started);
     return reply.code(result.duplicate ? 200 : 201).send(result);
@@ -126,7 +130,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const count = (outcome: string): void => {
       outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
     };
-    let giveBack: (() => void) | undefined;
+    const taken: (() => void)[] = [];
     try {
       // Each item is checked alone; the valid ones go to ingest in runs of one kind,
       // one run after another (batch-items.ts `runsOfOneKind`), and ingest appends each
@@ -137,8 +141,10 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const limited = await limitRecipients(items, max, (room) => ingest.roomSize(room), repeats);
       const checked = limited.items;
       // Refused for the load, its items refused for themselves (over the size limit) fail alone first.
-      const recipients = new BatchRecipients(budget, max, limited, repeats, (item) => ingest.check(item));
-      giveBack = () => recipients.release();
+      const check = (item: MessageBody): void => ingest.check(item);
+      taken.push(takeBatchBytes(bytes, bodyBytesOf(req), checked, repeats, limited.recipientsOf, check));
+      const recipients = new BatchRecipients(budget, max, limited, repeats, check);
+      taken.push(() => recipients.release());
       // Each item's outcome, by its index in the batch (none for an item refused before).
       const sent = new Map<number, PromiseSettledResult<IngestResult | RoomIngestResult>>();
       const keys = new BatchKeys();
@@ -204,7 +210,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       metrics.observeIngest('batch', started);
       return { results };
     } finally {
-      giveBack?.();
+      for (const giveBack of taken) giveBack();
       for (const [outcome, n] of outcomes) metrics.countIngest('batch', outcome, n);
     }
   });
