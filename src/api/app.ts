@@ -126,8 +126,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
       },
       security: [{ apiToken: [] }],
     },
-    // The id patterns' `\s\p{Cc}\p{Cs}` as ranges every regex engine reads alike, and the
-    // MsgID's whole rule where the answers' schemas hold its shape (portable-patterns.ts).
+    // The id patterns' `\s\p{Cc}\p{Cs}` as ranges of \uXXXX escapes (printable ASCII, read
+    // alike by ECMA-262, Python and Java), and the MsgID's whole rule where the answers'
+    // schemas hold its shape (portable-patterns.ts).
     transformObject: (doc) => withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
   });
 

@@ -48,11 +48,12 @@ export const userId = {
   type: 'string',
   minLength: 1,
   pattern: USER_ID_PATTERN,
-  // The OpenAPI document shows the pattern with its refused characters as ranges
-  // (portable-patterns.ts); the server reads it as it is here, with the u flag.
+  // The OpenAPI document shows the pattern with its refused characters as ranges of
+  // \uXXXX escapes (portable-patterns.ts); the server reads it as it is here, with the u flag.
   description: `${USER_ID_RULE}: whitespace is Unicode White_Space and U+FEFF. The pattern lists the refused characters as ranges `
-    + '(U+0000–U+0020, U+007F–U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF, the surrogates U+D800–U+DFFF), '
-    + 'read per code point (JSON Schema 2020-12 §6.4: ECMA-262 with the u flag)',
+    + '(U+0000–U+0020, U+007F–U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF, the surrogates U+D800–U+DFFF) '
+    + 'of \\uXXXX escapes, read per code point (JSON Schema 2020-12 §6.4: ECMA-262 with the u flag; without it a check counts UTF-16 units '
+    + 'and refuses every character above U+FFFF, whose two halves are surrogates). RE2 (Go) has no \\u escape: docs/api.md, "Input rules"',
 } as const;
 
 /** The rule of a message type and of a device name, in words. */

@@ -41,6 +41,8 @@ const OPEN_ROUTES = ['GET /healthz', 'GET /readyz', 'GET /metrics'];
 const CLIENT_ROUTES = ['GET /v1/me/messages', 'POST /v1/me/ack'];
 
 let doc: Document;
+/** The document's JSON text, as served. */
+let docText: string;
 /** Every documented route as `METHOD /path`, with its operation. */
 let operations: Array<[string, Operation]>;
 const files = cleanupList();
@@ -50,6 +52,7 @@ before(async () => {
   const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
   assert.equal(answer.status, 200, answer.text);
   doc = answer.body as Document;
+  docText = answer.text;
   operations = Object.entries(doc.paths).flatMap(([p, methods]) =>
     Object.entries(methods).map(([m, op]): [string, Operation] => [`${m.toUpperCase()} ${p}`, op]));
 });
@@ -292,6 +295,24 @@ test('the published id patterns spell the refused characters as ranges, no \\s o
   }
   // The document was rewritten, not the server's schemas (@fastify/swagger copies them).
   assert.equal(userId.pattern, '^[^\\s\\p{Cc}\\p{Cs}]{1,128}$');
+});
+
+test('the document is strictly valid JSON (I-JSON, RFC 7493 §2.1) that jq, serde_json and Swift load: no lone surrogate in any string, no raw U+0000, U+2028 or U+2029, every pattern printable ASCII', () => {
+  const lone = /\p{Cs}/u;
+  const strings: string[] = [];
+  JSON.parse(docText, (key, value: unknown) => {
+    strings.push(key);
+    if (typeof value === 'string') strings.push(value);
+    return value;
+  });
+  assert.deepEqual(strings.filter((s) => lone.test(s)), [], 'strings holding a lone surrogate');
+  for (const ch of ['\u0000', '\u2028', '\u2029']) assert.ok(!docText.includes(ch), `U+${ch.codePointAt(0)?.toString(16)} in the JSON text`);
+  const patterns = new Set<string>();
+  JSON.stringify(doc, (key, value: unknown) => {
+    if (key === 'pattern' && typeof value === 'string') patterns.add(value);
+    return value;
+  });
+  for (const p of patterns) assert.match(p, /^[\x20-\x7e]+$/, JSON.stringify(p));
 });
 
 test('every MsgID an answer holds is published with its whole rule; the schemas the server serialises answers with keep its shape only', () => {
