@@ -12,10 +12,12 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import fc from 'fast-check';
 import { ERRORS } from '../../src/errors.js';
 import { isUserId, msgId, userId } from '../../src/api/schemas.js';
 import { MSG_ID_PATTERN } from '../../src/ids/msg-id.js';
-import { REPO_ROOT, cleanupList } from '../harness/pixiu-server.js';
+import { messageBody } from '../../src/api/routes/message-schemas.js';
+import { REPO_ROOT, cleanupList, type PixiuClient } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
 /** The parts of an OpenAPI 3 document these tests read. */
@@ -46,9 +48,10 @@ let docText: string;
 /** Every documented route as `METHOD /path`, with its operation. */
 let operations: Array<[string, Operation]>;
 const files = cleanupList();
+let client: PixiuClient;
 
 before(async () => {
-  const { client } = await startWithOwnRedis(files);
+  ({ client } = await startWithOwnRedis(files));
   const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
   assert.equal(answer.status, 200, answer.text);
   doc = answer.body as Document;
@@ -192,6 +195,74 @@ test('POST /v1/messages/batch documents each item as the message POST /v1/messag
   assert.equal(valid({ messages: [{ ...item, colour: 'red' }] }), false, 'an item with an unknown field');
   assert.equal(valid({ messages: [{ ...item, type: 'a b' }] }), false, 'an item with a bad type');
   assert.equal(valid({ messages: [] }), false, 'no item');
+});
+
+test('a message\'s "exactly one of to and room" is two whole objects, so a generator reads a union {to, …} | {room, …}: no properties beside the oneOf, each branch closed with its own required fields', () => {
+  const bodies = [
+    operation('POST /v1/messages').requestBody?.content?.['application/json']?.schema,
+    (operation('POST /v1/messages/batch').requestBody?.content?.['application/json']?.schema as { properties: { messages: { items: object } } }).properties.messages.items,
+  ] as Array<{ properties?: object; required?: string[]; oneOf?: Array<{ type?: string; additionalProperties?: boolean; required?: string[]; properties?: Record<string, unknown> }> }>;
+  for (const body of bodies) {
+    assert.equal(body.properties, undefined, 'no properties beside the oneOf (openapi-typescript gave them & (unknown | unknown))');
+    assert.equal(body.required, undefined);
+    const [users, room] = body.oneOf ?? [];
+    assert.deepEqual([users?.type, users?.additionalProperties, users?.required], ['object', false, ['to', 'type', 'data']]);
+    assert.deepEqual([room?.type, room?.additionalProperties, room?.required], ['object', false, ['room', 'type', 'data']]);
+    assert.deepEqual(Object.keys(users?.properties ?? {}), ['to', 'from', 'type', 'data', 'client_msg_id', 'ttl']);
+    assert.deepEqual(Object.keys(room?.properties ?? {}), ['room', 'from', 'type', 'data', 'client_msg_id', 'ttl']);
+  }
+});
+
+test('the document\'s message schema gives 20,000 generated bodies the verdicts its first form gave (properties beside a oneOf of required-only branches), which the server\'s checks give', () => {
+  const documented = requestValidator('POST /v1/messages');
+  const first = new Ajv2020({ strict: false, allErrors: true }).compile({ ...messageBody, oneOf: [{ required: ['to'] }, { required: ['room'] }] });
+  // Each field valid three times in four, else one of the values the rules refuse; to,
+  // room, from, client_msg_id and ttl present or not; type or data left out, or an
+  // unknown field added, once in ten.
+  const field = (valid: unknown[], invalid: unknown[]) => fc.oneof({ arbitrary: fc.constantFrom(...valid), weight: 3 }, { arbitrary: fc.constantFrom(...invalid), weight: 1 });
+  const ids = ['a b', '', 'x'.repeat(129), 'a\u2028', '\ud800', 1, null, []];
+  const fields = fc.record({
+    to: field(['ann', ['ann', 'bob'], 'x'.repeat(128), '\u{1f600}'], [...ids, ['a b'], ['ann', 1]]),
+    room: field(['lobby', 'r:1'], ids),
+    from: field(['sys'], ids),
+    type: field(['t', 'chat.text'], ['a b', '', 1, null]),
+    data: fc.oneof(fc.constantFrom(null, 0, 'x', [], {}), fc.jsonValue({ maxDepth: 2 })),
+    client_msg_id: field(['k-1', ' '], ['', '\u00e9', 5]),
+    ttl: field([1, 2_592_000, 60], [0, 1.5, 2_592_001, '60']),
+  }, { requiredKeys: ['type', 'data'] });
+  const body = fc.tuple(fields, fc.nat(29)).map(([b, n]) => {
+    const { type, data, ...rest } = b;
+    if (n === 0) return { ...rest, data };
+    if (n === 1) return { ...rest, type };
+    return n === 2 ? { ...b, colour: 'red' } : b;
+  });
+  const differ: unknown[] = [];
+  let taken = 0;
+  for (const b of fc.sample(fc.oneof({ arbitrary: body, weight: 19 }, { arbitrary: fc.jsonValue({ maxDepth: 1 }), weight: 1 }), { numRuns: 20_000, seed: 3 })) {
+    const verdict = documented(b);
+    if (verdict !== first(b)) differ.push(b);
+    if (verdict) taken++;
+  }
+  assert.deepEqual(differ.slice(0, 5), [], `${differ.length} differ`);
+  assert.ok(taken > 1000 && taken < 19_000, `${taken} taken`);
+});
+
+test('a message or batch item with neither or both of to and room is still refused in the route\'s own words, not a schema validator\'s', async () => {
+  const refusals = [
+    [{ type: 't', data: 1 }, 'body must have to (a user id or a list of them) or room'],
+    [{ to: 'ann', room: 'lobby', type: 't', data: 1 }, 'body has both to and room; give one'],
+  ] as const;
+  for (const [body, message] of refusals) {
+    const answer = await client.post('/v1/messages', body);
+    assert.equal(answer.status, 400, answer.text);
+    assert.deepEqual(answer.body, { error: { code: 'INVALID_REQUEST', message } });
+  }
+  const batch = await client.post('/v1/messages/batch', { messages: refusals.map(([body]) => body) });
+  assert.equal(batch.status, 200, batch.text);
+  assert.deepEqual((batch.body as { results: unknown[] }).results, [
+    { status: 400, error: { code: 'INVALID_REQUEST', message: 'messages/0 must have to (a user id or a list of them) or room' } },
+    { status: 400, error: { code: 'INVALID_REQUEST', message: 'messages/1 has both to and room; give one' } },
+  ]);
 });
 
 test('GET /v1/messages/{id} documents its id\'s pattern (16 lower-case hex digits, a kind 01–04, a counter not 0, as the route checks) and kind among the record\'s required fields', () => {

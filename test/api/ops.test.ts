@@ -120,6 +120,7 @@ test('GET /v1/openapi.json lists every route with its methods', async (t) => {
   ]) assert.ok(routes.includes(route), `${route} in ${routes.join(', ')}`);
   assert.deepEqual(Object.entries(doc.components.securitySchemes.apiToken ?? {}).filter(([k]) => k !== 'description'),
     [['type', 'http'], ['scheme', 'bearer']]);
-  const post = doc.paths['/v1/messages']?.post as { requestBody?: { content?: Record<string, { schema?: { required?: string[] } }> } };
-  assert.deepEqual(post.requestBody?.content?.['application/json']?.schema?.required, ['type', 'data']);
+  // A message to users or to a room: each form requires its address, type and data.
+  const post = doc.paths['/v1/messages']?.post as { requestBody?: { content?: Record<string, { schema?: { oneOf?: Array<{ required?: string[] }> } }> } };
+  assert.deepEqual(post.requestBody?.content?.['application/json']?.schema?.oneOf?.map((s) => s.required), [['to', 'type', 'data'], ['room', 'type', 'data']]);
 });

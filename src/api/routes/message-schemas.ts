@@ -35,17 +35,40 @@ export const messageBody = {
   },
 } as const;
 
+/** The fields of a message but its address (`to`, `room`). */
+const { to: _to, room: _room, ...messageFields } = messageBody.properties;
+
+/**
+ * One form of {@link documentedMessageBody}: a whole, closed message object addressed by
+ * `address` (`to` or `room`), which it requires with `type` and `data`.
+ */
+function addressedBy(address: 'to' | 'room', title: string, description: string) {
+  return {
+    title,
+    description,
+    type: 'object',
+    additionalProperties: false,
+    required: [address, 'type', 'data'],
+    properties: { [address]: messageBody.properties[address], ...messageFields },
+  } as const;
+}
+
 /**
  * {@link messageBody} as the OpenAPI document shows it: with "exactly one of `to` and
- * `room`", which the routes check in code (messages.ts `checkAddressing`), in their own words,
- * after the schema (docs/api.md, "Messages").
+ * `room`", which the routes check in code (messages.ts `checkAddressing`), in their own
+ * words, after the schema (docs/api.md, "Messages"). Said as a `oneOf` of two whole
+ * objects, each closed (`additionalProperties: false`) with its own `required`, so a
+ * client generator reads it as a union `{to, …} | {room, …}`: the first form, a `oneOf`
+ * of `required`-only branches beside the properties, gave openapi-typescript a body
+ * that type-checked with neither, and openapi-zod-client a validator that took
+ * anything (a contract tester's F3). A JSON Schema validator gives both forms the same
+ * verdicts (test/api/openapi.test.ts compares them on generated bodies).
  */
 export const documentedMessageBody = {
-  ...messageBody,
   description: 'a message to users (to) or to a room (room): exactly one of the two',
   oneOf: [
-    { required: ['to'], description: 'to users: to, and no room' },
-    { required: ['room'], description: 'to a room: room, and no to' },
+    addressedBy('to', 'MessageToUsers', 'to users: to, and no room'),
+    addressedBy('room', 'MessageToRoom', 'to a room: room, and no to'),
   ],
 } as const;
 
