@@ -22,6 +22,7 @@ import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
 import { withPortablePatterns } from './portable-patterns.js';
+import { withRequiredHeaders } from './document-headers.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { installShutdown } from './shutdown.js';
 import { describeErrors, installValidators } from './validation.js';
@@ -128,8 +129,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     },
     // The id patterns' `\s\p{Cc}\p{Cs}` as ranges of \uXXXX escapes (printable ASCII, read
     // alike by ECMA-262, Python and Java), and the MsgID's whole rule where the answers'
-    // schemas hold its shape (portable-patterns.ts).
-    transformObject: (doc) => withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject),
+    // schemas hold its shape (portable-patterns.ts); the headers always sent marked
+    // required (document-headers.ts).
+    transformObject: (doc) => withRequiredHeaders(withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject)),
   });
 
   healthRoutes(app, deps);

@@ -155,10 +155,11 @@ export const errorBody = {
  * The `Retry-After` header of an answer, for a response schema's `headers`, which the
  * OpenAPI document shows (the serializer ignores them): sent with every 503
  * UNAVAILABLE, the history routes' 429 and the `/v1/me` routes' per-user rate 429
- * (error-handler.ts `sendError`), and with a batch's 200 when an item is 503.
+ * (error-handler.ts `sendError`), so `required` (document-headers.ts lifts it to the
+ * document's Header Object); a batch's 200 has it only when an item is 503.
  */
 export const retryAfterHeader = {
-  'Retry-After': { type: 'integer', minimum: 0, description: 'seconds to wait before sending it again: 1, or until a per-user rate allows it again (RFC 9110 §10.2.3)' },
+  'Retry-After': { type: 'integer', minimum: 0, required: true, description: 'seconds to wait before sending it again: 1, or until a per-user rate allows it again (RFC 9110 §10.2.3)' },
 } as const;
 
 /**
@@ -183,6 +184,30 @@ export const historyRateLimitedAnswer = {
   headers: retryAfterHeader,
 } as const;
 
+/**
+ * A 404 NOT_FOUND a route answers for what it names (not the unknown route every
+ * path can meet, which the `4xx` tells), for its `response` schema.
+ * @param when what is not there, in the document's words
+ */
+export function notFoundAnswer<const D extends string>(when: D) {
+  return { ...errorBody, description: `NOT_FOUND: ${when}` } as const;
+}
+
+/** What every body route's 413 says of `PIXIU_MAX_BODY_BYTES` (docs/api.md, "Errors"). */
+const BODY_OVER_LIMIT = 'the body is over PIXIU_MAX_BODY_BYTES (1 MiB by default), refused before it is parsed; nothing done';
+
+/**
+ * The 413 PAYLOAD_TOO_LARGE of a route that takes a body, for its `response` schema.
+ * @param more what else it refuses as too large, after the body limit (a message over
+ *   `PIXIU_MAX_MESSAGE_BYTES`); none when omitted
+ */
+export function tooLargeAnswer(more?: string) {
+  return { ...errorBody, description: `PAYLOAD_TOO_LARGE: ${BODY_OVER_LIMIT}${more === undefined ? '' : `; or ${more}`}` } as const;
+}
+
+/** The 413 of a route whose body is one message or publication: the body limit, or its encoded size. */
+export const messageTooLargeAnswer = tooLargeAnswer('the message is over PIXIU_MAX_MESSAGE_BYTES (64 KiB by default: the UTF-8 JSON of {type, from, data}; of {type, data} for a broadcast or publication), nothing stored');
+
 /** The 409 of a route that takes a {@link clientMsgId}: the key was first used with other content. */
 export const conflictAnswer = {
   ...errorBody,
@@ -202,6 +227,8 @@ export const errorResponses = {
     headers: {
       'WWW-Authenticate': {
         type: 'string',
+        // Sent with every 401 (error-handler.ts `sendError`): lifted to the Header Object by document-headers.ts.
+        required: true,
         description: 'Bearer when the request carried no token; Bearer error="invalid_token" when it carried one that was refused (RFC 6750 §3)',
       },
     },

@@ -7,7 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
 import type { Metrics } from '../api/metrics.js';
-import { clientMsgId, conflictAnswer, errorResponses, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
+import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
 import { publishBroadcast, type BroadcasterDeps, type BroadcastInput } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
 
@@ -63,6 +63,7 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
         200: { ...withDuplicate(broadcastResult, true), description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
         201: { ...withDuplicate(broadcastResult, false, 'false: stored and published now (its client_msg_id, if any, not used before)'), description: 'Stored and published to every node\'s connections' },
         409: conflictAnswer,
+        413: messageTooLargeAnswer,
         ...errorResponses,
       },
     },

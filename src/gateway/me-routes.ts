@@ -104,6 +104,8 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
             device: { type: 'string' },
             cursor: { type: 'integer', description: 'the highest seq the device acked; never moves back' },
           }, ['device', 'cursor'], 'The device\'s ack cursor now'),
+          409: { ...errorBody, description: 'CONFLICT: epoch is not the inbox\'s epoch now (the inbox was recreated since that page was read); nothing done. Read GET /v1/me/messages again' },
+          413: { ...errorBody, description: `PAYLOAD_TOO_LARGE: the body is over ${ACK_BODY_BYTES} bytes (4 KiB), this route's own limit (PIXIU_MAX_BODY_BYTES when that is lower); nothing done` },
           ...errorResponses,
           429: ackRateLimitedAnswer,
         },

@@ -5,7 +5,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { answerObject, device, errorResponses, noQuery, userId } from '../api/schemas.js';
+import { answerObject, device, errorResponses, noQuery, tooLargeAnswer, userId } from '../api/schemas.js';
 import type { PresenceEntry } from '../cluster/presence.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -77,6 +77,7 @@ export function presenceRoutes(app: FastifyInstance, deps: GatewayDeps): void {
       },
       response: {
         200: answerObject({ users: { type: 'object', additionalProperties: presenceSummary } }, ['users'], 'Each user named once, keyed by user id'),
+        413: tooLargeAnswer(),
         ...errorResponses,
       },
     },

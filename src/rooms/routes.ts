@@ -6,7 +6,7 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { answerObject, errorResponses, noQuery, userId } from '../api/schemas.js';
+import { answerObject, errorResponses, noQuery, notFoundAnswer, tooLargeAnswer, userId } from '../api/schemas.js';
 import { MEMBER_CURSOR_PATTERN, roomNotFound, type Rooms } from './membership.js';
 
 /** Most users one membership call may name. */
@@ -43,7 +43,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
       params: roomParams,
       querystring: noQuery,
       body: usersBody,
-      response: { 200: membershipChange('added', 'Added (all of them)'), ...errorResponses },
+      response: { 200: membershipChange('added', 'Added (all of them)'), 413: tooLargeAnswer(), ...errorResponses },
     },
   }, async (req) => {
     const r = await rooms.add(req.params.room, req.body.users);
@@ -59,7 +59,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
       params: roomParams,
       querystring: noQuery,
       body: usersBody,
-      response: { 200: membershipChange('removed', 'Removed'), ...errorResponses },
+      response: { 200: membershipChange('removed', 'Removed'), 404: notFoundAnswer('the room has no members, and none was removed (a room exists while it has members)'), 413: tooLargeAnswer(), ...errorResponses },
     },
   }, async (req) => {
     const r = await rooms.remove(req.params.room, req.body.users);
@@ -89,6 +89,7 @@ export function roomRoutes(app: FastifyInstance, rooms: Rooms): void {
           members: { type: 'array', items: { type: 'string' }, description: 'user ids, in join order' },
           next_cursor: { type: ['string', 'null'], description: 'cursor of the next page; null on the last page' },
         }, ['room', 'size', 'members', 'next_cursor'], 'One page of members, in join order'),
+        404: notFoundAnswer('no such room: a room exists while it has members'),
         ...errorResponses,
       },
     },

@@ -151,6 +151,34 @@ test('the success answers of every documented route, and its usual refusals, are
   assert.deepEqual(routes.filter((r) => !checked.has(r)), [], 'every documented route was checked');
 });
 
+test('the 404s, the ack\'s 409 and the 413s a client acts on are answered under a status the document declares for that route, not only under 4XX', async () => {
+  /** {@link conforms}, and the document declares `status` itself for `route`. */
+  const declared = (route: string, answer: HttpAnswer, status: number): void => {
+    conforms(route, answer, status);
+    const [method = '', path = ''] = route.split(' ');
+    const response = doc.paths[path]?.[method.toLowerCase()]?.responses[String(status)];
+    assert.match(response?.description ?? '', /^(NOT_FOUND|CONFLICT|PAYLOAD_TOO_LARGE): /, `${route} declares ${status}`);
+  };
+  declared('GET /v1/messages/{id}', await api.get('/v1/messages/0701fffffffffffe'), 404);
+  declared('POST /v1/messages', await api.post('/v1/messages', { room: 'oas-no-room', type: 't', data: 1 }), 404);
+  declared('GET /v1/rooms/{room}/members', await api.get('/v1/rooms/oas-no-room/members'), 404);
+  declared('DELETE /v1/rooms/{room}/members', await api.request('DELETE', '/v1/rooms/oas-no-room/members', { body: { users: ['x'] } }), 404);
+  const user = 'oas-acker';
+  assert.equal((await api.post('/v1/messages', { to: user, type: 't', data: 1 })).status, 201);
+  const me = new PixiuClient(server.service.url, await testToken({ kind: 'secret', secret: JWT_SECRET }, user));
+  declared('POST /v1/me/ack', await me.post('/v1/me/ack', { device: 'phone', seq: 1, epoch: 'not-the-epoch' }), 409);
+  declared('POST /v1/me/ack', await me.post('/v1/me/ack', { device: 'phone', seq: 1, epoch: 'x'.repeat(4096) }), 413);
+  const big = 'x'.repeat(70 * 1024);
+  declared('POST /v1/messages', await api.post('/v1/messages', { to: user, type: 't', data: big }), 413);
+  declared('POST /v1/broadcast', await api.post('/v1/broadcast', { type: 't', data: big }), 413);
+  declared('POST /v1/channels/{channel}/publish', await api.post('/v1/channels/oas.big/publish', { type: 't', data: big }), 413);
+  const overBodyLimit = 'x'.repeat(1024 * 1024);
+  declared('POST /v1/messages/batch', await api.post('/v1/messages/batch', { messages: [{ to: user, type: 't', data: overBodyLimit }] }), 413);
+  declared('POST /v1/presence/query', await api.post('/v1/presence/query', { users: [overBodyLimit] }), 413);
+  declared('PUT /v1/rooms/{room}/members', await api.request('PUT', '/v1/rooms/oas-big/members', { body: { users: [overBodyLimit] } }), 413);
+  declared('DELETE /v1/rooms/{room}/members', await api.request('DELETE', '/v1/rooms/oas-big/members', { body: { users: [overBodyLimit] } }), 413);
+});
+
 test('history gaps carry a reason the document declares, with its enum: trimmed (deleted by hand) and expired answers conform on both routes', async () => {
   const items = doc.paths['/v1/users/{uid}/messages']?.get?.responses['200']?.content?.['application/json']?.schema as
     { properties: { gaps: { items: { properties: { reason: { enum: string[] } }; required: string[] } } } };

@@ -286,6 +286,23 @@ test('the headers the server sends are declared: WWW-Authenticate on every 401, 
     else assert.deepEqual(headersOf(op, '401'), ['WWW-Authenticate'], `${route} 401`);
   }
   assert.deepEqual(headersOf(operation('POST /v1/messages/batch'), '200'), ['Retry-After']);
+  // Required where always sent (a generated client types them as never missing); the
+  // batch 200's only when an item is 503; no `required` left in a header's schema.
+  const headerOf = (op: Operation, status: string, name: string) =>
+    (op.responses?.[status] as { headers?: Record<string, { required?: boolean; schema?: { required?: unknown } }> } | undefined)?.headers?.[name];
+  let always = 0;
+  for (const [route, op] of operations) {
+    for (const [status, name] of [['401', 'WWW-Authenticate'], ['429', 'Retry-After'], ['503', 'Retry-After']] as const) {
+      const header = headerOf(op, status, name);
+      if (op.responses?.[status] === undefined) continue;
+      assert.equal(header?.required, true, `${route} ${status} ${name}`);
+      assert.equal(header?.schema?.required, undefined, `${route} ${status} ${name} schema`);
+      always++;
+    }
+  }
+  assert.ok(always > 30, `${always} headers always sent`);
+  const batchRetry = headerOf(operation('POST /v1/messages/batch'), '200', 'Retry-After');
+  assert.deepEqual([batchRetry?.required, batchRetry?.schema?.required], [undefined, undefined], 'the batch 200\'s Retry-After is optional');
   // Declared where sent only: never on a success answer but the batch's.
   for (const [route, op] of operations) {
     for (const status of Object.keys(op.responses ?? {}).filter((s) => /^2/.test(s))) {
@@ -294,12 +311,31 @@ test('the headers the server sends are declared: WWW-Authenticate on every 401, 
   }
 });
 
-test('the routes that take a client_msg_id declare its 409 CONFLICT, and only they do', () => {
+test('the routes that take a client_msg_id declare its 409 CONFLICT, the ack route its epoch\'s, and no other route one', () => {
   const withKey = ['POST /v1/messages', 'POST /v1/broadcast', 'POST /v1/channels/{channel}/publish'];
   for (const [route, op] of operations) {
     const conflict = op.responses?.['409'];
     if (withKey.includes(route)) assert.match(conflict?.description ?? '', /^CONFLICT: the client_msg_id was first used with other content/, route);
+    else if (route === 'POST /v1/me/ack') assert.match(conflict?.description ?? '', /^CONFLICT: epoch is not the inbox's epoch now .* Read GET \/v1\/me\/messages again$/, route);
     else assert.equal(conflict, undefined, route);
+  }
+});
+
+test('every route that takes a body declares its 413 PAYLOAD_TOO_LARGE, and the routes that answer a 404 for what they name declare it; no other route does', () => {
+  const notFound = ['POST /v1/messages', 'GET /v1/messages/{id}', 'GET /v1/rooms/{room}/members', 'DELETE /v1/rooms/{room}/members'];
+  let bodies = 0;
+  for (const [route, op] of operations) {
+    const tooLarge = op.responses?.['413']?.description;
+    if (op.requestBody !== undefined) {
+      assert.match(tooLarge ?? '', /^PAYLOAD_TOO_LARGE: the body is over /, route);
+      bodies++;
+    } else assert.equal(tooLarge, undefined, route);
+    if (notFound.includes(route)) assert.match(op.responses?.['404']?.description ?? '', /^NOT_FOUND: /, route);
+    else assert.equal(op.responses?.['404'], undefined, route);
+  }
+  assert.equal(bodies, 8);
+  for (const route of ['POST /v1/messages', 'POST /v1/broadcast', 'POST /v1/channels/{channel}/publish']) {
+    assert.match(operation(route).responses?.['413']?.description ?? '', /PIXIU_MAX_MESSAGE_BYTES/, route);
   }
 });
 

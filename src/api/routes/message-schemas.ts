@@ -138,7 +138,7 @@ const batchItemResult = {
 /** The answer to `POST /v1/messages/batch`; `Retry-After` when an item is 503. */
 export const batchResult = {
   ...answerObject({ results: { type: 'array', items: batchItemResult } }, ['results'], 'One result per item, in order; check each status'),
-  headers: { 'Retry-After': { ...retryAfterHeader['Retry-After'], description: 'when an item is 503: seconds to wait before sending those items again, 1 (RFC 9110 §10.2.3)' } },
+  headers: { 'Retry-After': { ...retryAfterHeader['Retry-After'], required: false, description: 'when an item is 503: seconds to wait before sending those items again, 1 (RFC 9110 §10.2.3)' } },
 } as const;
 
 /** The answer to `GET /v1/messages/{id}`: the stored record and where it was delivered. */

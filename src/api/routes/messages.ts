@@ -14,7 +14,7 @@ import { isUnreadable } from '../../store/unreadable.js';
 import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
-import { conflictAnswer, documentedAs, errorResponses, noQuery } from '../schemas.js';
+import { conflictAnswer, documentedAs, errorResponses, messageTooLargeAnswer, noQuery, notFoundAnswer, tooLargeAnswer } from '../schemas.js';
 import { bodyBytesOf, compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
 import { batchBody, batchResult, documentedMessageBody, documentedMsgIdParam, ingestAnswer, messageBody, messageRecord } from './message-schemas.js';
 import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
@@ -76,6 +76,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         200: ingestAnswer(true, 'A duplicate: the same client_msg_id was already completed; the same id and seqs, nothing appended twice'),
         201: ingestAnswer(false, 'Stored and appended to every recipient\'s inbox'),
         409: conflictAnswer,
+        404: notFoundAnswer('a room message to a room with no members (a room exists while it has members); nothing stored'),
+        413: messageTooLargeAnswer,
         ...errorResponses,
       },
     },
@@ -121,7 +123,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       tags: ['messages'],
       querystring: noQuery,
       body: batchBody,
-      response: { 200: batchResult, ...errorResponses },
+      // An item over the message size fails alone, in the 200 (its status 413).
+      response: { 200: batchResult, 413: tooLargeAnswer(), ...errorResponses },
     },
   }, async (req, reply) => {
     const started = performance.now();
@@ -226,7 +229,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // what is wrong with it ("not a message id: … (expected 16 lower-case hex digits)").
       params: { type: 'object', properties: { id: { type: 'string', description: 'a message id: 16 lower-case hex digits' } }, required: ['id'] },
       querystring: noQuery,
-      response: { 200: messageRecord, ...errorResponses },
+      response: { 200: messageRecord, 404: notFoundAnswer('no message with this id (never stored, or expired), or its stored record cannot be read'), ...errorResponses },
     },
   }, async (req) => {
     const { kind } = decodeMsgId(req.params.id);
