@@ -57,15 +57,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Puts per group-commit batch of the store. */
+  /**
+   * Records written per group-commit batch of the store: new messages only. A put the
+   * store answers with a message already stored under its `client_msg_id` (a 200
+   * duplicate, a 409) writes nothing and is not counted; a batch of only those is not
+   * observed, here nor in {@link storeBatchDuration} (a contract tester's F4).
+   */
   readonly storeBatchSize = new Histogram({
     name: 'pixiu_store_batch_size',
-    help: 'Puts written per store group-commit batch',
+    help: 'Records written per store group-commit batch (new messages; puts found already stored write nothing and are not counted)',
     buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
     registers: [this.registry],
   });
 
-  /** Duration of one store batch write (with fsync when durable). */
+  /** Duration of one store batch write (with fsync when durable); batches that wrote nothing are not timed. */
   readonly storeBatchDuration = new Histogram({
     name: 'pixiu_store_batch_duration_seconds',
     help: 'Store batch write time in seconds, fsync included',
@@ -400,9 +405,9 @@ export class Metrics {
     this.deliveryLag.observe(Math.max(0, Date.now() - tsMs) / 1000);
   }
 
-  /** Records one store batch (the store's `onBatch` hook). */
-  observeBatch(size: number, ms: number): void {
-    this.storeBatchSize.observe(size);
+  /** Records one store batch that wrote `written` records (the store's `onBatch` hook). */
+  observeBatch(written: number, ms: number): void {
+    this.storeBatchSize.observe(written);
     this.storeBatchDuration.observe(ms / 1000);
   }
 }

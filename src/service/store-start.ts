@@ -103,7 +103,7 @@ export async function startStore(
     sweepIntervalMs: config.sweepIntervalMs,
     writeTimeoutMs: config.storeWriteTimeoutMs,
     logger,
-    onBatch: (size, ms) => metrics.observeBatch(size, ms),
+    onBatch: (written, ms) => metrics.observeBatch(written, ms),
     onWriteFailure: () => metrics.storeWriteFailures.inc(),
     onUnreadable: () => metrics.storeUnreadableRecords.inc(),
   });

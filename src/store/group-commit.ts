@@ -45,12 +45,12 @@ export interface StepWatch {
 }
 
 /** Options of a {@link GroupCommit}. */
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<R> {
   /**
-   * Called after each successful write with the batch's item count and its duration
-   * in ms (metrics).
+   * Called after each successful write with the batch's results (one per item, in
+   * order) and its duration in ms (metrics).
    */
-  readonly onBatch?: ((size: number, ms: number) => void) | undefined;
+  readonly onBatch?: ((results: readonly R[], ms: number) => void) | undefined;
   /** Shared with other queues: at most that many of their writes at once. */
   readonly slots?: WriteSlots | undefined;
   /** Told when each step begins and ends. */
@@ -60,7 +60,7 @@ export interface GroupCommitOptions {
 /** Queue of items written in batches, one batch in flight at a time. */
 export class GroupCommit<T, R> {
   readonly #write: BatchWriter<T, R>;
-  readonly #onBatch: ((size: number, ms: number) => void) | undefined;
+  readonly #onBatch: ((results: readonly R[], ms: number) => void) | undefined;
   readonly #maxBatch: number;
   readonly #slots: WriteSlots | undefined;
   readonly #watch: StepWatch | undefined;
@@ -76,7 +76,7 @@ export class GroupCommit<T, R> {
    * @param write writes one batch; its rejection rejects every item of that batch
    * @param maxBatch most items in one batch
    */
-  constructor(write: BatchWriter<T, R>, maxBatch: number, options: GroupCommitOptions = {}) {
+  constructor(write: BatchWriter<T, R>, maxBatch: number, options: GroupCommitOptions<R> = {}) {
     this.#write = write;
     this.#maxBatch = maxBatch;
     this.#onBatch = options.onBatch;
@@ -193,7 +193,7 @@ export class GroupCommit<T, R> {
     // Lengths were checked above, so every index holds a result.
     waiters.forEach((w, i) => w.resolve(results[i] as R));
     try {
-      this.#onBatch?.(items.length, ms);
+      this.#onBatch?.(results, ms);
     } catch (err) {
       // A faulty metrics hook must not stop the write loop; surface it, loudly.
       queueMicrotask(() => {

@@ -56,8 +56,8 @@ export interface PartitionOptions {
   readonly now: () => number;
   /** A clock that never steps, ms: bounds the sweeps' cutoff (sweep-clock.ts). */
   readonly monotonic: () => number;
-  /** Called after each batch write with its put count and duration in ms. */
-  readonly onBatch?: (size: number, ms: number) => void;
+  /** Called after each batch that wrote records: how many (not its duplicates) and its ms (store-options.ts). */
+  readonly onBatch?: (written: number, ms: number) => void;
   /**
    * Called once per failed write (a batch of puts, a sweep step's deletes, a counter
    * advance), before the partition takes itself out of writes (write-recovery.ts).
@@ -122,7 +122,15 @@ export class Partition {
       // The puts waiting are answered now; the queued ones are never written (a retry stores them).
       onStall: (refusal) => this.#forget(this.#commit.failWaiting(refusal)),
     });
-    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, { onBatch: options.onBatch, slots: options.slots, watch: this.#stall });
+    // Counted: the records written; a duplicate put writes nothing (a batch of only those, nothing at all).
+    const { onBatch } = options;
+    this.#commit = new GroupCommit((items) => this.#writeBatch(items), MAX_BATCH_PUTS, {
+      onBatch: onBatch && ((results, ms) => {
+        const written = results.reduce((n, r) => (r.duplicate ? n : n + 1), 0);
+        if (written > 0) onBatch(written, ms);
+      }),
+      slots: options.slots, watch: this.#stall,
+    });
     this.#recovery = new WriteRecovery({
       index, location, db, logger: this.#logger, onWriteFailure: options.onWriteFailure,
       exclusive: (job) => this.#commit.exclusive(job),

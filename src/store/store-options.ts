@@ -48,8 +48,12 @@ export interface MessageStoreOptions {
    * itself when `now` is given (a test's clock moves only when the test moves it).
    */
   readonly monotonic?: () => number;
-  /** Called after each batch write with its put count and duration in ms (metrics). */
-  readonly onBatch?: (size: number, ms: number) => void;
+  /**
+   * Called after each batch write that wrote records, with how many (new messages; a
+   * put answered as a duplicate of a stored message writes nothing and is not counted)
+   * and its duration in ms (metrics; partition.ts `onBatch`).
+   */
+  readonly onBatch?: (written: number, ms: number) => void;
   /** Called once per failed partition write (metrics; partition.ts `onWriteFailure`). */
   readonly onWriteFailure?: () => void;
   /** Called once per record found undecodable, when it is logged (metrics; unreadable.ts). */

@@ -62,15 +62,36 @@ test('/metrics counts ingest outcomes, store batches and Redis errors, with the 
   // refused in the handler was timed, the others not).
   assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="message"}'), 5);
   assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="batch"}'), 1);
-  // Six puts reached the store: five new messages and the duplicate, whose lookup
-  // rides a batch too; the refused ones never did.
-  assert.equal(metricSample(text, 'pixiu_store_batch_size_sum'), 6);
+  // Five records written: the five new messages; not the duplicate, whose lookup rides
+  // a batch but writes nothing, nor the refused ones.
+  assert.equal(metricSample(text, 'pixiu_store_batch_size_sum'), 5);
   assert.ok((metricSample(text, 'pixiu_store_batch_size_count') ?? 0) >= 1);
   assert.match(text, /^# TYPE pixiu_store_batch_duration_seconds histogram$/m);
   assert.match(text, /^# TYPE pixiu_redis_errors_total counter$/m);
   assert.ok((metricSample(text, 'pixiu_process_cpu_user_seconds_total') ?? 0) > 0, 'default process metrics');
   assert.ok((metricSample(text, 'pixiu_nodejs_heap_size_total_bytes') ?? 0) > 0, 'default Node metrics');
   assert.match(text, /^pixiu_nodejs_eventloop_lag_p99_seconds /m);
+});
+
+test('pixiu_store_batch_size counts records written: a message retried 200 duplicate or 409 writes nothing and moves neither store histogram', async (t) => {
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'batch-size:' });
+  const store = async (): Promise<number[]> => {
+    const text = (await client.get('/metrics', { headers: { authorization: '' } })).text;
+    return ['pixiu_store_batch_size_sum', 'pixiu_store_batch_size_count', 'pixiu_store_batch_duration_seconds_count'].map((name) => metricSample(text, name) ?? 0);
+  };
+  const message = { to: ['pia', 'quin'], type: 't', data: { n: 1 }, client_msg_id: 'bs-1' };
+  assert.equal((await client.post('/v1/messages', message)).status, 201);
+  const afterFirst = await store();
+  assert.equal(afterFirst[0], 1, 'one record written');
+  for (let i = 0; i < 5; i++) assert.equal((await client.post('/v1/messages', message)).status, 200);
+  for (let i = 0; i < 3; i++) assert.equal((await client.post('/v1/messages', { ...message, data: { n: 2 } })).status, 409);
+  assert.equal((await client.post('/v1/broadcast', { type: 't', data: 1, client_msg_id: 'bs-1' })).status, 409);
+  const batch = await client.post('/v1/messages/batch', { messages: [message, { ...message, client_msg_id: 'bs-2' }] });
+  assert.deepEqual((batch.body as { results: { status: number }[] }).results.map((r) => r.status), [200, 201]);
+  const [sum, count, timed] = await store();
+  assert.equal(sum, (afterFirst[0] ?? 0) + 1, 'only the batch\'s new message');
+  assert.equal(count, (afterFirst[1] ?? 0) + 1, 'one more batch that wrote');
+  assert.equal(timed, count, 'the durations of the same batches');
 });
 
 test('/metrics counts broadcasts and channel publications in the ingest metrics, by outcome, refusals included', async (t) => {
