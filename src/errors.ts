@@ -48,7 +48,11 @@ export const ERRORS = Object.freeze({
   NOT_IMPLEMENTED: { code: 'NOT_IMPLEMENTED', status: 501, retryable: false },
   /** A dependency (Redis, the store) failed or timed out; retry later (Retry-After). */
   UNAVAILABLE: { code: 'UNAVAILABLE', status: 503, closeCode: 1011, retryable: true },
-  /** A fault of Pixiu's own; logged at error with its stack, never shown to the client. */
+  /**
+   * A fault of Pixiu's own; logged at error with its stack, never shown to the client.
+   * Also a recipient's inbox key of the wrong type, whose message names the user
+   * (src/inbox/wrong-type.ts): no retry cures it either.
+   */
   INTERNAL: { code: 'INTERNAL', status: 500, closeCode: 1011, retryable: false },
 } as const satisfies Record<string, ErrorSpec>);
 

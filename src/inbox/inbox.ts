@@ -25,6 +25,7 @@ import {
 import { AppendChain } from './append-chain.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
+import { isWrongType, isWrongTypeReply, wrongTypeFailure, wrongTypeReply } from './wrong-type.js';
 import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
@@ -181,7 +182,8 @@ export class Inbox {
         if (flow instanceof AppendChain) flow.done(argv[APPEND_AT.inbox], argv[APPEND_AT.msgId]);
         return result;
       },
-      error: toRedisError,
+      // A key of the user's of another type: not an outage, and no retry cures it (wrong-type.ts).
+      error: (err) => (isWrongType(err) ? wrongTypeReply(err) : toRedisError(err)),
       // As a dropped connection: an error reply saying Redis cannot take writes now (a
       // failover's READONLY, OOM, a busy script, …), which later appends may pass once
       // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
@@ -273,6 +275,16 @@ export class Inbox {
    */
   orderedFlow(): Flow {
     return new AppendChain();
+  }
+
+  /**
+   * What an append to `uid` that failed with `err` ({@link append}, {@link appendEach})
+   * is answered with: `err`, or, when a key of the user's had the wrong type
+   * (WRONGTYPE), an INTERNAL naming the user, whose cause names the key
+   * (wrong-type.ts; it reads the keys' types).
+   */
+  appendFailure(uid: string, err: unknown): Promise<unknown> {
+    return isWrongTypeReply(err) ? wrongTypeFailure(this.#redis, uid, this.#keys.user(uid), err) : Promise.resolve(err);
   }
 
   /**

@@ -29,7 +29,8 @@ export interface AppendDeps {
  * (what keeps batches in order), caches the record when one of them is online,
  * notifies each new entry, and tells whether every append was a duplicate.
  *
- * @throws the first append's failure when any failed, after notifying the entries of
+ * @throws the first append's failure when any failed (Inbox.appendFailure: for a key
+ *   of the wrong type, an INTERNAL naming the user), after notifying the entries of
  *   the appends that went through: those users have the message now, and a retry
  *   finds their appends duplicates and notifies nobody (without this, a user online
  *   waited for a heartbeat pull to get it)
@@ -39,14 +40,14 @@ export async function appendAll(
 ): Promise<{ appends: AppendResult[]; duplicate: boolean }> {
   const expiresAt = put.message.expiresAt;
   const settled = await deps.inbox.appendEach(users, put.id, kind, extra ? { room: extra.room, expiresAt } : { expiresAt }, flow);
-  let failure: PromiseRejectedResult | undefined;
-  const appends = settled.map((s) => {
+  let failure: { reason: unknown; user: string } | undefined;
+  const appends = settled.map((s, i) => {
     if (s.status === 'fulfilled') return s.value;
-    failure ??= s;
+    failure ??= { reason: s.reason, user: users[i] as string };
     return undefined;
   });
   const duplicate = announce(deps, put, users, appends, kind, extra);
-  if (failure !== undefined) throw failure.reason;
+  if (failure !== undefined) throw await deps.inbox.appendFailure(failure.user, failure.reason);
   return { appends: appends as AppendResult[], duplicate };
 }
 

@@ -9,7 +9,7 @@
  * `client_msg_id`, a retry stores and delivers a second message.
  */
 import { MsgKind } from '../ids/msg-id.js';
-import type { Flow, Inbox } from '../inbox/inbox.js';
+import type { AppendResult, Flow, Inbox } from '../inbox/inbox.js';
 import type { MessageStore, PutResult } from '../store/message-store.js';
 import { PixiuError } from '../errors.js';
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
@@ -263,7 +263,12 @@ export class Ingest {
     if (recipients.length === 1) {
       // The common case, without appendEach's array of results.
       const user = recipients[0] as string;
-      const a = await inbox.append(user, put.id, MsgKind.user, { expiresAt: put.message.expiresAt }, flow);
+      let a: AppendResult;
+      try {
+        a = await inbox.append(user, put.id, MsgKind.user, { expiresAt: put.message.expiresAt }, flow);
+      } catch (err) {
+        throw await inbox.appendFailure(user, err);
+      }
       // A duplicate too (see inbox-appends.ts `announce`).
       rememberIfOnline(store, put, [a]);
       onAppended?.(user, a, { seq: a.seq, id: put.id, kind: MsgKind.user }, put.message);

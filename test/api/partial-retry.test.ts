@@ -4,8 +4,10 @@
  * in any inbox"). One recipient's append fails for real and the other's succeeds: the
  * failing recipient's inbox key (`<prefix>{uid}:inbox`, src/redis/keys.ts) is made a
  * plain string, so the append script's stream commands fail with WRONGTYPE. The POST
- * is 503 with Retry-After; once the key is deleted, a retry with the same
- * `client_msg_id` answers the same message id, and each inbox holds it exactly once.
+ * is 500 INTERNAL naming that user (no retry cures a key of the wrong type until an
+ * operator repairs it: wrong-type-key.test.ts); once the key is deleted, a retry with
+ * the same `client_msg_id` answers the same message id, and each inbox holds it
+ * exactly once. A batch item that Redis itself fails (Redis paused) is a 503.
  * A recipient online while the POST fails part-way gets the message at once, and once.
  */
 import { after, before, describe, test } from 'node:test';
@@ -69,29 +71,29 @@ async function repairInbox(user: string): Promise<void> {
   assert.equal(await raw.del(keys.inbox(user)), 1);
 }
 
-/** Asserts a 503 UNAVAILABLE with `Retry-After: 1`, the JSON error body and no stack. */
-function expectRetryLater(answer: HttpAnswer): void {
-  expectError(answer, 503, 'UNAVAILABLE');
-  assert.equal(answer.headers.get('retry-after'), '1');
+/** Asserts the 500 INTERNAL of a recipient whose inbox key has the wrong type, naming `user`, with no Retry-After. */
+function expectFailedFor(answer: HttpAnswer, user: string): void {
+  expectError(answer, 500, 'INTERNAL', new RegExp(`^internal error: user "${user}"'s inbox cannot be written`));
+  assert.equal(answer.headers.get('retry-after'), null);
 }
 
 describe('POST /v1/messages that fails for one of two recipients', () => {
   for (const broken of ['second', 'first'] as const) {
-    test(`the ${broken} recipient's append fails: 503 with Retry-After; the retry with the same client_msg_id completes it once per inbox`, async () => {
+    test(`the ${broken} recipient's append fails: 500 naming it; once repaired, the retry with the same client_msg_id completes it once per inbox`, async () => {
       const ok = `ok-${broken}`;
       const bad = `bad-${broken}`;
       const to = broken === 'second' ? [ok, bad] : [bad, ok];
       const body = { to, type: 'chat.text', data: { text: `partial ${broken}` }, client_msg_id: `partial-${broken}` };
       await breakInbox(bad);
 
-      expectRetryLater(await client.post('/v1/messages', body));
+      expectFailedFor(await client.post('/v1/messages', body), bad);
       // Part-way: the healthy recipient's append went through before the answer.
       const firstTry = await messagesOf(ok);
       assert.equal(firstTry.length, 1, JSON.stringify(firstTry));
       assert.deepEqual(firstTry[0]?.data, body.data);
       const id = firstTry[0]?.id as string;
       // While the key is broken, a retry fails the same way and changes nothing.
-      expectRetryLater(await client.post('/v1/messages', body));
+      expectFailedFor(await client.post('/v1/messages', body), bad);
       assert.deepEqual(await messagesOf(ok), firstTry);
 
       await repairInbox(bad);
@@ -117,12 +119,12 @@ describe('POST /v1/messages that fails for one of two recipients', () => {
 });
 
 describe('a room message that fails for one of its members', () => {
-  test('503; the retry that appends it is 201 duplicate false, to the members it was first sent for, and only the next one is a 200 duplicate', async () => {
+  test('500; once repaired, the retry that appends it is 201 duplicate false, to the members it was first sent for, and only the next one is a 200 duplicate', async () => {
     const room = 'part-room';
     await addMembers(client, room, ['room-ok', 'room-bad']);
     await breakInbox('room-bad');
     const body = { room, client_msg_id: 'part-room-1' };
-    expectRetryLater(await client.post('/v1/messages', { type: 'room.text', data: { text: 'hello room' }, ...body }));
+    expectFailedFor(await client.post('/v1/messages', { type: 'room.text', data: { text: 'hello room' }, ...body }), 'room-bad');
     const [firstTry] = await messagesOf('room-ok');
     await repairInbox('room-bad');
     const retry = await postRoom(client, body, { status: 201, recipients: 2 });
@@ -133,7 +135,7 @@ describe('a room message that fails for one of its members', () => {
 });
 
 describe('POST /v1/messages/batch with an item that fails for one of its recipients', () => {
-  test('that item is 503 and the others are created; resending the batch completes it and duplicates nothing', async () => {
+  test('that item is 500 and the others are created; once repaired, resending the batch completes it and duplicates nothing', async () => {
     await breakInbox('bat-bad');
     const messages = [
       { to: 'bat-solo', type: 't', data: 1, client_msg_id: 'bat-1' },
@@ -145,9 +147,9 @@ describe('POST /v1/messages/batch with an item that fails for one of its recipie
     assert.equal(first.status, 200, first.text);
     const [solo, partial, later] = (first.body as { results: Item[] }).results as [Item, Item, Item];
     assert.equal(solo.status, 201);
-    assert.deepEqual([partial.status, partial.error?.code], [503, 'UNAVAILABLE'], JSON.stringify(partial));
-    // An item to retry: the batch's 200 says when, as a 503 would.
-    assert.equal(first.headers.get('retry-after'), '1');
+    assert.deepEqual([partial.status, partial.error?.code], [500, 'INTERNAL'], JSON.stringify(partial));
+    // No item to retry before the key is repaired: no Retry-After.
+    assert.equal(first.headers.get('retry-after'), null);
     assert.equal(later.status, 201);
     // bat-ok got message 2 (seq 1) before message 3 (seq 2): batch order per recipient.
     assert.deepEqual(later.recipients, [{ user: 'bat-ok', seq: 2 }]);
@@ -170,19 +172,22 @@ describe('POST /v1/messages/batch with an item that fails for one of its recipie
 });
 
 describe('a batch item that Redis fails', () => {
-  test('counts once in pixiu_redis_errors_total{kind="request"}, as a POST it failed would, though the batch answers 200', async () => {
+  test('is 503 with the batch\'s Retry-After, and counts once in pixiu_redis_errors_total{kind="request"}, as a POST it failed would, though the batch answers 200', async () => {
     const redisErrors = async (): Promise<number> =>
       metricSample((await client.get('/metrics')).text, 'pixiu_redis_errors_total{kind="request"}') ?? 0;
-    await breakInbox('count-bad');
     const before = await redisErrors();
-    const answer = await client.post('/v1/messages/batch', { messages: [
-      { to: 'count-ok', type: 't', data: 1 },
-      { to: 'count-bad', type: 't', data: 2 },
-    ] });
+    // Redis not answering: the item's append times out (the default 2 s command timeout).
+    redis.pause();
+    let answer: HttpAnswer;
+    try {
+      answer = await client.post('/v1/messages/batch', { messages: [{ to: 'count-a', type: 't', data: 1 }] });
+    } finally {
+      redis.resume();
+    }
     assert.equal(answer.status, 200, answer.text);
-    assert.deepEqual((answer.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 503]);
+    assert.deepEqual((answer.body as { results: { status: number }[] }).results.map((r) => r.status), [503]);
+    assert.equal(answer.headers.get('retry-after'), '1');
     assert.equal(await redisErrors() - before, 1);
-    await repairInbox('count-bad');
   });
 });
 
@@ -193,7 +198,7 @@ describe('a recipient online while the POST fails part-way', () => {
     assert.equal((await ws.next()).t, 'welcome');
     await breakInbox('live-bad');
     const body = { to: ['live-ok', 'live-bad'], type: 't', data: { live: true }, client_msg_id: 'live-1' };
-    expectRetryLater(await client.post('/v1/messages', body));
+    expectFailedFor(await client.post('/v1/messages', body), 'live-bad');
     // Well before the first heartbeat pull (half the default 25 s period at the
     // earliest): only the append's own notify can bring it this soon.
     const [msg] = await ws.msgs(1, { timeoutMs: 5000 });
@@ -214,12 +219,12 @@ describe('a recipient online while the POST fails part-way', () => {
 });
 
 describe('POST /v1/messages to one recipient whose append fails', () => {
-  test('503; the retry with the same client_msg_id that appends it is 201 duplicate false, and only the next one is a 200 duplicate', async () => {
+  test('500; once repaired, the retry with the same client_msg_id that appends it is 201 duplicate false, and only the next one is a 200 duplicate', async () => {
     const user = 'bad-single';
     const body = { to: user, type: 'chat.text', data: { text: 'single' }, client_msg_id: 'partial-single' };
     await breakInbox(user);
     // Stored, not appended: the content is in the store, the inbox has nothing.
-    expectRetryLater(await client.post('/v1/messages', body));
+    expectFailedFor(await client.post('/v1/messages', body), user);
 
     await repairInbox(user);
     const retry = await client.post('/v1/messages', body);
