@@ -15,6 +15,7 @@ import type { RecordReader } from '../store/record-reader.js';
 import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
 import type { ChannelDeps } from '../channels/connection-channels.js';
+import type { LogThrottle } from '../log-throttle.js';
 import type { ConnectionClock } from './connection-clock.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
 import type { WsConnection } from './ws-connection.js';
@@ -79,8 +80,12 @@ export interface ConnectionDeps {
    * `by` 'server', or else the client's (or 1006 when the connection was lost), `by` 'client'.
    */
   readonly onClosed: (conn: WsConnection, code: number, by: CloseSide) => void;
-  /** Broadcasts: the node's fan-out and the stream to catch up from; absent: none. */
-  readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream };
+  /**
+   * Broadcasts: the node's fan-out, the stream to catch up from, and the node's thinning
+   * of failed catch-ups' warnings (one throttle for all its connections: a Redis outage
+   * fails the catch-up of every client reconnecting with `last_bseq`); absent: none.
+   */
+  readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream; readonly catchUpFailureLog: LogThrottle };
   /** Channels; absent: `sub`/`unsub` answer an error frame. */
   readonly channels?: ChannelDeps;
 }

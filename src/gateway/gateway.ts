@@ -233,7 +233,7 @@ export class Gateway implements GatewayDeps {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
-      broadcast: { fanout: this.#fanout, stream: this.broadcastStream },
+      broadcast: { fanout: this.#fanout, stream: this.broadcastStream, catchUpFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
       channels: { hub: this.#channelHub, stream: this.channelStream },
       hub: this.hub,
       verify: opts.verify,

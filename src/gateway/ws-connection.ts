@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
 import { PixiuError, outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { thinnedFields } from '../log-throttle.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
@@ -23,6 +24,8 @@ import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-
 import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 
+/** The warning of a connection's broadcast catch-up (`last_bseq`) whose read failed. */
+export const CATCH_UP_FAILED_LOG = 'broadcast catch-up failed; live broadcasts continue';
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
@@ -350,7 +353,12 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     const deps = this.#deps.broadcast;
     if (!feed || !deps) return;
     feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
-      this.#logLine('warn', outageFields(err), 'broadcast catch-up failed; live broadcasts continue');
+      // Thinned across the node's connections, as the outage's other lines are (docs/api.md
+      // "Errors"): after a Redis blip every client reconnecting with `last_bseq` fails here
+      // (a soak finding: 25 warn lines in one second, one per connection).
+      const left = deps.catchUpFailureLog.take();
+      if (left === undefined) this.#logLine('debug', outageFields(err), CATCH_UP_FAILED_LOG);
+      else this.#logLine('warn', { ...outageFields(err), ...thinnedFields(left) }, CATCH_UP_FAILED_LOG);
       this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
     });
   }

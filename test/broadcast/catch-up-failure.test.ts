@@ -6,12 +6,21 @@
  * `bcast` was a live one past them, so the client's `last_bseq` moved over them and not
  * even a reconnect brought them back. A `last_bseq` at or past where the live feed
  * began missed nothing: it gets no gap.
+ *
+ * The node's warning of a failed catch-up is thinned across its connections like the
+ * outage's other lines (src/log-throttle.ts: one per 10 s, with `notLogged`; docs/api.md
+ * "Errors"), the others at debug. It was one warn line per connection: a soak finding
+ * saw 25 in one second of Redis timeouts, and a node whose tens of thousands of clients
+ * reconnect with `last_bseq` after a Redis blip would have logged one each.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import { CATCH_UP_FAILED_LOG } from '../../src/gateway/ws-connection.js';
+import { OUTAGE_LOG_INTERVAL_MS } from '../../src/log-throttle.js';
 import { openInbox } from '../harness/checks.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { Frame } from '../harness/ws-client.js';
@@ -22,11 +31,14 @@ import { compareStreamIds } from '../../src/streams/stream-id.js';
 const cleanup = cleanupList();
 let gw: GatewayFixture;
 let admin: Redis;
+let lines: LogLine[];
 
 before(async () => {
   const redis = await RedisServer.start();
   cleanup.after(() => redis.destroy());
-  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  const captured = capturingLogger();
+  lines = captured.lines;
+  gw = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' }, captured.logger);
   admin = (await openInbox(cleanup, redis.url)).redis;
 });
 
@@ -104,4 +116,35 @@ test('a broadcast catch-up whose read fails tells the broadcasts it skipped as a
     && !gaps.some((g) => compareStreamIds(g.from as string, p.bseq) < 0 && compareStreamIds(p.bseq, g.to as string) < 0));
   assert.deepEqual(untold.map((p) => posted.indexOf(p)), [],
     `retained broadcasts after last_bseq neither sent nor told as a gap; frames: ${JSON.stringify(shown)}`);
+});
+
+/** Connections whose catch-up fails at once. */
+const CLIENTS = 30;
+
+test('many connections whose broadcast catch-up fails at once log one warning; the next, 10 s on, carries how many were left out', { timeout: 60_000 }, async (t) => {
+  const first = await postBroadcast(gw.client, { data: { i: 0 } });
+  for (let i = 1; i < 3; i++) await postBroadcast(gw.client, { data: { i } });
+  // Past the thinning's window of any failure an earlier test made.
+  t.mock.timers.enable({ apis: ['Date'], now: Date.now() + OUTAGE_LOG_INTERVAL_MS });
+  const from = lines.length;
+  // The catch-up's page reads (MULTI … EXEC) are refused, as in an outage.
+  t.after(() => admin.acl('SETUSER', 'default', '+multi'));
+  await admin.acl('SETUSER', 'default', '-multi');
+  const failCatchUp = async (user: string): Promise<void> => {
+    const client = await gw.connect(user, { params: { from: 'latest', last_bseq: first.bseq } });
+    assert.equal((await client.nextOf('error', 10_000)).code, 'UNAVAILABLE');
+    await client.close();
+  };
+  await Promise.all(Array.from({ length: CLIENTS }, (_, i) => failCatchUp(`reader-${i}`)));
+  const of = (level: number): LogLine[] => lines.slice(from).filter((l) => l.msg === CATCH_UP_FAILED_LOG && l.level === level);
+  assert.equal(of(40).length, 1, `one warning for ${CLIENTS} failed catch-ups: ${JSON.stringify(of(40))}`);
+  assert.equal(of(40)[0]?.notLogged, undefined);
+  assert.equal(of(40)[0]?.code, 'UNAVAILABLE');
+  assert.match(String(of(40)[0]?.user), /^reader-\d+$/);
+  assert.equal(of(20).length, CLIENTS - 1, 'the others at debug');
+  t.mock.timers.tick(OUTAGE_LOG_INTERVAL_MS);
+  await failCatchUp('reader-late');
+  assert.equal(of(40).length, 2);
+  assert.equal(of(40)[1]?.user, 'reader-late');
+  assert.equal(of(40)[1]?.notLogged, CLIENTS - 1);
 });
