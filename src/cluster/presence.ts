@@ -37,7 +37,16 @@ export interface AddResult {
   /** False: the user is at the connection limit; nothing was written. */
   readonly admitted: boolean;
   /** Older connections of the same device, now replaced (to close with 4002). */
-  readonly replaced: ReadonlyArray<{ readonly conn: string; readonly node: string }>;
+  readonly replaced: readonly ReplacedEntry[];
+}
+
+/** A connection {@link Presence.add} replaced. */
+export interface ReplacedEntry {
+  readonly conn: string;
+  /** The node holding it. */
+  readonly node: string;
+  /** Its entry value as it was: what {@link Presence.withdraw} writes back. */
+  readonly value: string;
 }
 
 /** What {@link Presence.refresh} did with a connection's entry. */
@@ -148,9 +157,29 @@ export class Presence {
     // the registry once: when that prunes anything, the user may have room after all.
     if (reply[0] !== 1 && (await this.#prune(user)).pruned > 0) reply = await this.#add(user, conn, device, since);
     if (reply[0] !== 1) return { admitted: false, replaced: [] };
-    const replaced: { conn: string; node: string }[] = [];
-    for (let i = 1; i + 1 < reply.length; i += 2) replaced.push({ conn: String(reply[i]), node: String(reply[i + 1]) });
+    const replaced: ReplacedEntry[] = [];
+    for (let i = 1; i + 1 < reply.length; i += 2) {
+      const value = String(reply[i + 1]);
+      // The script read `<expiresAt>|<node>|<device>|…` from each one it replaced.
+      replaced.push({ conn: String(reply[i]), node: value.split('|')[1] ?? '', value });
+    }
     return { admitted: true, replaced };
+  }
+
+  /**
+   * Takes back a connection {@link add} admitted, whose client left before the
+   * replacement took effect (src/gateway/abandoned-handshakes.ts), and writes back the entries it
+   * replaced (`presence-withdraw-1.lua`): those connections were never closed. From
+   * here `conn` is not one this node holds.
+   * @returns true when they were written back; false when a newer connection of the
+   *   device was admitted meanwhile (the caller closes them 4002, as it replaced them)
+   * @throws PixiuError UNAVAILABLE when Redis fails (nothing may have been written back)
+   */
+  async withdraw(user: string, conn: string, device: string, replaced: readonly ReplacedEntry[]): Promise<boolean> {
+    this.#held.release(user, conn);
+    const reply = await redisCall(() => evalScript<number>(this.#redis, PRESENCE_SCRIPTS.withdraw, [this.#keys.conns(user)], [
+      conn, device, String(this.#now()), String(this.#opts.ttlMs), ...replaced.flatMap((r) => [r.conn, r.value])]));
+    return reply === 1;
   }
 
   /** Runs `presence-add-1.lua` for a new connection of this node. */

@@ -30,6 +30,7 @@ import type { HttpServerSocket } from '../api/error-handler.js';
 import { quotedText } from '../text-cut.js';
 import { HandshakeRefusals } from './handshake-refusals.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
+import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -221,6 +222,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // A browser never shows JavaScript the 403's or 429's body (the page sees a failed
   // socket, 1006), so those refusals are logged too, thinned: any page may send handshakes.
   const refusals = new HandshakeRefusals(deps.logger, deps.config);
+  const abandoned = new AbandonedHandshakes(deps);
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
@@ -288,6 +290,13 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         if (cursor === undefined) resume = { kind: 'first' };
         else resume = cursor.epoch === undefined ? { kind: 'after', seq: cursor.seq } : { kind: 'after', seq: cursor.seq, epoch: cursor.epoch };
       }
+      // A client that has already left (its FIN or RST right behind the request: a
+      // handshake it gave up on, on a slow uplink) must not replace the device's live
+      // connection below: nothing is written, nothing closed, and no answer is sent.
+      if (await clientGone(req.raw.socket)) {
+        abandoned.drop(req, reply, claims.user, q.device);
+        return;
+      }
       // Shutdown may have begun while the token or the cursors were read: it closed the
       // connections there were, so this one is refused (and once past here, closed
       // 1001 as it opens, below).
@@ -299,7 +308,16 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       // Until its WebSocket opens, a kick of this connection (another handshake of the
       // same device, an admin disconnect) is kept for it (pending-handshakes.ts).
       deps.handshakes.add(conn, claims.user, q.device);
-      for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, 'replaced by a new connection of the same device');
+      // The client may have left while the entry was written (its FIN or RST came
+      // during that round trip): the connections it replaced get their entries back and
+      // stay open. A client that leaves after this check replaces them (4002) as any
+      // new connection does (docs/decisions.md, "Abandoned handshakes").
+      if (added.replaced.length > 0 && await clientGone(req.raw.socket)) {
+        await abandoned.withdraw(claims.user, conn, q.device, added.replaced);
+        abandoned.drop(req, reply, claims.user, q.device);
+        return;
+      }
+      for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
       const hs: Handshake = { claims, conn, resume, since, opened: false, dropUnopened: () => undefined };
       handshakes.set(req, hs);
       // The upgrade can still fail after this (the client goes away, or `ws` refuses a

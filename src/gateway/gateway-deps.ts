@@ -49,6 +49,12 @@ export interface GatewayDeps {
    * a connection (metrics: `pixiu_ws_handshakes_total{outcome="accepted"}`).
    */
   onAccepted(): void;
+  /**
+   * A handshake whose client had left before it took effect (FIN or RST behind the
+   * request, abandoned-handshakes.ts): dropped unanswered, the device's connection untouched
+   * (metrics: `pixiu_ws_handshakes_total{outcome="abandoned"}`).
+   */
+  onAbandoned(): void;
   /** A connection was opened (metrics). */
   onOpen(conn: WsConnection, claims: ClientClaims): void;
   /**

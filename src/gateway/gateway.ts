@@ -349,6 +349,11 @@ export class Gateway implements GatewayDeps {
     this.#metrics.countHandshake('accepted');
   }
 
+  /** A handshake's client left before it took effect: dropped, unanswered (metrics). */
+  onAbandoned(): void {
+    this.#metrics.countHandshake('abandoned');
+  }
+
   /** A WebSocket closed as it opened, before it became a connection (metrics). */
   onClosedAtOpen(code: number): void {
     this.#metrics.wsCloses.inc({ code: closeCodeLabel(code), by: 'server' });

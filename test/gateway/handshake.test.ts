@@ -231,16 +231,20 @@ test('a client gone mid-upgrade, after its handshake checks passed and before it
   // entry was written, from outside the node.
   const probe = new Redis(redis.url);
   const monitor = await probe.monitor();
+  const admin = new Redis(redis.url);
   let added = false;
   monitor.on('monitor', (_time: string, args: string[]) => {
     if (/^eval/i.test(args[0] ?? '') && args.some((a) => a.endsWith(`{${user}}:conns`))) added = true;
   });
   try {
     const token = await testToken(JWT_KEY, user);
-    // Redis stalls: the handshake waits in its checks (the device's cursor) while the
-    // client goes away (a reset: the connection is gone, not half-closed).
-    redis.pause();
-    const req = http.request(new URL('/v1/connect?device=gone', gw.url), {
+    // Writes to Redis wait: the handshake passes its checks — the client is still there
+    // (abandoned-handshakes.ts), and with last_seq there is no cursor to read — and
+    // waits on its presence write while the client goes away (a reset: the connection
+    // is gone, not half-closed). The device has no other connection to replace, so the
+    // handshake goes on.
+    await admin.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+    const req = http.request(new URL('/v1/connect?device=gone&last_seq=0', gw.url), {
       headers: {
         authorization: `Bearer ${token}`, connection: 'Upgrade', upgrade: 'websocket',
         'sec-websocket-key': randomBytes(16).toString('base64'), 'sec-websocket-version': '13',
@@ -250,19 +254,22 @@ test('a client gone mid-upgrade, after its handshake checks passed and before it
     req.end();
     try {
       await waitUntil('the server has the upgrade request', async () => sockets.has('gone'), 5000, 5);
+      await waitUntil('the presence write waits on the pause', async () =>
+        /flags=\S*b\S* .*cmd=evalsha/.test(String(await admin.call('CLIENT', 'LIST'))), 5000, 5);
       (req.socket as net.Socket).resetAndDestroy();
       const serverSide = sockets.get('gone');
       await waitUntil('the server saw the client go', async () => serverSide?.destroyed === true, 5000, 5);
     } finally {
-      redis.resume();
+      await admin.call('CLIENT', 'UNPAUSE');
     }
-    // The handshake goes on: its checks pass and its entry is written …
+    // The handshake goes on: its entry is written …
     await waitUntil('the handshake wrote its presence entry', async () => added, 5000, 5);
     // … and removed again, since its socket is gone.
     await waitUntil('no presence entry is left behind', async () => (await presenceOf(user)).length === 0, 3000);
   } finally {
     monitor.disconnect();
     probe.disconnect();
+    admin.disconnect();
   }
 });
 

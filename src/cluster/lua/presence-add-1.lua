@@ -31,8 +31,10 @@ ARGV
   6. the entry's lifetime, ms (for the hash's own expiry)
 
 Returns
-  {1, conn, node, conn, node, ...}: admitted; then each replaced connection and the
-  node holding it. {0}: refused, the user is at the limit.
+  {1, conn, entry, conn, entry, ...}: admitted; then each replaced connection and its
+  entry value as it was (naming the node holding it; presence-withdraw-1 writes it
+  back should the new connection's client turn out to have left). {0}: refused, the
+  user is at the limit.
 
 Error replies
   INVALID_REQUEST <reason>  an argument is malformed (nothing is written)
@@ -54,12 +56,12 @@ local live = 0
 local replaced = {}
 for i = 1, #entries, 2 do
   local id, entry = entries[i], entries[i + 1]
-  local expires, node, dev = string.match(entry, '^(%d+)|([^|]+)|([^|]+)|')
+  local expires, dev = string.match(entry, '^(%d+)|[^|]+|([^|]+)|')
   if not expires or tonumber(expires) <= now then
     redis.call('HDEL', connsKey, id)
   elseif dev == device and id ~= conn then
     replaced[#replaced + 1] = id
-    replaced[#replaced + 1] = node
+    replaced[#replaced + 1] = entry
   elseif id ~= conn then
     live = live + 1
   end
