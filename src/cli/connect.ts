@@ -10,6 +10,9 @@
  * When the upgrade is refused or nothing answers, it prints one error line and exits 1,
  * with no close and no exit line: there was no connection to resume.
  *
+ * A connection silent for twice `heartbeat` (a half-open link) is said so on stderr and
+ * dropped (1006, exit 1, the exit line printed: silence-watch.ts). It never reconnects.
+ *
  * SIGINT or SIGTERM closes the connection (1000 bye) and waits up to 5 s for the
  * server's answer (then drops the socket: 1006, exit 1); a repeat within
  * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
@@ -26,6 +29,7 @@ import { MAX_HELD_FRAMES } from '../gateway/frame-limits.js';
 import { patternFailure } from '../api/pattern-rules.js';
 import { DEVICE_RULE, isDeviceName } from '../api/schemas.js';
 import { onStopSignals } from './stop-signals.js';
+import { watchSilence, type SilenceWatch } from './silence-watch.js';
 
 const KEYS = ['host', 'port', 'dataDir', 'jwtSecret', 'jwtPublicKey', 'jwksUrl', 'jwtAudience', 'jwtIssuer'] as const;
 
@@ -206,15 +210,18 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
   const { default: WebSocket } = await import('ws');
   /** Channels still to follow, sent {@link SUBS_PER_PING} at a time. */
   const subs = how.subs.slice();
-  /** Pings of our own whose pongs are not printed: each lets the next subs go. */
-  let pacingPings = 0;
+  /** Our own pings, oldest first, whose pongs are not printed: `pace` lets the next subs go. */
+  const ownPings: Array<'pace' | 'alive'> = [];
+  const sendPing = (why: 'pace' | 'alive'): void => {
+    ws.send(JSON.stringify({ t: 'ping' }));
+    ownPings.push(why);
+  };
   const sendSubs = (): void => {
     for (const channel of subs.splice(0, SUBS_PER_PING)) ws.send(JSON.stringify({ t: 'sub', channel }));
-    if (subs.length > 0) {
-      ws.send(JSON.stringify({ t: 'ping' }));
-      pacingPings += 1;
-    }
+    if (subs.length > 0) sendPing('pace');
   };
+  /** Watches the open connection for silence (silence-watch.ts). */
+  let silence: SilenceWatch | undefined;
   let lastSeq: number | undefined;
   let epoch: string | null | undefined;
   let received = 0;
@@ -248,6 +255,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
   const removeSignalHandlers = onStopSignals({
     stop: () => {
       stopping = true;
+      silence?.stop();
       ws.close(1000, 'bye');
       // As the server does with a peer that does not answer (ws's own wait is 30 s).
       setTimeout(() => ws.terminate(), CLOSE_ANSWER_MS).unref();
@@ -258,7 +266,10 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     },
   });
   const finished = new Promise<void>((resolve, reject) => {
-    ws.on('open', () => { opened = true; });
+    ws.on('open', () => {
+      opened = true;
+      silence = watchSilence(ws, () => sendPing('alive'));
+    });
     ws.on('unexpected-response', (req, res) => {
       // `ws` leaves a refused request to its listener: after a keep-alive answer the
       // socket stays open, and the process with it, unless it is destroyed (taken now:
@@ -275,20 +286,22 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       ? 'interrupted before the connection was open'
       : `cannot connect to ${url.origin}: ${err.message}${(err as { code?: string }).code === 'ECONNREFUSED' ? ' (nothing listens there: is the service running, and on another port? --port / PIXIU_PORT, or --url)' : ''}`)));
     ws.on('message', (data) => {
+      silence?.heard();
       // After --count msg frames the socket is closing: frames already on the way are
       // neither printed nor acked, so the printed last_seq is the last one acked.
       if (received >= count || outputGone) return;
       const text = data.toString();
-      let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number };
+      let frame: { t?: string; seq?: number; epoch?: string | null; to?: number; resume_from?: number; heartbeat?: number };
       try {
         frame = JSON.parse(text) as typeof frame;
       } catch {
         process.stdout.write(`${text}\n`);
         return;
       }
-      if (frame.t === 'pong' && pacingPings > 0) {
-        pacingPings -= 1;
-        sendSubs();
+      // `heartbeat` is in seconds (docs/protocol.md, `welcome`).
+      if (frame.t === 'welcome' && typeof frame.heartbeat === 'number' && frame.heartbeat > 0) silence?.setHeartbeat(frame.heartbeat * 1000);
+      if (frame.t === 'pong' && ownPings.length > 0) {
+        if (ownPings.shift() === 'pace') sendSubs();
         return;
       }
       // Counted when printed, for --count: frames of the same read beyond it are dropped.
