@@ -13,6 +13,13 @@
 //     onMessage: (msg) => show(msg),                   // each message once, in seq order
 //     onGap: (gap) => notice(gap),                     // {from, to, reason}: seqs that are gone
 //     onStatus: (status, detail) => badge(status),     // open, closed, failing, stopped
+//     // Optional, 10 s each: the connect timeout, the quiet spell before a ping, and how
+//     // long after the ping nothing at all may come. The 10 s figures assume a round trip
+//     // well under 10 s; on links with round trips of seconds (congested cellular,
+//     // satellite) give longer ones, e.g. 30 s for the timeout and the deadline, or
+//     // scale them with the round trip you measure (a ping to its pong): docs/protocol.md,
+//     // "A handshake that never ends" and "Detecting a dead connection".
+//     connectTimeoutMs: 10_000, quietMs: 10_000, deadlineMs: 10_000,
 //   });
 //   client.start();
 
@@ -35,6 +42,7 @@ function claimsOf(token) {
 
 export class PixiuClient {
   constructor(opts) {
+    // 10 s each assume a round trip well under 10 s (see the usage above to change them).
     this.opts = { connectTimeoutMs: 10_000, quietMs: 10_000, deadlineMs: 10_000, ...opts };
     // One device id per tab, made once ("Device ids"). A duplicated tab copies it: the 4002 rule makes it a new one.
     this.device = sessionStorage.getItem('pixiu.device') ?? this.newDevice();
