@@ -38,9 +38,10 @@ function generationOf(text: string | null): number {
 }
 
 /**
- * Runs `generation-raise-1.lua`: raises the generation to at least Redis's time in ms,
- * one past the stored one and `least`, when it still is `expected` (undefined: whatever
- * it is).
+ * Runs `generation-raise-2.lua`: raises the generation to at least Redis's time in ms,
+ * one past the stored one and `least`, unless it is above `expected` (another raise came
+ * first; undefined: whatever it is). Below `expected` (Redis went back past a raise the
+ * caller had read) it raises past `expected` too.
  * @returns the generation after the call, and whether this call raised it
  * @throws PixiuError UNAVAILABLE when Redis fails (a replica's READONLY among them)
  */
@@ -115,14 +116,17 @@ export class InboxGeneration {
    * Redis lost writes it had acknowledged to this node (`reason` says which): appends
    * acknowledged to producers may be gone too, and their seqs assigned again, so the
    * generation is raised past the one this node read (unless another node raised it
-   * since: that one is taken). A failure is logged and the raise tried again at the next
-   * {@link refresh}. Never rejects.
+   * since, above that one: it is taken). A stored one below the one held is Redis gone
+   * back past that raise too, and is raised past the one held, as {@link refresh} does:
+   * so the lease or claim check, which runs first after a reconnect, and the read here
+   * agree whichever comes first (review1 F1). A failure is logged and the raise tried
+   * again at the next {@link refresh}. Never rejects.
    */
   lostWrites(reason: string): Promise<void> {
     return this.#serial(() => this.#raise(reason, this.#current, 0)).catch(() => undefined);
   }
 
-  /** Raises the generation if Redis still holds `expected`, to at least `least`; logs the outcome. */
+  /** Raises the generation unless Redis holds one above `expected`, past `expected` and to at least `least`; logs the outcome. */
   async #raise(reason: string, expected: number, least: number): Promise<void> {
     try {
       const { after, raised } = await raiseScript(this.#redis, this.#keys, expected, least);

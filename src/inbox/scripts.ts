@@ -23,7 +23,7 @@ export const INBOX_SCRIPTS = {
    * KEYS the inbox generation; ARGV the generation the caller last read ("" for any), the least to set.
    * Replies {generation after, 1 when raised else 0}.
    */
-  generationRaise: { file: new URL('./lua/generation-raise-1.lua', import.meta.url), numberOfKeys: 1 },
+  generationRaise: { file: new URL('./lua/generation-raise-2.lua', import.meta.url), numberOfKeys: 1 },
 } as const satisfies Record<string, ScriptSpec>;
 
 /**

@@ -223,6 +223,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     stopAsked();
     // Redis back after an outage: claims and lease are written back at once, so other
     // nodes read this store's records again without waiting for the next renewal.
+    // Its lease and claim checks run before the inbox generation is read again (at the
+    // next registry renewal): a loss they see raises past the generation this node
+    // holds, even when Redis's went back below it (generation.ts lostWrites).
     redis.on('ready', () => ownership.renewNow());
     // Which build runs (src/version.ts): what `pixiu --version` prints, for telling releases apart in the log.
     const build = buildInfo();

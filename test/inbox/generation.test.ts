@@ -1,6 +1,6 @@
 /**
  * The inbox generation (src/inbox/generation.ts, append-9.lua step 1,
- * generation-raise-1.lua; docs/decisions.md "The inbox generation"): an inbox appended
+ * generation-raise-2.lua; docs/decisions.md "The inbox generation"): an inbox appended
  * under a higher generation than its epoch was made under gets a new epoch first (its
  * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
  * one back; a raise is above Redis's time and every generation before it; a node that
@@ -130,4 +130,33 @@ test('a node that reads a lower generation than it held (Redis went back) raises
   assert.ok(a.current > now);
   const raisedHere = lines.filter((l) => l.raisedHere === true && ['seen by a', 'seen by b'].includes(String(l.reason)));
   assert.equal(raisedHere.length, 1, 'raised by one node only');
+});
+
+test('lost writes seen while Redis\'s generation went back below the one held (the loss took the last raise too) raise it past the one held; the read after finds nothing more to do (review1 F1)', async () => {
+  const { logger, lines } = capturingLogger();
+  const node = new InboxGeneration(redis, keys, logger);
+  await raiseGeneration(redis, keys);
+  await node.refresh();
+  const held = node.current;
+  // Redis went back to before that raise (a failover to a replica behind it, an older
+  // snapshot); the node's store lease check sees it first, as it does after a reconnect.
+  await redis.set(keys.inboxGeneration(), '7');
+  await node.lostWrites('this node\'s store lease was back at renewal 3, after Redis had acknowledged renewal 5');
+  assert.ok(node.current > held, `raised past the generation held (${held}), not taken back to 7: ${node.current}`);
+  assert.equal(Number(await redis.get(keys.inboxGeneration())), node.current);
+  const raised = lines.filter((l) => String(l.reason).startsWith('this node\'s store lease was back'));
+  assert.equal(raised.length, 1);
+  assert.equal(raised[0]?.raisedHere, true);
+
+  // The registry renewal's read comes next: the same value, no second raise.
+  const now = node.current;
+  await node.refresh();
+  assert.equal(node.current, now);
+  assert.equal(Number(await redis.get(keys.inboxGeneration())), now);
+
+  // An inbox that recorded the lost raise is rotated by the new one.
+  const uid = 'lowe';
+  await redis.hset(keys.meta(uid), 'epoch', 'old-epoch', 'seq', '3', 'gen', String(held));
+  const append = await new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => node.current }).append(uid, msgId(1), MsgKind.user);
+  assert.notEqual(append.epoch, 'old-epoch', 'a new epoch past the lost raise');
 });

@@ -1,6 +1,6 @@
 #!lua
 --[[
-generation-raise-1: raise the inbox generation, so that every inbox gets a new epoch at
+generation-raise-2: raise the inbox generation, so that every inbox gets a new epoch at
 its next append (append-9.lua step 1; docs/decisions.md "Redis with less than it had",
 "The inbox generation"). Run after Redis went back in time (an unplanned failover to a
 replica that was behind, a restore of an older snapshot): the seqs above what Redis
@@ -8,17 +8,23 @@ kept of each inbox will be assigned again, and a device resuming under the old e
 must be told `reset`.
 
 The new generation is Redis's time in ms (TIME), or one more than the generation in
-Redis, or ARGV[2], whichever is highest: a generation read from a time is above every
-one given before a restore that brought an older one back (as long as the clocks of
-the Redis machines do not lag by more than the time since that raise), so an inbox that
-recorded a generation Redis has since lost is still passed; ARGV[2] covers a node that
-holds such a lost generation itself.
+Redis, or ARGV[2], or one more than ARGV[1] when the stored one is below it, whichever is
+highest: a generation read
+from a time is above every one given before a restore that brought an older one back
+(as long as the clocks of the Redis machines do not lag by more than the time since
+that raise), so an inbox that recorded a generation Redis has since lost is still
+passed; ARGV[1] and ARGV[2] cover a node that holds such a lost generation itself.
 
 Steps
   1. current = the key's integer (absent: 0).
-  2. If ARGV[1] is not "" and current is not ARGV[1] (another node raised it since the
+  2. If ARGV[1] is not "" and current is above it (another node raised it since the
      caller read it), return {current, 0}: one raise for one loss seen by several nodes.
-  3. Set the key to max(current + 1, Redis's TIME in ms, ARGV[2]); return {it, 1}.
+     Below it, Redis went back past a raise the caller had read (the loss that lost
+     this raise too: a failover or restore to before it): that is no reason not to
+     raise, and the raise goes past ARGV[1] (review1 F1: answering {current, 0} there
+     had the caller take the lower value and raise nothing).
+  3. Set the key to max(current + 1, Redis's TIME in ms, ARGV[2], ARGV[1] + 1 when
+     current is below ARGV[1]); return {it, 1}.
 
 Flags (the #!lua line, Redis 7 script flags)
   none: it writes (SET), so it is refused whole, before it runs, while Redis is over
@@ -47,11 +53,16 @@ end
 
 -- An unreadable value (set by hand) counts as 0: the raise writes a readable one.
 local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-if expected ~= '' and current ~= tonumber(expected) then
-  return {current, 0}
+local floor = tonumber(least)
+if expected ~= '' then
+  local held = tonumber(expected)
+  if current > held then
+    return {current, 0}
+  end
+  if current < held then floor = math.max(floor, held + 1) end
 end
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local raised = math.max(current + 1, nowMs, tonumber(least))
+local raised = math.max(current + 1, nowMs, floor)
 redis.call('SET', KEYS[1], string.format('%.0f', raised))
 return {raised, 1}
