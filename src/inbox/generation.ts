@@ -31,10 +31,21 @@ export interface GenerationRaise {
   readonly raised: boolean;
 }
 
-/** A stored generation as a number: absent, or not a whole number (set by hand), is 0. */
-function generationOf(text: string | null): number {
-  const n = Number(text ?? '0');
-  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+/**
+ * The highest generation the scripts take: 15 digits (append-9.lua ARGV[9],
+ * generation-raise-2.lua), exact in Lua's doubles. One above it would have every
+ * append refused INVALID_REQUEST (a 4xx to producers: review1 F5).
+ */
+const MAX_GENERATION = 999_999_999_999_999;
+
+/**
+ * A stored generation as a number: absent is 0; undefined when unreadable — anything
+ * but a decimal of at most 15 digits, i.e. set by hand (generation-raise-2.lua counts
+ * such a value as 0 and a raise writes a readable one over it).
+ */
+function generationOf(text: string | null): number | undefined {
+  if (text === null) return 0;
+  return /^\d{1,15}$/.test(text) ? Number(text) : undefined;
 }
 
 /**
@@ -56,7 +67,7 @@ async function raiseScript(redis: Redis, keys: Keys, expected: number | undefine
  * @throws PixiuError UNAVAILABLE when Redis fails or is a read-only replica
  */
 export async function raiseGeneration(redis: Redis, keys: Keys): Promise<GenerationRaise> {
-  const before = generationOf(await redisCall(() => redis.get(keys.inboxGeneration())));
+  const before = generationOf(await redisCall(() => redis.get(keys.inboxGeneration()))) ?? 0;
   const { after, raised } = await raiseScript(redis, keys, undefined, 0);
   return { before, after, raised };
 }
@@ -69,6 +80,8 @@ export class InboxGeneration {
   #current = 0;
   /** True once read: a lower value read after it means Redis went back. */
   #read = false;
+  /** The unreadable value last logged (undefined: none since the last readable one): logged once. */
+  #unreadable: string | undefined;
   /** Why a raise is owed (a loss seen, its raise failed): tried again at each {@link refresh}. */
   #owed: string | undefined;
   /** The refresh or raise in flight: they run one at a time. */
@@ -91,13 +104,28 @@ export class InboxGeneration {
    * while the node runs). One below it means Redis went back in time (a restore, a
    * failover to a replica behind, a FLUSHALL; nothing else lowers it): the generation is
    * raised past the one held ({@link lostWrites}). A raise owed by an earlier failure is
-   * tried again.
+   * tried again. An unreadable value (set by hand: not a decimal of at most 15 digits,
+   * which every append would refuse) is logged at error once and not taken: the
+   * appends keep passing the one held, and a raise (owed, or the next) writes a
+   * readable one over it.
    * @throws PixiuError UNAVAILABLE when Redis fails (the generation held stays)
    */
   refresh(): Promise<void> {
     return this.#serial(async () => {
-      const read = generationOf(await redisCall(() => this.#redis.get(this.#keys.inboxGeneration())));
+      const text = await redisCall(() => this.#redis.get(this.#keys.inboxGeneration()));
+      const read = generationOf(text);
       const held = this.#current;
+      if (read === undefined) {
+        if (text !== this.#unreadable) {
+          this.#unreadable = text ?? undefined;
+          this.#logger.error({ key: this.#keys.inboxGeneration(), value: text?.slice(0, 40), generation: held },
+            'the inbox generation in Redis is unreadable (not a whole number of at most 15 digits: set by hand?): this node keeps passing the one it holds; '
+            + 'set the key to such a number, or run pixiu redis lost-writes to write one');
+        }
+        if (this.#owed !== undefined) await this.#raise(this.#owed, held, 0);
+        return;
+      }
+      this.#unreadable = undefined;
       if (this.#read && read < held) {
         await this.#raise(`the inbox generation in Redis went back from ${held} to ${read}`, read, held + 1);
         return;
@@ -131,6 +159,12 @@ export class InboxGeneration {
     try {
       const { after, raised } = await raiseScript(this.#redis, this.#keys, expected, least);
       this.#owed = undefined;
+      // Only a raise from a hand-set 15-digit value goes past the bound: not taken (the appends would be refused).
+      if (after > MAX_GENERATION) {
+        this.#logger.error({ generation: after, reason },
+          'the inbox generation was raised past 15 digits (from a value set by hand): this node keeps passing the one it holds; set the key lower by hand');
+        return;
+      }
       this.#current = after;
       this.#read = true;
       this.#logger.error({ generation: after, raisedHere: raised, reason },

@@ -9,6 +9,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -159,4 +160,51 @@ test('lost writes seen while Redis\'s generation went back below the one held (t
   await redis.hset(keys.meta(uid), 'epoch', 'old-epoch', 'seq', '3', 'gen', String(held));
   const append = await new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => node.current }).append(uid, msgId(1), MsgKind.user);
   assert.notEqual(append.epoch, 'old-epoch', 'a new epoch past the lost raise');
+});
+
+test('an unreadable generation set by hand (16 digits, "1e16") is logged once and not taken: appends go on under the one held, and a raise writes a readable one over it (review1 F5)', async () => {
+  const { logger, lines } = capturingLogger();
+  const node = new InboxGeneration(redis, keys, logger);
+  await raiseGeneration(redis, keys);
+  await node.refresh();
+  const held = node.current;
+  const inbox = new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => node.current });
+  const unreadable = (): number => lines.filter((l) => String(l.msg).startsWith('the inbox generation in Redis is unreadable')).length;
+
+  await redis.set(keys.inboxGeneration(), '9000000000000000');
+  await node.refresh();
+  await node.refresh();
+  assert.equal(node.current, held, 'the one held stays');
+  assert.equal(unreadable(), 1, 'logged once while it stays');
+  assert.equal(lines.find((l) => String(l.msg).startsWith('the inbox generation in Redis is unreadable'))?.level, 50);
+  const appended = await inbox.append('sixteen', msgId(1), MsgKind.user);
+  assert.equal(appended.seq, 1, 'the append is not refused');
+
+  // "1e16" is read as no number by the nodes and as 10^16 by Lua: neither takes it, and a raise replaces it.
+  await redis.set(keys.inboxGeneration(), '1e16');
+  await node.refresh();
+  assert.equal(unreadable(), 2, 'another unreadable value is logged');
+  await node.lostWrites('this store\'s claim was gone');
+  assert.ok(node.current > held, `raised past the one held: ${node.current}`);
+  assert.equal(await redis.get(keys.inboxGeneration()), String(node.current), 'a readable value written over it');
+  assert.equal((await inbox.append('sixteen', msgId(2), MsgKind.user)).seq, 2);
+
+  // The operator's command over an unreadable value: from 0, to a readable one.
+  await redis.set(keys.inboxGeneration(), 'x'.repeat(20));
+  await delay(5); // Redis's clock past the one held: the raise from 0 is TIME
+  const raise = await raiseGeneration(redis, keys);
+  assert.equal(raise.before, 0);
+  assert.match(String(raise.after), /^\d{13,15}$/);
+  await node.refresh();
+  assert.equal(node.current, raise.after);
+
+  // A raise from the highest value the scripts take goes past 15 digits: not taken either.
+  await redis.set(keys.inboxGeneration(), '999999999999999');
+  await node.refresh();
+  assert.equal(node.current, 999_999_999_999_999);
+  await node.lostWrites('seen at the bound');
+  assert.equal(node.current, 999_999_999_999_999);
+  assert.ok(lines.some((l) => l.level === 50 && String(l.msg).startsWith('the inbox generation was raised past 15 digits')));
+  assert.equal((await inbox.append('sixteen', msgId(3), MsgKind.user)).seq, 3, 'the append is not refused');
+  await redis.del(keys.inboxGeneration());
 });

@@ -51,8 +51,13 @@ if type(least) ~= 'string' or not string.match(least, '^%d+$') or #least > 15 th
   return redis.error_reply('INVALID_REQUEST the least generation must be a non-negative integer of at most 15 digits')
 end
 
--- An unreadable value (set by hand) counts as 0: the raise writes a readable one.
-local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+-- An unreadable value (set by hand: anything but a decimal of at most 15 digits, which
+-- the nodes do not take either, generation.ts) counts as 0: the raise writes a readable one.
+local stored = redis.call('GET', KEYS[1])
+local current = 0
+if type(stored) == 'string' and string.match(stored, '^%d+$') and #stored <= 15 then
+  current = tonumber(stored)
+end
 local floor = tonumber(least)
 if expected ~= '' then
   local held = tonumber(expected)
