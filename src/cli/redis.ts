@@ -22,10 +22,13 @@ import { READ_KEYS, checkPrefixUsed, connectToRead } from './inspect-redis.js';
 const LOST_WRITES_HELP = `
 Run it after Redis went back in time under Pixiu, before the nodes are repointed or
 restarted: an unplanned failover to a replica that was behind (REPLICAOF NO ONE on a
-replica while the old primary still took writes, or after it died), or a restore of an
-older snapshot. Run it against the Redis the nodes will use (the promoted replica).
-Not needed after a planned FAILOVER (Redis 6.2+: the replica has caught up before it
-takes over) or a Redis restart with its AOF intact: nothing was lost.
+replica while the old primary still took writes, or after it died), a restore of an
+older snapshot, or a restart from an RDB snapshot without AOF. Run it every time, also
+when the nodes kept running behind an address that follows the primary: they raise it
+by themselves only when the loss took one of their own lease renewals or claims,
+which most such losses do not. Run it against the Redis the nodes will use (the
+promoted replica). Not needed after a planned FAILOVER (Redis 6.2+: the replica has
+caught up before it takes over) or a Redis restart with its AOF intact: nothing was lost.
 
 What it does: raises the inbox generation (the key <prefix>inbox-generation). Running
 nodes read it within 5 s, starting ones at start. Every user's inbox then gets a new

@@ -270,10 +270,11 @@ export class StoreOwnership {
    *   writes it had acknowledged to this node, so that acknowledged appends may be gone
    *   too (src/inbox/generation.ts raises the inbox generation): the lease found is this
    *   node's own with an older renewal count than one Redis acknowledged (a failover to
-   *   a replica that was behind, a restore of a snapshot taken within the lease's TTL),
-   *   or this store's claim is gone (a FLUSHALL, a restart without its AOF, a restore
-   *   of a snapshot from before the claim). Not called when Redis restarted with its
-   *   AOF: it kept both
+   *   a replica behind by at least one renewal of this node's, a restore of a snapshot
+   *   taken within the lease's TTL), or this store's claim is gone (a FLUSHALL, a Redis
+   *   that came back empty, a restore of a snapshot from before the claim). A best
+   *   effort: most failovers, RDB reloads and restores lose neither (README "What
+   *   delivery promises"). Not called when Redis restarted with its AOF: it kept both
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
   async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore,
@@ -314,10 +315,11 @@ export class StoreOwnership {
         return;
       }
       // The description is written with the claim at start, and at every renewal: gone
-      // since, Redis lost its data while this node ran (FLUSHALL, a restart without its AOF).
+      // since, Redis lost its data while this node ran (FLUSHALL, a restart with no data;
+      // not an RDB reload, which keeps the claim: README "What delivery promises").
       if (!answer.known) {
         logger.error({ store: this.storeId, redis: this.#opts.redisName },
-          `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, or a restart without its AOF); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
+          `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, a Redis that came back empty, or a snapshot older than this store); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
         onLostWrites?.('this store\'s claim was gone');
       }
       // Before the lease is sent: Redis's TTL starts later, so the deadline is on the safe side.

@@ -156,7 +156,7 @@ test('a data dir with stored messages started on a Redis (or key prefix) that do
   await redis.del(other.keys.storePartitions(), other.keys.storeDescriptions());
   node.renewNow();
   await waitUntil('the renewal logged the loss', () => Promise.resolve(errors(running.lines).length > 0), 5000, 20);
-  assert.match(errors(running.lines)[0] ?? '', /^Redis lost its data while this node ran \(this store's claim was gone: a FLUSHALL, or a restart without its AOF\); .*connected devices are sent a reset$/);
+  assert.match(errors(running.lines)[0] ?? '', /^Redis lost its data while this node ran \(this store's claim was gone: a FLUSHALL, a Redis that came back empty, or a snapshot older than this store\); .*connected devices are sent a reset$/);
   node.renewNow();
   await waitUntil('written back', async () => (await redis.hlen(other.keys.storeDescriptions())) === 1, 5000, 20);
 });
