@@ -35,7 +35,10 @@ export const LEASE_FENCE_MS = LEASE_TTL_MS - LEASE_RENEW_MS;
  * After a failed renewal, while the writes' deadline has not passed, the next try, ms:
  * several fit in the {@link LEASE_FENCE_MS} margin. Past the deadline, renewals go on
  * every {@link LEASE_RENEW_MS} (and at once when the connection to Redis is back:
- * service.ts), so an outage does not log a failure every second.
+ * service.ts), so an outage does not log a failure every second — except after one
+ * Redis answered with a refusal (full, a read-only replica): tried again after this
+ * long, since Redis gives no sign when it takes writes again, and writes waited up to
+ * one renewal period more after it did (store-ownership.ts `advertise`).
  */
 export const LEASE_RETRY_MS = 1000;
 /** How often a starting node looks again at a lease held by a node of another host, ms. */

@@ -32,6 +32,8 @@
  * move their counters {@link RESUME_MARGIN} past it before minting.
  */
 import { outageFields } from '../errors.js';
+import { LogThrottle, thinnedFields } from '../log-throttle.js';
+import { redisStateReason } from '../redis/state-replies.js';
 import type { IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, type StoreDescription, type StoreLease } from './partition-claims.js';
 import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
@@ -53,6 +55,8 @@ const FORGOTTEN_EFFECTS = 'inboxes and their epochs, ack cursors and room member
 export interface OwnedStore extends MintingStore {
   /** Takes writes until `until`, ms on the ownership's clock (MessageStore `writeUntil`). */
   writeUntil(until: number): void;
+  /** A renewal failed: Redis's refusal of it in plain words, or undefined (MessageStore `leaseRenewalFailed`). */
+  leaseRenewalFailed(refusal: string | undefined): void;
 }
 
 /** The partitions this node's store holds, and their lease. */
@@ -71,6 +75,8 @@ export class StoreOwnership {
   /** Why writes are suspended (the claim lost, or another node's lease found), if they are. */
   #conflict: string | undefined;
   #renewNow: (() => void) | undefined;
+  /** Thins the warnings of renewals failed past the writes' deadline (tried every second while Redis refuses them). */
+  readonly #fencedFailures = new LogThrottle(LEASE_RENEW_MS);
   /** The lease this node last wrote, once {@link advertise} has run. */
   #lease: StoreLease | undefined;
   /**
@@ -254,7 +260,11 @@ export class StoreOwnership {
    * after each renewal began (at once after one slower than that). A failed renewal logs
    * and is tried again {@link LEASE_RETRY_MS} later while the writes' deadline holds, so
    * that one failure does not stop writes (lease-watch.ts {@link LEASE_FENCE_MS}), else
-   * after {@link LEASE_RENEW_MS}.
+   * after {@link LEASE_RENEW_MS} — but {@link LEASE_RETRY_MS} after one Redis refused
+   * (full, a read-only replica: its state reply, src/redis/state-replies.ts), whose
+   * words the fenced writes' refusal gives, so that writes resume within about a second
+   * of Redis taking writes again (past the deadline those failures are logged at most
+   * once a renewal period).
    * @param where where this node is read (its host name and pid are added)
    * @param onConflict called with a reason when another store holds the block, or
    *   another node this store's lease (writes must stop), and with undefined once
@@ -352,8 +362,15 @@ export class StoreOwnership {
       const began = performance.now();
       this.#renewing = renew().then(() => LEASE_RENEW_MS - (performance.now() - began), (err: unknown) => {
         const writesFenced = this.#clock() >= this.#writableUntil;
-        logger.warn({ ...outageFields(err), store: this.storeId, writesFenced }, 'store lease renewal failed');
-        return writesFenced ? LEASE_RENEW_MS : LEASE_RETRY_MS;
+        // Redis answered, refusing (full, a read-only replica …): said so by the fenced
+        // writes' 503 and /readyz, and tried again soon, so that writes resume within a
+        // second or so of Redis taking writes again, not at the next 5 s renewal.
+        const refused = redisStateReason(err);
+        this.#store?.leaseRenewalFailed(refused);
+        // Past the deadline a refused renewal is tried every second: logged at most once a renewal period.
+        const left = writesFenced ? this.#fencedFailures.take() : 0;
+        if (left !== undefined) logger.warn({ ...outageFields(err), store: this.storeId, writesFenced, ...thinnedFields(left) }, 'store lease renewal failed');
+        return writesFenced && refused === undefined ? LEASE_RENEW_MS : LEASE_RETRY_MS;
       }).then((waitMs) => {
         this.#renewing = undefined;
         this.#renewIn(waitMs);

@@ -33,12 +33,14 @@ const STATE_CODE = new RegExp(`^(${Object.keys(STATE_REPLIES).join('|')})\\b`);
 
 /**
  * The plain words for the state reply `err` is, or that a refused MULTI's
- * `previousErrors` hold (e.g. `Redis refuses writes: it is out of memory (maxmemory)`);
- * undefined when it is none (another error reply, a timeout, a closed connection).
+ * `previousErrors` hold, or that its `cause` is (the catalogue error a Redis call was
+ * answered with: client.ts `toRedisError`) — e.g. `Redis refuses writes: it is out of
+ * memory (maxmemory)`; undefined when it is none (another error reply, a timeout, a
+ * closed connection).
  */
 export function redisStateReason(err: unknown): string | undefined {
-  const e = err as { message?: unknown; previousErrors?: unknown } | null | undefined;
-  const candidates = [e?.message, ...(Array.isArray(e?.previousErrors) ? e.previousErrors.map((p: { message?: unknown } | null) => p?.message) : [])];
+  const e = err as { message?: unknown; previousErrors?: unknown; cause?: { message?: unknown } | null } | null | undefined;
+  const candidates = [e?.message, ...(Array.isArray(e?.previousErrors) ? e.previousErrors.map((p: { message?: unknown } | null) => p?.message) : []), e?.cause?.message];
   for (const message of candidates) {
     const code = typeof message === 'string' ? STATE_CODE.exec(message)?.[1] : undefined;
     if (code !== undefined) return STATE_REPLIES[code];

@@ -199,6 +199,15 @@ export class MessageStore implements RecordReader {
   }
 
   /**
+   * The last lease renewal failed; its deadline stays ({@link writeUntil}). A put
+   * refused past it gives `refusal`, Redis's refusal of the renewal in plain words,
+   * when there is one (src/store/write-fence.ts).
+   */
+  leaseRenewalFailed(refusal: string | undefined): void {
+    this.#fence.renewalFailed(refusal);
+  }
+
+  /**
    * Makes puts wait until `settled` settles, then go ahead under the suspension then in
    * force ({@link suspendWrites}): for a node starting, whose writes are suspended
    * until it holds its store lease (tens of ms after its port opens), so that a

@@ -128,7 +128,7 @@ test('a data dir with stored messages started on a Redis (or key prefix) that do
   // A new data dir: nothing to say.
   const fresh = capturingLogger();
   const unused = { counters: [0, 0, 0, 0], assignedCounters: [0, 0, 0, 0], advanceCounters: () => Promise.resolve() };
-  const stored = { counters: [0, 3, 0, 0], assignedCounters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve(), writeUntil: () => undefined };
+  const stored = { counters: [0, 3, 0, 0], assignedCounters: [0, 3, 0, 0], advanceCounters: () => Promise.resolve(), writeUntil: () => undefined, leaseRenewalFailed: () => undefined };
   assert.equal(await first.checkKnown(stored), false);
   // Known to this Redis: nothing either.
   const same = await StoreOwnership.claim({ claims: before.claims, dir, partitions: 4, logger: fresh.logger, redisName: 'redis://a, key prefix "x:"' });
