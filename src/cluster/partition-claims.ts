@@ -12,7 +12,7 @@
  *   is not running: its records cannot be read now (UNAVAILABLE), they are not gone.
  */
 import type { Redis } from 'ioredis';
-import { redisCall, redisNowMs } from '../redis/client.js';
+import { connectRefusal, redisCall, redisNowMs } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
@@ -160,6 +160,14 @@ export class PartitionClaims {
     loadScripts(redis, [...Object.values(CLAIM_SCRIPTS), DELETE_IF]);
     this.#redis = redis;
     this.#keys = keys;
+  }
+
+  /**
+   * Why calls fail now when Redis refuses this client's connection (a password it
+   * requires: client.ts `connectRefusal`), in plain words; undefined otherwise.
+   */
+  connectRefusal(): string | undefined {
+    return connectRefusal(this.#redis);
   }
 
   /**

@@ -364,9 +364,11 @@ export class StoreOwnership {
         const writesFenced = this.#clock() >= this.#writableUntil;
         // Redis answered, refusing (full, a read-only replica …): said so by the fenced
         // writes' 503 and /readyz, and tried again soon, so that writes resume within a
-        // second or so of Redis taking writes again, not at the next 5 s renewal.
+        // second or so of Redis taking writes again, not at the next 5 s renewal. Redis
+        // refusing the connection itself (a password it requires) is said too; the
+        // reconnect that ends it renews at once (service.ts).
         const refused = redisStateReason(err);
-        this.#store?.leaseRenewalFailed(refused);
+        this.#store?.leaseRenewalFailed(refused ?? claims.connectRefusal());
         // Past the deadline a refused renewal is tried every second: logged at most once a renewal period.
         const left = writesFenced ? this.#fencedFailures.take() : 0;
         if (left !== undefined) logger.warn({ ...outageFields(err), store: this.storeId, writesFenced, ...thinnedFields(left) }, 'store lease renewal failed');

@@ -11,7 +11,8 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { isNotRedis, plainReason } from './plain-reasons.js';
+import { OUTAGE_LOG_INTERVAL_MS, LogThrottle, thinnedFields } from '../log-throttle.js';
+import { connectRefusalWords, isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
 import { redisStateReason } from './state-replies.js';
 import { redactUrl, redisTarget } from './url.js';
@@ -75,11 +76,23 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   // `ready` after it restores nothing (it was logged just before the start's fatal
   // message for a database Redis lacks, checkDatabase's).
   let lost = false;
+  // A refusal repeated at every reconnect is logged again at most once per interval.
+  const refusals = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   redis.on('error', (err: Error) => {
     const refusal = err.name === 'ReplyError';
     if (!refusal) lost = true;
-    // ioredis emits one error per failed (re)connect; log changes, not repeats.
-    if (err.message !== lastError) opts.logger?.warn({ ...outageFields(err), redis: opts.name }, refusal ? 'redis refused a command sent on connecting' : 'redis connection error');
+    // Until the next `ready`, or another failure (Redis gone): see connectRefusal.
+    if (refusal) connectRefusals.set(redis, connectRefusalWords(err.message));
+    else connectRefusals.delete(redis);
+    // ioredis emits one error per failed (re)connect; log changes, not repeats — but a
+    // refusal (a password Redis now requires) again every interval while it lasts: the
+    // warnings of the commands refused meanwhile say only "connection lost".
+    const repeated = err.message === lastError;
+    if (!repeated) refusals.take();
+    const left = !repeated ? 0 : refusal ? refusals.take() : undefined;
+    if (left !== undefined) {
+      opts.logger?.warn({ ...outageFields(err), redis: opts.name, ...thinnedFields(left) }, refusal ? 'redis refused a command sent on connecting' : 'redis connection error');
+    }
     lastError = err.message;
     if (isNotRedis(err)) notRedis = err.message;
   });
@@ -87,6 +100,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     if (lost) opts.logger?.info({ redis: opts.name }, 'redis connection restored');
     lastError = '';
     lost = false;
+    connectRefusals.delete(redis);
   });
   try {
     await redis.connect();
@@ -100,6 +114,20 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
   }
   await checkDatabase(redis, opts.url);
   return redis;
+}
+
+/** Each client's refusal on connecting, in plain words, while it lasts (see {@link connectRefusal}). */
+const connectRefusals = new WeakMap<Redis, string>();
+
+/**
+ * Why `redis` cannot connect when Redis refused a command the client sends on
+ * connecting (HELLO or AUTH without the password Redis now requires, a wrong one,
+ * SELECT), in plain words (plain-reasons.ts `connectRefusalWords`); undefined when its
+ * last (re)connect was not refused so, or it is ready. Meanwhile every command fails
+ * as a lost connection, which is all those failures say.
+ */
+export function connectRefusal(redis: Redis): string | undefined {
+  return connectRefusals.get(redis);
 }
 
 /**

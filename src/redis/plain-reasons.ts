@@ -19,6 +19,8 @@
  * `returnFatalError`).
  */
 
+import { cutText } from '../text-cut.js';
+
 /** An ioredis message, and what it means here. */
 interface PlainReason {
   readonly matches: RegExp;
@@ -63,4 +65,28 @@ export function plainReason(message: string): string {
     if (match !== null) return typeof r.plain === 'string' ? r.plain : r.plain(match);
   }
   return message;
+}
+
+/**
+ * What Redis's refusal of a command ioredis sends on its own when it (re)connects
+ * (HELLO, AUTH, SELECT, CLIENT SETNAME) means, in plain words: the connection is never
+ * ready, and every command is then refused as "connection lost" while ioredis
+ * reconnects, so these words are what `/readyz` and a fenced store give as long as it
+ * lasts (src/redis/client.ts `connectRefusal`), where they said only "Redis does not
+ * answer" after a Redis gained a `requirepass` (a black-box SRE's finding). Redis's
+ * own text stays in the log line's `reason`.
+ * @param message the ReplyError's message (`NOAUTH HELLO must be called …`, `WRONGPASS invalid username-password pair …`)
+ */
+export function connectRefusalWords(message: string): string {
+  if (/^NOAUTH\b/.test(message)) {
+    return 'Redis refuses this node\'s connection: it requires a password, which PIXIU_REDIS_URL does not give '
+      + '(NOAUTH; give it as redis://:password@host:port, or redis://user:password@host:port for an ACL user)';
+  }
+  if (/^WRONGPASS\b/.test(message)) {
+    return 'Redis refuses this node\'s connection: the password (or user) in PIXIU_REDIS_URL is wrong, or the user is disabled (WRONGPASS)';
+  }
+  if (/^NOPERM\b/.test(message)) {
+    return 'Redis refuses this node\'s connection: the ACL user of PIXIU_REDIS_URL may not run a command sent on connecting (NOPERM)';
+  }
+  return `Redis refuses this node's connection: it refused a command sent on connecting (${cutText(message.split('\n')[0] ?? '', 200)})`;
 }

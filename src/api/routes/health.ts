@@ -9,7 +9,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
 import { ReplyError } from 'ioredis';
-import { isCommandTimeout, redisUnavailable } from '../../redis/client.js';
+import { connectRefusal, isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
 import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import { redisStateReason } from '../../redis/state-replies.js';
@@ -53,7 +53,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
         ...opsErrorResponses,
-        503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
+        503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer, refuses this node\'s connection (a password it requires) or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
           + '(a partition reopening after a failed write, e.g. a full disk, or with a write in flight past PIXIU_STORE_WRITE_TIMEOUT, a stalled disk; writes suspended while another store holds its partition claim), or this node is shutting down (from SIGTERM on with PIXIU_DRAIN_DELAY, other routes still served)'),
       },
     },
@@ -70,11 +70,12 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     } catch (err) {
       // A state reply (full, read-only …) in the words a request's 503 gives it too;
       // another reply's first line, cut as the project cuts text it repeats (text-cut.ts).
+      // No connection because Redis refuses it (a password it now requires): said so.
       throw redisUnavailable(err instanceof ReplyError
         ? redisStateReason(err) ?? `Redis refuses writes: ${cutText((err as Error).message.split('\n')[0] ?? '', 200)}`
         : isCommandTimeout(err)
           ? 'Redis did not answer within the command timeout (Redis down or hung, or this node too busy to read its answer in time)'
-          : 'Redis does not answer', err);
+          : connectRefusal(deps.redis) ?? 'Redis does not answer', err);
     }
     return { status: 'ready' };
   });
