@@ -9,6 +9,7 @@ import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { StartupError } from '../errors.js';
+import type { EvictionSign } from '../redis/persistence-check.js';
 import { openLayout, pinPartitionBase, type FoundLayout, type IdentifiedLayout } from '../store/layout.js';
 import { claimRefusal, partitionSpan, type PartitionClaims, type StoreDescription } from './partition-claims.js';
 import { awaitLeaseFree } from './lease-watch.js';
@@ -54,6 +55,12 @@ export interface StoreOwnershipOptions {
    * (store-ownership.ts). Default `performance.now`, the store's default too.
    */
   readonly monotonic?: () => number;
+  /**
+   * Whether Redis has evicted keys (src/redis/persistence-check.ts `evictionSign`),
+   * asked when a renewal finds the store's claim gone, to name eviction in its error
+   * line; default: never asked (the line names a FLUSHALL or a restart).
+   */
+  readonly evictions?: () => Promise<EvictionSign | undefined>;
 }
 
 /** A block claimed at start ({@link claimBlock}). */

@@ -39,17 +39,10 @@ import { claimRefusal, type StoreDescription, type StoreLease } from './partitio
 import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
 import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
 import { MintedRecord, type MintingStore } from './minted-counters.js';
+import { FORGOTTEN_EFFECTS, logLostWhileRunning } from './redis-loss-lines.js';
 
 export { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
-
-/**
- * The error logged when Redis does not know a store that has a block: what was lost
- * and what devices see (docs/decisions.md, "Redis without the store's claim").
- */
-const FORGOTTEN_EFFECTS = 'inboxes and their epochs, ack cursors and room members kept in Redis are not there: '
-  + 'the messages this data dir stored are in no inbox on it (GET /v1/messages/{id} still reads them), a device resuming with last_seq is sent a reset, '
-  + 'one without starts on an empty inbox';
 
 /** The store as its ownership drives it: its counters, and the deadline of its writes by the lease. */
 export interface OwnedStore extends MintingStore {
@@ -325,11 +318,10 @@ export class StoreOwnership {
         return;
       }
       // The description is written with the claim at start, and at every renewal: gone
-      // since, Redis lost its data while this node ran (FLUSHALL, a restart with no data;
-      // not an RDB reload, which keeps the claim: README "What delivery promises").
+      // since, Redis lost its data while this node ran (FLUSHALL, a restart with no data,
+      // eviction; not an RDB reload, which keeps the claim: README "What delivery promises").
       if (!answer.known) {
-        logger.error({ store: this.storeId, redis: this.#opts.redisName },
-          `Redis lost its data while this node ran (this store's claim was gone: a FLUSHALL, a Redis that came back empty, or a snapshot older than this store); ${FORGOTTEN_EFFECTS}; connected devices are sent a reset`);
+        logLostWhileRunning(logger, { store: this.storeId, redis: this.#opts.redisName }, this.#opts.evictions);
         onLostWrites?.('this store\'s claim was gone');
       }
       // Before the lease is sent: Redis's TTL starts later, so the deadline is on the safe side.

@@ -16,7 +16,7 @@ import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js'
 const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
   delivered: 'inbox came back from Redis with less than was delivered: new epoch, its devices are reset',
   resume: 'a device resumed from a last_seq above the inbox\'s latest under its epoch: Redis lost appends '
-    + '(an older snapshot, a failover), or the client sent a wrong last_seq; new epoch, its devices are reset',
+    + '(an older snapshot, a failover, keys evicted), or the client sent a wrong last_seq; new epoch, its devices are reset',
 };
 
 /** The line of a resume claim whose rotation the cool-down refused (epoch-guard.ts `RESUME_ROTATION_COOLDOWN_MS`). */

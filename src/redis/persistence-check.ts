@@ -96,3 +96,31 @@ export async function redisUptimeMs(redis: Redis): Promise<number> {
   const seconds = Number(/^uptime_in_seconds:(\d+)/m.exec(info)?.[1]);
   return Number.isFinite(seconds) ? seconds * 1000 : Number.POSITIVE_INFINITY;
 }
+
+/** What Redis says of its evictions (F4: read only when a loss is found, never on a request's path). */
+export interface EvictionSign {
+  /** `INFO stats` `evicted_keys`: keys evicted since Redis started (or its stats were reset); above 0 here. */
+  readonly evictedKeys: number;
+  /** `CONFIG GET maxmemory-policy` now; undefined when CONFIG cannot be used (refused, renamed). */
+  readonly policy: string | undefined;
+}
+
+/**
+ * Whether Redis has evicted keys (`INFO stats` `evicted_keys` above 0), with its
+ * eviction policy now: read when a node finds keys gone (its store's claim), to name
+ * eviction as the likely cause, where the line named only a FLUSHALL or a restart
+ * without AOF though Redis had been set to `allkeys-lru` at runtime (a black-box SRE's
+ * finding). Never rejects.
+ * @returns undefined when Redis evicted nothing, or cannot be read
+ */
+export async function evictionSign(redis: Redis): Promise<EvictionSign | undefined> {
+  let evictedKeys: number;
+  try {
+    evictedKeys = Number(/^evicted_keys:(\d+)/m.exec(await redis.info('stats'))?.[1] ?? 0);
+  } catch {
+    return undefined;
+  }
+  if (!(evictedKeys > 0)) return undefined;
+  const policy = await (redis.config('GET', 'maxmemory-policy') as Promise<string[]>).then((reply) => reply[1], () => undefined);
+  return { evictedKeys, policy };
+}

@@ -17,7 +17,7 @@ import { StoreOwnership } from '../cluster/store-ownership.js';
 import { StoreRouter } from '../cluster/store-router.js';
 import { embeddedRedisHint } from '../redis/embedded-hint.js';
 import { Keys } from '../redis/keys.js';
-import { redisUptimeMs } from '../redis/persistence-check.js';
+import { evictionSign, redisUptimeMs } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { recordRedisPrefix, type FoundLayout, type IdentifiedLayout } from '../store/layout.js';
 import { MessageStore } from '../store/message-store.js';
@@ -84,7 +84,7 @@ export async function startStore(
   const ownership = await StoreOwnership.claim({
     claims, dir: storeDir, partitions: config.partitions, layout: found, logger,
     settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
-    redisUptimeMs: () => redisUptimeMs(redis),
+    redisUptimeMs: () => redisUptimeMs(redis), evictions: () => evictionSign(redis),
     redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
   });
   const layout = local === undefined ? await recordRedisPrefix(storeDir, ownership.layout, config.redisPrefix, redis.options.db ?? 0) : ownership.layout;
