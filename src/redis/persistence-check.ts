@@ -26,11 +26,32 @@ export type Persistence = 'aof' | 'snapshots' | 'none';
 export async function readPersistence(redis: Redis): Promise<Persistence | undefined> {
   try {
     const [appendonly, save] = await Promise.all([redis.config('GET', 'appendonly'), redis.config('GET', 'save')]) as [string[], string[]];
-    if (appendonly[1] === 'yes') return 'aof';
-    if (appendonly[1] !== 'no') return undefined;
-    return (save[1] ?? '').trim() === '' ? 'none' : 'snapshots';
+    return persistenceOf(appendonly[1], save[1]);
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * The persistence `CONFIG GET appendonly` and `save` answered (`appendonly`, `save`:
+ * their values); undefined when `appendonly` is neither `yes` nor `no` (not answered).
+ */
+export function persistenceOf(appendonly: string | undefined, save: string | undefined): Persistence | undefined {
+  if (appendonly === 'yes') return 'aof';
+  if (appendonly !== 'no') return undefined;
+  return (save ?? '').trim() === '' ? 'none' : 'snapshots';
+}
+
+/**
+ * Logs at warn that Redis persists as `persistence` says, when that is not AOF (the
+ * start-up's line, and settings-watch.ts's for a change at runtime); nothing for AOF.
+ * @param fields the line's context (`redis`: the URL as logged, password removed; …)
+ */
+export function warnPersistence(logger: Logger, persistence: Persistence, fields: Record<string, unknown>): void {
+  if (persistence === 'none') {
+    logger.warn({ ...fields, appendonly: 'no', save: '' }, 'Redis does not persist (appendonly no, no save rules): a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
+  } else if (persistence === 'snapshots') {
+    logger.warn({ ...fields, appendonly: 'no' }, 'Redis persists by snapshots only (appendonly no): a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
   }
 }
 
@@ -43,10 +64,8 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
   const persistence = await readPersistence(redis);
   if (persistence === undefined) {
     logger.debug({ redis: url }, 'cannot read how Redis persists (CONFIG GET refused): make sure it runs with appendonly yes');
-  } else if (persistence === 'none') {
-    logger.warn({ redis: url, appendonly: 'no', save: '' }, 'Redis does not persist (appendonly no, no save rules): a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
-  } else if (persistence === 'snapshots') {
-    logger.warn({ redis: url, appendonly: 'no' }, 'Redis persists by snapshots only (appendonly no): a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)');
+  } else {
+    warnPersistence(logger, persistence, { redis: url });
   }
   return persistence;
 }
@@ -75,14 +94,25 @@ export async function warnIfEvicting(redis: Redis, url: string, logger: Logger):
   }
   if (policy === undefined) {
     logger.debug({ redis: url }, 'cannot read Redis\'s eviction policy (CONFIG GET refused): make sure it runs with maxmemory-policy noeviction');
-  } else if (policy !== 'noeviction') {
-    const limit = Number(maxmemory);
-    const when = Number.isFinite(limit) && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
-    logger.warn({ redis: url, maxmemoryPolicy: policy, ...(Number.isFinite(limit) ? { maxmemory: limit } : {}) },
-      `Redis may evict keys (maxmemory-policy ${policy}): ${when} it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
-      + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
+  } else {
+    warnEviction(logger, policy, maxmemory, { redis: url });
   }
   return policy;
+}
+
+/**
+ * Logs at warn that Redis may evict keys, when `policy` is not `noeviction` (the
+ * start-up's line, and settings-watch.ts's for a change at runtime); nothing for it.
+ * @param maxmemory `CONFIG GET maxmemory`'s value (bytes; 0: none)
+ * @param fields the line's context (`redis`: the URL as logged, password removed; …)
+ */
+export function warnEviction(logger: Logger, policy: string, maxmemory: string | undefined, fields: Record<string, unknown>): void {
+  if (policy === 'noeviction') return;
+  const limit = Number(maxmemory);
+  const when = Number.isFinite(limit) && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
+  logger.warn({ ...fields, maxmemoryPolicy: policy, ...(Number.isFinite(limit) ? { maxmemory: limit } : {}) },
+    `Redis may evict keys (maxmemory-policy ${policy}): ${when} it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
+    + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
 }
 
 /**

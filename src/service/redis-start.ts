@@ -2,7 +2,8 @@
  * The service's Redis, the first part it starts (DESIGN.md §1, §9): the one
  * `PIXIU_REDIS_URL` names, or without it an embedded redis-server in the data dir
  * (src/redis/local-server.ts); connected, its version required, and a shared one
- * checked for persistence and eviction (warnings, not refusals).
+ * checked for persistence and eviction (warnings, not refusals), at start and while
+ * the node runs (src/redis/settings-watch.ts).
  */
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../api/metrics.js';
@@ -12,6 +13,7 @@ import { createRedis } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
+import { RedisSettingsWatch } from '../redis/settings-watch.js';
 import { requireRedisVersion } from '../redis/version-check.js';
 import type { FoundLayout } from '../store/layout.js';
 import type { StartContext } from './start-context.js';
@@ -62,8 +64,12 @@ export async function startRedis(
   stopAsked();
   await requireRedisVersion(redis, redactUrl(redisUrl));
   if (local === undefined) {
-    await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
-    await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+    const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
+    const policy = await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+    // Read again while the node runs: a change at runtime is warned about too.
+    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, { persistence, policy });
+    watch.start();
+    cleanup.unshift({ what: 'redis settings watch', run: () => Promise.resolve(watch.stop()) });
   }
   return { redis, url: redisUrl, local };
 }

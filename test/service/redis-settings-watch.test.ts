@@ -1,0 +1,97 @@
+/**
+ * Redis's persistence and eviction settings changed at runtime (src/redis/settings-watch.ts),
+ * against a private redis-server changed with CONFIG SET: each change is warned about
+ * once, in the start-up warning's words with `changedFrom`, and its undoing said once
+ * at info; a serving node reads them again after a reconnect too (as after a Redis
+ * restarted with another configuration), not only at its start (a black-box SRE's
+ * finding: `appendonly no` and `allkeys-lru` set under running nodes were never noticed).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { createRedis } from '../../src/redis/client.js';
+import { RedisSettingsWatch } from '../../src/redis/settings-watch.js';
+import { waitUntil } from '../harness/checks.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+const files = cleanupList();
+let server: RedisServer;
+let admin: Redis;
+
+before(async () => {
+  server = await RedisServer.start({ aof: true });
+  files.after(() => server.destroy());
+  admin = await createRedis({ url: server.url, commandTimeoutMs: 5000, name: 'pixiu:test-admin' });
+  files.after(() => admin.quit());
+});
+
+after(() => files.run());
+
+/** Between two reads of the watch under test, ms. */
+const INTERVAL_MS = 50;
+
+const changes = (lines: readonly LogLine[]): string[] => lines.filter((l) => l.changedFrom !== undefined).map((l) => `${l.level} ${l.msg ?? ''}`);
+
+test('a setting changed at runtime is warned about once, with what it was, and its undoing said once at info', async (t) => {
+  const { logger, lines } = capturingLogger();
+  const watch = new RedisSettingsWatch(admin, 'redis://test', logger, { persistence: 'aof', policy: 'noeviction' }, INTERVAL_MS);
+  watch.start();
+  t.after(() => watch.stop());
+  t.after(async () => {
+    await admin.config('SET', 'appendonly', 'yes');
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  });
+  /** Waits for `count` change lines, then for ten more reads, and answers them all. */
+  const settled = async (count: number): Promise<string[]> => {
+    await waitUntil(`${count} change lines`, () => Promise.resolve(changes(lines).length >= count), 5000, 10);
+    await delay(10 * INTERVAL_MS);
+    return changes(lines);
+  };
+
+  await admin.config('SET', 'appendonly', 'no');
+  assert.deepEqual(await settled(1), [
+    '40 Redis does not persist (appendonly no, no save rules): a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes (DESIGN.md §4, storage/redis.conf)',
+  ], 'one warning, not one per read');
+  assert.equal(lines.find((l) => l.changedFrom !== undefined)?.changedFrom, 'aof');
+
+  await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+  const evicting = await settled(2);
+  assert.equal(evicting.length, 2, JSON.stringify(evicting));
+  assert.match(evicting[1] ?? '', /^40 Redis may evict keys \(maxmemory-policy allkeys-lru\): once a maxmemory is set \(none is now\) it drops inbox entries/);
+
+  await admin.config('SET', 'appendonly', 'yes');
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  const back = await settled(4);
+  assert.deepEqual(back.slice(2).sort(), ['30 Redis no longer evicts keys (maxmemory-policy noeviction)', '30 Redis persists with AOF again (appendonly yes)']);
+});
+
+test('a setting CONFIG could not read at start is not watched', async (t) => {
+  const { logger, lines } = capturingLogger();
+  const watch = new RedisSettingsWatch(admin, 'redis://test', logger, { persistence: undefined, policy: undefined }, INTERVAL_MS);
+  watch.start();
+  t.after(() => watch.stop());
+  t.after(() => admin.config('SET', 'appendonly', 'yes'));
+  await admin.config('SET', 'appendonly', 'no');
+  await watch.checkNow();
+  await delay(5 * INTERVAL_MS);
+  assert.deepEqual(changes(lines), []);
+});
+
+test('a serving node reads the settings again when its connection to Redis comes back, and warns once about the change', async (t) => {
+  const { logger, lines } = capturingLogger();
+  await startInProcess(t, { redisUrl: server.url, redisPrefix: 'settings-watch:' }, logger);
+  assert.deepEqual(changes(lines), [], 'nothing to say at start: AOF and noeviction');
+  t.after(() => admin.config('SET', 'maxmemory-policy', 'noeviction'));
+  await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
+  // The node's connections dropped (the admin's own is skipped): its reconnect reads them.
+  await admin.call('CLIENT', 'KILL', 'TYPE', 'normal');
+  await waitUntil('the change warned about', () => Promise.resolve(changes(lines).length > 0), 10_000, 20);
+  const [warning] = lines.filter((l) => l.changedFrom !== undefined);
+  assert.equal(warning?.level, 40);
+  assert.equal(warning?.maxmemoryPolicy, 'volatile-lru');
+  assert.equal(warning?.changedFrom, 'noeviction');
+  assert.match(warning?.msg ?? '', /^Redis may evict keys \(maxmemory-policy volatile-lru\)/);
+});
