@@ -30,10 +30,17 @@ export function serveCommand(): Command {
     const config = configFromOptions(cmd);
     // Loaded by a start, not with the module: `serve --help`, `pixiu --help` and a
     // mistyped command start without pino, ioredis (under the gateway) and the store.
-    const [{ createLogger }, { looseOrigins, nonWebOrigins }, { refuseUnreadableStore }] = await Promise.all([
-      import('../logger.js'), import('../gateway/connect-route.js'), import('../store/layout.js'),
+    const [{ createLogger }, { looseOrigins, nonWebOrigins }, { refuseUnreadableStore }, { redactUrl }] = await Promise.all([
+      import('../logger.js'), import('../gateway/connect-route.js'), import('../store/layout.js'), import('../redis/url.js'),
     ]);
     const logger = createLogger(config.logLevel);
+    // The first line, at once: loading the service's code and reaching Redis took 8–16 s
+    // on a loaded 2-core VM with nothing logged, which an SRE timing a failover took for
+    // a wait on stale leases (a black-box SRE's finding). The start's waits each log when
+    // they begin, saying for what and how long at most (src/cluster/block-claim.ts,
+    // lease-watch.ts).
+    logger.info({ dataDir: config.dataDir, redis: config.redisUrl === undefined ? 'embedded' : redactUrl(config.redisUrl) },
+      'pixiu starting: loading the service, then connecting to Redis and claiming the store; each wait of the start is logged when it begins');
     const unknown = unknownSettingVariables(process.env);
     if (unknown.length > 0) logger.warn({ variables: unknown }, 'ignoring PIXIU_ variables that name no setting (a typo?); `pixiu serve --help` lists the settings');
     // A body carries a message's JSON and more: the largest messages allowed could not be sent.
