@@ -14,7 +14,7 @@ import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead } from './inspe
 
 /** The words after the options in `inspect cluster --help`: what it prints, and its exit status. */
 const HELP_AFTER = `
-Prints JSON (read-only: it reads the node registry and settings, the store claims and leases, and writes nothing):
+Prints JSON (read-only: it reads the node registry and settings, the store claims and leases, the inbox generation, and writes nothing):
   redis_time      Redis's time when read, ms since the epoch; the *_ms_ago / *_in_ms fields count from it
   nodes           the live nodes: node (its id), store and url (from the store lease naming it; null while
                   it starts or stops), host, pid, version and commit (the build it runs, as pixiu --version
@@ -26,6 +26,9 @@ Prints JSON (read-only: it reads the node registry and settings, the store claim
                   node holds its lease (stopped: its messages cannot be read until it is back)
   partitions      total (256), claimed, free, retired and without_holder (runs of partitions whose store
                   no node holds)
+  inbox_generation  set (false: never raised), value (0 when not set; null when unreadable: set by hand) and
+                  raised_ms_ago: raised by pixiu redis lost-writes or by a node that saw Redis lose writes;
+                  each node reads it at start and every 5 s (after a raise, every inbox gets a new epoch at its next append)
 
 Exit status: 0 when the cluster is printed (no live node included: every node stopped);
 1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read or
@@ -34,7 +37,7 @@ Redis not answering, or a key prefix no Pixiu service has used on that Redis (a 
 /** Builds `inspect cluster`. */
 export function clusterCommand(): Command {
   const cmd = new Command('cluster')
-    .description('list the live nodes (id, URL, build, last renewal), the stores with the node holding each one\'s lease, and the partitions\' claims')
+    .description('list the live nodes (id, URL, build, last renewal), the stores with the node holding each one\'s lease, the partitions\' claims and the inbox generation')
     .addHelpText('after', HELP_AFTER);
   addConfigOptions(cmd, READ_KEYS, { redisUrl: READ_URL_DOC });
   cmd.action(async () => {

@@ -2,7 +2,7 @@
  * The cluster as Redis holds it (DESIGN.md §9), read once, for `pixiu inspect cluster`:
  * the node registry (node-registry.ts: node id → registration expiry), the nodes'
  * builds from their node-settings entries (node-entry.ts), the stores' descriptions,
- * partition claims and leases (partition-claims.ts). Read-only: TIME,
+ * partition claims and leases (partition-claims.ts), and the inbox generation. Read-only: TIME,
  * ZRANGE, HGETALL, GET and PTTL, nothing that writes (no script either: a
  * PartitionClaims would SCRIPT LOAD its scripts), so it can run as a Redis user allowed
  * `+@read` alone. Not one snapshot: a node that starts or stops while it reads may show
@@ -15,6 +15,7 @@ import { NODE_TTL_MS } from './node-registry.js';
 import { PARTITION_SPACE, parseDescription, parseLease, partitionSpan, type StoreLease } from './partition-claims.js';
 import { RETIRED_STORE } from './store-directory.js';
 import { buildsOf } from './node-entry.js';
+import { generationOf } from '../inbox/generation.js';
 
 /**
  * A live node: its registration has not expired by Redis's clock. Times are ms relative
@@ -84,6 +85,22 @@ export interface PartitionSummary {
   readonly without_holder: readonly string[];
 }
 
+/**
+ * The inbox generation in Redis (src/inbox/generation.ts; docs/decisions.md "The inbox
+ * generation"): raised by `pixiu redis lost-writes` or a node that saw Redis lose writes.
+ */
+export interface GenerationEntry {
+  /** Whether the key exists (false: never raised on this Redis, or Redis lost it). */
+  readonly set: boolean;
+  /** Its value (0 when not set); null when unreadable (set by hand: not a decimal of at most 15 digits). */
+  readonly value: number | null;
+  /**
+   * How long ago it was raised, ms: a raise sets Redis's time in ms (generation-raise-2.lua),
+   * so this is the value's age by Redis's clock (0 when ahead of it); null when not set or unreadable.
+   */
+  readonly raised_ms_ago: number | null;
+}
+
 /** What `pixiu inspect cluster` prints (snake_case, as `inspect inbox`). */
 export interface ClusterView {
   /** Redis's time when read, ms since the epoch: what the relative times count from. */
@@ -93,6 +110,7 @@ export interface ClusterView {
   readonly lapsed_nodes: readonly LapsedNode[];
   readonly stores: readonly StoreEntry[];
   readonly partitions: PartitionSummary;
+  readonly inbox_generation: GenerationEntry;
 }
 
 /** `0..7`, `9` …: the runs of consecutive numbers of an ascending list. */
@@ -117,17 +135,25 @@ function claimsOf(raw: Record<string, string>): Map<number, string> {
   return new Map([...claims].sort(([a], [b]) => a - b));
 }
 
+/** The generation key's text as {@link GenerationEntry}, aged by Redis's time `now` (ms). */
+function generationEntry(text: string | null, now: number): GenerationEntry {
+  const value = generationOf(text) ?? null;
+  const set = text !== null;
+  return { set, value, raised_ms_ago: set && value !== null ? Math.max(0, now - value) : null };
+}
+
 /**
  * Reads the cluster's registry, claims and leases under `keys`' prefix.
  * @throws PixiuError UNAVAILABLE when Redis fails
  */
 export async function readClusterView(redis: Redis, keys: Keys): Promise<ClusterView> {
-  const [now, registry, rawClaims, descriptions, entries] = await Promise.all([
+  const [now, registry, rawClaims, descriptions, entries, generationText] = await Promise.all([
     redisNowMs(redis),
     redisCall(() => redis.zrange(keys.nodes(), '0', '-1', 'WITHSCORES')),
     redisCall(() => redis.hgetall(keys.storePartitions())),
     redisCall(() => redis.hgetall(keys.storeDescriptions())),
     redisCall(() => redis.hgetall(keys.nodeSettings())),
+    redisCall(() => redis.get(keys.inboxGeneration())),
   ]);
   const builds = buildsOf(entries);
   const claims = claimsOf(rawClaims);
@@ -199,5 +225,6 @@ export async function readClusterView(redis: Redis, keys: Keys): Promise<Cluster
       retired: runsOf(claimed.filter(([, s]) => s === RETIRED_STORE).map(([p]) => p)),
       without_holder: runsOf(claimed.filter(([, s]) => unheld.has(s)).map(([p]) => p)),
     },
+    inbox_generation: generationEntry(generationText, now),
   };
 }

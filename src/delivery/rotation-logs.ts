@@ -16,7 +16,9 @@ import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js'
 const ROTATION_LOGS: Readonly<Record<RotationCause, string>> = {
   delivered: 'inbox came back from Redis with less than was delivered: new epoch, its devices are reset',
   resume: 'a device resumed from a last_seq above the inbox\'s latest under its epoch: Redis lost appends '
-    + '(an older snapshot, a failover, keys evicted), or the client sent a wrong last_seq; new epoch, its devices are reset',
+    + '(an older snapshot, a failover, keys evicted), or the client sent a wrong last_seq; new epoch, its devices are reset. '
+    + 'After an unplanned failover or a restore, run pixiu redis lost-writes against the new primary (README "Redis failover"): '
+    + 'the inboxes of users whose devices are away are not reset otherwise',
 };
 
 /** The line of a resume claim whose rotation the cool-down refused (epoch-guard.ts `RESUME_ROTATION_COOLDOWN_MS`). */

@@ -41,9 +41,10 @@ const MAX_GENERATION = 999_999_999_999_999;
 /**
  * A stored generation as a number: absent is 0; undefined when unreadable — anything
  * but a decimal of at most 15 digits, i.e. set by hand (generation-raise-2.lua counts
- * such a value as 0 and a raise writes a readable one over it).
+ * such a value as 0 and a raise writes a readable one over it). Also read by
+ * `pixiu inspect cluster` (cluster-view.ts).
  */
-function generationOf(text: string | null): number | undefined {
+export function generationOf(text: string | null): number | undefined {
   if (text === null) return 0;
   return /^\d{1,15}$/.test(text) ? Number(text) : undefined;
 }
@@ -101,7 +102,7 @@ export class InboxGeneration {
   /**
    * Reads the generation (at start, then at every node registry renewal). A value
    * above the one held is taken (an operator or another node raised it: logged at warn
-   * while the node runs). One below it means Redis went back in time (a restore, a
+   * while the node runs; a non-zero one read at start, at info). One below it means Redis went back in time (a restore, a
    * failover to a replica behind, a FLUSHALL; nothing else lowers it): the generation is
    * raised past the one held ({@link lostWrites}). A raise owed by an earlier failure is
    * tried again. An unreadable value (set by hand: not a decimal of at most 15 digits,
@@ -133,6 +134,10 @@ export class InboxGeneration {
       if (this.#read && read > held) {
         this.#logger.warn({ generation: read, before: held },
           'inbox generation raised (pixiu redis lost-writes, or a node saw Redis lose writes): every inbox gets a new epoch at its next append');
+      } else if (!this.#read && read > 0) {
+        // At start: so an SRE who ran the command before starting the nodes (README "Redis failover") sees each took it.
+        this.#logger.info({ generation: read },
+          'inbox generation read at start (raised by pixiu redis lost-writes or a node that saw Redis lose writes): an inbox whose epoch predates it gets a new one at its next append');
       }
       this.#current = read;
       this.#read = true;

@@ -9,7 +9,8 @@
  * and no stack trace, as the other inspect commands do (README "Commands"). Each node
  * shows the build it runs (`version`, `commit`: an upgrade tester's finding, nothing
  * said which release each node of a cluster ran), null for a node of a release whose
- * node-settings entry names none.
+ * node-settings entry names none. The inbox generation shows whether it is set, its
+ * value and age: nothing showed it after `pixiu redis lost-writes` (redisops2 R2).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +23,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { runCli, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { buildInfo } from '../../src/version.js';
+import { raiseGeneration } from '../../src/inbox/generation.js';
 
 const PREFIX = 'ops:';
 
@@ -72,6 +74,7 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   ]);
   assert.equal(typeof both.stores[0]?.host, 'string');
   assert.deepEqual(both.partitions, { total: 256, claimed: 16, free: 240, retired: [], without_holder: [] });
+  assert.deepEqual(both.inbox_generation, { set: false, value: 0, raised_ms_ago: null }, 'never raised');
 
   // A node of an older release: registered, its entry as 2e0830c writes it (settings, store, secrets; no build).
   const keys = new Keys(PREFIX);
@@ -85,6 +88,13 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   assert.deepEqual([old?.version, old?.commit, old?.url], [null, null, null], JSON.stringify(old));
   assert.deepEqual(mixed.nodes.filter((n) => n.node !== oldNode).map((n) => n.commit), [buildInfo().commit, buildInfo().commit]);
   await raw.zrem(keys.nodes(), oldNode);
+
+  // An operator ran `pixiu redis lost-writes` (a redisops2 finding: nothing showed the generation).
+  const { after: generation } = await raiseGeneration(raw, keys);
+  const raised = await inspect();
+  assert.equal(raised.inbox_generation.set, true);
+  assert.equal(raised.inbox_generation.value, generation);
+  assert.ok(raised.inbox_generation.raised_ms_ago !== null && raised.inbox_generation.raised_ms_ago < 30_000, JSON.stringify(raised.inbox_generation));
 
   // B stops (its lease released, its registration removed); an operator retired partition 16.
   await b.service.close();
@@ -111,8 +121,9 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
 test('inspect cluster --help says what it prints, that it writes nothing, and its exit status; inspect --help lists it', async () => {
   const help = await runCli(['inspect', 'cluster', '--help']);
   assert.equal(help.code, 0, help.stderr);
-  assert.match(help.stdout, /read-only: it reads the node registry and settings, the store claims and leases, and writes nothing/);
+  assert.match(help.stdout, /read-only: it reads the node registry and settings, the store claims and leases, the inbox generation, and writes nothing/);
   assert.match(help.stdout, /without_holder/);
+  assert.match(help.stdout, /inbox_generation +set \(false: never raised\)/);
   assert.match(help.stdout, /Exit status: 0 when the cluster is printed/);
   const parent = await runCli(['inspect', '--help']);
   assert.match(parent.stdout, /cluster \[options\] +list the live nodes/);

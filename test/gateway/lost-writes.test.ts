@@ -79,7 +79,12 @@ test('after Redis went back, `pixiu redis lost-writes` run before the nodes rest
   const run = await runCli(['redis', 'lost-writes'], { PIXIU_REDIS_URL: own.url, PIXIU_REDIS_PREFIX: 'lw1:' });
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stdout, /^inbox generation raised from 0 to \d+ on redis:\/\/127\.0\.0\.1:\d+, key prefix "lw1:": every inbox gets a new epoch at its next append/);
-  const again = await startGateway(steps, { redisPrefix: 'lw1:', storeDurability: 'relaxed', redisUrl: own.url, dataDir: first.config.dataDir });
+  const { logger, lines } = capturingLogger();
+  const again = await startGateway(steps, { redisPrefix: 'lw1:', storeDurability: 'relaxed', redisUrl: own.url, dataDir: first.config.dataDir }, logger);
+  // The node started after the raise says which generation it read (redisops2 R2: an SRE could not confirm it).
+  const generation = Number(await raw.get(keys.inboxGeneration()));
+  const read = lines.filter((l) => String(l.msg).startsWith('inbox generation read at start'));
+  assert.deepEqual(read.map((l) => [l.level, l.generation]), [[30, generation]], JSON.stringify(read));
   await expectResetAfterReuse(again, user, epoch, kept);
 });
 
@@ -94,6 +99,7 @@ test('a running node takes a raised generation at its next registry renewal', { 
   const user = 'rhea';
   const { kept, epoch, restore } = await deliveredThenCopied(server, raw, keys, user);
   await restore();
+  assert.ok(!lines.some((l) => String(l.msg).startsWith('inbox generation read at start')), 'not logged for generation 0');
   await raiseGeneration(raw, keys);
   await waitUntil('the node read the raised generation', () => Promise.resolve(lines.some((l) => String(l.msg).startsWith('inbox generation raised'))), 12_000);
   await expectResetAfterReuse(server, user, epoch, kept);
