@@ -18,7 +18,7 @@
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
  * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
  * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
- * (`rotate-3.lua`); the epoch is then kept, and that device is reset alone. A sign of
+ * (`rotate-4.lua`); the epoch is then kept, and that device is reset alone. A sign of
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
  *

@@ -345,7 +345,9 @@ export class Inbox {
 
   /**
    * Gives the user's inbox a new epoch if it is still `epoch`, and deletes the stored
-   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-3.lua`). For
+   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-4.lua`), and
+   * records the generation this node holds ({@link InboxOptions.generation}) as the one
+   * the new epoch was made under, so the next append does not rotate it again. For
    * an inbox that Redis gave back with less than a connection was already sent: its
    * lost seqs will name other messages, so every device holding a cursor of `epoch`
    * must be told `reset`. Done by one node when several see it (the epoch is compared
@@ -367,7 +369,7 @@ export class Inbox {
     if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs)]));
+    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#generation())]));
     return after === '' ? null : after;
   }
 

@@ -45,7 +45,7 @@ export class UserKeys {
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
    * (when the keys expire, append-9.lua), `resume_rotated` (when a resume claim last
-   * rotated the epoch, ms by Redis's clock: rotate-3.lua's cool-down), `gen` (the inbox
+   * rotated the epoch, ms by Redis's clock: rotate-4.lua's cool-down), `gen` (the inbox
    * generation the epoch was made under, append-9.lua; absent: 0).
    */
   get meta(): string {

@@ -4,7 +4,9 @@
  * under a higher generation than its epoch was made under gets a new epoch first (its
  * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
  * one back; a raise is above Redis's time and every generation before it; a node that
- * reads a lower generation than it held (Redis went back) raises it past its own.
+ * reads a lower generation than it held (Redis went back) raises it past its own; a
+ * rotation (rotate-4.lua) records the generation it was made under, so the next append
+ * does not rotate again.
  * Real Redis (a private redis-server), no mocks.
  */
 import { after, before, test } from 'node:test';
@@ -73,6 +75,34 @@ test('an append under a higher generation gives the inbox a new epoch first (seq
   assert.equal(await redis.hget(keys.meta(uid), 'gen'), '1000', 'nor lowers the one recorded');
   stale.value = 999;
   assert.equal((await old.append(uid, msgId(6), MsgKind.user)).epoch, rotated.epoch);
+});
+
+test('a rotation (a resume above the latest, or a delivery that saw less) records the generation the node holds: the next append under it does not rotate again; a lower one is not recorded (redisops2 R1)', async () => {
+  const uid = 'rosa';
+  const node = { value: 0 };
+  const inbox = inboxAt(node);
+  const first = await inbox.append(uid, msgId(1), MsgKind.user);
+  await inbox.append(uid, msgId(2), MsgKind.user);
+
+  // Redis went back and the generation was raised; this node read it, then a device
+  // came back above the latest: the resume rotation (cool-down armed) is made under 2000.
+  node.value = 2_000;
+  const rotated = await inbox.rotateEpoch(uid, first.epoch, 60_000);
+  assert.ok(rotated !== null && rotated !== first.epoch);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '2000');
+  const next = await inbox.append(uid, msgId(3), MsgKind.user);
+  assert.equal(next.epoch, rotated, 'one reset for one loss: the append does not rotate the epoch a second time');
+  assert.equal(next.seq, 3);
+
+  // A node holding a lower generation rotates (a proven loss) without lowering it; generation 0 records nothing.
+  const stale = inboxAt({ value: 1_000 });
+  const again = await stale.rotateEpoch(uid, rotated);
+  assert.ok(again !== null && again !== rotated);
+  assert.equal(await redis.hget(keys.meta(uid), 'gen'), '2000', 'never lowered');
+  const fresh = 'rosa-0';
+  await new Inbox(redis, { prefix: 'gen:', cap: 100 }).append(fresh, msgId(4), MsgKind.user);
+  await new Inbox(redis, { prefix: 'gen:', cap: 100 }).rotateEpoch(fresh, (await inbox.range(fresh, 0, 1)).epoch as string);
+  assert.equal(await redis.hget(keys.meta(fresh), 'gen'), null, 'generation 0 is not recorded');
 });
 
 test('a new inbox records the generation it was made under; a duplicate append under a higher one rotates too, answering the first seq under the new epoch', async () => {

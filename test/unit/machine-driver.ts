@@ -120,13 +120,13 @@ export class FakeInbox {
   }
 
   /**
-   * While true, a rotation asked for by a resume claim is refused, as rotate-3.lua does
+   * While true, a rotation asked for by a resume claim is refused, as rotate-4.lua does
    * within the cool-down of the last one (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS).
    */
   coolingDown = false;
 
   /**
-   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-3.lua), unless
+   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-4.lua), unless
    * `cause` is `resume` while {@link coolingDown}; the seqs stay.
    * @returns true when it was refused so (the epoch kept)
    */

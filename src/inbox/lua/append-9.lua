@@ -32,11 +32,11 @@ Steps
      the meta's `gen` (absent: 0), Redis may have gone back in time since this inbox
      last took an append (an operator ran `pixiu redis lost-writes`, or a node saw Redis
      lose acknowledged writes: src/inbox/generation.ts), so its seqs above what Redis
-     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-3.lua replaces
+     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-4.lua replaces
      one (the ack cursors dropped, step 5), and the seqs go on from what Redis kept.
      A device resuming under the old epoch is then sent `reset` (the epochs differ). An
      ARGV[9] at or below `gen` (a node that has not read a newer generation yet)
-     changes nothing: never a rotation back. `resume_rotated` (rotate-3.lua's cool-down)
+     changes nothing: never a rotation back. `resume_rotated` (rotate-4.lua's cool-down)
      is neither read nor set: this rotation is never refused.
   2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes;
      the stream is not touched (a retried append is harmless), nor is the retention,

@@ -1,7 +1,10 @@
 #!lua
 --[[
-rotate-3: give a user's inbox a new epoch, when it still has the one given
-(DESIGN.md §11). Used when Redis came back with less than a connection was already
+rotate-4: give a user's inbox a new epoch, when it still has the one given
+(DESIGN.md §11), and record the inbox generation it is made under (ARGV[4]).
+rotate-3 recorded none, so after a raise an epoch a resume claim rotated to was
+rotated again by the first append (append-9.lua step 1): each device of the user was
+reset and sent the inbox twice for one loss (redisops2 R1). Used when Redis came back with less than a connection was already
 sent (a restored snapshot, a failover to a replica that was behind, the last second
 of an `appendfsync everysec` AOF lost with its machine): the seqs above the inbox's
 latest will be assigned again, to other messages, so a cursor of the old epoch
@@ -23,7 +26,10 @@ Steps
      change nothing (refused: the epoch stays ARGV[1]); else set it to now. A field in
      the future (Redis's clock stepped back) counts as lapsed.
   3. Set the epoch to ARGV[2] and delete the stored ack cursors: they count seqs of the
-     old epoch, and a device resuming from one would skip new messages.
+     old epoch, and a device resuming from one would skip new messages. With ARGV[4]
+     above the meta's `gen` (absent: 0), record it as `gen`: the new epoch was made
+     from what Redis has now, by a node that had read generation ARGV[4], so an append
+     under it need not rotate again (append-9.lua step 1); never lowered.
   4. Return the epoch after the call.
 
 Flags (the #!lua line, Redis 7 script flags)
@@ -31,7 +37,7 @@ Flags (the #!lua line, Redis 7 script flags)
   maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
-  1. meta hash  `<prefix>{uid}:meta` (its `epoch` and `resume_rotated`)
+  1. meta hash  `<prefix>{uid}:meta` (its `epoch`, `resume_rotated` and `gen`)
   2. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
 
 ARGV
@@ -39,6 +45,8 @@ ARGV
   2. the new epoch, a non-empty string other than ARGV[1]
   3. the cool-down of a rotation asked for by a resume claim, ms, an integer >= 0;
      0 for one the node's deliveries proved (no cool-down)
+  4. the inbox generation the node holds (generation.ts), a non-negative integer of
+     at most 15 digits; 0: record none
 
 Returns
   the inbox's epoch after the call, "" when it has none; ARGV[1] itself when step 2
@@ -51,12 +59,16 @@ Error replies
 local metaKey, acksKey = KEYS[1], KEYS[2]
 local expected, fresh = ARGV[1], ARGV[2]
 local coolDown = tonumber(ARGV[3])
+local genArg = ARGV[4]
 
 if type(expected) ~= 'string' or expected == '' or type(fresh) ~= 'string' or fresh == '' or fresh == expected then
   return redis.error_reply('INVALID_REQUEST the epochs must be two different non-empty strings')
 end
 if not coolDown or coolDown < 0 or coolDown ~= math.floor(coolDown) then
   return redis.error_reply('INVALID_REQUEST the cool-down must be an integer number of ms >= 0')
+end
+if type(genArg) ~= 'string' or not string.match(genArg, '^%d+$') or #genArg > 15 then
+  return redis.error_reply('INVALID_REQUEST the generation must be a non-negative integer of at most 15 digits')
 end
 
 local current = redis.call('HGET', metaKey, 'epoch')
@@ -73,5 +85,9 @@ if coolDown > 0 then
   redis.call('HSET', metaKey, 'resume_rotated', string.format('%.0f', now))
 end
 redis.call('HSET', metaKey, 'epoch', fresh)
+local gen = tonumber(genArg)
+if gen > 0 and gen > (tonumber(redis.call('HGET', metaKey, 'gen') or '') or 0) then
+  redis.call('HSET', metaKey, 'gen', genArg)
+end
 redis.call('DEL', acksKey)
 return fresh
