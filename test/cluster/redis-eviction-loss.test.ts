@@ -4,7 +4,7 @@
  * to `maxmemory-policy allkeys-lru` at runtime and filled past `maxmemory`: Redis
  * evicts every key, the store's claim among them, and the node's renewal that finds it
  * gone logs at error that Redis evicted keys, with its policy and `evicted_keys` —
- * not "a FLUSHALL, or a restart without its AOF" (a black-box SRE's finding).
+ * not "a FLUSHALL, a Redis that came back empty, or a snapshot older than this store" (a black-box SRE's finding).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
