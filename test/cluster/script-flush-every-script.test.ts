@@ -92,13 +92,13 @@ async function runWhileFull<T>(call: (i: number) => Promise<T>): Promise<T[]> {
 test('evalScript: after SCRIPT FLUSH on a full Redis, calls of a writing script made together are all refused naming the full Redis; once it takes writes they run and load it', async () => {
   const k = new Keys('flush-eval:').user('u');
   const rotate = (i: number): Promise<string> =>
-    redisCall(() => evalScript<string>(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['old-epoch', `new-epoch-${i}`, '0']));
+    redisCall(() => evalScript<string>(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['old-epoch', `new-epoch-${i}`, '0', '0']));
   assert.deepEqual(await refusedWhileFullThenRun(rotate), Array<string>(TOGETHER).fill(''), 'no inbox: nothing to rotate');
   assert.deepEqual(await admin.script('EXISTS', scriptSha(INBOX_SCRIPTS.rotate)), [1], 'the EVAL loaded it');
 });
 
 test('evalScript refuses a call with as many keys as the script does not take, sending nothing', async () => {
-  await assert.rejects(evalScript(redis, INBOX_SCRIPTS.rotate, ['only-one'], ['a', 'b', '0']), /takes 2 keys, not 1/);
+  await assert.rejects(evalScript(redis, INBOX_SCRIPTS.rotate, ['only-one'], ['a', 'b', '0', '0']), /takes 2 keys, not 1/);
 });
 
 test('rooms: member adds and room message times made together after SCRIPT FLUSH on a full Redis are all refused naming it; then they run', async () => {
