@@ -8,24 +8,24 @@
  * other calls ride ioredis auto-pipelining, on in `createRedis`). Arguments and
  * replies are checked and read in codec.ts.
  */
-import { ReplyError, type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
 import type { MsgKind } from '../ids/msg-id.js';
-import { redisCall, toRedisError, transaction } from '../redis/client.js';
+import { redisCall, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
-import { evalScript, loadScripts, resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
-import { redisStateReason } from '../redis/state-replies.js';
+import { evalScript, loadScripts } from '../redis/scripts.js';
 import {
-  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors, toAppendResult,
+  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors,
   type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
-  APPEND_AT, APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv, type RangeReply,
+  INBOX_SCRIPTS, type AppendArgv, type RangeReply,
 } from './scripts.js';
 import { AppendChain } from './append-chain.js';
+import { appendArgv, appendPipeline, type AppendSettings } from './append-pipeline.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
-import { isWrongType, isWrongTypeReply, wrongTypeFailure, wrongTypeReply } from './wrong-type.js';
+import { isWrongTypeReply, wrongTypeFailure } from './wrong-type.js';
 import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
@@ -40,11 +40,6 @@ export const MAX_INBOX_CAP = 10_000_000;
 /** Highest `deviceCursors` an inbox takes: the `maxDeviceCursors` setting's bound. */
 export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
 
-/**
- * Most appends in one pipeline: a bounded batch lets Redis start on it while Node still
- * builds the next. Batches of 250 to 1,000 all kept Redis ~90 % busy in bench/inbox.ts.
- */
-const MAX_APPEND_BATCH = 500;
 
 /**
  * How long a user's inbox keys outlive the last content they point to, unless
@@ -129,15 +124,11 @@ export interface InboxPage {
 export class Inbox {
   readonly #redis: Redis;
   readonly #keys: Keys;
-  /** The cap as the script's ARGV, formatted once. */
-  readonly #cap: string;
   readonly #deviceCursors: string;
-  /** The retention grace as the script's ARGV. */
-  readonly #grace: string;
+  /** The cap and grace as the script's ARGV, formatted once, its clock and the generation (append-pipeline.ts). */
+  readonly #settings: AppendSettings;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
-  readonly #now: () => number;
-  readonly #generation: () => number;
   /** Reads the entries of a page, and logs the malformed ones once each. */
   readonly #entries: PageEntries;
 
@@ -151,11 +142,8 @@ export class Inbox {
       throw invalid(`inbox cap must be an integer from 1 to ${MAX_INBOX_CAP}`);
     }
     this.#redis = redis;
-    this.#now = opts.now ?? (() => Date.now());
-    this.#generation = opts.generation ?? (() => 0);
     this.#entries = new PageEntries(opts.logger);
     this.#keys = new Keys(opts.prefix);
-    this.#cap = String(opts.cap);
     const devices = opts.deviceCursors ?? DEFAULT_DEVICE_CURSORS;
     if (!Number.isSafeInteger(devices) || devices < 1 || devices > MAX_DEVICE_CURSORS) {
       throw invalid(`the most device cursors must be an integer from 1 to ${MAX_DEVICE_CURSORS}`);
@@ -165,31 +153,11 @@ export class Inbox {
     if (!Number.isSafeInteger(grace) || grace < 0 || grace > LONGEST_CONTENT_MS) {
       throw invalid('the inbox retention grace must be an integer from 0 to 30 days, in ms');
     }
-    this.#grace = String(grace);
+    this.#settings = {
+      cap: String(opts.cap), grace: String(grace), now: opts.now ?? (() => Date.now()), generation: opts.generation ?? (() => 0),
+    };
     loadScripts(redis, Object.values(INBOX_SCRIPTS));
-    this.#appends = new TickPipeline<AppendArgv, AppendResult>(redis, {
-      // EVALSHA as a plain command (scripts.ts `sendEvalsha`); when the script is not
-      // loaded, sent again as a plain EVAL, which loads it (scripts.ts `resendOnNoScript`).
-      // In a batch's flow, naming the append before it to the same user that has no
-      // answer yet, and forgetting that one once it is done (append-chain.ts).
-      send: (client, argv, flow) => {
-        if (flow instanceof AppendChain) argv[APPEND_AT.earlier] = flow.sending(argv[APPEND_AT.inbox], argv[APPEND_AT.msgId]);
-        return sendEvalsha(client, argv);
-      },
-      resend: (client, argv, err) => resendOnNoScript(client, INBOX_SCRIPTS.append, argv, err),
-      reply: (raw, argv, flow) => {
-        const result = toAppendResult(raw);
-        if (flow instanceof AppendChain) flow.done(argv[APPEND_AT.inbox], argv[APPEND_AT.msgId]);
-        return result;
-      },
-      // A key of the user's of another type: not an outage, and no retry cures it (wrong-type.ts).
-      error: (err) => (isWrongType(err) ? wrongTypeReply(err) : toRedisError(err)),
-      // As a dropped connection: an error reply saying Redis cannot take writes now (a
-      // failover's READONLY, OOM, a busy script, …), which later appends may pass once
-      // it can. Not one about the user's keys (WRONGTYPE): every retry fails it again.
-      // Nor EARLIER_MISSING: the earlier append's failure broke the flow if it was to.
-      breaksFlow: (err) => !(err instanceof ReplyError) || redisStateReason(err) !== undefined,
-    }, MAX_APPEND_BATCH);
+    this.#appends = appendPipeline(redis);
   }
 
   /** The key builder this inbox uses (the same prefix). */
@@ -228,11 +196,7 @@ export class Inbox {
       return Promise.reject(err);
     }
     const now = Date.now();
-    return this.#appends.call([
-      APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-      msgId, KIND_ARG[kind], this.#cap, newEpoch(), String(this.#now()), extra?.room ?? '', expiresArg(extra, now), this.#grace,
-      String(this.#generation()), '',
-    ], flow);
+    return this.#appends.call(appendArgv(keys, msgId, KIND_ARG[kind], extra?.room ?? '', expiresArg(extra, now), this.#settings), flow);
   }
 
   /**
@@ -258,14 +222,7 @@ export class Inbox {
     const room = extra?.room ?? '';
     // Fixed when queued: an append sent later keeps the keys no shorter.
     const expires = expiresArg(extra, Date.now());
-    return this.#appends.callEach(uids.length, (i) => {
-      const keys = this.#keys.user(uids[i] as string);
-      return [
-        APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-        msgId, kindArg, this.#cap, newEpoch(), String(this.#now()), room, expires, this.#grace,
-        String(this.#generation()), '',
-      ];
-    }, flow);
+    return this.#appends.callEach(uids.length, (i) => appendArgv(this.#keys.user(uids[i] as string), msgId, kindArg, room, expires, this.#settings), flow);
   }
 
   /**
@@ -369,7 +326,7 @@ export class Inbox {
     if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#generation())]));
+    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation())]));
     return after === '' ? null : after;
   }
 
