@@ -12,11 +12,9 @@
  *   puts were issued, and puts resolve in counter order (one batch is written at a
  *   time). A put refused before it is queued (too large, invalid) takes no counter; a
  *   duplicate takes none either.
- * - One `clientMsgId` is stored once: a put registers itself in an in-memory map
- *   before it is queued, so a duplicate arriving while the first is queued or being
- *   written waits for it and answers its MsgID; the batch writer looks up the others
- *   in the `c` index when the batch is built, with no write in flight (synchronous
- *   gets), and forgets the map's entries once their batch is written or failed.
+ * - One `clientMsgId` is stored once: a duplicate of a put queued or being written
+ *   waits for it (in-flight-puts.ts); the batch writer looks up the others in the `c`
+ *   index when the batch is built, with no write in flight (client-id-index.ts).
  * - After a write fails (a full disk, an I/O error), the partition takes no write until
  *   it has closed and reopened its database (src/store/write-recovery.ts: the failed
  *   write may have torn LevelDB's log); puts answer UNAVAILABLE meanwhile, reads go on.
@@ -34,11 +32,13 @@ import type { Logger } from '../logger.js';
 import { sweepDue } from './expiry-sweep.js';
 import { SweepClock } from './sweep-clock.js';
 import { GroupCommit } from './group-commit.js';
-import { HIGH_WATER_KEY, clientIdKey, expiryBucket, expiryKey, expiryLine, messageKey } from './keys.js';
+import { HIGH_WATER_KEY, messageKey } from './keys.js';
+import { BatchEntries } from './batch-entries.js';
 import { openPartitionDb, type PartitionDb } from './partition-db.js';
 import { duplicatesIn, storedUnder } from './client-id-index.js';
 import { flooredCounter } from './time-floor.js';
-import { duplicateOf, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
+import { InFlightPuts } from './in-flight-puts.js';
+import type { PreparedRecord, PutResult, StoredMessage } from './record.js';
 import { WriteRecovery } from './write-recovery.js';
 import type { WriteFence } from './write-fence.js';
 import type { WriteSlots } from './write-slots.js';
@@ -88,8 +88,8 @@ export class Partition {
   readonly #now: () => number;
   readonly #sweepClock: SweepClock;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
-  /** Puts with a `clientMsgId` not yet resolved, with their stored bytes. */
-  readonly #pending = new Map<string, { put: Promise<PutResult>; bytes: Buffer }>();
+  /** Puts with a `clientMsgId` queued or being written. */
+  readonly #inFlight = new InFlightPuts();
   /** The MsgID's first 4 hex digits per kind (partition and kind bytes). */
   readonly #idPrefix: readonly string[];
   #counter: number;
@@ -120,7 +120,7 @@ export class Partition {
     this.#stall = new WriteStall({
       index, limitMs: options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS, logger: this.#logger,
       // The puts waiting are answered now; the queued ones are never written (a retry stores them).
-      onStall: (refusal) => this.#forget(this.#commit.failWaiting(refusal)),
+      onStall: (refusal) => this.#inFlight.forget(this.#commit.failWaiting(refusal)),
     });
     // Counted: the records written; a duplicate put writes nothing (a batch of only those, nothing at all).
     const { onBatch } = options;
@@ -224,11 +224,11 @@ export class Partition {
     if (refusal !== undefined) return Promise.reject(refusal);
     const cid = prep.message.clientMsgId;
     if (cid === undefined) return this.#commit.add(prep);
-    const first = this.#pending.get(cid);
-    if (first !== undefined) return first.put.then((r) => duplicateOf(r, first.bytes));
+    const duplicate = this.#inFlight.duplicate(cid);
+    if (duplicate !== undefined) return duplicate;
     const put = this.#commit.add(prep);
-    // Forgotten by the batch writer once the batch is written or failed (#forget).
-    this.#pending.set(cid, { put, bytes: prep.bytes });
+    // Forgotten by the batch writer once the batch is written or failed.
+    this.#inFlight.add(cid, prep, put);
     return put;
   }
 
@@ -241,8 +241,8 @@ export class Partition {
    */
   async findByClientMsgId(clientMsgId: string): Promise<StoredMessage | undefined> {
     if (this.#closed) throw closedError();
-    const pending = this.#pending.get(clientMsgId);
-    if (pending !== undefined) return (await pending.put).message;
+    const inFlight = this.#inFlight.find(clientMsgId);
+    if (inFlight !== undefined) return inFlight;
     try {
       return (await storedUnder(this.#db, this.#now, this.#logger, [clientMsgId]))[0]?.message;
     } catch (err) {
@@ -252,10 +252,11 @@ export class Partition {
 
   /**
    * Writes one batch: answers the duplicates from the `c` index, gives the others
-   * their MsgIDs in queue order, and writes them with one expiry entry per expiry
-   * second and the counter's high-water mark, in one LevelDB batch. Past the store lease's
-   * deadline (write-fence.ts) it fails whole: before its ids are taken, or, when the deadline
-   * passed while it was written (a pause, a slow fsync), written but none answered as stored.
+   * their MsgIDs in queue order, and writes them with their index and expiry entries and
+   * the counter's high-water mark, in one LevelDB batch (batch-entries.ts). Past the
+   * store lease's deadline (write-fence.ts) it fails whole: before its ids are taken, or,
+   * when the deadline passed while it was written (a pause, a slow fsync), written but
+   * none answered as stored.
    */
   async #writeBatch(preps: readonly PreparedRecord[]): Promise<PutResult[]> {
     try {
@@ -265,10 +266,7 @@ export class Partition {
       const out = await duplicatesIn(this.#db, this.#now, this.#logger, preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
       if (!out.includes(undefined)) return out as PutResult[];
-      const batch = this.#db.batch();
-      const keyScratch = Buffer.allocUnsafe(9);
-      // Expiry entries of this batch, by expiry second: first MsgID and listed lines.
-      const expiring = new Map<number, { firstId: string; lines: string }>();
+      const entries = new BatchEntries(this.#db.batch());
       for (let i = 0; i < preps.length; i++) {
         const prep = preps[i] as PreparedRecord;
         if (out[i] !== undefined) continue;
@@ -276,18 +274,10 @@ export class Partition {
         const id = this.#nextId(message.kind);
         message.id = id;
         out[i] = { id, duplicate: false, message, bytes: prep.bytes };
-        batch.put(messageKey(id, keyScratch), prep.bytes);
-        const cid = message.clientMsgId;
-        if (cid !== undefined) batch.put(clientIdKey(cid), Buffer.from(id, 'latin1'));
-        const bucket = expiryBucket(message.expiresAt);
-        const entry = expiring.get(bucket);
-        if (entry === undefined) expiring.set(bucket, { firstId: id, lines: expiryLine(id, cid) });
-        else entry.lines += expiryLine(id, cid);
+        entries.add(id, message, prep.bytes);
       }
-      for (const [bucket, { firstId, lines }] of expiring) batch.put(expiryKey(bucket, firstId), Buffer.from(lines, 'latin1'));
-      // Every batch carries the high-water mark, so the counter outlives the records.
       const mark = this.#counter;
-      batch.put(HIGH_WATER_KEY, Buffer.from(String(mark), 'latin1'));
+      const batch = entries.seal(mark);
       try {
         await batch.write({ sync: this.#sync });
       } catch (err) {
@@ -301,19 +291,7 @@ export class Partition {
     } catch (err) {
       throw this.#unavailable(err);
     } finally {
-      this.#forget(preps);
-    }
-  }
-
-  /**
-   * Drops the batch's puts from {@link #pending} once the batch is written (their
-   * `c` entries are then in the database, where the next put of the same
-   * `clientMsgId` finds them) or has failed (a retry must be able to store it).
-   */
-  #forget(preps: readonly PreparedRecord[]): void {
-    for (const prep of preps) {
-      const cid = prep.message.clientMsgId;
-      if (cid !== undefined && this.#pending.get(cid)?.bytes === prep.bytes) this.#pending.delete(cid);
+      this.#inFlight.forget(preps);
     }
   }
 
@@ -374,7 +352,7 @@ export class Partition {
     this.#closed = true;
     this.#recovery.stop();
     this.#stall.stop();
-    await Promise.allSettled([...[...this.#pending.values()].map((p) => p.put), this.#sweeping]);
+    await Promise.allSettled([...this.#inFlight.all(), this.#sweeping]);
     await this.#commit.idle();
     await this.#db.close();
   }
