@@ -9,12 +9,12 @@
  * returned, swept or not. Each partition's sweeper deletes expired records every
  * `sweepIntervalMs`.
  */
-import path from 'node:path';
-import { StartupError, unavailable } from '../errors.js';
+import { unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
 import type { Logger } from '../logger.js';
 import { checkLayout } from './layout.js';
-import { Partition } from './partition.js';
+import { checkPartitionRange, openPartitions } from './open-partitions.js';
+import type { Partition } from './partition.js';
 import { RecordArena } from './record-arena.js';
 import { RecordCache } from './record-cache.js';
 import type { RecordReader } from './record-reader.js';
@@ -24,7 +24,6 @@ import { Sweeper } from './sweeper.js';
 import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
 import type { MessageStoreOptions } from './store-options.js';
 import { WriteFence } from './write-fence.js';
-import { WriteSlots, writeSlotCount } from './write-slots.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 export type { ReadRecord, UnreadableRecord } from './unreadable.js';
@@ -66,7 +65,7 @@ export class MessageStore implements RecordReader {
    * Opens (creating if missing) every partition folder and starts the sweepers:
    * partition 0 first, whose LevelDB lock stands for the store's (one process opens the
    * store at a time: of two opening it at once, one fails on partition 0 and touches no
-   * other), then the others together.
+   * other), then the others together (open-partitions.ts).
    * @throws StartupError when `partitions` is not a power of two in 1..256, or when a
    *   partition folder is locked by another process or cannot be read; the message
    *   names each such folder (partition 0's alone when it is the one); when the store
@@ -77,40 +76,12 @@ export class MessageStore implements RecordReader {
   static async open(opts: MessageStoreOptions): Promise<MessageStore> {
     const count = opts.partitions;
     const base = opts.partitionBase ?? 0;
-    if (!Number.isInteger(count) || count < 1 || count > 256 || (count & (count - 1)) !== 0) {
-      throw new StartupError(`store partitions must be a power of two from 1 to 256, got ${count}`);
-    }
-    if (!Number.isInteger(base) || base < 0 || base + count > 256) {
-      throw new StartupError(`store partition base must leave room for ${count} partitions below 256, got ${base}`);
-    }
+    checkPartitionRange(count, base);
     await checkLayout(opts.dir, count, base, opts.layout);
     const cache = new RecordCache(opts.cacheBytes);
     const monotonic = opts.monotonic ?? opts.now ?? (() => performance.now());
     const fence = new WriteFence(monotonic);
-    const partitionOptions = {
-      sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
-      monotonic, fence,
-      // Fewer writes at once than the libuv pool has threads: one is left to reads (write-slots.ts).
-      slots: new WriteSlots(writeSlotCount()),
-      writeTimeoutMs: opts.writeTimeoutMs,
-      logger: opts.logger,
-    };
-    const openAt = (p: number): Promise<Partition> => Partition.open(path.join(opts.dir, String(p)), base + p, partitionOptions);
-    // Partition 0 alone first: its LevelDB LOCK is the store's. Of two starts on one
-    // folder at once, one holds it and the other fails here, opening no other partition;
-    // opened all at once, each could win some partitions and both failed (with a shared
-    // Redis nothing locks the data dir before this). docs/decisions.md, "Partition 0's lock is the store's".
-    const opened: PromiseSettledResult<Partition>[] = await Promise.allSettled([openAt(0)]);
-    if (opened[0]?.status === 'fulfilled') opened.push(...await Promise.allSettled(Array.from({ length: count - 1 }, (_, p) => openAt(p + 1))));
-    const partitions = opened.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-    const failures = opened.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
-    if (failures.length > 0) {
-      await Promise.allSettled(partitions.map((p) => p.close()));
-      const first = failures[0];
-      if (failures.length === 1 && first instanceof StartupError) throw first;
-      const lines = failures.map((f) => (f instanceof Error ? f.message : String(f)));
-      throw new StartupError(`the message store cannot open:\n  ${lines.join('\n  ')}`, { cause: first });
-    }
+    const partitions = await openPartitions(opts, fence, monotonic);
     const store = new MessageStore(partitions, cache, fence, opts);
     for (const s of store.#sweepers) s.start();
     opts.logger?.info({ dir: opts.dir, partitions: count, partitionBase: base, durability: opts.sync ? 'fsync' : 'relaxed',
