@@ -39,18 +39,12 @@ import { claimRefusal, type StoreDescription, type StoreLease } from './partitio
 import { BOOT_ID, LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, PID_NAMESPACE, servedElsewhere } from './lease-watch.js';
 import { claimBlock, type ClaimedBlock, type StoreOwnershipOptions } from './block-claim.js';
 import { MintedRecord, type MintingStore } from './minted-counters.js';
-import { FORGOTTEN_EFFECTS, logLostWhileRunning } from './redis-loss-lines.js';
+import { WriteDeadline, type OwnedStore } from './write-deadline.js';
+import { FORGOTTEN_EFFECTS } from './redis-loss-lines.js';
+import { LostWrites } from './lost-writes.js';
 
 export { LEASE_FENCE_MS, LEASE_RENEW_MS, LEASE_RETRY_MS, LEASE_TTL_MS, LEASE_WATCH_MS, awaitLeaseFree } from './lease-watch.js';
 export { RESUME_MARGIN, type MintingStore } from './minted-counters.js';
-
-/** The store as its ownership drives it: its counters, and the deadline of its writes by the lease. */
-export interface OwnedStore extends MintingStore {
-  /** Takes writes until `until`, ms on the ownership's clock (MessageStore `writeUntil`). */
-  writeUntil(until: number): void;
-  /** A renewal failed: Redis's refusal of it in plain words, or undefined (MessageStore `leaseRenewalFailed`). */
-  leaseRenewalFailed(refusal: string | undefined): void;
-}
 
 /** The partitions this node's store holds, and their lease. */
 export class StoreOwnership {
@@ -95,40 +89,10 @@ export class StoreOwnership {
   #store: OwnedStore | undefined;
   /** Its write fence's clock (options `monotonic`). */
   readonly #clock: () => number;
-  /** The deadline last given to the store's writes, on {@link #clock}; none before the first renewal. */
-  #writableUntil = Infinity;
-  /**
-   * True from a renewal (not the first) that found no lease of this node's — it lapsed,
-   * Redis lost it, or another node's was in its place — until the counters moved past
-   * what any node recorded for the store's partitions ({@link #confirmed}, or
-   * {@link #movePastOthers} after a conflict). Until then no renewal moves the writes'
-   * deadline on. Kept across renewals: the one that saw the lapse rewrote the lease, so
-   * the next finds its own, and a move that failed, or a pause between a renewal's
-   * start and its lease write (a renewal that finds no lease yet is not late), would
-   * otherwise let writes resume with counters another node used (review1 F1).
-   */
-  #mustMovePast = false;
   /** The store's counters as Redis records them. */
   readonly #minted: MintedRecord;
-  /**
-   * Before writes resume after another node served this store's partitions (a copy of
-   * this data dir beside it, or another store that took the block): moves each counter
-   * to {@link RESUME_MARGIN} past the highest recorded for its partition by any store
-   * (minted-counters.ts `MintedRecord`; this node's own counters are among them), so that no id
-   * that node may have minted, recorded or not, is minted again (recipients' inboxes
-   * would show this node's message for theirs). A counter already there stays (a retry
-   * after a failed move moves nothing twice). What that node stored is not in this
-   * store: those ids read as missing.
-   * @throws PixiuError UNAVAILABLE when Redis or the store fails (writes stay suspended)
-   */
-  async #movePastOthers(): Promise<void> {
-    const store = this.#store;
-    if (store === undefined) return;
-    const moved = await this.#minted.movePastRecorded(store, false);
-    this.#mustMovePast = false;
-    this.#opts.logger.error({ store: this.storeId, moved },
-      'another node served this store\'s partitions meanwhile: counters moved past what it may have minted before writes resume; the messages it stored are not in this data dir and read as missing');
-  }
+  /** The store's writes' deadline, moved on by the renewals that find the lease this node's. */
+  readonly #deadline: WriteDeadline;
 
   private constructor(opts: StoreOwnershipOptions, block: ClaimedBlock) {
     this.#opts = opts;
@@ -141,35 +105,7 @@ export class StoreOwnership {
     this.#description = block.description;
     this.#minted = new MintedRecord(opts.claims, this);
     this.#clock = opts.monotonic ?? (() => performance.now());
-  }
-
-  /**
-   * A renewal that began at `since` (on {@link #clock}) found the lease this node's:
-   * the store takes writes until {@link LEASE_FENCE_MS} after it. When a renewal found
-   * no lease of this node's since the counters last moved ({@link #mustMovePast}: the
-   * lease lapsed, and another node may have served the store and left), its counters
-   * are first moved past what any node recorded for its partitions, as after a
-   * conflict, where that record is above them; a failed move leaves the deadline where
-   * it was, and the next renewal tries again.
-   * @throws PixiuError UNAVAILABLE when Redis or the store fails (the deadline stays)
-   */
-  async #confirmed(since: number): Promise<void> {
-    const store = this.#store;
-    if (store === undefined) return;
-    const late = since >= this.#writableUntil;
-    const lapsed = this.#mustMovePast;
-    if (lapsed) {
-      const moved = await this.#minted.movePastRecorded(store, true);
-      this.#mustMovePast = false;
-      if (moved.length > 0) {
-        this.#opts.logger.error({ store: this.storeId, moved },
-          'this node\'s store lease lapsed while it was not renewed, and another node served this store\'s partitions meanwhile: counters moved past what it minted before writes resume; the messages it stored are not in this data dir and read as missing');
-      }
-    }
-    // After a conflict, report() says writes resumed.
-    if (late && this.#conflict === undefined) this.#opts.logger.warn({ store: this.storeId, lapsed }, 'store lease confirmed again after its writes\' deadline passed: writes resumed');
-    this.#writableUntil = since + LEASE_FENCE_MS;
-    store.writeUntil(this.#writableUntil);
+    this.#deadline = new WriteDeadline(this.#minted, opts.logger, this.storeId);
   }
 
   /**
@@ -268,16 +204,11 @@ export class StoreOwnership {
    *   counters moved past what it may have minted ({@link RESUME_MARGIN})
    * @param store the store: its last counters are recorded with each renewal, and
    *   moved forward before writes resume after a conflict; its writes' deadline is
-   *   moved on by each renewal that finds the lease this node's ({@link #confirmed})
+   *   moved on by each renewal that finds the lease this node's (write-deadline.ts)
    * @param onLostWrites called with a reason when a renewal proves that Redis lost
    *   writes it had acknowledged to this node, so that acknowledged appends may be gone
-   *   too (src/inbox/generation.ts raises the inbox generation): the lease found is this
-   *   node's own with an older renewal count than one Redis acknowledged (a failover to
-   *   a replica behind by at least one renewal of this node's, a restore of a snapshot
-   *   taken within the lease's TTL), or this store's claim is gone (a FLUSHALL, a Redis
-   *   that came back empty, a restore of a snapshot from before the claim). A best
-   *   effort: most failovers, RDB reloads and restores lose neither (README "What
-   *   delivery promises"). Not called when Redis restarted with its AOF: it kept both
+   *   too: this store's claim is gone, or the lease found is this node's own with an
+   *   older renewal count than one Redis acknowledged (a best effort: lost-writes.ts)
    * @throws PixiuError UNAVAILABLE when the first lease cannot be written
    */
   async advertise(where: Pick<StoreLease, 'url' | 'node'>, onConflict: (reason: string | undefined) => void, store?: OwnedStore,
@@ -296,8 +227,9 @@ export class StoreOwnership {
       return this.#lease;
     };
     let written = false;
-    /** The renewal count of the last lease write Redis acknowledged (0: none yet). */
-    let acknowledged = 0;
+    const lost = new LostWrites({
+      node: base.node, logger, fields: { store: this.storeId, redis: this.#opts.redisName }, evictions: this.#opts.evictions, onLostWrites,
+    });
     let reported = false;
     const report = (conflict: string | undefined): void => {
       if (reported && conflict === this.#conflict) return;
@@ -317,33 +249,24 @@ export class StoreOwnership {
         await this.#minted.record(this.#store);
         return;
       }
-      // The description is written with the claim at start, and at every renewal: gone
-      // since, Redis lost its data while this node ran (FLUSHALL, a restart with no data,
-      // eviction; not an RDB reload, which keeps the claim: README "What delivery promises").
-      if (!answer.known) {
-        logLostWhileRunning(logger, { store: this.storeId, redis: this.#opts.redisName }, this.#opts.evictions);
-        onLostWrites?.('this store\'s claim was gone');
-      }
+      // The description is written with the claim at start, and at every renewal (lost-writes.ts).
+      if (!answer.known) lost.claimGone();
       // Before the lease is sent: Redis's TTL starts later, so the deadline is on the safe side.
       const since = this.#clock();
       const lease = next();
       const replaced = await claims.renewLease(this.storeId, lease, LEASE_TTL_MS);
-      // This node's own lease, older than one Redis acknowledged: Redis went back in time.
-      if (replaced?.node === base.node && (replaced.renewal ?? 0) < acknowledged) {
-        onLostWrites?.(`this node's store lease was back at renewal ${replaced.renewal ?? 0}, after Redis had acknowledged renewal ${acknowledged}`);
-      }
-      acknowledged = lease.renewal ?? 0;
+      lost.leaseWritten(lease, replaced);
       // Each write finds this node's own lease, or none (lapsed, FLUSHALL) — the first
       // one also the lease awaitLeaseFree judged left behind. Any other is a live node's
       // (a copy that started in the moments between this node's check and this write).
       const other = replaced !== undefined && replaced.node !== base.node && !(!written && replaced.node === this.leftBehind) ? replaced : undefined;
       // No lease of this node's after its first write, however late this renewal: it
       // lapsed (or Redis lost it), or another node's was there. Remembered until the move.
-      if (written && replaced?.node !== base.node) this.#mustMovePast = true;
+      if (written && replaced?.node !== base.node) this.#deadline.lapsed();
       written = true;
       // Alone again after a conflict: not one put before the counters are past the other node's.
-      if (other === undefined && this.#conflict !== undefined) await this.#movePastOthers();
-      if (other === undefined) await this.#confirmed(since);
+      if (other === undefined && this.#conflict !== undefined) await this.#deadline.movePastOthers(this.#store);
+      if (other === undefined) await this.#deadline.confirmed(this.#store, since, this.#conflict !== undefined);
       report(other === undefined ? undefined : servedElsewhere(this.#opts.dir, this.storeId, other));
       await this.#minted.record(this.#store);
     };
@@ -353,7 +276,7 @@ export class StoreOwnership {
       if (this.#renewing !== undefined) return;
       const began = performance.now();
       this.#renewing = renew().then(() => LEASE_RENEW_MS - (performance.now() - began), (err: unknown) => {
-        const writesFenced = this.#clock() >= this.#writableUntil;
+        const writesFenced = this.#deadline.passed(this.#clock());
         // Redis answered, refusing (full, a read-only replica …): said so by the fenced
         // writes' 503 and /readyz, and tried again soon, so that writes resume within a
         // second or so of Redis taking writes again, not at the next 5 s renewal. Redis
