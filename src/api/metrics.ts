@@ -10,6 +10,7 @@ import {
   ACCEPTED, ACK_LABELS, FAILED, FETCH_READ_LABELS, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
   SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type IngestRoute,
 } from './metric-labels.js';
+import { StoreMetrics } from './store-metrics.js';
 
 export type { AckLabel, IngestRoute } from './metric-labels.js';
 
@@ -57,49 +58,8 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /**
-   * Records written per group-commit batch of the store: new messages only. A put the
-   * store answers with a message already stored under its `client_msg_id` (a 200
-   * duplicate, a 409) writes nothing and is not counted; a batch of only those is not
-   * observed, here nor in {@link storeBatchDuration} (a contract tester's F4).
-   */
-  readonly storeBatchSize = new Histogram({
-    name: 'pixiu_store_batch_size',
-    help: 'Records written per store group-commit batch (new messages; puts found already stored write nothing and are not counted)',
-    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
-    registers: [this.registry],
-  });
-
-  /** Duration of one store batch write (with fsync when durable); batches that wrote nothing are not timed. */
-  readonly storeBatchDuration = new Histogram({
-    name: 'pixiu_store_batch_duration_seconds',
-    help: 'Store batch write time in seconds, fsync included',
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-    registers: [this.registry],
-  });
-
-  /**
-   * Failed store writes (a full disk, an I/O error). Each takes its partition out of
-   * writes until it has reopened its database (src/store/write-recovery.ts); `/readyz`
-   * says 503 meanwhile.
-   */
-  readonly storeWriteFailures = new Counter({
-    name: 'pixiu_store_write_failures_total',
-    help: 'Store writes that failed; the partition takes no writes until it has reopened its database',
-    registers: [this.registry],
-  });
-
-  /**
-   * Stored records found undecodable (src/store/unreadable.ts): each is delivered as an
-   * `undeliverable` gap and logged at error. Counted once per record per process (at
-   * its first read; a record read again after the store forgot it, past 1,024 others,
-   * counts again).
-   */
-  readonly storeUnreadableRecords = new Counter({
-    name: 'pixiu_store_unreadable_records_total',
-    help: 'Stored records whose bytes cannot be decoded (each delivered as an undeliverable gap), counted at their first read',
-    registers: [this.registry],
-  });
+  /** The message store's batches, failed writes and undecodable records (store-metrics.ts). */
+  readonly store = new StoreMetrics(this.registry);
 
   /** Redis failures: connection errors (`connection`), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
   readonly redisErrors = new Counter({
@@ -405,11 +365,5 @@ export class Metrics {
    */
   observeDeliveryLag(tsMs: number): void {
     this.deliveryLag.observe(Math.max(0, Date.now() - tsMs) / 1000);
-  }
-
-  /** Records one store batch that wrote `written` records (the store's `onBatch` hook). */
-  observeBatch(written: number, ms: number): void {
-    this.storeBatchSize.observe(written);
-    this.storeBatchDuration.observe(ms / 1000);
   }
 }

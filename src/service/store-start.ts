@@ -103,9 +103,9 @@ export async function startStore(
     sweepIntervalMs: config.sweepIntervalMs,
     writeTimeoutMs: config.storeWriteTimeoutMs,
     logger,
-    onBatch: (written, ms) => metrics.observeBatch(written, ms),
-    onWriteFailure: () => metrics.storeWriteFailures.inc(),
-    onUnreadable: () => metrics.storeUnreadableRecords.inc(),
+    onBatch: (written, ms) => metrics.store.observeBatch(written, ms),
+    onWriteFailure: () => metrics.store.writeFailures.inc(),
+    onUnreadable: () => metrics.store.unreadableRecords.inc(),
   });
   cleanup.unshift({ what: 'store', run: () => store.close() });
   stopAsked();
