@@ -1,6 +1,7 @@
 /**
  * The gateway: WebSocket delivery end to end (DESIGN.md §5, §6, §9). Assembles the
- * local hub of user sessions, presence, the node registry and the node bus, and
+ * local hub of user sessions, presence, this node's membership of the cluster
+ * (node-membership.ts: the node registry, its shared settings) and the node bus, and
  * registers the gateway routes. Ingest calls {@link Gateway.appended} after each
  * inbox append: a local user's session is woken in-process, other nodes holding the
  * user get a Pub/Sub notify. Heartbeats pull, so a lost notify costs latency only.
@@ -15,9 +16,8 @@ import { BroadcastReader } from '../broadcast/reader.js';
 import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus } from '../cluster/bus.js';
-import { NODE_RENEW_MS, NODE_TTL_MS, NodeRegistry, newNodeId } from '../cluster/node-registry.js';
-import { announceSharedSettings, type SharedSettingsAnnouncement } from '../cluster/shared-settings.js';
-import { nodeBuilds } from '../cluster/node-entry.js';
+import { NodeMembership } from '../cluster/node-membership.js';
+import { newNodeId, type NodeRegistry } from '../cluster/node-registry.js';
 import type { NodeSecrets } from '../cluster/secret-digests.js';
 import { Presence } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
@@ -44,9 +44,6 @@ import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
-import { MembershipLog } from '../cluster/membership-log.js';
-import { JoinerSecretCheck } from '../cluster/joiner-secrets.js';
-import { PartitionClaims } from '../cluster/partition-claims.js';
 
 /** Wait before pulling again after a failed fetch, ms. */
 const FETCH_RETRY_MS = 1000;
@@ -104,6 +101,9 @@ export class Gateway implements GatewayDeps {
   readonly broadcastStream: BroadcastStream;
   /** Channel publishing and history (DESIGN.md §8). */
   readonly channelStream: ChannelStream;
+  /** This node in the cluster: its registration, the log of the others, its shared settings (node-membership.ts). */
+  readonly #membership: NodeMembership;
+  /** The membership's node registry. */
   readonly #registry: NodeRegistry;
   readonly #bus: Bus;
   readonly #subscriber: Redis;
@@ -114,10 +114,6 @@ export class Gateway implements GatewayDeps {
   readonly #reader: BroadcastReader;
   readonly #channelHub: ChannelHub;
   readonly #kicks: Kicks;
-  /** This node's shared settings in Redis, once published. */
-  #settings: SharedSettingsAnnouncement | undefined;
-  /** The secrets of the nodes that join after this one, compared with its own (joiner-secrets.ts); none without secrets to compare. */
-  readonly #joiners: JoinerSecretCheck | undefined;
 
   private constructor(opts: GatewayOptions, node: string, subscriber: Redis, readerRedis: Redis) {
     const { config, redis, keys, logger, metrics } = opts;
@@ -129,18 +125,10 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
-    // Other nodes joining and leaving, logged at info with their store, URL and build (membership-log.ts).
-    const claims = new PartitionClaims(redis, keys);
-    const membership = new MembershipLog(logger, node, () => claims.leasesByNode(), () => nodeBuilds(redis, keys));
-    this.#joiners = opts.secrets === undefined ? undefined
-      : new JoinerSecretCheck({ redis, keys, self: node, secrets: opts.secrets, logger, addresses: () => claims.leasesByNode() });
-    this.#registry = new NodeRegistry(redis, keys, {
-      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
-      onRegistry: (registered, nowMs) => {
-        // The registry as this renewal read it (this node included): no read of its own per scrape.
-        metrics.clusterNodes.set(registered.size);
-        void membership.observe(registered, nowMs);
-        void this.#joiners?.observe(registered);
+    this.#membership = new NodeMembership({
+      redis, keys, node, logger, secrets: opts.secrets,
+      onRenewed: (nodes) => {
+        metrics.clusterNodes.set(nodes);
         opts.onRenewed?.();
       },
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
@@ -148,12 +136,11 @@ export class Gateway implements GatewayDeps {
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
       // offline and not counted against the connection limit).
       onRegisteredAgain: () => {
-        // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
         this.#heartbeatAllSoon();
-        void this.#settings?.republish();
         opts.onRegisteredAgain?.();
       },
     });
+    this.#registry = this.#membership.registry;
     this.presence = new Presence(redis, keys, {
       node,
       // Refreshed every heartbeat; two missed heartbeats and a margin make it lapse.
@@ -278,13 +265,7 @@ export class Gateway implements GatewayDeps {
     }
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
-      await gateway.#registry.start();
-      gateway.#settings = await announceSharedSettings(opts.redis, opts.keys, gateway.#registry, opts.config, opts.logger, {
-        storeId: opts.storeId, leftBehind: opts.storeLeftBehind, secrets: opts.secrets,
-        // Compared here: the check of joiners leaves them out, and checks the others (registered, no entry yet).
-        onCompared: (nodes) => gateway.#joiners?.compared(nodes),
-      });
-      gateway.#joiners?.start();
+      await gateway.#membership.start({ config: opts.config, storeId: opts.storeId, leftBehind: opts.storeLeftBehind });
       await gateway.#bus.start();
       await gateway.#reader.start();
     } catch (err) {
@@ -391,7 +372,7 @@ export class Gateway implements GatewayDeps {
       this.logger.error({ users: unwritten.length, sample: unwritten.slice(0, 10) },
         'ack cursors could not be written before shutdown (Redis unavailable); their devices will be sent those messages again');
     });
-    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#registry.stop(), this.#settings?.withdraw()]);
+    await Promise.all([acks, this.#reader.stop(), this.#bus.stop(), this.#membership.stop()]);
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
   }
 

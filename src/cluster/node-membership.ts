@@ -1,0 +1,105 @@
+/**
+ * This node's membership of the cluster (DESIGN.md §9), as the gateway runs it
+ * (src/gateway/gateway.ts): its registration in the node registry, renewed on a timer
+ * (node-registry.ts); the log of other nodes joining and leaving (membership-log.ts); the
+ * check of the secrets of the nodes that join after it (joiner-secrets.ts); and its
+ * shared settings, announced once it is registered, published again when Redis lost
+ * them, and withdrawn at shutdown (shared-settings.ts).
+ */
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../logger.js';
+import type { Keys } from '../redis/keys.js';
+import { JoinerSecretCheck } from './joiner-secrets.js';
+import { MembershipLog } from './membership-log.js';
+import { nodeBuilds } from './node-entry.js';
+import { NODE_RENEW_MS, NODE_TTL_MS, NodeRegistry } from './node-registry.js';
+import { PartitionClaims } from './partition-claims.js';
+import type { NodeSecrets } from './secret-digests.js';
+import { announceSharedSettings, type SharedSettingsAnnouncement } from './shared-settings.js';
+
+/** What a node's membership is built from. */
+export interface NodeMembershipOptions {
+  readonly redis: Redis;
+  readonly keys: Keys;
+  /** This node's id. */
+  readonly node: string;
+  readonly logger: Logger;
+  /** This node's secrets' digests, compared with the other nodes' (secret-digests.ts); none: not compared. */
+  readonly secrets?: NodeSecrets | undefined;
+  /**
+   * Called after each registration renewal of the registry's timer (every 5 s), with how
+   * many live nodes it read (this one included), once the others are observed.
+   */
+  readonly onRenewed: (nodes: number) => void;
+  /**
+   * Called when this node finds its registration lost or lapsed (node-registry.ts
+   * `onRegisteredAgain`), once its shared settings are being published again.
+   */
+  readonly onRegisteredAgain: () => void;
+}
+
+/** What {@link NodeMembership.start} announces: the node's shared settings and whose they are. */
+export interface AnnouncedSettings {
+  readonly config: Config;
+  /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's. */
+  readonly storeId?: string | undefined;
+  /** The node of this store left behind by a dead process (store-ownership.ts `leftBehind`): its shared settings entry goes. */
+  readonly leftBehind?: string | undefined;
+}
+
+/** This node in the cluster: registered, observing the others, its settings announced. */
+export class NodeMembership {
+  /** This node's registration; the registry's view of the live nodes and Redis's clock. */
+  readonly registry: NodeRegistry;
+  readonly #opts: NodeMembershipOptions;
+  /** The secrets of the nodes that join after this one, compared with its own; none without secrets to compare. */
+  readonly #joiners: JoinerSecretCheck | undefined;
+  /** This node's shared settings in Redis, once published. */
+  #settings: SharedSettingsAnnouncement | undefined;
+
+  constructor(opts: NodeMembershipOptions) {
+    const { redis, keys, node, logger, secrets } = opts;
+    this.#opts = opts;
+    // Other nodes joining and leaving, logged at info with their store, URL and build (membership-log.ts).
+    const claims = new PartitionClaims(redis, keys);
+    const membership = new MembershipLog(logger, node, () => claims.leasesByNode(), () => nodeBuilds(redis, keys));
+    this.#joiners = secrets === undefined ? undefined
+      : new JoinerSecretCheck({ redis, keys, self: node, secrets, logger, addresses: () => claims.leasesByNode() });
+    this.registry = new NodeRegistry(redis, keys, {
+      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
+      // The registry as this renewal read it (this node included): no read of its own per scrape.
+      onRegistry: (registered, nowMs) => {
+        void membership.observe(registered, nowMs);
+        void this.#joiners?.observe(registered);
+        opts.onRenewed(registered.size);
+      },
+      // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
+      onRegisteredAgain: () => {
+        void this.#settings?.republish();
+        opts.onRegisteredAgain();
+      },
+    });
+  }
+
+  /**
+   * Registers this node, announces its shared settings (comparing them with the other
+   * nodes': shared-settings.ts) and starts the check of joiners' secrets.
+   * @throws PixiuError UNAVAILABLE when Redis cannot be reached (the registration)
+   */
+  async start(announced: AnnouncedSettings): Promise<void> {
+    const { redis, keys, logger, secrets } = this.#opts;
+    await this.registry.start();
+    this.#settings = await announceSharedSettings(redis, keys, this.registry, announced.config, logger, {
+      storeId: announced.storeId, leftBehind: announced.leftBehind, secrets,
+      // Compared here: the check of joiners leaves them out, and checks the others (registered, no entry yet).
+      onCompared: (nodes) => this.#joiners?.compared(nodes),
+    });
+    this.#joiners?.start();
+  }
+
+  /** Leaves the registry and withdraws the shared settings, together (shutdown). */
+  async stop(): Promise<void> {
+    await Promise.all([this.registry.stop(), this.#settings?.withdraw()]);
+  }
+}
