@@ -2,8 +2,9 @@
  * Closing connections by name (DESIGN.md §6, §9): one connection replaced by a newer
  * one of its device (4002), or a user's connections closed through the presence API
  * (docs/api.md "Presence"), here or on the node holding them. Another node is told
- * through the node bus; a kick its subscriber did not receive is sent again while
- * that node is still registered (its subscriber reconnecting after Redis restarted).
+ * through the node bus; a kick of either kind its subscriber did not receive is sent
+ * again while that node is still registered (its subscriber reconnecting after Redis
+ * restarted), for up to 10 s.
  */
 import type { Bus, KickMessage } from '../cluster/bus.js';
 import type { NodeRegistry } from '../cluster/node-registry.js';
@@ -42,15 +43,27 @@ export class Kicks {
     this.#deps = deps;
   }
 
-  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it. Never rejects. */
+  /**
+   * Closes one connection (or marks its pending handshake to close once open), here or
+   * on the node holding it: a device's connection replaced by a newer one (4002). Its
+   * presence entry is already gone (replaced), so a kick the other node's subscriber
+   * misses would leave the connection open, receiving the user's messages beside the
+   * new one, until its next heartbeat finds it replaced (up to `PIXIU_HEARTBEAT`): one
+   * no subscriber received is sent again ({@link #again}), as {@link user}'s are.
+   * Returns at once; never rejects.
+   */
   connection(user: string, conn: string, node: string, code: number, reason: string): void {
     const kick: KickMessage = { t: 'kick', user, conn, code, reason };
     if (node === this.#deps.node) {
       this.local(kick);
       return;
     }
-    this.#deps.bus.kick(node, kick)
-      .catch((err: unknown) => this.#deps.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent'));
+    this.#deps.bus.kick(node, kick).then(
+      (received) => {
+        if (!received) this.#again(node, [kick]);
+      },
+      (err: unknown) => this.#deps.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent'),
+    );
   }
 
   /**

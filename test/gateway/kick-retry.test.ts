@@ -1,17 +1,17 @@
 /**
- * A disconnect (DELETE /v1/users/{uid}/connections) while the node holding the
- * connection has its bus subscriber away (DESIGN.md §9): the kick published then
- * reaches no one. That node is still registered — alive, its subscriber reconnecting —
- * so the kick is sent again, naming the connection, until it is received: once the
- * subscriber is back, the connection is closed 1008 as asked, rather than left open
- * (and written back to presence at its next refresh). The subscriber is kept away by
- * refusing its SUBSCRIBE (ACL), publishing still allowed.
+ * Kicks published while the node holding the connection has its bus subscriber away
+ * (DESIGN.md §9): the kick reaches no one. That node is still registered — alive, its
+ * subscriber reconnecting — so the kick is sent again, naming the connection, until it
+ * is received (src/gateway/kicks.ts): a disconnect (DELETE /v1/users/{uid}/connections)
+ * and a device's connection replaced by a newer one on another node (4002) alike. The
+ * subscribers are kept away by refusing their SUBSCRIBE (ACL), publishing still allowed.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
+import { REPLACED_REASON } from '../../src/gateway/abandoned-handshakes.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 let a: GatewayFixture;
@@ -24,26 +24,56 @@ fileRedis(async ({ redis, cleanup }) => {
   probe = (await openInbox(cleanup, redis.url)).redis;
 });
 
-/** CLIENT LIST lines of the nodes' bus subscribers. */
-async function subscribers(): Promise<string[]> {
-  return (await probe.client('LIST') as string).split('\n').filter((l) => /\bname=pixiu:bus:/.test(l));
+/** Cuts off both nodes' bus subscribers (CLIENT KILL of each). */
+async function killSubscribers(): Promise<void> {
+  const lines = (await probe.client('LIST') as string).split('\n').filter((l) => /\bname=pixiu:bus:/.test(l));
+  for (const line of lines) await probe.client('KILL', 'ID', /\bid=(\d+)/.exec(line)?.[1] ?? '0');
+}
+
+/** Cuts off both subscribers and refuses their re-subscribes until {@link letSubscribersBack}. */
+async function keepSubscribersAway(t: TestContext): Promise<void> {
+  t.after(() => probe.acl('SETUSER', 'default', '+subscribe', '+psubscribe', '+ssubscribe'));
+  await probe.acl('LOG', 'RESET');
+  await probe.acl('SETUSER', 'default', '-subscribe', '-psubscribe', '-ssubscribe');
+  await killSubscribers();
+  await waitUntil('the re-subscribes are refused', async () => (await probe.acl('LOG') as unknown[]).length > 0);
+}
+
+/** Allows SUBSCRIBE again and cuts the subscribers once more, so that they reconnect and subscribe. */
+async function letSubscribersBack(): Promise<void> {
+  await probe.acl('SETUSER', 'default', '+subscribe', '+psubscribe', '+ssubscribe');
+  await killSubscribers();
 }
 
 test('a kick B\'s subscriber missed while away is sent again and closes the connection once it is back', async (t) => {
-  t.after(() => probe.acl('SETUSER', 'default', '+subscribe', '+psubscribe', '+ssubscribe'));
   const { client } = await b.connectWelcomed('kicked', { device: 'phone' });
-
-  // Both subscribers are cut off and their re-subscribes refused (publishing still works).
-  await probe.acl('LOG', 'RESET');
-  await probe.acl('SETUSER', 'default', '-subscribe', '-psubscribe', '-ssubscribe');
-  for (const line of await subscribers()) await probe.client('KILL', 'ID', /\bid=(\d+)/.exec(line)?.[1] ?? '0');
-  await waitUntil('the re-subscribes are refused', async () => (await probe.acl('LOG') as unknown[]).length > 0);
+  await keepSubscribersAway(t);
 
   const answer = await a.client.request('DELETE', '/v1/users/kicked/connections');
   assert.deepEqual(answer.body, { user: 'kicked', closed: 1 });
 
-  await probe.acl('SETUSER', 'default', '+subscribe', '+psubscribe', '+ssubscribe');
-  for (const line of await subscribers()) await probe.client('KILL', 'ID', /\bid=(\d+)/.exec(line)?.[1] ?? '0');
+  await letSubscribersBack();
   const { code } = await client.waitClose(9000);
   assert.equal(code, 1008);
+});
+
+test('a replacement kick (4002) B\'s subscriber missed while away is sent again and closes the old connection once it is back', async (t) => {
+  const { client: old } = await b.connectWelcomed('moved', { device: 'phone' });
+  await keepSubscribersAway(t);
+
+  // The device connects again on A: its entry replaces B's, and the 4002 kick to B reaches no one.
+  const { client: replacement } = await a.connectWelcomed('moved', { device: 'phone' });
+  // The replacement leaves before B's subscriber is back. Otherwise the heartbeat B
+  // brings forward when its subscriber comes back (gateway.ts, onResubscribed) would
+  // find the old connection's entry replaced and close it 4002 too, with its own
+  // reason; gone, the old connection's entry is written back instead, and only the
+  // kick sent again closes it.
+  await replacement.close();
+  await waitUntil('the replacement is off presence', async () => {
+    const { body } = await a.client.request('GET', '/v1/users/moved/presence');
+    return (body as { connections: unknown[] }).connections.length === 0;
+  });
+
+  await letSubscribersBack();
+  assert.deepEqual(await old.waitClose(9000), { code: 4002, reason: REPLACED_REASON });
 });
