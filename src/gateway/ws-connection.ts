@@ -219,7 +219,13 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     return this.#pause?.whenOver();
   }
 
-  /** The socket drained: resume delivery once below half the high-water mark. */
+  /**
+   * A write was done (its callback): resume delivery once below half the high-water
+   * mark. Every write but the close frame carries it — frames ({@link send}; of a
+   * batch, the last), pongs, server pings — so that whichever is written last ends the
+   * pause. When pongs had none, a pause they alone kept up (the frames with a callback
+   * written before them) outlasted the client's reading again, to its 4009.
+   */
   readonly #onWritten = (): void => {
     const pause = this.#pause;
     if (pause === undefined || !drained(this.#ws.bufferedAmount, true, this.#deps.config)) return;
@@ -228,9 +234,12 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#session?.drain(this.id);
   };
 
-  /** Writes a WebSocket pong of `data` (RFC 6455 §5.5.3) answering a client's ping. */
+  /**
+   * Writes a WebSocket pong of `data` (RFC 6455 §5.5.3) answering a client's ping; its
+   * write can end a pause like any frame's ({@link #onWritten}).
+   */
   pong(data: Buffer): void {
-    this.#ws.pong(data);
+    this.#ws.pong(data, undefined, this.#onWritten);
     // Held to the send buffer's limits like any frame: a client that pings and never
     // reads would otherwise grow the pongs queued for it without end.
     this.#checkBuffered();
@@ -330,7 +339,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
 
   /** Server heartbeat: ping, pull and refresh presence. Only from {@link tick}, on an open connection. */
   #heartbeat(): void {
-    this.#ws.ping();
+    this.#ws.ping(undefined, undefined, this.#onWritten);
     this.#session?.heartbeat();
     this.#deps.onHeartbeat(this);
   }

@@ -6,6 +6,8 @@
  * the server's memory for it stays bounded. Each test has its own service (the limits
  * differ) on one private redis-server. Every wait is on a frame, a close, or a bounded
  * poll of the server's own send buffer (its end of the socket, seen in this process).
+ * One test corks the server's end instead, to hold its writes in that buffer as a full
+ * kernel would at a moment loopback cannot line up.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -198,6 +200,45 @@ test('a pause that ended at the drain is over: the connection is not closed 4009
   // server (each pong is a frame written and answered) until well past the time it
   // would have fired; a close comes first if it does.
   await pongsUntil(client, pausedAt + PAUSED_MS + 1000);
+  assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+});
+
+test('a pause that only pongs caused ends when they are written: the client then gets its messages at once, not a 4009', async (t) => {
+  // The high-water mark at its least (1 KiB): a few pongs of 125-byte pings pass it.
+  const HIGH_WATER = KiB;
+  const PINGS = 12;
+  const PING_DATA = Buffer.alloc(125, 0x70); // the most a control frame carries (RFC 6455 §5.5)
+  const setup = await serve(t, 'bp-pongs', {
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(MiB), pausedTimeoutMs: '2s',
+  });
+  const client = await setup.gw.connect('pia', { device: 'tab' });
+  await expectWelcome(client, 1, 0);
+  const sock = setup.sockets.get('tab');
+  assert.ok(sock, "the server end of tab's socket");
+  // A client that stopped reading once the kernel's buffers were full, after every
+  // frame before had been written out (no write of a frame waiting, nothing queued in
+  // the server): what it is sent from now on waits in the server's own buffer. On
+  // loopback that moment cannot be lined up (the kernel takes MBs), so the server's
+  // end is corked: its writes wait in its buffer, as they would behind a full kernel.
+  client.ws.pause();
+  sock.cork();
+  let pongs = 0;
+  const allPongs = new Promise<void>((resolve) => client.ws.on('pong', () => {
+    if (++pongs === PINGS) resolve();
+  }));
+  for (let i = 0; i < PINGS; i++) client.ws.ping(PING_DATA);
+  // Only pongs are queued, and past the high-water mark: delivery is paused by them alone.
+  await waitUntil('the pongs pause the connection', async () => sock.writableLength > HIGH_WATER);
+  // The client reads again, and the server's writes reach it: the pongs go out.
+  sock.uncork();
+  client.ws.resume();
+  await allPongs;
+  // Written, they end the pause: a message goes out at once. (Before, only a frame
+  // written with a drain callback ended a pause, and pongs had none: nothing more was
+  // sent, and the connection was closed 4009 when PIXIU_PAUSED_TIMEOUT ran out.)
+  const posted = await postOne(setup.gw.client, 'pia');
+  const got = await expectFrame(client, 'msg', 10_000);
+  assert.deepEqual([got.seq, got.id], [posted.seq, posted.id]);
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
 });
 
