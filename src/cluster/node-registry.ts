@@ -176,6 +176,18 @@ export class NodeRegistry {
     return expiry !== null && Number(expiry) > Date.now() + this.#offset;
   }
 
+  /**
+   * The other nodes registered now, sorted: read from Redis, so a node that left since
+   * the last renewal (up to {@link NodeRegistryOptions.intervalMs} ago) is not among
+   * them; the last renewal's view when Redis fails. For a stop's warning that it leaves
+   * other nodes waiting on its store (leaving-others.ts). Never rejects.
+   */
+  async othersNow(): Promise<string[]> {
+    const now = Date.now() + this.#offset;
+    const live = await redisCall(() => this.#redis.zrangebyscore(this.#key, `(${now}`, '+inf')).catch(() => [...this.#live]);
+    return live.filter((n) => n !== this.node).sort();
+  }
+
   /** Now by Redis's clock as of the last renewal (this machine's clock plus the offset measured then), ms. */
   now(): number {
     return Date.now() + this.#offset;

@@ -325,6 +325,11 @@ export class Gateway implements GatewayDeps {
     return this.#registry.now();
   }
 
+  /** The other nodes registered now (NodeRegistry.othersNow), for a stop's warning (leaving-others.ts). Never rejects. */
+  otherNodes(): Promise<string[]> {
+    return this.#registry.othersNow();
+  }
+
   /** A handshake was accepted: its WebSocket opened (metrics). */
   onAccepted(): void {
     this.#metrics.countHandshake('accepted');

@@ -27,6 +27,7 @@ import { channelRoutes } from '../channels/routes.js';
 import { Rooms } from '../rooms/membership.js';
 import { roomRoutes } from '../rooms/routes.js';
 import { checkAdvertisedUrl, defaultAdvertiseUrl } from '../cluster/advertise-check.js';
+import { warnLeavingOthers } from '../cluster/leaving-others.js';
 import { recordsRoute } from '../cluster/records-route.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
@@ -243,7 +244,14 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         // Cut short by `cut`: its AbortError ends the wait, as the delay's end does.
         return delay(delayMs, undefined, { signal: cut }).catch(() => undefined);
       },
-      close: () => (closing ??= closeAll(logger, cleanup, redisBudgetMs).then(() => logger.info('pixiu stopped'))),
+      // Other nodes left waiting on this store are warned of at once, beside the shutdown
+      // (a registry read, not waited on before HTTP stops accepting; leaving-others.ts).
+      close: () => (closing ??= Promise.all([
+        gateway.otherNodes().then((others) => warnLeavingOthers(logger, others, {
+          storeId: ownership.storeId, dataDir: config.dataDir, partitionBase: ownership.partitionBase, partitions: config.partitions,
+        })),
+        closeAll(logger, cleanup, redisBudgetMs),
+      ]).then(() => logger.info('pixiu stopped'))),
       abandon: () => local?.terminate(),
     };
   } catch (err) {
