@@ -9,7 +9,9 @@
  * - `last_seq` below the first retained seq − 1 → `gap` (reason `trimmed`) of the missing
  *   range, then from the first retained entry;
  * - no `last_seq`: the device's stored cursor (handled as `after` without an epoch),
- *   else the first retained entry, with no `gap` (the device never had anything);
+ *   else the first retained entry, with no `gap` (taken for a device that never had
+ *   anything: so is one whose acks never reached Redis, which skips unseen what the cap
+ *   trimmed past what it processed; docs/protocol.md, case 4);
  * - `from=latest` → after the latest seq.
  */
 import type { InboxPage } from '../inbox/inbox.js';
