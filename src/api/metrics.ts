@@ -36,7 +36,11 @@ declare module 'fastify' {
 export class Metrics {
   readonly registry = new Registry();
 
-  /** Messages ingested, by route and outcome: `created`, `duplicate` or an error code. */
+  /**
+   * Messages ingested, by route and outcome: `created`, `duplicate`, `abandoned` (not
+   * stored, not answered: its client had left, src/ingest/abandoned.ts; not on `channel`)
+   * or an error code.
+   */
   readonly ingestMessages = new Counter({
     name: 'pixiu_ingest_messages_total',
     help: 'Messages handed to Pixiu by producers, by route and outcome',
@@ -313,6 +317,9 @@ export class Metrics {
   #zeroSeries(): void {
     for (const route of INGEST_ROUTES) {
       for (const outcome of ['created', 'duplicate'] as const) this.ingestMessages.inc(OUTCOME_LABELS[route][outcome], 0);
+      // Not an error code: a message not stored because its client left (src/ingest/abandoned.ts);
+      // a channel publication stores nothing, and is never abandoned.
+      if (route !== 'channel') this.ingestMessages.inc({ route, outcome: 'abandoned' }, 0);
       this.ingestDuration.zero(ROUTE_LABELS[route]);
     }
     for (const labels of Object.values(ACK_LABELS)) this.acks.inc(labels, 0);

@@ -12,6 +12,7 @@
  * a retry publishes a second broadcast.
  */
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
+import type { ClientGone } from '../ingest/abandoned.js';
 import { putOnce } from '../ingest/claimed-store.js';
 import { checkSameBroadcast, keyConflict } from '../ingest/same-message.js';
 import { MsgKind } from '../ids/msg-id.js';
@@ -54,17 +55,20 @@ export interface BroadcasterDeps {
 
 /**
  * Stores and publishes one broadcast; with a `client_msg_id`, once (see the module comment).
+ * @param gone asked right before it is stored: its client has left (src/ingest/abandoned.ts)
+ * @throws RequestAbandoned (src/ingest/abandoned.ts) when `gone` said so: nothing stored
+ *   or published
  * @throws PixiuError PAYLOAD_TOO_LARGE over the message size limit (nothing stored);
  *   CONFLICT when the `client_msg_id` names another message: not a broadcast, or one
  *   with another type, data or tags (nothing appended); UNAVAILABLE when the store or
  *   Redis fails (retry with the same `client_msg_id` to complete it; without one a
  *   retry publishes it again: broadcasts are at-most-once per attempt)
  */
-export async function publishBroadcast(deps: BroadcasterDeps, input: BroadcastInput): Promise<BroadcastResult> {
+export async function publishBroadcast(deps: BroadcasterDeps, input: BroadcastInput, gone?: ClientGone): Promise<BroadcastResult> {
   const msg: NewMessage = { kind: MsgKind.broadcast, type: input.type, data: input.data };
   if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
   if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
-  const put = await putOnce(deps, msg);
+  const put = await putOnce(deps, msg, gone);
   checkSameBroadcast(put, input);
   const filter = input.tags && (input.tags.all?.length || input.tags.any?.length) ? input.tags : undefined;
   // The record's own fields: a retry appends the first attempt's time, data and expiry.

@@ -6,9 +6,11 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { wordedPattern } from '../api/pattern-rules.js';
+import { clientGoneOf, dropAbandoned } from '../api/abandoned-requests.js';
 import type { Metrics } from '../api/metrics.js';
+import { RequestAbandoned } from '../ingest/abandoned.js';
 import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
-import { publishBroadcast, type BroadcasterDeps, type BroadcastInput } from './broadcaster.js';
+import { publishBroadcast, type BroadcasterDeps, type BroadcastInput, type BroadcastResult } from './broadcaster.js';
 import { MAX_FILTER_TAGS } from './filter.js';
 
 /** A tag: 1–64 characters, no whitespace or control characters. */
@@ -36,7 +38,9 @@ const broadcastResult = {
 /**
  * Registers the broadcast route (call inside the API-token scope). Counted in
  * `pixiu_ingest_messages_total{route="broadcast"}` (a refusal by the error handler) and
- * timed, when published or found published, in `pixiu_ingest_duration_seconds`.
+ * timed, when published or found published, in `pixiu_ingest_duration_seconds`. One whose
+ * client left before it was stored is neither stored nor answered (`abandoned`:
+ * src/ingest/abandoned.ts).
  */
 export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, metrics: Metrics): void {
   app.post<{ Body: BroadcastInput }>('/v1/broadcast', {
@@ -69,7 +73,14 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
     },
   }, async (req, reply) => {
     const started = performance.now();
-    const result = await publishBroadcast(deps, req.body);
+    let result: BroadcastResult;
+    try {
+      result = await publishBroadcast(deps, req.body, clientGoneOf(req));
+    } catch (err) {
+      if (!(err instanceof RequestAbandoned)) throw err;
+      metrics.countIngest('broadcast', 'abandoned');
+      return dropAbandoned(req, reply, 'broadcast');
+    }
     metrics.ingested('broadcast', result.duplicate, started);
     return reply.code(result.duplicate ? 200 : 201).send(result);
   });

@@ -8,6 +8,7 @@ import { PixiuError, unavailable } from '../errors.js';
 import type { MessageStore, NewMessage, PutResult } from '../store/message-store.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { isUnreadable } from '../store/unreadable.js';
+import { RequestAbandoned, type ClientGone } from './abandoned.js';
 
 /** What {@link putOnce} needs besides the message. */
 export interface OnceDeps {
@@ -27,13 +28,21 @@ export interface OnceDeps {
  * Redis shared with other stores, {@link storeClaimed}. Without `msg.clientMsgId`, a
  * plain put. What a user or room message (ingest.ts) and a broadcast (src/broadcast)
  * store through.
- * @throws PixiuError as `MessageStore.put` and {@link storeClaimed}
+ *
+ * When `gone` says the request's client has left (abandoned.ts), nothing is stored: asked
+ * before the claim and again right before the put, after the claim's round trip to
+ * Redis (the wait a stale attempt spends there), whose claim is then released. Once the
+ * put is made the message is stored whatever the client does.
+ * @param gone asked before storing; undefined: never abandoned
+ * @throws PixiuError as `MessageStore.put` and {@link storeClaimed};
+ *   {@link RequestAbandoned} when `gone` says so before the put (nothing stored)
  */
-export function putOnce(deps: OnceDeps, msg: NewMessage): Promise<PutResult> {
+export function putOnce(deps: OnceDeps, msg: NewMessage, gone?: ClientGone): Promise<PutResult> {
   const { store, claims } = deps;
+  if (gone?.() === true) return Promise.reject(new RequestAbandoned());
   const cid = msg.clientMsgId;
   if (cid === undefined || claims === undefined || !claims.active) return store.put(msg);
-  return storeClaimed(store, deps.records, msg, cid, claims);
+  return storeClaimed(store, deps.records, msg, cid, claims, gone);
 }
 
 /**
@@ -41,14 +50,16 @@ export function putOnce(deps: OnceDeps, msg: NewMessage): Promise<PutResult> {
  * store stored under it.
  * @param records reads other stores' records (undefined: none can be read, a claim of
  *   another store's message is taken for gone)
+ * @param gone asked once the claim is answered, before the put (see {@link putOnce})
  * @throws PixiuError UNAVAILABLE when another node is storing it now, or its record
- *   cannot be read now (its node is stopped), or Redis fails
+ *   cannot be read now (its node is stopped), or Redis fails; {@link RequestAbandoned}
+ *   when `gone` says so before the put (the claim released, nothing stored)
  */
 export async function storeClaimed(
-  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims,
+  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims, gone?: ClientGone,
 ): Promise<PutResult> {
   try {
-    return await storeUnderClaim(store, records, msg, cid, claims);
+    return await storeUnderClaim(store, records, msg, cid, claims, gone);
   } finally {
     // What a claim or settle that got no reply left is cleared only with no attempt under way.
     claims.end(cid);
@@ -57,7 +68,7 @@ export async function storeClaimed(
 
 /** {@link storeClaimed} within its attempt (`claims.claim` to `claims.end`). */
 async function storeUnderClaim(
-  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims,
+  store: MessageStore, records: RecordReader | undefined, msg: NewMessage, cid: string, claims: ClientIdClaims, gone: ClientGone | undefined,
 ): Promise<PutResult> {
   const claim = await claims.claim(cid);
   if (claim.state === 'pending') throw storingElsewhere(cid);
@@ -65,6 +76,14 @@ async function storeUnderClaim(
     const first = await otherStoresRecord(records, claim.id);
     if (first !== undefined) return first;
     // Expired (or its store retired): stored anew here, and the claim is this store's.
+  }
+  // The claim may have waited long (Redis paused, this node starved), its producer
+  // retrying elsewhere meanwhile: a client gone by now gets nothing stored, and its
+  // claim is dropped at once (awaited: nobody waits for this answer) so that the retry
+  // on another node is not refused as "being stored by another node" for 30 s.
+  if (gone?.() === true) {
+    if (claim.state === 'mine') await claims.release(cid);
+    throw new RequestAbandoned();
   }
   let put: PutResult;
   try {

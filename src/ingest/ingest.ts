@@ -19,6 +19,7 @@ import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
 import { otherStoresRecord, putOnce } from './claimed-store.js';
 import { newMessage, type MessageTarget } from './new-message.js';
+import type { ClientGone } from './abandoned.js';
 import { appendAll, rememberIfOnline, type AppendedHook } from './inbox-appends.js';
 import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from './shapes.js';
 
@@ -50,13 +51,14 @@ export class Ingest {
    * Stores a user message and appends it to every recipient's inbox.
    *
    * @param named its distinct recipients, when the caller has them ({@link distinctRecipients})
+   * @param gone asked right before the message is stored: its client has left (abandoned.ts)
    * @throws PixiuError PAYLOAD_TOO_LARGE when the encoded message is over the limit
    *   (nothing stored); UNAVAILABLE when the store or Redis failed part-way (retry
    *   with the same `client_msg_id` to complete it); INVALID_REQUEST for a value the
-   *   store refuses
+   *   store refuses; RequestAbandoned (abandoned.ts) when `gone` said so (nothing stored)
    */
-  async sendToUsers(input: UserMessageInput, named: readonly string[] = distinctRecipients(input)): Promise<IngestResult> {
-    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }), input, named, undefined);
+  async sendToUsers(input: UserMessageInput, named: readonly string[] = distinctRecipients(input), gone?: ClientGone): Promise<IngestResult> {
+    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }, gone), input, named, undefined);
   }
 
   /**
@@ -77,12 +79,17 @@ export class Ingest {
    * one is refused too (`Inbox.orderedFlow`), 503 as the earlier item, so the producer's
    * retry appends both in order.
    *
+   * A message whose client has left before it is stored (`gone`) fails with
+   * RequestAbandoned (abandoned.ts), an UNAVAILABLE: the ones after it fail with it, as
+   * after a 503.
+   *
    * @param flow the append pipeline's flow (default: a new `Inbox.orderedFlow`); a batch
    *   sent as several runs passes one for all of them, so a failure of one run's appends
    *   fails the appends of the runs after it too (tick-pipeline.ts `#broken`)
+   * @param gone asked right before each message is stored, as {@link sendToUsers}'s
    * @returns one settled result per input, in order
    */
-  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow()): Promise<PromiseSettledResult<IngestResult>[]> {
+  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), gone?: ClientGone): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
     // The first item, in batch order, that failed 503 before its appends: the items
@@ -98,7 +105,7 @@ export class Ingest {
       (failed !== undefined && failed.index < i ? Promise.reject(failed.err) : this.#append(put, input, recipients, flow));
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
-      const stored = this.#store(input, { kind: MsgKind.user, to: recipients });
+      const stored = this.#store(input, { kind: MsgKind.user, to: recipients }, gone);
       // No recipient named twice: each message's appends go as soon as it is stored,
       // with none of the ordering's promise and closures per message.
       if (order.independent) {
@@ -139,11 +146,12 @@ export class Ingest {
    *
    * @param size the room's members now, when the caller has just read them (the route,
    *   for the node's budget): not read again
+   * @param gone as {@link sendToUsers}'s
    * @throws PixiuError NOT_FOUND for a room without members (nothing stored);
-   *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST as {@link sendToUsers}
+   *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST, RequestAbandoned as {@link sendToUsers}
    */
-  async sendToRoom(input: RoomMessageInput, size?: number): Promise<RoomIngestResult> {
-    const [outcome] = await this.sendRoomBatch([input], {}, size === undefined ? undefined : new Map([[input.room, size]]));
+  async sendToRoom(input: RoomMessageInput, size?: number, gone?: ClientGone): Promise<RoomIngestResult> {
+    const [outcome] = await this.sendRoomBatch([input], {}, size === undefined ? undefined : new Map([[input.room, size]]), gone);
     if (outcome?.status !== 'fulfilled') throw outcome?.reason;
     return outcome.value;
   }
@@ -165,10 +173,11 @@ export class Ingest {
    * @param flow as {@link sendBatch}'s
    * @param sizes rooms' members now, as the caller has just read them (the routes, for
    *   the recipient limits): those rooms' sizes are not read again
+   * @param gone asked right before each message is stored, as {@link sendBatch}'s
    * @returns one settled result per input, in order
    */
   async sendRoomBatch(
-    inputs: readonly RoomMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), sizes?: ReadonlyMap<string, number>,
+    inputs: readonly RoomMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), sizes?: ReadonlyMap<string, number>, gone?: ClientGone,
   ): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
@@ -178,7 +187,7 @@ export class Ingest {
       // members have all left since) is answered as any retry is.
       if ((sizes?.get(input.room) ?? await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
       // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.messageTime.
-      const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.messageTime(input.room) });
+      const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.messageTime(input.room) }, gone);
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
@@ -241,9 +250,12 @@ export class Ingest {
       : newMessage(input, { kind: MsgKind.room, room }));
   }
 
-  /** Stores the content once (or finds the first message of its `client_msg_id`), for its recipients or its room. */
-  #store(input: UserMessageInput | RoomMessageInput, target: MessageTarget): Promise<PutResult> {
-    return putOnce(this.#deps, newMessage(input, target));
+  /**
+   * Stores the content once (or finds the first message of its `client_msg_id`), for its
+   * recipients or its room; nothing when `gone` says its client has left (claimed-store.ts `putOnce`).
+   */
+  #store(input: UserMessageInput | RoomMessageInput, target: MessageTarget, gone: ClientGone | undefined): Promise<PutResult> {
+    return putOnce(this.#deps, newMessage(input, target), gone);
   }
 
   /**

@@ -121,7 +121,7 @@ test('/metrics counts broadcasts and channel publications in the ingest metrics,
   const text = await scrape();
   const counted = (route: string): Record<string, number> => Object.fromEntries([...text.matchAll(
     new RegExp(`^pixiu_ingest_messages_total\\{route="${route}",outcome="(\\w+)"\\} (\\d+)`, 'gm'))].map((m) => [m[1], Number(m[2])]));
-  assert.deepEqual(counted('broadcast'), { created: 2, duplicate: 1, CONFLICT: 1, INVALID_REQUEST: 1, UNAUTHORIZED: 1 });
+  assert.deepEqual(counted('broadcast'), { created: 2, duplicate: 1, abandoned: 0, CONFLICT: 1, INVALID_REQUEST: 1, UNAUTHORIZED: 1 });
   assert.deepEqual(counted('channel'), { created: 2, duplicate: 1, CONFLICT: 1, PAYLOAD_TOO_LARGE: 1, INVALID_REQUEST: 2 });
   // Timed when published or found published only.
   assert.equal(metricSample(text, 'pixiu_ingest_duration_seconds_count{route="broadcast"}'), 3);

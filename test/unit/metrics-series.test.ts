@@ -9,10 +9,11 @@ import { Metrics } from '../../src/api/metrics.js';
 import { ERRORS } from '../../src/errors.js';
 import { metricSample } from '../harness/checks.js';
 
-test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, acks, ack cursor writes, handshakes', async () => {
+test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate/abandoned, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, acks, ack cursor writes, handshakes', async () => {
   const text = await new Metrics().registry.metrics();
   const zero = [
     ...['message', 'batch', 'broadcast', 'channel'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
+    ...['message', 'batch', 'broadcast'].map((route) => `pixiu_ingest_messages_total{route="${route}",outcome="abandoned"}`),
     ...['message', 'batch', 'broadcast', 'channel'].map((route) => `pixiu_ingest_duration_seconds_count{route="${route}"}`),
     ...['moved', 'refused', 'idle'].map((outcome) => `pixiu_acks_total{outcome="${outcome}"}`),
     ...['written', 'failed'].map((result) => `pixiu_ack_cursor_writes_total{result="${result}"}`),
@@ -28,4 +29,5 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
   assert.equal(metricSample(text, 'pixiu_ws_closes_total{code="other",by="client"}'), undefined);
   assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="message",outcome="INVALID_REQUEST"}'), undefined);
   assert.equal(metricSample(text, 'pixiu_ws_handshakes_total{outcome="INTERNAL"}'), undefined);
+  assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="channel",outcome="abandoned"}'), undefined, 'a publication is never abandoned');
 });

@@ -19,6 +19,8 @@ import { bodyBytesOf, compileBodySchema, describeErrors, itemRefusal } from '../
 import { batchBody, batchResult, documentedMessageBody, documentedMsgIdParam, ingestAnswer, messageBody, messageRecord } from './message-schemas.js';
 import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './ingest-budget.js';
+import { RequestAbandoned } from '../../ingest/abandoned.js';
+import { clientGoneOf, dropAbandoned } from '../abandoned-requests.js';
 
 const validateItem = compileBodySchema(messageBody);
 
@@ -91,6 +93,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const roomSize = isRoomMessage(body) ? await ingest.roomSize(body.room) : undefined;
     const named = roomSize === undefined ? distinctRecipients(body as UserMessageInput) : undefined;
     const taken: (() => void)[] = [];
+    // Its client may leave while it waits before the store: then nothing is stored (src/ingest/abandoned.ts).
+    const gone = clientGoneOf(req);
     let result: IngestResult | RoomIngestResult;
     try {
       try {
@@ -101,7 +105,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         ingest.check(body, named);
         throw err;
       }
-      result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize) : await ingest.sendToUsers(body as UserMessageInput, named);
+      result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize, gone) : await ingest.sendToUsers(body as UserMessageInput, named, gone);
+    } catch (err) {
+      if (!(err instanceof RequestAbandoned)) throw err;
+      metrics.countIngest('message', 'abandoned');
+      return dropAbandoned(req, reply, 'message');
     } finally {
       for (const giveBack of taken) giveBack();
     }
@@ -157,6 +165,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // an ordered one, so neither does one already sent when Redis refused the earlier
       // one's append (Inbox.orderedFlow).
       const flow = deps.inbox.orderedFlow();
+      const gone = clientGoneOf(req);
       for (const run of runsOfOneKind(checked)) {
         const admitted = run.items.filter(({ item, index }) => {
           let refused = keys.admit(item, index);
@@ -170,8 +179,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         });
         const items = admitted.map((a) => a.item);
         const outcomes: PromiseSettledResult<IngestResult | RoomIngestResult>[] = run.room
-          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow, limited.sizes)
-          : await ingest.sendBatch(items as UserMessageInput[], flow);
+          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow, limited.sizes, gone)
+          : await ingest.sendBatch(items as UserMessageInput[], flow, gone);
         outcomes.forEach((outcome, k) => {
           const index = (admitted[k] as { index: number }).index;
           sent.set(index, outcome);
@@ -180,12 +189,19 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       }
       // The batch's items failed by an outage: logged as one line, the first one's reason.
       const unavailable: { first?: { e: PixiuError; item: number }; items: number } = { items: 0 };
+      // Items not stored because the client left (src/ingest/abandoned.ts): the batch is not answered.
+      let abandoned = 0;
       const results = checked.map((c, i) => {
         const outcome = c instanceof PixiuError ? undefined : sent.get(i);
         if (outcome?.status === 'fulfilled') {
           const r = outcome.value;
           count(r.duplicate ? 'duplicate' : 'created');
           return { status: r.duplicate ? 200 : 201, ...r };
+        }
+        if (outcome?.reason instanceof RequestAbandoned) {
+          count('abandoned');
+          abandoned += 1;
+          return undefined;
         }
         const e = placedItemError(toHttpError(c instanceof PixiuError ? c : outcome?.reason), i);
         // As the error handler logs a whole request: an outage is a warning without a
@@ -201,6 +217,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         count(e.code);
         return { status: e.status, ...e.toBody() };
       });
+      if (abandoned > 0) return dropAbandoned(req, reply, 'batch', abandoned);
       const { first } = unavailable;
       // An item to retry, as a 503 would say: the answer is 200, but a client's retry
       // timing reads the header (RFC 9110 §10.2.3 allows it on any answer).
