@@ -75,7 +75,9 @@ export class AbandonedHandshakes {
    * before this check existed. Never rejects.
    */
   async withdraw(user: string, conn: string, device: string, replaced: readonly ReplacedEntry[]): Promise<void> {
-    const { presence, handshakes, kickConnection } = this.#deps;
+    // kickConnection is called on the deps, not destructured: it is a method of the
+    // Gateway (it reads the gateway's kicks), and a bare call has no `this`.
+    const { presence, handshakes } = this.#deps;
     handshakes.settle(conn);
     let restored = false;
     try {
@@ -84,6 +86,6 @@ export class AbandonedHandshakes {
       // Its entry stays until removed: a failed removal is kept and retried (presence-removals.ts).
       presence.remove(user, conn).catch(() => undefined);
     }
-    if (!restored) for (const old of replaced) kickConnection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
+    if (!restored) for (const old of replaced) this.#deps.kickConnection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
   }
 }

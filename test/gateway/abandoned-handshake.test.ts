@@ -5,16 +5,21 @@
  * uplink) leaves the device's live connection open and delivering, its presence entry
  * in place. Before, it closed the live connection 4002 and then went away itself (the
  * network-fault tester's F1). Raw TCP sockets play the client that leaves, so the FIN
- * or RST goes right behind the request; the live connection is a `ws` client.
+ * or RST goes right behind the request; the live connection is a `ws` client. A client
+ * that leaves during the presence write gets the live connection its entry back, or,
+ * when that cannot be done (a newer handshake of the device was admitted, Redis
+ * fails), has it closed 4002 at once (the gateway reviewer's F1).
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Redis } from 'ioredis';
+import { Keys } from '../../src/redis/keys.js';
 import { metricSample, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import { JWT_KEY, serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
@@ -22,11 +27,14 @@ import { JWT_KEY, serverSockets, startGateway, type GatewayFixture } from './gat
 let redis: RedisServer;
 let gw: GatewayFixture;
 let sockets: Map<string, Duplex>;
+let logLines: LogLine[];
 const cleanup = cleanupList();
 
 before(async () => {
   redis = await RedisServer.start();
-  gw = await startGateway(cleanup, { redisUrl: redis.url });
+  const { logger, lines } = capturingLogger();
+  logLines = lines;
+  gw = await startGateway(cleanup, { redisUrl: redis.url }, logger);
   sockets = serverSockets(gw);
 });
 
@@ -41,8 +49,12 @@ after(async () => {
 /** How the client leaves right behind its request: a FIN (`end`) or a RST. */
 type Leave = 'fin' | 'rst';
 
-/** Writes an upgrade request of `user`'s `device` on a raw socket; returns the socket, not yet left. */
-async function rawRequest(user: string, device: string, query: string): Promise<net.Socket> {
+/**
+ * Writes an upgrade request of `user`'s `device` on a raw socket; returns the socket,
+ * not yet left. With `complete` false the request's last line end is held back: the
+ * server has not got the request until the caller writes `\r\n`.
+ */
+async function rawRequest(user: string, device: string, query: string, complete = true): Promise<net.Socket> {
   const { port } = new URL(gw.url);
   const socket = net.connect(Number(port), '127.0.0.1');
   socket.on('error', () => undefined);
@@ -51,8 +63,8 @@ async function rawRequest(user: string, device: string, query: string): Promise<
   socket.write([
     `GET /v1/connect?device=${device}${query} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Upgrade: websocket', 'Connection: Upgrade',
     `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13',
-    `Authorization: Bearer ${await testToken(JWT_KEY, user)}`, '', '',
-  ].join('\r\n'));
+    `Authorization: Bearer ${await testToken(JWT_KEY, user)}`, '', complete ? '' : undefined,
+  ].filter((line) => line !== undefined).join('\r\n'));
   return socket;
 }
 
@@ -109,36 +121,160 @@ for (const how of ['fin', 'rst'] as const) {
   }
 }
 
-/** Whether a script call of the node waits on a CLIENT PAUSE WRITE (CLIENT LIST: flag `b`, command evalsha). */
-async function scriptWaits(probe: Redis): Promise<boolean> {
-  return /flags=\S*b\S* .*cmd=evalsha/.test(String(await probe.call('CLIENT', 'LIST')));
+const keys = new Keys('px:');
+
+/**
+ * A user id and a device name as long as they may be (128 and 64 characters): a
+ * presence write of theirs is a script call whose arguments (the user's key, the device
+ * twice) take more than {@link LONG_IDS_ARGV} bytes, which no other script call of a
+ * quiet node does — how {@link presenceWriteWaits} tells it from the node's own writes.
+ */
+function longIds(tag: string): { user: string; device: string } {
+  return { user: `${tag}-`.padEnd(128, 'u'), device: `${tag}-`.padEnd(64, 'd') };
+}
+const LONG_IDS_ARGV = 128 + 2 * 64;
+
+/** The CLIENT LIST lines of connections whose command waits on a CLIENT PAUSE WRITE (flag `b`). */
+async function waiting(probe: Redis): Promise<string[]> {
+  return String(await probe.call('CLIENT', 'LIST')).split('\n').filter((l) => /flags=\S*b/.test(l));
 }
 
-test('a client that leaves while its handshake writes presence: the live connection stays open, with its presence entry back', async (t) => {
+/** Whether a presence write of {@link longIds} waits on the pause: a blocked script call whose arguments (`argv-mem`) are that long. */
+async function presenceWriteWaits(probe: Redis): Promise<boolean> {
+  return (await waiting(probe)).some((l) => / cmd=evalsha /.test(l) && Number(/ argv-mem=(\d+)/.exec(l)?.[1]) >= LONG_IDS_ARGV);
+}
+
+/** Whether the command of connection `id` waits on the pause. */
+async function commandWaits(probe: Redis, id: number): Promise<boolean> {
+  return (await waiting(probe)).some((l) => l.startsWith(`id=${id} `));
+}
+
+/** A Redis connection of the test's own, to pause Redis and watch it; unpaused and closed when the test ends. */
+function pausingProbe(t: TestContext): Redis {
   const probe = new Redis(redis.url);
   t.after(async () => {
     await probe.call('CLIENT', 'UNPAUSE').catch(() => undefined);
     probe.disconnect();
   });
+  return probe;
+}
+
+/**
+ * Sends a handshake of `user`'s `device` ({@link longIds}; resuming with last_seq, so
+ * nothing is read before its presence write) while Redis holds writes: it passes its
+ * first check (the client is still there) and its presence write, which replaces the
+ * device's live connection, waits. Then `meanwhile` queues what Redis is to run right
+ * behind that write (before the handshake can withdraw: Redis takes the writes that
+ * waited in turn), the client leaves, and Redis takes writes again. The request is
+ * completed only once Redis holds writes, so that none of the node's own writes (its
+ * lease and registration, every 5 s) is likely to come first on its connection.
+ * Resolves with the client's socket and the server's end of it.
+ */
+async function leaveDuringPresenceWrite(
+  probe: Redis, user: string, device: string, how: Leave, meanwhile: () => Promise<void> = async () => undefined,
+): Promise<{ raw: net.Socket; serverSide: Duplex }> {
+  const liveSocket = sockets.get(device);
+  const raw = await rawRequest(user, device, '&last_seq=0', false);
+  await probe.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+  raw.write('\r\n');
+  const serverSide = await serverSocketOf(device, liveSocket);
+  await waitUntil('the presence write waits on the pause', () => presenceWriteWaits(probe), 1500, 5);
+  await meanwhile();
+  leave(raw, how);
+  await waitUntil('the server saw the client leave', async () => serverSide.destroyed || !serverSide.readable, 1500, 5);
+  await probe.call('CLIENT', 'UNPAUSE');
+  return { raw, serverSide };
+}
+
+/** The lines at error (level 50 and up) the node logged from line `from` on. */
+function errorsSince(from: number): LogLine[] {
+  return logLines.slice(from).filter((l) => l.level >= 50);
+}
+
+test('a client that leaves while its handshake writes presence: the live connection stays open, with its presence entry back', async (t) => {
+  const probe = pausingProbe(t);
   for (const how of ['fin', 'rst'] as const) {
-    const user = `gone-mid-write-${how}`;
-    const { client: live, welcome } = await gw.connectWelcomed(user, { device: 'tablet' });
-    const liveSocket = sockets.get('tablet');
+    const { user, device } = longIds(`gone-mid-write-${how}`);
+    const { client: live, welcome } = await gw.connectWelcomed(user, { device });
     const before = await abandonedCount();
-    // Writes to Redis wait (reads go on). With last_seq nothing is read before the
-    // presence write: the handshake passes its first check (the client is still there)
-    // and waits on the write; then the client leaves.
-    await probe.call('CLIENT', 'PAUSE', '10000', 'WRITE');
-    const raw = await rawRequest(user, 'tablet', '&last_seq=0');
-    const serverSide = await serverSocketOf('tablet', liveSocket);
-    await waitUntil('the presence write waits on the pause', () => scriptWaits(probe), 5000, 5);
-    leave(raw, how);
-    await waitUntil('the server saw the client leave', async () => serverSide.destroyed || !serverSide.readable, 5000, 5);
-    await probe.call('CLIENT', 'UNPAUSE');
+    const { raw, serverSide } = await leaveDuringPresenceWrite(probe, user, device, how);
     await waitUntil('the server closed the abandoned upgrade', async () => serverSide.destroyed, 5000, 5);
     await stillLive(user, live, welcome.conn as string);
     assert.equal(await abandonedCount(), before + 1, 'counted as an abandoned handshake');
     raw.destroy();
     await live.close();
   }
+});
+
+// When the abandoned handshake cannot give the replaced connection its entry back, it
+// closes that connection 4002, as the replacement would have: nothing else will (a
+// newer handshake replaced only the abandoned one's entry). Before, this kick was
+// called unbound (a TypeError, the request failing INTERNAL, logged at error, not
+// counted), and the replaced connection stayed open off presence — beside the newer
+// one, delivering the same messages — until its heartbeat's presence refresh, up to
+// PIXIU_HEARTBEAT (25 s) later (the gateway reviewer's F1). Both wait on the close,
+// bounded well under a heartbeat. What Redis runs between the presence write and the
+// withdraw is sent from a connection of the test's, which waits on the pause behind it.
+const REPLACED = { code: 4002, reason: 'replaced by a new connection of the same device' };
+
+/**
+ * Opens the live connection of a {@link longIds} device, then sends a handshake of the
+ * device whose client leaves while its presence write (which replaces the live
+ * connection) waits on the pause, with `inject`'s command sent from a connection of the
+ * test's, so that Redis runs it right behind that write and before the handshake's
+ * withdraw. Resolves with the live connection, the ids, and the abandoned count and
+ * the log's length from before the handshake.
+ */
+async function abandonedWithInjection(
+  t: TestContext, tag: string, how: Leave, inject: (conn: Redis, user: string, device: string) => Promise<unknown>,
+): Promise<{ old: TestClient; user: string; device: string; before: number; logFrom: number; conn: Redis }> {
+  const conn = new Redis(redis.url);
+  t.after(() => conn.disconnect());
+  const id = Number(await conn.call('CLIENT', 'ID'));
+  const probe = pausingProbe(t);
+  const { user, device } = longIds(tag);
+  const { client: old } = await gw.connectWelcomed(user, { device });
+  const before = await abandonedCount();
+  const logFrom = logLines.length;
+  await leaveDuringPresenceWrite(probe, user, device, how, async () => {
+    inject(conn, user, device).catch(() => undefined);
+    await waitUntil('the injected command waits behind the presence write', () => commandWaits(probe, id), 1500, 5);
+  });
+  return { old, user, device, before, logFrom, conn };
+}
+
+test('a client that leaves while its handshake writes presence, with a newer handshake of the device admitted meanwhile: the replaced connection is closed 4002 at once', async (t) => {
+  const { old, user, before, logFrom, conn } = await abandonedWithInjection(t, 'gone-newer-admitted', 'rst', (newer, user, device) => {
+    // The entry a newer handshake of the device admitted on another node writes (presence-add-1.lua).
+    const now = Date.now();
+    return newer.hset(keys.conns(user), 'newer-handshake', `${now + 60_000}|another-node|${device}|${now}`);
+  });
+  // The withdraw finds the newer entry: the replaced connection's is not written back.
+  assert.deepEqual(await old.waitClose(5000), REPLACED);
+  assert.equal(await abandonedCount(), before + 1, 'counted as an abandoned handshake');
+  assert.deepEqual(errorsSince(logFrom), [], 'nothing logged at error');
+  assert.deepEqual(Object.keys(await conn.hgetall(keys.conns(user))), ['newer-handshake'], 'the newer entry, alone');
+});
+
+test('a client that leaves while its handshake writes presence, and Redis refuses its withdraw (out of memory): the replaced connection is closed 4002 at once', async (t) => {
+  const admin = new Redis(redis.url);
+  t.after(async () => {
+    await admin.call('CLIENT', 'UNPAUSE'); // (when the test failed while Redis held writes)
+    await admin.config('SET', 'maxmemory', '0');
+    await admin.del('oom-filler');
+    admin.disconnect();
+  });
+  // Room for the live connection and the presence write; none once a 16 MiB value is stored.
+  const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))?.[1]);
+  await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  await admin.config('SET', 'maxmemory', String(used + 4 * 1024 * 1024));
+  const { old, user, before, logFrom } = await abandonedWithInjection(t, 'gone-withdraw-refused', 'fin', (filler) =>
+    // A script started under maxmemory runs to its end: Redis is full right after the presence write.
+    filler.eval("redis.call('SET', KEYS[1], string.rep('x', tonumber(ARGV[1]))) return 1", 1, 'oom-filler', String(16 * 1024 * 1024)));
+  assert.deepEqual(await old.waitClose(5000), REPLACED);
+  await admin.config('SET', 'maxmemory', '0');
+  await admin.del('oom-filler');
+  await waitUntil('presence lists none of the device\'s connections', async () => (await presenceOf(user)).length === 0, 5000, 20);
+  assert.equal(await abandonedCount(), before + 1, 'counted as an abandoned handshake');
+  assert.deepEqual(errorsSince(logFrom), [], 'nothing logged at error');
 });
