@@ -19,7 +19,7 @@ import { RecipientOrder } from './recipient-order.js';
 import { checkSameMessage } from './same-message.js';
 import { otherStoresRecord, putOnce } from './claimed-store.js';
 import { newMessage, type MessageTarget } from './new-message.js';
-import type { ClientGone } from './abandoned.js';
+import { handedOn, type ClientGone } from './abandoned.js';
 import { appendAll, rememberIfOnline, type AppendedHook } from './inbox-appends.js';
 import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from './shapes.js';
 
@@ -80,8 +80,9 @@ export class Ingest {
    * retry appends both in order.
    *
    * A message whose client has left before it is stored (`gone`) fails with
-   * RequestAbandoned (abandoned.ts), an UNAVAILABLE: the ones after it fail with it, as
-   * after a 503.
+   * RequestAbandoned (abandoned.ts), an UNAVAILABLE: the ones after it are held back as
+   * after a 503, each failed with an UNAVAILABLE of its own (abandoned.ts `handedOn`:
+   * they are stored, not abandoned).
    *
    * @param flow the append pipeline's flow (default: a new `Inbox.orderedFlow`); a batch
    *   sent as several runs passes one for all of them, so a failure of one run's appends
@@ -95,10 +96,11 @@ export class Ingest {
     // The first item, in batch order, that failed 503 before its appends: the items
     // after it whose appends have not gone out fail with it; those before it go on,
     // also when their puts end after its failure (another partition, slower). The
-    // flow is broken only once the run has settled, for the batch's later runs.
+    // flow is broken only once the run has settled, for the batch's later runs. `err`
+    // is what they fail with (handedOn: not the item's own RequestAbandoned).
     let failed: { index: number; err: unknown } | undefined;
     const failedBefore = (i: number, err: unknown): unknown => {
-      if (isUnavailable(err) && (failed === undefined || i < failed.index)) failed = { index: i, err };
+      if (isUnavailable(err) && (failed === undefined || i < failed.index)) failed = { index: i, err: handedOn(err) };
       return err;
     };
     const append = (put: PutResult, input: UserMessageInput, recipients: readonly string[], i: number): Promise<IngestResult> =>
@@ -130,11 +132,12 @@ export class Ingest {
    * A batch item failed before its appends (its store put, its room's members). When the
    * producer retries it (503 UNAVAILABLE: the store, Redis or another node failed),
    * nothing later of the batch (`flow`) may go ahead of it: its retry would land after
-   * that (tick-pipeline.ts `breakFlow`).
+   * that (tick-pipeline.ts `breakFlow`): those fail with `err`, or, for a
+   * RequestAbandoned, with an UNAVAILABLE of their own (abandoned.ts `handedOn`).
    * @returns `err`, to reject the item with
    */
   #failedBeforeAppends(flow: Flow, err: unknown): unknown {
-    if (isUnavailable(err)) this.#deps.inbox.breakFlow(flow, err);
+    if (isUnavailable(err)) this.#deps.inbox.breakFlow(flow, handedOn(err));
     return err;
   }
 

@@ -6,7 +6,9 @@
  * The 503 is a real one: the item's `client_msg_id` is claimed by another store that is
  * storing it now (a pending claim in Redis, as a node mid-write leaves it), on a Redis
  * shared by two stores. Real stores, inbox, rooms and redis-server; the runs are handed
- * to the ingest as the batch route hands them.
+ * to the ingest as the batch route hands them. An item dropped because its client left
+ * (src/ingest/abandoned.ts) holds back the later ones the same way, but they fail with an
+ * UNAVAILABLE of their own, not its RequestAbandoned: they were stored.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +16,7 @@ import type { Redis } from 'ioredis';
 import { ClientIdClaims } from '../../src/cluster/client-id-claims.js';
 import { PixiuError } from '../../src/errors.js';
 import type { Flow, Inbox } from '../../src/inbox/inbox.js';
+import { RequestAbandoned, type ClientGone } from '../../src/ingest/abandoned.js';
 import { Ingest } from '../../src/ingest/ingest.js';
 import { Keys } from '../../src/redis/keys.js';
 import { Rooms } from '../../src/rooms/membership.js';
@@ -102,3 +105,38 @@ test('an item that fails 503 before its appends fails a later run\'s item to sev
   assert.ok(isUnavailable(many), `the later run's item to two users fails 503 too: ${JSON.stringify(many)}`);
   assert.deepEqual(await readWholeInbox(inbox, 'runs-di'), [], 'nothing reached runs-di ahead of the failed item');
 });
+
+/**
+ * A client that leaves after the first two questions (src/ingest/abandoned.ts): the
+ * batches below ask at item 0's and item 1's entries, then after item 0's claim, so item
+ * 1 (no client_msg_id, no claim) is stored and item 0 is dropped.
+ */
+function goneAfterTwo(): ClientGone {
+  let asked = 0;
+  return () => ++asked > 2;
+}
+
+/** Held back by an abandoned item: UNAVAILABLE, but not the RequestAbandoned ("not stored") it was not. */
+function isHeldBack(outcome: PromiseSettledResult<unknown> | undefined): boolean {
+  return isUnavailable(outcome) && !((outcome as PromiseRejectedResult).reason instanceof RequestAbandoned);
+}
+
+// The later run is of the other kind: the flow broken for it carries the held-back error too.
+for (const first of ['room', 'user'] as const) {
+  test(`a ${first} item stored after an earlier one to the same user was abandoned is held back with an UNAVAILABLE of its own, as is a later run's item`, async (t) => {
+    const { ingest, rooms } = await ingestBesideAWriter(t);
+    const [room, user] = [`left-room-${first}`, `left-${first}-member`];
+    await rooms.add(room, [user]);
+    const flow: Flow = {};
+    const items = [{ type: 't', data: 0, client_msg_id: `left-${first}-0` }, { type: 't', data: 1 }];
+    const [dropped, stored] = first === 'room'
+      ? await ingest.sendRoomBatch(items.map((item) => ({ ...item, room })), flow, undefined, goneAfterTwo())
+      : await ingest.sendBatch(items.map((item) => ({ ...item, to: user })), flow, goneAfterTwo());
+    assert.ok(dropped?.status === 'rejected' && dropped.reason instanceof RequestAbandoned, `item 0 abandoned: ${JSON.stringify(dropped)}`);
+    assert.ok(isHeldBack(stored), `item 1 held back, not abandoned: ${String(stored?.status === 'rejected' ? stored.reason : 'fulfilled')}`);
+    const later = { type: 't', data: 2 };
+    const [next] = first === 'room' ? await ingest.sendBatch([{ ...later, to: user }], flow) : await ingest.sendRoomBatch([{ ...later, room }], flow);
+    assert.ok(isHeldBack(next), `the later run's item held back, not abandoned: ${JSON.stringify(next)}`);
+    assert.deepEqual(await readWholeInbox(inbox, user), [], `nothing reached ${user} ahead of item 0`);
+  });
+}

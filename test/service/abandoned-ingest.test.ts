@@ -11,7 +11,8 @@
  * tester's F2). Now nothing is stored, the claim is released, the request is counted
  * `abandoned`, and the retry on another node is `201 duplicate: false`. Without a claim
  * (a room message without `client_msg_id`) the same holds for a wait on the room's
- * clock. A producer that stays gets its `201` as before.
+ * clock. A producer that stays gets its `201` as before. A batch item stored already,
+ * held back behind an earlier item so dropped, is counted `UNAVAILABLE`, not `abandoned`.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -74,10 +75,20 @@ async function rawPost(path: string, body: unknown, id: string): Promise<net.Soc
   return socket;
 }
 
-/** a's `pixiu_ingest_messages_total` for `route` and `outcome`. */
-async function ingestCount(route: string, outcome: string): Promise<number> {
+/** a's metric sample `line` (0 when absent). */
+async function metricOfA(line: string): Promise<number> {
   const text = (await a.client.get('/metrics', { headers: { authorization: '' } })).text;
-  return metricSample(text, `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`) ?? 0;
+  return metricSample(text, line) ?? 0;
+}
+
+/** a's `pixiu_ingest_messages_total` for `route` and `outcome`. */
+function ingestCount(route: string, outcome: string): Promise<number> {
+  return metricOfA(`pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`);
+}
+
+/** Records a's store has written. */
+function storedRecords(): Promise<number> {
+  return metricOfA('pixiu_store_batch_size_sum');
 }
 
 /** What Redis holds under `cid`'s claim: null, a store's pending mark `P|…`, or a MsgID. */
@@ -151,6 +162,37 @@ test('a batch whose producer left while its items\' claims waited stores none of
   const retry = await b.client.post('/v1/messages/batch', body);
   assert.equal(retry.status, 200, retry.text);
   assert.deepEqual((retry.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 201]);
+  socket.destroy();
+});
+
+test('a batch item stored while an earlier one to the same user waited on its claim, and held back when that one was dropped, is counted UNAVAILABLE, not abandoned: it was stored', async () => {
+  const user = 'mixed-user';
+  const cid = 'mixed-0';
+  // Item 1 has no client_msg_id, so no claim: it is stored at once, and its append
+  // waits for item 0's (same user, batch order), which waits on its claim.
+  const body = { messages: [{ to: user, type: 't', data: 0, client_msg_id: cid }, { to: user, type: 't', data: 1 }] };
+  const abandoned = await ingestCount('batch', 'abandoned');
+  const unavailable = await ingestCount('batch', 'UNAVAILABLE');
+  const written = await storedRecords();
+  await pauseWrites();
+  const socket = await rawPost('/v1/messages/batch', body, 'mixed');
+  await claimsWait([cid]);
+  await waitUntil('item 1 is stored', async () => (await storedRecords()) === written + 1, 5000, 5);
+  await leaveWhileClaimed(socket, 'mixed', 'fin', [cid]);
+  assert.equal(await claimOf(cid), null, 'item 0 is not stored: its claim is released');
+  await waitUntil('the batch is counted', async () => (await ingestCount('batch', 'abandoned')) > abandoned, 5000, 10);
+  // Both are counted in one step, once the batch is dropped.
+  assert.equal(await ingestCount('batch', 'abandoned'), abandoned + 1, 'only item 0 was not stored');
+  assert.equal(await ingestCount('batch', 'UNAVAILABLE'), unavailable + 1, 'item 1 was stored, held back as after a 503');
+  // Held back: item 1 reaches no inbox ahead of item 0's retry.
+  const held = await a.client.get(`/v1/users/${user}/messages`);
+  assert.equal(held.status, 200, held.text);
+  assert.deepEqual((held.body as { messages: unknown[] }).messages, []);
+  const retry = await b.client.post('/v1/messages/batch', body);
+  assert.equal(retry.status, 200, retry.text);
+  assert.deepEqual((retry.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 201]);
+  const inbox = await a.client.get(`/v1/users/${user}/messages`);
+  assert.deepEqual((inbox.body as { messages: { data: unknown }[] }).messages.map((m) => m.data), [0, 1], 'in batch order');
   socket.destroy();
 });
 
