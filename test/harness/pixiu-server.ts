@@ -38,9 +38,16 @@ let cliEntryMemo: readonly string[] | undefined;
  * tests run it some 200 times; a tree edited since its last build runs its sources.
  */
 export function cliEntry(): readonly string[] {
-  cliEntryMemo ??= builtIsCurrent() ? [BUILT_MAIN] : ['--import', 'tsx', CLI_MAIN];
+  cliEntryMemo ??= [SHORT_RUN_FLAG, ...(builtIsCurrent() ? [BUILT_MAIN] : ['--import', 'tsx', CLI_MAIN])];
   return cliEntryMemo;
 }
+
+/**
+ * V8's optimization budget for the `pixiu` runs of the tests, as `npm test` gives the
+ * test files themselves: eight times the default, so that a run of a few seconds does
+ * not spend a third of its CPU optimizing the module loader (docs/decisions.md, "Tests").
+ */
+const SHORT_RUN_FLAG = '--interrupt-budget=1048576';
 
 /** True when the build exists and no file under `src/` changed after it. */
 function builtIsCurrent(): boolean {
