@@ -20,7 +20,7 @@ import type { Config, ConfigOverrides } from '../../src/config/config.js';
 import type { Logger } from '../../src/logger.js';
 import type { Service } from '../../src/service/service.js';
 import { RedisServer } from './redis-server.js';
-import { REPO_ROOT } from './test-build.js';
+import { REPO_ROOT, SHORT_RUN_FLAG } from './test-build.js';
 
 export { REPO_ROOT } from './test-build.js';
 /** The `pixiu` command's entry point, run through tsx. */
@@ -31,23 +31,17 @@ const BUILT_MAIN = path.join(REPO_ROOT, 'dist/cli/main.js');
 let cliEntryMemo: readonly string[] | undefined;
 
 /**
- * The node arguments that run `pixiu`: the build (`dist/cli/main.js`, as `npm start`
- * runs it) when it is newer than every file under `src/`, else `src/cli/main.ts`
- * through tsx. The build starts in about half the time (0.6 s against 1.1 s a run on
- * a 2-core VM: tsx looks up and loads every module's transpiled form), and the CLI
- * tests run it some 200 times; a tree edited since its last build runs its sources.
+ * The node arguments that run `pixiu` ({@link SHORT_RUN_FLAG} first): the build
+ * (`dist/cli/main.js`, as `npm start` runs it) when it is newer than every file under
+ * `src/`, else `src/cli/main.ts` through tsx. The build starts in about half the time
+ * (0.6 s against 1.1 s a run on a 2-core VM: tsx looks up and loads every module's
+ * transpiled form), and the CLI tests run it some 200 times; a tree edited since its
+ * last build runs its sources.
  */
 export function cliEntry(): readonly string[] {
   cliEntryMemo ??= [SHORT_RUN_FLAG, ...(builtIsCurrent() ? [BUILT_MAIN] : ['--import', 'tsx', CLI_MAIN])];
   return cliEntryMemo;
 }
-
-/**
- * V8's optimization budget for the `pixiu` runs of the tests, as `npm test` gives the
- * test files themselves: eight times the default, so that a run of a few seconds does
- * not spend a third of its CPU optimizing the module loader (docs/decisions.md, "Tests").
- */
-const SHORT_RUN_FLAG = '--interrupt-budget=1048576';
 
 /** True when the build exists and no file under `src/` changed after it. */
 function builtIsCurrent(): boolean {

@@ -37,6 +37,13 @@ export function siblingModule(callerUrl: string, relative: string): string {
 }
 
 /**
+ * V8's optimization budget for the `pixiu` runs of the tests, as `npm test` gives the
+ * test files themselves: eight times the default, so that a run of a few seconds does
+ * not spend a third of its CPU optimizing the module loader (docs/decisions.md, "Tests").
+ */
+export const SHORT_RUN_FLAG = '--interrupt-budget=1048576';
+
+/**
  * The node arguments that run the program `file`: `--import tsx` before a `.ts` file,
  * nothing before a compiled one.
  */
