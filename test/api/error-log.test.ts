@@ -30,7 +30,10 @@ let texts: string[];
 const files = cleanupList();
 
 before(async () => {
-  redis = await RedisServer.start();
+  // With its AOF, as production runs it: the tests below stop and restart it, and one
+  // that came back empty would have the node log at error (Redis lost its data: the
+  // store's claim gone) at its next lease renewal, during whichever test runs then.
+  redis = await RedisServer.start({ aof: true });
   files.after(() => redis.destroy());
   const dataDir = await tempDataDir(files);
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisCommandTimeoutMs: '300', jwtSecret: JWT_SECRET, heartbeatMs: '300' });

@@ -123,7 +123,9 @@ test('a node whose store lease Redis gives back at an older renewal (Redis went 
   await waitUntil('a lease renewal after the copy', async () => await renewalOf() > copiedAt, 12_000);
   await restore();
   await waitUntil('the generation raised by the node', async () => Number(await raw.get(keys.inboxGeneration()) ?? '0') > 0, 12_000);
-  assert.ok(lines.some((l) => l.level === 50 && String(l.msg).startsWith('Redis lost writes it had acknowledged (this node\'s store lease was back at renewal')));
+  // Its line follows the raise's reply, which may be read after this test's GET of the raised value.
+  await waitUntil('the raise logged with its reason', () => Promise.resolve(lines.some((l) => l.level === 50
+    && String(l.msg).startsWith('Redis lost writes it had acknowledged (this node\'s store lease was back at renewal'))), 2000, 10);
   await expectResetAfterReuse(server, user, epoch, kept);
 });
 
