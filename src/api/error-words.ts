@@ -80,7 +80,7 @@ export function wordError(e: ErrorObject): string {
     case 'required':
       return `is missing the required field ${JSON.stringify(String(p.missingProperty))}`;
     case 'additionalProperties':
-      return `has an unknown field ${JSON.stringify(String(p.additionalProperty))}`;
+      return `has an unknown field ${JSON.stringify(String(p.additionalProperty))}${unaddressed(e)}`;
     case 'pattern':
       return loneSurrogateFailure(String(p.pattern), e.data) ?? patternFailure(String(p.pattern));
     case 'uniqueItems':
@@ -111,6 +111,21 @@ function loneSurrogateFailure(pattern: string, value: unknown): string | undefin
     compiled.set(pattern, re);
   }
   return re.test(wholeCharacters(value)) ? words : undefined;
+}
+
+/**
+ * What an unknown field's error adds for a message that also has no address: a
+ * message's schema takes `to` and `room` but requires neither (the route checks
+ * "exactly one", messages.ts `checkAddressing`, after the schema), so `{"too": "ann"}`
+ * would otherwise be told only of `too` (a newcomer's finding). Needs the error's
+ * `data` and `parentSchema` (Ajv's `verbose`); '' for any other object.
+ */
+function unaddressed(e: ErrorObject): string {
+  const known = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
+  const data = e.data;
+  if (known === undefined || !Object.hasOwn(known, 'to') || !Object.hasOwn(known, 'room')) return '';
+  if (typeof data !== 'object' || data === null || Object.hasOwn(data, 'to') || Object.hasOwn(data, 'room')) return '';
+  return ' (and has neither "to" nor "room": give one)';
 }
 
 /**

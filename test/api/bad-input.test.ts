@@ -240,7 +240,18 @@ test('a negative ttl is 400, and so is one over 30 days', async (t) => {
 });
 
 test('an unknown field is 400 and the message names it', async (t) => {
-  await rejects(t, post(message({ clientMsgId: 'typo' })), 400, 'INVALID_REQUEST', /unknown field "clientMsgId"/);
+  await rejects(t, post(message({ clientMsgId: 'typo' })), 400, 'INVALID_REQUEST', /unknown field "clientMsgId"$/);
+});
+
+test('a misspelt to is 400 naming the unknown field and saying the message has neither to nor room, alone and as a batch item (walkthrough F1)', async (t) => {
+  const { to: _to, ...unaddressed } = message({ too: RECIPIENT });
+  await rejects(t, post(unaddressed), 400, 'INVALID_REQUEST', /^body has an unknown field "too" \(and has neither "to" nor "room": give one\)$/);
+  const server = await freshServer(t);
+  const batch = await server.client.post('/v1/messages/batch', { messages: [unaddressed, message({ tooo: 1 })] });
+  assert.equal(batch.status, 200, batch.text);
+  const [first, second] = (batch.body as { results: { status: number; error?: { message: string } }[] }).results;
+  assert.equal(first?.error?.message, 'messages/0 has an unknown field "too" (and has neither "to" nor "room": give one)');
+  assert.equal(second?.error?.message, 'messages/1 has an unknown field "tooo"', 'an addressed message is told of the field alone');
 });
 
 test('data of 65 KiB is 413 PAYLOAD_TOO_LARGE', async (t) => {
