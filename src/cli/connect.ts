@@ -235,7 +235,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       res.on('data', (c: Buffer) => { body += c.toString(); });
       res.on('end', () => {
         socket?.destroy();
-        reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${body}${res.statusCode === 401 ? how.refusedHint : ''}`));
+        reject(new StartupError(`connection refused: HTTP ${res.statusCode} ${refusalText(body, res.headers['content-type'], url.origin)}${res.statusCode === 401 ? how.refusedHint : ''}`));
       });
     });
     ws.on('error', (err) => reject(new StartupError(stopping && !opened
@@ -354,4 +354,18 @@ async function inboxEpoch(service: URL, token: string, afterSeq: number, hurry: 
  */
 function ackFrame(seq: number, epoch: string | null | undefined): string {
   return JSON.stringify(epoch ? { t: 'ack', seq, epoch } : { t: 'ack', seq });
+}
+
+/**
+ * What `pixiu connect` prints of a handshake's refusal body: Pixiu's JSON error body
+ * as it came (docs/api.md, "Errors"), else not the body (another server's HTML page on
+ * that port, a walkthrough tester's finding) but what it was and where to look.
+ * @param body the answer's body as text
+ * @param contentType its `Content-Type` header, if any
+ * @param origin where the handshake went, for the hint
+ */
+export function refusalText(body: string, contentType: string | undefined, origin: string): string {
+  if (/^application\/json\b/i.test(contentType ?? '') && body.trimStart().startsWith('{')) return body;
+  const what = body.length === 0 ? 'an empty answer' : `${contentType ?? 'an answer'} of ${Buffer.byteLength(body)} bytes`;
+  return `(${what}, not Pixiu's JSON error: is ${origin} the Pixiu service? --port / PIXIU_PORT, or --url with its path under a proxy)`;
 }

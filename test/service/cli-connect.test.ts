@@ -167,7 +167,8 @@ test('pixiu connect refused by a server that keeps the connection alive exits 1 
   const other = createServer((socket) => {
     sockets.add(socket);
     socket.on('error', () => undefined);
-    socket.once('data', () => socket.write('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n'));
+    const page = '<html><body><h1>404 Not Found</h1></body></html>';
+    socket.once('data', () => socket.write(`HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: ${page.length}\r\n\r\n${page}`));
   });
   await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => {
@@ -177,7 +178,8 @@ test('pixiu connect refused by a server that keeps the connection alive exits 1 
   const { port } = other.address() as AddressInfo;
   const run = await runCli(['connect', 'kai', '--url', `http://127.0.0.1:${port}`], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(run.code, 1, run.stderr);
-  assert.match(run.stderr, /connection refused: HTTP 404/);
+  assert.match(run.stderr, /connection refused: HTTP 404 \(text\/html of 48 bytes, not Pixiu's JSON error: is ws:\/\/127\.0\.0\.1:\d+ the Pixiu service\? --port \/ PIXIU_PORT, or --url/);
+  assert.doesNotMatch(run.stderr, /<html>/, 'another server\'s page is not printed (walkthrough F2)');
 });
 
 test('pixiu connect refused before the upgrade (404), or with nothing listening, exits 1 with one error line: no close, no exit line', async () => {
@@ -185,7 +187,7 @@ test('pixiu connect refused before the upgrade (404), or with nothing listening,
   const refused = await runCli(['connect', 'dora', '--url', `${server.service.url}/not-pixiu`], { PIXIU_JWT_SECRET: JWT_SECRET });
   assert.equal(refused.code, 1, refused.stderr);
   assert.equal(refused.stdout, '');
-  assert.match(refused.stderr, /connection refused: HTTP 404 /);
+  assert.match(refused.stderr, /connection refused: HTTP 404 \{"error":\{"code":"NOT_FOUND"/, 'Pixiu\'s own JSON error as it came');
   assert.doesNotMatch(refused.stderr, /closed/);
   // A --last-seq that is no seq is refused before connecting, naming the flag.
   for (const [bad, typo] of await runEach(['abc', '-1', '1.5', '', '007', '9007199254740992'], (bad) => runCli(['connect', 'dora', '--last-seq', bad, '--url', server.service.url], { PIXIU_JWT_SECRET: JWT_SECRET }))) {
