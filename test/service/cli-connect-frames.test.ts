@@ -212,11 +212,11 @@ test('pixiu connect --token-file drops a leading "bearer " in any case, and a fi
   assert.equal(seen.upgrades.length, 1, 'neither connected');
 });
 
-/** Not Pixiu: a server answering every request `status` with `body`, and closing. */
+/** A stand-in for Pixiu's refusals: answers every request `status` with `body` as its JSON error body (docs/api.md, "Errors"), and closes. */
 async function refusing(t: { after(fn: () => unknown): void }, status: string, body: string): Promise<string> {
   const web = createServer((socket) => {
     socket.on('error', () => undefined);
-    socket.once('data', () => socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`));
+    socket.once('data', () => socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`));
   });
   await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => web.close(() => resolve())));
@@ -227,12 +227,14 @@ test('pixiu connect refused 401 with a token signed by the data dir\'s key names
   const dir = await tempDataDir(t);
   await mkdir(path.join(dir, 'secrets'), { mode: 0o700 });
   await writeFile(path.join(dir, 'secrets', 'jwt-secret'), `${JWT_SECRET}\n`, { mode: 0o600 });
-  const unauthorized = await runCli(['connect', 'bea', '--url', await refusing(t, '401 Unauthorized', 'invalid token')], { PIXIU_DATA_DIR: dir });
+  const invalidToken = '{"error":{"code":"UNAUTHORIZED","message":"invalid token"}}';
+  const unauthorized = await runCli(['connect', 'bea', '--url', await refusing(t, '401 Unauthorized', invalidToken)], { PIXIU_DATA_DIR: dir });
   assert.equal(unauthorized.code, 1, unauthorized.stderr);
-  assert.equal(unauthorized.stderr, `pixiu: connection refused: HTTP 401 invalid token (the token was signed with the key from ${path.join(dir, 'secrets', 'jwt-secret')}: does the service use that key? Give pixiu connect the service's --data-dir, or its PIXIU_JWT_SECRET)\n`);
-  const forbidden = await runCli(['connect', 'bea', '--url', await refusing(t, '403 Forbidden', 'too many connections')], { PIXIU_DATA_DIR: dir });
+  assert.equal(unauthorized.stderr, `pixiu: connection refused: HTTP 401 ${invalidToken} (the token was signed with the key from ${path.join(dir, 'secrets', 'jwt-secret')}: does the service use that key? Give pixiu connect the service's --data-dir, or its PIXIU_JWT_SECRET)\n`);
+  const notAllowed = '{"error":{"code":"FORBIDDEN","message":"origin not allowed"}}';
+  const forbidden = await runCli(['connect', 'bea', '--url', await refusing(t, '403 Forbidden', notAllowed)], { PIXIU_DATA_DIR: dir });
   assert.equal(forbidden.code, 1, forbidden.stderr);
-  assert.equal(forbidden.stderr, 'pixiu: connection refused: HTTP 403 too many connections\n');
+  assert.equal(forbidden.stderr, `pixiu: connection refused: HTTP 403 ${notAllowed}\n`);
 });
 
 test('pixiu connect interrupted (Ctrl-C) while its handshake waits stops at once: exit 1, one line saying so, no exit line', async (t) => {
