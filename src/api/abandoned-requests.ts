@@ -4,6 +4,7 @@
  * a request it found abandoned is dropped unanswered ({@link dropAbandoned}), counted in
  * `pixiu_ingest_messages_total{outcome="abandoned"}` by the route.
  */
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ClientGone } from '../ingest/abandoned.js';
 import type { IngestRoute } from './metric-labels.js';
@@ -19,7 +20,17 @@ import type { IngestRoute } from './metric-labels.js';
  */
 export function clientGoneOf(req: FastifyRequest): ClientGone {
   const socket = req.raw.socket;
-  return () => socket.destroyed || !socket.readable || !socket.writable;
+  return () => socketGone(socket);
+}
+
+/**
+ * Whether the peer of `socket` has left: reset or destroyed, or its FIN read (`readable`
+ * false once 'end' is emitted), or nothing can be written to it any more. State only.
+ * What an ingest request ({@link clientGoneOf}) and a WebSocket handshake
+ * (src/gateway/abandoned-handshakes.ts `clientGone`) ask.
+ */
+export function socketGone(socket: Socket): boolean {
+  return socket.destroyed || !socket.readable || !socket.writable;
 }
 
 /**

@@ -16,6 +16,7 @@
 import { setImmediate as nextCheckPhase } from 'node:timers/promises';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { socketGone } from '../api/abandoned-requests.js';
 import type { ReplacedEntry } from '../cluster/presence.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { GatewayDeps } from './gateway-deps.js';
@@ -41,7 +42,7 @@ export const REPLACED_REASON = 'replaced by a new connection of the same device'
 export async function clientGone(socket: Socket): Promise<boolean> {
   await nextCheckPhase();
   await nextCheckPhase();
-  return socket.destroyed || !socket.readable || !socket.writable;
+  return socketGone(socket);
 }
 
 /** What dropping an abandoned handshake needs from the gateway. */
