@@ -158,9 +158,7 @@ export class NodeRegistry {
   async liveAmong(nodes: Iterable<string>): Promise<ReadonlySet<string>> {
     const asked = new Set(nodes);
     if ([...asked].some((n) => !this.isLive(n))) {
-      const now = Date.now() + this.#offset;
-      const live = await redisCall(() => this.#redis.zrangebyscore(this.#key, `(${now}`, '+inf'));
-      this.#live = new Set(live);
+      this.#live = new Set(await this.#readLive());
     }
     return new Set([...asked].filter((n) => this.isLive(n)));
   }
@@ -173,7 +171,7 @@ export class NodeRegistry {
   async isRegistered(node: string): Promise<boolean> {
     if (node === this.node) return true;
     const expiry = await redisCall(() => this.#redis.zscore(this.#key, node));
-    return expiry !== null && Number(expiry) > Date.now() + this.#offset;
+    return expiry !== null && Number(expiry) > this.now();
   }
 
   /**
@@ -183,9 +181,16 @@ export class NodeRegistry {
    * other nodes waiting on its store (leaving-others.ts). Never rejects.
    */
   async othersNow(): Promise<string[]> {
-    const now = Date.now() + this.#offset;
-    const live = await redisCall(() => this.#redis.zrangebyscore(this.#key, `(${now}`, '+inf')).catch(() => [...this.#live]);
+    const live = await this.#readLive().catch(() => [...this.#live]);
     return live.filter((n) => n !== this.node).sort();
+  }
+
+  /**
+   * The nodes whose registration has not expired by {@link now}, read from Redis.
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  #readLive(): Promise<string[]> {
+    return redisCall(() => this.#redis.zrangebyscore(this.#key, `(${this.now()}`, '+inf'));
   }
 
   /** Now by Redis's clock as of the last renewal (this machine's clock plus the offset measured then), ms. */
