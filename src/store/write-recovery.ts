@@ -64,11 +64,14 @@ export class WriteRecovery {
 
   /**
    * Takes the partition out of writes after `err` failed one, and starts the tries to
-   * reopen it (once, however many writes failed).
+   * reopen it (once, however many writes failed). Also while the partition closes: the
+   * puts it still drains (queued before the close) must not go after the tear, or they
+   * are acknowledged and lost at the next open; only the reopen is not tried then
+   * (the next open recovers the log).
    */
   failed(err: unknown): void {
     this.#p.onWriteFailure?.();
-    if (this.#failure !== undefined || this.#p.closed()) return;
+    if (this.#failure !== undefined) return;
     this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write`, err);
     this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
     this.#schedule();

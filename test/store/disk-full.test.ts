@@ -188,6 +188,32 @@ test('puts queued behind a write that fails, and a counter advance, are refused 
   assert.equal(await advance, 'refused', 'the counter advance is refused, not written');
 });
 
+test('a put queued behind a write that fails while the store closes is refused, not written after the tear and lost at the next open', async (t) => {
+  const small = await storeOnSmallDisk(t);
+  if (small === undefined) return;
+  const { disk, dir, store } = small;
+  const filler = await fill(disk);
+  const failing = store.put({ kind: 1, type: 't', data: 'x'.repeat(40_000), to: ['a'] });
+  await new Promise((resolve) => setImmediate(resolve));
+  const queuedPut = store.put({ kind: 1, type: 't', data: 'small', to: ['a'] });
+  const queued = outcome(queuedPut);
+  // The close begins while the failing write is in flight: it drains the queued put.
+  const closing = store.close();
+  const failed = outcome(failing.catch((err: unknown) => {
+    // Room again before the queued put's turn: written now, it would go after the tear.
+    unlinkSync(filler);
+    throw err;
+  }));
+  assert.equal(await failed, 'refused', 'the write on the full disk failed');
+  assert.equal(await queued, 'refused', 'the put queued behind it is refused, not written');
+  await closing;
+
+  // Had it been acknowledged, it would have to be there after the next open.
+  const put = await queuedPut.catch(() => undefined);
+  const reopened = await openStore(t, dir, { partitions: 1, cacheBytes: 0 });
+  if (put !== undefined) assert.notEqual((await reopened.getMany([put.id]))[0], null, `acknowledged ${put.id} lost`);
+});
+
 test('a sweep whose deletes fail on a full disk takes the partition out of writes, as a failed put does, and sweeps again once it has reopened', async (t) => {
   const small = await clockedStoreOnSmallDisk(t);
   if (small === undefined) return;
