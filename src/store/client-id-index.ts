@@ -9,19 +9,16 @@ import type { PartitionDb } from './partition-db.js';
 import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage } from './record.js';
 
 /**
- * Most records of earlier puts (found by their `clientMsgId`) that one batch reads
- * synchronously on the event loop; more are read in one `getMany`.
- */
-export const SYNC_READS_MAX = 16;
-
-/**
  * Per `clientMsgId` of `cids`, the live record first stored under it, as a duplicate
  * put's answer; undefined where none is stored, it has expired (by `now()`, read after
  * the records), or its bytes cannot be decoded. The `c` keys are read synchronously
  * (`getSync`: a key never written is refuted by LevelDB's memtable and bloom filters in
  * microseconds, less than a hand-off to the libuv pool, where it would queue behind
- * other partitions' fsyncs); the records of the keys found (retries) are real reads, a
- * few synchronous, more in one `getMany`.
+ * other partitions' fsyncs; docs/decisions.md "The `client_msg_id` check reads its
+ * keys synchronously"). The records of the keys found (retries, rare) are real reads
+ * of data blocks, maybe from a cold table: always one `getMany` on the pool, never on
+ * the event loop, where a slow or stalled disk would hold the whole process (a review
+ * measured 11 ms for one cold read).
  * @throws as classic-level's reads (the partition answers them as UNAVAILABLE)
  */
 export async function storedUnder(
@@ -35,7 +32,7 @@ export async function storedUnder(
   });
   if (found.length === 0) return out;
   const keys = found.map((f) => messageKey(f.id));
-  const records = keys.length > SYNC_READS_MAX ? await db.getMany(keys) : keys.map((key) => db.getSync(key));
+  const records = await db.getMany(keys);
   const at = now();
   found.forEach(({ k, id }, j) => {
     const bytes = records[j];

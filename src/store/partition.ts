@@ -44,7 +44,6 @@ import type { WriteFence } from './write-fence.js';
 import type { WriteSlots } from './write-slots.js';
 import { DEFAULT_WRITE_TIMEOUT_MS, WriteStall } from './write-stall.js';
 
-export { SYNC_READS_MAX } from './client-id-index.js';
 /** Most puts in one batch write: bounds a write's size and an expiry entry's length. */
 export const MAX_BATCH_PUTS = 2000;
 

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isPixiuError } from '../../src/errors.js';
-import { SYNC_READS_MAX } from '../../src/store/partition.js';
+import path from 'node:path';
+import { storedUnder } from '../../src/store/client-id-index.js';
+import { openPartitionDb, type PartitionDb } from '../../src/store/partition-db.js';
 import { decodeRecord } from '../../src/store/record.js';
 import { countKeys, counterOf, fakeClock, openStore, rawKeys, tempDir } from './fixtures/store-harness.js';
 import { decoded } from '../harness/checks.js';
@@ -106,12 +108,42 @@ test('findByClientMsgId waits for a put of that client_msg_id in flight and answ
   assert.equal(await store.findByClientMsgId('never-put'), null);
 });
 
-test('retries of many stored messages in one batch each answer their own first record (read in one getMany)', async (t) => {
+for (const n of [1, 16, 24]) {
+  test(`retries of ${n} stored message${n === 1 ? '' : 's'} in one batch each answer their own first record, and those expired are stored anew`, async (t) => {
+    const clock = fakeClock();
+    const store = await openStore(t, await tempDir(t), { partitions: 1, now: clock.now });
+    const cids = Array.from({ length: n }, (_, i) => `many-${i}`);
+    // Every third expires before the retries (the first one when n is 1: none).
+    const expiring = (i: number): boolean => i % 3 === 2;
+    const firsts = await Promise.all(cids.map((cid, i) =>
+      store.put({ kind: 1, type: 't', data: i, to: ['a'], clientMsgId: cid, ttlMs: expiring(i) ? 1000 : 60_000 })));
+    clock.ms += 2000;
+    const retries = await Promise.all(cids.map((cid, i) => store.put({ kind: 1, type: 't', data: `retry ${i}`, to: ['a'], clientMsgId: cid })));
+    retries.forEach((r, i) => {
+      const first = firsts[i];
+      if (expiring(i)) assert.deepEqual([r.id === first?.id, r.duplicate, r.message.data], [false, false, `retry ${i}`], `${cids[i]} expired: stored anew`);
+      else assert.deepEqual([r.id, r.duplicate, r.message.data], [first?.id, true, i], `${cids[i]} answers its first record`);
+    });
+  });
+}
+
+test('the records of client_msg_ids found are read on the pool (getMany), never by getSync on the event loop', async (t) => {
   const dir = await tempDir(t);
   const store = await openStore(t, dir, { partitions: 1 });
-  // More than SYNC_READS_MAX, so the batch reads their records in one getMany.
-  const cids = Array.from({ length: SYNC_READS_MAX + 8 }, (_, i) => `many-${i}`);
+  const cids = ['one', 'two', 'three'];
   const firsts = await Promise.all(cids.map((cid, i) => store.put({ kind: 1, type: 't', data: i, to: ['a'], clientMsgId: cid })));
-  const retries = await Promise.all(cids.map((cid, i) => store.put({ kind: 1, type: 't', data: `retry ${i}`, to: ['a'], clientMsgId: cid })));
-  assert.deepEqual(retries.map((r) => [r.id, r.duplicate, r.message.data]), firsts.map((f, i) => [f.id, true, i]));
+  await store.close();
+  const { db } = await openPartitionDb(path.join(dir, '0'), 0);
+  t.after(() => db.close());
+  // storedUnder uses these two reads; which keys each was asked for, by namespace byte.
+  const sync: string[] = [];
+  const pooled: string[] = [];
+  const watched = {
+    getSync: (key: Buffer) => { sync.push(String.fromCharCode(key[0] ?? 0)); return db.getSync(key); },
+    getMany: (keys: Buffer[]) => { pooled.push(...keys.map((key) => String.fromCharCode(key[0] ?? 0))); return db.getMany(keys); },
+  } as unknown as PartitionDb;
+  const found = await storedUnder(watched, () => Date.now(), undefined, [...cids, 'never-put']);
+  assert.deepEqual(found.map((f) => f?.id), [...firsts.map((f) => f.id), undefined]);
+  assert.deepEqual(sync, ['c', 'c', 'c', 'c'], 'only the c keys are read synchronously');
+  assert.deepEqual(pooled, ['m', 'm', 'm'], 'the records found, in one getMany');
 });
