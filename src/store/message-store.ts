@@ -357,11 +357,19 @@ export class MessageStore implements RecordReader {
     return counts.reduce((a, b) => a + b, 0);
   }
 
-  /** Stops the sweepers, lets queued puts finish, closes every partition. Idempotent. */
+  /**
+   * Stops the sweepers, lets queued puts finish, closes every partition. Idempotent.
+   * A sweep under way stops after its step (about SWEEP_CHUNK_RECORDS records,
+   * expiry-sweep.ts): the partitions are closed before the sweepers are waited for, and
+   * a sweep ends once its partition is closed. What it did not delete is still in the
+   * expiry index, and the next open's first sweep deletes it (a backlog of 300,000
+   * records added ~1.2 s to a close when it was swept whole first).
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await Promise.all(this.#sweepers.map((s) => s.stop()));
+      const sweepers = Promise.all(this.#sweepers.map((s) => s.stop()));
       await Promise.all(this.#partitions.map((p) => p.close()));
+      await sweepers;
       this.#logger?.info('message store closed');
     })();
     return this.#closing;

@@ -258,3 +258,28 @@ test('the records of one batch share one expiry entry per expiry second, and eac
   await reopened.close();
   assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
 });
+
+test('closing the store stops a running sweep between its steps; the next open sweeps the rest', async (t) => {
+  const dir = await tempDir(t);
+  const clock = fakeClock();
+  // The sweeper's timer fires when the test ticks it, so the close begins with a sweep under way.
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const store = await openStore(t, dir, { partitions: 1, now: clock.now, sweepIntervalMs: 10 });
+  // 8,000 records in 80 expiry entries of 100 (one per batch): 16 steps of 500.
+  const total = 8000;
+  for (let round = 0; round < total / 100; round++) {
+    await Promise.all(Array.from({ length: 100 }, (_, i) => store.put({ kind: 1, type: 't', data: i, to: ['a'], ttlMs: 1000 })));
+  }
+  clock.ms += 2000;
+  t.mock.timers.tick(10);
+  // One turn: the sweep has begun its first step.
+  await new Promise((resolve) => setImmediate(resolve));
+  await store.close();
+  t.mock.timers.reset();
+
+  const reopened = await openStore(t, dir, { partitions: 1, now: clock.now });
+  const left = await reopened.sweepNow();
+  assert.ok(left >= total - 2 * SWEEP_CHUNK_RECORDS, `the close waited for a step or two, not the whole backlog: ${total - left} of ${total} swept before it closed`);
+  await reopened.close();
+  assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 }, 'the next open swept the rest');
+});
