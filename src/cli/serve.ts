@@ -1,10 +1,11 @@
 /**
  * `pixiu serve`: runs the service until SIGTERM, SIGINT or SIGHUP, then shuts down gracefully
  * (stop accepting, finish requests in flight, close Redis, the store and the embedded
- * redis-server) and exits 0. After SIGTERM, with `PIXIU_DRAIN_DELAY` set, the shutdown
- * waits that long first, `/readyz` answering 503 meanwhile (docs/decisions.md, "Drain
- * delay"); a second signal during it ends the delay. A second signal otherwise exits at
- * once with code 1 (the embedded redis-server is told to stop all the same); a repeat
+ * redis-server) and exits 0, or {@link EXIT_UNFINISHED} when the store's close did not
+ * end in its time (a stalled disk: src/service/store-close.ts). After SIGTERM, with
+ * `PIXIU_DRAIN_DELAY` set, the shutdown waits that long first, `/readyz` answering 503
+ * meanwhile (docs/decisions.md, "Drain delay"); a second signal during it ends the
+ * delay. A second signal otherwise exits at once with code 1 (the embedded redis-server is told to stop all the same); a repeat
  * within `REPEATED_SIGNAL_MS` of the first is the same request, not a second one
  * (stop-signals.ts).
  */
@@ -18,6 +19,20 @@ import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
+
+/**
+ * The exit code of a shutdown that ran every step but left one undone past its bound:
+ * the store's close, held by a stalled disk (src/service/store-close.ts). Not 0, so a
+ * supervisor sees the stop was not clean; not 1, which is a failed start, a crash or a
+ * second signal. 74 is sysexits.h's EX_IOERR ("an error occurred while doing I/O on
+ * some file"). README "Running in production" documents it.
+ */
+export const EXIT_UNFINISHED = 74;
+
+/** The exit code of a graceful stop whose steps left `unfinished` (service.ts `close`). */
+function stopCode(unfinished: readonly string[]): number {
+  return unfinished.length === 0 ? 0 : EXIT_UNFINISHED;
+}
 
 /** Builds the `serve` subcommand. */
 export function serveCommand(): Command {
@@ -118,9 +133,9 @@ export function serveCommand(): Command {
             drainCut = undefined;
             logger.info(cut.signal.aborted ? 'drain delay cut short by a second signal, shutting down' : 'drain delay over, shutting down');
             return running.close();
-          }).then(() => process.exit(0));
+          }).then((unfinished) => process.exit(stopCode(unfinished)));
         } else if (service !== undefined) {
-          void service.close().then(() => process.exit(0));
+          void service.close().then((unfinished) => process.exit(stopCode(unfinished)));
         } else if (config.redisUrl !== undefined) {
           // No redis-server of ours to stop, and the start may be waiting long (the
           // claims settle time on a shared Redis): stop at once, as before the start.

@@ -2,8 +2,8 @@
  * The service: assembles the parts in the order a message flows through them
  * (DESIGN.md §1) — Redis (or the embedded one: redis-start.ts), the message store
  * (store-start.ts), the inbox, the gateway, ingest, the HTTP app — and takes them down
- * on shutdown: sockets first, then HTTP, then Redis, the store and the embedded
- * redis-server (shutdown-steps.ts).
+ * on shutdown: sockets first, then HTTP, then Redis, the store (its close bounded:
+ * store-close.ts) and the embedded redis-server (shutdown-steps.ts).
  */
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -60,8 +60,11 @@ export interface Service {
   /**
    * Graceful stop: stop accepting, finish requests in flight, close Redis, the store
    * and the embedded redis-server. Idempotent.
+   * @returns the shutdown steps given up past their own bound (`['store']`: the store's
+   *   close did not end in its time, a stalled disk: store-close.ts), after every other
+   *   step ran; empty after a clean stop
    */
-  close(): Promise<void>;
+  close(): Promise<readonly string[]>;
   /**
    * For a process about to exit without {@link close} (a second signal): tells the
    * embedded redis-server to stop (it shuts down on its own); nothing else. Idempotent.
@@ -232,7 +235,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const build = buildInfo();
     logger.info({ url, advertised, redis: redactUrl(redisUrl), redisPrefix: config.redisPrefix, dataDir: config.dataDir, partitions: config.partitions,
       partitionBase: ownership.partitionBase, version: build.version, commit: build.commit }, 'pixiu listening');
-    let closing: Promise<void> | undefined;
+    let closing: Promise<readonly string[]> | undefined;
     if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => closing !== undefined);
     return {
       url,
@@ -251,7 +254,12 @@ export async function startService(config: Config, logger: Logger, given?: Secre
           storeId: ownership.storeId, dataDir: config.dataDir, partitionBase: ownership.partitionBase, partitions: config.partitions,
         })),
         closeAll(logger, cleanup, redisBudgetMs),
-      ]).then(() => logger.info('pixiu stopped'))),
+      ]).then(([, unfinished]) => {
+        // Logged whatever was left undone (the process is stopped all the same); what was is at warn.
+        if (unfinished.length === 0) logger.info('pixiu stopped');
+        else logger.warn({ unfinished }, 'pixiu stopped');
+        return unfinished;
+      })),
       abandon: () => local?.terminate(),
     };
   } catch (err) {

@@ -4,6 +4,9 @@
  * supervisor's grace period, after which the process would be killed before its store
  * closed: the steps that wait on Redis share one budget of time, and a step that runs
  * out of it is given up (a fresh-user finding: with Redis hung, 14 – 45 s to exit).
+ * A step held by a disk (the store's close, on a stalled disk: store-close.ts) has a
+ * bound of its own; one that runs out of it is given up too, and the shutdown answers
+ * that it did not finish, which `pixiu serve` turns into a non-zero exit.
  */
 import type { Logger } from '../logger.js';
 
@@ -18,6 +21,13 @@ export interface CloseStep {
    * called (e.g. drop the connection instead of QUIT) and the shutdown goes on.
    */
   readonly redis?: { readonly boundMs: number; readonly giveUp?: () => void };
+  /**
+   * Set for a step that may be held by something other than Redis for good (the store's
+   * close on a stalled disk): it may take at most `ms`, not counted in the Redis budget;
+   * then `giveUp` is called with `ms` (it logs why: {@link closeAll} logs nothing more),
+   * the step counts as unfinished and the shutdown goes on without it.
+   */
+  readonly bound?: { readonly ms: number; readonly giveUp: (ms: number) => void };
 }
 
 /**
@@ -37,18 +47,34 @@ const OUT_OF_TIME = Symbol('out of time');
  * a Redis step given up is a warning naming the step and the time it had, no stack (a
  * hung Redis is a condition the shutdown handles, an ops newcomer's finding):
  * `shutdown step given up` with `timeoutMs`, or `shutdown step not run` when less than
- * {@link MIN_STEP_MS} was left for it.
+ * {@link MIN_STEP_MS} was left for it. A step with a `bound` of its own that runs out of
+ * it is left running, its `giveUp` says why, and it is named in the answer.
  * @param redisBudgetMs time all the Redis steps may take together, ms, counted from the
- *   start of the first of them
+ *   start of the first of them, less the time of the other steps after it
+ * @returns the steps given up past their own `bound` (`what`), in order: empty when
+ *   every such step ended (a Redis step given up is not counted: the shutdown handles a
+ *   hung Redis, nothing of this node's is left undone by it)
  */
-export async function closeAll(logger: Logger, steps: readonly CloseStep[], redisBudgetMs: number): Promise<void> {
+export async function closeAll(logger: Logger, steps: readonly CloseStep[], redisBudgetMs: number): Promise<string[]> {
   let budgetEnds: number | undefined;
-  for (const { what, run, redis } of steps) {
+  const unfinished: string[] = [];
+  /** The timer of the step running now, cleared when it ends. */
+  let timer: NodeJS.Timeout | undefined;
+  /** `run()`'s outcome, or {@link OUT_OF_TIME} when it has not ended within `ms`. */
+  const race = (run: () => Promise<unknown>, ms: number): Promise<unknown> => Promise.race([run(), new Promise((resolve) => {
+    timer = setTimeout(() => resolve(OUT_OF_TIME), ms);
+  })]);
+  for (const { what, run, redis, bound } of steps) {
     const started = performance.now();
-    let timer: NodeJS.Timeout | undefined;
+    timer = undefined;
     logger.debug({ what }, 'shutdown step');
     try {
-      if (redis === undefined) {
+      if (bound !== undefined) {
+        if (await race(run, bound.ms) === OUT_OF_TIME) {
+          unfinished.push(what);
+          bound.giveUp(bound.ms);
+        }
+      } else if (redis === undefined) {
         await run();
       } else {
         budgetEnds ??= started + redisBudgetMs;
@@ -59,10 +85,7 @@ export async function closeAll(logger: Logger, steps: readonly CloseStep[], redi
           logger.warn({ what }, 'shutdown step not run: the shutdown\'s time for Redis is spent (Redis does not answer?); going on without it');
           continue;
         }
-        const outcome = await Promise.race([run(), new Promise((resolve) => {
-          timer = setTimeout(() => resolve(OUT_OF_TIME), allowedMs);
-        })]);
-        if (outcome === OUT_OF_TIME) {
+        if (await race(run, allowedMs) === OUT_OF_TIME) {
           redis.giveUp?.();
           logger.warn({ what, timeoutMs: Math.round(allowedMs) }, 'shutdown step given up: not done in its time (Redis does not answer?); going on without it');
         }
@@ -72,7 +95,13 @@ export async function closeAll(logger: Logger, steps: readonly CloseStep[], redi
       logger.error({ err, what }, 'shutdown step failed');
     } finally {
       clearTimeout(timer);
-      logger.debug({ what, ms: Math.round(performance.now() - started) }, 'shutdown step ended');
+      const tookMs = performance.now() - started;
+      // The budget is for waits on Redis: a step between two of them (the store's close,
+      // up to its bound) moves its end on, or Redis steps after it found it spent by a
+      // disk's wait (with the default bounds the store's, 15 s, outlasts the budget, 7 s).
+      if (redis === undefined && budgetEnds !== undefined) budgetEnds += tookMs;
+      logger.debug({ what, ms: Math.round(tookMs) }, 'shutdown step ended');
     }
   }
+  return unfinished;
 }

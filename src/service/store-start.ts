@@ -23,6 +23,7 @@ import { recordRedisPrefix, type FoundLayout, type IdentifiedLayout } from '../s
 import { MessageStore } from '../store/message-store.js';
 import { applyTimeFloor } from '../store/time-floor.js';
 import type { StartedRedis } from './redis-start.js';
+import { storeCloseStep } from './store-close.js';
 import type { StartContext } from './start-context.js';
 
 /** The store side of a started node (see the module comment). */
@@ -45,7 +46,8 @@ export interface StartedStore {
 
 /**
  * Claims, opens and readies the store in `storeDir`; its shutdown steps (the store's
- * close, then its counters recorded in Redis) go first in `start.cleanup`.
+ * close, bounded: store-close.ts, then its counters recorded in Redis) go first in
+ * `start.cleanup`.
  * @param found the store layout as the start read it
  * @throws StartupError (and the errors of the refusals it calls) when the advertised
  *   port would be refused, the start would split a cluster, no block can be claimed, or
@@ -107,7 +109,8 @@ export async function startStore(
     onWriteFailure: () => metrics.store.writeFailures.inc(),
     onUnreadable: () => metrics.store.unreadableRecords.inc(),
   });
-  cleanup.unshift({ what: 'store', run: () => store.close() });
+  // Bounded: a stalled disk would hold the close, and the shutdown, for good (store-close.ts).
+  cleanup.unshift(storeCloseStep(store, storeDir, config.storeWriteTimeoutMs, logger));
   stopAsked();
   // No put until this node's first lease write finds no other node serving this store
   // (ownership.advertise lifts it): a copy of this data dir started at the same time

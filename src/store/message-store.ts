@@ -209,6 +209,19 @@ export class MessageStore implements RecordReader {
     return undefined;
   }
 
+  /**
+   * The partitions with a write under way now (a batch write, a sweep step, a reopen),
+   * as the stall lines name them (`partition`: the MsgID partition byte), with their
+   * folder and how long it has run (ms): what a {@link close} still waits for, apart
+   * from LevelDB's own close. Kept while the store closes.
+   */
+  get writesInFlight(): { readonly partition: number; readonly folder: string; readonly ms: number }[] {
+    return this.#partitions.flatMap((p) => {
+      const ms = p.writeRunningMs;
+      return ms === undefined ? [] : [{ partition: p.index, folder: p.location, ms: Math.round(ms) }];
+    });
+  }
+
   /** False once {@link close} has been called. */
   get isOpen(): boolean {
     return this.#closing === undefined;

@@ -171,6 +171,15 @@ export class Partition {
   }
 
   /**
+   * How long the write loop's step running now (a batch write, a sweep step, a reopen)
+   * has run, ms; undefined when none runs. Kept while the partition closes: what its
+   * close still waits for.
+   */
+  get writeRunningMs(): number | undefined {
+    return this.#stall.runningMs();
+  }
+
+  /**
    * Moves the counter forward to `counter` (nothing when it is there already) and
    * stores the high-water mark, so the ids up to it are never minted here (DESIGN.md
    * §2: a MsgID is minted once). For a store behind what it minted before

@@ -66,6 +66,11 @@ export class WriteStall implements StepWatch {
     return this.#stalled;
   }
 
+  /** How long the step running now has run, ms; undefined between steps. */
+  runningMs(): number | undefined {
+    return this.#began === undefined ? undefined : this.#clock() - this.#began;
+  }
+
   /** A new UNAVAILABLE error for a write refused now, while stalled; undefined otherwise. */
   refusal(): PixiuError | undefined {
     if (!this.#stalled) return undefined;

@@ -34,6 +34,13 @@ export interface FreezableDisk {
   beforeUnmount(stop: () => Promise<unknown>): void;
 }
 
+/** {@link freezableDisk}, or the test skipped (and undefined) when none can be made here. */
+export async function freezableDiskOrSkip(t: TestContext, sizeMiB?: number): Promise<FreezableDisk | undefined> {
+  const disk = await freezableDisk(t, sizeMiB);
+  if (disk === undefined) t.skip('no right to mount and freeze a loop device');
+  return disk;
+}
+
 /**
  * A fresh ext4 file system of `sizeMiB` on a loop device, mounted on a new folder and
  * unmounted (after a thaw) when the test ends; undefined when none can be made here

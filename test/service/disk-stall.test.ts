@@ -17,14 +17,11 @@ import { expectError, waitUntil, within } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { PixiuClient } from '../harness/pixiu-server.js';
-import { freezableDisk } from '../harness/frozen-disk.js';
+import { freezableDiskOrSkip } from '../harness/frozen-disk.js';
 
 test('a POST held by a stalled store write is 503 after PIXIU_STORE_WRITE_TIMEOUT, /readyz names the partition, and the retry completes it once', async (t) => {
-  const disk = await freezableDisk(t);
-  if (disk === undefined) {
-    t.skip('no right to mount and freeze a loop device');
-    return;
-  }
+  const disk = await freezableDiskOrSkip(t);
+  if (disk === undefined) return;
   const redis = await RedisServer.start();
   t.after(() => redis.destroy());
   const { logger, lines } = capturingLogger();

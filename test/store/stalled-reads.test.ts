@@ -20,7 +20,7 @@ import { MsgKind } from '../../src/ids/msg-id.js';
 import { choosePartition } from '../../src/store/route.js';
 import { threadPoolSize } from '../../src/store/write-slots.js';
 import { fakeClock, storeOptions } from './fixtures/store-harness.js';
-import { freezableDisk } from '../harness/frozen-disk.js';
+import { freezableDiskOrSkip } from '../harness/frozen-disk.js';
 import { within } from '../harness/checks.js';
 
 const PARTITIONS = 8;
@@ -35,11 +35,8 @@ function messageTo(p: number, n: number, ttlMs?: number): NewMessage {
 
 /** A store of 8 partitions on a freezable disk, closed (after a thaw) when the test ends; undefined when skipped. */
 async function storeOnFreezableDisk(t: TestContext, now?: () => number): Promise<{ store: MessageStore; freeze: () => void } | undefined> {
-  const disk = await freezableDisk(t);
-  if (disk === undefined) {
-    t.skip('no right to mount and freeze a loop device');
-    return undefined;
-  }
+  const disk = await freezableDiskOrSkip(t);
+  if (disk === undefined) return undefined;
   // No read cache: every read goes to LevelDB, on the pool. The watchdog is not what is tested here.
   const store = await MessageStore.open(storeOptions(path.join(disk.dir, 'xiu'), {
     partitions: PARTITIONS, cacheBytes: 0, writeTimeoutMs: 600_000, ...(now !== undefined ? { now } : {}),

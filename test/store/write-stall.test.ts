@@ -20,7 +20,7 @@ import { isPixiuError } from '../../src/errors.js';
 import { MessageStore, type NewMessage, type PutResult } from '../../src/store/message-store.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
 import { rawKeys, storeOptions } from './fixtures/store-harness.js';
-import { freezableDisk } from '../harness/frozen-disk.js';
+import { freezableDiskOrSkip } from '../harness/frozen-disk.js';
 import { waitUntil, within } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
@@ -41,11 +41,8 @@ async function outcome(put: Promise<PutResult>): Promise<PutResult | { code: str
 }
 
 test('a write stalled past the write timeout answers its waiting puts 503, refuses new ones at once and says so; once it ends a retry converges', async (t) => {
-  const disk = await freezableDisk(t);
-  if (disk === undefined) {
-    t.skip('no right to mount and freeze a loop device');
-    return;
-  }
+  const disk = await freezableDiskOrSkip(t);
+  if (disk === undefined) return;
   const dir = path.join(disk.dir, 'xiu');
   const { logger, lines } = capturingLogger();
   // No read cache: a read goes to the disk.

@@ -3,8 +3,10 @@
  * each even after an earlier one failed; a step that waits on Redis is given up after
  * its bound (its `giveUp` called: drop the connection) and the shutdown goes on; all
  * such steps share one budget, so a hung Redis holds the exit for that budget once,
- * not once per step. The steps are the test's own; the service's shutdown with a hung
- * Redis is tested in test/service/shutdown.test.ts.
+ * not once per step. A step with a bound of its own (the store's close) is given up
+ * after it too, and the shutdown answers it unfinished. The steps are the test's own;
+ * the service's shutdown with a hung Redis is tested in test/service/shutdown.test.ts,
+ * on a stalled disk in test/service/stalled-shutdown.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -83,4 +85,34 @@ test(`a Redis step with less than ${MIN_STEP_MS} ms of the budget left is not ru
   ], BUDGET_MS);
   assert.deepEqual(events, ['run cursors', 'give up after']);
   assert.deepEqual(lines.filter((l) => l.msg?.startsWith('shutdown step not run') === true).map((l) => l.what), ['after']);
+});
+
+test('a step with a bound of its own (the store\'s close on a stalled disk) is given up after it, outside the Redis budget; the steps after it run, and the shutdown answers it unfinished', async () => {
+  const { logger, lines } = capturingLogger();
+  const events: string[] = [];
+  const started = performance.now();
+  const unfinished = await closeAll(logger, [
+    // The Redis budget counts from here…
+    { what: 'store lease', run: async () => { events.push('run store lease'); }, redis: { boundMs: 100 } },
+    { what: 'store', run: () => { events.push('run store'); return never(); }, bound: { ms: 200, giveUp: (ms) => events.push(`give up store after ${ms}`) } },
+    // … less the bounded step's time, longer than the whole budget: this one is run, not found out of time.
+    { what: 'redis', run: async () => { events.push('run redis'); }, redis: { boundMs: 100 } },
+    { what: 'local redis-server', run: async () => { events.push('run local redis-server'); } },
+  ], 100);
+  const took = performance.now() - started;
+  assert.deepEqual(events, ['run store lease', 'run store', 'give up store after 200', 'run redis', 'run local redis-server']);
+  assert.deepEqual(unfinished, ['store']);
+  assert.ok(took >= 190 && took < 1000, `given up after its bound: ${Math.round(took)} ms`);
+  // Its giveUp says why: nothing more is logged for it.
+  assert.deepEqual(lines.filter((l) => l.level >= 40), []);
+});
+
+test('a shutdown whose bounded steps all end answers nothing unfinished', async () => {
+  const { logger } = capturingLogger();
+  const unfinished = await closeAll(logger, [
+    { what: 'store', run: async () => undefined, bound: { ms: 10_000, giveUp: () => assert.fail('not given up') } },
+    { what: 'redis', run: never, redis: { boundMs: 50 } },
+  ], 50);
+  // A Redis step given up is handled, not unfinished.
+  assert.deepEqual(unfinished, []);
 });
