@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
+import { PRIVATE_DIR_MODE } from '../files/private-data.js';
 import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
@@ -100,7 +101,7 @@ function secretsDir(config: Config): string {
 
 async function ensureDir(dir: string): Promise<void> {
   try {
-    await makeDir(dir, 0o700);
+    await makeDir(dir, PRIVATE_DIR_MODE);
   } catch (err) {
     throw new StartupError((err as Error).message, { cause: err });
   }

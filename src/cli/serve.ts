@@ -19,6 +19,7 @@ import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
+import { foldersOpenToOthers, keepCreatedFilesPrivate } from '../files/private-data.js';
 
 /**
  * The exit code of a shutdown that ran every step but left one undone past its bound:
@@ -42,6 +43,10 @@ export function serveCommand(): Command {
       + '(the start-up log line "pixiu listening" names the data dir and Redis in use).');
   addConfigOptions(cmd);
   cmd.action(async () => {
+    // Before anything is created: what this process and its redis-server make under the
+    // data dir (the AOF holds the cluster secret, LevelDB's files message bodies) is
+    // not readable by other users (src/files/private-data.ts).
+    keepCreatedFilesPrivate();
     const config = configFromOptions(cmd);
     // Loaded by a start, not with the module: `serve --help`, `pixiu --help` and a
     // mistyped command start without pino, ioredis (under the gateway) and the store.
@@ -72,6 +77,10 @@ export function serveCommand(): Command {
     const looseEntries = looseOrigins(config.allowedOrigins);
     if (looseEntries.length > 0) {
       logger.warn({ origins: looseEntries }, 'PIXIU_ALLOWED_ORIGINS entries with a path, credentials or a wildcard: only their origin (scheme://host[:port]) counts, and * is no wildcard');
+    }
+    const openFolders = await foldersOpenToOthers(config.dataDir);
+    if (openFolders.length > 0) {
+      logger.warn({ folders: openFolders }, 'data dir folders other users of this machine can read (made by an older release or by hand; the embedded Redis\'s AOF holds the cluster secret, xiu/ the messages): `chmod 700` them; pixiu makes new folders 0700 and leaves these as they are');
     }
     // A store this release cannot read (written by a newer release: src/store/layout.ts),
     // a port in use or a host not this machine's stops the start before anything is

@@ -19,6 +19,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
+import { PRIVATE_DIR_MODE } from '../files/private-data.js';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -127,7 +128,8 @@ async function pidOf(pidFile: string): Promise<number | undefined> {
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
-  await makeDir(dir);
+  // Private (src/files/private-data.ts): its AOF holds the cluster secret in clear.
+  await makeDir(dir, PRIVATE_DIR_MODE);
   // Held from before the pid-file check until the server is stopped: two starts on one
   // data dir at once would otherwise both find no server (or one with no client yet)
   // and run two on one AOF and one socket.

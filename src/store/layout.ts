@@ -27,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { explained, makeDir } from '../files/make-dir.js';
+import { PRIVATE_DIR_MODE } from '../files/private-data.js';
 import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
@@ -251,7 +252,8 @@ async function writeLayout<T extends StoreLayout>(dir: string, layout: T, exclus
   const file = layoutFile(dir);
   const written: T = { ...layout, writtenBy: versionLine() };
   try {
-    await makeDir(dir);
+    // Private (src/files/private-data.ts): the partitions under it hold message bodies.
+    await makeDir(dir, PRIVATE_DIR_MODE);
     return await writeDurably(file, `${JSON.stringify(written)}\n`, exclusive) ? written : undefined;
   } catch (err) {
     throw new StartupError(`cannot write the store layout ${file}: ${(err as Error).message}`, { cause: err });

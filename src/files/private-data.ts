@@ -1,0 +1,73 @@
+/**
+ * What Pixiu keeps under the data dir is its user's alone (docs/decisions.md, "The data
+ * dir is private to the service's user"): the embedded Redis's AOF holds the cluster
+ * secret in clear (`px:cluster:secret`, which opens the node-to-node read of any
+ * message), the store's LevelDB files under `xiu/` hold message bodies. A security
+ * tester read both as user `nobody` when they were 0644 in 0755 folders (umask 022).
+ *
+ * Two layers: the folders Pixiu makes are made {@link PRIVATE_DIR_MODE}, which keeps
+ * other users out whatever the modes of the files in them; and `pixiu serve` runs with
+ * {@link PRIVATE_UMASK} ({@link keepCreatedFilesPrivate}), so that what the native
+ * code makes (LevelDB's partition folders and files, in this process; the embedded
+ * redis-server's AOF folder, files and pid file, in a child that inherits the umask)
+ * is 0700 / 0600 too. Folders that exist already (an older release made them 0755, or
+ * an operator) are left as they are: {@link foldersOpenToOthers} finds the ones other
+ * users can reach, for a warn line at start.
+ */
+import { realpath, stat } from 'node:fs/promises';
+import path from 'node:path';
+
+/** Mode of the folders Pixiu makes under the data dir (and the data dir, when it makes it). */
+export const PRIVATE_DIR_MODE = 0o700;
+
+/** Permission bits `pixiu serve` keeps out of whatever it (and its redis-server) creates: group's and others'. */
+export const PRIVATE_UMASK = 0o077;
+
+/** The folders directly under the data dir that Pixiu keeps data in. */
+const DATA_FOLDERS = ['redis', 'xiu', 'secrets'] as const;
+
+/** Others' permission bits (read, write, search). */
+const OTHERS = 0o007;
+/** Others' search (execute) bit on a folder: without it they cannot reach what is in it. */
+const OTHERS_SEARCH = 0o001;
+
+/**
+ * Adds {@link PRIVATE_UMASK} to the process's umask (an umask already stricter keeps
+ * its other bits): from now on files this process creates are not readable by group
+ * or others, and folders not reachable by them; a child process (the embedded
+ * redis-server) inherits it. For `pixiu serve` only, before it creates anything: the
+ * umask is the whole process's (and cannot be set in a worker thread).
+ */
+export function keepCreatedFilesPrivate(): void {
+  process.umask(process.umask(PRIVATE_UMASK) | PRIVATE_UMASK);
+}
+
+/**
+ * The data folders under `dataDir` (`redis/`, `xiu/`, `secrets/`, those that exist)
+ * that other users of the machine can reach: the folder has a permission bit for
+ * others, and others can search every folder on the way to it (the data dir and each
+ * folder above it, symbolic links resolved). A data dir others cannot enter (mode 0700,
+ * or under such a folder) hides all of them; group bits are not counted (a group is
+ * the operator's choice). Answers none when the data dir does not exist yet.
+ * @returns absolute paths, in the order `redis`, `xiu`, `secrets`
+ */
+export async function foldersOpenToOthers(dataDir: string): Promise<string[]> {
+  const real = await realpath(dataDir).catch(() => undefined);
+  if (real === undefined || !await othersCanSearchDownTo(real)) return [];
+  const open: string[] = [];
+  for (const name of DATA_FOLDERS) {
+    const folder = path.join(real, name);
+    const info = await stat(folder).catch(() => undefined);
+    if (info !== undefined && info.isDirectory() && (info.mode & OTHERS) !== 0) open.push(folder);
+  }
+  return open;
+}
+
+/** Whether others may search `dir` (absolute, real) and every folder above it. */
+async function othersCanSearchDownTo(dir: string): Promise<boolean> {
+  for (let at = dir; ; at = path.dirname(at)) {
+    const info = await stat(at).catch(() => undefined);
+    if (info === undefined || (info.mode & OTHERS_SEARCH) === 0) return false;
+    if (path.dirname(at) === at) return true;
+  }
+}
