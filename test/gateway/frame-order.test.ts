@@ -1,15 +1,17 @@
 /**
  * The order of what a client gets (docs/protocol.md): `welcome` first, whatever the
- * client sent right after the upgrade; then answers in the order of the frames they
- * answer, including the asynchronous ones (`sub`, `refresh`), each refusal of a `sub`
- * or `refresh` naming the frame it refuses; and a well-formed `sub` refused FORBIDDEN
- * is not a "bad frame" towards the 4003 limit.
+ * client sent right after the upgrade, and however long the inbox read it waits for
+ * takes (only the control pong of a WebSocket ping may come before it); then answers
+ * in the order of the frames they answer, including the asynchronous ones (`sub`,
+ * `refresh`), each refusal of a `sub` or `refresh` naming the frame it refuses; and a
+ * well-formed `sub` refused FORBIDDEN is not a "bad frame" towards the 4003 limit.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type Frame } from '../harness/ws-client.js';
+import { Inbox } from '../../src/inbox/inbox.js';
 import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { clientFrame, rawUpgrade } from './raw-upgrade.js';
 
@@ -75,6 +77,34 @@ test('welcome is the first frame even when client frames come with the upgrade r
     // The held ack was taken after welcome: no "ack before welcome" refusal.
     { t: 'pong' },
   ]);
+});
+
+test('a from=latest welcome whose inbox read is slow still comes first: a ping sent at open is answered after it, only a WebSocket ping\'s control pong before it', async () => {
+  // A sectest observation (a `pong` with no `welcome` before it, under load): the
+  // `welcome` of a user with an inbox waits for one read of the inbox's bounds; here it
+  // takes 1.5 s, under the Redis command timeout (2 s), so no failure is logged.
+  await gw.post('slowread', 2);
+  const range = Inbox.prototype.range;
+  Inbox.prototype.range = async function (this: Inbox, uid: string, afterSeq: number, limit: number) {
+    if (uid === 'slowread') await new Promise((r) => setTimeout(r, 1500));
+    return range.call(this, uid, afterSeq, limit);
+  };
+  try {
+    const client = await gw.connect('slowread', { device: 'late', params: { from: 'latest' } });
+    const order: string[] = [];
+    client.ws.on('message', (data) => order.push(String((JSON.parse(data.toString()) as Frame).t)));
+    client.ws.on('pong', () => order.push('(ws pong)'));
+    const openedAt = Date.now();
+    client.send({ t: 'ping' });
+    client.ws.ping();
+    const welcome = await client.next();
+    assert.ok(Date.now() - openedAt >= 1000, 'the welcome waited for the slow read');
+    assert.deepEqual([welcome.t, welcome.seq, welcome.resume_from], ['welcome', 2, 3]);
+    assert.deepEqual(await client.next(), { t: 'pong' });
+    assert.deepEqual(order, ['(ws pong)', 'welcome', 'pong'], 'the control pong at once; the ping\'s pong behind welcome');
+  } finally {
+    Inbox.prototype.range = range;
+  }
 });
 
 test('64 frames sent before welcome are held and answered after it; a 65th closes the connection 4003', async () => {
