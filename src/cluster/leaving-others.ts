@@ -7,7 +7,9 @@
  * on its data dir again (README, "Several nodes"). A node stopped for good to scale in
  * left a cluster-wide stall behind an info-level `shutting down`; this says so where
  * the operator looks first, with what README "Several nodes" needs to retire its
- * partitions. Not logged by a node alone on its Redis: no node waits on it.
+ * partitions. Not logged by a node alone on its Redis: no node waits on it — nor for
+ * a dead process that served this node's own store, killed and replaced by this node:
+ * its registration was removed at this node's start (node-registry.ts `start`).
  */
 import type { Logger } from '../logger.js';
 import { partitionSpan } from './partition-claims.js';

@@ -11,8 +11,10 @@
  * listens; so a join is logged at the first renewal that finds its lease, or without
  * URL after {@link JOIN_WAIT_RENEWALS} renewals. A node gone before its lease was seen
  * logs its join and its leaving together. Why it left is told from its registration's
- * expiry as last seen: removed before it (`stopped`: it deregistered at shutdown) or
- * after (`registration lapsed`: killed, hung, or cut off from Redis).
+ * expiry as last seen: removed before it (`stopped`: it deregistered at shutdown, or —
+ * killed or crashed — a new run on its data dir removed its registration at its start:
+ * node-registry.ts `start`) or after (`registration lapsed`: killed, hung, or cut off
+ * from Redis).
  *
  * Each line names the node's build too, `version` and `commit` from its node-settings
  * entry (node-entry.ts; `null` both for a node of a release too old to say, absent
@@ -99,7 +101,7 @@ export class MembershipLog {
       if (registered.has(node)) continue;
       this.#members.delete(node);
       if (!member.announced) this.#joined(node, member);
-      const reason = member.expiresAt > nowMs ? 'stopped (it deregistered)' : 'registration lapsed (killed, hung, or cut off from Redis)';
+      const reason = member.expiresAt > nowMs ? 'stopped (it deregistered, or a new run on its data dir replaced it after a crash)' : 'registration lapsed (killed, hung, or cut off from Redis)';
       this.#logger.info({ peer: node, ...addressFields(member.address), ...buildFields(member.build), reason }, 'node left the cluster');
     }
     const fresh = peers.filter(([node]) => !this.#members.has(node));

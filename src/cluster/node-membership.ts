@@ -44,7 +44,10 @@ export interface AnnouncedSettings {
   readonly config: Config;
   /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's. */
   readonly storeId?: string | undefined;
-  /** The node of this store left behind by a dead process (store-ownership.ts `leftBehind`): its shared settings entry goes. */
+  /**
+   * The node of this store left behind by a dead process (store-ownership.ts
+   * `leftBehind`): its registration and its shared settings entry go.
+   */
   readonly leftBehind?: string | undefined;
 }
 
@@ -83,13 +86,15 @@ export class NodeMembership {
   }
 
   /**
-   * Registers this node, announces its shared settings (comparing them with the other
+   * Registers this node (removing the registration of the store's dead predecessor,
+   * `leftBehind`), announces its shared settings (comparing them with the other
    * nodes': shared-settings.ts) and starts the check of joiners' secrets.
    * @throws PixiuError UNAVAILABLE when Redis cannot be reached (the registration)
    */
   async start(announced: AnnouncedSettings): Promise<void> {
     const { redis, keys, logger, secrets } = this.#opts;
-    await this.registry.start();
+    // The store's dead predecessor is no other node: its registration goes at once (node-registry.ts).
+    await this.registry.start(announced.leftBehind);
     this.#settings = await announceSharedSettings(redis, keys, this.registry, announced.config, logger, {
       storeId: announced.storeId, leftBehind: announced.leftBehind, secrets,
       // Compared here: the check of joiners leaves them out, and checks the others (registered, no entry yet).

@@ -112,9 +112,21 @@ export class NodeRegistry {
     this.node = opts.node;
   }
 
-  /** Registers now, then renews every interval. A failed renewal logs and retries next time. */
-  async start(): Promise<void> {
-    await this.#renew();
+  /**
+   * Registers now, then renews every interval. A failed renewal logs and retries next time.
+   * @param predecessor the node that ran this node's store before it and is gone: the
+   *   node of the store lease the start judged left behind by a dead process
+   *   (store-ownership.ts `leftBehind`: a process of this machine whose pid is gone, or a
+   *   lease nobody renewed for 20 s). Its registration, which would live on for up to
+   *   {@link NodeRegistryOptions.ttlMs} after it was killed, is removed in the first
+   *   renewal, before that renewal reads the registry: it is not another node, and was
+   *   counted as one (`other nodes in the cluster at start`, `pixiu_cluster_nodes`,
+   *   `pixiu inspect cluster`, the stop's warning: leaving-others.ts). Logged at info
+   *   when it was there.
+   * @throws PixiuError UNAVAILABLE when Redis fails (the first registration)
+   */
+  async start(predecessor?: string): Promise<void> {
+    await this.#renew(0, true, predecessor === this.node ? undefined : predecessor);
     this.#dueAt = performance.now() + this.#opts.intervalMs;
     this.#timer = setInterval(this.#onTimer, this.#opts.intervalMs);
     this.#timer.unref();
@@ -208,18 +220,25 @@ export class NodeRegistry {
   /**
    * @param timerLateMs how late the renewal timer fired, ms (0 for a renewal not of the timer)
    * @param observe whether {@link NodeRegistryOptions.onRegistry} is told what it read
+   * @param predecessor a dead node's registration to remove before the read ({@link start})
    */
-  async #renew(timerLateMs = 0, observe = true): Promise<void> {
+  async #renew(timerLateMs = 0, observe = true, predecessor?: string): Promise<void> {
     // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
     const startedAt = performance.now();
     const now = await redisNowMs(this.#redis);
     this.#offset = now - Date.now();
-    const [before, , , live] = await redisCall(() => Promise.all([
+    // One connection, so Redis runs them in this order: the predecessor is gone before the read.
+    const [before, , , removed, live] = await redisCall(() => Promise.all([
       this.#redis.zscore(this.#key, this.node),
       this.#redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
       this.#redis.zremrangebyscore(this.#key, '-inf', String(now)),
+      predecessor === undefined ? 0 : this.#redis.zrem(this.#key, predecessor),
       this.#redis.zrange(this.#key, '0', '-1', 'WITHSCORES'),
     ]));
+    if (removed > 0) {
+      this.#opts.logger.info({ node: this.node, predecessor },
+        'registration of the previous run on this data dir removed: its process is gone (killed or crashed), so it is not another node');
+    }
     const registered = new Map<string, number>();
     for (let i = 0; i + 1 < live.length; i += 2) registered.set(live[i] as string, Number(live[i + 1]));
     this.#live = new Set(registered.keys());

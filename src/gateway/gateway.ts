@@ -66,7 +66,7 @@ export interface GatewayOptions {
   readonly metrics: Metrics;
   /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's (src/cluster/shared-settings.ts). */
   readonly storeId?: string;
-  /** The node of this store whose lease the start found left behind by a dead process (store-ownership.ts `leftBehind`): its shared settings entry goes. */
+  /** The node of this store whose lease the start found left behind by a dead process (store-ownership.ts `leftBehind`): its registration and shared settings entry go. */
   readonly storeLeftBehind?: string;
   /** This node's secrets' digests, compared with the other nodes' (src/cluster/secret-digests.ts). */
   readonly secrets?: NodeSecrets;
