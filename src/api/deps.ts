@@ -21,8 +21,10 @@ export interface ApiDeps {
   readonly inbox: Inbox;
   readonly ingest: Ingest;
   /**
-   * Why this node's store takes no messages now (a partition reopening after a failed
-   * write, writes suspended), for readiness; undefined when it takes them. Unset: never.
+   * Why this node's store takes no messages now, or those of some partitions, in the
+   * words `/readyz` answers with (src/store/write-problem.ts: writes suspended, or a
+   * partition reopening after a failed write, named); undefined when it takes them
+   * all. Unset: never.
    */
   readonly writeProblem?: () => string | undefined;
   /**

@@ -24,6 +24,7 @@ import { Sweeper } from './sweeper.js';
 import { UnreadableLog, unreadableRecord, type ReadRecord } from './unreadable.js';
 import type { MessageStoreOptions } from './store-options.js';
 import { WriteFence } from './write-fence.js';
+import { writeProblemWords } from './write-problem.js';
 
 export type { NewMessage, PutResult, StoredMessage } from './record.js';
 export type { ReadRecord, UnreadableRecord } from './unreadable.js';
@@ -192,21 +193,19 @@ export class MessageStore implements RecordReader {
   }
 
   /**
-   * Why the store takes no puts now, or some of them (undefined when it takes them
-   * all): its writes are suspended ({@link suspendWrites}), its lease's deadline has
-   * passed ({@link writeUntil}), or a partition is reopening its database after a
-   * failed write (a full disk) or has had a write in flight longer than the write
-   * timeout (a stalled disk; partition.ts). For readiness (`GET /readyz`).
+   * Why the store takes no puts now, or some of them, as `GET /readyz` says it
+   * (write-problem.ts; undefined when it takes them all): its writes are suspended
+   * ({@link suspendWrites}) or its lease's deadline has passed ({@link writeUntil}):
+   * the whole store; or partitions are reopening their database after a failed write
+   * (a full disk) or have had a write in flight longer than the write timeout (a
+   * stalled disk; partition.ts): those partitions, named.
    */
   get writeProblem(): string | undefined {
-    if (this.#writesSuspended !== undefined) return this.#writesSuspended;
-    const fenced = this.#fence.refusal();
-    if (fenced !== undefined) return fenced.message;
-    for (const p of this.#partitions) {
+    const out = this.#partitions.flatMap((p) => {
       const problem = p.writeProblem;
-      if (problem !== undefined) return problem.message;
-    }
-    return undefined;
+      return problem === undefined ? [] : [{ index: p.index, reason: problem.message }];
+    });
+    return writeProblemWords(this.#writesSuspended ?? this.#fence.refusal()?.message, out, this.#partitions.length);
   }
 
   /**

@@ -66,7 +66,7 @@ test('a write stalled past the write timeout answers its waiting puts 503, refus
     assert.match(o.message, /^message store partition 0 has had a write in flight for over 300 ms \(PIXIU_STORE_WRITE_TIMEOUT/);
   }
   assert.ok(waited >= LIMIT_MS, `answered after the timeout (${waited} ms)`);
-  assert.match(store.writeProblem ?? '', /^message store partition 0 has had a write in flight for over 300 ms/);
+  assert.match(store.writeProblem ?? '', /^message store partition 0 takes no messages now: message store partition 0 has had a write in flight for over 300 ms/);
 
   // A new put is refused at once: queued, it would wait as long as the disk is frozen.
   const refused = await within(1_000, 'a put to the stalled partition', outcome(store.put(message('during'))));

@@ -63,7 +63,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     if (deps.draining?.() === true) throw new PixiuError('UNAVAILABLE', DRAINING);
     if (!deps.store.isOpen) throw new PixiuError('UNAVAILABLE', 'the message store is not open');
     const problem = deps.writeProblem?.();
-    if (problem !== undefined) throw new PixiuError('UNAVAILABLE', `the message store takes no messages now: ${problem}`);
+    if (problem !== undefined) throw new PixiuError('UNAVAILABLE', problem);
     try {
       // A write, not PING (src/redis/readiness-probe.ts): one short-lived key per prefix.
       await writeReadinessProbe(deps.redis, probeKey);
