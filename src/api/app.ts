@@ -6,12 +6,14 @@
  * (refusal-counts.ts), then the routes, the producer ones behind the API token
  * (producer-scope.ts). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
+import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isRedisFailure } from '../redis/client.js';
 import type { ApiDeps } from './deps.js';
-import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers } from './error-handler.js';
+import { frameworkErrorAnswerer, clientErrorAnswerer, expectationAnswerer, installErrorHandlers, logRejected } from './error-handler.js';
 import { connectMethodAnswerer } from './connect-method.js';
 import { installContinue } from './expect-continue.js';
 import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
@@ -42,6 +44,12 @@ export const OPENAPI_PATH = '/v1/openapi.json';
 export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyInstance> {
   // Every error answer is counted, as the route it was sent to (refusal-counts.ts).
   const counts = new RefusalCounts(deps.metrics);
+  // A refusal before fastify has a request (a parser error, a 417, a CONNECT): every one
+  // the client's doing, logged like a route's (`request rejected` at debug) and counted.
+  const unrouted = (err: PixiuError, req: IncomingMessage | undefined): void => {
+    logRejected(logger, err);
+    counts.countUnrouted(err, req);
+  };
   const app = Fastify({
     // pino's Logger is a FastifyBaseLogger; naming the base type keeps the instance's
     // type the default one that route modules take.
@@ -81,7 +89,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // Refused before routing there may be no route config: the path says what it was sent to.
     frameworkErrors: frameworkErrorAnswerer((err, req) => counts.countFramework(err, req)),
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
-    clientErrorHandler: clientErrorAnswerer((err, req) => counts.countUnrouted(err, req)),
+    clientErrorHandler: clientErrorAnswerer(unrouted),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
   });
   // Before any route is added: the routes' config says what their refusals count in.
@@ -94,8 +102,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.historyTakeTimeoutMs,
     () => deps.metrics.historyConnectionsClosed.inc()));
   // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
-  app.server.on('checkExpectation', expectationAnswerer((err, req) => counts.countUnrouted(err, req)));
-  app.server.on('connect', connectMethodAnswerer((err, req) => counts.countUnrouted(err, req)));
+  app.server.on('checkExpectation', expectationAnswerer(unrouted));
+  app.server.on('connect', connectMethodAnswerer(unrouted));
   // Expect: 100-continue is answered 100 only when the body will be read.
   installContinue(app);
   installRequestChecks(app);

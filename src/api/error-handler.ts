@@ -9,7 +9,7 @@
  */
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
@@ -177,6 +177,7 @@ export function lingeringEnd(socket: Socket, last?: Buffer | string): void {
 export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyRequest) => void): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
   return (err, req, reply) => {
     const answer = toHttpError(err);
+    if (answer.status < 500) logRejected(req.log, answer);
     onError?.(answer, req);
     void sendError(reply, answer);
   };
@@ -345,6 +346,17 @@ export function binarySize(bytes: number): string {
 }
 
 /**
+ * Logs a request refused for the client's fault, as README "Commands" says: one debug
+ * line, `request rejected`, with its `code` and the answer's message in `reason` — not
+ * `msg`: pino writes its message as `msg`, and a second key of that name is dropped by
+ * every JSON reader (jq, JSON.parse keep the last). Every refusal of the client's doing
+ * logs it: a route's, an unknown route's 404, the router's and the HTTP parser's.
+ */
+export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuError): void {
+  log.debug({ code: err.code, reason: err.message }, 'request rejected');
+}
+
+/**
  * Installs the error and not-found handlers on an app.
  * @param onError called with each mapped error (metrics)
  */
@@ -367,9 +379,7 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
       const left = outages.take();
       if (left !== undefined) req.log.warn({ ...outageFields(err), ...thinnedFields(left) }, 'request unavailable');
     } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
-    // `reason`, not `msg`: pino writes its message as `msg`, and a second key of that name
-    // is dropped by every JSON reader (jq, JSON.parse keep the last).
-    else req.log.debug({ code: err.code, reason: err.message }, 'request rejected');
+    else logRejected(req.log, err);
     onError?.(err, req);
     return sendError(reply, err);
   });
@@ -377,6 +387,7 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
     // HEAD answers as GET would, headers (Content-Length) included (RFC 9110 §9.3.2).
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     const err = new PixiuError('NOT_FOUND', `no route ${method} ${req.url.split('?')[0] ?? ''}`);
+    logRejected(req.log, err);
     onError?.(err, req);
     return sendError(reply, err);
   });

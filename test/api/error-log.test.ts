@@ -19,6 +19,7 @@ import { cleanupList, PixiuClient, tempDataDir } from '../harness/pixiu-server.j
 import { expectError, metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger, duplicateKeys, type LogLine } from '../harness/log-capture.js';
 import { Refused, TestClient, testToken } from '../harness/ws-client.js';
+import { rawRequest } from '../harness/raw-http.js';
 
 const JWT_SECRET = 'error-log-tests-hs256-secret-of-32-chars';
 let redis: RedisServer;
@@ -216,4 +217,18 @@ test('a request refused for the client\'s fault is one debug line with its reaso
   assert.deepEqual(rejected.map((l) => [l.level, l.code]), [[20, 'INVALID_REQUEST'], [20, 'UNAUTHORIZED']], JSON.stringify(rejected));
   assert.match(String(rejected[0]?.reason), /"type"/);
   assert.match(String(rejected[1]?.reason), /^invalid token/);
+});
+
+test('an unknown route, a bad URL and a request the HTTP parser refuses are `request rejected` debug lines too, as README "Commands" says', async () => {
+  const from = lines.length;
+  expectError(await client.get('/nope'), 404, 'NOT_FOUND', /^no route GET \/nope$/);
+  expectError(await client.get('/v1/messages/%zz'), 400, 'INVALID_REQUEST');
+  assert.equal((await rawRequest(serviceUrl, 'NOT HTTP\r\n\r\n')).status, 400);
+  assert.equal((await rawRequest(serviceUrl, `CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`, { waitMs: 2_000 })).status, 404);
+  assert.equal((await rawRequest(serviceUrl, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nConnection: close\r\n\r\n')).status, 417);
+  const rejected = lines.slice(from).filter((l) => l.msg === 'request rejected');
+  assert.deepEqual(rejected.map((l) => [l.level, l.code]),
+    [[20, 'NOT_FOUND'], [20, 'INVALID_REQUEST'], [20, 'INVALID_REQUEST'], [20, 'NOT_FOUND'], [20, 'EXPECTATION_FAILED']], JSON.stringify(rejected));
+  assert.equal(rejected[0]?.reason, 'no route GET /nope');
+  assert.match(String(rejected[2]?.reason), /not valid HTTP\/1\.1/);
 });
