@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import ms from 'ms';
 import { StartupError } from '../errors.js';
+import { durationRefusal, parseDuration } from './duration.js';
 import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
 
 /** The validated, frozen configuration. Units are in the names (ms, bytes). */
@@ -95,15 +96,6 @@ export interface Config {
 
 /** Setting values given as text, keyed by setting name (what CLI flags produce). */
 export type ConfigOverrides = Partial<Record<SettingKey, string>>;
-
-function parseDuration(text: string): number | undefined {
-  const t = text.trim();
-  if (/^\d+$/.test(t)) return Number(t);
-  if (t.length === 0 || t.length > 100) return undefined;
-  // `ms` answers undefined for text it cannot read; it throws only on non-strings.
-  const v = ms(t as ms.StringValue) as number | undefined;
-  return typeof v === 'number' && Number.isFinite(v) ? Math.round(v) : undefined;
-}
 
 /** Turns one setting's text into its typed value; `undefined` when it cannot be read. */
 function parseText(spec: SettingSpec, text: string): unknown {
@@ -198,6 +190,16 @@ export function validatorFor(key: SettingKey): ValidateFunction {
 }
 
 /**
+ * What is wrong with a value refused, in words after `source="text" `: for a duration,
+ * that it is none (and what one is) or that it is out of range (duration.ts); else
+ * `is not valid`.
+ */
+function wrongValue(spec: SettingSpec, text: string): string {
+  const said = spec.kind === 'duration' || spec.kind === 'durations' ? durationRefusal(text, spec.kind === 'durations') : undefined;
+  return said ?? 'is not valid';
+}
+
+/**
  * Reads and checks one setting's text.
  *
  * @param source how the value is named in a problem: the variable, `--flag`, or a file
@@ -210,7 +212,7 @@ function readSetting(key: SettingKey, spec: SettingSpec, text: string, source: s
   if (value === undefined || !validate(value)) {
     return { problem: spec.secret === true
       ? `${source} is not valid: ${secretProblem(text, validate.errors)} (the value is not shown); expected: ${accepts(spec)}`
-      : `${source}=${JSON.stringify(text)} is not valid; expected: ${accepts(spec)}` };
+      : `${source}=${JSON.stringify(text)} ${wrongValue(spec, text)}; expected: ${accepts(spec)}` };
   }
   // What the schema cannot say (a Redis URL whose port is not a number), refused here
   // before anything starts.

@@ -207,7 +207,7 @@ test('PIXIU_PEER_READ_TIMEOUT unset is the Redis command timeout, default or giv
   assert.deepEqual([both.redisCommandTimeoutMs, both.peerReadTimeoutMs], [5000, 300]);
   assert.equal(loadConfig({}, { peerReadTimeoutMs: '60s' }).peerReadTimeoutMs, 60_000);
   assert.throws(() => loadConfig({}, { peerReadTimeoutMs: '61s' }),
-    (err: unknown) => err instanceof StartupError && /--peer-read-timeout="61s" is not valid; expected: how long one read of stored messages from another node may take/.test(err.message));
+    (err: unknown) => err instanceof StartupError && /--peer-read-timeout="61s" is out of range; expected: how long one read of stored messages from another node may take/.test(err.message));
 });
 
 test('PIXIU_NOTIFY is on by default and off when set so', () => {
@@ -294,7 +294,8 @@ test('a setting at which the service could not work (no message in flight, an in
     assert.doesNotThrow(() => loadConfig({ [env]: min, PIXIU_IDLE_TIMEOUT: '1h' }), env);
     const below = String(Number(min) - 1);
     assert.throws(() => loadConfig({ [env]: below }), (err: unknown) => err instanceof StartupError
-      && err.message.includes(`${env}=${JSON.stringify(below)} is not valid`) && err.message.includes(bound), `${env}=${below}`);
+      && err.message.includes(`${env}=${JSON.stringify(below)} ${/^from \d+ms /.test(bound) ? 'is out of range' : 'is not valid'}`)
+      && err.message.includes(bound), `${env}=${below}`);
   }
 });
 
@@ -361,8 +362,33 @@ test('PIXIU_DRAIN_DELAY: 0 by default, a duration up to 10 minutes', () => {
   assert.equal(loadConfig({}).drainDelayMs, 0);
   assert.equal(loadConfig({ PIXIU_DRAIN_DELAY: '15s' }).drainDelayMs, 15_000);
   assert.equal(loadConfig({}, { drainDelayMs: '10m' }).drainDelayMs, 600_000);
-  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: '11m' }), /PIXIU_DRAIN_DELAY="11m" is not valid/);
-  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: 'soon' }), /PIXIU_DRAIN_DELAY="soon" is not valid/);
+  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: '11m' }), /PIXIU_DRAIN_DELAY="11m" is out of range; expected:/);
+  assert.throws(() => loadConfig({ PIXIU_DRAIN_DELAY: 'soon' }), /PIXIU_DRAIN_DELAY="soon" is not a duration: give a number and one unit/);
+});
+
+test('a duration refused says whether it is none (and what one is: compounds are not) or out of range, not one generic "not valid"', () => {
+  const refusal = (env: Record<string, string>): string => {
+    try {
+      loadConfig(env);
+    } catch (err) {
+      if (err instanceof StartupError) return err.message;
+      throw err;
+    }
+    assert.fail('not refused');
+  };
+  const forms = 'give a number and one unit, ms, s, m, h or d (e.g. 500ms, 30s, 1h, 7d; a bare number is milliseconds); compound durations like 5m5s are not taken';
+  assert.match(refusal({ PIXIU_HEARTBEAT: '5m5s' }),
+    new RegExp(`PIXIU_HEARTBEAT="5m5s" is not a duration: ${forms.replace(/[().;]/g, '\\$&')}; expected: server ping interval`));
+  assert.match(refusal({ PIXIU_MESSAGE_TTL: '99999d' }), /PIXIU_MESSAGE_TTL="99999d" is out of range; expected: default message retention, 1s to 30d$/m);
+  assert.match(refusal({ PIXIU_MESSAGE_TTL: '-1s' }), /PIXIU_MESSAGE_TTL="-1s" is out of range; expected/);
+  assert.match(refusal({ PIXIU_REDELIVERY_BACKOFF: '2s,,4s' }), /PIXIU_REDELIVERY_BACKOFF="2s,,4s" is not a list of durations: "" is no duration; give a number and one unit/);
+  assert.match(refusal({ PIXIU_REDELIVERY_BACKOFF: '2s, 1h' }), /PIXIU_REDELIVERY_BACKOFF="2s, 1h" is out of range; expected/);
+  // What the `ms` package reads beyond the forms --help shows is still taken (README "Commands").
+  for (const [text, msValue] of [['1 s', 1000], ['1S', 1000], ['1.5s', 1500], ['1w', 604_800_000], ['2 hours', 7_200_000]] as const) {
+    assert.equal(loadConfig({ PIXIU_MESSAGE_TTL: text }).messageTtlMs, msValue, text);
+  }
+  // Other kinds keep the plain words.
+  assert.match(refusal({ PIXIU_PORT: '70000' }), /PIXIU_PORT="70000" is not valid; expected/);
 });
 
 test('every setting\'s schema compiles (they are compiled on first read, so a broken one would show only when that setting is given)', () => {
