@@ -65,7 +65,7 @@ export class Metrics {
   /** The message store's batches, failed writes and undecodable records (store-metrics.ts). */
   readonly store = new StoreMetrics(this.registry);
 
-  /** Redis failures: connection errors (`connection`), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
+  /** Redis failures: connection errors of every connection of the node's (`connection`: the command one, the bus's, the broadcast reader's), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
   readonly redisErrors = new Counter({
     name: 'pixiu_redis_errors_total',
     help: 'Redis connection errors and failed commands',
