@@ -110,10 +110,20 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     // it says why (WRONGPASS, ECONNREFUSED, a server that is not Redis …), in plain
     // words as the log line gives it (src/redis/plain-reasons.ts).
     const reason = plainReason(notRedis !== '' ? notRedis : lastError !== '' ? lastError : (err as Error).message);
-    throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}`, err);
+    throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
   }
   await checkDatabase(redis, opts.url);
   return redis;
+}
+
+/**
+ * For a `rediss://` URL whose connection timed out or failed its TLS handshake: a Redis
+ * without TLS there never answers the handshake (the client gives up after its connect
+ * timeout, `connect ETIMEDOUT`, nothing saying TLS: an SRE's finding). Else ''.
+ */
+function tlsHint(url: string, reason: string): string {
+  if (!/^rediss:/i.test(url) || !/ETIMEDOUT|EPROTO|ECONNRESET|SSL|TLS/i.test(reason)) return '';
+  return ' (rediss:// connects with TLS: is this Redis TLS-enabled? A Redis without TLS takes redis://)';
 }
 
 /** Each client's refusal on connecting, in plain words, while it lasts (see {@link connectRefusal}). */

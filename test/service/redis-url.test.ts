@@ -125,3 +125,14 @@ test('a Redis URL that names a server that is not Redis (an HTTP port) says so, 
   assert.match((JSON.parse(logged) as { reason?: string }).reason ?? '', said, run.stdout);
   assert.doesNotMatch(run.stdout + run.stderr, /Please report|RESP type/);
 });
+
+test('a rediss:// URL to a Redis without TLS fails saying TLS may be why, not only "connect ETIMEDOUT"', { timeout: 30_000 }, async () => {
+  const url = `rediss://:${PASSWORD}@127.0.0.1:${redis.port}`;
+  await assert.rejects(createRedis({ url, commandTimeoutMs: 100 }), (err: unknown) => {
+    assert.match((err as Error).message, new RegExp(`^cannot reach Redis at rediss://:\\*\\*\\*@127\\.0\\.0\\.1:${redis.port}: .+ `
+      + '\\(rediss:// connects with TLS: is this Redis TLS-enabled\\? A Redis without TLS takes redis://\\)$'));
+    return true;
+  });
+  // A redis:// URL's failures get no such hint.
+  await assert.rejects(createRedis({ url: `redis://127.0.0.1:${redis.port}/99`, commandTimeoutMs: 100 }), (err: unknown) => !(err as Error).message.includes('TLS'));
+});
