@@ -45,12 +45,33 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
  * Refuses a key prefix no Pixiu service has used on this Redis (a wrong
  * `PIXIU_REDIS_PREFIX`), which reads as empty: every service writes
  * `<prefix>cluster:secret` at start. Call it only when what was read is empty, so a
- * script can tell "nothing there" from "wrong prefix".
- * @throws StartupError naming the prefix
+ * script can tell "nothing there" from "wrong prefix". A replica whose link to its
+ * primary is down (still in its first sync, or cut off) may hold none of the
+ * primary's keys yet: that is said instead (INFO replication), the prefix being
+ * likely right (an SRE's finding: the prefix message sent them the wrong way).
+ * @throws StartupError naming the prefix, or the replica's primary
  */
 export async function checkPrefixUsed(redis: Redis, prefix: string): Promise<void> {
-  if ((await redis.exists(new Keys(prefix).clusterSecret())) === 0) {
-    throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(prefix)} on this Redis `
-      + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
+  if ((await redis.exists(new Keys(prefix).clusterSecret())) !== 0) return;
+  const syncing = replicaNotSynced(await redis.info('replication').catch(() => ''));
+  if (syncing !== undefined) throw new StartupError(syncing);
+  throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(prefix)} on this Redis `
+    + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
+}
+
+/**
+ * From Redis's `INFO replication` text: when it is a replica whose link to its primary
+ * is not up, why it may hold none of the primary's keys, in words; else undefined.
+ */
+export function replicaNotSynced(info: string): string | undefined {
+  const field = (name: string): string | undefined => new RegExp(`^${name}:(.*?)\r?$`, 'm').exec(info)?.[1];
+  if (field('role') !== 'slave' || field('master_link_status') === 'up') return undefined;
+  const primary = `${field('master_host') ?? '?'}:${field('master_port') ?? '?'}`;
+  if (field('master_sync_in_progress') === '1') {
+    return `this Redis is a replica still syncing from its primary ${primary} (master_sync_in_progress:1): `
+      + 'it holds none of the primary\'s keys until the sync ends; wait, or read the primary (--redis-url)';
   }
+  return `this Redis is a replica whose link to its primary ${primary} is down (master_link_status:down: `
+    + 'not synced yet, or cut off): it may hold none of the primary\'s keys; read the primary (--redis-url), '
+    + 'or wait until INFO replication says master_link_status:up';
 }
