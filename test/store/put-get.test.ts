@@ -170,7 +170,7 @@ test('puts made while writes are held wait, then go ahead under the suspension i
   const held = store.put(message).finally(() => { settled = true; });
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(settled, false, 'it waits');
-  assert.equal(store.writeProblem, 'starting', '/readyz says why');
+  assert.equal(store.writeProblem, 'the message store takes no messages now: starting', '/readyz says why');
   store.suspendWrites(undefined); // the lease is held
   release();
   assert.equal((await held).message.data, 'held');
