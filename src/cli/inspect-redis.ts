@@ -4,7 +4,8 @@
  * serve` runs on it — inspect never starts one. Every failure is a {@link StartupError}:
  * one line on stderr, exit 1, nothing on stdout (src/cli/main.ts; README "Commands").
  */
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
@@ -21,15 +22,16 @@ export const READ_URL_DOC = 'Redis to read, redis://, rediss:// or unix:// URL; 
  * Connects to the Redis to read: `config.redisUrl`, else the embedded Redis of a serve
  * running on `config.dataDir`. Loads ioredis only now (help and refused options start
  * without it).
- * @throws StartupError when there is none (no URL, no embedded Redis running), or it
- *   cannot be reached (the reason Redis or the socket gave: `cannot reach Redis at …`)
+ * @throws StartupError when there is none (no URL, no embedded Redis running), it
+ *   cannot be reached (the reason Redis or the socket gave: `cannot reach Redis at …`),
+ *   or this user may not reach the embedded one ({@link embeddedRedisSocket})
  */
 export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' | 'redisCommandTimeoutMs'>): Promise<Redis> {
   let url = config.redisUrl;
+  let sock: string | undefined;
   if (url === undefined) {
-    const { localRedisSocket } = await import('../redis/local-server.js');
-    const sock = localRedisSocket(config.dataDir);
-    if (!existsSync(sock)) {
+    sock = await embeddedRedisSocket(config.dataDir);
+    if (sock === undefined) {
       throw new StartupError(`no PIXIU_REDIS_URL and no embedded Redis running under ${config.dataDir}: `
         + 'set PIXIU_REDIS_URL to the Redis the service uses (a serve given PIXIU_REDIS_URL runs none of its own), '
         + 'or start `pixiu serve` on this data dir without it');
@@ -38,7 +40,69 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
   }
   const { createRedis } = await import('../redis/client.js');
   return createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
-    .catch((err: Error) => { throw new StartupError(err.message, { cause: err }); });
+    .catch((err: Error) => {
+      // The socket itself is the service user's (unixsocketperm 700): found, but not
+      // ours to connect to (a socket path too long for the data dir lives in the temp
+      // folder; a data dir made before its folders were private).
+      const denied = /EACCES|EPERM/.test(err.message);
+      throw new StartupError(denied && sock !== undefined ? `${err.message}: ${notOurs('the embedded Redis\'s socket', sock)}` : err.message, { cause: err });
+    });
+}
+
+/**
+ * The socket path of the embedded Redis of a `pixiu serve` running on `dataDir` (the
+ * socket is there); undefined when none runs. Since the data dir's folders are
+ * private to the service's user (0700, docs/decisions.md "The data dir is private to
+ * the service's user"), another user cannot even see whether the socket is there:
+ * that is said, not taken for "none running".
+ * @throws StartupError when this user may not look for the socket (EACCES on a folder
+ *   above it), naming the folder's owner (uid) as the user to run the command as
+ */
+export async function embeddedRedisSocket(dataDir: string): Promise<string | undefined> {
+  const { localRedisSocket } = await import('../redis/local-server.js');
+  const sock = localRedisSocket(dataDir);
+  try {
+    statSync(sock);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EACCES' && code !== 'EPERM') return undefined;
+    const locked = lockedFolder(sock);
+    throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${code}): ${notOurs(locked, locked)}`, { cause: err });
+  }
+  return sock;
+}
+
+/**
+ * The folder above `file` this user may not search: the nearest one it can stat (its
+ * own parent lets it in); `file`'s folder when none can be stat'd.
+ */
+function lockedFolder(file: string): string {
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    try {
+      statSync(dir);
+      return dir;
+    } catch {
+      if (path.dirname(dir) === dir) return path.dirname(file);
+    }
+  }
+}
+
+/**
+ * Why this user cannot use the embedded Redis, and what to do: run the command as the
+ * owner of `locked` (the folder it may not search, or the socket), the service's user.
+ * @param what `locked` as the message names it
+ */
+function notOurs(what: string, locked: string): string {
+  let uid: number | undefined;
+  try {
+    uid = statSync(locked).uid;
+  } catch {
+    // Not even that: the advice stands without the uid.
+  }
+  const me = process.getuid?.();
+  return `${what} is private to the service's user${uid === undefined ? '' : ` (uid ${uid}, its owner)`}`
+    + `${me === undefined ? '' : `, not this one (uid ${me})`}: run this command as that user `
+    + `(e.g. sudo -u ${uid === undefined ? '<that user>' : `'#${uid}'`} pixiu …)`;
 }
 
 /**

@@ -11,7 +11,6 @@
  * a `pixiu serve` is running on it. (The message store is locked by a running service;
  * read content with `GET /v1/messages/{id}`.)
  */
-import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import { decodeMsgId, kindName } from '../ids/msg-id.js';
 import { Keys } from '../redis/keys.js';
@@ -19,7 +18,7 @@ import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
 import { unixUrl } from '../redis/url.js';
-import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead } from './inspect-redis.js';
+import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead, embeddedRedisSocket } from './inspect-redis.js';
 import { clusterCommand } from './inspect-cluster.js';
 
 /**
@@ -85,7 +84,8 @@ export function inspectCommand(): Command {
     .addHelpText('after', '\nholder (only when Redis is read: PIXIU_REDIS_URL, or the embedded Redis of a serve on the data dir):\n'
       + '{"store": id, "url": where its node listens, "node": its id} — url null when the store\'s node is not running\n'
       + '(no lease); store "retired" for retired partitions; holder null when no store claims the partition.\n'
-      + 'Redis named but not answering: the decoded id alone, and a note on stderr.');
+      + 'Redis named but not answering, or an embedded one this user may not reach: the decoded id\n'
+      + 'alone, and a note on stderr.');
   addConfigOptions(idCmd, KEYS, { redisUrl: 'Redis to read the partition\'s holder from; unset: the embedded Redis of a `pixiu serve` running on the data dir, else none' });
   idCmd.action(async (id: string) => {
     let parts;
@@ -96,8 +96,15 @@ export function inspectCommand(): Command {
     }
     const decoded = { id, partition: parts.partition, kind: kindName(parts.kind), counter: parts.counter };
     const config = configFromOptions(idCmd, KEYS);
-    const { localRedisSocket } = await import('../redis/local-server.js');
-    const url = config.redisUrl ?? (existsSync(localRedisSocket(config.dataDir)) ? unixUrl(localRedisSocket(config.dataDir)) : undefined);
+    let url = config.redisUrl;
+    if (url === undefined) {
+      // A serve's embedded Redis this user may not reach (its folder is private): said, as a Redis not answering is.
+      const sock = await embeddedRedisSocket(config.dataDir).catch((err: unknown) => {
+        process.stderr.write(`the partition's holder is not shown: ${(err as Error).message}\n`);
+        return undefined;
+      });
+      if (sock !== undefined) url = unixUrl(sock);
+    }
     let holder: PartitionHolder | null | undefined;
     if (url !== undefined) {
       holder = await partitionHolder(url, config, parts.partition).catch((err: unknown) => {

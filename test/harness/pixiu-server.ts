@@ -383,11 +383,12 @@ export interface CliResult extends ExitStatus {
 
 /**
  * Runs `pixiu <args…>` to completion with `env` added to an environment cleared of
- * `PIXIU_` variables.
+ * `PIXIU_` variables; `as`, when given, is the user (and group) it runs as, which
+ * needs a root test run.
  */
-export async function runCli(args: readonly string[], env: Record<string, string> = {}): Promise<CliResult> {
+export async function runCli(args: readonly string[], env: Record<string, string> = {}, as?: { uid: number; gid: number }): Promise<CliResult> {
   const proc = spawn(process.execPath, [...cliEntry(), ...args], {
-    cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...as,
   });
   const output = collect(proc);
   const status = await exitOf(proc);
