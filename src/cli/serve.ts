@@ -22,8 +22,9 @@ import { StartupError } from '../errors.js';
 import { foldersOpenToOthers, keepCreatedFilesPrivate } from '../files/private-data.js';
 
 /**
- * The exit code of a shutdown that ran every step but left one undone past its bound:
- * the store's close, held by a stalled disk (src/service/store-close.ts). Not 0, so a
+ * The exit code of a shutdown that ran every step but left one undone: the store's
+ * close, held past its bound by a stalled disk (src/service/store-close.ts) or failed
+ * (an I/O error; shutdown-steps.ts `closeAll`). Not 0, so a
  * supervisor sees the stop was not clean; not 1, which is a failed start, a crash or a
  * second signal. 74 is sysexits.h's EX_IOERR ("an error occurred while doing I/O on
  * some file"). README "Running in production" documents it.

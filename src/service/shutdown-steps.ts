@@ -5,8 +5,9 @@
  * closed: the steps that wait on Redis share one budget of time, and a step that runs
  * out of it is given up (a fresh-user finding: with Redis hung, 14 – 45 s to exit).
  * A step held by a disk (the store's close, on a stalled disk: store-close.ts) has a
- * bound of its own; one that runs out of it is given up too, and the shutdown answers
- * that it did not finish, which `pixiu serve` turns into a non-zero exit.
+ * bound of its own; one that runs out of it is given up too, or that fails, and the
+ * shutdown answers that it did not finish, which `pixiu serve` turns into a non-zero
+ * exit.
  */
 import type { Logger } from '../logger.js';
 
@@ -25,7 +26,8 @@ export interface CloseStep {
    * Set for a step that may be held by something other than Redis for good (the store's
    * close on a stalled disk): it may take at most `ms`, not counted in the Redis budget;
    * then `giveUp` is called with `ms` (it logs why: {@link closeAll} logs nothing more),
-   * the step counts as unfinished and the shutdown goes on without it.
+   * the step counts as unfinished and the shutdown goes on without it. Such a step that
+   * fails (rejects) counts as unfinished too, its failure logged as any step's.
    */
   readonly bound?: { readonly ms: number; readonly giveUp: (ms: number) => void };
 }
@@ -48,12 +50,16 @@ const OUT_OF_TIME = Symbol('out of time');
  * hung Redis is a condition the shutdown handles, an ops newcomer's finding):
  * `shutdown step given up` with `timeoutMs`, or `shutdown step not run` when less than
  * {@link MIN_STEP_MS} was left for it. A step with a `bound` of its own that runs out of
- * it is left running, its `giveUp` says why, and it is named in the answer.
+ * it is left running, its `giveUp` says why, and it is named in the answer; one that
+ * fails is named there too (for the store, both are a close that did not end cleanly:
+ * review3 F6), while the failure of a step without a `bound` (HTTP, Redis) leaves
+ * nothing of this node's undone and is not.
  * @param redisBudgetMs time all the Redis steps may take together, ms, counted from the
  *   start of the first of them, less the time of the other steps after it
- * @returns the steps given up past their own `bound` (`what`), in order: empty when
- *   every such step ended (a Redis step given up is not counted: the shutdown handles a
- *   hung Redis, nothing of this node's is left undone by it)
+ * @returns the steps with a `bound` of their own given up past it or failed (`what`), in
+ *   order: empty when every such step ended well (a Redis step given up or failed is not
+ *   counted: the shutdown handles a hung Redis, nothing of this node's is left undone by
+ *   it)
  */
 export async function closeAll(logger: Logger, steps: readonly CloseStep[], redisBudgetMs: number): Promise<string[]> {
   let budgetEnds: number | undefined;
@@ -92,6 +98,10 @@ export async function closeAll(logger: Logger, steps: readonly CloseStep[], redi
       }
     } catch (err) {
       redis?.giveUp?.();
+      // The store's close failing (LevelDB's close answering an I/O error; a partition's
+      // failure ends the wait for the others' closes too) leaves it not closed cleanly,
+      // as one given up does: the same non-zero exit for a supervisor to see.
+      if (bound !== undefined) unfinished.push(what);
       logger.error({ err, what }, 'shutdown step failed');
     } finally {
       clearTimeout(timer);

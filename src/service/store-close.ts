@@ -6,7 +6,9 @@
  * it (the store's counters, Redis, the embedded redis-server) never ran and SIGTERM
  * never ended (a store reviewer's finding, F3). Past the bound the close is given up
  * with one error line; the shutdown goes on and `pixiu serve` exits non-zero
- * (src/cli/serve.ts `EXIT_UNFINISHED`).
+ * (src/cli/serve.ts `EXIT_UNFINISHED`). A close that fails (rejects: LevelDB's close
+ * answering an I/O error) ends the same way, with `shutdown step failed` as its line
+ * (shutdown-steps.ts `closeAll`).
  *
  * Giving it up loses nothing acknowledged: a message is answered 2xx only once its write
  * returned (partition.ts: a put resolves after `batch.write`), and by this step the HTTP

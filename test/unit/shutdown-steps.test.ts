@@ -4,7 +4,7 @@
  * its bound (its `giveUp` called: drop the connection) and the shutdown goes on; all
  * such steps share one budget, so a hung Redis holds the exit for that budget once,
  * not once per step. A step with a bound of its own (the store's close) is given up
- * after it too, and the shutdown answers it unfinished. The steps are the test's own;
+ * after it too, and the shutdown answers it unfinished, as when it fails. The steps are the test's own;
  * the service's shutdown with a hung Redis is tested in test/service/shutdown.test.ts,
  * on a stalled disk in test/service/stalled-shutdown.test.ts.
  */
@@ -115,4 +115,17 @@ test('a shutdown whose bounded steps all end answers nothing unfinished', async 
   ], 50);
   // A Redis step given up is handled, not unfinished.
   assert.deepEqual(unfinished, []);
+});
+
+test('a step with a bound of its own that fails (the store\'s close answering an I/O error) is answered unfinished, as one given up is, and logged as failed; a failed step without a bound is not', async () => {
+  const { logger, lines } = capturingLogger();
+  const events: string[] = [];
+  const unfinished = await closeAll(logger, [
+    { what: 'http', run: () => Promise.reject(new Error('http broke')) },
+    { what: 'store', run: () => Promise.reject(new Error('IO error: EIO')), bound: { ms: 10_000, giveUp: () => assert.fail('failed, not given up') } },
+    { what: 'redis', run: async () => { events.push('run redis'); }, redis: { boundMs: 100 } },
+  ], 100);
+  assert.deepEqual(unfinished, ['store']);
+  assert.deepEqual(events, ['run redis']);
+  assert.deepEqual(lines.filter((l) => l.msg === 'shutdown step failed').map((l) => [l.level, l.what]), [[50, 'http'], [50, 'store']]);
 });
