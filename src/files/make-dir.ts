@@ -60,7 +60,8 @@ async function makeEachLevel(dir: string, mode: number | undefined): Promise<voi
 
 /**
  * What `err`, met at `target`, comes from: for EEXIST, `target` itself being a file, or
- * a symbolic link on the way to it that points nowhere; for ENOENT or ENOTDIR, the
+ * a symbolic link on the way to it that points nowhere; for EACCES, a folder above
+ * `target` this user may not enter; for ENOENT or ENOTDIR, the
  * deepest existing path above `target` that is a file or is not writable, when there
  * is one; else the error's own message.
  */
@@ -73,8 +74,37 @@ export async function explained(target: string, err: unknown): Promise<string> {
     if (info !== undefined) return info.isDirectory() ? own : `${path.resolve(target)} is a file, not a directory`;
     return (await danglingLink(target)) ?? own;
   }
+  if ((err as NodeJS.ErrnoException | undefined)?.code === 'EACCES') return (await unsearchable(target)) ?? own;
   if (!ANCESTOR_CODES.has((err as NodeJS.ErrnoException | undefined)?.code)) return own;
   return (await pathProblem(target)) ?? own;
+}
+
+/**
+ * For EACCES at `target`: the highest folder above it that this user may not enter
+ * (search, the `x` bit), with its owner and mode, and what to do — the error itself
+ * names only `target`, while the cause is often a parent folder (an ops finding: a data
+ * dir under a 0700 folder of another user read as "cannot read the store layout …
+ * EACCES"). Undefined when every folder above it may be entered (the cause is `target`
+ * itself, which the error names).
+ */
+async function unsearchable(target: string): Promise<string | undefined> {
+  const folders: string[] = [];
+  for (let at = path.dirname(path.resolve(target)); ; at = path.dirname(at)) {
+    folders.unshift(at);
+    if (path.dirname(at) === at) break;
+  }
+  for (const folder of folders) {
+    try {
+      await access(folder, constants.X_OK);
+    } catch {
+      const info = await stat(folder).catch(() => undefined);
+      const me = process.getuid?.();
+      const whose = info === undefined ? '' : ` (owner uid ${info.uid}, mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')})`;
+      return `permission denied (EACCES): ${folder}${whose} cannot be entered by this user${me === undefined ? '' : ` (uid ${me})`}: `
+        + `run as a user who may, or let this one in (chmod / chown of ${folder})`;
+    }
+  }
+  return undefined;
 }
 
 /** What keeps `target` from being made, found at its deepest existing ancestor; undefined: nothing found. */
