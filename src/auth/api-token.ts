@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { PixiuError } from '../errors.js';
+import { JWT_FORM } from './jwt-form.js';
 
 /**
  * The characters an API token may hold: visible ASCII (`!` to `~`). What a client can
@@ -48,6 +49,23 @@ export function bearerMatches(header: string | undefined, expected: Buffer): boo
   return token !== undefined && timingSafeEqual(given, expected);
 }
 
+/** The refusal of an API token that does not match. */
+export const API_TOKEN_REFUSED = 'missing or invalid API token (Authorization: Bearer <token>)';
+
+/**
+ * What a producer route answers a token that does not match: {@link API_TOKEN_REFUSED},
+ * and, when the token has a JWT's form (three base64url parts, jwt-form.ts), which
+ * routes take a user's JWT — the mirror of the client routes' hint for the API token
+ * (jwt-form.ts `NOT_A_JWT`), after a newcomer sent a user's token to a producer route
+ * and was told only "invalid". Nothing of the right token: only the given one's shape.
+ * @param token the Bearer token sent, if any
+ */
+export function apiTokenRefusal(token: string | undefined): string {
+  return token !== undefined && JWT_FORM.test(token)
+    ? `${API_TOKEN_REFUSED}: this is a JWT; a user's JWT is for the client routes (/v1/me, /v1/connect), the producer and admin routes take the API token`
+    : API_TOKEN_REFUSED;
+}
+
 /** Most distinct accepted Authorization values an {@link apiTokenChecker} remembers. */
 export const ACCEPTED_HEADERS_KEPT = 16;
 
@@ -71,7 +89,7 @@ export function apiTokenChecker(apiToken: string): (header: string | undefined) 
   return (header) => {
     if (header === undefined || !accepted.has(header)) {
       if (!bearerMatches(header, expected)) {
-        throw new PixiuError('UNAUTHORIZED', 'missing or invalid API token (Authorization: Bearer <token>)');
+        throw new PixiuError('UNAUTHORIZED', apiTokenRefusal(bearerToken(header)));
       }
       if (accepted.size >= ACCEPTED_HEADERS_KEPT) accepted.clear();
       accepted.add(header as string);

@@ -312,6 +312,18 @@ test('a wrong token is 401 and the answer holds no hint of the right one', async
   expectError(await server.client.post('/v1/messages', message(), { headers: { authorization: `Basic ${server.client.token}` } }), 401, 'UNAUTHORIZED');
 });
 
+test('a user\'s JWT (any token of a JWT\'s form) on a producer route is 401 saying which routes take a JWT; another wrong token is told no more', async (t) => {
+  const server = await freshServer(t);
+  const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
+  const refused = await server.client.post('/v1/messages', message(), { headers: { authorization: `Bearer ${jwt}` } });
+  expectError(refused, 401, 'UNAUTHORIZED');
+  assert.equal((refused.body as { error: { message: string } }).error.message,
+    'missing or invalid API token (Authorization: Bearer <token>): this is a JWT; a user\'s JWT is for the client routes (/v1/me, /v1/connect), the producer and admin routes take the API token');
+  const other = await server.client.get('/v1/users/alice/messages', { headers: { authorization: 'Bearer not-a-jwt-at-all' } });
+  expectError(other, 401, 'UNAUTHORIZED');
+  assert.equal((other.body as { error: { message: string } }).error.message, 'missing or invalid API token (Authorization: Bearer <token>)');
+});
+
 test('a 401 carries WWW-Authenticate: Bearer, with error="invalid_token" when a token was given and refused', async (t) => {
   const server = await freshServer(t);
   const challenge = async (authorization: string): Promise<string | null> => {
