@@ -26,6 +26,7 @@ import { messageRoutes } from './routes/messages.js';
 import { withPortablePatterns } from './portable-patterns.js';
 import { withRequiredHeaders } from './document-headers.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
+import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
 import { describeErrors, installValidators } from './validation.js';
 
@@ -94,6 +95,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
+  const routeMethods = new RouteMethods();
+  routeMethods.track(app);
   // Before any other onRequest hook: a draining node refuses a request before any check.
   installShutdown(app, deps.draining, (err, req) => counts.countRouted(err, req));
   installValidators(app);
@@ -111,7 +114,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     counts.countRouted(err, req);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
-  });
+  }, (path) => routeMethods.methodsFor(path));
 
   await app.register(swagger, {
     openapi: {

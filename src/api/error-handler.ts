@@ -359,8 +359,11 @@ export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuErr
 /**
  * Installs the error and not-found handlers on an app.
  * @param onError called with each mapped error (metrics)
+ * @param methodsFor the methods with a route for a path (route-methods.ts), for a 404's words
  */
-export function installErrorHandlers(app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void): void {
+export function installErrorHandlers(
+  app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void, methodsFor?: (path: string) => string[],
+): void {
   const outages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((raw: unknown, req, reply) => {
     const err = withBodyLimit(toHttpError(raw), req);
@@ -386,7 +389,8 @@ export function installErrorHandlers(app: FastifyInstance, onError?: (err: Pixiu
   app.setNotFoundHandler((req, reply) => {
     // HEAD answers as GET would, headers (Content-Length) included (RFC 9110 §9.3.2).
     const method = req.method === 'HEAD' ? 'GET' : req.method;
-    const err = new PixiuError('NOT_FOUND', `no route ${method} ${req.url.split('?')[0] ?? ''}`);
+    const path = req.url.split('?')[0] ?? '', others = (methodsFor?.(path) ?? []).filter((m) => m !== method);
+    const err = new PixiuError('NOT_FOUND', `no route ${method} ${path}${others.length > 0 ? `: this path takes ${others.join(', ')}` : ''}`);
     logRejected(req.log, err);
     onError?.(err, req);
     return sendError(reply, err);

@@ -1,0 +1,51 @@
+/**
+ * Which methods a path has routes for: the not-found handler's hint when a request
+ * names a route's path with another method (`POST /v1/rooms/{room}/members`, where PUT
+ * adds members: a newcomer's finding, who got only "no route POST …"). The answer
+ * stays 404 NOT_FOUND (docs/api.md, "Errors"); only its words say which methods the
+ * path takes.
+ */
+import type { FastifyInstance } from 'fastify';
+
+/** One route's method and its URL pattern cut at `/` (`:param` a whole segment, `*` the rest). */
+interface RouteShape {
+  readonly method: string;
+  readonly segments: readonly string[];
+}
+
+/** Whether `pattern` (a route's segments) matches the request path's `segments`. */
+function matches(pattern: readonly string[], segments: readonly string[]): boolean {
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i] as string;
+    if (p === '*') return true;
+    const s = segments[i];
+    if (s === undefined) return false;
+    if (p.startsWith(':') ? s === '' : p !== s) return false;
+  }
+  return pattern.length === segments.length;
+}
+
+/** The routes of an app, by method and path pattern, recorded as they are added. */
+export class RouteMethods {
+  readonly #routes: RouteShape[] = [];
+
+  /** Records each route `app` adds from now on (its onRoute hook). Call it before any route is added. */
+  track(app: FastifyInstance): void {
+    app.addHook('onRoute', (route) => {
+      for (const method of [route.method].flat()) this.#routes.push({ method, segments: route.url.split('/') });
+    });
+  }
+
+  /**
+   * The methods with a route for `path` (a request's path, without its query), in the
+   * order the routes were added, HEAD left out (it comes with GET); empty when none.
+   */
+  methodsFor(path: string): string[] {
+    const segments = path.split('/');
+    const found = new Set<string>();
+    for (const route of this.#routes) {
+      if (route.method !== 'HEAD' && matches(route.segments, segments)) found.add(route.method);
+    }
+    return [...found];
+  }
+}
