@@ -43,7 +43,7 @@ test('on a full disk POSTs get 503 and /readyz names the reopening partition; wi
   expectError(answer, 503, 'UNAVAILABLE', /message store partition \d+ is unavailable/);
   // Only that partition's messages are refused: /readyz names it, not the whole store.
   expectError(await client.get('/readyz'), 503, 'UNAVAILABLE',
-    /^message store partitions? [\d, ]+ takes? no messages now \(this node's other \d+ partitions take theirs\): message store partition \d+ is reopening its database after a failed write/);
+    /^message store partitions? [\d, ]+ takes? no messages now \(no write failed or stalled yet on this node's other \d+ partitions\): message store partition \d+ is reopening its database after a failed write/);
   assert.ok(await writeFailures(client) >= 1, 'the failed write is counted in /metrics');
   // A batch while the disk is full: its items are 503s, logged as one warning for the
   // batch, not an error with a stack per item.

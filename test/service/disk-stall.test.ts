@@ -41,7 +41,7 @@ test('a POST held by a stalled store write is 503 after PIXIU_STORE_WRITE_TIMEOU
   assert.equal(held.headers.get('retry-after'), '1');
   const partition = /partition (\d+)/.exec(held.text)?.[1];
   expectError(await within(5_000, '/readyz', client.get('/readyz')), 503, 'UNAVAILABLE',
-    new RegExp(`^message store partition ${partition} takes no messages now \\(this node's other 7 partitions take theirs\\): message store partition ${partition} has had a write in flight`));
+    new RegExp(`^message store partition ${partition} takes no messages now \\(no write failed or stalled yet on this node's other 7 partitions\\): message store partition ${partition} has had a write in flight`));
   // The same client_msg_id goes to the same partition: refused at once (queued, it
   // would wait as long as the disk is frozen).
   const again = await within(2_000, 'a POST to the stalled partition', client.post('/v1/messages', message));
