@@ -50,7 +50,7 @@ export function wordError(e: ErrorObject): string {
   const limit = Number(p.limit);
   switch (e.keyword) {
     case 'type':
-      return `must be ${either(typeNames(p.type))}`;
+      return `must be ${either(typeNames(p.type))}${inSeconds(e)}`;
     case 'minLength':
       return limit === 1 ? 'must not be empty' : `must be at least ${count(limit, 'character')} long`;
     case 'maxLength':
@@ -126,6 +126,31 @@ function unaddressed(e: ErrorObject): string {
   if (known === undefined || !Object.hasOwn(known, 'to') || !Object.hasOwn(known, 'room')) return '';
   if (typeof data !== 'object' || data === null || Object.hasOwn(data, 'to') || Object.hasOwn(data, 'room')) return '';
   return ' (and has neither "to" nor "room": give one)';
+}
+
+/**
+ * What a message's `ttl` of the wrong type adds: its unit, as `"ttl": "1d"` or `1.5`
+ * told only "must be an integer" left a newcomer to guess it (walk2 L5). `ttl` is a
+ * message's (and a batch item's) field alone, in whole seconds (schemas.ts ttlSeconds);
+ * '' for any other field.
+ */
+function inSeconds(e: ErrorObject): string {
+  return /(^|\/)ttl$/.test(e.instancePath) ? ' (whole seconds)' : '';
+}
+
+/**
+ * What an unknown field adds when it is `messages` in the body of `POST /v1/messages`
+ * (a message's schema: it has `to` and `room`; `path` is `body`, not a batch item's
+ * `messages/3`): a batch posted to the single message's route, which a newcomer
+ * otherwise learns from the docs (walk2 L5). '' for any other field or object.
+ * @param path the object's path as the answer names it (`body`, `messages/0`)
+ * @param e the error Ajv reported on that object (needs `verbose`, for `parentSchema`)
+ * @param field the unknown field
+ */
+export function misdirectedBatch(path: string, e: ErrorObject, field: string): string {
+  const known = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
+  if (path !== 'body' || field !== 'messages' || known === undefined || !Object.hasOwn(known, 'to') || !Object.hasOwn(known, 'room')) return '';
+  return '; a batch goes to POST /v1/messages/batch';
 }
 
 /**

@@ -3,7 +3,9 @@
  * port: schema violations name the field and the rule (`body/to must not be empty`,
  * `must be a string or an array`), never Ajv's wording (`must NOT have fewer than 1
  * characters`, `must be string,array`); a missing body and an empty one say the same;
- * an unknown field is named before the required one it likely misspells; a batch item
+ * an unknown field is named before the required one it likely misspells (a batch posted
+ * to POST /v1/messages is told where a batch goes; a ttl of the wrong type is told its
+ * unit, whole seconds); a batch item
  * names itself in every error; and a route that takes no body refuses one instead of
  * ignoring it, while an empty one is still accepted.
  */
@@ -77,7 +79,8 @@ test('schema violations are worded plainly: empty, type, length and count, never
     ['an empty list of recipients', () => client.post('/v1/messages', message({ to: [] })), 'body/to must not be empty'],
     ['to as a number', () => client.post('/v1/messages', message({ to: 5 })), 'body/to must be a string or an array'],
     ['a recipient as a number', () => client.post('/v1/messages', message({ to: ['alice', 42] })), 'body/to/1 must be a string'],
-    ['a ttl with a fraction', () => client.post('/v1/messages', message({ ttl: 1.5 })), 'body/ttl must be an integer'],
+    ['a ttl with a fraction', () => client.post('/v1/messages', message({ ttl: 1.5 })), 'body/ttl must be an integer (whole seconds)'],
+    ['a ttl as "1d"', () => client.post('/v1/messages', message({ ttl: '1d' })), 'body/ttl must be an integer (whole seconds)'],
     ['a ttl of 0', () => client.post('/v1/messages', message({ ttl: 0 })), 'body/ttl must be at least 1'],
     ['a ttl over 30 days', () => client.post('/v1/messages', message({ ttl: 2_592_001 })), 'body/ttl must be at most 2592000'],
     ['a body that is a list', () => client.post('/v1/messages', [1]), 'body must be an object'],
@@ -137,6 +140,17 @@ test('an unknown field is named before the required field it likely misspells', 
   assert.equal(answer.status, 200, answer.text);
   const [item] = (answer.body as { results: Array<{ error?: { message: string } }> }).results;
   assert.equal(item?.error?.message, 'messages/0 has an unknown field "kind" (and is missing the required field "type")');
+});
+
+test('a batch posted to POST /v1/messages is told where a batch goes; a batch item\'s ttl is told its unit too (walk2 L5)', async () => {
+  expectInvalid(await client.post('/v1/messages', { messages: [message()] }),
+    'body has an unknown field "messages" (and is missing the required field "type"); a batch goes to POST /v1/messages/batch', 'a batch body');
+  // Only there: a batch item with a "messages" field is not sent to the batch route.
+  const answer = await client.post('/v1/messages/batch', { messages: [{ to: 'alice', messages: [], data: 1 }, message({ ttl: '1d' })] });
+  assert.equal(answer.status, 200, answer.text);
+  const [first, second] = (answer.body as { results: Array<{ error?: { message: string } }> }).results;
+  assert.equal(first?.error?.message, 'messages/0 has an unknown field "messages" (and is missing the required field "type")');
+  assert.equal(second?.error?.message, 'messages/1/ttl must be an integer (whole seconds)');
 });
 
 test('a batch item whose data nests too deep is named by its path, like the other item errors', async () => {
