@@ -315,7 +315,9 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   assert.match(text, /--data-dir <value> data root: .*\(a path\) \(env PIXIU_DATA_DIR\) \[default: storage, relative to the current directory\]/);
   // Bounds checked at start are in the help, as the refusal words them, not only in the refusal.
   assert.match(text, /--inbox-cap <value> entries kept per user inbox; older ones are trimmed \(clients see a gap\), from 1 to 10000000 \(env PIXIU_INBOX_CAP\)/);
-  assert.match(text, /--heartbeat <value> server ping interval; each also pulls the inbox, from 10ms to 10m; a duration/);
+  // A ping interval at or above the idle timeout is refused at start: the help says so
+  // beside the bounds, which alone read as "up to 10m" (walk2 L4).
+  assert.match(text, /--heartbeat <value> server ping interval, below --idle-timeout \/ PIXIU_IDLE_TIMEOUT; each also pulls the inbox, from 10ms to 10m; a duration/);
   assert.match(text, /--api-token <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_API_TOKEN \(env PIXIU_API_TOKEN\)/);
   assert.match(text, /--jwt-secret <value> .*; as a flag it is visible to other users in ps: prefer PIXIU_JWT_SECRET \(env PIXIU_JWT_SECRET\)/);
   assert.match(text, /--log-level <value> pino log level \(one of: fatal, error, warn, info, debug, trace, silent\) \(env PIXIU_LOG_LEVEL\)/);
