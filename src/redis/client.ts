@@ -122,7 +122,9 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
  * timeout, `connect ETIMEDOUT`, nothing saying TLS: an SRE's finding). Else ''.
  */
 function tlsHint(url: string, reason: string): string {
-  if (!/^rediss:/i.test(url) || !/ETIMEDOUT|EPROTO|ECONNRESET|SSL|TLS/i.test(reason)) return '';
+  // Error codes and Node's TLS wording only, case-sensitive: the reason holds the host
+  // too, and `rediss://my-tls-redis.invalid` (ENOTFOUND) is no TLS problem (review4 F3).
+  if (!/^rediss:/i.test(url) || !/\b(ETIMEDOUT|EPROTO|ECONNRESET|ERR_SSL_\w+|ERR_TLS_\w+)\b|secure TLS connection/.test(reason)) return '';
   return ' (rediss:// connects with TLS: is this Redis TLS-enabled? A Redis without TLS takes redis://)';
 }
 

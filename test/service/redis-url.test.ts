@@ -133,6 +133,12 @@ test('a rediss:// URL to a Redis without TLS fails saying TLS may be why, not on
       + '\\(rediss:// connects with TLS: is this Redis TLS-enabled\\? A Redis without TLS takes redis://\\)$'));
     return true;
   });
-  // A redis:// URL's failures get no such hint.
+  // A redis:// URL's failures get no such hint, nor a rediss:// host that does not
+  // resolve, though its name says "tls" (the reason holds the host).
   await assert.rejects(createRedis({ url: `redis://127.0.0.1:${redis.port}/99`, commandTimeoutMs: 100 }), (err: unknown) => !(err as Error).message.includes('TLS'));
+  await assert.rejects(createRedis({ url: 'rediss://my-tls-redis.invalid:6390', commandTimeoutMs: 100 }), (err: unknown) => {
+    assert.match((err as Error).message, /ENOTFOUND|EAI_AGAIN/);
+    assert.doesNotMatch((err as Error).message, /TLS-enabled/);
+    return true;
+  });
 });
