@@ -7,6 +7,9 @@
  */
 import type { FastifyInstance } from 'fastify';
 
+/** The order a 404's words list a path's methods in: reads, then writes, as docs list them. */
+const METHOD_ORDER: readonly string[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
 /** One route's method and its URL pattern cut at `/` (`:param` a whole segment, `*` the rest). */
 interface RouteShape {
   readonly method: string;
@@ -37,8 +40,9 @@ export class RouteMethods {
   }
 
   /**
-   * The methods with a route for `path` (a request's path, without its query), in the
-   * order the routes were added, HEAD left out (it comes with GET); empty when none.
+   * The methods with a route for `path` (a request's path, without its query), in
+   * {@link METHOD_ORDER}'s order (then by name), HEAD left out (it comes with GET);
+   * empty when none.
    */
   methodsFor(path: string): string[] {
     const segments = path.split('/');
@@ -46,6 +50,7 @@ export class RouteMethods {
     for (const route of this.#routes) {
       if (route.method !== 'HEAD' && matches(route.segments, segments)) found.add(route.method);
     }
-    return [...found];
+    const rank = (m: string): number => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
+    return [...found].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   }
 }

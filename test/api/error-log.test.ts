@@ -235,7 +235,7 @@ test('an unknown route, a bad URL and a request the HTTP parser refuses are `req
 
 test('a 404 for a path a route has with other methods names them; the answer stays 404 NOT_FOUND', async () => {
   expectError(await client.post('/v1/rooms/lobby/members', { users: ['alice'] }), 404, 'NOT_FOUND',
-    /^no route POST \/v1\/rooms\/lobby\/members: this path takes (GET|PUT|DELETE), (GET|PUT|DELETE), (GET|PUT|DELETE)$/);
+    /^no route POST \/v1\/rooms\/lobby\/members: this path takes GET, PUT, DELETE$/);
   expectError(await client.request('PATCH', '/v1/messages'), 404, 'NOT_FOUND', /^no route PATCH \/v1\/messages: this path takes POST$/);
   expectError(await client.get('/v1/rooms/lobby/nope'), 404, 'NOT_FOUND', /^no route GET \/v1\/rooms\/lobby\/nope$/);
 });
