@@ -84,27 +84,39 @@ export async function explained(target: string, err: unknown): Promise<string> {
  * (search, the `x` bit), with its owner and mode, and what to do — the error itself
  * names only `target`, while the cause is often a parent folder (an ops finding: a data
  * dir under a 0700 folder of another user read as "cannot read the store layout …
- * EACCES"). Undefined when every folder above it may be entered (the cause is `target`
+ * EACCES"). Symbolic links on the way are followed (at most 40), so the folder named is
+ * the one that blocks, not a link into it (review4 F1), and the first link is named
+ * too. Undefined when every folder above it may be entered (the cause is `target`
  * itself, which the error names).
  */
 async function unsearchable(target: string): Promise<string | undefined> {
-  const folders: string[] = [];
-  for (let at = path.dirname(path.resolve(target)); ; at = path.dirname(at)) {
-    folders.unshift(at);
-    if (path.dirname(at) === at) break;
-  }
-  for (const folder of folders) {
+  let rest = path.dirname(path.resolve(target)).split(path.sep).filter((part) => part !== '');
+  let at = path.parse(path.resolve(target)).root;
+  let via: string | undefined;
+  for (let links = 0; ;) {
     try {
-      await access(folder, constants.X_OK);
+      await access(at, constants.X_OK);
     } catch {
-      const info = await stat(folder).catch(() => undefined);
+      const info = await stat(at).catch(() => undefined);
       const me = process.getuid?.();
       const whose = info === undefined ? '' : ` (owner uid ${info.uid}, mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')})`;
-      return `permission denied (EACCES): ${folder}${whose} cannot be entered by this user${me === undefined ? '' : ` (uid ${me})`}: `
-        + `run as a user who may, or let this one in (chmod / chown of ${folder})`;
+      return `permission denied (EACCES): ${at}${whose}${via === undefined ? '' : `, reached through the link ${via},`} cannot be entered by this user${me === undefined ? '' : ` (uid ${me})`}: `
+        + `run as a user who may, or let this one in (chmod / chown of ${at})`;
     }
+    const name = rest.shift();
+    if (name === undefined) return undefined;
+    const next = path.join(at, name);
+    const link = (await lstat(next).catch(() => undefined))?.isSymbolicLink() === true && links++ < 40
+      ? await readlink(next).catch(() => undefined) : undefined;
+    if (link === undefined) {
+      at = next;
+      continue;
+    }
+    via ??= next;
+    const resolved = path.resolve(at, link);
+    rest = [...resolved.split(path.sep).filter((part) => part !== ''), ...rest];
+    at = path.parse(resolved).root;
   }
-  return undefined;
 }
 
 /** What keeps `target` from being made, found at its deepest existing ancestor; undefined: nothing found. */
