@@ -49,11 +49,11 @@ export function bearerMatches(header: string | undefined, expected: Buffer): boo
   return token !== undefined && timingSafeEqual(given, expected);
 }
 
-/** The refusal of an API token that does not match. */
-export const API_TOKEN_REFUSED = 'missing or invalid API token (Authorization: Bearer <token>)';
+/** The answer's words for an API token that does not match (the log line's are producer-scope.ts API_TOKEN_REFUSED). */
+const REFUSAL_WORDS = 'missing or invalid API token (Authorization: Bearer <token>)';
 
 /**
- * What a producer route answers a token that does not match: {@link API_TOKEN_REFUSED},
+ * What a producer route answers a token that does not match: {@link REFUSAL_WORDS},
  * and, when the token has a JWT's form (three base64url parts, jwt-form.ts), which
  * routes take a user's JWT — the mirror of the client routes' hint for the API token
  * (jwt-form.ts `NOT_A_JWT`), after a newcomer sent a user's token to a producer route
@@ -62,8 +62,8 @@ export const API_TOKEN_REFUSED = 'missing or invalid API token (Authorization: B
  */
 export function apiTokenRefusal(token: string | undefined): string {
   return token !== undefined && JWT_FORM.test(token)
-    ? `${API_TOKEN_REFUSED}: this is a JWT; a user's JWT is for the client routes (/v1/me, /v1/connect), the producer and admin routes take the API token`
-    : API_TOKEN_REFUSED;
+    ? `${REFUSAL_WORDS}: this is a JWT; a user's JWT is for the client routes (/v1/me, /v1/connect), the producer and admin routes take the API token`
+    : REFUSAL_WORDS;
 }
 
 /** Most distinct accepted Authorization values an {@link apiTokenChecker} remembers. */
