@@ -14,6 +14,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify';
 import type { PixiuError } from '../errors.js';
 import type { Metrics } from './metrics.js';
+import { routeMatches } from './route-methods.js';
 
 /** What a route's refusals count in besides `pixiu_http_errors_total` (its route config). */
 export type CountedAs = Pick<FastifyContextConfig, 'ingestRoute' | 'wsHandshake'> | undefined;
@@ -107,7 +108,6 @@ export class RefusalCounts {
     const path = req?.url?.split('?')[0];
     if (path === undefined) return undefined;
     const segments = path.split('/');
-    return this.#routes.find((r) => r.method === req?.method && r.segments.length === segments.length
-      && r.segments.every((s, i) => (s.startsWith(':') ? segments[i] !== '' : s === segments[i])))?.config;
+    return this.#routes.find((r) => r.method === req?.method && routeMatches(r.segments, segments))?.config;
   }
 }

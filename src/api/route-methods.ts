@@ -16,8 +16,12 @@ interface RouteShape {
   readonly segments: readonly string[];
 }
 
-/** Whether `pattern` (a route's segments) matches the request path's `segments`. */
-function matches(pattern: readonly string[], segments: readonly string[]): boolean {
+/**
+ * Whether `pattern` (a route's URL cut at `/`: `:param` any one segment that is not
+ * empty, `*` the rest) matches a request path's `segments` (its path cut at `/`, as
+ * sent). Also refusal-counts.ts's, for requests refused before routing.
+ */
+export function routeMatches(pattern: readonly string[], segments: readonly string[]): boolean {
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i] as string;
     if (p === '*') return true;
@@ -48,7 +52,7 @@ export class RouteMethods {
     const segments = path.split('/');
     const found = new Set<string>();
     for (const route of this.#routes) {
-      if (route.method !== 'HEAD' && matches(route.segments, segments)) found.add(route.method);
+      if (route.method !== 'HEAD' && routeMatches(route.segments, segments)) found.add(route.method);
     }
     const rank = (m: string): number => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
     return [...found].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
