@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
+import { unenterableFolder } from '../files/make-dir.js';
 import { Keys } from '../redis/keys.js';
 import { unixUrl } from '../redis/url.js';
 
@@ -66,25 +67,10 @@ export async function embeddedRedisSocket(dataDir: string): Promise<string | und
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'EACCES' && code !== 'EPERM') return undefined;
-    const locked = lockedFolder(sock);
+    const locked = (await unenterableFolder(sock))?.folder ?? path.dirname(sock);
     throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${code}): ${notOurs(locked, locked)}`, { cause: err });
   }
   return sock;
-}
-
-/**
- * The folder above `file` this user may not search: the nearest one it can stat (its
- * own parent lets it in); `file`'s folder when none can be stat'd.
- */
-function lockedFolder(file: string): string {
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
-    try {
-      statSync(dir);
-      return dir;
-    } catch {
-      if (path.dirname(dir) === dir) return path.dirname(file);
-    }
-  }
 }
 
 /**

@@ -79,17 +79,26 @@ export async function explained(target: string, err: unknown): Promise<string> {
   return (await pathProblem(target)) ?? own;
 }
 
+/** A folder this user may not enter, found by {@link unenterableFolder}. */
+export interface UnenterableFolder {
+  /** The folder, as reached (links on the way resolved). */
+  readonly folder: string;
+  /** Its owner and mode; undefined when it cannot be stat'd either. */
+  readonly uid?: number;
+  readonly mode?: number;
+  /** The first symbolic link on the way to it, if any. */
+  readonly via?: string;
+}
+
 /**
- * For EACCES at `target`: the highest folder above it that this user may not enter
- * (search, the `x` bit), with its owner and mode, and what to do — the error itself
- * names only `target`, while the cause is often a parent folder (an ops finding: a data
- * dir under a 0700 folder of another user read as "cannot read the store layout …
- * EACCES"). Symbolic links on the way are followed (at most 40), so the folder named is
- * the one that blocks, not a link into it (review4 F1), and the first link is named
- * too. Undefined when every folder above it may be entered (the cause is `target`
- * itself, which the error names).
+ * The highest folder above `target` that this user may not enter (search, the `x`
+ * bit), with its owner and mode: what an EACCES at `target` comes from, when the error
+ * itself names only `target`. Symbolic links on the way are followed (at most 40), so
+ * the folder found is the one that blocks, not a link into it (review4 F1). Undefined
+ * when every folder above it may be entered (the cause is `target` itself). Also
+ * src/cli/inspect-redis.ts's, for the embedded Redis's socket.
  */
-async function unsearchable(target: string): Promise<string | undefined> {
+export async function unenterableFolder(target: string): Promise<UnenterableFolder | undefined> {
   let rest = path.dirname(path.resolve(target)).split(path.sep).filter((part) => part !== '');
   let at = path.parse(path.resolve(target)).root;
   let via: string | undefined;
@@ -98,10 +107,7 @@ async function unsearchable(target: string): Promise<string | undefined> {
       await access(at, constants.X_OK);
     } catch {
       const info = await stat(at).catch(() => undefined);
-      const me = process.getuid?.();
-      const whose = info === undefined ? '' : ` (owner uid ${info.uid}, mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')})`;
-      return `permission denied (EACCES): ${at}${whose}${via === undefined ? '' : `, reached through the link ${via},`} cannot be entered by this user${me === undefined ? '' : ` (uid ${me})`}: `
-        + `run as a user who may, or let this one in (chmod / chown of ${at})`;
+      return { folder: at, uid: info?.uid, mode: info === undefined ? undefined : info.mode & 0o7777, via };
     }
     const name = rest.shift();
     if (name === undefined) return undefined;
@@ -117,6 +123,23 @@ async function unsearchable(target: string): Promise<string | undefined> {
     rest = [...resolved.split(path.sep).filter((part) => part !== ''), ...rest];
     at = path.parse(resolved).root;
   }
+}
+
+/**
+ * For EACCES at `target`: the folder above it this user may not enter
+ * ({@link unenterableFolder}), with its owner and mode, and what to do (an ops finding:
+ * a data dir under a 0700 folder of another user read as "cannot read the store layout
+ * … EACCES"); the first link on the way is named too. Undefined when every folder
+ * above it may be entered (the error names the cause).
+ */
+async function unsearchable(target: string): Promise<string | undefined> {
+  const found = await unenterableFolder(target);
+  if (found === undefined) return undefined;
+  const { folder, uid, mode, via } = found;
+  const me = process.getuid?.();
+  const whose = uid === undefined ? '' : ` (owner uid ${uid}, mode ${(mode ?? 0).toString(8).padStart(4, '0')})`;
+  return `permission denied (EACCES): ${folder}${whose}${via === undefined ? '' : `, reached through the link ${via},`} cannot be entered by this user${me === undefined ? '' : ` (uid ${me})`}: `
+    + `run as a user who may, or let this one in (chmod / chown of ${folder})`;
 }
 
 /** What keeps `target` from being made, found at its deepest existing ancestor; undefined: nothing found. */
