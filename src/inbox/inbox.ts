@@ -25,7 +25,7 @@ import { AppendChain } from './append-chain.js';
 import { appendArgv, appendPipeline, type AppendSettings } from './append-pipeline.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
-import { isWrongTypeReply, wrongTypeFailure } from './wrong-type.js';
+import { isWrongTypeReply, userKeysCall, wrongTypeFailure } from './wrong-type.js';
 import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
@@ -264,7 +264,7 @@ export class Inbox {
    *
    * @param afterSeq return entries with a greater seq; 0 for the oldest retained
    * @param limit most entries, 1..10,000
-   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
   async range(uid: string, afterSeq: number, limit: number): Promise<InboxPage> {
     const keys = this.#keys.user(uid);
@@ -272,7 +272,7 @@ export class Inbox {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RANGE_LIMIT) {
       throw invalid(`limit must be an integer from 1 to ${MAX_RANGE_LIMIT}`);
     }
-    const [epoch, firstSeq, latestSeq, raw] = await redisCall(() =>
+    const [epoch, firstSeq, latestSeq, raw] = await userKeysCall(this.#redis, uid, keys, () =>
       evalScript<RangeReply>(this.#redis, INBOX_SCRIPTS.range, [keys.inbox, keys.meta], [String(afterSeq), String(limit)]),
     );
     return { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: this.#entries.read(uid, raw) };
@@ -291,13 +291,13 @@ export class Inbox {
    * @param seq the highest acked seq, a non-negative integer
    * @param epoch the epoch `seq` belongs to; omitted: any
    * @returns the device's cursor after the call
-   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
   async ack(uid: string, device: string, seq: number, epoch?: string): Promise<number> {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return redisCall(() => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#deviceCursors]));
+    return userKeysCall(this.#redis, uid, keys, () => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#deviceCursors]));
   }
 
   /**
@@ -318,7 +318,8 @@ export class Inbox {
    * @returns the inbox's epoch after the call (a new one, or whatever another node set);
    *   `epoch` itself when the cool-down refused it; null when the inbox has none
    * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch or a cool-down that
-   *   is not a whole number of ms >= 0; UNAVAILABLE when Redis fails
+   *   is not a whole number of ms >= 0; UNAVAILABLE when Redis fails;
+   *   INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
   async rotateEpoch(uid: string, epoch: string, coolDownMs = 0): Promise<string | null> {
     const keys = this.#keys.user(uid);
@@ -326,7 +327,7 @@ export class Inbox {
     if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await redisCall(() => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation())]));
+    const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation())]));
     return after === '' ? null : after;
   }
 
@@ -345,11 +346,11 @@ export class Inbox {
    * The ack cursor of every device of a user that has acked anything.
    *
    * @returns device → highest acked seq; `{}` when none
-   * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
   async cursors(uid: string): Promise<Record<string, number>> {
-    const acks = this.#keys.acks(uid);
-    return parseCursors(await redisCall(() => this.#redis.hgetall(acks)));
+    const keys = this.#keys.user(uid);
+    return parseCursors(await userKeysCall(this.#redis, uid, keys, () => this.#redis.hgetall(keys.acks)));
   }
 
   /**
@@ -378,11 +379,11 @@ export class Inbox {
    * @returns `seq` null when the MsgID is not in the inbox's stream: never appended,
    *   trimmed, or its entry deleted by hand (XDEL), which history and delivery show as
    *   a gap; `cursors` as {@link cursors}
-   * @throws PixiuError INVALID_REQUEST for a bad uid or MsgID; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST for a bad uid or MsgID; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
   async locate(uid: string, msgId: string): Promise<{ seq: number | null; cursors: Record<string, number> }> {
     const keys = this.#keys.user(uid);
-    const [seq, raw] = await redisCall(() => Promise.all([
+    const [seq, raw] = await userKeysCall(this.#redis, uid, keys, () => Promise.all([
       evalScript<number>(this.#redis, INBOX_SCRIPTS.locate, [keys.ids, keys.inbox], [msgId]),
       this.#redis.hgetall(keys.acks),
     ]));

@@ -5,7 +5,9 @@
  * "retry later" (a reviewer's finding: a producer retried for ever); logged at error
  * with every request it fails, naming the user, the key and WRONGTYPE; the message's
  * other recipients get it once, and once the key is deleted a retry with the same
- * `client_msg_id` completes it (docs/api.md, "Errors", 500).
+ * `client_msg_id` completes it (docs/api.md, "Errors", 500). Reads of such a user's
+ * inbox (history, `GET /v1/messages/{id}`, a device's delivery) are 500s naming it
+ * too, and a delivery's stall lines name the key: before, they were 503 "retry later".
  * The real service in this process on a private redis-server, its log captured.
  */
 import { after, before, test } from 'node:test';
@@ -13,17 +15,21 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { Keys } from '../../src/redis/keys.js';
-import { startService } from '../../src/service/service.js';
+import { startService, type Service } from '../../src/service/service.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir, type HttpAnswer } from '../harness/pixiu-server.js';
 import { openInbox } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { TestClient, testToken } from '../harness/ws-client.js';
+import { waitUntil } from '../harness/checks.js';
+import { FETCH_FAILED_LOG } from '../../src/delivery/stall-log.js';
 
 const PREFIX = 'wt:';
 const keys = new Keys(PREFIX);
 let client: PixiuClient;
 let raw: Redis;
 let lines: LogLine[];
+let service: Service;
 const files = cleanupList();
 
 before(async () => {
@@ -33,7 +39,7 @@ before(async () => {
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisPrefix: PREFIX });
   const captured = capturingLogger();
   lines = captured.lines;
-  const service = await startService(config, captured.logger);
+  service = await startService(config, captured.logger);
   files.after(() => service.close());
   client = new PixiuClient(service.url, service.secrets.apiToken);
   ({ redis: raw } = await openInbox(files, redis.url, PREFIX));
@@ -49,12 +55,12 @@ async function inboxOf(user: string): Promise<string[]> {
 }
 
 /** Asserts a 500 INTERNAL, without Retry-After, whose message names `user` and says what to do. */
-function expectWrongType(answer: { status: number; headers?: Headers; body: unknown }, user: string): void {
+function expectWrongType(answer: { status: number; headers?: Headers; body: unknown }, user: string, use: 'written' | 'read' = 'written'): void {
   assert.equal(answer.status, 500, JSON.stringify(answer.body));
   assert.equal(answer.headers?.get('retry-after') ?? null, null, 'nothing to retry until it is repaired');
   const { error } = answer.body as { error: { code: string; message: string } };
   assert.equal(error.code, 'INTERNAL');
-  assert.match(error.message, new RegExp(`^internal error: user "${user}"'s inbox cannot be written: a key of it in Redis holds another type \\(WRONGTYPE\\), which an operator must delete or repair`));
+  assert.match(error.message, new RegExp(`^internal error: user "${user}"'s inbox cannot be ${use}: a key of it in Redis holds another type \\(WRONGTYPE\\), which an operator must delete or repair \\(the node's log names it\\)${use === 'read' ? '$' : '\\. Any other'}`));
 }
 
 /** The error lines logged since `from` with message `msg`, with their cause as the err serializer wrote it. */
@@ -81,7 +87,7 @@ test('a message to a user whose meta key is a string: 500 naming the user, every
     assert.equal(line.code, 'INTERNAL');
     assert.equal(line.err.user, 'wt-bad');
     assert.deepEqual(line.err.keys, [{ key: meta, type: 'string', expected: 'hash' }]);
-    assert.match(line.err.message, /^WRONGTYPE: user "wt-bad"'s inbox key in Redis has another type than Pixiu writes there: wt:\{wt-bad\}:meta \(a string, not a hash\)\. Every append to the user fails until an operator deletes or repairs it/);
+    assert.match(line.err.message, /^WRONGTYPE: user "wt-bad"'s inbox key in Redis has another type than Pixiu writes there: wt:\{wt-bad\}:meta \(a string, not a hash\)\. Appends to the user and reads of its inbox fail until an operator deletes or repairs it/);
   }
   assert.equal(lines.slice(from).filter((l) => l.level === 40).length, 0, 'no outage warning');
 
@@ -122,4 +128,46 @@ test('a message to that user alone, a room message to it and a batch item naming
   assert.equal(items[0]?.item, 1);
   for (const line of [...requests, ...items]) assert.deepEqual(line.err.keys, [{ key: inbox, type: 'list', expected: 'stream' }]);
   assert.equal(await raw.del(inbox), 1);
+});
+
+test('reads of a user one of whose keys has the wrong type: history and GET /v1/messages/{id} are 500 naming it, logged at error with the key; a device\'s delivery stall names the key; once deleted, all read again', async () => {
+  const user = 'wt-reader';
+  const posted = await client.post('/v1/messages', { to: [user, 'wt-friend'], type: 't', data: 1 });
+  assert.equal(posted.status, 201, posted.text);
+  const id = (posted.body as { id: string }).id;
+
+  // The ack cursors' hash a string: GET /v1/messages/{id} reads it for each recipient.
+  const acks = keys.acks(user);
+  assert.equal(await raw.set(acks, 'x'), 'OK');
+  let from = lines.length;
+  expectWrongType(await client.get(`/v1/messages/${id}`), user, 'read');
+  const located = errorLines(from, 'request failed');
+  assert.equal(located.length, 1, JSON.stringify(lines.slice(from)));
+  assert.deepEqual(located[0]?.err.keys, [{ key: acks, type: 'string', expected: 'hash' }]);
+  assert.equal(await raw.del(acks), 1);
+  assert.equal((await client.get(`/v1/messages/${id}`)).status, 200);
+
+  // The inbox stream a list: history reads it.
+  const inbox = keys.inbox(user);
+  assert.equal(await raw.del(inbox), 1);
+  assert.equal(await raw.rpush(inbox, 'not a stream'), 1);
+  from = lines.length;
+  expectWrongType(await client.get(`/v1/users/${user}/messages`), user, 'read');
+  assert.deepEqual(errorLines(from, 'request failed')[0]?.err.keys, [{ key: inbox, type: 'list', expected: 'stream' }]);
+  assert.equal(lines.slice(from).filter((l) => l.level === 40).length, 0, 'no outage warning');
+
+  // A device connecting: its delivery stalls (nothing can be read), each line naming the key.
+  from = lines.length;
+  const device = await TestClient.connect(service.url, { token: await testToken(service.secrets.jwt, user), params: { device: 'phone' } });
+  try {
+    await waitUntil('a stall line', async () => lines.slice(from).some((l) => l.msg === FETCH_FAILED_LOG), 5000);
+    const stall = lines.slice(from).find((l) => l.msg === FETCH_FAILED_LOG) as LogLine & { reason: string; cause: string; user: string };
+    assert.equal(stall.user, user);
+    assert.match(stall.reason, new RegExp(`^internal error: user "${user}"'s inbox cannot be read`));
+    assert.match(stall.cause, /wt:\{wt-reader\}:inbox \(a list, not a stream\)/);
+  } finally {
+    await device.close();
+  }
+  assert.equal(await raw.del(inbox), 1);
+  assert.equal((await client.get(`/v1/users/${user}/messages`)).status, 200);
 });
