@@ -4,7 +4,8 @@
  * (docs/api.md "Presence"), here or on the node holding them. Another node is told
  * through the node bus; a kick of either kind its subscriber did not receive is sent
  * again while that node is still registered (its subscriber reconnecting after Redis
- * restarted), for up to 10 s.
+ * restarted), for up to 10 s, and so is a replacement kick whose PUBLISH failed (Redis
+ * down a moment, or refusing it).
  */
 import type { Bus, KickMessage } from '../cluster/bus.js';
 import type { NodeRegistry } from '../cluster/node-registry.js';
@@ -49,8 +50,9 @@ export class Kicks {
    * presence entry is already gone (replaced), so a kick the other node's subscriber
    * misses would leave the connection open, receiving the user's messages beside the
    * new one, until its next heartbeat finds it replaced (up to `PIXIU_HEARTBEAT`): one
-   * no subscriber received is sent again ({@link #again}), as {@link user}'s are.
-   * Returns at once; never rejects.
+   * no subscriber received is sent again ({@link #again}), as {@link user}'s are, and
+   * so is one whose PUBLISH failed (logged at warn; before, only logged, and the old
+   * connection stayed open). Returns at once; never rejects.
    */
   connection(user: string, conn: string, node: string, code: number, reason: string): void {
     const kick: KickMessage = { t: 'kick', user, conn, code, reason };
@@ -62,7 +64,11 @@ export class Kicks {
       (received) => {
         if (!received) this.#again(node, [kick]);
       },
-      (err: unknown) => this.#deps.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent'),
+      (err: unknown) => {
+        // Redis refused or lost the PUBLISH: sent again as one nobody received.
+        this.#deps.logger.warn({ ...outageFields(err), node, conn }, 'kick could not be sent, will retry');
+        this.#again(node, [kick]);
+      },
     );
   }
 

@@ -13,13 +13,18 @@ import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { REPLACED_REASON } from '../../src/gateway/abandoned-handshakes.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 
 let a: GatewayFixture;
 let b: GatewayFixture;
 let probe: Redis;
+/** A's log. */
+let aLines: LogLine[];
 
 fileRedis(async ({ redis, cleanup }) => {
-  a = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
+  const captured = capturingLogger();
+  aLines = captured.lines;
+  a = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' }, captured.logger);
   b = await startGateway(cleanup, { redisUrl: redis.url, storeDurability: 'relaxed' });
   probe = (await openInbox(cleanup, redis.url)).redis;
 });
@@ -75,5 +80,18 @@ test('a replacement kick (4002) B\'s subscriber missed while away is sent again 
   });
 
   await letSubscribersBack();
+  assert.deepEqual(await old.waitClose(9000), { code: 4002, reason: REPLACED_REASON });
+});
+
+test('a replacement kick (4002) whose PUBLISH Redis refused is sent again and closes the old connection once Redis takes it', async (t) => {
+  const { client: old } = await b.connectWelcomed('refused', { device: 'phone' });
+  t.after(() => probe.acl('SETUSER', 'default', '+publish'));
+  await probe.acl('SETUSER', 'default', '-publish');
+
+  // The device connects again on A: its entry replaces B's, and A's PUBLISH of the kick fails (NOPERM).
+  const { client: replacement } = await a.connectWelcomed('refused', { device: 'phone' });
+  t.after(() => replacement.close());
+  await waitUntil('A logged the failed kick', async () => aLines.some((l) => String(l.msg).startsWith('kick could not be sent')));
+  await probe.acl('SETUSER', 'default', '+publish');
   assert.deepEqual(await old.waitClose(9000), { code: 4002, reason: REPLACED_REASON });
 });
