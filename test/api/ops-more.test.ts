@@ -147,11 +147,13 @@ test('a POST and a WebSocket handshake while Redis refuses writes (full) are 503
   await admin.config('SET', 'maxmemory-policy', 'noeviction');
   await admin.config('SET', 'maxmemory', '1');
   const fullMessage = /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/;
+  // A producer's write route says what may have been done, and how to retry (src/api/retry-advice.ts).
+  const fullPost = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry later with the same client_msg_id, /;
   const roomMessage = { room: 'oom-room', type: 't', data: 1, client_msg_id: 'oom-1' };
   try {
     // A room message: its fan-out is refused (room-time-1.lua, before anything is stored).
     const post = await client.post('/v1/messages', roomMessage);
-    expectError(post, 503, 'UNAVAILABLE', fullMessage);
+    expectError(post, 503, 'UNAVAILABLE', fullPost);
     assert.equal(post.headers.get('retry-after'), '1');
     const refusal = await TestClient.connect(service.url, { token, params: { device: 'phone' } }).then(
       async (ws) => { await ws.close(); return assert.fail('the handshake connected while Redis refuses writes'); },
@@ -173,8 +175,13 @@ async function refuseWrites(admin: Redis): Promise<void> {
   await admin.config('SET', 'maxmemory', '1');
 }
 
-/** The words of a 503 caused by Redis's OOM refusal (src/redis/state-replies.ts). */
-const FULL = /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/;
+/**
+ * The words of a 503 of POST /v1/messages caused by Redis's OOM refusal
+ * (src/redis/state-replies.ts), and what may have been done (src/api/retry-advice.ts).
+ */
+const FULL = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry later with the same client_msg_id, /;
+/** The same, of a batch item. */
+const FULL_ITEM = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry the item later with the same client_msg_id, /;
 
 test('a message to a user while Redis refuses writes (full) is 503 with Retry-After naming the cause and appends nothing, single or batch, after SCRIPT FLUSH too; its retry once Redis takes writes is stored once', async (t) => {
   // append-7.lua's first write, for a user without an inbox, is a DEL, which Redis does
@@ -203,7 +210,7 @@ test('a message to a user while Redis refuses writes (full) is 503 with Retry-Af
     assert.equal(batch.headers.get('retry-after'), '1');
     const results = (batch.body as { results: Array<{ status: number; error?: { code: string; message: string } }> }).results;
     assert.deepEqual(results.map((r) => [r.status, r.error?.code]), [[503, 'UNAVAILABLE'], [503, 'UNAVAILABLE']], batch.text);
-    for (const r of results) assert.match(r.error?.message ?? '', FULL);
+    for (const r of results) assert.match(r.error?.message ?? '', FULL_ITEM);
     const made = ['oom-new', 'oom-other'].flatMap((uid) => [keys.inbox(uid), keys.meta(uid), keys.ids(uid), keys.acks(uid)]);
     assert.equal(await admin.exists(...made), 0, 'no inbox made');
     assert.equal(await admin.xlen(keys.inbox('oom-known')), 1, 'nothing appended to an inbox');

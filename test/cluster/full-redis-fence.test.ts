@@ -30,7 +30,7 @@ test('a Redis full past the lease deadline: the fenced 503 and /readyz keep "out
   await admin.config('SET', 'maxmemory', '1');
   const filledAt = performance.now();
   // Before the deadline: Redis's refusal of the append itself.
-  expectError(await post(1), 503, 'UNAVAILABLE', /^Redis refuses writes: it is out of memory \(maxmemory\); retry later$/);
+  expectError(await post(1), 503, 'UNAVAILABLE', /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry later with the same client_msg_id, /);
 
   // Past it: the store refuses the put first, and says why in Redis's words.
   await waitUntil('the store fenced its writes', async () => {
