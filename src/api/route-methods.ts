@@ -46,15 +46,34 @@ export class RouteMethods {
   /**
    * The methods with a route for `path` (a request's path, without its query), in
    * {@link METHOD_ORDER}'s order (then by name), HEAD left out (it comes with GET);
-   * empty when none.
+   * empty when none. Of the routes that match, only the most specific pattern's count
+   * ({@link specificity}): `/v1/messages/batch` takes POST, though `GET
+   * /v1/messages/:id` matches it too (with id `batch`, a 400).
    */
   methodsFor(path: string): string[] {
     const segments = path.split('/');
     const found = new Set<string>();
+    let best: string | undefined;
     for (const route of this.#routes) {
-      if (route.method !== 'HEAD' && routeMatches(route.segments, segments)) found.add(route.method);
+      if (route.method === 'HEAD' || !routeMatches(route.segments, segments)) continue;
+      const rank = specificity(route.segments);
+      if (best === undefined || rank < best) {
+        best = rank;
+        found.clear();
+      }
+      if (rank === best) found.add(route.method);
     }
     const rank = (m: string): number => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
     return [...found].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   }
+}
+
+/**
+ * How specific a route's pattern is, as a string that sorts the more specific first:
+ * per segment `0` for a literal, `1` for a `:param`, `2` for `*`. Of two patterns that
+ * match one path, the first segment where they differ decides, a literal winning, as
+ * the router tries a literal segment before a parameter.
+ */
+function specificity(pattern: readonly string[]): string {
+  return pattern.map((p) => (p === '*' ? '2' : p.startsWith(':') ? '1' : '0')).join('');
 }

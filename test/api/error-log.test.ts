@@ -233,9 +233,12 @@ test('an unknown route, a bad URL and a request the HTTP parser refuses are `req
   assert.match(String(rejected[2]?.reason), /not valid HTTP\/1\.1/);
 });
 
-test('a 404 for a path a route has with other methods names them; the answer stays 404 NOT_FOUND', async () => {
+test('a 404 for a path a route has with other methods names them, those of a literal route over a parameter\'s; the answer stays 404 NOT_FOUND', async () => {
   expectError(await client.post('/v1/rooms/lobby/members', { users: ['alice'] }), 404, 'NOT_FOUND',
     /^no route POST \/v1\/rooms\/lobby\/members: this path takes GET, PUT, DELETE$/);
   expectError(await client.request('PATCH', '/v1/messages'), 404, 'NOT_FOUND', /^no route PATCH \/v1\/messages: this path takes POST$/);
+  // A literal route wins over a parameter's match: GET /v1/messages/{id} matches batch too.
+  expectError(await client.request('PUT', '/v1/messages/batch'), 404, 'NOT_FOUND', /^no route PUT \/v1\/messages\/batch: this path takes POST$/);
+  expectError(await client.request('PUT', '/v1/messages/0001000000000001'), 404, 'NOT_FOUND', /^no route PUT \/v1\/messages\/0001000000000001: this path takes GET$/);
   expectError(await client.get('/v1/rooms/lobby/nope'), 404, 'NOT_FOUND', /^no route GET \/v1\/rooms\/lobby\/nope$/);
 });
