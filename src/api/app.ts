@@ -114,7 +114,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     counts.countRouted(err, req);
     // Only a failed Redis call: not the store, another node, a JWKS fetch or a busy node.
     if (isRedisFailure(err)) deps.metrics.redisErrors.inc({ kind: 'request' });
-  }, (path) => routeMethods.methodsFor(path));
+  }, (method, path) => routeMethods.notFoundHint(method, path));
 
   await app.register(swagger, {
     openapi: {

@@ -360,10 +360,10 @@ export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuErr
 /**
  * Installs the error and not-found handlers on an app.
  * @param onError called with each mapped error (metrics)
- * @param methodsFor the methods with a route for a path (route-methods.ts), for a 404's words
+ * @param notFoundHint what a 404 of a method on a path adds to "no route METHOD PATH" (route-methods.ts)
  */
 export function installErrorHandlers(
-  app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void, methodsFor?: (path: string) => string[],
+  app: FastifyInstance, onError?: (err: PixiuError, req: FastifyRequest) => void, notFoundHint?: (method: string, path: string) => string,
 ): void {
   const outages = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   app.setErrorHandler((raw: unknown, req, reply) => {
@@ -390,8 +390,8 @@ export function installErrorHandlers(
   app.setNotFoundHandler((req, reply) => {
     // HEAD answers as GET would, headers (Content-Length) included (RFC 9110 §9.3.2).
     const method = req.method === 'HEAD' ? 'GET' : req.method;
-    const path = req.url.split('?')[0] ?? '', others = (methodsFor?.(path) ?? []).filter((m) => m !== method);
-    const err = new PixiuError('NOT_FOUND', `no route ${method} ${path}${others.length > 0 ? `: this path takes ${others.join(', ')}` : ''}`);
+    const path = req.url.split('?')[0] ?? '';
+    const err = new PixiuError('NOT_FOUND', `no route ${method} ${path}${notFoundHint?.(method, path) ?? ''}`);
     logRejected(req.log, err);
     onError?.(err, req);
     return sendError(reply, err);

@@ -3,7 +3,8 @@
  * names a route's path with another method (`POST /v1/rooms/{room}/members`, where PUT
  * adds members: a newcomer's finding, who got only "no route POST …"). The answer
  * stays 404 NOT_FOUND (docs/api.md, "Errors"); only its words say which methods the
- * path takes.
+ * path takes — or, for a path with an empty segment (`POST /v1/users//messages`, an id
+ * left out), that it has one, and the path it most likely meant.
  */
 import type { FastifyInstance } from 'fastify';
 
@@ -20,14 +21,17 @@ interface RouteShape {
  * Whether `pattern` (a route's URL cut at `/`: `:param` any one segment that is not
  * empty, `*` the rest) matches a request path's `segments` (its path cut at `/`, as
  * sent). Also refusal-counts.ts's, for requests refused before routing.
+ * @param emptyParams let a `:param` match an empty segment too, as fastify's router
+ *   does (`GET /v1/users//messages` reaches its route, refused 400 "params/uid must
+ *   not be empty")
  */
-export function routeMatches(pattern: readonly string[], segments: readonly string[]): boolean {
+export function routeMatches(pattern: readonly string[], segments: readonly string[], emptyParams = false): boolean {
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i] as string;
     if (p === '*') return true;
     const s = segments[i];
     if (s === undefined) return false;
-    if (p.startsWith(':') ? s === '' : p !== s) return false;
+    if (p.startsWith(':') ? s === '' && !emptyParams : p !== s) return false;
   }
   return pattern.length === segments.length;
 }
@@ -51,20 +55,55 @@ export class RouteMethods {
    * /v1/messages/:id` matches it too (with id `batch`, a 400).
    */
   methodsFor(path: string): string[] {
+    return this.#mostSpecific(path.split('/'), false).methods;
+  }
+
+  /**
+   * What a 404 of `method` on `path` (without its query) adds to "no route METHOD PATH"
+   * (error-handler.ts): the path's other methods, `: this path takes GET, PUT`; for a
+   * path none matches that has an empty segment (`//`, or a `/` at its end), that, and
+   * the path it most likely meant: the path without its empty segments when a route
+   * has it (`: the path ends in "/"; /v1/messages takes POST`), else the route whose
+   * parameter sits there (`: the path has an empty segment where
+   * /v1/users/{uid}/messages has {uid}; that path takes GET`). Else nothing.
+   */
+  notFoundHint(method: string, path: string): string {
+    const others = this.methodsFor(path).filter((m) => m !== method);
+    if (others.length > 0) return `: this path takes ${others.join(', ')}`;
     const segments = path.split('/');
+    const empty = segments.indexOf('', 1);
+    if (path === '/' || empty < 0) return '';
+    const what = empty === segments.length - 1 ? 'ends in "/"' : 'has an empty segment ("//")';
+    const meant = `/${segments.filter((s) => s !== '').join('/')}`;
+    const takes = this.methodsFor(meant);
+    if (takes.length > 0) return `: the path ${what}; ${meant} takes ${takes.join(', ')}`;
+    const like = this.#mostSpecific(segments, true);
+    const param = like.pattern?.[empty];
+    const methods = like.methods.filter((m) => m !== method);
+    if (like.pattern === undefined || param?.startsWith(':') !== true || methods.length === 0) return `: the path ${what}`;
+    const shown = (p: string): string => (p.startsWith(':') ? `{${p.slice(1)}}` : p);
+    return `: the path ${what} where ${like.pattern.map(shown).join('/')} has ${shown(param)}; that path takes ${methods.join(', ')}`;
+  }
+
+  /**
+   * The routes matching `segments` ({@link routeMatches}) of the most specific pattern
+   * ({@link specificity}): that pattern, and their methods in {@link METHOD_ORDER}'s
+   * order (then by name), HEAD left out; none when no route matches.
+   */
+  #mostSpecific(segments: readonly string[], emptyParams: boolean): { pattern?: readonly string[]; methods: string[] } {
     const found = new Set<string>();
-    let best: string | undefined;
+    let best: { rank: string; pattern: readonly string[] } | undefined;
     for (const route of this.#routes) {
-      if (route.method === 'HEAD' || !routeMatches(route.segments, segments)) continue;
+      if (route.method === 'HEAD' || !routeMatches(route.segments, segments, emptyParams)) continue;
       const rank = specificity(route.segments);
-      if (best === undefined || rank < best) {
-        best = rank;
+      if (best === undefined || rank < best.rank) {
+        best = { rank, pattern: route.segments };
         found.clear();
       }
-      if (rank === best) found.add(route.method);
+      if (rank === best.rank) found.add(route.method);
     }
     const rank = (m: string): number => (METHOD_ORDER.includes(m) ? METHOD_ORDER.indexOf(m) : METHOD_ORDER.length);
-    return [...found].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    return { ...(best !== undefined ? { pattern: best.pattern } : {}), methods: [...found].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)) };
   }
 }
 

@@ -242,3 +242,16 @@ test('a 404 for a path a route has with other methods names them, those of a lit
   expectError(await client.request('PUT', '/v1/messages/0001000000000001'), 404, 'NOT_FOUND', /^no route PUT \/v1\/messages\/0001000000000001: this path takes GET$/);
   expectError(await client.get('/v1/rooms/lobby/nope'), 404, 'NOT_FOUND', /^no route GET \/v1\/rooms\/lobby\/nope$/);
 });
+
+test('a 404 for a path with an empty segment says so, and names the path it most likely meant and its methods', async () => {
+  // An id left out: the route whose parameter sits there (fastify routes GET there, refused 400).
+  expectError(await client.post('/v1/users//messages', { type: 't', data: 1 }), 404, 'NOT_FOUND',
+    /^no route POST \/v1\/users\/\/messages: the path has an empty segment \("\/\/"\) where \/v1\/users\/\{uid\}\/messages has \{uid\}; that path takes GET$/);
+  // A slash too many: the path without it, whose methods may include the one sent.
+  expectError(await client.post('/v1/messages/', { to: 'a', type: 't', data: 1 }), 404, 'NOT_FOUND',
+    /^no route POST \/v1\/messages\/: the path ends in "\/"; \/v1\/messages takes POST$/);
+  expectError(await client.post('/v1//messages/batch', { messages: [] }), 404, 'NOT_FOUND',
+    /^no route POST \/v1\/\/messages\/batch: the path has an empty segment \("\/\/"\); \/v1\/messages\/batch takes POST$/);
+  expectError(await client.get('/v1/nope//x'), 404, 'NOT_FOUND', /^no route GET \/v1\/nope\/\/x: the path has an empty segment \("\/\/"\)$/);
+  expectError(await client.get('/nope'), 404, 'NOT_FOUND', /^no route GET \/nope$/);
+});
