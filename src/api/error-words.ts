@@ -12,6 +12,7 @@
 import type { ErrorObject } from 'ajv';
 import { loneSurrogateWords, wholeCharacters } from './lone-surrogates.js';
 import { patternFailure } from './pattern-rules.js';
+import { messageBody } from './routes/message-schemas.js';
 
 /** A JSON-schema type with its article, as it follows "must be". */
 const TYPE_WORDS: Readonly<Record<string, string>> = {
@@ -24,9 +25,9 @@ const TYPE_WORDS: Readonly<Record<string, string>> = {
   null: 'null',
 };
 
-/** `a`, `a or b`, `a, b or c`. */
-function either(words: readonly string[]): string {
-  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} or ${words[words.length - 1] ?? ''}`;
+/** `a`, `a or b`, `a, b or c` (with `and`: `a, b and c`). */
+function either(words: readonly string[], conjunction = 'or'): string {
+  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} ${conjunction} ${words[words.length - 1] ?? ''}`;
 }
 
 /** `1 item`, `2 items`. */
@@ -151,6 +152,27 @@ export function misdirectedBatch(path: string, e: ErrorObject, field: string): s
   const known = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
   if (path !== 'body' || field !== 'messages' || known === undefined || !Object.hasOwn(known, 'to') || !Object.hasOwn(known, 'room')) return '';
   return '; a batch goes to POST /v1/messages/batch';
+}
+
+/**
+ * What an unknown field adds when it is a message's field (`type`, `data`, `to`, `ttl`,
+ * …) in the body of `POST /v1/messages/batch` (its schema has `messages`; `path` is
+ * `body`): a batch's fields are each item's, and `{"messages": [...], "type": "t",
+ * "data": 1}` told only of an unknown field left a newcomer to guess where they go
+ * (review4). Names every message field the body holds, in its order. '' for any other
+ * field or object.
+ * @param path the object's path as the answer names it (`body`)
+ * @param e the error Ajv reported on that object (needs `verbose`, for `data` and `parentSchema`)
+ * @param field the unknown field
+ */
+export function outsideBatchItems(path: string, e: ErrorObject, field: string): string {
+  const known = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
+  const data = e.data;
+  if (path !== 'body' || known === undefined || !Object.hasOwn(known, 'messages') || !Object.hasOwn(messageBody.properties, field)) return '';
+  if (typeof data !== 'object' || data === null) return '';
+  const fields = Object.keys(data).filter((k) => !Object.hasOwn(known, k) && Object.hasOwn(messageBody.properties, k));
+  return `; ${either(fields, 'and')} ${fields.length === 1 ? 'goes' : 'go'} inside each item of messages: `
+    + '{"messages": [{"to": …, "type": …, "data": …}, …]}';
 }
 
 /**

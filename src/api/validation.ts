@@ -10,7 +10,7 @@ import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
-import { misdirectedBatch, unknownFieldOf, wordError } from './error-words.js';
+import { misdirectedBatch, outsideBatchItems, unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
 import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
@@ -389,7 +389,8 @@ export function describeErrors(prefix: string, errors: readonly ErrorObject[] | 
   const path = `${prefix}${e.instancePath}`;
   const unknown = e.keyword === 'required' ? unknownFieldOf(e) : undefined;
   if (unknown !== undefined) {
-    return `${path} has an unknown field ${JSON.stringify(unknown)} (and ${wordError(e)})${misdirectedBatch(path, e, unknown)}`;
+    return `${path} has an unknown field ${JSON.stringify(unknown)} (and ${wordError(e)})${misdirectedBatch(path, e, unknown)}${outsideBatchItems(path, e, unknown)}`;
   }
-  return `${path} ${wordError(e)}`;
+  const stray = e.keyword === 'additionalProperties' ? String((e.params as { additionalProperty?: unknown }).additionalProperty) : undefined;
+  return `${path} ${wordError(e)}${stray !== undefined ? outsideBatchItems(path, e, stray) : ''}`;
 }

@@ -153,6 +153,18 @@ test('a batch posted to POST /v1/messages is told where a batch goes; a batch it
   assert.equal(second?.error?.message, 'messages/1/ttl must be an integer (whole seconds)');
 });
 
+test('a batch body holding a message\'s fields beside or instead of messages is told they go inside each item of messages (review4)', async () => {
+  const inside = ' inside each item of messages: {"messages": [{"to": …, "type": …, "data": …}, …]}';
+  expectInvalid(await client.post('/v1/messages/batch', { messages: [message()], type: 't', data: 1 }),
+    `body has an unknown field "type"; type and data go${inside}`, 'type and data beside messages');
+  expectInvalid(await client.post('/v1/messages/batch', { messages: [message()], ttl: 60 }),
+    `body has an unknown field "ttl"; ttl goes${inside}`, 'a ttl for the whole batch');
+  expectInvalid(await client.post('/v1/messages/batch', { to: 'alice', type: 't', data: 1 }),
+    `body has an unknown field "to" (and is missing the required field "messages"); to, type and data go${inside}`, 'a single message');
+  // Not a message's field: told as before.
+  expectInvalid(await client.post('/v1/messages/batch', { messages: [message()], note: 1 }), 'body has an unknown field "note"', 'another field');
+});
+
 test('a batch item whose data nests too deep is named by its path, like the other item errors', async () => {
   let deep: unknown = 1;
   for (let i = 0; i < 65; i++) deep = [deep];
