@@ -65,9 +65,9 @@ export function wordError(e: ErrorObject): string {
     case 'maxProperties':
       return `must have at most ${count(limit, 'field')}`;
     case 'minimum':
-      return `must be at least ${limit}`;
+      return `must be at least ${limit}${inSeconds(e, limit)}`;
     case 'maximum':
-      return `must be at most ${limit}`;
+      return `must be at most ${limit}${inSeconds(e, limit)}`;
     case 'exclusiveMinimum':
       return `must be more than ${limit}`;
     case 'exclusiveMaximum':
@@ -129,14 +129,21 @@ function unaddressed(e: ErrorObject): string {
   return ' (and has neither "to" nor "room": give one)';
 }
 
+/** The units a ttl's limit is also said in, the largest that divides it: seconds in one, and its name. */
+const TTL_UNITS: readonly (readonly [number, string])[] = [[86_400, 'day'], [3600, 'hour'], [60, 'minute']];
+
 /**
- * What a message's `ttl` of the wrong type adds: its unit, as `"ttl": "1d"` or `1.5`
- * told only "must be an integer" left a newcomer to guess it (walk2 L5). `ttl` is a
- * message's (and a batch item's) field alone, in whole seconds (schemas.ts ttlSeconds);
- * '' for any other field.
+ * What a message's `ttl` of the wrong type or out of range adds: its unit, as `"ttl":
+ * "1d"` or `1.5` told only "must be an integer" left a newcomer to guess it (walk2 L5),
+ * and a limit in whole days, hours or minutes too (`must be at most 2592000 (whole
+ * seconds: 30 days)`: review4). `ttl` is a message's (a batch item's, a broadcast's)
+ * field alone, in whole seconds (schemas.ts ttlSeconds); '' for any other field.
+ * @param limit the bound the value broke, seconds, for a `minimum` or `maximum`
  */
-function inSeconds(e: ErrorObject): string {
-  return /(^|\/)ttl$/.test(e.instancePath) ? ' (whole seconds)' : '';
+function inSeconds(e: ErrorObject, limit?: number): string {
+  if (!/(^|\/)ttl$/.test(e.instancePath)) return '';
+  const unit = limit === undefined ? undefined : TTL_UNITS.find(([seconds]) => limit % seconds === 0);
+  return limit === undefined || unit === undefined ? ' (whole seconds)' : ` (whole seconds: ${count(limit / unit[0], unit[1])})`;
 }
 
 /**
