@@ -73,6 +73,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Counts each connection error of `connections` (ioredis clients: their `error`
+   * events) in {@link redisErrors} as `connection`: the node's command connection
+   * (src/service/redis-start.ts), the bus's and the broadcast reader's (src/gateway/gateway.ts).
+   */
+  countConnectionErrors(...connections: readonly { on(event: 'error', listener: () => void): unknown }[]): void {
+    for (const connection of connections) connection.on('error', () => this.redisErrors.inc({ kind: 'connection' }));
+  }
+
   /** HTTP answers by status class and error code. */
   readonly httpErrors = new Counter({
     name: 'pixiu_http_errors_total',

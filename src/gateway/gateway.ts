@@ -264,7 +264,7 @@ export class Gateway implements GatewayDeps {
       throw err;
     }
     // Their connection errors count as the command connection's do (src/service/redis-start.ts).
-    for (const r of [subscriber, readerRedis]) r.on('error', () => opts.metrics.redisErrors.inc({ kind: 'connection' }));
+    opts.metrics.countConnectionErrors(subscriber, readerRedis);
     const gateway = new Gateway(opts, node, subscriber, readerRedis);
     try {
       await gateway.#membership.start({ config: opts.config, storeId: opts.storeId, leftBehind: opts.storeLeftBehind });

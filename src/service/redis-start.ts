@@ -59,7 +59,7 @@ export async function startRedis(
     // createRedis's message names the URL without its password, and the reason.
     throw new StartupError((err as Error).message, { cause: err });
   }
-  redis.on('error', () => metrics.redisErrors.inc({ kind: 'connection' }));
+  metrics.countConnectionErrors(redis);
   cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
   stopAsked();
   await requireRedisVersion(redis, redactUrl(redisUrl));
