@@ -50,8 +50,9 @@ export const ERRORS = Object.freeze({
   UNAVAILABLE: { code: 'UNAVAILABLE', status: 503, closeCode: 1011, retryable: true },
   /**
    * A fault of Pixiu's own; logged at error with its stack, never shown to the client.
-   * Also a recipient's inbox key of the wrong type, whose message names the user
-   * (src/inbox/wrong-type.ts): no retry cures it either.
+   * Also a key of the wrong type in Redis (a recipient's inbox key, a room's, the
+   * broadcast stream's), whose message names the user, the room or the broadcast stream
+   * (src/redis/wrong-type.ts): no retry cures it either.
    */
   INTERNAL: { code: 'INTERNAL', status: 500, closeCode: 1011, retryable: false },
 } as const satisfies Record<string, ErrorSpec>);

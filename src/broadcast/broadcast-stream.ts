@@ -7,10 +7,11 @@
  */
 import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
-import { redisCall, transaction } from '../redis/client.js';
+import { transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { onRedisClock, type RedisNow } from '../redis/redis-clock.js';
 import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
+import { broadcastKeys, keysCall, namedWrongType } from '../redis/wrong-type.js';
 import { isStreamId } from '../streams/stream-id.js';
 import { isTagFilter, type TagFilter } from './filter.js';
 
@@ -35,7 +36,7 @@ export interface BroadcastEntry {
   readonly frame: Buffer;
 }
 
-/** What the stream retains (see broadcast-bounds-1.lua). */
+/** What the stream retains (see broadcast-bounds-2.lua). */
 export interface BroadcastBounds {
   /** First retained bseq; undefined when the stream is empty or missing. */
   readonly first: string | undefined;
@@ -48,7 +49,7 @@ export interface BroadcastBounds {
 /** The broadcast scripts; each header documents KEYS, ARGV and reply. */
 export const BROADCAST_SCRIPTS = {
   /** KEYS broadcast. Replies [first, last, max deleted] ("" for none). */
-  bounds: { file: new URL('./lua/broadcast-bounds-1.lua', import.meta.url), numberOfKeys: 1 },
+  bounds: { file: new URL('./lua/broadcast-bounds-2.lua', import.meta.url), numberOfKeys: 1 },
   /** KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Replies [bseq, note, before]. */
   publish: { file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
@@ -122,7 +123,11 @@ export interface OncePublished {
   readonly filterKey: string;
 }
 
-/** The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
+/**
+ * The broadcast stream. Methods reject with PixiuError UNAVAILABLE when Redis fails,
+ * and INTERNAL naming the broadcast stream when its key (or a broadcast's marker) holds
+ * another type than Pixiu writes there (src/redis/wrong-type.ts: no retry cures it).
+ */
 export class BroadcastStream {
   readonly #redis: Redis;
   readonly #keys: Keys;
@@ -185,12 +190,28 @@ export class BroadcastStream {
     const fields = ['m', entry.msgId, 'y', entry.type, 's', String(entry.ts), 'd', entry.dataJson, 'e', String(entry.expiresAt)];
     if (entry.filter) fields.push('f', JSON.stringify(entry.filter));
     const marker = this.#keys.broadcastMarker(entry.msgId);
-    return redisCall(() => evalScript<[string, string, number]>(this.#redis, BROADCAST_SCRIPTS.publish, [this.#key, marker], [this.#cap, at, note, ...fields]));
+    return keysCall(this.#redis, broadcastKeys(this.#keys, at === '0' ? undefined : entry.msgId), 'publish',
+      () => evalScript<[string, string, number]>(this.#redis, BROADCAST_SCRIPTS.publish, [this.#key, marker], [this.#cap, at, note, ...fields]));
   }
 
-  /** What the stream retains. */
+  /**
+   * What the stream retains; nothing (every bound undefined, `maxDeleted` `0-0`) when
+   * the stream does not exist.
+   * @throws PixiuError INTERNAL when the key holds another type (broadcast-bounds-2.lua:
+   *   not read as a missing stream); UNAVAILABLE when Redis fails
+   */
   async bounds(): Promise<BroadcastBounds> {
-    return boundsOf(await redisCall(() => evalScript<[string, string, string]>(this.#redis, BROADCAST_SCRIPTS.bounds, [this.#key], [])));
+    return boundsOf(await keysCall(this.#redis, broadcastKeys(this.#keys), 'read', () => evalScript<[string, string, string]>(this.#redis, BROADCAST_SCRIPTS.bounds, [this.#key], [])));
+  }
+
+  /**
+   * `err`, a failure of a call on the stream's key made elsewhere (the node reader's
+   * blocking `XREAD`), as this stream's own calls reject: Redis's `WRONGTYPE` becomes
+   * the INTERNAL naming the broadcast stream and, in its cause, the key; anything else
+   * is answered as it is.
+   */
+  named(err: unknown): Promise<unknown> {
+    return namedWrongType(this.#redis, broadcastKeys(this.#keys), err, 'read');
   }
 
   /**
@@ -200,14 +221,15 @@ export class BroadcastStream {
    * A catch-up reads page after page while publishes trim the stream; bounds read apart
    * from the page would miss a trim between two pages, and the entries it removed would
    * be skipped without a `gap` (subscription.ts).
-   * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST when `afterId` is not a stream ID; UNAVAILABLE when Redis fails;
+   *   INTERNAL when the key holds another type
    */
   async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
-    const [range, bounds] = await inTransaction(BROADCAST_SCRIPTS.bounds, (command, script) => transaction(() => this.#redis.multi()
+    const [range, bounds] = await keysCall(this.#redis, broadcastKeys(this.#keys), 'read', () => inTransaction(BROADCAST_SCRIPTS.bounds, (command, script) => transaction(() => this.#redis.multi()
       .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
       [command](script, 1, this.#key)
-      .exec()));
+      .exec())));
     const raw = (range ?? []) as RawEntry[];
     const entries: BroadcastEntry[] = [];
     const malformed: string[] = [];

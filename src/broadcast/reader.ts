@@ -17,6 +17,15 @@
  * It recovers by itself: a failed read (Redis restarted, connection lost) is logged
  * and retried with back-off, from the last entry it handed out, so nothing is handed
  * out twice and nothing still retained is skipped.
+ *
+ * The stream's key holding another type (an operator's `SET`, another program under
+ * the prefix) is a failure of the same kind, not a loss: read after read fails and is
+ * retried as in an outage, and nothing is handed out (no `gap`, no `reset`), until an
+ * operator deletes or repairs the key; but each failed read is logged at error, naming
+ * the key, its type and the expected one (src/redis/wrong-type.ts), as no retry cures
+ * it (an outage's is a warning). Found so at start, the reader starts from the
+ * beginning (`0-0`), as on a missing stream: whatever the key held, a stream made after
+ * the repair is newer than the start.
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
@@ -24,6 +33,7 @@ import type { LostRange } from '../streams/follower.js';
 import { compareStreamIds } from '../streams/stream-id.js';
 import type { BroadcastEntry, BroadcastStream } from './broadcast-stream.js';
 import { outageFields } from '../errors.js';
+import { isWrongTypeFailure } from '../redis/wrong-type.js';
 
 /** How long one XREAD blocks, ms; the loop notices `stop()` within this. */
 const BLOCK_MS = 5000;
@@ -53,6 +63,9 @@ export interface BroadcastReaderOptions {
   readonly onLost: (range: LostRange) => Promise<void>;
 }
 
+/** The reader's line for a failed read: at warn in an outage, at error for a key of the wrong type. */
+export const READ_FAILED_LOG = 'broadcast read failed';
+
 /** What a read or a back-off wait ends with when {@link BroadcastReader.stop} interrupts it. */
 const STOPPED = Symbol('stopped');
 
@@ -75,13 +88,21 @@ export class BroadcastReader {
 
   /**
    * Starts reading after the stream's current end (broadcasts are live: a node that
-   * starts does not replay history; clients catch up with `last_bseq`).
+   * starts does not replay history; clients catch up with `last_bseq`). A key of the
+   * wrong type does not stop the start: it is logged at error, and the reader starts
+   * from `0-0` and retries (see the module comment).
    * @throws PixiuError UNAVAILABLE when Redis cannot be reached
    */
   async start(): Promise<void> {
     // The last ID generated, not the newest entry: everything trimmed before the start
     // is older, so it is never taken for a loss.
-    this.#last = (await this.#opts.stream.bounds()).last ?? '0-0';
+    try {
+      this.#last = (await this.#opts.stream.bounds()).last ?? '0-0';
+    } catch (err) {
+      if (!isWrongTypeFailure(err)) throw err;
+      this.#last = '0-0';
+      this.#logFailure(err, undefined);
+    }
     this.#running = true;
     this.#loop = this.#run();
   }
@@ -127,15 +148,27 @@ export class BroadcastReader {
         if (failures > 0) this.#opts.logger.info({ after: this.#last }, 'broadcast reader recovered');
         failures = 0;
         more = await this.#handOut(page);
-      } catch (err) {
+      } catch (caught) {
         if (!this.#running) break;
         const wait = BACKOFF_MS[Math.min(failures, BACKOFF_MS.length - 1)] ?? 5000;
         failures += 1;
         more = false;
-        this.#opts.logger.warn({ ...outageFields(err), after: this.#last, retryInMs: wait }, 'broadcast read failed');
+        // The blocking XREAD's WRONGTYPE comes raw from the client: named as the page reads' are.
+        this.#logFailure(await this.#opts.stream.named(caught), wait);
         await this.#sleep(wait);
       }
     }
+  }
+
+  /**
+   * Logs a failed read: at error with the key for a key of the wrong type (no retry
+   * cures it), else as an outage's warning.
+   * @param retryInMs the back-off before the next read; undefined at start
+   */
+  #logFailure(err: unknown, retryInMs: number | undefined): void {
+    const fields = { after: this.#last, ...(retryInMs === undefined ? {} : { retryInMs }) };
+    if (isWrongTypeFailure(err)) this.#opts.logger.error({ err: err.cause, reason: err.message, ...fields }, READ_FAILED_LOG);
+    else this.#opts.logger.warn({ ...outageFields(err), ...fields }, READ_FAILED_LOG);
   }
 
   /**

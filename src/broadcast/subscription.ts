@@ -16,6 +16,11 @@
  *   Redis restarted without persistence or was flushed, and has new entries since):
  *   `{"t":"reset","stream":"broadcast","bseq":"<last bseq or 0-0>"}`, then every
  *   retained broadcast.
+ * - The stream's key holding another type than a stream (an operator's `SET`): not a
+ *   lost stream, so no `reset`; the catch-up fails as when Redis is down (an `error`
+ *   frame, here INTERNAL naming the broadcast stream, and, when `last_bseq` is behind
+ *   where the live feed began, a `gap` from it before the next broadcast sent), until
+ *   an operator deletes or repairs the key (src/redis/wrong-type.ts, broadcast-bounds-2.lua).
  * - Live, when the node's reader fell so far behind that broadcasts were trimmed
  *   before it read them (a burst past the stream's cap while the fan-out waited on its
  *   rate limit): the same `gap`, from the last broadcast the reader handed out to the
@@ -157,7 +162,8 @@ export class BroadcastSubscription implements BroadcastTarget, FollowerSink<Broa
   /**
    * Starts the feed: live only when `lastBseq` is undefined; else catch up first.
    * A failed catch-up read (Redis down) ends the catch-up; live broadcasts still flow.
-   * @throws PixiuError UNAVAILABLE when Redis fails (after switching to live)
+   * @throws PixiuError UNAVAILABLE when Redis fails, INTERNAL when the stream's key
+   *   holds another type (after switching to live)
    */
   async resume(stream: BroadcastStream, lastBseq: string | undefined): Promise<void> {
     if (lastBseq === undefined) {

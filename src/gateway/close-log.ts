@@ -6,8 +6,8 @@
  */
 import { CloseCode } from '../delivery/close-codes.js';
 
-/** A log level a connection's lines use. */
-export type ConnectionLogLevel = 'debug' | 'info' | 'warn';
+/** A log level a connection's lines use (error: a broadcast catch-up on a key of the wrong type, ws-connection.ts). */
+export type ConnectionLogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 /** The level and message of the line that logs a server close with `code`. */
 export function closeLogLine(code: number): { readonly level: ConnectionLogLevel; readonly msg: string } {

@@ -23,6 +23,7 @@ import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
 import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
+import { isWrongTypeFailure } from '../redis/wrong-type.js';
 
 /** The warning of a connection's broadcast catch-up (`last_bseq`) whose read failed. */
 export const CATCH_UP_FAILED_LOG = 'broadcast catch-up failed; live broadcasts continue';
@@ -365,9 +366,12 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       // Thinned across the node's connections, as the outage's other lines are (docs/api.md
       // "Errors"): after a Redis blip every client reconnecting with `last_bseq` fails here
       // (a soak finding: 25 warn lines in one second, one per connection).
+      // The stream's key of the wrong type is at error, naming it (no retry cures it;
+      // src/redis/wrong-type.ts), thinned the same way: the node's reader logs it too.
       const left = deps.catchUpFailureLog.take();
-      if (left === undefined) this.#logLine('debug', outageFields(err), CATCH_UP_FAILED_LOG);
-      else this.#logLine('warn', { ...outageFields(err), ...thinnedFields(left) }, CATCH_UP_FAILED_LOG);
+      const fields = isWrongTypeFailure(err) ? { err: err.cause, reason: err.message, code: err.code } : outageFields(err);
+      if (left === undefined) this.#logLine('debug', fields, CATCH_UP_FAILED_LOG);
+      else this.#logLine(isWrongTypeFailure(err) ? 'error' : 'warn', { ...fields, ...thinnedFields(left) }, CATCH_UP_FAILED_LOG);
       this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
     });
   }

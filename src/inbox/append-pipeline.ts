@@ -12,7 +12,7 @@ import { newEpoch, toAppendResult, type AppendResult } from './codec.js';
 import { APPEND_AT, APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv } from './scripts.js';
 import { AppendChain } from './append-chain.js';
 import { TickPipeline } from './tick-pipeline.js';
-import { isWrongType, wrongTypeReply } from './wrong-type.js';
+import { isWrongType, wrongTypeReply } from '../redis/wrong-type.js';
 
 /**
  * Most appends in one pipeline: a bounded batch lets Redis start on it while Node still

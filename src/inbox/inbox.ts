@@ -25,7 +25,7 @@ import { AppendChain } from './append-chain.js';
 import { appendArgv, appendPipeline, type AppendSettings } from './append-pipeline.js';
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
-import { isWrongTypeReply, userKeysCall, wrongTypeFailure } from './wrong-type.js';
+import { inboxKeys, isWrongTypeReply, userKeysCall, wrongTypeFailure } from '../redis/wrong-type.js';
 import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
@@ -241,7 +241,7 @@ export class Inbox {
    * (wrong-type.ts; it reads the keys' types).
    */
   appendFailure(uid: string, err: unknown): Promise<unknown> {
-    return isWrongTypeReply(err) ? wrongTypeFailure(this.#redis, uid, this.#keys.user(uid), err) : Promise.resolve(err);
+    return isWrongTypeReply(err) ? wrongTypeFailure(this.#redis, inboxKeys(uid, this.#keys.user(uid)), err.cause, 'append') : Promise.resolve(err);
   }
 
   /**

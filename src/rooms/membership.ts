@@ -9,9 +9,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { wordedPattern } from '../api/pattern-rules.js';
 import { PixiuError } from '../errors.js';
-import { redisCall, redisNowMs } from '../redis/client.js';
+import { redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { keysCall, roomKeys } from '../redis/wrong-type.js';
 
 /** The room scripts; each header documents KEYS, ARGV and reply. */
 export const ROOM_SCRIPTS = {
@@ -50,7 +51,11 @@ export interface MemberPage {
   readonly nextCursor: string | null;
 }
 
-/** Room membership over Redis. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
+/**
+ * Room membership over Redis. Methods reject with PixiuError UNAVAILABLE when Redis
+ * fails, and INTERNAL naming the room when a key of it holds another type than Pixiu
+ * writes there (src/redis/wrong-type.ts: no retry cures it).
+ */
 export class Rooms {
   readonly #redis: Redis;
   readonly #keys: Keys;
@@ -89,10 +94,10 @@ export class Rooms {
    * until the clock caught up). It becomes the room's cut: members added after this call
    * get slots above it, so they are not recipients of the message's retries either. The
    * `ts` is stored with the message, so a retry goes to the same members.
-   * @throws PixiuError UNAVAILABLE when Redis fails
+   * @throws PixiuError UNAVAILABLE when Redis fails; INTERNAL naming the room for a key of it of the wrong type
    */
   async messageTime(room: string): Promise<number> {
-    return redisCall(() => evalScript<number>(this.#redis, ROOM_SCRIPTS.time, [this.#keys.roomMembers(room), this.#keys.roomCut(room)], []));
+    return this.#call(room, () => evalScript<number>(this.#redis, ROOM_SCRIPTS.time, [this.#keys.roomMembers(room), this.#keys.roomCut(room)], []));
   }
 
   /**
@@ -103,7 +108,7 @@ export class Rooms {
   async add(room: string, users: readonly string[]): Promise<{ added: number; size: number }> {
     const keys = [this.#keys.roomMembers(room), this.#keys.roomCut(room), this.#keys.roomTop(room)];
     const addAt = (now: number, ahead: '0' | '1'): Promise<[number, number]> =>
-      redisCall(() => evalScript<[number, number]>(this.#redis, ROOM_SCRIPTS.add, keys, [String(this.#cap), String(now), ahead, ...users]));
+      this.#call(room, () => evalScript<[number, number]>(this.#redis, ROOM_SCRIPTS.add, keys, [String(this.#cap), String(now), ahead, ...users]));
     const started = performance.now();
     for (;;) {
       const now = await this.now();
@@ -127,13 +132,13 @@ export class Rooms {
   /** Removes members (absent ones are ignored). @returns how many were removed and the size after */
   async remove(room: string, users: readonly string[]): Promise<{ removed: number; size: number }> {
     const key = this.#keys.roomMembers(room);
-    const [removed, size] = await redisCall(() => Promise.all([this.#redis.zrem(key, ...users), this.#redis.zcard(key)]));
+    const [removed, size] = await this.#call(room, () => Promise.all([this.#redis.zrem(key, ...users), this.#redis.zcard(key)]));
     return { removed, size };
   }
 
   /** Members in the room (0: no such room). */
   async size(room: string): Promise<number> {
-    return redisCall(() => this.#redis.zcard(this.#keys.roomMembers(room)));
+    return this.#call(room, () => this.#redis.zcard(this.#keys.roomMembers(room)));
   }
 
   /**
@@ -144,7 +149,7 @@ export class Rooms {
     const key = this.#keys.roomMembers(room);
     const from = cursor === undefined ? '-inf' : `(${cursor}`;
     // One more than asked tells whether another page follows.
-    const [flat, size] = await redisCall(() => Promise.all([
+    const [flat, size] = await this.#call(room, () => Promise.all([
       this.#redis.zrange(key, from, '+inf', 'BYSCORE', 'LIMIT', 0, limit + 1, 'WITHSCORES'),
       this.#redis.zcard(key),
     ]));
@@ -164,6 +169,15 @@ export class Rooms {
    */
   async membersAt(room: string, atMs: number): Promise<string[]> {
     const below = (Math.floor(atMs) + 1) * SLOTS_PER_MS;
-    return redisCall(() => this.#redis.zrange(this.#keys.roomMembers(room), '-inf', `(${below}`, 'BYSCORE'));
+    return this.#call(room, () => this.#redis.zrange(this.#keys.roomMembers(room), '-inf', `(${below}`, 'BYSCORE'));
+  }
+
+  /**
+   * Runs a Redis call on `room`'s keys: Redis's failures become UNAVAILABLE, a key of
+   * the room's of the wrong type (`WRONGTYPE`) an INTERNAL naming the room, logged with
+   * the key (src/redis/wrong-type.ts).
+   */
+  #call<T>(room: string, call: () => Promise<T>): Promise<T> {
+    return keysCall(this.#redis, roomKeys(room, this.#keys), 'use', call);
   }
 }

@@ -5,6 +5,7 @@
  * these see the batch in order and replace an item by its error, so it fails alone.
  */
 import { PixiuError } from '../../errors.js';
+import { isWrongTypeFailure } from '../../redis/wrong-type.js';
 import { distinctRecipients, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
 import type { InProgressBudget } from './ingest-budget.js';
 
@@ -113,19 +114,33 @@ export class BatchKeys {
  * @param roomSize members of a room now (each room named is read once)
  * @returns the items, those refused replaced by their error, the recipients of the
  *   items kept, and the rooms' sizes as read (for ingest, not to read them again)
- * @throws PixiuError UNAVAILABLE when a room's size cannot be read (nothing is sent)
+ * @throws PixiuError UNAVAILABLE when a room's size cannot be read (nothing is sent); a
+ *   room a key of which has the wrong type is not thrown but replaces its items (their
+ *   500 INTERNAL, src/redis/wrong-type.ts)
  */
 export async function limitRecipients(
   checked: readonly (MessageBody | PixiuError)[], max: number, roomSize: (room: string) => Promise<number>,
   uncounted: ReadonlySet<number> = new Set(),
 ): Promise<{ items: (MessageBody | PixiuError)[]; recipients: number; recipientsOf: (item: MessageBody) => number; sizes: ReadonlyMap<string, number> }> {
   const rooms = [...new Set(checked.flatMap((c) => (c instanceof PixiuError || !isRoomMessage(c) ? [] : [c.room])))];
-  const sizes = new Map(await Promise.all(rooms.map(async (room) => [room, await roomSize(room)] as const)));
+  const sizes = new Map<string, number>();
+  // A room a key of which has the wrong type: its items fail alone (no retry cures it), as a recipient's does.
+  const broken = new Map<string, PixiuError>();
+  await Promise.all(rooms.map(async (room) => {
+    try {
+      sizes.set(room, await roomSize(room));
+    } catch (err) {
+      if (!isWrongTypeFailure(err)) throw err;
+      broken.set(room, err);
+    }
+  }));
   const recipientsOf = (c: MessageBody): number => (isRoomMessage(c) ? sizes.get(c.room) ?? 0 : distinctRecipients(c as UserMessageInput).length);
   let total = 0;
   let over: number | undefined;
   const items = checked.map((c, i) => {
     if (c instanceof PixiuError) return c;
+    const failed = isRoomMessage(c) ? broken.get(c.room) : undefined;
+    if (failed !== undefined) return failed;
     if (over === undefined) {
       // Most likely refused for its key at send time (BatchKeys): counted only if admitted.
       if (uncounted.has(i)) return c;

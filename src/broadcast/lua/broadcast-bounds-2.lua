@@ -1,12 +1,20 @@
 #!lua flags=no-writes
 --[[
-broadcast-bounds-1: what the broadcast stream still holds, to answer a client that
+broadcast-bounds-2: what the broadcast stream still holds, to answer a client that
 reconnects with `last_bseq` (DESIGN.md §8): its first retained entry, the last ID it
 ever generated, and the highest ID removed by trimming (Redis 7 keeps it in XINFO).
 
+Only a stream that does not exist is answered as none. broadcast-bounds-1 caught every
+error of XINFO STREAM (pcall), so a key of another type (an operator's SET, another
+program under the prefix) read as a missing stream: every client reconnecting with a
+`last_bseq` was sent `reset`, told its stream was lost (a reviewer's finding, F2). Now
+such a key fails with Redis's WRONGTYPE, which Pixiu answers and logs as a key of the
+wrong type (src/redis/wrong-type.ts), as it does for every other command on it.
+
 Steps
-  1. XINFO STREAM on the stream (an error reply when the stream does not exist).
-  2. Pick `first-entry`'s ID, `last-generated-id` and `max-deleted-entry-id` from its
+  1. EXISTS on the stream: when it does not exist, return {"", "", ""}.
+  2. XINFO STREAM on it (Redis's WRONGTYPE error reply when it is not a stream).
+  3. Pick `first-entry`'s ID, `last-generated-id` and `max-deleted-entry-id` from its
      field/value list.
 
 Flags (the #!lua line, Redis 7 script flags)
@@ -25,13 +33,13 @@ Returns
   was ever removed.
 
 Error replies
-  (none of its own)
+  none of its own; Redis's WRONGTYPE … when the key holds another type than a stream
 ]]
 
-local ok, info = pcall(redis.call, 'XINFO', 'STREAM', KEYS[1])
-if not ok then
+if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'', '', ''}
 end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local first, last, maxDeleted = '', '', '0-0'
 for i = 1, #info, 2 do
   local name, value = info[i], info[i + 1]
