@@ -361,12 +361,13 @@ export class Inbox {
    *
    * @returns undefined when the device has no cursor; `epoch` undefined when the inbox
    *   has none (its meta hash is gone)
-   * @throws PixiuError INVALID_REQUEST for a bad uid or device; UNAVAILABLE when Redis fails
+   * @throws PixiuError INVALID_REQUEST for a bad uid or device; UNAVAILABLE when Redis fails;
+   *   INTERNAL for a key of the user's of the wrong type (src/redis/wrong-type.ts)
    */
   async deviceCursor(uid: string, device: string): Promise<{ seq: number; epoch: string | undefined } | undefined> {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
-    const [seq, e] = await transaction(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec());
+    const [seq, e] = await userKeysCall(this.#redis, uid, keys, () => transaction(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec()));
     if (typeof seq !== 'string') return undefined;
     return { seq: Number(seq), epoch: typeof e === 'string' && e !== '' ? e : undefined };
   }

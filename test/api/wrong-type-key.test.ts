@@ -20,7 +20,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient, tempDataDir, type HttpAnswer } from '../harness/pixiu-server.js';
 import { openInbox } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
-import { TestClient, testToken } from '../harness/ws-client.js';
+import { Refused, TestClient, testToken } from '../harness/ws-client.js';
 import { waitUntil } from '../harness/checks.js';
 import { FETCH_FAILED_LOG } from '../../src/delivery/stall-log.js';
 
@@ -170,4 +170,21 @@ test('reads of a user one of whose keys has the wrong type: history and GET /v1/
   }
   assert.equal(await raw.del(inbox), 1);
   assert.equal((await client.get(`/v1/users/${user}/messages`)).status, 200);
+});
+
+test('a handshake of a device with no last_seq, whose ack cursors\' key has the wrong type, is refused 500 naming the user (its cursor read), logged at error with the key', async () => {
+  const user = 'wt-handshake';
+  const acks = keys.acks(user);
+  assert.equal(await raw.set(acks, 'x'), 'OK');
+  const from = lines.length;
+  const refusal = await TestClient.connect(service.url, { token: await testToken(service.secrets.jwt, user), params: { device: 'phone' } }).then(
+    async (ws) => { await ws.close(); return assert.fail('the handshake connected'); },
+    (err: unknown) => err,
+  );
+  assert.ok(refusal instanceof Refused, String(refusal));
+  expectWrongType({ status: refusal.status, headers: refusal.headers, body: refusal.body }, user, 'read');
+  assert.ok(lines.slice(from).some((l) => l.level === 50 && JSON.stringify(l).includes(`${acks} (a string, not a hash)`)), JSON.stringify(lines.slice(from)));
+  assert.equal(await raw.del(acks), 1);
+  const device = await TestClient.connect(service.url, { token: await testToken(service.secrets.jwt, user), params: { device: 'phone' } });
+  await device.close();
 });
