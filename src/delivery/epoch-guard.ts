@@ -7,12 +7,20 @@
  * the old epoch must be told `reset`; docs/decisions.md "Redis with less than it had".
  *
  * Two signs, both seen by the machine: a read whose latest seq is below what a
- * connection was sent, and a local append that lands on the highest seq delivered as
- * another message (a batch that passes the old latest before any read: seqs are
- * contiguous, so one of its appends lands there). This module judges each page read
- * for the first ({@link EpochGuard.judge}, which also resets connections under an
- * epoch that changed), keeps what the second needs, and the state of the rotation in
- * flight.
+ * connection was sent, and a seq known to name a message under the epoch found naming
+ * another one. The highest such seq the node knows is kept with its MsgID: one it
+ * delivered (as a msg or a gap), or the inbox's newest entry as a read gave it
+ * (`InboxPage.newest`, `range-3.lua`) — so a connection that was sent nothing yet,
+ * whose position came from its `last_seq` or its stored cursor, is covered as one that
+ * was delivered its messages live. A local append that lands on that seq as another
+ * message shows it (a batch that passes the old latest before any read: seqs are
+ * contiguous, so one of its appends lands there; before, only delivered seqs were
+ * kept, and a device resumed at the old latest skipped the seqs assigned again up to
+ * it with no `reset`), and so does a read whose newest entry is that seq naming another
+ * message (appends made on another node, whose notify carries no MsgID, that end
+ * there). This module judges each page read for both ({@link EpochGuard.judge}, which
+ * also resets connections under an epoch that changed), keeps what the second needs,
+ * and the state of the rotation in flight.
  *
  * A third sign is a connecting device's `last_seq` above the latest under the inbox's
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
@@ -47,7 +55,11 @@ export class EpochGuard {
   #rotating = false;
   /** The fetch in flight when the rotation was asked for: its page is dropped. */
   #staleFetch = false;
-  /** The highest seq delivered under the machine's epoch (as a msg or a gap) and its MsgID. */
+  /**
+   * The highest seq known under the machine's epoch and the MsgID it names: delivered
+   * (as a msg or a gap; a malformed entry's id is '', which no append has), or read as
+   * the inbox's newest entry. 0: none known.
+   */
   #topSeq = 0;
   #topId = '';
   /** The epoch the rotation in flight asked to replace. */
@@ -74,6 +86,14 @@ export class EpochGuard {
     }
   }
 
+  /**
+   * `page` was taken under the machine's epoch (after {@link judge}): its newest entry
+   * names that MsgID at its seq. O(1): the read returned it beside the page.
+   */
+  read(page: InboxPage): void {
+    if (page.newest !== undefined) this.delivered(page.newest);
+  }
+
   /** The machine reads another epoch now: what was delivered under the old one no longer counts. */
   epochChanged(): void {
     this.#topSeq = 0;
@@ -81,8 +101,10 @@ export class EpochGuard {
   }
 
   /**
-   * True when `entry`, appended under the epoch delivered from, is the highest seq
-   * delivered naming another message: that seq was lost and assigned again.
+   * True when `entry`, appended (or read) under the machine's epoch, is at the highest
+   * seq known ({@link delivered}, {@link read}) naming another message: that seq was
+   * lost and assigned again (under one epoch, without a loss, a seq only ever names one
+   * message: append-9.lua never reuses one, and XADD takes no ID at or below the last).
    */
   reuses(entry: InboxEntry): boolean {
     return entry.seq === this.#topSeq && entry.id !== this.#topId;
@@ -91,7 +113,8 @@ export class EpochGuard {
   /**
    * Judges a fetched `page` for resets, the machine's epoch being `epoch` (DESIGN.md
    * §11). Under another epoch, the inbox was recreated: each ready connection is
-   * `reset`. Under the same one, a latest seq below what a ready connection was sent
+   * `reset`. Under the same one, a latest seq below what a ready connection was sent,
+   * or a newest entry at the highest seq known naming another message ({@link reuses}),
    * asks for a new epoch (`delivered`), whose pull after `epochRotated` resets every
    * connection under it; with no inbox at all (epoch null: its keys lost, no append
    * since) there is nothing to rotate, and the connection is reset (the append that
@@ -109,6 +132,9 @@ export class EpochGuard {
   judge(page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[]): boolean {
     const epochChanged = typeof epoch === 'string' && page.epoch !== epoch;
     if (epochChanged) this.epochChanged();
+    else if (page.epoch !== null && page.epoch === epoch && page.newest !== undefined && this.reuses(page.newest)) {
+      this.rotate(page.epoch, false, effects, 'delivered');
+    }
     for (const c of conns) {
       if (c.phase !== 'ready') {
         const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);

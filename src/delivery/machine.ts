@@ -123,9 +123,11 @@ export class UserMachine {
    *   between marks it dirty as during any read, and per-connection order holds.
    */
   offer(entry: InboxEntry, epoch: string, record: StoredMessage, defer = false): Effect[] {
-    // A seq delivered under this epoch now naming another message: Redis gave the inbox
-    // back with less (DESIGN.md §11). A burst past the old latest never lets a pull see
-    // it shrunken, but seqs are contiguous: one lands on the highest seq delivered.
+    // A seq known under this epoch (delivered, or read as the newest) now naming another
+    // message: Redis gave the inbox back with less (DESIGN.md §11). A burst past the old
+    // latest never lets a pull see it shrunken, but seqs are contiguous: one lands on
+    // the highest seq known (the newest read: no lower than a connection's position
+    // unless the top entries were deleted by hand).
     if (epoch === this.#epoch && this.#guard.reuses(entry)) {
       // A fetch in flight read the old epoch: what it brings is not delivered. A rotation
       // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
@@ -143,7 +145,7 @@ export class UserMachine {
       return this.notify(entry.seq);
     }
     const fetch = this.#cycle.startOffer(entry.seq, defer);
-    const page: InboxPage = { epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry] };
+    const page: InboxPage = { epoch, firstSeq: entry.seq, latestSeq: entry.seq, entries: [entry], newest: entry };
     return defer ? [{ kind: 'fetch', ...fetch, offered: { page, records: [record] } }] : this.fetched(page, [record]);
   }
 
@@ -263,6 +265,7 @@ export class UserMachine {
     }
     if (page.epoch !== this.#epoch) this.#guard.epochChanged();
     this.#epoch = page.epoch;
+    this.#guard.read(page);
     this.#cycle.pageRead(page.latestSeq);
     this.#delivery.page(this.#conns, page, records, ended, effects);
     return this.#cycle.fetchAgain(effects.length > 0, this.#conns, ended.after) ? effects.concat(this.#pump()) : effects;

@@ -16,7 +16,7 @@ import { Keys, type UserKeys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors,
-  type AppendExtra, type AppendResult, type MalformedEntry, type PageEntry,
+  type AppendExtra, type AppendResult, type InboxEntry, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
   INBOX_SCRIPTS, type AppendArgv, type RangeReply,
@@ -111,6 +111,11 @@ export interface InboxPage {
    * an entry before it).
    */
   readonly entries: PageEntry[];
+  /**
+   * The stream's newest entry whatever `afterSeq` was (page-entries.ts `newest`), for the
+   * delivery's epoch guard (DESIGN.md §11). Absent: the stream is empty, or it is malformed.
+   */
+  readonly newest?: InboxEntry;
 }
 
 /**
@@ -254,8 +259,8 @@ export class Inbox {
 
   /**
    * Reads up to `limit` entries after `afterSeq`, with the inbox's epoch and bounds, in
-   * one snapshot (DESIGN.md §4 "Reads", `range-2.lua`). See {@link InboxPage} for the
-   * edge values.
+   * one snapshot (DESIGN.md §4 "Reads", `range-3.lua`), and the stream's newest entry
+   * ({@link InboxPage.newest}). See {@link InboxPage} for the edge values.
    *
    * An entry that is not what the append script writes (an operator's `XADD`) comes as
    * a {@link MalformedEntry} in its place, whose seq readers give as an `undeliverable`
@@ -272,10 +277,12 @@ export class Inbox {
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RANGE_LIMIT) {
       throw invalid(`limit must be an integer from 1 to ${MAX_RANGE_LIMIT}`);
     }
-    const [epoch, firstSeq, latestSeq, raw] = await userKeysCall(this.#redis, uid, keys, () =>
+    const [epoch, firstSeq, latestSeq, raw, last] = await userKeysCall(this.#redis, uid, keys, () =>
       evalScript<RangeReply>(this.#redis, INBOX_SCRIPTS.range, [keys.inbox, keys.meta], [String(afterSeq), String(limit)]),
     );
-    return { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: this.#entries.read(uid, raw) };
+    const page: InboxPage = { epoch: epoch === '' ? null : epoch, firstSeq, latestSeq, entries: this.#entries.read(uid, raw) };
+    const newest = PageEntries.newest(last);
+    return newest === undefined ? page : { ...page, newest };
   }
 
   /**

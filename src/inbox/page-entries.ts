@@ -1,5 +1,5 @@
 /**
- * The entries of an inbox page as Redis gave them (`range-2.lua`), read for
+ * The entries of an inbox page as Redis gave them (`range-3.lua`), read for
  * `Inbox.range` (codec.ts `toEntry`), and the warning about an entry that is not what
  * the append script writes, logged once per entry however often it is read (every
  * fetch of every device and every history page holding it): docs/decisions.md
@@ -7,7 +7,7 @@
  */
 import type { Logger } from '../logger.js';
 import { SeenKeys } from '../seen-keys.js';
-import { toEntry, type PageEntry } from './codec.js';
+import { toEntry, type InboxEntry, type PageEntry } from './codec.js';
 import type { RawStreamEntry } from './scripts.js';
 
 /** How many malformed entries (user and stream ID) are remembered as logged; one forgotten is logged again when read. */
@@ -37,6 +37,19 @@ export class PageEntries {
       if (entry !== undefined) entries.push(entry);
     }
     return entries;
+  }
+
+  /**
+   * The stream's newest entry as `range-3.lua` returns it beside a page (`InboxPage.newest`):
+   * a seq and the MsgID it names under the page's epoch, learnt by the delivery's epoch
+   * guard (an append that later lands on that seq as another message proves Redis lost
+   * writes: DESIGN.md §11, src/delivery/epoch-guard.ts). Undefined when the stream is
+   * empty (`last` null) or the entry is not what the append script writes: a malformed
+   * one names no message (it is logged when a page holding it is read, not here).
+   */
+  static newest(last: RawStreamEntry | null): InboxEntry | undefined {
+    const entry = last === null ? undefined : toEntry(last);
+    return entry?.malformed === true ? undefined : entry;
   }
 
   #warn(uid: string, entryId: string, kept: boolean): void {

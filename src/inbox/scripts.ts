@@ -9,7 +9,7 @@ export const INBOX_SCRIPTS = {
   /** KEYS and ARGV: {@link AppendArgs}. Replies {@link AppendReply}. */
   append: { file: new URL('./lua/append-9.lua', import.meta.url), numberOfKeys: 5 },
   /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
-  range: { file: new URL('./lua/range-2.lua', import.meta.url), numberOfKeys: 2 },
+  range: { file: new URL('./lua/range-3.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after. */
   ack: { file: new URL('./lua/ack-4.lua', import.meta.url), numberOfKeys: 2 },
   /**
@@ -56,5 +56,5 @@ export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: st
 /** One raw stream entry: `["<seq>-0", [field, value, ...]]`. */
 export type RawStreamEntry = [id: string, fields: string[]];
 
-/** Reply of `range-2.lua`: epoch ("" when none), first seq, latest seq, entries. */
-export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, entries: RawStreamEntry[]];
+/** Reply of `range-3.lua`: epoch ("" when none), first seq, latest seq, entries, the stream's last entry (null: empty). */
+export type RangeReply = [epoch: string, firstSeq: number, latestSeq: number, entries: RawStreamEntry[], last: RawStreamEntry | null];

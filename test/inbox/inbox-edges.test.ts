@@ -7,7 +7,8 @@
  * and an error reply saying Redis cannot write
  * now (READONLY) breaks the flow where one about the user's keys (WRONGTYPE) does not,
  * and `locate` finds a MsgID only while its entry is in the stream (trimmed, deleted by
- * hand or never appended: null). A private redis-server.
+ * hand or never appended: null), and `range` gives the stream's newest entry beside its
+ * page. A private redis-server.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -133,6 +134,30 @@ test('a stored entry that is not what the append script writes is read as a malf
   assert.match(String(lines.at(-1)?.msg), /skipped/);
 });
 
+test('range gives the stream\'s newest entry beside the page whatever after_seq is (range-3.lua): with its room, the one below after its top was deleted by hand, none when it is malformed or the stream is empty', async () => {
+  const uid = 'newest-entry';
+  await inbox.append(uid, msgId(1), MsgKind.user);
+  await inbox.append(uid, msgId(2, MsgKind.room), MsgKind.room, { room: 'r-1' });
+  const second = { seq: 2, id: msgId(2, MsgKind.room), kind: MsgKind.room, room: 'r-1' };
+  assert.deepEqual((await inbox.range(uid, 0, 1)).newest, second, 'a page that stops before it');
+  assert.deepEqual((await inbox.range(uid, 2, 10)).newest, second, 'a page after it: no entries');
+  await inbox.append(uid, msgId(3), MsgKind.user);
+  await redis.xdel(keys.inbox(uid), '3-0');
+  const page = await inbox.range(uid, 0, 10);
+  assert.equal(page.latestSeq, 3, 'the counter still says 3');
+  assert.deepEqual(page.newest, second, 'the newest entry the stream holds');
+  // A malformed newest entry (an operator's XADD) names no message: none.
+  await redis.xadd(keys.inbox(uid), '4-0', 'id', 'NOT-A-MSG-ID', 'kind', '1');
+  assert.equal((await inbox.range(uid, 0, 10)).newest, undefined);
+  await redis.xadd(keys.inbox(uid), '4-1', 'id', msgId(5), 'kind', '1');
+  assert.equal((await inbox.range(uid, 4, 10)).newest, undefined, 'nor one at a stream ID the script never writes');
+  // The stream gone, the meta hash kept.
+  await redis.del(keys.inbox(uid));
+  const empty = await inbox.range(uid, 0, 10);
+  assert.deepEqual([empty.latestSeq, empty.newest], [3, undefined]);
+  assert.equal(Object.hasOwn(await inbox.range('newest-none', 0, 10), 'newest'), false, 'no inbox: none');
+});
+
 test('expiresAt is null for a user with no inbox and for an inbox whose keys do not expire, else the meta hash\'s expiry', async () => {
   assert.equal(await inbox.expiresAt('never-appended'), null, 'no inbox (PEXPIRETIME -2)');
   // An inbox no append since append-7 has touched: its keys have no expiry (PEXPIRETIME -1).
@@ -163,7 +188,7 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   // ack-4: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '9007199254740992', '', '100'])), invalid, 'seq 2^53');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '1', '', '1000000000'])), invalid, 'a 10-digit most devices');
-  // range-2: an after seq of at most 16 digits, a limit of at most 9.
+  // range-3: an after seq of at most 16 digits, a limit of at most 9.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['12345678901234567', '10'])), invalid, 'a 17-digit after seq');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['0', '1000000000'])), invalid, 'a 10-digit limit');
   // rotate-4: two different epochs; a cool-down of whole ms >= 0; a generation of at most 15 digits.

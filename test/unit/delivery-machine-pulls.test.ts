@@ -171,14 +171,16 @@ test('a local append reusing a delivered seq, offered while a resume claim\'s ro
   const d = caughtUpOnFour();
   d.inbox.restoreTo(2);
   d.inbox.coolingDown = true;
-  d.inbox.append(2); // 3 (another node) and 4 (this node) land before any read
+  // 3 and 5 (another node) and 4 (this node) land before any read: the read's newest
+  // entry (5) is past the highest seq the node knows (4), so only the offer shows the loss.
+  d.inbox.append(3);
   d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
-  d.answer(); // latest 4: a (sent 4) shows no loss; b's claim asks for a rotation
+  d.answer(); // latest 5: a (sent 4) shows no loss; b's claim asks for a rotation
   assert.ok(d.rotating);
   d.offerAppended(4); // this node's append of 4, offered now
   d.settle();
   assert.deepEqual(d.rotationCauses, ['resume', 'delivered']);
-  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4'], 'a skips the new 3 and 4 with no reset');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 5', 'msg 1', 'msg 2', 'msg 3', 'msg 4', 'msg 5'], 'a skips the new 3 and 4 with no reset');
 });
 
 test('a rotation a local append reusing a delivered seq asked for, whose call fails, is asked for again at the next heartbeat (the session\'s retry after its back-off) and resets a connected device', () => {
@@ -202,7 +204,7 @@ test('a sign of the node\'s own deliveries kept during a resume claim\'s rotatio
   const d = caughtUpOnFour();
   d.inbox.restoreTo(2);
   d.inbox.coolingDown = true;
-  d.inbox.append(2);
+  d.inbox.append(3); // 3..5, the read's newest (5) past the highest seq known (4)
   d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
   d.answer(); // b's claim asks for a rotation (resume): in flight
   d.offerAppended(4); // the proven sign, kept for the answer
@@ -212,7 +214,7 @@ test('a sign of the node\'s own deliveries kept during a resume claim\'s rotatio
   d.settle();
   assert.deepEqual(d.rotationCauses, ['resume', 'delivered']);
   assert.equal(d.inbox.epoch, 'ep1-rotated');
-  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', 'msg 1', 'msg 2', 'msg 3', 'msg 4']);
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 5', 'msg 1', 'msg 2', 'msg 3', 'msg 4', 'msg 5']);
 });
 
 test('a resume claim\'s rotation whose call fails, with no sign of the node\'s own deliveries, is dropped: the pull that follows reads, and the claim still joining asks again', () => {

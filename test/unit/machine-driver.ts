@@ -137,7 +137,7 @@ export class FakeInbox {
     return false;
   }
 
-  /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot. */
+  /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot (with the newest entry, `InboxPage.newest`). */
   read(afterSeq: number, limit: number): { page: InboxPage; records: (ReadRecord | null)[] } {
     const entries: InboxEntry[] = [];
     const records: (ReadRecord | null)[] = [];
@@ -147,7 +147,11 @@ export class FakeInbox {
       records.push(this.#content.get(s) ?? null);
     }
     const first = this.latest >= this.first ? this.first : this.latest + 1;
-    return { page: { epoch: this.epoch, firstSeq: first, latestSeq: this.latest, entries }, records };
+    // The stream's newest entry, as range-3.lua returns it beside the page.
+    let top = this.latest;
+    while (top >= this.first && this.holes.has(top)) top--;
+    const page: InboxPage = { epoch: this.epoch, firstSeq: first, latestSeq: this.latest, entries };
+    return { page: top >= this.first ? { ...page, newest: { seq: top, id: this.idOf(top), kind: MsgKind.user } } : page, records };
   }
 }
 

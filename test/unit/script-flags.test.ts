@@ -22,7 +22,7 @@ const SRC = new URL('../../src/', import.meta.url);
 const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
   'broadcast/lua/broadcast-bounds-2.lua': 'no-writes',
   'inbox/lua/locate-2.lua': 'no-writes',
-  'inbox/lua/range-2.lua': 'no-writes',
+  'inbox/lua/range-3.lua': 'no-writes',
   'inbox/lua/ack-4.lua': 'allow-oom',
   'cluster/lua/presence-prune-1.lua': 'allow-oom',
   'redis/lua/delete-if-1.lua': 'allow-oom',
@@ -48,7 +48,7 @@ test('every script in src opens with a #!lua line; only the reading, freeing and
 test('loadScripts refuses a script without a #!lua line, and so does scriptFlags', (t) => {
   const redis = new Redis({ lazyConnect: true });
   t.after(() => redis.disconnect());
-  assert.doesNotThrow(() => loadScripts(redis, [spec('inbox/lua/range-2.lua')]));
+  assert.doesNotThrow(() => loadScripts(redis, [spec('inbox/lua/range-3.lua')]));
   const dir = mkdtempSync(path.join(tmpdir(), 'pixiu-flags-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   for (const text of ['--[[ no flags line ]]\nreturn 1\n', '#!lua flags=allow-stale\nreturn 1\n']) {
