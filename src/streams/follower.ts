@@ -22,7 +22,7 @@
  * could jump over entries a lagging reader was still to hand out or to report lost,
  * and they were skipped without a gap: a fresh tester's finding.) What the history
  * itself lost before that point (trimmed past the cursor before a page was read) is
- * told with a gap when the page says so ({@link CatchUpPage.lastTrimmed}).
+ * told with a gap where the live feed does not bring it (`#tellTrimmed`).
  *
  * Once a live entry newer than everything the catch-up sent has gone out, the ones
  * after it are newer still (the node's reader hands entries out in ID order), so live
@@ -58,7 +58,8 @@ export interface CatchUpPage<E extends StreamEntry> {
   readonly entries: readonly E[];
   /**
    * The highest ID trimmed from the stream when the page was read (`0-0`: none);
-   * undefined: not known (no gap is ever told).
+   * undefined: not known (no gap is ever told). A caller that gives it offers a
+   * contiguous live feed: from its first item on, every later entry (or its loss).
    */
   readonly lastTrimmed?: string | undefined;
   /** The first entry the stream retained then: what a gap leads to when nothing else follows. */
@@ -116,8 +117,9 @@ export class StreamFollower<E extends StreamEntry> {
    */
   #droppedUpTo: string | undefined;
   /**
-   * A catch-up read failed: the entries after this ID it had not sent yet are not sent.
-   * Told as a gap before the next entry (or loss) that goes out; undefined: none.
+   * The entries after this ID a catch-up had not sent are not sent (its read failed, or
+   * the stream was trimmed past them): told as a gap before the next entry (or loss)
+   * that goes out; undefined: none.
    */
   #unreadAfter: string | undefined;
 
@@ -262,7 +264,8 @@ export class StreamFollower<E extends StreamEntry> {
         }
         const page: CatchUpPage<E> = isEntryList(answer) ? { entries: answer } : answer;
         if (page.readUpTo !== undefined) readUpTo = newerOf(readUpTo, page.readUpTo);
-        this.#tellTrimmed(before, page);
+        // Trimmed past the cursor, where the live feed brings the rest: nothing more to read.
+        if (this.#tellTrimmed(before, page, liveFrom)) break;
         for (const entry of page.entries) {
           if (this.#stopped) break;
           this.#drainQueueBefore(entry.id);
@@ -279,20 +282,39 @@ export class StreamFollower<E extends StreamEntry> {
   }
 
   /**
-   * A gap from `cursor` when the stream was trimmed past it before `page` was read, to
-   * the next entry this connection gets: the page's first or the first queued.
+   * Tells with a gap what the stream lost past `cursor` before `page` was read, where
+   * the live feed (contiguous: {@link CatchUpPage.lastTrimmed}) does not bring it. It may
+   * begin part-way through the page the reader was handing out at the join and bring
+   * some of it after this page: a gap ending at the first queued entry let those be
+   * dropped as sent, in no gap, or ended before the cursor (a reviewer's finding). Fed
+   * from at or before the cursor, the feed brings the rest: nothing told. Trimmed at or
+   * past `liveFrom`, all the stream retains after the cursor comes live: a gap from the
+   * cursor before the feed's next item. Else the queued items up to the newest trimmed
+   * go out (a gap from the cursor first); until the feed reaches it, what it may still
+   * bring up to it is not sent, and a gap before the page's first says so.
+   * @returns true when the catch-up ends here: the live feed brings the rest
    */
-  #tellTrimmed(cursor: string, page: CatchUpPage<E>): void {
+  #tellTrimmed(cursor: string, page: CatchUpPage<E>, liveFrom: string | undefined): boolean {
     const trimmed = page.lastTrimmed;
-    if (trimmed === undefined || compareStreamIds(trimmed, cursor) <= 0) return;
-    let next = page.entries[0]?.id;
-    const queued = this.#queue.find((item): item is E => !(item instanceof LostMark))?.id;
-    if (queued !== undefined && (next === undefined || compareStreamIds(queued, next) < 0)) next = queued;
-    next ??= page.firstRetained;
-    if (next === undefined) return;
-    this.#sink.sendGap?.(cursor, next);
-    // The gap covers what a full queue dropped before `next`: not told again.
-    if (this.#droppedUpTo !== undefined && compareStreamIds(this.#droppedUpTo, next) < 0) this.#droppedUpTo = undefined;
+    if (trimmed === undefined || compareStreamIds(trimmed, cursor) <= 0) return false;
+    if (this.#fedFrom(cursor)) return true;
+    this.#unreadAfter ??= cursor; // an older start not told yet is kept
+    if (liveFrom !== undefined && compareStreamIds(trimmed, liveFrom) >= 0) return true;
+    const sent = this.#drainQueueBefore(trimmed, true);
+    // The feed brought an item at or past the newest trimmed ID: it brings nothing older later.
+    const reached = this.#queue.length > 0 || (sent instanceof LostMark ? compareStreamIds(sent.range.before, trimmed) > 0 : sent !== undefined && compareStreamIds(sent.id, trimmed) >= 0);
+    if (!reached) {
+      this.#unreadAfter ??= this.#last;
+      this.#last = trimmed;
+    }
+    return false;
+  }
+
+  /** The live feed brings every entry after `id`: it offered (or a full queue dropped) an item at or before it. */
+  #fedFrom(id: string): boolean {
+    if (this.#droppedUpTo !== undefined && compareStreamIds(this.#droppedUpTo, id) <= 0) return true;
+    const head = this.#queue[0];
+    return head !== undefined && compareStreamIds(head instanceof LostMark ? head.range.after : head.id, id) <= 0;
   }
 
   /** Queues a live item; a full queue drops its oldest, noted for a gap ({@link #droppedUpTo}). */
@@ -304,15 +326,21 @@ export class StreamFollower<E extends StreamEntry> {
     this.#queue.push(item);
   }
 
-  /** Sends the queued live entries (and losses) older than `id`, in order: see the module comment. */
-  #drainQueueBefore(id: string): void {
+  /**
+   * Sends the queued live entries (and losses) older than `id` (or up to it: `inclusive`),
+   * in order: see the module comment. Returns the last one sent; undefined: none.
+   */
+  #drainQueueBefore(id: string, inclusive = false): E | LostMark | undefined {
+    let sent: E | LostMark | undefined;
     while (this.#queue.length > 0) {
       const item = this.#queue[0] as E | LostMark;
       const key = item instanceof LostMark ? item.range.lastLost : item.id;
-      if (compareStreamIds(key, id) >= 0) return;
+      if (compareStreamIds(key, id) >= (inclusive ? 1 : 0)) break;
       this.#queue.shift();
       this.#forwardQueued(item);
+      sent = item;
     }
+    return sent;
   }
 
   #flush(): void {

@@ -213,20 +213,32 @@ test('tag filters: all, any, both, none', () => {
 });
 
 test('a full catch-up queue\'s dropped entries are told once: not again when a gap for the trimmed history covered them', async () => {
-  const sent: string[] = [];
-  const gaps: string[] = [];
-  const f = new StreamFollower<{ id: string }>({ sendEntry: (e) => sent.push(e.id), sendGap: (from, to) => gaps.push(`${from}..${to}`) });
-  let reads = 0;
-  await f.catchUp('1-0', async () => {
-    reads += 1;
-    if (reads > 1) return { entries: [], lastTrimmed: '150-0' };
-    // While the first page is read, more live entries than the queue holds arrive.
-    for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
-    // The history was trimmed past all of them meanwhile.
-    return { entries: [{ id: '200-0' }], lastTrimmed: '150-0', firstRetained: '200-0' };
-  });
-  assert.equal(sent.length, MAX_CATCH_UP_QUEUE + 1, 'the 10,000 queued live entries kept, then the page\'s');
-  assert.deepEqual(gaps, ['1-0..100-1']);
+  const run = async (liveFrom: string | undefined): Promise<{ sent: string[]; gaps: string[] }> => {
+    const sent: string[] = [];
+    const gaps: string[] = [];
+    const f = new StreamFollower<{ id: string }>({ sendEntry: (e) => sent.push(e.id), sendGap: (from, to) => gaps.push(`${from}..${to}`) });
+    let reads = 0;
+    await f.catchUp('1-0', async () => {
+      reads += 1;
+      if (reads > 1) return { entries: [], lastTrimmed: '150-0' };
+      // While the first page is read, more live entries than the queue holds arrive.
+      for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
+      // The history was trimmed past all of them meanwhile.
+      return { entries: [{ id: '200-0' }], lastTrimmed: '150-0', firstRetained: '200-0' };
+    }, undefined, liveFrom);
+    return { sent, gaps };
+  };
+  // Where the live feed began not known: it may still bring entries up to 150-0 (the
+  // newest trimmed) after the page, which would be dropped as older than 200-0, so
+  // they are told before it, and the 10,000 queued are kept.
+  const unknown = await run(undefined);
+  assert.equal(unknown.sent.length, MAX_CATCH_UP_QUEUE + 1, 'the 10,000 queued live entries kept, then the page\'s');
+  assert.deepEqual(unknown.gaps, ['1-0..100-1', `100-${MAX_CATCH_UP_QUEUE}..200-0`]);
+  // The live feed began at 99-0: everything retained after the cursor is newer than the
+  // trimmed 150-0 and comes live; the page is not sent, only the queue.
+  const known = await run('99-0');
+  assert.equal(known.sent.length, MAX_CATCH_UP_QUEUE);
+  assert.deepEqual(known.gaps, ['1-0..100-1']);
 });
 
 test('live entries a full queue dropped while held for welcome (no catch-up) are told as a gap from where the connection began', () => {
