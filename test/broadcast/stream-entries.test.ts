@@ -1,7 +1,7 @@
 /**
  * Entries of the broadcast stream as a node reads them (broadcast-stream.ts, DESIGN.md
- * §8): an entry missing a field, with an `e` that is no time or an `f` that is no JSON
- * or a filter of another shape is malformed — left out, never sent (nor sent to
+ * §8): an entry missing a field, with an `s` or `e` that is no time, a `d` or `f` that
+ * is no JSON or a filter of another shape is malformed — left out, never sent (nor sent to
  * everyone for want of its filter), and a catch-up reads past a page of them;
  * a page ending on a malformed entry still reads up to it, so the node's reader moves
  * past it; a filter of `any` alone is kept on the entry; a `ttl` ends at its instant.
@@ -39,7 +39,7 @@ function fields(changes: Record<string, string | undefined> = {}): string[] {
   return Object.entries(all).flatMap(([k, v]) => (v === undefined ? [] : [k, v]));
 }
 
-test('a well-formed entry gives its bcast frame as JSON; one missing a field, with a bad e or an f that is no JSON is malformed', () => {
+test('a well-formed entry gives its bcast frame as JSON; one missing a field, with a bad s or e, or a d or f that is no JSON is malformed', () => {
   const good = parseBroadcastEntry(['5-0', fields({ f: '{"any":["vip"]}' })]);
   assert.ok(good);
   assert.deepEqual(JSON.parse(good.frame.toString()), { t: 'bcast', bseq: '5-0', id: MSG_ID, type: 'news', ts: 1700000000000, data: { n: 1 } });
@@ -49,6 +49,9 @@ test('a well-formed entry gives its bcast frame as JSON; one missing a field, wi
   }
   assert.equal(parseBroadcastEntry(['5-0', fields({ e: 'soon' })]), undefined, 'an e that is no time');
   assert.equal(parseBroadcastEntry(['5-0', fields({ e: '1.5' })]), undefined, 'an e that is no whole ms');
+  // Written into the frame as they are, they made one that is not JSON ("ts":NaN, "data":hello).
+  assert.equal(parseBroadcastEntry(['5-0', fields({ s: 'soon' })]), undefined, 'an s that is no time');
+  for (const d of ['hello', '{"n":', '']) assert.equal(parseBroadcastEntry(['5-0', fields({ d })]), undefined, `a d that is no JSON: ${d}`);
   // Read without its filter it would go to every connection, not only the tagged ones.
   assert.equal(parseBroadcastEntry(['5-0', fields({ f: '{"any":["vip"]' })]), undefined, 'an f that is no JSON');
   // Another writer's filter of another shape (it threw in every connection's match, failing the batch for all).
