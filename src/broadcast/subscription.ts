@@ -36,7 +36,11 @@ import type { BroadcastFanout } from './fanout.js';
 /** Entries per catch-up read. */
 const CATCH_UP_PAGE = 200;
 
-/** Where each catching-up feed joined the fan-out ({@link BroadcastSubscription.joinedAt}). */
+/**
+ * Where each catching-up feed joined the fan-out ({@link BroadcastSubscription.join}):
+ * its catch-up's `liveFrom` ({@link BroadcastSubscription.resume}); a feed in it has no
+ * {@link BroadcastSubscription.startedAfter}.
+ */
 const liveFroms = new WeakMap<BroadcastSubscription, string>();
 
 /** The tags of every connection whose token has none: one set for all of them, never written. */
