@@ -147,8 +147,9 @@ export class PixiuClient {
       case 'gap':
         if (f.stream) break; // about broadcasts
         if (f.epoch) this.epoch = f.epoch;
-        // Only what lies past last_seq is news; the trimmed gap that follows a reset is not.
-        if (f.to > this.lastSeq && !(this.afterReset && f.from === 1 && f.reason === 'trimmed')) {
+        // Only what lies past last_seq is news, and never a gap marked redelivered: seqs sent
+        // before on this connection, or after a reset ones this device had under the old epoch.
+        if (f.to > this.lastSeq && !f.redelivered) {
           this.opts.onGap?.({ from: Math.max(f.from, this.lastSeq + 1), to: f.to, reason: f.reason });
         }
         this.processed(f.to);
@@ -158,13 +159,11 @@ export class PixiuClient {
         this.lastSeq = 0; // the inbox follows from seq 1; what you have comes again with its id
         this.acked = 0;
         this.epoch = f.epoch;
-        this.afterReset = true;
         return;
       case 'error':
         this.opts.onStatus?.('error', f); // e.g. a refresh refused: the 4001 at exp fetches a new token
         break;
     }
-    if (f.t === 'msg' || f.t === 'gap') this.afterReset = false;
   }
 
   /** A msg or gap was processed: last_seq moves (never back), and an ack follows soon. */

@@ -6,13 +6,14 @@
  * `reset`.
  */
 import type { InboxPage, PageEntry } from '../inbox/inbox.js';
+import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord } from '../store/message-store.js';
 import { isUnreadable } from '../store/unreadable.js';
 import { CloseCode } from './close-codes.js';
 import type { Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView, type GapReason } from './message-view.js';
-import { beforeFirst, resumePoint, type ResumeRequest } from './resume.js';
+import { beforeFirst, hadAfterReset, resumePoint, type ResumeRequest } from './resume.js';
 
 /** A connection's delivery state. */
 export interface Conn {
@@ -37,6 +38,12 @@ export interface Conn {
   inflight: number[];
   /** Seqs up to this one are sent again as redeliveries (marked). */
   redeliverUpTo: number;
+  /**
+   * After a `reset`: seqs of the new epoch up to this one are messages the device had
+   * under the old one (resume.ts `hadAfterReset`), so a `gap` of them is marked
+   * `redelivered` — no news, as a redelivery's (docs/protocol.md "Why a gap"); 0: none.
+   */
+  hadThrough: number;
   /** Redelivery rounds since the last ack progress. */
   rounds: number;
   /** Backpressure: the socket is over its high-water mark. */
@@ -85,15 +92,21 @@ export function gapThrough(
 /**
  * `trimmed` gaps of the seqs after `c.sent` through `to` that do not exist (trimmed by
  * the cap, deleted by hand): the part that went out on this connection before (up to
- * `c.redeliverUpTo`, a redelivery round) marked `redelivered`, the rest not; the first
+ * `c.redeliverUpTo`, a redelivery round) or that the device had before a `reset` (up to
+ * `c.hadThrough`) marked `redelivered`, the rest not; the first
  * merged with `gap` where it can be. Nothing when `to` is not after `c.sent`.
  * @returns the gap last sent or extended, or `gap` when none was
  */
 function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects: Effect[]): GapFrame | undefined {
-  const sentBefore = Math.min(to, c.redeliverUpTo);
+  const sentBefore = Math.min(to, markedThrough(c));
   if (c.sent < sentBefore) gap = gapThrough(c, sentBefore, 'trimmed', gap, effects, true);
   if (c.sent < to) gap = gapThrough(c, to, 'trimmed', gap, effects);
   return gap;
+}
+
+/** The highest seq a `gap` on `c` is marked `redelivered` up to: sent before on it (a redelivery round), or had before its `reset`. */
+function markedThrough(c: Conn): number {
+  return Math.max(c.redeliverUpTo, c.hadThrough);
 }
 
 /**
@@ -101,9 +114,15 @@ function missingThrough(c: Conn, to: number, gap: GapFrame | undefined, effects:
  * it, DESIGN.md §11) and restarts its cursors at 0, the start of the new epoch: no
  * message in flight, no redelivery pending, its timer cancelled. Seqs below the first
  * one `page` holds then go out as a `trimmed` gap before it ({@link deliverPage}), so
- * that after a reset too every seq is a `msg` or in a `gap` (docs/protocol.md, `reset`).
+ * that after a reset too every seq is a `msg` or in a `gap` (docs/protocol.md, `reset`);
+ * marked `redelivered` as far as `lineage` shows they are seqs it had (resume.ts
+ * `hadAfterReset`).
+ * @param epoch the epoch `c` counted in until now (the machine's)
+ * @param lineage `page`'s epoch's, when read (src/inbox/lineage.ts); undefined: unknown
  */
-export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
+export function resetTo(c: Conn, page: InboxPage, effects: Effect[], epoch?: string | null, lineage?: EpochLineage): void {
+  // What it had under `epoch`: sent on it, or had before a reset whose gap is still to come.
+  c.hadThrough = hadAfterReset(epoch, Math.max(c.sent, c.redeliverUpTo, c.hadThrough), page, lineage);
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
   c.epochUntold = page.epoch === null;
   c.liveAfter = page.latestSeq;
@@ -121,9 +140,13 @@ export function resetTo(c: Conn, page: InboxPage, effects: Effect[]): void {
  * first page it waited for; sends `welcome`, then `reset` or `gap` when the resume
  * point asks for one, and makes it ready there.
  * @param heartbeatMs the server heartbeat, shown in `welcome` in whole seconds (at least 1)
+ * @param lineage `page`'s epoch's, when read (src/inbox/lineage.ts): after a `reset`, the
+ *   seqs it shows the device had under its `last_seq`'s epoch are marked in the gap
  */
-export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: number, effects: Effect[]): void {
+export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: number, effects: Effect[], lineage?: EpochLineage): void {
   const { start, cursor, notice } = resumePoint(c.resume, page);
+  const r = c.resume;
+  c.hadThrough = notice?.t === 'reset' && r.kind === 'after' ? hadAfterReset(r.epoch, r.seq, page, lineage) : 0;
   effects.push({
     kind: 'send',
     conn: c.id,
@@ -146,8 +169,8 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * `undeliverable` one for content whose stored bytes cannot be decoded (the unreadable
  * mark, src/store/unreadable.ts) and for an entry that is not what the append script
  * writes (inbox.ts `MalformedEntry`, which names no message), else a `msg`, marked
- * `redelivered` up to `c.redeliverUpTo`; arms its redelivery timer when it had nothing
- * in flight.
+ * `redelivered` up to `c.redeliverUpTo` (a gap also up to `c.hadThrough`); arms its
+ * redelivery timer when it had nothing in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
@@ -177,13 +200,13 @@ export function deliverPage(
       // Its stored bytes cannot be decoded, for good, or the entry names no message (an
       // operator's XADD): that seq alone is lost, never the ones after it (a failed
       // fetch, retried forever, would stall them all).
-      gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= c.redeliverUpTo);
+      gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= markedThrough(c));
     } else if (!record) {
       // Content expired or vanished: an `expired` gap of that seq (merged with the one
       // before when that is expired too), marked when the seq went out before (its
       // content expired since). The store's null does not say why; gone is `expired`
       // (docs/decisions.md "Gap reasons").
-      gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= c.redeliverUpTo);
+      gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= markedThrough(c));
     } else {
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
@@ -314,6 +337,21 @@ export function anyReadyBefore(conns: Iterable<Conn>, seq: number): boolean {
 /** True when a ready connection was already sent `seq` (or past it): a notify of it names a reused seq. */
 export function anySentFrom(conns: Iterable<Conn>, seq: number): boolean {
   for (const c of conns) if (c.phase === 'ready' && Math.max(c.sent, c.redeliverUpTo) >= seq) return true;
+  return false;
+}
+
+/**
+ * True when `page` resets a connection to an epoch that may go on from the one it
+ * counted in, so that the epoch's lineage (src/inbox/lineage.ts) is worth a read before
+ * it is delivered: a ready one, the machine's epoch being `epoch` and the page's another,
+ * or a joining one whose `last_seq` names another epoch. Rare: an epoch change.
+ */
+export function resetsFromEpoch(conns: Iterable<Conn>, epoch: string | null | undefined, page: InboxPage): boolean {
+  if (page.epoch === null) return false;
+  for (const c of conns) {
+    const from = c.phase === 'ready' ? epoch : c.resume.kind === 'after' ? c.resume.epoch : undefined;
+    if (typeof from === 'string' && from !== page.epoch) return true;
+  }
   return false;
 }
 

@@ -26,7 +26,7 @@
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
  * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
  * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
- * (`rotate-4.lua`); the epoch is then kept, and that device is reset alone. A sign of
+ * (`rotate-5.lua`); the epoch is then kept, and that device is reset alone. A sign of
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
  *
@@ -37,6 +37,7 @@
  * have been an offered append that no read shows again (DESIGN.md §11).
  */
 import type { InboxEntry, InboxPage, PageEntry } from '../inbox/inbox.js';
+import type { EpochLineage } from '../inbox/lineage.js';
 import { resetTo, type Conn } from './connection-state.js';
 import type { Effect, RotationCause, RotationOutcome } from './effects.js';
 import { resumesAboveLatest } from './resume.js';
@@ -104,7 +105,7 @@ export class EpochGuard {
    * True when `entry`, appended (or read) under the machine's epoch, is at the highest
    * seq known ({@link delivered}, {@link read}) naming another message: that seq was
    * lost and assigned again (under one epoch, without a loss, a seq only ever names one
-   * message: append-9.lua never reuses one, and XADD takes no ID at or below the last).
+   * message: append-10.lua never reuses one, and XADD takes no ID at or below the last).
    */
   reuses(entry: InboxEntry): boolean {
     return entry.seq === this.#topSeq && entry.id !== this.#topId;
@@ -128,8 +129,11 @@ export class EpochGuard {
    *   were reset to it, and what was delivered under `epoch` no longer counts): the
    *   machine takes it even when a claim's rotation is asked for, so that one epoch
    *   change is one `reset` per connection
+   * @param lineage `page`'s epoch's, when read: marks a reset's trimmed gap (connection-state.ts `resetTo`)
    */
-  judge(page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[]): boolean {
+  judge(
+    page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[], lineage?: EpochLineage,
+  ): boolean {
     const epochChanged = typeof epoch === 'string' && page.epoch !== epoch;
     if (epochChanged) this.epochChanged();
     else if (page.epoch !== null && page.epoch === epoch && page.newest !== undefined && this.reuses(page.newest)) {
@@ -140,7 +144,7 @@ export class EpochGuard {
         const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);
         if (claim && page.epoch !== null && page.epoch !== this.#kept) this.rotate(page.epoch, false, effects, 'resume');
       } else if (epochChanged) {
-        resetTo(c, page, effects);
+        resetTo(c, page, effects, epoch, lineage);
       } else if (page.latestSeq < Math.max(c.sent, c.redeliverUpTo)) {
         // Against the highest seq ever written: a redelivery may have rewound `sent`.
         if (page.epoch === null) resetTo(c, page, effects);

@@ -29,10 +29,11 @@
  *   proven one that fails is asked for again at the next heartbeat, no fetch before.
  */
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
+import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import type { Effect, MachineConfig, RotationOutcome } from './effects.js';
 import { ById } from './by-id.js';
-import { anyJoining, applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
+import { anyJoining, applyAck, endRoundIfIdle, redeliveryRound, resetsFromEpoch, type Conn } from './connection-state.js';
 import { EpochGuard } from './epoch-guard.js';
 import { FetchCycle } from './fetch-cycle.js';
 import { PageDelivery } from './page-delivery.js';
@@ -84,7 +85,7 @@ export class UserMachine {
   login(conn: string, device: string, resume: ResumeRequest): Effect[] {
     this.#conns.set({
       id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
-      redeliverUpTo: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
+      redeliverUpTo: 0, hadThrough: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
     this.#cycle.joined(conn);
     return this.#pump();
@@ -240,11 +241,23 @@ export class UserMachine {
   }
 
   /**
+   * True when delivering `page` resets a connection from an epoch the page's may go on
+   * from (connection-state.ts `resetsFromEpoch`): the driver then reads the epoch's
+   * lineage and gives it to {@link fetched}, to mark what the device had in the `trimmed`
+   * gap after the `reset`.
+   */
+  wantsLineage(page: InboxPage): boolean {
+    return resetsFromEpoch(this.#conns, this.#epoch, page);
+  }
+
+  /**
    * The fetch ended: `page` is the inbox after its start, `records[i]`
    * `page.entries[i]`'s content (null: expired, missing; the unreadable mark: it cannot
    * be decoded).
+   * @param lineage `page`'s epoch's lineage (src/inbox/lineage.ts), read when {@link
+   *   wantsLineage} asked; undefined: unknown (a reset's whole trimmed gap is then news)
    */
-  fetched(page: InboxPage, records: readonly (ReadRecord | null)[]): Effect[] {
+  fetched(page: InboxPage, records: readonly (ReadRecord | null)[], lineage?: EpochLineage): Effect[] {
     const ended = this.#cycle.end();
     if (this.#guard.fetchEnded()) {
       // Read before a new epoch was asked for: its entries may name old-epoch seqs.
@@ -254,7 +267,7 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    const told = this.#guard.judge(page, this.#epoch, this.#conns, ended.late, effects);
+    const told = this.#guard.judge(page, this.#epoch, this.#conns, ended.late, effects, lineage);
     if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again). But
       // an epoch its resets told is taken: else, were the rotation refused (a claim's, in
@@ -267,7 +280,7 @@ export class UserMachine {
     this.#epoch = page.epoch;
     this.#guard.read(page);
     this.#cycle.pageRead(page.latestSeq);
-    this.#delivery.page(this.#conns, page, records, ended, effects);
+    this.#delivery.page(this.#conns, page, records, ended, effects, lineage);
     return this.#cycle.fetchAgain(effects.length > 0, this.#conns, ended.after) ? effects.concat(this.#pump()) : effects;
   }
 

@@ -6,6 +6,7 @@
  * sent it. The reads themselves: fetch-cycle.ts. No I/O: frames go out as effects.
  */
 import type { InboxPage } from '../inbox/inbox.js';
+import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord } from '../store/message-store.js';
 import { anyReadyBefore, deliverPage, joinAt, type Conn } from './connection-state.js';
 import type { Effect, MachineConfig } from './effects.js';
@@ -46,13 +47,14 @@ export class PageDelivery {
    * @param records the content of `page.entries[i]` (null: expired, missing; the
    *   unreadable mark: it cannot be decoded)
    * @param ended the fetch it answers (fetch-cycle.ts `end`)
+   * @param lineage `page`'s epoch's, when read (a joining connection's `reset`: connection-state.ts `joinAt`)
    */
-  page(conns: Iterable<Conn>, page: InboxPage, records: readonly (ReadRecord | null)[], ended: FetchEnd, effects: Effect[]): void {
+  page(conns: Iterable<Conn>, page: InboxPage, records: readonly (ReadRecord | null)[], ended: FetchEnd, effects: Effect[], lineage?: EpochLineage): void {
     const { after, late, offered } = ended;
     for (const c of conns) {
       // One that logged in while an offer's delivery waited asked for a fetch of its own (login).
       if (c.phase !== 'joining' || (late?.has(c.id) === true && (offered || resetsOn(c.resume, page)))) continue;
-      joinAt(c, page, this.#user, this.#config.heartbeatMs, effects);
+      joinAt(c, page, this.#user, this.#config.heartbeatMs, effects, lineage);
     }
     // Fewer entries than asked: none is missing from the page but those deleted by hand.
     const complete = page.entries.length < ended.limit;

@@ -13,8 +13,12 @@
  *   anything: so is one whose acks never reached Redis, which skips unseen what the cap
  *   trimmed past what it processed; docs/protocol.md, case 4);
  * - `from=latest` → after the latest seq.
+ *
+ * After a `reset`, the part of that `trimmed` gap the device is known to have had under
+ * the old epoch is marked `redelivered` ({@link hadAfterReset}); the rest is news.
  */
 import type { InboxPage } from '../inbox/inbox.js';
+import type { EpochLineage } from '../inbox/lineage.js';
 import type { GapFrame, ResetFrame } from './frames.js';
 
 /** Where a connection asks to start. */
@@ -77,6 +81,25 @@ export function joinCursor(r: ResumeRequest): number {
  */
 export function resumesAboveLatest(r: ResumeRequest, page: InboxPage): boolean {
   return r.kind === 'after' && page.epoch !== null && r.epoch === page.epoch && r.seq > page.latestSeq;
+}
+
+/**
+ * After a `reset` to `page`'s epoch, the newest seq of it that a device is known to
+ * have had: it had every seq up to `position` under `epoch`, and `page`'s epoch goes on
+ * from that one's numbering through `lineage.through` (a rotation keeps the stream:
+ * src/inbox/lineage.ts), so its seqs up to both are the messages the device had. Those
+ * of the `trimmed` gap that follows the `reset` go out marked `redelivered`, the rest as
+ * news (docs/protocol.md "Why a gap"). 0 when nothing is known: no lineage (an inbox
+ * created afresh after a loss, whose seqs restart; one an older node's script rotated),
+ * one of other epochs (a chain of rotations), or a `reset` under the same epoch (a
+ * `last_seq` above the latest) — the whole gap is then news: a needless "you missed
+ * some" rather than a miss shown as nothing.
+ * @param position the highest seq the device had or was told of under `epoch` (a
+ *   `last_seq`, what a connection was sent), or that it never needed (a new device's start)
+ */
+export function hadAfterReset(epoch: string | null | undefined, position: number, page: InboxPage, lineage: EpochLineage | undefined): number {
+  if (lineage === undefined || page.epoch === null || lineage.epoch !== page.epoch || lineage.replaced !== epoch) return 0;
+  return Math.max(0, Math.min(position, lineage.through));
 }
 
 /** True when joining at `r` on `page` starts with a `reset` ({@link resumePoint}). */

@@ -332,11 +332,14 @@ export class UserSession {
     let read: FetchRead = 'inbox';
     try {
       const page = await this.#deps.inbox.range(this.user, afterSeq, limit);
+      // Only for a page that resets a connection to another epoch (rare): what the
+      // device had is marked in the gap after its `reset` (src/inbox/lineage.ts).
+      const lineage = this.#machine.wantsLineage(page) ? await this.#deps.inbox.lineage(this.user) : undefined;
       read = 'records';
       const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
-      effects = this.#machine.fetched(page, records);
+      effects = this.#machine.fetched(page, records, lineage);
       this.#retry?.succeeded();
     } catch (err) {
       // Nothing is skipped or closed: the machine fetches the same seqs again on the

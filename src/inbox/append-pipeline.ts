@@ -1,5 +1,5 @@
 /**
- * The pipeline every inbox append goes out on (`append-9.lua`, DESIGN.md §4; the
+ * The pipeline every inbox append goes out on (`append-10.lua`, DESIGN.md §4; the
  * pipeline itself: tick-pipeline.ts), and the one way an append's EVALSHA is built, for
  * a single append and for those of a message to many users alike (src/inbox/inbox.ts).
  */
@@ -53,7 +53,7 @@ export function appendPipeline(redis: Redis): TickPipeline<AppendArgv, AppendRes
   }, MAX_APPEND_BATCH);
 }
 
-/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-9.lua` ARGV 3, 8 and 9, and its clock. */
+/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-10.lua` ARGV 3, 8 and 9, and its clock. */
 export interface AppendSettings {
   /** The inbox cap, ARGV[3]. */
   readonly cap: string;

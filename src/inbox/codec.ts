@@ -187,9 +187,37 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
       case 'room': room = value; break;
     }
   }
-  // Only the append script (append-9.lua and the versions before it) writes entries as
+  // Only the append script (append-10.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
   if (!MSG_ID_RULE.test(id) || !isKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
   return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
+}
+
+/**
+ * One page of an inbox and its bounds, read as one snapshot.
+ *
+ * Edge values: no inbox at all → `epoch` null, `firstSeq` 1, `latestSeq` 0, no entries.
+ * When nothing is retained, `firstSeq` is `latestSeq + 1`. An `afterSeq` at or beyond
+ * `latestSeq` gives no entries (the bounds are still reported). `epoch` is also null
+ * when Redis lost the meta hash but kept the stream; the next append creates a new one.
+ */
+export interface InboxPage {
+  /** The inbox epoch, or null when the inbox has none. */
+  readonly epoch: string | null;
+  /** Seq of the oldest retained entry; `latestSeq + 1` when none is retained. */
+  readonly firstSeq: number;
+  /** Highest seq ever assigned (0: none). */
+  readonly latestSeq: number;
+  /**
+   * Entries with seq > afterSeq, oldest first, at most `limit`; a malformed one in its
+   * place ({@link MalformedEntry}: a gap of its seq, or none at seq 0 or at the seq of
+   * an entry before it).
+   */
+  readonly entries: PageEntry[];
+  /**
+   * The stream's newest entry whatever `afterSeq` was (page-entries.ts `newest`), for the
+   * delivery's epoch guard (DESIGN.md §11). Absent: the stream is empty, or it is malformed.
+   */
+  readonly newest?: InboxEntry;
 }

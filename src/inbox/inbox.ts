@@ -16,7 +16,7 @@ import { Keys, type UserKeys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
 import {
   DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors,
-  type AppendExtra, type AppendResult, type InboxEntry, type MalformedEntry, type PageEntry,
+  type AppendExtra, type AppendResult, type InboxEntry, type InboxPage, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
   INBOX_SCRIPTS, type AppendArgv, type RangeReply,
@@ -26,11 +26,12 @@ import { appendArgv, appendPipeline, type AppendSettings } from './append-pipeli
 import { TickPipeline, type Flow } from './tick-pipeline.js';
 import { PageEntries } from './page-entries.js';
 import { inboxKeys, isWrongTypeReply, userKeysCall, wrongTypeFailure } from '../redis/wrong-type.js';
+import { readLineage, type EpochLineage } from './lineage.js';
 import type { Logger } from '../logger.js';
 import { SETTINGS } from '../config/settings.js';
 
 export type { Flow } from './tick-pipeline.js';
-export type { AppendExtra, AppendResult, InboxEntry, MalformedEntry, PageEntry } from './codec.js';
+export type { AppendExtra, AppendResult, InboxEntry, InboxPage, MalformedEntry, PageEntry } from './codec.js';
 
 /** Most entries one {@link Inbox.range} call may return. */
 export const MAX_RANGE_LIMIT = 10_000;
@@ -64,7 +65,7 @@ export interface InboxOptions {
   readonly deviceCursors?: number;
   /**
    * How long, in ms, a user's inbox keys outlive the expiry of the last content
-   * appended (`append-9.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * appended (`append-10.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
    * 30 days.
    */
   readonly retentionGraceMs?: number;
@@ -82,41 +83,13 @@ export interface InboxOptions {
   /**
    * The inbox generation this node last read (generation.ts `InboxGeneration.current`),
    * read at each append: an inbox that recorded a lower one gets a new epoch first
-   * (`append-9.lua` step 1). Default: always 0 (never a rotation for it).
+   * (`append-10.lua` step 1). Default: always 0 (never a rotation for it).
    */
   readonly generation?: () => number;
 }
 
 /** Devices with an ack cursor kept per user unless configured: the `maxDeviceCursors` setting's default. */
 export const DEFAULT_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.default;
-
-/**
- * One page of an inbox and its bounds, read as one snapshot.
- *
- * Edge values: no inbox at all → `epoch` null, `firstSeq` 1, `latestSeq` 0, no entries.
- * When nothing is retained, `firstSeq` is `latestSeq + 1`. An `afterSeq` at or beyond
- * `latestSeq` gives no entries (the bounds are still reported). `epoch` is also null
- * when Redis lost the meta hash but kept the stream; the next append creates a new one.
- */
-export interface InboxPage {
-  /** The inbox epoch, or null when the inbox has none. */
-  readonly epoch: string | null;
-  /** Seq of the oldest retained entry; `latestSeq + 1` when none is retained. */
-  readonly firstSeq: number;
-  /** Highest seq ever assigned (0: none). */
-  readonly latestSeq: number;
-  /**
-   * Entries with seq > afterSeq, oldest first, at most `limit`; a malformed one in its
-   * place ({@link MalformedEntry}: a gap of its seq, or none at seq 0 or at the seq of
-   * an entry before it).
-   */
-  readonly entries: PageEntry[];
-  /**
-   * The stream's newest entry whatever `afterSeq` was (page-entries.ts `newest`), for the
-   * delivery's epoch guard (DESIGN.md §11). Absent: the stream is empty, or it is malformed.
-   */
-  readonly newest?: InboxEntry;
-}
 
 /**
  * A user's inbox in Redis (DESIGN.md §4).
@@ -171,7 +144,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-9.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-10.lua`).
    * Creates the inbox (and its epoch) when it has none, and gives it a new epoch first
    * when the inbox generation ({@link InboxOptions.generation}) is above the one its
    * epoch was made under (Redis went back in time: generation.ts). The seq is one more than the
@@ -233,7 +206,7 @@ export class Inbox {
   /**
    * A new flow (see {@link append}) for a batch: its appends to one user land in the
    * order made, or an append whose earlier one is not in the inbox (Redis refused it) is
-   * refused too, 503, nothing written (append-chain.ts, `append-9.lua` step 2a).
+   * refused too, 503, nothing written (append-chain.ts, `append-10.lua` step 2a).
    */
   orderedFlow(): Flow {
     return new AppendChain();
@@ -308,15 +281,13 @@ export class Inbox {
   }
 
   /**
-   * Gives the user's inbox a new epoch if it is still `epoch`, and deletes the stored
-   * ack cursors, which count seqs of the old one (DESIGN.md §11, `rotate-4.lua`), and
-   * records the generation this node holds ({@link InboxOptions.generation}) as the one
-   * the new epoch was made under, so the next append does not rotate it again. For
-   * an inbox that Redis gave back with less than a connection was already sent: its
-   * lost seqs will name other messages, so every device holding a cursor of `epoch`
-   * must be told `reset`. Done by one node when several see it (the epoch is compared
-   * and set in one script).
-   *
+   * Gives the user's inbox a new epoch if it is still `epoch` (DESIGN.md §11,
+   * `rotate-5.lua`): deletes the stored ack cursors, which count seqs of the old one,
+   * records the generation this node holds ({@link InboxOptions.generation}), so the
+   * next append does not rotate it again, and the new epoch's lineage ({@link lineage}).
+   * For an inbox Redis gave back with less than a connection was sent: its lost seqs
+   * will name other messages, so every device with a cursor of `epoch` must be told
+   * `reset`. One node does it when several see it (compared and set in one script).
    * @param epoch the epoch the delivery read the shrunken inbox under
    * @param coolDownMs for a rotation only a connecting device's `last_seq` asks for
    *   (a client's mistake looks the same): refused when another such rotation of the
@@ -324,9 +295,8 @@ export class Inbox {
    *   for one the node's own deliveries prove, never refused
    * @returns the inbox's epoch after the call (a new one, or whatever another node set);
    *   `epoch` itself when the cool-down refused it; null when the inbox has none
-   * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch or a cool-down that
-   *   is not a whole number of ms >= 0; UNAVAILABLE when Redis fails;
-   *   INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
+   * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch or a cool-down that is not
+   *   a whole number of ms >= 0; UNAVAILABLE when Redis fails; INTERNAL for a key of the wrong type (wrong-type.ts)
    */
   async rotateEpoch(uid: string, epoch: string, coolDownMs = 0): Promise<string | null> {
     const keys = this.#keys.user(uid);
@@ -339,7 +309,16 @@ export class Inbox {
   }
 
   /**
-   * When the user's inbox keys expire (retention, `append-9.lua` step 6), ms since the
+   * The epoch the user's inbox epoch replaced and through which seq it goes on from it (lineage.ts).
+   * @returns undefined when unknown: no inbox, or an epoch created afresh (its seqs restart)
+   * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails; INTERNAL for a key of the wrong type (wrong-type.ts)
+   */
+  async lineage(uid: string): Promise<EpochLineage | undefined> {
+    return readLineage(this.#redis, uid, this.#keys.user(uid));
+  }
+
+  /**
+   * When the user's inbox keys expire (retention, `append-10.lua` step 6), ms since the
    * Unix epoch; null when they do not (no inbox, or one no append since append-7 has touched yet).
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
    */

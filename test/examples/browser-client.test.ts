@@ -6,9 +6,11 @@
  * tells an app backend to, with jose and the data dir's generated jwt-secret. Checked:
  * live delivery and acks; a dropped connection and a node restart resumed with nothing
  * lost or repeated; a token refreshed past the first one's exp on the same connection;
- * a new tab's gap and reset; a socket that never opens given up and backed off; and a
- * slow link whose pong waits behind a backlog not taken for a dead connection (a
- * browser tester's findings F1, F3, F5, F6, F7, F8, F9).
+ * a new tab's gap and reset; the trimmed gap after a reset shown for the seqs the tab
+ * never had and not for those it had (a black-box tester's finding J); a socket that
+ * never opens given up and backed off; and a slow link whose pong waits behind a
+ * backlog not taken for a dead connection (a browser tester's findings F1, F3, F5, F6,
+ * F7, F8, F9).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,8 +22,10 @@ import type { Duplex } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { SignJWT } from 'jose';
 import { WebSocket } from 'ws';
+import type { Redis } from 'ioredis';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
+import { Keys } from '../../src/redis/keys.js';
 import { cleanupList, startInProcess, tempDataDir, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { REPO_ROOT } from '../harness/test-build.js';
@@ -71,6 +75,8 @@ let dataDir: string;
 let node: InProcessServer;
 /** The node's inboxes, to read the ack cursors it stored. */
 let inbox: Inbox;
+/** The test's Redis, to lose a user's inbox. */
+let raw: Redis;
 /** The server's end of each socket upgraded by the current node, in order. */
 let serverSockets: Duplex[] = [];
 
@@ -89,7 +95,7 @@ before(async () => {
   cleanup.after(() => redis.destroy());
   dataDir = await tempDataDir(cleanup);
   node = await startNode();
-  ({ inbox } = await openInbox(cleanup, redis.url, SETTINGS.redisPrefix));
+  ({ inbox, redis: raw } = await openInbox(cleanup, redis.url, SETTINGS.redisPrefix));
   Object.assign(globalThis, { WebSocket });
   ({ PixiuClient } = await import(pathToFileURL(path.join(REPO_ROOT, 'docs/examples/pixiu-client.js')).href) as { PixiuClient: ClientClass });
 });
@@ -197,23 +203,58 @@ test('the token is refreshed by its lifetime (exp - iat): the connection outlive
   assert.deepEqual(page.statuses.map(([s]) => s), ['open'], 'no close, no error frame');
 });
 
+/** The epoch of `user`'s inbox (the history route names it). */
+async function epochOf(user: string): Promise<string> {
+  return ((await node.client.get(`/v1/users/${user}/messages?after_seq=0&limit=1`)).body as { epoch: string }).epoch;
+}
+
+/** A new tab of a browser whose tabs left `user`'s seed at `lastSeq` under `epoch`. */
+function seededTab(t: CleanupContext, user: string, lastSeq: number, epoch: string): Page {
+  const local = new MemoryStorage();
+  local.setItem(`pixiu.cursor.${user}`, JSON.stringify({ lastSeq, epoch }));
+  return openPage(t, user, { local });
+}
+
 test('a new tab starts from the browser\'s seed: behind the inbox, a trimmed gap; ahead of it, a reset shown as nothing', async (t) => {
   await post('eve', 25); // the cap (20) keeps seqs 6..25
-  const epoch = ((await node.client.get('/v1/users/eve/messages?after_seq=0&limit=1')).body as { epoch: string }).epoch;
-  const behind = new MemoryStorage();
-  behind.setItem('pixiu.cursor.eve', JSON.stringify({ lastSeq: 2, epoch }));
-  const late = openPage(t, 'eve', { local: behind });
+  const epoch = await epochOf('eve');
+  const late = seededTab(t, 'eve', 2, epoch);
   await waitUntil('20 messages', async () => late.msgs.length === 20);
   assert.deepEqual(late.gaps, [{ from: 3, to: 5, reason: 'trimmed' }]);
   assert.deepEqual(late.msgs.map((m) => m.seq), Array.from({ length: 20 }, (_, i) => i + 6));
   late.client.stop();
   // A seed above the inbox's latest under its own epoch: the inbox gets a new epoch, and the tab a reset.
-  const ahead = new MemoryStorage();
-  ahead.setItem('pixiu.cursor.eve', JSON.stringify({ lastSeq: 30, epoch }));
-  const reset = openPage(t, 'eve', { local: ahead });
+  const reset = seededTab(t, 'eve', 30, epoch);
   await waitUntil('20 messages again', async () => reset.msgs.length === 20 && reset.client.lastSeq === 25);
-  assert.deepEqual(reset.gaps, [], 'the trimmed gap that follows a reset is no news');
+  assert.deepEqual(reset.gaps, [], 'the trimmed gap after the reset is of seqs the tab had (marked redelivered): no news');
   assert.notEqual(reset.client.epoch, epoch);
+});
+
+test('after a rotation that keeps the numbering, a tab behind the cap is told the seqs it never had, not those up to its last_seq (finding J)', async (t) => {
+  await post('ivy', 25); // the cap (20) keeps seqs 6..25
+  const epoch = await epochOf('ivy');
+  // Another tab's seed above the latest: a new epoch, seqs going on.
+  const rotating = seededTab(t, 'ivy', 30, epoch);
+  await waitUntil('20 messages', async () => rotating.msgs.length === 20 && rotating.client.lastSeq === 25);
+  rotating.client.stop();
+  const late = seededTab(t, 'ivy', 2, epoch);
+  await waitUntil('20 messages', async () => late.msgs.length === 20 && late.client.lastSeq === 25);
+  assert.notEqual(late.client.epoch, epoch);
+  assert.deepEqual(late.gaps, [{ from: 3, to: 5, reason: 'trimmed' }], 'as without the rotation');
+});
+
+test('an inbox Redis lost, refilled past the cap: the reset\'s trimmed gap is shown, as those seqs are new messages (finding J)', async (t) => {
+  const page = openPage(t, 'jay');
+  await waitUntil('open', async () => opens(page) === 1);
+  await post('jay', 3);
+  await waitUntil('3 messages, acked', async () => page.msgs.length === 3 && (await inbox.cursors('jay'))[page.client.device] === 3);
+  page.client.stop();
+  const keys = new Keys(SETTINGS.redisPrefix).user('jay');
+  await raw.del(keys.inbox, keys.meta, keys.ids, keys.acks);
+  await post('jay', 25); // a new epoch from seq 1; the cap keeps 6..25
+  page.client.start();
+  await waitUntil('the 20 retained new messages', async () => page.msgs.length === 23 && page.client.lastSeq === 25);
+  assert.deepEqual(page.gaps, [{ from: 1, to: 5, reason: 'trimmed' }]);
 });
 
 test('a socket that does not open within the connect timeout is given up and retried with the back-off; the third says "failing"', async (t) => {

@@ -1,11 +1,11 @@
 /**
- * The inbox generation (src/inbox/generation.ts, append-9.lua step 1,
+ * The inbox generation (src/inbox/generation.ts, append-10.lua step 1,
  * generation-raise-2.lua; docs/decisions.md "The inbox generation"): an inbox appended
  * under a higher generation than its epoch was made under gets a new epoch first (its
  * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
  * one back; a raise is above Redis's time and every generation before it; a node that
  * reads a lower generation than it held (Redis went back) raises it past its own; a
- * rotation (rotate-4.lua) records the generation it was made under, so the next append
+ * rotation (rotate-5.lua) records the generation it was made under, so the next append
  * does not rotate again.
  * Real Redis (a private redis-server), no mocks.
  */

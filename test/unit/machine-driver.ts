@@ -13,6 +13,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { ServerFrame } from '../../src/delivery/frames.js';
 import type { GapReason } from '../../src/delivery/message-view.js';
 import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
+import type { EpochLineage } from '../../src/inbox/lineage.js';
 import { isUnreadable, unreadableRecord, type ReadRecord } from '../../src/store/unreadable.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
 
@@ -31,6 +32,8 @@ export class FakeInbox {
   readonly #content = new Map<number, ReadRecord | null>();
   /** Bumped when the inbox is recreated or restored: a seq reused then names another message. */
   #generation = 0;
+  /** The meta's `lineage` (src/inbox/lineage.ts): set by a rotation, kept by a recreation (it then names another epoch). */
+  lineage: EpochLineage | undefined;
 
   /** The MsgID at `seq` in this generation of the inbox. */
   idOf(seq: number): string {
@@ -120,13 +123,13 @@ export class FakeInbox {
   }
 
   /**
-   * While true, a rotation asked for by a resume claim is refused, as rotate-4.lua does
+   * While true, a rotation asked for by a resume claim is refused, as rotate-5.lua does
    * within the cool-down of the last one (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS).
    */
   coolingDown = false;
 
   /**
-   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-4.lua), unless
+   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-5.lua), unless
    * `cause` is `resume` while {@link coolingDown}; the seqs stay.
    * @returns true when it was refused so (the epoch kept)
    */
@@ -134,6 +137,7 @@ export class FakeInbox {
     if (this.epoch !== expected) return false;
     if (cause === 'resume' && this.coolingDown) return true;
     this.epoch = `${expected}-rotated`;
+    this.lineage = { epoch: this.epoch, replaced: expected, through: this.latest };
     return false;
   }
 
@@ -292,12 +296,15 @@ export class Driver {
     }
   }
 
-  /** Answers the fetch in flight with the snapshot it read. */
+  /** Answers the fetch in flight with the snapshot it read, and the lineage when the machine wants it (read after the page, as session.ts does). */
   answer(): Effect[] {
     const p = this.pending;
     assert.ok(p, 'no fetch in flight');
     this.pending = undefined;
-    return this.take(this.m.fetched(p.snapshot.page, p.snapshot.records));
+    const page = p.snapshot.page;
+    // As lineage.ts reads it: only one about the inbox's epoch now.
+    const known = this.inbox.lineage?.epoch === this.inbox.epoch ? this.inbox.lineage : undefined;
+    return this.take(this.m.fetched(page, p.snapshot.records, this.m.wantsLineage(page) ? known : undefined));
   }
 
   /** Performs the `rotate-epoch` asked for on the inbox, and answers `epochRotated`. */

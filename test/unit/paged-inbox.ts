@@ -41,6 +41,8 @@ export class PagedInbox {
         this.reads++;
         return { ...this.page, entries: this.page.entries.filter((e) => e.seq > after).slice(0, limit) };
       },
+      // No lineage known: a reset's trimmed gap goes out unmarked (src/inbox/lineage.ts).
+      lineage: async (): Promise<undefined> => undefined,
       rotateEpoch: async (_u: string, epoch: string): Promise<string> => {
         this.rotations.push(epoch);
         return rotate(this, epoch);

@@ -28,6 +28,7 @@ test('an ack write that fails does not put its old-epoch cursor back over an ack
   const inbox = {
     range: async (_u: string, after: number, limit: number): Promise<InboxPage> =>
       ({ ...page, entries: page.entries.filter((e) => e.seq > after).slice(0, limit) }),
+    lineage: async (): Promise<undefined> => undefined,
     ack: (_u: string, device: string, seq: number, epoch?: string) => new Promise<number>((resolve, reject) => {
       writes.push({ device, seq, epoch, settle: (err) => (err ? reject(err) : resolve(seq)) });
     }),

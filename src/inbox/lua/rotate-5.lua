@@ -1,9 +1,13 @@
 #!lua
 --[[
-rotate-4: give a user's inbox a new epoch, when it still has the one given
-(DESIGN.md §11), and record the inbox generation it is made under (ARGV[4]).
-rotate-3 recorded none, so after a raise an epoch a resume claim rotated to was
-rotated again by the first append (append-9.lua step 1): each device of the user was
+rotate-5: give a user's inbox a new epoch, when it still has the one given
+(DESIGN.md §11), record the inbox generation it is made under (ARGV[4]), and record
+which epoch it replaced and the seq the new one continues from (the meta's `lineage`).
+rotate-4 recorded no lineage: after a `reset`, the `trimmed` gap of the seqs below the
+first retained one could not be told apart from a real miss, and clients were told to
+show nothing for it, which hid seqs a device never had (a black-box tester's finding J:
+docs/decisions.md "Redis with less than it had"). rotate-3 recorded no generation, so after a raise an epoch a resume claim rotated to was
+rotated again by the first append (append-10.lua step 1): each device of the user was
 reset and sent the inbox twice for one loss (redisops2 R1). Used when Redis came back with less than a connection was already
 sent (a restored snapshot, a failover to a replica that was behind, the last second
 of an `appendfsync everysec` AOF lost with its machine): the seqs above the inbox's
@@ -29,7 +33,14 @@ Steps
      old epoch, and a device resuming from one would skip new messages. With ARGV[4]
      above the meta's `gen` (absent: 0), record it as `gen`: the new epoch was made
      from what Redis has now, by a node that had read generation ARGV[4], so an append
-     under it need not rotate again (append-9.lua step 1); never lowered.
+     under it need not rotate again (append-10.lua step 1); never lowered.
+     Record `lineage` as "<ARGV[2]> <ARGV[1]> <seq>", seq the meta's `seq` counter
+     (the latest seq assigned; 0 when unset): seqs 1..seq of the new epoch are those
+     of the old one as Redis holds them now, the numbering goes on (delivery marks
+     `redelivered` the part of a post-reset `trimmed` gap a device had under ARGV[1]:
+     src/inbox/lineage.ts). Its first word names the epoch it is about, so a `lineage`
+     left by an earlier rotation (an older node's script rotating after it) is not
+     taken for this epoch's.
   4. Return the epoch after the call.
 
 Flags (the #!lua line, Redis 7 script flags)
@@ -37,7 +48,7 @@ Flags (the #!lua line, Redis 7 script flags)
   maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
-  1. meta hash  `<prefix>{uid}:meta` (its `epoch`, `resume_rotated` and `gen`)
+  1. meta hash  `<prefix>{uid}:meta` (its `epoch`, `seq`, `resume_rotated`, `gen` and `lineage`)
   2. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
 
 ARGV
@@ -84,7 +95,9 @@ if coolDown > 0 then
   end
   redis.call('HSET', metaKey, 'resume_rotated', string.format('%.0f', now))
 end
-redis.call('HSET', metaKey, 'epoch', fresh)
+local top = redis.call('HGET', metaKey, 'seq')
+if type(top) ~= 'string' or not string.match(top, '^%d+$') then top = '0' end
+redis.call('HSET', metaKey, 'epoch', fresh, 'lineage', fresh .. ' ' .. expected .. ' ' .. top)
 local gen = tonumber(genArg)
 if gen > 0 and gen > (tonumber(redis.call('HGET', metaKey, 'gen') or '') or 0) then
   redis.call('HSET', metaKey, 'gen', genArg)

@@ -1,11 +1,18 @@
 #!lua
 --[[
-append-9: append one MsgID to one user's inbox, exactly once, name the nodes holding
+append-10: append one MsgID to one user's inbox, exactly once, name the nodes holding
 the user's live connections (DESIGN.md §4, §9), keep the user's inbox keys only as
 long as something in them can still be delivered, and give the inbox a new epoch first
 when the inbox generation (ARGV[9]) is above the one it was last appended under. Given
 the MsgID of an earlier append of the same batch to the user (ARGV[10]), append only if
 that one is in the inbox.
+
+append-9 recorded nothing of the epoch a generation rotation replaced (step 5's
+`lineage`, which rotate-5.lua writes too): after the `reset` it causes, delivery could
+not tell the seqs a device had under the old epoch from ones it never had (a black-box
+tester's finding J). append-9 and append-10 write the same entries: during an upgrade an
+older node's rotation leaves an earlier `lineage`, whose first word names another epoch,
+and readers take it for none.
 
 The earlier-append precondition (a review's F2): Redis refuses one command with a state
 reply (BUSY while another client's script runs long, OOM, READONLY, LOADING,
@@ -32,11 +39,11 @@ Steps
      the meta's `gen` (absent: 0), Redis may have gone back in time since this inbox
      last took an append (an operator ran `pixiu redis lost-writes`, or a node saw Redis
      lose acknowledged writes: src/inbox/generation.ts), so its seqs above what Redis
-     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-4.lua replaces
+     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-5.lua replaces
      one (the ack cursors dropped, step 5), and the seqs go on from what Redis kept.
      A device resuming under the old epoch is then sent `reset` (the epochs differ). An
      ARGV[9] at or below `gen` (a node that has not read a newer generation yet)
-     changes nothing: never a rotation back. `resume_rotated` (rotate-4.lua's cool-down)
+     changes nothing: never a rotation back. `resume_rotated` (rotate-5.lua's cool-down)
      is neither read nor set: this rotation is never refused.
   2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes;
      the stream is not touched (a retried append is harmless), nor is the retention,
@@ -67,7 +74,11 @@ Steps
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
      would make every reconnect without last_seq look like a reset); when it found a
      generation to rotate for: record the new epoch and drop the cursors likewise
-     (`created` stays). Either way, with ARGV[9] above 0, record it as `gen`. ZADD the MsgID
+     (`created` stays), and record `lineage` as "<new epoch> <old epoch> <seq>", seq
+     the latest seq assigned before this append (step 3's; the counter for a
+     duplicate): seqs up to it are the old epoch's as Redis holds them, the numbering
+     goes on (as rotate-5.lua records it; src/inbox/lineage.ts). A created epoch
+     records none: its seqs restart, nothing of a lost inbox continues. Either way, with ARGV[9] above 0, record it as `gen`. ZADD the MsgID
      with its seq, drop ids at or below seq - cap (the window the stream keeps), and
      store the counter.
   6. Retention: if the message's content expires (ARGV[7]) at or after the inbox's
@@ -90,7 +101,7 @@ Flags (the #!lua line, Redis 7 script flags)
 
 KEYS
   1. inbox stream  `<prefix>{uid}:inbox`
-  2. meta hash     `<prefix>{uid}:meta`
+  2. meta hash     `<prefix>{uid}:meta` (`epoch`, `seq`, `keep`, `gen`, `created`, `lineage`)
   3. ids zset      `<prefix>{uid}:ids`
   4. conns hash    `<prefix>{uid}:conns` (presence; values `<expiresAtMs>|<node>|…`, read only)
   5. acks hash     `<prefix>{uid}:acks` (deleted when a new epoch is created)
@@ -163,8 +174,9 @@ elseif gen > (tonumber(meta[4]) or 0) then
   rotated = true
 end
 
--- Steps 2 and 5: the epoch as step 1 decided it, with the cursors of the old one dropped.
-local function recordEpoch(fields)
+-- Steps 2 and 5: the epoch as step 1 decided it, with the cursors of the old one dropped;
+-- `through`, the latest seq before this append, as a rotation's lineage.
+local function recordEpoch(fields, through)
   if created then
     fields[#fields + 1] = 'created'
     fields[#fields + 1] = nowMs
@@ -175,6 +187,10 @@ local function recordEpoch(fields)
     if gen > 0 then
       fields[#fields + 1] = 'gen'
       fields[#fields + 1] = genArg
+    end
+    if rotated then
+      fields[#fields + 1] = 'lineage'
+      fields[#fields + 1] = epoch .. ' ' .. meta[1] .. ' ' .. string.format('%d', through)
     end
     redis.call('DEL', acksKey)
   end
@@ -214,7 +230,7 @@ end
 local dupSeq = redis.call('ZSCORE', idsKey, msgId)
 if dupSeq then
   if created or rotated then
-    recordEpoch({})
+    recordEpoch({}, tonumber(meta[2]) or 0)
     retain()
   end
   out[1], out[3] = tonumber(dupSeq), 1
@@ -267,7 +283,7 @@ local floor = seq - tonumber(capArg)
 if floor > 0 then
   redis.call('ZREMRANGEBYSCORE', idsKey, '-inf', string.format('%d', floor))
 end
-recordEpoch({'seq', seqText})
+recordEpoch({'seq', seqText}, top)
 retain()
 out[1] = seq
 return out
