@@ -18,9 +18,14 @@
  * kept, and a device resumed at the old latest skipped the seqs assigned again up to
  * it with no `reset`), and so does a read whose newest entry is that seq naming another
  * message (appends made on another node, whose notify carries no MsgID, that end
- * there). This module judges each page read for both ({@link EpochGuard.judge}, which
- * also resets connections under an epoch that changed), keeps what the second needs,
- * and the state of the rotation in flight.
+ * there). A read's latest below that highest seq is the first sign too (not only below
+ * what a connection was sent), and a page naming another message at the seq of an
+ * append offered while it was read (fetch-cycle.ts `offered`: a page read before the
+ * loss, answered after a batch here took the lost seqs again) is the second; so is an
+ * epoch a rotation made here replaced, read again (a second loss undid it). This
+ * module judges each page read for them ({@link EpochGuard.judge}, which also resets
+ * connections under an epoch that changed), keeps what they need, and the state of
+ * the rotation in flight.
  *
  * A third sign is a connecting device's `last_seq` above the latest under the inbox's
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
@@ -40,6 +45,7 @@ import type { InboxEntry, InboxPage, PageEntry } from '../inbox/inbox.js';
 import type { EpochLineage } from '../inbox/lineage.js';
 import { resetTo, type Conn } from './connection-state.js';
 import type { Effect, RotationCause, RotationOutcome } from './effects.js';
+import type { FetchEnd } from './fetch-cycle.js';
 import { resumesAboveLatest } from './resume.js';
 
 /**
@@ -63,7 +69,13 @@ export class EpochGuard {
    */
   #topSeq = 0;
   #topId = '';
-  /** The epoch the rotation in flight asked to replace. */
+  /**
+   * The epoch the rotation in flight (or owed) asked to replace; after one `made`, kept
+   * (until another is asked for): a page naming it again shows Redis went back past that
+   * rotation, a second loss ({@link judge}). '' when none, or the last one was refused
+   * or dropped. Only users whose epoch this node rotated hold one; the field is there
+   * for every user anyway.
+   */
   #asked = '';
   /** An epoch a resume claim's rotation was just refused for (cool-down): the next page judged does not ask again. */
   #kept: string | undefined;
@@ -114,17 +126,27 @@ export class EpochGuard {
   /**
    * Judges a fetched `page` for resets, the machine's epoch being `epoch` (DESIGN.md
    * §11). Under another epoch, the inbox was recreated: each ready connection is
-   * `reset`. Under the same one, a latest seq below what a ready connection was sent,
-   * or a newest entry at the highest seq known naming another message ({@link reuses}),
-   * asks for a new epoch (`delivered`), whose pull after `epochRotated` resets every
-   * connection under it; with no inbox at all (epoch null: its keys lost, no append
-   * since) there is nothing to rotate, and the connection is reset (the append that
-   * recreates the inbox brings a new epoch). A joining connection's claim of a
+   * `reset`. Under the same one, each of these proves Redis lost writes and asks for a
+   * new epoch (`delivered`), whose pull after `epochRotated` resets every connection
+   * under it ({@link proves}): a latest seq below the highest seq known or below what a
+   * ready connection was sent; a newest entry at the highest seq known naming another
+   * message ({@link reuses}); an entry or the newest one at the seq of an append
+   * offered while the fetch ran (`ended.offers`) naming another message. An epoch a
+   * rotation made here replaced, read again (under whatever epoch the machine has
+   * taken since), is a second loss that undid it: asked for again, not taken (the pull
+   * after a rotation reads after it, and a fetch in flight when it was asked for is
+   * dropped, so no page read before it is judged). With no inbox at all (epoch null: its
+   * keys lost, no append since) there is nothing to rotate, and the connection is reset
+   * (the append that recreates the inbox brings a new epoch). With no connection left
+   * (the user's last one closed while the fetch ran: the hub keeps the session until
+   * it is judged), the seqs known still prove it. A joining connection's claim of a
    * `last_seq` above the latest asks for one too (`resume`), unless it logged in while
    * the fetch ran (`late`: the page may predate what its device was sent elsewhere) or
    * a rotation for that claim was just refused in the cool-down (the machine then
    * resets the device alone, resume.ts `resetsOn`). After this page, a refused claim's
    * rotation may be asked for again (Redis decides).
+   * @param ended the fetch it answers (fetch-cycle.ts `end`): who logged in while it ran
+   *   (`late`), what was offered meanwhile (`offers`)
    * @returns true when the page is of another epoch than `epoch` (its ready connections
    *   were reset to it, and what was delivered under `epoch` no longer counts): the
    *   machine takes it even when a claim's rotation is asked for, so that one epoch
@@ -132,11 +154,15 @@ export class EpochGuard {
    * @param lineage `page`'s epoch's, when read: marks a reset's trimmed gap (connection-state.ts `resetTo`)
    */
   judge(
-    page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, late: ReadonlySet<string> | undefined, effects: Effect[], lineage?: EpochLineage,
+    page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, ended: Pick<FetchEnd, 'late' | 'offers'>, effects: Effect[], lineage?: EpochLineage,
   ): boolean {
-    const epochChanged = typeof epoch === 'string' && page.epoch !== epoch;
+    const { late } = ended;
+    // An epoch this node's rotation replaced, read again (the pull after it, or any later
+    // page): Redis went back past that rotation. Not taken: asked for again instead.
+    const undone = page.epoch !== null && page.epoch === this.#asked && !this.rotating;
+    const epochChanged = typeof epoch === 'string' && page.epoch !== epoch && !undone;
     if (epochChanged) this.epochChanged();
-    else if (page.epoch !== null && page.epoch === epoch && page.newest !== undefined && this.reuses(page.newest)) {
+    else if (page.epoch !== null && (undone || (page.epoch === epoch && this.proves(page, ended.offers)))) {
       this.rotate(page.epoch, false, effects, 'delivered');
     }
     for (const c of conns) {
@@ -153,6 +179,28 @@ export class EpochGuard {
     }
     this.#kept = undefined;
     return epochChanged;
+  }
+
+  /**
+   * Whether `page`, read under the machine's epoch, proves that Redis gave the inbox
+   * back with less (DESIGN.md §11): its latest seq is below the highest seq known (the
+   * latest never goes down under one epoch: append-10.lua takes the next seq above both
+   * the counter and the stream's last entry; what the node knows was read or delivered
+   * before this fetch started, or from pages read before it), its newest entry names
+   * another message at that seq, an entry or its newest names another message at the
+   * seq of an append offered while it ran (a page read before the loss, answered after
+   * appends here took the lost seqs again). O(entries): each is looked up once.
+   */
+  proves(page: InboxPage, offers: ReadonlyMap<number, string> | undefined): boolean {
+    if (page.latestSeq < this.#topSeq) return true;
+    const newest = page.newest;
+    if (newest !== undefined && this.reuses(newest)) return true;
+    if (offers === undefined) return false;
+    const named = (e: PageEntry): boolean => {
+      const offered = e.malformed === true ? undefined : offers.get(e.seq);
+      return offered !== undefined && offered !== e.id;
+    };
+    return page.entries.some(named) || (newest !== undefined && named(newest));
   }
 
   /**
@@ -213,6 +261,8 @@ export class EpochGuard {
     if (outcome === 'failed') this.#owed = proven;
     else if (outcome === 'kept' && proven) this.rotate(this.#asked, false, effects, 'delivered');
     else if (outcome === 'kept') this.#kept = this.#asked;
+    // Made: `#asked` marks the pages judged after it (a second loss may undo it). Else nothing is asked.
+    if (outcome !== 'made' && !this.rotating) this.#asked = '';
   }
 
   /** The fetch in flight ended (answered or failed). @returns true when its page is to be dropped */

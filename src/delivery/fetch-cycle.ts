@@ -5,6 +5,7 @@
  * fetch ends. Which connection a fetch reads for: pull-target.ts (this class is the
  * {@link PullAsk} it reads). No I/O: the machine turns its answers into effects.
  */
+import type { InboxEntry } from '../inbox/inbox.js';
 import type { Conn } from './connection-state.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 import { anyWantsBeside, pullTarget, type PullAsk } from './pull-target.js';
@@ -22,6 +23,13 @@ export interface FetchEnd {
    * for the next fetch, which login asked for); the others join on it.
    */
   readonly late: ReadonlySet<string> | undefined;
+  /**
+   * Appends offered while it ran under the machine's epoch (machine.ts `offer`), by seq:
+   * their MsgID, those within the seqs its page can hold ({@link FetchCycle.offered}).
+   * Its page naming another message at one of them proves that Redis lost writes
+   * (epoch-guard.ts `judge`). Undefined when none.
+   */
+  readonly offers: ReadonlyMap<number, string> | undefined;
   /**
    * It was an offered append's deferred delivery (machine.ts `offer`): its page holds
    * that one entry, not the inbox from its start, so no connection joins on it.
@@ -53,8 +61,11 @@ export class FetchCycle implements PullAsk {
   #probe = false;
   #reusedFrom: number | undefined;
   #clock = 0;
-  /** {@link FetchEnd} `late` of the fetch in flight. */
-  #joinedDuring: Set<string> | undefined;
+  /**
+   * What came while the fetch in flight ran ({@link FetchEnd} `late` and `offers`); made
+   * on the first such event and dropped when the fetch ends, so an idle user holds none.
+   */
+  #during: { late?: Set<string>; offers?: Map<number, string> } | undefined;
   /** {@link FetchEnd} `offered` of the fetch in flight. */
   #offered = false;
 
@@ -91,7 +102,28 @@ export class FetchCycle implements PullAsk {
 
   /** Connection `conn` logged in: during a fetch, it does not join on that fetch's page ({@link FetchEnd} `late`). */
   joined(conn: string): void {
-    if (this.#after !== undefined) (this.#joinedDuring ??= new Set()).add(conn);
+    if (this.#after !== undefined) ((this.#during ??= {}).late ??= new Set()).add(conn);
+  }
+
+  /**
+   * An append offered under the machine's epoch (machine.ts `offer`): while a fetch is in
+   * flight, its seq and MsgID are kept for that fetch's page to be judged against
+   * ({@link FetchEnd} `offers`): a page read before Redis lost writes, answered after
+   * appends here took the lost seqs again, names the lost messages there (a model
+   * review's S1). Only seqs the page can hold are kept — after the fetch's start, within
+   * the entries it asked for (its newest entry is its last one unless it is full, and a
+   * full page is read on from its end) — so at most one fetch's worth, for as long as it
+   * is in flight. O(1) per offer.
+   * @returns true when an append offered earlier in the same fetch named another message
+   *   at that seq: Redis lost that one (a seq names one message under one epoch)
+   */
+  offered(entry: InboxEntry): boolean {
+    const after = this.#after;
+    if (after === undefined || entry.seq <= after || entry.seq > after + this.#limitAsked) return false;
+    const offers = ((this.#during ??= {}).offers ??= new Map());
+    const known = offers.get(entry.seq);
+    offers.set(entry.seq, entry.id);
+    return known !== undefined && known !== entry.id;
   }
 
   /**
@@ -148,9 +180,10 @@ export class FetchCycle implements PullAsk {
 
   /** The fetch in flight ended (its page came, or it failed): what it was for. The dirty mark stays. */
   end(): FetchEnd {
-    const ended: FetchEnd = { after: this.#after ?? 0, limit: this.#limitAsked, late: this.#joinedDuring, offered: this.#offered };
+    const during = this.#during;
+    const ended: FetchEnd = { after: this.#after ?? 0, limit: this.#limitAsked, late: during?.late, offers: during?.offers, offered: this.#offered };
     this.#after = undefined;
-    this.#joinedDuring = undefined;
+    this.#during = undefined;
     this.#offered = false;
     return ended;
   }

@@ -25,9 +25,11 @@ export class Hub {
   readonly #leaving = new Map<string, Set<UserSession>>();
   /**
    * Sessions whose user left this node while they owed an epoch rotation their
-   * deliveries proved (its Redis call failed: epoch-guard.ts): kept, retrying on their
-   * back-off, until it is made, or the user's next connection here takes them back.
-   * Dropped with the session, the loss it proved was forgotten: a device back with a
+   * deliveries proved (its Redis call failed: epoch-guard.ts), or while a read that may
+   * prove one was in flight (session.ts `readInFlight`): kept, retrying on their
+   * back-off, until the read is judged and the rotation it asks for, or the one owed,
+   * is made, or the user's next connection here takes them back. Dropped with the
+   * session, the loss it proved (or was about to) was forgotten: a device back with a
    * `last_seq` that new appends had passed again skipped the seqs assigned again, with
    * no `reset` (docs/decisions.md "Redis with less than it had").
    */
@@ -55,8 +57,9 @@ export class Hub {
   }
 
   /**
-   * Users with no connection here whose session is kept for a rotation it owes
-   * ({@link #owing}); 0 once each is made, and after {@link closeAll}. Tests read it.
+   * Users with no connection here whose session is kept for a rotation it owes, or for
+   * a read in flight that may prove one ({@link #owing}); 0 once each is settled, and
+   * after {@link closeAll}. Tests read it.
    */
   get owingRotations(): number {
     return this.#owing.size;
@@ -104,22 +107,25 @@ export class Hub {
     return session;
   }
 
-  /** Removes a closed connection; drops the session when it was the user's last here. */
+  /**
+   * Removes a closed connection; drops the session when it was the user's last here,
+   * unless it owes a rotation or its read in flight is still to be judged ({@link #owing}).
+   */
   detach(user: string, connId: string): void {
     this.#owners.delete(connId);
     const session = this.#sessions.get(user);
     if (session?.logout(connId)) {
       this.#sessions.delete(user);
       if (session.holdsAcks) this.#keepUntilAcksWritten(user, session);
-      if (session.owesRotation && !this.#closing) this.#keepUntilRotated(user, session);
+      if ((session.owesRotation || session.readInFlight) && !this.#closing) this.#keepUntilSettled(user, session);
       else session.stopRetrying();
     }
   }
 
-  /** Keeps `session` in {@link #owing} until its owed rotation is made (or it is taken back). */
-  #keepUntilRotated(user: string, session: UserSession): void {
+  /** Keeps `session` in {@link #owing} until its read is judged and no rotation is owed (or it is taken back). */
+  #keepUntilSettled(user: string, session: UserSession): void {
     this.#owing.set(user, session);
-    session.whenRotationSettled(() => {
+    session.whenSettled(() => {
       if (this.#owing.get(user) === session) this.#owing.delete(user);
     });
   }
@@ -154,9 +160,13 @@ export class Hub {
     this.#sessions.get(user)?.notify(seq);
   }
 
-  /** A local append for `user` (its entry, epoch and record): hand it to its session if it is here. */
+  /**
+   * A local append for `user` (its entry, epoch and record): hand it to its session if
+   * it is here, or kept with no connection ({@link #owing}: the append is checked against
+   * the seqs its machine knows, and against the read in flight, machine.ts `offer`).
+   */
   offer(user: string, entry: InboxEntry, epoch: string, record: StoredMessage): void {
-    this.#sessions.get(user)?.offer(entry, epoch, record);
+    (this.#sessions.get(user) ?? this.#owing.get(user))?.offer(entry, epoch, record);
   }
 
   /**

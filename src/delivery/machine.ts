@@ -75,6 +75,15 @@ export class UserMachine {
     return this.#guard.rotating;
   }
 
+  /**
+   * True while a fetch is in flight (an offered append's deferred delivery included):
+   * its page may prove a loss (epoch-guard.ts `judge`) even when no connection is left,
+   * so the session is kept until it is judged (hub.ts).
+   */
+  get reading(): boolean {
+    return this.#cycle.inFlight;
+  }
+
   /** A connection's cursors, for tests and presence reports. */
   cursor(conn: string): { acked: number; sent: number; inflight: number; paused: boolean } | undefined {
     const c = this.#conns.get(conn);
@@ -128,8 +137,11 @@ export class UserMachine {
     // message: Redis gave the inbox back with less (DESIGN.md §11). A burst past the old
     // latest never lets a pull see it shrunken, but seqs are contiguous: one lands on
     // the highest seq known (the newest read: no lower than a connection's position
-    // unless the top entries were deleted by hand).
-    if (epoch === this.#epoch && this.#guard.reuses(entry)) {
+    // unless the top entries were deleted by hand). During a fetch, the append is also
+    // kept for its page to be judged against (fetch-cycle.ts `offered`: a page read
+    // before the loss names the lost messages at those seqs), and one offered earlier in
+    // it at this seq as another message is the same sign.
+    if (epoch === this.#epoch && (this.#guard.reuses(entry) || this.#cycle.offered(entry))) {
       // A fetch in flight read the old epoch: what it brings is not delivered. A rotation
       // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
       const inFlight = this.#guard.rotating;
@@ -267,7 +279,7 @@ export class UserMachine {
       return this.#pump();
     }
     const effects: Effect[] = [];
-    const told = this.#guard.judge(page, this.#epoch, this.#conns, ended.late, effects, lineage);
+    const told = this.#guard.judge(page, this.#epoch, this.#conns, ended, effects, lineage);
     if (this.#guard.rotating) {
       // Nothing from a page whose epoch is being replaced (`epochRotated` pulls again). But
       // an epoch its resets told is taken: else, were the rotation refused (a claim's, in

@@ -117,8 +117,8 @@ export class UserSession {
    * so that the stop builds no back-off for a session that never failed.
    */
   #retryStopped = false;
-  /** Called once no rotation is owed or in flight ({@link whenRotationSettled}). */
-  #onRotationSettled: (() => void) | undefined;
+  /** Called once no rotation is owed or in flight and no read is in flight ({@link whenSettled}). */
+  #onSettled: (() => void) | undefined;
 
   /** @param ackRounds the node's ack-write rounds (ack-rounds.ts), shared by its sessions */
   constructor(user: string, deps: SessionDeps, ackRounds: AckRounds) {
@@ -169,9 +169,32 @@ export class UserSession {
     return this.#machine.rotationPending;
   }
 
-  /** Calls `fn` once, when {@link owesRotation} turns false after a rotation's answer (not at once). */
-  whenRotationSettled(fn: () => void): void {
-    this.#onRotationSettled = fn;
+  /**
+   * True while a read of the inbox is in flight (machine.ts `reading`). Its page may
+   * prove that Redis lost writes even after the user's last connection here closed: it
+   * is judged against the seqs the node knows (epoch-guard.ts `judge`), and the rotation
+   * it then asks for is made with nobody here. The hub keeps such a session until it is
+   * judged (hub.ts `#owing`): dropped, the proof was lost, and a device back at once with
+   * its `last_seq` was judged only by a later read, which appends may have passed again.
+   */
+  get readInFlight(): boolean {
+    return this.#machine.reading;
+  }
+
+  /**
+   * Calls `fn` once, when neither {@link owesRotation} nor {@link readInFlight} holds
+   * any more, after a rotation's or a read's answer (not at once).
+   */
+  whenSettled(fn: () => void): void {
+    this.#onSettled = fn;
+  }
+
+  /** Calls the {@link whenSettled} callback once nothing is owed or in flight. */
+  #settle(): void {
+    if (this.owesRotation || this.readInFlight) return;
+    const settled = this.#onSettled;
+    this.#onSettled = undefined;
+    settled?.();
   }
 
   /** Shutdown: clears a retry armed with no connection here, and arms none again then. */
@@ -308,11 +331,7 @@ export class UserSession {
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
     this.#run(effects);
-    if (!this.owesRotation) {
-      const settled = this.#onRotationSettled;
-      this.#onRotationSettled = undefined;
-      settled?.();
-    }
+    this.#settle();
   }
 
   /**
@@ -324,6 +343,7 @@ export class UserSession {
   async #deliverLater(offered: { readonly page: InboxPage; readonly records: readonly ReadRecord[] }): Promise<void> {
     await nextTurn();
     this.#run(this.#machine.fetched(offered.page, offered.records));
+    this.#settle();
   }
 
   async #fetch(afterSeq: number, limit: number): Promise<void> {
@@ -354,6 +374,7 @@ export class UserSession {
       this.#retryLater();
     }
     this.#run(effects);
+    this.#settle();
   }
 
   /** After a failed read or epoch rotation: a heartbeat later (retry-backoff.ts `later`), while a connection is here or a rotation is owed. */

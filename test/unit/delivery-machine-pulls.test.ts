@@ -157,11 +157,14 @@ test('a local append reusing a delivered seq, offered while a resume claim\'s ro
   d.m.logout('a'); // the phone goes offline holding last_seq 4 of ep1
   d.inbox.restoreTo(2); // Redis comes back older: 3 and 4 lost
   d.inbox.coolingDown = true; // a claim's rotation was made < 60 s ago
+  // 3..5 land before any read (3 and 5 on another node, 4 here): the read's latest (5)
+  // is not below the highest seq known (4) and its newest entry is past it, so only the
+  // offer of 4 shows the loss, which is what this tests.
+  d.inbox.append(3);
   d.login('b', { kind: 'after', seq: 9, epoch: 'ep1' }, 'tablet');
   d.answer(); // the claim's page asks for a rotation (resume): in flight
   assert.ok(d.rotating);
-  d.inbox.append(); // seq 3, appended on another node
-  d.offer(); // seq 4, appended here: the seq 4 the phone was sent names another message now
+  d.offerAppended(4); // seq 4, appended here: the seq 4 the phone was sent names another message now
   d.settle();
   assert.deepEqual(d.rotationCauses, ['resume', 'delivered'], 'the refused rotation is asked for again as delivered');
   assert.equal(d.inbox.epoch, 'ep1-rotated', 'ep1 kept: the phone resuming after 4 would skip the new 3 and 4');

@@ -136,10 +136,17 @@ export class FakeInbox {
   rotateEpoch(expected: string, cause = 'delivered'): boolean {
     if (this.epoch !== expected) return false;
     if (cause === 'resume' && this.coolingDown) return true;
-    this.epoch = `${expected}-rotated`;
+    // Epochs are never made twice: `expected` rotated again (after Redis lost the first
+    // rotation) gets another name.
+    const made = `${expected}-rotated`;
+    this.epoch = this.#made.has(made) ? `${made}-again` : made;
+    this.#made.add(this.epoch);
     this.lineage = { epoch: this.epoch, replaced: expected, through: this.latest };
     return false;
   }
+
+  /** The epochs {@link rotateEpoch} made. */
+  readonly #made = new Set<string>();
 
   /** What `Inbox.range` + `MessageStore.getMany` answer, as one snapshot (with the newest entry, `InboxPage.newest`). */
   read(afterSeq: number, limit: number): { page: InboxPage; records: (ReadRecord | null)[] } {

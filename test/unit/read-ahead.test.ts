@@ -64,7 +64,9 @@ test('a notify of a seq that is not new drops the read-ahead: a restored inbox\'
   d.settle();
   d.frames('a');
   d.inbox.restoreTo(3); // Redis restored: seqs after 3 are gone ...
-  d.inbox.append(); // ... and seq 4 is a new message
+  // ... and seqs 4..7 are new messages: past the newest seq read (6), so no read shows
+  // the loss (epoch-guard.ts), and only the dropped read-ahead keeps the old 4 from going.
+  d.inbox.append(4);
   d.notify(4);
   d.settle();
   d.ack('a', 3);
