@@ -86,6 +86,21 @@ export class ChannelHub {
     }
   }
 
+  /**
+   * Waits until every Pub/Sub message Redis wrote to the node's subscriber connection
+   * before now has been offered to the subscribers: a PING on that connection, whose
+   * reply Redis writes after them (one socket, in order). Call it after a read on the
+   * command connection to know that the live copies of the publications the read saw
+   * are already here, however far the subscriber socket lags (a burst backing it up):
+   * docs/decisions.md "Channels". One round trip; single Redis only (on a Redis
+   * Cluster a publication's PUBLISH reaches this shard over the cluster bus, which a
+   * PING does not order).
+   * @throws PixiuError UNAVAILABLE when the subscriber connection is down or times out
+   */
+  async barrier(): Promise<void> {
+    await redisCall(() => this.#subscriber.ping());
+  }
+
   /** Removes a local subscriber; the last one unsubscribes the node. Never rejects. */
   async leave(channel: string, sub: ChannelSubscriber): Promise<void> {
     const state = this.#channels.get(channel);

@@ -126,6 +126,14 @@ export class ConnectionChannels implements ChannelSubscriber {
       let newest: string | undefined;
       try {
         newest = await this.#deps.stream.newestId(channel);
+        // With a history to catch up, publications made between the join and that
+        // read are the catch-up's (at or before `newest`), but their live copies come
+        // on the subscriber connection, which may lag behind the command connection:
+        // one the history trimmed before a page read it was jumped over by the page,
+        // and its copy, arriving after, dropped as already sent (a reviewer's C1).
+        // After the barrier every such copy is queued here (the follower is held), and
+        // the catch-up merges it in its place.
+        if (since !== undefined && newest !== undefined && compareStreamIds(since, newest) < 0) await this.#deps.hub.barrier();
       } catch (err) {
         // Live publications queued meanwhile are not sent: this sub follows nothing,
         // and a client retrying with `since` the last id it got must not skip history.
@@ -153,7 +161,8 @@ export class ConnectionChannels implements ChannelSubscriber {
       // the history is read only up to it. A page's newer entries are left to the live
       // feed: sent from the page, they made the live copies of publications the page
       // jumped over (trimmed), still on their way on the subscriber connection, look
-      // already sent, and those were dropped.
+      // already sent, and those were dropped. Those at or before `newest` made after
+      // the join are queued already (the barrier above).
       const upTo = newest;
       await follower.catchUp(since, async (after) => {
         try {

@@ -1,0 +1,76 @@
+/**
+ * docs/protocol.md ("Channels", `since`): publications made after the `sub` took
+ * effect arrive even when the history trimmed them before the catch-up reached them.
+ * Those made between the join and the node's read of the channel's newest id are the
+ * catch-up's (at or before that id), but their live copies come on the node's
+ * subscriber connection, which can lag behind the command connection (a burst backing
+ * up its socket). A page that jumped over the trimmed ones went out first, and their
+ * copies, arriving after, were dropped as already sent (a reviewer's C1). The node now
+ * waits for a PING on its subscriber connection after that read: every copy is queued
+ * before the catch-up begins.
+ *
+ * The lag is on the socket (test/harness/lag-proxy.ts: everything Redis sends to the
+ * node's subscriber connection, PING replies included, comes 1 s late); the window
+ * between the join and the newest-id read is widened by publishing in it (a hook on
+ * ChannelStream.newestId), as a busy channel would.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileRedis } from '../harness/file-redis.js';
+import { LagProxy } from '../harness/lag-proxy.js';
+import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { ChannelStream } from '../../src/channels/channel-stream.js';
+import { connectWith, publish, subscribe } from './channel-fixture.js';
+
+let gw: GatewayFixture;
+let proxy: LagProxy;
+fileRedis(async ({ redis, cleanup }) => {
+  proxy = await LagProxy.start({ host: '127.0.0.1', port: redis.port }, 'pixiu:bus:');
+  cleanup.after(() => proxy.close());
+  gw = await startGateway(cleanup, { redisUrl: proxy.url, storeDurability: 'relaxed', channelHistory: '3' });
+});
+
+test('publications made between a sub\'s join and its newest-id read, trimmed, with lagging Pub/Sub copies, all arrive', { timeout: 30_000 }, async () => {
+  // The node follows c.x already: the viewer's sub takes effect at its join.
+  const holder = await connectWith(gw, 'holder', ['c.*']);
+  await subscribe(holder, 'c.x');
+  const h = await publish(gw.client, 'c.x', 'h1');
+  assert.equal((await holder.next()).id, h);
+  const viewer = await connectWith(gw, 'viewer', ['c.*']);
+
+  const newestId = ChannelStream.prototype.newestId;
+  let armed = true;
+  ChannelStream.prototype.newestId = async function (this: ChannelStream, channel: string) {
+    if (armed && channel === 'c.x') {
+      armed = false;
+      proxy.lag(1000);
+      // After the join, before the read; the history (cap 3) keeps p3..p5 only.
+      for (let i = 1; i <= 5; i++) await publish(gw.client, 'c.x', `p${i}`);
+    }
+    return newestId.call(this, channel);
+  };
+  try {
+    assert.equal(await subscribe(viewer, 'c.x', h), h);
+    const got: string[] = [];
+    while (got.length < 5) {
+      // Without the barrier only p3..p5 come: the assertion below says so.
+      const f = await viewer.next(5000).catch(() => undefined);
+      if (f === undefined) break;
+      assert.equal(f.t, 'pub', JSON.stringify(f));
+      got.push(f.data as string);
+    }
+    // Nothing late follows: every delayed copy was handed over, then a ping's pong.
+    proxy.lag(0);
+    await proxy.settled();
+    viewer.send({ t: 'ping' });
+    for (;;) {
+      const f = await viewer.next(5000);
+      if (f.t === 'pong') break;
+      got.push(`${String(f.t)} ${String(f.data)}`);
+    }
+    assert.deepEqual(got, ['p1', 'p2', 'p3', 'p4', 'p5']);
+  } finally {
+    ChannelStream.prototype.newestId = newestId;
+    proxy.lag(0);
+  }
+});

@@ -1,0 +1,98 @@
+/**
+ * A TCP proxy in front of a test's redis-server that can delay what Redis sends to
+ * chosen connections: the lag of a socket backed up by a burst, as a connection sees
+ * it (every reply and Pub/Sub message late, in order), which an in-process hook on
+ * ioredis's events cannot give (a PING's reply, say, does not pass through it).
+ *
+ * A connection is chosen by what its client sends: the first one whose bytes contain
+ * `match` (e.g. the `CLIENT SETNAME` of the node's subscriber, `pixiu:bus:`) is lagged
+ * while {@link LagProxy.lag} is set; the other connections pass straight through.
+ */
+import net from 'node:net';
+import { once } from 'node:events';
+
+/** A running proxy; {@link LagProxy.close} in the test's clean-up. */
+export class LagProxy {
+  readonly #server: net.Server;
+  readonly #sockets = new Set<net.Socket>();
+  /** Delay of Redis → client bytes on matched connections, ms (0: none). */
+  #lagMs = 0;
+  /** Every pending delayed write, settled in order; see {@link settled}. */
+  #pending: Promise<void> = Promise.resolve();
+
+  private constructor(server: net.Server) {
+    this.#server = server;
+  }
+
+  /**
+   * Listens on a free port of 127.0.0.1 and forwards each connection to `target`.
+   * @param match bytes (latin1) a client sends that make its connection one to lag
+   */
+  static async start(target: { host: string; port: number }, match: string): Promise<LagProxy> {
+    const server = net.createServer();
+    const proxy = new LagProxy(server);
+    server.on('connection', (client: net.Socket) => proxy.#pipe(client, target, match));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  /** `redis://127.0.0.1:<port>` of the proxy. */
+  get url(): string {
+    return `redis://127.0.0.1:${(this.#server.address() as net.AddressInfo).port}`;
+  }
+
+  /** From now on, what Redis sends to matched connections arrives `ms` late (0: on time again; what was delayed still comes in order). */
+  lag(ms: number): void {
+    this.#lagMs = ms;
+  }
+
+  /** Resolves once everything delayed so far has been written to its client. */
+  async settled(): Promise<void> {
+    for (let last = this.#pending; ; last = this.#pending) {
+      await last;
+      if (last === this.#pending) return;
+    }
+  }
+
+  #pipe(client: net.Socket, target: { host: string; port: number }, match: string): void {
+    const upstream = net.connect(target.port, target.host);
+    this.#sockets.add(client).add(upstream);
+    let matched = false;
+    let seen = '';
+    // Writes to the client in order: a chunk waits for those before it.
+    let chain: Promise<void> = Promise.resolve();
+    client.on('data', (chunk: Buffer) => {
+      if (!matched) {
+        seen = (seen + chunk.toString('latin1')).slice(-4096);
+        matched = seen.includes(match);
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      const delay = matched ? this.#lagMs : 0;
+      const due = Date.now() + delay;
+      chain = chain.then(async () => {
+        const wait = due - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        if (!client.destroyed) client.write(chunk);
+      });
+      this.#pending = Promise.all([this.#pending, chain]).then(() => undefined);
+    });
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+      this.#sockets.delete(client);
+      this.#sockets.delete(upstream);
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', () => void chain.then(end)).on('error', end);
+  }
+
+  /** Stops listening and drops every connection. */
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    this.#server.close();
+    await once(this.#server, 'close').catch(() => undefined);
+  }
+}
