@@ -8,22 +8,57 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { pubFrame, type ChannelEntry } from './channel-stream.js';
+import { pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
+import { earliestPosition, Hold, readHistory } from './channel-refill.js';
 import { outageFields } from '../errors.js';
-import { isStreamId } from '../streams/stream-id.js';
+import { MAX_CATCH_UP_QUEUE } from '../streams/follower.js';
+import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
 
 /** A local subscriber of a channel. */
 export interface ChannelSubscriber {
+  /** A live publication, newer than every one offered before. */
   offerPub(channel: string, entry: ChannelEntry): void;
+  /**
+   * A publication offered by a refill after the subscriber connection came back
+   * ({@link ChannelHub}): it may be one this subscriber was sent already (then it is
+   * not sent again). Offered in id order, before the live ones newer than it.
+   */
+  offerRecovered(channel: string, entry: ChannelEntry): void;
+  /** The id of the last publication of `channel` sent, or where it started; undefined when not known yet (its `sub` is still reading it). */
+  positionOf(channel: string): string | undefined;
 }
 
-/** The node's channel subscriptions. */
+/** One followed channel on this node. */
+interface ChannelState {
+  readonly subs: Set<ChannelSubscriber>;
+  /** The SUBSCRIBE that the first subscriber sent. */
+  readonly ready: Promise<unknown>;
+  /** Set while a refill runs: its live publications are held; undefined: offered as they come. */
+  hold: Hold | undefined;
+}
+
+/**
+ * The node's channel subscriptions.
+ *
+ * When the subscriber connection comes back (Redis restarted, a network blip, Redis
+ * cutting it at its Pub/Sub output-buffer limit), the publications made while it was
+ * down reached no one here, though the history holds them and their producers got
+ * 201 (a reviewer's C2). So once the re-SUBSCRIBE is answered, every followed channel
+ * is refilled from its history, after the earliest position of its subscribers and up
+ * to its newest id read then (the pages of a `sub`'s catch-up, after the same
+ * {@link barrier}), its live publications held meanwhile and merged in id order; each
+ * subscriber is sent what is newer than what it had. Only what the history no longer
+ * holds is lost, as docs/protocol.md says of channels (docs/decisions.md "Channels").
+ */
 export class ChannelHub {
   readonly #subscriber: Redis;
+  readonly #stream: ChannelStream;
   readonly #keys: Keys;
   readonly #logger: Logger;
-  /** channel → its local subscribers, and the SUBSCRIBE that the first of them sent. */
-  readonly #channels = new Map<string, { subs: Set<ChannelSubscriber>; ready: Promise<unknown> }>();
+  /** channel → its local subscribers. */
+  readonly #channels = new Map<string, ChannelState>();
+  /** Counts the subscriber's `ready`s: a refill a later one overtook stops and leaves the rest to it. */
+  #round = 0;
   /** Pub/Sub topic → channel. */
   readonly #topics = new Map<string, string>();
   /**
@@ -33,16 +68,23 @@ export class ChannelHub {
    */
   readonly #stale = new Map<string, string>();
 
-  /** @param subscriber a connection in subscriber mode (shared with the node bus) */
-  constructor(subscriber: Redis, keys: Keys, logger: Logger) {
+  /**
+   * @param subscriber a connection in subscriber mode (shared with the node bus)
+   * @param stream the channels' histories, read by a refill
+   */
+  constructor(subscriber: Redis, stream: ChannelStream, keys: Keys, logger: Logger) {
     this.#subscriber = subscriber;
+    this.#stream = stream;
     this.#keys = keys;
     this.#logger = logger;
     subscriber.on('message', (topic: string, text: string) => this.#onMessage(topic, text));
     // ioredis emits `ready` on the tick after it re-sent its SUBSCRIBEs, so these
-    // UNSUBSCRIBEs reach Redis after them.
+    // UNSUBSCRIBEs reach Redis after them, and no publication of the new connection
+    // comes before the channels are held.
     subscriber.on('ready', () => {
-      this.#resubscribe();
+      const round = ++this.#round;
+      for (const state of this.#channels.values()) state.hold ??= new Hold();
+      this.#resubscribe(round);
       this.#dropStale();
     });
   }
@@ -67,7 +109,7 @@ export class ChannelHub {
     if (state === undefined) {
       this.#stale.delete(topic);
       this.#topics.set(topic, channel);
-      state = { subs: new Set(), ready: redisCall(() => this.#subscriber.subscribe(topic)) };
+      state = { subs: new Set(), ready: redisCall(() => this.#subscriber.subscribe(topic)), hold: undefined };
       this.#channels.set(channel, state);
     }
     state.subs.add(sub);
@@ -77,6 +119,7 @@ export class ChannelHub {
       state.subs.delete(sub);
       if (this.#channels.get(channel) === state) {
         this.#channels.delete(channel);
+        state.hold?.end();
         this.#topics.delete(topic);
         // A SUBSCRIBE that timed out may still reach Redis and take effect: undone by
         // an UNSUBSCRIBE after it on the same connection (or once Redis is back).
@@ -95,10 +138,32 @@ export class ChannelHub {
    * docs/decisions.md "Channels". One round trip; single Redis only (on a Redis
    * Cluster a publication's PUBLISH reaches this shard over the cluster bus, which a
    * PING does not order).
+   * With `channel`, also until a refill of it running then has offered them (it
+   * holds them meanwhile), or ended without.
    * @throws PixiuError UNAVAILABLE when the subscriber connection is down or times out
    */
-  async barrier(): Promise<void> {
+  async barrier(channel?: string): Promise<void> {
     await redisCall(() => this.#subscriber.ping());
+    if (channel !== undefined) await this.refilled(channel);
+  }
+
+  /**
+   * How many times the subscriber connection has come back (each starts a refill): a
+   * `sub` that reads where it starts compares it before and after the read.
+   */
+  get round(): number {
+    return this.#round;
+  }
+
+  /** True while a refill of `channel` runs (its live publications held). */
+  refilling(channel: string): boolean {
+    return this.#channels.get(channel)?.hold !== undefined;
+  }
+
+  /** Resolves when no refill of `channel` runs (at once when none does); never rejects. */
+  async refilled(channel: string): Promise<void> {
+    // A hold that ends may hand over to the next one (a later reconnect's).
+    for (let hold = this.#channels.get(channel)?.hold; hold !== undefined; hold = this.#channels.get(channel)?.hold) await hold.ended;
   }
 
   /** Removes a local subscriber; the last one unsubscribes the node. Never rejects. */
@@ -106,6 +171,8 @@ export class ChannelHub {
     const state = this.#channels.get(channel);
     if (!state?.subs.delete(sub) || state.subs.size > 0) return;
     this.#channels.delete(channel);
+    // Nobody follows it here any more: a refill of it stops, and nothing waits on it.
+    state.hold?.end();
     const topic = this.#keys.channelTopic(channel);
     this.#topics.delete(topic);
     await this.#unsubscribe(topic, channel);
@@ -122,16 +189,80 @@ export class ChannelHub {
   }
 
   /**
-   * The subscriber (re)connected: subscribes again to every followed channel. ioredis
-   * re-subscribes on its own, but one that fails (the connection dropped again) is
-   * forgotten, and the followers would get nothing more; SUBSCRIBE to a topic already
-   * followed is a no-op.
+   * The subscriber (re)connected: subscribes again to every followed channel, then
+   * refills them. ioredis re-subscribes on its own, but one that fails (the connection
+   * dropped again) is forgotten, and the followers would get nothing more; SUBSCRIBE
+   * to a topic already followed is a no-op.
    */
-  #resubscribe(): void {
+  #resubscribe(round: number): void {
     const topics = [...this.#topics.keys()];
     if (topics.length === 0) return;
-    redisCall(() => this.#subscriber.subscribe(...topics))
-      .catch((err: unknown) => this.#logger.warn(outageFields(err), 'channel re-subscribe failed; retried on the next reconnect'));
+    redisCall(() => this.#subscriber.subscribe(...topics)).then(() => this.#refill(round), (err: unknown) => {
+      this.#logger.warn(outageFields(err), 'channel re-subscribe failed; retried on the next reconnect');
+      this.#releaseAll(round);
+    });
+  }
+
+  /**
+   * Refills every held channel from its history (see the class comment), then lets
+   * its live publications through. Never rejects: a channel whose reads fail gets
+   * what was held, and one warning says how many were not refilled.
+   */
+  async #refill(round: number): Promise<void> {
+    const plans = [...this.#channels].filter(([, state]) => state.hold !== undefined)
+      .map(([channel, state]) => ({ channel, state, from: earliestPosition(state.subs, channel) }));
+    // The newest ids first, then one barrier for them all: the live copies of what a
+    // page may jump over (trimmed since) are held by then (the `sub`'s race, C1).
+    const newest = await Promise.allSettled(plans.map(({ channel, from }) => from === undefined ? undefined : this.#stream.newestId(channel)));
+    const barrier = await this.barrier().then(() => undefined, (err: unknown) => err ?? new Error('barrier failed'));
+    let failed = 0;
+    let firstFailure: unknown;
+    await Promise.all(plans.map(async ({ channel, state, from }, i) => {
+      const upTo = newest[i] as PromiseSettledResult<string | undefined>;
+      const going = (): boolean => round === this.#round && this.#channels.get(channel) === state;
+      try {
+        if (barrier !== undefined) throw barrier;
+        if (upTo.status === 'rejected') throw upTo.reason;
+        if (from !== undefined && upTo.value !== undefined) {
+          await readHistory(this.#stream, channel, from, upTo.value, going, (entry) => this.#offerHeldUpTo(channel, state, entry));
+        }
+      } catch (err) {
+        failed++;
+        firstFailure ??= err;
+      }
+      if (going()) this.#release(channel, state);
+    }));
+    if (failed > 0) {
+      this.#logger.warn({ ...outageFields(firstFailure), channels: failed },
+        'channel refill after the subscriber reconnected failed; publications made while it was down are lost for those channels');
+    }
+  }
+
+  /** Offers a refilled publication, after the held ones older than it (one with its id only once). */
+  #offerHeldUpTo(channel: string, state: ChannelState, entry: ChannelEntry): void {
+    const held = state.hold?.entries ?? [];
+    let n = 0;
+    while (n < held.length && compareStreamIds((held[n] as ChannelEntry).id, entry.id) <= 0) n++;
+    for (const h of held.splice(0, n)) if (h.id !== entry.id) this.#offerRecovered(state, channel, h);
+    this.#offerRecovered(state, channel, entry);
+  }
+
+  /** Ends a channel's hold: what it held is offered (as refilled: a subscriber may have it), then live ones as they come. */
+  #release(channel: string, state: ChannelState): void {
+    const hold = state.hold;
+    state.hold = undefined;
+    for (const entry of hold?.entries ?? []) this.#offerRecovered(state, channel, entry);
+    hold?.end();
+  }
+
+  /** A re-subscribe failed: every channel held by `round` lets its live publications through again. */
+  #releaseAll(round: number): void {
+    if (round !== this.#round) return;
+    for (const [channel, state] of this.#channels) this.#release(channel, state);
+  }
+
+  #offerRecovered(state: ChannelState, channel: string, entry: ChannelEntry): void {
+    for (const sub of state.subs) sub.offerRecovered(channel, entry);
   }
 
   /** The subscriber (re)connected: drops the topics left subscribed while it was down. */
@@ -157,6 +288,12 @@ export class ChannelHub {
       return;
     }
     const entry: ChannelEntry = { id, frame: pubFrame(channel, id, text.slice(bar + 1)) };
-    for (const sub of this.#channels.get(channel)?.subs ?? []) sub.offerPub(channel, entry);
+    const state = this.#channels.get(channel);
+    if (state?.hold !== undefined) {
+      // Held during a refill; past the follower's bound the oldest go (at-most-once).
+      if (state.hold.entries.push(entry) > MAX_CATCH_UP_QUEUE) state.hold.entries.shift();
+      return;
+    }
+    for (const sub of state?.subs ?? []) sub.offerPub(channel, entry);
   }
 }

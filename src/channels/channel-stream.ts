@@ -11,6 +11,9 @@ import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
 
+/** History entries per read, for a `sub`'s catch-up and a refill after a reconnect. */
+export const HISTORY_PAGE = 100;
+
 /** The refusal of a malformed `since`. */
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 

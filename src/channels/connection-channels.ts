@@ -12,10 +12,8 @@ import { isPixiuError, PixiuError } from '../errors.js';
 import { StreamFollower } from '../streams/follower.js';
 import { compareStreamIds, isStreamId, normalizeStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
-import { SINCE_MALFORMED, subscribedFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
+import { HISTORY_PAGE, SINCE_MALFORMED, subscribedFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH, MAX_CHANNELS_PER_CONNECTION } from './patterns.js';
-/** Entries per catch-up read. */
-const CATCH_UP_PAGE = 100;
 
 /** What a connection's channels need. */
 export interface ChannelDeps {
@@ -125,7 +123,7 @@ export class ConnectionChannels implements ChannelSubscriber {
       // before it, is sent, so `newest` is the `since` the `subscribed` frame gives.
       let newest: string | undefined;
       try {
-        newest = await this.#deps.stream.newestId(channel);
+        newest = await this.#newestFollowed(channel);
         // With a history to catch up, publications made between the join and that
         // read are the catch-up's (at or before `newest`), but their live copies come
         // on the subscriber connection, which may lag behind the command connection:
@@ -133,7 +131,12 @@ export class ConnectionChannels implements ChannelSubscriber {
         // and its copy, arriving after, dropped as already sent (a reviewer's C1).
         // After the barrier every such copy is queued here (the follower is held), and
         // the catch-up merges it in its place.
-        if (since !== undefined && newest !== undefined && compareStreamIds(since, newest) < 0) await this.#deps.hub.barrier();
+        if (since !== undefined && newest !== undefined && compareStreamIds(since, newest) < 0) {
+          // Where it starts from here on, as the catch-up will: a refill of the hub's
+          // (its subscriber connection back meanwhile) reads from there.
+          follower.startAfter(since);
+          await this.#deps.hub.barrier(channel);
+        }
       } catch (err) {
         // Live publications queued meanwhile are not sent: this sub follows nothing,
         // and a client retrying with `since` the last id it got must not skip history.
@@ -166,7 +169,7 @@ export class ConnectionChannels implements ChannelSubscriber {
       const upTo = newest;
       await follower.catchUp(since, async (after) => {
         try {
-          const page = await this.#deps.stream.range(channel, after, CATCH_UP_PAGE);
+          const page = await this.#deps.stream.range(channel, after, HISTORY_PAGE);
           // Entries that are no publication (another writer's) are read past, not stopped at.
           return { entries: page.entries.filter((e) => compareStreamIds(e.id, upTo) <= 0), readUpTo: page.readUpTo };
         } catch (err) {
@@ -187,6 +190,28 @@ export class ConnectionChannels implements ChannelSubscriber {
         await this.#deps.hub.leave(channel, this);
       }
       throw err;
+    }
+  }
+
+  /**
+   * The channel's newest id, read while the node's subscriber connection delivers its
+   * publications here: a read that a reconnect of that connection overlapped (or one
+   * during the refill after it) is made again once that refill is done. Before its
+   * position is set, this `sub`'s follower is nothing the refill reads for, so what
+   * was published after such a read and before the reconnect reached it neither live
+   * nor from the history (a `sub` without `since` started after it).
+   * @throws PixiuError UNAVAILABLE when Redis fails
+   */
+  async #newestFollowed(channel: string): Promise<string | undefined> {
+    const hub = this.#deps.hub;
+    for (;;) {
+      const round = hub.round;
+      if (hub.refilling(channel)) {
+        await hub.refilled(channel);
+        continue;
+      }
+      const newest = await this.#deps.stream.newestId(channel);
+      if (hub.round === round) return newest;
     }
   }
 
@@ -250,5 +275,15 @@ export class ConnectionChannels implements ChannelSubscriber {
   /** A live publication from the node's hub. */
   offerPub(channel: string, entry: ChannelEntry): void {
     this.#followers.get(channel)?.offer(entry);
+  }
+
+  /** A publication the hub refills after its reconnect: sent unless one as new was sent already. */
+  offerRecovered(channel: string, entry: ChannelEntry): void {
+    this.#followers.get(channel)?.offerRecovered(entry);
+  }
+
+  /** The id of the last publication of `channel` sent, or where it started; undefined before its `sub` read where to start. */
+  positionOf(channel: string): string | undefined {
+    return this.#followers.get(channel)?.position;
   }
 }

@@ -210,7 +210,7 @@ export class Gateway implements GatewayDeps {
         return this.#fanout.deliverLost(range);
       },
     });
-    this.#channelHub = new ChannelHub(subscriber, keys, logger);
+    this.#channelHub = new ChannelHub(subscriber, this.channelStream, keys, logger);
     // Redis is back after an outage: presence may be lost, inboxes may have changed.
     redis.on('ready', () => {
       this.#heartbeatAllSoon();

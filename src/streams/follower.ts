@@ -158,6 +158,17 @@ export class StreamFollower<E extends StreamEntry> {
   }
 
   /**
+   * An entry read again from the stream after the node's reader lost some (a channel's
+   * refill once its Pub/Sub connection is back): sent only when newer than the last one
+   * sent; during a catch-up, queued in its place by ID. Offer them in ID order, before
+   * any live entry newer than them.
+   */
+  offerRecovered(entry: E): void {
+    if (this.#catchingUp) this.#enqueueInOrder(entry);
+    else this.#forward(entry);
+  }
+
+  /**
    * Entries the node's reader lost, in their place among the live entries: a gap
    * goes out unless everything up to the last one lost was sent already (a catch-up
    * read them from the stream).
@@ -324,6 +335,23 @@ export class StreamFollower<E extends StreamEntry> {
       this.#droppedUpTo = dropped instanceof LostMark ? dropped.range.lastLost : dropped.id;
     }
     this.#queue.push(item);
+  }
+
+  /** Queues `entry` after the queued items not newer than it (none with its ID twice). */
+  #enqueueInOrder(entry: E): void {
+    let at = this.#queue.length;
+    for (; at > 0; at--) {
+      const item = this.#queue[at - 1] as E | LostMark;
+      const order = compareStreamIds(item instanceof LostMark ? item.range.lastLost : item.id, entry.id);
+      if (order === 0 && !(item instanceof LostMark)) return;
+      if (order <= 0) break;
+    }
+    this.#queue.splice(at, 0, entry);
+    // Full: the oldest is dropped, as #enqueue does.
+    if (this.#queue.length > MAX_CATCH_UP_QUEUE) {
+      const dropped = this.#queue.shift() as E | LostMark;
+      this.#droppedUpTo = dropped instanceof LostMark ? dropped.range.lastLost : dropped.id;
+    }
   }
 
   /**

@@ -16,21 +16,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileRedis } from '../harness/file-redis.js';
-import { LagProxy } from '../harness/lag-proxy.js';
-import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { ChannelStream } from '../../src/channels/channel-stream.js';
 import { connectWith, publish, subscribe } from './channel-fixture.js';
+import { subscriberProxyForFile } from './subscriber-proxy.js';
 
-let gw: GatewayFixture;
-let proxy: LagProxy;
-fileRedis(async ({ redis, cleanup }) => {
-  proxy = await LagProxy.start({ host: '127.0.0.1', port: redis.port }, 'pixiu:bus:');
-  cleanup.after(() => proxy.close());
-  gw = await startGateway(cleanup, { redisUrl: proxy.url, storeDurability: 'relaxed', channelHistory: '3' });
-});
+const service = subscriberProxyForFile(3);
 
 test('publications made between a sub\'s join and its newest-id read, trimmed, with lagging Pub/Sub copies, all arrive', { timeout: 30_000 }, async () => {
+  const { gw, proxy } = service();
   // The node follows c.x already: the viewer's sub takes effect at its join.
   const holder = await connectWith(gw, 'holder', ['c.*']);
   await subscribe(holder, 'c.x');

@@ -19,6 +19,10 @@ export class LagProxy {
   #lagMs = 0;
   /** Every pending delayed write, settled in order; see {@link settled}. */
   #pending: Promise<void> = Promise.resolve();
+  /** Matched connections are closed ({@link cut}). */
+  #cutting = false;
+  /** How to close each matched connection open now. */
+  readonly #matched = new Set<() => void>();
 
   private constructor(server: net.Server) {
     this.#server = server;
@@ -47,6 +51,16 @@ export class LagProxy {
     this.#lagMs = ms;
   }
 
+  /**
+   * While on, matched connections are closed: those open at once, new ones as soon as
+   * they are matched (a connection that cannot stay up: a network partition between
+   * it and Redis while the others work). Off: they may connect again.
+   */
+  cut(on: boolean): void {
+    this.#cutting = on;
+    if (on) for (const end of this.#matched) end();
+  }
+
   /** Resolves once everything delayed so far has been written to its client. */
   async settled(): Promise<void> {
     for (let last = this.#pending; ; last = this.#pending) {
@@ -58,6 +72,13 @@ export class LagProxy {
   #pipe(client: net.Socket, target: { host: string; port: number }, match: string): void {
     const upstream = net.connect(target.port, target.host);
     this.#sockets.add(client).add(upstream);
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+      this.#sockets.delete(client);
+      this.#sockets.delete(upstream);
+      this.#matched.delete(end);
+    };
     let matched = false;
     let seen = '';
     // Writes to the client in order: a chunk waits for those before it.
@@ -66,6 +87,11 @@ export class LagProxy {
       if (!matched) {
         seen = (seen + chunk.toString('latin1')).slice(-4096);
         matched = seen.includes(match);
+        if (matched) this.#matched.add(end);
+      }
+      if (matched && this.#cutting) {
+        end();
+        return;
       }
       upstream.write(chunk);
     });
@@ -79,12 +105,6 @@ export class LagProxy {
       });
       this.#pending = Promise.all([this.#pending, chain]).then(() => undefined);
     });
-    const end = (): void => {
-      client.destroy();
-      upstream.destroy();
-      this.#sockets.delete(client);
-      this.#sockets.delete(upstream);
-    };
     client.on('close', end).on('error', end);
     upstream.on('close', () => void chain.then(end)).on('error', end);
   }

@@ -1,0 +1,76 @@
+/**
+ * docs/protocol.md ("Channels"): what the channel's history no longer holds is gone
+ * without a signal — and only that. Publications made while the node's subscriber
+ * connection is down (a network partition between it and Redis, Redis cutting it at
+ * its Pub/Sub output-buffer limit) reach the node on no connection, though the history
+ * keeps them and their producers got 201. They were lost (a reviewer's C2); the node
+ * now refills every channel it follows from the history once its subscriber is back,
+ * each connection from the last publication it was sent, in order and once each.
+ *
+ * The subscriber connection (and only it: the command connection stays up) is cut by
+ * test/harness/lag-proxy.ts while the publications are made, and let back after.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { TestClient } from '../harness/ws-client.js';
+import { connectWith, publish, subscribe, waitTopics } from './channel-fixture.js';
+import { subscriberProxyForFile } from './subscriber-proxy.js';
+
+const service = subscriberProxyForFile(3);
+
+/** Publishes `during` with the node's subscriber connection cut, then lets it back and waits until it follows `channel` again. */
+async function publishWhileCut(channel: string, during: readonly string[]): Promise<string[]> {
+  const { gw, proxy, probe } = service();
+  proxy.cut(true);
+  await waitTopics(probe, 'px:', { [channel]: false });
+  const ids: string[] = [];
+  for (const data of during) ids.push(await publish(gw.client, channel, data));
+  proxy.cut(false);
+  await waitTopics(probe, 'px:', { [channel]: true });
+  return ids;
+}
+
+/** Publishes one more on `channel`: it is the next frame each client gets (nothing else was on its way). */
+async function expectNextLive(channel: string, clients: readonly TestClient[]): Promise<void> {
+  const id = await publish(service().gw.client, channel, 'after');
+  for (const client of clients) assert.deepEqual(await pubsUpTo(client, id), ['after']);
+}
+
+/** The `pub` data a client gets up to the one with `lastId`; any other frame fails. */
+async function pubsUpTo(client: TestClient, lastId: string): Promise<string[]> {
+  const got: string[] = [];
+  for (;;) {
+    const f = await client.next(10_000);
+    assert.equal(f.t, 'pub', JSON.stringify(f));
+    got.push(f.data as string);
+    if (f.id === lastId) return got;
+  }
+}
+
+test('publications made while the node\'s subscriber connection was down arrive once it is back, in order', { timeout: 30_000 }, async () => {
+  const { gw } = service();
+  const client = await connectWith(gw, 'viewer', ['r.*']);
+  await subscribe(client, 'r.a');
+  const before = await publish(gw.client, 'r.a', 'before');
+  assert.equal((await client.next()).id, before);
+  const during = await publishWhileCut('r.a', ['d1', 'd2', 'd3']);
+  assert.deepEqual(await pubsUpTo(client, during.at(-1) as string), ['d1', 'd2', 'd3']);
+  await expectNextLive('r.a', [client]);
+});
+
+test('after the reconnect every connection following the channel gets them once each, and what the history no longer holds is lost', { timeout: 30_000 }, async () => {
+  const { gw } = service();
+  const ahead = await connectWith(gw, 'ahead', ['r.*']);
+  const behind = await connectWith(gw, 'behind', ['r.*']);
+  await subscribe(ahead, 'r.b');
+  const first = await publish(gw.client, 'r.b', 'first');
+  assert.equal((await ahead.next()).id, first);
+  // `behind` starts after `first`: the refill reads from the earliest of the two.
+  const since = await subscribe(behind, 'r.b');
+  assert.equal(since, first);
+  // Five while cut: the history (cap 3) keeps d3..d5.
+  const last = (await publishWhileCut('r.b', ['d1', 'd2', 'd3', 'd4', 'd5'])).at(-1) as string;
+  assert.deepEqual(await pubsUpTo(ahead, last), ['d3', 'd4', 'd5']);
+  assert.deepEqual(await pubsUpTo(behind, last), ['d3', 'd4', 'd5']);
+  await expectNextLive('r.b', [ahead, behind]);
+});
