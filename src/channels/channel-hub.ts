@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
-import { pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
+import { isPublicationPayload, pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { earliestPosition, Hold, readHistory } from './channel-refill.js';
 import { outageFields } from '../errors.js';
 import { MAX_CATCH_UP_QUEUE } from '../streams/follower.js';
@@ -281,9 +281,9 @@ export class ChannelHub {
     const id = bar > 0 ? text.slice(0, bar) : '';
     // Anything that can PUBLISH on this Redis reaches here: an id that is no stream ID
     // made the followers' id comparison throw inside ioredis's event (an uncaught
-    // exception, the end of the process), and a payload that is no JSON object made a
-    // broken `pub` frame.
-    if (!isStreamId(id) || text.charCodeAt(bar + 1) !== 123 /* { */) {
+    // exception, the end of the process), and a payload that is no publication's
+    // (`{}`, say) made a broken `pub` frame.
+    if (!isStreamId(id) || !isPublicationPayload(text.slice(bar + 1))) {
       this.#logger.warn({ channel }, 'malformed channel publication ignored');
       return;
     }

@@ -9,6 +9,8 @@ import { invalid, PixiuError } from '../errors.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import type { Logger } from '../logger.js';
+import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
 
 /** History entries per read, for a `sub`'s catch-up and a refill after a reconnect. */
@@ -26,6 +28,27 @@ export interface ChannelEntry {
   readonly id: string;
   /** The `pub` frame, serialised once per node. */
   readonly frame: string;
+}
+
+/**
+ * True when `payload` is what the publish script writes: a JSON object opening the
+ * text, with exactly the fields `type` (a string), `ts` (a number) and `data`. Anything
+ * else on a channel's topic or in its history was written by another program sharing
+ * the Redis: `{}` made `{"t":"pub",…,"id":"…",}`, a frame that is no JSON, and fields
+ * of its own (`"t"`) would have overridden the frame's (a reviewer's C4). Parsed once
+ * per node for a live publication, once per read for a history entry.
+ */
+export function isPublicationPayload(payload: string): boolean {
+  if (payload.charCodeAt(0) !== 123 /* { */) return false;
+  let value: unknown;
+  try {
+    value = JSON.parse(payload);
+  } catch {
+    return false;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const fields = value as Record<string, unknown>;
+  return Object.keys(fields).length === 3 && typeof fields.type === 'string' && typeof fields.ts === 'number' && 'data' in fields;
 }
 
 /** Builds the `pub` frame around a payload `{"type":…,"ts":…,"data":…}` without re-encoding it. */
@@ -58,14 +81,18 @@ export class ChannelStream {
   readonly #keys: Keys;
   readonly #cap: string;
   readonly #ttl: string;
+  readonly #logger: Logger | undefined;
+  readonly #malformedLog = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
 
   /**
    * @param historyCap publications kept per channel for catch-up
    * @param historyTtlMs how long a channel's history is kept after its last
    *   publication, ms (setting `channelHistoryTtl`; docs/decisions.md, "Channels")
+   * @param logger where a malformed history entry is logged (at warn); none: not logged
    */
-  constructor(redis: Redis, keys: Keys, historyCap: number, historyTtlMs: number) {
+  constructor(redis: Redis, keys: Keys, historyCap: number, historyTtlMs: number, logger?: Logger) {
     this.#redis = redis;
+    this.#logger = logger;
     this.#keys = keys;
     this.#cap = String(historyCap);
     this.#ttl = String(historyTtlMs);
@@ -108,6 +135,9 @@ export class ChannelStream {
    * Up to `count` history entries after `afterId` (exclusive): the publications among
    * them, oldest first, and the ID of the last entry read (undefined: none), an entry
    * that is no publication (another writer's) included, so the next page starts after it.
+   * An entry with a publication's field whose payload is none ({@link isPublicationPayload})
+   * is left out too, and logged (each catch-up that reads it would log it again: at
+   * most one line per 10 s, with how many were left out).
    * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id
    */
   async range(channel: string, afterId: string, count: number): Promise<{ entries: ChannelEntry[]; readUpTo: string | undefined }> {
@@ -126,9 +156,16 @@ export class ChannelStream {
     const out: ChannelEntry[] = [];
     for (const [id, fields] of raw) {
       const payload = fields[1];
-      if (fields[0] === 'p' && payload !== undefined) out.push({ id, frame: pubFrame(channel, id, payload) });
+      if (fields[0] !== 'p' || payload === undefined) continue;
+      if (isPublicationPayload(payload)) out.push({ id, frame: pubFrame(channel, id, payload) });
+      else this.#malformed(channel, id);
     }
     return { entries: out, readUpTo: raw.at(-1)?.[0] };
+  }
+
+  #malformed(channel: string, id: string): void {
+    const left = this.#malformedLog.take();
+    if (left !== undefined) this.#logger?.warn({ channel, id, ...thinnedFields(left) }, 'malformed channel history entry skipped');
   }
 
   /** The id of the channel's newest publication in its history; undefined when it has none. */

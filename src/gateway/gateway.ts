@@ -193,7 +193,7 @@ export class Gateway implements GatewayDeps {
     });
     // A broadcast's marker expires with the stored broadcast, on Redis's clock (the registry's offset).
     this.broadcastStream = new BroadcastStream(redis, keys, config.broadcastStreamCap, () => this.#registry.now());
-    this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs);
+    this.channelStream = new ChannelStream(redis, keys, config.channelHistory, config.channelHistoryTtlMs, logger);
     this.#fanout = new BroadcastFanout({
       framesPerSecond: config.broadcastRate,
       chunkFrames: TURN_FRAMES,

@@ -6,13 +6,15 @@
  * inside ioredis's `message` event: an uncaught exception, which ends `pixiu serve`.
  * Entries of a channel's history that are no publication are read past by a `since`
  * catch-up; a page of nothing else ended it there, skipping the publications after them.
+ * A payload that is JSON but no publication's (`{}`: a reviewer's C4) is left out too,
+ * live and from the history: it made a `pub` frame that was no JSON.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { testToken } from '../harness/ws-client.js';
+import { testToken, type TestClient } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { publish, subscribe } from './channel-fixture.js';
 
@@ -27,6 +29,20 @@ before(async () => {
   cleanup.after(() => probe.quit());
 });
 after(() => cleanup.run());
+
+/**
+ * Connects `user` allowing `<prefix>.*`, welcomed, not following anything yet; publishes
+ * `first` on `<prefix>.x` and finds that channel's history key.
+ */
+async function welcomedAfterFirst(user: string, prefix: string): Promise<{ c: TestClient; first: string; history: string }> {
+  const token = await testToken(JWT_KEY, user, { channels: [`${prefix}.*`] });
+  const c = await gw.connect(user, { token, params: { from: 'latest' } });
+  assert.equal((await c.next()).t, 'welcome');
+  const first = await publish(gw.client, `${prefix}.x`, 'first');
+  const history = (await probe.keys(`px:ch:*${prefix}.x*:history`))[0];
+  assert.ok(history, 'the channel has a history stream');
+  return { c, first, history };
+}
 
 test('a malformed message on a channel topic is ignored: no uncaught exception, the followers keep receiving', { timeout: 30_000 }, async (t) => {
   const uncaught: Error[] = [];
@@ -57,16 +73,28 @@ test('a malformed message on a channel topic is ignored: no uncaught exception, 
 });
 
 test('a since catch-up reads past a page of history entries that are no publication (another writer\'s) to the publications after them', { timeout: 30_000 }, async () => {
-  const token = await testToken(JWT_KEY, 'v', { channels: ['d.*'] });
-  const c = await gw.connect('v', { token, params: { from: 'latest' } });
-  assert.equal((await c.next()).t, 'welcome');
-  const first = await publish(gw.client, 'd.x', 'first');
-  const history = (await probe.keys('px:ch:*d.x*:history'))[0];
-  assert.ok(history, 'the channel has a history stream');
+  const { c, first, history } = await welcomedAfterFirst('v', 'd');
   // More than one catch-up page (100) of entries without a publication's fields.
   for (let i = 0; i < 150; i++) await probe.xadd(history, '*', 'x', 'foreign');
   const second = await publish(gw.client, 'd.x', 'second');
   assert.equal(await subscribe(c, 'd.x', first), first);
   const f = await c.next(5000);
   assert.equal(f.id, second, JSON.stringify(f));
+});
+
+test('a foreign payload that is JSON but no publication ({}, extra fields, a bad ts) makes no pub frame, live or from the history', { timeout: 30_000 }, async () => {
+  const { c, first, history } = await welcomedAfterFirst('w', 'e');
+  // Each gave `{"t":"pub","channel":"e.x","id":"…",}` (not JSON) or a frame with fields of its own.
+  const foreign = ['{}', '{garbage', '{"type":"t","ts":1,"data":1,"t":"welcome"}', '{"type":"t","ts":"1","data":1}', ' {"type":"t","ts":1,"data":1}'];
+  for (const p of foreign) await probe.xadd(history, '*', 'p', p);
+  const second = await publish(gw.client, 'e.x', 'second');
+  // From the history: the catch-up sends the two publications only.
+  assert.equal(await subscribe(c, 'e.x', first), first);
+  const caughtUp = await c.next(5000);
+  assert.deepEqual({ t: caughtUp.t, id: caughtUp.id }, { t: 'pub', id: second });
+  // Live: ids newer than any, so none is dropped as already sent.
+  for (const [i, p] of foreign.entries()) assert.equal(await probe.publish('px:ch:e.x', `99999999999999-${i}|${p}`), 1);
+  const third = await publish(gw.client, 'e.x', 'third');
+  const live = await c.next(5000);
+  assert.deepEqual({ t: live.t, id: live.id }, { t: 'pub', id: third });
 });
