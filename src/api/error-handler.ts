@@ -16,7 +16,7 @@ import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { dropIncoming } from '../drop-incoming.js';
-import { withRetryAdvice } from './retry-advice.js';
+import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
 /**
  * A route's `config` as the error handler reads it (typed the way fastify documents).
@@ -385,7 +385,7 @@ export function installErrorHandlers(
     } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
     else logRejected(req.log, err);
     onError?.(err, req);
-    return sendError(reply, withRetryAdvice(err, req.routeOptions.config.ingestRoute));
+    return sendError(reply, withRetryAdvice(err, req.routeOptions.config.ingestRoute, hasClientMsgId(req.body)));
   });
   app.setNotFoundHandler((req, reply) => {
     // HEAD answers as GET would, headers (Content-Length) included (RFC 9110 §9.3.2).

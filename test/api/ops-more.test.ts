@@ -180,6 +180,8 @@ async function refuseWrites(admin: Redis): Promise<void> {
  * (src/redis/state-replies.ts), and what may have been done (src/api/retry-advice.ts).
  */
 const FULL = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry later with the same client_msg_id, /;
+/** The same, of a message sent without client_msg_id. */
+const FULL_UNKEYED = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: this request had no client_msg_id, so a retry may store it a second time /;
 /** The same, of a batch item. */
 const FULL_ITEM = /^Redis refuses writes: it is out of memory \(maxmemory\); the message may have been stored and appended anyway: retry the item later with the same client_msg_id, /;
 
@@ -197,9 +199,9 @@ test('a message to a user while Redis refuses writes (full) is 503 with Retry-Af
   const items = [{ to: 'oom-new', type: 't', data: 3, client_msg_id: 'oom-batch-1' }, { to: 'oom-other', type: 't', data: 4, client_msg_id: 'oom-batch-2' }];
   await refuseWrites(admin);
   try {
-    for (const message of [single, known, { to: 'oom-new', type: 't', data: 5 }]) {
+    for (const [message, words] of [[single, FULL], [known, FULL], [{ to: 'oom-new', type: 't', data: 5 }, FULL_UNKEYED]] as const) {
       const post = await client.post('/v1/messages', message);
-      expectError(post, 503, 'UNAVAILABLE', FULL);
+      expectError(post, 503, 'UNAVAILABLE', words);
       assert.equal(post.headers.get('retry-after'), '1');
     }
     // The EVALSHA meets NOSCRIPT and goes again as EVAL: Redis reads the flags from its text.

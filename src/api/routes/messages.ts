@@ -21,7 +21,7 @@ import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecip
 import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './ingest-budget.js';
 import { RequestAbandoned } from '../../ingest/abandoned.js';
 import { clientGoneOf, dropAbandoned } from '../abandoned-requests.js';
-import { withRetryAdvice } from '../retry-advice.js';
+import { hasClientMsgId, withRetryAdvice } from '../retry-advice.js';
 
 const validateItem = compileBodySchema(messageBody);
 
@@ -217,7 +217,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         else if (e.status >= 500 && e.code !== 'UNAVAILABLE') req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
         count(e.code);
         // Logged and counted in Redis's words above; answered with what may have been done.
-        return { status: e.status, ...withRetryAdvice(e, 'batch').toBody() };
+        return { status: e.status, ...withRetryAdvice(e, 'batch', hasClientMsgId(c)).toBody() };
       });
       if (abandoned > 0) return dropAbandoned(req, reply, 'batch', abandoned);
       const { first } = unavailable;
