@@ -23,13 +23,22 @@ export function isAlive(pid: number): boolean {
 
 /** True when /proc says process `pid` is a zombie (state Z, or X: dead); false where it cannot be read. */
 function isZombie(pid: number): boolean {
+  const state = processState(pid);
+  return state === 'Z' || state === 'X';
+}
+
+/**
+ * Process `pid`'s state letter as /proc/<pid>/stat gives it (proc(5)): R running,
+ * S sleeping, D waiting on the disk (uninterruptible), T stopped (SIGSTOP), t stopped
+ * by a debugger, Z zombie, X dead; undefined where it cannot be read (gone, no /proc).
+ */
+export function processState(pid: number): string | undefined {
   try {
-    // proc(5): "pid (comm) state …"; comm may hold spaces and parentheses, so the state
-    // follows the last ')'.
+    // "pid (comm) state …"; comm may hold spaces and parentheses, so the state follows
+    // the last ')'.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.charAt(stat.lastIndexOf(')') + 2);
-    return state === 'Z' || state === 'X';
+    return stat.charAt(stat.lastIndexOf(')') + 2) || undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }

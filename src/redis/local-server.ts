@@ -6,7 +6,8 @@
  * If a previous Pixiu process died without stopping its Redis (SIGKILL), that Redis
  * is still serving the same data dir; it is adopted rather than started twice on one
  * AOF (two servers on one append-only file would corrupt it), and from then on it is
- * this process's own: stopped on exit like one it started.
+ * this process's own: stopped on exit like one it started. One that does not answer
+ * (frozen, stuck) is not doubled either: the start is refused (src/redis/left-server.ts).
  *
  * The server is supervised: if it exits while Pixiu runs (killed, crashed, shut down
  * by hand), it is started again on the same data with a back-off (0.2 s doubling to
@@ -16,11 +17,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { makeDir } from '../files/make-dir.js';
 import { PRIVATE_DIR_MODE } from '../files/private-data.js';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +30,7 @@ import { lockRedisDir } from './dir-lock.js';
 import { isAlive } from '../process-alive.js';
 import { askToStop, stopChild, stopPid } from './stop-server.js';
 import { aofRepairAdvice } from './aof-repair.js';
+import { leftRunning, type LeftServerPlace } from './left-server.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
 export const REDIS_CONF_PATH = fileURLToPath(new URL('../../storage/redis.conf', import.meta.url));
@@ -84,47 +83,13 @@ export function localRedisSocket(dataDir: string): string {
 }
 
 /**
- * Asks the Redis on `sock` for its client count (`INFO clients`), this probe not
- * counted. Undefined when nothing there answers as Redis within a second.
- */
-async function otherClients(sock: string): Promise<number | undefined> {
-  if (!existsSync(sock)) return undefined;
-  return await new Promise<number | undefined>((resolve) => {
-    const conn = net.createConnection(sock);
-    let reply = '';
-    const done = (clients: number | undefined): void => {
-      conn.destroy();
-      resolve(clients);
-    };
-    conn.setTimeout(1000, () => done(undefined));
-    conn.once('error', () => done(undefined));
-    conn.once('connect', () => conn.write('INFO clients\r\n'));
-    conn.on('data', (d: Buffer) => {
-      reply += d.toString('latin1');
-      // A bulk string ($) is Redis answering; anything else is not a Redis we can use.
-      if (!reply.startsWith('$')) return done(undefined);
-      const count = /connected_clients:(\d+)\r\n/.exec(reply)?.[1];
-      if (count !== undefined) done(Math.max(0, Number(count) - 1));
-    });
-  });
-}
-
-/** The pid in Redis's pid file when that process is alive, else undefined. */
-async function pidOf(pidFile: string): Promise<number | undefined> {
-  try {
-    const pid = Number((await readFile(pidFile, 'utf8')).trim());
-    return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
  * Starts (or adopts) the embedded Redis for `dataDir`.
  *
  * @throws StartupError when `redis-server` is missing (with the install command), when
  *   it exits before it is ready (with the tail of its log; on a damaged AOF, its repair),
- *   or is not ready in 15 s
+ *   or is not ready in 15 s; when the data dir is in use (its lock held, or a redis-server
+ *   left running on it has clients); when a redis-server left running on it does not
+ *   answer within left-server.ts `ADOPT_WAIT_MS` (5 s: its pid, state, and what to do)
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
@@ -166,7 +131,8 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
     '--logfile', '',
   ];
   const binary = opts.binary ?? 'redis-server';
-  const supervisor = new Supervisor(opts.logger, pidFile, sock, async () => {
+  const place: LeftServerPlace = { dataDir: opts.dataDir, dir, pidFile, sock, logger: opts.logger };
+  const supervisor = new Supervisor(place, async () => {
     // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
     // has flushed and closed its connections; Pixiu stops it last.
     const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -175,7 +141,8 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
     forwardLog(child, opts.logger);
     return child;
   });
-  const left = await leftRunning(pidFile, sock);
+  // A frozen or busy one that does not answer in time stops the start (left-server.ts).
+  const left = await leftRunning(place);
   if (left !== undefined) {
     // A Redis left by a SIGKILLed pixiu has no clients: the kernel closed its
     // connections. One with clients serves a pixiu that still runs on this data dir
@@ -192,17 +159,6 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   return { url, owned: left === undefined, stop: () => supervisor.stop(), terminate: () => supervisor.terminate() };
 }
 
-/**
- * A Redis left running on this data dir (its pid file names a live process) that still
- * answers: its pid, and how many clients it has; else undefined.
- */
-async function leftRunning(pidFile: string, sock: string): Promise<{ pid: number; clients: number } | undefined> {
-  const pid = await pidOf(pidFile);
-  if (pid === undefined) return undefined;
-  const clients = await otherClients(sock);
-  return clients === undefined ? undefined : { pid, clients };
-}
-
 /** How often an adopted server (not our child: no exit event) is checked, ms. */
 const ADOPTED_POLL_MS = 1000;
 const RESTART_BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
@@ -213,8 +169,8 @@ const RESTART_BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
  * its pid.
  */
 class Supervisor {
+  readonly #place: LeftServerPlace;
   readonly #logger: Logger;
-  readonly #pidFile: string;
   readonly #sock: string;
   readonly #spawn: () => Promise<ChildProcess>;
   #child: ChildProcess | undefined;
@@ -225,10 +181,10 @@ class Supervisor {
   /** Ends the back-off a restart is waiting out, if any ({@link #backoff}). */
   #wake: (() => void) | undefined;
 
-  constructor(logger: Logger, pidFile: string, sock: string, spawnServer: () => Promise<ChildProcess>) {
-    this.#logger = logger;
-    this.#pidFile = pidFile;
-    this.#sock = sock;
+  constructor(place: LeftServerPlace, spawnServer: () => Promise<ChildProcess>) {
+    this.#place = place;
+    this.#logger = place.logger;
+    this.#sock = place.sock;
     this.#spawn = spawnServer;
   }
 
@@ -306,8 +262,8 @@ class Supervisor {
       if (this.#stopping) return;
       try {
         // Someone may have started it by hand meanwhile: adopt that one rather than
-        // run two servers on one AOF.
-        const left = await leftRunning(this.#pidFile, this.#sock);
+        // run two servers on one AOF (one that does not answer fails this attempt).
+        const left = await leftRunning(this.#place);
         if (left !== undefined) {
           this.adopt(left.pid);
         } else {

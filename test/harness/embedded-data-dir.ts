@@ -3,6 +3,7 @@
  * redis-server, DESIGN.md §10). Should a test fail with serve gone, that redis-server
  * (in a process group of its own) would outlive it: clean-up kills it by its pid file.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,4 +36,21 @@ export async function embeddedDataDir(t: CleanupContext, prefix = 'pixiu-embedde
     env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' },
     redisPid: async () => Number(await readFile(pidFile, 'utf8')),
   };
+}
+
+/**
+ * Pids of the redis-server processes whose command line names `dir` (a data dir: the
+ * embedded one's title is `redis-server unixsocket:<dir>/redis/redis.sock`), read from
+ * /proc: how a test counts the servers on one data dir.
+ */
+export function redisServersOf(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmd.startsWith('redis-server') && cmd.includes(dir)) pids.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return pids;
 }

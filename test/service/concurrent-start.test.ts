@@ -13,29 +13,16 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { listeningUrl, spawnCli, type CliProcess } from '../harness/cli-process.js';
+import { redisServersOf } from '../harness/embedded-data-dir.js';
 import { REPO_ROOT } from '../harness/pixiu-server.js';
 import { freePort, RedisServer } from '../harness/redis-server.js';
 
 const API_TOKEN = 'concurrent-start-token-0123456789';
-
-/** Pids of redis-server processes whose command line names `dir`. */
-function redisServersOf(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (cmd.startsWith('redis-server') && cmd.includes(dir)) pids.push(Number(entry));
-    } catch { /* gone */ }
-  }
-  return pids;
-}
 
 /** Resolves with the URL once it listens, or undefined once it has exited. */
 function outcome(serve: CliProcess): Promise<string | undefined> {
