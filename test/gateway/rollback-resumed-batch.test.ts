@@ -24,14 +24,14 @@ import { expectFrame, expectMsgs, expectWelcome, postMany, snapshotInbox, startD
  * A service on a Redis of its own; `user` gets 3 messages, a snapshot of its keys is
  * taken (`restore` gives them back so: latest 3, same epoch), then 3 more.
  */
-async function sixThenRestorable(t: CleanupContext, prefix: string, user: string): Promise<{
+async function sixThenRestorable(t: CleanupContext, prefix: string, user: string, settings: { inboxCap?: string } = {}): Promise<{
   server: GatewayFixture; inbox: Inbox; epoch: string; kept: string[]; restore: () => Promise<void>;
 }> {
   const steps = cleanupList();
   t.after(() => steps.run());
   const own = await RedisServer.start();
   steps.after(() => own.destroy());
-  const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url });
+  const { gw: server } = await startDelivery(steps, prefix, { redisUrl: own.url, ...settings });
   const { redis: raw, inbox } = await openInbox(steps, own.url, `${prefix}:`);
   const kept = await postMany(server.client, user, 3);
   const restore = await snapshotInbox(raw, inbox.keys.user(user));
@@ -86,3 +86,19 @@ for (const [i, c] of CASES.entries()) {
     await expectMsgs(phone, 1, latest, [...kept, ...batch]);
   });
 }
+
+test('a batch past the inbox cap after the loss (8 at 4..11, cap 5 keeps 7..11): the reset\'s trimmed gap 1..6 is news, not marked redelivered — 4..6 are the batch\'s, which the device never had (the rotation the node proved vouches for no seq of the old epoch: rotate-5.lua)', async (t) => {
+  const user = 'user-cap';
+  const { server, epoch, kept, restore } = await sixThenRestorable(t, 'rrbcap', user, { inboxCap: '5' });
+  const phone = await server.connect(user, { device: 'phone', params: { last_seq: 6, epoch } });
+  await expectWelcome(phone, 7, 6);
+  await restore();
+  const batch = await postMany(server.client, user, 8, 4);
+  const reset = await expectFrame(phone, 'reset', 5000);
+  assert.notEqual(reset.epoch, epoch, 'a new epoch');
+  assert.equal(reset.seq, 11);
+  const gap = await expectFrame(phone, 'gap', 5000);
+  assert.deepEqual({ from: gap.from, to: gap.to, reason: gap.reason, redelivered: gap.redelivered }, { from: 1, to: 6, reason: 'trimmed', redelivered: undefined },
+    'the seqs below the first retained are news: 4..6 were assigned again to the batch');
+  await expectMsgs(phone, 7, 11, [...kept, ...batch]);
+});

@@ -36,16 +36,22 @@ async function appendMany(inbox: Inbox, uid: string, n: number): Promise<string>
   return epoch;
 }
 
-test('a rotation records the epoch it replaced and the latest seq it goes on from; a second one records its own', async () => {
+test('a resume claim\'s rotation records the epoch it replaced and the latest seq it goes on from; a second one records its own; one the node proved vouches for no seq', async () => {
   const inbox = new Inbox(redis, { prefix: 'lin:', cap: 5 });
   const uid = 'lena';
   const first = await appendMany(inbox, uid, 12);
   assert.equal(await inbox.lineage(uid), undefined, 'a new inbox goes on from nothing');
-  const second = await inbox.rotateEpoch(uid, first) as string;
+  const second = await inbox.rotateEpoch(uid, first, 60_000) as string;
   assert.deepEqual(await inbox.lineage(uid), { epoch: second, replaced: first, through: 12 });
   await appendMany(inbox, uid, 2);
-  const third = await inbox.rotateEpoch(uid, second) as string;
+  // Past the claim's cool-down for this test: a second claim would be refused.
+  await redis.hdel('lin:{lena}:meta', 'resume_rotated');
+  const third = await inbox.rotateEpoch(uid, second, 60_000) as string;
   assert.deepEqual(await inbox.lineage(uid), { epoch: third, replaced: second, through: 14 });
+  // A rotation the node's deliveries proved (no cool-down): Redis assigned seqs again, from a seq no one knows.
+  await appendMany(inbox, uid, 1);
+  const fourth = await inbox.rotateEpoch(uid, third) as string;
+  assert.deepEqual(await inbox.lineage(uid), { epoch: fourth, replaced: third, through: 0 });
 });
 
 test('an append under a higher generation records the lineage of its rotation (through the seq before it); an inbox created afresh after its keys were lost records none', async () => {

@@ -130,7 +130,10 @@ export class FakeInbox {
 
   /**
    * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-5.lua), unless
-   * `cause` is `resume` while {@link coolingDown}; the seqs stay.
+   * `cause` is `resume` while {@link coolingDown}; the seqs stay. Its lineage goes on
+   * from the latest seq, except after a loss the node proved (`delivered`: through 0,
+   * as rotate-5.lua); `generation` stands for a rotation made elsewhere that keeps the
+   * numbering (append-10.lua's after a raise, `pixiu redis lost-writes`).
    * @returns true when it was refused so (the epoch kept)
    */
   rotateEpoch(expected: string, cause = 'delivered'): boolean {
@@ -141,7 +144,8 @@ export class FakeInbox {
     const made = `${expected}-rotated`;
     this.epoch = this.#made.has(made) ? `${made}-again` : made;
     this.#made.add(this.epoch);
-    this.lineage = { epoch: this.epoch, replaced: expected, through: this.latest };
+    // As rotate-5.lua: a proven loss vouches for no seq of the old epoch.
+    this.lineage = { epoch: this.epoch, replaced: expected, through: cause === 'delivered' ? 0 : this.latest };
     return false;
   }
 

@@ -22,7 +22,7 @@ test('a rotation that keeps the numbering: a device behind the cap gets the seqs
   d.inbox.append(12);
   d.inbox.trimTo(8); // the cap keeps 8..12
   // Another node rotated it (a claim, a generation): seqs 1..12 of ep1 go on under the new epoch.
-  d.inbox.rotateEpoch('ep1');
+  d.inbox.rotateEpoch('ep1', 'generation');
   d.login('phone', after(2, 'ep1'));
   d.settle();
   assert.deepEqual(d.brief('phone'), ['welcome 8', 'reset ep1-rotated 12', 'gap 1-2 trimmed r', 'gap 3-7 trimmed', ...msgs(8, 12)]);
@@ -45,7 +45,7 @@ test('the common failover: a device whose last_seq is past the new first retaine
   const d = new Driver(WIDE);
   d.inbox.append(12);
   d.inbox.trimTo(8);
-  d.inbox.rotateEpoch('ep1'); // pixiu redis lost-writes: the next append rotates, seqs go on
+  d.inbox.rotateEpoch('ep1', 'generation'); // pixiu redis lost-writes: the next append rotates, seqs go on
   d.inbox.append(1);
   d.inbox.trimTo(9);
   d.login('phone', after(12, 'ep1'));
@@ -57,7 +57,7 @@ test('a restore behind a device: only the seqs up to what the new epoch goes on 
   const d = new Driver(WIDE);
   d.inbox.append(12);
   d.inbox.restoreTo(10); // Redis lost 11 and 12
-  d.inbox.rotateEpoch('ep1'); // goes on from 10
+  d.inbox.rotateEpoch('ep1', 'generation'); // goes on from 10
   d.inbox.append(10); // 11..20, other messages than the device's 11 and 12
   d.inbox.trimTo(16);
   d.login('phone', after(12, 'ep1'));
@@ -101,7 +101,7 @@ test('a connected device reset by a rotation made elsewhere: the seqs it was sen
   d.settle();
   d.frames('a');
   // Another node rotates (a generation raise's append), then appends pass the cap.
-  d.inbox.rotateEpoch('ep1');
+  d.inbox.rotateEpoch('ep1', 'generation');
   d.inbox.append(8);
   d.inbox.trimTo(7);
   d.notify(12);

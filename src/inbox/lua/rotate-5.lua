@@ -35,8 +35,12 @@ Steps
      from what Redis has now, by a node that had read generation ARGV[4], so an append
      under it need not rotate again (append-10.lua step 1); never lowered.
      Record `lineage` as "<ARGV[2]> <ARGV[1]> <seq>", seq the meta's `seq` counter
-     (the latest seq assigned; 0 when unset): seqs 1..seq of the new epoch are those
-     of the old one as Redis holds them now, the numbering goes on (delivery marks
+     (the latest seq assigned; 0 when unset) for a resume claim's rotation, and 0 for
+     one the node's deliveries proved (ARGV[3] = 0): that proof is of seqs Redis
+     assigned again, to other messages, from a seq no one knows, so no seq of the old
+     epoch is vouched for (the verifier's D5 × J interaction: a batch of 8 after a
+     restore to 3 had 4..6 marked as the device's). Seqs 1..seq of the new epoch are
+     those of the old one as Redis holds them now, the numbering goes on (delivery marks
      `redelivered` the part of a post-reset `trimmed` gap a device had under ARGV[1]:
      src/inbox/lineage.ts). Its first word names the epoch it is about, so a `lineage`
      left by an earlier rotation (an older node's script rotating after it) is not
@@ -97,6 +101,9 @@ if coolDown > 0 then
 end
 local top = redis.call('HGET', metaKey, 'seq')
 if type(top) ~= 'string' or not string.match(top, '^%d+$') then top = '0' end
+-- A loss the node proved (ARGV[3] = 0): seqs at or below the counter may already name
+-- other messages, and no one knows from which seq on: none is vouched for.
+if coolDown == 0 then top = '0' end
 redis.call('HSET', metaKey, 'epoch', fresh, 'lineage', fresh .. ' ' .. expected .. ' ' .. top)
 local gen = tonumber(genArg)
 if gen > 0 and gen > (tonumber(redis.call('HGET', metaKey, 'gen') or '') or 0) then
