@@ -51,6 +51,8 @@ export function wordError(e: ErrorObject): string {
   const limit = Number(p.limit);
   switch (e.keyword) {
     case 'type':
+      // What many serializers write for an unset optional field (a walkthrough tester's finding).
+      if (e.data === null) return `must be ${either(typeNames(p.type))}${inSeconds(e)}, not null (an optional field with no value is left out)`;
       return `must be ${either(typeNames(p.type))}${inSeconds(e)}`;
     case 'minLength':
       return limit === 1 ? 'must not be empty' : `must be at least ${count(limit, 'character')} long`;

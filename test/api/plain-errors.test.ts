@@ -92,6 +92,9 @@ test('schema violations are worded plainly: empty, type, length and count, never
     ['a batch of 1,001 messages', () => client.post('/v1/messages/batch', { messages: Array.from({ length: 1001 }, () => message()) }), 'body/messages must have at most 1000 items'],
     ['a channel name of 129 characters', () => client.post(`/v1/channels/${longChannel}/publish`, { type: 't', data: 1 }), 'params/channel must be at most 128 characters long'],
     ['a limit of 0', () => client.get('/v1/users/alice/messages?limit=0'), 'querystring/limit must be at least 1'],
+    ['a client_msg_id of null (an unset optional field, as many serializers write it)', () => client.post('/v1/messages', message({ client_msg_id: null })),
+      'body/client_msg_id must be a string, not null (an optional field with no value is left out)'],
+    ['a ttl of null', () => client.post('/v1/messages', message({ ttl: null })), 'body/ttl must be an integer (whole seconds), not null (an optional field with no value is left out)'],
   ];
   for (const [what, sendIt, expected] of cases) {
     const answer = await sendIt();
