@@ -51,8 +51,8 @@ export const ERRORS = Object.freeze({
   /**
    * A fault of Pixiu's own; logged at error with its stack, never shown to the client.
    * Also a key of the wrong type in Redis (a recipient's inbox key, a room's, the
-   * broadcast stream's), whose message names the user, the room or the broadcast stream
-   * (src/redis/wrong-type.ts): no retry cures it either.
+   * broadcast stream's, a channel's), whose message names the user, the room, the
+   * broadcast stream or the channel (src/redis/wrong-type.ts): no retry cures it either.
    */
   INTERNAL: { code: 'INTERNAL', status: 500, closeCode: 1011, retryable: false },
 } as const satisfies Record<string, ErrorSpec>);

@@ -11,6 +11,7 @@ import type { Keys } from '../redis/keys.js';
 import { isPublicationPayload, pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
 import { earliestPosition, Hold, readHistory } from './channel-refill.js';
 import { outageFields } from '../errors.js';
+import { isWrongTypeFailure } from '../redis/wrong-type.js';
 import { MAX_CATCH_UP_QUEUE } from '../streams/follower.js';
 import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
 
@@ -206,7 +207,10 @@ export class ChannelHub {
   /**
    * Refills every held channel from its history (see the class comment), then lets
    * its live publications through. Never rejects: a channel whose reads fail gets
-   * what was held, and one warning says how many were not refilled.
+   * what was held, and one warning says how many were not refilled. A channel whose
+   * history key holds another type (src/redis/wrong-type.ts) is not among them: nothing
+   * was published to it meanwhile (every publish fails on that key), so nothing is
+   * lost; it is logged at error naming the key, as no retry cures it.
    */
   async #refill(round: number): Promise<void> {
     const plans = [...this.#channels].filter(([, state]) => state.hold !== undefined)
@@ -227,8 +231,12 @@ export class ChannelHub {
           await readHistory(this.#stream, channel, from, upTo.value, going, (entry) => this.#offerHeldUpTo(channel, state, entry));
         }
       } catch (err) {
-        failed++;
-        firstFailure ??= err;
+        if (isWrongTypeFailure(err)) {
+          this.#logger.error({ channel, err: err.cause, reason: err.message }, 'channel refill after the subscriber reconnected failed on a key of the wrong type');
+        } else {
+          failed++;
+          firstFailure ??= err;
+        }
       }
       if (going()) this.#release(channel, state);
     }));

@@ -3,10 +3,16 @@
  * the nodes with subscribers, plus a small capped history stream per channel so `sub`
  * with `since` can catch up, dropped a while after the channel's last publication. A
  * publication's id is its history stream entry ID.
+ *
+ * A channel's key holding another type than Pixiu writes there (its history not a
+ * stream, a publication's marker not a string: an operator's `SET`, another program
+ * under the prefix) fails every call on it with Redis's `WRONGTYPE`, which no retry
+ * cures: it is answered INTERNAL naming the channel, its cause naming the key
+ * (src/redis/wrong-type.ts `channelKeys`), not UNAVAILABLE "retry later".
  */
 import type { Redis } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
-import { redisCall } from '../redis/client.js';
+import { channelKeys, keysCall } from '../redis/wrong-type.js';
 import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import type { Logger } from '../logger.js';
@@ -75,7 +81,11 @@ export interface OncePublication {
   readonly fingerprint: string;
 }
 
-/** Channel publishing and history. Methods reject with PixiuError UNAVAILABLE when Redis fails. */
+/**
+ * Channel publishing and history. Methods reject with PixiuError UNAVAILABLE when Redis
+ * fails, INTERNAL naming the channel when one of its keys holds another type (see the
+ * module comment).
+ */
 export class ChannelStream {
   readonly #redis: Redis;
   readonly #keys: Keys;
@@ -123,10 +133,15 @@ export class ChannelStream {
     return { id, before: before === 1, fingerprint: first };
   }
 
-  /** Runs channel-publish-3.lua; `fingerprint` "" asks for no marker. */
+  /**
+   * Runs channel-publish-3.lua; `fingerprint` "" asks for no marker. The script
+   * fails before it writes anything on a history or marker of another type (its GET,
+   * then its XADD): nothing was published, so the INTERNAL says to send it again.
+   */
   #publish(channel: string, type: string, ts: number, dataJson: string, clientMsgId: string, fingerprint: string): Promise<[string, string, number]> {
     const payload = `{"type":${JSON.stringify(type)},"ts":${ts},"data":${dataJson}}`;
-    return redisCall(() => evalScript<[string, string, number]>(this.#redis, PUBLISH,
+    const owner = channelKeys(channel, this.#keys, fingerprint === '' ? undefined : clientMsgId);
+    return keysCall(this.#redis, owner, 'publish', () => evalScript<[string, string, number]>(this.#redis, PUBLISH,
       [this.#keys.channelHistory(channel), this.#keys.channelMarker(channel, clientMsgId)],
       [this.#cap, this.#keys.channelTopic(channel), payload, this.#ttl, fingerprint]));
   }
@@ -138,7 +153,8 @@ export class ChannelStream {
    * An entry with a publication's field whose payload is none ({@link isPublicationPayload})
    * is left out too, and logged (each catch-up that reads it would log it again: at
    * most one line per 10 s, with how many were left out).
-   * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id
+   * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id;
+   *   UNAVAILABLE when Redis fails; INTERNAL when the history key holds another type
    */
   async range(channel: string, afterId: string, count: number): Promise<{ entries: ChannelEntry[]; readUpTo: string | undefined }> {
     if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
@@ -146,7 +162,7 @@ export class ChannelStream {
     if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined };
     let raw: [string, string[]][];
     try {
-      raw = await redisCall(() =>
+      raw = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () =>
         this.#redis.xrange(this.#keys.channelHistory(channel), `(${afterId}`, '+', 'COUNT', String(count))) as [string, string[]][];
     } catch (err) {
       // Redis refusing the ID is the client's input, not an outage (`(<max>-<max>` is one such).
@@ -168,9 +184,12 @@ export class ChannelStream {
     if (left !== undefined) this.#logger?.warn({ channel, id, ...thinnedFields(left) }, 'malformed channel history entry skipped');
   }
 
-  /** The id of the channel's newest publication in its history; undefined when it has none. */
+  /**
+   * The id of the channel's newest publication in its history; undefined when it has none.
+   * @throws PixiuError UNAVAILABLE when Redis fails; INTERNAL when the history key holds another type
+   */
   async newestId(channel: string): Promise<string | undefined> {
-    const raw = await redisCall(() =>
+    const raw = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () =>
       this.#redis.xrevrange(this.#keys.channelHistory(channel), '+', '-', 'COUNT', '1')) as [string, string[]][];
     return raw[0]?.[0];
   }

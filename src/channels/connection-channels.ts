@@ -9,6 +9,7 @@
  * patterns no longer allow a channel followed drops it.
  */
 import { isPixiuError, PixiuError } from '../errors.js';
+import type { LogThrottle } from '../log-throttle.js';
 import { StreamFollower } from '../streams/follower.js';
 import { compareStreamIds, isStreamId, normalizeStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
@@ -19,6 +20,12 @@ import { channelAllowed, isChannelName, MAX_CHANNEL_LENGTH, MAX_CHANNELS_PER_CON
 export interface ChannelDeps {
   readonly hub: ChannelHub;
   readonly stream: ChannelStream;
+  /**
+   * The node's thinning of the error lines of `sub`s failed by a channel key of the
+   * wrong type (src/gateway/channel-frames.ts `SUB_FAILED_LOG`): one throttle for all
+   * its connections, as every client following the channel fails on it at once.
+   */
+  readonly subFailureLog: LogThrottle;
 }
 
 /**
@@ -79,8 +86,10 @@ export class ConnectionChannels implements ChannelSubscriber {
    * last publication sent on it, or where it started: still a position to resume from.
    * @throws PixiuError INVALID_REQUEST for a bad name or `since`; FORBIDDEN when no
    *   pattern of the token allows it ({@link notAllowed}); RATE_LIMITED over the per-connection limit;
-   *   UNAVAILABLE when Redis fails. After any of these the channel is not followed
-   *   (part of its history may have been sent before a later page's read failed).
+   *   UNAVAILABLE when Redis fails; INTERNAL naming the channel when its history key
+   *   holds another type than a stream (src/redis/wrong-type.ts: no retry cures it).
+   *   After any of these the channel is not followed (part of its history may have
+   *   been sent before a later page's read failed).
    */
   async sub(channel: string, since: string | undefined): Promise<void> {
     // A malformed frame is INVALID_REQUEST whatever the token allows: it counts towards

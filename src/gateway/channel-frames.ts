@@ -5,6 +5,7 @@
  * is silent; a refusal is an `error` frame naming the channel.
  */
 import { PixiuError } from '../errors.js';
+import { isWrongTypeFailure, type WrongTypeKeys } from '../redis/wrong-type.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import type { ConnectionChannels } from '../channels/connection-channels.js';
 import type { ClientFrame } from './client-frames.js';
@@ -15,7 +16,20 @@ export interface ChannelFrameAnswers {
   sendError(err: PixiuError, ref: ErrorRef): void;
   /** A malformed frame's `error`, counted towards the connection's bad-frame limit (4003 past it). */
   refuse(err: PixiuError, ref: ErrorRef): void;
+  /**
+   * Logs a `sub` that a channel key of the wrong type failed ({@link SUB_FAILED_LOG}):
+   * a fault of the data in Redis an operator must repair, where an outage's is not
+   * logged here (the node logs Redis's outage itself).
+   */
+  logWrongType(err: PixiuError & { readonly cause: WrongTypeKeys }, channel: string): void;
 }
+
+/**
+ * The line of a `sub` failed by a channel's key of the wrong type (its history not a
+ * stream): at error, thinned across the node's connections as a broadcast catch-up's
+ * (docs/api.md "Errors", 500), its `err` naming the key, its type and the expected one.
+ */
+export const SUB_FAILED_LOG = 'channel subscription failed; the channel is not followed';
 
 /**
  * Handles one `sub` or `unsub`.
@@ -42,5 +56,6 @@ export function channelFrame(
     // is not the client's protocol fault (docs/protocol.md, "Client → server").
     if (e.code === 'INVALID_REQUEST') answers.refuse(e, ref);
     else answers.sendError(e, ref);
+    if (isWrongTypeFailure(e)) answers.logWrongType(e, frame.channel);
   });
 }

@@ -22,7 +22,9 @@ import type { ErrorRef, FrameType } from '../delivery/frames.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { ConnectionChannels, type PubSink } from '../channels/connection-channels.js';
 import { FrameRefused, isAckFrame, readClientFrame, refreshFrameToken } from './client-frames.js';
-import { channelFrame } from './channel-frames.js';
+import { channelFrame, SUB_FAILED_LOG } from './channel-frames.js';
+import { thinnedFields } from '../log-throttle.js';
+import type { WrongTypeKeys } from '../redis/wrong-type.js';
 import { FrameQueue } from './frame-queue.js';
 import { FrameBudget, MAX_CONTROL_FRAMES, MAX_HELD_FRAMES } from './frame-limits.js';
 import { refreshRefusal, verifyRefresh } from './token-refresh.js';
@@ -219,8 +221,21 @@ export class FrameHandler {
         return channelFrame(frame, this.#connectionChannels(), {
           sendError: (err, ref) => this.#conn.sendError(err, ref),
           refuse: (err, ref) => this.#refuse(err, ref),
+          logWrongType: (err, channel) => this.#logSubFailure(err, channel),
         });
     }
+  }
+
+  /**
+   * Logs a `sub` a channel key of the wrong type failed: at error with the key
+   * (src/redis/wrong-type.ts), thinned across the node's connections (the others at
+   * debug), as a broadcast catch-up on a wrong-type stream is (ws-connection.ts).
+   */
+  #logSubFailure(err: PixiuError & { readonly cause: WrongTypeKeys }, channel: string): void {
+    const fields = { conn: this.#conn.id, user: this.#conn.user, channel, err: err.cause, reason: err.message, code: err.code };
+    const left = this.#deps.channels?.subFailureLog.take();
+    if (left === undefined) this.#deps.logger.debug(fields, SUB_FAILED_LOG);
+    else this.#deps.logger.error({ ...fields, ...thinnedFields(left) }, SUB_FAILED_LOG);
   }
 
   /** The connection's channels, made by its first `sub` or `unsub`; undefined when this service has none. */

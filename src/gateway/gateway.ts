@@ -221,7 +221,7 @@ export class Gateway implements GatewayDeps {
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream, catchUpFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
-      channels: { hub: this.#channelHub, stream: this.channelStream },
+      channels: { hub: this.#channelHub, stream: this.channelStream, subFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
       hub: this.hub,
       verify: opts.verify,
       logger,

@@ -1,7 +1,7 @@
 /**
  * A key of another type than Pixiu writes there: what a call that Redis refused with
  * `WRONGTYPE` is answered with, and what is logged of it. For a user's inbox keys, a
- * room's keys and the broadcast stream's.
+ * room's keys, the broadcast stream's and a channel's.
  *
  * Pixiu writes each of its keys with one type (src/redis/keys.ts). A key of another
  * type (an operator's `SET 'px:{u}:meta' x` or `SET 'px:broadcast' x`, another program
@@ -9,13 +9,14 @@
  * append to that user (before the append script writes anything, append-10.lua) and
  * every read of the user's inbox, ack cursors or epoch; every membership change or
  * listing of that room and every message to it; every broadcast and every read of the
- * broadcast stream (the node's reader, a client's catch-up). No retry cures it. So it
+ * broadcast stream (the node's reader, a client's catch-up); every publication to that
+ * channel and every `sub` of it (its newest id, its history). No retry cures it. So it
  * is not a 503 UNAVAILABLE ("retry later", which a producer would retry for ever, as
- * reviewers found, first for inboxes, then for rooms and broadcasts) but a 500
- * INTERNAL, whose message names the user, the room or the broadcast stream, and whose
- * cause, logged at error with every request it fails (never thinned), names the key,
- * its type and the type Pixiu expects there: an operator deletes or repairs that key
- * (docs/api.md, "Errors", 500).
+ * reviewers found, first for inboxes, then for rooms and broadcasts, then channels)
+ * but a 500 INTERNAL, whose message names the user, the room, the broadcast stream or
+ * the channel, and whose cause, logged at error with every request it fails (never
+ * thinned), names the key, its type and the type Pixiu expects there: an operator
+ * deletes or repairs that key (docs/api.md, "Errors", 500).
  */
 import { ReplyError, type Redis } from 'ioredis';
 import { PixiuError } from '../errors.js';
@@ -35,14 +36,14 @@ export interface WrongTypeKey extends TypedKey {
 }
 
 /**
- * Whose keys a call works on: a user's inbox, a room or the broadcast stream, as the
- * answer and the log line of a key of the wrong type name it ({@link inboxKeys},
- * {@link roomKeys}, {@link broadcastKeys}).
+ * Whose keys a call works on: a user's inbox, a room, the broadcast stream or a
+ * channel, as the answer and the log line of a key of the wrong type name it
+ * ({@link inboxKeys}, {@link roomKeys}, {@link broadcastKeys}, {@link channelKeys}).
  */
 export interface KeyOwner {
-  /** The owner, in the answer: `user "u"'s inbox`, `room "lobby"`, `the broadcast stream`. */
+  /** The owner, in the answer: `user "u"'s inbox`, `room "lobby"`, `the broadcast stream`, `channel "live.s1"`. */
   readonly name: string;
-  /** Its key, in the log line: `user "u"'s inbox key`, `room "lobby"'s key`, `the broadcast stream's key`. */
+  /** Its key, in the log line: `user "u"'s inbox key`, `room "lobby"'s key`, `the broadcast stream's key`, `channel "live.s1"'s key`. */
   readonly keyName: string;
   /** What fails until the key is repaired, in the log line: `Appends to the user and reads of its inbox fail`. */
   readonly fails: string;
@@ -50,6 +51,8 @@ export interface KeyOwner {
   readonly user?: string;
   /** The room (a field of the log line's `err`). */
   readonly room?: string;
+  /** The channel (a field of the log line's `err`). */
+  readonly channel?: string;
   /** Its keys, each with the type Pixiu writes there. */
   readonly keys: readonly TypedKey[];
 }
@@ -95,12 +98,30 @@ export function broadcastKeys(keys: Keys, msgId?: string): KeyOwner {
 }
 
 /**
+ * A channel's history stream and, for a publication sent with a `client_msg_id`, its
+ * marker (src/channels/channel-stream.ts, channel-publish-3.lua).
+ * @param clientMsgId the key whose marker the call reads; undefined: none
+ * @throws PixiuError INVALID_REQUEST for a bad channel name (src/redis/keys.ts)
+ */
+export function channelKeys(channel: string, keys: Keys, clientMsgId?: string): KeyOwner {
+  const name = `channel ${JSON.stringify(channel)}`;
+  return {
+    name, keyName: `${name}'s key`, fails: 'Publications to the channel and subscriptions to it (sub, with or without since) fail', channel,
+    keys: [
+      { key: keys.channelHistory(channel), expected: 'stream' },
+      ...(clientMsgId === undefined ? [] : [{ key: keys.channelMarker(channel, clientMsgId), expected: 'string' }]),
+    ],
+  };
+}
+
+/**
  * The cause of the INTERNAL of {@link wrongTypeFailure}, for the log: its message and
- * fields name the owner (`user` or `room`), the key(s) of the wrong type and `WRONGTYPE`.
+ * fields name the owner (`user`, `room` or `channel`), the key(s) of the wrong type and `WRONGTYPE`.
  */
 export class WrongTypeKeys extends Error {
   readonly user: string | undefined;
   readonly room: string | undefined;
+  readonly channel: string | undefined;
   readonly keys: readonly WrongTypeKey[];
 
   /**
@@ -116,6 +137,7 @@ export class WrongTypeKeys extends Error {
     this.name = 'WrongTypeKeys';
     this.user = owner.user;
     this.room = owner.room;
+    this.channel = owner.channel;
     this.keys = keys;
   }
 }
@@ -153,7 +175,7 @@ export function isWrongTypeFailure(err: unknown): err is PixiuError & { readonly
 const USES = {
   /** An append to a user. */
   append: { verb: 'written', then: '. Any other recipients have the message; once it is repaired, send it again with the same client_msg_id' },
-  /** A broadcast's append to the stream (its content is stored before it). */
+  /** A broadcast's append to the stream (its content is stored before it), or a channel publication. */
   publish: { verb: 'written', then: '. Nothing was published; once it is repaired, send it again' },
   /** A read (or an ack, or an epoch rotation). */
   read: { verb: 'read', then: '' },

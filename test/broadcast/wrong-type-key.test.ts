@@ -11,39 +11,21 @@
  * "Errors", 500; docs/protocol.md "Broadcasts"; src/redis/wrong-type.ts). The real
  * service in this process on a private redis-server, its log captured.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
-import type { Service } from '../../src/service/service.js';
 import { BroadcastReader, READ_FAILED_LOG } from '../../src/broadcast/reader.js';
 import { BroadcastStream, type BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
 import { createRedis } from '../../src/redis/client.js';
 import { CATCH_UP_FAILED_LOG } from '../../src/gateway/ws-connection.js';
-import { cleanupList, startInProcessAlone, type PixiuClient } from '../harness/pixiu-server.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { waitUntil } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
+import { errorLinesFrom, wrongTypeService, type WrongTypeLine } from '../harness/wrong-type-service.js';
 
 const PREFIX = 'wb:';
 const keys = new Keys(PREFIX);
-let client: PixiuClient;
-let raw: Redis;
-let lines: LogLine[];
-let service: Service;
-let redisUrl: string;
-const files = cleanupList();
-
-before(async () => {
-  const captured = capturingLogger();
-  lines = captured.lines;
-  const { redis, server } = await startInProcessAlone(files, { redisPrefix: PREFIX }, captured.logger);
-  ({ service, client } = server);
-  redisUrl = redis.url;
-  ({ redis: raw } = await openInbox(files, redis.url, PREFIX));
-});
-
-after(() => files.run());
+const started = wrongTypeService(PREFIX);
 
 /** The words of the 500 of a broadcast whose key is of the wrong type, up to what follows them. */
 const WRONG_TYPE = (verb: string): string => `internal error: the broadcast stream cannot be ${verb}: a key of it in Redis holds another type (WRONGTYPE), `
@@ -58,14 +40,13 @@ function expectWrongType(answer: { status: number; headers: Headers; body: unkno
   assert.equal(error.message, `${WRONG_TYPE('written')}. Nothing was published; once it is repaired, send it again`);
 }
 
-type ErrorLine = LogLine & { err: { message: string; keys: Array<{ key: string; type: string; expected: string }> } };
-
 /** The error lines logged since `from` with message `msg`. */
-function errorLines(from: number, msg: string): ErrorLine[] {
-  return lines.slice(from).filter((l) => l.level === 50 && l.msg === msg) as ErrorLine[];
+function errorLines(from: number, msg: string): WrongTypeLine[] {
+  return errorLinesFrom(started().lines, from, msg);
 }
 
 test('the broadcast stream a list: a POST is 500 naming it, logged at error with the key; the reader logs its reads at error; a client with last_bseq gets an error, not a reset; after DEL it gets the next broadcast', { timeout: 60_000 }, async () => {
+  const { client, raw, lines, service } = started();
   const first = await client.post('/v1/broadcast', { type: 't', data: { n: 0 } });
   assert.equal(first.status, 201, first.text);
   const lastBseq = (first.body as { bseq: string }).bseq;
@@ -115,6 +96,7 @@ test('the broadcast stream a list: a POST is 500 naming it, logged at error with
 });
 
 test('a broadcast\'s marker of the wrong type: a retry with its client_msg_id is 500 naming the broadcast stream, logged with the marker key; after DEL it is published', async () => {
+  const { client, raw, lines } = started();
   const body = { type: 't', data: { m: 1 }, client_msg_id: 'wb-m1' };
   const sent = await client.post('/v1/broadcast', body);
   assert.equal(sent.status, 201, sent.text);
@@ -135,6 +117,7 @@ test('a broadcast\'s marker of the wrong type: a retry with its client_msg_id is
 });
 
 test('a reader starting on a broadcast stream key of the wrong type starts, logs it at error and retries; once repaired it hands out what is published', { timeout: 30_000 }, async (t) => {
+  const { raw, redisUrl } = started();
   // A prefix of its own: the service's reader is not disturbed.
   const own = new Keys('wb-start:');
   const stream = new BroadcastStream(raw, own, 100);
@@ -154,7 +137,7 @@ test('a reader starting on a broadcast stream key of the wrong type starts, logs
   await waitUntil('two failed reads', async () => failed().length >= 2, 10_000);
   for (const line of failed()) {
     assert.equal(line.level, 50);
-    assert.deepEqual((line as ErrorLine).err.keys, [{ key: own.broadcast(), type: 'string', expected: 'stream' }]);
+    assert.deepEqual((line as WrongTypeLine).err.keys, [{ key: own.broadcast(), type: 'string', expected: 'stream' }]);
   }
   assert.equal(await raw.del(own.broadcast()), 1);
   const bseq = await stream.publish({ msgId: '0300000000000001', type: 't', ts: Date.now(), dataJson: '{}', filter: undefined, expiresAt: Date.now() + 60_000 });

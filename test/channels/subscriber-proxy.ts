@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { fileRedis } from '../harness/file-redis.js';
 import { LagProxy } from '../harness/lag-proxy.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import type { Logger } from '../../src/logger.js';
 
 /** What {@link subscriberProxyForFile} starts. */
 export interface ProxiedGateway {
@@ -24,13 +25,14 @@ export interface ProxiedGateway {
  * gateway through it, started before them and stopped after them. Answers a getter
  * (valid inside a test).
  * @param channelHistory PIXIU_CHANNEL_HISTORY
+ * @param logger the gateway's log; none: silent
  */
-export function subscriberProxyForFile(channelHistory: number): () => ProxiedGateway {
+export function subscriberProxyForFile(channelHistory: number, logger?: Logger): () => ProxiedGateway {
   let started: ProxiedGateway | undefined;
   fileRedis(async ({ redis, cleanup }) => {
     const proxy = await LagProxy.start({ host: '127.0.0.1', port: redis.port }, 'pixiu:bus:');
     cleanup.after(() => proxy.close());
-    const gw = await startGateway(cleanup, { redisUrl: proxy.url, storeDurability: 'relaxed', channelHistory: String(channelHistory) });
+    const gw = await startGateway(cleanup, { redisUrl: proxy.url, storeDurability: 'relaxed', channelHistory: String(channelHistory) }, logger);
     const probe = new Redis(redis.url);
     cleanup.after(() => probe.quit());
     started = { gw, proxy, probe };

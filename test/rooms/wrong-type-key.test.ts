@@ -9,30 +9,14 @@
  * src/redis/wrong-type.ts). As test/api/wrong-type-key.test.ts does for inbox keys:
  * the real service in this process on a private redis-server, its log captured.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
-import { cleanupList, startInProcessAlone, type PixiuClient } from '../harness/pixiu-server.js';
-import { openInbox } from '../harness/checks.js';
-import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { errorLinesFrom, wrongTypeService, type WrongTypeLine } from '../harness/wrong-type-service.js';
 
 const PREFIX = 'wr:';
 const keys = new Keys(PREFIX);
-let client: PixiuClient;
-let raw: Redis;
-let lines: LogLine[];
-const files = cleanupList();
-
-before(async () => {
-  const captured = capturingLogger();
-  lines = captured.lines;
-  const { redis, server } = await startInProcessAlone(files, { redisPrefix: PREFIX }, captured.logger);
-  client = server.client;
-  ({ redis: raw } = await openInbox(files, redis.url, PREFIX));
-});
-
-after(() => files.run());
+const started = wrongTypeService(PREFIX);
 
 /** Asserts a 500 INTERNAL, without Retry-After, whose message names `room` and says what to do. */
 function expectWrongType(answer: { status: number; headers?: Headers; body: unknown }, room: string): void {
@@ -44,14 +28,13 @@ function expectWrongType(answer: { status: number; headers?: Headers; body: unkn
     + 'which an operator must delete or repair (the node\'s log names it)');
 }
 
-type ErrorLine = LogLine & { err: { message: string; room: string; keys: Array<{ key: string; type: string; expected: string }> } };
-
 /** The error lines logged since `from` with message `msg`. */
-function errorLines(from: number, msg: string): ErrorLine[] {
-  return lines.slice(from).filter((l) => l.level === 50 && l.msg === msg) as ErrorLine[];
+function errorLines(from: number, msg: string): WrongTypeLine[] {
+  return errorLinesFrom(started().lines, from, msg);
 }
 
 test('a room whose members key is a string: PUT, GET and DELETE of its members and a message to it are each 500 naming the room, logged at error with the key; after DEL all work', async () => {
+  const { client, raw, lines } = started();
   const room = 'wr-lobby';
   const members = keys.roomMembers(room);
   assert.equal(await raw.set(members, 'oops'), 'OK');
@@ -81,6 +64,7 @@ test('a room whose members key is a string: PUT, GET and DELETE of its members a
 });
 
 test('a room whose cut key is a list: a message to it is 500 naming the room and the cut key; a batch item to it fails alone, the others are created', async () => {
+  const { client, raw, lines } = started();
   const room = 'wr-cut';
   assert.equal((await client.request('PUT', `/v1/rooms/${room}/members`, { body: { users: ['wr-b'] } })).status, 200);
   const cut = keys.roomCut(room);
