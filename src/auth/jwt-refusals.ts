@@ -215,6 +215,11 @@ export class TokenRefusals {
     // Claims are checked once the signature holds: naming the claim tells the key's
     // holder what to fix and nobody else anything (jose's message, e.g. 'missing
     // required "exp" claim').
+    // A future `nbf` in plain words (jose's own: '"nbf" claim timestamp check failed', a
+    // walk3 nit); its 5 s is jwt.ts NBF_TOLERANCE_SEC (not imported: jwt.ts imports this).
+    if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf' && err.reason === 'check_failed') {
+      return refused('token not valid yet: its "nbf" (not before) is more than 5 s ahead of this node\'s clock (docs/protocol.md "Clock")');
+    }
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
