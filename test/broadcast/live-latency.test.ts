@@ -172,7 +172,10 @@ async function measure(listener: Listener, attempt: number): Promise<Measured> {
   };
 }
 
-test(`p99 inbox latency during broadcasts to ${CONNECTIONS} connections stays within 3× its value before`, { timeout: 150_000 }, async (t) => {
+// 300 s: alone the test takes ~25 s; in the suite, beside five other files with the
+// cores oversubscribed, its rounds stretched past the former 150 s (a clean-clone run of
+// 2026-12-06: 238 s). It bounds a ratio of latencies, not a time.
+test(`p99 inbox latency during broadcasts to ${CONNECTIONS} connections stays within 3× its value before`, { timeout: 300_000 }, async (t) => {
   const listener = await listen();
   let m = await measure(listener, 1);
   for (const line of m.report) t.diagnostic(line);
