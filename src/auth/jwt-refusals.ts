@@ -14,6 +14,14 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 import { cutText, quotedText } from '../text-cut.js';
 
 /**
+ * How far `nbf` may be in the future, seconds: an identity provider whose clock is a
+ * little ahead mints tokens that are "not yet valid" here for that long. `exp` gets no
+ * such tolerance (jwt.ts toClaims): a connection is closed 4001 at its token's `exp`.
+ * Here, where the refusal of a later `nbf` names it; jwt.ts verifies with it.
+ */
+export const NBF_TOLERANCE_SEC = 5;
+
+/**
  * The refusal of a token whose signature does not verify with the node's key: most
  * often one minted with another key (another data dir's jwt-secret). Names the
  * settings, never the key.
@@ -215,10 +223,9 @@ export class TokenRefusals {
     // Claims are checked once the signature holds: naming the claim tells the key's
     // holder what to fix and nobody else anything (jose's message, e.g. 'missing
     // required "exp" claim').
-    // A future `nbf` in plain words (jose's own: '"nbf" claim timestamp check failed', a
-    // walk3 nit); its 5 s is jwt.ts NBF_TOLERANCE_SEC (not imported: jwt.ts imports this).
+    // A future `nbf` in plain words (jose's own: '"nbf" claim timestamp check failed', a walk3 nit).
     if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf' && err.reason === 'check_failed') {
-      return refused('token not valid yet: its "nbf" (not before) is more than 5 s ahead of this node\'s clock (docs/protocol.md "Clock")');
+      return refused(`token not valid yet: its "nbf" (not before) is more than ${NBF_TOLERANCE_SEC} s ahead of this node's clock (docs/protocol.md "Clock")`);
     }
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);

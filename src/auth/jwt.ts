@@ -11,16 +11,11 @@ import { cooledFetch } from './jwks-fetch.js';
 import { JwksKeyScreen } from './jwks-keys.js';
 import type { Logger } from '../logger.js';
 import { checkJwtForm } from './jwt-form.js';
-import { TokenRefusals, type KeyDescription } from './jwt-refusals.js';
+import { NBF_TOLERANCE_SEC, TokenRefusals, type KeyDescription } from './jwt-refusals.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
-/**
- * How far `nbf` may be in the future, seconds: an identity provider whose clock is a
- * little ahead mints tokens that are "not yet valid" here for that long. `exp` gets no
- * such tolerance (see toClaims): a connection is closed 4001 at its token's `exp`.
- */
-export const NBF_TOLERANCE_SEC = 5;
+export { NBF_TOLERANCE_SEC } from './jwt-refusals.js';
 
 /**
  * Least time between two fetches of the JWKS for a `kid` it does not hold, ms (jose's
