@@ -153,6 +153,20 @@ export class NodeRegistry {
     });
   };
 
+  /**
+   * How long a registration lives after its last renewal, ms ({@link NodeRegistryOptions.ttlMs};
+   * {@link NODE_TTL_MS} on a node): a node killed is still taken for registered this long
+   * at most after it died.
+   */
+  get ttlMs(): number {
+    return this.#opts.ttlMs;
+  }
+
+  /** How often this node renews its registration, ms ({@link NodeRegistryOptions.intervalMs}; {@link NODE_RENEW_MS} on a node). */
+  get intervalMs(): number {
+    return this.#opts.intervalMs;
+  }
+
   /** Whether a node is registered (as of the last renewal; this node always is). */
   isLive(node: string): boolean {
     return node === this.node || this.#live.has(node);

@@ -4,8 +4,11 @@
  * (docs/api.md "Presence"), here or on the node holding them. Another node is told
  * through the node bus; a kick of either kind its subscriber did not receive is sent
  * again while that node is still registered (its subscriber reconnecting after Redis
- * restarted), for up to 10 s, and so is a replacement kick whose PUBLISH failed (Redis
- * down a moment, or refusing it).
+ * restarted), until a registration renewed when it was first sent would have lapsed and
+ * one renewal more (20 s), and so is a replacement kick whose PUBLISH failed (Redis down
+ * a moment, or refusing it). A dead node's kicks so end quietly when its registration
+ * lapses; those given up on while the node was still registered are gathered per node
+ * for {@link OUTAGE_LOG_INTERVAL_MS} and logged as one line.
  */
 import type { Bus, KickMessage } from '../cluster/bus.js';
 import type { NodeRegistry } from '../cluster/node-registry.js';
@@ -13,19 +16,21 @@ import type { Presence } from '../cluster/presence.js';
 import type { Hub } from '../delivery/hub.js';
 import { outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
 
 /** How often a kick no subscriber received is sent again while its node is registered, ms. */
 const KICK_RETRY_MS = 250;
-/** How long such a kick is sent again, ms: a subscriber reconnects within its 2 s back-off and a connect. */
-const KICK_RETRY_FOR_MS = 10_000;
+/** How many of the connections whose kicks were given up on a line names (it counts them all). */
+const GIVEN_UP_CONNS_NAMED = 5;
 
 /** What kicks are sent through and act on. */
 export interface KickDeps {
   /** This node's id. */
   readonly node: string;
   readonly bus: Pick<Bus, 'kick'>;
-  readonly registry: Pick<NodeRegistry, 'isRegistered'>;
+  /** Its `ttlMs` and `intervalMs` set how long a kick is sent again ({@link Kicks.retryForMs}). */
+  readonly registry: Pick<NodeRegistry, 'isRegistered' | 'ttlMs' | 'intervalMs'>;
   readonly presence: Pick<Presence, 'list' | 'removeConns'>;
   /** This node's handshakes not open yet: a kick naming one closes it once open. */
   readonly handshakes: PendingHandshakes;
@@ -34,11 +39,26 @@ export interface KickDeps {
   /** False once shutdown began: kicks are no longer sent again (Redis is closing). */
   accepting(): boolean;
   readonly logger: Logger;
+  /**
+   * How long the kicks given up on for one node are gathered into one warning, ms,
+   * from the first ({@link OUTAGE_LOG_INTERVAL_MS} unless given: a test's is short).
+   */
+  readonly givenUpLogMs?: number;
+}
+
+/** Kicks of one node given up on, gathered for one warning. */
+interface GivenUp {
+  /** How many. */
+  count: number;
+  /** The first {@link GIVEN_UP_CONNS_NAMED} of their connections. */
+  readonly conns: string[];
 }
 
 /** The kicks of one node. */
 export class Kicks {
   readonly #deps: KickDeps;
+  /** Node → its kicks given up on since its last warning, logged at the end of the gathering ({@link #gaveUp}). */
+  readonly #givenUp = new Map<string, GivenUp>();
 
   constructor(deps: KickDeps) {
     this.#deps = deps;
@@ -110,13 +130,26 @@ export class Kicks {
   }
 
   /**
+   * How long a kick no subscriber received is sent again, ms: the registry's TTL (a
+   * node that died before the kick was first sent is unregistered by then, its
+   * connections gone with it) and one renewal interval more (this node reads the
+   * registration by Redis's clock as measured at its last renewal, and retries at
+   * {@link KICK_RETRY_MS}). 20 s on a node (NODE_TTL_MS 15 s, NODE_RENEW_MS 5 s): before,
+   * 10 s, within a dead node's registration, so a crash's every replaced connection got
+   * a warning of its own, all at once (a crash tester's L2: 82 lines).
+   */
+  get retryForMs(): number {
+    return this.#deps.registry.ttlMs + this.#deps.registry.intervalMs;
+  }
+
+  /**
    * Sends `kicks` to `node` again every {@link KICK_RETRY_MS} while no subscriber
    * receives them and the node is still registered (its subscriber reconnecting), for
-   * up to {@link KICK_RETRY_FOR_MS}. Never rejects.
+   * up to {@link retryForMs}; ends quietly once the node is not registered. Never rejects.
    */
   #again(node: string, kicks: readonly KickMessage[]): void {
-    const { registry, bus, logger } = this.#deps;
-    const until = performance.now() + KICK_RETRY_FOR_MS;
+    const { registry, bus } = this.#deps;
+    const until = performance.now() + this.retryForMs;
     const attempt = async (): Promise<void> => {
       if (!this.#deps.accepting()) return; // shutting down: its Redis is closing
       try {
@@ -128,8 +161,35 @@ export class Kicks {
         // Redis failing: tried again below.
       }
       if (performance.now() < until) setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
-      else logger.warn({ node, conns: kicks.map((k) => k.conn) }, 'kick not received by its node; its connections stay open until they close');
+      else this.#gaveUp(node, kicks);
     };
     setTimeout(() => void attempt(), KICK_RETRY_MS).unref();
+  }
+
+  /**
+   * Notes `kicks` given up on while `node` was still registered (alive, its subscriber
+   * not back): the first of a node starts a gathering of {@link KickDeps.givenUpLogMs},
+   * at whose end one warning names how many connections stay open there and the first
+   * few of them. A burst of replaced connections (a node's clients all moving at once)
+   * is one line, not one per connection.
+   */
+  #gaveUp(node: string, kicks: readonly KickMessage[]): void {
+    let given = this.#givenUp.get(node);
+    if (given === undefined) {
+      given = { count: 0, conns: [] };
+      this.#givenUp.set(node, given);
+      setTimeout(() => this.#logGivenUp(node), this.#deps.givenUpLogMs ?? OUTAGE_LOG_INTERVAL_MS).unref();
+    }
+    given.count += kicks.length;
+    for (const k of kicks) if (k.conn !== undefined && given.conns.length < GIVEN_UP_CONNS_NAMED) given.conns.push(k.conn);
+  }
+
+  /** Logs the kicks of `node` gathered by {@link #gaveUp}, and ends the gathering. */
+  #logGivenUp(node: string): void {
+    const given = this.#givenUp.get(node);
+    this.#givenUp.delete(node);
+    if (given === undefined) return;
+    this.#deps.logger.warn({ node, connections: given.count, conns: given.conns, retriedForMs: this.retryForMs },
+      'kicks not received by their node while it stayed registered; those connections stay open there until they close');
   }
 }

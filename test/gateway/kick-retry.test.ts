@@ -5,9 +5,12 @@
  * is received (src/gateway/kicks.ts): a disconnect (DELETE /v1/users/{uid}/connections)
  * and a device's connection replaced by a newer one on another node (4002) alike. The
  * subscribers are kept away by refusing their SUBSCRIBE (ACL), publishing still allowed.
+ * A subscriber away for longer than 10 s still gets its kick: it is sent again for as
+ * long as a registration lives and one renewal more (20 s), not 10 s.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
@@ -60,6 +63,21 @@ test('a kick B\'s subscriber missed while away is sent again and closes the conn
   await letSubscribersBack();
   const { code } = await client.waitClose(9000);
   assert.equal(code, 1008);
+});
+
+test('a kick B\'s subscriber missed for longer than 10 s is still sent again and closes the connection once it is back', { timeout: 60_000 }, async (t) => {
+  const { client } = await b.connectWelcomed('kicked-late', { device: 'phone' });
+  await keepSubscribersAway(t);
+
+  const answer = await a.client.request('DELETE', '/v1/users/kicked-late/connections');
+  assert.deepEqual(answer.body, { user: 'kicked-late', closed: 1 });
+  // Away for longer than the 10 s kicks were sent again for before: the time is what is tested.
+  await delay(12_000);
+
+  await letSubscribersBack();
+  const { code } = await client.waitClose(9000);
+  assert.equal(code, 1008);
+  assert.deepEqual(aLines.filter((l) => /^kicks? not received/.test(String(l.msg))), [], 'A gave up on no kick');
 });
 
 test('a replacement kick (4002) B\'s subscriber missed while away is sent again and closes the old connection once it is back', async (t) => {
