@@ -73,8 +73,17 @@ test('a batch retried after the node\'s Redis connection dropped mid-batch leave
   }
   await answer;
   const order = (await retryUntilDone(server, body)).map((r) => r.id);
+  // Read from Redis in one pipeline: the inboxes' MsgIDs, in seq order, are what this
+  // test is about; 1,000 history pages of 100 messages each would read 100,000 records
+  // from the store, ~2 s more CPU for the same answer.
+  const pipeline = raw.pipeline();
+  for (const user of users) pipeline.xrange(`px:{${user}}:inbox`, '-', '+');
+  const inboxes = (await pipeline.exec() ?? []).map(([err, entries]) => {
+    assert.ifError(err);
+    return (entries as [string, string[]][]).map(([, fields]) => fields[fields.indexOf('id') + 1]);
+  });
   let wrong = 0;
-  for (const user of users) if (JSON.stringify(await inboxIds(server, user)) !== JSON.stringify(order)) wrong += 1;
+  for (const inbox of inboxes) if (JSON.stringify(inbox) !== JSON.stringify(order)) wrong += 1;
   assert.equal(wrong, 0, `${wrong} of ${users.length} users got the batch's messages out of batch order`);
 });
 
