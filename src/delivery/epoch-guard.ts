@@ -131,7 +131,9 @@ export class EpochGuard {
    * under it ({@link proves}): a latest seq below the highest seq known or below what a
    * ready connection was sent; a newest entry at the highest seq known naming another
    * message ({@link reuses}); an entry or the newest one at the seq of an append
-   * offered while the fetch ran (`ended.offers`) naming another message. An epoch a
+   * offered while the fetch ran (`ended.offers`, when of the page's epoch) naming
+   * another message. The machine's first page (`epoch` undefined: no epoch known yet)
+   * is judged so too: it was read before a loss as much as any other. An epoch a
    * rotation made here replaced, read again (under whatever epoch the machine has
    * taken since), is a second loss that undid it: asked for again, not taken (the pull
    * after a rotation reads after it, and a fetch in flight when it was asked for is
@@ -154,7 +156,7 @@ export class EpochGuard {
    * @param lineage `page`'s epoch's, when read: marks a reset's trimmed gap (connection-state.ts `resetTo`)
    */
   judge(
-    page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, ended: Pick<FetchEnd, 'late' | 'offers'>, effects: Effect[], lineage?: EpochLineage,
+    page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, ended: Pick<FetchEnd, 'late' | 'offers' | 'offersEpoch'>, effects: Effect[], lineage?: EpochLineage,
   ): boolean {
     const { late } = ended;
     // An epoch this node's rotation replaced, read again (the pull after it, or any later
@@ -162,7 +164,8 @@ export class EpochGuard {
     const undone = page.epoch !== null && page.epoch === this.#asked && !this.rotating;
     const epochChanged = typeof epoch === 'string' && page.epoch !== epoch && !undone;
     if (epochChanged) this.epochChanged();
-    else if (page.epoch !== null && (undone || (page.epoch === epoch && this.proves(page, ended.offers)))) {
+    // The first page (no epoch known yet) is judged too: against the appends offered while it was read.
+    else if (page.epoch !== null && (undone || ((page.epoch === epoch || epoch === undefined) && this.proves(page, ended.offersEpoch === page.epoch ? ended.offers : undefined)))) {
       this.rotate(page.epoch, false, effects, 'delivered');
     }
     for (const c of conns) {

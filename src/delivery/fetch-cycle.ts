@@ -31,6 +31,12 @@ export interface FetchEnd {
    */
   readonly offers: ReadonlyMap<number, string> | undefined;
   /**
+   * The epoch of {@link offers}: the machine's, or, during the machine's first fetch
+   * (no epoch known yet), that of the first append offered then. Only a page of that
+   * epoch is judged against them.
+   */
+  readonly offersEpoch: string | undefined;
+  /**
    * It was an offered append's deferred delivery (machine.ts `offer`): its page holds
    * that one entry, not the inbox from its start, so no connection joins on it.
    */
@@ -65,7 +71,7 @@ export class FetchCycle implements PullAsk {
    * What came while the fetch in flight ran ({@link FetchEnd} `late` and `offers`); made
    * on the first such event and dropped when the fetch ends, so an idle user holds none.
    */
-  #during: { late?: Set<string>; offers?: Map<number, string> } | undefined;
+  #during: { late?: Set<string>; offers?: Map<number, string>; offersEpoch?: string } | undefined;
   /** {@link FetchEnd} `offered` of the fetch in flight. */
   #offered = false;
 
@@ -113,14 +119,17 @@ export class FetchCycle implements PullAsk {
    * review's S1). Only seqs the page can hold are kept — after the fetch's start, within
    * the entries it asked for (its newest entry is its last one unless it is full, and a
    * full page is read on from its end) — so at most one fetch's worth, for as long as it
-   * is in flight. O(1) per offer.
+   * is in flight — and of one epoch: `epoch`, the machine's, or during its first fetch
+   * (none known yet) the first one offered, others then left out. O(1) per offer.
    * @returns true when an append offered earlier in the same fetch named another message
    *   at that seq: Redis lost that one (a seq names one message under one epoch)
    */
-  offered(entry: InboxEntry): boolean {
+  offered(entry: InboxEntry, epoch: string): boolean {
     const after = this.#after;
     if (after === undefined || entry.seq <= after || entry.seq > after + this.#limitAsked) return false;
-    const offers = ((this.#during ??= {}).offers ??= new Map());
+    const during = (this.#during ??= {});
+    if ((during.offersEpoch ??= epoch) !== epoch) return false;
+    const offers = (during.offers ??= new Map());
     const known = offers.get(entry.seq);
     offers.set(entry.seq, entry.id);
     return known !== undefined && known !== entry.id;
@@ -181,7 +190,9 @@ export class FetchCycle implements PullAsk {
   /** The fetch in flight ended (its page came, or it failed): what it was for. The dirty mark stays. */
   end(): FetchEnd {
     const during = this.#during;
-    const ended: FetchEnd = { after: this.#after ?? 0, limit: this.#limitAsked, late: during?.late, offers: during?.offers, offered: this.#offered };
+    const ended: FetchEnd = {
+      after: this.#after ?? 0, limit: this.#limitAsked, late: during?.late, offers: during?.offers, offersEpoch: during?.offersEpoch, offered: this.#offered,
+    };
     this.#after = undefined;
     this.#during = undefined;
     this.#offered = false;

@@ -140,8 +140,11 @@ export class UserMachine {
     // unless the top entries were deleted by hand). During a fetch, the append is also
     // kept for its page to be judged against (fetch-cycle.ts `offered`: a page read
     // before the loss names the lost messages at those seqs), and one offered earlier in
-    // it at this seq as another message is the same sign.
-    if (epoch === this.#epoch && (this.#guard.reuses(entry) || this.#cycle.offered(entry))) {
+    // it at this seq as another message is the same sign. So it is during the first
+    // fetch, with no epoch known yet (a session made by a connection that just came):
+    // that page was read before the loss as much as any other.
+    const known = epoch === this.#epoch || (this.#epoch === undefined && this.#cycle.inFlight);
+    if (known && (this.#guard.reuses(entry) || this.#cycle.offered(entry, epoch))) {
       // A fetch in flight read the old epoch: what it brings is not delivered. A rotation
       // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
       const inFlight = this.#guard.rotating;

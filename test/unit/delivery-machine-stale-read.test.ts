@@ -149,3 +149,17 @@ test('two appends offered while one read is in flight, the same seq naming two m
   d.settle();
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 4', ...msgs(4)]);
 });
+
+test('the first read of a session made by a connection that just came, read before Redis went back and answered after an append here took a lost seq again: a rotation, not the lost message', () => {
+  // The model review's delivfix seed 519: the machine knew no epoch yet, so the append
+  // offered while its first read was in flight was neither kept nor checked.
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(6);
+  d.login('a', { kind: 'after', seq: 4, epoch: 'ep1' }, 'phone');
+  assert.ok(d.pending, 'the first read, of 5 and 6, is in flight');
+  d.inbox.restoreTo(5); // 6 lost
+  d.offerAppended(d.inbox.append()); // the new 6, appended here
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: no rotation, the lost 6 sent and the new 6 skipped');
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'reset ep1-rotated 6', ...msgs(6)]);
+});
