@@ -8,7 +8,8 @@
  *
  * Two signs, both seen by the machine: a read whose latest seq is below what a
  * connection was sent, and a seq known to name a message under the epoch found naming
- * another one. The highest such seq the node knows is kept with its MsgID: one it
+ * another one. The highest such seq the node knows is kept with its MsgID, and the
+ * last {@link SEQ_NAMES} below it with a hash of theirs (seq-names.ts): one it
  * delivered (as a msg or a gap), or the inbox's newest entry as a read gave it
  * (`InboxPage.newest`, `range-3.lua`) — so a connection that was sent nothing yet,
  * whose position came from its `last_seq` or its stored cursor, is covered as one that
@@ -41,12 +42,13 @@
  * after the user's last connection on the node closed: hub.ts `#owing`). The sign may
  * have been an offered append that no read shows again (DESIGN.md §11).
  */
-import type { InboxEntry, InboxPage, PageEntry } from '../inbox/inbox.js';
+import type { InboxPage, PageEntry } from '../inbox/inbox.js';
 import type { EpochLineage } from '../inbox/lineage.js';
 import { resetTo, type Conn } from './connection-state.js';
 import type { Effect, RotationCause, RotationOutcome } from './effects.js';
 import type { FetchEnd } from './fetch-cycle.js';
 import { resumesAboveLatest } from './resume.js';
+import { SeqNames, SEQ_NAMES } from './seq-names.js';
 
 /**
  * Least time between two rotations of one user's epoch asked for by a device's resume
@@ -63,12 +65,14 @@ export class EpochGuard {
   /** The fetch in flight when the rotation was asked for: its page is dropped. */
   #staleFetch = false;
   /**
-   * The highest seq known under the machine's epoch and the MsgID it names: delivered
-   * (as a msg or a gap; a malformed entry's id is '', which no append has), or read as
-   * the inbox's newest entry. 0: none known.
+   * The seqs known under the machine's epoch and the MsgIDs they name (seq-names.ts):
+   * the highest one exactly, the {@link SEQ_NAMES} − 1 below it by a hash; delivered (as
+   * a msg or a gap; a malformed entry's id is '', which no append has), or read as the
+   * inbox's newest entry. An append or a page entry naming another message at one of
+   * them proves the loss. Undefined: none known (nothing held for a user never sent
+   * anything here).
    */
-  #topSeq = 0;
-  #topId = '';
+  #known: SeqNames | undefined;
   /**
    * The epoch the rotation in flight (or owed) asked to replace; after one `made`, kept
    * (until another is asked for): a page naming it again shows Redis went back past that
@@ -93,10 +97,9 @@ export class EpochGuard {
 
   /** `entry` was delivered (as a msg or a gap) under the machine's epoch; a malformed one's id is '', which no append has. */
   delivered(entry: PageEntry): void {
-    if (entry.seq > this.#topSeq) {
-      this.#topSeq = entry.seq;
-      this.#topId = entry.id;
-    }
+    if (this.#known === undefined) {
+      if (entry.seq >= 1) this.#known = new SeqNames(entry.seq, entry.id);
+    } else this.#known.record(entry.seq, entry.id);
   }
 
   /**
@@ -109,18 +112,18 @@ export class EpochGuard {
 
   /** The machine reads another epoch now: what was delivered under the old one no longer counts. */
   epochChanged(): void {
-    this.#topSeq = 0;
-    this.#topId = '';
+    this.#known = undefined;
   }
 
   /**
-   * True when `entry`, appended (or read) under the machine's epoch, is at the highest
-   * seq known ({@link delivered}, {@link read}) naming another message: that seq was
+   * True when `entry`, appended (or read) under the machine's epoch, is at a seq known
+   * ({@link delivered}, {@link read}) naming another message: the highest one, or one of
+   * the {@link SEQ_NAMES} below it (by a hash of the MsgID: seq-names.ts). That seq was
    * lost and assigned again (under one epoch, without a loss, a seq only ever names one
    * message: append-10.lua never reuses one, and XADD takes no ID at or below the last).
    */
-  reuses(entry: InboxEntry): boolean {
-    return entry.seq === this.#topSeq && entry.id !== this.#topId;
+  reuses(entry: PageEntry): boolean {
+    return this.#known?.namesOther(entry.seq, entry.id) === true;
   }
 
   /**
@@ -129,8 +132,8 @@ export class EpochGuard {
    * `reset`. Under the same one, each of these proves Redis lost writes and asks for a
    * new epoch (`delivered`), whose pull after `epochRotated` resets every connection
    * under it ({@link proves}): a latest seq below the highest seq known or below what a
-   * ready connection was sent; a newest entry at the highest seq known naming another
-   * message ({@link reuses}); an entry or the newest one at the seq of an append
+   * ready connection was sent; a newest entry or any entry at a seq known naming
+   * another message ({@link reuses}); an entry or the newest one at the seq of an append
    * offered while the fetch ran (`ended.offers`, when of the page's epoch) naming
    * another message. The machine's first page (`epoch` undefined: no epoch known yet)
    * is judged so too: it was read before a loss as much as any other. An epoch a
@@ -195,9 +198,12 @@ export class EpochGuard {
    * appends here took the lost seqs again). O(entries): each is looked up once.
    */
   proves(page: InboxPage, offers: ReadonlyMap<number, string> | undefined): boolean {
-    if (page.latestSeq < this.#topSeq) return true;
+    if (page.latestSeq < (this.#known?.top ?? 0)) return true;
     const newest = page.newest;
     if (newest !== undefined && this.reuses(newest)) return true;
+    // A page entry naming another message at a seq known: a redelivery's, or a read after
+    // a loss whose appends passed the highest seq known again.
+    if (page.entries.some((e) => e.malformed !== true && this.reuses(e))) return true;
     if (offers === undefined) return false;
     const named = (e: PageEntry): boolean => {
       const offered = e.malformed === true ? undefined : offers.get(e.seq);

@@ -1,0 +1,70 @@
+/**
+ * The epoch guard remembers which message each of the last seqs it knows names, not
+ * only the highest (src/delivery/seq-names.ts; docs/decisions.md "Redis with less than
+ * it had"): after Redis gave the inbox back with less, appends made here can land on
+ * seqs delivered below the highest one, and their offers, or a redelivery's page, can
+ * reach the machine after a read has moved the highest seq up again. Before, only the
+ * highest seq and its MsgID were kept: the device was sent the lost messages at those
+ * seqs and never the new ones, with no `reset` (the delivfix model review's seeds 671
+ * and 484, one node).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CONFIG, Driver, FIRST } from './machine-driver.js';
+import { nameHash, SEQ_NAMES, SeqNames } from '../../src/delivery/seq-names.js';
+
+/** `msg from` .. `msg to`. */
+function msgs(from: number, to: number): string[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => `msg ${from + i}`);
+}
+
+test('appends made here after Redis went back, offered only after a read passed the highest seq known again: their seqs were delivered as other messages, a rotation', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(3);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 3)]);
+  d.inbox.restoreTo(0); // 1..3 lost
+  d.inbox.append(8); // made here; their answers (and offers) come late
+  d.heartbeat(); // a read of 4..8 answered first: its latest and newest show nothing
+  d.settle();
+  assert.deepEqual(d.rotationCauses, [], 'nothing shows it yet');
+  for (let seq = 1; seq <= 8; seq++) d.offerAppended(seq);
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: none, the new 1..3 never sent');
+  assert.deepEqual(d.brief('a'), [...msgs(4, 8), 'reset ep1-rotated 8', ...msgs(1, 8)]);
+});
+
+test('a redelivery reads another message at a seq it delivered (Redis went back and another node took the seq again): a rotation, not the new message marked redelivered', () => {
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(4);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 4)]);
+  d.inbox.restoreTo(3); // 4 lost
+  d.inbox.append(2); // 4 and 5 again, on another node (its notify lost)
+  d.due('a'); // no ack: the redelivery round reads 1..5
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: msg 1..3 r, then the new 4 marked redelivered and 5: the device never shown the new 4');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 5', ...msgs(1, 5)]);
+});
+
+test('SeqNames: the highest seq by its MsgID, the ones below by a hash, none skipped over or fallen out', () => {
+  const id = (n: number): string => n.toString(16).padStart(16, '0');
+  const k = new SeqNames(3, id(3));
+  assert.equal(k.namesOther(3, id(3)), false);
+  assert.equal(k.namesOther(3, id(33)), true);
+  k.record(1, id(1));
+  k.record(6, id(6)); // 4 and 5 skipped over: not known
+  assert.equal(k.top, 6);
+  assert.equal(k.namesOther(1, id(11)), true);
+  assert.equal(k.namesOther(1, id(1)), false);
+  assert.equal(k.namesOther(4, id(44)), false, 'never recorded');
+  assert.equal(k.namesOther(7, id(77)), false, 'above the highest');
+  k.record(6 + SEQ_NAMES, id(6 + SEQ_NAMES)); // every slot falls out
+  assert.equal(k.namesOther(6, id(66)), false);
+  assert.equal(k.namesOther(6 + SEQ_NAMES, id(1)), true);
+  k.record(8 + SEQ_NAMES, id(8)); // the slot 7 + SEQ_NAMES shares with 7 is cleared
+  assert.equal(k.namesOther(7 + SEQ_NAMES, id(5)), false);
+  assert.ok(nameHash('') > 0 && nameHash(id(1)) < 2 ** 32, 'never 0, 32 bits');
+});
