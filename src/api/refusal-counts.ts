@@ -15,6 +15,7 @@ import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fast
 import type { PixiuError } from '../errors.js';
 import type { Metrics } from './metrics.js';
 import { routeMatches } from './route-methods.js';
+import { isBusyRefusal } from '../gateway/handshake-slots.js';
 
 /** What a route's refusals count in besides `pixiu_http_errors_total` (its route config). */
 export type CountedAs = Pick<FastifyContextConfig, 'ingestRoute' | 'wsHandshake'> | undefined;
@@ -95,7 +96,8 @@ export class RefusalCounts {
   #count(err: PixiuError, route: CountedAs): void {
     this.#metrics.httpErrors.inc({ code: err.code });
     if (route?.ingestRoute !== undefined) this.#metrics.countIngest(route.ingestRoute, err.code);
-    if (route?.wsHandshake === true) this.#metrics.countHandshake(err.code);
+    // A handshake refused for the node's bound of handshakes in progress is told apart from Redis's 503s.
+    if (route?.wsHandshake === true) this.#metrics.countHandshake(isBusyRefusal(err) ? 'busy' : err.code);
   }
 
   /**

@@ -67,6 +67,8 @@ export interface Config {
   readonly maxConnectionsPerUser: number;
   /** WebSocket handshakes one user may open on this node at once (a token bucket's size; src/gateway/user-rate.ts). */
   readonly connectBurst: number;
+  /** WebSocket handshakes this node works on at once, all users together (src/gateway/handshake-slots.ts). */
+  readonly maxHandshakes: number;
   /** WebSocket handshakes per minute one user may open on this node, sustained (the bucket's refill). */
   readonly connectRatePerMinute: number;
   readonly deliveryWindow: number;

@@ -5,7 +5,8 @@
  * expired token, 400 bad parameters, 429 over the per-user connection limit (counted
  * across nodes through presence; logged at info) or over the user's handshake rate on
  * this node (with `Retry-After`, before any Redis read: user-rate.ts), 503 when Redis
- * is down or the node is shutting down. The 403 and the connection limit's 429, which
+ * is down, the node is shutting down, or it has `PIXIU_MAX_HANDSHAKES` handshakes in
+ * progress (handshake-slots.ts). The 403 and the connection limit's 429, which
  * a browser page cannot see, are logged thinned (handshake-refusals.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -31,6 +32,7 @@ import { quotedText } from '../text-cut.js';
 import { HandshakeRefusals } from './handshake-refusals.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
 import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
+import { HandshakeSlots } from './handshake-slots.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -223,6 +225,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // socket, 1006), so those refusals are logged too, thinned: any page may send handshakes.
   const refusals = new HandshakeRefusals(deps.logger, deps.config);
   const abandoned = new AbandonedHandshakes(deps);
+  // Node-wide, all users: each handshake's slot is given back once its welcome is out,
+  // it is answered with a refusal, or its socket closes (handshake-slots.ts).
+  const slots = new HandshakeSlots(deps.config.maxHandshakes);
+  const releases = new WeakMap<FastifyRequest, () => void>();
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
     websocket: true,
@@ -237,8 +243,21 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     },
     // Origin, then the token: before the query is even validated, nothing about the
     // service is revealed to a client that may not connect.
-    onRequest: async (req) => {
+    onRequest: async (req, reply) => {
       if (!deps.state.accepting) throw shuttingDown();
+      // Before the token: a herd over the bound costs the node next to nothing.
+      const taken = slots.take();
+      const socket = req.raw.socket;
+      // Its listeners go with the slot: none keeps the request alive with the connection.
+      const release = (): void => {
+        taken();
+        reply.raw.off('finish', release);
+        socket.off('close', release);
+      };
+      releases.set(req, release);
+      reply.raw.once('finish', release);
+      if (socket.destroyed) release();
+      else socket.once('close', release);
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
         throw refusals.origin(req.headers.origin as string, req.headers.host);
       }
@@ -362,7 +381,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
     }, deps.connection, req.raw.socket instanceof Socket ? req.raw.socket : undefined);
-    connection.start(hs.resume, req.query.last_bseq);
+    connection.start(hs.resume, req.query.last_bseq, releases.get(req));
     deps.onOpen(connection, hs.claims);
   });
 }

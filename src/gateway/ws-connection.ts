@@ -56,6 +56,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   readonly #broadcast: BroadcastSubscription | undefined;
   /** `last_bseq` from the handshake: where the broadcast feed resumes after `welcome`. */
   #lastBseq: string | undefined;
+  /** Gives the handshake's slot back (handshake-slots.ts) once `welcome` is out; undefined after. */
+  #onWelcome: (() => void) | undefined;
   #session: UserSession | undefined;
   /** When the client was last heard from, the next server ping, the pongs owed. */
   readonly #heartbeatState: Heartbeat;
@@ -97,9 +99,11 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   /**
    * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
    * @param lastBseq the client's `last_bseq`: broadcasts it missed follow `welcome`
+   * @param onWelcome called once `welcome` is out (the handshake's slot given back)
    */
-  start(resume: ResumeRequest, lastBseq?: string): void {
+  start(resume: ResumeRequest, lastBseq?: string, onWelcome?: () => void): void {
     this.#lastBseq = lastBseq;
+    this.#onWelcome = onWelcome;
     // Registered at once but held: live broadcasts queue until `welcome` is out.
     if (this.#deps.broadcast) this.#broadcast?.join(this.#deps.broadcast.fanout, lastBseq !== undefined);
     const ws = this.#ws;
@@ -356,6 +360,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
 
   /** `welcome` is out: handle the client frames held so far; start the broadcast feed (catching up from `last_bseq`). */
   welcomed(): void {
+    const onWelcome = this.#onWelcome;
+    this.#onWelcome = undefined;
+    onWelcome?.();
     // After the frames the session is writing with `welcome` (its gap, reset or first
     // messages): an ack handled now could run the machine inside its own effects.
     queueMicrotask(() => this.#frames.open());
