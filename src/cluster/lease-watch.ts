@@ -32,13 +32,15 @@ export const LEASE_TTL_MS = 3 * LEASE_RENEW_MS;
  */
 export const LEASE_FENCE_MS = LEASE_TTL_MS - LEASE_RENEW_MS;
 /**
- * After a failed renewal, while the writes' deadline has not passed, the next try, ms:
- * several fit in the {@link LEASE_FENCE_MS} margin. Past the deadline, renewals go on
- * every {@link LEASE_RENEW_MS} (and at once when the connection to Redis is back:
- * service.ts), so an outage does not log a failure every second — except after one
- * Redis answered with a refusal (full, a read-only replica): tried again after this
- * long, since Redis gives no sign when it takes writes again, and writes waited up to
- * one renewal period more after it did (store-ownership.ts `advertise`).
+ * After a failed renewal the next try, ms: while the writes' deadline has not passed,
+ * several fit in the {@link LEASE_FENCE_MS} margin; past it, so that writes resume
+ * within about a second of Redis answering again (store-ownership.ts `advertise`).
+ * A reconnect to Redis renews at once (service.ts), but a link or a Redis that hung
+ * (a partition that drops nothing, a frozen Redis) ends with no reconnect, and neither
+ * does a Redis refusing writes (full, a read-only replica) give a sign when it takes
+ * them again: past the deadline renewals went on only every {@link LEASE_RENEW_MS}, and
+ * writes stayed refused up to ~5 s after Redis answered (a network-fault tester's
+ * finding). The failures past the deadline are logged at most once a renewal period.
  */
 export const LEASE_RETRY_MS = 1000;
 /** How often a starting node looks again at a lease held by a node of another host, ms. */

@@ -62,7 +62,7 @@ export class StoreOwnership {
   /** Why writes are suspended (the claim lost, or another node's lease found), if they are. */
   #conflict: string | undefined;
   #renewNow: (() => void) | undefined;
-  /** Thins the warnings of renewals failed past the writes' deadline (tried every second while Redis refuses them). */
+  /** Thins the warnings of renewals failed past the writes' deadline (tried every second while Redis fails them). */
   readonly #fencedFailures = new LogThrottle(LEASE_RENEW_MS);
   /** The lease this node last wrote, once {@link advertise} has run. */
   #lease: StoreLease | undefined;
@@ -187,13 +187,13 @@ export class StoreOwnership {
   /**
    * Writes the lease now, then renews it and re-asserts the claim {@link LEASE_RENEW_MS}
    * after each renewal began (at once after one slower than that). A failed renewal logs
-   * and is tried again {@link LEASE_RETRY_MS} later while the writes' deadline holds, so
-   * that one failure does not stop writes (lease-watch.ts {@link LEASE_FENCE_MS}), else
-   * after {@link LEASE_RENEW_MS} — but {@link LEASE_RETRY_MS} after one Redis refused
-   * (full, a read-only replica: its state reply, src/redis/state-replies.ts), whose
-   * words the fenced writes' refusal gives, so that writes resume within about a second
-   * of Redis taking writes again (past the deadline those failures are logged at most
-   * once a renewal period).
+   * and is tried again {@link LEASE_RETRY_MS} later: while the writes' deadline holds, so
+   * that one failure does not stop writes (lease-watch.ts {@link LEASE_FENCE_MS}), and
+   * past it, so that writes resume within about a second of Redis answering (and taking
+   * writes) again — also after a hung link or Redis, which drops no connection (no
+   * reconnect renews at once), and after Redis refused (full, a read-only replica: its
+   * state reply, src/redis/state-replies.ts, whose words the fenced writes' refusal
+   * gives). Past the deadline those failures are logged at most once a renewal period.
    * @param where where this node is read (its host name and pid are added)
    * @param onConflict called with a reason when another store holds the block, or
    *   another node this store's lease (writes must stop), and with undefined once
@@ -278,16 +278,19 @@ export class StoreOwnership {
       this.#renewing = renew().then(() => LEASE_RENEW_MS - (performance.now() - began), (err: unknown) => {
         const writesFenced = this.#deadline.passed(this.#clock());
         // Redis answered, refusing (full, a read-only replica …): said so by the fenced
-        // writes' 503 and /readyz, and tried again soon, so that writes resume within a
-        // second or so of Redis taking writes again, not at the next 5 s renewal. Redis
-        // refusing the connection itself (a password it requires) is said too; the
-        // reconnect that ends it renews at once (service.ts).
+        // writes' 503 and /readyz. Redis refusing the connection itself (a password it
+        // requires) is said too; the reconnect that ends it renews at once (service.ts).
         const refused = redisStateReason(err);
         this.#store?.leaseRenewalFailed(refused ?? claims.connectRefusal());
-        // Past the deadline a refused renewal is tried every second: logged at most once a renewal period.
+        // Tried again a second later, before the deadline and past it alike, so that
+        // writes resume within about a second of Redis answering again: a Redis that
+        // refused gives no sign when it takes writes again, nor does a link that hung
+        // without dropping the connection (no reconnect to renew at once); past the
+        // deadline every renewal period waited up to 5 s more (netfault's finding).
+        // Past the deadline the failures are logged at most once a renewal period.
         const left = writesFenced ? this.#fencedFailures.take() : 0;
         if (left !== undefined) logger.warn({ ...outageFields(err), store: this.storeId, writesFenced, ...thinnedFields(left) }, 'store lease renewal failed');
-        return writesFenced && refused === undefined ? LEASE_RENEW_MS : LEASE_RETRY_MS;
+        return LEASE_RETRY_MS;
       }).then((waitMs) => {
         this.#renewing = undefined;
         this.#renewIn(waitMs);
