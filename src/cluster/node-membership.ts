@@ -21,6 +21,8 @@ import { announceSharedSettings, type SharedSettingsAnnouncement } from './share
 /** What a node's membership is built from. */
 export interface NodeMembershipOptions {
   readonly redis: Redis;
+  /** The connection the registration's renewals use (node-registry.ts `renewals`). */
+  readonly renewals: Redis;
   readonly keys: Keys;
   /** This node's id. */
   readonly node: string;
@@ -62,7 +64,7 @@ export class NodeMembership {
   #settings: SharedSettingsAnnouncement | undefined;
 
   constructor(opts: NodeMembershipOptions) {
-    const { redis, keys, node, logger, secrets } = opts;
+    const { redis, renewals, keys, node, logger, secrets } = opts;
     this.#opts = opts;
     // Other nodes joining and leaving, logged at info with their store, URL and build (membership-log.ts).
     const claims = new PartitionClaims(redis, keys);
@@ -70,7 +72,7 @@ export class NodeMembership {
     this.#joiners = secrets === undefined ? undefined
       : new JoinerSecretCheck({ redis, keys, self: node, secrets, logger, addresses: () => claims.leasesByNode() });
     this.registry = new NodeRegistry(redis, keys, {
-      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger,
+      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger, renewals,
       // The registry as this renewal read it (this node included): no read of its own per scrape.
       onRegistry: (registered, nowMs) => {
         void membership.observe(registered, nowMs);

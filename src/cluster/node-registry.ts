@@ -35,6 +35,12 @@ export interface NodeRegistryOptions {
   readonly ttlMs: number;
   readonly logger: Logger;
   /**
+   * The connection the renewals use (and whose reconnect renews at once); default the
+   * registry's. A node gives them one of their own (src/service/redis-start.ts), so that
+   * they never wait behind its client traffic; the registry's reads stay on the other.
+   */
+  readonly renewals?: Redis;
+  /**
    * A renewal found this node unregistered and registered it again: its registration
    * lapsed while it ran (renewals failed or were late for a TTL: Redis slow, a stall)
    * or Redis lost it (FLUSHALL, restarted empty). Other nodes have pruned (or Redis
@@ -84,6 +90,8 @@ export function lapseLine(lapse: Lapse): string {
 export class NodeRegistry {
   readonly node: string;
   readonly #redis: Redis;
+  /** The renewals' connection ({@link NodeRegistryOptions.renewals}). */
+  readonly #renewals: Redis;
   readonly #key: string;
   readonly #opts: NodeRegistryOptions;
   #live = new Set<string>();
@@ -107,6 +115,7 @@ export class NodeRegistry {
 
   constructor(redis: Redis, keys: Keys, opts: NodeRegistryOptions) {
     this.#redis = redis;
+    this.#renewals = opts.renewals ?? redis;
     this.#key = keys.nodes();
     this.#opts = opts;
     this.node = opts.node;
@@ -132,7 +141,7 @@ export class NodeRegistry {
     this.#timer.unref();
     // Registered again as soon as Redis is back: a Redis restarted empty would otherwise
     // know no node for up to an interval, and other nodes would take this one for gone.
-    this.#redis.on('ready', this.#renewOnReady);
+    this.#renewals.on('ready', this.#renewOnReady);
   }
 
   /** Redis (re)connected: renews at once, not telling {@link NodeRegistryOptions.onRegistry}. */
@@ -227,7 +236,7 @@ export class NodeRegistry {
   /** Stops renewing and deregisters. Never rejects. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    this.#redis.off('ready', this.#renewOnReady);
+    this.#renewals.off('ready', this.#renewOnReady);
     await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
   }
 
@@ -239,15 +248,16 @@ export class NodeRegistry {
   async #renew(timerLateMs = 0, observe = true, predecessor?: string): Promise<void> {
     // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
     const startedAt = performance.now();
-    const now = await redisNowMs(this.#redis);
+    const redis = this.#renewals;
+    const now = await redisNowMs(redis);
     this.#offset = now - Date.now();
     // One connection, so Redis runs them in this order: the predecessor is gone before the read.
     const [before, , , removed, live] = await redisCall(() => Promise.all([
-      this.#redis.zscore(this.#key, this.node),
-      this.#redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
-      this.#redis.zremrangebyscore(this.#key, '-inf', String(now)),
-      predecessor === undefined ? 0 : this.#redis.zrem(this.#key, predecessor),
-      this.#redis.zrange(this.#key, '0', '-1', 'WITHSCORES'),
+      redis.zscore(this.#key, this.node),
+      redis.zadd(this.#key, String(now + this.#opts.ttlMs), this.node),
+      redis.zremrangebyscore(this.#key, '-inf', String(now)),
+      predecessor === undefined ? 0 : redis.zrem(this.#key, predecessor),
+      redis.zrange(this.#key, '0', '-1', 'WITHSCORES'),
     ]));
     if (removed > 0) {
       this.#opts.logger.info({ node: this.node, predecessor },

@@ -55,6 +55,8 @@ export interface GatewayOptions {
   readonly config: Config;
   /** The command connection. */
   readonly redis: Redis;
+  /** The connection of the node's renewals alone (src/service/redis-start.ts): its registration's. */
+  readonly renewals: Redis;
   /** URL for the gateway's own subscriber connection. */
   readonly redisUrl: string;
   readonly keys: Keys;
@@ -126,7 +128,7 @@ export class Gateway implements GatewayDeps {
     this.#metrics = metrics;
     this.#subscriber = subscriber;
     this.#membership = new NodeMembership({
-      redis, keys, node, logger, secrets: opts.secrets,
+      redis, renewals: opts.renewals, keys, node, logger, secrets: opts.secrets,
       onRenewed: (nodes) => {
         metrics.clusterNodes.set(nodes);
         opts.onRenewed?.();

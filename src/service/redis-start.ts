@@ -20,7 +20,16 @@ import type { StartContext } from './start-context.js';
 
 /** The Redis a start connected to. */
 export interface StartedRedis {
+  /** The command connection: client traffic and most background work. */
   readonly redis: Redis;
+  /**
+   * The connection of the node's renewals alone (its store lease and claim, its node
+   * registration: `pixiu:renewals`), so that they never wait behind client traffic: on
+   * the command connection a renewal queued behind thousands of a reconnect herd's
+   * commands (ioredis sends one auto-pipeline at a time), timed out and fenced the
+   * node's writes (slowclient F1).
+   */
+  readonly renewals: Redis;
   /** Its URL, password included (log it with `redactUrl`). */
   readonly url: string;
   /** The embedded redis-server, when no URL was given; undefined on a shared Redis. */
@@ -52,16 +61,9 @@ export async function startRedis(
     onLocalRedis?.(local);
     stopAsked();
   }
-  let redis: Redis;
-  try {
-    redis = await createRedis({ url: redisUrl, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu', logger });
-  } catch (err) {
-    // createRedis's message names the URL without its password, and the reason.
-    throw new StartupError((err as Error).message, { cause: err });
-  }
-  metrics.countConnectionErrors(redis);
-  cleanup.unshift({ what: 'redis', run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
-  stopAsked();
+  // The command connection, then the renewals' own (StartedRedis `renewals`).
+  const redis = await connectRedis(start, redisUrl, metrics, 'pixiu', 'redis');
+  const renewals = await connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals');
   await requireRedisVersion(redis, redactUrl(redisUrl));
   if (local === undefined) {
     const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
@@ -71,5 +73,27 @@ export async function startRedis(
     watch.start();
     cleanup.unshift({ what: 'redis settings watch', run: () => Promise.resolve(watch.stop()) });
   }
-  return { redis, url: redisUrl, local };
+  return { redis, renewals, url: redisUrl, local };
+}
+
+/**
+ * Connects one of the service's Redis connections, counts its connection errors in
+ * `metrics`, and puts its QUIT (bounded) first in `start.cleanup`.
+ * @param name its name in `CLIENT LIST`
+ * @param what its shutdown step's name
+ * @throws StartupError when Redis cannot be reached, in createRedis's words (the URL
+ *   without its password, and the reason)
+ */
+async function connectRedis(start: StartContext, url: string, metrics: Metrics, name: string, what: string): Promise<Redis> {
+  const { config, logger, cleanup, stopAsked } = start;
+  let redis: Redis;
+  try {
+    redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name, logger });
+  } catch (err) {
+    throw new StartupError((err as Error).message, { cause: err });
+  }
+  metrics.countConnectionErrors(redis);
+  cleanup.unshift({ what, run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
+  stopAsked();
+  return redis;
 }

@@ -142,7 +142,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(), logger,
     });
     const gateway = await Gateway.start({
-      config, redis, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
+      config, redis, renewals: started.renewals, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
       // Compared across nodes sharing a Redis; the embedded one (a socket in the data dir) has no other node, so no scrypt at its start.
       ...(local === undefined ? { secrets: await nodeSecrets(secrets, config) } : {}),
       // Redis lost its data: the cluster secret is written back (this node's copy, unless
@@ -230,7 +230,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Its lease and claim checks run before the inbox generation is read again (at the
     // next registry renewal): a loss they see raises past the generation this node
     // holds, even when Redis's went back below it (generation.ts lostWrites).
-    redis.on('ready', () => ownership.renewNow());
+    started.renewals.on('ready', () => ownership.renewNow());
     // Which build runs (src/version.ts): what `pixiu --version` prints, for telling releases apart in the log.
     const build = buildInfo();
     logger.info({ url, advertised, redis: redactUrl(redisUrl), redisPrefix: config.redisPrefix, dataDir: config.dataDir, partitions: config.partitions,

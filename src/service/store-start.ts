@@ -57,7 +57,7 @@ export async function startStore(
   start: StartContext, started: StartedRedis, storeDir: string, found: FoundLayout, metrics: Metrics,
 ): Promise<StartedStore> {
   const { config, logger, cleanup, stopAsked } = start;
-  const { redis, url: redisUrl, local } = started;
+  const { redis, renewals, url: redisUrl, local } = started;
   // Several nodes (DESIGN.md §9): this data dir's block of MsgID partitions, claimed
   // in Redis before the store mints any id, and the secret nodes read each other with.
   const keys = new Keys(config.redisPrefix);
@@ -83,8 +83,9 @@ export async function startStore(
   }
   // On a shared Redis a new data dir's first claim waits for claims Redis just lost to
   // be re-asserted; the embedded one has no other node.
+  // The lease's renewals on their own connection, never behind client traffic (redis-start.ts).
   const ownership = await StoreOwnership.claim({
-    claims, dir: storeDir, partitions: config.partitions, layout: found, logger,
+    claims: new PartitionClaims(renewals, keys), dir: storeDir, partitions: config.partitions, layout: found, logger,
     settleMs: local === undefined ? config.claimsSettleMs : 0, runningNodes: () => listeningNodes(redis, keys),
     redisUptimeMs: () => redisUptimeMs(redis), evictions: () => evictionSign(redis),
     redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
