@@ -7,6 +7,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../api/metrics.js';
+import { LEASE_RENEW_MS } from '../cluster/lease-watch.js';
 import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { StartupError } from '../errors.js';
 import { createRedis } from '../redis/client.js';
@@ -62,8 +63,14 @@ export async function startRedis(
     stopAsked();
   }
   // The command connection, then the renewals' own (StartedRedis `renewals`).
-  const redis = await connectRedis(start, redisUrl, metrics, 'pixiu', 'redis');
-  const renewals = await connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals');
+  const redis = await connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs);
+  // A renewal's commands may take a renewal period, not the command timeout: a reply
+  // read late (the event loop held by a flood of requests, a slow link) still confirms
+  // the lease, since the writes' deadline runs from before the renewal was sent
+  // (lease-watch.ts LEASE_FENCE_MS), however late its answer. Timed out at 2 s, each
+  // renewal of a node held ~2 s at a time failed and its writes were fenced
+  // (slowclient F6: one client pipelining GET /healthz on 20 connections).
+  const renewals = await connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS));
   await requireRedisVersion(redis, redactUrl(redisUrl));
   if (local === undefined) {
     const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
@@ -81,14 +88,15 @@ export async function startRedis(
  * `metrics`, and puts its QUIT (bounded) first in `start.cleanup`.
  * @param name its name in `CLIENT LIST`
  * @param what its shutdown step's name
+ * @param commandTimeoutMs how long each of its commands may take before it fails, ms
  * @throws StartupError when Redis cannot be reached, in createRedis's words (the URL
  *   without its password, and the reason)
  */
-async function connectRedis(start: StartContext, url: string, metrics: Metrics, name: string, what: string): Promise<Redis> {
-  const { config, logger, cleanup, stopAsked } = start;
+async function connectRedis(start: StartContext, url: string, metrics: Metrics, name: string, what: string, commandTimeoutMs: number): Promise<Redis> {
+  const { logger, cleanup, stopAsked } = start;
   let redis: Redis;
   try {
-    redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name, logger });
+    redis = await createRedis({ url, commandTimeoutMs, name, logger });
   } catch (err) {
     throw new StartupError((err as Error).message, { cause: err });
   }
