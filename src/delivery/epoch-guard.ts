@@ -197,7 +197,7 @@ export class EpochGuard {
    * seq of an append offered while it ran (a page read before the loss, answered after
    * appends here took the lost seqs again). O(entries): each is looked up once.
    */
-  proves(page: InboxPage, offers: ReadonlyMap<number, string> | undefined): boolean {
+  proves(page: InboxPage, offers: FetchEnd['offers']): boolean {
     if (page.latestSeq < (this.#known?.top ?? 0)) return true;
     const newest = page.newest;
     if (newest !== undefined && this.reuses(newest)) return true;
@@ -205,10 +205,7 @@ export class EpochGuard {
     // a loss whose appends passed the highest seq known again.
     if (page.entries.some((e) => e.malformed !== true && this.reuses(e))) return true;
     if (offers === undefined) return false;
-    const named = (e: PageEntry): boolean => {
-      const offered = e.malformed === true ? undefined : offers.get(e.seq);
-      return offered !== undefined && offered !== e.id;
-    };
+    const named = (e: PageEntry): boolean => e.malformed !== true && offers.namesOther(e.seq, e.id);
     return page.entries.some(named) || (newest !== undefined && named(newest));
   }
 

@@ -10,6 +10,7 @@ import type { Conn } from './connection-state.js';
 import { DEFAULT_PAGE_MAX, type Effect, type MachineConfig } from './effects.js';
 import { anyWantsBeside, pullTarget, type PullAsk } from './pull-target.js';
 import { joinCursor } from './resume.js';
+import { SeqNames } from './seq-names.js';
 
 /** What the fetch that just ended was for ({@link FetchCycle.end}). */
 export interface FetchEnd {
@@ -24,12 +25,12 @@ export interface FetchEnd {
    */
   readonly late: ReadonlySet<string> | undefined;
   /**
-   * Appends offered while it ran under the machine's epoch (machine.ts `offer`), by seq:
-   * their MsgID, those within the seqs its page can hold ({@link FetchCycle.offered}).
-   * Its page naming another message at one of them proves that Redis lost writes
-   * (epoch-guard.ts `judge`). Undefined when none.
+   * Appends offered while it ran under the machine's epoch (machine.ts `offer`) above its
+   * start: which message each of the last 64 of their seqs names
+   * (seq-names.ts; {@link FetchCycle.offered}). Its page naming another message at one
+   * of them proves that Redis lost writes (epoch-guard.ts `judge`). Undefined when none.
    */
-  readonly offers: ReadonlyMap<number, string> | undefined;
+  readonly offers: Pick<SeqNames, 'namesOther'> | undefined;
   /**
    * The epoch of {@link offers}: the machine's, or, during the machine's first fetch
    * (no epoch known yet), that of the first append offered then. Only a page of that
@@ -71,7 +72,7 @@ export class FetchCycle implements PullAsk {
    * What came while the fetch in flight ran ({@link FetchEnd} `late` and `offers`); made
    * on the first such event and dropped when the fetch ends, so an idle user holds none.
    */
-  #during: { late?: Set<string>; offers?: Map<number, string>; offersEpoch?: string } | undefined;
+  #during: { late?: Set<string>; offers?: SeqNames; offersEpoch?: string } | undefined;
   /** {@link FetchEnd} `offered` of the fetch in flight. */
   #offered = false;
 
@@ -116,23 +117,30 @@ export class FetchCycle implements PullAsk {
    * flight, its seq and MsgID are kept for that fetch's page to be judged against
    * ({@link FetchEnd} `offers`): a page read before Redis lost writes, answered after
    * appends here took the lost seqs again, names the lost messages there (a model
-   * review's S1). Only seqs the page can hold are kept — after the fetch's start, within
-   * the entries it asked for (its newest entry is its last one unless it is full, and a
-   * full page is read on from its end) — so at most one fetch's worth, for as long as it
-   * is in flight — and of one epoch: `epoch`, the machine's, or during its first fetch
-   * (none known yet) the first one offered, others then left out. O(1) per offer.
+   * review's S1). Every seq after the fetch's start counts: a page of an inbox trimmed
+   * past that start holds the entries from its first retained seq (delivfix2 model
+   * seeds 1484 and 1748: the lost ones well above the start plus the entries asked for),
+   * and its newest entry is its latest. They are kept as the guard keeps the seqs it
+   * knows (seq-names.ts: the highest exactly, the 63 below by a
+   * hash; 0.45 KiB), made on the first one and dropped when the fetch ends, so an idle
+   * user holds none — and of one epoch: `epoch`, the machine's, or during its first
+   * fetch (none known yet) the first one offered, others then left out. O(1) per offer.
    * @returns true when an append offered earlier in the same fetch named another message
    *   at that seq: Redis lost that one (a seq names one message under one epoch)
    */
   offered(entry: InboxEntry, epoch: string): boolean {
     const after = this.#after;
-    if (after === undefined || entry.seq <= after || entry.seq > after + this.#limitAsked) return false;
+    if (after === undefined || entry.seq <= after) return false;
     const during = (this.#during ??= {});
     if ((during.offersEpoch ??= epoch) !== epoch) return false;
-    const offers = (during.offers ??= new Map());
-    const known = offers.get(entry.seq);
-    offers.set(entry.seq, entry.id);
-    return known !== undefined && known !== entry.id;
+    const offers = during.offers;
+    if (offers === undefined) {
+      during.offers = new SeqNames(entry.seq, entry.id);
+      return false;
+    }
+    const other = offers.namesOther(entry.seq, entry.id);
+    offers.record(entry.seq, entry.id);
+    return other;
   }
 
   /**

@@ -163,3 +163,26 @@ test('the first read of a session made by a connection that just came, read befo
   assert.deepEqual(d.rotationCauses, ['delivered'], 'before: no rotation, the lost 6 sent and the new 6 skipped');
   assert.deepEqual(d.brief('a'), ['welcome 1', 'reset ep1-rotated 6', ...msgs(6)]);
 });
+
+test('a page read from an inbox trimmed past the read\'s start, answered after appends here took its lost seqs again: a rotation, whatever seq the offers land on', () => {
+  // The delivfix2 model's seeds 1484 and 1748 (two nodes): the offers made while the read
+  // ran were kept only for the seqs after its start within the entries it asked for, but
+  // a page of a trimmed inbox starts at its first retained seq, far above that start.
+  const d = new Driver({ ...CONFIG, window: 3 });
+  d.inbox.append(2);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  d.ack('a', 2);
+  assert.deepEqual(d.brief('a'), ['welcome 1', 'msg 1', 'msg 2']);
+  d.inbox.append(10); // 3..12, on another node
+  d.inbox.trimTo(8); // the cap
+  d.notify(12);
+  assert.deepEqual(d.pending?.snapshot.page.entries.map((e) => e.seq), [8, 9, 10], 'the read after 2 holds 8..10');
+  d.inbox.restoreTo(9); // 10..12 lost
+  for (let seq = 10, last = d.inbox.append(3); seq <= last; seq++) d.offerAppended(seq); // 10..12 again, here
+  d.inbox.append(5); // 13..17, on another node (its notify late)
+  d.inbox.trimTo(13); // the cap again: the seqs taken again are gone from the stream
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: no rotation, the lost 10 sent, the new 10..12 skipped');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 17', 'gap 1-12 trimmed', 'msg 13', 'msg 14', 'msg 15']);
+});
