@@ -19,7 +19,7 @@ import { resetsOn } from './resume.js';
 export class PageDelivery {
   readonly #user: string;
   readonly #config: MachineConfig;
-  /** Told the highest entry each delivery moved a connection onto (epoch-guard.ts `delivered`). */
+  /** Told each entry a delivery moved a connection onto or past (epoch-guard.ts `delivered`). */
   readonly #guard: Pick<EpochGuard, 'delivered'>;
   /** Most entries read ahead: two fetches' worth. */
   readonly #aheadMax: number;
@@ -86,9 +86,17 @@ export class PageDelivery {
     else ahead.dropThrough(minSent);
   }
 
-  /** Sends a ready connection what the page holds after its cursor (deliverPage), noting what it delivered. */
+  /**
+   * Sends a ready connection what the page holds after its cursor (deliverPage), noting
+   * each entry it delivered (as a msg or a gap), not only the last: the guard checks
+   * every seq it knows against later appends, notifies and pages (seq-names.ts), and a
+   * page of several entries delivered at once is how a connection that joins or falls
+   * behind is sent them. O(entries).
+   */
   #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
+    const from = c.sent;
     const last = deliverPage(c, page, records, this.#config, effects, complete);
-    if (last !== undefined) this.#guard.delivered(last);
+    if (last === undefined) return;
+    for (const entry of page.entries) if (entry.seq > from && entry.seq <= last.seq) this.#guard.delivered(entry);
   }
 }

@@ -68,3 +68,23 @@ test('SeqNames: the highest seq by its MsgID, the ones below by a hash, none ski
   assert.equal(k.namesOther(7 + SEQ_NAMES, id(5)), false);
   assert.ok(nameHash('') > 0 && nameHash(id(1)) < 2 ** 32, 'never 0, 32 bits');
 });
+
+test('every seq a page delivered is known, not only its last: an append made here after Redis went back, landing on a seq delivered in the middle of a page and offered after a read passed the top, is a rotation', () => {
+  // Before, the guard was told only the last entry of each delivery (page-delivery.ts),
+  // so seqs 1 and 2 of a page of 1..3 were not known: an append at 2 named nothing.
+  const d = new Driver({ ...CONFIG, window: 10 });
+  d.inbox.append(3);
+  d.login('a', FIRST, 'phone');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 3)], 'one page of 1..3');
+  d.inbox.restoreTo(1); // 2 and 3 lost
+  const here = d.inbox.append(); // 2 again, made here; its answer (and offer) comes late
+  d.inbox.append(3); // 3..5, on another node (its notify names no MsgID)
+  d.heartbeat(); // the read of 4 and 5: latest 5 above 3, newest 5 unknown
+  d.settle();
+  assert.deepEqual(d.rotationCauses, [], 'nothing shows it yet');
+  d.offerAppended(here);
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: none, the device keeps the lost 2 and 3');
+  assert.deepEqual(d.brief('a'), [...msgs(4, 5), 'reset ep1-rotated 5', ...msgs(1, 5)]);
+});
