@@ -42,10 +42,15 @@ export interface KickMessage {
   readonly reason: string;
 }
 
-/** A notify: appends happened for these users (user, latest seq). */
+/**
+ * A notify: appends happened for these users: `[user, latest seq, its MsgID]`. The MsgID
+ * lets the receiving node check the seq against what it delivered there (epoch-guard.ts:
+ * two messages at one seq prove that Redis lost writes). An older node's `[user, seq]`
+ * is still taken (the MsgID then unknown), and an older node ignores the third field.
+ */
 export interface NotifyMessage {
   readonly t: 'notify';
-  readonly users: ReadonlyArray<readonly [string, number]>;
+  readonly users: ReadonlyArray<readonly [string, number] | readonly [string, number, string]>;
 }
 
 /** What travels on a node channel. */
@@ -60,7 +65,8 @@ export interface BusOptions {
   readonly subscriber: Redis;
   readonly keys: Keys;
   readonly logger: Logger;
-  readonly onNotify: (user: string, seq: number) => void;
+  /** An append for `user` landed at `seq`, as MsgID `id` (undefined: an older node's notify, which names none). */
+  readonly onNotify: (user: string, seq: number, id: string | undefined) => void;
   readonly onKick: (kick: KickMessage) => void;
   /** A node received nothing: it may be gone; clear its presence for these users if so. */
   readonly onGone: (node: string, users: readonly string[]) => void;
@@ -78,7 +84,7 @@ const optionalString = (v: unknown): boolean => v === undefined || typeof v === 
 
 /**
  * Whether a bus message has the shape the handlers rely on. Anything else is ignored:
- * a notify entry that is not `[user, seq]` threw in the loop over them, and a kick
+ * a notify entry that is not `[user, seq]` or `[user, seq, id]` threw in the loop over them, and a kick
  * without a reason string or with a code no close frame can carry threw in
  * WsConnection.close — out of the subscriber's handler, crashing the process.
  */
@@ -86,7 +92,7 @@ function isBusMessage(v: unknown): v is BusMessage {
   if (typeof v !== 'object' || v === null) return false;
   const m = v as { t?: unknown; users?: unknown; user?: unknown; code?: unknown; reason?: unknown; conn?: unknown; device?: unknown };
   if (m.t === 'notify') {
-    return Array.isArray(m.users) && m.users.every((u: unknown) => Array.isArray(u) && typeof u[0] === 'string' && Number.isSafeInteger(u[1]) && (u[1] as number) >= 0);
+    return Array.isArray(m.users) && m.users.every((u: unknown) => Array.isArray(u) && typeof u[0] === 'string' && Number.isSafeInteger(u[1]) && (u[1] as number) >= 0 && optionalString(u[2]));
   }
   return m.t === 'kick' && typeof m.user === 'string' && isCloseCode(m.code) && typeof m.reason === 'string' && optionalString(m.conn) && optionalString(m.device);
 }
@@ -95,8 +101,8 @@ function isBusMessage(v: unknown): v is BusMessage {
 export class Bus {
   readonly #opts: BusOptions;
   readonly #channel: string;
-  /** node → user → latest seq, published at the end of the tick. */
-  #pending = new Map<string, Map<string, number>>();
+  /** node → user → latest seq and its MsgID, published at the end of the tick. */
+  #pending = new Map<string, Map<string, { seq: number; id: string }>>();
   #scheduled = false;
 
   constructor(opts: BusOptions) {
@@ -119,7 +125,7 @@ export class Bus {
         return;
       }
       if (msg.t === 'kick') this.#opts.onKick(msg);
-      else for (const [user, seq] of msg.users) this.#opts.onNotify(user, seq);
+      else for (const [user, seq, id] of msg.users) this.#opts.onNotify(user, seq, id);
     });
     // After every reconnect: ioredis re-subscribes on its own, but a re-subscribe that
     // fails (the connection dropped again) is forgotten, and the node would hear no
@@ -133,14 +139,14 @@ export class Bus {
     await redisCall(() => this.#opts.subscriber.subscribe(this.#channel));
   }
 
-  /** Announces an append for `user` to `node` (coalesced per tick). */
-  notify(node: string, user: string, seq: number): void {
+  /** Announces the append of MsgID `id` at `seq` of `user`'s inbox to `node` (coalesced per tick: the highest seq, with its MsgID). */
+  notify(node: string, user: string, seq: number, id: string): void {
     let users = this.#pending.get(node);
     if (users === undefined) {
       users = new Map();
       this.#pending.set(node, users);
     }
-    if ((users.get(user) ?? 0) < seq) users.set(user, seq);
+    if ((users.get(user)?.seq ?? 0) < seq) users.set(user, { seq, id });
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(() => this.#flush());
@@ -163,7 +169,7 @@ export class Bus {
     const pending = this.#pending;
     this.#pending = new Map();
     for (const [node, users] of pending) {
-      const message: NotifyMessage = { t: 'notify', users: [...users] };
+      const message: NotifyMessage = { t: 'notify', users: [...users].map(([user, { seq, id }]) => [user, seq, id] as const) };
       redisCall(() => this.#opts.redis.publish(this.#opts.keys.nodeChannel(node), JSON.stringify(message))).then(
         (receivers) => {
           if (receivers === 0) this.#opts.onGone(node, [...users.keys()]);

@@ -122,7 +122,7 @@ export class EpochGuard {
    * lost and assigned again (under one epoch, without a loss, a seq only ever names one
    * message: append-10.lua never reuses one, and XADD takes no ID at or below the last).
    */
-  reuses(entry: PageEntry): boolean {
+  reuses(entry: Pick<PageEntry, 'seq' | 'id'>): boolean {
     return this.#known?.namesOther(entry.seq, entry.id) === true;
   }
 

@@ -25,8 +25,8 @@ export interface FetchEnd {
    */
   readonly late: ReadonlySet<string> | undefined;
   /**
-   * Appends offered while it ran under the machine's epoch (machine.ts `offer`) above its
-   * start: which message each of the last 64 of their seqs names
+   * Appends offered while it ran under the machine's epoch (machine.ts `offer`), or
+   * notified with their MsgID (another node's: machine.ts `notify`), above its start: which message each of the last 64 of their seqs names
    * (seq-names.ts; {@link FetchCycle.offered}). Its page naming another message at one
    * of them proves that Redis lost writes (epoch-guard.ts `judge`). Undefined when none.
    */
@@ -113,7 +113,8 @@ export class FetchCycle implements PullAsk {
   }
 
   /**
-   * An append offered under the machine's epoch (machine.ts `offer`): while a fetch is in
+   * An append offered under the machine's epoch (machine.ts `offer`), or notified with
+   * its MsgID (machine.ts `notify`, the machine's epoch taken for it): while a fetch is in
    * flight, its seq and MsgID are kept for that fetch's page to be judged against
    * ({@link FetchEnd} `offers`): a page read before Redis lost writes, answered after
    * appends here took the lost seqs again, names the lost messages there (a model
@@ -128,7 +129,7 @@ export class FetchCycle implements PullAsk {
    * @returns true when an append offered earlier in the same fetch named another message
    *   at that seq: Redis lost that one (a seq names one message under one epoch)
    */
-  offered(entry: InboxEntry, epoch: string): boolean {
+  offered(entry: Pick<InboxEntry, 'seq' | 'id'>, epoch: string): boolean {
     const after = this.#after;
     if (after === undefined || entry.seq <= after) return false;
     const during = (this.#during ??= {});

@@ -155,9 +155,15 @@ export class Hub {
     await Promise.all(held.map((s) => s.flushAcks()));
   }
 
-  /** An append for `user` happened: wake its session if it is here. */
-  notify(user: string, seq?: number): void {
-    this.#sessions.get(user)?.notify(seq);
+  /**
+   * An append for `user` happened (at `seq`, as MsgID `id`, when known): wake its session
+   * if it is here. One kept with no connection ({@link #owing}) is told too when the
+   * MsgID is known: the seq is checked against what its machine knows and its read in
+   * flight (machine.ts `notify`); it starts no read for nobody.
+   */
+  notify(user: string, seq?: number, id?: string): void {
+    const session = this.#sessions.get(user) ?? (id === undefined ? undefined : this.#owing.get(user));
+    session?.notify(seq, id);
   }
 
   /**

@@ -110,10 +110,42 @@ export class UserMachine {
    * notify: an append happened; `seq` when known. No seq, or one not new: pull anyway
    * (fetch-cycle.ts `notified`); a seq not new may be an inbox restored or recreated,
    * whose appends reuse old seqs: what was read ahead is read again.
+   * @param id the appended MsgID, when the notify names it (another node's append: the
+   *   bus carries it). A seq known under the machine's epoch naming another message, or
+   *   one the fetch in flight reads as another, proves that Redis gave the inbox back
+   *   with less (as an offer's: {@link offer}), and a new epoch is asked for. The notify
+   *   names no epoch: one of an inbox recreated or rotated since is the machine's old
+   *   epoch gone all the same (the rotation asked for then finds another epoch, and
+   *   the pull after it resets the connections to it).
    */
-  notify(seq?: number): Effect[] {
+  notify(seq?: number, id?: string): Effect[] {
+    const epoch = this.#epoch;
+    if (seq !== undefined && id !== undefined && typeof epoch === 'string') {
+      const rotation = this.#reusedSeq({ seq, id }, epoch);
+      if (rotation !== undefined) return rotation;
+    }
     if (this.#cycle.notified(seq)) this.#delivery.dropAhead();
     return this.#pump();
+  }
+
+  /**
+   * Whether the append of `entry` under `epoch` shows the inbox lost writes: a seq known
+   * under it (delivered, or read as the newest) naming another message, or one an
+   * append offered or notified earlier in the fetch in flight named as another
+   * (fetch-cycle.ts `offered`, which also keeps it for that fetch's page: a page read
+   * before the loss names the lost messages at those seqs). Then a new epoch is asked
+   * for: a fetch in flight read the old epoch, and what it brings is not delivered.
+   * @returns the rotation's effects; undefined when it shows nothing, or a rotation was
+   *   in flight already (a claim's, which Redis may refuse: it keeps the sign for its
+   *   answer), the caller then going on as it would
+   */
+  #reusedSeq(entry: Pick<InboxEntry, 'seq' | 'id'>, epoch: string): Effect[] | undefined {
+    if (!this.#guard.reuses(entry) && !this.#cycle.offered(entry, epoch)) return undefined;
+    const inFlight = this.#guard.rotating;
+    const effects: Effect[] = [];
+    this.#guard.rotate(epoch, this.#cycle.inFlight, effects, 'delivered');
+    this.#delivery.dropAhead();
+    return inFlight ? undefined : effects;
   }
 
   /**
@@ -144,15 +176,8 @@ export class UserMachine {
     // fetch, with no epoch known yet (a session made by a connection that just came):
     // that page was read before the loss as much as any other.
     const known = epoch === this.#epoch || (this.#epoch === undefined && this.#cycle.inFlight);
-    if (known && (this.#guard.reuses(entry) || this.#cycle.offered(entry, epoch))) {
-      // A fetch in flight read the old epoch: what it brings is not delivered. A rotation
-      // in flight (a claim's, which Redis may refuse) keeps the sign for its answer.
-      const inFlight = this.#guard.rotating;
-      const effects: Effect[] = [];
-      this.#guard.rotate(epoch, this.#cycle.inFlight, effects, 'delivered');
-      this.#delivery.dropAhead();
-      if (!inFlight) return effects;
-    }
+    const rotation = known ? this.#reusedSeq(entry, epoch) : undefined;
+    if (rotation !== undefined) return rotation;
     const sameInbox = this.#epoch === epoch || (this.#epoch === null && entry.seq === 1);
     // An append of another epoch: the inbox was recreated, whatever its seq; a full
     // window reads too, to be reset (its seq may be past the old latest: no pull else).

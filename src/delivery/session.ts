@@ -213,9 +213,9 @@ export class UserSession {
     return ackOutcome(effects);
   }
 
-  /** notify: an append for this user happened (`seq` when known). */
-  notify(seq?: number): void {
-    this.#run(this.#machine.notify(seq));
+  /** notify: an append for this user happened (`seq`, and its MsgID `id`, when known: machine.ts `notify`). */
+  notify(seq?: number, id?: string): void {
+    this.#run(this.#machine.notify(seq, id));
   }
 
   /** offer: a local append for this user, with its record (machine.ts `offer`). */

@@ -176,7 +176,7 @@ export class Gateway implements GatewayDeps {
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,
-      onNotify: (user, seq) => this.hub.notify(user, seq),
+      onNotify: (user, seq, id) => this.hub.notify(user, seq, id),
       onKick: (kick) => this.#kicks.local(kick),
       onGone: (gone, users) => {
         // No subscriber got the notify. A node still registered is not gone: its
@@ -306,12 +306,12 @@ export class Gateway implements GatewayDeps {
    * The ingest hook (src/ingest/inbox-appends.ts `AppendedHook`): `user`'s inbox got `entry`
    * (`append` is the script's answer; its `nodes` hold the user's connections, from
    * presence). A local session is offered the entry with its record; other nodes get
-   * a notify of its seq and pull.
+   * a notify of its seq and MsgID and pull.
    */
   appended(user: string, append: AppendResult, entry: InboxEntry, record: StoredMessage): void {
     if (!this.config.notify) return;
     this.hub.offer(user, entry, append.epoch, record);
-    for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq);
+    for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq, entry.id);
   }
 
   /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it (kicks.ts). */

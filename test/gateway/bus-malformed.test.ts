@@ -1,7 +1,7 @@
 /**
  * Bus messages (Redis Pub/Sub, src/cluster/bus.ts) of a shape the handlers cannot take
  * are ignored as malformed: a kick without a `reason` string or with a code no close
- * frame carries, and a notify entry that is not `[user, seq]`, each threw out of the
+ * frame carries, and a notify entry that is not `[user, seq]` (or `[user, seq, id]`), each threw out of the
  * subscriber's handler and crashed the node (any client of the Redis, or a node of
  * another version, was one PUBLISH away from it). A kick's reason is cut to the 123
  * bytes a close frame carries, not 120 characters (360 bytes of '€' threw), also when
@@ -29,6 +29,7 @@ for (const [name, kick] of [
   ['kick with a code no close frame can carry', { t: 'kick', user: 'kim', code: 1005, reason: 'x' }],
   ['kick with a reason of 120 three-byte characters (360 bytes; a close frame carries 123)', { t: 'kick', user: 'kim', code: 4002, reason: '€'.repeat(120) }],
   ['notify whose entry is not [user, seq]', { t: 'notify', users: [7] }],
+  ['notify whose MsgID is not a string', { t: 'notify', users: [['kim', 1, 7]] }],
 ] as const) {
   test(`a ${name} published on a node's bus channel throws nothing out of the bus handler; the node stays up`, async (t) => {
     const errors: unknown[] = [];

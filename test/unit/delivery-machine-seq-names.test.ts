@@ -18,12 +18,18 @@ function msgs(from: number, to: number): string[] {
   return Array.from({ length: to - from + 1 }, (_, i) => `msg ${from + i}`);
 }
 
-test('appends made here after Redis went back, offered only after a read passed the highest seq known again: their seqs were delivered as other messages, a rotation', () => {
+/** Connection `a` (window 10) of an inbox of `n` in ep1, sent 1..n in one page. */
+function liveOn(n: number): Driver {
   const d = new Driver({ ...CONFIG, window: 10 });
-  d.inbox.append(3);
+  d.inbox.append(n);
   d.login('a', FIRST, 'phone');
   d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 3)]);
+  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, n)]);
+  return d;
+}
+
+test('appends made here after Redis went back, offered only after a read passed the highest seq known again: their seqs were delivered as other messages, a rotation', () => {
+  const d = liveOn(3);
   d.inbox.restoreTo(0); // 1..3 lost
   d.inbox.append(8); // made here; their answers (and offers) come late
   d.heartbeat(); // a read of 4..8 answered first: its latest and newest show nothing
@@ -36,11 +42,7 @@ test('appends made here after Redis went back, offered only after a read passed 
 });
 
 test('a redelivery reads another message at a seq it delivered (Redis went back and another node took the seq again): a rotation, not the new message marked redelivered', () => {
-  const d = new Driver({ ...CONFIG, window: 10 });
-  d.inbox.append(4);
-  d.login('a', FIRST, 'phone');
-  d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 4)]);
+  const d = liveOn(4);
   d.inbox.restoreTo(3); // 4 lost
   d.inbox.append(2); // 4 and 5 again, on another node (its notify lost)
   d.due('a'); // no ack: the redelivery round reads 1..5
@@ -72,11 +74,7 @@ test('SeqNames: the highest seq by its MsgID, the ones below by a hash, none ski
 test('every seq a page delivered is known, not only its last: an append made here after Redis went back, landing on a seq delivered in the middle of a page and offered after a read passed the top, is a rotation', () => {
   // Before, the guard was told only the last entry of each delivery (page-delivery.ts),
   // so seqs 1 and 2 of a page of 1..3 were not known: an append at 2 named nothing.
-  const d = new Driver({ ...CONFIG, window: 10 });
-  d.inbox.append(3);
-  d.login('a', FIRST, 'phone');
-  d.settle();
-  assert.deepEqual(d.brief('a'), ['welcome 1', ...msgs(1, 3)], 'one page of 1..3');
+  const d = liveOn(3); // one page of 1..3
   d.inbox.restoreTo(1); // 2 and 3 lost
   const here = d.inbox.append(); // 2 again, made here; its answer (and offer) comes late
   d.inbox.append(3); // 3..5, on another node (its notify names no MsgID)
@@ -87,4 +85,38 @@ test('every seq a page delivered is known, not only its last: an append made her
   d.settle();
   assert.deepEqual(d.rotationCauses, ['delivered'], 'before: none, the device keeps the lost 2 and 3');
   assert.deepEqual(d.brief('a'), [...msgs(4, 5), 'reset ep1-rotated 5', ...msgs(1, 5)]);
+});
+
+test('a notify naming the MsgID another node appended at a seq delivered here as another message (Redis went back, the appends passed the top before a read): a rotation', () => {
+  // The delivfix2 model's seeds 407, 875, 1249, 1593, 1945 (two nodes): the notify
+  // carried only the seq, and the pull after it read past the device's position.
+  const d = liveOn(5);
+  d.inbox.restoreTo(3); // 4 and 5 lost
+  d.inbox.append(3); // 4..6 again, on another node
+  d.take(d.m.notify(4, d.inbox.idOf(4)));
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: a pull after 5, msg 6 alone, the new 4 and 5 never shown');
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 6', ...msgs(1, 6)]);
+});
+
+test('a notify with a MsgID that comes while a read made before Redis went back is in flight: its page, naming another message at that seq, is not delivered', () => {
+  const d = liveOn(3);
+  d.notify(d.inbox.append(2)); // 4 and 5, on another node: the read is in flight
+  assert.ok(d.pending);
+  d.inbox.restoreTo(3);
+  d.inbox.append(3); // 4..6 again, on another node
+  d.take(d.m.notify(4, d.inbox.idOf(4))); // 4 is not known yet: kept for the page
+  d.settle();
+  assert.deepEqual(d.rotationCauses, ['delivered'], 'before: the lost 4 and 5 sent, then 6');
+  assert.deepEqual(d.brief('a'), ['reset ep1-rotated 6', ...msgs(1, 6)]);
+});
+
+test('a notify with the MsgID of the message the node knows at that seq, or of a seq it does not know, proves nothing', () => {
+  const d = liveOn(3);
+  d.take(d.m.notify(3, d.inbox.idOf(3))); // late, of a seq delivered: the same message
+  const last = d.inbox.append(2);
+  d.take(d.m.notify(last, d.inbox.idOf(last))); // new
+  d.settle();
+  assert.deepEqual(d.rotationCauses, []);
+  assert.deepEqual(d.brief('a'), msgs(4, 5));
 });
