@@ -32,7 +32,7 @@
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
  * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
  * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
- * (`rotate-5.lua`); the epoch is then kept, and that device is reset alone. A sign of
+ * (`rotate-6.lua`); the epoch is then kept, and that device is reset alone. A sign of
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
  *
@@ -174,7 +174,7 @@ export class EpochGuard {
     for (const c of conns) {
       if (c.phase !== 'ready') {
         const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);
-        if (claim && page.epoch !== null && page.epoch !== this.#kept) this.rotate(page.epoch, false, effects, 'resume');
+        if (claim && page.epoch !== null && page.epoch !== this.#kept) this.rotate(page.epoch, false, effects, 'resume', page.latestSeq);
       } else if (epochChanged) {
         resetTo(c, page, effects, epoch, lineage);
       } else if (page.latestSeq < Math.max(c.sent, c.redeliverUpTo)) {
@@ -216,8 +216,10 @@ export class EpochGuard {
    *   for earlier in the same `effects`, since it proves Redis's loss (never refused); one
    *   that comes while an earlier rotation is in flight is kept for its answer (`rotated`),
    *   one while a proven rotation is owed changes nothing (it is asked for again anyway)
+   * @param readLatest for a `resume` one, the latest seq of the page that showed the claim
+   *   (effects.ts `rotate-epoch`: the new epoch's lineage goes on from at most it)
    */
-  rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause): void {
+  rotate(epoch: string, fetchInFlight: boolean, effects: Effect[], cause: RotationCause, readLatest?: number): void {
     // Owed: the machine's epoch (`epoch`) is still the one asked to replace.
     if (this.#owed) return;
     if (this.#rotating) {
@@ -232,7 +234,7 @@ export class EpochGuard {
     this.#cause = cause;
     // Or-ed: a fetch made stale by a proven rotation that failed may still be in flight.
     this.#staleFetch ||= fetchInFlight;
-    effects.push({ kind: 'rotate-epoch', epoch, cause });
+    effects.push(cause === 'resume' && readLatest !== undefined ? { kind: 'rotate-epoch', epoch, cause, readLatest } : { kind: 'rotate-epoch', epoch, cause });
   }
 
   /**

@@ -291,7 +291,7 @@ export class UserSession {
           this.#conns.get(e.conn)?.close(e.code, e.reason);
           break;
         case 'rotate-epoch':
-          void this.#rotateEpoch(e.epoch, e.cause);
+          void this.#rotateEpoch(e.epoch, e.cause, e.readLatest);
           break;
       }
     }
@@ -313,12 +313,14 @@ export class UserSession {
    * again at that heartbeat (its sign may have been an offered append no read shows
    * again); a resume claim's is dropped, and shown again by the claim's next read.
    */
-  async #rotateEpoch(epoch: string, cause: RotationCause): Promise<void> {
+  async #rotateEpoch(epoch: string, cause: RotationCause, readLatest: number | undefined): Promise<void> {
     const { logger } = this.#deps;
     let outcome: RotationOutcome = 'failed';
     try {
       // Only a device's claim can be the client's mistake: such rotations have a cool-down.
-      const after = await this.#deps.inbox.rotateEpoch(this.user, epoch, cause === 'resume' ? RESUME_ROTATION_COOLDOWN_MS : 0);
+      const after = cause === 'resume'
+        ? await this.#deps.inbox.rotateEpoch(this.user, epoch, RESUME_ROTATION_COOLDOWN_MS, readLatest)
+        : await this.#deps.inbox.rotateEpoch(this.user, epoch, 0);
       outcome = after === epoch ? 'kept' : 'made';
       logRotation(this.#deps, { user: this.user, epoch, newEpoch: after }, cause);
     } catch (err) {

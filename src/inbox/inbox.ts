@@ -282,7 +282,7 @@ export class Inbox {
 
   /**
    * Gives the user's inbox a new epoch if it is still `epoch` (DESIGN.md §11,
-   * `rotate-5.lua`): deletes the stored ack cursors, which count seqs of the old one,
+   * `rotate-6.lua`): deletes the stored ack cursors, which count seqs of the old one,
    * records the generation this node holds ({@link InboxOptions.generation}), so the
    * next append does not rotate it again, and the new epoch's lineage ({@link lineage}).
    * For an inbox Redis gave back with less than a connection was sent: its lost seqs
@@ -293,18 +293,23 @@ export class Inbox {
    *   (a client's mistake looks the same): refused when another such rotation of the
    *   user was made less than this long ago, on any node (Redis's clock); 0 (default)
    *   for one the node's own deliveries prove, never refused
+   * @param readLatest for a resume claim's rotation, the latest seq of the read that
+   *   showed the claim: the lineage goes on from at most it (a seq appended between that
+   *   read and this call is no device's: marked as news after the `reset`); undefined:
+   *   from the counter (a rotation the node proved records 0 anyway)
    * @returns the inbox's epoch after the call (a new one, or whatever another node set);
    *   `epoch` itself when the cool-down refused it; null when the inbox has none
-   * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch or a cool-down that is not
-   *   a whole number of ms >= 0; UNAVAILABLE when Redis fails; INTERNAL for a key of the wrong type (wrong-type.ts)
+   * @throws PixiuError INVALID_REQUEST for a bad uid, an empty epoch, a cool-down that is not
+   *   a whole number of ms >= 0 or a `readLatest` that is not a seq >= 0; UNAVAILABLE when Redis fails; INTERNAL for a key of the wrong type (wrong-type.ts)
    */
-  async rotateEpoch(uid: string, epoch: string, coolDownMs = 0): Promise<string | null> {
+  async rotateEpoch(uid: string, epoch: string, coolDownMs = 0, readLatest?: number): Promise<string | null> {
     const keys = this.#keys.user(uid);
     if (epoch === '') throw invalid('epoch must be a non-empty string');
     if (!Number.isSafeInteger(coolDownMs) || coolDownMs < 0) throw invalid('the cool-down must be a whole number of ms >= 0');
+    if (readLatest !== undefined && (!Number.isSafeInteger(readLatest) || readLatest < 0)) throw invalid('the latest seq read must be a whole number >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation())]));
+    const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation()), readLatest === undefined ? '' : String(readLatest)]));
     return after === '' ? null : after;
   }
 

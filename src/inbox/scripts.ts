@@ -16,7 +16,7 @@ export const INBOX_SCRIPTS = {
    * KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed rotation in ms ("0":
    * none). Replies the epoch after ("" when none; the one to replace itself when the cool-down refused it).
    */
-  rotate: { file: new URL('./lua/rotate-5.lua', import.meta.url), numberOfKeys: 2 },
+  rotate: { file: new URL('./lua/rotate-6.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS ids, inbox; ARGV msgId. Replies the MsgID's seq in the inbox, 0 when it is not there. */
   locate: { file: new URL('./lua/locate-2.lua', import.meta.url), numberOfKeys: 2 },
   /**

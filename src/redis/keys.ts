@@ -45,9 +45,9 @@ export class UserKeys {
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
    * (when the keys expire, append-10.lua), `resume_rotated` (when a resume claim last
-   * rotated the epoch, ms by Redis's clock: rotate-5.lua's cool-down), `gen` (the inbox
+   * rotated the epoch, ms by Redis's clock: rotate-6.lua's cool-down), `gen` (the inbox
    * generation the epoch was made under, append-10.lua; absent: 0), `lineage` (the
-   * epoch a rotation replaced and the seq the new one continues from, rotate-5.lua and
+   * epoch a rotation replaced and the seq the new one continues from, rotate-6.lua and
    * append-10.lua: src/inbox/lineage.ts).
    */
   get meta(): string {

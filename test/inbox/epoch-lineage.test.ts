@@ -1,5 +1,5 @@
 /**
- * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-5.lua, and append-10.lua's
+ * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-6.lua, and append-10.lua's
  * rotation for a higher generation) records which epoch it replaced and the latest seq
  * it goes on from; an epoch created afresh (the keys lost) records none, and a lineage
  * left about another epoch (an older node's script rotated since) is read as none.
@@ -75,4 +75,19 @@ test('a lineage about another epoch than the inbox\'s, or malformed, is none', (
   assert.deepEqual(parseLineage('B', 'B A 3'), { epoch: 'B', replaced: 'A', through: 3 });
   for (const raw of ['B A', 'B  3', 'B A -1', 'B A 3 4', 'B A x', null]) assert.equal(parseLineage('B', raw), undefined, String(raw));
   assert.equal(parseLineage(null, 'B A 3'), undefined);
+});
+
+test('a resume claim\'s rotation goes on from at most the latest its read found: seqs appended between that read and the rotation are no device\'s (rotate-6.lua)', async () => {
+  const inbox = new Inbox(redis, { prefix: 'lin:', cap: 5 });
+  const uid = 'nina';
+  const first = await appendMany(inbox, uid, 6); // the claim's read found latest 4; 5 and 6 came since
+  const second = await inbox.rotateEpoch(uid, first, 60_000, 4) as string;
+  assert.deepEqual(await inbox.lineage(uid), { epoch: second, replaced: first, through: 4 }, 'before (rotate-5): through 6');
+  await appendMany(inbox, uid, 1);
+  await redis.hdel('lin:{nina}:meta', 'resume_rotated');
+  const third = await inbox.rotateEpoch(uid, second, 60_000, 99) as string;
+  assert.deepEqual(await inbox.lineage(uid), { epoch: third, replaced: second, through: 7 }, 'never above the counter');
+  const fourth = await inbox.rotateEpoch(uid, third, 0, 7) as string;
+  assert.deepEqual(await inbox.lineage(uid), { epoch: fourth, replaced: third, through: 0 }, 'a proven one vouches for none, whatever was read');
+  await assert.rejects(inbox.rotateEpoch(uid, fourth, 60_000, -1), /latest seq read/);
 });

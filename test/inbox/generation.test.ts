@@ -5,7 +5,7 @@
  * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
  * one back; a raise is above Redis's time and every generation before it; a node that
  * reads a lower generation than it held (Redis went back) raises it past its own; a
- * rotation (rotate-5.lua) records the generation it was made under, so the next append
+ * rotation (rotate-6.lua) records the generation it was made under, so the next append
  * does not rotate again.
  * Real Redis (a private redis-server), no mocks.
  */

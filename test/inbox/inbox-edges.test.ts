@@ -191,7 +191,7 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   // range-3: an after seq of at most 16 digits, a limit of at most 9.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['12345678901234567', '10'])), invalid, 'a 17-digit after seq');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['0', '1000000000'])), invalid, 'a 10-digit limit');
-  // rotate-5: two different epochs; a cool-down of whole ms >= 0; a generation of at most 15 digits.
+  // rotate-6: two different epochs; a cool-down of whole ms >= 0; a generation of at most 15 digits; a latest seq read of digits or none.
   await redis.hset(k.meta, 'epoch', 'same-epoch-0');
   await redis.hset(k.acks, 'phone', '1');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'same-epoch-0', '0', '0'])), invalid, 'the same epoch twice');
@@ -199,6 +199,7 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', 'soon', '0'])), invalid, 'a cool-down that is no number');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '1234567890123456'])), invalid, 'a 16-digit generation');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0'])), invalid, 'no generation');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '0', '-1'])), invalid, 'a negative latest seq read');
   assert.equal(await redis.hget(k.acks, 'phone'), '1', 'the cursors are kept');
   assert.equal(await redis.hget(k.meta, 'epoch'), 'same-epoch-0', 'the epoch is kept');
   assert.equal(await redis.exists(k.inbox, k.ids), 0, 'nothing appended');

@@ -123,20 +123,22 @@ export class FakeInbox {
   }
 
   /**
-   * While true, a rotation asked for by a resume claim is refused, as rotate-5.lua does
+   * While true, a rotation asked for by a resume claim is refused, as rotate-6.lua does
    * within the cool-down of the last one (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS).
    */
   coolingDown = false;
 
   /**
-   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-5.lua), unless
+   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-6.lua), unless
    * `cause` is `resume` while {@link coolingDown}; the seqs stay. Its lineage goes on
    * from the latest seq, except after a loss the node proved (`delivered`: through 0,
-   * as rotate-5.lua); `generation` stands for a rotation made elsewhere that keeps the
+   * as rotate-6.lua); `generation` stands for a rotation made elsewhere that keeps the
    * numbering (append-10.lua's after a raise, `pixiu redis lost-writes`).
+   * @param readLatest a `resume` one's: the latest seq the read that showed the claim
+   *   found, below which the lineage stays (rotate-6.lua ARGV[5])
    * @returns true when it was refused so (the epoch kept)
    */
-  rotateEpoch(expected: string, cause = 'delivered'): boolean {
+  rotateEpoch(expected: string, cause = 'delivered', readLatest?: number): boolean {
     if (this.epoch !== expected) return false;
     if (cause === 'resume' && this.coolingDown) return true;
     // Epochs are never made twice: `expected` rotated again (after Redis lost the first
@@ -144,8 +146,8 @@ export class FakeInbox {
     const made = `${expected}-rotated`;
     this.epoch = this.#made.has(made) ? `${made}-again` : made;
     this.#made.add(this.epoch);
-    // As rotate-5.lua: a proven loss vouches for no seq of the old epoch.
-    this.lineage = { epoch: this.epoch, replaced: expected, through: cause === 'delivered' ? 0 : this.latest };
+    // As rotate-6.lua: a proven loss vouches for no seq of the old epoch.
+    this.lineage = { epoch: this.epoch, replaced: expected, through: cause === 'delivered' ? 0 : Math.min(this.latest, readLatest ?? this.latest) };
     return false;
   }
 
@@ -196,6 +198,8 @@ export class Driver {
   readonly rotations: string[] = [];
   /** The cause each `rotate-epoch` gave, in order. */
   readonly rotationCauses: string[] = [];
+  /** The `readLatest` each `rotate-epoch` gave (a claim's), in order. */
+  readonly rotationReads: (number | undefined)[] = [];
   /** The sends marked `live` (timed for the delivery lag), as `<conn> <seq>`, in order. */
   readonly live: string[] = [];
   /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
@@ -247,6 +251,7 @@ export class Driver {
           this.rotating = true;
           this.rotations.push(e.epoch);
           this.rotationCauses.push(e.cause);
+          this.rotationReads.push(e.readLatest);
           break;
       }
     }
@@ -322,7 +327,7 @@ export class Driver {
   rotated(): Effect[] {
     assert.ok(this.rotating, 'no rotate-epoch in flight');
     this.rotating = false;
-    const kept = this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string, this.rotationCauses[this.rotationCauses.length - 1]);
+    const kept = this.inbox.rotateEpoch(this.rotations[this.rotations.length - 1] as string, this.rotationCauses[this.rotationCauses.length - 1], this.rotationReads[this.rotationReads.length - 1]);
     return this.take(this.m.epochRotated(kept ? 'kept' : 'made'));
   }
 

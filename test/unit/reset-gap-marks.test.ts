@@ -6,7 +6,7 @@
  * gap"; a black-box tester's finding J: a client following the docs showed nothing for
  * the whole gap, so a rotation hid seqs the device never had, and so did an inbox lost
  * and refilled past the cap). The machine driven by hand (machine-driver.ts), whose fake
- * inbox records a rotation's lineage as rotate-5.lua does.
+ * inbox records a rotation's lineage as rotate-6.lua does.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -107,4 +107,23 @@ test('a connected device reset by a rotation made elsewhere: the seqs it was sen
   d.notify(12);
   d.settle();
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 12', 'gap 1-4 trimmed r', 'gap 5-6 trimmed', ...msgs(7, 11)]);
+});
+
+test('a claim\'s rotation made after appends passed the latest its read found: the seqs appended in between are news, not marked (rotate-6.lua bounds the lineage by that read\'s latest)', () => {
+  // The delivfix model review's seed 681 (two nodes): the lineage went on from the
+  // counter at rotation time, and 5, appended between the claim's read and the
+  // rotation, was marked as the device's: it kept the lost 5, never shown the new one.
+  const d = new Driver(WIDE);
+  d.inbox.append(4); // Redis went back to 4: the tablet had 5
+  d.login('tablet', after(5, 'ep1'));
+  d.answer(); // latest 4 below its last_seq: a claim's rotation
+  assert.deepEqual(d.rotationCauses, ['resume']);
+  assert.deepEqual(d.rotationReads, [4]);
+  d.inbox.append(4); // 5..8, on another node, before the rotation runs
+  d.inbox.trimTo(7); // the cap
+  d.rotated();
+  assert.deepEqual(d.inbox.lineage, { epoch: 'ep1-rotated', replaced: 'ep1', through: 4 });
+  d.settle();
+  assert.deepEqual(d.brief('tablet'), ['welcome 7', 'reset ep1-rotated 8', 'gap 1-4 trimmed r', 'gap 5-6 trimmed', ...msgs(7, 8)],
+    'before: gap 1-5 marked, the new 5 taken for the lost one the tablet had');
 });

@@ -1,9 +1,13 @@
 #!lua
 --[[
-rotate-5: give a user's inbox a new epoch, when it still has the one given
+rotate-6: give a user's inbox a new epoch, when it still has the one given
 (DESIGN.md §11), record the inbox generation it is made under (ARGV[4]), and record
 which epoch it replaced and the seq the new one continues from (the meta's `lineage`).
-rotate-4 recorded no lineage: after a `reset`, the `trimmed` gap of the seqs below the
+rotate-5 recorded a resume claim's lineage through the counter at rotation time, which
+counts the seqs appended between the read that showed the claim and the rotation:
+those, which no device had, were marked `redelivered` after the `reset` (the delivfix
+model review, two nodes, seed 681); rotate-6 takes the latest seq that read found
+(ARGV[5]) as a bound. rotate-4 recorded no lineage: after a `reset`, the `trimmed` gap of the seqs below the
 first retained one could not be told apart from a real miss, and clients were told to
 show nothing for it, which hid seqs a device never had (a black-box tester's finding J:
 docs/decisions.md "Redis with less than it had"). rotate-3 recorded no generation, so after a raise an epoch a resume claim rotated to was
@@ -35,7 +39,9 @@ Steps
      from what Redis has now, by a node that had read generation ARGV[4], so an append
      under it need not rotate again (append-10.lua step 1); never lowered.
      Record `lineage` as "<ARGV[2]> <ARGV[1]> <seq>", seq the meta's `seq` counter
-     (the latest seq assigned; 0 when unset) for a resume claim's rotation, and 0 for
+     (the latest seq assigned; 0 when unset), or ARGV[5] when that is lower, for a
+     resume claim's rotation (what Redis held when the claim was read: a seq appended
+     since, between that read and this call, is news to every device), and 0 for
      one the node's deliveries proved (ARGV[3] = 0): that proof is of seqs Redis
      assigned again, to other messages, from a seq no one knows, so no seq of the old
      epoch is vouched for (the verifier's D5 × J interaction: a batch of 8 after a
@@ -62,6 +68,8 @@ ARGV
      0 for one the node's deliveries proved (no cool-down)
   4. the inbox generation the node holds (generation.ts), a non-negative integer of
      at most 15 digits; 0: record none
+  5. for a resume claim's rotation, the latest seq of the read that showed the claim, a
+     non-negative integer of at most 15 digits; "": none (the counter alone)
 
 Returns
   the inbox's epoch after the call, "" when it has none; ARGV[1] itself when step 2
@@ -75,6 +83,7 @@ local metaKey, acksKey = KEYS[1], KEYS[2]
 local expected, fresh = ARGV[1], ARGV[2]
 local coolDown = tonumber(ARGV[3])
 local genArg = ARGV[4]
+local readArg = ARGV[5] or ''
 
 if type(expected) ~= 'string' or expected == '' or type(fresh) ~= 'string' or fresh == '' or fresh == expected then
   return redis.error_reply('INVALID_REQUEST the epochs must be two different non-empty strings')
@@ -84,6 +93,9 @@ if not coolDown or coolDown < 0 or coolDown ~= math.floor(coolDown) then
 end
 if type(genArg) ~= 'string' or not string.match(genArg, '^%d+$') or #genArg > 15 then
   return redis.error_reply('INVALID_REQUEST the generation must be a non-negative integer of at most 15 digits')
+end
+if readArg ~= '' and (not string.match(readArg, '^%d+$') or #readArg > 15) then
+  return redis.error_reply('INVALID_REQUEST the latest seq read must be a non-negative integer of at most 15 digits, or empty')
 end
 
 local current = redis.call('HGET', metaKey, 'epoch')
@@ -101,6 +113,8 @@ if coolDown > 0 then
 end
 local top = redis.call('HGET', metaKey, 'seq')
 if type(top) ~= 'string' or not string.match(top, '^%d+$') then top = '0' end
+-- A claim's: seqs appended after the read that showed it are no device's.
+if readArg ~= '' and tonumber(readArg) < tonumber(top) then top = readArg end
 -- A loss the node proved (ARGV[3] = 0): seqs at or below the counter may already name
 -- other messages, and no one knows from which seq on: none is vouched for.
 if coolDown == 0 then top = '0' end
