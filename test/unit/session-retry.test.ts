@@ -18,15 +18,15 @@ import { CONFIG } from './machine-driver.js';
 
 const RETRY_MS = 20;
 
-/** A session whose inbox reads each wait for the test to fail them. */
-function sessionWithFailingReads(): { session: UserSession; reads: Array<(err: Error) => void> } {
+/** A session whose inbox reads each wait for the test to fail them; its retry waits `retryMs`. */
+function sessionWithFailingReads(retryMs = RETRY_MS): { session: UserSession; reads: Array<(err: Error) => void> } {
   const reads: Array<(err: Error) => void> = [];
   const inbox = {
     range: () => new Promise((_resolve, reject) => { reads.push(reject); }),
   } as unknown as Inbox;
   const store: RecordReader = { isOpen: true, get: async () => null, getMany: async () => [] };
   const session = new UserSession('u', {
-    inbox, store, machine: CONFIG, logger: createLogger('silent'), retryMs: RETRY_MS,
+    inbox, store, machine: CONFIG, logger: createLogger('silent'), retryMs,
   }, new AckRounds(100));
   return { session, reads };
 }
@@ -82,7 +82,9 @@ test('the retry wait doubles with each failure in a row, up to MAX_RETRY_FACTOR 
 });
 
 test('the retry armed by a failed read is cancelled when the last connection closes: no timer holds a stopping process', async () => {
-  const { session, reads } = sessionWithFailingReads();
+  // A retry a minute away: on a busy machine the five turns below took longer than
+  // 20 ms, the retry ran before the logout, and no timer was left to clear.
+  const { session, reads } = sessionWithFailingReads(60_000);
   session.login(conn('a'), { kind: 'first' });
   reads[0]?.(new Error('redis down'));
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
