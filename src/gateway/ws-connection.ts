@@ -2,8 +2,8 @@
  * One WebSocket connection (DESIGN.md §6): client frames in, delivery frames out, and
  * the connection's own clocks — server pings and the idle close, token expiry, and
  * backpressure (DESIGN.md §5: pause above the high-water mark; close 4009 when paused
- * too long or over the hard cap). What the client sends is handled by its
- * {@link FrameHandler} (frame-handler.ts).
+ * and nothing drained for too long, or over the hard cap). What the client sends is
+ * handled by its {@link FrameHandler} (frame-handler.ts).
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
@@ -13,7 +13,7 @@ import { thinnedFields } from '../log-throttle.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { afterWrite, drained, Pause } from './backpressure.js';
+import { afterWrite, drained, drainMarkOf, Pause } from './backpressure.js';
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
 import { abuseDropBytes } from './frame-limits.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -175,7 +175,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     if (verdict === 'close') {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
     } else if (verdict === 'pause') {
-      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, () => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long'));
+      const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
+      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws));
       this.#session?.pause(this.id);
     }
   }

@@ -2,17 +2,18 @@
  * Backpressure on the WebSocket (DESIGN.md §5 "Backpressure", §6 close 4009) with real
  * clients that stop reading (`ws` pause: the socket stops being read, so the server's
  * send buffer fills): the connection is paused above the high-water mark, closed 4009
- * when paused too long or over the hard cap, resumes when the client reads again, and
+ * when, paused, it drains nothing for too long or passes the hard cap, resumes when the
+ * client reads again (test/gateway/slow-reader.test.ts: one that reads slowly), and
  * the server's memory for it stays bounded. Each test has its own service (the limits
- * differ) on one private redis-server. Every wait is on a frame, a close, or a bounded
- * poll of the server's own send buffer (its end of the socket, seen in this process).
+ * differ) on one private redis-server. Every wait is on a frame, a close, a log line,
+ * or a bounded poll of the server's own send buffer (its end of the socket, seen in
+ * this process).
  * One test corks the server's end instead, to hold its writes in that buffer as a full
  * kernel would at a moment loopback cannot line up.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { ConfigOverrides } from '../../src/config/config.js';
@@ -21,6 +22,8 @@ import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import type { Logger } from '../../src/logger.js';
 import type { TestClient } from '../harness/ws-client.js';
 import { closesByCode, expectPong, pongsUntil, serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
@@ -72,10 +75,10 @@ interface Setup {
  * A service with these limits, the largest window, room for 50,000 messages per inbox,
  * and no read cache (so memory readings show delivery, not the cache).
  */
-async function serve(t: CleanupContext, prefix: string, limits: ConfigOverrides): Promise<Setup> {
+async function serve(t: CleanupContext, prefix: string, limits: ConfigOverrides, logger?: Logger): Promise<Setup> {
   const { gw, inbox } = await startDelivery(t, prefix, {
     redisUrl: redis.url, storeCacheBytes: '0', deliveryWindow: String(WINDOW), inboxCap: '100000', ...limits,
-  });
+  }, logger);
   const sockets = serverSockets(gw);
   return { gw, inbox, sockets };
 }
@@ -112,9 +115,10 @@ test('a client that stops reading while 50,000 messages are sent to it is closed
   const HIGH_WATER = 64 * KiB;
   const PAUSED_MS = 300;
   const COUNT = 50_000;
+  const logged = capturingLogger();
   const setup = await serve(t, 'bp-slow', {
     socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(8 * MiB), pausedTimeoutMs: String(PAUSED_MS),
-  });
+  }, logged.logger);
   const server = setup.gw;
   const ids = await postMany(server.client, 'sam', COUNT, 1, { data: bulky });
   const other = await server.connect('ola', { device: 'phone' });
@@ -124,6 +128,7 @@ test('a client that stops reading while 50,000 messages are sent to it is closed
   // The slow client stops reading at once; the server starts sending it 50,000.
   const { client: slow, sock } = await connectStalled(setup, 'sam', 'slow');
   await waitUntil('the slow connection is paused (send buffer over the high-water mark)', async () => sock.writableLength > HIGH_WATER);
+  const pausedSeen = performance.now();
   const held = memory();
   const buffered = sock.writableLength;
 
@@ -144,10 +149,13 @@ test('a client that stops reading while 50,000 messages are sent to it is closed
   assert.ok(buffered < HIGH_WATER + FETCH_PAGE_MAX * MAX_FRAME_BYTES, `send buffer ${buffered} bytes`);
   assert.ok(growth < totalBytes / 20, `retained growth ${mb(growth)} is well below the messages' ${mb(totalBytes)}`);
 
-  // Node runs timers in the order they were armed: a timer armed now, after the pause
-  // was seen, with the same delay fires after the server's paused-timeout timer. So
-  // when it fires, the server has decided the close and queued its close frame.
-  await delay(PAUSED_MS);
+  // The client reads nothing, so once the kernel's buffers are full the queue drains
+  // nothing (a first pause may still end while the kernel takes what it can): the
+  // server closes it within the paused timeout and a quarter (its checks) of the last
+  // drain. Waited for on its log line, before the client reads again (reading, it
+  // would drain the queue and be kept).
+  await waitUntil('the slow consumer is closed', async () => logged.lines.some((l) => l.msg === 'slow consumer closed'), 10_000, 10);
+  t.diagnostic(`closed ${(performance.now() - pausedSeen).toFixed(0)} ms after the pause was first seen (paused timeout ${PAUSED_MS} ms)`);
   const { code, last } = await drainToClose(slow, ids);
   assert.equal(code, 4009, 'slow consumer');
   assert.ok(last < COUNT, `the stalled client got only part (${last}) before the close`);

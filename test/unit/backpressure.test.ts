@@ -4,12 +4,13 @@
  * high-water mark, closes the connection (4009) past the hard cap, and a pause ends only
  * once the queue has drained below half the high-water mark — not as soon as it dips
  * under the mark, which would pause and resume the connection on every other frame.
- * The functions are pure (a Pause keeps its timer and waiters); the end-to-end behaviour on real sockets is
- * test/gateway/backpressure.test.ts.
+ * A pause's clock runs while the queue drains nothing, not while it is paused. The
+ * functions are pure (a Pause keeps its clock and waiters); the end-to-end behaviour on
+ * real sockets is test/gateway/backpressure.test.ts and slow-reader.test.ts.
  */
 import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { afterWrite, drained, Pause } from '../../src/gateway/backpressure.js';
+import { afterWrite, drained, drainedSince, Pause, type DrainMark } from '../../src/gateway/backpressure.js';
 
 const LIMITS = { socketHighWaterBytes: 1000, socketHardCapBytes: 8000 };
 
@@ -31,27 +32,68 @@ test('drained: a pause ends only below half the high-water mark (hysteresis), an
   assert.equal(drained(0, false, LIMITS), false, 'not paused: nothing to resume');
 });
 
-test('a Pause calls its timeout once it has lasted the paused timeout, unless it ended first', (t) => {
-  mock.timers.enable({ apis: ['setTimeout'] });
+/**
+ * Advances the mocked clock 1 ms at a time: Node 20's mock runs a timer armed by a
+ * callback only on a later tick, so a Pause's checks (each arming the next) need steps.
+ */
+function advance(ms: number): void {
+  for (let i = 0; i < ms; i++) mock.timers.tick(1);
+}
+
+/** A queue that never drains: the same mark at every check. */
+const STILL = (): DrainMark => ({ doneBytes: 0, leftBytes: 5000 });
+
+test('drainedSince: a write done, or more of the one in progress taken by the kernel; a write begun is no drain', () => {
+  const at = { doneBytes: 100, leftBytes: 50 };
+  assert.equal(drainedSince(at, { doneBytes: 100, leftBytes: 50 }), false, 'unchanged');
+  assert.equal(drainedSince(at, { doneBytes: 100, leftBytes: 49 }), true, 'the kernel took a byte of the write in progress');
+  assert.equal(drainedSince(at, { doneBytes: 150, leftBytes: 6_000_000 }), true, 'a write done (and a larger one begun)');
+  assert.equal(drainedSince({ doneBytes: 100, leftBytes: 0 }, { doneBytes: 100, leftBytes: 70 }), false, 'a write begun, none done');
+});
+
+test('a Pause whose queue drains nothing calls its timeout once it has lasted the paused timeout, unless it ended first', (t) => {
+  mock.timers.enable({ apis: ['setTimeout', 'setInterval'] });
   t.after(() => mock.timers.reset());
   let timedOut = 0;
-  const lasting = new Pause(1000, () => { timedOut += 1; });
-  mock.timers.tick(999);
+  const lasting = new Pause(1000, () => { timedOut += 1; }, STILL);
+  advance(999);
   assert.equal(timedOut, 0);
-  mock.timers.tick(1);
+  advance(1);
   assert.equal(timedOut, 1, 'paused too long: the connection is closed 4009');
+  advance(5000);
+  assert.equal(timedOut, 1, 'once');
   lasting.end();
 
   let endedTimedOut = 0;
-  const ended = new Pause(1000, () => { endedTimedOut += 1; });
-  mock.timers.tick(500);
+  const ended = new Pause(1000, () => { endedTimedOut += 1; }, STILL);
+  advance(500);
   ended.end();
-  mock.timers.tick(5000);
-  assert.equal(endedTimedOut, 0, 'a pause that ended stops its timer');
+  advance(5000);
+  assert.equal(endedTimedOut, 0, 'a pause that ended stops its clock');
+});
+
+test('a Pause measures time without drain, not time paused: each drain seen starts the paused timeout over', (t) => {
+  mock.timers.enable({ apis: ['setTimeout', 'setInterval'] });
+  t.after(() => mock.timers.reset());
+  // The kernel takes 1,000 bytes of the write in progress every 900 ms for 9 s (a
+  // pause ten times the timeout), then nothing more: the client stopped reading.
+  let left = 20_000;
+  const drain = setInterval(() => { if (left > 11_000) left -= 1000; }, 900);
+  let timedOutAt: number | undefined;
+  let now = 0;
+  const pause = new Pause(1000, () => { timedOutAt = now; }, () => ({ doneBytes: 0, leftBytes: left }));
+  while (now < 20_000 && timedOutAt === undefined) {
+    now += 1;
+    mock.timers.tick(1);
+  }
+  clearInterval(drain);
+  pause.end();
+  // The last drain at 8.1 s, seen by the check at 8.25 s: four quiet checks after it.
+  assert.equal(timedOutAt, 9250, 'closed a timeout after the check that saw the last drain');
 });
 
 test('a Pause wakes every waiter once when it ends, and ending it again wakes none', async () => {
-  const pause = new Pause(60_000, () => assert.fail('not to time out'));
+  const pause = new Pause(60_000, () => assert.fail('not to time out'), STILL);
   const woken: number[] = [];
   const waits = [pause.whenOver().then(() => woken.push(1)), pause.whenOver().then(() => woken.push(2))];
   await Promise.resolve();
