@@ -10,6 +10,14 @@ import type { Inbox } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import type { AckFlushable, AckRounds } from './ack-rounds.js';
 import { EVERY_LINE, thinnedFields, type LogThrottle } from '../log-throttle.js';
+import { outageFields } from '../errors.js';
+
+/**
+ * The warning of a failed ack-cursor write (docs/api.md, 503 row): with the `user`,
+ * `devices` (how many of its cursors failed), the `reason` and its `cause`, and
+ * `notLogged`; thinned across the node, the lines left out at debug.
+ */
+export const ACK_WRITE_FAILED_LOG = 'ack cursor write failed, will retry';
 
 /** An ack cursor waiting to be written. */
 export interface PendingAck {
@@ -101,7 +109,8 @@ export class AckCursors implements AckFlushable {
   }
 
   async #write(batch: ReadonlyMap<string, PendingAck>): Promise<void> {
-    if (await this.#allWritten(batch)) return;
+    const failed = await this.#firstFailure(batch);
+    if (failed === undefined) return;
     // Keep them for a later round; a cursor only grows, so writing again is harmless.
     // Older than anything held now (acked while the write ran): a held cursor of
     // another epoch (the inbox was reset meanwhile) is newer and stays.
@@ -110,33 +119,39 @@ export class AckCursors implements AckFlushable {
       this.#retryTimer = undefined;
       this.#rounds.add(this);
     }, this.#deps.retryMs).unref();
+    // An outage's warning, as its siblings (delivery pulls, renewals): the reason and
+    // its cause, no stack, `notLogged` after lines the thinning left out (those at debug).
+    const context = { user: this.#user, devices: failed.devices, ...outageFields(failed.err) };
     const left = (this.#deps.ackFailureLog ?? EVERY_LINE).take();
-    if (left !== undefined) this.#deps.logger.warn({ user: this.#user, ...thinnedFields(left) }, 'ack cursor write failed, will retry');
+    if (left === undefined) this.#deps.logger.debug(context, ACK_WRITE_FAILED_LOG);
+    else this.#deps.logger.warn({ ...context, ...thinnedFields(left) }, ACK_WRITE_FAILED_LOG);
   }
 
   /**
-   * Writes each device's cursor of `batch`; answers whether every write succeeded. One
-   * device (a user on one connection, the common case) takes no arrays and no
-   * `allSettled` results: ~3 % of what the live path allocated (bench/README.md).
+   * Writes each device's cursor of `batch`; answers the first write's failure and how
+   * many failed, or undefined when every write succeeded. One device (a user on one
+   * connection, the common case) takes no arrays and no `allSettled` results: ~3 % of
+   * what the live path allocated (bench/README.md).
    */
-  async #allWritten(batch: ReadonlyMap<string, PendingAck>): Promise<boolean> {
+  async #firstFailure(batch: ReadonlyMap<string, PendingAck>): Promise<{ err: unknown; devices: number } | undefined> {
     if (batch.size === 1) {
       for (const [device, a] of batch) {
         try {
           await this.#deps.inbox.ack(this.#user, device, a.seq, a.epoch);
-        } catch {
+        } catch (err) {
           this.#deps.onAckWrites?.(0, 1);
-          return false;
+          return { err, devices: 1 };
         }
       }
       this.#deps.onAckWrites?.(1, 0);
-      return true;
+      return undefined;
     }
     const results = await Promise.allSettled(
       [...batch].map(([device, a]) => this.#deps.inbox.ack(this.#user, device, a.seq, a.epoch)));
-    const written = results.filter((r) => r.status === 'fulfilled').length;
-    this.#deps.onAckWrites?.(written, results.length - written);
-    return written === results.length;
+    const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    this.#deps.onAckWrites?.(results.length - failures.length, failures.length);
+    const first = failures[0];
+    return first === undefined ? undefined : { err: first.reason, devices: failures.length };
   }
 
   /** Holds again an ack whose write failed, unless one acked since (any epoch) supersedes it. */

@@ -143,8 +143,19 @@ test('ack cursor writes and delivery pulls an outage fails for several users are
       // The round's other writes failed with it; a request's round trip lets their settling run.
       await client.get('/healthz');
       const logged = lines.slice(from);
-      assert.equal(logged.filter((l) => l.msg === ACK_FAILED).length, 1, JSON.stringify(logged));
+      const ackWarnings = logged.filter((l) => l.msg === ACK_FAILED && l.level === 40);
+      assert.equal(ackWarnings.length, 1, JSON.stringify(logged));
       assert.equal(logged.filter((l) => l.msg === FETCH_FAILED && l.level === 40).length, 1, JSON.stringify(logged));
+      // Each names what failed, as the outage's other warnings do (docs/api.md, 503 row):
+      // the reason, no stack; the writes the thinning left out are debug lines.
+      const fetchWarning = logged.find((l) => l.msg === FETCH_FAILED && l.level === 40) as LogLine;
+      const ackWarning = ackWarnings[0] as LogLine;
+      assert.equal(typeof fetchWarning.reason, 'string', JSON.stringify(fetchWarning));
+      assert.equal(typeof ackWarning.reason, 'string', JSON.stringify(ackWarning));
+      assert.ok(users.includes(String(ackWarning.user)), JSON.stringify(ackWarning));
+      assert.equal(ackWarning.devices, 1, JSON.stringify(ackWarning));
+      assert.equal(JSON.stringify(ackWarning).includes('"stack"'), false, 'no stack');
+      assert.ok(logged.filter((l) => l.msg === ACK_FAILED).every((l) => l.level === 40 || (l.level === 20 && typeof l.reason === 'string')), JSON.stringify(logged));
       // The metrics show it too: the failed inbox reads, and every user waiting.
       await waitUntil('the three users are stalled', async () => await stalled() === users.length, 10_000);
       assert.ok(await inboxFailures() >= failuresBefore + users.length);
