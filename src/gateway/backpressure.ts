@@ -1,8 +1,8 @@
 /**
  * Backpressure of one socket (DESIGN.md §5): delivery pauses when the bytes queued
- * on the socket pass the high-water mark (`PIXIU_SOCKET_HIGH_WATER`), resumes once
+ * on the socket pass the high-water mark (`PIXIU_SOCKET_HIGH_WATER_BYTES`), resumes once
  * they drain below half of it, and the connection is closed 4009 when the queue
- * passes the hard cap (`PIXIU_SOCKET_HARD_CAP`) or, paused, drains nothing for
+ * passes the hard cap (`PIXIU_SOCKET_HARD_CAP_BYTES`) or, paused, drains nothing for
  * `PIXIU_PAUSED_TIMEOUT`. These functions decide and the connection acts
  * (ws-connection.ts); its one piece of state is a {@link Pause}, made when delivery
  * pauses and dropped when the pause ends. No object per connection otherwise: an idle
