@@ -5,7 +5,8 @@
  * crashed node vanish on their own while the user's other devices stay online.
  * Readers ignore (and prune) entries past their expiry or of nodes no longer
  * registered, and entries of this node naming a connection it does not hold (stale:
- * Redis came back with older data, presence-held.ts).
+ * Redis came back with older data, presence-held.ts). Connections a DELETE closed are
+ * marked in a second hash (`closed`), and never written back ({@link Presence.closeConns}).
  *
  * Entry value: `<expiresAtMs>|<node>|<device>|<sinceMs>` (the append script reads the
  * first two fields to name the nodes to notify).
@@ -14,12 +15,28 @@ import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
+import { isOutOfMemory } from '../redis/state-replies.js';
 import { PRESENCE_SCRIPTS } from './scripts.js';
 import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
 
 /** How often removals that failed are tried again while Redis fails, ms. */
 const REMOVAL_RETRY_MS = 1000;
+
+/**
+ * How long a connection `DELETE /v1/users/{uid}/connections` closed stays marked so,
+ * ms (one hour): its node, should it not have read the kick, closes it rather than
+ * writing its entry back when it next refreshes it ({@link Presence.closeConns}). That
+ * refresh comes within a heartbeat on a node that reaches Redis, and within about a
+ * second of its link coming back on a node cut off from Redis, which keeps its
+ * connections open through any outage: so the mark must outlast the outage, whose
+ * length nothing bounds. An hour covers the partitions seen (the network-fault
+ * tester's were 30 s to 2 min, a registration lapses after 15 s) many times over, at
+ * ~100 bytes of Redis per connection closed for that hour; a node cut off for longer
+ * still writes such a connection back (docs/decisions.md, "A closed connection is
+ * marked").
+ */
+export const CLOSED_MARK_MS = 60 * 60 * 1000;
 
 /** One live connection of a user. */
 export interface PresenceEntry {
@@ -49,8 +66,20 @@ export interface ReplacedEntry {
   readonly value: string;
 }
 
-/** What {@link Presence.refresh} did with a connection's entry. */
-export type RefreshOutcome = 'kept' | 'readded' | 'replaced' | 'over-limit';
+/**
+ * What {@link Presence.refresh} did with a connection's entry: kept, written back
+ * (`readded`), or nothing, because a newer connection of its device holds its place
+ * (`replaced`), the user is at the limit without it (`over-limit`) or
+ * `DELETE /v1/users/{uid}/connections` closed it ({@link ClosedByDelete}).
+ */
+export type RefreshOutcome = 'kept' | 'readded' | 'replaced' | 'over-limit' | ClosedByDelete;
+
+/** A connection `DELETE /v1/users/{uid}/connections` closed: what to close it with. */
+export interface ClosedByDelete {
+  /** The WebSocket close code the DELETE gave (1008). */
+  readonly code: number;
+  readonly reason: string;
+}
 
 /** Options of {@link Presence}. */
 export interface PresenceOptions {
@@ -194,16 +223,22 @@ export class Presence {
    * Extends a connection's entry (each server heartbeat), or writes it back when it
    * was lost (Redis lost presence) — unless a newer connection of the same device
    * holds its place (`replaced`: close it 4002) or the user is at the limit without it
-   * (`over-limit`), as when it connected (`presence-refresh-3.lua`). On a re-add, an
+   * (`over-limit`), as when it connected (`presence-refresh-4.lua`). On a re-add, an
    * entry of this node whose connection it does not hold is dropped as stale, never
    * taken for a newer connection (Redis came back with older data: the chaos tester's F1).
-   * @returns `kept`, `readded`, `replaced` or `over-limit`
+   * A connection {@link closeConns} marked is never written back nor kept: its entry is
+   * deleted and the DELETE's code and reason answered (`presence-refresh-4.lua`), for
+   * the caller to close it with (its node missed the kick).
+   * @returns `kept`, `readded`, `replaced`, `over-limit`, or the close a DELETE asked for
+   * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async refresh(user: string, conn: string, device: string, since: number): Promise<RefreshOutcome> {
     const now = this.#now();
-    const reply = await redisCall(() => evalScript<number>(this.#redis, PRESENCE_SCRIPTS.refresh, [this.#keys.conns(user)], [
+    const keys = this.#keys.user(user);
+    const reply = await redisCall(() => evalScript<number | [number, string]>(this.#redis, PRESENCE_SCRIPTS.refresh, [keys.conns, keys.closed], [
       conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), String(this.#opts.ttlMs),
       String(now), String(this.#opts.maxPerUser), this.#opts.node, ...this.#held.of(user)]));
+    if (Array.isArray(reply)) return { code: Number(reply[0]), reason: String(reply[1]) };
     return reply === 1 ? 'kept' : reply === 0 ? 'readded' : reply === -1 ? 'replaced' : 'over-limit';
   }
 
@@ -225,13 +260,37 @@ export class Presence {
   }
 
   /**
-   * Removes the entries of `conns` (connections asked to close, DELETE
-   * /v1/users/{uid}/connections): their slots are free at once, also when the node
-   * holding them is dead or frozen and never closes them. A live connection's node
-   * writes its entry back on its next refresh, should the close not reach it.
+   * Removes the entries of `conns` in one HDEL (the retried removals of connections that
+   * closed; {@link closeConns} on a full Redis).
+   * @throws PixiuError UNAVAILABLE when Redis fails
    */
   async removeConns(user: string, conns: readonly string[]): Promise<void> {
     if (conns.length > 0) await redisCall(() => this.#redis.hdel(this.#keys.conns(user), ...conns));
+  }
+
+  /**
+   * Removes the entries of `conns`, connections asked to close by
+   * `DELETE /v1/users/{uid}/connections`, and marks them closed with `code` and
+   * `reason` for {@link CLOSED_MARK_MS}, in one step (`presence-close-1.lua`): their
+   * slots are free at once, also when the node holding them is dead or frozen, and a
+   * node that missed the kick closes such a connection at its next {@link refresh}
+   * rather than writing its entry back (before, it wrote it back: the connection stayed
+   * open and listed for good; the network-fault tester's kick2).
+   * Over maxmemory Redis refuses the script whole (the marks grow it): the entries are
+   * then removed unmarked (HDEL frees memory, so Redis takes it), as before the marks.
+   * @throws PixiuError UNAVAILABLE when Redis fails; nothing may have been removed
+   */
+  async closeConns(user: string, conns: readonly string[], code: number, reason: string): Promise<void> {
+    if (conns.length === 0) return;
+    const now = this.#now();
+    const keys = this.#keys.user(user);
+    try {
+      await redisCall(() => evalScript<number>(this.#redis, PRESENCE_SCRIPTS.close, [keys.conns, keys.closed], [
+        String(Math.floor(now) + CLOSED_MARK_MS), String(now), String(code), reason, ...conns]));
+    } catch (err) {
+      if (!isOutOfMemory(err)) throw err;
+      await this.removeConns(user, conns);
+    }
   }
 
   /** Removes every entry of `node` for `user` (the node is gone), unless refreshed since it was read. */

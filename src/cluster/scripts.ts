@@ -7,8 +7,10 @@ import type { ScriptSpec } from '../redis/scripts.js';
 export const PRESENCE_SCRIPTS = {
   /** KEYS conns; ARGV conn, entry, device, nowMs, limit, ttlMs. Replies 1 and the replaced conns and their entries, or 0 (over the limit). */
   add: { file: new URL('./lua/presence-add-1.lua', import.meta.url), numberOfKeys: 1 },
-  /** KEYS conns; ARGV conn, entry, ttlMs, nowMs, limit, node, the user's conns this node holds… Replies 1 kept, 0 re-added, -1 replaced, -2 over the limit. */
-  refresh: { file: new URL('./lua/presence-refresh-3.lua', import.meta.url), numberOfKeys: 1 },
+  /** KEYS conns, closed; ARGV conn, entry, ttlMs, nowMs, limit, node, the user's conns this node holds… Replies 1 kept, 0 re-added, -1 replaced, -2 over the limit, or [code, reason] closed by a DELETE. */
+  refresh: { file: new URL('./lua/presence-refresh-4.lua', import.meta.url), numberOfKeys: 2 },
+  /** KEYS conns, closed; ARGV untilMs, nowMs, code, reason, the conns. Replies how many entries were deleted. */
+  close: { file: new URL('./lua/presence-close-1.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS conns; ARGV conn, device, nowMs, ttlMs, pairs of a replaced conn and its entry. Replies 1 written back, 0 a newer entry of the device. */
   withdraw: { file: new URL('./lua/presence-withdraw-1.lua', import.meta.url), numberOfKeys: 1 },
   /** KEYS conns; ARGV pairs of conn and the entry value read. Replies how many were deleted. */

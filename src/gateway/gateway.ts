@@ -232,6 +232,11 @@ export class Gateway implements GatewayDeps {
           // Its entry was lost (Redis lost presence) and the user connected again meanwhile.
           if (outcome === 'replaced') c.close(CloseCode.replaced, 'replaced by a newer connection of this device');
           else if (outcome === 'over-limit') c.close(CloseCode.policy, 'the user is at the connection limit without this connection');
+          else if (typeof outcome === 'object') {
+            // DELETE …/connections closed it and this node missed the kick (presence.ts closeConns).
+            logger.info({ conn: c.id, user: c.user, code: outcome.code }, 'connection closed on its presence refresh: a disconnect this node missed');
+            c.close(outcome.code, outcome.reason);
+          }
         }, (err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
       },
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),

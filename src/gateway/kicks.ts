@@ -31,7 +31,7 @@ export interface KickDeps {
   readonly bus: Pick<Bus, 'kick'>;
   /** Its `ttlMs` and `intervalMs` set how long a kick is sent again ({@link Kicks.retryForMs}). */
   readonly registry: Pick<NodeRegistry, 'isRegistered' | 'ttlMs' | 'intervalMs'>;
-  readonly presence: Pick<Presence, 'list' | 'removeConns'>;
+  readonly presence: Pick<Presence, 'list' | 'closeConns'>;
   /** This node's handshakes not open yet: a kick naming one closes it once open. */
   readonly handshakes: PendingHandshakes;
   /** This node's connections. */
@@ -94,7 +94,11 @@ export class Kicks {
 
   /**
    * Closes a user's connections on every node (all, or one device's), and frees their
-   * presence entries at once.
+   * presence entries at once, marking each connection closed (Presence.closeConns): a
+   * node that missed the kick although Redis counted its subscriber (a half-open link,
+   * reset before it delivered) closes the connection with `code` and `reason` when it
+   * next refreshes its presence, within a second of its link coming back, rather than
+   * writing the entry back (the network-fault tester's kick2).
    * @returns how many connections presence listed (closed or to be closed)
    * @throws when Redis fails listing or removing presence
    */
@@ -115,7 +119,7 @@ export class Kicks {
     }
     // Freed now rather than when each node closes them: a crashed node's connections
     // would hold the user's slots until its registration lapsed (docs/api.md "Presence").
-    await presence.removeConns(user, entries.map((e) => e.conn));
+    await presence.closeConns(user, entries.map((e) => e.conn), code, reason);
     return entries.length;
   }
 

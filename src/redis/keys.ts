@@ -69,9 +69,19 @@ export class UserKeys {
     return `${this.#tag}:conns`;
   }
 
+  /**
+   * Hash: conn → `<untilMs>|<code>|<reason>`, the connections `DELETE
+   * /v1/users/{uid}/connections` closed, until `untilMs` (Redis's clock): their node
+   * closes them with that code and reason rather than writing their presence entry back
+   * (src/cluster/lua/presence-close-1.lua, presence-refresh-4.lua; used by presence).
+   */
+  get closed(): string {
+    return `${this.#tag}:closed`;
+  }
+
   /** Every key, by role. */
-  toJSON(): Record<'inbox' | 'meta' | 'acks' | 'ids' | 'conns', string> {
-    return { inbox: this.inbox, meta: this.meta, acks: this.acks, ids: this.ids, conns: this.conns };
+  toJSON(): Record<'inbox' | 'meta' | 'acks' | 'ids' | 'conns' | 'closed', string> {
+    return { inbox: this.inbox, meta: this.meta, acks: this.acks, ids: this.ids, conns: this.conns, closed: this.closed };
   }
 }
 
@@ -125,6 +135,11 @@ export class Keys {
   /** `<prefix>{uid}:conns`, presence. @throws PixiuError INVALID_REQUEST for a bad uid */
   conns(uid: string): string {
     return this.user(uid).conns;
+  }
+
+  /** `<prefix>{uid}:closed`, connections a DELETE closed. @throws PixiuError INVALID_REQUEST for a bad uid */
+  closed(uid: string): string {
+    return this.user(uid).closed;
   }
 
   /**

@@ -47,3 +47,8 @@ export function redisStateReason(err: unknown): string | undefined {
   }
   return undefined;
 }
+
+/** True when `err` is, or was caused by, Redis refusing a write because it is full (`OOM`, {@link redisStateReason}). */
+export function isOutOfMemory(err: unknown): boolean {
+  return redisStateReason(err) === STATE_REPLIES.OOM;
+}

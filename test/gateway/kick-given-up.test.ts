@@ -59,7 +59,7 @@ test('kicks a registered node never takes are given up on and logged as one line
   });
   const unused = (): never => assert.fail('presence is not read for a connection\'s kick');
   const kicks = new Kicks({
-    node: 'here', bus, registry, presence: { list: unused, removeConns: unused } satisfies Pick<Presence, 'list' | 'removeConns'>,
+    node: 'here', bus, registry, presence: { list: unused, closeConns: unused } satisfies Pick<Presence, 'list' | 'closeConns'>,
     handshakes: new PendingHandshakes(), hub: { connectionsOf: () => [] }, accepting: () => true, logger, givenUpLogMs: GATHER_MS,
   });
   assert.equal(kicks.retryForMs, 400, 'sent again for the registration\'s lifetime and one renewal');

@@ -1,8 +1,9 @@
 #!lua
 --[[
-presence-refresh-3: extend one connection's presence entry (DESIGN.md §4 `conns`),
+presence-refresh-4: extend one connection's presence entry (DESIGN.md §4 `conns`),
 on each server heartbeat of that connection; re-add it, within the rules a new
-connection meets, when it was lost.
+connection meets, when it was lost; unless `DELETE /v1/users/{uid}/connections`
+closed the connection.
 
 Why the rules on a re-add: an entry is lost when Redis lost presence (restarted empty,
 FLUSHALL) or it lapsed in a long pause of its node. Meanwhile the user may have
@@ -21,7 +22,20 @@ dropped. Entries of other nodes keep the rule above (this node cannot know which
 their connections are open). Node ids are per process (`<host>-<pid>-<random>`), so
 an entry of an earlier process on this host is another node's.
 
+Why the closed mark is read (new in -4): the DELETE removes the entry and kicks the
+connection's node over Pub/Sub. A kick that node never reads is lost although Redis
+counted its subscriber (its link to Redis dropped what it held, then was reset: the
+network-fault tester's kick2), and the node took the missing entry for one Redis lost
+and wrote it back: the connection stayed open for good, listed online again. The
+DELETE marks each connection it closed (presence-close-1); here the mark answers the
+close, with the DELETE's code and reason, as a newer entry of the device answers a
+replaced connection (-1). Read at every refresh, not only on a re-add: an entry
+written back by another path after the DELETE (presence-withdraw-1 writing back a
+replaced entry, an older copy of the data) is not kept either.
+
 Steps
+  0. If the connection has a closed mark (KEYS[2]) not past its time: delete its
+     entry if there is one, write nothing else, reply {code, reason}.
   1. If the entry exists: write it with its new expiry. Reply 1.
   2. Else (re-add): walk the user's entries, dropping those past their expiry and
      those of this node (ARGV[6]) whose connection is not in ARGV[7..] (stale). If
@@ -37,25 +51,29 @@ Flags (the #!lua line, Redis 7 script flags)
 
 KEYS
   1. conns hash `<prefix>{uid}:conns`
+  2. closed hash `<prefix>{uid}:closed`: conn id → `<untilMs>|<code>|<reason>` (presence-close-1)
 
 ARGV
   1. conn id
   2. entry value, `<expiresAtMs>|<node>|<device>|<sinceMs>`
   3. the entry's lifetime, ms
-  4. now, ms since the Unix epoch
+  4. now, ms since the Unix epoch (Redis's clock as the registry reads it: marks are
+     timed by it)
   5. the limit: most live connections per user, a positive integer
   6. this node's id
   7.. the user's connections this node holds (ARGV[1] among them, or not: it is kept either way)
 
 Returns
   1 when the entry existed, 0 when it was re-added, -1 when a newer connection of the
-  same device holds its place, -2 when the user is at the limit without it.
+  same device holds its place, -2 when the user is at the limit without it;
+  {code, reason} (an array: the close code as an integer, the reason) when a DELETE
+  closed the connection.
 
 Error replies
   INVALID_REQUEST <reason>  an argument is malformed (nothing is written)
 ]]
 
-local connsKey = KEYS[1]
+local connsKey, closedKey = KEYS[1], KEYS[2]
 local conn, value, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now, limit, self = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 if conn == '' or not ttl or ttl < 1 or not now or not limit or limit < 1 or not self or self == '' then
@@ -64,6 +82,14 @@ end
 local device = string.match(value, '^%d+|[^|]+|([^|]+)|%d+$')
 if not device then
   return redis.error_reply('INVALID_REQUEST entry must be <expiresAt>|<node>|<device>|<since>')
+end
+local mark = redis.call('HGET', closedKey, conn)
+if mark then
+  local markUntil, code, reason = string.match(mark, '^(%d+)|(%d+)|(.*)$')
+  if markUntil and tonumber(markUntil) > now then
+    redis.call('HDEL', connsKey, conn)
+    return {tonumber(code), reason}
+  end
 end
 local reply = 1
 if redis.call('HEXISTS', connsKey, conn) == 0 then
