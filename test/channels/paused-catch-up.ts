@@ -14,7 +14,6 @@ import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import { JWT_KEY, serverSockets, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { normalizeStreamId } from '../../src/streams/stream-id.js';
 import { publish, subscribe, waitTopics } from './channel-fixture.js';
 
 const KiB = 1024;
@@ -95,12 +94,28 @@ export async function pauseThenCatchUp(p: PausableGateway, client: TestClient, s
     assert.ok(fills < 200, 'never paused');
     await publish(p.gw.client, 'c.fill', big);
   }
-  const queued = sock.writableLength;
+  // Watched on the socket itself: the last fillers' frames may still reach it after
+  // their publish answered (Pub/Sub is asynchronous), so a growth of its queue is no
+  // sign of the catch-up (on a busy machine one was taken for it, the sub's history
+  // was trimmed before it was read, and the test saw no h1).
+  const wroteCatchUp = watchWrites(sock, `{"t":"pub","channel":"c.x",`);
   client.send({ t: 'sub', channel: 'c.x', since });
   await waitTopics(p.probe, 'px:', { 'c.x': true });
-  // The sub's `subscribed` answer goes out before the catch-up's first entry: its
-  // WebSocket frame (a 2-byte header: under 126 bytes of text) is not that entry.
-  const answer = 2 + Buffer.byteLength(JSON.stringify({ t: 'subscribed', channel: 'c.x', since: normalizeStreamId(since) }));
-  await waitUntil('the catch-up writes its first entry', async () => sock.writableLength > queued + answer, 10_000, 5);
+  await waitUntil('the catch-up writes its first entry', async () => wroteCatchUp(), 10_000, 5);
   return sock;
+}
+
+/**
+ * Watches what the server writes on `sock` (ws writes a frame's header and its text
+ * as two writes): answers whether a write began with `prefix` since the call.
+ */
+function watchWrites(sock: Duplex, prefix: string): () => boolean {
+  let seen = false;
+  const write = sock.write.bind(sock) as (...args: unknown[]) => boolean;
+  sock.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (!seen && typeof chunk === 'string') seen = chunk.startsWith(prefix);
+    else if (!seen && Buffer.isBuffer(chunk)) seen = chunk.toString('latin1', 0, prefix.length) === prefix;
+    return write(chunk, ...rest);
+  }) as Duplex['write'];
+  return () => seen;
 }
