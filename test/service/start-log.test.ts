@@ -30,8 +30,9 @@ test('a start logs its first line at once, then the wait on a lease another host
   assert.equal(typeof storeId, 'string', first.stdout());
   assert.deepEqual(await first.term(), { code: 0, signal: null }, first.stderr());
 
-  // A node of another host that did not stop cleanly: its lease lapses in 8 s (the start reaches it well before).
-  await new PartitionClaims(redis, new Keys(prefix)).renewLease(String(storeId), { url: 'http://10.0.0.8:8080', node: 'node-gone-far', host: 'far-away', pid: 1, renewal: 1 }, 8000);
+  // A node of another host that did not stop cleanly: its lease lapses in 14 s, within the
+  // start's 20 s wait (at 8 s, a start at load ~12 reached it after it had lapsed).
+  await new PartitionClaims(redis, new Keys(prefix)).renewLease(String(storeId), { url: 'http://10.0.0.8:8080', node: 'node-gone-far', host: 'far-away', pid: 1, renewal: 1 }, 14_000);
   const second = await spawnServe(env, t);
   const lines = jsonLines(second.stdout());
   const at = (pattern: RegExp): number => lines.findIndex((l) => pattern.test(l.msg ?? ''));
