@@ -66,11 +66,12 @@ export class HandshakeRefusals {
   /**
    * A handshake of a user who already has `PIXIU_MAX_CONNECTIONS_PER_USER` connections
    * (presence, all nodes): logged at info with `user`, `device` and `limit`.
-   * @returns the 429 to answer
+   * @returns the 429 to answer, naming the setting and what frees a place (no
+   *   `Retry-After`: docs/protocol.md, "Connecting", 429)
    */
   connectionLimit(user: string, device: string): PixiuError {
     const left = this.#limits.take();
     if (left !== undefined) this.#logger.info({ user, device, limit: this.#maxPerUser, ...thinnedFields(left) }, CONNECTION_LIMIT_LINE);
-    return new PixiuError('RATE_LIMITED', `user ${user} already has ${this.#maxPerUser} connections`);
+    return new PixiuError('RATE_LIMITED', `user ${user} already has ${this.#maxPerUser} connections, on all nodes (PIXIU_MAX_CONNECTIONS_PER_USER); wait for one to close, or DELETE /v1/users/{uid}/connections frees them at once`);
   }
 }

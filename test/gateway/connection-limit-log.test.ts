@@ -26,10 +26,10 @@ before(async () => {
 
 after(() => cleanup.run());
 
-test('a handshake over the user\'s connection limit is refused 429 and logged at info with the user, device and limit; the next within 10 s is left out', async () => {
+test('a handshake over the user\'s connection limit is refused 429 naming the setting and what frees a place, and logged at info with the user, device and limit; the next within 10 s is left out', async () => {
   await gw.connectWelcomed('tabs', { device: 'tab1' });
   await gw.connectWelcomed('tabs', { device: 'tab2' });
-  await expectRefused(gw.connect('tabs', { device: 'tab3' }), 429, 'RATE_LIMITED', /^user tabs already has 2 connections$/);
+  await expectRefused(gw.connect('tabs', { device: 'tab3' }), 429, 'RATE_LIMITED', /^user tabs already has 2 connections, on all nodes \(PIXIU_MAX_CONNECTIONS_PER_USER\); wait for one to close, or DELETE \/v1\/users\/\{uid\}\/connections frees them at once$/);
   await expectRefused(gw.connect('tabs', { device: 'tab4' }), 429, 'RATE_LIMITED');
   const logged = lines.filter((l) => l.msg === CONNECTION_LIMIT_LINE);
   assert.deepEqual(logged.map((l) => [l.level, l.user, l.device, l.limit, l.notLogged]), [[30, 'tabs', 'tab3', 2, undefined]]);
