@@ -91,6 +91,9 @@ test('the check that nothing was stored takes only the first id past the start\'
 test('invalid JSON is 400 INVALID_REQUEST, with the parser\'s cause and where it stopped', async (t) => {
   await rejects(t, post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',
     /^the body is not valid JSON: expected double-quoted property name at byte 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/);
+  // V8 names no place for an unexpected token, nor anything for a body that is one bad word.
+  await rejects(t, post('to=bob'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'to' at byte 0 \(near "to=bob"\)$/);
+  await rejects(t, post('NaN'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'NaN' at byte 0 \(near "NaN"\)$/);
 });
 
 test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {

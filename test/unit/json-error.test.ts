@@ -39,9 +39,27 @@ test('the position is the byte offset in the UTF-8 body, and the excerpt never s
   assert.ok(JSON.parse(/\(near (.*)\)$/.exec(message)?.[1] ?? '""').startsWith('…😀'), message);
 });
 
-test('an unexpected token is named without the text the parser quotes; a body cut short says so', () => {
-  assert.equal(told(`{"data":"${'s'.repeat(200)}","n":NaN}`), 'the body is not valid JSON: unexpected token \'N\'');
+test('an unexpected token, which V8 places nowhere, is named from where it starts, with its byte and the excerpt; a body cut short says so', () => {
+  assert.equal(told(`{"data":"${'s'.repeat(200)}","n":NaN}`), `the body is not valid JSON: unexpected token 'NaN' at byte 215 ${near('…ssssssssss","n":NaN}')}`);
+  // A form body: V8 reads 't' as the start of true and names the 'o'.
+  assert.equal(told('to=bob'), `the body is not valid JSON: unexpected token 'to' at byte 0 ${near('to=bob')}`);
+  assert.equal(told('hello'), `the body is not valid JSON: unexpected token 'hello' at byte 0 ${near('hello')}`);
+  assert.equal(told('{"to":"bob","type":"t","data":undefined}'),
+    `the body is not valid JSON: unexpected token 'undefined' at byte 30 ${near('…ype":"t","data":undefined}')}`);
+  // V8 names the '}' after the misspelt literal.
+  assert.equal(told('{"to":"bob","type":"t","data":tru}'), `the body is not valid JSON: unexpected token 'tru' at byte 30 ${near('…ype":"t","data":tru}')}`);
+  assert.equal(told('[1,]'), `the body is not valid JSON: unexpected token ']' at byte 3 ${near('[1,]')}`);
+  // A long word is cut; a control character is escaped; the byte counts a leading BOM (3 bytes).
+  assert.equal(told('x'.repeat(40)), `the body is not valid JSON: unexpected token '${'x'.repeat(16)}…' at byte 0 ${near(`${'x'.repeat(16)}…`)}`);
+  assert.equal(told('\u0001'), `the body is not valid JSON: unexpected token '\\u0001' at byte 0 ${near('\u0001')}`);
+  assert.match(told('\ufeff{"a":x}'), /unexpected token 'x' at byte 8 /);
   assert.equal(told('{"a":'), 'the body is not valid JSON: it ends before its JSON value does (5 characters)');
+});
+
+test('a body that is one bad word, of which V8 says only that it is not JSON, gets its cause and place', () => {
+  for (const word of ['NaN', 'undefined', 'Infinity']) {
+    assert.equal(told(word), `the body is not valid JSON: unexpected token '${word}' at byte 0 ${near(word)}`);
+  }
 });
 
 test('an error that is not the parser\'s says only that the body is not JSON', () => {
