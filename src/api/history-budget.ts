@@ -16,6 +16,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
 import { PixiuError, RETRY_AFTER_SECONDS, unavailable } from '../errors.js';
+import { binarySize } from './error-handler.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -55,8 +56,8 @@ export class HistoryBudget {
   readonly #held = new WeakMap<Socket, { readonly releases: Set<() => void>; readonly onClose: () => void }>();
   #inUse = 0;
   readonly #perUser: number;
-  /** Bytes held for each user's inbox, only users with some held. */
-  readonly #byUser = new Map<string, number>();
+  /** What the answers for each user's inbox hold, only users with some held: bytes, and how many answers hold them. */
+  readonly #byUser = new Map<string, { bytes: number; answers: number }>();
 
   /**
    * @param limit bytes held at most (one answer is always taken when none is held)
@@ -87,16 +88,14 @@ export class HistoryBudget {
    * @param user whose inbox the answer is of: its answers hold at most the per-user share
    * @returns a function that changes the bytes held to its argument (once the page's
    *   size is known); it does nothing after the release
-   * @throws PixiuError RATE_LIMITED (with `retryAfterSeconds`) when answers for `user` hold too much already;
+   * @throws PixiuError RATE_LIMITED (with `retryAfterSeconds`) when answers for `user` hold too much already,
+   *   naming how many requests hold how much ({@link userShareHeld});
    *   UNAVAILABLE when answers in flight hold too much already
    */
   hold(reply: FastifyReply, bytes: number, user: string): (bytes: number) => void {
-    const mine = this.#byUser.get(user) ?? 0;
-    if (mine > 0 && mine + bytes > this.#perUser) {
-      // Retry-After: the user's pages in flight are taken within moments by a client that reads them.
-      throw new PixiuError('RATE_LIMITED', `user ${user} has ${Math.round(mine / 1048576)} MiB of history pages in flight on this node, `
-        + 'being read or not yet taken by their clients; read each answer before asking for the next, or retry shortly',
-      { retryAfterSeconds: RETRY_AFTER_SECONDS });
+    const mine = this.#byUser.get(user);
+    if (mine !== undefined && mine.bytes + bytes > this.#perUser) {
+      throw new PixiuError('RATE_LIMITED', userShareHeld(user, mine.answers, mine.bytes, this.#perUser, bytes), { retryAfterSeconds: RETRY_AFTER_SECONDS });
     }
     if (this.#inUse > 0 && this.#inUse + bytes > this.#limit) {
       throw unavailable(`this node is busy sending history pages (${Math.round(this.#inUse / 1048576)} MiB held for pages being read or not yet taken by their clients); retry shortly`);
@@ -107,8 +106,10 @@ export class HistoryBudget {
     let held = 0;
     const change = (now: number): void => {
       this.#inUse += now - held;
-      const theirs = (this.#byUser.get(user) ?? 0) + now - held;
-      if (theirs > 0) this.#byUser.set(user, theirs);
+      const theirs = this.#byUser.get(user) ?? { bytes: 0, answers: 0 };
+      theirs.bytes += now - held;
+      theirs.answers += Number(now > 0) - Number(held > 0);
+      if (theirs.answers > 0) this.#byUser.set(user, theirs);
       else this.#byUser.delete(user);
       held = now;
     };
@@ -169,4 +170,22 @@ export class HistoryBudget {
     this.#held.delete(connection);
     connection.off('close', held.onClose);
   }
+}
+
+/**
+ * The 429 of a user's share held: in requests, since what holds it is how many are in
+ * flight at once, each holding up front what its page could come to, not how large the
+ * inbox is (a newcomer's finding: "8 MiB of history pages in flight" for 64 parallel
+ * `limit=1` requests of an empty inbox, whose answers were a few KiB, sent them looking
+ * for a large inbox). Retry-After: the answers in flight are taken within moments by a
+ * client that reads them.
+ * @param answers the user's answers holding `held` bytes now
+ * @param held bytes they hold
+ * @param share bytes one user's answers may hold ({@link HISTORY_BYTES_PER_USER})
+ * @param asked bytes the refused request would have held
+ */
+export function userShareHeld(user: string, answers: number, held: number, share: number, asked: number): string {
+  return `user ${user} has ${answers} history ${answers === 1 ? 'request' : 'requests'} in flight on this node, holding ${binarySize(held)} of the ${binarySize(share)} one user's may hold: `
+    + `each holds what its page could come to (this one: ${binarySize(asked)}) from when it is read until its client has taken the answer, however small the inbox; `
+    + 'send them one at a time, reading each answer before asking for the next, or retry shortly';
 }

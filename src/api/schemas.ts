@@ -175,7 +175,7 @@ export function unavailableAnswer<const D extends string>(description: D) {
  * held (src/api/history-budget.ts), as the OpenAPI document words it: on the history
  * routes, and on `GET /v1/me/messages` beside its rate (src/gateway/me-routes.ts).
  */
-export const HISTORY_SHARE_WORDS = 'this user\'s history pages in flight on this node (being read, or not yet taken by their clients) hold their share of the node\'s budget; nothing read. Read each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)';
+export const HISTORY_SHARE_WORDS = 'this user\'s history requests in flight on this node, each holding what its page could come to (limit=1: about 128 KiB) until its client has taken the answer, hold their share of the node\'s budget (8 MiB), however small the inbox; nothing read. Send them one at a time, reading each answer before asking for the next, or send it again after Retry-After (docs/api.md, "Messages", history)';
 
 /** The 429 of the history routes, with {@link retryAfterHeader}: {@link HISTORY_SHARE_WORDS}. */
 export const historyRateLimitedAnswer = {

@@ -180,7 +180,7 @@ test('one user\'s history answers hold at most their share of the budget: past i
   // Answers for USER's inbox, not yet taken, hold all but 1 MiB of the user's share: a page of limit=1000 (2 MiB) is past it.
   const giveBack = holdHistoryBudget(budget, HISTORY_BYTES_PER_USER - 1024 * 1024, USER);
   for (const answer of [await api.get(`/v1/users/${USER}/messages?limit=1000`), await me.get('/v1/me/messages?limit=1000')]) {
-    expectError(answer, 429, 'RATE_LIMITED', new RegExp(`user ${USER} has 7 MiB of history pages in flight on this node.*read each answer before asking for the next`));
+    expectError(answer, 429, 'RATE_LIMITED', new RegExp(`^user ${USER} has 1 history request in flight on this node, holding 7 MiB of the 8 MiB one user's may hold: each holds what its page could come to \\(this one: 2\\.19 MiB\\).*send them one at a time, reading each answer before asking for the next`));
     // "retry shortly" says when: RFC 6585 §4 (a contract tester's finding: none was sent).
     assert.equal(answer.headers.get('retry-after'), '1');
   }

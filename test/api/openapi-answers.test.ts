@@ -255,7 +255,7 @@ test('the /v1/me routes\' 429s state the limit\'s numbers, as the refusal\'s mes
   const page = doc.paths['/v1/me/messages']?.get?.responses['429']?.description ?? '';
   for (const description of [ack, page]) assert.ok(description.startsWith('RATE_LIMITED: ') && description.includes(words), description);
   const history = doc.paths['/v1/users/{uid}/messages']?.get?.responses['429']?.description ?? '';
-  assert.ok(history.startsWith('RATE_LIMITED: this user\'s history pages'), history);
+  assert.ok(history.startsWith('RATE_LIMITED: this user\'s history requests in flight on this node, each holding what its page could come to'), history);
   assert.ok(page.endsWith(`. Or ${history.slice('RATE_LIMITED: '.length)}`), page);
   // The error table's 429 row and "Client routes" give the same numbers.
   const apiMd = await readFile(path.join(REPO_ROOT, 'docs/api.md'), 'utf8');

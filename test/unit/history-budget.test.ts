@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply } from 'fastify';
 import { HistoryBudget } from '../../src/api/history-budget.js';
+import { pageHoldBytes } from '../../src/api/history.js';
 import { isPixiuError } from '../../src/errors.js';
 
 /** A reply whose response closes when the test says. */
@@ -55,6 +56,31 @@ test('one user\'s answers hold at most their share: past it a request for that u
   const big = new HistoryBudget(1000, 60_000, undefined, 300);
   big.hold(reply().reply, 500, 'carol');
   assert.equal(big.inUse, 500);
+});
+
+test('the 429 of a user\'s share names how many requests are in flight and what each holds up front, not pages: 63 of limit=1 fill 8 MiB of an empty inbox', () => {
+  const budget = new HistoryBudget();
+  const perRequest = pageHoldBytes(1, 65_536);
+  const held = Array.from({ length: 63 }, () => reply());
+  for (const r of held) budget.hold(r.reply, perRequest, 'alice');
+  const refusal = (): string => {
+    try {
+      budget.hold(reply().reply, perRequest, 'alice');
+    } catch (err) {
+      assert.ok(isPixiuError(err, 'RATE_LIMITED'));
+      return err.message;
+    }
+    return assert.fail('not refused');
+  };
+  assert.equal(refusal(), 'user alice has 63 history requests in flight on this node, holding 7.89 MiB of the 8 MiB one user\'s may hold: '
+    + 'each holds what its page could come to (this one: 128.2 KiB) from when it is read until its client has taken the answer, however small the inbox; '
+    + 'send them one at a time, reading each answer before asking for the next, or retry shortly');
+  // The count follows the answers given back; a resize counts in the bytes, not the requests.
+  for (const r of held.slice(0, 60)) r.close();
+  const big = budget.hold(reply().reply, 2 * 1024 * 1024, 'alice');
+  big(5 * 1024 * 1024);
+  budget.hold(reply().reply, 2.5 * 1024 * 1024, 'alice');
+  assert.match(refusal(), /^user alice has 5 history requests in flight on this node, holding 7\.88 MiB of the 8 MiB /);
 });
 
 /** A connection that counts destroy(), and replies on it whose responses have it (`queued`: not yet, as a pipelined one). */
