@@ -33,6 +33,20 @@ export const BAD_SIGNATURE = "invalid token: its signature does not verify with 
  * the operator of a node given another key than the token issuer's sees this. Fields:
  * the token header's `alg` and `kid` (quoted by the client, no key material), `notLogged`.
  */
+/**
+ * The 401 of a token whose `exp` is not after this node's clock, with how far behind
+ * and what to do, as every other refusal of a token says (a newcomer's finding: bare
+ * "token expired" was the one without a hint). The close of an open connection at its
+ * `exp` keeps the reason `token expired` (4001, docs/protocol.md "Close codes").
+ * @param exp the token's `exp`, seconds since the epoch (finite: checked before)
+ * @param nowMs this node's clock, ms since the epoch
+ */
+export function tokenExpired(exp: number, nowMs = Date.now()): string {
+  const behind = Math.max(0, Math.floor(nowMs / 1000 - exp));
+  return `token expired: its "exp" is ${behind} s behind this node's clock; mint a new token `
+    + '(on an open WebSocket, send it in a "refresh" frame before the current one\'s "exp", or the connection is closed 4001: docs/protocol.md "Client tokens")';
+}
+
 export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
 
 /**
@@ -209,7 +223,7 @@ export class TokenRefusals {
    * The 401 for what jose threw verifying `token` (an outage of the JWKS is the
    * caller's to tell apart first: 503, not 401). In jose's order of checks: `crit`,
    * `alg`, the key (`kid`), the signature, `b64`, the claims.
-   * @returns PixiuError UNAUTHORIZED, jose's error as its cause: `token expired`; a
+   * @returns PixiuError UNAUTHORIZED, jose's error as its cause: {@link tokenExpired}; a
    *   claim jose refused, named; {@link BAD_SIGNATURE}; a `crit`
    *   or `b64` refused ({@link critRefused}, {@link UNENCODED_PAYLOAD}); {@link noAlg},
    *   {@link algNotTaken}; for a JWKS {@link kidNotInJwks}, {@link kidOfOtherAlg},
@@ -219,7 +233,7 @@ export class TokenRefusals {
    */
   of(err: unknown, token: string): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
-    if (err instanceof joseErrors.JWTExpired) return refused('token expired');
+    if (err instanceof joseErrors.JWTExpired) return refused(tokenExpired(Number(err.payload.exp)));
     // Claims are checked once the signature holds: naming the claim tells the key's
     // holder what to fix and nobody else anything (jose's message, e.g. 'missing
     // required "exp" claim').

@@ -113,6 +113,15 @@ test('a refresh whose sub is not a valid user id is refused UNAUTHORIZED, naming
   await expectPong(client);
 });
 
+test('a refresh with an expired token is refused UNAUTHORIZED saying how far behind and to mint a new one, and the connection stays', async () => {
+  const { client } = await gw.connectWelcomed('rhea');
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'rhea', { ttlSec: -60 }) });
+  const refused = await client.nextOf('error');
+  assert.deepEqual([refused.code, refused.ref], ['UNAUTHORIZED', { t: 'refresh' }]);
+  assert.match(String(refused.message), /^token expired: its "exp" is 6[0-2] s behind this node's clock; mint a new token \(on an open WebSocket, send it in a "refresh" frame/);
+  await expectPong(client);
+});
+
 test('a refresh frame without a usable token is refused INVALID_REQUEST, naming the refresh', async () => {
   const { client } = await gw.connectWelcomed('refresh-shape');
   for (const frame of [{ t: 'refresh' }, { t: 'refresh', token: 5 }, { t: 'refresh', token: '' }]) {

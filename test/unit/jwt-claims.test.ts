@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
-import { BAD_SIGNATURE, BAD_SIGNATURE_LOG } from '../../src/auth/jwt-refusals.js';
+import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, tokenExpired } from '../../src/auth/jwt-refusals.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
@@ -67,7 +67,7 @@ test('tokens refused for their signature are logged at warn, thinned (one line p
   t.mock.timers.enable({ apis: ['Date'], now: Date.now() });
   for (let i = 0; i < 5; i++) await assert.rejects(logged(forged), { message: BAD_SIGNATURE });
   // Other refusals (expired, a claim) are the client's business: not logged here.
-  await assert.rejects(logged(await sign({ sub: 'ana', exp: 1 })), { message: 'token expired' });
+  await assert.rejects(logged(await sign({ sub: 'ana', exp: 1 })), { message: /^token expired: / });
   const refused = (): typeof lines => lines.filter((l) => l.msg === BAD_SIGNATURE_LOG);
   assert.equal(refused().length, 1, JSON.stringify(lines));
   assert.equal(refused()[0]?.level, 40);
@@ -96,7 +96,7 @@ test('nbf may be a few seconds ahead (an identity provider\'s clock), not more; 
   await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + NBF_TOLERANCE_SEC + 2 })), { code: 'UNAUTHORIZED', message: /"nbf"/ });
   // jose's tolerance would let these through; an expired token is refused however recent.
   for (const exp of [now, now - 1, now - NBF_TOLERANCE_SEC + 1]) {
-    await assert.rejects(verify(await sign({ sub: 'ana', exp })), { code: 'UNAUTHORIZED', message: 'token expired' }, `exp ${exp - now}`);
+    await assert.rejects(verify(await sign({ sub: 'ana', exp })), { code: 'UNAUTHORIZED', message: new RegExp(`^token expired: its "exp" is [${now - exp}-${now - exp + 1}] s behind this node's clock; mint a new token`) }, `exp ${exp - now}`);
   }
 });
 
@@ -189,4 +189,11 @@ test('a finite exp however far ahead is accepted as "far future": its expiry is 
   // Up to that time an exp is taken as given.
   assert.equal((await verify(signedText('{"sub":"ana","exp":8640000000000}'))).expiresAtMs, 8.64e15);
   assert.equal((await verify(signedText('{"sub":"ana","exp":4102444800}'))).expiresAtMs, 4102444800000);
+});
+
+test('an expired token\'s refusal says how far behind the clock its exp is and what to do, like the other refusals of a token', () => {
+  assert.equal(tokenExpired(1_700_000_000, 1_700_000_060_900),
+    'token expired: its "exp" is 60 s behind this node\'s clock; mint a new token (on an open WebSocket, send it in a "refresh" frame '
+    + 'before the current one\'s "exp", or the connection is closed 4001: docs/protocol.md "Client tokens")');
+  assert.match(tokenExpired(1_700_000_000, 1_700_000_000_000), /^token expired: its "exp" is 0 s behind /);
 });
