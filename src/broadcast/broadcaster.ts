@@ -79,6 +79,6 @@ export async function publishBroadcast(deps: BroadcasterDeps, input: BroadcastIn
   if (input.client_msg_id === undefined) return { id: put.id, bseq: await deps.stream.publish(entry), duplicate: false };
   const key = filterKey(filter);
   const published = await deps.stream.publishOnce(entry, key);
-  if (published.before && published.filterKey !== key) throw keyConflict(put, 'its tags differ');
+  if (published.before && published.filterKey !== key) throw keyConflict(put, 'its tags differ', 'broadcast');
   return { id: put.id, bseq: published.bseq, duplicate: put.duplicate && published.before };
 }

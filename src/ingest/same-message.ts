@@ -40,18 +40,21 @@ export function checkSameMessage(put: PutResult, input: UserMessageInput | RoomM
 export function checkSameBroadcast(put: PutResult, input: { readonly type: string; readonly data: unknown }): void {
   if (!put.duplicate) return;
   const first = put.message;
-  if (first.kind !== MsgKind.broadcast) throw keyConflict(put, 'it is a message to users or a room, not a broadcast');
-  if (first.type !== input.type || !sameData(first.data, input.data)) throw keyConflict(put, 'its type or data differ');
+  if (first.kind !== MsgKind.broadcast) throw keyConflict(put, 'it is a message to users or a room, not a broadcast', 'broadcast');
+  if (first.type !== input.type || !sameData(first.data, input.data)) throw keyConflict(put, 'its type or data differ', 'broadcast');
 }
 
 /**
  * The refusal of a `client_msg_id` sent again with other content than the message
- * first stored under it (`put`, a duplicate): 409, naming that message and `how` it
- * differs.
+ * first stored under it (`put`, a duplicate): 409, naming that message, as a broadcast
+ * when it is one, and `how` it differs, and telling to send a new `sent` (a walk4 nit:
+ * a broadcast's 409 said "message" throughout).
+ * @param sent what the refused request is: a message (to users or a room) or a broadcast
  */
-export function keyConflict(put: PutResult, how: string): PixiuError {
-  return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(put.message.clientMsgId ?? '')} was first used for another message `
-    + `(${put.id}: ${how}); send a new message with a new client_msg_id`);
+export function keyConflict(put: PutResult, how: string, sent: 'message' | 'broadcast' = 'message'): PixiuError {
+  const first = put.message.kind === MsgKind.broadcast ? 'broadcast' : 'message';
+  return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(put.message.clientMsgId ?? '')} was first used for another ${first} `
+    + `(${put.id}: ${how}); send a new ${sent} with a new client_msg_id`);
 }
 
 /** True when two `data` values are one JSON value as stored (object keys in any order, `1.0` is `1`). */

@@ -72,7 +72,7 @@ test('the same client_msg_id with the same broadcast again: 200, the same id and
   assert.ok(Math.abs(drift) <= 50, `the marker expires ${drift} ms from the record`);
 });
 
-test('the same client_msg_id with another type, data or tags is 409, naming the first broadcast; nothing is appended', async () => {
+test('the same client_msg_id with another type, data or tags is 409, naming the first broadcast as a broadcast; nothing is appended', async () => {
   const body = { type: 'test.news', data: { n: 1 }, tags: { all: ['vip'] }, client_msg_id: 'news-conflict' };
   const created = (await post(body)).body as Answered;
   const length = await admin.xlen(keys.broadcast());
@@ -84,7 +84,7 @@ test('the same client_msg_id with another type, data or tags is 409, naming the 
     ['tags', { tags: undefined }],
   ] as const) {
     const answer = await post({ ...body, ...other });
-    expectError(answer, 409, 'CONFLICT', new RegExp(`^client_msg_id "news-conflict" was first used for another message \\(${created.id}: its ${what === 'tags' ? 'tags' : 'type or data'} differ\\)`));
+    expectError(answer, 409, 'CONFLICT', new RegExp(`^client_msg_id "news-conflict" was first used for another broadcast \\(${created.id}: its ${what === 'tags' ? 'tags' : 'type or data'} differ\\); send a new broadcast with a new client_msg_id$`));
   }
   assert.equal(await admin.xlen(keys.broadcast()), length, 'nothing appended');
   // ttl is not compared (as for messages).
@@ -97,7 +97,7 @@ test('a client_msg_id a user or room message holds is 409 on a broadcast, and a 
   assert.equal(sent.status, 201, sent.text);
   const length = await admin.xlen(keys.broadcast());
   expectError(await post({ type: 'test.news', data: { n: 1 }, client_msg_id: 'shared-key' }), 409, 'CONFLICT',
-    /^client_msg_id "shared-key" was first used for another message \([0-9a-f]{16}: it is a message to users or a room, not a broadcast\)/);
+    /^client_msg_id "shared-key" was first used for another message \([0-9a-f]{16}: it is a message to users or a room, not a broadcast\); send a new broadcast with a new client_msg_id$/);
   assert.equal((await gw.client.request('PUT', '/v1/rooms/club/members', { body: { users: ['bob'] } })).status, 200);
   assert.equal((await gw.client.post('/v1/messages', { room: 'club', type: 'test.news', data: 1, client_msg_id: 'room-key' })).status, 201);
   expectError(await post({ type: 'test.news', data: 1, client_msg_id: 'room-key' }), 409, 'CONFLICT', /not a broadcast/);
@@ -106,7 +106,7 @@ test('a client_msg_id a user or room message holds is 409 on a broadcast, and a 
   // (Tagged, so the watcher, with no tags, does not get it.)
   assert.equal((await post({ type: 'test.news', data: 1, tags: { all: ['staff'] }, client_msg_id: 'bcast-key' })).status, 201);
   // Named as a broadcast's key, not as a message whose recipients or data differ.
-  const broadcastKey = /^client_msg_id "bcast-key" was first used for another message \([0-9a-f]{16}: it is a broadcast, not a message to users or a room\)/;
+  const broadcastKey = /^client_msg_id "bcast-key" was first used for another broadcast \([0-9a-f]{16}: it is a broadcast, not a message to users or a room\); send a new message with a new client_msg_id$/;
   expectError(await gw.client.post('/v1/messages', { to: 'ann', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT', broadcastKey);
   expectError(await gw.client.post('/v1/messages', { room: 'club', type: 'test.news', data: 1, client_msg_id: 'bcast-key' }), 409, 'CONFLICT', broadcastKey);
   const inbox = await gw.client.get('/v1/users/ann/messages');
