@@ -14,9 +14,9 @@
  * dropped (1006, exit 1, the exit line printed: silence-watch.ts). It never reconnects.
  *
  * SIGINT or SIGTERM closes the connection (1000 bye) and waits up to 5 s for the
- * server's answer (then drops the socket: 1006, exit 1); a repeat within
- * `REPEATED_SIGNAL_MS` is the same request, a later one stops at once (1006, exit 1).
- * Either way the exit line is printed.
+ * server's answer (then drops the socket: 1006, exit 1, `closed 1006` saying it gave up
+ * waiting); a repeat within `REPEATED_SIGNAL_MS` is the same request, a later one stops
+ * at once (1006, exit 1, saying so). Either way the exit line is printed.
  */
 import path from 'node:path';
 import { Command, Option } from 'commander';
@@ -188,6 +188,18 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
   let stopping = false;
   /** Aborted by a second signal: stop waiting for the close handshake and the epoch lookup. */
   const hurry = new AbortController();
+  /**
+   * Why this side dropped a connection it was closing, said after `closed 1006`: ws's
+   * 1006 alone read as the server's doing (a walk4 nit; the silence watch says its own).
+   */
+  let droppedBecause: string | undefined;
+  /** Drops the socket if the close begun now is not answered within {@link CLOSE_ANSWER_MS}. */
+  const awaitCloseAnswer = (): void => {
+    setTimeout(() => {
+      droppedBecause = `the service did not answer the close within ${CLOSE_ANSWER_MS / 1000} s: gave up waiting`;
+      ws.terminate();
+    }, CLOSE_ANSWER_MS).unref();
+  };
   const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, handshakeTimeout: HANDSHAKE_MS });
   /**
    * Standard output was closed by its reader (a `| head` that had enough: EPIPE): nothing
@@ -202,7 +214,7 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     process.stderr.write(`stdout closed (${err.code ?? err.message}): stopping; the last seq printed and acked was ${lastSeq ?? 'none'}\n`);
     process.exitCode = 1;
     ws.close(1000, 'output closed');
-    setTimeout(() => ws.terminate(), CLOSE_ANSWER_MS).unref();
+    awaitCloseAnswer();
   };
   process.stdout.on('error', onOutputError);
   // Installed for the whole run, exit line included: a repeat of the signal (a terminal's
@@ -214,10 +226,11 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
       silence?.stop();
       ws.close(1000, 'bye');
       // As the server does with a peer that does not answer (ws's own wait is 30 s).
-      setTimeout(() => ws.terminate(), CLOSE_ANSWER_MS).unref();
+      awaitCloseAnswer();
     },
     force: () => {
       hurry.abort();
+      droppedBecause = 'stopped again: not waiting for the service to answer the close';
       ws.terminate();
     },
   });
@@ -294,7 +307,8 @@ async function run(url: URL, service: URL, token: string, how: { ack: boolean; c
     };
     ws.on('close', (code, reason) => {
       if (!opened) return;
-      process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}\n`);
+      const why = code === 1006 && droppedBecause !== undefined ? ` (${droppedBecause})` : '';
+      process.stderr.write(`closed ${code}${reason.length > 0 ? ` ${reason.toString()}` : ''}${why}\n`);
       if (code !== 1000) process.exitCode = 1;
       resolve();
     });

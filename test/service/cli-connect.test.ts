@@ -309,7 +309,7 @@ test('pixiu connect given Ctrl-C again while its close is answered (a repeat: `t
   assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 1, epoch: 'E1' });
 });
 
-test('pixiu connect whose close the server never answers: a second Ctrl-C later stops it at once (1006, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
+test('pixiu connect whose close the server never answers: a second Ctrl-C later stops it at once (1006 saying so, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
   const { url } = await unanswering(t, [
     { t: 'welcome', conn: 'c1', epoch: 'E1', seq: 2, resume_from: 1, hb: 25 },
     { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
@@ -324,11 +324,11 @@ test('pixiu connect whose close the server never answers: a second Ctrl-C later 
   assert.equal(connect.proc.exitCode, null, 'still closing');
   connect.signal('SIGINT');
   assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
-  assert.match(connect.stderr(), /^closed 1006\n$/);
+  assert.match(connect.stderr(), /^closed 1006 \(stopped again: not waiting for the service to answer the close\)\n$/);
   assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 2, epoch: 'E1' });
 });
 
-test('pixiu connect whose close the server never answers drops the socket after 5 s (1006, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
+test('pixiu connect whose close the server never answers drops the socket after 5 s (1006 saying it gave up waiting, exit 1), still printing where to resume', { timeout: 60_000 }, async (t) => {
   const { url } = await unanswering(t, [
     { t: 'welcome', conn: 'c1', epoch: 'E1', seq: 1, resume_from: 1, hb: 25 },
     { t: 'msg', seq: 1, id: '0100000000000001', type: 'x', data: {}, ts: 1 },
@@ -340,7 +340,7 @@ test('pixiu connect whose close the server never answers drops the socket after 
   assert.deepEqual(await connect.exited, { code: 1, signal: null }, connect.stderr());
   // ws alone waits 30 s for the answer.
   assert.ok(performance.now() - began < 15_000, `exited ${Math.round(performance.now() - began)} ms after Ctrl-C`);
-  assert.match(connect.stderr(), /^closed 1006\n$/);
+  assert.match(connect.stderr(), /^closed 1006 \(the service did not answer the close within 5 s: gave up waiting\)\n$/);
   assert.deepEqual(JSON.parse(connect.lines().at(-1) as string), { last_seq: 1, epoch: 'E1' });
 });
 
