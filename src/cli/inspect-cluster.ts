@@ -21,7 +21,8 @@ Prints JSON (read-only: it reads the node registry and settings, the store claim
                   prints it; null for a release too old to say), renewed_ms_ago (renewed every 5 s),
                   expires_in_ms (lapses 15 s after its last renewal)
   lapsed_nodes    registrations past their expiry not yet removed: a node killed, hung or cut off moments ago
-  stores          each data dir's store: store, dir and host (where it last started), partitions (how many)
+  stores          each data dir's store: store, dir (its store folder, the data dir's xiu, absolute, as it
+                  last started) and host (where it last started), partitions (how many)
                   and blocks ("8..15"), holder: {node, url, registered, lease_expires_in_ms}, or null when no
                   node holds its lease (stopped: its messages cannot be read until it is back)
   partitions      total (256), claimed, free, retired and without_holder (runs of partitions whose store

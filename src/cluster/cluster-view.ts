@@ -62,7 +62,10 @@ export interface StoreHolder {
 /** A store (one data dir) that claimed partitions on this Redis, or holds a lease. */
 export interface StoreEntry {
   readonly store: string;
-  /** Its folder and the host it last started on, from its description; null when Redis has none. */
+  /**
+   * Its store folder (`<dataDir>/xiu`, absolute: partition-claims.ts StoreDescription)
+   * and the host it last started on, from its description; null when Redis has none.
+   */
   readonly dir: string | null;
   readonly host: string | null;
   /** MsgID partitions it claims, and their runs (`8..15`). */

@@ -123,6 +123,8 @@ test('inspect cluster --help says what it prints, that it writes nothing, and it
   assert.equal(help.code, 0, help.stderr);
   assert.match(help.stdout, /read-only: it reads the node registry and settings, the store claims and leases, the inbox generation, and writes nothing/);
   assert.match(help.stdout, /without_holder/);
+  // dir is the store folder, not the data dir an operator set (a walk4 nit).
+  assert.match(help.stdout, /stores +each data dir's store: store, dir \(its store folder, the data dir's xiu, absolute, as it\s+last started\)/);
   assert.match(help.stdout, /inbox_generation +set \(false: never raised\)/);
   assert.match(help.stdout, /Exit status: 0 when the cluster is printed/);
   const parent = await runCli(['inspect', '--help']);
