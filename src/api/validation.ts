@@ -12,6 +12,7 @@ import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { misdirectedBatch, outsideBatchItems, unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
+import { cachedValidator } from './schema-cache.js';
 import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
 import { isPlainInteger } from './plain-integer.js';
@@ -149,27 +150,11 @@ export function installValidators(app: FastifyInstance): void {
     else if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
     else done();
   });
-  app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) => {
-    const body = httpPart === 'body';
-    const key = `${body ? 'body' : 'text'} ${JSON.stringify(schema)}`;
-    let validate = compiledValidators.get(key);
-    if (validate === undefined) {
-      validate = body ? strict.compile(schema as object) : withPlainParameters(lenient.compile(schema as object), schema);
-      compiledValidators.set(key, validate);
-    }
-    return validate;
-  });
+  // Compiled once per process (schema-cache.ts), not once per app.
+  app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) => (httpPart === 'body'
+    ? cachedValidator('body', schema, () => strict.compile(schema as object))
+    : cachedValidator('text', schema, () => withPlainParameters(lenient.compile(schema as object), schema))));
 }
-
-/**
- * Route validators compiled in this process, by the part they check (a body, or a query
- * or path read as text) and their schema's JSON: fastify hands every app instance its
- * routes' schemas as new objects, which Ajv's own cache (by object) never finds, so each
- * instance compiled them all again (~0.1 s of CPU per app, and a new entry in Ajv's cache
- * each time). One instance per process in production; the test suite builds hundreds.
- * Validators hold no per-app state.
- */
-const compiledValidators = new Map<string, ValidateFunction>();
 
 /**
  * What a request's headers say of its body: `empty` (`Content-Length: 0`, or no length
