@@ -39,6 +39,7 @@ import type { GatewayDeps } from './gateway-deps.js';
 import { Kicks } from './kicks.js';
 import { meRoutes } from './me-routes.js';
 import { PendingHandshakes } from './pending-handshakes.js';
+import { refreshOnHeartbeat } from './presence-heartbeat.js';
 import { presenceRoutes } from './presence-routes.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
@@ -227,18 +228,7 @@ export class Gateway implements GatewayDeps {
       hub: this.hub,
       verify: opts.verify,
       logger,
-      onHeartbeat: (c) => {
-        this.presence.refresh(c.user, c.id, c.device, c.since).then((outcome) => {
-          // Its entry was lost (Redis lost presence) and the user connected again meanwhile.
-          if (outcome === 'replaced') c.close(CloseCode.replaced, 'replaced by a newer connection of this device');
-          else if (outcome === 'over-limit') c.close(CloseCode.policy, 'the user is at the connection limit without this connection');
-          else if (typeof outcome === 'object') {
-            // DELETE …/connections closed it and this node missed the kick (presence.ts closeConns).
-            logger.info({ conn: c.id, user: c.user, code: outcome.code }, 'connection closed on its presence refresh: a disconnect this node missed');
-            c.close(outcome.code, outcome.reason);
-          }
-        }, (err: unknown) => logger.debug({ err, conn: c.id }, 'presence refresh failed'));
-      },
+      onHeartbeat: (c) => refreshOnHeartbeat(this.presence, c, logger),
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
       onAck: (outcome) => metrics.countAck(outcome),
       onClosed: (c, code, by) => {
