@@ -140,6 +140,9 @@ test('ack cursor writes and delivery pulls an outage fails for several users are
       await waitUntil('an ack write failure is logged', async () => lines.slice(from).some((l) => l.msg === ACK_FAILED), 10_000);
       // Every device's heartbeat (300 ms here) pulls its inbox, and fails.
       await waitUntil('each session pulled in the outage', async () => await fetches() >= fetchesBefore + 2 * users.length, 10_000);
+      // A pull is counted when it starts and logged when it fails: on a busy machine the
+      // count was reached before any failure was logged.
+      await waitUntil('a pull failure is logged', async () => lines.slice(from).some((l) => l.msg === FETCH_FAILED && l.level === 40), 10_000);
       // The round's other writes failed with it; a request's round trip lets their settling run.
       await client.get('/healthz');
       const logged = lines.slice(from);
