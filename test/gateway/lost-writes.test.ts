@@ -156,6 +156,9 @@ test('a Redis restart with its AOF intact raises nothing: a device resuming with
   assert.equal(await raw.get(keys.inboxGeneration()), null, 'no raise');
   assert.equal(lines.filter((l) => String(l.msg).startsWith('Redis lost writes')).length, 0);
 
+  // The renewals have a connection of their own (pixiu:renewals): renewed on it, the
+  // node's command connection may still be reconnecting.
+  await waitUntil('the node is ready again', async () => (await server.client.get('/readyz')).status === 200, 15_000);
   const more = await postMany(server.client, user, 1, 6);
   const back = await server.connect(user, { device: 'phone', params: { last_seq: 5, epoch } });
   await expectWelcome(back, 6, 6);
