@@ -12,16 +12,19 @@ import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
 import { misdirectedBatch, outsideBatchItems, unknownFieldOf, wordError } from './error-words.js';
 import { continueIfExpected } from './expect-continue.js';
-import { cachedValidator } from './schema-cache.js';
+import { cachedValidator, lazyValidator, type Validate } from './schema-cache.js';
 import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
 import { isPlainInteger } from './plain-integer.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
-// Built only when validation fails.
-const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false, verbose: true });
-const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false });
+// Built only when validation fails. `validateSchema: false`: the schemas are ours and
+// fixed, and every one a route or a batch item uses is checked against the meta-schema
+// by test/unit/route-schemas.test.ts; compiling the meta-schema, once per Ajv, cost
+// ~50 ms of CPU each at every start.
+const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false, verbose: true, validateSchema: false });
+const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false, validateSchema: false });
 
 /** The length of each request's JSON body as read, bytes (set by the parser below). */
 const bodySizes = new WeakMap<FastifyRequest, number>();
@@ -35,9 +38,13 @@ export function bodyBytesOf(req: FastifyRequest): number {
   return bodySizes.get(req) ?? 0;
 }
 
-/** Compiles a schema with the strict (body) rules; for validating batch items one by one. */
-export function compileBodySchema(schema: object): ValidateFunction {
-  return strict.compile(schema);
+/**
+ * A validator of `schema` with the strict (body) rules, for validating batch items one
+ * by one; compiled on its first call (schema-cache.ts {@link lazyValidator}), not when a
+ * route module is loaded.
+ */
+export function bodySchemaValidator(schema: object): Validate {
+  return lazyValidator(() => strict.compile(schema));
 }
 
 /**
@@ -150,7 +157,7 @@ export function installValidators(app: FastifyInstance): void {
     else if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
     else done();
   });
-  // Compiled once per process (schema-cache.ts), not once per app.
+  // Compiled once per process, on first use (schema-cache.ts), not once per app.
   app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) => (httpPart === 'body'
     ? cachedValidator('body', schema, () => strict.compile(schema as object))
     : cachedValidator('text', schema, () => withPlainParameters(lenient.compile(schema as object), schema))));

@@ -7,10 +7,15 @@
  *   call them with parameters of their own;
  * - a field in a JSON body is refused the same way, naming it, on every route that
  *   takes a body — producer, admin and client (`POST /v1/me/ack`) alike.
+ * Also: every request schema the routes and batch items are validated by is valid JSON
+ * Schema (the service's Ajv instances skip that check: src/api/validation.ts).
  * Against the real service on a real port and a private redis-server.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Ajv } from 'ajv';
+import { validatorSchemas } from '../../src/api/schema-cache.js';
+import { messageBody } from '../../src/api/routes/message-schemas.js';
 import { expectError } from '../harness/checks.js';
 import { PixiuClient, cleanupList } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
@@ -116,4 +121,15 @@ test('every route that takes a JSON body refuses an unknown field in it, naming 
   // The same bodies without the field are taken (the refusal was the field's).
   const ack = await me.post('/v1/me/ack', { device: 'phone', seq: 1 });
   assert.equal(ack.status, 200, ack.text);
+});
+
+test('every request schema of the routes, and a batch item\'s, is valid JSON Schema (draft-07, as Ajv reads it)', () => {
+  const meta = new Ajv({ strict: false });
+  const valid = (schema: unknown): boolean => meta.validateSchema(schema as object) === true;
+  // The check can fail: a schema with a keyword of the wrong type is refused.
+  assert.equal(valid({ type: 'object', properties: { to: { type: 'string', minLength: 'one' } } }), false);
+  const schemas = [...validatorSchemas(), { part: 'body', schema: messageBody }];
+  assert.ok(schemas.filter((s) => s.part === 'body').length >= 8, `${schemas.length} schemas`);
+  assert.ok(schemas.filter((s) => s.part === 'text').length >= 8, `${schemas.length} schemas`);
+  for (const { part, schema } of schemas) assert.ok(valid(schema), `${part} ${JSON.stringify(schema).slice(0, 200)}: ${meta.errorsText()}`);
 });

@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { hasWords, wordedPattern } from '../../src/api/pattern-rules.js';
 import { USER_ID_PATTERN } from '../../src/api/schemas.js';
-import { compileBodySchema, describeErrors } from '../../src/api/validation.js';
+import { bodySchemaValidator, describeErrors } from '../../src/api/validation.js';
 
 /** describeErrors of `value` against a string schema with `pattern`. */
 function refusal(pattern: string, value: string): string {
-  const validate = compileBodySchema({ type: 'object', properties: { f: { type: 'string', pattern } } });
+  const validate = bodySchemaValidator({ type: 'object', properties: { f: { type: 'string', pattern } } });
   assert.equal(validate({ f: value }), false);
   return describeErrors('body', validate.errors);
 }
@@ -34,7 +34,7 @@ test('one pattern has one wording: declaring it again with the same words is fin
 });
 
 test('the user id rule refuses exactly what docs/api.md calls whitespace: JavaScript \\s, U+FEFF included, not format characters', () => {
-  const validate = compileBodySchema({ type: 'object', properties: { f: { type: 'string', pattern: USER_ID_PATTERN } } });
+  const validate = bodySchemaValidator({ type: 'object', properties: { f: { type: 'string', pattern: USER_ID_PATTERN } } });
   for (const space of [' ', '\t', '\u00a0', '\u2003', '\u3000', '\u2028', '\ufeff']) {
     assert.equal(validate({ f: `a${space}b` }), false, `U+${space.codePointAt(0)?.toString(16)} is whitespace`);
   }

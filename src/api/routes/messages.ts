@@ -15,7 +15,7 @@ import { distinctRecipients, type IngestResult, type RoomIngestResult, type Room
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { conflictAnswer, documentedAs, errorResponses, messageTooLargeAnswer, noQuery, notFoundAnswer, tooLargeAnswer } from '../schemas.js';
-import { bodyBytesOf, compileBodySchema, describeErrors, itemRefusal } from '../validation.js';
+import { bodyBytesOf, bodySchemaValidator, describeErrors, itemRefusal } from '../validation.js';
 import { batchBody, batchResult, documentedMessageBody, documentedMsgIdParam, ingestAnswer, messageBody, messageRecord } from './message-schemas.js';
 import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './ingest-budget.js';
@@ -23,7 +23,7 @@ import { RequestAbandoned } from '../../ingest/abandoned.js';
 import { clientGoneOf, dropAbandoned } from '../abandoned-requests.js';
 import { hasClientMsgId, withRetryAdvice } from '../retry-advice.js';
 
-const validateItem = compileBodySchema(messageBody);
+const validateItem = bodySchemaValidator(messageBody);
 
 /**
  * Checks what the route's schema does not say: exactly one of `to` and `room` (the
