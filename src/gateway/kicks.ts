@@ -173,7 +173,7 @@ export class Kicks {
   /**
    * Notes `kicks` given up on while `node` was still registered (alive, its subscriber
    * not back): the first of a node starts a gathering of {@link KickDeps.givenUpLogMs},
-   * at whose end one warning names how many connections stay open there and the first
+   * at whose end one warning names how many connections were not kicked and the first
    * few of them. A burst of replaced connections (a node's clients all moving at once)
    * is one line, not one per connection.
    */
@@ -194,6 +194,6 @@ export class Kicks {
     this.#givenUp.delete(node);
     if (given === undefined) return;
     this.#deps.logger.warn({ node, connections: given.count, conns: given.conns, retriedForMs: this.retryForMs },
-      'kicks not received by their node while it stayed registered; those connections stay open there until they close');
+      'kicks not received by their node while it stayed registered; it closes those connections at their next presence refresh that reaches Redis');
   }
 }

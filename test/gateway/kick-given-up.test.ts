@@ -74,7 +74,7 @@ test('kicks a registered node never takes are given up on and logged as one line
   assert.equal(logged.length, 1, JSON.stringify(logged));
   const [line] = logged;
   assert.equal(line?.level, 40);
-  assert.equal(line?.msg, 'kicks not received by their node while it stayed registered; those connections stay open there until they close');
+  assert.equal(line?.msg, 'kicks not received by their node while it stayed registered; it closes those connections at their next presence refresh that reaches Redis');
   assert.equal(line?.node, 'deaf');
   assert.equal(line?.connections, KICKS);
   assert.deepEqual(line?.conns, ['conn-0', 'conn-1', 'conn-2', 'conn-3', 'conn-4']);
