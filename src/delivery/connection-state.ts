@@ -165,7 +165,8 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
 /**
  * Sends a ready connection what `page` holds after its cursor, within its window: a
  * `trimmed` gap for seqs trimmed while it was behind and for holes in the stream, an
- * `expired` one for content that expired or vanished (`records[i]` null), an
+ * `expired` one for content that expired or vanished (`records[i]` null, or its
+ * `expiresAt` not after `nowMs`: read before it expired, sent after), an
  * `undeliverable` one for content whose stored bytes cannot be decoded (the unreadable
  * mark, src/store/unreadable.ts) and for an entry that is not what the append script
  * writes (inbox.ts `MalformedEntry`, which names no message), else a `msg`, marked
@@ -173,11 +174,12 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * redelivery timer when it had nothing in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
+ * @param nowMs the time of the sending, ms since the epoch (MachineConfig `now`)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
-  complete = false,
+  complete = false, nowMs = Number.NEGATIVE_INFINITY,
 ): PageEntry | undefined {
   if (c.phase !== 'ready') return undefined;
   const sentFrom = effects.length;
@@ -201,11 +203,12 @@ export function deliverPage(
       // operator's XADD): that seq alone is lost, never the ones after it (a failed
       // fetch, retried forever, would stall them all).
       gap = gapThrough(c, entry.seq, 'undeliverable', gap, effects, entry.seq <= markedThrough(c));
-    } else if (!record) {
+    } else if (!record || record.expiresAt <= nowMs) {
       // Content expired or vanished: an `expired` gap of that seq (merged with the one
       // before when that is expired too), marked when the seq went out before (its
       // content expired since). The store's null does not say why; gone is `expired`
-      // (docs/decisions.md "Gap reasons").
+      // (docs/decisions.md "Gap reasons"). Content read ahead that expired while it
+      // waited for the window is gone too: a read now would find none.
       gap = gapThrough(c, entry.seq, 'expired', gap, effects, entry.seq <= markedThrough(c));
     } else {
       gap = undefined;

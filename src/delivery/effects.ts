@@ -27,6 +27,13 @@ export interface MachineConfig {
   readonly heartbeatMs: number;
   /** Most entries per fetch; default {@link DEFAULT_PAGE_MAX}. */
   readonly pageMax?: number;
+  /**
+   * The clock a message's expiry is judged by when it is sent, ms since the epoch;
+   * default `Date.now`, what the store's reads judge by. Content read ahead can wait for
+   * a window to free up past its `expiresAt`: it then goes out as an `expired` gap, as a
+   * read at that moment would have it (connection-state.ts `deliverPage`).
+   */
+  readonly now?: () => number;
 }
 
 /** What the driver must do. */

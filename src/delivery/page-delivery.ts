@@ -95,7 +95,7 @@ export class PageDelivery {
    */
   #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
     const from = c.sent;
-    const last = deliverPage(c, page, records, this.#config, effects, complete);
+    const last = deliverPage(c, page, records, this.#config, effects, complete, (this.#config.now ?? Date.now)());
     if (last === undefined) return;
     for (const entry of page.entries) if (entry.seq > from && entry.seq <= last.seq) this.#guard.delivered(entry);
   }

@@ -15,9 +15,10 @@
  * that may no longer be true enough:
  * - a page of another epoch, or one whose latest seq is below the read-ahead's end
  *   (the inbox was recreated or restored with less, DESIGN.md §11), replaces it;
- * - the machine clears it on a heartbeat (so content that expired since the read is
- *   served at most one heartbeat interval late, then read again as a `gap`) and on a
- *   notify of a seq that is not new (a sign of a recreated or restored inbox);
+ * - the machine clears it on a heartbeat (what changed in the inbox since, read again)
+ *   and on a notify of a seq that is not new (a sign of a recreated or restored inbox);
+ *   content held past its `expiresAt` goes out as an `expired` gap whenever it is sent
+ *   (connection-state.ts `deliverPage`), never as a message;
  * - entries every connection has been sent are dropped; when none is left, all of it.
  * It never holds more than `maxEntries` entries.
  */

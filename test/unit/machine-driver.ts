@@ -62,6 +62,15 @@ export class FakeInbox {
     }
   }
 
+  /** The time the machine judges expiry by (its config's `now`, when a test gives it this clock), ms. */
+  nowMs = 0;
+
+  /** The content of `seq` expires at `ms` (read until then; sent after it only as an `expired` gap). */
+  expiresAt(seq: number, ms: number): void {
+    const record = this.#content.get(seq);
+    if (record && !isUnreadable(record)) this.#content.set(seq, { ...record, expiresAt: ms });
+  }
+
   /** Seqs whose stored record cannot be decoded (src/store/unreadable.ts). */
   readonly #unreadable = new Set<number>();
 
@@ -95,7 +104,8 @@ export class FakeInbox {
   missingFor(seq: number, reason: GapReason): boolean {
     if (reason === 'trimmed') return seq < this.first || this.holes.has(seq);
     if (reason === 'undeliverable') return this.#unreadable.has(seq);
-    return reason === 'expired' && this.#expired.has(seq);
+    const record = this.#content.get(seq);
+    return reason === 'expired' && (this.#expired.has(seq) || (record != null && !isUnreadable(record) && record.expiresAt <= this.nowMs));
   }
 
   /** Trimmed by the cap: entries below `first` are gone. */
