@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, framesSent, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 
 /**
  * Posts broadcasts of `pad` to every client, one at a time, while `more` (given how
@@ -30,6 +30,15 @@ async function broadcastWhile(gw: GatewayFixture, pad: string, more: (posted: nu
   }
   return posted;
 }
+
+/**
+ * The `pad` of a broadcast that fills buffers: 60,000 characters, near the 64 KiB a
+ * message may hold (PIXIU_MAX_MESSAGE_BYTES). The kernel's buffers on loopback take some
+ * 4 MiB from a client that does not read before the server's own buffer grows: about 70
+ * of these, where broadcasts of 8 KB took some 500 posts (each a request, a stream entry
+ * and a fan-out) for the same bytes.
+ */
+const BIG_PAD = 'x'.repeat(60_000);
 
 /**
  * A stalling gateway (gateway-fixture.ts: 64 KiB high-water mark) with this hard cap,
@@ -52,7 +61,7 @@ test('a connection paused by a burst of broadcasts resumes at the drain: an inbo
     const { gw, client, sock } = await stalledTab(cleanup, 'bcreader', 64 * 1024 * 1024);
     // Broadcasts until the server's own buffer passes the high-water mark (the
     // kernel's buffers fill first): the connection is paused.
-    const posted = await broadcastWhile(gw, 'x'.repeat(8000), () => sock.writableLength <= STALL_HIGH_WATER);
+    const posted = await broadcastWhile(gw, BIG_PAD, () => sock.writableLength <= STALL_HIGH_WATER);
     // The client reads everything again; then a message is posted to it.
     client.ws.resume();
     await waitUntil('every broadcast arrived', async () => client.frames.filter((f) => f.t === 'bcast').length === posted, 30_000);
@@ -70,10 +79,9 @@ test('a client that stops reading while live broadcasts are sent is closed 4009 
   try {
     const HARD_CAP = 256 * 1024;
     const { gw, client, sock } = await stalledTab(cleanup, 'bcstuck', HARD_CAP);
-    const pad = 'x'.repeat(8000);
-    await broadcastWhile(gw, pad, () => sock.writableLength <= HARD_CAP);
+    await broadcastWhile(gw, BIG_PAD, () => sock.writableLength <= HARD_CAP);
     const atClose = sock.writableLength;
-    await broadcastWhile(gw, pad, (n) => n < 10);
+    await broadcastWhile(gw, BIG_PAD, (n) => n < 10);
     // (The kernel may still take some of it: the queue can only shrink.)
     assert.ok(sock.writableLength <= atClose, `nothing queued after the close: ${sock.writableLength} bytes, ${atClose} at the close`);
     client.ws.resume();
@@ -91,7 +99,15 @@ test('pongs are held to the send buffer\'s hard cap: a client paused by broadcas
     // pass, within the 300 frames other than ack.
     const HARD_CAP = 90 * 1024;
     const { gw, client, sock } = await stalledTab(cleanup, 'pingstuck', HARD_CAP);
-    await broadcastWhile(gw, 'x'.repeat(4000), () => sock.writableLength <= STALL_HIGH_WATER);
+    // The kernel's buffers are filled first with broadcasts of 16 KB (a quarter of the
+    // posts for the same bytes), until the server's own buffer holds any: even with the
+    // fan-out a few posts behind, that leaves it well under the high-water mark, which
+    // the broadcasts of ~4 KiB then pass.
+    const posted = await broadcastWhile(gw, 'x'.repeat(16_000), () => sock.writableLength === 0)
+      + await broadcastWhile(gw, 'x'.repeat(4000), () => sock.writableLength <= STALL_HIGH_WATER);
+    // Every broadcast handed to the socket before the pings: the close can then only
+    // come from the pongs, not from a late broadcast's own check of the buffer.
+    await waitUntil('every broadcast written', async () => await framesSent(gw, 'bcast') === posted, 10_000, 20);
     assert.ok(sock.writableLength < HARD_CAP, `${sock.writableLength} bytes queued, under the cap`);
     const PINGS = 290;
     let pongs = 0;

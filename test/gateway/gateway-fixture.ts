@@ -151,6 +151,12 @@ export async function startStallingGateway(t: CleanupContext, overrides: ConfigO
   return { redis, gw, sockets: serverSockets(gw) };
 }
 
+/** `pixiu_ws_frames_sent_total{t}` from the gateway's /metrics: the frames of type `t` handed to sockets so far. */
+export async function framesSent(gw: Pick<InProcessServer, 'client'>, t: string): Promise<number> {
+  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+  return Number(new RegExp(`^pixiu_ws_frames_sent_total\\{t="${t}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+}
+
 /**
  * `pixiu_ws_closes_total` by its `code` label (a close code, or `other`), from the
  * gateway's `/metrics`: of the closes the server decided (`by="server"`), or with `by`

@@ -10,14 +10,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { waitUntil } from '../harness/checks.js';
-import { STALL_HIGH_WATER, startStallingGateway } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, framesSent, startStallingGateway } from './gateway-fixture.js';
 import { postMany, seqOf } from './delivery-fixture.js';
-
-/** `pixiu_ws_frames_sent_total{t}` from the gateway's /metrics. */
-async function framesSent(client: { get(route: string, opts: { headers: Record<string, string> }): Promise<{ text: string }> }, t: string): Promise<number> {
-  const text = (await client.get('/metrics', { headers: { authorization: '' } })).text;
-  return Number(new RegExp(`^pixiu_ws_frames_sent_total\\{t="${t}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
-}
 
 test('a ping sent while the client does not read is answered behind every msg written before it, and delivery goes on in order after the pong', async (t) => {
   // A window large enough that the socket, not the window, stops delivery.
@@ -32,11 +26,11 @@ test('a ping sent while the client does not read is answered behind every msg wr
   assert.ok(sock);
   // The server's own buffer past the high-water mark: delivery is paused, nothing more is written until the client reads.
   await waitUntil('the server paused delivery', async () => sock.writableLength > STALL_HIGH_WATER, 10_000, 10);
-  const written = await framesSent(gw.client, 'msg');
+  const written = await framesSent(gw, 'msg');
   assert.ok(written > 0 && written < COUNT, `msgs written before the ping: ${written}`);
   client.send({ t: 'ping' });
   // The ping reached the server (its uplink is not stalled) and was answered, behind the queue.
-  await waitUntil('the pong written', async () => await framesSent(gw.client, 'pong') === 1, 10_000, 10);
+  await waitUntil('the pong written', async () => await framesSent(gw, 'pong') === 1, 10_000, 10);
   client.ws.resume();
   const msgs = await client.msgs(COUNT);
   const pongAt = client.frames.findIndex((f) => f.t === 'pong');
