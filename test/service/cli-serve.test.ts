@@ -15,7 +15,7 @@ import { Redis } from 'ioredis';
 import { SignJWT } from 'jose';
 import { REDIS_INSTALL_HINT } from '../../src/redis/local-server.js';
 import { expectError } from '../harness/checks.js';
-import { PixiuClient, runCli, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
+import { PixiuClient, cleanupList, runCli, spawnServe, tempDataDir, type ServeProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 
@@ -25,8 +25,41 @@ before(async () => {
   redis = await RedisServer.start();
 });
 
+/** What {@link sharedServe} was started with: the API token, the JWT secret, the start-up warnings' causes. */
+const SHARED = {
+  apiToken: 'shared-serve-test-api-token-0123456789',
+  /** Not ASCII: the HS256 key is its UTF-8 bytes. */
+  jwtSecret: 'clé-secrète-🔑-pour-les-jetons-des-clients',
+} as const;
+const sharedCleanup = cleanupList();
+let shared: Promise<ServeProcess> | undefined;
+
+/**
+ * One `pixiu serve` for the tests that look at a running node without changing how it
+ * runs (its start-up warnings, its JWT key, its answers to uploads over the body limit):
+ * started by the first of them to ask, with every setting they need (a start per test
+ * cost some 1.3 s of CPU each); stopped after the file, its clean exit checked there.
+ */
+function sharedServe(): Promise<ServeProcess> {
+  shared ??= (async () => spawnServe({
+    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'shared:', PIXIU_DATA_DIR: await tempDataDir(sharedCleanup), PIXIU_PORT: '0',
+    PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: SHARED.apiToken, PIXIU_JWT_SECRET: SHARED.jwtSecret,
+    PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com,https://app.example.com/login',
+    PIXIU_PROT: '9000', PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s', PIXIU_MAX_BODY_BYTES: '4096', PIXIU_MAX_MESSAGE_BYTES: '4096',
+  }, sharedCleanup))();
+  return shared;
+}
+
 after(async () => {
-  await redis?.destroy();
+  try {
+    if (shared !== undefined) {
+      const serve = await shared;
+      assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
+    }
+  } finally {
+    await sharedCleanup.run();
+    await redis?.destroy();
+  }
 });
 
 /** A generated secret as serve prints it on stderr: where it is kept, and its value. */
@@ -130,17 +163,13 @@ test('first start generates the API token and JWT secret, keeps them in the data
   assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
 });
 
-test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over those is accepted, one over latin1 bytes is refused', { timeout: 60_000 }, async (t) => {
-  const secret = 'clé-secrète-🔑-pour-les-jetons-des-clients';
+test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over those is accepted, one over latin1 bytes is refused', { timeout: 60_000 }, async () => {
+  const secret = SHARED.jwtSecret;
   const utf8 = new TextEncoder().encode(secret);
   const latin1 = new Uint8Array(Buffer.from(secret, 'latin1'));
   assert.notDeepEqual(latin1, utf8, 'the two encodings differ, or the test would prove nothing');
-  const apiToken = 'jwt-utf8-test-api-token-0123456789';
-  const serve = await spawnServe({
-    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'utf8:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
-    PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: apiToken, PIXIU_JWT_SECRET: secret,
-  }, t);
-  const sent = await new PixiuClient(serve.url, apiToken).post('/v1/messages', { to: 'zoé', type: 't', data: { n: 1 } });
+  const serve = await sharedServe();
+  const sent = await new PixiuClient(serve.url, SHARED.apiToken).post('/v1/messages', { to: 'zoé', type: 't', data: { n: 1 } });
   assert.equal(sent.status, 201, sent.text);
 
   /** A token for zoé signed, with jose, over `key`. */
@@ -155,15 +184,12 @@ test('PIXIU_JWT_SECRET is the HS256 key as UTF-8 bytes: a token signed over thos
   assert.deepEqual(page.messages.map((m) => [m.seq, m.data]), [[1, { n: 1 }]]);
 
   expectError(await asUser(await sign(latin1)).get('/v1/me/messages'), 401, 'UNAUTHORIZED', /invalid token/);
-  assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 
-test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin or one with a path, a PIXIU_ variable that names no setting, a duration given as a bare number, a body limit not above (here equal to) the message limit', { timeout: 60_000 }, async (t) => {
-  const serve = await spawnServe({
-    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'origins:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
-    PIXIU_LOG_LEVEL: 'info', PIXIU_ALLOWED_ORIGINS: 'notaurl,https://app.example.com,https://app.example.com/login',
-    PIXIU_PROT: '9000', PIXIU_MESSAGE_TTL: '86400', PIXIU_HEARTBEAT: '25s', PIXIU_MAX_BODY_BYTES: '4096', PIXIU_MAX_MESSAGE_BYTES: '4096',
-  }, t);
+test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin or one with a path, a PIXIU_ variable that names no setting, a duration given as a bare number, a body limit not above (here equal to) the message limit', { timeout: 60_000 }, async () => {
+  // Its environment: PIXIU_ALLOWED_ORIGINS 'notaurl,https://app.example.com,https://app.example.com/login',
+  // PIXIU_PROT 9000, PIXIU_MESSAGE_TTL 86400, PIXIU_HEARTBEAT 25s, PIXIU_MAX_BODY_BYTES and PIXIU_MAX_MESSAGE_BYTES 4096.
+  const serve = await sharedServe();
   const lines = serve.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; [field: string]: unknown });
   const warned = (words: string): unknown[] => lines.filter((l) => l.level === 40 && l.msg.includes(words));
   assert.deepEqual(warned('PIXIU_ALLOWED_ORIGINS').map((l) => (l as { origins: unknown }).origins), [['notaurl'], ['https://app.example.com/login']], serve.stdout());
@@ -171,7 +197,6 @@ test('start-up warnings: a PIXIU_ALLOWED_ORIGINS entry that names no web origin 
   assert.deepEqual(warned('name no setting').map((l) => (l as { variables: unknown }).variables), [['PIXIU_PROT']], serve.stdout());
   assert.deepEqual(warned('bare number').map((l) => (l as { settings: unknown }).settings), [['PIXIU_MESSAGE_TTL=86400 is 86.4 s']], serve.stdout());
   assert.deepEqual(warned('not above PIXIU_MAX_MESSAGE_BYTES').map((l) => (l as { maxBodyBytes: unknown }).maxBodyBytes), [4096], serve.stdout());
-  assert.deepEqual(await serve.term(), { code: 0, signal: null }, serve.stderr());
 });
 
 test('a start with a configured key and token warns about the generated secrets of an earlier start that they override', { timeout: 60_000 }, async (t) => {
@@ -204,12 +229,10 @@ test('a crash of serve (a rejection no one handled) is one fatal log line with i
   assert.match(fatal[0]?.err.stack ?? '', /induced crash[^\n]*\n\s+at /);
 });
 
-test('a body far over the limit, or with a wrong token, still shows its 413 or 401 to Node\'s fetch while it uploads (a lingering close, not EPIPE)', { timeout: 60_000 }, async (t) => {
-  const apiToken = 'linger-test-api-token-0123456789';
-  const serve = await spawnServe({
-    PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'linger:', PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0',
-    PIXIU_LOG_LEVEL: 'info', PIXIU_API_TOKEN: apiToken, PIXIU_MAX_BODY_BYTES: '1024',
-  }, t);
+test('a body far over the limit, or with a wrong token, still shows its 413 or 401 to Node\'s fetch while it uploads (a lingering close, not EPIPE)', { timeout: 60_000 }, async () => {
+  const apiToken = SHARED.apiToken;
+  // Its body limit is 4096 bytes (PIXIU_MAX_BODY_BYTES).
+  const serve = await sharedServe();
   // Far larger than the socket buffers between the two processes: the answer comes
   // while fetch is still writing, and closing at once reset the connection under it.
   const body = `{"messages": [{"to": "ann", "type": "t", "data": "${'x'.repeat(24 * 1024 * 1024)}"}]}`;
