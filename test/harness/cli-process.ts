@@ -2,14 +2,15 @@
  * A `pixiu` subcommand run as a child process that the test talks to while it runs:
  * its stdout is read line by line as it comes (a test waits for a line, never for a
  * time), and it can be signalled alone or, as a terminal's Ctrl-C does, with its whole
- * process group. For a run to completion, see `runCli` in pixiu-server.ts.
+ * process group. For a run to completion, see `runCli` in pixiu-server.ts, and
+ * {@link runCliOnce} here: one such run shared by the tests of a file.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, cliEntry, type CleanupContext, type ExitStatus } from './pixiu-server.js';
+import { REPO_ROOT, cliEntry, runCli, type CleanupContext, type CliResult, type ExitStatus } from './pixiu-server.js';
 
 /** How long {@link CliProcess.line} waits by default, ms. */
 const LINE_TIMEOUT_MS = 30_000;
@@ -170,4 +171,20 @@ export async function packageCopy(t: CleanupContext): Promise<string> {
   }
   await symlink(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'), 'dir');
   return root;
+}
+
+/** The runs of {@link runCliOnce}, by their arguments. */
+const onceRuns = new Map<string, Promise<CliResult>>();
+
+/**
+ * `runCli(args)` with no environment of its own, run once per test file (process):
+ * for a text every ask gets alike, such as a `--help`, that several tests of a file
+ * read — each run is a `pixiu` start of some 0.35 s of CPU. Whichever test asks first
+ * runs it, so the tests stay independent of their order.
+ */
+export function runCliOnce(args: readonly string[]): Promise<CliResult> {
+  const key = JSON.stringify(args);
+  let run = onceRuns.get(key);
+  if (run === undefined) onceRuns.set(key, (run = runCli(args)));
+  return run;
 }

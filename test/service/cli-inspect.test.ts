@@ -10,6 +10,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { INBOX_RETENTION_GRACE_MS } from '../../src/inbox/inbox.js';
 import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
+import { runCliOnce } from '../harness/cli-process.js';
 import { runCli, runEach, tempDataDir, type CleanupList } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 
@@ -102,7 +103,7 @@ test('inspect inbox of a key prefix no service has used exits 1 saying so, print
   assert.equal(used.code, 0, used.stderr);
   assert.equal(JSON.parse(used.stdout).epoch, null);
   assert.equal(used.stderr, '');
-  const help = await runCli(['inspect', 'inbox', '--help']);
+  const help = await runCliOnce(['inspect', 'inbox', '--help']);
   assert.match(help.stdout, /Exit status: 0 when the inbox is printed .*\n1 .* a key\nprefix no Pixiu service has used/s);
 });
 
@@ -132,7 +133,7 @@ test('inspect inbox without a Redis URL reads the embedded Redis of a running se
   const run = await runCli(['inspect', 'inbox', 'ann'], { PIXIU_DATA_DIR: dataDir });
   assert.equal(run.code, 1);
   assert.match(run.stderr, /no PIXIU_REDIS_URL and no embedded Redis running under .*: set PIXIU_REDIS_URL to the Redis the service uses .*or start `pixiu serve` on this data dir without it/);
-  const help = await runCli(['inspect', 'inbox', '--help']);
+  const help = await runCliOnce(['inspect', 'inbox', '--help']);
   assert.equal(help.code, 0);
   assert.match(help.stdout.replace(/\s+/g, ' '), /--redis-url <value> Redis to read, .* unset: the embedded Redis of a `pixiu serve` running on the data dir/);
   assert.doesNotMatch(help.stdout, /start a local redis-server/);
@@ -144,7 +145,7 @@ test('inspect inbox has no --inbox-cap (the cap acts on appends, which inspect n
   assert.equal(run.code, 1, run.stdout);
   assert.equal(run.stdout, '');
   assert.match(run.stderr, /unknown option '--inbox-cap'/);
-  const help = await runCli(['inspect', 'inbox', '--help']);
+  const help = await runCliOnce(['inspect', 'inbox', '--help']);
   assert.doesNotMatch(help.stdout, /inbox-cap|trimmed/);
   // Not read from the environment either: a bad value of it does not stop a read.
   const envCap = await runCli(['inspect', 'inbox', 'ann'], { ...env, PIXIU_INBOX_CAP: 'lots' });

@@ -10,6 +10,7 @@ import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { createVerifier } from '../../src/auth/jwt.js';
+import { runCliOnce } from '../harness/cli-process.js';
 import { REPO_ROOT, cliEntry, runCli, runEach, tempDataDir } from '../harness/pixiu-server.js';
 
 test('pixiu token <uid> --tags a,b --ttl 1h prints a JWT that verifies with the data dir secret', async (t) => {
@@ -201,7 +202,7 @@ test('pixiu connect names the option at fault: a bad --host, a bad --tags entry'
 });
 
 test('pixiu serve --help exits 0 and lists the settings by environment name', async () => {
-  const run = await runCli(['serve', '--help']);
+  const run = await runCliOnce(['serve', '--help']);
   assert.equal(run.code, 0, run.stderr);
   for (const name of ['PIXIU_PORT', 'PIXIU_REDIS_URL', 'PIXIU_DATA_DIR', 'PIXIU_API_TOKEN']) assert.match(run.stdout, new RegExp(name));
   assert.match(run.stdout, /An empty variable counts as unset/);
@@ -214,7 +215,7 @@ test('a mistyped subcommand, alone or after help, exits 1 saying it is unknown a
     assert.match(run.stderr, /Did you mean (connect|inspect)\?/, args.join(' '));
   }
   const helps = ['serve', 'token', 'connect', 'inspect', 'redis'].flatMap((name) => [[name, ['help', name]], [name, [name, '--help']]] as const);
-  for (const [[name, args], run] of await runEach(helps, ([, args]) => runCli(args))) {
+  for (const [[name, args], run] of await runEach(helps, ([, args]) => runCliOnce(args))) {
     assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
     assert.match(run.stdout, new RegExp(`^Usage: pixiu ${name} `), args.join(' '));
   }
@@ -247,7 +248,7 @@ test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h o
     assert.equal(run.stderr, "error: unknown command 'nosuchcommand'\n(`pixiu --help` lists the commands)\n", args.join(' '));
   }
   // The known ones still print their usage and exit 0.
-  for (const [args, run] of await runEach([['inspect', 'help', 'id'], ['inspect', 'id', '--help'], ['help', 'inspect']], (args) => runCli(args))) {
+  for (const [args, run] of await runEach([['inspect', 'help', 'id'], ['inspect', 'id', '--help'], ['help', 'inspect']], (args) => runCliOnce(args))) {
     assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
     assert.match(run.stdout, /^Usage: pixiu inspect /, args.join(' '));
   }
@@ -273,7 +274,7 @@ test('the help flag before an unknown command (pixiu --help nosuch, pixiu inspec
 });
 
 test('pixiu connect --help words --host and --port for a client, not as serve\'s listen address', async () => {
-  const run = await runCli(['connect', '--help']);
+  const run = await runCliOnce(['connect', '--help']);
   assert.equal(run.code, 0, run.stderr);
   const text = run.stdout.replace(/\s+/g, ' ');
   assert.match(text, /--host <value> host of the running service .*\(env PIXIU_HOST\)/);
@@ -304,7 +305,7 @@ test('pixiu serve and pixiu token with a bad secret exit 1 naming the setting, a
 });
 
 test('pixiu serve --help states the unit of durations, with readable defaults', async () => {
-  const run = await runCli(['serve', '--help']);
+  const run = await runCliOnce(['serve', '--help']);
   assert.equal(run.code, 0, run.stderr);
   const text = run.stdout.replace(/\s+/g, ' ');
   assert.match(text, /--max-connections-per-user <value> open connections allowed per user, across nodes, 1 to 1000 \(env/);
