@@ -13,7 +13,8 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promi
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { REPO_ROOT, cliEntry, runCli, spawnServe } from '../harness/pixiu-server.js';
+import { REPO_ROOT, cliEntry, spawnServe } from '../harness/pixiu-server.js';
+import { runCliOnce } from '../harness/cli-process.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 
 const run = promisify(execFile);
@@ -24,7 +25,7 @@ const VERSION_LINE = /^(\d+\.\d+\.\d+\S*) \(([0-9a-f]{7,40}(?:-dirty)?|unknown)\
 test('pixiu --version prints the package version and the commit of the checkout; -V too', async () => {
   const head = (await run('git', ['-C', REPO_ROOT, 'rev-parse', 'HEAD'])).stdout.trim();
   for (const flag of ['--version', '-V']) {
-    const answer = await runCli([flag]);
+    const answer = await runCliOnce([flag]);
     assert.equal(answer.code, 0, answer.stderr);
     const [, version, commit] = VERSION_LINE.exec(answer.stdout.trim()) ?? [];
     assert.equal(version, pkg.version, answer.stdout);
@@ -35,7 +36,7 @@ test('pixiu --version prints the package version and the commit of the checkout;
 });
 
 test('the pixiu listening line names the version and commit --version prints, and the LAYOUT the build that wrote it', { timeout: 60_000 }, async (t) => {
-  const printed = (await runCli(['--version'])).stdout.trim();
+  const printed = (await runCliOnce(['--version'])).stdout.trim();
   const { dataDir, env } = await embeddedDataDir(t, 'pixiu-version-');
   const serve = await spawnServe(env, t);
   const line = serve.stdout().split('\n').find((l) => l.includes('"pixiu listening"'));
