@@ -4,6 +4,21 @@
  * given — both hold; none — everyone.
  */
 
+import { wordedPattern } from '../api/pattern-rules.js';
+
+/**
+ * A tag: 1–64 characters, no whitespace or control characters. Here rather than with
+ * the route (routes.ts), so that `pixiu token` and `pixiu connect` check their --tags
+ * without loading the broadcaster, the store and the ingest path.
+ */
+export const tagSchema = { type: 'string', pattern: wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,64}$', '1–64 characters, no whitespace or control characters') } as const;
+const TAG = new RegExp(tagSchema.pattern, 'u');
+
+/** True when `tag` is a valid broadcast tag ({@link tagSchema}): one a filter can name. */
+export function isTag(tag: string): boolean {
+  return TAG.test(tag);
+}
+
 /** A filter as `POST /v1/broadcast` takes it. */
 export interface TagFilter {
   readonly all?: readonly string[];

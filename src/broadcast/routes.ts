@@ -5,22 +5,12 @@
  */
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
-import { wordedPattern } from '../api/pattern-rules.js';
 import { clientGoneOf, dropAbandoned } from '../api/abandoned-requests.js';
 import type { Metrics } from '../api/metrics.js';
 import { RequestAbandoned } from '../ingest/abandoned.js';
 import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
 import { publishBroadcast, type BroadcasterDeps, type BroadcastInput, type BroadcastResult } from './broadcaster.js';
-import { MAX_FILTER_TAGS } from './filter.js';
-
-/** A tag: 1–64 characters, no whitespace or control characters. */
-export const tagSchema = { type: 'string', pattern: wordedPattern('^[^\\s\\p{Cc}\\p{Cs}]{1,64}$', '1–64 characters, no whitespace or control characters') } as const;
-const TAG = new RegExp(tagSchema.pattern, 'u');
-
-/** True when `tag` is a valid broadcast tag ({@link tagSchema}): one a filter can name. */
-export function isTag(tag: string): boolean {
-  return TAG.test(tag);
-}
+import { MAX_FILTER_TAGS, tagSchema } from './filter.js';
 
 const tagList = { type: 'array', minItems: 1, maxItems: MAX_FILTER_TAGS, items: tagSchema } as const;
 

@@ -4,7 +4,7 @@
  */
 import { maxHeaderSize } from 'node:http';
 import { patternFailure } from '../api/pattern-rules.js';
-import { isTag, tagSchema } from '../broadcast/routes.js';
+import { isTag, tagSchema } from '../broadcast/filter.js';
 import { CHANNEL_PATTERN, isChannelPattern } from '../channels/patterns.js';
 import { StartupError } from '../errors.js';
 

@@ -11,7 +11,7 @@ import { isUserId, USER_ID_PATTERN } from '../../src/api/schemas.js';
 import { portablePattern, REFUSED_RANGES, withPortablePatterns } from '../../src/api/portable-patterns.js';
 import { patternFailure } from '../../src/api/pattern-rules.js';
 import { bodySchemaValidator } from '../../src/api/validation.js';
-import { tagSchema } from '../../src/broadcast/routes.js';
+import { tagSchema } from '../../src/broadcast/filter.js';
 
 test('the published user-id and tag patterns refuse exactly what the server\'s refuse, on every code point', () => {
   for (const pattern of [USER_ID_PATTERN, tagSchema.pattern]) {
