@@ -4,7 +4,7 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { SignJWT, createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
@@ -306,39 +306,4 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
  */
 function jwksFault(err: unknown): unknown {
   return err instanceof joseErrors.JWKSTimeout && err.cause instanceof Error ? err.cause : err;
-}
-
-/** What {@link mintToken} puts in a token. */
-export interface MintOptions {
-  readonly user: string;
-  /** Lifetime in seconds. */
-  readonly ttlSec: number;
-  readonly tags?: readonly string[];
-  readonly channels?: readonly string[];
-  /** `aud`, set when the service checks it (`PIXIU_JWT_AUDIENCE`). */
-  readonly audience?: string | undefined;
-  /** `iss`, set when the service checks it (`PIXIU_JWT_ISSUER`). */
-  readonly issuer?: string | undefined;
-}
-
-/**
- * Signs a client JWT with an HS256 secret (for `pixiu token`, tests and tools), with
- * the `aud` and `iss` the service checks when given.
- * @throws Error when the key source is not a secret (a public key cannot sign)
- */
-export async function mintToken(source: JwtKeySource, opts: MintOptions): Promise<string> {
-  if (source.kind !== 'secret') {
-    throw new Error(`cannot sign tokens: client JWTs are verified with a ${source.kind === 'jwks' ? 'JWKS URL' : 'public key'}; mint them with your identity provider`);
-  }
-  const jwt = new SignJWT({
-    ...(opts.tags && opts.tags.length > 0 ? { tags: [...opts.tags] } : {}),
-    ...(opts.channels && opts.channels.length > 0 ? { channels: [...opts.channels] } : {}),
-  })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setSubject(opts.user)
-    .setIssuedAt()
-    .setExpirationTime(Math.floor(Date.now() / 1000) + opts.ttlSec);
-  if (opts.audience !== undefined) jwt.setAudience(opts.audience);
-  if (opts.issuer !== undefined) jwt.setIssuer(opts.issuer);
-  return jwt.sign(new TextEncoder().encode(source.secret));
 }

@@ -5,7 +5,7 @@
  * itself is never shown in an error.
  */
 import { readFile } from 'node:fs/promises';
-import { decodeJwt } from 'jose';
+import { decodeJwt } from 'jose/jwt/decode';
 import { checkJwtForm } from '../auth/jwt-form.js';
 import { StartupError } from '../errors.js';
 

@@ -121,7 +121,7 @@ export function connectCommand(): Command {
       token = givenToken(opts.token, uid, tokenFrom);
     } else {
       const { source } = await resolveJwtKey(config, { create: false });
-      const { mintToken } = await import('../auth/jwt.js');
+      const { mintToken } = await import('../auth/mint-token.js');
       try {
         token = await mintToken(source, { user: uid, ttlSec: 24 * 3600, tags, audience: config.jwtAudience, issuer: config.jwtIssuer, ...(subs.length > 0 ? { channels: subs } : {}) });
       } catch (err) {

@@ -53,7 +53,7 @@ export function tokenCommand(): Command {
     const config = configFromOptions(cmd, TOKEN_SETTINGS);
     const { source } = await resolveJwtKey(config, { create: false });
     // jose is loaded here, not with the module: `--help` and a refused option start without it.
-    const { mintToken } = await import('../auth/jwt.js');
+    const { mintToken } = await import('../auth/mint-token.js');
     let token: string;
     try {
       token = await mintToken(source, { user: uid, ttlSec: ttlMs / 1000, tags, channels, audience: config.jwtAudience, issuer: config.jwtIssuer });

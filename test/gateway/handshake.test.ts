@@ -13,7 +13,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import { Redis } from 'ioredis';
 import { decodeJwt } from 'jose';
-import { mintToken } from '../../src/auth/jwt.js';
+import { mintToken } from '../../src/auth/mint-token.js';
 import { expectError, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';

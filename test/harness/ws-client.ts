@@ -4,7 +4,7 @@
  * never on sleeps. Every wait is bounded and fails with what was received so far.
  */
 import WebSocket from 'ws';
-import { mintToken } from '../../src/auth/jwt.js';
+import { mintToken } from '../../src/auth/mint-token.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
 
 /** A server frame as received (loosely typed: tests assert the shape). */

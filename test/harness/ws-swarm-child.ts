@@ -12,7 +12,7 @@
  * Run only by ws-swarm.ts: `node --import tsx ws-swarm-child.ts` with an IPC channel.
  */
 import WebSocket from 'ws';
-import { mintToken } from '../../src/auth/jwt.js';
+import { mintToken } from '../../src/auth/mint-token.js';
 import type { SwarmConn, SwarmReply, SwarmRequest, SwarmTrigger } from './ws-swarm.js';
 
 /** One client and what it received. */

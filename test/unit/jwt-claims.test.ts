@@ -9,7 +9,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
-import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier, mintToken } from '../../src/auth/jwt.js';
+import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier } from '../../src/auth/jwt.js';
+import { mintToken } from '../../src/auth/mint-token.js';
 import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, tokenExpired } from '../../src/auth/jwt-refusals.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
