@@ -9,7 +9,11 @@
  * "invalid token" (RSA under 2048 bits), a 503 (a private key: jose's
  * `JWKSInvalid`) — the key set's fault, answered as the client's.
  */
-import { compactVerify, createLocalJWKSet, errors as joseErrors, type JWK } from 'jose';
+// jose's modules one by one, not its index (jwt.ts says why).
+import { compactVerify } from 'jose/jws/compact/verify';
+import { createLocalJWKSet } from 'jose/jwks/local';
+import * as joseErrors from 'jose/errors';
+import type { JWK } from 'jose';
 import type { Logger } from '../logger.js';
 import { cutText, quotedText } from '../text-cut.js';
 import { ASYMMETRIC_ALGS, MIN_RSA_BITS } from './pem-key.js';

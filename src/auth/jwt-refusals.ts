@@ -7,7 +7,10 @@
  * a `kid` the JWKS lacks) are logged at warn, thinned, for the operator of a node
  * given another key than the token issuer's: the client sees only its 401.
  */
-import { decodeProtectedHeader, errors as joseErrors, type JWK } from 'jose';
+// jose's modules one by one, not its index (jwt.ts says why).
+import { decodeProtectedHeader } from 'jose/decode/protected_header';
+import * as joseErrors from 'jose/errors';
+import type { JWK } from 'jose';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';

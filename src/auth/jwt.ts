@@ -4,7 +4,12 @@
  * subscribe to). Verified with `jose` against one key source: an HS256 secret (its
  * UTF-8 bytes), a PEM public key, or a JWKS URL. `alg: none` is never accepted.
  */
-import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+// jose's modules one by one, not its index, which loads every JWE, JWS, JWK and key
+// module (~0.04 s of CPU a start needs none of): the same modules the index exports.
+import { createRemoteJWKSet, customFetch } from 'jose/jwks/remote';
+import * as joseErrors from 'jose/errors';
+import { jwtVerify } from 'jose/jwt/verify';
+import type { JWTPayload, JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
