@@ -11,9 +11,16 @@
  *
  * Run only by ws-swarm.ts: `node --import tsx ws-swarm-child.ts` with an IPC channel.
  */
-import WebSocket from 'ws';
+import { createRequire } from 'node:module';
+import type WsWebSocket from 'ws';
 import { mintToken } from '../../src/auth/mint-token.js';
 import type { SwarmConn, SwarmReply, SwarmRequest, SwarmTrigger } from './ws-swarm.js';
+
+// Required, not imported: ws is CommonJS, and an import reads it through its wrapper.mjs,
+// translating each of its modules for ESM (~0.03 s of CPU in a test process that runs
+// the service, ~0.05 s in one that does not; src/cli/connect.ts does the same).
+const WebSocket = createRequire(import.meta.url)('ws') as typeof WsWebSocket;
+type WebSocket = WsWebSocket;
 
 /** One client and what it received. */
 interface Client {
