@@ -118,6 +118,17 @@ export class WsSwarm {
     return swarm;
   }
 
+  /**
+   * Sets the child's scheduling niceness from now on (`os.setPriority`; raising it needs
+   * no privilege, lowering it does): a swarm started at the default that opens its
+   * connections and is then set to 19 connects at a fair share of the CPU and yields it
+   * to the server while it receives.
+   * @param nice 0–19
+   */
+  renice(nice: number): void {
+    if (this.#proc.pid !== undefined) os.setPriority(this.#proc.pid, nice);
+  }
+
   /** Opens the connections to `url` (`http://host:port`); resolves with the time it took, ms. */
   async connect(url: string, conns: readonly SwarmConn[], opts: SwarmConnectOptions = {}): Promise<number> {
     const reply = await this.#request({
