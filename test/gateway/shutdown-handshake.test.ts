@@ -15,7 +15,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import WebSocket from 'ws';
 import { JWKS_COOLDOWN_MS } from '../../src/auth/jwt.js';
-import { waitUntilNotAccepting } from '../harness/checks.js';
+import { waitUntil, waitUntilNotAccepting } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -37,15 +38,12 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   let asked: () => void = () => undefined;
   const keysAsked = new Promise<void>((resolve) => { asked = resolve; });
   let fetches = 0;
-  let startFetch: () => void = () => undefined;
-  const fetchedAtStart = new Promise<void>((resolve) => { startFetch = resolve; });
   const jwks = http.createServer((_req, res) => {
     fetches += 1;
     // The start's fetch gets a set without the token's kid, so that the token makes the
     // node ask again, and that request is held: the handshake is in its token check.
     if (fetches === 1) {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [{ ...jwk, kid: 'k0' }] }));
-      startFetch();
       return;
     }
     asked();
@@ -59,9 +57,14 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   });
   const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
 
-  const server = await startInProcess(cleanup, { redisUrl: redis.url, redisPrefix: 'shs:', storeDurability: 'relaxed', jwksUrl });
-  await fetchedAtStart;
-  // A kid the set lacks is looked for again only once jose's cooldown since the last fetch is over.
+  const { logger, lines } = capturingLogger();
+  const server = await startInProcess(cleanup, { redisUrl: redis.url, redisPrefix: 'shs:', storeDurability: 'relaxed', jwksUrl }, logger);
+  // A kid the set lacks is looked for again only once jose's cooldown since the last
+  // fetch is over, and that runs from when jose read the start's fetch (the node then
+  // logs `JWKS fetched`), not from when the JWKS server above answered it: on a loaded
+  // machine the two were more than 100 ms apart, the token was refused 401 without the
+  // keys being asked again, and the test waited for that ask until its timeout.
+  await waitUntil('the start\'s JWKS fetch read', async () => lines.some((l) => l.msg === 'JWKS fetched'));
   await delay(JWKS_COOLDOWN_MS + 100);
   const token = await new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setSubject('late')
     .setIssuedAt().setExpirationTime(Math.floor(Date.now() / 1000) + 3600).sign(privateKey);
@@ -78,7 +81,9 @@ test('a handshake in its token check when shutdown begins is refused 503 once it
   });
   const opened = new Promise<string>((resolve) => ws.on('open', () => resolve('opened')));
 
-  await keysAsked; // past the first "accepting" check, waiting for the keys
+  // Past the first "accepting" check, waiting for the keys; a refusal before that ends
+  // the test at once, with its answer.
+  await Promise.race([keysAsked, refused.then((r) => assert.fail(`refused before the keys were asked for: ${r.status} ${r.body}`))]);
   const closing = server.service.close(); // SIGTERM
   // The gateway has closed its connections, and HTTP takes no new ones.
   await waitUntilNotAccepting(server.service.url);
