@@ -29,7 +29,7 @@ import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
 import { cachedSerializers } from './schema-cache.js';
-import { describeErrors, installValidators } from './validation.js';
+import { describeErrors, installValidators, routeValidators } from './validation.js';
 
 // Still exported from here, where their importers have always found them.
 export { SHUTTING_DOWN } from './shutdown.js';
@@ -93,8 +93,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // Requests Node's HTTP parser refuses: the catalogue's body, not fastify's.
     clientErrorHandler: clientErrorAnswerer(unrouted),
     schemaErrorFormatter: (errors, dataVar) => new Error(describeErrors(dataVar, errors)),
-    // Response serializers compiled once per process, not once per app (schema-cache.ts).
-    schemaController: { compilersFactory: { buildSerializer: cachedSerializers } },
+    // Validators and response serializers compiled once per process, on first use, not
+    // once per app (schema-cache.ts).
+    schemaController: { compilersFactory: { buildValidator: routeValidators, buildSerializer: cachedSerializers } },
   });
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);

@@ -6,7 +6,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { MAX_BODY_DEPTH, nestsDeeperThan } from './body-depth.js';
 import { PixiuError, invalid } from '../errors.js';
@@ -48,9 +48,9 @@ export function bodySchemaValidator(schema: object): Validate {
 }
 
 /**
- * Makes fastify validate bodies strictly and everything else with coercion, and
- * accept only JSON bodies: fastify also parses `text/plain` by default, which would
- * turn a wrong content type into a schema error (400) instead of 415.
+ * Makes fastify accept only JSON bodies (validated by {@link routeValidators}): fastify
+ * also parses `text/plain` by default, which would turn a wrong content type into a
+ * schema error (400) instead of 415.
  */
 export function installValidators(app: FastifyInstance): void {
   app.removeContentTypeParser('text/plain');
@@ -157,11 +157,25 @@ export function installValidators(app: FastifyInstance): void {
     else if (req.body === undefined && takesBody(req) && !req.is404) done(invalid(BODY_REQUIRED));
     else done();
   });
-  // Compiled once per process, on first use (schema-cache.ts), not once per app.
-  app.setValidatorCompiler<FastifySchema>(({ schema, httpPart }) => (httpPart === 'body'
-    ? cachedValidator('body', schema, () => strict.compile(schema as object))
-    : cachedValidator('text', schema, () => withPlainParameters(lenient.compile(schema as object), schema))));
 }
+
+/** What fastify takes as `schemaController.compilersFactory.buildValidator`. */
+type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
+
+/**
+ * The routes' validators, for fastify's `schemaController.compilersFactory.buildValidator`
+ * (app.ts): bodies strictly, query strings and path parameters with coercion and
+ * defaults (the module comment), each compiled once per process on first use
+ * (schema-cache.ts), not once per app. Given to fastify as its factory rather than by
+ * `app.setValidatorCompiler`, it keeps fastify from loading its default compiler
+ * (@fastify/ajv-compiler, with Ajv's JTD build: ~30 ms of CPU a start, unused).
+ * (fastify's type for the factory names Ajv's own function type; what fastify calls is
+ * any validator function with Ajv's `errors`, lib/validation.js `validateParam`, which
+ * cachedValidator's are, compiled or not yet: hence the cast.)
+ */
+export const routeValidators = ((): FastifySchemaCompiler<FastifySchema> => ({ schema, httpPart }) => (httpPart === 'body'
+  ? cachedValidator('body', schema, () => strict.compile(schema as object))
+  : cachedValidator('text', schema, () => withPlainParameters(lenient.compile(schema as object), schema)))) as unknown as ValidatorFactory;
 
 /**
  * What a request's headers say of its body: `empty` (`Content-Length: 0`, or no length

@@ -8,11 +8,13 @@
  * - a field in a JSON body is refused the same way, naming it, on every route that
  *   takes a body — producer, admin and client (`POST /v1/me/ack`) alike.
  * Also: every request schema the routes and batch items are validated by is valid JSON
- * Schema (the service's Ajv instances skip that check: src/api/validation.ts).
+ * Schema (the service's Ajv instances skip that check: src/api/validation.ts), and
+ * fastify's own validator compiler, which the service replaces, is never loaded.
  * Against the real service on a real port and a private redis-server.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
 import { Ajv } from 'ajv';
 import { validatorSchemas } from '../../src/api/schema-cache.js';
 import { messageBody } from '../../src/api/routes/message-schemas.js';
@@ -132,4 +134,10 @@ test('every request schema of the routes, and a batch item\'s, is valid JSON Sch
   assert.ok(schemas.filter((s) => s.part === 'body').length >= 8, `${schemas.length} schemas`);
   assert.ok(schemas.filter((s) => s.part === 'text').length >= 8, `${schemas.length} schemas`);
   for (const { part, schema } of schemas) assert.ok(valid(schema), `${part} ${JSON.stringify(schema).slice(0, 200)}: ${meta.errorsText()}`);
+});
+
+test('the service replaces fastify\'s validator compiler without loading it (@fastify/ajv-compiler, Ajv\'s JTD build)', () => {
+  const loaded = Object.keys(createRequire(import.meta.url).cache);
+  assert.ok(loaded.some((file) => file.includes('fastify/lib/schema-controller')), 'fastify\'s schema controller is loaded');
+  assert.deepEqual(loaded.filter((file) => file.includes('@fastify/ajv-compiler') || file.includes('ajv/dist/jtd')), []);
 });
