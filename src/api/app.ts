@@ -29,7 +29,8 @@ import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
 import { cachedSerializers } from './schema-cache.js';
-import { describeErrors, installValidators, routeValidators } from './validation.js';
+import { describeErrors, installValidators } from './validation.js';
+import { routeValidators } from './route-validators.js';
 
 // Still exported from here, where their importers have always found them.
 export { SHUTTING_DOWN } from './shutdown.js';

@@ -1,7 +1,7 @@
 /**
  * The API's rule for a whole number written as text (a query or path parameter), in a
  * module of its own so that the CLI can hold its numeric options to it without loading
- * the validators (Ajv) of src/api/validation.ts.
+ * the validators (Ajv) of src/api/route-validators.ts.
  */
 
 /** A whole number as a query or path parameter is written: decimal digits, no sign, no leading zero. */

@@ -8,7 +8,7 @@
  * - a field in a JSON body is refused the same way, naming it, on every route that
  *   takes a body — producer, admin and client (`POST /v1/me/ack`) alike.
  * Also: every request schema the routes and batch items are validated by is valid JSON
- * Schema (the service's Ajv instances skip that check: src/api/validation.ts), and
+ * Schema (the service's Ajv instances skip that check: src/api/route-validators.ts), and
  * fastify's own validator compiler, which the service replaces, is never loaded.
  * Against the real service on a real port and a private redis-server.
  */

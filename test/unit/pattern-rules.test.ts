@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { hasWords, wordedPattern } from '../../src/api/pattern-rules.js';
 import { USER_ID_PATTERN } from '../../src/api/schemas.js';
-import { bodySchemaValidator, describeErrors } from '../../src/api/validation.js';
+import { describeErrors } from '../../src/api/validation.js';
+import { bodySchemaValidator } from '../../src/api/route-validators.js';
 
 /** describeErrors of `value` against a string schema with `pattern`. */
 function refusal(pattern: string, value: string): string {

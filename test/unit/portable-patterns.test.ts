@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { isUserId, USER_ID_PATTERN } from '../../src/api/schemas.js';
 import { portablePattern, REFUSED_RANGES, withPortablePatterns } from '../../src/api/portable-patterns.js';
 import { patternFailure } from '../../src/api/pattern-rules.js';
-import { bodySchemaValidator } from '../../src/api/validation.js';
+import { bodySchemaValidator } from '../../src/api/route-validators.js';
 import { tagSchema } from '../../src/broadcast/filter.js';
 
 test('the published user-id and tag patterns refuse exactly what the server\'s refuse, on every code point', () => {

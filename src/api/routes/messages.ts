@@ -15,7 +15,8 @@ import { distinctRecipients, type IngestResult, type RoomIngestResult, type Room
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { conflictAnswer, documentedAs, errorResponses, messageTooLargeAnswer, noQuery, notFoundAnswer, tooLargeAnswer } from '../schemas.js';
-import { bodyBytesOf, bodySchemaValidator, describeErrors, itemRefusal } from '../validation.js';
+import { bodyBytesOf, describeErrors, itemRefusal } from '../validation.js';
+import { bodySchemaValidator } from '../route-validators.js';
 import { batchBody, batchResult, documentedMessageBody, documentedMsgIdParam, ingestAnswer, messageBody, messageRecord } from './message-schemas.js';
 import { BatchKeys, BatchRecipients, crossKindRepeats, isRoomMessage, limitRecipients, placedItemError, runsOfOneKind, type MessageBody } from './batch-items.js';
 import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './ingest-budget.js';
