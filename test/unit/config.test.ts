@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { Ajv } from 'ajv';
-import { bareDurationSettings, loadConfig, schemaFor, unknownSettingVariables, validatorFor } from '../../src/config/config.js';
+import { bareDurationSettings, loadConfig, unknownSettingVariables } from '../../src/config/config.js';
 import { SETTINGS, type SettingKey } from '../../src/config/settings.js';
 import { StartupError } from '../../src/errors.js';
 import ms from 'ms';
@@ -390,18 +389,4 @@ test('a duration refused says whether it is none (and what one is: compounds are
   }
   // Other kinds keep the plain words.
   assert.match(refusal({ PIXIU_PORT: '70000' }), /PIXIU_PORT="70000" is not valid; expected/);
-});
-
-test('every setting\'s schema compiles (they are compiled on first read, so a broken one would show only when that setting is given)', () => {
-  const keys = Object.keys(SETTINGS) as SettingKey[];
-  assert.ok(keys.length > 40);
-  for (const key of keys) assert.doesNotThrow(() => validatorFor(key), `${SETTINGS[key].env}'s schema`);
-});
-
-test('every setting\'s schema is valid JSON Schema (config.ts compiles them without that check)', () => {
-  const meta = new Ajv();
-  assert.equal(meta.validateSchema({ type: 'integer', minimum: 'one' }), false, 'the check can fail');
-  for (const key of Object.keys(SETTINGS) as SettingKey[]) {
-    assert.equal(meta.validateSchema(schemaFor(SETTINGS[key])), true, `${SETTINGS[key].env}: ${meta.errorsText()}`);
-  }
 });
