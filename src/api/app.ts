@@ -29,7 +29,7 @@ import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
 import { cachedSerializers } from './schema-cache.js';
-import { describeErrors, installValidators } from './validation.js';
+import { describeErrors, installBodyParsing } from './validation.js';
 import { routeValidators } from './route-validators.js';
 
 // Still exported from here, where their importers have always found them.
@@ -104,7 +104,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   routeMethods.track(app);
   // Before any other onRequest hook: a draining node refuses a request before any check.
   installShutdown(app, deps.draining, (err, req) => counts.countRouted(err, req));
-  installValidators(app);
+  installBodyParsing(app);
   // History answers in flight, node-wide (history-budget.ts); one not taken by its client
   // in time closes its connection.
   app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.historyTakeTimeoutMs,

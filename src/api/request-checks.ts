@@ -27,7 +27,7 @@ export function installRequestChecks(app: FastifyInstance): void {
     // gives it (src/gateway/upgrade-guard.ts); said here, in the first onRequest hook
     // that can refuse such a request, so that answers of later hooks (a refused token)
     // say so too. The two before it cannot: the shutdown refusal answers with
-    // `Connection: close` anyway, and installValidators' GET-body check skips upgrades.
+    // `Connection: close` anyway, and installBodyParsing' GET-body check skips upgrades.
     if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
     // Node's parser also takes a request line with no version (read as HTTP/0.9) and
     // HTTP/2.0 spelt as text; neither is HTTP/1.x (RFC 9112 §2.3, §3).

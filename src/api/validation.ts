@@ -32,7 +32,7 @@ export function bodyBytesOf(req: FastifyRequest): number {
  * also parses `text/plain` by default, which would turn a wrong content type into a
  * schema error (400) instead of 415.
  */
-export function installValidators(app: FastifyInstance): void {
+export function installBodyParsing(app: FastifyInstance): void {
   app.removeContentTypeParser('text/plain');
   // fastify's JSON parser (secure-json-parse) refuses `__proto__` and
   // `constructor.prototype` keys, which could poison prototypes once merged into an
