@@ -14,6 +14,11 @@ import { SETTINGS, type SettingKey, type SettingSpec } from './settings.js';
 export interface Config {
   readonly host: string;
   readonly port: number;
+  /**
+   * The listen backlog passed to `listen(2)` (Node's default is 511); the kernel caps it
+   * at its own limit (Linux: `net.core.somaxconn`). docs/decisions.md, "Listen backlog".
+   */
+  readonly listenBacklog: number;
   /** Absolute path of the data root. */
   readonly dataDir: string;
   /**

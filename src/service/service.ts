@@ -197,7 +197,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     });
     stopAsked();
     try {
-      await app.listen({ host: config.host, port: config.port });
+      await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
     } catch (err) {
       throw listenFailure(config.host, config.port, err);
     }
