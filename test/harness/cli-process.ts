@@ -3,13 +3,16 @@
  * its stdout is read line by line as it comes (a test waits for a line, never for a
  * time), and it can be signalled alone or, as a terminal's Ctrl-C does, with its whole
  * process group. For a run to completion, see `runCli` in pixiu-server.ts, and
- * {@link runCliOnce} here: one such run shared by the tests of a file.
+ * {@link runCliOnce} here: one such run shared by the tests of a file. The child dies
+ * with the test's process, however that ends (tied-spawn.ts); with `command`, what the
+ * program starts in turn (an `npm start`'s node) does not.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { spawnTied } from './tied-spawn.js';
 import { REPO_ROOT, cliEntry, runCli, type CleanupContext, type CliResult, type ExitStatus } from './pixiu-server.js';
 
 /** How long {@link CliProcess.line} waits by default, ms. */
@@ -67,7 +70,7 @@ export interface CliProcess {
 export function spawnCli(args: readonly string[], env: Record<string, string>, t?: CleanupContext, opts: SpawnCliOptions = {}): CliProcess {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PIXIU_')));
   const [program, ...argv] = opts.command ?? [process.execPath, ...cliEntry(), ...args];
-  const proc = spawn(program, argv, {
+  const proc = spawnTied(program, argv, {
     cwd: opts.cwd ?? REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false,
   });
   let out = '';

@@ -10,7 +10,7 @@
  *
  * Both talk HTTP on a real socket through {@link PixiuClient} (global fetch).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -21,6 +21,7 @@ import type { Logger } from '../../src/logger.js';
 import type { Service } from '../../src/service/service.js';
 import { RedisServer } from './redis-server.js';
 import { REPO_ROOT, SHORT_RUN_FLAG } from './test-build.js';
+import { spawnTied } from './tied-spawn.js';
 
 export { REPO_ROOT } from './test-build.js';
 /** The `pixiu` command's entry point, run through tsx. */
@@ -303,7 +304,7 @@ export async function spawnListening(
   opts: SpawnOptions = {},
 ): Promise<ServeProcess> {
   const loader = opts.tsx === false ? [] : ['--import', 'tsx'];
-  const proc = spawn(process.execPath, [...loader, ...args], {
+  const proc = spawnTied(process.execPath, [...loader, ...args], {
     cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = collect(proc);
@@ -347,10 +348,9 @@ export async function spawnListening(
 }
 
 /**
- * Runs `pixiu serve` ({@link cliEntry}: the build when current, else the sources
- * through tsx) with `env` added to an
- * environment cleared of `PIXIU_` variables, and resolves once its `pixiu listening`
- * log line is on stdout (the log level must be info or lower).
+ * Runs `pixiu serve` ({@link cliEntry}: the build when current, else the sources through
+ * tsx) with `env` added to an environment cleared of `PIXIU_` variables, and resolves
+ * once its `pixiu listening` log line is on stdout (the log level must be info or lower).
  *
  * @param t when given, the process is SIGKILLed when the test ends, if still running
  * @throws Error with its output when it exits or stays silent for 60 s before listening
@@ -391,7 +391,7 @@ export interface CliResult extends ExitStatus {
  * needs a root test run.
  */
 export async function runCli(args: readonly string[], env: Record<string, string> = {}, as?: { uid: number; gid: number }): Promise<CliResult> {
-  const proc = spawn(process.execPath, [...cliEntry(), ...args], {
+  const proc = spawnTied(process.execPath, [...cliEntry(), ...args], {
     cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...as,
   });
   const output = collect(proc);

@@ -2,14 +2,16 @@
  * A private `redis-server` for one test file (or one bench): a free port, a temp dir,
  * AOF on or off. It can be stopped, SIGKILLed, frozen (SIGSTOP) and restarted on the
  * same port and data, so tests can inject Redis faults. Tests never touch the
- * machine's Redis on 6379.
+ * machine's Redis on 6379. The server dies with the process that started it, however
+ * that process ends (tied-spawn.ts).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
+import { spawnTied } from './tied-spawn.js';
 
 /** Options of {@link RedisServer.start}. */
 export interface RedisServerOptions {
@@ -28,28 +30,6 @@ export async function freePort(): Promise<number> {
   srv.close();
   await once(srv, 'close');
   return port;
-}
-
-/** The redis-servers this process started and that still run. */
-const live = new Set<ChildProcess>();
-let exitHooked = false;
-
-/**
- * Kills what {@link live} holds when this process exits: a test that fails or is
- * cancelled before its clean-up left its redis-server running, adopted by init, for
- * as long as the machine ran (a mutation tester's finding). An exit handler runs
- * only synchronous code; SIGKILL needs nothing more (SIGCONT first is not needed: a
- * stopped process dies of SIGKILL too).
- */
-function killOnExit(child: ChildProcess): void {
-  if (!exitHooked) {
-    exitHooked = true;
-    process.on('exit', () => {
-      for (const running of live) running.kill('SIGKILL');
-    });
-  }
-  live.add(child);
-  child.once('exit', () => live.delete(child));
 }
 
 /** A running private `redis-server`. */
@@ -83,6 +63,11 @@ export class RedisServer {
     return this.#child !== undefined;
   }
 
+  /** The running server's pid; undefined while it is stopped. */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
   /** (Re)starts the server on the same port and data dir; resolves when it accepts commands. */
   async restart(): Promise<void> {
     if (this.#child) throw new Error('redis-server already running');
@@ -97,8 +82,10 @@ export class RedisServer {
       '--logfile', '',
       ...(this.#opts.args ?? []),
     ];
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    killOnExit(child);
+    // Tied to this process: a test that fails, is cancelled or is killed (a file's
+    // timeout) before its clean-up left its redis-server running, adopted by init, for
+    // as long as the machine ran (tied-spawn.ts).
+    const child = spawnTied('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
     let log = '';
     const ready = new Promise<void>((resolve, reject) => {

@@ -8,11 +8,12 @@
  * `GET /go`) and resolves, with the child's own timings, once every connection has
  * received that many more broadcasts. Every wait is bounded.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
 import type { CleanupContext } from './pixiu-server.js';
 import { REPO_ROOT, nodeArgsFor, siblingModule } from './test-build.js';
+import { spawnTied } from './tied-spawn.js';
 
 const CHILD = siblingModule(import.meta.url, './ws-swarm-child');
 
@@ -106,12 +107,13 @@ export class WsSwarm {
   }
 
   /**
-   * Starts the child; it is killed when the test ends (when `t` is given).
+   * Starts the child; it is killed when the test ends (when `t` is given), and dies with
+   * the test's process however that ends (tied-spawn.ts).
    * @param nice a scheduling niceness for the child (0–19), so that on a small machine
    *   the clients' receiving yields the CPU to the server being measured
    */
   static start(t?: CleanupContext, nice = 0): WsSwarm {
-    const proc = spawn(process.execPath, nodeArgsFor(CHILD), { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] });
+    const proc = spawnTied(process.execPath, nodeArgsFor(CHILD), { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] });
     if (nice !== 0 && proc.pid !== undefined) os.setPriority(proc.pid, nice);
     const swarm = new WsSwarm(proc);
     t?.after(() => swarm.kill());
