@@ -1,10 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
+import { spawnTied } from '../harness/tied-spawn.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 
@@ -36,7 +37,7 @@ interface Child {
 }
 
 function startChild(args: string[]): Child {
-  const proc = spawn(process.execPath, [...nodeArgsFor(FIXTURE), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawnTied(process.execPath, [...nodeArgsFor(FIXTURE), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let onReady: () => void = () => {};

@@ -11,7 +11,6 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { openSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import { cliEntry } from '../harness/pixiu-server.js';
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { blackHole } from '../harness/local-http.js';
 import { freePort } from '../harness/redis-server.js';
+import { spawnTied } from '../harness/tied-spawn.js';
 
 const API_TOKEN = 'embedded-redis-stops-token-0123456789';
 
@@ -86,7 +86,7 @@ test('a stdout that fails every write (here /dev/full) stops the log, not the se
   const dir = await embeddedDataDir(t);
   const port = await freePort();
   const full = openSync('/dev/full', 'w');
-  const serve = spawn(process.execPath, [...cliEntry(), 'serve'], {
+  const serve = spawnTied(process.execPath, [...cliEntry(), 'serve'], {
     env: { ...process.env, ...dir.env, PIXIU_PORT: String(port), PIXIU_API_TOKEN: API_TOKEN },
     stdio: ['ignore', full, 'pipe'],
   });

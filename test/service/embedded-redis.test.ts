@@ -22,6 +22,7 @@ import { PixiuClient, runCli, spawnServe, type CleanupContext, type ServeProcess
 import { embeddedDataDir } from '../harness/embedded-data-dir.js';
 import { waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
+import { spawnTied } from '../harness/tied-spawn.js';
 
 /** What a serve printed, for the message of a failed exit check: stderr, then the end of its log. */
 function output(serve: { stdout(): string; stderr(): string }): string {
@@ -298,7 +299,7 @@ test('a redis-server started by hand on the data dir while the embedded one is d
 async function startByHand(t: { after(fn: () => unknown): void }, dataDir: string, pidFile: string): Promise<ChildProcess> {
   const sock = localRedisSocket(dataDir);
   await mkdir(path.dirname(pidFile), { recursive: true });
-  const server = spawn('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
+  const server = spawnTied('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
   t.after(() => server.kill('SIGKILL'));
   await waitUntil('the server started by hand answers and has written its pid', async () =>
     Number(await readFile(pidFile, 'utf8').catch(() => '')) === server.pid && await answersPing(sock));

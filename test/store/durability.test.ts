@@ -1,6 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -9,6 +8,7 @@ import { HIGH_WATER_KEY } from '../../src/store/keys.js';
 import { REPO_ROOT, nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { counterOf, fakeClock, openStore, partitionOf, tempDir } from './fixtures/store-harness.js';
 import { decoded, waitUntil } from '../harness/checks.js';
+import { spawnTied } from '../harness/tied-spawn.js';
 import { watchBatchWrites } from './fixtures/batch-writes.js';
 
 
@@ -66,10 +66,11 @@ test('a put resolves only once its record is in LevelDB (read back with the cach
 
 test('every put acknowledged before a SIGKILL is readable after reopen', async (t) => {
   const dir = await tempDir(t);
-  const child = spawn(process.execPath, [...nodeArgsFor(siblingModule(import.meta.url, './fixtures/crash-writer')), dir], {
+  const child = spawnTied(process.execPath, [...nodeArgsFor(siblingModule(import.meta.url, './fixtures/crash-writer')), dir], {
     cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => child.kill('SIGKILL'));
+  assert.ok(child.stdout !== null && child.stderr !== null);
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();

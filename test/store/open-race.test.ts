@@ -13,9 +13,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { REPO_ROOT, nodeArgsFor, siblingModule } from '../harness/test-build.js';
+import { spawnTied } from '../harness/tied-spawn.js';
 import { tempDir } from './fixtures/store-harness.js';
 import type { RaceReply, RaceRequest } from './fixtures/open-race-child.js';
 
@@ -32,7 +33,7 @@ class Racer {
   #waiting: { resolve: (reply: RaceReply) => void; reject: (err: Error) => void } | undefined;
 
   constructor() {
-    this.#proc = spawn(process.execPath, nodeArgsFor(CHILD), { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.#proc = spawnTied(process.execPath, nodeArgsFor(CHILD), { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     this.#proc.on('message', (reply: RaceReply) => {
       const waiting = this.#waiting;
       this.#waiting = undefined;
