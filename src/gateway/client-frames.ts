@@ -4,6 +4,7 @@
  * `ack {seq}`, `ping {}`, `refresh {token}`, `sub {channel}`, `unsub {channel}`.
  * A frame that does not parse is answered with an `error` frame, never a crash.
  */
+import { maxHeaderSize } from 'node:http';
 import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import { PixiuError, invalid } from '../errors.js';
@@ -47,8 +48,15 @@ function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): voi
   }
 }
 
-/** Longest token a `refresh` may carry, characters (as at connect, `?token=`); the frame limit is usually lower. */
-const MAX_TOKEN_CHARS = 8192;
+/**
+ * Longest client token taken, characters: at connect in `?token=` and in a `refresh`
+ * frame. Node's limit on a request's line and headers (`maxHeaderSize`, 16 KiB unless
+ * `--max-http-header-size` sets another; 431 past it), so a token that can connect in
+ * the `Authorization` header can in `?token=` too, as browsers must (it was 8,192, and
+ * a token of 8 – 16 KiB — many `channels` — connected by header but was refused 400 in
+ * the query: a black-box tester's finding). The frame limit is usually lower for a refresh.
+ */
+export const MAX_TOKEN_CHARS = maxHeaderSize;
 
 function nonEmptyString(o: Record<string, unknown>, field: string, max: number): string {
   const v = o[field];
@@ -150,8 +158,8 @@ function fieldsOf(o: Record<string, unknown>): ClientFrame {
       return { t: 'ping' };
     case 'refresh':
       onlyFields(o, ['token']);
-      // Not "a string of 1-8192 characters": the frame limit (4 KiB by default) closes
-      // the connection 1009 well before that, so naming 8192 promised what cannot be sent.
+      // Not "a string of 1-N characters": the frame limit (4 KiB by default) closes the
+      // connection 1009 well before MAX_TOKEN_CHARS, so naming it promised what cannot be sent.
       if (typeof o.token !== 'string' || o.token.length === 0) throw invalid('refresh frame needs token: the new JWT, a non-empty string');
       if (o.token.length > MAX_TOKEN_CHARS) throw invalid(`refresh frame's token is over ${MAX_TOKEN_CHARS} characters`);
       return { t: 'refresh', token: o.token };

@@ -26,6 +26,7 @@ import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
+import { MAX_TOKEN_CHARS } from './client-frames.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
 import { quotedText } from '../text-cut.js';
@@ -66,7 +67,7 @@ const connectQuery = {
     from: { type: 'string', enum: ['latest'], description: 'latest: skip history, only new messages' },
     last_bseq: { type: 'string', pattern: wordedPattern('^\\d{1,20}-\\d{1,20}$', 'a bseq as a bcast frame gives it: two whole numbers joined by - (like 1718000000000-0)'), description: 'the last broadcast received' },
     // Empty is no token: not read beside the header, "a token is required" without it.
-    token: { type: 'string', maxLength: 8192, description: 'the JWT, when no Authorization header can be set (not read when the header is sent; empty: none)' },
+    token: { type: 'string', maxLength: MAX_TOKEN_CHARS, description: 'the JWT, when no Authorization header can be set (not read when the header is sent; empty: none)' },
   },
 } as const;
 

@@ -65,6 +65,19 @@ test('a token whose sub is not a valid user id is refused 401 at connect', async
   }
 });
 
+test('a token too long for 8 KiB but within the header limit connects in ?token= as in the header (browsers have only the query)', async () => {
+  // 700 channel patterns: ~9.3 KiB of token, as a black-box tester's web app had.
+  const channels = Array.from({ length: 700 }, (_, i) => `ch.c${i}`);
+  const token = await testToken(JWT_KEY, 'long-token', { channels });
+  assert.ok(token.length > 8192 && token.length < 12_000, `token of ${token.length} characters`);
+  for (const opts of [{ token }, { params: { token } }]) {
+    const client = await gw.connect('ignored', opts);
+    const welcome = await client.next();
+    assert.deepEqual([welcome.t, welcome.user], ['welcome', 'long-token'], JSON.stringify(opts).slice(0, 40));
+    await client.close();
+  }
+});
+
 test('a refused connect carries WWW-Authenticate: Bearer, with error="invalid_token" for a token in the header or ?token=', async () => {
   const challenge = async (opts: Parameters<GatewayFixture['connect']>[1]): Promise<string | null> => {
     try {
