@@ -48,6 +48,7 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
   const keys = INBOX_SCRIPTS.append.numberOfKeys;
   const epoch = 'bench-epoch0';
   const grace = String(INBOX_RETENTION_GRACE_MS);
+  const devices = String(SETTINGS.maxDeviceCursors.default);
   let next = run.from;
   const worker = async (): Promise<void> => {
     while (next < to) {
@@ -59,7 +60,7 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
       const expires = String(Date.now() + CONTENT_TTL_MS);
       for (let i = first; i < next; i++) {
         const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace, '0');
+        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace, '0', '', devices);
       }
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([err]) => err !== null);

@@ -14,7 +14,7 @@
  * - the record and the index entry put with a group commit per partition: the puts
  *   that arrive while the partition's write is in flight go into its next `batch()`,
  *   written with `sync: true`, so the answer waits for the fsync (§3);
- * - then the inbox append, `append-10.lua` by EVALSHA on an auto-pipelining ioredis
+ * - then the inbox append, `append-11.lua` by EVALSHA on an auto-pipelining ioredis
  *   client (§4), and the 201 with the seq.
  *
  * None of Pixiu's limits, budgets, metrics, logging, retries, expiry or recovery; no
@@ -31,10 +31,13 @@ import { fnv1a32 } from '../../src/store/route.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { scriptSource } from '../../src/redis/scripts.js';
 import { newEpoch } from '../../src/inbox/codec.js';
+import { SETTINGS } from '../../src/config/settings.js';
 
 /** DESIGN.md §10's defaults: store partitions, inbox cap; the inbox keys' retention grace, ms. */
 const PARTITIONS = 8;
 const CAP = '10000';
+/** The append script's ARGV[11], most devices with a cursor per user: the default. */
+const DEVICE_CURSORS = String(SETTINGS.maxDeviceCursors.default);
 const DAY_MS = 86_400_000;
 
 /** One partition: its database, the puts waiting for its next write, its counter. */
@@ -126,7 +129,7 @@ app.post<{ Body: Body }>('/v1/messages', { schema: { body, response: { 200: answ
   const tag = `required:{${msg.to}}:`;
   const [seq] = await appendScript(
     `${tag}inbox`, `${tag}meta`, `${tag}ids`, `${tag}conns`, `${tag}acks`,
-    id, '1', CAP, newEpoch(), String(now), '', String(expiresAt), String(DAY_MS), '0',
+    id, '1', CAP, newEpoch(), String(now), '', String(expiresAt), String(DAY_MS), '0', '', DEVICE_CURSORS,
   );
   return reply.code(201).send({ id, recipients: [{ user: msg.to, seq }], duplicate: false });
 });

@@ -67,7 +67,7 @@ export type Effect =
    * seqs the inbox no longer has (or an append reuses one), never refused; `resume`
    * when a connecting device's `last_seq` is above the inbox's latest under its epoch,
    * which a client's wrong `last_seq` also looks like: at most one such rotation per
-   * user per cool-down (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS, rotate-6.lua).
+   * user per cool-down (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS, rotate-7.lua).
    * `readLatest`, for a `resume` one: the latest seq of the read that showed the claim,
    * which bounds the seq the new epoch's lineage goes on from (Inbox.rotateEpoch).
    */

@@ -32,7 +32,7 @@
  * own epoch, which a client's mistake looks like too (one that keeps its old `last_seq`
  * after a `reset`, in a reconnect loop). The rotation it asks for is refused in Redis
  * while another one asked for so is younger than {@link RESUME_ROTATION_COOLDOWN_MS}
- * (`rotate-6.lua`); the epoch is then kept, and that device is reset alone. A sign of
+ * (`rotate-7.lua`); the epoch is then kept, and that device is reset alone. A sign of
  * the node's own deliveries that came while it was in flight proves the loss: the
  * rotation is then asked for again as such, which Redis never refuses.
  *
@@ -120,7 +120,7 @@ export class EpochGuard {
    * ({@link delivered}, {@link read}) naming another message: the highest one, or one of
    * the {@link SEQ_NAMES} below it (by a hash of the MsgID: seq-names.ts). That seq was
    * lost and assigned again (under one epoch, without a loss, a seq only ever names one
-   * message: append-10.lua never reuses one, and XADD takes no ID at or below the last).
+   * message: append-11.lua never reuses one, and XADD takes no ID at or below the last).
    */
   reuses(entry: Pick<PageEntry, 'seq' | 'id'>): boolean {
     return this.#known?.namesOther(entry.seq, entry.id) === true;
@@ -190,7 +190,7 @@ export class EpochGuard {
   /**
    * Whether `page`, read under the machine's epoch, proves that Redis gave the inbox
    * back with less (DESIGN.md §11): its latest seq is below the highest seq known (the
-   * latest never goes down under one epoch: append-10.lua takes the next seq above both
+   * latest never goes down under one epoch: append-11.lua takes the next seq above both
    * the counter and the stream's last entry; what the node knows was read or delivered
    * before this fetch started, or from pages read before it), its newest entry names
    * another message at that seq, an entry or its newest names another message at the

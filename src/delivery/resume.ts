@@ -8,10 +8,12 @@
  *   that entry (connection-state.ts joinAt and deliverPage);
  * - `last_seq` below the first retained seq − 1 → `gap` (reason `trimmed`) of the missing
  *   range, then from the first retained entry;
- * - no `last_seq`: the device's stored cursor (handled as `after` without an epoch),
- *   else the first retained entry, with no `gap` (taken for a device that never had
- *   anything: so is one whose acks never reached Redis, which skips unseen what the cap
- *   trimmed past what it processed; docs/protocol.md, case 4);
+ * - no `last_seq`: the device's stored cursor (handled as `after` with the epoch it
+ *   counts in: one a rotation kept of an older epoch resets, as a `last_seq` of that
+ *   epoch does; Inbox.deviceCursor), else the first retained entry, with no `gap`
+ *   (taken for a device that never had anything: so is one whose acks never reached
+ *   Redis, which skips unseen what the cap trimmed past what it processed, and one whose
+ *   cursor Redis lost; docs/protocol.md, case 4);
  * - `from=latest` → after the latest seq.
  *
  * After a `reset`, the part of that `trimmed` gap the device is known to have had under

@@ -305,7 +305,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
         // its last ack, not after the last one written (cursors are written every
         // PIXIU_ACK_FLUSH_INTERVAL). flushAcks never rejects.
         await deps.hub.flushAcks(claims.user);
-        // With the epoch it counts in: an inbox recreated before the first read resets it.
+        // With the epoch it counts in: an inbox recreated before the first read, or one
+        // rotated since the device's last ack (its cursor kept of the old epoch), resets it.
         const cursor = await deps.inbox.deviceCursor(claims.user, q.device);
         if (cursor === undefined) resume = { kind: 'first' };
         else resume = cursor.epoch === undefined ? { kind: 'after', seq: cursor.seq } : { kind: 'after', seq: cursor.seq, epoch: cursor.epoch };

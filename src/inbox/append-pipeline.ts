@@ -1,5 +1,5 @@
 /**
- * The pipeline every inbox append goes out on (`append-10.lua`, DESIGN.md §4; the
+ * The pipeline every inbox append goes out on (`append-11.lua`, DESIGN.md §4; the
  * pipeline itself: tick-pipeline.ts), and the one way an append's EVALSHA is built, for
  * a single append and for those of a message to many users alike (src/inbox/inbox.ts).
  */
@@ -53,7 +53,7 @@ export function appendPipeline(redis: Redis): TickPipeline<AppendArgv, AppendRes
   }, MAX_APPEND_BATCH);
 }
 
-/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-10.lua` ARGV 3, 8 and 9, and its clock. */
+/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-11.lua` ARGV 3, 8, 9 and 11, and its clock. */
 export interface AppendSettings {
   /** The inbox cap, ARGV[3]. */
   readonly cap: string;
@@ -63,6 +63,8 @@ export interface AppendSettings {
   readonly now: () => number;
   /** The inbox generation the node holds now (ARGV[9], src/inbox/generation.ts). */
   readonly generation: () => number;
+  /** Most devices with an ack cursor per user, ARGV[11] (`PIXIU_MAX_DEVICE_CURSORS`). */
+  readonly deviceCursors: string;
 }
 
 /**
@@ -77,6 +79,6 @@ export function appendArgv(keys: UserKeys, msgId: string, kindArg: string, room:
   return [
     APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
     msgId, kindArg, settings.cap, newEpoch(), String(settings.now()), room, expires, settings.grace,
-    String(settings.generation()), '',
+    String(settings.generation()), '', settings.deviceCursors,
   ];
 }

@@ -162,6 +162,30 @@ export function parseCursors(raw: Record<string, string>): Record<string, number
   return Object.fromEntries(Object.entries(raw).map(([device, seq]) => [device, Number(seq)]));
 }
 
+/**
+ * The meta hash's field holding `device`'s ack cursor of an epoch a rotation replaced
+ * (`rotate-7.lua` step 3, `append-11.lua` step 5), "<seq> <epoch>": `cursor <device>`.
+ * A device id has no space (DESIGN.md §2), so it names no other field of the meta hash.
+ */
+export function keptCursorField(device: string): string {
+  return `cursor ${device}`;
+}
+
+/** A kept cursor's value as the rotation scripts write it: "<seq> <epoch>". */
+const KEPT_CURSOR = /^(\d{1,16}) (\S+)$/;
+
+/**
+ * Reads a cursor a rotation kept ({@link keptCursorField}).
+ * @returns its seq and the epoch it counts in; undefined for a value the scripts do not
+ *   write (set by hand), taken as no cursor
+ */
+export function parseKeptCursor(value: string): { seq: number; epoch: string } | undefined {
+  const m = KEPT_CURSOR.exec(value);
+  const seq = m === null ? Number.NaN : Number(m[1]);
+  if (m === null || !Number.isSafeInteger(seq)) return undefined;
+  return { seq, epoch: m[2] as string };
+}
+
 /** A stream entry ID as Redis gives it: `<ms>-<seq>`, each part decimal. */
 const STREAM_ID = /^(\d+)-(\d+)$/;
 
@@ -187,7 +211,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
       case 'room': room = value; break;
     }
   }
-  // Only the append script (append-10.lua and the versions before it) writes entries as
+  // Only the append script (append-11.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
   if (!MSG_ID_RULE.test(id) || !isKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };

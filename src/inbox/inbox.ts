@@ -15,7 +15,7 @@ import { redisCall, transaction } from '../redis/client.js';
 import { Keys, type UserKeys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
 import {
-  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, newEpoch, parseCursors,
+  DEVICE_RULE, KIND_ARG, LONGEST_CONTENT_MS, checkAppend, checkSeq, expiresArg, keptCursorField, newEpoch, parseCursors, parseKeptCursor,
   type AppendExtra, type AppendResult, type InboxEntry, type InboxPage, type MalformedEntry, type PageEntry,
 } from './codec.js';
 import {
@@ -60,12 +60,12 @@ export interface InboxOptions {
   /**
    * Most devices with an ack cursor per user (setting `maxDeviceCursors`, default
    * {@link DEFAULT_DEVICE_CURSORS}): past it, the cursors furthest behind are dropped
-   * (`ack-4.lua`).
+   * (`ack-5.lua`).
    */
   readonly deviceCursors?: number;
   /**
    * How long, in ms, a user's inbox keys outlive the expiry of the last content
-   * appended (`append-10.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * appended (`append-11.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
    * 30 days.
    */
   readonly retentionGraceMs?: number;
@@ -83,7 +83,7 @@ export interface InboxOptions {
   /**
    * The inbox generation this node last read (generation.ts `InboxGeneration.current`),
    * read at each append: an inbox that recorded a lower one gets a new epoch first
-   * (`append-10.lua` step 1). Default: always 0 (never a rotation for it).
+   * (`append-11.lua` step 1). Default: always 0 (never a rotation for it).
    */
   readonly generation?: () => number;
 }
@@ -133,6 +133,7 @@ export class Inbox {
     }
     this.#settings = {
       cap: String(opts.cap), grace: String(grace), now: opts.now ?? (() => Date.now()), generation: opts.generation ?? (() => 0),
+      deviceCursors: this.#deviceCursors,
     };
     loadScripts(redis, Object.values(INBOX_SCRIPTS));
     this.#appends = appendPipeline(redis);
@@ -144,7 +145,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-10.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-11.lua`).
    * Creates the inbox (and its epoch) when it has none, and gives it a new epoch first
    * when the inbox generation ({@link InboxOptions.generation}) is above the one its
    * epoch was made under (Redis went back in time: generation.ts). The seq is one more than the
@@ -206,7 +207,7 @@ export class Inbox {
   /**
    * A new flow (see {@link append}) for a batch: its appends to one user land in the
    * order made, or an append whose earlier one is not in the inbox (Redis refused it) is
-   * refused too, 503, nothing written (append-chain.ts, `append-10.lua` step 2a).
+   * refused too, 503, nothing written (append-chain.ts, `append-11.lua` step 2a).
    */
   orderedFlow(): Flow {
     return new AppendChain();
@@ -260,12 +261,14 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-4.lua`). A cursor never moves back: acking below it changes nothing. With
-   * `epoch`, an ack made under another inbox epoch (the inbox was recreated since)
-   * changes nothing either, nor does an ack to a user with no inbox (none yet, or it
-   * expired: its next append drops every cursor anyway). A device's first cursor that
-   * takes the user past the most device cursors drops those of the devices furthest
-   * behind. The cursors expire with the inbox.
+   * `ack-5.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `epoch`, an ack made under another inbox epoch (the inbox was recreated or rotated
+   * since) stores no cursor of the current one, nor does an ack to a user with no inbox
+   * (none yet, or it expired: its next append drops every cursor anyway); it moves
+   * forward the device's cursor kept from that epoch by a rotation, if there is one
+   * ({@link rotateEpoch}). The device's first cursor of the current epoch deletes such a
+   * kept one. A device's first cursor that takes the user past the most device cursors
+   * drops those of the devices furthest behind. The cursors expire with the inbox.
    *
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`
    * @param seq the highest acked seq, a non-negative integer
@@ -282,8 +285,11 @@ export class Inbox {
 
   /**
    * Gives the user's inbox a new epoch if it is still `epoch` (DESIGN.md §11,
-   * `rotate-6.lua`): deletes the stored ack cursors, which count seqs of the old one,
-   * records the generation this node holds ({@link InboxOptions.generation}), so the
+   * `rotate-7.lua`): moves the stored ack cursors, which count seqs of the old one, out
+   * of the acks hash into the meta hash with that epoch (`cursor <device>`; those kept
+   * from older epochs stay, at most the most device cursors of them), so a device
+   * resuming from one is reset ({@link deviceCursor}; docs/decisions.md "Stored cursors
+   * across a new epoch"), records the generation this node holds ({@link InboxOptions.generation}), so the
    * next append does not rotate it again, and the new epoch's lineage ({@link lineage}).
    * For an inbox Redis gave back with less than a connection was sent: its lost seqs
    * will name other messages, so every device with a cursor of `epoch` must be told
@@ -309,7 +315,9 @@ export class Inbox {
     if (readLatest !== undefined && (!Number.isSafeInteger(readLatest) || readLatest < 0)) throw invalid('the latest seq read must be a whole number >= 0');
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
-    const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [epoch, fresh, String(coolDownMs), String(this.#settings.generation()), readLatest === undefined ? '' : String(readLatest)]));
+    const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [
+      epoch, fresh, String(coolDownMs), String(this.#settings.generation()), readLatest === undefined ? '' : String(readLatest), this.#deviceCursors,
+    ]));
     return after === '' ? null : after;
   }
 
@@ -323,7 +331,7 @@ export class Inbox {
   }
 
   /**
-   * When the user's inbox keys expire (retention, `append-10.lua` step 6), ms since the
+   * When the user's inbox keys expire (retention, `append-11.lua` step 6), ms since the
    * Unix epoch; null when they do not (no inbox, or one no append since append-7 has touched yet).
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
    */
@@ -334,7 +342,8 @@ export class Inbox {
   }
 
   /**
-   * The ack cursor of every device of a user that has acked anything.
+   * The ack cursor of every device of a user that has acked anything in the inbox's
+   * current epoch (not those a rotation kept of an older one: {@link deviceCursor}).
    *
    * @returns device → highest acked seq; `{}` when none
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
@@ -348,19 +357,24 @@ export class Inbox {
    * A device's ack cursor with the inbox epoch it counts in, read as one snapshot
    * (MULTI): a device connecting without `last_seq` resumes after it, and with the
    * epoch named, an inbox recreated before its first read resets it (DESIGN.md §5
-   * "Resume rules") instead of taking the old cursor for a seq of the new inbox.
+   * "Resume rules") instead of taking the old cursor for a seq of the new inbox. With
+   * no cursor of the current epoch, the one a rotation kept of an older epoch
+   * ({@link rotateEpoch}, `append-11.lua` step 5), with that epoch: the device is reset as
+   * one giving that `last_seq` and `epoch` is (docs/protocol.md "Where delivery starts").
    *
-   * @returns undefined when the device has no cursor; `epoch` undefined when the inbox
-   *   has none (its meta hash is gone)
+   * @returns undefined when the device has no cursor (never acked, dropped past the most
+   *   device cursors, or lost with the inbox); `epoch` undefined when the inbox has none
+   *   (its meta hash is gone)
    * @throws PixiuError INVALID_REQUEST for a bad uid or device; UNAVAILABLE when Redis fails;
    *   INTERNAL for a key of the user's of the wrong type (src/redis/wrong-type.ts)
    */
   async deviceCursor(uid: string, device: string): Promise<{ seq: number; epoch: string | undefined } | undefined> {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
-    const [seq, e] = await userKeysCall(this.#redis, uid, keys, () => transaction(() => this.#redis.multi().hget(keys.acks, device).hget(keys.meta, 'epoch').exec()));
-    if (typeof seq !== 'string') return undefined;
-    return { seq: Number(seq), epoch: typeof e === 'string' && e !== '' ? e : undefined };
+    const [seq, meta] = await userKeysCall(this.#redis, uid, keys, () => transaction(() => this.#redis.multi().hget(keys.acks, device).hmget(keys.meta, 'epoch', keptCursorField(device)).exec()));
+    const [e, kept] = Array.isArray(meta) ? meta as unknown[] : [];
+    if (typeof seq === 'string') return { seq: Number(seq), epoch: typeof e === 'string' && e !== '' ? e : undefined };
+    return typeof kept === 'string' ? parseKeptCursor(kept) : undefined;
   }
 
   /**

@@ -44,11 +44,13 @@ export class UserKeys {
 
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
-   * (when the keys expire, append-10.lua), `resume_rotated` (when a resume claim last
-   * rotated the epoch, ms by Redis's clock: rotate-6.lua's cool-down), `gen` (the inbox
-   * generation the epoch was made under, append-10.lua; absent: 0), `lineage` (the
-   * epoch a rotation replaced and the seq the new one continues from, rotate-6.lua and
-   * append-10.lua: src/inbox/lineage.ts).
+   * (when the keys expire, append-11.lua), `resume_rotated` (when a resume claim last
+   * rotated the epoch, ms by Redis's clock: rotate-7.lua's cool-down), `gen` (the inbox
+   * generation the epoch was made under, append-11.lua; absent: 0), `lineage` (the
+   * epoch a rotation replaced and the seq the new one continues from, rotate-7.lua and
+   * append-11.lua: src/inbox/lineage.ts), `cursor <device>` ("<seq> <epoch>": a device's
+   * ack cursor a rotation kept of the epoch it replaced, until the device acks under the
+   * new one; src/inbox/codec.ts `keptCursorField`).
    */
   get meta(): string {
     return `${this.#tag}:meta`;
@@ -145,7 +147,7 @@ export class Keys {
   /**
    * String: the inbox generation, an integer (absent: 0), raised when Redis went back in
    * time (src/inbox/generation.ts): an inbox appended under a higher generation than it
-   * recorded gets a new epoch (append-10.lua). Nodes read it and pass it to the append
+   * recorded gets a new epoch (append-11.lua). Nodes read it and pass it to the append
    * script, which touches no key outside the user's slot.
    */
   inboxGeneration(): string {

@@ -1,6 +1,7 @@
 /**
  * Lua scripts: read once from `.lua` files (copied beside the compiled code by
- * `scripts/copy-assets.mjs`), loaded on every client that uses them ({@link loadScripts})
+ * `scripts/copy-assets.mjs`; a `--@include includes/<file>.lua` line replaced by that
+ * file: {@link scriptSource}), loaded on every client that uses them ({@link loadScripts})
  * and called by the SHA-1 of their text: {@link evalScript} for a call, {@link inTransaction}
  * for one inside a MULTI, {@link sendEvalsha} on the paths that batch their own commands
  * (src/inbox/tick-pipeline.ts). Every way, a call answered NOSCRIPT (a `SCRIPT FLUSH` on a live connection) is sent
@@ -34,7 +35,7 @@
  * which Redis reads from the text of an EVAL as from the script an EVALSHA names. With
  * it, a script that may write is refused whole (OOM, before it runs) while Redis is over
  * `maxmemory`, except those flagged `allow-oom`: the ones that only delete, and the ack
- * cursor (ack-4.lua), which writes and so still grows a full Redis (bounded per user by
+ * cursor (ack-5.lua), which writes and so still grows a full Redis (bounded per user by
  * `PIXIU_MAX_DEVICE_CURSORS`, not in total). Without the line Redis checked only the
  * script's first write, and one opening with a DEL went on to grow Redis
  * (docs/decisions.md, "maxmemory").
@@ -67,18 +68,26 @@ export function scriptFlags(spec: ScriptSpec): ReadonlySet<string> {
 /** A script's text and its SHA-1, by file URL. */
 const texts = new Map<string, { readonly lua: string; readonly sha: string }>();
 
-/** The text of `spec` and its SHA-1, read from disk on first use and cached. */
+/**
+ * A line standing for a piece of Lua two scripts share (BullMQ's `--- @include`): the
+ * file it names, relative to the script's folder, in its place. One level: an included
+ * file's own such lines are left as they are (Lua comments). Included files live in an
+ * `includes/` folder and are no scripts (no `#!lua` line, never loaded alone).
+ */
+const INCLUDE_LINE = /^--@include (includes\/[a-z0-9-]+\.lua)$/gm;
+
+/** The text of `spec` and its SHA-1 (of the text with its includes), read from disk on first use and cached. */
 function scriptText(spec: ScriptSpec): { readonly lua: string; readonly sha: string } {
   let text = texts.get(spec.file.href);
   if (text === undefined) {
-    const lua = readFileSync(spec.file, 'utf8');
+    const lua = readFileSync(spec.file, 'utf8').replace(INCLUDE_LINE, (_line, name: string) => readFileSync(new URL(name, spec.file), 'utf8').trimEnd());
     text = { lua, sha: createHash('sha1').update(lua).digest('hex') };
     texts.set(spec.file.href, text);
   }
   return text;
 }
 
-/** The Lua text of a script, read from disk on first use and cached. */
+/** The Lua text of a script, its `--@include` lines replaced (INCLUDE_LINE), read from disk on first use and cached. */
 export function scriptSource(spec: ScriptSpec): string {
   return scriptText(spec).lua;
 }

@@ -92,7 +92,7 @@ async function runWhileFull<T>(call: (i: number) => Promise<T>): Promise<T[]> {
 test('evalScript: after SCRIPT FLUSH on a full Redis, calls of a writing script made together are all refused naming the full Redis; once it takes writes they run and load it', async () => {
   const k = new Keys('flush-eval:').user('u');
   const rotate = (i: number): Promise<string> =>
-    redisCall(() => evalScript<string>(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['old-epoch', `new-epoch-${i}`, '0', '0']));
+    redisCall(() => evalScript<string>(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['old-epoch', `new-epoch-${i}`, '0', '0', '', '100']));
   assert.deepEqual(await refusedWhileFullThenRun(rotate), Array<string>(TOGETHER).fill(''), 'no inbox: nothing to rotate');
   assert.deepEqual(await admin.script('EXISTS', scriptSha(INBOX_SCRIPTS.rotate)), [1], 'the EVAL loaded it');
 });

@@ -12,7 +12,7 @@
  * `reset`'s epoch but keeps its old `last_seq` claims ahead again at every reconnect;
  * 52 loops in 10 s reset each of the user's other devices 52 times). Such a rotation is
  * made at most once per user per cool-down (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS,
- * enforced in Redis by rotate-6.lua); a claim within it resets the claiming device alone.
+ * enforced in Redis by rotate-7.lua); a claim within it resets the claiming device alone.
  * A loss the node's own deliveries prove still rotates, cool-down or not.
  */
 import { test } from 'node:test';

@@ -87,7 +87,7 @@ for (const [i, c] of CASES.entries()) {
   });
 }
 
-test('a batch past the inbox cap after the loss (8 at 4..11, cap 5 keeps 7..11): the reset\'s trimmed gap 1..6 is news, not marked redelivered — 4..6 are the batch\'s, which the device never had (the rotation the node proved vouches for no seq of the old epoch: rotate-6.lua)', async (t) => {
+test('a batch past the inbox cap after the loss (8 at 4..11, cap 5 keeps 7..11): the reset\'s trimmed gap 1..6 is news, not marked redelivered — 4..6 are the batch\'s, which the device never had (the rotation the node proved vouches for no seq of the old epoch: rotate-7.lua)', async (t) => {
   const user = 'user-cap';
   const { server, epoch, kept, restore } = await sixThenRestorable(t, 'rrbcap', user, { inboxCap: '5' });
   const phone = await server.connect(user, { device: 'phone', params: { last_seq: 6, epoch } });

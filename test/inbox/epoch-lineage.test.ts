@@ -1,5 +1,5 @@
 /**
- * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-6.lua, and append-10.lua's
+ * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-7.lua, and append-11.lua's
  * rotation for a higher generation) records which epoch it replaced and the latest seq
  * it goes on from; an epoch created afresh (the keys lost) records none, and a lineage
  * left about another epoch (an older node's script rotated since) is read as none.
@@ -77,7 +77,7 @@ test('a lineage about another epoch than the inbox\'s, or malformed, is none', (
   assert.equal(parseLineage(null, 'B A 3'), undefined);
 });
 
-test('a resume claim\'s rotation goes on from at most the latest its read found: seqs appended between that read and the rotation are no device\'s (rotate-6.lua)', async () => {
+test('a resume claim\'s rotation goes on from at most the latest its read found: seqs appended between that read and the rotation are no device\'s (rotate-7.lua)', async () => {
   const inbox = new Inbox(redis, { prefix: 'lin:', cap: 5 });
   const uid = 'nina';
   const first = await appendMany(inbox, uid, 6); // the claim's read found latest 4; 5 and 6 came since

@@ -1,11 +1,11 @@
 /**
- * The inbox generation (src/inbox/generation.ts, append-10.lua step 1,
+ * The inbox generation (src/inbox/generation.ts, append-11.lua step 1,
  * generation-raise-2.lua; docs/decisions.md "The inbox generation"): an inbox appended
  * under a higher generation than its epoch was made under gets a new epoch first (its
- * seqs go on, its ack cursors go); a node with a stale, lower generation never rotates
+ * seqs go on, its ack cursors are kept with the old epoch); a node with a stale, lower generation never rotates
  * one back; a raise is above Redis's time and every generation before it; a node that
  * reads a lower generation than it held (Redis went back) raises it past its own; a
- * rotation (rotate-6.lua) records the generation it was made under, so the next append
+ * rotation (rotate-7.lua) records the generation it was made under, so the next append
  * does not rotate again.
  * Real Redis (a private redis-server), no mocks.
  */
@@ -45,7 +45,7 @@ function inboxAt(gen: { value: number }): Inbox {
   return new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => gen.value });
 }
 
-test('an append under a higher generation gives the inbox a new epoch first (seqs go on, ack cursors dropped); a stale lower one never rotates it back; the same one rotates once', async () => {
+test('an append under a higher generation gives the inbox a new epoch first (seqs go on, ack cursors kept with the old epoch); a stale lower one never rotates it back; the same one rotates once', async () => {
   const uid = 'gina';
   const node = { value: 0 };
   const stale = { value: 0 };
@@ -60,7 +60,8 @@ test('an append under a higher generation gives the inbox a new epoch first (seq
   const rotated = await inbox.append(uid, msgId(3), MsgKind.user);
   assert.notEqual(rotated.epoch, first.epoch, 'a new epoch');
   assert.equal(rotated.seq, 3, 'the seqs go on from what Redis kept');
-  assert.deepEqual(await inbox.cursors(uid), {}, 'the old epoch\'s cursors are dropped');
+  assert.deepEqual(await inbox.cursors(uid), {}, 'the old epoch\'s cursors leave the acks hash');
+  assert.deepEqual(await inbox.deviceCursor(uid, 'phone'), { seq: 2, epoch: first.epoch }, 'kept with the epoch they count in');
   assert.equal(await redis.hget(keys.meta(uid), 'gen'), '1000');
   assert.equal((await inbox.range(uid, 0, 10)).epoch, rotated.epoch);
 

@@ -1,5 +1,5 @@
 /**
- * Edges of the Inbox (src/inbox/inbox.ts, lua/append-10.lua, DESIGN.md §4) that
+ * Edges of the Inbox (src/inbox/inbox.ts, lua/append-11.lua, DESIGN.md §4) that
  * inbox.test.ts leaves open: room entries are trimmed to the cap like any other, a
  * message to many (`appendEach`) stores its room and judges presence by the configured
  * clock, every kind round-trips, the largest accepted settings are accepted, a stored
@@ -181,23 +181,30 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   const k = keys.user('script-bounds');
   const invalid = (err: unknown): boolean => isPixiuError(err, 'INVALID_REQUEST');
   const call = <T>(fn: () => Promise<T>): Promise<T> => redisCall(fn);
-  // append-10: a MsgID of 16 hex digits exactly (17 or 15 are refused).
+  // append-11: a MsgID of 16 hex digits exactly (17 or 15 are refused).
   const append = (id: string) => call(() => evalScript(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], [id, '1', '10', 'e', '0', '', '0', '0', '0']));
   await assert.rejects(append(`${msgId(1)}0`), invalid, 'a 17-digit MsgID');
   await assert.rejects(append(msgId(1).slice(1)), invalid, 'a 15-digit MsgID');
-  // ack-4: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
+  const appendArgs = [msgId(1), '1', '10', 'e', '0', '', '0', '0', '0', ''];
+  const appendMost = (most: string[]) => call(() => evalScript(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], [...appendArgs, ...most]));
+  await assert.rejects(appendMost([]), invalid, 'append-10 arguments (no most devices)');
+  await assert.rejects(appendMost(['0']), invalid, 'most devices 0');
+  await assert.rejects(appendMost(['1000000000']), invalid, 'a 10-digit most devices');
+  // ack-5: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '9007199254740992', '', '100'])), invalid, 'seq 2^53');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '1', '', '1000000000'])), invalid, 'a 10-digit most devices');
   // range-3: an after seq of at most 16 digits, a limit of at most 9.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['12345678901234567', '10'])), invalid, 'a 17-digit after seq');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.range, [k.inbox, k.meta], ['0', '1000000000'])), invalid, 'a 10-digit limit');
-  // rotate-6: two different epochs; a cool-down of whole ms >= 0; a generation of at most 15 digits; a latest seq read of digits or none.
+  // rotate-7: two different epochs; a cool-down of whole ms >= 0; a generation of at most 15 digits; a latest seq read of digits or none.
   await redis.hset(k.meta, 'epoch', 'same-epoch-0');
   await redis.hset(k.acks, 'phone', '1');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'same-epoch-0', '0', '0'])), invalid, 'the same epoch twice');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '-1', '0'])), invalid, 'a negative cool-down');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', 'soon', '0'])), invalid, 'a cool-down that is no number');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '1234567890123456'])), invalid, 'a 16-digit generation');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '0', ''])), invalid, 'rotate-6 arguments (no most devices)');
+  await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '0', '', '0'])), invalid, 'most devices 0');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0'])), invalid, 'no generation');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.rotate, [k.meta, k.acks], ['same-epoch-0', 'other-epoch-0', '0', '0', '-1'])), invalid, 'a negative latest seq read');
   assert.equal(await redis.hget(k.acks, 'phone'), '1', 'the cursors are kept');

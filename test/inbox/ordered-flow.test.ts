@@ -1,6 +1,6 @@
 /**
  * The appends of an ordered flow (a batch's: `Inbox.orderedFlow`, src/inbox/append-chain.ts)
- * land per user in the order made, or stop at the first that did not: `append-10.lua`
+ * land per user in the order made, or stop at the first that did not: `append-11.lua`
  * refuses, writing nothing, an append whose earlier one (ARGV[10]) is not in the inbox.
  * The end-to-end case (Redis answering BUSY to some appends of a batch and running the
  * next): test/api/batch-order-refusals.test.ts. Here: the script's precondition, and its
@@ -34,11 +34,10 @@ function msgId(n: number): string {
   return encodeMsgId({ partition: 0, kind: MsgKind.user, counter: n });
 }
 
-/** `append-10.lua` for `uid`, cap 10, generation 0, with `earlier` as ARGV[10] (left out when undefined, as callers without a batch do); answers the seq. */
+/** `append-11.lua` for `uid`, cap 10, generation 0, with `earlier` as ARGV[10] ("" when undefined, as callers without a batch send), 100 device cursors; answers the seq. */
 async function append(uid: string, id: string, earlier?: string): Promise<number> {
   const k = keys.user(uid);
-  const argv = [id, '1', '10', 'epoch-1', String(Date.now()), '', String(Date.now() + 60_000), '1000', '0'];
-  if (earlier !== undefined) argv.push(earlier);
+  const argv = [id, '1', '10', 'epoch-1', String(Date.now()), '', String(Date.now() + 60_000), '1000', '0', earlier ?? '', '100'];
   const [seq] = await redisCall(() => evalScript<[number]>(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], argv));
   return seq;
 }
@@ -54,7 +53,7 @@ async function snapshot(uid: string): Promise<unknown> {
   };
 }
 
-test('append-10 refuses, writing nothing, an append whose earlier MsgID is not in the inbox (503, a Redis failure, saying why); appends it once the earlier one is there; a duplicate is answered as one whatever the earlier', async () => {
+test('append-11 refuses, writing nothing, an append whose earlier MsgID is not in the inbox (503, a Redis failure, saying why); appends it once the earlier one is there; a duplicate is answered as one whatever the earlier', async () => {
   const earlierMissing = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE') && isRedisFailure(err)
     && /an earlier message of this batch to the same user was not appended/.test(err.message);
   // No inbox yet: nothing is created, not even the epoch.
@@ -70,7 +69,7 @@ test('append-10 refuses, writing nothing, an append whose earlier MsgID is not i
   // A MsgID already there is a duplicate, whether or not the earlier one is.
   assert.equal(await append('chained', msgId(2), msgId(3)), 2);
   assert.equal(await append('chained', msgId(2), msgId(2)), 2, 'an item repeating its earlier one (one client_msg_id)');
-  // Absent ARGV[10] (bench/lib/raw-inbox.ts calls it so): no precondition.
+  // An empty ARGV[10] (every caller without a batch sends it so): no precondition.
   assert.equal(await append('chained', msgId(3)), 3);
   await assert.rejects(append('chained', msgId(4), 'NOT-A-MSG-ID'), (err) => isPixiuError(err, 'INVALID_REQUEST'));
   await assert.rejects(append('chained', msgId(4), msgId(1).slice(1)), (err) => isPixiuError(err, 'INVALID_REQUEST'));
@@ -112,7 +111,8 @@ test('an ordered flow: appends to one user sent together name each the one befor
   ];
   await Promise.all(appends);
   await waitUntil('MONITOR shows the four appends', async () => sent.length === 4, 5000, 5);
-  const earlierOf = sent.map((args) => [args[3]?.includes('{together}') === true ? 'together' : 'apart', args[8], args.at(-1)]);
+  // EVALSHA sha numkeys, 5 keys, then ARGV: ARGV[1] (the MsgID) at 8, ARGV[10] (the earlier one) at 17.
+  const earlierOf = sent.map((args) => [args[3]?.includes('{together}') === true ? 'together' : 'apart', args[8], args[17]]);
   assert.deepEqual(earlierOf, [
     ['together', msgId(1), ''],
     ['apart', msgId(2), ''],

@@ -133,19 +133,19 @@ export class FakeInbox {
   }
 
   /**
-   * While true, a rotation asked for by a resume claim is refused, as rotate-6.lua does
+   * While true, a rotation asked for by a resume claim is refused, as rotate-7.lua does
    * within the cool-down of the last one (epoch-guard.ts RESUME_ROTATION_COOLDOWN_MS).
    */
   coolingDown = false;
 
   /**
-   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-6.lua), unless
+   * `Inbox.rotateEpoch`: a new epoch when it is still `expected` (rotate-7.lua), unless
    * `cause` is `resume` while {@link coolingDown}; the seqs stay. Its lineage goes on
    * from the latest seq, except after a loss the node proved (`delivered`: through 0,
-   * as rotate-6.lua); `generation` stands for a rotation made elsewhere that keeps the
-   * numbering (append-10.lua's after a raise, `pixiu redis lost-writes`).
+   * as rotate-7.lua); `generation` stands for a rotation made elsewhere that keeps the
+   * numbering (append-11.lua's after a raise, `pixiu redis lost-writes`).
    * @param readLatest a `resume` one's: the latest seq the read that showed the claim
-   *   found, below which the lineage stays (rotate-6.lua ARGV[5])
+   *   found, below which the lineage stays (rotate-7.lua ARGV[5])
    * @returns true when it was refused so (the epoch kept)
    */
   rotateEpoch(expected: string, cause = 'delivered', readLatest?: number): boolean {
@@ -156,7 +156,7 @@ export class FakeInbox {
     const made = `${expected}-rotated`;
     this.epoch = this.#made.has(made) ? `${made}-again` : made;
     this.#made.add(this.epoch);
-    // As rotate-6.lua: a proven loss vouches for no seq of the old epoch.
+    // As rotate-7.lua: a proven loss vouches for no seq of the old epoch.
     this.lineage = { epoch: this.epoch, replaced: expected, through: cause === 'delivered' ? 0 : Math.min(this.latest, readLatest ?? this.latest) };
     return false;
   }

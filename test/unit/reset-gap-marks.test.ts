@@ -6,7 +6,7 @@
  * gap"; a black-box tester's finding J: a client following the docs showed nothing for
  * the whole gap, so a rotation hid seqs the device never had, and so did an inbox lost
  * and refilled past the cap). The machine driven by hand (machine-driver.ts), whose fake
- * inbox records a rotation's lineage as rotate-6.lua does.
+ * inbox records a rotation's lineage as rotate-7.lua does.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -109,7 +109,7 @@ test('a connected device reset by a rotation made elsewhere: the seqs it was sen
   assert.deepEqual(d.brief('a'), ['reset ep1-rotated 12', 'gap 1-4 trimmed r', 'gap 5-6 trimmed', ...msgs(7, 11)]);
 });
 
-test('a claim\'s rotation made after appends passed the latest its read found: the seqs appended in between are news, not marked (rotate-6.lua bounds the lineage by that read\'s latest)', () => {
+test('a claim\'s rotation made after appends passed the latest its read found: the seqs appended in between are news, not marked (rotate-7.lua bounds the lineage by that read\'s latest)', () => {
   // The delivfix model review's seed 681 (two nodes): the lineage went on from the
   // counter at rotation time, and 5, appended between the claim's read and the
   // rotation, was marked as the device's: it kept the lost 5, never shown the new one.

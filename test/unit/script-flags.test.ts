@@ -9,12 +9,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { loadScripts, scriptFlags, type ScriptSpec } from '../../src/redis/scripts.js';
+import { loadScripts, scriptFlags, scriptSha, scriptSource, type ScriptSpec } from '../../src/redis/scripts.js';
 
 const SRC = new URL('../../src/', import.meta.url);
 
@@ -23,7 +24,7 @@ const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
   'broadcast/lua/broadcast-bounds-2.lua': 'no-writes',
   'inbox/lua/locate-2.lua': 'no-writes',
   'inbox/lua/range-3.lua': 'no-writes',
-  'inbox/lua/ack-4.lua': 'allow-oom',
+  'inbox/lua/ack-5.lua': 'allow-oom',
   'cluster/lua/presence-prune-1.lua': 'allow-oom',
   'redis/lua/delete-if-1.lua': 'allow-oom',
 };
@@ -33,7 +34,8 @@ function spec(file: string): ScriptSpec {
   return { file: new URL(file, SRC), numberOfKeys: 1 };
 }
 
-const scripts = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.lua')).sort();
+/** Every script under src/: the `.lua` files, not the pieces scripts include (`includes/`, src/redis/scripts.ts). */
+const scripts = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.lua') && !f.split(path.sep).includes('includes')).sort();
 
 test('every script in src opens with a #!lua line; only the reading, freeing and ack scripts may run while Redis is full', () => {
   assert.ok(scripts.length >= 17, `found ${scripts.join(', ')}`);
@@ -58,4 +60,18 @@ test('loadScripts refuses a script without a #!lua line, and so does scriptFlags
     assert.throws(() => scriptFlags(bad), /does not open with a #!lua flags line/);
     assert.throws(() => loadScripts(redis, [bad]), /does not open with a #!lua flags line/);
   }
+});
+
+test('a script\'s `--@include includes/…` line is replaced by the file it names, and the SHA is of the whole text', () => {
+  const included = readFileSync(new URL('inbox/lua/includes/keep-cursors.lua', SRC), 'utf8').trimEnd();
+  for (const file of scripts) {
+    const raw = readFileSync(new URL(file, SRC), 'utf8');
+    const source = scriptSource(spec(file));
+    assert.doesNotMatch(source, /^--@include /m, `${file}: every include line expanded`);
+    if (raw.includes('--@include includes/keep-cursors.lua')) {
+      assert.ok(source.includes(included), `${file} holds the piece`);
+      assert.equal(scriptSha(spec(file)), createHash('sha1').update(source).digest('hex'));
+    }
+  }
+  assert.deepEqual(scripts.filter((f) => readFileSync(new URL(f, SRC), 'utf8').includes('--@include ')).map((f) => path.basename(f)), ['append-11.lua', 'rotate-7.lua']);
 });

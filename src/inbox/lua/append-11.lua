@@ -1,17 +1,24 @@
 #!lua
 --[[
-append-10: append one MsgID to one user's inbox, exactly once, name the nodes holding
+append-11: append one MsgID to one user's inbox, exactly once, name the nodes holding
 the user's live connections (DESIGN.md §4, §9), keep the user's inbox keys only as
 long as something in them can still be delivered, and give the inbox a new epoch first
 when the inbox generation (ARGV[9]) is above the one it was last appended under. Given
 the MsgID of an earlier append of the same batch to the user (ARGV[10]), append only if
 that one is in the inbox.
 
+append-10 deleted the ack cursors when a generation rotated the epoch (step 5): a
+device away meanwhile resumed from no cursor, as a new device, from the first retained
+seq, and the seqs between its cursor and that one went unsaid (a black-box tester's
+finding F1, walk7). append-11 keeps them in the meta hash with the epoch they count in,
+as rotate-7.lua does, so such a device is told `reset` (docs/decisions.md "Stored
+cursors across a new epoch").
+
 append-9 recorded nothing of the epoch a generation rotation replaced (step 5's
 `lineage`, which rotate-5.lua writes too): after the `reset` it causes, delivery could
 not tell the seqs a device had under the old epoch from ones it never had (a black-box
-tester's finding J). append-9 and append-10 write the same entries: during an upgrade an
-older node's rotation leaves an earlier `lineage`, whose first word names another epoch,
+tester's finding J). append-9, append-10 and append-11 write the same entries: during
+an upgrade an older node's rotation leaves an earlier `lineage`, whose first word names another epoch,
 and readers take it for none.
 
 The earlier-append precondition (a review's F2): Redis refuses one command with a state
@@ -39,11 +46,12 @@ Steps
      the meta's `gen` (absent: 0), Redis may have gone back in time since this inbox
      last took an append (an operator ran `pixiu redis lost-writes`, or a node saw Redis
      lose acknowledged writes: src/inbox/generation.ts), so its seqs above what Redis
-     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-5.lua replaces
-     one (the ack cursors dropped, step 5), and the seqs go on from what Redis kept.
+     kept may be assigned again: ARGV[4] replaces the epoch, as rotate-7.lua replaces
+     one (the ack cursors kept with the old epoch, step 5), and the seqs go on from
+     what Redis kept.
      A device resuming under the old epoch is then sent `reset` (the epochs differ). An
      ARGV[9] at or below `gen` (a node that has not read a newer generation yet)
-     changes nothing: never a rotation back. `resume_rotated` (rotate-5.lua's cool-down)
+     changes nothing: never a rotation back. `resume_rotated` (rotate-7.lua's cool-down)
      is neither read nor set: this rotation is never refused.
   2. If the MsgID is already in the ids set, return its seq with dup = 1 and the nodes;
      the stream is not touched (a retried append is harmless), nor is the retention,
@@ -73,11 +81,14 @@ Steps
   5. When step 1 found no epoch: record it with `created` (ARGV[5]) and drop the ack
      cursors, which counted seqs of the lost inbox (a kept cursor above the new seqs
      would make every reconnect without last_seq look like a reset); when it found a
-     generation to rotate for: record the new epoch and drop the cursors likewise
-     (`created` stays), and record `lineage` as "<new epoch> <old epoch> <seq>", seq
+     generation to rotate for: record the new epoch, move each stored cursor to the
+     meta hash as `cursor <device>` = "<seq> <old epoch>" and delete the acks hash, as
+     rotate-7.lua step 3 does (cursors kept from older epochs stay, at most ARGV[11] -
+     (cursors moved) of them; both read in step 1, before anything is written;
+     `created` stays), and record `lineage` as "<new epoch> <old epoch> <seq>", seq
      the latest seq assigned before this append (step 3's; the counter for a
      duplicate): seqs up to it are the old epoch's as Redis holds them, the numbering
-     goes on (as rotate-5.lua records it; src/inbox/lineage.ts). A created epoch
+     goes on (as rotate-7.lua records it; src/inbox/lineage.ts). A created epoch
      records none: its seqs restart, nothing of a lost inbox continues. Either way, with ARGV[9] above 0, record it as `gen`. ZADD the MsgID
      with its seq, drop ids at or below seq - cap (the window the stream keeps), and
      store the counter.
@@ -104,7 +115,8 @@ KEYS
   2. meta hash     `<prefix>{uid}:meta` (`epoch`, `seq`, `keep`, `gen`, `created`, `lineage`)
   3. ids zset      `<prefix>{uid}:ids`
   4. conns hash    `<prefix>{uid}:conns` (presence; values `<expiresAtMs>|<node>|…`, read only)
-  5. acks hash     `<prefix>{uid}:acks` (deleted when a new epoch is created)
+  5. acks hash     `<prefix>{uid}:acks` (deleted when a new epoch is created or made by a
+     rotation, its cursors then moved to the meta's `cursor <device>` fields)
 
 ARGV
   1. MsgID, 16 lower-case hex digits
@@ -119,7 +131,9 @@ ARGV
      absent), a non-negative integer of at most 15 digits. Given as an argument, not
      read here: a per-user script touches only the user's slot (Redis Cluster).
   10. the MsgID that must be in the ids set first (step 2a), 16 lower-case hex digits;
-     "" or absent for none
+     "" for none
+  11. most devices with a cursor per user (`PIXIU_MAX_DEVICE_CURSORS`), a positive
+     integer: bounds the cursors step 5 keeps of older epochs
 
 Returns
   {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch after the call (a
@@ -136,6 +150,7 @@ Error replies
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local expiresArg, graceArg, genArg, earlier = ARGV[7], ARGV[8], ARGV[9], ARGV[10] or ''
+local mostArg = ARGV[11]
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
   return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
@@ -160,6 +175,9 @@ end
 if type(earlier) ~= 'string' or (earlier ~= '' and (not string.match(earlier, '^[0-9a-f]+$') or #earlier ~= 16)) then
   return redis.error_reply('INVALID_REQUEST the earlier msg id must be 16 hex digits or empty')
 end
+if type(mostArg) ~= 'string' or not string.match(mostArg, '^[1-9]%d*$') or #mostArg > 9 then
+  return redis.error_reply('INVALID_REQUEST the most devices must be a positive integer')
+end
 
 local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep', 'gen')
 local epoch = meta[1]
@@ -173,9 +191,19 @@ elseif gen > (tonumber(meta[4]) or 0) then
   epoch = newEpoch
   rotated = true
 end
+-- Step 5's cursors, read before the first write (a key of the wrong type fails here):
+-- the old epoch's, and the fields of the meta hash (those kept from older epochs).
+local acksHeld, metaFields
+if rotated then
+  acksHeld = redis.call('HGETALL', acksKey)
+  metaFields = redis.call('HKEYS', metaKey)
+end
 
--- Steps 2 and 5: the epoch as step 1 decided it, with the cursors of the old one dropped;
--- `through`, the latest seq before this append, as a rotation's lineage.
+--@include includes/keep-cursors.lua
+
+-- Steps 2 and 5: the epoch as step 1 decided it, with the cursors of the old one kept
+-- with it (a rotation) or dropped (a created epoch: no epoch to name); `through`, the
+-- latest seq before this append, as a rotation's lineage.
 local function recordEpoch(fields, through)
   if created then
     fields[#fields + 1] = 'created'
@@ -191,8 +219,10 @@ local function recordEpoch(fields, through)
     if rotated then
       fields[#fields + 1] = 'lineage'
       fields[#fields + 1] = epoch .. ' ' .. meta[1] .. ' ' .. string.format('%d', through)
+      keepCursors(metaKey, acksKey, acksHeld, metaFields, meta[1], tonumber(mostArg))
+    else
+      redis.call('DEL', acksKey)
     end
-    redis.call('DEL', acksKey)
   end
   if #fields > 0 then redis.call('HSET', metaKey, unpack(fields)) end
 end

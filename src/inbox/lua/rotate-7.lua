@@ -1,17 +1,23 @@
 #!lua
 --[[
-rotate-6: give a user's inbox a new epoch, when it still has the one given
+rotate-7: give a user's inbox a new epoch, when it still has the one given
 (DESIGN.md §11), record the inbox generation it is made under (ARGV[4]), and record
 which epoch it replaced and the seq the new one continues from (the meta's `lineage`).
-rotate-5 recorded a resume claim's lineage through the counter at rotation time, which
+The stored ack cursors, which count seqs of the old epoch, leave the acks hash and are
+kept in the meta hash with that epoch (`cursor <device>` = "<seq> <epoch>"), so a device
+resuming from its stored cursor is told `reset` as one giving `last_seq` and `epoch`
+is. rotate-6 deleted them: such a device resumed as a new one, from the first retained
+seq, and the seqs between its cursor and that one, which it never had, went unsaid (a
+black-box tester's finding F1, walk7; docs/decisions.md "Stored cursors across a new
+epoch"). rotate-5 recorded a resume claim's lineage through the counter at rotation time, which
 counts the seqs appended between the read that showed the claim and the rotation:
 those, which no device had, were marked `redelivered` after the `reset` (the delivfix
-model review, two nodes, seed 681); rotate-6 takes the latest seq that read found
+model review, two nodes, seed 681); rotate-6 and later take the latest seq that read found
 (ARGV[5]) as a bound. rotate-4 recorded no lineage: after a `reset`, the `trimmed` gap of the seqs below the
 first retained one could not be told apart from a real miss, and clients were told to
 show nothing for it, which hid seqs a device never had (a black-box tester's finding J:
 docs/decisions.md "Redis with less than it had"). rotate-3 recorded no generation, so after a raise an epoch a resume claim rotated to was
-rotated again by the first append (append-10.lua step 1): each device of the user was
+rotated again by the first append (append-11.lua step 1): each device of the user was
 reset and sent the inbox twice for one loss (redisops2 R1). Used when Redis came back with less than a connection was already
 sent (a restored snapshot, a failover to a replica that was behind, the last second
 of an `appendfsync everysec` AOF lost with its machine): the seqs above the inbox's
@@ -33,11 +39,16 @@ Steps
      (when the last such rotation was made, ms) lies within ARGV[3] ms before now,
      change nothing (refused: the epoch stays ARGV[1]); else set it to now. A field in
      the future (Redis's clock stepped back) counts as lapsed.
-  3. Set the epoch to ARGV[2] and delete the stored ack cursors: they count seqs of the
-     old epoch, and a device resuming from one would skip new messages. With ARGV[4]
+  3. Set the epoch to ARGV[2]. Move each stored ack cursor to the meta hash as
+     `cursor <device>` = "<seq> <ARGV[1]>" (replacing the device's kept one of an older
+     epoch) and delete the acks hash: a cursor counts seqs of the old epoch, and a
+     device resuming from it as if it were of the new one would skip new messages;
+     with its epoch, it is reset (DESIGN.md §5). Cursors kept from older epochs (a
+     device away through two rotations) stay, at most ARGV[6] - (cursors moved) of them,
+     by field name; a device none is kept for resumes as a new one. With ARGV[4]
      above the meta's `gen` (absent: 0), record it as `gen`: the new epoch was made
      from what Redis has now, by a node that had read generation ARGV[4], so an append
-     under it need not rotate again (append-10.lua step 1); never lowered.
+     under it need not rotate again (append-11.lua step 1); never lowered.
      Record `lineage` as "<ARGV[2]> <ARGV[1]> <seq>", seq the meta's `seq` counter
      (the latest seq assigned; 0 when unset), or ARGV[5] when that is lower, for a
      resume claim's rotation (what Redis held when the claim was read: a seq appended
@@ -58,7 +69,8 @@ Flags (the #!lua line, Redis 7 script flags)
   maxmemory (docs/decisions.md, "maxmemory").
 
 KEYS
-  1. meta hash  `<prefix>{uid}:meta` (its `epoch`, `seq`, `resume_rotated`, `gen` and `lineage`)
+  1. meta hash  `<prefix>{uid}:meta` (its `epoch`, `seq`, `resume_rotated`, `gen`, `lineage`
+     and `cursor <device>` fields)
   2. acks hash  `<prefix>{uid}:acks` (device -> highest acked seq)
 
 ARGV
@@ -70,6 +82,8 @@ ARGV
      at most 15 digits; 0: record none
   5. for a resume claim's rotation, the latest seq of the read that showed the claim, a
      non-negative integer of at most 15 digits; "": none (the counter alone)
+  6. most devices with a cursor per user (`PIXIU_MAX_DEVICE_CURSORS`), a positive
+     integer: bounds the cursors kept of older epochs too
 
 Returns
   the inbox's epoch after the call, "" when it has none; ARGV[1] itself when step 2
@@ -84,6 +98,7 @@ local expected, fresh = ARGV[1], ARGV[2]
 local coolDown = tonumber(ARGV[3])
 local genArg = ARGV[4]
 local readArg = ARGV[5] or ''
+local mostArg = ARGV[6]
 
 if type(expected) ~= 'string' or expected == '' or type(fresh) ~= 'string' or fresh == '' or fresh == expected then
   return redis.error_reply('INVALID_REQUEST the epochs must be two different non-empty strings')
@@ -97,11 +112,21 @@ end
 if readArg ~= '' and (not string.match(readArg, '^%d+$') or #readArg > 15) then
   return redis.error_reply('INVALID_REQUEST the latest seq read must be a non-negative integer of at most 15 digits, or empty')
 end
+if type(mostArg) ~= 'string' or not string.match(mostArg, '^[1-9]%d*$') or #mostArg > 9 then
+  return redis.error_reply('INVALID_REQUEST the most devices must be a positive integer')
+end
 
 local current = redis.call('HGET', metaKey, 'epoch')
 if current ~= expected then
   return current or ''
 end
+-- Step 3's cursors, read before the first write (a key of the wrong type fails here):
+-- the old epoch's, and the fields of the meta hash (those kept from older epochs).
+local acksHeld = redis.call('HGETALL', acksKey)
+local metaFields = redis.call('HKEYS', metaKey)
+
+--@include includes/keep-cursors.lua
+
 if coolDown > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -123,5 +148,5 @@ local gen = tonumber(genArg)
 if gen > 0 and gen > (tonumber(redis.call('HGET', metaKey, 'gen') or '') or 0) then
   redis.call('HSET', metaKey, 'gen', genArg)
 end
-redis.call('DEL', acksKey)
+keepCursors(metaKey, acksKey, acksHeld, metaFields, expected, tonumber(mostArg))
 return fresh
