@@ -1,7 +1,8 @@
 /**
  * The HTTP application: fastify with Pixiu's validation, error catalogue, auth and
  * routes (DESIGN.md §7), assembled from their modules in the order their hooks must run:
- * the shutdown refusal (shutdown.ts), the validators, the request-line and header checks
+ * the bound on a connection's pipelining (pipelining-bound.ts), ahead of fastify's own
+ * handler, then the shutdown refusal (shutdown.ts), the validators, the request-line and header checks
  * (request-checks.ts), the error handlers, which count every error answer
  * (refusal-counts.ts), then the routes, the producer ones behind the API token
  * (producer-scope.ts). The OpenAPI document is served at `GET /v1/openapi.json`.
@@ -28,6 +29,7 @@ import { withRequiredHeaders } from './document-headers.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
+import { boundPipelining, reportPipelineCloses } from './pipelining-bound.js';
 import { cachedSerializers } from './schema-cache.js';
 import { describeErrors, installBodyParsing } from './validation.js';
 import { routeValidators } from './route-validators.js';
@@ -98,6 +100,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // once per app (schema-cache.ts).
     schemaController: { compilersFactory: { buildValidator: routeValidators, buildSerializer: cachedSerializers } },
   });
+  // Before anything else listens for requests: a request pipelined past a connection's
+  // bounds closes it before reaching fastify (pipelining-bound.ts).
+  boundPipelining(app.server, reportPipelineCloses(logger, (reason) => deps.metrics.pipelineConnectionsClosed.inc({ reason })));
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
   const routeMethods = new RouteMethods();

@@ -238,6 +238,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** HTTP connections closed for pipelining past a bound, by which (pipelining-bound.ts `PipelineRefusal`). */
+  readonly pipelineConnectionsClosed = new Counter({
+    name: 'pixiu_http_pipelining_closes_total',
+    help: 'HTTP connections closed for a pipelined request past a bound: pipelined_requests (64 in progress), unread_bytes (16 MiB of answers unread)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   /**
    * WebSocket connections closed, by close code and by who chose it: `by="server"` for a
    * close the server decided (a client can close with 4009 too: alert on the server's).
@@ -336,6 +344,7 @@ export class Metrics {
     for (const labels of [WRITTEN, FAILED]) this.ackCursorWrites.inc(labels, 0);
     for (const outcome of ['accepted', 'abandoned', 'busy', ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
+    for (const reason of ['pipelined_requests', 'unread_bytes']) this.pipelineConnectionsClosed.inc({ reason }, 0);
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
     for (const code of Object.keys(ERRORS)) this.httpErrors.inc({ code }, 0);
     for (const t of SERVER_FRAME_TYPES) this.wsFrames.inc({ t }, 0);
