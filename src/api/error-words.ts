@@ -51,8 +51,10 @@ export function wordError(e: ErrorObject): string {
   const limit = Number(p.limit);
   switch (e.keyword) {
     case 'type':
-      // What many serializers write for an unset optional field (a walkthrough tester's finding).
-      if (e.data === null) return `must be ${either(typeNames(p.type))}${inSeconds(e)}, not null (an optional field with no value is left out)`;
+      // What many serializers write for an unset optional field (a walkthrough tester's
+      // finding); told to leave it out only where it may be (null-hints.ts: not an array
+      // item or a required field, walk8 F2).
+      if (e.data === null) return `must be ${either(typeNames(p.type))}${inSeconds(e)}, not null${p.omittable === true ? ' (an optional field with no value is left out)' : ''}`;
       return `must be ${either(typeNames(p.type))}${inSeconds(e)}`;
     case 'minLength':
       return limit === 1 ? 'must not be empty' : `must be at least ${count(limit, 'character')} long`;

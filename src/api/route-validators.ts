@@ -11,13 +11,15 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify';
 import { cachedValidator, lazyValidator, type Validate } from './schema-cache.js';
 import { isPlainInteger } from './plain-integer.js';
+import { withNullHints } from './null-hints.js';
 
 // `verbose` gives an error its data and schema: describeErrors names an unknown field
 // of an object that also misses a required one (error-words.ts, unknownFieldOf).
 // Built only when validation fails. `validateSchema: false`: the schemas are ours and
 // fixed, and every one a route or a batch item uses is checked against the meta-schema
 // by test/api/unknown-fields.test.ts; compiling the meta-schema, once per Ajv, cost
-// ~50 ms of CPU each at every start.
+// ~50 ms of CPU each at every start. Each body validator marks a refused null that may
+// be left out (null-hints.ts), for its words.
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false, verbose: true, validateSchema: false });
 const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true, strict: false, validateSchema: false });
 
@@ -27,7 +29,7 @@ const lenient = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional:
  * route module is loaded.
  */
 export function bodySchemaValidator(schema: object): Validate {
-  return lazyValidator(() => strict.compile(schema));
+  return lazyValidator(() => withNullHints(strict.compile(schema), schema));
 }
 
 /** What fastify takes as `schemaController.compilersFactory.buildValidator`. */
@@ -45,7 +47,7 @@ type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions
  * cachedValidator's are, compiled or not yet: hence the cast.)
  */
 export const routeValidators = ((): FastifySchemaCompiler<FastifySchema> => ({ schema, httpPart }) => (httpPart === 'body'
-  ? cachedValidator('body', schema, () => strict.compile(schema as object))
+  ? cachedValidator('body', schema, () => withNullHints(strict.compile(schema as object), schema))
   : cachedValidator('text', schema, () => withPlainParameters(lenient.compile(schema as object), schema)))) as unknown as ValidatorFactory;
 
 /** `from 1 to 1000 `, `of at least 0 `, or nothing: the bounds of an integer parameter, for its refusal. */

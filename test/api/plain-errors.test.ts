@@ -103,6 +103,36 @@ test('schema violations are worded plainly: empty, type, length and count, never
   }
 });
 
+test('a null is told to be left out only where it may be: an optional field, not an array item or a required field (walk8 F2)', async () => {
+  const hint = ' (an optional field with no value is left out)';
+  const cases: Array<[string, () => Promise<HttpAnswer>, string]> = [
+    ['a null member', () => client.request('PUT', '/v1/rooms/lobby/members', { body: { users: [null] } }), 'body/users/0 must be a string, not null'],
+    ['users of null (required)', () => client.request('PUT', '/v1/rooms/lobby/members', { body: { users: null } }), 'body/users must be an array, not null'],
+    ['a null recipient', () => client.post('/v1/messages', message({ to: [null] })), 'body/to/0 must be a string, not null'],
+    ['a type of null (required)', () => client.post('/v1/messages', message({ type: null })), 'body/type must be a string, not null'],
+    ['a room of null and no to (one of them is needed)', () => client.post('/v1/messages', { room: null, type: 't', data: 1 }), 'body/room must be a string, not null'],
+    ['a null tag', () => client.post('/v1/broadcast', { type: 't', data: 1, tags: { any: [null] } }), 'body/tags/any/0 must be a string, not null'],
+    ['a null user to query', () => client.post('/v1/presence/query', { users: [null] }), 'body/users/0 must be a string, not null'],
+    ['a batch item\'s null recipient', () => client.post('/v1/messages/batch', { messages: [message({ to: [null] })] }), 'messages/0/to/0 must be a string, not null'],
+    // Optional: leaving them out is what is asked.
+    ['a from of null', () => client.post('/v1/messages', message({ from: null })), `body/from must be a string, not null${hint}`],
+    ['a room of null beside a to', () => client.post('/v1/messages', message({ room: null })), `body/room must be a string, not null${hint}`],
+    ['a broadcast\'s tags of null', () => client.post('/v1/broadcast', { type: 't', data: 1, tags: null }), `body/tags must be an object, not null${hint}`],
+    ['a broadcast\'s any of null', () => client.post('/v1/broadcast', { type: 't', data: 1, tags: { any: null } }), `body/tags/any must be an array, not null${hint}`],
+    ['a batch item\'s ttl of null', () => client.post('/v1/messages/batch', { messages: [message({ ttl: null })] }), `messages/0/ttl must be an integer (whole seconds), not null${hint}`],
+  ];
+  for (const [what, sendIt, expected] of cases) {
+    const answer = await sendIt();
+    if (what.startsWith('a batch item')) {
+      assert.equal(answer.status, 200, what);
+      const item = (answer.body as { results: Array<{ error?: { code: string; message: string } }> }).results[0];
+      assert.equal(item?.error?.message, expected, what);
+    } else {
+      expectInvalid(answer, expected, what);
+    }
+  }
+});
+
 test('an over-long message id gets the "not a message id" answer of every other malformed id', async () => {
   const expected = /^not a message id: "[^"]*" \(expected 16 lower-case hex digits\)$/;
   for (const id of ['a'.repeat(65), 'a'.repeat(300), 'xyz', 'a'.repeat(17)]) {
