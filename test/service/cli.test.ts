@@ -171,9 +171,7 @@ test('pixiu token refuses tags and channel patterns that could never match, and 
     assert.equal(raised.stderr, '', 'no warning under a raised limit');
   }
   assert.match(lowered.stderr, /over the client frame limit of 1024 bytes/);
-  const huge = await runCli(['token', 'ann', '--channels', Array.from({ length: 700 }, (_, i) => `tenant${i}.room.*`).join(',')], env);
-  assert.equal(huge.code, 0, huge.stderr);
-  assert.match(huge.stderr, /warning: this token is \d+ bytes, too big for the service's limit of 16384 bytes on a request's headers/);
+  // A token too big for a request's headers: the next test, which checks its whole stderr.
 });
 
 test('pixiu token warns of a token too big for a request\'s headers alone: no refresh-frame warning that says a connection could use it', async (t) => {
