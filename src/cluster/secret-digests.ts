@@ -26,9 +26,10 @@
  * secret: nodes are few, a handful of them cost well under a second), one after the
  * other with the async scrypt (libuv's thread pool: the event loop is not held, and
  * the pool, which the LevelDB store's reads and writes use too, lends one thread at a
- * time) — the same runs again when a running node writes its entry back after Redis
- * lost it, and for each node that joins later (a few per registry renewal,
- * joiner-secrets.ts). Its own digests, at start, are async scrypt too.
+ * time) — the same comparisons again when a running node writes its entry back after
+ * Redis lost it (each salt and secret is digested once a process: {@link secretDigest}),
+ * and for each node that joins later (a few per registry renewal, joiner-secrets.ts).
+ * Its own digests, at start, are async scrypt too.
  *
  * What a reader of Redis (or of its backups and replicas) gets besides these digests:
  * message ids and inbox positions (seqs, device cursors), presence, the cluster secret,
@@ -54,6 +55,7 @@
  */
 import { createHash, createHmac, randomBytes, scrypt } from 'node:crypto';
 import path from 'node:path';
+import { LRUCache } from 'lru-cache';
 import type { Secrets } from '../auth/secrets.js';
 import { readPublicKey } from '../auth/pem-key.js';
 import type { Config } from '../config/config.js';
@@ -121,15 +123,37 @@ export interface NodeSecrets extends SecretCheck {
 }
 
 /**
+ * The digests this process computed (or is computing), by salt and a SHA-256 of the
+ * secret (the cache holds no secret): a node digests its secrets under another node's
+ * salt again each time it compares with that node — when it writes its entry back after
+ * Redis lost it, when that node's entry is read again — and nodes started in one
+ * process (the cluster tests start several in a file) digest one secret under one
+ * salt once each. scrypt gives the same answer every time, at ~30 ms of CPU and 16 MiB
+ * of fresh memory (its page faults cost as much again in system time) a run. 256
+ * entries: a few per node this one has compared with.
+ */
+const digestCache = new LRUCache<string, Promise<string>>({ max: 256 });
+
+/**
  * scrypt of `secret` with salt `salt` (hex) followed by {@link DIGEST_LABEL}, 8 bytes
- * in hex (16 digits); about 30 ms of a thread-pool thread (see the module comment).
+ * in hex (16 digits); about 30 ms of a thread-pool thread (see the module comment),
+ * once per salt and secret in a process: a digest asked for again, or while it is
+ * computed, is the same promise (a failed one is not kept).
  * @param salt 32 hex digits
  */
 export function secretDigest(secret: string, salt: string): Promise<string> {
+  const key = `${salt}:${createHash('sha256').update(secret).digest('hex')}`;
+  const known = digestCache.get(key);
+  if (known !== undefined) return known;
   const saltBytes = Buffer.concat([Buffer.from(salt, 'hex'), Buffer.from(DIGEST_LABEL)]);
-  return new Promise((resolve, reject) => {
+  const digest = new Promise<string>((resolve, reject) => {
     scrypt(secret, saltBytes, DIGEST_BYTES, SCRYPT_COST, (err, key) => (err ? reject(err) : resolve(key.toString('hex'))));
   });
+  digestCache.set(key, digest);
+  digest.catch(() => {
+    if (digestCache.get(key) === digest) digestCache.delete(key);
+  });
+  return digest;
 }
 
 /**

@@ -163,3 +163,17 @@ test('digests: two nodes with one token and one JWT secret publish different sal
   // An entry of the first scheme (no salt) is not compared.
   assert.equal(readDigests({ secrets: { apiToken: a.apiToken, jwtKind: 'secret', jwtKey: a.jwtKey } }), undefined);
 });
+
+test('digests: a salt and secret asked for again in one process, or while the first is computed, are not computed again; another secret or salt is', async () => {
+  const salt = 'c0ffee'.padEnd(32, '0');
+  const first = secretDigest(TOKEN, salt);
+  assert.equal(secretDigest(TOKEN, salt), first, 'asked while it is computed: the same computation');
+  const digest = await first;
+  assert.match(digest, /^[0-9a-f]{16}$/);
+  assert.equal(secretDigest(TOKEN, salt), first, 'asked again: the answer kept');
+  const [otherSecret, otherSalt] = [secretDigest(`${TOKEN}x`, salt), secretDigest(TOKEN, 'c0ffee'.padEnd(32, '1'))];
+  assert.notEqual(otherSecret, first);
+  assert.notEqual(otherSalt, first);
+  assert.notEqual(await otherSecret, digest);
+  assert.notEqual(await otherSalt, digest);
+});
