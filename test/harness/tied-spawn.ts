@@ -39,16 +39,23 @@ import path from 'node:path';
 /** The wrapper: util-linux's `setpriv`. */
 const SETPRIV = 'setpriv';
 
-let setprivFound = false;
+let setprivPath: string | undefined;
 
-/** Throws unless `setpriv` is an executable on PATH (looked up once per process). */
-function checkSetpriv(): void {
-  if (setprivFound) return;
+/**
+ * The absolute path of `setpriv`, looked up once per process on this process's PATH:
+ * a child may be given a PATH of its own (a test of `pixiu serve` without
+ * redis-server on PATH gives one that lacks /usr/bin), where `setpriv` by name would
+ * not be found (spawn ENOENT).
+ * @throws Error unless `setpriv` is an executable on PATH
+ */
+function setprivOnPath(): string {
+  if (setprivPath !== undefined) return setprivPath;
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const file = path.join(dir, SETPRIV);
     try {
-      accessSync(path.join(dir, SETPRIV), constants.X_OK);
-      setprivFound = true;
-      return;
+      accessSync(file, constants.X_OK);
+      setprivPath = path.resolve(file);
+      return setprivPath;
     } catch {
       // Not in this folder.
     }
@@ -64,6 +71,5 @@ function checkSetpriv(): void {
  */
 export function spawnTied(program: string, args: readonly string[], options: SpawnOptions): ChildProcess {
   if (process.platform !== 'linux') return spawn(program, args, options);
-  checkSetpriv();
-  return spawn(SETPRIV, ['--pdeathsig', 'SIGKILL', '--', program, ...args], options);
+  return spawn(setprivOnPath(), ['--pdeathsig', 'SIGKILL', '--', program, ...args], options);
 }
