@@ -102,8 +102,7 @@ export const DEFAULT_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.default;
 export class Inbox {
   readonly #redis: Redis;
   readonly #keys: Keys;
-  readonly #deviceCursors: string;
-  /** The cap and grace as the script's ARGV, formatted once, its clock and the generation (append-pipeline.ts). */
+  /** Cap, grace and most device cursors as scripts' ARGV, formatted once; clock, generation (append-pipeline.ts). */
   readonly #settings: AppendSettings;
   /** Appends issued in one tick go out as one pipeline (see tick-pipeline.ts). */
   readonly #appends: TickPipeline<AppendArgv, AppendResult>;
@@ -126,14 +125,13 @@ export class Inbox {
     if (!Number.isSafeInteger(devices) || devices < 1 || devices > MAX_DEVICE_CURSORS) {
       throw invalid(`the most device cursors must be an integer from 1 to ${MAX_DEVICE_CURSORS}`);
     }
-    this.#deviceCursors = String(devices);
     const grace = opts.retentionGraceMs ?? INBOX_RETENTION_GRACE_MS;
     if (!Number.isSafeInteger(grace) || grace < 0 || grace > LONGEST_CONTENT_MS) {
       throw invalid('the inbox retention grace must be an integer from 0 to 30 days, in ms');
     }
     this.#settings = {
       cap: String(opts.cap), grace: String(grace), now: opts.now ?? (() => Date.now()), generation: opts.generation ?? (() => 0),
-      deviceCursors: this.#deviceCursors,
+      deviceCursors: String(devices),
     };
     loadScripts(redis, Object.values(INBOX_SCRIPTS));
     this.#appends = appendPipeline(redis);
@@ -280,7 +278,7 @@ export class Inbox {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return userKeysCall(this.#redis, uid, keys, () => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#deviceCursors]));
+    return userKeysCall(this.#redis, uid, keys, () => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#settings.deviceCursors]));
   }
 
   /**
@@ -316,7 +314,7 @@ export class Inbox {
     let fresh = newEpoch();
     while (fresh === epoch) fresh = newEpoch();
     const after = await userKeysCall(this.#redis, uid, keys, () => evalScript<string>(this.#redis, INBOX_SCRIPTS.rotate, [keys.meta, keys.acks], [
-      epoch, fresh, String(coolDownMs), String(this.#settings.generation()), readLatest === undefined ? '' : String(readLatest), this.#deviceCursors,
+      epoch, fresh, String(coolDownMs), String(this.#settings.generation()), readLatest === undefined ? '' : String(readLatest), this.#settings.deviceCursors,
     ]));
     return after === '' ? null : after;
   }
