@@ -5,7 +5,18 @@
  * (`GET /v1/connect` by header or `?token=`, the `/v1/me` routes, a `refresh` frame), so
  * each refuses a token for its form with the same 401 and the same hint.
  */
+import { maxHeaderSize } from 'node:http';
 import { PixiuError } from '../errors.js';
+
+/**
+ * Longest client token taken, characters: at connect in `?token=` and in a `refresh`
+ * frame. Node's limit on a request's line and headers (`maxHeaderSize`, 16 KiB unless
+ * `--max-http-header-size` sets another; 431 past it), so a token that can connect in
+ * the `Authorization` header can in `?token=` too, as browsers must (it was 8,192, and
+ * a token of 8 – 16 KiB — many `channels` — connected by header but was refused 400 in
+ * the query: a black-box tester's finding). The frame limit is usually lower for a refresh.
+ */
+export const MAX_TOKEN_CHARS = maxHeaderSize;
 
 /**
  * A JWT in JWS compact serialization (RFC 7519 §3.1, RFC 7515 §7.1): three base64url

@@ -4,11 +4,11 @@
  * `ack {seq}`, `ping {}`, `refresh {token}`, `sub {channel}`, `unsub {channel}`.
  * A frame that does not parse is answered with an `error` frame, never a crash.
  */
-import { maxHeaderSize } from 'node:http';
 import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import { PixiuError, invalid } from '../errors.js';
 import { quotedText } from '../text-cut.js';
+import { MAX_TOKEN_CHARS } from '../auth/jwt-form.js';
 
 /** A parsed client frame. */
 export type ClientFrame =
@@ -48,15 +48,6 @@ function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): voi
   }
 }
 
-/**
- * Longest client token taken, characters: at connect in `?token=` and in a `refresh`
- * frame. Node's limit on a request's line and headers (`maxHeaderSize`, 16 KiB unless
- * `--max-http-header-size` sets another; 431 past it), so a token that can connect in
- * the `Authorization` header can in `?token=` too, as browsers must (it was 8,192, and
- * a token of 8 – 16 KiB — many `channels` — connected by header but was refused 400 in
- * the query: a black-box tester's finding). The frame limit is usually lower for a refresh.
- */
-export const MAX_TOKEN_CHARS = maxHeaderSize;
 
 function nonEmptyString(o: Record<string, unknown>, field: string, max: number): string {
   const v = o[field];

@@ -26,7 +26,7 @@ import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { WsConnection } from './ws-connection.js';
-import { MAX_TOKEN_CHARS } from './client-frames.js';
+import { MAX_TOKEN_CHARS } from '../auth/jwt-form.js';
 import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
 import { quotedText } from '../text-cut.js';
