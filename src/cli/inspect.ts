@@ -3,7 +3,8 @@
  *
  * - `inspect id <msgid>`: decode a MsgID (partition, kind, counter) and, when Redis can
  *   be read, name the store holding its partition and where its node listens.
- * - `inspect inbox <uid> [--after-seq n] [--limit n]`: a user's inbox bounds, entries and ack cursors.
+ * - `inspect inbox <uid> [--after-seq n] [--limit n]`: a user's inbox bounds, entries and ack cursors
+ *   (with those an epoch change kept of the old epoch, src/inbox/kept-cursors.ts).
  * - `inspect cluster`: the live nodes, the stores with the node holding each one's
  *   lease, and the partitions' claims (inspect-cluster.ts).
  *
@@ -116,7 +117,7 @@ export function inspectCommand(): Command {
   });
 
   const inboxCmd = inspect.command('inbox')
-    .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors')
+    .description('print a user\'s inbox: epoch, first and latest seq, when its keys expire, entries after --after-seq, ack cursors (and those kept of an older epoch)')
     .argument('<uid>', `the user id: ${CLI_USER_ID_RULE}`)
     .option('--after-seq <n>', 'list entries after this seq', '0')
     .option('--limit <n>', 'most entries to list (1-10000)', '20')
@@ -135,17 +136,23 @@ export function inspectCommand(): Command {
     try {
       // Loaded here, not with the module: `inspect id`, `--help` and a refused option
       // start without ioredis and the inbox (a few hundred ms of CPU).
-      const { Inbox } = await import('../inbox/inbox.js');
+      const [{ Inbox }, { readKeptCursors }] = await Promise.all([import('../inbox/inbox.js'), import('../inbox/kept-cursors.js')]);
       // The cap is the Inbox's for appends, which inspect never makes: any valid one reads alike.
       const inbox = new Inbox(redis, { prefix: config.redisPrefix, cap: config.inboxCap });
-      const [page, cursors, expiresAt] = await Promise.all([inbox.range(uid, after, limit), inbox.cursors(uid), inbox.expiresAt(uid)]);
+      const [page, cursors, keptCursors, expiresAt] = await Promise.all([
+        inbox.range(uid, after, limit), inbox.cursors(uid), readKeptCursors(redis, config.redisPrefix, uid), inbox.expiresAt(uid),
+      ]);
       // Named as the API names them (GET /v1/users/{uid}/messages, GET /v1/messages/{id}).
       // An entry that is not what the append script writes: its seq, marked (docs/decisions.md "Malformed inbox entries").
       const entries = page.entries.map((e) => e.malformed === true
         ? { seq: e.seq, malformed: true }
         : { seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) });
       // expires_at: when the inbox's keys go (retention), ms; null: they do not.
-      const shown = { user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, expires_at: expiresAt, entries, cursors };
+      // kept_cursors: those a new epoch kept of an older one, until the device acks in this
+      // one (docs/decisions.md "Stored cursors across a new epoch").
+      const shown = {
+        user: uid, epoch: page.epoch, first_seq: page.firstSeq, latest_seq: page.latestSeq, expires_at: expiresAt, entries, cursors, kept_cursors: keptCursors,
+      };
       // An inbox that was never created reads the same as a key prefix no service uses
       // (a wrong --redis-prefix): every service writes `<prefix>cluster:secret` at start.
       // The second is an error (exit 1, nothing on stdout), so a script can tell it

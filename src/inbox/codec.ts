@@ -186,6 +186,20 @@ export function parseKeptCursor(value: string): { seq: number; epoch: string } |
   return { seq, epoch: m[2] as string };
 }
 
+/**
+ * Every cursor a rotation kept in a user's meta hash ({@link keptCursorField}), as
+ * device → seq and epoch; built with `Object.fromEntries`, as {@link parseCursors} is.
+ * A field whose value the scripts do not write (set by hand) is left out.
+ * @param meta the meta hash as HGETALL gives it
+ */
+export function parseKeptCursors(meta: Record<string, string>): Record<string, { seq: number; epoch: string }> {
+  const prefix = keptCursorField('');
+  return Object.fromEntries(Object.entries(meta).flatMap(([field, value]) => {
+    const kept = field.startsWith(prefix) ? parseKeptCursor(value) : undefined;
+    return kept === undefined ? [] : [[field.slice(prefix.length), kept]];
+  }));
+}
+
 /** A stream entry ID as Redis gives it: `<ms>-<seq>`, each part decimal. */
 const STREAM_ID = /^(\d+)-(\d+)$/;
 

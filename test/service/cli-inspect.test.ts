@@ -74,8 +74,36 @@ test('inspect inbox prints the epoch, bounds, when the keys expire, entries afte
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), {
     user: 'ann', epoch, first_seq: 1, latest_seq: 3, expires_at: expiresAt + INBOX_RETENTION_GRACE_MS,
-    entries: [{ seq: 2, id: ids[1], kind: 'room', room: 'lobby' }], cursors: { phone: 2 },
+    entries: [{ seq: 2, id: ids[1], kind: 'room', room: 'lobby' }], cursors: { phone: 2 }, kept_cursors: {},
   });
+});
+
+test('inspect inbox shows the cursors a new epoch kept of the old one, with that epoch, until the device acks in the new one', async () => {
+  const { inbox, redis: raw } = await openInbox(files, redis.url, 'insp-kept:');
+  const ids = [1, 2, 3].map((counter) => encodeMsgId({ partition: 0, kind: MsgKind.user, counter }));
+  let old = '';
+  for (const id of ids.slice(0, 2)) old = (await inbox.append('kim', id, MsgKind.user)).epoch;
+  await inbox.ack('kim', 'phone', 2, old);
+  await inbox.ack('kim', 'tablet', 1, old);
+  const fresh = await inbox.rotateEpoch('kim', old);
+  assert.ok(fresh !== null && fresh !== old);
+  // A value the scripts never write (set by hand) is no cursor: left out, not shown as one.
+  await raw.hset(new Keys('insp-kept:').user('kim').meta, 'cursor laptop', 'not a cursor');
+  const env = { PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: 'insp-kept:' };
+  const rotated = await runCli(['inspect', 'inbox', 'kim'], env);
+  assert.equal(rotated.code, 0, rotated.stderr);
+  const shown = JSON.parse(rotated.stdout) as { epoch: string; cursors: unknown; kept_cursors: unknown };
+  assert.equal(shown.epoch, fresh);
+  assert.deepEqual(shown.cursors, {});
+  assert.deepEqual(shown.kept_cursors, { phone: { seq: 2, epoch: old }, tablet: { seq: 1, epoch: old } });
+  // The phone's first ack in the new epoch replaces its kept cursor; the tablet's stays.
+  await inbox.append('kim', ids[2] ?? '', MsgKind.user);
+  await inbox.ack('kim', 'phone', 1, fresh);
+  const acked = await runCli(['inspect', 'inbox', 'kim'], env);
+  assert.equal(acked.code, 0, acked.stderr);
+  const after = JSON.parse(acked.stdout) as { cursors: unknown; kept_cursors: unknown };
+  assert.deepEqual(after.cursors, { phone: 1 });
+  assert.deepEqual(after.kept_cursors, { tablet: { seq: 1, epoch: old } });
 });
 
 test('inspect inbox shows an entry that is not what the append script writes as its seq, marked malformed, with the entries around it', async () => {
