@@ -101,8 +101,13 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     schemaController: { compilersFactory: { buildValidator: routeValidators, buildSerializer: cachedSerializers } },
   });
   // Before anything else listens for requests: a request pipelined past a connection's
-  // bounds closes it before reaching fastify (pipelining-bound.ts).
-  boundPipelining(app.server, reportPipelineCloses(logger, (reason) => deps.metrics.pipelineConnectionsClosed.inc({ reason })));
+  // bounds closes it before reaching fastify (pipelining-bound.ts). Its 429, when it
+  // gets one, is an error answer like the others: counted, and logged at debug.
+  const reportClose = reportPipelineCloses(logger, (reason) => deps.metrics.pipelineConnectionsClosed.inc({ reason }));
+  boundPipelining(app.server, (close) => {
+    reportClose(close);
+    if (close.answer !== undefined) unrouted(close.answer, close.req);
+  });
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
   const routeMethods = new RouteMethods();

@@ -134,14 +134,15 @@ const lingering = new WeakSet<Socket>();
 
 /**
  * A lingering close (RFC 9112 §9.6) for a connection answered before its request body
- * has all arrived (a body over the limit, a refused token): once the answer is out,
+ * has all arrived (a body over the limit, a refused token), or refused a request
+ * pipelined past its bound (pipelining-bound.ts): once the answer is out,
  * the server stops writing (FIN) but keeps reading and dropping what the client still
  * sends (drop-incoming.ts), until the client closes, {@link LINGER_MS} pass or
  * {@link LINGER_MAX_BYTES} arrive. Closed at once instead, data still arriving made the
  * kernel answer with a reset, and a client still uploading (Node's `fetch` with a
  * 24 MiB body) saw EPIPE rather than the 413 it had been sent.
  */
-function lingerOnClose(socket: Socket | null | undefined): void {
+export function lingerOnClose(socket: Socket | null | undefined): void {
   if (!socket || lingering.has(socket)) return;
   lingering.add(socket);
   // Node ends a `Connection: close` response's socket with destroySoon (FIN, then destroy

@@ -13,35 +13,53 @@
  * past it, an answer that waits behind the rest too); no npm package does it either.
  *
  * {@link boundPipelining} takes the server's `request` listeners (fastify's handler) and
- * calls them only for a request the connection may still start: one that arrives while
+ * calls them only for a request the connection may still start. One that arrives while
  * {@link PIPELINE_BOUNDS}`.maxRequests` earlier requests of the same connection are in
- * progress (dispatched, their answer not yet handed to the kernel, Node's `finish`), or
- * while more than `maxUnreadBytes` of answers wait to be written on it, destroys the
- * connection instead. The request that meets the bound, and every one parsed after it,
- * never reaches the app: no hook, no handler — a pipelined `POST` past the bound is not
- * acted on. The requests already started run on with nobody to answer (a message may be
- * stored, its 201 never sent, as when a client's connection drops; an ingest request
- * whose client is gone before its write is dropped, src/api/abandoned-requests.ts). A
- * client that reads its answers and keeps fewer requests than the bound in flight never
- * meets it.
+ * progress (dispatched, their answer not yet handed to the kernel, Node's `finish`) is
+ * refused, and the connection closed gracefully: the requests in progress run on and
+ * their answers are written, in order (Node queues a pipelined answer behind the ones
+ * before it, RFC 9112 §9.3.2); the refused one is answered 429 `RATE_LIMITED` with
+ * `Connection: close` after them ({@link pipelinedPastBound}); and the connection is
+ * then closed with a lingering close (error-handler.ts `lingerOnClose`). From the
+ * refusal on, the connection's bytes are no longer parsed: Node's HTTP parser is taken
+ * off the socket, and what the client still sends is read and dropped unparsed
+ * (drop-incoming.ts, up to `LINGER_MAX_BYTES`), so the refused request and every one
+ * sent after it never reach the app — no hook, no handler: a `POST` past the bound is
+ * not acted on — and cost nothing but the read (only those Node had already parsed from
+ * the chunk it was reading, at most one chunk of 64 KiB, are built and dropped). A
+ * producer so gets the answer of every request acted on, and knows the rest were not. A
+ * refused connection whose client takes none of its answers' bytes for
+ * {@link REFUSED_STALL_MS} while some wait to be written is destroyed with them (it is
+ * not reading: the flood of a black-box tester's F1).
+ *
+ * A request that arrives while more than `maxUnreadBytes` of answers wait to be written
+ * on its connection destroys the connection at once instead: its client is not reading,
+ * so no answer, the refusal's included, would reach it. The requests already started
+ * then run on with nobody to answer (a message may be stored, its 201 never sent, as
+ * when a client's connection drops; an ingest request whose client is gone before its
+ * write is dropped, src/api/abandoned-requests.ts). A client that reads its answers and
+ * keeps fewer requests than the bound in flight never meets either bound.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { dropIncoming } from '../drop-incoming.js';
+import { PixiuError } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
+import { LINGER_MAX_BYTES, lingerOnClose } from './error-handler.js';
 
 /** The bounds of one connection's pipelining. */
 export interface PipelineBounds {
   /**
    * Requests of one connection in progress at once: dispatched to the app, their answer
-   * not yet all handed to the kernel. A request arriving with this many in progress
-   * closes the connection.
+   * not yet all handed to the kernel. A request arriving with this many in progress is
+   * refused 429 after their answers, and the connection then closed.
    */
   readonly maxRequests: number;
   /**
    * Bytes of answers waiting to be written on one connection (in the socket's buffer,
    * and those queued behind the answer being written): a request arriving with more
-   * waiting closes the connection.
+   * waiting destroys the connection at once.
    */
   readonly maxUnreadBytes: number;
 }
@@ -68,6 +86,37 @@ export interface PipelineClose {
   readonly requests: number;
   /** Bytes of its answers waiting to be written. */
   readonly unreadBytes: number;
+  /**
+   * The error the refused request is answered with, after the answers of those in
+   * progress ({@link pipelinedPastBound}, for `pipelined_requests`); undefined when the
+   * connection is destroyed unanswered (`unread_bytes`).
+   */
+  readonly answer: PixiuError | undefined;
+  /** The request that met the bound. */
+  readonly req: IncomingMessage;
+}
+
+/**
+ * How long a connection refused for `pipelined_requests` may take none of its answers'
+ * bytes, while some wait to be written, before it is destroyed with them, ms: its
+ * client is not reading them. A client that reads takes some every round trip; and a
+ * producer's answers (64 at most, a few hundred bytes each) fit in the socket's buffer
+ * at once, so nothing waits. Short, because until then the connection holds its
+ * answers and the requests Node had parsed with the refused one (a black-box tester's
+ * F1 flood, never read, is gone within some 0.6 s). Looked at every fifth of it, so a
+ * stall is cut within 1.2 times it.
+ */
+export const REFUSED_STALL_MS = 500;
+
+/**
+ * The answer of a request that arrives with `maxRequests` others of its connection in
+ * progress: 429 `RATE_LIMITED`, sent after their answers with `Connection: close`. No
+ * `Retry-After`: the requests may be sent again at once, on another connection.
+ */
+export function pipelinedPastBound(maxRequests: number): PixiuError {
+  return new PixiuError('RATE_LIMITED', `this connection has ${maxRequests} requests in progress (pipelined, their answers not all `
+    + `written), the most it takes: this request and every one sent after it on the connection were not acted on, and the `
+    + `connection closes after this answer. Send them again on another connection, with fewer than ${maxRequests} in flight`);
 }
 
 /**
@@ -83,6 +132,12 @@ function answered(this: ServerResponse): void {
   const at = queue.indexOf(this);
   if (at >= 0) queue.splice(at, 1);
 }
+
+/**
+ * Connections refused for `pipelined_requests`: the requests Node still parsed on them
+ * (the rest of the chunk it was reading) are dropped.
+ */
+const refused = new WeakSet<Socket>();
 
 /** A connection closed (`this`): nothing of it is in progress any more. */
 function forget(this: Socket): void {
@@ -102,14 +157,58 @@ function unreadBytes(socket: Socket, queue: readonly ServerResponse[]): number {
 }
 
 /**
+ * Refuses `req` for `pipelined_requests` and closes its connection gracefully (see the
+ * module's doc): Node's HTTP parser is taken off the socket, what the client still
+ * sends is read and dropped, `res` is answered `answer` with `Connection: close` (Node
+ * writes it after the answers queued before it, then calls the socket's `destroySoon`,
+ * made a lingering close here), and a client that stops taking its answers is cut.
+ * The socket's 'data' listeners are then Node's parser's own (`socketOnData`,
+ * lib/_http_server.js), the only ones an HTTP connection still parsing requests has;
+ * adding the drop's listener makes Node stop feeding the parser from the socket's
+ * handle (its `unconsume`), and taking them off leaves the bytes to the drop alone.
+ */
+function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
+  refused.add(socket);
+  const parsers = socket.listeners('data') as Array<(chunk: Buffer) => void>;
+  dropIncoming(socket, { maxBytes: LINGER_MAX_BYTES });
+  for (const parser of parsers) socket.removeListener('data', parser);
+  lingerOnClose(socket);
+  destroyWhenStalled(socket);
+  const body = JSON.stringify(answer.toBody());
+  res.writeHead(answer.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+  res.end(body);
+}
+
+/**
+ * Destroys `socket` once its client took none of the bytes written to it for
+ * {@link REFUSED_STALL_MS} while some wait (the kernel took none: `bytesWritten` counts
+ * the bytes still buffered, `writableLength` is them). A node slow to answer, with
+ * nothing waiting, is no stall.
+ */
+function destroyWhenStalled(socket: Socket): void {
+  let taken = socket.bytesWritten - socket.writableLength;
+  let since = performance.now();
+  const timer = setInterval(() => {
+    const now = socket.bytesWritten - socket.writableLength;
+    if (now !== taken || socket.writableLength === 0) {
+      taken = now;
+      since = performance.now();
+    } else if (performance.now() - since >= REFUSED_STALL_MS) socket.destroy();
+  }, REFUSED_STALL_MS / 5);
+  timer.unref();
+  socket.once('close', () => clearInterval(timer));
+}
+
+/**
  * Installs the bounds on `server`: its `request` listeners so far (fastify's handler;
  * call this right after fastify made the server, before anything else listens) are
  * called only for the requests a connection may start (see the module's doc). A
- * request Node parsed on a connection already destroyed (the rest of the chunk read
- * with the request that met the bound) is dropped too: nobody could answer it.
- * Requests Node hands to other events (an upgrade, CONNECT, an Expect other than
- * 100-continue) are not counted; a `checkContinue` listener that emits `request` is.
- * @param onClose told each connection closed for a bound, before it is destroyed (a metric, a log line)
+ * request Node parsed on a connection already refused or destroyed (the rest of the
+ * chunk read with the request that met the bound) is dropped: never dispatched, never
+ * answered. Requests Node hands to other events (an upgrade, CONNECT, an Expect other
+ * than 100-continue) are not counted; a `checkContinue` listener that emits `request` is.
+ * @param onClose told each connection closed for a bound, before its refusal is answered
+ *   or it is destroyed (a metric, a log line)
  * @throws Error when `server` has no `request` listener yet
  */
 export function boundPipelining(server: Server, onClose: (close: PipelineClose) => void, bounds: PipelineBounds = PIPELINE_BOUNDS): void {
@@ -119,7 +218,7 @@ export function boundPipelining(server: Server, onClose: (close: PipelineClose) 
   server.removeAllListeners('request');
   server.on('request', function (this: Server, req: IncomingMessage, res: ServerResponse) {
     const socket = req.socket;
-    if (socket.destroyed) return;
+    if (socket.destroyed || refused.has(socket)) return;
     let queue = inProgress.get(socket);
     if (queue === undefined) {
       queue = [];
@@ -127,11 +226,17 @@ export function boundPipelining(server: Server, onClose: (close: PipelineClose) 
       socket.on('close', forget);
     } else if (queue.length > 0) {
       // Only a pipelined request (one arriving with another in progress) can meet a bound.
+      // The bytes first: a client not reading would never see a refusal's answer either.
       const bytes = unreadBytes(socket, queue);
-      const reason = queue.length >= bounds.maxRequests ? 'pipelined_requests' : bytes > bounds.maxUnreadBytes ? 'unread_bytes' : undefined;
-      if (reason !== undefined) {
-        onClose({ reason, requests: queue.length, unreadBytes: bytes });
+      if (bytes > bounds.maxUnreadBytes) {
+        onClose({ reason: 'unread_bytes', requests: queue.length, unreadBytes: bytes, answer: undefined, req });
         socket.destroy();
+        return;
+      }
+      if (queue.length >= bounds.maxRequests) {
+        const answer = pipelinedPastBound(bounds.maxRequests);
+        onClose({ reason: 'pipelined_requests', requests: queue.length, unreadBytes: bytes, answer, req });
+        refuse(socket, res, answer);
         return;
       }
     }
@@ -157,6 +262,7 @@ export function reportPipelineCloses(logger: Logger, count: (reason: PipelineRef
   return (close) => {
     count(close.reason);
     const left = throttle.take();
-    if (left !== undefined) logger.info({ ...close, ...bounds, ...thinnedFields(left) }, PIPELINE_CLOSE_LINE);
+    const { reason, requests, unreadBytes: bytes } = close;
+    if (left !== undefined) logger.info({ reason, requests, unreadBytes: bytes, ...bounds, ...thinnedFields(left) }, PIPELINE_CLOSE_LINE);
   };
 }

@@ -1,17 +1,19 @@
 /**
- * What one HTTP connection's pipelined requests may cost the node (src/api/pipelining-bound.ts,
- * docs/api.md): a connection with 64 requests in progress, or 16 MiB of answers unread,
- * is closed at its next request, which never reaches the app. Raw sockets against the
- * real service (a black-box tester's F1: 20,000 pipelined `GET /v1/openapi.json` never
- * read took the heap to ~1 GB and held the event loop for over 10 s), and against a
- * bare Node server for the bytes bound.
+ * What one HTTP connection's pipelined requests may cost the node
+ * (src/api/pipelining-bound.ts, docs/api.md): a request arriving on a connection with 64
+ * requests in progress never reaches the app and is answered 429 after their answers,
+ * the connection then closed; one arriving with 16 MiB of answers unread destroys the
+ * connection at once. Raw sockets against the real service (a black-box tester's F1:
+ * 20,000 pipelined `GET /v1/openapi.json` never read took the heap to ~1 GB and held the
+ * event loop for over 10 s; walk9 N1: 65 pipelined `POST /v1/messages` got no answer
+ * while 64 were stored), and against a bare Node server for the bytes bound.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
-import { PIPELINE_BOUNDS, boundPipelining, type PipelineClose } from '../../src/api/pipelining-bound.js';
+import { PIPELINE_BOUNDS, boundPipelining, pipelinedPastBound, type PipelineClose } from '../../src/api/pipelining-bound.js';
 import { metricSample, within } from '../harness/checks.js';
 import { cleanupList, startInProcessAlone, type InProcessServer } from '../harness/pixiu-server.js';
 
@@ -51,6 +53,11 @@ function connect(paused: boolean): { socket: net.Socket; received: () => string;
 /** `pixiu_http_pipelining_closes_total{reason}` of the node now. */
 async function closes(reason: PipelineClose['reason']): Promise<number> {
   return metricSample((await server.client.get('/metrics')).text, `pixiu_http_pipelining_closes_total{reason="${reason}"}`) ?? 0;
+}
+
+/** `pixiu_http_errors_total{code="RATE_LIMITED"}` of the node now. */
+async function rateLimited(): Promise<number> {
+  return metricSample((await server.client.get('/metrics')).text, 'pixiu_http_errors_total{code="RATE_LIMITED"}') ?? 0;
 }
 
 /** The status lines of the answers in `text`, each with the first line of its body's `message` when JSON (an error). */
@@ -122,6 +129,47 @@ test(`a client pipelining ${PIPELINE_BOUNDS.maxRequests} requests in one write a
     while (answers(received()).length < depth + 1) await within(5000, 'the next answer', once(socket, 'data'));
     assert.match(answers(received())[depth] ?? '', /^HTTP\/1\.1 200 /);
     socket.destroy();
+  }
+});
+
+test(`POSTs pipelined past the bound: the first ${PIPELINE_BOUNDS.maxRequests} are answered and stored, the next is refused 429 after them, the rest never acted on, and the connection closes`, async () => {
+  const max = PIPELINE_BOUNDS.maxRequests;
+  // Just past the bound (a black-box tester's walk9 N1: no answer at all, 63 – 64 stored),
+  // and far past it, over more than one 64 KiB read.
+  for (const sent of [max + 1, 300]) {
+    const user = `pipelined-posts-${sent}`;
+    const before = await closes('pipelined_requests');
+    const refusedBefore = await rateLimited();
+    const { socket, received, closedByNode } = connect(false);
+    let reset: unknown;
+    socket.on('error', (err) => { reset = err; });
+    const ended = once(socket, 'end');
+    socket.write(Array.from({ length: sent }, (_, i) => {
+      const body = JSON.stringify({ to: [user], type: 't', data: i });
+      return `POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n`
+        + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    }).join(''));
+    // Every answer, then the node's FIN (a lingering close, not a reset), then its close.
+    await within(10_000, 'the answers and the end of the connection', ended);
+    await within(10_000, 'the connection closed by the node', closedByNode);
+    socket.destroy();
+    assert.equal(reset, undefined);
+    const got = answers(received());
+    assert.equal(got.length, max + 1, got.slice(-3).join('\n'));
+    assert.deepEqual(got.slice(0, max), Array.from({ length: max }, () => 'HTTP/1.1 201 Created'));
+    assert.equal(got[max], `HTTP/1.1 429 Too Many Requests ${pipelinedPastBound(max).message}`);
+    // The 429's own head: the catalogue's body type, and the close announced.
+    const last = received().slice(received().lastIndexOf('HTTP/1.1 429'));
+    assert.match(last, /\r\nconnection: close\r\n/i);
+    assert.match(last, /\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+    assert.match(last, /"code":"RATE_LIMITED"/);
+    // Stored: exactly the answered ones, in order.
+    const inbox = await server.client.get(`/v1/users/${user}/messages?limit=1000`);
+    assert.equal(inbox.status, 200, inbox.text);
+    assert.deepEqual((inbox.body as { messages: Array<{ data: unknown }> }).messages.map((m) => m.data), Array.from({ length: max }, (_, i) => i));
+    assert.equal(await closes('pipelined_requests'), before + 1);
+    // The 429 is counted as every error answer is.
+    assert.equal(await rateLimited(), refusedBefore + 1);
   }
 });
 
