@@ -41,13 +41,58 @@ export const BAD_SIGNATURE = "invalid token: its signature does not verify with 
  * and what to do, as every other refusal of a token says (a newcomer's finding: bare
  * "token expired" was the one without a hint). The close of an open connection at its
  * `exp` keeps the reason `token expired` (4001, docs/protocol.md "Close codes").
+ * This is the WebSocket paths' wording (connect, `refresh`); the HTTP client routes
+ * answer {@link tokenExpiredOverHttp} ({@link TokenExpiredError.overHttp}).
  * @param exp the token's `exp`, seconds since the epoch (finite: checked before)
  * @param nowMs this node's clock, ms since the epoch
  */
 export function tokenExpired(exp: number, nowMs = Date.now()): string {
-  const behind = Math.max(0, Math.floor(nowMs / 1000 - exp));
-  return `token expired: its "exp" is ${behind} s behind this node's clock; mint a new token `
+  return `${expiredBehind(exp, nowMs)}; mint a new token `
     + '(on an open WebSocket, send it in a "refresh" frame before the current one\'s "exp", or the connection is closed 4001: docs/protocol.md "Client tokens")';
+}
+
+/**
+ * The same 401 on the HTTP client routes (`GET /v1/me/messages`, `POST /v1/me/ack`):
+ * no WebSocket there, so no word of `refresh` frames or 4001 (a mobile tester's F5).
+ * @param exp the token's `exp`, seconds since the epoch (finite: checked before)
+ * @param nowMs this node's clock, ms since the epoch
+ */
+export function tokenExpiredOverHttp(exp: number, nowMs = Date.now()): string {
+  return `${expiredBehind(exp, nowMs)}; mint a new token and send the request again with it (docs/protocol.md "Client tokens")`;
+}
+
+/** The words both expiry refusals open with: how far `exp` (s) is behind `nowMs` (ms), in whole seconds. */
+function expiredBehind(exp: number, nowMs: number): string {
+  const behind = Math.max(0, Math.floor(nowMs / 1000 - exp));
+  return `token expired: its "exp" is ${behind} s behind this node's clock`;
+}
+
+/**
+ * The refusal of an expired client token (401 UNAUTHORIZED, {@link tokenExpired}'s
+ * words), keeping the `exp` and the time it was refused at, so that a route without
+ * a WebSocket can answer in its own words ({@link overHttp}).
+ */
+export class TokenExpiredError extends PixiuError {
+  /** The token's `exp`, seconds since the epoch. */
+  readonly exp: number;
+  /** This node's clock when the token was refused, ms since the epoch. */
+  readonly atMs: number;
+
+  /**
+   * @param exp the token's `exp`, seconds since the epoch (finite)
+   * @param atMs this node's clock, ms since the epoch
+   * @param options.cause jose's error, when it was jose that refused it
+   */
+  constructor(exp: number, atMs = Date.now(), options?: { cause?: unknown }) {
+    super('UNAUTHORIZED', tokenExpired(exp, atMs), options);
+    this.exp = exp;
+    this.atMs = atMs;
+  }
+
+  /** The same refusal in the HTTP client routes' words ({@link tokenExpiredOverHttp}), the same cause. */
+  overHttp(): PixiuError {
+    return new PixiuError('UNAUTHORIZED', tokenExpiredOverHttp(this.exp, this.atMs), { cause: this.cause });
+  }
 }
 
 export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
@@ -226,7 +271,7 @@ export class TokenRefusals {
    * The 401 for what jose threw verifying `token` (an outage of the JWKS is the
    * caller's to tell apart first: 503, not 401). In jose's order of checks: `crit`,
    * `alg`, the key (`kid`), the signature, `b64`, the claims.
-   * @returns PixiuError UNAUTHORIZED, jose's error as its cause: {@link tokenExpired}; a
+   * @returns PixiuError UNAUTHORIZED, jose's error as its cause: {@link TokenExpiredError}; a
    *   claim jose refused, named; {@link BAD_SIGNATURE}; a `crit`
    *   or `b64` refused ({@link critRefused}, {@link UNENCODED_PAYLOAD}); {@link noAlg},
    *   {@link algNotTaken}; for a JWKS {@link kidNotInJwks}, {@link kidOfOtherAlg},
@@ -236,13 +281,13 @@ export class TokenRefusals {
    */
   of(err: unknown, token: string): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
-    if (err instanceof joseErrors.JWTExpired) return refused(tokenExpired(Number(err.payload.exp)));
+    if (err instanceof joseErrors.JWTExpired) return new TokenExpiredError(Number(err.payload.exp), Date.now(), { cause: err });
     // Claims are checked once the signature holds: naming the claim tells the key's
     // holder what to fix and nobody else anything (jose's message, e.g. 'missing
     // required "exp" claim').
     // A future `nbf` in plain words (jose's own: '"nbf" claim timestamp check failed', a walk3 nit).
     if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf' && err.reason === 'check_failed') {
-      return refused(`token not valid yet: its "nbf" (not before) is more than ${NBF_TOLERANCE_SEC} s ahead of this node's clock (docs/protocol.md "Clock")`);
+      return refused(`token not valid yet: its "nbf" (not before) is more than ${NBF_TOLERANCE_SEC} s ahead of this node's clock (docs/protocol.md "Client tokens")`);
     }
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);

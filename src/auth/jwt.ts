@@ -16,7 +16,7 @@ import { cooledFetch } from './jwks-fetch.js';
 import { JwksKeyScreen } from './jwks-keys.js';
 import type { Logger } from '../logger.js';
 import { checkJwtForm } from './jwt-form.js';
-import { NBF_TOLERANCE_SEC, TokenRefusals, tokenExpired, type KeyDescription } from './jwt-refusals.js';
+import { NBF_TOLERANCE_SEC, TokenExpiredError, TokenRefusals, type KeyDescription } from './jwt-refusals.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -150,7 +150,7 @@ function checkFiniteTimes(payload: JWTPayload): void {
  * Turns a verified payload into {@link ClientClaims}, checking the claim shapes.
  * @throws PixiuError UNAUTHORIZED: a `sub` that is no user id, a missing `exp`, a time
  *   claim that is not a finite number (JSON's `1e400` parses to Infinity: an `exp` that
- *   never comes), or {@link tokenExpired} when `exp` is not after now (jose was given a
+ *   never comes), or {@link TokenExpiredError} when `exp` is not after now (jose was given a
  *   tolerance for `nbf` that also loosens `exp`; here it is strict again)
  */
 function toClaims(payload: JWTPayload): ClientClaims {
@@ -161,7 +161,7 @@ function toClaims(payload: JWTPayload): ClientClaims {
   if (typeof payload.exp !== 'number') throw new PixiuError('UNAUTHORIZED', 'invalid token: "exp" is required');
   checkFiniteTimes(payload);
   // jose's rule without its tolerance: expired once `exp` <= now, in whole seconds.
-  if (payload.exp <= Math.floor(Date.now() / 1000)) throw new PixiuError('UNAUTHORIZED', tokenExpired(payload.exp));
+  if (payload.exp <= Math.floor(Date.now() / 1000)) throw new TokenExpiredError(payload.exp);
   return {
     user: payload.sub,
     expiresAtMs: Math.min(payload.exp * 1000, MAX_EXPIRES_AT_MS),
@@ -203,7 +203,7 @@ function decodeOrKeep(part: string): string {
  *
  * @param opts the `aud` and `iss` a token must carry, when set
  * @returns a function that resolves the claims, or rejects with PixiuError
- *   UNAUTHORIZED (`token expired: …` (jwt-refusals.ts tokenExpired) or `invalid token: …` saying what is wrong, no
+ *   UNAUTHORIZED (`token expired: …`, a jwt-refusals.ts TokenExpiredError, or `invalid token: …` saying what is wrong, no
  *   detail of the key: jwt-refusals.ts's TokenRefusals — a bad signature, an `alg` the
  *   key does not take, a `kid` the JWKS lacks or a left-out key of it names (one that
  *   cannot verify tokens: jwks-keys.ts), logged thinned to `opts.logger`; a token

@@ -7,6 +7,7 @@ import type {} from '@fastify/swagger';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
+import { TokenExpiredError } from '../auth/jwt-refusals.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
@@ -48,6 +49,15 @@ function missingTokenMessage(url: string): string {
     : 'a token is required: Authorization: Bearer <jwt> (a user\'s JWT)';
 }
 
+/**
+ * Rethrows a refusal of the token in these routes' words: an expired one's 401 says to
+ * mint a new token and send the request again, not (as at connect and in a `refresh`)
+ * how an open WebSocket keeps its session — there is none here (a mobile tester's F5).
+ */
+function inHttpWords(err: unknown): never {
+  throw err instanceof TokenExpiredError ? err.overHttp() : err;
+}
+
 /** Registers the `/v1/me/...` routes in their own scope (JWT, not the API token). */
 export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   await app.register(async (me) => {
@@ -63,7 +73,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
       // A token not in JWT form (the API token, or a JWT re-encoded) is refused with its
       // hint by the verifier, as at connect and in a refresh (jwt-form.ts).
-      const claims = await deps.verify(token);
+      const claims = await deps.verify(token).catch(inHttpWords);
       // Before the body is read and before any Redis call: one token flooding these
       // routes (~400 acks or ~530 pages a second) tripled producers' latency (a
       // hostile-client tester's finding, low).

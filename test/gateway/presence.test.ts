@@ -260,7 +260,10 @@ describe('/v1/me with the user JWT', () => {
     expectError(await me.get('/v1/me/messages', { headers: { authorization: '' } }), 401, 'UNAUTHORIZED');
     expectError(await gw.client.get('/v1/me/messages'), 401, 'UNAUTHORIZED');
     const expired = new PixiuClient(gw.url, await testToken(JWT_KEY, 'mia', { ttlSec: -5 }));
-    expectError(await expired.get('/v1/me/messages'), 401, 'UNAUTHORIZED', /^token expired: its "exp" is [5-9] s behind this node's clock; mint a new token \(on an open WebSocket, send it in a "refresh" frame/);
+    // No WebSocket on these routes: the refusal says to mint a new token, nothing of refresh frames.
+    const overHttp = /^token expired: its "exp" is [5-9] s behind this node's clock; mint a new token and send the request again with it \(docs\/protocol\.md "Client tokens"\)$/;
+    expectError(await expired.get('/v1/me/messages'), 401, 'UNAUTHORIZED', overHttp);
+    expectError(await expired.post('/v1/me/ack', { device: 'phone', seq: 1 }), 401, 'UNAUTHORIZED', overHttp);
     expectError(await me.get('/v1/me/messages?after_seq=-1'), 400, 'INVALID_REQUEST');
   });
 

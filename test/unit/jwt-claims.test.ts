@@ -6,12 +6,13 @@
  * seconds' tolerance, exp none; aud and iss are checked when configured.
  */
 import { test } from 'node:test';
+import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier } from '../../src/auth/jwt.js';
 import { mintToken } from '../../src/auth/mint-token.js';
-import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, tokenExpired } from '../../src/auth/jwt-refusals.js';
+import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, tokenExpired, tokenExpiredOverHttp } from '../../src/auth/jwt-refusals.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
@@ -26,7 +27,7 @@ test('a token without exp or sub names the missing claim; a future nbf names nbf
   const now = Math.floor(Date.now() / 1000);
   await assert.rejects(verify(await sign({ sub: 'ana' })), { code: 'UNAUTHORIZED', message: 'invalid token: missing required "exp" claim' });
   await assert.rejects(verify(await sign({ exp: now + 60 })), { code: 'UNAUTHORIZED', message: 'invalid token: missing required "sub" claim' });
-  await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 3600 })), { code: 'UNAUTHORIZED', message: /^token not valid yet: its "nbf" \(not before\) is more than 5 s ahead of this node.s clock/ });
+  await assert.rejects(verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 3600 })), { code: 'UNAUTHORIZED', message: 'token not valid yet: its "nbf" (not before) is more than 5 s ahead of this node\'s clock (docs/protocol.md "Client tokens")' });
   assert.equal((await verify(await sign({ sub: 'ana', exp: now + 60 }))).user, 'ana');
 });
 
@@ -197,4 +198,18 @@ test('an expired token\'s refusal says how far behind the clock its exp is and w
     'token expired: its "exp" is 60 s behind this node\'s clock; mint a new token (on an open WebSocket, send it in a "refresh" frame '
     + 'before the current one\'s "exp", or the connection is closed 4001: docs/protocol.md "Client tokens")');
   assert.match(tokenExpired(1_700_000_000, 1_700_000_000_000), /^token expired: its "exp" is 0 s behind /);
+  // The HTTP client routes' words: no WebSocket there, so nothing of refresh frames or 4001.
+  assert.equal(tokenExpiredOverHttp(1_700_000_000, 1_700_000_060_900),
+    'token expired: its "exp" is 60 s behind this node\'s clock; mint a new token and send the request again with it (docs/protocol.md "Client tokens")');
+});
+
+test('the section a token refusal cites is a heading of docs/protocol.md (an early nbf cited "Clock", which is none)', async () => {
+  const headings = new Set(readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8').split('\n')
+    .filter((line) => line.startsWith('#')).map((line) => line.replace(/^#+\s*/, '')));
+  const now = Math.floor(Date.now() / 1000);
+  const early = await verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 3600 })).then(() => '', (err: Error) => err.message);
+  for (const message of [early, tokenExpired(now - 60, Date.now()), tokenExpiredOverHttp(now - 60, Date.now())]) {
+    const cited = /docs\/protocol\.md "([^"]+)"\)$/.exec(message)?.[1];
+    assert.ok(cited !== undefined && headings.has(cited), `${message}: cites ${String(cited)}, not a heading of docs/protocol.md`);
+  }
 });
