@@ -1,9 +1,12 @@
 // A browser client of Pixiu's WebSocket protocol, written from docs/protocol.md ("A client
-// in one screen") in plain JavaScript with no dependencies: the browser's WebSocket,
-// sessionStorage, localStorage and performance.now. Per tab it keeps the last_seq and
-// epoch of the messages it shows, shows each message once, acks, follows gaps and resets,
-// refreshes its token, watches the downlink, and reconnects with a back-off. Broadcasts
-// and channels (points 5 and 6) are left out. test/examples/browser-client.test.ts runs it.
+// in one screen", points 1-9) in plain JavaScript with no dependencies: the browser's
+// WebSocket, sessionStorage, localStorage and performance.now. Per tab it keeps the
+// last_seq and epoch of the messages it shows, shows each message once, acks, follows
+// gaps and resets, refreshes its token, watches the downlink, and reconnects with a
+// back-off. It keeps last_bseq as it keeps last_seq and shows each broadcast once, and
+// follows channels, each from the id of its last publication shown, subscribing again
+// after each reconnect from where it left off. test/examples/browser-client.test.ts and
+// browser-client-streams.test.ts (broadcasts and channels) run it.
 //
 //   import { PixiuClient } from './pixiu-client.js';
 //   const client = new PixiuClient({
@@ -11,7 +14,13 @@
 //     user: 'alice',                                   // the token's sub
 //     getToken: async () => (await fetch('/pixiu-token')).json(), // {token, expires_in?}
 //     onMessage: (msg) => show(msg),                   // each message once, in seq order
-//     onGap: (gap) => notice(gap),                     // {from, to, reason}: seqs that are gone
+//     onBroadcast: (b) => banner(b),                   // each bcast once: {bseq, id, type, ts, data}
+//     onPublication: (p) => live(p),                   // each pub once: {channel, id, type, ts, data}
+//     // What is gone: {from, to, reason}, seqs of the inbox; {stream: 'broadcast', from, to},
+//     // the broadcasts after `from` and before `to`; {stream: 'broadcast', reset: true, from},
+//     // the broadcast stream lost since `from` (an unknown number missed). A channel
+//     // tells no loss: what its history (100) no longer holds is gone without a signal.
+//     onGap: (gap) => notice(gap),
 //     onStatus: (status, detail) => badge(status),     // open, closed, failing, stopped
 //     // Optional, 10 s each: the connect timeout, the quiet spell before a ping, and how
 //     // long after the ping nothing at all may come. The 10 s figures assume a round trip
@@ -22,17 +31,36 @@
 //     connectTimeoutMs: 10_000, quietMs: 10_000, deadlineMs: 10_000,
 //   });
 //   client.start();
+//   client.subscribe('live.s1.chat');                  // a channel the token's `channels` allow
+//   client.unsubscribe('live.s1.chat');
 
 const ACK_QUIET_MS = 200; // ack once no message came for this long…
 const ACK_EVERY = 50; // …or every 50 messages: well inside the window (100)
 const KEEP_IDS = 10_000; // ids kept to show nothing twice after a reset (PIXIU_INBOX_CAP)
 const STOP_CODES = new Set([1002, 1007, 1009, 4003]); // "fix the client": never reconnect
+const KEEP_BCAST_IDS = 10_000; // broadcast ids kept to show none twice after a reset (PIXIU_BROADCAST_STREAM_CAP)
+const SUB_GROUP = 63; // subs sent before a ping whose pong lets the next group go: at most 64 frames may wait
 
 /** A moment, on both clocks. */
 const moment = () => ({ mono: performance.now(), wall: Date.now() });
 
 /** Ms since a {@link moment}: the larger of the two clocks' differences (a monotonic clock may stand still while the machine sleeps). */
 const since = (then) => Math.max(performance.now() - then.mono, Date.now() - then.wall);
+
+/** True when stream id `a` (a `bseq`, a `pub` id: `<ms>-<n>`) is after `b`: both parts compared as whole numbers, never as strings ("Broadcasts"). */
+function isAfter(a, b) {
+  const [am, an] = a.split('-').map(BigInt);
+  const [bm, bn] = b.split('-').map(BigInt);
+  return am > bm || (am === bm && an > bn);
+}
+
+/** Adds `id` to `ids`, the oldest dropped past `keep`; false when it was there (shown already). */
+function remember(ids, id, keep) {
+  if (ids.has(id)) return false;
+  ids.add(id);
+  if (ids.size > keep) ids.delete(ids.values().next().value);
+  return true;
+}
 
 /** A JWT's claims: its middle part, base64url of UTF-8 JSON. */
 function claimsOf(token) {
@@ -54,6 +82,10 @@ export class PixiuClient {
     this.lastSeq = seed.lastSeq ?? 0;
     this.epoch = seed.epoch ?? null;
     this.ids = new Set(); // of the messages shown
+    // Broadcasts likewise (point 5): last_bseq of this tab, a new one's from the seed, else welcome's.
+    this.lastBseq = seed.lastBseq ?? null;
+    this.bcastIds = new Set(); // of the broadcasts shown
+    this.channels = new Map(); // channel → {since}: the id of its last pub shown, else its `subscribed`'s (point 6)
     this.ws = this.token = null;
     this.failures = 0; // failed attempts in a row: the back-off's exponent
     this.neverOpened = 0; // attempts in a row that never opened
@@ -104,9 +136,10 @@ export class PixiuClient {
     }
     const q = new URLSearchParams({ token: this.token.text, device: this.device, last_seq: String(this.lastSeq) });
     if (this.epoch !== null) q.set('epoch', this.epoch);
+    if (this.lastBseq !== null) q.set('last_bseq', this.lastBseq);
     const ws = new WebSocket(`${this.opts.url}?${q}`);
     this.ws = ws;
-    this.opened = false;
+    this.opened = this.welcomed = false;
     this.acked = this.lastSeq;
     // A browser's WebSocket has no handshake timeout of its own ("A handshake that never ends").
     this.openTimer = setTimeout(() => this.drop(ws, 'not open in time'), this.opts.connectTimeoutMs);
@@ -119,6 +152,7 @@ export class PixiuClient {
       this.neverOpened = 0;
       this.lastFrame = performance.now();
       this.pingAt = null;
+      this.pings = this.pongs = this.subsDoneAt = 0; // pings sent, pongs come, and the pong of the last group of subs
       this.watchTimer = setInterval(() => this.watch(ws), Math.min(1000, this.opts.quietMs / 4));
       this.scheduleRefresh(ws);
       this.opts.onStatus?.('open');
@@ -134,18 +168,44 @@ export class PixiuClient {
       case 'welcome':
         if (this.epoch === null) this.epoch = f.epoch; // else a differing epoch is followed by a reset
         this.conn = f.conn; // quote it when reporting a problem
+        if (f.bseq !== undefined) this.lastBseq = f.bseq; // only when connected without last_bseq
+        this.welcomed = true;
+        this.subQueue = [...this.channels.keys()]; // each again, from where it left off
+        this.sendSubs();
         break;
       case 'msg':
         if (f.epoch) this.epoch = f.epoch; // the first msg or gap after an epoch of null names it
-        if (!this.ids.has(f.id)) {
-          this.ids.add(f.id);
-          if (this.ids.size > KEEP_IDS) this.ids.delete(this.ids.values().next().value);
-          this.opts.onMessage?.(f);
-        }
+        if (remember(this.ids, f.id, KEEP_IDS)) this.opts.onMessage?.(f);
         this.processed(f.seq);
         break;
+      case 'bcast':
+        if (remember(this.bcastIds, f.id, KEEP_BCAST_IDS)) this.opts.onBroadcast?.(f);
+        this.lastBseq = f.bseq;
+        clearTimeout(this.seedTimer); // the seed follows once the broadcasts pause
+        this.seedTimer = setTimeout(() => this.seed(), ACK_QUIET_MS);
+        break;
+      case 'pub': {
+        const channel = this.channels.get(f.channel); // none after an unsubscribe
+        if (channel === undefined || (channel.since !== null && !isAfter(f.id, channel.since))) break;
+        channel.since = f.id;
+        this.opts.onPublication?.(f);
+        break;
+      }
+      case 'subscribed': {
+        const channel = this.channels.get(f.channel);
+        if (channel !== undefined) channel.since = f.since; // where this connection's pubs of it start
+        break;
+      }
+      case 'pong':
+        if (++this.pongs === this.subsDoneAt) this.sendSubs(); // every sub before it was answered
+        break;
       case 'gap':
-        if (f.stream) break; // about broadcasts
+        // Broadcasts after `from` and before `to` (both exclusive): gone before this tab got them
+        // (trimmed, or not sendable: "Broadcasts"), also one from 0-0 after a reset (protocol.md).
+        if (f.stream) {
+          this.opts.onGap?.({ stream: f.stream, from: f.from, to: f.to });
+          break;
+        }
         if (f.epoch) this.epoch = f.epoch;
         // Only what lies past last_seq is news, and never a gap marked redelivered: seqs sent
         // before on this connection, or after a reset ones this device had under the old epoch.
@@ -155,15 +215,58 @@ export class PixiuClient {
         this.processed(f.to);
         break;
       case 'reset':
-        if (f.stream) break;
+        if (f.stream) {
+          // The stream was lost since last_bseq: keep 0-0 (not the frame's bseq, the end of
+          // what follows) until a bcast; the retained ones follow, matched by id.
+          this.opts.onGap?.({ stream: f.stream, reset: true, from: this.lastBseq });
+          this.lastBseq = '0-0';
+          return;
+        }
         this.lastSeq = 0; // the inbox follows from seq 1; what you have comes again with its id
         this.acked = 0;
         this.epoch = f.epoch;
         return;
       case 'error':
+        if (f.ref?.t === 'sub') this.subRefused(f.ref.channel, f.code);
         this.opts.onStatus?.('error', f); // e.g. a refresh refused: the 4001 at exp fetches a new token
         break;
     }
+  }
+
+  /** Follows `channel` (point 6): its publications after `since` (default: from the `sub` on) come to onPublication once each, across reconnects too. */
+  subscribe(channel, since = null) {
+    if (this.channels.has(channel)) return;
+    this.channels.set(channel, { since });
+    if (this.welcomed) {
+      this.subQueue.push(channel);
+      this.sendSubs();
+    }
+  }
+
+  unsubscribe(channel) {
+    if (this.channels.delete(channel) && this.welcomed) this.ws.send(JSON.stringify({ t: 'unsub', channel }));
+  }
+
+  /** Sends the subs queued, each with its channel's `since`, in groups of 63 with a ping after each: the next group goes when that pong comes ("Client → server"). */
+  sendSubs() {
+    if (this.pongs < this.subsDoneAt || this.subQueue.length === 0) return;
+    for (const name of this.subQueue.splice(0, SUB_GROUP)) {
+      const channel = this.channels.get(name);
+      if (channel !== undefined) this.ws.send(JSON.stringify({ t: 'sub', channel: name, ...(channel.since === null ? {} : { since: channel.since }) }));
+    }
+    this.ws.send('{"t":"ping"}');
+    this.subsDoneAt = ++this.pings;
+  }
+
+  /** A sub refused: Redis unreachable (UNAVAILABLE) is tried again in a second, from where the channel got to; any other refusal (FORBIDDEN, also a refresh that dropped it; RATE_LIMITED past 100 channels) ends following it. */
+  subRefused(name, code) {
+    if (code !== 'UNAVAILABLE') return void this.channels.delete(name);
+    const ws = this.ws;
+    setTimeout(() => {
+      if (ws !== this.ws || !this.channels.has(name)) return; // a reconnect sends it anyway
+      this.subQueue.push(name);
+      this.sendSubs();
+    }, 1000);
   }
 
   /** A msg or gap was processed: last_seq moves (never back), and an ack follows soon. */
@@ -178,11 +281,16 @@ export class PixiuClient {
     if (this.ws === null || !this.opened || this.lastSeq <= this.acked) return;
     this.ws.send(JSON.stringify(this.epoch === null ? { t: 'ack', seq: this.lastSeq } : { t: 'ack', seq: this.lastSeq, epoch: this.epoch }));
     this.acked = this.lastSeq;
-    // Where a new tab of this browser will start.
+    this.seed();
+  }
+
+  /** Where a new tab of this browser will start: this tab's last_seq and epoch once acked, and its last_bseq when newer than the copy's. */
+  seed() {
     const seed = JSON.parse(localStorage.getItem(this.seedKey) ?? '{}');
-    if (seed.epoch !== this.epoch || !(seed.lastSeq >= this.lastSeq)) {
-      localStorage.setItem(this.seedKey, JSON.stringify({ lastSeq: this.lastSeq, epoch: this.epoch }));
-    }
+    const next = { ...seed };
+    if (this.acked > 0 && (seed.epoch !== this.epoch || !(seed.lastSeq >= this.acked))) Object.assign(next, { lastSeq: this.acked, epoch: this.epoch });
+    if (this.lastBseq !== null && (seed.lastBseq === undefined || isAfter(this.lastBseq, seed.lastBseq))) next.lastBseq = this.lastBseq;
+    if (next.lastSeq !== seed.lastSeq || next.epoch !== seed.epoch || next.lastBseq !== seed.lastBseq) localStorage.setItem(this.seedKey, JSON.stringify(next));
   }
 
   /** The application heartbeat: a ping after a quiet spell; drop when nothing at all came for the deadline since it ("Detecting a dead connection"). */
@@ -192,6 +300,7 @@ export class PixiuClient {
     if (pending && t - this.pingAt >= this.opts.deadlineMs) this.drop(ws, 'nothing received');
     else if (!pending && t - this.lastFrame >= this.opts.quietMs) {
       ws.send('{"t":"ping"}');
+      this.pings += 1;
       this.pingAt = t;
     }
   }
@@ -222,6 +331,7 @@ export class PixiuClient {
     if (ws !== this.ws) return; // one given up already
     const opened = this.opened;
     this.ws = null;
+    this.welcomed = false; // subscribe() and unsubscribe() send nothing until the next welcome
     for (const timer of [this.openTimer, this.ackTimer, this.refreshTimer]) clearTimeout(timer);
     clearInterval(this.watchTimer);
     this.opts.onStatus?.('closed', { code, reason, opened });

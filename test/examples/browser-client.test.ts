@@ -1,160 +1,33 @@
 /**
- * docs/examples/pixiu-client.js, the browser client the docs link to, run in Node as a
- * page would run it: `ws` stands in for the browser's WebSocket (globalThis.WebSocket)
- * and in-memory stores for sessionStorage and localStorage; everything else is the
- * example's own code against a real service and Redis. Its tokens are minted as README
- * tells an app backend to, with jose and the data dir's generated jwt-secret. Checked:
- * live delivery and acks; a dropped connection and a node restart resumed with nothing
- * lost or repeated; a token refreshed past the first one's exp on the same connection;
- * a new tab's gap and reset; the trimmed gap after a reset shown for the seqs the tab
- * never had and not for those it had (a black-box tester's finding J); a socket that
- * never opens given up and backed off; and a slow link whose pong waits behind a
- * backlog not taken for a dead connection (a browser tester's findings F1, F3, F5, F6,
- * F7, F8, F9).
+ * docs/examples/pixiu-client.js, the browser client the docs link to, run as a page
+ * would run it against a real service and Redis (test/examples/browser-fixture.ts):
+ * the inbox, points 1-4 and 7-9 of docs/protocol.md's "A client in one screen".
+ * Checked: live delivery and acks; a dropped connection and a node restart resumed
+ * with nothing lost or repeated; a token refreshed past the first one's exp on the same
+ * connection; a new tab's gap and reset; the trimmed gap after a reset shown for the
+ * seqs the tab never had and not for those it had (a black-box tester's finding J); a
+ * socket that never opens given up and backed off; and a slow link whose pong waits
+ * behind a backlog not taken for a dead connection (a browser tester's findings F1,
+ * F3, F5, F6, F7, F8, F9). Broadcasts and channels: browser-client-streams.test.ts.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { Duplex } from 'node:stream';
-import type { IncomingMessage } from 'node:http';
-import { SignJWT } from 'jose';
-import { WebSocket } from 'ws';
-import type { Redis } from 'ioredis';
-import type { Inbox } from '../../src/inbox/inbox.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { waitUntil } from '../harness/checks.js';
 import { Keys } from '../../src/redis/keys.js';
-import { cleanupList, startInProcess, tempDataDir, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
-import { REPO_ROOT } from '../harness/test-build.js';
+import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
+import { closes, link, MemoryStorage, opens, openPage, SETTINGS, site, startNode, startSite, type Page } from './browser-fixture.js';
 
-/** What a `msg` frame gives the page. */
-interface Msg { seq: number; id: string; data: unknown }
-/** The example's options and the state the test reads (docs/examples/pixiu-client.js). */
-interface ClientOptions {
-  url: string;
-  user: string;
-  getToken: () => Promise<{ token: string; expires_in?: number } | string>;
-  onMessage?: (msg: Msg) => void;
-  onGap?: (gap: { from: number; to: number; reason: string }) => void;
-  onStatus?: (status: string, detail?: Record<string, unknown>) => void;
-  connectTimeoutMs?: number;
-  quietMs?: number;
-  deadlineMs?: number;
-}
-interface Client {
-  start(): void;
-  stop(): void;
-  readonly lastSeq: number;
-  readonly epoch: string | null;
-  readonly device: string;
-  readonly conn: string | undefined;
-}
-type ClientClass = new (opts: ClientOptions) => Client;
-
-/** A browser's Storage, in memory. */
-class MemoryStorage {
-  readonly #items = new Map<string, string>();
-  getItem(key: string): string | null {
-    return this.#items.get(key) ?? null;
-  }
-  setItem(key: string, value: string): void {
-    this.#items.set(key, String(value));
-  }
-  removeItem(key: string): void {
-    this.#items.delete(key);
-  }
-}
-
-const cleanup = cleanupList();
-let PixiuClient: ClientClass;
-let redis: RedisServer;
-let dataDir: string;
-let node: InProcessServer;
-/** The node's inboxes, to read the ack cursors it stored. */
-let inbox: Inbox;
-/** The test's Redis, to lose a user's inbox. */
-let raw: Redis;
-/** The server's end of each socket upgraded by the current node, in order. */
-let serverSockets: Duplex[] = [];
-
-const SETTINGS = { inboxCap: '20', storeDurability: 'relaxed', redisPrefix: 'web:' };
-
-/** Starts the service on the test's Redis and data dir (on `port`, to come back where it was). */
-async function startNode(port = '0'): Promise<InProcessServer> {
-  const started = await startInProcess(cleanup, { redisUrl: redis.url, dataDir, port, ...SETTINGS });
-  serverSockets = [];
-  started.service.app.server.on('upgrade', (_req: IncomingMessage, socket: Duplex) => serverSockets.push(socket));
-  return started;
-}
-
-before(async () => {
-  redis = await RedisServer.start();
-  cleanup.after(() => redis.destroy());
-  dataDir = await tempDataDir(cleanup);
-  node = await startNode();
-  ({ inbox, redis: raw } = await openInbox(cleanup, redis.url, SETTINGS.redisPrefix));
-  Object.assign(globalThis, { WebSocket });
-  ({ PixiuClient } = await import(pathToFileURL(path.join(REPO_ROOT, 'docs/examples/pixiu-client.js')).href) as { PixiuClient: ClientClass });
-});
-
-after(() => cleanup.run());
-
-/** A client token as README tells a backend to mint one: HS256 with the text of the data dir's jwt-secret, its newline trimmed. */
-async function mint(user: string, ttlSec = 900): Promise<string> {
-  const key = new TextEncoder().encode(readFileSync(path.join(dataDir, 'secrets', 'jwt-secret'), 'utf8').trim());
-  const iat = Math.floor(Date.now() / 1000);
-  return new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject(user).setIssuedAt(iat).setExpirationTime(iat + ttlSec).sign(key);
-}
-
-/** What one page saw: its messages, gaps, statuses and token fetches. */
-interface Page {
-  readonly client: Client;
-  readonly msgs: Msg[];
-  readonly gaps: Array<{ from: number; to: number; reason: string }>;
-  readonly statuses: Array<[string, Record<string, unknown> | undefined]>;
-  tokens: number;
-}
-
-/**
- * A new tab of a page: fresh sessionStorage (its device id), the browser's `local`
- * storage, the example started against `url` (the node's, by default); stopped when the
- * test ends. The example reads the storage globals as it runs: the pages open at once
- * share `local` (only the 4002 rule would write sessionStorage, and no test meets it).
- */
-function openPage(t: CleanupContext, user: string, opts: Partial<ClientOptions> & { local?: MemoryStorage; ttlSec?: number } = {}): Page {
-  Object.assign(globalThis, { sessionStorage: new MemoryStorage(), localStorage: opts.local ?? new MemoryStorage() });
-  const page: Page = { client: undefined as unknown as Client, msgs: [], gaps: [], statuses: [], tokens: 0 };
-  const client = new PixiuClient({
-    url: `${node.service.url.replace(/^http/, 'ws')}/v1/connect`,
-    user,
-    getToken: async () => {
-      page.tokens += 1;
-      return { token: await mint(user, opts.ttlSec) };
-    },
-    onMessage: (m) => page.msgs.push(m),
-    onGap: (g) => page.gaps.push(g),
-    onStatus: (s, d) => page.statuses.push([s, d]),
-    ...opts,
-  });
-  Object.assign(page, { client });
-  t.after(() => client.stop());
-  client.start();
-  return page;
-}
+before(() => startSite(cleanupList()));
+after(() => site.cleanup.run());
 
 /** Posts `count` messages to `user`. */
 async function post(user: string, count: number, pad = 0): Promise<void> {
   for (let i = 0; i < count; i++) {
-    const answer = await node.client.post('/v1/messages', { to: user, type: 'chat', data: { i, pad: 'x'.repeat(pad) } });
+    const answer = await site.node.client.post('/v1/messages', { to: user, type: 'chat', data: { i, pad: 'x'.repeat(pad) } });
     assert.equal(answer.status, 201, answer.text);
   }
 }
-
-const opens = (page: Page): number => page.statuses.filter(([s]) => s === 'open').length;
-const closes = (page: Page): Array<Record<string, unknown> | undefined> => page.statuses.filter(([s]) => s === 'closed').map(([, d]) => d);
 
 /** Asserts the page showed seqs 1..n, in order, each message once. */
 function shownOnce(page: Page, n: number): void {
@@ -168,7 +41,7 @@ test('live messages are shown once each, in order, and acked: the node stores th
   await post('ann', 3);
   await waitUntil('3 messages', async () => page.msgs.length === 3);
   shownOnce(page, 3);
-  await waitUntil('the ack stored', async () => (await inbox.cursors('ann'))[page.client.device] === 3);
+  await waitUntil('the ack stored', async () => (await site.inbox.cursors('ann'))[page.client.device] === 3);
   assert.equal(page.client.lastSeq, 3);
 });
 
@@ -178,13 +51,13 @@ test('a dropped connection (1006) and a node restart (1001): the page reconnects
   await post('bob', 4);
   await waitUntil('4 messages', async () => page.msgs.length === 4);
   // The network drops the connection: no close frame.
-  serverSockets.at(-1)?.destroy();
+  site.serverSockets.at(-1)?.destroy();
   await post('bob', 4);
   await waitUntil('reconnected, 8 messages', async () => opens(page) === 2 && page.msgs.length === 8, 10_000);
   assert.deepEqual(closes(page)[0], { code: 1006, reason: '', opened: true });
-  const port = new URL(node.service.url).port;
-  await node.service.close();
-  node = await startNode(port);
+  const port = new URL(site.node.service.url).port;
+  await site.node.service.close();
+  await startNode(port);
   await post('bob', 4);
   await waitUntil('back on the new node, 12 messages', async () => opens(page) >= 3 && page.msgs.length === 12, 15_000);
   assert.deepEqual(closes(page)[1], { code: 1001, reason: 'server shutting down', opened: true });
@@ -205,7 +78,7 @@ test('the token is refreshed by its lifetime (exp - iat): the connection outlive
 
 /** The epoch of `user`'s inbox (the history route names it). */
 async function epochOf(user: string): Promise<string> {
-  return ((await node.client.get(`/v1/users/${user}/messages?after_seq=0&limit=1`)).body as { epoch: string }).epoch;
+  return ((await site.node.client.get(`/v1/users/${user}/messages?after_seq=0&limit=1`)).body as { epoch: string }).epoch;
 }
 
 /** A new tab of a browser whose tabs left `user`'s seed at `lastSeq` under `epoch`. */
@@ -247,10 +120,10 @@ test('an inbox Redis lost, refilled past the cap: the reset\'s trimmed gap is sh
   const page = openPage(t, 'jay');
   await waitUntil('open', async () => opens(page) === 1);
   await post('jay', 3);
-  await waitUntil('3 messages, acked', async () => page.msgs.length === 3 && (await inbox.cursors('jay'))[page.client.device] === 3);
+  await waitUntil('3 messages, acked', async () => page.msgs.length === 3 && (await site.inbox.cursors('jay'))[page.client.device] === 3);
   page.client.stop();
   const keys = new Keys(SETTINGS.redisPrefix).user('jay');
-  await raw.del(keys.inbox, keys.meta, keys.ids, keys.acks);
+  await site.raw.del(keys.inbox, keys.meta, keys.ids, keys.acks);
   await post('jay', 25); // a new epoch from seq 1; the cap keeps 6..25
   page.client.start();
   await waitUntil('the 20 retained new messages', async () => page.msgs.length === 23 && page.client.lastSeq === 25);
@@ -265,7 +138,7 @@ test('a socket that does not open within the connect timeout is given up and ret
     accepted.push(s);
   });
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-  cleanup.after(() => new Promise((resolve) => silent.close(resolve)));
+  site.cleanup.after(() => new Promise((resolve) => silent.close(resolve)));
   const { port } = silent.address() as net.AddressInfo;
   const page = openPage(t, 'fay', { url: `ws://127.0.0.1:${port}/v1/connect`, connectTimeoutMs: 300 });
   await waitUntil('failing, then a fresh token', async () => page.tokens === 2, 15_000);
@@ -275,60 +148,6 @@ test('a socket that does not open within the connect timeout is given up and ret
   assert.ok(page.statuses.some(([s]) => s === 'failing'));
   await waitUntil('every attempt\'s socket closed by the page', async () => accepted.length >= 3 && accepted.every((s) => s.destroyed));
 });
-
-/** The page's network: a TCP proxy to the node, for a page's `url`. */
-interface Link {
-  readonly url: string;
-  /** Drops the connections open through it and refuses new ones, until {@link up}. */
-  down(): void;
-  up(): void;
-}
-
-/** A {@link Link} whose downlink carries at most `bytesPerSecond` (a slow mobile link). */
-async function link(t: CleanupContext, bytesPerSecond = Infinity): Promise<Link> {
-  const { port } = new URL(node.service.url);
-  const open = new Set<() => void>();
-  let isUp = true;
-  const proxy = net.createServer((client) => {
-    if (!isUp) return void client.destroy();
-    const upstream = net.connect(Number(port), '127.0.0.1');
-    client.pipe(upstream);
-    const queue: Buffer[] = [];
-    upstream.on('data', (chunk: Buffer) => queue.push(chunk));
-    // Every 50 ms, a twentieth of a second's bytes.
-    const timer = setInterval(() => {
-      for (let budget = bytesPerSecond / 20; budget > 0 && queue.length > 0;) {
-        const head = queue[0] as Buffer;
-        client.write(head.subarray(0, budget));
-        if (head.length <= budget) queue.shift();
-        else queue[0] = head.subarray(budget);
-        budget -= head.length;
-      }
-    }, 50);
-    const end = (): void => {
-      clearInterval(timer);
-      open.delete(end);
-      client.destroy();
-      upstream.destroy();
-    };
-    open.add(end);
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    for (const end of open) end();
-    return new Promise((resolve) => proxy.close(resolve));
-  });
-  return {
-    url: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/v1/connect`,
-    down: () => {
-      isUp = false;
-      for (const end of open) end();
-    },
-    up: () => { isUp = true; },
-  };
-}
 
 test('two tabs of one browser: a tab that lost its connection resumes from its own last_seq, not the newer one the other tab left in localStorage', async (t) => {
   const local = new MemoryStorage();
