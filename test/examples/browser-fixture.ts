@@ -139,14 +139,18 @@ export interface Page {
 }
 
 /**
- * A new tab of a page: fresh sessionStorage (its device id), the browser's `local`
- * storage, the example started against `url` (the node's, by default); stopped when the
- * test ends. The example reads the storage globals as it runs: the pages open at once
- * share `local` (only the 4002 rule would write sessionStorage, and no test meets it).
- * Its tokens allow the channel patterns `channels`.
+ * A new tab of a page: its `session` storage (its device id; fresh by default: a
+ * duplicated tab passes a copy), the browser's `local` storage, the example started
+ * against `url` (the node's, by default); stopped when the test ends. The example reads
+ * the storage globals as it runs: the pages open at once share `local`, and the 4002
+ * rule writes a new device id to the last page's sessionStorage (tests read the id from
+ * `client.device`). Its tokens allow the channel patterns `channels`.
  */
-export function openPage(t: CleanupContext, user: string, opts: Partial<ClientOptions> & { local?: MemoryStorage; ttlSec?: number; channels?: string[] } = {}): Page {
-  Object.assign(globalThis, { sessionStorage: new MemoryStorage(), localStorage: opts.local ?? new MemoryStorage() });
+export function openPage(
+  t: CleanupContext, user: string,
+  opts: Partial<ClientOptions> & { local?: MemoryStorage; session?: MemoryStorage; ttlSec?: number; channels?: string[] } = {},
+): Page {
+  Object.assign(globalThis, { sessionStorage: opts.session ?? new MemoryStorage(), localStorage: opts.local ?? new MemoryStorage() });
   const page: Page = { client: undefined as unknown as Client, msgs: [], bcasts: [], pubs: [], gaps: [], statuses: [], tokens: 0 };
   const client = new site.PixiuClient({
     url: `${site.node.service.url.replace(/^http/, 'ws')}/v1/connect`,
