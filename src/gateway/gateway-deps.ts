@@ -16,6 +16,7 @@ import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
 import type { ChannelDeps } from '../channels/connection-channels.js';
 import type { LogThrottle } from '../log-throttle.js';
+import type { CloseLogThinning } from './close-log.js';
 import type { ConnectionClock } from './connection-clock.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
 import type { WsConnection } from './ws-connection.js';
@@ -94,6 +95,8 @@ export interface ConnectionDeps {
   readonly broadcast?: { readonly fanout: BroadcastFanout; readonly stream: BroadcastStream; readonly catchUpFailureLog: LogThrottle };
   /** Channels; absent: `sub`/`unsub` answer an error frame. */
   readonly channels?: ChannelDeps;
+  /** The node's thinning of the info lines of server closes, shared by its connections (close-log.ts). */
+  readonly closeLog: CloseLogThinning;
 }
 
 /** Who is on the connection. */

@@ -21,7 +21,7 @@ import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
-import { closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
+import { IDLE_TERMINATED_LOG, closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
 
@@ -203,7 +203,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#broadcast?.stop();
     // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
     const line = closeLogLine(code);
-    this.#logLine(line.level, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
+    const { level, ...thinned } = this.#deps.closeLog.levelOf(line.level, line.msg);
+    this.#logLine(level, { code, reason, ...thinned, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
     if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
       // No time limit of its own: the terminate below ends the grace, unless the
@@ -320,7 +321,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     const silentMs = this.#heartbeatState.silentMs(nowMs);
     if (silentMs > this.#deps.config.idleTimeoutMs) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
-      this.#logLine('info', { silentMs }, 'idle connection terminated');
+      const { level, ...thinned } = this.#deps.closeLog.levelOf('info', IDLE_TERMINATED_LOG);
+      this.#logLine(level, { silentMs, ...thinned }, IDLE_TERMINATED_LOG);
       this.#closed = true;
       // The server's decision, counted as such (by="server"), with the 1006 the cut makes.
       this.#closeCode = CloseCode.abnormal;
