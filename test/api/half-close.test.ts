@@ -10,7 +10,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';
-import { PIPELINE_BOUNDS } from '../../src/api/pipelining-bound.js';
 import { within } from '../harness/checks.js';
 import { cleanupList, startInProcessAlone, type InProcessServer } from '../harness/pixiu-server.js';
 
@@ -60,18 +59,4 @@ test('a half-close in the middle of a request\'s body is no request: the connect
   assert.equal(statusLines(text).some((l) => l.includes('201')), false, text);
   const inbox = await server.client.get('/v1/users/cut-short/messages');
   assert.deepEqual((inbox.body as { messages: unknown[] }).messages, []);
-});
-
-test('POSTs pipelined past the bound, then a half-close: the answers of those acted on and the 429 still come, then the close', async () => {
-  const max = PIPELINE_BOUNDS.maxRequests;
-  const text = await sendAndHalfClose(Array.from({ length: max + 5 }, (_, i) => {
-    const body = JSON.stringify({ to: 'half-closed-pipeline', type: 't', data: i });
-    return `POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.client.token}\r\n`
-      + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-  }).join(''));
-  const lines = statusLines(text);
-  assert.deepEqual(lines.slice(0, max), Array.from({ length: max }, () => 'HTTP/1.1 201 Created'));
-  assert.deepEqual(lines.slice(max), ['HTTP/1.1 429 Too Many Requests']);
-  const inbox = await server.client.get('/v1/users/half-closed-pipeline/messages?limit=1000');
-  assert.equal((inbox.body as { messages: unknown[] }).messages.length, max);
 });
