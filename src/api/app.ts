@@ -7,7 +7,7 @@
  * (refusal-counts.ts), then the routes, the producer ones behind the API token
  * (producer-scope.ts). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { PixiuError } from '../errors.js';
@@ -108,13 +108,6 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     reportClose(close);
     if (close.answer !== undefined) unrouted(close.answer, close.req);
   });
-  // A client that half-closes after its requests (a socket's end() after the last write,
-  // `printf … | nc -N`) still gets their answers, then the close (RFC 9112 §9.6 lets a
-  // client close its sending side first). Node's default ends the connection at the
-  // client's FIN and drops every answer not yet written: a POST stored, its 201 never
-  // sent. `httpAllowHalfOpen` is http.Server's switch for it (lib/_http_server.js,
-  // `socketOnEnd`: the last answer then closes the connection), not in Node's docs.
-  (app.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
   const routeMethods = new RouteMethods();
