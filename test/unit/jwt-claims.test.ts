@@ -7,6 +7,7 @@
  */
 import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import assert from 'node:assert/strict';
 import { createHmac, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT } from 'jose';
@@ -14,6 +15,7 @@ import { MAX_EXPIRES_AT_MS, NBF_TOLERANCE_SEC, createVerifier } from '../../src/
 import { mintToken } from '../../src/auth/mint-token.js';
 import { BAD_SIGNATURE, BAD_SIGNATURE_LOG, tokenExpired, tokenExpiredOverHttp } from '../../src/auth/jwt-refusals.js';
 import { capturingLogger } from '../harness/log-capture.js';
+import { REPO_ROOT } from '../harness/test-build.js';
 
 const SECRET = 'jwt-claims-test-secret-of-32-chars-or-more';
 const key = new TextEncoder().encode(SECRET);
@@ -204,7 +206,7 @@ test('an expired token\'s refusal says how far behind the clock its exp is and w
 });
 
 test('the section a token refusal cites is a heading of docs/protocol.md (an early nbf cited "Clock", which is none)', async () => {
-  const headings = new Set(readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8').split('\n')
+  const headings = new Set(readFileSync(path.join(REPO_ROOT, 'docs/protocol.md'), 'utf8').split('\n')
     .filter((line) => line.startsWith('#')).map((line) => line.replace(/^#+\s*/, '')));
   const now = Math.floor(Date.now() / 1000);
   const early = await verify(await sign({ sub: 'ana', exp: now + 60, nbf: now + 3600 })).then(() => '', (err: Error) => err.message);
