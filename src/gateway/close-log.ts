@@ -9,7 +9,7 @@
  * long as it reconnects, a fleet of phones losing coverage is a stream of idle
  * terminations — and a soak tester's 45 non-acking devices of 1,600 wrote 3,408 of
  * them in 30 minutes, every line of the log. The first of each kind is logged, then at
- * most one per {@link OUTAGE_LOG_INTERVAL_MS}, carrying `notLogged`, how many were left
+ * most one per {@link OUTAGE_LOG_INTERVAL_MS} of each kind, carrying `notLogged`, how many were left
  * out since; those are logged at debug. `pixiu_ws_closes_total{code,by}` counts them all.
  */
 import { CloseCode } from '../delivery/close-codes.js';
@@ -30,20 +30,22 @@ export function closeLogLine(code: number): { readonly level: ConnectionLogLevel
 
 /**
  * The node's thinning of the info lines of server closes (see the module's doc): one
- * {@link LogThrottle} per message, shared by every connection of the node.
+ * {@link LogThrottle} per kind of close (its code; the idle cut), shared by every
+ * connection of the node, so that a flood of one kind (4008s) hides no other (4003s).
  */
 export class CloseLogThinning {
-  readonly #byMsg = new Map<string, LogThrottle>();
+  readonly #byKind = new Map<string, LogThrottle>();
 
   /**
-   * The level to log a close line of `level` and `msg` at now: an info line at info when
-   * one may be logged now, with `notLogged` when some were left out before it, else at
-   * debug; a line at any other level as it is.
+   * The level to log a close line of `level` at now: an info line at info when one of
+   * its `kind` may be logged now, with `notLogged` when some were left out before it,
+   * else at debug; a line at any other level as it is.
+   * @param kind what the line tells: the close code, or {@link IDLE_TERMINATED_LOG}
    */
-  levelOf(level: ConnectionLogLevel, msg: string): { readonly level: ConnectionLogLevel; readonly notLogged?: number } {
+  levelOf(level: ConnectionLogLevel, kind: string): { readonly level: ConnectionLogLevel; readonly notLogged?: number } {
     if (level !== 'info') return { level };
-    let throttle = this.#byMsg.get(msg);
-    if (throttle === undefined) this.#byMsg.set(msg, throttle = new LogThrottle(OUTAGE_LOG_INTERVAL_MS));
+    let throttle = this.#byKind.get(kind);
+    if (throttle === undefined) this.#byKind.set(kind, throttle = new LogThrottle(OUTAGE_LOG_INTERVAL_MS));
     const left = throttle.take();
     return left === undefined ? { level: 'debug' } : { level, ...thinnedFields(left) };
   }

@@ -203,7 +203,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#broadcast?.stop();
     // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
     const line = closeLogLine(code);
-    const { level, ...thinned } = this.#deps.closeLog.levelOf(line.level, line.msg);
+    const { level, ...thinned } = this.#deps.closeLog.levelOf(line.level, String(code));
     this.#logLine(level, { code, reason, ...thinned, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
     this.#ws.close(code, closeReason(reason));
     if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {

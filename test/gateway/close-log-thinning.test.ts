@@ -1,8 +1,8 @@
 /**
  * The info lines of the closes a client's own behaviour repeats — 4008 (ack timeout),
  * 4003 (protocol abuse) and the idle cut — are thinned node-wide (src/gateway/close-log.ts):
- * the first of each kind at info, then at most one per 10 s carrying `notLogged`, the
- * others at debug; the closes themselves are all counted. A soak tester's 45 non-acking
+ * the first of each kind at info, then at most one per 10 s of that kind carrying
+ * `notLogged`, the others at debug; the closes themselves are all counted. A soak tester's 45 non-acking
  * devices of 1,600 wrote 3,408 such lines in 30 minutes, every line of the log.
  */
 import { after, before, test } from 'node:test';
@@ -59,6 +59,15 @@ test('three devices that never ack are each closed 4008 and counted; the first c
   assert.deepEqual(new Set(logged.map((l) => l.user)), new Set(users), 'each line names its user');
   assert.equal(logged.some((l) => 'notLogged' in l), false, 'no line was left out before the first');
   assert.equal(await serverCloses(4008), before + 3);
+});
+
+test('a 4003 right after them is logged at info all the same: each kind of close is thinned on its own', async () => {
+  const client = await gw.connect('abuser', { device: 'phone' });
+  // Past the bad-frame limit (20 malformed frames): closed 4003 (docs/protocol.md).
+  for (let i = 0; i < 25; i++) client.send('not json');
+  assert.equal((await client.waitClose(10_000)).code, 4003);
+  await waitUntil('the 4003 logged', async () => lines.some((l) => l.msg === CLOSED_LOG && l.code === 4003));
+  assert.deepEqual(lines.filter((l) => l.msg === CLOSED_LOG && l.code === 4003).map((l) => l.level), [INFO]);
 });
 
 test('silent clients cut as idle: the first cut is logged at info, the next ones at debug', async () => {
