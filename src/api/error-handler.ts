@@ -16,6 +16,7 @@ import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { dropIncoming } from '../drop-incoming.js';
+import { markClosingAnswer } from './closing-answers.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
 /**
@@ -84,6 +85,7 @@ export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.status === 401) reply.header('www-authenticate', bearerChallenge(reply.request.raw));
   if (bodyPending(reply.request.raw)) {
     reply.header('connection', 'close');
+    markClosingAnswer(reply.raw);
     lingerOnClose(reply.request.raw.socket);
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());

@@ -47,6 +47,7 @@ import { PixiuError } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import { LINGER_MAX_BYTES, lingerOnClose } from './error-handler.js';
+import { closesConnection, isClosing, markClosing } from './closing-answers.js';
 
 /** The bounds of one connection's pipelining. */
 export interface PipelineBounds {
@@ -133,12 +134,6 @@ function answered(this: ServerResponse): void {
   if (at >= 0) queue.splice(at, 1);
 }
 
-/**
- * Connections refused for `pipelined_requests`: the requests Node still parsed on them
- * (the rest of the chunk it was reading) are dropped.
- */
-const refused = new WeakSet<Socket>();
-
 /** A connection closed (`this`): nothing of it is in progress any more. */
 function forget(this: Socket): void {
   inProgress.delete(this);
@@ -168,7 +163,7 @@ function unreadBytes(socket: Socket, queue: readonly ServerResponse[]): number {
  * handle (its `unconsume`), and taking them off leaves the bytes to the drop alone.
  */
 function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
-  refused.add(socket);
+  markClosing(socket);
   const parsers = socket.listeners('data') as Array<(chunk: Buffer) => void>;
   dropIncoming(socket, { maxBytes: LINGER_MAX_BYTES });
   for (const parser of parsers) socket.removeListener('data', parser);
@@ -218,13 +213,16 @@ export function boundPipelining(server: Server, onClose: (close: PipelineClose) 
   server.removeAllListeners('request');
   server.on('request', function (this: Server, req: IncomingMessage, res: ServerResponse) {
     const socket = req.socket;
-    if (socket.destroyed || refused.has(socket)) return;
+    if (socket.destroyed || isClosing(socket)) return;
     let queue = inProgress.get(socket);
     if (queue === undefined) {
       queue = [];
       inProgress.set(socket, queue);
       socket.on('close', forget);
     } else if (queue.length > 0) {
+      // Behind an answer that closes the connection (an early refusal, decided as its
+      // request was dispatched: closing-answers.ts): never acted on, never answered.
+      if (queue.some(closesConnection)) return;
       // Only a pipelined request (one arriving with another in progress) can meet a bound.
       // The bytes first: a client not reading would never see a refusal's answer either.
       const bytes = unreadBytes(socket, queue);

@@ -218,3 +218,29 @@ test('a connection with more bytes of answers unread than the bound is closed at
   assert.ok(handled.length < 40, `${handled.length} handled`);
   assert.deepEqual(handled, Array.from({ length: handled.length }, (_, i) => `/${i}`));
 });
+
+test('requests pipelined behind an early refusal that closes the connection (401, 415, 417) are not acted on: the answers before it and its own come, nothing after it is stored', async () => {
+  const post = (user: string, i: number, headers: Record<string, string> = {}): string => {
+    const body = JSON.stringify({ to: user, type: 't', data: i });
+    const head = { authorization: `Bearer ${server.client.token}`, 'content-type': 'application/json', ...headers };
+    return `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
+      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  };
+  // Two good ones before the refusal (the 417, answered as Node parses its request, first).
+  for (const [kind, headers, status, before] of [
+    ['a refused token', { authorization: 'Bearer wrong-token-0123456789' }, 'HTTP/1.1 401', 2],
+    ['a body that is not JSON', { 'content-type': 'text/plain' }, 'HTTP/1.1 415', 2],
+    ['an Expect other than 100-continue', { expect: 'foo' }, 'HTTP/1.1 417', 0],
+  ] as const) {
+    const user = `behind-${status.slice(9)}`;
+    const { socket, received, closedByNode } = connect(false);
+    const first = Array.from({ length: before }, (_, i) => post(user, i));
+    socket.write([...first, post(user, 99, headers), post(user, 2), post(user, 3), post(user, 4)].join(''));
+    await within(10_000, `the connection closed after ${kind}`, closedByNode);
+    socket.destroy();
+    const got = answers(received()).map((line) => line.split(' ').slice(0, 2).join(' '));
+    assert.deepEqual(got, [...first.map(() => 'HTTP/1.1 201'), status], `${kind}: ${received().slice(-300)}`);
+    const inbox = await server.client.get(`/v1/users/${user}/messages`);
+    assert.deepEqual((inbox.body as { messages: Array<{ data: unknown }> }).messages.map((m) => m.data), first.map((_, i) => i), kind);
+  }
+});
