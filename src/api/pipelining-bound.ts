@@ -39,6 +39,10 @@
  * when a client's connection drops; an ingest request whose client is gone before its
  * write is dropped, src/api/abandoned-requests.ts). A client that reads its answers and
  * keeps fewer requests than the bound in flight never meets either bound.
+ *
+ * The same wrapper drops a request dispatched behind an answer that closes its
+ * connection (an early refusal, a 417: closing-answers.ts): Node writes that answer and
+ * ends the connection, so the request is never acted on and never answered.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
