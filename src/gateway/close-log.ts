@@ -49,6 +49,23 @@ export class CloseLogThinning {
     const left = throttle.take();
     return left === undefined ? { level: 'debug' } : { level, ...thinnedFields(left) };
   }
+
+  /**
+   * The line of a server close with `code` ({@link closeLogLine}), thinned: the level,
+   * `fields` with `notLogged` when it applies, and the message, as a connection's
+   * logger takes them (ws-connection.ts `#logLine`).
+   */
+  closeLine(code: number, fields: object): [ConnectionLogLevel, object, string] {
+    const line = closeLogLine(code);
+    const { level, ...thinned } = this.levelOf(line.level, String(code));
+    return [level, { ...fields, ...thinned }, line.msg];
+  }
+
+  /** The line of an idle cut ({@link IDLE_TERMINATED_LOG}, at info), thinned as {@link closeLine}. */
+  idleLine(fields: object): [ConnectionLogLevel, object, string] {
+    const { level, ...thinned } = this.levelOf('info', IDLE_TERMINATED_LOG);
+    return [level, { ...fields, ...thinned }, IDLE_TERMINATED_LOG];
+  }
 }
 
 /** `reason` cut to what a close frame carries (123 bytes of UTF-8; `ws` throws past it), on a character boundary. */

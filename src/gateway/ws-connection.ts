@@ -21,7 +21,7 @@ import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
-import { IDLE_TERMINATED_LOG, closeLogLine, closeReason, type ConnectionLogLevel } from './close-log.js';
+import { closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
 
@@ -201,10 +201,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#closeCode = code;
     this.#frames.stop();
     this.#broadcast?.stop();
-    // At the level its cause needs (close-log.ts); a slow consumer with what it left unread.
-    const line = closeLogLine(code);
-    const { level, ...thinned } = this.#deps.closeLog.levelOf(line.level, String(code));
-    this.#logLine(level, { code, reason, ...thinned, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }, line.msg);
+    // At the level its cause needs, thinned (close-log.ts); a slow consumer with what it left unread.
+    this.#logLine(...this.#deps.closeLog.closeLine(code, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }));
     this.#ws.close(code, closeReason(reason));
     if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
       // No time limit of its own: the terminate below ends the grace, unless the
@@ -321,8 +319,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     const silentMs = this.#heartbeatState.silentMs(nowMs);
     if (silentMs > this.#deps.config.idleTimeoutMs) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
-      const { level, ...thinned } = this.#deps.closeLog.levelOf('info', IDLE_TERMINATED_LOG);
-      this.#logLine(level, { silentMs, ...thinned }, IDLE_TERMINATED_LOG);
+      this.#logLine(...this.#deps.closeLog.idleLine({ silentMs }));
       this.#closed = true;
       // The server's decision, counted as such (by="server"), with the 1006 the cut makes.
       this.#closeCode = CloseCode.abnormal;
