@@ -1,11 +1,11 @@
 /**
- * The HTTP face of the error catalogue: every failure becomes
- * `{"error": {"code", "message"}}` with the catalogue's status (DESIGN.md §7),
- * 503s (and the history budget's 429s) carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal detail reaches a client.
- * Server faults (500) are logged at error with their stack; 503 UNAVAILABLE (an outage
- * of Redis or another node, expected and retried) at warn with its message and its
- * cause's, no stack — but `/readyz`'s at debug: saying "not ready" is its job; client
- * faults at debug.
+ * The HTTP face of the error catalogue: every failure becomes `{"error": {"code",
+ * "message"}}` with the catalogue's status (DESIGN.md §7), 503s (and the history budget's
+ * 429s) carry `Retry-After`, 401s `WWW-Authenticate: Bearer`, and no stack or internal
+ * detail reaches a client. Server faults (500) are logged at error with their stack; 503
+ * UNAVAILABLE (an outage of Redis or another node, expected and retried) at warn with its
+ * message and its cause's, no stack — but `/readyz`'s at debug: saying "not ready" is its
+ * job; client faults at debug.
  */
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -74,11 +74,12 @@ export function toHttpError(err: unknown): PixiuError {
 }
 
 /**
- * Sends a catalogue error as the JSON error body. An error answered before the
- * request's body has all arrived (a refused token, found by a hook before the body is
- * read) ends the connection: Node would otherwise keep reading that body to keep the
- * connection, and a body that never comes would earn the same request a second
- * answer, the 408 of `PIXIU_REQUEST_TIMEOUT`.
+ * Sends a catalogue error as the JSON error body. An error answered before the request's
+ * body has all arrived (a refused token, found by a hook before the body is read) ends
+ * the connection: Node would otherwise keep reading that body to keep the connection,
+ * and a body that never comes would earn the same request a second answer, the 408 of
+ * `PIXIU_REQUEST_TIMEOUT`. Such an answer is marked (closing-answers.ts): the requests
+ * pipelined behind it are not acted on.
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
@@ -114,9 +115,8 @@ function bearerChallenge(req: IncomingMessage): string {
 
 /**
  * True when the request has a body that has not all arrived. A request with neither
- * `Content-Length` nor `Transfer-Encoding` has none (RFC 9112 §6.3), though Node marks
- * it `complete` only after its handlers ran: a 404 or 401 of a GET keeps its
- * keep-alive connection.
+ * `Content-Length` nor `Transfer-Encoding` has none (RFC 9112 §6.3), though Node marks it
+ * `complete` only after its handlers ran: a 404 or 401 of a GET keeps its connection.
  */
 function bodyPending(req: IncomingMessage): boolean {
   if (req.complete) return false;
