@@ -115,13 +115,15 @@ export const REFUSED_STALL_MS = 500;
 
 /**
  * The answer of a request that arrives with `maxRequests` others of its connection in
- * progress: 429 `RATE_LIMITED`, sent after their answers with `Connection: close`. No
- * `Retry-After`: the requests may be sent again at once, on another connection.
+ * progress: 429 `RATE_LIMITED`, sent after their answers with `Connection: close` and
+ * `Retry-After: 0`: the requests may be sent again at once, on another connection (every
+ * 429 carries a `Retry-After`: docs/api.md, the OpenAPI document marks it required).
  */
 export function pipelinedPastBound(maxRequests: number): PixiuError {
   return new PixiuError('RATE_LIMITED', `this connection has ${maxRequests} requests in progress (pipelined, their answers not all `
     + `written), the most it takes: this request and every one sent after it on the connection were not acted on, and the `
-    + `connection closes after this answer. Send them again on another connection, with fewer than ${maxRequests} in flight`);
+    + `connection closes after this answer. Send them again on another connection, with fewer than ${maxRequests} in flight`,
+  { retryAfterSeconds: 0 });
 }
 
 /**
@@ -174,7 +176,9 @@ function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
   lingerOnClose(socket);
   destroyWhenStalled(socket);
   const body = JSON.stringify(answer.toBody());
-  res.writeHead(answer.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+  res.writeHead(answer.status, {
+    'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'retry-after': String(answer.retryAfterSeconds ?? 0),
+  });
   res.end(body);
 }
 

@@ -161,6 +161,8 @@ test(`POSTs pipelined past the bound: the first ${PIPELINE_BOUNDS.maxRequests} a
     // The 429's own head: the catalogue's body type, and the close announced.
     const last = received().slice(received().lastIndexOf('HTTP/1.1 429'));
     assert.match(last, /\r\nconnection: close\r\n/i);
+    // Every 429 carries a Retry-After (the OpenAPI document marks it required): 0, at once.
+    assert.match(last, /\r\nretry-after: 0\r\n/i);
     assert.match(last, /\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
     assert.match(last, /"code":"RATE_LIMITED"/);
     // Stored: exactly the answered ones, in order.
