@@ -158,7 +158,12 @@ test('history\'s limit is documented as docs/api.md says: inbox entries read, so
     assert.match(words, /an empty messages array is not the end;/, route);
     // A rule that ends: "until next_after_seq is latest_seq" never did for an after_seq above it.
     assert.match(words, /from next_after_seq while it is below latest_seq:/, route);
-    assert.match(words, /with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0$/, route);
+    assert.match(words, /with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0\./, route);
+    // The strict integer forms the server holds both parameters to (docs/api.md; walk12 F3).
+    const afterSeq = operation(route).parameters?.find((p) => p.name === 'after_seq') as { description?: string; schema?: { description?: string } } | undefined;
+    for (const described of [words, afterSeq?.description ?? afterSeq?.schema?.description ?? '']) {
+      assert.match(described, /Plain decimal digits, given once: 007, 1e3, \+1 or a second after_seq or limit are refused 400$/, route);
+    }
     const page = operation(route).responses?.['200']?.content?.['application/json']?.schema as { properties: Record<string, { description?: string }> };
     const next = page.properties.next_after_seq?.description ?? '';
     assert.match(next, /or after_seq itself when that is above latest_seq/, route);

@@ -23,14 +23,16 @@ export const DEFAULT_HISTORY_LIMIT = 100;
  * must not stop on an empty page (an integrator newcomer's finding: the text said "most
  * messages in the page").
  */
-const LIMIT_WORDS = 'most inbox entries the page reads (after after_seq), not messages returned: an entry whose content expired or is unreadable comes in gaps, so a page may hold fewer messages than limit, or none, with more after it; it also ends before the message that would take its data past 1 MiB of JSON text. Read on from next_after_seq while it is below latest_seq: an empty messages array is not the end; with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0';
+/** How the history routes' integer parameters are written (docs/api.md: the strict integer forms). */
+const INTEGER_FORM = '. Plain decimal digits, given once: 007, 1e3, +1 or a second after_seq or limit are refused 400';
+const LIMIT_WORDS = 'most inbox entries the page reads (after after_seq), not messages returned: an entry whose content expired or is unreadable comes in gaps, so a page may hold fewer messages than limit, or none, with more after it; it also ends before the message that would take its data past 1 MiB of JSON text. Read on from next_after_seq while it is below latest_seq: an empty messages array is not the end; with after_seq above latest_seq, or an epoch other than the pages before, read again from after_seq=0' + INTEGER_FORM;
 
 /** Query of the history routes. */
 export const historyQuery = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    after_seq: { ...seqCursor, default: 0, description: 'return messages with a larger seq; 0 for the oldest retained' },
+    after_seq: { ...seqCursor, default: 0, description: `return messages with a larger seq; 0 for the oldest retained${INTEGER_FORM}` },
     limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, default: DEFAULT_HISTORY_LIMIT, description: LIMIT_WORDS },
   },
 } as const;
