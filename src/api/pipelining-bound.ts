@@ -52,6 +52,7 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 import type { Logger } from '../logger.js';
 import { LINGER_MAX_BYTES, lingerOnClose } from './error-handler.js';
 import { closesConnection, isClosing, markClosing } from './closing-answers.js';
+import { drainedSince, drainMarkOf, type DrainMark } from '../gateway/backpressure.js';
 
 /** The bounds of one connection's pipelining. */
 export interface PipelineBounds {
@@ -184,19 +185,20 @@ function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
 
 /**
  * Destroys `socket` once its client took none of the bytes written to it for
- * {@link REFUSED_STALL_MS} while some wait (the kernel took none: `bytesWritten` counts
- * the bytes still buffered, `writableLength` is them). A node slow to answer, with
- * nothing waiting, is no stall.
+ * {@link REFUSED_STALL_MS} while some wait: no write done and no more of the one in
+ * progress taken by the kernel (gateway/backpressure.ts `drainMarkOf`, `drainedSince`,
+ * the measure a paused WebSocket is judged by: a slow reader taking a large write bit
+ * by bit is no stall). A node slow to answer, with nothing waiting, is no stall.
  */
 function destroyWhenStalled(socket: Socket): void {
-  let taken = socket.bytesWritten - socket.writableLength;
+  const markNow = (): DrainMark => drainMarkOf(socket, { bufferedAmount: socket.writableLength });
+  let mark = markNow();
   let since = performance.now();
   const timer = setInterval(() => {
-    const now = socket.bytesWritten - socket.writableLength;
-    if (now !== taken || socket.writableLength === 0) {
-      taken = now;
-      since = performance.now();
-    } else if (performance.now() - since >= REFUSED_STALL_MS) socket.destroy();
+    const now = markNow();
+    if (drainedSince(mark, now) || socket.writableLength === 0) since = performance.now();
+    else if (performance.now() - since >= REFUSED_STALL_MS) socket.destroy();
+    mark = now;
   }, REFUSED_STALL_MS / 5);
   timer.unref();
   socket.once('close', () => clearInterval(timer));
