@@ -1,7 +1,7 @@
 /**
  * Reading and dropping what a peer still sends on a connection the server is closing,
  * within a byte cap and a time limit: an HTTP connection answered before its request
- * body arrived (a lingering close, RFC 9112 §9.6: src/api/error-handler.ts) and a
+ * body arrived (a lingering close, RFC 9112 §9.6: src/api/lingering-close.ts) and a
  * WebSocket closed 4003 for protocol abuse (src/gateway/receiver-refusals.ts). Read on,
  * the client still sees the server's last answer (a reset would discard it) and its own
  * end still ends the connection; the cap and the limit keep a client that never stops

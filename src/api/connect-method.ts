@@ -7,7 +7,7 @@
  * (a security tester's finding). Answered here as any other method on an unknown route
  * is (docs/api.md): 404 NOT_FOUND with the catalogue's body, after the answers of the
  * requests before it, then the connection is closed with a lingering close: what the
- * client still sends is read and dropped until its end, or {@link LINGER_MS} at most.
+ * client still sends is read and dropped until its end, or lingering-close.ts `LINGER_MS` at most.
  * Node's HTTP server no longer tracks such a socket, so a client that kept its side
  * open held it — and the node's shutdown, which waits for every socket — for good (a
  * reviewer's finding on the first version, which only ended its own side).
@@ -17,7 +17,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PixiuError } from '../errors.js';
-import { rawErrorAnswer, lingeringEnd, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
+import { rawErrorAnswer, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
+import { lingeringEnd } from './lingering-close.js';
 
 /**
  * For the HTTP server's `connect` event: answers the CONNECT request 404 NOT_FOUND once

@@ -15,8 +15,8 @@ import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { dropIncoming } from '../drop-incoming.js';
 import { markClosingAnswer } from './closing-answers.js';
+import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
 /**
@@ -125,53 +125,6 @@ function bodyPending(req: IncomingMessage): boolean {
 }
 
 /**
- * How long a connection closed after an early answer (or a client error's: a 408, a
- * 400 for bytes that are not HTTP) keeps reading what the client still sends, ms.
- */
-export const LINGER_MS = 2000;
-/** Most bytes read (and dropped) meanwhile: past it the connection is cut. */
-export const LINGER_MAX_BYTES = 64 * 1024 * 1024;
-
-const lingering = new WeakSet<Socket>();
-
-/**
- * A lingering close (RFC 9112 §9.6) for a connection answered before its request body
- * has all arrived (a body over the limit, a refused token), or refused a request
- * pipelined past its bound (pipelining-bound.ts): once the answer is out,
- * the server stops writing (FIN) but keeps reading and dropping what the client still
- * sends (drop-incoming.ts), until the client closes, {@link LINGER_MS} pass or
- * {@link LINGER_MAX_BYTES} arrive. Closed at once instead, data still arriving made the
- * kernel answer with a reset, and a client still uploading (Node's `fetch` with a
- * 24 MiB body) saw EPIPE rather than the 413 it had been sent.
- */
-export function lingerOnClose(socket: Socket | null | undefined): void {
-  if (!socket || lingering.has(socket)) return;
-  lingering.add(socket);
-  // Node ends a `Connection: close` response's socket with destroySoon (FIN, then destroy
-  // once written); here the destroy waits for the client instead.
-  socket.destroySoon = function lingeringClose(this: Socket): void {
-    lingeringEnd(this);
-  };
-}
-
-/**
- * Ends `socket` with a lingering close (see {@link lingerOnClose}): writes `last` (if
- * any) and a FIN, then reads and drops what the client still sends until its end,
- * {@link LINGER_MS} or {@link LINGER_MAX_BYTES}, whichever is first. For the HTTP
- * answers sent before a request body arrived, the client errors' raw answers (a 408,
- * a 400 or 431 from the parser: {@link clientErrorAnswerer}) and the CONNECT refusal
- * (connect-method.ts).
- */
-export function lingeringEnd(socket: Socket, last?: Buffer | string): void {
-  dropIncoming(socket, { maxBytes: LINGER_MAX_BYTES, ms: LINGER_MS });
-  // The server's socket half-opens (allowHalfOpen): the client's end is the close.
-  socket.once('end', () => socket.destroy());
-  if (!socket.writable) return;
-  if (last === undefined) socket.end();
-  else socket.end(last);
-}
-
-/**
  * For fastify's `frameworkErrors` option: a malformed URL or an over-long path
  * parameter, found by the router before any hook or handler runs, answered with the
  * catalogue's body like every other error (fastify's own body is not Pixiu's), and
@@ -196,7 +149,7 @@ export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyR
  * before it (see `endAfterAnswers`), and the socket is then closed: after a
  * parse error the stream has no next request boundary (Node's 'clientError' event,
  * https://nodejs.org/api/http.html#event-clienterror). Closed with a lingering close
- * ({@link lingeringEnd}), within {@link LINGER_MS}: Node's server sockets are
+ * ({@link lingeringEnd}), within lingering-close.ts `LINGER_MS`: Node's server sockets are
  * half-open, and ending the server's side alone left a client that kept its own side
  * open (silent or trickling bytes) holding the socket, read, for as long as it liked
  * (a security tester's finding: 300 such connections after a 408 held 300 fds for

@@ -20,7 +20,7 @@
  * their answers are written, in order (Node queues a pipelined answer behind the ones
  * before it, RFC 9112 §9.3.2); the refused one is answered 429 `RATE_LIMITED` with
  * `Connection: close` after them ({@link pipelinedPastBound}); and the connection is
- * then closed with a lingering close (error-handler.ts `lingerOnClose`). From the
+ * then closed with a lingering close (lingering-close.ts `lingerOnClose`). From the
  * refusal on, the connection's bytes are no longer parsed: Node's HTTP parser is taken
  * off the socket, and what the client still sends is read and dropped unparsed
  * (drop-incoming.ts, up to `LINGER_MAX_BYTES`), so the refused request and every one
@@ -50,7 +50,7 @@ import { dropIncoming } from '../drop-incoming.js';
 import { PixiuError } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
-import { LINGER_MAX_BYTES, lingerOnClose } from './error-handler.js';
+import { LINGER_MAX_BYTES, lingerOnClose } from './lingering-close.js';
 import { closesConnection, isClosing, markClosing } from './closing-answers.js';
 import { drainedSince, drainMarkOf, type DrainMark } from '../gateway/backpressure.js';
 

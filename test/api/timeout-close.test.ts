@@ -10,7 +10,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { LINGER_MS } from '../../src/api/error-handler.js';
+import { LINGER_MS } from '../../src/api/lingering-close.js';
 import { cleanupList, type InProcessServer } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
 
