@@ -7,7 +7,7 @@
  * (refusal-counts.ts), then the routes, the producer ones behind the API token
  * (producer-scope.ts). The OpenAPI document is served at `GET /v1/openapi.json`.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { PixiuError } from '../errors.js';
@@ -30,7 +30,6 @@ import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
 import { boundPipelining, reportPipelineCloses } from './pipelining-bound.js';
-import { markClosing } from './closing-answers.js';
 import { cachedSerializers } from './schema-cache.js';
 import { describeErrors, installBodyParsing } from './validation.js';
 import { routeValidators } from './route-validators.js';
@@ -120,13 +119,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // in time closes its connection.
   app.decorate('historyBudget', new HistoryBudget(HISTORY_BYTES_IN_FLIGHT, deps.config.historyTakeTimeoutMs,
     () => deps.metrics.historyConnectionsClosed.inc()));
-  // An Expect other than 100-continue: the catalogue's 417, not Node's bare one; it
-  // closes the connection, so the requests pipelined after it are not acted on.
-  const expectationFailed = expectationAnswerer(unrouted);
-  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    markClosing(res.socket);
-    expectationFailed(req, res);
-  });
+  // An Expect other than 100-continue: the catalogue's 417, not Node's bare one.
+  app.server.on('checkExpectation', expectationAnswerer(unrouted));
   app.server.on('connect', connectMethodAnswerer(unrouted));
   // Expect: 100-continue is answered 100 only when the body will be read.
   installContinue(app);

@@ -4,7 +4,7 @@
  * acted on (docs/api.md: a client's requests after a closing refusal are not acted on;
  * a message pipelined behind a 401 was stored and never answered, a black-box tester's
  * walk11 A). Marked by those who decide the close: error-handler.ts `sendError` (an early
- * refusal, `Connection: close`), app.ts for the 417, pipelining-bound.ts for its 429;
+ * refusal, `Connection: close`) and `expectationAnswerer` (the 417), pipelining-bound.ts for its 429;
  * pipelining-bound.ts drops a request dispatched after one.
  * Node writes a `writeHead`'s headers without keeping them (`getHeader` cannot tell),
  * hence marks of our own.

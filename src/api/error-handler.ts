@@ -15,7 +15,7 @@ import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { markClosingAnswer } from './closing-answers.js';
+import { markClosing, markClosingAnswer } from './closing-answers.js';
 import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
@@ -223,6 +223,8 @@ export function expectationAnswerer(onError?: (err: PixiuError, req: IncomingMes
     const err = new PixiuError('EXPECTATION_FAILED', 'the Expect header asks for something other than 100-continue, '
       + 'the only expectation HTTP defines (RFC 9110 §10.1.1); send the request without it');
     onError?.(err, req);
+    // It closes the connection: the requests pipelined after it are not acted on (closing-answers.ts).
+    markClosing(res.socket);
     // Its body is not read: a client still sending it gets the 417, not a reset.
     if (bodyPending(req)) lingerOnClose(res.socket);
     const body = JSON.stringify(err.toBody());
