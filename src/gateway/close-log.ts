@@ -42,7 +42,7 @@ export class CloseLogThinning {
    * else at debug; a line at any other level as it is.
    * @param kind what the line tells: the close code, or {@link IDLE_TERMINATED_LOG}
    */
-  levelOf(level: ConnectionLogLevel, kind: string): { readonly level: ConnectionLogLevel; readonly notLogged?: number } {
+  #levelOf(level: ConnectionLogLevel, kind: string): { readonly level: ConnectionLogLevel; readonly notLogged?: number } {
     if (level !== 'info') return { level };
     let throttle = this.#byKind.get(kind);
     if (throttle === undefined) this.#byKind.set(kind, throttle = new LogThrottle(OUTAGE_LOG_INTERVAL_MS));
@@ -57,13 +57,13 @@ export class CloseLogThinning {
    */
   closeLine(code: number, fields: object): [ConnectionLogLevel, object, string] {
     const line = closeLogLine(code);
-    const { level, ...thinned } = this.levelOf(line.level, String(code));
+    const { level, ...thinned } = this.#levelOf(line.level, String(code));
     return [level, { ...fields, ...thinned }, line.msg];
   }
 
   /** The line of an idle cut ({@link IDLE_TERMINATED_LOG}, at info), thinned as {@link closeLine}. */
   idleLine(fields: object): [ConnectionLogLevel, object, string] {
-    const { level, ...thinned } = this.levelOf('info', IDLE_TERMINATED_LOG);
+    const { level, ...thinned } = this.#levelOf('info', IDLE_TERMINATED_LOG);
     return [level, { ...fields, ...thinned }, IDLE_TERMINATED_LOG];
   }
 }
