@@ -7,6 +7,7 @@
  */
 import { LRUCache } from 'lru-cache';
 
+/** A bounded set of the last keys seen: `add(key)` is true once per key while it is remembered. */
 export class SeenKeys {
   readonly #seen: LRUCache<string, true>;
 

@@ -46,6 +46,7 @@ export const HANDSHAKE_REFUSALS = ['INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN
  * labels of every call, and these calls run once per request or message.
  */
 export const ROUTE_LABELS = Object.fromEntries(INGEST_ROUTES.map((route) => [route, Object.freeze({ route })])) as Readonly<Record<IngestRoute, { route: IngestRoute }>>;
+/** `route` and `outcome` label sets of `pixiu_ingest_messages_total`, per ingest route, built once (as above). */
 export const OUTCOME_LABELS = Object.fromEntries(INGEST_ROUTES.map((route) => [route, {
   created: Object.freeze({ route, outcome: 'created' }),
   duplicate: Object.freeze({ route, outcome: 'duplicate' }),
@@ -66,6 +67,7 @@ export const FETCH_READ_LABELS: Readonly<Record<FetchRead, { read: FetchRead }>>
 
 /** `result` label sets of `pixiu_ack_cursor_writes_total`, built once (as above). */
 export const WRITTEN = Object.freeze({ result: 'written' });
+/** See {@link WRITTEN}. */
 export const FAILED = Object.freeze({ result: 'failed' });
 
 /** The `accepted` label set of `pixiu_ws_handshakes_total`, built once. */

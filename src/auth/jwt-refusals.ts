@@ -95,6 +95,7 @@ export class TokenExpiredError extends PixiuError {
   }
 }
 
+/** The log line of a client token whose signature does not verify (the client is told only 401, no hint of the key). */
 export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
 
 /**

@@ -142,6 +142,11 @@ export function expiresArg(extra: AppendExtra | undefined, now: number): string 
   return String(extra?.expiresAt ?? now + LONGEST_CONTENT_MS);
 }
 
+/**
+ * The append script's reply (`[seq, epoch, duplicate, ...nodes]`, append-11.lua's
+ * "Returns") as an {@link AppendResult}.
+ * @throws PixiuError INTERNAL when the reply has another shape (a script of another version)
+ */
 export function toAppendResult(reply: unknown): AppendResult {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'string') {
     throw new PixiuError('INTERNAL', 'unexpected reply from the inbox append script');
@@ -149,6 +154,11 @@ export function toAppendResult(reply: unknown): AppendResult {
   return { seq: reply[0], epoch: reply[1], duplicate: reply[2] === 1, nodes: reply.slice(3) as string[] };
 }
 
+/**
+ * Checks that a seq argument is a non-negative safe integer before it reaches a script.
+ * @param name the argument's name, for the error
+ * @throws PixiuError INVALID_REQUEST "<name> must be a non-negative integer"
+ */
 export function checkSeq(name: string, seq: number): void {
   if (!Number.isSafeInteger(seq) || seq < 0) throw invalid(`${name} must be a non-negative integer`);
 }

@@ -12,6 +12,7 @@ import type { InProgressBudget } from './ingest-budget.js';
 /** A batch item as validated: a user message (`to`) or a room message (`room`). */
 export type MessageBody = (UserMessageInput | RoomMessageInput) & { to?: UserMessageInput['to']; room?: string };
 
+/** Whether a validated item is a room message (it names a `room`, not `to`: DESIGN.md §8). */
 export function isRoomMessage(body: MessageBody): body is RoomMessageInput & MessageBody {
   return body.room !== undefined;
 }
