@@ -26,6 +26,7 @@ import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
 import { withPortablePatterns } from './portable-patterns.js';
 import { withRequiredHeaders } from './document-headers.js';
+import { withSharedSchemas } from './shared-schemas.js';
 import { MAX_PATH_PARAM_LENGTH } from './schemas.js';
 import { RouteMethods } from './route-methods.js';
 import { installShutdown } from './shutdown.js';
@@ -156,14 +157,17 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // The id patterns' `\s\p{Cc}\p{Cs}` as ranges of \uXXXX escapes (printable ASCII, read
     // alike by ECMA-262, Python and Java), and the MsgID's whole rule where the answers'
     // schemas hold its shape (portable-patterns.ts); the headers always sent marked
-    // required (document-headers.ts).
-    transformObject: (doc) => withRequiredHeaders(withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject)),
+    // required (document-headers.ts); then the shapes repeated across routes (the error
+    // body, the message id, …) written once in components.schemas and referred to by
+    // `$ref` (shared-schemas.ts), in their published form.
+    transformObject: (doc) => withSharedSchemas(withRequiredHeaders(withPortablePatterns('openapiObject' in doc ? doc.openapiObject : doc.swaggerObject))),
   });
 
   healthRoutes(app, deps);
   // Serialized once, at its first request (every route is added by then), and sent as
-  // those bytes each time: serialized per request, its ~150 KB cost 2 – 5 ms of the
-  // event loop each, and a few connections asking in a loop held the node.
+  // those bytes each time: serialized per request, it cost 2 – 5 ms of the event loop
+  // each (at ~150 KB, before shared-schemas.ts), and a few connections asking in a loop
+  // held the node.
   let openapi: Buffer | undefined;
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async (_req, reply) => {
     openapi ??= Buffer.from(JSON.stringify(app.swagger()));

@@ -5,7 +5,8 @@
  * reads schemas) against the schema the document gives its status (the status itself,
  * else its class, `4XX`), and each header the document declares there checked against
  * its schema: `WWW-Authenticate` on every 401, `Retry-After` on every 503 and on a
- * batch's 200 when an item is 503 (an audit found none declared). The real service on a
+ * batch's 200 when an item is 503 (an audit found none declared). A schema's `$ref`s
+ * to the document's `components.schemas` are resolved by Ajv. The real service on a
  * real port, with a private redis-server, which the last test freezes for the 503s.
  */
 import { after, before, test } from 'node:test';
@@ -19,6 +20,7 @@ import type { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
 import { HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
+import { dereferenced } from './openapi-refs.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 
@@ -30,6 +32,7 @@ interface DocResponse {
 }
 interface Document {
   paths: Record<string, Record<string, { responses: Record<string, DocResponse> }>>;
+  components: { schemas: Record<string, object> };
 }
 
 const files = cleanupList();
@@ -102,7 +105,8 @@ function conforms(route: string, answer: HttpAnswer, status: number): string[] {
   assert.ok(documented !== undefined, `${route} documents ${status}: ${Object.keys(responses).join(', ')}`);
   const schema = documented.content?.['application/json']?.schema;
   if (schema !== undefined) {
-    const validate = ajv.compile(schema);
+    // Beside the document's components, where its `#/components/schemas/…` refer.
+    const validate = ajv.compile({ ...schema, components: doc.components });
     assert.ok(validate(answer.body), `${route} ${status}: ${answer.text}\n${JSON.stringify(validate.errors)}`);
   }
   for (const [name, { schema: headerSchema }] of Object.entries(documented.headers ?? {})) {
@@ -180,7 +184,7 @@ test('the 404s, the ack\'s 409 and the 413s a client acts on are answered under 
 });
 
 test('history gaps carry a reason the document declares, with its enum: trimmed (deleted by hand) and expired answers conform on both routes', async () => {
-  const items = doc.paths['/v1/users/{uid}/messages']?.get?.responses['200']?.content?.['application/json']?.schema as
+  const items = dereferenced(doc).paths['/v1/users/{uid}/messages']?.get?.responses['200']?.content?.['application/json']?.schema as
     { properties: { gaps: { items: { properties: { reason: { enum: string[] } }; required: string[] } } } };
   assert.deepEqual(items.properties.gaps.items.properties.reason.enum, ['trimmed', 'expired', 'undeliverable']);
   assert.ok(items.properties.gaps.items.required.includes('reason'));

@@ -5,7 +5,8 @@
  * every route, besides described error answers, a unique operationId for every route
  * (generated clients name their methods by it) and a server that works wherever the
  * service runs; and request bodies as the routes take them, checked with Ajv as a client
- * generator would read them.
+ * generator would read them. The document is read with its `$ref`s resolved
+ * (openapi-refs.ts); openapi-components.test.ts checks the references themselves.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,6 +20,7 @@ import { MSG_ID_PATTERN } from '../../src/ids/msg-id.js';
 import { messageBody } from '../../src/api/routes/message-schemas.js';
 import { REPO_ROOT, cleanupList, type PixiuClient } from '../harness/pixiu-server.js';
 import { startWithOwnRedis } from './api-fixture.js';
+import { dereferenced } from './openapi-refs.js';
 
 /** The parts of an OpenAPI 3 document these tests read. */
 interface Operation {
@@ -42,6 +44,7 @@ const OPEN_ROUTES = ['GET /healthz', 'GET /readyz', 'GET /metrics'];
 /** Routes that take the user's JWT. */
 const CLIENT_ROUTES = ['GET /v1/me/messages', 'POST /v1/me/ack'];
 
+/** The document with every `$ref` replaced by what it names. */
 let doc: Document;
 /** The document's JSON text, as served. */
 let docText: string;
@@ -54,7 +57,7 @@ before(async () => {
   ({ client } = await startWithOwnRedis(files));
   const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
   assert.equal(answer.status, 200, answer.text);
-  doc = answer.body as Document;
+  doc = dereferenced(answer.body as Document);
   docText = answer.text;
   operations = Object.entries(doc.paths).flatMap(([p, methods]) =>
     Object.entries(methods).map(([m, op]): [string, Operation] => [`${m.toUpperCase()} ${p}`, op]));

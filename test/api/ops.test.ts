@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess } from '../harness/pixiu-server.js';
 import { metricSample } from '../harness/checks.js';
+import { dereferenced } from './openapi-refs.js';
 
 let redis: RedisServer;
 
@@ -132,7 +133,8 @@ test('GET /v1/openapi.json lists every route with its methods', async (t) => {
   const { client } = await startInProcess(t, { redisUrl: redis.url });
   const answer = await client.get('/v1/openapi.json', { headers: { authorization: '' } });
   assert.equal(answer.status, 200);
-  const doc = answer.body as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { securitySchemes: Record<string, unknown> } };
+  // Read with its $refs resolved (the shared shapes are components: openapi-refs.ts).
+  const doc = dereferenced(answer.body) as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { securitySchemes: Record<string, unknown> } };
   assert.match(doc.openapi, /^3\./);
   const routes = Object.entries(doc.paths).flatMap(([p, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${p}`));
   for (const route of [
