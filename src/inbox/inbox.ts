@@ -60,7 +60,7 @@ export interface InboxOptions {
   /**
    * Most devices with an ack cursor per user (setting `maxDeviceCursors`, default
    * {@link DEFAULT_DEVICE_CURSORS}): past it, the cursors furthest behind are dropped
-   * (`ack-5.lua`).
+   * (`ack-6.lua`).
    */
   readonly deviceCursors?: number;
   /**
@@ -259,13 +259,16 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-5.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `ack-6.lua`). A cursor never moves back: acking below it changes nothing. With
    * `epoch`, an ack made under another inbox epoch (the inbox was recreated or rotated
    * since) stores no cursor of the current one, nor does an ack to a user with no inbox
    * (none yet, or it expired: its next append drops every cursor anyway); it moves
    * forward the device's cursor kept from that epoch by a rotation, if there is one
-   * ({@link rotateEpoch}). The device's first cursor of the current epoch deletes such a
-   * kept one. A device's first cursor that takes the user past the most device cursors
+   * ({@link rotateEpoch}), and when there is none and the current epoch's lineage shows
+   * it replaced `epoch` (the ack was on its way as the rotation came), makes it, unless
+   * the device has a cursor of the current epoch, `seq` is 0, or the user holds the most
+   * device cursors' worth of kept ones (docs/decisions.md "Stored cursors across a new
+   * epoch"). The device's first cursor of the current epoch deletes such a kept one. A device's first cursor that takes the user past the most device cursors
    * drops those of the devices furthest behind. The cursors expire with the inbox.
    *
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`

@@ -8,7 +8,10 @@
  * the first retained seq, and the seqs between its cursor and that one, which it never
  * had, were skipped with no `gap` and no `reset`. Both epoch changes the docs name: a
  * generation raise (`pixiu redis lost-writes`: the next append rotates), and another
- * device's `last_seq` above the latest (a resume claim's rotation).
+ * device's `last_seq` above the latest (a resume claim's rotation). And a device whose
+ * first ack of the old epoch was still held by its node (acks reach Redis in rounds) as
+ * another node rotated: ack-5.lua dropped it, and the device came back as a new one
+ * (a fresh review's finding, cursorreview F3); ack-6.lua makes its kept cursor.
  *
  * Real redis-server (the harness's), real service in process, real WebSocket clients;
  * inbox cap 5.
@@ -17,11 +20,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
 import type { TestClient } from '../harness/ws-client.js';
 import { raiseGeneration } from '../../src/inbox/generation.js';
 import { Keys } from '../../src/redis/keys.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
-import type { GatewayFixture } from './gateway-fixture.js';
+import { expectPong, type GatewayFixture } from './gateway-fixture.js';
 import { expectMsgs, expectWelcome, framesUpToPong, postMany, startDelivery, waitCursor } from './delivery-fixture.js';
 
 const CAP = { inboxCap: '5', deliveryWindow: '20' };
@@ -69,8 +73,8 @@ async function expectPhoneReset(gw: GatewayFixture, inbox: Inbox, user: string, 
   assert.notEqual(welcome.epoch, epoch);
   assert.deepEqual(await framesThrough(phone, 12), expected,
     'the phone resuming from its stored cursor (2, of the old epoch) must be reset and told 3..7 are gone, not welcomed at 8 as a new device');
+  await phone.close(); // its last logout on the node writes the acks it holds
   await waitCursor(inbox, user, 'phone', 12);
-  await phone.close();
 
   const again = await gw.connect(user, { device: 'phone' });
   await expectWelcome(again, 13, 12);
@@ -109,6 +113,33 @@ test('after another device\'s last_seq above the latest gave the inbox a new epo
   await expectWelcome(tablet, 1, 2);
   assert.deepEqual(await framesThrough(tablet, 2), ['reset', ...msgs(1, 2)], 'the claim above the latest resets the tablet');
   await tablet.close();
+
+  await postMany(gw.client, user, 10, 3);
+  await expectPhoneReset(gw, inbox, user, epoch);
+});
+
+test('a device whose first ack of the old epoch was still held by its node as another node rotated the inbox is reset from it, not taken for a new device', { timeout: 60_000 }, async (t) => {
+  const steps = cleanupList();
+  t.after(() => steps.run());
+  const own = await RedisServer.start();
+  steps.after(() => own.destroy());
+  // Rounds a minute apart: the phone's acks stay on the node until its last logout writes them.
+  const { gw, inbox } = await startDelivery(steps, 'sc3', { redisUrl: own.url, ackFlushIntervalMs: '60000', ...CAP });
+  const user = 'wim';
+  const ids = await postMany(gw.client, user, 2);
+  const phone = await gw.connect(user, { device: 'phone' });
+  const epoch = (await expectWelcome(phone, 1, 2)).epoch as string;
+  await expectMsgs(phone, 1, 2, ids);
+  await expectPong(phone); // its ack of 2 was taken, under `epoch`, and is held
+  assert.equal(await inbox.deviceCursor(user, 'phone'), undefined, 'no cursor in Redis yet');
+
+  // Another node's rotation (a resume claim's, which vouches for seqs up to 2), unseen here.
+  const fresh = await inbox.rotateEpoch(user, epoch, 60_000, 2);
+  assert.ok(fresh !== null && fresh !== epoch);
+  await phone.close();
+  // The held ack, of `epoch`, reaches Redis after the rotation: the cursor the rotation would have kept.
+  await waitUntil('the phone\'s kept cursor', async () => (await inbox.deviceCursor(user, 'phone'))?.epoch === epoch, 5_000, 20);
+  assert.deepEqual(await inbox.deviceCursor(user, 'phone'), { seq: 2, epoch });
 
   await postMany(gw.client, user, 10, 3);
   await expectPhoneReset(gw, inbox, user, epoch);
