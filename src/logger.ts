@@ -4,29 +4,25 @@
  * Server faults log at error, client faults at info or debug.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { stdoutDestination } from './stdout-destination.js';
 
 export type { Logger };
 
 /**
- * Creates the root logger, JSON lines on stdout.
- *
- * When stdout can no longer be written — its reader went away: a closed pipe (EPIPE),
- * the terminal of a dropped ssh session (EIO after SIGHUP) — logging stops and the
- * process goes on (a graceful stop included). pino itself stops only on EPIPE; any
- * other write error was thrown as an uncaught exception, whose crash line failed the
- * same way, and the process hung retrying it for good, its redis-server still running.
+ * Creates the root logger, JSON lines on stdout (stdout-destination.ts: a reader gone
+ * for good stops the log, not the process; a full disk holds the lines until they can
+ * be written, then warns how long the log was stalled).
  *
  * @param level a pino level, e.g. `info`; `silent` for none
  */
 export function createLogger(level: LevelWithSilent = 'info'): Logger {
-  const stdout = pino.destination({ dest: 1, sync: false });
-  stdout.on('error', () => {
-    const noop = (): void => undefined;
-    Object.assign(stdout, { write: () => true, flush: noop, flushSync: noop, end: noop });
-  });
-  return pino({
+  const logger: Logger = pino({
     level,
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-  }, stdout);
+  }, stdoutDestination((what) => {
+    logger.warn({ code: what.code, failedMs: what.failedMs, droppedLines: what.dropped },
+      'stdout could not be written for a while: the log lines of that time come late, and those past 8 MiB held were dropped');
+  }));
+  return logger;
 }
