@@ -13,14 +13,47 @@
  * A script's call refused so keeps the code in front (Redis 7: `OOM command not allowed
  * … script: <sha>, on @user_script:1.`); a MULTI whose commands Redis refused ends in
  * `EXECABORT`, with the refusals in ioredis's `previousErrors` (built/transaction.js).
+ *
+ * `MISCONF` is two refusals with two causes and two fixes, told apart by Redis's text
+ * (Redis 7 server.c `writeCommandsGetDiskErrorMessage`): a failed RDB snapshot under
+ * `stop-writes-on-bgsave-error` (`MISCONF Redis is configured to save RDB snapshots, but
+ * it's currently unable to persist to disk. …`), and a failed write or fsync of the
+ * append-only file (`MISCONF Errors writing to the AOF file: No space left on device`,
+ * the OS's words for the errno). Both used to be worded as the first, also on a Redis
+ * that takes no snapshots at all and whose AOF was on a full disk (walk13 F2).
  */
 
-/** Each state reply's code (the reply's first word), and what it means, in plain words. */
-const STATE_REPLIES: Readonly<Record<string, string>> = {
-  OOM: 'Redis refuses writes: it is out of memory (maxmemory)',
+import { cutText } from '../text-cut.js';
+
+/** What a `MISCONF` reply means, in plain words, from its text (see above). */
+function misconfWords(message: string): string {
+  const line = message.split('\n')[0] ?? '';
+  // Redis retries the AOF write every second (serverCron) and takes writes again once it succeeds.
+  const aof = /^MISCONF Errors writing to the AOF file: (.*?)(?: script: .*)?$/.exec(line);
+  if (aof !== null) {
+    const cause = cutText((aof[1] ?? '').trim(), 100);
+    const fix = /no space left/i.test(cause) ? 'its disk is full: free space on it' : 'check its disk';
+    return `Redis refuses writes: it cannot write its append-only file (AOF): ${cause} (${fix}; Redis tries the write again every second)`;
+  }
+  if (/^MISCONF Redis is configured to save RDB snapshots\b/.test(line)) {
+    return 'Redis refuses writes: its last RDB snapshot (background save) failed and stop-writes-on-bgsave-error is on '
+      + '(Redis\'s log says why, a full disk?; it takes writes again once a BGSAVE succeeds)';
+  }
+  return `Redis refuses writes: it cannot persist to disk (${cutText(line.replace(/^MISCONF /, ''), 200)})`;
+}
+
+/** What Redis's refusal for being full means (`OOM`). */
+const OUT_OF_MEMORY = 'Redis refuses writes: it is out of memory (maxmemory)';
+
+/**
+ * Each state reply's code (the reply's first word), and what it means, in plain words
+ * (or how to word it from the reply's message).
+ */
+const STATE_REPLIES: Readonly<Record<string, string | ((message: string) => string)>> = {
+  OOM: OUT_OF_MEMORY,
   READONLY: 'Redis refuses writes: it is a read-only replica (a failover?)',
   NOREPLICAS: 'Redis refuses writes: fewer replicas answer it than its min-replicas-to-write',
-  MISCONF: 'Redis refuses writes: it cannot save its snapshot to disk (stop-writes-on-bgsave-error)',
+  MISCONF: misconfWords,
   MASTERDOWN: 'Redis refuses commands: it is a replica that lost its link to its primary',
   LOADING: 'Redis is still loading its data into memory (it just started)',
   BUSY: 'Redis is busy running a script past its time limit (busy-reply-threshold)',
@@ -35,7 +68,8 @@ const STATE_CODE = new RegExp(`^(${Object.keys(STATE_REPLIES).join('|')})\\b`);
  * The plain words for the state reply `err` is, or that a refused MULTI's
  * `previousErrors` hold, or that its `cause` is (the catalogue error a Redis call was
  * answered with: client.ts `toRedisError`) — e.g. `Redis refuses writes: it is out of
- * memory (maxmemory)`; undefined when it is none (another error reply, a timeout, a
+ * memory (maxmemory)`, `Redis refuses writes: it cannot write its append-only file (AOF):
+ * No space left on device (…)`; undefined when it is none (another error reply, a timeout, a
  * closed connection).
  */
 export function redisStateReason(err: unknown): string | undefined {
@@ -43,12 +77,13 @@ export function redisStateReason(err: unknown): string | undefined {
   const candidates = [e?.message, ...(Array.isArray(e?.previousErrors) ? e.previousErrors.map((p: { message?: unknown } | null) => p?.message) : []), e?.cause?.message];
   for (const message of candidates) {
     const code = typeof message === 'string' ? STATE_CODE.exec(message)?.[1] : undefined;
-    if (code !== undefined) return STATE_REPLIES[code];
+    const words = code !== undefined ? STATE_REPLIES[code] : undefined;
+    if (words !== undefined) return typeof words === 'string' ? words : words(message as string);
   }
   return undefined;
 }
 
 /** True when `err` is, or was caused by, Redis refusing a write because it is full (`OOM`, {@link redisStateReason}). */
 export function isOutOfMemory(err: unknown): boolean {
-  return redisStateReason(err) === STATE_REPLIES.OOM;
+  return redisStateReason(err) === OUT_OF_MEMORY;
 }

@@ -40,6 +40,14 @@ test('Redis failures map to UNAVAILABLE; script replies keep their catalogue cod
   assert.equal(toRedisError(new ReplyError("READONLY You can't write against a read only replica.")).message,
     'Redis refuses writes: it is a read-only replica (a failover?); retry later');
   assert.match(toRedisError(new ReplyError('LOADING Redis is loading the dataset in memory')).message, /^Redis is still loading its data into memory .*; retry later$/);
+  // MISCONF's two causes, each in its own words (Redis 7's texts), from a script's call too.
+  assert.equal(toRedisError(new ReplyError('MISCONF Errors writing to the AOF file: No space left on device script: 91fb, on @user_script:1.')).message,
+    'Redis refuses writes: it cannot write its append-only file (AOF): No space left on device (its disk is full: free space on it; Redis tries the write again every second); retry later');
+  assert.equal(toRedisError(new ReplyError('MISCONF Errors writing to the AOF file: Input/output error')).message,
+    'Redis refuses writes: it cannot write its append-only file (AOF): Input/output error (check its disk; Redis tries the write again every second); retry later');
+  assert.match(toRedisError(new ReplyError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.")).message,
+    /^Redis refuses writes: its last RDB snapshot \(background save\) failed and stop-writes-on-bgsave-error is on \(.*\); retry later$/);
+  assert.equal(toRedisError(new ReplyError('MISCONF some other disk trouble')).message, 'Redis refuses writes: it cannot persist to disk (some other disk trouble); retry later');
   const aborted = Object.assign(new ReplyError('EXECABORT Transaction discarded because of previous errors.'), { previousErrors: [new ReplyError("OOM command not allowed when used memory > 'maxmemory'.")] });
   assert.equal(toRedisError(aborted).message, 'Redis refuses writes: it is out of memory (maxmemory); retry later');
   const other = toRedisError(new ReplyError('WRONGTYPE Operation against a key holding the wrong kind of value'));

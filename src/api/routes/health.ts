@@ -53,7 +53,7 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
       response: {
         200: statusBody('ready', 'Ready: Redis takes a write and the message store is open and takes messages'),
         ...opsErrorResponses,
-        503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer, refuses this node\'s connection (a password it requires) or refuses writes (full, read-only replica), or the store is not open or takes no messages now '
+        503: unavailableAnswer('Not ready: UNAVAILABLE, Redis does not answer, refuses this node\'s connection (a password it requires) or refuses writes (full, read-only replica, unable to persist to its disk), or the store is not open or takes no messages now '
           + '(a partition reopening after a failed write, e.g. a full disk, or with a write in flight past PIXIU_STORE_WRITE_TIMEOUT, a stalled disk; writes suspended while another store holds its partition claim), or this node is shutting down (from SIGTERM on with PIXIU_DRAIN_DELAY, other routes still served)'),
       },
     },
