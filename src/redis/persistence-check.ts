@@ -70,6 +70,20 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
   return persistence;
 }
 
+/** Redis's eviction settings, as `CONFIG GET maxmemory-policy` and `maxmemory` answered them. */
+export interface EvictionSettings {
+  /** `maxmemory-policy`: `noeviction`, `allkeys-lru` … */
+  readonly policy: string;
+  /** `maxmemory`, bytes; 0: none (nothing is evicted yet, whatever the policy); undefined when not answered as a number. */
+  readonly maxmemory: number | undefined;
+}
+
+/** `CONFIG GET maxmemory`'s value as bytes; undefined when it is no number (or not answered). */
+export function maxmemoryBytes(value: string | undefined): number | undefined {
+  const bytes = value === undefined || value.trim() === '' ? Number.NaN : Number(value);
+  return Number.isFinite(bytes) ? bytes : undefined;
+}
+
 /**
  * Logs at warn when `redis` may evict keys (`maxmemory-policy` other than
  * `noeviction`): under memory pressure it would drop inbox entries, ack cursors,
@@ -80,9 +94,9 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
  * (CONFIG SET, a managed Redis's plan) starts it: the warning says so. Nothing when
  * CONFIG cannot be used (logged at debug). Never rejects.
  * @param url the Redis URL as logged (password removed)
- * @returns the policy found (undefined: CONFIG could not be used)
+ * @returns the policy and maxmemory found (undefined: CONFIG could not be used)
  */
-export async function warnIfEvicting(redis: Redis, url: string, logger: Logger): Promise<string | undefined> {
+export async function warnIfEvicting(redis: Redis, url: string, logger: Logger): Promise<EvictionSettings | undefined> {
   let policy: string | undefined;
   let maxmemory: string | undefined;
   try {
@@ -97,7 +111,7 @@ export async function warnIfEvicting(redis: Redis, url: string, logger: Logger):
   } else {
     warnEviction(logger, policy, maxmemory, { redis: url });
   }
-  return policy;
+  return policy === undefined ? undefined : { policy, maxmemory: maxmemoryBytes(maxmemory) };
 }
 
 /**
@@ -108,9 +122,9 @@ export async function warnIfEvicting(redis: Redis, url: string, logger: Logger):
  */
 export function warnEviction(logger: Logger, policy: string, maxmemory: string | undefined, fields: Record<string, unknown>): void {
   if (policy === 'noeviction') return;
-  const limit = Number(maxmemory);
-  const when = Number.isFinite(limit) && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
-  logger.warn({ ...fields, maxmemoryPolicy: policy, ...(Number.isFinite(limit) ? { maxmemory: limit } : {}) },
+  const limit = maxmemoryBytes(maxmemory);
+  const when = limit !== undefined && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
+  logger.warn({ ...fields, maxmemoryPolicy: policy, ...(limit !== undefined ? { maxmemory: limit } : {}) },
     `Redis may evict keys (maxmemory-policy ${policy}): ${when} it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
     + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
 }

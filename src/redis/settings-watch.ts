@@ -8,6 +8,11 @@
  * each reconnect (a restarted Redis), with one `CONFIG GET` of four parameters, and a
  * change is logged once: at warn, in the start-up warning's words, when Redis stops
  * persisting with AOF or starts to evict, with `changedFrom`; at info when it is back.
+ * Under an evicting policy, a `maxmemory` set where there was none (0) is such a change
+ * too, warned about once each time (`changedFrom: 'maxmemory 0'`): it is the moment the
+ * start-up warning ("once a maxmemory is set (none is now)") said eviction begins, and
+ * a `CONFIG SET maxmemory` under `allkeys-lru` went unsaid until keys were evicted
+ * (walk13). Other changes of `maxmemory` alone are not.
  *
  * A setting CONFIG could not read at start (refused or renamed, as managed Redis
  * services do) is not watched, as it was not checked: the start-up logged that at
@@ -16,7 +21,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { persistenceOf, warnEviction, warnPersistence, type Persistence } from './persistence-check.js';
+import { maxmemoryBytes, persistenceOf, warnEviction, warnPersistence, type Persistence } from './persistence-check.js';
 
 /** How often a running node reads Redis's persistence and eviction settings again, ms. */
 export const SETTINGS_WATCH_MS = 30_000;
@@ -25,6 +30,8 @@ export const SETTINGS_WATCH_MS = 30_000;
 export interface SettingsAtStart {
   readonly persistence: Persistence | undefined;
   readonly policy: string | undefined;
+  /** `maxmemory`, bytes (0: none); undefined when not read, then taken from the first read. */
+  readonly maxmemory?: number | undefined;
 }
 
 /** The watch of one Redis's settings (see the module comment). */
@@ -36,6 +43,7 @@ export class RedisSettingsWatch {
   readonly #intervalMs: number;
   #persistence: Persistence | undefined;
   #policy: string | undefined;
+  #maxmemory: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #reading: Promise<void> | undefined;
   #refusalLogged = false;
@@ -53,6 +61,7 @@ export class RedisSettingsWatch {
     this.#intervalMs = intervalMs;
     this.#persistence = start.persistence;
     this.#policy = start.policy;
+    this.#maxmemory = start.maxmemory;
   }
 
   /** Reads the settings every interval and after each reconnect, until {@link stop}; nothing when neither is watched. */
@@ -104,7 +113,18 @@ export class RedisSettingsWatch {
 
   #comparePolicy(now: string | undefined, maxmemory: string | undefined): void {
     const before = this.#policy;
-    if (before === undefined || now === undefined || now === before) return;
+    if (before === undefined || now === undefined) return;
+    const limitBefore = this.#maxmemory;
+    const limit = maxmemoryBytes(maxmemory);
+    if (limit !== undefined) this.#maxmemory = limit;
+    if (now === before) {
+      // The same evicting policy, a limit set where there was none: eviction begins now.
+      // (A policy changed in the same read is warned about below, with the limit.)
+      if (now !== 'noeviction' && limitBefore === 0 && limit !== undefined && limit > 0) {
+        warnEviction(this.#logger, now, maxmemory, { ...this.#fields, changedFrom: 'maxmemory 0' });
+      }
+      return;
+    }
     this.#policy = now;
     if (now === 'noeviction') this.#logger.info({ ...this.#fields, maxmemoryPolicy: now, changedFrom: before }, 'Redis no longer evicts keys (maxmemory-policy noeviction)');
     else warnEviction(this.#logger, now, maxmemory, { ...this.#fields, changedFrom: before });

@@ -74,9 +74,9 @@ export async function startRedis(
   await requireRedisVersion(redis, redactUrl(redisUrl));
   if (local === undefined) {
     const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
-    const policy = await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+    const eviction = await warnIfEvicting(redis, redactUrl(redisUrl), logger);
     // Read again while the node runs: a change at runtime is warned about too.
-    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, { persistence, policy });
+    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, { persistence, policy: eviction?.policy, maxmemory: eviction?.maxmemory });
     watch.start();
     cleanup.unshift({ what: 'redis settings watch', run: () => Promise.resolve(watch.stop()) });
   }

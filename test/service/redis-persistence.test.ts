@@ -104,7 +104,7 @@ test('the eviction warning says when eviction starts: at the maxmemory set, or o
     for (const [maxmemory, when] of [['0', 'once a maxmemory is set (none is now)'], ['104857600', 'when it reaches maxmemory (104857600 bytes)']] as const) {
       await admin.config('SET', 'maxmemory', maxmemory);
       const { logger, lines } = capturingLogger();
-      assert.equal(await warnIfEvicting(admin, server.url, logger), 'allkeys-lru');
+      assert.deepEqual(await warnIfEvicting(admin, server.url, logger), { policy: 'allkeys-lru', maxmemory: Number(maxmemory) });
       const warning = lines.find((l) => l.level === 40 && /Redis may evict keys/.test(l.msg ?? ''));
       assert.ok(warning?.msg?.includes(`(maxmemory-policy allkeys-lru): ${when} it drops inbox entries`), warning?.msg);
     }

@@ -5,8 +5,10 @@
  * at info; a serving node reads them again after a reconnect too (as after a Redis
  * restarted with another configuration), not only at its start (a black-box SRE's
  * finding: `appendonly no` and `allkeys-lru` set under running nodes were never noticed).
+ * Under an evicting policy, a maxmemory set where there was none is such a change: the
+ * moment eviction begins (walk13: it was said nothing of until keys were evicted).
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -94,4 +96,55 @@ test('a serving node reads the settings again when its connection to Redis comes
   assert.equal(warning?.maxmemoryPolicy, 'volatile-lru');
   assert.equal(warning?.changedFrom, 'noeviction');
   assert.match(warning?.msg ?? '', /^Redis may evict keys \(maxmemory-policy volatile-lru\)/);
+});
+
+/** Sets `maxmemory-policy allkeys-lru` on the test's Redis, with no maxmemory, until `t` ends. */
+async function underEvictingPolicy(t: TestContext): Promise<void> {
+  t.after(async () => {
+    await admin.config('SET', 'maxmemory', '0');
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  });
+  await admin.config('SET', 'maxmemory', '0');
+  await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+}
+
+test('under an evicting policy, a maxmemory set where there was none is warned about once each time: eviction begins then', async (t) => {
+  await underEvictingPolicy(t);
+  const { logger, lines } = capturingLogger();
+  const watch = new RedisSettingsWatch(admin, 'redis://test', logger, { persistence: 'aof', policy: 'allkeys-lru', maxmemory: 0 }, INTERVAL_MS);
+  watch.start();
+  t.after(() => watch.stop());
+  /** Sets maxmemory, then waits for ten reads and answers the change lines so far. */
+  const afterSetting = async (maxmemory: string): Promise<string[]> => {
+    await admin.config('SET', 'maxmemory', maxmemory);
+    await watch.checkNow();
+    await delay(10 * INTERVAL_MS);
+    return changes(lines);
+  };
+  const warning = (bytes: number): string => `40 Redis may evict keys (maxmemory-policy allkeys-lru): when it reaches maxmemory (${bytes} bytes) it drops inbox entries, `
+    + 'ack cursors and epochs silently, and messages already acknowledged are lost; run it with maxmemory-policy noeviction (a full Redis then refuses writes, '
+    + 'and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)';
+
+  assert.deepEqual(await afterSetting('104857600'), [warning(104857600)], 'one warning, not one per read');
+  const [line] = lines.filter((l) => l.changedFrom !== undefined);
+  assert.deepEqual([line?.changedFrom, line?.maxmemory, line?.maxmemoryPolicy], ['maxmemory 0', 104857600, 'allkeys-lru']);
+  // Another limit is no new danger; none again, then one again, is.
+  assert.deepEqual(await afterSetting('209715200'), [warning(104857600)]);
+  assert.deepEqual(await afterSetting('0'), [warning(104857600)]);
+  assert.deepEqual(await afterSetting('52428800'), [warning(104857600), warning(52428800)]);
+});
+
+test('a serving node started under an evicting policy with no maxmemory warns when one is set', async (t) => {
+  await underEvictingPolicy(t);
+  const { logger, lines } = capturingLogger();
+  await startInProcess(t, { redisUrl: server.url, redisPrefix: 'settings-watch-maxmemory:' }, logger);
+  assert.ok(lines.some((l) => l.level === 40 && l.msg?.includes('once a maxmemory is set (none is now)') === true), 'the start-up warning');
+  assert.deepEqual(changes(lines), []);
+  await admin.config('SET', 'maxmemory', '104857600');
+  // The node's connections dropped (the admin's own is skipped): its reconnect reads them.
+  await admin.call('CLIENT', 'KILL', 'TYPE', 'normal');
+  await waitUntil('the change warned about', () => Promise.resolve(changes(lines).length > 0), 10_000, 20);
+  const [warning] = lines.filter((l) => l.changedFrom !== undefined);
+  assert.deepEqual([warning?.level, warning?.changedFrom, warning?.maxmemory], [40, 'maxmemory 0', 104857600]);
+  assert.match(warning?.msg ?? '', /^Redis may evict keys \(maxmemory-policy allkeys-lru\): when it reaches maxmemory \(104857600 bytes\)/);
 });
