@@ -1,34 +1,31 @@
 /**
- * Answers that close their connection, and connections such an answer will close: what
- * pipelining-bound.ts needs to leave the requests pipelined after such an answer not
- * acted on (docs/api.md: a client's requests after a closing refusal are not acted on;
- * a message pipelined behind a 401 was stored and never answered, a black-box tester's
- * walk11 A). Marked by those who decide the close: error-handler.ts `sendError` (an early
- * refusal, `Connection: close`) and `expectationAnswerer` (the 417), pipelining-bound.ts for its 429;
- * pipelining-bound.ts drops a request dispatched after one.
+ * Connections an answer will close, marked as the answer is decided: what
+ * pipelining-bound.ts needs to leave the requests after such an answer not acted on
+ * (docs/api.md: a client's requests after a closing refusal are not acted on; a message
+ * pipelined behind a 401 was stored and never answered, a black-box tester's walk11 A).
+ * Marked by those who decide the close: error-handler.ts `sendError` (an error answered
+ * before its request's body had all arrived, `Connection: close`), `expectationAnswerer`
+ * (the 417) and pipelining-bound.ts (its 429); pipelining-bound.ts drops every request
+ * dispatched on a marked connection.
+ *
+ * Each of these closes is decided before any later request of the connection was parsed
+ * (Node's parser reads the next request only once a body has all arrived, so a request
+ * whose body is pending has none parsed behind it; the 417 and the 429 are decided as
+ * Node hands their request over), so the mark reaches every request behind the answer:
+ * those parsed from the same read, and those parsed from what the client sends after
+ * the answer went out, which Node's parser still reads during the lingering close
+ * (lingering-close.ts: a `POST /v1/me/ack` sent so moved the device's cursor, unanswered).
  * Node writes a `writeHead`'s headers without keeping them (`getHeader` cannot tell),
- * hence marks of our own.
+ * hence a mark of our own.
  */
-import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-const answers = new WeakSet<ServerResponse>();
 const sockets = new WeakSet<Socket>();
 
-/** Marks `res` as an answer that closes its connection (sent with `Connection: close`). */
-export function markClosingAnswer(res: ServerResponse): void {
-  answers.add(res);
-}
-
-/** Whether `res` was marked by {@link markClosingAnswer}. */
-export function closesConnection(res: ServerResponse): boolean {
-  return answers.has(res);
-}
-
 /**
- * Marks `socket` as closed by an answer decided as Node parsed its request, before any
- * later request of the connection was parsed (the 417, the bound's 429): every request
- * parsed after it is dropped.
+ * Marks `socket` as closed by an answer decided before any later request of the
+ * connection was parsed: every request dispatched on it from now on is dropped.
+ * Give the request's socket (`req.socket`): a pipelined response has none until its turn.
  */
 export function markClosing(socket: Socket | null | undefined): void {
   if (socket) sockets.add(socket);

@@ -15,7 +15,7 @@ import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { markClosing, markClosingAnswer } from './closing-answers.js';
+import { markClosing } from './closing-answers.js';
 import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
@@ -78,15 +78,18 @@ export function toHttpError(err: unknown): PixiuError {
  * body has all arrived (a refused token, found by a hook before the body is read) ends
  * the connection: Node would otherwise keep reading that body to keep the connection,
  * and a body that never comes would earn the same request a second answer, the 408 of
- * `PIXIU_REQUEST_TIMEOUT`. Such an answer is marked (closing-answers.ts): the requests
- * pipelined behind it are not acted on.
+ * `PIXIU_REQUEST_TIMEOUT`. Its connection is marked (closing-answers.ts): the requests
+ * after it — pipelined in the same write, or sent by the client before it read the
+ * close — are not acted on. An error decided once the body has all arrived (an
+ * asynchronous check, the `/v1/me` routes' JWT) keeps the connection: the requests
+ * behind it were parsed already, and are acted on and answered as usual.
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
   if (err.status === 401) reply.header('www-authenticate', bearerChallenge(reply.request.raw));
   if (bodyPending(reply.request.raw)) {
     reply.header('connection', 'close');
-    markClosingAnswer(reply.raw);
+    markClosing(reply.request.raw.socket);
     lingerOnClose(reply.request.raw.socket);
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
@@ -223,10 +226,11 @@ export function expectationAnswerer(onError?: (err: PixiuError, req: IncomingMes
     const err = new PixiuError('EXPECTATION_FAILED', 'the Expect header asks for something other than 100-continue, '
       + 'the only expectation HTTP defines (RFC 9110 §10.1.1); send the request without it');
     onError?.(err, req);
-    // It closes the connection: the requests pipelined after it are not acted on (closing-answers.ts).
-    markClosing(res.socket);
+    // It closes the connection: the requests pipelined after it are not acted on
+    // (closing-answers.ts). The request's socket: a pipelined 417's response has none yet.
+    markClosing(req.socket);
     // Its body is not read: a client still sending it gets the 417, not a reset.
-    if (bodyPending(req)) lingerOnClose(res.socket);
+    if (bodyPending(req)) lingerOnClose(req.socket);
     const body = JSON.stringify(err.toBody());
     res.writeHead(err.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     res.end(body);

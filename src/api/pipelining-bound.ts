@@ -40,9 +40,10 @@
  * write is dropped, src/api/abandoned-requests.ts). A client that reads its answers and
  * keeps fewer requests than the bound in flight never meets either bound.
  *
- * The same wrapper drops a request dispatched behind an answer that closes its
- * connection (an early refusal, a 417: closing-answers.ts): Node writes that answer and
- * ends the connection, so the request is never acted on and never answered.
+ * The same wrapper drops a request dispatched on a connection an answer will close or
+ * closed (an early refusal, a 417: closing-answers.ts), whether parsed from the same
+ * read or from bytes sent after that answer went out: Node writes that answer and ends
+ * the connection, so the request is never acted on and never answered.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -51,7 +52,7 @@ import { PixiuError } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import { LINGER_MAX_BYTES, lingerOnClose } from './lingering-close.js';
-import { closesConnection, isClosing, markClosing } from './closing-answers.js';
+import { isClosing, markClosing } from './closing-answers.js';
 import { drainedSince, drainMarkOf, type DrainMark } from '../gateway/backpressure.js';
 
 /** The bounds of one connection's pipelining. */
@@ -223,6 +224,7 @@ export function boundPipelining(server: Server, onClose: (close: PipelineClose) 
   server.removeAllListeners('request');
   server.on('request', function (this: Server, req: IncomingMessage, res: ServerResponse) {
     const socket = req.socket;
+    // Behind an answer that closes the connection (closing-answers.ts): never acted on, never answered.
     if (socket.destroyed || isClosing(socket)) return;
     let queue = inProgress.get(socket);
     if (queue === undefined) {
@@ -230,9 +232,6 @@ export function boundPipelining(server: Server, onClose: (close: PipelineClose) 
       inProgress.set(socket, queue);
       socket.on('close', forget);
     } else if (queue.length > 0) {
-      // Behind an answer that closes the connection (an early refusal, decided as its
-      // request was dispatched: closing-answers.ts): never acted on, never answered.
-      if (queue.some(closesConnection)) return;
       // Only a pipelined request (one arriving with another in progress) can meet a bound.
       // The bytes first: a client not reading would never see a refusal's answer either.
       const bytes = unreadBytes(socket, queue);

@@ -228,11 +228,12 @@ test('requests pipelined behind an early refusal that closes the connection (401
     return `POST /v1/messages HTTP/1.1\r\nHost: x\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
       + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
   };
-  // Two good ones before the refusal (the 417, answered as Node parses its request, first).
+  // Two good ones before each refusal (a pipelined 417's response has no socket of its
+  // own yet: its request's is marked).
   for (const [kind, headers, status, before] of [
     ['a refused token', { authorization: 'Bearer wrong-token-0123456789' }, 'HTTP/1.1 401', 2],
     ['a body that is not JSON', { 'content-type': 'text/plain' }, 'HTTP/1.1 415', 2],
-    ['an Expect other than 100-continue', { expect: 'foo' }, 'HTTP/1.1 417', 0],
+    ['an Expect other than 100-continue', { expect: 'foo' }, 'HTTP/1.1 417', 2],
   ] as const) {
     const user = `behind-${status.slice(9)}`;
     const { socket, received, closedByNode } = connect(false);
