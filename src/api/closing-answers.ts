@@ -18,9 +18,29 @@
  * Node writes a `writeHead`'s headers without keeping them (`getHeader` cannot tell),
  * hence a mark of our own.
  */
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { FastifyReply } from 'fastify';
 
 const sockets = new WeakSet<Socket>();
+const deliberate = new WeakSet<IncomingMessage>();
+
+/**
+ * Makes `reply` close its connection after it (`Connection: close`), decided in the first
+ * `onRequest` hook, as Node hands its request over (request-checks.ts: an upgrade, a
+ * version that is not HTTP/1.x, a missing or repeated Host, a transfer coding not taken):
+ * an error answer so closing keeps its close and marks the connection (error-handler.ts
+ * `sendError`). The close fastify adds to every body-parsing error is not one of them.
+ */
+export function closeAfter(reply: FastifyReply): void {
+  void reply.header('connection', 'close');
+  deliberate.add(reply.request.raw);
+}
+
+/** Whether `req`'s answer was made to close its connection by {@link closeAfter}. */
+export function closesDeliberately(req: IncomingMessage): boolean {
+  return deliberate.has(req);
+}
 
 /**
  * Marks `socket` as closed by an answer decided before any later request of the

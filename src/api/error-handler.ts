@@ -15,7 +15,7 @@ import { PixiuError, outageFields, type ErrorCode } from '../errors.js';
 import { BODY_REQUIRED } from './validation.js';
 import { notJsonTypeMessage } from './json-error.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
-import { markClosing } from './closing-answers.js';
+import { closesDeliberately, markClosing } from './closing-answers.js';
 import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 
@@ -81,16 +81,27 @@ export function toHttpError(err: unknown): PixiuError {
  * `PIXIU_REQUEST_TIMEOUT`. Its connection is marked (closing-answers.ts): the requests
  * after it — pipelined in the same write, or sent by the client before it read the
  * close — are not acted on. An error decided once the body has all arrived (an
- * asynchronous check, the `/v1/me` routes' JWT) keeps the connection: the requests
- * behind it were parsed already, and are acted on and answered as usual.
+ * asynchronous check, the `/v1/me` routes' JWT; a body-parsing error fastify would close
+ * for) keeps the connection: the requests behind it may be dispatched already, and are
+ * acted on and answered as usual; unless the close was decided as the request was handed
+ * over (closing-answers.ts `closeAfter`).
  */
 export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
   if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
   if (err.status === 401) reply.header('www-authenticate', bearerChallenge(reply.request.raw));
-  if (bodyPending(reply.request.raw)) {
+  const req = reply.request.raw;
+  if (bodyPending(req)) {
     reply.header('connection', 'close');
-    markClosing(reply.request.raw.socket);
-    lingerOnClose(reply.request.raw.socket);
+    markClosing(req.socket);
+    lingerOnClose(req.socket);
+  } else if (reply.getHeader('connection') === 'close') {
+    // Decided as Node handed the request over (closing-answers.ts `closeAfter`): nothing
+    // behind it was dispatched yet. Else it is fastify's, added to any body-parsing error
+    // (a 415, a 413) whether or not the body has all arrived: it has, so the requests
+    // behind it may be dispatched already (after the /v1/me routes' asynchronous token
+    // check an ack behind a 415 was applied, unanswered), and keep the connection instead.
+    if (closesDeliberately(req)) markClosing(req.socket);
+    else reply.removeHeader('connection');
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
 }

@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../errors.js';
 import { quotedText } from '../text-cut.js';
 import { takesBody } from './validation.js';
+import { closeAfter } from './closing-answers.js';
 
 /**
  * Adds the onRequest hook that refuses such requests (after the shutdown refusal, before
@@ -28,25 +29,25 @@ export function installRequestChecks(app: FastifyInstance): void {
     // that can refuse such a request, so that answers of later hooks (a refused token)
     // say so too. The two before it cannot: the shutdown refusal answers with
     // `Connection: close` anyway, and installBodyParsing' GET-body check skips upgrades.
-    if ((req.raw as { upgrade?: boolean }).upgrade === true) void reply.header('connection', 'close');
+    if ((req.raw as { upgrade?: boolean }).upgrade === true) closeAfter(reply);
     // Node's parser also takes a request line with no version (read as HTTP/0.9) and
     // HTTP/2.0 spelt as text; neither is HTTP/1.x (RFC 9112 §2.3, §3).
     const version = req.raw.httpVersion;
     if (version !== '1.1' && version !== '1.0') {
-      void reply.header('connection', 'close');
+      closeAfter(reply);
       done(new PixiuError('INVALID_REQUEST', version === '0.9'
         ? 'the request line has no HTTP version: send HTTP/1.1 (RFC 9112 §3)'
         : `HTTP/${version} is not spoken here: send HTTP/1.1 (RFC 9112 §2.3)`));
       return;
     }
     if (req.headers.host === undefined && version === '1.1') {
-      void reply.header('connection', 'close');
+      closeAfter(reply);
       done(new PixiuError('INVALID_REQUEST', 'a Host header is required (RFC 9112 §3.2)'));
       return;
     }
     // Node keeps the first of several: which host was meant is unknown (RFC 9112 §3.2: 400).
     if (hostLines(req.raw.rawHeaders) > 1) {
-      void reply.header('connection', 'close');
+      closeAfter(reply);
       done(new PixiuError('INVALID_REQUEST', 'more than one Host header (RFC 9112 §3.2)'));
       return;
     }
@@ -74,7 +75,7 @@ export function installRequestChecks(app: FastifyInstance): void {
     // codings before it (`gzip, chunked`): the body would be parsed still encoded.
     const transfer = req.headers['transfer-encoding'];
     if (transfer !== undefined && transfer.split(',').some((c) => c.trim().toLowerCase() !== 'chunked')) {
-      void reply.header('connection', 'close');
+      closeAfter(reply);
       done(new PixiuError('NOT_IMPLEMENTED', `Transfer-Encoding ${quotedText(transfer, 100)} is not supported: send the body with chunked alone, or with Content-Length`));
       return;
     }

@@ -14,7 +14,11 @@
  *   client sends after it (the rest of that body, another ack), read during the
  *   lingering close, is not acted on: the ack behind moved the cursor, unanswered, before.
  * - A 417 pipelined behind a good request closes the connection for the ones after it
- *   too (it marked the queued response's socket: none).
+ *   too (it marked the queued response's socket: none); so does a 400 that closes as its
+ *   request is handed over (a missing Host), which marked nothing.
+ * - A body refused once it has all arrived (415, 413 from the body parsing, after the
+ *   asynchronous token check) keeps the connection: fastify closed it, with the ack
+ *   behind already dispatched, applied and never answered.
  */
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -66,9 +70,13 @@ class Raw {
       .map((m) => `${m[1]}${/^connection: close\r$/im.test(m[2] ?? '') ? ' (close)' : ''}`);
   }
 
-  /** Resolves once `count` answers came. */
+  /** Resolves once `count` answers came, or the node's FIN (with fewer). */
   async awaitAnswers(count: number): Promise<string[]> {
-    await within(10_000, `${count} answers (${this.answers().join(', ')} so far)`, (async () => { while (this.answers().length < count) await once(this.socket, 'data'); })());
+    let ended = false;
+    void this.ended.then(() => { ended = true; });
+    await within(10_000, `${count} answers`, (async () => {
+      while (this.answers().length < count && !ended) await Promise.race([once(this.socket, 'data'), this.ended]);
+    })());
     return this.answers();
   }
 }
@@ -176,16 +184,37 @@ test('JWKS, the refused token waiting on a slow fetch: the ack behind it, verifi
   await afterTheClose(server, cursors, user, { good, bad });
 });
 
-test('a 417 pipelined behind a good ack: the acks after it are not acted on', async (t) => {
+test('a 417, or a 400 closing for a missing Host, pipelined behind a good ack: the acks after it are not acted on', async (t) => {
   const { server, cursors } = await nodeFor(t, 'expect', { jwtSecret: JWT_SECRET });
   const user = 'eli';
   await fill(server, user);
   const good = await testToken(JWT_KEY, user);
-  const raw = new Raw(server.service.url);
-  raw.socket.write(ack(good, 'e', 1) + ack(good, 'e', 2, 'Expect: foo\r\n') + ack(good, 'e', 3));
-  await within(10_000, "the node's FIN", raw.ended);
-  assert.deepEqual(raw.answers(), ['200', '417 (close)']);
-  raw.socket.destroy();
+  const noHost = page(good).replace('Host: x\r\n', '');
+  for (const [device, refused, status] of [['e', ack(good, 'e', 2, 'Expect: foo\r\n'), '417'], ['h', noHost, '400']] as const) {
+    const raw = new Raw(server.service.url);
+    raw.socket.write(ack(good, device, 1) + refused + ack(good, device, 3));
+    await within(10_000, "the node's FIN", raw.ended);
+    assert.deepEqual(raw.answers(), ['200', `${status} (close)`], device);
+    raw.socket.destroy();
+  }
   await sleep(200);
-  assert.deepEqual(await cursors(user), { e: 1 });
+  assert.deepEqual(await cursors(user), { e: 1, h: 1 });
+});
+
+test('a body refused after the token check (415, 413), the whole request in one write: the connection stays and the ack behind is answered and applied', async (t) => {
+  const { server, cursors } = await nodeFor(t, 'body', { jwtSecret: JWT_SECRET });
+  const user = 'bo';
+  await fill(server, user);
+  const good = await testToken(JWT_KEY, user);
+  const notJson = ack(good, 'ct', 2).replace('Content-Type: application/json', 'Content-Type: text/plain');
+  const big = JSON.stringify({ device: 'big', seq: 2, pad: 'x'.repeat(5000) });
+  const chunked = `POST /v1/me/ack HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${good}\r\nContent-Type: application/json\r\n`
+    + `Transfer-Encoding: chunked\r\n\r\n${big.length.toString(16)}\r\n${big}\r\n0\r\n\r\n`;
+  for (const [device, refused, status] of [['ct', notJson, '415'], ['big', chunked, '413']] as const) {
+    const raw = new Raw(server.service.url);
+    raw.socket.write(ack(good, device, 1) + refused + ack(good, device, 3));
+    assert.deepEqual(await raw.awaitAnswers(3), ['200', status, '200'], device);
+    raw.socket.destroy();
+    assert.equal((await cursors(user))[device], 3, device);
+  }
 });
