@@ -15,7 +15,9 @@
  *   lingering close, is not acted on: the ack behind moved the cursor, unanswered, before.
  * - A 417 pipelined behind a good request closes the connection for the ones after it
  *   too (it marked the queued response's socket: none); so does a 400 that closes as its
- *   request is handed over (a missing Host), which marked nothing.
+ *   request is handed over (a missing Host), which marked nothing. A request with
+ *   `Connection: close` is its client's last (RFC 9112 §9.6): Node's parser (llhttp)
+ *   reads nothing after it; pinned here, also behind a slow refusal.
  * - A body refused once it has all arrived (415, 413 from the body parsing, after the
  *   asynchronous token check) keeps the connection: fastify closed it, with the ack
  *   behind already dispatched, applied and never answered.
@@ -149,7 +151,7 @@ test('HS256: acks and pages pipelined around a refused token are all answered an
   await afterTheClose(server, cursors, user, tokens);
 });
 
-test('JWKS, the refused token waiting on a slow fetch: the ack behind it, verified first, is answered after the 401 and applied; one sent after a closing 401 is not', async (t) => {
+test('JWKS, the refused token waiting on a slow fetch: the ack behind it, verified first, is answered after the 401 and applied; one sent after a closing 401, or behind Connection: close, is not', async (t) => {
   const key = await generateKeyPair('ES256');
   const jwk: JWK = { ...(await exportJWK(key.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
   let fetches = 0;
@@ -182,9 +184,18 @@ test('JWKS, the refused token waiting on a slow fetch: the ack behind it, verifi
   }
   await cooledDown();
   await afterTheClose(server, cursors, user, { good, bad });
+  // A request with `Connection: close` is the client's last (RFC 9112 §9.6): the ack
+  // behind it, verified while the refused one waits on the fetch, is not acted on.
+  await cooledDown();
+  const closing = new Raw(server.service.url);
+  closing.socket.write(ack(bad, 'closer', 1, 'Connection: close\r\n') + ack(good, 'closer', 3));
+  await within(10_000, "the node's FIN", closing.ended);
+  assert.deepEqual(closing.answers(), ['401 (close)']);
+  closing.socket.destroy();
+  assert.equal((await cursors(user)).closer, undefined, 'the ack after the last request moved no cursor');
 });
 
-test('a 417, or a 400 closing for a missing Host, pipelined behind a good ack: the acks after it are not acted on', async (t) => {
+test('a 417, a 400 closing for a missing Host, or an ack sent with Connection: close, pipelined behind a good ack: the acks after it are not acted on', async (t) => {
   const { server, cursors } = await nodeFor(t, 'expect', { jwtSecret: JWT_SECRET });
   const user = 'eli';
   await fill(server, user);
@@ -197,8 +208,14 @@ test('a 417, or a 400 closing for a missing Host, pipelined behind a good ack: t
     assert.deepEqual(raw.answers(), ['200', `${status} (close)`], device);
     raw.socket.destroy();
   }
+  // The client's own last request (RFC 9112 §9.6: nothing after it is processed).
+  const raw = new Raw(server.service.url);
+  raw.socket.write(ack(good, 'c', 1) + ack(good, 'c', 2, 'Connection: close\r\n') + ack(good, 'c', 3));
+  await within(10_000, "the node's FIN", raw.ended);
+  assert.deepEqual(raw.answers(), ['200', '200 (close)']);
+  raw.socket.destroy();
   await sleep(200);
-  assert.deepEqual(await cursors(user), { e: 1, h: 1 });
+  assert.deepEqual(await cursors(user), { e: 1, h: 1, c: 2 });
 });
 
 test('a body refused after the token check (415, 413), the whole request in one write: the connection stays and the ack behind is answered and applied', async (t) => {
