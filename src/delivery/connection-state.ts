@@ -13,7 +13,9 @@ import { CloseCode } from './close-codes.js';
 import type { Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView, type GapReason } from './message-view.js';
+import { resentAfterReset, wasResent, type ResentSeqs } from './resent-marks.js';
 import { beforeFirst, hadAfterReset, resumePoint, type ResumeRequest } from './resume.js';
+import type { SeqNames } from './seq-names.js';
 
 /** A connection's delivery state. */
 export interface Conn {
@@ -34,6 +36,8 @@ export interface Conn {
   stored: number;
   /** Highest seq written (as `msg` or `gap`). */
   sent: number;
+  /** The seq its sends under the current epoch came after: where it joined (`joinAt`), 0 after a `reset`. */
+  sendsAfter: number;
   /** Seqs of `msg` frames sent and not yet acked, ascending; at most `window`. */
   inflight: number[];
   /** Seqs up to this one are sent again as redeliveries (marked). */
@@ -44,6 +48,12 @@ export interface Conn {
    * `redelivered` — no news, as a redelivery's (docs/protocol.md "Why a gap"); 0: none.
    */
   hadThrough: number;
+  /**
+   * After a live `reset`: the seqs of the new epoch this connection was sent under the
+   * old one, whose `msg` goes out marked `redelivered` (resent-marks.ts); dropped once
+   * sent past. Undefined: none.
+   */
+  resent: ResentSeqs | undefined;
   /** Redelivery rounds since the last ack progress. */
   rounds: number;
   /** Backpressure: the socket is over its high-water mark. */
@@ -116,17 +126,21 @@ function markedThrough(c: Conn): number {
  * one `page` holds then go out as a `trimmed` gap before it ({@link deliverPage}), so
  * that after a reset too every seq is a `msg` or in a `gap` (docs/protocol.md, `reset`);
  * marked `redelivered` as far as `lineage` shows they are seqs it had (resume.ts
- * `hadAfterReset`).
+ * `hadAfterReset`); so are the retained messages it was sent before, as far as `names`
+ * shows they are the same (resent-marks.ts).
  * @param epoch the epoch `c` counted in until now (the machine's)
  * @param lineage `page`'s epoch's, when read (src/inbox/lineage.ts); undefined: unknown
+ * @param names the MsgIDs the machine knew seqs of `epoch` by (epoch-guard.ts); undefined: none
  */
-export function resetTo(c: Conn, page: InboxPage, effects: Effect[], epoch?: string | null, lineage?: EpochLineage): void {
+export function resetTo(c: Conn, page: InboxPage, effects: Effect[], epoch?: string | null, lineage?: EpochLineage, names?: SeqNames): void {
+  const written = Math.max(c.sent, c.redeliverUpTo);
+  c.resent = resentAfterReset(epoch, c.sendsAfter, written, page, lineage, names);
   // What it had under `epoch`: sent on it, or had before a reset whose gap is still to come.
-  c.hadThrough = hadAfterReset(epoch, Math.max(c.sent, c.redeliverUpTo, c.hadThrough), page, lineage);
+  c.hadThrough = hadAfterReset(epoch, Math.max(written, c.hadThrough), page, lineage);
   effects.push({ kind: 'send', conn: c.id, frame: { t: 'reset', epoch: page.epoch, seq: page.latestSeq } });
   c.epochUntold = page.epoch === null;
   c.liveAfter = page.latestSeq;
-  c.acked = c.sent = 0;
+  c.acked = c.sent = c.sendsAfter = 0;
   // Seqs of the old inbox: an ack of the new one's first seqs must be stored again.
   c.stored = 0;
   c.inflight = [];
@@ -159,7 +173,8 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
   c.epochUntold = page.epoch === null;
   c.liveAfter = page.latestSeq;
   c.phase = 'ready';
-  c.acked = c.sent = cursor;
+  c.acked = c.sent = c.sendsAfter = cursor;
+  c.resent = undefined;
 }
 
 /**
@@ -170,7 +185,8 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * `undeliverable` one for content whose stored bytes cannot be decoded (the unreadable
  * mark, src/store/unreadable.ts) and for an entry that is not what the append script
  * writes (inbox.ts `MalformedEntry`, which names no message), else a `msg`, marked
- * `redelivered` up to `c.redeliverUpTo` (a gap also up to `c.hadThrough`); arms its
+ * `redelivered` up to `c.redeliverUpTo` and where `c.resent` has it (a gap up to
+ * `c.redeliverUpTo` or `c.hadThrough`); arms its
  * redelivery timer when it had nothing in flight.
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
@@ -213,7 +229,7 @@ export function deliverPage(
     } else {
       gap = undefined;
       const frame: MsgFrame = { t: 'msg', ...messageView(entry, record) };
-      if (entry.seq <= c.redeliverUpTo) frame.redelivered = true;
+      if (entry.seq <= c.redeliverUpTo || wasResent(c.resent, entry)) frame.redelivered = true;
       // Its first send, of a seq appended while the connection was open: timed (effects.ts).
       effects.push(frame.redelivered !== true && entry.seq > c.liveAfter ? { kind: 'send', conn: c.id, frame, live: true } : { kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
@@ -228,6 +244,7 @@ export function deliverPage(
   const lastOfPage = entries[entries.length - 1];
   if (complete && (lastOfPage === undefined || c.sent >= lastOfPage.seq)) missingThrough(c, page.latestSeq, gap, effects);
   if (c.epochUntold && page.epoch !== null) tellEpoch(c, page.epoch, effects, sentFrom);
+  if (c.resent !== undefined && c.sent >= c.resent.through) c.resent = undefined;
   if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
     effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });
   }

@@ -156,7 +156,8 @@ export class EpochGuard {
    *   were reset to it, and what was delivered under `epoch` no longer counts): the
    *   machine takes it even when a claim's rotation is asked for, so that one epoch
    *   change is one `reset` per connection
-   * @param lineage `page`'s epoch's, when read: marks a reset's trimmed gap (connection-state.ts `resetTo`)
+   * @param lineage `page`'s epoch's, when read: marks a reset's trimmed gap, and the
+   *   messages sent again after it that the seqs known named (connection-state.ts `resetTo`)
    */
   judge(
     page: InboxPage, epoch: string | null | undefined, conns: Iterable<Conn>, ended: Pick<FetchEnd, 'late' | 'offers' | 'offersEpoch'>, effects: Effect[], lineage?: EpochLineage,
@@ -166,6 +167,8 @@ export class EpochGuard {
     // page): Redis went back past that rotation. Not taken: asked for again instead.
     const undone = page.epoch !== null && page.epoch === this.#asked && !this.rotating;
     const epochChanged = typeof epoch === 'string' && page.epoch !== epoch && !undone;
+    // What `epoch`'s seqs named, kept for the resets below (resent-marks.ts) as it is dropped.
+    const names = this.#known;
     if (epochChanged) this.epochChanged();
     // The first page (no epoch known yet) is judged too: against the appends offered while it was read.
     else if (page.epoch !== null && (undone || ((page.epoch === epoch || epoch === undefined) && this.proves(page, ended.offersEpoch === page.epoch ? ended.offers : undefined)))) {
@@ -176,7 +179,7 @@ export class EpochGuard {
         const claim = late?.has(c.id) !== true && resumesAboveLatest(c.resume, page);
         if (claim && page.epoch !== null && page.epoch !== this.#kept) this.rotate(page.epoch, false, effects, 'resume', page.latestSeq);
       } else if (epochChanged) {
-        resetTo(c, page, effects, epoch, lineage);
+        resetTo(c, page, effects, epoch, lineage, names);
       } else if (page.latestSeq < Math.max(c.sent, c.redeliverUpTo)) {
         // Against the highest seq ever written: a redelivery may have rewound `sent`.
         if (page.epoch === null) resetTo(c, page, effects);

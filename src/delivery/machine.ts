@@ -15,7 +15,9 @@
  *   by page-delivery.ts): it fetches again only past that.
  * - A connection has at most `window` unacked messages; acks pace delivery.
  * - Frames go out in seq order per connection; a message is sent twice on one
- *   connection only as a redelivery, marked `redelivered`.
+ *   connection only as a redelivery, marked `redelivered`, or after a `reset`: marked
+ *   when the new epoch goes on from the old one's numbering and the seq is known to
+ *   name the same message (resent-marks.ts), else not (a client dedupes by `id`).
  * - Redelivery after `ackTimeoutMs` without ack progress, then after each wait in
  *   `backoffMs`; after the last wait, close 4008.
  * - Resume on login with `gap` and `reset` (DESIGN.md §5 "Resume rules"); content
@@ -93,8 +95,8 @@ export class UserMachine {
   /** login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch. */
   login(conn: string, device: string, resume: ResumeRequest): Effect[] {
     this.#conns.set({
-      id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, inflight: [],
-      redeliverUpTo: 0, hadThrough: 0, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
+      id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, sendsAfter: 0, inflight: [],
+      redeliverUpTo: 0, hadThrough: 0, resent: undefined, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
     this.#cycle.joined(conn);
     return this.#pump();

@@ -81,4 +81,15 @@ export class SeqNames {
     const known = this.#hashes[seq % SEQ_NAMES] ?? 0;
     return known !== 0 && known !== nameHash(id);
   }
+
+  /**
+   * True when `seq` is known to name MsgID `id`: the highest seq by its MsgID, the ones
+   * below by its hash (a collision, 2^-32 per comparison, answers true for another
+   * message). False when `seq` is not known. O(1).
+   */
+  names(seq: number, id: string): boolean {
+    if (seq === this.#top) return id === this.#topId;
+    if (seq > this.#top || seq <= this.#top - SEQ_NAMES || seq < 1) return false;
+    return (this.#hashes[seq % SEQ_NAMES] ?? 0) === nameHash(id);
+  }
 }

@@ -3,11 +3,13 @@
  * delivery-machine.property.test.ts), checking what that test does not:
  * - a connection with messages in flight always has its redelivery timer armed;
  * - no `msg` or `gap` repeats a seq already sent on the connection without the
- *   `redelivered` mark (a `gap` included: docs/protocol.md);
+ *   `redelivered` mark (a `gap` included: docs/protocol.md), and a `msg` marked after a
+ *   `reset` is a message sent on it before (machine-driver.ts checks its id);
  * - once events stop, a client that never acks is redelivered to and closed 4008,
  *   never left with messages in flight and no timer;
  * also with entries deleted by hand (holes), and with the inbox recreated or restored
- * and acks naming an epoch. MACHINE_RUNS sets the runs per test, MACHINE_SEED the seed.
+ * and acks naming an epoch, and rotations that keep the numbering (made elsewhere, after
+ * a restore too, or asked for by a device's claim). MACHINE_RUNS sets the runs per test, MACHINE_SEED the seed.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,7 +24,8 @@ type Op =
   | { op: 'login'; resume: 'first' | 'latest' | 'after'; seq: number }
   | CommonOp
   | { op: 'hole'; x: number }
-  | { op: 'recreate' } | { op: 'restore'; x: number } | { op: 'offerOther' } | { op: 'ackEpoch'; pick: number; old: boolean };
+  | { op: 'recreate' } | { op: 'restore'; x: number } | { op: 'offerOther' } | { op: 'ackEpoch'; pick: number; old: boolean }
+  | { op: 'rotate'; x: number } | { op: 'claim'; x: number };
 
 /** The events of a run: holes (entries deleted by hand) and recreations (and acks naming epochs) weighted as given. */
 const opArbOf = (holes: number, recreate: number): fc.Arbitrary<Op> => fc.oneof(
@@ -33,6 +36,8 @@ const opArbOf = (holes: number, recreate: number): fc.Arbitrary<Op> => fc.oneof(
   { arbitrary: fc.record({ op: fc.constant('offerOther' as const) }), weight: recreate },
   { arbitrary: fc.record({ op: fc.constant('restore' as const), x: fc.nat(10) }), weight: recreate },
   { arbitrary: fc.record({ op: fc.constant('ackEpoch' as const), pick: pickArb, old: fc.boolean() }), weight: recreate * 3 },
+  { arbitrary: fc.record({ op: fc.constant('rotate' as const), x: fc.nat(10) }), weight: recreate * 2 },
+  { arbitrary: fc.record({ op: fc.constant('claim' as const), x: fc.nat(5) }), weight: recreate },
 );
 
 function run(config: MachineConfig, ops: readonly Op[], strict: boolean): void {
@@ -103,6 +108,25 @@ function run(config: MachineConfig, ops: readonly Op[], strict: boolean): void {
         break;
       }
       case 'hole': if (d.inbox.latest > 0) d.inbox.holes.add(1 + (o.x % d.inbox.latest)); break;
+      case 'rotate': {
+        // Another node rotates, keeping the numbering (a generation's); at odd x after a
+        // restore whose lost seqs were assigned again there first (the lineage vouches for them).
+        const epoch = d.inbox.epoch;
+        if (epoch === null) break;
+        if (o.x % 2 === 1 && d.inbox.latest > 0) {
+          d.inbox.holes.clear();
+          d.inbox.restoreTo(Math.max(0, d.inbox.latest - 1 - (o.x % d.inbox.latest)));
+          d.inbox.append(1 + (o.x % 3));
+        }
+        d.inbox.rotateEpoch(epoch, 'generation');
+        break;
+      }
+      case 'claim': {
+        // A device claims a last_seq above the latest under the inbox's epoch: a resume rotation.
+        const epoch = d.inbox.epoch;
+        if (epoch !== null) conns.login({ kind: 'after', seq: d.inbox.latest + 1 + o.x, epoch });
+        break;
+      }
     }
     reap();
     checkTimers();
