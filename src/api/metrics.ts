@@ -285,12 +285,13 @@ export class Metrics {
    * WebSocket handshakes on `GET /v1/connect`, by outcome: `accepted` (the WebSocket
    * opened: 101), `abandoned` (its client had left before it took effect: no answer,
    * the device's connection untouched), `busy` (refused 503 for the node's bound of
-   * handshakes in progress, `PIXIU_MAX_HANDSHAKES`: src/gateway/handshake-slots.ts), or
-   * the error code it was refused with (before the upgrade).
+   * handshakes in progress, `PIXIU_MAX_HANDSHAKES`: src/gateway/handshake-slots.ts),
+   * `full` (refused 503 for the node's bound on its connections, `PIXIU_MAX_CONNECTIONS`:
+   * src/gateway/connection-slots.ts), or the error code it was refused with (before the upgrade).
    */
   readonly wsHandshakes = new Counter({
     name: 'pixiu_ws_handshakes_total',
-    help: 'WebSocket handshakes, by outcome: accepted (101, the WebSocket opened), abandoned (its client left before it took effect), busy (503: PIXIU_MAX_HANDSHAKES in progress) or the error code of the refusal',
+    help: 'WebSocket handshakes, by outcome: accepted (101, the WebSocket opened), abandoned (its client left before it took effect), busy (503: PIXIU_MAX_HANDSHAKES in progress), full (503: PIXIU_MAX_CONNECTIONS held) or the error code of the refusal',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
@@ -313,7 +314,7 @@ export class Metrics {
 
   /**
    * Counts one WebSocket handshake.
-   * @param outcome `accepted`, `abandoned`, `busy`, or the error code it was refused with
+   * @param outcome `accepted`, `abandoned`, `busy`, `full`, or the error code it was refused with
    */
   countHandshake(outcome: string): void {
     this.wsHandshakes.inc(outcome === 'accepted' ? ACCEPTED : { outcome });
@@ -342,7 +343,7 @@ export class Metrics {
     }
     for (const labels of Object.values(ACK_LABELS)) this.acks.inc(labels, 0);
     for (const labels of [WRITTEN, FAILED]) this.ackCursorWrites.inc(labels, 0);
-    for (const outcome of ['accepted', 'abandoned', 'busy', ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
+    for (const outcome of ['accepted', 'abandoned', 'busy', 'full', ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
     for (const reason of ['pipelined_requests', 'unread_bytes']) this.pipelineConnectionsClosed.inc({ reason }, 0);
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);

@@ -72,6 +72,11 @@ export interface Config {
   readonly maxConnectionsPerUser: number;
   /** WebSocket handshakes one user may open on this node at once (a token bucket's size; src/gateway/user-rate.ts). */
   readonly connectBurst: number;
+  /**
+   * WebSocket connections this node holds at once, open or opening (src/gateway/connection-slots.ts);
+   * undefined: derived at start from the open-files limit (src/gateway/connection-bound.ts).
+   */
+  readonly maxConnections: number | undefined;
   /** WebSocket handshakes this node works on at once, all users together (src/gateway/handshake-slots.ts). */
   readonly maxHandshakes: number;
   /** WebSocket handshakes per minute one user may open on this node, sustained (the bucket's refill). */

@@ -5,9 +5,10 @@
  * expired token, 400 bad parameters, 429 over the per-user connection limit (counted
  * across nodes through presence; logged at info) or over the user's handshake rate on
  * this node (with `Retry-After`, before any Redis read: user-rate.ts), 503 when Redis
- * is down, the node is shutting down, or it has `PIXIU_MAX_HANDSHAKES` handshakes in
- * progress (handshake-slots.ts). The 403 and the connection limit's 429, which
- * a browser page cannot see, are logged thinned (handshake-refusals.ts).
+ * is down, the node is shutting down, it holds `PIXIU_MAX_CONNECTIONS` connections
+ * (connection-slots.ts), or it has `PIXIU_MAX_HANDSHAKES` handshakes in progress
+ * (handshake-slots.ts). The 403, the connection limit's 429 and the node's bound's 503,
+ * which a browser page cannot see, are logged thinned (handshake-refusals.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { Socket } from 'node:net';
@@ -34,6 +35,7 @@ import { HandshakeRefusals } from './handshake-refusals.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
 import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
+import { ConnectionSlots } from './connection-slots.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -229,6 +231,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // Node-wide, all users: each handshake's slot is given back once its welcome is out,
   // it is answered with a refusal, or its socket closes (handshake-slots.ts).
   const slots = new HandshakeSlots(deps.config.maxHandshakes);
+  // Node-wide too: the socket of each upgrade request counts until it closes (connection-slots.ts).
+  const connections = new ConnectionSlots(deps.maxConnections);
   const releases = new WeakMap<FastifyRequest, () => void>();
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
@@ -246,6 +250,12 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
     // service is revealed to a client that may not connect.
     onRequest: async (req, reply) => {
       if (!deps.state.accepting) throw shuttingDown();
+      // Before the token and the handshake slot: a full node refuses at once, below the
+      // open-files limit past which the kernel would reset producers' connections too.
+      // A plain GET (no upgrade) is an HTTP connection like a producer's: not counted.
+      if ((req.raw as { upgrade?: boolean }).upgrade === true && !connections.take(req.raw.socket)) {
+        throw refusals.nodeFull(connections.open, connections.limit);
+      }
       // Before the token: a herd over the bound costs the node next to nothing.
       const taken = slots.take();
       const socket = req.raw.socket;

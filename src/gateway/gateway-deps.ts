@@ -24,6 +24,11 @@ import type { WsConnection } from './ws-connection.js';
 /** The gateway's parts, as its routes see them. */
 export interface GatewayDeps {
   readonly config: Config;
+  /**
+   * WebSocket connections this node holds at most, open or opening: `PIXIU_MAX_CONNECTIONS`,
+   * or the default derived from the open-files limit (connection-bound.ts).
+   */
+  readonly maxConnections: number;
   readonly inbox: Inbox;
   /** Message records, wherever their partition is (src/cluster/store-router.ts). */
   readonly store: RecordReader;

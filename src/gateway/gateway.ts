@@ -35,6 +35,7 @@ import { ConnectionClock } from './connection-clock.js';
 import { connectRoute } from './connect-route.js';
 import { corkFlushBytes } from './tick-cork.js';
 import { guardUpgrades } from './upgrade-guard.js';
+import { connectionBound } from './connection-bound.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { Kicks } from './kicks.js';
 import { meRoutes } from './me-routes.js';
@@ -92,6 +93,8 @@ export interface GatewayOptions {
 export class Gateway implements GatewayDeps {
   readonly node: string;
   readonly config: Config;
+  /** The bound on this node's connections, resolved and logged at start (connection-bound.ts). */
+  readonly maxConnections: number;
   readonly inbox: Inbox;
   readonly store: RecordReader;
   readonly verify: TokenVerifier;
@@ -123,6 +126,7 @@ export class Gateway implements GatewayDeps {
     const { config, redis, keys, logger, metrics } = opts;
     this.node = node;
     this.config = config;
+    this.maxConnections = connectionBound(config, logger);
     this.inbox = opts.inbox;
     this.store = opts.store;
     this.verify = opts.verify;

@@ -9,12 +9,16 @@
  *   that should not connect tries to;
  * - the user's connection limit (429) at info: client behaviour (a sixth tab), not a
  *   fault of the node, but the page only shows "connection failing" and its developer
- *   or operator had no line to find why (a browser tester's finding: debug only).
+ *   or operator had no line to find why (a browser tester's finding: debug only);
+ * - the node's bound on its connections (503) at warn: the node is full, which its
+ *   operator must see (walk13 §4: past the open-files limit the kernel's resets were
+ *   seen nowhere).
  */
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { cutText, quotedText } from '../text-cut.js';
+import { fullRefusal } from './connection-slots.js';
 
 /** Most characters of an Origin header that a refusal and its log line repeat. */
 const MAX_ORIGIN_SHOWN = 100;
@@ -28,6 +32,9 @@ const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port
 /** The info line of a handshake refused 429 for the user's connection limit. */
 export const CONNECTION_LIMIT_LINE = 'websocket handshake refused: the user has PIXIU_MAX_CONNECTIONS_PER_USER connections already';
 
+/** The warn line of a handshake refused 503 for the node's bound on its connections. */
+export const NODE_FULL_LINE = 'websocket handshake refused: this node holds PIXIU_MAX_CONNECTIONS connections already';
+
 /** One node's refusals of handshakes, each answered with its error and logged, thinned (see the module's doc). */
 export class HandshakeRefusals {
   readonly #logger: Logger;
@@ -37,6 +44,7 @@ export class HandshakeRefusals {
   readonly #maxPerUser: number;
   readonly #origins = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   readonly #limits = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
+  readonly #full = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
 
   constructor(logger: Logger, config: { readonly allowedOrigins: readonly string[]; readonly maxConnectionsPerUser: number }) {
     this.#logger = logger;
@@ -73,5 +81,18 @@ export class HandshakeRefusals {
     const left = this.#limits.take();
     if (left !== undefined) this.#logger.info({ user, device, limit: this.#maxPerUser, ...thinnedFields(left) }, CONNECTION_LIMIT_LINE);
     return new PixiuError('RATE_LIMITED', `user ${user} already has ${this.#maxPerUser} connections, on all nodes (PIXIU_MAX_CONNECTIONS_PER_USER); wait for one to close, or DELETE /v1/users/{uid}/connections frees them at once`);
+  }
+
+  /**
+   * A handshake past the node's bound on its connections (`PIXIU_MAX_CONNECTIONS`,
+   * connection-slots.ts): logged at warn with `open` and `limit`.
+   * @param open the connections the node holds, open or opening
+   * @param limit the bound
+   * @returns the 503 to answer, with `Retry-After`
+   */
+  nodeFull(open: number, limit: number): PixiuError {
+    const left = this.#full.take();
+    if (left !== undefined) this.#logger.warn({ open, limit, ...thinnedFields(left) }, NODE_FULL_LINE);
+    return fullRefusal(open);
   }
 }

@@ -65,7 +65,7 @@ test('acks are counted by outcome (moved, idle, refused) and the cursors they mo
 
 test('handshakes are counted accepted, or refused by their code whatever refused them', async () => {
   const before = await byLabel('pixiu_ws_handshakes_total');
-  assert.deepEqual(Object.keys(before).sort(), ['FORBIDDEN', 'INVALID_REQUEST', 'RATE_LIMITED', 'UNAUTHORIZED', 'UNAVAILABLE', 'abandoned', 'accepted', 'busy'], 'the closed set from the start');
+  assert.deepEqual(Object.keys(before).sort(), ['FORBIDDEN', 'INVALID_REQUEST', 'RATE_LIMITED', 'UNAUTHORIZED', 'UNAVAILABLE', 'abandoned', 'accepted', 'busy', 'full'], 'the closed set from the start');
   const one = await gw.connect('hs-a', { device: 'd1' });
   const two = await gw.connect('hs-b', { device: 'd1' });
   await expectRefused(gw.connect('hs-a', { device: 'd2' }), 429, 'RATE_LIMITED');

@@ -17,7 +17,7 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
     ...['message', 'batch', 'broadcast', 'channel'].map((route) => `pixiu_ingest_duration_seconds_count{route="${route}"}`),
     ...['moved', 'refused', 'idle'].map((outcome) => `pixiu_acks_total{outcome="${outcome}"}`),
     ...['written', 'failed'].map((result) => `pixiu_ack_cursor_writes_total{result="${result}"}`),
-    ...['accepted', 'abandoned', 'busy', 'INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'].map((outcome) => `pixiu_ws_handshakes_total{outcome="${outcome}"}`),
+    ...['accepted', 'abandoned', 'busy', 'full', 'INVALID_REQUEST', 'UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'UNAVAILABLE'].map((outcome) => `pixiu_ws_handshakes_total{outcome="${outcome}"}`),
     'pixiu_redis_errors_total{kind="connection"}', 'pixiu_redis_errors_total{kind="request"}',
     ...Object.keys(ERRORS).map((code) => `pixiu_http_errors_total{code="${code}"}`),
     ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'subscribed', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
