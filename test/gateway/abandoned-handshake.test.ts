@@ -12,6 +12,7 @@
  */
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -60,13 +61,32 @@ async function rawRequest(user: string, device: string, query: string, complete 
   socket.on('error', () => undefined);
   socket.on('data', () => undefined);
   await new Promise((resolve) => socket.once('connect', resolve));
-  socket.write([
+  socket.write(await upgradeRequest(user, device, query, complete));
+  return socket;
+}
+
+/** The text of an upgrade request of `user`'s `device`; with `complete` false, without its last line end. */
+async function upgradeRequest(user: string, device: string, query: string, complete = true): Promise<string> {
+  const { port } = new URL(gw.url);
+  return [
     `GET /v1/connect?device=${device}${query} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Upgrade: websocket', 'Connection: Upgrade',
     `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`, 'Sec-WebSocket-Version: 13',
     `Authorization: Bearer ${await testToken(JWT_KEY, user)}`, '', complete ? '' : undefined,
-  ].filter((line) => line !== undefined).join('\r\n'));
-  return socket;
+  ].filter((line) => line !== undefined).join('\r\n');
 }
+
+/**
+ * A client in a process of its own that connects, sends `request` and its FIN, and
+ * exits once the FIN is sent ('finish'). It runs while this process (the node under
+ * test) is held in `execFileSync`: the request and the FIN are both in the kernel before
+ * the node reads anything of the connection, and reach it in one read.
+ */
+const REQUEST_AND_FIN = `
+const net = require('node:net');
+const s = net.connect(Number(process.argv[1]), '127.0.0.1', () => s.end(process.argv[2]));
+s.on('finish', () => process.exit(0));
+s.on('error', () => process.exit(1));
+`;
 
 function leave(socket: net.Socket, how: Leave): void {
   if (how === 'fin') socket.end();
@@ -120,6 +140,30 @@ for (const how of ['fin', 'rst'] as const) {
     });
   }
 }
+
+// The FIN in the same read as the request (the walk14 tester's F2 asked whether the
+// node sees it there): nothing of the connection is read after the request, and the
+// FIN must still be seen before the connection is replaced. Repeated, both with the
+// cursor read before the check and without it (last_seq): the timing of one round is
+// the kernel's and the loop's. Each round is a fresh user (the handshake rate is per user).
+test('an upgrade that reaches the node in one read with its client\'s FIN leaves the device\'s live connection open, every time', async () => {
+  const { port } = new URL(gw.url);
+  for (let round = 0; round < ROUNDS_IN_ONE_READ; round++) {
+    for (const [resume, query] of [['cursor', ''], ['seq', '&last_seq=0']] as const) {
+      const user = `gone-one-read-${resume}-${round}`;
+      const { client: live, welcome } = await gw.connectWelcomed(user, { device: 'phone' });
+      const liveSocket = sockets.get('phone');
+      const before = await abandonedCount();
+      execFileSync(process.execPath, ['-e', REQUEST_AND_FIN, port, await upgradeRequest(user, 'phone', query)], { timeout: 10_000 });
+      const serverSide = await serverSocketOf('phone', liveSocket);
+      await waitUntil('the server closed the abandoned upgrade', async () => serverSide.destroyed, 5000, 5);
+      assert.equal(await abandonedCount(), before + 1, `round ${round} (${resume}): counted as an abandoned handshake`);
+      await stillLive(user, live, welcome.conn as string);
+      await live.close();
+    }
+  }
+});
+const ROUNDS_IN_ONE_READ = 5;
 
 const keys = new Keys('px:');
 
