@@ -105,9 +105,17 @@ export function idleAckAllowance(window: number, redeliveryRounds: number): numb
   return window * (1 + redeliveryRounds) + MAX_CONTROL_FRAMES;
 }
 
-/** The close reason past a budget of `allowance` acks that move nothing (close code 4003). */
-export function idleAckLimitReason(allowance: number): string {
-  return `more than ${allowance} acks that moved no cursor in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
+/**
+ * The close reason past a budget of `allowance` acks that move nothing (close code
+ * 4003), with the limit applied: `allowance` plus `earned`, the acks the connection's
+ * `msg` frames allowed that it spent in those 30 s (the walk14 tester's F4: after 100
+ * msgs the 801st closed the connection, and the reason said 700). Under 90 bytes
+ * with numbers of up to 8 digits: within a close frame's 123.
+ */
+export function idleAckLimitReason(allowance: number, earned = 0): string {
+  const seconds = CONTROL_FRAME_WINDOW_MS / 1000;
+  if (earned === 0) return `more than ${allowance} acks that moved no cursor in ${seconds} s`;
+  return `more than ${allowance + earned} acks that moved no cursor in ${seconds} s (${allowance} + ${earned} for msgs sent)`;
 }
 
 /** The close reason past {@link MAX_BAD_FRAMES} (close code 4003). */
@@ -128,6 +136,13 @@ export class FrameBudget {
   #idleAcks: FrameWindow | undefined;
   /** Acks that move nothing allowed by `msg` frames sent since this budget was made, at most `mostEarned`. */
   #earned = 0;
+  /**
+   * When the 30 s span of acks that move nothing began (`performance.now`, ms): at the
+   * first of them, the next at the first after it ends, as {@link FrameWindow}'s. Only
+   * for the close reason: how many earned acks were spent in it ({@link #spentInSpan}).
+   */
+  #spanStart = Number.NEGATIVE_INFINITY;
+  #spentInSpan = 0;
   #badFrames = 0;
 
   /**
@@ -158,11 +173,18 @@ export class FrameBudget {
 
   /** Takes one ack that moved no cursor (refused, a repeat, another epoch's). @returns the close reason (code 4003) past the budget, else undefined */
   idleAck(): string | undefined {
+    const now = performance.now();
+    if (now - this.#spanStart >= CONTROL_FRAME_WINDOW_MS) {
+      this.#spanStart = now;
+      this.#spentInSpan = 0;
+    }
     if (this.#earned > 0) {
       this.#earned -= 1;
+      this.#spentInSpan += 1;
       return undefined;
     }
-    return (this.#idleAcks ??= new FrameWindow(this.#idleAckAllowance)).take() ? undefined : idleAckLimitReason(this.#idleAckAllowance);
+    if ((this.#idleAcks ??= new FrameWindow(this.#idleAckAllowance)).take()) return undefined;
+    return idleAckLimitReason(this.#idleAckAllowance, this.#spentInSpan);
   }
 
   /**

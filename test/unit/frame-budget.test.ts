@@ -45,6 +45,7 @@ test('the limits are the documented ones: 300 frames other than ack per 30 s, 20
   assert.equal(controlFrameLimitReason, 'more than 300 frames other than ack in 30 s');
   assert.equal(idleAckAllowance(100, 3), 700, 'the default window of 100, sent and resent by three redelivery rounds, plus 300');
   assert.equal(idleAckLimitReason(700), 'more than 700 acks that moved no cursor in 30 s');
+  assert.equal(idleAckLimitReason(700, 100), 'more than 800 acks that moved no cursor in 30 s (700 + 100 for msgs sent)', 'the limit applied after 100 msgs');
 });
 
 test('300 frames other than ack pass and the 301st is refused until 30 s after the first, not before', (t) => {
@@ -88,8 +89,26 @@ test('each msg sent allows one more ack that moves nothing (a second ack of it),
   assert.equal(budget.idleAck(), idleAckLimitReason(310));
   for (let i = 0; i < 3; i++) budget.earn();
   takeAll(() => budget.idleAck(), 3);
-  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'three msgs, three more');
+  assert.equal(budget.idleAck(), idleAckLimitReason(310, 3), 'three msgs, three more');
   for (let i = 0; i < 2000; i++) budget.earn();
   takeAll(() => budget.idleAck(), 1300);
-  assert.equal(budget.idleAck(), idleAckLimitReason(310), 'earned up to 990 + 310, not 2,000');
+  assert.equal(budget.idleAck(), idleAckLimitReason(310, 1303), 'earned up to 990 + 310, not 2,000');
+});
+
+// The walk14 tester's F4: after 100 msgs, 800 acks of 0 passed and the 801st was closed
+// "more than 700 acks …". The reason names the limit applied in the 30 s it ran out in.
+test('the close reason names the limit applied: the allowance plus the acks msgs allowed that were spent in those 30 s', (t) => {
+  const at = handClock(t);
+  const budget = FrameBudget.of({ deliveryWindow: 100, redeliveryBackoffMs: [10_000, 2_000, 4_000], inboxCap: 10_000 });
+  for (let i = 0; i < 100; i++) budget.earn();
+  takeAll(() => budget.idleAck(), 800);
+  assert.equal(budget.idleAck(), 'more than 800 acks that moved no cursor in 30 s (700 + 100 for msgs sent)');
+  // 30 s on, a new window: earned acks spent in the window before are not named again.
+  at(30_000);
+  for (let i = 0; i < 5; i++) budget.earn();
+  takeAll(() => budget.idleAck(), 705);
+  assert.equal(budget.idleAck(), 'more than 705 acks that moved no cursor in 30 s (700 + 5 for msgs sent)');
+  at(60_000);
+  takeAll(() => budget.idleAck(), 700);
+  assert.equal(budget.idleAck(), 'more than 700 acks that moved no cursor in 30 s', 'none earned: the allowance alone');
 });
