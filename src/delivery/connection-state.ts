@@ -150,10 +150,21 @@ export function resetTo(c: Conn, page: InboxPage, effects: Effect[], epoch?: str
 }
 
 /**
+ * `welcome`'s `heartbeat`: the ping period `heartbeatMs` in whole seconds, rounded up, at
+ * least 1 (docs/protocol.md, `welcome`). An integer, as clients parse it; rounded up so
+ * that a client sizing its silence limit by it (twice `heartbeat`, protocol.md
+ * "Detecting a dead connection") never sizes it below the pings' period: rounded to the
+ * nearest, 1.2 s said 1 (the walk14 tester's F3).
+ */
+export function welcomeHeartbeat(heartbeatMs: number): number {
+  return Math.max(1, Math.ceil(heartbeatMs / 1000));
+}
+
+/**
  * Decides where joining connection `c` starts (DESIGN.md §5 "Resume rules") from the
  * first page it waited for; sends `welcome`, then `reset` or `gap` when the resume
  * point asks for one, and makes it ready there.
- * @param heartbeatMs the server heartbeat, shown in `welcome` in whole seconds (at least 1)
+ * @param heartbeatMs the server heartbeat, shown in `welcome` in whole seconds ({@link welcomeHeartbeat})
  * @param lineage `page`'s epoch's, when read (src/inbox/lineage.ts): after a `reset`, the
  *   seqs it shows the device had under its `last_seq`'s epoch are marked in the gap
  */
@@ -166,7 +177,7 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
     conn: c.id,
     frame: {
       t: 'welcome', conn: c.id, user, device: c.device, epoch: page.epoch,
-      seq: page.latestSeq, resume_from: start + 1, heartbeat: Math.max(1, Math.round(heartbeatMs / 1000)),
+      seq: page.latestSeq, resume_from: start + 1, heartbeat: welcomeHeartbeat(heartbeatMs),
     },
   });
   if (notice) effects.push({ kind: 'send', conn: c.id, frame: notice });

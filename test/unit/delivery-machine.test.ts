@@ -873,13 +873,17 @@ test('a hole (entries deleted by hand) reached by a redelivery round is marked r
   assert.deepEqual(d.brief('a'), ['msg 2 r', 'gap 3-3 trimmed r', 'gap 4-4 trimmed', 'msg 5']);
 });
 
-test('welcome announces the heartbeat in whole seconds, at least 1', () => {
-  const d = new Driver({ ...CONFIG, heartbeatMs: 200 });
-  d.inbox.append(1);
-  d.login('a');
-  d.settle();
-  const welcome = d.frames('a')[0];
-  assert.equal(welcome?.t === 'welcome' ? welcome.heartbeat : undefined, 1);
+// Rounded up, never below the period a client sizes its silence limit by (twice it):
+// rounded to the nearest, 1.2 s said 1 (the walk14 tester's F3).
+test('welcome announces the heartbeat in whole seconds, rounded up, at least 1', () => {
+  for (const [heartbeatMs, seconds] of [[200, 1], [1000, 1], [1200, 2], [1500, 2], [2001, 3], [25_000, 25]] as const) {
+    const d = new Driver({ ...CONFIG, heartbeatMs });
+    d.inbox.append(1);
+    d.login('a');
+    d.settle();
+    const welcome = d.frames('a')[0];
+    assert.equal(welcome?.t === 'welcome' ? welcome.heartbeat : undefined, seconds, `PIXIU_HEARTBEAT=${heartbeatMs}ms`);
+  }
 });
 
 test('a fetch reads at most the page cap, however large the window', () => {
