@@ -70,8 +70,8 @@ export interface ErrorFrame {
   message: string;
   /**
    * The frame refused: `sub` and `unsub` name their `channel` (when it is a string),
-   * an `ack` refused for its seq (above the last seq sent) names that `seq`, `refresh`
-   * and a malformed `ack` name only their `t`; malformed ones too (client-frames.ts
+   * an `ack` refused for its seq (above the last seq sent) names that `seq`, `refresh`,
+   * a malformed `ack` and a malformed `ping` name only their `t`; malformed ones too (client-frames.ts
    * `FrameRefused`). Absent for a frame that is not JSON, not an object or of no known
    * `t`. (Errors also come in the order of the frames they answer:
    * src/gateway/frame-handler.ts.)
@@ -81,7 +81,7 @@ export interface ErrorFrame {
 
 /** What an {@link ErrorFrame} refuses. */
 export interface ErrorRef {
-  t: 'sub' | 'unsub' | 'refresh' | 'ack';
+  t: 'sub' | 'unsub' | 'refresh' | 'ack' | 'ping';
   channel?: string;
   seq?: number;
 }

@@ -21,10 +21,10 @@ export type ClientFrame =
 const KNOWN = new Set(['ack', 'ping', 'refresh', 'sub', 'unsub']);
 
 /**
- * A frame refused while parsing (INVALID_REQUEST). `ref` names it when it is a `sub`,
- * `unsub` or `refresh`, whose answers a client matches to its frames (docs/protocol.md,
- * the `error` frame); undefined for one that is not JSON, not an object, of no known
- * `t`, or an `ack`.
+ * A frame refused while parsing (INVALID_REQUEST). `ref` names it when it is of a known
+ * `t` — a `sub`, `unsub`, `refresh`, `ack` or `ping` —, so that a client can tell which
+ * of its frames went unanswered (docs/protocol.md, the `error` frame); undefined for one
+ * that is not JSON, not an object, or of no known `t`.
  */
 export class FrameRefused extends PixiuError {
   readonly ref: ErrorRef | undefined;
@@ -35,9 +35,14 @@ export class FrameRefused extends PixiuError {
   }
 }
 
-/** The `ref` of a refused `sub`, `unsub`, `refresh` or `ack`: its `t`, and a `sub`'s or `unsub`'s `channel` when that is a string. */
+/**
+ * The `ref` of a refused `sub`, `unsub`, `refresh`, `ack` or `ping`: its `t`, and a
+ * `sub`'s or `unsub`'s `channel` when that is a string. A `ping`'s too (the walk14
+ * tester's F5: `{"t":"ping","x":1}` had none, a case protocol.md did not cover): a
+ * client waiting on its pong learns it will not come.
+ */
 function refOf(o: Record<string, unknown>): ErrorRef | undefined {
-  if (o.t === 'ack') return { t: 'ack' };
+  if (o.t === 'ack' || o.t === 'ping') return { t: o.t };
   if (o.t !== 'sub' && o.t !== 'unsub' && o.t !== 'refresh') return undefined;
   return typeof o.channel === 'string' && o.t !== 'refresh' ? { t: o.t, channel: o.channel } : { t: o.t };
 }
@@ -103,7 +108,7 @@ export function readClientFrame(data: { toString(): string }, isBinary: boolean)
  * Parses one text frame.
  * @throws FrameRefused (INVALID_REQUEST) naming what is wrong (not JSON, not an
  *   object, unknown `t`, a field of the wrong type, an unknown field), with the
- *   frame's `ref` for a `sub`, `unsub` or `refresh`
+ *   frame's `ref` for a frame of a known `t`
  */
 export function parseClientFrame(text: string): ClientFrame {
   let v: unknown;

@@ -55,24 +55,27 @@ test('ping is answered with pong', async () => {
 
 test('each bad frame is answered with an error frame; the connection stays healthy after each', async () => {
   const { client } = await gw.connectWelcomed('frames');
-  const cases: Array<{ what: string; frame: string | Buffer; message: RegExp }> = [
+  // `ref` as protocol.md's `error` row gives it: the frame's `t` when it is a known one
+  // (a malformed ping's too: the walk14 tester's F5), none otherwise.
+  const cases: Array<{ what: string; frame: string | Buffer; message: RegExp; ref?: object }> = [
     { what: 'not JSON', frame: 'hello', message: /not valid JSON/ },
     { what: 'JSON but not an object', frame: '[1,2]', message: /JSON object/ },
     { what: 'an unknown t', frame: '{"t":"shout"}', message: /unknown frame type/ },
     { what: 'no t', frame: '{"seq":1}', message: /"t"|frame type/ },
-    { what: 'an ack with a string seq', frame: '{"t":"ack","seq":"1"}', message: /seq/ },
-    { what: 'an ack with a negative seq', frame: '{"t":"ack","seq":-1}', message: /seq/ },
-    { what: 'a ping with an unknown field', frame: '{"t":"ping","x":1}', message: /unknown field/ },
-    { what: 'a refresh without a token', frame: '{"t":"refresh"}', message: /token/ },
+    { what: 'an ack with a string seq', frame: '{"t":"ack","seq":"1"}', message: /seq/, ref: { t: 'ack' } },
+    { what: 'an ack with a negative seq', frame: '{"t":"ack","seq":-1}', message: /seq/, ref: { t: 'ack' } },
+    { what: 'a ping with an unknown field', frame: '{"t":"ping","x":1}', message: /unknown field/, ref: { t: 'ping' } },
+    { what: 'a refresh without a token', frame: '{"t":"refresh"}', message: /token/, ref: { t: 'refresh' } },
     { what: 'a binary frame', frame: Buffer.from('{"t":"ping"}'), message: /binary/ },
-    { what: 'a sub frame with a malformed channel name', frame: '{"t":"sub","channel":"a b"}', message: /not a channel name/ },
+    { what: 'a sub frame with a malformed channel name', frame: '{"t":"sub","channel":"a b"}', message: /not a channel name/, ref: { t: 'sub', channel: 'a b' } },
   ];
-  for (const { what, frame, message } of cases) {
+  for (const { what, frame, message, ref } of cases) {
     client.ws.send(frame);
     const error = await client.next();
     assert.equal(error.t, 'error', `${what}: ${JSON.stringify(error)}`);
     assert.equal(error.code, 'INVALID_REQUEST', what);
     assert.match(String(error.message), message, what);
+    assert.deepEqual(error.ref, ref, `${what}: its ref`);
     await expectPong(client);
     await expectDelivery(client, 'frames');
   }
