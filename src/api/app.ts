@@ -76,9 +76,10 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // after the answer in flight), and a producer would send it again. Refused by the
     // first onRequest hook (shutdown.ts), in the catalogue's shape, not by fastify, whose own
     // 503 body is not Pixiu's and carries no Retry-After (a contract tester's finding).
-    // Only a request whose head was arriving as draining began gets it: a pipelined
-    // one's 503 is never sent, the answer in flight having ended the connection
-    // (docs/decisions.md "Shutdown drains HTTP").
+    // The first request pipelined behind the one in flight gets it after that one's answer,
+    // which leaves the close to it (shutdown.ts); a request on a keep-alive connection idle as
+    // draining began gets none: Node closes that connection (docs/decisions.md
+    // "Shutdown drains HTTP").
     return503OnClosing: false,
     // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
     // catalogue's body, rather than by Node with an empty 400. Headers must arrive

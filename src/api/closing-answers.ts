@@ -5,16 +5,20 @@
  * pipelined behind a 401 was stored and never answered, a black-box tester's walk11 A).
  * Marked by those who decide the close: error-handler.ts `sendError` (an error answered
  * before its request's body had all arrived, `Connection: close`), `expectationAnswerer`
- * (the 417) and pipelining-bound.ts (its 429); pipelining-bound.ts drops every request
- * dispatched on a marked connection.
+ * (the 417), pipelining-bound.ts (its 429) and shutdown.ts (a draining node's answer to
+ * the last request in progress on its connection); pipelining-bound.ts drops every
+ * request dispatched on a marked connection.
  *
  * Each of these closes is decided before any later request of the connection was parsed
  * (Node's parser reads the next request only once a body has all arrived, so a request
  * whose body is pending has none parsed behind it; the 417 and the 429 are decided as
- * Node hands their request over), so the mark reaches every request behind the answer:
- * those parsed from the same read, and those parsed from what the client sends after
- * the answer went out, which Node's parser still reads during the lingering close
- * (lingering-close.ts: a `POST /v1/me/ack` sent so moved the device's cursor, unanswered).
+ * Node hands their request over; a draining node's close only when no later request of
+ * the connection is in progress: Node hands a request over as it parses its head), so
+ * the mark reaches every request behind the answer: those parsed from the same read,
+ * and those parsed from what the client sends later, before it read the close (while
+ * the answer waits behind a slow one, or after it went out: Node's parser still reads
+ * during the lingering close, lingering-close.ts; a `POST /v1/me/ack` sent so moved the
+ * device's cursor, unanswered).
  * Node writes a `writeHead`'s headers without keeping them (`getHeader` cannot tell),
  * hence a mark of our own.
  */

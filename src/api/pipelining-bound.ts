@@ -41,9 +41,11 @@
  * keeps fewer requests than the bound in flight never meets either bound.
  *
  * The same wrapper drops a request dispatched on a connection an answer will close or
- * closed (an early refusal, a 417: closing-answers.ts), whether parsed from the same
- * read or from bytes sent after that answer went out: Node writes that answer and ends
- * the connection, so the request is never acted on and never answered.
+ * closed (an early refusal, a 417, a draining node's last answer: closing-answers.ts),
+ * whether parsed from the same read or from bytes sent after that answer went out: Node
+ * writes that answer and ends the connection, so the request is never acted on and never
+ * answered. And it tells whether a later request of a connection is in progress
+ * ({@link laterInProgress}), for an answer that would close the connection under it.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -133,6 +135,21 @@ export function pipelinedPastBound(maxRequests: number): PixiuError {
  * in that order): an entry made at its first request, deleted by its `close`.
  */
 const inProgress = new WeakMap<Socket, ServerResponse[]>();
+
+/**
+ * Whether a request dispatched after `res`'s on its connection is still in progress
+ * (dispatched, its answer not yet all handed to the kernel): its answer goes out after
+ * `res`'s (RFC 9112 §9.3.2), so an answer that is to end the connection leaves the close
+ * to it (shutdown.ts: Node ends the connection after an answer with `Connection: close`,
+ * and the answers queued behind it would never be written). False for a response this
+ * module never dispatched (one it refused itself, or on a connection already closed).
+ */
+export function laterInProgress(res: ServerResponse): boolean {
+  const queue = inProgress.get(res.req.socket);
+  if (queue === undefined) return false;
+  const at = queue.indexOf(res);
+  return at >= 0 && at < queue.length - 1;
+}
 
 /** A response finished (`this`): its request is no longer in progress. Shared by all responses, no closure. */
 function answered(this: ServerResponse): void {

@@ -3,11 +3,15 @@
  * the node stops taking requests, a request that reaches routing is refused 503
  * UNAVAILABLE ({@link SHUTTING_DOWN}, `Retry-After`, `Connection: close`) before anything
  * is done, and the answers of the requests still in flight end their connections, as do
- * all answers in the drain delay (`PIXIU_DRAIN_DELAY`).
+ * all answers in the drain delay (`PIXIU_DRAIN_DELAY`). Of requests pipelined on one
+ * connection, only the answer of the last one in progress does, so that every request
+ * dispatched is answered (pipelining-bound.ts `laterInProgress`).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { PixiuError } from '../errors.js';
+import { markClosing } from './closing-answers.js';
 import { sendError } from './error-handler.js';
+import { laterInProgress } from './pipelining-bound.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -63,8 +67,17 @@ export function installShutdown(app: FastifyInstance, draining: (() => boolean) 
   // In the drain delay too: a keep-alive connection open to this node would otherwise
   // bring its client back here, past a load balancer that has taken the node out,
   // until the listener closes under it (ECONNRESET); its next request opens a new one.
-  app.addHook('onSend', (_req, reply, payload, done) => {
-    if (closing || draining?.() === true) void reply.header('connection', 'close');
+  // Only the answer of the connection's last request in progress closes it: Node ends
+  // the connection after an answer with `Connection: close`, and the answers of the
+  // requests pipelined behind it, already dispatched and acted on (a message stored),
+  // would never be written; the last one's answer carries the close instead. The
+  // connection is marked as the close is decided (closing-answers.ts), so a request
+  // parsed after it (sent before its client read the close) is not acted on.
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if ((closing || draining?.() === true) && !laterInProgress(reply.raw)) {
+      void reply.header('connection', 'close');
+      markClosing(req.raw.socket);
+    }
     done(null, payload);
   });
 }
