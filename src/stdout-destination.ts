@@ -10,19 +10,26 @@
  * - The file stdout goes to cannot grow now — a full disk (ENOSPC), a quota (EDQUOT),
  *   a file size limit (EFBIG): the lines are held and written once it can, with the cut
  *   line first, so the file stays whole JSON lines. SonicBoom keeps the bytes a write
- *   failed to take and tries them again at the next line; at most
+ *   failed to take and tries them again at the next line, and this module every
+ *   {@link LOG_RETRY_MS} (a quiet node logs nothing for hours: walk16 F2.1); at most
  *   {@link LOG_HOLD_MAX_BYTES} are held, and the lines past that are dropped and
  *   counted. The first line that goes through again is followed by one warning giving
  *   the error, how long the log could not be written and how many lines were dropped
  *   (a walk13 finding: a full log disk, freed again, had stopped the log until the
  *   next restart, so every later error and the shutdown were lost).
  *   While writes fail, the exit's synchronous flush is skipped: it would retry forever
- *   (SonicBoom's `flushSync` sleeps and retries every error but EAGAIN's refusal).
+ *   (SonicBoom's `flushSync` sleeps and retries every error but EAGAIN's refusal). A
+ *   line so left cut in a file is ended with a newline by the next start, before its
+ *   first line, so that one parses (walk16 F2.2).
  */
+import { fstatSync, openSync, closeSync, readSync } from 'node:fs';
 import { pino } from 'pino';
 
 /** Most bytes of log lines held while stdout cannot be written (8 MiB); the lines past it are dropped and counted. */
 export const LOG_HOLD_MAX_BYTES = 8 * 1024 * 1024;
+
+/** While writes fail, the held lines are tried again this often (ms), also when nothing new is logged. */
+export const LOG_RETRY_MS = 1000;
 
 /** Write errors after which stdout is given up for good: its reader or descriptor is gone. */
 const GONE = new Set(['EPIPE', 'EIO', 'EBADF', 'ECONNRESET']);
@@ -56,8 +63,16 @@ export type StdoutStream = ReturnType<typeof pino.destination>;
  */
 export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd = 1): StdoutStream {
   const stream = pino.destination({ dest: fd, sync: false, maxLength: LOG_HOLD_MAX_BYTES });
+  // A line an earlier run left cut (it stopped on a full disk) ends before ours begins.
+  if (endsMidLine(fd)) stream.write('\n');
   let stall: Stall | undefined;
   let dropped = 0;
+  // A write of nothing makes SonicBoom try the held bytes again (its minLength is 0).
+  let retry: NodeJS.Timeout | undefined;
+  const stopRetry = (): void => {
+    clearInterval(retry);
+    retry = undefined;
+  };
   const noop = (): void => undefined;
   const flushSync = stream.flushSync.bind(stream);
   stream.flushSync = () => {
@@ -66,18 +81,44 @@ export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd 
   stream.on('drop', () => { dropped++; });
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (GONE.has(err.code ?? '')) {
+      stopRetry();
       Object.assign(stream, { write: () => true, flush: noop, flushSync: noop, end: noop });
       return;
     }
     stall ??= { code: err.code ?? 'unknown', since: Date.now() };
+    retry ??= setInterval(() => stream.write(''), LOG_RETRY_MS).unref();
   });
   stream.on('write', () => {
     if (stall === undefined) return;
     const what: LogRecovered = { code: stall.code, failedMs: Date.now() - stall.since, dropped };
     stall = undefined;
     dropped = 0;
+    stopRetry();
     // After SonicBoom has released the bytes it just wrote: this event comes before.
     setImmediate(onRecovered, what);
   });
   return stream;
+}
+
+/**
+ * Whether `fd` is a regular file whose last byte is not a newline: the last line of an
+ * earlier run, cut by a full disk as it stopped (its held lines could not be written).
+ * Read through /proc/self/fd (the descriptor itself is open for writing only); false
+ * wherever that cannot be read (not Linux, a pipe, a terminal, an empty file).
+ */
+function endsMidLine(fd: number): boolean {
+  try {
+    const stat = fstatSync(fd);
+    const size = stat.size;
+    if (!stat.isFile() || size === 0) return false;
+    const reader = openSync(`/proc/self/fd/${fd}`, 'r');
+    try {
+      const last = Buffer.alloc(1);
+      return readSync(reader, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a;
+    } finally {
+      closeSync(reader);
+    }
+  } catch {
+    return false;
+  }
 }
