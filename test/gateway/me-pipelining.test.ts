@@ -18,6 +18,9 @@
  *   request is handed over (a missing Host), which marked nothing. A request with
  *   `Connection: close` is its client's last (RFC 9112 §9.6): Node's parser (llhttp)
  *   reads nothing after it; pinned here, also behind a slow refusal.
+ * - A token refused from the headers (missing, not a JWT, an alg the key does not take),
+ *   before any key is used: on an ack, whose body is then still to come, the 401 closes;
+ *   on a page (no body) it keeps the connection.
  * - A body refused once it has all arrived (415, 413 from the body parsing, after the
  *   asynchronous token check) keeps the connection: fastify closed it, with the ack
  *   behind already dispatched, applied and never answered.
@@ -234,4 +237,36 @@ test('a body refused after the token check (415, 413), the whole request in one 
     raw.socket.destroy();
     assert.equal((await cursors(user))[device], 3, device);
   }
+});
+
+test('a token refused from the headers (missing, not a JWT, an alg not taken): on an ack the 401 closes and the ack behind is not acted on; on a page it keeps the connection', async (t) => {
+  const { server, cursors } = await nodeFor(t, 'form', { jwtSecret: JWT_SECRET });
+  const user = 'fay';
+  await fill(server, user);
+  const good = await testToken(JWT_KEY, user);
+  const [, payload, signature] = good.split('.');
+  const rs256 = `${Buffer.from('{"alg":"RS256","typ":"JWT"}').toString('base64url')}.${payload}.${signature}`;
+  const noToken = (bytes: string): string => bytes.replace(/Authorization: Bearer [^\r]*\r\n/, '');
+  const refusals: Array<[string, (device: string) => string]> = [
+    ['none', (d) => noToken(ack(good, d, 2))],
+    ['api', (d) => ack('an-api-token-not-a-jwt', d, 2)],
+    ['alg', (d) => ack(rs256, d, 2)],
+  ];
+  for (const [name, refused] of refusals) {
+    const raw = new Raw(server.service.url);
+    raw.socket.write(ack(good, `${name}-ack`, 1) + refused(`${name}-ack`) + ack(good, `${name}-ack`, 3));
+    await within(10_000, "the node's FIN", raw.ended);
+    assert.deepEqual(raw.answers(), ['200', '401 (close)'], name);
+    raw.socket.destroy();
+  }
+  for (const [name, bytes] of [['none', noToken(page(good))], ['api', page('an-api-token-not-a-jwt')], ['alg', page(rs256)]] as const) {
+    const raw = new Raw(server.service.url);
+    raw.socket.write(bytes + ack(good, `${name}-page`, 3));
+    assert.deepEqual(await raw.awaitAnswers(2), ['401', '200'], name);
+    raw.socket.destroy();
+  }
+  await sleep(200);
+  assert.deepEqual(await cursors(user), {
+    'none-ack': 1, 'api-ack': 1, 'alg-ack': 1, 'none-page': 3, 'api-page': 3, 'alg-page': 3,
+  });
 });
