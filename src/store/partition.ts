@@ -373,10 +373,14 @@ export class Partition {
     }
   }
 
-  /** Takes the partition out of writes after a failed one (write-recovery.ts); answers the failure as the write's caller gets it. */
+  /**
+   * Takes the partition out of writes after a failed one (write-recovery.ts); answers the
+   * failure as the write's caller gets it: in the words of the writes refused after it
+   * and of `/readyz`, with the cause.
+   */
   #writeFailed(err: unknown): PixiuError {
     this.#recovery.failed(err);
-    return this.#unavailable(err);
+    return err instanceof PixiuError ? err : this.#recovery.refusal() ?? this.#unavailable(err);
   }
 
   #unavailable(err: unknown): PixiuError {

@@ -35,6 +35,22 @@ export interface RecoveringPartition {
   readonly onWriteFailure?: (() => void) | undefined;
 }
 
+/**
+ * Why a write failed, in the words that end LevelDB's error, without the file's path:
+ * `IO error: /data/xiu/6/000003.log: No space left on device` gives `No space left on
+ * device` (the OS's words for ENOSPC). Given in the refusals and `/readyz` (a black-box
+ * tester's walk16 F3.1: the producer whose write failed heard no cause); the whole error
+ * is in the log line.
+ * @returns undefined when the error's last words are empty, name a path or run long
+ */
+export function writeFailureWords(err: unknown): string | undefined {
+  const message = err instanceof Error ? err.message : undefined;
+  const last = message?.split(': ').pop()?.trim();
+  // A path: absolute, or one word with a separator (`Input/output error` is words).
+  const path = last !== undefined && (/^(?:\/|[A-Za-z]:\\)/.test(last) || /^\S*[/\\]\S*$/.test(last));
+  return last === undefined || last === '' || path || last.length > 120 ? undefined : last;
+}
+
 /** The failed-write state of one partition and its reopen tries. */
 export class WriteRecovery {
   readonly #p: RecoveringPartition;
@@ -72,7 +88,8 @@ export class WriteRecovery {
   failed(err: unknown): void {
     this.#p.onWriteFailure?.();
     if (this.#failure !== undefined) return;
-    this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write`, err);
+    const why = writeFailureWords(err);
+    this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write${why === undefined ? '' : ` (${why})`}`, err);
     this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
     this.#schedule();
   }

@@ -40,10 +40,11 @@ test('on a full disk POSTs get 503 and /readyz names the reopening partition; wi
   let n = 1;
   let answer = await post(n++);
   while (answer.status === 201 && n < 2_000) answer = await post(n++);
-  expectError(answer, 503, 'UNAVAILABLE', /message store partition \d+ is unavailable/);
+  // The write that takes the partition out says why, in /readyz's words (walk16 F3.1).
+  expectError(answer, 503, 'UNAVAILABLE', /^message store partition \d+ is reopening its database after a failed write \(No space left on device\)$/);
   // Only that partition's messages are refused: /readyz names it, not the whole store.
   expectError(await client.get('/readyz'), 503, 'UNAVAILABLE',
-    /^message store partitions? [\d, ]+ takes? no messages now \(no write failed or stalled yet on this node's other \d+ partitions\): message store partition \d+ is reopening its database after a failed write/);
+    /^message store partitions? [\d, ]+ takes? no messages now \(no write failed or stalled yet on this node's other \d+ partitions\): message store partition \d+ is reopening its database after a failed write \(No space left on device\)/);
   assert.ok(await writeFailures(client) >= 1, 'the failed write is counted in /metrics');
   // A batch while the disk is full: its items are 503s, logged as one warning for the
   // batch, not an error with a stack per item.

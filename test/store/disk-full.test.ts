@@ -46,12 +46,18 @@ async function clockedStoreOnSmallDisk(t: TestContext): Promise<{ disk: string; 
   return { disk, clock, store: await openStore(t, path.join(disk, 'xiu'), { partitions: 1, now: () => clock.ms }) };
 }
 
+/** The message of the last put {@link tryPut} saw refused. */
+let lastRefusal: string | undefined;
+
 /** Puts one message; answers its result, or undefined when the store refused it as UNAVAILABLE. */
 async function tryPut(store: MessageStore, n: number): Promise<PutResult | undefined> {
   try {
     return await store.put({ kind: 1, type: 't', data: { n, DATA }, to: ['a'], clientMsgId: `m-${n}` });
   } catch (err) {
-    if (isPixiuError(err, 'UNAVAILABLE')) return undefined;
+    if (isPixiuError(err, 'UNAVAILABLE')) {
+      lastRefusal = err.message;
+      return undefined;
+    }
     throw err;
   }
 }
@@ -72,10 +78,14 @@ test('after a write failed on a full disk, no put is acknowledged until the part
     else acknowledged.push(put);
   }
   assert.equal(refused, 1, 'a put was refused once the disk was full');
+  // The write that failed says why, in the words of the refusals after it (walk16 F3.1).
+  const cause = /^message store partition 0 is reopening its database after a failed write \(No space left on device\)$/;
+  assert.match(lastRefusal ?? '', cause);
   // Still full: the partition takes nothing (it may not write into its torn log), says
   // why (readiness), and reads go on.
   assert.equal(await tryPut(store, n++), undefined);
-  assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write/);
+  assert.match(lastRefusal ?? '', cause);
+  assert.match(store.writeProblem ?? '', /partition 0 is reopening its database after a failed write \(No space left on device\)/);
   // A try to reopen comes within a second, finds no room, and leaves the partition open.
   await waitUntil('a reopen is tried', async () => lines.some((l) => l.msg?.startsWith('store partition cannot reopen its database yet') === true));
   // A condition waited out: a warning with its reason, not a stack (an ops newcomer's finding).
