@@ -12,7 +12,8 @@
  * and serializer compile as before (docs/decisions.md, "The OpenAPI document's shared
  * components"). A shape is replaced by its `$ref` only where it appears exactly as
  * published here (deep-equal, descriptions included; only a response schema's copy of
- * its response's own description is set aside), so a schema that merely looks
+ * its response's own description is set aside, and a parameter's description, moved out
+ * of its schema, is put back to compare), so a schema that merely looks
  * alike (another description, another pattern) stays inline, and the names are this
  * module's, not guessed: the same document comes out of every run.
  */
@@ -88,6 +89,12 @@ interface Holder {
    * Response Object.
    */
   responseWords?: unknown;
+  /**
+   * A parameter's description, which @fastify/swagger moves out of its schema into the
+   * Parameter Object: a schema without one that, with these words, is a shared shape
+   * (`{uid}`: UserId) is that shape, the words staying in the Parameter Object too.
+   */
+  parameterWords?: unknown;
 }
 
 /** The holders of the operations' schemas, in document order. */
@@ -100,7 +107,7 @@ function schemaHolders(doc: Node): Holder[] {
   for (const operations of Object.values(isObject(doc.paths) ? doc.paths : {})) {
     for (const op of Object.values(isObject(operations) ? operations : {})) {
       if (!isObject(op)) continue;
-      if (Array.isArray(op.parameters)) holders.push(...op.parameters.filter(isObject).map((holder) => ({ holder })));
+      if (Array.isArray(op.parameters)) holders.push(...op.parameters.filter(isObject).map((holder) => ({ holder, parameterWords: holder.description })));
       if (isObject(op.requestBody)) media(op.requestBody.content);
       for (const response of Object.values(isObject(op.responses) ? op.responses : {})) {
         if (!isObject(response)) continue;
@@ -113,12 +120,18 @@ function schemaHolders(doc: Node): Holder[] {
 }
 
 /**
- * The shared shape `schema` is, by name: itself, or, under a response, itself but for a
- * `description` that repeats the response's ({@link Holder.responseWords}).
+ * The shared shape `schema` is, by name: itself; under a response, itself but for a
+ * `description` that repeats the response's ({@link Holder.responseWords}); as a
+ * parameter's, itself with the description moved to the parameter
+ * ({@link Holder.parameterWords}).
  */
-function sharedNameOf(schema: Node, byForm: ReadonlyMap<string, string>, responseWords?: unknown): string | undefined {
+function sharedNameOf(schema: Node, byForm: ReadonlyMap<string, string>, { responseWords, parameterWords }: Omit<Holder, 'holder'>): string | undefined {
   const name = byForm.get(stringify(schema) ?? '');
-  if (name !== undefined || responseWords === undefined || schema.description !== responseWords) return name;
+  if (name !== undefined) return name;
+  if (parameterWords !== undefined && schema.description === undefined) {
+    return byForm.get(stringify({ ...schema, description: parameterWords }) ?? '');
+  }
+  if (responseWords === undefined || schema.description !== responseWords) return undefined;
   const { description: _repeated, ...shape } = schema;
   return byForm.get(stringify(shape) ?? '');
 }
@@ -128,7 +141,8 @@ function sharedNameOf(schema: Node, byForm: ReadonlyMap<string, string>, respons
  * shape in the operations' schemas becomes a `$ref` to `components.schemas`, where the
  * shape is written once (with its own shared shapes referred to in turn). A response's
  * schema that is a shared shape but for a `description` repeating the response's is
- * that shape (the Response Object keeps the words). Run after the steps that rewrite what a schema holds (patterns:
+ * that shape (the Response Object keeps the words); so is a parameter's schema whose
+ * description @fastify/swagger moved to the Parameter Object, when those words are the shape's. Run after the steps that rewrite what a schema holds (patterns:
  * portable-patterns.ts): the shapes are compared in their published form.
  * @param doc the generated document (OpenAPI 3.1), changed in place
  * @param shared the shapes to publish once, by name (names unique, shapes distinct)
@@ -146,8 +160,8 @@ export function withSharedSchemas<T extends object>(doc: T, shared: ReadonlyArra
     byForm.set(form, name);
   }
   const root = doc as Node;
-  for (const { holder, responseWords } of schemaHolders(root)) {
-    const name = isObject(holder.schema) ? sharedNameOf(holder.schema, byForm, responseWords) : undefined;
+  for (const { holder, ...words } of schemaHolders(root)) {
+    const name = isObject(holder.schema) ? sharedNameOf(holder.schema, byForm, words) : undefined;
     if (name !== undefined) holder.schema = { $ref: COMPONENTS_PREFIX + name };
     else refer(holder.schema, byForm);
   }

@@ -25,8 +25,14 @@ interface Response {
   description?: string;
   content?: Record<string, { schema?: object }>;
 }
+/** A Parameter Object, its schema maybe a `$ref`. */
+interface Parameter {
+  name: string;
+  schema?: unknown;
+  description?: string;
+}
 interface Document {
-  paths: Record<string, Record<string, { responses?: Record<string, Response> }>>;
+  paths: Record<string, Record<string, { responses?: Record<string, Response>; parameters?: Parameter[] }>>;
   components: { schemas: Record<string, object> };
 }
 
@@ -119,6 +125,19 @@ test('the message id, the user id, a message\'s two forms, a recipient and the h
   const param = JSON.stringify(doc.paths['/v1/messages/{id}']?.get);
   assert.ok(!param.includes('"schema":{"$ref":"#/components/schemas/MessageId"}'), 'the id parameter is its own schema');
   assert.ok(param.includes(JSON.stringify(MSG_ID_PATTERN)), 'with the whole rule inline');
+  // A recipient's and a page's user, and the {uid} parameters (their words moved to the
+  // Parameter Object), are the UserId (walk16 F1.1); a {room}, "a room id", is not.
+  const userRef = { $ref: '#/components/schemas/UserId' };
+  const { Recipient, HistoryPage } = doc.components.schemas as Record<string, { properties: Record<string, unknown> }>;
+  assert.deepEqual(Recipient?.properties.user, userRef);
+  assert.deepEqual(HistoryPage?.properties.user, userRef);
+  for (const [route, method] of [['/v1/users/{uid}/messages', 'get'], ['/v1/users/{uid}/presence', 'get'], ['/v1/users/{uid}/connections', 'delete']] as const) {
+    const uid = doc.paths[route]?.[method]?.parameters?.find((p) => p.name === 'uid');
+    assert.deepEqual(uid?.schema, userRef, route);
+    assert.equal(uid?.description, (doc.components.schemas.UserId as { description: string }).description, `${route}: its words kept`);
+  }
+  const room = doc.paths['/v1/rooms/{room}/members']?.get?.parameters?.find((p) => p.name === 'room');
+  assert.ok(room !== undefined && !JSON.stringify(room.schema).includes('$ref'), 'a room id stays inline');
 });
 
 test('the document is under half its size with every shape inline', () => {

@@ -50,6 +50,17 @@ test('a response\'s schema that is a shared shape but for a description repeatin
   assert.deepEqual(schema.properties, { a: { $ref: '#/components/schemas/Id' }, b: { $ref: '#/components/schemas/Id' } }, 'its parts still shared');
 });
 
+test('a parameter\'s schema whose description @fastify/swagger moved to the Parameter Object is the shared shape when those words are its own; other words keep it inline', () => {
+  const { description, ...bare } = id;
+  const moved = documentOf({}, 'nothing', bare);
+  (moved.paths['/x'].get.parameters[0] as { description?: string }).description = description;
+  const doc = withSharedSchemas(moved, SHARED);
+  assert.deepEqual(doc.paths['/x'].get.parameters[0], { in: 'query', name: 'q', schema: { $ref: '#/components/schemas/Id' }, description });
+  const other = documentOf({}, 'nothing', bare);
+  (other.paths['/x'].get.parameters[0] as { description?: string }).description = 'another id';
+  assert.deepEqual(withSharedSchemas(other, SHARED).paths['/x'].get.parameters[0]?.schema, bare);
+});
+
 test('a schema alike but for a word, a description or a pattern, stays inline', () => {
   for (const param of [{ ...id, description: 'the query' }, { ...id, pattern: '^[a-z]*$' }, { type: 'string', pattern: '^[a-z]+$' }]) {
     const doc = withSharedSchemas(documentOf({}, 'nothing', param), SHARED);

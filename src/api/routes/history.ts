@@ -53,7 +53,7 @@ const messageView = answerObject({
 
 /** The answer of the history routes: one page of an inbox (src/api/history.ts). */
 export const historyPage = answerObject({
-  user: { type: 'string' },
+  user: userId,
   epoch: { type: ['string', 'null'], description: 'the inbox epoch; null when the user never received anything' },
   first_seq: { type: 'integer', description: 'the oldest seq the inbox still holds' },
   latest_seq: { type: 'integer' },

@@ -90,7 +90,7 @@ const recipientsSchema = {
   type: 'array',
   items: {
     type: 'object',
-    properties: { user: { type: 'string' }, seq: { type: 'integer' } },
+    properties: { user: userId, seq: { type: 'integer' } },
     required: ['user', 'seq'],
   },
 } as const;
@@ -155,7 +155,7 @@ export const messageRecord = answerObject({
   recipients: {
     type: 'array',
     items: answerObject({
-      user: { type: 'string' },
+      user: userId,
       seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there (trimmed by the inbox cap, or deleted by hand: a gap in history)' },
       acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
     }, ['user', 'seq', 'acked_by']),
