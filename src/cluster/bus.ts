@@ -1,6 +1,7 @@
 /**
  * The node bus (DESIGN.md §9): Redis Pub/Sub, one channel per node. Appends for users
- * held by other nodes are announced to those nodes (`notify`); admin disconnects and
+ * held by other nodes are announced to those nodes (`notify`), and so is an epoch
+ * rotation made here (`pull`: read the inbox now); admin disconnects and
  * device replacements reach the node holding the connection (`kick`).
  *
  * Notifies are coalesced per node per tick into one PUBLISH. A PUBLISH that reaches
@@ -47,6 +48,9 @@ export interface KickMessage {
  * lets the receiving node check the seq against what it delivered there (epoch-guard.ts:
  * two messages at one seq prove that Redis lost writes). An older node's `[user, seq]`
  * is still taken (the MsgID then unknown), and an older node ignores the third field.
+ * `[user, 0]` names no append (seqs start at 1): read the inbox now ({@link Bus.pull}:
+ * its epoch was rotated). A seq not new makes the receiving machine read even for a
+ * full window (machine.ts `notify`), so every release that takes `[user, seq]` reads then.
  */
 export interface NotifyMessage {
   readonly t: 'notify';
@@ -101,8 +105,11 @@ function isBusMessage(v: unknown): v is BusMessage {
 export class Bus {
   readonly #opts: BusOptions;
   readonly #channel: string;
-  /** node → user → latest seq and its MsgID, published at the end of the tick. */
-  #pending = new Map<string, Map<string, { seq: number; id: string }>>();
+  /**
+   * node → user → latest seq and its MsgID (seq 0: no append), and whether a read was
+   * asked for ({@link pull}), published at the end of the tick.
+   */
+  #pending = new Map<string, Map<string, { seq: number; id?: string; pull?: true }>>();
   #scheduled = false;
 
   constructor(opts: BusOptions) {
@@ -141,16 +148,38 @@ export class Bus {
 
   /** Announces the append of MsgID `id` at `seq` of `user`'s inbox to `node` (coalesced per tick: the highest seq, with its MsgID). */
   notify(node: string, user: string, seq: number, id: string): void {
+    const users = this.#users(node);
+    const pending = users.get(user);
+    if (pending === undefined) users.set(user, { seq, id });
+    else if (pending.seq < seq) Object.assign(pending, { seq, id });
+  }
+
+  /**
+   * Asks `node` to read `user`'s inbox now, though nothing was appended: its epoch was
+   * rotated here, and the user's connections there are to be reset at once
+   * (docs/protocol.md "Where delivery starts"). Sent as `[user, 0]` ({@link NotifyMessage}),
+   * besides an append's notify in the same tick (which alone may read nothing for a full
+   * window). At most once: a lost one leaves the read to the connections' next heartbeat.
+   */
+  pull(node: string, user: string): void {
+    const users = this.#users(node);
+    const pending = users.get(user);
+    if (pending === undefined) users.set(user, { seq: 0, pull: true });
+    else pending.pull = true;
+  }
+
+  /** The notifies pending for `node`; schedules their PUBLISH at the end of the tick. */
+  #users(node: string): Map<string, { seq: number; id?: string; pull?: true }> {
     let users = this.#pending.get(node);
     if (users === undefined) {
       users = new Map();
       this.#pending.set(node, users);
     }
-    if ((users.get(user)?.seq ?? 0) < seq) users.set(user, { seq, id });
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(() => this.#flush());
     }
+    return users;
   }
 
   /** Sends a kick to `node`. Resolves false when no node received it. */
@@ -169,7 +198,12 @@ export class Bus {
     const pending = this.#pending;
     this.#pending = new Map();
     for (const [node, users] of pending) {
-      const message: NotifyMessage = { t: 'notify', users: [...users].map(([user, { seq, id }]) => [user, seq, id] as const) };
+      const entries: Array<NotifyMessage['users'][number]> = [];
+      for (const [user, { seq, id, pull }] of users) {
+        if (id !== undefined) entries.push([user, seq, id]);
+        if (pull === true) entries.push([user, 0]);
+      }
+      const message: NotifyMessage = { t: 'notify', users: entries };
       redisCall(() => this.#opts.redis.publish(this.#opts.keys.nodeChannel(node), JSON.stringify(message))).then(
         (receivers) => {
           if (receivers === 0) this.#opts.onGone(node, [...users.keys()]);

@@ -94,6 +94,8 @@ export interface SessionDeps {
   readonly resumeRotationLog?: LogThrottle;
   /** Thins the node's lines of resume claims the cool-down kept from rotating (a client's loop: several a second); default: every one. */
   readonly resumeKeptLog?: LogThrottle;
+  /** A rotation of `user`'s inbox was made here (any cause): other nodes are to read it now (gateway rotation-wake.ts). Never throws. */
+  readonly onRotated?: (user: string) => void;
 }
 
 /** One locally connected user: its machine and its connections. */
@@ -312,6 +314,7 @@ export class UserSession {
    * failed fetch is, after the same back-off: the machine asks for a proven rotation
    * again at that heartbeat (its sign may have been an offered append no read shows
    * again); a resume claim's is dropped, and shown again by the claim's next read.
+   * One made is told to the other nodes ({@link SessionDeps} `onRotated`).
    */
   async #rotateEpoch(epoch: string, cause: RotationCause, readLatest: number | undefined): Promise<void> {
     const { logger } = this.#deps;
@@ -332,6 +335,7 @@ export class UserSession {
     }
     const effects = this.#machine.epochRotated(outcome);
     if (outcome === 'failed') this.#retryLater();
+    else if (outcome === 'made') this.#deps.onRotated?.(this.user);
     this.#run(effects);
     this.#settle();
   }

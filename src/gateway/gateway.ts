@@ -42,6 +42,7 @@ import { meRoutes } from './me-routes.js';
 import { PendingHandshakes } from './pending-handshakes.js';
 import { refreshOnHeartbeat } from './presence-heartbeat.js';
 import { presenceRoutes } from './presence-routes.js';
+import { wakeOtherNodes } from './rotation-wake.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
@@ -179,6 +180,7 @@ export class Gateway implements GatewayDeps {
       fetchFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       resumeRotationLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
       resumeKeptLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS),
+      onRotated: (user) => { if (config.notify) wakeOtherNodes({ node, presence: this.presence, bus: this.#bus, logger }, user); },
     }, config.ackFlushIntervalMs); // ack cursors are written at most this often per user (DESIGN.md §5)
     this.#bus = new Bus({
       node, redis, subscriber, keys, logger,
