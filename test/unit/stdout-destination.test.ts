@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { stdoutDestination } from '../../src/stdout-destination.js';
+import { waitUntil } from '../harness/checks.js';
 
 /** Logs one line through the destination on `file` (opened for appending, as `>>` does) and answers the file's text. */
 async function logOnce(file: string): Promise<string> {
@@ -20,8 +21,9 @@ async function logOnce(file: string): Promise<string> {
     const stream = stdoutDestination(() => undefined, fd);
     const logger = pino({ base: null }, stream);
     logger.info('pixiu starting');
-    await new Promise<void>((resolve, reject) => stream.flush((err) => (err ? reject(err) : resolve())));
-    stream.flushSync();
+    // Its asynchronous writes, in order (a flushSync here could pass the newline still in
+    // flight: it writes at once, beside SonicBoom's write on the thread pool).
+    await waitUntil('the line written', async () => (await readFile(file, 'utf8')).endsWith('"msg":"pixiu starting"}\n'), 10_000, 5);
     return await readFile(file, 'utf8');
   } finally {
     closeSync(fd);
