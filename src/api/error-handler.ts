@@ -242,10 +242,23 @@ export function expectationAnswerer(onError?: (err: PixiuError, req: IncomingMes
     markClosing(req.socket);
     // Its body is not read: a client still sending it gets the 417, not a reset.
     if (bodyPending(req)) lingerOnClose(req.socket);
-    const body = JSON.stringify(err.toBody());
-    res.writeHead(err.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
-    res.end(body);
+    writeClosingAnswer(res, err);
   };
+}
+
+/**
+ * Writes `err` as a JSON error answer that closes its connection, straight on Node's
+ * `res` (for answers given outside fastify: the 417, the pipelining bound's 429), with
+ * `Retry-After` when `err` carries one, as {@link sendError} gives it. The caller marks
+ * the connection closing (closing-answers.ts) and lingers as its case needs.
+ */
+export function writeClosingAnswer(res: ServerResponse, err: PixiuError): void {
+  const body = JSON.stringify(err.toBody());
+  res.writeHead(err.status, {
+    'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close',
+    ...(err.retryAfterSeconds === undefined ? {} : { 'retry-after': String(err.retryAfterSeconds) }),
+  });
+  res.end(body);
 }
 
 /**

@@ -54,6 +54,7 @@ import { PixiuError } from '../errors.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { Logger } from '../logger.js';
 import { LINGER_MAX_BYTES, lingerOnClose } from './lingering-close.js';
+import { writeClosingAnswer } from './error-handler.js';
 import { isClosing, markClosing } from './closing-answers.js';
 import { drainedSince, drainMarkOf, type DrainMark } from '../gateway/backpressure.js';
 
@@ -194,11 +195,7 @@ function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
   for (const parser of parsers) socket.removeListener('data', parser);
   lingerOnClose(socket);
   destroyWhenStalled(socket);
-  const body = JSON.stringify(answer.toBody());
-  res.writeHead(answer.status, {
-    'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'retry-after': String(answer.retryAfterSeconds ?? 0),
-  });
-  res.end(body);
+  writeClosingAnswer(res, answer);
 }
 
 /**
