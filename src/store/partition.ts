@@ -379,8 +379,8 @@ export class Partition {
    * and of `/readyz`, with the cause.
    */
   #writeFailed(err: unknown): PixiuError {
-    this.#recovery.failed(err);
-    return err instanceof PixiuError ? err : this.#recovery.refusal() ?? this.#unavailable(err);
+    const refusal = this.#recovery.failed(err);
+    return err instanceof PixiuError ? err : refusal;
   }
 
   #unavailable(err: unknown): PixiuError {

@@ -84,14 +84,18 @@ export class WriteRecovery {
    * puts it still drains (queued before the close) must not go after the tear, or they
    * are acknowledged and lost at the next open; only the reopen is not tried then
    * (the next open recovers the log).
+   * @returns the refusal the writes get until the partition has reopened ({@link refusal}),
+   *   for the failed write's caller too
    */
-  failed(err: unknown): void {
+  failed(err: unknown): PixiuError {
     this.#p.onWriteFailure?.();
-    if (this.#failure !== undefined) return;
-    const why = writeFailureWords(err);
-    this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write${why === undefined ? '' : ` (${why})`}`, err);
-    this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
-    this.#schedule();
+    if (this.#failure === undefined) {
+      const why = writeFailureWords(err);
+      this.#failure = unavailable(`message store partition ${this.#p.index} is reopening its database after a failed write${why === undefined ? '' : ` (${why})`}`, err);
+      this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
+      this.#schedule();
+    }
+    return unavailable(this.#failure.message, this.#failure.cause);
   }
 
   /** Stops the reopen tries (the partition is closing). */
