@@ -118,9 +118,10 @@ export class RedisSettingsWatch {
     const limit = maxmemoryBytes(maxmemory);
     if (limit !== undefined) this.#maxmemory = limit;
     if (now === before) {
-      // The same evicting policy, a limit set where there was none: eviction begins now.
-      // (A policy changed in the same read is warned about below, with the limit.)
-      if (now !== 'noeviction' && limitBefore === 0 && limit !== undefined && limit > 0) {
+      // The same evicting policy, a limit set where there was none: eviction begins now
+      // (warnEviction says nothing for noeviction). (A policy changed in the same read is
+      // warned about below, with the limit.)
+      if (limitBefore === 0 && limit !== undefined && limit > 0) {
         warnEviction(this.#logger, now, maxmemory, { ...this.#fields, changedFrom: 'maxmemory 0' });
       }
       return;
