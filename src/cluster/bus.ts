@@ -151,7 +151,10 @@ export class Bus {
     const users = this.#users(node);
     const pending = users.get(user);
     if (pending === undefined) users.set(user, { seq, id });
-    else if (pending.seq < seq) Object.assign(pending, { seq, id });
+    else if (pending.seq < seq) {
+      pending.seq = seq;
+      pending.id = id;
+    }
   }
 
   /**
