@@ -77,8 +77,7 @@ export class SeqNames {
    */
   namesOther(seq: number, id: string): boolean {
     if (seq === this.#top) return id !== this.#topId;
-    if (seq > this.#top || seq <= this.#top - SEQ_NAMES || seq < 1) return false;
-    const known = this.#hashes[seq % SEQ_NAMES] ?? 0;
+    const known = this.#hashAt(seq);
     return known !== 0 && known !== nameHash(id);
   }
 
@@ -89,7 +88,13 @@ export class SeqNames {
    */
   names(seq: number, id: string): boolean {
     if (seq === this.#top) return id === this.#topId;
-    if (seq > this.#top || seq <= this.#top - SEQ_NAMES || seq < 1) return false;
-    return (this.#hashes[seq % SEQ_NAMES] ?? 0) === nameHash(id);
+    const known = this.#hashAt(seq);
+    return known !== 0 && known === nameHash(id);
+  }
+
+  /** The hash kept for `seq` below the highest one: 0 when not known (above top, at or below top − SEQ_NAMES, or never recorded). */
+  #hashAt(seq: number): number {
+    if (seq > this.#top || seq <= this.#top - SEQ_NAMES || seq < 1) return 0;
+    return this.#hashes[seq % SEQ_NAMES] ?? 0;
   }
 }
