@@ -56,7 +56,7 @@ import type { Logger } from '../logger.js';
 import { LINGER_MAX_BYTES, lingerOnClose } from './lingering-close.js';
 import { writeClosingAnswer } from './error-handler.js';
 import { isClosing, markClosing } from './closing-answers.js';
-import { drainedSince, drainMarkOf, type DrainMark } from '../gateway/backpressure.js';
+import { drainedSince, socketDrainMark } from '../gateway/backpressure.js';
 
 /** The bounds of one connection's pipelining. */
 export interface PipelineBounds {
@@ -201,16 +201,15 @@ function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
 /**
  * Destroys `socket` once its client took none of the bytes written to it for
  * {@link REFUSED_STALL_MS} while some wait: no write done and no more of the one in
- * progress taken by the kernel (gateway/backpressure.ts `drainMarkOf`, `drainedSince`,
+ * progress taken by the kernel (gateway/backpressure.ts `socketDrainMark`, `drainedSince`,
  * the measure a paused WebSocket is judged by: a slow reader taking a large write bit
  * by bit is no stall). A node slow to answer, with nothing waiting, is no stall.
  */
 function destroyWhenStalled(socket: Socket): void {
-  const markNow = (): DrainMark => drainMarkOf(socket, { bufferedAmount: socket.writableLength });
-  let mark = markNow();
+  let mark = socketDrainMark(socket);
   let since = performance.now();
   const timer = setInterval(() => {
-    const now = markNow();
+    const now = socketDrainMark(socket);
     if (drainedSince(mark, now) || socket.writableLength === 0) since = performance.now();
     else if (performance.now() - since >= REFUSED_STALL_MS) socket.destroy();
     mark = now;

@@ -63,11 +63,16 @@ export function drainedSince(before: DrainMark, now: DrainMark): boolean {
 }
 
 /**
- * The {@link DrainMark} of the TCP socket under a WebSocket. Without the socket (not
- * found at the upgrade), the `ws` queue alone: it drains when `bufferedAmount` falls.
+ * The {@link DrainMark} of the TCP socket under a WebSocket ({@link socketDrainMark}).
+ * Without the socket (not found at the upgrade), the `ws` queue alone: it drains when
+ * `bufferedAmount` falls.
  */
 export function drainMarkOf(socket: Socket | undefined, ws: { readonly bufferedAmount: number }): DrainMark {
-  if (socket === undefined) return { doneBytes: 0, leftBytes: ws.bufferedAmount };
+  return socket === undefined ? { doneBytes: 0, leftBytes: ws.bufferedAmount } : socketDrainMark(socket);
+}
+
+/** The {@link DrainMark} of a TCP socket: its writes done, and what the kernel has still to take of the one in progress. */
+export function socketDrainMark(socket: Socket): DrainMark {
   // `_handle` is Node's libuv stream (null once the socket is closed: no drain then).
   const handle = (socket as unknown as { _handle?: { writeQueueSize?: number } | null })._handle;
   return { doneBytes: (socket.bytesWritten ?? 0) - socket.writableLength, leftBytes: handle?.writeQueueSize ?? 0 };
