@@ -58,20 +58,14 @@ function isObject(value: unknown): value is Node {
  * Replaces, inside `node` (not `node` itself), every object that is one of `byForm`'s
  * keys (canonical JSON, see {@link stringify}) with a `$ref` to its name. An object
  * replaced is not looked into: its own shared shapes are referred to from its component.
+ * An array's items are walked as an object's values (`Object.entries` gives its indexes).
  */
 function refer(node: unknown, byForm: ReadonlyMap<string, string>): void {
-  if (Array.isArray(node)) {
-    node.forEach((item, i) => {
-      const name = isObject(item) ? byForm.get(stringify(item) ?? '') : undefined;
-      if (name !== undefined) node[i] = { $ref: COMPONENTS_PREFIX + name };
-      else refer(item, byForm);
-    });
-    return;
-  }
-  if (!isObject(node)) return;
-  for (const [key, value] of Object.entries(node)) {
+  if (node === null || typeof node !== 'object') return;
+  const holder = node as Node;
+  for (const [key, value] of Object.entries(holder)) {
     const name = isObject(value) ? byForm.get(stringify(value) ?? '') : undefined;
-    if (name !== undefined) node[key] = { $ref: COMPONENTS_PREFIX + name };
+    if (name !== undefined) holder[key] = { $ref: COMPONENTS_PREFIX + name };
     else refer(value, byForm);
   }
 }
