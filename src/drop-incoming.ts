@@ -20,13 +20,19 @@ export interface DropLimits {
   readonly ms?: number;
 }
 
+/** The sockets {@link dropIncoming} reads and drops from already. */
+const dropping = new WeakSet<Socket>();
+
 /**
  * Reads and drops everything that arrives on `socket` from now on, and destroys it once
  * more than `limits.maxBytes` arrived or `limits.ms` (when given) passed, whichever is first. The
  * caller takes off the listeners that would otherwise parse those bytes (an HTTP
  * parser, `ws`'s receiver) and decides what the peer's end does: this adds a
  * 'data' listener that only counts, and a once 'error' listener (the socket is
- * destroyed then anyway), and clears its timer when the socket closes.
+ * destroyed then anyway), and clears its timer when the socket closes. On a socket
+ * it drops from already (the pipelining bound's refusal, then its lingering close:
+ * api/pipelining-bound.ts) it adds only the time limit, the first call's count and
+ * cap going on, and starts reading again.
  */
 export function dropIncoming(socket: Socket, limits: DropLimits): void {
   const cut = (): void => { socket.destroy(); };
@@ -35,12 +41,15 @@ export function dropIncoming(socket: Socket, limits: DropLimits): void {
     timer.unref();
     socket.once('close', () => clearTimeout(timer));
   }
-  socket.once('error', cut);
-  let dropped = 0;
-  socket.on('data', (chunk: Buffer) => {
-    dropped += chunk.length;
-    if (dropped > limits.maxBytes) cut();
-  });
+  if (!dropping.has(socket)) {
+    dropping.add(socket);
+    socket.once('error', cut);
+    let dropped = 0;
+    socket.on('data', (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped > limits.maxBytes) cut();
+    });
+  }
   socket.resume();
   restartReading(socket);
 }

@@ -187,6 +187,8 @@ function unreadBytes(socket: Socket, queue: readonly ServerResponse[]): number {
  * lib/_http_server.js), the only ones an HTTP connection still parsing requests has;
  * adding the drop's listener makes Node stop feeding the parser from the socket's
  * handle (its `unconsume`), and taking them off leaves the bytes to the drop alone.
+ * The lingering close's drop, at the end, goes on with this one (drop-incoming.ts):
+ * its byte count runs from the refusal, and it adds only the time limit.
  */
 function refuse(socket: Socket, res: ServerResponse, answer: PixiuError): void {
   markClosing(socket);
