@@ -54,8 +54,12 @@ export interface MsgIdParts {
   readonly counter: number;
 }
 
-function isKind(n: number): n is MsgKind {
-  return n >= 1 && n <= 4;
+/**
+ * Whether `value` is one of the {@link MsgKind} numbers, 1..4 (exactly: 1.5, '1' and NaN
+ * are none). For a kind read from anywhere: a MsgID's digits, a stream entry, a record.
+ */
+export function isMsgKind(value: unknown): value is MsgKind {
+  return value === MsgKind.user || value === MsgKind.room || value === MsgKind.broadcast || value === MsgKind.channel;
 }
 
 /**
@@ -65,7 +69,7 @@ function isKind(n: number): n is MsgKind {
 export function encodeMsgId(parts: MsgIdParts): string {
   const { partition, kind, counter } = parts;
   if (!Number.isInteger(partition) || partition < 0 || partition > 255) throw new RangeError(`partition ${partition} out of range`);
-  if (!isKind(kind)) throw new RangeError(`kind ${String(kind)} out of range`);
+  if (!isMsgKind(kind)) throw new RangeError(`kind ${String(kind)} out of range`);
   if (!Number.isInteger(counter) || counter < 1 || counter > MAX_COUNTER) throw new RangeError(`counter ${counter} out of range`);
   return msgIdPrefix(partition, kind) + counter.toString(16).padStart(12, '0');
 }
@@ -93,7 +97,7 @@ export function decodeMsgId(id: unknown): MsgIdParts {
 function whyNotMsgId(id: unknown): string {
   if (typeof id !== 'string' || !HEX_ID.test(id)) return 'expected 16 lower-case hex digits';
   const kind = id.slice(2, 4);
-  if (!isKind(parseInt(kind, 16))) return `digits 3-4 are the kind, 01-04 (user, room, broadcast, channel), not ${kind}`;
+  if (!isMsgKind(parseInt(kind, 16))) return `digits 3-4 are the kind, 01-04 (user, room, broadcast, channel), not ${kind}`;
   return 'the last 12 digits are a counter, never 0';
 }
 
@@ -103,7 +107,7 @@ export function tryDecodeMsgId(id: string): MsgIdParts | undefined {
   const partition = parseInt(id.slice(0, 2), 16);
   const kind = parseInt(id.slice(2, 4), 16);
   const counter = parseInt(id.slice(4), 16);
-  if (!isKind(kind) || counter < 1) return undefined;
+  if (!isMsgKind(kind) || counter < 1) return undefined;
   return { partition, kind, counter };
 }
 

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PixiuError, invalid } from '../errors.js';
-import type { MsgKind } from '../ids/msg-id.js';
+import { isMsgKind, type MsgKind } from '../ids/msg-id.js';
 import { SETTINGS } from '../config/settings.js';
 import type { RawStreamEntry } from './scripts.js';
 
@@ -108,9 +108,6 @@ export function newEpoch(): string {
   return epoch;
 }
 
-function isKind(n: number): n is MsgKind {
-  return n === 1 || n === 2 || n === 3 || n === 4;
-}
 /** What an append may carry besides its MsgID and kind. */
 export interface AppendExtra {
   /** The room of a room message, 1–256 chars. */
@@ -126,7 +123,7 @@ export interface AppendExtra {
 /** @throws PixiuError INVALID_REQUEST when an append argument is malformed */
 export function checkAppend(msgId: string, kind: MsgKind, extra: AppendExtra | undefined): void {
   if (!MSG_ID_RULE.test(msgId)) throw invalid('msg id must be 16 lower-case hex digits');
-  if (!isKind(kind)) throw invalid('kind must be 1, 2, 3 or 4');
+  if (!isMsgKind(kind)) throw invalid('kind must be 1, 2, 3 or 4');
   const room = extra?.room;
   if (room !== undefined && (typeof room !== 'string' || room.length === 0 || room.length > MAX_ROOM_LENGTH)) {
     throw invalid(`room must be 1-${MAX_ROOM_LENGTH} characters`);
@@ -238,7 +235,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
   // Only the append script (append-11.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
-  if (!MSG_ID_RULE.test(id) || !isKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
+  if (!MSG_ID_RULE.test(id) || !isMsgKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
   return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
 }
 

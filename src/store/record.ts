@@ -13,7 +13,7 @@
  * (it is the record's key) and begins with `expiresAt` (see {@link expiresAtOf}).
  */
 import { PixiuError, invalid } from '../errors.js';
-import { MsgKind } from '../ids/msg-id.js';
+import { isMsgKind, MsgKind } from '../ids/msg-id.js';
 import { checkData } from './data-depth.js';
 import { RecordArena } from './record-arena.js';
 
@@ -117,10 +117,6 @@ const MAX_EXPIRES_AT = Math.floor((2 ** 48 - 1) / 1000) * 1000;
 /** Bytes of `{"type":,"data":}`: the JSON of a message's content around its values. */
 const CONTENT_FRAME_BYTES = '{"type":,"data":}'.length;
 
-function isKind(kind: unknown): kind is MsgKind {
-  return kind === MsgKind.user || kind === MsgKind.room || kind === MsgKind.broadcast || kind === MsgKind.channel;
-}
-
 /**
  * `JSON.stringify(data)`, or INVALID_REQUEST when `data` is not a JSON value or nests
  * deeper than `MAX_DATA_DEPTH` (checked first, so the serialiser never overflows).
@@ -145,7 +141,7 @@ function isStringArray(value: unknown): boolean {
 }
 
 function checkShape(msg: NewMessage): void {
-  if (!isKind(msg.kind)) throw invalid(`kind must be 1..4, got ${String(msg.kind)}`);
+  if (!isMsgKind(msg.kind)) throw invalid(`kind must be 1..4, got ${String(msg.kind)}`);
   if (typeof msg.type !== 'string' || msg.type.length < 1 || msg.type.length > MAX_TYPE_CHARS) {
     throw invalid(`type must be a string of 1-${MAX_TYPE_CHARS} chars`);
   }
@@ -360,7 +356,7 @@ export function decodeRecord(bytes: Buffer, id: string): StoredMessage {
 export function recordOf(value: unknown, id: string): StoredMessage {
   if (typeof value !== 'object' || value === null) throw undecodable(id);
   const r = value as StoredMessage;
-  if (typeof r.expiresAt !== 'number' || typeof r.ts !== 'number' || typeof r.type !== 'string' || !isKind(r.kind) || !('data' in r)) {
+  if (typeof r.expiresAt !== 'number' || typeof r.ts !== 'number' || typeof r.type !== 'string' || !isMsgKind(r.kind) || !('data' in r)) {
     throw undecodable(id);
   }
   // `id` first, as the stored JSON leaves it out; a sent record's own `id` cannot replace it.

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeMsgId, decodeMsgId, tryDecodeMsgId, msgIdToBytes, msgIdFromBytes, MAX_COUNTER, MSG_ID_PATTERN, MsgKind, type MsgIdParts } from '../../src/ids/msg-id.js';
+import { encodeMsgId, decodeMsgId, tryDecodeMsgId, msgIdToBytes, msgIdFromBytes, isMsgKind, MAX_COUNTER, MSG_ID_PATTERN, MsgKind, type MsgIdParts } from '../../src/ids/msg-id.js';
 import { isPixiuError } from '../../src/errors.js';
 
 test('a MsgID round-trips through its 16 hex digits and its 8 bytes', () => {
@@ -56,6 +56,11 @@ test('encoding out-of-range parts is a programming error', () => {
   ]) {
     assert.throws(() => encodeMsgId(parts as MsgIdParts), RangeError, JSON.stringify(parts));
   }
+});
+
+test('a kind is exactly one of the four numbers, wherever it is read from', () => {
+  for (const kind of Object.values(MsgKind)) assert.equal(isMsgKind(kind), true, String(kind));
+  for (const other of [0, 5, 1.5, Number.NaN, '1', null, undefined]) assert.equal(isMsgKind(other), false, String(other));
 });
 
 test('the MsgID pattern the OpenAPI document publishes takes exactly the ids the server decodes', () => {
