@@ -35,6 +35,21 @@ export const INGEST_ROUTES = Object.keys({ message: true, batch: true, broadcast
 export type AckLabel = AckOutcome;
 
 /**
+ * The `outcome`s of `pixiu_ws_handshakes_total` other than an error code: `accepted`
+ * (the WebSocket opened: 101), `abandoned` (its client left before it took effect), and
+ * the two 503 `UNAVAILABLE` refusals of the node's own bounds, told apart from Redis's
+ * (src/gateway/handshake-refusals.ts marks them): `busy` (`PIXIU_MAX_HANDSHAKES` in
+ * progress) and `full` (`PIXIU_MAX_CONNECTIONS` held). Their series start at 0.
+ */
+export const HANDSHAKE_OUTCOMES = ['accepted', 'abandoned', 'busy', 'full'] as const;
+
+/** One of {@link HANDSHAKE_OUTCOMES}. */
+export type HandshakeOutcome = typeof HANDSHAKE_OUTCOMES[number];
+
+/** The {@link HANDSHAKE_OUTCOMES} of a handshake refused for one of the node's bounds. */
+export type BoundRefusal = Exclude<HandshakeOutcome, 'accepted' | 'abandoned'>;
+
+/**
  * The error codes a WebSocket handshake is refused with (docs/protocol.md, "Connecting"),
  * whose `pixiu_ws_handshakes_total` series start at 0 beside `accepted`. Another code of
  * the catalogue (an INTERNAL, say) appears at its first event.

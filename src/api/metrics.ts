@@ -5,10 +5,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FetchRead } from '../delivery/session.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
-import { ERRORS } from '../errors.js';
+import { ERRORS, type ErrorCode } from '../errors.js';
 import {
-  ACCEPTED, ACK_LABELS, FAILED, FETCH_READ_LABELS, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
-  SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type IngestRoute,
+  ACCEPTED, ACK_LABELS, FAILED, FETCH_READ_LABELS, HANDSHAKE_OUTCOMES, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
+  SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type HandshakeOutcome, type IngestRoute,
 } from './metric-labels.js';
 import { StoreMetrics } from './store-metrics.js';
 
@@ -287,7 +287,8 @@ export class Metrics {
    * the device's connection untouched), `busy` (refused 503 for the node's bound of
    * handshakes in progress, `PIXIU_MAX_HANDSHAKES`: src/gateway/handshake-slots.ts),
    * `full` (refused 503 for the node's bound on its connections, `PIXIU_MAX_CONNECTIONS`:
-   * src/gateway/connection-slots.ts), or the error code it was refused with (before the upgrade).
+   * src/gateway/connection-bound.ts), or the error code it was refused with (before the
+   * upgrade). The four that are not a code: `HANDSHAKE_OUTCOMES` (metric-labels.ts).
    */
   readonly wsHandshakes = new Counter({
     name: 'pixiu_ws_handshakes_total',
@@ -314,9 +315,9 @@ export class Metrics {
 
   /**
    * Counts one WebSocket handshake.
-   * @param outcome `accepted`, `abandoned`, `busy`, `full`, or the error code it was refused with
+   * @param outcome one of `HANDSHAKE_OUTCOMES` (metric-labels.ts), or the error code it was refused with
    */
-  countHandshake(outcome: string): void {
+  countHandshake(outcome: HandshakeOutcome | ErrorCode): void {
     this.wsHandshakes.inc(outcome === 'accepted' ? ACCEPTED : { outcome });
   }
 
@@ -343,7 +344,7 @@ export class Metrics {
     }
     for (const labels of Object.values(ACK_LABELS)) this.acks.inc(labels, 0);
     for (const labels of [WRITTEN, FAILED]) this.ackCursorWrites.inc(labels, 0);
-    for (const outcome of ['accepted', 'abandoned', 'busy', 'full', ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
+    for (const outcome of [...HANDSHAKE_OUTCOMES, ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
     for (const reason of ['pipelined_requests', 'unread_bytes']) this.pipelineConnectionsClosed.inc({ reason }, 0);
     for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);

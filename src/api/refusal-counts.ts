@@ -15,8 +15,7 @@ import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fast
 import type { PixiuError } from '../errors.js';
 import type { Metrics } from './metrics.js';
 import { routeMatches } from './route-methods.js';
-import { isBusyRefusal } from '../gateway/handshake-slots.js';
-import { isFullRefusal } from '../gateway/connection-slots.js';
+import { boundRefusal } from '../gateway/handshake-refusals.js';
 
 /** What a route's refusals count in besides `pixiu_http_errors_total` (its route config). */
 export type CountedAs = Pick<FastifyContextConfig, 'ingestRoute' | 'wsHandshake'> | undefined;
@@ -97,9 +96,9 @@ export class RefusalCounts {
   #count(err: PixiuError, route: CountedAs): void {
     this.#metrics.httpErrors.inc({ code: err.code });
     if (route?.ingestRoute !== undefined) this.#metrics.countIngest(route.ingestRoute, err.code);
-    // A handshake refused for the node's bound of handshakes in progress, or of its
-    // connections, is told apart from Redis's 503s.
-    if (route?.wsHandshake === true) this.#metrics.countHandshake(handshakeOutcome(err));
+    // A handshake refused for the node's bound of handshakes in progress (`busy`), or of
+    // its connections (`full`), is told apart from Redis's 503s.
+    if (route?.wsHandshake === true) this.#metrics.countHandshake(boundRefusal(err) ?? err.code);
   }
 
   /**
@@ -114,10 +113,4 @@ export class RefusalCounts {
     const segments = path.split('/');
     return this.#routes.find((r) => r.method === req?.method && routeMatches(r.segments, segments))?.config;
   }
-}
-
-/** The `outcome` of a refused handshake in `pixiu_ws_handshakes_total`: `busy`, `full`, or its code. */
-function handshakeOutcome(err: PixiuError): string {
-  if (isBusyRefusal(err)) return 'busy';
-  return isFullRefusal(err) ? 'full' : err.code;
 }

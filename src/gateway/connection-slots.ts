@@ -11,30 +11,11 @@
  * Past the bound a handshake is refused 503 `UNAVAILABLE` with `Retry-After` as soon as
  * its request arrives, before its token is read and before it takes a handshake slot
  * (handshake-slots.ts), and counted in `pixiu_ws_handshakes_total{outcome="full"}`
- * (src/api/refusal-counts.ts). A node refuses, rather than queues: a client's back-off
+ * (handshake-refusals.ts). A node refuses, rather than queues: a client's back-off
  * (docs/protocol.md, Close codes) waits for it, and a load balancer may send it to
  * another node.
  */
 import type { Socket } from 'node:net';
-import { unavailable, type PixiuError } from '../errors.js';
-
-/** The refusals of {@link fullRefusal}, told apart from other 503s by {@link isFullRefusal}. */
-const fullRefusals = new WeakSet<PixiuError>();
-
-/** True when `err` is a handshake refused because the node held its bound of connections. */
-export function isFullRefusal(err: PixiuError): boolean {
-  return fullRefusals.has(err);
-}
-
-/**
- * The refusal of a handshake past the bound (503 `UNAVAILABLE`, `Retry-After`).
- * @param open the connections the node holds, open or opening
- */
-export function fullRefusal(open: number): PixiuError {
-  const err = unavailable(`this node holds as many WebSocket connections as it takes (${open} open or opening: PIXIU_MAX_CONNECTIONS); retry after its Retry-After`);
-  fullRefusals.add(err);
-  return err;
-}
 
 /** The sockets of WebSocket handshakes and connections this node holds, bounded. */
 export class ConnectionSlots {

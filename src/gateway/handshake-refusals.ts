@@ -13,12 +13,38 @@
  * - the node's bound on its connections (503) at warn: the node is full, which its
  *   operator must see (walk13 §4: past the open-files limit the kernel's resets were
  *   seen nowhere).
+ *
+ * It also marks the 503s of the node's own bounds (`busy`, `full`: {@link markBoundRefusal}),
+ * which `pixiu_ws_handshakes_total` counts under those outcomes rather than `UNAVAILABLE`.
  */
-import { PixiuError } from '../errors.js';
+import { PixiuError, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { cutText, quotedText } from '../text-cut.js';
-import { fullRefusal } from './connection-slots.js';
+import type { BoundRefusal } from '../api/metric-labels.js';
+
+/**
+ * The refusals of the node's own bounds, each with its `outcome` in
+ * `pixiu_ws_handshakes_total` (src/api/refusal-counts.ts): they are 503 `UNAVAILABLE`
+ * like Redis's, and told apart by this mark alone.
+ */
+const boundRefusals = new WeakMap<PixiuError, BoundRefusal>();
+
+/**
+ * Marks `err` as the refusal of a handshake for one of the node's bounds: `busy`, its
+ * handshakes in progress (`PIXIU_MAX_HANDSHAKES`, handshake-slots.ts); `full`, its
+ * connections (`PIXIU_MAX_CONNECTIONS`, {@link HandshakeRefusals.nodeFull}).
+ * @returns `err`
+ */
+export function markBoundRefusal(err: PixiuError, kind: BoundRefusal): PixiuError {
+  boundRefusals.set(err, kind);
+  return err;
+}
+
+/** The bound `err` was marked as refused for ({@link markBoundRefusal}); undefined for any other error. */
+export function boundRefusal(err: PixiuError): BoundRefusal | undefined {
+  return boundRefusals.get(err);
+}
 
 /** Most characters of an Origin header that a refusal and its log line repeat. */
 const MAX_ORIGIN_SHOWN = 100;
@@ -88,11 +114,11 @@ export class HandshakeRefusals {
    * connection-slots.ts): logged at warn with `open` and `limit`.
    * @param open the connections the node holds, open or opening
    * @param limit the bound
-   * @returns the 503 to answer, with `Retry-After`
+   * @returns the 503 to answer, with `Retry-After`, marked `full` ({@link markBoundRefusal})
    */
   nodeFull(open: number, limit: number): PixiuError {
     const left = this.#full.take();
     if (left !== undefined) this.#logger.warn({ open, limit, ...thinnedFields(left) }, NODE_FULL_LINE);
-    return fullRefusal(open);
+    return markBoundRefusal(unavailable(`this node holds as many WebSocket connections as it takes (${open} open or opening: PIXIU_MAX_CONNECTIONS); retry after its Retry-After`), 'full');
   }
 }

@@ -16,15 +16,8 @@
  * clients already follow (docs/protocol.md, Close codes), and counted in
  * `pixiu_ws_handshakes_total{outcome="busy"}` (src/api/refusal-counts.ts).
  */
-import { unavailable, type PixiuError } from '../errors.js';
-
-/** The refusals of {@link HandshakeSlots.take}, told apart from other 503s by {@link isBusyRefusal}. */
-const busyRefusals = new WeakSet<PixiuError>();
-
-/** True when `err` is a handshake refused because the node had its bound of handshakes in progress. */
-export function isBusyRefusal(err: PixiuError): boolean {
-  return busyRefusals.has(err);
-}
+import { unavailable } from '../errors.js';
+import { markBoundRefusal } from './handshake-refusals.js';
 
 /** The handshakes this node works on now, bounded. */
 export class HandshakeSlots {
@@ -44,13 +37,12 @@ export class HandshakeSlots {
   /**
    * Takes a slot for one handshake.
    * @returns the function that gives it back; calling it again does nothing
-   * @throws PixiuError UNAVAILABLE (503, `Retry-After`) when the bound's handshakes are in progress
+   * @throws PixiuError UNAVAILABLE (503, `Retry-After`) when the bound's handshakes are in
+   *   progress, marked `busy` (handshake-refusals.ts) for `pixiu_ws_handshakes_total`
    */
   take(): () => void {
     if (this.#inUse >= this.#limit) {
-      const err = unavailable(`this node is busy with other WebSocket handshakes (${this.#inUse} in progress: PIXIU_MAX_HANDSHAKES); retry after its Retry-After`);
-      busyRefusals.add(err);
-      throw err;
+      throw markBoundRefusal(unavailable(`this node is busy with other WebSocket handshakes (${this.#inUse} in progress: PIXIU_MAX_HANDSHAKES); retry after its Retry-After`), 'busy');
     }
     this.#inUse += 1;
     let held = true;
