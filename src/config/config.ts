@@ -73,8 +73,9 @@ export interface Config {
   /** WebSocket handshakes one user may open on this node at once (a token bucket's size; src/gateway/user-rate.ts). */
   readonly connectBurst: number;
   /**
-   * WebSocket connections this node holds at once, open or opening (src/gateway/connection-slots.ts);
-   * undefined: derived at start from the open-files limit (src/gateway/connection-bound.ts).
+   * WebSocket connections this node holds at once, open or opening (every upgrade socket,
+   * src/gateway/upgrade-guard.ts); undefined: derived at start from the open-files limit
+   * (src/gateway/connection-bound.ts).
    */
   readonly maxConnections: number | undefined;
   /** WebSocket handshakes this node works on at once, all users together (src/gateway/handshake-slots.ts). */

@@ -6,7 +6,7 @@
  * across nodes through presence; logged at info) or over the user's handshake rate on
  * this node (with `Retry-After`, before any Redis read: user-rate.ts), 503 when Redis
  * is down, the node is shutting down, it holds `PIXIU_MAX_CONNECTIONS` connections
- * (connection-slots.ts), or it has `PIXIU_MAX_HANDSHAKES` handshakes in progress
+ * (connection-bound.ts), or it has `PIXIU_MAX_HANDSHAKES` handshakes in progress
  * (handshake-slots.ts). The 403, the connection limit's 429 and the node's bound's 503,
  * which a browser page cannot see, are logged thinned (handshake-refusals.ts).
  */
@@ -35,7 +35,7 @@ import { HandshakeRefusals } from './handshake-refusals.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
 import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
-import { ConnectionSlots } from './connection-slots.js';
+import type { UpgradeGuard } from './upgrade-guard.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -218,8 +218,8 @@ function shuttingDown(): PixiuError {
   return new PixiuError('UNAVAILABLE', 'this node is shutting down; reconnect');
 }
 
-/** Registers `/v1/connect`. */
-export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
+/** Registers `/v1/connect`; `upgrades` counts the sockets `deps.maxConnections` bounds. */
+export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: UpgradeGuard): void {
   const handshakes = new WeakMap<FastifyRequest, Handshake>();
   const claimsOf = new WeakMap<FastifyRequest, ClientClaims>();
   const handshakeLimit: RateLimit = { burst: deps.config.connectBurst, perMinute: deps.config.connectRatePerMinute };
@@ -231,8 +231,6 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
   // Node-wide, all users: each handshake's slot is given back once its welcome is out,
   // it is answered with a refusal, or its socket closes (handshake-slots.ts).
   const slots = new HandshakeSlots(deps.config.maxHandshakes);
-  // Node-wide too: the socket of each upgrade request counts until it closes (connection-slots.ts).
-  const connections = new ConnectionSlots(deps.maxConnections);
   const releases = new WeakMap<FastifyRequest, () => void>();
 
   app.get<{ Querystring: ConnectQuery }>('/v1/connect', {
@@ -252,9 +250,10 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps): void {
       if (!deps.state.accepting) throw shuttingDown();
       // Before the token and the handshake slot: a full node refuses at once, below the
       // open-files limit past which the kernel would reset producers' connections too.
-      // A plain GET (no upgrade) is an HTTP connection like a producer's: not counted.
-      if ((req.raw as { upgrade?: boolean }).upgrade === true && !connections.take(req.raw.socket)) {
-        throw refusals.nodeFull(connections.open, connections.limit);
+      // A plain GET (no upgrade) is an HTTP connection like a producer's: not counted. The
+      // guard counts every upgrade socket until it closes, this one included (upgrade-guard.ts).
+      if ((req.raw as { upgrade?: boolean }).upgrade === true && upgrades.open > deps.maxConnections) {
+        throw refusals.nodeFull(upgrades.open - 1, deps.maxConnections);
       }
       // Before the token: a herd over the bound costs the node next to nothing.
       const taken = slots.take();

@@ -9,6 +9,19 @@
  * it started), less what the node's other files may need ({@link defaultMaxConnections}),
  * so that the node refuses a device itself, with a status and a count, before the
  * kernel would refuse anyone.
+ *
+ * What is counted is what holds a file descriptor: the socket of every upgrade request,
+ * whatever its path (upgrade-guard.ts counts them), from its request until the socket
+ * closes — a handshake in progress, an open WebSocket, a refused handshake until its
+ * answer is out and its socket closed, and likewise an upgrade request to another path
+ * (`Upgrade: h2c`). A plain request (no `Connection: Upgrade`) is an HTTP connection like
+ * a producer's and is not counted; an upgrade socket carries one request only, so none
+ * is counted twice. Past the bound a handshake on `GET /v1/connect` is refused 503
+ * `UNAVAILABLE` with `Retry-After` as soon as its request arrives, before its token is
+ * read and before it takes a handshake slot (handshake-slots.ts), and counted in
+ * `pixiu_ws_handshakes_total{outcome="full"}` (handshake-refusals.ts). A node refuses,
+ * rather than queues: a client's back-off (docs/protocol.md, Close codes) waits for it,
+ * and a load balancer may send it to another node.
  */
 import { readFileSync } from 'node:fs';
 import type { Config } from '../config/config.js';

@@ -299,10 +299,10 @@ export class Gateway implements GatewayDeps {
         // Shutdown closes sockets itself (1001, after flushing cursors): see close().
         preClose: (done) => done(),
       });
-      connectRoute(ws, this);
+      // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts). The
+      // sockets the guard counts are what PIXIU_MAX_CONNECTIONS bounds (connect-route.ts).
+      connectRoute(ws, this, guardUpgrades(app, this.logger));
     });
-    // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts).
-    guardUpgrades(app, this.logger);
   }
 
   /**

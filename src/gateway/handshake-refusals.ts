@@ -111,8 +111,8 @@ export class HandshakeRefusals {
 
   /**
    * A handshake past the node's bound on its connections (`PIXIU_MAX_CONNECTIONS`,
-   * connection-slots.ts): logged at warn with `open` and `limit`.
-   * @param open the connections the node holds, open or opening
+   * connection-bound.ts): logged at warn with `open` and `limit`.
+   * @param open the connections the node holds besides this one, open or opening
    * @param limit the bound
    * @returns the 503 to answer, with `Retry-After`, marked `full` ({@link markBoundRefusal})
    */

@@ -31,9 +31,15 @@ export const SHUTDOWN_GRACE_MS = 5_000;
 
 type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
-/** What {@link guardUpgrades} exposes (for tests and metrics). */
+/** What {@link guardUpgrades} exposes. */
 export interface UpgradeGuard {
-  /** Upgrade sockets currently open (WebSockets included). */
+  /**
+   * Upgrade sockets open now, whatever their path: each from its request until the socket
+   * closes — a handshake in progress, an open WebSocket, a refused handshake or another
+   * path's upgrade request (`Upgrade: h2c`) until its answer is out and its socket
+   * closed. Each holds a file descriptor: this is what `PIXIU_MAX_CONNECTIONS` bounds
+   * (connection-bound.ts, connect-route.ts).
+   */
   readonly open: number;
 }
 

@@ -1,17 +1,19 @@
 /**
  * The node's bound on its WebSocket connections (`PIXIU_MAX_CONNECTIONS`;
- * src/gateway/connection-slots.ts): past it a handshake is refused 503 UNAVAILABLE with
+ * src/gateway/connection-bound.ts): past it a handshake is refused 503 UNAVAILABLE with
  * `Retry-After`, before its token is read, counted as `full` and logged at warn; a
  * connection that closes frees its place; producers are served all the while (walk13
  * §4: with no such bound, devices took every file descriptor under `ulimit -n 256`, and
  * the kernel reset producers' new connections and `/healthz` with no status and no log).
+ * What it counts is the upgrade guard's count of upgrade sockets, whatever their path.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { Socket } from 'node:net';
-import { metricSample } from '../harness/checks.js';
+import { metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
+import { rawRequest } from '../harness/raw-http.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, type TestClient } from '../harness/ws-client.js';
 import { NODE_FULL_LINE } from '../../src/gateway/handshake-refusals.js';
@@ -54,9 +56,13 @@ test('past PIXIU_MAX_CONNECTIONS a handshake is refused 503 full with Retry-Afte
   for (const user of ['a', 'b', 'c']) held.push((await node.connectWelcomed(user)).client);
 
   await expectRefused(node.connect('d'), 503, 'UNAVAILABLE', FULL);
+  // A refused handshake's socket holds a place until it has closed (the guard counts it):
+  // each is let close before the next, whose refusal counts the others.
+  await closed(sockets[3]);
   const refusal = await refusalOf(node.connect('e'));
   assert.equal(refusal.status, 503);
   assert.equal(refusal.headers.get('retry-after'), '1');
+  await closed(sockets[4]);
   // Before the token is read: a bad one is refused as full too, not 401.
   await expectRefused(node.connect('f', { token: 'not-a-jwt' }), 503, 'UNAVAILABLE', FULL);
   // The refused sockets hold no place once closed.
@@ -94,4 +100,27 @@ test('a plain GET of /v1/connect (no upgrade) is an HTTP request like a producer
   // Checked past the bound: its token (401), not the node's connections (503).
   const answer = await node.client.get('/v1/connect?device=d', { headers: { authorization: 'Bearer not-a-jwt' } });
   assert.equal(answer.status, 401, answer.text);
+});
+
+test('an upgrade request to another path holds a place until its socket closes: a handshake past the bound meanwhile is refused full', async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  // The other request's answer is held by a frozen Redis, bounded well past the test's waits.
+  const node = await startGateway(t, { redisUrl: redis.url, maxConnections: '1', redisCommandTimeoutMs: '20000' });
+  const sockets = upgradeSockets(node);
+  redis.pause();
+  let thawed = false;
+  t.after(() => { if (!thawed) redis.resume(); });
+  // `Upgrade: h2c` (as `curl --http2` sends on http://) on a producer route that reads Redis.
+  const other = rawRequest(node.url, `GET /v1/users/u/presence HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${node.service.secrets.apiToken}\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n`);
+  await waitUntil('the node takes the upgrade request', async () => sockets.length === 1, 5_000, 5);
+  // Refused at once (a handshake let through would wait on the frozen Redis).
+  await expectRefused(node.connect('a'), 503, 'UNAVAILABLE', /\(1 open or opening: PIXIU_MAX_CONNECTIONS\)/);
+  redis.resume();
+  thawed = true;
+  const answer = await other;
+  assert.deepEqual([answer.status, answer.closedByServer], [200, true], answer.text);
+  // Both sockets closed, the place is free.
+  await Promise.all(sockets.map(closed));
+  await node.connectWelcomed('a');
 });
