@@ -11,6 +11,7 @@ import { PixiuError } from '../errors.js';
 import { quotedText } from '../text-cut.js';
 import { takesBody } from './validation.js';
 import { closeAfter } from './closing-answers.js';
+import { isUpgrade } from './upgrade-request.js';
 
 /**
  * Adds the onRequest hook that refuses such requests (after the shutdown refusal, before
@@ -29,7 +30,7 @@ export function installRequestChecks(app: FastifyInstance): void {
     // that can refuse such a request, so that answers of later hooks (a refused token)
     // say so too. The two before it cannot: the shutdown refusal answers with
     // `Connection: close` anyway, and installBodyParsing' GET-body check skips upgrades.
-    if ((req.raw as { upgrade?: boolean }).upgrade === true) closeAfter(reply);
+    if (isUpgrade(req)) closeAfter(reply);
     // Node's parser also takes a request line with no version (read as HTTP/0.9) and
     // HTTP/2.0 spelt as text; neither is HTTP/1.x (RFC 9112 §2.3, §3).
     const version = req.raw.httpVersion;

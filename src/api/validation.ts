@@ -14,6 +14,7 @@ import { misdirectedBatch, outsideBatchItems, unknownFieldOf, wordError } from '
 import { continueIfExpected } from './expect-continue.js';
 import { notJsonMessage, notJsonTypeMessage } from './json-error.js';
 import { holdsLoneSurrogate, loneSurrogateFault } from './lone-surrogates.js';
+import { isUpgrade } from './upgrade-request.js';
 
 /** The length of each request's JSON body as read, bytes (set by the parser below). */
 const bodySizes = new WeakMap<FastifyRequest, number>();
@@ -118,7 +119,7 @@ export function installBodyParsing(app: FastifyInstance): void {
   // no body, rather than silently ignored. (An upgrade request with a body, the
   // WebSocket handshake included, is refused by the gateway's upgrade guard.)
   app.addHook('onRequest', (req, reply, done) => {
-    if ((req.method !== 'GET' && req.method !== 'HEAD') || req.is404 || (req.raw as { upgrade?: boolean }).upgrade === true) {
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || req.is404 || isUpgrade(req)) {
       done();
       return;
     }

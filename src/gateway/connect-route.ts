@@ -36,6 +36,7 @@ import { UserRates, overRate, type RateLimit } from './user-rate.js';
 import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
 import type { UpgradeGuard } from './upgrade-guard.js';
+import { isUpgrade } from '../api/upgrade-request.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -252,7 +253,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       // open-files limit past which the kernel would reset producers' connections too.
       // A plain GET (no upgrade) is an HTTP connection like a producer's: not counted. The
       // guard counts every upgrade socket until it closes, this one included (upgrade-guard.ts).
-      if ((req.raw as { upgrade?: boolean }).upgrade === true && upgrades.open > deps.maxConnections) {
+      if (isUpgrade(req) && upgrades.open > deps.maxConnections) {
         throw refusals.nodeFull(upgrades.open - 1, deps.maxConnections);
       }
       // Before the token: a herd over the bound costs the node next to nothing.

@@ -19,6 +19,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { whenAnswersLeft, type HttpServerSocket } from '../api/error-handler.js';
+import { isUpgrade } from '../api/upgrade-request.js';
 import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { countRequestsInFlight } from './requests-in-flight.js';
@@ -114,7 +115,7 @@ export function guardUpgrades(app: FastifyInstance, logger: Logger, graceMs = SH
   // first bytes): a POST with `Upgrade: h2c` (as `curl --http2` sends on http://) would
   // fail as a body shorter than its Content-Length. It is refused for what it is.
   app.addHook('onRequest', (req, reply, done) => {
-    if ((req.raw as { upgrade?: boolean }).upgrade !== true) {
+    if (!isUpgrade(req)) {
       done();
       return;
     }
