@@ -3,8 +3,9 @@
  * pipelining-bound.ts needs to leave the requests after such an answer not acted on
  * (docs/api.md: a client's requests after a closing refusal are not acted on; a message
  * pipelined behind a 401 was stored and never answered, a black-box tester's walk11 A).
- * Marked by those who decide the close: error-handler.ts `sendError` (an error answered
- * before its request's body had all arrived, `Connection: close`), `expectationAnswerer`
+ * Marked by those who decide the close: {@link closeAfter} (the first `onRequest` hook's
+ * refusals, request-checks.ts), error-handler.ts `sendError` (an error answered before
+ * its request's body had all arrived, `Connection: close`), `expectationAnswerer`
  * (the 417), pipelining-bound.ts (its 429) and shutdown.ts (a draining node's answer to
  * the last request in progress on its connection); pipelining-bound.ts drops every
  * request dispatched on a marked connection.
@@ -25,6 +26,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply } from 'fastify';
+import { isUpgrade } from './upgrade-request.js';
 
 const sockets = new WeakSet<Socket>();
 const deliberate = new WeakSet<IncomingMessage>();
@@ -32,16 +34,23 @@ const deliberate = new WeakSet<IncomingMessage>();
 /**
  * Makes `reply` close its connection after it (`Connection: close`), decided in the first
  * `onRequest` hook, as Node hands its request over (request-checks.ts: an upgrade, a
- * version that is not HTTP/1.x, a missing or repeated Host, a transfer coding not taken):
- * an error answer so closing keeps its close and marks the connection (error-handler.ts
- * `sendError`). The close fastify adds to every body-parsing error is not one of them.
+ * version that is not HTTP/1.x, a missing or repeated Host, a transfer coding not taken),
+ * and marks the connection ({@link markClosing}) at once. An upgrade's socket is not
+ * marked: Node parses no request on it after this one, so the mark would never be read,
+ * and it would be held for the life of every WebSocket (~40 bytes of heap each). An error
+ * answer so closing keeps its close (error-handler.ts `sendError`); the close fastify adds
+ * to every body-parsing error is not one of them.
  */
 export function closeAfter(reply: FastifyReply): void {
   void reply.header('connection', 'close');
   deliberate.add(reply.request.raw);
+  if (!isUpgrade(reply.request)) markClosing(reply.request.raw.socket);
 }
 
-/** Whether `req`'s answer was made to close its connection by {@link closeAfter}. */
+/**
+ * Whether `req`'s answer was made to close its connection by {@link closeAfter} (not
+ * whether its socket is marked: an earlier answer on the connection may have marked it).
+ */
 export function closesDeliberately(req: IncomingMessage): boolean {
   return deliberate.has(req);
 }

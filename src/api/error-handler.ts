@@ -94,14 +94,13 @@ export function sendError(reply: FastifyReply, err: PixiuError): FastifyReply {
     reply.header('connection', 'close');
     markClosing(req.socket);
     lingerOnClose(req.socket);
-  } else if (reply.getHeader('connection') === 'close') {
-    // Decided as Node handed the request over (closing-answers.ts `closeAfter`): nothing
-    // behind it was dispatched yet. Else it is fastify's, added to any body-parsing error
-    // (a 415, a 413) whether or not the body has all arrived: it has, so the requests
-    // behind it may be dispatched already (after the /v1/me routes' asynchronous token
-    // check an ack behind a 415 was applied, unanswered), and keep the connection instead.
-    if (closesDeliberately(req)) markClosing(req.socket);
-    else reply.removeHeader('connection');
+  } else if (reply.getHeader('connection') === 'close' && !closesDeliberately(req)) {
+    // Not decided as Node handed the request over (closing-answers.ts `closeAfter`, which
+    // marked the connection then): fastify's, added to any body-parsing error (a 415, a
+    // 413) whether or not the body has all arrived. It has, so the requests behind it may
+    // be dispatched already (after the /v1/me routes' asynchronous token check an ack
+    // behind a 415 was applied, unanswered): the connection is kept instead.
+    reply.removeHeader('connection');
   }
   return reply.code(err.status).type('application/json; charset=utf-8').send(err.toBody());
 }
