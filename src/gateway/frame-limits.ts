@@ -59,9 +59,17 @@ export class FrameWindow {
   #start = Number.NEGATIVE_INFINITY;
   #count = 0;
 
-  /** @param size frames that pass per window */
-  constructor(size: number) {
+  /**
+   * @param size frames that pass per window; unbounded (the default), every frame passes
+   *   and is counted, for a caller that judges {@link count} itself
+   */
+  constructor(size = Number.POSITIVE_INFINITY) {
     this.#size = size;
+  }
+
+  /** Frames counted in the window begun last (refused ones not included): 1 right after a take that began one. */
+  get count(): number {
+    return this.#count;
   }
 
   /** Counts one frame. @returns false when the window already holds `size` (clock: `performance.now`) */
@@ -133,16 +141,12 @@ export class FrameBudget {
   readonly #idleAckAllowance: number;
   readonly #mostEarned: number;
   #control: FrameWindow | undefined;
+  /** Every ack that moves nothing, earned or not: one window, begun at the first of them. */
   #idleAcks: FrameWindow | undefined;
   /** Acks that move nothing allowed by `msg` frames sent since this budget was made, at most `mostEarned`. */
   #earned = 0;
-  /**
-   * When the 30 s span of acks that move nothing began (`performance.now`, ms): at the
-   * first of them, the next at the first after it ends, as {@link FrameWindow}'s. Only
-   * for the close reason: how many earned acks were spent in it ({@link #spentInSpan}).
-   */
-  #spanStart = Number.NEGATIVE_INFINITY;
-  #spentInSpan = 0;
+  /** Of {@link #idleAcks}' current window, the acks the `msg` frames paid for (the rest spend the allowance). */
+  #earnedInWindow = 0;
   #badFrames = 0;
 
   /**
@@ -173,18 +177,18 @@ export class FrameBudget {
 
   /** Takes one ack that moved no cursor (refused, a repeat, another epoch's). @returns the close reason (code 4003) past the budget, else undefined */
   idleAck(): string | undefined {
-    const now = performance.now();
-    if (now - this.#spanStart >= CONTROL_FRAME_WINDOW_MS) {
-      this.#spanStart = now;
-      this.#spentInSpan = 0;
-    }
+    // Counted whatever becomes of it (a refused one too: past the allowance it stays past
+    // it); a count of 1 is a window begun by this ack.
+    const acks = (this.#idleAcks ??= new FrameWindow());
+    acks.take();
+    if (acks.count === 1) this.#earnedInWindow = 0;
     if (this.#earned > 0) {
       this.#earned -= 1;
-      this.#spentInSpan += 1;
+      this.#earnedInWindow += 1;
       return undefined;
     }
-    if ((this.#idleAcks ??= new FrameWindow(this.#idleAckAllowance)).take()) return undefined;
-    return idleAckLimitReason(this.#idleAckAllowance, this.#spentInSpan);
+    if (acks.count - this.#earnedInWindow <= this.#idleAckAllowance) return undefined;
+    return idleAckLimitReason(this.#idleAckAllowance, this.#earnedInWindow);
   }
 
   /**

@@ -112,3 +112,18 @@ test('the close reason names the limit applied: the allowance plus the acks msgs
   takeAll(() => budget.idleAck(), 700);
   assert.equal(budget.idleAck(), 'more than 700 acks that moved no cursor in 30 s', 'none earned: the allowance alone');
 });
+
+test('acks that move no cursor are one window from the first of them, paid for by a msg or not: the allowance is whole again 30 s after it', (t) => {
+  const at = handClock(t);
+  const budget = FrameBudget.of({ deliveryWindow: 100, redeliveryBackoffMs: [10_000, 2_000, 4_000], inboxCap: 10_000 });
+  for (let i = 0; i < 50; i++) budget.earn();
+  // The window begins at 0 s with acks the msgs paid for; the allowance is spent at 20 s.
+  takeAll(() => budget.idleAck(), 50);
+  at(20_000);
+  takeAll(() => budget.idleAck(), 700);
+  assert.equal(budget.idleAck(), 'more than 750 acks that moved no cursor in 30 s (700 + 50 for msgs sent)');
+  // 30 s after the first of them, not after the first the allowance paid for.
+  at(30_000);
+  takeAll(() => budget.idleAck(), 700);
+  assert.equal(budget.idleAck(), idleAckLimitReason(700));
+});
