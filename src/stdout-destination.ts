@@ -17,13 +17,15 @@
  *   the error, how long the log could not be written and how many lines were dropped
  *   (a walk13 finding: a full log disk, freed again, had stopped the log until the
  *   next restart, so every later error and the shutdown were lost).
- *   While writes fail, the exit's synchronous flush is skipped: it would retry forever
- *   (SonicBoom's `flushSync` sleeps and retries every error but EAGAIN's refusal). A
- *   line so left cut in a file is ended with a newline by the next start, before its
- *   first line, so that one parses (walk16 F2.2).
+ * - At exit, the held lines are written once, synchronously, up to the first write
+ *   error (stdout-exit-flush.ts): SonicBoom's own `flushSync` retries every error but
+ *   EAGAIN's refusal for good, and hung the exit on a disk that had filled since the
+ *   last line went through (review33 F1). A line so left cut in a file is ended with a
+ *   newline by the next start, before its first line, so that one parses (walk16 F2.2).
  */
 import { fstatSync, openSync, closeSync, readSync } from 'node:fs';
 import { pino } from 'pino';
+import { flushHeldOnce } from './stdout-exit-flush.js';
 
 /** Most bytes of log lines held while stdout cannot be written (8 MiB); the lines past it are dropped and counted. */
 export const LOG_HOLD_MAX_BYTES = 8 * 1024 * 1024;
@@ -74,10 +76,7 @@ export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd 
     retry = undefined;
   };
   const noop = (): void => undefined;
-  const flushSync = stream.flushSync.bind(stream);
-  stream.flushSync = () => {
-    if (stall === undefined) flushSync();
-  };
+  stream.flushSync = () => flushHeldOnce(stream);
   stream.on('drop', () => { dropped++; });
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (GONE.has(err.code ?? '')) {
