@@ -17,6 +17,11 @@
  *   the error, how long the log could not be written and how many lines were dropped
  *   (a walk13 finding: a full log disk, freed again, had stopped the log until the
  *   next restart, so every later error and the shutdown were lost).
+ * - Lines are dropped with no write failing too: a reader slower than the log (a pipe
+ *   that takes nothing more, with no error) lets {@link LOG_HOLD_MAX_BYTES} pile up, and
+ *   a single line longer than that is never held. Such drops get a warning of their own
+ *   with their count, at most one per {@link LOG_DROP_WARN_MS}, written when there is
+ *   room for it (review33 F2: they were only counted into the next failure's warning).
  * - At exit, the held lines are written once, synchronously, up to the first write
  *   error (stdout-exit-flush.ts): SonicBoom's own `flushSync` retries every error but
  *   EAGAIN's refusal for good, and hung the exit on a disk that had filled since the
@@ -32,6 +37,9 @@ export const LOG_HOLD_MAX_BYTES = 8 * 1024 * 1024;
 
 /** While writes fail, the held lines are tried again this often (ms), also when nothing new is logged. */
 export const LOG_RETRY_MS = 1000;
+
+/** At most one warning of lines dropped with no write failing per this many ms; the drops meanwhile are counted into the next. */
+export const LOG_DROP_WARN_MS = 10_000;
 
 /** Write errors after which stdout is given up for good: its reader or descriptor is gone. */
 const GONE = new Set(['EPIPE', 'EIO', 'EBADF', 'ECONNRESET']);
@@ -54,16 +62,28 @@ export interface LogRecovered {
   readonly dropped: number;
 }
 
+/** What the destination tells its logger, each on a later tick than the write it follows; the logger logs them. */
+export interface LogReports {
+  /** The first line after a write failure that can pass has been written. */
+  recovered(what: LogRecovered): void;
+  /**
+   * Lines were dropped with no write failing (a slow reader, a line longer than
+   * {@link LOG_HOLD_MAX_BYTES}): `lines` of them since the last report, at most once per
+   * {@link LOG_DROP_WARN_MS}. A line logged in this call that is dropped too (no room
+   * yet) leaves the count to a later call, after the next write.
+   */
+  dropped(lines: number): void;
+}
+
 /** pino's destination stream (SonicBoom), as `pino.destination` answers it. */
 export type StdoutStream = ReturnType<typeof pino.destination>;
 
 /**
  * Opens stdout as the log's destination with the rules above.
- * @param onRecovered called (on a later tick) after the first line that stdout took
- *   again following a failure that can pass; the logger warns with it
+ * @param reports what to log when the log writes again or dropped lines
  * @param fd the descriptor to write (1, stdout; another in tests)
  */
-export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd = 1): StdoutStream {
+export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
   const stream = pino.destination({ dest: fd, sync: false, maxLength: LOG_HOLD_MAX_BYTES });
   // A line an earlier run left cut (it stopped on a full disk) ends before ours begins.
   if (endsMidLine(fd)) stream.write('\n');
@@ -77,10 +97,43 @@ export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd 
   };
   const noop = (): void => undefined;
   stream.flushSync = () => flushHeldOnce(stream);
-  stream.on('drop', () => { dropped++; });
+
+  /** When the last warning of drops was logged (ms since the Unix epoch). */
+  let dropsReportedAt = -Infinity;
+  let dropReport: NodeJS.Timeout | undefined;
+  /** Set while the warning of drops is being logged: a drop then is that warning's own. */
+  let reporting: { lost: boolean } | undefined;
+  /** Warns of drops with no write failing, thinned; those in a failure go into its warning. */
+  const reportDrops = (): void => {
+    if (dropReport !== undefined || stall !== undefined || dropped === 0) return;
+    dropReport = setTimeout(() => {
+      dropReport = undefined;
+      if (stall !== undefined || dropped === 0) return;
+      const report = { lost: false };
+      reporting = report;
+      try {
+        reports.dropped(dropped);
+      } finally {
+        reporting = undefined;
+      }
+      // No room for the warning either: tried again after the next write.
+      if (report.lost) return;
+      dropped = 0;
+      dropsReportedAt = Date.now();
+    }, Math.max(0, dropsReportedAt + LOG_DROP_WARN_MS - Date.now())).unref();
+  };
+  stream.on('drop', () => {
+    if (reporting !== undefined) {
+      reporting.lost = true;
+      return;
+    }
+    dropped++;
+    reportDrops();
+  });
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (GONE.has(err.code ?? '')) {
       stopRetry();
+      clearTimeout(dropReport);
       Object.assign(stream, { write: () => true, flush: noop, flushSync: noop, end: noop });
       return;
     }
@@ -94,8 +147,9 @@ export function stdoutDestination(onRecovered: (what: LogRecovered) => void, fd 
     dropped = 0;
     stopRetry();
     // After SonicBoom has released the bytes it just wrote: this event comes before.
-    setImmediate(onRecovered, what);
+    setImmediate(() => reports.recovered(what));
   });
+  stream.on('write', reportDrops);
   return stream;
 }
 

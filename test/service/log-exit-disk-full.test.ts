@@ -75,7 +75,7 @@ test('with room again, the exit\'s flush writes every held line whole and in ord
   const file = path.join(disk, 'pixiu.log');
   const out = openSync(file, 'a');
   t.after(() => closeSync(out));
-  const stream = stdoutDestination(() => undefined, out);
+  const stream = stdoutDestination({ recovered: () => undefined, dropped: () => undefined }, out);
   const logger = pino({ base: null, timestamp: false }, stream);
   logger.info('before');
   await waitUntil('the line before', async () => (await readFile(file, 'utf8')).includes('"before"'), 10_000, 20);

@@ -18,7 +18,7 @@ import { waitUntil } from '../harness/checks.js';
 async function logOnce(file: string): Promise<string> {
   const fd = openSync(file, 'a');
   try {
-    const stream = stdoutDestination(() => undefined, fd);
+    const stream = stdoutDestination({ recovered: () => undefined, dropped: () => undefined }, fd);
     const logger = pino({ base: null }, stream);
     logger.info('pixiu starting');
     // Its asynchronous writes, in order (a flushSync here could pass the newline still in

@@ -1,0 +1,104 @@
+/**
+ * Lines the log's destination drops with no write failing (src/stdout-destination.ts):
+ * a line longer than the 8 MiB it holds, and the lines past 8 MiB held for a reader that
+ * takes nothing for a while. Each gets a warning of its own with the count, thinned to
+ * one per LOG_DROP_WARN_MS, written once there is room for it. Before (review33 F2),
+ * such drops were only counted into the next write failure's warning, which may never
+ * come. A real file and a real FIFO, written through the destination as the logger
+ * writes them.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, openSync, readSync, writeSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pino, type Logger } from 'pino';
+import { LOG_HOLD_MAX_BYTES, stdoutDestination } from '../../src/stdout-destination.js';
+import { waitUntil } from '../harness/checks.js';
+
+const DROP_WARNING = 'log lines were dropped';
+
+/** A logger on `fd` through the destination, warning of drops as src/logger.ts does; answers it and the counts reported. */
+function dropLogger(fd: number): { logger: Logger; reported: number[] } {
+  const reported: number[] = [];
+  const logger: Logger = pino({ base: null, timestamp: false }, stdoutDestination({
+    recovered: () => undefined,
+    dropped: (lines) => {
+      reported.push(lines);
+      logger.warn({ droppedLines: lines }, DROP_WARNING);
+    },
+  }, fd));
+  return { logger, reported };
+}
+
+test('a line longer than 8 MiB is dropped and warned of; another within the thinning interval waits for a later warning', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-log-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'pixiu.log');
+  const fd = openSync(file, 'a');
+  t.after(() => closeSync(fd));
+  const { logger, reported } = dropLogger(fd);
+  const huge = 'z'.repeat(LOG_HOLD_MAX_BYTES);
+  logger.info({ huge }, 'huge');
+  await waitUntil('the warning', async () => (await readFile(file, 'utf8')).includes(DROP_WARNING), 10_000, 20);
+  logger.info({ huge }, 'huge again');
+  logger.info('after');
+  await waitUntil('the line after', async () => (await readFile(file, 'utf8')).includes('"after"'), 10_000, 20);
+  const lines = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; droppedLines?: number });
+  assert.deepEqual(lines, [{ level: 40, droppedLines: 1, msg: DROP_WARNING }, { level: 30, msg: 'after' }]);
+  assert.deepEqual(reported, [1]);
+});
+
+test('lines past 8 MiB held for a reader that takes nothing are counted, and warned of once there is room for the warning', { timeout: 60_000 }, async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-log-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const fifo = path.join(dir, 'stdout');
+  execFileSync('mkfifo', [fifo]);
+  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  t.after(() => closeSync(reader));
+  const fd = openSync(fifo, 'w');
+  t.after(() => closeSync(fd));
+  // The pipe full before the first line: every write of the destination waits for the
+  // reader, and nothing it holds is released until the test reads.
+  const filling = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  let prefill = 0;
+  try {
+    for (;;) prefill += writeSync(filling, Buffer.alloc(4096, 0x0a));
+  } catch (err) {
+    assert.equal((err as NodeJS.ErrnoException).code, 'EAGAIN');
+  } finally {
+    closeSync(filling);
+  }
+  const { logger, reported } = dropLogger(fd);
+  // ~42 bytes a line (~10 MiB in all): the room left under 8 MiB when the first is dropped is smaller
+  // than the warning, so the first warning is dropped too and must be tried again.
+  const count = 250_000;
+  for (let i = 0; i < count; i++) logger.info({ i }, 'flood line');
+  await waitUntil('a warning tried', async () => reported.length > 0, 10_000, 20);
+  let out = '';
+  const chunk = Buffer.alloc(1 << 20);
+  await waitUntil('the warning read', async () => {
+    for (;;) {
+      let n = 0;
+      try {
+        n = readSync(reader, chunk);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      }
+      if (n <= 0) break;
+      out += chunk.toString('utf8', 0, n);
+    }
+    const at = out.indexOf(DROP_WARNING);
+    return at >= 0 && out.indexOf('\n', at) >= 0;
+  }, 30_000, 2);
+  const lines = out.slice(prefill).split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; i?: number; droppedLines?: number });
+  const warnings = lines.filter((l) => l.msg === DROP_WARNING);
+  assert.equal(warnings.length, 1);
+  const written = lines.filter((l) => l.msg === 'flood line').map((l) => l.i as number);
+  // Every line is written or counted; the warning that found no room was not counted.
+  assert.equal(written.length + (warnings[0]?.droppedLines ?? 0), count);
+  assert.ok(reported.length >= 2, `the first warning found room already (${JSON.stringify(reported)}): the set-up did not test its retry`);
+  assert.ok(reported.every((n) => n === warnings[0]?.droppedLines), JSON.stringify(reported));
+});
