@@ -13,10 +13,12 @@
  *   failed to take and tries them again at the next line, and this module every
  *   {@link LOG_RETRY_MS} (a quiet node logs nothing for hours: walk16 F2.1); at most
  *   {@link LOG_HOLD_MAX_BYTES} are held, and the lines past that are dropped and
- *   counted. The first line that goes through again is followed by one warning giving
- *   the error, how long the log could not be written and how many lines were dropped
- *   (a walk13 finding: a full log disk, freed again, had stopped the log until the
- *   next restart, so every later error and the shutdown were lost).
+ *   counted. Once every held line is written again — not at the first write through:
+ *   a disk with a little room freed takes part of them and fails again (review33 F3) —
+ *   one warning follows, giving the error, how long the log could not be written and
+ *   how many lines were dropped (a walk13 finding: a full log disk, freed again, had
+ *   stopped the log until the next restart, so every later error and the shutdown were
+ *   lost).
  * - Lines are dropped with no write failing too: a reader slower than the log (a pipe
  *   that takes nothing more, with no error) lets {@link LOG_HOLD_MAX_BYTES} pile up, and
  *   a single line longer than that is never held. Such drops get a warning of their own
@@ -56,7 +58,7 @@ interface Stall {
 export interface LogRecovered {
   /** The write error's code, e.g. `ENOSPC`. */
   readonly code: string;
-  /** How long writes failed, ms. */
+  /** How long writes failed, ms: from the first failure until every held line was written. */
   readonly failedMs: number;
   /** Lines dropped meanwhile (past {@link LOG_HOLD_MAX_BYTES}). */
   readonly dropped: number;
@@ -64,7 +66,7 @@ export interface LogRecovered {
 
 /** What the destination tells its logger, each on a later tick than the write it follows; the logger logs them. */
 export interface LogReports {
-  /** The first line after a write failure that can pass has been written. */
+  /** Every line held through a write failure that can pass has been written. */
   recovered(what: LogRecovered): void;
   /**
    * Lines were dropped with no write failing (a slow reader, a line longer than
@@ -140,13 +142,14 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
     stall ??= { code: err.code ?? 'unknown', since: Date.now() };
     retry ??= setInterval(() => stream.write(''), LOG_RETRY_MS).unref();
   });
-  stream.on('write', () => {
+  // SonicBoom emits 'drain' when a write leaves nothing held; 'write' (any write through,
+  // a partial one included) came too early.
+  stream.on('drain', () => {
     if (stall === undefined) return;
     const what: LogRecovered = { code: stall.code, failedMs: Date.now() - stall.since, dropped };
     stall = undefined;
     dropped = 0;
     stopRetry();
-    // After SonicBoom has released the bytes it just wrote: this event comes before.
     setImmediate(() => reports.recovered(what));
   });
   stream.on('write', reportDrops);

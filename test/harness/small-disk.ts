@@ -4,6 +4,7 @@
  */
 import type { TestContext } from 'node:test';
 import { execFileSync } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,26 @@ export async function smallDisk(t: TestContext, size: string): Promise<string | 
     await rm(root, { recursive: true, force: true });
   });
   return root;
+}
+
+/** A log file on a fresh 1 MiB tmpfs ({@link smallDisk}), open for appending as `>>` opens stdout. */
+export interface SmallDiskLog {
+  /** The tmpfs's folder. */
+  readonly disk: string;
+  /** The log file's path. */
+  readonly file: string;
+  /** Its descriptor, closed when the test ends. */
+  readonly fd: number;
+}
+
+/** {@link SmallDiskLog}; undefined when no tmpfs can be mounted. */
+export async function smallDiskLog(t: TestContext): Promise<SmallDiskLog | undefined> {
+  const disk = await smallDisk(t, '1m');
+  if (disk === undefined) return undefined;
+  const file = path.join(disk, 'pixiu.log');
+  const fd = openSync(file, 'a');
+  t.after(() => closeSync(fd));
+  return { disk, file, fd };
 }
 
 /**

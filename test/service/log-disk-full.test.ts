@@ -6,18 +6,23 @@
  * long stdout could not be written, and the log goes on — later requests and the
  * shutdown are logged. Before (walk13 F1), the first ENOSPC stopped the log until the
  * next restart: the service answered on, and every later line, the shutdown's too,
- * was lost. A real full disk: a small tmpfs, root only (the test skips without).
+ * was lost. And a disk with a little room freed, which takes part of the held lines and
+ * fails again, is not taken for recovered (review33 F3: it warned so, and the next
+ * warning's failedMs counted from there). A real full disk: a small tmpfs, root only
+ * (the tests skip without).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { closeSync, openSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { closeSync, openSync, statSync } from 'node:fs';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { pino } from 'pino';
+import { stdoutDestination, type LogRecovered } from '../../src/stdout-destination.js';
 import { waitUntil } from '../harness/checks.js';
 import { cliEntry, tempDataDir } from '../harness/pixiu-server.js';
 import { freePort, RedisServer } from '../harness/redis-server.js';
-import { fill, smallDisk } from '../harness/small-disk.js';
+import { fill, smallDisk, smallDiskLog } from '../harness/small-disk.js';
 import { spawnTied } from '../harness/tied-spawn.js';
 
 const API_TOKEN = 'log-disk-full-token-0123456789abcdef';
@@ -99,4 +104,44 @@ test('a full log disk holds the lines; with room again they are written whole, a
   assert.ok(order.every((at) => at >= 0), `lines missing: ${JSON.stringify(order)}`);
   assert.deepEqual([...order].sort((a, b) => a - b), order);
   assert.ok(all.some((l) => l.msg === 'pixiu stopped'), 'the shutdown is logged');
+});
+
+test('a disk with a little room freed takes part of the held lines and fails again: not recovered until all are written', { timeout: 60_000 }, async (t) => {
+  const log = await smallDiskLog(t);
+  if (log === undefined) {
+    t.skip('no right to mount a tmpfs');
+    return;
+  }
+  const { disk, file, fd: out } = log;
+  const recovered: LogRecovered[] = [];
+  const stream = stdoutDestination({ recovered: (what) => recovered.push(what), dropped: () => undefined }, out);
+  const logger = pino({ base: null }, stream);
+  logger.info('before');
+  await waitUntil('the line before', async () => (await readFile(file, 'utf8')).includes('"before"'), 10_000, 20);
+  // 8 KiB to free later, then the rest of the disk filled.
+  const spare = path.join(disk, 'spare');
+  await writeFile(spare, Buffer.alloc(8192, 1));
+  const filler = await fill(disk);
+  /** The log file's size at each write failure, in order. */
+  const sizeAtErrors: number[] = [];
+  stream.on('error', () => sizeAtErrors.push(statSync(file).size));
+  const text = 'y'.repeat(1000);
+  for (let i = 0; i < 40; i++) logger.info({ i, text }, 'held');
+  await waitUntil('a write failed', async () => sizeAtErrors.length > 0, 10_000, 20);
+  const failedAt = Date.now();
+  const sizeFull = sizeAtErrors[0] as number;
+  // Room for ~8 KiB of the ~40 KiB held: the retry (every second) writes that much and fails again.
+  await rm(spare);
+  await waitUntil('a failure after a part went through', async () => sizeAtErrors.some((size) => size > sizeFull), 10_000, 20);
+  assert.equal(recovered.length, 0, `recovered while writes still fail: ${JSON.stringify(recovered)}`);
+  await rm(filler);
+  const freedAt = Date.now();
+  await waitUntil('the recovery', async () => recovered.length > 0, 10_000, 20);
+  assert.equal(recovered.length, 1);
+  const what = recovered[0] as LogRecovered;
+  assert.equal(what.code, 'ENOSPC');
+  assert.ok(what.failedMs >= freedAt - failedAt, `failedMs ${what.failedMs} counts from the first failure (${freedAt - failedAt} ms before the disk had room)`);
+  await waitUntil('every held line', async () => (await readFile(file, 'utf8')).includes('"i":39,'), 10_000, 20);
+  const lines = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; i?: number });
+  assert.deepEqual(lines.map((l) => l.i ?? l.msg), ['before', ...Array.from({ length: 40 }, (_, i) => i)]);
 });

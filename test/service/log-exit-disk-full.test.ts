@@ -15,11 +15,10 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { pino } from 'pino';
 import { stdoutDestination } from '../../src/stdout-destination.js';
 import { waitUntil, within } from '../harness/checks.js';
-import { fill, smallDisk } from '../harness/small-disk.js';
+import { fill, smallDiskLog } from '../harness/small-disk.js';
 import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { spawnTied } from '../harness/tied-spawn.js';
 
@@ -54,27 +53,23 @@ test('on /dev/full, a graceful stop\'s last two lines and a crash\'s leave the e
 });
 
 test('on a disk that filled since the last line went through, the same exits come at once', { timeout: 60_000 }, async (t) => {
-  const disk = await smallDisk(t, '1m');
-  if (disk === undefined) {
+  const log = await smallDiskLog(t);
+  if (log === undefined) {
     t.skip('no right to mount a tmpfs');
     return;
   }
-  const out = openSync(path.join(disk, 'pixiu.log'), 'a');
-  t.after(() => closeSync(out));
-  await fill(disk);
-  await exitsOn(out, 'stop', 0);
-  await exitsOn(out, 'crash', 1);
+  await fill(log.disk);
+  await exitsOn(log.fd, 'stop', 0);
+  await exitsOn(log.fd, 'crash', 1);
 });
 
 test('with room again, the exit\'s flush writes every held line whole and in order, the cut one first', { timeout: 60_000 }, async (t) => {
-  const disk = await smallDisk(t, '1m');
-  if (disk === undefined) {
+  const log = await smallDiskLog(t);
+  if (log === undefined) {
     t.skip('no right to mount a tmpfs');
     return;
   }
-  const file = path.join(disk, 'pixiu.log');
-  const out = openSync(file, 'a');
-  t.after(() => closeSync(out));
+  const { disk, file, fd: out } = log;
   const stream = stdoutDestination({ recovered: () => undefined, dropped: () => undefined }, out);
   const logger = pino({ base: null, timestamp: false }, stream);
   logger.info('before');
