@@ -99,8 +99,8 @@ export function defaultMaxConnections(limit: number | undefined, partitions: num
 /**
  * The node's bound on its WebSocket connections: `PIXIU_MAX_CONNECTIONS` when given,
  * else {@link defaultMaxConnections} of the process's limit. Logs it in one line at
- * start, with the limit: at info, or at warn when a value given is over the limit (the
- * kernel would refuse connections before the node does).
+ * start, with the limit: at info, or at warn when a value given is at or over the limit
+ * (the kernel would refuse connections before the node does).
  * @param readLimit reads the soft limit of open files (undefined: unknown); default:
  *   this process's ({@link ownOpenFilesLimit})
  */
