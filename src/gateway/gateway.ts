@@ -47,6 +47,7 @@ import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
+import type { GatewayOptions } from './gateway-options.js';
 import { CloseLogThinning } from './close-log.js';
 
 /** Wait before pulling again after a failed fetch, ms. */
@@ -54,41 +55,7 @@ const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
 const RECONNECT_HEARTBEAT_SPREAD_MS = 1000;
 
-/** What the gateway is built from. */
-export interface GatewayOptions {
-  readonly config: Config;
-  /** The command connection. */
-  readonly redis: Redis;
-  /** The connection of the node's renewals alone (src/service/redis-start.ts): its registration's. */
-  readonly renewals: Redis;
-  /** URL for the gateway's own subscriber connection. */
-  readonly redisUrl: string;
-  readonly keys: Keys;
-  readonly inbox: Inbox;
-  /** Message records, wherever their partition is (src/cluster/store-router.ts). */
-  readonly store: RecordReader;
-  readonly verify: TokenVerifier;
-  readonly logger: Logger;
-  readonly metrics: Metrics;
-  /** This node's store (its id): the shared settings of an earlier node of it are not a live peer's (src/cluster/shared-settings.ts). */
-  readonly storeId?: string;
-  /** The node of this store whose lease the start found left behind by a dead process (store-ownership.ts `leftBehind`): its registration and shared settings entry go. */
-  readonly storeLeftBehind?: string;
-  /** This node's secrets' digests, compared with the other nodes' (src/cluster/secret-digests.ts). */
-  readonly secrets?: NodeSecrets;
-  /**
-   * Called when this node finds its registration lost or lapsed (Redis lost its data —
-   * FLUSHALL, restarted empty —, or the node was cut off for longer than its TTL): what
-   * else the node keeps in Redis is to be written back too (the service's cluster secret).
-   */
-  readonly onRegisteredAgain?: () => void;
-  /**
-   * Called after each registration renewal of the node registry's timer (every 5 s):
-   * what else the node re-reads from Redis at that pace (the inbox generation,
-   * src/inbox/generation.ts).
-   */
-  readonly onRenewed?: () => void;
-}
+export type { GatewayOptions } from './gateway-options.js';
 
 /** The running gateway of this node. */
 export class Gateway implements GatewayDeps {

@@ -7,9 +7,8 @@
  */
 import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
-import { PixiuError, outageFields } from '../errors.js';
+import type { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { thinnedFields } from '../log-throttle.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
@@ -23,10 +22,9 @@ import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
 import { closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
-import { isWrongTypeFailure } from '../redis/wrong-type.js';
+import { CATCH_UP_FAILED_LOG, catchUpFailure } from './catch-up-failure.js';
 
-/** The warning of a connection's broadcast catch-up (`last_bseq`) whose read failed. */
-export const CATCH_UP_FAILED_LOG = 'broadcast catch-up failed; live broadcasts continue';
+export { CATCH_UP_FAILED_LOG } from './catch-up-failure.js';
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
@@ -370,16 +368,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     const deps = this.#deps.broadcast;
     if (!feed || !deps) return;
     feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
-      // Thinned across the node's connections, as the outage's other lines are (docs/api.md
-      // "Errors"): after a Redis blip every client reconnecting with `last_bseq` fails here
-      // (a soak finding: 25 warn lines in one second, one per connection).
-      // The stream's key of the wrong type is at error, naming it (no retry cures it;
-      // src/redis/wrong-type.ts), thinned the same way: the node's reader logs it too.
-      const left = deps.catchUpFailureLog.take();
-      const fields = isWrongTypeFailure(err) ? { err: err.cause, reason: err.message, code: err.code } : outageFields(err);
-      if (left === undefined) this.#logLine('debug', fields, CATCH_UP_FAILED_LOG);
-      else this.#logLine(isWrongTypeFailure(err) ? 'error' : 'warn', { ...fields, ...thinnedFields(left) }, CATCH_UP_FAILED_LOG);
-      this.sendError(err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read'));
+      const failure = catchUpFailure(err, deps.catchUpFailureLog);
+      this.#logLine(failure.level, failure.fields, CATCH_UP_FAILED_LOG);
+      this.sendError(failure.error);
     });
   }
 
