@@ -1,11 +1,31 @@
 /**
  * The label sets of the service's metrics (metrics.ts): the closed sets whose series
- * start at 0, and the label objects of the frequent calls, built once.
+ * start at 0, the label objects of the frequent calls, built once, and the route config
+ * (fastify's `FastifyContextConfig`) that says how a route's refusals are counted.
  */
 import type { AckOutcome } from '../delivery/effects.js';
 import type { FetchRead } from '../delivery/session.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import type { FrameType } from '../delivery/frames.js';
+
+// The routes' own config, read by the error handler's counts (refusal-counts.ts).
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The ingest route a route is, for `pixiu_ingest_messages_total`: on
+     * `POST /v1/messages`, `/v1/broadcast` and `/v1/channels/{channel}/publish` a refused
+     * request is one refused message, whatever refused it (its JSON, its schema, its
+     * token, or the handler), so the error handler counts it (src/api/refusal-counts.ts). Never
+     * `batch`: a batch counts its items itself.
+     */
+    ingestRoute?: Exclude<IngestRoute, 'batch'>;
+    /**
+     * True on `GET /v1/connect`: a refused handshake is counted by its code in
+     * `pixiu_ws_handshakes_total`, whatever refused it (the error handler counts it).
+     */
+    wsHandshake?: boolean;
+  }
+}
 
 /**
  * The `t` of every frame the server sends (docs/protocol.md), the `t` label of

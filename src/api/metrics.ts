@@ -11,26 +11,9 @@ import {
   SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type HandshakeOutcome, type IngestRoute,
 } from './metric-labels.js';
 import { StoreMetrics } from './store-metrics.js';
+import { WsBufferMetrics } from './ws-buffer-metrics.js';
 
 export type { AckLabel, IngestRoute } from './metric-labels.js';
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /**
-     * The ingest route a route is, for `pixiu_ingest_messages_total`: on
-     * `POST /v1/messages`, `/v1/broadcast` and `/v1/channels/{channel}/publish` a refused
-     * request is one refused message, whatever refused it (its JSON, its schema, its
-     * token, or the handler), so the error handler counts it (src/api/refusal-counts.ts). Never
-     * `batch`: a batch counts its items itself.
-     */
-    ingestRoute?: Exclude<IngestRoute, 'batch'>;
-    /**
-     * True on `GET /v1/connect`: a refused handshake is counted by its code in
-     * `pixiu_ws_handshakes_total`, whatever refused it (the error handler counts it).
-     */
-    wsHandshake?: boolean;
-  }
-}
 
 /** The service's metrics. Names follow Prometheus conventions (`_total`, `_seconds`). */
 export class Metrics {
@@ -128,6 +111,9 @@ export class Metrics {
     help: 'Open WebSocket connections on this node',
     registers: [this.registry],
   });
+
+  /** What the node's WebSockets hold unsent, and the pauses its budget caused (ws-buffer-metrics.ts). */
+  readonly wsBuffers = new WsBufferMetrics(this.registry);
 
   /** Frames written to WebSocket clients, by frame type. */
   readonly wsFrames = new Counter({

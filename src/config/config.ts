@@ -94,6 +94,11 @@ export interface Config {
   readonly socketHighWaterBytes: number;
   readonly socketHardCapBytes: number;
   readonly pausedTimeoutMs: number;
+  /**
+   * Bytes all the node's WebSockets may hold unsent together (src/gateway/buffer-budget.ts);
+   * 0: no bound; undefined: derived at start from the memory the process may use.
+   */
+  readonly socketBufferBudgetBytes: number | undefined;
   /** Wake delivery on append (true), or rely on heartbeat pulls only (false). */
   readonly notify: boolean;
   readonly broadcastStreamCap: number;

@@ -9,6 +9,7 @@
  * connection's memory is a target (bench:e2e, case c).
  */
 import type { Socket } from 'node:net';
+import type { BufferBudget } from './buffer-budget.js';
 
 /** The settings read (bytes). */
 export interface BackpressureLimits {
@@ -16,23 +17,38 @@ export interface BackpressureLimits {
   readonly socketHardCapBytes: number;
 }
 
-/** What a write asks of the connection. */
-export type WriteVerdict = 'ok' | 'pause' | 'close';
+/** What a write asks of the connection: `budget` is a pause the node's budget asks for (buffer-budget.ts). */
+export type WriteVerdict = 'ok' | 'pause' | 'budget' | 'close';
+
+/** The node's budget as a connection's checks see it (buffer-budget.ts `BufferBudget`). */
+export type BudgetCheck = Pick<BufferBudget, 'pauses' | 'releases'>;
 
 /**
  * After a write that left `buffered` bytes queued.
  * @param paused whether delivery is paused already
+ * @param budget the node's budget; absent: none
  * @returns `close` over the hard cap; `pause` when this write crossed the high-water
- *   mark (pause delivery and start the paused-too-long timer); `ok` otherwise
+ *   mark, `budget` when it left more than the budget's floor while the node is at its
+ *   budget (either: pause delivery and start the paused-too-long timer); `ok` otherwise
  */
-export function afterWrite(buffered: number, paused: boolean, limits: BackpressureLimits): WriteVerdict {
+export function afterWrite(buffered: number, paused: boolean, limits: BackpressureLimits, budget?: BudgetCheck): WriteVerdict {
   if (buffered > limits.socketHardCapBytes) return 'close';
-  return !paused && buffered > limits.socketHighWaterBytes ? 'pause' : 'ok';
+  if (paused) return 'ok';
+  if (buffered > limits.socketHighWaterBytes) return 'pause';
+  return budget?.pauses(buffered) === true ? 'budget' : 'ok';
 }
 
 /** A write completed with `buffered` bytes still queued: true when a pause ends (below half the high-water mark). */
 export function drained(buffered: number, paused: boolean, limits: BackpressureLimits): boolean {
   return paused && buffered < limits.socketHighWaterBytes / 2;
+}
+
+/**
+ * A write completed with `buffered` bytes still queued: true when `pause` ends — it
+ * {@link drained}, and a pause the budget made is released by it too.
+ */
+export function endsPause(pause: Pause | undefined, buffered: number, limits: BackpressureLimits, budget: BudgetCheck): pause is Pause {
+  return pause !== undefined && drained(buffered, true, limits) && (!pause.byBudget || budget.releases(buffered));
 }
 
 /**
@@ -91,6 +107,8 @@ export const PAUSE_CHECKS = 4;
  * for that long.
  */
 export class Pause {
+  /** Made by the node's budget (buffer-budget.ts), not the socket's high-water mark: it ends only as the budget allows. */
+  readonly byBudget: boolean;
   #timer: NodeJS.Timeout | undefined;
   readonly #stepMs: number;
   readonly #readMark: () => DrainMark;
@@ -108,8 +126,10 @@ export class Pause {
    *   saw the queue drain nothing (the connection closes 4009): between `timeoutMs` and
    *   a quarter more after the client's last read the kernel took
    * @param readMark where the socket's queue stands ({@link drainMarkOf})
+   * @param byBudget see {@link byBudget}
    */
-  constructor(timeoutMs: number, onTimeout: () => void, readMark: () => DrainMark) {
+  constructor(timeoutMs: number, onTimeout: () => void, readMark: () => DrainMark, byBudget = false) {
+    this.byBudget = byBudget;
     this.#readMark = readMark;
     this.#onTimeout = onTimeout;
     this.#mark = readMark();

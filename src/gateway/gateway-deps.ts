@@ -16,6 +16,7 @@ import type { BroadcastStream } from '../broadcast/broadcast-stream.js';
 import type { BroadcastFanout } from '../broadcast/fanout.js';
 import type { ChannelDeps } from '../channels/connection-channels.js';
 import type { LogThrottle } from '../log-throttle.js';
+import type { BufferBudget } from './buffer-budget.js';
 import type { CloseLogThinning } from './close-log.js';
 import type { ConnectionClock } from './connection-clock.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
@@ -76,6 +77,8 @@ export interface ConnectionDeps {
   readonly config: Config;
   /** Corked frames are written out once a socket's queue holds this many bytes (tick-cork.ts `corkFlushBytes`). */
   readonly corkFlushBytes: number;
+  /** The node's running sum of what its WebSockets hold unsent, and its budget (buffer-budget.ts). */
+  readonly bufferBudget: BufferBudget;
   readonly hub: Hub;
   readonly verify: TokenVerifier;
   readonly logger: Logger;

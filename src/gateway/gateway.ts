@@ -34,6 +34,7 @@ import type { Metrics } from '../api/metrics.js';
 import { ConnectionClock } from './connection-clock.js';
 import { connectRoute } from './connect-route.js';
 import { corkFlushBytes } from './tick-cork.js';
+import { BufferBudget, budgetFloorBytes, resolveBufferBudget } from './buffer-budget.js';
 import { guardUpgrades } from './upgrade-guard.js';
 import { connectionBound } from './connection-bound.js';
 import type { GatewayDeps } from './gateway-deps.js';
@@ -196,6 +197,8 @@ export class Gateway implements GatewayDeps {
     this.connection = {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
+      bufferBudget: metrics.wsBuffers.watch(new BufferBudget(resolveBufferBudget(config.socketBufferBudgetBytes, logger),
+        budgetFloorBytes(config.socketHighWaterBytes), logger, () => metrics.wsBuffers.budgetPauses.inc())),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream, catchUpFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
       channels: { hub: this.#channelHub, stream: this.channelStream, subFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },

@@ -12,7 +12,7 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { afterWrite, drained, drainMarkOf, Pause } from './backpressure.js';
+import { afterWrite, drainMarkOf, endsPause, Pause } from './backpressure.js';
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
 import { abuseDropBytes } from './frame-limits.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -24,7 +24,6 @@ import { closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { CATCH_UP_FAILED_LOG, catchUpFailure } from './catch-up-failure.js';
 
-export { CATCH_UP_FAILED_LOG } from './catch-up-failure.js';
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
 /** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
@@ -61,6 +60,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   readonly #heartbeatState: Heartbeat;
   /** Delivery is paused by backpressure exactly while set (backpressure.ts). */
   #pause: Pause | undefined;
+  /** What this socket holds as the node's sum counts it (buffer-budget.ts `recount`), bytes; 0 once closed. */
+  #counted = 0;
   #closed = false;
   /** The close code the server decided (close()); counted instead of the 1006 a non-reading peer ends with. */
   #closeCode: number | undefined;
@@ -167,14 +168,18 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#checkBuffered();
   }
 
-  /** Pauses delivery above the high-water mark; closes 4009 over the hard cap (backpressure.ts). */
+  /** Counts what the socket holds (buffer-budget.ts); pauses or closes 4009 as backpressure.ts `afterWrite` says. */
   #checkBuffered(): void {
-    const verdict = afterWrite(this.#ws.bufferedAmount, this.#pause !== undefined, this.#deps.config);
+    const buffered = this.#ws.bufferedAmount;
+    const budget = this.#deps.bufferBudget;
+    this.#counted = budget.recount(this.#counted, buffered);
+    const verdict = afterWrite(buffered, this.#pause !== undefined, this.#deps.config, budget);
     if (verdict === 'close') {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
-    } else if (verdict === 'pause') {
+    } else if (verdict !== 'ok') {
+      if (verdict === 'budget') budget.paused(this.id, buffered);
       const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
-      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws));
+      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws), verdict === 'budget');
       this.#session?.pause(this.id);
     }
   }
@@ -223,15 +228,18 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   }
 
   /**
-   * A write was done (its callback): resume delivery once below half the high-water
-   * mark. Every write but the close frame carries it — frames ({@link send}; of a
-   * batch, the last), pongs, server pings — so that whichever is written last ends the
-   * pause. When pongs had none, a pause they alone kept up (the frames with a callback
-   * written before them) outlasted the client's reading again, to its 4009.
+   * A write was done (its callback): counts what the socket holds; resumes delivery
+   * once the pause ends (backpressure.ts `endsPause`). Every write but the close frame
+   * carries it — frames ({@link send}; of a batch, the last), pongs, server pings — so
+   * that whichever is written last ends the pause. When pongs had none, a pause they
+   * alone kept up (the frames with a callback written before them) outlasted the
+   * client's reading again, to its 4009.
    */
   readonly #onWritten = (): void => {
+    const buffered = this.#ws.bufferedAmount;
+    this.#counted = this.#deps.bufferBudget.recount(this.#counted, buffered);
     const pause = this.#pause;
-    if (pause === undefined || !drained(this.#ws.bufferedAmount, true, this.#deps.config)) return;
+    if (!endsPause(pause, buffered, this.#deps.config, this.#deps.bufferBudget)) return;
     this.#pause = undefined;
     pause.end();
     this.#session?.drain(this.id);
@@ -381,6 +389,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#deps.clock.delete(this);
     this.#pause?.end();
     this.#pause = undefined;
+    this.#counted = this.#deps.bufferBudget.recount(this.#counted, 0);
     this.#deps.hub.detach(this.user, this.id);
     this.#frames.stop();
     // What the server decided (4009, 4008, …), not the 1006 of a peer that never read the close frame.

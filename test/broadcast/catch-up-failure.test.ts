@@ -17,7 +17,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import { CATCH_UP_FAILED_LOG } from '../../src/gateway/ws-connection.js';
+import { CATCH_UP_FAILED_LOG } from '../../src/gateway/catch-up-failure.js';
 import { OUTAGE_LOG_INTERVAL_MS } from '../../src/log-throttle.js';
 import { openInbox } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';

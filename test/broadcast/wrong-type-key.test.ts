@@ -17,7 +17,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { BroadcastReader, READ_FAILED_LOG } from '../../src/broadcast/reader.js';
 import { BroadcastStream, type BroadcastEntry } from '../../src/broadcast/broadcast-stream.js';
 import { createRedis } from '../../src/redis/client.js';
-import { CATCH_UP_FAILED_LOG } from '../../src/gateway/ws-connection.js';
+import { CATCH_UP_FAILED_LOG } from '../../src/gateway/catch-up-failure.js';
 import { waitUntil } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { TestClient, testToken, type Frame } from '../harness/ws-client.js';

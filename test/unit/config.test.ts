@@ -322,6 +322,8 @@ test('the settings whose docs say 0 turns them off take 0', () => {
   assert.equal(loadConfig({ PIXIU_STORE_CACHE_BYTES: '0' }).storeCacheBytes, 0);
   assert.equal(loadConfig({ PIXIU_CLAIMS_SETTLE: '0' }).claimsSettleMs, 0);
   assert.equal(loadConfig({ PIXIU_PORT: '0' }).port, 0);
+  assert.equal(loadConfig({ PIXIU_SOCKET_BUFFER_BUDGET_BYTES: '0' }).socketBufferBudgetBytes, 0);
+  assert.equal(loadConfig({}).socketBufferBudgetBytes, undefined, 'unset: derived at start (src/gateway/buffer-budget.ts)');
 });
 
 test('an enum setting takes only its choices: PIXIU_NOTIFY=no or =true is refused, not read as off', () => {

@@ -1,0 +1,149 @@
+/**
+ * The node's budget for its WebSockets' send buffers (`PIXIU_SOCKET_BUFFER_BUDGET_BYTES`,
+ * src/gateway/buffer-budget.ts), with real clients that stop reading (`ws` pause: the
+ * server's send buffer fills once the kernel's have): while several of them are sent
+ * large messages, what the node holds for them stays within the budget and a little per
+ * connection, though each one's own high-water mark is far above; a reading client of
+ * another user gets every message live meanwhile; and once the others read again they
+ * get every message, in order, once.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Duplex } from 'node:stream';
+import { RedisServer } from '../harness/redis-server.js';
+import { metricSample, waitUntil } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import type { TestClient } from '../harness/ws-client.js';
+import { BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG } from '../../src/gateway/buffer-budget.js';
+import { serverSockets } from './gateway-fixture.js';
+import { expectFrame, expectMsgs, expectWelcome, startDelivery } from './delivery-fixture.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+let redis: RedisServer;
+
+before(async () => {
+  redis = await RedisServer.start();
+});
+
+after(async () => {
+  await redis?.destroy();
+});
+
+test('clients that stop reading hold no more than the node\'s budget and a little each; a reading client gets every message live; the others get all once they read', async (t) => {
+  const BUDGET = 2 * MiB;
+  const HIGH_WATER = 4 * MiB;
+  const STALLED = 5;
+  // Enough for each stalled socket to fill the kernel's buffers (a few MiB on loopback)
+  // and then its own high-water mark, were the budget not there.
+  const COUNT = 150;
+  const data = (i: number): unknown => ({ i, pad: 'x'.repeat(60_000) });
+  /** Longest `msg` frame of {@link data}, bytes, with the WebSocket header. */
+  const FRAME = 61 * KiB;
+  const logged = capturingLogger();
+  const { gw } = await startDelivery(t, 'budget', {
+    redisUrl: redis.url, storeCacheBytes: '0', deliveryWindow: '1000', ackTimeoutMs: '60s', pausedTimeoutMs: '60s',
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(64 * MiB), socketBufferBudgetBytes: String(BUDGET),
+  }, logged.logger);
+  const sockets = serverSockets(gw);
+
+  const reader = await gw.connect('ola', { device: 'phone' });
+  await expectWelcome(reader, 1, 0);
+  const stalled: { client: TestClient; sock: Duplex }[] = [];
+  for (let i = 0; i < STALLED; i++) {
+    const client = await gw.connect(`s${i}`, { device: `stalled-${i}` });
+    await expectWelcome(client, 1, 0);
+    client.ws.pause();
+    const sock = sockets.get(`stalled-${i}`);
+    assert.ok(sock, 'the server end of the stalled socket');
+    stalled.push({ client, sock });
+  }
+  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+
+  // Each message to every stalled user and to the reader, one at a time: the reader
+  // must get each live, whatever the stalled ones hold.
+  const to = [...stalled.map((_, i) => `s${i}`), 'ola'];
+  const ids: string[] = [];
+  let most = 0;
+  let slowest = 0;
+  for (let i = 0; i < COUNT; i++) {
+    const posted = performance.now();
+    const answer = await gw.client.post('/v1/messages', { to, type: 'test.big', data: data(i) });
+    assert.equal(answer.status, 201, answer.text.slice(0, 300));
+    const id = (answer.body as { id: string }).id;
+    ids.push(id);
+    const got = await expectFrame(reader, 'msg', 5000);
+    assert.deepEqual([got.seq, got.id], [i + 1, id], 'the reader gets each message live, in order');
+    reader.ack(i + 1);
+    slowest = Math.max(slowest, performance.now() - posted);
+    most = Math.max(most, held());
+  }
+  // The last writes settle (a frame written in the turn after the answer).
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  most = Math.max(most, held());
+  const metrics = (await gw.client.get('/metrics')).text;
+  const gauge = metricSample(metrics, 'pixiu_ws_buffered_bytes') ?? -1;
+  const pauses = metricSample(metrics, 'pixiu_ws_budget_pauses_total') ?? -1;
+  t.diagnostic(`most held for the ${STALLED} stalled sockets: ${(most / MiB).toFixed(2)} MiB (budget ${BUDGET / MiB} MiB, high-water ${HIGH_WATER / MiB} MiB each); gauge ${(gauge / MiB).toFixed(2)} MiB; budget pauses ${pauses}; slowest live delivery ${slowest.toFixed(0)} ms`);
+
+  // Without the budget each would hold up to its high-water mark (4 MiB, 20 in all).
+  const bound = BUDGET + STALLED * (BUDGET_FLOOR_BYTES + 2 * FRAME);
+  assert.ok(most <= bound, `held ${most} bytes, over the budget ${BUDGET} and a floor and two frames per connection (${bound})`);
+  assert.ok(gauge >= 0 && gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}`);
+  assert.ok(pauses >= 1, 'pauses caused by the budget are counted');
+  assert.ok(logged.lines.some((l) => l.msg === BUDGET_REACHED_LOG && l.level === 40), 'the budget reached is logged at warn');
+  assert.ok(stalled.every((s) => s.client.ws.readyState === s.client.ws.OPEN), 'no stalled client was closed');
+
+  // Read again: every message, in order, once (none redelivered within this test's ack timeout).
+  for (const s of stalled) s.client.ws.resume();
+  await Promise.all(stalled.map((s) => expectMsgs(s.client, 1, COUNT, ids, 1, { ackEvery: 10, timeoutMs: 10_000 })));
+  for (const s of stalled) assert.equal(await s.client.receivesWithin(100), false, 'nothing after the last');
+  // Closed connections leave the sum.
+  for (const s of [...stalled.map((x) => x.client), reader]) s.ws.close();
+  await waitUntil('the closed connections left the sum', async () =>
+    metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') === 0);
+});
+
+test('devices that connect to a backlog and do not read hold at most a page each past the budget (what the budget does not bound), and get it all once they read', async (t) => {
+  const BUDGET = 2 * MiB;
+  const STALLED = 4;
+  const COUNT = 150;
+  const data = (i: number): unknown => ({ i, pad: 'y'.repeat(60_000) });
+  const FRAME = 61 * KiB;
+  /** A page: the most one run of a user's machine writes to a connection (min(window, 100) messages). */
+  const PAGE = 100 * FRAME;
+  const { gw } = await startDelivery(t, 'budget-backlog', {
+    redisUrl: redis.url, storeCacheBytes: '0', ackTimeoutMs: '60s', pausedTimeoutMs: '60s', socketBufferBudgetBytes: String(BUDGET),
+  });
+  const sockets = serverSockets(gw);
+  const users = Array.from({ length: STALLED }, (_, i) => `b${i}`);
+  const ids: string[] = [];
+  for (let i = 0; i < COUNT; i++) {
+    const answer = await gw.client.post('/v1/messages', { to: users, type: 'test.big', data: data(i) });
+    assert.equal(answer.status, 201, answer.text.slice(0, 300));
+    ids.push((answer.body as { id: string }).id);
+  }
+  const stalled: { client: TestClient; sock: Duplex }[] = [];
+  for (const user of users) {
+    const client = await gw.connect(user, { device: `backlog-${user}` });
+    client.ws.pause();
+    const sock = sockets.get(`backlog-${user}`);
+    assert.ok(sock);
+    stalled.push({ client, sock });
+  }
+  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+  await waitUntil('the budget is reached', async () =>
+    (metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_budget_pauses_total') ?? 0) >= 1 || held() >= BUDGET);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const most = held();
+  t.diagnostic(`${STALLED} devices connecting to ${COUNT} × 60 KB and not reading hold ${(most / MiB).toFixed(2)} MiB in the node (budget ${BUDGET / MiB} MiB)`);
+  const bound = BUDGET + STALLED * (BUDGET_FLOOR_BYTES + PAGE);
+  assert.ok(most <= bound, `held ${most} bytes, over the budget and a floor and a page per connection (${bound})`);
+
+  for (const s of stalled) s.client.ws.resume();
+  await Promise.all(stalled.map(async (s) => {
+    await expectWelcome(s.client, 1, COUNT);
+    await expectMsgs(s.client, 1, COUNT, ids, 1, { ackEvery: 10, timeoutMs: 10_000 });
+  }));
+});
