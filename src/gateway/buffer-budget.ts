@@ -12,7 +12,7 @@
  * per write, no scan of the connections. While the sum is at or over the budget, a
  * connection whose write leaves it holding more than {@link budgetFloorBytes} is paused
  * as one past its high-water mark is (its `Pause`, its paused timeout, its 4009), and
- * that pause ends only when it holds less than the floor again, or the node is back
+ * that pause ends only when it holds no more than the floor again, or the node is back
  * under its budget, and below the usual resume mark. Clients that read drain at once
  * and keep receiving live; what is held back stays in the inboxes and the store, so
  * nothing is lost. What a connection is written before the pause takes hold (the rest
