@@ -80,7 +80,9 @@ export function resolveBufferBudget(given: number | undefined, logger: Logger, r
   }
   const { total, constrained } = readMemory();
   const budget = defaultBufferBudget(total, constrained);
-  logger.info({ socketBufferBudgetBytes: budget, totalMemoryBytes: total, memoryLimitBytes: constrained ?? null },
+  // A limit at or above the machine's memory is none (cgroup v1's "unlimited" reads as ~2^64).
+  const limit = constrained !== undefined && constrained > 0 && constrained < total ? constrained : null;
+  logger.info({ socketBufferBudgetBytes: budget, totalMemoryBytes: total, memoryLimitBytes: limit },
     'websocket send buffers bounded node-wide (PIXIU_SOCKET_BUFFER_BUDGET_BYTES unset: a quarter of memory, at most 2 GiB)');
   return budget;
 }

@@ -99,4 +99,9 @@ test('the default is a quarter of the memory the process may use (its cgroup lim
   assert.equal(resolveBufferBudget(0, logged.logger), 0);
   assert.equal(resolveBufferBudget(5000, logged.logger), 5000);
   assert.deepEqual(logged.lines.map((l) => [l.level, l.socketBufferBudgetBytes]), [[30, 2 * GiB], [30, 0], [30, 5000]]);
+  // An unlimited cgroup reads as ~2^64: logged as no limit.
+  const unlimited = capturingLogger();
+  assert.equal(resolveBufferBudget(undefined, unlimited.logger, () => ({ total: 2 * GiB, constrained: 2 ** 64 })), GiB / 2);
+  assert.equal(resolveBufferBudget(undefined, unlimited.logger, () => ({ total: 8 * GiB, constrained: 2 * GiB })), GiB / 2);
+  assert.deepEqual(unlimited.lines.map((l) => l.memoryLimitBytes), [null, 2 * GiB]);
 });
