@@ -32,6 +32,7 @@ import { closeReason } from './close-log.js';
 import type { HttpServerSocket } from '../api/error-handler.js';
 import { quotedText } from '../text-cut.js';
 import { HandshakeRefusals } from './handshake-refusals.js';
+import { ORIGIN_FORM, serializedOrigin } from './web-origin.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
 import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
@@ -130,19 +131,6 @@ export function nonWebOrigins(allowed: readonly string[]): string[] {
  */
 export function looseOrigins(allowed: readonly string[]): string[] {
   return allowed.filter((a) => a !== '*' && serializedOrigin(a) !== undefined && (a.includes('*') || !ORIGIN_FORM.test(a.replace(/\/$/, ''))));
-}
-
-/** `scheme://host[:port]` with nothing after the authority and no credentials (RFC 6454 §7.1). */
-const ORIGIN_FORM = /^[a-z][a-z\d+.-]*:\/\/[^/?#@\s]+$/i;
-
-/** The RFC 6454 serialization of a URL's origin; undefined when it has none. */
-function serializedOrigin(text: string): string | undefined {
-  try {
-    const origin = new URL(text).origin;
-    return origin === 'null' ? undefined : origin;
-  } catch {
-    return undefined;
-  }
 }
 
 /**

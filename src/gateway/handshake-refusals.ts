@@ -22,6 +22,7 @@ import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { cutText, quotedText } from '../text-cut.js';
 import type { BoundRefusal } from '../api/metric-labels.js';
+import { isWebOrigin } from './web-origin.js';
 
 /**
  * The refusals of the node's own bounds, each with its `outcome` in
@@ -55,6 +56,14 @@ const MAX_ORIGIN_SHOWN = 100;
  */
 const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
 
+/**
+ * The warn line of a refused Origin that is no web origin (`null`, sent by a page opened
+ * from a file — the first a web developer meets — or a sandboxed frame;
+ * `chrome-extension://id`), with `PIXIU_ALLOWED_ORIGINS` unset: it has no host and port
+ * to compare, which {@link ORIGIN_NOT_HOST} would speak of (a browser tester's nit N1).
+ */
+const ORIGIN_NOT_WEB = 'websocket handshake refused: its origin is no web origin scheme://host[:port] (null: a page opened from a file, a sandboxed frame), which PIXIU_ALLOWED_ORIGINS unset never allows';
+
 /** The info line of a handshake refused 429 for the user's connection limit. */
 export const CONNECTION_LIMIT_LINE = 'websocket handshake refused: the user has PIXIU_MAX_CONNECTIONS_PER_USER connections already';
 
@@ -81,7 +90,7 @@ export class HandshakeRefusals {
   /**
    * A browser Origin that may not connect: logged at warn, naming the rule that
    * refused it (the list, or with it unset the request's `Host`, which a reverse proxy
-   * may rewrite), with the origin cut (not quoted again: the log line is JSON).
+   * may rewrite, or for an Origin that is no web origin its form), with the origin cut (not quoted again: the log line is JSON).
    * @param origin the Origin header
    * @param host the request's Host header
    * @returns the 403 to answer: the Origin quoted, escaped and cut
@@ -91,6 +100,7 @@ export class HandshakeRefusals {
     if (left !== undefined) {
       const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ...thinnedFields(left) };
       if (this.#allowedOrigins.length > 0) this.#logger.warn(fields, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
+      else if (!isWebOrigin(origin)) this.#logger.warn(fields, ORIGIN_NOT_WEB);
       else this.#logger.warn({ ...fields, host: host === undefined ? null : cutText(host, MAX_ORIGIN_SHOWN) }, ORIGIN_NOT_HOST);
     }
     // Quoted, escaped (Node lets bytes 0x80–0xff through, as U+0080–U+00FF) and cut.

@@ -4,7 +4,8 @@
  * only a failed socket, so the refusal is otherwise hard to find (an integrator
  * newcomer's finding: the answer named neither, and nothing was logged). The line says
  * which rule refused it: the list when it is set, else the request's Host, which it
- * names (a doc-verifying newcomer's finding: with the list unset it blamed the list).
+ * names (a doc-verifying newcomer's finding: with the list unset it blamed the list),
+ * or, for an Origin that is no web origin (`null`), that form (a browser tester's N1).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -60,4 +61,14 @@ test('with PIXIU_ALLOWED_ORIGINS set, a refused Origin is logged as not in the l
   const logged = listed.lines.filter((l) => l.msg?.includes('origin') === true);
   assert.deepEqual(logged.map((l) => [l.level, l.msg, l.origin, l.host]),
     [[40, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS', 'https://evil.example', undefined]]);
+});
+
+test('with PIXIU_ALLOWED_ORIGINS unset, an Origin that is no web origin (null, from a file:// page) is logged as such, not as a host and port it lacks (browser tester\'s N1)', async () => {
+  const fresh = await startNode(); // its own log throttle: the first test took the unset node's line
+  for (const origin of ['null', 'chrome-extension://abcdef']) {
+    await expectRefused(TestClient.connect(fresh.url, { headers: { origin } }), 403, 'FORBIDDEN');
+  }
+  const logged = fresh.lines.filter((l) => l.msg?.includes('origin') === true);
+  assert.deepEqual(logged.map((l) => [l.level, l.msg, l.origin, l.host]),
+    [[40, 'websocket handshake refused: its origin is no web origin scheme://host[:port] (null: a page opened from a file, a sandboxed frame), which PIXIU_ALLOWED_ORIGINS unset never allows', 'null', undefined]]);
 });
