@@ -22,7 +22,7 @@
 //     // the broadcast stream lost since `from` (an unknown number missed). A channel
 //     // tells no loss: what its history (100) no longer holds is gone without a signal.
 //     onGap: (gap) => notice(gap),
-//     onStatus: (status, detail) => badge(status),     // open, closed, failing, stopped
+//     onStatus: (status, detail) => badge(status),     // open, closed, failing (none opened for failingAfterMs, 30 s), stopped
 //     // Optional, 10 s each: the connect timeout, the quiet spell before a ping, and how
 //     // long after the ping nothing at all may come. The 10 s figures assume a round trip
 //     // well under 10 s; on links with round trips of seconds (congested cellular,
@@ -36,7 +36,8 @@
 //   client.unsubscribe('live.s1.chat');
 
 const ACK_QUIET_MS = 200; // ack once no message came for this long…
-const ACK_EVERY = 50; // …or every 50 messages: well inside the window (100)
+const ACK_EVERY = 50; // …or every 50 messages: well inside the window (100)…
+const ACK_MAX_MS = 2000; // …or 2 s after the last ack while messages keep coming: well inside the ack timeout (10 s)
 const KEEP_IDS = 10_000; // ids kept to show nothing twice after a reset (PIXIU_INBOX_CAP)
 const STOP_CODES = new Set([1002, 1007, 1009, 4003]); // "fix the client": never reconnect
 const KEEP_BCAST_IDS = 10_000; // broadcast ids kept to show none twice after a reset (PIXIU_BROADCAST_STREAM_CAP)
@@ -72,7 +73,7 @@ function claimsOf(token) {
 export class PixiuClient {
   constructor(opts) {
     // 10 s each assume a round trip well under 10 s (see the usage above to change them).
-    this.opts = { connectTimeoutMs: 10_000, quietMs: 10_000, deadlineMs: 10_000, ...opts };
+    this.opts = { connectTimeoutMs: 10_000, quietMs: 10_000, deadlineMs: 10_000, failingAfterMs: 30_000, ...opts };
     // One device id per tab, made once ("Device ids"). A duplicated tab copies it: the 4002 rule makes it a new one.
     this.device = sessionStorage.getItem('pixiu.device') ?? this.newDevice();
     // This tab's cursor lives beside its messages, in memory. A new tab starts where this
@@ -89,7 +90,7 @@ export class PixiuClient {
     this.channels = new Map(); // channel → {since}: the id of its last pub shown, else its `subscribed`'s (point 6)
     this.ws = this.token = null;
     this.failures = 0; // failed attempts in a row: the back-off's exponent
-    this.neverOpened = 0; // attempts in a row that never opened
+    this.notOpenSince = null; // the start of the first attempt in a row that has not opened
     this.fastUntil = -Infinity; // until then the back-off is capped at 5 s (a restart, as a rule)
     this.last4002 = null; // the moment of the last 4002 that counted ("On 4002" 3)
     this.gaveUp = []; // the moments this client gave up a handshake of this device (point 9)
@@ -131,10 +132,12 @@ export class PixiuClient {
   async connect() {
     this.waiting = false;
     if (this.stopped) return;
+    this.notOpenSince ??= moment();
     try {
       if (this.token === null || since(this.token.at) >= this.token.dueMs) await this.newToken();
     } catch {
-      return this.retry(false); // the backend did not answer: back off
+      this.notOpened();
+      return this.retry(false); // the backend or the network did not answer: a failed attempt, back off
     }
     const q = new URLSearchParams({ token: this.token.text, device: this.device, last_seq: String(this.lastSeq) });
     if (this.epoch !== null) q.set('epoch', this.epoch);
@@ -154,7 +157,7 @@ export class PixiuClient {
       clearTimeout(this.openTimer);
       this.opened = true;
       this.openedAt = moment();
-      this.neverOpened = 0;
+      this.notOpenSince = null;
       this.lastFrame = performance.now();
       this.pingAt = null;
       this.pings = this.pongs = this.subsDoneAt = 0; // pings sent, pongs come, and the pong of the last group of subs
@@ -278,7 +281,7 @@ export class PixiuClient {
   processed(seq) {
     if (seq > this.lastSeq) this.lastSeq = seq;
     clearTimeout(this.ackTimer);
-    if (this.lastSeq - this.acked >= ACK_EVERY) this.ack();
+    if (this.lastSeq - this.acked >= ACK_EVERY || performance.now() - (this.ackedAt ?? 0) >= ACK_MAX_MS) this.ack();
     else this.ackTimer = setTimeout(() => this.ack(), ACK_QUIET_MS);
   }
 
@@ -286,6 +289,7 @@ export class PixiuClient {
     if (this.ws === null || !this.opened || this.lastSeq <= this.acked) return;
     this.ws.send(JSON.stringify(this.epoch === null ? { t: 'ack', seq: this.lastSeq } : { t: 'ack', seq: this.lastSeq, epoch: this.epoch }));
     this.acked = this.lastSeq;
+    this.ackedAt = performance.now();
     this.seed();
   }
 
@@ -365,11 +369,16 @@ export class PixiuClient {
     if (opened && since(this.openedAt) >= 60_000) this.failures = 0;
     // The node stopping, or the node or network gone under an open connection: a restart, as a rule ("Coming back after a restart").
     if (code === 1001 || (code === 1006 && opened)) this.fastUntil = performance.now() + 60_000;
-    if (!opened && ++this.neverOpened % 3 === 0) {
-      this.token = null; // a fresh token, in case this one is the cause
-      this.opts.onStatus?.('failing');
-    }
+    if (!opened) this.notOpened();
     this.retry(code === 1001);
+  }
+
+  /** An attempt that did not open: the first once none has opened for failingAfterMs says "failing" and fetches a fresh token, in case this one is the cause ("Coming back after a restart"). */
+  notOpened() {
+    if (this.failing === this.notOpenSince || since(this.notOpenSince) < this.opts.failingAfterMs) return;
+    this.failing = this.notOpenSince; // once in this row
+    this.token = null;
+    this.opts.onStatus?.('failing');
   }
 
   retry(after1001) {

@@ -8,11 +8,14 @@
  * seqs the tab never had and not for those it had (a black-box tester's finding J); a
  * socket that never opens given up and backed off; and a slow link whose pong waits
  * behind a backlog not taken for a dead connection (a browser tester's findings F1,
- * F3, F5, F6, F7, F8, F9). Broadcasts and channels: browser-client-streams.test.ts.
+ * F3, F5, F6, F7, F8, F9). Also "failing" only once no attempt has opened for
+ * failingAfterMs, and a stream that never goes quiet acked by time (walk18 F5 and its
+ * ack note). Broadcasts and channels: browser-client-streams.test.ts.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { waitUntil } from '../harness/checks.js';
 import { Keys } from '../../src/redis/keys.js';
 import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
@@ -62,6 +65,20 @@ test('a dropped connection (1006) and a node restart (1001): the page reconnects
   await waitUntil('back on the new node, 12 messages', async () => opens(page) >= 3 && page.msgs.length === 12, 15_000);
   assert.deepEqual(closes(page)[1], { code: 1001, reason: 'server shutting down', opened: true });
   shownOnce(page, 12);
+});
+
+test('a stream that never goes quiet is acked every 2 s, not only every 50 messages or after a quiet spell: the ack timeout (10 s) counts time (walk18)', async (t) => {
+  const page = openPage(t, 'dan');
+  await waitUntil('open', async () => opens(page) === 1);
+  // A message every 100 ms for 3.5 s: never the 200 ms quiet spell, never 50 unacked.
+  let stored = 0;
+  for (let i = 0; i < 35; i++) {
+    await post('dan', 1);
+    stored = Math.max(stored, (await site.inbox.cursors('dan'))[page.client.device] ?? 0);
+    await delay(100);
+  }
+  assert.ok(stored >= 10, `acked while the stream went on (stored cursor ${stored})`);
+  await waitUntil('all 35, acked', async () => page.msgs.length === 35 && (await site.inbox.cursors('dan'))[page.client.device] === 35);
 });
 
 test('the token is refreshed by its lifetime (exp - iat): the connection outlives the first token\'s exp, with no 4001', async (t) => {
@@ -130,7 +147,7 @@ test('an inbox Redis lost, refilled past the cap: the reset\'s trimmed gap is sh
   assert.deepEqual(page.gaps, [{ from: 1, to: 5, reason: 'trimmed' }]);
 });
 
-test('a socket that does not open within the connect timeout is given up and retried with the back-off; the third says "failing"', async (t) => {
+test('a socket that does not open within the connect timeout is given up and retried with the back-off; "failing" (and a fresh token, once) only when none has opened for failingAfterMs, not at the third attempt (walk18 F5)', async (t) => {
   const silent = net.createServer(() => undefined); // accepts, never answers the handshake
   const accepted: net.Socket[] = [];
   silent.on('connection', (s) => {
@@ -140,13 +157,21 @@ test('a socket that does not open within the connect timeout is given up and ret
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
   site.cleanup.after(() => new Promise((resolve) => silent.close(resolve)));
   const { port } = silent.address() as net.AddressInfo;
-  const page = openPage(t, 'fay', { url: `ws://127.0.0.1:${port}/v1/connect`, connectTimeoutMs: 300 });
-  await waitUntil('failing, then a fresh token', async () => page.tokens === 2, 15_000);
-  page.client.stop();
-  assert.deepEqual(closes(page).slice(0, 3), Array.from({ length: 3 }, () => ({ code: 1006, reason: 'not open in time', opened: false })));
-  assert.equal(page.tokens, 2, 'a fresh token after the third attempt that never opened');
-  assert.ok(page.statuses.some(([s]) => s === 'failing'));
-  await waitUntil('every attempt\'s socket closed by the page', async () => accepted.length >= 3 && accepted.every((s) => s.destroyed));
+  const url = `ws://127.0.0.1:${port}/v1/connect`;
+  // A restart's few seconds of failed attempts (the default 30 s not reached) say nothing; a longer spell says "failing" once.
+  const restart = openPage(t, 'fay', { url, connectTimeoutMs: 300 });
+  const long = openPage(t, 'fay', { url, connectTimeoutMs: 300, failingAfterMs: 1500 });
+  await waitUntil('five attempts each', async () => closes(restart).length >= 5 && closes(long).length >= 5, 20_000);
+  restart.client.stop();
+  long.client.stop();
+  for (const page of [restart, long]) {
+    assert.deepEqual(closes(page).slice(0, 5), Array.from({ length: 5 }, () => ({ code: 1006, reason: 'not open in time', opened: false })));
+  }
+  assert.equal(restart.statuses.filter(([s]) => s === 'failing').length, 0, 'no "failing" within failingAfterMs');
+  assert.equal(restart.tokens, 1);
+  assert.equal(long.statuses.filter(([s]) => s === 'failing').length, 1, '"failing" once in the spell');
+  assert.equal(long.tokens, 2, 'a fresh token once, when it said "failing"');
+  await waitUntil('every attempt\'s socket closed by the page', async () => accepted.length >= 10 && accepted.every((s) => s.destroyed));
 });
 
 test('two tabs of one browser: a tab that lost its connection resumes from its own last_seq, not the newer one the other tab left in localStorage', async (t) => {

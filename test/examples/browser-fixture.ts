@@ -43,6 +43,7 @@ export interface ClientOptions {
   connectTimeoutMs?: number;
   quietMs?: number;
   deadlineMs?: number;
+  failingAfterMs?: number;
 }
 export interface Client {
   start(): void;
