@@ -2,13 +2,14 @@
  * Every kind of bad input to the HTTP API gets its exact status and error code in
  * the JSON error body of DESIGN.md §7, and stores nothing.
  *
- * Each case runs against a fresh service with one store partition and its own Redis
- * key prefix. Every bad message names `alice` among its recipients; after the
- * rejection a good message to `alice` must be the store's first (MsgID counter one past
- * the time floor the service's start applied) and her inbox's first (seq 1), and her
- * inbox must hold only it. The checks that look at no such first (an answer's status
- * and body, a valid message accepted) share one service, started once (each start is
- * ~0.35 s of CPU); none of them reads what another one wrote.
+ * The cases of each test run against a fresh service with one store partition and its
+ * own Redis key prefix. Every bad message names `alice` among its recipients; after the
+ * test's rejections a good message to `alice` must be the store's first (MsgID counter
+ * one past the time floor the service's start applied) and her inbox's first (seq 1),
+ * and her inbox must hold only it: any one of them that stored something fails it. The
+ * checks that look at no such first (an answer's status and body, a valid message
+ * accepted) share one service, started once (each start is ~0.35 s of CPU); none of
+ * them reads what another one wrote.
  */
 import { after, before, test, type TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -58,21 +59,35 @@ async function assertNothingStored(t: TestContext, server: InProcessServer): Pro
   assert.deepEqual((await readWholeInbox(inbox, RECIPIENT)).map((e) => e.id), [body.id]);
 }
 
+/** A bad request (how it is sent) and the error it must get: status, code, message. */
+type Rejection = [send: (client: PixiuClient) => Promise<HttpAnswer>, status: number, code: string, message?: RegExp];
+
 /**
- * One rejection case: sends with a fresh service, checks the error body, then that
- * nothing was stored.
+ * Rejection cases of one test: sends each in turn to one fresh service, checks each
+ * error body, then that nothing was stored by any of them (one stored would make the
+ * good message not the first).
  */
+async function rejectsEach(t: TestContext, cases: readonly Rejection[], overrides: ConfigOverrides = {}): Promise<HttpAnswer[]> {
+  const server = await freshServer(t, overrides);
+  const answers: HttpAnswer[] = [];
+  for (const [send, status, code, message] of cases) {
+    const answer = await send(server.client);
+    expectError(answer, status, code, message);
+    answers.push(answer);
+  }
+  await assertNothingStored(t, server);
+  return answers;
+}
+
+/** One rejection case: {@link rejectsEach} with one. */
 async function rejects(
   t: TestContext,
   send: (client: PixiuClient) => Promise<HttpAnswer>,
   status: number, code: string, message?: RegExp,
   overrides: ConfigOverrides = {},
 ): Promise<HttpAnswer> {
-  const server = await freshServer(t, overrides);
-  const answer = await send(server.client);
-  expectError(answer, status, code, message);
-  await assertNothingStored(t, server);
-  return answer;
+  const [answer] = await rejectsEach(t, [[send, status, code, message]], overrides);
+  return answer as HttpAnswer;
 }
 
 /** A valid message to `alice` with `change` applied. */
@@ -102,19 +117,23 @@ test('the check that nothing was stored takes only the first id past the start\'
 });
 
 test('invalid JSON is 400 INVALID_REQUEST, with the parser\'s cause and where it stopped', async (t) => {
-  await rejects(t, post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',
-    /^the body is not valid JSON: expected double-quoted property name at byte 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/);
-  // V8 names no place for an unexpected token, nor anything for a body that is one bad word.
-  await rejects(t, post('to=bob'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'to' at byte 0 \(near "to=bob"\)$/);
-  await rejects(t, post('NaN'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'NaN' at byte 0 \(near "NaN"\)$/);
+  await rejectsEach(t, [
+    [post('{"to": "alice", "type": "t", "data": 1,}'), 400, 'INVALID_REQUEST',
+      /^the body is not valid JSON: expected double-quoted property name at byte 39 \(near "… \\"t\\", \\"data\\": 1,}"\)$/],
+    // V8 names no place for an unexpected token, nor anything for a body that is one bad word.
+    [post('to=bob'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'to' at byte 0 \(near "to=bob"\)$/],
+    [post('NaN'), 400, 'INVALID_REQUEST', /^the body is not valid JSON: unexpected token 'NaN' at byte 0 \(near "NaN"\)$/],
+  ]);
 });
 
 test('a text/plain body is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
-  await rejects(t, (c) => c.request('POST', '/v1/messages', {
-    body: JSON.stringify(message()), headers: { 'content-type': 'text/plain' },
-  }), 415, 'UNSUPPORTED_MEDIA_TYPE');
-  // Also an empty one: the route takes a body, and it must be JSON.
-  await rejects(t, (c) => c.request('POST', '/v1/messages', { headers: { 'content-type': 'text/plain', 'content-length': '0' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+  await rejectsEach(t, [
+    [(c) => c.request('POST', '/v1/messages', {
+      body: JSON.stringify(message()), headers: { 'content-type': 'text/plain' },
+    }), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    // Also an empty one: the route takes a body, and it must be JSON.
+    [(c) => c.request('POST', '/v1/messages', { headers: { 'content-type': 'text/plain', 'content-length': '0' } }), 415, 'UNSUPPORTED_MEDIA_TYPE'],
+  ]);
 });
 
 test('a form-encoded body (curl -d without a content type) is 415 UNSUPPORTED_MEDIA_TYPE naming what was sent and what to send', async (t) => {
@@ -218,9 +237,11 @@ test('a type of 65 characters is 400, and one of 64 is accepted', async (t) => {
 });
 
 test('a client_msg_id of 129 characters, or with a character outside printable ASCII, is 400; one of 128, space to ~, is accepted', async (t) => {
-  await rejects(t, post(message({ client_msg_id: 'k'.repeat(129) })), 400, 'INVALID_REQUEST', /body\/client_msg_id must be 1–128 printable ASCII characters/);
-  await rejects(t, post(message({ client_msg_id: 'k\u00e9' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
-  await rejects(t, post(message({ client_msg_id: '' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/);
+  await rejectsEach(t, [
+    [post(message({ client_msg_id: 'k'.repeat(129) })), 400, 'INVALID_REQUEST', /body\/client_msg_id must be 1–128 printable ASCII characters/],
+    [post(message({ client_msg_id: 'k\u00e9' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/],
+    [post(message({ client_msg_id: '' })), 400, 'INVALID_REQUEST', /body\/client_msg_id/],
+  ]);
   const server = await sharedServer();
   const ok = await server.client.post('/v1/messages', message({ client_msg_id: `${'k'.repeat(126)} ~` }));
   assert.equal(ok.status, 201, ok.text);
@@ -236,23 +257,31 @@ test('1,001 recipients is 400, and 1,000 are accepted', async (t) => {
 });
 
 test('a user id with a space is 400', async (t) => {
-  await rejects(t, post(message({ to: [RECIPIENT, 'bo b'] })), 400, 'INVALID_REQUEST', /body\/to\/1/);
-  await rejects(t, post(message({ to: 'al ice' })), 400, 'INVALID_REQUEST', /body\/to/);
+  await rejectsEach(t, [
+    [post(message({ to: [RECIPIENT, 'bo b'] })), 400, 'INVALID_REQUEST', /body\/to\/1/],
+    [post(message({ to: 'al ice' })), 400, 'INVALID_REQUEST', /body\/to/],
+  ]);
 });
 
 test('a user id with a control character is 400', async (t) => {
-  await rejects(t, post(message({ to: [RECIPIENT, 'bob\u0007'] })), 400, 'INVALID_REQUEST', /body\/to\/1/);
-  await rejects(t, post(message({ to: [RECIPIENT], from: 'eve\u0000' })), 400, 'INVALID_REQUEST', /body\/from/);
+  await rejectsEach(t, [
+    [post(message({ to: [RECIPIENT, 'bob\u0007'] })), 400, 'INVALID_REQUEST', /body\/to\/1/],
+    [post(message({ to: [RECIPIENT], from: 'eve\u0000' })), 400, 'INVALID_REQUEST', /body\/from/],
+  ]);
 });
 
 test('a user id that is not a string is 400', async (t) => {
-  await rejects(t, post(message({ to: [RECIPIENT, 42] })), 400, 'INVALID_REQUEST', /body\/to\/1 must be a string/);
-  await rejects(t, post(message({ to: 42 })), 400, 'INVALID_REQUEST', /body\/to/);
+  await rejectsEach(t, [
+    [post(message({ to: [RECIPIENT, 42] })), 400, 'INVALID_REQUEST', /body\/to\/1 must be a string/],
+    [post(message({ to: 42 })), 400, 'INVALID_REQUEST', /body\/to/],
+  ]);
 });
 
 test('a negative ttl is 400, and so is one over 30 days', async (t) => {
-  await rejects(t, post(message({ ttl: -1 })), 400, 'INVALID_REQUEST', /body\/ttl/);
-  await rejects(t, post(message({ ttl: 30 * 86_400 + 1 })), 400, 'INVALID_REQUEST', /body\/ttl/);
+  await rejectsEach(t, [
+    [post(message({ ttl: -1 })), 400, 'INVALID_REQUEST', /body\/ttl/],
+    [post(message({ ttl: 30 * 86_400 + 1 })), 400, 'INVALID_REQUEST', /body\/ttl/],
+  ]);
 });
 
 test('an unknown field is 400 and the message names it', async (t) => {
@@ -271,9 +300,11 @@ test('a misspelt to is 400 naming the unknown field and saying the message has n
 });
 
 test('data of 65 KiB is 413 PAYLOAD_TOO_LARGE', async (t) => {
-  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE',
-    /^message is \d+ bytes \(the UTF-8 JSON of \{type, data\}; a from would count too\), over the limit of 65536 bytes \(PIXIU_MAX_MESSAGE_BYTES\)$/);
-  await rejects(t, post(message({ data: 'x'.repeat(65 * 1024), from: 'svc' })), 413, 'PAYLOAD_TOO_LARGE', /\(the UTF-8 JSON of \{type, from, data\}\)/);
+  await rejectsEach(t, [
+    [post(message({ data: 'x'.repeat(65 * 1024) })), 413, 'PAYLOAD_TOO_LARGE',
+      /^message is \d+ bytes \(the UTF-8 JSON of \{type, data\}; a from would count too\), over the limit of 65536 bytes \(PIXIU_MAX_MESSAGE_BYTES\)$/],
+    [post(message({ data: 'x'.repeat(65 * 1024), from: 'svc' })), 413, 'PAYLOAD_TOO_LARGE', /\(the UTF-8 JSON of \{type, from, data\}\)/],
+  ]);
 });
 
 test('a body over PIXIU_MAX_BODY_BYTES is 413 before it is parsed', async (t) => {
@@ -296,9 +327,11 @@ test('the default PIXIU_MAX_BODY_BYTES is 1 MiB: a body one byte over is 413 bef
 });
 
 test('an unknown room is 404; to and room together, or neither, are 400', async (t) => {
-  await rejects(t, post({ room: 'lobby', type: 't', data: 1 }), 404, 'NOT_FOUND', /no room lobby/);
-  await rejects(t, post(message({ room: 'lobby' })), 400, 'INVALID_REQUEST', /both to and room/);
-  await rejects(t, post({ type: 't', data: 1 }), 400, 'INVALID_REQUEST', /must have to .* or room/);
+  await rejectsEach(t, [
+    [post({ room: 'lobby', type: 't', data: 1 }), 404, 'NOT_FOUND', /no room lobby/],
+    [post(message({ room: 'lobby' })), 400, 'INVALID_REQUEST', /both to and room/],
+    [post({ type: 't', data: 1 }), 400, 'INVALID_REQUEST', /must have to .* or room/],
+  ]);
 });
 
 test('a malformed MsgID in the path is 400', async (t) => {
