@@ -1,6 +1,7 @@
-// `npm test`'s file list: every compiled test file (.test-build/test/<dir>/<name>.test.js,
-// written by scripts/build-tests.mjs), the longest-running first, then the rest in
-// path order, one per line for the shell to hand to `node --test`.
+// `npm test`'s file list: the groups of small test files and the files kept alone
+// (scripts/test-plan.mjs decides which, scripts/build-tests.mjs writes them and
+// .test-build/test-plan.json), the longest-running first, one per line for the shell to
+// hand to `node --test`.
 //
 // Why an order: `node --test --test-concurrency=6` starts the files in the order it is
 // given them, and the run ends when its last file does. In path order the service/
@@ -9,40 +10,22 @@
 // were a few long files alone on an otherwise idle machine. Longest first (the classic
 // longest-processing-time rule) lets the many short files fill the cores around them.
 //
-// LONGEST is from measured wall times (a per-file accounting of whole runs on the 2-core
-// VM, 2026-12-06, bench/README.md has none of it: it is the suite's, not Pixiu's);
-// a name here that no longer exists is skipped, and a new long file just runs in path
-// order until it is added.
-import { readdirSync } from 'node:fs';
-import path from 'node:path';
+// So: LONGEST (test-plan.mjs, measured walls of whole runs on the 2-core VM, 2026-12-06)
+// in its order, then every other group and file by its estimated wall, longest first
+// (scripts/test-walls.tsv: the members' walls summed for a group), ties in path order.
+// A name in LONGEST that no longer exists is skipped; a new file runs among the rest
+// with test-plan.mjs's DEFAULT_WALL_S until its wall is measured into the table.
+import { readFileSync } from 'node:fs';
+import { LONGEST, PLAN_FILE, ROOT } from './test-plan.mjs';
 
-const ROOT = '.test-build/test';
-
-/** The longest files, longest first (wall seconds of one run at load ~6 in the comments). */
-const LONGEST = [
-  'broadcast/live-latency', // 116
-  'service/cli-connect', // 106
-  'service/cli', // 100
-  'service/shutdown', // 86
-  'gateway/backpressure', // 83
-  'service/layout-format', // 81
-  'service/crash', // 80
-  'service/embedded-redis', // 80
-  'service/cli-serve', // 68
-  'cluster/prefix-split', // 65
-  'api/batch-order-after-failure', // 57
-  'service/restore-backup', // 50
-  'service/redis-url', // 48
-  'service/cli-inspect', // 43
-  'gateway/delivery', // 42
-  'api/bad-input', // 42
-].map((name) => `${ROOT}/${name}.test.js`);
-
-const all = readdirSync(ROOT, { withFileTypes: true })
-  .filter((d) => d.isDirectory())
-  .flatMap((d) => readdirSync(path.join(ROOT, d.name)).filter((f) => f.endsWith('.test.js')).map((f) => `${ROOT}/${d.name}/${f}`))
-  .sort();
-const present = new Set(all);
-const first = LONGEST.filter((f) => present.has(f));
+/** @type {{ groups: { file: string, estimateS: number }[], alone: { file: string, estimateS: number }[] }} */
+const plan = JSON.parse(readFileSync(PLAN_FILE, 'utf8'));
+const runs = [...plan.groups, ...plan.alone];
+const present = new Set(runs.map((r) => r.file));
+const first = LONGEST.map((name) => `${ROOT}/${name}.test.js`).filter((f) => present.has(f));
 const firstSet = new Set(first);
-process.stdout.write([...first, ...all.filter((f) => !firstSet.has(f))].join('\n') + '\n');
+const rest = runs
+  .filter((r) => !firstSet.has(r.file))
+  .sort((a, b) => b.estimateS - a.estimateS || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0))
+  .map((r) => r.file);
+process.stdout.write([...first, ...rest].join('\n') + '\n');
