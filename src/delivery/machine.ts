@@ -35,7 +35,8 @@ import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import type { Effect, MachineConfig, RotationOutcome } from './effects.js';
 import { ById } from './by-id.js';
-import { anyJoining, applyAck, endRoundIfIdle, redeliveryRound, resetsFromEpoch, type Conn } from './connection-state.js';
+import { applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
+import { anyJoining, resetsFromEpoch } from './conn-queries.js';
 import { EpochGuard } from './epoch-guard.js';
 import { FetchCycle } from './fetch-cycle.js';
 import { PageDelivery } from './page-delivery.js';
@@ -284,7 +285,7 @@ export class UserMachine {
 
   /**
    * True when delivering `page` resets a connection from an epoch the page's may go on
-   * from (connection-state.ts `resetsFromEpoch`): the driver then reads the epoch's
+   * from (conn-queries.ts `resetsFromEpoch`): the driver then reads the epoch's
    * lineage and gives it to {@link fetched}, to mark what the device had in the `trimmed`
    * gap after the `reset`.
    */

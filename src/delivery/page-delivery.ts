@@ -8,7 +8,8 @@
 import type { InboxPage } from '../inbox/inbox.js';
 import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord } from '../store/message-store.js';
-import { anyReadyBefore, deliverPage, joinAt, type Conn } from './connection-state.js';
+import { deliverPage, joinAt, type Conn } from './connection-state.js';
+import { anyReadyBefore } from './conn-queries.js';
 import type { Effect, MachineConfig } from './effects.js';
 import type { EpochGuard } from './epoch-guard.js';
 import type { FetchEnd } from './fetch-cycle.js';

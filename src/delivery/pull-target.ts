@@ -4,7 +4,8 @@
  * was asked for, and which of those that do goes first. Pure: it reads the
  * connections' state (connection-state.ts) and changes nothing.
  */
-import { anySentFrom, type Conn } from './connection-state.js';
+import type { Conn } from './connection-state.js';
+import { anySentFrom } from './conn-queries.js';
 
 /** What the machine knows and was asked to pull for, as it stands at a pump (fetch-cycle.ts: its getters of the same names). */
 export interface PullAsk {
