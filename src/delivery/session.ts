@@ -16,7 +16,7 @@ import { ById } from './by-id.js';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from './machine.js';
 import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
-import type { FrameType } from './frames.js';
+import type { DeliveryConnection } from './delivery-connection.js';
 import { LazyTimers } from './lazy-timers.js';
 import { nextTurn, turnSpent } from './send-turns.js';
 import { sendFrame } from './send-frame.js';
@@ -27,30 +27,14 @@ import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import type { LogThrottle } from '../log-throttle.js';
 import { StallLog } from './stall-log.js';
 
+export type { DeliveryConnection } from './delivery-connection.js';
+
 /**
  * Which read of a fetch failed: `inbox` the inbox page (Redis), `records` the content
  * of its messages (the local store, the node owning their partition, or the owner
  * lookup in Redis: src/cluster/store-router.ts).
  */
 export type FetchRead = 'inbox' | 'records';
-
-/** A connection as delivery sees it; the gateway implements it over a WebSocket. */
-export interface DeliveryConnection {
-  readonly id: string;
-  readonly device: string;
-  /**
-   * Writes one serialised frame of type `t` (counted by type): its JSON text, or that
-   * text's UTF-8 bytes (a `msg`, msg-frame-bytes.ts), sent as a text frame either way.
-   * Never throws; a closed connection drops it.
-   */
-  send(text: string | Buffer, t: FrameType): void;
-  /** Closes with a WebSocket close code (DESIGN.md §6). */
-  close(code: number, reason: string): void;
-  /** Called right after its `welcome` frame was written (other feeds may start then). */
-  welcomed?(): void;
-  /** The `bseq` its `welcome` carries (WelcomeFrame `bseq`); undefined: none. Asked once, as `welcome` is written. */
-  welcomeBseq?(): string | undefined;
-}
 
 /** What a session needs. */
 export interface SessionDeps {
