@@ -10,9 +10,10 @@ import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord } from '../store/message-store.js';
 import { isUnreadable } from '../store/unreadable.js';
 import { CloseCode } from './close-codes.js';
-import type { Effect, MachineConfig } from './effects.js';
+import type { ByteRoom, Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView, type GapReason } from './message-view.js';
+import { msgFrameSize } from './msg-frame-bytes.js';
 import { resentAfterReset, wasResent, type ResentSeqs } from './resent-marks.js';
 import { beforeFirst, hadAfterReset, resumePoint, type ResumeRequest } from './resume.js';
 import type { SeqNames } from './seq-names.js';
@@ -21,6 +22,8 @@ import type { SeqNames } from './seq-names.js';
 export interface Conn {
   readonly id: string;
   readonly device: string;
+  /** What a page to it may write (effects.ts `ByteRoom`); undefined: none asked (cut at the window only). */
+  readonly room: ByteRoom | undefined;
   /** `joining` until the first fetch decides where it starts and `welcome` is sent. */
   phase: 'joining' | 'ready';
   readonly resume: ResumeRequest;
@@ -56,7 +59,7 @@ export interface Conn {
   resent: ResentSeqs | undefined;
   /** Redelivery rounds since the last ack progress. */
   rounds: number;
-  /** Backpressure: the socket is over its high-water mark. */
+  /** Backpressure: the socket is over its high-water mark, or a page was cut at its byte allowance (`hold`). */
   paused: boolean;
   /** Fairness: when this connection was last the target of a fetch. */
   servedAt: number;
@@ -198,15 +201,19 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * writes (inbox.ts `MalformedEntry`, which names no message), else a `msg`, marked
  * `redelivered` up to `c.redeliverUpTo` and where `c.resent` has it (a gap up to
  * `c.redeliverUpTo` or `c.hadThrough`); arms its
- * redelivery timer when it had nothing in flight.
+ * redelivery timer when it had nothing in flight. The page stops, as at the window, after
+ * the `msg` whose frames (msg-frame-bytes.ts `msgFrameSize`) reach `allowance` bytes —
+ * never before its first message — and `c` is then paused with a `hold` effect: the
+ * rest is sent once its writes drain (the machine's `drain`).
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @param nowMs the time of the sending, ms since the epoch (MachineConfig `now`)
+ * @param allowance bytes of `msg` frames the page may write (effects.ts `ByteRoom`; gaps are not counted)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
-  complete = false, nowMs = Number.NEGATIVE_INFINITY,
+  complete = false, nowMs = Number.NEGATIVE_INFINITY, allowance = Number.POSITIVE_INFINITY,
 ): PageEntry | undefined {
   if (c.phase !== 'ready') return undefined;
   const sentFrom = effects.length;
@@ -217,7 +224,9 @@ export function deliverPage(
   let gap: GapFrame | undefined;
   let last: PageEntry | undefined;
   const entries = page.entries;
-  for (let i = 0; i < entries.length && c.inflight.length < config.window; i++) {
+  let bytes = 0;
+  let cut = false;
+  for (let i = 0; i < entries.length && c.inflight.length < config.window && !cut; i++) {
     const entry = entries[i] as PageEntry;
     if (entry.seq <= c.sent) continue;
     // A hole in the stream (an entry removed by hand): the page starts at or before
@@ -244,6 +253,8 @@ export function deliverPage(
       // Its first send, of a seq appended while the connection was open: timed (effects.ts).
       effects.push(frame.redelivered !== true && entry.seq > c.liveAfter ? { kind: 'send', conn: c.id, frame, live: true } : { kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
+      // Sized only when more could follow it: a live message alone costs nothing.
+      if (allowance !== Number.POSITIVE_INFINITY && i < entries.length - 1) cut = (bytes += msgFrameSize(frame)) >= allowance;
     }
     c.sent = entry.seq;
     last = entry;
@@ -258,6 +269,10 @@ export function deliverPage(
   if (c.resent !== undefined && c.sent >= c.resent.through) c.resent = undefined;
   if (wasIdle && c.inflight.length > 0 && c.rounds === 0) {
     effects.push({ kind: 'timer', conn: c.id, delayMs: config.ackTimeoutMs });
+  }
+  if (cut) {
+    c.paused = true;
+    effects.push({ kind: 'hold', conn: c.id });
   }
   return last;
 }

@@ -2,10 +2,11 @@
  * A connection as delivery sees it (session.ts performs the machine's effects on it);
  * the gateway implements it over a WebSocket (src/gateway/ws-connection.ts).
  */
+import type { ByteRoom } from './effects.js';
 import type { FrameType } from './frames.js';
 
 /** A connection as delivery sees it; the gateway implements it over a WebSocket. */
-export interface DeliveryConnection {
+export interface DeliveryConnection extends Partial<ByteRoom> {
   readonly id: string;
   readonly device: string;
   /**
@@ -20,4 +21,10 @@ export interface DeliveryConnection {
   welcomed?(): void;
   /** The `bseq` its `welcome` carries (WelcomeFrame `bseq`); undefined: none. Asked once, as `welcome` is written. */
   welcomeBseq?(): string | undefined;
+  /**
+   * A page to it was cut at its byte allowance (effects.ts `hold`; `byteAllowance`, from
+   * ByteRoom, says what a page may write): the session's `drain` is to be called once its
+   * writes drain, as after a pause. Asked only of a connection that gives `byteAllowance`.
+   */
+  hold?(): void;
 }

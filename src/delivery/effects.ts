@@ -60,6 +60,12 @@ export type Effect =
   /** Close a connection. */
   | { readonly kind: 'close'; readonly conn: string; readonly code: number; readonly reason: string }
   /**
+   * A page to the connection was cut at its byte allowance ({@link ByteRoom}): the
+   * machine counts it paused; once the frames written drain, the driver calls `drain`
+   * and the rest of the page follows (connection-state.ts `deliverPage`).
+   */
+  | { readonly kind: 'hold'; readonly conn: string }
+  /**
    * Give the inbox a new epoch if it is still `epoch` (Inbox.rotateEpoch): it came back
    * from Redis with less than a connection was sent (DESIGN.md §11). Answer with
    * `epochRotated` and its {@link RotationOutcome}, whether it worked or not; no fetch
@@ -72,6 +78,17 @@ export type Effect =
    * which bounds the seq the new epoch's lineage goes on from (Inbox.rotateEpoch).
    */
   | { readonly kind: 'rotate-epoch'; readonly epoch: string; readonly cause: RotationCause; readonly readLatest?: number };
+
+/**
+ * How many bytes of frames a connection may be written now before its delivery waits
+ * for them to drain (the gateway's: its high-water mark, or the node budget's floor
+ * while the node is at its budget, less what its socket holds: ws-connection.ts). A
+ * page to it stops at the message whose frames reach it; the first always goes.
+ */
+export interface ByteRoom {
+  /** Bytes; 0 or less: one message, then wait. Read when a page to the connection is built. */
+  byteAllowance(): number;
+}
 
 /** Why a `rotate-epoch` is asked for (see {@link Effect}). */
 export type RotationCause = 'delivered' | 'resume';

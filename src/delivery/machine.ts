@@ -33,7 +33,7 @@
 import type { InboxEntry, InboxPage } from '../inbox/inbox.js';
 import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
-import type { Effect, MachineConfig, RotationOutcome } from './effects.js';
+import type { ByteRoom, Effect, MachineConfig, RotationOutcome } from './effects.js';
 import { ById } from './by-id.js';
 import { applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
 import { anyJoining, resetsFromEpoch } from './conn-queries.js';
@@ -44,7 +44,7 @@ import type { ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 
-export { DEFAULT_PAGE_MAX, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
+export { DEFAULT_PAGE_MAX, type ByteRoom, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
 
 /** One user's delivery state machine. See the module comment for its rules. */
 export class UserMachine {
@@ -93,10 +93,13 @@ export class UserMachine {
     return c && { acked: c.acked, sent: c.sent, inflight: c.inflight.length, paused: c.paused };
   }
 
-  /** login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch. */
-  login(conn: string, device: string, resume: ResumeRequest): Effect[] {
+  /**
+   * login: a connection opens and asks to start at `resume`. Its `welcome` follows the next fetch.
+   * @param room what a page to it may write (effects.ts `ByteRoom`); undefined: pages are cut at the window only
+   */
+  login(conn: string, device: string, resume: ResumeRequest, room?: ByteRoom): Effect[] {
     this.#conns.set({
-      id: conn, device, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, sendsAfter: 0, inflight: [],
+      id: conn, device, room, phase: 'joining', resume, acked: 0, stored: 0, sent: 0, sendsAfter: 0, inflight: [],
       redeliverUpTo: 0, hadThrough: 0, resent: undefined, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: false,
     });
     this.#cycle.joined(conn);

@@ -145,3 +145,73 @@ export function msgFrameBytes(frame: MsgFrame): Buffer {
   out.write(tail, headBytes + cached.length);
   return out;
 }
+
+/**
+ * Bytes a frame's members other than `data` take at most, besides its `type`, `from`,
+ * `room` and `epoch` strings: the names and punctuation, `seq`, `id`, `ts`, `redelivered`.
+ */
+const FRAME_FIELDS_BYTES = 128;
+
+/** Most values {@link jsonBytesBound} looks at before it gives up (and the frame is encoded instead). */
+const BOUND_VALUES = 64;
+
+/**
+ * A bound on the UTF-8 bytes of `JSON.stringify(value)` found without writing it (3
+ * bytes per UTF-16 unit of a string, 24 per number or literal), or undefined once it
+ * reaches `limit` or has looked at {@link BOUND_VALUES} values. Escapes of control
+ * characters (up to 6 bytes each) are not counted: an estimate, not a guarantee.
+ */
+function jsonBytesBound(value: unknown, limit: number): number | undefined {
+  let total = 0;
+  let seen = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (++seen > BOUND_VALUES) return undefined;
+    if (typeof v === 'string') total += 3 * v.length + 2;
+    else if (v === null || typeof v !== 'object') total += 24;
+    else if (Array.isArray(v)) {
+      if (v.length > BOUND_VALUES) return undefined;
+      total += 2 + v.length;
+      for (const x of v) stack.push(x);
+    } else {
+      total += 2;
+      for (const [k, x] of Object.entries(v)) {
+        total += 3 * k.length + 4;
+        stack.push(x);
+      }
+    }
+    if (total >= limit) return undefined;
+  }
+  return total;
+}
+
+/** A WebSocket frame's header from the server (unmasked) before `payload` bytes (RFC 6455 §5.2), bytes. */
+function withHeader(payload: number): number {
+  return payload + (payload < 126 ? 2 : payload < 65_536 ? 4 : 10);
+}
+
+/**
+ * About how many bytes a socket queues for `msgFrameBytes(frame)`, its WebSocket header
+ * included, for cutting a page by bytes (connection-state.ts `deliverPage`): exact when
+ * the node has the `data` encoded (cached) or it is large and seen first — encoded now,
+ * its bytes cached so that the send does not encode them again — and for a small one
+ * (under 1 KiB) a bound found without encoding it. A frame that cannot be serialised
+ * counts as its small members (it goes out as a `gap`). Never throws.
+ */
+export function msgFrameSize(frame: MsgFrame): number {
+  const fields = FRAME_FIELDS_BYTES + 3 * (frame.type.length + (frame.from?.length ?? 0) + (frame.room?.length ?? 0) + (frame.epoch?.length ?? 0));
+  const cached = encodedData.get(frame.id);
+  if (cached !== undefined) {
+    if (!Buffer.isBuffer(cached)) return fields;
+    const { head, tail } = around(frame);
+    return withHeader(Buffer.byteLength(head) + cached.length + Buffer.byteLength(tail));
+  }
+  const bound = jsonBytesBound(frame.data, MIN_CACHED_BYTES);
+  if (bound !== undefined) return withHeader(fields + bound);
+  try {
+    return withHeader(firstFrameBytes(frame).length);
+  } catch {
+    return fields;
+  }
+}

@@ -92,11 +92,13 @@ export class PageDelivery {
    * each entry it delivered (as a msg or a gap), not only the last: the guard checks
    * every seq it knows against later appends, notifies and pages (seq-names.ts), and a
    * page of several entries delivered at once is how a connection that joins or falls
-   * behind is sent them. O(entries).
+   * behind is sent them. O(entries). Its byte allowance is read here, once per page
+   * (effects.ts `ByteRoom`), and given to deliverPage as a number.
    */
   #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
     const from = c.sent;
-    const last = deliverPage(c, page, records, this.#config, effects, complete, (this.#config.now ?? Date.now)());
+    const allowance = c.room?.byteAllowance() ?? Number.POSITIVE_INFINITY;
+    const last = deliverPage(c, page, records, this.#config, effects, complete, (this.#config.now ?? Date.now)(), allowance);
     if (last === undefined) return;
     for (const entry of page.entries) if (entry.seq > from && entry.seq <= last.seq) this.#guard.delivered(entry);
   }

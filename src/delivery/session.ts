@@ -22,7 +22,7 @@ import { nextTurn, turnSpent } from './send-turns.js';
 import { sendFrame } from './send-frame.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { logRotation } from './rotation-logs.js';
-import { ackOutcome, type AckOutcome, type RotationCause, type RotationOutcome } from './effects.js';
+import { ackOutcome, type AckOutcome, type ByteRoom, type RotationCause, type RotationOutcome } from './effects.js';
 import { RESUME_ROTATION_COOLDOWN_MS } from './epoch-guard.js';
 import type { LogThrottle } from '../log-throttle.js';
 import { StallLog } from './stall-log.js';
@@ -127,7 +127,8 @@ export class UserSession {
   /** login */
   login(conn: DeliveryConnection, resume: ResumeRequest): void {
     this.#conns.set(conn);
-    this.#run(this.#machine.login(conn.id, conn.device, resume));
+    // Pages to it are cut by bytes only when it says what it may be written (effects.ts `ByteRoom`).
+    this.#run(this.#machine.login(conn.id, conn.device, resume, conn.byteAllowance === undefined ? undefined : conn as ByteRoom));
   }
 
   /** logout; returns true when the user has no connection left here. */
@@ -275,6 +276,9 @@ export class UserSession {
           break;
         case 'close':
           this.#conns.get(e.conn)?.close(e.code, e.reason);
+          break;
+        case 'hold':
+          this.#conns.get(e.conn)?.hold?.();
           break;
         case 'rotate-epoch':
           void this.#rotateEpoch(e.epoch, e.cause, e.readLatest);

@@ -38,6 +38,16 @@ export function afterWrite(buffered: number, paused: boolean, limits: Backpressu
   return budget?.pauses(buffered) === true ? 'budget' : 'ok';
 }
 
+/**
+ * What a delivery page may write to a connection holding `buffered` bytes (its byte
+ * allowance, delivery's ByteRoom: src/delivery/effects.ts): up to its high-water mark,
+ * or up to the budget's floor while the node is at its budget; 0 or less: one message.
+ * @returns bytes
+ */
+export function pageAllowance(buffered: number, limits: BackpressureLimits, budget: Pick<BufferBudget, 'reached' | 'floorBytes'>): number {
+  return (budget.reached ? budget.floorBytes : limits.socketHighWaterBytes) - buffered;
+}
+
 /** A write completed with `buffered` bytes still queued: true when a pause ends (below half the high-water mark). */
 export function drained(buffered: number, paused: boolean, limits: BackpressureLimits): boolean {
   return paused && buffered < limits.socketHighWaterBytes / 2;

@@ -15,8 +15,10 @@
  * that pause ends only when it holds no more than the floor again, or the node is back
  * under its budget, and below the usual resume mark. Clients that read drain at once
  * and keep receiving live; what is held back stays in the inboxes and the store, so
- * nothing is lost. What a connection is written before the pause takes hold (the rest
- * of the page being written, as with the high-water mark) comes on top.
+ * nothing is lost. A delivery page to a connection stops at the message that reaches
+ * the floor while the node is at its budget (its high-water mark otherwise: delivery's
+ * ByteRoom, backpressure.ts `pageAllowance`), so a connection passes the floor by one
+ * message at most; broadcasts and channel publications, not held back by pauses, come on top.
  */
 import os from 'node:os';
 import type { Logger } from '../logger.js';

@@ -6,6 +6,8 @@
 import { PixiuError, outageFields } from '../errors.js';
 import { thinnedFields, type LogThrottle } from '../log-throttle.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
+import type { BroadcastSubscription } from '../broadcast/subscription.js';
+import type { ConnectionDeps } from './gateway-deps.js';
 
 /** The warning of a connection's broadcast catch-up (`last_bseq`) whose read failed. */
 export const CATCH_UP_FAILED_LOG = 'broadcast catch-up failed; live broadcasts continue';
@@ -34,4 +36,15 @@ export function catchUpFailure(err: unknown, log: LogThrottle): CatchUpFailure {
   const error = err instanceof PixiuError ? err : new PixiuError('UNAVAILABLE', 'missed broadcasts could not be read');
   if (left === undefined) return { level: 'debug', fields, error };
   return { level: wrongType ? 'error' : 'warn', fields: { ...fields, ...thinnedFields(left) }, error };
+}
+
+/**
+ * Starts a connection's broadcast feed once its `welcome` is out, catching up from
+ * `lastBseq` (none: live only); a catch-up whose read fails is handed to `failed` as
+ * {@link catchUpFailure} says, and live broadcasts go on.
+ */
+export function resumeBroadcasts(
+  feed: BroadcastSubscription, deps: NonNullable<ConnectionDeps['broadcast']>, lastBseq: string | undefined, failed: (failure: CatchUpFailure) => void,
+): void {
+  feed.resume(deps.stream, lastBseq).catch((err: unknown) => failed(catchUpFailure(err, deps.catchUpFailureLog)));
 }

@@ -12,7 +12,7 @@ import type { Logger } from '../logger.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
-import { afterWrite, drainMarkOf, endsPause, Pause } from './backpressure.js';
+import { afterWrite, drainMarkOf, endsPause, pageAllowance, Pause } from './backpressure.js';
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
 import { abuseDropBytes } from './frame-limits.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -22,7 +22,7 @@ import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
 import { closeReason, type ConnectionLogLevel } from './close-log.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
-import { CATCH_UP_FAILED_LOG, catchUpFailure } from './catch-up-failure.js';
+import { CATCH_UP_FAILED_LOG, resumeBroadcasts } from './catch-up-failure.js';
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
@@ -123,11 +123,6 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     return this.#session;
   }
 
-  /** Bytes queued on the socket. */
-  get bufferedBytes(): number {
-    return this.#ws.bufferedAmount;
-  }
-
   /**
    * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5).
    * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
@@ -178,10 +173,21 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
     } else if (verdict !== 'ok') {
       if (verdict === 'budget') budget.paused(this.id, buffered);
-      const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
-      this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws), verdict === 'budget');
+      this.hold(verdict === 'budget');
       this.#session?.pause(this.id);
     }
+  }
+
+  /** DeliveryConnection `byteAllowance`: bytes a delivery page may write now (backpressure.ts `pageAllowance`). */
+  byteAllowance(): number {
+    return pageAllowance(this.#ws.bufferedAmount, this.#deps.config, this.#deps.bufferBudget);
+  }
+
+  /** Pauses delivery until the writes drain ({@link #onWritten}), or 4009: past a mark, or (DeliveryConnection `hold`) a page cut at its allowance. */
+  hold(byBudget = this.#deps.bufferBudget.reached): void {
+    if (this.#closed || this.#pause !== undefined) return;
+    const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
+    this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws), byBudget);
   }
 
   /**
@@ -207,11 +213,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     // At the level its cause needs, thinned (close-log.ts); a slow consumer with what it left unread.
     this.#logLine(...this.#deps.closeLog.closeLine(code, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }));
     this.#ws.close(code, closeReason(reason));
-    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) {
-      // No time limit of its own: the terminate below ends the grace, unless the
-      // client's close frame ends it first.
-      dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) }, this.#ws);
-    }
+    // No time limit of its own: the terminate below ends the grace, unless the client's close frame ends it first.
+    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) }, this.#ws);
     setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 
@@ -372,11 +375,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     // After the frames the session is writing with `welcome` (its gap, reset or first
     // messages): an ack handled now could run the machine inside its own effects.
     queueMicrotask(() => this.#frames.open());
-    const feed = this.#broadcast;
     const deps = this.#deps.broadcast;
-    if (!feed || !deps) return;
-    feed.resume(deps.stream, this.#lastBseq).catch((err: unknown) => {
-      const failure = catchUpFailure(err, deps.catchUpFailureLog);
+    if (this.#broadcast && deps) resumeBroadcasts(this.#broadcast, deps, this.#lastBseq, (failure) => {
       this.#logLine(failure.level, failure.fields, CATCH_UP_FAILED_LOG);
       this.sendError(failure.error);
     });

@@ -38,6 +38,15 @@ const WINDOW = 10_000;
 const bulky = (i: number): unknown => ({ i, pad: 'x'.repeat(1000) });
 /** Longest `msg` frame of {@link bulky} data, bytes, with the WebSocket header. */
 const MAX_FRAME_BYTES = 1200;
+/**
+ * Data of 30 KB: a delivery page stops at the message that reaches the connection's
+ * high-water mark (connection-state.ts `deliverPage`), and once the kernel's buffers are
+ * full that message takes the queue past it by up to its size; bulky's 1 KB overshoot
+ * the kernel takes at once.
+ */
+const large = (i: number): unknown => ({ i, pad: 'x'.repeat(30_000) });
+/** Longest `msg` frame of {@link large} data, bytes, with the WebSocket header. */
+const LARGE_FRAME_BYTES = 30_200;
 
 // A forced collection before each memory reading, so garbage does not hide or fake growth.
 v8.setFlagsFromString('--expose-gc');
@@ -127,7 +136,9 @@ test('a client that stops reading while 50,000 messages are sent to it is closed
 
   // The slow client stops reading at once; the server starts sending it 50,000.
   const { client: slow, sock } = await connectStalled(setup, 'sam', 'slow');
-  await waitUntil('the slow connection is paused (send buffer over the high-water mark)', async () => sock.writableLength > HIGH_WATER);
+  // A page stops at the message that reaches the high-water mark: once the kernel's
+  // buffers are full, the queue stays between half of it (a drain resumes) and it.
+  await waitUntil('the slow connection is paused (its queue held, over half the high-water mark)', async () => sock.writableLength > HIGH_WATER / 2);
   const pausedSeen = performance.now();
   const held = memory();
   const buffered = sock.writableLength;
@@ -257,25 +268,25 @@ const CAPPED = 64 * KiB;
  * A service whose hard cap equals its high-water mark ({@link CAPPED}): no pause band,
  * so the first send past it closes 4009. With `count` bulky messages posted to `user`.
  */
-async function serveCapped(t: CleanupContext, prefix: string, user: string, count: number): Promise<{ setup: Setup; ids: string[] }> {
+async function serveCapped(t: CleanupContext, prefix: string, user: string, count: number, data = bulky): Promise<{ setup: Setup; ids: string[] }> {
   const setup = await serve(t, prefix, {
     socketHighWaterBytes: String(CAPPED), socketHardCapBytes: String(CAPPED), pausedTimeoutMs: '60s',
   });
-  return { setup, ids: await postMany(setup.gw.client, user, count, 1, { data: bulky }) };
+  return { setup, ids: await postMany(setup.gw.client, user, count, 1, { data }) };
 }
 
 test('a send that takes the buffer past the hard cap closes the connection 4009 at once, and nothing is queued after it', async (t) => {
   // The hard cap equal to the high-water mark: no pause band, so the first send past it
   // closes. (With a band, whether a run ends inside it or passes the cap depends on
   // where a page ends; the paused-timeout test above covers the band.)
-  const COUNT = 8000;
-  // ~8 MiB: more than the kernel's socket buffers take from a client that does not read.
-  const { setup, ids } = await serveCapped(t, 'bp-cap', 'hal', COUNT);
+  const COUNT = 300;
+  // ~9 MB: more than the kernel's socket buffers take from a client that does not read.
+  const { setup, ids } = await serveCapped(t, 'bp-cap', 'hal', COUNT, large);
   const { client, sock } = await connectStalled(setup, 'hal', 'cap');
   await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > CAPPED);
   const buffered = sock.writableLength;
   t.diagnostic(`server send buffer at the close: ${buffered} bytes (hard cap ${CAPPED})`);
-  assert.ok(buffered <= CAPPED + MAX_FRAME_BYTES + 64, 'nothing queued after the send that passed the cap but the close frame');
+  assert.ok(buffered <= CAPPED + LARGE_FRAME_BYTES + 64, 'nothing queued after the send that passed the cap but the close frame');
   const { code, last } = await drainToClose(client, ids);
   assert.equal(code, 4009);
   assert.ok(last > 0 && last < COUNT, `cut after ${last}`);
@@ -298,7 +309,7 @@ test('a slow consumer that never reads again is counted as closed 4009, not as t
   const setup = await serve(t, 'bp-count', {
     socketHighWaterBytes: String(HARD_CAP), socketHardCapBytes: String(HARD_CAP), pausedTimeoutMs: '60s',
   });
-  await postMany(setup.gw.client, 'stuck', 4000, 1, { data: bulky });
+  await postMany(setup.gw.client, 'stuck', 300, 1, { data: large });
   const { client, sock } = await connectStalled(setup, 'stuck', 'never');
   await waitUntil('the send buffer passed the hard cap', async () => sock.writableLength > HARD_CAP);
   // The client never reads the close frame: the server cuts the socket after its grace

@@ -7,7 +7,7 @@
  * another user gets every message live meanwhile; and once the others read again they
  * get every message, in order, once.
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
 import { RedisServer } from '../harness/redis-server.js';
@@ -105,22 +105,30 @@ test('clients that stop reading hold no more than the node\'s budget and a littl
     metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') === 0);
 });
 
-test('devices that connect to a backlog and do not read hold at most a page each past the budget (what the budget does not bound); one cut off leaves the sum; the others get it all once they read', async (t) => {
-  const BUDGET = 2 * MiB;
-  const STALLED = 4;
-  const COUNT = 150;
-  const data = (i: number): unknown => ({ i, pad: 'y'.repeat(60_000) });
-  const FRAME = 61 * KiB;
-  /** A page: the most one run of a user's machine writes to a connection (min(window, 100) messages). */
-  const PAGE = 100 * FRAME;
-  const { gw } = await startDelivery(t, 'budget-backlog', {
-    redisUrl: redis.url, storeCacheBytes: '0', ackTimeoutMs: '60s', pausedTimeoutMs: '60s', socketBufferBudgetBytes: String(BUDGET),
-  });
+/** What {@link backlogOf} leaves: the stalled devices, their server sockets' queues, the MsgIDs posted. */
+interface Backlog {
+  gw: Awaited<ReturnType<typeof startDelivery>>['gw'];
+  stalled: { client: TestClient; sock: Duplex }[];
+  ids: string[];
+  /** Bytes the stalled devices' server sockets hold now. */
+  held: () => number;
+}
+
+const BACKLOG = 150;
+/** Longest `msg` frame of the backlog's messages, bytes, with the WebSocket header. */
+const BACKLOG_FRAME = 61 * KiB;
+
+/**
+ * Posts {@link BACKLOG} messages of 60 KB to `stalledCount` users, then connects a device
+ * of each that does not read (its socket paused).
+ */
+async function backlogOf(t: TestContext, name: string, settings: Record<string, string>, stalledCount: number): Promise<Backlog> {
+  const { gw } = await startDelivery(t, name, { redisUrl: redis.url, storeCacheBytes: '0', ackTimeoutMs: '60s', pausedTimeoutMs: '60s', ...settings });
   const sockets = serverSockets(gw);
-  const users = Array.from({ length: STALLED }, (_, i) => `b${i}`);
+  const users = Array.from({ length: stalledCount }, (_, i) => `b${i}`);
   const ids: string[] = [];
-  for (let i = 0; i < COUNT; i++) {
-    const answer = await gw.client.post('/v1/messages', { to: users, type: 'test.big', data: data(i) });
+  for (let i = 0; i < BACKLOG; i++) {
+    const answer = await gw.client.post('/v1/messages', { to: users, type: 'test.big', data: { i, pad: 'y'.repeat(60_000) } });
     assert.equal(answer.status, 201, answer.text.slice(0, 300));
     ids.push((answer.body as { id: string }).id);
   }
@@ -132,24 +140,68 @@ test('devices that connect to a backlog and do not read hold at most a page each
     assert.ok(sock);
     stalled.push({ client, sock });
   }
-  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+  return { gw, stalled, ids, held: () => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0) };
+}
+
+/** The most the backlog's sockets hold, and the gauge `pixiu_ws_buffered_bytes` shows, over a second, bytes. */
+async function mostHeld(b: Backlog): Promise<{ most: number; gauge: number }> {
+  let most = 0;
+  let gauge = 0;
+  for (let i = 0; i < 10; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    most = Math.max(most, b.held());
+    gauge = Math.max(gauge, metricSample((await b.gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') ?? 0);
+  }
+  return { most, gauge };
+}
+
+/** The stalled devices read again: each gets every message of the backlog, in order, once; then they close. */
+async function readAll(b: Backlog, stalled = b.stalled): Promise<void> {
+  for (const s of stalled) s.client.ws.resume();
+  await Promise.all(stalled.map(async (s) => {
+    await expectWelcome(s.client, 1, BACKLOG);
+    await expectMsgs(s.client, 1, BACKLOG, b.ids, 1, { ackEvery: 10, timeoutMs: 10_000 });
+    assert.equal(await s.client.receivesWithin(100), false, 'nothing after the last');
+  }));
+  for (const s of stalled) s.client.ws.close();
+  await waitUntil('every connection left the sum', async () =>
+    metricSample((await b.gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') === 0);
+}
+
+test('devices that connect to a backlog and do not read hold no more than the budget, the page that crossed it and a floor and a message each: a page stops at its byte allowance; one cut off leaves the sum; the others get it all once they read', async (t) => {
+  const BUDGET = 2 * MiB;
+  const STALLED = 4;
+  /** The default high-water mark (PIXIU_SOCKET_HIGH_WATER_BYTES): a page's allowance while the node is under its budget. */
+  const HIGH_WATER = MiB;
+  const b = await backlogOf(t, 'budget-backlog', { socketBufferBudgetBytes: String(BUDGET) }, STALLED);
   await waitUntil('the budget is reached', async () =>
-    (metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_budget_pauses_total') ?? 0) >= 1 || held() >= BUDGET);
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const most = held();
-  t.diagnostic(`${STALLED} devices connecting to ${COUNT} × 60 KB and not reading hold ${(most / MiB).toFixed(2)} MiB in the node (budget ${BUDGET / MiB} MiB)`);
-  const bound = BUDGET + STALLED * (BUDGET_FLOOR_BYTES + PAGE);
-  assert.ok(most <= bound, `held ${most} bytes, over the budget and a floor and a page per connection (${bound})`);
+    (metricSample((await b.gw.client.get('/metrics')).text, 'pixiu_ws_budget_pauses_total') ?? 0) >= 1 || b.held() >= BUDGET);
+  // A page is cut once its frames reach the connection's allowance (its high-water mark
+  // less what it holds; the budget's floor once the node is at its budget), and the rest
+  // follows only as it drains. Without the cut, each was written a whole page (100
+  // messages, ~6 MB, of which the kernel took ~4): 8 MiB held in all.
+  const { most, gauge } = await mostHeld(b);
+  t.diagnostic(`${STALLED} devices connecting to ${BACKLOG} × 60 KB and not reading hold ${(most / MiB).toFixed(2)} MiB in the node, gauge ${(gauge / MiB).toFixed(2)} MiB (budget ${BUDGET / MiB} MiB)`);
+  const bound = BUDGET + HIGH_WATER + STALLED * (BUDGET_FLOOR_BYTES + BACKLOG_FRAME);
+  assert.ok(most <= bound, `held ${most} bytes, over the budget, a high-water mark and a floor and a message per connection (${bound})`);
+  assert.ok(gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}, over ${bound}`);
 
   // One vanishes while its queue is full (its socket cut, not closed): its bytes leave the sum.
-  const [gone, ...rest] = stalled as [{ client: TestClient; sock: Duplex }, ...{ client: TestClient; sock: Duplex }[]];
+  const [gone, ...rest] = b.stalled as [{ client: TestClient; sock: Duplex }, ...{ client: TestClient; sock: Duplex }[]];
   gone.client.ws.terminate();
-  for (const s of rest) s.client.ws.resume();
-  await Promise.all(rest.map(async (s) => {
-    await expectWelcome(s.client, 1, COUNT);
-    await expectMsgs(s.client, 1, COUNT, ids, 1, { ackEvery: 10, timeoutMs: 10_000 });
-  }));
-  for (const s of rest) s.client.ws.close();
-  await waitUntil('every connection left the sum', async () =>
-    metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') === 0);
+  await readAll(b, rest);
+});
+
+test('with no budget, devices that connect to a backlog and do not read hold no more than their high-water mark and a message each (a page stops at it), and get it all once they read', async (t) => {
+  const HIGH_WATER = 256 * KiB;
+  const STALLED = 4;
+  const b = await backlogOf(t, 'hwm-backlog', { socketBufferBudgetBytes: '0', socketHighWaterBytes: String(HIGH_WATER) }, STALLED);
+  await waitUntil('each stalled socket holds past its high-water mark', async () => b.stalled.every((s) => s.sock.writableLength > HIGH_WATER / 2));
+  // Without the cut: a page of 100 messages each (~6 MB), the kernel taking ~4 of it.
+  const { most, gauge } = await mostHeld(b);
+  t.diagnostic(`${STALLED} devices, high-water ${HIGH_WATER / KiB} KiB, no budget: hold ${(most / MiB).toFixed(2)} MiB, gauge ${(gauge / MiB).toFixed(2)} MiB`);
+  const bound = STALLED * (HIGH_WATER + BACKLOG_FRAME);
+  assert.ok(most <= bound, `held ${most} bytes, over a high-water mark and a message per connection (${bound})`);
+  assert.ok(gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}, over ${bound}`);
+  await readAll(b);
 });

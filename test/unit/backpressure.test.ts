@@ -10,7 +10,7 @@
  */
 import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { afterWrite, drained, drainedSince, Pause, type DrainMark } from '../../src/gateway/backpressure.js';
+import { afterWrite, drained, drainedSince, Pause, type DrainMark, pageAllowance } from '../../src/gateway/backpressure.js';
 
 const LIMITS = { socketHighWaterBytes: 1000, socketHardCapBytes: 8000 };
 
@@ -104,4 +104,15 @@ test('a Pause wakes every waiter once when it ends, and ending it again wakes no
   pause.end();
   await Promise.resolve();
   assert.deepEqual(woken, [1, 2]);
+});
+
+test('a page\'s allowance is the high-water mark less what the socket holds, the budget\'s floor less it while the node is at its budget', () => {
+  const limits = { socketHighWaterBytes: 1024 * 1024, socketHardCapBytes: 8 * 1024 * 1024 };
+  const under = { reached: false, floorBytes: 64 * 1024 };
+  const at = { reached: true, floorBytes: 64 * 1024 };
+  assert.equal(pageAllowance(0, limits, under), 1024 * 1024);
+  assert.equal(pageAllowance(100_000, limits, under), 1024 * 1024 - 100_000);
+  assert.equal(pageAllowance(10_000, limits, at), 64 * 1024 - 10_000);
+  // Past it: 0 or less, one message then a wait (connection-state.ts deliverPage).
+  assert.ok(pageAllowance(100_000, limits, at) < 0);
 });

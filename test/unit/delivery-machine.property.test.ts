@@ -8,7 +8,9 @@
  * On every batch of effects the driver (machine-driver.ts, strict mode) checks that
  * frames never go out of order, no seq is skipped or repeated unmarked, a `gap` covers
  * only missing seqs, a `msg` carries its seq's MsgID, the window is never exceeded, at
- * most one fetch is in flight, and no ack cursor is written backwards. This file adds
+ * most one fetch is in flight, no ack cursor is written backwards and, given a byte
+ * allowance, a page's bytes never exceed it by more than one message (its connection
+ * then held until a drain: the gateway's drain after the writes). This file adds
  * that a connection's cursor never moves backwards and, after every run, that once
  * the clients read and ack everything, each connection has got every seq of the inbox.
  */
@@ -34,8 +36,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
  *   retries a failed fetch (session.ts): the clients must catch up with no other
  *   heartbeat, since a heartbeat is what only a lost notify may wait for (DESIGN.md §5)
  */
-function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyNotify = false): void {
-  const d = new Driver(config, { strict: true });
+/** @returns the pages cut at the allowance (Driver `holds`) */
+function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyNotify = false, allowance?: number): number {
+  const d = new Driver(config, { strict: true, allowance });
   if (noInbox) d.inbox.recreate(null);
   /** Each open connection's ack cursor as last seen, to catch one moving backwards. */
   const lastAcked = new Map<string, number>();
@@ -106,6 +109,8 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
   for (const conn of open) d.take(d.m.drain(conn));
   if (everyNotify && retryDue) d.heartbeat();
   for (let round = 0; round < 1000; round++) {
+    // A page cut at the allowance waits for its writes to drain: they do, the clients reading.
+    if (allowance !== undefined) for (const conn of open) d.take(d.m.drain(conn));
     if (!everyNotify) d.heartbeat();
     d.settle();
     reap();
@@ -129,12 +134,22 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
     assert.equal(high, d.inbox.latest, `${conn}'s frames reach seq ${high} of ${d.inbox.latest}`);
     assert.equal(c.inflight, 0, `${conn} still has ${c.inflight} unacked`);
   }
+  return d.holds;
 }
 
 test('random interleavings of the machine\'s events keep order, skip nothing, respect the window and never move a cursor back', () => {
-  fc.assert(fc.property(configArb, fc.array(opArb, { maxLength: 80, size: 'max' }), fc.boolean(), (config, ops, noInbox) => run(config, ops, noInbox)), { numRuns: 3000, includeErrorInReport: true });
+  fc.assert(fc.property(configArb, fc.array(opArb, { maxLength: 80, size: 'max' }), fc.boolean(), (config, ops, noInbox) => { run(config, ops, noInbox); }), { numRuns: 3000, includeErrorInReport: true });
+});
+
+test('with a byte allowance, pages stop at it (never past it by more than one message) and the rest follows each drain: the same rules, and every seq once', () => {
+  // A `msg` of the fake inbox is ~150 bytes as sized: up to 800 bytes cuts pages after 1 – 6 of them.
+  let cut = 0;
+  fc.assert(fc.property(configArb, fc.array(opArb, { maxLength: 80, size: 'max' }), fc.boolean(), fc.nat(800), fc.boolean(), (config, ops, noInbox, allowance, everyNotify) => {
+    cut += run(config, ops, noInbox, everyNotify, allowance);
+  }), { numRuns: 3000, includeErrorInReport: true });
+  assert.ok(cut > 100, `only ${cut} pages were cut`);
 });
 
 test('with every append notified, the clients catch up by their acks alone: no connection waits for a heartbeat', () => {
-  fc.assert(fc.property(configArb, fc.array(opArb, { maxLength: 80, size: 'max' }), fc.boolean(), (config, ops, noInbox) => run(config, ops, noInbox, true)), { numRuns: 20000, includeErrorInReport: true });
+  fc.assert(fc.property(configArb, fc.array(opArb, { maxLength: 80, size: 'max' }), fc.boolean(), (config, ops, noInbox) => { run(config, ops, noInbox, true); }), { numRuns: 20000, includeErrorInReport: true });
 });

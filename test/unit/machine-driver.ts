@@ -6,7 +6,8 @@
  * driver records every effect and checks, on every batch, the rules that must hold
  * whatever happens: at most one fetch in flight, `welcome` first, no seq skipped or
  * repeated unmarked on a connection (and, strict, each `gap` of seqs missing for its `reason`), never more than the window in flight, and no ack
- * cursor written backwards within an epoch.
+ * cursor written backwards within an epoch; given a byte allowance, that no connection's
+ * page exceeds it by more than one message.
  */
 import assert from 'node:assert/strict';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
@@ -16,6 +17,7 @@ import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
 import type { EpochLineage } from '../../src/inbox/lineage.js';
 import { isUnreadable, unreadableRecord, type ReadRecord } from '../../src/store/unreadable.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
+import { msgFrameSize } from '../../src/delivery/msg-frame-bytes.js';
 
 /** A small window and the default timings. */
 export const CONFIG: MachineConfig = { window: 3, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 };
@@ -217,21 +219,30 @@ export class Driver {
   /** Highest ack cursor written per device and epoch: a write below it moves a cursor backwards. */
   readonly #ackHigh = new Map<string, number>();
   readonly #strict: boolean;
+  /** Every connection's byte allowance (effects.ts `ByteRoom`); undefined: none given. */
+  readonly #allowance: number | undefined;
+  /** The `hold` effects seen (pages cut at the allowance). */
+  holds = 0;
 
   /**
    * @param strict also check each frame against the inbox as it is now: a `msg` carries
    *   the MsgID of its seq, and a `gap` covers only seqs that are missing
    *   (`FakeInbox.isMissing`; trims and expiries are one-way, so what a fetch read as
    *   missing still is). Only for runs that never recreate or restore the inbox.
+   * @param allowance every connection's byte allowance: a page cut at it holds the
+   *   connection until a `drain`, which the caller then owes it
    */
-  constructor(config: MachineConfig = CONFIG, { strict = false }: { strict?: boolean } = {}) {
+  constructor(config: MachineConfig = CONFIG, { strict = false, allowance }: { strict?: boolean; allowance?: number } = {}) {
     this.#config = config;
     this.#strict = strict;
+    this.#allowance = allowance;
     this.m = new UserMachine('u1', config);
   }
 
   /** Records one batch of effects and checks the invariants. */
   take(effects: Effect[]): Effect[] {
+    /** Per connection, the sizes of the `msg` frames of this batch (one page: a cut connection is paused). */
+    const sizes = new Map<string, number[]>();
     for (const e of effects) {
       switch (e.kind) {
         case 'fetch':
@@ -243,6 +254,8 @@ export class Driver {
           break;
         case 'send':
           this.#check(e.conn, e.frame);
+          // As the machine sized it: before the page's first frame was told the epoch.
+          if (e.frame.t === 'msg') (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as number[]).push(msgFrameSize({ ...e.frame, epoch: undefined }));
           if (e.live === true) {
             assert.ok(e.frame.t === 'msg' && e.frame.redelivered !== true, `${e.conn}: a live mark on ${briefOf(e.frame)}`);
             this.live.push(`${e.conn} ${e.frame.seq}`);
@@ -258,6 +271,11 @@ export class Driver {
         case 'close':
           this.closes.push({ conn: e.conn, code: e.code });
           break;
+        case 'hold':
+          assert.notEqual(this.#allowance, undefined, `${e.conn}: a page cut with no allowance`);
+          assert.equal(this.m.cursor(e.conn)?.paused, true, `${e.conn}: held but not paused`);
+          this.holds++;
+          break;
         case 'rotate-epoch':
           assert.equal(this.rotating, false, 'a second rotate-epoch while one is in flight');
           this.rotating = true;
@@ -270,6 +288,12 @@ export class Driver {
     for (const conn of this.seen.keys()) {
       const c = this.m.cursor(conn);
       if (c) assert.ok(c.inflight <= this.#config.window, `${conn} has ${c.inflight} in flight, window ${this.#config.window}`);
+    }
+    // A page stops at the message whose frames reach the allowance: all but its last stay under it.
+    const allowance = this.#allowance ?? Number.POSITIVE_INFINITY;
+    for (const [conn, page] of sizes) {
+      const beforeLast = page.slice(0, -1).reduce((sum, n) => sum + n, 0);
+      assert.ok(page.length <= 1 || beforeLast < allowance, `${conn}: a page of ${page.length} msgs (${page.join('+')} bytes) past its allowance ${allowance} by more than its last`);
     }
     return effects;
   }
@@ -372,7 +396,8 @@ export class Driver {
   }
 
   login(conn: string, resume: ResumeRequest = FIRST, device = `dev-${conn}`): Effect[] {
-    return this.take(this.m.login(conn, device, resume));
+    const allowance = this.#allowance;
+    return this.take(this.m.login(conn, device, resume, allowance === undefined ? undefined : { byteAllowance: () => allowance }));
   }
 
   ack(conn: string, seq: number): Effect[] {
