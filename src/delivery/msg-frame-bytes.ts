@@ -176,9 +176,11 @@ function jsonBytesBound(value: unknown, limit: number): number | undefined {
       for (const x of v) stack.push(x);
     } else {
       total += 2;
-      for (const [k, x] of Object.entries(v)) {
+      // Own enumerable keys, as JSON.stringify writes (a JSON value has no others).
+      for (const k in v) {
+        if (!Object.hasOwn(v, k)) continue;
         total += 3 * k.length + 4;
-        stack.push(x);
+        stack.push((v as Record<string, unknown>)[k]);
       }
     }
     if (total >= limit) return undefined;
