@@ -1,8 +1,8 @@
 /**
  * The metrics of the node's budget for its WebSockets' send buffers
  * (src/gateway/buffer-budget.ts, `PIXIU_SOCKET_BUFFER_BUDGET_BYTES`): what they hold
- * unsent, the budget, and the pauses it caused. Part of the service's metrics
- * (metrics.ts `wsBuffers`), in its registry.
+ * unsent, the budget, the pauses it caused and the connections it closed. Part of the
+ * service's metrics (metrics.ts `wsBuffers`), in its registry.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
@@ -29,6 +29,13 @@ export class WsBufferMetrics {
   /** Connections paused because the node's send buffers were at their budget (not their own high-water mark). */
   readonly budgetPauses: Counter;
 
+  /**
+   * Connections closed 4009 because a live broadcast or channel publication came for
+   * them while the node was at its budget and they were paused with more than its floor
+   * queued (buffer-budget.ts `refusesLive`); also in `pixiu_ws_closes_total{code="4009"}`.
+   */
+  readonly budgetCloses: Counter;
+
   constructor(registry: Registry) {
     const read = (): HeldBytes => this.#budget;
     this.bufferedBytes = new Gauge({
@@ -46,6 +53,11 @@ export class WsBufferMetrics {
     this.budgetPauses = new Counter({
       name: 'pixiu_ws_budget_pauses_total',
       help: 'WebSocket connections paused because the node\'s send buffers were at PIXIU_SOCKET_BUFFER_BUDGET_BYTES',
+      registers: [registry],
+    });
+    this.budgetCloses = new Counter({
+      name: 'pixiu_ws_budget_closes_total',
+      help: 'WebSocket connections closed 4009 for a live broadcast or publication that came while the node\'s send buffers were at PIXIU_SOCKET_BUFFER_BUDGET_BYTES and they were held back',
       registers: [registry],
     });
   }

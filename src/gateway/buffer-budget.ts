@@ -18,7 +18,13 @@
  * nothing is lost. A delivery page to a connection stops at the message that reaches
  * the floor while the node is at its budget (its high-water mark otherwise: delivery's
  * ByteRoom, backpressure.ts `pageAllowance`), so a connection passes the floor by one
- * message at most; broadcasts and channel publications, not held back by pauses, come on top.
+ * message at most. Live broadcasts and channel publications are not held back by a
+ * pause (they are not kept for the connection): while the node is at its budget, one
+ * for a connection paused with more than the floor queued closes it 4009 instead of
+ * being written ({@link BufferBudget.refusesLive}), as the hard cap would later — the
+ * client reconnects and catches up from its `last_bseq` (a channel's from its `since`),
+ * at its pace. Before, they were written until the hard cap: 5 non-reading devices held
+ * 40 MB against a 1 MiB budget (walk19 F3).
  */
 import os from 'node:os';
 import type { Logger } from '../logger.js';
@@ -34,6 +40,12 @@ export const DEFAULT_BUDGET_SHARE = 4;
 
 /** The most the default budget is, whatever the memory: 2 GiB. */
 export const DEFAULT_BUDGET_CAP_BYTES = 2048 * MiB;
+
+/**
+ * The close reason (4009) of a connection refused a live broadcast or publication by
+ * the budget ({@link BufferBudget.refusesLive}); logged with the close, as every 4009.
+ */
+export const LIVE_REFUSED_REASON = 'slow consumer: held back at the node\'s send-buffer budget when a live broadcast or publication came';
 
 /** The warning logged (thinned) when the budget pauses a connection. */
 export const BUDGET_REACHED_LOG = 'websocket send buffers at the node\'s budget: connections holding more than the floor are paused';
@@ -102,18 +114,22 @@ export class BufferBudget {
   readonly #logger: Logger;
   readonly #log = new LogThrottle(OUTAGE_LOG_INTERVAL_MS);
   readonly #onPause: () => void;
+  readonly #onRefused: () => void;
   #held = 0;
 
   /**
    * @param budgetBytes the budget ({@link resolveBufferBudget}); 0: none
    * @param floorBytes {@link budgetFloorBytes}
    * @param onPause each pause the budget causes (metrics: `pixiu_ws_budget_pauses_total`)
+   * @param onRefused each live broadcast or publication it refuses, closing its
+   *   connection 4009 ({@link refusesLive}; metrics: `pixiu_ws_budget_closes_total`)
    */
-  constructor(budgetBytes: number, floorBytes: number, logger: Logger, onPause: () => void = () => undefined) {
+  constructor(budgetBytes: number, floorBytes: number, logger: Logger, onPause: () => void = () => undefined, onRefused: () => void = () => undefined) {
     this.budgetBytes = budgetBytes;
     this.floorBytes = floorBytes;
     this.#logger = logger;
     this.#onPause = onPause;
+    this.#onRefused = onRefused;
   }
 
   /** Bytes the node's WebSockets hold, as they last counted them. */
@@ -143,6 +159,26 @@ export class BufferBudget {
   /** True when a pause the budget caused may end with `buffered` held (the usual resume mark is checked too). */
   releases(buffered: number): boolean {
     return buffered <= this.floorBytes || !this.reached;
+  }
+
+  /**
+   * Before a live broadcast or channel publication is written to a connection: refused
+   * while the sum is at or over the budget, the connection paused (by the budget or its
+   * high-water mark) and holding more than the floor. The connection is then closed 4009
+   * instead (ws-connection.ts), which frees what it holds within its close's grace and
+   * writes it nothing more: the client reconnects and catches up from its `last_bseq`,
+   * or a channel's `since`, at its own pace (docs/protocol.md "Flow control"). A pause
+   * holds back the inbox and the catch-ups, which stay in Redis and the store, but not
+   * these, which no one keeps for the connection: without this, each paused one took
+   * them up to its hard cap whatever the budget. Counted when refused.
+   * @param buffered what the connection holds, bytes
+   * @param paused whether its delivery is paused
+   * @returns the close reason ({@link LIVE_REFUSED_REASON}) when refused; undefined: write it
+   */
+  refusesLive(buffered: number, paused: boolean): string | undefined {
+    if (!paused || !this.pauses(buffered)) return undefined;
+    this.#onRefused();
+    return LIVE_REFUSED_REASON;
   }
 
   /**

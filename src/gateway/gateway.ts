@@ -198,7 +198,7 @@ export class Gateway implements GatewayDeps {
       config,
       corkFlushBytes: corkFlushBytes(config.socketHighWaterBytes),
       bufferBudget: metrics.wsBuffers.watch(new BufferBudget(resolveBufferBudget(config.socketBufferBudgetBytes, logger),
-        budgetFloorBytes(config.socketHighWaterBytes), logger, () => metrics.wsBuffers.budgetPauses.inc())),
+        budgetFloorBytes(config.socketHighWaterBytes), logger, () => metrics.wsBuffers.budgetPauses.inc(), () => metrics.wsBuffers.budgetCloses.inc())),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream, catchUpFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
       channels: { hub: this.#channelHub, stream: this.channelStream, subFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },

@@ -124,13 +124,14 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   }
 
   /**
-   * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5).
+   * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5). A
+   * `bcast` or `pub` the node's budget refuses is not written: the connection closes 4009.
    * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
    *   per node and written to every socket as is)
    * @param t its type, counted in `pixiu_ws_frames_sent_total`; a `msg` allows one more idle ack (frame-limits.ts)
    */
   send(frame: string | Buffer, t: FrameType): void {
-    if (this.#closed) return;
+    if (this.#closed || ((t === 'bcast' || t === 'pub') && this.#refusesLive())) return;
     this.#deps.onFrames(t, 1);
     if (t === 'msg') this.#frames.msgSent();
     const socket = this.#socket;
@@ -150,7 +151,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    */
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void {
     const n = entries.length;
-    if (this.#closed || n === 0) return;
+    if (this.#closed || n === 0 || this.#refusesLive()) return;
     this.#deps.onFrames('bcast', n);
     const socket = n > 1 ? this.#socket : undefined;
     socket?.cork();
@@ -161,6 +162,13 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       socket?.uncork();
     }
     this.#checkBuffered();
+  }
+
+  /** Before a `bcast` or `pub` is written (a catch-up's waits out pauses): true, closed 4009, when the node's budget refuses it (buffer-budget.ts `refusesLive`). */
+  #refusesLive(): boolean {
+    const reason = this.#deps.bufferBudget.refusesLive(this.#ws.bufferedAmount, this.#pause !== undefined);
+    if (reason !== undefined) this.close(CloseCode.slowConsumer, reason);
+    return reason !== undefined;
   }
 
   /** Counts what the socket holds (buffer-budget.ts); pauses or closes 4009 as backpressure.ts `afterWrite` says. */
@@ -265,25 +273,11 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   }
 
   // The WebSocket's listeners ({@link connectionOf}): `this` is the WebSocket.
-  static #message(this: WebSocket, data: RawData, isBinary: boolean): void {
-    WsConnection.#of(this).#onMessage(data, isBinary);
-  }
-
-  static #pong(this: WebSocket): void {
-    WsConnection.#of(this).#onPong();
-  }
-
-  static #ping(this: WebSocket, data: Buffer): void {
-    WsConnection.#of(this).#onPing(data);
-  }
-
-  static #close(this: WebSocket, code: number): void {
-    WsConnection.#of(this).#onClose(code);
-  }
-
-  static #error(this: WebSocket, err: Error): void {
-    WsConnection.#of(this).#onError(err);
-  }
+  static #message(this: WebSocket, data: RawData, isBinary: boolean): void { WsConnection.#of(this).#onMessage(data, isBinary); }
+  static #pong(this: WebSocket): void { WsConnection.#of(this).#onPong(); }
+  static #ping(this: WebSocket, data: Buffer): void { WsConnection.#of(this).#onPing(data); }
+  static #close(this: WebSocket, code: number): void { WsConnection.#of(this).#onClose(code); }
+  static #error(this: WebSocket, err: Error): void { WsConnection.#of(this).#onError(err); }
 
   #onMessage(data: RawData, isBinary: boolean): void {
     this.#heartbeatState.heard(Date.now());

@@ -5,7 +5,9 @@
  * large messages, what the node holds for them stays within the budget and a little per
  * connection, though each one's own high-water mark is far above; a reading client of
  * another user gets every message live meanwhile; and once the others read again they
- * get every message, in order, once.
+ * get every message, in order, once. Live broadcasts, which a pause does not hold back,
+ * close such a client 4009 at the budget instead (it reconnects with its `last_bseq`
+ * and catches up).
  */
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,8 +16,8 @@ import { RedisServer } from '../harness/redis-server.js';
 import { metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG } from '../../src/gateway/buffer-budget.js';
-import { serverSockets } from './gateway-fixture.js';
+import { BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG, LIVE_REFUSED_REASON } from '../../src/gateway/buffer-budget.js';
+import { closesByCode, serverSockets } from './gateway-fixture.js';
 import { expectFrame, expectMsgs, expectWelcome, startDelivery } from './delivery-fixture.js';
 
 const KiB = 1024;
@@ -204,4 +206,78 @@ test('with no budget, devices that connect to a backlog and do not read hold no 
   assert.ok(most <= bound, `held ${most} bytes, over a high-water mark and a message per connection (${bound})`);
   assert.ok(gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}, over ${bound}`);
   await readAll(b);
+});
+
+test('live broadcasts are held to the budget too: devices that stop reading while 60 KB broadcasts go out are closed 4009 once held back at it (not at their hard cap), the reader gets each live, and the others, reconnecting with their last_bseq, get every one they missed', async (t) => {
+  const BUDGET = MiB;
+  const STALLED = 4;
+  // Enough for each stalled socket to fill the kernel's buffers (a few MiB on loopback)
+  // and then hold several MiB in the node, were live broadcasts not held to the budget.
+  const COUNT = 150;
+  /** Longest `bcast` frame of these broadcasts, bytes, with the WebSocket header. */
+  const FRAME = 61 * KiB;
+  const logged = capturingLogger();
+  const { gw } = await startDelivery(t, 'budget-bcast', {
+    redisUrl: redis.url, pausedTimeoutMs: '60s', socketHardCapBytes: String(64 * MiB), socketBufferBudgetBytes: String(BUDGET),
+  }, logged.logger);
+  const sockets = serverSockets(gw);
+  const { client: reader } = await gw.connectWelcomed('ola', { device: 'reader' });
+  const stalled: { client: TestClient; sock: Duplex; bseq: string }[] = [];
+  for (let i = 0; i < STALLED; i++) {
+    const { client, welcome } = await gw.connectWelcomed(`c${i}`, { device: `stalled-${i}` });
+    client.ws.pause();
+    const sock = sockets.get(`stalled-${i}`);
+    assert.ok(sock, 'the server end of the stalled socket');
+    stalled.push({ client, sock, bseq: welcome.bseq as string });
+  }
+  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+
+  // One broadcast at a time, each read live by the reader before the next.
+  const posted: string[] = [];
+  let most = 0;
+  let gauge = 0;
+  for (let i = 0; i < COUNT; i++) {
+    const answer = await gw.client.post('/v1/broadcast', { type: 'test.big', data: { i, pad: 'z'.repeat(60_000) } });
+    assert.equal(answer.status, 201, answer.text.slice(0, 300));
+    const bcast = await expectFrame(reader, 'bcast', 5000);
+    assert.equal((bcast.data as { i: number }).i, i, 'the reader gets each broadcast live, in order');
+    posted.push(bcast.bseq as string);
+    most = Math.max(most, held());
+    if (i % 10 === 9) gauge = Math.max(gauge, metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') ?? 0);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  most = Math.max(most, held());
+  const metrics = (await gw.client.get('/metrics')).text;
+  gauge = Math.max(gauge, metricSample(metrics, 'pixiu_ws_buffered_bytes') ?? 0);
+  const refused = metricSample(metrics, 'pixiu_ws_budget_closes_total') ?? -1;
+  t.diagnostic(`${STALLED} devices not reading ${COUNT} × 60 KB broadcasts: most held ${(most / MiB).toFixed(2)} MiB, gauge ${(gauge / MiB).toFixed(2)} MiB (budget ${BUDGET / MiB} MiB); closed by the budget ${refused}`);
+  // Before, each was written every broadcast up to its hard cap (64 MiB here): ~20 MB in all.
+  const bound = BUDGET + STALLED * (BUDGET_FLOOR_BYTES + 2 * FRAME);
+  assert.ok(most <= bound, `held ${most} bytes, over the budget and a floor and two frames per connection (${bound})`);
+  assert.ok(gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}, over ${bound}`);
+  assert.equal(refused, STALLED, 'each stalled connection closed by the budget, once');
+  const closeLines = logged.lines.filter((l) => l.reason === LIVE_REFUSED_REASON);
+  assert.equal(closeLines.length, STALLED, 'each close logged with its reason, as every 4009');
+
+  // They read again: what reached them before the close, then a reconnect with the
+  // last bseq each got, which catches up every broadcast it missed, in order, once.
+  await Promise.all(stalled.map(async (s, k) => {
+    s.client.ws.resume();
+    await s.client.closed;
+    const before = s.client.frames.filter((f) => f.t === 'bcast').map((f) => f.bseq as string);
+    assert.deepEqual(before, posted.slice(0, before.length), `stalled-${k}: a prefix of the broadcasts, in order`);
+    const lastBseq = before.at(-1) ?? s.bseq;
+    const again = await gw.connect(`c${k}`, { device: `stalled-${k}`, params: { last_bseq: lastBseq } });
+    await expectFrame(again, 'welcome');
+    const rest: string[] = [];
+    while (rest.length < COUNT - before.length) {
+      const f = await again.next(10_000);
+      assert.equal(f.t, 'bcast', `stalled-${k}: only broadcasts after the welcome, no gap: ${JSON.stringify(f).slice(0, 200)}`);
+      rest.push(f.bseq as string);
+    }
+    assert.deepEqual([...before, ...rest], posted, `stalled-${k}: every broadcast, in order, once`);
+    assert.equal(await again.receivesWithin(100), false, 'nothing after the last');
+  }));
+  // Counted when the socket is gone (the close frame waited behind what the client had not read).
+  assert.equal((await closesByCode(gw, 'server'))['4009'], STALLED, 'counted as the server\'s 4009s');
 });

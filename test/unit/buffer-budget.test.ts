@@ -3,14 +3,15 @@
  * its running sum goes up and down with what each connection counts, never below 0, and
  * a closed connection's bytes leave it; once at the budget, a write past the floor
  * pauses its connection, and such a pause ends only under the floor or with the node
- * back under its budget; the default is a quarter of memory, at most 2 GiB. The
+ * back under its budget, and a live broadcast or publication to a connection it holds
+ * back is refused; the default is a quarter of memory, at most 2 GiB. The
  * end-to-end behaviour on real sockets: test/gateway/buffer-budget.test.ts.
  */
 import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { afterWrite, endsPause, Pause } from '../../src/gateway/backpressure.js';
 import {
-  BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG, BufferBudget, DEFAULT_BUDGET_CAP_BYTES, budgetFloorBytes, defaultBufferBudget, resolveBufferBudget,
+  BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG, BufferBudget, DEFAULT_BUDGET_CAP_BYTES, LIVE_REFUSED_REASON, budgetFloorBytes, defaultBufferBudget, resolveBufferBudget,
 } from '../../src/gateway/buffer-budget.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
@@ -77,10 +78,25 @@ test('at the budget a write past the floor pauses; the pause ends under the floo
   assert.deepEqual([warned[0]?.level, warned[0]?.budgetBytes, warned[0]?.conn], [40, 1000, 'c1']);
 });
 
+test('at the budget a live broadcast or publication to a paused connection past the floor is refused (its connection closed 4009) and counted; under it, or unpaused, or at the floor, it is written', () => {
+  const onRefused = mock.fn();
+  const budget = new BufferBudget(1000, 100, capturingLogger().logger, undefined, onRefused);
+  assert.equal(budget.refusesLive(5000, true), undefined, 'under the budget: only the hard cap stops it');
+  const held = budget.recount(0, 1000);
+  assert.equal(budget.refusesLive(101, false), undefined, 'not paused: written (and then paused by the budget)');
+  assert.equal(budget.refusesLive(100, true), undefined, 'paused at the floor');
+  assert.equal(budget.refusesLive(101, true), LIVE_REFUSED_REASON);
+  assert.equal(onRefused.mock.callCount(), 1, 'each refusal counted');
+  assert.ok(Buffer.byteLength(LIVE_REFUSED_REASON) <= 123, 'the reason fits a close frame whole');
+  budget.recount(held, 0);
+  assert.equal(budget.refusesLive(101, true), undefined, 'the node back under its budget');
+});
+
 test('no budget (0): the sum is kept, nothing is paused for it', () => {
   const budget = new BufferBudget(0, 100, capturingLogger().logger);
   budget.recount(0, 10 * GiB);
   assert.equal(budget.reached, false);
+  assert.equal(budget.refusesLive(10 * GiB, true), undefined);
   assert.equal(afterWrite(900, false, LIMITS, budget), 'ok');
   assert.equal(budget.heldBytes, 10 * GiB);
 });
