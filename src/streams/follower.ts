@@ -185,8 +185,8 @@ export class StreamFollower<E extends StreamEntry> {
    * Sends what was appended after `afterId`, page by page, then switches to live.
    * A read that fails ends the catch-up early (at-most-once: what it could not read
    * is not sent) and rethrows after switching to live.
-   * @param whenWritable asked after each entry sent: the catch-up waits while the
-   *   connection is paused by backpressure (DESIGN.md §5), so a long catch-up goes at
+   * @param whenWritable asked after each entry sent, and again after each wait: the
+   *   catch-up waits while the connection is paused by backpressure (DESIGN.md §5), so a long catch-up goes at
    *   the client's pace instead of queueing past the hard cap
    * @param liveFrom where the live feed began for this connection: every entry newer
    *   than it is offered live or told lost, so the history is read only up to it;
@@ -222,8 +222,9 @@ export class StreamFollower<E extends StreamEntry> {
           if (this.#stopped) break;
           this.#drainQueueBefore(entry.id);
           this.#forward(entry);
-          const paused = whenWritable?.();
-          if (paused !== undefined) await paused;
+          // Asked again after each wait: the drain that ended a pause may have paused the
+          // connection anew (its next inbox page, cut by bytes) before this goes on.
+          for (let paused = whenWritable?.(); paused !== undefined; paused = whenWritable?.()) await paused;
         }
         // Empty, or nothing newer (a reader that is not exclusive): caught up.
         if (newerOf(this.#last ?? afterId, readUpTo) === before) break;

@@ -94,6 +94,30 @@ test('a catch-up waits while the connection is paused: it sends on only once whe
   assert.deepEqual(sent, ['2-0', '3-0', '4-0', '5-0', '6-0']);
 });
 
+test('a catch-up paused again as its pause ends (the drain paused the connection anew) waits again before it sends on', async () => {
+  const { follower, sent } = recording();
+  follower.hold();
+  const stream = ids('2-0', '3-0', '4-0');
+  let resumeFirst: () => void = () => undefined;
+  let resumeSecond: () => void = () => undefined;
+  const first = new Promise<void>((resolve) => { resumeFirst = resolve; });
+  const second = new Promise<void>((resolve) => { resumeSecond = resolve; });
+  let asked = 0;
+  const done = follower.catchUp('1-0', async (after) => stream.filter((e) => compareStreamIds(e.id, after) > 0), () => {
+    if (sent.length !== 1) return undefined;
+    asked += 1;
+    // After the first entry: paused; asked again once that pause ends, paused anew.
+    return asked === 1 ? first : asked === 2 ? second : undefined;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  resumeFirst();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(sent, ['2-0'], 'nothing more is sent while paused anew');
+  resumeSecond();
+  await done;
+  assert.deepEqual(sent, ['2-0', '3-0', '4-0']);
+});
+
 test('a catch-up read that fails switches to live and rethrows; what it could not read is a gap before the next entry', async () => {
   const { follower, sent } = recording();
   follower.hold();
