@@ -84,10 +84,13 @@ const HAZARDS = [
   // leftover timers (a closing service, a throttle window) would run on the mocked clock.
   [/\bmock\.timers\b/, 'mock timers'],
   // node:test's global `mock` tracker is the process's; its mocks live until restored.
-  [/^import \{[^}]*\bmock\b[^}]*\} from 'node:test'/m, "node:test's global mock"],
+  [/^import [^;]*\bmock\b[^;]*from 'node:test'/m, "node:test's global mock"],
+  // A mocked method of a process-wide object (t.mock.method(performance, 'now'), …) is
+  // seen by every file's code until its test ends: a frozen clock, a silenced console.
+  [/\bmock\.method\(\s*(performance|Date|globalThis|process|console|Math|JSON)\b/, 'mocked process global'],
   // A listener on the process sees (and may swallow) another file's errors and warnings.
-  [/\bprocess\.(on|once|prependListener|removeAllListeners|removeListener|off)\(/, 'process listeners'],
-  [/\bprocess\.env(\.\w+|\[[^\]]+\])\s*=[^=]|\bdelete process\.env\b/, 'environment edits'],
+  [/\bprocess\.(on|once|addListener|prependListener|prependOnceListener|removeAllListeners|removeListener|off)\(/, 'process listeners'],
+  [/\bprocess\.env(\.\w+|\[[^\]]+\])\s*=[^=]|\bdelete process\.env\b|Object\.assign\(\s*process\.env\b|\bprocess\.env\s*=[^=]/, 'environment edits'],
   [/\bprocess\.(umask|chdir|exit|exitCode|setMaxListeners)\b/, 'process-wide settings or exit'],
   // V8 flags (--expose-gc) and memory readings: the heap holds the other files' garbage too.
   [/setFlagsFromString|expose-gc|\bgc\(\)|memoryUsage|getHeapStatistics/, 'V8 flags or memory readings'],
