@@ -59,15 +59,16 @@ async function inboxIds(server: InProcessServer, user: string): Promise<string[]
   return (page.body as { messages: { id: string }[] }).messages.map((m) => m.id);
 }
 
-test('a batch retried after the node\'s Redis connection dropped mid-batch leaves every user\'s messages in batch order', { timeout: 180_000 }, async (t) => {
+test('a batch retried after the node\'s Redis connection dropped mid-batch leaves every user\'s messages in batch order', { timeout: 300_000 }, async (t) => {
   const server = await startInProcess(t, { redisUrl: redis.url });
   // The kill must fail some item, or there is nothing to retry and nothing to catch: in
   // about one run in four it caught no append in flight (every item 201). Such a round
-  // is run again with new users and ids, up to three rounds.
-  for (let round = 0; round < 3; round++) {
+  // is run again with new users and ids, up to six rounds (all six empty by chance:
+  // about one run in 4,000; three left one in 64 failing with nothing wrong).
+  for (let round = 0; round < 6; round++) {
     if (await blipRound(server, round)) return;
   }
-  assert.fail('in three rounds the dropped connection never failed an item of the batch');
+  assert.fail('in six rounds the dropped connection never failed an item of the batch');
 });
 
 /**
