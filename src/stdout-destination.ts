@@ -29,8 +29,22 @@
  *   EAGAIN's refusal for good, and hung the exit on a disk that had filled since the
  *   last line went through (review33 F1). A line so left cut in a file is ended with a
  *   newline by the next start, before its first line, so that one parses (walk16 F2.2).
+ * - A pipe or FIFO (a shell's `|`, Docker's and containerd's log FIFOs) is written
+ *   through a descriptor of its own opened non-blocking ({@link nonBlockingPipe}),
+ *   synchronously, in writes of at most {@link PIPE_WRITE_MAX_BYTES}: a reader that
+ *   stopped reading makes a write refuse (EAGAIN) instead of wait, and the refused
+ *   lines are held as above and tried again, soon at first, then every
+ *   {@link PIPE_RETRY_MAX_MS}. On stdout itself, which such a pipe gives blocking, a
+ *   thread-pool write waited in the kernel for good, the exit's flush too, and Node's
+ *   exit waits for its thread pool: the process never ended on SIGTERM, nor on a second
+ *   signal (walk19 F1); and the exit's flush wrote beside the thread's write, half done,
+ *   tearing a line (walk19 F2). Written synchronously, no write is ever in flight at
+ *   exit, and the held lines follow whole what went before; a write of at most
+ *   PIPE_BUF bytes is all or nothing, so only a line longer than that can be left cut
+ *   at the end. A socket (journald's stdout) cannot be opened so (ENXIO): it is written
+ *   as a file is, and a reader of it that stops still holds the exit.
  */
-import { fstatSync, openSync, closeSync, readSync } from 'node:fs';
+import { constants, fstatSync, openSync, closeSync, readSync } from 'node:fs';
 import { pino } from 'pino';
 import { flushHeldOnce } from './stdout-exit-flush.js';
 
@@ -42,6 +56,12 @@ export const LOG_RETRY_MS = 1000;
 
 /** At most one warning of lines dropped with no write failing per this many ms; the drops meanwhile are counted into the next. */
 export const LOG_DROP_WARN_MS = 10_000;
+
+/** Largest write to a pipe (bytes): PIPE_BUF on Linux, the size a pipe takes whole or refuses whole. */
+export const PIPE_WRITE_MAX_BYTES = 4096;
+
+/** Most time between two tries of a pipe that refused a write (EAGAIN: its reader reads nothing now), ms; the first comes after 1 ms and each next one after twice as long. */
+export const PIPE_RETRY_MAX_MS = 100;
 
 /** Write errors after which stdout is given up for good: its reader or descriptor is gone. */
 const GONE = new Set(['EPIPE', 'EIO', 'EBADF', 'ECONNRESET']);
@@ -86,7 +106,12 @@ export type StdoutStream = ReturnType<typeof pino.destination>;
  * @param fd the descriptor to write (1, stdout; another in tests)
  */
 export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
-  const stream = pino.destination({ dest: fd, sync: false, maxLength: LOG_HOLD_MAX_BYTES });
+  const pipe = nonBlockingPipe(fd);
+  const stream = pipe === undefined
+    ? pino.destination({ dest: fd, sync: false, maxLength: LOG_HOLD_MAX_BYTES })
+    // EAGAIN comes back as an 'error' (below), not slept on by SonicBoom for 100 ms,
+    // which a synchronous stream does on the thread every log call runs on.
+    : pino.destination({ dest: pipe, sync: true, maxLength: LOG_HOLD_MAX_BYTES, maxWrite: PIPE_WRITE_MAX_BYTES, retryEAGAIN: () => false });
   // A line an earlier run left cut (it stopped on a full disk) ends before ours begins.
   if (endsMidLine(fd)) stream.write('\n');
   let stall: Stall | undefined;
@@ -99,6 +124,8 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
   };
   const noop = (): void => undefined;
   stream.flushSync = () => flushHeldOnce(stream);
+  // pino flushes an asynchronous destination at exit, not a synchronous one.
+  if (pipe !== undefined) process.once('exit', () => stream.flushSync());
 
   /** When the last warning of drops was logged (ms since the Unix epoch). */
   let dropsReportedAt = -Infinity;
@@ -132,9 +159,24 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
     dropped++;
     reportDrops();
   });
+  // A full pipe is tried again soon, then less often while it stays full.
+  let pipeRetry: NodeJS.Timeout | undefined;
+  let pipePauseMs = 1;
+  const pipeFull = (): void => {
+    pipeRetry ??= setTimeout(() => {
+      pipeRetry = undefined;
+      pipePauseMs = Math.min(pipePauseMs * 2, PIPE_RETRY_MAX_MS);
+      stream.write('');
+    }, pipePauseMs).unref();
+  };
   stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EAGAIN' && pipe !== undefined) {
+      pipeFull();
+      return;
+    }
     if (GONE.has(err.code ?? '')) {
       stopRetry();
+      clearTimeout(pipeRetry);
       clearTimeout(dropReport);
       Object.assign(stream, { write: () => true, flush: noop, flushSync: noop, end: noop });
       return;
@@ -152,8 +194,27 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
     stopRetry();
     setImmediate(() => reports.recovered(what));
   });
-  stream.on('write', reportDrops);
+  stream.on('write', (n: number) => {
+    if (n > 0) pipePauseMs = 1;
+    reportDrops();
+  });
   return stream;
+}
+
+/**
+ * A descriptor of its own, non-blocking, to the pipe or FIFO `fd` writes to, opened
+ * through /proc/self/fd (a new open file description of the same pipe: `fd`'s, shared
+ * with the processes that gave it, stays blocking), or undefined when `fd` is no pipe
+ * or cannot be so opened: not Linux, a socket (ENXIO), a FIFO whose reader is gone
+ * (ENXIO too). Opened close-on-exec, and never closed: it lives as long as the process.
+ */
+function nonBlockingPipe(fd: number): number | undefined {
+  try {
+    if (!fstatSync(fd).isFIFO()) return undefined;
+    return openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -15,14 +15,25 @@
  *
  * A write in flight on the thread pool as the process exits is left to it, as
  * SonicBoom's flush leaves it (the held lines may then land before it or without it).
+ * That is a file's or a socket's: a pipe is written synchronously (stdout-destination.ts),
+ * so nothing of it is in flight, and its held lines follow whole what went before.
+ *
+ * A reader that refuses writes for now (EAGAIN, EBUSY: a full non-blocking pipe, a busy
+ * terminal) is tried again, after 1 ms, then twice as long each time up to 100 ms, as
+ * long as it takes something: the exit gives up once it has taken nothing for
+ * {@link LOG_EXIT_WAIT_MS}, or after {@link LOG_EXIT_MAX_MS} in all (a reader that reads
+ * keeps up to 8 MiB of held lines; one second of waits took ~640 KiB of a pipe at most).
  */
 import { writeSync } from 'node:fs';
 
-/** How long the exit waits in all, at most, on a reader that answers EAGAIN or EBUSY (a full pipe, a busy terminal), ms. */
+/** How long the exit waits, at most, on a reader that answers EAGAIN or EBUSY (a full pipe, a busy terminal) and takes nothing meanwhile, ms. */
 export const LOG_EXIT_WAIT_MS = 1000;
 
-/** Pause between two tries of a write refused with EAGAIN or EBUSY, ms (SonicBoom's own). */
-const BUSY_PAUSE_MS = 100;
+/** How long the exit waits in all, at most, on a reader that answers EAGAIN or EBUSY and takes a little now and then, ms. */
+export const LOG_EXIT_MAX_MS = 5000;
+
+/** Longest pause between two tries of a write refused with EAGAIN or EBUSY, ms (SonicBoom's own). */
+const BUSY_PAUSE_MAX_MS = 100;
 
 /** The fields of a sonic-boom 4 stream (utf8 content mode) that hold the lines not written yet. */
 interface HeldLines {
@@ -57,8 +68,9 @@ function pause(ms: number): void {
  * Writes what `stream` (a sonic-boom 4 stream in utf8 mode, as `pino.destination`
  * makes) holds, synchronously, in order, and stops at the first write error: the bytes
  * left stay held (and are lost with the process). EAGAIN and EBUSY are tried again
- * every 100 ms for up to {@link LOG_EXIT_WAIT_MS} in all. Throws nothing; writes nothing
- * when the stream's fields are not sonic-boom 4's (see the module's doc).
+ * until nothing was taken for {@link LOG_EXIT_WAIT_MS}, or {@link LOG_EXIT_MAX_MS} in
+ * all (see the module's doc). Throws nothing; writes nothing when the stream's fields
+ * are not sonic-boom 4's.
  */
 export function flushHeldOnce(stream: object): void {
   const s = heldLines(stream);
@@ -68,7 +80,10 @@ export function flushHeldOnce(stream: object): void {
     s._bufs.unshift(s._writingBuf);
     s._writingBuf = '';
   }
+  /** Waits since the last write that took something, and in all, ms; the next pause. */
+  let stalledMs = 0;
   let waitedMs = 0;
+  let pauseMs = 1;
   while (s._bufs.length > 0) {
     const first = s._bufs[0] as string | Buffer;
     const bytes = typeof first === 'string' ? Buffer.from(first) : first;
@@ -77,15 +92,19 @@ export function flushHeldOnce(stream: object): void {
       written = writeSync(s.fd, bytes);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if ((code === 'EAGAIN' || code === 'EBUSY') && waitedMs < LOG_EXIT_WAIT_MS) {
-        pause(BUSY_PAUSE_MS);
-        waitedMs += BUSY_PAUSE_MS;
+      if ((code === 'EAGAIN' || code === 'EBUSY') && stalledMs < LOG_EXIT_WAIT_MS && waitedMs < LOG_EXIT_MAX_MS) {
+        pause(pauseMs);
+        stalledMs += pauseMs;
+        waitedMs += pauseMs;
+        pauseMs = Math.min(pauseMs * 2, BUSY_PAUSE_MAX_MS);
         continue;
       }
       return;
     }
     // A write that takes nothing and says nothing: nothing will move, so stop here too.
     if (written === 0 && bytes.length > 0) return;
+    stalledMs = 0;
+    pauseMs = 1;
     s._len = Math.max(s._len - written, 0);
     if (written < bytes.length) s._bufs[0] = bytes.subarray(written);
     else s._bufs.shift();

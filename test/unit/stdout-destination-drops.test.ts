@@ -9,14 +9,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { closeSync, constants, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { LOG_HOLD_MAX_BYTES, stdoutDestination } from '../../src/stdout-destination.js';
 import { waitUntil } from '../harness/checks.js';
+import { readFifo } from '../harness/fifo.js';
 
 const DROP_WARNING = 'log lines were dropped';
 
@@ -52,12 +52,7 @@ test('a line longer than 8 MiB is dropped and warned of; another within the thin
 });
 
 test('lines past 8 MiB held for a reader that takes nothing are counted, and warned of once there is room for the warning', { timeout: 60_000 }, async (t) => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-log-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  const fifo = path.join(dir, 'stdout');
-  execFileSync('mkfifo', [fifo]);
-  const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
-  t.after(() => closeSync(reader));
+  const { path: fifo, read } = await readFifo(t);
   const fd = openSync(fifo, 'w');
   t.after(() => closeSync(fd));
   // The pipe full before the first line: every write of the destination waits for the
@@ -78,18 +73,8 @@ test('lines past 8 MiB held for a reader that takes nothing are counted, and war
   for (let i = 0; i < count; i++) logger.info({ i }, 'flood line');
   await waitUntil('a warning tried', async () => reported.length > 0, 10_000, 20);
   let out = '';
-  const chunk = Buffer.alloc(1 << 20);
   await waitUntil('the warning read', async () => {
-    for (;;) {
-      let n = 0;
-      try {
-        n = readSync(reader, chunk);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
-      }
-      if (n <= 0) break;
-      out += chunk.toString('utf8', 0, n);
-    }
+    out = read();
     const at = out.indexOf(DROP_WARNING);
     return at >= 0 && out.indexOf('\n', at) >= 0;
   }, 30_000, 2);
