@@ -132,6 +132,8 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
   let dropReport: NodeJS.Timeout | undefined;
   /** Set while the warning of drops is being logged: a drop then is that warning's own. */
   let reporting: { lost: boolean } | undefined;
+  /** The last warning found no room: the next is tried only after a write goes through, not at each later drop. */
+  let awaitingWrite = false;
   /** Warns of drops with no write failing, thinned; those in a failure go into its warning. */
   const reportDrops = (): void => {
     if (dropReport !== undefined || stall !== undefined || dropped === 0) return;
@@ -146,7 +148,10 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
         reporting = undefined;
       }
       // No room for the warning either: tried again after the next write.
-      if (report.lost) return;
+      if (report.lost) {
+        awaitingWrite = true;
+        return;
+      }
       dropped = 0;
       dropsReportedAt = Date.now();
     }, Math.max(0, dropsReportedAt + LOG_DROP_WARN_MS - Date.now())).unref();
@@ -157,7 +162,7 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
       return;
     }
     dropped++;
-    reportDrops();
+    if (!awaitingWrite) reportDrops();
   });
   // A full pipe is tried again soon, then less often while it stays full.
   let pipeRetry: NodeJS.Timeout | undefined;
@@ -212,6 +217,7 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
   });
   stream.on('write', (n: number) => {
     if (n > 0) pipePauseMs = 1;
+    awaitingWrite = false;
     reportDrops();
   });
   return stream;

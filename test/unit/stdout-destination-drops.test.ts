@@ -87,3 +87,31 @@ test('lines past 8 MiB held for a reader that takes nothing are counted, and war
   assert.ok(reported.length >= 2, `the first warning found room already (${JSON.stringify(reported)}): the set-up did not test its retry`);
   assert.ok(reported.every((n) => n === warnings[0]?.droppedLines), JSON.stringify(reported));
 });
+
+test('a warning of drops that found no room is tried again only after a write goes through, not at each later drop', { timeout: 60_000 }, async (t) => {
+  const { path: fifo, read } = await readFifo(t);
+  const fd = openSync(fifo, 'w');
+  t.after(() => closeSync(fd));
+  // The pipe full before the first line, as above: nothing goes through until the test reads.
+  const filling = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  try {
+    for (;;) writeSync(filling, Buffer.alloc(4096, 0x0a));
+  } catch (err) {
+    assert.equal((err as NodeJS.ErrnoException).code, 'EAGAIN');
+  } finally {
+    closeSync(filling);
+  }
+  const { logger, reported } = dropLogger(fd);
+  // Past 8 MiB held: the first warning finds no room.
+  for (let i = 0; i < 250_000; i++) logger.info({ i }, 'flood line');
+  await waitUntil('a warning tried', async () => reported.length > 0, 10_000, 20);
+  // More lines dropped one by one, each given a turn of the loop for a timer to run.
+  for (let i = 0; i < 200; i++) {
+    logger.info({ i }, 'later line');
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  assert.equal(reported.length, 1, `the warning was tried again with the pipe still full: ${reported.length} tries`);
+  // Once the test reads, a write goes through and the warning is tried again, and written.
+  await waitUntil('the warning read', async () => read().includes(DROP_WARNING), 30_000, 2);
+  assert.ok(reported.length >= 2);
+});
