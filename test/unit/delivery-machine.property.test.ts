@@ -9,8 +9,9 @@
  * frames never go out of order, no seq is skipped or repeated unmarked, a `gap` covers
  * only missing seqs, a `msg` carries its seq's MsgID, the window is never exceeded, at
  * most one fetch is in flight, no ack cursor is written backwards and, given a byte
- * allowance, a page's bytes never exceed it by more than one message (its connection
- * then held until a drain: the gateway's drain after the writes). This file adds
+ * allowance, a page's bytes never exceed it by more than one message, its connection
+ * then held and sent no `msg`, in any later batch, until a drain (the gateway's drain
+ * after the writes). This file adds
  * that a connection's cursor never moves backwards and, after every run, that once
  * the clients read and ack everything, each connection has got every seq of the inbox.
  */
@@ -106,11 +107,11 @@ function run(config: MachineConfig, ops: readonly Op[], noInbox: boolean, everyN
   // a lost notify did not announce): every open connection must reach the inbox's
   // latest seq, with every seq between its start and there sent as a msg or a gap (the
   // driver checked that no seq was skipped on the way).
-  for (const conn of open) d.take(d.m.drain(conn));
+  for (const conn of open) d.drain(conn);
   if (everyNotify && retryDue) d.heartbeat();
   for (let round = 0; round < 1000; round++) {
     // A page cut at the allowance waits for its writes to drain: they do, the clients reading.
-    if (allowance !== undefined) for (const conn of open) d.take(d.m.drain(conn));
+    if (allowance !== undefined) for (const conn of open) d.drain(conn);
     if (!everyNotify) d.heartbeat();
     d.settle();
     reap();

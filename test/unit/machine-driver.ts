@@ -7,7 +7,8 @@
  * whatever happens: at most one fetch in flight, `welcome` first, no seq skipped or
  * repeated unmarked on a connection (and, strict, each `gap` of seqs missing for its `reason`), never more than the window in flight, and no ack
  * cursor written backwards within an epoch; given a byte allowance, that no connection's
- * page exceeds it by more than one message.
+ * page exceeds it by more than one message, and that a connection whose page was cut
+ * (a `hold`) is sent no `msg` until the driver's {@link Driver.drain} of it.
  */
 import assert from 'node:assert/strict';
 import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from '../../src/delivery/machine.js';
@@ -223,6 +224,8 @@ export class Driver {
   readonly #allowance: number | undefined;
   /** The `hold` effects seen (pages cut at the allowance). */
   holds = 0;
+  /** Connections held by a cut page and not drained since ({@link drain}): sent no `msg` until then. */
+  readonly #held = new Set<string>();
 
   /**
    * @param strict also check each frame against the inbox as it is now: a `msg` carries
@@ -253,6 +256,7 @@ export class Driver {
           this.fetches.push(e);
           break;
         case 'send':
+          assert.ok(e.frame.t !== 'msg' || !this.#held.has(e.conn), `${e.conn}: msg ${e.frame.t === 'msg' ? e.frame.seq : ''} sent while held by a cut page, before its drain`);
           this.#check(e.conn, e.frame);
           // As the machine sized it: before the page's first frame was told the epoch.
           if (e.frame.t === 'msg') (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as number[]).push(msgFrameSize({ ...e.frame, epoch: undefined }));
@@ -275,6 +279,7 @@ export class Driver {
           assert.notEqual(this.#allowance, undefined, `${e.conn}: a page cut with no allowance`);
           assert.equal(this.m.cursor(e.conn)?.paused, true, `${e.conn}: held but not paused`);
           this.holds++;
+          this.#held.add(e.conn);
           break;
         case 'rotate-epoch':
           assert.equal(this.rotating, false, 'a second rotate-epoch while one is in flight');
@@ -408,6 +413,12 @@ export class Driver {
     return this.take(this.m.notify(seq));
   }
 
+  /** The connection's writes drained (the gateway's drain): a page held on it may go on. */
+  drain(conn: string): Effect[] {
+    this.#held.delete(conn);
+    return this.take(this.m.drain(conn));
+  }
+
   heartbeat(): Effect[] {
     return this.take(this.m.heartbeat());
   }
@@ -452,7 +463,8 @@ export class Driver {
       else if (how === 'some') seq = c.sent > c.acked ? c.acked + 1 + (x % (c.sent - c.acked)) : c.acked;
       this.ack(conn, seq);
     } else if (op === 'pause' || op === 'drain') {
-      this.take(op === 'pause' ? this.m.pause(conn) : this.m.drain(conn));
+      if (op === 'pause') this.take(this.m.pause(conn));
+      else this.drain(conn);
     } else if (this.timers.get(conn) != null) {
       this.due(conn);
     }
