@@ -37,7 +37,7 @@
 
 const ACK_QUIET_MS = 200; // ack once no message came for this long…
 const ACK_EVERY = 50; // …or every 50 messages: well inside the window (100)…
-const ACK_MAX_MS = 2000; // …or 2 s after the last ack while messages keep coming: well inside the ack timeout (10 s)
+const ACK_MAX_MS = 2000; // …or 2 s after the first unacked message while messages keep coming: well inside the ack timeout (10 s)
 const KEEP_IDS = 10_000; // ids kept to show nothing twice after a reset (PIXIU_INBOX_CAP)
 const STOP_CODES = new Set([1002, 1007, 1009, 4003]); // "fix the client": never reconnect
 const KEEP_BCAST_IDS = 10_000; // broadcast ids kept to show none twice after a reset (PIXIU_BROADCAST_STREAM_CAP)
@@ -279,9 +279,10 @@ export class PixiuClient {
 
   /** A msg or gap was processed: last_seq moves (never back), and an ack follows soon. */
   processed(seq) {
+    if (this.lastSeq <= this.acked) this.unackedSince = performance.now(); // the first unacked: ACK_MAX_MS counts from it
     if (seq > this.lastSeq) this.lastSeq = seq;
     clearTimeout(this.ackTimer);
-    if (this.lastSeq - this.acked >= ACK_EVERY || performance.now() - (this.ackedAt ?? 0) >= ACK_MAX_MS) this.ack();
+    if (this.lastSeq - this.acked >= ACK_EVERY || performance.now() - this.unackedSince >= ACK_MAX_MS) this.ack();
     else this.ackTimer = setTimeout(() => this.ack(), ACK_QUIET_MS);
   }
 
@@ -289,7 +290,6 @@ export class PixiuClient {
     if (this.ws === null || !this.opened || this.lastSeq <= this.acked) return;
     this.ws.send(JSON.stringify(this.epoch === null ? { t: 'ack', seq: this.lastSeq } : { t: 'ack', seq: this.lastSeq, epoch: this.epoch }));
     this.acked = this.lastSeq;
-    this.ackedAt = performance.now();
     this.seed();
   }
 

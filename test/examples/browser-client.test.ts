@@ -9,8 +9,9 @@
  * socket that never opens given up and backed off; and a slow link whose pong waits
  * behind a backlog not taken for a dead connection (a browser tester's findings F1,
  * F3, F5, F6, F7, F8, F9). Also "failing" only once no attempt has opened for
- * failingAfterMs, and a stream that never goes quiet acked by time (walk18 F5 and its
- * ack note). Broadcasts and channels: browser-client-streams.test.ts.
+ * failingAfterMs, a stream that never goes quiet acked by time (walk18 F5 and its
+ * ack note), and a burst acked once, after it (review34b F4). Broadcasts and
+ * channels: browser-client-streams.test.ts.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -79,6 +80,35 @@ test('a stream that never goes quiet is acked every 2 s, not only every 50 messa
   }
   assert.ok(stored >= 10, `acked while the stream went on (stored cursor ${stored})`);
   await waitUntil('all 35, acked', async () => page.msgs.length === 35 && (await site.inbox.cursors('dan'))[page.client.device] === 35);
+});
+
+test('a burst is acked once, after it: its first message is not acked alone, on a new connection nor after 2 s of quiet (the 2 s count from the first unacked message: review34b F4)', async (t) => {
+  const page = openPage(t, 'flo');
+  await waitUntil('open', async () => opens(page) === 1);
+  // The acks the page sends, read on its socket (the example's own `ws`).
+  const acks: number[] = [];
+  const ws = (page.client as unknown as { ws: { send(data: string): void } }).ws;
+  const send = ws.send.bind(ws);
+  ws.send = (data) => {
+    const f = JSON.parse(data) as { t: string; seq?: number };
+    if (f.t === 'ack') acks.push(f.seq as number);
+    send(data);
+  };
+  /** Posts `n` messages in one batch: they come within the quiet spell (200 ms). */
+  const burst = async (n: number): Promise<void> => {
+    const answer = await site.node.client.post('/v1/messages/batch', { messages: Array.from({ length: n }, (_, i) => ({ to: 'flo', type: 'chat', data: { i } })) });
+    assert.equal(answer.status, 200, answer.text);
+  };
+  // A page open for over 2 s (performance.now() counts from its load: here, the process's start).
+  await delay(Math.max(0, 2100 - performance.now()));
+  await burst(3);
+  await waitUntil('3 messages, acked', async () => page.msgs.length === 3 && acks.includes(3));
+  assert.deepEqual(acks, [3], 'the first burst of the connection is acked once');
+  await delay(2100);
+  await burst(3);
+  await waitUntil('6 messages, acked', async () => page.msgs.length === 6 && acks.includes(6));
+  assert.deepEqual(acks, [3, 6], 'a burst after 2 s of quiet is acked once');
+  shownOnce(page, 6);
 });
 
 test('the token is refreshed by its lifetime (exp - iat): the connection outlives the first token\'s exp, with no 4001', async (t) => {
