@@ -156,16 +156,6 @@ const FRAME_FIELDS_BYTES = 128;
 const BOUND_VALUES = 64;
 
 /**
- * Where {@link msgFrameSize}'s bound gives up and the frame is encoded instead, bytes:
- * 3 × {@link MIN_CACHED_BYTES}, as the bound counts 3 bytes per UTF-16 unit. A `data`
- * under 1 KiB of JSON is bounded (by at most ~3 KiB, against a 64 KiB – 1 MiB page
- * allowance) rather than encoded: encoded here, it would not be cached (too small),
- * and the send would encode it again (review34a F2). One past it holds about 1 KiB of
- * JSON or more: encoded here, and cached for the send when 1 KiB or more.
- */
-const BOUND_LIMIT_BYTES = 3 * MIN_CACHED_BYTES;
-
-/**
  * A bound on the UTF-8 bytes of `JSON.stringify(value)` found without writing it (3
  * bytes per UTF-16 unit of a string, 24 per number or literal), or undefined once it
  * reaches `limit` or has looked at {@link BOUND_VALUES} values. Escapes of control
@@ -208,9 +198,7 @@ function withHeader(payload: number): number {
  * included, for cutting a page by bytes (connection-state.ts `deliverPage`): exact when
  * the node has the `data` encoded (cached) or it is large and seen first — encoded now,
  * its bytes cached so that the send does not encode them again — and for a small one
- * (a bound under {@link BOUND_LIMIT_BYTES}: any `data` under 1 KiB of JSON) a bound
- * found without encoding it, so that a frame is encoded once, at its send. A frame
- * that cannot be serialised
+ * (under 1 KiB) a bound found without encoding it. A frame that cannot be serialised
  * counts as its small members (it goes out as a `gap`). Never throws.
  */
 export function msgFrameSize(frame: MsgFrame): number {
@@ -221,7 +209,7 @@ export function msgFrameSize(frame: MsgFrame): number {
     const { head, tail } = around(frame);
     return withHeader(Buffer.byteLength(head) + cached.length + Buffer.byteLength(tail));
   }
-  const bound = jsonBytesBound(frame.data, BOUND_LIMIT_BYTES);
+  const bound = jsonBytesBound(frame.data, MIN_CACHED_BYTES);
   if (bound !== undefined) return withHeader(fields + bound);
   try {
     return withHeader(firstFrameBytes(frame).length);
