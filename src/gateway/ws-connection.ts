@@ -244,12 +244,15 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * carries it — frames ({@link send}; of a batch, the last), pongs, server pings — so
    * that whichever is written last ends the pause. When pongs had none, a pause they
    * alone kept up (the frames with a callback written before them) outlasted the
-   * client's reading again, to its 4009.
+   * client's reading again, to its 4009. One done while paused, when only the client's
+   * reading makes room (the kernel's buffers are full), counts as hearing from it: a slow
+   * reader of a catch-up sends nothing and its pong waits behind its backlog (walk20 2a).
    */
   readonly #onWritten = (): void => {
     const buffered = this.#ws.bufferedAmount;
     this.#counted = this.#deps.bufferBudget.recount(this.#counted, buffered);
     const pause = this.#pause;
+    if (pause !== undefined) this.#heartbeatState.heard(Date.now());
     if (!endsPause(pause, buffered, this.#deps.config, this.#deps.bufferBudget)) return;
     this.#pause = undefined;
     pause.end();
@@ -320,7 +323,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       return;
     }
     const silentMs = this.#heartbeatState.silentMs(nowMs);
-    if (silentMs > this.#deps.config.idleTimeoutMs) {
+    // Paused, its reading is judged by the paused timeout (Pause), which sees a write's progress.
+    if (silentMs > this.#deps.config.idleTimeoutMs && this.#pause === undefined) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
       this.#logLine(...this.#deps.closeLog.idleLine({ silentMs }));
       this.#closed = true;
