@@ -340,11 +340,18 @@ export function endRoundIfIdle(c: Conn): boolean {
 /**
  * The redelivery timer of a ready connection fired (DESIGN.md §5): send again from
  * `acked + 1` (what was sent before goes out marked `redelivered`) and wait the next
- * back-off, or, after the last one, close 4008.
+ * back-off, or, after the last one, close 4008. Paused, it has no round (run then, it
+ * went out at the resume, as the client began acking: docs/protocol.md "Flow
+ * control"): its timer is kept, uncounted, and its drain starts it over ({@link restartedWait}).
  * @returns true when the machine should pump: the connection's cursor was rewound, or
  *   the last round's resend has not gone out yet
  */
 export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>, effects: Effect[]): boolean {
+  if (c.paused) {
+    const wait = restartedWait(c, config);
+    if (wait) effects.push(wait);
+    return false;
+  }
   const waits = config.backoffMs;
   if (c.inflight.length === 0) {
     if (c.sent >= c.redeliverUpTo) {
@@ -355,10 +362,10 @@ export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeout
       c.rounds = 0;
       return false;
     }
-    // The last round's resend has not gone out (its fetch failed or is slow, or the
-    // socket is paused): keep the timer, or nothing would ever resend or close. The
-    // client was sent nothing to answer, so this wait is not counted as a round.
-    effects.push({ kind: 'timer', conn: c.id, delayMs: waits[c.rounds - 1] ?? config.ackTimeoutMs });
+    // The last round's resend has not gone out (its fetch failed or is slow): keep the
+    // timer, or nothing would ever resend or close. The client was sent nothing to
+    // answer, so this wait is not counted as a round.
+    effects.push({ kind: 'timer', conn: c.id, delayMs: roundWait(c, config) });
     return true;
   }
   if (c.rounds >= waits.length) {
@@ -372,4 +379,21 @@ export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeout
   c.inflight = [];
   effects.push({ kind: 'timer', conn: c.id, delayMs: waits[c.rounds - 1] ?? null });
   return true;
+}
+
+/** The wait under way on `c`: the ack timeout before a round, else the back-off after the last one, ms. */
+function roundWait(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>): number {
+  return config.backoffMs[c.rounds - 1] ?? config.ackTimeoutMs;
+}
+
+/**
+ * The wait under way on `c` (ack timeout, or back-off after a round), from now: at its
+ * drain, as paused it could neither read nor ack, and ran no round ({@link redeliveryRound};
+ * docs/protocol.md "Flow control": the ack timeout counts from the resume). One that
+ * never acks still gets its rounds and 4008, counted from the resume.
+ * @returns the timer effect; undefined when `c` awaits no ack and has no resend to go out
+ */
+export function restartedWait(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>): Effect | undefined {
+  if (c.phase !== 'ready' || (c.inflight.length === 0 && c.sent >= c.redeliverUpTo)) return undefined;
+  return { kind: 'timer', conn: c.id, delayMs: roundWait(c, config) };
 }

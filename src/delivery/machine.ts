@@ -19,7 +19,8 @@
  *   when the new epoch goes on from the old one's numbering and the seq is known to
  *   name the same message (resent-marks.ts), else not (a client dedupes by `id`).
  * - Redelivery after `ackTimeoutMs` without ack progress, then after each wait in
- *   `backoffMs`; after the last wait, close 4008.
+ *   `backoffMs`; after the last wait, close 4008. None while paused: a drain starts the
+ *   wait under way over.
  * - Resume on login with `gap` and `reset` (DESIGN.md §5 "Resume rules"); content
  *   that expired or vanished is a `gap` of its seq, never an empty message or a stall.
  * - A user whose inbox epoch changed is reset on every connection. One whose latest
@@ -35,7 +36,7 @@ import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import type { ByteRoom, Effect, MachineConfig, RotationOutcome } from './effects.js';
 import { ById } from './by-id.js';
-import { applyAck, endRoundIfIdle, redeliveryRound, type Conn } from './connection-state.js';
+import { applyAck, endRoundIfIdle, redeliveryRound, restartedWait, type Conn } from './connection-state.js';
 import { anyJoining, resetsFromEpoch } from './conn-queries.js';
 import { EpochGuard } from './epoch-guard.js';
 import { FetchCycle } from './fetch-cycle.js';
@@ -213,12 +214,13 @@ export class UserMachine {
     return [];
   }
 
-  /** drain: the socket went below its low-water mark. */
+  /** drain: the socket went below its low-water mark; the wait for an ack starts over (connection-state.ts `restartedWait`). */
   drain(conn: string): Effect[] {
     const c = this.#conns.get(conn);
     if (!c || !c.paused) return [];
     c.paused = false;
-    return this.#pump();
+    const wait = restartedWait(c, this.#config);
+    return wait ? [wait, ...this.#pump()] : this.#pump();
   }
 
   /**

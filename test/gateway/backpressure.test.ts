@@ -16,6 +16,7 @@ import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { DEFAULT_PAGE_MAX as FETCH_PAGE_MAX } from '../../src/delivery/machine.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
@@ -220,6 +221,32 @@ test('a pause that ended at the drain is over: the connection is not closed 4009
   // would have fired; a close comes first if it does.
   await pongsUntil(client, pausedAt + PAUSED_MS + 1000);
   assert.equal(client.ws.readyState, client.ws.OPEN, 'still open');
+});
+
+test('a client paused past the ack timeout that then reads and acks each message is sent no redelivery: the timeout counts from the resume', async (t) => {
+  // walk20 finding 3a: the round that came due during the pause went out at the
+  // resume, 54-71 copies marked `redelivered` amid the fresh stream.
+  const HIGH_WATER = 64 * KiB;
+  const COUNT = 400;
+  const setup = await serve(t, 'bp-resume-round', {
+    socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * MiB), pausedTimeoutMs: '60s', ackTimeoutMs: '1s',
+  });
+  const ids = await postMany(setup.gw.client, 'rex', COUNT, 1, { data: large });
+  const { client, sock } = await connectStalled(setup, 'rex', 'tab');
+  await waitUntil('the connection is paused', async () => sock.writableLength > HIGH_WATER);
+  // Three ack timeouts and more while paused, reading nothing.
+  await sleep(3000);
+  client.ws.resume();
+  await expectWelcome(client, 1, COUNT);
+  // The device takes a few ms over each message before its ack, as a real one would:
+  // the socket is read (and drained) at once, and the acks lag behind it.
+  for (let seq = 1; seq <= COUNT; seq++) {
+    const f = await client.next();
+    assert.deepEqual([f.t, f.seq, f.id, f.redelivered], ['msg', seq, ids[seq - 1], undefined], `msg ${seq}, a first delivery`);
+    await sleep(5);
+    client.ack(seq);
+  }
+  assert.equal(await client.receivesWithin(1500), false, 'no redelivery after the last ack either');
 });
 
 test('a pause that only pongs caused ends when they are written: the client then gets its messages at once, not a 4009', async (t) => {
