@@ -6,6 +6,7 @@
  * on this connection before and were not acked … or as a `gap` already, which a
  * redelivery round sends again").
  */
+// test-isolation: own-process (its records reuse MsgIDs such as 0000000000000001 that other unit files send too, and the frame-data cache by MsgID, src/delivery/msg-frame-bytes.ts, is the process's: a cached encoding made its unserialisable record send)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
