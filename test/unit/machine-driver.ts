@@ -259,7 +259,7 @@ export class Driver {
           assert.ok(e.frame.t !== 'msg' || !this.#held.has(e.conn), `${e.conn}: msg ${e.frame.t === 'msg' ? e.frame.seq : ''} sent while held by a cut page, before its drain`);
           this.#check(e.conn, e.frame);
           // As the machine sized it: before the page's first frame was told the epoch.
-          if (e.frame.t === 'msg') (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as number[]).push(msgFrameSize({ ...e.frame, epoch: undefined }));
+          if (e.frame.t === 'msg' && this.#allowance !== undefined) (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as number[]).push(msgFrameSize({ ...e.frame, epoch: undefined }));
           if (e.live === true) {
             assert.ok(e.frame.t === 'msg' && e.frame.redelivered !== true, `${e.conn}: a live mark on ${briefOf(e.frame)}`);
             this.live.push(`${e.conn} ${e.frame.seq}`);
@@ -295,6 +295,7 @@ export class Driver {
       if (c) assert.ok(c.inflight <= this.#config.window, `${conn} has ${c.inflight} in flight, window ${this.#config.window}`);
     }
     // A page stops at the message whose frames reach the allowance: all but its last stay under it.
+    // Sized only with an allowance (set above): without one nothing can pass it.
     const allowance = this.#allowance ?? Number.POSITIVE_INFINITY;
     for (const [conn, page] of sizes) {
       const beforeLast = page.slice(0, -1).reduce((sum, n) => sum + n, 0);
