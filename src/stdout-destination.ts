@@ -113,7 +113,7 @@ export function stdoutDestination(reports: LogReports, fd = 1): StdoutStream {
     // which a synchronous stream does on the thread every log call runs on.
     : pino.destination({ dest: pipe, sync: true, maxLength: LOG_HOLD_MAX_BYTES, maxWrite: PIPE_WRITE_MAX_BYTES, retryEAGAIN: () => false });
   // A line an earlier run left cut (it stopped on a full disk) ends before ours begins.
-  if (endsMidLine(fd)) stream.write('\n');
+  if (pipe === undefined && endsMidLine(fd)) stream.write('\n');
   let stall: Stall | undefined;
   let dropped = 0;
   // A write of nothing makes SonicBoom try the held bytes again (its minLength is 0).
