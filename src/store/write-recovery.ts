@@ -95,7 +95,8 @@ export class WriteRecovery {
       this.#p.logger?.error({ err }, 'store partition write failed: it takes no writes until it has reopened its database (the write may have torn its log)');
       this.#schedule();
     }
-    return unavailable(this.#failure.message, this.#failure.cause);
+    // Set just above if it was not already.
+    return this.refusal() as PixiuError;
   }
 
   /** Stops the reopen tries (the partition is closing). */
