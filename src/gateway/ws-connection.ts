@@ -166,6 +166,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
 
   /** Before a `bcast` or `pub` is written (a catch-up's waits out pauses): true, closed 4009, when the node's budget refuses it (buffer-budget.ts `refusesLive`). */
   #refusesLive(): boolean {
+    if (this.#pause === undefined) return false;
     const reason = this.#deps.bufferBudget.refusesLive(this.#ws.bufferedAmount, this.#pause !== undefined);
     if (reason !== undefined) this.close(CloseCode.slowConsumer, reason);
     return reason !== undefined;
