@@ -26,7 +26,7 @@ import { waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import type { Logger } from '../../src/logger.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { closesByCode, expectPong, pongsUntil, serverSockets, type GatewayFixture } from './gateway-fixture.js';
+import { closesByCode, connectStalled, pongsUntil, serverSockets, type GatewayFixture } from './gateway-fixture.js';
 import {
   expectFrame, expectMsgs, expectWelcome, postMany, postOne, seqOf, startDelivery, waitCursor,
 } from './delivery-fixture.js';
@@ -91,15 +91,6 @@ async function serve(t: CleanupContext, prefix: string, limits: ConfigOverrides,
   }, logger);
   const sockets = serverSockets(gw);
   return { gw, inbox, sockets };
-}
-
-/** Connects `user`'s `device` and stops reading at once; returns the client and the server's end of its socket. */
-async function connectStalled(setup: Setup, user: string, device: string): Promise<{ client: TestClient; sock: Duplex }> {
-  const client = await setup.gw.connect(user, { device });
-  client.ws.pause();
-  const sock = setup.sockets.get(device);
-  assert.ok(sock, `the server end of ${device}'s socket`);
-  return { client, sock };
 }
 
 /**

@@ -11,13 +11,11 @@
  */
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Duplex } from 'node:stream';
 import { RedisServer } from '../harness/redis-server.js';
 import { metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import type { TestClient } from '../harness/ws-client.js';
 import { BUDGET_FLOOR_BYTES, BUDGET_REACHED_LOG, LIVE_REFUSED_REASON } from '../../src/gateway/buffer-budget.js';
-import { closesByCode, serverSockets } from './gateway-fixture.js';
+import { closesByCode, connectStalled, heldBy, serverSockets, stall, type StalledClient } from './gateway-fixture.js';
 import { expectFrame, expectMsgs, expectWelcome, startDelivery } from './delivery-fixture.js';
 
 const KiB = 1024;
@@ -52,16 +50,13 @@ test('clients that stop reading hold no more than the node\'s budget and a littl
 
   const reader = await gw.connect('ola', { device: 'phone' });
   await expectWelcome(reader, 1, 0);
-  const stalled: { client: TestClient; sock: Duplex }[] = [];
+  const stalled: StalledClient[] = [];
   for (let i = 0; i < STALLED; i++) {
     const client = await gw.connect(`s${i}`, { device: `stalled-${i}` });
     await expectWelcome(client, 1, 0);
-    client.ws.pause();
-    const sock = sockets.get(`stalled-${i}`);
-    assert.ok(sock, 'the server end of the stalled socket');
-    stalled.push({ client, sock });
+    stalled.push(stall(client, sockets, `stalled-${i}`));
   }
-  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+  const held = (): number => heldBy(stalled);
 
   // Each message to every stalled user and to the reader, one at a time: the reader
   // must get each live, whatever the stalled ones hold.
@@ -110,7 +105,7 @@ test('clients that stop reading hold no more than the node\'s budget and a littl
 /** What {@link backlogOf} leaves: the stalled devices, their server sockets' queues, the MsgIDs posted. */
 interface Backlog {
   gw: Awaited<ReturnType<typeof startDelivery>>['gw'];
-  stalled: { client: TestClient; sock: Duplex }[];
+  stalled: StalledClient[];
   ids: string[];
   /** Bytes the stalled devices' server sockets hold now. */
   held: () => number;
@@ -126,7 +121,7 @@ const BACKLOG_FRAME = 61 * KiB;
  */
 async function backlogOf(t: TestContext, name: string, settings: Record<string, string>, stalledCount: number): Promise<Backlog> {
   const { gw } = await startDelivery(t, name, { redisUrl: redis.url, storeCacheBytes: '0', ackTimeoutMs: '60s', pausedTimeoutMs: '60s', ...settings });
-  const sockets = serverSockets(gw);
+  const on = { gw, sockets: serverSockets(gw) };
   const users = Array.from({ length: stalledCount }, (_, i) => `b${i}`);
   const ids: string[] = [];
   for (let i = 0; i < BACKLOG; i++) {
@@ -134,15 +129,9 @@ async function backlogOf(t: TestContext, name: string, settings: Record<string, 
     assert.equal(answer.status, 201, answer.text.slice(0, 300));
     ids.push((answer.body as { id: string }).id);
   }
-  const stalled: { client: TestClient; sock: Duplex }[] = [];
-  for (const user of users) {
-    const client = await gw.connect(user, { device: `backlog-${user}` });
-    client.ws.pause();
-    const sock = sockets.get(`backlog-${user}`);
-    assert.ok(sock);
-    stalled.push({ client, sock });
-  }
-  return { gw, stalled, ids, held: () => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0) };
+  const stalled: StalledClient[] = [];
+  for (const user of users) stalled.push(await connectStalled(on, user, `backlog-${user}`));
+  return { gw, stalled, ids, held: () => heldBy(stalled) };
 }
 
 /** The most the backlog's sockets hold, and the gauge `pixiu_ws_buffered_bytes` shows, over a second, bytes. */
@@ -189,7 +178,7 @@ test('devices that connect to a backlog and do not read hold no more than the bu
   assert.ok(gauge <= bound, `pixiu_ws_buffered_bytes ${gauge}, over ${bound}`);
 
   // One vanishes while its queue is full (its socket cut, not closed): its bytes leave the sum.
-  const [gone, ...rest] = b.stalled as [{ client: TestClient; sock: Duplex }, ...{ client: TestClient; sock: Duplex }[]];
+  const [gone, ...rest] = b.stalled as [StalledClient, ...StalledClient[]];
   gone.client.ws.terminate();
   await readAll(b, rest);
 });
@@ -222,15 +211,12 @@ test('live broadcasts are held to the budget too: devices that stop reading whil
   }, logged.logger);
   const sockets = serverSockets(gw);
   const { client: reader } = await gw.connectWelcomed('ola', { device: 'reader' });
-  const stalled: { client: TestClient; sock: Duplex; bseq: string }[] = [];
+  const stalled: (StalledClient & { bseq: string })[] = [];
   for (let i = 0; i < STALLED; i++) {
     const { client, welcome } = await gw.connectWelcomed(`c${i}`, { device: `stalled-${i}` });
-    client.ws.pause();
-    const sock = sockets.get(`stalled-${i}`);
-    assert.ok(sock, 'the server end of the stalled socket');
-    stalled.push({ client, sock, bseq: welcome.bseq as string });
+    stalled.push({ ...stall(client, sockets, `stalled-${i}`), bseq: welcome.bseq as string });
   }
-  const held = (): number => stalled.reduce((sum, s) => sum + s.sock.writableLength, 0);
+  const held = (): number => heldBy(stalled);
 
   // One broadcast at a time, each read live by the reader before the next.
   const posted: string[] = [];

@@ -132,6 +132,43 @@ export function serverSockets(gw: Pick<InProcessServer, 'service'>): Map<string,
   return sockets;
 }
 
+/** A client that has stopped reading (its `ws` paused), and the server's end of its socket. */
+export interface StalledClient {
+  readonly client: TestClient;
+  /** The server's end: its `writableLength` is what the node holds for the client, bytes. */
+  readonly sock: Duplex;
+}
+
+/**
+ * Stops `client` reading (`ws` pause: the server's send buffer fills once the kernel's
+ * have) and finds the server's end of its socket among `sockets` ({@link serverSockets})
+ * by its `device`.
+ * @throws AssertionError when no socket of `device` was upgraded
+ */
+export function stall(client: TestClient, sockets: ReadonlyMap<string, Duplex>, device: string): StalledClient {
+  client.ws.pause();
+  const sock = sockets.get(device);
+  assert.ok(sock, `the server end of ${device}'s socket`);
+  return { client, sock };
+}
+
+/**
+ * Connects `user`'s `device` and stops reading at once, its welcome unread: {@link stall}.
+ * `on.sockets` must be {@link serverSockets} of `on.gw`, taken before the connect.
+ */
+export async function connectStalled(
+  on: { readonly gw: Pick<GatewayFixture, 'connect'>; readonly sockets: ReadonlyMap<string, Duplex> }, user: string, device: string,
+): Promise<StalledClient> {
+  return stall(await on.gw.connect(user, { device }), on.sockets, device);
+}
+
+/** What the server's ends of these stalled clients' sockets hold now: their `writableLength` summed, bytes. */
+export function heldBy(stalled: Iterable<Pick<StalledClient, 'sock'>>): number {
+  let sum = 0;
+  for (const s of stalled) sum += s.sock.writableLength;
+  return sum;
+}
+
 /** The high-water mark of {@link startStallingGateway}'s connections, bytes. */
 export const STALL_HIGH_WATER = 64 * 1024;
 
