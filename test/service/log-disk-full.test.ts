@@ -17,13 +17,13 @@ import { once } from 'node:events';
 import { closeSync, openSync, statSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { pino } from 'pino';
-import { stdoutDestination, type LogRecovered } from '../../src/stdout-destination.js';
+import type { LogRecovered } from '../../src/stdout-destination.js';
 import { waitUntil } from '../harness/checks.js';
 import { cliEntry, tempDataDir } from '../harness/pixiu-server.js';
 import { freePort, RedisServer } from '../harness/redis-server.js';
-import { fill, smallDisk, smallDiskLog } from '../harness/small-disk.js';
+import { fill, smallDisk } from '../harness/small-disk.js';
 import { spawnTied } from '../harness/tied-spawn.js';
+import { smallDiskLogger } from './log-fixture.js';
 
 const API_TOKEN = 'log-disk-full-token-0123456789abcdef';
 
@@ -107,17 +107,10 @@ test('a full log disk holds the lines; with room again they are written whole, a
 });
 
 test('a disk with a little room freed takes part of the held lines and fails again: not recovered until all are written', { timeout: 60_000 }, async (t) => {
-  const log = await smallDiskLog(t);
-  if (log === undefined) {
-    t.skip('no right to mount a tmpfs');
-    return;
-  }
-  const { disk, file, fd: out } = log;
   const recovered: LogRecovered[] = [];
-  const stream = stdoutDestination({ recovered: (what) => recovered.push(what), dropped: () => undefined }, out);
-  const logger = pino({ base: null }, stream);
-  logger.info('before');
-  await waitUntil('the line before', async () => (await readFile(file, 'utf8')).includes('"before"'), 10_000, 20);
+  const log = await smallDiskLogger(t, { recovered: (what) => recovered.push(what), dropped: () => undefined });
+  if (log === undefined) return;
+  const { disk, file, stream, logger } = log;
   // 8 KiB to free later, then the rest of the disk filled.
   const spare = path.join(disk, 'spare');
   await writeFile(spare, Buffer.alloc(8192, 1));

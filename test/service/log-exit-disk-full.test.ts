@@ -10,35 +10,19 @@
  * other side of "once": with room again, the exit's flush writes every held line whole
  * and in order, the line the full disk cut first (it was skipped while writes failed).
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { pino } from 'pino';
-import { stdoutDestination } from '../../src/stdout-destination.js';
-import { waitUntil, within } from '../harness/checks.js';
 import { fill, smallDiskLog } from '../harness/small-disk.js';
-import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
-import { spawnTied } from '../harness/tied-spawn.js';
-
-const CHILD = siblingModule(import.meta.url, '../harness/fixtures/log-then-exit');
+import { exitsWith, smallDiskLogger, spawnLogChild } from './log-fixture.js';
 
 /** Bound on a child's whole run: a start of node (through tsx from the source) and two lines; the hang was endless. */
 const EXIT_BOUND_MS = 15_000;
 
-/** Runs the fixture in `mode` with stdout on `out` and checks it exits with `code` within the bound (killed if not). */
-async function exitsOn(out: number, mode: 'stop' | 'crash', code: number): Promise<void> {
-  const child = spawnTied(process.execPath, nodeArgsFor(CHILD).concat(mode), { stdio: ['ignore', out, 'pipe'] });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => { stderr += c.toString(); });
-  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  try {
-    const [exitCode, signal] = await within(EXIT_BOUND_MS, `the ${mode} child's exit`, exited);
-    assert.deepEqual({ code: exitCode, signal }, { code, signal: null }, stderr);
-  } finally {
-    child.kill('SIGKILL');
-  }
+/** Runs the fixture in `mode` with stdout on `out` and checks it exits with `code` within the bound (killed at the test's end if not). */
+async function exitsOn(t: TestContext, out: number, mode: 'stop' | 'crash', code: number): Promise<void> {
+  await exitsWith(spawnLogChild(t, [mode], ['ignore', out, 'pipe']), code, EXIT_BOUND_MS, `the ${mode} child's exit`);
 }
 
 test('on /dev/full, a graceful stop\'s last two lines and a crash\'s leave the exit at once with its code', { timeout: 60_000 }, async (t) => {
@@ -48,8 +32,8 @@ test('on /dev/full, a graceful stop\'s last two lines and a crash\'s leave the e
   }
   const full = openSync('/dev/full', 'w');
   t.after(() => closeSync(full));
-  await exitsOn(full, 'stop', 0);
-  await exitsOn(full, 'crash', 1);
+  await exitsOn(t, full, 'stop', 0);
+  await exitsOn(t, full, 'crash', 1);
 });
 
 test('on a disk that filled since the last line went through, the same exits come at once', { timeout: 60_000 }, async (t) => {
@@ -59,21 +43,14 @@ test('on a disk that filled since the last line went through, the same exits com
     return;
   }
   await fill(log.disk);
-  await exitsOn(log.fd, 'stop', 0);
-  await exitsOn(log.fd, 'crash', 1);
+  await exitsOn(t, log.fd, 'stop', 0);
+  await exitsOn(t, log.fd, 'crash', 1);
 });
 
 test('with room again, the exit\'s flush writes every held line whole and in order, the cut one first', { timeout: 60_000 }, async (t) => {
-  const log = await smallDiskLog(t);
-  if (log === undefined) {
-    t.skip('no right to mount a tmpfs');
-    return;
-  }
-  const { disk, file, fd: out } = log;
-  const stream = stdoutDestination({ recovered: () => undefined, dropped: () => undefined }, out);
-  const logger = pino({ base: null, timestamp: false }, stream);
-  logger.info('before');
-  await waitUntil('the line before', async () => (await readFile(file, 'utf8')).includes('"before"'), 10_000, 20);
+  const log = await smallDiskLogger(t, { recovered: () => undefined, dropped: () => undefined });
+  if (log === undefined) return;
+  const { disk, file, stream, logger } = log;
   const filler = await fill(disk);
   // The log file's last page has room for a little more: a write of these fills it and
   // fails there, cutting a line.

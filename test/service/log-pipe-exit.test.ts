@@ -16,14 +16,10 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { closeSync, openSync } from 'node:fs';
-import { waitUntil, within } from '../harness/checks.js';
+import { waitUntil } from '../harness/checks.js';
 import { readFifo } from '../harness/fifo.js';
-import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
-import { spawnTied } from '../harness/tied-spawn.js';
-
-const CHILD = siblingModule(import.meta.url, '../harness/fixtures/log-then-exit');
+import { exitsWith, spawnLogChild, type LogChild } from './log-fixture.js';
 
 /** Lines the child logs (~1 KiB each): ~3 MiB, far more than a pipe takes (64 KiB), less than the 8 MiB held. */
 const LINES = 3000;
@@ -31,17 +27,13 @@ const LINES = 3000;
 /** Bound on a child's whole run: a start of node (through tsx from the source), the lines and at most a few seconds of the exit's waits; the hang was endless. */
 const EXIT_BOUND_MS = 20_000;
 
-/** A pile child with stdout a FIFO the test reads only when it chooses; answers its stderr so far, its exit and the FIFO's read. */
-async function pileOnFifo(t: TestContext): Promise<{ stderr: () => string; exited: Promise<[number | null, NodeJS.Signals | null]>; read: () => string }> {
+/** A pile child with stdout a FIFO the test reads only when it chooses, and the FIFO's read. */
+async function pileOnFifo(t: TestContext): Promise<LogChild & { read: () => string }> {
   const fifo = await readFifo(t);
   const writer = openSync(fifo.path, 'w');
-  const child = spawnTied(process.execPath, nodeArgsFor(CHILD).concat('pile', String(LINES)), { stdio: ['ignore', writer, 'pipe'] });
+  const run = spawnLogChild(t, ['pile', String(LINES)], ['ignore', writer, 'pipe']);
   closeSync(writer);
-  t.after(() => child.kill('SIGKILL'));
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => { stderr += c.toString(); });
-  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  return { stderr: () => stderr, exited, read: fifo.read };
+  return { ...run, read: fifo.read };
 }
 
 /** The FIFO's text as lines, each parsed (an assertion error names a line that is not JSON): a pile line's `i`, else its `msg`. */
@@ -59,9 +51,9 @@ function parsed(text: string): (number | string)[] {
 }
 
 test('a graceful stop with stdout a pipe nobody reads exits at once with 0; the pipe holds whole lines in order, the last ones lost', { timeout: 60_000 }, async (t) => {
-  const { stderr, exited, read } = await pileOnFifo(t);
-  const [code, signal] = await within(EXIT_BOUND_MS, 'the child\'s exit', exited);
-  assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr());
+  const run = await pileOnFifo(t);
+  const { stderr, read } = run;
+  await exitsWith(run, 0, EXIT_BOUND_MS);
   assert.ok(stderr().includes('pixiu piled'), stderr());
   // Read once the child is gone: what the pipe took is all there is.
   const lines = parsed(read());
@@ -72,7 +64,8 @@ test('a graceful stop with stdout a pipe nobody reads exits at once with 0; the 
 });
 
 test('a reader that reads again while the exit waits gets every held line, whole and in order, the stop\'s two last', { timeout: 60_000 }, async (t) => {
-  const { stderr, exited, read } = await pileOnFifo(t);
+  const run = await pileOnFifo(t);
+  const { stderr, exited, read } = run;
   // The stop follows at once: the exit's flush waits for the pipe (up to 1 s of nothing taken).
   await waitUntil('the child piled its lines', async () => stderr().includes('pixiu piled') || stderr().includes('Error'), EXIT_BOUND_MS, 2);
   assert.ok(stderr().includes('pixiu piled'), stderr());
@@ -83,7 +76,6 @@ test('a reader that reads again while the exit waits gets every held line, whole
     text = read();
     return gone;
   }, EXIT_BOUND_MS, 2);
-  const [code, signal] = await exited;
-  assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr());
+  await exitsWith(run, 0, EXIT_BOUND_MS);
   assert.deepEqual(parsed(read()), [...Array.from({ length: LINES }, (_, i) => i), 'shutting down', 'pixiu stopped'], `${text.length} bytes read`);
 });

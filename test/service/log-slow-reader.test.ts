@@ -8,12 +8,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { waitUntil, within } from '../harness/checks.js';
-import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
-import { spawnTied } from '../harness/tied-spawn.js';
-
-const CHILD = siblingModule(import.meta.url, '../harness/fixtures/log-then-exit');
+import { waitUntil } from '../harness/checks.js';
+import { exitsWith, spawnLogChild } from './log-fixture.js';
 
 /** Lines the child logs in one turn: ~10 MiB, more than the 8 MiB held. */
 const LINES = 120_000;
@@ -21,22 +17,18 @@ const LINES = 120_000;
 const DROP_WARNING = 'log lines were dropped';
 
 test('lines dropped for a slow stdout reader are warned of with their count, once the log moves again', { timeout: 120_000 }, async (t) => {
-  const child = spawnTied(process.execPath, nodeArgsFor(CHILD).concat('flood', String(LINES)), { stdio: ['pipe', 'pipe', 'pipe'] });
-  t.after(() => child.kill('SIGKILL'));
-  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => { stderr += c.toString(); });
+  const run = spawnLogChild(t, ['flood', String(LINES)], ['pipe', 'pipe', 'pipe']);
+  const { child, stderr } = run;
   // stdout is not read until the child has logged every line: the pipe fills, and the
   // destination holds what it can.
-  await waitUntil('the child flooded its log', async () => stderr.includes('pixiu flooded') || child.exitCode !== null, 60_000, 20);
-  assert.ok(stderr.includes('pixiu flooded'), stderr);
+  await waitUntil('the child flooded its log', async () => stderr().includes('pixiu flooded') || child.exitCode !== null, 60_000, 20);
+  assert.ok(stderr().includes('pixiu flooded'), stderr());
   let out = '';
   child.stdout?.on('data', (c: Buffer) => { out += c.toString(); });
   // The warning is logged behind the lines held before it: all of them are in by its end.
   await waitUntil('the warning of dropped lines', async () => out.includes(DROP_WARNING) && out.indexOf('\n', out.indexOf(DROP_WARNING)) >= 0, 30_000, 50);
   child.stdin?.end();
-  const [code, signal] = await within(10_000, 'the child\'s exit', exited);
-  assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
+  await exitsWith(run, 0, 10_000);
   const lines = out.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { msg: string; i?: number; droppedLines?: number; level: number });
   const warnings = lines.filter((l) => l.msg.startsWith(DROP_WARNING));
   assert.equal(warnings.length, 1, JSON.stringify(warnings));
