@@ -101,6 +101,16 @@ function isBusMessage(v: unknown): v is BusMessage {
   return m.t === 'kick' && typeof m.user === 'string' && isCloseCode(m.code) && typeof m.reason === 'string' && optionalString(m.conn) && optionalString(m.device);
 }
 
+/** What is pending for one user of one node until the end of the tick ({@link Bus}). */
+interface PendingNotify {
+  /** The latest seq appended (0: no append). */
+  seq: number;
+  /** Its MsgID; absent with no append. */
+  id?: string;
+  /** A read was asked for ({@link Bus.pull}). */
+  pull?: true;
+}
+
 /** The node bus. */
 export class Bus {
   readonly #opts: BusOptions;
@@ -109,7 +119,7 @@ export class Bus {
    * node → user → latest seq and its MsgID (seq 0: no append), and whether a read was
    * asked for ({@link pull}), published at the end of the tick.
    */
-  #pending = new Map<string, Map<string, { seq: number; id?: string; pull?: true }>>();
+  #pending = new Map<string, Map<string, PendingNotify>>();
   #scheduled = false;
 
   constructor(opts: BusOptions) {
@@ -172,7 +182,7 @@ export class Bus {
   }
 
   /** The notifies pending for `node`; schedules their PUBLISH at the end of the tick. */
-  #users(node: string): Map<string, { seq: number; id?: string; pull?: true }> {
+  #users(node: string): Map<string, PendingNotify> {
     let users = this.#pending.get(node);
     if (users === undefined) {
       users = new Map();
