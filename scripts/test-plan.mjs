@@ -14,9 +14,10 @@
 // before/after/beforeEach/afterEach hooks) under that suite, so a failure in the TAP
 // output reads `test/api/x.test.ts` > `<test name>`, with `location:` the source file
 // and line, and one file's hooks never run around another file's tests. A member that
-// throws as it is imported fails its suite (`not ok … - test/<dir>/x.test.ts`, the error,
-// exit code 1); node:test 20 counts that under `# suites`, not in `# fail` as it does for
-// a file alone.
+// throws as it is imported gets, in its suite, a test `test/<dir>/x.test.ts (import)` that
+// throws that error: counted in `# fail` (exit code 1) as the file alone would be. A suite
+// whose own function throws fails too, but node:test 20 counts it under `# suites` only:
+// the run failed with `# fail 0` in its summary.
 //
 // What a group does not isolate: anything the files' shared process holds — globals,
 // timers, listeners, environment, the module instances of src/ and test/harness/ (one
@@ -176,19 +177,23 @@ export function planGroups(compiled) {
 
 /**
  * The text of a group file: one `describe` per member, named after its source path,
- * importing the compiled member (in the same directory) inside it.
+ * importing the compiled member (in the same directory) inside it; a member that throws
+ * as it is imported gets a test `<source path> (import)` in its suite that throws the
+ * same error, so that the summary's `# fail` counts it (this file's header says why).
  * @param {{ members: readonly string[] }} group
  */
 export function groupSource(group) {
   const lines = [
     '// Written by scripts/build-tests.mjs (scripts/test-plan.mjs says why): these test files in one process,',
-    '// each under a suite named after its source.',
-    "import { describe } from 'node:test';",
+    '// each under a suite named after its source; one that throws as it is imported fails a test of its own.',
+    "import { describe, test } from 'node:test';",
   ];
   for (const member of group.members) {
     const base = member.slice(member.lastIndexOf('/') + 1);
     const source = `test/${member.slice(ROOT.length + 1, -'.js'.length)}.ts`;
-    lines.push(`describe(${JSON.stringify(source)}, async () => { await import(${JSON.stringify(`./${base}`)}); });`);
+    lines.push(`describe(${JSON.stringify(source)}, async () => {`
+      + ` try { await import(${JSON.stringify(`./${base}`)}); }`
+      + ` catch (err) { test(${JSON.stringify(`${source} (import)`)}, () => { throw err; }); } });`);
   }
   return lines.join('\n') + '\n';
 }
