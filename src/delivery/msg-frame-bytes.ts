@@ -27,6 +27,19 @@
  * like the bytes (a BigInt, a cycle: a TypeError); a RangeError is not (nesting past
  * V8's stack: whether it throws depends on how deep the stack is at the call, so a
  * later send tries again).
+ *
+ * A frame sized for a page's byte cut (`msgFrameSize`, connection-state.ts
+ * `deliverPage`) is sent right after (session.ts runs the machine's `send` effects with
+ * the very frame object sized, send-frame.ts). When sizing had to write the frame — a
+ * `data` too large for the bound and seen first, or one whose bytes are cached — it
+ * keeps what it wrote for that frame object (a `WeakMap`), and the send takes it
+ * instead of writing the frame again: one `JSON.stringify` per such frame, not two (a
+ * `data` of ~340 – 1,000 characters: too large for the bound, too small to cache), and
+ * one build of the fields around cached bytes, not two. The bytes are taken only while
+ * the frame's own fields are still the values sized (a first `msg` after a `null` epoch
+ * is given its `epoch` after the page is sized, connection-state.ts `tellEpoch`):
+ * otherwise, or for a copy of the frame, the send writes it anew. Only written bytes are
+ * kept: a frame that cannot be serialised fails at its send as before.
  */
 import { LRUCache } from 'lru-cache';
 import type { MsgFrame } from './frames.js';
@@ -65,6 +78,57 @@ const encodedData = new LRUCache<string, Encoded>({
 /** The cache's size as it counts it (bytes) and its entries: for tests. */
 export function encodedDataCacheStats(): { size: number; entries: number } {
   return { size: encodedData.calculatedSize, entries: encodedData.size };
+}
+
+/** `msg` frames written in this process, sized or sent (see {@link frameWrites}). */
+const writes = { whole: 0, around: 0 };
+
+/**
+ * How many `msg` frames this process wrote, sized or sent: `whole` by
+ * `JSON.stringify(frame)`, `around` as their small fields around cached `data` bytes
+ * (each count only rises). For tests: a frame sized and then sent is written once.
+ */
+export function frameWrites(): { whole: number; around: number } {
+  return { ...writes };
+}
+
+/** A frame's bytes written when it was sized, with its own fields' values then (`keys[i]` → `values[i]`). */
+interface SizedFrame {
+  readonly bytes: Buffer;
+  readonly keys: readonly string[];
+  readonly values: readonly unknown[];
+}
+
+/**
+ * The bytes `msgFrameSize` wrote for a frame object, for its send (see the module's
+ * comment); a frame sized and never sent (its connection closed first) is dropped
+ * with it.
+ */
+const sizedFrames = new WeakMap<MsgFrame, SizedFrame>();
+
+/** Keeps the bytes written for `frame` while sizing it, for its send. */
+function keepSized(frame: MsgFrame, bytes: Buffer): Buffer {
+  const keys = Object.keys(frame);
+  sizedFrames.set(frame, { bytes, keys, values: keys.map((k) => (frame as unknown as Record<string, unknown>)[k]) });
+  return bytes;
+}
+
+/**
+ * The bytes kept for `frame` when it was sized, taken (once), or undefined: none kept,
+ * or a field of the frame changed since — a member added, removed, reordered or given
+ * another value (its `data` compared by identity: a message's data never changes).
+ */
+function takeSized(frame: MsgFrame): Buffer | undefined {
+  const kept = sizedFrames.get(frame);
+  if (kept === undefined) return undefined;
+  sizedFrames.delete(frame);
+  const keys = Object.keys(frame);
+  if (keys.length !== kept.keys.length) return undefined;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string;
+    if (key !== kept.keys[i] || (frame as unknown as Record<string, unknown>)[key] !== kept.values[i]) return undefined;
+  }
+  return kept.bytes;
 }
 
 /**
@@ -107,6 +171,7 @@ function around(frame: MsgFrame): { head: string; tail: string } {
  */
 function firstFrameBytes(frame: MsgFrame): Buffer {
   let text: string;
+  writes.whole++;
   try {
     text = JSON.stringify(frame);
   } catch (err) {
@@ -134,9 +199,17 @@ function firstFrameBytes(frame: MsgFrame): Buffer {
  *   session sends a `gap` of its seq instead, src/delivery/send-frame.ts)
  */
 export function msgFrameBytes(frame: MsgFrame): Buffer {
+  const sized = takeSized(frame);
+  if (sized !== undefined) return sized;
   const cached = encodedData.get(frame.id);
   if (cached === undefined) return firstFrameBytes(frame);
   if (!Buffer.isBuffer(cached)) throw cached.failed;
+  return aroundCached(frame, cached);
+}
+
+/** `frame` written as its small fields around its `data`'s cached bytes `cached`. */
+function aroundCached(frame: MsgFrame, cached: Buffer): Buffer {
+  writes.around++;
   const { head, tail } = around(frame);
   const headBytes = Buffer.byteLength(head);
   const out = Buffer.allocUnsafe(headBytes + cached.length + Buffer.byteLength(tail));
@@ -196,23 +269,23 @@ function withHeader(payload: number): number {
 /**
  * About how many bytes a socket queues for `msgFrameBytes(frame)`, its WebSocket header
  * included, for cutting a page by bytes (connection-state.ts `deliverPage`): exact when
- * the node has the `data` encoded (cached) or it is large and seen first — encoded now,
- * its bytes cached so that the send does not encode them again — and for a small one
- * (under 1 KiB) a bound found without encoding it. A frame that cannot be serialised
- * counts as its small members (it goes out as a `gap`). Never throws.
+ * the node has the `data` encoded (cached) or it is large and seen first — the frame
+ * written now, and kept for its send (the module's comment), which does not write it
+ * again — and for a small one (a bound under 1 KiB) a bound found without encoding it.
+ * A frame that cannot be serialised counts as its small members (it goes out as a
+ * `gap`). Never throws.
  */
 export function msgFrameSize(frame: MsgFrame): number {
   const fields = FRAME_FIELDS_BYTES + 3 * (frame.type.length + (frame.from?.length ?? 0) + (frame.room?.length ?? 0) + (frame.epoch?.length ?? 0));
   const cached = encodedData.get(frame.id);
   if (cached !== undefined) {
     if (!Buffer.isBuffer(cached)) return fields;
-    const { head, tail } = around(frame);
-    return withHeader(Buffer.byteLength(head) + cached.length + Buffer.byteLength(tail));
+    return withHeader(keepSized(frame, aroundCached(frame, cached)).length);
   }
   const bound = jsonBytesBound(frame.data, MIN_CACHED_BYTES);
   if (bound !== undefined) return withHeader(fields + bound);
   try {
-    return withHeader(firstFrameBytes(frame).length);
+    return withHeader(keepSized(frame, firstFrameBytes(frame)).length);
   } catch {
     return fields;
   }

@@ -1,7 +1,8 @@
 /**
  * Writes one frame a user's machine sent (a `send` effect, session.ts) on its
  * connection: a `welcome` gets the connection's `bseq`; the frame is serialised once
- * (a `msg` as UTF-8 bytes, its `data` encoded once per node: msg-frame-bytes.ts) and
+ * (a `msg` as UTF-8 bytes, its `data` encoded once per node, or as written when its
+ * page was sized: msg-frame-bytes.ts) and
  * its length counted in the turn's share (send-turns.ts); a `msg` that cannot be
  * serialised goes out as a `gap` of its seq, reason `undeliverable`.
  */
