@@ -7,6 +7,7 @@
  * serialised (a `gap`; a RangeError tried again). review34a F2: a `data` of ~340 –
  * 1,000 characters was stringified whole to size it, and again to send it.
  */
+// test-isolation: own-process (it counts frameWrites(), the process's whole-frame writes: another file's late send in the same process would move the count)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
