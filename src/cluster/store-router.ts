@@ -10,13 +10,18 @@
  * - the owner answers: its records (null where it has none, or expired; the
  *   unreadable mark where it cannot decode the record, or where what it sent for an id
  *   is no record: src/store/unreadable.ts, never cached);
- * - the partition is retired (its data dir is gone for good, an operator said so): null;
+ * - the partition is retired (its data dir is gone for good, an operator said so): null,
+ *   also for a record this node has cached (dropped then), from the moment the owner
+ *   directory says so (its claims are cached 5 s, store-directory.ts);
  * - the partition is claimed by no store now (Redis lost the claims and the owner has
  *   not re-asserted its claim yet), the owner has no lease (stopped), cannot be
  *   reached, times out, refuses, or
  *   answers something else: PixiuError UNAVAILABLE for the whole read — never a
  *   null, which readers would show as a `gap` and the user would lose the message.
- *   Delivery retries later; history answers 503 with Retry-After.
+ *   Delivery retries later; history answers 503 with Retry-After. A record this node
+ *   read before and still has cached is served from the cache then (an owner down, or
+ *   Redis lost the claims): it is immutable, and what the owner would answer
+ *   (docs/decisions.md, "Several nodes").
  */
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import { tryDecodeMsgId } from '../ids/msg-id.js';
@@ -27,7 +32,7 @@ import { RecordCache } from '../store/record-cache.js';
 import { recordOf } from '../store/record.js';
 import { isUnreadable, unreadableRecord, UnreadableLog, type ReadRecord } from '../store/unreadable.js';
 import { MAX_RECORD_IDS, RECORDS_PATH, type RecordsAnswer } from './records-route.js';
-import type { OwnerLookup, PartitionOwner } from './store-directory.js';
+import { RETIRED_STORE, type OwnerLookup, type PartitionOwner } from './store-directory.js';
 import type { StoreLease } from './partition-claims.js';
 
 /** The cause of the UNAVAILABLE for a partition no store claims now. */
@@ -178,13 +183,17 @@ export class StoreRouter implements RecordReader {
     const owners = this.#opts.owners.owners(remote);
     owners.catch(() => undefined);
     // When the lookup fails (Redis down), cached records are served as they are.
-    if (this.#opts.cacheBytes > 0) await owners.then((found) => this.#dropChanged(found), () => undefined);
+    const known = this.#opts.cacheBytes > 0 ? await owners.then((found) => this.#dropChanged(found), () => undefined) : undefined;
     ids.forEach((id, at) => {
       const partition = partitions[at];
       if (partition === undefined || !remote.has(partition)) {
         localAt.push(at);
         return;
       }
+      // A retired partition's ids are null (missing), whatever is cached or being read of
+      // them: a read under way when it was retired may cache one after #dropChanged
+      // emptied the partition. (Without a cache, #batches answers the same null.)
+      if (known?.get(partition)?.state === 'retired') return;
       // Expired (null, and evicted) reads through like a miss: the owner answers it.
       const cached = this.#recent.get(id, now);
       if (cached) {
@@ -221,19 +230,25 @@ export class StoreRouter implements RecordReader {
 
   /**
    * Drops the cached records of each partition whose owner (store, or its node once it
-   * holds a lease) is not the one they were read from (the directory's cache: claims
-   * 5 s, leases 2 s).
+   * holds a lease) is not the one they were read from, or that is retired now (the
+   * directory's cache: claims 5 s, leases 2 s). A walk of the cache per change, never
+   * per read: each partition's source is remembered.
+   * @returns `owners`
    */
-  #dropChanged(owners: ReadonlyMap<number, PartitionOwner>): void {
+  #dropChanged(owners: ReadonlyMap<number, PartitionOwner>): ReadonlyMap<number, PartitionOwner> {
     for (const [partition, owner] of owners) {
-      // A node not running now keeps what was read of it: it holds the same records.
-      if (owner.state !== 'owned' || owner.lease === undefined) continue;
-      const source = `${owner.storeId} ${owner.lease.node}`;
+      // A node not running now keeps what was read of it: it holds the same records,
+      // immutable and stored durably (docs/decisions.md, "Several nodes"). So does a
+      // partition no store claims now (Redis lost the claims): not known to be gone.
+      const source = owner.state === 'retired' ? RETIRED_STORE
+        : owner.state === 'owned' && owner.lease !== undefined ? `${owner.storeId} ${owner.lease.node}` : undefined;
+      if (source === undefined) continue;
       const was = this.#sources.get(partition);
       if (was === source) continue;
       if (was !== undefined) this.#recent.deleteStartingWith(partition.toString(16).padStart(2, '0'));
       this.#sources.set(partition, source);
     }
+    return owners;
   }
 
   /**

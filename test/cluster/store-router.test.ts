@@ -22,7 +22,7 @@ import type { OwnerLookup, PartitionOwner } from '../../src/cluster/store-direct
 import type { Logger } from '../../src/logger.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { freePort } from '../harness/redis-server.js';
-import { decoded } from '../harness/checks.js';
+import { decoded, waitUntil } from '../harness/checks.js';
 
 /** How the stand-in peer answers one request: status and body, or never. */
 type PeerHandler = (ids: string[], auth: string | undefined) => { status: number; body: unknown } | 'hang';
@@ -312,4 +312,32 @@ test('an owner\'s unreadable mark, or an item of the right id that is no record,
   requests = [];
   assert.deepEqual((await r.getMany([broken, good])).map((g) => decoded(g)?.data), [broken, good]);
   assert.deepEqual(requests, [[broken]], 'the good record was cached, the mark was not');
+});
+
+test('a retired partition reads as missing as soon as the directory says so, cached or being read: a record a read under way caches afterwards is not served either', async () => {
+  const table: Record<number, PartitionOwner> = { 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } } };
+  const reader = router(directory(table));
+  const [first, second] = [id(9, 90), id(9, 91)];
+  requests = [];
+  handler = answering('A');
+  assert.equal((await reader.get(first))?.id, first);
+  // A's node stopped: what was read of it is still served, with no request.
+  table[9] = { state: 'owned', storeId: 'A', lease: undefined };
+  assert.equal((await reader.get(first))?.id, first);
+  assert.equal(requests.length, 1);
+  // A read of A is under way (its node back) when an operator retires the partition.
+  table[9] = { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } };
+  handler = () => 'hang';
+  const underWay = reader.get(second);
+  await waitUntil('the read reaches the owner', async () => requests.length === 2);
+  table[9] = { state: 'retired' };
+  assert.deepEqual(await reader.getMany([first, second]), [null, null], 'missing, without waiting for the read under way');
+  assert.equal(await reader.get(first), null);
+  // The read under way answers now and caches what it read: still missing afterwards.
+  const res = hanging.pop();
+  assert.ok(res !== undefined);
+  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ store: 'A', records: [remoteRecord(second, 'late')] }));
+  assert.equal((await underWay)?.id, second, 'the read begun before the retirement answers what it read');
+  assert.deepEqual(await reader.getMany([second, first]), [null, null]);
+  assert.equal(requests.length, 2, 'no request for a retired partition');
 });
