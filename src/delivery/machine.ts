@@ -36,8 +36,9 @@ import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord, StoredMessage } from '../store/message-store.js';
 import type { ByteRoom, Effect, MachineConfig, RotationOutcome } from './effects.js';
 import { ById } from './by-id.js';
-import { applyAck, endRoundIfIdle, redeliveryRound, restartedWait, type Conn } from './connection-state.js';
+import { applyAck, type Conn } from './connection-state.js';
 import { anyJoining, resetsFromEpoch } from './conn-queries.js';
+import { endRoundIfIdle, redeliveryRound, restartedWait } from './redelivery-rounds.js';
 import { EpochGuard } from './epoch-guard.js';
 import { FetchCycle } from './fetch-cycle.js';
 import { PageDelivery } from './page-delivery.js';
@@ -214,7 +215,7 @@ export class UserMachine {
     return [];
   }
 
-  /** drain: the socket went below its low-water mark; the wait for an ack starts over (connection-state.ts `restartedWait`). */
+  /** drain: the socket went below its low-water mark; the wait for an ack starts over (redelivery-rounds.ts `restartedWait`). */
   drain(conn: string): Effect[] {
     const c = this.#conns.get(conn);
     if (!c || !c.paused) return [];

@@ -14,20 +14,18 @@ import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { afterWrite, drainMarkOf, endsPause, pageAllowance, Pause } from './backpressure.js';
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
-import { abuseDropBytes } from './frame-limits.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
 import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
-import { dropClientBytes, noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
-import { closeReason, type ConnectionLogLevel } from './close-log.js';
+import { noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
+import type { ConnectionLogLevel } from './close-log.js';
+import { closeWebSocket } from './server-close.js';
 import { BroadcastSubscription, tagSet } from '../broadcast/subscription.js';
 import { CATCH_UP_FAILED_LOG, resumeBroadcasts } from './catch-up-failure.js';
 
 /** `ws` send options for a text frame given as bytes (a Buffer is sent binary by default). */
 const TEXT_FRAME: { readonly binary: false } = { binary: false };
-/** After a close frame to a peer that does not answer, the socket is destroyed, ms. */
-export const CLOSE_GRACE_MS = 5000;
 
 /**
  * The connection of each WebSocket, for the WebSocket's listeners: they are the same
@@ -221,10 +219,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#broadcast?.stop();
     // At the level its cause needs, thinned (close-log.ts); a slow consumer with what it left unread.
     this.#logLine(...this.#deps.closeLog.closeLine(code, { code, reason, ...(code === CloseCode.slowConsumer ? { bufferedBytes: this.#ws.bufferedAmount } : {}) }));
-    this.#ws.close(code, closeReason(reason));
-    // No time limit of its own: the terminate below ends the grace, unless the client's close frame ends it first.
-    if (code === CloseCode.protocolAbuse && this.#socket !== undefined) dropClientBytes(this.#socket, { maxBytes: abuseDropBytes(this.#deps.config.maxClientFrameBytes) }, this.#ws);
-    setTimeout(() => this.#ws.terminate(), CLOSE_GRACE_MS).unref();
+    closeWebSocket(this.#ws, this.#socket, code, reason, this.#deps.config.maxClientFrameBytes);
   }
 
   /**

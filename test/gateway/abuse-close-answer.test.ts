@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { MAX_CONTROL_FRAMES, controlFrameLimitReason } from '../../src/gateway/frame-limits.js';
-import { CLOSE_GRACE_MS } from '../../src/gateway/ws-connection.js';
+import { CLOSE_GRACE_MS } from '../../src/gateway/server-close.js';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';

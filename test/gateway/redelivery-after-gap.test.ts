@@ -1,5 +1,5 @@
 /**
- * Review finding (src/delivery/connection-state.ts deliverPage / redeliveryRound):
+ * Review finding (src/delivery/connection-state.ts deliverPage / redelivery-rounds.ts redeliveryRound):
  * a redelivery round whose resend turns out to be only gaps (the unacked message's
  * content expired before the round) leaves `rounds` at 1 with nothing in flight and
  * no timer. A message sent afterwards arms no redelivery timer (deliverPage arms one
