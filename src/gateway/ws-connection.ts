@@ -243,13 +243,15 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * client's reading again, to its 4009. One done while paused, when only the client's
    * reading makes room (the kernel's buffers are full), counts as hearing from it: a slow
    * reader of a catch-up sends nothing and its pong waits behind its backlog (walk20 2a).
+   * Noted once, by the write that ends the pause (the last done while paused): the idle
+   * check skips a paused connection ({@link tick}), so none before it is ever read.
    */
   readonly #onWritten = (): void => {
     const buffered = this.#ws.bufferedAmount;
     this.#counted = this.#deps.bufferBudget.recount(this.#counted, buffered);
     const pause = this.#pause;
-    if (pause !== undefined) this.#heartbeatState.heard(Date.now());
     if (!endsPause(pause, buffered, this.#deps.config, this.#deps.bufferBudget)) return;
+    this.#heartbeatState.heard(Date.now());
     this.#pause = undefined;
     pause.end();
     this.#session?.drain(this.id);

@@ -1,0 +1,86 @@
+/**
+ * A WebSocket connection's pauses (src/gateway/ws-connection.ts, backpressure.ts), on a
+ * stand-in `ws` WebSocket whose queue the test sets and whose writes it completes, with
+ * mocked time: no socket, no Redis.
+ *
+ * - A write done while delivery is paused counts as hearing from the client
+ *   (docs/protocol.md "Liveness and expiry"): the idle check, skipped while paused,
+ *   counts the client's silence from the write that ended the pause, not from what it
+ *   last sent before it (a slow reader of a catch-up sends nothing, walk20 2a).
+ */
+import { mock, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import type { WebSocket } from 'ws';
+import { loadConfig } from '../../src/config/config.js';
+import { BufferBudget, budgetFloorBytes } from '../../src/gateway/buffer-budget.js';
+import { CloseLogThinning } from '../../src/gateway/close-log.js';
+import type { ConnectionDeps } from '../../src/gateway/gateway-deps.js';
+import { WsConnection } from '../../src/gateway/ws-connection.js';
+import { capturingLogger } from '../harness/log-capture.js';
+
+const KiB = 1024;
+const HIGH_WATER = 64 * KiB;
+const IDLE_MS = 10_000;
+const PAUSED_MS = 60_000;
+const config = loadConfig({
+  PIXIU_SOCKET_HIGH_WATER_BYTES: String(HIGH_WATER), PIXIU_IDLE_TIMEOUT: `${IDLE_MS}ms`, PIXIU_HEARTBEAT: '5s', PIXIU_PAUSED_TIMEOUT: `${PAUSED_MS}ms`,
+});
+
+/** The parts of a `ws` WebSocket a connection writes through: its queue is set by the test, its writes done when the test says. */
+class StandInSocket {
+  bufferedAmount = 0;
+  terminated = false;
+  readonly #written: (() => void)[] = [];
+
+  send(_frame: unknown, optionsOrDone?: { readonly binary: boolean } | (() => void), done?: () => void): void {
+    const cb = typeof optionsOrDone === 'function' ? optionsOrDone : done;
+    if (cb) this.#written.push(cb);
+  }
+
+  ping(_data: unknown, _mask: unknown, done?: () => void): void {
+    if (done) this.#written.push(done);
+  }
+
+  terminate(): void {
+    this.terminated = true;
+  }
+
+  /** The kernel took every write queued: each one's callback runs, in order. */
+  completeWrites(): void {
+    for (const done of this.#written.splice(0)) done();
+  }
+}
+
+/** A connection on a {@link StandInSocket}, with the node's budget given (default: none), time mocked from here on. */
+function connection(t: TestContext, budget = new BufferBudget(0, budgetFloorBytes(HIGH_WATER), capturingLogger().logger)): { conn: WsConnection; ws: StandInSocket } {
+  mock.timers.enable({ apis: ['Date', 'setTimeout'], now: 1_000_000 });
+  t.after(() => mock.timers.reset());
+  const { logger } = capturingLogger();
+  const deps = {
+    config, corkFlushBytes: 16 * KiB, bufferBudget: budget, logger, closeLog: new CloseLogThinning(),
+    clock: { add: () => undefined, delete: () => undefined }, onHeartbeat: () => undefined, onFrames: () => undefined, onClosed: () => undefined,
+  } as unknown as ConnectionDeps;
+  const ws = new StandInSocket();
+  const who = { id: 'c1', user: 'u1', device: 'd1', tags: [], channels: undefined, expiresAtMs: Number.MAX_SAFE_INTEGER, since: Date.now() };
+  return { conn: new WsConnection(ws as unknown as WebSocket, who, deps), ws };
+}
+
+test('the write that ends a pause counts as hearing from the client: the idle check counts its silence from then', (t) => {
+  const { conn, ws } = connection(t);
+  // A frame leaves more than the high-water mark queued: delivery pauses.
+  ws.bufferedAmount = HIGH_WATER + KiB;
+  conn.send('{"t":"msg"}', 'msg');
+  assert.notEqual(conn.whenWritable(), undefined, 'paused');
+  // The client sends nothing for longer than the idle timeout, reading slowly: paused, it is not idle.
+  mock.timers.tick(2 * IDLE_MS);
+  conn.tick(Date.now());
+  assert.equal(ws.terminated, false, 'paused: judged by the paused timeout alone');
+  // Its reading drains the queue: the pause ends with that write.
+  ws.bufferedAmount = 0;
+  ws.completeWrites();
+  assert.equal(conn.whenWritable(), undefined, 'the pause ended');
+  conn.tick(Date.now() + 1);
+  assert.equal(ws.terminated, false, 'the write that ended the pause was heard: not silent for the idle timeout');
+  conn.tick(Date.now() + IDLE_MS + 1);
+  assert.equal(ws.terminated, true, 'silent for the idle timeout after it: cut');
+});
