@@ -10,14 +10,22 @@ import type { Conn } from './connection-state.js';
 import type { Effect, MachineConfig } from './effects.js';
 
 /**
- * Ends the redelivery round of a connection that awaits no ack and has no resend of a
- * round still to go out (its last message in flight became a gap): its timer can stop,
- * and the next message sent starts a new round's count (deliverPage arms the timer at
- * rounds 0). Left counted, that next message was never redelivered nor closed 4008.
+ * True when `c` awaits nothing of a redelivery timer: no ack (nothing in flight) and no
+ * resend of a round still to go out (its cursor is back past what a round rewound).
+ */
+function awaitsNothing(c: Conn): boolean {
+  return c.inflight.length === 0 && c.sent >= c.redeliverUpTo;
+}
+
+/**
+ * Ends the redelivery round of a connection that {@link awaitsNothing} (its last
+ * message in flight became a gap, say): its timer can stop, and the next message sent
+ * starts a new round's count (deliverPage arms the timer at rounds 0). Left counted,
+ * that next message was never redelivered nor closed 4008.
  * @returns true when the connection is idle (stop its timer); else the timer stays
  */
 export function endRoundIfIdle(c: Conn): boolean {
-  const idle = c.inflight.length === 0 && c.sent >= c.redeliverUpTo;
+  const idle = awaitsNothing(c);
   if (idle) c.rounds = 0;
   return idle;
 }
@@ -37,16 +45,11 @@ export function redeliveryRound(c: Conn, config: Pick<MachineConfig, 'ackTimeout
     if (wait) effects.push(wait);
     return false;
   }
+  // The round's resend went out and awaits no ack (its seqs were gaps: content expired
+  // since, or unsendable): the round is over (endRoundIfIdle).
+  if (endRoundIfIdle(c)) return false;
   const waits = config.backoffMs;
   if (c.inflight.length === 0) {
-    if (c.sent >= c.redeliverUpTo) {
-      // The round's resend went out and awaits no ack (its seqs were gaps: content
-      // expired since, or unsendable): the round is over. Left counted, the next
-      // message would arm no timer (deliverPage arms one only at rounds 0) and never
-      // be redelivered nor closed 4008.
-      c.rounds = 0;
-      return false;
-    }
     // The last round's resend has not gone out (its fetch failed or is slow): keep the
     // timer, or nothing would ever resend or close. The client was sent nothing to
     // answer, so this wait is not counted as a round.
@@ -79,6 +82,6 @@ function roundWait(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backof
  * @returns the timer effect; undefined when `c` awaits no ack and has no resend to go out
  */
 export function restartedWait(c: Conn, config: Pick<MachineConfig, 'ackTimeoutMs' | 'backoffMs'>): Effect | undefined {
-  if (c.phase !== 'ready' || (c.inflight.length === 0 && c.sent >= c.redeliverUpTo)) return undefined;
+  if (c.phase !== 'ready' || awaitsNothing(c)) return undefined;
   return { kind: 'timer', conn: c.id, delayMs: roundWait(c, config) };
 }
