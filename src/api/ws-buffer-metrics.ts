@@ -26,7 +26,12 @@ export class WsBufferMetrics {
   /** The budget in force, bytes (the setting, or its default derived at start); 0: none. */
   readonly budgetBytes: Gauge;
 
-  /** Connections paused because the node's send buffers were at their budget (not their own high-water mark). */
+  /**
+   * Connections paused because the node's send buffers were at their budget (not their
+   * own high-water mark): by a write that left one holding more than the budget's floor,
+   * or a page cut at that floor (ws-connection.ts `hold`). Pauses at a connection's own
+   * high-water mark are counted nowhere.
+   */
   readonly budgetPauses: Counter;
 
   /**

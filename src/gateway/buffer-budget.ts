@@ -182,8 +182,9 @@ export class BufferBudget {
   }
 
   /**
-   * Counts a pause the budget caused and logs it at warn, at most once per 10 s with how
-   * many were left out.
+   * Counts a pause the budget caused — a write past the floor ({@link pauses}), or a
+   * delivery page cut at the floor, its allowance while {@link reached} (ws-connection.ts
+   * `hold`) — and logs it at warn, at most once per 10 s with how many were left out.
    * @param conn the connection paused, and what it holds, bytes
    */
   paused(conn: string, bufferedBytes: number): void {

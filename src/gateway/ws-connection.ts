@@ -179,7 +179,6 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     if (verdict === 'close') {
       this.close(CloseCode.slowConsumer, 'slow consumer: send buffer over the hard cap');
     } else if (verdict !== 'ok') {
-      if (verdict === 'budget') budget.paused(this.id, buffered);
       this.hold(verdict === 'budget');
       this.#session?.pause(this.id);
     }
@@ -190,9 +189,13 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     return pageAllowance(this.#ws.bufferedAmount, this.#deps.config, this.#deps.bufferBudget);
   }
 
-  /** Pauses delivery until the writes drain ({@link #onWritten}), or 4009: past a mark, or (DeliveryConnection `hold`) a page cut at its allowance. */
+  /**
+   * Pauses delivery until the writes drain ({@link #onWritten}), or 4009: past a mark, or (DeliveryConnection `hold`) a page cut
+   * at its allowance, the budget's floor while the node is at it. A pause by the budget is counted (buffer-budget.ts `paused`).
+   */
   hold(byBudget = this.#deps.bufferBudget.reached): void {
     if (this.#closed || this.#pause !== undefined) return;
+    if (byBudget) this.#deps.bufferBudget.paused(this.id, this.#ws.bufferedAmount);
     const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');
     this.#pause = new Pause(this.#deps.config.pausedTimeoutMs, tooLong, () => drainMarkOf(this.#socket, this.#ws), byBudget);
   }

@@ -7,6 +7,10 @@
  *   (docs/protocol.md "Liveness and expiry"): the idle check, skipped while paused,
  *   counts the client's silence from the write that ended the pause, not from what it
  *   last sent before it (a slow reader of a catch-up sends nothing, walk20 2a).
+ * - A page cut at its byte allowance (the `hold` effect) while the node is at its
+ *   budget was cut at the budget's floor: that pause is the budget's, counted in
+ *   `pixiu_ws_budget_pauses_total` as one a write makes is; one cut at the connection's
+ *   own high-water mark is not counted, as a write past that mark is not.
  */
 import { mock, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -83,4 +87,38 @@ test('the write that ends a pause counts as hearing from the client: the idle ch
   assert.equal(ws.terminated, false, 'the write that ended the pause was heard: not silent for the idle timeout');
   conn.tick(Date.now() + IDLE_MS + 1);
   assert.equal(ws.terminated, true, 'silent for the idle timeout after it: cut');
+});
+
+test('a page cut at its allowance while the node is at its budget is a pause by the budget, counted; one cut at the high-water mark is not', (t) => {
+  let budgetPauses = 0;
+  const budget = new BufferBudget(100 * KiB, budgetFloorBytes(HIGH_WATER), capturingLogger().logger, () => { budgetPauses += 1; });
+  const { conn, ws } = connection(t, budget);
+  // Under the budget, a page to it is cut at its high-water mark: not the budget's pause.
+  ws.bufferedAmount = KiB;
+  conn.send('{"t":"msg"}', 'msg');
+  assert.equal(conn.byteAllowance(), HIGH_WATER - KiB);
+  conn.hold();
+  assert.notEqual(conn.whenWritable(), undefined, 'paused');
+  assert.equal(budgetPauses, 0, 'the ordinary pause at its own high-water mark is not counted');
+  ws.bufferedAmount = 0;
+  ws.completeWrites();
+  assert.equal(conn.whenWritable(), undefined, 'the pause ended');
+  // Other connections hold the node's budget: a page to this one is cut at the floor.
+  budget.recount(0, 100 * KiB);
+  assert.equal(conn.byteAllowance(), budget.floorBytes);
+  // What the page wrote went to the kernel (the socket holds less than the floor): no write paused it.
+  ws.bufferedAmount = KiB;
+  conn.send('{"t":"msg"}', 'msg');
+  assert.equal(conn.whenWritable(), undefined, 'not paused by the write');
+  conn.hold();
+  assert.notEqual(conn.whenWritable(), undefined, 'paused by the page cut at its allowance');
+  assert.equal(budgetPauses, 1, 'the budget\'s pause is counted');
+  // A write past the floor while at the budget pauses it too, counted once.
+  ws.bufferedAmount = 0;
+  ws.completeWrites();
+  ws.bufferedAmount = budget.floorBytes + KiB;
+  conn.send('{"t":"msg"}', 'msg');
+  assert.notEqual(conn.whenWritable(), undefined, 'paused by the write');
+  conn.hold();
+  assert.equal(budgetPauses, 2, 'each pause once: a hold while paused is none');
 });
