@@ -12,7 +12,7 @@ import { isUnreadable } from '../store/unreadable.js';
 import type { ByteRoom, Effect, MachineConfig } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView, type GapReason } from './message-view.js';
-import { msgFrameSize } from './msg-frame-bytes.js';
+import { gapFrameSize, msgFrameSize } from './msg-frame-bytes.js';
 import { resentAfterReset, wasResent, type ResentSeqs } from './resent-marks.js';
 import { beforeFirst, hadAfterReset, resumePoint, type ResumeRequest } from './resume.js';
 import type { SeqNames } from './seq-names.js';
@@ -201,13 +201,14 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * `redelivered` up to `c.redeliverUpTo` and where `c.resent` has it (a gap up to
  * `c.redeliverUpTo` or `c.hadThrough`); arms its
  * redelivery timer when it had nothing in flight. The page stops, as at the window, after
- * the `msg` whose frames (msg-frame-bytes.ts `msgFrameSize`) reach `allowance` bytes —
- * never before its first message — and `c` is then paused with a `hold` effect: the
- * rest is sent once its writes drain (the machine's `drain`).
+ * the `msg` whose frames — its own and the page's before it, `gap`s included
+ * ({@link framesSize}) — reach `allowance` bytes, never before its first message, and
+ * `c` is then paused with a `hold` effect: the rest is sent once its writes drain (the
+ * machine's `drain`).
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @param nowMs the time of the sending, ms since the epoch (MachineConfig `now`)
- * @param allowance bytes of `msg` frames the page may write (effects.ts `ByteRoom`; gaps are not counted)
+ * @param allowance bytes of `msg` and `gap` frames the page may write (effects.ts `ByteRoom`)
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
@@ -224,6 +225,8 @@ export function deliverPage(
   let last: PageEntry | undefined;
   const entries = page.entries;
   let bytes = 0;
+  /** The page's frames before this index of `effects` are counted in `bytes`. */
+  let sizedTo = sentFrom;
   let cut = false;
   for (let i = 0; i < entries.length && c.inflight.length < config.window && !cut; i++) {
     const entry = entries[i] as PageEntry;
@@ -253,7 +256,10 @@ export function deliverPage(
       effects.push(frame.redelivered !== true && entry.seq > c.liveAfter ? { kind: 'send', conn: c.id, frame, live: true } : { kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
       // Sized only when more could follow it: a live message alone costs nothing.
-      if (allowance !== Number.POSITIVE_INFINITY && i < entries.length - 1) cut = (bytes += msgFrameSize(frame)) >= allowance;
+      if (allowance !== Number.POSITIVE_INFINITY && i < entries.length - 1) {
+        cut = (bytes += framesSize(c, effects, sizedTo)) >= allowance;
+        sizedTo = effects.length;
+      }
     }
     c.sent = entry.seq;
     last = entry;
@@ -274,6 +280,24 @@ export function deliverPage(
     effects.push({ kind: 'hold', conn: c.id });
   }
   return last;
+}
+
+/**
+ * The bytes a socket queues for the `msg` and `gap` frames to `c` in `effects` from
+ * index `from` on (msg-frame-bytes.ts `msgFrameSize`, `gapFrameSize`), for cutting a
+ * page by bytes ({@link deliverPage}). A gap is sized as it stands: sized before the
+ * `msg` after it, it is extended no more (the epoch {@link tellEpoch} may add to the
+ * page's first frame is not counted, a msg's or a gap's alike).
+ */
+function framesSize(c: Conn, effects: readonly Effect[], from: number): number {
+  let bytes = 0;
+  for (let i = from; i < effects.length; i++) {
+    const e = effects[i] as Effect;
+    if (e.kind !== 'send' || e.conn !== c.id) continue;
+    if (e.frame.t === 'msg') bytes += msgFrameSize(e.frame);
+    else if (e.frame.t === 'gap') bytes += gapFrameSize(e.frame);
+  }
+  return bytes;
 }
 
 /**

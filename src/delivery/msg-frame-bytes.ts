@@ -42,7 +42,7 @@
  * kept: a frame that cannot be serialised fails at its send as before.
  */
 import { LRUCache } from 'lru-cache';
-import type { MsgFrame } from './frames.js';
+import type { GapFrame, MsgFrame } from './frames.js';
 
 /**
  * Most bytes of encoded `data` the node keeps, bytes: the cache only has to outlive one
@@ -289,4 +289,13 @@ export function msgFrameSize(frame: MsgFrame): number {
   } catch {
     return fields;
   }
+}
+
+/**
+ * The bytes a socket queues for a `gap` frame, its WebSocket header included, exactly
+ * (its JSON as the session writes it: a few small fields), for cutting a page by bytes
+ * (connection-state.ts `deliverPage`). Never throws.
+ */
+export function gapFrameSize(frame: GapFrame): number {
+  return withHeader(Buffer.byteLength(JSON.stringify(frame)));
 }

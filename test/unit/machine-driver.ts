@@ -18,7 +18,7 @@ import type { InboxEntry, InboxPage } from '../../src/inbox/inbox.js';
 import type { EpochLineage } from '../../src/inbox/lineage.js';
 import { isUnreadable, unreadableRecord, type ReadRecord } from '../../src/store/unreadable.js';
 import { MsgKind } from '../../src/ids/msg-id.js';
-import { msgFrameSize } from '../../src/delivery/msg-frame-bytes.js';
+import { gapFrameSize, msgFrameSize } from '../../src/delivery/msg-frame-bytes.js';
 
 /** A small window and the default timings. */
 export const CONFIG: MachineConfig = { window: 3, ackTimeoutMs: 10_000, backoffMs: [2_000, 4_000, 6_000], heartbeatMs: 25_000 };
@@ -244,8 +244,11 @@ export class Driver {
 
   /** Records one batch of effects and checks the invariants. */
   take(effects: Effect[]): Effect[] {
-    /** Per connection, the sizes of the `msg` frames of this batch (one page: a cut connection is paused). */
-    const sizes = new Map<string, number[]>();
+    /**
+     * Per connection, the sizes of the `msg` frames of this batch and of the `gap`s after
+     * its first (one page: a cut connection is paused; a gap before it may be a resume's).
+     */
+    const sizes = new Map<string, { bytes: number; msg: boolean }[]>();
     for (const e of effects) {
       switch (e.kind) {
         case 'fetch':
@@ -259,7 +262,11 @@ export class Driver {
           assert.ok(e.frame.t !== 'msg' || !this.#held.has(e.conn), `${e.conn}: msg ${e.frame.t === 'msg' ? e.frame.seq : ''} sent while held by a cut page, before its drain`);
           this.#check(e.conn, e.frame);
           // As the machine sized it: before the page's first frame was told the epoch.
-          if (e.frame.t === 'msg' && this.#allowance !== undefined) (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as number[]).push(msgFrameSize({ ...e.frame, epoch: undefined }));
+          if (e.frame.t === 'msg' && this.#allowance !== undefined) {
+            (sizes.get(e.conn) ?? sizes.set(e.conn, []).get(e.conn) as { bytes: number; msg: boolean }[]).push({ bytes: msgFrameSize({ ...e.frame, epoch: undefined }), msg: true });
+          } else if (e.frame.t === 'gap') {
+            sizes.get(e.conn)?.push({ bytes: gapFrameSize({ ...e.frame, epoch: undefined }), msg: false });
+          }
           if (e.live === true) {
             assert.ok(e.frame.t === 'msg' && e.frame.redelivered !== true, `${e.conn}: a live mark on ${briefOf(e.frame)}`);
             this.live.push(`${e.conn} ${e.frame.seq}`);
@@ -294,12 +301,18 @@ export class Driver {
       const c = this.m.cursor(conn);
       if (c) assert.ok(c.inflight <= this.#config.window, `${conn} has ${c.inflight} in flight, window ${this.#config.window}`);
     }
-    // A page stops at the message whose frames reach the allowance: all but its last stay under it.
-    // Sized only with an allowance (set above): without one nothing can pass it.
+    // A page stops at the message whose frames, gaps included, reach the allowance: all
+    // but its last message and the gaps before it stay under it. Sized only with an
+    // allowance (set above): without one nothing can pass it.
     const allowance = this.#allowance ?? Number.POSITIVE_INFINITY;
     for (const [conn, page] of sizes) {
-      const beforeLast = page.slice(0, -1).reduce((sum, n) => sum + n, 0);
-      assert.ok(page.length <= 1 || beforeLast < allowance, `${conn}: a page of ${page.length} msgs (${page.join('+')} bytes) past its allowance ${allowance} by more than its last`);
+      let last = page.length - 1;
+      while (last > 0 && !(page[last] as { msg: boolean }).msg) last--;
+      let before = last - 1;
+      while (before >= 0 && !(page[before] as { msg: boolean }).msg) before--;
+      const beforeLast = page.slice(0, before + 1).reduce((sum, f) => sum + f.bytes, 0);
+      const shown = page.map((f) => `${f.msg ? '' : 'gap '}${f.bytes}`).join('+');
+      assert.ok(before < 0 || beforeLast < allowance, `${conn}: a page (${shown} bytes) past its allowance ${allowance} by more than its last msg`);
     }
     return effects;
   }
