@@ -9,11 +9,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
 import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
-import type { TestClient } from '../harness/ws-client.js';
-import { STALL_HIGH_WATER, framesSent, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, framesSent, stall, startStallingGateway, type GatewayFixture, type StalledClient } from './gateway-fixture.js';
 
 /**
  * Posts broadcasts of `pad` to every client, one at a time, while `more` (given how
@@ -45,13 +43,10 @@ const BIG_PAD = 'x'.repeat(60_000);
  * and `user`'s device `tab` connected, welcomed, and no longer read by its client.
  * @returns the gateway, the client and the server's end of its socket
  */
-async function stalledTab(cleanup: CleanupContext, user: string, hardCapBytes: number): Promise<{ gw: GatewayFixture; client: TestClient; sock: Duplex }> {
+async function stalledTab(cleanup: CleanupContext, user: string, hardCapBytes: number): Promise<StalledClient & { gw: GatewayFixture }> {
   const { gw, sockets } = await startStallingGateway(cleanup, { socketHardCapBytes: String(hardCapBytes) });
   const { client } = await gw.connectWelcomed(user, { device: 'tab' });
-  client.ws.pause();
-  const sock = sockets.get('tab');
-  assert.ok(sock, 'the server end of the socket');
-  return { gw, client, sock };
+  return { gw, ...stall(client, sockets, 'tab') };
 }
 
 test('a connection paused by a burst of broadcasts resumes at the drain: an inbox message posted after it arrives', { timeout: 60_000 }, async () => {

@@ -19,7 +19,7 @@ import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { STALL_HIGH_WATER, startStallingGateway, type ConnectAs, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, stall, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import { appendBroadcasts, postBroadcast } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
@@ -44,16 +44,6 @@ before(async () => {
 });
 
 after(() => cleanup.run());
-
-/** Connects, reads the welcome and stops reading; answers the client and the server's end of its socket. */
-async function connectStalled(user: string, as: ConnectAs): Promise<{ client: TestClient; sock: Duplex }> {
-  const client = await gw.connect(user, { device: user, ...as });
-  assert.equal((await client.next()).t, 'welcome');
-  client.ws.pause();
-  const sock = sockets.get(user);
-  assert.ok(sock, `the server end of ${user}'s socket`);
-  return { client, sock };
-}
 
 /**
  * Waits until the server holds more than the high-water mark for `sock` (the kernel's
@@ -80,7 +70,8 @@ test(`${COUNT} missed broadcasts of 60 KiB against a 256 KiB hard cap: every one
   const first = await postBroadcast(gw.client, { data: { first: true } });
   // Appended to the stream, 100 to a round trip (the catch-up's pace is under test, not the route).
   const missed = await appendBroadcasts(admin, COUNT, (i) => ({ i, pad: BIG }));
-  const { client, sock } = await connectStalled('returning', { params: { last_bseq: first.bseq } });
+  const { client } = await gw.connectWelcomed('returning', { device: 'returning', params: { last_bseq: first.bseq } });
+  const { sock } = stall(client, sockets, 'returning');
   assert.deepEqual(await readOnceStalled(client, sock, 'bcast', 'bseq'), missed.map((p) => p.bseq));
   await client.close();
 });

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
-import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, stall, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../harness/redis-server.js';
 import { appendBroadcasts, postBroadcast } from '../broadcast/broadcast-fixture.js';
@@ -44,11 +44,8 @@ after(() => cleanup.run());
 test(`live broadcasts queued behind a paused last_bseq catch-up: more than 10,000 (plus a catch-up page) are not dropped silently`, { timeout: 600_000 }, async () => {
   const first = await postBroadcast(gw.client, { data: { first: true } });
   const missed = await appendBroadcasts(admin, COUNT, (i) => ({ i, pad: BIG }));
-  const client = await gw.connect('returning', { device: 'returning', params: { last_bseq: first.bseq } });
-  assert.equal((await client.next()).t, 'welcome');
-  client.ws.pause();
-  const sock = sockets.get('returning');
-  assert.ok(sock);
+  const { client } = await gw.connectWelcomed('returning', { device: 'returning', params: { last_bseq: first.bseq } });
+  const { sock } = stall(client, sockets, 'returning');
   await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 20_000, 5);
   const live = await appendBroadcasts(admin, LIVE, (i) => ({ live: i }));
   // Posted once every live one was answered: the highest bseq, read last.

@@ -18,7 +18,7 @@ import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList } from '../harness/pixiu-server.js';
-import { STALL_HIGH_WATER, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, stall, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
 import { appendBroadcasts, postBroadcast } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
@@ -51,11 +51,8 @@ test('a paused last_bseq catch-up stops reading the stream once its connection i
   const first = await postBroadcast(gw.client, { data: { first: true } });
   // Appended to the stream, 100 to a round trip (the route is not what is measured).
   await appendBroadcasts(probe, COUNT, (i) => ({ i, pad: BIG }));
-  const client = await gw.connect('leaver', { device: 'leaver', params: { last_bseq: first.bseq } });
-  assert.equal((await client.next()).t, 'welcome');
-  client.ws.pause();
-  const sock = sockets.get('leaver');
-  assert.ok(sock);
+  const { client } = await gw.connectWelcomed('leaver', { device: 'leaver', params: { last_bseq: first.bseq } });
+  const { sock } = stall(client, sockets, 'leaver');
   await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 30_000, 5);
   // Let the kernel's buffers fill to their most (autotuning), so the catch-up is stuck.
   await waitUntil('the catch-up stuck', async () => {

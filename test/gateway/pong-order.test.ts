@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { waitUntil } from '../harness/checks.js';
-import { STALL_HIGH_WATER, framesSent, startStallingGateway } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, connectStalled, framesSent, startStallingGateway } from './gateway-fixture.js';
 import { postMany, seqOf } from './delivery-fixture.js';
 
 test('a ping sent while the client does not read is answered behind every msg written before it, and delivery goes on in order after the pong', async (t) => {
@@ -20,10 +20,7 @@ test('a ping sent while the client does not read is answered behind every msg wr
   // 3,000 messages of ~4 KiB (12 MB): more than the kernel's socket buffers (several
   // MB on loopback) and the 64 KiB high-water mark take, so delivery pauses with some unsent.
   await postMany(gw.client, 'slow', COUNT, 1, { data: (i) => ({ i, pad: 'x'.repeat(4000) }) });
-  const client = await gw.connect('slow', { device: 'd' });
-  client.ws.pause();
-  const sock = sockets.get('d');
-  assert.ok(sock);
+  const { client, sock } = await connectStalled({ gw, sockets }, 'slow', 'd');
   // The server's own buffer past the high-water mark: delivery is paused, nothing more is written until the client reads.
   await waitUntil('the server paused delivery', async () => sock.writableLength > STALL_HIGH_WATER, 10_000, 10);
   const written = await framesSent(gw, 'msg');

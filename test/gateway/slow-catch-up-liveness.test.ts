@@ -21,8 +21,7 @@ import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
-import type { TestClient } from '../harness/ws-client.js';
-import { STALL_HIGH_WATER, closesByCode, startStallingGateway, type GatewayFixture } from './gateway-fixture.js';
+import { STALL_HIGH_WATER, closesByCode, stall, startStallingGateway, type GatewayFixture, type StalledClient } from './gateway-fixture.js';
 import { appendBroadcasts, postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
 
 const KiB = 1024;
@@ -51,19 +50,19 @@ before(async () => {
 
 after(() => cleanup.run());
 
-/** Connects catching up from the first broadcast, reads the welcome and stops reading; answers the client and the server's end of its socket. */
-async function connectStalled(device: string): Promise<{ client: TestClient; sock: Duplex }> {
-  const client = await gw.connect(device, { device, params: { last_bseq: first.bseq } });
-  assert.equal((await client.next()).t, 'welcome');
-  client.ws.pause();
-  const sock = sockets.get(device);
-  assert.ok(sock, `the server end of ${device}'s socket`);
-  await waitUntil('the server queues more than the high-water mark', async () => sock.writableLength > STALL_HIGH_WATER, 10_000, 5);
-  return { client, sock };
+/**
+ * Connects catching up from the first broadcast, reads the welcome and stops reading
+ * ({@link stall}), then waits until the server queues more than the high-water mark for it.
+ */
+async function stalledCatchUp(device: string): Promise<StalledClient> {
+  const { client } = await gw.connectWelcomed(device, { device, params: { last_bseq: first.bseq } });
+  const stalled = stall(client, sockets, device);
+  await waitUntil('the server queues more than the high-water mark', async () => stalled.sock.writableLength > STALL_HIGH_WATER, 10_000, 5);
+  return stalled;
 }
 
 test('a client reading a catch-up slowly for four idle timeouts, sending nothing, keeps its connection and gets every broadcast', async (t) => {
-  const { client, sock } = await connectStalled('slow');
+  const { client, sock } = await stalledCatchUp('slow');
   const raw = (client.ws as unknown as { _socket: Duplex })._socket;
   let closed: { code: number } | undefined;
   void client.closed.then((c) => { closed = c; });
@@ -90,7 +89,7 @@ test('a client reading a catch-up slowly for four idle timeouts, sending nothing
 });
 
 test('a client that reads nothing of its catch-up is still closed by the server (4009 at the paused timeout)', async (t) => {
-  const { client } = await connectStalled('still');
+  const { client } = await stalledCatchUp('still');
   // Counted when the socket ends: the close frame waits unread, cut after the 5 s grace (CLOSE_GRACE_MS).
   // (Paused, it is judged by the paused timeout, 4009; an idle cut would be the server's 1006.)
   let closes: Record<string, number> = {};
