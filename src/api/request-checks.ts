@@ -1,7 +1,8 @@
 /**
  * Requests refused for their request line or headers, before anything reads them
  * (docs/api.md, "Errors"): a version that is not HTTP/1.x, a missing or repeated `Host`,
- * a fragment or a badly percent-encoded query in the target; and, on a route that takes
+ * more than one `Authorization`, a fragment or a badly percent-encoded query in the
+ * target; and, on a route that takes
  * a body, a transfer coding other than chunked (501), a content coding (415) or a
  * charset other than UTF-8 (415). Node's parser and fastify's router let these through,
  * or read them wrongly.
@@ -47,9 +48,18 @@ export function installRequestChecks(app: FastifyInstance): void {
       return;
     }
     // Node keeps the first of several: which host was meant is unknown (RFC 9112 §3.2: 400).
-    if (hostLines(req.raw.rawHeaders) > 1) {
+    if (fieldLines(req.raw.rawHeaders, 'host') > 1) {
       closeAfter(reply);
       done(new PixiuError('INVALID_REQUEST', 'more than one Host header (RFC 9112 §3.2)'));
+      return;
+    }
+    // Likewise Authorization, which is no list (RFC 9110 §11.6.2): Node keeps the first,
+    // while a proxy or rate limiter in front may read the last and take the request for
+    // another caller's (a black-box security tester's finding, walk22 F1). Refused on
+    // every route, before any token is read: producer routes, /v1/me, /v1/connect (its
+    // answer before the Origin's 403, as the Host's) and the internal routes.
+    if (fieldLines(req.raw.rawHeaders, 'authorization') > 1) {
+      done(new PixiuError('INVALID_REQUEST', 'more than one Authorization header: send one (RFC 9110 §11.6.2)'));
       return;
     }
     // A fragment never travels (a client strips it); one sent raw would be read as part
@@ -126,9 +136,12 @@ function queryWellEncoded(target: string): boolean {
   }
 }
 
-/** How many `Host` field lines a request's raw headers (name, value, name, value, …) hold. */
-function hostLines(raw: readonly string[]): number {
+/**
+ * How many field lines named `name` (lower case) a request's raw headers (name, value,
+ * name, value, …) hold; names are compared case-insensitively (RFC 9110 §5.1).
+ */
+function fieldLines(raw: readonly string[], name: string): number {
   let n = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === 4 && raw[i]?.toLowerCase() === 'host') n++;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.length === name.length && raw[i]?.toLowerCase() === name) n++;
   return n;
 }
