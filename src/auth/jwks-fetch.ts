@@ -5,6 +5,7 @@
  * held in memory and parsed, taking the node to ~680 MB (a fresh tester's finding).
  */
 
+import { BlockList, isIP } from 'node:net';
 import type { JWK } from 'jose';
 import type { JwksKeyScreen } from './jwks-keys.js';
 
@@ -142,11 +143,49 @@ async function usableKeys(keys: readonly JWK[], url: string, screen: JwksKeyScre
 }
 
 /** A URL as a log may show it: origin and path, the query (which may hold a secret) as `?…`. */
-function shownUrl(url: string): string {
+export function shownUrl(url: string): string {
   try {
     const u = new URL(url);
     return `${u.origin}${u.pathname}${u.search === '' ? '' : '?…'}`;
   } catch {
     return '(unreadable URL)';
   }
+}
+
+/** The loopback addresses: 127.0.0.0/8 and ::1 (RFC 1122 §3.2.1.3, RFC 4291 §2.5.3), IPv4-mapped ones included. */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/**
+ * The warning of a `PIXIU_JWKS_URL` that is plain `http://` to a host other than this
+ * machine's loopback ({@link cleartextJwksUrl}), logged once at start (src/cli/serve.ts)
+ * with the URL as {@link shownUrl} shows it. Not refused: a JWKS served over http on an
+ * internal network is a set-up some run on purpose (a black-box security tester's
+ * finding, walk22 F2: nothing said so before).
+ */
+export const CLEARTEXT_JWKS_LOG = 'PIXIU_JWKS_URL is plain http:// to a host that is not this machine: anyone on the path to it can serve their own keys '
+  + 'and so mint tokens for any user, and credentials in the URL travel in clear; use https:// (README, "Set up a fresh machine")';
+
+/**
+ * Whether a JWKS URL is fetched in clear from another machine: its scheme is `http:`
+ * and its host is neither `localhost` nor a loopback address (127.0.0.0/8, `::1`, as
+ * the URL parser spells them: `127.1` is 127.0.0.1). Other names are not resolved: a
+ * name is taken for another machine.
+ * @param url the setting's value (`^https?://`, checked by loadConfig)
+ * @returns false for https:, for a loopback host, and for a URL that cannot be read
+ */
+export function cleartextJwksUrl(url: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  if (u.protocol !== 'http:') return false;
+  const host = u.hostname.toLowerCase();
+  if (host === 'localhost' || host === 'localhost.') return false;
+  const address = host.replace(/^\[|\]$/g, '');
+  const family = isIP(address);
+  return family === 0 || !LOOPBACK.check(address, family === 6 ? 'ipv6' : 'ipv4');
 }

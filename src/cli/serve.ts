@@ -20,6 +20,7 @@ import { addConfigOptions, configFromOptions, optionOverrides } from './config-o
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
 import { foldersOpenToOthers, keepCreatedFilesPrivate } from '../files/private-data.js';
+import { CLEARTEXT_JWKS_LOG, cleartextJwksUrl, shownUrl } from '../auth/jwks-fetch.js';
 
 /**
  * The exit code of a shutdown that ran every step but left one undone: the store's
@@ -79,6 +80,7 @@ export function serveCommand(): Command {
     if (looseEntries.length > 0) {
       logger.warn({ origins: looseEntries }, 'PIXIU_ALLOWED_ORIGINS entries with a path, credentials or a wildcard: only their origin (scheme://host[:port]) counts, and * is no wildcard');
     }
+    if (config.jwksUrl !== undefined && cleartextJwksUrl(config.jwksUrl)) logger.warn({ url: shownUrl(config.jwksUrl) }, CLEARTEXT_JWKS_LOG);
     const openFolders = await foldersOpenToOthers(config.dataDir);
     if (openFolders.length > 0) {
       logger.warn({ folders: openFolders }, 'data dir folders other users of this machine can read (made by an older release or by hand; the embedded Redis\'s AOF holds the cluster secret, xiu/ the messages): `chmod 700` them; pixiu makes new folders 0700 and leaves these as they are');
