@@ -8,12 +8,20 @@
  * JWKS … a key rotated out"), or kept and refused only at the token: a bare
  * "invalid token" (RSA under 2048 bits), a 503 (a private key: jose's
  * `JWKSInvalid`) — the key set's fault, answered as the client's.
+ *
+ * A key listed twice under one `kid` (the same key, with or without `alg`: some
+ * identity providers and hand-merged sets publish it so) is kept once; two different
+ * keys under one `kid` are both kept, logged at warn, and a token naming that `kid` is
+ * verified against each in turn ({@link verifiedByEach}, jose's documented way with
+ * `JWKSMultipleMatchingKeys`). Before, either made every token naming the `kid` 401 "it
+ * names no kid", with nothing logged (a black-box security tester's finding, walk22 F5).
  */
 // jose's modules one by one, not its index (jwt.ts says why).
 import { compactVerify } from 'jose/jws/compact/verify';
 import { createLocalJWKSet } from 'jose/jwks/local';
+import { jwtVerify } from 'jose/jwt/verify';
 import * as joseErrors from 'jose/errors';
-import type { JWK } from 'jose';
+import type { JWK, JWTVerifyOptions, JWTVerifyResult } from 'jose';
 import type { Logger } from '../logger.js';
 import { cutText, quotedText } from '../text-cut.js';
 import { ASYMMETRIC_ALGS, MIN_RSA_BITS } from './pem-key.js';
@@ -25,6 +33,15 @@ import { ASYMMETRIC_ALGS, MIN_RSA_BITS } from './pem-key.js';
  * that leaves the key out anew or for another reason, not per token.
  */
 export const JWKS_KEY_LEFT_OUT_LOG = 'a key of the JWKS cannot verify tokens and is left out: the key set at PIXIU_JWKS_URL needs fixing (docs/protocol.md, "Client tokens")';
+
+/**
+ * The warning of a `kid` that two or more different keys of a fetched JWKS share. Fields:
+ * `kid` (cut to 64 characters) and `keys`, how many different keys carry it. Logged
+ * once per fetch that finds it anew, not per token. A token naming the `kid` is tried
+ * with each key in turn, so a rollover that publishes a new key under the old `kid`
+ * keeps both keys' tokens working; the set is still the identity provider's to fix.
+ */
+export const JWKS_KID_SHARED_LOG = 'several different keys of the JWKS share one kid: a token naming it is verified against each in turn; the key set at PIXIU_JWKS_URL needs fixing, a kid per key (docs/protocol.md, "Client tokens")';
 
 /** Most characters of a key's `kid`, `alg`, `crv` … that a reason or a warning repeats. */
 const MAX_MEMBER_SHOWN = 64;
@@ -173,8 +190,10 @@ export class JwksKeyScreen {
    * Sorts a set just read (an answer with no key to verify with included: its keys'
    * reasons are logged, and what a token naming one is told, while the fetch fails),
    * and logs each key left out that the set read before did not leave out for the
-   * same reason.
-   * @returns the keys that can verify a token, in their order (maybe none)
+   * same reason, and each `kid` different keys share ({@link JWKS_KID_SHARED_LOG})
+   * that the set read before did not.
+   * @returns the keys that can verify a token, in their order, a key listed twice under
+   *   one `kid` once ({@link sameKeysOnce}); maybe none
    */
   async screen(keys: readonly JWK[]): Promise<JWK[]> {
     const reasons = await Promise.all(keys.map((key) => whyKeyCannotVerify(key, this.#algorithms)));
@@ -189,13 +208,93 @@ export class JwksKeyScreen {
       logged.add(entry);
       if (!this.#logged.has(entry)) this.#logger?.warn({ ...(named ? { kid: cutText(kid, MAX_MEMBER_SHOWN) } : { index }), reason }, JWKS_KEY_LEFT_OUT_LOG);
     });
+    const kept = sameKeysOnce(keys.filter((_, i) => reasons[i] === undefined));
+    for (const [kid, count] of sharedKids(kept)) {
+      const entry = `${kid}\nshared by ${count} keys`;
+      logged.add(entry);
+      if (!this.#logged.has(entry)) this.#logger?.warn({ kid: cutText(kid, MAX_MEMBER_SHOWN), keys: count }, JWKS_KID_SHARED_LOG);
+    }
     this.#leftOut = leftOut;
     this.#logged = logged;
-    return keys.filter((_, i) => reasons[i] === undefined);
+    return kept;
   }
 
   /** Why the left-out key of `kid` in the set last read cannot verify tokens; undefined when no key of that `kid` was left out. */
   reasonFor(kid: string): string | undefined {
     return this.#leftOut.get(kid);
   }
+}
+
+/** A key's identity: its `kid` (none is one too), type, curve and public key data. */
+function identityOf(key: JWK): string {
+  const data = (KEY_DATA[key.kty as string] ?? []).map((member) => (key as Record<string, unknown>)[member]);
+  return JSON.stringify([key.kid ?? null, key.kty, key.crv ?? null, ...data]);
+}
+
+/**
+ * `keys` with each key listed again under the same `kid` dropped: a later copy whose
+ * `alg` is that of a copy kept, or that a kept copy without `alg` already covers
+ * (jose matches a key without `alg` to every algorithm of its type), is left out; a
+ * copy without `alg` takes the place of the copies with one it covers. Copies with
+ * different `alg`s are kept: no token matches two of them. Left two, jose would find
+ * several keys for one token and verify with none.
+ * @param keys usable keys (screened), in the set's order
+ * @returns the keys kept, in their order
+ */
+export function sameKeysOnce(keys: readonly JWK[]): JWK[] {
+  const kept: Array<JWK | undefined> = [];
+  const byIdentity = new Map<string, number[]>();
+  for (const key of keys) {
+    const id = identityOf(key);
+    const places = byIdentity.get(id) ?? [];
+    const copies = places.map((i) => kept[i] as JWK);
+    if (copies.some((copy) => copy.alg === undefined || copy.alg === key.alg)) continue;
+    if (key.alg === undefined && places.length > 0) {
+      // Covers every copy kept: takes the first's place, the others go.
+      places.forEach((i, n) => { kept[i] = n === 0 ? key : undefined; });
+      byIdentity.set(id, [places[0] as number]);
+      continue;
+    }
+    byIdentity.set(id, [...places, kept.length]);
+    kept.push(key);
+  }
+  return kept.filter((key): key is JWK => key !== undefined);
+}
+
+/**
+ * The `kid`s of `keys` that two or more different keys carry (the same key under
+ * several `alg`s counts once), with how many.
+ */
+function sharedKids(keys: readonly JWK[]): Map<string, number> {
+  const byKid = new Map<string, Set<string>>();
+  for (const key of keys) {
+    if (typeof key.kid !== 'string') continue;
+    const ids = byKid.get(key.kid) ?? new Set<string>();
+    ids.add(identityOf({ ...key, alg: undefined }));
+    byKid.set(key.kid, ids);
+  }
+  return new Map([...byKid].filter(([, ids]) => ids.size > 1).map(([kid, ids]) => [kid, ids.size]));
+}
+
+/**
+ * Verifies `token` against each key jose found for it, as jose documents for
+ * `JWKSMultipleMatchingKeys` (createRemoteJWKSet: "it is possible to opt-in to iterate
+ * over the matched keys and attempt verification in an iterative manner"): the first
+ * key whose signature holds decides; a key whose signature fails gives way to the next.
+ * Used only for a token that names a `kid` several different keys of the JWKS share
+ * (a token that names none must name its key: jwt-refusals.ts `severalKeysForAlg`).
+ * @returns jose's result with the key that verified
+ * @throws jose's error of that key's checks (its claims: expired, `aud` …), or
+ *   JWSSignatureVerificationFailed when no key's signature holds
+ */
+export async function verifiedByEach(token: string, several: joseErrors.JWKSMultipleMatchingKeys, checks: JWTVerifyOptions): Promise<JWTVerifyResult> {
+  for await (const key of several) {
+    try {
+      return await jwtVerify(token, key, checks);
+    } catch (err) {
+      if (err instanceof joseErrors.JWSSignatureVerificationFailed) continue;
+      throw err;
+    }
+  }
+  throw new joseErrors.JWSSignatureVerificationFailed();
 }
