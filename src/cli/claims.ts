@@ -8,9 +8,20 @@ import { isTag, tagSchema } from '../broadcast/filter.js';
 import { CHANNEL_PATTERN, isChannelPattern } from '../channels/patterns.js';
 import { StartupError } from '../errors.js';
 
-/** A comma-separated option as a list: each entry trimmed, empty ones dropped. */
-export function listOption(text: string | undefined): string[] {
-  return (text ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+/**
+ * A comma-separated option as a list: each entry trimmed, empty ones dropped, an entry
+ * given again dropped (a token's `tags: ["vip", "vip"]` says nothing more than one).
+ * @param text the option's value; undefined when the option is not given (no entries)
+ * @param flag the option as the user types it (`--tags`), for the refusal
+ * @throws StartupError when the option is given but lists nothing (`--tags ''`,
+ *   `--tags ,`): a script passing an empty variable would mint a token without the
+ *   claim, silently (a black-box security tester's nit, walk22 F4)
+ */
+export function listOption(text: string | undefined, flag: string): string[] {
+  if (text === undefined) return [];
+  const entries = text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  if (entries.length === 0) throw new StartupError(`${flag} ${JSON.stringify(text)} lists nothing: give one or more comma-separated entries, or leave ${flag} out`);
+  return [...new Set(entries)];
 }
 
 /**

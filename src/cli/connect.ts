@@ -108,8 +108,8 @@ export function connectCommand(): Command {
     }
     // Said here, named by its flag, rather than by the service as `querystring/device`.
     if (!isDeviceName(opts.device)) throw new StartupError(`invalid --device ${JSON.stringify(opts.device)}: ${DEVICE_RULE}`);
-    const tags = listOption(opts.tags);
-    const subs = [...new Set(listOption(opts.sub))];
+    const tags = listOption(opts.tags, '--tags');
+    const subs = listOption(opts.sub, '--sub');
     checkClaims(tags, []);
     // A pattern would be refused by the server's `sub` (it takes names): said here first.
     const badSub = subs.find((c) => !isChannelName(c));

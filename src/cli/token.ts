@@ -47,8 +47,8 @@ export function tokenCommand(): Command {
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000 || ttlMs % 1000 !== 0) {
       throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a whole number of seconds from 1s to 365d, e.g. 30m, 1h, 7d`);
     }
-    const tags = listOption(opts.tags);
-    const channels = listOption(opts.channels);
+    const tags = listOption(opts.tags, '--tags');
+    const channels = listOption(opts.channels, '--channels');
     checkClaims(tags, channels);
     const config = configFromOptions(cmd, TOKEN_SETTINGS);
     const { source } = await resolveJwtKey(config, { create: false });

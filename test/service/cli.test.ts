@@ -174,6 +174,22 @@ test('pixiu token refuses tags and channel patterns that could never match, and 
   // A token too big for a request's headers: the next test, which checks its whole stderr.
 });
 
+test('pixiu token puts a tag or channel pattern given twice in once, and exits 1 for --tags or --channels given with no entry (an empty variable), printing no token', async (t) => {
+  const secret = 'a-configured-secret-of-32-chars-or-more';
+  const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: secret };
+  const twice = await runCli(['token', 'ann', '--tags', 'vip,vip,gold, vip', '--channels', 'live.*,news,live.*'], env);
+  assert.equal(twice.code, 0, twice.stderr);
+  const claims = await createVerifier({ kind: 'secret', secret })(twice.stdout.trim());
+  assert.deepEqual(claims.tags, ['vip', 'gold']);
+  assert.deepEqual(claims.channels, ['live.*', 'news']);
+  const cases = [['--tags', ''], ['--tags', ','], ['--channels', ''], ['--channels', ' , ']] as const;
+  for (const [[flag, value], run] of await runEach(cases, ([flag, value]) => runCli(['token', 'ann', flag, value], env))) {
+    assert.equal(run.code, 1, `${flag} ${JSON.stringify(value)}: ${run.stdout}`);
+    assert.equal(run.stdout, '');
+    assert.ok(run.stderr.includes(`${flag} ${JSON.stringify(value)} lists nothing: give one or more comma-separated entries, or leave ${flag} out`), run.stderr);
+  }
+});
+
 test('pixiu token warns of a token too big for a request\'s headers alone: no refresh-frame warning that says a connection could use it', async (t) => {
   const env = { PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_JWT_SECRET: 'a-configured-secret-of-32-chars-or-more' };
   const huge = await runCli(['token', 'ann', '--channels', Array.from({ length: 700 }, (_, i) => `tenant${i}.room.*`).join(',')], env);
