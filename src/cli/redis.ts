@@ -8,26 +8,32 @@
  *   seqs assigned again (README "Redis failover"; docs/decisions.md "The inbox
  *   generation").
  *
- * Redis is the configured `PIXIU_REDIS_URL`, or the embedded one of the data dir while
- * a `pixiu serve` runs on it. Every failure is one line on stderr and exit 1.
+ * Redis is the configured `PIXIU_REDIS_URL`, or the embedded one of the data dir: the
+ * running node's, or with the node stopped (a restore, before the restored data dir's
+ * first start) one started for the command and stopped again (redis-to-write.ts).
+ * Every failure is one line on stderr and exit 1.
  */
 import { Command } from 'commander';
 import { StartupError } from '../errors.js';
 import { Keys } from '../redis/keys.js';
-import { redactUrl } from '../redis/url.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
-import { READ_KEYS, checkPrefixUsed, connectToRead } from './inspect-redis.js';
+import { READ_KEYS, checkPrefixUsed } from './inspect-redis.js';
+import { connectToWrite } from './redis-to-write.js';
 
 /** The words after the options in `redis lost-writes --help`: when to run it, what it does, its exit status. */
 const LOST_WRITES_HELP = `
 Run it after Redis went back in time under Pixiu, before the nodes are repointed or
 restarted: an unplanned failover to a replica that was behind (REPLICAOF NO ONE on a
 replica while the old primary still took writes, or after it died), a restore of an
-older snapshot, or a restart from an RDB snapshot without AOF. Run it every time, also
+older snapshot (a restored data dir with the embedded Redis too: run it with the
+restored node still stopped, on its PIXIU_DATA_DIR, then start the node), or a restart
+from an RDB snapshot without AOF. Run it every time, also
 when the nodes kept running behind an address that follows the primary: they raise it
 by themselves only when the loss took one of their own lease renewals or claims,
 which most such losses do not. Run it against the Redis the nodes will use (the
-promoted replica). Not needed after a planned FAILOVER (Redis 6.2+: the replica has
+promoted replica). Without PIXIU_REDIS_URL it uses the embedded Redis of the data dir:
+that of the node running on it, or, the node stopped, one it starts there (as serve
+does) and stops again. Not needed after a planned FAILOVER (Redis 6.2+: the replica has
 caught up before it takes over) or a Redis restart with its AOF intact: nothing was lost.
 
 What it does: raises the inbox generation (the key <prefix>inbox-generation). Running
@@ -38,7 +44,9 @@ sent a reset and its retained inbox again (clients match messages by id, docs/pr
 That costs one reset per user with a new message, which is why it is not done on every start.
 
 Exit status: 0 when the generation was raised (the line says from what to what);
-1 with a message on stderr otherwise: a bad option, no Redis or Redis not answering,
+1 with a message on stderr otherwise: a bad option, no Redis or Redis not answering
+(without PIXIU_REDIS_URL: no embedded Redis data in the data dir, or a node starting
+on it: run it again once the node serves),
 a replica (run it on the primary), or a key prefix no Pixiu service has used on that
 Redis (a wrong PIXIU_REDIS_PREFIX).`;
 
@@ -50,11 +58,13 @@ export function redisCommand(): Command {
     .description('after Redis lost acknowledged writes (failover to a replica behind, restore of a snapshot): give every inbox a new epoch at its next append, so devices are sent a reset, not welcomed past reused seqs')
     .addHelpText('after', LOST_WRITES_HELP);
   addConfigOptions(lost, READ_KEYS, {
-    redisUrl: 'the Redis the nodes use (after a failover: the promoted replica), redis://, rediss:// or unix:// URL; unset: the embedded Redis of a `pixiu serve` running on the data dir',
+    redisUrl: 'the Redis the nodes use (after a failover: the promoted replica), redis://, rediss:// or unix:// URL; unset: the embedded Redis of the data dir (its running node\'s, or, the node stopped, one started for the command)',
   });
   lost.action(async () => {
     const config = configFromOptions(lost, READ_KEYS);
-    const redis = await connectToRead(config);
+    const target = await connectToWrite(config);
+    const { redis } = target;
+    let said: string;
     try {
       const role = await redis.call('ROLE') as unknown[];
       if (role[0] !== 'master') {
@@ -66,13 +76,14 @@ export function redisCommand(): Command {
       const { before, after } = await raiseGeneration(redis, new Keys(config.redisPrefix)).catch((err: Error) => {
         throw new StartupError(`could not raise the inbox generation: ${err.message}`, { cause: err });
       });
-      const where = config.redisUrl === undefined ? `the embedded Redis of ${config.dataDir}` : redactUrl(config.redisUrl);
-      process.stdout.write(`inbox generation raised from ${before} to ${after} on ${where}, key prefix ${JSON.stringify(config.redisPrefix)}: `
+      said = `inbox generation raised from ${before} to ${after} on ${target.where}, key prefix ${JSON.stringify(config.redisPrefix)}: `
         + 'every inbox gets a new epoch at its next append (running nodes read it within 5 s, starting ones at start); '
-        + 'devices resuming under an old epoch are sent a reset. Now repoint or restart the nodes.\n');
+        + `devices resuming under an old epoch are sent a reset. ${target.started ? 'Now start the node.' : 'Now repoint or restart the nodes.'}\n`;
     } finally {
-      redis.disconnect();
+      // A redis-server started for the command has written its AOF once this returns.
+      await target.close();
     }
+    process.stdout.write(said);
   });
   return redisCmd;
 }

@@ -1,0 +1,109 @@
+/**
+ * The Redis an operator's command writes to (`pixiu redis lost-writes`): the configured
+ * `PIXIU_REDIS_URL`; else the embedded one of the data dir — the running node's, when a
+ * `pixiu serve` runs on it, or, on a stopped data dir (a restore, before its first start:
+ * README "Backups and restores"), an embedded redis-server started for the command the
+ * way `serve` starts it (src/redis/local-server.ts: the data dir's lock, a left-over
+ * server adopted, the same `storage/redis.conf`) and stopped again once the command is
+ * done, its AOF written. Unlike the inspect commands (inspect-redis.ts), which never
+ * start one: a read of a stopped data dir has nothing to wait for, a restore does.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/config.js';
+import { StartupError } from '../errors.js';
+import { isAlive } from '../process-alive.js';
+import { redactUrl } from '../redis/url.js';
+import { connectToRead, embeddedRedisSocket } from './inspect-redis.js';
+
+/** A Redis connection to write to, and how to let it go. */
+export interface RedisToWrite {
+  readonly redis: Redis;
+  /** The Redis in words, for the command's line: its URL without password, or the data dir's embedded one. */
+  readonly where: string;
+  /** True when the command started the embedded redis-server itself (the data dir's node is stopped). */
+  readonly started: boolean;
+  /** Disconnects; stops the redis-server the command started (SIGTERM: it writes its AOF), waiting for its exit. */
+  close(): Promise<void>;
+}
+
+/**
+ * Connects to the Redis to write to (see the module's doc).
+ * @throws StartupError as {@link connectToRead} for a URL or a running node's Redis;
+ *   for a stopped data dir: no `<dataDir>/redis` folder (no embedded Redis ever ran
+ *   there: a wrong PIXIU_DATA_DIR, or a node on PIXIU_REDIS_URL), a data dir whose
+ *   store last ran on a shared Redis (its LAYOUT's `redisPrefix`), or the embedded
+ *   redis-server could not be started (a node starting on the data dir holds its lock;
+ *   redis-server missing; a damaged AOF), in local-server.ts's words
+ */
+export async function connectToWrite(config: Pick<Config, 'dataDir' | 'redisUrl' | 'redisCommandTimeoutMs'>): Promise<RedisToWrite> {
+  const embedded = `the embedded Redis of ${config.dataDir}`;
+  if (config.redisUrl !== undefined || await runningEmbedded(config.dataDir)) {
+    const redis = await connectToRead(config);
+    const where = config.redisUrl === undefined ? embedded : redactUrl(config.redisUrl);
+    return { redis, where, started: false, close: () => Promise.resolve(redis.disconnect()) };
+  }
+  await refuseNoEmbeddedData(config.dataDir);
+  const [{ startLocalRedis }, { createRedis }, { pino }] = await Promise.all([
+    import('../redis/local-server.js'), import('../redis/client.js'), import('pino'),
+  ]);
+  // The server's warnings (a left-over server adopted, its own WARNING lines) on stderr:
+  // stdout is the command's one line.
+  const logger = pino({ level: 'warn', base: undefined }, pino.destination({ fd: 2, sync: true }));
+  const local = await startLocalRedis({ dataDir: config.dataDir, logger }).catch((err: Error) => {
+    throw new StartupError(`cannot start ${embedded} (its node is stopped): ${err.message}`, { cause: err });
+  });
+  let redis: Redis;
+  try {
+    redis = await createRedis({ url: local.url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:cli' });
+  } catch (err) {
+    await local.stop();
+    throw new StartupError((err as Error).message, { cause: err });
+  }
+  return {
+    redis,
+    where: `${embedded} (started for this command, the node being stopped, and stopped again)`,
+    started: true,
+    close: async () => {
+      redis.disconnect();
+      await local.stop();
+    },
+  };
+}
+
+/**
+ * True when an embedded redis-server runs on `dataDir`: its socket is there and its
+ * pid file names a live process. Redis removes both at a clean shutdown; a
+ * redis-server killed outright leaves both, and its dead pid tells it.
+ * @throws StartupError as {@link embeddedRedisSocket} (another user's private data dir)
+ */
+async function runningEmbedded(dataDir: string): Promise<boolean> {
+  if (await embeddedRedisSocket(dataDir) === undefined) return false;
+  let pid: number;
+  try {
+    pid = Number(readFileSync(path.join(dataDir, 'redis', 'redis.pid'), 'utf8').trim());
+  } catch {
+    // A socket without a pid file: taken for running, as before (connectToRead says if it is not).
+    return true;
+  }
+  return !(Number.isSafeInteger(pid) && pid > 0) || isAlive(pid);
+}
+
+/**
+ * Refuses a stopped data dir on which no embedded Redis has data: starting one there
+ * would make an empty Redis (or one beside the shared Redis its store last ran on).
+ * @throws StartupError naming what to set instead
+ */
+async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
+  const dir = path.join(dataDir, 'redis');
+  if (!existsSync(dir)) {
+    throw new StartupError(`no PIXIU_REDIS_URL, no embedded Redis running under ${dataDir}, and no embedded Redis data there (no ${dir}): `
+      + 'set PIXIU_DATA_DIR to the data dir of the node (its node may be stopped), or PIXIU_REDIS_URL to the Redis the nodes use');
+  }
+  const [{ readLayout }, { refuseEmbeddedAfterShared }] = await Promise.all([
+    import('../store/layout.js'), import('../cluster/prefix-guard.js'),
+  ]);
+  const xiu = path.join(dataDir, 'xiu');
+  refuseEmbeddedAfterShared(dataDir, { dir: xiu, layout: await readLayout(xiu) });
+}
