@@ -4,7 +4,8 @@
  * after its `welcome` or last `reset`, delivered from an offer (a local append) or a
  * pull (a notify). Not the backlog a connection joins on or is reset to (catch-up: its
  * lag is the device's time away), not a redelivery. The driver (machine-driver.ts)
- * records the marks and fails any on another frame than a first-sent `msg`.
+ * records the marks and its checks (machine-checks.ts) fail any on another frame than
+ * a first-sent `msg`.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

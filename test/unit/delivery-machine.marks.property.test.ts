@@ -4,7 +4,7 @@
  * - a connection with messages in flight always has its redelivery timer armed;
  * - no `msg` or `gap` repeats a seq already sent on the connection without the
  *   `redelivered` mark (a `gap` included: docs/protocol.md), and a `msg` marked after a
- *   `reset` is a message sent on it before (machine-driver.ts checks its id);
+ *   `reset` is a message sent on it before (machine-checks.ts checks its id);
  * - once events stop, a client that never acks is redelivered to and closed 4008,
  *   never left with messages in flight and no timer;
  * also with entries deleted by hand (holes), and with the inbox recreated or restored

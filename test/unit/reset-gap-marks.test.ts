@@ -6,7 +6,7 @@
  * gap"; a black-box tester's finding J: a client following the docs showed nothing for
  * the whole gap, so a rotation hid seqs the device never had, and so did an inbox lost
  * and refilled past the cap). The machine driven by hand (machine-driver.ts), whose fake
- * inbox records a rotation's lineage as rotate-7.lua does.
+ * inbox (fake-inbox.ts) records a rotation's lineage as rotate-7.lua does.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
