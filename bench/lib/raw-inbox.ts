@@ -56,11 +56,11 @@ export async function runRawAppends(run: RawAppendRun): Promise<number> {
       next = Math.min(to, next + batch);
       const pipeline = raw.pipeline();
       const now = String(Date.now());
-      // What ingest sends: the content's expiry (the default 7-day TTL) and the grace.
+      // What ingest sends: the content's expiry (the default 7-day TTL; the keys' and the entry's `exp`) and the grace.
       const expires = String(Date.now() + CONTENT_TTL_MS);
       for (let i = first; i < next; i++) {
         const tag = `${prefix}{${uidOf(i)}}`;
-        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace, '0', '', devices);
+        pipeline.evalsha(sha, keys, `${tag}:inbox`, `${tag}:meta`, `${tag}:ids`, `${tag}:conns`, `${tag}:acks`, ids[i] ?? '', '1', cap, epoch, now, '', expires, grace, '0', '', devices, expires);
       }
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([err]) => err !== null);

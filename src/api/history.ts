@@ -11,6 +11,7 @@
  * reader where to go on, as at the end of any page.
  */
 import type { Inbox } from '../inbox/inbox.js';
+import { readEntryRecords } from '../inbox/entry-records.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { isUnreadable } from '../store/unreadable.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
@@ -87,7 +88,9 @@ export function pageHoldBytes(limit: number, maxMessageBytes: number): number {
  * more than {@link MAX_PAGE_DATA_CHARS}.
  * @param sized told the page's bytes as {@link pageHoldBytes} counts them, once it is read
  * @throws PixiuError UNAVAILABLE when Redis or the store fails, or a record's owning
- *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After)
+ *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After) — unless its
+ *   inbox entry says the message expired (its `exp`: src/inbox/entry-records.ts), which
+ *   is a gap without a read
  */
 export async function readHistory(
   inbox: Inbox, store: RecordReader, user: string, afterSeq: number, limit: number, sized?: (bytes: number) => void,
@@ -106,7 +109,8 @@ export async function readHistory(
   let read = 0;
   read: for (let from = 0, size = FIRST_READ; from < page.entries.length; from += size, size = nextChunk(read, chars)) {
     const entries = page.entries.slice(from, from + size);
-    const records = await store.getMany(entries.map((e) => e.id));
+    // Entries whose own expiry passed are not read (entry-records.ts): a gap, owner down or not.
+    const records = await readEntryRecords(store, entries, Date.now());
     read += records.filter((r) => r !== null).length;
     for (const [i, entry] of entries.entries()) {
       // Below a seq answered already: a malformed entry at seq 0, or at the seq of the

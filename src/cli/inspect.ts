@@ -146,7 +146,7 @@ export function inspectCommand(): Command {
       // An entry that is not what the append script writes: its seq, marked (docs/decisions.md "Malformed inbox entries").
       const entries = page.entries.map((e) => e.malformed === true
         ? { seq: e.seq, malformed: true }
-        : { seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}) });
+        : { seq: e.seq, id: e.id, kind: kindName(e.kind), ...(e.room !== undefined ? { room: e.room } : {}), ...(e.exp !== undefined ? { exp: e.exp } : {}) });
       // expires_at: when the inbox's keys go (retention), ms; null: they do not.
       // kept_cursors: those a new epoch kept of an older one, until the device acks in this
       // one (docs/decisions.md "Stored cursors across a new epoch").

@@ -8,6 +8,7 @@
  */
 import { outageFields } from '../errors.js';
 import type { Inbox, InboxEntry, InboxPage } from '../inbox/inbox.js';
+import { readEntryRecords } from '../inbox/entry-records.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
@@ -350,7 +351,8 @@ export class UserSession {
       // device had is marked in the gap after its `reset` (src/inbox/lineage.ts).
       const lineage = this.#machine.wantsLineage(page) ? await this.#deps.inbox.lineage(this.user) : undefined;
       read = 'records';
-      const records = page.entries.length > 0 ? await this.#deps.store.getMany(page.entries.map((e) => e.id)) : [];
+      // Entries whose own expiry passed are not read (entry-records.ts): a gap, owner down or not.
+      const records = await readEntryRecords(this.#deps.store, page.entries, (this.#deps.machine.now ?? Date.now)());
       // Still in flight for the machine while it waits for a turn with room (send-turns.ts).
       if (turnSpent()) await nextTurn();
       effects = this.#machine.fetched(page, records, lineage);

@@ -1,5 +1,5 @@
 /**
- * The pipeline every inbox append goes out on (`append-11.lua`, DESIGN.md §4; the
+ * The pipeline every inbox append goes out on (`append-12.lua`, DESIGN.md §4; the
  * pipeline itself: tick-pipeline.ts), and the one way an append's EVALSHA is built, for
  * a single append and for those of a message to many users alike (src/inbox/inbox.ts).
  */
@@ -8,7 +8,7 @@ import { toRedisError } from '../redis/client.js';
 import type { UserKeys } from '../redis/keys.js';
 import { resendOnNoScript, sendEvalsha } from '../redis/scripts.js';
 import { redisStateReason } from '../redis/state-replies.js';
-import { newEpoch, toAppendResult, type AppendResult } from './codec.js';
+import { newEpoch, toAppendResult, type AppendResult, type ExpiresArgs } from './codec.js';
 import { APPEND_AT, APPEND_KEYS, APPEND_SHA, INBOX_SCRIPTS, type AppendArgv } from './scripts.js';
 import { AppendChain } from './append-chain.js';
 import { TickPipeline } from './tick-pipeline.js';
@@ -53,7 +53,7 @@ export function appendPipeline(redis: Redis): TickPipeline<AppendArgv, AppendRes
   }, MAX_APPEND_BATCH);
 }
 
-/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-11.lua` ARGV 3, 8, 9 and 11, and its clock. */
+/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-12.lua` ARGV 3, 8, 9 and 11, and its clock. */
 export interface AppendSettings {
   /** The inbox cap, ARGV[3]. */
   readonly cap: string;
@@ -73,12 +73,13 @@ export interface AppendSettings {
  * sets it as the append is sent).
  * @param kindArg the kind as the script takes it (codec.ts KIND_ARG)
  * @param room the room id, "" for none
- * @param expires when the content expires, ms, as codec.ts `expiresArg` gives it
+ * @param expires when the content expires, ms, as codec.ts `expiresArgs` gives it: for the
+ *   keys' retention and the entry's `exp`
  */
-export function appendArgv(keys: UserKeys, msgId: string, kindArg: string, room: string, expires: string, settings: AppendSettings): AppendArgv {
+export function appendArgv(keys: UserKeys, msgId: string, kindArg: string, room: string, expires: ExpiresArgs, settings: AppendSettings): AppendArgv {
   return [
     APPEND_SHA, APPEND_KEYS, keys.inbox, keys.meta, keys.ids, keys.conns, keys.acks,
-    msgId, kindArg, settings.cap, newEpoch(), String(settings.now()), room, expires, settings.grace,
-    String(settings.generation()), '', settings.deviceCursors,
+    msgId, kindArg, settings.cap, newEpoch(), String(settings.now()), room, expires.keep, settings.grace,
+    String(settings.generation()), '', settings.deviceCursors, expires.entry,
   ];
 }

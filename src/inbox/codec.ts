@@ -55,6 +55,14 @@ export interface InboxEntry {
   readonly kind: MsgKind;
   /** The room the message was sent to, for room messages. */
   readonly room?: string;
+  /**
+   * When the message's record expires, ms since the Unix epoch: its `expiresAt`, written
+   * in the entry (`exp`) by append-12.lua and later. A reader takes the entry for
+   * expired once it is at or before now, without reading the record (entry-records.ts).
+   * Absent: an entry an older release wrote, or whose `exp` is not a non-negative safe
+   * integer (set by hand): the store is asked, as before.
+   */
+  readonly exp?: number;
   /** Never set: tells it from a {@link MalformedEntry}. */
   readonly malformed?: undefined;
 }
@@ -134,13 +142,22 @@ export function checkAppend(msgId: string, kind: MsgKind, extra: AppendExtra | u
   }
 }
 
-/** The script's ARGV for the content expiry: the given one, else the longest from now. */
-export function expiresArg(extra: AppendExtra | undefined, now: number): string {
-  return String(extra?.expiresAt ?? now + LONGEST_CONTENT_MS);
+/** The append script's two ARGVs about the content's expiry (append-12.lua ARGV[7], ARGV[12]). */
+export interface ExpiresArgs {
+  /** How long the inbox keys are kept at least (ARGV[7]): the given expiry, else the longest from now. */
+  readonly keep: string;
+  /** The entry's `exp` (ARGV[12]): the given expiry exactly, "" when none is given (never an estimate). */
+  readonly entry: string;
+}
+
+/** The script's ARGVs for the content expiry, {@link ExpiresArgs}. */
+export function expiresArgs(extra: AppendExtra | undefined, now: number): ExpiresArgs {
+  const given = extra?.expiresAt;
+  return given === undefined ? { keep: String(now + LONGEST_CONTENT_MS), entry: '' } : { keep: String(given), entry: String(given) };
 }
 
 /**
- * The append script's reply (`[seq, epoch, duplicate, ...nodes]`, append-11.lua's
+ * The append script's reply (`[seq, epoch, duplicate, ...nodes]`, append-12.lua's
  * "Returns") as an {@link AppendResult}.
  * @throws PixiuError INTERNAL when the reply has another shape (a script of another version)
  */
@@ -171,7 +188,7 @@ export function parseCursors(raw: Record<string, string>): Record<string, number
 
 /**
  * The meta hash's field holding `device`'s ack cursor of an epoch a rotation replaced
- * (`rotate-7.lua` step 3, `append-11.lua` step 5), "<seq> <epoch>": `cursor <device>`.
+ * (`rotate-7.lua` step 3, `append-12.lua` step 5), "<seq> <epoch>": `cursor <device>`.
  * A device id has no space (DESIGN.md §2), so it names no other field of the meta hash.
  */
 export function keptCursorField(device: string): string {
@@ -224,19 +241,40 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
   let id = '';
   let kind = 0;
   let room: string | undefined;
+  let exp: number | undefined;
+  // Fields it does not know are skipped, as every release's reader skips them: a newer
+  // release's field is no reason to take the entry for malformed.
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const value = fields[i + 1] ?? '';
     switch (fields[i]) {
       case 'id': id = value; break;
       case 'kind': kind = Number(value); break;
       case 'room': room = value; break;
+      case 'exp': exp = entryExp(value); break;
     }
   }
-  // Only the append script (append-11.lua and the versions before it) writes entries as
+  // Only the append script (append-12.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
   if (!MSG_ID_RULE.test(id) || !isMsgKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
-  return room === undefined ? { seq, id, kind } : { seq, id, kind, room };
+  const entry: { seq: number; id: string; kind: MsgKind; room?: string; exp?: number } = { seq, id, kind };
+  if (room !== undefined) entry.room = room;
+  if (exp !== undefined) entry.exp = exp;
+  return entry;
+}
+
+/** An `exp` as append-12.lua writes it: decimal digits, at most 15. */
+const EXP_RULE = /^\d{1,15}$/;
+
+/**
+ * An entry's `exp` field (InboxEntry `exp`); undefined for a value the append script
+ * does not write (set by hand: not decimal digits, or more than 15 of them). Such an
+ * entry is not malformed: it names its message, and only the shortcut is lost (its
+ * record is read, and the store says whether it expired: docs/decisions.md "An inbox
+ * entry records its message's expiry").
+ */
+function entryExp(value: string): number | undefined {
+  return EXP_RULE.test(value) ? Number(value) : undefined;
 }
 
 /**

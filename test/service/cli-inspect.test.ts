@@ -58,7 +58,7 @@ test('inspect id with a Redis to read names the store holding the partition and 
   assert.match(down.stderr, /holder is not shown: Redis could not be read/);
 });
 
-test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq (a room message\'s with its room) and the ack cursors', async () => {
+test('inspect inbox prints the epoch, bounds, when the keys expire, entries after --after-seq (a room message\'s with its room; each with its message\'s expiry, `exp`) and the ack cursors', async () => {
   const { inbox } = await openInbox(files, redis.url, 'insp:');
   // The second a room message: its entry names the room.
   const kinds = [MsgKind.user, MsgKind.room, MsgKind.user];
@@ -74,7 +74,7 @@ test('inspect inbox prints the epoch, bounds, when the keys expire, entries afte
   assert.equal(run.code, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), {
     user: 'ann', epoch, first_seq: 1, latest_seq: 3, expires_at: expiresAt + INBOX_RETENTION_GRACE_MS,
-    entries: [{ seq: 2, id: ids[1], kind: 'room', room: 'lobby' }], cursors: { phone: 2 }, kept_cursors: {},
+    entries: [{ seq: 2, id: ids[1], kind: 'room', room: 'lobby', exp: expiresAt }], cursors: { phone: 2 }, kept_cursors: {},
   });
 });
 

@@ -1,11 +1,24 @@
 #!lua
 --[[
-append-11: append one MsgID to one user's inbox, exactly once, name the nodes holding
-the user's live connections (DESIGN.md §4, §9), keep the user's inbox keys only as
-long as something in them can still be delivered, and give the inbox a new epoch first
-when the inbox generation (ARGV[9]) is above the one it was last appended under. Given
-the MsgID of an earlier append of the same batch to the user (ARGV[10]), append only if
-that one is in the inbox.
+append-12: append one MsgID to one user's inbox, exactly once, with the instant its
+content expires (ARGV[12], the entry's `exp`), name the nodes holding the user's live
+connections (DESIGN.md §4, §9), keep the user's inbox keys only as long as something in
+them can still be delivered, and give the inbox a new epoch first when the inbox
+generation (ARGV[9]) is above the one it was last appended under. Given the MsgID of an
+earlier append of the same batch to the user (ARGV[10]), append only if that one is in
+the inbox.
+
+append-11 wrote no expiry in the entry: a reader learnt that an entry's message had
+expired only from the store that holds it, so once that store's node was removed for
+good (stopped after its messages' ttl, as the README allowed) the entry read as
+UNAVAILABLE for ever, and every user holding one stalled (no `welcome`, history 503)
+until its partitions were retired (a black-box tester's finding F6, walk21). append-12
+writes `exp`, the record's own `expiresAt`: a reader takes an entry whose `exp` has
+passed for an `expired` gap without asking the store (src/inbox/entry-records.ts). The
+field is written only when the caller gives it; an entry without it (written by
+append-11 or earlier, during an upgrade too) is read from the store, as before. Older
+releases' readers skip fields they do not know (codec.ts `toEntry`), so the entries
+append-12 writes read the same there.
 
 append-10 deleted the ack cursors when a generation rotated the epoch (step 5): a
 device away meanwhile resumed from no cursor, as a new device, from the first retained
@@ -69,7 +82,9 @@ Steps
   3. next seq = 1 + max(counter, seq of the stream's last entry). Reading the stream too
      means a seq is never reused even when the counter (or the whole meta hash) was
      lost while the stream remained.
-  4. XADD with the explicit ID `<seq>-0` (the first write), trimming to EXACTLY ARGV[3] entries
+  4. XADD with the explicit ID `<seq>-0` (the first write) and the fields `id` (ARGV[1]),
+     `kind` (ARGV[2]), `room` (ARGV[6], when given) and `exp` (ARGV[12], when given),
+     trimming to EXACTLY ARGV[3] entries
      (`MAXLEN cap`, not DESIGN.md's `MAXLEN ~ cap`): the first retained seq is then always
      latest - cap + 1, which callers and tests can rely on. The cost is one listpack
      edit per append once the cap is reached.
@@ -111,7 +126,7 @@ Flags (the #!lua line, Redis 7 script flags)
   check for memory) and let the rest through.
 
 KEYS
-  1. inbox stream  `<prefix>{uid}:inbox`
+  1. inbox stream  `<prefix>{uid}:inbox` (entries `<seq>-0`: `id`, `kind`, `room`, `exp`)
   2. meta hash     `<prefix>{uid}:meta` (`epoch`, `seq`, `keep`, `gen`, `created`, `lineage`)
   3. ids zset      `<prefix>{uid}:ids`
   4. conns hash    `<prefix>{uid}:conns` (presence; values `<expiresAtMs>|<node>|…`, read only)
@@ -134,6 +149,11 @@ ARGV
      "" for none
   11. most devices with a cursor per user (`PIXIU_MAX_DEVICE_CURSORS`), a positive
      integer: bounds the cursors step 5 keeps of older epochs
+  12. the entry's `exp`: when the message's record expires, ms since the Unix epoch,
+     exactly its `expiresAt` (the instant the store expires it), a non-negative integer
+     of at most 15 digits; "" (or absent, as append-11's callers send) for none: the
+     entry is then written without it. Unlike ARGV[7] never an estimate: a reader
+     takes the message for expired once `exp` has passed, without reading the record.
 
 Returns
   {seq, epoch, dup, node...}: seq (integer >= 1), the inbox epoch after the call (a
@@ -150,7 +170,7 @@ Error replies
 local inboxKey, metaKey, idsKey, connsKey, acksKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local msgId, kind, capArg, newEpoch, nowMs, room = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local expiresArg, graceArg, genArg, earlier = ARGV[7], ARGV[8], ARGV[9], ARGV[10] or ''
-local mostArg = ARGV[11]
+local mostArg, expArg = ARGV[11], ARGV[12] or ''
 
 if type(msgId) ~= 'string' or not string.match(msgId, '^[0-9a-f]+$') or #msgId ~= 16 then
   return redis.error_reply('INVALID_REQUEST msg id must be 16 hex digits')
@@ -177,6 +197,9 @@ if type(earlier) ~= 'string' or (earlier ~= '' and (not string.match(earlier, '^
 end
 if type(mostArg) ~= 'string' or not string.match(mostArg, '^[1-9]%d*$') or #mostArg > 9 then
   return redis.error_reply('INVALID_REQUEST the most devices must be a positive integer')
+end
+if type(expArg) ~= 'string' or (expArg ~= '' and (not string.match(expArg, '^%d+$') or #expArg > 15)) then
+  return redis.error_reply('INVALID_REQUEST the entry expiry must be a non-negative integer of at most 15 digits (ms) or empty')
 end
 
 local meta = redis.call('HMGET', metaKey, 'epoch', 'seq', 'keep', 'gen')
@@ -280,13 +303,20 @@ if last then
   if lastSeq > top then top = lastSeq end
 end
 
--- Step 4, the first write: XADD the seq after `top`; the reply, or the error as a table.
+-- Step 4, the first write: XADD the seq after `top` with the entry's fields (`room`
+-- and `exp` when given); the reply, or the error as a table.
+local fields = {'id', msgId, 'kind', kind}
+if room ~= '' then
+  fields[#fields + 1] = 'room'
+  fields[#fields + 1] = room
+end
+if expArg ~= '' then
+  fields[#fields + 1] = 'exp'
+  fields[#fields + 1] = expArg
+end
 local function add(after)
   local text = string.format('%d', after + 1)
-  if room == '' then
-    return redis.pcall('XADD', inboxKey, 'MAXLEN', capArg, text .. '-0', 'id', msgId, 'kind', kind), text
-  end
-  return redis.pcall('XADD', inboxKey, 'MAXLEN', capArg, text .. '-0', 'id', msgId, 'kind', kind, 'room', room), text
+  return redis.pcall('XADD', inboxKey, 'MAXLEN', capArg, text .. '-0', unpack(fields)), text
 end
 
 -- %d, not tostring: Lua 5.1 prints large numbers with an exponent.
