@@ -95,6 +95,10 @@ const HAZARDS = [
   [/\bprocess\.(umask|chdir|exit|exitCode|setMaxListeners)\b/, 'process-wide settings or exit'],
   // V8 flags (--expose-gc) and memory readings: the heap holds the other files' garbage too.
   [/setFlagsFromString|expose-gc|\bgc\(\)|memoryUsage|getHeapStatistics/, 'V8 flags or memory readings'],
+  // The module cache is the process's: what another file imported shows there too
+  // (unknown-fields checks that @fastify/ajv-compiler is never loaded; error-log builds a
+  // plain fastify, which loads it).
+  [/\brequire\.cache\b|createRequire\([^)]*\)\.cache\b/, 'module cache readings'],
 ];
 
 /** Measured wall seconds by `<dir>/<name>` (without `.test.js`), from scripts/test-walls.tsv. */
