@@ -4,7 +4,10 @@
  * that took it (DESIGN.md §9), so while that node is down every other node's delivery
  * of a user with an undelivered message stored there stalls, new messages included,
  * and their history reads and retries of those messages answer 503 — until a node runs
- * on its data dir again (README, "Several nodes"). A node stopped for good to scale in
+ * on its data dir again (README, "Several nodes"). Only a message not expired: an inbox
+ * entry records its message's expiry (`exp`, src/inbox/lua/append-12.lua), and readers
+ * take an expired one for a gap without asking its node — but an entry an older
+ * release appended records none, and stalls as an unexpired one. A node stopped for good to scale in
  * left a cluster-wide stall behind an info-level `shutting down`; this says so where
  * the operator looks first, with what README "Several nodes" needs to retire its
  * partitions. Not logged by a node alone on its Redis: no node waits on it — nor for
@@ -16,8 +19,9 @@ import { partitionSpan } from './partition-claims.js';
 
 /** The message of the warning (fixed, as every log message: the context is in fields). */
 export const LEAVING_OTHERS_MSG = 'this node stops while other nodes run: on every node, delivery to each user with a message stored here '
-  + 'not yet delivered stalls (and reads and retries of those messages answer 503) until a node runs on this data dir again; '
-  + 'to remove a node for good, keep it running until its messages have expired, or retire its partitions (README, "Several nodes")';
+  + 'neither delivered nor expired (or whose inbox entry, appended by an older release, records no expiry) stalls '
+  + '(and reads and retries of those messages answer 503) until a node runs on this data dir again; '
+  + 'to remove a node for good, keep it running until its messages have expired (to lose none), then stop it and retire its partitions (README, "Several nodes")';
 
 /** The stopping node's store, as the warning names it. */
 export interface LeavingStore {
