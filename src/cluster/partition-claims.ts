@@ -16,6 +16,7 @@ import { connectRefusal, redisCall, redisNowMs } from '../redis/client.js';
 import { DELETE_IF, deleteIf } from '../redis/delete-if.js';
 import type { Keys } from '../redis/keys.js';
 import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { RETIRED_STORE } from './store-directory.js';
 
 /** MsgID partition bytes in all (DESIGN.md §2: an 8-bit partition). */
 export const PARTITION_SPACE = 256;
@@ -129,8 +130,12 @@ export function partitionSpan(base: number, count: number): string {
 }
 
 /**
- * The startup error message for a claim that was not granted: names the data dir, the
- * partitions, and the other store with where it lives.
+ * The error message for a claim that was not granted — at start (the refusal) and at a
+ * running node's re-assertion (why its writes are suspended): names the data dir, the
+ * partitions, and the other store with where it lives. A block an operator retired
+ * ({@link RETIRED_STORE}: README "Several nodes") is held by no store: the message says
+ * this data dir was declared gone for good and must not serve again (a tester's finding,
+ * walk23 L3: it read "held by store retired" and advised retiring what was retired).
  * @param dir this store's folder
  * @param base the block this store holds (undefined on a first start)
  * @param count partitions per store (P)
@@ -143,6 +148,13 @@ export function claimRefusal(dir: string, base: number | undefined, count: numbe
   if (answer.kind === 'held') return `the store in ${dir} holds partitions ${partitionSpan(answer.base, count)}`;
   const where = answer.description === undefined ? '' : ` (store folder ${answer.description.dir} on host ${answer.description.host})`;
   const mine = base === undefined ? `${count} partitions` : `partitions ${partitionSpan(base, count)}`;
+  if (answer.owner === RETIRED_STORE) {
+    return `the store in ${dir} cannot claim ${mine}: partition ${answer.partition} of them was retired by an operator ` +
+      '(set to "retired" in the partition claims: README, "Several nodes"), which declares this data dir gone for good: ' +
+      'every message stored in it reads as missing on every node, and a retired partition is never claimed again. ' +
+      'This data dir must not serve again: stop any node running on it and start the node on a new data dir, ' +
+      'which claims a block of its own (see docs/decisions.md, "Several nodes")';
+  }
   return `the store in ${dir} cannot claim ${mine}: partition ${answer.partition} is held by store ` +
     `${answer.owner}${where}; two stores on one Redis must not mint the same message ids. ` +
     'Give each node its own data dir, or if that store is gone for good, retire its partitions. ' +

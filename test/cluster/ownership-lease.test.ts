@@ -5,7 +5,11 @@
  * a restart elsewhere need not wait it out); it is still renewed while another store
  * holds the block (a copy of the data dir must not find it lapsed); and the claims'
  * age mark that a starting node waits on is written by every re-assertion, so a node
- * starting long after Redis lost its data does not wait at all.
+ * starting long after Redis lost its data does not wait at all. A data dir whose
+ * partitions an operator retired (README "Several nodes") is told so in words of its
+ * own, at a start and on a node still running on it (partition-claims.ts
+ * `claimRefusal`; walk23 L3: it read "partition 16 is held by store retired" and
+ * advised retiring that store's partitions, retired already).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,9 +18,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { StartupError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
 import { Keys } from '../../src/redis/keys.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
+import { RETIRED_STORE } from '../../src/cluster/store-directory.js';
 import { LEASE_TTL_MS, StoreOwnership } from '../../src/cluster/store-ownership.js';
 import { BOOT_ID } from '../../src/cluster/lease-watch.js';
 import { flushPrefix, openInbox, waitUntil } from '../harness/checks.js';
@@ -96,4 +102,42 @@ test('a re-assertion marks when the claims were written back; a node starting on
   const next = await StoreOwnership.claim({ claims, dir: other.dir, partitions: 4, logger, settleMs: 5000, runningNodes: async () => 1 });
   assert.ok(performance.now() - started < 2000, `no wait: ${Math.round(performance.now() - started)} ms`);
   assert.notEqual(next.partitionBase, running.partitionBase);
+});
+
+/** What an operator does to retire a block (README "Several nodes"): HSET each partition to `retired`. */
+async function retire(keys: Keys, base: number, count: number): Promise<void> {
+  await redis.hset(keys.storePartitions(), ...Array.from({ length: count }, (_, i) => [String(base + i), RETIRED_STORE]).flat());
+}
+
+/** The retired wording, and none of the words for a block another store holds. */
+function assertRetiredWords(message: string, dir: string, span: string): void {
+  assert.ok(message.includes(`the store in ${dir} cannot claim partitions ${span}: partition `), message);
+  assert.match(message, /of them was retired by an operator \(set to "retired" in the partition claims: README, "Several nodes"\)/);
+  assert.match(message, /every message stored in it reads as missing on every node/);
+  assert.match(message, /This data dir must not serve again: stop any node running on it and start the node on a new data dir/);
+  assert.doesNotMatch(message, /held by store|retire its partitions/);
+}
+
+test('a data dir whose partitions were retired is refused at start: they were retired, it must not serve again, start on a new data dir', async (t) => {
+  const { claims, keys, dir } = await fresh(t);
+  const first = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  await retire(keys, first.partitionBase, 4);
+  await assert.rejects(StoreOwnership.claim({ claims, dir, partitions: 4, logger }), (err: unknown) => {
+    assert.ok(err instanceof StartupError, String(err));
+    assertRetiredWords(err.message, dir, `${first.partitionBase}..${first.partitionBase + 3}`);
+    return true;
+  });
+});
+
+test('a node still running when its partitions are retired suspends its writes, saying they were retired', async (t) => {
+  const { claims, keys, dir } = await fresh(t);
+  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  const reasons: (string | undefined)[] = [];
+  await ownership.advertise({ url: 'http://127.0.0.1:18203', node: 'node-r' }, (reason) => reasons.push(reason));
+  t.after(() => ownership.stop());
+  await retire(keys, ownership.partitionBase, 4);
+  ownership.renewNow();
+  await waitUntil('writes suspended', async () => reasons.length >= 2, 5000, 10);
+  assert.ok(reasons[1]?.startsWith('message store writes are suspended: '), reasons[1]);
+  assertRetiredWords(reasons[1] ?? '', dir, `${ownership.partitionBase}..${ownership.partitionBase + 3}`);
 });
