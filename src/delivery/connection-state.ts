@@ -9,7 +9,7 @@ import type { InboxPage, PageEntry } from '../inbox/inbox.js';
 import type { EpochLineage } from '../inbox/lineage.js';
 import type { ReadRecord } from '../store/message-store.js';
 import { isUnreadable } from '../store/unreadable.js';
-import type { ByteRoom, Effect, MachineConfig } from './effects.js';
+import type { ByteRoom, Effect, MachineConfig, PageAllowance } from './effects.js';
 import type { GapFrame, MsgFrame } from './frames.js';
 import { messageView, type GapReason } from './message-view.js';
 import { gapFrameSize, msgFrameSize } from './msg-frame-bytes.js';
@@ -203,17 +203,17 @@ export function joinAt(c: Conn, page: InboxPage, user: string, heartbeatMs: numb
  * redelivery timer when it had nothing in flight. The page stops, as at the window, after
  * the `msg` whose frames — its own and the page's before it, `gap`s included
  * ({@link framesSize}) — reach `allowance` bytes, never before its first message, and
- * `c` is then paused with a `hold` effect: the rest is sent once its writes drain (the
- * machine's `drain`).
+ * `c` is then paused with a `hold` effect carrying the allowance's `byBudget`: the rest
+ * is sent once its writes drain (the machine's `drain`).
  * @param records the content of `page.entries[i]`
  * @param complete the page holds every entry after its start up to its latest seq (it has fewer than were asked for)
  * @param nowMs the time of the sending, ms since the epoch (MachineConfig `now`)
- * @param allowance bytes of `msg` and `gap` frames the page may write (effects.ts `ByteRoom`)
+ * @param allowance what the page may write of `msg` and `gap` frames (effects.ts `ByteRoom`); undefined: no bound
  * @returns the last entry it moved `c.sent` onto (the highest delivered), or undefined
  */
 export function deliverPage(
   c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], config: Pick<MachineConfig, 'window' | 'ackTimeoutMs'>, effects: Effect[],
-  complete = false, nowMs = Number.NEGATIVE_INFINITY, allowance = Number.POSITIVE_INFINITY,
+  complete = false, nowMs = Number.NEGATIVE_INFINITY, allowance?: PageAllowance,
 ): PageEntry | undefined {
   if (c.phase !== 'ready') return undefined;
   const sentFrom = effects.length;
@@ -256,8 +256,8 @@ export function deliverPage(
       effects.push(frame.redelivered !== true && entry.seq > c.liveAfter ? { kind: 'send', conn: c.id, frame, live: true } : { kind: 'send', conn: c.id, frame });
       c.inflight.push(entry.seq);
       // Sized only when more could follow it: a live message alone costs nothing.
-      if (allowance !== Number.POSITIVE_INFINITY && i < entries.length - 1) {
-        cut = (bytes += framesSize(c, effects, sizedTo)) >= allowance;
+      if (allowance !== undefined && i < entries.length - 1) {
+        cut = (bytes += framesSize(c, effects, sizedTo)) >= allowance.bytes;
         sizedTo = effects.length;
       }
     }
@@ -277,7 +277,7 @@ export function deliverPage(
   }
   if (cut) {
     c.paused = true;
-    effects.push({ kind: 'hold', conn: c.id });
+    effects.push({ kind: 'hold', conn: c.id, byBudget: allowance?.byBudget ?? false });
   }
   return last;
 }

@@ -25,6 +25,8 @@ export interface DeliveryConnection extends Partial<ByteRoom> {
    * A page to it was cut at its byte allowance (effects.ts `hold`; `byteAllowance`, from
    * ByteRoom, says what a page may write): the session's `drain` is to be called once its
    * writes drain, as after a pause. Asked only of a connection that gives `byteAllowance`.
+   * @param byBudget that allowance was the node budget's floor (effects.ts `PageAllowance`,
+   *   as it was when the page was built): the pause is the budget's
    */
-  hold?(): void;
+  hold?(byBudget: boolean): void;
 }

@@ -62,9 +62,10 @@ export type Effect =
   /**
    * A page to the connection was cut at its byte allowance ({@link ByteRoom}): the
    * machine counts it paused; once the frames written drain, the driver calls `drain`
-   * and the rest of the page follows (connection-state.ts `deliverPage`).
+   * and the rest of the page follows (connection-state.ts `deliverPage`). `byBudget`:
+   * that allowance's {@link PageAllowance.byBudget}, as it was when the page was built.
    */
-  | { readonly kind: 'hold'; readonly conn: string }
+  | { readonly kind: 'hold'; readonly conn: string; readonly byBudget: boolean }
   /**
    * Give the inbox a new epoch if it is still `epoch` (Inbox.rotateEpoch): it came back
    * from Redis with less than a connection was sent (DESIGN.md §11). Answer with
@@ -86,8 +87,25 @@ export type Effect =
  * page to it stops at the message whose frames reach it; the first always goes.
  */
 export interface ByteRoom {
-  /** Bytes; 0 or less: one message, then wait. Read when a page to the connection is built. */
-  byteAllowance(): number;
+  /** Read when a page to the connection is built. */
+  byteAllowance(): PageAllowance;
+}
+
+/**
+ * What a page to a connection may write ({@link ByteRoom}), and why it is that much:
+ * the machine is given it as data and hands the reason back on the page's `hold`, so
+ * that a pause is put down to what set its allowance, not to the node's state when
+ * the page's frames were written (review35 2).
+ */
+export interface PageAllowance {
+  /** Bytes of `msg` and `gap` frames; 0 or less: one message, then wait. */
+  readonly bytes: number;
+  /**
+   * The bytes are the node budget's floor (the node was at its budget), not the
+   * connection's high-water mark: a page cut at them is the budget's pause
+   * (src/gateway/buffer-budget.ts `paused`).
+   */
+  readonly byBudget: boolean;
 }
 
 /** Why a `rotate-epoch` is asked for (see {@link Effect}). */

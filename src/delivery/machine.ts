@@ -46,7 +46,7 @@ import type { ResumeRequest } from './resume.js';
 
 export type { ResumeRequest } from './resume.js';
 
-export { DEFAULT_PAGE_MAX, type ByteRoom, type Effect, type MachineConfig, type RotationOutcome } from './effects.js';
+export { DEFAULT_PAGE_MAX, type ByteRoom, type Effect, type MachineConfig, type PageAllowance, type RotationOutcome } from './effects.js';
 
 /** One user's delivery state machine. See the module comment for its rules. */
 export class UserMachine {

@@ -93,12 +93,12 @@ export class PageDelivery {
    * every seq it knows against later appends, notifies and pages (seq-names.ts), and a
    * page of several entries delivered at once is how a connection that joins or falls
    * behind is sent them. O(entries). Its byte allowance is read here, once per page
-   * (effects.ts `ByteRoom`), and given to deliverPage as a number.
+   * (effects.ts `ByteRoom`), and given to deliverPage as data (its bytes, and whether
+   * they are the budget's floor, which the page's `hold` carries).
    */
   #deliver(c: Conn, page: InboxPage, records: readonly (ReadRecord | null)[], effects: Effect[], complete = false): void {
     const from = c.sent;
-    const allowance = c.room?.byteAllowance() ?? Number.POSITIVE_INFINITY;
-    const last = deliverPage(c, page, records, this.#config, effects, complete, (this.#config.now ?? Date.now)(), allowance);
+    const last = deliverPage(c, page, records, this.#config, effects, complete, (this.#config.now ?? Date.now)(), c.room?.byteAllowance());
     if (last === undefined) return;
     for (const entry of page.entries) if (entry.seq > from && entry.seq <= last.seq) this.#guard.delivered(entry);
   }

@@ -279,7 +279,7 @@ export class UserSession {
           this.#conns.get(e.conn)?.close(e.code, e.reason);
           break;
         case 'hold':
-          this.#conns.get(e.conn)?.hold?.();
+          this.#conns.get(e.conn)?.hold?.(e.byBudget);
           break;
         case 'rotate-epoch':
           void this.#rotateEpoch(e.epoch, e.cause, e.readLatest);

@@ -9,6 +9,7 @@
  * connection's memory is a target (bench:e2e, case c).
  */
 import type { Socket } from 'node:net';
+import type { PageAllowance } from '../delivery/effects.js';
 import type { BufferBudget } from './buffer-budget.js';
 
 /** The settings read (bytes). */
@@ -41,11 +42,13 @@ export function afterWrite(buffered: number, paused: boolean, limits: Backpressu
 /**
  * What a delivery page may write to a connection holding `buffered` bytes (its byte
  * allowance, delivery's ByteRoom: src/delivery/effects.ts): up to its high-water mark,
- * or up to the budget's floor while the node is at its budget; 0 or less: one message.
- * @returns bytes
+ * or up to the budget's floor while the node is at its budget (`byBudget`, which the
+ * page's `hold` carries back: its pause is then the budget's); 0 or less: one message.
+ * @returns bytes, and whether they are the budget's
  */
-export function pageAllowance(buffered: number, limits: BackpressureLimits, budget: Pick<BufferBudget, 'reached' | 'floorBytes'>): number {
-  return (budget.reached ? budget.floorBytes : limits.socketHighWaterBytes) - buffered;
+export function pageAllowance(buffered: number, limits: BackpressureLimits, budget: Pick<BufferBudget, 'reached' | 'floorBytes'>): PageAllowance {
+  const byBudget = budget.reached;
+  return { bytes: (byBudget ? budget.floorBytes : limits.socketHighWaterBytes) - buffered, byBudget };
 }
 
 /** A write completed with `buffered` bytes still queued: true when a pause ends (below half the high-water mark). */

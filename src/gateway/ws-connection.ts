@@ -9,7 +9,7 @@ import type { Socket } from 'node:net';
 import type { WebSocket, RawData } from 'ws';
 import type { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { ResumeRequest } from '../delivery/machine.js';
+import type { PageAllowance, ResumeRequest } from '../delivery/machine.js';
 import type { DeliveryConnection, UserSession } from '../delivery/session.js';
 import type { ErrorFrame, ErrorRef, FrameType } from '../delivery/frames.js';
 import { afterWrite, drainMarkOf, endsPause, pageAllowance, Pause } from './backpressure.js';
@@ -184,16 +184,16 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     }
   }
 
-  /** DeliveryConnection `byteAllowance`: bytes a delivery page may write now (backpressure.ts `pageAllowance`). */
-  byteAllowance(): number {
+  /** DeliveryConnection `byteAllowance`: what a delivery page may write now, and why (backpressure.ts `pageAllowance`). */
+  byteAllowance(): PageAllowance {
     return pageAllowance(this.#ws.bufferedAmount, this.#deps.config, this.#deps.bufferBudget);
   }
 
   /**
-   * Pauses delivery until the writes drain ({@link #onWritten}), or 4009: past a mark, or (DeliveryConnection `hold`) a page cut
-   * at its allowance, the budget's floor while the node is at it. A pause by the budget is counted (buffer-budget.ts `paused`).
+   * Pauses delivery until the writes drain ({@link #onWritten}), or 4009: past a mark, or (DeliveryConnection `hold`) a page cut at
+   * its allowance, `byBudget` when that was the budget's floor (as at the page's build). A budget's is counted (buffer-budget.ts `paused`).
    */
-  hold(byBudget = this.#deps.bufferBudget.reached): void {
+  hold(byBudget: boolean): void {
     if (this.#closed || this.#pause !== undefined) return;
     if (byBudget) this.#deps.bufferBudget.paused(this.id, this.#ws.bufferedAmount);
     const tooLong = (): void => this.close(CloseCode.slowConsumer, 'slow consumer: paused too long');

@@ -110,9 +110,10 @@ test('a page\'s allowance is the high-water mark less what the socket holds, the
   const limits = { socketHighWaterBytes: 1024 * 1024, socketHardCapBytes: 8 * 1024 * 1024 };
   const under = { reached: false, floorBytes: 64 * 1024 };
   const at = { reached: true, floorBytes: 64 * 1024 };
-  assert.equal(pageAllowance(0, limits, under), 1024 * 1024);
-  assert.equal(pageAllowance(100_000, limits, under), 1024 * 1024 - 100_000);
-  assert.equal(pageAllowance(10_000, limits, at), 64 * 1024 - 10_000);
+  // Each says whether it is the budget's, for the page's hold (review35 2).
+  assert.deepEqual(pageAllowance(0, limits, under), { bytes: 1024 * 1024, byBudget: false });
+  assert.deepEqual(pageAllowance(100_000, limits, under), { bytes: 1024 * 1024 - 100_000, byBudget: false });
+  assert.deepEqual(pageAllowance(10_000, limits, at), { bytes: 64 * 1024 - 10_000, byBudget: true });
   // Past it: 0 or less, one message then a wait (connection-state.ts deliverPage).
-  assert.ok(pageAllowance(100_000, limits, at) < 0);
+  assert.ok(pageAllowance(100_000, limits, at).bytes < 0);
 });

@@ -164,7 +164,7 @@ export class Driver {
 
   login(conn: string, resume: ResumeRequest = FIRST, device = `dev-${conn}`): Effect[] {
     const allowance = this.#allowance;
-    return this.take(this.m.login(conn, device, resume, allowance === undefined ? undefined : { byteAllowance: () => allowance }));
+    return this.take(this.m.login(conn, device, resume, allowance === undefined ? undefined : { byteAllowance: () => ({ bytes: allowance, byBudget: false }) }));
   }
 
   ack(conn: string, seq: number): Effect[] {

@@ -47,20 +47,20 @@ test('a page of ~600-character messages cut by bytes: each frame written once, s
   const expected = records.map((r, i) => JSON.stringify({ t: 'msg', seq: i + 1, id: r.id, type: r.type, ts: r.ts, data: r.data, from: r.from }));
   const frameSize = Buffer.byteLength(expected[0] as string) + 4; // every frame as long: 126 – 65,535 bytes, a 4-byte header
   const sent: string[] = [];
-  let held = 0;
+  const held: boolean[] = [];
   const conn: DeliveryConnection = {
     id: 'c1', device: 'd', close: () => undefined,
     send: (text, t) => { if (t === 'msg') sent.push(text.toString()); },
-    // Room for three frames to the byte: the page stops after the third.
-    byteAllowance: () => 3 * frameSize,
-    hold: () => { held++; },
+    // Room for three frames to the byte, the node budget's floor: the page stops after the third, its hold the budget's.
+    byteAllowance: () => ({ bytes: 3 * frameSize, byBudget: true }),
+    hold: (byBudget) => { held.push(byBudget); },
   };
   const session = new UserSession('u1', { inbox, store, machine: { window: 10, ackTimeoutMs: 60_000, backoffMs: [60_000], heartbeatMs: 60_000 }, logger: createLogger('silent'), retryMs: 60_000 }, new AckRounds(100));
   const before = frameWrites();
   session.login(conn, { kind: 'first' });
   try {
-    for (let i = 0; i < 100 && held === 0; i++) await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(held, 1, 'the page was cut');
+    for (let i = 0; i < 100 && held.length === 0; i++) await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(held, [true], 'the page was cut, at an allowance that was the budget\'s (the hold says so)');
     assert.deepEqual(sent, expected.slice(0, 3), 'cut after the third frame: sized exactly; each sent as JSON.stringify(frame)');
     assert.deepEqual(frameWrites(), { whole: before.whole + 3, around: before.around }, 'three frames sized and sent, each stringified once (twice each without the kept bytes)');
   } finally {
@@ -71,7 +71,7 @@ test('a page of ~600-character messages cut by bytes: each frame written once, s
 /** A ready connection told `epoch: null` at its welcome (no inbox then), nothing sent yet. */
 function untoldConn(): Conn {
   return {
-    id: 'c', device: 'd', room: { byteAllowance: () => 1 << 20 }, phase: 'ready', resume: { kind: 'first' }, acked: 0, stored: 0, sent: 0, sendsAfter: 0,
+    id: 'c', device: 'd', room: { byteAllowance: () => ({ bytes: 1 << 20, byBudget: false }) }, phase: 'ready', resume: { kind: 'first' }, acked: 0, stored: 0, sent: 0, sendsAfter: 0,
     inflight: [], redeliverUpTo: 0, hadThrough: 0, resent: undefined, rounds: 0, paused: false, servedAt: 0, liveAfter: 0, epochUntold: true,
   };
 }
@@ -80,7 +80,7 @@ test('a frame given a field after its sizing (the epoch told by the first msg) i
   const records = [record(msgId(), medium(1)), record(msgId(), medium(2))];
   const page: InboxPage = { epoch: 'E2', firstSeq: 1, latestSeq: 2, entries: records.map((r, i) => ({ seq: i + 1, id: r.id, kind: 1 as const })) };
   const effects: Effect[] = [];
-  deliverPage(untoldConn(), page, records, { window: 10, ackTimeoutMs: 60_000 }, effects, false, 0, 1 << 20);
+  deliverPage(untoldConn(), page, records, { window: 10, ackTimeoutMs: 60_000 }, effects, false, 0, { bytes: 1 << 20, byBudget: false });
   const frames = effects.flatMap((e) => (e.kind === 'send' && e.frame.t === 'msg' ? [e.frame] : []));
   assert.equal(frames.length, 2);
   assert.equal(frames[0]?.epoch, 'E2', 'the first msg tells the epoch (given after the page was sized)');
