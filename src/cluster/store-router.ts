@@ -178,12 +178,12 @@ export class StoreRouter implements RecordReader {
     for (const p of partitions) if (p !== undefined && (lost || !local.hasPartition(p))) remote.add(p);
     // This node's partitions only (the hot path): no owner lookup, no await.
     if (remote.size === 0) return local.getMany(ids);
-    // Looked up once, for the cache's check and for the reads that miss it; its failure
-    // fails those reads only (never unhandled).
+    // Looked up once, for the retired check, the cache's and the reads that miss it; its
+    // failure fails those reads only (never unhandled).
     const owners = this.#opts.owners.owners(remote);
     owners.catch(() => undefined);
     // When the lookup fails (Redis down), cached records are served as they are.
-    const known = this.#opts.cacheBytes > 0 ? await owners.then((found) => this.#dropChanged(found), () => undefined) : undefined;
+    const known = await owners.then((found) => (this.#opts.cacheBytes > 0 ? this.#dropChanged(found) : found), () => undefined);
     ids.forEach((id, at) => {
       const partition = partitions[at];
       if (partition === undefined || !remote.has(partition)) {
@@ -191,8 +191,8 @@ export class StoreRouter implements RecordReader {
         return;
       }
       // A retired partition's ids are null (missing), whatever is cached or being read of
-      // them: a read under way when it was retired may cache one after #dropChanged
-      // emptied the partition. (Without a cache, #batches answers the same null.)
+      // them, with a cache or without: a read under way that this call would join began
+      // before the retirement, and answers the owner's record (review35 3).
       if (known?.get(partition)?.state === 'retired') return;
       // Expired (null, and evicted) reads through like a miss: the owner answers it.
       const cached = this.#recent.get(id, now);
@@ -267,9 +267,14 @@ export class StoreRouter implements RecordReader {
           const records = own ? await this.#opts.local.getMany(chunk) : await this.#fetch({ ...batch, lease }, chunk);
           chunk.forEach((id, i) => {
             const record = records[i] ?? null;
-            // The unreadable mark is not kept: a record repaired at its owner is read as itself next time.
-            if (record !== null && !own && !isUnreadable(record)) this.#recent.setRead(record, JSON.stringify(record.data).length);
-            reads.get(id)?.resolve(record);
+            const read = reads.get(id);
+            // Not kept: the unreadable mark (a record repaired at its owner is read as itself
+            // next time), nor a record of a partition retired while it was read (#dropChanged
+            // emptied it before; kept, it was served again whenever an owner lookup failed).
+            if (record !== null && !own && !isUnreadable(record) && this.#sources.get(read?.partition ?? -1) !== RETIRED_STORE) {
+              this.#recent.setRead(record, JSON.stringify(record.data).length);
+            }
+            read?.resolve(record);
           });
         });
       }));

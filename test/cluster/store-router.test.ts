@@ -12,7 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { isPixiuError } from '../../src/errors.js';
+import { isPixiuError, unavailable as makeUnavailable } from '../../src/errors.js';
 import { MsgKind, decodeMsgId, encodeMsgId } from '../../src/ids/msg-id.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { StoreRouter, type PeerAuth } from '../../src/cluster/store-router.js';
@@ -314,9 +314,11 @@ test('an owner\'s unreadable mark, or an item of the right id that is no record,
   assert.deepEqual(requests, [[broken]], 'the good record was cached, the mark was not');
 });
 
-test('a retired partition reads as missing as soon as the directory says so, cached or being read: a record a read under way caches afterwards is not served either', async () => {
+test('a retired partition reads as missing as soon as the directory says so, cached or being read: a record a read under way gets afterwards is not cached, not even for a lookup that fails', async () => {
   const table: Record<number, PartitionOwner> = { 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } } };
-  const reader = router(directory(table));
+  const lookup = directory(table);
+  let redisDown = false;
+  const reader = router({ ...lookup, owners: async (ps) => { if (redisDown) throw makeUnavailable('redis down'); return lookup.owners(ps); } });
   const [first, second] = [id(9, 90), id(9, 91)];
   requests = [];
   handler = answering('A');
@@ -340,4 +342,26 @@ test('a retired partition reads as missing as soon as the directory says so, cac
   assert.equal((await underWay)?.id, second, 'the read begun before the retirement answers what it read');
   assert.deepEqual(await reader.getMany([second, first]), [null, null]);
   assert.equal(requests.length, 2, 'no request for a retired partition');
+  // Redis down: the lookup fails and the cache is served as it is; it holds neither (review35 3).
+  redisDown = true;
+  await assert.rejects(reader.get(second), unavailable, 'the late record was not cached');
+  await assert.rejects(reader.get(first), unavailable);
+});
+
+test('without a cache, a read that would join one under way since before the retirement reads as missing, not the owner\'s record', async () => {
+  const table: Record<number, PartitionOwner> = { 9: { state: 'owned', storeId: 'A', lease: { url: peerUrl, node: 'na' } } };
+  const reader = router(directory(table), { cacheBytes: 0 });
+  const asked = id(9, 95);
+  requests = [];
+  handler = () => 'hang';
+  const underWay = reader.get(asked);
+  await waitUntil('the read reaches the owner', async () => requests.length === 1);
+  table[9] = { state: 'retired' };
+  const joining = reader.get(asked);
+  const res = hanging.pop();
+  assert.ok(res !== undefined);
+  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ store: 'A', records: [remoteRecord(asked, 'late')] }));
+  assert.equal((await underWay)?.id, asked, 'the read begun before the retirement answers what it read');
+  assert.equal(await joining, null, 'missing: the partition is retired');
+  assert.equal(requests.length, 1);
 });
