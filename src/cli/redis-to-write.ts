@@ -1,12 +1,15 @@
 /**
  * The Redis an operator's command writes to (`pixiu redis lost-writes`): the configured
- * `PIXIU_REDIS_URL`; else the embedded one of the data dir — the running node's, when a
- * `pixiu serve` runs on it, or, on a stopped data dir (a restore, before its first start:
- * README "Backups and restores"), an embedded redis-server started for the command the
- * way `serve` starts it (src/redis/local-server.ts: the data dir's lock, a left-over
- * server adopted, the same `storage/redis.conf`) and stopped again once the command is
- * done, its AOF written. Unlike the inspect commands (inspect-redis.ts), which never
- * start one: a read of a stopped data dir has nothing to wait for, a restore does.
+ * `PIXIU_REDIS_URL`; else the embedded one of the data dir — the one running there, when
+ * its socket is there and its pid file names a live process (a serving node's, or one
+ * left running by a node killed outright, which no probe here tells apart: written to
+ * where it runs and left running, and the node started next takes it over), or, on a
+ * stopped data dir (a restore, before its first start: README "Backups and restores"), an
+ * embedded redis-server started for the command the way `serve` starts it
+ * (src/redis/local-server.ts: the data dir's lock, the same `storage/redis.conf`) and
+ * stopped again once the command is done, its AOF written. Unlike the inspect commands
+ * (inspect-redis.ts), which never start one: a read of a stopped data dir has nothing to
+ * wait for, a restore does.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -24,6 +27,8 @@ export interface RedisToWrite {
   readonly where: string;
   /** True when the command started the embedded redis-server itself (the data dir's node is stopped). */
   readonly started: boolean;
+  /** What the operator does next, the command's last words: start the node, repoint or restart the nodes, or either (a running embedded Redis). */
+  readonly next: string;
   /** Disconnects; stops the redis-server the command started (SIGTERM: it writes its AOF), waiting for its exit. */
   close(): Promise<void>;
 }
@@ -41,8 +46,9 @@ export async function connectToWrite(config: Pick<Config, 'dataDir' | 'redisUrl'
   const embedded = `the embedded Redis of ${config.dataDir}`;
   if (config.redisUrl !== undefined || await runningEmbedded(config.dataDir)) {
     const redis = await connectToRead(config);
-    const where = config.redisUrl === undefined ? embedded : redactUrl(config.redisUrl);
-    return { redis, where, started: false, close: () => Promise.resolve(redis.disconnect()) };
+    const close = (): Promise<void> => Promise.resolve(redis.disconnect());
+    if (config.redisUrl !== undefined) return { redis, where: redactUrl(config.redisUrl), started: false, next: 'Now repoint or restart the nodes.', close };
+    return { redis, where: embedded, started: false, next: RUNNING_EMBEDDED_NEXT, close };
   }
   await refuseNoEmbeddedData(config.dataDir);
   const [{ startLocalRedis }, { createRedis }, { pino }] = await Promise.all([
@@ -52,7 +58,8 @@ export async function connectToWrite(config: Pick<Config, 'dataDir' | 'redisUrl'
   // stdout is the command's one line.
   const logger = pino({ level: 'warn', base: undefined }, pino.destination({ fd: 2, sync: true }));
   const local = await startLocalRedis({ dataDir: config.dataDir, logger }).catch((err: Error) => {
-    throw new StartupError(`cannot start ${embedded} (its node is stopped): ${err.message}`, { cause: err });
+    // Not "its node is stopped": a node starting on the data dir holds the lock (dir-lock.ts).
+    throw new StartupError(`cannot start ${embedded} (no node serving on it): ${err.message}`, { cause: err });
   });
   let redis: Redis;
   try {
@@ -65,6 +72,7 @@ export async function connectToWrite(config: Pick<Config, 'dataDir' | 'redisUrl'
     redis,
     where: `${embedded} (started for this command, the node being stopped, and stopped again)`,
     started: true,
+    next: 'Now start the node.',
     close: async () => {
       redis.disconnect();
       await local.stop();
@@ -73,9 +81,42 @@ export async function connectToWrite(config: Pick<Config, 'dataDir' | 'redisUrl'
 }
 
 /**
+ * The last words after writing to a redis-server found running on the data dir: a node
+ * serving there reads what was written within 5 s; one left running by a node killed
+ * outright (no node serves) is taken over by the node started next, which reads it then.
+ */
+export const RUNNING_EMBEDDED_NEXT = 'A node serving on this data dir reads it within 5 s; if none does (this redis-server was left running by a node killed outright), start the node: it takes this redis-server over.';
+
+/**
+ * Runs `work` on `target`'s Redis, then lets it go ({@link RedisToWrite.close}) whatever
+ * happened. A failure of `work` is thrown as it is, even when the close fails too (that
+ * one is told to `closeFailed`: a `finally` that awaited the close threw the close's
+ * error instead, and the operator never saw why the command failed — a replica, a
+ * prefix no service used). After `work` succeeded, a failed close is the command's
+ * failure: a redis-server it started may not have written its AOF.
+ * @param closeFailed told of a close that failed after `work` failed (default: a
+ *   `pixiu: …` line on stderr)
+ * @returns what `work` answered
+ */
+export async function withRedisToWrite<T>(target: RedisToWrite, work: (redis: Redis) => Promise<T>,
+  closeFailed: (err: unknown) => void = (err) => process.stderr.write(`pixiu: closing ${target.where} failed too: ${err instanceof Error ? err.message : String(err)}\n`),
+): Promise<T> {
+  let done: T;
+  try {
+    done = await work(target.redis);
+  } catch (err) {
+    await target.close().catch(closeFailed);
+    throw err;
+  }
+  await target.close();
+  return done;
+}
+
+/**
  * True when an embedded redis-server runs on `dataDir`: its socket is there and its
- * pid file names a live process. Redis removes both at a clean shutdown; a
- * redis-server killed outright leaves both, and its dead pid tells it.
+ * pid file names a live process — a serving node's, or one a node killed outright left
+ * running (its own process group outlives it). Redis removes both at a clean shutdown;
+ * a redis-server killed outright leaves both, and its dead pid tells it.
  * @throws StartupError as {@link embeddedRedisSocket} (another user's private data dir)
  */
 async function runningEmbedded(dataDir: string): Promise<boolean> {

@@ -9,16 +9,17 @@
  *   generation").
  *
  * Redis is the configured `PIXIU_REDIS_URL`, or the embedded one of the data dir: the
- * running node's, or with the node stopped (a restore, before the restored data dir's
- * first start) one started for the command and stopped again (redis-to-write.ts).
- * Every failure is one line on stderr and exit 1.
+ * one running there (a serving node's, or one left running by a node killed outright),
+ * or with none running (a restore, before the restored data dir's first start) one
+ * started for the command and stopped again (redis-to-write.ts). Every failure is one
+ * line on stderr and exit 1 (and a failed close after it, one more line).
  */
 import { Command } from 'commander';
 import { StartupError } from '../errors.js';
 import { Keys } from '../redis/keys.js';
 import { addConfigOptions, configFromOptions } from './config-options.js';
 import { READ_KEYS, checkPrefixUsed } from './inspect-redis.js';
-import { connectToWrite } from './redis-to-write.js';
+import { connectToWrite, withRedisToWrite } from './redis-to-write.js';
 
 /** The words after the options in `redis lost-writes --help`: when to run it, what it does, its exit status. */
 const LOST_WRITES_HELP = `
@@ -32,8 +33,9 @@ when the nodes kept running behind an address that follows the primary: they rai
 by themselves only when the loss took one of their own lease renewals or claims,
 which most such losses do not. Run it against the Redis the nodes will use (the
 promoted replica). Without PIXIU_REDIS_URL it uses the embedded Redis of the data dir:
-that of the node running on it, or, the node stopped, one it starts there (as serve
-does) and stops again. Not needed after a planned FAILOVER (Redis 6.2+: the replica has
+the one running there (the serving node's, or one a node killed outright left running,
+which the node started next takes over), or, none running, one it starts there (as
+serve does) and stops again. Not needed after a planned FAILOVER (Redis 6.2+: the replica has
 caught up before it takes over) or a Redis restart with its AOF intact: nothing was lost.
 
 What it does: raises the inbox generation (the key <prefix>inbox-generation). Running
@@ -63,9 +65,8 @@ export function redisCommand(): Command {
   lost.action(async () => {
     const config = configFromOptions(lost, READ_KEYS);
     const target = await connectToWrite(config);
-    const { redis } = target;
-    let said: string;
-    try {
+    // A redis-server started for the command has written its AOF once this returns.
+    const said = await withRedisToWrite(target, async (redis) => {
       const role = await redis.call('ROLE') as unknown[];
       if (role[0] !== 'master') {
         throw new StartupError(`this Redis is a replica (role ${String(role[0])}): run pixiu redis lost-writes against the primary the nodes will use (after REPLICAOF NO ONE on the promoted replica)`);
@@ -76,13 +77,10 @@ export function redisCommand(): Command {
       const { before, after } = await raiseGeneration(redis, new Keys(config.redisPrefix)).catch((err: Error) => {
         throw new StartupError(`could not raise the inbox generation: ${err.message}`, { cause: err });
       });
-      said = `inbox generation raised from ${before} to ${after} on ${target.where}, key prefix ${JSON.stringify(config.redisPrefix)}: `
+      return `inbox generation raised from ${before} to ${after} on ${target.where}, key prefix ${JSON.stringify(config.redisPrefix)}: `
         + 'every inbox gets a new epoch at its next append (running nodes read it within 5 s, starting ones at start); '
-        + `devices resuming under an old epoch are sent a reset. ${target.started ? 'Now start the node.' : 'Now repoint or restart the nodes.'}\n`;
-    } finally {
-      // A redis-server started for the command has written its AOF once this returns.
-      await target.close();
-    }
+        + `devices resuming under an old epoch are sent a reset. ${target.next}\n`;
+    });
     process.stdout.write(said);
   });
   return redisCmd;

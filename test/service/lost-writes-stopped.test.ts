@@ -8,13 +8,21 @@
  * took again (walk21 F3: before, the command refused a stopped data dir — "no embedded
  * Redis running" — and those messages were silently skipped). Real processes, real
  * sockets, the README's `cp -a` commands.
+ *
+ * Its words say what happened (review35 5): on a redis-server a node killed outright
+ * left running, it writes there and says to start the node, which takes that server
+ * over (before: "Now repoint or restart the nodes", as for a serving node); with a node
+ * starting on the data dir (its lock held), the refusal no longer says the node is
+ * stopped.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { isAlive } from '../../src/process-alive.js';
+import { lockRedisDir } from '../../src/redis/dir-lock.js';
 import { embeddedDataDir, redisServersOf } from '../harness/embedded-data-dir.js';
 import { PixiuClient, runCli, spawnServe, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
@@ -94,4 +102,35 @@ test('`pixiu redis lost-writes` on a data dir where no embedded Redis ever ran r
   assert.equal(run.stdout, '');
   assert.match(run.stderr, /^pixiu: no PIXIU_REDIS_URL, no embedded Redis running under .*, and no embedded Redis data there \(no .*\/redis\): set PIXIU_DATA_DIR to the data dir of the node/);
   assert.deepEqual(execFileSync('ls', ['-A', dataDir]).toString(), '');
+});
+
+test('`pixiu redis lost-writes` on a redis-server a node killed outright left running writes there, leaves it running, and says to start the node, which takes it over and reads the raised generation', { timeout: 120_000 }, async (t) => {
+  const { dataDir, env: base, redisPid } = await embeddedDataDir(t);
+  const env = { ...base, PIXIU_API_TOKEN: API_TOKEN, PIXIU_JWT_SECRET: JWT_SECRET };
+  let node = await spawnServe(env, t);
+  const orphan = await redisPid();
+  await node.kill();
+  assert.ok(isAlive(orphan), 'its redis-server outlives a node killed outright');
+  const run = await runCli(['redis', 'lost-writes'], { PIXIU_DATA_DIR: dataDir });
+  assert.equal(run.code, 0, run.stderr);
+  const raised = /^inbox generation raised from 0 to (\d+) on the embedded Redis of (.*), key prefix "px:": .* A node serving on this data dir reads it within 5 s; if none does \(this redis-server was left running by a node killed outright\), start the node: it takes this redis-server over\.\n$/.exec(run.stdout);
+  assert.ok(raised !== null, run.stdout);
+  assert.equal(raised[2], dataDir);
+  assert.ok(isAlive(orphan), 'written where it runs, and left running');
+  node = await spawnServe(env, t);
+  assert.match(node.stdout(), /adopting redis-server left running/);
+  const read = node.stdout().split('\n').filter((l) => l.includes('"inbox generation read at start'));
+  assert.deepEqual(read.map((l) => (JSON.parse(l) as { generation: number }).generation), [Number(raised[1])], node.stdout());
+});
+
+test('`pixiu redis lost-writes` while a node is starting on the data dir (its lock held, no node serving yet) refuses, without calling that node stopped', async (t) => {
+  const { dataDir } = await embeddedDataDir(t);
+  const dir = path.join(dataDir, 'redis');
+  await mkdir(dir);
+  const lock = await lockRedisDir(dir, dataDir);
+  t.after(() => lock.close());
+  const run = await runCli(['redis', 'lost-writes'], { PIXIU_DATA_DIR: dataDir });
+  assert.equal(run.code, 1, run.stdout);
+  assert.match(run.stderr, /^pixiu: cannot start the embedded Redis of .* \(no node serving on it\): data dir .* is in use: another pixiu is starting or running on it/);
+  assert.doesNotMatch(run.stderr, /its node is stopped/);
 });
