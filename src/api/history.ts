@@ -11,7 +11,7 @@
  * reader where to go on, as at the end of any page.
  */
 import type { Inbox } from '../inbox/inbox.js';
-import { readEntryRecords } from '../inbox/entry-records.js';
+import { readEntryRecords } from '../delivery/entry-records.js';
 import type { RecordReader } from '../store/record-reader.js';
 import { isUnreadable } from '../store/unreadable.js';
 import { addGap, messageView, type MessageView, type SeqGap } from '../delivery/message-view.js';
@@ -89,7 +89,7 @@ export function pageHoldBytes(limit: number, maxMessageBytes: number): number {
  * @param sized told the page's bytes as {@link pageHoldBytes} counts them, once it is read
  * @throws PixiuError UNAVAILABLE when Redis or the store fails, or a record's owning
  *   node cannot be read now (never a gap for it: HTTP 503 with Retry-After) — unless its
- *   inbox entry says the message expired (its `exp`: src/inbox/entry-records.ts), which
+ *   inbox entry says the message expired (its `exp`: src/delivery/entry-records.ts), which
  *   is a gap without a read
  */
 export async function readHistory(

@@ -8,7 +8,7 @@
  */
 import { outageFields } from '../errors.js';
 import type { Inbox, InboxEntry, InboxPage } from '../inbox/inbox.js';
-import { readEntryRecords } from '../inbox/entry-records.js';
+import { readEntryRecords } from './entry-records.js';
 import type { Logger } from '../logger.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';

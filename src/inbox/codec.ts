@@ -58,7 +58,7 @@ export interface InboxEntry {
   /**
    * When the message's record expires, ms since the Unix epoch: its `expiresAt`, written
    * in the entry (`exp`) by append-12.lua and later. A reader takes the entry for
-   * expired once it is at or before now, without reading the record (entry-records.ts).
+   * expired once it is at or before now, without reading the record (src/delivery/entry-records.ts).
    * Absent: an entry an older release wrote, or whose `exp` is not a non-negative safe
    * integer (set by hand): the store is asked, as before.
    */

@@ -1,6 +1,6 @@
 /**
  * An inbox entry's `exp`, the instant its message's record expires (append-12.lua
- * ARGV[12], codec.ts `toEntry`, src/inbox/entry-records.ts; a black-box tester's
+ * ARGV[12], codec.ts `toEntry`, src/delivery/entry-records.ts; a black-box tester's
  * finding F6, walk21): written when the caller gives the content's expiry, read back
  * as `InboxEntry.exp`, and an entry whose `exp` passed is expired without a store
  * read. Real Redis for the script; the reader and the parser alone below.
@@ -14,7 +14,7 @@ import { isPixiuError, PixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { toEntry, type PageEntry } from '../../src/inbox/codec.js';
-import { expiredByEntry, readEntryRecords } from '../../src/inbox/entry-records.js';
+import { expiredByEntry, readEntryRecords } from '../../src/delivery/entry-records.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { redisCall } from '../../src/redis/client.js';
 import { evalScript } from '../../src/redis/scripts.js';

@@ -14,7 +14,7 @@ good (stopped after its messages' ttl, as the README allowed) the entry read as
 UNAVAILABLE for ever, and every user holding one stalled (no `welcome`, history 503)
 until its partitions were retired (a black-box tester's finding F6, walk21). append-12
 writes `exp`, the record's own `expiresAt`: a reader takes an entry whose `exp` has
-passed for an `expired` gap without asking the store (src/inbox/entry-records.ts). The
+passed for an `expired` gap without asking the store (src/delivery/entry-records.ts). The
 field is written only when the caller gives it; an entry without it (written by
 append-11 or earlier, during an upgrade too) is read from the store, as before. Older
 releases' readers skip fields they do not know (codec.ts `toEntry`), so the entries

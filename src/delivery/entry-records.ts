@@ -1,15 +1,16 @@
 /**
- * The records of a page's inbox entries, as delivery (src/delivery/session.ts) and
- * history (src/api/history.ts) read them: an entry whose own `exp` (codec.ts InboxEntry,
- * written by append-12.lua) is at or before now is expired without a store read, as
+ * The records of a page's inbox entries, as delivery (session.ts) and history
+ * (src/api/history.ts) read them: an entry whose own `exp` (src/inbox/codec.ts
+ * InboxEntry, written by append-12.lua) is at or before now is expired without a store read, as
  * the store itself would answer it (its records expire at `expiresAt <= now`,
  * src/store/message-store.ts `getMany`). So an expired message stored by a node that
  * is gone for good (stopped after its messages' ttl, README "Several nodes") is an
  * `expired` gap, not a read of an owner that cannot answer (UNAVAILABLE, which stalls
  * its user for good): docs/decisions.md "An inbox entry records its message's expiry".
- * It also saves the store those reads.
+ * It also saves the store those reads. A reader's helper beside message-view.ts, which
+ * history also takes from delivery: src/inbox holds the inbox and never reads the store.
  */
-import type { PageEntry } from './codec.js';
+import type { PageEntry } from '../inbox/codec.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { ReadRecord } from '../store/unreadable.js';
 
