@@ -3,6 +3,11 @@
  * answer's body read up to {@link MAX_JWKS_BYTES}. jose reads the whole body of
  * whatever the URL answers; a 100 MB answer (a misconfigured URL, a hostile host) was
  * held in memory and parsed, taking the node to ~680 MB (a fresh tester's finding).
+ *
+ * Also what is said of the JWKS URL itself: {@link shownUrl}, the URL as a log may show
+ * it (no credentials, no query), and the start-up warning of a plain `http://` URL to
+ * another machine ({@link cleartextJwksUrl}, {@link CLEARTEXT_JWKS_LOG}: logged once by
+ * src/cli/serve.ts, never refused).
  */
 
 import { BlockList, isIP } from 'node:net';
