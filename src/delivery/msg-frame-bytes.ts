@@ -84,9 +84,11 @@ export function encodedDataCacheStats(): { size: number; entries: number } {
 const writes = { whole: 0, around: 0 };
 
 /**
- * How many `msg` frames this process wrote, sized or sent: `whole` by
+ * How many `msg` frames this process wrote to bytes, sized or sent: `whole` by
  * `JSON.stringify(frame)`, `around` as their small fields around cached `data` bytes
- * (each count only rises). For tests: a frame sized and then sent is written once.
+ * (each count only rises). A write that threw (a `data` that cannot be serialised)
+ * produced no bytes and is not counted. For tests: a frame sized and then sent is
+ * written once.
  */
 export function frameWrites(): { whole: number; around: number } {
   return { ...writes };
@@ -171,7 +173,6 @@ function around(frame: MsgFrame): { head: string; tail: string } {
  */
 function firstFrameBytes(frame: MsgFrame): Buffer {
   let text: string;
-  writes.whole++;
   try {
     text = JSON.stringify(frame);
   } catch (err) {
@@ -179,6 +180,7 @@ function firstFrameBytes(frame: MsgFrame): Buffer {
     if (!(err instanceof RangeError)) encodedData.set(frame.id, { failed: err });
     throw err;
   }
+  writes.whole++;
   const out = Buffer.from(text);
   if (out.length < MIN_CACHED_BYTES) return out;
   const { head, tail } = around(frame);
@@ -209,8 +211,8 @@ export function msgFrameBytes(frame: MsgFrame): Buffer {
 
 /** `frame` written as its small fields around its `data`'s cached bytes `cached`. */
 function aroundCached(frame: MsgFrame, cached: Buffer): Buffer {
-  writes.around++;
   const { head, tail } = around(frame);
+  writes.around++;
   const headBytes = Buffer.byteLength(head);
   const out = Buffer.allocUnsafe(headBytes + cached.length + Buffer.byteLength(tail));
   out.write(head, 0);

@@ -134,3 +134,13 @@ test('a frame that cannot be serialised still goes out as a gap after its sizing
   assert.equal(msgFrameBytes(g).toString(), JSON.stringify({ ...g, data: medium(4) }));
   assert.equal(calls, 2, 'written at the sizing (overflowed) and again at the send');
 });
+
+test('a frame whose write throws is not counted as written: frameWrites counts the writes that produced bytes (review35 7)', () => {
+  const before = frameWrites();
+  const f: MsgFrame = { t: 'msg', seq: 6, id: msgId(), type: 't', ts: 1, data: { n: 1n } };
+  assert.throws(() => msgFrameBytes(f), TypeError);
+  assert.deepEqual(frameWrites(), before, 'a BigInt cannot be serialised: no bytes, no write counted');
+  const ok: MsgFrame = { t: 'msg', seq: 7, id: msgId(), type: 't', ts: 1, data: 'fine' };
+  msgFrameBytes(ok);
+  assert.deepEqual(frameWrites(), { whole: before.whole + 1, around: before.around });
+});
