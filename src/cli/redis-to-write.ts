@@ -133,7 +133,8 @@ async function runningEmbedded(dataDir: string): Promise<boolean> {
 
 /**
  * Refuses a stopped data dir on which no embedded Redis has data: starting one there
- * would make an empty Redis (or one beside the shared Redis its store last ran on).
+ * would make an empty Redis, or one beside the shared Redis its store last ran on (its
+ * LAYOUT's `redisPrefix`: then the command must run against that Redis).
  * @throws StartupError naming what to set instead
  */
 async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
@@ -142,9 +143,13 @@ async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
     throw new StartupError(`no PIXIU_REDIS_URL, no embedded Redis running under ${dataDir}, and no embedded Redis data there (no ${dir}): `
       + 'set PIXIU_DATA_DIR to the data dir of the node (its node may be stopped), or PIXIU_REDIS_URL to the Redis the nodes use');
   }
-  const [{ readLayout }, { refuseEmbeddedAfterShared }] = await Promise.all([
-    import('../store/layout.js'), import('../cluster/prefix-guard.js'),
-  ]);
-  const xiu = path.join(dataDir, 'xiu');
-  refuseEmbeddedAfterShared(dataDir, { dir: xiu, layout: await readLayout(xiu) });
+  const { readLayout } = await import('../store/layout.js');
+  const recorded = (await readLayout(path.join(dataDir, 'xiu')))?.redisPrefix;
+  if (recorded === undefined) return;
+  // Not serve's refusal (src/cluster/prefix-guard.ts): its way out, deleting the LAYOUT's
+  // redisPrefix, is for running the data dir on a Redis of its own; taken here it would
+  // raise the generation on a Redis that holds none of its cluster's inboxes (walk23 L1).
+  throw new StartupError(`the data dir ${dataDir} last ran on the Redis of PIXIU_REDIS_URL (key prefix "${recorded}"): its inboxes are there, `
+    + 'not in the embedded Redis under it. Run the command against that Redis: '
+    + `set PIXIU_REDIS_URL to it and PIXIU_REDIS_PREFIX to "${recorded}"`);
 }

@@ -3,13 +3,18 @@
  * `withRedisToWrite`), and a close that fails after the command's work failed does not
  * hide why the command failed (review35 5: a `finally` awaiting the close threw the
  * close's error instead — a replica's refusal, a prefix no service used, never seen).
- * No Redis: a stand-in target whose close the test makes fail.
+ * No Redis: a stand-in target whose close the test makes fail. And a stopped data dir
+ * that last ran on a shared Redis is refused with the command's own advice.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { StartupError } from '../../src/errors.js';
-import { withRedisToWrite, type RedisToWrite } from '../../src/cli/redis-to-write.js';
+import { connectToWrite, withRedisToWrite, type RedisToWrite } from '../../src/cli/redis-to-write.js';
+import { LAYOUT_FORMAT, PARTITION_HASH, newStoreId } from '../../src/store/layout.js';
 
 /** A target whose close fails with `closeError` (none: it succeeds); counts its closes. */
 function target(closeError?: Error): RedisToWrite & { closes: number } {
@@ -39,4 +44,21 @@ test('after the work succeeded, a failed close is the command\'s failure (its AO
   const fine = target();
   assert.equal(await withRedisToWrite(fine, async () => 'raised'), 'raised');
   assert.equal(fine.closes, 1);
+});
+
+test('a stopped data dir whose store last ran on a shared Redis is refused with the Redis to run against, not serve\'s way out (walk23 L1)', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'pixiu-ltw-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  await mkdir(path.join(dataDir, 'redis'), { mode: 0o700 });
+  await mkdir(path.join(dataDir, 'xiu'), { mode: 0o700 });
+  await writeFile(path.join(dataDir, 'xiu', 'LAYOUT'), JSON.stringify({ format: LAYOUT_FORMAT, partitions: 8, hash: PARTITION_HASH, storeId: newStoreId(), redisPrefix: 'mig:' }));
+  await assert.rejects(connectToWrite({ dataDir, redisUrl: undefined, redisCommandTimeoutMs: 1000 }), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.match(err.message, /last ran on the Redis of PIXIU_REDIS_URL \(key prefix "mig:"\)/);
+    assert.match(err.message, /set PIXIU_REDIS_URL to it and PIXIU_REDIS_PREFIX to "mig:"/);
+    // serve's refusal tells how to run the data dir on a Redis of its own: wrong advice here.
+    assert.doesNotMatch(err.message, /delete "redisPrefix"/);
+    return true;
+  });
+  assert.deepEqual(await readdir(path.join(dataDir, 'redis')), [], 'no redis-server started there');
 });
