@@ -19,7 +19,7 @@ import { expectError, openInbox, waitUntil } from '../harness/checks.js';
 import { untilClaiming } from '../harness/claims-probe.js';
 import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
+import { TestClient, frameSaid as said, testToken, type Frame } from '../harness/ws-client.js';
 import { JWT_KEY, JWT_SECRET } from '../gateway/gateway-fixture.js';
 
 interface History {
@@ -32,11 +32,6 @@ async function post(node: InProcessServer, to: string, data: unknown, ttl?: numb
   assert.equal(answer.status, 201, answer.text);
   const body = answer.body as { id: string; recipients: { seq: number }[] };
   return { id: body.id, seq: body.recipients[0]?.seq ?? 0 };
-}
-
-/** What a frame says, in short: `msg <seq> <id>` or `gap <from>-<to> <reason>`. */
-function said(f: Frame): string {
-  return f.t === 'msg' ? `msg ${String(f.seq)} ${String(f.id)}` : `${String(f.t)} ${String(f.from)}-${String(f.to)} ${String(f.reason)}`;
 }
 
 test('a node stopped after its messages expired stalls no one: their entries are expired gaps on the other node (WebSocket and history); an unexpired one of it still waits (503, no welcome)', { timeout: 90_000 }, async (t) => {

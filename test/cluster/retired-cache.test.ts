@@ -22,7 +22,7 @@ import { expectError, openInbox, waitUntil } from '../harness/checks.js';
 import { untilClaiming } from '../harness/claims-probe.js';
 import { startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { TestClient, testToken, type Frame } from '../harness/ws-client.js';
+import { TestClient, frameSaid as said, testToken, type Frame } from '../harness/ws-client.js';
 import { JWT_KEY, JWT_SECRET } from '../gateway/gateway-fixture.js';
 
 /** Partitions per store (the default). */
@@ -44,11 +44,6 @@ async function history(node: InProcessServer): Promise<History> {
   const answer = await node.client.get('/v1/users/rt/messages?after_seq=0');
   assert.equal(answer.status, 200, answer.text);
   return answer.body as History;
-}
-
-/** What a frame says, in short: `msg <seq> <id>` or `gap <from>-<to> <reason>`. */
-function said(f: Frame): string {
-  return f.t === 'msg' ? `msg ${String(f.seq)} ${String(f.id)}` : `${String(f.t)} ${String(f.from)}-${String(f.to)} ${String(f.reason)}`;
 }
 
 test('a retired partition reads as missing on a node that had its records cached, within the claim cache\'s 5 s; while its node was only down, the cache served them', { timeout: 90_000 }, async (t) => {

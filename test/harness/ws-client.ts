@@ -20,6 +20,11 @@ export interface Frame {
   [field: string]: unknown;
 }
 
+/** What a `msg` or `gap` frame says, in short (`msg <seq> <id>`, `gap <from>-<to> <reason>`), for comparing streams of them. */
+export function frameSaid(f: Frame): string {
+  return f.t === 'msg' ? `msg ${String(f.seq)} ${String(f.id)}` : `${f.t} ${String(f.from)}-${String(f.to)} ${String(f.reason)}`;
+}
+
 /** A refusal before the upgrade: the HTTP status, its headers and the JSON body. */
 export class Refused extends Error {
   constructor(readonly status: number, readonly body: unknown, readonly text: string, readonly headers: Headers) {
