@@ -13,6 +13,7 @@
  */
 import { Command } from 'commander';
 import { StartupError } from '../errors.js';
+import { commandRefusal } from '../redis/command-refusal.js';
 import { versionLine } from '../version.js';
 
 /** Each subcommand's module, loaded when it is the one run (or for the full help). */
@@ -95,7 +96,8 @@ try {
   if (err instanceof StartupError) {
     process.stderr.write(`pixiu: ${err.message}\n`);
   } else {
-    process.stderr.write(`pixiu: ${err instanceof Error ? err.message : String(err)}\n`);
+    // A command Redis refuses for good (NOPERM, renamed away) is named, not "retry later".
+    process.stderr.write(`pixiu: ${commandRefusal(err) ?? (err instanceof Error ? err.message : String(err))}\n`);
   }
   process.exitCode = 1;
 }

@@ -14,6 +14,7 @@ import { Metrics } from '../api/metrics.js';
 import { loadSecrets, type Secrets } from '../auth/secrets.js';
 import type { Config } from '../config/config.js';
 import { StartupError, isPixiuError, outageFields } from '../errors.js';
+import { commandRefusal } from '../redis/command-refusal.js';
 import { Inbox } from '../inbox/inbox.js';
 import { InboxGeneration } from '../inbox/generation.js';
 import { Ingest } from '../ingest/ingest.js';
@@ -265,6 +266,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
   } catch (err) {
     await closeAll(logger, cleanup, redisBudgetMs);
     if (err instanceof StartupError) throw err;
+    // A command Redis refuses for good (NOPERM, renamed away): said so, not "retry later".
+    const refused = commandRefusal(err);
+    if (refused !== undefined) throw new StartupError(refused, { cause: err });
     if (isPixiuError(err)) throw new StartupError(err.message, { cause: err });
     throw err;
   }
