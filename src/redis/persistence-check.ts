@@ -7,13 +7,18 @@
  * recipient who was offline (its content stays in the store, unreachable). Pixiu runs
  * anyway (a cache-only test setup is legitimate) but says so at warn, once.
  *
- * Read with `CONFIG GET`; a managed Redis that refuses or renames CONFIG is not
- * second-guessed (logged at debug). The embedded `redis-server` runs with AOF on
- * (storage/redis.conf), so it never warns.
+ * Read with `CONFIG GET`. A Redis that refuses it (an ACL user without `+config|get`,
+ * the usual `+@all -@dangerous`) or renamed CONFIG away (as managed Redis services do)
+ * cannot be checked: the start says so once at warn, with what to verify by hand
+ * ({@link warnSettingsUnread}), where it logged two debug lines and the operator the
+ * warnings exist for never saw one (walk24 M1). The embedded `redis-server` runs with
+ * AOF on (storage/redis.conf), so it never warns.
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { redisCall } from './client.js';
+import { commandRefusal } from './command-refusal.js';
+import { cutText } from '../text-cut.js';
 
 /** How a Redis persists, as `CONFIG GET appendonly` and `save` say. */
 export type Persistence = 'aof' | 'snapshots' | 'none';
@@ -56,18 +61,39 @@ export function warnPersistence(logger: Logger, persistence: Persistence, fields
 }
 
 /**
- * Logs at warn when `redis` does not persist with AOF; nothing when it does.
+ * Logs at warn when `redis` does not persist with AOF; nothing when it does. Nothing
+ * either when CONFIG cannot be used ({@link warnSettingsUnread} says that). Never rejects.
  * @param url the Redis URL as logged (password removed)
  * @returns what was found (undefined: CONFIG could not be used)
  */
 export async function warnUnlessPersistent(redis: Redis, url: string, logger: Logger): Promise<Persistence | undefined> {
-  const persistence = await readPersistence(redis);
-  if (persistence === undefined) {
-    logger.debug({ redis: url }, 'cannot read how Redis persists (CONFIG GET refused): make sure it runs with appendonly yes');
-  } else {
-    warnPersistence(logger, persistence, { redis: url });
+  let reply: string[];
+  try {
+    reply = await redis.config('GET', 'appendonly', 'save', 'appendfsync') as string[];
+  } catch {
+    return undefined;
   }
+  const values = new Map(reply.flatMap((v, i) => (i % 2 === 0 ? [[v, reply[i + 1] ?? ''] as const] : [])));
+  const persistence = persistenceOf(values.get('appendonly'), values.get('save'));
+  if (persistence !== undefined) warnPersistence(logger, persistence, { redis: url });
   return persistence;
+}
+
+/**
+ * Logs at warn, once at start, that Redis's persistence and eviction settings could not
+ * be read, why (Redis's refusal: `CONFIG GET` not allowed to the ACL user, CONFIG
+ * renamed away), and what to verify by hand (see the module comment). Asks `CONFIG GET`
+ * once more for the reason. Never rejects.
+ * @param url the Redis URL as logged (password removed)
+ */
+export async function warnSettingsUnread(redis: Redis, url: string, logger: Logger): Promise<void> {
+  const reason = await (redis.config('GET', 'appendonly') as Promise<unknown>).then(() => 'CONFIG GET failed, then answered', (err: unknown) => (err as Error).message);
+  const why = /^NOPERM\b/.test(reason) ? 'CONFIG GET is not allowed to the ACL user of PIXIU_REDIS_URL (NOPERM; grant +config|get to have them checked)'
+    : commandRefusal(new Error(reason)) !== undefined ? 'this Redis does not know CONFIG (renamed or disabled)'
+      : cutText(reason.split('\n')[0] ?? '', 200);
+  logger.warn({ redis: url, reason },
+    `cannot check how Redis persists and evicts: ${why}. Make sure by hand that it runs with appendonly yes, appendfsync everysec (or always) and maxmemory-policy noeviction, `
+    + 'or a Redis restart or eviction loses acknowledged messages; this node will not warn about them (DESIGN.md §4, storage/redis.conf)');
 }
 
 /** Redis's eviction settings, as `CONFIG GET maxmemory-policy` and `maxmemory` answered them. */
@@ -92,7 +118,7 @@ export function maxmemoryBytes(value: string | undefined): number | undefined {
  * them 503 with Retry-After (nothing acknowledged is lost). As BullMQ and Sidekiq do for
  * their queues. With no `maxmemory` (0) nothing is evicted yet, but a limit set later
  * (CONFIG SET, a managed Redis's plan) starts it: the warning says so. Nothing when
- * CONFIG cannot be used (logged at debug). Never rejects.
+ * CONFIG cannot be used ({@link warnSettingsUnread} says that). Never rejects.
  * @param url the Redis URL as logged (password removed)
  * @returns the policy and maxmemory found (undefined: CONFIG could not be used)
  */
@@ -106,11 +132,7 @@ export async function warnIfEvicting(redis: Redis, url: string, logger: Logger):
   } catch {
     policy = undefined;
   }
-  if (policy === undefined) {
-    logger.debug({ redis: url }, 'cannot read Redis\'s eviction policy (CONFIG GET refused): make sure it runs with maxmemory-policy noeviction');
-  } else {
-    warnEviction(logger, policy, maxmemory, { redis: url });
-  }
+  if (policy !== undefined) warnEviction(logger, policy, maxmemory, { redis: url });
   return policy === undefined ? undefined : { policy, maxmemory: maxmemoryBytes(maxmemory) };
 }
 

@@ -15,8 +15,8 @@
  * (walk13). Other changes of `maxmemory` alone are not.
  *
  * A setting CONFIG could not read at start (refused or renamed, as managed Redis
- * services do) is not watched, as it was not checked: the start-up logged that at
- * debug. A read that fails later is skipped (the next one tries again); a refusal of
+ * services do) is not watched, as it was not checked: the start-up said so at warn
+ * (persistence-check.ts `warnSettingsUnread`). A read that fails later is skipped (the next one tries again); a refusal of
  * CONFIG is logged once at debug.
  */
 import type { Redis } from 'ioredis';

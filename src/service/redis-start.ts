@@ -12,7 +12,7 @@ import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { StartupError } from '../errors.js';
 import { createRedis } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
-import { warnIfEvicting, warnUnlessPersistent } from '../redis/persistence-check.js';
+import { warnIfEvicting, warnSettingsUnread, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
 import { RedisSettingsWatch } from '../redis/settings-watch.js';
 import { requireRedisVersion } from '../redis/version-check.js';
@@ -75,6 +75,7 @@ export async function startRedis(
   if (local === undefined) {
     const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
     const eviction = await warnIfEvicting(redis, redactUrl(redisUrl), logger);
+    if (persistence === undefined || eviction === undefined) await warnSettingsUnread(redis, redactUrl(redisUrl), logger);
     // Read again while the node runs: a change at runtime is warned about too.
     const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, { persistence, policy: eviction?.policy, maxmemory: eviction?.maxmemory });
     watch.start();
