@@ -61,8 +61,11 @@ export function warnPersistence(logger: Logger, persistence: Persistence, fields
 }
 
 /**
- * Logs at warn when `redis` does not persist with AOF; nothing when it does. Nothing
- * either when CONFIG cannot be used ({@link warnSettingsUnread} says that). Never rejects.
+ * Logs at warn when `redis` does not persist with AOF, or does with `appendfsync no`
+ * (README "What delivery promises" asks for `everysec` or `always`: with `no` the OS
+ * flushes the appends when it likes, ~30 s on Linux, and a machine crash loses them:
+ * walk24 L4); nothing when it persists with AOF fsynced. Nothing either when CONFIG
+ * cannot be used ({@link warnSettingsUnread} says that). Never rejects.
  * @param url the Redis URL as logged (password removed)
  * @returns what was found (undefined: CONFIG could not be used)
  */
@@ -76,6 +79,10 @@ export async function warnUnlessPersistent(redis: Redis, url: string, logger: Lo
   const values = new Map(reply.flatMap((v, i) => (i % 2 === 0 ? [[v, reply[i + 1] ?? ''] as const] : [])));
   const persistence = persistenceOf(values.get('appendonly'), values.get('save'));
   if (persistence !== undefined) warnPersistence(logger, persistence, { redis: url });
+  if (persistence === 'aof' && values.get('appendfsync') === 'no') {
+    logger.warn({ redis: url, appendfsync: 'no' }, 'Redis writes its AOF without fsync (appendfsync no): the OS flushes the appends when it likes (~30 s on Linux), '
+      + 'and a crash of the machine loses those, messages already acknowledged; run it with appendfsync everysec or always (DESIGN.md §4, storage/redis.conf)');
+  }
   return persistence;
 }
 

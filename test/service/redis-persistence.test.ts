@@ -190,3 +190,21 @@ test('a service started on a Redis that renamed CONFIG away warns once that it c
   assert.equal(warnings.length, 1, JSON.stringify(warnings));
   assert.match(warnings[0]?.msg ?? '', /^cannot check how Redis persists and evicts: this Redis does not know CONFIG \(renamed or disabled\)\. Make sure by hand that it runs with appendonly yes/);
 });
+
+test('a service started on a Redis with AOF but appendfsync no warns once, naming it (walk24 L4); everysec does not', async (t) => {
+  await admin.config('SET', 'appendonly', 'yes');
+  try {
+    for (const [fsync, warned] of [['no', true], ['everysec', false]] as const) {
+      await admin.config('SET', 'appendfsync', fsync);
+      const { logger, lines } = capturingLogger();
+      const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `fsync-${fsync}:`, storeDurability: 'relaxed' });
+      const service = await startService(config, logger);
+      await service.close();
+      const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? ''));
+      assert.equal(warnings.length, warned ? 1 : 0, `appendfsync ${fsync}: ${JSON.stringify(warnings)}`);
+      if (warned) assert.match(warnings[0]?.msg ?? '', /^Redis writes its AOF without fsync \(appendfsync no\): .* run it with appendfsync everysec or always/);
+    }
+  } finally {
+    await admin.config('SET', 'appendfsync', 'everysec');
+  }
+});
