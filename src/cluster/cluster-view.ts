@@ -5,7 +5,8 @@
  * partition claims and leases (partition-claims.ts), and the inbox generation. Read-only: TIME,
  * ZRANGE, HGETALL, GET and PTTL, nothing that writes (no script either: a
  * PartitionClaims would SCRIPT LOAD its scripts), so it can run as a Redis user allowed
- * `+@read` alone. Not one snapshot: a node that starts or stops while it reads may show
+ * `+@read` and TIME, CLIENT SETNAME, INFO and PING (README "Commands"; TIME is not in
+ * `@read`, the others the client sends on connecting). Not one snapshot: a node that starts or stops while it reads may show
  * half-way (registered, its lease not yet read).
  */
 import type { Redis } from 'ioredis';

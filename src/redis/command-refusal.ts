@@ -27,7 +27,7 @@ export function commandRefusal(err: unknown): string | undefined {
     if (noperm !== null) {
       const command = noperm[1] ?? '';
       return `Redis refuses the command ${command.toUpperCase().replace('|', ' ')} to the ACL user of PIXIU_REDIS_URL (NOPERM): `
-        + `grant it (ACL SETUSER <user> +${command.toLowerCase()}), or give the user the ACL README "Running with your own Redis" lists; `
+        + `grant it (ACL SETUSER <user> +${command.toLowerCase()}), or give the user the ACL the README lists (for serve: "Running with your own Redis"; for inspect cluster: "Commands"); `
         + 'retrying will not help';
     }
     const other = NOPERM_OTHER.exec(message);

@@ -3,7 +3,9 @@
  * command listed the cluster): against two real nodes on one Redis it prints both (id,
  * URL, last renewal), each store with the node holding its lease, and the partitions'
  * claims; once a node stops, its store has no holder and its partitions are named
- * `without_holder`. It runs as a Redis user allowed reads alone (ACL `-@all +@read`):
+ * `without_holder`. It runs as a Redis user allowed reads (ACL `-@all +@read`, and the
+ * TIME, CLIENT SETNAME, INFO and PING README "Commands" lists: `+@read` alone is refused,
+ * naming the command, walk24 M3):
  * any write, a script load included, would be refused and the command fail. A wrong
  * key prefix and a Redis that is down exit 1 with one line on stderr, nothing on stdout
  * and no stack trace, as the other inspect commands do (README "Commands"). Each node
@@ -55,6 +57,12 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   };
 
   const both = await inspect();
+  // `+@read` alone is not enough (walk24 M3): the refusal names the command and the rule, not "retry later".
+  await raw.call('ACL', 'SETUSER', 'reader', 'on', '>reader-pw', '~*', '-@all', '+@read');
+  const reader = await runCli(['inspect', 'cluster'], { ...env, PIXIU_REDIS_URL: `redis://reader:reader-pw@127.0.0.1:${redis.port}` });
+  assert.equal(reader.code, 1, reader.stdout);
+  assert.equal(reader.stdout, '');
+  assert.match(reader.stderr, /^pixiu: (.*: )?Redis refuses the command (TIME|CLIENT SETNAME|INFO) to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+(time|client\|setname|info)\)/m);
   assert.ok(Math.abs(both.redis_time - Date.now()) < 60_000, `redis_time ${both.redis_time} is ms since the epoch`);
   assert.equal(both.prefix, PREFIX);
   assert.deepEqual(both.nodes.map((n) => [n.url, n.store]).sort(), [[a.service.url, storeA], [b.service.url, storeB]].sort());

@@ -45,7 +45,7 @@ test('a start as a user not allowed INFO fails naming INFO and the rule to grant
   const err = await startAs(t, 'noinfo', ['~*', '&*', '+@all', '-@dangerous'], 'acl-noinfo:');
   assert.ok(err !== undefined, 'started');
   assert.equal(err.name, 'StartupError');
-  assert.match(err.message, /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL README "Running with your own Redis" lists; retrying will not help$/);
+  assert.match(err.message, /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL the README lists \(for serve: "Running with your own Redis"; for inspect cluster: "Commands"\); retrying will not help$/);
 });
 
 test('the ACL README "Running with your own Redis" documents starts the service', async (t) => {
