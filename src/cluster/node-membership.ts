@@ -62,6 +62,10 @@ export class NodeMembership {
   readonly #joiners: JoinerSecretCheck | undefined;
   /** This node's shared settings in Redis, once published. */
   #settings: SharedSettingsAnnouncement | undefined;
+  /** Write-backs of the shared settings asked for (each registration found lost), and the last one done. */
+  #republishAsked = 0;
+  #republishDone = 0;
+  #republishing = false;
 
   constructor(opts: NodeMembershipOptions) {
     const { redis, renewals, keys, node, logger, secrets } = opts;
@@ -77,13 +81,34 @@ export class NodeMembership {
       onRegistry: (registered, nowMs) => {
         void membership.observe(registered, nowMs);
         void this.#joiners?.observe(registered);
+        // A write-back that failed (Redis not ready yet as it came back empty) is tried again.
+        if (this.#republishDone < this.#republishAsked) this.#republish();
         opts.onRenewed(registered.size);
       },
       // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
       onRegisteredAgain: () => {
-        void this.#settings?.republish();
+        this.#republishAsked += 1;
+        this.#republish();
         opts.onRegisteredAgain();
       },
+    });
+  }
+
+  /**
+   * Publishes the shared settings (and the build, node-entry.ts) again, unless a
+   * write-back runs; one that fails is tried again at the next renewal, until one is
+   * done after the last loss. Once, it was not: a node whose write-back found Redis not
+   * ready yet as it came back empty stayed without its entry, and `inspect cluster`
+   * showed it as a release too old to name its build (walk24 L3).
+   */
+  #republish(): void {
+    const settings = this.#settings;
+    if (settings === undefined || this.#republishing) return;
+    const asked = this.#republishAsked;
+    this.#republishing = true;
+    void settings.republish().then((published) => {
+      this.#republishing = false;
+      if (published) this.#republishDone = Math.max(this.#republishDone, asked);
     });
   }
 

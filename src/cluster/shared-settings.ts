@@ -177,8 +177,10 @@ export interface SharedSettingsAnnouncement {
    * Publishes them again and warns of each mismatch, as at start: for when Redis lost
    * them (FLUSHALL, restarted empty; the node registry finds its own entry gone). Never
    * rejects: a Redis failure is logged.
+   * @returns true when they were published, false when Redis failed (to be tried again:
+   *   node-membership.ts)
    */
-  republish(): Promise<void>;
+  republish(): Promise<boolean>;
   /** Removes the node's entry (shutdown). Never rejects. */
   withdraw(): Promise<void>;
 }
@@ -202,7 +204,7 @@ export interface AnnounceOptions extends Omit<EntryOptions, 'secrets'> {
 export async function announceSharedSettings(
   redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, at: AnnounceOptions = {},
 ): Promise<SharedSettingsAnnouncement> {
-  const publish = async (): Promise<void> => {
+  const publish = async (): Promise<boolean> => {
     try {
       const found = await compareNodeEntries(redis, keys, registry, config, at);
       at.onCompared?.(found.compared);
@@ -220,8 +222,10 @@ export async function announceSharedSettings(
       for (const m of found.settings) {
         logger.warn({ setting: m.env, here: m.here, there: m.there, nodes: m.nodes }, settingMismatchLine(m));
       }
+      return true;
     } catch (err) {
       logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
+      return false;
     }
   };
   await publish();
