@@ -82,13 +82,13 @@ export class NodeMembership {
         void membership.observe(registered, nowMs);
         void this.#joiners?.observe(registered);
         // A write-back that failed (Redis not ready yet as it came back empty) is tried again.
-        if (this.#republishDone < this.#republishAsked) this.#republish();
+        if (this.#republishDone < this.#republishAsked) this.#republish(true);
         opts.onRenewed(registered.size);
       },
       // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
       onRegisteredAgain: () => {
         this.#republishAsked += 1;
-        this.#republish();
+        this.#republish(false);
         opts.onRegisteredAgain();
       },
     });
@@ -99,14 +99,16 @@ export class NodeMembership {
    * write-back runs; one that fails is tried again at the next renewal, until one is
    * done after the last loss. Once, it was not: a node whose write-back found Redis not
    * ready yet as it came back empty stayed without its entry, and `inspect cluster`
-   * showed it as a release too old to name its build (walk24 L3).
+   * showed it as a release too old to name its build (walk24 L3). A retry's failure is
+   * logged at debug (review35b F1: a warn line at every renewal while Redis refuses it).
+   * @param retry whether this is a write-back tried again at a renewal
    */
-  #republish(): void {
+  #republish(retry: boolean): void {
     const settings = this.#settings;
     if (settings === undefined || this.#republishing) return;
     const asked = this.#republishAsked;
     this.#republishing = true;
-    void settings.republish().then((published) => {
+    void settings.republish(retry).then((published) => {
       this.#republishing = false;
       if (published) this.#republishDone = Math.max(this.#republishDone, asked);
     });

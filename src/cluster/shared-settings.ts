@@ -177,10 +177,13 @@ export interface SharedSettingsAnnouncement {
    * Publishes them again and warns of each mismatch, as at start: for when Redis lost
    * them (FLUSHALL, restarted empty; the node registry finds its own entry gone). Never
    * rejects: a Redis failure is logged.
+   * @param retry true for a write-back tried again after one that failed (node-membership.ts,
+   *   at each renewal): its failure is logged at debug, the first one's at warn — not a
+   *   warn line every 5 s for as long as Redis refuses it (review35b F1)
    * @returns true when they were published, false when Redis failed (to be tried again:
    *   node-membership.ts)
    */
-  republish(): Promise<boolean>;
+  republish(retry?: boolean): Promise<boolean>;
   /** Removes the node's entry (shutdown). Never rejects. */
   withdraw(): Promise<void>;
 }
@@ -204,7 +207,7 @@ export interface AnnounceOptions extends Omit<EntryOptions, 'secrets'> {
 export async function announceSharedSettings(
   redis: Redis, keys: Keys, registry: NodeRegistry, config: Config, logger: Logger, at: AnnounceOptions = {},
 ): Promise<SharedSettingsAnnouncement> {
-  const publish = async (): Promise<boolean> => {
+  const publish = async (retry = false): Promise<boolean> => {
     try {
       const found = await compareNodeEntries(redis, keys, registry, config, at);
       at.onCompared?.(found.compared);
@@ -224,7 +227,7 @@ export async function announceSharedSettings(
       }
       return true;
     } catch (err) {
-      logger.warn({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
+      logger[retry ? 'debug' : 'warn']({ ...outageFields(err) }, 'could not compare the shared settings with the other nodes\' (Redis unavailable); going on');
       return false;
     }
   };
