@@ -270,7 +270,7 @@ function sharedKids(keys: readonly JWK[]): Map<string, number> {
   for (const key of keys) {
     if (typeof key.kid !== 'string') continue;
     const ids = byKid.get(key.kid) ?? new Set<string>();
-    ids.add(identityOf({ ...key, alg: undefined }));
+    ids.add(identityOf(key));
     byKid.set(key.kid, ids);
   }
   return new Map([...byKid].filter(([, ids]) => ids.size > 1).map(([kid, ids]) => [kid, ids.size]));
