@@ -133,7 +133,7 @@ export interface KeyDescription {
 }
 
 /** The JWS header parameters a refusal reads, as the token has them (any JSON value). */
-interface Header {
+export interface Header {
   readonly alg?: unknown;
   readonly kid?: unknown;
   readonly crit?: unknown;
@@ -227,7 +227,7 @@ export function critRefused(header: Header): string | undefined {
 export const UNENCODED_PAYLOAD = 'invalid token: its header\'s b64 is false (an unencoded payload), which a JWT must not have (RFC 7797 §7)';
 
 /** The token's header, `{}` when it cannot be read (checkJwtForm answers for such a token first: a header that is no JSON object). */
-function headerOf(token: string): Header {
+export function headerOf(token: string): Header {
   try {
     return decodeProtectedHeader(token) as Header;
   } catch {

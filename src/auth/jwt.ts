@@ -9,7 +9,6 @@
 import { createRemoteJWKSet, customFetch } from 'jose/jwks/remote';
 import * as joseErrors from 'jose/errors';
 import { jwtVerify } from 'jose/jwt/verify';
-import { decodeProtectedHeader } from 'jose/decode/protected_header';
 import type { JWTPayload, JWTVerifyGetKey } from 'jose';
 import { isUserId } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
@@ -17,7 +16,7 @@ import { cooledFetch } from './jwks-fetch.js';
 import { JwksKeyScreen, verifiedByEach } from './jwks-keys.js';
 import type { Logger } from '../logger.js';
 import { checkJwtForm } from './jwt-form.js';
-import { NBF_TOLERANCE_SEC, TokenExpiredError, TokenRefusals, type KeyDescription } from './jwt-refusals.js';
+import { NBF_TOLERANCE_SEC, TokenExpiredError, TokenRefusals, headerOf, type KeyDescription } from './jwt-refusals.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
 import type { JwtKeySource } from './secrets.js';
 
@@ -291,7 +290,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       const { payload } = await jwtVerify(token, key, checks).catch((err: unknown) => {
         // Several different keys of the JWKS under the `kid` the token names: each is
         // tried (jwks-keys.ts). A token naming no `kid` is refused (jwt-refusals.ts).
-        if (err instanceof joseErrors.JWKSMultipleMatchingKeys && typeof headerKid(token) === 'string') return verifiedByEach(token, err, checks);
+        if (err instanceof joseErrors.JWKSMultipleMatchingKeys && typeof headerOf(token).kid === 'string') return verifiedByEach(token, err, checks);
         throw err;
       });
       return toClaims(payload);
@@ -311,14 +310,6 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   return prefetch === undefined ? verify : Object.assign(verify, { prefetch });
 }
 
-/** The `kid` of a token's header, whatever its type; undefined when the header cannot be read. */
-function headerKid(token: string): unknown {
-  try {
-    return decodeProtectedHeader(token).kid;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * What a failed JWKS fetch says of itself: jose's timeout says only "request timed
