@@ -33,6 +33,23 @@ function dropLogger(fd: number): { logger: Logger; reported: number[] } {
   return { logger, reported };
 }
 
+/**
+ * Fills the pipe `fifo` (its reader open, reading nothing) with newlines until the
+ * kernel takes no more (EAGAIN). @returns the bytes written
+ */
+function fillPipe(fifo: string): number {
+  const filling = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+  let written = 0;
+  try {
+    for (;;) written += writeSync(filling, Buffer.alloc(4096, 0x0a));
+  } catch (err) {
+    assert.equal((err as NodeJS.ErrnoException).code, 'EAGAIN');
+  } finally {
+    closeSync(filling);
+  }
+  return written;
+}
+
 test('a line longer than 8 MiB is dropped and warned of; another within the thinning interval waits for a later warning', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-log-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
@@ -57,15 +74,7 @@ test('lines past 8 MiB held for a reader that takes nothing are counted, and war
   t.after(() => closeSync(fd));
   // The pipe full before the first line: every write of the destination waits for the
   // reader, and nothing it holds is released until the test reads.
-  const filling = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-  let prefill = 0;
-  try {
-    for (;;) prefill += writeSync(filling, Buffer.alloc(4096, 0x0a));
-  } catch (err) {
-    assert.equal((err as NodeJS.ErrnoException).code, 'EAGAIN');
-  } finally {
-    closeSync(filling);
-  }
+  const prefill = fillPipe(fifo);
   const { logger, reported } = dropLogger(fd);
   // ~42 bytes a line (~10 MiB in all): the room left under 8 MiB when the first is dropped is smaller
   // than the warning, so the first warning is dropped too and must be tried again.
@@ -93,14 +102,7 @@ test('a warning of drops that found no room is tried again only after a write go
   const fd = openSync(fifo, 'w');
   t.after(() => closeSync(fd));
   // The pipe full before the first line, as above: nothing goes through until the test reads.
-  const filling = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-  try {
-    for (;;) writeSync(filling, Buffer.alloc(4096, 0x0a));
-  } catch (err) {
-    assert.equal((err as NodeJS.ErrnoException).code, 'EAGAIN');
-  } finally {
-    closeSync(filling);
-  }
+  fillPipe(fifo);
   const { logger, reported } = dropLogger(fd);
   // Past 8 MiB held: the first warning finds no room.
   for (let i = 0; i < 250_000; i++) logger.info({ i }, 'flood line');
