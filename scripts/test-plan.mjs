@@ -11,9 +11,9 @@
 //
 // A group file wraps each file it runs in `describe('<source path>', …)` around a
 // dynamic import: node:test puts the file's top-level tests (and its top-level
-// before/after/beforeEach/afterEach hooks) under that suite, so a failure in the TAP
-// output reads `test/api/x.test.ts` > `<test name>`, with `location:` the source file
-// and line, and one file's hooks never run around another file's tests. A member that
+// before/after/beforeEach/afterEach hooks) under that suite, so a failure in the test
+// report reads `test/api/x.test.ts` > `<test name>`, with the source file and line
+// (`test at …`), and one file's hooks never run around another file's tests. A member that
 // throws as it is imported gets, in its suite, a test `test/<dir>/x.test.ts (import)` that
 // throws that error: counted in `# fail` (exit code 1) as the file alone would be. A suite
 // whose own function throws fails too, but node:test 20 counts it under `# suites` only:
