@@ -22,6 +22,9 @@ export class LogThrottle {
    *   the last one logged (0 for the first)
    */
   take(nowMs: number = Date.now()): number | undefined {
+    // An interval of 0 thins nothing, whatever the clock did: no state is kept, so the
+    // callers sharing EVERY_LINE never see one another's times (nor a clock set back).
+    if (this.#intervalMs <= 0) return 0;
     if (nowMs < this.#nextAt) {
       this.#left += 1;
       return undefined;

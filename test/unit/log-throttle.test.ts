@@ -24,6 +24,15 @@ test('thinnedFields names the lines left out only when there were some', () => {
   assert.deepEqual(thinnedFields(7), { notLogged: 7 });
 });
 
-test('EVERY_LINE thins nothing, within the same millisecond too', () => {
+test('EVERY_LINE thins nothing, within the same millisecond too, and whatever time its other callers gave it', () => {
+  // Another caller in the process took a line now (stall-log, ack-cursors, rotation-logs share it).
+  assert.equal(EVERY_LINE.take(), 0);
   for (let i = 0; i < 5; i++) assert.equal(EVERY_LINE.take(1_000), 0);
+});
+
+test('an interval of 0 thins nothing when the clock is set back', () => {
+  const throttle = new LogThrottle(0);
+  assert.equal(throttle.take(2_000), 0);
+  assert.equal(throttle.take(1_000), 0);
+  assert.equal(throttle.take(1_000), 0);
 });
