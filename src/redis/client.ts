@@ -12,7 +12,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { OUTAGE_LOG_INTERVAL_MS, LogThrottle, thinnedFields } from '../log-throttle.js';
-import { commandRefusal } from './command-refusal.js';
+import { refusalOf } from './command-refusal.js';
 import { connectRefusalWords, isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
 import { redisStateReason } from './state-replies.js';
@@ -112,8 +112,8 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     // words as the log line gives it (src/redis/plain-reasons.ts).
     const raw = notRedis !== '' ? notRedis : lastError !== '' ? lastError : (err as Error).message;
     // ioredis's ready check (INFO) on a Redis that renamed INFO away fails the connect.
-    const refused = commandRefusal(new Error(raw));
-    if (refused !== undefined) throw unavailable(`cannot use Redis at ${redactUrl(opts.url)}: ${refused}`, err);
+    const refused = refusalOf(raw);
+    if (refused !== undefined) throw unavailable(`cannot use Redis at ${redactUrl(opts.url)}: ${refused.words}`, err);
     const reason = plainReason(raw);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
   }

@@ -15,31 +15,63 @@ const NOPERM_OTHER = /^NOPERM (?:this user|User \S+) has no permissions to acces
 /** Redis 7's reply to a command it does not know (renamed away, or disabled). */
 const UNKNOWN_COMMAND = /^ERR unknown (?:sub)?command '([^']+)'/;
 
+/** How Redis refused a command for good (see {@link refusalOf}). */
+export interface Refusal {
+  /**
+   * `not-allowed`: the ACL user may not run the command (NOPERM); `no-access`: nor
+   * touch those keys or channels (NOPERM); `unknown`: this Redis does not know the
+   * command (renamed away or disabled).
+   */
+  readonly kind: 'not-allowed' | 'no-access' | 'unknown';
+  /** The plain words: the command (`info`, `config|get`), the ACL rule to grant (`+info`) or that it is renamed away. */
+  readonly words: string;
+}
+
+/**
+ * The refusal for good (see above) that Redis's error reply `message` is
+ * (`NOPERM this user has no permissions to run the 'config|get' command`, `ERR
+ * unknown command 'config'`); undefined for any other reply or failure (a timeout, a
+ * closed connection, LOADING: those may pass).
+ */
+export function refusalOf(message: string): Refusal | undefined {
+  const noperm = NOPERM_COMMAND.exec(message);
+  if (noperm !== null) {
+    const command = noperm[1] ?? '';
+    return {
+      kind: 'not-allowed',
+      words: `Redis refuses the command ${command.toUpperCase().replace('|', ' ')} to the ACL user of PIXIU_REDIS_URL (NOPERM): `
+        + `grant it (ACL SETUSER <user> +${command.toLowerCase()}), or give the user the ACL the README lists (for serve: "Running with your own Redis"; for inspect cluster: "Commands"); `
+        + 'retrying will not help',
+    };
+  }
+  const other = NOPERM_OTHER.exec(message);
+  if (other !== null) {
+    return {
+      kind: 'no-access',
+      words: `Redis refuses the ACL user of PIXIU_REDIS_URL access to ${other[1] ?? 'keys'} (NOPERM): grant it every key and channel (~* &*), `
+        + 'as README "Running with your own Redis" says; retrying will not help',
+    };
+  }
+  const unknown = UNKNOWN_COMMAND.exec(message);
+  if (unknown !== null) {
+    return {
+      kind: 'unknown',
+      words: `Redis does not know the command ${(unknown[1] ?? '').toUpperCase()} (renamed or disabled, as managed Redis services do?): `
+        + 'Pixiu needs it (README "Running with your own Redis" lists the commands a node sends); retrying will not help',
+    };
+  }
+  return undefined;
+}
+
 /**
  * The plain words for `err` when it is, or was caused by (`cause`, a MULTI's
- * `previousErrors`), Redis refusing a command for good (see above): naming the command
- * (`info`, `config|get`), the ACL rule to grant (`+info`) or that it is renamed away;
- * undefined for any other error.
+ * `previousErrors`), Redis refusing a command for good ({@link refusalOf}); undefined
+ * for any other error.
  */
 export function commandRefusal(err: unknown): string | undefined {
   for (const message of messagesOf(err, 4)) {
-    const noperm = NOPERM_COMMAND.exec(message);
-    if (noperm !== null) {
-      const command = noperm[1] ?? '';
-      return `Redis refuses the command ${command.toUpperCase().replace('|', ' ')} to the ACL user of PIXIU_REDIS_URL (NOPERM): `
-        + `grant it (ACL SETUSER <user> +${command.toLowerCase()}), or give the user the ACL the README lists (for serve: "Running with your own Redis"; for inspect cluster: "Commands"); `
-        + 'retrying will not help';
-    }
-    const other = NOPERM_OTHER.exec(message);
-    if (other !== null) {
-      return `Redis refuses the ACL user of PIXIU_REDIS_URL access to ${other[1] ?? 'keys'} (NOPERM): grant it every key and channel (~* &*), `
-        + 'as README "Running with your own Redis" says; retrying will not help';
-    }
-    const unknown = UNKNOWN_COMMAND.exec(message);
-    if (unknown !== null) {
-      return `Redis does not know the command ${(unknown[1] ?? '').toUpperCase()} (renamed or disabled, as managed Redis services do?): `
-        + 'Pixiu needs it (README "Running with your own Redis" lists the commands a node sends); retrying will not help';
-    }
+    const refusal = refusalOf(message);
+    if (refusal !== undefined) return refusal.words;
   }
   return undefined;
 }
