@@ -1,6 +1,6 @@
 /**
  * The start-up look at how a Redis of the operator's keeps its data
- * (persistence-check.ts: AOF, eviction; DESIGN.md §4), kept up while the node runs. A
+ * (settings-check.ts: AOF, eviction; DESIGN.md §4), kept up while the node runs. A
  * setting changed at runtime — `CONFIG SET appendonly no`, `CONFIG SET
  * maxmemory-policy allkeys-lru`, a configuration-management run, a Redis restarted
  * with another configuration — went unnoticed until keys were gone (a black-box SRE's
@@ -14,25 +14,23 @@
  * a `CONFIG SET maxmemory` under `allkeys-lru` went unsaid until keys were evicted
  * (walk13). Other changes of `maxmemory` alone are not.
  *
- * A setting CONFIG could not read at start (refused or renamed, as managed Redis
- * services do) is not watched, as it was not checked: the start-up said so at warn
- * (persistence-check.ts `warnSettingsUnread`). A read that fails later is skipped (the next one tries again); a refusal of
- * CONFIG is logged once at debug.
+ * A setting CONFIG could not read at start for good (refused or renamed, as managed
+ * Redis services do) is not watched, as it was not checked: the start-up said so at
+ * warn (settings-check.ts `warnSettingsUnread`). When the start-up's read failed in a
+ * way that may pass (a timeout, a dropped connection: `retry`), the watch makes the
+ * start-up check again on the same schedule until Redis answers, warning then as the
+ * start would have (review35b F2), and watches from there. A read that fails later is
+ * skipped (the next one tries again); a refusal of CONFIG is logged once at debug.
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { refusalOf } from './command-refusal.js';
+import { configValues } from './config-values.js';
 import { maxmemoryBytes, persistenceOf, warnEviction, warnPersistence, type Persistence } from './persistence-check.js';
+import { checkSettings, type SettingsAtStart } from './settings-check.js';
 
 /** How often a running node reads Redis's persistence and eviction settings again, ms. */
 export const SETTINGS_WATCH_MS = 30_000;
-
-/** What the start-up read (persistence-check.ts); undefined: CONFIG could not be used, not watched. */
-export interface SettingsAtStart {
-  readonly persistence: Persistence | undefined;
-  readonly policy: string | undefined;
-  /** `maxmemory`, bytes (0: none); undefined when not read, then taken from the first read. */
-  readonly maxmemory?: number | undefined;
-}
 
 /** The watch of one Redis's settings (see the module comment). */
 export class RedisSettingsWatch {
@@ -46,6 +44,8 @@ export class RedisSettingsWatch {
   #maxmemory: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #reading: Promise<void> | undefined;
+  /** The start-up check is still to be made (its read failed in a way that may pass). */
+  #checkPending: boolean;
   #refusalLogged = false;
   readonly #onReady = (): void => void this.checkNow();
 
@@ -62,11 +62,12 @@ export class RedisSettingsWatch {
     this.#persistence = start.persistence;
     this.#policy = start.policy;
     this.#maxmemory = start.maxmemory;
+    this.#checkPending = start.retry === true;
   }
 
-  /** Reads the settings every interval and after each reconnect, until {@link stop}; nothing when neither is watched. */
+  /** Reads the settings every interval and after each reconnect, until {@link stop}; nothing when neither is watched (nor still to be checked). */
   start(): void {
-    if (this.#persistence === undefined && this.#policy === undefined) return;
+    if (this.#persistence === undefined && this.#policy === undefined && !this.#checkPending) return;
     this.#timer = setInterval(this.#onReady, this.#intervalMs);
     this.#timer.unref();
     this.#redis.on('ready', this.#onReady);
@@ -86,21 +87,33 @@ export class RedisSettingsWatch {
   }
 
   async #read(): Promise<void> {
-    let values: Map<string, string>;
-    try {
-      const reply = await this.#redis.config('GET', 'appendonly', 'save', 'maxmemory-policy', 'maxmemory') as string[];
-      values = new Map(reply.flatMap((v, i) => (i % 2 === 0 ? [[v, reply[i + 1] ?? ''] as const] : [])));
-    } catch (err) {
+    if (this.#checkPending) {
+      await this.#checkAgain();
+      return;
+    }
+    const values = await configValues(this.#redis, 'appendonly', 'save', 'maxmemory-policy', 'maxmemory');
+    if (values instanceof Error) {
       // Redis down: the next read, or the reconnect, tries again. CONFIG refused (an ACL
       // changed, a managed Redis): said once, as the start-up says it.
-      if ((err as Error).name === 'ReplyError' && !this.#refusalLogged) {
+      if (refusalOf(values.message) !== undefined && !this.#refusalLogged) {
         this.#refusalLogged = true;
-        this.#logger.debug({ ...this.#fields, reason: (err as Error).message }, 'cannot read Redis\'s persistence and eviction settings again (CONFIG GET refused)');
+        this.#logger.debug({ ...this.#fields, reason: values.message }, 'cannot read Redis\'s persistence and eviction settings again (CONFIG GET refused)');
       }
       return;
     }
     this.#comparePersistence(persistenceOf(values.get('appendonly'), values.get('save')));
     this.#comparePolicy(values.get('maxmemory-policy'), values.get('maxmemory'));
+  }
+
+  /** The start-up check, made again (settings-check.ts: it warns as at start); what it read is watched from now on. */
+  async #checkAgain(): Promise<void> {
+    const start = await checkSettings(this.#redis, this.#fields.redis, this.#logger);
+    if (start.retry === true) return;
+    this.#checkPending = false;
+    this.#persistence = start.persistence;
+    this.#policy = start.policy;
+    this.#maxmemory = start.maxmemory;
+    if (this.#persistence === undefined && this.#policy === undefined) this.stop();
   }
 
   #comparePersistence(now: Persistence | undefined): void {

@@ -30,7 +30,7 @@ export function redisVersionProblem(info: string): string | undefined {
 /**
  * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}. A Redis that
  * refuses `INFO` (an ACL without it, a proxy) is not second-guessed, as a refused
- * `CONFIG` is not (persistence-check.ts).
+ * `CONFIG` is not (settings-check.ts).
  * @param shownUrl the Redis URL as logged (password removed)
  * @throws StartupError naming the URL, the version needed and the version found; or,
  *   when Redis does not answer `INFO` (down, timed out), naming the URL and why

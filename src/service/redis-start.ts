@@ -12,9 +12,9 @@ import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { StartupError } from '../errors.js';
 import { createRedis } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
-import { warnIfEvicting, warnSettingsUnread, warnUnlessPersistent } from '../redis/persistence-check.js';
 import { redactUrl } from '../redis/url.js';
-import { RedisSettingsWatch } from '../redis/settings-watch.js';
+import { checkSettings } from '../redis/settings-check.js';
+import { RedisSettingsWatch, SETTINGS_WATCH_MS } from '../redis/settings-watch.js';
 import { requireRedisVersion } from '../redis/version-check.js';
 import type { FoundLayout } from '../store/layout.js';
 import type { StartContext } from './start-context.js';
@@ -73,11 +73,10 @@ export async function startRedis(
   const renewals = await connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS));
   await requireRedisVersion(redis, redactUrl(redisUrl));
   if (local === undefined) {
-    const persistence = await warnUnlessPersistent(redis, redactUrl(redisUrl), logger);
-    const eviction = await warnIfEvicting(redis, redactUrl(redisUrl), logger);
-    if (persistence === undefined || eviction === undefined) await warnSettingsUnread(redis, redactUrl(redisUrl), logger);
-    // Read again while the node runs: a change at runtime is warned about too.
-    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, { persistence, policy: eviction?.policy, maxmemory: eviction?.maxmemory });
+    const settings = await checkSettings(redis, redactUrl(redisUrl), logger, SETTINGS_WATCH_MS);
+    // Read again while the node runs: a change at runtime is warned about too, and a
+    // start-up read that failed for a moment is made again (settings-watch.ts).
+    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, settings);
     watch.start();
     cleanup.unshift({ what: 'redis settings watch', run: () => Promise.resolve(watch.stop()) });
   }

@@ -10,6 +10,7 @@
  */
 import net from 'node:net';
 import { once } from 'node:events';
+import { openLink } from './proxy-link.js';
 
 /** A running proxy; {@link LagProxy.close} in the test's clean-up. */
 export class LagProxy {
@@ -70,13 +71,9 @@ export class LagProxy {
   }
 
   #pipe(client: net.Socket, target: { host: string; port: number }, match: string): void {
-    const upstream = net.connect(target.port, target.host);
-    this.#sockets.add(client).add(upstream);
+    const { upstream, end: endLink } = openLink(client, target, this.#sockets);
     const end = (): void => {
-      client.destroy();
-      upstream.destroy();
-      this.#sockets.delete(client);
-      this.#sockets.delete(upstream);
+      endLink();
       this.#matched.delete(end);
     };
     let matched = false;

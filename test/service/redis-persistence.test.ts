@@ -10,7 +10,9 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { readPersistence, redisUptimeMs, warnIfEvicting, warnSettingsUnread, warnUnlessPersistent } from '../../src/redis/persistence-check.js';
+import { redisUptimeMs } from '../../src/redis/persistence-check.js';
+import { checkSettings, settingsChecked } from '../../src/redis/settings-check.js';
+import { CommandSwapProxy } from '../harness/command-swap-proxy.js';
 import { waitUntil } from '../harness/checks.js';
 import { startService } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -30,14 +32,16 @@ before(async () => {
 
 after(() => files.run());
 
-test('readPersistence tells AOF, snapshots only and nothing apart', async () => {
+test('the start-up check tells AOF, snapshots only and nothing apart', async () => {
+  /** How the start-up check reads the Redis's persistence. */
+  const persistence = async (): Promise<string | undefined> => (await checkSettings(admin, server.url, capturingLogger().logger)).persistence;
   await admin.config('SET', 'appendonly', 'no');
   await admin.config('SET', 'save', '');
-  assert.equal(await readPersistence(admin), 'none');
+  assert.equal(await persistence(), 'none');
   await admin.config('SET', 'save', '3600 1');
-  assert.equal(await readPersistence(admin), 'snapshots');
+  assert.equal(await persistence(), 'snapshots');
   await admin.config('SET', 'appendonly', 'yes');
-  assert.equal(await readPersistence(admin), 'aof');
+  assert.equal(await persistence(), 'aof');
 });
 
 test('a service started on a Redis that persists by snapshots only warns once, naming what a restart loses', async (t) => {
@@ -104,7 +108,8 @@ test('the eviction warning says when eviction starts: at the maxmemory set, or o
     for (const [maxmemory, when] of [['0', 'once a maxmemory is set (none is now)'], ['104857600', 'when it reaches maxmemory (104857600 bytes)']] as const) {
       await admin.config('SET', 'maxmemory', maxmemory);
       const { logger, lines } = capturingLogger();
-      assert.deepEqual(await warnIfEvicting(admin, server.url, logger), { policy: 'allkeys-lru', maxmemory: Number(maxmemory) });
+      const read = await checkSettings(admin, server.url, logger);
+      assert.deepEqual([read.policy, read.maxmemory], ['allkeys-lru', Number(maxmemory)]);
       const warning = lines.find((l) => l.level === 40 && /Redis may evict keys/.test(l.msg ?? ''));
       assert.ok(warning?.msg?.includes(`(maxmemory-policy allkeys-lru): ${when} it drops inbox entries`), warning?.msg);
     }
@@ -132,11 +137,11 @@ test('a Redis user not allowed INFO is not second-guessed: the version check is 
   await service.close();
 });
 
-test('a Redis user not allowed CONFIG: neither check warns of what it cannot read, nor rejects; warnSettingsUnread says why, once, at warn', async (t) => {
+test('a Redis user not allowed CONFIG: the start-up check warns of nothing it cannot read, nor rejects; it says why, once, at warn', async (t) => {
   await admin.config('SET', 'appendonly', 'yes');
   {
     const { logger, lines } = capturingLogger();
-    assert.equal(await warnUnlessPersistent(admin, server.url, logger), 'aof');
+    assert.equal((await checkSettings(admin, server.url, logger)).persistence, 'aof');
     assert.deepEqual(lines.map((l) => l.msg), [], 'AOF: nothing to say');
   }
   await admin.call('ACL', 'SETUSER', 'noconfig', 'on', '>noconfig-password', '~*', '&*', '+@all', '-config');
@@ -148,12 +153,9 @@ test('a Redis user not allowed CONFIG: neither check warns of what it cannot rea
   await admin.config('SET', 'appendonly', 'no'); // what it would warn about, could it read it
   await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
   try {
-    assert.equal(await readPersistence(limited), undefined);
     const { logger, lines } = capturingLogger();
-    assert.equal(await warnUnlessPersistent(limited, server.url, logger), undefined);
-    assert.equal(await warnIfEvicting(limited, server.url, logger), undefined);
-    assert.deepEqual(lines.map((l) => l.msg), []);
-    await warnSettingsUnread(limited, server.url, logger);
+    const read = await checkSettings(limited, server.url, logger, 30_000);
+    assert.deepEqual(read, { persistence: undefined, policy: undefined }, 'nothing read, and no retry: a refusal is for good');
     assert.deepEqual(lines.map((l) => [l.level, l.msg]), [[40, UNREAD_NOPERM]]);
   } finally {
     await admin.config('SET', 'appendonly', 'yes');
@@ -207,4 +209,56 @@ test('a service started on a Redis with AOF but appendfsync no warns once, namin
   } finally {
     await admin.config('SET', 'appendfsync', 'everysec');
   }
+});
+
+/** An EVAL whose reply is Redis's own while it loads its data after a restart: a failure that may pass. */
+const LOADING_REPLY = ['EVAL', "return redis.error_reply('LOADING Redis is loading the dataset in memory')", '0'];
+
+test('a service whose start-up CONFIG GET fails for a moment says it will read again, and warns about appendonly no once Redis answers (review35b F2)', async (t) => {
+  await admin.config('SET', 'appendonly', 'no');
+  await admin.config('SET', 'save', '');
+  t.after(() => admin.config('SET', 'appendonly', 'yes'));
+  // The node's first CONFIG GET meets LOADING; every later one passes.
+  const proxy = await CommandSwapProxy.start({ host: '127.0.0.1', port: server.port }, 'config', LOADING_REPLY);
+  t.after(() => proxy.close());
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: proxy.url, redisPrefix: 'persist-blip:', storeDurability: 'relaxed' });
+  const service = await startService(config, logger);
+  t.after(() => service.close());
+  assert.equal(proxy.left, 0, 'the start-up CONFIG GET met LOADING');
+  const warnings = (): string[] => lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? '')).map((l) => l.msg ?? '');
+  assert.deepEqual(warnings(), ['could not read how Redis persists and evicts at start (LOADING Redis is loading the dataset in memory): '
+    + 'this node reads them again every 30 s and after each reconnect, and warns then if they are unsafe (DESIGN.md §4)'], 'no "cannot check" for good');
+  // The node's connections dropped (the admin's own is skipped): its reconnect reads them.
+  await admin.call('CLIENT', 'KILL', 'TYPE', 'normal');
+  await waitUntil('the start-up warning, once Redis answers', () => Promise.resolve(warnings().some((m) => /^Redis does not persist/.test(m))), 10_000, 20);
+  const persisting = lines.filter((l) => /^Redis does not persist/.test(l.msg ?? ''));
+  assert.deepEqual(persisting.map((l) => [l.level, l.changedFrom]), [[40, undefined]], 'the start-up\'s warning, once');
+});
+
+test('a Redis that does not answer some settings: the start-up check names what it could not read, and checks the rest (F5)', async (t) => {
+  await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+  t.after(() => admin.config('SET', 'maxmemory-policy', 'noeviction'));
+  // A CONFIG GET answered without appendonly, save and appendfsync (as a managed Redis hiding them would).
+  const proxy = await CommandSwapProxy.start({ host: '127.0.0.1', port: server.port }, 'config', ['EVAL', "return {'maxmemory-policy','allkeys-lru','maxmemory','0'}", '0']);
+  t.after(() => proxy.close());
+  const { logger, lines } = capturingLogger();
+  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: proxy.url, redisPrefix: 'persist-partial:', storeDurability: 'relaxed' });
+  const service = await startService(config, logger);
+  await service.close();
+  const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? '')).map((l) => l.msg ?? '');
+  assert.equal(warnings.length, 2, JSON.stringify(warnings));
+  assert.match(warnings[0] ?? '', /^Redis may evict keys \(maxmemory-policy allkeys-lru\)/);
+  assert.equal(warnings[1], 'cannot check how Redis persists: this Redis did not answer CONFIG GET appendonly save appendfsync. '
+    + 'Make sure by hand that it runs with appendonly yes and appendfsync everysec (or always), or a Redis restart loses acknowledged messages; '
+    + 'this node will not warn about them (DESIGN.md §4, storage/redis.conf)');
+});
+
+test('the unread-settings warning names only what was not read: eviction alone', () => {
+  const { logger, lines } = capturingLogger();
+  const read = settingsChecked(new Map([['appendonly', 'yes'], ['save', ''], ['appendfsync', 'everysec']]), 'redis://test', logger);
+  assert.deepEqual([read.persistence, read.policy], ['aof', undefined]);
+  assert.deepEqual(lines.map((l) => [l.level, l.msg, l['unanswered']]), [[40, 'cannot check how Redis evicts: this Redis did not answer CONFIG GET maxmemory-policy maxmemory. '
+    + 'Make sure by hand that it runs with maxmemory-policy noeviction, or eviction loses acknowledged messages; this node will not warn about it (DESIGN.md §4, storage/redis.conf)',
+  ['maxmemory-policy', 'maxmemory']]]);
 });

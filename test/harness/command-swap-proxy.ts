@@ -1,0 +1,114 @@
+/**
+ * A TCP proxy in front of a test's redis-server that sends Redis another command in
+ * place of a chosen one: the first `count` commands named `name` (e.g. `config`) that
+ * clients send through it go to Redis as `swap` instead, so the client reads Redis's
+ * answer to the swap, in the order of its own commands (no reply is made up or
+ * reordered). With an EVAL returning `redis.error_reply('LOADING …')`, a CONFIG GET
+ * meets what a Redis loading its data answers (a failure that may pass), exactly once
+ * and at no moment left to chance; with one returning a list, what a managed Redis
+ * that hides some settings answers. test/harness/lag-proxy.ts delays a connection's
+ * replies, blackhole-proxy.ts cuts every connection; this one changes one command.
+ */
+import net from 'node:net';
+import { once } from 'node:events';
+import { openLink } from './proxy-link.js';
+
+/** A command in Redis's protocol (RESP array of bulk strings), as a client sends it. */
+function encodeCommand(args: readonly string[]): Buffer {
+  return Buffer.from(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`);
+}
+
+/**
+ * The command at the start of `buf` (a RESP array of bulk strings): its name,
+ * lowercased, and how many bytes it takes; undefined while it is not all there.
+ */
+function nextCommand(buf: Buffer): { name: string; length: number } | undefined {
+  let at = 0;
+  const line = (): string | undefined => {
+    const end = buf.indexOf('\r\n', at, 'latin1');
+    if (end < 0) return undefined;
+    const text = buf.toString('latin1', at, end);
+    at = end + 2;
+    return text;
+  };
+  const head = line();
+  if (head === undefined) return undefined;
+  if (!head.startsWith('*')) throw new Error(`not a RESP array: ${JSON.stringify(head)}`);
+  let name = '';
+  for (let i = 0; i < Number(head.slice(1)); i++) {
+    const size = line();
+    if (size === undefined) return undefined;
+    const bytes = Number(size.slice(1));
+    if (buf.length < at + bytes + 2) return undefined;
+    if (i === 0) name = buf.toString('latin1', at, at + bytes).toLowerCase();
+    at += bytes + 2;
+  }
+  return { name, length: at };
+}
+
+/** A running proxy; {@link CommandSwapProxy.close} in the test's clean-up. */
+export class CommandSwapProxy {
+  readonly #server: net.Server;
+  readonly #sockets = new Set<net.Socket>();
+  readonly #name: string;
+  readonly #swap: Buffer;
+  #left: number;
+
+  private constructor(server: net.Server, name: string, swap: readonly string[], count: number) {
+    this.#server = server;
+    this.#name = name.toLowerCase();
+    this.#swap = encodeCommand(swap);
+    this.#left = count;
+  }
+
+  /**
+   * Listens on a free port of 127.0.0.1 and forwards each connection to `target`.
+   * @param name the command to swap (`config`; any case)
+   * @param swap the command sent in its place, e.g. `['EVAL', "return redis.error_reply('LOADING …')", '0']`
+   * @param count how many commands named `name` are swapped, over all connections; later ones pass
+   */
+  static async start(target: { host: string; port: number }, name: string, swap: readonly string[], count = 1): Promise<CommandSwapProxy> {
+    const server = net.createServer();
+    const proxy = new CommandSwapProxy(server, name, swap, count);
+    server.on('connection', (client: net.Socket) => proxy.#pipe(client, target));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  /** `redis://127.0.0.1:<port>` of the proxy. */
+  get url(): string {
+    return `redis://127.0.0.1:${(this.#server.address() as net.AddressInfo).port}`;
+  }
+
+  /** How many commands are still to be swapped. */
+  get left(): number {
+    return this.#left;
+  }
+
+  #pipe(client: net.Socket, target: { host: string; port: number }): void {
+    const { upstream, end } = openLink(client, target, this.#sockets);
+    let pending = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (let command = nextCommand(pending); command !== undefined; command = nextCommand(pending)) {
+        const swapped = command.name === this.#name && this.#left > 0;
+        if (swapped) this.#left -= 1;
+        upstream.write(swapped ? this.#swap : pending.subarray(0, command.length));
+        pending = pending.subarray(command.length);
+      }
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (!client.destroyed) client.write(chunk);
+    });
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  }
+
+  /** Stops listening and drops every connection. */
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    this.#server.close();
+    await once(this.#server, 'close').catch(() => undefined);
+  }
+}
