@@ -190,6 +190,40 @@ test('two devices of one user both get everything; their cursors move independen
   await waitCursor(sharedInbox, 'duo', 'b', 50);
 });
 
+test("GET /v1/messages/{id}'s acked_by counts acks under the inbox's current epoch: [] after a new epoch, until a device acks under it", async () => {
+  const user = 'receipts';
+  const ids = await postMany(shared.client, user, 10);
+  const ackedBy = async (): Promise<unknown> => {
+    const report = await shared.client.get(`/v1/messages/${ids[4]}`);
+    assert.equal(report.status, 200, report.text);
+    return (report.body as { recipients: { acked_by: unknown }[] }).recipients[0]?.acked_by;
+  };
+  const phone = await shared.connect(user, { device: 'phone' });
+  const w = await welcome(phone, 1, 10);
+  await expectMsgs(phone, 1, 10, ids);
+  await waitCursor(sharedInbox, user, 'phone', 10);
+  assert.deepEqual(await ackedBy(), ['phone']);
+  // A device back with a last_seq above the latest under the inbox's own epoch: a new
+  // epoch, the numbering kept (docs/protocol.md): every device is to get the inbox again.
+  const tablet = await shared.connect(user, { device: 'tablet', params: { last_seq: 11, epoch: w.epoch as string } });
+  const fresh = await welcome(tablet, 1, 10);
+  assert.notEqual(fresh.epoch, w.epoch, 'a new epoch');
+  assert.deepEqual(await tablet.next(), { t: 'reset', epoch: fresh.epoch, seq: 10 });
+  await expectMsgs(tablet, 1, 10, ids, 1, { ackEvery: 0 });
+  await tablet.close();
+  // The phone, connected, is reset and sent the inbox again: its acks of the old epoch no
+  // longer say it has the messages, and the report says so.
+  assert.deepEqual(await phone.next(), { t: 'reset', epoch: fresh.epoch, seq: 10 });
+  for (let seq = 1; seq <= 10; seq++) {
+    const f = await phone.next();
+    assert.deepEqual([f.t, f.seq, f.id, f.redelivered], ['msg', seq, ids[seq - 1], true], JSON.stringify(f));
+  }
+  assert.deepEqual(await ackedBy(), [], 'the phone acked 10 under the old epoch: not counted under the new one');
+  phone.ack(10);
+  await waitCursor(sharedInbox, user, 'phone', 10);
+  assert.deepEqual(await ackedBy(), ['phone'], 'its ack under the new epoch counts');
+});
+
 test('a device that acked and comes straight back resumes after its last ack, before the node has written it', async (t) => {
   // Cursors are written every minute here: what the device acked is only in this
   // node's memory when it comes back (closed, or replacing its live connection).

@@ -157,7 +157,7 @@ export const messageRecord = answerObject({
     items: answerObject({
       user: userId,
       seq: { type: ['integer', 'null'], description: 'its seq in the user\'s inbox; null once no longer there (trimmed by the inbox cap, or deleted by hand: a gap in history)' },
-      acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor has reached seq, sorted' },
+      acked_by: { type: 'array', items: { type: 'string' }, description: 'devices whose ack cursor under the inbox\'s current epoch has reached seq, sorted ([] after a new epoch until devices ack under it: docs/api.md)' },
     }, ['user', 'seq', 'acked_by']),
   },
 }, ['id', 'kind', 'type', 'ts', 'expires_at', 'data', 'recipients'],
