@@ -8,6 +8,7 @@
  */
 import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
+import { refusalOf } from './command-refusal.js';
 
 /** The oldest Redis version Pixiu runs on, `[major, minor]`. */
 export const MIN_REDIS_VERSION: readonly [number, number] = [7, 0];
@@ -28,18 +29,24 @@ export function redisVersionProblem(info: string): string | undefined {
 }
 
 /**
- * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}. A Redis that
- * refuses `INFO` (an ACL without it, a proxy) is not second-guessed, as a refused
- * `CONFIG` is not (settings-check.ts).
+ * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}, and on one that
+ * refuses `INFO` for good (an ACL user without `+info`, INFO renamed away): every
+ * start needs it (this version, and Redis's uptime: src/cluster/block-claim.ts), so
+ * every node is refused alike, where only the first node of a cluster read the uptime
+ * and failed on it (redisrest F3). Any other error reply (a proxy's, LOADING) is not
+ * second-guessed, as a refused `CONFIG` is not (settings-check.ts).
  * @param shownUrl the Redis URL as logged (password removed)
- * @throws StartupError naming the URL, the version needed and the version found; or,
- *   when Redis does not answer `INFO` (down, timed out), naming the URL and why
+ * @throws StartupError naming the URL, the version needed and the version found; the
+ *   refusal and what to grant (command-refusal.ts `refusalOf`); or, when Redis does
+ *   not answer `INFO` (down, timed out), naming the URL and why
  */
 export async function requireRedisVersion(redis: Redis, shownUrl: string): Promise<void> {
   let info: string;
   try {
     info = await redis.info('server');
   } catch (err) {
+    const refusal = refusalOf((err as Error).message);
+    if (refusal !== undefined) throw new StartupError(refusal.words, { cause: err });
     if ((err as Error).name === 'ReplyError') return;
     throw new StartupError(`cannot read INFO server of Redis at ${shownUrl}: ${(err as Error).message}`, { cause: err });
   }

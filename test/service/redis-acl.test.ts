@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { startService } from '../../src/service/service.js';
+import { startService, type Service } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -29,23 +29,48 @@ before(async () => {
 
 after(() => files.run());
 
-/** Starts a service as ACL user `user` with `rules`; answers the service's error, or undefined once it started (and closed). */
-async function startAs(t: { after: (fn: () => unknown) => void }, user: string, rules: string[], prefix: string): Promise<Error | undefined> {
+/** Makes ACL user `user` with `rules` (deleted after the test) and answers its URL. */
+async function aclUser(t: { after: (fn: () => unknown) => void }, user: string, rules: string[]): Promise<string> {
   await admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${user}-password`, ...rules);
   t.after(() => admin.call('ACL', 'DELUSER', user));
-  const url = server.url.replace('redis://', `redis://${user}:${user}-password@`);
-  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: prefix, storeDurability: 'relaxed' });
-  const started = await startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
+  return server.url.replace('redis://', `redis://${user}:${user}-password@`);
+}
+
+/** Starts a service on `url` under `prefix`; answers the service, or its start's error. */
+async function startOn(t: { after: (fn: () => unknown) => void }, url: string, prefix: string, settle?: string): Promise<Service | Error> {
+  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: prefix, storeDurability: 'relaxed', ...(settle !== undefined ? { claimsSettleMs: settle } : {}) });
+  return startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
+}
+
+/** Starts a service as ACL user `user` with `rules`; answers the service's error, or undefined once it started (and closed). */
+async function startAs(t: { after: (fn: () => unknown) => void }, user: string, rules: string[], prefix: string): Promise<Error | undefined> {
+  const started = await startOn(t, await aclUser(t, user, rules), prefix);
   if (started instanceof Error) return started;
   await started.close();
   return undefined;
 }
 
+/** The start's error for a user without INFO (command-refusal.ts). */
+const NO_INFO = /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL the README lists \(for serve: "Running with your own Redis"; for inspect cluster: "Commands"\); retrying will not help$/;
+
 test('a start as a user not allowed INFO fails naming INFO and the rule to grant, not "retry later"', async (t) => {
   const err = await startAs(t, 'noinfo', ['~*', '&*', '+@all', '-@dangerous'], 'acl-noinfo:');
   assert.ok(err !== undefined, 'started');
   assert.equal(err.name, 'StartupError');
-  assert.match(err.message, /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL the README lists \(for serve: "Running with your own Redis"; for inspect cluster: "Commands"\); retrying will not help$/);
+  assert.match(err.message, NO_INFO);
+});
+
+test('a node not allowed INFO is refused alike while another node runs (not only the first node of a cluster)', async (t) => {
+  // The first node reads Redis's uptime (block-claim.ts); a second one did not, and
+  // started on a refused INFO the first was refused for (redisrest F3).
+  const first = await startOn(t, await aclUser(t, 'full', ['~*', '&*', '+@all', '-@dangerous', '+info', '+config|get']), 'acl-second:', '0');
+  assert.ok(!(first instanceof Error), `the first node did not start: ${String(first)}`);
+  t.after(() => first.close());
+  const second = await startOn(t, await aclUser(t, 'second', ['~*', '&*', '+@all', '-@dangerous', '+config|get']), 'acl-second:');
+  if (!(second instanceof Error)) await second.close();
+  assert.ok(second instanceof Error, 'the second node started');
+  assert.equal(second.name, 'StartupError');
+  assert.match(second.message, NO_INFO);
 });
 
 test('the ACL README "Running with your own Redis" documents starts the service', async (t) => {

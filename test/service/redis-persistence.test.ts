@@ -128,13 +128,14 @@ test('redisUptimeMs answers the server\'s uptime in ms', async () => {
   assert.ok(ms >= before * 1000 && ms <= after * 1000, `${ms} ms, ${before}..${after} s`);
 });
 
-test('a Redis user not allowed INFO is not second-guessed: the version check is skipped and the service starts', async (t) => {
+test('a Redis user not allowed INFO is refused at the version check, also where the start reads no uptime (claims settle off): every start alike (redisrest F3)', async (t) => {
   await admin.call('ACL', 'SETUSER', 'noinfo', 'on', '>noinfo-password', '~*', '&*', '+@all', '-info');
   t.after(() => admin.call('ACL', 'DELUSER', 'noinfo'));
   const url = server.url.replace('redis://', 'redis://noinfo:noinfo-password@');
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' });
-  const service = await startService(config, capturingLogger().logger);
-  await service.close();
+  const err = await startService(config, capturingLogger().logger).then(async (service) => { await service.close(); return undefined; }, (e: unknown) => e as Error);
+  assert.equal(err?.name, 'StartupError', 'started');
+  assert.match(err.message, /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\)/);
 });
 
 test('a Redis user not allowed CONFIG: the start-up check warns of nothing it cannot read, nor rejects; it says why, once, at warn', async (t) => {
