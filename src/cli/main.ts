@@ -60,8 +60,9 @@ function subcommandOf(parent: Command, word: string): Command | undefined {
  * help flag (`-h`, `--help`: it takes no value), so that `pixiu --help nosuch` and
  * `pixiu inspect -h nosuch` are unknown commands too, and stops at any other word that
  * starts with `-` (an option's value might follow).
- * The hint after the error names the parent's `--help`, which lists its commands:
- * "add --help" would send the user to what just failed.
+ * After an unknown command the hint names `pixiu --help`, which lists the commands
+ * ("add --help" would send the user to what just failed); after an unknown subcommand
+ * the parent's help itself follows ({@link nameUnknownSubcommand}).
  * @param root the program, its subcommands added
  * @param argv `process.argv`: node, the script, then the words
  */
@@ -77,13 +78,26 @@ function argvToParse(root: Command, argv: readonly string[]): string[] {
     if (word === 'help') i++;
     const sub = subcommandOf(parent, name);
     if (sub === undefined) {
-      parent.showHelpAfterError(`(\`${['pixiu', ...walked, '--help'].join(' ')}\` lists the commands)`);
+      if (walked.length === 0) parent.showHelpAfterError('(`pixiu --help` lists the commands)');
+      else nameUnknownSubcommand(parent, ['pixiu', ...walked].join(' '));
       return [...argv.slice(0, 2), ...walked, name];
     }
     walked.push(name);
     parent = sub;
   }
   return [...argv];
+}
+
+/**
+ * Makes `parent`'s "unknown command" error (commander's, with its "Did you mean")
+ * name the word as an unknown subcommand of `path` (`pixiu redis`), and list the
+ * valid ones with commander's own help of `parent` after it, on stderr: it said
+ * `unknown command 'nosuch'` and only pointed at `pixiu redis --help` (redisrest F6).
+ */
+function nameUnknownSubcommand(parent: Command, path: string): void {
+  parent.showHelpAfterError(true).configureOutput({
+    outputError: (text, write) => write(text.replace(/^error: unknown command ('[^']*')/, `error: unknown subcommand $1 of \`${path}\``)),
+  });
 }
 
 try {

@@ -247,16 +247,24 @@ test('--help after a command that does not exist exits 1 saying it is unknown, a
   }
 });
 
-test('an unknown subcommand of inspect exits 1 saying so, also with --help, -h or after help (pixiu inspect help …, pixiu help inspect …); no hint says to add the --help that was given (verifier F3, reviewer F10)', async () => {
+/** `pixiu inspect`'s usage and its commands, as commander's help after an unknown subcommand of it lists them. */
+const INSPECT_COMMANDS = /^Usage: pixiu inspect [^]*^Commands:\n {2}id [^]*^ {2}inbox [^]*^ {2}cluster /m;
+
+test('an unknown subcommand of inspect (or redis) exits 1 naming it and listing the valid ones, also with --help, -h or after help (pixiu inspect help …, pixiu help inspect …); no hint says to add the --help that was given (verifier F3, reviewer F10)', async () => {
   const cases = [['inspect', 'nosuch', '--help'], ['inspect', 'nosuch', '-h'], ['inspect', 'help', 'nosuch'], ['inspect', 'nosuch'], ['inspect', 'inbx', '--help'],
     ['help', 'inspect', 'nosuch'], ['help', 'inspect', 'help', 'nosuch']];
   for (const [args, run] of await runEach(cases, (args) => runCli(args))) {
     assert.equal(run.code, 1, args.join(' '));
     assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
-    assert.match(run.stderr, /^error: unknown command '(nosuch|inbx)'\n/, args.join(' '));
-    assert.match(run.stderr, /`pixiu inspect --help` lists the commands/, args.join(' '));
+    assert.match(run.stderr, /^error: unknown subcommand '(nosuch|inbx)' of `pixiu inspect`\n/, args.join(' '));
+    assert.match(run.stderr, INSPECT_COMMANDS, args.join(' '));
     assert.doesNotMatch(run.stderr, /add --help/, args.join(' '));
   }
+  // Every command with subcommands alike (redisrest F6: `pixiu redis nosuch` was an unknown command, its commands unlisted).
+  const redis = await runCli(['redis', 'nosuch']);
+  assert.equal(redis.code, 1);
+  assert.equal(redis.stdout, '');
+  assert.match(redis.stderr, /^error: unknown subcommand 'nosuch' of `pixiu redis`\n[^]*^Usage: pixiu redis [^]*^Commands:\n {2}lost-writes /m);
   assert.match((await runCli(['inspect', 'inbx'])).stderr, /Did you mean inbox\?/);
   for (const [args, run] of await runEach([['nosuchcommand', '--help'], ['nosuchcommand']], (args) => runCli(args))) {
     assert.equal(run.stderr, "error: unknown command 'nosuchcommand'\n(`pixiu --help` lists the commands)\n", args.join(' '));
@@ -279,8 +287,8 @@ test('the help flag before an unknown command (pixiu --help nosuch, pixiu inspec
     const inspect = args.includes('inspect');
     assert.equal(run.code, 1, args.join(' '));
     assert.equal(run.stdout, '', `${args.join(' ')}: no usage printed`);
-    assert.match(run.stderr, new RegExp(`^error: unknown command '${args[args.length - 1]}'\n`), args.join(' '));
-    assert.match(run.stderr, inspect ? /`pixiu inspect --help` lists the commands/ : /`pixiu --help` lists the commands/, args.join(' '));
+    assert.match(run.stderr, new RegExp(`^error: unknown ${inspect ? 'subcommand' : 'command'} '${args[args.length - 1]}'${inspect ? ' of `pixiu inspect`' : ''}\n`), args.join(' '));
+    assert.match(run.stderr, inspect ? INSPECT_COMMANDS : /`pixiu --help` lists the commands/, args.join(' '));
     if (args[1] === 'conect') assert.match(run.stderr, /Did you mean connect\?/);
   }
   // Before a known one the flag still prints the usage, exit 0.
