@@ -66,6 +66,10 @@ export class NodeMembership {
   #republishAsked = 0;
   #republishDone = 0;
   #republishing = false;
+  /** The write-back under way, if any ({@link stop} waits for it). */
+  #writeBack: Promise<void> | undefined;
+  /** True once {@link stop} began: no write-back starts after it. */
+  #stopping = false;
 
   constructor(opts: NodeMembershipOptions) {
     const { redis, renewals, keys, node, logger, secrets } = opts;
@@ -105,11 +109,12 @@ export class NodeMembership {
    */
   #republish(retry: boolean): void {
     const settings = this.#settings;
-    if (settings === undefined || this.#republishing) return;
+    if (settings === undefined || this.#republishing || this.#stopping) return;
     const asked = this.#republishAsked;
     this.#republishing = true;
-    void settings.republish(retry).then((published) => {
+    this.#writeBack = settings.republish(retry).then((published) => {
       this.#republishing = false;
+      this.#writeBack = undefined;
       if (published) this.#republishDone = Math.max(this.#republishDone, asked);
     });
   }
@@ -132,8 +137,19 @@ export class NodeMembership {
     this.#joiners?.start();
   }
 
-  /** Leaves the registry and withdraws the shared settings, together (shutdown). */
+  /**
+   * Leaves the registry and withdraws the shared settings (shutdown), so that a
+   * stopped node leaves no entry: no write-back starts once this is called (a renewal
+   * under way that finds a lapse asks for none), and the one under way ends before the
+   * withdrawal. It had rewritten the entry after it, left for other nodes to clean up
+   * (redisrest F7). Never rejects.
+   */
   async stop(): Promise<void> {
-    await Promise.all([this.registry.stop(), this.#settings?.withdraw()]);
+    this.#stopping = true;
+    const withdraw = async (): Promise<void> => {
+      await this.#writeBack;
+      await this.#settings?.withdraw();
+    };
+    await Promise.all([this.registry.stop(), withdraw()]);
   }
 }

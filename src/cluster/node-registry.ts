@@ -112,6 +112,8 @@ export class NodeRegistry {
   #dueAt = 0;
   /** Renewals that failed since the last that succeeded. */
   #failed = 0;
+  /** The renewals of the timer and of a reconnect that have not ended ({@link stop} waits for them). */
+  readonly #renewing = new Set<Promise<void>>();
 
   constructor(redis: Redis, keys: Keys, opts: NodeRegistryOptions) {
     this.#redis = redis;
@@ -156,10 +158,11 @@ export class NodeRegistry {
   };
 
   readonly #renewLogged = (timerLateMs = 0, observe = true): void => {
-    this.#renew(timerLateMs, observe).catch((err: unknown) => {
+    const renewal = this.#renew(timerLateMs, observe).catch((err: unknown) => {
       this.#failed += 1;
       this.#opts.logger.warn(outageFields(err), 'node registration renewal failed');
-    });
+    }).finally(() => this.#renewing.delete(renewal));
+    this.#renewing.add(renewal);
   };
 
   /**
@@ -233,10 +236,16 @@ export class NodeRegistry {
     return Date.now() + this.#offset;
   }
 
-  /** Stops renewing and deregisters. Never rejects. */
+  /**
+   * Stops renewing and deregisters, once the renewals under way have ended: one that
+   * ended after the deregistration wrote the registration back, and its callbacks
+   * (a lapse's `onRegisteredAgain`: the shared settings' write-back) ran on a stopped
+   * node (redisrest F7). Never rejects.
+   */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#renewals.off('ready', this.#renewOnReady);
+    await Promise.all(this.#renewing);
     await redisCall(() => this.#redis.zrem(this.#key, this.node)).catch(() => undefined);
   }
 

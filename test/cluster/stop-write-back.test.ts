@@ -1,0 +1,43 @@
+/**
+ * A node that stops while a renewal of its registration is under way, and that renewal
+ * finds the registration lost and writes the shared settings back (node-membership.ts):
+ * once stopped, the node leaves neither its registration nor its node-settings entry
+ * in Redis. Both had been written again after the node withdrew them, left for the
+ * other nodes to clean up (redisrest F7). A real redis-server; the renewal is held in
+ * flight by CLIENT PAUSE WRITE, which holds the stop's own writes too, as a Redis slow
+ * to answer does.
+ */
+import { once } from 'node:events';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import { NodeMembership } from '../../src/cluster/node-membership.js';
+import { loadConfig } from '../../src/config/config.js';
+import { Keys } from '../../src/redis/keys.js';
+import { openInbox } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { RedisServer } from '../harness/redis-server.js';
+
+test('a node stopping while a renewal under way finds its registration lost leaves no registration and no node-settings entry', async (t) => {
+  const server = await RedisServer.start();
+  t.after(() => server.destroy());
+  const [{ redis: admin }, { redis }, { redis: renewals }] = [await openInbox(t, server.url), await openInbox(t, server.url), await openInbox(t, server.url)];
+  const keys = new Keys('stopping:');
+  const node = 'stopping-node';
+  const membership = new NodeMembership({ redis, renewals, keys, node, logger: capturingLogger().logger, onRenewed: () => undefined, onRegisteredAgain: () => undefined });
+  await membership.start({ config: loadConfig({}, { redisUrl: server.url }) });
+  assert.notEqual(await admin.hget(keys.nodeSettings(), node), null, 'its entry, published at start');
+
+  // The registration lost (as to a FLUSHALL); writes held; a renewal (the one a
+  // reconnect makes) reads Redis's clock and sends its writes, which wait.
+  await admin.zrem(keys.nodes(), node);
+  await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+  renewals.disconnect(true);
+  await once(renewals, 'ready');
+  await delay(300);
+  await membership.stop();
+  // A write-back started late has gone out by now (Redis answers at once once unpaused).
+  await delay(500);
+  assert.equal(await admin.zscore(keys.nodes(), node), null, 'no registration left');
+  assert.equal(await admin.hget(keys.nodeSettings(), node), null, 'no node-settings entry left');
+});
