@@ -62,10 +62,12 @@ export class NodeMembership {
   readonly #joiners: JoinerSecretCheck | undefined;
   /** This node's shared settings in Redis, once published. */
   #settings: SharedSettingsAnnouncement | undefined;
-  /** Write-backs of the shared settings asked for (each registration found lost), and the last one done. */
-  #republishAsked = 0;
-  #republishDone = 0;
-  #republishing = false;
+  /**
+   * A write-back of the shared settings is owed: set when the registration is found
+   * lost, cleared when a write-back starts, set again when it fails (or a loss comes
+   * while it runs); one owed is tried at each renewal.
+   */
+  #owed = false;
   /** The write-back under way, if any ({@link stop} waits for it). */
   #writeBack: Promise<void> | undefined;
   /** True once {@link stop} began: no write-back starts after it. */
@@ -86,12 +88,12 @@ export class NodeMembership {
         void membership.observe(registered, nowMs);
         void this.#joiners?.observe(registered);
         // A write-back that failed (Redis not ready yet as it came back empty) is tried again.
-        if (this.#republishDone < this.#republishAsked) this.#republish(true);
+        if (this.#owed) this.#republish(true);
         opts.onRenewed(registered.size);
       },
       // Logged by the registry, saying whether this node's renewal ran late (lapseLine).
       onRegisteredAgain: () => {
-        this.#republishAsked += 1;
+        this.#owed = true;
         this.#republish(false);
         opts.onRegisteredAgain();
       },
@@ -109,13 +111,11 @@ export class NodeMembership {
    */
   #republish(retry: boolean): void {
     const settings = this.#settings;
-    if (settings === undefined || this.#republishing || this.#stopping) return;
-    const asked = this.#republishAsked;
-    this.#republishing = true;
+    if (settings === undefined || this.#writeBack !== undefined || this.#stopping) return;
+    this.#owed = false;
     this.#writeBack = settings.republish(retry).then((published) => {
-      this.#republishing = false;
       this.#writeBack = undefined;
-      if (published) this.#republishDone = Math.max(this.#republishDone, asked);
+      if (!published) this.#owed = true;
     });
   }
 
