@@ -211,7 +211,7 @@ export const messageTooLargeAnswer = tooLargeAnswer('the message is over PIXIU_M
 /** The 409 of a route that takes a {@link clientMsgId}: the key was first used with other content. */
 export const conflictAnswer = {
   ...errorBody,
-  description: 'CONFLICT: the client_msg_id was first used with other content (or, for a message or broadcast, for the other kind); nothing done. Send it with a new client_msg_id',
+  description: 'CONFLICT: the client_msg_id was first used with other content (or, for a message or broadcast, for the other kind); nothing done. A retry of that first one (its answer lost, its body rebuilt) was done already, as the id the error names: to retry, send the very same body; a new client_msg_id is for a different message',
 } as const;
 
 /**

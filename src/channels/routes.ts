@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../api/metrics.js';
 import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, noQuery, withDuplicate } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
+import { retryAdvice } from '../ingest/same-message.js';
 import { publicationDataJson } from '../store/record.js';
 import type { ChannelStream } from './channel-stream.js';
 import { CHANNEL_PATTERN, MAX_CHANNEL_LENGTH } from './patterns.js';
@@ -101,7 +102,7 @@ async function publishOnce(stream: ChannelStream, channel: string, type: string,
   const published = await stream.publishOnce(channel, type, Date.now(), dataJson, cid, fingerprint);
   if (published.before && published.fingerprint !== fingerprint) {
     throw new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(cid)} was first used on channel ${channel} for another publication `
-      + `(${published.id}: its type or data differ); send a new publication with a new client_msg_id`);
+      + `(${published.id}: its type or data differ); nothing was published. ${retryAdvice('publication', published.id, 'published')}`);
   }
   return published;
 }

@@ -47,14 +47,29 @@ export function checkSameBroadcast(put: PutResult, input: { readonly type: strin
 /**
  * The refusal of a `client_msg_id` sent again with other content than the message
  * first stored under it (`put`, a duplicate): 409, naming that message, as a broadcast
- * when it is one, and `how` it differs, and telling to send a new `sent` (a walk4 nit:
- * a broadcast's 409 said "message" throughout).
+ * when it is one (a walk4 nit: a broadcast's 409 said "message" throughout), and `how`
+ * it differs. Of the same kind, the commonest cause is a retry whose body was rebuilt
+ * (a timestamp in `data`) after a first attempt that was stored but whose answer was
+ * lost: the words say that message was stored, and that a retry sends the very same
+ * body — a new key would deliver it twice (walk26 L3: "send a new message with a new
+ * client_msg_id" was the advice). Of the other kind it is no retry: a new key.
  * @param sent what the refused request is: a message (to users or a room) or a broadcast
  */
 export function keyConflict(put: PutResult, how: string, sent: 'message' | 'broadcast' = 'message'): PixiuError {
   const first = put.message.kind === MsgKind.broadcast ? 'broadcast' : 'message';
-  return new PixiuError('CONFLICT', `client_msg_id ${JSON.stringify(put.message.clientMsgId ?? '')} was first used for another ${first} `
-    + `(${put.id}: ${how}); send a new ${sent} with a new client_msg_id`);
+  const used = `client_msg_id ${JSON.stringify(put.message.clientMsgId ?? '')} was first used for another ${first} (${put.id}: ${how})`;
+  if (first !== sent) return new PixiuError('CONFLICT', `${used}; send a new ${sent} with a new client_msg_id`);
+  return new PixiuError('CONFLICT', `${used}; nothing was ${sent === 'broadcast' ? 'published' : 'appended'}. ${retryAdvice(sent, put.id, 'stored')}`);
+}
+
+/**
+ * What a 409 of a reused key tells a retry (docs/api.md "Messages"): the first attempt
+ * was done (as `id`), a retry sends the very same body, and a new key is for another one.
+ * @param what a message, broadcast or publication
+ * @param done how the first one was done: stored, published
+ */
+export function retryAdvice(what: string, id: string, done: string): string {
+  return `If this is a retry of that ${what}, it was ${done} as ${id}: to retry, send the very same body; a new client_msg_id is for a different ${what}`;
 }
 
 /** True when two `data` values are one JSON value as stored (object keys in any order, `1.0` is `1`). */

@@ -103,6 +103,12 @@ test('the same client_msg_id again answers 200 with the same id and seqs, duplic
     expectError(answer, 409, 'CONFLICT', /client_msg_id "dup-1" was first used for another message/);
     assert.match(answer.text, new RegExp(first.id));
   }
+  // A retry whose body was rebuilt (walk26 L3) is told that the first attempt was stored,
+  // and to send the very same body: not a new key, which would deliver it twice.
+  const rebuilt = await client.post('/v1/messages', { ...body, data: { ...body.data as object, sent_at: '2' } });
+  expectError(rebuilt, 409, 'CONFLICT', new RegExp(`^client_msg_id "dup-1" was first used for another message \\(${first.id}: its recipients or room, type, from or data differ\\); `
+    + `nothing was appended\\. If this is a retry of that message, it was stored as ${first.id}: to retry, send the very same body; `
+    + 'a new client_msg_id is for a different message$'));
   for (const user of ['oli', 'pam']) {
     assert.deepEqual((await readWholeInbox(inbox, user)).map((e) => e.id), [first.id], user);
   }

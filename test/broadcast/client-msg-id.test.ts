@@ -84,7 +84,7 @@ test('the same client_msg_id with another type, data or tags is 409, naming the 
     ['tags', { tags: undefined }],
   ] as const) {
     const answer = await post({ ...body, ...other });
-    expectError(answer, 409, 'CONFLICT', new RegExp(`^client_msg_id "news-conflict" was first used for another broadcast \\(${created.id}: its ${what === 'tags' ? 'tags' : 'type or data'} differ\\); send a new broadcast with a new client_msg_id$`));
+    expectError(answer, 409, 'CONFLICT', new RegExp(`^client_msg_id "news-conflict" was first used for another broadcast \\(${created.id}: its ${what === 'tags' ? 'tags' : 'type or data'} differ\\); nothing was published\\. If this is a retry of that broadcast, it was stored as ${created.id}: to retry, send the very same body; a new client_msg_id is for a different broadcast$`));
   }
   assert.equal(await admin.xlen(keys.broadcast()), length, 'nothing appended');
   // ttl is not compared (as for messages).

@@ -87,7 +87,8 @@ test('the same client_msg_id with another type or data is 409 naming the first p
   const created = (await post('news.c', body)).body as Published;
   for (const other of [{ type: 'chat.other' }, { data: { n: 2 } }, { data: [1] }]) {
     expectError(await post('news.c', { ...body, ...other }), 409, 'CONFLICT',
-      new RegExp(`^client_msg_id "line-conflict" was first used on channel news\\.c for another publication \\(${created.id}: its type or data differ\\)`));
+      new RegExp(`^client_msg_id "line-conflict" was first used on channel news\\.c for another publication \\(${created.id}: its type or data differ\\); nothing was published\\. `
+        + `If this is a retry of that publication, it was published as ${created.id}: to retry, send the very same body; a new client_msg_id is for a different publication$`));
   }
   assert.deepEqual(await historyOf('news.c'), [created.id]);
   await followerGetsOnly('news.c', [created.id], body.data);
