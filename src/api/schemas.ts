@@ -23,6 +23,7 @@ import type { SwaggerTransform } from '@fastify/swagger';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import { MSG_ID_HEX_PATTERN } from '../ids/msg-id.js';
 import { wordedPattern } from './pattern-rules.js';
+import { PIPELINE_BOUNDS } from './pipeline-bounds.js';
 
 /** The user-id rule in words, as errors say it (the API's and the CLI's). */
 export const USER_ID_RULE = '1–128 characters, no whitespace, control characters or lone surrogates';
@@ -154,13 +155,27 @@ export const errorBody = {
 /**
  * The `Retry-After` header of an answer, for a response schema's `headers`, which the
  * OpenAPI document shows (the serializer ignores them): sent with every 503
- * UNAVAILABLE, the history routes' 429 and the `/v1/me` routes' per-user rate 429
- * (error-handler.ts `sendError`), so `required` (document-headers.ts lifts it to the
- * document's Header Object); a batch's 200 has it only when an item is 503.
+ * UNAVAILABLE, the history routes' 429, the `/v1/me` routes' per-user rate 429
+ * (error-handler.ts `sendError`) and the pipelining bound's 429 (error-handler.ts
+ * `writeClosingAnswer`), so `required` (document-headers.ts lifts it to the document's
+ * Header Object); a batch's 200 has it only when an item is 503.
  */
 export const retryAfterHeader = {
-  'Retry-After': { type: 'integer', minimum: 0, required: true, description: 'seconds to wait before sending it again: 1, or until a per-user rate allows it again (RFC 9110 §10.2.3)' },
+  'Retry-After': { type: 'integer', minimum: 0, required: true, description: 'seconds to wait before sending it again: 1, or until a per-user rate allows it again (RFC 9110 §10.2.3); 0: at once' },
 } as const;
+
+/**
+ * Why any request may be refused 429 for its connection's pipelining
+ * (pipelining-bound.ts `pipelinedPastBound`), as the OpenAPI document words it: the
+ * bound is the HTTP server's, before any route, so every route declares it ({@link
+ * pipelinedAnswer}, and beside their own 429s; walk26 L2: a producer route's fell under
+ * `4XX`, which declares no `Retry-After`).
+ */
+export const PIPELINED_WORDS = `pipelined behind ${PIPELINE_BOUNDS.maxRequests} requests in progress on its connection: it and those sent after it `
+  + 'were not acted on, and the connection closes; send them again at once, on another connection (docs/api.md, "Errors")';
+
+/** The pipelining bound's 429 RATE_LIMITED, with {@link retryAfterHeader}: {@link PIPELINED_WORDS}. */
+export const pipelinedAnswer = { ...errorBody, description: `RATE_LIMITED: ${PIPELINED_WORDS}`, headers: retryAfterHeader } as const;
 
 /**
  * A 503 UNAVAILABLE of a route, with {@link retryAfterHeader}.
@@ -180,7 +195,7 @@ export const HISTORY_SHARE_WORDS = 'this user\'s history requests in flight on t
 /** The 429 of the history routes, with {@link retryAfterHeader}: {@link HISTORY_SHARE_WORDS}. */
 export const historyRateLimitedAnswer = {
   ...errorBody,
-  description: `RATE_LIMITED: ${HISTORY_SHARE_WORDS}`,
+  description: `RATE_LIMITED: ${HISTORY_SHARE_WORDS}. Or ${PIPELINED_WORDS}`,
   headers: retryAfterHeader,
 } as const;
 
@@ -217,7 +232,9 @@ export const conflictAnswer = {
 /**
  * The error responses of a route, for its `response` schema: {@link errorBody} with
  * what each class of status means (the OpenAPI document shows the `description`), and
- * the headers its 401 and 503 carry (error-handler.ts `sendError`). For a route that
+ * the headers its 401, 429 and 503 carry (error-handler.ts `sendError`), each declared
+ * apart so that the classes `4xx` and `5xx` hold only answers whose headers are not
+ * always sent (docs/api.md: `required: true` where it is always sent). For a route that
  * takes a credential: every route that answers errors in this shape does.
  */
 export const errorResponses = {
@@ -233,7 +250,8 @@ export const errorResponses = {
       },
     },
   },
-  '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, UNAUTHORIZED, NOT_FOUND, HEADERS_TOO_LARGE, …; docs/api.md, "Errors")' },
+  429: pipelinedAnswer,
+  '4xx': { ...errorBody, description: 'Refused: the code says why (INVALID_REQUEST, NOT_FOUND, HEADERS_TOO_LARGE, …; docs/api.md, "Errors"); a 401 and a 429 are declared apart, with the headers they always carry' },
   503: unavailableAnswer('UNAVAILABLE: Redis or the store failed or did not answer in time, or this node is shutting down. It may have been done all the same: send it again after Retry-After, with its client_msg_id where it takes one (docs/api.md, "Errors")'),
   '5xx': { ...errorBody, description: 'Not done: 500 INTERNAL (a bug), 501 NOT_IMPLEMENTED (a Transfer-Encoding other than chunked), or 503 as above' },
 } as const;
@@ -242,10 +260,12 @@ export const errorResponses = {
  * The error responses of an operations route (`/healthz`, `/readyz`, `/metrics`): no
  * credential, so no 401, but the refusals every request can meet (docs/api.md,
  * "Errors": a body on a GET, a fragment, a bad percent-encoding, headers over the
- * limit, …) and the 503 of a node shutting down (a contract tester found none declared).
+ * limit, …), the pipelining bound's 429 and the 503 of a node shutting down (a contract
+ * tester found none declared).
  */
 export const opsErrorResponses = {
-  '4xx': { ...errorBody, description: 'Refused: the request is malformed (400 INVALID_REQUEST: a body, a fragment, a bad percent-encoding, not HTTP/1.1), or its line and headers are over the limit (431 HEADERS_TOO_LARGE), …; docs/api.md, "Errors"' },
+  429: pipelinedAnswer,
+  '4xx': { ...errorBody, description: 'Refused: the request is malformed (400 INVALID_REQUEST: a body, a fragment, a bad percent-encoding, not HTTP/1.1), or its line and headers are over the limit (431 HEADERS_TOO_LARGE), …; docs/api.md, "Errors"; a 429 is declared apart, with its Retry-After' },
   503: unavailableAnswer('UNAVAILABLE: this node is shutting down; ask another node (docs/api.md, "Operations", Shutdown)'),
   '5xx': errorResponses['5xx'],
 } as const;

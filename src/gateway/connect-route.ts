@@ -22,7 +22,7 @@ import type { ClientClaims } from '../auth/jwt.js';
 import { PixiuError } from '../errors.js';
 import type { ResumeRequest } from '../delivery/machine.js';
 import { wordedPattern } from '../api/pattern-rules.js';
-import { device as deviceSchema, errorBody, seqCursor } from '../api/schemas.js';
+import { PIPELINED_WORDS, device as deviceSchema, errorBody, retryAfterHeader, seqCursor } from '../api/schemas.js';
 import { isStreamId } from '../streams/stream-id.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { CloseCode } from '../delivery/close-codes.js';
@@ -73,6 +73,13 @@ const connectQuery = {
     // Empty is no token: not read beside the header, "a token is required" without it.
     token: { type: 'string', maxLength: MAX_TOKEN_CHARS, description: 'the JWT, when no Authorization header can be set (not read when the header is sent; empty: none)' },
   },
+} as const;
+
+/** Its 429s (docs/protocol.md "Connecting"): `Retry-After` on all but the per-user connection limit's. */
+const connectRateLimitedAnswer = {
+  ...errorBody,
+  description: `RATE_LIMITED: the user's connections (PIXIU_MAX_CONNECTIONS_PER_USER; no Retry-After) or handshakes (PIXIU_CONNECT_BURST, PIXIU_CONNECT_RATE) on this node are over their limit. Or ${PIPELINED_WORDS}`,
+  headers: { 'Retry-After': { ...retryAfterHeader['Retry-After'], required: false } },
 } as const;
 
 /**
@@ -231,7 +238,8 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       description: 'Upgrades to a WebSocket carrying JSON frames (see docs/protocol.md). Refusals happen before the upgrade with an HTTP status and the JSON error body.',
       tags: ['gateway'],
       querystring: connectQuery,
-      response: { '4xx': errorBody, '5xx': errorBody },
+      // Its 429s declared apart from `4xx` (walk26 L2), with a Retry-After not always sent.
+      response: { 429: connectRateLimitedAnswer, '4xx': errorBody, '5xx': errorBody },
     },
     // Origin, then the token: before the query is even validated, nothing about the
     // service is revealed to a client that may not connect.

@@ -11,7 +11,7 @@ import { TokenExpiredError } from '../auth/jwt-refusals.js';
 import { PixiuError } from '../errors.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
-import { HISTORY_SHARE_WORDS, answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
+import { HISTORY_SHARE_WORDS, PIPELINED_WORDS, answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { ME_REQUEST_LIMIT, UserRates, overRate, rateWords } from './user-rate.js';
 
@@ -19,12 +19,12 @@ import { ME_REQUEST_LIMIT, UserRates, overRate, rateWords } from './user-rate.js
 const OVER_RATE_WORDS = `this user's requests to the /v1/me routes (both together) on this node are over their rate (${rateWords(ME_REQUEST_LIMIT)}, per user on each node); nothing done. Send it again after Retry-After (docs/api.md, "Client routes")`;
 
 /** The 429 of `POST /v1/me/ack`, with `Retry-After`: over the rate. */
-const ackRateLimitedAnswer = { ...errorBody, description: `RATE_LIMITED: ${OVER_RATE_WORDS}`, headers: retryAfterHeader } as const;
+const ackRateLimitedAnswer = { ...errorBody, description: `RATE_LIMITED: ${OVER_RATE_WORDS}. Or ${PIPELINED_WORDS}`, headers: retryAfterHeader } as const;
 
 /** The 429 of `GET /v1/me/messages`, with `Retry-After`: over the rate, or the user's share of the history budget held (the history routes' words). */
 const pageRateLimitedAnswer = {
   ...errorBody,
-  description: `RATE_LIMITED: ${OVER_RATE_WORDS}. Or ${HISTORY_SHARE_WORDS}`,
+  description: `RATE_LIMITED: ${OVER_RATE_WORDS}. Or ${HISTORY_SHARE_WORDS}. Or ${PIPELINED_WORDS}`,
   headers: retryAfterHeader,
 } as const;
 

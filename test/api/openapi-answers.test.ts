@@ -21,6 +21,8 @@ import { testToken } from '../harness/ws-client.js';
 import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
 import { HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
 import { dereferenced } from './openapi-refs.js';
+import { rawRequest } from '../harness/raw-http.js';
+import { PIPELINE_BOUNDS } from '../../src/api/pipelining-bound.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 
@@ -266,6 +268,66 @@ test('the /v1/me routes\' 429s state the limit\'s numbers, as the refusal\'s mes
   const row = apiMd.split('\n').find((l) => l.startsWith('| 429 | `RATE_LIMITED` |')) ?? '';
   assert.match(row, /the `\/v1\/me` routes on a node \(a burst of 200, then 20 a second, both routes together;/);
   assert.match(apiMd.replace(/\s+/g, ' '), /These routes are held to a request rate per user on each node: a burst of 200 requests, then 20 a second/);
+});
+
+/**
+ * The last answer on a new connection after `requests` were written in one write, read until
+ * the server closes it: a raw exchange of pipelined requests past the bound.
+ */
+async function lastPipelinedAnswer(requests: string[]): Promise<HttpAnswer> {
+  const { text } = await rawRequest(server.service.url, requests.join(''));
+  const last = text.slice(text.lastIndexOf('HTTP/1.1 '));
+  const [head = '', body = ''] = last.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+  return { status: Number(statusLine.split(' ')[1]), headers, text: body, body: JSON.parse(body) as unknown, elapsedMs: 0 };
+}
+
+test('the pipelining bound\'s 429 is declared on every route, with its Retry-After required: a producer\'s pipelined POSTs past it conform', async () => {
+  const post = (path: string, body: object): string => {
+    const json = JSON.stringify(body);
+    return `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
+  };
+  const past = PIPELINE_BOUNDS.maxRequests + 1;
+  const sent: Array<[string, string[]]> = [
+    ['POST /v1/messages', Array.from({ length: past }, (_, i) => post('/v1/messages', { to: 'oas-piped', type: 't', data: i }))],
+    ['POST /v1/messages/batch', Array.from({ length: past }, (_, i) => post('/v1/messages/batch', { messages: [{ to: 'oas-piped', type: 't', data: i }] }))],
+  ];
+  for (const [route, requests] of sent) {
+    const refused = await lastPipelinedAnswer(requests);
+    assert.equal((refused.body as { error?: { code?: string } }).error?.code, 'RATE_LIMITED', route);
+    assert.deepEqual(conforms(route, refused, 429), ['retry-after'], `${route} declares it`);
+    assert.equal(refused.headers.get('retry-after'), '0', route);
+  }
+  // Any route can answer it (the bound is the server's, before routing): each declares it,
+  // with Retry-After required, but the WebSocket handshake's, whose connection limit's 429 has none.
+  for (const [path, methods] of Object.entries(doc.paths)) {
+    for (const [method, { responses }] of Object.entries(methods)) {
+      const route = `${method.toUpperCase()} ${path}`;
+      const declared = responses['429'] as (DocResponse & { headers?: Record<string, { required?: boolean }> }) | undefined;
+      assert.ok(declared?.description?.includes('pipelined behind 64 requests in progress on its connection'), route);
+      assert.equal(declared?.headers?.['Retry-After']?.required, route === 'GET /v1/connect' ? undefined : true, route);
+    }
+  }
+});
+
+test('the classes 4XX and 5XX declare no header as always sent: the 401s, 429s and 503s that always carry one are declared apart', () => {
+  for (const [path, methods] of Object.entries(doc.paths)) {
+    for (const [method, { responses }] of Object.entries(methods)) {
+      const route = `${method.toUpperCase()} ${path}`;
+      for (const [status, response] of Object.entries(responses) as Array<[string, { headers?: Record<string, { required?: boolean }> }]>) {
+        const always = Object.entries(response.headers ?? {}).filter(([, h]) => h.required === true).map(([name]) => name);
+        if (status === '4XX' || status === '5XX') assert.deepEqual(always, [], `${route} ${status}`);
+      }
+      if (route === 'GET /v1/connect') continue;
+      for (const [status, header] of [['401', 'WWW-Authenticate'], ['429', 'Retry-After'], ['503', 'Retry-After']] as const) {
+        // The operations routes take no credential.
+        if (status === '401' && !path.startsWith('/v1/')) continue;
+        const declared = responses[status] as { headers?: Record<string, { required?: boolean }> } | undefined;
+        assert.equal(declared?.headers?.[header]?.required, true, `${route} ${status} ${header}`);
+      }
+    }
+  }
 });
 
 test('with Redis not answering, every 503 carries the Retry-After the document declares for it, and so does a batch whose items are 503', { timeout: 60_000 }, async () => {

@@ -103,9 +103,9 @@ test('every documented route has a described 2xx answer with a schema, and descr
   }
 });
 
-test('/readyz documents 200 {status}, 503 and the error classes; /metrics answers text/plain, not JSON', () => {
+test('/readyz documents 200 {status}, the pipelining 429, 503 and the error classes; /metrics answers text/plain, not JSON', () => {
   const ready = operation('GET /readyz').responses ?? {};
-  assert.deepEqual(Object.keys(ready).sort(), ['200', '4XX', '503', '5XX']);
+  assert.deepEqual(Object.keys(ready).sort(), ['200', '429', '4XX', '503', '5XX']);
   assert.match((ready['503'] as { description?: string }).description ?? '', /^Not ready: UNAVAILABLE/);
   const readySchema = ready['200']?.content?.['application/json']?.schema as { required?: string[] };
   assert.deepEqual(readySchema.required, ['status']);
