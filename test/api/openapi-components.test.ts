@@ -36,8 +36,6 @@ interface Document {
   components: { schemas: Record<string, object> };
 }
 
-/** The document's size with every shape inline, as served before the components (walk12 F2), in bytes. */
-const INLINE_BYTES = 148_314;
 const ERROR_BODY_REF = '#/components/schemas/ErrorBody';
 
 const files = cleanupList();
@@ -142,7 +140,12 @@ test('the message id, the user id, a message\'s two forms, a recipient and the h
 
 test('the document is under half its size with every shape inline', () => {
   const bytes = Buffer.byteLength(docText);
-  assert.ok(bytes < INLINE_BYTES / 2, `${bytes} bytes, ${INLINE_BYTES} inline`);
+  // Measured on the document served now, every $ref replaced by what it refers to, not on
+  // the 148,314 bytes served before the components (walk12 F2): the routes' answers have
+  // grown since (walk26: the 429 on every route, the batch items' statuses), and a fixed
+  // figure came to measure that growth rather than what the components save.
+  const inline = Buffer.byteLength(JSON.stringify({ ...dereferenced(doc), components: {} }));
+  assert.ok(bytes < inline / 2, `${bytes} bytes, ${inline} inline`);
 });
 
 test('the routes\' own schemas, which validate and serialise, keep their shapes inline: only the document refers', () => {

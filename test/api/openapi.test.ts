@@ -380,6 +380,21 @@ test('duplicate is fixed by the status where it says a repeat: true under 200, f
   }
 });
 
+test('a batch item\'s status is tied to its duplicate as a single message\'s is: 201 with false, 200 with true (walk26 nit)', () => {
+  const items = (operation('POST /v1/messages/batch').responses?.['200']?.content?.['application/json']?.schema as
+    { properties: { results: { items: object } } }).properties.results.items;
+  const validate = ajv.compile(items);
+  const toUsers = { id: '0201000000000001', recipients: [{ user: 'ann', seq: 1 }] };
+  const toRoom = { id: '0301000000000001', room: 'club', recipients: 2 };
+  for (const done of [toUsers, toRoom]) {
+    assert.ok(validate({ status: 201, ...done, duplicate: false }), JSON.stringify(validate.errors));
+    assert.ok(validate({ status: 200, ...done, duplicate: true }), JSON.stringify(validate.errors));
+    assert.ok(!validate({ status: 201, ...done, duplicate: true }), 'a 201 that says duplicate');
+    assert.ok(!validate({ status: 200, ...done, duplicate: false }), 'a 200 that does not');
+  }
+  assert.ok(validate({ status: 503, error: { code: 'UNAVAILABLE', message: 'm' } }), JSON.stringify(validate.errors));
+});
+
 test('duplicate\'s description under 201, where it has one, tells the false case, not the repeat of 200', () => {
   for (const route of ['POST /v1/broadcast', 'POST /v1/channels/{channel}/publish']) {
     const schema = operation(route).responses?.['201']?.content?.['application/json']?.schema as { properties: { duplicate: { description?: string } } };

@@ -123,14 +123,25 @@ export function ingestAnswer(duplicate: boolean, description: string) {
   return { anyOf: [withDuplicate(ingestResult, duplicate), withDuplicate(roomIngestResult, duplicate)], description } as const;
 }
 
-/** The status of a batch item that was done: 201 created, 200 a duplicate. */
-const doneStatus = { status: { type: 'integer', enum: [200, 201], description: '201 created; 200 a duplicate' } } as const;
+/**
+ * A batch item that was done, sent to users or to a room (`result`, the single message's
+ * answer), under its status: 201 with `duplicate` false, 200 with true — an enum of one
+ * value each, as {@link ingestAnswer} ties them (walk26's nit: `{"status": 201,
+ * "duplicate": true}` validated).
+ */
+function doneItem<const R extends { properties: { duplicate: object }; required: readonly (keyof R['properties'] & string)[] }>(result: R, duplicate: boolean, description: string) {
+  const status = { type: 'integer', enum: [duplicate ? 200 : 201] } as const;
+  const properties: Record<string, object> = { status, ...withDuplicate(result, duplicate).properties };
+  return answerObject(properties, ['status', ...result.required], description);
+}
 
 /** One result of `POST /v1/messages/batch`: an item's status beside its answer or its error. */
 const batchItemResult = {
   anyOf: [
-    answerObject({ ...doneStatus, ...ingestResult.properties }, ['status', ...ingestResult.required], 'an item sent to users'),
-    answerObject({ ...doneStatus, ...roomIngestResult.properties }, ['status', ...roomIngestResult.required], 'an item sent to a room'),
+    doneItem(ingestResult, false, 'to users, created'),
+    doneItem(ingestResult, true, 'to users, a duplicate'),
+    doneItem(roomIngestResult, false, 'to a room, created'),
+    doneItem(roomIngestResult, true, 'to a room, a duplicate'),
     answerObject({ status: { type: 'integer', description: 'its HTTP status, 4xx or 5xx' }, error: errorBody.properties.error }, ['status', 'error'], 'an item that failed alone'),
   ],
 } as const;
