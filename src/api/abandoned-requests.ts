@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ClientGone } from '../ingest/abandoned.js';
 import type { IngestRoute } from './metric-labels.js';
+import { requestFields } from './request-log.js';
 
 /**
  * Whether the client of `req` has left: its connection was reset or destroyed, or the
@@ -40,7 +41,8 @@ export function socketGone(socket: Socket): boolean {
  * @param messages how many of its messages were not stored for it (a batch's items)
  */
 export function dropAbandoned(req: FastifyRequest, reply: FastifyReply, route: IngestRoute, messages = 1): FastifyReply {
-  req.log.debug({ route, messages }, 'request abandoned by its client before its message was stored: not stored, not answered');
+  // Named as its failure lines are (request-log.ts); `ingest`, the route's metric label.
+  req.log.debug({ ...requestFields(req), ingest: route, messages }, 'request abandoned by its client before its message was stored: not stored, not answered');
   reply.hijack();
   req.raw.socket.destroy();
   return reply;

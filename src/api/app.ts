@@ -21,6 +21,7 @@ import { HISTORY_BYTES_IN_FLIGHT, HistoryBudget } from './history-budget.js';
 import { producerScopeOf } from './producer-scope.js';
 import { RefusalCounts } from './refusal-counts.js';
 import { installRequestChecks } from './request-checks.js';
+import { clientRequestId, installRequestIds, requestIdGenerator } from './request-ids.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
 import { messageRoutes } from './routes/messages.js';
@@ -53,7 +54,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // A refusal before fastify has a request (a parser error, a 417, a CONNECT): every one
   // the client's doing, logged like a route's (`request rejected` at debug) and counted.
   const unrouted = (err: PixiuError, req: IncomingMessage | undefined): void => {
-    logRejected(logger, err);
+    // No fastify request, so no reqId of its own: the client's X-Request-Id, when it sent one to take.
+    const reqId = req === undefined ? undefined : clientRequestId(req);
+    logRejected(reqId === undefined ? logger : logger.child({ reqId }), err);
     counts.countUnrouted(err, req);
   };
   const app = Fastify({
@@ -63,6 +66,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // No line per request: at thousands of messages per second that is most of the
     // log. Failures are logged by the error handler.
     logController: new LogController({ disableRequestLogging: true }),
+    // Each request's id (its lines' reqId, its answer's X-Request-Id): the client's
+    // X-Request-Id when it is 1 – 128 visible ASCII characters, else req-<n> (request-ids.ts).
+    genReqId: requestIdGenerator(),
     bodyLimit: deps.config.maxBodyBytes,
     // A request whose line, headers or body stop arriving is answered 408 and its
     // connection closed (clientErrorAnswerer), not held open for good: fastify's own
@@ -112,6 +118,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   });
   // Before any route is added: the routes' config says what their refusals count in.
   counts.track(app);
+  // Every answer sent through fastify says its request's id (request-ids.ts).
+  installRequestIds(app);
   const routeMethods = new RouteMethods();
   routeMethods.track(app);
   // Before any other onRequest hook: a draining node refuses a request before any check.
@@ -143,7 +151,7 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
         title: 'Pixiu',
         version: '1',
         // No `license`: package.json declares none, and the document does not invent one.
-        description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}. No license is declared for this project.',
+        description: 'Durable real-time messaging. Producers POST messages; devices receive them over WebSocket (GET /v1/connect). Errors are {"error": {"code", "message"}}. Every answer carries X-Request-Id: the request id of the node\'s log lines, the client\'s own X-Request-Id when it sent 1–128 visible ASCII characters. No license is declared for this project.',
       },
       // Relative: the routes are served by whatever host and port serve this document.
       servers: [{ url: '/', description: 'the Pixiu node that serves this document' }],

@@ -18,6 +18,8 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 import { closesDeliberately, markClosing } from './closing-answers.js';
 import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
+import { clientRequestId, REQUEST_ID_HEADER } from './request-ids.js';
+import { requestFields } from './request-log.js';
 
 /**
  * A route's `config` as the error handler reads it (typed the way fastify documents).
@@ -248,14 +250,18 @@ export function expectationAnswerer(onError?: (err: PixiuError, req: IncomingMes
 /**
  * Writes `err` as a JSON error answer that closes its connection, straight on Node's
  * `res` (for answers given outside fastify: the 417, the pipelining bound's 429), with
- * `Retry-After` when `err` carries one, as {@link sendError} gives it. The caller marks
- * the connection closing (closing-answers.ts) and lingers as its case needs.
+ * `Retry-After` when `err` carries one, as {@link sendError} gives it, and the client's
+ * `X-Request-Id` when it sent one to take (request-ids.ts; such an answer has no fastify
+ * request, nor an id of its own). The caller marks the connection closing
+ * (closing-answers.ts) and lingers as its case needs.
  */
 export function writeClosingAnswer(res: ServerResponse, err: PixiuError): void {
   const body = JSON.stringify(err.toBody());
+  const reqId = clientRequestId(res.req);
   res.writeHead(err.status, {
     'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close',
     ...(err.retryAfterSeconds === undefined ? {} : { 'retry-after': String(err.retryAfterSeconds) }),
+    ...(reqId === undefined ? {} : { [REQUEST_ID_HEADER]: reqId }),
   });
   res.end(body);
 }
@@ -337,9 +343,10 @@ export function binarySize(bytes: number): string {
  * `msg`: pino writes its message as `msg`, and a second key of that name is dropped by
  * every JSON reader (jq, JSON.parse keep the last). Every refusal of the client's doing
  * logs it: a route's, an unknown route's 404, the router's and the HTTP parser's.
+ * @param fields what names the request besides (request-log.ts: a 409's key and message id)
  */
-export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuError): void {
-  log.debug({ code: err.code, reason: err.message }, 'request rejected');
+export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuError, fields?: object): void {
+  log.debug({ code: err.code, reason: err.message, ...fields }, 'request rejected');
 }
 
 /**
@@ -366,9 +373,11 @@ export function installErrorHandlers(
       // a warning with the reason, not an error with a stack (kept for INTERNAL, a bug);
       // one per OUTAGE_LOG_INTERVAL_MS, with how many 503s went unlogged before it.
       const left = outages.take();
-      if (left !== undefined) req.log.warn({ ...outageFields(err), ...thinnedFields(left) }, 'request unavailable');
-    } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
-    else logRejected(req.log, err);
+      // Named by its method, route, client_msg_id and stored message (request-log.ts).
+      if (left !== undefined) req.log.warn({ ...outageFields(err), ...requestFields(req), ...thinnedFields(left) }, 'request unavailable');
+    } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') {
+      req.log.error({ err: err.cause ?? err, code: err.code, ...requestFields(req) }, 'request failed');
+    } else logRejected(req.log, err, err.code === 'CONFLICT' ? requestFields(req) : undefined);
     onError?.(err, req);
     return sendError(reply, withRetryAdvice(err, req.routeOptions.config.ingestRoute, hasClientMsgId(req.body)));
   });

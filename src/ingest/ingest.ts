@@ -21,7 +21,7 @@ import { otherStoresRecord, putOnce } from './claimed-store.js';
 import { newMessage, type MessageTarget } from './new-message.js';
 import { handedOn, type ClientGone } from './abandoned.js';
 import { appendAll, rememberIfOnline, type AppendedHook } from './inbox-appends.js';
-import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from './shapes.js';
+import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type StoredIds, type UserMessageInput } from './shapes.js';
 
 /** Dependencies of {@link Ingest}. */
 export interface IngestDeps {
@@ -52,13 +52,17 @@ export class Ingest {
    *
    * @param named its distinct recipients, when the caller has them ({@link distinctRecipients})
    * @param gone asked right before the message is stored: its client has left (abandoned.ts)
+   * @param storedIds given: its [0] is set to the MsgID once the message is stored (or
+   *   found stored under its client_msg_id), so a failure after that can be logged with it
    * @throws PixiuError PAYLOAD_TOO_LARGE when the encoded message is over the limit
    *   (nothing stored); UNAVAILABLE when the store or Redis failed part-way (retry
    *   with the same `client_msg_id` to complete it); INVALID_REQUEST for a value the
    *   store refuses; RequestAbandoned (abandoned.ts) when `gone` said so (nothing stored)
    */
-  async sendToUsers(input: UserMessageInput, named: readonly string[] = distinctRecipients(input), gone?: ClientGone): Promise<IngestResult> {
-    return this.#append(await this.#store(input, { kind: MsgKind.user, to: named }, gone), input, named, undefined);
+  async sendToUsers(input: UserMessageInput, named: readonly string[] = distinctRecipients(input), gone?: ClientGone, storedIds?: StoredIds): Promise<IngestResult> {
+    const put = await this.#store(input, { kind: MsgKind.user, to: named }, gone);
+    if (storedIds !== undefined) storedIds[0] = put.id;
+    return this.#append(put, input, named, undefined);
   }
 
   /**
@@ -88,9 +92,12 @@ export class Ingest {
    *   sent as several runs passes one for all of them, so a failure of one run's appends
    *   fails the appends of the runs after it too (tick-pipeline.ts `#broken`)
    * @param gone asked right before each message is stored, as {@link sendToUsers}'s
+   * @param storedIds as {@link sendToUsers}'s, by input index
    * @returns one settled result per input, in order
    */
-  sendBatch(inputs: readonly UserMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), gone?: ClientGone): Promise<PromiseSettledResult<IngestResult>[]> {
+  sendBatch(
+    inputs: readonly UserMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), gone?: ClientGone, storedIds?: StoredIds,
+  ): Promise<PromiseSettledResult<IngestResult>[]> {
     const named = inputs.map(distinctRecipients);
     const order = new RecipientOrder(named);
     // The first item, in batch order, that failed 503 before its appends: the items
@@ -103,8 +110,10 @@ export class Ingest {
       if (isUnavailable(err) && (failed === undefined || i < failed.index)) failed = { index: i, err: handedOn(err) };
       return err;
     };
-    const append = (put: PutResult, input: UserMessageInput, recipients: readonly string[], i: number): Promise<IngestResult> =>
-      (failed !== undefined && failed.index < i ? Promise.reject(failed.err) : this.#append(put, input, recipients, flow));
+    const append = (put: PutResult, input: UserMessageInput, recipients: readonly string[], i: number): Promise<IngestResult> => {
+      if (storedIds !== undefined) storedIds[i] = put.id;
+      return failed !== undefined && failed.index < i ? Promise.reject(failed.err) : this.#append(put, input, recipients, flow);
+    };
     return Promise.allSettled(inputs.map((input, i) => {
       const recipients = named[i] ?? [];
       const stored = this.#store(input, { kind: MsgKind.user, to: recipients }, gone);
@@ -150,11 +159,12 @@ export class Ingest {
    * @param size the room's members now, when the caller has just read them (the route,
    *   for the node's budget): not read again
    * @param gone as {@link sendToUsers}'s
+   * @param storedIds as {@link sendToUsers}'s
    * @throws PixiuError NOT_FOUND for a room without members (nothing stored);
    *   PAYLOAD_TOO_LARGE, UNAVAILABLE, INVALID_REQUEST, RequestAbandoned as {@link sendToUsers}
    */
-  async sendToRoom(input: RoomMessageInput, size?: number, gone?: ClientGone): Promise<RoomIngestResult> {
-    const [outcome] = await this.sendRoomBatch([input], {}, size === undefined ? undefined : new Map([[input.room, size]]), gone);
+  async sendToRoom(input: RoomMessageInput, size?: number, gone?: ClientGone, storedIds?: StoredIds): Promise<RoomIngestResult> {
+    const [outcome] = await this.sendRoomBatch([input], {}, size === undefined ? undefined : new Map([[input.room, size]]), gone, storedIds);
     if (outcome?.status !== 'fulfilled') throw outcome?.reason;
     return outcome.value;
   }
@@ -177,20 +187,23 @@ export class Ingest {
    * @param sizes rooms' members now, as the caller has just read them (the routes, for
    *   the recipient limits): those rooms' sizes are not read again
    * @param gone asked right before each message is stored, as {@link sendBatch}'s
+   * @param storedIds as {@link sendBatch}'s
    * @returns one settled result per input, in order
    */
   async sendRoomBatch(
     inputs: readonly RoomMessageInput[], flow: Flow = this.#deps.inbox.orderedFlow(), sizes?: ReadonlyMap<string, number>, gone?: ClientGone,
+    storedIds?: StoredIds,
   ): Promise<PromiseSettledResult<RoomIngestResult>[]> {
     const { rooms } = this.#deps;
     if (!rooms) return inputs.map(() => ({ status: 'rejected', reason: new PixiuError('INVALID_REQUEST', 'rooms are not available on this service') }));
     // One flow for the batch (by default): its appends keep batch order, and take turns with other requests'.
-    const target = async (input: RoomMessageInput): Promise<{ put: PutResult; room: string; members: string[] }> => {
+    const target = async (input: RoomMessageInput, i: number): Promise<{ put: PutResult; room: string; members: string[] }> => {
       // A room with no members takes no new message; a retry of one it took (the
       // members have all left since) is answered as any retry is.
       if ((sizes?.get(input.room) ?? await rooms.size(input.room)) === 0 && !(await this.#isRetry(input))) throw roomNotFound(input.room);
       // Its time on the clock of the join slots (Redis's), not this node's: see Rooms.messageTime.
       const put = await this.#store(input, { kind: MsgKind.room, room: input.room, ts: await rooms.messageTime(input.room) }, gone);
+      if (storedIds !== undefined) storedIds[i] = put.id;
       // A retry of another message (another room, …) is refused here: `input.room` is the stored one.
       checkSameMessage(put, input);
       return { put, room: input.room, members: await rooms.membersAt(input.room, put.message.ts) };
@@ -199,10 +212,10 @@ export class Ingest {
     // one starts once the earlier one has stored (or failed), so whether it is a retry
     // (#isRetry, for a room now without members) is asked of what the earlier one did.
     const byKey = new Map<string, Promise<unknown>>();
-    const targets = await Promise.allSettled(inputs.map((input) => {
+    const targets = await Promise.allSettled(inputs.map((input, i) => {
       const cid = input.client_msg_id;
       const earlier = cid === undefined ? undefined : byKey.get(cid);
-      const mine = earlier === undefined ? target(input) : earlier.then(() => target(input), () => target(input));
+      const mine = earlier === undefined ? target(input, i) : earlier.then(() => target(input, i), () => target(input, i));
       if (cid !== undefined) byKey.set(cid, mine);
       return mine;
     }));

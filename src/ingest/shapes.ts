@@ -62,3 +62,11 @@ export interface IngestResult {
 export function distinctRecipients(input: UserMessageInput): string[] {
   return typeof input.to === 'string' ? [input.to] : [...new Set(input.to)];
 }
+
+/**
+ * Filled by ingest, by message index (a single message: 0), with each message's MsgID
+ * once it is stored or found stored under its `client_msg_id`: what a route logs with a
+ * failure that came after (a 503 of its appends, a 409 naming the first message), so an
+ * operator can tie a producer's retry to its first attempt (walk26 L1).
+ */
+export type StoredIds = (string | undefined)[];

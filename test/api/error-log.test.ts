@@ -77,6 +77,7 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.equal(item.level, 40, 'warn');
   assert.equal(item.item, 0);
   assert.equal(item.items, 3);
+  assert.deepEqual([item.method, item.route], ['POST', '/v1/messages/batch']);
   assert.equal(item.code, 'UNAVAILABLE');
   assert.ok(!JSON.stringify(item).includes('"stack"'), `no stack: ${JSON.stringify(item)}`);
   assert.ok(!logged.some((l) => l.msg === 'batch item failed'), 'not an error');
@@ -86,6 +87,8 @@ test('a 503 UNAVAILABLE (Redis down) is logged at warn with its reason and cause
   assert.equal(warn.level, 40, 'warn');
   assert.equal(warn.code, 'UNAVAILABLE');
   assert.equal(typeof warn.reason, 'string');
+  // Which request, by its route's pattern (no user id), as the 401 warning names it (walk26 L1).
+  assert.deepEqual([warn.method, warn.route], ['GET', '/v1/users/:uid/messages']);
   // The cause in plain words, not the Redis client's options (an ops newcomer's finding).
   assert.match(String(warn.cause), /^Redis connection lost/, JSON.stringify(warn));
   const internals = logged.filter((l) => /enableOfflineQueue|maxRetriesPerRequest/.test(JSON.stringify(l)));

@@ -96,6 +96,8 @@ test('a message to a user whose meta key is a string: 500 naming the user, every
   assert.equal(retry.status, 201, retry.text);
   const id = (retry.body as { id: string }).id;
   assert.deepEqual(okInbox, [id], 'the same message id');
+  // Each failed attempt's line names what the producer knows of it (walk26 L1): its key, and the message it stored.
+  for (const line of logged) assert.deepEqual([line.method, line.route, line.clientMsgId, line.msgId], ['POST', '/v1/messages', 'wt-1', id]);
   assert.deepEqual(await inboxOf('wt-ok'), [id], 'wt-ok holds it exactly once');
   assert.deepEqual(await inboxOf('wt-bad'), [id]);
 });
@@ -111,7 +113,7 @@ test('a message to that user alone, a room message to it and a batch item naming
 
   const batch = await client.post('/v1/messages/batch', { messages: [
     { to: 'wt-other', type: 't', data: 3 },
-    { to: ['wt-other', 'wt-solo'], type: 't', data: 4 },
+    { to: ['wt-other', 'wt-solo'], type: 't', data: 4, client_msg_id: 'wt-item' },
     { to: 'wt-other', type: 't', data: 5 },
   ] });
   assert.equal(batch.status, 200, batch.text);
@@ -126,6 +128,8 @@ test('a message to that user alone, a room message to it and a batch item naming
   assert.equal(requests.length, 2);
   assert.equal(items.length, 1);
   assert.equal(items[0]?.item, 1);
+  assert.deepEqual([items[0]?.route, items[0]?.clientMsgId], ['/v1/messages/batch', 'wt-item']);
+  assert.match(String(items[0]?.msgId), /^[0-9a-f]{16}$/, 'the id it was stored as');
   for (const line of [...requests, ...items]) assert.deepEqual(line.err.keys, [{ key: inbox, type: 'list', expected: 'stream' }]);
   assert.equal(await raw.del(inbox), 1);
 });

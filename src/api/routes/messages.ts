@@ -11,7 +11,7 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../../log-th
 import { isRedisFailure } from '../../redis/client.js';
 import { checkData, MAX_READABLE_DEPTH, nestsDeeperThan } from '../../store/data-depth.js';
 import { isUnreadable } from '../../store/unreadable.js';
-import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type UserMessageInput } from '../../ingest/shapes.js';
+import { distinctRecipients, type IngestResult, type RoomIngestResult, type RoomMessageInput, type StoredIds, type UserMessageInput } from '../../ingest/shapes.js';
 import type { ApiDeps } from '../deps.js';
 import { toHttpError } from '../error-handler.js';
 import { conflictAnswer, documentedAs, errorResponses, messageTooLargeAnswer, noQuery, notFoundAnswer, tooLargeAnswer } from '../schemas.js';
@@ -23,6 +23,7 @@ import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './i
 import { RequestAbandoned } from '../../ingest/abandoned.js';
 import { clientGoneOf, dropAbandoned } from '../abandoned-requests.js';
 import { hasClientMsgId, withRetryAdvice } from '../retry-advice.js';
+import { acceptedFields, debugOn, messageFields, noteStored, requestFields } from '../request-log.js';
 
 const validateItem = bodySchemaValidator(messageBody);
 
@@ -97,6 +98,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const taken: (() => void)[] = [];
     // Its client may leave while it waits before the store: then nothing is stored (src/ingest/abandoned.ts).
     const gone = clientGoneOf(req);
+    // Its MsgID once stored, for the line of a failure after that (request-log.ts).
+    const storedIds: StoredIds = [];
     let result: IngestResult | RoomIngestResult;
     try {
       try {
@@ -107,15 +110,22 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         ingest.check(body, named);
         throw err;
       }
-      result = isRoomMessage(body) ? await ingest.sendToRoom(body, roomSize, gone) : await ingest.sendToUsers(body as UserMessageInput, named, gone);
+      result = isRoomMessage(body)
+        ? await ingest.sendToRoom(body, roomSize, gone, storedIds)
+        : await ingest.sendToUsers(body as UserMessageInput, named, gone, storedIds);
     } catch (err) {
-      if (!(err instanceof RequestAbandoned)) throw err;
+      if (!(err instanceof RequestAbandoned)) {
+        noteStored(req, storedIds[0]);
+        throw err;
+      }
       metrics.countIngest('message', 'abandoned');
       return dropAbandoned(req, reply, 'message');
     } finally {
       for (const giveBack of taken) giveBack();
     }
     metrics.ingested('message', result.duplicate, started);
+    // At debug only, its fields built only then: this is the hot path (bench/ingest.ts).
+    if (debugOn(req.log)) req.log.debug(acceptedFields(body, result), 'message accepted');
     return reply.code(result.duplicate ? 200 : 201).send(result);
   });
 
@@ -168,6 +178,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       // one's append (Inbox.orderedFlow).
       const flow = deps.inbox.orderedFlow();
       const gone = clientGoneOf(req);
+      // Each item's MsgID once stored, by its index in the batch, for its failure's line (request-log.ts).
+      const storedIds: StoredIds = [];
       for (const run of runsOfOneKind(checked)) {
         const admitted = run.items.filter(({ item, index }) => {
           let refused = keys.admit(item, index);
@@ -180,24 +192,29 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           return false;
         });
         const items = admitted.map((a) => a.item);
+        const runIds: StoredIds = [];
         const outcomes: PromiseSettledResult<IngestResult | RoomIngestResult>[] = run.room
-          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow, limited.sizes, gone)
-          : await ingest.sendBatch(items as UserMessageInput[], flow, gone);
+          ? await ingest.sendRoomBatch(items as RoomMessageInput[], flow, limited.sizes, gone, runIds)
+          : await ingest.sendBatch(items as UserMessageInput[], flow, gone, runIds);
         outcomes.forEach((outcome, k) => {
           const index = (admitted[k] as { index: number }).index;
+          storedIds[index] = runIds[k];
           sent.set(index, outcome);
           keys.settled(index, outcome);
         });
       }
       // The batch's items failed by an outage: logged as one line, the first one's reason.
-      const unavailable: { first?: { e: PixiuError; item: number }; items: number } = { items: 0 };
+      const unavailable: { first?: { e: PixiuError; item: number; fields: object }; items: number } = { items: 0 };
       // Items not stored because the client left (src/ingest/abandoned.ts): the batch is not answered.
       let abandoned = 0;
+      // A line per item done, at debug only (the hot path: bench/ingest.ts).
+      const debug = debugOn(req.log);
       const results = checked.map((c, i) => {
         const outcome = c instanceof PixiuError ? undefined : sent.get(i);
         if (outcome?.status === 'fulfilled') {
           const r = outcome.value;
           count(r.duplicate ? 'duplicate' : 'created');
+          if (debug) req.log.debug({ item: i, ...acceptedFields(c, r) }, 'message accepted');
           return { status: r.duplicate ? 200 : 201, ...r };
         }
         if (outcome?.reason instanceof RequestAbandoned) {
@@ -210,12 +227,14 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         // stack (docs/api.md "Errors"), once per batch and thinned (below); anything else
         // at 5xx an error with its stack.
         if (e.code === 'UNAVAILABLE') {
-          unavailable.first ??= { e, item: i };
+          unavailable.first ??= { e, item: i, fields: messageFields(c, storedIds[i]) };
           unavailable.items += 1;
         }
         // The batch answers 200, so the error handler never sees these: counted here.
         if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
-        else if (e.status >= 500 && e.code !== 'UNAVAILABLE') req.log.error({ err: e.cause ?? e, item: i }, 'batch item failed');
+        else if (e.status >= 500 && e.code !== 'UNAVAILABLE') {
+          req.log.error({ err: e.cause ?? e, ...requestFields(req), item: i, ...messageFields(c, storedIds[i]) }, 'batch item failed');
+        }
         count(e.code);
         // Logged and counted in Redis's words above; answered with what may have been done.
         return { status: e.status, ...withRetryAdvice(e, 'batch', hasClientMsgId(c)).toBody() };
@@ -227,7 +246,8 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       if (first !== undefined) reply.header('retry-after', String(RETRY_AFTER_SECONDS));
       const left = first === undefined ? undefined : batchOutages.take();
       if (first !== undefined && left !== undefined) {
-        req.log.warn({ ...outageFields(first.e), item: first.item, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
+        // Named by the first such item's client_msg_id and stored message, as a message's 503 is (request-log.ts).
+        req.log.warn({ ...outageFields(first.e), ...requestFields(req), item: first.item, ...first.fields, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
       }
       // Every batch answered 200 is timed, whatever its items' outcomes; one refused whole is not.
       metrics.observeIngest('batch', started);
