@@ -187,6 +187,15 @@ test('a text frame that is not valid UTF-8 closes the connection 1007 (RFC 6455 
   await expectDelivery(again, 'badutf8');
 });
 
+test('a frame sent in fragments (as the JDK sends text over 16 KiB) is read whole: a ping in three pieces is answered', async () => {
+  const { client } = await gw.connectWelcomed('pieces');
+  client.ws.send('{"t":', { fin: false });
+  client.ws.send('"pi', { fin: false });
+  client.ws.send('ng"}', { fin: true });
+  assert.deepEqual(await client.nextOf('pong'), { t: 'pong' });
+  await expectDelivery(client, 'pieces');
+});
+
 test('a message in more fragments than ws takes (16,384) closes the connection 1008, counted as 1008; the user reconnects fine', async () => {
   const earlier = await closesByCode(gw);
   const { client } = await gw.connectWelcomed('fragments');
