@@ -5,6 +5,12 @@
  * with a syntax error a user cannot place — while the start, `/readyz` and most routes
  * looked fine. Ubuntu 22.04's `apt-get install redis-server` is Redis 6.0, so the
  * start checks `INFO server` and refuses, naming both versions.
+ *
+ * The same reply says whether the Redis runs in cluster mode (`redis_mode:cluster`),
+ * which Pixiu does not support (docs/decisions.md "Redis Cluster"): a start there
+ * failed after 0.5 s with "Redis is unavailable, retry later" (a MOVED reply) or
+ * "Redis Cluster is down; retry later" (no slots served), and retrying never helped
+ * (walk28 F4). It is refused, naming the URL and what to run instead.
  */
 import type { Redis } from 'ioredis';
 import { StartupError } from '../errors.js';
@@ -29,14 +35,32 @@ export function redisVersionProblem(info: string): string | undefined {
 }
 
 /**
- * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION}, and on one that
+ * What is wrong with a Redis whose `INFO server` text `info` says it runs in cluster
+ * mode (`redis_mode:cluster`, set by `cluster-enabled yes` whether or not it serves
+ * slots), or undefined for any other mode or a text without `redis_mode`. Pixiu
+ * talks to one Redis with a client that does not follow a cluster's redirections
+ * (MOVED, ASK), so one Redis primary must hold every key; a one-node cluster serving
+ * every slot would run only by chance, untested (DESIGN.md §9 names Cluster as the
+ * scale-out path; docs/decisions.md "Redis Cluster" says it is not built).
+ */
+export function redisModeProblem(info: string): string | undefined {
+  if (!/^redis_mode:cluster\s*$/m.test(info)) return undefined;
+  return 'this Redis runs in cluster mode (redis_mode:cluster), which Pixiu does not support: '
+    + 'it needs one Redis primary holding every key (replicas and a failover that moves the primary are fine: README "Redis failover"); '
+    + 'point PIXIU_REDIS_URL at a standalone Redis (cluster-enabled no), or leave it unset for the embedded one';
+}
+
+/**
+ * Refuses to start on a Redis older than {@link MIN_REDIS_VERSION} or in cluster mode
+ * ({@link redisModeProblem}), and on one that
  * refuses `INFO` for good (an ACL user without `+info`, INFO renamed away): every
  * start needs it (this version, and Redis's uptime: src/cluster/block-claim.ts), so
  * every node is refused alike, where only the first node of a cluster read the uptime
  * and failed on it (redisrest F3). Any other error reply (a proxy's, LOADING) is not
  * second-guessed, as a refused `CONFIG` is not (settings-check.ts).
  * @param shownUrl the Redis URL as logged (password removed)
- * @throws StartupError naming the URL, the version needed and the version found; the
+ * @throws StartupError naming the URL, the version needed and the version found; naming
+ *   the URL and saying Redis Cluster is not supported (final: retrying never helps); the
  *   refusal and what to grant (command-refusal.ts `refusalOf`); or, when Redis does
  *   not answer `INFO` (down, timed out), naming the URL and why
  */
@@ -52,4 +76,6 @@ export async function requireRedisVersion(redis: Redis, shownUrl: string): Promi
   }
   const problem = redisVersionProblem(info);
   if (problem !== undefined) throw new StartupError(`${problem}, at ${shownUrl}`);
+  const mode = redisModeProblem(info);
+  if (mode !== undefined) throw new StartupError(`Redis at ${shownUrl}: ${mode}`);
 }
