@@ -112,6 +112,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * The node's bound on its WebSocket connections, open or opening
+   * (src/gateway/connection-bound.ts: `PIXIU_MAX_CONNECTIONS`, or its default derived
+   * at start from the open-files limit), set once at start: past it handshakes are
+   * refused 503 `full`. Compare {@link wsConnections} with it (walk28 F3: it was only
+   * in the start's log line).
+   */
+  readonly wsConnectionsMax = new Gauge({
+    name: 'pixiu_ws_connections_max',
+    help: 'The most WebSocket connections this node holds at once, open or opening (PIXIU_MAX_CONNECTIONS, or its default derived at start); past it handshakes are refused 503',
+    registers: [this.registry],
+  });
+
   /** What the node's WebSockets hold unsent, and the pauses its budget caused (ws-buffer-metrics.ts). */
   readonly wsBuffers = new WsBufferMetrics(this.registry);
 

@@ -96,6 +96,7 @@ export class Gateway implements GatewayDeps {
     this.node = node;
     this.config = config;
     this.maxConnections = connectionBound(config, logger);
+    metrics.wsConnectionsMax.set(this.maxConnections);
     this.inbox = opts.inbox;
     this.store = opts.store;
     this.verify = opts.verify;

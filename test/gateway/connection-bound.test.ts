@@ -79,6 +79,9 @@ test('past PIXIU_MAX_CONNECTIONS a handshake is refused 503 full with Retry-Afte
   assert.equal(metricSample(metrics.text, 'pixiu_ws_handshakes_total{outcome="UNAVAILABLE"}'), 0, 'not counted as Redis\'s 503');
   assert.equal(metricSample(metrics.text, 'pixiu_ws_handshakes_total{outcome="UNAUTHORIZED"}'), 0);
   assert.equal(metricSample(metrics.text, 'pixiu_ws_connections'), 3);
+  // The bound itself, to compare with (walk28 F3: it was only in the start's log line).
+  assert.equal(metricSample(metrics.text, 'pixiu_ws_connections_max'), 3);
+  assert.match(metrics.text, /^# TYPE pixiu_ws_connections_max gauge$/m);
   // One warn line for the three (thinned: one per 10 s).
   const warned = lines.filter((l) => l.msg === NODE_FULL_LINE);
   assert.equal(warned.length, 1);
@@ -123,4 +126,16 @@ test('an upgrade request to another path holds a place until its socket closes: 
   // Both sockets closed, the place is free.
   await Promise.all(sockets.map(closed));
   await node.connectWelcomed('a');
+});
+
+test('pixiu_ws_connections_max is the bound in force: the default derived at start when PIXIU_MAX_CONNECTIONS is unset, as the start logs it', async (t) => {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const { logger, lines } = capturingLogger();
+  const node = await startGateway(t, { redisUrl: redis.url }, logger);
+  const logged = lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('websocket connections bounded'));
+  assert.equal(typeof logged?.maxConnections, 'number', JSON.stringify(logged));
+  const metrics = await node.client.get('/metrics');
+  assert.equal(metricSample(metrics.text, 'pixiu_ws_connections_max'), logged?.maxConnections);
+  assert.ok((logged?.maxConnections as number) > 0);
 });
