@@ -22,7 +22,7 @@ import { Keys } from '../../src/redis/keys.js';
 import type { ClusterView } from '../../src/cluster/cluster-view.js';
 import { openInbox } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
-import { runCli, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
+import { REPO_ROOT, runCli, startInProcess, tempDataDir } from '../harness/pixiu-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { buildInfo } from '../../src/version.js';
 import { raiseGeneration } from '../../src/inbox/generation.js';
@@ -36,7 +36,7 @@ async function storeIdOf(dataDir: string): Promise<string> {
 
 /** The rules of README's `ACL SETUSER inspector on >password …` line (Commands, inspect cluster), after the password. */
 async function readmeInspectorRules(): Promise<string[]> {
-  const readme = (await readFile(new URL('../../README.md', import.meta.url), 'utf8')).replace(/\s+/g, ' ');
+  const readme = (await readFile(path.join(REPO_ROOT, 'README.md'), 'utf8')).replace(/\s+/g, ' ');
   const line = /`ACL SETUSER inspector on >password ([^`]+)`/.exec(readme)?.[1];
   assert.ok(line !== undefined, 'README gives the inspector ACL');
   return line.split(' ');
