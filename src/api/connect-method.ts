@@ -11,12 +11,14 @@
  * Node's HTTP server no longer tracks such a socket, so a client that kept its side
  * open held it — and the node's shutdown, which waits for every socket — for good (a
  * reviewer's finding on the first version, which only ended its own side).
+ * An `X-Request-Id` the client sent is echoed, as by the 417 (it has no id of its own).
  * https://nodejs.org/api/http.html#event-connect
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PixiuError } from '../errors.js';
+import { clientRequestId } from './request-ids.js';
 import { rawErrorAnswer, whenAnswersLeft, type HttpServerSocket } from './error-handler.js';
 import { lingeringEnd } from './lingering-close.js';
 
@@ -36,7 +38,7 @@ export function connectMethodAnswerer(onError?: (err: PixiuError, req: IncomingM
         socket.destroy();
         return;
       }
-      lingeringEnd(socket as Socket, rawErrorAnswer(err));
+      lingeringEnd(socket as Socket, rawErrorAnswer(err, clientRequestId(req)));
     });
   };
 }

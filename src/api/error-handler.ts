@@ -143,7 +143,9 @@ function bodyPending(req: IncomingMessage): boolean {
  * For fastify's `frameworkErrors` option: a malformed URL or an over-long path
  * parameter, found by the router before any hook or handler runs, answered with the
  * catalogue's body like every other error (fastify's own body is not Pixiu's), and
- * counted like every other error answer.
+ * counted like every other error answer. Its request has no route context, so no hook
+ * runs for it — request-ids.ts's `onSend` neither: its `X-Request-Id` is set here (walk29
+ * F8: a 400 for `/v1/users/a%ZZ/messages` logged an id it did not answer).
  * @param onError called with the error (metrics)
  */
 export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyRequest) => void): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
@@ -151,6 +153,7 @@ export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyR
     const answer = toHttpError(err);
     if (answer.status < 500) logRejected(req.log, answer);
     onError?.(answer, req);
+    void reply.header(REQUEST_ID_HEADER, req.id);
     void sendError(reply, answer);
   };
 }
@@ -204,11 +207,13 @@ export function clientErrorAnswerer(onError?: (err: PixiuError, req?: IncomingMe
 /**
  * `err` as a whole HTTP/1.1 answer to write raw on a socket Node's HTTP machinery no
  * longer answers on: its status, the catalogue's JSON body and `Connection: close`.
+ * @param reqId said in `X-Request-Id` when given (a client's id, request-ids.ts `clientRequestId`)
  */
-export function rawErrorAnswer(err: PixiuError): string {
+export function rawErrorAnswer(err: PixiuError, reqId?: string): string {
   const body = JSON.stringify(err.toBody());
   return `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? ''}\r\n`
     + 'Content-Type: application/json; charset=utf-8\r\n'
+    + (reqId === undefined ? '' : `X-Request-Id: ${reqId}\r\n`)
     + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 

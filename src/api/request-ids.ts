@@ -46,9 +46,11 @@ export function requestIdGenerator(): (req: IncomingMessage) => string {
  * Adds the hook that says each answer's request id in `X-Request-Id`: `onSend`, which
  * every answer sent through fastify passes — a route's, an error's (a 413 refused before
  * the body is parsed, a 503 of a draining node refused in the first `onRequest` hook), an
- * unknown route's 404, the router's 400. Not the answers written outside fastify (the 417,
- * the pipelining bound's 429: error-handler.ts `writeClosingAnswer` says theirs), nor those
- * to bytes Node's HTTP parser refuses, which have no request.
+ * unknown route's 404. Not the router's own 400 (a path not validly percent-encoded),
+ * which runs no hook: error-handler.ts `frameworkErrorAnswerer` says its id; nor the
+ * answers written outside fastify (the 417, the pipelining bound's 429: error-handler.ts
+ * `writeClosingAnswer` says theirs; a CONNECT's 404, connect-method.ts), nor those to
+ * bytes Node's HTTP parser refuses, which have no request.
  */
 export function installRequestIds(app: FastifyInstance): void {
   app.addHook('onSend', (req, reply, payload, done) => {

@@ -95,6 +95,23 @@ test('every error answer says its request id: 400, 401, 404, 409, a 413 before t
   assert.match(last, /\r\nx-request-id: err-429\r\n/i);
 });
 
+test('a path the router refuses as not validly percent-encoded, and a CONNECT, answer the request id too (walk29 F8)', async () => {
+  for (const path of ['/v1/users/a%ZZ/messages', '/v1/users/a%C3/messages', '/v1/users/%FF/messages', '/v1/messages/%ZZ', '/v1/rooms/a%ZZ/members', '/v1/nosuch%ZZ']) {
+    const from = lines.length;
+    const sent = await rawRequest(server.service.url, `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Request-Id: pct-1\r\nConnection: close\r\n\r\n`);
+    assert.equal(sent.status, 400, path);
+    assert.match(sent.head, /\r\nx-request-id: pct-1\r\n/i, path);
+    // Without a client's id, the node's own, the one its log line names.
+    const made = await rawRequest(server.service.url, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    const id = /\r\nx-request-id: (req-[0-9a-z]+)\r\n/i.exec(made.head)?.[1];
+    assert.ok(id !== undefined, made.head);
+    assert.deepEqual(lines.slice(from).filter((l) => l.msg === 'request rejected').map((l) => l.reqId), ['pct-1', id], path);
+  }
+  const connect = await rawRequest(server.service.url, 'CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\nX-Request-Id: conn-1\r\n\r\n');
+  assert.equal(connect.status, 404);
+  assert.match(connect.head, /\r\nx-request-id: conn-1\r\n/i);
+});
+
 test('a 503 of a message whose appends Redis did not answer is logged with its method, route, client_msg_id, stored id and reqId', { timeout: 30_000 }, async () => {
   const from = lines.length;
   redis.pause();
