@@ -45,7 +45,8 @@ function retryDelayMs(times: number): number {
  * @throws PixiuError UNAVAILABLE when Redis is unreachable at start, with the reason
  *   Redis or the socket gave (a wrong password, a refused connection, a server there
  *   that does not speak the Redis protocol), or refuses
- *   the database the URL names
+ *   the database the URL names; or when it took the connection and did not answer in
+ *   time ({@link stalledOnConnect}: not "cannot reach", walk29 F9)
  * @throws RedisUrlError when the URL cannot be read (src/redis/url.ts)
  */
 export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
@@ -114,11 +115,31 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     // ioredis's ready check (INFO) on a Redis that renamed INFO away fails the connect.
     const refused = refusalOf(raw);
     if (refused !== undefined) throw unavailable(`cannot use Redis at ${redactUrl(opts.url)}: ${refused.words}`, err);
+    // The connection was made, and its first command (the ready check's INFO) not
+    // answered in time: a Redis stalled (paused, a long command, a fork), not one out of reach.
+    if (raw === COMMAND_TIMED_OUT) {
+      const stalled = unavailable(`Redis at ${redactUrl(opts.url)} took the connection but did not answer within the command timeout (${opts.commandTimeoutMs} ms): it is stalled (paused, busy with a long command) or overloaded`, err);
+      stalledConnects.add(stalled);
+      throw stalled;
+    }
     const reason = plainReason(raw);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
   }
   await checkDatabase(redis, opts.url);
   return redis;
+}
+
+/** The errors of {@link createRedis} for a Redis that took the connection and did not answer in time. */
+const stalledConnects = new WeakSet<Error>();
+
+/**
+ * True when `err` is {@link createRedis}'s for a Redis that took the connection but did
+ * not answer its first command within the command timeout: reached, and stalled — a
+ * start may try again (src/service/redis-start.ts), where a refused connection or a
+ * wrong password will not pass by waiting a few seconds.
+ */
+export function stalledOnConnect(err: unknown): boolean {
+  return err instanceof Error && stalledConnects.has(err);
 }
 
 /**
@@ -256,8 +277,11 @@ const TIMED_OUT = 'Redis did not answer within the command timeout (Redis down o
 
 /** True when `err` is ioredis's command timeout (`commandTimeout`, createRedis). */
 export function isCommandTimeout(err: unknown): boolean {
-  return err instanceof Error && err.message === 'Command timed out';
+  return err instanceof Error && err.message === COMMAND_TIMED_OUT;
 }
+
+/** ioredis's message for a command past `commandTimeout`. */
+const COMMAND_TIMED_OUT = 'Command timed out';
 
 /**
  * Runs one Redis call and maps its failure with {@link toRedisError}.

@@ -10,7 +10,7 @@ import type { Metrics } from '../api/metrics.js';
 import { LEASE_RENEW_MS } from '../cluster/lease-watch.js';
 import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { StartupError } from '../errors.js';
-import { createRedis } from '../redis/client.js';
+import { createRedis, isCommandTimeout, stalledOnConnect } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { redactUrl } from '../redis/url.js';
 import { checkSettings } from '../redis/settings-check.js';
@@ -18,6 +18,15 @@ import { RedisSettingsWatch, SETTINGS_WATCH_MS } from '../redis/settings-watch.j
 import { requireRedisVersion } from '../redis/version-check.js';
 import type { FoundLayout } from '../store/layout.js';
 import type { StartContext } from './start-context.js';
+
+/**
+ * How long the start waits for a Redis that took its connection but does not answer
+ * (paused, a long command, a fork, a failover under way), ms: one warn line, then its
+ * connections and version check are tried again until it answers or this passes
+ * (walk29 F9: a 2–3 s stall in the start's first second ended it, exit 1). A Redis
+ * loading its data answers LOADING meanwhile, which ioredis's ready check waits out.
+ */
+export const START_STALL_WAIT_MS = 30_000;
 
 /** The Redis a start connected to. */
 export interface StartedRedis {
@@ -63,15 +72,16 @@ export async function startRedis(
     stopAsked();
   }
   // The command connection, then the renewals' own (StartedRedis `renewals`).
-  const redis = await connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs);
+  const stall = stallWaiter(start, redactUrl(redisUrl));
+  const redis = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs));
   // A renewal's commands may take a renewal period, not the command timeout: a reply
   // read late (the event loop held by a flood of requests, a slow link) still confirms
   // the lease, since the writes' deadline runs from before the renewal was sent
   // (lease-watch.ts LEASE_FENCE_MS), however late its answer. Timed out at 2 s, each
   // renewal of a node held ~2 s at a time failed and its writes were fenced
   // (slowclient F6: one client pipelining GET /healthz on 20 connections).
-  const renewals = await connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS));
-  await requireRedisVersion(redis, redactUrl(redisUrl));
+  const renewals = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS)));
+  await stall(() => requireRedisVersion(redis, redactUrl(redisUrl)));
   if (local === undefined) {
     const settings = await checkSettings(redis, redactUrl(redisUrl), logger, SETTINGS_WATCH_MS);
     // Read again while the node runs: a change at runtime is warned about too, and a
@@ -104,4 +114,40 @@ async function connectRedis(start: StartContext, url: string, metrics: Metrics, 
   cleanup.unshift({ what, run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
   stopAsked();
   return redis;
+}
+
+/**
+ * A runner of the start's first Redis steps that tries a step again while Redis took
+ * the connection but did not answer in time (client.ts `stalledOnConnect`, or a timed-out
+ * command), every second, for {@link START_STALL_WAIT_MS} from the first such failure;
+ * the first is logged at warn (`Redis did not answer at start …`), the answer after it
+ * at info. Any other failure, the last one, or a stop asked for meanwhile ends the start.
+ */
+function stallWaiter(start: StartContext, shownUrl: string): <T>(step: () => Promise<T>) => Promise<T> {
+  let waitedSince: number | undefined;
+  return async (step) => {
+    for (;;) {
+      try {
+        const done = await step();
+        if (waitedSince !== undefined) {
+          start.logger.info({ redisUrl: shownUrl, waitedMs: Date.now() - waitedSince }, 'Redis answers again: the start goes on');
+          waitedSince = undefined;
+        }
+        return done;
+      } catch (err) {
+        const cause = (err as Error).cause;
+        if (!stalledOnConnect(cause) && !isCommandTimeout(cause)) throw err;
+        const now = Date.now();
+        if (waitedSince === undefined) {
+          waitedSince = now;
+          start.logger.warn({ redisUrl: shownUrl, reason: (err as Error).message, waitMs: START_STALL_WAIT_MS },
+            'Redis did not answer at start: the start tries again every second until it does, for 30 s at most');
+        } else if (now - waitedSince >= START_STALL_WAIT_MS) {
+          throw err;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        start.stopAsked();
+      }
+    }
+  };
 }
