@@ -54,14 +54,19 @@ export function maxmemoryBytes(value: string | undefined): number | undefined {
  * and Pixiu answers them 503 with Retry-After (nothing acknowledged is lost), as BullMQ
  * and Sidekiq ask for their queues. With no `maxmemory` (0) nothing is evicted yet,
  * but a limit set later (CONFIG SET, a managed Redis's plan) starts it: the line says so.
- * @param maxmemory `CONFIG GET maxmemory`'s value (bytes; 0: none)
+ * A `maxmemory` not answered (a managed Redis hiding it, which most likely has one) or
+ * not a number is said to be unknown, never taken as none (walk29 F6: "(none is now)"
+ * for a Redis with 1 GB set behind a proxy hiding it).
+ * @param maxmemory `CONFIG GET maxmemory`'s value (bytes; 0: none); undefined: not answered
  * @param fields the line's context (`redis`: the URL as logged, password removed; …)
  */
 export function warnEviction(logger: Logger, policy: string, maxmemory: string | undefined, fields: Record<string, unknown>): void {
   if (policy === 'noeviction') return;
   const limit = maxmemoryBytes(maxmemory);
-  const when = limit !== undefined && limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
-  logger.warn({ ...fields, maxmemoryPolicy: policy, ...(limit !== undefined ? { maxmemory: limit } : {}) },
+  const when = limit === undefined
+    ? `when it reaches its maxmemory (not known: ${maxmemory === undefined ? 'this Redis did not answer CONFIG GET maxmemory' : `CONFIG GET maxmemory answered ${JSON.stringify(maxmemory.slice(0, 40))}, no number of bytes`})`
+    : limit > 0 ? `when it reaches maxmemory (${limit} bytes)` : 'once a maxmemory is set (none is now)';
+  logger.warn({ ...fields, maxmemoryPolicy: policy, ...(limit !== undefined ? { maxmemory: limit } : { unanswered: ['maxmemory'] }) },
     `Redis may evict keys (maxmemory-policy ${policy}): ${when} it drops inbox entries, ack cursors and epochs silently, and messages already acknowledged are lost; `
     + 'run it with maxmemory-policy noeviction (a full Redis then refuses writes, and Pixiu answers 503 with Retry-After) (DESIGN.md §4, storage/redis.conf)');
 }

@@ -88,7 +88,9 @@ export function settingsChecked(read: ReadonlyMap<string, string> | Error, url: 
     const unanswered = START_SETTINGS.filter((name) => !read.has(name));
     const why = unanswered.length > 0 ? `this Redis did not answer CONFIG GET ${unanswered.join(' ')}`
       : `this Redis answered CONFIG GET appendonly with ${JSON.stringify(cutText(read.get('appendonly') ?? '', 40))}, neither yes nor no`;
-    warnSettingsUnread(logger, { redis: url, unanswered }, { persistence: persistence === undefined, eviction: policy === undefined }, why);
+    // An appendfsync read as safe is not asked to be checked by hand (walk29 F6 nit).
+    const fsyncSafe = ['everysec', 'always'].includes(read.get('appendfsync') ?? '');
+    warnSettingsUnread(logger, { redis: url, unanswered }, { persistence: persistence === undefined, eviction: policy === undefined, fsyncSafe }, why);
   }
   return { persistence, policy, maxmemory: maxmemoryBytes(read.get('maxmemory')) };
 }
@@ -105,12 +107,15 @@ function refusedWords(refusal: Refusal): string {
  * persistence, its eviction or both (`unread`), why (`why`: Redis's refusal, the
  * settings it did not answer), and what to verify by hand (see the module comment).
  * @param fields the line's context (`redis`: the URL as logged, password removed; `reason`: Redis's refusal …)
+ * @param unread what could not be read; `fsyncSafe`: `appendfsync` was read as
+ *   `everysec` or `always`, so only `appendonly` is left to check by hand
  */
-export function warnSettingsUnread(logger: Logger, fields: Record<string, unknown>, unread: { readonly persistence: boolean; readonly eviction: boolean }, why: string): void {
+export function warnSettingsUnread(logger: Logger, fields: Record<string, unknown>, unread: { readonly persistence: boolean; readonly eviction: boolean; readonly fsyncSafe?: boolean }, why: string): void {
+  const aof = unread.fsyncSafe === true ? 'appendonly yes' : 'appendonly yes, appendfsync everysec (or always)';
   const [what, settings, loses, them] = unread.persistence && unread.eviction
-    ? ['persists and evicts', 'appendonly yes, appendfsync everysec (or always) and maxmemory-policy noeviction', 'a Redis restart or eviction loses', 'them']
+    ? ['persists and evicts', `${aof} and maxmemory-policy noeviction`, 'a Redis restart or eviction loses', 'them']
     : unread.persistence
-      ? ['persists', 'appendonly yes and appendfsync everysec (or always)', 'a Redis restart loses', 'them']
+      ? ['persists', unread.fsyncSafe === true ? aof : 'appendonly yes and appendfsync everysec (or always)', 'a Redis restart loses', unread.fsyncSafe === true ? 'it' : 'them']
       : ['evicts', 'maxmemory-policy noeviction', 'eviction loses', 'it'];
   logger.warn(fields, `cannot check how Redis ${what}: ${why}. Make sure by hand that it runs with ${settings}, `
     + `or ${loses} acknowledged messages; this node will not warn about ${them} (DESIGN.md §4, storage/redis.conf)`);

@@ -263,3 +263,17 @@ test('the unread-settings warning names only what was not read: eviction alone',
     + 'Make sure by hand that it runs with maxmemory-policy noeviction, or eviction loses acknowledged messages; this node will not warn about it (DESIGN.md §4, storage/redis.conf)',
   ['maxmemory-policy', 'maxmemory']]]);
 });
+
+test('a maxmemory not answered is not known, never "none" (walk29 F6); an appendfsync answered safe is not asked to be checked by hand', () => {
+  const { logger, lines } = capturingLogger();
+  const read = settingsChecked(new Map([['appendonly', 'yes'], ['save', ''], ['appendfsync', 'everysec'], ['maxmemory-policy', 'allkeys-lru']]), 'redis://test', logger);
+  assert.deepEqual([read.policy, read.maxmemory], ['allkeys-lru', undefined]);
+  assert.equal(lines.length, 1, JSON.stringify(lines));
+  assert.match(lines[0]?.msg ?? '', /^Redis may evict keys \(maxmemory-policy allkeys-lru\): when it reaches its maxmemory \(not known: this Redis did not answer CONFIG GET maxmemory\) it drops inbox entries/);
+  assert.deepEqual([lines[0]?.['maxmemory'], lines[0]?.['unanswered']], [undefined, ['maxmemory']]);
+  // appendonly alone unanswered: appendfsync everysec was read, so only appendonly is left to check.
+  const partial = capturingLogger();
+  settingsChecked(new Map([['save', ''], ['appendfsync', 'everysec'], ['maxmemory-policy', 'noeviction'], ['maxmemory', '0']]), 'redis://test', partial.logger);
+  assert.deepEqual(partial.lines.map((l) => l.msg), ['cannot check how Redis persists: this Redis did not answer CONFIG GET appendonly. '
+    + 'Make sure by hand that it runs with appendonly yes, or a Redis restart loses acknowledged messages; this node will not warn about it (DESIGN.md §4, storage/redis.conf)']);
+});
