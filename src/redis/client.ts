@@ -13,6 +13,7 @@ import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { OUTAGE_LOG_INTERVAL_MS, LogThrottle, thinnedFields } from '../log-throttle.js';
 import { refusalOf } from './command-refusal.js';
+import { sayLoadingWait } from './loading-wait.js';
 import { connectRefusalWords, isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
 import { redisStateReason } from './state-replies.js';
@@ -104,6 +105,8 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     lost = false;
     connectRefusals.delete(redis);
   });
+  // A Redis loading its data: the ready check waits, said once (loading-wait.ts).
+  const loadingWatch = opts.logger === undefined ? undefined : sayLoadingWait(redis, opts.logger, { redis: opts.name, redisUrl: redactUrl(opts.url) });
   try {
     await redis.connect();
   } catch (err) {
@@ -124,6 +127,8 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     }
     const reason = plainReason(raw);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
+  } finally {
+    loadingWatch?.();
   }
   await checkDatabase(redis, opts.url);
   return redis;
