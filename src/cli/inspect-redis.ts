@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
 import { unenterableFolder } from '../files/make-dir.js';
+import { refusalOf } from '../redis/command-refusal.js';
 import { Keys } from '../redis/keys.js';
 import { unixUrl } from '../redis/url.js';
 
@@ -99,11 +100,17 @@ function notOurs(what: string, locked: string): string {
  * primary is down (still in its first sync, or cut off) may hold none of the
  * primary's keys yet: that is said instead (INFO replication), the prefix being
  * likely right (an SRE's finding: the prefix message sent them the wrong way).
- * @throws StartupError naming the prefix, or the replica's primary
+ * @throws StartupError naming the prefix, or the replica's primary, or INFO's refusal
+ *   (then neither can be told)
  */
 export async function checkPrefixUsed(redis: Redis, prefix: string): Promise<void> {
   if ((await redis.exists(new Keys(prefix).clusterSecret())) !== 0) return;
-  const syncing = replicaNotSynced(await redis.info('replication').catch(() => ''));
+  const replication = await redis.info('replication').catch((err: unknown) => err as Error);
+  // Refused (an ACL user without +info): the replica check cannot be made, and the
+  // prefix line would send the operator the wrong way on a replica (walk29 F7).
+  const refused = typeof replication === 'string' ? undefined : refusalOf(replication.message);
+  if (refused !== undefined) throw new StartupError(`no Pixiu cluster secret under the key prefix ${JSON.stringify(prefix)}, and whether this Redis is a replica not synced yet cannot be told: ${refused.words}`);
+  const syncing = replicaNotSynced(typeof replication === 'string' ? replication : '');
   if (syncing !== undefined) throw new StartupError(syncing);
   throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(prefix)} on this Redis `
     + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');

@@ -134,6 +134,11 @@ test('inspect cluster prints both nodes with their URLs, each store with the nod
   assert.equal(unused.code, 1, unused.stdout);
   assert.equal(unused.stdout, '');
   assert.match(unused.stderr, /^pixiu: no Pixiu service has used the key prefix "nobody:" on this Redis .*\n$/);
+  // Without +info the replica check cannot be made: said so, not the prefix line, which
+  // on a replica not synced sent the operator the wrong way (walk29 F7).
+  const noInfo = await runCli(['inspect', 'cluster'], { ...env, PIXIU_REDIS_PREFIX: 'nobody:', PIXIU_REDIS_URL: `redis://less-info:less-pw@127.0.0.1:${redis.port}` });
+  assert.equal(noInfo.code, 1, noInfo.stdout);
+  assert.match(noInfo.stderr, /(^|\n)pixiu: no Pixiu cluster secret under the key prefix "nobody:", and whether this Redis is a replica not synced yet cannot be told: Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\)/);
 
   await a.service.close();
   await redis.stop();
