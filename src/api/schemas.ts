@@ -226,7 +226,19 @@ export const messageTooLargeAnswer = tooLargeAnswer('the message is over PIXIU_M
 /** The 409 of a route that takes a {@link clientMsgId}: the key was first used with other content. */
 export const conflictAnswer = {
   ...errorBody,
-  description: 'CONFLICT: the client_msg_id was first used with other content (or, for a message or broadcast, for the other kind); nothing done. A retry of that first one (its answer lost, its body rebuilt) was done already, as the id the error names: to retry, send the very same body; a new client_msg_id is for a different message',
+  description: 'CONFLICT: the client_msg_id was first used with other content, or for a broadcast; nothing appended. A retry of that first message (its answer lost, its body rebuilt) was stored already, as the id the error names: to retry, send the very same body; a new client_msg_id is for a different message',
+} as const;
+
+/** {@link conflictAnswer} of `POST /v1/broadcast` (walk29 F11: the messages' text named "the other kind" and "a different message"). */
+export const broadcastConflictAnswer = {
+  ...errorBody,
+  description: 'CONFLICT: the client_msg_id was first used with other content (type, data or tags), or for a message that is no broadcast; nothing published. A retry of that first broadcast (its answer lost, its body rebuilt) was stored already, as the id the error names: to retry, send the very same body; a new client_msg_id is for a different broadcast',
+} as const;
+
+/** {@link conflictAnswer} of `POST /v1/channels/{channel}/publish`: a key is one channel's, and of no other kind. */
+export const publicationConflictAnswer = {
+  ...errorBody,
+  description: 'CONFLICT: the client_msg_id was first used on this channel with other content (type or data); nothing published. A retry of that first publication (its answer lost, its body rebuilt) was published already, as the id the error names: to retry, send the very same body; a new client_msg_id is for a different publication',
 } as const;
 
 /**

@@ -13,6 +13,7 @@
  */
 import type { ClientIdClaims } from '../cluster/client-id-claims.js';
 import type { ClientGone } from '../ingest/abandoned.js';
+import type { StoredIds } from '../ingest/shapes.js';
 import { putOnce } from '../ingest/claimed-store.js';
 import { checkSameBroadcast, keyConflict } from '../ingest/same-message.js';
 import { MsgKind } from '../ids/msg-id.js';
@@ -63,12 +64,15 @@ export interface BroadcasterDeps {
  *   with another type, data or tags (nothing appended); UNAVAILABLE when the store or
  *   Redis fails (retry with the same `client_msg_id` to complete it; without one a
  *   retry publishes it again: broadcasts are at-most-once per attempt)
+ * @param storedIds given: its [0] is set to the MsgID once stored (or found stored under
+ *   its client_msg_id), for the log line of a failure after that (a 409, a 503: walk29 F2)
  */
-export async function publishBroadcast(deps: BroadcasterDeps, input: BroadcastInput, gone?: ClientGone): Promise<BroadcastResult> {
+export async function publishBroadcast(deps: BroadcasterDeps, input: BroadcastInput, gone?: ClientGone, storedIds?: StoredIds): Promise<BroadcastResult> {
   const msg: NewMessage = { kind: MsgKind.broadcast, type: input.type, data: input.data };
   if (input.ttl !== undefined) msg.ttlMs = input.ttl * 1000;
   if (input.client_msg_id !== undefined) msg.clientMsgId = input.client_msg_id;
   const put = await putOnce(deps, msg, gone);
+  if (storedIds !== undefined) storedIds[0] = put.id;
   checkSameBroadcast(put, input);
   const filter = input.tags && (input.tags.all?.length || input.tags.any?.length) ? input.tags : undefined;
   // The record's own fields: a retry appends the first attempt's time, data and expiry.

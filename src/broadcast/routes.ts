@@ -8,7 +8,9 @@ import type { FastifyInstance } from 'fastify';
 import { clientGoneOf, dropAbandoned } from '../api/abandoned-requests.js';
 import type { Metrics } from '../api/metrics.js';
 import { RequestAbandoned } from '../ingest/abandoned.js';
-import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
+import type { StoredIds } from '../ingest/shapes.js';
+import { noteStored } from '../api/request-log.js';
+import { clientMsgId, broadcastConflictAnswer, errorResponses, messageTooLargeAnswer, messageType, msgId, noQuery, ttlSeconds, withDuplicate } from '../api/schemas.js';
 import { publishBroadcast, type BroadcasterDeps, type BroadcastInput, type BroadcastResult } from './broadcaster.js';
 import { MAX_FILTER_TAGS, tagSchema } from './filter.js';
 
@@ -56,7 +58,7 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
       response: {
         200: { ...withDuplicate(broadcastResult, true), description: 'A duplicate: the same client_msg_id was published before; the same id and bseq, nothing appended again' },
         201: { ...withDuplicate(broadcastResult, false, 'false: stored and published now (its client_msg_id, if any, not used before)'), description: 'Stored and published to every node\'s connections' },
-        409: conflictAnswer,
+        409: broadcastConflictAnswer,
         413: messageTooLargeAnswer,
         ...errorResponses,
       },
@@ -64,10 +66,15 @@ export function broadcastRoutes(app: FastifyInstance, deps: BroadcasterDeps, met
   }, async (req, reply) => {
     const started = performance.now();
     let result: BroadcastResult;
+    // Its MsgID once stored, for the line of a failure after that (request-log.ts).
+    const storedIds: StoredIds = [];
     try {
-      result = await publishBroadcast(deps, req.body, clientGoneOf(req));
+      result = await publishBroadcast(deps, req.body, clientGoneOf(req), storedIds);
     } catch (err) {
-      if (!(err instanceof RequestAbandoned)) throw err;
+      if (!(err instanceof RequestAbandoned)) {
+        noteStored(req, storedIds[0]);
+        throw err;
+      }
       metrics.countIngest('broadcast', 'abandoned');
       return dropAbandoned(req, reply, 'broadcast');
     }

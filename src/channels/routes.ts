@@ -10,7 +10,7 @@
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import type { Metrics } from '../api/metrics.js';
-import { clientMsgId, conflictAnswer, errorResponses, messageTooLargeAnswer, messageType, noQuery, withDuplicate } from '../api/schemas.js';
+import { clientMsgId, publicationConflictAnswer, errorResponses, messageTooLargeAnswer, messageType, noQuery, withDuplicate } from '../api/schemas.js';
 import { PixiuError } from '../errors.js';
 import { retryAdvice } from '../ingest/same-message.js';
 import { publicationDataJson } from '../store/record.js';
@@ -73,7 +73,7 @@ export function channelRoutes(app: FastifyInstance, stream: ChannelStream, opts:
       response: {
         200: { ...withDuplicate(publicationResult, true), description: 'A duplicate: the same client_msg_id was published to this channel before; its id, nothing published again' },
         201: { ...withDuplicate(publicationResult, false, 'false: published now (its client_msg_id, if any, not used on this channel before)'), description: 'Published (also when nobody is subscribed)' },
-        409: conflictAnswer,
+        409: publicationConflictAnswer,
         413: messageTooLargeAnswer,
         ...errorResponses,
       },

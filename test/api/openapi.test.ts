@@ -323,10 +323,16 @@ test('the routes that take a client_msg_id declare its 409 CONFLICT, the ack rou
   const withKey = ['POST /v1/messages', 'POST /v1/broadcast', 'POST /v1/channels/{channel}/publish'];
   for (const [route, op] of operations) {
     const conflict = op.responses?.['409'];
-    if (withKey.includes(route)) assert.match(conflict?.description ?? '', /^CONFLICT: the client_msg_id was first used with other content/, route);
+    if (withKey.includes(route)) assert.match(conflict?.description ?? '', /^CONFLICT: the client_msg_id was first used (on this channel )?with other content/, route);
     else if (route === 'POST /v1/me/ack') assert.match(conflict?.description ?? '', /^CONFLICT: epoch is not the inbox's epoch now .* Read GET \/v1\/me\/messages again$/, route);
     else assert.equal(conflict, undefined, route);
   }
+  // Each in its route's words (walk29 F11: one text named "the other kind" and "a different message" on all three).
+  const said = (route: string): string => operations.find(([r]) => r === route)?.[1].responses?.['409']?.description ?? '';
+  assert.match(said('POST /v1/messages'), /, or for a broadcast; nothing appended\. .* a new client_msg_id is for a different message$/);
+  assert.match(said('POST /v1/broadcast'), /, or for a message that is no broadcast; nothing published\. .* a new client_msg_id is for a different broadcast$/);
+  assert.match(said('POST /v1/channels/{channel}/publish'), /^CONFLICT: the client_msg_id was first used on this channel with other content \(type or data\); nothing published\. .* a new client_msg_id is for a different publication$/);
+  assert.doesNotMatch(said('POST /v1/channels/{channel}/publish'), /other kind|message/);
 });
 
 test('every route that takes a body declares its 413 PAYLOAD_TOO_LARGE, and the routes that answer a 404 for what they name declare it; no other route does', () => {

@@ -95,6 +95,24 @@ test('every error answer says its request id: 400, 401, 404, 409, a 413 before t
   assert.match(last, /\r\nx-request-id: err-429\r\n/i);
 });
 
+test('a batch item\'s 409 is a debug `batch item rejected` line with its item, key and the first message\'s id; a broadcast\'s 409 line names the first broadcast\'s id (walk29 F1, F2)', async () => {
+  const from = lines.length;
+  const first = { to: 'hdr-bt', type: 't', data: { a: 1 }, client_msg_id: 'bt-409' };
+  const stored = await send(first);
+  assert.equal(stored.status, 201, stored.text);
+  const batch = await api.post('/v1/messages/batch', { messages: [{ ...first, data: { a: 9 } }, { to: 'hdr-bt', type: 't', data: 2, client_msg_id: 'bt-new' }] }, { headers: { 'x-request-id': 'bt-1' } });
+  assert.deepEqual((batch.body as { results: { status: number }[] }).results.map((r) => r.status), [409, 201]);
+  const rejected = lines.slice(from).filter((l) => l.msg === 'batch item rejected');
+  assert.deepEqual(rejected.map((l) => [l.level, l.reqId, l.code, l.method, l.route, l.item, l.clientMsgId, l.msgId]),
+    [[20, 'bt-1', 'CONFLICT', 'POST', '/v1/messages/batch', 0, 'bt-409', (stored.body as { id: string }).id]]);
+  const broadcast = await api.post('/v1/broadcast', { type: 't', data: 1, client_msg_id: 'bc-409' });
+  assert.equal(broadcast.status, 201, broadcast.text);
+  const again = await api.post('/v1/broadcast', { type: 't', data: 2, client_msg_id: 'bc-409' }, { headers: { 'x-request-id': 'bc-1' } });
+  assert.equal(again.status, 409, again.text);
+  const line = lines.slice(from).find((l) => l.msg === 'request rejected' && l.reqId === 'bc-1');
+  assert.deepEqual([line?.route, line?.clientMsgId, line?.msgId], ['/v1/broadcast', 'bc-409', (broadcast.body as { id: string }).id]);
+});
+
 test('a path the router refuses as not validly percent-encoded, and a CONNECT, answer the request id too (walk29 F8)', async () => {
   for (const path of ['/v1/users/a%ZZ/messages', '/v1/users/a%C3/messages', '/v1/users/%FF/messages', '/v1/messages/%ZZ', '/v1/rooms/a%ZZ/members', '/v1/nosuch%ZZ']) {
     const from = lines.length;

@@ -230,6 +230,9 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
           unavailable.first ??= { e, item: i, fields: messageFields(c, storedIds[i]) };
           unavailable.items += 1;
         }
+        // Refused for the client's doing: at debug, as a whole request's `request rejected`
+        // (error-handler.ts `logRejected`), a 409 naming the first message (walk29 F1).
+        if (debug && e.status < 500) req.log.debug({ code: e.code, reason: e.message, ...requestFields(req), item: i, ...messageFields(c, storedIds[i]) }, 'batch item rejected');
         // The batch answers 200, so the error handler never sees these: counted here.
         if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
         else if (e.status >= 500 && e.code !== 'UNAVAILABLE') {
