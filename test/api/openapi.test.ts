@@ -399,6 +399,9 @@ test('a batch item\'s status is tied to its duplicate as a single message\'s is:
     assert.ok(!validate({ status: 200, ...done, duplicate: false }), 'a 200 that does not');
   }
   assert.ok(validate({ status: 503, error: { code: 'UNAVAILABLE', message: 'm' } }), JSON.stringify(validate.errors));
+  // A failed item's status is an error's (walk29 F4).
+  for (const status of [201, 200, 399, 600]) assert.ok(!validate({ status, error: { code: 'UNAVAILABLE', message: 'm' } }), `a failed item with ${status}`);
+  assert.ok(validate({ status: 409, error: { code: 'CONFLICT', message: 'm' } }), JSON.stringify(validate.errors));
 });
 
 test('duplicate\'s description under 201, where it has one, tells the false case, not the repeat of 200', () => {

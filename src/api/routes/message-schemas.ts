@@ -142,7 +142,7 @@ const batchItemResult = {
     doneItem(ingestResult, true, 'to users, a duplicate'),
     doneItem(roomIngestResult, false, 'to a room, created'),
     doneItem(roomIngestResult, true, 'to a room, a duplicate'),
-    answerObject({ status: { type: 'integer', description: 'its HTTP status, 4xx or 5xx' }, error: errorBody.properties.error }, ['status', 'error'], 'an item that failed alone'),
+    answerObject({ status: { type: 'integer', minimum: 400, maximum: 599, description: 'its HTTP status, 4xx or 5xx' }, error: errorBody.properties.error }, ['status', 'error'], 'an item that failed alone'),
   ],
 } as const;
 
