@@ -5,7 +5,8 @@
  * characters, a backend's trace id — has it taken as the request's id, so an operator
  * finds that request's lines by the id the backend logged (walk26 L1: a retry could not
  * be tied to its first attempt). Any other value is not taken (a new one is made, as for
- * none): a header of control characters, spaces or kilobytes never reaches a log line.
+ * none): a header of control characters, spaces or kilobytes never reaches a log line,
+ * nor one in the node's own form, `req-<n>`.
  *
  * fastify's own `requestIdHeader` takes the header as it comes, whatever it holds; its
  * `genReqId`, given here, is what reads it, bounded.
@@ -22,10 +23,17 @@ export const MAX_REQUEST_ID_LENGTH = 128;
 /** Visible ASCII (RFC 5234 VCHAR), 1 to {@link MAX_REQUEST_ID_LENGTH} characters. */
 const ACCEPTED = new RegExp(`^[\\x21-\\x7e]{1,${MAX_REQUEST_ID_LENGTH}}$`);
 
+/**
+ * The form of the node's own ids (`req-<n>`, base 36): a client's in that form is not
+ * taken, so that an id of that form in a log is always the node's (walk29 F3: a client's
+ * `req-1` and the node's own mixed under one `reqId`).
+ */
+const NODE_MADE = /^req-[0-9a-z]+$/;
+
 /** The `X-Request-Id` of `req` when it is one to take as its id; else undefined. */
 export function clientRequestId(req: IncomingMessage): string | undefined {
   const sent = req.headers[REQUEST_ID_HEADER];
-  return typeof sent === 'string' && ACCEPTED.test(sent) ? sent : undefined;
+  return typeof sent === 'string' && ACCEPTED.test(sent) && !NODE_MADE.test(sent) ? sent : undefined;
 }
 
 /**

@@ -56,15 +56,17 @@ test('a client\'s X-Request-Id is the request\'s reqId and is answered back; eac
 });
 
 test('without an X-Request-Id, or with one not 1–128 visible ASCII characters, the node makes the id, and answers it', async () => {
-  for (const sent of [undefined, 'x'.repeat(129), 'a b', '']) {
+  // 'req-1': the node's own form is the node's alone (walk29 F3); 'req-1.x', 'REQ-1' are not that form.
+  for (const sent of [undefined, 'x'.repeat(129), 'a b', '', 'req-1', 'req-zz9']) {
     const from = lines.length;
     const answer = await send({ to: 'hdr-gen', type: 't', data: 1 }, sent);
     assert.equal(answer.status, 201, answer.text);
     const id = answer.headers.get('x-request-id') ?? '';
     assert.match(id, /^req-[0-9a-z]+$/, String(sent));
+    assert.notEqual(id, sent, 'made by the node, not the one sent');
     assert.equal(lines.slice(from).find((l) => l.msg === 'message accepted')?.reqId, id);
   }
-  assert.equal((await send({ to: 'hdr-gen', type: 't', data: 1 }, 'x'.repeat(128))).headers.get('x-request-id'), 'x'.repeat(128));
+  for (const kept of ['x'.repeat(128), 'req-1.x', 'REQ-1']) assert.equal((await send({ to: 'hdr-gen', type: 't', data: 1 }, kept)).headers.get('x-request-id'), kept);
 });
 
 test('every error answer says its request id: 400, 401, 404, 409, a 413 before the body is read, a 417 and a pipelined 429', async () => {
