@@ -66,14 +66,16 @@ export async function checkSettings(redis: Redis, url: string, logger: Logger, r
 export function settingsChecked(read: ReadonlyMap<string, string> | Error, url: string, logger: Logger, retryMs?: number): SettingsAtStart {
   if (read instanceof Error) {
     const refusal = refusalOf(read.message);
-    if (refusal === undefined) {
+    if (refusal === undefined && mayPass(read)) {
       if (retryMs !== undefined) {
         logger.warn({ redis: url, reason: read.message }, `could not read how Redis persists and evicts at start (${cutText(read.message.split('\n')[0] ?? '', 200)}): `
           + `this node reads them again every ${retryMs / 1000} s and after each reconnect, and warns then if they are unsafe (DESIGN.md §4)`);
       }
       return { persistence: undefined, policy: undefined, retry: true };
     }
-    warnSettingsUnread(logger, { redis: url, reason: read.message }, { persistence: true, eviction: true }, refusedWords(refusal));
+    const why = refusal !== undefined ? refusedWords(refusal)
+      : `this Redis answers CONFIG GET with an error (${cutText(read.message.split('\n')[0] ?? '', 200)})`;
+    warnSettingsUnread(logger, { redis: url, reason: read.message }, { persistence: true, eviction: true }, why);
     return { persistence: undefined, policy: undefined };
   }
   const persistence = persistenceOf(read.get('appendonly'), read.get('save'));
@@ -93,6 +95,23 @@ export function settingsChecked(read: ReadonlyMap<string, string> | Error, url: 
     warnSettingsUnread(logger, { redis: url, unanswered }, { persistence: persistence === undefined, eviction: policy === undefined, fsyncSafe }, why);
   }
   return { persistence, policy, maxmemory: maxmemoryBytes(read.get('maxmemory')) };
+}
+
+/**
+ * Redis's error replies that pass by themselves (their RESP error codes): still loading
+ * its data, busy with a script, a replica that lost its primary, a key's slot moving.
+ */
+const PASSING_REPLIES = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)\b/;
+
+/**
+ * Whether a failed `CONFIG GET` may pass if read again: no reply at all (a timeout, a
+ * dropped connection: not a `ReplyError`), or one of {@link PASSING_REPLIES}. Any other
+ * error reply — a proxy's `ERR unsupported command`, a managed Redis's own words for a
+ * blocked CONFIG — is Redis's answer for good, like a refusal: read again every 30 s it
+ * would never be, and the node would say nothing (review36-redis #1).
+ */
+function mayPass(err: Error): boolean {
+  return err.name !== 'ReplyError' || PASSING_REPLIES.test(err.message);
 }
 
 /** Why `CONFIG GET` could not be used, in the unread-settings warning's words. */

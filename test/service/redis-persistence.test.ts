@@ -7,7 +7,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Redis } from 'ioredis';
+import { ReplyError, type Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
 import { redisUptimeMs } from '../../src/redis/persistence-check.js';
@@ -253,6 +253,26 @@ test('a Redis that does not answer some settings: the start-up check names what 
   assert.equal(warnings[1], 'cannot check how Redis persists: this Redis did not answer CONFIG GET appendonly save appendfsync. '
     + 'Make sure by hand that it runs with appendonly yes and appendfsync everysec (or always), or a Redis restart loses acknowledged messages; '
     + 'this node will not warn about them (DESIGN.md §4, storage/redis.conf)');
+});
+
+test('a CONFIG GET failure that may pass (no reply, LOADING) is read again; any other error reply is Redis\'s answer for good: "cannot check" (review36)', () => {
+  for (const [err, retry] of [
+    [new Error('Command timed out'), true],
+    [new ReplyError('LOADING Redis is loading the dataset in memory'), true],
+    [new ReplyError('BUSY Redis is busy running a script'), true],
+    [new ReplyError('ERR unsupported command'), false],
+  ] as const) {
+    const { logger, lines } = capturingLogger();
+    const read = settingsChecked(err, 'redis://test', logger, 30_000);
+    assert.equal(read.retry === true, retry, err.message);
+    const said = lines.map((l) => l.msg ?? '');
+    if (retry) assert.match(said.join('\n'), /^could not read how Redis persists and evicts at start \(/, err.message);
+    else {
+      assert.deepEqual(said, ['cannot check how Redis persists and evicts: this Redis answers CONFIG GET with an error (ERR unsupported command). '
+        + 'Make sure by hand that it runs with appendonly yes, appendfsync everysec (or always) and maxmemory-policy noeviction, '
+        + 'or a Redis restart or eviction loses acknowledged messages; this node will not warn about them (DESIGN.md §4, storage/redis.conf)']);
+    }
+  }
 });
 
 test('the unread-settings warning names only what was not read: eviction alone', () => {
