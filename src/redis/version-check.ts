@@ -60,8 +60,9 @@ export function redisModeProblem(info: string): string | undefined {
  * second-guessed, as a refused `CONFIG` is not (settings-check.ts).
  * @param shownUrl the Redis URL as logged (password removed)
  * @throws StartupError naming the URL, the version needed and the version found; naming
- *   the URL and saying Redis Cluster is not supported (final: retrying never helps); the
- *   refusal and what to grant (command-refusal.ts `refusalOf`); or, when Redis does
+ *   the URL and saying Redis Cluster is not supported (final: retrying never helps); naming
+ *   the URL, the refusal and what to grant (`cannot use Redis at <url>: …`, as client.ts
+ *   words a refusal of its ready check; command-refusal.ts `refusalOf`); or, when Redis does
  *   not answer `INFO` (down, timed out), naming the URL and why
  */
 export async function requireRedisVersion(redis: Redis, shownUrl: string): Promise<void> {
@@ -70,7 +71,7 @@ export async function requireRedisVersion(redis: Redis, shownUrl: string): Promi
     info = await redis.info('server');
   } catch (err) {
     const refusal = refusalOf((err as Error).message);
-    if (refusal !== undefined) throw new StartupError(refusal.words, { cause: err });
+    if (refusal !== undefined) throw new StartupError(`cannot use Redis at ${shownUrl}: ${refusal.words}`, { cause: err });
     if ((err as Error).name === 'ReplyError') return;
     throw new StartupError(`cannot read INFO server of Redis at ${shownUrl}: ${(err as Error).message}`, { cause: err });
   }

@@ -50,8 +50,8 @@ async function startAs(t: { after: (fn: () => unknown) => void }, user: string, 
   return undefined;
 }
 
-/** The start's error for a user without INFO (command-refusal.ts). */
-const NO_INFO = /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL the README lists \(for serve: "Running with your own Redis"; for inspect cluster: "Commands"\); retrying will not help$/;
+/** The start's error for a user without INFO (command-refusal.ts), naming the Redis (version-check.ts). */
+const NO_INFO = /^cannot use Redis at redis:\/\/[a-z]+:\*\*\*@127\.0\.0\.1:\d+: Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\), or give the user the ACL the README lists \(for serve: "Running with your own Redis"; for inspect cluster: "Commands"\); retrying will not help$/;
 
 test('a start as a user not allowed INFO fails naming INFO and the rule to grant, not "retry later"', async (t) => {
   const err = await startAs(t, 'noinfo', ['~*', '&*', '+@all', '-@dangerous'], 'acl-noinfo:');

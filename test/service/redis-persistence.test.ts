@@ -135,7 +135,7 @@ test('a Redis user not allowed INFO is refused at the version check, also where 
   const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' });
   const err = await startService(config, capturingLogger().logger).then(async (service) => { await service.close(); return undefined; }, (e: unknown) => e as Error);
   assert.equal(err?.name, 'StartupError', 'started');
-  assert.match(err.message, /^Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\)/);
+  assert.match(err.message, /^cannot use Redis at redis:\/\/noinfo:\*\*\*@[^ ]+: Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\)/);
 });
 
 test('a Redis user not allowed CONFIG: the start-up check warns of nothing it cannot read, nor rejects; it says why, once, at warn', async (t) => {
