@@ -240,7 +240,13 @@ export class NodeRegistry {
    * Stops renewing and deregisters, once the renewals under way have ended: one that
    * ended after the deregistration wrote the registration back, and its callbacks
    * (a lapse's `onRegisteredAgain`: the shared settings' write-back) ran on a stopped
-   * node (redisrest F7). Never rejects.
+   * node (redisrest F7). That wait is on Redis: a renewal is two commands in turn on the
+   * renewals connection (Redis's TIME, then the pipeline), each bounded by that
+   * connection's timeout (max(`PIXIU_REDIS_COMMAND_TIMEOUT`, LEASE_RENEW_MS): 5 s by
+   * default), so with a hung Redis the stop may wait ~10 s for it before its ZREM, which
+   * then times out on its own. A shutdown does not wait that long: its step holding this
+   * stop is given up at its Redis bound (shutdown-steps.ts, service.ts `redisBound`), and
+   * the registration then expires by its TTL. Never rejects.
    */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
