@@ -3,8 +3,9 @@
  * src/api/request-ids.ts, src/api/request-log.ts): a client's `X-Request-Id` (1–128
  * visible ASCII characters) is the request's `reqId`, any other is replaced by one of the
  * node's; every answer says it in `X-Request-Id`, errors included; the failure lines of
- * ingest (503, 409, abandoned) name the method, route, `clientMsgId` and the `msgId`
- * stored, and at debug each message done is a `message accepted` line.
+ * ingest (503, 409; abandoned, tested in test/service/abandoned-ingest.test.ts) name the
+ * method, route, `clientMsgId` and the `msgId` stored, and at debug each message done is
+ * a `message accepted` line.
  * The real service in this process, its log captured at debug.
  */
 import { after, before, test } from 'node:test';

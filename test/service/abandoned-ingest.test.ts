@@ -13,6 +13,9 @@
  * (a room message without `client_msg_id`) the same holds for a wait on the room's
  * clock. A producer that stays gets its `201` as before. A batch item stored already,
  * held back behind an earlier item so dropped, is counted `UNAVAILABLE`, not `abandoned`.
+ * Each drop is a debug line, `request abandoned by its client …`, naming the request as
+ * the other failure lines do (src/api/request-log.ts: `route` the URL pattern) and
+ * `ingest`, its metric label (review36-api F3).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +25,7 @@ import type { Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
 import { metricSample, waitUntil } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -34,6 +38,8 @@ let b: InProcessServer;
 /** a's end of each test request's connection, by its `x-test-request` header. */
 const serverSockets = new Map<string, Socket>();
 const keys = new Keys('px:');
+/** a's log, at debug. */
+const aLog = capturingLogger();
 
 before(async () => {
   redis = await RedisServer.start();
@@ -41,7 +47,7 @@ before(async () => {
   // shared and every message with client_msg_id is claimed before it is stored.
   const first = await startInProcess(cleanup, { redisUrl: redis.url });
   await first.service.close();
-  a = await startInProcess(cleanup, { redisUrl: redis.url, redisCommandTimeoutMs: '30s' });
+  a = await startInProcess(cleanup, { redisUrl: redis.url, redisCommandTimeoutMs: '30s' }, aLog.logger);
   b = await startInProcess(cleanup, { redisUrl: redis.url });
   a.service.app.server.on('request', (req: IncomingMessage) => {
     const id = req.headers['x-test-request'];
@@ -60,7 +66,7 @@ after(async () => {
   }
 });
 
-/** Sends `body` to a's `path` on a raw socket, marked `id`; returns the socket, the request written. */
+/** Sends `body` to a's `path` on a raw socket, marked `id` (its X-Request-Id too); returns the socket, the request written. */
 async function rawPost(path: string, body: unknown, id: string): Promise<net.Socket> {
   const { port } = new URL(a.service.url);
   const socket = net.connect(Number(port), '127.0.0.1');
@@ -70,7 +76,7 @@ async function rawPost(path: string, body: unknown, id: string): Promise<net.Soc
   const text = JSON.stringify(body);
   socket.write([
     `POST ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(text)}`,
-    `Authorization: Bearer ${a.service.secrets.apiToken}`, `X-Test-Request: ${id}`, '', text,
+    `Authorization: Bearer ${a.service.secrets.apiToken}`, `X-Test-Request: ${id}`, `X-Request-Id: ${id}`, '', text,
   ].join('\r\n'));
   return socket;
 }
@@ -84,6 +90,17 @@ async function metricOfA(line: string): Promise<number> {
 /** a's `pixiu_ingest_messages_total` for `route` and `outcome`. */
 function ingestCount(route: string, outcome: string): Promise<number> {
   return metricOfA(`pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`);
+}
+
+/**
+ * The fields of a's `request abandoned by its client …` line for the request sent as `id`
+ * (its reqId: {@link rawPost}), with its level; undefined when there is none.
+ */
+function abandonedLine(id: string): Record<string, unknown> | undefined {
+  const line = aLog.lines.find((l) => l.reqId === id && (l.msg ?? '').startsWith('request abandoned by its client before its message was stored'));
+  if (line === undefined) return undefined;
+  const { level, method, route, clientMsgId, msgId, ingest, messages } = line;
+  return Object.fromEntries(Object.entries({ level, method, route, clientMsgId, msgId, ingest, messages }).filter(([, v]) => v !== undefined));
 }
 
 /** Records a's store has written. */
@@ -138,6 +155,8 @@ for (const how of ['fin', 'rst'] as const) {
     await leaveWhileClaimed(socket, cid, how, [cid]);
     assert.equal(await claimOf(cid), null, 'the claim is released, not settled with a message stored');
     await waitUntil('counted abandoned', async () => (await ingestCount('message', 'abandoned')) === before + 1, 5000, 10);
+    // `route` is the URL pattern, as on the other failure lines; `ingest` the metric label.
+    assert.deepEqual(abandonedLine(cid), { level: 20, method: 'POST', route: '/v1/messages', clientMsgId: cid, ingest: 'message', messages: 1 });
     const retry = await b.client.post('/v1/messages', body);
     assert.equal(retry.status, 201, retry.text);
     assert.equal((retry.body as { duplicate: boolean }).duplicate, false);
@@ -159,6 +178,8 @@ test('a batch whose producer left while its items\' claims waited stores none of
   await leaveWhileClaimed(socket, 'batch', 'fin', cids);
   for (const cid of cids) assert.equal(await claimOf(cid), null, `${cid}: the claim is released`);
   await waitUntil('counted abandoned', async () => (await ingestCount('batch', 'abandoned')) === before + 2, 5000, 10);
+  // A batch has no key of its own: its items' are in no line.
+  assert.deepEqual(abandonedLine('batch'), { level: 20, method: 'POST', route: '/v1/messages/batch', ingest: 'batch', messages: 2 });
   const retry = await b.client.post('/v1/messages/batch', body);
   assert.equal(retry.status, 200, retry.text);
   assert.deepEqual((retry.body as { results: { status: number }[] }).results.map((r) => r.status), [201, 201]);
@@ -184,6 +205,7 @@ test('a batch item stored while an earlier one to the same user waited on its cl
   // Both are counted in one step, once the batch is dropped.
   assert.equal(await ingestCount('batch', 'abandoned'), abandoned + 1, 'only item 0 was not stored');
   assert.equal(await ingestCount('batch', 'UNAVAILABLE'), unavailable + 1, 'item 1 was stored, held back as after a 503');
+  assert.deepEqual(abandonedLine('mixed'), { level: 20, method: 'POST', route: '/v1/messages/batch', ingest: 'batch', messages: 1 }, 'names only the item not stored');
   // Held back: item 1 reaches no inbox ahead of item 0's retry.
   const held = await a.client.get(`/v1/users/${user}/messages`);
   assert.equal(held.status, 200, held.text);
@@ -206,6 +228,7 @@ test('a broadcast whose producer left while its claim waited is not stored: the 
   await leaveWhileClaimed(socket, cid, 'rst', [cid]);
   assert.equal(await claimOf(cid), null, 'the claim is released');
   await waitUntil('counted abandoned', async () => (await ingestCount('broadcast', 'abandoned')) === before + 1, 5000, 10);
+  assert.deepEqual(abandonedLine(cid), { level: 20, method: 'POST', route: '/v1/broadcast', clientMsgId: cid, ingest: 'broadcast', messages: 1 });
   const retry = await b.client.post('/v1/broadcast', body);
   assert.equal(retry.status, 201, retry.text);
 });
