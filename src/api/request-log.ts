@@ -10,9 +10,10 @@
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Logger } from '../logger.js';
+import { clientMsgId } from './schemas.js';
 
-/** A `client_msg_id` as the routes' schemas take it (schemas.ts `clientMsgId`): 1–128 printable ASCII characters. */
-const CLIENT_MSG_ID = /^[\x20-\x7e]{1,128}$/;
+/** A `client_msg_id` as the routes' schemas take it: built from schemas.ts `clientMsgId`'s pattern (Ajv's `u` flag), one rule. */
+const CLIENT_MSG_ID = new RegExp(clientMsgId.pattern, 'u');
 
 /** The fields {@link requestFields} gives. */
 export interface RequestFields {
