@@ -57,10 +57,8 @@ import { LINGER_MAX_BYTES, lingerOnClose } from './lingering-close.js';
 import { writeClosingAnswer } from './error-handler.js';
 import { isClosing, markClosing } from './closing-answers.js';
 import { drainedSince, socketDrainMark } from '../gateway/backpressure.js';
+// The bounds live in pipeline-bounds.ts (the OpenAPI words read them without this module's imports).
 import { PIPELINE_BOUNDS, type PipelineBounds } from './pipeline-bounds.js';
-
-// The bounds live in pipeline-bounds.ts (the OpenAPI words read them without this module's imports); still exported from here.
-export { PIPELINE_BOUNDS, type PipelineBounds } from './pipeline-bounds.js';
 
 /** Which bound a connection was closed for: too many requests in progress, or too many bytes of answers unread. */
 export type PipelineRefusal = 'pipelined_requests' | 'unread_bytes';

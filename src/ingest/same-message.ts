@@ -66,6 +66,7 @@ export function keyConflict(put: PutResult, how: string, sent: 'message' | 'broa
  * What a 409 of a reused key tells a retry (docs/api.md "Messages"): the first attempt
  * was done (as `id`), a retry sends the very same body, and a new key is for another one.
  * @param what a message, broadcast or publication
+ * @param id the first one's id, as its answer gave it (a MsgID; a publication's stream entry id)
  * @param done how the first one was done: stored, published
  */
 export function retryAdvice(what: string, id: string, done: string): string {

@@ -22,7 +22,7 @@ import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
 import { HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
 import { dereferenced } from './openapi-refs.js';
 import { rawRequest } from '../harness/raw-http.js';
-import { PIPELINE_BOUNDS } from '../../src/api/pipelining-bound.js';
+import { PIPELINE_BOUNDS } from '../../src/api/pipeline-bounds.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
 

@@ -13,7 +13,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
-import { PIPELINE_BOUNDS, boundPipelining, pipelinedPastBound, type PipelineClose } from '../../src/api/pipelining-bound.js';
+import { boundPipelining, pipelinedPastBound, type PipelineClose } from '../../src/api/pipelining-bound.js';
+import { PIPELINE_BOUNDS } from '../../src/api/pipeline-bounds.js';
 import { metricSample, within } from '../harness/checks.js';
 import { cleanupList, startInProcessAlone, type InProcessServer } from '../harness/pixiu-server.js';
 

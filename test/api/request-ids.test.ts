@@ -14,7 +14,7 @@ import { cleanupList, startInProcessAlone, type HttpAnswer, type InProcessServer
 import type { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { rawRequest } from '../harness/raw-http.js';
-import { PIPELINE_BOUNDS } from '../../src/api/pipelining-bound.js';
+import { PIPELINE_BOUNDS } from '../../src/api/pipeline-bounds.js';
 
 const files = cleanupList();
 let redis: RedisServer;
