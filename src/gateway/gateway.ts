@@ -342,7 +342,9 @@ export class Gateway implements GatewayDeps {
    * The rest of shutdown, after {@link stopAccepting} (done here too when it was not):
    * write every pending ack cursor, stop the broadcast reader, leave the bus and the
    * registry. These go to Redis together, so a Redis that does not answer costs one
-   * command timeout, not one per step. Never rejects.
+   * command timeout, not one per step — except that leaving the registry first waits
+   * for a renewal under way (its two commands: node-registry.ts `stop`), which the
+   * service's shutdown bounds by its Redis steps' limit. Never rejects.
    */
   async close(): Promise<void> {
     this.stopAccepting();
