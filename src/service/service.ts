@@ -34,6 +34,7 @@ import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { checkListenable, listenFailure } from './listen-check.js';
 import { startRedis } from './redis-start.js';
+import { startStallFailure } from './start-stall.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
 import type { StartContext } from './start-context.js';
 import { startStore } from './store-start.js';
@@ -109,6 +110,14 @@ export async function startService(config: Config, logger: Logger, given?: Secre
   const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
   const start: StartContext = { config, logger, cleanup, redisBound, stopAsked };
+  // The step under way and the Redis it waits on, named by a start that fails on a
+  // Redis stall (start-stall.ts; README "A Redis that stalls while a node starts").
+  let step = 'checking the data dir';
+  let shownRedis = config.redisUrl === undefined ? 'the embedded redis-server' : redactUrl(config.redisUrl);
+  const during = <T>(what: string, run: () => Promise<T>): Promise<T> => {
+    step = what;
+    return run();
+  };
   try {
     // Before anything is started, written or claimed (listen-check.ts; layout.ts: a
     // store a newer release wrote). The layout is read once here (or by the caller) and
@@ -123,9 +132,11 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Redis, embedded or shared (redis-start.ts), then the data dir's store: its block of
     // MsgID partitions claimed, opened and made safe to serve (store-start.ts).
     const metrics = new Metrics();
-    const started = await startRedis(start, found, metrics, opts.onLocalRedis);
+    const started = await during('connecting to Redis', () => startRedis(start, found, metrics, opts.onLocalRedis));
     const { redis, url: redisUrl, local } = started;
-    const { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled } = await startStore(start, started, storeDir, found, metrics);
+    shownRedis = redactUrl(redisUrl);
+    const { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled } = await during('claiming the store',
+      () => startStore(start, started, storeDir, found, metrics));
 
     // Presence entries are judged live at append by the clock they are written on (Redis's,
     // the gateway's node registry): a node's own clock, off by more than an entry's time
@@ -134,7 +145,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // Raised when Redis went back in time; read now and at every registry renewal, given
     // to every append (generation.ts; docs/decisions.md "The inbox generation").
     const generation = new InboxGeneration(redis, keys, logger);
-    await generation.refresh();
+    await during('reading the inbox generation', () => generation.refresh());
     const inbox = new Inbox(redis, {
       prefix: config.redisPrefix, cap: config.inboxCap, deviceCursors: config.maxDeviceCursors, now: () => redisNow(), logger,
       generation: () => generation.current,
@@ -142,7 +153,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     const verify = createVerifier(secrets.jwt, {
       audience: config.jwtAudience, issuer: config.jwtIssuer, onKeysUnavailable: () => metrics.tokenKeysUnavailable.inc(), logger,
     });
-    const gateway = await Gateway.start({
+    const gateway = await during('registering the node and connecting its bus', async () => Gateway.start({
       config, redis, renewals: started.renewals, redisUrl, keys, inbox, store: records, verify, logger, metrics, storeId: ownership.storeId, storeLeftBehind: ownership.leftBehind,
       // Compared across nodes sharing a Redis; the embedded one (a socket in the data dir) has no other node, so no scrypt at its start.
       ...(local === undefined ? { secrets: await nodeSecrets(secrets, config) } : {}),
@@ -152,7 +163,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
         logger.warn({ ...outageFields(err) }, 'could not write the cluster secret back to Redis; other nodes re-read it when refused')),
       onRenewed: () => void generation.refresh().catch((err: unknown) =>
         logger.debug({ ...outageFields(err) }, 'could not read the inbox generation; read again at the next registry renewal')),
-    });
+    }));
     redisNow = () => gateway.redisNow();
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
@@ -160,7 +171,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // client_msg_id across the stores sharing this Redis (DESIGN.md §3, §9).
     // A claim's expiry is given on Redis's clock, which expires it (the registry's offset).
     const clientIds = new ClientIdClaims(redis, keys, ownership.storeId, logger, () => gateway.redisNow());
-    await clientIds.start();
+    await during('reading the client_msg_id claims', () => clientIds.start());
     cleanup.unshift({ what: 'client id claims', run: () => Promise.resolve(clientIds.stop()) });
     stopAsked();
     const ingest = new Ingest({
@@ -168,7 +179,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       onAppended: (user, append, entry, record) => gateway.appended(user, append, entry, record),
     });
     let draining = false;
-    const app = await buildApp({
+    const app = await during('building the HTTP API', () => buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
       writeProblem: () => store.writeProblem, draining: () => draining,
       extend: async (root, producerScope) => {
@@ -180,7 +191,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
           channelRoutes(scope, gateway.channelStream, { maxMessageBytes: config.maxMessageBytes }, metrics);
         });
       },
-    }, logger);
+    }, logger));
     // Shutdown order (DESIGN.md §6): first stop accepting — new handshakes refused and
     // every socket closed 1001, waiting on nothing — then HTTP stops accepting (new
     // requests 503) and finishes what is in flight, then together the store lease is
@@ -197,6 +208,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
       },
     });
     stopAsked();
+    step = 'listening';
     try {
       await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
     } catch (err) {
@@ -209,6 +221,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // The lease: where other nodes read this store, from now until shutdown. Dropped
     // once HTTP has stopped, so readers stop waiting on this node at once.
     const advertised = config.advertiseUrl ?? defaultAdvertiseUrl(config.host, port);
+    step = 'taking the store lease';
     try {
       await checkAdvertisedUrl({
         url: advertised, storeId: ownership.storeId, authHeader: clusterSecret.header, logger, signal: opts.signal, alone: local !== undefined,
@@ -222,6 +235,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     // This node holds its store's lease and serves it from now on: its LAYOUT names this
     // build as the last that served it (README "Upgrades"). For the operator's eyes
     // only: a failed write is logged and does not stop the start.
+    step = 'recording this build in the store layout';
     await recordWriter(storeDir, layout).catch((err: unknown) => logger.warn({ err }, 'could not record this build as writtenBy in the store layout'));
     // A stop asked for during the lease write or the LAYOUT's (the last steps that wait): nothing
     // awaits after this, so the caller never gets a service it was asked to stop.
@@ -265,6 +279,9 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     };
   } catch (err) {
     await closeAll(logger, cleanup, redisBudgetMs);
+    // A Redis stall, past the start's wait for one (redis-start.ts) or in a later step.
+    const stalled = startStallFailure(err, step, shownRedis, config.redisCommandTimeoutMs);
+    if (stalled !== undefined) throw stalled;
     if (err instanceof StartupError) throw err;
     // A command Redis refuses for good (NOPERM, renamed away): said so, not "retry later".
     const refused = commandRefusal(err);
