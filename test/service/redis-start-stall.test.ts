@@ -38,10 +38,6 @@ test('a Redis that stalls later in the start (writes paused) ends it naming the 
   // Reads answer (the connect, the version check), the first write does not: the store's
   // claim, as Redis's own FAILOVER pauses writes (walk30 F1).
   await admin.call('CLIENT', 'PAUSE', '12000', 'WRITE');
-  // The start's shutdown waits on bounds whose timers do not hold the process open (the
-  // CLI's process is held by its own handles): held here until the start has ended.
-  const held = setInterval(() => undefined, 1000);
-  t.after(() => clearInterval(held));
   await assert.rejects(startInProcess(t, { redisUrl: redis.url, redisCommandTimeoutMs: '300' }), (err: Error) => {
     assert.equal(err.name, 'StartupError');
     assert.match(err.message, new RegExp(`^the start failed while claiming the store \\(Redis at ${redis.url.replace(/[.]/g, '\\.')} did not answer `
