@@ -126,6 +126,8 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
       throw stalled;
     }
     const reason = plainReason(raw);
+    // Reached, and its credentials refused (a wrong or missing password): not out of reach (walk30).
+    if (CREDENTIALS_REFUSED.test(raw)) throw unavailable(`Redis at ${redactUrl(opts.url)} refused the connection's credentials: ${reason}`, err);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
   } finally {
     loadingWatch?.();
@@ -220,6 +222,9 @@ function handleRestoreFailures(redis: Redis): void {
     };
   }
 }
+
+/** Redis's replies refusing a connection's credentials: a wrong password or user (WRONGPASS), none given where one is required (NOAUTH). */
+const CREDENTIALS_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
 
 /** The UNAVAILABLE errors made for a failed Redis call (see {@link isRedisFailure}). */
 const redisFailures = new WeakSet<PixiuError>();

@@ -59,7 +59,8 @@ test('a wrong password is a start-up error saying WRONGPASS, without the passwor
       PIXIU_REDIS_URL: url, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: API_TOKEN,
     });
     assert.equal(run.code, 1, url);
-    assert.match(run.stderr, /cannot reach Redis at .*\*\*\*.*: WRONGPASS/, url);
+    assert.match(run.stderr, /Redis at .*\*\*\*.* refused the connection's credentials: WRONGPASS/, url);
+    assert.doesNotMatch(run.stderr, /cannot reach/, 'Redis was reached');
     assert.ok(!run.stderr.includes(wrong) && !run.stdout.includes(wrong), `${url} printed its password:\n${run.stdout}${run.stderr}`);
   }
 });
