@@ -14,7 +14,7 @@ import type { Logger } from '../logger.js';
 import { OUTAGE_LOG_INTERVAL_MS, LogThrottle, thinnedFields } from '../log-throttle.js';
 import { refusalOf } from './command-refusal.js';
 import { sayLoadingWait } from './loading-wait.js';
-import { connectRefusalWords, isNotRedis, plainReason } from './plain-reasons.js';
+import { connectRefusalWords, isCredentialsRefusal, isNotRedis, plainReason } from './plain-reasons.js';
 import { PROBE_COMMAND } from './readiness-probe.js';
 import { redisStateReason } from './state-replies.js';
 import { redactUrl, redisTarget } from './url.js';
@@ -127,7 +127,7 @@ export async function createRedis(opts: RedisClientOptions): Promise<Redis> {
     }
     const reason = plainReason(raw);
     // Reached, and its credentials refused (a wrong or missing password): not out of reach (walk30).
-    if (CREDENTIALS_REFUSED.test(raw)) throw unavailable(`Redis at ${redactUrl(opts.url)} refused the connection's credentials: ${reason}`, err);
+    if (isCredentialsRefusal(raw)) throw unavailable(`Redis at ${redactUrl(opts.url)} refused the connection's credentials: ${reason}`, err);
     throw unavailable(`cannot reach Redis at ${redactUrl(opts.url)}: ${reason}${tlsHint(opts.url, reason)}`, err);
   } finally {
     loadingWatch?.();
@@ -222,9 +222,6 @@ function handleRestoreFailures(redis: Redis): void {
     };
   }
 }
-
-/** Redis's replies refusing a connection's credentials: a wrong password or user (WRONGPASS), none given where one is required (NOAUTH). */
-const CREDENTIALS_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
 
 /** The UNAVAILABLE errors made for a failed Redis call (see {@link isRedisFailure}). */
 const redisFailures = new WeakSet<PixiuError>();

@@ -67,6 +67,11 @@ export function plainReason(message: string): string {
   return message;
 }
 
+/** Whether a reply refuses a connection's credentials: a wrong password or user (WRONGPASS), none given where one is required (NOAUTH). */
+export function isCredentialsRefusal(message: string): boolean {
+  return /^(NOAUTH|WRONGPASS)\b/.test(message);
+}
+
 /**
  * What Redis's refusal of a command ioredis sends on its own when it (re)connects
  * (HELLO, AUTH, SELECT, CLIENT SETNAME) means, in plain words: the connection is never
