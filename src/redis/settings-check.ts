@@ -24,6 +24,7 @@ import { refusalOf, type Refusal } from './command-refusal.js';
 import { configValues } from './config-values.js';
 import { maxmemoryBytes, persistenceOf, warnEviction, warnPersistence, type Persistence } from './persistence-check.js';
 import { cutText } from '../text-cut.js';
+import { PASSING_STATE_CODES } from './state-replies.js';
 
 /** What the start-up check read; the settings watch's starting point (settings-watch.ts). */
 export interface SettingsAtStart {
@@ -66,15 +67,16 @@ export async function checkSettings(redis: Redis, url: string, logger: Logger, r
 export function settingsChecked(read: ReadonlyMap<string, string> | Error, url: string, logger: Logger, retryMs?: number): SettingsAtStart {
   if (read instanceof Error) {
     const refusal = refusalOf(read.message);
+    const said = cutText(read.message.split('\n')[0] ?? '', 200);
     if (refusal === undefined && mayPass(read)) {
       if (retryMs !== undefined) {
-        logger.warn({ redis: url, reason: read.message }, `could not read how Redis persists and evicts at start (${cutText(read.message.split('\n')[0] ?? '', 200)}): `
+        logger.warn({ redis: url, reason: read.message }, `could not read how Redis persists and evicts at start (${said}): `
           + `this node reads them again every ${retryMs / 1000} s and after each reconnect, and warns then if they are unsafe (DESIGN.md §4)`);
       }
       return { persistence: undefined, policy: undefined, retry: true };
     }
     const why = refusal !== undefined ? refusedWords(refusal)
-      : `this Redis answers CONFIG GET with an error (${cutText(read.message.split('\n')[0] ?? '', 200)})`;
+      : `this Redis answers CONFIG GET with an error (${said})`;
     warnSettingsUnread(logger, { redis: url, reason: read.message }, { persistence: true, eviction: true }, why);
     return { persistence: undefined, policy: undefined };
   }
@@ -101,7 +103,7 @@ export function settingsChecked(read: ReadonlyMap<string, string> | Error, url: 
  * Redis's error replies that pass by themselves (their RESP error codes): still loading
  * its data, busy with a script, a replica that lost its primary, a key's slot moving.
  */
-const PASSING_REPLIES = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)\b/;
+const PASSING_REPLIES = new RegExp(`^(${PASSING_STATE_CODES.join('|')})\\b`);
 
 /**
  * Whether a failed `CONFIG GET` may pass if read again: no reply at all (a timeout, a

@@ -65,6 +65,12 @@ const STATE_REPLIES: Readonly<Record<string, string | ((message: string) => stri
 const STATE_CODE = new RegExp(`^(${Object.keys(STATE_REPLIES).join('|')})\\b`);
 
 /**
+ * The state replies that pass by themselves (Redis loading, a script past its limit, a
+ * replica without its primary, a slot moving): a command refused so may be sent again.
+ */
+export const PASSING_STATE_CODES = ['LOADING', 'BUSY', 'MASTERDOWN', 'TRYAGAIN'] as const satisfies readonly (keyof typeof STATE_REPLIES)[];
+
+/**
  * The plain words for the state reply `err` is, or that a refused MULTI's
  * `previousErrors` hold, or that its `cause` is (the catalogue error a Redis call was
  * answered with: client.ts `toRedisError`) — e.g. `Redis refuses writes: it is out of
