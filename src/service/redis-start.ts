@@ -72,7 +72,8 @@ export async function startRedis(
     stopAsked();
   }
   // The command connection, then the renewals' own (StartedRedis `renewals`).
-  const stall = stallWaiter(start, redactUrl(redisUrl));
+  const shownUrl = redactUrl(redisUrl);
+  const stall = stallWaiter(start, shownUrl);
   const redis = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs));
   // A renewal's commands may take a renewal period, not the command timeout: a reply
   // read late (the event loop held by a flood of requests, a slow link) still confirms
@@ -81,12 +82,12 @@ export async function startRedis(
   // renewal of a node held ~2 s at a time failed and its writes were fenced
   // (slowclient F6: one client pipelining GET /healthz on 20 connections).
   const renewals = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS)));
-  await stall(() => requireRedisVersion(redis, redactUrl(redisUrl)));
+  await stall(() => requireRedisVersion(redis, shownUrl));
   if (local === undefined) {
-    const settings = await checkSettings(redis, redactUrl(redisUrl), logger, SETTINGS_WATCH_MS);
+    const settings = await checkSettings(redis, shownUrl, logger, SETTINGS_WATCH_MS);
     // Read again while the node runs: a change at runtime is warned about too, and a
     // start-up read that failed for a moment is made again (settings-watch.ts).
-    const watch = new RedisSettingsWatch(redis, redactUrl(redisUrl), logger, settings);
+    const watch = new RedisSettingsWatch(redis, shownUrl, logger, settings);
     watch.start();
     cleanup.unshift({ what: 'redis settings watch', run: () => Promise.resolve(watch.stop()) });
   }
