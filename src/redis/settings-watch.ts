@@ -59,10 +59,15 @@ export class RedisSettingsWatch {
     this.#logger = logger;
     this.#fields = { redis: url };
     this.#intervalMs = intervalMs;
-    this.#persistence = start.persistence;
-    this.#policy = start.policy;
-    this.#maxmemory = start.maxmemory;
+    this.#adopt(start);
     this.#checkPending = start.retry === true;
+  }
+
+  /** Watches from now on what the start-up check (or its repeat) read. */
+  #adopt(read: SettingsAtStart): void {
+    this.#persistence = read.persistence;
+    this.#policy = read.policy;
+    this.#maxmemory = read.maxmemory;
   }
 
   /** Reads the settings every interval and after each reconnect, until {@link stop}; nothing when neither is watched (nor still to be checked). */
@@ -110,9 +115,7 @@ export class RedisSettingsWatch {
     const start = await checkSettings(this.#redis, this.#fields.redis, this.#logger);
     if (start.retry === true) return;
     this.#checkPending = false;
-    this.#persistence = start.persistence;
-    this.#policy = start.policy;
-    this.#maxmemory = start.maxmemory;
+    this.#adopt(start);
     if (this.#persistence === undefined && this.#policy === undefined) this.stop();
   }
 
