@@ -108,9 +108,13 @@ export async function checkPrefixUsed(redis: Redis, prefix: string): Promise<voi
   const replication = await redis.info('replication').catch((err: unknown) => err as Error);
   // Refused (an ACL user without +info): the replica check cannot be made, and the
   // prefix line would send the operator the wrong way on a replica (walk29 F7).
-  const refused = typeof replication === 'string' ? undefined : refusalOf(replication.message);
-  if (refused !== undefined) throw new StartupError(`no Pixiu cluster secret under the key prefix ${JSON.stringify(prefix)}, and whether this Redis is a replica not synced yet cannot be told: ${refused.words}`);
-  const syncing = replicaNotSynced(typeof replication === 'string' ? replication : '');
+  let info = '';
+  if (typeof replication === 'string') info = replication;
+  else {
+    const refused = refusalOf(replication.message);
+    if (refused !== undefined) throw new StartupError(`no Pixiu cluster secret under the key prefix ${JSON.stringify(prefix)}, and whether this Redis is a replica not synced yet cannot be told: ${refused.words}`);
+  }
+  const syncing = replicaNotSynced(info);
   if (syncing !== undefined) throw new StartupError(syncing);
   throw new StartupError(`no Pixiu service has used the key prefix ${JSON.stringify(prefix)} on this Redis `
     + '(no cluster secret under it): is PIXIU_REDIS_PREFIX / --redis-prefix the service\'s? (default "px:")');
