@@ -8,22 +8,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess } from '../harness/pixiu-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
+import { waitUntil } from '../harness/checks.js';
 
 /** Resolves once `port` on 127.0.0.1 takes a TCP connection (Redis listens before it loads). */
 async function listening(port: number): Promise<void> {
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
-      socket.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await delay(20);
-  }
+  await waitUntil(`127.0.0.1:${port} takes a connection`, () => new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
+    socket.on('error', () => resolve(false));
+  }), 10_000, 20);
 }
 
 test('a start on a Redis loading its data logs one line saying it waits, with the progress', { timeout: 60_000 }, async (t) => {
