@@ -23,7 +23,7 @@ import { INGEST_BODIES_IN_PROGRESS, InProgressBudget, takeBatchBytes } from './i
 import { RequestAbandoned } from '../../ingest/abandoned.js';
 import { clientGoneOf, dropAbandoned } from '../abandoned-requests.js';
 import { hasClientMsgId, withRetryAdvice } from '../retry-advice.js';
-import { acceptedFields, debugOn, messageFields, noteStored, requestFields } from '../request-log.js';
+import { acceptedFields, debugOn, messageFields, noteStored, requestFields, type RequestFields } from '../request-log.js';
 
 const validateItem = bodySchemaValidator(messageBody);
 
@@ -209,6 +209,9 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       let abandoned = 0;
       // A line per item done, at debug only (the hot path: bench/ingest.ts).
       const debug = debugOn(req.log);
+      // The request's own fields, for every item line that names it: made once, when first needed.
+      let fields: RequestFields | undefined;
+      const named = (): RequestFields => (fields ??= requestFields(req));
       const results = checked.map((c, i) => {
         const outcome = c instanceof PixiuError ? undefined : sent.get(i);
         if (outcome?.status === 'fulfilled') {
@@ -232,11 +235,11 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
         }
         // Refused for the client's doing: at debug, as a whole request's `request rejected`
         // (error-handler.ts `logRejected`), a 409 naming the first message (walk29 F1).
-        if (debug && e.status < 500) req.log.debug({ code: e.code, reason: e.message, ...requestFields(req), item: i, ...messageFields(c, storedIds[i]) }, 'batch item rejected');
+        if (debug && e.status < 500) req.log.debug({ code: e.code, reason: e.message, ...named(), item: i, ...messageFields(c, storedIds[i]) }, 'batch item rejected');
         // The batch answers 200, so the error handler never sees these: counted here.
         if (isRedisFailure(e)) metrics.redisErrors.inc({ kind: 'request' });
         else if (e.status >= 500 && e.code !== 'UNAVAILABLE') {
-          req.log.error({ err: e.cause ?? e, ...requestFields(req), item: i, ...messageFields(c, storedIds[i]) }, 'batch item failed');
+          req.log.error({ err: e.cause ?? e, ...named(), item: i, ...messageFields(c, storedIds[i]) }, 'batch item failed');
         }
         count(e.code);
         // Logged and counted in Redis's words above; answered with what may have been done.
@@ -250,7 +253,7 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
       const left = first === undefined ? undefined : batchOutages.take();
       if (first !== undefined && left !== undefined) {
         // Named by the first such item's client_msg_id and stored message, as a message's 503 is (request-log.ts).
-        req.log.warn({ ...outageFields(first.e), ...requestFields(req), item: first.item, ...first.fields, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
+        req.log.warn({ ...outageFields(first.e), ...named(), item: first.item, ...first.fields, items: unavailable.items, ...thinnedFields(left) }, 'batch items unavailable');
       }
       // Every batch answered 200 is timed, whatever its items' outcomes; one refused whole is not.
       metrics.observeIngest('batch', started);
