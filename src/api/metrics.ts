@@ -203,12 +203,13 @@ export class Metrics {
   #pendingRemovals: () => number = () => 0;
 
   /**
-   * Presence entries of connections closed while Redis failed, still to remove
+   * Presence entries of connections closed while Redis failed, and of handshakes whose
+   * presence add was not answered (src/cluster/presence.ts `add`), still to remove
    * (src/cluster/presence-removals.ts): non-zero only during and just after an outage.
    */
   readonly presenceRemovalsPending: Gauge = new Gauge({
     name: 'pixiu_presence_removals_pending',
-    help: 'Presence entries of closed connections whose removal failed (Redis unavailable) and waits for a retry',
+    help: 'Presence entries of closed connections, or of handshakes whose presence add was not answered, whose removal failed (Redis unavailable) and waits for a retry',
     registers: [this.registry],
     collect: (): void => this.presenceRemovalsPending.set(this.#pendingRemovals()),
   });

@@ -7,6 +7,8 @@
  * registered, and entries of this node naming a connection it does not hold (stale:
  * Redis came back with older data, presence-held.ts). Connections a DELETE closed are
  * marked in a second hash (`closed`), and never written back ({@link Presence.closeConns}).
+ * What each add replaced is recorded in a third (`replaced`), for an add whose reply
+ * was lost to be settled once Redis answers ({@link Presence.add}).
  *
  * Entry value: `<expiresAtMs>|<node>|<device>|<sinceMs>` (the append script reads the
  * first two fields to name the nodes to notify).
@@ -98,10 +100,28 @@ export interface PresenceOptions {
    * entries of live nodes as expired.
    */
   readonly now?: () => number;
+  /**
+   * Called with the connections an add replaced whose reply did not reach this node
+   * (its handshake was answered 503), once Redis answered the settling of it
+   * ({@link Presence.add}): they are to be closed 4002, as on the add's reply. Perhaps
+   * again for the same ones, when a settling's own reply was lost. Default: nothing.
+   */
+  readonly onUnansweredReplaced?: (user: string, replaced: readonly ReplacedEntry[]) => void;
 }
 
 function entryValue(expiresAt: number, node: string, device: string, since: number): string {
   return `${expiresAt}|${node}|${device}|${since}`;
+}
+
+/** The `conn, entry, conn, entry, …` pairs of a script's reply from index `from`, as {@link ReplacedEntry}s. */
+function replacedEntries(reply: readonly (number | string)[], from: number): ReplacedEntry[] {
+  const replaced: ReplacedEntry[] = [];
+  for (let i = from; i + 1 < reply.length; i += 2) {
+    const value = String(reply[i + 1]);
+    // Each entry read as `<expiresAt>|<node>|<device>|…`.
+    replaced.push({ conn: String(reply[i]), node: value.split('|')[1] ?? '', value });
+  }
+  return replaced;
 }
 
 function parseEntry(conn: string, value: string): PresenceEntry | undefined {
@@ -122,6 +142,8 @@ export class Presence {
   readonly #keys: Keys;
   readonly #opts: PresenceOptions;
   readonly #removals: PendingRemovals;
+  /** Adds whose reply did not come, to settle once Redis answers: their entries go as removals do, and what they replaced is kicked. */
+  readonly #unsettled: PendingRemovals;
   /** The connections of this node: entries naming this node and none of these are stale. */
   readonly #held = new HeldConns();
 
@@ -130,6 +152,7 @@ export class Presence {
     this.#keys = keys;
     this.#opts = opts;
     this.#removals = new PendingRemovals((user, conns) => this.removeConns(user, conns), REMOVAL_RETRY_MS);
+    this.#unsettled = new PendingRemovals((user, conns) => this.#settle(user, conns), REMOVAL_RETRY_MS);
     loadScripts(redis, Object.values(PRESENCE_SCRIPTS));
   }
 
@@ -137,19 +160,24 @@ export class Presence {
     return this.#opts.now?.() ?? Date.now();
   }
 
-  /** Removals of closed connections' entries that failed and wait for a retry (presence-removals.ts). */
+  /**
+   * Removals of entries waiting for a retry (presence-removals.ts): of closed
+   * connections, whose removal failed, and of handshakes whose add's reply was lost,
+   * not settled yet ({@link add}).
+   */
   get pendingRemovals(): number {
-    return this.#removals.size;
+    return this.#removals.size + this.#unsettled.size;
   }
 
-  /** Tries the pending removals now (Redis is back). Never rejects. */
-  retryRemovals(): Promise<void> {
-    return this.#removals.retryAll();
+  /** Tries the pending removals and settlings now (Redis is back). Never rejects. */
+  async retryRemovals(): Promise<void> {
+    await Promise.all([this.#removals.retryAll(), this.#unsettled.retryAll()]);
   }
 
-  /** Stops retrying removals (shutdown). */
+  /** Stops retrying removals and settlings (shutdown). */
   stop(): void {
     this.#removals.stop();
+    this.#unsettled.stop();
   }
 
   /**
@@ -158,6 +186,17 @@ export class Presence {
    * again replaces its old connection). Only live entries count: expired ones, those
    * of nodes no longer registered and this node's stale ones do not. From here until
    * {@link remove}, `conn` is one this node holds.
+   *
+   * When it rejects, Redis may still have run the add (its reply came past the command
+   * timeout, or the link was lost): the entry would be an orphan, and the connections it
+   * replaced would stay open, told by no one, until their own refresh found their place
+   * taken (up to PIXIU_HEARTBEAT), beside the device's next connection. So the add is
+   * settled (`presence-settle-1.lua`), at once and then every second while Redis fails
+   * (presence-removals.ts), until the entry would have expired: its entry deleted, and
+   * the connections it replaced, as `presence-add-2.lua` recorded them, handed to
+   * {@link PresenceOptions.onUnansweredReplaced}. An add that never ran leaves nothing
+   * to settle. (docs/decisions.md, "A presence add whose reply is lost".)
+   * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later)
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
     // Held before its entry is written: a refresh or a read that sees the entry must
@@ -169,6 +208,11 @@ export class Presence {
       return added;
     } catch (err) {
       this.#held.release(user, conn);
+      // Its expiry is at most one lifetime from now (entryValue in #add), by Redis's
+      // clock; the retries stop then (by this node's), when the entry is gone anyway.
+      this.#unsettled.add(user, conn, Date.now() + this.#opts.ttlMs);
+      // Sent now, on this connection: Redis runs it after the add, if it runs the add.
+      void this.#unsettled.retryUser(user);
       throw err;
     }
   }
@@ -180,19 +224,29 @@ export class Presence {
     // add script below (one connection answers in order), and a Redis that does not
     // answer costs one command timeout, not two.
     void this.#removals.retryUser(user);
+    // An earlier add of the user's whose reply was lost: settled first, so that what it
+    // replaced is kicked and its entry frees its slot (a device retrying after a 503).
+    void this.#unsettled.retryUser(user);
     let reply = await this.#add(user, conn, device, since);
     // The script prunes only expired entries: it cannot see the node registry (another
     // slot). Entries of a node that died count until they expire, so a refusal checks
     // the registry once: when that prunes anything, the user may have room after all.
     if (reply[0] !== 1 && (await this.#prune(user)).pruned > 0) reply = await this.#add(user, conn, device, since);
     if (reply[0] !== 1) return { admitted: false, replaced: [] };
-    const replaced: ReplacedEntry[] = [];
-    for (let i = 1; i + 1 < reply.length; i += 2) {
-      const value = String(reply[i + 1]);
-      // The script read `<expiresAt>|<node>|<device>|…` from each one it replaced.
-      replaced.push({ conn: String(reply[i]), node: value.split('|')[1] ?? '', value });
-    }
-    return { admitted: true, replaced };
+    return { admitted: true, replaced: replacedEntries(reply, 1) };
+  }
+
+  /**
+   * Settles the adds of `conns` whose reply was lost (`presence-settle-1.lua`): deletes
+   * their entries and hands what they replaced to {@link PresenceOptions.onUnansweredReplaced}.
+   * @throws PixiuError UNAVAILABLE when Redis fails (they stay to settle)
+   */
+  async #settle(user: string, conns: readonly string[]): Promise<void> {
+    const keys = this.#keys.user(user);
+    const reply = await redisCall(() => evalScript<string[]>(this.#redis, PRESENCE_SCRIPTS.settle, [keys.conns, keys.replaced], [
+      String(this.#now()), ...conns]));
+    const replaced = replacedEntries(reply, 0);
+    if (replaced.length > 0) this.#opts.onUnansweredReplaced?.(user, replaced);
   }
 
   /**
@@ -211,10 +265,11 @@ export class Presence {
     return reply === 1;
   }
 
-  /** Runs `presence-add-1.lua` for a new connection of this node. */
+  /** Runs `presence-add-2.lua` for a new connection of this node. */
   #add(user: string, conn: string, device: string, since: number): Promise<(number | string)[]> {
     const now = this.#now();
-    return redisCall(() => evalScript<(number | string)[]>(this.#redis, PRESENCE_SCRIPTS.add, [this.#keys.conns(user)], [
+    const keys = this.#keys.user(user);
+    return redisCall(() => evalScript<(number | string)[]>(this.#redis, PRESENCE_SCRIPTS.add, [keys.conns, keys.replaced], [
       conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
       String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)]));
   }

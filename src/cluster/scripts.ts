@@ -5,8 +5,10 @@ import type { ScriptSpec } from '../redis/scripts.js';
 
 /** The presence scripts; each file's header documents its KEYS, ARGV and reply. */
 export const PRESENCE_SCRIPTS = {
-  /** KEYS conns; ARGV conn, entry, device, nowMs, limit, ttlMs. Replies 1 and the replaced conns and their entries, or 0 (over the limit). */
-  add: { file: new URL('./lua/presence-add-1.lua', import.meta.url), numberOfKeys: 1 },
+  /** KEYS conns, replaced; ARGV conn, entry, device, nowMs, limit, ttlMs. Replies 1 and the replaced conns and their entries (recorded in replaced), or 0 (over the limit). */
+  add: { file: new URL('./lua/presence-add-2.lua', import.meta.url), numberOfKeys: 2 },
+  /** KEYS conns, replaced; ARGV nowMs, the conns of adds whose reply was lost. Replies the conns those adds replaced and their entries. */
+  settle: { file: new URL('./lua/presence-settle-1.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS conns, closed; ARGV conn, entry, ttlMs, nowMs, limit, node, the user's conns this node holds… Replies 1 kept, 0 re-added, -1 replaced, -2 over the limit, or [code, reason] closed by a DELETE. */
   refresh: { file: new URL('./lua/presence-refresh-4.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS conns, closed; ARGV untilMs, nowMs, code, reason, the conns. Replies how many entries were deleted. */

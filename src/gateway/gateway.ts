@@ -45,6 +45,7 @@ import { refreshOnHeartbeat } from './presence-heartbeat.js';
 import { presenceRoutes } from './presence-routes.js';
 import { wakeOtherNodes } from './rotation-wake.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
+import { REPLACED_REASON } from './abandoned-handshakes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
@@ -127,6 +128,11 @@ export class Gateway implements GatewayDeps {
       liveNodes: (nodes) => this.#registry.liveAmong(nodes),
       // Entries expire by Redis's clock, as registrations do: one clock for every node.
       now: () => this.#registry.now(),
+      // A handshake answered 503 whose add Redis ran anyway: what it replaced is told now.
+      onUnansweredReplaced: (user, replaced) => {
+        logger.info({ user, conns: replaced.map((r) => r.conn) }, 'closing connections a handshake answered 503 replaced (its presence add ran, its reply was lost)');
+        for (const old of replaced) this.#kicks.connection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
+      },
     });
     metrics.readPresenceRemovals(() => this.presence.pendingRemovals);
     this.hub = new Hub({

@@ -81,9 +81,19 @@ export class UserKeys {
     return `${this.#tag}:closed`;
   }
 
+  /**
+   * Hash: conn id of a new connection → `["<untilMs>", conn, entry, …]` (JSON), the
+   * connections its presence add replaced, until its entry's expiry (Redis's clock):
+   * what its node kicks should the add's reply not reach it
+   * (src/cluster/lua/presence-add-2.lua, presence-settle-1.lua; used by presence).
+   */
+  get replaced(): string {
+    return `${this.#tag}:replaced`;
+  }
+
   /** Every key, by role. */
-  toJSON(): Record<'inbox' | 'meta' | 'acks' | 'ids' | 'conns' | 'closed', string> {
-    return { inbox: this.inbox, meta: this.meta, acks: this.acks, ids: this.ids, conns: this.conns, closed: this.closed };
+  toJSON(): Record<'inbox' | 'meta' | 'acks' | 'ids' | 'conns' | 'closed' | 'replaced', string> {
+    return { inbox: this.inbox, meta: this.meta, acks: this.acks, ids: this.ids, conns: this.conns, closed: this.closed, replaced: this.replaced };
   }
 }
 
@@ -142,6 +152,11 @@ export class Keys {
   /** `<prefix>{uid}:closed`, connections a DELETE closed. @throws PixiuError INVALID_REQUEST for a bad uid */
   closed(uid: string): string {
     return this.user(uid).closed;
+  }
+
+  /** `<prefix>{uid}:replaced`, what each presence add replaced. @throws PixiuError INVALID_REQUEST for a bad uid */
+  replaced(uid: string): string {
+    return this.user(uid).replaced;
   }
 
   /**

@@ -54,7 +54,7 @@ test('POST /v1/messages to one user answers 201 with the id and the seq, and the
 test('each recipient keeps its inbox keys until a day after the content it was sent expires', async () => {
   const keys = new Keys('px:');
   const expiry = async (user: string): Promise<number[]> =>
-    Promise.all(Object.values(keys.user(user).toJSON()).filter((key) => !key.endsWith(':conns') && !key.endsWith(':closed')).map((key) => redisClient.pexpiretime(key)));
+    Promise.all(Object.values(keys.user(user).toJSON()).filter((key) => !/:(conns|closed|replaced)$/.test(key)).map((key) => redisClient.pexpiretime(key)));
   const expiresAt = async (id: string): Promise<number> => ((await client.get(`/v1/messages/${id}`)).body as { expires_at: number }).expires_at;
 
   const one = await send({ to: 'kept-a', type: 't', data: 1, ttl: 3600 });

@@ -289,7 +289,7 @@ async function abandonedWithInjection(
 
 test('a client that leaves while its handshake writes presence, with a newer handshake of the device admitted meanwhile: the replaced connection is closed 4002 at once', async (t) => {
   const { old, user, before, logFrom, conn } = await abandonedWithInjection(t, 'gone-newer-admitted', 'rst', (newer, user, device) => {
-    // The entry a newer handshake of the device admitted on another node writes (presence-add-1.lua).
+    // The entry a newer handshake of the device admitted on another node writes (presence-add-2.lua).
     const now = Date.now();
     return newer.hset(keys.conns(user), 'newer-handshake', `${now + 60_000}|another-node|${device}|${now}`);
   });

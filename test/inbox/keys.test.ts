@@ -20,10 +20,11 @@ test('a user\'s keys are <prefix>{uid}:<role> and share the uid as their hash ta
     ids: 'px:{alice}:ids',
     conns: 'px:{alice}:conns',
     closed: 'px:{alice}:closed',
+    replaced: 'px:{alice}:replaced',
   });
   const all = keys.user('u:42/x').toJSON();
   for (const key of Object.values(all)) assert.equal(hashTag(key), 'u:42/x', key);
-  assert.deepEqual([keys.inbox('a'), keys.meta('a'), keys.acks('a'), keys.ids('a'), keys.conns('a'), keys.closed('a')], Object.values(keys.user('a').toJSON()));
+  assert.deepEqual([keys.inbox('a'), keys.meta('a'), keys.acks('a'), keys.ids('a'), keys.conns('a'), keys.closed('a'), keys.replaced('a')], Object.values(keys.user('a').toJSON()));
   assert.equal(new Keys('t1:').inbox('bob'), 't1:{bob}:inbox');
 });
 

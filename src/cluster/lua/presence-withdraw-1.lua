@@ -1,9 +1,9 @@
 #!lua
 --[[
 presence-withdraw-1: take back a new connection's entry that replaced the same
-device's older connections (presence-add-1), and write those back, because the new
+device's older connections (presence-add-2), and write those back, because the new
 connection's client turned out to have left before the replacement took effect
-(src/gateway/abandoned-handshakes.ts: its FIN or RST came while presence-add-1 ran). The older
+(src/gateway/abandoned-handshakes.ts: its FIN or RST came while presence-add-2 ran). The older
 connections were not closed; with their entries back, notifies reach their nodes again
 and presence lists them, as if the handshake had never come (DESIGN.md §4 `conns`, §6).
 
@@ -13,13 +13,13 @@ Steps
      device was admitted meanwhile: it is the device's connection now, and the older
      ones are not written back. Return 0 (the caller closes them 4002, as that newer
      handshake would have had they still been listed).
-  3. Else write back each older entry (ARGV[5..], conn and value as presence-add-1
+  3. Else write back each older entry (ARGV[5..], conn and value as presence-add-2
      returned them) that has not expired, and make sure the hash lives at least as
      long as an entry (ARGV[4]; the delete in step 1 may have removed the hash).
      Return 1. (Nothing else wrote those entries meanwhile: a refresh of an older
      connection while the new entry was there answered `replaced`, writing nothing.)
   The per-user limit is not checked in step 3: those connections held their places
-  until presence-add-1 removed them, one round trip ago.
+  until presence-add-2 removed them, one round trip ago.
 
 Flags (the #!lua line, Redis 7 script flags)
   none: it grows Redis (HSET), so it is refused whole, before it runs, while Redis is
@@ -34,7 +34,7 @@ ARGV
   2. its device
   3. now, ms since the Unix epoch
   4. an entry's lifetime, ms (for the hash's own expiry)
-  5.. pairs: conn id of an older connection, its entry value as presence-add-1 returned it
+  5.. pairs: conn id of an older connection, its entry value as presence-add-2 returned it
 
 Returns
   1: the older entries were written back (those not expired); 0: a newer entry of the
