@@ -14,7 +14,7 @@ import { PixiuError } from '../../src/errors.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { whenConnected, waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
+import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
 const files = cleanupList();
@@ -32,7 +32,7 @@ before(async () => {
 after(() => files.run());
 
 /** A client of its own with a short command timeout, as a node's. */
-async function nodeClient(t: { after(fn: () => unknown): void }): Promise<Redis> {
+async function nodeClient(t: CleanupContext): Promise<Redis> {
   const client = await createRedis({ url: server.url, commandTimeoutMs: 300, name: 'pixiu:node' });
   t.after(() => client.disconnect());
   return client;

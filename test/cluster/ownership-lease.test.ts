@@ -26,7 +26,7 @@ import { RETIRED_STORE } from '../../src/cluster/store-directory.js';
 import { LEASE_TTL_MS, StoreOwnership } from '../../src/cluster/store-ownership.js';
 import { BOOT_ID } from '../../src/cluster/lease-watch.js';
 import { flushPrefix, openInbox, waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
+import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
 const files = cleanupList();
@@ -43,7 +43,7 @@ before(async () => {
 after(() => files.run());
 
 /** Claims on a key prefix of their own, and a new store folder removed when the test ends. */
-async function fresh(t: { after(fn: () => unknown): void }): Promise<{ claims: PartitionClaims; keys: Keys; dir: string }> {
+async function fresh(t: CleanupContext): Promise<{ claims: PartitionClaims; keys: Keys; dir: string }> {
   const keys = new Keys(`own${nextPrefix++}:`);
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-own-'));
   t.after(() => rm(root, { recursive: true, force: true }));

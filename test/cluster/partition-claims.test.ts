@@ -26,6 +26,7 @@ import { listeningNodes } from '../../src/cluster/bus.js';
 import { MessageStore } from '../../src/store/message-store.js';
 import { checkLayout, pinPartitionBase, type IdentifiedLayout } from '../../src/store/layout.js';
 import { MsgKind, decodeMsgId } from '../../src/ids/msg-id.js';
+import type { CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { decoded, flushPrefix, waitUntil } from '../harness/checks.js';
@@ -53,7 +54,7 @@ function freshClaims(): { claims: PartitionClaims; keys: Keys } {
 }
 
 /** A temp store folder, removed when the test ends. */
-async function storeDir(t: { after(fn: () => unknown): void }): Promise<string> {
+async function storeDir(t: CleanupContext): Promise<string> {
   const root = await mkdtemp(path.join(os.tmpdir(), 'pixiu-claims-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   return path.join(root, 'xiu');

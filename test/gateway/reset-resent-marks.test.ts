@@ -15,7 +15,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RedisServer } from '../harness/redis-server.js';
-import { cleanupList } from '../harness/pixiu-server.js';
+import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import type { Frame, TestClient } from '../harness/ws-client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { expectFrame, expectMsgs, expectWelcome, postMany, postOne, startDelivery } from './delivery-fixture.js';
@@ -34,7 +34,7 @@ async function msgsThrough(client: TestClient, lastSeq: number): Promise<string[
 const marked = (ids: readonly string[], mark: string): string[] => ids.map((id, i) => `${i + 1} ${id}${mark}`);
 
 /** A service with its own redis-server (its defaults otherwise) and `user`'s device x connected with last_seq 0 and sent msg 1..3, unacked. */
-async function xSentThree(t: { after: (fn: () => Promise<void>) => void }, prefix: string, user: string) {
+async function xSentThree(t: CleanupContext, prefix: string, user: string) {
   const steps = cleanupList();
   t.after(() => steps.run());
   const own = await RedisServer.start();

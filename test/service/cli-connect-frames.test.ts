@@ -18,7 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import path from 'node:path';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { runCli, tempDataDir } from '../harness/pixiu-server.js';
+import { runCli, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { spawnCli } from '../harness/cli-process.js';
 
@@ -40,7 +40,7 @@ interface Seen {
  * connection and then does `then` with it (nothing: the client closes); a plain request
  * is answered by `answer`, else 503.
  */
-async function scripted(t: { after(fn: () => unknown): void }, frames: readonly object[], opts: {
+async function scripted(t: CleanupContext, frames: readonly object[], opts: {
   then?: (ws: WebSocket) => void;
   prefix?: string;
   answer?: (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
@@ -213,7 +213,7 @@ test('pixiu connect --token-file drops a leading "bearer " in any case, and a fi
 });
 
 /** A stand-in for Pixiu's refusals: answers every request `status` with `body` as its JSON error body (docs/api.md, "Errors"), and closes. */
-async function refusing(t: { after(fn: () => unknown): void }, status: string, body: string): Promise<string> {
+async function refusing(t: CleanupContext, status: string, body: string): Promise<string> {
   const web = createServer((socket) => {
     socket.on('error', () => undefined);
     socket.once('data', () => socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`));

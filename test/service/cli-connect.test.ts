@@ -17,7 +17,7 @@ import { REPEATED_SIGNAL_MS } from '../../src/cli/stop-signals.js';
 import type { AddressInfo } from 'node:net';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { cleanupList, runCli, runEach, startInProcessAlone, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, runEach, startInProcessAlone, tempDataDir, type CleanupContext, type InProcessServer } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 import type { RedisServer } from '../harness/redis-server.js';
 
@@ -248,7 +248,7 @@ interface HeldSocket {
  * (`held`), and answers every other request 503.
  * @param then instead of that, what it does with the connection after the frames
  */
-async function unanswering(t: { after(fn: () => unknown): void }, frames: readonly object[], then?: (ws: WebSocket) => void): Promise<{ url: string; held: HeldSocket[] }> {
+async function unanswering(t: CleanupContext, frames: readonly object[], then?: (ws: WebSocket) => void): Promise<{ url: string; held: HeldSocket[] }> {
   const held: HeldSocket[] = [];
   const web = http.createServer((_req, res) => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":"UNAVAILABLE"}}'));
   const wss = new WebSocketServer({ server: web, path: '/v1/connect' });

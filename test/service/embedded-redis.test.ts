@@ -296,7 +296,7 @@ test('a redis-server started by hand on the data dir while the embedded one is d
  * Starts a redis-server on `dataDir` as the embedded one runs (its socket, pid file and
  * AOF), not through startLocalRedis; resolves once it answers and has written its pid.
  */
-async function startByHand(t: { after(fn: () => unknown): void }, dataDir: string, pidFile: string): Promise<ChildProcess> {
+async function startByHand(t: CleanupContext, dataDir: string, pidFile: string): Promise<ChildProcess> {
   const sock = localRedisSocket(dataDir);
   await mkdir(path.dirname(pidFile), { recursive: true });
   const server = spawnTied('redis-server', [REDIS_CONF_PATH, '--dir', path.dirname(pidFile), '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });

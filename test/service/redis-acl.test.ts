@@ -13,7 +13,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
 import { startService, type Service } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
+import { cleanupList, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 
 let server: RedisServer;
@@ -30,20 +30,20 @@ before(async () => {
 after(() => files.run());
 
 /** Makes ACL user `user` with `rules` (deleted after the test) and answers its URL. */
-async function aclUser(t: { after: (fn: () => unknown) => void }, user: string, rules: string[]): Promise<string> {
+async function aclUser(t: CleanupContext, user: string, rules: string[]): Promise<string> {
   await admin.call('ACL', 'SETUSER', user, 'reset', 'on', `>${user}-password`, ...rules);
   t.after(() => admin.call('ACL', 'DELUSER', user));
   return server.url.replace('redis://', `redis://${user}:${user}-password@`);
 }
 
 /** Starts a service on `url` under `prefix`; answers the service, or its start's error. */
-async function startOn(t: { after: (fn: () => unknown) => void }, url: string, prefix: string, settle?: string): Promise<Service | Error> {
+async function startOn(t: CleanupContext, url: string, prefix: string, settle?: string): Promise<Service | Error> {
   const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: prefix, storeDurability: 'relaxed', ...(settle !== undefined ? { claimsSettleMs: settle } : {}) });
   return startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
 }
 
 /** Starts a service as ACL user `user` with `rules`; answers the service's error, or undefined once it started (and closed). */
-async function startAs(t: { after: (fn: () => unknown) => void }, user: string, rules: string[], prefix: string): Promise<Error | undefined> {
+async function startAs(t: CleanupContext, user: string, rules: string[], prefix: string): Promise<Error | undefined> {
   const started = await startOn(t, await aclUser(t, user, rules), prefix);
   if (started instanceof Error) return started;
   await started.close();

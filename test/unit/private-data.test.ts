@@ -9,9 +9,10 @@ import { chmod, mkdir, mkdtemp, realpath, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { foldersOpenToOthers } from '../../src/files/private-data.js';
+import type { CleanupContext } from '../harness/pixiu-server.js';
 
 /** A temp folder, mode 0755, holding `data/` with `redis/`, `xiu/` and `secrets/` at the modes given. */
-async function dataDir(t: { after(fn: () => unknown): void }, modes: { data: number; redis: number; xiu: number; secrets: number }): Promise<string> {
+async function dataDir(t: CleanupContext, modes: { data: number; redis: number; xiu: number; secrets: number }): Promise<string> {
   const root = await realpath(await mkdtemp(path.join(os.tmpdir(), 'pixiu-private-')));
   t.after(() => rm(root, { recursive: true, force: true }));
   await chmod(root, 0o755);
