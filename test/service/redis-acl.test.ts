@@ -9,12 +9,12 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { loadConfig } from '../../src/config/config.js';
+import type { ConfigOverrides } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
-import { startService, type Service } from '../../src/service/service.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { cleanupList, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
+import { cleanupList, startInProcess, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { startRefusal } from '../harness/start-refusal.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -36,18 +36,17 @@ async function aclUser(t: CleanupContext, user: string, rules: string[]): Promis
   return server.url.replace('redis://', `redis://${user}:${user}-password@`);
 }
 
-/** Starts a service on `url` under `prefix`; answers the service, or its start's error. */
-async function startOn(t: CleanupContext, url: string, prefix: string, settle?: string): Promise<Service | Error> {
-  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: prefix, storeDurability: 'relaxed', ...(settle !== undefined ? { claimsSettleMs: settle } : {}) });
-  return startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
+/**
+ * The settings of a node on `url` under `prefix`; the claims' settle wait is its default
+ * (on: `claimsSettleMs` undefined) unless `settle` is given.
+ */
+function settingsOn(url: string, prefix: string, settle?: string): ConfigOverrides & { redisUrl: string } {
+  return { redisUrl: url, redisPrefix: prefix, storeDurability: 'relaxed', claimsSettleMs: settle };
 }
 
 /** Starts a service as ACL user `user` with `rules`; answers the service's error, or undefined once it started (and closed). */
 async function startAs(t: CleanupContext, user: string, rules: string[], prefix: string): Promise<Error | undefined> {
-  const started = await startOn(t, await aclUser(t, user, rules), prefix);
-  if (started instanceof Error) return started;
-  await started.close();
-  return undefined;
+  return startRefusal(t, settingsOn(await aclUser(t, user, rules), prefix), capturingLogger().logger);
 }
 
 /** The start's error for a user without INFO (command-refusal.ts), naming the Redis (version-check.ts). */
@@ -63,12 +62,10 @@ test('a start as a user not allowed INFO fails naming INFO and the rule to grant
 test('a node not allowed INFO is refused alike while another node runs (not only the first node of a cluster)', async (t) => {
   // The first node reads Redis's uptime (block-claim.ts); a second one did not, and
   // started on a refused INFO the first was refused for (redisrest F3).
-  const first = await startOn(t, await aclUser(t, 'full', ['~*', '&*', '+@all', '-@dangerous', '+info', '+config|get']), 'acl-second:', '0');
-  assert.ok(!(first instanceof Error), `the first node did not start: ${String(first)}`);
-  t.after(() => first.close());
-  const second = await startOn(t, await aclUser(t, 'second', ['~*', '&*', '+@all', '-@dangerous', '+config|get']), 'acl-second:');
-  if (!(second instanceof Error)) await second.close();
-  assert.ok(second instanceof Error, 'the second node started');
+  await startInProcess(t, settingsOn(await aclUser(t, 'full', ['~*', '&*', '+@all', '-@dangerous', '+info', '+config|get']), 'acl-second:', '0'), capturingLogger().logger)
+    .catch((err: unknown) => assert.fail(`the first node did not start: ${String(err)}`));
+  const second = await startAs(t, 'second', ['~*', '&*', '+@all', '-@dangerous', '+config|get'], 'acl-second:');
+  assert.ok(second !== undefined, 'the second node started');
   assert.equal(second.name, 'StartupError');
   assert.match(second.message, NO_INFO);
 });
@@ -81,8 +78,7 @@ test('the ACL README "Running with your own Redis" documents starts the service'
 test('a start on a Redis with INFO renamed away fails naming INFO as unknown to it, not "retry later"', async (t) => {
   const renamed = await RedisServer.start({ aof: true, args: ['--rename-command', 'INFO', ''] });
   t.after(() => renamed.destroy());
-  const config = loadConfig({}, { port: '0', dataDir: await tempDataDir(t), redisUrl: renamed.url, redisPrefix: 'renamed:', storeDurability: 'relaxed' });
-  const err = await startService(config, capturingLogger().logger).then(async (service) => { await service.close(); return undefined; }, (e: unknown) => e as Error);
+  const err = await startRefusal(t, settingsOn(renamed.url, 'renamed:'), capturingLogger().logger);
   assert.ok(err !== undefined, 'started');
   assert.equal(err.name, 'StartupError');
   assert.match(err.message, /^cannot use Redis at redis:\/\/127\.0\.0\.1:\d+: Redis does not know the command INFO \(renamed or disabled, as managed Redis services do\?\): Pixiu needs it/);

@@ -8,16 +8,16 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ReplyError, type Redis } from 'ioredis';
-import { loadConfig } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
 import { redisUptimeMs } from '../../src/redis/persistence-check.js';
 import { checkSettings, settingsChecked } from '../../src/redis/settings-check.js';
 import { CommandSwapProxy } from '../harness/command-swap-proxy.js';
 import { waitUntil } from '../harness/checks.js';
-import { startService } from '../../src/service/service.js';
+import type { Logger } from '../../src/logger.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { cleanupList, tempDataDir } from '../harness/pixiu-server.js';
+import { cleanupList, startInProcess, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { startRefusal } from '../harness/start-refusal.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -31,6 +31,15 @@ before(async () => {
 });
 
 after(() => files.run());
+
+/**
+ * Starts a node on `redisUrl` under `prefix` ({@link startInProcess}: no claims wait),
+ * logging to `logger`, and closes it: what its start said is in `logger`'s lines.
+ */
+async function startAndClose(t: CleanupContext, redisUrl: string, prefix: string, logger: Logger): Promise<void> {
+  const { service } = await startInProcess(t, { redisUrl, redisPrefix: prefix, storeDurability: 'relaxed' }, logger);
+  await service.close();
+}
 
 test('the start-up check tells AOF, snapshots only and nothing apart', async () => {
   /** How the start-up check reads the Redis's persistence. */
@@ -48,9 +57,7 @@ test('a service started on a Redis that persists by snapshots only warns once, n
   await admin.config('SET', 'appendonly', 'no');
   await admin.config('SET', 'save', '3600 1');
   const { logger, lines } = capturingLogger();
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: 'persist-snapshots:', storeDurability: 'relaxed' });
-  const service = await startService(config, logger);
-  await service.close();
+  await startAndClose(t, server.url, 'persist-snapshots:', logger);
   const warnings = lines.filter((l) => l.level === 40 && /Redis persists by snapshots only/.test(l.msg ?? ''));
   assert.equal(warnings.length, 1, JSON.stringify(lines.filter((l) => l.level === 40)));
   assert.match(warnings[0]?.msg ?? '', /a Redis restart loses the inbox appends since the last snapshot, messages already acknowledged; run it with appendonly yes/);
@@ -61,9 +68,7 @@ test('a service started on a Redis without AOF warns once, naming the risk; on o
     await admin.config('SET', 'appendonly', appendonly);
     await admin.config('SET', 'save', '');
     const { logger, lines } = capturingLogger();
-    const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `persist-${appendonly}:`, storeDurability: 'relaxed' });
-    const service = await startService(config, logger);
-    await service.close();
+    await startAndClose(t, server.url, `persist-${appendonly}:`, logger);
     const warnings = lines.filter((l) => l.level === 40 && /Redis does not persist/.test(l.msg ?? ''));
     assert.equal(warnings.length, warned ? 1 : 0, `appendonly ${appendonly}: ${JSON.stringify(warnings)}`);
     if (warned) assert.match(warnings[0]?.msg ?? '', /a Redis restart loses every inbox, and messages already acknowledged never reach recipients who were offline; run it with appendonly yes/);
@@ -75,9 +80,7 @@ test('a service started on a Redis that may evict keys warns once, naming the po
   for (const [policy, warned] of [['allkeys-lru', true], ['volatile-ttl', true], ['noeviction', false]] as const) {
     await admin.config('SET', 'maxmemory-policy', policy);
     const { logger, lines } = capturingLogger();
-    const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `evict-${policy}:`, storeDurability: 'relaxed' });
-    const service = await startService(config, logger);
-    await service.close();
+    await startAndClose(t, server.url, `evict-${policy}:`, logger);
     const warnings = lines.filter((l) => l.level === 40 && /Redis may evict keys/.test(l.msg ?? ''));
     assert.equal(warnings.length, warned ? 1 : 0, `${policy}: ${JSON.stringify(warnings)}`);
     if (warned) assert.match(warnings[0]?.msg ?? '', new RegExp(`maxmemory-policy ${policy}\\): .*messages already acknowledged are lost; run it with maxmemory-policy noeviction`));
@@ -92,9 +95,8 @@ test('a URL naming a database the Redis does not have stops the start, naming it
   assert.ok(client instanceof Error && /cannot use database 99 of Redis at .*: ERR DB index is out of range/.test(client.message), String(client));
   // The refusal is no lost connection: nothing says one was restored.
   assert.deepEqual(lines.filter((l) => /connection (error|restored)/.test(l.msg ?? '')).map((l) => l.msg), []);
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: `${server.url}/99`, redisPrefix: 'db-99:', storeDurability: 'relaxed' });
-  const started = await startService(config, capturingLogger().logger).then((service) => service, (err: unknown) => err as Error);
-  if (!(started instanceof Error)) await started.close(); // started on database 0: fail, not hang
+  // A start on database 0 is closed at once (startRefusal): fail, not hang.
+  const started = await startRefusal(t, { redisUrl: `${server.url}/99`, redisPrefix: 'db-99:', storeDurability: 'relaxed' }, capturingLogger().logger);
   assert.ok(started instanceof Error && started.name === 'StartupError' && /cannot use database 99/.test(started.message), String(started));
   assert.deepEqual(await admin.keys('db-99:*'), [], 'nothing written to database 0');
   const third = await createRedis({ url: `${server.url}/3`, commandTimeoutMs: 5000 });
@@ -132,8 +134,7 @@ test('a Redis user not allowed INFO is refused at the version check, also where 
   await admin.call('ACL', 'SETUSER', 'noinfo', 'on', '>noinfo-password', '~*', '&*', '+@all', '-info');
   t.after(() => admin.call('ACL', 'DELUSER', 'noinfo'));
   const url = server.url.replace('redis://', 'redis://noinfo:noinfo-password@');
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' });
-  const err = await startService(config, capturingLogger().logger).then(async (service) => { await service.close(); return undefined; }, (e: unknown) => e as Error);
+  const err = await startRefusal(t, { redisUrl: url, redisPrefix: 'noinfo:', storeDurability: 'relaxed' }, capturingLogger().logger);
   assert.equal(err?.name, 'StartupError', 'started');
   assert.match(err.message, /^cannot use Redis at redis:\/\/noinfo:\*\*\*@[^ ]+: Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\): grant it \(ACL SETUSER <user> \+info\)/);
 });
@@ -174,9 +175,7 @@ test('a service started as a user not allowed CONFIG GET warns once, at warn, th
   t.after(() => admin.call('ACL', 'DELUSER', 'noconfigget'));
   const { logger, lines } = capturingLogger();
   const url = server.url.replace('redis://', 'redis://noconfigget:noconfigget-password@');
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: url, redisPrefix: 'noconfigget:', storeDurability: 'relaxed' });
-  const service = await startService(config, logger);
-  await service.close();
+  await startAndClose(t, url, 'noconfigget:', logger);
   const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? ''));
   assert.deepEqual(warnings.map((l) => l.msg), [UNREAD_NOPERM]);
   assert.match(String(warnings[0]?.['reason']), /^NOPERM .*'config\|get' command/);
@@ -186,9 +185,7 @@ test('a service started on a Redis that renamed CONFIG away warns once that it c
   const renamed = await RedisServer.start({ aof: false, args: ['--rename-command', 'CONFIG', ''] });
   t.after(() => renamed.destroy());
   const { logger, lines } = capturingLogger();
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: renamed.url, redisPrefix: 'noconfig:', storeDurability: 'relaxed' });
-  const service = await startService(config, logger);
-  await service.close();
+  await startAndClose(t, renamed.url, 'noconfig:', logger);
   const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? ''));
   assert.equal(warnings.length, 1, JSON.stringify(warnings));
   assert.match(warnings[0]?.msg ?? '', /^cannot check how Redis persists and evicts: this Redis does not know CONFIG \(renamed or disabled\)\. Make sure by hand that it runs with appendonly yes/);
@@ -200,9 +197,7 @@ test('a service started on a Redis with AOF but appendfsync no warns once, namin
     for (const [fsync, warned] of [['no', true], ['everysec', false]] as const) {
       await admin.config('SET', 'appendfsync', fsync);
       const { logger, lines } = capturingLogger();
-      const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: server.url, redisPrefix: `fsync-${fsync}:`, storeDurability: 'relaxed' });
-      const service = await startService(config, logger);
-      await service.close();
+      await startAndClose(t, server.url, `fsync-${fsync}:`, logger);
       const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? ''));
       assert.equal(warnings.length, warned ? 1 : 0, `appendfsync ${fsync}: ${JSON.stringify(warnings)}`);
       if (warned) assert.match(warnings[0]?.msg ?? '', /^Redis writes its AOF without fsync \(appendfsync no\): .* run it with appendfsync everysec or always/);
@@ -223,9 +218,7 @@ test('a service whose start-up CONFIG GET fails for a moment says it will read a
   const proxy = await CommandSwapProxy.start({ host: '127.0.0.1', port: server.port }, 'config', LOADING_REPLY);
   t.after(() => proxy.close());
   const { logger, lines } = capturingLogger();
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: proxy.url, redisPrefix: 'persist-blip:', storeDurability: 'relaxed' });
-  const service = await startService(config, logger);
-  t.after(() => service.close());
+  await startInProcess(t, { redisUrl: proxy.url, redisPrefix: 'persist-blip:', storeDurability: 'relaxed' }, logger);
   assert.equal(proxy.left, 0, 'the start-up CONFIG GET met LOADING');
   const warnings = (): string[] => lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? '')).map((l) => l.msg ?? '');
   assert.deepEqual(warnings(), ['could not read how Redis persists and evicts at start (LOADING Redis is loading the dataset in memory): '
@@ -244,9 +237,7 @@ test('a Redis that does not answer some settings: the start-up check names what 
   const proxy = await CommandSwapProxy.start({ host: '127.0.0.1', port: server.port }, 'config', ['EVAL', "return {'maxmemory-policy','allkeys-lru','maxmemory','0'}", '0']);
   t.after(() => proxy.close());
   const { logger, lines } = capturingLogger();
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir: await tempDataDir(t), redisUrl: proxy.url, redisPrefix: 'persist-partial:', storeDurability: 'relaxed' });
-  const service = await startService(config, logger);
-  await service.close();
+  await startAndClose(t, proxy.url, 'persist-partial:', logger);
   const warnings = lines.filter((l) => l.level >= 40 && /Redis/.test(l.msg ?? '')).map((l) => l.msg ?? '');
   assert.equal(warnings.length, 2, JSON.stringify(warnings));
   assert.match(warnings[0] ?? '', /^Redis may evict keys \(maxmemory-policy allkeys-lru\)/);
