@@ -21,7 +21,7 @@ import { testToken } from '../harness/ws-client.js';
 import { holdHistoryBudget, openInbox, waitUntil } from '../harness/checks.js';
 import { HISTORY_BYTES_PER_USER } from '../../src/api/history-budget.js';
 import { dereferenced } from './openapi-refs.js';
-import { rawRequest } from '../harness/raw-http.js';
+import { lastAnswer, parseAnswer, rawRequest } from '../harness/raw-http.js';
 import { PIPELINE_BOUNDS } from '../../src/api/pipeline-bounds.js';
 
 const JWT_SECRET = 'openapi-answers-hs256-secret-of-32-chars-or-more';
@@ -78,16 +78,7 @@ async function rawAnswer(request: string): Promise<HttpAnswer> {
     return length !== undefined && Buffer.byteLength(text) >= Number(length);
   }, 5000, 10);
   socket.destroy();
-  const [head = '', text = ''] = got.split('\r\n\r\n');
-  const [statusLine = '', ...lines] = head.split('\r\n');
-  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  return { status: Number(statusLine.split(' ')[1]), headers, text, body, elapsedMs: performance.now() - started };
+  return { ...parseAnswer(got), elapsedMs: performance.now() - started };
 }
 
 /**
@@ -276,11 +267,7 @@ test('the /v1/me routes\' 429s state the limit\'s numbers, as the refusal\'s mes
  */
 async function lastPipelinedAnswer(requests: string[]): Promise<HttpAnswer> {
   const { text } = await rawRequest(server.service.url, requests.join(''));
-  const last = text.slice(text.lastIndexOf('HTTP/1.1 '));
-  const [head = '', body = ''] = last.split('\r\n\r\n');
-  const [statusLine = '', ...lines] = head.split('\r\n');
-  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
-  return { status: Number(statusLine.split(' ')[1]), headers, text: body, body: JSON.parse(body) as unknown, elapsedMs: 0 };
+  return { ...parseAnswer(lastAnswer(text)), elapsedMs: 0 };
 }
 
 test('the pipelining bound\'s 429 is declared on every route, with its Retry-After required: a producer\'s pipelined POSTs past it conform', async () => {

@@ -7,6 +7,42 @@
  */
 import net from 'node:net';
 
+/**
+ * The last answer in `text` (what a raw exchange read: several answers when requests
+ * were pipelined), from its status line (`HTTP/1.1 …`) to the end; '' when it holds none.
+ */
+export function lastAnswer(text: string): string {
+  const at = text.lastIndexOf('HTTP/1.1 ');
+  return at < 0 ? '' : text.slice(at);
+}
+
+/** One answer's parts: its status, headers and body (see {@link parseAnswer}). */
+export interface ParsedAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  /** The body as sent (its bytes as `text` held them). */
+  readonly text: string;
+  /** The body parsed as JSON; undefined when it is not JSON (or there is none). */
+  readonly body: unknown;
+}
+
+/**
+ * Splits one answer's text (status line, headers, blank line, body; e.g. from
+ * {@link lastAnswer}) into its parts; the status is 0 when the status line has none.
+ */
+export function parseAnswer(one: string): ParsedAnswer {
+  const [head = '', text = ''] = one.split('\r\n\r\n');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, text, body };
+}
+
 /** What one raw exchange saw. */
 export interface RawAnswer {
   /** The first answer's status; 0 when none came. */
@@ -49,14 +85,8 @@ export function rawRequest(url: string, request: string, opts: RawOptions = {}):
     const timer = setTimeout(() => socket.destroy(), opts.waitMs ?? 10_000);
     socket.on('close', () => {
       clearTimeout(timer);
-      const [head = '', text = ''] = data.split('\r\n\r\n');
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = undefined;
-      }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body, closedByServer, text: data });
+      const { status, body } = parseAnswer(data);
+      resolve({ status, head: data.split('\r\n\r\n')[0] ?? '', body, closedByServer, text: data });
     });
   });
 }
