@@ -8,7 +8,7 @@
  * test/harness/lag-proxy.ts delays one chosen connection; this one cuts them all.
  */
 import net from 'node:net';
-import { once } from 'node:events';
+import { ProxyListener } from './proxy-link.js';
 
 /** One proxied connection. */
 interface Link {
@@ -19,29 +19,26 @@ interface Link {
 
 /** A running proxy; {@link BlackholeProxy.close} in the test's clean-up. */
 export class BlackholeProxy {
-  readonly #server: net.Server;
+  readonly #listener: ProxyListener;
   readonly #target: { host: string; port: number };
   readonly #links = new Set<Link>();
   #holding = false;
 
-  private constructor(server: net.Server, target: { host: string; port: number }) {
-    this.#server = server;
+  private constructor(target: { host: string; port: number }) {
+    this.#listener = new ProxyListener((client) => this.#accept(client));
     this.#target = target;
   }
 
   /** Listens on a free port of 127.0.0.1 and forwards each connection to `target`. */
   static async start(target: { host: string; port: number }): Promise<BlackholeProxy> {
-    const server = net.createServer();
-    const proxy = new BlackholeProxy(server, target);
-    server.on('connection', (client: net.Socket) => proxy.#accept(client));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
+    const proxy = new BlackholeProxy(target);
+    await proxy.#listener.listen();
     return proxy;
   }
 
   /** `redis://127.0.0.1:<port>` of the proxy. */
   get url(): string {
-    return `redis://127.0.0.1:${(this.#server.address() as net.AddressInfo).port}`;
+    return this.#listener.redisUrl;
   }
 
   /** From now on nothing passes either way on any connection, and none is closed. */
@@ -78,9 +75,8 @@ export class BlackholeProxy {
   }
 
   /** Stops listening and drops every connection. */
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.reset();
-    this.#server.close();
-    await once(this.#server, 'close').catch(() => undefined);
+    return this.#listener.close();
   }
 }

@@ -9,9 +9,8 @@
  * that hides some settings answers. test/harness/lag-proxy.ts delays a connection's
  * replies, blackhole-proxy.ts cuts every connection; this one changes one command.
  */
-import net from 'node:net';
-import { once } from 'node:events';
-import { openLink } from './proxy-link.js';
+import type net from 'node:net';
+import { openLink, ProxyListener } from './proxy-link.js';
 
 /** A command in Redis's protocol (RESP array of bulk strings), as a client sends it. */
 function encodeCommand(args: readonly string[]): Buffer {
@@ -48,14 +47,13 @@ function nextCommand(buf: Buffer): { name: string; length: number } | undefined 
 
 /** A running proxy; {@link CommandSwapProxy.close} in the test's clean-up. */
 export class CommandSwapProxy {
-  readonly #server: net.Server;
-  readonly #sockets = new Set<net.Socket>();
+  readonly #listener: ProxyListener;
   readonly #name: string;
   readonly #swap: Buffer;
   #left: number;
 
-  private constructor(server: net.Server, name: string, swap: readonly string[], count: number) {
-    this.#server = server;
+  private constructor(target: { host: string; port: number }, name: string, swap: readonly string[], count: number) {
+    this.#listener = new ProxyListener((client) => this.#pipe(client, target));
     this.#name = name.toLowerCase();
     this.#swap = encodeCommand(swap);
     this.#left = count;
@@ -68,17 +66,14 @@ export class CommandSwapProxy {
    * @param count how many commands named `name` are swapped, over all connections; later ones pass
    */
   static async start(target: { host: string; port: number }, name: string, swap: readonly string[], count = 1): Promise<CommandSwapProxy> {
-    const server = net.createServer();
-    const proxy = new CommandSwapProxy(server, name, swap, count);
-    server.on('connection', (client: net.Socket) => proxy.#pipe(client, target));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
+    const proxy = new CommandSwapProxy(target, name, swap, count);
+    await proxy.#listener.listen();
     return proxy;
   }
 
   /** `redis://127.0.0.1:<port>` of the proxy. */
   get url(): string {
-    return `redis://127.0.0.1:${(this.#server.address() as net.AddressInfo).port}`;
+    return this.#listener.redisUrl;
   }
 
   /** How many commands are still to be swapped. */
@@ -87,7 +82,7 @@ export class CommandSwapProxy {
   }
 
   #pipe(client: net.Socket, target: { host: string; port: number }): void {
-    const { upstream, end } = openLink(client, target, this.#sockets);
+    const { upstream, end } = openLink(client, target, this.#listener.sockets);
     let pending = Buffer.alloc(0);
     client.on('data', (chunk: Buffer) => {
       pending = Buffer.concat([pending, chunk]);
@@ -106,9 +101,7 @@ export class CommandSwapProxy {
   }
 
   /** Stops listening and drops every connection. */
-  async close(): Promise<void> {
-    for (const s of this.#sockets) s.destroy();
-    this.#server.close();
-    await once(this.#server, 'close').catch(() => undefined);
+  close(): Promise<void> {
+    return this.#listener.close();
   }
 }

@@ -8,14 +8,12 @@
  * `match` (e.g. the `CLIENT SETNAME` of the node's subscriber, `pixiu:bus:`) is lagged
  * while {@link LagProxy.lag} is set; the other connections pass straight through.
  */
-import net from 'node:net';
-import { once } from 'node:events';
-import { openLink } from './proxy-link.js';
+import type net from 'node:net';
+import { openLink, ProxyListener } from './proxy-link.js';
 
 /** A running proxy; {@link LagProxy.close} in the test's clean-up. */
 export class LagProxy {
-  readonly #server: net.Server;
-  readonly #sockets = new Set<net.Socket>();
+  readonly #listener: ProxyListener;
   /** Delay of Redis → client bytes on matched connections, ms (0: none). */
   #lagMs = 0;
   /** Every pending delayed write, settled in order; see {@link settled}. */
@@ -25,8 +23,8 @@ export class LagProxy {
   /** How to close each matched connection open now. */
   readonly #matched = new Set<() => void>();
 
-  private constructor(server: net.Server) {
-    this.#server = server;
+  private constructor(target: { host: string; port: number }, match: string) {
+    this.#listener = new ProxyListener((client) => this.#pipe(client, target, match));
   }
 
   /**
@@ -34,17 +32,14 @@ export class LagProxy {
    * @param match bytes (latin1) a client sends that make its connection one to lag
    */
   static async start(target: { host: string; port: number }, match: string): Promise<LagProxy> {
-    const server = net.createServer();
-    const proxy = new LagProxy(server);
-    server.on('connection', (client: net.Socket) => proxy.#pipe(client, target, match));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
+    const proxy = new LagProxy(target, match);
+    await proxy.#listener.listen();
     return proxy;
   }
 
   /** `redis://127.0.0.1:<port>` of the proxy. */
   get url(): string {
-    return `redis://127.0.0.1:${(this.#server.address() as net.AddressInfo).port}`;
+    return this.#listener.redisUrl;
   }
 
   /** From now on, what Redis sends to matched connections arrives `ms` late (0: on time again; what was delayed still comes in order). */
@@ -71,7 +66,7 @@ export class LagProxy {
   }
 
   #pipe(client: net.Socket, target: { host: string; port: number }, match: string): void {
-    const { upstream, end: endLink } = openLink(client, target, this.#sockets);
+    const { upstream, end: endLink } = openLink(client, target, this.#listener.sockets);
     const end = (): void => {
       endLink();
       this.#matched.delete(end);
@@ -107,9 +102,7 @@ export class LagProxy {
   }
 
   /** Stops listening and drops every connection. */
-  async close(): Promise<void> {
-    for (const s of this.#sockets) s.destroy();
-    this.#server.close();
-    await once(this.#server, 'close').catch(() => undefined);
+  close(): Promise<void> {
+    return this.#listener.close();
   }
 }

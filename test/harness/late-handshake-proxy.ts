@@ -11,6 +11,7 @@
  */
 import net from 'node:net';
 import { once } from 'node:events';
+import { ProxyListener } from './proxy-link.js';
 
 /** A handshake held back by the proxy. */
 export interface Held {
@@ -26,30 +27,26 @@ export interface Held {
 
 /** A running proxy; {@link LateHandshakeProxy.close} in the test's clean-up. */
 export class LateHandshakeProxy {
-  readonly #server: net.Server;
+  readonly #listener: ProxyListener;
   readonly #target: number;
-  readonly #sockets = new Set<net.Socket>();
   /** Takes the next connection accepted, when {@link hold} was called. */
   #holdNext: ((client: net.Socket) => void) | null = null;
 
-  private constructor(server: net.Server, targetPort: number) {
-    this.#server = server;
+  private constructor(targetPort: number) {
+    this.#listener = new ProxyListener((client) => this.#accept(client));
     this.#target = targetPort;
   }
 
   /** Listens on a free port of 127.0.0.1 and forwards each connection to `targetPort` of 127.0.0.1. */
   static async start(targetPort: number): Promise<LateHandshakeProxy> {
-    const server = net.createServer();
-    const proxy = new LateHandshakeProxy(server, targetPort);
-    server.on('connection', (client: net.Socket) => proxy.#accept(client));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
+    const proxy = new LateHandshakeProxy(targetPort);
+    await proxy.#listener.listen();
     return proxy;
   }
 
   /** The proxy's port on 127.0.0.1. */
   get port(): number {
-    return (this.#server.address() as net.AddressInfo).port;
+    return this.#listener.port;
   }
 
   /** Holds the next connection accepted (see {@link Held}); call it before that connection comes. */
@@ -76,14 +73,14 @@ export class LateHandshakeProxy {
 
   #connect(): net.Socket {
     const upstream = net.connect(this.#target, '127.0.0.1');
-    this.#sockets.add(upstream);
-    upstream.on('error', () => undefined).on('close', () => this.#sockets.delete(upstream));
+    this.#listener.sockets.add(upstream);
+    upstream.on('error', () => undefined).on('close', () => this.#listener.sockets.delete(upstream));
     return upstream;
   }
 
   #accept(client: net.Socket): void {
-    this.#sockets.add(client);
-    client.on('close', () => this.#sockets.delete(client));
+    this.#listener.sockets.add(client);
+    client.on('close', () => this.#listener.sockets.delete(client));
     const held = this.#holdNext;
     this.#holdNext = null;
     if (held !== null) return held(client);
@@ -98,9 +95,7 @@ export class LateHandshakeProxy {
   }
 
   /** Stops listening and drops every connection. */
-  async close(): Promise<void> {
-    for (const s of this.#sockets) s.destroy();
-    this.#server.close();
-    await once(this.#server, 'close').catch(() => undefined);
+  close(): Promise<void> {
+    return this.#listener.close();
   }
 }

@@ -1,8 +1,46 @@
 /**
- * The sockets of one connection through a test's TCP proxy (lag-proxy.ts,
- * command-swap-proxy.ts): the client's, and the one opened to Redis for it.
+ * What every test TCP proxy in this folder shares (lag-proxy.ts, command-swap-proxy.ts,
+ * blackhole-proxy.ts, late-handshake-proxy.ts): its listening side ({@link ProxyListener}:
+ * a free port of 127.0.0.1, and every socket dropped on close), and the sockets of one
+ * connection through it ({@link openLink}): the client's, and the one opened upstream.
  */
 import net from 'node:net';
+import { once } from 'node:events';
+
+/** The listening side of a test's TCP proxy; the proxy's own `close` calls {@link close}. */
+export class ProxyListener {
+  /** The sockets {@link close} destroys: each proxy adds its connections' (see {@link openLink}). */
+  readonly sockets = new Set<net.Socket>();
+  readonly #server: net.Server;
+
+  /** @param accept takes each connection accepted, once {@link listen} has resolved */
+  constructor(accept: (client: net.Socket) => void) {
+    this.#server = net.createServer(accept);
+  }
+
+  /** Listens on a free port of 127.0.0.1; resolves once it does. */
+  async listen(): Promise<void> {
+    this.#server.listen(0, '127.0.0.1');
+    await once(this.#server, 'listening');
+  }
+
+  /** The port it listens on (127.0.0.1). */
+  get port(): number {
+    return (this.#server.address() as net.AddressInfo).port;
+  }
+
+  /** `redis://127.0.0.1:<port>`: the URL a node uses to reach Redis through the proxy. */
+  get redisUrl(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Destroys every socket in {@link sockets}, stops listening, and resolves once the server has closed. */
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    this.#server.close();
+    await once(this.#server, 'close').catch(() => undefined);
+  }
+}
 
 /** One proxied connection (see {@link openLink}). */
 export interface ProxyLink {
