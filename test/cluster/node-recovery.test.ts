@@ -20,36 +20,27 @@
  *
  * Two in-process nodes A and B on one private redis-server, heartbeat 25 s.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 
 const keys = new Keys('px:');
-const cleanup = cleanupList();
 let redis: RedisServer;
 let raw: Redis;
 let a: GatewayFixture;
 let b: GatewayFixture;
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis: server, cleanup }) => {
+  redis = server;
   const settings = { redisUrl: redis.url, heartbeatMs: '25s' };
   a = await startGateway(cleanup, settings);
   b = await startGateway(cleanup, settings);
   ({ redis: raw } = await openInbox(cleanup, redis.url));
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 async function online(on: GatewayFixture, user: string): Promise<boolean> {

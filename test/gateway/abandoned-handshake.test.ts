@@ -10,7 +10,7 @@
  * when that cannot be done (a newer handshake of the device was admitted, Redis
  * fails), has it closed 4002 at once (the gateway reviewer's F1).
  */
-import { after, before, test, type TestContext } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -19,9 +19,9 @@ import type { Duplex } from 'node:stream';
 import { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
 import { metricSample, waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
-import { RedisServer } from '../harness/redis-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
 import { JWT_KEY, serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
@@ -29,22 +29,13 @@ let redis: RedisServer;
 let gw: GatewayFixture;
 let sockets: Map<string, Duplex>;
 let logLines: LogLine[];
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis: server, cleanup }) => {
+  redis = server;
   const { logger, lines } = capturingLogger();
   logLines = lines;
   gw = await startGateway(cleanup, { redisUrl: redis.url }, logger);
   sockets = serverSockets(gw);
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** How the client leaves right behind its request: a FIN (`end`) or a RST. */

@@ -9,33 +9,21 @@
  * where `ws`'s parser stopped, also inside a frame, and a payload that looks like a
  * close frame is not one.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { MAX_CONTROL_FRAMES, controlFrameLimitReason } from '../../src/gateway/frame-limits.js';
 import { CLOSE_GRACE_MS } from '../../src/gateway/server-close.js';
 import { waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, closesByCode, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { PONG_FRAME, rawUpgrade, type RawConnection } from './raw-upgrade.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'closeanswer:' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** Well under the 5 s grace (half of it, with room for a loaded 2-core machine): what "at once" means here. */

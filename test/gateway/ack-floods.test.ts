@@ -6,13 +6,14 @@
  * hostile-input newcomer's finding, high). A client that acks what it is sent, and
  * answers the server's pings, is never closed for it.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, abuseDropBytes, idleAckAllowance } from '../../src/gateway/frame-limits.js';
 import { CLOSE_GRACE_MS } from '../../src/gateway/server-close.js';
 import { waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import type { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
+import type { CleanupList } from '../harness/pixiu-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { postMany, startDelivery } from './delivery-fixture.js';
@@ -22,22 +23,14 @@ let redis: RedisServer;
 let gw: GatewayFixture;
 /** A second service whose server pings come every 200 ms, for the pongs answering them. */
 let fastPings: GatewayFixture;
-const cleanup = cleanupList();
+let cleanup: CleanupList;
 const IDLE_ACK = clientFrame('{"t":"ack","seq":0}');
 const PING = clientFrame('{"t":"ping"}');
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async (file) => {
+  ({ redis, cleanup } = file);
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'acks:' });
   fastPings = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'pongs:', heartbeatMs: '200' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** How many `pong` frames are among `frames`. */

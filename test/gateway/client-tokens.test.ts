@@ -6,34 +6,22 @@
  * (docs/protocol.md, "Client tokens"), and a `refresh` never shortens the session
  * (docs/protocol.md, "Client → server").
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { decodeJwt } from 'jose';
 import { expectError } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, expectRefused, pongsUntil, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { BAD_SIGNATURE } from '../../src/auth/jwt-refusals.js';
 import { NOT_A_JWT, notWellFormed, wrongPartCount } from '../../src/auth/jwt-form.js';
 import { NOT_COMPACT, exactly, respellings, signed, tokenWithUrlSafeSignature } from './token-texts.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'tok:' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 const NOT_A_USER_ID = /^the token's sub is not a valid user id$/;

@@ -5,13 +5,12 @@
  * `notLogged`, the others at debug; the closes themselves are all counted. A soak tester's 45 non-acking
  * devices of 1,600 wrote 3,408 such lines in 30 minutes, every line of the log.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { metricSample, waitUntil } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { IDLE_TERMINATED_LOG } from '../../src/gateway/close-log.js';
@@ -20,26 +19,15 @@ const INFO = 30;
 const DEBUG = 20;
 const CLOSED_LOG = 'connection closed by the server';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
 let lines: LogLine[];
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   const captured = capturingLogger();
   lines = captured.lines;
   gw = await startGateway(cleanup, {
     redisUrl: redis.url, storeDurability: 'relaxed', ackTimeoutMs: '200', redeliveryBackoffMs: '50,50', heartbeatMs: '100', idleTimeoutMs: '400',
   }, captured.logger);
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** `pixiu_ws_closes_total{code, by="server"}` of the node now. */

@@ -5,32 +5,20 @@
  * back the entry DELETE /v1/users/{uid}/connections has just removed, and the user
  * shows online (and holds a slot of the connection limit) after being disconnected.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
 import { waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
 let sockets: Map<string, Duplex>;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   // Heartbeats every 200 ms: several of them fall within the close's grace period.
   gw = await startGateway(cleanup, { redisUrl: redis.url, heartbeatMs: '200' });
   sockets = serverSockets(gw);
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 async function online(user: string): Promise<boolean> {

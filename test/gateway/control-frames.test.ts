@@ -4,28 +4,16 @@
  * and `unsub`: a client at the limit is closed 4003 by its next frame, whether that
  * frame is well formed or not.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { controlFrameLimitReason, MAX_BAD_FRAMES, MAX_CONTROL_FRAMES } from '../../src/gateway/frame-limits.js';
 import { expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 test('a malformed frame past the limit on frames other than ack closes the connection 4003 for that limit, though few bad frames were sent', async () => {

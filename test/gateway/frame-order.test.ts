@@ -6,30 +6,18 @@
  * `refresh`), each refusal of a `sub` or `refresh` naming the frame it refuses; and a
  * well-formed `sub` refused FORBIDDEN is not a "bad frame" towards the 4003 limit.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken, type Frame } from '../harness/ws-client.js';
 import { Inbox } from '../../src/inbox/inbox.js';
 import { JWT_KEY, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { clientFrame, rawUpgrade } from './raw-upgrade.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'ord:' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** Drops the variable `message` of error frames, to compare sequences of frames. */

@@ -5,31 +5,19 @@
  * not read — and what `ws` would refuse with its own text/html 400 is refused first
  * with the JSON error body like every other refusal.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import WebSocket from 'ws';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 test('a client speaking WebSocket protocol version 8 (with Sec-WebSocket-Origin) is refused 400 before the upgrade, the answer naming version 13', async () => {

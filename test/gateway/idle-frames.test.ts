@@ -4,32 +4,20 @@
  * of its own — text frames, or WebSocket pings (RFC 6455 control frames) — is heard
  * from, and stays connected.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 const HEARTBEAT_MS = 100;
 const IDLE_MS = 400;
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, heartbeatMs: String(HEARTBEAT_MS), idleTimeoutMs: String(IDLE_MS) });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 for (const { what, user, send } of [

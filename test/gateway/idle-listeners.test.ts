@@ -8,31 +8,19 @@
  * the connection's five WebSocket listeners (closures with their context) cost ~630
  * bytes of heap together (bench/README.md, 2026-12-05 memtrim).
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Duplex } from 'node:stream';
 import type { EventEmitter } from 'node:events';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { serverSockets, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
 let sockets: Map<string, Duplex>;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'idle-listeners:' });
   sockets = serverSockets(gw);
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** Each event's listeners of `emitter`, by event name. */

@@ -7,30 +7,18 @@
  * one packet was a 1006 counted as the client's and logged nowhere; and refused acks
  * were answered without limit (a security tester's findings).
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CONTROL_FRAME_WINDOW_MS, MAX_CONTROL_FRAMES, idleAckAllowance, idleAckLimitReason } from '../../src/gateway/frame-limits.js';
 import { waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { closesByCode, expectPong, startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 const LIMIT_REASON = `more than ${MAX_CONTROL_FRAMES} frames other than ack in ${CONTROL_FRAME_WINDOW_MS / 1000} s`;
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'pings:' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 test('a burst of 200 WebSocket pings sent at once gets 200 pongs, each with its ping\'s data, and the connection stays open', async () => {

@@ -4,34 +4,22 @@
  * missed refresh never drops a live connection from presence. Read from the entry
  * itself in Redis (`px:{uid}:conns`: expires-at|node|device|since), not waited for.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { Keys } from '../../src/redis/keys.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 
 const HEARTBEAT_MS = 1000;
-let redis: RedisServer;
 let gw: GatewayFixture;
 let raw: Redis;
 const keys = new Keys('px:');
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, heartbeatMs: String(HEARTBEAT_MS) });
   ({ redis: raw } = await openInbox(cleanup, redis.url));
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** Now by Redis's clock, ms. */

@@ -5,31 +5,19 @@
  * and a `refresh` frame (an `error` frame there, the connection kept). The form is
  * checked in one place (src/auth/jwt-form.ts), before the signature.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanupList } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { Refused, testToken } from '../harness/ws-client.js';
 import { BAD_SIGNATURE } from '../../src/auth/jwt-refusals.js';
 import { notWellFormed, wrongPartCount } from '../../src/auth/jwt-form.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { HS256_HEADER, b64url, respellings, signed, signedParts, tokenWithUrlSafeSignature } from './token-texts.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url, redisPrefix: 'form:' });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** The paths a client token takes, each with what it answered: `accepted`, or `<status or frame> <code>: <message>`. */

@@ -4,28 +4,16 @@
  * `Transfer-Encoding` or by a `Content-Length` other than 0; either is refused 400 for
  * what it is. `Content-Length: 0` announces none, and the request is answered as usual.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanupList } from '../harness/pixiu-server.js';
 import { rawRequest, type RawAnswer } from '../harness/raw-http.js';
-import { RedisServer } from '../harness/redis-server.js';
+import { fileRedis } from '../harness/file-redis.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 
-let redis: RedisServer;
 let gw: GatewayFixture;
-const cleanup = cleanupList();
 
-before(async () => {
-  redis = await RedisServer.start();
+fileRedis(async ({ redis, cleanup }) => {
   gw = await startGateway(cleanup, { redisUrl: redis.url });
-});
-
-after(async () => {
-  try {
-    await cleanup.run();
-  } finally {
-    await redis?.destroy();
-  }
 });
 
 /** Sends `request` to the gateway on a raw socket (`fetch` sends no Upgrade header). */
