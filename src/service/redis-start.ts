@@ -71,10 +71,15 @@ export async function startRedis(
     onLocalRedis?.(local);
     stopAsked();
   }
-  // The command connection, then the renewals' own (StartedRedis `renewals`).
+  // The command connection and its version check, then the renewals' own connection (StartedRedis `renewals`).
   const shownUrl = redactUrl(redisUrl);
   const stall = stallWaiter(start, shownUrl);
   const redis = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs));
+  // On the first connection, before the second one: a Redis refusing INFO (an ACL user
+  // without +info) or in cluster mode ends the start here, after ioredis's one notice for
+  // the first connection's ready check ("Skipping the ready check because INFO command
+  // fails"), where the renewals' connection, made first, printed it a second time.
+  await stall(() => requireRedisVersion(redis, shownUrl));
   // A renewal's commands may take a renewal period, not the command timeout: a reply
   // read late (the event loop held by a flood of requests, a slow link) still confirms
   // the lease, since the writes' deadline runs from before the renewal was sent
@@ -82,7 +87,6 @@ export async function startRedis(
   // renewal of a node held ~2 s at a time failed and its writes were fenced
   // (slowclient F6: one client pipelining GET /healthz on 20 connections).
   const renewals = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu:renewals', 'redis renewals', Math.max(config.redisCommandTimeoutMs, LEASE_RENEW_MS)));
-  await stall(() => requireRedisVersion(redis, shownUrl));
   if (local === undefined) {
     const settings = await checkSettings(redis, shownUrl, logger, SETTINGS_WATCH_MS);
     // Read again while the node runs: a change at runtime is warned about too, and a

@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { createRedis } from '../../src/redis/client.js';
 import { capturingLogger } from '../harness/log-capture.js';
-import { cleanupList, startInProcess, type CleanupContext } from '../harness/pixiu-server.js';
+import { cleanupList, runCli, startInProcess, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startRefusal } from '../harness/start-refusal.js';
 
@@ -57,6 +57,19 @@ test('a start as a user not allowed INFO fails naming INFO and the rule to grant
   assert.ok(err !== undefined, 'started');
   assert.equal(err.name, 'StartupError');
   assert.match(err.message, NO_INFO);
+});
+
+test('pixiu serve as a user not allowed INFO prints the Redis client\'s ready-check notice once, then the refusal', { timeout: 60_000 }, async (t) => {
+  // ioredis prints "Skipping the ready check" once per connection it readies; the start
+  // made its second connection (the renewals') before the version check, and the notice
+  // came twice before the refusal (redis-start.ts: the check now runs on the first one).
+  const run = await runCli(['serve'], {
+    PIXIU_REDIS_URL: await aclUser(t, 'noinfocli', ['~*', '&*', '+@all', '-@dangerous', '+config|get']), PIXIU_REDIS_PREFIX: 'acl-noinfo-cli:',
+    PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: 'redis-acl-test-api-token-0123456789',
+  });
+  assert.equal(run.code, 1, run.stderr);
+  assert.equal(run.stderr.match(/Skipping the ready check because INFO command fails/g)?.length, 1, run.stderr);
+  assert.match(run.stderr, /^pixiu: cannot use Redis at .*Redis refuses the command INFO to the ACL user of PIXIU_REDIS_URL \(NOPERM\)/m);
 });
 
 test('a node not allowed INFO is refused alike while another node runs (not only the first node of a cluster)', async (t) => {
