@@ -33,7 +33,7 @@ Prints JSON (read-only: it reads the node registry and settings, the store claim
 
 Exit status: 0 when the cluster is printed (no live node included: every node stopped);
 1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read or
-Redis not answering, or a key prefix no Pixiu service has used on that Redis (a wrong PIXIU_REDIS_PREFIX).`;
+Redis not answering, a Redis in cluster mode (not supported, as serve refuses it), or a key prefix no Pixiu service has used on that Redis (a wrong PIXIU_REDIS_PREFIX).`;
 
 /** Builds `inspect cluster`. */
 export function clusterCommand(): Command {

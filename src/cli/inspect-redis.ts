@@ -12,7 +12,7 @@ import { StartupError } from '../errors.js';
 import { unenterableFolder } from '../files/make-dir.js';
 import { refusalOf } from '../redis/command-refusal.js';
 import { Keys } from '../redis/keys.js';
-import { unixUrl } from '../redis/url.js';
+import { redactUrl, unixUrl } from '../redis/url.js';
 
 /** The settings every Redis-reading inspect command takes. */
 export const READ_KEYS = ['dataDir', 'redisUrl', 'redisPrefix', 'redisCommandTimeoutMs'] as const;
@@ -26,7 +26,8 @@ export const READ_URL_DOC = 'Redis to read, redis://, rediss:// or unix:// URL; 
  * without it).
  * @throws StartupError when there is none (no URL, no embedded Redis running), it
  *   cannot be reached (the reason Redis or the socket gave: `cannot reach Redis at …`),
- *   or this user may not reach the embedded one ({@link embeddedRedisSocket})
+ *   this user may not reach the embedded one ({@link embeddedRedisSocket}), or it runs
+ *   in cluster mode, which Pixiu does not support (version-check.ts `refuseClusterMode`)
  */
 export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' | 'redisCommandTimeoutMs'>): Promise<Redis> {
   let url = config.redisUrl;
@@ -40,8 +41,8 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
     }
     url = unixUrl(sock);
   }
-  const { createRedis } = await import('../redis/client.js');
-  return createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
+  const [{ createRedis }, { refuseClusterMode }] = await Promise.all([import('../redis/client.js'), import('../redis/version-check.js')]);
+  const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' })
     .catch((err: Error) => {
       // The socket itself is the service user's (unixsocketperm 700): found, but not
       // ours to connect to (a socket path too long for the data dir lives in the temp
@@ -49,6 +50,12 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
       const denied = /EACCES|EPERM/.test(err.message);
       throw new StartupError(denied && sock !== undefined ? `${err.message}: ${notOurs('the embedded Redis\'s socket', sock)}` : err.message, { cause: err });
     });
+  // Refused as serve refuses it (docs/decisions.md "Redis Cluster").
+  await refuseClusterMode(redis, redactUrl(url)).catch((err: unknown) => {
+    redis.disconnect();
+    throw err;
+  });
+  return redis;
 }
 
 /**

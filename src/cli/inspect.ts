@@ -18,7 +18,7 @@ import { Keys } from '../redis/keys.js';
 import { StartupError } from '../errors.js';
 import { isPlainInteger } from '../api/plain-integer.js';
 import { CLI_USER_ID_RULE, addConfigOptions, checkUserId, configFromOptions } from './config-options.js';
-import { unixUrl } from '../redis/url.js';
+import { redactUrl, unixUrl } from '../redis/url.js';
 import { READ_KEYS, READ_URL_DOC, checkPrefixUsed, connectToRead, embeddedRedisSocket } from './inspect-redis.js';
 import { clusterCommand } from './inspect-cluster.js';
 
@@ -55,15 +55,17 @@ interface PartitionHolder {
 /**
  * The holder of `partition` on the Redis at `url` (read-only: the claims hash and the
  * store's lease, src/cluster/partition-claims.ts); null when no store claims it.
- * @throws Error when Redis cannot be read
+ * @throws Error when Redis cannot be read; StartupError when it runs in cluster mode
+ *   (version-check.ts `refuseClusterMode`, as serve refuses it)
  */
 async function partitionHolder(url: string, config: { redisPrefix: string; redisCommandTimeoutMs: number }, partition: number): Promise<PartitionHolder | null> {
   // Loaded here, not at start-up: help and argument errors start without ioredis.
-  const [{ createRedis }, { PartitionClaims }, { RETIRED_STORE }] = await Promise.all([
-    import('../redis/client.js'), import('../cluster/partition-claims.js'), import('../cluster/store-directory.js'),
+  const [{ createRedis }, { PartitionClaims }, { RETIRED_STORE }, { refuseClusterMode }] = await Promise.all([
+    import('../redis/client.js'), import('../cluster/partition-claims.js'), import('../cluster/store-directory.js'), import('../redis/version-check.js'),
   ]);
   const redis = await createRedis({ url, commandTimeoutMs: config.redisCommandTimeoutMs, name: 'pixiu:inspect' });
   try {
+    await refuseClusterMode(redis, redactUrl(url));
     const claims = new PartitionClaims(redis, new Keys(config.redisPrefix));
     const store = await claims.ownerOf(partition);
     if (store === null) return null;
@@ -85,8 +87,8 @@ export function inspectCommand(): Command {
     .addHelpText('after', '\nholder (only when Redis is read: PIXIU_REDIS_URL, or the embedded Redis of a serve on the data dir):\n'
       + '{"store": id, "url": where its node listens, "node": its id} — url null when the store\'s node is not running\n'
       + '(no lease); store "retired" for retired partitions; holder null when no store claims the partition.\n'
-      + 'Redis named but not answering, or an embedded one this user may not reach: the decoded id\n'
-      + 'alone, and a note on stderr.');
+      + 'Redis named but not answering, an embedded one this user may not reach, or a Redis in cluster mode\n'
+      + '(not supported, as serve refuses it): the decoded id alone, and a note on stderr.');
   addConfigOptions(idCmd, KEYS, { redisUrl: 'Redis to read the partition\'s holder from; unset: the embedded Redis of a `pixiu serve` running on the data dir, else none' });
   idCmd.action(async (id: string) => {
     let parts;
@@ -109,7 +111,9 @@ export function inspectCommand(): Command {
     let holder: PartitionHolder | null | undefined;
     if (url !== undefined) {
       holder = await partitionHolder(url, config, parts.partition).catch((err: unknown) => {
-        process.stderr.write(`the partition's holder is not shown: Redis could not be read (${(err as Error).message})\n`);
+        // A Redis in cluster mode was read: refused in serve's words, not "could not be read".
+        const why = err instanceof StartupError ? err.message : `Redis could not be read (${(err as Error).message})`;
+        process.stderr.write(`the partition's holder is not shown: ${why}\n`);
         return undefined;
       });
     }
@@ -122,7 +126,8 @@ export function inspectCommand(): Command {
     .option('--after-seq <n>', 'list entries after this seq', '0')
     .option('--limit <n>', 'most entries to list (1-10000)', '20')
     .addHelpText('after', '\nExit status: 0 when the inbox is printed (an empty one included: a user with no messages yet);\n'
-      + '1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read, or a key\n'
+      + '1 with a message on stderr and nothing on stdout otherwise: a bad option, no Redis to read, a Redis in\n'
+      + 'cluster mode (not supported, as serve refuses it), or a key\n'
       + 'prefix no Pixiu service has used on that Redis (a wrong PIXIU_REDIS_PREFIX).');
   // inspect reads a running service's Redis; it never starts one.
   addConfigOptions(inboxCmd, KEYS, { redisUrl: READ_URL_DOC });

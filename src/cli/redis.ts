@@ -49,7 +49,8 @@ Exit status: 0 when the generation was raised (the line says from what to what);
 1 with a message on stderr otherwise: a bad option, no Redis or Redis not answering
 (without PIXIU_REDIS_URL: no embedded Redis data in the data dir, or a node starting
 on it: run it again once the node serves),
-a replica (run it on the primary), or a key prefix no Pixiu service has used on that
+a Redis in cluster mode (not supported, as serve refuses it), a replica (run it on the
+primary), or a key prefix no Pixiu service has used on that
 Redis (a wrong PIXIU_REDIS_PREFIX).`;
 
 /** Builds the `redis` subcommand and its children. */

@@ -80,3 +80,20 @@ export async function requireRedisVersion(redis: Redis, shownUrl: string): Promi
   const mode = redisModeProblem(info);
   if (mode !== undefined) throw new StartupError(`Redis at ${shownUrl}: ${mode}`);
 }
+
+/**
+ * Refuses a Redis in cluster mode for the ops commands (`pixiu inspect …`, `pixiu redis
+ * lost-writes`: src/cli), in the words serve's start uses ({@link requireRedisVersion}):
+ * on a one-node cluster serving no slots they said "Redis Cluster is down; retry later"
+ * (retrying never helps), and on one serving every slot they read and wrote it, by chance.
+ * The version is not checked: reading and raising the generation need nothing of 7.0.
+ * An `INFO server` that fails (refused to an ACL user without `+info`, timed out) tells
+ * nothing: the command goes on, and its own reads say what Redis answers.
+ * @param shownUrl the Redis URL as shown (password removed)
+ * @throws StartupError `Redis at <url>: this Redis runs in cluster mode (redis_mode:cluster), which Pixiu does not support: …`
+ */
+export async function refuseClusterMode(redis: Redis, shownUrl: string): Promise<void> {
+  const info = await redis.info('server').catch(() => '');
+  const mode = redisModeProblem(info);
+  if (mode !== undefined) throw new StartupError(`Redis at ${shownUrl}: ${mode}`);
+}
