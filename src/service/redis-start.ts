@@ -10,7 +10,7 @@ import type { Metrics } from '../api/metrics.js';
 import { LEASE_RENEW_MS } from '../cluster/lease-watch.js';
 import { refuseEmbeddedAfterShared } from '../cluster/prefix-guard.js';
 import { StartupError } from '../errors.js';
-import { createRedis, isCommandTimeout, stalledOnConnect } from '../redis/client.js';
+import { createRedis } from '../redis/client.js';
 import { startLocalRedis, type LocalRedis } from '../redis/local-server.js';
 import { redactUrl } from '../redis/url.js';
 import { checkSettings } from '../redis/settings-check.js';
@@ -18,15 +18,6 @@ import { RedisSettingsWatch, SETTINGS_WATCH_MS } from '../redis/settings-watch.j
 import { requireRedisVersion } from '../redis/version-check.js';
 import type { FoundLayout } from '../store/layout.js';
 import type { StartContext } from './start-context.js';
-
-/**
- * How long the start waits for a Redis that took its connection but does not answer
- * (paused, a long command, a fork, a failover under way), ms: one warn line, then its
- * connections and version check are tried again until it answers or this passes
- * (walk29 F9: a 2–3 s stall in the start's first second ended it, exit 1). A Redis
- * loading its data answers LOADING meanwhile, which ioredis's ready check waits out.
- */
-export const START_STALL_WAIT_MS = 30_000;
 
 /** The Redis a start connected to. */
 export interface StartedRedis {
@@ -73,7 +64,8 @@ export async function startRedis(
   }
   // The command connection and its version check, then the renewals' own connection (StartedRedis `renewals`).
   const shownUrl = redactUrl(redisUrl);
-  const stall = stallWaiter(start, shownUrl);
+  // A stall met here is waited for, the step tried again every second (start-stall.ts).
+  const stall = start.stalls.runner(shownUrl);
   const redis = await stall(() => connectRedis(start, redisUrl, metrics, 'pixiu', 'redis', config.redisCommandTimeoutMs));
   // On the first connection, before the second one: a Redis refusing INFO (an ACL user
   // without +info) or in cluster mode ends the start here, after ioredis's one notice for
@@ -119,40 +111,4 @@ async function connectRedis(start: StartContext, url: string, metrics: Metrics, 
   cleanup.unshift({ what, run: () => redis.quit().catch(() => redis.disconnect()), redis: { ...start.redisBound, giveUp: () => redis.disconnect() } });
   stopAsked();
   return redis;
-}
-
-/**
- * A runner of the start's first Redis steps that tries a step again while Redis took
- * the connection but did not answer in time (client.ts `stalledOnConnect`, or a timed-out
- * command), every second, for {@link START_STALL_WAIT_MS} from the first such failure;
- * the first is logged at warn (`Redis did not answer at start …`), the answer after it
- * at info. Any other failure, the last one, or a stop asked for meanwhile ends the start.
- */
-function stallWaiter(start: StartContext, shownUrl: string): <T>(step: () => Promise<T>) => Promise<T> {
-  let waitedSince: number | undefined;
-  return async (step) => {
-    for (;;) {
-      try {
-        const done = await step();
-        if (waitedSince !== undefined) {
-          start.logger.info({ redisUrl: shownUrl, waitedMs: Date.now() - waitedSince }, 'Redis answers again: the start goes on');
-          waitedSince = undefined;
-        }
-        return done;
-      } catch (err) {
-        const cause = (err as Error).cause;
-        if (!stalledOnConnect(cause) && !isCommandTimeout(cause)) throw err;
-        const now = Date.now();
-        if (waitedSince === undefined) {
-          waitedSince = now;
-          start.logger.warn({ redisUrl: shownUrl, reason: (err as Error).message, waitMs: START_STALL_WAIT_MS },
-            'Redis did not answer at start: the start tries again every second until it does, for 30 s at most');
-        } else if (now - waitedSince >= START_STALL_WAIT_MS) {
-          throw err;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-        start.stopAsked();
-      }
-    }
-  };
 }

@@ -34,7 +34,7 @@ import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { checkListenable, listenFailure } from './listen-check.js';
 import { startRedis } from './redis-start.js';
-import { startStallFailure } from './start-stall.js';
+import { StartStallFailure, StartStallWait, startStallFailure } from './start-stall.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
 import type { StartContext } from './start-context.js';
 import { startStore } from './store-start.js';
@@ -94,22 +94,48 @@ export interface StartOptions {
 /**
  * Starts the service and resolves once it listens.
  *
+ * A Redis that stalls in a later step of the start, on a shared Redis, is waited for:
+ * what the start started is stopped, and it runs again once Redis answers, within the
+ * start's one budget for stalls (start-stall.ts, where the steps not run again are named).
+ *
  * @param given secrets resolved already (serve.ts does, to show generated ones before
- *   anything can fail); default: resolved here with `loadSecrets`
+ *   anything can fail); default: resolved here with `loadSecrets` (by each run: a second
+ *   one reads those the first generated)
  * @throws StartupError when Redis cannot be reached or started, a store partition
  *   cannot be opened, or the port cannot be bound, or `opts.signal` is aborted; what
  *   was started is stopped again
  */
 export async function startService(config: Config, logger: Logger, given?: Secrets, opts: StartOptions = {}): Promise<Service> {
-  const cleanup: CloseStep[] = [];
   const stopAsked = (): void => {
     if (opts.signal?.aborted === true) throw new StartupError('stopped by a signal while starting');
   };
+  const stalls = new StartStallWait(logger, stopAsked);
+  for (;;) {
+    try {
+      return await startOnce(config, logger, given, opts, { stopAsked, stalls });
+    } catch (err) {
+      // Its own waits spent (connecting), after it listens (the lease), or the embedded Redis: final.
+      const again = err instanceof StartStallFailure && config.redisUrl !== undefined
+        && err.step !== 'connecting to Redis' && err.step !== 'taking the store lease';
+      if (!again || !(await stalls.again(err, 'stops what it started and runs again once Redis answers', { redisUrl: redactUrl(config.redisUrl), step: err.step }))) throw err;
+    }
+  }
+}
+
+/**
+ * One run of the start ({@link startService}).
+ * @param shared the stop check and the stall waits, shared by every run of one start
+ * @throws StartStallFailure when it failed on a Redis stall; else as {@link startService}
+ */
+async function startOnce(config: Config, logger: Logger, given: Secrets | undefined, opts: StartOptions,
+  shared: Pick<StartContext, 'stopAsked' | 'stalls'>): Promise<Service> {
+  const cleanup: CloseStep[] = [];
+  const { stopAsked } = shared;
   // A step that waits on Redis: a command or two, each bounded by the command timeout;
   // all of them together get three (shutdown-steps.ts).
   const redisBound = { boundMs: 2 * config.redisCommandTimeoutMs + 1000 };
   const redisBudgetMs = 3 * config.redisCommandTimeoutMs + 1000;
-  const start: StartContext = { config, logger, cleanup, redisBound, stopAsked };
+  const start: StartContext = { config, logger, cleanup, redisBound, ...shared };
   // The step under way and the Redis it waits on, named by a start that fails on a
   // Redis stall (start-stall.ts; README "A Redis that stalls while a node starts").
   let step = 'checking the data dir';

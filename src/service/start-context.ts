@@ -6,6 +6,7 @@
 import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { CloseStep } from './shutdown-steps.js';
+import type { StartStallWait } from './start-stall.js';
 
 /** The start's shared state; see the module comment. */
 export interface StartContext {
@@ -24,4 +25,6 @@ export interface StartContext {
    * asked to stop meanwhile (StartOptions `signal`); called between steps.
    */
   readonly stopAsked: () => void;
+  /** The start's waits on a Redis that stalls, one budget for all its steps and runs (start-stall.ts). */
+  readonly stalls: StartStallWait;
 }

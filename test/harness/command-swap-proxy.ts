@@ -10,7 +10,7 @@
  * replies, blackhole-proxy.ts cuts every connection; this one changes one command.
  */
 import type net from 'node:net';
-import { openLink, ProxyListener } from './proxy-link.js';
+import { openLink, ProxyListener, relayReplies } from './proxy-link.js';
 
 /** A command in Redis's protocol (RESP array of bulk strings), as a client sends it. */
 function encodeCommand(args: readonly string[]): Buffer {
@@ -19,9 +19,10 @@ function encodeCommand(args: readonly string[]): Buffer {
 
 /**
  * The command at the start of `buf` (a RESP array of bulk strings): its name,
- * lowercased, and how many bytes it takes; undefined while it is not all there.
+ * lowercased, its arguments after the name (latin1), and how many bytes it takes;
+ * undefined while it is not all there. Also stall-proxy.ts's.
  */
-function nextCommand(buf: Buffer): { name: string; length: number } | undefined {
+export function nextCommand(buf: Buffer): { name: string; args: string[]; length: number } | undefined {
   let at = 0;
   const line = (): string | undefined => {
     const end = buf.indexOf('\r\n', at, 'latin1');
@@ -34,15 +35,18 @@ function nextCommand(buf: Buffer): { name: string; length: number } | undefined 
   if (head === undefined) return undefined;
   if (!head.startsWith('*')) throw new Error(`not a RESP array: ${JSON.stringify(head)}`);
   let name = '';
+  const args: string[] = [];
   for (let i = 0; i < Number(head.slice(1)); i++) {
     const size = line();
     if (size === undefined) return undefined;
     const bytes = Number(size.slice(1));
     if (buf.length < at + bytes + 2) return undefined;
-    if (i === 0) name = buf.toString('latin1', at, at + bytes).toLowerCase();
+    const word = buf.toString('latin1', at, at + bytes);
+    if (i === 0) name = word.toLowerCase();
+    else args.push(word);
     at += bytes + 2;
   }
-  return { name, length: at };
+  return { name, args, length: at };
 }
 
 /** A running proxy; {@link CommandSwapProxy.close} in the test's clean-up. */
@@ -82,7 +86,8 @@ export class CommandSwapProxy {
   }
 
   #pipe(client: net.Socket, target: { host: string; port: number }): void {
-    const { upstream, end } = openLink(client, target, this.#listener.sockets);
+    const link = openLink(client, target, this.#listener.sockets);
+    const { upstream } = link;
     let pending = Buffer.alloc(0);
     client.on('data', (chunk: Buffer) => {
       pending = Buffer.concat([pending, chunk]);
@@ -93,11 +98,7 @@ export class CommandSwapProxy {
         pending = pending.subarray(command.length);
       }
     });
-    upstream.on('data', (chunk: Buffer) => {
-      if (!client.destroyed) client.write(chunk);
-    });
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
+    relayReplies(client, link);
   }
 
   /** Stops listening and drops every connection. */

@@ -62,3 +62,15 @@ export function openLink(client: net.Socket, target: { host: string; port: numbe
   };
   return { upstream, end };
 }
+
+/**
+ * Passes Redis's replies on `link` to `client` as they come, and ends the link when
+ * either socket closes or fails (the proxies that change or hold what clients send).
+ */
+export function relayReplies(client: net.Socket, link: ProxyLink): void {
+  link.upstream.on('data', (chunk: Buffer) => {
+    if (!client.destroyed) client.write(chunk);
+  });
+  client.on('close', link.end).on('error', link.end);
+  link.upstream.on('close', link.end).on('error', link.end);
+}
