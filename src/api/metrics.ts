@@ -3,13 +3,13 @@
  * instances in one process (tests) do not collide. Exposed at `GET /metrics`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { FetchRead } from '../delivery/session.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import {
-  ACCEPTED, ACK_LABELS, FAILED, FETCH_READ_LABELS, HANDSHAKE_OUTCOMES, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
+  ACCEPTED, ACK_LABELS, FAILED, HANDSHAKE_OUTCOMES, HANDSHAKE_REFUSALS, INGEST_ROUTES, OUTCOME_LABELS, ROUTE_LABELS,
   SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type HandshakeOutcome, type IngestRoute,
 } from './metric-labels.js';
+import { DeliveryMetrics } from './delivery-metrics.js';
 import { StoreMetrics } from './store-metrics.js';
 import { WsBufferMetrics } from './ws-buffer-metrics.js';
 
@@ -136,57 +136,8 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /**
-   * Inbox reads by delivery sessions (DESIGN.md §5 fetches). A live message to a
-   * caught-up local connection needs none; logins, heartbeats, remote notifies and
-   * connections catching up do.
-   */
-  readonly deliveryFetches = new Counter({
-    name: 'pixiu_delivery_fetches_total',
-    help: 'Inbox reads by delivery sessions (logins, heartbeats, catch-up, remote notifies)',
-    registers: [this.registry],
-  });
-
-  /**
-   * Delivery fetches that failed, by the read that failed (src/delivery/session.ts
-   * `FetchRead`): `inbox`, the inbox page in Redis; `records`, the messages' content
-   * (the node owning their partition down or unreachable, the local store, or the
-   * owner lookup in Redis). Each is retried (DESIGN.md §9); the user's delivery waits
-   * meanwhile ({@link deliveryStalledUsers}).
-   */
-  readonly deliveryFetchFailures = new Counter({
-    name: 'pixiu_delivery_fetch_failures_total',
-    help: 'Delivery fetches that failed and will be retried, by the read that failed (inbox: Redis; records: message content, e.g. its owning node down)',
-    labelNames: ['read'] as const,
-    registers: [this.registry],
-  });
-
-  /**
-   * Users connected here whose delivery is stalled now: their session's last fetch
-   * failed and none has succeeded since. Nothing more reaches their devices (not even
-   * `welcome` on a new connection) until a fetch succeeds.
-   */
-  readonly deliveryStalledUsers = new Gauge({
-    name: 'pixiu_delivery_stalled_users',
-    help: 'Users connected to this node whose last delivery fetch failed (their delivery waits for a retry to succeed)',
-    registers: [this.registry],
-  });
-
-  /**
-   * Time from a message's `ts` (when the store accepted it: the ingesting node's clock,
-   * Redis's for a room message) to this node writing its `msg` frame on a connection,
-   * seconds, for live deliveries only (src/delivery/effects.ts, the `live` mark of a
-   * `send`): the first send on that connection of a message appended after its
-   * `welcome` (or `reset`). Not timed: catch-up (the backlog a connection is sent after
-   * its `welcome`, whose lag is how long the device was away), redeliveries, and gaps.
-   * Across nodes it includes the difference of their clocks.
-   */
-  readonly deliveryLag = new Histogram({
-    name: 'pixiu_delivery_lag_seconds',
-    help: 'Seconds from a message\'s ingest (its ts) to its msg frame being written to a device connected when it was appended (first send; not catch-up, not redeliveries)',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [this.registry],
-  });
+  /** Inbox delivery: its reads, failed reads, stalled users and lag (delivery-metrics.ts). */
+  readonly delivery = new DeliveryMetrics(this.registry);
 
   /**
    * Live nodes in the node registry (this one included), as this node's last renewal of
@@ -321,11 +272,6 @@ export class Metrics {
     this.wsHandshakes.inc(outcome === 'accepted' ? ACCEPTED : { outcome });
   }
 
-  /** Counts one failed delivery fetch by the read that failed. */
-  countFetchFailure(read: FetchRead): void {
-    this.deliveryFetchFailures.inc(FETCH_READ_LABELS[read]);
-  }
-
   /**
    * Starts the labelled counters' series of a small, fixed label set at 0 (docs/api.md,
    * "GET /metrics"). prom-client shows a series only from its first event: until then
@@ -347,7 +293,6 @@ export class Metrics {
     for (const outcome of [...HANDSHAKE_OUTCOMES, ...HANDSHAKE_REFUSALS]) this.wsHandshakes.inc({ outcome }, 0);
     for (const kind of ['connection', 'request']) this.redisErrors.inc({ kind }, 0);
     for (const reason of ['pipelined_requests', 'unread_bytes']) this.pipelineConnectionsClosed.inc({ reason }, 0);
-    for (const labels of Object.values(FETCH_READ_LABELS)) this.deliveryFetchFailures.inc(labels, 0);
     for (const code of Object.keys(ERRORS)) this.httpErrors.inc({ code }, 0);
     for (const t of SERVER_FRAME_TYPES) this.wsFrames.inc({ t }, 0);
     for (const code of SERVER_CLOSE_CODES) this.wsCloses.inc({ code: closeCodeLabel(code), by: 'server' }, 0);
@@ -384,14 +329,5 @@ export class Metrics {
    */
   observeIngest(route: IngestRoute, startedMs: number): void {
     this.ingestDuration.observe(ROUTE_LABELS[route], (performance.now() - startedMs) / 1000);
-  }
-
-  /**
-   * Records one live delivery in {@link deliveryLag}: one observe, nothing else per
-   * frame. A `ts` ahead of this node's clock (another node's clock ahead) counts as 0.
-   * @param tsMs the message's `ts`, ms since the epoch
-   */
-  observeDeliveryLag(tsMs: number): void {
-    this.deliveryLag.observe(Math.max(0, Date.now() - tsMs) / 1000);
   }
 }
