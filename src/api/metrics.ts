@@ -136,7 +136,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Inbox delivery: its reads, failed reads, stalled users and lag (delivery-metrics.ts). */
+  /** Inbox delivery: its reads, failed reads, stalled users, lag, and the gaps devices were told of (delivery-metrics.ts). */
   readonly delivery = new DeliveryMetrics(this.registry);
 
   /**
@@ -179,6 +179,20 @@ export class Metrics {
   readonly broadcastLosses = new Counter({
     name: 'pixiu_broadcast_reader_losses_total',
     help: 'Times the broadcast reader found broadcasts trimmed before it read them (connections were sent a gap)',
+    registers: [this.registry],
+  });
+
+  /**
+   * Broadcast-stream `gap` frames written to connections (src/broadcast/subscription.ts
+   * `sendGap`), one per connection told: a `last_bseq` older than the stream retains,
+   * the stream trimmed during a catch-up, a catch-up read that failed or whose queue of
+   * live broadcasts overflowed, or the node's reader losing broadcasts
+   * ({@link broadcastLosses}: one gap per connection it had).
+   * A broadcast gap names no count of broadcasts (a bseq is a stream ID): frames only.
+   */
+  readonly broadcastGaps = new Counter({
+    name: 'pixiu_broadcast_gaps_total',
+    help: 'Broadcast-stream gap frames written to WebSocket connections (broadcasts they can no longer get)',
     registers: [this.registry],
   });
 

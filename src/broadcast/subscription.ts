@@ -68,6 +68,8 @@ export interface BroadcastTarget {
 export interface FrameSink {
   /** Writes one text frame (a Buffer holds its UTF-8 bytes) of type `t` (counted by type). */
   send(frame: string | Buffer, t: FrameType): void;
+  /** Counts the broadcast `gap` frame that goes to {@link send} next (metrics; a `bcast` pays nothing for it); absent: not counted. */
+  countGap?(): void;
   /** Writes the `bcast` frames of several entries, in order, together where the socket allows. */
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void;
   /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
@@ -110,6 +112,7 @@ export class BroadcastSubscription implements BroadcastTarget, FollowerSink<Broa
 
   /** Writes the `gap` of broadcasts after `from` and before `to` (both exclusive) its follower tells; for the follower only. */
   sendGap(from: string, to: string): void {
+    this.#sink.countGap?.();
     this.#sink.send(gapFrame(from, to), 'gap');
   }
 

@@ -7,7 +7,7 @@
  * serialised goes out as a `gap` of its seq, reason `undeliverable`.
  */
 import type { Logger } from '../logger.js';
-import type { ServerFrame } from './frames.js';
+import type { GapFrame, ServerFrame } from './frames.js';
 import { msgFrameBytes } from './msg-frame-bytes.js';
 import { spend } from './send-turns.js';
 import type { DeliveryConnection } from './session.js';
@@ -16,11 +16,12 @@ import type { DeliveryConnection } from './session.js';
  * Sends `frame` on `conn`, then tells a `welcome`'s connection it was written
  * (DeliveryConnection `welcomed`). Never throws.
  * @param user the connection's user (log context)
+ * @param onGap called with a `gap` frame once written (one sent in a `msg`'s place too)
  * @returns the seq of a `msg` sent as an `undeliverable` gap instead, which the
  *   machine must be told of (machine.ts `undeliverable`); undefined otherwise (sent, or
  *   a frame other than a `msg` that cannot be serialised: logged and dropped)
  */
-export function sendFrame(conn: DeliveryConnection, frame: ServerFrame, logger: Logger, user: string): number | undefined {
+export function sendFrame(conn: DeliveryConnection, frame: ServerFrame, logger: Logger, user: string, onGap?: (gap: GapFrame) => void): number | undefined {
   let out = frame;
   if (out.t === 'welcome') {
     const bseq = conn.welcomeBseq?.();
@@ -45,6 +46,7 @@ export function sendFrame(conn: DeliveryConnection, frame: ServerFrame, logger: 
   spend(typeof text === 'string' ? Buffer.byteLength(text) : text.length);
   conn.send(text, out.t);
   if (out.t === 'welcome') conn.welcomed?.();
+  else if (out.t === 'gap') onGap?.(out);
   return gapOf;
 }
 

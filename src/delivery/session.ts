@@ -18,6 +18,7 @@ import { UserMachine, type Effect, type MachineConfig, type ResumeRequest } from
 import type { AckRounds } from './ack-rounds.js';
 import { AckCursors } from './ack-cursors.js';
 import type { DeliveryConnection } from './delivery-connection.js';
+import type { GapFrame } from './frames.js';
 import { LazyTimers } from './lazy-timers.js';
 import { nextTurn, turnSpent } from './send-turns.js';
 import { sendFrame } from './send-frame.js';
@@ -56,6 +57,11 @@ export interface SessionDeps {
    * connection here: its message's `ts`, ms since the epoch (metrics: delivery lag).
    */
   readonly onLiveMsg?: (tsMs: number) => void;
+  /**
+   * An inbox `gap` frame was written on a connection here, as it went out (send-frame.ts;
+   * metrics: the seqs devices were told they can no longer get). Not called for a `msg`.
+   */
+  readonly onGap?: (gap: GapFrame) => void;
   /** Counts failed fetches by the read that failed (metrics). */
   readonly onFetchFailed?: (read: FetchRead) => void;
   /**
@@ -260,7 +266,7 @@ export class UserSession {
         case 'send': {
           const conn = this.#conns.get(e.conn);
           if (conn === undefined) break;
-          const gapOf = sendFrame(conn, e.frame, this.#deps.logger, this.user);
+          const gapOf = sendFrame(conn, e.frame, this.#deps.logger, this.user, this.#deps.onGap);
           if (gapOf !== undefined) (unsendable ??= []).push({ conn: e.conn, seq: gapOf });
           else if (e.live === true && e.frame.t === 'msg') this.#deps.onLiveMsg?.(e.frame.ts);
           break;

@@ -88,6 +88,8 @@ export interface ConnectionDeps {
   readonly onHeartbeat: (conn: WsConnection) => void;
   /** Frames written to the socket: `n` of type `t` (metrics). */
   readonly onFrames: (t: FrameType, n: number) => void;
+  /** A broadcast-stream `gap` frame is written to the socket (metrics: `pixiu_broadcast_gaps_total`); also counted by {@link onFrames}. */
+  readonly onBroadcastGap?: () => void;
   /** A well-formed `ack` frame was handled, with what it did (metrics: `pixiu_acks_total`). */
   readonly onAck?: (outcome: AckOutcome) => void;
   /**

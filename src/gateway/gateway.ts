@@ -148,6 +148,7 @@ export class Gateway implements GatewayDeps {
       },
       onFetch: () => metrics.delivery.fetches.inc(),
       onLiveMsg: (tsMs) => metrics.delivery.observeLag(tsMs),
+      onGap: (gap) => metrics.delivery.countGap(gap),
       onFetchFailed: (read) => metrics.delivery.countFetchFailure(read),
       onStalled: (stalled) => (stalled ? metrics.delivery.stalledUsers.inc() : metrics.delivery.stalledUsers.dec()),
       onAckWrites: (written, failed) => metrics.countAckWrites(written, failed),
@@ -215,6 +216,7 @@ export class Gateway implements GatewayDeps {
       logger,
       onHeartbeat: (c) => refreshOnHeartbeat(this.presence, c, logger),
       onFrames: (t, n) => metrics.wsFrames.inc({ t }, n),
+      onBroadcastGap: () => metrics.broadcastGaps.inc(),
       onAck: (outcome) => metrics.countAck(outcome),
       onClosed: (c, code, by) => {
         this.#open.delete(c);

@@ -117,9 +117,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   }
 
   /** The delivery session, once attached (start()). */
-  get session(): UserSession | undefined {
-    return this.#session;
-  }
+  get session(): UserSession | undefined { return this.#session; }
 
   /**
    * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5). A
@@ -139,6 +137,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     if (socket !== undefined) flushCorked(socket, this.#deps.corkFlushBytes);
     this.#checkBuffered();
   }
+
+  /** FrameSink `countGap`: a broadcast-stream `gap` goes to {@link send} next (counted unless closed, when send() drops it). */
+  countGap(): void { if (!this.#closed) this.#deps.onBroadcastGap?.(); }
 
   /**
    * Writes several frames in order (a batch of broadcasts), corking the socket around

@@ -9,7 +9,7 @@ import { Metrics } from '../../src/api/metrics.js';
 import { ERRORS } from '../../src/errors.js';
 import { metricSample } from '../harness/checks.js';
 
-test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate/abandoned, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, acks, ack cursor writes, handshakes', async () => {
+test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/duplicate/abandoned, Redis error kinds, every error code, every frame type, the server\'s close codes and the usual client ones, acks, ack cursor writes, handshakes, gap reasons, fetch reads', async () => {
   const text = await new Metrics().registry.metrics();
   const zero = [
     ...['message', 'batch', 'broadcast', 'channel'].flatMap((route) => ['created', 'duplicate'].map((outcome) => `pixiu_ingest_messages_total{route="${route}",outcome="${outcome}"}`)),
@@ -23,6 +23,9 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
     ...['welcome', 'msg', 'gap', 'reset', 'bcast', 'pub', 'subscribed', 'pong', 'error'].map((t) => `pixiu_ws_frames_sent_total{t="${t}"}`),
     ...[1000, 1001, 1006, 1008, 1009, 1011, 4001, 4002, 4003, 4008, 4009].map((code) => `pixiu_ws_closes_total{code="${code}",by="server"}`),
     ...[1000, 1001, 1006].map((code) => `pixiu_ws_closes_total{code="${code}",by="client"}`),
+    ...['trimmed', 'expired', 'undeliverable'].flatMap((reason) => [`pixiu_delivery_gap_seqs_total{reason="${reason}"}`, `pixiu_delivery_gaps_total{reason="${reason}"}`]),
+    ...['inbox', 'records'].map((read) => `pixiu_delivery_fetch_failures_total{read="${read}"}`),
+    'pixiu_broadcast_gaps_total',
   ];
   assert.deepEqual(zero.filter((series) => metricSample(text, series) !== 0), []);
   // Outside the fixed sets: no series until the first event.
@@ -30,4 +33,19 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
   assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="message",outcome="INVALID_REQUEST"}'), undefined);
   assert.equal(metricSample(text, 'pixiu_ws_handshakes_total{outcome="INTERNAL"}'), undefined);
   assert.equal(metricSample(text, 'pixiu_ingest_messages_total{route="channel",outcome="abandoned"}'), undefined, 'a publication is never abandoned');
+});
+
+test('an inbox gap counts its seqs by reason only when not marked redelivered: of a gap split in two after a reset, the news part', async () => {
+  const metrics = new Metrics();
+  // After a reset: 1..4 the device had under the old epoch (marked), 5..9 it never had.
+  metrics.delivery.countGap({ t: 'gap', from: 1, to: 4, reason: 'trimmed', redelivered: true });
+  metrics.delivery.countGap({ t: 'gap', from: 5, to: 9, reason: 'trimmed' });
+  metrics.delivery.countGap({ t: 'gap', from: 12, to: 12, reason: 'undeliverable' });
+  const text = await metrics.registry.metrics();
+  assert.deepEqual(
+    ['trimmed', 'expired', 'undeliverable'].map((reason) => [
+      metricSample(text, `pixiu_delivery_gap_seqs_total{reason="${reason}"}`), metricSample(text, `pixiu_delivery_gaps_total{reason="${reason}"}`),
+    ]),
+    [[5, 1], [0, 0], [1, 1]],
+  );
 });
