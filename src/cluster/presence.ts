@@ -21,6 +21,7 @@ import { isOutOfMemory } from '../redis/state-replies.js';
 import { PRESENCE_SCRIPTS } from './scripts.js';
 import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
+import { replacedEntries, UnansweredAdds } from './presence-settle.js';
 
 /** How often removals that failed are tried again while Redis fails, ms. */
 const REMOVAL_RETRY_MS = 1000;
@@ -113,17 +114,6 @@ function entryValue(expiresAt: number, node: string, device: string, since: numb
   return `${expiresAt}|${node}|${device}|${since}`;
 }
 
-/** The `conn, entry, conn, entry, …` pairs of a script's reply from index `from`, as {@link ReplacedEntry}s. */
-function replacedEntries(reply: readonly (number | string)[], from: number): ReplacedEntry[] {
-  const replaced: ReplacedEntry[] = [];
-  for (let i = from; i + 1 < reply.length; i += 2) {
-    const value = String(reply[i + 1]);
-    // Each entry read as `<expiresAt>|<node>|<device>|…`.
-    replaced.push({ conn: String(reply[i]), node: value.split('|')[1] ?? '', value });
-  }
-  return replaced;
-}
-
 function parseEntry(conn: string, value: string): PresenceEntry | undefined {
   const m = /^(\d+)\|([^|]+)\|([^|]+)\|(\d+)$/.exec(value);
   if (!m) return undefined;
@@ -142,8 +132,8 @@ export class Presence {
   readonly #keys: Keys;
   readonly #opts: PresenceOptions;
   readonly #removals: PendingRemovals;
-  /** Adds whose reply did not come, to settle once Redis answers: their entries go as removals do, and what they replaced is kicked. */
-  readonly #unsettled: PendingRemovals;
+  /** Adds whose reply did not come, to settle once Redis answers: their entries go as removals do, and what they replaced is kicked (presence-settle.ts). */
+  readonly #unsettled: UnansweredAdds;
   /** The connections of this node: entries naming this node and none of these are stale. */
   readonly #held = new HeldConns();
 
@@ -152,7 +142,9 @@ export class Presence {
     this.#keys = keys;
     this.#opts = opts;
     this.#removals = new PendingRemovals((user, conns) => this.removeConns(user, conns), REMOVAL_RETRY_MS);
-    this.#unsettled = new PendingRemovals((user, conns) => this.#settle(user, conns), REMOVAL_RETRY_MS);
+    this.#unsettled = new UnansweredAdds(redis, keys, {
+      ttlMs: opts.ttlMs, retryMs: REMOVAL_RETRY_MS, now: () => this.#now(), onReplaced: opts.onUnansweredReplaced,
+    });
     loadScripts(redis, Object.values(PRESENCE_SCRIPTS));
   }
 
@@ -191,9 +183,9 @@ export class Presence {
    * timeout, or the link was lost): the entry would be an orphan, and the connections it
    * replaced would stay open, told by no one, until their own refresh found their place
    * taken (up to PIXIU_HEARTBEAT), beside the device's next connection. So the add is
-   * settled (`presence-settle-1.lua`), at once and then every second while Redis fails
-   * (presence-removals.ts), until the entry would have expired: its entry deleted, and
-   * the connections it replaced, as `presence-add-2.lua` recorded them, handed to
+   * settled (presence-settle.ts), at once and then every second while Redis fails,
+   * until the entry would have expired: its entry deleted, and the connections it
+   * replaced, as `presence-add-2.lua` recorded them, handed to
    * {@link PresenceOptions.onUnansweredReplaced}. An add that never ran leaves nothing
    * to settle. (docs/decisions.md, "A presence add whose reply is lost".)
    * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later)
@@ -208,11 +200,7 @@ export class Presence {
       return added;
     } catch (err) {
       this.#held.release(user, conn);
-      // Its expiry is at most one lifetime from now (entryValue in #add), by Redis's
-      // clock; the retries stop then (by this node's), when the entry is gone anyway.
-      this.#unsettled.add(user, conn, Date.now() + this.#opts.ttlMs);
-      // Sent now, on this connection: Redis runs it after the add, if it runs the add.
-      void this.#unsettled.retryUser(user);
+      this.#unsettled.failed(user, conn);
       throw err;
     }
   }
@@ -234,19 +222,6 @@ export class Presence {
     if (reply[0] !== 1 && (await this.#prune(user)).pruned > 0) reply = await this.#add(user, conn, device, since);
     if (reply[0] !== 1) return { admitted: false, replaced: [] };
     return { admitted: true, replaced: replacedEntries(reply, 1) };
-  }
-
-  /**
-   * Settles the adds of `conns` whose reply was lost (`presence-settle-1.lua`): deletes
-   * their entries and hands what they replaced to {@link PresenceOptions.onUnansweredReplaced}.
-   * @throws PixiuError UNAVAILABLE when Redis fails (they stay to settle)
-   */
-  async #settle(user: string, conns: readonly string[]): Promise<void> {
-    const keys = this.#keys.user(user);
-    const reply = await redisCall(() => evalScript<string[]>(this.#redis, PRESENCE_SCRIPTS.settle, [keys.conns, keys.replaced], [
-      String(this.#now()), ...conns]));
-    const replaced = replacedEntries(reply, 0);
-    if (replaced.length > 0) this.#opts.onUnansweredReplaced?.(user, replaced);
   }
 
   /**

@@ -9,7 +9,7 @@ add Redis ran but whose reply was lost had replaced the device's older connectio
 with an entry no connection will ever hold: those stayed open off presence, beside the
 device's next connection, until their own refresh found their place taken (up to
 PIXIU_HEARTBEAT), and the orphan entry stayed until it expired. The node sends this
-once Redis answers (src/cluster/presence.ts), and kicks what it returns (docs/decisions.md,
+once Redis answers (src/cluster/presence-settle.ts), and kicks what it returns (docs/decisions.md,
 "A presence add whose reply is lost"). An add that never ran leaves nothing to settle.
 
 Steps, for each conn id in ARGV[2..]

@@ -1,0 +1,109 @@
+/**
+ * Presence adds whose reply did not reach this node, settled once Redis answers
+ * (DESIGN.md §4 `conns`, `replaced`; docs/decisions.md, "A presence add whose reply is
+ * lost"). When `presence-add-2.lua` rejects, Redis may still have run it (its reply
+ * came past the command timeout, or the link was lost): its entry would be an orphan,
+ * and the connections it replaced would stay open, told by no one, until their own
+ * refresh found their place taken (up to PIXIU_HEARTBEAT), beside the device's next
+ * connection. So the add is settled (`presence-settle-1.lua`): at once, then every
+ * second while Redis fails (presence-removals.ts), when the node's Redis connection is
+ * back, and before the user's next add on this node, until the entry would have
+ * expired. The settling deletes the entry and answers the connections the add
+ * replaced, as `presence-add-2.lua` recorded them, for the caller to close 4002.
+ */
+import type { Redis } from 'ioredis';
+import { redisCall } from '../redis/client.js';
+import type { Keys } from '../redis/keys.js';
+import { evalScript } from '../redis/scripts.js';
+import type { ReplacedEntry } from './presence.js';
+import { PendingRemovals } from './presence-removals.js';
+import { PRESENCE_SCRIPTS } from './scripts.js';
+
+/** Options of {@link UnansweredAdds}. */
+export interface UnansweredAddsOptions {
+  /** Lifetime of an entry without a refresh, ms: how long an add is settled for. */
+  readonly ttlMs: number;
+  /** How often settlings that failed are tried again while Redis fails, ms. */
+  readonly retryMs: number;
+  /** The time entries expire by, ms since the Unix epoch (Presence's: Redis's clock). */
+  readonly now: () => number;
+  /**
+   * Called with the connections an add replaced whose reply did not reach this node,
+   * once Redis answered the settling of it: they are to be closed 4002, as on the
+   * add's reply. Perhaps again for the same ones, when a settling's own reply was lost.
+   */
+  readonly onReplaced?: (user: string, replaced: readonly ReplacedEntry[]) => void;
+}
+
+/**
+ * The `conn, entry, conn, entry, …` pairs of a presence script's reply from index
+ * `from`, as {@link ReplacedEntry}s (each entry read as `<expiresAt>|<node>|<device>|…`).
+ */
+export function replacedEntries(reply: readonly (number | string)[], from: number): ReplacedEntry[] {
+  const replaced: ReplacedEntry[] = [];
+  for (let i = from; i + 1 < reply.length; i += 2) {
+    const value = String(reply[i + 1]);
+    replaced.push({ conn: String(reply[i]), node: value.split('|')[1] ?? '', value });
+  }
+  return replaced;
+}
+
+/** The adds of this node whose reply was lost, settled until they would have expired. */
+export class UnansweredAdds {
+  readonly #redis: Redis;
+  readonly #keys: Keys;
+  readonly #opts: UnansweredAddsOptions;
+  readonly #pending: PendingRemovals;
+
+  /** The caller loads `PRESENCE_SCRIPTS` on `redis` (src/cluster/presence.ts does). */
+  constructor(redis: Redis, keys: Keys, opts: UnansweredAddsOptions) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#opts = opts;
+    this.#pending = new PendingRemovals((user, conns) => this.#settle(user, conns), opts.retryMs);
+  }
+
+  /** How many adds wait to be settled (metrics). */
+  get size(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Keeps the add of `conn` (which rejected) to settle, and sends its settling now, on
+   * the same Redis connection: Redis runs it after the add, if it runs the add.
+   */
+  failed(user: string, conn: string): void {
+    // Its expiry is at most one lifetime from now (entryValue in Presence's #add), by
+    // Redis's clock; the retries stop then (by this node's), when the entry is gone anyway.
+    this.#pending.add(user, conn, Date.now() + this.#opts.ttlMs);
+    void this.#pending.retryUser(user);
+  }
+
+  /** Settles `user`'s pending adds now (sent before this returns: before the user's next add). Never rejects. */
+  retryUser(user: string): Promise<void> {
+    return this.#pending.retryUser(user);
+  }
+
+  /** Tries every pending settling once (Redis is back). Never rejects. */
+  retryAll(): Promise<void> {
+    return this.#pending.retryAll();
+  }
+
+  /** Stops retrying and forgets what is pending (shutdown). */
+  stop(): void {
+    this.#pending.stop();
+  }
+
+  /**
+   * Settles the adds of `conns` whose reply was lost (`presence-settle-1.lua`): deletes
+   * their entries and hands what they replaced to {@link UnansweredAddsOptions.onReplaced}.
+   * @throws PixiuError UNAVAILABLE when Redis fails (they stay to settle)
+   */
+  async #settle(user: string, conns: readonly string[]): Promise<void> {
+    const keys = this.#keys.user(user);
+    const reply = await redisCall(() => evalScript<string[]>(this.#redis, PRESENCE_SCRIPTS.settle, [keys.conns, keys.replaced], [
+      String(this.#opts.now()), ...conns]));
+    const replaced = replacedEntries(reply, 0);
+    if (replaced.length > 0) this.#opts.onReplaced?.(user, replaced);
+  }
+}
