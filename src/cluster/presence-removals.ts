@@ -16,14 +16,26 @@
 /** Users whose removals one retry sends at once. */
 const RETRY_CONCURRENCY = 64;
 
-/** Removes the entries `conns` of `user` in one call; rejects when Redis fails. */
-export type RemoveEntries = (user: string, conns: readonly string[]) => Promise<void>;
+/**
+ * Removes the entries `conns` of `user` in one call; rejects when Redis fails.
+ * `values[i]` is what {@link PendingRemovals.add} was given with `conns[i]`.
+ */
+export type RemoveEntries<V = undefined> = (user: string, conns: readonly string[], values: readonly (V | undefined)[]) => Promise<void>;
 
-/** Removals still to do, retried on a timer while any is left. */
-export class PendingRemovals {
-  /** user → conn → ms since the epoch after which the entry has expired anyway. */
-  readonly #pending = new Map<string, Map<string, number>>();
-  readonly #remove: RemoveEntries;
+/** One pending removal: when its entry has expired anyway (ms since the epoch), and what the caller keeps with it. */
+interface Pending<V> {
+  readonly until: number;
+  readonly value: V | undefined;
+}
+
+/**
+ * Removals still to do, retried on a timer while any is left; each may carry a value
+ * `V` of the caller's, handed back with it (the settling of an add: its handshake's time).
+ */
+export class PendingRemovals<V = undefined> {
+  /** user → conn → its pending removal. */
+  readonly #pending = new Map<string, Map<string, Pending<V>>>();
+  readonly #remove: RemoveEntries<V>;
   readonly #retryMs: number;
   #timer: NodeJS.Timeout | undefined;
   #retrying: Promise<void> | undefined;
@@ -33,7 +45,7 @@ export class PendingRemovals {
    * @param remove what removes entries (one HDEL per user)
    * @param retryMs how often to try again while removals are pending, ms
    */
-  constructor(remove: RemoveEntries, retryMs: number) {
+  constructor(remove: RemoveEntries<V>, retryMs: number) {
     this.#remove = remove;
     this.#retryMs = retryMs;
   }
@@ -48,12 +60,13 @@ export class PendingRemovals {
   /**
    * Keeps the removal of `conn`'s entry for a retry.
    * @param until ms since the epoch after which the entry has expired (its last expiry)
+   * @param value handed back with `conn` to the removal (default: none)
    */
-  add(user: string, conn: string, until: number): void {
+  add(user: string, conn: string, until: number, value?: V): void {
     if (this.#stopped) return;
     let conns = this.#pending.get(user);
     if (conns === undefined) this.#pending.set(user, conns = new Map());
-    conns.set(conn, until);
+    conns.set(conn, { until, value });
     this.#schedule();
   }
 
@@ -108,16 +121,16 @@ export class PendingRemovals {
   }
 
   /** One HDEL for `user`'s pending removals; true when it succeeded (or nothing was left to do). */
-  async #retry(user: string, conns: Map<string, number>): Promise<boolean> {
+  async #retry(user: string, conns: Map<string, Pending<V>>): Promise<boolean> {
     const now = Date.now();
-    for (const [conn, until] of conns) if (until <= now) conns.delete(conn);
+    for (const [conn, { until }] of conns) if (until <= now) conns.delete(conn);
     const todo = [...conns.keys()];
     if (todo.length === 0) {
       this.#pending.delete(user);
       return true;
     }
     try {
-      await this.#remove(user, todo);
+      await this.#remove(user, todo, todo.map((conn) => conns.get(conn)?.value));
     } catch {
       return false;
     }

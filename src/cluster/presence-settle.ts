@@ -5,11 +5,14 @@
  * came past the command timeout, or the link was lost): its entry would be an orphan,
  * and the connections it replaced would stay open, told by no one, until their own
  * refresh found their place taken (up to PIXIU_HEARTBEAT), beside the device's next
- * connection. So the add is settled (`presence-settle-1.lua`): at once, then every
+ * connection. So the add is settled (`presence-settle-2.lua`): at once, then every
  * second while Redis fails (presence-removals.ts), when the node's Redis connection is
  * back, and before the user's next add on this node, until the entry would have
  * expired. The settling deletes the entry and answers the connections the add
- * replaced, as `presence-add-2.lua` recorded them, for the caller to close 4002.
+ * replaced, as `presence-add-2.lua` recorded them, for the caller to close 4002 —
+ * except one whose handshake came after the failed one's (the device's retry, which an
+ * add that reached Redis late replaced): that one is written back, unless the device
+ * has a live entry again (review-presence F2).
  */
 import type { Redis } from 'ioredis';
 import { redisCall } from '../redis/client.js';
@@ -53,14 +56,15 @@ export class UnansweredAdds {
   readonly #redis: Redis;
   readonly #keys: Keys;
   readonly #opts: UnansweredAddsOptions;
-  readonly #pending: PendingRemovals;
+  /** The pending adds, each with its handshake's `since` (ms since the epoch, this node's clock, as in its entry). */
+  readonly #pending: PendingRemovals<number>;
 
   /** The caller loads `PRESENCE_SCRIPTS` on `redis` (src/cluster/presence.ts does). */
   constructor(redis: Redis, keys: Keys, opts: UnansweredAddsOptions) {
     this.#redis = redis;
     this.#keys = keys;
     this.#opts = opts;
-    this.#pending = new PendingRemovals((user, conns) => this.#settle(user, conns), opts.retryMs);
+    this.#pending = new PendingRemovals<number>((user, conns, sinces) => this.#settle(user, conns, sinces), opts.retryMs);
   }
 
   /** How many adds wait to be settled (metrics). */
@@ -71,11 +75,12 @@ export class UnansweredAdds {
   /**
    * Keeps the add of `conn` (which rejected) to settle, and sends its settling now, on
    * the same Redis connection: Redis runs it after the add, if it runs the add.
+   * @param since the handshake's time, ms since the epoch, as the add wrote it in the entry
    */
-  failed(user: string, conn: string): void {
+  failed(user: string, conn: string, since: number): void {
     // Its expiry is at most one lifetime from now (entryValue in Presence's #add), by
     // Redis's clock; the retries stop then (by this node's), when the entry is gone anyway.
-    this.#pending.add(user, conn, Date.now() + this.#opts.ttlMs);
+    this.#pending.add(user, conn, Date.now() + this.#opts.ttlMs, since);
     void this.#pending.retryUser(user);
   }
 
@@ -95,14 +100,18 @@ export class UnansweredAdds {
   }
 
   /**
-   * Settles the adds of `conns` whose reply was lost (`presence-settle-1.lua`): deletes
-   * their entries and hands what they replaced to {@link UnansweredAddsOptions.onReplaced}.
+   * Settles the adds of `conns` whose reply was lost (`presence-settle-2.lua`): deletes
+   * their entries, writes back a connection of the device newer than the add, and
+   * hands the others it replaced to {@link UnansweredAddsOptions.onReplaced}.
+   * @param sinces each add's handshake time, as {@link failed} was given it
    * @throws PixiuError UNAVAILABLE when Redis fails (they stay to settle)
    */
-  async #settle(user: string, conns: readonly string[]): Promise<void> {
+  async #settle(user: string, conns: readonly string[], sinces: readonly (number | undefined)[]): Promise<void> {
     const keys = this.#keys.user(user);
+    // An add without a time (none is) is taken for older than every connection: what it replaced is closed.
+    const adds = conns.flatMap((conn, i) => [conn, String(sinces[i] ?? 0)]);
     const reply = await redisCall(() => evalScript<string[]>(this.#redis, PRESENCE_SCRIPTS.settle, [keys.conns, keys.replaced], [
-      String(this.#opts.now()), ...conns]));
+      String(this.#opts.now()), String(this.#opts.ttlMs), ...adds]));
     const replaced = replacedEntries(reply, 0);
     if (replaced.length > 0) this.#opts.onReplaced?.(user, replaced);
   }

@@ -186,7 +186,9 @@ export class Presence {
    * settled (presence-settle.ts), at once and then every second while Redis fails,
    * until the entry would have expired: its entry deleted, and the connections it
    * replaced, as `presence-add-2.lua` recorded them, handed to
-   * {@link PresenceOptions.onUnansweredReplaced}. An add that never ran leaves nothing
+   * {@link PresenceOptions.onUnansweredReplaced} — but for one whose handshake came after
+   * this one (`since`: the device's retry, which the add replaced by reaching Redis
+   * late), written back instead. An add that never ran leaves nothing
    * to settle. (docs/decisions.md, "A presence add whose reply is lost".)
    * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later)
    */
@@ -200,7 +202,7 @@ export class Presence {
       return added;
     } catch (err) {
       this.#held.release(user, conn);
-      this.#unsettled.failed(user, conn);
+      this.#unsettled.failed(user, conn, since);
       throw err;
     }
   }

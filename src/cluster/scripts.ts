@@ -7,8 +7,8 @@ import type { ScriptSpec } from '../redis/scripts.js';
 export const PRESENCE_SCRIPTS = {
   /** KEYS conns, replaced; ARGV conn, entry, device, nowMs, limit, ttlMs. Replies 1 and the replaced conns and their entries (recorded in replaced), or 0 (over the limit). */
   add: { file: new URL('./lua/presence-add-2.lua', import.meta.url), numberOfKeys: 2 },
-  /** KEYS conns, replaced; ARGV nowMs, the conns of adds whose reply was lost. Replies the conns those adds replaced and their entries. */
-  settle: { file: new URL('./lua/presence-settle-1.lua', import.meta.url), numberOfKeys: 2 },
+  /** KEYS conns, replaced; ARGV nowMs, ttlMs, then conn and sinceMs of each add whose reply was lost. Writes back a replaced connection newer than its add; replies the other conns those adds replaced and their entries. */
+  settle: { file: new URL('./lua/presence-settle-2.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS conns, closed; ARGV conn, entry, ttlMs, nowMs, limit, node, the user's conns this node holds… Replies 1 kept, 0 re-added, -1 replaced, -2 over the limit, or [code, reason] closed by a DELETE. */
   refresh: { file: new URL('./lua/presence-refresh-4.lua', import.meta.url), numberOfKeys: 2 },
   /** KEYS conns, closed; ARGV untilMs, nowMs, code, reason, the conns. Replies how many entries were deleted. */

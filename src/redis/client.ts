@@ -5,8 +5,14 @@
  * Policy: commands never wait for a connection that is down. With the offline queue
  * off, a command issued while Redis is unreachable fails at once; a command already
  * sent when the connection dies fails within `commandTimeoutMs`. Either way the caller
- * gets {@link PixiuError} UNAVAILABLE and may retry; every Pixiu script is idempotent,
- * so a command that did run before its reply was lost is harmless to resend.
+ * gets {@link PixiuError} UNAVAILABLE and may retry. A command in flight when the
+ * connection drops is also sent again by ioredis once it is back
+ * (`autoResendUnfulfilledCommands`, left on), even after its caller's timeout: it may
+ * run twice, or run late, after commands sent since. Pixiu's scripts are idempotent,
+ * so a command that did run before its reply was lost is harmless to resend — except a
+ * presence add run late, which may replace a newer connection of its device: its node
+ * settles every add that failed, and writes such a connection back
+ * (src/cluster/presence-settle.ts; docs/decisions.md, "A presence add whose reply is lost").
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';

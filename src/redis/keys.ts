@@ -85,7 +85,7 @@ export class UserKeys {
    * Hash: conn id of a new connection → `["<untilMs>", conn, entry, …]` (JSON), the
    * connections its presence add replaced, until its entry's expiry (Redis's clock):
    * what its node kicks should the add's reply not reach it
-   * (src/cluster/lua/presence-add-2.lua, presence-settle-1.lua; used by presence).
+   * (src/cluster/lua/presence-add-2.lua, presence-settle-2.lua; used by presence).
    */
   get replaced(): string {
     return `${this.#tag}:replaced`;

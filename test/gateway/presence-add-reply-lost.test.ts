@@ -9,13 +9,17 @@
  * presence refresh found itself replaced (up to PIXIU_HEARTBEAT, 25 s). Now the add
  * records what it replaced (presence-add-2.lua, `px:{uid}:replaced`), and the node
  * settles an add whose reply it did not read once Redis answers
- * (presence-settle-1.lua): it deletes the orphan and kicks the connections the add
- * replaced (docs/decisions.md, "A presence add whose reply is lost").
+ * (presence-settle-2.lua): it deletes the orphan and kicks the connections the add
+ * replaced (docs/decisions.md, "A presence add whose reply is lost") — but for one
+ * whose handshake came after the failed one: the device's retry, which the add
+ * replaced by reaching Redis late (after the retry was admitted on another node), is
+ * written back and stays open.
  *
  * Real Redis (a private redis-server), two in-process services on it: A reached
  * directly, B through a proxy (test/harness/lag-proxy.ts) that delays what Redis sends
  * to B's connection once it has carried a user's name — the add is the first command
- * of the handshake that names the user (it resumes with `last_seq`: no cursor read).
+ * of the handshake that names the user (it resumes with `last_seq`: no cursor read) —
+ * or holds back what that connection sends (an add that reaches Redis late).
  * The old connection is on A (told over the bus) or on B itself (told in-process); and
  * the scripts' own rules are checked on Redis directly.
  */
@@ -25,7 +29,7 @@ import type { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { LagProxy } from '../harness/lag-proxy.js';
 import { cleanupList } from '../harness/pixiu-server.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { metricSample, openInbox, waitUntil } from '../harness/checks.js';
 import { REPLACED_REASON } from '../../src/gateway/abandoned-handshakes.js';
 import { PRESENCE_SCRIPTS } from '../../src/cluster/scripts.js';
 import { evalScript, loadScripts } from '../../src/redis/scripts.js';
@@ -100,10 +104,15 @@ function add(user: string, conn: string, device: string, now: number, node = 'n1
   return evalScript<unknown[]>(probe, PRESENCE_SCRIPTS.add, [k.conns, k.replaced], [conn, `${now + ttlMs}|${node}|${device}|${now}`, device, String(now), '5', String(ttlMs)]);
 }
 
-/** Runs presence-settle-1 for `conns` of `user`. */
-function settle(user: string, now: number, ...conns: string[]): Promise<string[]> {
+/** Runs presence-settle-2 for the adds `[conn, since]` of `user` (entries live 60 s). */
+function settleAdds(user: string, now: number, ...adds: [string, number][]): Promise<string[]> {
   const k = keys.user(user);
-  return evalScript<string[]>(probe, PRESENCE_SCRIPTS.settle, [k.conns, k.replaced], [String(now), ...conns]);
+  return evalScript<string[]>(probe, PRESENCE_SCRIPTS.settle, [k.conns, k.replaced], [String(now), '60000', ...adds.flatMap(([c, since]) => [c, String(since)])]);
+}
+
+/** Runs presence-settle-2 for `conns` of `user`, each an add of {@link add}'s made at `now`. */
+function settle(user: string, now: number, ...conns: string[]): Promise<string[]> {
+  return settleAdds(user, now, ...conns.map((c): [string, number] => [c, now]));
 }
 
 test('settling an add answers what it replaced, again when asked again; keeps one whose entry is back; nothing for an add that never ran or one past its time; records past their time are pruned', async () => {
@@ -130,4 +139,70 @@ test('settling an add answers what it replaced, again when asked again; keeps on
   await add(user, 'c5', 'watch', now + 60_001);
   assert.deepEqual((await probe.hkeys(keys.user(user).replaced)).sort(), ['c5']);
   assert.ok((await probe.pttl(keys.user(user).replaced)) > 0, 'the record hash expires');
+});
+
+test('settling an add that reached Redis after a newer handshake of its device was admitted writes that connection back, not answered, unless a live entry of the device stands; of several, the newest', async () => {
+  const user = 'settled-late';
+  const conns = keys.conns(user);
+  const now = Date.now();
+  // c1's add (its handshake at `now`) reaches Redis after the device's retry c2 (500 ms later) had replaced c0.
+  await add(user, 'c0', 'phone', now - 10_000, 'n0');
+  await add(user, 'c2', 'phone', now + 500, 'n0');
+  const c2 = await probe.hget(conns, 'c2');
+  assert.deepEqual(await add(user, 'c1', 'phone', now), [1, 'c2', c2], 'the late add replaced the retry');
+  assert.deepEqual(await settleAdds(user, now + 600, ['c1', now]), [], 'c2 is newer than c1: not to be closed');
+  assert.deepEqual(await probe.hgetall(conns), { c2 }, 'c2 is back, the orphan gone');
+  assert.deepEqual(await settleAdds(user, now + 600, ['c1', now]), [], 'asked again (a reply lost): the same');
+  assert.ok((await probe.pttl(conns)) > 0, 'the hash expires');
+
+  // A live entry of the device stands (another retry, c3, replaced the orphan): c2 is answered, to be closed.
+  const other = 'settled-late-2';
+  await add(other, 'c2', 'tablet', now + 500, 'n0');
+  const t2 = await probe.hget(keys.conns(other), 'c2');
+  await add(other, 'c1', 'tablet', now);
+  await add(other, 'c3', 'tablet', now + 900);
+  assert.deepEqual(await settleAdds(other, now + 1000, ['c1', now]), ['c2', t2]);
+  assert.deepEqual(Object.keys(await probe.hgetall(keys.conns(other))), ['c3']);
+
+  // Two newer ones replaced at once: the newest is written back, the other answered; an
+  // older one (c0, before the failed handshake) answered, as always.
+  const two = 'settled-late-3';
+  await add(two, 'c0', 'watch', now - 10_000, 'n0');
+  const w0 = await probe.hget(keys.conns(two), 'c0');
+  const [wa, wb] = [`${now + 60_000}|n0|watch|${now + 500}`, `${now + 60_000}|n2|watch|${now + 800}`];
+  await probe.hset(keys.conns(two), 'ca', wa, 'cb', wb);
+  await add(two, 'c1', 'watch', now);
+  assert.deepEqual((await settleAdds(two, now + 1000, ['c1', now])).join(' '), `c0 ${w0} ca ${wa}`);
+  assert.deepEqual(await probe.hgetall(keys.conns(two)), { cb: wb });
+});
+
+test('a handshake on B whose presence add reaches Redis only after the device\'s retry was admitted on A: the retry is not closed, and is the device\'s one connection', async () => {
+  const user = `${LAGGED}late`;
+  const connsKey = keys.conns(user);
+  const { client: old } = await a.connectWelcomed(user, { device: 'phone' });
+
+  // B's add (and all B sends after it) is held: B times out and answers 503.
+  proxy.hold(true);
+  try {
+    await expectRefused(b.connect(user, { device: 'phone', params: { last_seq: 0 } }), 503, 'UNAVAILABLE');
+    // The client's retry, on A: admitted, replacing the old connection.
+    const { client: retry, welcome } = await a.connectWelcomed(user, { device: 'phone', params: { last_seq: 0 } });
+    assert.equal((await old.waitClose(8_000)).code, 4002);
+    proxy.hold(false);
+
+    // B's add runs now, replacing the retry's entry; then B's settling, once answered.
+    await waitUntil('B has settled its add', async () =>
+      metricSample((await b.client.get('/metrics')).text, 'pixiu_presence_removals_pending') === 0, 8_000);
+    const records = Object.values(await probe.hgetall(keys.replaced(user))).map((r) => JSON.parse(r) as string[]);
+    assert.ok(records.some((r) => r.includes(welcome.conn as string)), `B's add replaced the retry: ${JSON.stringify(records)}`);
+    assert.deepEqual(Object.keys(await probe.hgetall(connsKey)), [welcome.conn],
+      'before: the retry\'s entry gone, and the retry closed 4002 (settle-1 answered it)');
+    const [seq] = await a.post(user, 1);
+    assert.equal((await retry.nextOf('msg')).seq, seq, 'the retry is open and delivers');
+    const listed = (await a.client.request('GET', `/v1/users/${user}/presence`)).body as { connections: { conn: string }[] };
+    assert.deepEqual(listed.connections.map((c) => c.conn), [welcome.conn]);
+    await retry.close();
+  } finally {
+    proxy.hold(false);
+  }
 });

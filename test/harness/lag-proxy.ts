@@ -6,7 +6,9 @@
  *
  * A connection is chosen by what its client sends: the first one whose bytes contain
  * `match` (e.g. the `CLIENT SETNAME` of the node's subscriber, `pixiu:bus:`) is lagged
- * while {@link LagProxy.lag} is set; the other connections pass straight through.
+ * while {@link LagProxy.lag} is set; the other connections pass straight through. What
+ * such a connection sends can be held back as well ({@link LagProxy.hold}): a command
+ * that reaches Redis late.
  */
 import type net from 'node:net';
 import { openLink, ProxyListener } from './proxy-link.js';
@@ -20,6 +22,10 @@ export class LagProxy {
   #pending: Promise<void> = Promise.resolve();
   /** Matched connections are closed ({@link cut}). */
   #cutting = false;
+  /** What matched connections send is held back ({@link hold}). */
+  #holding = false;
+  /** How to send on what each matched connection open now holds back. */
+  readonly #releases = new Set<() => void>();
   /** How to close each matched connection open now. */
   readonly #matched = new Set<() => void>();
 
@@ -57,6 +63,16 @@ export class LagProxy {
     if (on) for (const end of this.#matched) end();
   }
 
+  /**
+   * While on, what matched connections send to Redis is held back (the chunk that makes
+   * a connection matched too: the first command naming `match`); off: it is sent on, in
+   * order, before anything sent after. Their client sees no error: its commands time out.
+   */
+  hold(on: boolean): void {
+    this.#holding = on;
+    if (!on) for (const release of this.#releases) release();
+  }
+
   /** Resolves once everything delayed so far has been written to its client. */
   async settled(): Promise<void> {
     for (let last = this.#pending; ; last = this.#pending) {
@@ -67,9 +83,14 @@ export class LagProxy {
 
   #pipe(client: net.Socket, target: { host: string; port: number }, match: string): void {
     const { upstream, end: endLink } = openLink(client, target, this.#listener.sockets);
+    const held: Buffer[] = [];
+    const release = (): void => {
+      for (const chunk of held.splice(0)) upstream.write(chunk);
+    };
     const end = (): void => {
       endLink();
       this.#matched.delete(end);
+      this.#releases.delete(release);
     };
     let matched = false;
     let seen = '';
@@ -79,13 +100,17 @@ export class LagProxy {
       if (!matched) {
         seen = (seen + chunk.toString('latin1')).slice(-4096);
         matched = seen.includes(match);
-        if (matched) this.#matched.add(end);
+        if (matched) {
+          this.#matched.add(end);
+          this.#releases.add(release);
+        }
       }
       if (matched && this.#cutting) {
         end();
         return;
       }
-      upstream.write(chunk);
+      if (matched && this.#holding) held.push(chunk);
+      else upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
       const delay = matched ? this.#lagMs : 0;

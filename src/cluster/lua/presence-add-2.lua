@@ -10,7 +10,7 @@ its command timeout (Redis stalled, a slow or lost link), the handshake was answ
 503 and nothing closed them: they stayed open off presence, beside the device's next
 connection, until their own refresh found their place taken (up to PIXIU_HEARTBEAT),
 and the handshake's entry stayed as an orphan until it expired. The node now settles
-such an add once Redis answers (presence-settle-1: it deletes the entry and reads this
+such an add once Redis answers (presence-settle-2: it deletes the entry and reads this
 record), and kicks what it replaced (docs/decisions.md, "A presence add whose reply is
 lost").
 
