@@ -18,6 +18,7 @@ import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
 import { isOutOfMemory } from '../redis/state-replies.js';
+import { keysCall, presenceKeys } from '../redis/wrong-type.js';
 import { PRESENCE_SCRIPTS } from './scripts.js';
 import { HeldConns } from './presence-held.js';
 import { PendingRemovals } from './presence-removals.js';
@@ -190,7 +191,8 @@ export class Presence {
    * this one (`since`: the device's retry, which the add replaced by reaching Redis
    * late), written back instead. An add that never ran leaves nothing
    * to settle. (docs/decisions.md, "A presence add whose reply is lost".)
-   * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later)
+   * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later);
+   *   INTERNAL naming the user's presence when a key of it holds another type (nothing written)
    */
   async add(user: string, conn: string, device: string, since: number): Promise<AddResult> {
     // Held before its entry is written: a refresh or a read that sees the entry must
@@ -242,11 +244,16 @@ export class Presence {
     return reply === 1;
   }
 
-  /** Runs `presence-add-2.lua` for a new connection of this node. */
+  /**
+   * Runs `presence-add-2.lua` for a new connection of this node. A presence key of
+   * another type fails it before it writes anything, answered as such
+   * (src/redis/wrong-type.ts: no retry cures it, so no 503).
+   * @throws PixiuError INTERNAL naming the user's presence for a key of the wrong type
+   */
   #add(user: string, conn: string, device: string, since: number): Promise<(number | string)[]> {
     const now = this.#now();
     const keys = this.#keys.user(user);
-    return redisCall(() => evalScript<(number | string)[]>(this.#redis, PRESENCE_SCRIPTS.add, [keys.conns, keys.replaced], [
+    return keysCall(this.#redis, presenceKeys(user, keys), 'use', () => evalScript<(number | string)[]>(this.#redis, PRESENCE_SCRIPTS.add, [keys.conns, keys.replaced], [
       conn, entryValue(now + this.#opts.ttlMs, this.#opts.node, device, since), device,
       String(now), String(this.#opts.maxPerUser), String(this.#opts.ttlMs)]));
   }

@@ -1,7 +1,8 @@
 /**
  * A key of another type than Pixiu writes there: what a call that Redis refused with
- * `WRONGTYPE` is answered with, and what is logged of it. For a user's inbox keys, a
- * room's keys, the broadcast stream's and a channel's.
+ * `WRONGTYPE` is answered with, and what is logged of it. For a user's inbox keys and
+ * the presence keys a handshake writes, a room's keys, the broadcast stream's and a
+ * channel's.
  *
  * Pixiu writes each of its keys with one type (src/redis/keys.ts). A key of another
  * type (an operator's `SET 'px:{u}:meta' x` or `SET 'px:broadcast' x`, another program
@@ -66,6 +67,18 @@ export function inboxKeys(user: string, keys: UserKeys): KeyOwner {
       { key: keys.inbox, expected: 'stream' }, { key: keys.meta, expected: 'hash' }, { key: keys.ids, expected: 'zset' },
       { key: keys.conns, expected: 'hash' }, { key: keys.acks, expected: 'hash' },
     ],
+  };
+}
+
+/**
+ * The presence keys of `user` a device's handshake writes (src/cluster/presence.ts
+ * `add`, presence-add-2.lua): its entries, and what each add replaced.
+ */
+export function presenceKeys(user: string, keys: UserKeys): KeyOwner {
+  const name = `user ${JSON.stringify(user)}'s presence`;
+  return {
+    name, keyName: `${name} key`, fails: 'WebSocket handshakes of the user\'s devices (of the replaced key: those replacing a connection of their device) fail', user,
+    keys: [{ key: keys.conns, expected: 'hash' }, { key: keys.replaced, expected: 'hash' }],
   };
 }
 

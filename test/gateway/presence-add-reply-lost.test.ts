@@ -141,6 +141,15 @@ test('settling an add answers what it replaced, again when asked again; keeps on
   assert.ok((await probe.pttl(keys.user(user).replaced)) > 0, 'the record hash expires');
 });
 
+test('settling while the replaced key holds another type deletes the orphan entry and answers nothing (no add can have recorded there), rather than failing and being retried', async () => {
+  const user = 'settled-wrong-type';
+  const now = Date.now();
+  await add(user, 'c1', 'phone', now);
+  await probe.set(keys.replaced(user), 'x');
+  assert.deepEqual(await settle(user, now, 'c1'), [], 'before: WRONGTYPE');
+  assert.equal(await probe.hexists(keys.conns(user), 'c1'), 0);
+});
+
 test('settling an add that reached Redis after a newer handshake of its device was admitted writes that connection back, not answered, unless a live entry of the device stands; of several, the newest', async () => {
   const user = 'settled-late';
   const conns = keys.conns(user);

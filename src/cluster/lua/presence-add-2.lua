@@ -15,15 +15,20 @@ record), and kicks what it replaced (docs/decisions.md, "A presence add whose re
 lost").
 
 Steps
-  1. Walk the user's presence entries. Drop those past their expiry (each entry
-     expires on its own). Entries of the same device are to be replaced; the others
-     count against the limit.
-  2. If the counted entries reach ARGV[5], refuse: return {0}. Nothing else changes
-     (besides the pruning of expired entries).
-  3. Else delete the same-device entries, write the new one, and make sure the hash
-     lives at least as long as the new entry (PTTL only ever grows here, so an entry
-     refreshed later is never cut short).
-  4. If it replaced any, delete the records of KEYS[2] past their time, record under
+  1. Walk the user's presence entries. Those past their expiry are to be dropped (each
+     entry expires on its own). Entries of the same device are to be replaced; the
+     others count against the limit.
+  2. If the counted entries reach ARGV[5], refuse: drop the expired entries, return
+     {0}. Nothing else changes.
+  3. If any is to be replaced, read KEYS[2]'s records — before anything is written, so
+     that a KEYS[2] of another type (an operator's SET, another program under the
+     prefix) fails the script with Redis's WRONGTYPE having written nothing: before, the
+     add had replaced the entries and written its own when it failed, and was answered
+     503 "retry later" for ever (review-presence F3).
+  4. Drop the expired entries, delete the same-device entries, write the new one, and
+     make sure the hash lives at least as long as the new entry (PTTL only ever grows
+     here, so an entry refreshed later is never cut short).
+  5. If it replaced any, delete the records of KEYS[2] past their time, record under
      the new conn id `["<untilMs>", conn, entry, conn, entry, ...]` (JSON; until the new
      entry's own expiry: past it, the replaced connections' own refreshes have settled
      things), and make sure that hash lives as long.
@@ -37,7 +42,7 @@ Flags (the #!lua line, Redis 7 script flags)
 KEYS
   1. conns hash `<prefix>{uid}:conns`: conn id → `<expiresAtMs>|<node>|<device>|<sinceMs>`
   2. replaced hash `<prefix>{uid}:replaced`: conn id of a new connection → what its add
-     replaced (step 4)
+     replaced (step 5)
 
 ARGV
   1. conn id of the new connection
@@ -55,6 +60,7 @@ Returns
 
 Error replies
   INVALID_REQUEST <reason>  an argument is malformed (nothing is written)
+  (a key of another type fails with Redis's own WRONGTYPE error, before anything is written)
 ]]
 
 local connsKey, replacedKey = KEYS[1], KEYS[2]
@@ -71,12 +77,12 @@ end
 
 local entries = redis.call('HGETALL', connsKey)
 local live = 0
-local replaced = {}
+local expired, replaced = {}, {}
 for i = 1, #entries, 2 do
   local id, entry = entries[i], entries[i + 1]
   local expires, dev = string.match(entry, '^(%d+)|[^|]+|([^|]+)|')
   if not expires or tonumber(expires) <= now then
-    redis.call('HDEL', connsKey, id)
+    expired[#expired + 1] = id
   elseif dev == device and id ~= conn then
     replaced[#replaced + 1] = id
     replaced[#replaced + 1] = entry
@@ -86,9 +92,20 @@ for i = 1, #entries, 2 do
 end
 
 if live >= limit then
+  for _, id in ipairs(expired) do
+    redis.call('HDEL', connsKey, id)
+  end
   return {0}
 end
 
+local records = {}
+if #replaced > 0 then
+  records = redis.call('HGETALL', replacedKey)
+end
+
+for _, id in ipairs(expired) do
+  redis.call('HDEL', connsKey, id)
+end
 local reply = {1}
 local record = {untilMs}
 for i = 1, #replaced, 2 do
@@ -103,7 +120,6 @@ if redis.call('PTTL', connsKey) < ttl then
   redis.call('PEXPIRE', connsKey, ttl)
 end
 if #replaced > 0 then
-  local records = redis.call('HGETALL', replacedKey)
   for i = 1, #records, 2 do
     local recordUntil = string.match(records[i + 1], '^%["(%d+)"')
     if not recordUntil or tonumber(recordUntil) <= now then

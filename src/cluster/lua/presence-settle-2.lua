@@ -29,8 +29,10 @@ by -1), or an older connection written back, which the device's retry replaces (
 as any). Why not make the add itself refuse to replace a newer entry: docs/decisions.md.
 
 Steps
-  1. Read the record of each add in KEYS[2] (presence-add-2 step 4), before anything
-     is written.
+  1. Read the record of each add in KEYS[2] (presence-add-2 step 5), before anything
+     is written. A KEYS[2] of another type than a hash holds none (an add fails before
+     it writes while it is so): the orphans are deleted all the same, rather than the
+     settling failing, and retried, until its adds would have expired.
   2. Delete each add's entry from conns (the orphan, if the add ran).
   3. For each record not past its time, each connection it names whose entry is not
      in conns now (one whose entry is there again is the device's connection once
@@ -82,10 +84,11 @@ for i = 3, #ARGV - 1, 2 do
   adds[#adds + 1] = {conn = ARGV[i], since = since}
 end
 
--- Step 1.
+-- Step 1. A KEYS[2] of another type holds no record (an add fails before it writes
+-- when it is so, presence-add-2 step 3): read as none, so that the orphans still go.
 for _, add in ipairs(adds) do
-  local text = redis.call('HGET', replacedKey, add.conn)
-  if text then
+  local text = redis.pcall('HGET', replacedKey, add.conn)
+  if type(text) == 'string' then
     local ok, record = pcall(cjson.decode, text)
     if ok and type(record) == 'table' and tonumber(record[1]) and tonumber(record[1]) > now then
       add.record = record
