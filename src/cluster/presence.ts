@@ -14,7 +14,7 @@
  * first two fields to name the nodes to notify).
  */
 import type { Redis } from 'ioredis';
-import { redisCall } from '../redis/client.js';
+import { mayHaveRun, redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { evalScript, loadScripts } from '../redis/scripts.js';
 import { isOutOfMemory } from '../redis/state-replies.js';
@@ -189,8 +189,9 @@ export class Presence {
    * replaced, as `presence-add-2.lua` recorded them, handed to
    * {@link PresenceOptions.onUnansweredReplaced} — but for one whose handshake came after
    * this one (`since`: the device's retry, which the add replaced by reaching Redis
-   * late), written back instead. An add that never ran leaves nothing
-   * to settle. (docs/decisions.md, "A presence add whose reply is lost".)
+   * late), written back instead. An add that never ran leaves nothing to settle, and
+   * one that provably did not is not settled (src/redis/client.ts `mayHaveRun`).
+   * (docs/decisions.md, "A presence add whose reply is lost".)
    * @throws PixiuError UNAVAILABLE when Redis fails (the add is then settled later);
    *   INTERNAL naming the user's presence when a key of it holds another type (nothing written)
    */
@@ -204,7 +205,10 @@ export class Presence {
       return added;
     } catch (err) {
       this.#held.release(user, conn);
-      this.#unsettled.failed(user, conn, since);
+      // Only an add Redis may have run leaves anything to settle: not one refused
+      // unsent (Redis down), answered with an error, or failed before any Redis call
+      // (a bad uid), which would each count as pending and be retried for a lifetime.
+      if (mayHaveRun(err)) this.#unsettled.failed(user, conn, since);
       throw err;
     }
   }

@@ -14,7 +14,7 @@
  * settles every add that failed, and writes such a connection back
  * (src/cluster/presence-settle.ts; docs/decisions.md, "A presence add whose reply is lost").
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis, ReplyError, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { OUTAGE_LOG_INTERVAL_MS, LogThrottle, thinnedFields } from '../log-throttle.js';
@@ -295,6 +295,28 @@ export function isCommandTimeout(err: unknown): boolean {
 
 /** ioredis's message for a command past `commandTimeout`. */
 const COMMAND_TIMED_OUT = 'Command timed out';
+
+/** ioredis's message for a command refused, unsent, while the connection is down (`enableOfflineQueue` off: createRedis). */
+const REFUSED_OFFLINE = 'Stream isn\'t writeable and enableOfflineQueue options is false';
+
+/**
+ * Whether Redis may have run a call that failed with `err` (as {@link redisCall} or
+ * `keysCall` threw it): true for a command timeout, a connection lost after the
+ * command was written (ioredis may even send it again once the connection is back),
+ * and any failure it cannot place. False when it provably did not run, or Redis
+ * answered it: an error that is no Redis failure (a catalogue error of the caller's or
+ * of a script's own reply, INVALID_REQUEST, a key of the wrong type named INTERNAL),
+ * Redis's error reply (a script with a flags line is refused whole, before it runs:
+ * OOM, READONLY, LOADING, BUSY; Pixiu's scripts answer their own errors before they
+ * write), and the command refused before it was sent while the connection was down.
+ * What a node settles after a failed presence add depends on it (src/cluster/presence.ts `add`).
+ */
+export function mayHaveRun(err: unknown): boolean {
+  if (!isRedisFailure(err)) return false;
+  const cause = (err as PixiuError).cause;
+  if (cause instanceof ReplyError) return false;
+  return !(cause instanceof Error && cause.message === REFUSED_OFFLINE);
+}
 
 /**
  * Runs one Redis call and maps its failure with {@link toRedisError}.
