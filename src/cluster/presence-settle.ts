@@ -78,8 +78,9 @@ export class UnansweredAdds {
    * @param since the handshake's time, ms since the epoch, as the add wrote it in the entry
    */
   failed(user: string, conn: string, since: number): void {
-    // Its expiry is at most one lifetime from now (entryValue in Presence's #add), by
-    // Redis's clock; the retries stop then (by this node's), when the entry is gone anyway.
+    // Its entry expires one entry lifetime after the add was made (entryValue in
+    // Presence's #add); the retries stop one entry lifetime from now, a duration on this
+    // node's clock (the two clocks need not agree), when the entry is gone anyway.
     this.#pending.add(user, conn, Date.now() + this.#opts.ttlMs, since);
     void this.#pending.retryUser(user);
   }
