@@ -16,6 +16,7 @@ import { decodeJwt } from 'jose';
 import { mintToken } from '../../src/auth/mint-token.js';
 import { expectError, waitUntil } from '../harness/checks.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
+import { monitorRedis } from '../harness/redis-monitor.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
 import { signed } from './token-texts.js';
@@ -224,18 +225,16 @@ test('a request that never becomes a WebSocket holds no place in presence', asyn
   assert.equal((await presenceOf('plain')).length, 5);
 });
 
-test('a client gone mid-upgrade, after its handshake checks passed and before its WebSocket opened, leaves no presence entry', async () => {
+test('a client gone mid-upgrade, after its handshake checks passed and before its WebSocket opened, leaves no presence entry', async (t) => {
   const user = 'gone-mid';
   const sockets = serverSockets(gw);
   // Redis's own record of the commands the node sends: when the handshake's presence
   // entry was written, from outside the node.
-  const probe = new Redis(redis.url);
-  const monitor = await probe.monitor();
-  const admin = new Redis(redis.url);
   let added = false;
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  await monitorRedis(redis.url, t, (args) => {
     if (/^eval/i.test(args[0] ?? '') && args.some((a) => a.endsWith(`{${user}}:conns`))) added = true;
   });
+  const admin = new Redis(redis.url);
   try {
     const token = await testToken(JWT_KEY, user);
     // Writes to Redis wait: the handshake passes its checks — the client is still there
@@ -267,8 +266,6 @@ test('a client gone mid-upgrade, after its handshake checks passed and before it
     // … and removed again, since its socket is gone.
     await waitUntil('no presence entry is left behind', async () => (await presenceOf(user)).length === 0, 3000);
   } finally {
-    monitor.disconnect();
-    probe.disconnect();
     admin.disconnect();
   }
 });

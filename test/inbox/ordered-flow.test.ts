@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
+import { monitorRedis } from '../harness/redis-monitor.js';
 import { isRedisFailure, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
 import { encodeMsgId, MsgKind } from '../../src/ids/msg-id.js';
@@ -99,10 +100,8 @@ test('an ordered flow: appends to one user sent together name each the one befor
   const flow = inbox.orderedFlow();
   // What goes out: MONITOR on another connection reads every command as Redis runs it.
   const sent: string[][] = [];
-  const monitor = await redis.monitor();
-  t.after(() => monitor.disconnect());
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    if (args[0]?.toLowerCase() === 'evalsha' && /\{(?:together|apart)\}/.test(args[3] ?? '')) sent.push(args);
+  await monitorRedis(url, t, (args) => {
+    if (args[0]?.toLowerCase() === 'evalsha' && /\{(?:together|apart)\}/.test(args[3] ?? '')) sent.push([...args]);
   });
   const appends = [
     inbox.append('together', msgId(1), MsgKind.user, undefined, flow),
