@@ -5,7 +5,7 @@
  * of a user with an undelivered message stored there stalls, new messages included,
  * and their history reads and retries of those messages answer 503 — until a node runs
  * on its data dir again (README, "Several nodes"). Only a message not expired: an inbox
- * entry records its message's expiry (`exp`, src/inbox/lua/append-12.lua), and readers
+ * entry records its message's expiry (`exp`, src/inbox/lua/append-13.lua), and readers
  * take an expired one for a gap without asking its node — but an entry an older
  * release appended records none, and stalls as an unexpired one. A node stopped for good to scale in
  * left a cluster-wide stall behind an info-level `shutting down`; this says so where

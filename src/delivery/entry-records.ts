@@ -1,7 +1,7 @@
 /**
  * The records of a page's inbox entries, as delivery (session.ts) and history
  * (src/api/history.ts) read them: an entry whose own `exp` (src/inbox/codec.ts
- * InboxEntry, written by append-12.lua) is at or before now is expired without a store read, as
+ * InboxEntry, written by append-13.lua) is at or before now is expired without a store read, as
  * the store itself would answer it (its records expire at `expiresAt <= now`,
  * src/store/message-store.ts `getMany`). So an expired message stored by a node that
  * is gone for good (stopped after its messages' ttl, README "Several nodes") is an

@@ -120,7 +120,7 @@ export class EpochGuard {
    * ({@link delivered}, {@link read}) naming another message: the highest one, or one of
    * the {@link SEQ_NAMES} below it (by a hash of the MsgID: seq-names.ts). That seq was
    * lost and assigned again (under one epoch, without a loss, a seq only ever names one
-   * message: append-12.lua never reuses one, and XADD takes no ID at or below the last).
+   * message: append-13.lua never reuses one, and XADD takes no ID at or below the last).
    */
   reuses(entry: Pick<PageEntry, 'seq' | 'id'>): boolean {
     return this.#known?.namesOther(entry.seq, entry.id) === true;
@@ -193,7 +193,7 @@ export class EpochGuard {
   /**
    * Whether `page`, read under the machine's epoch, proves that Redis gave the inbox
    * back with less (DESIGN.md §11): its latest seq is below the highest seq known (the
-   * latest never goes down under one epoch: append-12.lua takes the next seq above both
+   * latest never goes down under one epoch: append-13.lua takes the next seq above both
    * the counter and the stream's last entry; what the node knows was read or delivered
    * before this fetch started, or from pages read before it), its newest entry names
    * another message at that seq, an entry or its newest names another message at the

@@ -1,7 +1,7 @@
 /**
  * Which message each of the last {@link SEQ_NAMES} seqs known under one inbox epoch
  * names, as a 32-bit hash of its MsgID (epoch-guard.ts). Under one epoch, without a
- * loss, a seq only ever names one message (append-12.lua never reuses one, and XADD
+ * loss, a seq only ever names one message (append-13.lua never reuses one, and XADD
  * takes no ID at or below the last), so an append or a page entry naming another one
  * at a known seq proves that Redis gave the inbox back with less (DESIGN.md §11;
  * docs/decisions.md "Redis with less than it had").

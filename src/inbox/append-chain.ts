@@ -9,7 +9,7 @@
  * user was appended (201) while the earlier one was 503, and the earlier one's retry
  * landed after it (a review's F2). So each append of a batch names the last append
  * before it to the same user that has no answer yet, and the script refuses it, writing
- * nothing, when that one is not in the inbox (`append-12.lua` step 2a).
+ * nothing, when that one is not in the inbox (`append-13.lua` step 2a).
  */
 /**
  * A flow whose appends to one user land in the order made (`Inbox.orderedFlow`): per
@@ -28,7 +28,7 @@ export class AppendChain {
 
   /**
    * An append of `msgId` to the inbox `inboxKey` is being sent now, after every earlier
-   * one of the flow: answers the MsgID it must find in the inbox (`append-12.lua`
+   * one of the flow: answers the MsgID it must find in the inbox (`append-13.lua`
    * ARGV[10]), "" for none, and records it as the last.
    */
   sending(inboxKey: string, msgId: string): string {

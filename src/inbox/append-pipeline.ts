@@ -1,5 +1,5 @@
 /**
- * The pipeline every inbox append goes out on (`append-12.lua`, DESIGN.md §4; the
+ * The pipeline every inbox append goes out on (`append-13.lua`, DESIGN.md §4; the
  * pipeline itself: tick-pipeline.ts), and the one way an append's EVALSHA is built, for
  * a single append and for those of a message to many users alike (src/inbox/inbox.ts).
  */
@@ -53,7 +53,7 @@ export function appendPipeline(redis: Redis): TickPipeline<AppendArgv, AppendRes
   }, MAX_APPEND_BATCH);
 }
 
-/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-12.lua` ARGV 3, 8, 9 and 11, and its clock. */
+/** What one inbox puts in every append's EVALSHA besides the user and the message: `append-13.lua` ARGV 3, 8, 9 and 11, and its clock. */
 export interface AppendSettings {
   /** The inbox cap, ARGV[3]. */
   readonly cap: string;

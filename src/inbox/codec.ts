@@ -57,7 +57,7 @@ export interface InboxEntry {
   readonly room?: string;
   /**
    * When the message's record expires, ms since the Unix epoch: its `expiresAt`, written
-   * in the entry (`exp`) by append-12.lua and later. A reader takes the entry for
+   * in the entry (`exp`) by append-13.lua and later. A reader takes the entry for
    * expired once it is at or before now, without reading the record (src/delivery/entry-records.ts).
    * Absent: an entry an older release wrote, or whose `exp` is not a non-negative safe
    * integer (set by hand): the store is asked, as before.
@@ -142,7 +142,7 @@ export function checkAppend(msgId: string, kind: MsgKind, extra: AppendExtra | u
   }
 }
 
-/** The append script's two ARGVs about the content's expiry (append-12.lua ARGV[7], ARGV[12]). */
+/** The append script's two ARGVs about the content's expiry (append-13.lua ARGV[7], ARGV[12]). */
 export interface ExpiresArgs {
   /** How long the inbox keys are kept at least (ARGV[7]): the given expiry, else the longest from now. */
   readonly keep: string;
@@ -157,7 +157,7 @@ export function expiresArgs(extra: AppendExtra | undefined, now: number): Expire
 }
 
 /**
- * The append script's reply (`[seq, epoch, duplicate, ...nodes]`, append-12.lua's
+ * The append script's reply (`[seq, epoch, duplicate, ...nodes]`, append-13.lua's
  * "Returns") as an {@link AppendResult}.
  * @throws PixiuError INTERNAL when the reply has another shape (a script of another version)
  */
@@ -188,7 +188,7 @@ export function parseCursors(raw: Record<string, string>): Record<string, number
 
 /**
  * The meta hash's field holding `device`'s ack cursor of an epoch a rotation replaced
- * (`rotate-7.lua` step 3, `append-12.lua` step 5), "<seq> <epoch>": `cursor <device>`.
+ * (`rotate-7.lua` step 3, `append-13.lua` step 5), "<seq> <epoch>": `cursor <device>`.
  * A device id has no space (DESIGN.md §2), so it names no other field of the meta hash.
  */
 export function keptCursorField(device: string): string {
@@ -253,7 +253,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
       case 'exp': exp = entryExp(value); break;
     }
   }
-  // Only the append script (append-12.lua and the versions before it) writes entries as
+  // Only the append script (append-13.lua and the versions before it) writes entries as
   // `<seq>-0` with a MsgID and a kind; anything else was written by an operator, a tool
   // or another release.
   if (!MSG_ID_RULE.test(id) || !isMsgKind(kind) || parts?.[2] !== '0' || seq < 1) return { seq, id: '', malformed: true };
@@ -263,7 +263,7 @@ export function toEntry([entryId, fields]: RawStreamEntry): PageEntry | undefine
   return entry;
 }
 
-/** An `exp` as append-12.lua writes it: decimal digits, at most 15. */
+/** An `exp` as append-13.lua writes it: decimal digits, at most 15. */
 const EXP_RULE = /^\d{1,15}$/;
 
 /**

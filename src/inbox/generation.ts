@@ -2,7 +2,7 @@
  * The inbox generation (`<prefix>inbox-generation`, an integer, absent = 0): raised
  * when Redis went back in time — an unplanned failover to a replica that was behind, a
  * restore of an older snapshot — so that every inbox gets a new epoch at its next
- * append (append-12.lua step 1) and a device resuming under the old epoch is sent
+ * append (append-13.lua step 1) and a device resuming under the old epoch is sent
  * `reset` instead of being welcomed past seqs assigned again (DESIGN.md §11;
  * docs/decisions.md "The inbox generation").
  *
@@ -32,7 +32,7 @@ export interface GenerationRaise {
 }
 
 /**
- * The highest generation the scripts take: 15 digits (append-12.lua ARGV[9],
+ * The highest generation the scripts take: 15 digits (append-13.lua ARGV[9],
  * generation-raise-2.lua), exact in Lua's doubles. One above it would have every
  * append refused INVALID_REQUEST (a 4xx to producers: review1 F5).
  */
@@ -73,7 +73,7 @@ export async function raiseGeneration(redis: Redis, keys: Keys): Promise<Generat
   return { before, after, raised };
 }
 
-/** This node's view of the inbox generation: what its appends pass (append-12.lua ARGV[9]). */
+/** This node's view of the inbox generation: what its appends pass (append-13.lua ARGV[9]). */
 export class InboxGeneration {
   readonly #redis: Redis;
   readonly #keys: Keys;

@@ -65,7 +65,7 @@ export interface InboxOptions {
   readonly deviceCursors?: number;
   /**
    * How long, in ms, a user's inbox keys outlive the expiry of the last content
-   * appended (`append-12.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
+   * appended (`append-13.lua` step 6); default {@link INBOX_RETENTION_GRACE_MS}, 0 to
    * 30 days.
    */
   readonly retentionGraceMs?: number;
@@ -83,7 +83,7 @@ export interface InboxOptions {
   /**
    * The inbox generation this node last read (generation.ts `InboxGeneration.current`),
    * read at each append: an inbox that recorded a lower one gets a new epoch first
-   * (`append-12.lua` step 1). Default: always 0 (never a rotation for it).
+   * (`append-13.lua` step 1). Default: always 0 (never a rotation for it).
    */
   readonly generation?: () => number;
 }
@@ -143,7 +143,7 @@ export class Inbox {
   }
 
   /**
-   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-12.lua`).
+   * Appends a MsgID to a user's inbox, exactly once (DESIGN.md §4, `append-13.lua`).
    * Creates the inbox (and its epoch) when it has none, and gives it a new epoch first
    * when the inbox generation ({@link InboxOptions.generation}) is above the one its
    * epoch was made under (Redis went back in time: generation.ts). The seq is one more than the
@@ -205,7 +205,7 @@ export class Inbox {
   /**
    * A new flow (see {@link append}) for a batch: its appends to one user land in the
    * order made, or an append whose earlier one is not in the inbox (Redis refused it) is
-   * refused too, 503, nothing written (append-chain.ts, `append-12.lua` step 2a).
+   * refused too, 503, nothing written (append-chain.ts, `append-13.lua` step 2a).
    */
   orderedFlow(): Flow {
     return new AppendChain();
@@ -332,7 +332,7 @@ export class Inbox {
   }
 
   /**
-   * When the user's inbox keys expire (retention, `append-12.lua` step 6), ms since the
+   * When the user's inbox keys expire (retention, `append-13.lua` step 6), ms since the
    * Unix epoch; null when they do not (no inbox, or one no append since append-7 has touched yet).
    * @throws PixiuError INVALID_REQUEST for a bad uid; UNAVAILABLE when Redis fails
    */
@@ -360,7 +360,7 @@ export class Inbox {
    * epoch named, an inbox recreated before its first read resets it (DESIGN.md §5
    * "Resume rules") instead of taking the old cursor for a seq of the new inbox. With
    * no cursor of the current epoch, the one a rotation kept of an older epoch
-   * ({@link rotateEpoch}, `append-12.lua` step 5), with that epoch: the device is reset as
+   * ({@link rotateEpoch}, `append-13.lua` step 5), with that epoch: the device is reset as
    * one giving that `last_seq` and `epoch` is (docs/protocol.md "Where delivery starts").
    *
    * @returns undefined when the device has no cursor (never acked, dropped past the most

@@ -1,7 +1,7 @@
 /**
  * The ack cursors a rotation kept of older epochs, read for ops (`pixiu inspect inbox`).
  * An epoch change moves each device's cursor out of the acks hash into the user's meta
- * hash as `cursor <device>` = "<seq> <epoch>" (`rotate-7.lua`, `append-12.lua`), so that
+ * hash as `cursor <device>` = "<seq> <epoch>" (`rotate-7.lua`, `append-13.lua`), so that
  * a device resuming from it is reset rather than taken for a new one (docs/decisions.md
  * "Stored cursors across a new epoch"); the device's first ack in the new epoch deletes
  * it (`ack-6.lua`). The acks hash (`Inbox.cursors`) shows only the current epoch's.

@@ -1,7 +1,7 @@
 /**
  * An inbox epoch's lineage: which epoch it replaced and up to which seq it continues
  * that one's numbering (the meta hash's `lineage` field, written by `rotate-7.lua` and
- * by `append-12.lua`'s generation rotation; src/redis/keys.ts). A rotation keeps the
+ * by `append-13.lua`'s generation rotation; src/redis/keys.ts). A rotation keeps the
  * stream: seqs 1..`through` of the new epoch are the old one's as Redis held them then,
  * and the numbering goes on. An epoch created afresh (Redis lost the inbox, or it
  * expired) has none: its seqs restart and continue nothing.

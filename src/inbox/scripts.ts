@@ -7,7 +7,7 @@ import { scriptSha, type ScriptSpec } from '../redis/scripts.js';
 /** The inbox scripts; each file's header documents its KEYS, ARGV and reply. */
 export const INBOX_SCRIPTS = {
   /** KEYS and ARGV: {@link AppendArgs}. Replies {@link AppendReply}. */
-  append: { file: new URL('./lua/append-12.lua', import.meta.url), numberOfKeys: 5 },
+  append: { file: new URL('./lua/append-13.lua', import.meta.url), numberOfKeys: 5 },
   /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
   range: { file: new URL('./lua/range-3.lua', import.meta.url), numberOfKeys: 2 },
   /**
@@ -33,7 +33,7 @@ export const INBOX_SCRIPTS = {
 } as const satisfies Record<string, ScriptSpec>;
 
 /**
- * Arguments of `append-12.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
+ * Arguments of `append-13.lua`: KEYS inbox, meta, ids, conns, acks; ARGV msgId, kind,
  * cap, epoch, nowMs, room, expiresAtMs (the content's), graceMs (how long the keys
  * outlive the last content), generation (the inbox generation the node last read,
  * src/inbox/generation.ts), earlier (the MsgID that must be in the inbox first, ""
@@ -48,18 +48,18 @@ export type AppendArgs = [
   entryExpiresAtMs: string,
 ];
 
-/** The whole EVALSHA of `append-12.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
+/** The whole EVALSHA of `append-13.lua`: its SHA, the number of keys ("5"), then {@link AppendArgs}. */
 export type AppendArgv = [sha: string, numberOfKeys: string, ...args: AppendArgs];
 
 /** Where {@link AppendArgv} holds the inbox key, the MsgID and the earlier MsgID. */
 export const APPEND_AT = { inbox: 2, msgId: 7, earlier: 16 } as const;
 
-/** `append-12.lua`'s SHA-1, for {@link AppendArgv}. */
+/** `append-13.lua`'s SHA-1, for {@link AppendArgv}. */
 export const APPEND_SHA = scriptSha(INBOX_SCRIPTS.append);
-/** `append-12.lua`'s number of keys, as EVALSHA takes it. */
+/** `append-13.lua`'s number of keys, as EVALSHA takes it. */
 export const APPEND_KEYS = String(INBOX_SCRIPTS.append.numberOfKeys);
 
-/** Reply of `append-12.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
+/** Reply of `append-13.lua`: seq, epoch, 1 when the MsgID was already there, then node ids. */
 export type AppendReply = [seq: number, epoch: string, dup: number, ...nodes: string[]];
 
 /** One raw stream entry: `["<seq>-0", [field, value, ...]]`. */

@@ -273,7 +273,7 @@ export function toRedisError(err: unknown): PixiuError {
 
 /**
  * What an append refused for an earlier one of its batch to the same user is answered
- * with (`append-12.lua` step 2a, src/inbox/append-chain.ts): that one failed (its item
+ * with (`append-13.lua` step 2a, src/inbox/append-chain.ts): that one failed (its item
  * says why), and this one waits for its retry, as the items after it whose appends had
  * not gone out do (docs/api.md "Messages").
  */

@@ -37,18 +37,18 @@ export class UserKeys {
     this.#tag = tag;
   }
 
-  /** Stream: entry ID `<seq>-0`, fields `id` (MsgID), `kind`, `room` when given, `exp` (the record's expiry, ms; append-12.lua on) when given. */
+  /** Stream: entry ID `<seq>-0`, fields `id` (MsgID), `kind`, `room` when given, `exp` (the record's expiry, ms; append-13.lua on) when given. */
   get inbox(): string {
     return `${this.#tag}:inbox`;
   }
 
   /**
    * Hash: `epoch`, `seq` (last assigned), `created` (ms since the Unix epoch), `keep`
-   * (when the keys expire, append-12.lua), `resume_rotated` (when a resume claim last
+   * (when the keys expire, append-13.lua), `resume_rotated` (when a resume claim last
    * rotated the epoch, ms by Redis's clock: rotate-7.lua's cool-down), `gen` (the inbox
-   * generation the epoch was made under, append-12.lua; absent: 0), `lineage` (the
+   * generation the epoch was made under, append-13.lua; absent: 0), `lineage` (the
    * epoch a rotation replaced and the seq the new one continues from, rotate-7.lua and
-   * append-12.lua: src/inbox/lineage.ts), `cursor <device>` ("<seq> <epoch>": a device's
+   * append-13.lua: src/inbox/lineage.ts), `cursor <device>` ("<seq> <epoch>": a device's
    * ack cursor a rotation kept of the epoch it replaced, until the device acks under the
    * new one; src/inbox/codec.ts `keptCursorField`).
    */
@@ -162,7 +162,7 @@ export class Keys {
   /**
    * String: the inbox generation, an integer (absent: 0), raised when Redis went back in
    * time (src/inbox/generation.ts): an inbox appended under a higher generation than it
-   * recorded gets a new epoch (append-12.lua). Nodes read it and pass it to the append
+   * recorded gets a new epoch (append-13.lua). Nodes read it and pass it to the append
    * script, which touches no key outside the user's slot.
    */
   inboxGeneration(): string {

@@ -7,7 +7,7 @@
  * Pixiu writes each of its keys with one type (src/redis/keys.ts). A key of another
  * type (an operator's `SET 'px:{u}:meta' x` or `SET 'px:broadcast' x`, another program
  * sharing the prefix) makes every call on it fail with Redis's `WRONGTYPE` reply: every
- * append to that user (before the append script writes anything, append-12.lua) and
+ * append to that user (before the append script writes anything, append-13.lua) and
  * every read of the user's inbox, ack cursors or epoch; every membership change or
  * listing of that room and every message to it; every broadcast and every read of the
  * broadcast stream (the node's reader, a client's catch-up); every publication to that

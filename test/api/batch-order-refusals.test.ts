@@ -6,7 +6,7 @@
  * is done — later appends of the same batch, to the same users, already sent. Before
  * append-9, an item answered 503 (BUSY) had a later item to the same user answered 201,
  * and the producer's retry of the earlier one landed after it. Now the later append is
- * refused too (append-12.lua step 2a, src/inbox/append-chain.ts), and the retry, in
+ * refused too (append-13.lua step 2a, src/inbox/append-chain.ts), and the retry, in
  * batch order, appends both in order, each once.
  *
  * Real Redis (the harness's), a real server in process, over HTTP. Several rounds, each
@@ -15,7 +15,7 @@
  *
  * And the precondition's edge: with an inbox cap of 1, other requests' appends to the
  * user trim a batch's append away before its next one, both in flight, is run; that one
- * is refused though the earlier landed (append-12 cannot tell it from one never
+ * is refused though the earlier landed (the append script cannot tell it from one never
  * appended). The producer's retry of the failed items appends at least the first of them
  * each time (it names no earlier append), so retrying completes the batch, in order.
  */

@@ -1,7 +1,7 @@
 /**
  * A node removed after its messages' ttl passed, as README "Several nodes" advises (a
  * black-box tester's finding F6, walk21): the inbox entries of its messages record
- * when their content expires (`exp`, append-12.lua), so the other nodes take them for
+ * when their content expires (`exp`, append-13.lua), so the other nodes take them for
  * `expired` gaps without asking the store that held them (src/delivery/entry-records.ts).
  * Before, each such entry was a read of an owner that is not running — UNAVAILABLE,
  * never a gap — and every user holding one stalled for good: no `welcome`, history 503,

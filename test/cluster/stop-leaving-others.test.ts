@@ -49,7 +49,7 @@ test('a node stopped by SIGTERM beside another warns that delivery of what it st
   assert.deepEqual({ level: warned.level, nodes: warned.nodes, store: warned.store, dataDir: warned.dataDir, partitions: warned.partitions },
     { level: 40, nodes: nodeA, store: storeId, dataDir: dirB, partitions: claimed?.partitions });
   assert.match(LEAVING_OTHERS_MSG, /until a node runs on this data dir again.*README, "Several nodes"/);
-  // Only what has not expired stalls (an entry records its message's expiry, append-12.lua), and entries of older releases.
+  // Only what has not expired stalls (an entry records its message's expiry, append-13.lua), and entries of older releases.
   assert.match(LEAVING_OTHERS_MSG, /with a message stored here neither delivered nor expired \(or whose inbox entry, appended by an older release, records no expiry\) stalls/);
   // Between the stop's first line and its last.
   const order = ['shutting down', LEAVING_OTHERS_MSG, 'pixiu stopped'].map((msg) => out.indexOf(`"msg":${JSON.stringify(msg)}`));

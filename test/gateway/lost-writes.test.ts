@@ -7,7 +7,7 @@
  * With the inbox generation raised (`pixiu redis lost-writes`, or a node that saw Redis
  * lose a write it had acknowledged to it: its own store lease back at an older renewal),
  * the inbox gets a new epoch at its next append, so a device resuming under the old one
- * is sent `reset` and every message Redis has (src/inbox/generation.ts, append-12.lua;
+ * is sent `reset` and every message Redis has (src/inbox/generation.ts, append-13.lua;
  * docs/decisions.md "The inbox generation"). A Redis restart with its AOF intact loses
  * nothing, and raises nothing.
  *

@@ -1,5 +1,5 @@
 /**
- * An inbox entry's `exp`, the instant its message's record expires (append-12.lua
+ * An inbox entry's `exp`, the instant its message's record expires (append-13.lua
  * ARGV[12], codec.ts `toEntry`, src/delivery/entry-records.ts; a black-box tester's
  * finding F6, walk21): written when the caller gives the content's expiry, read back
  * as `InboxEntry.exp`, and an entry whose `exp` passed is expired without a store
@@ -59,7 +59,7 @@ test('the append writes the content\'s expiry as the entry\'s `exp` (room entrie
   ]);
 });
 
-test('append-12 holds ARGV[12] to digits (at most 15) or empty, writing nothing otherwise; append-11\'s eleven arguments write an entry without `exp`', async () => {
+test('the append script (append-12 on) holds ARGV[12] to digits (at most 15) or empty, writing nothing otherwise; append-11\'s eleven arguments write an entry without `exp`', async () => {
   const k = keys.user('exp-bounds');
   // now, the keys' content expiry a minute later (a zero one would expire the keys at once).
   const now = Date.now();

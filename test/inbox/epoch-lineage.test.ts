@@ -1,5 +1,5 @@
 /**
- * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-7.lua, and append-12.lua's
+ * An epoch's lineage (src/inbox/lineage.ts): a rotation (rotate-7.lua, and append-13.lua's
  * rotation for a higher generation) records which epoch it replaced and the latest seq
  * it goes on from; an epoch created afresh (the keys lost) records none, and a lineage
  * left about another epoch (an older node's script rotated since) is read as none.

@@ -1,5 +1,5 @@
 /**
- * The inbox generation (src/inbox/generation.ts, append-12.lua step 1,
+ * The inbox generation (src/inbox/generation.ts, append-13.lua step 1,
  * generation-raise-2.lua; docs/decisions.md "The inbox generation"): an inbox appended
  * under a higher generation than its epoch was made under gets a new epoch first (its
  * seqs go on, its ack cursors are kept with the old epoch); a node with a stale, lower generation never rotates

@@ -1,5 +1,5 @@
 /**
- * Edges of the Inbox (src/inbox/inbox.ts, lua/append-12.lua, DESIGN.md §4) that
+ * Edges of the Inbox (src/inbox/inbox.ts, lua/append-13.lua, DESIGN.md §4) that
  * inbox.test.ts leaves open: room entries are trimmed to the cap like any other, a
  * message to many (`appendEach`) stores its room and judges presence by the configured
  * clock, every kind round-trips, the largest accepted settings are accepted, a stored
@@ -181,7 +181,7 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   const k = keys.user('script-bounds');
   const invalid = (err: unknown): boolean => isPixiuError(err, 'INVALID_REQUEST');
   const call = <T>(fn: () => Promise<T>): Promise<T> => redisCall(fn);
-  // append-12: a MsgID of 16 hex digits exactly (17 or 15 are refused).
+  // the append script: a MsgID of 16 hex digits exactly (17 or 15 are refused).
   const append = (id: string) => call(() => evalScript(redis, INBOX_SCRIPTS.append, [k.inbox, k.meta, k.ids, k.conns, k.acks], [id, '1', '10', 'e', '0', '', '0', '0', '0']));
   await assert.rejects(append(`${msgId(1)}0`), invalid, 'a 17-digit MsgID');
   await assert.rejects(append(msgId(1).slice(1)), invalid, 'a 15-digit MsgID');

@@ -1,6 +1,6 @@
 /**
  * Model check of the ack cursors across epoch changes (ack-6.lua, rotate-7.lua,
- * append-12.lua with keep-cursors.lua; docs/decisions.md "Stored cursors across a new
+ * append-13.lua with keep-cursors.lua; docs/decisions.md "Stored cursors across a new
  * epoch"): random runs of appends, acks (of the current epoch, of the one before, of an
  * older one, of none, of a made-up one), rotations, generation raises and losses of the
  * inbox (its epoch then created afresh, with no lineage), under device-cap pressure,

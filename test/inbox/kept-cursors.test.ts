@@ -1,5 +1,5 @@
 /**
- * Ack cursors across a new epoch (rotate-7.lua step 3, append-12.lua step 5, ack-6.lua;
+ * Ack cursors across a new epoch (rotate-7.lua step 3, append-13.lua step 5, ack-6.lua;
  * docs/decisions.md "Stored cursors across a new epoch"): a rotation moves each device's
  * cursor out of the acks hash into the meta hash with the epoch it counts in, so a
  * device resuming from it is reset (Inbox.deviceCursor names that epoch) rather than

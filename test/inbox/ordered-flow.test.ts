@@ -1,6 +1,6 @@
 /**
  * The appends of an ordered flow (a batch's: `Inbox.orderedFlow`, src/inbox/append-chain.ts)
- * land per user in the order made, or stop at the first that did not: `append-12.lua`
+ * land per user in the order made, or stop at the first that did not: `append-13.lua`
  * refuses, writing nothing, an append whose earlier one (ARGV[10]) is not in the inbox.
  * The end-to-end case (Redis answering BUSY to some appends of a batch and running the
  * next): test/api/batch-order-refusals.test.ts. Here: the script's precondition, and its
@@ -35,7 +35,7 @@ function msgId(n: number): string {
   return encodeMsgId({ partition: 0, kind: MsgKind.user, counter: n });
 }
 
-/** `append-12.lua` for `uid`, cap 10, generation 0, with `earlier` as ARGV[10] ("" when undefined, as callers without a batch send), 100 device cursors; answers the seq. */
+/** `append-13.lua` for `uid`, cap 10, generation 0, with `earlier` as ARGV[10] ("" when undefined, as callers without a batch send), 100 device cursors; answers the seq. */
 async function append(uid: string, id: string, earlier?: string): Promise<number> {
   const k = keys.user(uid);
   const argv = [id, '1', '10', 'epoch-1', String(Date.now()), '', String(Date.now() + 60_000), '1000', '0', earlier ?? '', '100'];
@@ -54,7 +54,7 @@ async function snapshot(uid: string): Promise<unknown> {
   };
 }
 
-test('append-12 refuses, writing nothing, an append whose earlier MsgID is not in the inbox (503, a Redis failure, saying why); appends it once the earlier one is there; a duplicate is answered as one whatever the earlier', async () => {
+test('the append script refuses, writing nothing, an append whose earlier MsgID is not in the inbox (503, a Redis failure, saying why); appends it once the earlier one is there; a duplicate is answered as one whatever the earlier', async () => {
   const earlierMissing = (err: unknown): boolean => isPixiuError(err, 'UNAVAILABLE') && isRedisFailure(err)
     && /an earlier message of this batch to the same user was not appended/.test(err.message);
   // No inbox yet: nothing is created, not even the epoch.

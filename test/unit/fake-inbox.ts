@@ -132,7 +132,7 @@ export class FakeInbox {
    * `cause` is `resume` while {@link coolingDown}; the seqs stay. Its lineage goes on
    * from the latest seq, except after a loss the node proved (`delivered`: through 0,
    * as rotate-7.lua); `generation` stands for a rotation made elsewhere that keeps the
-   * numbering (append-12.lua's after a raise, `pixiu redis lost-writes`).
+   * numbering (append-13.lua's after a raise, `pixiu redis lost-writes`).
    * @param readLatest a `resume` one's: the latest seq the read that showed the claim
    *   found, below which the lineage stays (rotate-7.lua ARGV[5])
    * @returns true when it was refused so (the epoch kept)

@@ -74,5 +74,5 @@ test('a script\'s `--@include includes/…` line is replaced by the file it name
       assert.equal(scriptSha(spec(file)), createHash('sha1').update(source).digest('hex'));
     }
   }
-  assert.deepEqual(scripts.filter((f) => readFileSync(new URL(f, SRC), 'utf8').includes('--@include ')).map((f) => path.basename(f)), ['append-12.lua', 'rotate-7.lua']);
+  assert.deepEqual(scripts.filter((f) => readFileSync(new URL(f, SRC), 'utf8').includes('--@include ')).map((f) => path.basename(f)), ['append-13.lua', 'rotate-7.lua']);
 });

@@ -2,7 +2,7 @@
 --[[
 ack-6: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
 ack counts seqs of an inbox epoch that is gone — and keep at most ARGV[4] devices'
-cursors per user. A rotation (rotate-7.lua, append-12.lua) keeps each cursor of the
+cursors per user. A rotation (rotate-7.lua, append-13.lua) keeps each cursor of the
 epoch it replaces in the meta hash with that epoch (`cursor <device>` = "<seq> <epoch>"),
 so the device, resuming from it, is told `reset`: the device's first cursor of the new
 epoch deletes that one (ack-4 had no such field to delete; docs/decisions.md "Stored
@@ -32,7 +32,7 @@ Steps
      b. else (it has none, or one of an older epoch) make it "<ARGV[2]> <ARGV[3]>" when
         all of these hold: the meta's `lineage` is "<the inbox's epoch> <ARGV[3]>
         <through>" (a rotation replaced ARGV[3] by the inbox's epoch: rotate-7.lua,
-        append-12.lua), the device has no cursor of the current epoch (one it acked
+        append-13.lua), the device has no cursor of the current epoch (one it acked
         since, on another node, is newer), ARGV[2] is above 0, and, when it has no
         kept cursor, fewer than ARGV[4] are held (the cap on kept cursors,
         keep-cursors.lua: a late ack drops no other device's; none is made past it).

@@ -1,7 +1,7 @@
 #!lua
 --[[
 generation-raise-2: raise the inbox generation, so that every inbox gets a new epoch at
-its next append (append-12.lua step 1; docs/decisions.md "Redis with less than it had",
+its next append (append-13.lua step 1; docs/decisions.md "Redis with less than it had",
 "The inbox generation"). Run after Redis went back in time (an unplanned failover to a
 replica that was behind, a restore of an older snapshot): the seqs above what Redis
 kept of each inbox will be assigned again, and a device resuming under the old epoch

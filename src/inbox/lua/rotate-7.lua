@@ -17,7 +17,7 @@ model review, two nodes, seed 681); rotate-6 and later take the latest seq that 
 first retained one could not be told apart from a real miss, and clients were told to
 show nothing for it, which hid seqs a device never had (a black-box tester's finding J:
 docs/decisions.md "Redis with less than it had"). rotate-3 recorded no generation, so after a raise an epoch a resume claim rotated to was
-rotated again by the first append (append-12.lua step 1): each device of the user was
+rotated again by the first append (append-13.lua step 1): each device of the user was
 reset and sent the inbox twice for one loss (redisops2 R1). Used when Redis came back with less than a connection was already
 sent (a restored snapshot, a failover to a replica that was behind, the last second
 of an `appendfsync everysec` AOF lost with its machine): the seqs above the inbox's
@@ -48,7 +48,7 @@ Steps
      by field name; a device none is kept for resumes as a new one. With ARGV[4]
      above the meta's `gen` (absent: 0), record it as `gen`: the new epoch was made
      from what Redis has now, by a node that had read generation ARGV[4], so an append
-     under it need not rotate again (append-12.lua step 1); never lowered.
+     under it need not rotate again (append-13.lua step 1); never lowered.
      Record `lineage` as "<ARGV[2]> <ARGV[1]> <seq>", seq the meta's `seq` counter
      (the latest seq assigned; 0 when unset), or ARGV[5] when that is lower, for a
      resume claim's rotation (what Redis held when the claim was read: a seq appended

@@ -1,5 +1,5 @@
 --[[
-keepCursors: a piece of rotate-7.lua (step 3) and append-12.lua (step 5), which take it
+keepCursors: a piece of rotate-7.lua (step 3) and append-13.lua (step 5), which take it
 in at the line `--@include includes/keep-cursors.lua` (src/redis/scripts.ts): when a
 rotation replaces an epoch, keep each stored ack cursor, which counts seqs of that
 epoch, in the meta hash with it, so a device resuming from it is told `reset`

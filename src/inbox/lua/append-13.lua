@@ -1,12 +1,21 @@
 #!lua
 --[[
-append-12: append one MsgID to one user's inbox, exactly once, with the instant its
+append-13: append one MsgID to one user's inbox, exactly once, with the instant its
 content expires (ARGV[12], the entry's `exp`), name the nodes holding the user's live
 connections (DESIGN.md §4, §9), keep the user's inbox keys only as long as something in
 them can still be delivered, and give the inbox a new epoch first when the inbox
 generation (ARGV[9]) is above the one it was last appended under. Given the MsgID of an
 earlier append of the same batch to the user (ARGV[10]), append only if that one is in
 the inbox.
+
+append-12 kept the keys' expiry out of the past by ARGV[5], the node's estimate of
+Redis's clock (its own clock plus the offset its registry measured at the last 5 s
+renewal). That estimate moves with the node's clock until the next renewal: a node whose
+clock was set back a day (an NTP step, a VM resumed) gave `keep` a day in Redis's past,
+PEXPIREAT deleted the user's keys at once, the producer was answered 201, and the next
+append handed out seq 1 again (a black-box tester's finding F1, walk31). append-13
+judges it on Redis's own clock: step 6 reads `TIME` (only when it moves `keep`, about
+once a day per user), so the keys always outlive the append by at least the grace.
 
 append-11 wrote no expiry in the entry: a reader learnt that an entry's message had
 expired only from the store that holds it, so once that store's node was removed for
@@ -108,8 +117,9 @@ Steps
      with its seq, drop ids at or below seq - cap (the window the stream keeps), and
      store the counter.
   6. Retention: if the message's content expires (ARGV[7]) at or after the inbox's
-     `keep` (meta field; 0 when unset), set `keep` to ARGV[7] (or ARGV[5], now, if
-     later) + ARGV[8] (the grace) and
+     `keep` (meta field; 0 when unset), set `keep` to ARGV[7] (or, if later, now: the
+     later of ARGV[5] and Redis's `TIME`, which does the expiring) + ARGV[8] (the
+     grace) and
      make the inbox, meta, ids and acks keys expire then (PEXPIREAT). So the keys
      outlive every message appended, and go ARGV[8] ms after the last one's content
      has: a user who comes back later finds no inbox, and the next append creates a
@@ -138,7 +148,8 @@ ARGV
   2. kind, "1".."4" (user, room, broadcast, channel)
   3. cap, entries kept in the stream, a positive integer
   4. epoch to create when the inbox has none, a non-empty string (used only then)
-  5. now, ms since the Unix epoch, stored as `created` with a new epoch
+  5. now, ms since the Unix epoch (the node's estimate of Redis's clock), stored as
+     `created` with a new epoch; presence entries are judged live by it
   6. room id to store with the entry, or "" for none
   7. when the message's content expires, ms since the Unix epoch (its `expires_at`)
   8. grace, ms: how long the keys outlive the last content they point to
@@ -269,8 +280,12 @@ local function retain()
   local expires = tonumber(expiresArg)
   if expires < (tonumber(meta[3]) or 0) then return end
   -- Never in the past (content that expired already, a clock behind): PEXPIREAT would
-  -- delete the inbox at once.
-  local now = tonumber(nowMs) or 0
+  -- delete the inbox at once. Judged on Redis's clock (TIME), which does the expiring:
+  -- ARGV[5] is the node's estimate of it, off by as much as the node's clock stepped
+  -- since its last registry renewal. TIME is allowed here: Redis 7 replicates a
+  -- script's effects, not the script.
+  local t = redis.call('TIME')
+  local now = math.max(tonumber(nowMs) or 0, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   if expires < now then expires = now end
   local keepText = string.format('%d', expires + tonumber(graceArg))
   redis.call('HSET', metaKey, 'keep', keepText)
