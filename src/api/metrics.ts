@@ -150,6 +150,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * This node's clock minus Redis's (`TIME`), seconds, as the registration renewal
+   * measured it (every 5 s, src/cluster/clock-skew.ts): positive when this node's runs
+   * ahead. Warned about in the log beyond 1 s; alert on it the same way.
+   */
+  readonly clockOffset = new Gauge({
+    name: 'pixiu_clock_offset_seconds',
+    help: 'This node\'s clock minus Redis\'s clock (TIME), seconds, measured at each registration renewal (every 5 s); positive when this node runs ahead',
+    registers: [this.registry],
+  });
+
   /** What {@link presenceRemovalsPending} reads when scraped; set by the gateway. */
   #pendingRemovals: () => number = () => 0;
 

@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { Keys } from '../redis/keys.js';
+import type { ClockReading } from './clock-skew.js';
 import { JoinerSecretCheck } from './joiner-secrets.js';
 import { MembershipLog } from './membership-log.js';
 import { nodeBuilds } from './node-entry.js';
@@ -39,6 +40,8 @@ export interface NodeMembershipOptions {
    * `onRegisteredAgain`), once its shared settings are being published again.
    */
   readonly onRegisteredAgain: () => void;
+  /** This node's clock compared with Redis's at each renewal (node-registry.ts `onClock`). */
+  readonly onClock?: (reading: ClockReading) => void;
 }
 
 /** What {@link NodeMembership.start} announces: the node's shared settings and whose they are. */
@@ -82,7 +85,7 @@ export class NodeMembership {
     this.#joiners = secrets === undefined ? undefined
       : new JoinerSecretCheck({ redis, keys, self: node, secrets, logger, addresses: () => claims.leasesByNode() });
     this.registry = new NodeRegistry(redis, keys, {
-      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger, renewals,
+      node, intervalMs: NODE_RENEW_MS, ttlMs: NODE_TTL_MS, logger, renewals, onClock: opts.onClock,
       // The registry as this renewal read it (this node included): no read of its own per scrape.
       onRegistry: (registered, nowMs) => {
         void membership.observe(registered, nowMs);

@@ -10,6 +10,7 @@ import type { Logger } from '../logger.js';
 import { redisCall, redisNowMs } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { outageFields } from '../errors.js';
+import { clockReading, type ClockReading } from './clock-skew.js';
 
 /** How often a node renews its registration, ms (the gateway's registry; DESIGN.md §9). */
 export const NODE_RENEW_MS = 5000;
@@ -56,6 +57,11 @@ export interface NodeRegistryOptions {
    * written theirs back yet after a Redis that lost its data (membership-log.ts).
    */
   readonly onRegistry?: (registered: ReadonlyMap<string, number>, nowMs: number) => void;
+  /**
+   * This node's clock compared with Redis's `TIME` at each renewal that read it (the
+   * first, at start, included): clock-skew.ts watches it (walk31 F3).
+   */
+  readonly onClock?: (reading: ClockReading) => void;
 }
 
 /** Why a renewal found this node's registration lapsed. */
@@ -103,6 +109,11 @@ export class NodeRegistry {
    * took them for dead (their presence pruned).
    */
   #offset = 0;
+  /**
+   * Redis's `TIME` at the last renewal, ms, and `performance.now()` at the middle of its
+   * round trip: {@link redisClock} counts on from them on a clock that never steps.
+   */
+  #timeAt: { readonly redisMs: number; readonly monotonicMs: number } | undefined;
   /** True once a renewal has written this node's registration. */
   #registered = false;
   #timer: NodeJS.Timeout | undefined;
@@ -237,6 +248,17 @@ export class NodeRegistry {
   }
 
   /**
+   * Now by Redis's clock, counted on from its `TIME` at the last renewal on the
+   * monotonic clock, ms since the epoch: unlike {@link now}, it does not move with a
+   * step of this machine's clock before the next renewal (a sweep's bound,
+   * src/store/sweep-clock.ts; an integer). Undefined before the first renewal.
+   */
+  redisClock(): number | undefined {
+    const at = this.#timeAt;
+    return at === undefined ? undefined : Math.floor(at.redisMs + (performance.now() - at.monotonicMs));
+  }
+
+  /**
    * Stops renewing and deregisters, once the renewals under way have ended: one that
    * ended after the deregistration wrote the registration back, and its callbacks
    * (a lapse's `onRegisteredAgain`: the shared settings' write-back) ran on a stopped
@@ -264,8 +286,13 @@ export class NodeRegistry {
     // Monotonic: how late a renewal ran is not to be judged by a wall clock an NTP step moves.
     const startedAt = performance.now();
     const redis = this.#renewals;
+    const sentAt = Date.now();
     const now = await redisNowMs(redis);
-    this.#offset = now - Date.now();
+    const answeredAt = Date.now();
+    const roundTripMs = performance.now() - startedAt;
+    this.#offset = now - answeredAt;
+    this.#timeAt = { redisMs: now, monotonicMs: startedAt + roundTripMs / 2 };
+    this.#opts.onClock?.(clockReading(sentAt, now, answeredAt, roundTripMs));
     // One connection, so Redis runs them in this order: the predecessor is gone before the read.
     const [before, , , removed, live] = await redisCall(() => Promise.all([
       redis.zscore(this.#key, this.node),

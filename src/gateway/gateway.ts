@@ -16,6 +16,7 @@ import { BroadcastReader } from '../broadcast/reader.js';
 import { ChannelHub } from '../channels/channel-hub.js';
 import { ChannelStream } from '../channels/channel-stream.js';
 import { Bus } from '../cluster/bus.js';
+import { ClockSkewWatch } from '../cluster/clock-skew.js';
 import { NodeMembership } from '../cluster/node-membership.js';
 import { newNodeId, type NodeRegistry } from '../cluster/node-registry.js';
 import type { NodeSecrets } from '../cluster/secret-digests.js';
@@ -104,12 +105,15 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
+    const skew = new ClockSkewWatch(logger, (seconds) => metrics.clockOffset.set(seconds));
     this.#membership = new NodeMembership({
       redis, renewals: opts.renewals, keys, node, logger, secrets: opts.secrets,
       onRenewed: (nodes) => {
         metrics.clusterNodes.set(nodes);
         opts.onRenewed?.();
       },
+      // How far this node's clock is from Redis's: a gauge, and a warning beyond a second.
+      onClock: (reading) => skew.observe(reading),
       // Registered again after a lapse or a FLUSHALL: this node's presence entries were
       // pruned by other nodes (or dropped with the data); written back now, not at each
       // connection's next heartbeat (up to PIXIU_HEARTBEAT without notifies, shown
@@ -309,6 +313,15 @@ export class Gateway implements GatewayDeps {
   /** Now by Redis's clock (the node registry's, NodeRegistry.now), ms: what presence entries expire by. */
   redisNow(): number {
     return this.#registry.now();
+  }
+
+  /**
+   * Now by Redis's clock counted on the monotonic clock from the last renewal
+   * (NodeRegistry.redisClock), ms; undefined before the first: what bounds the store's
+   * sweeps (src/store/sweep-clock.ts).
+   */
+  redisClock(): number | undefined {
+    return this.#registry.redisClock();
   }
 
   /** The other nodes registered now (NodeRegistry.othersNow), for a stop's warning (leaving-others.ts). Never rejects. */

@@ -8,6 +8,14 @@
  */
 
 /**
+ * How far a node's clock may be from Redis's before it is out of step, ms: warned
+ * about (src/cluster/clock-skew.ts, `pixiu_clock_offset_seconds`), and how far ahead of
+ * Redis's clock an expiry sweep may cut (src/store/sweep-clock.ts). NTP keeps machines
+ * within milliseconds: a second off is a clock that is wrong, not one that drifts.
+ */
+export const CLOCK_SKEW_BOUND_MS = 1000;
+
+/**
  * Now by Redis's clock, ms since the Unix epoch: in a serving node the node registry's
  * (`NodeRegistry.now`, `Gateway.redisNow`: this machine's clock plus the offset measured
  * at its last renewal); `Date.now` for a Redis on this machine.

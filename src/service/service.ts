@@ -161,7 +161,7 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
     const started = await during('connecting to Redis', () => startRedis(start, found, metrics, opts.onLocalRedis));
     const { redis, url: redisUrl, local } = started;
     shownRedis = redactUrl(redisUrl);
-    const { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled } = await during('claiming the store',
+    const { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled, followRedisClock } = await during('claiming the store',
       () => startStore(start, started, storeDir, found, metrics));
 
     // Presence entries are judged live at append by the clock they are written on (Redis's,
@@ -191,6 +191,8 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
         logger.debug({ ...outageFields(err) }, 'could not read the inbox generation; read again at the next registry renewal')),
     }));
     redisNow = () => gateway.redisNow();
+    // Sweeps wait for it, and never cut past it (a node started with its clock ahead: walk31 F2).
+    followRedisClock(() => gateway.redisClock());
     // With the store lease (dropped only if this node holds it): one wait on a hung Redis, not two.
     cleanup.unshift({ what: 'gateway and store lease', run: () => Promise.all([gateway.close(), ownership.stop()]), redis: redisBound });
     const rooms = new Rooms(redis, keys, config.roomSizeCap);

@@ -42,6 +42,11 @@ export interface StartedStore {
   readonly timeFloor: number | undefined;
   /** Lets the store's held writes go, once the lease write ended (however it ended). */
   readonly leaseSettled: () => void;
+  /**
+   * Gives the store Redis's clock once the node registry measures it (Gateway.redisClock):
+   * until then the store's sweeps delete nothing (store-options.ts `redisClock`).
+   */
+  readonly followRedisClock: (clock: () => number | undefined) => void;
 }
 
 /**
@@ -94,8 +99,11 @@ export async function startStore(
   const clusterSecret = await ClusterSecret.load(redis, keys);
   stopAsked();
 
+  // Redis's clock, known once the registry's first renewal measured it (the gateway starts after the store).
+  let redisClock: () => number | undefined = () => undefined;
   const store = await MessageStore.open({
     dir: storeDir,
+    redisClock: () => redisClock(),
     partitions: config.partitions,
     partitionBase: ownership.partitionBase,
     layout,
@@ -149,5 +157,8 @@ export async function startStore(
     localStoreId: ownership.storeId,
     blockLost: () => ownership.blockLost,
   });
-  return { keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled };
+  return {
+    keys, ownership, clusterSecret, store, records, layout, timeFloor, leaseSettled,
+    followRedisClock: (clock) => { redisClock = clock; },
+  };
 }

@@ -54,7 +54,7 @@ export class MessageStore implements RecordReader {
     this.#fence = fence;
     this.#base = opts.partitionBase ?? 0;
     this.#cache = cache;
-    this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes };
+    this.#limits = { defaultTtlMs: opts.defaultTtlMs, maxMessageBytes: opts.maxMessageBytes, redisClock: opts.redisClock };
     this.#now = opts.now ?? Date.now;
     this.#logger = opts.logger;
     this.#unreadable = new UnreadableLog(opts.logger, opts.onUnreadable);

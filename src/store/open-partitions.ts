@@ -40,7 +40,7 @@ export async function openPartitions(opts: MessageStoreOptions, fence: WriteFenc
   const base = opts.partitionBase ?? 0;
   const partitionOptions = {
     sync: opts.sync, now: opts.now ?? Date.now, onBatch: opts.onBatch, onWriteFailure: opts.onWriteFailure,
-    monotonic, fence,
+    monotonic, fence, redisClock: opts.redisClock,
     // Fewer writes at once than the libuv pool has threads: one is left to reads (write-slots.ts).
     slots: new WriteSlots(writeSlotCount()),
     writeTimeoutMs: opts.writeTimeoutMs,

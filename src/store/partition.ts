@@ -55,6 +55,8 @@ export interface PartitionOptions {
   readonly now: () => number;
   /** A clock that never steps, ms: bounds the sweeps' cutoff (sweep-clock.ts). */
   readonly monotonic: () => number;
+  /** Redis's clock, undefined until known: bounds the sweeps' cutoff too (store-options.ts, sweep-clock.ts). */
+  readonly redisClock?: (() => number | undefined) | undefined;
   /** Called after each batch that wrote records: how many (not its duplicates) and its ms (store-options.ts). */
   readonly onBatch?: (written: number, ms: number) => void;
   /**
@@ -114,7 +116,7 @@ export class Partition {
     this.#sync = options.sync;
     this.#fence = options.fence;
     this.#now = options.now;
-    this.#sweepClock = new SweepClock(options.now, options.monotonic);
+    this.#sweepClock = new SweepClock(options.now, options.monotonic, options.redisClock);
     this.#logger = options.logger?.child({ partition: index });
     this.#stall = new WriteStall({
       index, limitMs: options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS, logger: this.#logger,

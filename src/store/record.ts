@@ -13,6 +13,7 @@
  * (it is the record's key) and begins with `expiresAt` (see {@link expiresAtOf}).
  */
 import { PixiuError, invalid } from '../errors.js';
+import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 import { isMsgKind, MsgKind } from '../ids/msg-id.js';
 import { checkData } from './data-depth.js';
 import { RecordArena } from './record-arena.js';
@@ -103,6 +104,8 @@ export interface RecordLimits {
   readonly defaultTtlMs: number;
   /** Largest `{type, from, data}` JSON in UTF-8 bytes (default 64 KiB). */
   readonly maxMessageBytes: number;
+  /** Redis's clock, undefined until known: a new message's expiry counts from it less 1 s when later (store-options.ts). */
+  readonly redisClock?: (() => number | undefined) | undefined;
 }
 
 const MAX_TYPE_CHARS = 64;
@@ -260,8 +263,12 @@ function expiryOf(msg: NewMessage, nowMs: number, storeNowMs: number, limits: Re
   // Retention counts from the later of `ts` and the store's clock: the store reads and
   // sweeps by its own clock, and a room message's `ts` is Redis's (tsMs), so counted
   // from `ts` alone a node whose clock runs ahead of Redis's by more than the ttl
-  // stored the message already expired (201, then a gap for every member).
-  const expiresAt = Math.max(nowMs, storeNowMs) + (msg.ttlMs ?? limits.defaultTtlMs);
+  // stored the message already expired (201, then a gap for every member). Likewise
+  // from Redis's clock less the skew tolerated when later (a direct message's `ts` is
+  // the store's): on a node behind Redis's clock by more than the ttl, its messages were
+  // `expired` at once for the other nodes' readers (walk31 F3). Less the tolerance, so a
+  // node in step keeps `expiresAt` = `ts` + ttl exactly.
+  const expiresAt = Math.max(nowMs, storeNowMs, (limits.redisClock?.() ?? 0) - CLOCK_SKEW_BOUND_MS) + (msg.ttlMs ?? limits.defaultTtlMs);
   if (expiresAt > MAX_EXPIRES_AT) throw invalid('ttl is too large');
   return expiresAt;
 }

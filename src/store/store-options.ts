@@ -49,6 +49,15 @@ export interface MessageStoreOptions {
    */
   readonly monotonic?: () => number;
   /**
+   * Now by Redis's clock as this node knows it, ms since the epoch, counted on a clock
+   * that never steps (NodeRegistry.redisClock); undefined until first measured. When
+   * given: a new message's expiry counts from the later of it (less
+   * `CLOCK_SKEW_BOUND_MS`) and the store's clock (record.ts), and a sweep's cutoff is never more than `CLOCK_SKEW_BOUND_MS` ahead
+   * of it, and no sweep deletes anything while it is undefined (sweep-clock.ts). Not
+   * given (tools, tests): the store's clock alone.
+   */
+  readonly redisClock?: (() => number | undefined) | undefined;
+  /**
    * Called after each batch write that wrote records, with how many (new messages; a
    * put answered as a duplicate of a stored message writes nothing and is not counted)
    * and its duration in ms (metrics; partition.ts `onBatch`).

@@ -8,12 +8,23 @@
  * nothing early. The price of that rule: after such a step the sweeps lag behind the
  * wall clock by the step until the process restarts (records stay on disk that long
  * after they expired, still unreadable); a step backwards lowers the cutoff at once.
+ *
+ * That rule saw only a running node's steps: a node started with its clock ahead took
+ * that clock as it was, and deleted for good records that still had that long to live
+ * (walk31 F2: started 2 h ahead, messages with 59 minutes left were swept, and a retry
+ * after the clock was put right stored a second copy under a new id). So, when the
+ * store is given Redis's clock (a serving node's registry, counted on the monotonic
+ * clock: NodeRegistry.redisClock), the cutoff is also never more than
+ * `CLOCK_SKEW_BOUND_MS` (1 s) ahead of it, and until Redis's clock is first known (the
+ * first registry renewal, at start) a sweep deletes nothing.
  */
+import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 
 /** Sweep cutoffs of one store. */
 export class SweepClock {
   readonly #wall: () => number;
   readonly #monotonic: () => number;
+  readonly #redisClock: (() => number | undefined) | undefined;
   /** The last cutoff (ms since the epoch) and the monotonic reading it was taken at (ms). */
   #cutoff: number;
   #at: number;
@@ -24,10 +35,13 @@ export class SweepClock {
    * @param wall the store's clock, ms since the epoch
    * @param monotonic a clock that never steps, ms from any origin (default
    *   `performance.now`)
+   * @param redisClock now by Redis's clock, ms since the epoch, undefined until known
+   *   (store-options.ts `redisClock`); not given: no such bound
    */
-  constructor(wall: () => number, monotonic: () => number = () => performance.now()) {
+  constructor(wall: () => number, monotonic: () => number = () => performance.now(), redisClock?: () => number | undefined) {
     this.#wall = wall;
     this.#monotonic = monotonic;
+    this.#redisClock = redisClock;
     this.#cutoff = wall();
     this.#at = monotonic();
   }
@@ -35,11 +49,18 @@ export class SweepClock {
   /**
    * The cutoff for a sweep starting now, ms since the epoch: the wall clock's reading
    * or, when that ran ahead of the monotonic clock since the last cutoff, the last
-   * cutoff plus the monotonic time since.
+   * cutoff plus the monotonic time since; and never more than `CLOCK_SKEW_BOUND_MS`
+   * past Redis's clock when given. 0 (deletes nothing) while Redis's clock is given but
+   * not known yet; the bound then stays as it was.
    */
   cutoff(): number {
     const at = this.#monotonic();
-    const cutoff = Math.min(this.#wall(), this.#cutoff + Math.max(0, at - this.#at));
+    let cutoff = Math.min(this.#wall(), this.#cutoff + Math.max(0, at - this.#at));
+    if (this.#redisClock !== undefined) {
+      const redis = this.#redisClock();
+      if (redis === undefined) return 0;
+      cutoff = Math.min(cutoff, redis + CLOCK_SKEW_BOUND_MS);
+    }
     this.#cutoff = cutoff;
     this.#at = at;
     return cutoff;

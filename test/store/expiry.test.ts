@@ -151,6 +151,59 @@ test('a forward step of the wall clock while the store runs sweeps nothing early
   assert.deepEqual(await countKeys(dir, 1), { message: 0, clientId: 0, expiry: 0 });
 });
 
+test('a store opened with its clock two hours ahead of Redis\'s sweeps nothing until Redis\'s clock is known, then nothing past it: records with an hour left stay (walk31 F2)', async (t) => {
+  const dir = await tempDir(t);
+  const hour = 3_600_000;
+  // A run with a true clock stores a record with an hour to live and one with a second.
+  const truth = fakeClock();
+  const first = await openStore(t, dir, { partitions: 1, now: truth.now, monotonic: truth.now, cacheBytes: 0 });
+  const kept = await first.put({ kind: 1, type: 't', data: 'kept', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  const short = await first.put({ kind: 1, type: 't', data: 'short', to: ['a'], ttlMs: 1000 });
+  await first.close();
+
+  // Two seconds later the node starts again with its clock two hours ahead (an RTC kept
+  // in local time); the registry has not measured Redis's clock yet.
+  truth.ms += 2000;
+  const wall = fakeClock(truth.ms + 2 * hour);
+  const mono = fakeClock(0);
+  let redis: number | undefined;
+  const store = await openStore(t, dir, { partitions: 1, now: wall.now, monotonic: mono.now, cacheBytes: 0, redisClock: () => redis });
+  assert.equal(await store.sweepNow(), 0, 'no sweep before Redis\'s clock is known');
+  redis = truth.ms;
+  assert.equal(await store.sweepNow(), 1, 'only the record expired by Redis\'s clock is swept');
+  wall.ms += 1000;
+  mono.ms += 1000;
+  redis += 1000;
+  assert.equal(await store.sweepNow(), 0, 'and no more as time passes');
+  await store.close();
+
+  // The clock put right: the record is there, and its client_msg_id still names it.
+  const again = await openStore(t, dir, { partitions: 1, now: () => redis ?? 0, cacheBytes: 0 });
+  assert.equal(decoded(await again.get(kept.id))?.data, 'kept');
+  assert.equal(await again.get(short.id), null);
+  const retry = await again.put({ kind: 1, type: 't', data: 'again', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  assert.deepEqual([retry.id, retry.duplicate], [kept.id, true]);
+});
+
+test('a new message\'s expiry counts from Redis\'s clock when the store\'s is behind it, from the store\'s when ahead; its ts is the store\'s (walk31 F3)', async (t) => {
+  const dir = await tempDir(t);
+  const wall = fakeClock();
+  let redis: number | undefined;
+  const store = await openStore(t, dir, { partitions: 1, now: wall.now, cacheBytes: 0, redisClock: () => redis });
+  const expiry = async (n: number): Promise<[number, number]> => {
+    const put = await store.put({ kind: 1, type: 't', data: n, to: ['a'], ttlMs: 60_000 });
+    const record = decoded(await store.get(put.id));
+    return [record?.ts ?? -1, record?.expiresAt ?? -1];
+  };
+  assert.deepEqual(await expiry(1), [wall.ms, wall.ms + 60_000], 'Redis\'s clock not known yet: the store\'s');
+  redis = wall.ms + 600_000;
+  assert.deepEqual(await expiry(2), [wall.ms, redis - 1000 + 60_000], 'the store ten minutes behind: from Redis\'s clock less the second tolerated');
+  redis = wall.ms + 900;
+  assert.deepEqual(await expiry(3), [wall.ms, wall.ms + 60_000], 'in step (within a second): ts + ttl exactly');
+  redis = wall.ms - 600_000;
+  assert.deepEqual(await expiry(4), [wall.ms, wall.ms + 60_000], 'the store ten minutes ahead');
+});
+
 test('a record is expired from the very ms of its expiresAt: a read from disk and a retry of its client_msg_id treat it as gone', async (t) => {
   const dir = await tempDir(t);
   const clock = fakeClock();

@@ -45,3 +45,17 @@ test('the bound starts at construction: a step before the first sweep is not tak
   c.mono += 1000;
   assert.equal(c.sweep.cutoff(), 1_001_000);
 });
+
+test('given Redis\'s clock, the cutoff waits for it (0 until known) and never runs more than a second past it', () => {
+  const c = { wall: 1_000_000 + 7_200_000, mono: 0, redis: undefined as number | undefined };
+  const sweep = new SweepClock(() => c.wall, () => c.mono, () => c.redis);
+  assert.equal(sweep.cutoff(), 0, 'not known yet: nothing is cut');
+  c.redis = 1_000_000;
+  assert.equal(sweep.cutoff(), 1_001_000, 'a clock two hours ahead is cut to Redis\'s plus a second');
+  c.wall += 500;
+  c.mono += 500;
+  c.redis += 500;
+  assert.equal(sweep.cutoff(), 1_001_500);
+  c.wall = c.redis - 3000;
+  assert.equal(sweep.cutoff(), c.redis - 3000, 'a clock behind Redis\'s is taken as it is');
+});

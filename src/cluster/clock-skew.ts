@@ -1,0 +1,98 @@
+/**
+ * How far this node's clock is from Redis's (DESIGN.md §9: Redis's clock is the one
+ * clock of the nodes sharing it), measured at each registry renewal (every 5 s, the
+ * `TIME` the registry reads anyway: no round trip of its own), exposed as the gauge
+ * `pixiu_clock_offset_seconds` and warned about beyond `CLOCK_SKEW_BOUND_MS` (1 s, redis-clock.ts).
+ *
+ * Why it matters though Pixiu moves what it can onto Redis's clock (inbox retention,
+ * claims, markers, room times, registrations): a message's `ts` and `expiresAt` count
+ * from the storing node's clock (its expiry from the later of that and Redis's), and
+ * every node judges expiry, token `exp`/`nbf` and a broadcast's `ttl` by its own. A node
+ * ahead shows other nodes' messages `expired` early to its devices and refuses fresh
+ * tokens; a node behind takes tokens past their `exp` and delivers broadcasts past
+ * their `ttl` (docs/decisions.md "Clock skew: measured, warned about, not refused"). Nothing told an operator before (walk31
+ * F3: a node 10 minutes behind logged nothing while its messages were `expired` gaps
+ * on the other nodes).
+ *
+ * Not a refusal: the offset cannot say whose clock is wrong (a Redis whose clock steps
+ * would make every node refuse), and what a skewed node writes is kept on Redis's clock
+ * where it matters; what skew harms is on the reading side, which a refusal of writes
+ * would not cure.
+ */
+import { LogThrottle, thinnedFields } from '../log-throttle.js';
+import type { Logger } from '../logger.js';
+import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
+
+/** How often the warning is repeated at most while the clock stays out of step, ms. */
+export const CLOCK_SKEW_LOG_INTERVAL_MS = 10 * 60_000;
+
+/** One comparison of this node's clock with Redis's `TIME` (node-registry.ts). */
+export interface ClockReading {
+  /** This node's clock minus Redis's, ms: positive when this node's runs ahead. */
+  readonly offsetMs: number;
+  /**
+   * How far off the offset may be, ms: half the `TIME` round trip (Redis read its
+   * clock somewhere within it; the node's is taken at its middle).
+   */
+  readonly uncertaintyMs: number;
+}
+
+/**
+ * A reading from the node's clock before and after a `TIME` round trip, and the
+ * monotonic time it took.
+ * @param sentAtMs this node's clock when `TIME` was sent, ms since the epoch
+ * @param redisMs Redis's answer, ms since the epoch
+ * @param answeredAtMs this node's clock when the answer came, ms since the epoch
+ * @param roundTripMs the round trip on a monotonic clock, ms
+ */
+export function clockReading(sentAtMs: number, redisMs: number, answeredAtMs: number, roundTripMs: number): ClockReading {
+  return { offsetMs: (sentAtMs + answeredAtMs) / 2 - redisMs, uncertaintyMs: Math.max(0, roundTripMs) / 2 };
+}
+
+/** Watches the readings: sets the gauge, warns while out of step (thinned), says when back in step. */
+export class ClockSkewWatch {
+  readonly #logger: Logger;
+  readonly #gauge: (seconds: number) => void;
+  /** Thins the warning within one spell out of step; a new spell starts a new one (its first line is logged). */
+  #throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
+  /** True while the last reading was out of step (and warned about). */
+  #out = false;
+
+  /**
+   * @param logger where the warning goes
+   * @param gauge sets `pixiu_clock_offset_seconds` (seconds, this node minus Redis)
+   */
+  constructor(logger: Logger, gauge: (seconds: number) => void) {
+    this.#logger = logger;
+    this.#gauge = gauge;
+  }
+
+  /**
+   * Takes one reading: out of step when the offset is beyond the bound by more than
+   * its uncertainty (a slow `TIME` answer alone never warns).
+   */
+  observe(reading: ClockReading): void {
+    this.#gauge(reading.offsetMs / 1000);
+    const out = Math.abs(reading.offsetMs) - reading.uncertaintyMs > CLOCK_SKEW_BOUND_MS;
+    const fields = { offsetSeconds: round(reading.offsetMs), uncertaintySeconds: round(reading.uncertaintyMs), boundSeconds: CLOCK_SKEW_BOUND_MS / 1000 };
+    if (out) {
+      if (!this.#out) this.#throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
+      this.#out = true;
+      // Monotonic: the thinning must not be moved by the very clock it reports on.
+      const left = this.#throttle.take(performance.now());
+      if (left === undefined) return;
+      const way = reading.offsetMs > 0 ? 'ahead of' : 'behind';
+      this.#logger.warn({ ...fields, ...thinnedFields(left) },
+        `this node's clock is ${Math.abs(Math.round(reading.offsetMs / 1000))} s ${way} Redis's: keep every node's clock in step (NTP); `
+        + 'messages it stores count their ts from it, and it judges expiry, token exp and broadcast ttl by it (README "Several nodes")');
+    } else if (this.#out) {
+      this.#out = false;
+      this.#logger.info(fields, 'this node\'s clock is back in step with Redis\'s');
+    }
+  }
+}
+
+/** ms as seconds, to the millisecond. */
+function round(ms: number): number {
+  return Math.round(ms) / 1000;
+}

@@ -1,0 +1,89 @@
+/**
+ * A node whose clock is off from Redis's (walk31 F3): it says so, and what it stores
+ * does not expire early for the other nodes' readers.
+ *
+ * One `pixiu serve` node on a private redis-server, its clock {@link SKEW_MS} behind
+ * (test/harness/clock-offset.mjs, as test/cluster/client-id-skew.test.ts does; Redis runs
+ * on this machine's true clock):
+ * - at start it logs the warning of src/cluster/clock-skew.ts, and `/metrics` has
+ *   `pixiu_clock_offset_seconds` (node minus Redis). Before, nothing was logged or exposed.
+ * - a direct message's `expires_at` counts from Redis's clock (the later of it and the
+ *   node's; src/store/record.ts), its `ts` from the node's. Before, it counted from the
+ *   node's clock: a `ttl` 60 message was `expired` at once for readers on nodes with a
+ *   true clock (history via another node: a gap), while this node served it.
+ *
+ * ClockSkewWatch's thinning and its "back in step" line: the unit tests below.
+ */
+import { before, after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { metricSample } from '../harness/checks.js';
+import { capturingLogger } from '../harness/log-capture.js';
+import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
+import { RedisServer } from '../harness/redis-server.js';
+import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+import { ClockSkewWatch, clockReading } from '../../src/cluster/clock-skew.js';
+
+const TOKEN = 'clock-skew-watch-token-0123456789';
+/** How far the node's clock runs behind Redis's, ms: ten minutes. */
+const SKEW_MS = 600_000;
+
+const files = cleanupList();
+let node: PixiuClient;
+let stdout: () => string;
+
+before(async () => {
+  const server = await RedisServer.start();
+  files.after(() => server.destroy());
+  const preload = new URL('../harness/clock-offset.mjs', import.meta.url).pathname;
+  const started = await spawnListening(['--import', preload, CLI_MAIN, 'serve'], {
+    PIXIU_REDIS_URL: server.url, PIXIU_DATA_DIR: await tempDataDir(files), PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN,
+    PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed', CLOCK_OFFSET_MS: String(-SKEW_MS),
+  }, files);
+  node = new PixiuClient(started.url, TOKEN);
+  stdout = started.stdout;
+});
+
+after(() => files.run());
+
+/** Whether `seconds` is the skew, give or take 5 s. */
+function aboutTheSkew(seconds: number | undefined): boolean {
+  return seconds !== undefined && Math.abs(seconds + SKEW_MS / 1000) < 5;
+}
+
+test('a node whose clock is ten minutes behind Redis\'s warns at start and exposes the offset', { timeout: 60_000 }, async () => {
+  const lines = stdout().split('\n').filter((l) => l.includes('Redis\'s: keep every node\'s clock in step')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.equal(lines.length, 1, 'one warning at start');
+  assert.equal(lines[0]?.level, 40);
+  assert.match(String(lines[0]?.msg), /^this node's clock is 600 s behind Redis's/);
+  assert.ok(aboutTheSkew(lines[0]?.offsetSeconds as number), `offsetSeconds ${String(lines[0]?.offsetSeconds)}`);
+  const metrics = await node.request('GET', '/metrics');
+  assert.ok(aboutTheSkew(metricSample(metrics.text, 'pixiu_clock_offset_seconds')), metrics.text.split('\n').find((l) => l.startsWith('pixiu_clock_offset')));
+});
+
+test('a direct message stored by a node whose clock is behind expires a ttl after Redis\'s now, not its own', { timeout: 60_000 }, async () => {
+  const sent = await node.post('/v1/messages', { to: 'skewed-u', type: 't', data: 1, ttl: 60 });
+  assert.equal(sent.status, 201, sent.text);
+  const read = await node.request('GET', `/v1/messages/${(sent.body as { id: string }).id}`);
+  assert.equal(read.status, 200, read.text);
+  const { ts, expires_at: expiresAt } = read.body as { ts: number; expires_at: number };
+  const now = Date.now();
+  assert.ok(Math.abs(expiresAt - (now + 60_000)) < 5000, `expires ${expiresAt - now} ms from now, not 60 s`);
+  assert.ok(Math.abs(ts - (now - SKEW_MS)) < 5000, `ts is the node's clock (${ts - now} ms from now)`);
+});
+
+test('the watch warns once per spell out of step (thinned), says when back in step, and never for a slow answer alone', () => {
+  const { logger, lines } = capturingLogger();
+  const gauge: number[] = [];
+  const watch = new ClockSkewWatch(logger, (s) => gauge.push(s));
+  watch.observe(clockReading(1000, 1000, 1000, 2));
+  watch.observe(clockReading(0, 0, 3000, 3000));
+  assert.deepEqual(lines.length, 0, 'in step, and a 1.5 s offset within a 3 s round trip');
+  watch.observe(clockReading(10_000, 5000, 10_000, 2));
+  watch.observe(clockReading(10_000, 5000, 10_000, 2));
+  assert.deepEqual(lines.map((l) => [l.level, l.msg?.split(':')[0], l.offsetSeconds]), [[40, 'this node\'s clock is 5 s ahead of Redis\'s', 5]], 'the second thinned');
+  watch.observe(clockReading(5000, 5000, 5000, 2));
+  watch.observe(clockReading(0, 5000, 0, 2));
+  assert.deepEqual(lines.slice(1).map((l) => [l.level, l.msg?.split(':')[0]]),
+    [[30, 'this node\'s clock is back in step with Redis\'s'], [40, 'this node\'s clock is 5 s behind Redis\'s']], 'a new spell warns at once');
+  assert.deepEqual(gauge, [0, 1.5, 5, 5, 0, -5]);
+});
