@@ -5,16 +5,42 @@
  * fair share of an idle connection's memory (bench:e2e, case c), and a token that
  * expires in a hundred years needs no timer at all (Node timers overflow past ~24.8
  * days). Each visit is a couple of comparisons; 10,000 connections cost microseconds.
+ *
+ * Two clocks are read at each tick. A token's `exp` is a time on the wall clock (RFC
+ * 7519 §4.1.4), so its expiry is judged on `Date.now()`. Pings and the idle close
+ * measure how long since something happened, so they run on a clock that never steps
+ * (`performance.now()`), as the store lease does (docs/decisions.md): on the wall
+ * clock, a forward step of an hour (NTP correcting a slow clock, a VM resumed) cut
+ * every connection of the node as silent for an hour, and a backward one kept a dead
+ * connection, its presence and its slot of the per-user limit, for the size of the
+ * step (walk31 F4, F4b).
  */
 
 /** What the clock visits. */
 export interface Ticking {
-  /** Called every tick with the time, ms since the epoch. */
-  tick(nowMs: number): void;
+  /**
+   * Called every tick.
+   * @param nowMs the wall clock, ms since the epoch: what a token's `exp` is judged by
+   * @param monoMs the monotonic clock ({@link Clocks.monotonicMs}), ms from any origin:
+   *   what heartbeats and silence are measured on
+   */
+  tick(nowMs: number, monoMs: number): void;
 }
 
+/** The two clocks a {@link ConnectionClock} reads; a test's own steps one of them. */
+export interface Clocks {
+  /** The wall clock, ms since the epoch (it may step). */
+  wallMs(): number;
+  /** A clock that never steps, ms from an arbitrary origin (it may not be compared with the wall clock). */
+  monotonicMs(): number;
+}
+
+/** The process's clocks: `Date.now()` and `performance.now()`. */
+export const SYSTEM_CLOCKS: Clocks = { wallMs: () => Date.now(), monotonicMs: () => performance.now() };
+
 /**
- * When a new connection's first server heartbeat is due, ms since the epoch: after a
+ * When a new connection's first server heartbeat is due, on `nowMs`'s clock (the
+ * monotonic one, {@link Clocks.monotonicMs}): after a
  * random 50–100 % of the period (then every period). Connections made together (a node
  * restart, a reconnect storm) would otherwise ping, pull their inbox and refresh
  * presence in the same instant every period, a burst that stalls live delivery
@@ -29,14 +55,22 @@ export function firstHeartbeatAt(nowMs: number, heartbeatMs: number): number {
 export class ConnectionClock {
   readonly #members = new Set<Ticking>();
   readonly #tickMs: number;
+  readonly #clocks: Clocks;
   #timer: NodeJS.Timeout | undefined;
 
   /**
    * @param tickMs how often each connection is visited, ms: the precision of pings,
    *   idle closes and token expiry (a token closes within this of its `exp`)
+   * @param clocks the wall and monotonic clocks read at each tick (default: the process's)
    */
-  constructor(tickMs: number) {
+  constructor(tickMs: number, clocks: Clocks = SYSTEM_CLOCKS) {
     this.#tickMs = tickMs;
+    this.#clocks = clocks;
+  }
+
+  /** Now on the monotonic clock the members' heartbeats run on, ms: for what a member notes between ticks (a frame heard). */
+  monotonicMs(): number {
+    return this.#clocks.monotonicMs();
   }
 
   /** The tick period for a heartbeat: a quarter second, finer for heartbeats under half a second. */
@@ -65,8 +99,9 @@ export class ConnectionClock {
   }
 
   #tick(): void {
-    const now = Date.now();
-    for (const m of this.#members) m.tick(now);
+    const now = this.#clocks.wallMs();
+    const mono = this.#clocks.monotonicMs();
+    for (const m of this.#members) m.tick(now, mono);
   }
 }
 
@@ -79,6 +114,7 @@ export const MAX_PONGS_OWED = 2;
 /**
  * One connection's heartbeat (DESIGN.md §6): when its client was last heard from,
  * when its next server ping is due, and how many pongs it owes for the pings sent.
+ * Every time given to it is on the monotonic clock ({@link Clocks.monotonicMs}), ms.
  */
 export class Heartbeat {
   readonly #periodMs: number;

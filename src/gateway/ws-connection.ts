@@ -78,7 +78,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.device = who.device;
     this.since = who.since;
     this.#deps = deps;
-    this.#heartbeatState = new Heartbeat(Date.now(), deps.config.heartbeatMs);
+    this.#heartbeatState = new Heartbeat(deps.clock.monotonicMs(), deps.config.heartbeatMs);
     this.#frames = new FrameHandler(this, deps, who);
     this.#broadcast = deps.broadcast ? new BroadcastSubscription(tagSet(who.tags), this) : undefined;
   }
@@ -255,7 +255,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     this.#counted = this.#deps.bufferBudget.recount(this.#counted, buffered);
     const pause = this.#pause;
     if (!endsPause(pause, buffered, this.#deps.config, this.#deps.bufferBudget)) return;
-    this.#heartbeatState.heard(Date.now());
+    this.#heartbeatState.heard(this.#deps.clock.monotonicMs());
     this.#pause = undefined;
     pause.end();
     this.#session?.drain(this.id);
@@ -285,13 +285,13 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   static #error(this: WebSocket, err: Error): void { WsConnection.#of(this).#onError(err); }
 
   #onMessage(data: RawData, isBinary: boolean): void {
-    this.#heartbeatState.heard(Date.now());
+    this.#heartbeatState.heard(this.#deps.clock.monotonicMs());
     if (this.#closed) return;
     this.#frames.message(data, isBinary);
   }
 
   #onPong(): void {
-    if (!this.#heartbeatState.pong(Date.now()) && !this.#closed) this.#frames.unsolicitedPong();
+    if (!this.#heartbeatState.pong(this.#deps.clock.monotonicMs()) && !this.#closed) this.#frames.unsolicitedPong();
   }
 
   /**
@@ -300,7 +300,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * packet — without a close code, counted as the client's 1006 and never logged.
    */
   #onPing(data: Buffer): void {
-    this.#heartbeatState.heard(Date.now());
+    this.#heartbeatState.heard(this.#deps.clock.monotonicMs());
     if (!this.#closed) this.#frames.ping(data);
   }
 
@@ -314,9 +314,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * The node's clock (connection-clock.ts): closes 4001 once the token has expired
    * (DESIGN.md §6), terminates a connection silent for the idle timeout, and runs the
    * server heartbeat when it is due. Each is checked on every tick, so each happens
-   * within a tick of its time.
+   * within a tick of its time: `exp` on the wall clock, silence and pings on the monotonic one.
    */
-  tick(nowMs: number): void {
+  tick(nowMs: number, monoMs: number): void {
     // Closed by the server, waiting for the peer's close: no ping, and above all no
     // presence refresh, which would re-add the entry a replacement just removed.
     if (this.#closed) return;
@@ -324,7 +324,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       this.close(CloseCode.tokenExpired, 'token expired');
       return;
     }
-    const silentMs = this.#heartbeatState.silentMs(nowMs);
+    const silentMs = this.#heartbeatState.silentMs(monoMs);
     // Paused, its reading is judged by the paused timeout (Pause), which sees a write's progress.
     if (silentMs > this.#deps.config.idleTimeoutMs && this.#pause === undefined) {
       // No close frame: a peer silent this long (no pong, no frame) is most likely gone.
@@ -335,7 +335,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
       this.#ws.terminate();
       return;
     }
-    if (this.#heartbeatState.pingDue(nowMs)) this.#heartbeat();
+    if (this.#heartbeatState.pingDue(monoMs)) this.#heartbeat();
   }
 
   /**
@@ -347,8 +347,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * until rewritten the user's connections neither counted against the connection
    * limit nor received notifies. A closed connection ignores it.
    */
-  heartbeatSoon(withinMs: number, nowMs = Date.now()): void {
-    if (!this.#closed) this.#heartbeatState.soon(withinMs, nowMs);
+  heartbeatSoon(withinMs: number): void {
+    if (!this.#closed) this.#heartbeatState.soon(withinMs, this.#deps.clock.monotonicMs());
   }
 
   /** Server heartbeat: ping, pull and refresh presence. Only from {@link tick}, on an open connection. */

@@ -73,7 +73,7 @@ function connection(t: TestContext, budget = new BufferBudget(0, budgetFloorByte
   const { logger } = capturingLogger();
   const deps = {
     config, corkFlushBytes: 16 * KiB, bufferBudget: budget, logger, closeLog: new CloseLogThinning(),
-    clock: { add: () => undefined, delete: () => undefined }, onHeartbeat: () => undefined, onFrames: () => undefined, onClosed: () => undefined,
+    clock: { add: () => undefined, delete: () => undefined, monotonicMs: () => Date.now() }, onHeartbeat: () => undefined, onFrames: () => undefined, onClosed: () => undefined,
   } as unknown as ConnectionDeps;
   const ws = new StandInSocket();
   const who = { id: 'c1', user: 'u1', device: 'd1', tags: [], channels: undefined, expiresAtMs: Number.MAX_SAFE_INTEGER, since: Date.now() };
@@ -88,15 +88,15 @@ test('the write that ends a pause counts as hearing from the client: the idle ch
   assert.notEqual(conn.whenWritable(), undefined, 'paused');
   // The client sends nothing for longer than the idle timeout, reading slowly: paused, it is not idle.
   mock.timers.tick(2 * IDLE_MS);
-  conn.tick(Date.now());
+  conn.tick(Date.now(), Date.now());
   assert.equal(ws.terminated, false, 'paused: judged by the paused timeout alone');
   // Its reading drains the queue: the pause ends with that write.
   ws.bufferedAmount = 0;
   ws.completeWrites();
   assert.equal(conn.whenWritable(), undefined, 'the pause ended');
-  conn.tick(Date.now() + 1);
+  conn.tick(Date.now() + 1, Date.now() + 1);
   assert.equal(ws.terminated, false, 'the write that ended the pause was heard: not silent for the idle timeout');
-  conn.tick(Date.now() + IDLE_MS + 1);
+  conn.tick(Date.now() + IDLE_MS + 1, Date.now() + IDLE_MS + 1);
   assert.equal(ws.terminated, true, 'silent for the idle timeout after it: cut');
 });
 
