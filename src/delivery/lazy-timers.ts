@@ -8,10 +8,16 @@
  * new due time noted; when it fires before that time it re-arms for the rest. A key is
  * never reported due before the last due time asked for, and late by no more than a
  * Node timer is (plus one re-arm when the due time moved).
+ *
+ * Due times are on a clock that never steps (`performance.now()`), as Node's timers
+ * are: on the wall clock, a backward step of an hour made a timer that fired re-arm
+ * for the rest, an hour, holding a connection's redelivery (and its 4008) that long;
+ * a forward step reported a key whose due time an ack had moved later due at once
+ * (the walk31 tester's F4 asked for the gateway's and delivery's timers to be checked).
  */
 
 interface Entry {
-  /** When the key is due, ms since the epoch (`Date.now()`). */
+  /** When the key is due, ms on the timers' clock (default `performance.now()`). */
   due: number;
   timer: NodeJS.Timeout;
 }
@@ -20,10 +26,15 @@ interface Entry {
 export class LazyTimers<K> {
   readonly #entries = new Map<K, Entry>();
   readonly #onDue: (key: K) => void;
+  readonly #now: () => number;
 
-  /** @param onDue called when a key's last due time has passed (the key is disarmed first) */
-  constructor(onDue: (key: K) => void) {
+  /**
+   * @param onDue called when a key's last due time has passed (the key is disarmed first)
+   * @param now the clock due times are on, ms; default `performance.now` (a test's mocked one)
+   */
+  constructor(onDue: (key: K) => void, now: () => number = () => performance.now()) {
     this.#onDue = onDue;
+    this.#now = now;
   }
 
   /**
@@ -39,7 +50,7 @@ export class LazyTimers<K> {
       }
       return;
     }
-    const due = Date.now() + delayMs;
+    const due = this.#now() + delayMs;
     if (entry !== undefined) {
       // Armed to fire no later than the new time: it re-arms itself for the rest.
       if (entry.due <= due) {
@@ -59,7 +70,7 @@ export class LazyTimers<K> {
 
   #fire(key: K, entry: Entry): void {
     if (this.#entries.get(key) !== entry) return;
-    const rest = entry.due - Date.now();
+    const rest = entry.due - this.#now();
     if (rest > 0) {
       entry.timer = setTimeout(() => this.#fire(key, entry), rest);
       return;

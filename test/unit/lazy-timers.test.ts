@@ -2,7 +2,9 @@
  * LazyTimers (src/delivery/lazy-timers.ts): a key is reported due once its last due
  * time has passed — never before it, however often the due time moved — and a new
  * due time does not create a timer when the armed one fires first. Node's mock timers
- * (setTimeout and Date) drive the clock.
+ * (setTimeout and Date) drive the clock, given to the timers as theirs; the last two
+ * tests run real timers on the default clock (`performance.now`) and step the wall
+ * clock (`Date`, mocked): a step moves no due time (walk31 F4's check of delivery's timers).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +13,7 @@ import { LazyTimers } from '../../src/delivery/lazy-timers.js';
 function setup(t: import('node:test').TestContext): { timers: LazyTimers<string>; due: string[]; tick: (ms: number) => void } {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 });
   const due: string[] = [];
-  return { timers: new LazyTimers<string>((key) => due.push(key)), due, tick: (ms) => t.mock.timers.tick(ms) };
+  return { timers: new LazyTimers<string>((key) => due.push(key), () => Date.now()), due, tick: (ms) => t.mock.timers.tick(ms) };
 }
 
 test('a due time moved later fires at the last one, once', (t) => {
@@ -86,4 +88,39 @@ test('a due time moved a few ms later is not reported at the first: never before
   assert.deepEqual(due, []);
   tick(1);
   assert.deepEqual(due, ['a']);
+});
+
+/**
+ * On real timers and the default clock: 'a' set 100 ms ahead, set again (an ack) after
+ * `ackAfterMs`, then the wall clock (`Date`, mocked) stepped by `stepMs`.
+ * @returns the timers, and when 'a' was reported due, ms after it was first set
+ */
+async function ackThenStep(t: import('node:test').TestContext, ackAfterMs: number, stepMs: number): Promise<{ timers: LazyTimers<string>; reported: Promise<number> }> {
+  t.mock.timers.enable({ apis: ['Date'], now: Date.now() });
+  const started = performance.now();
+  let report: (ms: number) => void = () => undefined;
+  const reported = new Promise<number>((resolve) => { report = resolve; });
+  const timers = new LazyTimers<string>(() => report(performance.now() - started));
+  timers.set('a', 100);
+  await new Promise((resolve) => setTimeout(resolve, ackAfterMs));
+  timers.set('a', 100);
+  t.mock.timers.setTime(Date.now() + stepMs);
+  return { timers, reported };
+}
+
+test('a backward step of the wall clock by an hour does not hold a key an hour: it is due at its time', async (t) => {
+  const { timers, reported } = await ackThenStep(t, 20, -3_600_000); // due 120 ms after the start
+  // Real time: reported after about 120 ms, or a second has gone by without it.
+  let timeout: NodeJS.Timeout | undefined;
+  const giveUp = new Promise<number>((resolve) => { timeout = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000); });
+  const ms = await Promise.race([reported, giveUp]);
+  clearTimeout(timeout);
+  timers.set('a', null);
+  assert.ok(ms >= 115 && ms < 1000, `due ${ms} ms after the start, not an hour later`);
+});
+
+test('a forward step of the wall clock by an hour does not make a key due before its last due time', async (t) => {
+  const { reported } = await ackThenStep(t, 50, 3_600_000); // due 150 ms after the start
+  const ms = await reported;
+  assert.ok(ms >= 145, `due ${ms} ms after the start: not at the first due time (100 ms)`);
 });
