@@ -31,7 +31,7 @@ export function addConfigOptions(cmd: Command, only?: readonly SettingKey[], doc
     const note = spec.defaultNote === undefined ? '' : `, ${spec.defaultNote}`;
     const def = spec.default === undefined ? '' : ` [default: ${Array.isArray(spec.default) ? spec.default.map(show).join(',') : show(spec.default)}${note}]`;
     // A bare number is milliseconds, unlike the HTTP API's `ttl` (seconds): say so.
-    const unit = isDuration ? '; a duration such as 500ms, 30s, 1h, 7d (a bare number is milliseconds)' : '';
+    const unit = isDuration ? '; a duration such as 500ms, 30s, 5m, 1h, 7d (a bare number is milliseconds; a unit in any case but M, refused as minutes or months)' : '';
     // A flag's value is in the process list for every user of the machine.
     const exposed = spec.secret === true ? `; as a flag it is visible to other users in ps: prefer ${spec.env}` : '';
     // The bounds a value is checked against, as a refusal words them: known before a start fails.

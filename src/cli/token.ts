@@ -5,7 +5,7 @@
  */
 import { maxHeaderSize } from 'node:http';
 import { Command, Option } from 'commander';
-import ms from 'ms';
+import { AMBIGUOUS_M, isAmbiguousM, msOf } from '../config/duration.js';
 import { resolveJwtKey } from '../auth/secrets.js';
 import { StartupError } from '../errors.js';
 import { checkClaims, fitsRequestHeaders, listOption } from './claims.js';
@@ -40,12 +40,12 @@ export function tokenCommand(): Command {
   cmd.action(async (uid: string) => {
     checkUserId(uid);
     const opts = cmd.opts<{ ttl: string; tags?: string; channels?: string }>();
-    // `ms` throws on an empty string rather than answering undefined.
-    const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : opts.ttl.trim() === '' ? undefined : (ms(opts.ttl as ms.StringValue) as number | undefined);
+    const ttlMs = /^\d+$/.test(opts.ttl) ? Number(opts.ttl) * 1000 : msOf(opts.ttl);
     // A whole number of seconds: a token's `exp` has none smaller, and rounding would
     // mint a token living shorter (or longer) than asked.
     if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > MAX_TOKEN_TTL_SEC * 1000 || ttlMs % 1000 !== 0) {
-      throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a whole number of seconds from 1s to 365d, e.g. 30m, 1h, 7d`);
+      const m = isAmbiguousM(opts.ttl) ? ` (${AMBIGUOUS_M})` : '';
+      throw new StartupError(`invalid --ttl ${JSON.stringify(opts.ttl)}: a whole number of seconds from 1s to 365d, e.g. 30m, 1h, 7d${m}`);
     }
     const tags = listOption(opts.tags, '--tags');
     const channels = listOption(opts.channels, '--channels');

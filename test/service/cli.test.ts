@@ -85,11 +85,13 @@ test('pixiu token with a bad user id or --ttl exits 1 with a clear message', asy
   assert.equal(badUid.code, 1);
   assert.equal(badUid.stdout, '');
   assert.match(badUid.stderr, /invalid user id "a b"/);
-  for (const [ttl, badTtl] of await runEach(['soon', '', ' ', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999'], (ttl) => runCli(['token', 'ann', '--ttl', ttl], env))) {
+  for (const [ttl, badTtl] of await runEach(['soon', '', ' ', '0', '500ms', '1500ms', '1.5s', '366d', '99999999999999', '1M'], (ttl) => runCli(['token', 'ann', '--ttl', ttl], env))) {
     assert.equal(badTtl.code, 1, ttl);
     assert.equal(badTtl.stdout, '');
     assert.match(badTtl.stderr, new RegExp(`invalid --ttl "${ttl}": a whole number of seconds from 1s to 365d`));
   }
+  // `1M`, a month to many (ISO 8601) and a minute to the `ms` package, is refused saying so (walk31 F6).
+  assert.match((await runCli(['token', 'ann', '--ttl', '1M'], env)).stderr, /30m, 1h, 7d \(an uppercase M is refused: minutes or months would be a guess/);
 });
 
 /**
@@ -332,7 +334,7 @@ test('pixiu serve --help states the unit of durations, with readable defaults', 
   const text = run.stdout.replace(/\s+/g, ' ');
   assert.match(text, /--max-connections-per-user <value> open connections allowed per user, across nodes, 1 to 1000 \(env/);
   assert.match(text, /--max-body-bytes <value> largest HTTP request body in bytes \(a batch counts as one body\), 1024 to 268435456 \(256 MiB\); a body is parsed on the event loop, .* \(env PIXIU_MAX_BODY_BYTES\) \[default: 1048576\]/);
-  assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 1h, 7d \(a bare number is milliseconds\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
+  assert.match(text, /--message-ttl <value> default message retention, 1s to 30d; a duration such as 500ms, 30s, 5m, 1h, 7d \(a bare number is milliseconds; a unit in any case but M, refused as minutes or months\) \(env PIXIU_MESSAGE_TTL\) \[default: 7d\]/);
   assert.match(text, /\(env PIXIU_REDELIVERY_BACKOFF\) \[default: 2s,4s,6s\]/);
   // A relative data dir is the cwd's: a start from elsewhere makes a new store there.
   assert.match(text, /--data-dir <value> data root: .*\(a path\) \(env PIXIU_DATA_DIR\) \[default: storage, relative to the current directory\]/);

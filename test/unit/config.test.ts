@@ -386,9 +386,17 @@ test('a duration refused says whether it is none (and what one is: compounds are
   assert.match(refusal({ PIXIU_REDELIVERY_BACKOFF: '2s,,4s' }), /PIXIU_REDELIVERY_BACKOFF="2s,,4s" is not a list of durations: "" is no duration; give a number and one unit/);
   assert.match(refusal({ PIXIU_REDELIVERY_BACKOFF: '2s, 1h' }), /PIXIU_REDELIVERY_BACKOFF="2s, 1h" is out of range; expected/);
   // What the `ms` package reads beyond the forms --help shows is still taken (README "Commands").
-  for (const [text, msValue] of [['1 s', 1000], ['1S', 1000], ['1.5s', 1500], ['1w', 604_800_000], ['2 hours', 7_200_000]] as const) {
+  for (const [text, msValue] of [['1 s', 1000], ['1S', 1000], ['1.5s', 1500], ['1w', 604_800_000], ['2 hours', 7_200_000], ['5 m', 300_000], ['1H', 3_600_000], ['3 Min', 180_000]] as const) {
     assert.equal(loadConfig({ PIXIU_MESSAGE_TTL: text }).messageTtlMs, msValue, text);
   }
+  assert.equal(loadConfig({ PIXIU_HEARTBEAT: '20MS' }).heartbeatMs, 20, 'an uppercase MS is milliseconds, as any case of any other unit');
+  // But not an uppercase M alone, minutes to `ms` and a month to ISO 8601 (P1M) and many
+  // people: PIXIU_MESSAGE_TTL=1M meant for a month kept messages a minute (walk31 F6).
+  const m = 'an uppercase M is refused: minutes or months would be a guess (ISO 8601\'s P1M is a month); write m for minutes (5m) and days for a month (30d)';
+  for (const text of ['1M', '5 M', ' 1.5M ']) {
+    assert.ok(refusal({ PIXIU_MESSAGE_TTL: text }).endsWith(`\n  PIXIU_MESSAGE_TTL=${JSON.stringify(text)} is not a duration: ${m}; expected: default message retention, 1s to 30d`), text);
+  }
+  assert.match(refusal({ PIXIU_REDELIVERY_BACKOFF: '2s,1M' }), new RegExp(`PIXIU_REDELIVERY_BACKOFF="2s,1M" is not a list of durations: "1M" is no duration; ${m.replace(/[().;]/g, '\\$&')}`));
   // Other kinds keep the plain words.
   assert.match(refusal({ PIXIU_PORT: '70000' }), /PIXIU_PORT="70000" is not valid; expected/);
 });
