@@ -9,9 +9,8 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanupList, cliEntry, PixiuClient, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
-import { RedisServer } from '../harness/redis-server.js';
-import { JWT_SECRET } from '../gateway/gateway-fixture.js';
+import { cleanupList, type PixiuClient } from '../harness/pixiu-server.js';
+import { skewedNodes } from '../harness/skewed-nodes.js';
 import { addMembers } from './room-fixture.js';
 
 const TOKEN = 'room-clock-skew-token-0123456789';
@@ -23,17 +22,7 @@ const ROUNDS = 5;
 async function nodesApart(test: TestContext): Promise<{ a: PixiuClient; b: PixiuClient }> {
   const t = cleanupList();
   test.after(() => t.run());
-  const redis = await RedisServer.start();
-  t.after(() => redis.destroy());
-  const env = async (): Promise<Record<string, string>> => ({
-    PIXIU_REDIS_URL: redis.url, PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_PORT: '0', PIXIU_API_TOKEN: TOKEN,
-    PIXIU_JWT_SECRET: JWT_SECRET, PIXIU_STORE_DURABILITY: 'relaxed',
-  });
-  const preload = new URL('../harness/clock-offset.mjs', import.meta.url).pathname;
-  // cliEntry(): the build when current (as spawnServe runs it), else the sources through tsx.
-  const a = await spawnListening([...cliEntry(), 'serve'], await env(), t, 'pixiu listening', { tsx: false });
-  const b = await spawnListening(['--import', preload, ...cliEntry(), 'serve'], { ...(await env()), CLOCK_OFFSET_MS: String(SKEW_MS) }, t, 'pixiu listening', { tsx: false });
-  return { a: new PixiuClient(a.url, TOKEN), b: new PixiuClient(b.url, TOKEN) };
+  return skewedNodes(t, TOKEN, SKEW_MS);
 }
 
 test('a member added through the node whose clock runs ahead gets a room message sent right after through the other node', { timeout: 60_000 }, async (t) => {

@@ -284,6 +284,10 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
     // Its stored bytes cannot be decoded (src/store/unreadable.ts; logged once by the
     // store that holds it): unreadable like expired content, not a 500 (docs/api.md).
     if (isUnreadable(record)) throw new PixiuError('NOT_FOUND', `message ${record.id} cannot be read: its stored record cannot be decoded`);
+    // Expired by this node's clock too, as history here judges an inbox entry
+    // (entry-records.ts): a record of another node whose clock is behind was 200 here
+    // while history gave it as `expired` (walk31 F5).
+    if (record.expiresAt <= Date.now()) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
     if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
       // Stored before ingest limited depth: unreadable like expired content, not a 500.
       req.log.error({ msgId: record.id }, 'stored message nests too deep to serialise');
