@@ -7,7 +7,7 @@
  */
 export class LogThrottle {
   readonly #intervalMs: number;
-  /** When the next line may be logged, ms since the epoch. */
+  /** When the next line may be logged, ms since the epoch (the last one logged was an interval before). */
   #nextAt = 0;
   #left = 0;
 
@@ -25,7 +25,10 @@ export class LogThrottle {
     // An interval of 0 thins nothing, whatever the clock did: no state is kept, so the
     // callers sharing EVERY_LINE never see one another's times (nor a clock set back).
     if (this.#intervalMs <= 0) return 0;
-    if (nowMs < this.#nextAt) {
+    // Before the last line logged: the wall clock was set back (NTP, a VM resumed). Not
+    // thinned, else the line stayed silent for the size of the step — an hour's outage
+    // unlogged after a step back of an hour (walk31 F4's check of the node's timers).
+    if (nowMs < this.#nextAt && nowMs >= this.#nextAt - this.#intervalMs) {
       this.#left += 1;
       return undefined;
     }

@@ -36,3 +36,14 @@ test('an interval of 0 thins nothing when the clock is set back', () => {
   assert.equal(throttle.take(1_000), 0);
   assert.equal(throttle.take(1_000), 0);
 });
+
+test('a clock set back does not silence the line for the size of the step: a line before the last one logged is logged', () => {
+  const throttle = new LogThrottle(10_000);
+  const hour = 3_600_000;
+  assert.equal(throttle.take(hour + 1_000), 0);
+  assert.equal(throttle.take(hour + 2_000), undefined);
+  // The wall clock stepped back an hour: logged, with what was left out.
+  assert.equal(throttle.take(2_000), 1);
+  assert.equal(throttle.take(3_000), undefined, 'thinned again from there');
+  assert.equal(throttle.take(12_000), 1);
+});
