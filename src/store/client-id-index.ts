@@ -11,7 +11,9 @@ import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage }
 /**
  * Per `clientMsgId` of `cids`, the live record first stored under it, as a duplicate
  * put's answer; undefined where none is stored, it has expired (by `now()`, read after
- * the records), or its bytes cannot be decoded. The `c` keys are read synchronously
+ * the records: the partition's is the store's clock but never more than 1 s past
+ * Redis's, SweepClock.liveNow, so a node ahead takes no record for expired that still
+ * lives by Redis's clock), or its bytes cannot be decoded. The `c` keys are read synchronously
  * (`getSync`: a key never written is refuted by LevelDB's memtable and bloom filters in
  * microseconds, less than a hand-off to the libuv pool, where it would queue behind
  * other partitions' fsyncs; docs/decisions.md "The `client_msg_id` check reads its

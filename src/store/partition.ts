@@ -86,7 +86,8 @@ export class Partition {
   readonly location: string;
   readonly #db: PartitionDb;
   readonly #sync: boolean;
-  readonly #now: () => number;
+  /** Now for a `client_msg_id`'s live check: the store's clock, at most 1 s past Redis's (SweepClock.liveNow). */
+  readonly #liveNow: () => number;
   readonly #sweepClock: SweepClock;
   readonly #commit: GroupCommit<PreparedRecord, PutResult>;
   /** Puts with a `clientMsgId` queued or being written. */
@@ -115,8 +116,8 @@ export class Partition {
     this.#written = counter;
     this.#sync = options.sync;
     this.#fence = options.fence;
-    this.#now = options.now;
     this.#sweepClock = new SweepClock(options.now, options.monotonic, options.redisClock);
+    this.#liveNow = () => this.#sweepClock.liveNow();
     this.#logger = options.logger?.child({ partition: index });
     this.#stall = new WriteStall({
       index, limitMs: options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS, logger: this.#logger,
@@ -254,7 +255,7 @@ export class Partition {
     const inFlight = this.#inFlight.find(clientMsgId);
     if (inFlight !== undefined) return inFlight;
     try {
-      return (await storedUnder(this.#db, this.#now, this.#logger, [clientMsgId]))[0]?.message;
+      return (await storedUnder(this.#db, this.#liveNow, this.#logger, [clientMsgId]))[0]?.message;
     } catch (err) {
       throw this.#unavailable(err);
     }
@@ -273,7 +274,7 @@ export class Partition {
       // Puts queued before a write failed: none goes after the possible tear.
       const refusal = this.#recovery.refusal() ?? this.#fence?.refusal();
       if (refusal !== undefined) throw refusal;
-      const out = await duplicatesIn(this.#db, this.#now, this.#logger, preps);
+      const out = await duplicatesIn(this.#db, this.#liveNow, this.#logger, preps);
       // Once every slot is filled (here, or by the loop below) `out` has no undefined.
       if (!out.includes(undefined)) return out as PutResult[];
       const entries = new BatchEntries(this.#db.batch());

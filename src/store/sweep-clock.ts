@@ -17,6 +17,11 @@
  * clock: NodeRegistry.redisClock), the cutoff is also never more than
  * `CLOCK_SKEW_BOUND_MS` (1 s) ahead of it, and until Redis's clock is first known (the
  * first registry renewal, at start) a sweep deletes nothing.
+ *
+ * A retry of a `client_msg_id` judges whether the record first stored under it still
+ * lives by the same bound ({@link SweepClock.liveNow}): judged by the node's own clock,
+ * a node ahead took a record the sweeps keep (it lives by Redis's clock) for expired and
+ * stored the retry a second time, under a new id (review-clock R1).
  */
 import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 
@@ -64,5 +69,18 @@ export class SweepClock {
     this.#cutoff = cutoff;
     this.#at = at;
     return cutoff;
+  }
+
+  /**
+   * Now for judging whether a stored record still lives where a wrong "expired" would
+   * store a second copy (a `client_msg_id` retry, client-id-index.ts), ms since the
+   * epoch: the wall clock, but never more than `CLOCK_SKEW_BOUND_MS` past Redis's clock
+   * when that is known — the bound the sweeps' cutoff keeps, so a record they keep is
+   * the one a retry is answered with. The wall clock as it is while Redis's is not known.
+   */
+  liveNow(): number {
+    const wall = this.#wall();
+    const redis = this.#redisClock?.();
+    return redis === undefined ? wall : Math.min(wall, redis + CLOCK_SKEW_BOUND_MS);
   }
 }

@@ -185,6 +185,28 @@ test('a store opened with its clock two hours ahead of Redis\'s sweeps nothing u
   assert.deepEqual([retry.id, retry.duplicate], [kept.id, true]);
 });
 
+test('a client_msg_id retry on a store reopened two hours ahead of Redis\'s clock is answered with the first record while it lives by Redis\'s clock (review-clock R1)', async (t) => {
+  const dir = await tempDir(t);
+  const hour = 3_600_000;
+  const truth = fakeClock();
+  const first = await openStore(t, dir, { partitions: 1, now: truth.now, monotonic: truth.now, cacheBytes: 0 });
+  const kept = await first.put({ kind: 1, type: 't', data: 'kept', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  await first.close();
+
+  // Restarted two hours ahead: by its own clock the record expired an hour ago, by Redis's it has an hour left.
+  truth.ms += 2000;
+  const wall = fakeClock(truth.ms + 2 * hour);
+  const store = await openStore(t, dir, { partitions: 1, now: wall.now, cacheBytes: 0, redisClock: () => truth.ms });
+  const retry = await store.put({ kind: 1, type: 't', data: 'kept', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  assert.deepEqual([retry.id, retry.duplicate], [kept.id, true], 'no second copy under a new id');
+
+  // Once it has expired by Redis's clock less the second tolerated (the sweeps' bound), a retry stores anew.
+  truth.ms = kept.message.expiresAt - 1000;
+  const anew = await store.put({ kind: 1, type: 't', data: 'anew', to: ['a'], clientMsgId: 'k', ttlMs: hour });
+  assert.equal(anew.duplicate, false);
+  assert.notEqual(anew.id, kept.id);
+});
+
 test('a new message\'s expiry counts from Redis\'s clock when the store\'s is behind it, from the store\'s when ahead; its ts is the store\'s (walk31 F3)', async (t) => {
   const dir = await tempDir(t);
   const wall = fakeClock();

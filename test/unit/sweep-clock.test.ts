@@ -59,3 +59,14 @@ test('given Redis\'s clock, the cutoff waits for it (0 until known) and never ru
   c.wall = c.redis - 3000;
   assert.equal(sweep.cutoff(), c.redis - 3000, 'a clock behind Redis\'s is taken as it is');
 });
+
+test('liveNow is the wall clock, never more than a second past Redis\'s clock once known (review-clock R1)', () => {
+  const c = { wall: 1_000_000 + 7_200_000, redis: undefined as number | undefined };
+  const sweep = new SweepClock(() => c.wall, () => 0, () => c.redis);
+  assert.equal(sweep.liveNow(), c.wall, 'Redis\'s clock not known: the wall clock');
+  c.redis = 1_000_000;
+  assert.equal(sweep.liveNow(), 1_001_000, 'two hours ahead: Redis\'s plus a second');
+  c.wall = c.redis - 3000;
+  assert.equal(sweep.liveNow(), c.wall, 'behind Redis\'s: the wall clock');
+  assert.equal(new SweepClock(() => 5, () => 0).liveNow(), 5, 'no Redis clock given: the wall clock');
+});
