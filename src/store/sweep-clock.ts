@@ -16,7 +16,11 @@
  * store is given Redis's clock (a serving node's registry, counted on the monotonic
  * clock: NodeRegistry.redisClock), the cutoff is also never more than
  * `CLOCK_SKEW_BOUND_MS` (1 s) ahead of it, and until Redis's clock is first known (the
- * first registry renewal, at start) a sweep deletes nothing.
+ * first registry renewal, at start) a sweep deletes nothing. That cap bounds each
+ * cutoff returned, never the one remembered for the monotonic rule: remembered, a
+ * single dip of Redis's clock (a day behind, then corrected; a failover to a replica
+ * whose clock is behind) left every node's sweeps that far behind until it restarted
+ * (review-clock R2).
  *
  * A retry of a `client_msg_id` judges whether the record first stored under it still
  * lives by the same bound ({@link SweepClock.liveNow}): judged by the node's own clock,
@@ -60,15 +64,14 @@ export class SweepClock {
    */
   cutoff(): number {
     const at = this.#monotonic();
-    let cutoff = Math.min(this.#wall(), this.#cutoff + Math.max(0, at - this.#at));
-    if (this.#redisClock !== undefined) {
-      const redis = this.#redisClock();
-      if (redis === undefined) return 0;
-      cutoff = Math.min(cutoff, redis + CLOCK_SKEW_BOUND_MS);
-    }
+    const cutoff = Math.min(this.#wall(), this.#cutoff + Math.max(0, at - this.#at));
+    const redis = this.#redisClock?.();
+    if (this.#redisClock !== undefined && redis === undefined) return 0;
+    // The ratchet keeps the uncapped cutoff: it absorbs the node's own steps; fed the
+    // cap, it would keep every dip of Redis's clock as a lag until restart (review-clock R2).
     this.#cutoff = cutoff;
     this.#at = at;
-    return cutoff;
+    return redis === undefined ? cutoff : Math.min(cutoff, redis + CLOCK_SKEW_BOUND_MS);
   }
 
   /**

@@ -70,3 +70,22 @@ test('liveNow is the wall clock, never more than a second past Redis\'s clock on
   assert.equal(sweep.liveNow(), c.wall, 'behind Redis\'s: the wall clock');
   assert.equal(new SweepClock(() => 5, () => 0).liveNow(), 5, 'no Redis clock given: the wall clock');
 });
+
+test('a dip of Redis\'s clock bounds the cutoffs only while it lasts: once corrected, the cutoff is the wall clock again (review-clock R2)', () => {
+  const day = 86_400_000;
+  const c = { wall: 1_000_000_000, mono: 0, redis: 1_000_000_000 as number | undefined };
+  const sweep = new SweepClock(() => c.wall, () => c.mono, () => c.redis);
+  assert.equal(sweep.cutoff(), c.wall);
+  c.wall += 5000;
+  c.mono += 5000;
+  c.redis = c.wall - day;
+  assert.equal(sweep.cutoff(), c.wall - day + 1000, 'Redis a day behind: a second past it');
+  c.wall += 5000;
+  c.mono += 5000;
+  c.redis = c.wall;
+  assert.equal(sweep.cutoff(), c.wall, 'Redis corrected: the wall clock, no lag left');
+  c.wall += 3_600_000;
+  c.mono += 3_600_000;
+  c.redis = c.wall;
+  assert.equal(sweep.cutoff(), c.wall, 'an hour later too');
+});
