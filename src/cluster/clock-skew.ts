@@ -49,14 +49,29 @@ export function clockReading(sentAtMs: number, redisMs: number, answeredAtMs: nu
   return { offsetMs: (sentAtMs + answeredAtMs) / 2 - redisMs, uncertaintyMs: Math.max(0, roundTripMs) / 2 };
 }
 
-/** Watches the readings: sets the gauge, warns while out of step (thinned), says when back in step. */
+/**
+ * How many readings in a row must show the clock in step before a clock out of step
+ * is said to be back: 15 s at the registry's 5 s renewals (review-clock R3: an offset
+ * jittering around the bound logged a warning and a "back in step" at each crossing).
+ */
+export const BACK_IN_STEP_READINGS = 3;
+
+/**
+ * Watches the readings: sets the gauge, warns while out of step (thinned), says when
+ * back in step. A reading is out of step when its offset is beyond `CLOCK_SKEW_BOUND_MS`
+ * by more than its uncertainty, in step when within half the bound even at its
+ * uncertainty, and decides nothing otherwise (hysteresis: an offset hovering near the
+ * bound, or a slow round trip, neither warns nor clears the warning; review-clock R3).
+ */
 export class ClockSkewWatch {
   readonly #logger: Logger;
   readonly #gauge: (seconds: number) => void;
   /** Thins the warning within one spell out of step; a new spell starts a new one (its first line is logged). */
   #throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
-  /** True while the last reading was out of step (and warned about). */
+  /** True while out of step (warned about) and not yet back ({@link BACK_IN_STEP_READINGS}). */
   #out = false;
+  /** In-step readings in a row since the last that was not, while {@link #out}. */
+  #inStep = 0;
 
   /**
    * @param logger where the warning goes
@@ -68,16 +83,20 @@ export class ClockSkewWatch {
   }
 
   /**
-   * Takes one reading: out of step when the offset is beyond the bound by more than
-   * its uncertainty (a slow `TIME` answer alone never warns).
+   * Takes one reading (see the class). The gauge is set from every reading but one
+   * whose uncertainty is beyond the bound and which does not show the clock out of step:
+   * a slow `TIME` answer, its offset known to no better than a second.
    */
   observe(reading: ClockReading): void {
-    this.#gauge(reading.offsetMs / 1000);
-    const out = Math.abs(reading.offsetMs) - reading.uncertaintyMs > CLOCK_SKEW_BOUND_MS;
+    const size = Math.abs(reading.offsetMs);
+    const out = size - reading.uncertaintyMs > CLOCK_SKEW_BOUND_MS;
+    const inStep = size + reading.uncertaintyMs <= CLOCK_SKEW_BOUND_MS / 2;
+    if (out || reading.uncertaintyMs <= CLOCK_SKEW_BOUND_MS) this.#gauge(reading.offsetMs / 1000);
     const fields = { offsetSeconds: round(reading.offsetMs), uncertaintySeconds: round(reading.uncertaintyMs), boundSeconds: CLOCK_SKEW_BOUND_MS / 1000 };
     if (out) {
       if (!this.#out) this.#throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
       this.#out = true;
+      this.#inStep = 0;
       // Monotonic: the thinning must not be moved by the very clock it reports on.
       const left = this.#throttle.take(performance.now());
       if (left === undefined) return;
@@ -85,10 +104,14 @@ export class ClockSkewWatch {
       this.#logger.warn({ ...fields, ...thinnedFields(left) },
         `this node's clock is ${Math.abs(Math.round(reading.offsetMs / 1000))} s ${way} Redis's: keep every node's clock in step (NTP); `
         + 'messages it stores count their ts from it, and it judges expiry, token exp and broadcast ttl by it (README "Several nodes")');
-    } else if (this.#out) {
-      this.#out = false;
-      this.#logger.info(fields, 'this node\'s clock is back in step with Redis\'s');
+      return;
     }
+    if (!this.#out) return;
+    this.#inStep = inStep ? this.#inStep + 1 : 0;
+    if (this.#inStep < BACK_IN_STEP_READINGS) return;
+    this.#out = false;
+    this.#inStep = 0;
+    this.#logger.info(fields, 'this node\'s clock is back in step with Redis\'s');
   }
 }
 

@@ -71,7 +71,7 @@ test('a direct message stored by a node whose clock is behind expires a ttl afte
   assert.ok(Math.abs(ts - (now - SKEW_MS)) < 5000, `ts is the node's clock (${ts - now} ms from now)`);
 });
 
-test('the watch warns once per spell out of step (thinned), says when back in step, and never for a slow answer alone', () => {
+test('the watch warns once per spell out of step (thinned), says when back in step after three readings in step, and never for a slow answer alone', () => {
   const { logger, lines } = capturingLogger();
   const gauge: number[] = [];
   const watch = new ClockSkewWatch(logger, (s) => gauge.push(s));
@@ -82,8 +82,33 @@ test('the watch warns once per spell out of step (thinned), says when back in st
   watch.observe(clockReading(10_000, 5000, 10_000, 2));
   assert.deepEqual(lines.map((l) => [l.level, l.msg?.split(':')[0], l.offsetSeconds]), [[40, 'this node\'s clock is 5 s ahead of Redis\'s', 5]], 'the second thinned');
   watch.observe(clockReading(5000, 5000, 5000, 2));
+  watch.observe(clockReading(5000, 5000, 5000, 2));
+  assert.equal(lines.length, 1, 'two readings in step are not yet back');
+  watch.observe(clockReading(5000, 5000, 5000, 2));
   watch.observe(clockReading(0, 5000, 0, 2));
   assert.deepEqual(lines.slice(1).map((l) => [l.level, l.msg?.split(':')[0]]),
     [[30, 'this node\'s clock is back in step with Redis\'s'], [40, 'this node\'s clock is 5 s behind Redis\'s']], 'a new spell warns at once');
-  assert.deepEqual(gauge, [0, 1.5, 5, 5, 0, -5]);
+  assert.deepEqual(gauge, [0, 5, 5, 0, 0, 0, -5], 'not from the reading with a 1.5 s uncertainty');
+});
+
+test('an offset hovering around the bound warns once, not at each crossing (review-clock R3)', () => {
+  for (const under of [900, 300]) {
+    const { logger, lines } = capturingLogger();
+    const watch = new ClockSkewWatch(logger, () => undefined);
+    for (let i = 0; i < 12; i++) watch.observe(clockReading(i % 2 === 0 ? 1100 : under, 0, i % 2 === 0 ? 1100 : under, 2));
+    assert.deepEqual(lines.map((l) => l.level), [40], `1.1 s and ${under} ms in turn: one warning, no "back in step"`);
+  }
+});
+
+test('a slow TIME answer neither clears the warning of a node out of step nor moves the gauge (review-clock R3)', () => {
+  const { logger, lines } = capturingLogger();
+  const gauge: number[] = [];
+  const watch = new ClockSkewWatch(logger, (s) => gauge.push(s));
+  for (let i = 0; i < 12; i++) {
+    // The node 5 s ahead; every third answer read by Redis at the end of a 10 s round trip: 0 ± 5 s.
+    if (i % 3 === 2) watch.observe(clockReading(5000, 10_000, 15_000, 10_000));
+    else watch.observe(clockReading(5000, 0, 5000, 2));
+  }
+  assert.deepEqual(lines.map((l) => l.level), [40], 'one warning, no false "back in step"');
+  assert.ok(gauge.every((s) => s === 5), `gauge ${gauge.join(',')}`);
 });
