@@ -110,8 +110,12 @@ export class NodeRegistry {
    */
   #offset = 0;
   /**
-   * Redis's `TIME` at the last renewal, ms, and `performance.now()` at the middle of its
-   * round trip: {@link redisClock} counts on from them on a clock that never steps.
+   * Redis's `TIME` at the last renewal, ms, and `performance.now()` when its answer came:
+   * {@link redisClock} counts on from them on a clock that never steps. At the answer,
+   * not the middle of the round trip: Redis read its clock somewhere within it, so this
+   * is a lower bound on Redis's time, the safe side for both its uses (review-clock R4:
+   * anchored at the middle, a `TIME` Redis ran late in a slow round trip made it run
+   * ahead of Redis by up to half of it).
    */
   #timeAt: { readonly redisMs: number; readonly monotonicMs: number } | undefined;
   /** True once a renewal has written this node's registration. */
@@ -250,8 +254,11 @@ export class NodeRegistry {
   /**
    * Now by Redis's clock, counted on from its `TIME` at the last renewal on the
    * monotonic clock, ms since the epoch: unlike {@link now}, it does not move with a
-   * step of this machine's clock before the next renewal (a sweep's bound,
-   * src/store/sweep-clock.ts; an integer). Undefined before the first renewal.
+   * step of this machine's clock before the next renewal. Never ahead of Redis's clock
+   * (counted from the answer; it lags it by where in the round trip Redis read it):
+   * the floor of a message's expiry (src/store/record.ts) and the bound of a store's
+   * sweeps and `client_msg_id` checks (src/store/sweep-clock.ts); an integer.
+   * Undefined before the first renewal.
    */
   redisClock(): number | undefined {
     const at = this.#timeAt;
@@ -291,7 +298,7 @@ export class NodeRegistry {
     const answeredAt = Date.now();
     const roundTripMs = performance.now() - startedAt;
     this.#offset = now - answeredAt;
-    this.#timeAt = { redisMs: now, monotonicMs: startedAt + roundTripMs / 2 };
+    this.#timeAt = { redisMs: now, monotonicMs: startedAt + roundTripMs };
     this.#opts.onClock?.(clockReading(sentAt, now, answeredAt, roundTripMs));
     // One connection, so Redis runs them in this order: the predecessor is gone before the read.
     const [before, , , removed, live] = await redisCall(() => Promise.all([
