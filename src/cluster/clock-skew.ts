@@ -66,6 +66,8 @@ export const BACK_IN_STEP_READINGS = 3;
 export class ClockSkewWatch {
   readonly #logger: Logger;
   readonly #gauge: (seconds: number) => void;
+  /** Redis's URL as it may be shown (no password), for the warning; undefined: not named. */
+  readonly #redis: string | undefined;
   /** Thins the warning within one spell out of step; a new spell starts a new one (its first line is logged). */
   #throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
   /** True while out of step (warned about) and not yet back ({@link BACK_IN_STEP_READINGS}). */
@@ -76,10 +78,13 @@ export class ClockSkewWatch {
   /**
    * @param logger where the warning goes
    * @param gauge sets `pixiu_clock_offset_seconds` (seconds, this node minus Redis)
+   * @param redis Redis's URL as it may be shown (redis/url.ts `redactUrl`), named in the
+   *   warning (`redisUrl`): the clock that is off may be its host's (review-clock R5)
    */
-  constructor(logger: Logger, gauge: (seconds: number) => void) {
+  constructor(logger: Logger, gauge: (seconds: number) => void, redis?: string) {
     this.#logger = logger;
     this.#gauge = gauge;
+    this.#redis = redis;
   }
 
   /**
@@ -101,9 +106,11 @@ export class ClockSkewWatch {
       const left = this.#throttle.take(performance.now());
       if (left === undefined) return;
       const way = reading.offsetMs > 0 ? 'ahead of' : 'behind';
-      this.#logger.warn({ ...fields, ...thinnedFields(left) },
-        `this node's clock is ${Math.abs(Math.round(reading.offsetMs / 1000))} s ${way} Redis's: keep every node's clock in step (NTP); `
-        + 'messages it stores count their ts from it, and it judges expiry, token exp and broadcast ttl by it (README "Several nodes")');
+      const redisUrl = this.#redis === undefined ? {} : { redisUrl: this.#redis };
+      this.#logger.warn({ ...fields, ...redisUrl, ...thinnedFields(left) },
+        `this node's clock is ${Math.abs(Math.round(reading.offsetMs / 1000))} s ${way} Redis's: keep every node's clock and Redis's host's in step (NTP); `
+        + 'if every node reports about the same offset, it is Redis\'s clock that is off (its host, redisUrl). '
+        + 'Messages this node stores count their ts from its clock, and it judges expiry, token exp and broadcast ttl by it (README "Clocks")');
       return;
     }
     if (!this.#out) return;

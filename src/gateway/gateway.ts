@@ -28,6 +28,7 @@ import type { AppendResult, Inbox, InboxEntry } from '../inbox/inbox.js';
 import type { Logger } from '../logger.js';
 import { createRedis } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
+import { redactUrl } from '../redis/url.js';
 import type { RecordReader } from '../store/record-reader.js';
 import type { StoredMessage } from '../store/record.js';
 import type { ProducerScope } from '../api/deps.js';
@@ -105,7 +106,7 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
-    const skew = new ClockSkewWatch(logger, (seconds) => metrics.clockOffset.set(seconds));
+    const skew = new ClockSkewWatch(logger, (seconds) => metrics.clockOffset.set(seconds), config.redisUrl === undefined ? undefined : redactUrl(config.redisUrl));
     this.#membership = new NodeMembership({
       redis, renewals: opts.renewals, keys, node, logger, secrets: opts.secrets,
       onRenewed: (nodes) => {
