@@ -153,13 +153,37 @@ export class Metrics {
   /**
    * This node's clock minus Redis's (`TIME`), seconds, as the registration renewal
    * measured it (every 5 s, src/cluster/clock-skew.ts): positive when this node's runs
-   * ahead. Warned about in the log beyond 1 s; alert on it the same way.
+   * ahead. Warned about in the log beyond 1 s; alert on it the same way. Holds its
+   * last reading while renewals fail (or their `TIME` round trips are slow): how old
+   * that is, {@link clockOffsetAge}. Set through {@link setClockOffset}.
    */
   readonly clockOffset = new Gauge({
     name: 'pixiu_clock_offset_seconds',
-    help: 'This node\'s clock minus Redis\'s clock (TIME), seconds, measured at each registration renewal (every 5 s); positive when this node runs ahead',
+    help: 'This node\'s clock minus Redis\'s clock (TIME), seconds, measured at each registration renewal (every 5 s); positive when this node runs ahead; its last reading while renewals fail (see pixiu_clock_offset_age_seconds)',
     registers: [this.registry],
   });
+
+  /** `performance.now()` when {@link clockOffset} was last set, ms; undefined before. */
+  #clockMeasuredAt: number | undefined;
+
+  /**
+   * How old {@link clockOffset}'s reading is, seconds, on a clock that never steps
+   * (review-clock R6: the offset held its last value through an outage, an alert on it
+   * quiet just when a node's clock may step). Up to about 5 s while renewals succeed;
+   * NaN before the first reading.
+   */
+  readonly clockOffsetAge: Gauge = new Gauge({
+    name: 'pixiu_clock_offset_age_seconds',
+    help: 'Seconds since pixiu_clock_offset_seconds was last measured (monotonic clock): up to about 5 s while registration renewals succeed, growing while they fail or their TIME round trips are slow; NaN before the first',
+    registers: [this.registry],
+    collect: (): void => this.clockOffsetAge.set(this.#clockMeasuredAt === undefined ? Number.NaN : (performance.now() - this.#clockMeasuredAt) / 1000),
+  });
+
+  /** Sets {@link clockOffset} (seconds, this node minus Redis) from a reading taken now. */
+  setClockOffset(seconds: number): void {
+    this.clockOffset.set(seconds);
+    this.#clockMeasuredAt = performance.now();
+  }
 
   /** What {@link presenceRemovalsPending} reads when scraped; set by the gateway. */
   #pendingRemovals: () => number = () => 0;

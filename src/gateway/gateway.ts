@@ -106,7 +106,7 @@ export class Gateway implements GatewayDeps {
     this.logger = logger;
     this.#metrics = metrics;
     this.#subscriber = subscriber;
-    const skew = new ClockSkewWatch(logger, (seconds) => metrics.clockOffset.set(seconds), config.redisUrl === undefined ? undefined : redactUrl(config.redisUrl));
+    const skew = new ClockSkewWatch(logger, (seconds) => metrics.setClockOffset(seconds), config.redisUrl === undefined ? undefined : redactUrl(config.redisUrl));
     this.#membership = new NodeMembership({
       redis, renewals: opts.renewals, keys, node, logger, secrets: opts.secrets,
       onRenewed: (nodes) => {

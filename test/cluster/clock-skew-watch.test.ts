@@ -22,6 +22,8 @@ import { CLI_MAIN, cleanupList, PixiuClient, spawnListening, tempDataDir } from 
 import { RedisServer } from '../harness/redis-server.js';
 import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { ClockSkewWatch, clockReading } from '../../src/cluster/clock-skew.js';
+import { Metrics } from '../../src/api/metrics.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const TOKEN = 'clock-skew-watch-token-0123456789';
 /** How far the node's clock runs behind Redis's, ms: ten minutes. */
@@ -63,6 +65,8 @@ test('a node whose clock is ten minutes behind Redis\'s warns at start and expos
   assert.ok(aboutTheSkew(lines[0]?.offsetSeconds as number), `offsetSeconds ${String(lines[0]?.offsetSeconds)}`);
   const metrics = await node.request('GET', '/metrics');
   assert.ok(aboutTheSkew(metricSample(metrics.text, 'pixiu_clock_offset_seconds')), metrics.text.split('\n').find((l) => l.startsWith('pixiu_clock_offset')));
+  const age = metricSample(metrics.text, 'pixiu_clock_offset_age_seconds');
+  assert.ok(age !== undefined && age >= 0 && age < 30, `the reading is recent: ${String(age)} s old`);
 });
 
 test('a direct message stored by a node whose clock is behind expires a ttl after Redis\'s now, not its own', { timeout: 60_000 }, async () => {
@@ -116,4 +120,15 @@ test('a slow TIME answer neither clears the warning of a node out of step nor mo
   }
   assert.deepEqual(lines.map((l) => l.level), [40], 'one warning, no false "back in step"');
   assert.ok(gauge.every((s) => s === 5), `gauge ${gauge.join(',')}`);
+});
+
+test('pixiu_clock_offset_age_seconds says how old the offset is: NaN before a reading, growing while none comes (review-clock R6)', async () => {
+  const metrics = new Metrics();
+  const sample = async (name: string): Promise<number | undefined> => metricSample(await metrics.registry.metrics(), name);
+  assert.ok(Number.isNaN(await sample('pixiu_clock_offset_age_seconds')), 'no reading yet');
+  metrics.setClockOffset(-2.5);
+  assert.ok(((await sample('pixiu_clock_offset_age_seconds')) ?? -1) < 0.25, 'just read');
+  await sleep(300);
+  assert.ok(((await sample('pixiu_clock_offset_age_seconds')) ?? -1) >= 0.29, 'no reading since: older');
+  assert.equal(await sample('pixiu_clock_offset_seconds'), -2.5, 'the offset holds its last reading');
 });
