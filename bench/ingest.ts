@@ -294,7 +294,7 @@ async function main(): Promise<void> {
     // inboxes that exist, as the batch case's appends do (its users were made by the
     // warm-ups above). Before, the slices made 10,000 inboxes, work the batch case did
     // not do, which lowered the ceiling (by more since an inbox's first append also
-    // sets its retention, append-12.lua).
+    // sets its retention, append-13.lua).
     await runRawAppends({ ...rawRun, prefix: 'raw:', from: 0, to: RAW_WARMUP });
 
     // Each case alternates with its ceiling, slice by slice, so that load from other

@@ -14,7 +14,7 @@
  * - the record and the index entry put with a group commit per partition: the puts
  *   that arrive while the partition's write is in flight go into its next `batch()`,
  *   written with `sync: true`, so the answer waits for the fsync (§3);
- * - then the inbox append, `append-12.lua` by EVALSHA on an auto-pipelining ioredis
+ * - then the inbox append, `append-13.lua` by EVALSHA on an auto-pipelining ioredis
  *   client (§4), and the 201 with the seq.
  *
  * None of Pixiu's limits, budgets, metrics, logging, retries, expiry or recovery; no
