@@ -114,12 +114,22 @@ export async function startService(config: Config, logger: Logger, given?: Secre
     try {
       return await startOnce(config, logger, given, opts, { stopAsked, stalls });
     } catch (err) {
-      // Its own waits spent (connecting), after it listens (the lease), or the embedded Redis: final.
-      const again = err instanceof StartStallFailure && config.redisUrl !== undefined
-        && err.step !== 'connecting to Redis' && err.step !== 'taking the store lease';
-      if (!again || !(await stalls.again(err, 'stops what it started and runs again once Redis answers', { redisUrl: redactUrl(config.redisUrl), step: err.step }))) throw err;
+      const again = err instanceof StartStallFailure && runsAgain(config, err.step);
+      if (!again || !(await stalls.again(err, RUN_AGAIN, { redisUrl: redactUrl(config.redisUrl), step: err.step }))) throw err;
     }
   }
+}
+
+/** What the start does on a stall in a step {@link runsAgain} names, for its warn line (start-stall.ts). */
+const RUN_AGAIN = 'stops what it started and runs again once Redis answers';
+
+/**
+ * Whether a start run that failed on a Redis stall in `step` is run again: not when
+ * its own waits are spent (connecting), after it listens (the lease), or with the
+ * embedded Redis (start-stall.ts).
+ */
+function runsAgain(config: Config, step: string): config is Config & { redisUrl: string } {
+  return config.redisUrl !== undefined && step !== 'connecting to Redis' && step !== 'taking the store lease';
 }
 
 /**
@@ -306,6 +316,9 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
       abandon: () => local?.terminate(),
     };
   } catch (err) {
+    // A stall to run again for: its wait counts, and is warned of, from now, not after the
+    // undo, which waits on the stalled Redis too (walk33 M-start; start-stall.ts `met`).
+    if (runsAgain(config, step)) shared.stalls.met(err, RUN_AGAIN, { redisUrl: redactUrl(config.redisUrl), step });
     await closeAll(logger, cleanup, redisBudgetMs);
     // A Redis stall, past the start's wait for one (redis-start.ts) or in a later step.
     const stalled = startStallFailure(err, step, shownRedis, config.redisCommandTimeoutMs);

@@ -114,6 +114,26 @@ export class StartStallWait {
    */
   async again(err: unknown, then: 'tries again every second until it does' | 'stops what it started and runs again once Redis answers',
     fields: Record<string, string>): Promise<boolean> {
+    if (!this.met(err, then, fields)) return false;
+    await delay(STALL_RETRY_MS);
+    this.#stopAsked();
+    return true;
+  }
+
+  /**
+   * For `err`, a step's failure, seen now: when it is a Redis stall and the budget is not
+   * spent, the budget counts from now if no stall was met before, the warn line saying
+   * `then` is logged unless a wait is under way, and it answers true (the start waits);
+   * else false. {@link again} calls it; a start run that fails on a stall calls it before
+   * it stops what it started (service.ts), since that undo waits on the stalled Redis too:
+   * counted from after it, and warned of only then, the 30 s began 11–12 s into the
+   * stall, and the start ended ~42 s into it, nothing logged for its first 12 s (walk33
+   * M-start).
+   * @param then what the start does meanwhile, for the warn line's message
+   * @param fields the warn line's fields besides `reason` and `waitMs` (`redisUrl`, `step`)
+   */
+  met(err: unknown, then: 'tries again every second until it does' | 'stops what it started and runs again once Redis answers',
+    fields: Record<string, string>): boolean {
     if (stallOf(err) === undefined) return false;
     const now = Date.now();
     this.#first ??= now;
@@ -123,8 +143,6 @@ export class StartStallWait {
       this.#logger.warn({ ...fields, reason: (err as Error).message, waitMs: START_STALL_WAIT_MS },
         `Redis did not answer at start: the start ${then}, for 30 s at most`);
     }
-    await delay(STALL_RETRY_MS);
-    this.#stopAsked();
     return true;
   }
 

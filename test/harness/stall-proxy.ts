@@ -28,6 +28,8 @@ export class StallProxy {
   #held: Promise<void> | undefined;
   /** The command that began the stall, once one did. */
   began: SeenCommand | undefined;
+  /** When that command came (Date.now), ms; undefined until the stall began. */
+  beganAt: number | undefined;
 
   private constructor(target: { host: string; port: number }, match: (command: SeenCommand) => boolean, holdMs: number) {
     this.#listener = new ProxyListener((client) => this.#pipe(client, target));
@@ -62,6 +64,7 @@ export class StallProxy {
       for (let command = nextCommand(pending); command !== undefined; command = nextCommand(pending)) {
         if (this.#held === undefined && this.#match(command)) {
           this.began = { name: command.name, args: command.args };
+          this.beganAt = Date.now();
           this.#held = delay(this.#holdMs);
         }
         const bytes = pending.subarray(0, command.length);

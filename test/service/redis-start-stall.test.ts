@@ -10,7 +10,7 @@
  * connection waits, still ends it, naming the step. The later steps are stalled through
  * test/harness/stall-proxy.ts, from their first command on, for every connection.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
@@ -24,6 +24,21 @@ function rerunLines(lines: readonly LogLine[]): { waits: LogLine[]; answers: Log
     waits: lines.filter((l) => l.msg?.startsWith('Redis did not answer at start') === true),
     answers: lines.filter((l) => l.msg === 'Redis answers again: the start goes on'),
   };
+}
+
+/**
+ * A start through a {@link StallProxy} on a private redis-server, stalled from the first
+ * command `match` accepts for `holdMs`, expected to fail: its error, the proxy and the log.
+ */
+async function failedStart(t: TestContext, match: (c: SeenCommand) => boolean, holdMs: number, redisCommandTimeoutMs: string): Promise<{ err: Error; proxy: StallProxy; lines: LogLine[] }> {
+  const redis = await RedisServer.start();
+  t.after(() => redis.destroy());
+  const proxy = await StallProxy.start({ host: '127.0.0.1', port: redis.port }, match, holdMs);
+  t.after(() => proxy.close());
+  const { logger, lines } = capturingLogger();
+  const err = await startInProcess(t, { redisUrl: proxy.url, redisCommandTimeoutMs, logLevel: 'info' }, logger).then(
+    () => assert.fail('the start did not fail'), (e: unknown) => e as Error);
+  return { err, proxy, lines };
 }
 
 test('a Redis paused for 2.5 s as the start connects is waited for with one warn line, and the node starts', { timeout: 60_000 }, async (t) => {
@@ -86,16 +101,30 @@ test('writes paused 7 s as the start claims its store (past the claim connection
 });
 
 test('a Redis that stalls 6 s at the store lease\'s write (past its connection\'s 5 s) ends the start naming the step and the Redis, not run again', { timeout: 60_000 }, async (t) => {
-  const redis = await RedisServer.start();
-  t.after(() => redis.destroy());
-  const proxy = await StallProxy.start({ host: '127.0.0.1', port: redis.port }, (c) => c.name === 'set' && c.args[0]?.includes(':lease:') === true, 6000);
-  t.after(() => proxy.close());
-  const { logger, lines } = capturingLogger();
-  await assert.rejects(startInProcess(t, { redisUrl: proxy.url, redisCommandTimeoutMs: '300', logLevel: 'info' }, logger), (err: Error) => {
-    assert.equal(err.name, 'StartupError');
-    assert.match(err.message, new RegExp(`^the start failed while taking the store lease \\(Redis at ${proxy.url.replace(/[.]/g, '\\.')} did not answer `
-      + 'within the command timeout, 300 ms\\): start it again once Redis answers$'));
-    return true;
-  });
+  const { err, proxy, lines } = await failedStart(t, (c) => c.name === 'set' && c.args[0]?.includes(':lease:') === true, 6000, '300');
+  assert.equal(err.name, 'StartupError');
+  assert.match(err.message, new RegExp(`^the start failed while taking the store lease \\(Redis at ${proxy.url.replace(/[.]/g, '\\.')} did not answer `
+    + 'within the command timeout, 300 ms\\): start it again once Redis answers$'));
   assert.equal(rerunLines(lines).waits.length, 0, JSON.stringify(lines));
+});
+
+test('a Redis that stalls for good in a later step ends the start 30 s after the stall was first seen, warned of before the undo (not 30 s after an 11–12 s undo: walk33 M-start)', { timeout: 90_000 }, async (t) => {
+  // The default command timeout: the undo's Redis steps then wait up to 7 s in all.
+  const { err, proxy, lines } = await failedStart(t, (c) => c.name === 'set' && c.args[0]?.endsWith('cluster:secret') === true, 45_000, '2000');
+  assert.match(err.message, /^the start failed while connecting to Redis \(Redis at .* took the connection but did not answer within the command timeout, 2000 ms\)/);
+  const ended = Date.now();
+  const began = proxy.beganAt;
+  assert.ok(began !== undefined, 'the stall did not begin');
+  const { waits } = rerunLines(lines);
+  assert.equal(waits.length, 1, JSON.stringify(lines));
+  assert.equal(waits[0]?.step, 'claiming the store');
+  // Warned of once the step's command timed out (its connection's 2 s, or 5 s), before the undo's steps wait.
+  const warnedAt = Number(waits[0]?.time);
+  t.diagnostic(`warned ${warnedAt - began} ms, ended ${ended - began} ms into the stall`);
+  assert.ok(warnedAt - began <= 6000, `warned ${warnedAt - began} ms into the stall`);
+  const undo = lines.findIndex((l) => l.msg?.startsWith('shutdown step given up') === true);
+  assert.ok(undo === -1 || lines.indexOf(waits[0]!) < undo, JSON.stringify(lines.map((l) => l.msg)));
+  // Within the documented ~35 s (README "A Redis that stalls while a node starts"); it was ~42 s.
+  assert.ok(ended - began <= 37_000, `the start ended ${ended - began} ms into the stall`);
+  assert.ok(ended - warnedAt >= 29_000, `the start ended ${ended - warnedAt} ms after the warn line`);
 });
