@@ -33,7 +33,10 @@ export interface UnansweredAddsOptions {
   /**
    * Called with the connections an add replaced whose reply did not reach this node,
    * once Redis answered the settling of it: they are to be closed 4002, as on the
-   * add's reply. Perhaps again for the same ones, when a settling's own reply was lost.
+   * add's reply. Once each (within an entry lifetime): several settlings of one add in
+   * flight when Redis answers again (the retries', the one before the user's next add)
+   * each answer them alike; they were handed over, and logged, 2–3 times (walk33
+   * L-dup-log). A settling whose own reply was lost hands nothing, and one after it does.
    */
   readonly onReplaced?: (user: string, replaced: readonly ReplacedEntry[]) => void;
 }
@@ -58,6 +61,11 @@ export class UnansweredAdds {
   readonly #opts: UnansweredAddsOptions;
   /** The pending adds, each with its handshake's `since` (ms since the epoch, this node's clock, as in its entry). */
   readonly #pending: PendingRemovals<number>;
+  /**
+   * The replaced connections handed to `onReplaced` already, `<user> <conn>` → until
+   * when it is remembered (ms since the epoch, this node's clock: one entry lifetime on).
+   */
+  readonly #handed = new Map<string, number>();
 
   /** The caller loads `PRESENCE_SCRIPTS` on `redis` (src/cluster/presence.ts does). */
   constructor(redis: Redis, keys: Keys, opts: UnansweredAddsOptions) {
@@ -98,6 +106,7 @@ export class UnansweredAdds {
   /** Stops retrying and forgets what is pending (shutdown). */
   stop(): void {
     this.#pending.stop();
+    this.#handed.clear();
   }
 
   /**
@@ -113,7 +122,19 @@ export class UnansweredAdds {
     const adds = conns.flatMap((conn, i) => [conn, String(sinces[i] ?? 0)]);
     const reply = await redisCall(() => evalScript<string[]>(this.#redis, PRESENCE_SCRIPTS.settle, [keys.conns, keys.replaced], [
       String(this.#opts.now()), String(this.#opts.ttlMs), ...adds]));
-    const replaced = replacedEntries(reply, 0);
+    const replaced = this.#notHanded(user, replacedEntries(reply, 0));
     if (replaced.length > 0) this.#opts.onReplaced?.(user, replaced);
+  }
+
+  /** Those of `replaced` not handed over yet, remembered as handed from now on; forgets what is past its time. */
+  #notHanded(user: string, replaced: readonly ReplacedEntry[]): ReplacedEntry[] {
+    const now = Date.now();
+    for (const [key, until] of this.#handed) if (until <= now) this.#handed.delete(key);
+    return replaced.filter(({ conn }) => {
+      const key = `${user} ${conn}`;
+      if (this.#handed.has(key)) return false;
+      this.#handed.set(key, now + this.#opts.ttlMs);
+      return true;
+    });
   }
 }

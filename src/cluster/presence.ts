@@ -105,8 +105,8 @@ export interface PresenceOptions {
   /**
    * Called with the connections an add replaced whose reply did not reach this node
    * (its handshake was answered 503), once Redis answered the settling of it
-   * ({@link Presence.add}): they are to be closed 4002, as on the add's reply. Perhaps
-   * again for the same ones, when a settling's own reply was lost. Default: nothing.
+   * ({@link Presence.add}): they are to be closed 4002, as on the add's reply. Once
+   * each, however many settlings answer them (presence-settle.ts). Default: nothing.
    */
   readonly onUnansweredReplaced?: (user: string, replaced: readonly ReplacedEntry[]) => void;
 }

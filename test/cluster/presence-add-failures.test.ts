@@ -34,9 +34,9 @@ fileRedis(async ({ redis: started, cleanup }) => {
   cleanup.after(() => probe.disconnect());
 }, { aof: true });
 
-/** Presence of one node; every node counts as registered; the connections its settlings answer go to `closed`. */
-function presence(closed: string[] = []): Presence {
-  return new Presence(redis, keys, {
+/** Presence of one node (on `client`); every node counts as registered; the connections its settlings answer go to `closed`. */
+function presence(closed: string[] = [], client: Redis = redis): Presence {
+  return new Presence(client, keys, {
     node: 'n1', ttlMs: 60_000, maxPerUser: 5, liveNodes: async (nodes) => new Set(nodes),
     onUnansweredReplaced: (_user, replaced) => closed.push(...replaced.map((r) => r.conn)),
   });
@@ -88,4 +88,25 @@ test('an add refused unsent while the connection to Redis is down is not settled
   await waitUntil('the add is settled', async () => p.pendingRemovals === 0, 10_000);
   assert.deepEqual(closed, ['c0']);
   assert.deepEqual(await probe.hkeys(keys.conns('u-slow')), [], 'the orphan entry is gone, and c0\'s');
+});
+
+test('an add settled while Redis stalls past several retries hands what it replaced over once, not once per settling in flight (walk33 L-dup-log)', { timeout: 30_000 }, async (t) => {
+  // The default command timeout, past the retries' second: the timer's settling and the
+  // one sent before the device's retry (its add on this node, Retry-After later) are
+  // both in flight when Redis answers, each answering c0 alike.
+  const slow = await createRedis({ url: server.url, commandTimeoutMs: 2_000 });
+  t.after(() => slow.disconnect());
+  const closed: string[] = [];
+  const p = presence(closed, slow);
+  t.after(() => p.stop());
+  await p.add('u-long', 'c0', 'phone', 1);
+  await probe.client('PAUSE', 4_500, 'ALL');
+  assert.equal((await rejection(p.add('u-long', 'c2', 'phone', 2))).code, 'UNAVAILABLE');
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  await p.add('u-long', 'c3', 'phone', 3);
+  await waitUntil('the add is settled', async () => p.pendingRemovals === 0, 15_000);
+  // The other settlings in flight have answered by now.
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  assert.deepEqual(closed, ['c0'], 'before: c0 handed over (and logged by the gateway) once per settling in flight');
+  assert.deepEqual(await probe.hkeys(keys.conns('u-long')), ['c3']);
 });
