@@ -188,23 +188,35 @@ def mint_token(secret, user, ttl_s=900, tags=None, channels=None):
     return signing_input + "." + _b64url(signature)
 
 
+def _read_secret(env, path, what, option, name, data_dir_file):
+    """The variable env when set (as on the nodes), else the file's text, trimmed as Pixiu trims it.
+
+    Raises ValueError naming the variable and the file it looked for, and how to give
+    either, when neither gives one (a bare "[Errno 2] No such file or directory" said
+    neither: walk33 L-prod).
+    """
+    value = os.environ.get(env)
+    if value:
+        return value
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().strip()  # the file ends in a newline: signing with it gives 401
+    except OSError as err:
+        raise ValueError(f"{what}: {env} is not set and {path} cannot be read ({err.strerror or err}): "
+                         f"set {env} to the nodes' {name}, or give its file with {option} "
+                         f"(the data dir's secrets/{data_dir_file})") from err
+    if not value:
+        raise ValueError(f"{what}: {path} is empty")
+    return value
+
+
 def read_jwt_secret(path):
-    """PIXIU_JWT_SECRET when set (as on the nodes), else the file's text, trimmed as Pixiu trims it."""
-    secret = os.environ.get("PIXIU_JWT_SECRET")
-    if secret:
-        return secret
-    with open(path, encoding="utf-8") as f:
-        secret = f.read().strip()  # the file ends in a newline: signing with it gives 401
-    if not secret:
-        raise ValueError(f"{path} is empty: no key to sign with")
-    return secret
+    """PIXIU_JWT_SECRET when set (as on the nodes), else the file's text; ValueError when neither gives one."""
+    return _read_secret("PIXIU_JWT_SECRET", path, "no key to sign the token with", "--jwt-secret-file", "key", "jwt-secret")
 
 
 def _api_token(args):
-    if os.environ.get("PIXIU_API_TOKEN"):
-        return os.environ["PIXIU_API_TOKEN"]
-    with open(args.api_token_file, encoding="utf-8") as f:
-        return f.read().strip()
+    return _read_secret("PIXIU_API_TOKEN", args.api_token_file, "no API token", "--api-token-file", "token", "api-token")
 
 
 def _read_messages(path):

@@ -185,3 +185,17 @@ test('token: minted from the data dir\'s jwt-secret, or from PIXIU_JWT_SECRET, a
   await assert.rejects(TestClient.connect(node.service.url, { token: withNewline.stdout.trim(), params: { device: 'py3' } }), (err: unknown) =>
     err instanceof Refused && err.status === 401 && /signature does not verify/.test(err.text));
 });
+
+test('token, send: with no secret to be had, the error names the variable and the file it looked for and how to give either, not a bare [Errno 2] (walk33 L-prod)', { skip: NO_PYTHON }, async () => {
+  const token = await example(['token', 'erin', '--jwt-secret-file', '/nonexistent/jwt-secret']);
+  assert.equal(token.code, 1, token.stderr);
+  assert.equal(token.stdout, '');
+  assert.equal(token.stderr, 'error: no key to sign the token with: PIXIU_JWT_SECRET is not set and /nonexistent/jwt-secret cannot be read '
+    + '(No such file or directory): set PIXIU_JWT_SECRET to the nodes\' key, or give its file with --jwt-secret-file '
+    + '(the data dir\'s secrets/jwt-secret)\n');
+  const send = await example(['send', '--url', node.service.url, '--api-token-file', '/nonexistent/api-token', '--to', 'alice', '--type', 'chat.text']);
+  assert.equal(send.code, 1, send.stderr);
+  assert.equal(send.stderr, 'error: no API token: PIXIU_API_TOKEN is not set and /nonexistent/api-token cannot be read '
+    + '(No such file or directory): set PIXIU_API_TOKEN to the nodes\' token, or give its file with --api-token-file '
+    + '(the data dir\'s secrets/api-token)\n');
+});
