@@ -7,7 +7,7 @@
  */
 export class LogThrottle {
   readonly #intervalMs: number;
-  /** When the next line may be logged, ms since the epoch (the last one logged was an interval before). */
+  /** When the next line may be logged, ms on the caller's clock (the last one logged was an interval before). */
   #nextAt = 0;
   #left = 0;
 
@@ -18,6 +18,8 @@ export class LogThrottle {
 
   /**
    * Asks to log one more line now.
+   * @param nowMs now on the caller's clock, ms (default `Date.now()`; every caller of one
+   *   throttle uses the same clock)
    * @returns undefined when it is to be left out; else how many were left out since
    *   the last one logged (0 for the first)
    */
@@ -25,9 +27,10 @@ export class LogThrottle {
     // An interval of 0 thins nothing, whatever the clock did: no state is kept, so the
     // callers sharing EVERY_LINE never see one another's times (nor a clock set back).
     if (this.#intervalMs <= 0) return 0;
-    // Before the last line logged: the wall clock was set back (NTP, a VM resumed). Not
-    // thinned, else the line stayed silent for the size of the step — an hour's outage
-    // unlogged after a step back of an hour (walk31 F4's check of the node's timers).
+    // Before the last line logged: the caller's clock was set back (the wall clock: NTP,
+    // a VM resumed). Not thinned, else the line stayed silent for the size of the step —
+    // an hour's outage unlogged after a step back of an hour (walk31 F4's check of the
+    // node's timers).
     if (nowMs < this.#nextAt && nowMs >= this.#nextAt - this.#intervalMs) {
       this.#left += 1;
       return undefined;

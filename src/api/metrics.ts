@@ -154,8 +154,8 @@ export class Metrics {
    * This node's clock minus Redis's (`TIME`), seconds, as the registration renewal
    * measured it (every 5 s, src/cluster/clock-skew.ts): positive when this node's runs
    * ahead. Warned about in the log beyond 1 s; alert on it the same way. Holds its
-   * last reading while renewals fail (or their `TIME` round trips are slow): how old
-   * that is, {@link clockOffsetAge}. Set through {@link setClockOffset}.
+   * last reading while renewals fail (or their `TIME` round trips are slow, over 2 s,
+   * with the clock not out of step): how old that is, {@link clockOffsetAge}. Set through {@link setClockOffset}.
    */
   readonly clockOffset = new Gauge({
     name: 'pixiu_clock_offset_seconds',
@@ -174,7 +174,7 @@ export class Metrics {
    */
   readonly clockOffsetAge: Gauge = new Gauge({
     name: 'pixiu_clock_offset_age_seconds',
-    help: 'Seconds since pixiu_clock_offset_seconds was last measured (monotonic clock): up to about 5 s while registration renewals succeed, growing while they fail or their TIME round trips are slow; NaN before the first',
+    help: 'Seconds since pixiu_clock_offset_seconds was last measured (monotonic clock): up to about 5 s while registration renewals succeed, growing while they fail or their TIME round trips are slow (over 2 s) with the clock not out of step; NaN before the first',
     registers: [this.registry],
     collect: (): void => this.clockOffsetAge.set(this.#clockMeasuredAt === undefined ? Number.NaN : (performance.now() - this.#clockMeasuredAt) / 1000),
   });

@@ -6,8 +6,8 @@
  *
  * Why it matters though Pixiu moves what it can onto Redis's clock (inbox retention,
  * claims, markers, room times, registrations): a message's `ts` and `expiresAt` count
- * from the storing node's clock (its expiry from the later of that and Redis's), and
- * every node judges expiry, token `exp`/`nbf` and a broadcast's `ttl` by its own. A node
+ * from the storing node's clock (its expiry from the later of that and Redis's less
+ * 1 s), and every node judges expiry, token `exp`/`nbf` and a broadcast's `ttl` by its own. A node
  * ahead shows other nodes' messages `expired` early to its devices and refuses fresh
  * tokens; a node behind takes tokens past their `exp` and delivers broadcasts past
  * their `ttl` (docs/decisions.md "Clock skew: measured, warned about, not refused"). Nothing told an operator before (walk31
@@ -61,7 +61,9 @@ export const BACK_IN_STEP_READINGS = 3;
  * back in step. A reading is out of step when its offset is beyond `CLOCK_SKEW_BOUND_MS`
  * by more than its uncertainty, in step when within half the bound even at its
  * uncertainty, and decides nothing otherwise (hysteresis: an offset hovering near the
- * bound, or a slow round trip, neither warns nor clears the warning; review-clock R3).
+ * bound neither warns nor clears the warning; review-clock R3). A slow round trip (its
+ * uncertainty over the bound) therefore never clears the warning, and warns only when
+ * its offset is beyond the bound even at that uncertainty.
  */
 export class ClockSkewWatch {
   readonly #logger: Logger;

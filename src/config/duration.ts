@@ -1,11 +1,11 @@
 /**
  * Durations in settings (`PIXIU_MESSAGE_TTL=7d`): read by the `ms` package, and what a
  * refusal says of a value that is none. `ms` reads a number and one unit, the number
- * with a fraction or a sign, a space before the unit, the unit in any case and long
- * (`1.5s`, `1 s`, `1S`, `2 hours`), and weeks and years too (`1w`, `1y`): all taken,
- * as they always were (README "Commands" says so), though `--help` shows the short
- * forms only. It reads no compound duration (`5m5s`). One form of its is refused: an
- * uppercase `M` alone as the unit, which `ms` reads as minutes and ISO 8601 (`P1M`)
+ * with a fraction or a sign, a space before the unit, the unit in any case but one and
+ * long (`1.5s`, `1 s`, `1S`, `2 hours`), and weeks and years too (`1w`, `1y`): all
+ * taken, as they always were (README "Commands" says so), though `--help` shows the
+ * short forms only. It reads no compound duration (`5m5s`). One form `ms` reads is
+ * refused: an uppercase `M` alone as the unit, which `ms` reads as minutes and ISO 8601 (`P1M`)
  * and many people as months — `PIXIU_MESSAGE_TTL=1M` meant for a month kept messages
  * a minute (the walk31 tester's F6).
  */

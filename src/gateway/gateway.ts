@@ -318,8 +318,9 @@ export class Gateway implements GatewayDeps {
 
   /**
    * Now by Redis's clock counted on the monotonic clock from the last renewal
-   * (NodeRegistry.redisClock), ms; undefined before the first: what bounds the store's
-   * sweeps (src/store/sweep-clock.ts).
+   * (NodeRegistry.redisClock), ms; undefined before the first: the floor of a new
+   * message's expiry (src/store/record.ts), and the bound of the store's sweeps and
+   * `client_msg_id` checks (src/store/sweep-clock.ts).
    */
   redisClock(): number | undefined {
     return this.#registry.redisClock();

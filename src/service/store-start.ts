@@ -44,7 +44,8 @@ export interface StartedStore {
   readonly leaseSettled: () => void;
   /**
    * Gives the store Redis's clock once the node registry measures it (Gateway.redisClock):
-   * until then the store's sweeps delete nothing (store-options.ts `redisClock`).
+   * until then the store's sweeps delete nothing; it also floors new messages' expiry
+   * and bounds a retry's live check (store-options.ts `redisClock`).
    */
   readonly followRedisClock: (clock: () => number | undefined) => void;
 }

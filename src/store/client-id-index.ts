@@ -13,14 +13,14 @@ import { decodeRecord, type PreparedRecord, type PutResult, type StoredMessage }
  * put's answer; undefined where none is stored, it has expired (by `now()`, read after
  * the records: the partition's is the store's clock but never more than 1 s past
  * Redis's, SweepClock.liveNow, so a node ahead takes no record for expired that still
- * lives by Redis's clock), or its bytes cannot be decoded. The `c` keys are read synchronously
- * (`getSync`: a key never written is refuted by LevelDB's memtable and bloom filters in
- * microseconds, less than a hand-off to the libuv pool, where it would queue behind
- * other partitions' fsyncs; docs/decisions.md "The `client_msg_id` check reads its
- * keys synchronously"). The records of the keys found (retries, rare) are real reads
- * of data blocks, maybe from a cold table: always one `getMany` on the pool, never on
- * the event loop, where a slow or stalled disk would hold the whole process (a review
- * measured 11 ms for one cold read).
+ * lives by Redis's clock), or its bytes cannot be decoded. The `c` keys are read
+ * synchronously (`getSync`: a key never written is refuted by LevelDB's memtable and
+ * bloom filters in microseconds, less than a hand-off to the libuv pool, where it would
+ * queue behind other partitions' fsyncs; docs/decisions.md "The `client_msg_id` check
+ * reads its keys synchronously"). The records of the keys found (retries, rare) are
+ * real reads of data blocks, maybe from a cold table: always one `getMany` on the pool,
+ * never on the event loop, where a slow or stalled disk would hold the whole process (a
+ * review measured 11 ms for one cold read).
  * @throws as classic-level's reads (the partition answers them as UNAVAILABLE)
  */
 export async function storedUnder(

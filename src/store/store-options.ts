@@ -52,11 +52,11 @@ export interface MessageStoreOptions {
    * Now by Redis's clock as this node knows it, ms since the epoch, counted on a clock
    * that never steps (NodeRegistry.redisClock); undefined until first measured. When
    * given: a new message's expiry counts from the later of it (less
-   * `CLOCK_SKEW_BOUND_MS`) and the store's clock (record.ts), and a sweep's cutoff is never more than `CLOCK_SKEW_BOUND_MS` ahead
-   * of it, and no sweep deletes anything while it is undefined (sweep-clock.ts); a
-   * `client_msg_id` retry judges its first record live by the same bound
-   * (SweepClock.liveNow). Not
-   * given (tools, tests): the store's clock alone.
+   * `CLOCK_SKEW_BOUND_MS`) and the store's clock (record.ts), a sweep's cutoff is never
+   * more than `CLOCK_SKEW_BOUND_MS` ahead of it, and no sweep deletes anything while it
+   * is undefined (sweep-clock.ts); a `client_msg_id` retry judges its first record live
+   * by the same bound (SweepClock.liveNow). Not given (tools, tests): the store's clock
+   * alone.
    */
   readonly redisClock?: (() => number | undefined) | undefined;
   /**
