@@ -24,7 +24,7 @@ import type { Logger } from '../logger.js';
 import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 
 /** How often the warning is repeated at most while the clock stays out of step, ms. */
-export const CLOCK_SKEW_LOG_INTERVAL_MS = 10 * 60_000;
+const CLOCK_SKEW_LOG_INTERVAL_MS = 10 * 60_000;
 
 /** One comparison of this node's clock with Redis's `TIME` (node-registry.ts). */
 export interface ClockReading {
@@ -54,7 +54,7 @@ export function clockReading(sentAtMs: number, redisMs: number, answeredAtMs: nu
  * is said to be back: 15 s at the registry's 5 s renewals (review-clock R3: an offset
  * jittering around the bound logged a warning and a "back in step" at each crossing).
  */
-export const BACK_IN_STEP_READINGS = 3;
+const BACK_IN_STEP_READINGS = 3;
 
 /**
  * Watches the readings: sets the gauge, warns while out of step (thinned), says when

@@ -27,7 +27,7 @@ export interface Ticking {
   tick(nowMs: number, monoMs: number): void;
 }
 
-/** The two clocks a {@link ConnectionClock} reads; a test's own steps one of them. */
+/** The two clocks a {@link ConnectionClock} reads (default: the process's). */
 export interface Clocks {
   /** The wall clock, ms since the epoch (it may step). */
   wallMs(): number;
@@ -36,7 +36,7 @@ export interface Clocks {
 }
 
 /** The process's clocks: `Date.now()` and `performance.now()`. */
-export const SYSTEM_CLOCKS: Clocks = { wallMs: () => Date.now(), monotonicMs: () => performance.now() };
+const SYSTEM_CLOCKS: Clocks = { wallMs: () => Date.now(), monotonicMs: () => performance.now() };
 
 /**
  * When a new connection's first server heartbeat is due, on `nowMs`'s clock (the
