@@ -13,6 +13,12 @@
  * deliver to), so every stall an operator saw has its end in the log; the end of one
  * the thinning left out is a debug line, which keeps an outage of thousands of users
  * to a few lines.
+ *
+ * `stalledMs` is measured on a clock that never steps (`performance.now()`), as the
+ * gateway's and delivery's other durations are (walk31 F4): on the wall clock, an NTP
+ * step back of an hour during a stall logged `stalledMs` ≈ −3,600,000, a forward one a
+ * stall an hour longer than it was (reread-clock F9). The thinning still takes the wall
+ * clock: its throttle is the node's, shared by every session (log-throttle.ts).
  */
 import { outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -27,8 +33,8 @@ export const STALL_OVER_LOG = 'delivery stall over: the user has no connection l
 
 /** One user's stall, while it lasts. */
 interface Stall {
-  /** When its first failure happened, ms since the epoch (Date.now). */
-  readonly sinceMs: number;
+  /** When its first failure happened, ms on the monotonic clock ({@link StallLog}'s `monotonic`). */
+  readonly sinceMono: number;
   /** True once a line of it was logged at warn. */
   logged: boolean;
 }
@@ -38,29 +44,33 @@ export class StallLog {
   readonly #user: string;
   readonly #logger: Logger;
   readonly #throttle: LogThrottle;
+  readonly #monotonic: () => number;
   #stall: Stall | undefined;
 
   /**
-   * @param throttle the node's thinning of failed pulls, shared by its sessions;
-   *   default: every line logged
+   * @param throttle the node's thinning of failed pulls, shared by its sessions (on the
+   *   wall clock, as every caller of it); default: every line logged
+   * @param monotonic a clock that never steps, ms from any origin, that `stalledMs` is
+   *   measured on; default `performance.now`
    */
-  constructor(user: string, logger: Logger, throttle: LogThrottle = EVERY_LINE) {
+  constructor(user: string, logger: Logger, throttle: LogThrottle = EVERY_LINE, monotonic: () => number = () => performance.now()) {
     this.#user = user;
     this.#logger = logger;
     this.#throttle = throttle;
+    this.#monotonic = monotonic;
   }
 
-  /** ms the current stall has lasted, 0 for none. */
-  #stalledMs(nowMs: number): number {
-    return this.#stall === undefined ? 0 : nowMs - this.#stall.sinceMs;
+  /** ms the current stall has lasted (whole ms), 0 for none. */
+  #stalledMs(): number {
+    return this.#stall === undefined ? 0 : Math.round(this.#monotonic() - this.#stall.sinceMono);
   }
 
   /**
    * A stall begins here unless one is on; for a failure logged by its caller (an
    * epoch rotation's warning): `logged` marks the stall as seen.
    */
-  begin(logged = false, nowMs: number = Date.now()): void {
-    this.#stall ??= { sinceMs: nowMs, logged: false };
+  begin(logged = false): void {
+    this.#stall ??= { sinceMono: this.#monotonic(), logged: false };
     if (logged) this.#stall.logged = true;
   }
 
@@ -69,11 +79,10 @@ export class StallLog {
    * it through, else a debug line.
    */
   fetchFailed(err: unknown, failures: number): void {
-    const nowMs = Date.now();
-    this.begin(false, nowMs);
+    this.begin(false);
     // An outage's warning: its reason, no stack (docs/api.md "Errors").
-    const context = { ...outageFields(err), user: this.#user, failures, stalledMs: this.#stalledMs(nowMs) };
-    const left = this.#throttle.take(nowMs);
+    const context = { ...outageFields(err), user: this.#user, failures, stalledMs: this.#stalledMs() };
+    const left = this.#throttle.take(Date.now());
     if (left === undefined) {
       this.#logger.debug(context, FETCH_FAILED_LOG);
       return;
@@ -95,8 +104,8 @@ export class StallLog {
   #end(msg: string, failures: number): void {
     const stall = this.#stall;
     if (stall === undefined) return;
+    const context = { user: this.#user, stalledMs: this.#stalledMs(), failures };
     this.#stall = undefined;
-    const context = { user: this.#user, stalledMs: Date.now() - stall.sinceMs, failures };
     if (stall.logged) this.#logger.info(context, msg);
     else this.#logger.debug(context, msg);
   }

@@ -8,9 +8,10 @@
  *
  * The session and machine are the real ones, with the node's 10-s throttle and the
  * gateway's 1-s retry; the message's record read fails as the store router's does for a
- * partition whose node is not running; time is Node's mock timers (setTimeout, Date).
+ * partition whose node is not running; time is Node's mock timers (setTimeout, Date),
+ * `performance.now()` with them.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Inbox, InboxPage } from '../../src/inbox/inbox.js';
 import type { RecordReader } from '../../src/store/record-reader.js';
@@ -50,6 +51,15 @@ function stalledSession(down: { value: boolean }): { session: UserSession; conn:
   return { session, conn, lines, frames };
 }
 
+/**
+ * Node's mock timers (setTimeout, Date) from here on, and `performance.now()` (what
+ * `stalledMs` is measured on, stall-log.ts) moved with them: Node 20 does not mock it.
+ */
+function mockClocks(t: TestContext): void {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 });
+  t.mock.method(performance, 'now', () => Date.now());
+}
+
 /** Lets the promise callbacks of a pull run (it awaits the inbox, then the records). */
 async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
@@ -64,7 +74,7 @@ async function advance(mock: { tick(ms: number): void }, ms: number): Promise<vo
 }
 
 test('a stall that goes on is logged every 10 s with failures, stalledMs and notLogged; its end is one info line with how long it lasted', async (t) => {
-  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 });
+  mockClocks(t);
   const down = { value: true };
   const { session, lines, frames } = stalledSession(down);
   await settle();
@@ -95,7 +105,7 @@ test('a stall that goes on is logged every 10 s with failures, stalledMs and not
 });
 
 test('a stall whose user leaves before any pull succeeds is closed by one info line; a later login that delivers logs no resume', async (t) => {
-  t.mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 });
+  mockClocks(t);
   const down = { value: true };
   const { session, conn, lines, frames } = stalledSession(down);
   await settle();
