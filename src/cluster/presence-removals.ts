@@ -11,6 +11,10 @@
  * A removal is kept only until the entry would have expired anyway (`until`): past
  * that, readers ignore and prune it, so memory is bounded by the connections closed
  * within one entry lifetime.
+ *
+ * presence-settle.ts (`UnansweredAdds`) runs the settling of adds whose reply was lost
+ * on it too, each carrying its handshake's `since` as the value: there each "removal"
+ * is one presence-settle-2 call per user.
  */
 
 /** Users whose removals one retry sends at once. */
@@ -42,7 +46,7 @@ export class PendingRemovals<V = undefined> {
   #stopped = false;
 
   /**
-   * @param remove what removes entries (one HDEL per user)
+   * @param remove what removes entries (one call per user: an HDEL, or a settling script)
    * @param retryMs how often to try again while removals are pending, ms
    */
   constructor(remove: RemoveEntries<V>, retryMs: number) {
@@ -120,7 +124,7 @@ export class PendingRemovals<V = undefined> {
     }, this.#retryMs).unref();
   }
 
-  /** One HDEL for `user`'s pending removals; true when it succeeded (or nothing was left to do). */
+  /** One call of `remove` for `user`'s pending removals; true when it succeeded (or nothing was left to do). */
   async #retry(user: string, conns: Map<string, Pending<V>>): Promise<boolean> {
     const now = Date.now();
     for (const [conn, { until }] of conns) if (until <= now) conns.delete(conn);

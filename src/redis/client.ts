@@ -11,8 +11,9 @@
  * run twice, or run late, after commands sent since. Pixiu's scripts are idempotent,
  * so a command that did run before its reply was lost is harmless to resend — except a
  * presence add run late, which may replace a newer connection of its device: its node
- * settles every add that failed, and writes such a connection back
- * (src/cluster/presence-settle.ts; docs/decisions.md, "A presence add whose reply is lost").
+ * settles every failed add Redis may have run ({@link mayHaveRun}), and writes such a
+ * connection back (src/cluster/presence-settle.ts; docs/decisions.md, "A presence add
+ * whose reply is lost").
  */
 import { Redis, ReplyError, type RedisOptions } from 'ioredis';
 import { PixiuError, outageFields, unavailable } from '../errors.js';

@@ -8,10 +8,12 @@
  * type (an operator's `SET 'px:{u}:meta' x` or `SET 'px:broadcast' x`, another program
  * sharing the prefix) makes every call on it fail with Redis's `WRONGTYPE` reply: every
  * append to that user (before the append script writes anything, append-13.lua) and
- * every read of the user's inbox, ack cursors or epoch; every membership change or
- * listing of that room and every message to it; every broadcast and every read of the
- * broadcast stream (the node's reader, a client's catch-up); every publication to that
- * channel and every `sub` of it (its newest id, its history). No retry cures it. So it
+ * every read of the user's inbox, ack cursors or epoch; every WebSocket handshake of
+ * the user (of its `replaced` key: those replacing their device's connection); every
+ * membership change or listing of that room and every message to it; every broadcast
+ * and every read of the broadcast stream (the node's reader, a client's catch-up);
+ * every publication to that channel and every `sub` of it (its newest id, its
+ * history). No retry cures it. So it
  * is not a 503 UNAVAILABLE ("retry later", which a producer would retry for ever, as
  * reviewers found, first for inboxes, then for rooms and broadcasts, then channels)
  * but a 500 INTERNAL, whose message names the user, the room, the broadcast stream or
@@ -37,18 +39,19 @@ export interface WrongTypeKey extends TypedKey {
 }
 
 /**
- * Whose keys a call works on: a user's inbox, a room, the broadcast stream or a
- * channel, as the answer and the log line of a key of the wrong type name it
- * ({@link inboxKeys}, {@link roomKeys}, {@link broadcastKeys}, {@link channelKeys}).
+ * Whose keys a call works on: a user's inbox, a user's presence, a room, the broadcast
+ * stream or a channel, as the answer and the log line of a key of the wrong type name
+ * it ({@link inboxKeys}, {@link presenceKeys}, {@link roomKeys}, {@link broadcastKeys},
+ * {@link channelKeys}).
  */
 export interface KeyOwner {
-  /** The owner, in the answer: `user "u"'s inbox`, `room "lobby"`, `the broadcast stream`, `channel "live.s1"`. */
+  /** The owner, in the answer: `user "u"'s inbox`, `user "u"'s presence`, `room "lobby"`, `the broadcast stream`, `channel "live.s1"`. */
   readonly name: string;
-  /** Its key, in the log line: `user "u"'s inbox key`, `room "lobby"'s key`, `the broadcast stream's key`, `channel "live.s1"'s key`. */
+  /** Its key, in the log line: `user "u"'s inbox key`, `user "u"'s presence key`, `room "lobby"'s key`, `the broadcast stream's key`, `channel "live.s1"'s key`. */
   readonly keyName: string;
   /** What fails until the key is repaired, in the log line: `Appends to the user and reads of its inbox fail`. */
   readonly fails: string;
-  /** The user whose inbox it is (a field of the log line's `err`). */
+  /** The user whose inbox or presence it is (a field of the log line's `err`). */
   readonly user?: string;
   /** The room (a field of the log line's `err`). */
   readonly room?: string;
