@@ -18,11 +18,7 @@ import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { socketGone } from '../api/abandoned-requests.js';
 import type { ReplacedEntry } from '../cluster/presence.js';
-import { CloseCode } from '../delivery/close-codes.js';
 import type { GatewayDeps } from './gateway-deps.js';
-
-/** The reason of the close (4002) of a connection replaced by a new one of its device. */
-export const REPLACED_REASON = 'replaced by a new connection of the same device';
 
 /**
  * Whether the client has left the upgrade `socket`: it was reset or destroyed, or the
@@ -46,7 +42,7 @@ export async function clientGone(socket: Socket): Promise<boolean> {
 }
 
 /** What dropping an abandoned handshake needs from the gateway. */
-type Deps = Pick<GatewayDeps, 'presence' | 'handshakes' | 'kickConnection' | 'onAbandoned' | 'logger'>;
+type Deps = Pick<GatewayDeps, 'presence' | 'handshakes' | 'kickReplaced' | 'onAbandoned' | 'logger'>;
 
 /** Drops the handshakes of `/v1/connect` whose client left before they took effect. */
 export class AbandonedHandshakes {
@@ -76,7 +72,7 @@ export class AbandonedHandshakes {
    * before this check existed. Never rejects.
    */
   async withdraw(user: string, conn: string, device: string, replaced: readonly ReplacedEntry[]): Promise<void> {
-    // kickConnection is called on the deps, not destructured: it is a method of the
+    // kickReplaced is called on the deps, not destructured: it is a method of the
     // Gateway (it reads the gateway's kicks), and a bare call has no `this`.
     const { presence, handshakes } = this.#deps;
     handshakes.settle(conn);
@@ -87,6 +83,6 @@ export class AbandonedHandshakes {
       // Its entry stays until removed: a failed removal is kept and retried (presence-removals.ts).
       presence.remove(user, conn).catch(() => undefined);
     }
-    if (!restored) for (const old of replaced) this.#deps.kickConnection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
+    if (!restored) this.#deps.kickReplaced(user, replaced);
   }
 }

@@ -34,7 +34,7 @@ import { quotedText } from '../text-cut.js';
 import { HandshakeRefusals } from './handshake-refusals.js';
 import { ORIGIN_FORM, serializedOrigin } from './web-origin.js';
 import { UserRates, overRate, type RateLimit } from './user-rate.js';
-import { AbandonedHandshakes, REPLACED_REASON, clientGone } from './abandoned-handshakes.js';
+import { AbandonedHandshakes, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
 import type { UpgradeGuard } from './upgrade-guard.js';
 import { isUpgrade } from '../api/upgrade-request.js';
@@ -344,7 +344,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
         abandoned.drop(req, reply, claims.user, q.device);
         return;
       }
-      for (const old of added.replaced) deps.kickConnection(claims.user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
+      deps.kickReplaced(claims.user, added.replaced);
       const hs: Handshake = { claims, conn, resume, since, opened: false, dropUnopened: () => undefined };
       handshakes.set(req, hs);
       // The upgrade can still fail after this (the client goes away, or `ws` refuses a

@@ -3,7 +3,7 @@
  * parts it uses and not on how the gateway was assembled (src/gateway/gateway.ts).
  */
 import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
-import type { Presence } from '../cluster/presence.js';
+import type { Presence, ReplacedEntry } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import type { Hub } from '../delivery/hub.js';
 import type { CloseSide } from '../delivery/close-codes.js';
@@ -43,8 +43,11 @@ export interface GatewayDeps {
   readonly handshakes: PendingHandshakes;
   /** Handed to every {@link WsConnection}. */
   readonly connection: ConnectionDeps;
-  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it. */
-  kickConnection(user: string, conn: string, node: string, code: number, reason: string): void;
+  /**
+   * Closes each connection of `user` a new one of its device replaced (4002), or marks
+   * its pending handshake to close once open, here or on the node holding it.
+   */
+  kickReplaced(user: string, replaced: readonly ReplacedEntry[]): void;
   /**
    * Closes a user's connections on every node (all, or one device's).
    * @returns how many connections were asked to close

@@ -20,7 +20,7 @@ import { ClockSkewWatch } from '../cluster/clock-skew.js';
 import { NodeMembership } from '../cluster/node-membership.js';
 import { newNodeId, type NodeRegistry } from '../cluster/node-registry.js';
 import type { NodeSecrets } from '../cluster/secret-digests.js';
-import { Presence } from '../cluster/presence.js';
+import { Presence, type ReplacedEntry } from '../cluster/presence.js';
 import type { Config } from '../config/config.js';
 import { Hub } from '../delivery/hub.js';
 import { TURN_FRAMES } from '../delivery/send-turns.js';
@@ -47,7 +47,6 @@ import { refreshOnHeartbeat } from './presence-heartbeat.js';
 import { presenceRoutes } from './presence-routes.js';
 import { wakeOtherNodes } from './rotation-wake.js';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
-import { REPLACED_REASON } from './abandoned-handshakes.js';
 import type { ConnectionDeps } from './gateway-deps.js';
 import type { WsConnection } from './ws-connection.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
@@ -136,7 +135,7 @@ export class Gateway implements GatewayDeps {
       // A handshake answered 503 whose add Redis ran anyway: what it replaced is told now.
       onUnansweredReplaced: (user, replaced) => {
         logger.info({ user, conns: replaced.map((r) => r.conn) }, 'closing connections a handshake answered 503 replaced (its presence add ran, its reply was lost)');
-        for (const old of replaced) this.#kicks.connection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
+        this.#kicks.replaced(user, replaced);
       },
     });
     metrics.readPresenceRemovals(() => this.presence.pendingRemovals);
@@ -301,9 +300,9 @@ export class Gateway implements GatewayDeps {
     for (const n of append.nodes) if (n !== this.node) this.#bus.notify(n, user, append.seq, entry.id);
   }
 
-  /** Closes one connection (or marks its pending handshake to close once open), here or on the node holding it (kicks.ts). */
-  kickConnection(user: string, conn: string, node: string, code: number, reason: string): void {
-    this.#kicks.connection(user, conn, node, code, reason);
+  /** Closes each connection of `user` a new one of its device replaced (4002), here or on the node holding it (kicks.ts). */
+  kickReplaced(user: string, replaced: readonly ReplacedEntry[]): void {
+    this.#kicks.replaced(user, replaced);
   }
 
   /** Closes a user's connections on every node (all, or one device's) (kicks.ts). @returns how many presence listed */

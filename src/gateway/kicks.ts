@@ -12,12 +12,16 @@
  */
 import type { Bus, KickMessage } from '../cluster/bus.js';
 import type { NodeRegistry } from '../cluster/node-registry.js';
-import type { Presence } from '../cluster/presence.js';
+import type { Presence, ReplacedEntry } from '../cluster/presence.js';
+import { CloseCode } from '../delivery/close-codes.js';
 import type { Hub } from '../delivery/hub.js';
 import { outageFields } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { OUTAGE_LOG_INTERVAL_MS } from '../log-throttle.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
+
+/** The reason of the close (4002) of a connection replaced by a new one of its device. */
+export const REPLACED_REASON = 'replaced by a new connection of the same device';
 
 /** How often a kick no subscriber received is sent again while its node is registered, ms. */
 const KICK_RETRY_MS = 250;
@@ -90,6 +94,14 @@ export class Kicks {
         this.#again(node, [kick]);
       },
     );
+  }
+
+  /**
+   * Closes each connection of `user` that a new one of its device replaced (4002,
+   * {@link REPLACED_REASON}), as {@link connection} does. Returns at once; never rejects.
+   */
+  replaced(user: string, replaced: readonly ReplacedEntry[]): void {
+    for (const old of replaced) this.connection(user, old.conn, old.node, CloseCode.replaced, REPLACED_REASON);
   }
 
   /**

@@ -14,7 +14,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { REPLACED_REASON } from '../../src/gateway/abandoned-handshakes.js';
+import { REPLACED_REASON } from '../../src/gateway/kicks.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 

@@ -30,7 +30,7 @@ import { RedisServer } from '../harness/redis-server.js';
 import { LagProxy } from '../harness/lag-proxy.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { metricSample, openInbox, waitUntil } from '../harness/checks.js';
-import { REPLACED_REASON } from '../../src/gateway/abandoned-handshakes.js';
+import { REPLACED_REASON } from '../../src/gateway/kicks.js';
 import { PRESENCE_SCRIPTS } from '../../src/cluster/scripts.js';
 import { evalScript, loadScripts } from '../../src/redis/scripts.js';
 import { Keys } from '../../src/redis/keys.js';
