@@ -66,6 +66,8 @@ export class UnansweredAdds {
    * when it is remembered (ms since the epoch, this node's clock: one entry lifetime on).
    */
   readonly #handed = new Map<string, number>();
+  /** Forgets {@link #handed}'s past keys while it holds any, one entry lifetime apart. */
+  #forgetTimer: NodeJS.Timeout | undefined;
 
   /** The caller loads `PRESENCE_SCRIPTS` on `redis` (src/cluster/presence.ts does). */
   constructor(redis: Redis, keys: Keys, opts: UnansweredAddsOptions) {
@@ -78,6 +80,11 @@ export class UnansweredAdds {
   /** How many adds wait to be settled (metrics). */
   get size(): number {
     return this.#pending.size;
+  }
+
+  /** How many handed-over connections are remembered now (tests). */
+  get handedRemembered(): number {
+    return this.#handed.size;
   }
 
   /**
@@ -107,6 +114,8 @@ export class UnansweredAdds {
   stop(): void {
     this.#pending.stop();
     this.#handed.clear();
+    clearTimeout(this.#forgetTimer);
+    this.#forgetTimer = undefined;
   }
 
   /**
@@ -129,12 +138,32 @@ export class UnansweredAdds {
   /** Those of `replaced` not handed over yet, remembered as handed from now on; forgets what is past its time. */
   #notHanded(user: string, replaced: readonly ReplacedEntry[]): ReplacedEntry[] {
     const now = Date.now();
-    for (const [key, until] of this.#handed) if (until <= now) this.#handed.delete(key);
-    return replaced.filter(({ conn }) => {
+    this.#forgetPast(now);
+    const fresh = replaced.filter(({ conn }) => {
       const key = `${user} ${conn}`;
       if (this.#handed.has(key)) return false;
       this.#handed.set(key, now + this.#opts.ttlMs);
       return true;
     });
+    this.#forgetLater();
+    return fresh;
+  }
+
+  /**
+   * Forgets the hand-overs past their time. Also run on a timer while any is remembered:
+   * else, after an outage that settled many adds, their keys stayed until the node's next
+   * settling, which may never come (reread-presence F9).
+   */
+  #forgetPast(now: number): void {
+    for (const [key, until] of this.#handed) if (until <= now) this.#handed.delete(key);
+  }
+
+  #forgetLater(): void {
+    if (this.#handed.size === 0) return;
+    this.#forgetTimer ??= setTimeout(() => {
+      this.#forgetTimer = undefined;
+      this.#forgetPast(Date.now());
+      this.#forgetLater();
+    }, this.#opts.ttlMs).unref();
   }
 }
