@@ -59,7 +59,8 @@ export interface SessionDeps {
   readonly onLiveMsg?: (tsMs: number) => void;
   /**
    * An inbox `gap` frame was written on a connection here, as it went out (send-frame.ts;
-   * metrics: the seqs devices were told they can no longer get). Not called for a `msg`.
+   * metrics: the seqs devices were told they can no longer get). Called too for the
+   * `undeliverable` gap sent in a `msg`'s place (send-frame.ts).
    */
   readonly onGap?: (gap: GapFrame) => void;
   /** Counts failed fetches by the read that failed (metrics). */

@@ -320,7 +320,8 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
     // undo, which waits on the stalled Redis too (walk33 M-start; start-stall.ts `met`).
     if (runsAgain(config, step)) shared.stalls.met(err, RUN_AGAIN, { redisUrl: redactUrl(config.redisUrl), step });
     await closeAll(logger, cleanup, redisBudgetMs);
-    // A Redis stall, past the start's wait for one (redis-start.ts) or in a later step.
+    // A Redis stall past the start's waits for one (start-stall.ts: its 30 s spent), or in a
+    // step not run again (the store lease; any with the embedded Redis): named with its step.
     const stalled = startStallFailure(err, step, shownRedis, config.redisCommandTimeoutMs);
     if (stalled !== undefined) throw stalled;
     if (err instanceof StartupError) throw err;

@@ -7,7 +7,8 @@
  * meets what a Redis loading its data answers (a failure that may pass), exactly once
  * and at no moment left to chance; with one returning a list, what a managed Redis
  * that hides some settings answers. test/harness/lag-proxy.ts delays a connection's
- * replies, blackhole-proxy.ts cuts every connection; this one changes one command.
+ * replies, blackhole-proxy.ts cuts every connection, stall-proxy.ts holds every command
+ * from a chosen one on; this one changes one command.
  */
 import type net from 'node:net';
 import { openLink, ProxyListener, relayReplies } from './proxy-link.js';

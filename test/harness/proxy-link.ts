@@ -1,6 +1,6 @@
 /**
  * What every test TCP proxy in this folder shares (lag-proxy.ts, command-swap-proxy.ts,
- * blackhole-proxy.ts, late-handshake-proxy.ts): its listening side ({@link ProxyListener}:
+ * stall-proxy.ts, blackhole-proxy.ts, late-handshake-proxy.ts): its listening side ({@link ProxyListener}:
  * a free port of 127.0.0.1, and every socket dropped on close), and the sockets of one
  * connection through it ({@link openLink}): the client's, and the one opened upstream.
  */
