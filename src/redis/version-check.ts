@@ -77,8 +77,7 @@ export async function requireRedisVersion(redis: Redis, shownUrl: string): Promi
   }
   const problem = redisVersionProblem(info);
   if (problem !== undefined) throw new StartupError(`${problem}, at ${shownUrl}`);
-  const mode = redisModeProblem(info);
-  if (mode !== undefined) throw new StartupError(`Redis at ${shownUrl}: ${mode}`);
+  refuseMode(info, shownUrl);
 }
 
 /**
@@ -94,6 +93,15 @@ export async function requireRedisVersion(redis: Redis, shownUrl: string): Promi
  */
 export async function refuseClusterMode(redis: Redis, shownUrl: string): Promise<void> {
   const info = await redis.info('server').catch(() => '');
+  refuseMode(info, shownUrl);
+}
+
+/**
+ * Throws when `info` (an `INFO server` reply) is of a Redis in a mode Pixiu does not
+ * support ({@link redisModeProblem}), in one wording for serve's start and the ops commands.
+ * @throws StartupError `Redis at <url>: <the problem>`
+ */
+function refuseMode(info: string, shownUrl: string): void {
   const mode = redisModeProblem(info);
   if (mode !== undefined) throw new StartupError(`Redis at ${shownUrl}: ${mode}`);
 }

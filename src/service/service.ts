@@ -34,7 +34,7 @@ import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { checkListenable, listenFailure } from './listen-check.js';
 import { startRedis } from './redis-start.js';
-import { StartStallFailure, StartStallWait, startStallFailure } from './start-stall.js';
+import { StartStallFailure, StartStallWait, startStallFailure, type StallThen } from './start-stall.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
 import type { StartContext } from './start-context.js';
 import { startStore } from './store-start.js';
@@ -121,7 +121,7 @@ export async function startService(config: Config, logger: Logger, given?: Secre
 }
 
 /** What the start does on a stall in a step {@link runsAgain} names, for its warn line (start-stall.ts). */
-const RUN_AGAIN = 'stops what it started and runs again once Redis answers';
+const RUN_AGAIN: StallThen = 'stops what it started and runs again once Redis answers';
 
 /**
  * Whether a start run that failed on a Redis stall in `step` is run again: not when

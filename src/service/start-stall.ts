@@ -39,11 +39,18 @@ export const START_STALL_WAIT_MS = 30_000;
 const STALL_RETRY_MS = 1000;
 
 /**
+ * What a start does while it waits on a stall, in its warn line's words: tries the step
+ * again (the connect and version steps: {@link StartStallWait.runner}), or stops what it
+ * started and runs again (a later step on a shared Redis: service.ts `runsAgain`).
+ */
+export type StallThen = 'tries again every second until it does' | 'stops what it started and runs again once Redis answers';
+
+/**
  * The kind of Redis stall `err`, or an error it was caused by, is: `connect` for a
  * connection made and its first command not answered (client.ts `stalledOnConnect`),
  * `command` for a command past the command timeout; undefined for any other error.
  */
-export function stallOf(err: unknown): 'connect' | 'command' | undefined {
+function stallOf(err: unknown): 'connect' | 'command' | undefined {
   let command = false;
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
     if (stalledOnConnect(e)) return 'connect';
@@ -112,8 +119,7 @@ export class StartStallWait {
    * @param fields the warn line's fields besides `reason` and `waitMs` (`redisUrl`, `step`)
    * @throws StartupError when a stop was asked for during the pause
    */
-  async again(err: unknown, then: 'tries again every second until it does' | 'stops what it started and runs again once Redis answers',
-    fields: Record<string, string>): Promise<boolean> {
+  async again(err: unknown, then: StallThen, fields: Record<string, string>): Promise<boolean> {
     if (!this.met(err, then, fields)) return false;
     await delay(STALL_RETRY_MS);
     this.#stopAsked();
@@ -132,8 +138,7 @@ export class StartStallWait {
    * @param then what the start does meanwhile, for the warn line's message
    * @param fields the warn line's fields besides `reason` and `waitMs` (`redisUrl`, `step`)
    */
-  met(err: unknown, then: 'tries again every second until it does' | 'stops what it started and runs again once Redis answers',
-    fields: Record<string, string>): boolean {
+  met(err: unknown, then: StallThen, fields: Record<string, string>): boolean {
     if (stallOf(err) === undefined) return false;
     const now = Date.now();
     this.#first ??= now;

@@ -11,43 +11,11 @@
  * from a chosen one on; this one changes one command.
  */
 import type net from 'node:net';
-import { openLink, ProxyListener, relayReplies } from './proxy-link.js';
+import { nextCommand, openLink, ProxyListener, relayReplies } from './proxy-link.js';
 
 /** A command in Redis's protocol (RESP array of bulk strings), as a client sends it. */
 function encodeCommand(args: readonly string[]): Buffer {
   return Buffer.from(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`);
-}
-
-/**
- * The command at the start of `buf` (a RESP array of bulk strings): its name,
- * lowercased, its arguments after the name (latin1), and how many bytes it takes;
- * undefined while it is not all there. Also stall-proxy.ts's.
- */
-export function nextCommand(buf: Buffer): { name: string; args: string[]; length: number } | undefined {
-  let at = 0;
-  const line = (): string | undefined => {
-    const end = buf.indexOf('\r\n', at, 'latin1');
-    if (end < 0) return undefined;
-    const text = buf.toString('latin1', at, end);
-    at = end + 2;
-    return text;
-  };
-  const head = line();
-  if (head === undefined) return undefined;
-  if (!head.startsWith('*')) throw new Error(`not a RESP array: ${JSON.stringify(head)}`);
-  let name = '';
-  const args: string[] = [];
-  for (let i = 0; i < Number(head.slice(1)); i++) {
-    const size = line();
-    if (size === undefined) return undefined;
-    const bytes = Number(size.slice(1));
-    if (buf.length < at + bytes + 2) return undefined;
-    const word = buf.toString('latin1', at, at + bytes);
-    if (i === 0) name = word.toLowerCase();
-    else args.push(word);
-    at += bytes + 2;
-  }
-  return { name, args, length: at };
 }
 
 /** A running proxy; {@link CommandSwapProxy.close} in the test's clean-up. */

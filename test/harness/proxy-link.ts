@@ -1,8 +1,10 @@
 /**
  * What every test TCP proxy in this folder shares (lag-proxy.ts, command-swap-proxy.ts,
- * stall-proxy.ts, blackhole-proxy.ts, late-handshake-proxy.ts): its listening side ({@link ProxyListener}:
- * a free port of 127.0.0.1, and every socket dropped on close), and the sockets of one
- * connection through it ({@link openLink}): the client's, and the one opened upstream.
+ * stall-proxy.ts, blackhole-proxy.ts, late-handshake-proxy.ts): its listening side
+ * ({@link ProxyListener}: a free port of 127.0.0.1, and every socket dropped on close),
+ * the sockets of one connection through it ({@link openLink}): the client's, and the
+ * one opened upstream; and, for the proxies that read what clients send, the RESP
+ * command parser ({@link nextCommand}).
  */
 import net from 'node:net';
 import { once } from 'node:events';
@@ -73,4 +75,42 @@ export function relayReplies(client: net.Socket, link: ProxyLink): void {
   });
   client.on('close', link.end).on('error', link.end);
   link.upstream.on('close', link.end).on('error', link.end);
+}
+
+/** A command as a proxy reads it ({@link nextCommand}): its name, lowercased, and its arguments. */
+export interface SeenCommand {
+  readonly name: string;
+  readonly args: readonly string[];
+}
+
+/**
+ * The command at the start of `buf` (a RESP array of bulk strings): its name,
+ * lowercased, its arguments after the name (latin1), and how many bytes it takes;
+ * undefined while it is not all there (command-swap-proxy.ts, stall-proxy.ts).
+ */
+export function nextCommand(buf: Buffer): (SeenCommand & { readonly length: number }) | undefined {
+  let at = 0;
+  const line = (): string | undefined => {
+    const end = buf.indexOf('\r\n', at, 'latin1');
+    if (end < 0) return undefined;
+    const text = buf.toString('latin1', at, end);
+    at = end + 2;
+    return text;
+  };
+  const head = line();
+  if (head === undefined) return undefined;
+  if (!head.startsWith('*')) throw new Error(`not a RESP array: ${JSON.stringify(head)}`);
+  let name = '';
+  const args: string[] = [];
+  for (let i = 0; i < Number(head.slice(1)); i++) {
+    const size = line();
+    if (size === undefined) return undefined;
+    const bytes = Number(size.slice(1));
+    if (buf.length < at + bytes + 2) return undefined;
+    const word = buf.toString('latin1', at, at + bytes);
+    if (i === 0) name = word.toLowerCase();
+    else args.push(word);
+    at += bytes + 2;
+  }
+  return { name, args, length: at };
 }

@@ -10,14 +10,7 @@
  */
 import type net from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import { nextCommand } from './command-swap-proxy.js';
-import { openLink, ProxyListener, relayReplies } from './proxy-link.js';
-
-/** A command as the proxy reads it: its name, lowercased, and its arguments. */
-export interface SeenCommand {
-  readonly name: string;
-  readonly args: readonly string[];
-}
+import { nextCommand, openLink, ProxyListener, relayReplies, type SeenCommand } from './proxy-link.js';
 
 /** A running proxy; {@link StallProxy.close} in the test's clean-up. */
 export class StallProxy {

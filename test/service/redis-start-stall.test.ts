@@ -16,7 +16,8 @@ import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess } from '../harness/pixiu-server.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
-import { StallProxy, type SeenCommand } from '../harness/stall-proxy.js';
+import type { SeenCommand } from '../harness/proxy-link.js';
+import { StallProxy } from '../harness/stall-proxy.js';
 
 /** The stall warn lines of a start that ran again, and its "answers again" lines. */
 function rerunLines(lines: readonly LogLine[]): { waits: LogLine[]; answers: LogLine[] } {
