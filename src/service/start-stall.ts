@@ -136,7 +136,8 @@ export class StartStallWait {
    * stall, and the start ended ~42 s into it, nothing logged for its first 12 s (walk33
    * M-start).
    * @param then what the start does meanwhile, for the warn line's message
-   * @param fields the warn line's fields besides `reason` and `waitMs` (`redisUrl`, `step`)
+   * @param fields the warn line's fields besides `reason` and `waitMs` (what is left of
+   *   the budget, ms: 30 000 for the first wait, less for a later one)
    */
   met(err: unknown, then: StallThen, fields: Record<string, string>): boolean {
     if (stallOf(err) === undefined) return false;
@@ -145,7 +146,8 @@ export class StartStallWait {
     if (now - this.#first >= START_STALL_WAIT_MS) return false;
     if (this.#waiting === undefined) {
       this.#waiting = now;
-      this.#logger.warn({ ...fields, reason: (err as Error).message, waitMs: START_STALL_WAIT_MS },
+      // `waitMs`: what is left of the one budget (a second wait's is less than 30 s).
+      this.#logger.warn({ ...fields, reason: (err as Error).message, waitMs: START_STALL_WAIT_MS - (now - this.#first) },
         `Redis did not answer at start: the start ${then}, for 30 s at most`);
     }
     return true;
