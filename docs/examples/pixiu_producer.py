@@ -219,19 +219,25 @@ def _api_token(args):
     return _read_secret("PIXIU_API_TOKEN", args.api_token_file, "no API token", "--api-token-file", "token", "api-token")
 
 
+def _no_constant(name):
+    """json's parse_constant: NaN, Infinity and -Infinity, which json.loads takes, are not JSON
+    (RFC 8259 section 6), and request() could not send them: refused as bad input, not a traceback."""
+    raise ValueError(f"{name} (JSON has no NaN or Infinity)")
+
+
 def _read_messages(path):
     """A batch from a file (or - for stdin): a JSON list of messages, or {"messages": [...]}."""
     if path == "-":
-        data = json.load(sys.stdin)
+        data = json.load(sys.stdin, parse_constant=_no_constant)
     else:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = json.load(f, parse_constant=_no_constant)
     return data["messages"] if isinstance(data, dict) else data
 
 
 def _json_arg(text):
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"not JSON: {err}")
 

@@ -12,7 +12,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { cleanupList, REPO_ROOT, startInProcessAlone, type InProcessServer } from '../harness/pixiu-server.js';
 import { serveLocally } from '../harness/local-http.js';
@@ -198,4 +199,19 @@ test('token, send: with no secret to be had, the error names the variable and th
   assert.equal(send.stderr, 'error: no API token: PIXIU_API_TOKEN is not set and /nonexistent/api-token cannot be read '
     + '(No such file or directory): set PIXIU_API_TOKEN to the nodes\' token, or give its file with --api-token-file '
     + '(the data dir\'s secrets/api-token)\n');
+});
+
+test('send --data or a batch file with NaN or Infinity (which json.loads takes) is refused as not JSON: exit 2 or 1 with one error line, not a traceback', { skip: NO_PYTHON }, async (t) => {
+  const send = await example(['send', ...nodeArgs(), '--to', 'alice', '--type', 'chat.text', '--data', '{"x": NaN}']);
+  assert.equal(send.code, 2, send.stderr);
+  assert.match(send.stderr, /argument --data: not JSON: NaN \(JSON has no NaN or Infinity\)\n$/);
+  assert.doesNotMatch(send.stderr, /Traceback/);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'pixiu-py-nan-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'batch.json');
+  writeFileSync(file, '[{"to": "alice", "type": "chat.text", "data": {"x": -Infinity}}]');
+  const batch = await example(['batch', ...nodeArgs(), file]);
+  assert.equal(batch.code, 1, batch.stderr);
+  assert.equal(batch.stderr, 'error: -Infinity (JSON has no NaN or Infinity)\n');
+  assert.equal(batch.stdout, '');
 });
