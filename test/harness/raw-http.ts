@@ -29,18 +29,29 @@ export interface ParsedAnswer {
 /**
  * Splits one answer's text (status line, headers, blank line, body; e.g. from
  * {@link lastAnswer}) into its parts; the status is 0 when the status line has none.
+ * @throws TypeError when a head line is not a header (`Headers` refuses its name)
  */
 export function parseAnswer(one: string): ParsedAnswer {
+  const { headLines, ...rest } = answerParts(one);
+  const headers = new Headers(headLines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+  return { ...rest, headers };
+}
+
+/**
+ * {@link parseAnswer}'s parts but the headers, whose lines are given as read: never
+ * throws, whatever a peer sent ({@link rawRequest} reads it in a socket's `close` handler,
+ * where a throw is an uncaught exception, not a rejection).
+ */
+function answerParts(one: string): Omit<ParsedAnswer, 'headers'> & { readonly headLines: string[] } {
   const [head = '', text = ''] = one.split('\r\n\r\n');
-  const [statusLine = '', ...lines] = head.split('\r\n');
-  const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+  const [statusLine = '', ...headLines] = head.split('\r\n');
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
     body = undefined;
   }
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, text, body };
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0), headLines, text, body };
 }
 
 /** What one raw exchange saw. */
@@ -85,7 +96,7 @@ export function rawRequest(url: string, request: string, opts: RawOptions = {}):
     const timer = setTimeout(() => socket.destroy(), opts.waitMs ?? 10_000);
     socket.on('close', () => {
       clearTimeout(timer);
-      const { status, body } = parseAnswer(data);
+      const { status, body } = answerParts(data);
       resolve({ status, head: data.split('\r\n\r\n')[0] ?? '', body, closedByServer, text: data });
     });
   });
