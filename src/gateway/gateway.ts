@@ -135,7 +135,7 @@ export class Gateway implements GatewayDeps {
       // A handshake answered 503 whose add Redis ran anyway: what it replaced is told now.
       onUnansweredReplaced: (user, replaced) => {
         logger.info({ user, conns: replaced.map((r) => r.conn) }, 'closing connections a handshake answered 503 replaced (its presence add ran, its reply was lost)');
-        this.#kicks.replaced(user, replaced);
+        this.kickReplaced(user, replaced);
       },
     });
     metrics.readPresenceRemovals(() => this.presence.pendingRemovals);
