@@ -71,7 +71,7 @@ export class SweepClock {
     // cap, it would keep every dip of Redis's clock as a lag until restart (review-clock R2).
     this.#cutoff = cutoff;
     this.#at = at;
-    return redis === undefined ? cutoff : Math.min(cutoff, redis + CLOCK_SKEW_BOUND_MS);
+    return bounded(cutoff, redis);
   }
 
   /**
@@ -83,7 +83,11 @@ export class SweepClock {
    */
   liveNow(): number {
     const wall = this.#wall();
-    const redis = this.#redisClock?.();
-    return redis === undefined ? wall : Math.min(wall, redis + CLOCK_SKEW_BOUND_MS);
+    return bounded(wall, this.#redisClock?.());
   }
+}
+
+/** `ms`, but never more than {@link CLOCK_SKEW_BOUND_MS} past `redis` (Redis's clock) when that is known: the one bound of the sweeps' cutoff and of `liveNow`. */
+function bounded(ms: number, redis: number | undefined): number {
+  return redis === undefined ? ms : Math.min(ms, redis + CLOCK_SKEW_BOUND_MS);
 }
