@@ -280,16 +280,14 @@ export function messageRoutes(app: FastifyInstance, deps: ApiDeps): void {
   }, async (req) => {
     const { kind } = decodeMsgId(req.params.id);
     const record = await deps.store.get(req.params.id);
-    // One answer for a record never stored, swept, or expired but not yet swept.
-    const gone = (): PixiuError => new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
-    if (record === null) throw gone();
     // Its stored bytes cannot be decoded (src/store/unreadable.ts; logged once by the
     // store that holds it): unreadable like expired content, not a 500 (docs/api.md).
     if (isUnreadable(record)) throw new PixiuError('NOT_FOUND', `message ${record.id} cannot be read: its stored record cannot be decoded`);
-    // Expired by this node's clock too, as history here judges an inbox entry
-    // (entry-records.ts): a record of another node whose clock is behind was 200 here
-    // while history gave it as `expired` (walk31 F5).
-    if (record.expiresAt <= Date.now()) throw gone();
+    // One answer for a record never stored, swept, or expired but not yet swept — expired
+    // by this node's clock too, as history here judges an inbox entry (entry-records.ts):
+    // a record of another node whose clock is behind was 200 here while history gave it
+    // as `expired` (walk31 F5).
+    if (record === null || record.expiresAt <= Date.now()) throw new PixiuError('NOT_FOUND', `no message ${req.params.id} (never stored, or expired)`);
     if (nestsDeeperThan(record.data, MAX_READABLE_DEPTH)) {
       // Stored before ingest limited depth: unreadable like expired content, not a 500.
       req.log.error({ msgId: record.id }, 'stored message nests too deep to serialise');
