@@ -62,7 +62,8 @@ export class StallProxy {
         }
         const bytes = pending.subarray(0, command.length);
         const held = this.#held;
-        sent = held === undefined ? sent.then(() => void upstream.write(bytes)) : sent.then(() => held).then(() => void upstream.write(bytes));
+        // Before the stall began `held` is undefined: awaiting it costs a tick, no order.
+        sent = sent.then(() => held).then(() => void upstream.write(bytes));
         pending = pending.subarray(command.length);
       }
     });
