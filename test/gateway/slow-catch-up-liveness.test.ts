@@ -57,7 +57,7 @@ after(() => cleanup.run());
 async function stalledCatchUp(device: string): Promise<StalledClient> {
   const { client } = await gw.connectWelcomed(device, { device, params: { last_bseq: first.bseq } });
   const stalled = stall(client, sockets, device);
-  await waitUntil('the server queues more than the high-water mark', async () => stalled.sock.writableLength > STALL_HIGH_WATER, 10_000, 5);
+  await waitUntil('the server queues more than the high-water mark', async () => stalled.sock.writableLength > STALL_HIGH_WATER, 30_000, 5);
   return stalled;
 }
 
@@ -80,7 +80,7 @@ test('a client reading a catch-up slowly for four idle timeouts, sending nothing
   assert.equal(closed, undefined, `closed while reading slowly, after ${bcasts()} broadcasts`);
   assert.ok(bcasts() < COUNT && sock.writableLength > 0, 'the catch-up was still going on (held back by the pause)');
   client.ws.resume();
-  await waitUntil('every broadcast', async () => bcasts() === COUNT || closed !== undefined, 20_000, 10);
+  await waitUntil('every broadcast', async () => bcasts() === COUNT || closed !== undefined, 60_000, 10);
   assert.deepEqual(client.frames.filter((f) => f.t === 'bcast').map((f) => f.bseq), missed.map((p) => p.bseq));
   client.send({ t: 'ping' });
   await waitUntil('the pong', async () => client.frames.some((f) => f.t === 'pong'), 5000, 10);

@@ -113,8 +113,10 @@ test('with Redis SIGKILLed calls fail fast as UNAVAILABLE, and work again after 
   // The server ran without persistence, so it came back empty: a new inbox.
   assert.equal(afterRestart.seq, 1);
   assert.notEqual(afterRestart.epoch, before.epoch);
-  assert.equal((await inbox.range(uid, 0, 10)).latestSeq, 1);
-  assert.equal(await inbox.ack(uid, 'phone', 1), 1);
+  // Retried as the append was: a client just reconnected, on a loaded machine, can
+  // still let one call pass the 300 ms timeout (both calls are idempotent).
+  assert.equal((await whenWorking(() => inbox.range(uid, 0, 10))).latestSeq, 1);
+  assert.equal(await whenWorking(() => inbox.ack(uid, 'phone', 1)), 1);
 });
 
 test('a Redis that stops answering makes a call fail as UNAVAILABLE within the command timeout', async () => {
@@ -139,7 +141,8 @@ test('the scripts are loaded again as the client reconnects, ahead of its first 
   const ready = nextReady(RECOVERY_BOUND_MS);
   await server.restart();
   await ready;
-  const appended = await inbox.append('reload', msgId(501), MsgKind.user);
+  // Retried on a timeout (a loaded machine): an append of the same MsgID again answers its seq.
+  const appended = await whenWorking(() => inbox.append('reload', msgId(501), MsgKind.user));
   assert.equal(appended.seq, 1, 'the restarted server came back empty');
   // A fresh server: these count only what this client sent since the restart.
   const stats = await redis.info('commandstats');
