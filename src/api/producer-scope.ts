@@ -49,13 +49,14 @@ export function producerScopeOf(app: FastifyInstance, apiToken: string): Produce
 
 /**
  * The fields of {@link API_TOKEN_REFUSED}: the route (its pattern, not the path: no
- * user id), the method, whether a token was sent at all, and how many lines were left
- * out before it. Never the token or the header.
+ * user id), the method, whether a token was sent at all, the client's `ip`
+ * (`request.ip`: PIXIU_TRUST_PROXY), and how many lines were left out before it. Never
+ * the token or the header.
  */
 function tokenRefusalFields(req: FastifyRequest, left: number): Record<string, unknown> {
   const sent = bearerToken(req.headers.authorization) !== undefined;
   return {
-    method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0],
+    method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0], ip: req.ip,
     reason: sent ? 'the bearer token sent is not this node\'s API token' : 'no Authorization: Bearer token was sent',
     ...thinnedFields(left),
   };

@@ -32,11 +32,6 @@ export const NBF_TOLERANCE_SEC = 5;
 export const BAD_SIGNATURE = "invalid token: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; a token signed with another key, another data dir's jwt-secret say)";
 
 /**
- * The warning of a client token refused for its signature: the client sees the 401,
- * the operator of a node given another key than the token issuer's sees this. Fields:
- * the token header's `alg` and `kid` (quoted by the client, no key material), `notLogged`.
- */
-/**
  * The 401 of a token whose `exp` is not after this node's clock, with how far behind
  * and what to do, as every other refusal of a token says (a newcomer's finding: bare
  * "token expired" was the one without a hint). The close of an open connection at its
@@ -95,7 +90,13 @@ export class TokenExpiredError extends PixiuError {
   }
 }
 
-/** The log line of a client token whose signature does not verify (the client is told only 401, no hint of the key). */
+/**
+ * The warning of a client token refused for its signature: the client is told only
+ * 401, no hint of the key; the operator of a node given another key than the token
+ * issuer's sees this. Fields: the token header's `alg` and `kid` (quoted by the client,
+ * no key material), the client's `ip`, `notLogged`. At most one line per
+ * {@link OUTAGE_LOG_INTERVAL_MS}.
+ */
 export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
 
 /**
@@ -104,7 +105,7 @@ export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does n
  * key of the JWKS that takes its `alg` (a key rotated out, a token of another issuer,
  * a key left out of the set as unable to verify: {@link kidCannotVerify}).
  * Fields: `reason` (the 401's message), the header's `alg` and `kid` (cut, as for
- * {@link BAD_SIGNATURE_LOG}), `notLogged`. At most one line per
+ * {@link BAD_SIGNATURE_LOG}), the client's `ip`, `notLogged`. At most one line per
  * {@link OUTAGE_LOG_INTERVAL_MS}, apart from the bad signatures' lines.
  */
 export const KEY_REFUSED_LOG = "client token refused 401: this node's key cannot verify it (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
@@ -279,8 +280,9 @@ export class TokenRefusals {
    *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
    *   bare `invalid token` (none seen: a JWKS key jose refuses to use, an RSA key under
    *   2048 bits say, is left out when the set is read, src/auth/jwks-keys.ts)
+   * @param ip the client's address (fastify's `request.ip`), the warnings' `ip`; none when absent
    */
-  of(err: unknown, token: string): PixiuError {
+  of(err: unknown, token: string, ip?: string): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
     if (err instanceof joseErrors.JWTExpired) return new TokenExpiredError(Number(err.payload.exp), Date.now(), { cause: err });
     // Claims are checked once the signature holds: naming the claim tells the key's
@@ -293,7 +295,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
-      this.#log(this.#badSignatures, headerFields(header), BAD_SIGNATURE_LOG);
+      this.#log(this.#badSignatures, { ...headerFields(header), ip }, BAD_SIGNATURE_LOG);
       return refused(BAD_SIGNATURE);
     }
     // jose checks `crit` first (an unknown extension is JOSENotSupported, a malformed
@@ -306,7 +308,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWSInvalid && header.alg === undefined) return refused(noAlg(this.#key));
     const reason = this.#keyReason(err, header);
     if (reason === undefined) return refused('invalid token');
-    this.#log(this.#keyRefusals, { reason, ...headerFields(header) }, KEY_REFUSED_LOG);
+    this.#log(this.#keyRefusals, { reason, ...headerFields(header), ip }, KEY_REFUSED_LOG);
     return refused(reason);
   }
 

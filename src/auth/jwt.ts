@@ -69,9 +69,12 @@ export interface ClientClaims {
   readonly channels: readonly string[] | undefined;
 }
 
-/** Verifies a compact JWT and returns its claims. */
+/**
+ * Verifies a compact JWT and returns its claims; `ip`, the client's address (fastify's
+ * `request.ip`), goes on the warning of a token refused as not for the node's key.
+ */
 export interface TokenVerifier {
-  (token: string): Promise<ClientClaims>;
+  (token: string, ip?: string): Promise<ClientClaims>;
   /**
    * A JWKS key source's only: fetches the set now (the start does, so that a wrong
    * `PIXIU_JWKS_URL` is in the log at once, not at the first client), as the first
@@ -273,10 +276,10 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.audience !== undefined ? { audience: opts.audience } : {}),
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
-  const verify = async (token: string): Promise<ClientClaims> => {
+  const verify = async (token: string, ip?: string): Promise<ClientClaims> => {
     checkJwtForm(token);
     try {
-      return await verified(token);
+      return await verified(token, ip);
     } catch (err) {
       if (err instanceof PixiuError && err.code === 'UNAVAILABLE') opts.onKeysUnavailable?.();
       throw err;
@@ -285,7 +288,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   const refusals = new TokenRefusals({
     setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}), ...(leftOut !== undefined ? { leftOut } : {}),
   }, opts.logger);
-  const verified = async (token: string): Promise<ClientClaims> => {
+  const verified = async (token: string, ip: string | undefined): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks).catch((err: unknown) => {
         // Several different keys of the JWKS under the `kid` the token names: each is
@@ -304,7 +307,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: jwksFault(err) });
       }
-      throw refusals.of(err, token);
+      throw refusals.of(err, token, ip);
     }
   };
   return prefetch === undefined ? verify : Object.assign(verify, { prefetch });

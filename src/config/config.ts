@@ -68,6 +68,11 @@ export interface Config {
   /** The `iss` a client JWT must carry; undefined: not checked. */
   readonly jwtIssuer: string | undefined;
   readonly allowedOrigins: readonly string[];
+  /**
+   * `PIXIU_TRUST_PROXY`: the proxies' addresses and ranges handed to fastify's
+   * `trustProxy` (src/config/trust-proxy.ts checks each); empty: none trusted.
+   */
+  readonly trustProxy: readonly string[];
   readonly maxClientFrameBytes: number;
   readonly maxConnectionsPerUser: number;
   /** WebSocket handshakes one user may open on this node at once (a token bucket's size; src/gateway/user-rate.ts). */
@@ -242,7 +247,8 @@ function readSetting(key: SettingKey, spec: SettingSpec, text: string, source: s
   }
   // What the schema cannot say (a Redis URL whose port is not a number), refused here
   // before anything starts.
-  const problem = typeof value === 'string' ? spec.check?.(value) : undefined;
+  const entries = typeof value === 'string' ? [value] : spec.kind === 'list' ? value as string[] : [];
+  const problem = spec.check === undefined ? undefined : entries.map(spec.check).find((p) => p !== undefined);
   if (problem !== undefined) {
     return { problem: spec.secret === true
       ? `${source} is not valid: ${problem} (the value is not shown)`
@@ -378,5 +384,6 @@ export function loadConfig(
   out.peerReadTimeoutMs ??= out.redisCommandTimeoutMs;
   out.redeliveryBackoffMs = Object.freeze([...(out.redeliveryBackoffMs as number[])]);
   out.allowedOrigins = Object.freeze([...(out.allowedOrigins as string[])]);
+  out.trustProxy = Object.freeze([...(out.trustProxy as string[])]);
   return Object.freeze(out) as unknown as Config;
 }

@@ -7,6 +7,7 @@
 import { redisUrlProblem } from '../redis/url.js';
 import { apiTokenProblem } from '../auth/api-token.js';
 import { publicKeyProblem, unescapePem } from '../auth/pem-key.js';
+import { trustProxyEntryProblem } from './trust-proxy.js';
 
 /**
  * What is wrong with an `aud` / `iss` setting that begins or ends with whitespace: a
@@ -61,8 +62,9 @@ export interface SettingSpec {
    */
   readonly secret?: boolean;
   /**
-   * A check of a string value beyond its schema: what is wrong with it, in words that
-   * never quote it; undefined when it is good.
+   * A check of a string value (of each entry of a `list`) beyond its schema: what is
+   * wrong with it, in words that never quote it unless the setting is not secret;
+   * undefined when it is good.
    */
   readonly check?: (value: string) => string | undefined;
   /**
@@ -109,6 +111,7 @@ export const SETTINGS = {
   jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it; no whitespace at either end); unset: aud is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   jwtIssuer: { env: 'PIXIU_JWT_ISSUER', flag: 'jwt-issuer', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this iss (compared exactly; no whitespace at either end); unset: iss is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect (scheme, host and port), * for any; empty: only an origin whose host and port are the request\'s Host, of any scheme (behind a proxy terminating TLS the node sees http, the page https)' },
+  trustProxy: { env: 'PIXIU_TRUST_PROXY', flag: 'trust-proxy', kind: 'list', default: [], doc: 'comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For names the client (fastify\'s trustProxy; also loopback, linklocal, uniquelocal), for the ip field of the node\'s lines about refused requests and handshakes; empty: trust no proxy, the ip is the TCP peer\'s. No true or hop count: either lets any client choose its logged address', check: trustProxyEntryProblem },
   maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },
   maxConnectionsPerUser: { env: 'PIXIU_MAX_CONNECTIONS_PER_USER', flag: 'max-connections-per-user', kind: 'int', default: 5, min: 1, max: 1000, doc: 'open connections allowed per user, across nodes, 1 to 1000' },
   connectBurst: { env: 'PIXIU_CONNECT_BURST', flag: 'connect-burst', kind: 'int', default: 30, min: 1, max: 100_000, doc: 'WebSocket handshakes one user may open on this node at once, 1 to 100000, before PIXIU_CONNECT_RATE holds them (a token bucket per user; over it: 429 with Retry-After)' },

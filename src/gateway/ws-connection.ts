@@ -97,8 +97,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
    * @param lastBseq the client's `last_bseq`: broadcasts it missed follow `welcome`
    * @param onWelcome called once `welcome` is out (the handshake's slot given back)
+   * @param ip the client's address (`request.ip`), for the debug line only: not kept
    */
-  start(resume: ResumeRequest, lastBseq?: string, onWelcome?: () => void): void {
+  start(resume: ResumeRequest, lastBseq?: string, onWelcome?: () => void, ip?: string): void {
     this.#lastBseq = lastBseq;
     this.#onWelcome = onWelcome;
     // Registered at once but held: live broadcasts queue until `welcome` is out.
@@ -113,7 +114,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     ws.on('error', WsConnection.#error);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    this.#logLine('debug', { resume }, 'connection open');
+    this.#logLine('debug', { resume, ip }, 'connection open');
   }
 
   /** The delivery session, once attached (start()). */
@@ -267,8 +268,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    */
   pong(data: Buffer): void {
     this.#ws.pong(data, undefined, this.#onWritten);
-    // Held to the send buffer's limits like any frame: a client that pings and never
-    // reads would otherwise grow the pongs queued for it without end.
+    // Held to the send buffer's limits like any frame: a client that pings and never reads would otherwise grow its queued pongs without end.
     this.#checkBuffered();
   }
 

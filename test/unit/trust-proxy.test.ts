@@ -1,0 +1,64 @@
+/**
+ * The check of PIXIU_TRUST_PROXY's entries (src/config/trust-proxy.ts) against what
+ * fastify hands them to, @fastify/proxy-addr: every entry it lets through compiles and
+ * matches what it names, and it refuses, naming the setting, what proxy-addr would
+ * throw on from inside fastify or would read as an address nobody meant.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import proxyaddr from '@fastify/proxy-addr';
+import { loadConfig } from '../../src/config/config.js';
+import { trustProxyEntryProblem } from '../../src/config/trust-proxy.js';
+
+test('the entries it takes compile in proxy-addr and trust what they name', () => {
+  const cases: Array<[string, string, string]> = [
+    // [entry, an address it trusts, one it does not]
+    ['127.0.0.1', '127.0.0.1', '127.0.0.2'],
+    ['127.0.0.1', '::ffff:127.0.0.1', '::1'],
+    ['10.0.0.0/8', '10.200.3.4', '11.0.0.1'],
+    ['192.168.1.0/24', '::ffff:192.168.1.9', '192.168.2.1'],
+    ['::1', '::1', '127.0.0.1'],
+    ['2001:db8::/32', '2001:db8:1::5', '2001:db9::1'],
+    ['loopback', '127.5.5.5', '10.0.0.1'],
+    ['uniquelocal', '172.16.0.1', '8.8.8.8'],
+    ['10.1.2.3/32', '10.1.2.3', '10.1.2.4'],
+  ];
+  for (const [entry, trusted, other] of cases) {
+    assert.equal(trustProxyEntryProblem(entry), undefined, entry);
+    const trust = proxyaddr.compile([entry]);
+    assert.equal(trust(trusted, 0), true, `${entry} trusts ${trusted}`);
+    assert.equal(trust(other, 0), false, `${entry} does not trust ${other}`);
+  }
+});
+
+test('it refuses what proxy-addr throws on and what it reads as an address nobody meant', () => {
+  const refused: Array<[string, RegExp]> = [
+    ['foo', /is not an IPv4 or IPv6 address or CIDR range/],
+    ['proxy.internal', /is not an IPv4 or IPv6 address/],
+    ['10.0.0.0/33', /no prefix length from 1 to 32/],
+    ['10.0.0.0/0', /no prefix length from 1 to 32/],
+    ['2001:db8::/129', /no prefix length from 1 to 128/],
+    ['10.0.0.0/8x', /no prefix length/],
+    ['10.0.0.0/', /no prefix length/],
+    // proxy-addr takes these, as 127.0.0.1, 1.2.0.3, a /8 and a mapped /16 matching nothing.
+    ['127.1', /is not an IPv4 or IPv6 address/],
+    ['0177.0.0.1', /is not an IPv4 or IPv6 address/],
+    ['1.2.3', /is not an IPv4 or IPv6 address/],
+    ['10.0.0.0/08', /no prefix length/],
+    ['10.0.0.0/255.0.0.0', /no prefix length/],
+    ['::ffff:10.0.0.1/16', /IPv4-mapped address: write the IPv4 address/],
+    ['true', /trusting every hop or a hop count would let any client choose the address logged for it/],
+    ['TRUE', /trusting every hop/],
+    ['2', /trusting every hop or a hop count/],
+  ];
+  for (const [entry, words] of refused) assert.match(trustProxyEntryProblem(entry) ?? 'accepted', words, entry);
+});
+
+test('loadConfig reads PIXIU_TRUST_PROXY as a list, empty by default, and refuses a bad entry naming the setting', () => {
+  assert.deepEqual(loadConfig({}).trustProxy, []);
+  assert.deepEqual(loadConfig({ PIXIU_TRUST_PROXY: ' 10.0.0.5 , 10.0.1.0/24,' }).trustProxy, ['10.0.0.5', '10.0.1.0/24']);
+  assert.deepEqual(loadConfig({}, { trustProxy: 'loopback' }).trustProxy, ['loopback']);
+  assert.throws(() => loadConfig({ PIXIU_TRUST_PROXY: '10.0.0.5,10.0.0.256' }),
+    /PIXIU_TRUST_PROXY="10\.0\.0\.5,10\.0\.0\.256" is not valid: "10\.0\.0\.256" is not an IPv4 or IPv6 address or CIDR range/);
+  assert.throws(() => loadConfig({}, { trustProxy: 'true' }), /--trust-proxy="true" is not valid: "true" is no proxy address/);
+});
