@@ -77,8 +77,12 @@ export function installRequestChecks(app: FastifyInstance): void {
     }
     // A route that takes no body (the not-found one included) accepts an empty one
     // whatever its headers say, and refuses any other as "this route takes no body"
-    // (validation.ts).
+    // (validation.ts). Its Content-Type then says nothing, and is dropped: fastify
+    // answers one it cannot parse (`Content-Type:` empty, or `;`) 415 before any
+    // parser runs, where docs/api.md promises an empty body is accepted whatever its
+    // Content-Type (walk35 F1).
     if (!takesBody(req)) {
+      delete req.headers['content-type'];
       done();
       return;
     }
