@@ -55,7 +55,6 @@ export const LONGEST = [
   'service/embedded-redis', // 80
   'service/cli-serve', // 68
   'cluster/prefix-split', // 65
-  'api/batch-order-after-failure', // 57
   'service/restore-backup', // 50
   'service/redis-url', // 48
   'service/cli-inspect', // 43

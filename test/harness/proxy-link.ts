@@ -1,6 +1,6 @@
 /**
  * What every test TCP proxy in this folder shares (lag-proxy.ts, command-swap-proxy.ts,
- * stall-proxy.ts, blackhole-proxy.ts, late-handshake-proxy.ts): its listening side
+ * stall-proxy.ts, blackhole-proxy.ts, late-handshake-proxy.ts, drop-proxy.ts): its listening side
  * ({@link ProxyListener}: a free port of 127.0.0.1, and every socket dropped on close),
  * the sockets of one connection through it ({@link openLink}): the client's, and the
  * one opened upstream; and, for the proxies that read what clients send, the RESP
@@ -86,7 +86,7 @@ export interface SeenCommand {
 /**
  * The command at the start of `buf` (a RESP array of bulk strings): its name,
  * lowercased, its arguments after the name (latin1), and how many bytes it takes;
- * undefined while it is not all there (command-swap-proxy.ts, stall-proxy.ts).
+ * undefined while it is not all there (command-swap-proxy.ts, stall-proxy.ts, drop-proxy.ts).
  */
 export function nextCommand(buf: Buffer): (SeenCommand & { readonly length: number }) | undefined {
   let at = 0;
