@@ -9,7 +9,7 @@
  * body that is then read would wait for it until the request timeout (408).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { bodyFraming, takesBody } from './validation.js';
+import { bodyFraming, declaresJson, takesBody } from './validation.js';
 
 /** Node's own test of the header (lib/_http_server.js `continueExpression`). */
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
@@ -59,6 +59,6 @@ function refusedUnread(req: FastifyRequest): boolean {
   if (length !== undefined && Number(length) > req.routeOptions.bodyLimit) return true;
   const framing = bodyFraming(req);
   if (framing === 'empty') return false;
-  if (req.headers['content-type']?.split(';')[0]?.trim().toLowerCase() === 'application/json') return false;
+  if (declaresJson(req)) return false;
   return req.is404 || takesBody(req) || framing === 'sized';
 }

@@ -10,7 +10,7 @@
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../errors.js';
 import { quotedText } from '../text-cut.js';
-import { takesBody } from './validation.js';
+import { declaresJson, takesBody } from './validation.js';
 import { closeAfter } from './closing-answers.js';
 import { isUpgrade } from './upgrade-request.js';
 
@@ -77,12 +77,13 @@ export function installRequestChecks(app: FastifyInstance): void {
     }
     // A route that takes no body (the not-found one included) accepts an empty one
     // whatever its headers say, and refuses any other as "this route takes no body"
-    // (validation.ts). Its Content-Type then says nothing, and is dropped: fastify
-    // answers one it cannot parse (`Content-Type:` empty, or `;`) 415 before any
-    // parser runs, where docs/api.md promises an empty body is accepted whatever its
-    // Content-Type (walk35 F1).
+    // (validation.ts). On a route that exists its Content-Type then says nothing but
+    // whether a body is JSON (read before it is refused, expect-continue.ts), and any
+    // other is dropped: fastify answers one it cannot parse (`Content-Type:` empty, or
+    // `;`) 415 before any parser runs, where docs/api.md promises an empty body is
+    // accepted whatever its Content-Type (walk35 F1).
     if (!takesBody(req)) {
-      delete req.headers['content-type'];
+      if (!req.is404 && !declaresJson(req)) delete req.headers['content-type'];
       done();
       return;
     }

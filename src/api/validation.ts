@@ -191,6 +191,11 @@ export const BODY_REQUIRED = 'a JSON body is required';
  */
 export const NO_BODY = 'this route takes no body';
 
+/** True when the request's Content-Type is `application/json` (any parameters, any case). */
+export function declaresJson(req: FastifyRequest): boolean {
+  return req.headers['content-type']?.split(';')[0]?.trim().toLowerCase() === 'application/json';
+}
+
 /** True when the request's route declares a body schema (a route that takes a JSON body). */
 export function takesBody(req: FastifyRequest): boolean {
   return req.routeOptions.schema?.body !== undefined;
