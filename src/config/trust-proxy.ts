@@ -12,10 +12,18 @@
  * hop counts: with either, a client that reaches the node without the proxy, or puts
  * its own `X-Forwarded-For` ahead of the proxy's, chooses the address logged for it.
  */
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 
 /** proxy-addr's names for ranges, as it takes them. */
 const NAMED_RANGES: ReadonlySet<string> = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * The IPv4-mapped IPv6 addresses, `::ffff:0:0/96` (RFC 4291 §2.5.5.2), matched by Node's
+ * own parser: every spelling of one (`0:0:0:0:0:ffff:10.0.0.1`, `::FFFF:A00:1`, with a
+ * zone) is the same address to it, where a text match sees only the one written.
+ */
+const IPV4_MAPPED = new BlockList();
+IPV4_MAPPED.addSubnet('::ffff:0:0', 96, 'ipv6');
 
 /** A prefix length as written in CIDR: a whole number without leading zeros. */
 const PREFIX = /^[1-9]\d{0,2}$/;
@@ -39,7 +47,7 @@ export function trustProxyEntryProblem(entry: string): string | undefined {
   if (kind === 0) return `${JSON.stringify(entry)} is not an IPv4 or IPv6 address or CIDR range, nor loopback, linklocal or uniquelocal`;
   // proxy-addr reads an IPv4-mapped entry as its IPv4 address and its prefix
   // unpredictably; the IPv4 entry already matches the mapped form of the address.
-  if (kind === 6 && /^::ffff:/i.test(address) && /[.:]/.test(address.slice(7))) {
+  if (kind === 6 && IPV4_MAPPED.check(address, 'ipv6')) {
     return `${JSON.stringify(entry)} is an IPv4-mapped address: write the IPv4 address (it also matches its ::ffff: form)`;
   }
   if (slash === -1) return undefined;

@@ -18,6 +18,8 @@ test('the entries it takes compile in proxy-addr and trust what they name', () =
     ['10.0.0.0/8', '10.200.3.4', '11.0.0.1'],
     ['192.168.1.0/24', '::ffff:192.168.1.9', '192.168.2.1'],
     ['::1', '::1', '127.0.0.1'],
+    // Neither is IPv4-mapped: ::ffff:1 is ::255.255.0.1, ::a00:1 the deprecated IPv4-compatible form.
+    ['::ffff:1', '::ffff:1', '::1'],
     ['2001:db8::/32', '2001:db8:1::5', '2001:db9::1'],
     ['loopback', '127.5.5.5', '10.0.0.1'],
     ['uniquelocal', '172.16.0.1', '8.8.8.8'],
@@ -47,6 +49,12 @@ test('it refuses what proxy-addr throws on and what it reads as an address nobod
     ['10.0.0.0/08', /no prefix length/],
     ['10.0.0.0/255.0.0.0', /no prefix length/],
     ['::ffff:10.0.0.1/16', /IPv4-mapped address: write the IPv4 address/],
+    // The same address however written: with a prefix, proxy-addr compiles it and trusts nothing.
+    ['0:0:0:0:0:ffff:10.0.0.1/16', /IPv4-mapped/],
+    ['0:0:0:0:0:ffff:a00:1/16', /IPv4-mapped/],
+    ['::FFFF:A00:1', /IPv4-mapped/],
+    ['0000:0000:0000:0000:0000:ffff:0a00:0001/112', /IPv4-mapped/],
+    ['0::ffff:10.0.0.1', /IPv4-mapped/],
     ['true', /trusting every hop or a hop count would let any client choose the address logged for it/],
     ['TRUE', /trusting every hop/],
     ['2', /trusting every hop or a hop count/],
