@@ -70,9 +70,9 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // X-Request-Id when it is 1 – 128 visible ASCII characters, else req-<n> (request-ids.ts).
     genReqId: requestIdGenerator(),
     bodyLimit: deps.config.maxBodyBytes,
-    // `request.ip`, the `ip` of the lines about refused requests and handshakes: the
-    // TCP peer's, or with PIXIU_TRUST_PROXY the client's that those proxies name in
-    // X-Forwarded-For (@fastify/proxy-addr reads it; src/config/trust-proxy.ts).
+    // `request.ip`, the `ip` of the lines about refused requests and handshakes when it is
+    // an address (client-ip.ts): the TCP peer's, or with PIXIU_TRUST_PROXY the client's that
+    // those proxies name in X-Forwarded-For (@fastify/proxy-addr reads it; config/trust-proxy.ts).
     ...(deps.config.trustProxy.length > 0 ? { trustProxy: [...deps.config.trustProxy] } : {}),
     // A request whose line, headers or body stop arriving is answered 408 and its
     // connection closed (clientErrorAnswerer), not held open for good: fastify's own

@@ -20,6 +20,7 @@ import { lingerOnClose, lingeringEnd } from './lingering-close.js';
 import { hasClientMsgId, withRetryAdvice } from './retry-advice.js';
 import { clientRequestId, REQUEST_ID_HEADER } from './request-ids.js';
 import { requestFields } from './request-log.js';
+import { clientIp } from './client-ip.js';
 
 /**
  * A route's `config` as the error handler reads it (typed the way fastify documents).
@@ -151,7 +152,7 @@ function bodyPending(req: IncomingMessage): boolean {
 export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyRequest) => void): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
   return (err, req, reply) => {
     const answer = toHttpError(err);
-    if (answer.status < 500) logRejected(req.log, answer, { ip: req.ip });
+    if (answer.status < 500) logRejected(req.log, answer, { ip: clientIp(req) });
     onError?.(answer, req);
     void reply.header(REQUEST_ID_HEADER, req.id);
     void sendError(reply, answer);
@@ -348,8 +349,7 @@ export function binarySize(bytes: number): string {
  * `msg`: pino writes its message as `msg`, and a second key of that name is dropped by
  * every JSON reader (jq, JSON.parse keep the last). Every refusal of the client's doing
  * logs it: a route's, an unknown route's 404, the router's and the HTTP parser's.
- * @param fields what names the request besides: the client's `ip` (`request.ip`,
- *   PIXIU_TRUST_PROXY) where fastify has a request, a 409's key and message id (request-log.ts)
+ * @param fields what names the request besides: the client's `ip` (client-ip.ts) where fastify has a request, a 409's key and message id (request-log.ts)
  */
 export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuError, fields?: object): void {
   log.debug({ code: err.code, reason: err.message, ...fields }, 'request rejected');
@@ -383,7 +383,7 @@ export function installErrorHandlers(
       if (left !== undefined) req.log.warn({ ...outageFields(err), ...requestFields(req), ...thinnedFields(left) }, 'request unavailable');
     } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') {
       req.log.error({ err: err.cause ?? err, code: err.code, ...requestFields(req) }, 'request failed');
-    } else logRejected(req.log, err, { ...(err.code === 'CONFLICT' ? requestFields(req) : {}), ip: req.ip });
+    } else logRejected(req.log, err, { ...(err.code === 'CONFLICT' ? requestFields(req) : {}), ip: clientIp(req) });
     onError?.(err, req);
     return sendError(reply, withRetryAdvice(err, req.routeOptions.config.ingestRoute, hasClientMsgId(req.body)));
   });
@@ -392,7 +392,7 @@ export function installErrorHandlers(
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     const path = req.url.split('?')[0] ?? '';
     const err = new PixiuError('NOT_FOUND', `no route ${method} ${path}${notFoundHint?.(method, path) ?? ''}`);
-    logRejected(req.log, err, { ip: req.ip });
+    logRejected(req.log, err, { ip: clientIp(req) });
     onError?.(err, req);
     return sendError(reply, err);
   });

@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { apiTokenChecker, bearerToken } from '../auth/api-token.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import type { ProducerScope } from './deps.js';
+import { clientIp } from './client-ip.js';
 
 /**
  * The warning of a producer or admin request refused 401 (logged at most once per
@@ -50,13 +51,13 @@ export function producerScopeOf(app: FastifyInstance, apiToken: string): Produce
 /**
  * The fields of {@link API_TOKEN_REFUSED}: the route (its pattern, not the path: no
  * user id), the method, whether a token was sent at all, the client's `ip`
- * (`request.ip`: PIXIU_TRUST_PROXY), and how many lines were left out before it. Never
+ * (client-ip.ts: PIXIU_TRUST_PROXY), and how many lines were left out before it. Never
  * the token or the header.
  */
 function tokenRefusalFields(req: FastifyRequest, left: number): Record<string, unknown> {
   const sent = bearerToken(req.headers.authorization) !== undefined;
   return {
-    method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0], ip: req.ip,
+    method: req.method, route: req.routeOptions.url ?? req.url.split('?')[0], ip: clientIp(req),
     reason: sent ? 'the bearer token sent is not this node\'s API token' : 'no Authorization: Bearer token was sent',
     ...thinnedFields(left),
   };

@@ -280,7 +280,7 @@ export class TokenRefusals {
    *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
    *   bare `invalid token` (none seen: a JWKS key jose refuses to use, an RSA key under
    *   2048 bits say, is left out when the set is read, src/auth/jwks-keys.ts)
-   * @param ip the client's address (fastify's `request.ip`), the warnings' `ip`; none when absent
+   * @param ip the client's address (src/api/client-ip.ts), the warnings' `ip`; none when absent
    */
   of(err: unknown, token: string, ip?: string): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });

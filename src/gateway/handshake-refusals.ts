@@ -4,7 +4,7 @@
  * status), answered as usual and also logged by the node, each kind thinned to one
  * line per {@link OUTAGE_LOG_INTERVAL_MS} carrying `notLogged` (log-throttle.ts), since
  * any page may send handshakes in a loop. Each line carries the client's `ip`
- * (fastify's `request.ip`: the TCP peer's, or the one PIXIU_TRUST_PROXY's proxies name):
+ * (client-ip.ts: the TCP peer's, or the one PIXIU_TRUST_PROXY's proxies name):
  *
  * - an Origin not allowed (403) at warn: the operator's setting is wrong, or a page
  *   that should not connect tries to;
@@ -94,7 +94,7 @@ export class HandshakeRefusals {
    * may rewrite, or for an Origin that is no web origin its form), with the origin cut (not quoted again: the log line is JSON).
    * @param origin the Origin header
    * @param host the request's Host header
-   * @param ip the client's address (`request.ip`)
+   * @param ip the client's address (client-ip.ts)
    * @returns the 403 to answer: the Origin quoted, escaped and cut
    */
   origin(origin: string, host: string | undefined, ip: string | undefined): PixiuError {

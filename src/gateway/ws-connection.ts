@@ -97,7 +97,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
    * @param lastBseq the client's `last_bseq`: broadcasts it missed follow `welcome`
    * @param onWelcome called once `welcome` is out (the handshake's slot given back)
-   * @param ip the client's address (`request.ip`), for the debug line only: not kept
+   * @param ip the client's address (client-ip.ts), for the debug line only: not kept
    */
   start(resume: ResumeRequest, lastBseq?: string, onWelcome?: () => void, ip?: string): void {
     this.#lastBseq = lastBseq;

@@ -83,6 +83,18 @@ test('with PIXIU_TRUST_PROXY naming the peer, the lines carry the client X-Forwa
   assert.deepEqual(ipsOf('connection open'), [FORWARDED]);
 });
 
+test('a client inside a trusted range whose X-Forwarded-For names no IP address is logged with its TCP peer\'s ip, not the text it sent', async (t) => {
+  // proxy-addr trusts no entry that is not an address but returns it as request.ip
+  // unchecked: the client chose the text of its lines' `ip` (reread F2).
+  const { lines, ipsOf, meRefused, handshakeRefused, producerRefused } = await node(t, { trustProxy: '10.0.0.0/8, 127.0.0.1' });
+  await meRefused({ 'x-forwarded-for': 'not-an-ip' });
+  await handshakeRefused({ 'x-forwarded-for': 'not-an-ip, 10.0.0.9' });
+  assert.deepEqual(ipsOf(BAD_SIGNATURE_LOG), ['127.0.0.1', '127.0.0.1']);
+  await producerRefused({ 'x-forwarded-for': 'not-an-ip' });
+  assert.deepEqual(ipsOf(API_TOKEN_REFUSED), ['127.0.0.1']);
+  assert.ok(lines.every((l) => l.ip === undefined || l.ip === '127.0.0.1'), JSON.stringify(lines.map((l) => l.ip)));
+});
+
 test('a malformed PIXIU_TRUST_PROXY ends the start, naming the setting and the entry', async (t) => {
   const redis = await RedisServer.start();
   t.after(() => redis.destroy());
