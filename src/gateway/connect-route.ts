@@ -390,7 +390,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
     }, deps.connection, req.raw.socket instanceof Socket ? req.raw.socket : undefined);
-    connection.start(hs.resume, req.query.last_bseq, releases.get(req), clientIp(req));
+    connection.start(hs.resume, { lastBseq: req.query.last_bseq, onWelcome: releases.get(req), ip: clientIp(req) });
     deps.onOpen(connection, hs.claims);
   });
 }

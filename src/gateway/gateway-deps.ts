@@ -126,3 +126,13 @@ export interface ConnectionIdentity {
   /** Connected at, ms since the epoch. */
   readonly since: number;
 }
+
+/** What the handshake hands a WebSocket connection as it starts (WsConnection `start`), besides its resume request. */
+export interface ConnectionStart {
+  /** The client's `last_bseq`: broadcasts it missed follow `welcome`; undefined: none sent. */
+  readonly lastBseq?: string | undefined;
+  /** Called once `welcome` is out (the handshake's slot given back, handshake-slots.ts). */
+  readonly onWelcome?: (() => void) | undefined;
+  /** The client's address (src/api/client-ip.ts), for the debug `connection open` only: not kept. */
+  readonly ip?: string | undefined;
+}

@@ -16,7 +16,7 @@ import { afterWrite, drainMarkOf, endsPause, pageAllowance, Pause } from './back
 import { FrameHandler, type FrameConnection } from './frame-handler.js';
 import { CloseCode } from '../delivery/close-codes.js';
 import { Heartbeat, type Ticking } from './connection-clock.js';
-import type { ConnectionDeps, ConnectionIdentity } from './gateway-deps.js';
+import type { ConnectionDeps, ConnectionIdentity, ConnectionStart } from './gateway-deps.js';
 import { corkForThisTick, flushCorked } from './tick-cork.js';
 import { noteFrameParsers, refusalCloseCode } from './receiver-refusals.js';
 import type { ConnectionLogLevel } from './close-log.js';
@@ -95,11 +95,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
 
   /**
    * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
-   * @param lastBseq the client's `last_bseq`: broadcasts it missed follow `welcome`
-   * @param onWelcome called once `welcome` is out (the handshake's slot given back)
-   * @param ip the client's address (client-ip.ts), for the debug line only: not kept
+   * @param start its `last_bseq`, the handshake's callback and the client's address ({@link ConnectionStart})
    */
-  start(resume: ResumeRequest, lastBseq?: string, onWelcome?: () => void, ip?: string): void {
+  start(resume: ResumeRequest, { lastBseq, onWelcome, ip }: ConnectionStart = {}): void {
     this.#lastBseq = lastBseq;
     this.#onWelcome = onWelcome;
     // Registered at once but held: live broadcasts queue until `welcome` is out.
