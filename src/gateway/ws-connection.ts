@@ -266,7 +266,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    */
   pong(data: Buffer): void {
     this.#ws.pong(data, undefined, this.#onWritten);
-    // Held to the send buffer's limits like any frame: a client that pings and never reads would otherwise grow its queued pongs without end.
+    // Held to the send buffer's limits like any frame: a client that pings and never
+    // reads would otherwise grow the pongs queued for it without end.
     this.#checkBuffered();
   }
 
