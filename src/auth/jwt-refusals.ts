@@ -280,9 +280,10 @@ export class TokenRefusals {
    *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
    *   bare `invalid token` (none seen: a JWKS key jose refuses to use, an RSA key under
    *   2048 bits say, is left out when the set is read, src/auth/jwks-keys.ts)
-   * @param ip the client's address (src/api/client-ip.ts), the warnings' `ip`; none when absent
+   * @param ip reads the client's address (src/api/client-ip.ts), the warnings' `ip`: called
+   *   only for a warning written, not for a refusal thinned out or one not logged; none when absent
    */
-  of(err: unknown, token: string, ip?: string): PixiuError {
+  of(err: unknown, token: string, ip?: () => string | undefined): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
     if (err instanceof joseErrors.JWTExpired) return new TokenExpiredError(Number(err.payload.exp), Date.now(), { cause: err });
     // Claims are checked once the signature holds: naming the claim tells the key's
@@ -295,7 +296,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
-      this.#log(this.#badSignatures, { ...headerFields(header), ip }, BAD_SIGNATURE_LOG);
+      this.#log(this.#badSignatures, headerFields(header), BAD_SIGNATURE_LOG, ip);
       return refused(BAD_SIGNATURE);
     }
     // jose checks `crit` first (an unknown extension is JOSENotSupported, a malformed
@@ -308,7 +309,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWSInvalid && header.alg === undefined) return refused(noAlg(this.#key));
     const reason = this.#keyReason(err, header);
     if (reason === undefined) return refused('invalid token');
-    this.#log(this.#keyRefusals, { reason, ...headerFields(header), ip }, KEY_REFUSED_LOG);
+    this.#log(this.#keyRefusals, { reason, ...headerFields(header) }, KEY_REFUSED_LOG, ip);
     return refused(reason);
   }
 
@@ -328,10 +329,10 @@ export class TokenRefusals {
     return why === undefined ? kidNotInJwks(kid, setting) : kidCannotVerify(kid as string, why, setting);
   }
 
-  /** Logs `msg` at warn with `fields`, when `throttle` lets it (never the token). */
-  #log(throttle: LogThrottle, fields: Record<string, unknown>, msg: string): void {
+  /** Logs `msg` at warn with `fields` and the client's `ip`, read only then, when `throttle` lets it (never the token). */
+  #log(throttle: LogThrottle, fields: Record<string, unknown>, msg: string, ip: (() => string | undefined) | undefined): void {
     if (this.#logger === undefined) return;
     const left = throttle.take();
-    if (left !== undefined) this.#logger.warn({ ...fields, ...thinnedFields(left) }, msg);
+    if (left !== undefined) this.#logger.warn({ ...fields, ip: ip?.(), ...thinnedFields(left) }, msg);
   }
 }

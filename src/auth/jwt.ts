@@ -70,11 +70,13 @@ export interface ClientClaims {
 }
 
 /**
- * Verifies a compact JWT and returns its claims; `ip`, the client's address (fastify's
- * `request.ip`), goes on the warning of a token refused as not for the node's key.
+ * Verifies a compact JWT and returns its claims; `ip` reads the client's address
+ * (src/api/client-ip.ts) for the warning of a token refused as not for the node's key,
+ * and only then: an accepted token, the common case, costs no read (with
+ * PIXIU_TRUST_PROXY each is a parse of X-Forwarded-For).
  */
 export interface TokenVerifier {
-  (token: string, ip?: string): Promise<ClientClaims>;
+  (token: string, ip?: () => string | undefined): Promise<ClientClaims>;
   /**
    * A JWKS key source's only: fetches the set now (the start does, so that a wrong
    * `PIXIU_JWKS_URL` is in the log at once, not at the first client), as the first
@@ -276,7 +278,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.audience !== undefined ? { audience: opts.audience } : {}),
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
-  const verify = async (token: string, ip?: string): Promise<ClientClaims> => {
+  const verify = async (token: string, ip?: () => string | undefined): Promise<ClientClaims> => {
     checkJwtForm(token);
     try {
       return await verified(token, ip);
@@ -288,7 +290,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   const refusals = new TokenRefusals({
     setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}), ...(leftOut !== undefined ? { leftOut } : {}),
   }, opts.logger);
-  const verified = async (token: string, ip: string | undefined): Promise<ClientClaims> => {
+  const verified = async (token: string, ip: (() => string | undefined) | undefined): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks).catch((err: unknown) => {
         // Several different keys of the JWKS under the `kid` the token names: each is

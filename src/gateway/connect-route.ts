@@ -271,7 +271,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
-      const claims = await deps.verify(raw, clientIp(req));
+      const claims = await deps.verify(raw, () => clientIp(req));
       // Each handshake costs the node its cursor reads and a window sent from the inbox
       // (6 MiB of large messages): one user's devices reconnecting in a loop held the
       // node (a hostile-client tester's finding). Refused here, before any Redis read.
@@ -390,7 +390,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
     }, deps.connection, req.raw.socket instanceof Socket ? req.raw.socket : undefined);
-    connection.start(hs.resume, { lastBseq: req.query.last_bseq, onWelcome: releases.get(req), ip: clientIp(req) });
+    connection.start(hs.resume, { lastBseq: req.query.last_bseq, onWelcome: releases.get(req), ip: () => clientIp(req) });
     deps.onOpen(connection, hs.claims);
   });
 }

@@ -133,6 +133,6 @@ export interface ConnectionStart {
   readonly lastBseq?: string | undefined;
   /** Called once `welcome` is out (the handshake's slot given back, handshake-slots.ts). */
   readonly onWelcome?: (() => void) | undefined;
-  /** The client's address (src/api/client-ip.ts), for the debug `connection open` only: not kept. */
-  readonly ip?: string | undefined;
+  /** Reads the client's address (src/api/client-ip.ts), for the debug `connection open` only: called only with debug on, not kept. */
+  readonly ip?: (() => string | undefined) | undefined;
 }

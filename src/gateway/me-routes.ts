@@ -74,7 +74,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
       // A token not in JWT form (the API token, or a JWT re-encoded) is refused with its
       // hint by the verifier, as at connect and in a refresh (jwt-form.ts).
-      const claims = await deps.verify(token, clientIp(req)).catch(inHttpWords);
+      const claims = await deps.verify(token, () => clientIp(req)).catch(inHttpWords);
       // Before the body is read and before any Redis call: one token flooding these
       // routes (~400 acks or ~530 pages a second) tripled producers' latency (a
       // hostile-client tester's finding, low).

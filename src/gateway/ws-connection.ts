@@ -112,7 +112,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     ws.on('error', WsConnection.#error);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    this.#logLine('debug', { resume, ip }, 'connection open');
+    if (this.#deps.logger.isLevelEnabled('debug')) this.#logLine('debug', { resume, ip: ip?.() }, 'connection open');
   }
 
   /** The delivery session, once attached (start()). */

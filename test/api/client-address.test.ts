@@ -7,6 +7,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import proxyaddr from '@fastify/proxy-addr';
 import { API_TOKEN_REFUSED } from '../../src/api/app.js';
 import { BAD_SIGNATURE_LOG } from '../../src/auth/jwt-refusals.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
@@ -47,7 +48,7 @@ async function node(t: TestContext, overrides: Record<string, string> = {}) {
     assert.equal(answer.status, 401);
     t.mock.timers.tick(10_000);
   };
-  return { server, lines, ipsOf, meRefused, handshakeRefused, producerRefused };
+  return { server, logger, lines, ipsOf, meRefused, handshakeRefused, producerRefused };
 }
 
 test('with no proxy trusted, a refused client token, API token and handshake are logged with the TCP peer\'s ip, X-Forwarded-For or not', async (t) => {
@@ -93,6 +94,27 @@ test('a client inside a trusted range whose X-Forwarded-For names no IP address 
   await producerRefused({ 'x-forwarded-for': 'not-an-ip' });
   assert.deepEqual(ipsOf(API_TOKEN_REFUSED), ['127.0.0.1']);
   assert.ok(lines.every((l) => l.ip === undefined || l.ip === '127.0.0.1'), JSON.stringify(lines.map((l) => l.ip)));
+});
+
+test('an accepted client token costs no read of the address: /v1/me requests and a handshake to welcome parse no X-Forwarded-For, a refusal does', async (t) => {
+  // With PIXIU_TRUST_PROXY each read of request.ip is a proxy-addr parse of the header
+  // (fastify's lib/request.js calls proxyAddr.all): it was done on every /v1/me request
+  // and twice per handshake, for a line only a refusal, or debug, writes (reread F4).
+  const { server, logger, meRefused } = await node(t, { trustProxy: '127.0.0.1' });
+  logger.level = 'info'; // as in production: the debug `connection open` is off
+  const reads = t.mock.method(proxyaddr, 'all');
+  const forwarded = { 'x-forwarded-for': FORWARDED };
+  const token = await testToken(server.service.secrets.jwt, 'ann');
+  for (let i = 0; i < 3; i++) {
+    const answer = await server.client.get('/v1/me/messages', { headers: { authorization: `Bearer ${token}`, ...forwarded } });
+    assert.equal(answer.status, 200);
+  }
+  const client = await TestClient.connect(server.service.url, { token, params: { device: 'd' }, headers: forwarded });
+  t.after(() => client.close());
+  await client.nextOf('welcome');
+  assert.equal(reads.mock.callCount(), 0);
+  await meRefused(forwarded);
+  assert.ok(reads.mock.callCount() > 0, 'a refusal reads it: the spy sees fastify\'s reads');
 });
 
 test('a malformed PIXIU_TRUST_PROXY ends the start, naming the setting and the entry', async (t) => {
