@@ -20,3 +20,26 @@ export function clientIp(req: Pick<FastifyRequest, 'ip' | 'raw'>): string | unde
   const ip = req.ip;
   return isIP(ip) !== 0 ? ip : req.raw.socket.remoteAddress;
 }
+
+/**
+ * What the lines about one request's refusal (and the debug `connection open` of its
+ * WebSocket) carry to tie them to it: `reqId`, fastify's `request.id`, which the
+ * answer says in `X-Request-Id` (a 101 too: src/gateway/upgrade-request-id.ts) and a
+ * proxy logs beside its own line (README "Addresses"); `ip`, {@link clientIp}.
+ * Lines written through `req.log` have the `reqId` already; these are written with
+ * the node's logger (the token verifier, the handshake refusals, the connection's).
+ */
+export interface ClientFields {
+  /** The request's id, as its answer's `X-Request-Id` says it. */
+  readonly reqId: string;
+  /** {@link clientIp}: undefined for a socket already gone. */
+  readonly ip: string | undefined;
+}
+
+/** A getter of `req`'s {@link ClientFields}, read only when a line is written (each read of `ip` may parse X-Forwarded-For). */
+export type ClientOf = () => ClientFields;
+
+/** The {@link ClientFields} of `req`. */
+export function clientFields(req: Pick<FastifyRequest, 'id' | 'ip' | 'raw'>): ClientFields {
+  return { reqId: req.id, ip: clientIp(req) };
+}

@@ -15,6 +15,7 @@ import { PixiuError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { cutText, quotedText } from '../text-cut.js';
+import type { ClientOf } from '../api/client-ip.js';
 
 /**
  * How far `nbf` may be in the future, seconds: an identity provider whose clock is a
@@ -94,7 +95,7 @@ export class TokenExpiredError extends PixiuError {
  * The warning of a client token refused for its signature: the client is told only
  * 401, no hint of the key; the operator of a node given another key than the token
  * issuer's sees this. Fields: the token header's `alg` and `kid` (quoted by the client,
- * no key material), the client's `ip`, `notLogged`. At most one line per
+ * no key material), the request's `reqId` and the client's `ip`, `notLogged`. At most one line per
  * {@link OUTAGE_LOG_INTERVAL_MS}.
  */
 export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does not verify with this node's key (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
@@ -105,7 +106,7 @@ export const BAD_SIGNATURE_LOG = "client token refused 401: its signature does n
  * key of the JWKS that takes its `alg` (a key rotated out, a token of another issuer,
  * a key left out of the set as unable to verify: {@link kidCannotVerify}).
  * Fields: `reason` (the 401's message), the header's `alg` and `kid` (cut, as for
- * {@link BAD_SIGNATURE_LOG}), the client's `ip`, `notLogged`. At most one line per
+ * {@link BAD_SIGNATURE_LOG}), the request's `reqId` and the client's `ip`, `notLogged`. At most one line per
  * {@link OUTAGE_LOG_INTERVAL_MS}, apart from the bad signatures' lines.
  */
 export const KEY_REFUSED_LOG = "client token refused 401: this node's key cannot verify it (PIXIU_JWT_SECRET, PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL; docs/protocol.md, \"Client tokens\")";
@@ -280,10 +281,11 @@ export class TokenRefusals {
    *   {@link noKeyForAlg}, {@link severalKeysForAlg} or {@link kidCannotVerify}; else a
    *   bare `invalid token` (none seen: a JWKS key jose refuses to use, an RSA key under
    *   2048 bits say, is left out when the set is read, src/auth/jwks-keys.ts)
-   * @param ip reads the client's address (src/api/client-ip.ts), the warnings' `ip`: called
-   *   only for a warning written, not for a refusal thinned out or one not logged; none when absent
+   * @param client reads the request's `reqId` and the client's address (src/api/client-ip.ts),
+   *   the warnings' fields: called only for a warning written, not for a refusal thinned out
+   *   or one not logged; none when absent (a `refresh` frame's token: no request at hand)
    */
-  of(err: unknown, token: string, ip?: () => string | undefined): PixiuError {
+  of(err: unknown, token: string, client?: ClientOf): PixiuError {
     const refused = (message: string): PixiuError => new PixiuError('UNAUTHORIZED', message, { cause: err });
     if (err instanceof joseErrors.JWTExpired) return new TokenExpiredError(Number(err.payload.exp), Date.now(), { cause: err });
     // Claims are checked once the signature holds: naming the claim tells the key's
@@ -296,7 +298,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWTClaimValidationFailed) return refused(`invalid token: ${err.message}`);
     const header = headerOf(token);
     if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
-      this.#log(this.#badSignatures, headerFields(header), BAD_SIGNATURE_LOG, ip);
+      this.#log(this.#badSignatures, headerFields(header), BAD_SIGNATURE_LOG, client);
       return refused(BAD_SIGNATURE);
     }
     // jose checks `crit` first (an unknown extension is JOSENotSupported, a malformed
@@ -309,7 +311,7 @@ export class TokenRefusals {
     if (err instanceof joseErrors.JWSInvalid && header.alg === undefined) return refused(noAlg(this.#key));
     const reason = this.#keyReason(err, header);
     if (reason === undefined) return refused('invalid token');
-    this.#log(this.#keyRefusals, { reason, ...headerFields(header) }, KEY_REFUSED_LOG, ip);
+    this.#log(this.#keyRefusals, { reason, ...headerFields(header) }, KEY_REFUSED_LOG, client);
     return refused(reason);
   }
 
@@ -329,10 +331,10 @@ export class TokenRefusals {
     return why === undefined ? kidNotInJwks(kid, setting) : kidCannotVerify(kid as string, why, setting);
   }
 
-  /** Logs `msg` at warn with `fields` and the client's `ip`, read only then, when `throttle` lets it (never the token). */
-  #log(throttle: LogThrottle, fields: Record<string, unknown>, msg: string, ip: (() => string | undefined) | undefined): void {
+  /** Logs `msg` at warn with `fields` and the request's `reqId` and `ip`, read only then, when `throttle` lets it (never the token). */
+  #log(throttle: LogThrottle, fields: Record<string, unknown>, msg: string, client: ClientOf | undefined): void {
     if (this.#logger === undefined) return;
     const left = throttle.take();
-    if (left !== undefined) this.#logger.warn({ ...fields, ip: ip?.(), ...thinnedFields(left) }, msg);
+    if (left !== undefined) this.#logger.warn({ ...fields, ...client?.(), ...thinnedFields(left) }, msg);
   }
 }

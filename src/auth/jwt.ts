@@ -15,6 +15,7 @@ import { PixiuError } from '../errors.js';
 import { cooledFetch } from './jwks-fetch.js';
 import { JwksKeyScreen, verifiedByEach } from './jwks-keys.js';
 import type { Logger } from '../logger.js';
+import type { ClientOf } from '../api/client-ip.js';
 import { checkJwtForm } from './jwt-form.js';
 import { NBF_TOLERANCE_SEC, TokenExpiredError, TokenRefusals, headerOf, type KeyDescription } from './jwt-refusals.js';
 import { ASYMMETRIC_ALGS, readPublicKey } from './pem-key.js';
@@ -70,13 +71,13 @@ export interface ClientClaims {
 }
 
 /**
- * Verifies a compact JWT and returns its claims; `ip` reads the client's address
- * (src/api/client-ip.ts) for the warning of a token refused as not for the node's key,
- * and only then: an accepted token, the common case, costs no read (with
- * PIXIU_TRUST_PROXY each is a parse of X-Forwarded-For).
+ * Verifies a compact JWT and returns its claims; `client` reads the request's `reqId`
+ * and the client's address (src/api/client-ip.ts) for the warning of a token refused as
+ * not for the node's key, and only then: an accepted token, the common case, costs no
+ * read (with PIXIU_TRUST_PROXY each is a parse of X-Forwarded-For).
  */
 export interface TokenVerifier {
-  (token: string, ip?: () => string | undefined): Promise<ClientClaims>;
+  (token: string, client?: ClientOf): Promise<ClientClaims>;
   /**
    * A JWKS key source's only: fetches the set now (the start does, so that a wrong
    * `PIXIU_JWKS_URL` is in the log at once, not at the first client), as the first
@@ -278,10 +279,10 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
     ...(opts.audience !== undefined ? { audience: opts.audience } : {}),
     ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
   };
-  const verify = async (token: string, ip?: () => string | undefined): Promise<ClientClaims> => {
+  const verify = async (token: string, client?: ClientOf): Promise<ClientClaims> => {
     checkJwtForm(token);
     try {
-      return await verified(token, ip);
+      return await verified(token, client);
     } catch (err) {
       if (err instanceof PixiuError && err.code === 'UNAVAILABLE') opts.onKeysUnavailable?.();
       throw err;
@@ -290,7 +291,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
   const refusals = new TokenRefusals({
     setting: SETTING_OF[source.kind], algorithms, ...(keySet !== undefined ? { keySet } : {}), ...(leftOut !== undefined ? { leftOut } : {}),
   }, opts.logger);
-  const verified = async (token: string, ip: (() => string | undefined) | undefined): Promise<ClientClaims> => {
+  const verified = async (token: string, client: ClientOf | undefined): Promise<ClientClaims> => {
     try {
       const { payload } = await jwtVerify(token, key, checks).catch((err: unknown) => {
         // Several different keys of the JWKS under the `kid` the token names: each is
@@ -309,7 +310,7 @@ export function createVerifier(source: JwtKeySource, opts: VerifierOptions = {})
       if (err instanceof joseErrors.JOSEError && JWKS_FAULTS.has(err.code)) {
         throw new PixiuError('UNAVAILABLE', 'cannot fetch the keys to verify the token, retry later', { cause: jwksFault(err) });
       }
-      throw refusals.of(err, token, ip);
+      throw refusals.of(err, token, client);
     }
   };
   return prefetch === undefined ? verify : Object.assign(verify, { prefetch });

@@ -38,7 +38,7 @@ import { AbandonedHandshakes, clientGone } from './abandoned-handshakes.js';
 import { HandshakeSlots } from './handshake-slots.js';
 import type { UpgradeGuard } from './upgrade-guard.js';
 import { isUpgrade } from '../api/upgrade-request.js';
-import { clientIp } from '../api/client-ip.js';
+import { clientFields } from '../api/client-ip.js';
 
 /** Query of `/v1/connect`. */
 interface ConnectQuery {
@@ -251,7 +251,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       // A plain GET (no upgrade) is an HTTP connection like a producer's: not counted. The
       // guard counts every upgrade socket until it closes, this one included (upgrade-guard.ts).
       if (isUpgrade(req) && upgrades.open > deps.maxConnections) {
-        throw refusals.nodeFull(upgrades.open - 1, deps.maxConnections, clientIp(req));
+        throw refusals.nodeFull(upgrades.open - 1, deps.maxConnections, () => clientFields(req));
       }
       // Before the token: a herd over the bound costs the node next to nothing.
       const taken = slots.take();
@@ -267,11 +267,11 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       if (socket.destroyed) release();
       else socket.once('close', release);
       if (!originAllowed(req.headers.origin, req.headers.host, deps.config.allowedOrigins)) {
-        throw refusals.origin(req.headers.origin as string, req.headers.host, clientIp(req));
+        throw refusals.origin(req.headers.origin as string, req.headers.host, () => clientFields(req));
       }
       const raw = bearerToken(req.headers.authorization) ?? (new URL(req.url, 'http://x').searchParams.get('token') || undefined);
       if (raw === undefined) throw new PixiuError('UNAUTHORIZED', 'a token is required: Authorization: Bearer <jwt> or ?token=<jwt>');
-      const claims = await deps.verify(raw, () => clientIp(req));
+      const claims = await deps.verify(raw, () => clientFields(req));
       // Each handshake costs the node its cursor reads and a window sent from the inbox
       // (6 MiB of large messages): one user's devices reconnecting in a loop held the
       // node (a hostile-client tester's finding). Refused here, before any Redis read.
@@ -332,7 +332,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       const conn = newConnId();
       const since = Date.now();
       const added = await deps.presence.add(claims.user, conn, q.device, since);
-      if (!added.admitted) throw refusals.connectionLimit(claims.user, q.device, clientIp(req));
+      if (!added.admitted) throw refusals.connectionLimit(claims.user, q.device, () => clientFields(req));
       // Until its WebSocket opens, a kick of this connection (another handshake of the
       // same device, an admin disconnect) is kept for it (pending-handshakes.ts).
       deps.handshakes.add(conn, claims.user, q.device);
@@ -390,7 +390,7 @@ export function connectRoute(app: FastifyInstance, deps: GatewayDeps, upgrades: 
       id: hs.conn, user: hs.claims.user, device: req.query.device, expiresAtMs: hs.claims.expiresAtMs, since: hs.since,
       tags: hs.claims.tags, channels: hs.claims.channels,
     }, deps.connection, req.raw.socket instanceof Socket ? req.raw.socket : undefined);
-    connection.start(hs.resume, { lastBseq: req.query.last_bseq, onWelcome: releases.get(req), ip: () => clientIp(req) });
+    connection.start(hs.resume, { lastBseq: req.query.last_bseq, onWelcome: releases.get(req), client: () => clientFields(req) });
     deps.onOpen(connection, hs.claims);
   });
 }

@@ -18,6 +18,7 @@ import type { ChannelDeps } from '../channels/connection-channels.js';
 import type { LogThrottle } from '../log-throttle.js';
 import type { BufferBudget } from './buffer-budget.js';
 import type { CloseLogThinning } from './close-log.js';
+import type { ClientOf } from '../api/client-ip.js';
 import type { ConnectionClock } from './connection-clock.js';
 import type { PendingHandshakes } from './pending-handshakes.js';
 import type { WsConnection } from './ws-connection.js';
@@ -133,6 +134,6 @@ export interface ConnectionStart {
   readonly lastBseq?: string | undefined;
   /** Called once `welcome` is out (the handshake's slot given back, handshake-slots.ts). */
   readonly onWelcome?: (() => void) | undefined;
-  /** Reads the client's address (src/api/client-ip.ts), for the debug `connection open` only: called only with debug on, not kept. */
-  readonly ip?: (() => string | undefined) | undefined;
+  /** Reads the upgrade request's `reqId` and the client's address (src/api/client-ip.ts), for the debug `connection open` only: called only with debug on, not kept. */
+  readonly client?: ClientOf | undefined;
 }

@@ -7,6 +7,7 @@
  * user get a Pub/Sub notify. Heartbeats pull, so a lost notify costs latency only.
  */
 import websocket from '@fastify/websocket';
+import { answerUpgradeIds } from './upgrade-request-id.js';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { ClientClaims, TokenVerifier } from '../auth/jwt.js';
@@ -282,6 +283,7 @@ export class Gateway implements GatewayDeps {
         // Shutdown closes sockets itself (1001, after flushing cursors): see close().
         preClose: (done) => done(),
       });
+      answerUpgradeIds(ws);
       // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts). The
       // sockets the guard counts are what PIXIU_MAX_CONNECTIONS bounds (connect-route.ts).
       connectRoute(ws, this, guardUpgrades(app, this.logger));

@@ -3,8 +3,9 @@
  * "Browsers see none of these": the page gets a socket that closes 1006, never the
  * status), answered as usual and also logged by the node, each kind thinned to one
  * line per {@link OUTAGE_LOG_INTERVAL_MS} carrying `notLogged` (log-throttle.ts), since
- * any page may send handshakes in a loop. Each line carries the client's `ip`
- * (client-ip.ts: the TCP peer's, or the one PIXIU_TRUST_PROXY's proxies name):
+ * any page may send handshakes in a loop. Each line carries the request's `reqId` (its
+ * answer's `X-Request-Id`) and the client's `ip` (client-ip.ts: the TCP peer's, or the
+ * one PIXIU_TRUST_PROXY's proxies name), both read only for a line written:
  *
  * - an Origin not allowed (403) at warn: the operator's setting is wrong, or a page
  *   that should not connect tries to;
@@ -24,6 +25,7 @@ import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throt
 import { cutText, quotedText } from '../text-cut.js';
 import type { BoundRefusal } from '../api/metric-labels.js';
 import { isWebOrigin } from './web-origin.js';
+import type { ClientOf } from '../api/client-ip.js';
 
 /**
  * The refusals of the node's own bounds, each with its `outcome` in
@@ -94,13 +96,13 @@ export class HandshakeRefusals {
    * may rewrite, or for an Origin that is no web origin its form), with the origin cut (not quoted again: the log line is JSON).
    * @param origin the Origin header
    * @param host the request's Host header
-   * @param ip the client's address (client-ip.ts)
+   * @param client reads the request's `reqId` and the client's address (client-ip.ts)
    * @returns the 403 to answer: the Origin quoted, escaped and cut
    */
-  origin(origin: string, host: string | undefined, ip: string | undefined): PixiuError {
+  origin(origin: string, host: string | undefined, client: ClientOf): PixiuError {
     const left = this.#origins.take();
     if (left !== undefined) {
-      const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ip, ...thinnedFields(left) };
+      const fields = { origin: cutText(origin, MAX_ORIGIN_SHOWN), ...client(), ...thinnedFields(left) };
       if (this.#allowedOrigins.length > 0) this.#logger.warn(fields, 'websocket handshake refused: its origin is not in PIXIU_ALLOWED_ORIGINS');
       else if (!isWebOrigin(origin)) this.#logger.warn(fields, ORIGIN_NOT_WEB);
       else this.#logger.warn({ ...fields, host: host === undefined ? null : cutText(host, MAX_ORIGIN_SHOWN) }, ORIGIN_NOT_HOST);
@@ -111,26 +113,28 @@ export class HandshakeRefusals {
 
   /**
    * A handshake of a user who already has `PIXIU_MAX_CONNECTIONS_PER_USER` connections
-   * (presence, all nodes): logged at info with `user`, `device`, `ip` and `limit`.
+   * (presence, all nodes): logged at info with `user`, `device`, `reqId`, `ip` and `limit`.
+   * @param client reads the request's `reqId` and the client's address (client-ip.ts)
    * @returns the 429 to answer, naming the setting and what frees a place (no
    *   `Retry-After`: docs/protocol.md, "Connecting", 429)
    */
-  connectionLimit(user: string, device: string, ip: string | undefined): PixiuError {
+  connectionLimit(user: string, device: string, client: ClientOf): PixiuError {
     const left = this.#limits.take();
-    if (left !== undefined) this.#logger.info({ user, device, ip, limit: this.#maxPerUser, ...thinnedFields(left) }, CONNECTION_LIMIT_LINE);
+    if (left !== undefined) this.#logger.info({ user, device, ...client(), limit: this.#maxPerUser, ...thinnedFields(left) }, CONNECTION_LIMIT_LINE);
     return new PixiuError('RATE_LIMITED', `user ${user} already has ${this.#maxPerUser} connections, on all nodes (PIXIU_MAX_CONNECTIONS_PER_USER); wait for one to close, or DELETE /v1/users/{uid}/connections frees them at once`);
   }
 
   /**
    * A handshake past the node's bound on its connections (`PIXIU_MAX_CONNECTIONS`,
-   * connection-bound.ts): logged at warn with `open`, `limit` and the client's `ip`.
+   * connection-bound.ts): logged at warn with `open`, `limit`, the request's `reqId` and the client's `ip`.
    * @param open the connections the node holds besides this one, open or opening
    * @param limit the bound
+   * @param client reads the request's `reqId` and the client's address (client-ip.ts)
    * @returns the 503 to answer, with `Retry-After`, marked `full` ({@link markBoundRefusal})
    */
-  nodeFull(open: number, limit: number, ip: string | undefined): PixiuError {
+  nodeFull(open: number, limit: number, client: ClientOf): PixiuError {
     const left = this.#full.take();
-    if (left !== undefined) this.#logger.warn({ open, limit, ip, ...thinnedFields(left) }, NODE_FULL_LINE);
+    if (left !== undefined) this.#logger.warn({ open, limit, ...client(), ...thinnedFields(left) }, NODE_FULL_LINE);
     return markBoundRefusal(unavailable(`this node holds as many WebSocket connections as it takes (${open} open or opening: PIXIU_MAX_CONNECTIONS); retry after its Retry-After`), 'full');
   }
 }

@@ -14,7 +14,7 @@ import { historyPage, historyQuery } from '../api/routes/history.js';
 import { HISTORY_SHARE_WORDS, PIPELINED_WORDS, answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { ME_REQUEST_LIMIT, UserRates, overRate, rateWords } from './user-rate.js';
-import { clientIp } from '../api/client-ip.js';
+import { clientFields } from '../api/client-ip.js';
 
 /** The rate refusal, as the OpenAPI document words it: the limit's numbers, as the refusal's message gives them. */
 const OVER_RATE_WORDS = `this user's requests to the /v1/me routes (both together) on this node are over their rate (${rateWords(ME_REQUEST_LIMIT)}, per user on each node); nothing done. Send it again after Retry-After (docs/api.md, "Client routes")`;
@@ -74,7 +74,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       if (token === undefined) throw new PixiuError('UNAUTHORIZED', missingTokenMessage(req.url));
       // A token not in JWT form (the API token, or a JWT re-encoded) is refused with its
       // hint by the verifier, as at connect and in a refresh (jwt-form.ts).
-      const claims = await deps.verify(token, () => clientIp(req)).catch(inHttpWords);
+      const claims = await deps.verify(token, () => clientFields(req)).catch(inHttpWords);
       // Before the body is read and before any Redis call: one token flooding these
       // routes (~400 acks or ~530 pages a second) tripled producers' latency (a
       // hostile-client tester's finding, low).

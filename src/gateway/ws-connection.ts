@@ -95,9 +95,9 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
 
   /**
    * Starts the connection: wires the socket, arms its clocks, logs it in to delivery.
-   * @param start its `last_bseq`, the handshake's callback and the client's address ({@link ConnectionStart})
+   * @param start its `last_bseq`, the handshake's callback and its request's `reqId` and address ({@link ConnectionStart})
    */
-  start(resume: ResumeRequest, { lastBseq, onWelcome, ip }: ConnectionStart = {}): void {
+  start(resume: ResumeRequest, { lastBseq, onWelcome, client }: ConnectionStart = {}): void {
     this.#lastBseq = lastBseq;
     this.#onWelcome = onWelcome;
     // Registered at once but held: live broadcasts queue until `welcome` is out.
@@ -112,7 +112,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     ws.on('error', WsConnection.#error);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    if (this.#deps.logger.isLevelEnabled('debug')) this.#logLine('debug', { resume, ip: ip?.() }, 'connection open');
+    if (this.#deps.logger.isLevelEnabled('debug')) this.#logLine('debug', { resume, ...client?.() }, 'connection open');
   }
 
   /** The delivery session, once attached (start()). */
