@@ -29,7 +29,7 @@ export type SettingKind =
   | 'duration'
   /** a comma-separated list of durations, in ms */
   | 'durations'
-  /** a comma-separated list of strings */
+  /** a comma-separated list of strings, each trimmed; an empty entry (`a,,b`, a trailing comma, `,` alone) is skipped */
   | 'list'
   /** one of `choices` */
   | 'enum';
@@ -110,8 +110,8 @@ export const SETTINGS = {
   jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https://; http:// to another host is warned about at start) with the keys verifying client JWTs', schema: { pattern: '^https?://' }, secret: true },
   jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it; no whitespace at either end); unset: aud is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   jwtIssuer: { env: 'PIXIU_JWT_ISSUER', flag: 'jwt-issuer', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this iss (compared exactly; no whitespace at either end); unset: iss is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
-  allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect (scheme, host and port), * for any; empty: only an origin whose host and port are the request\'s Host, of any scheme (behind a proxy terminating TLS the node sees http, the page https)' },
-  trustProxy: { env: 'PIXIU_TRUST_PROXY', flag: 'trust-proxy', kind: 'list', default: [], doc: 'comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For names the client (fastify\'s trustProxy; also loopback, linklocal, uniquelocal), for the ip field of the node\'s lines about refused requests and handshakes; empty: trust no proxy, the ip is the TCP peer\'s. No true or hop count: either lets any client choose its logged address', check: trustProxyEntryProblem },
+  allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect (scheme, host and port), * for any; empty entries are skipped; empty: only an origin whose host and port are the request\'s Host, of any scheme (behind a proxy terminating TLS the node sees http, the page https)' },
+  trustProxy: { env: 'PIXIU_TRUST_PROXY', flag: 'trust-proxy', kind: 'list', default: [], doc: 'comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For names the client (fastify\'s trustProxy; also loopback, linklocal, uniquelocal), for the ip field of the node\'s lines about refused requests and handshakes; empty entries are skipped; empty: trust no proxy, the ip is the TCP peer\'s. No true, hop count or /0: each lets any client choose its logged address. The pixiu listening line names the list read', check: trustProxyEntryProblem },
   maxClientFrameBytes: { env: 'PIXIU_MAX_CLIENT_FRAME_BYTES', flag: 'max-client-frame-bytes', kind: 'int', default: 4 * KiB, min: 256, max: MiB, doc: 'largest WebSocket frame a client may send, bytes' },
   maxConnectionsPerUser: { env: 'PIXIU_MAX_CONNECTIONS_PER_USER', flag: 'max-connections-per-user', kind: 'int', default: 5, min: 1, max: 1000, doc: 'open connections allowed per user, across nodes, 1 to 1000' },
   connectBurst: { env: 'PIXIU_CONNECT_BURST', flag: 'connect-burst', kind: 'int', default: 30, min: 1, max: 100_000, doc: 'WebSocket handshakes one user may open on this node at once, 1 to 100000, before PIXIU_CONNECT_RATE holds them (a token bucket per user; over it: 429 with Retry-After)' },

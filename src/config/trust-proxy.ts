@@ -10,7 +10,12 @@
  * Offered: addresses and CIDR ranges (`10.0.0.0/8`), and proxy-addr's names
  * `loopback`, `linklocal` and `uniquelocal`. Not offered: `true` (trust every hop) and
  * hop counts: with either, a client that reaches the node without the proxy, or puts
- * its own `X-Forwarded-For` ahead of the proxy's, chooses the address logged for it.
+ * its own `X-Forwarded-For` ahead of the proxy's, chooses the address logged for it;
+ * nor a range of prefix length 0 (`0.0.0.0/0`, `::/0`), which is every address.
+ *
+ * Entries are separated by commas; an empty one (`10.0.0.5,`, `,` alone) is skipped,
+ * as in every list setting (`PIXIU_ALLOWED_ORIGINS`), and the node's `pixiu listening`
+ * line names the list it read (walk36 F3).
  */
 import { BlockList, isIP } from 'node:net';
 
@@ -28,15 +33,21 @@ IPV4_MAPPED.addSubnet('::ffff:0:0', 96, 'ipv6');
 /** A prefix length as written in CIDR: a whole number without leading zeros. */
 const PREFIX = /^[1-9]\d{0,2}$/;
 
+/** Why an entry with a prefix length of 0 is refused: it names every address. */
+const EVERY_ADDRESS = 'a prefix length of 0 is every address: trusting every address would let any client choose the address logged for it by sending X-Forwarded-For; '
+  + 'name the proxy\'s address or range';
+
 /**
  * What is wrong with one entry of `PIXIU_TRUST_PROXY`, in words that quote it.
- * @param entry one comma-separated entry, trimmed (the list kind drops empty ones)
+ * @param entry one comma-separated entry, trimmed (the list kind skips empty ones)
  * @returns undefined when it is an address (IPv4 dotted quad or IPv6, as Node's
  *   `net.isIP` takes it), an address with a prefix length from 1 to 32 (IPv4) or 128
  *   (IPv6), or one of {@link NAMED_RANGES}; else the problem
  */
 export function trustProxyEntryProblem(entry: string): string | undefined {
   if (NAMED_RANGES.has(entry)) return undefined;
+  // `10.0.0.1 10.0.0.2` is two entries, not one malformed (walk36 F3: it was refused as "no prefix length").
+  if (/[\s;]/.test(entry)) return `${JSON.stringify(entry)} is not one address or range: separate entries with commas (10.0.0.5,10.1.0.0/16), not spaces or ;`;
   if (/^(true|false|\d+)$/i.test(entry)) {
     return `${JSON.stringify(entry)} is no proxy address: trusting every hop or a hop count would let any client choose the address logged for it by sending X-Forwarded-For; `
       + 'name the proxy\'s address or range (unset or empty: trust no proxy)';
@@ -53,6 +64,7 @@ export function trustProxyEntryProblem(entry: string): string | undefined {
   if (slash === -1) return undefined;
   const prefix = entry.slice(slash + 1);
   const max = kind === 4 ? 32 : 128;
+  if (prefix === '0') return `${JSON.stringify(entry)}: ${EVERY_ADDRESS}`;
   if (!PREFIX.test(prefix) || Number(prefix) > max) {
     return `${JSON.stringify(entry)} has no prefix length from 1 to ${max} after its /`;
   }

@@ -287,7 +287,9 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
     // Which build runs (src/version.ts): what `pixiu --version` prints, for telling releases apart in the log.
     const build = buildInfo();
     logger.info({ url, advertised, redis: redactUrl(redisUrl), redisPrefix: config.redisPrefix, dataDir: config.dataDir, partitions: config.partitions,
-      partitionBase: ownership.partitionBase, version: build.version, commit: build.commit }, 'pixiu listening');
+      partitionBase: ownership.partitionBase, version: build.version, commit: build.commit,
+      // The proxies whose X-Forwarded-For names the client, as read (empty entries skipped): walk36 F3.
+      ...(config.trustProxy.length > 0 ? { trustProxy: config.trustProxy } : {}) }, 'pixiu listening');
     let closing: Promise<readonly string[]> | undefined;
     if (verify.prefetch) prefetchJwks(verify.prefetch, logger, () => closing !== undefined);
     return {

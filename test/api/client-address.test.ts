@@ -52,7 +52,8 @@ async function node(t: TestContext, overrides: Record<string, string> = {}) {
 }
 
 test('with no proxy trusted, a refused client token, API token and handshake are logged with the TCP peer\'s ip, X-Forwarded-For or not', async (t) => {
-  const { ipsOf, meRefused, handshakeRefused, producerRefused } = await node(t);
+  const { lines, ipsOf, meRefused, handshakeRefused, producerRefused } = await node(t);
+  assert.ok(lines.some((l) => l.msg === 'pixiu listening' && !('trustProxy' in l)), 'no trustProxy on the start line when none is trusted');
   await meRefused();
   await meRefused({ 'x-forwarded-for': FORWARDED });
   await handshakeRefused({ 'x-forwarded-for': FORWARDED });
@@ -62,7 +63,9 @@ test('with no proxy trusted, a refused client token, API token and handshake are
 });
 
 test('with PIXIU_TRUST_PROXY naming the peer, the lines carry the client X-Forwarded-For names: HTTP and WebSocket refusals, request rejected, connection open', async (t) => {
-  const { server, lines, ipsOf, meRefused, handshakeRefused, producerRefused } = await node(t, { trustProxy: '10.0.0.0/8, 127.0.0.1' });
+  const { server, lines, ipsOf, meRefused, handshakeRefused, producerRefused } = await node(t, { trustProxy: '10.0.0.0/8, 127.0.0.1,' });
+  // The start line names the proxies trusted, as read (walk36 F3: no line said it).
+  assert.deepEqual(lines.find((l) => l.msg === 'pixiu listening')?.trustProxy, ['10.0.0.0/8', '127.0.0.1']);
   const forwarded = { 'x-forwarded-for': FORWARDED };
   await meRefused(forwarded);
   await handshakeRefused(forwarded);

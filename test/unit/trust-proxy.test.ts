@@ -38,7 +38,15 @@ test('it refuses what proxy-addr throws on and what it reads as an address nobod
     ['foo', /is not an IPv4 or IPv6 address or CIDR range/],
     ['proxy.internal', /is not an IPv4 or IPv6 address/],
     ['10.0.0.0/33', /no prefix length from 1 to 32/],
-    ['10.0.0.0/0', /no prefix length from 1 to 32/],
+    // Every address (walk36 F3: refused as a bad prefix length, said as what it means).
+    ['0.0.0.0/0', /"0\.0\.0\.0\/0": a prefix length of 0 is every address: trusting every address would let any client choose the address logged for it/],
+    ['::/0', /"::\/0": a prefix length of 0 is every address/],
+    ['10.0.0.0/0', /a prefix length of 0 is every address/],
+    // A list separated otherwise than by commas (walk36 F3: it was "no prefix length").
+    ['10.0.0.0/8 10.1.0.0/16', /"10\.0\.0\.0\/8 10\.1\.0\.0\/16" is not one address or range: separate entries with commas/],
+    ['10.0.0.1 10.0.0.2', /separate entries with commas/],
+    ['10.0.0.1\t10.0.0.2', /separate entries with commas/],
+    ['10.0.0.1;10.0.0.2', /separate entries with commas/],
     ['2001:db8::/129', /no prefix length from 1 to 128/],
     ['10.0.0.0/8x', /no prefix length/],
     ['10.0.0.0/', /no prefix length/],
@@ -62,9 +70,16 @@ test('it refuses what proxy-addr throws on and what it reads as an address nobod
   for (const [entry, words] of refused) assert.match(trustProxyEntryProblem(entry) ?? 'accepted', words, entry);
 });
 
-test('loadConfig reads PIXIU_TRUST_PROXY as a list, empty by default, and refuses a bad entry naming the setting', () => {
+test('loadConfig reads PIXIU_TRUST_PROXY as a list, empty by default, empty entries skipped as PIXIU_ALLOWED_ORIGINS\'s, and refuses a bad entry naming the setting', () => {
   assert.deepEqual(loadConfig({}).trustProxy, []);
   assert.deepEqual(loadConfig({ PIXIU_TRUST_PROXY: ' 10.0.0.5 , 10.0.1.0/24,' }).trustProxy, ['10.0.0.5', '10.0.1.0/24']);
+  // Skipped, as in every list setting: the documented rule (README "Addresses", --help).
+  for (const [value, read] of [[',', []], ['10.0.0.5,', ['10.0.0.5']], [',,10.0.0.5,,', ['10.0.0.5']]] as const) {
+    assert.deepEqual(loadConfig({ PIXIU_TRUST_PROXY: value }).trustProxy, read, value);
+    assert.deepEqual(loadConfig({ PIXIU_ALLOWED_ORIGINS: value.replace('10.0.0.5', 'https://a.example') }).allowedOrigins, read.map(() => 'https://a.example'), value);
+  }
+  assert.throws(() => loadConfig({ PIXIU_TRUST_PROXY: '10.0.0.1 10.0.0.2' }),
+    /PIXIU_TRUST_PROXY="10\.0\.0\.1 10\.0\.0\.2" is not valid: "10\.0\.0\.1 10\.0\.0\.2" is not one address or range: separate entries with commas/);
   assert.deepEqual(loadConfig({}, { trustProxy: 'loopback' }).trustProxy, ['loopback']);
   assert.throws(() => loadConfig({ PIXIU_TRUST_PROXY: '10.0.0.5,10.0.0.256' }),
     /PIXIU_TRUST_PROXY="10\.0\.0\.5,10\.0\.0\.256" is not valid: "10\.0\.0\.256" is not an IPv4 or IPv6 address or CIDR range/);
