@@ -33,7 +33,7 @@ export const STALL_OVER_LOG = 'delivery stall over: the user has no connection l
 
 /** One user's stall, while it lasts. */
 interface Stall {
-  /** When its first failure happened, ms on the monotonic clock ({@link StallLog}'s `monotonic`). */
+  /** When its first failure happened, ms on the monotonic clock (`performance.now()`: a wall-clock step never stretches `stalledMs`). */
   readonly sinceMono: number;
   /** True once a line of it was logged at warn. */
   logged: boolean;
@@ -44,25 +44,21 @@ export class StallLog {
   readonly #user: string;
   readonly #logger: Logger;
   readonly #throttle: LogThrottle;
-  readonly #monotonic: () => number;
   #stall: Stall | undefined;
 
   /**
    * @param throttle the node's thinning of failed pulls, shared by its sessions (on the
    *   wall clock, as every caller of it); default: every line logged
-   * @param monotonic a clock that never steps, ms from any origin, that `stalledMs` is
-   *   measured on; default `performance.now`
    */
-  constructor(user: string, logger: Logger, throttle: LogThrottle = EVERY_LINE, monotonic: () => number = () => performance.now()) {
+  constructor(user: string, logger: Logger, throttle: LogThrottle = EVERY_LINE) {
     this.#user = user;
     this.#logger = logger;
     this.#throttle = throttle;
-    this.#monotonic = monotonic;
   }
 
   /** ms the current stall has lasted (whole ms), 0 for none. */
   #stalledMs(): number {
-    return this.#stall === undefined ? 0 : Math.round(this.#monotonic() - this.#stall.sinceMono);
+    return this.#stall === undefined ? 0 : Math.round(performance.now() - this.#stall.sinceMono);
   }
 
   /**
@@ -70,7 +66,7 @@ export class StallLog {
    * epoch rotation's warning): `logged` marks the stall as seen.
    */
   begin(logged = false): void {
-    this.#stall ??= { sinceMono: this.#monotonic(), logged: false };
+    this.#stall ??= { sinceMono: performance.now(), logged: false };
     if (logged) this.#stall.logged = true;
   }
 
