@@ -136,8 +136,7 @@ export class StartStallWait {
    * stall, and the start ended ~42 s into it, nothing logged for its first 12 s (walk33
    * M-start).
    * @param then what the start does meanwhile, for the warn line's message
-   * @param fields the warn line's fields besides `reason` and `waitMs` (what is left of
-   *   the budget, ms: 30 000 for the first wait, less for a later one)
+   * @param fields the warn line's fields besides `reason` and `waitMs` (`redisUrl`, `step`)
    */
   met(err: unknown, then: StallThen, fields: Record<string, string>): boolean {
     if (stallOf(err) === undefined) return false;
