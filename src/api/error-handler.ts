@@ -152,7 +152,7 @@ function bodyPending(req: IncomingMessage): boolean {
 export function frameworkErrorAnswerer(onError?: (err: PixiuError, req: FastifyRequest) => void): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
   return (err, req, reply) => {
     const answer = toHttpError(err);
-    if (answer.status < 500) logRejected(req.log, answer, { ip: clientIp(req) });
+    if (answer.status < 500) logRejected(req.log, answer, () => ({ ip: clientIp(req) }));
     onError?.(answer, req);
     void reply.header(REQUEST_ID_HEADER, req.id);
     void sendError(reply, answer);
@@ -344,15 +344,15 @@ export function binarySize(bytes: number): string {
 }
 
 /**
- * Logs a request refused for the client's fault, as README "Commands" says: one debug
- * line, `request rejected`, with its `code` and the answer's message in `reason` — not
- * `msg`: pino writes its message as `msg`, and a second key of that name is dropped by
- * every JSON reader (jq, JSON.parse keep the last). Every refusal of the client's doing
- * logs it: a route's, an unknown route's 404, the router's and the HTTP parser's.
- * @param fields what names the request besides: the client's `ip` (client-ip.ts) where fastify has a request, a 409's key and message id (request-log.ts)
+ * Logs a request refused for the client's fault, as README "Commands" says: one debug line,
+ * `request rejected`, with its `code` and the answer's message in `reason` — not `msg`: pino
+ * writes its message as `msg`, and a second key of that name is dropped by every JSON reader
+ * (jq, JSON.parse keep the last). Every refusal of the client's doing logs it.
+ * @param fields what names the request besides, read only when debug is on: the client's `ip` (client-ip.ts) where fastify has a request, a 409's key and message id (request-log.ts)
  */
-export function logRejected(log: Pick<FastifyBaseLogger, 'debug'>, err: PixiuError, fields?: object): void {
-  log.debug({ code: err.code, reason: err.message, ...fields }, 'request rejected');
+export function logRejected(log: Pick<FastifyBaseLogger, 'debug'> & { isLevelEnabled?: (level: string) => boolean }, err: PixiuError, fields?: () => object): void {
+  if (log.isLevelEnabled?.('debug') === false) return;
+  log.debug({ code: err.code, reason: err.message, ...fields?.() }, 'request rejected');
 }
 
 /**
@@ -383,7 +383,7 @@ export function installErrorHandlers(
       if (left !== undefined) req.log.warn({ ...outageFields(err), ...requestFields(req), ...thinnedFields(left) }, 'request unavailable');
     } else if (err.status >= 500 && err.code !== 'NOT_IMPLEMENTED') {
       req.log.error({ err: err.cause ?? err, code: err.code, ...requestFields(req) }, 'request failed');
-    } else logRejected(req.log, err, { ...(err.code === 'CONFLICT' ? requestFields(req) : {}), ip: clientIp(req) });
+    } else logRejected(req.log, err, () => ({ ...(err.code === 'CONFLICT' ? requestFields(req) : {}), ip: clientIp(req) }));
     onError?.(err, req);
     return sendError(reply, withRetryAdvice(err, req.routeOptions.config.ingestRoute, hasClientMsgId(req.body)));
   });
@@ -392,7 +392,7 @@ export function installErrorHandlers(
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     const path = req.url.split('?')[0] ?? '';
     const err = new PixiuError('NOT_FOUND', `no route ${method} ${path}${notFoundHint?.(method, path) ?? ''}`);
-    logRejected(req.log, err, { ip: clientIp(req) });
+    logRejected(req.log, err, () => ({ ip: clientIp(req) }));
     onError?.(err, req);
     return sendError(reply, err);
   });
