@@ -23,7 +23,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { partitionOfClientMsgId } from '../../src/store/route.js';
-import { waitUntil } from '../harness/checks.js';
 import { CommandSwapProxy } from '../harness/command-swap-proxy.js';
 import { DropProxy } from '../harness/drop-proxy.js';
 import { cleanupList, startInProcess, type InProcessServer } from '../harness/pixiu-server.js';

@@ -27,10 +27,8 @@ export class DropProxy {
   readonly #listener: ProxyListener;
   readonly #hold: (command: SeenCommand) => boolean;
   readonly #drop: (command: SeenCommand) => boolean;
-  /** The connection holding replies back, once `hold` matched; later ones hold nothing. */
+  /** The connection holding replies back, once `hold` matched (and dropped at `drop`); later ones pass straight through. */
   #holding: net.Socket | undefined;
-  /** True once `drop` matched there: later connections pass straight through. */
-  #fired = false;
   /** The command a connection was dropped at, once its client has been given the end; undefined before. */
   dropped: SeenCommand | undefined;
 
@@ -67,8 +65,7 @@ export class DropProxy {
       pending = Buffer.concat([pending, chunk]);
       for (let command = nextCommand(pending); command !== undefined; command = nextCommand(pending)) {
         if (this.#holding === undefined && this.#hold(command)) this.#holding = client;
-        if (this.#holding === client && !this.#fired && this.#drop(command)) {
-          this.#fired = true;
+        if (this.#holding === client && this.#drop(command)) {
           at = { name: command.name, args: command.args };
           // Redis answers what it has, then closes: its 'end' below.
           upstream.end();
@@ -79,7 +76,7 @@ export class DropProxy {
       }
     });
     upstream.on('data', (chunk: Buffer) => {
-      if (at !== undefined || (this.#holding === client && !this.#fired)) held.push(chunk);
+      if (this.#holding === client) held.push(chunk);
       else if (!client.destroyed) client.write(chunk);
     });
     upstream.on('end', () => {
