@@ -57,7 +57,7 @@ const MAX_ORIGIN_SHOWN = 100;
  * The warn line of a refused Origin with `PIXIU_ALLOWED_ORIGINS` unset, where what is
  * compared is the Origin's host and port with the request's `Host` (connect-route.ts `originAllowed`).
  */
-const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
+export const ORIGIN_NOT_HOST = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
 
 /**
  * The warn line of a refused Origin that is no web origin (`null`, sent by a page opened

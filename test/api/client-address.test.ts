@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import proxyaddr from '@fastify/proxy-addr';
 import { API_TOKEN_REFUSED } from '../../src/api/app.js';
 import { BAD_SIGNATURE_LOG } from '../../src/auth/jwt-refusals.js';
+import { ORIGIN_NOT_HOST } from '../../src/gateway/handshake-refusals.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { cleanupList, startInProcessAlone, tempDataDir } from '../harness/pixiu-server.js';
 import { listeningUrl, spawnCli } from '../harness/cli-process.js';
@@ -20,7 +21,6 @@ import { expectRefused } from '../gateway/gateway-fixture.js';
 /** The address a client behind a proxy claims (RFC 5737's documentation range). */
 const FORWARDED = '203.0.113.7';
 const FOREIGN_KEY = { kind: 'secret', secret: 'another-data-dirs-jwt-secret-of-32-chars' } as const;
-const ORIGIN_REFUSED = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
 
 /** A node on a private Redis logging into `lines`, with `overrides`; the clock mocked for the thinned lines. */
 async function node(t: TestContext, overrides: Record<string, string> = {}) {
@@ -78,7 +78,7 @@ test('with PIXIU_TRUST_PROXY naming the peer, the lines carry the client X-Forwa
   assert.deepEqual(ipsOf(API_TOKEN_REFUSED), [FORWARDED]);
   const token = await testToken(server.service.secrets.jwt, 'ann');
   await expectRefused(TestClient.connect(server.service.url, { token, params: { device: 'd' }, headers: { ...forwarded, origin: 'https://elsewhere.example' } }), 403, 'FORBIDDEN');
-  assert.deepEqual(ipsOf(ORIGIN_REFUSED), [FORWARDED]);
+  assert.deepEqual(ipsOf(ORIGIN_NOT_HOST), [FORWARDED]);
   await expectRefused(TestClient.connect(server.service.url, { token, params: { device: 'd', epoch: 'e1' }, headers: forwarded }), 400, 'INVALID_REQUEST');
   assert.deepEqual(lines.filter((l) => l.msg === 'request rejected' && l.code === 'INVALID_REQUEST').map((l) => l.ip), [FORWARDED]);
   const client = await TestClient.connect(server.service.url, { token, params: { device: 'd' }, headers: forwarded });

@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import type { IncomingMessage } from 'node:http';
 import type WsWebSocket from 'ws';
 import { BAD_SIGNATURE_LOG } from '../../src/auth/jwt-refusals.js';
-import { CONNECTION_LIMIT_LINE, NODE_FULL_LINE } from '../../src/gateway/handshake-refusals.js';
+import { CONNECTION_LIMIT_LINE, NODE_FULL_LINE, ORIGIN_NOT_HOST } from '../../src/gateway/handshake-refusals.js';
 import { capturingLogger, duplicateKeys, type LogLine } from '../harness/log-capture.js';
 import { cleanupList, startInProcessAlone } from '../harness/pixiu-server.js';
 import { Refused, TestClient, testToken } from '../harness/ws-client.js';
@@ -21,7 +21,6 @@ import { Refused, TestClient, testToken } from '../harness/ws-client.js';
 const WebSocket = createRequire(import.meta.url)('ws') as typeof WsWebSocket;
 
 const FOREIGN_KEY = { kind: 'secret', secret: 'another-data-dirs-jwt-secret-of-32-chars' } as const;
-const ORIGIN_REFUSED = "websocket handshake refused: its origin's host and port are not the request's Host (PIXIU_ALLOWED_ORIGINS unset)";
 
 /** A node on a private Redis with `overrides`, logging at debug into `lines`; the clock mocked for the thinned lines. */
 async function node(t: TestContext, overrides: Record<string, string>) {
@@ -66,7 +65,7 @@ test('a refused client token, on /v1/me and on a handshake, and a refused Origin
   assert.deepEqual(idsOf(BAD_SIGNATURE_LOG), ['trace-me-1', made]);
   const origin = await refusedId(TestClient.connect(server.service.url, { token, params: { device: 'd' }, headers: { origin: 'https://elsewhere.example', 'x-request-id': 'trace-origin' } }), 403);
   assert.equal(origin, 'trace-origin');
-  assert.deepEqual(idsOf(ORIGIN_REFUSED), ['trace-origin']);
+  assert.deepEqual(idsOf(ORIGIN_NOT_HOST), ['trace-origin']);
   // Written with the node's logger, no request's child: one reqId, not two.
   assert.deepEqual(texts.flatMap(duplicateKeys), []);
 });
