@@ -12,10 +12,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { cleanupList, REPO_ROOT, startInProcessAlone, type InProcessServer } from '../harness/pixiu-server.js';
+import { cleanupList, REPO_ROOT, startInProcessAlone, tempDataDir, type InProcessServer } from '../harness/pixiu-server.js';
 import { serveLocally } from '../harness/local-http.js';
 import { Refused, TestClient } from '../harness/ws-client.js';
 
@@ -206,8 +205,7 @@ test('send --data or a batch file with NaN or Infinity (which json.loads takes) 
   assert.equal(send.code, 2, send.stderr);
   assert.match(send.stderr, /argument --data: not JSON: NaN \(JSON has no NaN or Infinity\)\n$/);
   assert.doesNotMatch(send.stderr, /Traceback/);
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'pixiu-py-nan-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = await tempDataDir(t, 'pixiu-py-nan-');
   const file = path.join(dir, 'batch.json');
   writeFileSync(file, '[{"to": "alice", "type": "chat.text", "data": {"x": -Infinity}}]');
   const batch = await example(['batch', ...nodeArgs(), file]);
