@@ -242,14 +242,20 @@ def _json_arg(text):
         raise argparse.ArgumentTypeError(f"not JSON: {err}")
 
 
+def _secret_file(name):
+    """The data dir's secrets/<name>: under PIXIU_DATA_DIR when set, as `pixiu token` reads it, else storage/."""
+    return os.path.join(os.environ.get("PIXIU_DATA_DIR") or "storage", "secrets", name)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Run a command with --help for its options.")
     commands = parser.add_subparsers(dest="command", required=True)
     node = argparse.ArgumentParser(add_help=False)  # the options of send and batch
     node.add_argument("--url", default=os.environ.get("PIXIU_URL", "http://127.0.0.1:8080"),
                       help="the node's base URL (PIXIU_URL; default %(default)s)")
-    node.add_argument("--api-token-file", default="storage/secrets/api-token",
-                      help="where the API token is, unless PIXIU_API_TOKEN is set (default %(default)s)")
+    node.add_argument("--api-token-file", default=_secret_file("api-token"),
+                      help="where the API token is, unless PIXIU_API_TOKEN is set "
+                           "(default: secrets/api-token in PIXIU_DATA_DIR, else storage/; here %(default)s)")
     node.add_argument("--retry-for", type=float, default=300.0, metavar="SECONDS",
                       help="give up retrying a 503 or a lost connection after this long (default %(default)s)")
 
@@ -271,8 +277,9 @@ def main(argv=None):
     token.add_argument("--ttl", type=int, default=900, help="seconds until exp (default %(default)s)")
     token.add_argument("--tags", help="comma-separated broadcast tags")
     token.add_argument("--channels", help="comma-separated channel patterns")
-    token.add_argument("--jwt-secret-file", default="storage/secrets/jwt-secret",
-                       help="the key's file, unless PIXIU_JWT_SECRET is set (default %(default)s)")
+    token.add_argument("--jwt-secret-file", default=_secret_file("jwt-secret"),
+                       help="the key's file, unless PIXIU_JWT_SECRET is set "
+                            "(default: secrets/jwt-secret in PIXIU_DATA_DIR, else storage/; here %(default)s)")
     args = parser.parse_args(argv)
 
     try:

@@ -186,6 +186,18 @@ test('token: minted from the data dir\'s jwt-secret, or from PIXIU_JWT_SECRET, a
     err instanceof Refused && err.status === 401 && /signature does not verify/.test(err.text));
 });
 
+test('token, send: with PIXIU_DATA_DIR set and no file given, the secrets are read from that data dir, as pixiu token reads them (walk37)', { skip: NO_PYTHON }, async (t) => {
+  const env = { PIXIU_DATA_DIR: node.config.dataDir };
+  const token = await example(['token', 'fay'], env);
+  assert.equal(token.code, 0, token.stderr);
+  const client = await TestClient.connect(node.service.url, { token: token.stdout.trim(), params: { device: 'py-dd' } });
+  t.after(() => client.close());
+  assert.equal((await client.next()).user, 'fay');
+  const sent = printed(await example(['send', '--url', node.service.url, '--to', 'fay', '--type', 'chat.text'], env));
+  assert.equal(sent.status, 201);
+  assert.equal((await stored(sent.id)).type, 'chat.text');
+});
+
 test('token, send: with no secret to be had, the error names the variable and the file it looked for and how to give either, not a bare [Errno 2] (walk33 L-prod)', { skip: NO_PYTHON }, async () => {
   const token = await example(['token', 'erin', '--jwt-secret-file', '/nonexistent/jwt-secret']);
   assert.equal(token.code, 1, token.stderr);
