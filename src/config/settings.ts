@@ -21,6 +21,21 @@ function edgeSpaceProblem(value: string): string | undefined {
     : 'it begins or ends with whitespace, which a token\'s claim would have to carry too (compared exactly)';
 }
 
+/**
+ * What is wrong with a `PIXIU_JWT_SECRET` of only whitespace, or one beginning or ending
+ * with whitespace (walk38 F3). The key is the value's exact UTF-8 bytes (DESIGN.md §10):
+ * a blank one is a key anyone can guess, and an edge newline (`echo > secrets.env`, a
+ * Kubernetes secret made from a file) made every token a backend signed with the
+ * trimmed text 401, looking like a key mismatch. The data dir's `jwt-secret` is read
+ * trimmed, so it never meets this.
+ * @returns the problem, never quoting the value; undefined when good
+ */
+function jwtSecretProblem(value: string): string | undefined {
+  if (value.trim() === '') return 'it is only whitespace, a key anyone could guess';
+  return value.trim() === value ? undefined
+    : 'it begins or ends with whitespace (a newline from a file, say); the key is its exact bytes, so tokens signed with the trimmed text would be refused: remove it';
+}
+
 /** How a setting's text (from the environment or a flag) is read. */
 export type SettingKind =
   | 'string'
@@ -105,7 +120,7 @@ export const SETTINGS = {
   maxDeviceCursors: { env: 'PIXIU_MAX_DEVICE_CURSORS', flag: 'max-device-cursors', kind: 'int', default: 100, min: 1, max: 100_000, doc: 'devices whose ack cursor is kept per user; past it the cursors furthest behind are dropped (such a device resumes as a new one unless it gives last_seq)' },
   inboxCap: { env: 'PIXIU_INBOX_CAP', flag: 'inbox-cap', kind: 'int', default: 10_000, min: 1, max: 10_000_000, doc: 'entries kept per user inbox; older ones are trimmed (clients see a gap)' },
   apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, 16 to 512 visible ASCII characters (! to ~, no whitespace); unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 }, secret: true, check: apiTokenProblem },
-  jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars', schema: { minLength: 32 }, secret: true },
+  jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars, no whitespace at either end', schema: { minLength: 32 }, secret: true, check: jwtSecretProblem },
   jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI, -----BEGIN PUBLIC KEY-----) verifying client JWTs; the two characters \\n stand for a newline (as in env files); RSA (2048 bits or more): RS256/384/512 or PS256/384/512, EC: ES256 (P-256), ES384 (P-384) or ES512 (P-521), Ed25519: EdDSA or Ed25519', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true, normalize: unescapePem, check: publicKeyProblem },
   jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https://; http:// to another host is warned about at start) with the keys verifying client JWTs', schema: { pattern: '^https?://' }, secret: true },
   jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it; no whitespace at either end); unset: aud is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },

@@ -78,6 +78,15 @@ test('an API token no client can send (whitespace around or in it, non-ASCII) is
   refused({ PIXIU_API_TOKEN: `${good}é` }, /PIXIU_API_TOKEN is not valid: it holds a character that is not visible ASCII;/, good);
 });
 
+test('a PIXIU_JWT_SECRET of only whitespace, or with whitespace at either end, is refused naming the rule, never the value (walk38 F3)', () => {
+  const good = 'jwt-secret-0123456789abcdef-0123456789';
+  assert.equal(loadConfig({ PIXIU_JWT_SECRET: `${good} inner space` }).jwtSecret, `${good} inner space`);
+  refused({ PIXIU_JWT_SECRET: ' '.repeat(38) }, /PIXIU_JWT_SECRET is not valid: it is only whitespace, a key anyone could guess/, ' '.repeat(38));
+  for (const bad of [`${good}\n`, ` ${good}`, `${good}\t`]) {
+    refused({ PIXIU_JWT_SECRET: bad }, /PIXIU_JWT_SECRET is not valid: it begins or ends with whitespace \(a newline from a file, say\); the key is its exact bytes/, good);
+  }
+});
+
 async function dataDirWith(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'pixiu-secrets-'));
   await mkdir(path.join(dir, 'secrets'));
