@@ -157,6 +157,20 @@ export function shownUrl(url: string): string {
   }
 }
 
+/**
+ * The settings-table check of `PIXIU_JWKS_URL` past its `^https?://` pattern: a value
+ * the WHATWG URL parser cannot read (`https://`, no host) ended the start with only
+ * Node's `Invalid URL`, naming no setting (walk38 F5).
+ * @returns what is wrong, never quoting the URL (it may hold credentials); undefined when good
+ */
+export function jwksUrlProblem(url: string): string | undefined {
+  try {
+    return new URL(url).hostname === '' ? 'it names no host' : undefined;
+  } catch {
+    return 'it is not a URL that can be read (a host after https://, say)';
+  }
+}
+
 /** The loopback addresses: 127.0.0.0/8 and ::1 (RFC 1122 §3.2.1.3, RFC 4291 §2.5.3), IPv4-mapped ones included. */
 const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');

@@ -8,6 +8,7 @@ import { redisUrlProblem } from '../redis/url.js';
 import { apiTokenProblem } from '../auth/api-token.js';
 import { publicKeyProblem, unescapePem } from '../auth/pem-key.js';
 import { trustProxyEntryProblem } from './trust-proxy.js';
+import { jwksUrlProblem } from '../auth/jwks-fetch.js';
 
 /**
  * What is wrong with an `aud` / `iss` setting that begins or ends with whitespace: a
@@ -122,7 +123,7 @@ export const SETTINGS = {
   apiToken: { env: 'PIXIU_API_TOKEN', flag: 'api-token', kind: 'string', default: undefined, doc: 'producer/admin bearer token, 16 to 512 visible ASCII characters (! to ~, no whitespace); unset: generated on first start and kept in the data dir', schema: { minLength: 16, maxLength: 512 }, secret: true, check: apiTokenProblem },
   jwtSecret: { env: 'PIXIU_JWT_SECRET', flag: 'jwt-secret', kind: 'string', default: undefined, doc: 'HS256 secret for client JWTs (its UTF-8 bytes), at least 32 chars, no whitespace at either end', schema: { minLength: 32 }, secret: true, check: jwtSecretProblem },
   jwtPublicKey: { env: 'PIXIU_JWT_PUBLIC_KEY', flag: 'jwt-public-key', kind: 'string', default: undefined, doc: 'PEM public key (SPKI, -----BEGIN PUBLIC KEY-----) verifying client JWTs; the two characters \\n stand for a newline (as in env files); RSA (2048 bits or more): RS256/384/512 or PS256/384/512, EC: ES256 (P-256), ES384 (P-384) or ES512 (P-521), Ed25519: EdDSA or Ed25519', schema: { pattern: '-----BEGIN PUBLIC KEY-----' }, secret: true, normalize: unescapePem, check: publicKeyProblem },
-  jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https://; http:// to another host is warned about at start) with the keys verifying client JWTs', schema: { pattern: '^https?://' }, secret: true },
+  jwksUrl: { env: 'PIXIU_JWKS_URL', flag: 'jwks-url', kind: 'string', default: undefined, doc: 'JWKS URL (https://; http:// to another host is warned about at start) with the keys verifying client JWTs', schema: { pattern: '^https?://' }, secret: true, check: jwksUrlProblem },
   jwtAudience: { env: 'PIXIU_JWT_AUDIENCE', flag: 'jwt-audience', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this aud (a string equal to it, or an array holding it; no whitespace at either end); unset: aud is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   jwtIssuer: { env: 'PIXIU_JWT_ISSUER', flag: 'jwt-issuer', kind: 'string', default: undefined, doc: 'when set, a client JWT must carry this iss (compared exactly; no whitespace at either end); unset: iss is not checked', schema: { minLength: 1 }, check: edgeSpaceProblem },
   allowedOrigins: { env: 'PIXIU_ALLOWED_ORIGINS', flag: 'allowed-origins', kind: 'list', default: [], doc: 'comma-separated browser origins allowed on /v1/connect (scheme, host and port), * for any; empty entries are skipped; empty: only an origin whose host and port are the request\'s Host, of any scheme (behind a proxy terminating TLS the node sees http, the page https)' },

@@ -98,6 +98,9 @@ test('a bad secret is never shown: the message names the setting and what is wro
     [{ PIXIU_REDIS_URL: 'http://:hunter2-password@redis.example:6379' }, {}, 'hunter2', /PIXIU_REDIS_URL is not valid: it does not have the required form.*redis:\/\//],
     // So may a JWKS URL.
     [{ PIXIU_JWKS_URL: 'ftp://user:s3cretpw@idp.example/jwks' }, {}, 's3cretpw', /PIXIU_JWKS_URL is not valid: it does not have the required form/],
+    // Past the pattern, one the URL parser cannot read: it was Node's bare "Invalid URL" (walk38 F5).
+    [{ PIXIU_JWKS_URL: 'https://?key=s3cretpw' }, {}, 's3cretpw', /PIXIU_JWKS_URL is not valid: it is not a URL that can be read \(a host after https:\/\/, say\)/],
+    [{ PIXIU_JWKS_URL: 'https://user:s3cretpw@idp example/jwks' }, {}, 's3cretpw', /PIXIU_JWKS_URL is not valid: it is not a URL that can be read/],
   ];
   for (const [env, flags, secret, expected] of cases) {
     assert.throws(() => loadConfig(env, flags), (err: unknown) => {
