@@ -11,17 +11,25 @@
 import { createServer } from 'node:net';
 import { StartupError } from '../errors.js';
 
+/** Errors of a host that is no address of this machine, or no name that resolves (getaddrinfo's, libuv's `EAI_` codes). */
+const HOST_CODES: ReadonlySet<string | undefined> = new Set(['EADDRNOTAVAIL', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
+
 /**
  * The start error for a failed listen on `host:port`: `cannot listen on <host>:<port>:
- * <reason>`, and for a port in use or not allowed (EADDRINUSE, EACCES) the setting that
- * picks another — the default 8080 is often taken on a development machine. Used by
- * this pre-flight check and by the real listen (src/service/service.ts), so both say
- * the same.
+ * <reason>`, and the setting to change: for a port in use or not allowed (EADDRINUSE,
+ * EACCES) the one that picks another port — the default 8080 is often taken on a
+ * development machine — and for a host that is no address of this machine or does not
+ * resolve, `PIXIU_HOST` (walk38 F6: `PIXIU_HOST=' '` said only `getaddrinfo ENOTFOUND`).
+ * A host holding anything but the characters of a name or an address is shown quoted,
+ * so that a blank one is seen. Used by this pre-flight check and by the real listen
+ * (src/service/service.ts), so both say the same.
  */
 export function listenFailure(host: string, port: number, err: unknown): StartupError {
   const code = (err as NodeJS.ErrnoException).code;
-  const hint = code === 'EADDRINUSE' || code === 'EACCES' ? ' (choose another port with --port or PIXIU_PORT)' : '';
-  return new StartupError(`cannot listen on ${host}:${port}: ${(err as Error).message}${hint}`, { cause: err });
+  const hint = code === 'EADDRINUSE' || code === 'EACCES' ? ' (choose another port with --port or PIXIU_PORT)'
+    : HOST_CODES.has(code) ? ' (PIXIU_HOST or --host must be an address of this machine or a name resolving to one)' : '';
+  const shown = /^[\w.:%[\]-]+$/.test(host) ? host : JSON.stringify(host);
+  return new StartupError(`cannot listen on ${shown}:${port}: ${(err as Error).message}${hint}`, { cause: err });
 }
 
 /**

@@ -103,20 +103,22 @@ test('without redis-server on PATH (and no PIXIU_REDIS_URL) serve exits 1 with t
   assert.ok(run.stderr.endsWith(`\npixiu: the start failed; the secrets it generated (printed above) are kept in ${path.join(secretsDir, 'api-token')} and ${path.join(secretsDir, 'jwt-secret')}\n`), run.stderr);
 });
 
-test('a port in use or a host not of this machine: serve exits 1 naming the address (and, for the port, --port / PIXIU_PORT), before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
+test('a port in use or a host not of this machine: serve exits 1 naming the address (quoted when blank) and the setting to change, before a new data dir claims partitions in Redis', { timeout: 30_000 }, async (t) => {
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
   const { port } = taken.address() as AddressInfo;
   const prefix = 'listen-check:';
-  for (const [host, listenPort, reason] of [['127.0.0.1', port, /EADDRINUSE/], ['192.0.2.1', 8089, /EADDRNOTAVAIL/]] as const) {
+  for (const [host, listenPort, reason] of [['127.0.0.1', port, /EADDRINUSE/], ['192.0.2.1', 8089, /EADDRNOTAVAIL/], [' ', 8089, /ENOTFOUND|EAI_/]] as const) {
     const run = await runCli(['serve'], {
       PIXIU_DATA_DIR: await tempDataDir(t), PIXIU_HOST: host, PIXIU_PORT: String(listenPort), PIXIU_REDIS_URL: redis.url, PIXIU_REDIS_PREFIX: prefix,
     });
     assert.deepEqual({ code: run.code, signal: run.signal }, { code: 1, signal: null }, run.stderr);
-    assert.match(run.stderr, new RegExp(`cannot listen on ${host.replace(/\./g, '\\.')}:${listenPort}: .*`), run.stderr);
+    const shown = host === ' ' ? '" "' : host.replace(/\./g, '\\.');
+    assert.match(run.stderr, new RegExp(`cannot listen on ${shown}:${listenPort}: .*`), run.stderr);
     assert.match(run.stderr, reason);
     if (host === '127.0.0.1') assert.match(run.stderr, /\(choose another port with --port or PIXIU_PORT\)/, 'a port in use names the setting');
+    else assert.match(run.stderr, /\(PIXIU_HOST or --host must be an address of this machine or a name resolving to one\)/, 'a host not of this machine names the setting (walk38 F6)');
     assert.doesNotMatch(run.stderr, /\bat .*\.[jt]s:\d+/, 'a message, not a stack trace');
   }
   const admin = new Redis(redis.url);
