@@ -61,9 +61,10 @@ async function makeEachLevel(dir: string, mode: number | undefined): Promise<voi
 /**
  * What `err`, met at `target`, comes from: for EEXIST, `target` itself being a file, or
  * a symbolic link on the way to it that points nowhere; for EACCES, a folder above
- * `target` this user may not enter; for ENOENT or ENOTDIR, the
- * deepest existing path above `target` that is a file or is not writable, when there
- * is one; else the error's own message.
+ * `target` this user may not enter, else the deepest existing folder above it when this
+ * user may not write there (walk38 F4: a folder to be made in it was named as one that
+ * "cannot be entered"); for ENOENT or ENOTDIR, the deepest existing path above `target`
+ * that is a file or is not writable, when there is one; else the error's own message.
  */
 export async function explained(target: string, err: unknown): Promise<string> {
   const own = err instanceof Error ? err.message : String(err);
@@ -74,7 +75,7 @@ export async function explained(target: string, err: unknown): Promise<string> {
     if (info !== undefined) return info.isDirectory() ? own : `${path.resolve(target)} is a file, not a directory`;
     return (await danglingLink(target)) ?? own;
   }
-  if ((err as NodeJS.ErrnoException | undefined)?.code === 'EACCES') return (await unsearchable(target)) ?? own;
+  if ((err as NodeJS.ErrnoException | undefined)?.code === 'EACCES') return (await unsearchable(target)) ?? (await pathProblem(target)) ?? own;
   if (!ANCESTOR_CODES.has((err as NodeJS.ErrnoException | undefined)?.code)) return own;
   return (await pathProblem(target)) ?? own;
 }
@@ -105,7 +106,9 @@ export async function unenterableFolder(target: string): Promise<UnenterableFold
   for (let links = 0; ;) {
     try {
       await access(at, constants.X_OK);
-    } catch {
+    } catch (err) {
+      // A folder not there yet blocks nothing: making it is what failed ({@link pathProblem}).
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       const info = await stat(at).catch(() => undefined);
       return { folder: at, uid: info?.uid, mode: info === undefined ? undefined : info.mode & 0o7777, via };
     }
@@ -156,7 +159,10 @@ async function pathProblem(target: string): Promise<string | undefined> {
       await access(at, constants.W_OK);
       return undefined;
     } catch (err) {
-      return `${at} is not writable: ${(err as Error).message}`;
+      const me = process.getuid?.();
+      return `${at} (owner uid ${info.uid}, mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}) is not writable by this user`
+        + `${me === undefined ? '' : ` (uid ${me})`} (${(err as NodeJS.ErrnoException).code ?? 'EACCES'}): `
+        + `run as a user who may, or make the folder beforehand for this one (chown / chmod of ${at}, or install -d -o <user> -m 0700 <folder>)`;
     }
   }
 }
