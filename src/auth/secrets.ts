@@ -7,8 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { makeDir } from '../files/make-dir.js';
-import { PRIVATE_DIR_MODE } from '../files/private-data.js';
+import { makeDir, unenterableFolder } from '../files/make-dir.js';
+import { notOurs, PRIVATE_DIR_MODE } from '../files/private-data.js';
 import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
@@ -124,8 +124,20 @@ async function readExisting(dir: string, name: SecretName): Promise<string> {
     const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
     throw new StartupError(missing
       ? `no ${name} at ${file}, where \`pixiu serve\` keeps the secret it generates when given no key; a serve given its key keeps no file: pass the same secret with --jwt-secret (PIXIU_JWT_SECRET) (a serve given PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL verifies the tokens your identity provider issues: give \`pixiu connect\` one with --token). Else start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR)`
-      : `cannot read ${file}: ${(err as Error).message}`, { cause: err });
+      : `cannot read ${file}: ${await deniedWhy(file, err)}`, { cause: err });
   }
+}
+
+/**
+ * Why a kept secret cannot be read: for EACCES or EPERM, whose it is and what to do
+ * ({@link notOurs}: the folder above it this user may not enter, else the file); else
+ * the error's own message.
+ */
+async function deniedWhy(file: string, err: unknown): Promise<string> {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return (err as Error).message;
+  const locked = (await unenterableFolder(file))?.folder ?? file;
+  return `permission denied (${code}): ${notOurs(locked, locked)}`;
 }
 
 /** Options of {@link resolveJwtKey}. */

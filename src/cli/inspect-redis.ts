@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
 import { unenterableFolder } from '../files/make-dir.js';
+import { notOurs } from '../files/private-data.js';
 import { refusalOf } from '../redis/command-refusal.js';
 import { Keys } from '../redis/keys.js';
 import { redactUrl, unixUrl } from '../redis/url.js';
@@ -79,24 +80,6 @@ export async function embeddedRedisSocket(dataDir: string): Promise<string | und
     throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${code}): ${notOurs(locked, locked)}`, { cause: err });
   }
   return sock;
-}
-
-/**
- * Why this user cannot use the embedded Redis, and what to do: run the command as the
- * owner of `locked` (the folder it may not search, or the socket), the service's user.
- * @param what `locked` as the message names it
- */
-function notOurs(what: string, locked: string): string {
-  let uid: number | undefined;
-  try {
-    uid = statSync(locked).uid;
-  } catch {
-    // Not even that: the advice stands without the uid.
-  }
-  const me = process.getuid?.();
-  return `${what} is private to the service's user${uid === undefined ? '' : ` (uid ${uid}, its owner)`}`
-    + `${me === undefined ? '' : `, not this one (uid ${me})`}: run this command as that user `
-    + `(e.g. sudo -u ${uid === undefined ? '<that user>' : `'#${uid}'`} pixiu …)`;
 }
 
 /**

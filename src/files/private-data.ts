@@ -14,6 +14,7 @@
  * an operator) are left as they are: {@link foldersOpenToOthers} finds the ones other
  * users can reach, for a warn line at start.
  */
+import { statSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -70,4 +71,26 @@ async function othersCanSearchDownTo(dir: string): Promise<boolean> {
     if (info === undefined || (info.mode & OTHERS_SEARCH) === 0) return false;
     if (path.dirname(at) === at) return true;
   }
+}
+
+/**
+ * Why this user cannot use what the data dir holds (the embedded Redis's socket, a kept
+ * secret), and what to do: run the command as the owner of `locked` (the folder it may
+ * not search, or the file itself), the service's user. Used by `pixiu inspect`
+ * (src/cli/inspect-redis.ts) and by the client commands' read of a kept secret
+ * (src/auth/secrets.ts; walk38 F8: `pixiu token` said only EACCES).
+ * @param what `locked` as the message names it
+ * @returns the sentence, with the owner's uid when `locked` can be stat'd
+ */
+export function notOurs(what: string, locked: string): string {
+  let uid: number | undefined;
+  try {
+    uid = statSync(locked).uid;
+  } catch {
+    // Not even that: the advice stands without the uid.
+  }
+  const me = process.getuid?.();
+  return `${what} is private to the service's user${uid === undefined ? '' : ` (uid ${uid}, its owner)`}`
+    + `${me === undefined ? '' : `, not this one (uid ${me})`}: run this command as that user `
+    + `(e.g. sudo -u ${uid === undefined ? '<that user>' : `'#${uid}'`} pixiu …)`;
 }

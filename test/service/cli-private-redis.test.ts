@@ -4,11 +4,12 @@
  * (0700, docs/decisions.md "The data dir is private to the service's user"), so this
  * user cannot see the socket, or it sees the socket (unixsocketperm 700) but may not
  * connect. Either is said, with the user to run as — not "no embedded Redis running"
- * (review3 F1). Needs root, to run the CLI as `nobody`.
+ * (review3 F1); and `pixiu token`, whose kept key is as private (walk38 F8). Needs root,
+ * to run the CLI as `nobody`.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -74,4 +75,18 @@ test('inspect as another user who sees the embedded Redis\'s socket but may not 
   assert.equal(run.code, 1, run.stdout);
   assert.equal(run.stdout, '');
   assert.match(run.stderr, new RegExp(`^pixiu: cannot reach Redis at unix://${sock}: .*EACCES.*: the embedded Redis's socket is private to the service's user \\(uid 0, its owner\\), not this one \\(uid 65534\\): run this command as that user \\(e\\.g\\. sudo -u '#0' pixiu …\\)\\n$`));
+});
+
+test('token as another user, the data dir private to the service\'s: it says whose the kept key is and to run as that user, not a bare EACCES (walk38 F8)', async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.skip('needs root, to run the CLI as nobody');
+    return;
+  }
+  const { dataDir } = await dataDirWithSocket(t, 0o700);
+  await mkdir(path.join(dataDir, 'secrets'), { mode: 0o700 });
+  await writeFile(path.join(dataDir, 'secrets', 'jwt-secret'), `${'k'.repeat(43)}\n`, { mode: 0o600 });
+  const run = await runCli(['token', 'alice'], { PIXIU_DATA_DIR: dataDir }, NOBODY);
+  assert.equal(run.code, 1, run.stdout);
+  assert.equal(run.stdout, '');
+  assert.match(run.stderr, new RegExp(`^pixiu: cannot read ${path.join(dataDir, 'secrets', 'jwt-secret')}: permission denied \\(EACCES\\): ${dataDir} is private to the service's user \\(uid 0, its owner\\), not this one \\(uid 65534\\): run this command as that user \\(e\\.g\\. sudo -u '#0' pixiu …\\)\\n$`));
 });
