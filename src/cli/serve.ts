@@ -19,7 +19,7 @@ import type { LocalRedis } from '../redis/local-server.js';
 import { addConfigOptions, configFromOptions, optionOverrides } from './config-options.js';
 import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
-import { foldersOpenToOthers, keepCreatedFilesPrivate } from '../files/private-data.js';
+import { foldersOpenToOthers, keepCreatedFilesPrivate, ROOT_ON_OTHERS_DATA_DIR_LOG, rootOnOthersDataDir } from '../files/private-data.js';
 import { CLEARTEXT_JWKS_LOG, cleartextJwksUrl, shownUrl } from '../auth/jwks-fetch.js';
 
 /**
@@ -81,6 +81,8 @@ export function serveCommand(): Command {
       logger.warn({ origins: looseEntries }, 'PIXIU_ALLOWED_ORIGINS entries with a path, credentials or a wildcard: only their origin (scheme://host[:port]) counts, and * is no wildcard');
     }
     if (config.jwksUrl !== undefined && cleartextJwksUrl(config.jwksUrl)) logger.warn({ url: shownUrl(config.jwksUrl) }, CLEARTEXT_JWKS_LOG);
+    const owner = await rootOnOthersDataDir(config.dataDir);
+    if (owner !== undefined) logger.warn({ dataDir: config.dataDir, owner }, ROOT_ON_OTHERS_DATA_DIR_LOG);
     const openFolders = await foldersOpenToOthers(config.dataDir);
     if (openFolders.length > 0) {
       logger.warn({ folders: openFolders }, 'data dir folders other users of this machine can read (made by an older release or by hand; the embedded Redis\'s AOF holds the cluster secret, xiu/ the messages): `chmod 700` them; pixiu makes new folders 0700 and leaves these as they are');

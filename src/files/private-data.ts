@@ -64,6 +64,25 @@ export async function foldersOpenToOthers(dataDir: string): Promise<string[]> {
   return open;
 }
 
+/**
+ * The warn line of {@link rootOnOthersDataDir}: a start as root on a data dir another
+ * user owns (walk38 F7: what it then made — LevelDB's files, the embedded Redis's lock —
+ * was root's, and the owner's next start failed on a LevelDB lock error).
+ */
+export const ROOT_ON_OTHERS_DATA_DIR_LOG = 'pixiu runs as root on a data dir another user owns: what this start creates there is root\'s, '
+  + 'and that user\'s next start will fail on it; stop it and run as the owner (sudo -u \'#<owner>\' …), then chown -R the data dir back if it was started already (README, "Running in production")';
+
+/**
+ * The owner of `dataDir` when this process runs as root and the data dir exists and is
+ * another user's; undefined otherwise (not root, no data dir yet, root's own, or not
+ * POSIX).
+ */
+export async function rootOnOthersDataDir(dataDir: string): Promise<number | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const owner = (await stat(dataDir).catch(() => undefined))?.uid;
+  return owner === undefined || owner === 0 ? undefined : owner;
+}
+
 /** Whether others may search `dir` (absolute, real) and every folder above it. */
 async function othersCanSearchDownTo(dir: string): Promise<boolean> {
   for (let at = dir; ; at = path.dirname(at)) {

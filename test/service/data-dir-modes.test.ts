@@ -9,11 +9,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, realpath, rm } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, mkdtemp, readFile, readdir, realpath, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
-import { PixiuClient, spawnServe, type CleanupContext } from '../harness/pixiu-server.js';
+import { PixiuClient, runCli, spawnServe, type CleanupContext } from '../harness/pixiu-server.js';
+import { ROOT_ON_OTHERS_DATA_DIR_LOG } from '../../src/files/private-data.js';
 import { waitUntil } from '../harness/checks.js';
 
 const WARN = 'data dir folders other users of this machine can read';
@@ -120,4 +121,27 @@ test('an older release\'s data dir with redis/ and xiu/ open to others: a warn n
   const second = await spawnServe(env, t);
   assert.deepEqual(openFolderWarns(second.stdout()), []);
   assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
+});
+
+test('started as root on a data dir another user owns: a warn says what follows and whose it is; on root\'s own, none (walk38 F7)', { timeout: 60_000 }, async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.skip('needs root, to start serve as root on another user\'s data dir');
+    return;
+  }
+  const { dataDir, env } = await dataDirIn(t);
+  await mkdir(dataDir, { mode: 0o700 });
+  // Redis refused at once: the warn comes before the start's connect.
+  const start = (): ReturnType<typeof runCli> => runCli(['serve'], {
+    ...env, PIXIU_REDIS_URL: 'redis://127.0.0.1:1', PIXIU_API_TOKEN: 'root-on-others-api-token-0123', PIXIU_JWT_SECRET: 'root-on-others-jwt-secret-0123456789abcdef',
+  });
+  const warns = (stdout: string): unknown[] => stdout.split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; dataDir: string; owner: number })
+    .filter((l) => l.msg === ROOT_ON_OTHERS_DATA_DIR_LOG).map(({ dataDir: dir, owner }) => ({ dir, owner }));
+  const own = await start();
+  assert.equal(own.code, 1, own.stderr);
+  assert.deepEqual(warns(own.stdout), [], 'root\'s own data dir');
+  await chown(dataDir, 65534, 65534);
+  const others = await start();
+  assert.equal(others.code, 1, others.stderr);
+  assert.deepEqual(warns(others.stdout), [{ dir: dataDir, owner: 65534 }], others.stdout);
 });
