@@ -19,7 +19,6 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { makeDir } from '../files/make-dir.js';
 import { PRIVATE_DIR_MODE } from '../files/private-data.js';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StartupError, outageFields } from '../errors.js';
@@ -31,6 +30,7 @@ import { isAlive } from '../process-alive.js';
 import { askToStop, stopChild, stopPid } from './stop-server.js';
 import { aofRepairAdvice } from './aof-repair.js';
 import { leftRunning, type LeftServerPlace } from './left-server.js';
+import { checkPrivateSocketDir, privateSocketDir } from './socket-dir.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
 export const REDIS_CONF_PATH = fileURLToPath(new URL('../../storage/redis.conf', import.meta.url));
@@ -71,15 +71,17 @@ export interface LocalRedisOptions {
 }
 
 /**
- * The embedded Redis's socket for a data dir: `<dataDir>/redis/redis.sock`, or a
- * stable short path in the temp dir when that is longer than a socket path may be.
+ * The embedded Redis's socket for a data dir: `<dataDir>/redis/redis.sock`, or, when that
+ * is longer than a socket path may be, `redis-<hash>.sock` in the service user's private
+ * folder of the temp dir (socket-dir.ts `privateSocketDir`), the hash being the data
+ * dir's: stable across restarts, one per data dir.
  */
 export function localRedisSocket(dataDir: string): string {
   const dir = path.join(dataDir, 'redis');
   const preferred = path.join(dir, 'redis.sock');
   if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) return preferred;
   const digest = createHash('sha256').update(dir).digest('hex').slice(0, 16);
-  return path.join(os.tmpdir(), `pixiu-redis-${digest}.sock`);
+  return path.join(privateSocketDir(), `redis-${digest}.sock`);
 }
 
 /**
@@ -89,7 +91,8 @@ export function localRedisSocket(dataDir: string): string {
  *   it exits before it is ready (with the tail of its log; on a damaged AOF, its repair),
  *   or is not ready in 15 s; when the data dir is in use (its lock held, or a redis-server
  *   left running on it has clients); when a redis-server left running on it does not
- *   answer within left-server.ts `ADOPT_WAIT_MS` (5 s: its pid, state, and what to do)
+ *   answer within left-server.ts `ADOPT_WAIT_MS` (5 s: its pid, state, and what to do);
+ *   when the socket's folder in the temp dir is not this user's alone (socket-dir.ts)
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
@@ -121,6 +124,13 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   const sock = localRedisSocket(opts.dataDir);
   const pidFile = path.join(dir, 'redis.pid');
   const url = unixUrl(sock);
+  // A socket in the temp dir: its folder is checked before anything reaches the socket
+  // (the left-over probe), and again before each spawn (a restart's too: a temp-dir
+  // cleaner may have removed it meanwhile, and another user made one in its place).
+  const checkSocketDir = async (): Promise<void> => {
+    if (path.dirname(sock) !== dir) await checkPrivateSocketDir(path.dirname(sock), opts.dataDir);
+  };
+  await checkSocketDir();
 
   const args = [
     opts.confPath ?? REDIS_CONF_PATH,
@@ -133,6 +143,7 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   const binary = opts.binary ?? 'redis-server';
   const place: LeftServerPlace = { dataDir: opts.dataDir, dir, pidFile, sock, logger: opts.logger };
   const supervisor = new Supervisor(place, async () => {
+    await checkSocketDir();
     // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
     // has flushed and closed its connections; Pixiu stops it last.
     const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });

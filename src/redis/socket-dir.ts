@@ -1,0 +1,61 @@
+/**
+ * Where the embedded Redis's socket goes when `<dataDir>/redis/redis.sock` is longer than
+ * a unix socket path may be (a data dir path over ~90 characters): a folder of the
+ * service's user's own in the temp dir, `<temp dir>/pixiu-<uid>/`, made 0700 and checked
+ * to be that before anything uses it (docs/decisions.md, "Embedded Redis").
+ *
+ * Before, the socket was `/tmp/pixiu-redis-<hash>.sock` itself: a name any local user
+ * could compute from the data dir's path and take first in the world-writable, sticky
+ * /tmp, which the service's user then cannot remove, so redis-server's bind failed
+ * ("Address already in use") and pixiu could not start; and while the embedded Redis
+ * was down (between an exit and its restart) another user could bind the path and be
+ * the Redis pixiu reconnects to, answering it the cluster secret (secaudit F5).
+ */
+import { lstat, mkdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { StartupError } from '../errors.js';
+import { PRIVATE_DIR_MODE } from '../files/private-data.js';
+
+/** Permission bits of group and others: none may be set on the socket's folder. */
+const OPEN_BITS = 0o077;
+
+/**
+ * The private folder for the embedded Redis's socket: `<os.tmpdir()>/pixiu-<uid>` (the
+ * user name where the system has no uids). One per user, the same across restarts, so
+ * a restarted pixiu finds a redis-server left running by its socket's path
+ * (left-server.ts).
+ */
+export function privateSocketDir(): string {
+  return path.join(os.tmpdir(), `pixiu-${process.getuid?.() ?? os.userInfo().username}`);
+}
+
+/**
+ * Makes {@link privateSocketDir}'s `dir` (mode 0700) unless it exists, then checks that
+ * it is this user's alone: a folder (`lstat`: not a symbolic link), owned by this
+ * process's uid, with no permission for group or others. Another user who made it first
+ * could otherwise hold or replace the socket in it.
+ * @param dataDir the data dir, named in the refusal (its path is what made it needed)
+ * @throws StartupError one line naming the folder, what is wrong with it and what to do,
+ *   when it is not such a folder or cannot be made
+ */
+export async function checkPrivateSocketDir(dir: string, dataDir: string): Promise<void> {
+  const why = `the embedded Redis's socket goes there because ${path.join(dataDir, 'redis', 'redis.sock')} is longer than a unix socket path may be`;
+  try {
+    await mkdir(dir, { mode: PRIVATE_DIR_MODE });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+      throw new StartupError(`cannot create ${dir} (${why}): ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const info = await lstat(dir);
+  const me = process.getuid?.();
+  const problem = info.isSymbolicLink() ? 'is a symbolic link, not a folder'
+    : !info.isDirectory() ? 'is not a folder'
+      : me !== undefined && info.uid !== me ? `is owned by uid ${info.uid}, not by this user (uid ${me})`
+        : me !== undefined && (info.mode & OPEN_BITS) !== 0 ? `has mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}, not 0700 (group or others may use it)`
+          : undefined;
+  if (problem === undefined) return;
+  throw new StartupError(`${dir} ${problem}, so pixiu does not put its Redis socket there (${why}): another user could hold or take over the socket. `
+    + `Remove ${dir} (it is made again, 0700) after checking who made it, or give PIXIU_DATA_DIR a shorter path`);
+}

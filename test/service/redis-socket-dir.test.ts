@@ -1,0 +1,127 @@
+/**
+ * The embedded Redis's socket for a data dir whose `<dataDir>/redis/redis.sock` is too
+ * long for a unix socket goes in the service user's private folder of the temp dir,
+ * `<temp dir>/pixiu-<uid>/` (src/redis/socket-dir.ts), made 0700; a folder there that
+ * is not this user's alone (another user's, open to others, a symbolic link, a file)
+ * refuses the start with one line. Before, the socket was `/tmp/pixiu-redis-<hash>.sock`,
+ * a name another local user could take first (secaudit F5). Each test points TMPDIR at a
+ * folder of its own, so its squatters never meet another test's Redis.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { chmod, chown, lstat, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { isAlive } from '../../src/process-alive.js';
+import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
+import { StartupError } from '../../src/errors.js';
+import { createLogger } from '../../src/logger.js';
+import type { CleanupContext } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
+import { spawnTied } from '../harness/tied-spawn.js';
+
+/** A uid no test runs as (`nobody`): the squatter. */
+const OTHER_UID = 65534;
+
+/** A place for one test: a data dir too long for `<dataDir>/redis/redis.sock`, and TMPDIR. */
+interface LongPlace {
+  readonly dataDir: string;
+  /** `<TMPDIR>/pixiu-<uid>`, where the socket is to go. */
+  readonly socketDir: string;
+}
+
+/**
+ * Makes a data dir whose path is over 107 bytes with its socket, and points TMPDIR at a
+ * fresh folder until `t` ends; `t`'s clean-up kills a redis-server left on the data dir
+ * (by its pid file) and removes both.
+ */
+async function longPlace(t: CleanupContext): Promise<LongPlace> {
+  const base = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sockdir-'));
+  const dataDir = path.join(base, 'd'.repeat(100));
+  await mkdir(dataDir);
+  const tmp = path.join(base, 'tmp');
+  await mkdir(tmp);
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = tmp;
+  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
+  t.after(async () => {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+    await rm(base, { recursive: true, force: true });
+  });
+  return { dataDir, socketDir: path.join(tmp, `pixiu-${process.getuid?.()}`) };
+}
+
+test('a data dir too long for <dataDir>/redis/redis.sock gets its socket in the user\'s own 0700 folder of the temp dir, and Redis answers there', { timeout: 60_000 }, async (t) => {
+  const { dataDir, socketDir } = await longPlace(t);
+  const sock = localRedisSocket(dataDir);
+  assert.equal(path.dirname(sock), socketDir);
+  const local = await startLocalRedis({ dataDir, logger: createLogger('silent') });
+  t.after(() => local.stop());
+  const info = await lstat(socketDir);
+  assert.ok(info.isDirectory() && !info.isSymbolicLink());
+  assert.equal(info.uid, process.getuid?.());
+  assert.equal(info.mode & 0o7777, 0o700);
+  assert.ok(existsSync(sock), 'the socket is in it');
+  const redis = new Redis({ path: sock, lazyConnect: true, maxRetriesPerRequest: 0 });
+  t.after(() => redis.disconnect());
+  assert.equal(await redis.ping(), 'PONG');
+});
+
+test('a redis-server left running on such a data dir (a SIGKILLed pixiu\'s) is found by its socket in the private folder and adopted, not doubled', { timeout: 60_000 }, async (t) => {
+  const { dataDir, socketDir } = await longPlace(t);
+  // As the embedded one runs, started by an earlier pixiu: its folder made, its socket, pid file and AOF.
+  const dir = path.join(dataDir, 'redis');
+  const pidFile = path.join(dir, 'redis.pid');
+  const sock = localRedisSocket(dataDir);
+  await mkdir(dir, { mode: 0o700 });
+  await mkdir(socketDir, { mode: 0o700 });
+  const left = spawnTied('redis-server', [REDIS_CONF_PATH, '--dir', dir, '--port', '0', '--unixsocket', sock, '--pidfile', pidFile, '--logfile', ''], { stdio: 'ignore' });
+  t.after(() => left.kill('SIGKILL'));
+  await waitUntil('the left-over redis-server has written its pid', async () => Number(await readFile(pidFile, 'utf8').catch(() => '')) === left.pid && existsSync(sock));
+  const local = await startLocalRedis({ dataDir, logger: createLogger('silent') });
+  await local.stop();
+  assert.equal(local.owned, false, 'adopted');
+  assert.ok(!isAlive(left.pid ?? 0), 'and stopped with it');
+});
+
+/** The squatters: what another user (or a mistake) leaves where the socket's folder goes. */
+const SQUATTERS: ReadonlyArray<{ readonly what: string; readonly make: (dir: string) => Promise<void>; readonly says: RegExp }> = [
+  {
+    what: 'a folder another user made first (0700, theirs)',
+    make: async (dir) => { await mkdir(dir, { mode: 0o700 }); await chown(dir, OTHER_UID, OTHER_UID); },
+    says: new RegExp(`is owned by uid ${OTHER_UID}, not by this user \\(uid ${process.getuid?.()}\\)`),
+  },
+  {
+    what: 'a folder of this user open to others (0755)',
+    make: async (dir) => { await mkdir(dir); await chmod(dir, 0o755); },
+    says: /has mode 0755, not 0700 \(group or others may use it\)/,
+  },
+  {
+    what: 'a symbolic link to a folder of this user\'s (0700)',
+    make: async (dir) => { const target = `${dir}-target`; await mkdir(target, { mode: 0o700 }); await symlink(target, dir); },
+    says: /is a symbolic link, not a folder/,
+  },
+  { what: 'a file', make: (dir) => writeFile(dir, ''), says: /is not a folder/ },
+];
+
+for (const { what, make, says } of SQUATTERS) {
+  test(`the start is refused, in one line naming the folder, when the socket's folder in the temp dir is ${what}`, { timeout: 60_000 }, async (t) => {
+    const { dataDir, socketDir } = await longPlace(t);
+    await make(socketDir);
+    await assert.rejects(startLocalRedis({ dataDir, logger: createLogger('silent') }), (err: unknown) => {
+      assert.ok(err instanceof StartupError, String(err));
+      assert.ok(err.message.startsWith(`${socketDir} `), err.message);
+      assert.match(err.message, says);
+      assert.match(err.message, /another user could hold or take over the socket/);
+      assert.match(err.message, /give PIXIU_DATA_DIR a shorter path/);
+      assert.ok(!err.message.includes('\n'), 'one line');
+      return true;
+    });
+    assert.ok(!existsSync(path.join(dataDir, 'redis', 'redis.pid')), 'no redis-server was started');
+  });
+}
