@@ -21,6 +21,7 @@ import { onStopSignals } from './stop-signals.js';
 import { StartupError } from '../errors.js';
 import { foldersOpenToOthers, keepCreatedFilesPrivate, ROOT_ON_OTHERS_DATA_DIR_LOG, rootOnOthersDataDir } from '../files/private-data.js';
 import { CLEARTEXT_JWKS_LOG, cleartextJwksUrl, shownUrl } from '../auth/jwks-fetch.js';
+import { UNCHECKED_AUDIENCE_LOG, uncheckedAudienceSource } from '../auth/unchecked-audience.js';
 
 /**
  * The exit code of a shutdown that ran every step but left one undone: the store's
@@ -83,6 +84,8 @@ export function serveCommand(): Command {
     if (config.jwksUrl !== undefined && cleartextJwksUrl(config.jwksUrl)) logger.warn({ url: shownUrl(config.jwksUrl) }, CLEARTEXT_JWKS_LOG);
     const owner = await rootOnOthersDataDir(config.dataDir);
     if (owner !== undefined) logger.warn({ dataDir: config.dataDir, owner }, ROOT_ON_OTHERS_DATA_DIR_LOG);
+    const keySource = uncheckedAudienceSource(config);
+    if (keySource !== undefined) logger.warn({ keySource }, UNCHECKED_AUDIENCE_LOG);
     const openFolders = await foldersOpenToOthers(config.dataDir);
     if (openFolders.length > 0) {
       logger.warn({ folders: openFolders }, 'data dir folders other users of this machine can read (made by an older release or by hand; the embedded Redis\'s AOF holds the cluster secret, xiu/ the messages): `chmod 700` them; pixiu makes new folders 0700 and leaves these as they are');
