@@ -92,12 +92,18 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // "Shutdown drains HTTP").
     return503OnClosing: false,
     // An HTTP/1.1 request without Host is refused here (RFC 9112 §3.2), with the
-    // catalogue's body, rather than by Node with an empty 400. Headers must arrive
-    // within the request timeout too (Node's default is 60 s whatever it is).
+    // catalogue's body, rather than by Node with an empty 400. A request's line and
+    // headers must arrive within PIXIU_HEADERS_TIMEOUT (10 s), and the request timeout:
+    // Node counts a connection's first request from its opening, so one that sends nothing
+    // is answered 408 and closed after it, not held 60 s, then up to 15 s more (secaudit F1:
+    // each such socket held a descriptor for 73 s). Idle between two requests a keep-alive
+    // connection is kept fastify's 72 s (`keepAliveTimeout`), above a proxy's 60 s upstream
+    // keep-alive, so that the proxy closes it first and never sends a request on a
+    // connection the node is closing (docs/decisions.md "A node's bound on its sockets").
     http: {
       requireHostHeader: false,
-      headersTimeout: Math.min(60_000, deps.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.floor(deps.config.requestTimeoutMs / 4)),
+      headersTimeout: Math.min(deps.config.headersTimeoutMs, deps.config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.floor(Math.min(deps.config.headersTimeoutMs, deps.config.requestTimeoutMs) / 4)),
     },
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.

@@ -11,6 +11,7 @@ import {
 } from './metric-labels.js';
 import { DeliveryMetrics } from './delivery-metrics.js';
 import { StoreMetrics } from './store-metrics.js';
+import { SocketMetrics } from './socket-metrics.js';
 import { WsBufferMetrics } from './ws-buffer-metrics.js';
 
 export type { AckLabel, IngestRoute } from './metric-labels.js';
@@ -127,6 +128,9 @@ export class Metrics {
 
   /** What the node's WebSockets hold unsent, and the pauses its budget caused (ws-buffer-metrics.ts). */
   readonly wsBuffers = new WsBufferMetrics(this.registry);
+
+  /** The node's sockets, WebSockets and HTTP together: their bound, how many are open, those closed past it (socket-metrics.ts). */
+  readonly sockets = new SocketMetrics(this.registry);
 
   /** Frames written to WebSocket clients, by frame type. */
   readonly wsFrames = new Counter({

@@ -49,8 +49,14 @@ export interface Config {
    * none (src/cli/serve.ts, docs/decisions.md "Drain delay").
    */
   readonly drainDelayMs: number;
-  /** Node's `requestTimeout` and (up to 60 s) `headersTimeout`, ms (docs/api.md, 408). */
+  /** Node's `requestTimeout`, ms (docs/api.md, 408). */
   readonly requestTimeoutMs: number;
+  /**
+   * Node's `headersTimeout` (with `requestTimeoutMs` when that is smaller), ms: from a
+   * connection's opening for its first request, from its first byte for a later one
+   * (src/api/app.ts; docs/decisions.md "A node's bound on its sockets").
+   */
+  readonly headersTimeoutMs: number;
   /** How long a history answer may go untaken once its client can read it, ms (src/api/history-budget.ts). */
   readonly historyTakeTimeoutMs: number;
   readonly maxBodyBytes: number;

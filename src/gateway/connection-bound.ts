@@ -22,6 +22,11 @@
  * `pixiu_ws_handshakes_total{outcome="full"}` (handshake-refusals.ts). A node refuses,
  * rather than queues: a client's back-off (docs/protocol.md, Close codes) waits for it,
  * and a load balancer may send it to another node.
+ *
+ * Plain HTTP connections are not counted here: they are bounded with the WebSockets,
+ * node-wide ({@link socketBound}, socket-bound.ts). Before, a client with no token held
+ * every descriptor with idle sockets (secaudit F1), and the node took no new connection,
+ * WebSockets, producers' and the load balancer's `/readyz` alike, with nothing logged.
  */
 import { readFileSync } from 'node:fs';
 import type { Config } from '../config/config.js';
@@ -29,10 +34,20 @@ import type { Logger } from '../logger.js';
 
 /**
  * File descriptors kept for everything but WebSockets and the store: producers' HTTP
- * connections, the node's Redis connections, other nodes' reads of its store, Node's
- * own (stdio, epoll, the embedded redis-server's pipes: about 60 on an idle node).
+ * connections ({@link HTTP_SHARE} of them, in the bound on sockets), the node's Redis
+ * connections, its reads of other nodes' stores, Node's own (stdio, epoll, the embedded
+ * redis-server's pipes: about 60 on an idle node).
  */
 export const KEPT_FOR_OTHERS = 1024;
+
+/**
+ * Plain HTTP connections (producers', probes', a handshake's before its upgrade) a node
+ * takes beside {@link connectionBound}'s WebSockets, in its bound on every socket it
+ * accepts ({@link socketBound}): half of {@link KEPT_FOR_OTHERS}, so that the other half
+ * stays for the node's own files — its Redis connections, its reads of other nodes' stores,
+ * Node's own — whatever its clients open.
+ */
+export const HTTP_SHARE = 512;
 
 /** The files a store partition's LevelDB holds open at all times: LOCK, LOG, MANIFEST, its log, a compaction's output. */
 const FILES_PER_PARTITION = 5;
@@ -97,28 +112,53 @@ export function defaultMaxConnections(limit: number | undefined, partitions: num
 }
 
 /**
- * The node's bound on its WebSocket connections: `PIXIU_MAX_CONNECTIONS` when given,
- * else {@link defaultMaxConnections} of the process's limit. Logs it in one line at
- * start, with the limit: at info, or at warn when a value given is at or over the limit
- * (the kernel would refuse connections before the node does).
+ * The node's bound on every socket it accepts, WebSockets and plain HTTP connections
+ * together (socket-bound.ts sets it as the HTTP server's `maxConnections`; past it a new
+ * connection is closed at once): the bound on WebSockets, and room for plain HTTP
+ * connections — {@link HTTP_SHARE}, or an eighth of a small open-files limit (under
+ * 4096: 128 at 1024, 32 at 256), so that what the node keeps for its own files stays
+ * with it. A WebSocket stays one of the HTTP server's connections once upgraded (Node
+ * counts its socket until it closes), so both bounds count it: the one on WebSockets
+ * refuses a handshake past it with a status (503) while this one still has room to
+ * answer it.
+ * @param webSockets the bound on WebSockets ({@link connectionBound})
+ * @param limit the soft limit of open files; undefined when unknown
+ * @returns sockets, `webSockets` + 1 at least
+ */
+export function socketBound(webSockets: number, limit: number | undefined): number {
+  return webSockets + (limit === undefined ? HTTP_SHARE : Math.min(HTTP_SHARE, Math.max(1, Math.floor(limit / 8))));
+}
+
+/** A node's bounds on its connections, resolved at start ({@link connectionBound}). */
+export interface ConnectionBounds {
+  /** WebSocket connections, open or opening (`PIXIU_MAX_CONNECTIONS`): past it a handshake is refused 503. */
+  readonly webSockets: number;
+  /** Every socket accepted, WebSockets included ({@link socketBound}): past it a new connection is closed at once. */
+  readonly sockets: number;
+}
+
+/**
+ * The node's bounds on its connections: on WebSockets, `PIXIU_MAX_CONNECTIONS` when
+ * given, else {@link defaultMaxConnections} of the process's limit; on every socket,
+ * {@link socketBound} of it. Logs them in one line at start, with the limit: at info, or
+ * at warn when a value given leaves the sockets' bound at or over the limit (the kernel
+ * would refuse connections before the node does).
  * @param readLimit reads the soft limit of open files (undefined: unknown); default:
  *   this process's ({@link ownOpenFilesLimit})
  */
-export function connectionBound(config: Pick<Config, 'maxConnections' | 'partitions'>, logger: Logger, readLimit = ownOpenFilesLimit): number {
+export function connectionBound(config: Pick<Config, 'maxConnections' | 'partitions'>, logger: Logger, readLimit = ownOpenFilesLimit): ConnectionBounds {
   const limit = readLimit();
-  const fields = { maxConnections: 0, openFilesLimit: limit ?? null };
+  const webSockets = config.maxConnections ?? defaultMaxConnections(limit, config.partitions);
+  const fields = { maxConnections: webSockets, maxSockets: socketBound(webSockets, limit), openFilesLimit: limit ?? null };
+  const bounds = { webSockets, sockets: fields.maxSockets };
   if (config.maxConnections === undefined) {
-    fields.maxConnections = defaultMaxConnections(limit, config.partitions);
     logger.info(fields, limit === undefined
       ? 'websocket connections bounded (PIXIU_MAX_CONNECTIONS unset, and the open-files limit unknown)'
       : 'websocket connections bounded (PIXIU_MAX_CONNECTIONS unset: derived from the open-files limit)');
-    return fields.maxConnections;
-  }
-  fields.maxConnections = config.maxConnections;
-  if (limit !== undefined && config.maxConnections >= limit) {
-    logger.warn(fields, 'websocket connections bounded by PIXIU_MAX_CONNECTIONS at or over the open-files limit: past the limit the kernel resets new connections, producers\' too, before the node can refuse them');
+  } else if (limit !== undefined && fields.maxSockets >= limit) {
+    logger.warn(fields, 'websocket connections bounded by PIXIU_MAX_CONNECTIONS at or over the open-files limit, with the room kept for HTTP connections (maxSockets): past the limit the kernel resets new connections, producers\' too, before the node can refuse them');
   } else {
     logger.info(fields, 'websocket connections bounded (PIXIU_MAX_CONNECTIONS)');
   }
-  return fields.maxConnections;
+  return bounds;
 }

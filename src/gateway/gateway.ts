@@ -40,6 +40,7 @@ import { corkFlushBytes } from './tick-cork.js';
 import { BufferBudget, budgetFloorBytes, resolveBufferBudget } from './buffer-budget.js';
 import { guardUpgrades } from './upgrade-guard.js';
 import { connectionBound } from './connection-bound.js';
+import { boundSockets } from './socket-bound.js';
 import type { GatewayDeps } from './gateway-deps.js';
 import { Kicks } from './kicks.js';
 import { meRoutes } from './me-routes.js';
@@ -65,8 +66,9 @@ export type { GatewayOptions } from './gateway-options.js';
 export class Gateway implements GatewayDeps {
   readonly node: string;
   readonly config: Config;
-  /** The bound on this node's connections, resolved and logged at start (connection-bound.ts). */
+  /** The bounds on this node's WebSockets and on all its sockets, resolved and logged at start (connection-bound.ts). */
   readonly maxConnections: number;
+  readonly maxSockets: number;
   readonly inbox: Inbox;
   readonly store: RecordReader;
   readonly verify: TokenVerifier;
@@ -98,7 +100,7 @@ export class Gateway implements GatewayDeps {
     const { config, redis, keys, logger, metrics } = opts;
     this.node = node;
     this.config = config;
-    this.maxConnections = connectionBound(config, logger);
+    ({ webSockets: this.maxConnections, sockets: this.maxSockets } = connectionBound(config, logger));
     metrics.wsConnectionsMax.set(this.maxConnections);
     this.inbox = opts.inbox;
     this.store = opts.store;
@@ -284,9 +286,11 @@ export class Gateway implements GatewayDeps {
         preClose: (done) => done(),
       });
       answerUpgradeIds(ws);
-      // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts). The
-      // sockets the guard counts are what PIXIU_MAX_CONNECTIONS bounds (connect-route.ts).
-      connectRoute(ws, this, guardUpgrades(app, this.logger));
+      // After the plugin: its `upgrade` listener must run first (upgrade-guard.ts). The sockets the guard
+      // counts are what PIXIU_MAX_CONNECTIONS bounds (connect-route.ts); all sockets, in socket-bound.ts.
+      const upgrades = guardUpgrades(app, this.logger);
+      connectRoute(ws, this, upgrades);
+      boundSockets(app.server, { maxSockets: this.maxSockets, logger: this.logger, metrics: this.#metrics.sockets, upgradeSockets: () => upgrades.open });
     });
   }
 

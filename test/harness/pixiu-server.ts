@@ -288,6 +288,11 @@ export interface SpawnOptions {
    * benches measure the server without tsx's module hooks and its loader thread.
    */
   readonly tsx?: boolean;
+  /**
+   * The process's limit of open files, soft and hard (util-linux's `prlimit --nofile`,
+   * which then execs node: the same pid); default: this process's.
+   */
+  readonly openFiles?: number;
 }
 
 /**
@@ -304,7 +309,9 @@ export async function spawnListening(
   opts: SpawnOptions = {},
 ): Promise<ServeProcess> {
   const loader = opts.tsx === false ? [] : ['--import', 'tsx'];
-  const proc = spawnTied(process.execPath, [...loader, ...args], {
+  const node = [process.execPath, ...loader, ...args];
+  const [program = '', ...rest] = opts.openFiles === undefined ? node : ['prlimit', `--nofile=${opts.openFiles}:${opts.openFiles}`, '--', ...node];
+  const proc = spawnTied(program, rest, {
     cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = collect(proc);

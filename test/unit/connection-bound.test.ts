@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BOUND_WITHOUT_LIMIT, connectionBound, defaultMaxConnections, openFilesLimit, ownOpenFilesLimit } from '../../src/gateway/connection-bound.js';
+import { BOUND_WITHOUT_LIMIT, HTTP_SHARE, connectionBound, defaultMaxConnections, openFilesLimit, ownOpenFilesLimit, socketBound } from '../../src/gateway/connection-bound.js';
 import { loadConfig } from '../../src/config/config.js';
 import { capturingLogger } from '../harness/log-capture.js';
 
@@ -54,21 +54,38 @@ test('the default bound is the limit less 1024 and the store\'s files, never und
 
 test('a start logs the bound once: derived with the limit, given, or given past the limit at warn', () => {
   const derived = capturingLogger();
-  assert.equal(connectionBound(loadConfig({}), derived.logger, () => 256), 128);
+  assert.deepEqual(connectionBound(loadConfig({}), derived.logger, () => 256), { webSockets: 128, sockets: 160 });
   assert.equal(derived.lines.length, 1);
-  assert.deepEqual([derived.lines[0]?.level, derived.lines[0]?.maxConnections, derived.lines[0]?.openFilesLimit], [30, 128, 256]);
+  assert.deepEqual([derived.lines[0]?.level, derived.lines[0]?.maxConnections, derived.lines[0]?.maxSockets, derived.lines[0]?.openFilesLimit], [30, 128, 160, 256]);
   assert.match(String(derived.lines[0]?.msg), /PIXIU_MAX_CONNECTIONS unset: derived from the open-files limit/);
 
   const unknown = capturingLogger();
-  assert.equal(connectionBound(loadConfig({}), unknown.logger, () => undefined), BOUND_WITHOUT_LIMIT);
+  assert.deepEqual(connectionBound(loadConfig({}), unknown.logger, () => undefined), { webSockets: BOUND_WITHOUT_LIMIT, sockets: BOUND_WITHOUT_LIMIT + HTTP_SHARE });
   assert.deepEqual([unknown.lines[0]?.maxConnections, unknown.lines[0]?.openFilesLimit], [BOUND_WITHOUT_LIMIT, null]);
 
   const given = capturingLogger();
-  assert.equal(connectionBound(loadConfig({ PIXIU_MAX_CONNECTIONS: '100' }), given.logger, () => 256), 100);
-  assert.deepEqual([given.lines.length, given.lines[0]?.level, given.lines[0]?.maxConnections], [1, 30, 100]);
+  assert.deepEqual(connectionBound(loadConfig({ PIXIU_MAX_CONNECTIONS: '100' }), given.logger, () => 256), { webSockets: 100, sockets: 132 });
+  assert.deepEqual([given.lines.length, given.lines[0]?.level, given.lines[0]?.maxConnections, given.lines[0]?.maxSockets], [1, 30, 100, 132]);
 
   const over = capturingLogger();
-  assert.equal(connectionBound(loadConfig({}, { maxConnections: '5000' }), over.logger, () => 4096), 5000);
+  assert.equal(connectionBound(loadConfig({}, { maxConnections: '5000' }), over.logger, () => 4096).webSockets, 5000);
   assert.deepEqual([over.lines.length, over.lines[0]?.level, over.lines[0]?.openFilesLimit], [1, 40, 4096]);
   assert.match(String(over.lines[0]?.msg), /at or over the open-files limit/);
+
+  // Under the limit, but not with the room kept for HTTP connections: the kernel would
+  // refuse sockets before the node does, so warned too.
+  const near = capturingLogger();
+  assert.deepEqual(connectionBound(loadConfig({}, { maxConnections: '4000' }), near.logger, () => 4096), { webSockets: 4000, sockets: 4512 });
+  assert.deepEqual([near.lines.length, near.lines[0]?.level, near.lines[0]?.maxSockets], [1, 40, 4512]);
+});
+
+test('the bound on every socket is the WebSocket bound and room for HTTP connections: 512, or an eighth of a small open-files limit', () => {
+  assert.equal(HTTP_SHARE, 512);
+  assert.equal(socketBound(14_936, 20_000), 14_936 + 512);
+  assert.equal(socketBound(3, 1_048_576), 3 + 512);
+  // What the node keeps for its own files stays with it: 1024 - 640 = 384 of a limit of 1024.
+  assert.equal(socketBound(defaultMaxConnections(1024, 8), 1024), 512 + 128);
+  assert.equal(socketBound(128, 256), 160);
+  assert.equal(socketBound(1, 1), 2, 'room for one handshake past the WebSocket bound, to be answered 503');
+  assert.equal(socketBound(BOUND_WITHOUT_LIMIT, undefined), BOUND_WITHOUT_LIMIT + 512);
 });
