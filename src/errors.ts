@@ -80,9 +80,9 @@ export class PixiuError extends Error {
   /**
    * The `Retry-After` of its HTTP answer, seconds; none when undefined. Every 503
    * UNAVAILABLE has {@link RETRY_AFTER_SECONDS}; another error only when given (the
-   * history budget's 429, and the per-user rates' with their own wait,
-   * src/gateway/user-rate.ts: not the connection limit's, which waits for a connection
-   * to close, docs/protocol.md).
+   * history budget's 429, and the per-user rates' and the `/metrics` scrape rate's with
+   * their own wait, src/gateway/user-rate.ts, src/api/routes/health.ts: not the
+   * connection limit's, which waits for a connection to close, docs/protocol.md).
    */
   readonly retryAfterSeconds: number | undefined;
 

@@ -2,7 +2,7 @@
  * Prometheus metrics (prom-client), one registry per service instance so several
  * instances in one process (tests) do not collide. Exposed at `GET /metrics`.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { CloseCode, closeCodeLabel } from '../delivery/close-codes.js';
 import { ERRORS, type ErrorCode } from '../errors.js';
 import {
@@ -10,6 +10,7 @@ import {
   SERVER_CLOSE_CODES, SERVER_FRAME_TYPES, WRITTEN, type AckLabel, type HandshakeOutcome, type IngestRoute,
 } from './metric-labels.js';
 import { DeliveryMetrics } from './delivery-metrics.js';
+import { collectProcessMetrics } from './process-metrics.js';
 import { StoreMetrics } from './store-metrics.js';
 import { SocketMetrics } from './socket-metrics.js';
 import { WsBufferMetrics } from './ws-buffer-metrics.js';
@@ -302,7 +303,8 @@ export class Metrics {
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'pixiu_' });
+    // prom-client's defaults, those whose cost grows with open sockets sampled (process-metrics.ts).
+    collectProcessMetrics(this.registry, 'pixiu_');
     this.#zeroSeries();
   }
 

@@ -155,8 +155,8 @@ export const errorBody = {
 /**
  * The `Retry-After` header of an answer, for a response schema's `headers`, which the
  * OpenAPI document shows (the serializer ignores them): sent with every 503
- * UNAVAILABLE, the history routes' 429, the `/v1/me` routes' per-user rate 429
- * (error-handler.ts `sendError`) and the pipelining bound's 429 (error-handler.ts
+ * UNAVAILABLE, the history routes' 429, the `/v1/me` routes' per-user rate 429, the
+ * `/metrics` scrape rate's 429 (error-handler.ts `sendError`) and the pipelining bound's 429 (error-handler.ts
  * `writeClosingAnswer`), so `required` (document-headers.ts lifts it to the document's
  * Header Object); a batch's 200 has it only when an item is 503.
  */

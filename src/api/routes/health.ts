@@ -2,7 +2,10 @@
  * Operations routes (DESIGN.md §7): liveness, readiness and Prometheus metrics. They
  * need no token, like most health endpoints, so probes and scrapers can reach them
  * (`security: []` says so in the OpenAPI document), and they ignore query parameters:
- * a probe or scraper that adds some still gets its answer.
+ * a probe or scraper that adds some still gets its answer. What anyone may make them
+ * cost is bounded: `/readyz`'s Redis writes (src/api/shared-probe.ts), and `/metrics`'
+ * scrapes, each of a cost that no longer grows with the node (src/api/process-metrics.ts)
+ * and node-wide at most {@link SCRAPE_LIMIT}.
  */
 // Adds the OpenAPI fields (summary, tags, security) to route schema types.
 import type {} from '@fastify/swagger';
@@ -11,17 +14,31 @@ import { PixiuError } from '../../errors.js';
 import { ReplyError } from 'ioredis';
 import { connectRefusal, isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
-import { writeReadinessProbe } from '../../redis/readiness-probe.js';
 import { redisStateReason } from '../../redis/state-replies.js';
 import { cutText } from '../../text-cut.js';
+import { rateWords, type RateLimit } from '../../gateway/user-rate.js';
 import type { ApiDeps } from '../deps.js';
-import { answerObject, opsErrorResponses, unavailableAnswer } from '../schemas.js';
+import { NodeRate } from '../node-rate.js';
+import { answerObject, errorBody, opsErrorResponses, PIPELINED_WORDS, retryAfterHeader, unavailableAnswer } from '../schemas.js';
+import { SharedReadinessProbe } from '../shared-probe.js';
 
 /**
  * The message of `/readyz` during the drain delay after SIGTERM (`PIXIU_DRAIN_DELAY`;
  * docs/api.md, "Operations"; docs/decisions.md, "Drain delay").
  */
 export const DRAINING = 'this node is shutting down (PIXIU_DRAIN_DELAY): it still serves requests and WebSockets until its drain delay ends, then stops; send new work to another node';
+
+/**
+ * `GET /metrics` scrapes on one node, all clients together: a burst of 200, then 50 a
+ * second. A scrape costs the event loop about 2.4 ms whatever the node holds
+ * (src/api/process-metrics.ts), so past the burst scrapes take at most ~12% of it;
+ * Prometheus servers scraping every second or more, several of them, stay far below
+ * (secaudit F2). docs/decisions.md, "Operations routes under load".
+ */
+export const SCRAPE_LIMIT: RateLimit = Object.freeze({ burst: 200, perMinute: 3000 });
+
+/** Why a scrape is refused 429 (its message, and the OpenAPI document's words). */
+const OVER_SCRAPE_WORDS = `this node's /metrics scrapes are over their rate (${rateWords(SCRAPE_LIMIT)}, all clients together); nothing collected. Scrape again after Retry-After (docs/api.md, "Operations")`;
 
 /** An answer `{"status": <value>}`. */
 function statusBody(value: string, description: string) {
@@ -30,7 +47,8 @@ function statusBody(value: string, description: string) {
 
 /** Registers `/healthz`, `/readyz` and `/metrics`. */
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
-  const probeKey = new Keys(deps.config.redisPrefix).readinessProbe();
+  const probe = new SharedReadinessProbe(deps.redis, new Keys(deps.config.redisPrefix).readinessProbe());
+  const scrapes = new NodeRate(SCRAPE_LIMIT);
   app.get('/healthz', {
     schema: {
       summary: 'Liveness: the process answers',
@@ -65,8 +83,9 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const problem = deps.writeProblem?.();
     if (problem !== undefined) throw new PixiuError('UNAVAILABLE', problem);
     try {
-      // A write, not PING (src/redis/readiness-probe.ts): one short-lived key per prefix.
-      await writeReadinessProbe(deps.redis, probeKey);
+      // A write, not PING (src/redis/readiness-probe.ts): one short-lived key per prefix,
+      // shared between calls and bounded in rate (src/api/shared-probe.ts).
+      await probe.check();
     } catch (err) {
       // A state reply (full, read-only …) in the words a request's 503 gives it too;
       // another reply's first line, cut as the project cuts text it repeats (text-cut.ts).
@@ -95,9 +114,12 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
           content: { 'text/plain': { schema: { type: 'string' } } },
         },
         ...opsErrorResponses,
+        429: { ...errorBody, description: `RATE_LIMITED: ${OVER_SCRAPE_WORDS}. Or ${PIPELINED_WORDS}`, headers: retryAfterHeader },
       },
     },
   }, async (_req, reply) => {
+    const retryAfterSeconds = scrapes.take();
+    if (retryAfterSeconds > 0) throw new PixiuError('RATE_LIMITED', `${OVER_SCRAPE_WORDS}; retry after ${retryAfterSeconds} s`, { retryAfterSeconds });
     reply.type(deps.metrics.registry.contentType);
     return deps.metrics.registry.metrics();
   });
