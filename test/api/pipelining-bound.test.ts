@@ -109,11 +109,14 @@ test('a connection pipelining thousands of GET /v1/openapi.json and /metrics wit
     socket.destroy();
   }
   heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
-  // Generous: measured +8 – 14 MiB with the bound, +232 MiB without it (+905 MiB of
-  // GET /v1/openapi.json alone, before the document was serialized once); /healthz
-  // 0.7 – 1.2 s at worst with it on a loaded 2-core VM (the 32 /metrics built); a
-  // black-box tester saw over 10 s without it.
-  assert.ok(heapPeak - heapBefore < 64 * 1024 * 1024, `heap grew by ${((heapPeak - heapBefore) / 1048576).toFixed(0)} MiB`);
+  // Generous: the peak counts garbage not yet collected, so it follows the machine's
+  // heap limit — measured +8 – 14 MiB with the bound on a 2-core VM of a few GB, +75 –
+  // 92 MiB on one of 24 GB (V8's heap limit 4 GiB: old space collected later; 64 MiB
+  // failed there every run), and +232 MiB there and +441 – 480 MiB here without the
+  // bound (+905 MiB of GET /v1/openapi.json alone, before the document was serialized
+  // once); /healthz 0.7 – 1.2 s at worst with it on a loaded 2-core VM (the 32 /metrics
+  // built); a black-box tester saw over 10 s without it.
+  assert.ok(heapPeak - heapBefore < 192 * 1024 * 1024, `heap grew by ${((heapPeak - heapBefore) / 1048576).toFixed(0)} MiB`);
   assert.ok(slowest < 3000, `the slowest /healthz meanwhile took ${slowest.toFixed(0)} ms`);
   assert.ok(gone, 'the flooding connection is closed by the node within 10 s');
   assert.equal(await closes('pipelined_requests'), before + 1);
