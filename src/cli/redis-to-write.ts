@@ -12,6 +12,7 @@
  * wait for, a restore does.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
@@ -36,8 +37,9 @@ export interface RedisToWrite {
 /**
  * Connects to the Redis to write to (see the module's doc).
  * @throws StartupError as {@link connectToRead} for a URL or a running node's Redis;
- *   for a stopped data dir: no `<dataDir>/redis` folder (no embedded Redis ever ran
- *   there: a wrong PIXIU_DATA_DIR, or a node on PIXIU_REDIS_URL), a data dir whose
+ *   for a stopped data dir: no `<dataDir>/redis` folder, or one holding only the data
+ *   dir's lock (no embedded Redis ever ran there: a wrong PIXIU_DATA_DIR, or a node on
+ *   PIXIU_REDIS_URL, which takes that lock too: src/redis/dir-lock.ts), a data dir whose
  *   store last ran on a shared Redis (its LAYOUT's `redisPrefix`), or the embedded
  *   redis-server could not be started (a node starting on the data dir holds its lock;
  *   redis-server missing; a damaged AOF), in local-server.ts's words
@@ -139,12 +141,19 @@ async function runningEmbedded(dataDir: string): Promise<boolean> {
  */
 async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
   const dir = path.join(dataDir, 'redis');
-  if (!existsSync(dir)) {
-    throw new StartupError(`no PIXIU_REDIS_URL, no embedded Redis running under ${dataDir}, and no embedded Redis data there (no ${dir}): `
-      + 'set PIXIU_DATA_DIR to the data dir of the node (its node may be stopped), or PIXIU_REDIS_URL to the Redis the nodes use');
-  }
+  if (!existsSync(dir)) throw noEmbeddedData(dataDir, `no ${dir}`);
   const { readLayout } = await import('../store/layout.js');
   const recorded = (await readLayout(path.join(dataDir, 'xiu')))?.redisPrefix;
+  // The data dir's lock (src/redis/dir-lock.ts) is there whatever Redis its node ran
+  // with: alone and free, it is no embedded Redis's data. Held, a node is starting there:
+  // the redis-server's start refuses it in its words. A folder that cannot be read is
+  // left to that start too, as before.
+  if (recorded === undefined && (await readdir(dir).catch(() => [])).join('/') === 'lock') {
+    const { lockRedisDir } = await import('../redis/dir-lock.js');
+    const lock = await lockRedisDir(dir, dataDir).catch(() => undefined);
+    await lock?.close();
+    if (lock !== undefined) throw noEmbeddedData(dataDir, `only the data dir's lock in ${dir}`);
+  }
   if (recorded === undefined) return;
   // Not serve's refusal (src/cluster/prefix-guard.ts): its way out, deleting the LAYOUT's
   // redisPrefix, is for running the data dir on a Redis of its own; taken here it would
@@ -152,4 +161,10 @@ async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
   throw new StartupError(`the data dir ${dataDir} last ran on the Redis of PIXIU_REDIS_URL (key prefix "${recorded}"): its inboxes are there, `
     + 'not in the embedded Redis under it. Run the command against that Redis: '
     + `set PIXIU_REDIS_URL to it and PIXIU_REDIS_PREFIX to "${recorded}"`);
+}
+
+/** The refusal of {@link refuseNoEmbeddedData} for a data dir with no embedded Redis's data; `none` says what is there. */
+function noEmbeddedData(dataDir: string, none: string): StartupError {
+  return new StartupError(`no PIXIU_REDIS_URL, no embedded Redis running under ${dataDir}, and no embedded Redis data there (${none}): `
+    + 'set PIXIU_DATA_DIR to the data dir of the node (its node may be stopped), or PIXIU_REDIS_URL to the Redis the nodes use');
 }

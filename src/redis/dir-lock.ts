@@ -1,18 +1,33 @@
 /**
- * The lock that keeps one start at a time on a data dir's embedded Redis
- * (docs/decisions.md, "Redis"): two starts at once would otherwise both find no
- * redis-server (or one with no client yet) and run two on one AOF and one socket.
+ * The data dir's lock (docs/decisions.md, "Embedded Redis"): a LevelDB at
+ * `<dataDir>/redis/lock`, whose LOCK the OS holds for the process until it is closed or
+ * the process ends (SIGKILL too). Every `pixiu serve` takes it before it starts or
+ * reaches any Redis, with the embedded Redis and with `PIXIU_REDIS_URL` alike, and holds
+ * it until it stops: of two starts on one data dir, the second stops here, before it
+ * claims the data dir's partitions on a Redis or records in its LAYOUT where it runs (a
+ * start with `PIXIU_REDIS_URL` on a data dir an embedded-Redis node served did both
+ * before it failed on the store's partition 0: walk38 F1). It was first the embedded
+ * Redis's alone — two starts at once would both find no redis-server (or one with no
+ * client yet) and run two on one AOF and one socket — hence its place under `redis/`,
+ * kept so that a node of an earlier release (which takes it with the embedded Redis
+ * only) and one of this release still exclude each other.
  */
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { StartupError } from '../errors.js';
+import { makeDir } from '../files/make-dir.js';
+import { PRIVATE_DIR_MODE } from '../files/private-data.js';
+
+/** A lock held; closing it lets another process take it. */
+export interface DirLock {
+  close(): Promise<void>;
+}
 
 /**
- * Takes the embedded Redis's lock of a data dir: a LevelDB at `<dir>/lock`, whose LOCK
- * the OS holds for this process until it is closed or the process ends (SIGKILL too).
- * @throws StartupError when another process holds it
+ * Takes the data dir's lock at `<dir>/lock` (`dir` is `<dataDir>/redis`, which exists).
+ * @throws StartupError when another process (or this one) holds it, or it cannot be opened
  */
-export async function lockRedisDir(dir: string, dataDir: string): Promise<{ close(): Promise<void> }> {
+export async function lockRedisDir(dir: string, dataDir: string): Promise<DirLock> {
   const location = path.join(dir, 'lock');
   const db = new ClassicLevel(location);
   try {
@@ -28,3 +43,17 @@ export async function lockRedisDir(dir: string, dataDir: string): Promise<{ clos
   return { close: () => db.close() };
 }
 
+/**
+ * Takes `dataDir`'s lock ({@link lockRedisDir}), making `<dataDir>/redis` first (private:
+ * src/files/private-data.ts) when it is missing.
+ * @throws StartupError when the folder cannot be made (src/files/make-dir.ts's words), or as {@link lockRedisDir}
+ */
+export async function lockDataDir(dataDir: string): Promise<DirLock> {
+  const dir = path.join(dataDir, 'redis');
+  try {
+    await makeDir(dir, PRIVATE_DIR_MODE);
+  } catch (err) {
+    throw new StartupError((err as Error).message, { cause: err });
+  }
+  return lockRedisDir(dir, dataDir);
+}

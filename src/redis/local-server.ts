@@ -17,15 +17,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { makeDir } from '../files/make-dir.js';
-import { PRIVATE_DIR_MODE } from '../files/private-data.js';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StartupError, outageFields } from '../errors.js';
 import { whyRedisFailed } from './server-log.js';
 import type { Logger } from '../logger.js';
 import { unixUrl } from './url.js';
-import { lockRedisDir } from './dir-lock.js';
+import { lockDataDir } from './dir-lock.js';
 import { isAlive } from '../process-alive.js';
 import { askToStop, stopChild, stopPid } from './stop-server.js';
 import { aofRepairAdvice } from './aof-repair.js';
@@ -68,6 +66,12 @@ export interface LocalRedisOptions {
   readonly confPath?: string;
   /** Defaults to `redis-server` on PATH. */
   readonly binary?: string;
+  /**
+   * True when the caller holds the data dir's lock already (`pixiu serve` takes it before
+   * any Redis: dir-lock.ts `lockDataDir`) and closes it itself: not taken here. Default
+   * false: taken here, and closed once the server is stopped.
+   */
+  readonly locked?: boolean;
 }
 
 /**
@@ -89,19 +93,20 @@ export function localRedisSocket(dataDir: string): string {
  *
  * @throws StartupError when `redis-server` is missing (with the install command), when
  *   it exits before it is ready (with the tail of its log; on a damaged AOF, its repair),
- *   or is not ready in 15 s; when the data dir is in use (its lock held, or a redis-server
- *   left running on it has clients); when a redis-server left running on it does not
- *   answer within left-server.ts `ADOPT_WAIT_MS` (5 s: its pid, state, and what to do);
- *   when the socket's folder in the temp dir is not this user's alone (socket-dir.ts)
+ *   or is not ready in 15 s; when the data dir is in use (its lock held — taken here
+ *   unless `locked` —, or a redis-server left running on it has clients); when a
+ *   redis-server left running on it does not answer within left-server.ts
+ *   `ADOPT_WAIT_MS` (5 s: its pid, state, and what to do); when the socket's folder in
+ *   the temp dir is not this user's alone (socket-dir.ts)
  */
 export async function startLocalRedis(opts: LocalRedisOptions): Promise<LocalRedis> {
   const dir = path.join(opts.dataDir, 'redis');
-  // Private (src/files/private-data.ts): its AOF holds the cluster secret in clear.
-  await makeDir(dir, PRIVATE_DIR_MODE);
+  if (opts.locked === true) return startLocked(opts, dir);
   // Held from before the pid-file check until the server is stopped: two starts on one
   // data dir at once would otherwise both find no server (or one with no client yet)
-  // and run two on one AOF and one socket.
-  const lock = await lockRedisDir(dir, opts.dataDir);
+  // and run two on one AOF and one socket. Its folder is made private
+  // (src/files/private-data.ts): the AOF in it holds the cluster secret in clear.
+  const lock = await lockDataDir(opts.dataDir);
   try {
     const local = await startLocked(opts, dir);
     return {

@@ -55,7 +55,8 @@ export async function startRedis(
   if (redisUrl === undefined) {
     // A data dir of a cluster started without its Redis URL would be an island (prefix-guard.ts).
     refuseEmbeddedAfterShared(config.dataDir, found);
-    local = await startLocalRedis({ dataDir: config.dataDir, logger });
+    // The data dir's lock is the start's, taken before this (service.ts).
+    local = await startLocalRedis({ dataDir: config.dataDir, logger, locked: true });
     redisUrl = local.url;
     const stopLocal = local.stop;
     cleanup.unshift({ what: 'local redis-server', run: stopLocal });

@@ -3,7 +3,8 @@
  * (DESIGN.md §1) — Redis (or the embedded one: redis-start.ts), the message store
  * (store-start.ts), the inbox, the gateway, ingest, the HTTP app — and takes them down
  * on shutdown: sockets first, then HTTP, then Redis, the store (its close bounded:
- * store-close.ts) and the embedded redis-server (shutdown-steps.ts).
+ * store-close.ts), the embedded redis-server and last the data dir's lock, which the
+ * start took before any Redis (src/redis/dir-lock.ts; shutdown-steps.ts).
  */
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -33,6 +34,7 @@ import { recordsRoute } from '../cluster/records-route.js';
 import { nodeSecrets } from '../cluster/secret-digests.js';
 import { recordWriter, refuseUnreadableStore, type FoundLayout } from '../store/layout.js';
 import { checkListenable, listenFailure } from './listen-check.js';
+import { lockDataDir } from '../redis/dir-lock.js';
 import { startRedis } from './redis-start.js';
 import { StartStallFailure, StartStallWait, startStallFailure, type StallThen } from './start-stall.js';
 import { closeAll, type CloseStep } from './shutdown-steps.js';
@@ -101,7 +103,8 @@ export interface StartOptions {
  * @param given secrets resolved already (serve.ts does, to show generated ones before
  *   anything can fail); default: resolved here with `loadSecrets` (by each run: a second
  *   one reads those the first generated)
- * @throws StartupError when Redis cannot be reached or started, a store partition
+ * @throws StartupError when the data dir is in use (its lock held by another start:
+ *   src/redis/dir-lock.ts), Redis cannot be reached or started, a store partition
  *   cannot be opened, or the port cannot be bound, or `opts.signal` is aborted; what
  *   was started is stopped again
  */
@@ -163,6 +166,13 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
     const found = opts.layout?.dir === storeDir ? opts.layout : await refuseUnreadableStore(storeDir);
     await checkListenable(config.host, config.port);
     const secrets = given ?? await loadSecrets(config);
+    stopAsked();
+    // The data dir's lock, held until this process stops (the shutdown's last step): taken
+    // before the start starts or reaches any Redis, claims the data dir's partitions there,
+    // or records in its LAYOUT where it runs. A second start on it, with either kind of Redis, stops
+    // here having written none of that (dir-lock.ts; walk38 F1).
+    const lock = await lockDataDir(config.dataDir);
+    cleanup.push({ what: 'data dir lock', run: () => lock.close() });
     stopAsked();
 
     // Redis, embedded or shared (redis-start.ts), then the data dir's store: its block of

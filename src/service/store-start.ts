@@ -96,7 +96,6 @@ export async function startStore(
     redisUptimeMs: () => redisUptimeMs(redis), evictions: () => evictionSign(redis),
     redisName: `${redactUrl(redisUrl)}, key prefix "${config.redisPrefix}"`,
   });
-  const layout = local === undefined ? await recordRedisPrefix(storeDir, ownership.layout, config.redisPrefix, redis.options.db ?? 0) : ownership.layout;
   const clusterSecret = await ClusterSecret.load(redis, keys);
   stopAsked();
 
@@ -107,7 +106,7 @@ export async function startStore(
     redisClock: () => redisClock(),
     partitions: config.partitions,
     partitionBase: ownership.partitionBase,
-    layout,
+    layout: ownership.layout,
     sync: config.storeDurability === 'fsync',
     cacheBytes: config.storeCacheBytes,
     defaultTtlMs: config.messageTtlMs,
@@ -121,6 +120,10 @@ export async function startStore(
   });
   // Bounded: a stalled disk would hold the close, and the shutdown, for good (store-close.ts).
   cleanup.unshift(storeCloseStep(store, storeDir, config.storeWriteTimeoutMs, logger));
+  // Where this data dir runs (prefix-guard.ts), recorded once the start holds it all: the
+  // data dir's lock (service.ts) and its partitions' LevelDB LOCKs, which a node of an
+  // earlier release on PIXIU_REDIS_URL holds without the former (walk38 F1).
+  const layout = local === undefined ? await recordRedisPrefix(storeDir, ownership.layout, config.redisPrefix, redis.options.db ?? 0) : ownership.layout;
   stopAsked();
   // No put until this node's first lease write finds no other node serving this store
   // (ownership.advertise lifts it): a copy of this data dir started at the same time

@@ -333,7 +333,9 @@ export async function pinPartitionBase(dir: string, layout: IdentifiedLayout, ba
  * Records `prefix` and `db` as the key prefix and database number of the store's last
  * start on a shared Redis ({@link StoreLayout.redisPrefix}, {@link StoreLayout.redisDb});
  * writes the file only when `layout` (the file as the claim left it) names others (or
- * none). Run once the store's claim is held under `prefix`.
+ * none). Run once the store's claim is held under `prefix` and the store is open (the
+ * data dir's lock and its partitions' held: src/service/store-start.ts), so that a start
+ * that fails on a data dir in use never records a Redis it did not run on.
  * @returns the layout as the file now holds it
  * @throws StartupError when the file cannot be written
  */

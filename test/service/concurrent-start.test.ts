@@ -8,8 +8,11 @@
  * store's LevelDB lock stopped its redis-server, which removed the shared socket file:
  * the survivor logged `pixiu listening` and answered 503 for good.
  *
- * With a shared Redis (`PIXIU_REDIS_URL`) the store's partition 0 is the lock: the
- * loser exits 1 naming it as held, or naming the node serving the store.
+ * With a shared Redis (`PIXIU_REDIS_URL`) the start takes the same lock, before it
+ * reaches Redis (src/redis/dir-lock.ts): the loser exits 1 with "data dir … is in use",
+ * having claimed nothing and written nothing about where the data dir runs (walk38 F1:
+ * before, partition 0's LevelDB lock was the first, and the loser had claimed the data
+ * dir's partitions and recorded its Redis in the LAYOUT by then).
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -73,12 +76,12 @@ test('two serves started at once on one data dir: one refuses, the other keeps w
 });
 
 /*
- * With a shared Redis nothing locks the data dir before the store opens: partition 0's
- * LevelDB lock is the store's (message-store.ts; test/store/open-race.test.ts for many
- * rounds). Before, the two could split the partitions between them and both exit 1
- * (2 runs of 6), each naming several locked folders.
+ * With a shared Redis too the data dir's lock is taken first (src/redis/dir-lock.ts).
+ * Before it, partition 0's LevelDB lock was the first (message-store.ts;
+ * test/store/open-race.test.ts for many rounds), and before that the two could split
+ * the partitions between them and both exit 1 (2 runs of 6).
  */
-test('two serves started at once on one data dir with a shared Redis: one runs, the other exits 1 naming partition 0\'s held lock or the serving node', { timeout: 90_000 }, async (t) => {
+test('two serves started at once on one data dir with a shared Redis: one runs, the other exits 1 with the data dir in use', { timeout: 90_000 }, async (t) => {
   const redis = await RedisServer.start();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'pixiu-twice-shared-'));
   t.after(async () => {
@@ -89,10 +92,8 @@ test('two serves started at once on one data dir with a shared Redis: one runs, 
   const { url, loser } = await startTwice(t, {
     PIXIU_DATA_DIR: dataDir, PIXIU_API_TOKEN: API_TOKEN, PIXIU_LOG_LEVEL: 'info', PIXIU_REDIS_URL: redis.url, PIXIU_CLAIMS_SETTLE: '0',
   });
-  // README "Two starts on one data dir": the first is running, or both were starting at once.
-  const held = `^pixiu: store partition folder ${path.join(dataDir, 'xiu', '0')} is locked by another process \\(its LevelDB LOCK is held\\): another pixiu may be using this data dir$`;
-  const served = `^pixiu: the store in ${path.join(dataDir, 'xiu')} \\(store [^)]+\\) is already served by node `;
-  assert.match(loser.stderr(), new RegExp(`${held}|${served}`, 'm'));
+  // README "Commands": two starts on one data dir, whichever Redis they use.
+  assert.match(loser.stderr(), new RegExp(`^pixiu: data dir ${dataDir} is in use: another pixiu is starting or running on it \\(${path.join(dataDir, 'redis', 'lock')} is locked\\)`, 'm'));
   await takesMessages(url);
 });
 

@@ -4,7 +4,9 @@
  * hide why the command failed (review35 5: a `finally` awaiting the close threw the
  * close's error instead — a replica's refusal, a prefix no service used, never seen).
  * No Redis: a stand-in target whose close the test makes fail. And a stopped data dir
- * that last ran on a shared Redis is refused with the command's own advice.
+ * that last ran on a shared Redis is refused with the command's own advice, and one whose
+ * `redis/` holds only the data dir's lock (every serve takes it, with PIXIU_REDIS_URL too) as
+ * holding no embedded Redis's data.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +17,7 @@ import type { Redis } from 'ioredis';
 import { StartupError } from '../../src/errors.js';
 import { connectToWrite, withRedisToWrite, type RedisToWrite } from '../../src/cli/redis-to-write.js';
 import { LAYOUT_FORMAT, PARTITION_HASH, newStoreId } from '../../src/store/layout.js';
+import { lockDataDir } from '../../src/redis/dir-lock.js';
 
 /** A target whose close fails with `closeError` (none: it succeeds); counts its closes. */
 function target(closeError?: Error): RedisToWrite & { closes: number } {
@@ -61,4 +64,17 @@ test('a stopped data dir whose store last ran on a shared Redis is refused with 
     return true;
   });
   assert.deepEqual(await readdir(path.join(dataDir, 'redis')), [], 'no redis-server started there');
+});
+
+test('a stopped data dir whose redis/ holds only the data dir\'s lock (a serve with PIXIU_REDIS_URL takes it too) is refused as holding no embedded Redis data, starting none', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'pixiu-ltw-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const lock = await lockDataDir(dataDir);
+  await lock.close();
+  await assert.rejects(connectToWrite({ dataDir, redisUrl: undefined, redisCommandTimeoutMs: 1000 }), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.match(err.message, /and no embedded Redis data there \(only the data dir's lock in .*\/redis\): set PIXIU_DATA_DIR to the data dir of the node/);
+    return true;
+  });
+  assert.deepEqual(await readdir(path.join(dataDir, 'redis')), ['lock'], 'no redis-server started there');
 });
