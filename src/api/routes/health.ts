@@ -5,12 +5,13 @@
  * a probe or scraper that adds some still gets its answer. What anyone may make them
  * cost is bounded: `/readyz`'s Redis writes (src/api/shared-probe.ts), and `/metrics`'
  * scrapes, each of a cost that no longer grows with the node (src/api/process-metrics.ts)
- * and node-wide at most {@link SCRAPE_LIMIT}.
+ * and node-wide at most {@link SCRAPE_LIMIT} (a scrape with the API token is not held to it).
  */
 // Adds the OpenAPI fields (summary, tags, security) to route schema types.
 import type {} from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { PixiuError } from '../../errors.js';
+import { bearerMatches, secretDigest } from '../../auth/api-token.js';
 import { ReplyError } from 'ioredis';
 import { connectRefusal, isCommandTimeout, redisUnavailable } from '../../redis/client.js';
 import { Keys } from '../../redis/keys.js';
@@ -37,8 +38,21 @@ export const DRAINING = 'this node is shutting down (PIXIU_DRAIN_DELAY): it stil
  */
 export const SCRAPE_LIMIT: RateLimit = Object.freeze({ burst: 200, perMinute: 3000 });
 
+/**
+ * Whether a scrape is held to {@link SCRAPE_LIMIT}: unless it carries the API token
+ * (`Authorization: Bearer <PIXIU_API_TOKEN>`, Prometheus's `authorization:
+ * credentials_file`). Anyone could otherwise keep the shared rate spent and have the
+ * operator's own scrapes refused 429, which Prometheus reads as the target down (the
+ * reread's finding 1). A wrong token is no refusal here: the scrape is an anonymous
+ * one, held to the limit. The token is hashed only when a header is sent.
+ * @param expected the API token's digest (api-token.ts `secretDigest`)
+ */
+function limitedScrape(authorization: string | undefined, expected: Buffer): boolean {
+  return authorization === undefined || !bearerMatches(authorization, expected);
+}
+
 /** Why a scrape is refused 429 (its message, and the OpenAPI document's words). */
-const OVER_SCRAPE_WORDS = `this node's /metrics scrapes are over their rate (${rateWords(SCRAPE_LIMIT)}, all clients together); nothing collected. Scrape again after Retry-After (docs/api.md, "Operations")`;
+const OVER_SCRAPE_WORDS = `this node's /metrics scrapes are over their rate (${rateWords(SCRAPE_LIMIT)}, all clients together); nothing collected. Scrape again after Retry-After, or with the API token, which this rate does not hold (docs/api.md, "Operations")`;
 
 /** An answer `{"status": <value>}`. */
 function statusBody(value: string, description: string) {
@@ -49,6 +63,7 @@ function statusBody(value: string, description: string) {
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const probe = new SharedReadinessProbe(deps.redis, new Keys(deps.config.redisPrefix).readinessProbe());
   const scrapes = new NodeRate(SCRAPE_LIMIT);
+  const apiTokenDigest = secretDigest(deps.apiToken);
   app.get('/healthz', {
     schema: {
       summary: 'Liveness: the process answers',
@@ -117,8 +132,8 @@ export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
         429: { ...errorBody, description: `RATE_LIMITED: ${OVER_SCRAPE_WORDS}. Or ${PIPELINED_WORDS}`, headers: retryAfterHeader },
       },
     },
-  }, async (_req, reply) => {
-    const retryAfterSeconds = scrapes.take();
+  }, async (req, reply) => {
+    const retryAfterSeconds = limitedScrape(req.headers.authorization, apiTokenDigest) ? scrapes.take() : 0;
     if (retryAfterSeconds > 0) throw new PixiuError('RATE_LIMITED', `${OVER_SCRAPE_WORDS}; retry after ${retryAfterSeconds} s`, { retryAfterSeconds });
     reply.type(deps.metrics.registry.contentType);
     return deps.metrics.registry.metrics();
