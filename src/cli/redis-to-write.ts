@@ -149,8 +149,8 @@ async function refuseNoEmbeddedData(dataDir: string): Promise<void> {
   // the redis-server's start refuses it in its words. A folder that cannot be read is
   // left to that start too, as before.
   if (recorded === undefined && (await readdir(dir).catch(() => [])).join('/') === 'lock') {
-    const { lockRedisDir } = await import('../redis/dir-lock.js');
-    const lock = await lockRedisDir(dir, dataDir).catch(() => undefined);
+    const { lockDataDirAt } = await import('../redis/dir-lock.js');
+    const lock = await lockDataDirAt(dir, dataDir).catch(() => undefined);
     await lock?.close();
     if (lock !== undefined) throw noEmbeddedData(dataDir, `only the data dir's lock in ${dir}`);
   }

@@ -59,15 +59,15 @@ import { CloseLogThinning } from './close-log.js';
 const FETCH_RETRY_MS = 1000;
 /** After Redis reconnects, every connection's next heartbeat comes within this, ms (spread at random). */
 const RECONNECT_HEARTBEAT_SPREAD_MS = 1000;
-
 export type { GatewayOptions } from './gateway-options.js';
 
 /** The running gateway of this node. */
 export class Gateway implements GatewayDeps {
   readonly node: string;
   readonly config: Config;
-  /** The bounds on this node's WebSockets and on all its sockets, resolved and logged at start (connection-bound.ts). */
+  /** The bound on this node's WebSockets (PIXIU_MAX_CONNECTIONS), resolved and logged at start (connection-bound.ts). */
   readonly maxConnections: number;
+  /** The bound on all its sockets, WebSockets and HTTP connections together (socket-bound.ts). */
   readonly maxSockets: number;
   readonly inbox: Inbox;
   readonly store: RecordReader;

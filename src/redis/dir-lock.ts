@@ -24,10 +24,13 @@ export interface DirLock {
 }
 
 /**
- * Takes the data dir's lock at `<dir>/lock` (`dir` is `<dataDir>/redis`, which exists).
+ * Takes the data dir's lock at `<dir>/lock` (`dir` is `<dataDir>/redis`, which exists;
+ * {@link lockDataDir} makes it first). The lock is the whole data dir's, taken by every
+ * start before any Redis (docs/decisions.md, "Embedded Redis"); it lives under `redis/`
+ * so that an earlier release, whose embedded Redis took it there, is excluded too.
  * @throws StartupError when another process (or this one) holds it, or it cannot be opened
  */
-export async function lockRedisDir(dir: string, dataDir: string): Promise<DirLock> {
+export async function lockDataDirAt(dir: string, dataDir: string): Promise<DirLock> {
   const location = path.join(dir, 'lock');
   const db = new ClassicLevel(location);
   try {
@@ -44,9 +47,9 @@ export async function lockRedisDir(dir: string, dataDir: string): Promise<DirLoc
 }
 
 /**
- * Takes `dataDir`'s lock ({@link lockRedisDir}), making `<dataDir>/redis` first (private:
+ * Takes `dataDir`'s lock ({@link lockDataDirAt}), making `<dataDir>/redis` first (private:
  * src/files/private-data.ts) when it is missing.
- * @throws StartupError when the folder cannot be made (src/files/make-dir.ts's words), or as {@link lockRedisDir}
+ * @throws StartupError when the folder cannot be made (src/files/make-dir.ts's words), or as {@link lockDataDirAt}
  */
 export async function lockDataDir(dataDir: string): Promise<DirLock> {
   const dir = path.join(dataDir, 'redis');
@@ -55,5 +58,5 @@ export async function lockDataDir(dataDir: string): Promise<DirLock> {
   } catch (err) {
     throw new StartupError((err as Error).message, { cause: err });
   }
-  return lockRedisDir(dir, dataDir);
+  return lockDataDirAt(dir, dataDir);
 }

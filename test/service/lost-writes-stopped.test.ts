@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { isAlive } from '../../src/process-alive.js';
-import { lockRedisDir } from '../../src/redis/dir-lock.js';
+import { lockDataDirAt } from '../../src/redis/dir-lock.js';
 import { embeddedDataDir, redisServersOf } from '../harness/embedded-data-dir.js';
 import { PixiuClient, runCli, spawnServe, tempDataDir, type CleanupContext } from '../harness/pixiu-server.js';
 import { TestClient, testToken } from '../harness/ws-client.js';
@@ -127,7 +127,7 @@ test('`pixiu redis lost-writes` while a node is starting on the data dir (its lo
   const { dataDir } = await embeddedDataDir(t);
   const dir = path.join(dataDir, 'redis');
   await mkdir(dir);
-  const lock = await lockRedisDir(dir, dataDir);
+  const lock = await lockDataDirAt(dir, dataDir);
   t.after(() => lock.close());
   const run = await runCli(['redis', 'lost-writes'], { PIXIU_DATA_DIR: dataDir });
   assert.equal(run.code, 1, run.stdout);
