@@ -12,6 +12,7 @@
  * kept so that a node of an earlier release (which takes it with the embedded Redis
  * only) and one of this release still exclude each other.
  */
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { StartupError } from '../errors.js';
@@ -41,9 +42,26 @@ export async function lockDataDirAt(dir: string, dataDir: string): Promise<DirLo
       throw new StartupError(`data dir ${dataDir} is in use: another pixiu is starting or running on it (${location} is locked); `
         + 'stop that one first, or give this one another PIXIU_DATA_DIR', { cause: err });
     }
-    throw new StartupError(`cannot open ${location}: ${String((err as { cause?: { message?: unknown } }).cause?.message ?? (err as Error).message)}`, { cause: err });
+    const why = String((err as { cause?: { message?: unknown } }).cause?.message ?? (err as Error).message);
+    throw new StartupError(`cannot open ${location}: ${why}${/permission denied/i.test(why) ? await othersFiles(location, dataDir) : ''}`, { cause: err });
   }
   return { close: () => db.close() };
+}
+
+/**
+ * For a lock this user may not open: whose its files are, when another user's, and what
+ * to do (walk39 F2: after a start as root, the service user's next start said only
+ * LevelDB's `IO error: …/CURRENT: Permission denied`). Empty when they are this
+ * user's, or cannot be stat'd (the error stands alone).
+ */
+async function othersFiles(location: string, dataDir: string): Promise<string> {
+  const me = process.getuid?.();
+  const paths = [path.dirname(location), location, path.join(location, 'CURRENT'), path.join(location, 'LOCK')];
+  const owners = await Promise.all(paths.map((at) => stat(at).then((info) => info.uid, () => undefined)));
+  const other = owners.find((uid) => uid !== undefined && uid !== me);
+  if (other === undefined || me === undefined) return '';
+  return ` (it holds files of uid ${other}, not of this user, uid ${me}: a start as another user, root?; `
+    + `give the data dir back to this user, chown -R ${me} ${dataDir}, or run as uid ${other})`;
 }
 
 /**

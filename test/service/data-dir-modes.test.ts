@@ -6,7 +6,7 @@
  * 0755 folders under umask 022). Folders that exist already are left as they are, with
  * a warn line when other users can reach them.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, lstat, mkdir, mkdtemp, readFile, readdir, realpath, rm } from 'node:fs/promises';
@@ -123,17 +123,26 @@ test('an older release\'s data dir with redis/ and xiu/ open to others: a warn n
   assert.deepEqual(await second.term(), { code: 0, signal: null }, second.stderr());
 });
 
-test('started as root on a data dir another user owns: a warn says what follows and whose it is; on root\'s own, none (walk38 F7)', { timeout: 60_000 }, async (t) => {
+/**
+ * For the tests that start serve as root: a data dir made 0700 (root's), and a start of
+ * serve on it (as root, or as `user`) that fails at once on Redis (refused: port 1)
+ * after its checks of the data dir; undefined, the test skipped, when not root.
+ */
+async function rootsDataDir(t: TestContext): Promise<{ dataDir: string; start: (user?: { uid: number; gid: number }) => ReturnType<typeof runCli> } | undefined> {
   if (process.getuid?.() !== 0) {
-    t.skip('needs root, to start serve as root on another user\'s data dir');
-    return;
+    t.skip('needs root, to start serve as root and as another user');
+    return undefined;
   }
   const { dataDir, env } = await dataDirIn(t);
   await mkdir(dataDir, { mode: 0o700 });
-  // Redis refused at once: the warn comes before the start's connect.
-  const start = (): ReturnType<typeof runCli> => runCli(['serve'], {
-    ...env, PIXIU_REDIS_URL: 'redis://127.0.0.1:1', PIXIU_API_TOKEN: 'root-on-others-api-token-0123', PIXIU_JWT_SECRET: 'root-on-others-jwt-secret-0123456789abcdef',
-  });
+  const settings = { ...env, PIXIU_REDIS_URL: 'redis://127.0.0.1:1', PIXIU_API_TOKEN: 'root-start-api-token-0123456789', PIXIU_JWT_SECRET: 'root-start-jwt-secret-0123456789abcdef' };
+  return { dataDir, start: (user) => runCli(['serve'], settings, user) };
+}
+
+test('started as root on a data dir another user owns: a warn says what follows and whose it is; on root\'s own, none (walk38 F7)', { timeout: 60_000 }, async (t) => {
+  const made = await rootsDataDir(t);
+  if (made === undefined) return;
+  const { dataDir, start } = made;
   const warns = (stdout: string): unknown[] => stdout.split('\n').filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { msg: string; dataDir: string; owner: number })
     .filter((l) => l.msg === ROOT_ON_OTHERS_DATA_DIR_LOG).map(({ dataDir: dir, owner }) => ({ dir, owner }));
@@ -144,4 +153,17 @@ test('started as root on a data dir another user owns: a warn says what follows 
   const others = await start();
   assert.equal(others.code, 1, others.stderr);
   assert.deepEqual(warns(others.stdout), [{ dir: dataDir, owner: 65534 }], others.stdout);
+});
+
+test('after a start as root, the owner\'s next start says whose the lock\'s files are and how to give them back, not only LevelDB\'s Permission denied (walk39 F2)', { timeout: 60_000 }, async (t) => {
+  const made = await rootsDataDir(t);
+  if (made === undefined) return;
+  const { dataDir, start } = made;
+  await chown(dataDir, 65534, 65534);
+  // As root: the data dir's lock is made (root's) before Redis is reached, then the start fails on Redis.
+  assert.equal((await start()).code, 1);
+  const owner = await start({ uid: 65534, gid: 65534 });
+  assert.equal(owner.code, 1, owner.stderr);
+  assert.match(owner.stderr, new RegExp(`cannot open ${path.join(dataDir, 'redis', 'lock')}: .*permission denied.* \\(it holds files of uid 0, not of this user, uid 65534: a start as another user, root\\?; `
+    + `give the data dir back to this user, chown -R 65534 ${dataDir}, or run as uid 0\\)`));
 });
