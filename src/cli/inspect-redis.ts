@@ -65,12 +65,20 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
  * private to the service's user (0700, docs/decisions.md "The data dir is private to
  * the service's user"), another user cannot even see whether the socket is there:
  * that is said, not taken for "none running".
+ *
+ * A socket in the temp dir (a data dir path too long for `<dataDir>/redis/redis.sock`)
+ * is used only when its folder is this user's alone, checked as `pixiu serve` checks it
+ * before it starts Redis there (socket-dir.ts): another local user can compute the
+ * folder's name and make it first, with a Redis of theirs listening at the socket's path
+ * (reread F2). No folder there: none runs; it is not made.
  * @throws StartupError when this user may not look for the socket (EACCES on a folder
- *   above it), naming the folder's owner (uid) as the user to run the command as
+ *   above it), naming the folder's owner (uid) as the user to run the command as; when
+ *   the socket's folder in the temp dir is not this user's alone, in serve's one line
  */
 export async function embeddedRedisSocket(dataDir: string): Promise<string | undefined> {
-  const { localRedisSocket } = await import('../redis/local-server.js');
+  const [{ localRedisSocket }, { checkSocketDirIfThere }] = await Promise.all([import('../redis/local-server.js'), import('../redis/socket-dir.js')]);
   const sock = localRedisSocket(dataDir);
+  if (path.dirname(sock) !== path.join(dataDir, 'redis') && !await checkSocketDirIfThere(path.dirname(sock), dataDir)) return undefined;
   try {
     statSync(sock);
   } catch (err) {

@@ -4,7 +4,9 @@
  * `<temp dir>/pixiu-<uid>/` (src/redis/socket-dir.ts), made 0700; a folder there that
  * is not this user's alone (another user's, open to others, a symbolic link, a file)
  * refuses the start with one line. Before, the socket was `/tmp/pixiu-redis-<hash>.sock`,
- * a name another local user could take first (secaudit F5). Each test points TMPDIR at a
+ * a name another local user could take first (secaudit F5). `pixiu inspect` checks the
+ * folder the same way before it connects to a socket there, and refuses in the same line
+ * (reread F2). Each test points TMPDIR at a
  * folder of its own, so its squatters never meet another test's Redis.
  */
 import { test } from 'node:test';
@@ -14,11 +16,12 @@ import { chmod, chown, lstat, mkdir, mkdtemp, readFile, rm, symlink, writeFile }
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import type { ChildProcess } from 'node:child_process';
 import { isAlive } from '../../src/process-alive.js';
 import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
 import { StartupError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
-import type { CleanupContext } from '../harness/pixiu-server.js';
+import { runCli, type CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnTied } from '../harness/tied-spawn.js';
 
@@ -123,5 +126,33 @@ for (const { what, make, says } of SQUATTERS) {
       return true;
     });
     assert.ok(!existsSync(path.join(dataDir, 'redis', 'redis.pid')), 'no redis-server was started');
+  });
+}
+
+for (const { what, make, says } of SQUATTERS) {
+  test(`pixiu inspect refuses, in serve's one line, and does not connect, when the socket's folder in the temp dir is ${what}${what === 'a file' ? '' : ', a Redis listening at the socket\'s path in it'}`, { timeout: 60_000 }, async (t) => {
+    const { dataDir, socketDir } = await longPlace(t);
+    await make(socketDir);
+    const sock = localRedisSocket(dataDir);
+    // The squatter's Redis, where inspect would look for the embedded one (none can be in a file).
+    let planted: ChildProcess | undefined;
+    if (what !== 'a file') {
+      planted = spawnTied('redis-server', ['--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no', '--dir', path.dirname(socketDir)], { stdio: 'ignore' });
+      t.after(() => planted?.kill('SIGKILL'));
+      await waitUntil('the squatter\'s redis-server listens', async () => existsSync(sock));
+    }
+    const run = await runCli(['inspect', 'cluster'], { PIXIU_DATA_DIR: dataDir, TMPDIR: path.dirname(socketDir) });
+    assert.equal(run.code, 1, run.stdout);
+    assert.equal(run.stdout, '');
+    assert.ok(run.stderr.startsWith(`pixiu: ${socketDir} `), run.stderr);
+    assert.match(run.stderr, says);
+    assert.match(run.stderr, /another user could hold or take over the socket/);
+    assert.equal(run.stderr.split('\n').length, 2, `one line: ${run.stderr}`);
+    if (planted !== undefined) {
+      const redis = new Redis({ path: sock, lazyConnect: true, maxRetriesPerRequest: 0 });
+      t.after(() => redis.disconnect());
+      const stats = await redis.info('stats');
+      assert.match(stats, /^total_connections_received:1\r?$/m, 'no connection but this one');
+    }
   });
 }
