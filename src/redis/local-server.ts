@@ -130,8 +130,10 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   const pidFile = path.join(dir, 'redis.pid');
   const url = unixUrl(sock);
   // A socket in the temp dir: its folder is checked before anything reaches the socket
-  // (the left-over probe), and again before each spawn (a restart's too: a temp-dir
-  // cleaner may have removed it meanwhile, and another user made one in its place).
+  // (the left-over probe, at start and at each restart attempt: a temp-dir cleaner may
+  // have removed it while Redis was down, and another user made one in its place), and
+  // again before each spawn. The node's own client reconnecting is not covered
+  // (socket-dir.ts `checkSocketDirIfThere`).
   const checkSocketDir = async (): Promise<void> => {
     if (path.dirname(sock) !== dir) await checkPrivateSocketDir(path.dirname(sock), opts.dataDir);
   };
@@ -147,7 +149,7 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   ];
   const binary = opts.binary ?? 'redis-server';
   const place: LeftServerPlace = { dataDir: opts.dataDir, dir, pidFile, sock, logger: opts.logger };
-  const supervisor = new Supervisor(place, async () => {
+  const supervisor = new Supervisor(place, checkSocketDir, async () => {
     await checkSocketDir();
     // Its own process group: a Ctrl-C in the terminal must not stop Redis before Pixiu
     // has flushed and closed its connections; Pixiu stops it last.
@@ -189,6 +191,8 @@ class Supervisor {
   readonly #logger: Logger;
   readonly #sock: string;
   readonly #spawn: () => Promise<ChildProcess>;
+  /** Run before each restart attempt reaches the socket (the left-over probe). */
+  readonly #beforeProbe: () => Promise<void>;
   #child: ChildProcess | undefined;
   #adopted: number | undefined;
   #poll: NodeJS.Timeout | undefined;
@@ -197,11 +201,17 @@ class Supervisor {
   /** Ends the back-off a restart is waiting out, if any ({@link #backoff}). */
   #wake: (() => void) | undefined;
 
-  constructor(place: LeftServerPlace, spawnServer: () => Promise<ChildProcess>) {
+  /**
+   * @param beforeProbe checks the socket's place before a restart attempt probes it;
+   *   throws to fail the attempt (retried, logged)
+   * @param spawnServer starts the server and resolves once it is ready
+   */
+  constructor(place: LeftServerPlace, beforeProbe: () => Promise<void>, spawnServer: () => Promise<ChildProcess>) {
     this.#place = place;
     this.#logger = place.logger;
     this.#sock = place.sock;
     this.#spawn = spawnServer;
+    this.#beforeProbe = beforeProbe;
   }
 
   /** Starts the server and watches it. @throws StartupError as {@link startLocalRedis} */
@@ -278,7 +288,9 @@ class Supervisor {
       if (this.#stopping) return;
       try {
         // Someone may have started it by hand meanwhile: adopt that one rather than
-        // run two servers on one AOF (one that does not answer fails this attempt).
+        // run two servers on one AOF (one that does not answer fails this attempt). The
+        // socket's folder is checked first: the probe must not reach another user's socket.
+        await this.#beforeProbe();
         const left = await leftRunning(this.#place);
         if (left !== undefined) {
           this.adopt(left.pid);

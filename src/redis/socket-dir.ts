@@ -65,7 +65,8 @@ export async function checkPrivateSocketDir(dir: string, dataDir: string): Promi
  * @param dataDir the data dir, named in the refusal (its path is what made it needed)
  * @returns false when there is no such folder (ENOENT: no socket can be in it), true
  *   when there is and it is this user's alone
- * @throws StartupError one line naming the folder, what is wrong with it and what to do
+ * @throws StartupError one line naming the folder, what is wrong with it and what to do;
+ *   or, when it cannot be looked at (EACCES on the temp dir, say), that and why
  */
 export async function checkSocketDirIfThere(dir: string, dataDir: string): Promise<boolean> {
   let info: Stats;
@@ -73,7 +74,7 @@ export async function checkSocketDirIfThere(dir: string, dataDir: string): Promi
     info = await lstat(dir);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw err;
+    throw new StartupError(`cannot look at ${dir} (${whyThere(dataDir)}): ${(err as Error).message}`, { cause: err });
   }
   const me = process.getuid?.();
   const problem = info.isSymbolicLink() ? 'is a symbolic link, not a folder'

@@ -16,7 +16,8 @@ import { chmod, chown, lstat, mkdir, mkdtemp, readFile, rm, symlink, writeFile }
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import type { ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { isAlive } from '../../src/process-alive.js';
 import { localRedisSocket, REDIS_CONF_PATH, startLocalRedis } from '../../src/redis/local-server.js';
 import { StartupError } from '../../src/errors.js';
@@ -24,6 +25,10 @@ import { createLogger } from '../../src/logger.js';
 import { runCli, type CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import { spawnTied } from '../harness/tied-spawn.js';
+import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
+import { capturingLogger } from '../harness/log-capture.js';
+
+const CHECK_SOCKET_DIR = siblingModule(import.meta.url, './fixtures/check-socket-dir');
 
 /** A uid no test runs as (`nobody`): the squatter. */
 const OTHER_UID = 65534;
@@ -156,3 +161,50 @@ for (const { what, make, says } of SQUATTERS) {
     }
   });
 }
+
+test('a restart of the embedded Redis checks the socket\'s folder before its left-over probe: another user\'s folder made while Redis was down, their redis-server at the socket on the data dir, is neither probed nor adopted', { timeout: 60_000 }, async (t) => {
+  const { dataDir, socketDir } = await longPlace(t);
+  const sock = localRedisSocket(dataDir);
+  const dir = path.join(dataDir, 'redis');
+  const { logger, lines } = capturingLogger();
+  const local = await startLocalRedis({ dataDir, logger });
+  t.after(() => local.stop());
+  const ours = Number(await readFile(path.join(dir, 'redis.pid'), 'utf8'));
+  // A temp-dir cleaner removes the folder; another user makes it again, and runs a
+  // redis-server on the data dir (its pid file, its socket) that the probe would take
+  // for one started by hand meanwhile, and adopt.
+  await rm(socketDir, { recursive: true, force: true });
+  await mkdir(socketDir, { mode: 0o700 });
+  await chown(socketDir, OTHER_UID, OTHER_UID);
+  const theirs = spawnTied('redis-server', ['--port', '0', '--unixsocket', sock, '--dir', dir, '--pidfile', path.join(dir, 'redis.pid'), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  t.after(() => theirs.kill('SIGKILL'));
+  await waitUntil('their redis-server listens and has written its pid', async () => existsSync(sock)
+    && Number(await readFile(path.join(dir, 'redis.pid'), 'utf8').catch(() => '')) === theirs.pid);
+  process.kill(ours, 'SIGKILL');
+  await waitUntil('a restart attempt is refused for the folder', async () => lines.some((l) => l.msg === 'cannot restart the local redis-server; retrying'
+    && String(l.err ?? JSON.stringify(l)).includes(`is owned by uid ${OTHER_UID}`)));
+  assert.ok(!lines.some((l) => l.msg === 'local redis-server is back'), 'not adopted');
+  const redis = new Redis({ path: sock, lazyConnect: true, maxRetriesPerRequest: 0 });
+  t.after(() => redis.disconnect());
+  assert.match(await redis.info('stats'), /^total_connections_received:1\r?$/m, 'not probed: no connection but this one');
+});
+
+test('a socket folder in a temp dir this user may not search: the check says so in one line (a StartupError), not a bare EACCES', async (t) => {
+  const base = await mkdtemp(path.join(os.tmpdir(), 'pixiu-sockdir-'));
+  // Root searches any folder: a root run checks as nobody, whom base (0755) lets in and
+  // `locked` (root's, 0700) does not; another user's run meets a folder of mode 0000.
+  const asRoot = process.getuid?.() === 0;
+  await chmod(base, 0o755);
+  const locked = path.join(base, 'locked');
+  await mkdir(locked, { mode: 0o700 });
+  if (!asRoot) await chmod(locked, 0o000);
+  t.after(async () => {
+    await chmod(locked, 0o700);
+    await rm(base, { recursive: true, force: true });
+  });
+  const dir = path.join(locked, `pixiu-${asRoot ? OTHER_UID : process.getuid?.()}`);
+  const dataDir = path.join(base, 'd'.repeat(100));
+  const { stdout } = await promisify(execFile)(process.execPath, [...nodeArgsFor(CHECK_SOCKET_DIR), dir, dataDir],
+    asRoot ? { uid: OTHER_UID, gid: OTHER_UID } : {});
+  assert.equal(stdout, `StartupError: cannot look at ${dir} (the embedded Redis's socket goes there because ${dataDir}/redis/redis.sock is longer than a unix socket path may be): EACCES: permission denied, lstat '${dir}'`);
+});
