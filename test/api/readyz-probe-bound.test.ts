@@ -13,6 +13,7 @@ import { PROBE_LIMIT, SharedReadinessProbe } from '../../src/api/shared-probe.js
 import { createRedis } from '../../src/redis/client.js';
 import { cleanupList, startInProcess } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { waitUntil } from '../harness/checks.js';
 
 let redis: RedisServer;
 let admin: Redis;
@@ -33,12 +34,19 @@ async function psetexCalls(): Promise<number> {
 }
 
 test('50 concurrent /readyz calls share one PSETEX, and are all answered 200', async (t) => {
-  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'shared:' });
+  // A command timeout well past the pause below: the held probe must not time out.
+  const { client } = await startInProcess(t, { redisUrl: redis.url, redisPrefix: 'shared:', redisCommandTimeoutMs: '30000' });
   const before = await psetexCalls();
-  // Writes held by Redis for 300 ms: the first call's probe is in flight while the others arrive.
-  await admin.call('CLIENT', 'PAUSE', '300', 'WRITE');
-  const answers = await Promise.all(Array.from({ length: 50 }, () => client.get('/readyz', { headers: { authorization: '' } })));
-  assert.deepEqual(answers.map((a) => a.status), Array(50).fill(200));
+  // Writes held by Redis until all 50 calls are in the probe (10 s is only a bound, never
+  // waited out): the first call's probe is in flight while every other call arrives,
+  // however slowly the machine lets them in. Counted where the route calls the probe.
+  const checks = t.mock.method(SharedReadinessProbe.prototype, 'check');
+  await admin.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+  t.after(() => admin.call('CLIENT', 'UNPAUSE'));
+  const answers = Promise.all(Array.from({ length: 50 }, () => client.get('/readyz', { headers: { authorization: '' } })));
+  await waitUntil('all 50 calls are waiting on the probe', async () => checks.mock.callCount() === 50);
+  await admin.call('CLIENT', 'UNPAUSE');
+  assert.deepEqual((await answers).map((a) => a.status), Array(50).fill(200));
   assert.equal(await psetexCalls() - before, 1);
 });
 
