@@ -67,18 +67,22 @@ export async function connectToRead(config: Pick<Config, 'dataDir' | 'redisUrl' 
  * that is said, not taken for "none running".
  *
  * A socket in the temp dir (a data dir path too long for `<dataDir>/redis/redis.sock`)
- * is used only when its folder is this user's alone, checked as `pixiu serve` checks it
- * before it starts Redis there (socket-dir.ts): another local user can compute the
- * folder's name and make it first, with a Redis of theirs listening at the socket's path
- * (reread F2). No folder there: none runs; it is not made.
+ * is looked for in the folder of the data dir's owner, the service's user (so that root
+ * finds it too: walk39 F1), and used only when that folder is that user's alone, checked
+ * as `pixiu serve` checks it before it starts Redis there (socket-dir.ts): another local
+ * user can compute the folder's name and make it first, with a Redis of theirs listening
+ * at the socket's path (reread F2). No folder there: none runs; it is not made.
  * @throws StartupError when this user may not look for the socket (EACCES on a folder
  *   above it), naming the folder's owner (uid) as the user to run the command as; when
- *   the socket's folder in the temp dir is not this user's alone, in serve's one line
+ *   the socket's folder in the temp dir is not the data dir owner's alone, in serve's one line
  */
 export async function embeddedRedisSocket(dataDir: string): Promise<string | undefined> {
   const [{ localRedisSocket }, { checkSocketDirIfThere }] = await Promise.all([import('../redis/local-server.js'), import('../redis/socket-dir.js')]);
-  const sock = localRedisSocket(dataDir);
-  if (path.dirname(sock) !== path.join(dataDir, 'redis') && !await checkSocketDirIfThere(path.dirname(sock), dataDir)) return undefined;
+  // The service's folder is its user's, the data dir's owner: run as root (or another
+  // user), this command looks there, not in its own (walk39 F1).
+  const owner = dataDirOwner(dataDir);
+  const sock = localRedisSocket(dataDir, owner);
+  if (path.dirname(sock) !== path.join(dataDir, 'redis') && !await checkSocketDirIfThere(path.dirname(sock), dataDir, owner)) return undefined;
   try {
     statSync(sock);
   } catch (err) {
@@ -88,6 +92,15 @@ export async function embeddedRedisSocket(dataDir: string): Promise<string | und
     throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${code}): ${notOurs(locked, locked)}`, { cause: err });
   }
   return sock;
+}
+
+/** The data dir's owner (uid); undefined when it cannot be stat'd (then this user's folder is looked in). */
+function dataDirOwner(dataDir: string): number | undefined {
+  try {
+    return statSync(dataDir).uid;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

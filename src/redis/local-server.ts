@@ -79,13 +79,15 @@ export interface LocalRedisOptions {
  * is longer than a socket path may be, `redis-<hash>.sock` in the service user's private
  * folder of the temp dir (socket-dir.ts `privateSocketDir`), the hash being the data
  * dir's: stable across restarts, one per data dir.
+ * @param owner whose folder: this process's uid unless given (the data dir's owner, for
+ *   a command looking for the service's Redis)
  */
-export function localRedisSocket(dataDir: string): string {
+export function localRedisSocket(dataDir: string, owner?: number): string {
   const dir = path.join(dataDir, 'redis');
   const preferred = path.join(dir, 'redis.sock');
   if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) return preferred;
   const digest = createHash('sha256').update(dir).digest('hex').slice(0, 16);
-  return path.join(privateSocketDir(), `redis-${digest}.sock`);
+  return path.join(owner === undefined ? privateSocketDir() : privateSocketDir(owner), `redis-${digest}.sock`);
 }
 
 /**

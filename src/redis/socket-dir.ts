@@ -26,9 +26,11 @@ const OPEN_BITS = 0o077;
  * user name where the system has no uids). One per user, the same across restarts, so
  * a restarted pixiu finds a redis-server left running by its socket's path
  * (left-server.ts).
+ * @param owner the uid whose folder it is: this process's (serve), or the data dir's
+ *   owner (the commands that look for the service's Redis, run as root say: walk39 F1)
  */
-export function privateSocketDir(): string {
-  return path.join(os.tmpdir(), `pixiu-${process.getuid?.() ?? os.userInfo().username}`);
+export function privateSocketDir(owner: number | undefined = process.getuid?.()): string {
+  return path.join(os.tmpdir(), `pixiu-${owner ?? os.userInfo().username}`);
 }
 
 /**
@@ -53,9 +55,9 @@ export async function checkPrivateSocketDir(dir: string, dataDir: string): Promi
 }
 
 /**
- * Checks, without making it, that the socket's folder `dir` is this user's alone: a
- * folder (`lstat`: not a symbolic link), owned by this process's uid, with no permission
- * for group or others. For a command that only reads (`pixiu inspect`, `pixiu redis
+ * Checks, without making it, that the socket's folder `dir` is `owner`'s alone: a
+ * folder (`lstat`: not a symbolic link), owned by `owner` (this process's uid unless
+ * given), with no permission for group or others. For a command that only reads (`pixiu inspect`, `pixiu redis
  * lost-writes`, src/cli/inspect-redis.ts) before it connects to a socket there, and for
  * {@link checkPrivateSocketDir}.
  *
@@ -68,7 +70,7 @@ export async function checkPrivateSocketDir(dir: string, dataDir: string): Promi
  * @throws StartupError one line naming the folder, what is wrong with it and what to do;
  *   or, when it cannot be looked at (EACCES on the temp dir, say), that and why
  */
-export async function checkSocketDirIfThere(dir: string, dataDir: string): Promise<boolean> {
+export async function checkSocketDirIfThere(dir: string, dataDir: string, owner: number | undefined = process.getuid?.()): Promise<boolean> {
   let info: Stats;
   try {
     info = await lstat(dir);
@@ -76,11 +78,11 @@ export async function checkSocketDirIfThere(dir: string, dataDir: string): Promi
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw new StartupError(`cannot look at ${dir} (${whyThere(dataDir)}): ${(err as Error).message}`, { cause: err });
   }
-  const me = process.getuid?.();
+  const whose = owner === process.getuid?.() ? 'this user' : 'the data dir\'s owner';
   const problem = info.isSymbolicLink() ? 'is a symbolic link, not a folder'
     : !info.isDirectory() ? 'is not a folder'
-      : me !== undefined && info.uid !== me ? `is owned by uid ${info.uid}, not by this user (uid ${me})`
-        : me !== undefined && (info.mode & OPEN_BITS) !== 0 ? `has mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}, not 0700 (group or others may use it)`
+      : owner !== undefined && info.uid !== owner ? `is owned by uid ${info.uid}, not by ${whose} (uid ${owner})`
+        : owner !== undefined && (info.mode & OPEN_BITS) !== 0 ? `has mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}, not 0700 (group or others may use it)`
           : undefined;
   if (problem === undefined) return true;
   throw new StartupError(`${dir} ${problem}, so pixiu does not put its Redis socket there (${whyThere(dataDir)}): another user could hold or take over the socket. `

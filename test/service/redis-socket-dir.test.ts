@@ -208,3 +208,27 @@ test('a socket folder in a temp dir this user may not search: the check says so 
     asRoot ? { uid: OTHER_UID, gid: OTHER_UID } : {});
   assert.equal(stdout, `StartupError: cannot look at ${dir} (the embedded Redis's socket goes there because ${dataDir}/redis/redis.sock is longer than a unix socket path may be): EACCES: permission denied, lstat '${dir}'`);
 });
+
+test('pixiu inspect run as root on a data dir of another user (the service\'s) looks for the socket in that user\'s folder, not in its own (walk39 F1)', { timeout: 60_000 }, async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.skip('needs root, to give the data dir and the socket\'s folder to another user');
+    return;
+  }
+  const { dataDir, socketDir } = await longPlace(t);
+  await chown(dataDir, OTHER_UID, OTHER_UID);
+  const serviceDir = path.join(path.dirname(socketDir), `pixiu-${OTHER_UID}`);
+  await mkdir(serviceDir, { mode: 0o700 });
+  await chown(serviceDir, OTHER_UID, OTHER_UID);
+  const sock = localRedisSocket(dataDir, OTHER_UID);
+  assert.equal(path.dirname(sock), serviceDir);
+  // The service's embedded Redis (a plain one here: inspect reads it and finds no Pixiu in it).
+  const served = spawnTied('redis-server', ['--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no', '--dir', serviceDir], { stdio: 'ignore' });
+  t.after(() => served.kill('SIGKILL'));
+  await waitUntil('the service\'s redis-server listens', async () => existsSync(sock));
+  const run = await runCli(['inspect', 'cluster'], { PIXIU_DATA_DIR: dataDir, TMPDIR: path.dirname(socketDir) });
+  assert.doesNotMatch(run.stderr, /no embedded Redis/i, run.stderr);
+  const redis = new Redis({ path: sock, lazyConnect: true, maxRetriesPerRequest: 0 });
+  t.after(() => redis.disconnect());
+  const connections = Number(/^total_connections_received:(\d+)/m.exec(await redis.info('stats'))?.[1]);
+  assert.ok(connections >= 2, `inspect connected to the service's Redis (${connections} connections, this one included)`);
+});
