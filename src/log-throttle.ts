@@ -35,6 +35,17 @@ export class LogThrottle {
       this.#left += 1;
       return undefined;
     }
+    return this.force(nowMs);
+  }
+
+  /**
+   * Logs one line now whatever the interval: for a line whose content changed enough
+   * that the one last logged now misleads (the clock warning's offset changing sign).
+   * The next interval counts from now.
+   * @param nowMs now on the caller's clock, ms (the clock of {@link take})
+   * @returns how many were left out since the last one logged
+   */
+  force(nowMs: number = Date.now()): number {
     const left = this.#left;
     this.#left = 0;
     this.#nextAt = nowMs + this.#intervalMs;

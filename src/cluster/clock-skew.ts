@@ -26,6 +26,29 @@ import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 /** How often the warning is repeated at most while the clock stays out of step, ms. */
 const CLOCK_SKEW_LOG_INTERVAL_MS = 10 * 60_000;
 
+/**
+ * How much the offset's size must change since the last warning, ms, besides a factor
+ * of 2, for the warning to be logged again at once ({@link offsetMoved}).
+ */
+const CLOCK_SKEW_MOVE_MS = 60_000;
+
+/**
+ * Whether an offset has moved so far from the one last warned about that that warning
+ * now misleads, and a new one is logged at once rather than after the 10-minute thinning:
+ * the sign flipped (behind ↔ ahead, which decides whose clock to fix), or the size
+ * changed by more than a factor of 2 and by at least {@link CLOCK_SKEW_MOVE_MS} (walk40 F6: a Redis
+ * whose clock stepped from +1 h to +2 d, or a node's own clock from 1 h behind to 30 min
+ * ahead, logged nothing, the last line saying "3600 s behind"). Drift within that does
+ * not relog: the gauge carries it.
+ * @param warnedMs the offset of the last warning, ms
+ * @param offsetMs the offset now, ms (both beyond the bound: out of step)
+ */
+export function offsetMoved(warnedMs: number, offsetMs: number): boolean {
+  if (Math.sign(warnedMs) !== Math.sign(offsetMs)) return true;
+  const [was, now] = [Math.abs(warnedMs), Math.abs(offsetMs)];
+  return Math.abs(now - was) >= CLOCK_SKEW_MOVE_MS && (now > 2 * was || now < was / 2);
+}
+
 /** One comparison of this node's clock with Redis's `TIME` (node-registry.ts). */
 export interface ClockReading {
   /** This node's clock minus Redis's, ms: positive when this node's runs ahead. */
@@ -57,7 +80,8 @@ export function clockReading(sentAtMs: number, redisMs: number, answeredAtMs: nu
 const BACK_IN_STEP_READINGS = 3;
 
 /**
- * Watches the readings: sets the gauge, warns while out of step (thinned), says when
+ * Watches the readings: sets the gauge, warns while out of step (thinned, but again at
+ * once when the offset moves far from the one warned about: {@link offsetMoved}), says when
  * back in step. A reading is out of step when its offset is beyond `CLOCK_SKEW_BOUND_MS`
  * by more than its uncertainty, in step when within half the bound even at its
  * uncertainty, and decides nothing otherwise (hysteresis: an offset hovering near the
@@ -76,6 +100,8 @@ export class ClockSkewWatch {
   #out = false;
   /** In-step readings in a row since the last that was not, while {@link #out}. */
   #inStep = 0;
+  /** The offset of the last warning logged in this spell, ms (meaningful while {@link #out}). */
+  #warnedMs = 0;
 
   /**
    * @param logger where the warning goes
@@ -101,15 +127,19 @@ export class ClockSkewWatch {
     if (out || reading.uncertaintyMs <= CLOCK_SKEW_BOUND_MS) this.#gauge(reading.offsetMs / 1000);
     const fields = { offsetSeconds: round(reading.offsetMs), uncertaintySeconds: round(reading.uncertaintyMs), boundSeconds: CLOCK_SKEW_BOUND_MS / 1000 };
     if (out) {
-      if (!this.#out) this.#throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
+      const first = !this.#out;
+      if (first) this.#throttle = new LogThrottle(CLOCK_SKEW_LOG_INTERVAL_MS);
       this.#out = true;
       this.#inStep = 0;
       // Monotonic: the thinning must not be moved by the very clock it reports on.
-      const left = this.#throttle.take(performance.now());
+      const moved = !first && offsetMoved(this.#warnedMs, reading.offsetMs);
+      const left = moved ? this.#throttle.force(performance.now()) : this.#throttle.take(performance.now());
       if (left === undefined) return;
+      const previous = moved ? { previousOffsetSeconds: round(this.#warnedMs) } : {};
+      this.#warnedMs = reading.offsetMs;
       const way = reading.offsetMs > 0 ? 'ahead of' : 'behind';
       const redisUrl = this.#redis === undefined ? {} : { redisUrl: this.#redis };
-      this.#logger.warn({ ...fields, ...redisUrl, ...thinnedFields(left) },
+      this.#logger.warn({ ...fields, ...previous, ...redisUrl, ...thinnedFields(left) },
         `this node's clock is ${Math.abs(Math.round(reading.offsetMs / 1000))} s ${way} Redis's: keep every node's clock and Redis's host's in step (NTP); `
         + 'if every node reports about the same offset, it is Redis\'s clock that is off (its host, redisUrl). '
         + 'Messages this node stores count their ts from its clock, and it judges expiry, token exp and broadcast ttl by it (README "Clocks")');

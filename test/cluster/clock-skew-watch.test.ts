@@ -109,6 +109,32 @@ test('an offset hovering around the bound warns once, not at each crossing (revi
   }
 });
 
+test('the warning is logged again at once, within its 10 minutes, when the offset changes sign or its size by over 2× and 60 s (walk40 F6)', () => {
+  const { logger, lines } = capturingLogger();
+  const watch = new ClockSkewWatch(logger, () => undefined);
+  /** A reading of the node `offsetS` seconds off Redis (negative: behind), a 2 ms round trip. */
+  const off = (offsetS: number): void => watch.observe(clockReading(1e12, 1e12 - offsetS * 1000, 1e12, 2));
+  off(-3600);
+  off(-3600);
+  off(-3000); // closer, not halved
+  off(-7000); // under 2×
+  off(-172_800); // Redis's clock stepped from +1 h to +2 d
+  off(-172_790);
+  off(1800); // the node's own clock stepped to 30 min ahead
+  off(1800);
+  off(20); // a node 20 s ahead of Redis: over 2× smaller by 1780 s
+  off(50); // 2.5× larger but by 30 s: thinned
+  off(-5); // the sign flipped
+  const heads = lines.map((l) => [l.level, l.msg?.split(':')[0], l.offsetSeconds, l.previousOffsetSeconds, l.notLogged]);
+  assert.deepEqual(heads, [
+    [40, 'this node\'s clock is 3600 s behind Redis\'s', -3600, undefined, undefined],
+    [40, 'this node\'s clock is 172800 s behind Redis\'s', -172_800, -3600, 3],
+    [40, 'this node\'s clock is 1800 s ahead of Redis\'s', 1800, -172_800, 1],
+    [40, 'this node\'s clock is 20 s ahead of Redis\'s', 20, 1800, 1],
+    [40, 'this node\'s clock is 5 s behind Redis\'s', -5, 20, 1],
+  ]);
+});
+
 test('a slow TIME answer neither clears the warning of a node out of step nor moves the gauge (review-clock R3)', () => {
   const { logger, lines } = capturingLogger();
   const gauge: number[] = [];
