@@ -312,7 +312,11 @@ export class StoreRouter implements RecordReader {
         throw unavailable(`message partition ${partition} is claimed by no store now (Redis lost the claims?); retry later`, UNCLAIMED);
       }
       if (owner.lease === undefined) {
-        throw unavailable(`message partition ${partition} is held by store ${owner.storeId}, whose node is not running; retry later`);
+        // All this node knows is that the lease is gone from Redis: not why. A forward step
+        // of Redis's clock lapses every lease at once, of running nodes too, until their
+        // next renewal (≤ 5 s): "whose node is not running" sent operators after a node
+        // that ran (walk40 F5).
+        throw unavailable(`message partition ${partition} is held by store ${owner.storeId}, whose lease has lapsed (its node stopped or could not renew it in time, or Redis's clock stepped forward); retry later`);
       }
       let batch = byStore.get(owner.storeId);
       if (batch === undefined) byStore.set(owner.storeId, (batch = { storeId: owner.storeId, lease: owner.lease, ids: [] }));

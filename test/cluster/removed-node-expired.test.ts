@@ -80,7 +80,7 @@ test('a node stopped after its messages expired stalls no one: their entries are
   assert.equal(said(await device.next(10_000)), `msg 5 ${m5.id}`);
 
   // `kl`'s message of H has not expired: it waits for H, as before (never a gap).
-  expectError(await e.client.get('/v1/users/kl/messages?after_seq=0'), 503, 'UNAVAILABLE', /whose node is not running|cannot be read now/);
+  expectError(await e.client.get('/v1/users/kl/messages?after_seq=0'), 503, 'UNAVAILABLE', /whose lease has lapsed|cannot be read now/);
   const waiting = await TestClient.connect(e.service.url, { token: await testToken(JWT_KEY, 'kl'), params: { device: 'd1' }, timeoutMs: 10_000 });
   t.after(() => waiting.close());
   await assert.rejects(waiting.next(3000), /./, 'no welcome while the first message waits for its node');

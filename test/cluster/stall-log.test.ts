@@ -1,7 +1,7 @@
 /**
  * A delivery stall behind a stopped node, as an operator reads it in the log of the
  * node that waits (src/delivery/stall-log.ts, docs/api.md "Errors"): a warning naming
- * the user, the reason (the store whose node is not running) and `failures`; and, once
+ * the user, the reason (the store whose lease has lapsed) and `failures`; and, once
  * that node is back and the message goes out, one info line `delivery resumed` with the
  * user, `stalledMs` and `failures`. (An ops finding: the stall's start was the only
  * line, and its end was not logged at all.) The pace of the repeated warnings is pinned
@@ -45,7 +45,7 @@ test('a user stalled behind a stopped node is logged with the reason, and its de
   const warning = lines.find((l) => l.msg === 'delivery fetch failed, will retry' && l.level === 40);
   assert.equal(warning?.user, 'u99');
   assert.equal(warning?.failures, 1);
-  assert.match(String(warning?.reason), /held by store \w+, whose node is not running/);
+  assert.match(String(warning?.reason), /held by store \w+, whose lease has lapsed \(its node stopped/);
 
   await startInProcess(t, { ...settings, dataDir: dirA });
   assert.equal((await expectFrame(device, 'welcome', 15_000)).seq, posted.seq);

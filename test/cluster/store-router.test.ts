@@ -146,7 +146,7 @@ test('a partition no store claims now (Redis lost the claims) is UNAVAILABLE, no
 test('a claimed partition whose store has no lease is UNAVAILABLE, not null', async () => {
   requests = [];
   const r = router(directory({ 9: { state: 'owned', storeId: 'A', lease: undefined } }));
-  await assert.rejects(r.getMany([id(9, 1)]), (err: unknown) => unavailable(err) && /store A, whose node is not running/.test((err as Error).message));
+  await assert.rejects(r.getMany([id(9, 1)]), (err: unknown) => unavailable(err) && /store A, whose lease has lapsed \(its node stopped or could not renew it in time, or Redis's clock stepped forward\); retry later/.test((err as Error).message));
   await assert.rejects(r.get(id(9, 1)), unavailable);
   assert.equal(requests.length, 0);
 });

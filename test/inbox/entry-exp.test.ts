@@ -94,7 +94,7 @@ function reader(down: boolean): RecordReader & { asked: string[][] } {
     get: () => Promise.reject(new Error('not used')),
     getMany(ids) {
       asked.push([...ids]);
-      if (down) return Promise.reject(new PixiuError('UNAVAILABLE', 'message partition 0 is held by store s, whose node is not running'));
+      if (down) return Promise.reject(new PixiuError('UNAVAILABLE', 'message partition 0 is held by store s, whose lease has lapsed'));
       return Promise.resolve(ids.map((i) => ({ id: i }) as unknown as ReadRecord));
     },
   };

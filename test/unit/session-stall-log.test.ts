@@ -24,7 +24,7 @@ import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { CONFIG } from './machine-driver.js';
 
 const FETCH_FAILED = 'delivery fetch failed, will retry';
-const NOT_RUNNING = 'message partition 8 is held by store 0c78df171ba12b95, whose node is not running; retry later';
+const NOT_RUNNING = 'message partition 8 is held by store 0c78df171ba12b95, whose lease has lapsed (its node stopped or could not renew it in time, or Redis\'s clock stepped forward); retry later';
 const ID = '0000000000000001';
 
 /** A session of `u99` whose one message's record cannot be read until `down.value` is false; its frames' types in `frames`. */
