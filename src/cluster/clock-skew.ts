@@ -27,16 +27,16 @@ import { CLOCK_SKEW_BOUND_MS } from '../redis/redis-clock.js';
 const CLOCK_SKEW_LOG_INTERVAL_MS = 10 * 60_000;
 
 /**
- * How much the offset's size must change since the last warning, ms, besides a factor
- * of 2, for the warning to be logged again at once ({@link offsetMoved}).
+ * How much the offset must have moved since the last warning, ms, besides a change of
+ * sign or of size by a factor of 2, for the warning to be logged again at once ({@link offsetMoved}).
  */
 const CLOCK_SKEW_MOVE_MS = 60_000;
 
 /**
  * Whether an offset has moved so far from the one last warned about that that warning
  * now misleads, and a new one is logged at once rather than after the 10-minute thinning:
- * the sign flipped (behind ↔ ahead, which decides whose clock to fix), or the size
- * changed by more than a factor of 2 and by at least {@link CLOCK_SKEW_MOVE_MS} (walk40 F6: a Redis
+ * it moved by at least {@link CLOCK_SKEW_MOVE_MS} and its sign flipped (behind ↔ ahead,
+ * which decides whose clock to fix) or its size changed by more than a factor of 2 (walk40 F6: a Redis
  * whose clock stepped from +1 h to +2 d, or a node's own clock from 1 h behind to 30 min
  * ahead, logged nothing, the last line saying "3600 s behind"). Drift within that does
  * not relog: the gauge carries it.
@@ -44,9 +44,12 @@ const CLOCK_SKEW_MOVE_MS = 60_000;
  * @param offsetMs the offset now, ms (both beyond the bound: out of step)
  */
 export function offsetMoved(warnedMs: number, offsetMs: number): boolean {
+  // Never for less than CLOCK_SKEW_MOVE_MS: readings jittering across zero (+1.3 s,
+  // −1.3 s) would otherwise log at every renewal, the thinning undone (reread2 F2).
+  if (Math.abs(offsetMs - warnedMs) < CLOCK_SKEW_MOVE_MS) return false;
   if (Math.sign(warnedMs) !== Math.sign(offsetMs)) return true;
   const [was, now] = [Math.abs(warnedMs), Math.abs(offsetMs)];
-  return Math.abs(now - was) >= CLOCK_SKEW_MOVE_MS && (now > 2 * was || now < was / 2);
+  return now > 2 * was || now < was / 2;
 }
 
 /** One comparison of this node's clock with Redis's `TIME` (node-registry.ts). */
