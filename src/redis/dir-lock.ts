@@ -56,12 +56,13 @@ export async function lockDataDirAt(dir: string, dataDir: string): Promise<DirLo
  */
 async function othersFiles(location: string, dataDir: string): Promise<string> {
   const me = process.getuid?.();
+  const group = process.getgid?.();
   const paths = [path.dirname(location), location, path.join(location, 'CURRENT'), path.join(location, 'LOCK')];
   const owners = await Promise.all(paths.map((at) => stat(at).then((info) => info.uid, () => undefined)));
   const other = owners.find((uid) => uid !== undefined && uid !== me);
   if (other === undefined || me === undefined) return '';
   return ` (it holds files of uid ${other}, not of this user, uid ${me}: a start as another user, root?; `
-    + `give the data dir back to this user, chown -R ${me} ${dataDir}, or run as uid ${other})`;
+    + `give the data dir back to this user: chown -R ${me}${group === undefined ? '' : `:${group}`} ${dataDir})`;
 }
 
 /**

@@ -165,5 +165,5 @@ test('after a start as root, the owner\'s next start says whose the lock\'s file
   const owner = await start({ uid: 65534, gid: 65534 });
   assert.equal(owner.code, 1, owner.stderr);
   assert.match(owner.stderr, new RegExp(`cannot open ${path.join(dataDir, 'redis', 'lock')}: .*permission denied.* \\(it holds files of uid 0, not of this user, uid 65534: a start as another user, root\\?; `
-    + `give the data dir back to this user, chown -R 65534 ${dataDir}, or run as uid 0\\)`));
+    + `give the data dir back to this user: chown -R 65534:65534 ${dataDir}\\)`));
 });
