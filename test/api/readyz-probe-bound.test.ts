@@ -28,9 +28,9 @@ before(async () => {
 
 after(() => files.run());
 
-/** `PSETEX` commands Redis has run since its start (`INFO commandstats`). */
-async function psetexCalls(): Promise<number> {
-  return Number(/^cmdstat_psetex:calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0);
+/** `PSETEX` commands the Redis of `on` (the test's own unless given) has run since its start (`INFO commandstats`). */
+async function psetexCalls(on: Redis = admin): Promise<number> {
+  return Number(/^cmdstat_psetex:calls=(\d+)/m.exec(await on.info('commandstats'))?.[1] ?? 0);
 }
 
 test('50 concurrent /readyz calls share one PSETEX, and are all answered 200', async (t) => {
@@ -76,10 +76,9 @@ test('past its rate, a probe is not reused once its connection closed: Redis sto
   t.after(() => conn.disconnect());
   // One token, refilled once an hour: every call after the first reuses a probe unless it must not.
   const probe = new SharedReadinessProbe(conn, 'test:readyz', { burst: 1, perMinute: 1 / 60 });
-  const calls = async (): Promise<number> => Number(/^cmdstat_psetex:calls=(\d+)/m.exec(await conn.info('commandstats'))?.[1] ?? 0);
   await probe.check();
   await probe.check();
-  assert.equal(await calls(), 1, 'the second call reused the first probe');
+  assert.equal(await psetexCalls(conn), 1, 'the second call reused the first probe');
 
   const closed = once(conn, 'close');
   await own.stop();
@@ -89,5 +88,5 @@ test('past its rate, a probe is not reused once its connection closed: Redis sto
   await own.restart();
   if (conn.status !== 'ready') await once(conn, 'ready');
   await probe.check();
-  assert.equal(await calls(), 1, 'a probe of its own on the new connection (Redis restarted: its counts start again)');
+  assert.equal(await psetexCalls(conn), 1, 'a probe of its own on the new connection (Redis restarted: its counts start again)');
 });

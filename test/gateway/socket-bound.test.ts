@@ -17,6 +17,7 @@ import net from 'node:net';
 import { metricSample, waitUntil, within } from '../harness/checks.js';
 import { cliEntry, spawnListening, tempDataDir } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { logLines } from '../harness/log-capture.js';
 import { SOCKETS_FULL_LINE } from '../../src/gateway/socket-bound.js';
 
 const API_TOKEN = 'socket-bound-test-api-token';
@@ -101,7 +102,7 @@ test('past the bound on sockets a new connection is closed at once, counted and 
   assert.equal(metricSample(full.text, 'pixiu_sockets'), maxSockets);
   assert.equal(metricSample(full.text, 'pixiu_sockets_dropped_total'), 3);
   // Logged at warn, thinned: the first of the three, with the peer's address.
-  const warned = lines().filter((l) => l.msg === SOCKETS_FULL_LINE);
+  const warned = logLines(node.stdout(), SOCKETS_FULL_LINE);
   assert.deepEqual(warned.map((l) => [l.level, l.maxSockets, l.peer]), [[40, maxSockets, '127.0.0.1']]);
 
   // Once the idle sockets go, new connections are taken: the load balancer's probe among them.

@@ -80,8 +80,10 @@ export function duplicateKeys(text: string): string[] {
 
 /** The JSON log lines of a process's output (a serve's stdout) whose `msg` is `msg`; other lines are skipped. */
 export function logLines(stdout: string, msg: string): LogLine[] {
+  // Looked for as the line holds it: JSON-escaped (a `"` in the message is `\"` there).
+  const written = JSON.stringify(msg).slice(1, -1);
   return stdout.split('\n').flatMap((line) => {
-    if (!line.includes(msg)) return [];
+    if (!line.includes(written)) return [];
     try {
       const entry = JSON.parse(line) as LogLine;
       return entry.msg === msg ? [entry] : [];

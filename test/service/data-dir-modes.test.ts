@@ -15,6 +15,7 @@ import path from 'node:path';
 import { isAlive } from '../../src/process-alive.js';
 import { PixiuClient, runCli, spawnServe, type CleanupContext } from '../harness/pixiu-server.js';
 import { ROOT_ON_OTHERS_DATA_DIR_LOG } from '../../src/files/private-data.js';
+import { logLines } from '../harness/log-capture.js';
 import { waitUntil } from '../harness/checks.js';
 
 const WARN = 'data dir folders other users of this machine can read';
@@ -143,9 +144,7 @@ test('started as root on a data dir another user owns: a warn says what follows 
   const made = await rootsDataDir(t);
   if (made === undefined) return;
   const { dataDir, start } = made;
-  const warns = (stdout: string): unknown[] => stdout.split('\n').filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string; dataDir: string; owner: number })
-    .filter((l) => l.msg === ROOT_ON_OTHERS_DATA_DIR_LOG).map(({ dataDir: dir, owner }) => ({ dir, owner }));
+  const warns = (stdout: string): unknown[] => logLines(stdout, ROOT_ON_OTHERS_DATA_DIR_LOG).map(({ dataDir: dir, owner }) => ({ dir, owner }));
   const own = await start();
   assert.equal(own.code, 1, own.stderr);
   assert.deepEqual(warns(own.stdout), [], 'root\'s own data dir');

@@ -21,6 +21,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { CLEARTEXT_JWKS_LOG, cleartextJwksUrl } from '../../src/auth/jwks-fetch.js';
 import { UNCHECKED_AUDIENCE_LOG } from '../../src/auth/unchecked-audience.js';
 import { RedisServer } from '../harness/redis-server.js';
+import { logLines, type LogLine } from '../harness/log-capture.js';
 import { cleanupList, runEach, spawnServe, tempDataDir } from '../harness/pixiu-server.js';
 
 let redis: RedisServer;
@@ -36,13 +37,12 @@ after(async () => {
 });
 
 /** The warn lines (level 40) of a serve's stdout whose `msg` is `msg`. */
-function warnings(stdout: string, msg: string): Array<Record<string, unknown>> {
-  return stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
-    .filter((l) => l.level === 40 && l.msg === msg);
+function warnings(stdout: string, msg: string): LogLine[] {
+  return logLines(stdout, msg).filter((l) => l.level === 40);
 }
 
 /** The warn lines of {@link CLEARTEXT_JWKS_LOG}. */
-function cleartextWarnings(stdout: string): Array<Record<string, unknown>> {
+function cleartextWarnings(stdout: string): LogLine[] {
   return warnings(stdout, CLEARTEXT_JWKS_LOG);
 }
 
