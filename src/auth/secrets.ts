@@ -7,8 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { makeDir, unenterableFolder } from '../files/make-dir.js';
-import { notOurs, PRIVATE_DIR_MODE } from '../files/private-data.js';
+import { deniedAdvice, makePrivateDir } from '../files/private-data.js';
 import { removeLeftTemps, writeDurably } from '../files/durable-write.js';
 import path from 'node:path';
 import { secretFileProblem, type Config } from '../config/config.js';
@@ -99,13 +98,6 @@ function secretsDir(config: Config): string {
   return path.join(config.dataDir, 'secrets');
 }
 
-async function ensureDir(dir: string): Promise<void> {
-  try {
-    await makeDir(dir, PRIVATE_DIR_MODE);
-  } catch (err) {
-    throw new StartupError((err as Error).message, { cause: err });
-  }
-}
 
 /**
  * Reads `<dir>/<name>` for a client command, which must never generate a secret: one
@@ -121,24 +113,16 @@ async function readExisting(dir: string, name: SecretName): Promise<string> {
     return await readKept(file, name);
   } catch (err) {
     if (err instanceof StartupError) throw err;
-    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    const { code } = err as NodeJS.ErrnoException;
+    const missing = code === 'ENOENT';
+    // Another user's data dir (walk38 F8): whose it is and what to do, as inspect says.
+    const denied = missing ? undefined : await deniedAdvice(file, err);
     throw new StartupError(missing
       ? `no ${name} at ${file}, where \`pixiu serve\` keeps the secret it generates when given no key; a serve given its key keeps no file: pass the same secret with --jwt-secret (PIXIU_JWT_SECRET) (a serve given PIXIU_JWT_PUBLIC_KEY or PIXIU_JWKS_URL verifies the tokens your identity provider issues: give \`pixiu connect\` one with --token). Else start \`pixiu serve\` with this data dir first, or point at the service's data dir with --data-dir (PIXIU_DATA_DIR)`
-      : `cannot read ${file}: ${await deniedWhy(file, err)}`, { cause: err });
+      : `cannot read ${file}: ${denied === undefined ? (err as Error).message : `permission denied (${String(code)}): ${denied}`}`, { cause: err });
   }
 }
 
-/**
- * Why a kept secret cannot be read: for EACCES or EPERM, whose it is and what to do
- * ({@link notOurs}: the folder above it this user may not enter, else the file); else
- * the error's own message.
- */
-async function deniedWhy(file: string, err: unknown): Promise<string> {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code !== 'EACCES' && code !== 'EPERM') return (err as Error).message;
-  const locked = (await unenterableFolder(file))?.folder ?? file;
-  return `permission denied (${code}): ${notOurs(locked, locked)}`;
-}
 
 /** Options of {@link resolveJwtKey}. */
 export interface ResolveJwtKeyOptions {
@@ -164,7 +148,7 @@ export async function resolveJwtKey(config: Config, opts: ResolveJwtKeyOptions =
   if (config.jwksUrl !== undefined) return { source: { kind: 'jwks', url: config.jwksUrl }, generated: false };
   const dir = secretsDir(config);
   if (opts.create === false) return { source: { kind: 'secret', secret: await readExisting(dir, 'jwt-secret') }, generated: false };
-  await ensureDir(dir);
+  await makePrivateDir(dir);
   const r = await readOrCreate(dir, 'jwt-secret');
   return { source: { kind: 'secret', secret: r.value }, generated: r.created };
 }
@@ -181,7 +165,7 @@ export async function loadSecrets(config: Config): Promise<Secrets> {
   const generated: string[] = [];
   let apiToken = config.apiToken;
   if (apiToken === undefined) {
-    await ensureDir(dir);
+    await makePrivateDir(dir);
     const r = await readOrCreate(dir, 'api-token');
     apiToken = r.value;
     if (r.created) generated.push('api-token');

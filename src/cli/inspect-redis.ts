@@ -9,8 +9,7 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import { StartupError } from '../errors.js';
-import { unenterableFolder } from '../files/make-dir.js';
-import { notOurs } from '../files/private-data.js';
+import { deniedAdvice, notOurs } from '../files/private-data.js';
 import { refusalOf } from '../redis/command-refusal.js';
 import { Keys } from '../redis/keys.js';
 import { redactUrl, unixUrl } from '../redis/url.js';
@@ -86,10 +85,9 @@ export async function embeddedRedisSocket(dataDir: string): Promise<string | und
   try {
     statSync(sock);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EACCES' && code !== 'EPERM') return undefined;
-    const locked = (await unenterableFolder(sock))?.folder ?? path.dirname(sock);
-    throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${code}): ${notOurs(locked, locked)}`, { cause: err });
+    const denied = await deniedAdvice(sock, err, path.dirname(sock));
+    if (denied === undefined) return undefined;
+    throw new StartupError(`cannot look for the embedded Redis's socket ${sock} (${String((err as NodeJS.ErrnoException).code)}): ${denied}`, { cause: err });
   }
   return sock;
 }

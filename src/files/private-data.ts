@@ -17,6 +17,8 @@
 import { statSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { StartupError } from '../errors.js';
+import { makeDir, unenterableFolder } from './make-dir.js';
 
 /** Mode of the folders Pixiu makes under the data dir (and the data dir, when it makes it). */
 export const PRIVATE_DIR_MODE = 0o700;
@@ -112,4 +114,30 @@ export function notOurs(what: string, locked: string): string {
   return `${what} is private to the service's user${uid === undefined ? '' : ` (uid ${uid}, its owner)`}`
     + `${me === undefined ? '' : `, not this one (uid ${me})`}: run this command as that user `
     + `(e.g. sudo -u ${uid === undefined ? '<that user>' : `'#${uid}'`} pixiu …)`;
+}
+
+/**
+ * Makes `dir` (and the folders above it) private ({@link PRIVATE_DIR_MODE}) unless it
+ * exists: the data dir's `secrets/` (src/auth/secrets.ts) and `redis/` (the data dir's
+ * lock, src/redis/dir-lock.ts).
+ * @throws StartupError in make-dir.ts's words (the folder that blocks, its owner and mode)
+ */
+export async function makePrivateDir(dir: string): Promise<void> {
+  try {
+    await makeDir(dir, PRIVATE_DIR_MODE);
+  } catch (err) {
+    throw new StartupError((err as Error).message, { cause: err });
+  }
+}
+
+/**
+ * For a permission error (EACCES, EPERM) at `target`, whose data it is and what to do
+ * ({@link notOurs}): the folder above `target` this user may not enter, else `fallback`
+ * (the file itself, or the socket's folder). Undefined for any other error.
+ */
+export async function deniedAdvice(target: string, err: unknown, fallback = target): Promise<string | undefined> {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return undefined;
+  const locked = (await unenterableFolder(target))?.folder ?? fallback;
+  return notOurs(locked, locked);
 }

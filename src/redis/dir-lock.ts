@@ -16,8 +16,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { StartupError } from '../errors.js';
-import { makeDir } from '../files/make-dir.js';
-import { PRIVATE_DIR_MODE } from '../files/private-data.js';
+import { makePrivateDir } from '../files/private-data.js';
 
 /** A lock held; closing it lets another process take it. */
 export interface DirLock {
@@ -72,10 +71,6 @@ async function othersFiles(location: string, dataDir: string): Promise<string> {
  */
 export async function lockDataDir(dataDir: string): Promise<DirLock> {
   const dir = path.join(dataDir, 'redis');
-  try {
-    await makeDir(dir, PRIVATE_DIR_MODE);
-  } catch (err) {
-    throw new StartupError((err as Error).message, { cause: err });
-  }
+  await makePrivateDir(dir);
   return lockDataDirAt(dir, dataDir);
 }

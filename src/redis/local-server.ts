@@ -87,7 +87,7 @@ export function localRedisSocket(dataDir: string, owner?: number): string {
   const preferred = path.join(dir, 'redis.sock');
   if (Buffer.byteLength(preferred) <= MAX_SOCKET_PATH) return preferred;
   const digest = createHash('sha256').update(dir).digest('hex').slice(0, 16);
-  return path.join(owner === undefined ? privateSocketDir() : privateSocketDir(owner), `redis-${digest}.sock`);
+  return path.join(privateSocketDir(owner), `redis-${digest}.sock`);
 }
 
 /**

@@ -16,10 +16,8 @@ import { lstat, mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { StartupError } from '../errors.js';
-import { PRIVATE_DIR_MODE } from '../files/private-data.js';
+import { PRIVATE_DIR_MODE, PRIVATE_UMASK } from '../files/private-data.js';
 
-/** Permission bits of group and others: none may be set on the socket's folder. */
-const OPEN_BITS = 0o077;
 
 /**
  * The private folder for the embedded Redis's socket: `<os.tmpdir()>/pixiu-<uid>` (the
@@ -82,7 +80,7 @@ export async function checkSocketDirIfThere(dir: string, dataDir: string, owner:
   const problem = info.isSymbolicLink() ? 'is a symbolic link, not a folder'
     : !info.isDirectory() ? 'is not a folder'
       : owner !== undefined && info.uid !== owner ? `is owned by uid ${info.uid}, not by ${whose} (uid ${owner})`
-        : owner !== undefined && (info.mode & OPEN_BITS) !== 0 ? `has mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}, not 0700 (group or others may use it)`
+        : owner !== undefined && (info.mode & PRIVATE_UMASK) !== 0 ? `has mode ${(info.mode & 0o7777).toString(8).padStart(4, '0')}, not 0700 (group or others may use it)`
           : undefined;
   if (problem === undefined) return true;
   throw new StartupError(`${dir} ${problem}, so pixiu does not put its Redis socket there (${whyThere(dataDir)}): another user could hold or take over the socket. `
