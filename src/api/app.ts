@@ -54,11 +54,16 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
   // A refusal before fastify has a request (a parser error, a 417, a CONNECT): every one
   // the client's doing, logged like a route's (`request rejected` at debug) and counted.
   const unrouted = (err: PixiuError, req: IncomingMessage | undefined): void => {
-    // No fastify request, so no reqId of its own: the client's X-Request-Id, when it sent one to take.
-    const reqId = req === undefined ? undefined : clientRequestId(req);
-    logRejected(reqId === undefined ? logger : logger.child({ reqId }), err);
+    // No fastify request, so no reqId of its own: the client's X-Request-Id, when it sent
+    // one to take, read only when the line is written (debug).
+    logRejected(logger, err, () => {
+      const reqId = req === undefined ? undefined : clientRequestId(req);
+      return reqId === undefined ? {} : { reqId };
+    });
     counts.countUnrouted(err, req);
   };
+  // A request's line and headers: PIXIU_HEADERS_TIMEOUT, never past the request timeout.
+  const headersTimeout = Math.min(deps.config.headersTimeoutMs, deps.config.requestTimeoutMs);
   const app = Fastify({
     // pino's Logger is a FastifyBaseLogger; naming the base type keeps the instance's
     // type the default one that route modules take.
@@ -102,8 +107,8 @@ export async function buildApp(deps: ApiDeps, logger: Logger): Promise<FastifyIn
     // connection the node is closing (docs/decisions.md "A node's bound on its sockets").
     http: {
       requireHostHeader: false,
-      headersTimeout: Math.min(deps.config.headersTimeoutMs, deps.config.requestTimeoutMs),
-      connectionsCheckingInterval: Math.min(30_000, Math.floor(Math.min(deps.config.headersTimeoutMs, deps.config.requestTimeoutMs) / 4)),
+      headersTimeout,
+      connectionsCheckingInterval: Math.min(30_000, Math.floor(headersTimeout / 4)),
     },
     // A user id may be 128 code points, percent-encoded in a path; fastify's default
     // (100 characters) would refuse valid ids with its own 414 body.

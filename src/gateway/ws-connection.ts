@@ -88,9 +88,10 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
    * made on first use and only for a level that is on: most connections log nothing
    * (at debug level off, every one would keep a child logger for nothing).
    */
-  #logLine(level: ConnectionLogLevel, fields: object, msg: string): void {
+  #logLine(level: ConnectionLogLevel, fields: object | (() => object), msg: string): void {
     if (!this.#deps.logger.isLevelEnabled(level)) return;
-    (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }))[level](fields, msg);
+    const logger = (this.#logger ??= this.#deps.logger.child({ conn: this.id, user: this.user, device: this.device }));
+    logger[level](typeof fields === 'function' ? fields() : fields, msg);
   }
 
   /**
@@ -112,7 +113,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     ws.on('error', WsConnection.#error);
     this.#deps.clock.add(this);
     this.#session = this.#deps.hub.attach(this.user, this, resume);
-    if (this.#deps.logger.isLevelEnabled('debug')) this.#logLine('debug', { resume, ...client?.() }, 'connection open');
+    this.#logLine('debug', () => ({ resume, ...client?.() }), 'connection open');
   }
 
   /** The delivery session, once attached (start()). */
