@@ -21,15 +21,24 @@ export interface EmbeddedDataDir {
   redisPid(): Promise<number>;
 }
 
+/**
+ * Has `t`'s clean-up SIGKILL the embedded redis-server of `dataDir`, by its pid file,
+ * if it still runs (a test that failed with serve gone). Call it before the clean-up
+ * that removes the data dir: clean-ups run in the order added.
+ */
+export function killRedisOnCleanup(t: CleanupContext, dataDir: string): void {
+  t.after(async () => {
+    const pid = Number(await readFile(path.join(dataDir, 'redis', 'redis.pid'), 'utf8').catch(() => ''));
+    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+}
+
 /** Makes the data dir under the OS temp dir; `t`'s clean-up kills its redis-server, then removes it. */
 export async function embeddedDataDir(t: CleanupContext, prefix = 'pixiu-embedded-'): Promise<EmbeddedDataDir> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), prefix));
   const pidFile = path.join(dataDir, 'redis', 'redis.pid');
   // Clean-up runs in the order added: the pid file is read before the dir is removed.
-  t.after(async () => {
-    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
-  });
+  killRedisOnCleanup(t, dataDir);
   t.after(() => rm(dataDir, { recursive: true, force: true }));
   return {
     dataDir, pidFile,

@@ -12,10 +12,10 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, lstat, mkdir, mkdtemp, readFile, readdir, realpath, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { isAlive } from '../../src/process-alive.js';
 import { PixiuClient, runCli, spawnServe, type CleanupContext } from '../harness/pixiu-server.js';
 import { ROOT_ON_OTHERS_DATA_DIR_LOG } from '../../src/files/private-data.js';
 import { logLines } from '../harness/log-capture.js';
+import { killRedisOnCleanup } from '../harness/embedded-data-dir.js';
 import { waitUntil } from '../harness/checks.js';
 
 const WARN = 'data dir folders other users of this machine can read';
@@ -31,11 +31,8 @@ async function dataDirIn(t: CleanupContext): Promise<{ dataDir: string; env: Rec
   await chmod(root, 0o755);
   const dataDir = path.join(root, 'data');
   const umask = process.umask(0o022);
-  t.after(async () => {
-    process.umask(umask);
-    const pid = Number(await readFile(path.join(dataDir, 'redis', 'redis.pid'), 'utf8').catch(() => ''));
-    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
-  });
+  t.after(() => { process.umask(umask); });
+  killRedisOnCleanup(t, dataDir);
   t.after(() => rm(root, { recursive: true, force: true }));
   return { dataDir, env: { PIXIU_DATA_DIR: dataDir, PIXIU_PORT: '0', PIXIU_LOG_LEVEL: 'info' } };
 }

@@ -24,6 +24,7 @@ import { StartupError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
 import { runCli, type CleanupContext } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
+import { killRedisOnCleanup } from '../harness/embedded-data-dir.js';
 import { spawnTied } from '../harness/tied-spawn.js';
 import { nodeArgsFor, siblingModule } from '../harness/test-build.js';
 import { capturingLogger } from '../harness/log-capture.js';
@@ -53,14 +54,12 @@ async function longPlace(t: CleanupContext): Promise<LongPlace> {
   await mkdir(tmp);
   const before = process.env.TMPDIR;
   process.env.TMPDIR = tmp;
-  const pidFile = path.join(dataDir, 'redis', 'redis.pid');
-  t.after(async () => {
+  t.after(() => {
     if (before === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = before;
-    const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-    if (pid > 0 && isAlive(pid)) process.kill(pid, 'SIGKILL');
-    await rm(base, { recursive: true, force: true });
   });
+  killRedisOnCleanup(t, dataDir);
+  t.after(() => rm(base, { recursive: true, force: true }));
   return { dataDir, socketDir: path.join(tmp, `pixiu-${process.getuid?.()}`) };
 }
 
