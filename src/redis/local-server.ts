@@ -27,7 +27,7 @@ import { lockDataDir } from './dir-lock.js';
 import { isAlive } from '../process-alive.js';
 import { askToStop, stopChild, stopPid } from './stop-server.js';
 import { aofRepairAdvice } from './aof-repair.js';
-import { leftRunning, type LeftServerPlace } from './left-server.js';
+import { leftRunning, type LeftServer, type LeftServerPlace } from './left-server.js';
 import { checkPrivateSocketDir, privateSocketDir } from './socket-dir.js';
 
 /** The project's durable Redis configuration, `storage/redis.conf`. */
@@ -139,7 +139,6 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
   const checkSocketDir = async (): Promise<void> => {
     if (path.dirname(sock) !== dir) await checkPrivateSocketDir(path.dirname(sock), opts.dataDir);
   };
-  await checkSocketDir();
 
   const args = [
     opts.confPath ?? REDIS_CONF_PATH,
@@ -162,7 +161,7 @@ async function startLocked(opts: LocalRedisOptions, dir: string): Promise<LocalR
     return child;
   });
   // A frozen or busy one that does not answer in time stops the start (left-server.ts).
-  const left = await leftRunning(place);
+  const left = await supervisor.probeLeft();
   if (left !== undefined) {
     // A Redis left by a SIGKILLed pixiu has no clients: the kernel closed its
     // connections. One with clients serves a pixiu that still runs on this data dir
@@ -204,8 +203,8 @@ class Supervisor {
   #wake: (() => void) | undefined;
 
   /**
-   * @param beforeProbe checks the socket's place before a restart attempt probes it;
-   *   throws to fail the attempt (retried, logged)
+   * @param beforeProbe checks the socket's place before the start or a restart attempt
+   *   probes it ({@link probeLeft}); throws to fail the start, or the attempt (retried, logged)
    * @param spawnServer starts the server and resolves once it is ready
    */
   constructor(place: LeftServerPlace, beforeProbe: () => Promise<void>, spawnServer: () => Promise<ChildProcess>) {
@@ -219,6 +218,16 @@ class Supervisor {
   /** Starts the server and watches it. @throws StartupError as {@link startLocalRedis} */
   async start(): Promise<void> {
     this.#watch(await this.#spawn());
+  }
+
+  /**
+   * Checks the socket's place, then looks for a server left running on it
+   * (left-server.ts `leftRunning`): at start and before each restart attempt.
+   * @throws as the `beforeProbe` given, or as `leftRunning`
+   */
+  async probeLeft(): Promise<LeftServer | undefined> {
+    await this.#beforeProbe();
+    return leftRunning(this.#place);
   }
 
   /** Takes over a server started by an earlier process and watches its pid. */
@@ -292,8 +301,7 @@ class Supervisor {
         // Someone may have started it by hand meanwhile: adopt that one rather than
         // run two servers on one AOF (one that does not answer fails this attempt). The
         // socket's folder is checked first: the probe must not reach another user's socket.
-        await this.#beforeProbe();
-        const left = await leftRunning(this.#place);
+        const left = await this.probeLeft();
         if (left !== undefined) {
           this.adopt(left.pid);
         } else {
