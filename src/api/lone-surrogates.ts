@@ -66,6 +66,14 @@ const LONE_SURROGATE = /\p{Cs}/u;
 /** Every lone surrogate, for {@link wholeCharacters}. */
 const LONE_SURROGATES = /\p{Cs}/gu;
 
+/**
+ * True when `s` holds no lone surrogate: every strict JSON decoder reads it back
+ * (String.prototype.isWellFormed, not in this project's TypeScript lib).
+ */
+export function isWellFormed(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
 /** `s` with each lone surrogate replaced by U+FFFD, the whole character a decoder would put there. */
 export function wholeCharacters(s: string): string {
   return s.replace(LONE_SURROGATES, '\ufffd');

@@ -69,7 +69,8 @@ export interface ErrorFrame {
   code: string;
   message: string;
   /**
-   * The frame refused: `sub` and `unsub` name their `channel` (when it is a string),
+   * The frame refused: `sub` and `unsub` name their `channel` (when it is a string
+   * holding no lone surrogate: client-frames.ts `channelRef`),
    * an `ack` refused for its seq (above the last seq sent) names that `seq`, `refresh`,
    * a malformed `ack` and a malformed `ping` name only their `t`; malformed ones too (client-frames.ts
    * `FrameRefused`). Absent for a frame that is not JSON, not an object or of no known

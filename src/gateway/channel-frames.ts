@@ -8,7 +8,7 @@ import { PixiuError } from '../errors.js';
 import { isWrongTypeFailure, type WrongTypeKeys } from '../redis/wrong-type.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import type { ConnectionChannels } from '../channels/connection-channels.js';
-import type { ClientFrame } from './client-frames.js';
+import { channelRef, type ClientFrame } from './client-frames.js';
 
 /** How a channel frame is answered: the connection's `error` frames. */
 export interface ChannelFrameAnswers {
@@ -43,7 +43,7 @@ export function channelFrame(
   channels: ConnectionChannels | undefined,
   answers: ChannelFrameAnswers,
 ): Promise<void> | undefined {
-  const ref: ErrorRef = { t: frame.t, channel: frame.channel };
+  const ref: ErrorRef = channelRef(frame.t, frame.channel);
   if (channels === undefined) {
     answers.sendError(new PixiuError('INVALID_REQUEST', 'channels are not available on this service'), ref);
     return undefined;

@@ -8,6 +8,7 @@ import { MAX_CHANNEL_LENGTH } from '../channels/patterns.js';
 import type { ErrorRef } from '../delivery/frames.js';
 import { PixiuError, invalid } from '../errors.js';
 import { quotedText } from '../text-cut.js';
+import { isWellFormed } from '../api/lone-surrogates.js';
 import { MAX_TOKEN_CHARS } from '../auth/jwt-form.js';
 
 /** A parsed client frame. */
@@ -37,14 +38,26 @@ export class FrameRefused extends PixiuError {
 
 /**
  * The `ref` of a refused `sub`, `unsub`, `refresh`, `ack` or `ping`: its `t`, and a
- * `sub`'s or `unsub`'s `channel` when that is a string. A `ping`'s too (the walk14
- * tester's F5: `{"t":"ping","x":1}` had none, a case protocol.md did not cover): a
- * client waiting on its pong learns it will not come.
+ * `sub`'s or `unsub`'s `channel` when that is a string ({@link channelRef}). A `ping`'s
+ * too (the walk14 tester's F5: `{"t":"ping","x":1}` had none, a case protocol.md did
+ * not cover): a client waiting on its pong learns it will not come.
  */
 function refOf(o: Record<string, unknown>): ErrorRef | undefined {
   if (o.t === 'ack' || o.t === 'ping') return { t: o.t };
   if (o.t !== 'sub' && o.t !== 'unsub' && o.t !== 'refresh') return undefined;
-  return typeof o.channel === 'string' && o.t !== 'refresh' ? { t: o.t, channel: o.channel } : { t: o.t };
+  return o.t === 'refresh' ? { t: o.t } : channelRef(o.t, o.channel);
+}
+
+/**
+ * The `ref` of a refused `sub` or `unsub`: `{t, channel}` when the channel is a string
+ * the client can read back, else `{t}`. A channel holding a lone surrogate (sent as a
+ * `\ud800` escape; refused as not a channel name) is left out: echoed, it would be a
+ * frame a strict decoder (Rust's serde_json, Swift's JSONDecoder) refuses whole — the
+ * reason ids and `data` refuse lone surrogates (docs/api.md "Input rules"; the fidelity
+ * walk's F2). The error's `message` still names it, escaped as text (text-cut.ts).
+ */
+export function channelRef(t: 'sub' | 'unsub', channel: unknown): ErrorRef {
+  return typeof channel === 'string' && isWellFormed(channel) ? { t, channel } : { t };
 }
 
 function onlyFields(o: Record<string, unknown>, allowed: readonly string[]): void {

@@ -9,6 +9,7 @@ import { bearerToken } from '../auth/api-token.js';
 import type { ClientClaims } from '../auth/jwt.js';
 import { TokenExpiredError } from '../auth/jwt-refusals.js';
 import { PixiuError } from '../errors.js';
+import { quotedText } from '../text-cut.js';
 import { pageHoldBytes, readHistory } from '../api/history.js';
 import { historyPage, historyQuery } from '../api/routes/history.js';
 import { HISTORY_SHARE_WORDS, PIPELINED_WORDS, answerObject, device, errorBody, errorResponses, noQuery, retryAfterHeader, seqCursor } from '../api/schemas.js';
@@ -128,8 +129,10 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
       // The text says no more than that: the epoch may be a client's garbage, or one given up
       // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
+      // Quoted and escaped as text: a client's epoch with a lone surrogate echoed as is
+      // made a body strict JSON decoders refuse (the fidelity walk's F2).
       if (given !== undefined && given !== null && given !== epoch) {
-        throw new PixiuError('CONFLICT', `epoch ${given} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
+        throw new PixiuError('CONFLICT', `epoch ${quotedText(given, 64)} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
       }
       if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
       // Under the epoch just read: an inbox recreated between the two calls takes nothing.

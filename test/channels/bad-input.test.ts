@@ -98,7 +98,7 @@ test('publishing needs the API token', async () => {
 
 test('bad sub and unsub frames get an error frame; the connection stays healthy and still receives', async () => {
   const client = await connectWith(gw, 'framer', ['ok.*', '*']);
-  const cases: Array<{ what: string; frame: object; message: RegExp }> = [
+  const cases: Array<{ what: string; frame: object; message: RegExp; ref?: object }> = [
     { what: 'sub without channel', frame: { t: 'sub' }, message: /channel/ },
     { what: 'sub with an empty channel', frame: { t: 'sub', channel: '' }, message: /channel/ },
     { what: 'sub with a 300-char channel', frame: { t: 'sub', channel: 'x'.repeat(300) }, message: /needs channel: a string of 1-128 characters/ },
@@ -112,12 +112,16 @@ test('bad sub and unsub frames get an error frame; the connection stays healthy 
     { what: 'unsub without channel', frame: { t: 'unsub' }, message: /channel/ },
     { what: 'unsub with a bad name', frame: { t: 'unsub', channel: 'a b' }, message: /not a channel name/ },
     { what: 'unsub with since', frame: { t: 'unsub', channel: 'ok.a', since: '1-0' }, message: /unknown field "since"/ },
+    // Left out of `ref`: echoed, a lone surrogate makes a frame strict decoders refuse (the fidelity walk's F2).
+    { what: 'sub with a lone surrogate', frame: { t: 'sub', channel: '\ud800' }, message: /not a channel name: "\\ud800"/, ref: { t: 'sub' } },
+    { what: 'unsub with a lone surrogate', frame: { t: 'unsub', channel: 'a.\ud83d' }, message: /not a channel name: "a\.\\ud83d"/, ref: { t: 'unsub' } },
+    { what: 'sub with a lone surrogate and an unknown field', frame: { t: 'sub', channel: '\udc00x', x: 1 }, message: /unknown field "x"/, ref: { t: 'sub' } },
   ];
   for (const k of cases) {
     client.send(k.frame);
-    // Every refused sub or unsub is named in `ref`, its channel too when it is a string.
+    // Every refused sub or unsub is named in `ref`, its channel too when it is a string (one with a lone surrogate is not).
     const { t, channel } = k.frame as { t: string; channel?: unknown };
-    const ref = typeof channel === 'string' ? { t, channel } : { t };
+    const ref = k.ref ?? (typeof channel === 'string' ? { t, channel } : { t });
     try {
       const f = await expectErrorFrame(client, 'INVALID_REQUEST', k.message);
       assert.deepEqual(f.ref, ref);

@@ -14,6 +14,7 @@ import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, expectPong, expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { exactly } from './token-texts.js';
 import type { ConnectionView as Conn } from '../../src/gateway/presence-routes.js';
 
 let redis: RedisServer;
@@ -300,9 +301,14 @@ describe('/v1/me with the user JWT', () => {
     const now = ((await me.get('/v1/me/messages')).body as { epoch: string }).epoch;
     assert.notEqual(now, epoch);
     // Says what is so, not why: the same answer for an epoch given up with nothing lost, or garbage.
-    const conflict = (given: string): RegExp => new RegExp(`^epoch ${given} is not the inbox's \\(${now}\\): read GET /v1/me/messages again$`);
-    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch }), 409, 'CONFLICT', conflict(epoch));
-    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch: 'nope' }), 409, 'CONFLICT', conflict('nope'));
+    // The epoch given is quoted, escaped as text (the fidelity walk's F2: a lone surrogate
+    // echoed as an escape made a body strict JSON decoders refuse).
+    const conflict = (quoted: string): RegExp => new RegExp(`^epoch ${exactly(quoted).source.slice(1, -1)} is not the inbox's \\(${now}\\): read GET /v1/me/messages again$`);
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch }), 409, 'CONFLICT', conflict(`"${epoch}"`));
+    expectError(await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch: 'nope' }), 409, 'CONFLICT', conflict('"nope"'));
+    const lone = await me.post('/v1/me/ack', { device: 'web', seq: 2, epoch: 'x\ud800' });
+    expectError(lone, 409, 'CONFLICT', conflict('"x\\ud800"'));
+    assert.doesNotMatch(lone.text, /(?<!\\)\\ud800/i, `no lone-surrogate escape in the body a strict decoder reads: ${lone.text}`);
     assert.deepEqual(await inbox.cursors('eve'), {}, 'nothing acked in the new inbox');
     expectError(await me.post('/v1/me/ack', { device: 'web', seq: 1, epoch: '' }), 400, 'INVALID_REQUEST');
     // null (what the page says of a user with no inbox) is no epoch, as in a WebSocket ack.
