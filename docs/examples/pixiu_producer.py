@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import math
 import os
 import random
 import sys
@@ -225,19 +226,29 @@ def _no_constant(name):
     raise ValueError(f"{name} (JSON has no NaN or Infinity)")
 
 
+def _finite_float(text):
+    """json's parse_float: a number literal past a double's range (1e400) parses as inf, with no
+    parse_constant call, and request() could not send it: refused as bad input, not a traceback
+    (Pixiu refuses such a number too: docs/api.md "Input rules")."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is outside the range of a double (JSON cannot carry it back)")
+    return value
+
+
 def _read_messages(path):
     """A batch from a file (or - for stdin): a JSON list of messages, or {"messages": [...]}."""
     if path == "-":
-        data = json.load(sys.stdin, parse_constant=_no_constant)
+        data = json.load(sys.stdin, parse_constant=_no_constant, parse_float=_finite_float)
     else:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f, parse_constant=_no_constant)
+            data = json.load(f, parse_constant=_no_constant, parse_float=_finite_float)
     return data["messages"] if isinstance(data, dict) else data
 
 
 def _json_arg(text):
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"not JSON: {err}")
 

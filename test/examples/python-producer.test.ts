@@ -212,7 +212,7 @@ test('token, send: with no secret to be had, the error names the variable and th
     + '(the data dir\'s secrets/api-token)\n');
 });
 
-test('send --data or a batch file with NaN or Infinity (which json.loads takes) is refused as not JSON: exit 2 or 1 with one error line, not a traceback', { skip: NO_PYTHON }, async (t) => {
+test('send --data or a batch file with NaN, Infinity or a number past a double (which json.loads takes) is refused as not JSON: exit 2 or 1 with one error line, not a traceback', { skip: NO_PYTHON }, async (t) => {
   const send = await example(['send', ...nodeArgs(), '--to', 'alice', '--type', 'chat.text', '--data', '{"x": NaN}']);
   assert.equal(send.code, 2, send.stderr);
   assert.match(send.stderr, /argument --data: not JSON: NaN \(JSON has no NaN or Infinity\)\n$/);
@@ -224,4 +224,12 @@ test('send --data or a batch file with NaN or Infinity (which json.loads takes) 
   assert.equal(batch.code, 1, batch.stderr);
   assert.equal(batch.stderr, 'error: -Infinity (JSON has no NaN or Infinity)\n');
   assert.equal(batch.stdout, '');
+  // A number past a double's range parses as inf with no parse_constant call (the fidelity walk's F3: a traceback).
+  const huge = await example(['send', ...nodeArgs(), '--to', 'alice', '--type', 'chat.text', '--data', '{"n": 1e400}']);
+  assert.equal(huge.code, 2, huge.stderr);
+  assert.match(huge.stderr, /argument --data: not JSON: 1e400 is outside the range of a double \(JSON cannot carry it back\)\n$/);
+  writeFileSync(file, '[{"to": "alice", "type": "chat.text", "data": {"x": [1.5, -1e999]}}]');
+  const hugeBatch = await example(['batch', ...nodeArgs(), file]);
+  assert.equal(hugeBatch.code, 1, hugeBatch.stderr);
+  assert.equal(hugeBatch.stderr, 'error: -1e999 is outside the range of a double (JSON cannot carry it back)\n');
 });
