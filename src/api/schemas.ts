@@ -325,7 +325,7 @@ export function withDuplicate<const S extends { properties: { duplicate: object 
  * fastify's serializer (fast-json-stringify) writes such a value with JSON.stringify,
  * exactly as stored; a `type` would coerce it, and an object schema would drop keys.
  */
-export const anyJson = { description: 'any JSON value, exactly as it was sent' } as const;
+export const anyJson = { description: 'any JSON value: the same value as was sent, not the same text (numbers rewritten, index-like keys first; docs/api.md "Input rules")' } as const;
 
 /**
  * A route's `config.swaggerTransform` (@fastify/swagger): the OpenAPI document shows
