@@ -102,11 +102,14 @@ test('an add settled while Redis stalls past several retries hands what it repla
   await p.add('u-long', 'c0', 'phone', 1);
   await probe.client('PAUSE', 4_500, 'ALL');
   assert.equal((await rejection(p.add('u-long', 'c2', 'phone', 2))).code, 'UNAVAILABLE');
+  // The device's retry a Retry-After (1 s) later, as a real one's: a time of the scenario,
+  // which puts the timer's settling in flight too (1 s inside the 4.5 s pause, on any load).
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   await p.add('u-long', 'c3', 'phone', 3);
   await waitUntil('the add is settled', async () => p.pendingRemovals === 0, 15_000);
-  // The other settlings in flight have answered by now.
-  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  // Every command `slow` sent has its reply (one timed out stays queued until it comes):
+  // the other settlings in flight have answered, and handed over what they found.
+  await waitUntil('the settlings in flight answered', async () => slow.commandQueue.length === 0, 10_000, 10);
   assert.deepEqual(closed, ['c0'], 'before: c0 handed over (and logged by the gateway) once per settling in flight');
   assert.deepEqual(await probe.hkeys(keys.conns('u-long')), ['c3']);
 });
