@@ -14,7 +14,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { NodeMembership } from '../../src/cluster/node-membership.js';
 import { loadConfig } from '../../src/config/config.js';
 import { Keys } from '../../src/redis/keys.js';
-import { openInbox } from '../harness/checks.js';
+import { openInbox, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { RedisServer } from '../harness/redis-server.js';
 
@@ -34,9 +34,10 @@ test('a node stopping while a renewal under way finds its registration lost leav
   await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
   renewals.disconnect(true);
   await once(renewals, 'ready');
-  await delay(300);
+  await waitUntil('the renewal\'s ZADD waits on the pause', async () => renewals.commandQueue.toArray().some((c) => c.command.name === 'zadd'), 5000, 5);
   await membership.stop();
-  // A write-back started late has gone out by now (Redis answers at once once unpaused).
+  // Nothing to wait on for a write that must not come: a write-back started late (a read,
+  // then its write) has gone out within 500 ms of the unpause, many round trips.
   await delay(500);
   assert.equal(await admin.zscore(keys.nodes(), node), null, 'no registration left');
   assert.equal(await admin.hget(keys.nodeSettings(), node), null, 'no node-settings entry left');
