@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { countSocketWrites } from '../harness/checks.js';
+import { countSocketWrites, waitUntil } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { createRedis, redisCall } from '../../src/redis/client.js';
 import { isPixiuError } from '../../src/errors.js';
@@ -405,7 +405,7 @@ test('an expired inbox is gone with its cursors: the next append starts a new ep
   assert.equal(second?.status === 'fulfilled' && second.value.seq, 2);
   await quick.ack(uid, 'phone', 2, first.epoch);
   assert.ok(await redis.pexpiretime(k.acks) > 0, 'the cursors expire with the inbox');
-  while (await redis.exists(k.inbox, k.meta, k.ids, k.acks) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  await waitUntil('the inbox and its cursors expired', async () => await redis.exists(k.inbox, k.meta, k.ids, k.acks) === 0, 10_000, 20);
 
   // A device acking into the gone inbox leaves nothing behind.
   assert.equal(await quick.ack(uid, 'phone', 2), 0);
