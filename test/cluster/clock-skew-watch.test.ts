@@ -157,6 +157,7 @@ test('pixiu_clock_offset_age_seconds says how old the offset is: NaN before a re
   assert.ok(Number.isNaN(await sample('pixiu_clock_offset_age_seconds')), 'no reading yet');
   metrics.setClockOffset(-2.5);
   assert.ok(((await sample('pixiu_clock_offset_age_seconds')) ?? -1) < 0.25, 'just read');
+  // The age is a time: a fixed wait, with the bound below under it (0.29 s of 0.3 s).
   await sleep(300);
   assert.ok(((await sample('pixiu_clock_offset_age_seconds')) ?? -1) >= 0.29, 'no reading since: older');
   assert.equal(await sample('pixiu_clock_offset_seconds'), -2.5, 'the offset holds its last reading');

@@ -104,6 +104,7 @@ test('a burst is acked once, after it: its first message is not acked alone, on 
   await burst(3);
   await waitUntil('3 messages, acked', async () => page.msgs.length === 3 && acks.includes(3));
   assert.deepEqual(acks, [3], 'the first burst of the connection is acked once');
+  // 2 s of quiet is what is tested: a fixed wait.
   await delay(2100);
   await burst(3);
   await waitUntil('6 messages, acked', async () => page.msgs.length === 6 && acks.includes(6));

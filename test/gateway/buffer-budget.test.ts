@@ -76,7 +76,8 @@ test('clients that stop reading hold no more than the node\'s budget and a littl
     slowest = Math.max(slowest, performance.now() - posted);
     most = Math.max(most, held());
   }
-  // The last writes settle (a frame written in the turn after the answer).
+  // The last writes settle (a frame written in the turn after the answer): a fixed wait,
+  // as `most` is a maximum that one more sample can only raise (200 ms: many turns).
   await new Promise((resolve) => setTimeout(resolve, 200));
   most = Math.max(most, held());
   const metrics = (await gw.client.get('/metrics')).text;
@@ -139,6 +140,7 @@ async function mostHeld(b: Backlog): Promise<{ most: number; gauge: number }> {
   let most = 0;
   let gauge = 0;
   for (let i = 0; i < 10; i++) {
+    // Samples over a window, not a wait for an event: the bound must hold all along.
     await new Promise((resolve) => setTimeout(resolve, 100));
     most = Math.max(most, b.held());
     gauge = Math.max(gauge, metricSample((await b.gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') ?? 0);
@@ -231,6 +233,7 @@ test('live broadcasts are held to the budget too: devices that stop reading whil
     most = Math.max(most, held());
     if (i % 10 === 9) gauge = Math.max(gauge, metricSample((await gw.client.get('/metrics')).text, 'pixiu_ws_buffered_bytes') ?? 0);
   }
+  // As above: one more sample of a maximum after the last writes could go out (200 ms).
   await new Promise((resolve) => setTimeout(resolve, 200));
   most = Math.max(most, held());
   const metrics = (await gw.client.get('/metrics')).text;

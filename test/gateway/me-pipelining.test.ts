@@ -217,6 +217,7 @@ test('a 417, a 400 closing for a missing Host, or an ack sent with Connection: c
   await within(10_000, "the node's FIN", raw.ended);
   assert.deepEqual(raw.answers(), ['200', '200 (close)']);
   raw.socket.destroy();
+  // A window for the ack after the client's last request, which must never be applied (no event to wait on).
   await sleep(200);
   assert.deepEqual(await cursors(user), { e: 1, h: 1, c: 2 });
 });
@@ -265,6 +266,7 @@ test('a token refused from the headers (missing, not a JWT, an alg not taken): o
     assert.deepEqual(await raw.awaitAnswers(2), ['401', '200'], name);
     raw.socket.destroy();
   }
+  // A window for the acks behind the 401s, which must never be applied (no event to wait on).
   await sleep(200);
   assert.deepEqual(await cursors(user), {
     'none-ack': 1, 'api-ack': 1, 'alg-ack': 1, 'none-page': 3, 'api-page': 3, 'alg-page': 3,

@@ -33,7 +33,7 @@ test('after a round that resent only an expired message (a gap), the next unacke
   assert.deepEqual([m1.seq, m1.id], [1, expiring.id]);
   // Not acked. The round an ack timeout later finds seq 1 expired: a gap in its place.
   assert.deepEqual(await client.next(5000), { t: 'gap', from: 1, to: 1, reason: 'expired', redelivered: true });
-  // Let that round's back-off pass (nothing in flight then).
+  // Let that round's back-off pass (nothing in flight then): a time of the case, so a fixed wait, twice the back-off.
   await new Promise((r) => setTimeout(r, 2 * BACKOFF[0]!));
   const kept = await postOne(server.client, 'rita');
   const m2 = await expectFrame(client, 'msg');

@@ -202,6 +202,7 @@ test('a flow whose waiting command failed on another flow\'s timeout is broken t
   const batch = {};
   // Redis hangs 800 ms: the other request's 10 commands fill the window and time out.
   void patient.call('DEBUG', 'SLEEP', '0.8');
+  // A fixed wait: a sleeping Redis answers no one, so nothing can say it has begun (50 ms of its 800).
   await new Promise((r) => setTimeout(r, 50));
   const others = Array.from({ length: 10 }, () => pipeline.call('rv:other', other).catch((e: unknown) => e));
   await new Promise((r) => setImmediate(r));

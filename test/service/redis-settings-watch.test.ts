@@ -46,7 +46,7 @@ test('a setting changed at runtime is warned about once, with what it was, and i
     await admin.config('SET', 'appendonly', 'yes');
     await admin.config('SET', 'maxmemory-policy', 'noeviction');
   });
-  /** Waits for `count` change lines, then for ten more reads, and answers them all. */
+  /** Waits for `count` change lines, then for ten more reads (a window for a repeat that must not come), and answers them all. */
   const settled = async (count: number): Promise<string[]> => {
     await waitUntil(`${count} change lines`, () => Promise.resolve(changes(lines).length >= count), 5000, 10);
     await delay(10 * INTERVAL_MS);
@@ -78,6 +78,7 @@ test('a setting CONFIG could not read at start is not watched', async (t) => {
   t.after(() => admin.config('SET', 'appendonly', 'yes'));
   await admin.config('SET', 'appendonly', 'no');
   await watch.checkNow();
+  // A window for lines that must not come (no event to wait on): five more reads' time.
   await delay(5 * INTERVAL_MS);
   assert.deepEqual(changes(lines), []);
 });
@@ -114,7 +115,7 @@ test('under an evicting policy, a maxmemory set where there was none is warned a
   const watch = new RedisSettingsWatch(admin, 'redis://test', logger, { persistence: 'aof', policy: 'allkeys-lru', maxmemory: 0 }, INTERVAL_MS);
   watch.start();
   t.after(() => watch.stop());
-  /** Sets maxmemory, then waits for ten reads and answers the change lines so far. */
+  /** Sets maxmemory, then waits for ten reads (a window for a repeat that must not come) and answers the change lines so far. */
   const afterSetting = async (maxmemory: string): Promise<string[]> => {
     await admin.config('SET', 'maxmemory', maxmemory);
     await watch.checkNow();

@@ -129,6 +129,7 @@ test('durability fsync writes every batch with sync: true, and a put resolves on
   });
   const more = Promise.all([store.put({ kind: 3, type: 't', data: 2 }), store.put({ kind: 2, type: 't', data: 3, room: 'r' })]);
   await waitUntil('the batch reaches LevelDB', async () => writes.syncs.length > 0);
+  // A window for a resolve that must not come before the write (no event to wait on).
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal(resolved, false, 'the put waits for its batch write');
   writes.hold(false);

@@ -54,6 +54,7 @@ test('with writes stalled on every thread they may take, a read of a record in a
   // A write in flight in every other partition: more than the pool has threads.
   assert.ok(threadPoolSize() < PARTITIONS, 'more partitions than threads');
   const stalled = Array.from({ length: PARTITIONS - 1 }, (_, p) => store.put(messageTo(p, 1)).catch(() => undefined));
+  // A fixed wait: nothing says a write holds a thread blocked in the kernel (writesInFlight counts it before its slot).
   await new Promise((resolve) => setTimeout(resolve, 200));
   const read = await within(3_000, 'a read while writes stall', store.get(kept.id));
   assert.equal(read?.id, kept.id);
@@ -75,6 +76,7 @@ test('with sweep steps stalled, a read still answers: the jobs between writes ta
   freeze();
   // Every partition's sweep deletes: a write each, more than the pool has threads.
   const sweeping = store.sweepNow().catch(() => undefined);
+  // As above: nothing says the sweeps' writes hold their threads, so a fixed wait.
   await new Promise((resolve) => setTimeout(resolve, 200));
   const read = await within(3_000, 'a read while sweeps stall', store.get(kept[0]?.id ?? ''));
   assert.equal(read?.id, kept[0]?.id);

@@ -55,6 +55,8 @@ test('a write stalled past the write timeout answers its waiting puts 503, refus
   const frozenAt = performance.now();
   // In flight: its write blocks on the frozen disk ...
   const inFlight = outcome(store.put(message('in-flight')));
+  // A fixed wait: nothing public says its batch is closed (writesInFlight counts the step
+  // from before its wait for a write slot, while later puts still join the batch).
   await new Promise((resolve) => setTimeout(resolve, 50));
   // ... and this one waits behind it, for the next batch.
   const queued = outcome(store.put(message('queued')));

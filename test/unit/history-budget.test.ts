@@ -135,6 +135,7 @@ test('an answer still held at the take timeout closes its connection; one given 
   const reading = connectionOf();
   const queued = reading.reply(true);
   budget.hold(queued, 10, 'u');
+  // A time is what is tested; timers run in order of due time, so the 30 ms ones have run by this 80 ms one, on any load.
   await new Promise((resolve) => setTimeout(resolve, 80));
   assert.equal(untaken.destroys, 1);
   assert.equal(taken.destroys, 0);
