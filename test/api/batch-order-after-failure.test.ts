@@ -171,6 +171,28 @@ test('a room batch whose second item fails 503 (its store partition is full) doe
   assert.deepEqual((first.body as { results: Item[] }).results.map((r) => r.status), [201, 503], first.text.slice(0, 400));
 });
 
+test('a room batch whose first item fails 503 (its store partition is full) lets no later item to its members go first; retried, both land in batch order', { timeout: 60_000 }, async (t) => {
+  // Room items' appends are issued once every item has stored (or failed): item 1 is
+  // stored and its appends wait behind item 0's failure, which must fail them too
+  // (ingest.ts `#failedBeforeAppends` breaks the flow), else item 0's retry lands after it.
+  const setup = await withFullPartition(t, 'room-order-0', 'room-order');
+  if (setup === undefined) return;
+  const { server, fillIt, other } = setup;
+  assert.equal((await server.client.request('PUT', '/v1/rooms/r1/members', { body: { users: ['alice', 'bob'] } })).status, 200);
+  const body = { messages: [
+    { room: 'r1', type: 't', data: { n: 0, data: 'x'.repeat(20_000) }, client_msg_id: 'room-order-0' },
+    { room: 'r1', type: 't', data: { n: 1 }, client_msg_id: other },
+  ] };
+  const filler = await fillIt();
+  const first = await server.client.post('/v1/messages/batch', body);
+  await unlink(filler);
+  assert.deepEqual((first.body as { results: Item[] }).results.map((r) => r.status), [503, 503], first.text.slice(0, 400));
+  const results = await retryUntilDone(server, body);
+  for (const member of ['alice', 'bob']) {
+    assert.deepEqual(await inboxIds(server, member), results.map((r) => r.id), `${member} holds the room batch's messages in batch order`);
+  }
+});
+
 test('a batch item refused at once by its full store partition does not fail an earlier item to another user, stored in a healthy one', { timeout: 60_000 }, async (t) => {
   const setup = await withFullPartition(t, 'refused-1', 'healthy');
   if (setup === undefined) return;
