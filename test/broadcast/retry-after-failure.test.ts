@@ -92,5 +92,10 @@ test('the store put was done and Redis was down: once Redis is back the retry ap
   // (its offline queue is off: a read before it is back fails at once).
   await whenConnected(probe);
   assert.deepEqual(await entriesOf(probe, answered.id), [answered.bseq], 'one stream entry');
+  // The entry is the stored record's, time included: the first attempt's, seconds before the retry's.
+  const record = await gw.client.get(`/v1/messages/${answered.id}`);
+  assert.equal(record.status, 200, record.text);
+  const [[, fields] = ['', []]] = await probe.xrange('px:broadcast', answered.bseq, answered.bseq);
+  assert.equal(Number(fields[fields.indexOf('s') + 1]), (record.body as { ts: number }).ts, 'the entry carries the stored record\'s ts');
   await getsOnly(gw.client, client, [answered.bseq], 20_000);
 });
