@@ -9,7 +9,9 @@
  * Made to happen every run: at 100 frames/s, one broadcast to 60 connections keeps the
  * fan-out busy ~0.55 s, while 12 more posted at once are stored in far less; with a cap
  * of 3, the first 9 of them are gone when the reader comes back. A client that comes
- * back with `last_bseq` meanwhile must be told the same way.
+ * back with `last_bseq` meanwhile must be told the same way. And only then: a reader
+ * behind by exactly the cap (the last broadcast it handed out is the newest trimmed, all
+ * after it retained) lost nothing, and no connection is told a gap.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -58,13 +60,18 @@ function checkFeed(frames: readonly Frame[], posted: readonly string[]): number 
   return gaps;
 }
 
-test('broadcasts trimmed before the node read them reach every connection as a gap, in their place; the rest arrive in order', { timeout: 90_000 }, async () => {
-  const clients = await inBatches(Array.from({ length: CLIENTS }, (_, i) => i), 20, async (i) => {
-    const client = await TestClient.connect(serve.url, { token: await testToken(JWT_KEY, `behind-${i}`), timeoutMs: 30_000 });
+/** {@link CLIENTS} connections of users `<prefix>-<i>`, each welcomed, closed when the file ends. */
+function connectMany(prefix: string): Promise<TestClient[]> {
+  return inBatches(Array.from({ length: CLIENTS }, (_, i) => i), 20, async (i) => {
+    const client = await TestClient.connect(serve.url, { token: await testToken(JWT_KEY, `${prefix}-${i}`), timeoutMs: 30_000 });
     cleanup.after(() => client.close());
     await expectFrame(client, 'welcome');
     return client;
   });
+}
+
+test('broadcasts trimmed before the node read them reach every connection as a gap, in their place; the rest arrive in order', { timeout: 90_000 }, async () => {
+  const clients = await connectMany('behind');
   const first = await postBroadcast(api, { data: { i: 0 } });
   // The fan-out has started on it (its first chunk went out) before the burst.
   assert.equal((await nextBcast(clients[0] as TestClient)).bseq, first.bseq);
@@ -93,4 +100,25 @@ test('broadcasts trimmed before the node read them reach every connection as a g
   assert.ok(checkFeed(late.frames.slice(1), burst) >= 1, 'the late client is told of what it cannot get');
   const metrics = await api.get('/metrics');
   assert.match(metrics.text, /^pixiu_broadcast_reader_losses_total [1-9]/m);
+});
+
+test('a reader behind by exactly the cap lost nothing (the last broadcast it handed out was trimmed, every later one is retained): no gap, no loss counted', { timeout: 90_000 }, async () => {
+  const clients = await connectMany('exact');
+  const losses = (await api.get('/metrics')).text.match(/^pixiu_broadcast_reader_losses_total (\d+)/m)?.[1];
+  const first = await postBroadcast(api, { data: { exact: 0 } });
+  assert.equal((await nextBcast(clients[0] as TestClient)).bseq, first.bseq);
+  // Exactly the cap (3) more, one after another, while the fan-out of `first` holds the
+  // reader: the stream's newest trimmed entry is then `first` itself, the last one the
+  // reader handed out, and nothing after it is gone.
+  const burst: string[] = [];
+  for (let i = 1; i <= 3; i++) burst.push((await postBroadcast(api, { data: { exact: i } })).bseq);
+  const got = (c: TestClient, bseq: string): boolean => c.frames.some((f) => f.bseq === bseq);
+  assert.ok(clients.some((c) => !got(c, first.bseq)), 'the fan-out of the first broadcast was still going when the others were posted (the test did not test it)');
+  const last = burst[burst.length - 1] as string;
+  for (const c of clients) {
+    while (!got(c, last)) await c.nextOf('bcast');
+    assert.deepEqual(c.frames.slice(1).map((f) => [f.t, f.bseq]), [first.bseq, ...burst].map((b) => ['bcast', b]), 'every broadcast, in order, no gap');
+  }
+  const metrics = await api.get('/metrics');
+  assert.equal(metrics.text.match(/^pixiu_broadcast_reader_losses_total (\d+)/m)?.[1], losses, 'no loss counted');
 });
