@@ -74,3 +74,21 @@ test('after the reconnect every connection following the channel gets them once 
   assert.deepEqual(await pubsUpTo(behind, last), ['d3', 'd4', 'd5']);
   await expectNextLive('r.b', [ahead, behind]);
 });
+
+test('a connection that subscribes while the subscriber connection is down starts at the newest; one following from before still gets what was published meanwhile (the refill reads from the earliest position)', { timeout: 30_000 }, async () => {
+  const { gw, proxy, probe } = service();
+  const early = await connectWith(gw, 'early', ['r.*']);
+  const late = await connectWith(gw, 'late', ['r.*']);
+  await subscribe(early, 'r.c');
+  const first = await publish(gw.client, 'r.c', 'first');
+  assert.equal((await early.next()).id, first);
+  proxy.cut(true);
+  await waitTopics(probe, 'px:', { 'r.c': false });
+  const during = [await publish(gw.client, 'r.c', 'd1'), await publish(gw.client, 'r.c', 'd2')];
+  // `late` starts after d2, the newest: the two connections are now at different positions.
+  assert.equal(await subscribe(late, 'r.c'), during[1]);
+  proxy.cut(false);
+  await waitTopics(probe, 'px:', { 'r.c': true });
+  assert.deepEqual(await pubsUpTo(early, during[1] as string), ['d1', 'd2']);
+  await expectNextLive('r.c', [early, late]);
+});
