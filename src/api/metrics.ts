@@ -50,10 +50,10 @@ export class Metrics {
   /** The message store's batches, failed writes and undecodable records (store-metrics.ts). */
   readonly store = new StoreMetrics(this.registry);
 
-  /** Redis failures: connection errors of every connection of the node's (`connection`: the command one, the bus's, the broadcast reader's), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`). */
+  /** Redis failures: connection errors of every connection of the node's (`connection`: the command one, the renewals one, the bus's, the broadcast reader's), and requests and batch items that failed on a Redis call (`request`; src/redis/client.ts `isRedisFailure`); not the node's background calls (delivery reads, ack-cursor writes, renewals), counted or logged where they fail. */
   readonly redisErrors = new Counter({
     name: 'pixiu_redis_errors_total',
-    help: 'Redis connection errors and failed commands',
+    help: 'Redis failures: connection errors of the node\'s Redis connections (kind=connection: each failed connect or reconnect) and HTTP requests or batch items that failed on a Redis call (kind=request); not background calls',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
@@ -264,12 +264,13 @@ export class Metrics {
 
   /**
    * Client `ack` frames received, by what they did (src/delivery/effects.ts `AckOutcome`):
-   * `moved` a cursor, `refused` (answered with an `error` frame), `idle` (moved nothing:
-   * a repeat, another epoch's, or before delivery started).
+   * `moved` the connection's ack position (written to the device's stored cursor, which
+   * never moves back: one already past it stays), `refused` (answered with an `error`
+   * frame), `idle` (moved nothing: a repeat, another epoch's, or before delivery started).
    */
   readonly acks = new Counter({
     name: 'pixiu_acks_total',
-    help: 'Ack frames received from WebSocket clients, by outcome (moved: a cursor moved; refused: answered with an error frame; idle: moved nothing)',
+    help: 'Ack frames received from WebSocket clients, by outcome (moved: the connection\'s ack position moved, and is written to the device\'s stored cursor, which never moves back; refused: answered with an error frame; idle: moved nothing)',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
