@@ -303,3 +303,24 @@ test('an exclusive job takes a write slot as a write does: with the only slot he
   await Promise.all([write, job]);
   assert.equal(ran, true);
 });
+
+test('the write watchdog takes no write that ended in the turn its overdue timer fired for a stall (an event loop held past the limit): the partition is not left refusing writes with none in flight', async () => {
+  // The clock says the step has run past the limit when the timer fires, as after a
+  // long pause; the step's end comes in that same turn, after the timer (here a timer
+  // of the same length set just after it: one timers phase runs both, in order), before
+  // the stall is judged (setImmediate). Judged stalled, no end() would ever clear it.
+  let now = 0;
+  const events: string[] = [];
+  const watch = new WriteStall({ index: 0, limitMs: 50, clock: () => now, onStall: () => events.push('stall') });
+  watch.begin();
+  now = 1_000;
+  await new Promise<void>((resolve) => setTimeout(() => {
+    watch.end();
+    resolve();
+  }, 50));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(events, []);
+  assert.equal(watch.stalled, false);
+  assert.equal(watch.refusal(), undefined);
+  watch.stop();
+});
