@@ -68,7 +68,7 @@ test('the same key listed twice under one kid (identical, or with and without al
   assert.deepEqual(lines.filter((l) => l.msg === JWKS_KID_SHARED_LOG), []);
 });
 
-test('two different keys under one kid are both kept, warned about once naming the kid; a token naming it verifies with either key, one of neither is a bad signature', async (t) => {
+test('two different keys under one kid are both kept, warned about once naming the kid; a token naming it verifies with either key, one of neither is a bad signature, an expired one of either is expired', async (t) => {
   const old = await rsaKey();
   const next = await rsaKey();
   const stranger = await rsaKey();
@@ -83,4 +83,10 @@ test('two different keys under one kid are both kept, warned about once naming t
   expectError(await new PixiuClient(server.service.url, await signedBy(old.privateKey)).get('/v1/me/messages'), 401, 'UNAUTHORIZED',
     exactly('invalid token: it names no kid, and the JWKS at PIXIU_JWKS_URL holds several keys that take its alg "RS256"; the token must name its key with kid'));
   assert.equal(lines.filter((l) => l.msg === JWKS_KID_SHARED_LOG).length, 1, 'once per fetch that finds it anew, not per token');
+  // A token whose signature holds with one of the keys is judged on its claims by that
+  // key's check: expired is "token expired", not a bad signature from trying the other key.
+  for (const key of [old, next]) {
+    const expired = await new SignJWT({}).setProtectedHeader({ alg: 'RS256', kid: 'roll' }).setSubject('bea').setExpirationTime(Math.floor(Date.now() / 1000) - 60).sign(key.privateKey);
+    expectError(await new PixiuClient(server.service.url, expired).get('/v1/me/messages'), 401, 'UNAUTHORIZED', /^token expired: /);
+  }
 });
