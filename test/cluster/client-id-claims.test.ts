@@ -229,6 +229,14 @@ test('a claim naming a message that is gone is taken over by the store that stor
   await redis.set(keys.clientIdClaim('other-1'), 'P|sa');
   assert.deepEqual(await claimsB.settle('other-1', stored.id, Date.now() + 60_000), { state: 'pending', storeId: 'sa' });
   assert.equal(await redis.get(keys.clientIdClaim('other-1')), 'P|sa');
+  // Nor when it replaces a claim naming a message that is gone: another store that
+  // took that claim's place meanwhile (its pending mark, or the MsgID it settled) keeps
+  // it; overwritten, two messages would be stored and appended under one client_msg_id.
+  for (const [cid, theirs, answer] of [['other-2', 'P|sa', { state: 'pending', storeId: 'sa' }], ['other-3', '0001000000000001', { state: 'stored', id: '0001000000000001' }]] as const) {
+    await redis.set(keys.clientIdClaim(cid), theirs);
+    assert.deepEqual(await claimsB.settle(cid, stored.id, Date.now() + 60_000, gone), answer);
+    assert.equal(await redis.get(keys.clientIdClaim(cid)), theirs);
+  }
 });
 
 test('a claim naming a message of a partition no store claims now (Redis lost the claims) is a 503, not stored anew', async (t) => {
