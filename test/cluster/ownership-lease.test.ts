@@ -13,6 +13,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +25,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
 import { RETIRED_STORE } from '../../src/cluster/store-directory.js';
 import { LEASE_TTL_MS, StoreOwnership } from '../../src/cluster/store-ownership.js';
-import { BOOT_ID } from '../../src/cluster/lease-watch.js';
+import { BOOT_ID, PID_NAMESPACE } from '../../src/cluster/lease-watch.js';
 import { flushPrefix, openInbox, waitUntil } from '../harness/checks.js';
 import { cleanupList, type CleanupContext } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
@@ -140,4 +141,27 @@ test('a node still running when its partitions are retired suspends its writes, 
   await waitUntil('writes suspended', async () => reasons.length >= 2, 5000, 10);
   assert.ok(reasons[1]?.startsWith('message store writes are suspended: '), reasons[1]);
   assertRetiredWords(reasons[1] ?? '', dir, `${ownership.partitionBase}..${ownership.partitionBase + 3}`);
+});
+
+test('the lease a start judged left behind is taken over once: written again later by its node (alive after all), it is a live node\'s and writes are suspended', async (t) => {
+  const { claims, dir } = await fresh(t);
+  const storeId = (await StoreOwnership.claim({ claims, dir, partitions: 4, logger })).storeId;
+  // A lease of this machine naming a pid that is gone: the start takes it at once (lease-watch.ts).
+  const gone = spawnSync(process.execPath, ['-e', '']).pid;
+  const stale = {
+    url: 'http://127.0.0.1:18204', node: 'node-gone', host: os.hostname(), pid: gone,
+    ...(PID_NAMESPACE === undefined ? {} : { pidns: PID_NAMESPACE }), ...(BOOT_ID === undefined ? {} : { boot: BOOT_ID }),
+  };
+  await claims.renewLease(storeId, stale, LEASE_TTL_MS);
+  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  assert.equal(ownership.leftBehind, 'node-gone');
+  const states: (string | undefined)[] = [];
+  await ownership.advertise({ url: 'http://127.0.0.1:18205', node: 'node-c' }, (reason) => states.push(reason));
+  t.after(() => ownership.stop());
+  assert.deepEqual(states, [undefined], 'its first write replaces the lease left behind: writes taken');
+  // That node writes its lease again: it serves the store, whatever the start judged.
+  await claims.renewLease(storeId, { ...stale, renewal: 7 }, LEASE_TTL_MS);
+  ownership.renewNow();
+  await waitUntil('writes suspended', async () => states.length >= 2, 5000, 10);
+  assert.match(states[1] ?? '', /^message store writes are suspended: .*already served by node node-gone at http:\/\/127\.0\.0\.1:18204/);
 });
