@@ -165,3 +165,32 @@ test('the lease a start judged left behind is taken over once: written again lat
   await waitUntil('writes suspended', async () => states.length >= 2, 5000, 10);
   assert.match(states[1] ?? '', /^message store writes are suspended: .*already served by node node-gone at http:\/\/127\.0\.0\.1:18204/);
 });
+
+test('a renewal finding another node\'s lease of a lower renewal count is a conflict, not Redis losing this node\'s writes; its own lease gone back is', async (t) => {
+  const { claims, dir } = await fresh(t);
+  const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  const states: (string | undefined)[] = [];
+  const lost: string[] = [];
+  const url = 'http://127.0.0.1:18206';
+  await ownership.advertise({ url, node: 'node-d' }, (reason) => states.push(reason), undefined, (reason) => lost.push(reason));
+  t.after(() => ownership.stop());
+  const renewal = async (): Promise<number> => (await claims.leaseOf(ownership.storeId))?.renewal ?? 0;
+  for (let n = 2; n <= 3; n++) {
+    ownership.renewNow();
+    await waitUntil(`renewal ${n} written`, async () => await renewal() >= n, 5000, 10);
+  }
+  // A copy of the data dir started elsewhere writes its first leases: a conflict (writes
+  // suspended), while Redis lost nothing of this node's: the inbox generation must not
+  // be raised for it (every device would be reset).
+  await claims.renewLease(ownership.storeId, { url: 'http://127.0.0.1:18207', node: 'node-copy', renewal: 1 }, LEASE_TTL_MS);
+  ownership.renewNow();
+  await waitUntil('writes suspended', async () => states.length >= 2, 5000, 10);
+  assert.match(states[1] ?? '', /already served by node node-copy/);
+  assert.deepEqual(lost, []);
+  // This node's own lease back at an older renewal than Redis acknowledged: Redis lost writes.
+  await waitUntil('its own lease written back', async () => (await claims.leaseOf(ownership.storeId))?.node === 'node-d', 5000, 10);
+  await claims.renewLease(ownership.storeId, { url, node: 'node-d', renewal: 1 }, LEASE_TTL_MS);
+  ownership.renewNow();
+  await waitUntil('the lost writes told', async () => lost.length > 0, 5000, 10);
+  assert.match(lost[0] ?? '', /^this node's store lease was back at renewal 1, after Redis had acknowledged renewal \d+/);
+});
