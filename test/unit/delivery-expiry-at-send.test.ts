@@ -42,3 +42,14 @@ test('the same message still within its ttl when the window frees up is sent as 
   d.settle();
   assert.deepEqual(d.brief('a'), ['msg 3', 'msg 4']);
 });
+
+test('a message read ahead whose expiry is exactly the time of the sending is an expired gap, as the store counts it', () => {
+  // Mutant killed: `record.expiresAt <= nowMs` → `<` in deliverPage: at the very ms of
+  // its expiry the message was sent, while the store's read (message-store.ts, `expiresAt
+  // <= now`) and GET /v1/messages/{id} already called it gone.
+  const d = windowFullBeforeExpiry();
+  d.inbox.nowMs = 5_000;
+  d.ack('a', 2);
+  d.settle();
+  assert.deepEqual(d.brief('a'), ['gap 3-3 expired', 'msg 4']);
+});
