@@ -152,6 +152,21 @@ test('a refresh with a token expiring before the current one is refused and keep
   assert.equal(client.frames.filter((f) => f.t === 'error').length, 1);
 });
 
+test('a refresh is judged against the exp the last refresh taken gave the session, not the connect token\'s', async () => {
+  // Mutant killed: #refresh not keeping the new exp (`this.#expiresAtMs = claims.expiresAtMs`
+  // dropped): the connection was still kept open to it (its token checked on arrival),
+  // but a later refresh expiring between the connect token's exp and the first refresh's
+  // was taken silently, and its `channels` patterns replaced the first one's.
+  const { client } = await gw.connectWelcomed('refresh-twice', { token: await testToken(JWT_KEY, 'refresh-twice', { ttlSec: 60 }) });
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'refresh-twice', { ttlSec: 7200 }) });
+  await expectPong(client);
+  assert.deepEqual(client.frames.filter((f) => f.t === 'error'), [], 'the first refresh, two hours, was taken');
+  client.send({ t: 'refresh', token: await testToken(JWT_KEY, 'refresh-twice', { ttlSec: 3600 }) });
+  assert.deepEqual(await client.next(), {
+    t: 'error', code: 'INVALID_REQUEST', message: 'the new token expires before the current one', ref: { t: 'refresh' },
+  });
+});
+
 test('a refresh with a token expiring exactly when the current one does (a repeated refresh) is taken silently', async () => {
   // "No earlier than the current one": the same exp is not shorter. A client that sends
   // its refresh again (a retry, or the same token twice) must not be told it is refused.
