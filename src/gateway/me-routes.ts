@@ -124,20 +124,27 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
       },
     }, async (req) => {
       const uid = user(req);
-      const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
       const { device: dev, seq, epoch: given } = req.body;
-      // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
-      // The text says no more than that: the epoch may be a client's garbage, or one given up
-      // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
-      // Quoted and escaped as text: a client's epoch with a lone surrogate echoed as is
-      // made a body strict JSON decoders refuse (the fidelity walk's F2).
-      if (given !== undefined && given !== null && given !== epoch) {
-        throw new PixiuError('CONFLICT', `epoch ${quotedText(given, 64)} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
+      // A rotation between the read and the ack (ack-7.lua answers null): with an epoch given,
+      // the next read finds another one, a 409; without, the seq is taken under the new one.
+      for (let tries = 1; ; tries += 1) {
+        const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
+        // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
+        // The text says no more than that: the epoch may be a client's garbage, or one given up
+        // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
+        // Quoted and escaped as text: a client's epoch with a lone surrogate echoed as is
+        // made a body strict JSON decoders refuse (the fidelity walk's F2).
+        if (given !== undefined && given !== null && given !== epoch) {
+          throw new PixiuError('CONFLICT', `epoch ${quotedText(given, 64)} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
+        }
+        if (tries > 3) throw new PixiuError('CONFLICT', `the inbox's epoch changed during the ack (now ${epoch ?? 'none'}): read GET /v1/me/messages again`);
+        if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
+        // Under the epoch just read: an inbox rotated or recreated before the ack takes nothing.
+        // Answered before, with the cursor of the new epoch: `cursor: 0` for a device at 73
+        // under the epoch given (the chaos walk's F1).
+        const cursor = await deps.inbox.ack(uid, dev, seq, epoch ?? undefined);
+        if (cursor !== null) return { device: dev, cursor };
       }
-      if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
-      // Under the epoch just read: an inbox recreated between the two calls takes nothing.
-      const cursor = await deps.inbox.ack(uid, dev, seq, epoch ?? undefined);
-      return { device: dev, cursor };
     });
   });
 }

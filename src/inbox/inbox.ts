@@ -41,7 +41,6 @@ export const MAX_INBOX_CAP = 10_000_000;
 /** Highest `deviceCursors` an inbox takes: the `maxDeviceCursors` setting's bound. */
 export const MAX_DEVICE_CURSORS = SETTINGS.maxDeviceCursors.max;
 
-
 /**
  * How long a user's inbox keys outlive the last content they point to, unless
  * configured ({@link InboxOptions.retentionGraceMs}): long enough that a device coming
@@ -60,7 +59,7 @@ export interface InboxOptions {
   /**
    * Most devices with an ack cursor per user (setting `maxDeviceCursors`, default
    * {@link DEFAULT_DEVICE_CURSORS}): past it, the cursors furthest behind are dropped
-   * (`ack-6.lua`).
+   * (`ack-7.lua`).
    */
   readonly deviceCursors?: number;
   /**
@@ -259,7 +258,7 @@ export class Inbox {
 
   /**
    * Records that `device` has acknowledged every seq up to `seq` (DESIGN.md §5,
-   * `ack-6.lua`). A cursor never moves back: acking below it changes nothing. With
+   * `ack-7.lua`). A cursor never moves back: acking below it changes nothing. With
    * `epoch`, an ack made under another inbox epoch (the inbox was recreated or rotated
    * since) stores no cursor of the current one, nor does an ack to a user with no inbox
    * (none yet, or it expired: its next append drops every cursor anyway); it moves
@@ -274,14 +273,15 @@ export class Inbox {
    * @param device a device id (DESIGN.md §2), 1–64 chars of `[A-Za-z0-9._:-]`
    * @param seq the highest acked seq, a non-negative integer
    * @param epoch the epoch `seq` belongs to; omitted: any
-   * @returns the device's cursor after the call
+   * @returns the device's cursor after the call; null when `epoch` is not the inbox's now (rotated, recreated, gone)
    * @throws PixiuError INVALID_REQUEST for a bad argument; UNAVAILABLE when Redis fails; INTERNAL for a key of the user's of the wrong type (wrong-type.ts)
    */
-  async ack(uid: string, device: string, seq: number, epoch?: string): Promise<number> {
+  async ack(uid: string, device: string, seq: number, epoch?: string): Promise<number | null> {
     const keys = this.#keys.user(uid);
     if (!DEVICE_RULE.test(device)) throw invalid('device must be 1-64 characters of A-Z a-z 0-9 . _ : -');
     checkSeq('seq', seq);
-    return userKeysCall(this.#redis, uid, keys, () => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#settings.deviceCursors]));
+    return userKeysCall(this.#redis, uid, keys, () => evalScript<number>(this.#redis, INBOX_SCRIPTS.ack, [keys.acks, keys.meta], [device, String(seq), epoch ?? '', this.#settings.deviceCursors]))
+      .then((cursor) => (cursor < 0 ? null : cursor)); // -1: the epoch given is not the inbox's (ack-7.lua step 1)
   }
 
   /**

@@ -4,7 +4,7 @@
  * hash as `cursor <device>` = "<seq> <epoch>" (`rotate-7.lua`, `append-13.lua`), so that
  * a device resuming from it is reset rather than taken for a new one (docs/decisions.md
  * "Stored cursors across a new epoch"); the device's first ack in the new epoch deletes
- * it (`ack-6.lua`). The acks hash (`Inbox.cursors`) shows only the current epoch's.
+ * it (`ack-7.lua`). The acks hash (`Inbox.cursors`) shows only the current epoch's.
  */
 import type { Redis } from 'ioredis';
 import { Keys } from '../redis/keys.js';

@@ -11,11 +11,12 @@ export const INBOX_SCRIPTS = {
   /** KEYS inbox, meta; ARGV afterSeq, limit. Replies {@link RangeReply}. */
   range: { file: new URL('./lua/range-3.lua', import.meta.url), numberOfKeys: 2 },
   /**
-   * KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after.
+   * KEYS acks, meta; ARGV device, seq, epoch ("" for any), most devices with a cursor. Replies the cursor after, or -1
+   * when the epoch given is not the inbox's (none included).
    * Also moves forward or deletes the device's cursor kept from an older epoch (the meta's `cursor <device>`), and
    * makes it for an ack of the epoch the current one replaced (the meta's `lineage`) when the device has none.
    */
-  ack: { file: new URL('./lua/ack-6.lua', import.meta.url), numberOfKeys: 2 },
+  ack: { file: new URL('./lua/ack-7.lua', import.meta.url), numberOfKeys: 2 },
   /**
    * KEYS meta, acks; ARGV the epoch to replace, the new one, the cool-down of a resume-claimed rotation in ms ("0":
    * none), the generation held, the latest seq the claim's read found ("": none), most devices with a cursor. Replies

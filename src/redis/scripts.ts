@@ -35,7 +35,7 @@
  * which Redis reads from the text of an EVAL as from the script an EVALSHA names. With
  * it, a script that may write is refused whole (OOM, before it runs) while Redis is over
  * `maxmemory`, except those flagged `allow-oom`: the ones that only delete, and the ack
- * cursor (ack-6.lua), which writes and so still grows a full Redis (bounded per user by
+ * cursor (ack-7.lua), which writes and so still grows a full Redis (bounded per user by
  * `PIXIU_MAX_DEVICE_CURSORS`, not in total). Without the line Redis checked only the
  * script's first write, and one opening with a DEL went on to grow Redis
  * (docs/decisions.md, "maxmemory").

@@ -11,7 +11,7 @@
  * device's `last_seq` above the latest (a resume claim's rotation). And a device whose
  * first ack of the old epoch was still held by its node (acks reach Redis in rounds) as
  * another node rotated: ack-5.lua dropped it, and the device came back as a new one
- * (a fresh review's finding, cursorreview F3); ack-6.lua makes its kept cursor.
+ * (a fresh review's finding, cursorreview F3); ack-7.lua makes its kept cursor.
  *
  * Real redis-server (the harness's), real service in process, real WebSocket clients;
  * inbox cap 5.

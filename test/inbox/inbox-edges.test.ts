@@ -190,7 +190,7 @@ test('the scripts hold their own arguments to the bounds their headers give, who
   await assert.rejects(appendMost([]), invalid, 'append-10 arguments (no most devices)');
   await assert.rejects(appendMost(['0']), invalid, 'most devices 0');
   await assert.rejects(appendMost(['1000000000']), invalid, 'a 10-digit most devices');
-  // ack-6: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
+  // ack-7: a seq at most 2^53 - 1; a most-devices of at most 9 digits.
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '9007199254740992', '', '100'])), invalid, 'seq 2^53');
   await assert.rejects(call(() => evalScript(redis, INBOX_SCRIPTS.ack, [k.acks, k.meta], ['phone', '1', '', '1000000000'])), invalid, 'a 10-digit most devices');
   // range-3: an after seq of at most 16 digits, a limit of at most 9.

@@ -1,5 +1,5 @@
 /**
- * Model check of the ack cursors across epoch changes (ack-6.lua, rotate-7.lua,
+ * Model check of the ack cursors across epoch changes (ack-7.lua, rotate-7.lua,
  * append-13.lua with keep-cursors.lua; docs/decisions.md "Stored cursors across a new
  * epoch"): random runs of appends, acks (of the current epoch, of the one before, of an
  * older one, of none, of a made-up one), rotations, generation raises and losses of the
@@ -87,9 +87,10 @@ class Model {
     this.epoch = fresh;
   }
 
-  ack(device: string, seq: number, epoch: string): number {
+  /** The cursor after the ack, as Inbox.ack answers it: null for an ack of an epoch that is not the inbox's (ack-7.lua). */
+  ack(device: string, seq: number, epoch: string): number | null {
     const old = this.acks.get(device) ?? 0;
-    if (this.epoch === undefined) return old;
+    if (this.epoch === undefined) return epoch === '' ? old : null;
     if (epoch !== '' && epoch !== this.epoch) {
       const k = this.kept.get(device);
       if (k !== undefined && k.epoch === epoch) {
@@ -99,7 +100,7 @@ class Model {
         // The first ack of the epoch just replaced, on its way as the rotation came: the cursor the rotation would have kept.
         this.kept.set(device, { seq, epoch });
       }
-      return old;
+      return null;
     }
     if (seq <= old) return old;
     const added = !this.acks.has(device);

@@ -24,7 +24,7 @@ const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
   'broadcast/lua/broadcast-bounds-2.lua': 'no-writes',
   'inbox/lua/locate-2.lua': 'no-writes',
   'inbox/lua/range-3.lua': 'no-writes',
-  'inbox/lua/ack-6.lua': 'allow-oom',
+  'inbox/lua/ack-7.lua': 'allow-oom',
   'cluster/lua/presence-prune-1.lua': 'allow-oom',
   'cluster/lua/presence-settle-2.lua': 'allow-oom',
   'redis/lua/delete-if-1.lua': 'allow-oom',

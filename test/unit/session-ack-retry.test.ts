@@ -4,7 +4,7 @@
  * first), but only where nothing newer is held: the failed batch is older than any ack
  * made while it was in flight. When the inbox's epoch changed meanwhile (a reset) and
  * the client acked under the new epoch, putting the old-epoch cursor back over the new
- * one lost the new ack (ack-6.lua stores no cursor of the current epoch for the old epoch's). The inbox here is a
+ * one lost the new ack (ack-7.lua stores no cursor of the current epoch for the old epoch's). The inbox here is a
  * stand-in whose ack writes the test settles by hand; the machine and the session are
  * the real ones.
  */

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 --[[
-ack-6: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
+ack-7: move one device's ack cursor forward, never back (DESIGN.md §5) — unless the
 ack counts seqs of an inbox epoch that is gone — and keep at most ARGV[4] devices'
 cursors per user. A rotation (rotate-7.lua, append-13.lua) keeps each cursor of the
 epoch it replaces in the meta hash with that epoch (`cursor <device>` = "<seq> <epoch>"),
@@ -13,8 +13,14 @@ epoch was still held by its node (acks reach Redis in rounds, ack-cursors.ts) as
 node rotated had no cursor to keep, its ack was dropped, and, leaving before it acked
 under the new epoch, it came back as a new device (no `reset`, the whole retained inbox
 as news) although it had processed messages (a fresh review's finding, cursorreview
-F3). ack-6 makes the kept cursor then, as the rotation would have had the ack landed
+F3). ack-6 and later make the kept cursor then, as the rotation would have had the ack landed
 first, when the inbox's `lineage` shows its epoch replaced the ack's (step 1b).
+ack-6 answered an ack of an epoch that is not the inbox's with the device's cursor of
+the current epoch (0 when it has none, as after a rotation moved the acks hash away):
+`POST /v1/me/ack`, which checks the epoch it is given against one read just before, then
+answered `cursor: 0` for a device whose cursor under that epoch was 73 when a rotation
+came between the two (the chaos walk's F1); ack-7 answers -1 there, and the route a 409,
+as for an epoch its own read finds replaced (docs/api.md "Client routes").
 ack-2 kept a cursor for every device id ever used, without end: a client that makes a
 new device id per session grew the hash by one field each time (a soak test's finding).
 The cursors expire with the inbox (append-7.lua's retention); ack-3 wrote them to a
@@ -23,10 +29,11 @@ user with no inbox too, where they stayed for good.
 Steps
   1. If the inbox has no epoch (never made, expired, or lost), change nothing: a
      cursor counts seqs of an epoch, and the append that makes the next one drops
-     every cursor anyway. If ARGV[3] names an epoch and the inbox's epoch is another
+     every cursor anyway; return -1 when ARGV[3] names an epoch, else the device's
+     cursor. If ARGV[3] names an epoch and the inbox's epoch is another
      one (the inbox was lost and recreated, or rotated, since the ack was made), the
      seq counts messages of the old inbox and would skip new ones on the next resume:
-     change nothing in the acks hash, and
+     change nothing in the acks hash, return -1, and
      a. if the meta's `cursor <device>` names ARGV[3], set it to "<ARGV[2]> <ARGV[3]>"
         when ARGV[2] is above its seq (never back);
      b. else (it has none, or one of an older epoch) make it "<ARGV[2]> <ARGV[3]>" when
@@ -77,8 +84,10 @@ ARGV
      of the acks hash (step 4), and of the kept cursors step 1b may make
 
 Returns
-  the device's cursor after the call, an integer: max(old cursor, ARGV[2]), or the old
-  cursor (0 when none) when step 1 changed nothing.
+  the device's cursor after the call, an integer: max(old cursor, ARGV[2]); or -1 when
+  ARGV[3] names an epoch that is not the inbox's (none included: step 1), whatever step 1
+  did with a kept cursor; or the old cursor (0 when none) for an ack with no epoch to a
+  user with no inbox.
 
 Error replies
   INVALID_REQUEST <reason>  an argument above is malformed (nothing is written)
@@ -103,6 +112,7 @@ local old = tonumber(held) or 0
 local keptField = 'cursor ' .. device
 local meta = redis.call('HMGET', metaKey, 'epoch', 'keep', keptField, 'lineage')
 if not meta[1] then
+  if epoch ~= '' then return -1 end
   return old
 end
 local most = tonumber(maxArg)
@@ -114,22 +124,22 @@ if epoch ~= '' and meta[1] ~= epoch then
     if seq > tonumber(keptSeq) then
       redis.call('HSET', metaKey, keptField, string.format('%d', seq) .. ' ' .. epoch)
     end
-    return old
+    return -1
   end
   -- 1b: made (or replacing one of an older epoch) only for the epoch the current one replaced.
   local of, replaced = string.match(meta[4] or '', '^(%S+) (%S+) %d+$')
   if held or seq == 0 or of ~= meta[1] or replaced ~= epoch then
-    return old
+    return -1
   end
   if not meta[3] then
     local kept = 0
     for _, field in ipairs(redis.call('HKEYS', metaKey)) do
       if string.sub(field, 1, 7) == 'cursor ' then kept = kept + 1 end
     end
-    if kept >= most then return old end
+    if kept >= most then return -1 end
   end
   redis.call('HSET', metaKey, keptField, string.format('%d', seq) .. ' ' .. epoch)
-  return old
+  return -1
 end
 local seq = tonumber(seqArg)
 if seq <= old then

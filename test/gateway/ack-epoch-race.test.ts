@@ -1,0 +1,77 @@
+/**
+ * `POST /v1/me/ack` when the inbox gets a new epoch between the route's read of the
+ * epoch and its ack (a generation raise's rotation at an append, a delivery that saw
+ * less, another device's `last_seq` above the latest): an ack with `epoch` is answered
+ * `409 CONFLICT`, as when the read itself finds another epoch, never `200` with the new
+ * epoch's cursor (the chaos walk's F1: `cursor: 0` for a device at 73 under the epoch
+ * it sent); one without is taken under the new epoch (docs/api.md "Client routes",
+ * ack-7.lua step 1).
+ *
+ * The rotation is put between the two deterministically with CLIENT PAUSE WRITE: the
+ * range script (no-writes) runs through it, the rotation and then the ack wait, and
+ * Redis runs them in that order when unpaused. Private redis-server, real HTTP.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { RedisServer } from '../harness/redis-server.js';
+import { PixiuClient } from '../harness/pixiu-server.js';
+import { waitUntil } from '../harness/checks.js';
+import { testToken } from '../harness/ws-client.js';
+import { JWT_KEY } from './gateway-fixture.js';
+import { postMany, startDelivery } from './delivery-fixture.js';
+import type { Inbox } from '../../src/inbox/inbox.js';
+
+/** Script calls that wait on a CLIENT PAUSE WRITE (CLIENT LIST flag `b`). */
+async function scriptsWaiting(probe: Redis): Promise<number> {
+  return String(await probe.call('CLIENT', 'LIST')).split('\n').filter((l) => /flags=\S*b/.test(l) && / cmd=evalsha /.test(l)).length;
+}
+
+/**
+ * Runs `ack` with a rotation of `user`'s inbox from `epoch` landing between the route's
+ * read and its ack script.
+ * @returns the ack's answer and the new epoch
+ */
+async function ackAcrossRotation<T>(url: string, inbox: Inbox, user: string, epoch: string, ack: () => Promise<T>): Promise<{ answer: T; rotated: string | null }> {
+  const probe = new Redis(url);
+  try {
+    const before = await scriptsWaiting(probe);
+    await probe.call('CLIENT', 'PAUSE', '10000', 'WRITE');
+    const rotation = inbox.rotateEpoch(user, epoch);
+    await waitUntil('the rotation waits on the pause', async () => await scriptsWaiting(probe) > before, 5000, 5);
+    const answer = ack();
+    await waitUntil('the ack waits behind it', async () => await scriptsWaiting(probe) > before + 1, 5000, 5);
+    await probe.call('CLIENT', 'UNPAUSE');
+    return { answer: await answer, rotated: await rotation };
+  } finally {
+    await probe.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+    probe.disconnect();
+  }
+}
+
+test('an ack whose inbox gets a new epoch between the route\'s epoch read and its write: 409 with the epoch sent, taken under the new epoch without one (chaos walk F1)', async (t) => {
+  const own = await RedisServer.start();
+  t.after(() => own.destroy());
+  const { gw, inbox } = await startDelivery(t, 'ackrace', { redisUrl: own.url });
+  const user = 'ada';
+  await postMany(gw.client, user, 3);
+  const me = new PixiuClient(gw.url, await testToken(JWT_KEY, user));
+  const page = await me.get('/v1/me/messages?after_seq=0');
+  const epoch = (page.body as { epoch: string }).epoch;
+  const first = await me.post('/v1/me/ack', { device: 'd1', seq: 3, epoch });
+  assert.deepEqual(first.body, { device: 'd1', cursor: 3 });
+
+  // A cursor probe (seq 0) under the epoch it read, as the rotation comes.
+  const probe = await ackAcrossRotation(own.url, inbox, user, epoch, () => me.post('/v1/me/ack', { device: 'd1', seq: 0, epoch }));
+  assert.ok(probe.rotated !== null && probe.rotated !== epoch);
+  assert.equal(probe.answer.status, 409, `not the inbox's epoch any more: ${probe.answer.text}`);
+  assert.equal((probe.answer.body as { error: { code: string } }).error.code, 'CONFLICT');
+  assert.deepEqual(await inbox.deviceCursor(user, 'd1'), { seq: 3, epoch }, 'the cursor under the epoch sent is kept with it');
+
+  // Without an epoch, the seq is taken under the inbox's epoch now, as if the ack came after the rotation.
+  const rotated = probe.rotated;
+  const bare = await ackAcrossRotation(own.url, inbox, user, rotated, () => me.post('/v1/me/ack', { device: 'd2', seq: 2 }));
+  assert.ok(bare.rotated !== null && bare.rotated !== rotated);
+  assert.deepEqual(bare.answer.body, { device: 'd2', cursor: 2 }, bare.answer.text);
+  assert.deepEqual(await inbox.deviceCursor(user, 'd2'), { seq: 2, epoch: bare.rotated });
+});
