@@ -83,8 +83,13 @@ export class InboxGeneration {
   #read = false;
   /** The unreadable value last logged (undefined: none since the last readable one): logged once. */
   #unreadable: string | undefined;
-  /** Why a raise is owed (a loss seen, its raise failed): tried again at each {@link refresh}. */
-  #owed: string | undefined;
+  /**
+   * A raise owed (a loss seen, its raise failed), tried again at each {@link refresh}:
+   * why, and the generation held when the loss was seen, which the retry compares
+   * against as the first try did (so a raise another node or the operator made since,
+   * read by the refresh that retries, is taken, not raised past).
+   */
+  #owed: { readonly reason: string; readonly expected: number; readonly least: number } | undefined;
   /** The refresh or raise in flight: they run one at a time. */
   #busy: Promise<unknown> = Promise.resolve();
 
@@ -123,7 +128,7 @@ export class InboxGeneration {
             'the inbox generation in Redis is unreadable (not a whole number of at most 15 digits: set by hand?): this node keeps passing the one it holds; '
             + 'set the key to such a number, or run pixiu redis lost-writes to write one');
         }
-        if (this.#owed !== undefined) await this.#raise(this.#owed, held, 0);
+        if (this.#owed !== undefined) await this.#raise(this.#owed.reason, this.#owed.expected, this.#owed.least);
         return;
       }
       this.#unreadable = undefined;
@@ -141,7 +146,12 @@ export class InboxGeneration {
       }
       this.#current = read;
       this.#read = true;
-      if (this.#owed !== undefined) await this.#raise(this.#owed, read, 0);
+      // Compared with the generation held when the loss was seen, not the one just read:
+      // a value above it is a raise made since (the operator's, another node's), which
+      // covers that loss. Compared with the one read, every owed raise raised again: a
+      // node whose raise failed as Redis came back raised a second time past the
+      // operator's, one more new epoch and `reset` per user (the chaos walk's F2).
+      if (this.#owed !== undefined) await this.#raise(this.#owed.reason, this.#owed.expected, this.#owed.least);
     });
   }
 
@@ -176,7 +186,8 @@ export class InboxGeneration {
         `Redis lost writes it had acknowledged (${reason}): acknowledged messages may be missing from inboxes; inbox generation ${raised ? 'raised' : 'already raised by another node'}, `
         + 'every inbox gets a new epoch at its next append and devices resuming under the old one are sent a reset');
     } catch (err) {
-      this.#owed = reason;
+      // The first loss owed keeps its generation: the one held before any since.
+      this.#owed ??= { reason, expected, least };
       this.#logger.warn({ ...outageFields(err), reason }, 'could not raise the inbox generation after Redis lost writes: tried again at the next registry renewal');
       throw err;
     }

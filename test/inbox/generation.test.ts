@@ -6,7 +6,8 @@
  * one back; a raise is above Redis's time and every generation before it; a node that
  * reads a lower generation than it held (Redis went back) raises it past its own; a
  * rotation (rotate-7.lua) records the generation it was made under, so the next append
- * does not rotate again.
+ * does not rotate again; a raise owed by a failure takes one made since (the operator's)
+ * instead of raising past it.
  * Real Redis (a private redis-server), no mocks.
  */
 import { after, before, test } from 'node:test';
@@ -138,14 +139,22 @@ test('raiseGeneration (pixiu redis lost-writes) sets the generation above Redis\
   assert.ok(second.after > raise.after, 'each raise goes higher');
 });
 
-test('a node that reads a lower generation than it held (Redis went back) raises it past its own; lost writes seen by two nodes raise it once', async () => {
+/**
+ * Two nodes' views of the generation (A on `aRedis`, B on the test's connection), both
+ * holding a raise made just before; their log lines.
+ */
+async function twoNodes(aRedis: Redis): Promise<{ a: InboxGeneration; b: InboxGeneration; lines: ReturnType<typeof capturingLogger>['lines']; held: number }> {
   const { logger, lines } = capturingLogger();
-  const a = new InboxGeneration(redis, keys, logger);
+  const a = new InboxGeneration(aRedis, keys, logger);
   const b = new InboxGeneration(redis, keys, logger);
   await raiseGeneration(redis, keys);
   await a.refresh();
   await b.refresh();
-  const held = a.current;
+  return { a, b, lines, held: a.current };
+}
+
+test('a node that reads a lower generation than it held (Redis went back) raises it past its own; lost writes seen by two nodes raise it once', async () => {
+  const { a, b, lines, held } = await twoNodes(redis);
   // Redis restored from a snapshot taken before that raise: the key is back at 7.
   await redis.set(keys.inboxGeneration(), '7');
   await a.refresh();
@@ -238,4 +247,36 @@ test('an unreadable generation set by hand (16 digits, "1e16") is logged once an
   assert.ok(lines.some((l) => l.level === 50 && String(l.msg).startsWith('the inbox generation was raised past 15 digits')));
   assert.equal((await inbox.append('sixteen', msgId(3), MsgKind.user)).seq, 3, 'the append is not refused');
   await redis.del(keys.inboxGeneration());
+});
+
+test('a raise that failed as Redis came back, retried after the operator\'s (or another node\'s) raise was read, takes that raise: one new epoch per user for the loss, not two (chaos walk F2)', async (t) => {
+  // Node A's own connection, which is still reconnecting when its lease check sees the loss.
+  const aRedis = await createRedis({ url: server.url, commandTimeoutMs: 5000 });
+  t.after(() => aRedis.quit().catch(() => undefined));
+  const { a, b, lines, held } = await twoNodes(aRedis);
+  const uid = 'twyla';
+  const viaA = new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => a.current });
+  const viaB = new Inbox(redis, { prefix: 'gen:', cap: 100, generation: () => b.current });
+  const before = (await viaA.append(uid, msgId(1), MsgKind.user)).epoch;
+
+  // Redis went back; A's lease check sees it while A's connection is down: the raise is owed.
+  aRedis.disconnect();
+  await a.lostWrites('this node\'s store lease was back at renewal 7, after Redis had acknowledged renewal 9');
+  assert.equal(a.current, held, 'not raised: Redis unavailable to A');
+  // The operator runs pixiu redis lost-writes; both nodes read it at their registry renewal.
+  const operator = await raiseGeneration(redis, keys);
+  await aRedis.connect();
+  await a.refresh();
+  await b.refresh();
+  assert.equal(b.current, operator.after);
+  assert.equal(a.current, operator.after, 'A takes the operator\'s raise, made after the loss it saw, and does not raise past it');
+  assert.equal(Number(await redis.get(keys.inboxGeneration())), operator.after);
+  const retried = lines.filter((l) => String(l.reason).startsWith('this node\'s store lease was back at renewal 7') && l.level === 50);
+  assert.equal(retried.length, 1);
+  assert.equal(retried[0]?.raisedHere, false);
+
+  // Appends through both nodes: the user's inbox gets one new epoch for the one loss.
+  const epochs = new Set<string>([before]);
+  for (let n = 2; n <= 5; n += 1) epochs.add((await (n % 2 === 0 ? viaB : viaA).append(uid, msgId(n), MsgKind.user)).epoch);
+  assert.equal(epochs.size, 2, `one rotation for one loss, got epochs ${[...epochs].join(', ')}`);
 });
