@@ -84,6 +84,29 @@ test('a node whose clock is 16 s ahead does not unregister the other nodes', asy
   }
 });
 
+test('a registration past its expiry, not yet removed by any renewal, is not a live node: its presence entries are not listed', async () => {
+  const logger = createLogger('silent');
+  const here = new NodeRegistry(redis, keys, { node: 'node-here', intervalMs: 5000, ttlMs: 15_000, logger });
+  await here.start();
+  try {
+    // Node "node-lapsed" was killed: its registration's score (its expiry, Redis's
+    // clock) has passed, and no renewal has run since to remove it.
+    const [seconds, micros] = await redis.time();
+    const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    await redis.zadd(keys.nodes(), String(redisNow - 1000), 'node-lapsed');
+    assert.deepEqual([...await here.liveAmong(['node-lapsed'])], [], 'a lapsed registration is taken for a live node');
+    assert.deepEqual(await here.othersNow(), []);
+    const presence = new Presence(redis, keys, {
+      node: 'node-here', ttlMs: 25_000, maxPerUser: 5, liveNodes: (nodes) => here.liveAmong(nodes), now: () => here.now(),
+    });
+    await redis.hset(keys.conns('erin'), 'c-lapsed', entry(here.now() + 20_000, 'node-lapsed', 'phone'));
+    assert.deepEqual(await presence.list('erin'), [], 'the connection of the lapsed node is listed as online');
+  } finally {
+    await redis.zrem(keys.nodes(), 'node-lapsed');
+    await here.stop();
+  }
+});
+
 /** A node's registry and presence, as gateway.ts builds them (heartbeat 10 s). */
 function node(id: string): { registry: NodeRegistry; presence: Presence } {
   const registry = new NodeRegistry(redis, keys, { node: id, intervalMs: 5000, ttlMs: 15_000, logger: createLogger('silent') });
