@@ -6,7 +6,9 @@
  * and a device's connection replaced by a newer one on another node (4002) alike. The
  * subscribers are kept away by refusing their SUBSCRIBE (ACL), publishing still allowed.
  * A subscriber away for longer than 10 s still gets its kick: it is sent again for as
- * long as a registration lives and one renewal more (20 s), not 10 s.
+ * long as a registration lives and one renewal more (20 s), not 10 s. First, with the
+ * subscribers there: the kick itself closes the connection on the other node at once
+ * (the closed mark would only close it at its next heartbeat, 25 s away).
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -52,6 +54,17 @@ async function letSubscribersBack(): Promise<void> {
   await probe.acl('SETUSER', 'default', '+subscribe', '+psubscribe', '+ssubscribe');
   await killSubscribers();
 }
+
+test('a DELETE on A closes the connection on B at once, by the kick over the bus (1008), not at its next heartbeat', async () => {
+  // B's heartbeat is the default 25 s: only the kick can close it within seconds.
+  const { client: phone } = await b.connectWelcomed('kicked-now', { device: 'phone' });
+  const { client: laptop } = await b.connectWelcomed('kicked-now', { device: 'laptop' });
+  const answer = await a.client.request('DELETE', '/v1/users/kicked-now/connections?device=phone');
+  assert.deepEqual(answer.body, { user: 'kicked-now', closed: 1 });
+  assert.equal((await phone.waitClose(5000)).code, 1008);
+  assert.equal(laptop.ws.readyState, laptop.ws.OPEN, 'the other device stays connected');
+  await laptop.close();
+});
 
 test('a kick B\'s subscriber missed while away is sent again and closes the connection once it is back', async (t) => {
   const { client } = await b.connectWelcomed('kicked', { device: 'phone' });
