@@ -7,7 +7,9 @@
  * A node starting names those already there in one line. Registrations renew every 5 s, so each line comes within a renewal or two.
  * Each line names the node's build, `version` and `commit` (an upgrade tester's finding:
  * nothing said which release each node ran), both null for a node of a release whose
- * node-settings entry names none.
+ * node-settings entry names none. The join line waits for the joiner's URL (its lease,
+ * taken after it registers) for up to JOIN_WAIT_RENEWALS renewals, and no longer than
+ * until it is found: the MembershipLog itself, with its lookups played by the test.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,6 +23,7 @@ import { JWT_SECRET } from '../gateway/gateway-fixture.js';
 import { openInbox } from '../harness/checks.js';
 import { Keys } from '../../src/redis/keys.js';
 import { buildInfo } from '../../src/version.js';
+import { JOIN_WAIT_RENEWALS, MembershipLog, type NodeAddress } from '../../src/cluster/membership-log.js';
 
 test('a node logs another joining, with its store and URL, and leaving (stopped), once each', { timeout: 60_000 }, async (t) => {
   const redis = await RedisServer.start();
@@ -66,4 +69,25 @@ test('a node logs another joining, with its store and URL, and leaving (stopped)
   assert.deepEqual([atA?.version, atA?.commit], [version, commit], JSON.stringify(nodes));
   assert.deepEqual([atOld?.url, atOld?.version, atOld?.commit], [undefined, null, null], JSON.stringify(nodes));
   assert.deepEqual(c.lines.filter((l) => l.msg === 'node joined the cluster'), []);
+});
+
+test('a joining node is logged at the first renewal that finds its URL; one whose URL is never found, at the JOIN_WAIT_RENEWALS-th', async () => {
+  const { logger, lines } = capturingLogger();
+  const addresses = new Map<string, NodeAddress>();
+  const log = new MembershipLog(logger, 'self', () => Promise.resolve(addresses));
+  const joinedPeers = (): unknown[] => lines.filter((l) => l.msg === 'node joined the cluster').map((l) => [l.peer, l.url]);
+  const expiry = Date.now() + 15_000;
+  await log.observe(new Map([['self', expiry]]), Date.now());
+  // Both register; neither has its lease yet.
+  const both = new Map([['self', expiry], ['with-url', expiry], ['no-url', expiry]]);
+  await log.observe(both, Date.now());
+  assert.deepEqual(joinedPeers(), []);
+  addresses.set('with-url', { storeId: 'store-1', url: 'http://10.0.0.2:8080' });
+  await log.observe(both, Date.now());
+  assert.deepEqual(joinedPeers(), [['with-url', 'http://10.0.0.2:8080']], 'logged at the renewal that found its URL');
+  // The renewals seen since they registered: 2 so far; the one without a URL is logged at the last.
+  for (let seen = 3; seen < JOIN_WAIT_RENEWALS; seen++) await log.observe(both, Date.now());
+  assert.deepEqual(joinedPeers(), [['with-url', 'http://10.0.0.2:8080']]);
+  await log.observe(both, Date.now());
+  assert.deepEqual(joinedPeers(), [['with-url', 'http://10.0.0.2:8080'], ['no-url', undefined]], 'the other, without its URL, after the wait');
 });
