@@ -124,7 +124,7 @@ test('nodes with the same secrets log no secret mismatch; another JWT secret is 
   assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+ \(http:\/\/\S+\): clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
 });
 
-test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told', async () => {
+test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told, from either side', async () => {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const pem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
   const spki: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'public-key', pem } };
@@ -134,6 +134,8 @@ test('digests: one public key in two PEM texts compares equal; a JWKS URL is com
   const jwksB: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'jwks', url: 'https://idp.example.com/jwks' } };
   assert.deepEqual(await differingSecrets(jwksA, await secretDigests(jwksB)), []);
   assert.deepEqual(await differingSecrets(spki, await secretDigests(jwksA)), ['client-token key']);
+  // And the other way: a node on a JWKS beside one with a key (which it cannot digest).
+  assert.deepEqual(await differingSecrets(jwksA, await secretDigests(spki)), ['client-token key']);
   const salt = '00'.repeat(16);
   assert.equal((await secretDigest(TOKEN, salt)).length, 16);
   assert.notEqual(await secretDigest(TOKEN, salt), await secretDigest(`${TOKEN}x`, salt));
