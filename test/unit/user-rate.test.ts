@@ -32,8 +32,14 @@ test('a user gets the burst at once, then one a second at 60 a minute; a refusal
   const slow = new UserRates({ burst: 1, perMinute: 2 }, { now: c.now });
   assert.equal(slow.take('u'), 0);
   assert.equal(slow.take('u'), 30);
-  c.advance(29_500);
+  // Part of the way: the wait left is rounded up (19.5 s is 20), so a client that
+  // waits as told is never refused again.
+  c.advance(10_500);
+  assert.equal(slow.take('u'), 20);
+  c.advance(19_000);
   assert.equal(slow.take('u'), 1);
+  c.advance(1_000);
+  assert.equal(slow.take('u'), 0, 'taken once the Retry-After given at 10.5 s has passed');
 });
 
 test('a bucket idle long enough to be full again is forgotten; the users kept never pass the bound', () => {
