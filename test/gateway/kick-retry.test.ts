@@ -6,9 +6,12 @@
  * and a device's connection replaced by a newer one on another node (4002) alike. The
  * subscribers are kept away by refusing their SUBSCRIBE (ACL), publishing still allowed.
  * A subscriber away for longer than 10 s still gets its kick: it is sent again for as
- * long as a registration lives and one renewal more (20 s), not 10 s. First, with the
- * subscribers there: the kick itself closes the connection on the other node at once
- * (the closed mark would only close it at its next heartbeat, 25 s away).
+ * long as a registration lives and one renewal more (20 s), not 10 s. The DELETE's
+ * closed mark (presence-close-1) would close it too, at the connection's next refresh,
+ * but Redis over maxmemory refuses the mark: then only the kick sent again closes it.
+ * First, with the subscribers there: the kick itself closes the connection on the
+ * other node at once (the closed mark would only close it at its next heartbeat, 25 s
+ * away).
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,6 +20,7 @@ import type { Redis } from 'ioredis';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { REPLACED_REASON } from '../../src/gateway/kicks.js';
+import { Keys } from '../../src/redis/keys.js';
 import { startGateway, type GatewayFixture } from './gateway-fixture.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 
@@ -76,6 +80,25 @@ test('a kick B\'s subscriber missed while away is sent again and closes the conn
   await letSubscribersBack();
   const { code } = await client.waitClose(9000);
   assert.equal(code, 1008);
+});
+
+test('a kick B\'s subscriber missed while Redis, over maxmemory, refused the DELETE\'s closed mark is sent again and closes the connection', async (t) => {
+  const { client } = await b.connectWelcomed('kicked-full', { device: 'phone' });
+  const keys = new Keys('px:');
+  assert.equal(await probe.exists(keys.conns('kicked-full')), 1, 'its presence entry is written');
+  await keepSubscribersAway(t);
+  // Over maxmemory the DELETE removes the entry unmarked (presence-close-1 is refused):
+  // when B's subscriber is back, its refresh finds no mark and writes the entry back,
+  // so only the kick sent again can close the connection.
+  t.after(() => probe.config('SET', 'maxmemory', '0'));
+  await probe.config('SET', 'maxmemory', '1');
+  const answer = await a.client.request('DELETE', '/v1/users/kicked-full/connections');
+  await probe.config('SET', 'maxmemory', '0');
+  assert.deepEqual(answer.body, { user: 'kicked-full', closed: 1 });
+  assert.equal(await probe.exists(keys.closed('kicked-full')), 0, 'no closed mark was written');
+
+  await letSubscribersBack();
+  assert.equal((await client.waitClose(9000)).code, 1008);
 });
 
 test('a kick B\'s subscriber missed for longer than 10 s is still sent again and closes the connection once it is back', { timeout: 60_000 }, async (t) => {
