@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, generateKeyPairSync } from 'node:crypto';
-import { differingSecrets, readDigests, secretDigest, secretDigests, type OwnSecrets, type SecretDigests } from '../../src/cluster/secret-digests.js';
+import { differingSecrets, peerDigests, readDigests, secretDigest, secretDigests, type OwnSecrets, type SecretDigests } from '../../src/cluster/secret-digests.js';
 import { Keys } from '../../src/redis/keys.js';
 import { createRedis } from '../../src/redis/client.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
@@ -124,7 +124,7 @@ test('nodes with the same secrets log no secret mismatch; another JWT secret is 
   assert.match(found[0]?.msg ?? '', /^the client-token key differs between this node and node \S+ \(http:\/\/\S+\): clients get 401 \(their token refused\) from the nodes whose key did not sign it\. Give every node the same client-token key \(PIXIU_JWT_SECRET\)/);
 });
 
-test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told, from either side', async () => {
+test('digests: one public key in two PEM texts compares equal; a JWKS URL is compared by kind only; a key kind that differs is told, from either side; an entry with a malformed salt is not compared', async () => {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const pem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
   const spki: OwnSecrets = { apiToken: TOKEN, jwt: { kind: 'public-key', pem } };
@@ -138,6 +138,11 @@ test('digests: one public key in two PEM texts compares equal; a JWKS URL is com
   assert.deepEqual(await differingSecrets(jwksA, await secretDigests(spki)), ['client-token key']);
   const salt = '00'.repeat(16);
   assert.equal((await secretDigest(TOKEN, salt)).length, 16);
+  // An entry whose salt is no 16 bytes in hex holds no digests to compare: not compared
+  // (said at info), rather than a false difference at error from digests made with a bad salt.
+  const digests = await secretDigests(spki);
+  assert.deepEqual(peerDigests({ secrets: digests }), digests);
+  for (const bad of ['zz'.repeat(16), '00'.repeat(15), `${'00'.repeat(16)}00`]) assert.equal(peerDigests({ secrets: { ...digests, salt: bad } }), undefined, bad);
   assert.notEqual(await secretDigest(TOKEN, salt), await secretDigest(`${TOKEN}x`, salt));
 });
 
