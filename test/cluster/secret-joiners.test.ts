@@ -8,13 +8,15 @@
  * within a renewal or two (three for a node without a store lease, whose URL is waited
  * for). A node that told a difference at its start does not tell it again as a join.
  * The bound on the work per renewal is checked on the check itself, renewal by renewal,
- * against the real Redis.
+ * against the real Redis; so is the wait for a joiner's shared-settings entry, which it
+ * writes after it registers (up to ENTRY_WAIT_RENEWALS renewals).
  */
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Redis } from 'ioredis';
 import { differingSecrets, secretDigests, type NodeSecrets, type OwnSecrets } from '../../src/cluster/secret-digests.js';
-import { JoinerSecretCheck, MAX_CHECKS_PER_RENEWAL } from '../../src/cluster/joiner-secrets.js';
-import { JOIN_WAIT_RENEWALS } from '../../src/cluster/membership-log.js';
+import { ENTRY_WAIT_RENEWALS, JoinerSecretCheck, MAX_CHECKS_PER_RENEWAL } from '../../src/cluster/joiner-secrets.js';
+import { JOIN_WAIT_RENEWALS, type AddressLookup } from '../../src/cluster/membership-log.js';
 import { PartitionClaims } from '../../src/cluster/partition-claims.js';
 import { Keys } from '../../src/redis/keys.js';
 import { createRedis } from '../../src/redis/client.js';
@@ -116,8 +118,14 @@ test('nodes of an older release joining later (entries without a salt, or withou
   assert.ok(!JSON.stringify(a.lines.filter((l) => l.level >= 40)).includes('old-same-1111-aaaaaa'));
 });
 
-test('the check compares at most a few joiners per renewal, each once by node id; those another comparison read are left out, and a node registered again under its id is not a join', { timeout: 60_000 }, async (t) => {
-  const prefix = 'sj-bound:';
+/**
+ * The joiner check of node `self` (API token TOKEN, JWT secret JWT) on keys under
+ * `prefix` of the file's Redis, its log captured, the joiners' URLs looked up by
+ * `addresses` (given the check's Redis and keys).
+ */
+async function selfCheck(t: TestContext, prefix: string, addresses: (redis: Redis, keys: Keys) => AddressLookup): Promise<{
+  redis: Redis; keys: Keys; own: OwnSecrets; lines: LogLine[]; check: JoinerSecretCheck;
+}> {
   const keys = new Keys(prefix);
   const redis = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
   t.after(() => redis.disconnect());
@@ -126,7 +134,12 @@ test('the check compares at most a few joiners per renewal, each once by node id
     digests: await secretDigests(own), differing: (theirs) => differingSecrets(own, theirs), fromDataDir: [], generated: [], dir: '/nowhere',
   };
   const { logger, lines } = capturingLogger();
-  const check = new JoinerSecretCheck({ redis, keys, self: 'self', secrets, logger, addresses: () => new PartitionClaims(redis, keys).leasesByNode() });
+  const check = new JoinerSecretCheck({ redis, keys, self: 'self', secrets, logger, addresses: addresses(redis, keys) });
+  return { redis, keys, own, lines, check };
+}
+
+test('the check compares at most a few joiners per renewal, each once by node id; those another comparison read are left out, and a node registered again under its id is not a join', { timeout: 60_000 }, async (t) => {
+  const { redis, keys, own, lines, check } = await selfCheck(t, 'sj-bound:', (redis, keys) => () => new PartitionClaims(redis, keys).leasesByNode());
   // Ten joiners with another token, one compared already by the start, and this node itself.
   const joiners = Array.from({ length: 10 }, (_, i) => `joiner-${i}`);
   const other = await secretDigests({ ...own, apiToken: OTHER_TOKEN });
@@ -156,4 +169,20 @@ test('the check compares at most a few joiners per renewal, each once by node id
   const withNew = new Map([...registered, ['joiner-new', 0]]);
   for (let i = 0; i < JOIN_WAIT_RENEWALS; i++) await check.observe(withNew);
   assert.deepEqual(told().slice(joiners.length), ['joiner-new']);
+});
+
+test('a joiner whose shared-settings entry comes renewals after its registration is still compared once it does', { timeout: 30_000 }, async (t) => {
+  const { redis, keys, own, lines, check } = await selfCheck(t, 'sj-late:', () => () => Promise.resolve(new Map()));
+  await check.observe(new Map([['self', 0]]));
+  check.start();
+  const registered = new Map([['self', 0], ['late', 0]]);
+  // Registered, its entry not written yet: past the wait for its URL, within the wait for its entry.
+  const renewals = JOIN_WAIT_RENEWALS + 1;
+  assert.ok(renewals < ENTRY_WAIT_RENEWALS);
+  for (let i = 0; i < renewals; i++) await check.observe(registered);
+  const told = (): string[] => secretLines(lines).flatMap((l) => l.nodes as string[]);
+  assert.deepEqual(told(), []);
+  await redis.hset(keys.nodeSettings(), 'late', JSON.stringify({ secrets: await secretDigests({ ...own, apiToken: OTHER_TOKEN }) }));
+  await check.observe(registered);
+  assert.deepEqual(told(), ['late'], 'its other API token is told once its entry is there');
 });
