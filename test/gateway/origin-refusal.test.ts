@@ -5,7 +5,8 @@
  * newcomer's finding: the answer named neither, and nothing was logged). The line says
  * which rule refused it: the list when it is set, else the request's Host, which it
  * names (a doc-verifying newcomer's finding: with the list unset it blamed the list),
- * or, for an Origin that is no web origin (`null`), that form (a browser tester's N1).
+ * or, for an Origin that is no web origin (`null`, or one with a path or credentials), that
+ * form (a browser tester's N1).
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -71,4 +72,14 @@ test('with PIXIU_ALLOWED_ORIGINS unset, an Origin that is no web origin (null, f
   const logged = fresh.lines.filter((l) => l.msg?.includes('origin') === true);
   assert.deepEqual(logged.map((l) => [l.level, l.msg, l.origin, l.host]),
     [[40, 'websocket handshake refused: its origin is no web origin scheme://host[:port] (null: a page opened from a file, a sandboxed frame), which PIXIU_ALLOWED_ORIGINS unset never allows', 'null', undefined]]);
+});
+
+test('with PIXIU_ALLOWED_ORIGINS unset, an Origin with a path or credentials is logged as no web origin, not by the host it happens to contain', async () => {
+  for (const origin of ['https://app.example.com/login', 'https://user@app.example.com']) {
+    const fresh = await startNode(); // its own log throttle: one line each
+    await expectRefused(TestClient.connect(fresh.url, { headers: { origin } }), 403, 'FORBIDDEN');
+    const logged = fresh.lines.filter((l) => l.msg?.includes('origin') === true);
+    assert.deepEqual(logged.map((l) => [l.level, l.msg, l.origin, l.host]),
+      [[40, 'websocket handshake refused: its origin is no web origin scheme://host[:port] (null: a page opened from a file, a sandboxed frame), which PIXIU_ALLOWED_ORIGINS unset never allows', origin, undefined]]);
+  }
 });
