@@ -12,7 +12,9 @@
  * that clock too (NodeRegistry.now): by each node's own, a node 26 s ahead deleted a
  * live node's entry written a moment before; and the append script judges them live
  * by that clock too (Inbox's `now`): by the appending node's own, a fleet 60 s ahead of
- * Redis found every fresh entry expired and notified no node. A private redis-server.
+ * Redis found every fresh entry expired and notified no node. A refresh writing back a
+ * lost entry (presence-refresh-4) judges it against live entries only: expired ones of
+ * a crashed node neither replace it (4002) nor fill the limit. A private redis-server.
  */
 import { after, before, mock, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -105,6 +107,24 @@ test('a registration past its expiry, not yet removed by any renewal, is not a l
     await redis.zrem(keys.nodes(), 'node-lapsed');
     await here.stop();
   }
+});
+
+test('a refresh writing back a lost entry does not judge it against expired entries: neither an expired one of its device nor expired ones up to the limit', async () => {
+  const user = 'rewrite-past-expired';
+  const conns = keys.conns(user);
+  // A node that crashed left its entries, expired since (no add or list of the user
+  // pruned them); then Redis lost the live connection's entry (a failover to a replica
+  // that was behind). The device had moved to this node: no newer connection exists.
+  const past = Date.now() - 1000;
+  await redis.hset(conns, 'c-dead-phone', entry(past, 'n-dead', 'phone'), 'c-dead-tablet', entry(past, 'n-dead', 'tablet'),
+    'c-dead-web', entry(past, 'n-dead', 'web'));
+  const presence = new Presence(redis, keys, { node: 'n-here', ttlMs: 60_000, maxPerUser: 2, liveNodes: async (nodes) => new Set(nodes) });
+  assert.equal(await presence.refresh(user, 'c-live', 'phone', 1), 'readded', 'closed as replaced (4002) or over the limit by entries that have expired');
+  assert.deepEqual(Object.keys(await redis.hgetall(conns)), ['c-live'], 'the expired entries are dropped');
+  // Lost again, beside expired entries of other devices only, as many as the limit.
+  await redis.hdel(conns, 'c-live');
+  await redis.hset(conns, 'c-dead-tablet', entry(past, 'n-dead', 'tablet'), 'c-dead-web', entry(past, 'n-dead', 'web'));
+  assert.equal(await presence.refresh(user, 'c-live', 'phone', 1), 'readded', 'over the limit by entries that have expired');
 });
 
 /** A node's registry and presence, as gateway.ts builds them (heartbeat 10 s). */
