@@ -3,10 +3,13 @@
  * src/gateway/handshake-slots.ts): past it a handshake is refused 503 UNAVAILABLE with
  * `Retry-After` at once, counted as `busy`; a handshake gives its slot back once its
  * `welcome` is out or it is refused (slowclient F1: a 5,000-device reconnect herd held
- * the node's event loop and Redis connection until its own store lease lapsed).
+ * the node's event loop and Redis connection until its own store lease lapsed) — at
+ * the refusal's answer, not at its connection's close: a client keeping its connection
+ * alive after a refusal holds no slot.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { setImmediate as tick } from 'node:timers/promises';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import { metricSample } from '../harness/checks.js';
@@ -78,4 +81,22 @@ test('a refused handshake and a welcomed one each give their slot back: one at a
   const open: TestClient[] = [];
   for (const user of ['v', 'w', 'x']) open.push((await node.connectWelcomed(user)).client);
   for (const client of open) await client.close();
+});
+
+test('a refusal gives its slot back with its answer: a client keeping the connection alive after it holds no slot', async (t) => {
+  const { node } = await ownNode(t, { maxHandshakes: '1' });
+  // A plain GET of /v1/connect with a bad token, on a connection the client keeps open.
+  const { host } = new URL(node.url);
+  const socket = net.connect(Number(new URL(node.url).port), '127.0.0.1');
+  t.after(() => socket.destroy());
+  let answer = '';
+  const answered = new Promise<void>((resolve) => socket.on('data', (chunk: Buffer) => {
+    answer += chunk.toString('latin1');
+    if (answer.includes('\r\n\r\n')) resolve();
+  }));
+  socket.write(`GET /v1/connect?device=phone HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer not-a-jwt\r\n\r\n`);
+  await answered;
+  assert.match(answer, /^HTTP\/1\.1 401 /);
+  assert.equal(socket.destroyed, false, 'the connection is kept alive');
+  await node.connectWelcomed('v');
 });
