@@ -85,9 +85,10 @@ export class InboxGeneration {
   #unreadable: string | undefined;
   /**
    * A raise owed (a loss seen, its raise failed), tried again at each {@link refresh}:
-   * why, and the generation held when the loss was seen, which the retry compares
-   * against as the first try did (so a raise another node or the operator made since,
-   * read by the refresh that retries, is taken, not raised past).
+   * why, and the generation held when the loss was seen (the latest such loss's, when
+   * several were), which the retry compares against as the first try did (so a raise
+   * another node or the operator made since, read by the refresh that retries, is
+   * taken, not raised past).
    */
   #owed: { readonly reason: string; readonly expected: number; readonly least: number } | undefined;
   /** The refresh or raise in flight: they run one at a time. */
@@ -186,8 +187,13 @@ export class InboxGeneration {
         `Redis lost writes it had acknowledged (${reason}): acknowledged messages may be missing from inboxes; inbox generation ${raised ? 'raised' : 'already raised by another node'}, `
         + 'every inbox gets a new epoch at its next append and devices resuming under the old one are sent a reset');
     } catch (err) {
-      // The first loss owed keeps its generation: the one held before any since.
-      this.#owed ??= { reason, expected, least };
+      // A retry that fails again keeps what is owed; a later loss, seen holding a higher
+      // generation (a raise read since: the operator's, another node's), is owed past
+      // that one, or a retry compared with the first loss's would take that raise as
+      // covering a loss seen after it (a review's finding).
+      const owed = this.#owed;
+      this.#owed = owed === undefined ? { reason, expected, least }
+        : { reason: owed.reason, expected: Math.max(owed.expected, expected), least: Math.max(owed.least, least) };
       this.#logger.warn({ ...outageFields(err), reason }, 'could not raise the inbox generation after Redis lost writes: tried again at the next registry renewal');
       throw err;
     }

@@ -280,3 +280,33 @@ test('a raise that failed as Redis came back, retried after the operator\'s (or 
   for (let n = 2; n <= 5; n += 1) epochs.add((await (n % 2 === 0 ? viaB : viaA).append(uid, msgId(n), MsgKind.user)).epoch);
   assert.equal(epochs.size, 2, `one rotation for one loss, got epochs ${[...epochs].join(', ')}`);
 });
+
+test('a second loss seen while a raise is owed, after a raise was read since, is raised past that raise: not taken as covering a loss seen after it (review of the chaos F2 mend)', async (t) => {
+  // Node A's connection, as a user whose scripts can be refused while its reads go on.
+  await redis.acl('SETUSER', 'gen-node-a', 'on', '>gen-node-a-pw', '~*', '&*', '+@all');
+  const url = new URL(server.url);
+  url.username = 'gen-node-a';
+  url.password = 'gen-node-a-pw';
+  const aRedis = await createRedis({ url: url.toString(), commandTimeoutMs: 5000 });
+  // Closed before its user is deleted: a client whose user is gone reconnects for ever.
+  t.after(async () => {
+    aRedis.disconnect();
+    await redis.acl('DELUSER', 'gen-node-a');
+  });
+  const { logger } = capturingLogger();
+  const a = new InboxGeneration(aRedis, keys, logger);
+  await a.refresh();
+  // A's raises fail (its scripts refused); the first loss is owed.
+  await redis.acl('SETUSER', 'gen-node-a', '-eval', '-evalsha');
+  await a.lostWrites('first loss');
+  // The operator raises; A reads it, and its retry of the owed raise fails again.
+  const operator = await raiseGeneration(redis, keys);
+  await assert.rejects(a.refresh(), /Redis is unavailable/, 'the owed raise retried, refused again');
+  assert.equal(a.current, operator.after, 'the operator\'s raise read');
+  // A second loss, seen holding the operator's raise: its raise fails too.
+  await a.lostWrites('second loss');
+  await redis.acl('SETUSER', 'gen-node-a', '+eval', '+evalsha');
+  await a.refresh();
+  assert.ok(a.current > operator.after, `the second loss raised past the operator's raise (${operator.after}): ${a.current}`);
+  assert.equal(Number(await redis.get(keys.inboxGeneration())), a.current);
+});
