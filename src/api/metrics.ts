@@ -60,8 +60,9 @@ export class Metrics {
 
   /**
    * Counts each connection error of `connections` (ioredis clients: their `error`
-   * events) in {@link redisErrors} as `connection`: the node's command connection
-   * (src/service/redis-start.ts), the bus's and the broadcast reader's (src/gateway/gateway.ts).
+   * events) in {@link redisErrors} as `connection`: the node's command connection and
+   * its renewals connection (`pixiu:renewals`; src/service/redis-start.ts), the bus's and
+   * the broadcast reader's (src/gateway/gateway.ts).
    */
   countConnectionErrors(...connections: readonly { on(event: 'error', listener: () => void): unknown }[]): void {
     for (const connection of connections) connection.on('error', () => this.redisErrors.inc({ kind: 'connection' }));

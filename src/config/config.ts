@@ -63,7 +63,7 @@ export interface Config {
   /** Most recipients of one batch, room members counted (src/api/routes/batch-items.ts). */
   readonly batchMaxRecipients: number;
   readonly inboxCap: number;
-  /** Devices with an ack cursor kept per user (ack-3.lua). */
+  /** Devices with an ack cursor kept per user (ack-7.lua). */
   readonly maxDeviceCursors: number;
   readonly apiToken: string | undefined;
   readonly jwtSecret: string | undefined;

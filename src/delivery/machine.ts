@@ -240,7 +240,7 @@ export class UserMachine {
     if (outcome === 'stale') return [];
     if (outcome !== 'moved' && outcome !== 'store') return [{ kind: 'send', conn, frame: { t: 'error', code: 'INVALID_REQUEST', message: outcome.refused, ref: { t: 'ack', seq } } }];
     // The epoch travels with the ack: written after the inbox was recreated, an ack of
-    // the old seqs would make the next resume skip new messages (ack-3.lua).
+    // the old seqs would make the next resume skip new messages (ack-7.lua).
     const stored: Effect = { kind: 'ack', device: c.device, seq, epoch: this.#epoch ?? undefined };
     if (outcome === 'store') return [stored];
     const effects: Effect[] = [stored, { kind: 'timer', conn, delayMs: c.inflight.length > 0 ? this.#config.ackTimeoutMs : null }];

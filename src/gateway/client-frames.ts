@@ -54,7 +54,7 @@ function refOf(o: Record<string, unknown>): ErrorRef | undefined {
  * `\ud800` escape; refused as not a channel name) is left out: echoed, it would be a
  * frame a strict decoder (Rust's serde_json, Swift's JSONDecoder) refuses whole — the
  * reason ids and `data` refuse lone surrogates (docs/api.md "Input rules"; the fidelity
- * walk's F2). The error's `message` still names it, escaped as text (text-cut.ts).
+ * walk's F2). The error's `message` still names it, escaped as text (connection-channels.ts `notAChannel`).
  */
 export function channelRef(t: 'sub' | 'unsub', channel: unknown): ErrorRef {
   return typeof channel === 'string' && isWellFormed(channel) ? { t, channel } : { t };

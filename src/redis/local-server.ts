@@ -192,7 +192,7 @@ class Supervisor {
   readonly #logger: Logger;
   readonly #sock: string;
   readonly #spawn: () => Promise<ChildProcess>;
-  /** Run before each restart attempt reaches the socket (the left-over probe). */
+  /** Run before the start and each restart attempt reach the socket (the left-over probe: {@link probeLeft}). */
   readonly #beforeProbe: () => Promise<void>;
   #child: ChildProcess | undefined;
   #adopted: number | undefined;
