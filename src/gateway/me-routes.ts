@@ -116,7 +116,7 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
             device: { type: 'string' },
             cursor: { type: 'integer', description: 'the highest seq the device acked; never moves back' },
           }, ['device', 'cursor'], 'The device\'s ack cursor now'),
-          409: { ...errorBody, description: 'CONFLICT: epoch is not the inbox\'s epoch now (the inbox was recreated since that page was read); nothing done. Read GET /v1/me/messages again' },
+          409: { ...errorBody, description: 'CONFLICT: epoch is not the inbox\'s epoch now (the inbox was recreated since that page was read), or the inbox got another epoch while the ack was under way; no cursor of the inbox\'s epoch moved. Read GET /v1/me/messages again' },
           413: { ...errorBody, description: `PAYLOAD_TOO_LARGE: the body is over ${ACK_BODY_BYTES} bytes (4 KiB), this route's own limit (PIXIU_MAX_BODY_BYTES when that is lower); nothing done` },
           ...errorResponses,
           429: ackRateLimitedAnswer,
@@ -125,26 +125,24 @@ export async function meRoutes(app: FastifyInstance, deps: GatewayDeps): Promise
     }, async (req) => {
       const uid = user(req);
       const { device: dev, seq, epoch: given } = req.body;
-      // A rotation between the read and the ack (ack-7.lua answers null): with an epoch given,
-      // the next read finds another one, a 409; without, the seq is taken under the new one.
-      for (let tries = 1; ; tries += 1) {
-        const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
-        // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
-        // The text says no more than that: the epoch may be a client's garbage, or one given up
-        // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
-        // Quoted and escaped as text: a client's epoch with a lone surrogate echoed as is
-        // made a body strict JSON decoders refuse (the fidelity walk's F2).
-        if (given !== undefined && given !== null && given !== epoch) {
-          throw new PixiuError('CONFLICT', `epoch ${quotedText(given, 64)} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
-        }
-        if (tries > 3) throw new PixiuError('CONFLICT', `the inbox's epoch changed during the ack (now ${epoch ?? 'none'}): read GET /v1/me/messages again`);
-        if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
-        // Under the epoch just read: an inbox rotated or recreated before the ack takes nothing.
-        // Answered before, with the cursor of the new epoch: `cursor: 0` for a device at 73
-        // under the epoch given (the chaos walk's F1).
-        const cursor = await deps.inbox.ack(uid, dev, seq, epoch ?? undefined);
-        if (cursor !== null) return { device: dev, cursor };
+      const { epoch, latestSeq } = await deps.inbox.range(uid, Number.MAX_SAFE_INTEGER, 1);
+      // The seq counts messages of the epoch it was read under: of another one it would skip new messages.
+      // The text says no more than that: the epoch may be a client's garbage, or one given up
+      // with nothing lost (a last_seq above the latest under it, docs/protocol.md case 2).
+      // Quoted and escaped as text: a client's epoch with a lone surrogate echoed as is
+      // made a body strict JSON decoders refuse (the fidelity walk's F2).
+      if (given !== undefined && given !== null && given !== epoch) {
+        throw new PixiuError('CONFLICT', `epoch ${quotedText(given, 64)} is not the inbox's (${epoch ?? 'none'}): read GET /v1/me/messages again`);
       }
+      if (seq > latestSeq) throw new PixiuError('INVALID_REQUEST', `seq ${seq} is above the latest seq (${latestSeq})`);
+      // Under the epoch just read. A rotation between that read and the ack (ack-7.lua
+      // answers null) is a 409, an epoch given or not: the seq was read under the old
+      // epoch, and taken under the new one it would skip that epoch's first messages with
+      // no reset (the whole-change review's L1). It was answered 200 with the new epoch's
+      // cursor: `cursor: 0` for a device at 73 under the epoch given (the chaos walk's F1).
+      const cursor = await deps.inbox.ack(uid, dev, seq, epoch ?? undefined);
+      if (cursor === null) throw new PixiuError('CONFLICT', `the inbox's epoch changed during the ack (it was ${epoch ?? 'none'}): read GET /v1/me/messages again`);
+      return { device: dev, cursor };
     });
   });
 }
