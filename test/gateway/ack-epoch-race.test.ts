@@ -15,7 +15,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
-import { PixiuClient } from '../harness/pixiu-server.js';
+import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY } from './gateway-fixture.js';
@@ -50,9 +50,13 @@ async function ackAcrossRotation<T>(url: string, inbox: Inbox, user: string, epo
 }
 
 test('an ack whose inbox gets a new epoch between the route\'s epoch read and its write: 409, with the epoch sent or without (chaos walk F1)', async (t) => {
+  // One step of `t`, run in reverse: the gateway and the inbox client close before their
+  // Redis is destroyed (`t.after` runs FIFO; see startInProcessAlone).
+  const steps = cleanupList();
+  t.after(() => steps.run());
   const own = await RedisServer.start();
-  t.after(() => own.destroy());
-  const { gw, inbox } = await startDelivery(t, 'ackrace', { redisUrl: own.url });
+  steps.after(() => own.destroy());
+  const { gw, inbox } = await startDelivery(steps, 'ackrace', { redisUrl: own.url });
   const user = 'ada';
   await postMany(gw.client, user, 3);
   const me = new PixiuClient(gw.url, await testToken(JWT_KEY, user));
