@@ -29,13 +29,19 @@ test('a node stopping while a renewal under way finds its registration lost leav
   assert.notEqual(await admin.hget(keys.nodeSettings(), node), null, 'its entry, published at start');
 
   // The registration lost (as to a FLUSHALL); writes held; a renewal (the one a
-  // reconnect makes) reads Redis's clock and sends its writes, which wait.
+  // reconnect makes) reads Redis's clock and sends its writes, which wait. The pause is
+  // far longer than any load can use up before the ZADD is queued (1.5 s could end
+  // first on a loaded box), and is ended by hand once the stop has begun: the stop's
+  // own writes wait on it too, so the unpause comes before the stop is awaited. (A test
+  // that fails before it ends the pause with its server, killed at the test's end.)
   await admin.zrem(keys.nodes(), node);
-  await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+  await admin.call('CLIENT', 'PAUSE', '30000', 'WRITE');
   renewals.disconnect(true);
   await once(renewals, 'ready');
   await waitUntil('the renewal\'s ZADD waits on the pause', async () => renewals.commandQueue.toArray().some((c) => c.command.name === 'zadd'), 5000, 5);
-  await membership.stop();
+  const stopping = membership.stop();
+  await admin.call('CLIENT', 'UNPAUSE');
+  await stopping;
   // Nothing to wait on for a write that must not come: a write-back started late (a read,
   // then its write) has gone out within 500 ms of the unpause, many round trips.
   await delay(500);
