@@ -102,11 +102,20 @@ test('/metrics past its node-wide rate is 429 RATE_LIMITED with Retry-After, but
     }
   }));
   const seconds = (performance.now() - startedMs) / 1000;
+  const bound = SCRAPE_LIMIT.burst + Math.ceil(seconds * SCRAPE_LIMIT.perMinute / 60);
+  if (refused === undefined && scraped < bound) {
+    // The rate is taken as each request is handled, and a node on a loaded machine (a
+    // clean-clone CI run at load 7, ~45 scrapes a second) handles them slower than it
+    // refills: it was never over the rate, so no 429 is owed. What can be judged is
+    // that it let no more through than the rate; the 429 is judged on a faster run.
+    t.diagnostic(`${scraped} scrapes in ${seconds.toFixed(1)} s: the node handled them below the rate (${bound} allowed); no 429 to judge`);
+    t.skip('scrapes were handled slower than the rate refills on this machine');
+    return;
+  }
   assert.ok(refused !== undefined, `a 429 within ${scraped} scrapes`);
   expectError(refused, 429, 'RATE_LIMITED', /^this node's \/metrics scrapes are over their rate \(a burst of 200, then 50 a second, all clients together\); .* retry after \d+ s$/);
   const retryAfter = Number(refused.headers.get('retry-after'));
   assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After: ${refused.headers.get('retry-after')}`);
-  const bound = SCRAPE_LIMIT.burst + Math.ceil(seconds * SCRAPE_LIMIT.perMinute / 60);
   assert.ok(scraped >= SCRAPE_LIMIT.burst && scraped <= bound, `${scraped} scrapes answered in ${seconds.toFixed(2)} s (from ${SCRAPE_LIMIT.burst} to ${bound})`);
   // The operator's scraper, with the API token, is not held to the rate the others spent
   // (the reread's finding 1); a wrong token is an anonymous scrape, refused with them.
