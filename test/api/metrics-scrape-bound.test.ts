@@ -94,8 +94,8 @@ test('/metrics past its node-wide rate is 429 RATE_LIMITED with Retry-After, but
   // 14): a scrape took ~0.7 s there, so they came slower than the rate refills, and
   // 5,015 were answered in 222 s without a 429.
   await Promise.all(Array.from({ length: SCRAPE_LIMIT.burst + 56 }, async () => {
-    // Bounded in time too (15 s: a quiet machine meets the rate in ~5 s): a run that never meets it does not scrape, and load the machine, until the file's timeout.
-    while (refused === undefined && scraped < 5000 && performance.now() - startedMs < 15_000) {
+    // Bounded in time too: a run that never meets the rate fails in a minute, not at the file's timeout.
+    while (refused === undefined && scraped < 5000 && performance.now() - startedMs < 60_000) {
       const answer = await client.get('/metrics', open);
       if (answer.status === 200) scraped += 1;
       else refused ??= answer;
@@ -103,15 +103,6 @@ test('/metrics past its node-wide rate is 429 RATE_LIMITED with Retry-After, but
   }));
   const seconds = (performance.now() - startedMs) / 1000;
   const bound = SCRAPE_LIMIT.burst + Math.ceil(seconds * SCRAPE_LIMIT.perMinute / 60);
-  if (refused === undefined && scraped < bound) {
-    // The rate is taken as each request is handled, and a node on a loaded machine (a
-    // clean-clone CI run at load 7, ~45 scrapes a second) handles them slower than it
-    // refills: it was never over the rate, so no 429 is owed. What can be judged is
-    // that it let no more through than the rate; the 429 is judged on a faster run.
-    t.diagnostic(`${scraped} scrapes in ${seconds.toFixed(1)} s: the node handled them below the rate (${bound} allowed); no 429 to judge`);
-    t.skip('scrapes were handled slower than the rate refills on this machine');
-    return;
-  }
   assert.ok(refused !== undefined, `a 429 within ${scraped} scrapes`);
   expectError(refused, 429, 'RATE_LIMITED', /^this node's \/metrics scrapes are over their rate \(a burst of 200, then 50 a second, all clients together\); .* retry after \d+ s$/);
   const retryAfter = Number(refused.headers.get('retry-after'));
