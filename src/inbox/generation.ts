@@ -129,7 +129,7 @@ export class InboxGeneration {
             'the inbox generation in Redis is unreadable (not a whole number of at most 15 digits: set by hand?): this node keeps passing the one it holds; '
             + 'set the key to such a number, or run pixiu redis lost-writes to write one');
         }
-        if (this.#owed !== undefined) await this.#raise(this.#owed.reason, this.#owed.expected, this.#owed.least);
+        await this.#payOwed();
         return;
       }
       this.#unreadable = undefined;
@@ -152,7 +152,7 @@ export class InboxGeneration {
       // covers that loss. Compared with the one read, every owed raise raised again: a
       // node whose raise failed as Redis came back raised a second time past the
       // operator's, one more new epoch and `reset` per user (the chaos walk's F2).
-      if (this.#owed !== undefined) await this.#raise(this.#owed.reason, this.#owed.expected, this.#owed.least);
+      await this.#payOwed();
     });
   }
 
@@ -168,6 +168,12 @@ export class InboxGeneration {
    */
   lostWrites(reason: string): Promise<void> {
     return this.#serial(() => this.#raise(reason, this.#current, 0)).catch(() => undefined);
+  }
+
+  /** Tries again the raise owed, if any ({@link #owed}): compared as its first try was. */
+  async #payOwed(): Promise<void> {
+    const owed = this.#owed;
+    if (owed !== undefined) await this.#raise(owed.reason, owed.expected, owed.least);
   }
 
   /** Raises the generation unless Redis holds one above `expected`, past `expected` and to at least `least`; logs the outcome. */
