@@ -33,6 +33,12 @@ export interface ApiDeps {
    * before. Unset: never.
    */
   readonly draining?: () => boolean;
+  /**
+   * The clock the node-wide rates of the operations routes refill by (`/metrics`
+   * scrapes, `/readyz` probes: src/api/node-rate.ts), ms, monotonic. Unset:
+   * `performance.now`; a test's own, to spend a rate without racing its refill.
+   */
+  readonly opsClock?: () => number;
   /** The command connection, for readiness (PING). */
   readonly redis: Redis;
   readonly metrics: Metrics;

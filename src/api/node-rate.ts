@@ -15,9 +15,12 @@ const NODE = 'node';
 export class NodeRate {
   readonly #rates: UserRates;
 
-  /** @param limit the bucket's size (`burst`) and its refill (`perMinute`) */
-  constructor(limit: RateLimit) {
-    this.#rates = new UserRates(limit);
+  /**
+   * @param limit the bucket's size (`burst`) and its refill (`perMinute`)
+   * @param now the clock its refill follows, ms (default `performance.now`; a test's own)
+   */
+  constructor(limit: RateLimit, now?: () => number) {
+    this.#rates = new UserRates(limit, now === undefined ? {} : { now });
   }
 
   /**

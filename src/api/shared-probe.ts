@@ -50,11 +50,12 @@ export class SharedReadinessProbe {
    * @param redis the node's command connection
    * @param key the probe's key (`Keys.readinessProbe`)
    * @param limit the probes' rate ({@link PROBE_LIMIT}; a test's own)
+   * @param now the clock the rate refills by, ms (default `performance.now`; a test's own)
    */
-  constructor(redis: Redis, key: string, limit: RateLimit = PROBE_LIMIT) {
+  constructor(redis: Redis, key: string, limit: RateLimit = PROBE_LIMIT, now?: () => number) {
     this.#redis = redis;
     this.#key = key;
-    this.#rate = new NodeRate(limit);
+    this.#rate = new NodeRate(limit, now);
   }
 
   /**

@@ -91,6 +91,8 @@ export interface StartOptions {
    * (serve.ts: `refuseUnreadableStore`); default: read here.
    */
   readonly layout?: FoundLayout;
+  /** The clock of the operations routes' node-wide rates (ApiDeps.opsClock); a test's own. */
+  readonly opsClock?: () => number;
 }
 
 /**
@@ -229,7 +231,7 @@ async function startOnce(config: Config, logger: Logger, given: Secrets | undefi
     let draining = false;
     const app = await during('building the HTTP API', () => buildApp({
       config, store: records, inbox, ingest, redis, metrics, apiToken: secrets.apiToken,
-      writeProblem: () => store.writeProblem, draining: () => draining,
+      writeProblem: () => store.writeProblem, draining: () => draining, opsClock: opts.opsClock,
       extend: async (root, producerScope) => {
         await recordsRoute(root, { store, storeId: ownership.storeId, secret: clusterSecret });
         await gateway.register(root, producerScope);

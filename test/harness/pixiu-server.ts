@@ -182,9 +182,11 @@ export interface InProcessServer {
  * given settings (at least the test's `redisUrl`). Closed, and its data dir removed,
  * when the test ends. The machine's environment is not read.
  * @param logger where the service logs (a test reading its lines: log-capture.ts); else none
+ * @param opsClock the clock of the operations routes' node-wide rates (startService's
+ *   StartOptions.opsClock); default the real one
  */
 export async function startInProcess(
-  t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }, logger?: Logger,
+  t: CleanupContext, overrides: ConfigOverrides & { redisUrl: string }, logger?: Logger, opsClock?: () => number,
 ): Promise<InProcessServer> {
   // Loaded here, not with this module: a test file that only runs `pixiu` as a child
   // process then never loads the service (about 0.6 s of CPU per file on a 2-core VM).
@@ -196,7 +198,7 @@ export async function startInProcess(
   // own, started moments before; the tests of the wait set it.
   const config = loadConfig({}, { port: '0', logLevel: 'silent', dataDir, claimsSettleMs: '0', ...overrides });
   const from = Date.now();
-  const service = await startService(config, logger ?? createLogger(config.logLevel));
+  const service = await startService(config, logger ?? createLogger(config.logLevel), undefined, opsClock === undefined ? {} : { opsClock });
   const to = Date.now();
   t.after(() => service.close());
   return { service, config, client: new PixiuClient(service.url, service.secrets.apiToken), startedBetween: { from, to } };

@@ -21,7 +21,7 @@ import { rateWords, type RateLimit } from '../../gateway/user-rate.js';
 import type { ApiDeps } from '../deps.js';
 import { NodeRate } from '../node-rate.js';
 import { answerObject, errorBody, opsErrorResponses, PIPELINED_WORDS, retryAfterHeader, unavailableAnswer } from '../schemas.js';
-import { SharedReadinessProbe } from '../shared-probe.js';
+import { PROBE_LIMIT, SharedReadinessProbe } from '../shared-probe.js';
 
 /**
  * The message of `/readyz` during the drain delay after SIGTERM (`PIXIU_DRAIN_DELAY`;
@@ -61,8 +61,8 @@ function statusBody(value: string, description: string) {
 
 /** Registers `/healthz`, `/readyz` and `/metrics`. */
 export function healthRoutes(app: FastifyInstance, deps: ApiDeps): void {
-  const probe = new SharedReadinessProbe(deps.redis, new Keys(deps.config.redisPrefix).readinessProbe());
-  const scrapes = new NodeRate(SCRAPE_LIMIT);
+  const probe = new SharedReadinessProbe(deps.redis, new Keys(deps.config.redisPrefix).readinessProbe(), PROBE_LIMIT, deps.opsClock);
+  const scrapes = new NodeRate(SCRAPE_LIMIT, deps.opsClock);
   const apiTokenDigest = secretDigest(deps.apiToken);
   app.get('/healthz', {
     schema: {
