@@ -45,7 +45,6 @@ export const PLAN_FILE = '.test-build/test-plan.json';
  * comments, 2026-12-06): started first by test-order.mjs, and never grouped.
  */
 export const LONGEST = [
-  'broadcast/live-latency', // 116
   'service/cli-connect', // 106
   'service/cli', // 100
   'service/shutdown', // 86

@@ -1,8 +1,10 @@
 /**
  * The node's fan-out loop (no I/O): a batch of broadcasts reaches each receiver whose
  * tags match, in stream order, connection by connection; chunks never exceed their
- * frame budget (a receiver's share may straddle two chunks, still in order); and the
- * rate limit holds over a run.
+ * frame budget (a receiver's share may straddle two chunks, still in order); the
+ * rate limit holds over a run; and the loop yields to the event loop between chunks,
+ * groups, pieces and slow writes, so that live inbox delivery is not held behind a
+ * fan-out to thousands (DESIGN.md §8; the latency itself: bench:broadcast).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -168,4 +170,82 @@ test('a feed stopped with the fan-out (its socket closed) leaves it: no longer c
   assert.equal(fanout.size, 0);
   await fanout.deliver([entry('2-0')]);
   assert.deepEqual(written, ['{"t":"bcast","bseq":"1-0"}']);
+});
+
+/**
+ * Runs `work` and notes `probe()` at each turn of the event loop while it runs (a chain
+ * of setImmediate callbacks, which run only when `work` yields to the loop: what live
+ * inbox delivery, waiting on I/O, needs from a fan-out). Answers the notes, in order.
+ */
+async function turnsDuring<T>(work: () => Promise<void>, probe: () => T): Promise<T[]> {
+  const seen: T[] = [];
+  let done = false;
+  const turn = (): void => {
+    if (done) return;
+    seen.push(probe());
+    setImmediate(turn);
+  };
+  setImmediate(turn);
+  await work();
+  done = true;
+  return seen;
+}
+
+/** A receiver whose write takes `ms` of the thread (a slow socket write, many frames). */
+class SlowRecorder extends Recorder {
+  constructor(readonly ms: number) {
+    super(new Set());
+  }
+  override offerBroadcasts(entries: readonly BroadcastEntry[]): void {
+    const until = performance.now() + this.ms;
+    while (performance.now() < until) { /* the thread is held */ }
+    super.offerBroadcasts(entries);
+  }
+}
+
+// What the live-latency bench measures (bench:broadcast, "inbox p99 during broadcasts")
+// rests on these: a fan-out to thousands of sockets never holds the thread for long.
+
+test('the fan-out yields to the event loop between chunks: after each one, before the next', async () => {
+  const sent: number[] = [];
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 4, maxBatchBytes: 1 << 20, onSent: (n) => sent.push(n) });
+  for (let i = 0; i < 12; i++) fanout.add(new Recorder(new Set()));
+  const seen = await turnsDuring(() => fanout.deliver([entry('1-0')]), () => sent.length);
+  assert.deepEqual(sent, [4, 4, 4]);
+  for (const chunks of [1, 2]) assert.ok(seen.includes(chunks), `a turn of the loop after ${chunks} of 3 chunks: ${seen.join(' ')}`);
+});
+
+test('within a chunk, the fan-out yields once its writes held the thread a millisecond', async () => {
+  const rs = Array.from({ length: 5 }, () => new SlowRecorder(1.2));
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 1 << 20 });
+  for (const r of rs) fanout.add(r);
+  const seen = await turnsDuring(() => fanout.deliver([entry('1-0')]), () => rs.filter((r) => r.got.length > 0).length);
+  for (const r of rs) assert.deepEqual(r.got, ['1-0']);
+  for (const written of [1, 2, 3, 4]) assert.ok(seen.includes(written), `a turn of the loop after ${written} of 5 slow writes: ${seen.join(' ')}`);
+});
+
+test('the fan-out yields between groups of maxBatchBytes, and between the pieces of one receiver\'s share over the chunk', async () => {
+  const r = new Recorder(new Set());
+  const bytes = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 100 });
+  bytes.add(r);
+  const big = (id: string): BroadcastEntry => ({ ...entry(id), frame: Buffer.alloc(40, 0x20) });
+  const groups = await turnsDuring(() => bytes.deliver(['1-0', '2-0', '3-0', '4-0', '5-0'].map(big)), () => r.calls.length);
+  assert.deepEqual(r.calls, [['1-0', '2-0'], ['3-0', '4-0'], ['5-0']]);
+  for (const calls of [1, 2]) assert.ok(groups.includes(calls), `a turn of the loop after ${calls} of 3 groups: ${groups.join(' ')}`);
+
+  const alone = new Recorder(new Set());
+  const pieces = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 2, maxBatchBytes: 1 << 20 });
+  pieces.add(alone);
+  const seen = await turnsDuring(() => pieces.deliver(['1-0', '2-0', '3-0', '4-0', '5-0', '6-0'].map((id) => entry(id))), () => alone.calls.length);
+  assert.deepEqual(alone.calls, [['1-0', '2-0'], ['3-0', '4-0'], ['5-0', '6-0']]);
+  for (const calls of [1, 2]) assert.ok(seen.includes(calls), `a turn of the loop after ${calls} of 3 pieces: ${seen.join(' ')}`);
+});
+
+test('a loss told to many receivers yields between its chunks too', async () => {
+  const sent: number[] = [];
+  const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 2, maxBatchBytes: 1 << 20, onSent: (n) => sent.push(n) });
+  for (let i = 0; i < 6; i++) fanout.add(new Recorder(new Set()));
+  const seen = await turnsDuring(() => fanout.deliverLost({ after: '1-0', before: '9-0', lastLost: '8-0' }), () => sent.length);
+  assert.deepEqual(sent, [2, 2, 2]);
+  for (const chunks of [1, 2]) assert.ok(seen.includes(chunks), `a turn of the loop after ${chunks} of 3 chunks: ${seen.join(' ')}`);
 });
