@@ -9,43 +9,77 @@
  *
  * The rotation is put between the two deterministically with CLIENT PAUSE WRITE: the
  * range script (no-writes) runs through it, the rotation and then the ack wait, and
- * Redis runs them in that order when unpaused. Private redis-server, real HTTP.
+ * Redis runs them in that order when unpaused; MONITOR confirms that order as Redis ran
+ * it. Private redis-server, real HTTP.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
 import { waitUntil } from '../harness/checks.js';
+import { monitorRedis, type MonitoredCommand } from '../harness/redis-monitor.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY } from './gateway-fixture.js';
 import { postMany, startDelivery } from './delivery-fixture.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
+import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
+import { scriptSha } from '../../src/redis/scripts.js';
 
-/** Script calls that wait on a CLIENT PAUSE WRITE (CLIENT LIST flag `b`). */
-async function scriptsWaiting(probe: Redis): Promise<number> {
-  return String(await probe.call('CLIENT', 'LIST')).split('\n').filter((l) => /flags=\S*b/.test(l) && / cmd=evalsha /.test(l)).length;
+/**
+ * Whether the connection named `name` (CLIENT LIST `name=`) holds a script call on a
+ * CLIENT PAUSE WRITE (flag `b`, cmd `evalsha`). By connection, not a count of every held
+ * script: the node's renewals run write scripts of their own every few seconds
+ * (`pixiu:renewals`), and one of those held could be taken for the ack's. CLIENT LIST names no
+ * script, so which one was held is checked after, from MONITOR ({@link ackAcrossRotation}).
+ */
+async function holdsScript(probe: Redis, name: string): Promise<boolean> {
+  return String(await probe.call('CLIENT', 'LIST')).split('\n')
+    .some((l) => l.includes(` name=${name} `) && /flags=\S*b/.test(l) && / cmd=evalsha /.test(l));
 }
+
+/** The test's Inbox connection (harness/checks.ts openInbox), which makes the rotation. */
+const TEST_CONNECTION = 'pixiu:test';
+/** The node's command connection (src/service/redis-start.ts), on which the route reads and acks. */
+const NODE_CONNECTION = 'pixiu';
+
+/** The inbox scripts the race is made of, by SHA as EVALSHA names them. */
+const RACE_SCRIPTS = new Map([
+  [scriptSha(INBOX_SCRIPTS.range), 'range'], [scriptSha(INBOX_SCRIPTS.rotate), 'rotate'], [scriptSha(INBOX_SCRIPTS.ack), 'ack'],
+]);
 
 /**
  * Runs `ack` with a rotation of `user`'s inbox from `epoch` landing between the route's
- * read and its ack script.
+ * read and its ack script, and asserts from MONITOR that Redis ran exactly those three
+ * scripts on `user`'s keys, in that order.
  * @returns the ack's answer and the new epoch
  */
 async function ackAcrossRotation<T>(url: string, inbox: Inbox, user: string, epoch: string, ack: () => Promise<T>): Promise<{ answer: T; rotated: string | null }> {
   const probe = new Redis(url);
+  const watch = cleanupList();
+  // The race's scripts on this user's keys (KEYS[1] holds `{user}`), as Redis runs them.
+  const ran: string[] = [];
+  const raceScript = (args: MonitoredCommand): string | undefined =>
+    (args[0]?.toLowerCase() === 'evalsha' && args[3]?.includes(`{${user}}`) ? RACE_SCRIPTS.get(args[1] ?? '') : undefined);
   try {
-    const before = await scriptsWaiting(probe);
+    await monitorRedis(url, watch, (args) => { const script = raceScript(args); if (script !== undefined) ran.push(script); });
     await probe.call('CLIENT', 'PAUSE', '10000', 'WRITE');
     const rotation = inbox.rotateEpoch(user, epoch);
-    await waitUntil('the rotation waits on the pause', async () => await scriptsWaiting(probe) > before, 5000, 5);
+    await waitUntil(`the rotation waits on the pause (a script held on ${TEST_CONNECTION})`, () => holdsScript(probe, TEST_CONNECTION), 5000, 5);
     const answer = ack();
-    await waitUntil('the ack waits behind it', async () => await scriptsWaiting(probe) > before + 1, 5000, 5);
+    await waitUntil(`the ack waits behind it (a script held on ${NODE_CONNECTION}, the route's connection)`, () => holdsScript(probe, NODE_CONNECTION), 5000, 5);
     await probe.call('CLIENT', 'UNPAUSE');
-    return { answer: await answer, rotated: await rotation };
+    const result = { answer: await answer, rotated: await rotation };
+    // MONITOR's lines may trail the answers by a moment: up to 5 s for the three, then the
+    // order as it is (a route that never reached its ack script shows as one missing).
+    for (const deadline = performance.now() + 5000; ran.length < 3 && performance.now() < deadline;) await delay(5);
+    assert.deepEqual(ran, ['range', 'rotate', 'ack'], 'the route\'s read, then the rotation, then the route\'s ack script, as Redis ran them');
+    return result;
   } finally {
     await probe.call('CLIENT', 'UNPAUSE').catch(() => undefined);
     probe.disconnect();
+    await watch.run();
   }
 }
 
