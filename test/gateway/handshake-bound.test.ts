@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { setImmediate as tick } from 'node:timers/promises';
 import type { ConfigOverrides } from '../../src/config/config.js';
-import { metricSample } from '../harness/checks.js';
+import { metricSample, within } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { Refused, type TestClient } from '../harness/ws-client.js';
 import { expectRefused, startGateway, type GatewayFixture } from './gateway-fixture.js';
@@ -48,7 +48,7 @@ test('past PIXIU_MAX_HANDSHAKES in progress a handshake is refused 503 busy with
   let thawed = false;
   t.after(() => { if (!thawed) redis.resume(); });
   const held = ['a', 'b', 'c'].map((user) => node.connect(user, { params: { last_seq: 0 } }));
-  await taken;
+  await within(10_000, 'the node taking the three upgrade requests', taken);
   const started = performance.now();
   const message = await expectRefused(node.connect('d', { params: { last_seq: 0 } }), 503, 'UNAVAILABLE',
     /^this node is busy with other WebSocket handshakes \(3 in progress: PIXIU_MAX_HANDSHAKES\); retry after its Retry-After$/);
@@ -90,12 +90,18 @@ test('a refusal gives its slot back with its answer: a client keeping the connec
   const socket = net.connect(Number(new URL(node.url).port), '127.0.0.1');
   t.after(() => socket.destroy());
   let answer = '';
-  const answered = new Promise<void>((resolve) => socket.on('data', (chunk: Buffer) => {
-    answer += chunk.toString('latin1');
-    if (answer.includes('\r\n\r\n')) resolve();
-  }));
+  // Bounded, and failed at once by a close or error before the head: a node that never
+  // answers fails here, naming what was awaited, not at the file's timeout.
+  const answered = new Promise<void>((resolve, reject) => {
+    socket.on('data', (chunk: Buffer) => {
+      answer += chunk.toString('latin1');
+      if (answer.includes('\r\n\r\n')) resolve();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`the connection closed before the answer's head; got ${JSON.stringify(answer)}`)));
+  });
   socket.write(`GET /v1/connect?device=phone HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer not-a-jwt\r\n\r\n`);
-  await answered;
+  await within(10_000, 'the head of the answer to a raw GET /v1/connect with a bad token', answered);
   assert.match(answer, /^HTTP\/1\.1 401 /);
   assert.equal(socket.destroyed, false, 'the connection is kept alive');
   await node.connectWelcomed('v');
