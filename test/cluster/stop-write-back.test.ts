@@ -14,14 +14,22 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { NodeMembership } from '../../src/cluster/node-membership.js';
 import { loadConfig } from '../../src/config/config.js';
 import { Keys } from '../../src/redis/keys.js';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { createRedis } from '../../src/redis/client.js';
+import { holdsOnPause, openInbox, waitUntil } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { RedisServer } from '../harness/redis-server.js';
+
+/** The name of the renewals' connection in CLIENT LIST. */
+const RENEWALS_CONNECTION = 'pixiu:test-renewals';
 
 test('a node stopping while a renewal under way finds its registration lost leaves no registration and no node-settings entry', async (t) => {
   const server = await RedisServer.start();
   t.after(() => server.destroy());
-  const [{ redis: admin }, { redis }, { redis: renewals }] = [await openInbox(t, server.url), await openInbox(t, server.url), await openInbox(t, server.url)];
+  const [{ redis: admin }, { redis }] = [await openInbox(t, server.url), await openInbox(t, server.url)];
+  // The renewals' connection under a name of its own, to be told apart in CLIENT LIST
+  // (ioredis names it again when it reconnects).
+  const renewals = await createRedis({ url: server.url, commandTimeoutMs: 10_000, name: RENEWALS_CONNECTION });
+  t.after(() => renewals.disconnect());
   const keys = new Keys('stopping:');
   const node = 'stopping-node';
   const membership = new NodeMembership({ redis, renewals, keys, node, logger: capturingLogger().logger, onRenewed: () => undefined, onRegisteredAgain: () => undefined });
@@ -38,7 +46,9 @@ test('a node stopping while a renewal under way finds its registration lost leav
   await admin.call('CLIENT', 'PAUSE', '30000', 'WRITE');
   renewals.disconnect(true);
   await once(renewals, 'ready');
-  await waitUntil('the renewal\'s ZADD waits on the pause', async () => renewals.commandQueue.toArray().some((c) => c.command.name === 'zadd'), 5000, 5);
+  // As Redis shows it (not ioredis's private command queue): the renewal's ZADD, its first
+  // write, is the command its connection holds.
+  await waitUntil('the renewal\'s ZADD waits on the pause', () => holdsOnPause(admin, RENEWALS_CONNECTION, 'zadd'), 5000, 5);
   const stopping = membership.stop();
   await admin.call('CLIENT', 'UNPAUSE');
   await stopping;

@@ -18,7 +18,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisServer } from '../harness/redis-server.js';
 import { cleanupList, PixiuClient } from '../harness/pixiu-server.js';
-import { waitUntil } from '../harness/checks.js';
+import { holdsOnPause, waitUntil } from '../harness/checks.js';
 import { monitorRedis, type MonitoredCommand } from '../harness/redis-monitor.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY } from './gateway-fixture.js';
@@ -27,18 +27,12 @@ import type { Inbox } from '../../src/inbox/inbox.js';
 import { INBOX_SCRIPTS } from '../../src/inbox/scripts.js';
 import { scriptSha } from '../../src/redis/scripts.js';
 
-/**
- * Whether the connection named `name` (CLIENT LIST `name=`) holds a script call on a
- * CLIENT PAUSE WRITE (flag `b`, cmd `evalsha`). By connection, not a count of every held
- * script: the node's renewals run write scripts of their own every few seconds
- * (`pixiu:renewals`), and one of those held could be taken for the ack's. CLIENT LIST names no
- * script, so which one was held is checked after, from MONITOR ({@link ackAcrossRotation}).
+/*
+ * Held scripts are looked for by connection, not counted over all of them: the node's
+ * renewals hold write scripts of their own every few seconds (`pixiu:renewals`), and one
+ * of those could be taken for the ack's. CLIENT LIST names no script, so which one was
+ * held is checked after, from MONITOR (ackAcrossRotation).
  */
-async function holdsScript(probe: Redis, name: string): Promise<boolean> {
-  return String(await probe.call('CLIENT', 'LIST')).split('\n')
-    .some((l) => l.includes(` name=${name} `) && /flags=\S*b/.test(l) && / cmd=evalsha /.test(l));
-}
-
 /** The test's Inbox connection (harness/checks.ts openInbox), which makes the rotation. */
 const TEST_CONNECTION = 'pixiu:test';
 /** The node's command connection (src/service/redis-start.ts), on which the route reads and acks. */
@@ -66,9 +60,9 @@ async function ackAcrossRotation<T>(url: string, inbox: Inbox, user: string, epo
     await monitorRedis(url, watch, (args) => { const script = raceScript(args); if (script !== undefined) ran.push(script); });
     await probe.call('CLIENT', 'PAUSE', '10000', 'WRITE');
     const rotation = inbox.rotateEpoch(user, epoch);
-    await waitUntil(`the rotation waits on the pause (a script held on ${TEST_CONNECTION})`, () => holdsScript(probe, TEST_CONNECTION), 5000, 5);
+    await waitUntil(`the rotation waits on the pause (a script held on ${TEST_CONNECTION})`, () => holdsOnPause(probe, TEST_CONNECTION, 'evalsha'), 5000, 5);
     const answer = ack();
-    await waitUntil(`the ack waits behind it (a script held on ${NODE_CONNECTION}, the route's connection)`, () => holdsScript(probe, NODE_CONNECTION), 5000, 5);
+    await waitUntil(`the ack waits behind it (a script held on ${NODE_CONNECTION}, the route's connection)`, () => holdsOnPause(probe, NODE_CONNECTION, 'evalsha'), 5000, 5);
     await probe.call('CLIENT', 'UNPAUSE');
     const result = { answer: await answer, rotated: await rotation };
     // MONITOR's lines may trail the answers by a moment: up to 5 s for the three, then the

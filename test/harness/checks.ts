@@ -1,8 +1,9 @@
 /**
  * Checks shared by the API and service tests: the JSON error body of DESIGN.md §7,
  * a whole inbox read through the `Inbox` class, a bounded wait on a condition
- * that has no event to wait on (a node that stopped listening among them), one sample
- * of `/metrics`, and a count of a Redis client's socket writes.
+ * that has no event to wait on (a node that stopped listening among them), a command a
+ * named Redis connection holds on a CLIENT PAUSE, one sample of `/metrics`, and a count
+ * of a Redis client's socket writes.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -103,6 +104,18 @@ export async function within<T>(boundMs: number, what: string, promise: Promise<
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Whether the Redis connection named `name` (its `CLIENT SETNAME`, ioredis's
+ * `connectionName`) holds a `command` call on a CLIENT PAUSE (CLIENT LIST flag `b`,
+ * `cmd=<command>`), as `probe`, another connection, sees it. What Redis itself shows,
+ * not a client's private command queue; it names the command, not its arguments.
+ * @param command lower case, as CLIENT LIST gives it (`evalsha`, `zadd`)
+ */
+export async function holdsOnPause(probe: Redis, name: string, command: string): Promise<boolean> {
+  return String(await probe.call('CLIENT', 'LIST')).split('\n')
+    .some((l) => l.includes(` name=${name} `) && /\bflags=\S*b/.test(l) && l.includes(` cmd=${command} `));
 }
 
 /**
