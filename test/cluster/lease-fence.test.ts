@@ -93,9 +93,13 @@ async function fencedStore(t: TestContext, prefix: string, monotonic?: () => num
     dir, partitions: 1, partitionBase: ownership.partitionBase, layout: ownership.layout, sync: false, cacheBytes: 0,
     defaultTtlMs: 60_000, maxMessageBytes: 65_536, sweepIntervalMs: 3_600_000, ...(monotonic === undefined ? {} : { monotonic }),
   });
-  t.after(() => store.close());
+  // The ownership stops before its store closes, as the service does: `t.after` runs in
+  // order, and with the store's close first, a renewal could run on a closed store.
+  t.after(async () => {
+    await ownership.stop();
+    await store.close();
+  });
   await ownership.advertise({ url: 'http://127.0.0.1:18601', node: 'node-f' }, (reason) => store.suspendWrites(reason), store);
-  t.after(() => ownership.stop());
   return { keys, claims, ownership, store, lines };
 }
 

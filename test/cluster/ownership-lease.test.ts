@@ -54,6 +54,8 @@ async function fresh(t: CleanupContext): Promise<{ claims: PartitionClaims; keys
 test('the lease is written for a full lease period, and stop drops it, also when a renewal is in flight', async (t) => {
   const { claims, dir } = await fresh(t);
   const ownership = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
+  // Stopped below, as what is tested; here too, for a test that fails before (stop is idempotent).
+  t.after(() => ownership.stop());
   await ownership.advertise({ url: 'http://127.0.0.1:18201', node: 'node-a' }, () => undefined);
   const held = await claims.leaseState(ownership.storeId);
   assert.equal(held?.lease.node, 'node-a');

@@ -365,9 +365,10 @@ test('an older copy of a data dir — its copy ran ahead elsewhere — moves its
       const ids: string[] = [];
       // One recipient: every put lands in the same partition.
       for (let i = 0; i < puts; i++) ids.push((await store.put({ kind: MsgKind.user, type: 't', data: i, to: ['same-user'] })).id);
-      await ownership.stop();
       return { ids, moved };
     } finally {
+      // Stopped on a failure too (its renewals ran on for the rest of the file), and before its store closes.
+      await ownership.stop();
       await store.close();
     }
   };
@@ -522,6 +523,11 @@ test('a data dir whose block another store held while it was stopped moves past 
   });
   const first = await StoreOwnership.claim({ claims, dir, partitions: 4, logger });
   const store = await open(first.partitionBase);
+  // Stopped and closed below, as the scenario; here too, for a test that fails before (both idempotent).
+  t.after(async () => {
+    await first.stop();
+    await store.close();
+  });
   await first.advertise({ url: 'http://127.0.0.1:18051', node: 'node-1' }, () => undefined, store);
   await store.put({ kind: MsgKind.user, type: 't', data: 0, to: ['same-user'] });
   await first.stop();
