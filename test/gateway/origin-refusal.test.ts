@@ -19,17 +19,25 @@ import { TestClient } from '../harness/ws-client.js';
 import { expectRefused, JWT_SECRET } from './gateway-fixture.js';
 
 const files = cleanupList();
+/** The one redis-server of the file: each node has a key prefix of its own on it. */
+let redis: RedisServer;
+let nodes = 0;
 let url: string;
 let lines: LogLine[];
-/** A node with PIXIU_ALLOWED_ORIGINS set, on a Redis of its own. */
+/** A node with PIXIU_ALLOWED_ORIGINS set. */
 let listed: { url: string; lines: LogLine[] };
 
-/** A service on a fresh Redis and data dir, its log captured. */
+/**
+ * A service on the file's Redis under a fresh key prefix, with a fresh data dir, its log
+ * captured. Each is a node only because a node logs its first Origin refusal in an
+ * interval and leaves out the rest (one log throttle per node, 10 s): every test
+ * line checked is a node's first. A Redis each was not needed: one serves them all.
+ */
 async function startNode(settings: Record<string, string> = {}): Promise<{ url: string; lines: LogLine[] }> {
-  const redis = await RedisServer.start();
-  files.after(() => redis.destroy());
   const dataDir = await tempDataDir(files);
-  const config = loadConfig({}, { port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, jwtSecret: JWT_SECRET, ...settings });
+  const config = loadConfig({}, {
+    port: '0', claimsSettleMs: '0', dataDir, redisUrl: redis.url, redisPrefix: `origin${++nodes}:`, jwtSecret: JWT_SECRET, ...settings,
+  });
   const captured = capturingLogger();
   const service = await startService(config, captured.logger);
   files.after(() => service.close());
@@ -37,6 +45,9 @@ async function startNode(settings: Record<string, string> = {}): Promise<{ url: 
 }
 
 before(async () => {
+  redis = await RedisServer.start();
+  // Destroyed last: the nodes close first (cleanupList runs its steps in reverse).
+  files.after(() => redis.destroy());
   ({ url, lines } = await startNode());
   listed = await startNode({ allowedOrigins: 'https://app.example.com' });
 });
