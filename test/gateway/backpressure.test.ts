@@ -22,7 +22,7 @@ import { DEFAULT_PAGE_MAX as FETCH_PAGE_MAX } from '../../src/delivery/machine.j
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { RedisServer } from '../harness/redis-server.js';
 import type { CleanupContext } from '../harness/pixiu-server.js';
-import { waitUntil } from '../harness/checks.js';
+import { waitUntil, within } from '../harness/checks.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import type { Logger } from '../../src/logger.js';
 import type { TestClient } from '../harness/ws-client.js';
@@ -273,7 +273,7 @@ test('a pause that only pongs caused ends when they are written: the client then
   // The client reads again, and the server's writes reach it: the pongs go out.
   sock.uncork();
   client.ws.resume();
-  await allPongs;
+  await within(10_000, `the ${PINGS} pongs once the client reads again`, allPongs);
   // Written, they end the pause: a message goes out at once. (Before, only a frame
   // written with a drain callback ended a pause, and pongs had none: nothing more was
   // sent, and the connection was closed 4009 when PIXIU_PAUSED_TIMEOUT ran out.)

@@ -46,7 +46,8 @@ for (const [name, kick] of [
     // A well-formed kick after it: the channel keeps order, so once kim is closed the
     // message before was handled too (the '€' kick, well-formed once cut, closes kim itself).
     assert.equal(await pub.publish(channels[0] as string, JSON.stringify({ t: 'kick', user: 'kim', code: 4002, reason: 'after' })), 1);
-    const closed = await client.closed;
+    // Bounded (10 s, naming the wait): a kick left unhandled fails here, not at the file's timeout.
+    const closed = await client.waitClose(10_000);
     assert.equal(closed.code, 4002);
     if (name.startsWith('kick with a reason')) assert.equal(Buffer.byteLength(closed.reason), 123, closed.reason);
     assert.deepEqual(errors.map(String), [], 'nothing thrown out of the bus handler');
@@ -65,7 +66,7 @@ test('a bus kick with a reason of 360 bytes reaching a pending handshake closes 
     if (user === 'kim') this.kick({ user }, { code: 4002, reason: '€'.repeat(120) });
   };
   const client = await gw.connect('kim', { device: 'phone' });
-  const closed = await client.closed;
+  const closed = await client.waitClose(10_000);
   assert.equal(closed.code, 4002, `closed ${JSON.stringify(closed)}`);
   assert.equal(Buffer.byteLength(closed.reason), 123, closed.reason);
   assert.equal((await gw.client.get('/healthz')).status, 200);

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
-import { metricSample, waitUntil } from '../harness/checks.js';
+import { metricSample, waitUntil, within } from '../harness/checks.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
@@ -68,7 +68,7 @@ test('silent clients cut as idle: the first cut is logged at info, the next ones
     const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
     return { ws, closed };
   }));
-  await Promise.all(sockets.map((s) => s.closed));
+  await within(10_000, 'the idle cuts of the three silent clients (idle timeout 400 ms)', Promise.all(sockets.map((s) => s.closed)));
   await waitUntil('all three cuts logged', async () => lines.filter((l) => l.msg === IDLE_TERMINATED_LOG).length === 3);
   assert.deepEqual(lines.filter((l) => l.msg === IDLE_TERMINATED_LOG).map((l) => l.level), [INFO, DEBUG, DEBUG]);
 });

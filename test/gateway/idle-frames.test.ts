@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
+import { within } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { testToken } from '../harness/ws-client.js';
 import { JWT_KEY, startGateway, type GatewayFixture } from './gateway-fixture.js';
@@ -47,14 +48,16 @@ for (const { what, user, send } of [
   try {
     // Until the server has sent enough unanswered pings to span the idle timeout three
     // times over, or has closed the connection.
+    // Bounded: a node that stops pinging fails here, naming the wait, not at the file's timeout.
     let serverPings = 0;
-    await new Promise<void>((resolve) => {
+    const wanted = (3 * IDLE_MS) / HEARTBEAT_MS;
+    await within(10_000, `${wanted} pings from the server (or its close)`, new Promise<void>((resolve) => {
       ws.on('ping', () => {
         serverPings += 1;
-        if (serverPings >= (3 * IDLE_MS) / HEARTBEAT_MS) resolve();
+        if (serverPings >= wanted) resolve();
       });
       ws.on('close', () => resolve());
-    });
+    }));
     assert.equal(closed, undefined, `closed ${closed} after ${serverPings} unanswered pings, though it sent ${pongs} frames answered`);
     assert.equal(ws.readyState, WebSocket.OPEN);
   } finally {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
-import { openInbox, waitUntil } from '../harness/checks.js';
+import { openInbox, waitUntil, within } from '../harness/checks.js';
 import { cleanupList } from '../harness/pixiu-server.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { testToken, type TestClient } from '../harness/ws-client.js';
@@ -336,7 +336,8 @@ describe('server heartbeat', () => {
     ws.on('ping', () => {
       pings += 1;
     });
-    const code = await closed;
+    // Bounded: a node that never cuts it fails here, naming the wait, not at the file's timeout.
+    const code = await within(10_000, `the idle cut of a client that never answers pings (idle timeout ${IDLE_MS} ms)`, closed);
     const [sinceAsked, lived] = [Date.now() - asked, Date.now() - openedAt];
     assert.ok(pings >= 2, `${pings} pings went unanswered`);
     assert.ok(sinceAsked >= IDLE_MS && lived <= IDLE_MS + 1500, `closed ${sinceAsked} ms after the ask, ${lived} ms after open`);
@@ -356,7 +357,7 @@ describe('server heartbeat', () => {
     const asked = Date.now();
     const { closed } = await openMute(slow, 'mute2');
     const openedAt = Date.now();
-    assert.equal(await closed, 1006);
+    assert.equal(await within(10_000, 'the idle cut of a client that never answers pings (idle timeout 2200 ms)', closed), 1006);
     const [sinceAsked, lived] = [Date.now() - asked, Date.now() - openedAt];
     assert.ok(sinceAsked >= 2200 && lived < 3200, `cut ${sinceAsked} ms after the ask, ${lived} ms after open (idle timeout 2200 ms, heartbeat 2000 ms)`);
   });
