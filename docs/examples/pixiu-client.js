@@ -19,8 +19,8 @@
 //     onPublication: (p) => live(p),                   // each pub once: {channel, id, type, ts, data}
 //     // What is gone: {from, to, reason}, seqs of the inbox; {stream: 'broadcast', from, to},
 //     // the broadcasts after `from` and before `to`; {stream: 'broadcast', reset: true, from},
-//     // the broadcast stream lost since `from` (an unknown number missed). A channel
-//     // tells no loss: what its history (100) no longer holds is gone without a signal.
+//     // the broadcast stream lost since `from` (an unknown number missed); {stream: 'channel',
+//     // channel, from, to}, publications its history (100) trimmed before this tab got them.
 //     onGap: (gap) => notice(gap),
 //     onStatus: (status, detail) => badge(status),     // open, closed, failing (none opened for failingAfterMs, 30 s), stopped
 //     // Optional, 10 s each: the connect timeout, the quiet spell before a ping, and how
@@ -208,10 +208,10 @@ export class PixiuClient {
         if (++this.pongs === this.subsDoneAt) this.sendSubs(); // every sub before it was answered
         break;
       case 'gap':
-        // Broadcasts after `from` and before `to` (both exclusive): gone before this tab got them
-        // (trimmed, or not sendable: "Broadcasts"), also one from 0-0 after a reset (protocol.md).
+        // Broadcasts, or a followed channel's publications, after `from` and before `to` (both
+        // exclusive): gone before this tab got them, also from 0-0 (protocol.md); `since` stays.
         if (f.stream) {
-          this.opts.onGap?.({ stream: f.stream, from: f.from, to: f.to });
+          if (f.stream !== 'channel' || this.channels.has(f.channel)) this.opts.onGap?.({ stream: f.stream, ...(f.channel && { channel: f.channel }), from: f.from, to: f.to });
           break;
         }
         if (f.epoch) this.epoch = f.epoch;

@@ -237,6 +237,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Channel `gap` frames sent to connections (src/channels/connection-channels.ts
+   * `#sendGap`), one per connection and channel told: a `since` older than the history,
+   * trimming during a catch-up, a full catch-up queue, or the node's refill finding
+   * publications trimmed. No channel label: labels never take user input.
+   */
+  readonly channelGaps = new Counter({ name: 'pixiu_channel_gaps_total', help: 'Channel gap frames sent to WebSocket connections (publications they can no longer get)', registers: [this.registry] });
+
   /** Connections closed because a history answer on them went untaken past `PIXIU_HISTORY_TAKE_TIMEOUT` (history-budget.ts). */
   readonly historyConnectionsClosed = new Counter({
     name: 'pixiu_history_connections_closed_total',

@@ -13,6 +13,7 @@ import { onRedisClock, type RedisNow } from '../redis/redis-clock.js';
 import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
 import { broadcastKeys, keysCall, namedWrongType } from '../redis/wrong-type.js';
 import { isStreamId } from '../streams/stream-id.js';
+import { boundsOf, STREAM_BOUNDS, type StreamBounds } from '../streams/stream-bounds.js';
 import { isTagFilter, type TagFilter } from './filter.js';
 
 /** One broadcast as read from the stream. */
@@ -36,20 +37,13 @@ export interface BroadcastEntry {
   readonly frame: Buffer;
 }
 
-/** What the stream retains (see broadcast-bounds-2.lua). */
-export interface BroadcastBounds {
-  /** First retained bseq; undefined when the stream is empty or missing. */
-  readonly first: string | undefined;
-  /** Last bseq ever generated; undefined when the stream is missing. */
-  readonly last: string | undefined;
-  /** Highest bseq removed by trimming, `0-0` when none. */
-  readonly maxDeleted: string;
-}
+/** What the broadcast stream retains, in bseqs (src/streams/stream-bounds.ts). */
+export type BroadcastBounds = StreamBounds;
 
 /** The broadcast scripts; each header documents KEYS, ARGV and reply. */
 export const BROADCAST_SCRIPTS = {
-  /** KEYS broadcast. Replies [first, last, max deleted] ("" for none). */
-  bounds: { file: new URL('./lua/broadcast-bounds-2.lua', import.meta.url), numberOfKeys: 1 },
+  /** KEYS broadcast. Replies [first, last, max deleted] ("" for none): the streams' shared script. */
+  bounds: STREAM_BOUNDS,
   /** KEYS broadcast, marker; ARGV cap, marker expiry (ms, "0" none), note, field, value, … Replies [bseq, note, before]. */
   publish: { file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
@@ -217,7 +211,7 @@ export class BroadcastStream {
   /**
    * What the stream retains; nothing (every bound undefined, `maxDeleted` `0-0`) when
    * the stream does not exist.
-   * @throws PixiuError INTERNAL when the key holds another type (broadcast-bounds-2.lua:
+   * @throws PixiuError INTERNAL when the key holds another type (stream-bounds-2.lua:
    *   not read as a missing stream); UNAVAILABLE when Redis fails
    */
   async bounds(): Promise<BroadcastBounds> {
@@ -260,9 +254,4 @@ export class BroadcastStream {
     }
     return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds: boundsOf(bounds as [string, string, string]) };
   }
-}
-
-/** The bounds script's reply as {@link BroadcastBounds}. */
-function boundsOf([first, last, maxDeleted]: [string, string, string]): BroadcastBounds {
-  return { first: first || undefined, last: last || undefined, maxDeleted: maxDeleted || '0-0' };
 }

@@ -20,7 +20,7 @@
  *   lost stream, so no `reset`; the catch-up fails as when Redis is down (an `error`
  *   frame, here INTERNAL naming the broadcast stream, and, when `last_bseq` is behind
  *   where the live feed began, a `gap` from it before the next broadcast sent), until
- *   an operator deletes or repairs the key (src/redis/wrong-type.ts, broadcast-bounds-2.lua).
+ *   an operator deletes or repairs the key (src/redis/wrong-type.ts, src/streams/lua/stream-bounds-2.lua).
  * - Live, when the node's reader fell so far behind that broadcasts were trimmed
  *   before it read them (a burst past the stream's cap while the fan-out waited on its
  *   rate limit): the same `gap`, from the last broadcast the reader handed out to the

@@ -9,10 +9,10 @@ import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { isPublicationPayload, pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
-import { earliestPosition, Hold, readHistory } from './channel-refill.js';
+import { earliestPosition, Hold, readHistory, refillLoss } from './channel-refill.js';
 import { outageFields } from '../errors.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
-import { MAX_CATCH_UP_QUEUE } from '../streams/follower.js';
+import { MAX_CATCH_UP_QUEUE, type LostRange } from '../streams/follower.js';
 import { compareStreamIds, isStreamId } from '../streams/stream-id.js';
 
 /** A local subscriber of a channel. */
@@ -25,6 +25,12 @@ export interface ChannelSubscriber {
    * not sent again). Offered in id order, before the live ones newer than it.
    */
   offerRecovered(channel: string, entry: ChannelEntry): void;
+  /**
+   * Publications a refill found gone (trimmed from the history before it read them, or
+   * dropped from a full hold), in their place among those offered: told with a `gap`
+   * unless this subscriber was sent everything up to the last one lost.
+   */
+  offerLost(channel: string, range: LostRange): void;
   /** The id of the last publication of `channel` sent, or where it started; undefined when not known yet (its `sub` is still reading it). */
   positionOf(channel: string): string | undefined;
 }
@@ -49,7 +55,11 @@ interface ChannelState {
  * to its newest id read then (the pages of a `sub`'s catch-up, after the same
  * {@link barrier}), its live publications held meanwhile and merged in id order; each
  * subscriber is sent what is newer than what it had. Only what the history no longer
- * holds is lost, as docs/protocol.md says of channels (docs/decisions.md "Channels").
+ * holds is lost, and that is told: each page is read with what the history had
+ * trimmed, and publications trimmed before the refill read them (a burst past the
+ * history's cap while the connection was down) come to the subscribers as a loss in
+ * their place (channel-refill.ts `refillLoss`), a `gap` for each one not sent them
+ * already, as the broadcast reader's losses do (docs/protocol.md "Channels").
  */
 export class ChannelHub {
   readonly #subscriber: Redis;
@@ -221,14 +231,26 @@ export class ChannelHub {
     const barrier = await this.barrier().then(() => undefined, (err: unknown) => err ?? new Error('barrier failed'));
     let failed = 0;
     let firstFailure: unknown;
+    let losses = 0;
     await Promise.all(plans.map(async ({ channel, state, from }, i) => {
       const upTo = newest[i] as PromiseSettledResult<string | undefined>;
       const going = (): boolean => round === this.#round && this.#channels.get(channel) === state;
+      let read: string | undefined;
+      let lost = false;
       try {
         if (barrier !== undefined) throw barrier;
         if (upTo.status === 'rejected') throw upTo.reason;
         if (from !== undefined && upTo.value !== undefined) {
-          await readHistory(this.#stream, channel, from, upTo.value, going, (entry) => this.#offerHeldUpTo(channel, state, entry));
+          read = await readHistory(this.#stream, channel, from, upTo.value, going, {
+            entry: (entry) => this.#offerHeldUpTo(channel, state, entry),
+            trimmed: (after, page) => {
+              const loss = refillLoss(after, page, state.hold?.entries ?? []);
+              if (loss === undefined) return;
+              if (!lost) losses++;
+              lost = true;
+              this.#offerLost(state, channel, loss);
+            },
+          });
         }
       } catch (err) {
         if (isWrongTypeFailure(err)) {
@@ -238,8 +260,11 @@ export class ChannelHub {
           firstFailure ??= err;
         }
       }
-      if (going()) this.#release(channel, state);
+      if (going()) this.#release(channel, state, read);
     }));
+    if (losses > 0) {
+      this.#logger.warn({ channels: losses }, 'channel refill after the subscriber reconnected found publications trimmed from the history before it read them; their subscribers are sent a gap');
+    }
     if (failed > 0) {
       this.#logger.warn({ ...outageFields(firstFailure), channels: failed },
         'channel refill after the subscriber reconnected failed; publications made while it was down are lost for those channels');
@@ -255,10 +280,19 @@ export class ChannelHub {
     this.#offerRecovered(state, channel, entry);
   }
 
-  /** Ends a channel's hold: what it held is offered (as refilled: a subscriber may have it), then live ones as they come. */
-  #release(channel: string, state: ChannelState): void {
+  /**
+   * Ends a channel's hold: what it held is offered (as refilled: a subscriber may have
+   * it), then live ones as they come. Those a full hold dropped that the refill did not
+   * read (newer than `read`, the last entry it read) are a loss, told first.
+   */
+  #release(channel: string, state: ChannelState, read?: string): void {
     const hold = state.hold;
     state.hold = undefined;
+    const dropped = hold?.droppedUpTo;
+    const next = hold?.entries[0];
+    if (dropped !== undefined && next !== undefined && (read === undefined || compareStreamIds(dropped, read) > 0)) {
+      this.#offerLost(state, channel, { after: read ?? '0-0', before: next.id, lastLost: dropped });
+    }
     for (const entry of hold?.entries ?? []) this.#offerRecovered(state, channel, entry);
     hold?.end();
   }
@@ -267,6 +301,10 @@ export class ChannelHub {
   #releaseAll(round: number): void {
     if (round !== this.#round) return;
     for (const [channel, state] of this.#channels) this.#release(channel, state);
+  }
+
+  #offerLost(state: ChannelState, channel: string, range: LostRange): void {
+    for (const sub of state.subs) sub.offerLost(channel, range);
   }
 
   #offerRecovered(state: ChannelState, channel: string, entry: ChannelEntry): void {
@@ -298,8 +336,8 @@ export class ChannelHub {
     const entry: ChannelEntry = { id, frame: pubFrame(channel, id, text.slice(bar + 1)) };
     const state = this.#channels.get(channel);
     if (state?.hold !== undefined) {
-      // Held during a refill; past the follower's bound the oldest go (at-most-once).
-      if (state.hold.entries.push(entry) > MAX_CATCH_UP_QUEUE) state.hold.entries.shift();
+      // Held during a refill; past the follower's bound the oldest go, told lost at its end (#release).
+      if (state.hold.entries.push(entry) > MAX_CATCH_UP_QUEUE) state.hold.droppedUpTo = state.hold.entries.shift()?.id;
       return;
     }
     for (const sub of state?.subs ?? []) sub.offerPub(channel, entry);

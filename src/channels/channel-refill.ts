@@ -2,10 +2,13 @@
  * What a channel's refill needs (src/channels/channel-hub.ts; docs/decisions.md
  * "Channels"): once the node's subscriber connection is back, each channel it follows
  * is read again from its history after the earliest position of its local
- * subscribers, its live publications held meanwhile.
+ * subscribers, its live publications held meanwhile. What the history trimmed before
+ * the refill read it is a loss, told to the subscribers in its place
+ * ({@link refillLoss}), as the broadcast reader tells its own (a LostRange).
  */
-import { HISTORY_PAGE, type ChannelEntry, type ChannelStream } from './channel-stream.js';
-import { compareStreamIds } from '../streams/stream-id.js';
+import { HISTORY_PAGE, type ChannelEntry, type ChannelStream, type HistoryPage } from './channel-stream.js';
+import type { LostRange } from '../streams/follower.js';
+import { compareStreamIds, precedingStreamId } from '../streams/stream-id.js';
 
 /** Where a subscriber is in a channel (see ChannelSubscriber). */
 interface Positioned {
@@ -15,6 +18,12 @@ interface Positioned {
 /** A channel's live publications held during a refill, in id order, and the end of the hold. */
 export class Hold {
   readonly entries: ChannelEntry[] = [];
+  /**
+   * The newest id dropped from {@link entries} once they held their bound (the
+   * follower's, MAX_CATCH_UP_QUEUE), oldest first; undefined: none. What the refill did
+   * not read of them is told lost when the hold ends (channel-hub.ts `#release`).
+   */
+  droppedUpTo: string | undefined;
   readonly #end: { resolve?: () => void } = {};
   /** Resolves when the hold ends: what it held has been offered. */
   readonly ended = new Promise<void>((resolve) => { this.#end.resolve = resolve; });
@@ -35,22 +44,56 @@ export function earliestPosition(subs: Iterable<Positioned>, channel: string): s
   return earliest;
 }
 
+/** Where a refill's reads go: the publications, and what the history had trimmed. */
+export interface RefillFeed {
+  /** A publication read, oldest first. */
+  entry(entry: ChannelEntry): void;
+  /** The page read after `after` found the history trimmed past it: called before the page's entries. */
+  trimmed(after: string, page: HistoryPage): void;
+}
+
 /**
  * Reads a channel's history after `from` up to `upTo` (both ids), page by page, and
- * hands each publication to `each`, oldest first, while `going` says so.
+ * hands each publication to `feed`, oldest first, while `going` says so; a page read
+ * when the history had trimmed past where it starts is handed to `feed.trimmed` first
+ * (each page is read with the history's bounds: ChannelStream `range`).
+ * @returns the id of the last entry read (`from` when none)
  * @throws PixiuError UNAVAILABLE when a read fails
  */
 export async function readHistory(stream: ChannelStream, channel: string, from: string, upTo: string,
-  going: () => boolean, each: (entry: ChannelEntry) => void): Promise<void> {
+  going: () => boolean, feed: RefillFeed): Promise<string> {
   let after = from;
   while (compareStreamIds(after, upTo) < 0) {
     const page = await stream.range(channel, after, HISTORY_PAGE);
-    if (!going()) return;
+    if (!going()) return after;
+    if (compareStreamIds(page.lastTrimmed, after) > 0) feed.trimmed(after, page);
     for (const entry of page.entries) {
-      if (compareStreamIds(entry.id, upTo) > 0) return;
-      each(entry);
+      if (compareStreamIds(entry.id, upTo) > 0) return after;
+      feed.entry(entry);
     }
-    if (page.readUpTo === undefined) return;
+    if (page.readUpTo === undefined) return after;
     after = page.readUpTo;
   }
+  return after;
+}
+
+/**
+ * The loss a refill page tells (see {@link RefillFeed.trimmed}): the publications after
+ * `after` the history trimmed before the page was read, less those the hold has (it
+ * has every live publication from its first on: the Pub/Sub connection delivers them
+ * all, in order). Its `before` is the first publication the subscribers get after it:
+ * the first held one when the trim reached into the hold, else the page's first
+ * (every retained one is newer than every trimmed one). Undefined when nothing is
+ * lost: the hold begins right after `after`.
+ * @param held the held publications (in id order)
+ */
+export function refillLoss(after: string, page: HistoryPage, held: readonly ChannelEntry[]): LostRange | undefined {
+  const heldFirst = held.find((e) => compareStreamIds(e.id, after) > 0)?.id;
+  if (heldFirst !== undefined && compareStreamIds(heldFirst, page.lastTrimmed) <= 0) {
+    const lastLost = precedingStreamId(heldFirst);
+    return lastLost === undefined || compareStreamIds(lastLost, after) <= 0 ? undefined : { after, before: heldFirst, lastLost };
+  }
+  const before = page.entries[0]?.id ?? page.readUpTo ?? page.firstRetained ?? heldFirst;
+  // Nothing retained after the trim (only an operator's XDEL leaves that): no entry to tell it before.
+  return before === undefined ? undefined : { after, before, lastLost: page.lastTrimmed };
 }

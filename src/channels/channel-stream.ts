@@ -14,10 +14,12 @@ import type { Redis } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
 import { channelKeys, keysCall } from '../redis/wrong-type.js';
 import type { Keys } from '../redis/keys.js';
-import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
+import { transaction } from '../redis/client.js';
+import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
+import { boundsOf, STREAM_BOUNDS } from '../streams/stream-bounds.js';
 
 /** History entries per read, for a `sub`'s catch-up and a refill after a reconnect. */
 export const HISTORY_PAGE = 100;
@@ -25,8 +27,8 @@ export const HISTORY_PAGE = 100;
 /** The refusal of a malformed `since`. */
 export const SINCE_MALFORMED = 'since must be a publication id like 1700000000000-0 (two integers of at most 2^64-1)';
 
-/** `channel-publish-3.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Replies [id, fingerprint, before]. */
-const PUBLISH: ScriptSpec = { file: new URL('./lua/channel-publish-3.lua', import.meta.url), numberOfKeys: 2 };
+/** `channel-publish-4.lua`: KEYS history, marker; ARGV cap, topic, payload, history ttl (ms), fingerprint ("" none). Replies [id, fingerprint, before]. */
+const PUBLISH: ScriptSpec = { file: new URL('./lua/channel-publish-4.lua', import.meta.url), numberOfKeys: 2 };
 
 /** One publication, ready to send. */
 export interface ChannelEntry {
@@ -71,6 +73,18 @@ export function subscribedFrame(channel: string, since: string): string {
   return JSON.stringify({ t: 'subscribed', channel, since });
 }
 
+/** One page of a channel's history, read with what the history had trimmed then ({@link ChannelStream.range}). */
+export interface HistoryPage {
+  /** The publications read, oldest first (entries that are none left out). */
+  readonly entries: ChannelEntry[];
+  /** The ID of the last entry read, one left out included; undefined when none was read. */
+  readonly readUpTo: string | undefined;
+  /** The newest id the history had trimmed when the page was read; `0-0`: none (or no history). */
+  readonly lastTrimmed: string;
+  /** The oldest id the history retained then; undefined: it held none. */
+  readonly firstRetained: string | undefined;
+}
+
 /** What {@link ChannelStream.publishOnce} answers. */
 export interface OncePublication {
   /** The publication's id: the one published now, or the one published first under the key. */
@@ -106,7 +120,7 @@ export class ChannelStream {
     this.#keys = keys;
     this.#cap = String(historyCap);
     this.#ttl = String(historyTtlMs);
-    loadScripts(redis, [PUBLISH]);
+    loadScripts(redis, [PUBLISH, STREAM_BOUNDS]);
   }
 
   /**
@@ -134,7 +148,7 @@ export class ChannelStream {
   }
 
   /**
-   * Runs channel-publish-3.lua; `fingerprint` "" asks for no marker. The script
+   * Runs channel-publish-4.lua; `fingerprint` "" asks for no marker. The script
    * fails before it writes anything on a history or marker of another type (its GET,
    * then its XADD): nothing was published, so the INTERNAL says to send it again.
    */
@@ -153,17 +167,27 @@ export class ChannelStream {
    * An entry with a publication's field whose payload is none ({@link isPublicationPayload})
    * is left out too, and logged (each catch-up that reads it would log it again: at
    * most one line per 10 s, with how many were left out).
+   *
+   * Read in one MULTI with the history's bounds (stream-bounds-2.lua), as a broadcast
+   * page is (BroadcastStream `rangeWithBounds`): `lastTrimmed` is the newest id the
+   * history had trimmed when this page was read (`0-0`: none; channel-publish-4.lua
+   * records it), so whether publications after `afterId` are gone is known exactly,
+   * also between two pages while publishes trim the history.
    * @throws PixiuError INVALID_REQUEST when `afterId` is not a publication id;
    *   UNAVAILABLE when Redis fails; INTERNAL when the history key holds another type
    */
-  async range(channel: string, afterId: string, count: number): Promise<{ entries: ChannelEntry[]; readUpTo: string | undefined }> {
+  async range(channel: string, afterId: string, count: number): Promise<HistoryPage> {
     if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
     // Nothing can follow the largest ID, and Redis refuses it as an exclusive start.
-    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined };
+    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined, lastTrimmed: '0-0', firstRetained: undefined };
+    const key = this.#keys.channelHistory(channel);
     let raw: [string, string[]][];
+    let bounds: [string, string, string];
     try {
-      raw = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () =>
-        this.#redis.xrange(this.#keys.channelHistory(channel), `(${afterId}`, '+', 'COUNT', String(count))) as [string, string[]][];
+      [raw, bounds] = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () => inTransaction(STREAM_BOUNDS, (command, script) => transaction(() => this.#redis.multi()
+        .xrange(key, `(${afterId}`, '+', 'COUNT', String(count))
+        [command](script, 1, key)
+        .exec()))) as [[string, string[]][], [string, string, string]];
     } catch (err) {
       // Redis refusing the ID is the client's input, not an outage (`(<max>-<max>` is one such).
       if (isInvalidStreamIdReply(err)) throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED, { cause: err });
@@ -176,7 +200,8 @@ export class ChannelStream {
       if (isPublicationPayload(payload)) out.push({ id, frame: pubFrame(channel, id, payload) });
       else this.#malformed(channel, id);
     }
-    return { entries: out, readUpTo: raw.at(-1)?.[0] };
+    const { first, maxDeleted } = boundsOf(bounds);
+    return { entries: out, readUpTo: raw.at(-1)?.[0], lastTrimmed: maxDeleted, firstRetained: first };
   }
 
   #malformed(channel: string, id: string): void {

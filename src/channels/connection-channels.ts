@@ -10,7 +10,7 @@
  */
 import { isPixiuError, PixiuError } from '../errors.js';
 import type { LogThrottle } from '../log-throttle.js';
-import { StreamFollower } from '../streams/follower.js';
+import { StreamFollower, type LostRange } from '../streams/follower.js';
 import { compareStreamIds, isStreamId, normalizeStreamId } from '../streams/stream-id.js';
 import type { ChannelHub, ChannelSubscriber } from './channel-hub.js';
 import { HISTORY_PAGE, SINCE_MALFORMED, subscribedFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
@@ -26,6 +26,8 @@ export interface ChannelDeps {
    * its connections, as every client following the channel fails on it at once.
    */
   readonly subFailureLog: LogThrottle;
+  /** A channel `gap` frame goes to a connection (metrics: `pixiu_channel_gaps_total`); absent: not counted. */
+  readonly onGap?: () => void;
 }
 
 /**
@@ -50,7 +52,7 @@ function notAChannel(channel: string): PixiuError {
 /** Where a connection's channels write: the connection. */
 export interface PubSink {
   /** Writes one frame of type `t`. */
-  send(text: string, t: 'pub' | 'subscribed'): void;
+  send(text: string, t: 'pub' | 'subscribed' | 'gap'): void;
   /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
   whenWritable(): Promise<void> | undefined;
 }
@@ -111,7 +113,7 @@ export class ConnectionChannels implements ChannelSubscriber {
     if (this.#followers.size >= MAX_CHANNELS_PER_CONNECTION) {
       throw new PixiuError('RATE_LIMITED', `at most ${MAX_CHANNELS_PER_CONNECTION} channels per connection`);
     }
-    const follower = new StreamFollower<ChannelEntry>({ sendEntry: (e) => this.#sink.send(e.frame, 'pub') });
+    const follower = new StreamFollower<ChannelEntry>({ sendEntry: (e) => this.#sink.send(e.frame, 'pub'), sendGap: (from, to) => this.#sendGap(channel, from, to) });
     follower.hold();
     this.#followers.set(channel, follower);
     try {
@@ -180,7 +182,9 @@ export class ConnectionChannels implements ChannelSubscriber {
         try {
           const page = await this.#deps.stream.range(channel, after, HISTORY_PAGE);
           // Entries that are no publication (another writer's) are read past, not stopped at.
-          return { entries: page.entries.filter((e) => compareStreamIds(e.id, upTo) <= 0), readUpTo: page.readUpTo };
+          // What the history trimmed past the cursor is told as a `gap` (the follower knows
+          // what the live feed brings of it: #sendGap).
+          return { entries: page.entries.filter((e) => compareStreamIds(e.id, upTo) <= 0), readUpTo: page.readUpTo, lastTrimmed: page.lastTrimmed };
         } catch (err) {
           // The sub is answered with an error and follows nothing: the live publications
           // queued behind the catch-up are dropped, not flushed before the error (they
@@ -284,6 +288,24 @@ export class ConnectionChannels implements ChannelSubscriber {
   /** A live publication from the node's hub. */
   offerPub(channel: string, entry: ChannelEntry): void {
     this.#followers.get(channel)?.offer(entry);
+  }
+
+  /** Publications the hub's refill found trimmed before it read them: a `gap` unless all were sent already. */
+  offerLost(channel: string, range: LostRange): void {
+    this.#followers.get(channel)?.offerLost(range);
+  }
+
+  /**
+   * Writes the `gap` of `channel`'s publications after `from` and before `to` (both
+   * exclusive, docs/protocol.md "Channels"): trimmed from its history before this
+   * connection got them (its `since` older than the history, the history trimmed
+   * during the catch-up, or the node's refill after its Pub/Sub connection came back
+   * finding them gone), or not sendable (the catch-up's queue of live publications
+   * overflowed); its follower tells it, in its place among the `pub`s.
+   */
+  #sendGap(channel: string, from: string, to: string): void {
+    this.#deps.onGap?.();
+    this.#sink.send(JSON.stringify({ t: 'gap', stream: 'channel', channel, from, to }), 'gap');
   }
 
   /** A publication the hub refills after its reconnect: sent unless one as new was sent already. */

@@ -4,7 +4,7 @@
  * as JSON values, as a message's retry is (src/ingest/same-message.ts): object keys in
  * any order are the same, `1.0` is `1`, array order counts. A publication is not
  * stored, so what the first one was is kept in Redis as a fingerprint of it, beside
- * its id (channel-publish-3.lua), not as its content.
+ * its id (channel-publish-4.lua), not as its content.
  */
 import { createHash } from 'node:crypto';
 import { configure } from 'safe-stable-stringify';

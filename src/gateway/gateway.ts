@@ -216,7 +216,7 @@ export class Gateway implements GatewayDeps {
         budgetFloorBytes(config.socketHighWaterBytes), logger, () => metrics.wsBuffers.budgetPauses.inc(), () => metrics.wsBuffers.budgetCloses.inc())),
       clock: new ConnectionClock(ConnectionClock.tickFor(config.heartbeatMs)),
       broadcast: { fanout: this.#fanout, stream: this.broadcastStream, catchUpFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
-      channels: { hub: this.#channelHub, stream: this.channelStream, subFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS) },
+      channels: { hub: this.#channelHub, stream: this.channelStream, subFailureLog: new LogThrottle(OUTAGE_LOG_INTERVAL_MS), onGap: () => metrics.channelGaps.inc() },
       closeLog: new CloseLogThinning(),
       hub: this.hub,
       verify: opts.verify,

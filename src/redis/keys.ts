@@ -237,7 +237,7 @@ export class Keys {
   /**
    * String: the marker of a channel publication sent with a `client_msg_id`,
    * `<id>|<content fingerprint>`, set with the publication in one script and expiring
-   * with the channel's history (src/channels/lua/channel-publish-3.lua). Hash tag
+   * with the channel's history (src/channels/lua/channel-publish-4.lua). Hash tag
    * `ch:{<channel>}`, as the history's. @throws PixiuError INVALID_REQUEST for a bad channel
    * @param clientMsgId the producer's key, 1–128 printable ASCII characters (checked before)
    */

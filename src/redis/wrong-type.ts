@@ -115,7 +115,7 @@ export function broadcastKeys(keys: Keys, msgId?: string): KeyOwner {
 
 /**
  * A channel's history stream and, for a publication sent with a `client_msg_id`, its
- * marker (src/channels/channel-stream.ts, channel-publish-3.lua).
+ * marker (src/channels/channel-stream.ts, channel-publish-4.lua).
  * @param clientMsgId the key whose marker the call reads; undefined: none
  * @throws PixiuError INVALID_REQUEST for a bad channel name (src/redis/keys.ts)
  */

@@ -83,3 +83,16 @@ function compareDecimal(a: string, s1: number, e1: number, b: string, s2: number
   }
   return 0;
 }
+
+/**
+ * The stream ID just before `id` (`5-3` → `5-2`, `5-0` → `4-18446744073709551615`);
+ * undefined for `0-0`, which has none. A loss that ends before an entry known to be
+ * kept (a channel's refill: src/channels/channel-refill.ts) ends at this ID.
+ */
+export function precedingStreamId(id: string): string | undefined {
+  const dash = id.indexOf('-');
+  const ms = BigInt(id.slice(0, dash));
+  const seq = BigInt(id.slice(dash + 1));
+  if (seq > 0n) return `${ms}-${seq - 1n}`;
+  return ms > 0n ? `${ms - 1n}-${MAX_PART}` : undefined;
+}

@@ -65,7 +65,7 @@ test('an up-to-date last_bseq whose bounds read fails gets no gap before the nex
   const newest = (posted.at(-1) as Posted).bseq;
   // The bounds script is refused while the client connects: not loaded, and EVAL refused.
   t.after(() => admin.acl('SETUSER', 'default', '+eval'));
-  await refuseScript('broadcast/lua/broadcast-bounds-2.lua');
+  await refuseScript('streams/lua/stream-bounds-2.lua');
   const client = await gw.connect('carol', { params: { from: 'latest', last_bseq: newest } });
   const frames: Frame[] = [];
   for (;;) {

@@ -1,6 +1,6 @@
 /**
  * The broadcast and channel publish scripts stay Redis-Cluster-safe with their markers
- * (broadcast-publish-2.lua, channel-publish-3.lua; src/redis/keys.ts `broadcastMarker`,
+ * (broadcast-publish-2.lua, channel-publish-4.lua; src/redis/keys.ts `broadcastMarker`,
  * `channelMarker`): on a Redis with cluster mode on (one node serving every slot), a
  * script's keys must hash to one slot or it is refused CROSSSLOT. The broadcast
  * marker's hash tag is the stream's whole key name, so both land in the stream's slot,

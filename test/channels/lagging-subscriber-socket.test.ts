@@ -9,6 +9,11 @@
  * waits for a PING on its subscriber connection after that read: every copy is queued
  * before the catch-up begins.
  *
+ * p1 and p2 are trimmed before the catch-up reads the history: whether anything was
+ * published between the `since` and the first live copy (p1) the history no longer
+ * says, so a `gap` from the `since` to p1 comes first (a channel's trimmed history is
+ * told, never skipped: docs/protocol.md "Channels" says such a gap may hold nothing).
+ *
  * The lag is on the socket (test/harness/lag-proxy.ts: everything Redis sends to the
  * node's subscriber connection, PING replies included, comes 1 s late); the window
  * between the join and the newest-id read is widened by publishing in it (a hook on
@@ -45,11 +50,14 @@ test('publications made between a sub\'s join and its newest-id read, trimmed, w
   try {
     assert.equal(await subscribe(viewer, 'c.x', h), h);
     const got: string[] = [];
+    const gap = await viewer.next(5000);
+    assert.deepEqual(gap, { t: 'gap', stream: 'channel', channel: 'c.x', from: h, to: gap.to }, 'the trim told');
     while (got.length < 5) {
       // Without the barrier only p3..p5 come: the assertion below says so.
       const f = await viewer.next(5000).catch(() => undefined);
       if (f === undefined) break;
       assert.equal(f.t, 'pub', JSON.stringify(f));
+      if (got.length === 0) assert.equal(f.id, gap.to, 'the gap ends at p1, the first live copy');
       got.push(f.data as string);
     }
     // Nothing late follows: every delayed copy was handed over, then a ping's pong.

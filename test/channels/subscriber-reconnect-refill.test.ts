@@ -1,11 +1,14 @@
 /**
- * docs/protocol.md ("Channels"): what the channel's history no longer holds is gone
- * without a signal — and only that. Publications made while the node's subscriber
+ * docs/protocol.md ("Channels"): what the channel's history no longer holds is gone,
+ * told with a `gap` in its place — and only that. Publications made while the node's subscriber
  * connection is down (a network partition between it and Redis, Redis cutting it at
  * its Pub/Sub output-buffer limit) reach the node on no connection, though the history
  * keeps them and their producers got 201. They were lost (a reviewer's C2); the node
  * now refills every channel it follows from the history once its subscriber is back,
- * each connection from the last publication it was sent, in order and once each.
+ * each connection from the last publication it was sent, in order and once each; those
+ * the history trimmed before the refill read them come as a `gap {stream: "channel"}`
+ * from the last one each connection was sent to the first retained (they were skipped
+ * without a signal: an evaluator's finding).
  *
  * The subscriber connection (and only it: the command connection stays up) is cut by
  * test/harness/lag-proxy.ts while the publications are made, and let back after.
@@ -58,7 +61,7 @@ test('publications made while the node\'s subscriber connection was down arrive 
   await expectNextLive('r.a', [client]);
 });
 
-test('after the reconnect every connection following the channel gets them once each, and what the history no longer holds is lost', { timeout: 30_000 }, async () => {
+test('after the reconnect every connection following the channel gets them once each, and what the history no longer holds is told as a gap in its place', { timeout: 30_000 }, async () => {
   const { gw } = service();
   const ahead = await connectWith(gw, 'ahead', ['r.*']);
   const behind = await connectWith(gw, 'behind', ['r.*']);
@@ -68,10 +71,13 @@ test('after the reconnect every connection following the channel gets them once 
   // `behind` starts after `first`: the refill reads from the earliest of the two.
   const since = await subscribe(behind, 'r.b');
   assert.equal(since, first);
-  // Five while cut: the history (cap 3) keeps d3..d5.
-  const last = (await publishWhileCut('r.b', ['d1', 'd2', 'd3', 'd4', 'd5'])).at(-1) as string;
-  assert.deepEqual(await pubsUpTo(ahead, last), ['d3', 'd4', 'd5']);
-  assert.deepEqual(await pubsUpTo(behind, last), ['d3', 'd4', 'd5']);
+  // Five while cut: the history (cap 3) keeps d3..d5; d1 and d2 are gone.
+  const during = await publishWhileCut('r.b', ['d1', 'd2', 'd3', 'd4', 'd5']);
+  const last = during.at(-1) as string;
+  for (const client of [ahead, behind]) {
+    assert.deepEqual(await client.next(10_000), { t: 'gap', stream: 'channel', channel: 'r.b', from: first, to: during[2] }, 'd1 and d2, in their place');
+    assert.deepEqual(await pubsUpTo(client, last), ['d3', 'd4', 'd5']);
+  }
   await expectNextLive('r.b', [ahead, behind]);
 });
 

@@ -14,7 +14,7 @@
  *   MsgID by the claim, appended the broadcast to the stream a second time (201).
  *
  * A channel publication's marker is not concerned: it expires `PX` the history's ttl
- * from Redis's now (channel-publish-3.lua).
+ * from Redis's now (channel-publish-4.lua).
  */
 import { before, after, test } from 'node:test';
 import assert from 'node:assert/strict';

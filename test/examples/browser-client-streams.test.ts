@@ -9,7 +9,8 @@
  * as a reset, a broadcast published again into the new one not shown twice; a
  * channel's publications shown live and, after each reconnect, those published while
  * away (the sub sent again from the subscribed frame's since, then from the last pub's
- * id); 100 channels followed in groups of subs, never 4003.
+ * id); the publications trimmed past a channel's history while away told as a channel
+ * gap; 100 channels followed in groups of subs, never 4003.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -129,6 +130,24 @@ test('a channel\'s publications are shown live, and after each reconnect those p
   assert.deepEqual(page.pubs.map((p) => p.id), [...first, ...live, ...second, ...after]);
   assert.ok(page.pubs.every((p) => p.channel === 'live.s1.chat'));
   assert.equal(opens(page), 3);
+});
+
+test('a channel\'s publications trimmed past its history while the page was away reach onGap as a channel gap, then the retained ones are shown', async (t) => {
+  const network = await link(t);
+  const page = openPage(t, 'tia', { url: network.url, channels: ['live.*.chat'] });
+  await waitUntil('open', async () => opens(page) === 1);
+  page.client.subscribe('live.s2.chat');
+  await waitUntil('subscribed', async () => typeof page.client.channels.get('live.s2.chat')?.since === 'string');
+  const [seen] = await publish('live.s2.chat', 1) as [string];
+  await waitUntil('shown', async () => page.pubs.length === 1);
+  network.down();
+  await waitUntil('the connection lost', async () => closes(page).length === opens(page));
+  // 7 while away: the history (SETTINGS, 5) keeps the last 5.
+  const away = await publish('live.s2.chat', 7);
+  network.up();
+  await waitUntil('back, with the 5 retained', async () => page.pubs.length === 6, 15_000);
+  assert.deepEqual(page.gaps, [{ stream: 'channel', channel: 'live.s2.chat', from: seen, to: away[2] }]);
+  assert.deepEqual(page.pubs.map((p) => p.id), [seen, ...away.slice(2)]);
 });
 
 test('a new tab starts its broadcasts from the last_bseq the browser\'s tabs left in localStorage: it shows those posted since', async (t) => {

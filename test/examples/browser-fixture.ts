@@ -28,8 +28,9 @@ export interface Msg { seq: number; id: string; data: unknown }
 export interface Bcast { bseq: string; id: string; data: unknown }
 /** What a `pub` frame gives the page. */
 export interface Pub { channel: string; id: string; data: unknown }
-/** What the page's onGap is told: seqs of the inbox, or broadcasts (a gap, or the stream lost since `from`). */
-export type Gap = { from: number; to: number; reason: string } | { stream: 'broadcast'; from: string | null; to?: string; reset?: true };
+/** What the page's onGap is told: seqs of the inbox, broadcasts (a gap, or the stream lost since `from`), or a channel's publications. */
+export type Gap = { from: number; to: number; reason: string } | { stream: 'broadcast'; from: string | null; to?: string; reset?: true }
+  | { stream: 'channel'; channel: string; from: string; to: string };
 /** The example's options and the state the test reads (docs/examples/pixiu-client.js). */
 export interface ClientOptions {
   url: string;
@@ -74,7 +75,7 @@ export class MemoryStorage {
 }
 
 /** The inbox keeps 20 messages, the broadcast stream 5 broadcasts: a test trims either past its cap in a few posts. */
-export const SETTINGS = { inboxCap: '20', broadcastStreamCap: '5', storeDurability: 'relaxed', redisPrefix: 'web:' };
+export const SETTINGS = { inboxCap: '20', broadcastStreamCap: '5', channelHistory: '5', storeDurability: 'relaxed', redisPrefix: 'web:' };
 
 /** The test file's service, Redis and data dir ({@link startSite}). */
 export interface Site {

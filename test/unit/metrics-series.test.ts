@@ -25,7 +25,7 @@ test('a fresh node\'s /metrics has its fixed label sets at 0: ingest created/dup
     ...[1000, 1001, 1006].map((code) => `pixiu_ws_closes_total{code="${code}",by="client"}`),
     ...['trimmed', 'expired', 'undeliverable'].flatMap((reason) => [`pixiu_delivery_gap_seqs_total{reason="${reason}"}`, `pixiu_delivery_gaps_total{reason="${reason}"}`]),
     ...['inbox', 'records'].map((read) => `pixiu_delivery_fetch_failures_total{read="${read}"}`),
-    'pixiu_broadcast_gaps_total',
+    'pixiu_broadcast_gaps_total', 'pixiu_channel_gaps_total',
   ];
   assert.deepEqual(zero.filter((series) => metricSample(text, series) !== 0), []);
   // Outside the fixed sets: no series until the first event.

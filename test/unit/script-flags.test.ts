@@ -21,7 +21,7 @@ const SRC = new URL('../../src/', import.meta.url);
 
 /** Each script that may run while Redis is over maxmemory, by file, and its flags. */
 const RUN_WHEN_FULL: Readonly<Record<string, string>> = {
-  'broadcast/lua/broadcast-bounds-2.lua': 'no-writes',
+  'streams/lua/stream-bounds-2.lua': 'no-writes',
   'inbox/lua/locate-2.lua': 'no-writes',
   'inbox/lua/range-3.lua': 'no-writes',
   'inbox/lua/ack-7.lua': 'allow-oom',

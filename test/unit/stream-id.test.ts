@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { unavailable } from '../../src/errors.js';
-import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../../src/streams/stream-id.js';
+import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID, precedingStreamId } from '../../src/streams/stream-id.js';
 
 test('a stream id is <ms>-<seq>, each part at most 2^64-1', () => {
   for (const ok of ['0-0', '1700000000000-5', '18446744073709551615-18446744073709551615', '18446744073709551615-0', '0-18446744073709551615', '00000000000000000001-0']) {
@@ -33,4 +33,13 @@ test('the largest stream id is both parts 2^64-1, and no valid id is above it', 
   for (const below of ['18446744073709551615-18446744073709551614', '18446744073709551614-18446744073709551615', '0-0']) {
     assert.ok(compareStreamIds(below, MAX_STREAM_ID) < 0, below);
   }
+});
+
+test('the id just before another: the sequence part less one, else the millisecond before with the largest sequence; 0-0 has none', () => {
+  assert.equal(precedingStreamId('5-3'), '5-2');
+  assert.equal(precedingStreamId('5-0'), '4-18446744073709551615');
+  assert.equal(precedingStreamId('0-1'), '0-0');
+  assert.equal(precedingStreamId('0-0'), undefined);
+  assert.equal(precedingStreamId('18446744073709551615-0'), '18446744073709551614-18446744073709551615');
+  assert.equal(precedingStreamId('9007199254740993-9007199254740993'), '9007199254740993-9007199254740992', 'past 2^53, exactly');
 });

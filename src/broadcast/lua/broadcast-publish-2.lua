@@ -2,7 +2,7 @@
 --[[
 broadcast-publish-2: appends one broadcast to the capped broadcast stream and records
 the highest ID the trim removed, so that a client reconnecting with `last_bseq` can
-be told a `gap` exactly (DESIGN.md §8, broadcast-bounds-2.lua). A broadcast sent with
+be told a `gap` exactly (DESIGN.md §8, src/streams/lua/stream-bounds-2.lua). A broadcast sent with
 a `client_msg_id` is appended once per MsgID: a marker set in the same step as the
 XADD names its bseq, and a retry that finds it appends nothing (docs/decisions.md,
 "Broadcast"). broadcast-publish-1 had no marker: a producer's retry after a 503 whose

@@ -1,6 +1,6 @@
 #!lua
 --[[
-channel-publish-3: record a channel publication in the channel's short history and
+channel-publish-4: record a channel publication in the channel's short history and
 publish it to the nodes subscribed to the channel, in one step so the history order
 is the delivery order (DESIGN.md §8). The history expires ARGV[4] ms after the last
 publication (channel-publish-1 kept it for good: a channel used once, say one per
@@ -8,12 +8,20 @@ document or call, left its stream in Redis forever). A publication sent with a
 `client_msg_id` is published once per channel and key: a marker set in the same step
 names its id, and a retry that finds it publishes nothing (channel-publish-2 had no
 marker: a producer's retry after a 503 whose publish had run, its reply lost to a
-command timeout, published it again).
+command timeout, published it again). It trims the history itself and records the
+highest ID it trimmed, as broadcast-publish-2.lua does: Redis 7.0 leaves a stream's
+`max-deleted-entry-id` at 0-0 when `XADD … MAXLEN` trims, so channel-publish-3 left no
+trace of what it trimmed, and a `sub` whose `since` was trimmed past got what was left
+with no `gap` (a black-box evaluator's finding; src/streams/lua/stream-bounds-2.lua
+reads it back with each catch-up page).
 
 Steps
   1. With a marker asked for (ARGV[5] not ""): if the marker KEYS[2] exists, return
      what it holds and publish nothing.
-  2. XADD the publication to the history stream, trimmed to exactly ARGV[1] entries.
+  2. XADD the publication to the history stream. If the stream now holds more than
+     ARGV[1] entries: read the `len - cap` oldest (the ones the trim removes; one in
+     the steady state), XTRIM to exactly the cap, and set max-deleted-entry-id to the
+     newest of them (XSETID … MAXDELETEDID, Redis ≥ 7.0).
   3. PEXPIRE the history stream ARGV[4] ms from now.
   4. PUBLISH `<id>|<payload>` on the channel's topic, ARGV[2].
   5. With a marker asked for: SET KEYS[2] to `<id>|<ARGV[5]>`, expiring ARGV[4] ms
@@ -62,7 +70,14 @@ if once then
     end
   end
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', cap, '*', 'p', ARGV[3])
+local id = redis.call('XADD', KEYS[1], '*', 'p', ARGV[3])
+local len = redis.call('XLEN', KEYS[1])
+local keep = tonumber(cap)
+if len > keep then
+  local gone = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - keep)
+  redis.call('XTRIM', KEYS[1], 'MAXLEN', keep)
+  redis.call('XSETID', KEYS[1], id, 'MAXDELETEDID', gone[#gone][1])
+end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PUBLISH', ARGV[2], id .. '|' .. ARGV[3])
 if once then

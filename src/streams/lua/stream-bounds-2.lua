@@ -1,8 +1,12 @@
 #!lua flags=no-writes
 --[[
-broadcast-bounds-2: what the broadcast stream still holds, to answer a client that
-reconnects with `last_bseq` (DESIGN.md §8): its first retained entry, the last ID it
-ever generated, and the highest ID removed by trimming (Redis 7 keeps it in XINFO).
+stream-bounds-2: what a capped stream still holds — the broadcast stream, to answer a
+client that reconnects with `last_bseq`, and a channel's history, to answer a `sub`
+with `since` (DESIGN.md §8): its first retained entry, the last ID it ever generated,
+and the highest ID removed by trimming (Redis 7 keeps it in XINFO; Pixiu's publish
+scripts set it when they trim: broadcast-publish-2.lua, channel-publish-4.lua). Called
+`broadcast-bounds-2` (src/broadcast/lua/) while only broadcasts read it; the same
+script, moved to src/streams/lua/ when channels began to read it.
 
 Only a stream that does not exist is answered as none. broadcast-bounds-1 caught every
 error of XINFO STREAM (pcall), so a key of another type (an operator's SET, another
@@ -22,7 +26,7 @@ Flags (the #!lua line, Redis 7 script flags)
   a write command here would fail.
 
 KEYS
-  1. the broadcast stream `<prefix>broadcast`
+  1. the stream: `<prefix>broadcast`, or a channel's history `<prefix>ch:{<channel>}:history`
 
 ARGV
   (none)

@@ -1,0 +1,57 @@
+/**
+ * What a channel's refill tells lost (src/channels/channel-refill.ts `refillLoss`): once
+ * the node's Pub/Sub connection is back, a history page read after `after` when the
+ * history had trimmed past it is a loss — less what the refill's hold has (every live
+ * publication from its first on) — handed to each subscriber's follower, which sends a
+ * `gap` unless it had everything lost (docs/protocol.md "Channels").
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { refillLoss } from '../../src/channels/channel-refill.js';
+import type { ChannelEntry, HistoryPage } from '../../src/channels/channel-stream.js';
+import { StreamFollower } from '../../src/streams/follower.js';
+
+const entry = (id: string): ChannelEntry => ({ id, frame: id });
+
+function page(lastTrimmed: string, ids: readonly string[]): HistoryPage {
+  return { entries: ids.map(entry), readUpTo: ids.at(-1), lastTrimmed, firstRetained: ids[0] };
+}
+
+test('trimmed past the cursor, nothing held: lost from the cursor up to the newest trimmed, before the page\'s first', () => {
+  assert.deepEqual(refillLoss('10-0', page('12-0', ['13-0', '14-0']), []), { after: '10-0', before: '13-0', lastLost: '12-0' });
+  // Held publications newer than the trim change nothing: the history has them too.
+  assert.deepEqual(refillLoss('10-0', page('12-0', ['13-0', '14-0']), [entry('14-0')]), { after: '10-0', before: '13-0', lastLost: '12-0' });
+});
+
+test('the trim reached into the hold: lost only up to the first held publication, which goes out after the gap', () => {
+  assert.deepEqual(refillLoss('10-0', page('15-0', ['16-0']), [entry('13-0'), entry('14-0'), entry('16-0')]),
+    { after: '10-0', before: '13-0', lastLost: '12-18446744073709551615' });
+  assert.deepEqual(refillLoss('10-0', page('15-3', ['16-0']), [entry('15-2')]), { after: '10-0', before: '15-2', lastLost: '15-1' });
+  // Held ones at or before the cursor were offered already: the first after it counts.
+  assert.deepEqual(refillLoss('10-0', page('12-0', ['13-0']), [entry('9-0'), entry('11-0')]), { after: '10-0', before: '11-0', lastLost: '10-18446744073709551615' });
+});
+
+test('no loss when the hold begins right after the cursor, or when nothing is retained to tell it before', () => {
+  assert.equal(refillLoss('10-0', page('12-0', ['13-0']), [entry('10-1')]), undefined);
+  assert.equal(refillLoss('10-0', { entries: [], readUpTo: undefined, lastTrimmed: '12-0', firstRetained: undefined }, []), undefined);
+});
+
+test('a subscriber\'s follower told the loss sends a gap from where it was to the first kept, then the held and refilled ones; one that had them all sends none', () => {
+  const frames: string[] = [];
+  const at = (position: string): StreamFollower<ChannelEntry> => {
+    const f = new StreamFollower<ChannelEntry>({ sendEntry: (e) => frames.push(`${position}: ${e.id}`), sendGap: (from, to) => frames.push(`${position}: gap ${from} ${to}`) });
+    f.hold();
+    f.startAfter(position);
+    f.release();
+    return f;
+  };
+  const behind = at('10-0');
+  const ahead = at('13-5');
+  const loss = refillLoss('10-0', page('15-0', ['16-0']), [entry('13-0'), entry('14-0')]);
+  assert.ok(loss);
+  for (const f of [behind, ahead]) {
+    f.offerLost(loss);
+    for (const id of ['13-0', '14-0', '16-0']) f.offerRecovered(entry(id));
+  }
+  assert.deepEqual(frames, ['10-0: gap 10-0 13-0', '10-0: 13-0', '10-0: 14-0', '10-0: 16-0', '13-5: 14-0', '13-5: 16-0']);
+});
