@@ -7,13 +7,12 @@
  */
 import type { Redis } from 'ioredis';
 import { invalid } from '../errors.js';
-import { transaction } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { onRedisClock, type RedisNow } from '../redis/redis-clock.js';
-import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import { broadcastKeys, keysCall, namedWrongType } from '../redis/wrong-type.js';
 import { isStreamId } from '../streams/stream-id.js';
-import { boundsOf, STREAM_BOUNDS, type StreamBounds } from '../streams/stream-bounds.js';
+import { boundsOf, rangeWithBounds, STREAM_BOUNDS, type RawEntry, type StreamBounds } from '../streams/stream-bounds.js';
 import { isTagFilter, type TagFilter } from './filter.js';
 
 /** One broadcast as read from the stream. */
@@ -49,7 +48,6 @@ export const BROADCAST_SCRIPTS = {
 } as const satisfies Record<string, ScriptSpec>;
 
 /** A raw stream entry: `[id, [field, value, …]]`. */
-type RawEntry = [string, string[]];
 
 /**
  * Builds an entry (and its frame) from the raw reply; undefined when malformed: a field
@@ -240,11 +238,7 @@ export class BroadcastStream {
    */
   async rangeWithBounds(afterId: string, count: number): Promise<BroadcastPage> {
     if (!isStreamId(afterId)) throw invalid('last_bseq must be a stream id like 1700000000000-0');
-    const [range, bounds] = await keysCall(this.#redis, broadcastKeys(this.#keys), 'read', () => inTransaction(BROADCAST_SCRIPTS.bounds, (command, script) => transaction(() => this.#redis.multi()
-      .xrange(this.#key, `(${afterId}`, '+', 'COUNT', String(count))
-      [command](script, 1, this.#key)
-      .exec())));
-    const raw = (range ?? []) as RawEntry[];
+    const { raw, bounds } = await keysCall(this.#redis, broadcastKeys(this.#keys), 'read', () => rangeWithBounds(this.#redis, this.#key, afterId, count));
     const entries: BroadcastEntry[] = [];
     const malformed: string[] = [];
     for (const r of raw) {
@@ -252,6 +246,6 @@ export class BroadcastStream {
       if (e) entries.push(e);
       else malformed.push(r[0]);
     }
-    return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds: boundsOf(bounds as [string, string, string]) };
+    return { entries, malformed, readUpTo: raw[raw.length - 1]?.[0], bounds };
   }
 }

@@ -14,12 +14,11 @@ import type { Redis } from 'ioredis';
 import { invalid, PixiuError } from '../errors.js';
 import { channelKeys, keysCall } from '../redis/wrong-type.js';
 import type { Keys } from '../redis/keys.js';
-import { transaction } from '../redis/client.js';
-import { loadScripts, evalScript, inTransaction, type ScriptSpec } from '../redis/scripts.js';
+import { loadScripts, evalScript, type ScriptSpec } from '../redis/scripts.js';
 import type { Logger } from '../logger.js';
 import { LogThrottle, OUTAGE_LOG_INTERVAL_MS, thinnedFields } from '../log-throttle.js';
 import { compareStreamIds, isInvalidStreamIdReply, isStreamId, MAX_STREAM_ID } from '../streams/stream-id.js';
-import { boundsOf, STREAM_BOUNDS } from '../streams/stream-bounds.js';
+import { rangeWithBounds, STREAM_BOUNDS, type RawEntry, type StreamBounds } from '../streams/stream-bounds.js';
 
 /** History entries per read, for a `sub`'s catch-up and a refill after a reconnect. */
 export const HISTORY_PAGE = 100;
@@ -181,26 +180,23 @@ export class ChannelStream {
     // Nothing can follow the largest ID, and Redis refuses it as an exclusive start.
     if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined, lastTrimmed: '0-0', firstRetained: undefined };
     const key = this.#keys.channelHistory(channel);
-    let raw: [string, string[]][];
-    let bounds: [string, string, string];
+    let read: { raw: RawEntry[]; bounds: StreamBounds };
     try {
-      [raw, bounds] = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () => inTransaction(STREAM_BOUNDS, (command, script) => transaction(() => this.#redis.multi()
-        .xrange(key, `(${afterId}`, '+', 'COUNT', String(count))
-        [command](script, 1, key)
-        .exec()))) as [[string, string[]][], [string, string, string]];
+      read = await keysCall(this.#redis, channelKeys(channel, this.#keys), 'read', () => rangeWithBounds(this.#redis, key, afterId, count));
     } catch (err) {
       // Redis refusing the ID is the client's input, not an outage (`(<max>-<max>` is one such).
       if (isInvalidStreamIdReply(err)) throw new PixiuError('INVALID_REQUEST', SINCE_MALFORMED, { cause: err });
       throw err;
     }
     const out: ChannelEntry[] = [];
+    const { raw, bounds } = read;
     for (const [id, fields] of raw) {
       const payload = fields[1];
       if (fields[0] !== 'p' || payload === undefined) continue;
       if (isPublicationPayload(payload)) out.push({ id, frame: pubFrame(channel, id, payload) });
       else this.#malformed(channel, id);
     }
-    const { first, maxDeleted } = boundsOf(bounds);
+    const { first, maxDeleted } = bounds;
     return { entries: out, readUpTo: raw.at(-1)?.[0], lastTrimmed: maxDeleted, firstRetained: first };
   }
 
