@@ -57,7 +57,8 @@ export interface RefillFeed {
  * hands each publication to `feed`, oldest first, while `going` says so; a page read
  * when the history had trimmed past where it starts is handed to `feed.trimmed` first
  * (each page is read with the history's bounds: ChannelStream `range`).
- * @returns the id of the last entry read (`from` when none)
+ * @returns the id of the last entry read: handed to `feed`, or passed over on a page (an
+ *   entry another writer left malformed); `from` when none
  * @throws PixiuError UNAVAILABLE when a read fails
  */
 export async function readHistory(stream: ChannelStream, channel: string, from: string, upTo: string,
@@ -68,8 +69,10 @@ export async function readHistory(stream: ChannelStream, channel: string, from: 
     if (!going()) return after;
     if (compareStreamIds(page.lastTrimmed, after) > 0) feed.trimmed(after, page);
     for (const entry of page.entries) {
+      // Past `upTo`: the entries of this page handed on before it were read.
       if (compareStreamIds(entry.id, upTo) > 0) return after;
       feed.entry(entry);
+      after = entry.id;
     }
     if (page.readUpTo === undefined) return after;
     after = page.readUpTo;

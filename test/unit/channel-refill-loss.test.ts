@@ -7,8 +7,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { refillLoss } from '../../src/channels/channel-refill.js';
-import type { ChannelEntry, HistoryPage } from '../../src/channels/channel-stream.js';
+import { readHistory, refillLoss } from '../../src/channels/channel-refill.js';
+import type { ChannelEntry, ChannelStream, HistoryPage } from '../../src/channels/channel-stream.js';
 import { StreamFollower } from '../../src/streams/follower.js';
 
 const entry = (id: string): ChannelEntry => ({ id, frame: id });
@@ -54,4 +54,23 @@ test('a subscriber\'s follower told the loss sends a gap from where it was to th
     for (const id of ['13-0', '14-0', '16-0']) f.offerRecovered(entry(id));
   }
   assert.deepEqual(frames, ['10-0: gap 10-0 13-0', '10-0: 13-0', '10-0: 14-0', '10-0: 16-0', '13-5: 14-0', '13-5: 16-0']);
+});
+
+test('readHistory answers the last entry it read, also when it stops at upTo part-way through a page', async () => {
+  // Pages of three after the cursor; `upTo` falls inside the second page.
+  const ids = ['11-0', '12-0', '13-0', '14-0', '15-0', '16-0'];
+  const stream = {
+    range: async (_channel: string, after: string, _count: number): Promise<HistoryPage> => {
+      const rest = ids.filter((id) => id > after).slice(0, 3);
+      return page('0-0', rest);
+    },
+  } as unknown as ChannelStream;
+  const fed: string[] = [];
+  const feed = { entry: (e: ChannelEntry) => fed.push(e.id), trimmed: () => assert.fail('nothing trimmed') };
+  // What #release compares a full hold's drops with: "14-0", not the first page's end.
+  assert.equal(await readHistory(stream, 'c', '10-0', '14-0', () => true, feed), '14-0');
+  assert.deepEqual(fed, ['11-0', '12-0', '13-0', '14-0']);
+  fed.length = 0;
+  assert.equal(await readHistory(stream, 'c', '10-0', '99-0', () => true, feed), '16-0');
+  assert.equal(await readHistory(stream, 'c', '16-0', '99-0', () => true, feed), '16-0', 'nothing after: the cursor');
 });
