@@ -29,11 +29,13 @@ export const EVERY_MS = 10;
 
 /** What {@link measureLiveLatency} found, latencies in ms. */
 export interface LiveLatency {
-  /** Each round's p99 of the quiet window, and of the broadcasts' window. */
+  /** Each round's p99 of its quiet window. */
   readonly roundsBefore: readonly number[];
+  /** Each round's p99 of its broadcasts' window. */
   readonly roundsDuring: readonly number[];
-  /** Every message's latency in the quiet windows, and in the broadcasts' windows. */
+  /** Every message's latency in the quiet windows. */
   readonly before: readonly number[];
+  /** Every message's latency in the broadcasts' windows. */
   readonly during: readonly number[];
   /** POST to the last connection of the swarm having it, per broadcast. */
   readonly perBroadcastMs: readonly number[];
