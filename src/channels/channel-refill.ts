@@ -86,8 +86,11 @@ export async function readHistory(stream: ChannelStream, channel: string, from: 
  * has every live publication from its first on: the Pub/Sub connection delivers them
  * all, in order). Its `before` is the first publication the subscribers get after it:
  * the first held one when the trim reached into the hold, else the page's first
- * (every retained one is newer than every trimmed one). Undefined when nothing is
- * lost: the hold begins right after `after`.
+ * (every retained one is newer than every trimmed one) — on a page of only entries
+ * another writer left malformed, the last of them, an id no `pub` carries (nothing is
+ * lost between it and the next publication; docs/protocol.md "Channels" says so) — else
+ * (the history retains nothing after `after`) the first held one. Undefined when
+ * nothing is lost: the hold begins right after `after`.
  * @param held the held publications (in id order)
  */
 export function refillLoss(after: string, page: HistoryPage, held: readonly ChannelEntry[]): LostRange | undefined {
@@ -96,7 +99,7 @@ export function refillLoss(after: string, page: HistoryPage, held: readonly Chan
     const lastLost = precedingStreamId(heldFirst);
     return lastLost === undefined || compareStreamIds(lastLost, after) <= 0 ? undefined : { after, before: heldFirst, lastLost };
   }
-  const before = page.entries[0]?.id ?? page.readUpTo ?? page.firstRetained ?? heldFirst;
+  const before = page.entries[0]?.id ?? page.readUpTo ?? heldFirst;
   // Nothing retained after the trim (only an operator's XDEL leaves that): no entry to tell it before.
   return before === undefined ? undefined : { after, before, lastLost: page.lastTrimmed };
 }

@@ -80,8 +80,6 @@ export interface HistoryPage {
   readonly readUpTo: string | undefined;
   /** The newest id the history had trimmed when the page was read; `0-0`: none (or no history). */
   readonly lastTrimmed: string;
-  /** The oldest id the history retained then; undefined: it held none. */
-  readonly firstRetained: string | undefined;
 }
 
 /** What {@link ChannelStream.publishOnce} answers. */
@@ -178,7 +176,7 @@ export class ChannelStream {
   async range(channel: string, afterId: string, count: number): Promise<HistoryPage> {
     if (!isStreamId(afterId)) throw invalid(SINCE_MALFORMED);
     // Nothing can follow the largest ID, and Redis refuses it as an exclusive start.
-    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined, lastTrimmed: '0-0', firstRetained: undefined };
+    if (compareStreamIds(afterId, MAX_STREAM_ID) === 0) return { entries: [], readUpTo: undefined, lastTrimmed: '0-0' };
     const key = this.#keys.channelHistory(channel);
     let read: { raw: RawEntry[]; bounds: StreamBounds };
     try {
@@ -196,8 +194,7 @@ export class ChannelStream {
       if (isPublicationPayload(payload)) out.push({ id, frame: pubFrame(channel, id, payload) });
       else this.#malformed(channel, id);
     }
-    const { first, maxDeleted } = bounds;
-    return { entries: out, readUpTo: raw.at(-1)?.[0], lastTrimmed: maxDeleted, firstRetained: first };
+    return { entries: out, readUpTo: raw.at(-1)?.[0], lastTrimmed: bounds.maxDeleted };
   }
 
   #malformed(channel: string, id: string): void {

@@ -14,7 +14,7 @@ import { StreamFollower } from '../../src/streams/follower.js';
 const entry = (id: string): ChannelEntry => ({ id, frame: id });
 
 function page(lastTrimmed: string, ids: readonly string[]): HistoryPage {
-  return { entries: ids.map(entry), readUpTo: ids.at(-1), lastTrimmed, firstRetained: ids[0] };
+  return { entries: ids.map(entry), readUpTo: ids.at(-1), lastTrimmed };
 }
 
 test('trimmed past the cursor, nothing held: lost from the cursor up to the newest trimmed, before the page\'s first', () => {
@@ -33,7 +33,15 @@ test('the trim reached into the hold: lost only up to the first held publication
 
 test('no loss when the hold begins right after the cursor, or when nothing is retained to tell it before', () => {
   assert.equal(refillLoss('10-0', page('12-0', ['13-0']), [entry('10-1')]), undefined);
-  assert.equal(refillLoss('10-0', { entries: [], readUpTo: undefined, lastTrimmed: '12-0', firstRetained: undefined }, []), undefined);
+  assert.equal(refillLoss('10-0', { entries: [], readUpTo: undefined, lastTrimmed: '12-0' }, []), undefined);
+});
+
+test('nothing retained after the cursor (an operator\'s XDEL of the newest): the loss goes before the first held publication', () => {
+  assert.deepEqual(refillLoss('10-0', { entries: [], readUpTo: undefined, lastTrimmed: '12-0' }, [entry('14-0')]), { after: '10-0', before: '14-0', lastLost: '12-0' });
+});
+
+test('a page of only entries another writer left malformed: the loss goes before the last of them, which no pub carries', () => {
+  assert.deepEqual(refillLoss('10-0', { entries: [], readUpTo: '14-0', lastTrimmed: '12-0' }, [entry('16-0')]), { after: '10-0', before: '14-0', lastLost: '12-0' });
 });
 
 test('a subscriber\'s follower told the loss sends a gap from where it was to the first kept, then the held and refilled ones; one that had them all sends none', () => {
