@@ -81,20 +81,41 @@ test('after the reconnect every connection following the channel gets them once 
   await expectNextLive('r.b', [ahead, behind]);
 });
 
-test('a connection that subscribes while the subscriber connection is down starts at the newest; one following from before still gets what was published meanwhile (the refill reads from the earliest position)', { timeout: 30_000 }, async () => {
+/**
+ * `early` follows `channel` from `first`; the subscriber connection is cut, d1 and d2
+ * published, then `late` subscribes (at d2, the newest: the two are at different
+ * positions), `then` is published, and the connection let back.
+ */
+async function subscribeLateWhileCut(channel: string, then: readonly string[]): Promise<{ early: TestClient; late: TestClient; first: string; during: string[]; after: string[] }> {
   const { gw, proxy, probe } = service();
   const early = await connectWith(gw, 'early', ['r.*']);
   const late = await connectWith(gw, 'late', ['r.*']);
-  await subscribe(early, 'r.c');
-  const first = await publish(gw.client, 'r.c', 'first');
+  await subscribe(early, channel);
+  const first = await publish(gw.client, channel, 'first');
   assert.equal((await early.next()).id, first);
   proxy.cut(true);
-  await waitTopics(probe, 'px:', { 'r.c': false });
-  const during = [await publish(gw.client, 'r.c', 'd1'), await publish(gw.client, 'r.c', 'd2')];
-  // `late` starts after d2, the newest: the two connections are now at different positions.
-  assert.equal(await subscribe(late, 'r.c'), during[1]);
+  await waitTopics(probe, 'px:', { [channel]: false });
+  const during = [await publish(gw.client, channel, 'd1'), await publish(gw.client, channel, 'd2')];
+  assert.equal(await subscribe(late, channel), during[1]);
+  const after: string[] = [];
+  for (const data of then) after.push(await publish(gw.client, channel, data));
   proxy.cut(false);
-  await waitTopics(probe, 'px:', { 'r.c': true });
+  await waitTopics(probe, 'px:', { [channel]: true });
+  return { early, late, first, during, after };
+}
+
+test('a connection that subscribes while the subscriber connection is down starts at the newest; one following from before still gets what was published meanwhile (the refill reads from the earliest position)', { timeout: 30_000 }, async () => {
+  const { early, late, during } = await subscribeLateWhileCut('r.c', []);
   assert.deepEqual(await pubsUpTo(early, during[1] as string), ['d1', 'd2']);
   await expectNextLive('r.c', [early, late]);
+});
+
+test('a refill that finds publications trimmed sends the gap only to a connection that had not got past them: one that subscribed after them gets none', { timeout: 30_000 }, async () => {
+  // Three more after `late` subscribed (at d2): the history (cap 3) keeps d3..d5 only,
+  // and all it trimmed (first, d1, d2) is behind `late`.
+  const { early, late, first, after } = await subscribeLateWhileCut('r.d', ['d3', 'd4', 'd5']);
+  assert.deepEqual(await early.next(10_000), { t: 'gap', stream: 'channel', channel: 'r.d', from: first, to: after[0] }, 'd1 and d2, in their place');
+  // pubsUpTo fails on any frame but a pub: `late` gets no gap.
+  for (const client of [early, late]) assert.deepEqual(await pubsUpTo(client, after[2] as string), ['d3', 'd4', 'd5']);
+  await expectNextLive('r.d', [early, late]);
 });
