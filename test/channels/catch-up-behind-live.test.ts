@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { publish } from './channel-fixture.js';
+import { publish, publishMany } from './channel-fixture.js';
 import { connectViewer, pausableGatewayForFile, pauseThenCatchUp } from './paused-catch-up.js';
 
 const gateway = pausableGatewayForFile();
@@ -23,7 +23,7 @@ test('live publications that arrive while a paused catch-up waits, and that the 
   // past the high-water mark: the connection is paused.
   await pauseThenCatchUp(p, client);
   // Live now, and queued behind the catch-up; the history (cap 3) keeps p3..p5.
-  for (let i = 1; i <= 5; i++) await publish(gw.client, 'c.x', `p${i}`);
+  await publishMany(gw.client, 'c.x', 5, (i) => `p${i}`);
 
   client.ws.resume();
   const marker = await publish(gw.client, 'c.x', 'marker');

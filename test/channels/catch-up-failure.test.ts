@@ -8,7 +8,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { publish } from './channel-fixture.js';
+import { publish, publishMany } from './channel-fixture.js';
 import { connectViewer, pausableGatewayForFile, pauseThenCatchUp } from './paused-catch-up.js';
 
 const gateway = pausableGatewayForFile({ history: 300 });
@@ -19,8 +19,7 @@ test('a sub whose catch-up read fails sends no live publication before its error
   t.after(() => probe.acl('SETUSER', 'default', '+xrange'));
   const client = await connectViewer(p);
   // 150 in the history: the catch-up reads them in two pages (100, then 50).
-  const history: string[] = [];
-  for (let i = 1; i <= 150; i++) history.push(await publish(gw.client, 'c.x', `h${i}`));
+  const history = await publishMany(gw.client, 'c.x', 150, (i) => `h${i}`);
 
   // The client stops reading: its connection is paused.
   await pauseThenCatchUp(p, client);

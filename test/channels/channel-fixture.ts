@@ -83,6 +83,17 @@ export async function publish(client: PixiuClient, channel: string, data: unknow
   return id;
 }
 
+/**
+ * Publishes `n` publications on `channel`, one after another (each answered 201 before
+ * the next), their data `dataOf(i)` for i = 1..n (the number itself by default).
+ * @returns their ids, oldest first
+ */
+export async function publishMany(client: PixiuClient, channel: string, n: number, dataOf: (i: number) => unknown = (i) => i): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 1; i <= n; i++) ids.push(await publish(client, channel, dataOf(i)));
+  return ids;
+}
+
 /** Reads the next frame and asserts it is exactly the publication `id` on `channel`. */
 export async function expectPub(client: TestClient, channel: string, id: string, data: unknown, type = 'chat.line'): Promise<Frame> {
   const f = await client.next();

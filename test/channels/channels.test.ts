@@ -16,7 +16,7 @@ import { fileRedis } from '../harness/file-redis.js';
 import { JWT_KEY, JWT_SECRET, expectPong, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import { testToken } from '../harness/ws-client.js';
 import {
-  connectWith, expectErrorFrame, expectPub, expectSubscribed, pubIds, publish, subscribe, waitTopics,
+  connectWith, expectErrorFrame, expectPub, expectSubscribed, pubIds, publish, publishMany, subscribe, waitTopics,
 } from './channel-fixture.js';
 
 let gw: GatewayFixture;
@@ -188,8 +188,7 @@ test('sub and unsub sent back to back, or a close right after sub, leave no Pub/
 
 test('sub with since catches up from the history, then goes live, nothing twice', async () => {
   const channel = 'cu.feed';
-  const ids: string[] = [];
-  for (let i = 1; i <= 5; i++) ids.push(await publish(gw.client, channel, i));
+  const ids = await publishMany(gw.client, channel, 5);
   const client = await connectWith(gw, 'catcher', ['cu.*']);
   await subscribe(client, 'cu.other');
   assert.equal(await subscribe(client, channel, ids[1]), ids[1], 'subscribed gives the since it starts after');
@@ -212,8 +211,7 @@ test('sub with since catches up from the history, then goes live, nothing twice'
 
 test('a since written with leading zeros is the same id: the history after it, then live', async () => {
   const channel = 'cu.zeros';
-  const ids: string[] = [];
-  for (let i = 1; i <= 3; i++) ids.push(await publish(gw.client, channel, i));
+  const ids = await publishMany(gw.client, channel, 3);
   const [ms, seq] = (ids[0] as string).split('-');
   const client = await connectWith(gw, 'zeros', ['cu.*']);
   assert.equal(await subscribe(client, channel, `00${ms}-000${seq}`), ids[0], 'subscribed gives it without the zeros');
@@ -225,8 +223,7 @@ test('a since written with leading zeros is the same id: the history after it, t
 
 test('acks sent while a sub waits on Redis are applied at once and never count towards the 64 frames held: a client acking its backlog while it subscribes stays open', async () => {
   const channel = 'ack.feed';
-  const ids: string[] = [];
-  for (let i = 1; i <= 3; i++) ids.push(await publish(gw.client, channel, i));
+  const ids = await publishMany(gw.client, channel, 3);
   const seqs = await gw.post('acker', 100);
   const token = await testToken(JWT_KEY, 'acker', { channels: ['ack.*'] });
   const { client } = await gw.connectWelcomed('acker', { token, device: 'd1' });
@@ -272,8 +269,7 @@ test('publications during a catch-up arrive once each, in order, with none lost'
   const client = await connectWith(gw, 'racer', ['race.*']);
   const rounds = 30;
   client.send({ t: 'sub', channel, since: first });
-  const published: string[] = [];
-  for (let i = 1; i <= rounds; i++) published.push(await publish(gw.client, channel, i));
+  const published = await publishMany(gw.client, channel, rounds);
   assert.equal(await expectSubscribed(client, channel), first);
   // Some of these were read by the catch-up, some arrived live: together, each once.
   assert.deepEqual(await pubIds(client, rounds), published);
@@ -283,8 +279,7 @@ test('publications during a catch-up arrive once each, in order, with none lost'
 
 test('the history keeps the newest channelHistory publications: since older than that gets a gap, then catches up from the oldest kept', async () => {
   const channel = 'capped';
-  const ids: string[] = [];
-  for (let i = 1; i <= 6; i++) ids.push(await publish(short.client, channel, i));
+  const ids = await publishMany(short.client, channel, 6);
   assert.equal(await probe.xlen(`${SHORT}ch:{${channel}}:history`), 3, 'trimmed to exactly 3');
   const client = await connectWith(short, 'hist', ['capped']);
   assert.equal(await subscribe(client, channel, ids[0]), ids[0]);

@@ -22,7 +22,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ChannelStream } from '../../src/channels/channel-stream.js';
-import { connectWith, publish, subscribe } from './channel-fixture.js';
+import { connectWith, publish, publishMany, subscribe } from './channel-fixture.js';
 import { subscriberProxyForFile } from './subscriber-proxy.js';
 
 const service = subscriberProxyForFile(3);
@@ -44,7 +44,7 @@ test('publications made between a sub\'s join and its newest-id read, trimmed, w
       armed = false;
       proxy.lag(1000);
       // After the join, before the read; the history (cap 3) keeps p3..p5 only.
-      for (let i = 1; i <= 5; i++) ids.push(await publish(gw.client, 'c.x', `p${i}`));
+      ids.push(...await publishMany(gw.client, 'c.x', 5, (i) => `p${i}`));
     }
     return newestId.call(this, channel);
   };

@@ -14,7 +14,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
-import { publish } from './channel-fixture.js';
+import { publish, publishMany } from './channel-fixture.js';
 import { connectViewer, pausableGatewayForFile, pauseThenCatchUp } from './paused-catch-up.js';
 
 const gateway = pausableGatewayForFile();
@@ -43,7 +43,7 @@ test('live publications whose Pub/Sub copies lag behind a history page that jump
   await pauseThenCatchUp(p, client);
   // Published after the sub took effect; their live copies lag; the history (cap 3) keeps p3..p5.
   lagging = true;
-  for (let i = 1; i <= 5; i++) await publish(gw.client, 'c.x', `p${i}`);
+  await publishMany(gw.client, 'c.x', 5, (i) => `p${i}`);
   client.ws.resume();
   const got: string[] = [];
   for (;;) {

@@ -11,11 +11,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { metricSample, openInbox } from '../harness/checks.js';
+import { openInbox } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
+import { gapCounts, startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
 import type { TestClient } from '../harness/ws-client.js';
-import { connectWith, expectPub, pubIds, publish, subscribe } from './channel-fixture.js';
+import { connectWith, expectPub, pubIds, publish, publishMany, subscribe } from './channel-fixture.js';
 
 let gw: GatewayFixture;
 let probe: Redis;
@@ -25,18 +25,6 @@ fileRedis(async ({ redis, cleanup }) => {
   probe = (await openInbox(cleanup, redis.url)).redis;
 });
 
-/** `pixiu_channel_gaps_total` on the node's `/metrics`. */
-async function channelGaps(): Promise<number | undefined> {
-  return metricSample((await gw.client.get('/metrics', { headers: { authorization: '' } })).text, 'pixiu_channel_gaps_total');
-}
-
-/** Publishes `n` publications (data 1..n) on `channel`; returns their ids. */
-async function publishN(channel: string, n: number): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 1; i <= n; i++) ids.push(await publish(gw.client, channel, i));
-  return ids;
-}
-
 /** A live publication on `channel` is the next frame: nothing else was on its way. */
 async function expectNextLive(client: TestClient, channel: string): Promise<void> {
   const live = await publish(gw.client, channel, 'live');
@@ -45,22 +33,22 @@ async function expectNextLive(client: TestClient, channel: string): Promise<void
 
 test('a since the history trimmed past gets a gap from it to the first retained publication, then the retained ones in order, then live', async () => {
   const channel = 'tg.a';
-  const ids = await publishN(channel, 7);
+  const ids = await publishMany(gw.client, channel, 7);
   // The history keeps 5..7; 1..4 are trimmed, the newest of them recorded.
   assert.equal(await probe.xlen(`px:ch:{${channel}}:history`), 3);
-  const before = await channelGaps();
+  const before = (await gapCounts(gw)).channel;
   const client = await connectWith(gw, 'tg-a', ['tg.*']);
   assert.equal(await subscribe(client, channel, ids[1]), ids[1], 'subscribed gives the since it starts after');
   assert.deepEqual(await client.next(), { t: 'gap', stream: 'channel', channel, from: ids[1], to: ids[4] }, 'publications 3 and 4 are gone');
   for (let i = 5; i <= 7; i++) await expectPub(client, channel, ids[i - 1] as string, i);
   await expectNextLive(client, channel);
-  assert.equal(await channelGaps(), (before ?? 0) + 1, 'the gap is counted');
+  assert.equal((await gapCounts(gw)).channel, (before ?? 0) + 1, 'the gap is counted');
 });
 
 test('a since inside the history gets no gap: the newest trimmed id itself, and a retained one', async () => {
   const channel = 'tg.b';
-  const ids = await publishN(channel, 6);
-  const before = await channelGaps();
+  const ids = await publishMany(gw.client, channel, 6);
+  const before = (await gapCounts(gw)).channel;
   // 3 is the newest trimmed: nothing after it is missing.
   const edge = await connectWith(gw, 'tg-b1', ['tg.*']);
   await subscribe(edge, channel, ids[2]);
@@ -70,12 +58,12 @@ test('a since inside the history gets no gap: the newest trimmed id itself, and 
   assert.deepEqual(await pubIds(inside, 1), ids.slice(5));
   const live = await publish(gw.client, channel, 'live');
   for (const client of [edge, inside]) await expectPub(client, channel, live, 'live');
-  assert.equal(await channelGaps(), before, 'no gap counted');
+  assert.equal((await gapCounts(gw)).channel, before, 'no gap counted');
 });
 
 test('since 0-0 gets the whole history with no gap while nothing was trimmed, and a gap from 0-0 once the history has trimmed (as last_bseq=0-0)', async () => {
   const channel = 'tg.c';
-  const ids = await publishN(channel, 3);
+  const ids = await publishMany(gw.client, channel, 3);
   const whole = await connectWith(gw, 'tg-c1', ['tg.*']);
   assert.equal(await subscribe(whole, channel, '0-0'), '0-0');
   assert.deepEqual(await pubIds(whole, 3), ids, 'no gap: the history trimmed nothing');

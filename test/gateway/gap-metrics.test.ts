@@ -2,18 +2,20 @@
  * An operator sees what devices were told they can no longer get (docs/api.md,
  * "GET /metrics"): `pixiu_delivery_gap_seqs_total{reason}` counts the seqs of every
  * inbox `gap` frame written that is news to the device (not marked `redelivered`),
- * `pixiu_delivery_gaps_total{reason}` those frames, and `pixiu_broadcast_gaps_total`
- * the broadcast stream's `gap` frames — end to end on a real Redis and real sockets,
- * read from `/metrics`. (Which gaps are sent, and why: gap-reasons.test.ts.)
+ * `pixiu_delivery_gaps_total{reason}` those frames, `pixiu_broadcast_gaps_total` the
+ * broadcast stream's `gap` frames and `pixiu_channel_gaps_total` the channels' (none
+ * here: every scenario asserts it stays 0; counted ones: test/channels/trimmed-gap) —
+ * end to end on a real Redis and real sockets, read from `/metrics`. (Which gaps are
+ * sent, and why: gap-reasons.test.ts.)
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { metricSample, waitUntil } from '../harness/checks.js';
+import { waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import type { CleanupList } from '../harness/pixiu-server.js';
 import type { RedisServer } from '../harness/redis-server.js';
 import { postBroadcast, type Posted } from '../broadcast/broadcast-fixture.js';
-import { framesSent, startGateway, type GatewayFixture } from './gateway-fixture.js';
+import { framesSent, gapCounts, startGateway } from './gateway-fixture.js';
 import { expectMsgs, expectWelcome, postMany, postOne, startDelivery } from './delivery-fixture.js';
 
 let redis: RedisServer;
@@ -23,21 +25,9 @@ fileRedis(async (ctx) => {
   ({ redis, cleanup } = ctx);
 });
 
-/** The gap counters of `gw`'s `/metrics`: seqs and frames by reason, and the broadcast gaps. */
-async function gapCounts(gw: GatewayFixture): Promise<Record<string, number | undefined>> {
-  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
-  const counts: Record<string, number | undefined> = {};
-  for (const reason of ['trimmed', 'expired', 'undeliverable']) {
-    counts[`seqs ${reason}`] = metricSample(text, `pixiu_delivery_gap_seqs_total{reason="${reason}"}`);
-    counts[`frames ${reason}`] = metricSample(text, `pixiu_delivery_gaps_total{reason="${reason}"}`);
-  }
-  counts.broadcast = metricSample(text, 'pixiu_broadcast_gaps_total');
-  return counts;
-}
-
 /** {@link gapCounts} with every counter at 0 but those of `counts`. */
 function expected(counts: Record<string, number>): Record<string, number> {
-  const all: Record<string, number> = { broadcast: 0 };
+  const all: Record<string, number> = { broadcast: 0, channel: 0 };
   for (const reason of ['trimmed', 'expired', 'undeliverable']) all[`seqs ${reason}`] = all[`frames ${reason}`] = 0;
   return { ...all, ...counts };
 }

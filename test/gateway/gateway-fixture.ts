@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../../src/logger.js';
 import type { ConfigOverrides } from '../../src/config/config.js';
 import type { JwtKeySource } from '../../src/auth/secrets.js';
-import { expectError } from '../harness/checks.js';
+import { expectError, metricSample } from '../harness/checks.js';
 import { RedisServer } from '../harness/redis-server.js';
 import { startInProcess, type CleanupContext, type HttpAnswer, type InProcessServer } from '../harness/pixiu-server.js';
 import { Refused, TestClient, testToken, type ConnectParams, type Frame } from '../harness/ws-client.js';
@@ -192,6 +192,24 @@ export async function startStallingGateway(t: CleanupContext, overrides: ConfigO
 export async function framesSent(gw: Pick<InProcessServer, 'client'>, t: string): Promise<number> {
   const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
   return Number(new RegExp(`^pixiu_ws_frames_sent_total\\{t="${t}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+}
+
+/**
+ * The gap counters of `gw`'s `/metrics` (docs/api.md "GET /metrics"): `seqs <reason>`
+ * and `frames <reason>` (`pixiu_delivery_gap_seqs_total` and `pixiu_delivery_gaps_total`
+ * for trimmed, expired, undeliverable), `broadcast` (`pixiu_broadcast_gaps_total`) and
+ * `channel` (`pixiu_channel_gaps_total`); a series the node does not show is undefined.
+ */
+export async function gapCounts(gw: Pick<InProcessServer, 'client'>): Promise<Record<string, number | undefined>> {
+  const text = (await gw.client.get('/metrics', { headers: { authorization: '' } })).text;
+  const counts: Record<string, number | undefined> = {};
+  for (const reason of ['trimmed', 'expired', 'undeliverable']) {
+    counts[`seqs ${reason}`] = metricSample(text, `pixiu_delivery_gap_seqs_total{reason="${reason}"}`);
+    counts[`frames ${reason}`] = metricSample(text, `pixiu_delivery_gaps_total{reason="${reason}"}`);
+  }
+  counts.broadcast = metricSample(text, 'pixiu_broadcast_gaps_total');
+  counts.channel = metricSample(text, 'pixiu_channel_gaps_total');
+  return counts;
 }
 
 /**
