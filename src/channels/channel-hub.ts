@@ -9,7 +9,7 @@ import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { isPublicationPayload, pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
-import { earliestPosition, Hold, readHistory, refillLoss } from './channel-refill.js';
+import { earliestPosition, Hold, holdLoss, readHistory, refillLoss } from './channel-refill.js';
 import { outageFields } from '../errors.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
 import { MAX_CATCH_UP_QUEUE, type LostRange } from '../streams/follower.js';
@@ -283,16 +283,14 @@ export class ChannelHub {
   /**
    * Ends a channel's hold: what it held is offered (as refilled: a subscriber may have
    * it), then live ones as they come. Those a full hold dropped that the refill did not
-   * read (newer than `read`, the last entry it read) are a loss, told first.
+   * read (newer than `read`, the last entry it read) are a loss, told first
+   * ({@link holdLoss}).
    */
   #release(channel: string, state: ChannelState, read?: string): void {
     const hold = state.hold;
     state.hold = undefined;
-    const dropped = hold?.droppedUpTo;
-    const next = hold?.entries[0];
-    if (dropped !== undefined && next !== undefined && (read === undefined || compareStreamIds(dropped, read) > 0)) {
-      this.#offerLost(state, channel, { after: read ?? '0-0', before: next.id, lastLost: dropped });
-    }
+    const loss = holdLoss(hold, read);
+    if (loss !== undefined) this.#offerLost(state, channel, loss);
     for (const entry of hold?.entries ?? []) this.#offerRecovered(state, channel, entry);
     hold?.end();
   }

@@ -103,3 +103,21 @@ export function refillLoss(after: string, page: HistoryPage, held: readonly Chan
   // Nothing retained after the trim (only an operator's XDEL leaves that): no entry to tell it before.
   return before === undefined ? undefined : { after, before, lastLost: page.lastTrimmed };
 }
+
+/**
+ * The loss a refill's hold tells as it ends (channel-hub.ts `#release`): the live
+ * publications it dropped once full (up to {@link Hold.droppedUpTo}) that the refill did
+ * not read from the history — newer than `read`, the last entry it read (undefined:
+ * it read nothing, or failed: lost from `0-0`, which each subscriber's follower narrows
+ * to its own position). The range ends before the hold's first kept publication, the
+ * next the subscribers get. Undefined when the hold dropped nothing, the refill read
+ * past all it dropped, or it holds nothing now (the refill handed out every held
+ * publication, each newer than those dropped: it read past them).
+ */
+export function holdLoss(hold: Hold | undefined, read: string | undefined): LostRange | undefined {
+  const dropped = hold?.droppedUpTo;
+  const next = hold?.entries[0];
+  if (dropped === undefined || next === undefined) return undefined;
+  if (read !== undefined && compareStreamIds(dropped, read) <= 0) return undefined;
+  return { after: read ?? '0-0', before: next.id, lastLost: dropped };
+}

@@ -3,11 +3,12 @@
  * the node's Pub/Sub connection is back, a history page read after `after` when the
  * history had trimmed past it is a loss — less what the refill's hold has (every live
  * publication from its first on) — handed to each subscriber's follower, which sends a
- * `gap` unless it had everything lost (docs/protocol.md "Channels").
+ * `gap` unless it had everything lost (docs/protocol.md "Channels"). So is what a full
+ * hold dropped that the refill did not read (`holdLoss`).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readHistory, refillLoss } from '../../src/channels/channel-refill.js';
+import { Hold, holdLoss, readHistory, refillLoss } from '../../src/channels/channel-refill.js';
 import type { ChannelEntry, ChannelStream, HistoryPage } from '../../src/channels/channel-stream.js';
 import { StreamFollower } from '../../src/streams/follower.js';
 
@@ -81,4 +82,28 @@ test('readHistory answers the last entry it read, also when it stops at upTo par
   fed.length = 0;
   assert.equal(await readHistory(stream, 'c', '10-0', '99-0', () => true, feed), '16-0');
   assert.equal(await readHistory(stream, 'c', '16-0', '99-0', () => true, feed), '16-0', 'nothing after: the cursor');
+});
+
+/** A hold that kept `kept` and dropped up to `dropped` (undefined: nothing). */
+function holdOf(kept: readonly string[], dropped?: string): Hold {
+  const hold = new Hold();
+  hold.entries.push(...kept.map(entry));
+  hold.droppedUpTo = dropped;
+  return hold;
+}
+
+test('a full hold\'s drops the refill did not read are lost from what it read to the first kept; none when it read past them', () => {
+  assert.deepEqual(holdLoss(holdOf(['21-0', '22-0'], '20-0'), '15-0'), { after: '15-0', before: '21-0', lastLost: '20-0' });
+  assert.equal(holdLoss(holdOf(['21-0', '22-0'], '20-0'), '20-0'), undefined, 'read up to the newest dropped');
+  assert.equal(holdLoss(holdOf(['21-0', '22-0'], '20-0'), '20-5'), undefined);
+});
+
+test('a refill that read nothing tells a full hold\'s drops from 0-0 (each follower narrows it to its own position)', () => {
+  assert.deepEqual(holdLoss(holdOf(['21-0'], '20-0'), undefined), { after: '0-0', before: '21-0', lastLost: '20-0' });
+});
+
+test('no hold loss when the hold dropped nothing, holds nothing now, or is gone', () => {
+  assert.equal(holdLoss(holdOf(['21-0']), undefined), undefined);
+  assert.equal(holdLoss(holdOf([], '20-0'), undefined), undefined);
+  assert.equal(holdLoss(undefined, '15-0'), undefined);
 });
