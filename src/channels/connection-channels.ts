@@ -26,7 +26,7 @@ export interface ChannelDeps {
    * its connections, as every client following the channel fails on it at once.
    */
   readonly subFailureLog: LogThrottle;
-  /** A channel `gap` frame goes to a connection (metrics: `pixiu_channel_gaps_total`); absent: not counted. */
+  /** A channel `gap` frame was written to a connection (metrics: `pixiu_channel_gaps_total`); absent: not counted. */
   readonly onGap?: () => void;
 }
 
@@ -51,8 +51,8 @@ function notAChannel(channel: string): PixiuError {
 
 /** Where a connection's channels write: the connection. */
 export interface PubSink {
-  /** Writes one frame of type `t`. */
-  send(text: string, t: 'pub' | 'subscribed' | 'gap'): void;
+  /** Writes one frame of type `t`; answers whether it did (false: the connection is closing, or refused a `pub`). */
+  send(text: string, t: 'pub' | 'subscribed' | 'gap'): boolean;
   /** Undefined while the connection takes more; else resolves when it does (see WsConnection.whenWritable). */
   whenWritable(): Promise<void> | undefined;
 }
@@ -301,11 +301,11 @@ export class ConnectionChannels implements ChannelSubscriber {
    * connection got them (its `since` older than the history, the history trimmed
    * during the catch-up, or the node's refill after its Pub/Sub connection came back
    * finding them gone), or not sendable (the catch-up's queue of live publications
-   * overflowed); its follower tells it, in its place among the `pub`s.
+   * overflowed); its follower tells it, in its place among the `pub`s. Counted
+   * (`onGap`) only when written: not to a connection closing, as a broadcast gap.
    */
   #sendGap(channel: string, from: string, to: string): void {
-    this.#deps.onGap?.();
-    this.#sink.send(JSON.stringify({ t: 'gap', stream: 'channel', channel, from, to }), 'gap');
+    if (this.#sink.send(JSON.stringify({ t: 'gap', stream: 'channel', channel, from, to }), 'gap')) this.#deps.onGap?.();
   }
 
   /** A publication the hub refills after its reconnect: sent unless one as new was sent already. */

@@ -36,8 +36,8 @@ export interface FrameConnection extends PubSink {
   readonly user: string;
   /** Its delivery session, once attached: `ack`s move its cursors, a `ping` pulls. */
   readonly session: UserSession | undefined;
-  /** Writes one text frame of type `t`. */
-  send(frame: string, t: FrameType): void;
+  /** Writes one text frame of type `t`; answers whether it did (false once closed). */
+  send(frame: string, t: FrameType): boolean;
   /** Sends an `error` frame, naming the frame refused when `ref` is given. */
   sendError(err: PixiuError, ref?: ErrorRef): void;
   /** Writes a WebSocket pong control frame of `data` (RFC 6455 §5.5.3), held to the send buffer's limits. */

@@ -120,14 +120,14 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
   get session(): UserSession | undefined { return this.#session; }
 
   /**
-   * Writes one text frame; pauses delivery above the high-water mark (DESIGN.md §5). A
-   * `bcast` or `pub` the node's budget refuses is not written: the connection closes 4009.
+   * Writes one text frame, answering whether it did (not once closed); pauses delivery above the
+   * high-water mark (DESIGN.md §5). A `bcast` or `pub` the node's budget refuses is not written: the connection closes 4009.
    * @param frame the JSON text, or its UTF-8 bytes (a broadcast's frame, encoded once
    *   per node and written to every socket as is)
    * @param t its type, counted in `pixiu_ws_frames_sent_total`; a `msg` allows one more idle ack (frame-limits.ts)
    */
-  send(frame: string | Buffer, t: FrameType): void {
-    if (this.#closed || ((t === 'bcast' || t === 'pub') && this.#refusesLive())) return;
+  send(frame: string | Buffer, t: FrameType): boolean {
+    if (this.#closed || ((t === 'bcast' || t === 'pub') && this.#refusesLive())) return false;
     this.#deps.onFrames(t, 1);
     if (t === 'msg') this.#frames.msgSent();
     const socket = this.#socket;
@@ -136,6 +136,7 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     else this.#ws.send(frame, TEXT_FRAME, this.#onWritten);
     if (socket !== undefined) flushCorked(socket, this.#deps.corkFlushBytes);
     this.#checkBuffered();
+    return true;
   }
 
   /** FrameSink `countGap`: a broadcast-stream `gap` goes to {@link send} next (counted unless closed, when send() drops it). */

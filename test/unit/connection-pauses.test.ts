@@ -13,6 +13,8 @@
  *   connection's own high-water mark is not counted, as a write past that mark is not,
  *   even when the node reached its budget while the page was written (review35 2: the
  *   hold was judged by the node's state at the hold, and counted as the budget's).
+ * - `send` answers whether it wrote the frame: none is written once the connection is
+ *   closing, and a channel `gap` not written is not counted (connection-channels.ts, L9).
  */
 import { mock, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -59,6 +61,9 @@ class StandInSocket {
   terminate(): void {
     this.terminated = true;
   }
+
+  /** The close handshake begins; the test never completes it. */
+  close(): void {}
 
   /** The kernel took every write queued: each one's callback runs, in order. */
   completeWrites(): void {
@@ -158,4 +163,11 @@ test('a page cut at its high-water mark is not the budget\'s pause though the no
   assert.notEqual(conn.whenWritable(), undefined, 'the page was cut at its allowance: paused');
   assert.equal(budget.reached, true, 'the node is at its budget now');
   assert.equal(budgetPauses, 0, 'its allowance was the high-water mark: the ordinary pause, not counted as the budget\'s');
+});
+
+test('send answers whether it wrote the frame: true while open, false once the connection is closing', (t) => {
+  const { conn } = connection(t);
+  assert.equal(conn.send('{"t":"gap"}', 'gap'), true);
+  conn.close(4000, 'test');
+  assert.equal(conn.send('{"t":"gap"}', 'gap'), false);
 });
