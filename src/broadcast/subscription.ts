@@ -208,7 +208,7 @@ export class BroadcastSubscription implements BroadcastTarget, FollowerSink<Broa
       // After a `reset`, the first page is the whole stream: nothing before it is missed.
       const lastTrimmed = reset && cursor === '0-0' ? undefined : bounds.maxDeleted;
       // Malformed entries (left out, logged by the node's reader) are read past, not stopped at.
-      return { entries, lastTrimmed, firstRetained: bounds.first ?? bounds.last, readUpTo };
+      return { entries, lastTrimmed, readUpTo };
     }, () => this.#sink.whenWritable(), liveFroms.get(this));
   }
 }

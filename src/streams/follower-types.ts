@@ -29,8 +29,6 @@ export interface CatchUpPage<E extends StreamEntry> {
    * contiguous live feed: from its first item on, every later entry (or its loss).
    */
   readonly lastTrimmed?: string | undefined;
-  /** The first entry the stream retained then: what a gap leads to when nothing else follows. */
-  readonly firstRetained?: string | undefined;
   /**
    * The ID of the last entry the page read, those left out of `entries` included (an
    * entry another writer left malformed): the next page is read after it. Undefined:

@@ -194,8 +194,8 @@ test('a history trimmed past the cursor is a gap only for what the live feed doe
         for (const e of ids('11-0', '12-0', '13-0')) follower.offer(e);
         return ids('1-0', '2-0', '3-0');
       }
-      if (after === '3-0') return { entries: ids('13-0'), lastTrimmed: '12-0', firstRetained: '13-0' };
-      return { entries: [], lastTrimmed: '12-0', firstRetained: '13-0' };
+      if (after === '3-0') return { entries: ids('13-0'), lastTrimmed: '12-0' };
+      return { entries: [], lastTrimmed: '12-0' };
     }, undefined, liveFrom);
     return sent;
   };
@@ -214,7 +214,7 @@ test('a cursor at or past where the live feed began reads no history: a lagging 
   // The node's reader is at 5-0 (behind); the client comes back after 20-0.
   await follower.catchUp('20-0', async (after) => {
     reads.push(after);
-    return { entries: ids('40-0', '41-0'), lastTrimmed: '39-0', firstRetained: '40-0' };
+    return { entries: ids('40-0', '41-0'), lastTrimmed: '39-0' };
   }, undefined, '5-0');
   assert.deepEqual(reads, [], 'the history is not read');
   // The reader goes on: old entries, then the loss of 11-0..39-0, then 40-0.
@@ -248,7 +248,7 @@ test('a full catch-up queue\'s dropped entries are told once: not again when a g
       // While the first page is read, more live entries than the queue holds arrive.
       for (let i = 0; i <= MAX_CATCH_UP_QUEUE; i++) f.offer({ id: `100-${i}` });
       // The history was trimmed past all of them meanwhile.
-      return { entries: [{ id: '200-0' }], lastTrimmed: '150-0', firstRetained: '200-0' };
+      return { entries: [{ id: '200-0' }], lastTrimmed: '150-0' };
     }, undefined, liveFrom);
     return { sent, gaps };
   };
@@ -280,8 +280,8 @@ test('a history trimmed exactly up to the cursor lost nothing after it: no gap',
   const { follower, sent } = recording();
   follower.hold();
   await follower.catchUp('5-0', async (after) => (after === '5-0'
-    ? { entries: ids('6-0', '7-0'), lastTrimmed: '5-0', firstRetained: '6-0' }
-    : { entries: [], lastTrimmed: '5-0', firstRetained: '6-0' }));
+    ? { entries: ids('6-0', '7-0'), lastTrimmed: '5-0' }
+    : { entries: [], lastTrimmed: '5-0' }));
   assert.deepEqual(sent, ['6-0', '7-0']);
 });
 
@@ -290,7 +290,7 @@ test('a history trimmed past the cursor, with nothing left to read before the li
   follower.hold();
   // The page is read up to where the live feed began (10-0): the first entry retained
   // (12-0) lies past it and will come live; 2-0..5-0 were trimmed.
-  await follower.catchUp('1-0', async () => ({ entries: [], lastTrimmed: '5-0', firstRetained: '12-0' }), undefined, '10-0');
+  await follower.catchUp('1-0', async () => ({ entries: [], lastTrimmed: '5-0' }), undefined, '10-0');
   follower.offer({ id: '12-0' });
   assert.deepEqual(sent, ['gap 1-0..12-0', '12-0']);
 });
