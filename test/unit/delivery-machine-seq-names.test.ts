@@ -120,3 +120,33 @@ test('a notify with the MsgID of the message the node knows at that seq, or of a
   assert.deepEqual(d.rotationCauses, []);
   assert.deepEqual(d.brief('a'), msgs(4, 5));
 });
+
+test('SeqNames: a seq recorded late exactly SEQ_NAMES below the highest is not kept (its slot is the highest one\'s), and the 63 below the highest are', () => {
+  const id = (n: number): string => n.toString(16).padStart(16, '0');
+  const k = new SeqNames(100, id(100));
+  k.record(100 - SEQ_NAMES, id(100 - SEQ_NAMES)); // a delivery far behind the newest read: falls out
+  k.record(101, id(101)); // the highest moves on: 100 is known by its hash now
+  assert.equal(k.names(100, id(100)), true, 'before: slot 100 held the hash of 36');
+  assert.equal(k.namesOther(100, id(100)), false, 'before: a sign of a loss that never was');
+  assert.equal(k.names(100 - SEQ_NAMES, id(100 - SEQ_NAMES)), false);
+
+  // The module comment's 64: the highest and the 63 below it.
+  assert.equal(SEQ_NAMES, 64);
+  const w = new SeqNames(1, id(1));
+  for (let seq = 2; seq <= 64; seq++) w.record(seq, id(seq));
+  assert.equal(w.namesOther(1, id(1001)), true, 'seq 1, 63 below the highest, still known');
+  w.record(65, id(65));
+  assert.equal(w.namesOther(1, id(1001)), false, 'fallen out');
+  assert.equal(w.namesOther(2, id(1002)), true);
+});
+
+test('SeqNames: MsgIDs with the same hex digits in another order are told apart below the highest (the hash mixes in each position)', () => {
+  const k = new SeqNames(1, '0000000000000012');
+  k.record(2, '00000000000000ab');
+  k.record(3, '0000000000000100');
+  assert.equal(k.namesOther(1, '0000000000000021'), true);
+  assert.equal(k.namesOther(2, '00000000000000ba'), true);
+  assert.equal(k.namesOther(1, '0000000000000012'), false);
+  const all = new Set(Array.from({ length: 4096 }, (_, i) => nameHash(i.toString(16).padStart(16, '0'))));
+  assert.equal(all.size, 4096, 'the MsgIDs of one partition\'s 4,096 first messages hash apart');
+});
