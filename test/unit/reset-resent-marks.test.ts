@@ -90,6 +90,7 @@ test('a seq the lineage vouches for but known to have named another message (ass
   const resent = resentAfterReset('E1', 0, 5, page, lineage, names);
   assert.deepEqual([1, 2, 3].map((seq) => wasResent(resent, { seq, id: `a${seq}` })), [true, true, true]);
   assert.equal(wasResent(resent, { seq: 4, id: 'b4' }), false, 'another message at 4');
+  assert.equal(wasResent(resent, { seq: 5, id: 'b5' }), false, 'another message at the highest seq known (its MsgID kept exactly)');
   assert.equal(wasResent(resent, { seq: 6, id: 'a6' }), false, 'past what was sent');
   assert.equal(resentAfterReset('E1', 0, 5, page, lineage, undefined), undefined, 'no names known');
   assert.equal(resentAfterReset('E0', 0, 5, page, lineage, names), undefined, 'a lineage of another epoch');
@@ -99,4 +100,21 @@ test('a seq the lineage vouches for but known to have named another message (ass
   const old = new SeqNames(1, 'o1');
   old.record(100, 'o100'); // 1 fell out of the names kept
   assert.equal(wasResent(resentAfterReset('E1', 0, 100, { ...page, latestSeq: 100 }, { ...lineage, through: 100 }, old), { seq: 1, id: 'o1' }), false);
+});
+
+test('a message read but held back by the window before the reset was never sent on the connection: after the reset it comes unmarked', () => {
+  // The page of 1..3 was read (3 is the newest seq the machine knows, by its MsgID), the
+  // window of 2 sent 1 and 2 only. Counting one seq past what was sent marked msg 3.
+  const d = new Driver({ ...CONFIG, window: 2 });
+  d.inbox.append(3);
+  d.login('x', { kind: 'after', seq: 0 });
+  d.settle();
+  assert.deepEqual(d.brief('x'), ['welcome 1', ...msgs(1, 2)]);
+  d.inbox.rotateEpoch('ep1', 'generation');
+  d.heartbeat();
+  d.settle();
+  assert.deepEqual(d.brief('x'), ['reset ep1-rotated 3', ...msgs(1, 2, ' r')]);
+  d.ack('x', 2);
+  d.settle();
+  assert.deepEqual(d.brief('x'), ['msg 3'], 'news on this connection: never marked');
 });
