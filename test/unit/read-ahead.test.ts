@@ -104,6 +104,13 @@ test('ReadAhead: a continuing page is appended up to its bound; another epoch, a
   assert.ok(!r.covers(1) && r.covers(2));
   r.dropThrough(3);
   assert.equal(r.size, 0);
+  // The class's own promises, though the machine gives it neither (its bound is two
+  // fetches' worth, and it absorbs only pages with entries): a page longer than the
+  // bound is cut to it; an empty page that does not continue what is held changes nothing.
+  r.absorb(0, page('ep2', 9, 1, 2, 3, 4, 5, 6), Array.from({ length: 6 }, () => null));
+  assert.deepEqual(held(r), [1, 2, 3, 4], 'never more than maxEntries');
+  r.absorb(0, page('ep2', 9), []);
+  assert.deepEqual(held(r), [1, 2, 3, 4], 'an empty page not continuing: nothing changes');
 });
 
 test('the read-ahead is dropped once every connection has been sent it, and when the last connection leaves', () => {
