@@ -16,7 +16,7 @@ import type { DeliveryConnection } from '../../src/delivery/session.js';
 import type { InboxPage } from '../../src/inbox/inbox.js';
 import { createLogger } from '../../src/logger.js';
 import { CONFIG } from './machine-driver.js';
-import { entry, PagedInbox, records, settled } from './paged-inbox.js';
+import { entry, PagedInbox, record, records, settled } from './paged-inbox.js';
 
 interface Held {
   hub: Hub;
@@ -103,6 +103,7 @@ test('a device back at once with its last_seq while that read is in flight, appe
   await settled();
   h.hub.detach(USER, 'c');
   h.connect('c2', { kind: 'after', seq: 4, epoch: 'ep1' });
+  assert.equal(h.hub.owingRotations, 0, 'taken back: the user\'s session again, no longer kept for nobody');
   // Meanwhile another node appends 3..5 again: any read from now on finds latest 5.
   h.p.page = { epoch: 'ep1', firstSeq: 1, latestSeq: 5, entries: [entry(1), entry(2), entry(3, 0x103), entry(4, 0x104), entry(5, 0x105)], newest: entry(5, 0x105) };
   for (let i = 0; i < 3; i++) {
@@ -111,4 +112,44 @@ test('a device back at once with its last_seq while that read is in flight, appe
   }
   assert.deepEqual(h.p.rotations, ['ep1']);
   assert.deepEqual(h.frames.get('c2'), ['welcome 1', 'reset ep2 5', 'msg 1', 'msg 2', 'msg 3', 'msg 4', 'msg 5'], 'before: welcome 5, msg 5 alone (the new 3 and 4 skipped)');
+});
+
+test('an append another node made at a seq delivered here as another message, notified with its MsgID while the session is kept for its read: the loss is proven, the rotation made with nobody here (Node mock timers)', async (t) => {
+  const h = await deliveredFour(t);
+  h.hub.session(USER)?.heartbeat(); // its page will show nothing: 1..4 as delivered
+  await settled();
+  h.hub.detach(USER, 'c');
+  assert.equal(h.hub.owingRotations, 1);
+  h.hub.notify(USER, 3, entry(3, 0x103).id); // Redis went back to 2 elsewhere, and 3 was taken again
+  h.release();
+  await settled();
+  assert.deepEqual(h.p.rotations, ['ep1'], 'before: the notify went nowhere, the read showed nothing, the loss forgotten');
+  assert.equal(h.hub.owingRotations, 0);
+});
+
+test('an append made here at a seq delivered as another message, offered while the session is kept for its read: the loss is proven (Node mock timers)', async (t) => {
+  const h = await deliveredFour(t);
+  h.hub.session(USER)?.heartbeat();
+  await settled();
+  h.hub.detach(USER, 'c');
+  h.hub.offer(USER, entry(3, 0x103), 'ep1', record(0x103));
+  h.release();
+  await settled();
+  assert.deepEqual(h.p.rotations, ['ep1'], 'before: the offer went nowhere');
+});
+
+test('a notify without MsgID for a user whose session is kept only for its read: nothing read for nobody (Node mock timers)', async (t) => {
+  const h = await deliveredFour(t);
+  h.hub.session(USER)?.heartbeat();
+  await settled();
+  h.hub.detach(USER, 'c');
+  const reads = h.p.reads;
+  h.hub.notify(USER, 5);
+  h.release();
+  await settled();
+  h.release();
+  await settled();
+  assert.equal(h.p.reads, reads);
+  assert.deepEqual(h.p.rotations, []);
+  assert.equal(h.hub.owingRotations, 0);
 });

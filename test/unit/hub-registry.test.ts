@@ -29,6 +29,7 @@ test('detached connections and users whose last connection closed are forgotten'
   hub.attach('v', conn('c'), { kind: 'first' });
   await waitUntil('three welcomes', async () => welcomed.size === 3, 5000, 5);
   assert.deepEqual([hub.users, hub.connections], [2, 3]);
+  assert.equal(hub.connection('b')?.id, 'b', 'by its id, not the user\'s first');
   hub.detach('u', 'a');
   assert.deepEqual([hub.users, hub.connections], [2, 2]);
   assert.equal(hub.connection('a'), undefined);
