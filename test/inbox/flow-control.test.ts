@@ -97,6 +97,18 @@ test('never more than maxInFlight commands in flight; the rest wait in order and
   assert.deepEqual(pipeline.load, { inFlight: 0, waiting: 0 });
 });
 
+test('by default the bound is four writes of maxBatch: the append pipeline\'s window of 2,000 (4 × 500)', async () => {
+  const pipeline = new TickPipeline<string, number>(patient, {
+    send: (client, key) => client.incr(key),
+    reply: (raw) => Number(raw),
+    error: toRedisError,
+  }, 50);
+  const calls = Array.from({ length: 500 }, () => pipeline.call('flow:default-bound'));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(pipeline.load, { inFlight: 200, waiting: 300 });
+  assert.deepEqual((await Promise.all(calls)).at(-1), 500);
+});
+
 test('Redis hung: the calls waiting behind the bound fail UNAVAILABLE as soon as a sent one times out', async () => {
   const pipeline = incrPipeline(10, 20);
   // DEBUG SLEEP reaches Redis before the pipeline's first write (it is sent at once).
