@@ -91,3 +91,56 @@ test('a joining node is logged at the first renewal that finds its URL; one whos
   await log.observe(both, Date.now());
   assert.deepEqual(joinedPeers(), [['with-url', 'http://10.0.0.2:8080'], ['no-url', undefined]], 'the other, without its URL, after the wait');
 });
+
+test('the lines keep what earlier renewals learnt: a leaving node\'s URL and build though the lookups fail later, its expiry as last renewed, a URL found after its join; a node gone before its URL was seen logs its join with its leaving, once', async () => {
+  const { logger, lines } = capturingLogger();
+  const addresses = new Map<string, NodeAddress>();
+  let builds = new Map<string, { version: string; commit: string } | null>();
+  let failing = false;
+  const fail = (): Promise<never> => Promise.reject(new Error('redis down'));
+  const log = new MembershipLog(logger, 'self',
+    () => (failing ? fail() : Promise.resolve(addresses)),
+    () => (failing ? fail() : Promise.resolve(builds)));
+  const of = (msg: string): unknown[] => lines.filter((l) => l.msg === msg).map((l) => [l.peer, l.url, l.version, String(l.reason).split(' ')[0]]);
+  const t0 = 1_000_000;
+  const observe = (nowMs: number, ...nodes: Array<[string, number]>): Promise<void> => log.observe(new Map([['self', t0 + 60_000], ...nodes]), nowMs);
+  await observe(t0);
+
+  // x: its URL found at once, its build never (no entry read: looked up at every renewal).
+  // y: never a URL while it waits, its build named by the first read only.
+  addresses.set('x', { storeId: 's-x', url: 'http://x:8080' });
+  builds = new Map([['y', { version: '1.2.3', commit: 'abc' }]]);
+  await observe(t0, ['x', t0 + 1000], ['y', t0 + 1000]);
+  builds = new Map();
+  failing = true; // Redis answers the renewals but not the lookups: the lines go with what was learnt
+  // Renewed since: x's registration now runs to t0 + 30 s.
+  await observe(t0 + 10_000, ['x', t0 + 30_000], ['y', t0 + 30_000]);
+  await observe(t0 + 11_000, ['x', t0 + 30_000], ['y', t0 + 30_000]);
+  assert.deepEqual(of('node joined the cluster'), [['x', 'http://x:8080', undefined, 'undefined'], ['y', undefined, '1.2.3', 'undefined']],
+    'y after JOIN_WAIT_RENEWALS renewals though its URL was never read (before: never, while the lookup failed), with the build read once');
+  // x stops (deregisters) before its registration's end as last renewed.
+  await observe(t0 + 12_000, ['y', t0 + 30_000]);
+  await observe(t0 + 13_000, ['y', t0 + 30_000]);
+  assert.deepEqual(of('node left the cluster'), [['x', 'http://x:8080', undefined, 'stopped']],
+    'once; its URL as learnt (before: none once a lookup failed), stopped by its expiry as renewed (before: lapsed, by its first)');
+
+  // y's lease is read at last, after its join: its leaving names its URL.
+  failing = false;
+  addresses.set('y', { storeId: 's-y', url: 'http://y:8080' });
+  await observe(t0 + 14_000, ['y', t0 + 30_000], ['z', t0 + 20_000]); // and z registers
+  await observe(t0 + 25_000); // y stops, z lapsed before any lease of it was seen
+  await observe(t0 + 26_000);
+  assert.deepEqual(of('node left the cluster').slice(1), [['y', 'http://y:8080', '1.2.3', 'stopped'], ['z', undefined, undefined, 'registration']],
+    'before: y without the URL found after its join; each once');
+  assert.deepEqual(of('node joined the cluster').at(-1), ['z', undefined, undefined, 'undefined'], 'z\'s join logged with its leaving (before: never)');
+});
+
+test('the nodes there at start are named in one line, and not logged as joining at the renewals after', async () => {
+  const { logger, lines } = capturingLogger();
+  const log = new MembershipLog(logger, 'self', () => Promise.resolve(new Map([['x', { storeId: 's-x', url: 'http://x:8080' }]])));
+  const registered = new Map([['self', Date.now() + 15_000], ['x', Date.now() + 15_000], ['y', Date.now() + 15_000]]);
+  for (let i = 0; i < JOIN_WAIT_RENEWALS + 1; i++) await log.observe(registered, Date.now());
+  const atStart = lines.filter((l) => l.msg === 'other nodes in the cluster at start');
+  assert.deepEqual(atStart.map((l) => l.nodes), [[{ node: 'x', store: 's-x', url: 'http://x:8080' }, { node: 'y' }]]);
+  assert.deepEqual(lines.filter((l) => l.msg === 'node joined the cluster'), [], 'before: each logged again as a join');
+});
