@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { ClusterSecret } from '../../src/cluster/cluster-secret.js';
 import { NodeRegistry } from '../../src/cluster/node-registry.js';
-import { announceSharedSettings, publishSharedSettings } from '../../src/cluster/shared-settings.js';
+import { announceSharedSettings, compareNodeEntries, publishSharedSettings } from '../../src/cluster/shared-settings.js';
 import { loadConfig, type ConfigOverrides } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
@@ -164,4 +164,36 @@ test('a node restarted on its data dir after kill -9 with another inbox cap is n
   assert.deepEqual(captured.lines.filter((l) => l.setting !== undefined).map((l) => l.msg), []);
   const published = await redis.hgetall(new Keys(prefix).nodeSettings());
   assert.deepEqual(Object.values(published).map((v) => (JSON.parse(v) as { inboxCap: number }).inboxCap), [5000], 'the predecessor\'s entry is gone');
+});
+
+test('nodes sharing another value are named in one mismatch; a setting an older release\'s entry lacks is no mismatch; the nodes of this store count as compared', async () => {
+  const [g, h, i] = [await node('node-g'), await node('node-h'), await node('node-i')];
+  await publishSharedSettings(redis, keys, g, config({ inboxCap: '5' }));
+  await publishSharedSettings(redis, keys, h, config({ inboxCap: '5' }));
+  // A live node of an older release, whose entry names only some of the settings (of another store).
+  const old = await node('node-old-release');
+  await redis.hset(keys.nodeSettings(), 'node-old-release', JSON.stringify({ inboxCap: 10_000, store: 'store-old' }));
+  // A live copy of this node's store (not compared, but its entry was read).
+  const copy = await node('node-copy-2');
+  await publishSharedSettings(redis, keys, copy, config({ inboxCap: '6' }), 'store-i');
+  const found = await compareNodeEntries(redis, keys, i, config(), { storeId: 'store-i' });
+  // The nodes in the order their entries were read (a hash's: not the order written).
+  assert.deepEqual(found.settings.map((m) => ({ ...m, nodes: [...m.nodes].sort() })), [{ setting: 'inboxCap', env: 'PIXIU_INBOX_CAP', here: 10_000, there: 5, nodes: ['node-g', 'node-h'] }],
+    'before: one mismatch per node of the same value; or the settings node-old-release names none of, as mismatches with undefined');
+  assert.deepEqual([...found.compared].sort(), ['node-copy-2', 'node-g', 'node-h', 'node-old-release'],
+    'node-copy-2 included: the running node\'s check of joiners (joiner-secrets.ts) does not compare it again');
+  await Promise.all([g.stop(), h.stop(), i.stop(), old.stop(), copy.stop()]);
+  await redis.del(keys.nodeSettings());
+});
+
+test('a write-back tried again after one that failed logs its failure at debug, the first one at warn', async () => {
+  const { logger, lines } = capturingLogger();
+  const j = await node('node-j');
+  const down = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
+  down.disconnect(); // its commands now fail at once (no offline queue)
+  const announced = await announceSharedSettings(down, keys, j, config(), logger);
+  assert.equal(await announced.republish(true), false);
+  const couldNot = lines.filter((l) => /^could not compare the shared settings/.test(String(l.msg))).map((l) => l.level);
+  assert.deepEqual(couldNot, [40, 20], 'before: a warn line at every renewal while Redis refuses it');
+  await j.stop();
 });
