@@ -99,6 +99,23 @@ test('beside nodes of an older release (entries as 2e0830c writes them: unsalted
   assert.ok(!written.includes(oldDigest(TOKEN)) && !written.includes(oldDigest(JWT)));
 });
 
+test('beside a node of a release without digests, and none whose secrets differ, a starting node still says at info that node\'s secrets are not compared', { timeout: 60_000 }, async (t) => {
+  const files = cleanupList();
+  t.after(() => files.run());
+  const prefix = 'sm-older-only:';
+  const keys = new Keys(prefix);
+  const redis = await createRedis({ url: server.url, commandTimeoutMs: 2000 });
+  t.after(() => redis.disconnect());
+  const [sec] = await redis.time();
+  await redis.zadd(keys.nodes(), String((Number(sec) + 60) * 1000), 'older-5555-eeeeee');
+  await redis.hset(keys.nodeSettings(), 'older-5555-eeeeee', JSON.stringify({ inboxCap: 10_000, store: 'store-older-only' }));
+  const { logger, lines } = capturingLogger();
+  await startInProcess(files, { redisUrl: server.url, redisPrefix: prefix, apiToken: TOKEN, jwtSecret: JWT }, logger);
+  assert.deepEqual(secretLines(lines), []);
+  const uncompared = lines.filter((l) => /not compared/.test(l.msg ?? ''));
+  assert.deepEqual(uncompared.map((l) => [l.level, l.nodes]), [[30, ['older-5555-eeeeee']]], 'before: said only when some other node\'s secret differed');
+});
+
 /** The entries' digests, parsed. */
 function readNodeDigests(entries: readonly string[]): SecretDigests[] {
   return entries.map((e) => readDigests(JSON.parse(e) as Record<string, unknown>)).filter((d): d is SecretDigests => d !== undefined);
