@@ -243,7 +243,12 @@ export class ChannelHub {
         if (from !== undefined && upTo.value !== undefined) {
           read = await readHistory(this.#stream, channel, from, upTo.value, going, {
             entry: (entry) => this.#offerHeldUpTo(channel, state, entry),
-            trimmed: (after, page) => {
+            trimmed: async (after, page) => {
+              // Publications made after the subscriber came back but before this page was
+              // read may be trimmed already while their live copies are still on the way:
+              // once the barrier is answered the hold has them, and they are no loss.
+              await this.barrier();
+              if (!going()) return;
               const loss = refillLoss(after, page, state.hold?.entries ?? []);
               if (loss === undefined) return;
               if (!lost) losses++;

@@ -48,18 +48,22 @@ export function earliestPosition(subs: Iterable<Positioned>, channel: string): s
 export interface RefillFeed {
   /** A publication read, oldest first. */
   entry(entry: ChannelEntry): void;
-  /** The page read after `after` found the history trimmed past it: called before the page's entries. */
-  trimmed(after: string, page: HistoryPage): void;
+  /**
+   * The page read after `after` found the history trimmed past it: called, and awaited,
+   * before the page's entries are handed on (the hub first waits for the live copies of
+   * what was published before the read: a barrier).
+   */
+  trimmed(after: string, page: HistoryPage): void | Promise<void>;
 }
 
 /**
  * Reads a channel's history after `from` up to `upTo` (both ids), page by page, and
  * hands each publication to `feed`, oldest first, while `going` says so; a page read
- * when the history had trimmed past where it starts is handed to `feed.trimmed` first
- * (each page is read with the history's bounds: ChannelStream `range`).
+ * when the history had trimmed past where it starts is handed to `feed.trimmed` first,
+ * and waited for (each page is read with the history's bounds: ChannelStream `range`).
  * @returns the id of the last entry read: handed to `feed`, or passed over on a page (an
  *   entry another writer left malformed); `from` when none
- * @throws PixiuError UNAVAILABLE when a read fails
+ * @throws PixiuError UNAVAILABLE when a read fails; what `feed.trimmed` throws
  */
 export async function readHistory(stream: ChannelStream, channel: string, from: string, upTo: string,
   going: () => boolean, feed: RefillFeed): Promise<string> {
@@ -67,7 +71,10 @@ export async function readHistory(stream: ChannelStream, channel: string, from: 
   while (compareStreamIds(after, upTo) < 0) {
     const page = await stream.range(channel, after, HISTORY_PAGE);
     if (!going()) return after;
-    if (compareStreamIds(page.lastTrimmed, after) > 0) feed.trimmed(after, page);
+    if (compareStreamIds(page.lastTrimmed, after) > 0) {
+      await feed.trimmed(after, page);
+      if (!going()) return after;
+    }
     for (const entry of page.entries) {
       // Past `upTo`: the entries of this page handed on before it were read.
       if (compareStreamIds(entry.id, upTo) > 0) return after;

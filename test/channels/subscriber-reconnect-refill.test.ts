@@ -119,3 +119,36 @@ test('a refill that finds publications trimmed sends the gap only to a connectio
   for (const client of [early, late]) assert.deepEqual(await pubsUpTo(client, after[2] as string), ['d3', 'd4', 'd5']);
   await expectNextLive('r.d', [early, late]);
 });
+
+/** How late the proxy makes what Redis sends the node's subscriber connection: under the 2 s command timeout. */
+const LAG_MS = 1200;
+
+test('a burst published while the refill runs and trimmed before its page was read is no loss: the refill waits for its live copies (a barrier) and tells only what was really lost', { timeout: 30_000 }, async () => {
+  const { gw, proxy, probe } = service();
+  const client = await connectWith(gw, 'racer', ['r.*']);
+  await subscribe(client, 'r.e');
+  const first = await publish(gw.client, 'r.e', 'first');
+  assert.equal((await client.next()).id, first);
+  proxy.cut(true);
+  await waitTopics(probe, 'px:', { 'r.e': false });
+  await publish(gw.client, 'r.e', 'lost'); // while cut, and trimmed by the burst below
+  // From here everything Redis sends the subscriber connection comes LAG_MS late: the
+  // answer to its re-subscribe, then to the refill's first barrier (a PING Redis takes
+  // about LAG_MS from now and answers about 2 × LAG_MS from now, when the page is read).
+  proxy.lag(LAG_MS);
+  try {
+    proxy.cut(false);
+    await waitTopics(probe, 'px:', { 'r.e': true });
+    await new Promise((r) => setTimeout(r, 1.5 * LAG_MS));
+    // Six, past the history's cap of 3, after that barrier reached Redis: their live
+    // copies come after its answer, later than the page that finds them trimmed.
+    const burst: string[] = [];
+    for (const data of ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']) burst.push(await publish(gw.client, 'r.e', data));
+    assert.deepEqual(await client.next(10_000), { t: 'gap', stream: 'channel', channel: 'r.e', from: first, to: burst[0] }, '`lost` only, not b1 – b3');
+    assert.deepEqual(await pubsUpTo(client, burst[5] as string), ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']);
+  } finally {
+    proxy.lag(0);
+  }
+  await proxy.settled();
+  await expectNextLive('r.e', [client]);
+});
