@@ -4,6 +4,7 @@
  * at least one local subscriber and drops it when the last one leaves. A publication
  * arriving from Redis is turned into one `pub` frame and offered to each subscriber.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
@@ -43,6 +44,13 @@ interface ChannelState {
   /** Set while a refill runs: its live publications are held; undefined: offered as they come. */
   hold: Hold | undefined;
 }
+
+/**
+ * The waits, ms, between a channel refill's tries while Redis fails its reads (its
+ * command connection not back yet, though the subscriber is: a Redis restart); the
+ * last is kept. The node's other reads retry on the same scale.
+ */
+const REFILL_RETRY_MS = [250, 500, 1000, 2000];
 
 /**
  * The node's channel subscriptions.
@@ -216,11 +224,15 @@ export class ChannelHub {
 
   /**
    * Refills every held channel from its history (see the class comment), then lets
-   * its live publications through. Never rejects: a channel whose reads fail gets
-   * what was held, and one warning says how many were not refilled. A channel whose
-   * history key holds another type (src/redis/wrong-type.ts) is not among them: nothing
-   * was published to it meanwhile (every publish fails on that key), so nothing is
-   * lost; it is logged at error naming the key, as no retry cures it.
+   * its live publications through. Never rejects: a channel whose reads fail is read
+   * again after {@link REFILL_RETRY_MS} until Redis answers (the subscriber connection
+   * may come back before the command connection does: a Redis restart, a chwalk
+   * finding), its live publications held meanwhile, while this round lasts and someone
+   * here follows it; one warning per round says reads are tried again, one info line
+   * per channel when its read succeeded after tries. A channel whose history key holds
+   * another type (src/redis/wrong-type.ts) is not tried again: nothing was published
+   * to it meanwhile (every publish fails on that key), so nothing is lost; it is logged
+   * at error naming the key, as no retry cures it.
    */
   async #refill(round: number): Promise<void> {
     const plans = [...this.#channels].filter(([, state]) => state.hold !== undefined)
@@ -229,50 +241,65 @@ export class ChannelHub {
     // page may jump over (trimmed since) are held by then (the `sub`'s race, C1).
     const newest = await Promise.allSettled(plans.map(({ channel, from }) => from === undefined ? undefined : this.#stream.newestId(channel)));
     const barrier = await this.barrier().then(() => undefined, (err: unknown) => err ?? new Error('barrier failed'));
-    let failed = 0;
-    let firstFailure: unknown;
+    let warned = false;
     let losses = 0;
     await Promise.all(plans.map(async ({ channel, state, from }, i) => {
-      const upTo = newest[i] as PromiseSettledResult<string | undefined>;
-      const going = (): boolean => round === this.#round && this.#channels.get(channel) === state;
+      let upTo = newest[i] as PromiseSettledResult<string | undefined>;
+      let gate: unknown = barrier;
+      const going = (): boolean => round === this.#round && this.#channels.get(channel) === state && this.#subscriber.status !== 'end';
+      /** The last publication read (and offered): a read tried again starts after it. */
+      let at = from;
       let read: string | undefined;
       let lost = false;
-      try {
-        if (barrier !== undefined) throw barrier;
-        if (upTo.status === 'rejected') throw upTo.reason;
-        if (from !== undefined && upTo.value !== undefined) {
-          read = await readHistory(this.#stream, channel, from, upTo.value, going, {
-            entry: (entry) => this.#offerHeldUpTo(channel, state, entry),
-            trimmed: async (after, page) => {
-              // Publications made after the subscriber came back but before this page was
-              // read may be trimmed already while their live copies are still on the way:
-              // once the barrier is answered the hold has them, and they are no loss.
-              await this.barrier();
-              if (!going()) return;
-              const loss = refillLoss(after, page, state.hold?.entries ?? []);
-              if (loss === undefined) return;
-              if (!lost) losses++;
-              lost = true;
-              this.#offerLost(state, channel, loss);
-            },
-          });
-        }
-      } catch (err) {
-        if (isWrongTypeFailure(err)) {
-          this.#logger.error({ channel, err: err.cause, reason: err.message }, 'channel refill after the subscriber reconnected failed on a key of the wrong type');
-        } else {
-          failed++;
-          firstFailure ??= err;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          if (gate !== undefined) throw gate;
+          if (upTo.status === 'rejected') throw upTo.reason;
+          if (at !== undefined && upTo.value !== undefined) {
+            read = await readHistory(this.#stream, channel, at, upTo.value, going, {
+              entry: (entry) => {
+                at = entry.id;
+                this.#offerHeldUpTo(channel, state, entry);
+              },
+              trimmed: async (after, page) => {
+                // Publications made after the subscriber came back but before this page was
+                // read may be trimmed already while their live copies are still on the way:
+                // once the barrier is answered the hold has them, and they are no loss.
+                await this.barrier();
+                if (!going()) return;
+                const loss = refillLoss(after, page, state.hold?.entries ?? []);
+                if (loss === undefined) return;
+                if (!lost) losses++;
+                lost = true;
+                this.#offerLost(state, channel, loss);
+              },
+            });
+          }
+          if (attempt > 1) this.#logger.info({ channel, attempts: attempt }, 'channel refill after the subscriber reconnected read the history');
+          break;
+        } catch (err) {
+          if (isWrongTypeFailure(err)) {
+            this.#logger.error({ channel, err: err.cause, reason: err.message }, 'channel refill after the subscriber reconnected failed on a key of the wrong type');
+            break;
+          }
+          // Redis failing for this node's command connection (it may come back after the
+          // subscriber does: a Redis restart): read again until it answers, the live
+          // publications held meanwhile — giving up lost what the history still held.
+          if (!warned) {
+            warned = true;
+            this.#logger.warn(outageFields(err), 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile');
+          }
+          if (!going()) break;
+          await sleep(REFILL_RETRY_MS[Math.min(attempt, REFILL_RETRY_MS.length) - 1] as number);
+          if (!going()) break;
+          [upTo] = await Promise.allSettled([this.#stream.newestId(channel)]);
+          gate = await this.barrier().then(() => undefined, (e: unknown) => e ?? new Error('barrier failed'));
         }
       }
-      if (going()) this.#release(channel, state, read);
+      if (going()) this.#release(channel, state, read ?? (at === from ? undefined : at));
     }));
     if (losses > 0) {
       this.#logger.warn({ channels: losses }, 'channel refill after the subscriber reconnected found publications trimmed from the history before it read them; their subscribers are sent a gap');
-    }
-    if (failed > 0) {
-      this.#logger.warn({ ...outageFields(firstFailure), channels: failed },
-        'channel refill after the subscriber reconnected failed; publications made while it was down are lost for those channels');
     }
   }
 
