@@ -123,3 +123,19 @@ export async function expectErrorFrame(client: TestClient, code: string, message
   await expectPong(client);
   return f;
 }
+
+/**
+ * Connects `user` (allowed `r.*`), subscribes to `channel`, publishes `first` on it and
+ * reads that `pub`, then cuts the node's subscriber connection (`cut`, a LagProxy's) and
+ * waits until Redis has dropped the node's subscription: the client is at `first`, and
+ * what is published next reaches the node on no connection.
+ */
+export async function followThenCut(gw: GatewayFixture, user: string, channel: string, cut: (on: boolean) => void, probe: Redis): Promise<{ client: TestClient; first: string }> {
+  const client = await connectWith(gw, user, ['r.*']);
+  await subscribe(client, channel);
+  const first = await publish(gw.client, channel, 'first');
+  assert.equal((await client.next()).id, first);
+  cut(true);
+  await waitTopics(probe, 'px:', { [channel]: false });
+  return { client, first };
+}

@@ -19,7 +19,7 @@ import { LagProxy } from '../harness/lag-proxy.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { waitUntil } from '../harness/checks.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { connectWith, publish, subscribe, waitTopics } from './channel-fixture.js';
+import { followThenCut, publish, waitTopics } from './channel-fixture.js';
 
 const captured = capturingLogger();
 const RETRY_LOG = 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile';
@@ -39,12 +39,7 @@ fileRedis(async ({ redis, cleanup }) => {
 test('a refill whose reads fail because the command connection is not back yet reads again once it is: what the history held arrives, in order, once each', { timeout: 30_000 }, async () => {
   assert.ok(started);
   const { gw, subscriber, commands, probe } = started;
-  const client = await connectWith(gw, 'viewer', ['r.*']);
-  await subscribe(client, 'r.a');
-  const first = await publish(gw.client, 'r.a', 'first');
-  assert.equal((await client.next()).id, first);
-  subscriber.cut(true);
-  await waitTopics(probe, 'px:', { 'r.a': false });
+  const { client } = await followThenCut(gw, 'viewer', 'r.a', (on) => subscriber.cut(on), probe);
   const during: string[] = [];
   for (const data of ['d1', 'd2', 'd3']) during.push(await publish(gw.client, 'r.a', data));
   // The command connection goes; the subscriber comes back: the refill's reads fail.

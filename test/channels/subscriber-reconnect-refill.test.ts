@@ -16,7 +16,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestClient } from '../harness/ws-client.js';
-import { connectWith, publish, subscribe, waitTopics } from './channel-fixture.js';
+import { connectWith, followThenCut, publish, subscribe, waitTopics } from './channel-fixture.js';
 import { subscriberProxyForFile } from './subscriber-proxy.js';
 
 const service = subscriberProxyForFile(3);
@@ -125,12 +125,7 @@ const LAG_MS = 1200;
 
 test('a burst published while the refill runs and trimmed before its page was read is no loss: the refill waits for its live copies (a barrier) and tells only what was really lost', { timeout: 30_000 }, async () => {
   const { gw, proxy, probe } = service();
-  const client = await connectWith(gw, 'racer', ['r.*']);
-  await subscribe(client, 'r.e');
-  const first = await publish(gw.client, 'r.e', 'first');
-  assert.equal((await client.next()).id, first);
-  proxy.cut(true);
-  await waitTopics(probe, 'px:', { 'r.e': false });
+  const { client, first } = await followThenCut(gw, 'racer', 'r.e', (on) => proxy.cut(on), probe);
   await publish(gw.client, 'r.e', 'lost'); // while cut, and trimmed by the burst below
   // From here everything Redis sends the subscriber connection comes LAG_MS late: the
   // answer to its re-subscribe, then to the refill's first barrier (a PING Redis takes
