@@ -28,6 +28,17 @@ const PAUSED_MS = 2000;
 const READ_RATE = 3_000_000;
 /** Messages of ~150 KB: a window of 100 is ~15 MB, five times what the kernel holds. */
 const big = (i: number): unknown => ({ i, pad: 'x'.repeat(150_000) });
+/**
+ * Messages of ~700 KB for the second half, once the client has stopped reading: the
+ * window's worth of them (60 here, 42 MB) is more than the kernel can hold for one
+ * loopback connection even at its largest (this VM's tcp_rmem max 32 MiB and tcp_wmem
+ * max 4 MiB; the receive buffer grows towards it while the client reads steadily), so
+ * the server's own queue stays over the high-water mark. 40 of 150 KB (6 MB) could all
+ * fit once the buffer had grown: the queue drained, nothing paused, and the 4009 did
+ * not come (a quiet clean-clone CI run, 2026-12-07).
+ */
+const huge = (i: number): unknown => ({ i, pad: 'x'.repeat(700_000) });
+const HUGE_COUNT = 60;
 const SLOW_LOG = 'slow consumer closed';
 
 /**
@@ -66,7 +77,7 @@ test('a client that reads slowly but steadily is served at its pace, never close
   t.after(() => redis.destroy());
   const { logger, lines } = capturingLogger();
   const { gw } = await startDelivery(t, 'slow-reader', {
-    redisUrl: redis.url, storeCacheBytes: '0', maxMessageBytes: String(256 * KiB),
+    redisUrl: redis.url, storeCacheBytes: '0', maxMessageBytes: String(768 * KiB),
     socketHighWaterBytes: String(HIGH_WATER), socketHardCapBytes: String(256 * 1024 * KiB), pausedTimeoutMs: `${PAUSED_MS}ms`,
   }, logger);
   const sockets = serverSockets(gw);
@@ -112,7 +123,7 @@ test('a client that reads slowly but steadily is served at its pace, never close
     if (sock.writableLength > HIGH_WATER) pausedAt ??= performance.now();
   }, 5);
   t.after(() => clearInterval(seePause));
-  await postMany(gw.client, 'sly', 40, COUNT + 1, { data: big });
+  await postMany(gw.client, 'sly', HUGE_COUNT, COUNT + 1, { data: huge });
   await waitUntil('the slow consumer is closed', async () => lines.some((l) => l.msg === SLOW_LOG), PAUSED_MS * 3, 20);
   const closedAt = performance.now();
   clearInterval(seePause);
