@@ -51,6 +51,14 @@ interface ChannelState {
  * last is kept. The node's other reads retry on the same scale.
  */
 const REFILL_RETRY_MS = [250, 500, 1000, 2000];
+/**
+ * How long, ms, a refill's reads are tried again before it gives up on them (the held
+ * publications then go out, and what the history held is lost, logged at warn): a
+ * Redis that takes the subscriber's connection but fails every read for this long
+ * (an ACL that refuses the reads, say) must not hold a channel's live publications
+ * back for good.
+ */
+const REFILL_GIVE_UP_MS = 30_000;
 
 /**
  * The node's channel subscriptions.
@@ -228,8 +236,10 @@ export class ChannelHub {
    * again after {@link REFILL_RETRY_MS} until Redis answers (the subscriber connection
    * may come back before the command connection does: a Redis restart, a chwalk
    * finding), its live publications held meanwhile, while this round lasts and someone
-   * here follows it; one warning per round says reads are tried again, one info line
-   * per channel when its read succeeded after tries. A channel whose history key holds
+   * here follows it, for {@link REFILL_GIVE_UP_MS} at most (then it gives up, as it did
+   * at once before: the held publications go out, a warning says what was lost); one
+   * warning per round says reads are tried again, one info line per channel when its
+   * read succeeded after tries. A channel whose history key holds
    * another type (src/redis/wrong-type.ts) is not tried again: nothing was published
    * to it meanwhile (every publish fails on that key), so nothing is lost; it is logged
    * at error naming the key, as no retry cures it.
@@ -251,6 +261,7 @@ export class ChannelHub {
       let at = from;
       let read: string | undefined;
       let lost = false;
+      const triedSince = performance.now();
       for (let attempt = 1; ; attempt++) {
         try {
           if (gate !== undefined) throw gate;
@@ -290,6 +301,11 @@ export class ChannelHub {
             this.#logger.warn(outageFields(err), 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile');
           }
           if (!going()) break;
+          if (performance.now() - triedSince >= REFILL_GIVE_UP_MS) {
+            this.#logger.warn({ ...outageFields(err), channel, attempts: attempt },
+              'channel refill after the subscriber reconnected failed for 30 s; publications made while it was down are lost for this channel');
+            break;
+          }
           await sleep(REFILL_RETRY_MS[Math.min(attempt, REFILL_RETRY_MS.length) - 1] as number);
           if (!going()) break;
           [upTo] = await Promise.allSettled([this.#stream.newestId(channel)]);

@@ -59,3 +59,22 @@ test('a refill whose reads fail because the command connection is not back yet r
   const f = await client.next(10_000);
   assert.deepEqual({ t: f.t, id: f.id }, { t: 'pub', id: after }, JSON.stringify(f));
 });
+
+test('a refill whose reads fail for 30 s gives up: the live publications it held go out, and what it could not read is logged as lost', { timeout: 90_000 }, async () => {
+  assert.ok(started);
+  const { gw, subscriber, commands, probe } = started;
+  const { client } = await followThenCut(gw, 'giver', 'r.b', (on) => subscriber.cut(on), probe);
+  await publish(gw.client, 'r.b', 'missed');
+  const from = captured.lines.length;
+  commands.cut(true);
+  subscriber.cut(false);
+  await waitTopics(probe, 'px:', { 'r.b': true });
+  const gaveUp = 'channel refill after the subscriber reconnected failed for 30 s; publications made while it was down are lost for this channel';
+  await waitUntil('the refill gives up', async () => captured.lines.slice(from).some((l) => l.msg === gaveUp && l.channel === 'r.b'), 45_000, 100);
+  commands.cut(false);
+  await waitUntil('the node takes requests again', async () => (await gw.client.get('/readyz')).status === 200, 15_000, 100);
+  // Live again: the next publication is the next frame; `missed` never comes.
+  const after = await publish(gw.client, 'r.b', 'after');
+  const f = await client.next(10_000);
+  assert.deepEqual({ t: f.t, id: f.id, data: f.data }, { t: 'pub', id: after, data: 'after' }, JSON.stringify(f));
+});
