@@ -18,6 +18,7 @@ import assert from 'node:assert/strict';
 import type { TestClient } from '../harness/ws-client.js';
 import { connectWith, followThenCut, publish, subscribe, waitTopics } from './channel-fixture.js';
 import { subscriberProxyForFile } from './subscriber-proxy.js';
+import { waitUntil } from '../harness/checks.js';
 
 const service = subscriberProxyForFile(3);
 
@@ -128,15 +129,18 @@ test('a burst published while the refill runs and trimmed before its page was re
   const { client, first } = await followThenCut(gw, 'racer', 'r.e', (on) => proxy.cut(on), probe);
   await publish(gw.client, 'r.e', 'lost'); // while cut, and trimmed by the burst below
   // From here everything Redis sends the subscriber connection comes LAG_MS late: the
-  // answer to its re-subscribe, then to the refill's first barrier (a PING Redis takes
-  // about LAG_MS from now and answers about 2 × LAG_MS from now, when the page is read).
+  // answer to its re-subscribe, then to the refill's first barrier (a PING, which the
+  // refill sends once that answer came, and whose answer comes LAG_MS after Redis took
+  // it: then the refill reads its page).
   proxy.lag(LAG_MS);
   try {
     proxy.cut(false);
     await waitTopics(probe, 'px:', { 'r.e': true });
-    await new Promise((r) => setTimeout(r, 1.5 * LAG_MS));
-    // Six, past the history's cap of 3, after that barrier reached Redis: their live
-    // copies come after its answer, later than the page that finds them trimmed.
+    // Redis has taken the barrier's PING (the subscriber connection's last command).
+    await waitUntil('the refill\'s first barrier reached Redis', async () =>
+      (await probe.client('LIST') as string).split('\n').some((l) => l.includes(' name=pixiu:bus:') && l.includes(' cmd=ping')), 10_000, 10);
+    // Six, past the history's cap of 3, now: their live copies come after that PING's
+    // answer, later than the page that finds them trimmed (read up to LAG_MS from now).
     const burst: string[] = [];
     for (const data of ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']) burst.push(await publish(gw.client, 'r.e', data));
     assert.deepEqual(await client.next(10_000), { t: 'gap', stream: 'channel', channel: 'r.e', from: first, to: burst[0] }, '`lost` only, not b1 – b3');
