@@ -24,7 +24,7 @@ import type { PendingHandshakes } from './pending-handshakes.js';
 export const REPLACED_REASON = 'replaced by a new connection of the same device';
 
 /** How often a kick no subscriber received is sent again while its node is registered, ms. */
-const KICK_RETRY_MS = 250;
+export const KICK_RETRY_MS = 250;
 /** How many of the connections whose kicks were given up on a line names (it counts them all). */
 const GIVEN_UP_CONNS_NAMED = 5;
 

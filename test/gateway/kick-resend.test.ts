@@ -15,7 +15,7 @@ import type { Redis } from 'ioredis';
 import { Bus, type KickMessage } from '../../src/cluster/bus.js';
 import { NodeRegistry } from '../../src/cluster/node-registry.js';
 import type { Presence } from '../../src/cluster/presence.js';
-import { Kicks } from '../../src/gateway/kicks.js';
+import { KICK_RETRY_MS, Kicks } from '../../src/gateway/kicks.js';
 import { PendingHandshakes } from '../../src/gateway/pending-handshakes.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
@@ -100,7 +100,9 @@ test('a node shutting down sends no kick again', { timeout: 30_000 }, async () =
   kicks.connection('ann', 'c1', 'late-too', 4002, 'replaced by a new connection of the same device');
   accepting = false; // shutdown began: its Redis is closing
   const received = await listening('late-too');
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // An absence, so a bounded wait: six of the resend's intervals with the subscriber
+  // listening, in which a node still sending would have been heard at each.
+  await new Promise((resolve) => setTimeout(resolve, 6 * KICK_RETRY_MS));
   assert.deepEqual(received, [], 'before: sent again once its subscriber was back');
 });
 
