@@ -10,7 +10,7 @@ import type { Logger } from '../logger.js';
 import { redisCall } from '../redis/client.js';
 import type { Keys } from '../redis/keys.js';
 import { isPublicationPayload, pubFrame, type ChannelEntry, type ChannelStream } from './channel-stream.js';
-import { earliestPosition, Hold, holdLoss, readHistory, refillLoss } from './channel-refill.js';
+import { earliestPosition, Hold, holdLoss, readHistory, REFILL_GIVE_UP_MS, REFILL_RETRY_MS, refillLoss, type RefillPlan } from './channel-refill.js';
 import { outageFields } from '../errors.js';
 import { isWrongTypeFailure } from '../redis/wrong-type.js';
 import { MAX_CATCH_UP_QUEUE, type LostRange } from '../streams/follower.js';
@@ -44,21 +44,6 @@ interface ChannelState {
   /** Set while a refill runs: its live publications are held; undefined: offered as they come. */
   hold: Hold | undefined;
 }
-
-/**
- * The waits, ms, between a channel refill's tries while Redis fails its reads (its
- * command connection not back yet, though the subscriber is: a Redis restart); the
- * last is kept. The node's other reads retry on the same scale.
- */
-const REFILL_RETRY_MS = [250, 500, 1000, 2000];
-/**
- * How long, ms, a refill's reads are tried again before it gives up on them (the held
- * publications then go out, and what the history held is lost, logged at warn): a
- * Redis that takes the subscriber's connection but fails every read for this long
- * (an ACL that refuses the reads, say) must not hold a channel's live publications
- * back for good.
- */
-const REFILL_GIVE_UP_MS = 30_000;
 
 /**
  * The node's channel subscriptions.
@@ -245,78 +230,90 @@ export class ChannelHub {
    * at error naming the key, as no retry cures it.
    */
   async #refill(round: number): Promise<void> {
-    const plans = [...this.#channels].filter(([, state]) => state.hold !== undefined)
-      .map(([channel, state]) => ({ channel, state, from: earliestPosition(state.subs, channel) }));
-    // The newest ids first, then one barrier for them all: the live copies of what a
-    // page may jump over (trimmed since) are held by then (the `sub`'s race, C1).
-    const newest = await Promise.allSettled(plans.map(({ channel, from }) => from === undefined ? undefined : this.#stream.newestId(channel)));
-    const barrier = await this.barrier().then(() => undefined, (err: unknown) => err ?? new Error('barrier failed'));
-    let warned = false;
+    let pending: RefillPlan<ChannelState>[] = [...this.#channels].filter(([, state]) => state.hold !== undefined)
+      .map(([channel, state]) => {
+        const from = earliestPosition(state.subs, channel);
+        return { channel, state, from, at: from, lost: false };
+      });
+    const going = (plan: RefillPlan<ChannelState>): boolean => round === this.#round && this.#channels.get(plan.channel) === plan.state && this.#subscriber.status !== 'end';
+    const triedSince = performance.now();
     let losses = 0;
-    await Promise.all(plans.map(async ({ channel, state, from }, i) => {
-      let upTo = newest[i] as PromiseSettledResult<string | undefined>;
-      let gate: unknown = barrier;
-      const going = (): boolean => round === this.#round && this.#channels.get(channel) === state && this.#subscriber.status !== 'end';
-      /** The last publication read (and offered): a read tried again starts after it. */
-      let at = from;
-      let read: string | undefined;
-      let lost = false;
-      const triedSince = performance.now();
-      for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      // The newest ids first, then one barrier for them all: the live copies of what a
+      // page may jump over (trimmed since) are held by then (the `sub`'s race, C1).
+      const newest = await Promise.allSettled(pending.map(({ channel, at }) => at === undefined ? undefined : this.#stream.newestId(channel)));
+      const barrier = await this.barrier().then(() => undefined, (err: unknown) => err ?? new Error('barrier failed'));
+      const failed: Array<{ plan: RefillPlan<ChannelState>; err: unknown }> = [];
+      await Promise.all(pending.map(async (plan, i) => {
         try {
-          if (gate !== undefined) throw gate;
+          if (barrier !== undefined) throw barrier;
+          const upTo = newest[i] as PromiseSettledResult<string | undefined>;
           if (upTo.status === 'rejected') throw upTo.reason;
-          if (at !== undefined && upTo.value !== undefined) {
-            read = await readHistory(this.#stream, channel, at, upTo.value, going, {
-              entry: (entry) => {
-                at = entry.id;
-                this.#offerHeldUpTo(channel, state, entry);
-              },
-              trimmed: async (after, page) => {
-                // Publications made after the subscriber came back but before this page was
-                // read may be trimmed already while their live copies are still on the way:
-                // once the barrier is answered the hold has them, and they are no loss.
-                await this.barrier();
-                if (!going()) return;
-                const loss = refillLoss(after, page, state.hold?.entries ?? []);
-                if (loss === undefined) return;
-                if (!lost) losses++;
-                lost = true;
-                this.#offerLost(state, channel, loss);
-              },
-            });
-          }
-          if (attempt > 1) this.#logger.info({ channel, attempts: attempt }, 'channel refill after the subscriber reconnected read the history');
-          break;
+          if (plan.at !== undefined && upTo.value !== undefined) await this.#readChannel(plan, upTo.value, () => going(plan), () => { losses++; });
+          if (attempt > 1) this.#logger.info({ channel: plan.channel, attempts: attempt }, 'channel refill after the subscriber reconnected read the history');
         } catch (err) {
           if (isWrongTypeFailure(err)) {
-            this.#logger.error({ channel, err: err.cause, reason: err.message }, 'channel refill after the subscriber reconnected failed on a key of the wrong type');
-            break;
+            this.#logger.error({ channel: plan.channel, err: err.cause, reason: err.message }, 'channel refill after the subscriber reconnected failed on a key of the wrong type');
+          } else {
+            failed.push({ plan, err });
+            return;
           }
-          // Redis failing for this node's command connection (it may come back after the
-          // subscriber does: a Redis restart): read again until it answers, the live
-          // publications held meanwhile — giving up lost what the history still held.
-          if (!warned) {
-            warned = true;
-            this.#logger.warn(outageFields(err), 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile');
-          }
-          if (!going()) break;
-          if (performance.now() - triedSince >= REFILL_GIVE_UP_MS) {
-            this.#logger.warn({ ...outageFields(err), channel, attempts: attempt },
-              'channel refill after the subscriber reconnected failed for 30 s; publications made while it was down are lost for this channel');
-            break;
-          }
-          await sleep(REFILL_RETRY_MS[Math.min(attempt, REFILL_RETRY_MS.length) - 1] as number);
-          if (!going()) break;
-          [upTo] = await Promise.allSettled([this.#stream.newestId(channel)]);
-          gate = await this.barrier().then(() => undefined, (e: unknown) => e ?? new Error('barrier failed'));
         }
+        if (going(plan)) this.#release(plan.channel, plan.state, plan.read);
+      }));
+      // Redis failing for this node's command connection (it may come back after the
+      // subscriber does: a Redis restart): the failed channels are read again, all
+      // together, until Redis answers, their live publications held meanwhile.
+      pending = failed.filter(({ plan }) => going(plan)).map(({ plan }) => plan);
+      if (pending.length === 0) break;
+      const first = failed[0]?.err;
+      if (attempt === 1) {
+        this.#logger.warn(outageFields(first), 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile');
       }
-      if (going()) this.#release(channel, state, read ?? (at === from ? undefined : at));
-    }));
+      if (performance.now() - triedSince >= REFILL_GIVE_UP_MS) {
+        for (const plan of pending) {
+          this.#logger.warn({ ...outageFields(first), channel: plan.channel, attempts: attempt },
+            `channel refill after the subscriber reconnected failed for ${REFILL_GIVE_UP_MS / 1000} s; publications made while it was down are lost for this channel`);
+          this.#release(plan.channel, plan.state, plan.read ?? (plan.at === plan.from ? undefined : plan.at));
+        }
+        break;
+      }
+      await sleep(REFILL_RETRY_MS[Math.min(attempt, REFILL_RETRY_MS.length) - 1] as number);
+      pending = pending.filter(going);
+    }
     if (losses > 0) {
       this.#logger.warn({ channels: losses }, 'channel refill after the subscriber reconnected found publications trimmed from the history before it read them; their subscribers are sent a gap');
     }
+  }
+
+  /**
+   * Reads one channel's history after `plan.at` up to `upTo`, offering each publication
+   * after the held ones older than it, and telling what the history trimmed before the
+   * page was read (once the barrier is answered: see below). Moves `plan.at` and
+   * `plan.read` as it reads, so a read tried again starts after what this one offered.
+   * @param onFirstLoss called the first time this channel tells a loss
+   * @throws PixiuError UNAVAILABLE when a read or the barrier fails
+   */
+  async #readChannel(plan: RefillPlan<ChannelState>, upTo: string, going: () => boolean, onFirstLoss: () => void): Promise<void> {
+    const { channel, state } = plan;
+    plan.read = await readHistory(this.#stream, channel, plan.at as string, upTo, going, {
+      entry: (entry) => {
+        plan.at = entry.id;
+        this.#offerHeldUpTo(channel, state, entry);
+      },
+      trimmed: async (after, page) => {
+        // Publications made after the subscriber came back but before this page was
+        // read may be trimmed already while their live copies are still on the way:
+        // once the barrier is answered the hold has them, and they are no loss.
+        await this.barrier();
+        if (!going()) return;
+        const loss = refillLoss(after, page, state.hold?.entries ?? []);
+        if (loss === undefined) return;
+        if (!plan.lost) onFirstLoss();
+        plan.lost = true;
+        this.#offerLost(state, channel, loss);
+      },
+    });
   }
 
   /** Offers a refilled publication, after the held ones older than it (one with its id only once). */

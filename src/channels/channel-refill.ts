@@ -10,6 +10,36 @@ import { HISTORY_PAGE, type ChannelEntry, type ChannelStream, type HistoryPage }
 import type { LostRange } from '../streams/follower.js';
 import { compareStreamIds, precedingStreamId } from '../streams/stream-id.js';
 
+/**
+ * The waits, ms, between a channel refill's tries while Redis fails its reads (its
+ * command connection not back yet, though the subscriber is: a Redis restart); the
+ * last is kept. The node's other reads retry on the same scale.
+ */
+export const REFILL_RETRY_MS = [250, 500, 1000, 2000];
+/**
+ * How long, ms, a refill's reads are tried again before it gives up on them (the held
+ * publications then go out, and what the history held is lost, logged at warn): a
+ * Redis that takes the subscriber's connection but fails every read for this long
+ * (an ACL that refuses the reads, say) must not hold a channel's live publications
+ * back for good.
+ */
+export const REFILL_GIVE_UP_MS = 30_000;
+
+/** One channel of a refill (ChannelHub `#refill`), carried from one try to the next. */
+export interface RefillPlan<S = unknown> {
+  readonly channel: string;
+  /** The hub's state of the channel (its subscribers and hold). */
+  readonly state: S;
+  /** The earliest position among its subscribers; undefined: none knows its own (nothing to read). */
+  readonly from: string | undefined;
+  /** The last publication read and offered (`from` before any): a read tried again starts after it. */
+  at: string | undefined;
+  /** What the last successful read answered (readHistory): a full hold's drops newer than it are lost. */
+  read?: string;
+  /** Whether it told a loss already (counted once in the refill's warning). */
+  lost: boolean;
+}
+
 /** Where a subscriber is in a channel (see ChannelSubscriber). */
 interface Positioned {
   positionOf(channel: string): string | undefined;
