@@ -66,9 +66,12 @@ export interface BroadcastTarget {
 
 /** Where a feed writes its frames: the connection. */
 export interface FrameSink {
-  /** Writes one text frame (a Buffer holds its UTF-8 bytes) of type `t` (counted by type). */
-  send(frame: string | Buffer, t: FrameType): void;
-  /** Counts the broadcast `gap` frame that goes to {@link send} next (metrics; a `bcast` pays nothing for it); absent: not counted. */
+  /**
+   * Writes one text frame (a Buffer holds its UTF-8 bytes) of type `t` (counted by type),
+   * answering whether it did (not to a connection closing).
+   */
+  send(frame: string | Buffer, t: FrameType): boolean;
+  /** Counts a broadcast `gap` frame {@link send} wrote (metrics; a `bcast` pays nothing for it); absent: not counted. */
   countGap?(): void;
   /** Writes the `bcast` frames of several entries, in order, together where the socket allows. */
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void;
@@ -112,8 +115,7 @@ export class BroadcastSubscription implements BroadcastTarget, FollowerSink<Broa
 
   /** Writes the `gap` of broadcasts after `from` and before `to` (both exclusive) its follower tells; for the follower only. */
   sendGap(from: string, to: string): void {
-    this.#sink.countGap?.();
-    this.#sink.send(gapFrame(from, to), 'gap');
+    if (this.#sink.send(gapFrame(from, to), 'gap')) this.#sink.countGap?.();
   }
 
   /**

@@ -139,8 +139,8 @@ export class WsConnection implements DeliveryConnection, FrameConnection, Tickin
     return true;
   }
 
-  /** FrameSink `countGap`: a broadcast-stream `gap` goes to {@link send} next (counted unless closed, when send() drops it). */
-  countGap(): void { if (!this.#closed) this.#deps.onBroadcastGap?.(); }
+  /** FrameSink `countGap`: a broadcast-stream `gap` {@link send} wrote. */
+  countGap(): void { this.#deps.onBroadcastGap?.(); }
 
   /**
    * Writes several frames in order (a batch of broadcasts), corking the socket around

@@ -26,8 +26,9 @@ function entry(n: number): BroadcastEntry {
 /** A connection that records its frames: a bseq for a `bcast`, `gap <from>..<to>` for a gap. */
 class Frames implements FrameSink {
   readonly got: string[] = [];
-  send(frame: string | Buffer): void {
+  send(frame: string | Buffer): boolean {
     this.#record(JSON.parse(frame.toString()) as Record<string, string>);
+    return true;
   }
   sendFrames(entries: readonly { readonly frame: Buffer }[]): void {
     for (const e of entries) this.#record(JSON.parse(e.frame.toString()) as Record<string, string>);

@@ -155,7 +155,7 @@ test('a feed stopped with the fan-out (its socket closed) leaves it: no longer c
   const fanout = new BroadcastFanout({ framesPerSecond: 1_000_000, chunkFrames: 500, maxBatchBytes: 1 << 20 });
   const written: string[] = [];
   const sink: FrameSink = {
-    send: (frame) => { written.push(String(frame)); },
+    send: (frame) => { written.push(String(frame)); return true; },
     sendFrames: (entries) => { for (const e of entries) written.push(e.frame.toString()); },
     whenWritable: () => undefined,
   };

@@ -92,7 +92,7 @@ test('a catch-up reads past a page of nothing but malformed entries to the broad
   const after = await publish(2);
   const written: string[] = [];
   const feed = new BroadcastSubscription(tagSet([]), {
-    send: (frame) => { written.push(String(frame)); },
+    send: (frame) => { written.push(String(frame)); return true; },
     sendFrames: (entries) => { for (const e of entries) written.push(e.frame.toString()); },
     whenWritable: () => undefined,
   });
@@ -117,7 +117,7 @@ test('a catch-up whose bounds read fails (Redis gone): a gap from last_bseq to t
   gone.disconnect();
   const written: string[] = [];
   const feed = new BroadcastSubscription(tagSet([]), {
-    send: (frame) => { written.push(String(frame)); },
+    send: (frame) => { written.push(String(frame)); return true; },
     sendFrames: (entries) => { for (const e of entries) written.push(e.frame.toString()); },
     whenWritable: () => undefined,
   });

@@ -64,7 +64,7 @@ test('trimmed past the last entry sent between two catch-up pages: a gap from it
   const stream = new StreamTrimmedAfterFirstPage(redis, keys, async () => { later.push(...await publish(plain, 250)); });
   const frames: { t: string; bseq?: string; from?: string; to?: string }[] = [];
   const sink = {
-    send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); },
+    send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); return true; },
     sendFrames: (entries: readonly { frame: Buffer }[]) => { for (const e of entries) frames.push(JSON.parse(e.frame.toString()) as { t: string }); },
     whenWritable: () => undefined,
   };
@@ -87,7 +87,7 @@ test('a stream trimmed past last_bseq before the first page: one gap, then the r
   const ids = await publish(stream, 8);
   const frames: { t: string; bseq?: string; from?: string; to?: string }[] = [];
   const sink = {
-    send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); },
+    send: (frame: string | Buffer) => { frames.push(JSON.parse(frame.toString()) as { t: string }); return true; },
     sendFrames: () => undefined,
     whenWritable: () => undefined,
   };
