@@ -47,8 +47,6 @@ export const BROADCAST_SCRIPTS = {
   publish: { file: new URL('./lua/broadcast-publish-2.lua', import.meta.url), numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptSpec>;
 
-/** A raw stream entry: `[id, [field, value, …]]`. */
-
 /**
  * Builds an entry (and its frame) from the raw reply; undefined when malformed: a field
  * missing, a time (`s`, `e`) that is no whole number of ms, data (`d`) that is not JSON
