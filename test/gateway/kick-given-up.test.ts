@@ -14,17 +14,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
-import { Bus } from '../../src/cluster/bus.js';
-import { NodeRegistry } from '../../src/cluster/node-registry.js';
-import type { Presence } from '../../src/cluster/presence.js';
-import { Kicks } from '../../src/gateway/kicks.js';
-import { PendingHandshakes } from '../../src/gateway/pending-handshakes.js';
-import { createLogger } from '../../src/logger.js';
+import type { NodeRegistry } from '../../src/cluster/node-registry.js';
 import { Keys } from '../../src/redis/keys.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
 import { capturingLogger, type LogLine } from '../harness/log-capture.js';
 import type { CleanupList } from '../harness/pixiu-server.js';
+import { givenUp, registeredNode, sendingKicks } from './kick-fixture.js';
 
 const keys = new Keys('kgu:');
 /** Kicks sent to the deaf node. */
@@ -40,38 +36,19 @@ fileRedis(async (ctx) => {
   ({ redis } = await openInbox(ctx.cleanup, ctx.redis.url, 'kgu:'));
 });
 
-/**
- * A started registry of `node`: renewal 500 ms, lifetime 3 s. A lifetime of 300 ms lapsed
- * on a loaded machine (a clean-clone CI run at load 14): the deaf node's registration
- * ran out between two late renewals, and its kicks were not the ones given up on while
- * it stayed registered, so no line came within the test's wait.
- */
-async function registered(node: string): Promise<NodeRegistry> {
-  const registry = new NodeRegistry(redis, keys, { node, intervalMs: 500, ttlMs: 3000, logger: createLogger('silent') });
-  await registry.start();
-  cleanup.after(() => registry.stop());
-  return registry;
-}
+/** A started registry of `node` (kick-fixture.ts: renewal 500 ms, lifetime 3 s). */
+const registered = (node: string): Promise<NodeRegistry> => registeredNode(redis, keys, cleanup, node);
 
 test('kicks a registered node never takes are given up on and logged as one line naming how many connections, not one per kick', { timeout: 30_000 }, async () => {
   const registry = await registered('here');
   await registered('deaf');
   const { logger, lines } = capturingLogger();
-  const bus = new Bus({
-    // Never started (only sends here), so its subscriber connection is never used.
-    node: 'here', redis, subscriber: redis, keys, logger,
-    onNotify: () => undefined, onKick: () => undefined, onGone: () => undefined,
-  });
-  const unused = (): never => assert.fail('presence is not read for a connection\'s kick');
-  const kicks = new Kicks({
-    node: 'here', bus, registry, presence: { list: unused, closeConns: unused } satisfies Pick<Presence, 'list' | 'closeConns'>,
-    handshakes: new PendingHandshakes(), hub: { connectionsOf: () => [] }, accepting: () => true, logger, givenUpLogMs: GATHER_MS,
-  });
+  const kicks = sendingKicks({ redis, keys, registry, logger, givenUpLogMs: GATHER_MS });
   assert.equal(kicks.retryForMs, 3500, 'sent again for the registration\'s lifetime and one renewal');
 
   for (let i = 0; i < KICKS; i++) kicks.connection(`user-${i}`, `conn-${i}`, 'deaf', 4002, 'replaced by a new connection of the same device');
 
-  const given = (): LogLine[] => lines.filter((l) => /^kicks? not received/.test(String(l.msg)));
+  const given = (): LogLine[] => givenUp(lines);
   await waitUntil('the given-up kicks logged', async () => given().length > 0, 20_000);
   // A gathering more: no second line comes.
   await new Promise((resolve) => setTimeout(resolve, 2 * GATHER_MS));

@@ -13,17 +13,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Redis } from 'ioredis';
 import { Bus, type KickMessage } from '../../src/cluster/bus.js';
-import { NodeRegistry } from '../../src/cluster/node-registry.js';
+import type { NodeRegistry } from '../../src/cluster/node-registry.js';
 import type { Presence } from '../../src/cluster/presence.js';
-import { KICK_RETRY_MS, Kicks } from '../../src/gateway/kicks.js';
-import { PendingHandshakes } from '../../src/gateway/pending-handshakes.js';
+import { KICK_RETRY_MS, type Kicks } from '../../src/gateway/kicks.js';
 import { createLogger } from '../../src/logger.js';
 import { createRedis } from '../../src/redis/client.js';
 import { Keys } from '../../src/redis/keys.js';
 import { openInbox, waitUntil } from '../harness/checks.js';
 import { fileRedis } from '../harness/file-redis.js';
-import { capturingLogger, type LogLine } from '../harness/log-capture.js';
+import { capturingLogger } from '../harness/log-capture.js';
 import type { CleanupList } from '../harness/pixiu-server.js';
+import { givenUp, registeredNode, sendingKicks } from './kick-fixture.js';
 
 const keys = new Keys('krs:');
 /** The gathering of given-up kicks, ms. */
@@ -39,13 +39,8 @@ fileRedis(async (ctx) => {
   ({ redis } = await openInbox(ctx.cleanup, ctx.redis.url, 'krs:'));
 });
 
-/** A started registry of `node` (renewal 500 ms, lifetime 3 s). */
-async function registered(node: string): Promise<NodeRegistry> {
-  const registry = new NodeRegistry(redis, keys, { node, intervalMs: 500, ttlMs: 3000, logger: createLogger('silent') });
-  await registry.start();
-  cleanup.after(() => registry.stop());
-  return registry;
-}
+/** A started registry of `node` (kick-fixture.ts). */
+const registered = (node: string): Promise<NodeRegistry> => registeredNode(redis, keys, cleanup, node);
 
 /** The bus of `node`, subscribed: the kicks it receives. */
 async function listening(node: string): Promise<KickMessage[]> {
@@ -60,18 +55,10 @@ async function listening(node: string): Promise<KickMessage[]> {
   return received;
 }
 
-/** Kicks of node `here`, sending through a bus that only publishes. */
+/** Kicks of node `here`, sending through a bus that only publishes (kick-fixture.ts). */
 function kicksOf(registry: NodeRegistry, logger = createLogger('silent'), accepting = (): boolean => true, presence?: Pick<Presence, 'list' | 'closeConns'>): Kicks {
-  const bus = new Bus({ node: 'here', redis, subscriber: redis, keys, logger, onNotify: () => undefined, onKick: () => undefined, onGone: () => undefined });
-  const unused = (): never => assert.fail('presence is not read');
-  return new Kicks({
-    node: 'here', bus, registry, presence: presence ?? { list: unused, closeConns: unused },
-    handshakes: new PendingHandshakes(), hub: { connectionsOf: () => [] }, accepting, logger, givenUpLogMs: GATHER_MS,
-  });
+  return sendingKicks({ redis, keys, registry, logger, accepting, givenUpLogMs: GATHER_MS, ...(presence ? { presence } : {}) });
 }
-
-/** Kicks of given-up kicks logged so far. */
-const givenUp = (lines: LogLine[]): LogLine[] => lines.filter((l) => /^kicks? not received/.test(String(l.msg)));
 
 test('a DELETE\'s kicks its node missed are each sent again until the node takes them, then no more', { timeout: 30_000 }, async () => {
   const registry = await registered('here');
