@@ -19,7 +19,7 @@ import { LagProxy } from '../harness/lag-proxy.js';
 import { capturingLogger } from '../harness/log-capture.js';
 import { waitUntil } from '../harness/checks.js';
 import { startGateway, type GatewayFixture } from '../gateway/gateway-fixture.js';
-import { followThenCut, publish, waitTopics } from './channel-fixture.js';
+import { followThenCut, publish, publishMany, waitTopics } from './channel-fixture.js';
 
 const captured = capturingLogger();
 const RETRY_LOG = 'channel refill after the subscriber reconnected failed; its reads are tried again until Redis answers, live publications held meanwhile';
@@ -40,8 +40,7 @@ test('a refill whose reads fail because the command connection is not back yet r
   assert.ok(started);
   const { gw, subscriber, commands, probe } = started;
   const { client } = await followThenCut(gw, 'viewer', 'r.a', (on) => subscriber.cut(on), probe);
-  const during: string[] = [];
-  for (const data of ['d1', 'd2', 'd3']) during.push(await publish(gw.client, 'r.a', data));
+  const during = await publishMany(gw.client, 'r.a', 3, (i) => `d${i}`);
   // The command connection goes; the subscriber comes back: the refill's reads fail.
   const from = captured.lines.length;
   commands.cut(true);

@@ -16,7 +16,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestClient } from '../harness/ws-client.js';
-import { connectWith, followThenCut, publish, subscribe, waitTopics } from './channel-fixture.js';
+import { connectWith, followThenCut, publish, publishMany, subscribe, waitTopics } from './channel-fixture.js';
 import { subscriberProxyForFile } from './subscriber-proxy.js';
 import { waitUntil } from '../harness/checks.js';
 
@@ -141,8 +141,7 @@ test('a burst published while the refill runs and trimmed before its page was re
       (await probe.client('LIST') as string).split('\n').some((l) => l.includes(' name=pixiu:bus:') && l.includes(' cmd=ping')), 10_000, 10);
     // Six, past the history's cap of 3, now: their live copies come after that PING's
     // answer, later than the page that finds them trimmed (read up to LAG_MS from now).
-    const burst: string[] = [];
-    for (const data of ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']) burst.push(await publish(gw.client, 'r.e', data));
+    const burst = await publishMany(gw.client, 'r.e', 6, (i) => `b${i}`);
     assert.deepEqual(await client.next(10_000), { t: 'gap', stream: 'channel', channel: 'r.e', from: first, to: burst[0] }, '`lost` only, not b1 – b3');
     assert.deepEqual(await pubsUpTo(client, burst[5] as string), ['b1', 'b2', 'b3', 'b4', 'b5', 'b6']);
   } finally {
